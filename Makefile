@@ -1,0 +1,89 @@
+# runnel — one flat Makefile. Settings first.
+CC       ?= cc
+BUILD    ?= build
+DEBIAN_PACKAGES := lua5.4 liblua5.4-dev liblmdb-dev libmsgpack-dev lua-busted \
+                   libreadline-dev pkg-config
+LUA      := lua5.4
+LUA_INC  := $(shell pkg-config --cflags lua5.4 2>/dev/null || echo -I/usr/include/lua5.4)
+LUA_LIB  := $(shell pkg-config --libs lua5.4 2>/dev/null || echo -llua5.4)
+WARN     := -std=c11 -Wall -Wextra -Werror -Wshadow -Wundef -Wwrite-strings \
+            -Wmissing-prototypes -Wstrict-prototypes
+OPT      ?= -O2 -g
+CFLAGS   += $(WARN) $(OPT) -fPIC -fvisibility=hidden -D_GNU_SOURCE -MMD -MP
+CORE_LIBS := -llmdb -lmsgpackc
+SAN      := -fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer
+
+CORE_SRC := $(wildcard core/*.c)
+BIND_SRC := $(filter-out lua/cli.c,$(wildcard lua/*.c))
+CTEST_SRC := $(wildcard spec/c/test_*.c)
+CORE_OBJ := $(CORE_SRC:%.c=$(BUILD)/%.o)
+BIND_OBJ := $(BIND_SRC:%.c=$(BUILD)/%.o)
+CTESTS   := $(CTEST_SRC:spec/c/%.c=$(BUILD)/spec/%)
+
+.PHONY: all deps env test asan bench demo clean
+all: $(BUILD)/librunnel.a $(BUILD)/lua/runnel/core.so $(BUILD)/runnel $(CTESTS)
+
+# Installs only what is missing; apt-get update runs only then.
+deps:
+	@missing=""; for p in $(DEBIAN_PACKAGES); do \
+	  dpkg-query -W -f='$${Status}' $$p 2>/dev/null | grep -q 'ok installed' || missing="$$missing $$p"; \
+	done; \
+	if [ -n "$$missing" ]; then \
+	  echo "installing:$$missing"; \
+	  SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
+	  $$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq $$missing >/dev/null; \
+	fi
+
+env:
+	@echo 'export LUA_PATH="$(CURDIR)/lua/?.lua;$${LUA_PATH:-;}"'
+	@echo 'export LUA_CPATH="$(CURDIR)/$(BUILD)/lua/?.so;$${LUA_CPATH:-;}"'
+
+$(BUILD)/%.o: %.c
+	@mkdir -p $(@D)
+	$(CC) $(CFLAGS) $(LUA_INC) -Icore -c $< -o $@
+
+$(BUILD)/librunnel.a: $(CORE_OBJ)
+	@rm -f $@
+	ar rcs $@ $^
+
+$(BUILD)/lua/runnel/core.so: $(BIND_OBJ) $(BUILD)/librunnel.a
+	@mkdir -p $(@D)
+	$(CC) $(CFLAGS) -shared -o $@ $(BIND_OBJ) $(BUILD)/librunnel.a $(CORE_LIBS) $(LDFLAGS)
+
+# The DSL is compiled into the CLI so the binary runs from anywhere.
+EMBEDDED := runnel=lua/runnel.lua runnel.repl=lua/repl.lua
+$(BUILD)/gen/embedded.c: lua/runnel.lua lua/repl.lua scripts/embed.lua
+	@mkdir -p $(@D)
+	$(LUA) scripts/embed.lua $@ $(EMBEDDED)
+
+$(BUILD)/gen/embedded.o: $(BUILD)/gen/embedded.c
+	$(CC) $(CFLAGS) -c $< -o $@
+
+$(BUILD)/runnel: $(BUILD)/lua/cli.o $(BUILD)/gen/embedded.o $(BIND_OBJ) $(BUILD)/librunnel.a
+	$(CC) $(CFLAGS) -o $@ $^ $(CORE_LIBS) $(LUA_LIB) -lreadline -lm $(LDFLAGS)
+
+$(BUILD)/spec/%: spec/c/%.c spec/c/check.h $(BUILD)/librunnel.a
+	@mkdir -p $(@D)
+	$(CC) $(CFLAGS) -Icore -Ispec/c -o $@ $< $(BUILD)/librunnel.a $(CORE_LIBS) $(LDFLAGS)
+
+test: deps
+	@$(MAKE) -s all
+	@BUILD=$(BUILD) sh scripts/run-tests.sh
+
+# Sanitized objects live in their own tree so they never mix with the others.
+asan: deps
+	@$(MAKE) -s all BUILD=build/asan OPT="-O1 -g $(SAN)" LDFLAGS="$(SAN)"
+	@BUILD=build/asan ASAN=1 sh scripts/run-tests.sh
+
+bench: deps
+	@$(MAKE) -s all
+	@sh scripts/bench/run.sh
+
+demo: deps
+	@$(MAKE) -s all
+	@$(BUILD)/runnel run scripts/demo.lua
+
+clean:
+	rm -rf build
+
+-include $(shell find $(BUILD) -name '*.d' 2>/dev/null)

@@ -1,0 +1,20 @@
+/* derive.h — filter and map: relations computed row by row from another.
+ *
+ * Both pass the input row id through. On a table-like input a change is
+ * judged on its old and its new row:
+ *
+ *     old row out   new row out   emitted
+ *     yes           yes           UPDATE (nothing when the outputs are equal)
+ *     yes           no            DELETE of the old output
+ *     no            yes           INSERT of the new output
+ *
+ * so a row that stops passing a filter is a DELETE downstream and one that
+ * starts passing an INSERT, both under the row's id. */
+#ifndef RN_DERIVE_H
+#define RN_DERIVE_H
+
+#include "pipeline.h"
+
+int rn_derive_apply(rn_rel *d, const rn_change *c);
+
+#endif

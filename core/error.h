@@ -1,0 +1,24 @@
+/* error.h — the detailed error of the last failing call.
+ * Two levels, as in SQLite: rn_strerror() gives static text per code, an
+ * rn_err carries the message of one failure ("players: column \"@NAME\":
+ * expected string, got number"). */
+#ifndef RN_ERROR_H
+#define RN_ERROR_H
+
+#include "runnel.h"
+
+#define RN_ERRMSG_MAX 1024
+
+typedef struct rn_err {
+  int code;                   /* RN_OK or an RN_E… code */
+  char msg[RN_ERRMSG_MAX];    /* the sentence; empty when code is RN_OK */
+} rn_err;
+
+/* Sets code and message (printf format); returns code, for `return rn_err_set(…)`. */
+int rn_err_set(rn_err *e, int code, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+/* Prefixes the message with "<prefix>: " (e.g. a file and line). */
+void rn_err_prefix(rn_err *e, const char *prefix);
+void rn_err_clear(rn_err *e);
+
+#endif

@@ -1,0 +1,147 @@
+/* key.c — the order-preserving tuple encoding drawn in key.h. */
+#include "key.h"
+
+#include <math.h>
+#include <string.h>
+
+static void put_be64(msgpack_sbuffer *out, uint8_t tag, uint64_t u)
+{
+  char b[9];
+  b[0] = (char)tag;
+  for (int i = 0; i < 8; i++) b[1 + i] = (char)(u >> (56 - 8 * i));
+  msgpack_sbuffer_write(out, b, sizeof b);
+}
+
+static void put_escaped(msgpack_sbuffer *out, uint8_t tag, const char *s, size_t n)
+{
+  char t = (char)tag;
+  msgpack_sbuffer_write(out, &t, 1);
+  size_t run = 0;
+  for (size_t i = 0; i < n; i++) {
+    if (s[i] != '\0') continue;
+    msgpack_sbuffer_write(out, s + run, i - run);
+    msgpack_sbuffer_write(out, "\0\xff", 2);
+    run = i + 1;
+  }
+  msgpack_sbuffer_write(out, s + run, n - run);
+  msgpack_sbuffer_write(out, "\0\0", 2);
+}
+
+int rn_key_append(msgpack_sbuffer *out, const msgpack_object *v)
+{
+  switch (v->type) {
+  case MSGPACK_OBJECT_NIL: { char t = RN_KEY_NULL; msgpack_sbuffer_write(out, &t, 1); return 0; }
+  case MSGPACK_OBJECT_BOOLEAN: {
+    char t = v->via.boolean ? RN_KEY_TRUE : RN_KEY_FALSE;
+    msgpack_sbuffer_write(out, &t, 1);
+    return 0;
+  }
+  case MSGPACK_OBJECT_POSITIVE_INTEGER:
+    put_be64(out, RN_KEY_INT, v->via.u64 ^ (1ULL << 63));
+    return 0;
+  case MSGPACK_OBJECT_NEGATIVE_INTEGER:
+    put_be64(out, RN_KEY_INT, (uint64_t)v->via.i64 ^ (1ULL << 63));
+    return 0;
+  case MSGPACK_OBJECT_FLOAT32: case MSGPACK_OBJECT_FLOAT64: {
+    double d = v->via.f64;
+    if (isnan(d)) return -1;
+    if (d == 0) d = 0; /* -0.0 and 0.0 are one key */
+    uint64_t u;
+    memcpy(&u, &d, sizeof u);
+    u = (u >> 63) ? ~u : u ^ (1ULL << 63);
+    put_be64(out, RN_KEY_FLOAT, u);
+    return 0;
+  }
+  case MSGPACK_OBJECT_STR:
+    put_escaped(out, RN_KEY_STRING, v->via.str.ptr, v->via.str.size);
+    return 0;
+  case MSGPACK_OBJECT_BIN:
+    put_escaped(out, RN_KEY_BYTES, v->via.bin.ptr, v->via.bin.size);
+    return 0;
+  default:
+    return -1;
+  }
+}
+
+int rn_key_encode(const rn_schema *s, const msgpack_object *vals, msgpack_sbuffer *out)
+{
+  for (int i = 0; i < s->nkey; i++)
+    if (rn_key_append(out, &vals[s->key_slots[i]]) != 0) return -1;
+  return 0;
+}
+
+static uint64_t get_be64(const unsigned char *p)
+{
+  uint64_t u = 0;
+  for (int i = 0; i < 8; i++) u = (u << 8) | p[i];
+  return u;
+}
+
+/* Decodes one escaped run starting at p; returns bytes consumed or 0. */
+static size_t get_escaped(const unsigned char *p, size_t avail, msgpack_zone *z,
+                          const char **str, uint32_t *n)
+{
+  char *buf = msgpack_zone_malloc(z, avail ? avail : 1);
+  size_t i = 0, o = 0;
+  if (!buf) return 0;
+  while (i + 1 < avail) {
+    if (p[i] != 0) { buf[o++] = (char)p[i++]; continue; }
+    if (p[i + 1] == 0xff) { buf[o++] = '\0'; i += 2; continue; }
+    if (p[i + 1] == 0) { *str = buf; *n = (uint32_t)o; return i + 2; }
+    return 0;
+  }
+  return 0;
+}
+
+int rn_key_decode(const char *k, size_t len, msgpack_object *out, int max, msgpack_zone *z)
+{
+  const unsigned char *p = (const unsigned char *)k, *end = p + len;
+  int n = 0;
+  while (p < end) {
+    if (n == max) return -1;
+    msgpack_object *v = &out[n++];
+    uint8_t tag = *p++;
+    size_t left = (size_t)(end - p), used;
+    switch (tag) {
+    case RN_KEY_NULL: v->type = MSGPACK_OBJECT_NIL; break;
+    case RN_KEY_FALSE: case RN_KEY_TRUE:
+      v->type = MSGPACK_OBJECT_BOOLEAN;
+      v->via.boolean = tag == RN_KEY_TRUE;
+      break;
+    case RN_KEY_INT: {
+      if (left < 8) return -1;
+      int64_t i = (int64_t)(get_be64(p) ^ (1ULL << 63));
+      p += 8;
+      if (i >= 0) { v->type = MSGPACK_OBJECT_POSITIVE_INTEGER; v->via.u64 = (uint64_t)i; }
+      else { v->type = MSGPACK_OBJECT_NEGATIVE_INTEGER; v->via.i64 = i; }
+      break;
+    }
+    case RN_KEY_FLOAT: {
+      if (left < 8) return -1;
+      uint64_t u = get_be64(p);
+      p += 8;
+      u = (u >> 63) ? u ^ (1ULL << 63) : ~u;
+      v->type = MSGPACK_OBJECT_FLOAT64;
+      memcpy(&v->via.f64, &u, sizeof u);
+      break;
+    }
+    case RN_KEY_STRING: case RN_KEY_BYTES:
+      v->type = tag == RN_KEY_STRING ? MSGPACK_OBJECT_STR : MSGPACK_OBJECT_BIN;
+      used = get_escaped(p, left, z, &v->via.str.ptr, &v->via.str.size);
+      if (!used) return -1;
+      p += used;
+      break;
+    default:
+      return -1;
+    }
+  }
+  return n;
+}
+
+uint64_t rn_hash64(const void *data, size_t len)
+{
+  const unsigned char *p = data;
+  uint64_t h = 1469598103934665603ULL;
+  for (size_t i = 0; i < len; i++) { h ^= p[i]; h *= 1099511628211ULL; }
+  return h;
+}

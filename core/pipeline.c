@@ -1,0 +1,70 @@
+/* pipeline.c — opening and closing a pipeline. */
+#include "pipeline.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static void read_seq(rn_pipeline *p)
+{
+  MDB_txn *txn;
+  if (mdb_txn_begin(p->store.env, NULL, MDB_RDONLY, &txn)) return;
+  MDB_val k = { 3, (void *)"seq" }, v;
+  if (mdb_get(txn, p->store.meta, &k, &v) == 0 && v.mv_size == 8) memcpy(&p->seq, v.mv_data, 8);
+  mdb_txn_abort(txn);
+}
+
+RN_API int rn_pipeline_open(const rn_open_opts *opts, rn_pipeline **out, char *errbuf, size_t errlen)
+{
+  *out = NULL;
+  rn_pipeline *p = calloc(1, sizeof *p);
+  if (!p) {
+    if (errbuf) snprintf(errbuf, errlen, "out of memory");
+    return RN_ENOMEM;
+  }
+  msgpack_zone_init(&p->scratch, 8192);
+  msgpack_zone_init(&p->group_zone, 65536);
+  msgpack_sbuffer_init(&p->keybuf);
+  msgpack_sbuffer_init(&p->rowbuf);
+  msgpack_sbuffer_init(&p->valbuf);
+  int rc = rn_store_open(&p->store, opts ? opts->path : NULL, opts && opts->nosync, &p->err);
+  if (rc) {
+    if (errbuf) snprintf(errbuf, errlen, "%s", p->err.msg);
+    rn_pipeline_close(p);
+    return rc;
+  }
+  read_seq(p);
+  *out = p;
+  return 0;
+}
+
+RN_API void rn_pipeline_close(rn_pipeline *p)
+{
+  if (!p) return;
+  if (p->state == RN_OPEN) rn_rollback(p);
+  rn_cursors_end_all(p);
+  for (int i = 0; i < p->nsinks; i++) {
+    if (p->sinks[i]->free_ctx) p->sinks[i]->free_ctx(p->sinks[i]->ctx);
+    free(p->sinks[i]);
+  }
+  free(p->sinks);
+  for (int i = p->nrels - 1; i >= 0; i--) rn_rel_free(p->rels[i]);
+  free(p->rels);
+  if (p->store.env) rn_store_close(&p->store);
+  msgpack_zone_destroy(&p->scratch);
+  msgpack_zone_destroy(&p->group_zone);
+  msgpack_sbuffer_destroy(&p->keybuf);
+  msgpack_sbuffer_destroy(&p->rowbuf);
+  msgpack_sbuffer_destroy(&p->valbuf);
+  free(p);
+}
+
+RN_API const char *rn_errmsg(const rn_pipeline *p)
+{
+  return p->err.code ? p->err.msg : "";
+}
+
+RN_API uint64_t rn_seq(const rn_pipeline *p)
+{
+  return p->seq;
+}

@@ -1,0 +1,194 @@
+/* pipeline.h — the pipeline, its relations and the changes that flow
+ * between them. Internal: hosts use runnel.h.
+ *
+ * Groups (the state machine; see group.c for the invariants):
+ *
+ *     IDLE --rn_begin--> OPEN --rn_commit--> COMMITTING --> IDLE
+ *                          |                      |
+ *                          +----rn_rollback / any failure----> IDLE
+ *
+ * A change made in IDLE opens a group for itself and commits it (autocommit).
+ * While a change runs through the operators the pipeline is APPLYING; user
+ * callbacks may read then, but not change tables (that would re-enter). */
+#ifndef RN_PIPELINE_H
+#define RN_PIPELINE_H
+
+#include <msgpack.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "error.h"
+#include "schema.h"
+#include "store.h"
+
+typedef enum rn_verb { RN_INSERT = 1, RN_UPDATE = 2, RN_DELETE = 3 } rn_verb;
+
+/* One change of one row. Row pointers are valid while the change is being
+ * delivered; copy what you keep. */
+typedef struct rn_change {
+  rn_verb verb;           /* INSERT, UPDATE or DELETE */
+  uint64_t id;            /* the row id */
+  const char *row;        /* the new row (INSERT, UPDATE), else NULL */
+  size_t row_len;
+  const char *old;        /* the previous row (UPDATE, DELETE), else NULL */
+  size_t old_len;
+} rn_change;
+
+typedef enum rn_relkind {
+  RN_REL_TABLE,           /* keyed or keyless table (schema->nkey says) */
+  RN_REL_STREAM,          /* append-only source */
+  RN_REL_FILTER,          /* derived: rows passing a predicate */
+  RN_REL_MAP              /* derived: rows rewritten by a function */
+} rn_relkind;
+
+typedef void (*rn_free_fn)(void *ctx);
+/* Sets *pass to 0 or 1 for row (a row of in). */
+typedef int (*rn_filter_fn)(void *ctx, rn_rel *in, const char *row, size_t len,
+                            int *pass, rn_err *e);
+/* Appends the output row (a normalized row of out) to result, or sets
+ * *has_row to 0 for no row. */
+typedef int (*rn_map_fn)(void *ctx, rn_rel *in, rn_rel *out, const char *row, size_t len,
+                         msgpack_sbuffer *result, int *has_row, rn_err *e);
+
+/* The changes of one relation in the open group, kept while a sink listens.
+ * Row bytes live in the pipeline's group zone. */
+typedef struct rn_log {
+  rn_change *items;       /* in the order they were made */
+  size_t n, cap;
+} rn_log;
+
+struct rn_rel {
+  rn_pipeline *p;         /* owner */
+  char *name;             /* external name, owned */
+  rn_relkind kind;
+  bool tablelike;         /* its changes include updates and deletes */
+  rn_schema *schema;      /* owned */
+  MDB_dbi rows_dbi;       /* sources: "t:" name */
+  MDB_dbi hash_dbi;       /* keyless tables: "h:" name */
+  uint64_t next_id;       /* sources: the next id to allocate */
+  uint64_t count;         /* tables: live rows */
+  uint64_t saved_next_id; /* values at the last commit, restored on rollback */
+  uint64_t saved_count;
+  rn_rel *input;          /* derived: the relation it reads */
+  rn_filter_fn filter;    /* RN_REL_FILTER */
+  rn_map_fn map;          /* RN_REL_MAP */
+  void *ctx;              /* the callback's context */
+  rn_free_fn free_ctx;    /* frees ctx at close; may be NULL */
+  rn_rel **outputs;       /* relations derived from this one */
+  int noutputs, outcap;
+  int nsinks;             /* sinks listening: keep a log when > 0 */
+  rn_log log;             /* this group's changes (when nsinks > 0) */
+  void *udata;            /* the binding's data; runnel never touches it */
+};
+
+typedef struct rn_sink_info {
+  uint64_t id;            /* row id */
+  uint64_t seq;           /* the group's sequence number */
+  uint64_t n;             /* 1-based position among this sink's changes in the group */
+} rn_sink_info;
+
+typedef int (*rn_sink_fn)(void *ctx, rn_rel *rel, const rn_change *c,
+                          const rn_sink_info *info, rn_err *e);
+typedef int (*rn_sink_commit_fn)(void *ctx, uint64_t seq, rn_err *e);
+
+typedef struct rn_sink {
+  rn_rel *rel;            /* the relation it listens to */
+  bool consolidate;       /* one net change per row id per group */
+  rn_sink_fn on_change;   /* may be NULL */
+  rn_sink_commit_fn on_commit; /* after the group's changes; may be NULL */
+  void *ctx;
+  rn_free_fn free_ctx;
+} rn_sink;
+
+typedef enum rn_gstate { RN_IDLE, RN_OPEN, RN_APPLYING, RN_COMMITTING } rn_gstate;
+
+typedef struct rn_stats {
+  uint64_t groups;        /* committed groups since open */
+  uint64_t changes;       /* changes applied to sources since open */
+  uint64_t rollbacks;     /* groups rolled back since open */
+} rn_stats;
+
+struct rn_pipeline {
+  rn_store store;         /* LMDB */
+  rn_err err;             /* the last failure */
+  rn_rel **rels;          /* every relation, in declaration order */
+  int nrels, relcap;
+  rn_sink **sinks;        /* in registration order */
+  int nsinks, sinkcap;
+  rn_gstate state;
+  uint64_t group_serial;  /* counts groups begun: cursors know their group */
+  struct rn_cursor *cursors; /* open cursors, ended at close */
+  bool autocommit;        /* the open group was opened by a change for itself */
+  uint64_t seq;           /* last committed sequence number */
+  msgpack_zone scratch;   /* per top-level change: decoded rows, derived rows */
+  msgpack_zone group_zone;/* per group: logged row bytes */
+  msgpack_sbuffer keybuf; /* scratch: encoded keys */
+  msgpack_sbuffer rowbuf; /* scratch: encoded rows */
+  msgpack_sbuffer valbuf; /* scratch: stored values */
+  rn_stats stats;
+};
+
+/* ---- relations (relation.c) ---- */
+/* Declares a source (table or stream); takes ownership of schema. If the
+ * state already holds the relation, its schema must be the same. */
+int rn_declare_source(rn_pipeline *p, const char *name, rn_relkind kind,
+                      rn_schema *schema, rn_rel **out);
+/* Declares a derived relation (filter or map) of in; takes ownership of
+ * schema (NULL for a filter: it shares in's columns) and of ctx. */
+int rn_declare_derived(rn_pipeline *p, const char *name, rn_relkind kind, rn_rel *in,
+                       rn_schema *schema, void *ctx, rn_free_fn free_ctx, rn_rel **out);
+rn_rel *rn_find(const rn_pipeline *p, const char *name);
+void rn_rel_free(rn_rel *r);
+/* Sends a change of rel to its log and to every relation derived from it. */
+int rn_emit(rn_rel *rel, const rn_change *c);
+/* Copies len bytes into the per-change scratch zone. */
+const char *rn_scratch_copy(rn_pipeline *p, const char *data, size_t len);
+
+/* ---- changes to sources (table.c) ----
+ * vals/given describe the input row by slot (see row.h); vals is normalized
+ * in place. Each opens and commits a group of its own when none is open, and
+ * rolls the whole group back on failure. */
+int rn_table_insert(rn_rel *t, msgpack_object *vals, uint8_t *given);
+int rn_table_upsert(rn_rel *t, msgpack_object *vals, uint8_t *given);
+int rn_table_update(rn_rel *t, msgpack_object *vals, uint8_t *given);
+int rn_table_delete(rn_rel *t, msgpack_object *vals, uint8_t *given);
+/* Keyless tables: replace the stored row equal to old (smallest id). */
+int rn_table_replace(rn_rel *t, msgpack_object *old, uint8_t *old_given,
+                     msgpack_object *vals, uint8_t *given);
+/* Reads by key (keyed) or by whole row (keyless). *row points into
+ * p->rowbuf (valid until the next call); *found = 0 when absent. */
+int rn_table_get(rn_rel *t, msgpack_object *vals, uint8_t *given, int *found,
+                 uint64_t *id, const char **row, size_t *len);
+
+/* Iteration over a table's live rows in key order (id order when keyless).
+ * Destructor: rn_cursor_close; valid only while no group opens or closes
+ * unless it was opened inside the group it runs in. */
+typedef struct rn_cursor rn_cursor;
+int rn_cursor_open(rn_rel *t, rn_cursor **out);
+/* *done = 1 at the end. Row bytes valid until the next call. */
+int rn_cursor_next(rn_cursor *c, uint64_t *id, const char **row, size_t *len, int *done);
+void rn_cursor_close(rn_cursor *c);
+/* At close: ends every open cursor's LMDB work; their handles stay valid
+ * for rn_cursor_close and report the end. */
+void rn_cursors_end_all(rn_pipeline *p);
+
+/* ---- groups (group.c) ---- */
+/* Brackets every change to a source: opens an autocommit group if needed,
+ * refuses re-entry, and on leave clears scratch, rolls back on failure or
+ * commits an autocommit group. */
+int rn_change_enter(rn_pipeline *p);
+int rn_change_leave(rn_pipeline *p, int rc);
+/* Fails the open group from outside the core (the binding could not even
+ * convert its input): rolls it back and records the message. */
+int rn_group_fail(rn_pipeline *p, int code, const char *msg);
+
+/* ---- sinks (sink.c) ---- */
+/* Registers a sink; takes ownership of ctx. Not allowed inside a group. */
+int rn_sink_add(rn_pipeline *p, rn_rel *rel, bool consolidate, rn_sink_fn on_change,
+                rn_sink_commit_fn on_commit, void *ctx, rn_free_fn free_ctx);
+int rn_log_append(rn_pipeline *p, rn_rel *rel, const rn_change *c);
+/* Delivers the group's logs to every sink, in registration order. */
+int rn_sinks_deliver(rn_pipeline *p, uint64_t seq);
+void rn_logs_clear(rn_pipeline *p);
+
+#endif

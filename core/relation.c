@@ -1,0 +1,207 @@
+/* relation.c — declaring relations and sending changes along the graph. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "derive.h"
+#include "pipeline.h"
+#include "row.h"
+
+rn_rel *rn_find(const rn_pipeline *p, const char *name)
+{
+  for (int i = 0; i < p->nrels; i++)
+    if (strcmp(p->rels[i]->name, name) == 0) return p->rels[i];
+  return NULL;
+}
+
+const char *rn_scratch_copy(rn_pipeline *p, const char *data, size_t len)
+{
+  char *copy = msgpack_zone_malloc_no_align(&p->scratch, len ? len : 1);
+  if (copy) memcpy(copy, data, len);
+  return copy;
+}
+
+static int push_ptr(void ***arr, int *n, int *cap, void *item)
+{
+  if (*n == *cap) {
+    int c = *cap ? *cap * 2 : 8;
+    void **a = realloc(*arr, (size_t)c * sizeof *a);
+    if (!a) return RN_ENOMEM;
+    *arr = a;
+    *cap = c;
+  }
+  (*arr)[(*n)++] = item;
+  return 0;
+}
+
+static int check_declarable(rn_pipeline *p, const char *name)
+{
+  if (p->state != RN_IDLE)
+    return rn_err_set(&p->err, RN_EMISUSE, "relation \"%s\": relations are declared outside groups", name);
+  if (!name[0]) return rn_err_set(&p->err, RN_EINVAL, "a relation needs a non-empty name");
+  if (rn_find(p, name))
+    return rn_err_set(&p->err, RN_EINVAL, "relation \"%s\" is already declared", name);
+  return 0;
+}
+
+static rn_rel *rel_new(rn_pipeline *p, const char *name, rn_relkind kind, rn_schema *schema)
+{
+  rn_rel *r = calloc(1, sizeof *r);
+  if (!r) return NULL;
+  r->name = strdup(name);
+  if (!r->name || push_ptr((void ***)&p->rels, &p->nrels, &p->relcap, r)) {
+    free(r->name);
+    free(r);
+    return NULL;
+  }
+  r->p = p;
+  r->kind = kind;
+  r->schema = schema;
+  r->next_id = r->saved_next_id = 1;
+  return r;
+}
+
+void rn_rel_free(rn_rel *r)
+{
+  if (r->free_ctx) r->free_ctx(r->ctx);
+  if (r->kind != RN_REL_FILTER) rn_schema_free(r->schema);
+  free(r->outputs);
+  free(r->log.items);
+  free(r->name);
+  free(r);
+}
+
+/* Reads or records |kind|schema| under "r:" name and the counters under
+ * "n:" name, and opens the relation's databases, in one transaction. */
+static int open_source_state(rn_pipeline *p, rn_rel *r)
+{
+  size_t nlen = strlen(r->name);
+  char *mkey = malloc(nlen + 3);
+  if (!mkey) return rn_err_set(&p->err, RN_ENOMEM, "out of memory");
+  msgpack_sbuffer desc;
+  msgpack_sbuffer_init(&desc);
+  msgpack_packer pk;
+  msgpack_packer_init(&pk, &desc, msgpack_sbuffer_write);
+  msgpack_pack_array(&pk, 2);
+  msgpack_pack_int(&pk, r->kind);
+  rn_schema_describe(r->schema, &pk);
+
+  MDB_txn *txn = NULL;
+  int rc = mdb_txn_begin(p->store.env, NULL, 0, &txn);
+  if (rc) goto lmdb_fail;
+  memcpy(mkey + 2, r->name, nlen + 1);
+  memcpy(mkey, "r:", 2);
+  MDB_val k = { nlen + 2, mkey }, v;
+  rc = mdb_get(txn, p->store.meta, &k, &v);
+  if (rc == 0) {
+    if (v.mv_size != desc.size || memcmp(v.mv_data, desc.data, desc.size) != 0) {
+      rn_err_set(&p->err, RN_ESCHEMA,
+                 "relation \"%s\": the state at %s holds it with another kind or schema",
+                 r->name, p->store.path);
+      goto fail;
+    }
+  } else if (rc == MDB_NOTFOUND) {
+    v.mv_size = desc.size;
+    v.mv_data = desc.data;
+    rc = mdb_put(txn, p->store.meta, &k, &v, 0);
+    if (rc) goto lmdb_fail;
+  } else {
+    goto lmdb_fail;
+  }
+  memcpy(mkey, "n:", 2);
+  rc = mdb_get(txn, p->store.meta, &k, &v);
+  if (rc == 0 && v.mv_size == 16) {
+    memcpy(&r->next_id, v.mv_data, 8);
+    memcpy(&r->count, (char *)v.mv_data + 8, 8);
+    r->saved_next_id = r->next_id;
+    r->saved_count = r->count;
+  } else if (rc != MDB_NOTFOUND && rc != 0) {
+    goto lmdb_fail;
+  }
+  if (r->kind == RN_REL_TABLE) {
+    memcpy(mkey, "t:", 2);
+    rc = mdb_dbi_open(txn, mkey, MDB_CREATE, &r->rows_dbi);
+    if (rc) goto lmdb_fail;
+    if (r->schema->nkey == 0) {
+      memcpy(mkey, "h:", 2);
+      rc = mdb_dbi_open(txn, mkey, MDB_CREATE | MDB_DUPSORT | MDB_DUPFIXED, &r->hash_dbi);
+      if (rc) goto lmdb_fail;
+    }
+  }
+  rc = mdb_txn_commit(txn);
+  txn = NULL;
+  if (rc) goto lmdb_fail;
+  free(mkey);
+  msgpack_sbuffer_destroy(&desc);
+  return 0;
+lmdb_fail:
+  rn_store_fail(&p->err, rc, r->name);
+fail:
+  if (txn) mdb_txn_abort(txn);
+  free(mkey);
+  msgpack_sbuffer_destroy(&desc);
+  return p->err.code;
+}
+
+static void forget_last(rn_pipeline *p)
+{
+  rn_rel_free(p->rels[--p->nrels]);
+}
+
+int rn_declare_source(rn_pipeline *p, const char *name, rn_relkind kind,
+                      rn_schema *schema, rn_rel **out)
+{
+  int rc = check_declarable(p, name);
+  if (rc) { rn_schema_free(schema); return rc; }
+  if (kind == RN_REL_STREAM && schema->nkey) {
+    rn_schema_free(schema);
+    return rn_err_set(&p->err, RN_EINVAL, "%s: a stream has no key", name);
+  }
+  rn_rel *r = rel_new(p, name, kind, schema);
+  if (!r) { rn_schema_free(schema); return rn_err_set(&p->err, RN_ENOMEM, "out of memory"); }
+  r->tablelike = kind == RN_REL_TABLE;
+  rc = open_source_state(p, r);
+  if (rc) { forget_last(p); return rc; }
+  *out = r;
+  return 0;
+}
+
+int rn_declare_derived(rn_pipeline *p, const char *name, rn_relkind kind, rn_rel *in,
+                       rn_schema *schema, void *ctx, rn_free_fn free_ctx, rn_rel **out)
+{
+  int rc = check_declarable(p, name);
+  if (rc) {
+    rn_schema_free(schema);
+    if (free_ctx) free_ctx(ctx);
+    return rc;
+  }
+  rn_rel *r = rel_new(p, name, kind, kind == RN_REL_FILTER ? in->schema : schema);
+  if (!r) {
+    rn_schema_free(schema);
+    if (free_ctx) free_ctx(ctx);
+    return rn_err_set(&p->err, RN_ENOMEM, "out of memory");
+  }
+  r->ctx = ctx;
+  r->free_ctx = free_ctx;
+  if (push_ptr((void ***)&in->outputs, &in->noutputs, &in->outcap, r)) {
+    forget_last(p);
+    return rn_err_set(&p->err, RN_ENOMEM, "out of memory");
+  }
+  r->input = in;
+  r->tablelike = in->tablelike;
+  *out = r;
+  return 0;
+}
+
+int rn_emit(rn_rel *rel, const rn_change *c)
+{
+  if (rel->nsinks) {
+    int rc = rn_log_append(rel->p, rel, c);
+    if (rc) return rc;
+  }
+  for (int i = 0; i < rel->noutputs; i++) {
+    int rc = rn_derive_apply(rel->outputs[i], c);
+    if (rc) return rc;
+  }
+  return 0;
+}

@@ -1,0 +1,350 @@
+/* row.c — the one place where values are checked against their columns. */
+#include "row.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+bool rn_utf8_valid(const char *str, size_t len)
+{
+  const unsigned char *s = (const unsigned char *)str, *end = s + len;
+  while (s < end) {
+    unsigned c = *s;
+    size_t n;
+    unsigned min;
+    if (c < 0x80) { s++; continue; }
+    else if ((c & 0xE0) == 0xC0) { n = 1; min = 0x80; c &= 0x1F; }
+    else if ((c & 0xF0) == 0xE0) { n = 2; min = 0x800; c &= 0x0F; }
+    else if ((c & 0xF8) == 0xF0) { n = 3; min = 0x10000; c &= 0x07; }
+    else return false;
+    if ((size_t)(end - s) <= n) return false;
+    for (size_t i = 1; i <= n; i++) {
+      if ((s[i] & 0xC0) != 0x80) return false;
+      c = (c << 6) | (s[i] & 0x3F);
+    }
+    if (c < min || c > 0x10FFFF || (c >= 0xD800 && c <= 0xDFFF)) return false;
+    s += n + 1;
+  }
+  return true;
+}
+
+const char *rn_value_kind(const msgpack_object *v)
+{
+  switch (v->type) {
+  case MSGPACK_OBJECT_NIL: return "nil";
+  case MSGPACK_OBJECT_BOOLEAN: return "boolean";
+  case MSGPACK_OBJECT_POSITIVE_INTEGER: case MSGPACK_OBJECT_NEGATIVE_INTEGER:
+  case MSGPACK_OBJECT_FLOAT32: case MSGPACK_OBJECT_FLOAT64: return "number";
+  case MSGPACK_OBJECT_STR: return "string";
+  case MSGPACK_OBJECT_BIN: return "bytes";
+  case MSGPACK_OBJECT_ARRAY: case MSGPACK_OBJECT_MAP: return "table";
+  case MSGPACK_OBJECT_EXT:
+    return v->via.ext.type == RN_EXT_FOREIGN ? v->via.ext.ptr : "ext";
+  }
+  return "?";
+}
+
+
+static void set_int(msgpack_object *v, int64_t i)
+{
+  if (i >= 0) { v->type = MSGPACK_OBJECT_POSITIVE_INTEGER; v->via.u64 = (uint64_t)i; }
+  else { v->type = MSGPACK_OBJECT_NEGATIVE_INTEGER; v->via.i64 = i; }
+}
+
+/* A path like `column "pos" field "x"` for messages about nested values. */
+typedef struct path { const struct path *up; const char *name; } path;
+
+static void where(const path *p, char *buf, size_t len)
+{
+  const path *chain[16];
+  int n = 0;
+  for (const path *q = p; q && n < 16; q = q->up) chain[n++] = q;
+  size_t off = 0;
+  buf[0] = '\0';
+  for (int i = n - 1; i >= 0 && off < len; i--)
+    off += (size_t)snprintf(buf + off, len - off, "%s\"%s\"",
+                            i == n - 1 ? "column " : " field ", chain[i]->name);
+}
+
+static int type_error(rn_err *e, const char *rel, const path *p, const char *want,
+                      const msgpack_object *v, const char *extra)
+{
+  char at[512];
+  where(p, at, sizeof at);
+  return rn_err_set(e, RN_EINVAL, "%s: %s: expected %s, got %s%s", rel, at, want,
+                    rn_value_kind(v), extra ? extra : "");
+}
+
+static int normalize_any(msgpack_object *v, msgpack_zone *z, const char *rel,
+                         const path *p, int depth, rn_err *e);
+static int normalize_struct(const rn_schema *s, msgpack_object *v, msgpack_zone *z,
+                            const char *rel, const path *p, int depth, rn_err *e);
+
+static int normalize_typed(rn_type t, const rn_schema *fields, msgpack_object *v,
+                           msgpack_zone *z, const char *rel, const path *p, int depth, rn_err *e)
+{
+  switch (t) {
+  case RN_T_INT:
+    if (v->type == MSGPACK_OBJECT_POSITIVE_INTEGER) {
+      if (v->via.u64 > (uint64_t)INT64_MAX) return type_error(e, rel, p, "int", v, " out of range");
+      return 0;
+    }
+    if (v->type == MSGPACK_OBJECT_NEGATIVE_INTEGER) return 0;
+    if (v->type == MSGPACK_OBJECT_FLOAT32 || v->type == MSGPACK_OBJECT_FLOAT64) {
+      double d = v->via.f64;
+      if (d == floor(d) && d >= -9223372036854775808.0 && d < 9223372036854775808.0) {
+        set_int(v, (int64_t)d);
+        return 0;
+      }
+      char num[64];
+      snprintf(num, sizeof num, " %.17g", d);
+      return type_error(e, rel, p, "int", v, num);
+    }
+    return type_error(e, rel, p, "int", v, NULL);
+  case RN_T_FLOAT:
+    if (v->type == MSGPACK_OBJECT_POSITIVE_INTEGER) v->via.f64 = (double)v->via.u64;
+    else if (v->type == MSGPACK_OBJECT_NEGATIVE_INTEGER) v->via.f64 = (double)v->via.i64;
+    else if (v->type != MSGPACK_OBJECT_FLOAT32 && v->type != MSGPACK_OBJECT_FLOAT64)
+      return type_error(e, rel, p, "float", v, NULL);
+    v->type = MSGPACK_OBJECT_FLOAT64;
+    return 0;
+  case RN_T_STRING:
+    if (v->type != MSGPACK_OBJECT_STR && v->type != MSGPACK_OBJECT_BIN)
+      return type_error(e, rel, p, "string", v, NULL);
+    if (!rn_utf8_valid(v->via.str.ptr, v->via.str.size))
+      return type_error(e, rel, p, "string", v, " that is not valid UTF-8");
+    v->type = MSGPACK_OBJECT_STR;
+    return 0;
+  case RN_T_BYTES:
+    if (v->type != MSGPACK_OBJECT_STR && v->type != MSGPACK_OBJECT_BIN)
+      return type_error(e, rel, p, "bytes", v, NULL);
+    v->type = MSGPACK_OBJECT_BIN;
+    return 0;
+  case RN_T_BOOL:
+    return v->type == MSGPACK_OBJECT_BOOLEAN ? 0 : type_error(e, rel, p, "bool", v, NULL);
+  case RN_T_LIST:
+    if (v->type != MSGPACK_OBJECT_ARRAY) return type_error(e, rel, p, "list", v, NULL);
+    return normalize_any(v, z, rel, p, depth, e);
+  case RN_T_MAP:
+    if (v->type != MSGPACK_OBJECT_MAP) return type_error(e, rel, p, "map", v, NULL);
+    return normalize_any(v, z, rel, p, depth, e);
+  case RN_T_ANY:
+    return normalize_any(v, z, rel, p, depth, e);
+  case RN_T_STRUCT:
+    return normalize_struct(fields, v, z, rel, p, depth, e);
+  }
+  return type_error(e, rel, p, "a known type", v, NULL);
+}
+
+/* Map keys are scalars, ordered: booleans, numbers by value, strings
+ * bytewise, bytes bytewise. */
+static int key_rank(const msgpack_object *k)
+{
+  switch (k->type) {
+  case MSGPACK_OBJECT_BOOLEAN: return 0;
+  case MSGPACK_OBJECT_POSITIVE_INTEGER: case MSGPACK_OBJECT_NEGATIVE_INTEGER:
+  case MSGPACK_OBJECT_FLOAT64: return 1;
+  case MSGPACK_OBJECT_STR: return 2;
+  case MSGPACK_OBJECT_BIN: return 3;
+  default: return 4;
+  }
+}
+
+static double num_of(const msgpack_object *k)
+{
+  return k->type == MSGPACK_OBJECT_POSITIVE_INTEGER ? (double)k->via.u64
+       : k->type == MSGPACK_OBJECT_NEGATIVE_INTEGER ? (double)k->via.i64 : k->via.f64;
+}
+
+static int cmp_map_keys(const void *a, const void *b)
+{
+  const msgpack_object *x = &((const msgpack_object_kv *)a)->key;
+  const msgpack_object *y = &((const msgpack_object_kv *)b)->key;
+  int rx = key_rank(x), ry = key_rank(y);
+  if (rx != ry) return rx < ry ? -1 : 1;
+  switch (rx) {
+  case 0: return (int)x->via.boolean - (int)y->via.boolean;
+  case 1: {
+    if (x->type == MSGPACK_OBJECT_NEGATIVE_INTEGER && y->type == MSGPACK_OBJECT_NEGATIVE_INTEGER)
+      return x->via.i64 < y->via.i64 ? -1 : x->via.i64 > y->via.i64;
+    if (x->type == MSGPACK_OBJECT_POSITIVE_INTEGER && y->type == MSGPACK_OBJECT_POSITIVE_INTEGER)
+      return x->via.u64 < y->via.u64 ? -1 : x->via.u64 > y->via.u64;
+    double dx = num_of(x), dy = num_of(y);
+    return dx < dy ? -1 : dx > dy;
+  }
+  default: {
+    uint32_t n = x->via.str.size < y->via.str.size ? x->via.str.size : y->via.str.size;
+    int c = memcmp(x->via.str.ptr, y->via.str.ptr, n);
+    if (c) return c;
+    return x->via.str.size < y->via.str.size ? -1 : x->via.str.size > y->via.str.size;
+  }
+  }
+}
+
+static int normalize_any(msgpack_object *v, msgpack_zone *z, const char *rel,
+                         const path *p, int depth, rn_err *e)
+{
+  if (depth > 64) return type_error(e, rel, p, "a value nested at most 64 deep", v, NULL);
+  switch (v->type) {
+  case MSGPACK_OBJECT_NEGATIVE_INTEGER:
+    if (v->via.i64 >= 0) set_int(v, v->via.i64);
+    return 0;
+  case MSGPACK_OBJECT_FLOAT32:
+    v->type = MSGPACK_OBJECT_FLOAT64;
+    return 0;
+  case MSGPACK_OBJECT_EXT:
+    return type_error(e, rel, p, "a storable value", v, NULL);
+  case MSGPACK_OBJECT_ARRAY:
+    for (uint32_t i = 0; i < v->via.array.size; i++)
+      if (normalize_any(&v->via.array.ptr[i], z, rel, p, depth + 1, e)) return e->code;
+    return 0;
+  case MSGPACK_OBJECT_MAP: {
+    msgpack_object_kv *kv = v->via.map.ptr;
+    uint32_t n = v->via.map.size;
+    for (uint32_t i = 0; i < n; i++) {
+      if (normalize_any(&kv[i].key, z, rel, p, depth + 1, e)) return e->code;
+      if (key_rank(&kv[i].key) == 4)
+        return type_error(e, rel, p, "map keys that are strings, numbers or booleans", &kv[i].key, NULL);
+      if (normalize_any(&kv[i].val, z, rel, p, depth + 1, e)) return e->code;
+    }
+    qsort(kv, n, sizeof *kv, cmp_map_keys);
+    for (uint32_t i = 1; i < n; i++)
+      if (cmp_map_keys(&kv[i - 1], &kv[i]) == 0)
+        return type_error(e, rel, p, "a map without duplicate keys", v, NULL);
+    return 0;
+  }
+  default:
+    return 0;
+  }
+}
+
+static int missing_error(rn_err *e, const char *rel, const path *p, const rn_column *c)
+{
+  (void)p;
+  if (c->is_key) return rn_err_set(e, RN_EINVAL, "%s: column \"%s\": key column is missing", rel, c->name);
+  return rn_err_set(e, RN_EINVAL, "%s: column \"%s\": missing (the column is not nullable)", rel, c->name);
+}
+
+static int null_error(rn_err *e, const char *rel, const rn_column *c)
+{
+  if (c->is_key) return rn_err_set(e, RN_EINVAL, "%s: column \"%s\": key columns cannot be null", rel, c->name);
+  return rn_err_set(e, RN_EINVAL, "%s: column \"%s\": null given but the column is not nullable", rel, c->name);
+}
+
+/* A struct value arrives as a map of field names (or an array in slot
+ * order) and leaves as an array in slot order. */
+static int normalize_struct(const rn_schema *s, msgpack_object *v, msgpack_zone *z,
+                            const char *rel, const path *p, int depth, rn_err *e)
+{
+  if (depth > 64) return type_error(e, rel, p, "a value nested at most 64 deep", v, NULL);
+  msgpack_object *out = msgpack_zone_malloc(z, sizeof *out * (size_t)(s->ncols ? s->ncols : 1));
+  if (!out) return rn_err_set(e, RN_ENOMEM, "out of memory");
+  if (v->type == MSGPACK_OBJECT_ARRAY && v->via.array.size == (uint32_t)s->ncols) {
+    memcpy(out, v->via.array.ptr, sizeof *out * (size_t)s->ncols);
+  } else if (v->type == MSGPACK_OBJECT_MAP) {
+    for (int i = 0; i < s->ncols; i++) out[i].type = MSGPACK_OBJECT_EXT, out[i].via.ext.type = 0;
+    for (uint32_t i = 0; i < v->via.map.size; i++) {
+      const msgpack_object *k = &v->via.map.ptr[i].key;
+      int slot = k->type == MSGPACK_OBJECT_STR ? rn_schema_slot(s, k->via.str.ptr, k->via.str.size) : -1;
+      if (slot < 0) {
+        char name[128];
+        if (k->type == MSGPACK_OBJECT_STR) snprintf(name, sizeof name, "\"%.*s\"", (int)k->via.str.size, k->via.str.ptr);
+        else msgpack_object_print_buffer(name, sizeof name, *k);
+        char at[512];
+        where(p, at, sizeof at);
+        return rn_err_set(e, RN_EINVAL, "%s: %s: unknown field %s", rel, at, name);
+      }
+      out[slot] = v->via.map.ptr[i].val;
+    }
+    for (int i = 0; i < s->ncols; i++) {
+      const rn_column *c = &s->cols[i];
+      if (out[i].type != MSGPACK_OBJECT_EXT || out[i].via.ext.type != 0) continue;
+      if (c->has_default) out[i] = c->defval;
+      else if (c->nullable) out[i].type = MSGPACK_OBJECT_NIL;
+      else {
+        path fp = { p, c->name };
+        msgpack_object nil = { .type = MSGPACK_OBJECT_NIL };
+        return type_error(e, rel, &fp, rn_type_name(c->type), &nil, " (the field is missing)");
+      }
+    }
+  } else {
+    return type_error(e, rel, p, "struct", v, NULL);
+  }
+  for (int i = 0; i < s->ncols; i++) {
+    const rn_column *c = &s->cols[i];
+    path fp = { p, c->name };
+    if (out[i].type == MSGPACK_OBJECT_NIL) {
+      if (!c->nullable) return type_error(e, rel, &fp, rn_type_name(c->type), &out[i], NULL);
+      continue;
+    }
+    if (normalize_typed(c->type, c->fields, &out[i], z, rel, &fp, depth + 1, e)) return e->code;
+  }
+  v->type = MSGPACK_OBJECT_ARRAY;
+  v->via.array.size = (uint32_t)s->ncols;
+  v->via.array.ptr = out;
+  return 0;
+}
+
+int rn_value_normalize(const rn_column *c, msgpack_object *v, msgpack_zone *z,
+                       const char *rel, rn_err *e)
+{
+  path p = { NULL, c->name };
+  return normalize_typed(c->type, c->fields, v, z, rel, &p, 0, e);
+}
+
+int rn_row_normalize(const rn_schema *s, const char *rel, rn_rowmode mode,
+                     msgpack_object *vals, const uint8_t *given,
+                     msgpack_zone *z, rn_err *e)
+{
+  for (int i = 0; i < s->ncols; i++) {
+    const rn_column *c = &s->cols[i];
+    if (!given[i]) {
+      if (mode == RN_ROW_FULL) {
+        if (c->has_default) vals[i] = c->defval;
+        else if (c->nullable) vals[i].type = MSGPACK_OBJECT_NIL;
+        else return missing_error(e, rel, NULL, c);
+      } else if (c->is_key) {
+        return missing_error(e, rel, NULL, c);
+      }
+      continue;
+    }
+    if (mode == RN_ROW_KEY && !c->is_key) continue;
+    if (vals[i].type == MSGPACK_OBJECT_NIL) {
+      if (!c->nullable) return null_error(e, rel, c);
+      continue;
+    }
+    if (rn_value_normalize(c, &vals[i], z, rel, e)) return e->code;
+  }
+  return 0;
+}
+
+void rn_row_pack(const rn_schema *s, const msgpack_object *vals, msgpack_sbuffer *out)
+{
+  msgpack_packer pk;
+  msgpack_packer_init(&pk, out, msgpack_sbuffer_write);
+  msgpack_pack_array(&pk, (size_t)s->ncols);
+  for (int i = 0; i < s->ncols; i++) msgpack_pack_object(&pk, vals[i]);
+}
+
+const msgpack_object *rn_row_unpack(const char *data, size_t len, int ncols, msgpack_zone *z)
+{
+  msgpack_object obj;
+  size_t off = 0;
+  if (msgpack_unpack(data, len, &off, z, &obj) != MSGPACK_UNPACK_SUCCESS) return NULL;
+  if (obj.type != MSGPACK_OBJECT_ARRAY || obj.via.array.size != (uint32_t)ncols) return NULL;
+  return obj.via.array.ptr;
+}
+
+void rn_key_format(const rn_schema *s, const msgpack_object *vals, char *buf, size_t len)
+{
+  size_t off = 0;
+  buf[0] = '\0';
+  for (int i = 0; i < s->nkey && off + 1 < len; i++) {
+    const rn_column *c = &s->cols[s->key_slots[i]];
+    off += (size_t)snprintf(buf + off, len - off, "%s%s = ", i ? ", " : "", c->name);
+    if (off + 1 >= len) break;
+    int n = msgpack_object_print_buffer(buf + off, len - off, vals[s->key_slots[i]]);
+    if (n > 0) off += (size_t)n;
+  }
+}

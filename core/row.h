@@ -1,0 +1,57 @@
+/* row.h — checking, normalizing and encoding rows.
+ *
+ * A row travels as a msgpack array in slot order:
+ *
+ *     |array(ncols)|slot 0|slot 1|...|slot ncols-1|
+ *
+ * Each value is normalized against its column before it is packed, so the
+ * same logical row always has the same bytes: ints are msgpack ints, floats
+ * float64, bytes bin, strings valid UTF-8 str, map entries sorted by key,
+ * struct values arrays in their fields' slot order. Equal rows are equal
+ * bytes; no-op detection and keyless matching compare bytes.
+ *
+ * Input values that runnel cannot hold at all (a Lua function, say) arrive
+ * as an ext object of type RN_EXT_FOREIGN whose payload names their type, so
+ * the error can say "got function". */
+#ifndef RN_ROW_H
+#define RN_ROW_H
+
+#include <msgpack.h>
+
+#include "schema.h"
+
+#define RN_EXT_FOREIGN 127
+
+typedef enum rn_rowmode {
+  RN_ROW_FULL,   /* a whole row: missing columns take their default or null */
+  RN_ROW_PATCH,  /* key plus the columns to set */
+  RN_ROW_KEY     /* key columns only; other given columns are ignored */
+} rn_rowmode;
+
+/* Normalizes vals[0..ncols) in place; given[i] says whether slot i was given
+ * (absent and null differ in a patch). Nested memory comes from z. Errors name
+ * rel and the column: `players: column "@NAME": expected string, got number`. */
+int rn_row_normalize(const rn_schema *s, const char *rel, rn_rowmode mode,
+                     msgpack_object *vals, const uint8_t *given,
+                     msgpack_zone *z, rn_err *e);
+
+/* Normalizes one value against a column (not for null: callers check). */
+int rn_value_normalize(const rn_column *c, msgpack_object *v, msgpack_zone *z,
+                       const char *rel, rn_err *e);
+
+/* Appends the row's encoding to out. */
+void rn_row_pack(const rn_schema *s, const msgpack_object *vals, msgpack_sbuffer *out);
+
+/* Decodes a row into its slot values (pointing into data, which must outlive
+ * them; arrays from z). Returns the ncols values, or NULL if data is not a
+ * row of ncols columns. */
+const msgpack_object *rn_row_unpack(const char *data, size_t len, int ncols,
+                                    msgpack_zone *z);
+
+/* "id = 1" or "a = 1, b = \"x\"" into buf. */
+void rn_key_format(const rn_schema *s, const msgpack_object *vals, char *buf, size_t len);
+/* What Lua would call the value's type: "number", "string", "table" … */
+const char *rn_value_kind(const msgpack_object *v);
+bool rn_utf8_valid(const char *s, size_t len);
+
+#endif

@@ -1,0 +1,136 @@
+/* sink.c — the group's logs and their delivery to sinks.
+ *
+ * A relation keeps a log of its changes in the open group only while some
+ * sink listens to it. At commit every sink, in registration order, gets its
+ * relation's log: as made, or consolidated to one net change per row id. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "pipeline.h"
+
+int rn_sink_add(rn_pipeline *p, rn_rel *rel, bool consolidate, rn_sink_fn on_change,
+                rn_sink_commit_fn on_commit, void *ctx, rn_free_fn free_ctx)
+{
+  if (p->state != RN_IDLE) {
+    if (free_ctx) free_ctx(ctx);
+    return rn_err_set(&p->err, RN_EMISUSE, "%s: sinks are added outside groups", rel->name);
+  }
+  rn_sink *s = calloc(1, sizeof *s);
+  if (s && p->nsinks == p->sinkcap) {
+    int cap = p->sinkcap ? p->sinkcap * 2 : 8;
+    rn_sink **a = realloc(p->sinks, (size_t)cap * sizeof *a);
+    if (a) { p->sinks = a; p->sinkcap = cap; }
+  }
+  if (!s || p->nsinks == p->sinkcap) {
+    free(s);
+    if (free_ctx) free_ctx(ctx);
+    return rn_err_set(&p->err, RN_ENOMEM, "out of memory");
+  }
+  *s = (rn_sink){ rel, consolidate, on_change, on_commit, ctx, free_ctx };
+  p->sinks[p->nsinks++] = s;
+  rel->nsinks++;
+  return 0;
+}
+
+int rn_log_append(rn_pipeline *p, rn_rel *rel, const rn_change *c)
+{
+  rn_log *log = &rel->log;
+  if (log->n == log->cap) {
+    size_t cap = log->cap ? log->cap * 2 : 64;
+    rn_change *items = realloc(log->items, cap * sizeof *items);
+    if (!items) return rn_err_set(&p->err, RN_ENOMEM, "out of memory");
+    log->items = items;
+    log->cap = cap;
+  }
+  rn_change *dst = &log->items[log->n];
+  *dst = *c;
+  if (c->row && !(dst->row = msgpack_zone_malloc_no_align(&p->group_zone, c->row_len)))
+    return rn_err_set(&p->err, RN_ENOMEM, "out of memory");
+  if (c->old && !(dst->old = msgpack_zone_malloc_no_align(&p->group_zone, c->old_len)))
+    return rn_err_set(&p->err, RN_ENOMEM, "out of memory");
+  if (c->row) memcpy((char *)dst->row, c->row, c->row_len);
+  if (c->old) memcpy((char *)dst->old, c->old, c->old_len);
+  log->n++;
+  return 0;
+}
+
+/* Nets a log per row id, ids in the order first touched:
+ *     before the group   after it    net
+ *     absent             absent      nothing   (insert+delete)
+ *     absent             row         INSERT    (insert+update …)
+ *     row                absent      DELETE of the row before the group
+ *     row                same row    nothing
+ *     row                other row   UPDATE from the row before (delete+re-insert too)
+ * Returns the number of net changes written to out (sized log->n). */
+static size_t consolidate(const rn_log *log, rn_change *out)
+{
+  size_t cap = 16;
+  while (cap < log->n * 2) cap *= 2;
+  size_t *slot = malloc(cap * sizeof *slot); /* hash of id -> index in out + 1 */
+  size_t n = 0;
+  if (!slot) return (size_t)-1;
+  memset(slot, 0, cap * sizeof *slot);
+  for (size_t i = 0; i < log->n; i++) {
+    const rn_change *c = &log->items[i];
+    size_t h = (size_t)(c->id * 0x9E3779B97F4A7C15ULL) & (cap - 1);
+    while (slot[h] && out[slot[h] - 1].id != c->id) h = (h + 1) & (cap - 1);
+    if (!slot[h]) {
+      slot[h] = ++n;
+      out[n - 1] = (rn_change){ 0, c->id, NULL, 0, c->old, c->old_len };
+    }
+    rn_change *net = &out[slot[h] - 1];
+    net->row = c->row;
+    net->row_len = c->row_len;
+  }
+  free(slot);
+  size_t kept = 0;
+  for (size_t i = 0; i < n; i++) {
+    rn_change *net = &out[i];
+    if (!net->old && !net->row) continue;
+    if (net->old && net->row) {
+      if (net->old_len == net->row_len && memcmp(net->old, net->row, net->row_len) == 0) continue;
+      net->verb = RN_UPDATE;
+    } else {
+      net->verb = net->row ? RN_INSERT : RN_DELETE;
+    }
+    out[kept++] = *net;
+  }
+  return kept;
+}
+
+static int deliver_one(rn_pipeline *p, rn_sink *s, uint64_t seq)
+{
+  const rn_log *log = &s->rel->log;
+  const rn_change *items = log->items;
+  size_t n = log->n;
+  rn_change *net = NULL;
+  if (s->consolidate && n) {
+    net = malloc(n * sizeof *net);
+    n = net ? consolidate(log, net) : (size_t)-1;
+    if (n == (size_t)-1) { free(net); return rn_err_set(&p->err, RN_ENOMEM, "out of memory"); }
+    items = net;
+  }
+  int rc = 0;
+  for (size_t i = 0; i < n && !rc && s->on_change; i++) {
+    rn_sink_info info = { items[i].id, seq, i + 1 };
+    rc = s->on_change(s->ctx, s->rel, &items[i], &info, &p->err);
+  }
+  free(net);
+  if (!rc && s->on_commit) rc = s->on_commit(s->ctx, seq, &p->err);
+  return rc;
+}
+
+int rn_sinks_deliver(rn_pipeline *p, uint64_t seq)
+{
+  for (int i = 0; i < p->nsinks; i++) {
+    int rc = deliver_one(p, p->sinks[i], seq);
+    if (rc) return rc;
+  }
+  return 0;
+}
+
+void rn_logs_clear(rn_pipeline *p)
+{
+  for (int i = 0; i < p->nrels; i++) p->rels[i]->log.n = 0;
+  msgpack_zone_clear(&p->group_zone);
+}

@@ -1,0 +1,52 @@
+/* store.h — the LMDB environment of one pipeline.
+ *
+ * Named databases (relation names may be any UTF-8 without NUL):
+ *
+ *     meta            "seq"            -> |u64 seq|
+ *                     "r:" name        -> msgpack [kind, schema description]
+ *                     "n:" name        -> |u64 next_id|u64 count|
+ *     "t:" name       keyed table      encoded key -> |u64 id|u8 flags|[u32 klen|key]|row|
+ *                     keyless table    |u64 id (big-endian)| -> |row|
+ *     "h:" name       keyless table    |u64 hash(row)| -> dup |u64 id (big-endian)|
+ *
+ * Integers are host order except where drawn big-endian (those are keys that
+ * must sort). The write transaction of the open group is store->wtxn; reads
+ * outside a group use one read transaction that is reset after each use.
+ * LMDB codes become RN_E… codes here and nowhere else. */
+#ifndef RN_STORE_H
+#define RN_STORE_H
+
+#include <lmdb.h>
+#include <stdbool.h>
+
+#include "error.h"
+
+typedef struct rn_store {
+  MDB_env *env;            /* the environment; NULL when closed */
+  MDB_dbi meta;            /* the meta database */
+  MDB_txn *wtxn;           /* the open group's write transaction, or NULL */
+  MDB_txn *rtxn;           /* reusable read transaction (reset when idle) */
+  bool rtxn_live;          /* rtxn is renewed and in use */
+  char *path;              /* state directory, owned */
+  bool temp;               /* remove the directory at close */
+  size_t mapsize;          /* current map size in bytes */
+} rn_store;
+
+int rn_store_open(rn_store *s, const char *path, bool nosync, rn_err *e);
+void rn_store_close(rn_store *s);
+
+/* Maps an LMDB or errno code to an RN_E… code and sets e ("what: reason"). */
+int rn_store_fail(rn_err *e, int mdb_rc, const char *what);
+
+int rn_store_begin(rn_store *s, rn_err *e);   /* grows the map first when half used */
+int rn_store_commit(rn_store *s, rn_err *e);
+void rn_store_abort(rn_store *s);
+
+/* The transaction reads should use: the write transaction if a group is
+ * open, else the read transaction (renewed on demand). */
+int rn_store_reader(rn_store *s, MDB_txn **txn, rn_err *e);
+/* Ends what rn_store_reader started outside a group. */
+void rn_store_reader_done(rn_store *s);
+
+
+#endif

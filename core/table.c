@@ -1,0 +1,571 @@
+/* table.c — source relations: row ids, stored rows, and their changes.
+ *
+ * Invariants (cited in asserts and specs as ROWID-n):
+ * (1) A keyed table maps each key it has ever held to one id, for ever: the
+ *     entry of a deleted row stays as a tombstone, so re-inserting the key
+ *     gets its old id back.
+ * (2) New ids count up from 1 per relation; the counter is written at commit
+ *     and restored on rollback, so a rolled-back group uses up no id.
+ * (3) A keyless table gives every insert a new id; delete and replace find
+ *     the stored row equal to the given one with the smallest id.
+ * (4) A change that leaves a row byte-for-byte as it was is dropped here and
+ *     never reaches an operator or a sink.
+ *
+ * Keyed value layout (the key is the encoded primary key, key.h):
+ *
+ *     |u64 id|u8 flags|[u32 klen|full key]|row msgpack|
+ *
+ * flags: 1 = live (a row follows), 2 = long key. Keys longer than
+ * RN_KEY_INLINE_MAX are stored as |first RN_KEY_INLINE_MAX bytes|u64
+ * hash|u8 probe| with the full key in the value: a lookup walks the probes
+ * comparing full keys. Entries are never removed (1), so probing never
+ * meets a hole that hides a later probe. Long keys sort by their first
+ * RN_KEY_INLINE_MAX bytes, then in hash order. */
+#include <assert.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "key.h"
+#include "pipeline.h"
+#include "row.h"
+
+#define RN_KEY_INLINE_MAX 480
+#define RN_FLAG_LIVE 1
+#define RN_FLAG_LONGKEY 2
+
+typedef struct located {
+  char stored[RN_KEY_INLINE_MAX + 9]; /* the stored form of a long key */
+  MDB_val key;            /* the key as stored in rows_dbi */
+  bool found;             /* an entry (live or tombstone) exists */
+  bool live;              /* it holds a row */
+  uint64_t id;
+  const char *row;        /* into LMDB: copy before writing */
+  size_t row_len;
+} located;
+
+static void parse_value(const MDB_val *v, located *l)
+{
+  const char *d = v->mv_data;
+  memcpy(&l->id, d, 8);
+  uint8_t flags = (uint8_t)d[8];
+  size_t off = 9;
+  if (flags & RN_FLAG_LONGKEY) {
+    uint32_t klen;
+    memcpy(&klen, d + off, 4);
+    off += 4 + klen;
+  }
+  l->found = true;
+  l->live = flags & RN_FLAG_LIVE;
+  l->row = l->live ? d + off : NULL;
+  l->row_len = l->live ? v->mv_size - off : 0;
+}
+
+static bool long_key_matches(const MDB_val *v, const char *key, size_t klen)
+{
+  const char *d = v->mv_data;
+  uint32_t stored_len;
+  memcpy(&stored_len, d + 9, 4);
+  return stored_len == klen && memcmp(d + 13, key, klen) == 0;
+}
+
+/* Finds the entry of an encoded key. */
+static int locate(rn_rel *t, MDB_txn *txn, const char *key, size_t klen, located *l)
+{
+  l->found = l->live = false;
+  MDB_val v;
+  if (klen <= RN_KEY_INLINE_MAX) {
+    l->key.mv_data = (void *)key;
+    l->key.mv_size = klen;
+    int rc = mdb_get(txn, t->rows_dbi, &l->key, &v);
+    if (rc == MDB_NOTFOUND) return 0;
+    if (rc) return rn_store_fail(&t->p->err, rc, t->name);
+    parse_value(&v, l);
+    return 0;
+  }
+  uint64_t h = rn_hash64(key, klen);
+  memcpy(l->stored, key, RN_KEY_INLINE_MAX);
+  for (int i = 0; i < 8; i++) l->stored[RN_KEY_INLINE_MAX + i] = (char)(h >> (56 - 8 * i));
+  l->key.mv_data = l->stored;
+  l->key.mv_size = sizeof l->stored;
+  for (int probe = 0; probe < 256; probe++) {
+    l->stored[RN_KEY_INLINE_MAX + 8] = (char)probe;
+    int rc = mdb_get(txn, t->rows_dbi, &l->key, &v);
+    if (rc == MDB_NOTFOUND) return 0;
+    if (rc) return rn_store_fail(&t->p->err, rc, t->name);
+    if (long_key_matches(&v, key, klen)) { parse_value(&v, l); return 0; }
+  }
+  return rn_err_set(&t->p->err, RN_ESTORE, "%s: too many long keys share one hash", t->name);
+}
+
+/* Writes |id|flags|[klen|key]|row| for the located key. */
+static int put_keyed(rn_rel *t, const located *l, uint64_t id, const char *key, size_t klen,
+                     const char *row, size_t row_len)
+{
+  msgpack_sbuffer *b = &t->p->valbuf;
+  msgpack_sbuffer_clear(b);
+  bool longkey = klen > RN_KEY_INLINE_MAX;
+  char head[9];
+  memcpy(head, &id, 8);
+  head[8] = (char)((row ? RN_FLAG_LIVE : 0) | (longkey ? RN_FLAG_LONGKEY : 0));
+  msgpack_sbuffer_write(b, head, 9);
+  if (longkey) {
+    uint32_t k32 = (uint32_t)klen;
+    msgpack_sbuffer_write(b, (const char *)&k32, 4);
+    msgpack_sbuffer_write(b, key, klen);
+  }
+  if (row) msgpack_sbuffer_write(b, row, row_len);
+  MDB_val k = l->key, v = { b->size, b->data };
+  int rc = mdb_put(t->p->store.wtxn, t->rows_dbi, &k, &v, 0);
+  return rc ? rn_store_fail(&t->p->err, rc, t->name) : 0;
+}
+
+static int encode_key(rn_rel *t, msgpack_object *vals)
+{
+  msgpack_sbuffer_clear(&t->p->keybuf);
+  if (rn_key_encode(t->schema, vals, &t->p->keybuf) != 0)
+    return rn_err_set(&t->p->err, RN_EINVAL, "%s: NaN cannot be part of a key", t->name);
+  return 0;
+}
+
+/* Packs vals into rowbuf and returns a scratch copy (stable while the change
+ * runs, even if a callback reads another row into rowbuf). */
+static const char *pack_row(rn_rel *t, const msgpack_object *vals, size_t *len)
+{
+  msgpack_sbuffer_clear(&t->p->rowbuf);
+  rn_row_pack(t->schema, vals, &t->p->rowbuf);
+  *len = t->p->rowbuf.size;
+  return rn_scratch_copy(t->p, t->p->rowbuf.data, t->p->rowbuf.size);
+}
+
+static int key_error(rn_rel *t, int code, const char *what, const msgpack_object *vals)
+{
+  char kbuf[256];
+  rn_key_format(t->schema, vals, kbuf, sizeof kbuf);
+  if (code == RN_EEXIST)
+    return rn_err_set(&t->p->err, code, "%s: %s: a row with key (%s) already exists", t->name, what, kbuf);
+  return rn_err_set(&t->p->err, code, "%s: %s: no row with key (%s)", t->name, what, kbuf);
+}
+
+/* ---- keyed tables ---- */
+
+static int keyed_write(rn_rel *t, located *l, msgpack_object *vals, bool replace_ok,
+                       const char *what)
+{
+  rn_pipeline *p = t->p;
+  if (l->live && !replace_ok) return key_error(t, RN_EEXIST, what, vals);
+  size_t len, old_len = l->row_len;
+  const char *old = l->live ? rn_scratch_copy(p, l->row, l->row_len) : NULL;
+  const char *row = pack_row(t, vals, &len);
+  if (!row || (l->live && !old)) return rn_err_set(&p->err, RN_ENOMEM, "out of memory");
+  if (old && old_len == len && memcmp(old, row, len) == 0) return 0; /* (4) */
+  uint64_t id = l->found ? l->id : t->next_id++;                      /* (1), (2) */
+  int rc = put_keyed(t, l, id, p->keybuf.data, p->keybuf.size, row, len);
+  if (rc) return rc;
+  rn_change c = { old ? RN_UPDATE : RN_INSERT, id, row, len, old, old_len };
+  if (!old) t->count++;
+  p->stats.changes++;
+  return rn_emit(t, &c);
+}
+
+static int keyed_locate(rn_rel *t, msgpack_object *vals, uint8_t *given, rn_rowmode mode,
+                        located *l)
+{
+  rn_pipeline *p = t->p;
+  int rc = rn_row_normalize(t->schema, t->name, mode, vals, given, &p->scratch, &p->err);
+  if (rc) return rc;
+  rc = encode_key(t, vals);
+  if (rc) return rc;
+  return locate(t, p->store.wtxn, p->keybuf.data, p->keybuf.size, l);
+}
+
+static int keyed_insert(rn_rel *t, msgpack_object *vals, uint8_t *given, bool upsert)
+{
+  located l;
+  int rc = keyed_locate(t, vals, given, RN_ROW_FULL, &l);
+  return rc ? rc : keyed_write(t, &l, vals, upsert, upsert ? "upsert" : "insert");
+}
+
+static int keyed_update(rn_rel *t, msgpack_object *vals, uint8_t *given)
+{
+  rn_pipeline *p = t->p;
+  located l;
+  int rc = keyed_locate(t, vals, given, RN_ROW_PATCH, &l);
+  if (rc) return rc;
+  if (!l.live) return key_error(t, RN_ENOTFOUND, "update", vals);
+  const char *old = rn_scratch_copy(p, l.row, l.row_len);
+  const msgpack_object *oldv = old ? rn_row_unpack(old, l.row_len, t->schema->ncols, &p->scratch) : NULL;
+  if (!oldv) return rn_err_set(&p->err, RN_ESTORE, "%s: a stored row could not be decoded", t->name);
+  for (int i = 0; i < t->schema->ncols; i++)
+    if (!given[i]) vals[i] = oldv[i];
+  l.row = old; /* keyed_write copies it again; cheap, and keeps one path */
+  return keyed_write(t, &l, vals, true, "update");
+}
+
+static int keyed_delete(rn_rel *t, msgpack_object *vals, uint8_t *given)
+{
+  rn_pipeline *p = t->p;
+  located l;
+  int rc = keyed_locate(t, vals, given, RN_ROW_KEY, &l);
+  if (rc) return rc;
+  if (!l.live) return key_error(t, RN_ENOTFOUND, "delete", vals);
+  size_t old_len = l.row_len;
+  const char *old = rn_scratch_copy(p, l.row, l.row_len);
+  if (!old) return rn_err_set(&p->err, RN_ENOMEM, "out of memory");
+  rc = put_keyed(t, &l, l.id, p->keybuf.data, p->keybuf.size, NULL, 0); /* tombstone (1) */
+  if (rc) return rc;
+  t->count--;
+  p->stats.changes++;
+  rn_change c = { RN_DELETE, l.id, NULL, 0, old, old_len };
+  return rn_emit(t, &c);
+}
+
+/* ---- keyless tables ---- */
+
+static void be64(char out[8], uint64_t u)
+{
+  for (int i = 0; i < 8; i++) out[i] = (char)(u >> (56 - 8 * i));
+}
+
+static uint64_t from_be64(const char *d)
+{
+  uint64_t u = 0;
+  for (int i = 0; i < 8; i++) u = (u << 8) | (unsigned char)d[i];
+  return u;
+}
+
+/* Finds the stored row equal to row with the smallest id (3); *id = 0 if none. */
+static int keyless_find(rn_rel *t, MDB_txn *txn, const char *row, size_t len, uint64_t *id)
+{
+  *id = 0;
+  uint64_t h = rn_hash64(row, len);
+  MDB_val k = { 8, &h }, v;
+  MDB_cursor *cur;
+  int rc = mdb_cursor_open(txn, t->hash_dbi, &cur);
+  if (rc) return rn_store_fail(&t->p->err, rc, t->name);
+  for (rc = mdb_cursor_get(cur, &k, &v, MDB_SET_KEY); rc == 0;
+       rc = mdb_cursor_get(cur, &k, &v, MDB_NEXT_DUP)) {
+    MDB_val rk = { 8, v.mv_data }, rv;
+    if (mdb_get(txn, t->rows_dbi, &rk, &rv) == 0 && rv.mv_size == len &&
+        memcmp(rv.mv_data, row, len) == 0) {
+      *id = from_be64(v.mv_data);
+      break;
+    }
+  }
+  mdb_cursor_close(cur);
+  return rc == 0 || rc == MDB_NOTFOUND ? 0 : rn_store_fail(&t->p->err, rc, t->name);
+}
+
+static int keyless_link(rn_rel *t, uint64_t id, const char *row, size_t len, bool add)
+{
+  MDB_txn *txn = t->p->store.wtxn;
+  char idk[8];
+  be64(idk, id);
+  uint64_t h = rn_hash64(row, len);
+  MDB_val rk = { 8, idk }, rv = { len, (void *)row }, hk = { 8, &h }, hv = { 8, idk };
+  int rc;
+  if (add) {
+    rc = mdb_put(txn, t->rows_dbi, &rk, &rv, 0);
+    if (!rc) rc = mdb_put(txn, t->hash_dbi, &hk, &hv, 0);
+  } else {
+    rc = mdb_del(txn, t->hash_dbi, &hk, &hv);
+    if (!rc) rc = mdb_del(txn, t->rows_dbi, &rk, NULL);
+  }
+  return rc ? rn_store_fail(&t->p->err, rc, t->name) : 0;
+}
+
+static int keyless_row(rn_rel *t, msgpack_object *vals, uint8_t *given, const char **row, size_t *len)
+{
+  int rc = rn_row_normalize(t->schema, t->name, RN_ROW_FULL, vals, given, &t->p->scratch, &t->p->err);
+  if (rc) return rc;
+  *row = pack_row(t, vals, len);
+  return *row ? 0 : rn_err_set(&t->p->err, RN_ENOMEM, "out of memory");
+}
+
+static int no_equal_row(rn_rel *t, const char *what)
+{
+  return rn_err_set(&t->p->err, RN_ENOTFOUND, "%s: %s: no stored row equals the given row", t->name, what);
+}
+
+static int keyless_insert(rn_rel *t, msgpack_object *vals, uint8_t *given)
+{
+  const char *row;
+  size_t len;
+  int rc = keyless_row(t, vals, given, &row, &len);
+  if (rc) return rc;
+  uint64_t id = t->next_id++; /* (3) */
+  rc = keyless_link(t, id, row, len, true);
+  if (rc) return rc;
+  t->count++;
+  t->p->stats.changes++;
+  rn_change c = { RN_INSERT, id, row, len, NULL, 0 };
+  return rn_emit(t, &c);
+}
+
+static int keyless_delete(rn_rel *t, msgpack_object *vals, uint8_t *given)
+{
+  const char *row;
+  size_t len;
+  uint64_t id;
+  int rc = keyless_row(t, vals, given, &row, &len);
+  if (!rc) rc = keyless_find(t, t->p->store.wtxn, row, len, &id);
+  if (rc) return rc;
+  if (!id) return no_equal_row(t, "delete");
+  rc = keyless_link(t, id, row, len, false);
+  if (rc) return rc;
+  t->count--;
+  t->p->stats.changes++;
+  rn_change c = { RN_DELETE, id, NULL, 0, row, len };
+  return rn_emit(t, &c);
+}
+
+static int keyless_replace(rn_rel *t, msgpack_object *old, uint8_t *old_given,
+                           msgpack_object *vals, uint8_t *given)
+{
+  const char *orow, *row;
+  size_t olen, len;
+  uint64_t id;
+  int rc = keyless_row(t, old, old_given, &orow, &olen);
+  if (!rc) rc = keyless_row(t, vals, given, &row, &len);
+  if (!rc) rc = keyless_find(t, t->p->store.wtxn, orow, olen, &id);
+  if (rc) return rc;
+  if (!id) return no_equal_row(t, "update");
+  if (olen == len && memcmp(orow, row, len) == 0) return 0; /* (4) */
+  rc = keyless_link(t, id, orow, olen, false);
+  if (!rc) rc = keyless_link(t, id, row, len, true);
+  if (rc) return rc;
+  t->p->stats.changes++;
+  rn_change c = { RN_UPDATE, id, row, len, orow, olen };
+  return rn_emit(t, &c);
+}
+
+/* ---- streams ---- */
+
+static int stream_insert(rn_rel *s, msgpack_object *vals, uint8_t *given)
+{
+  const char *row;
+  size_t len;
+  int rc = keyless_row(s, vals, given, &row, &len);
+  if (rc) return rc;
+  s->p->stats.changes++;
+  rn_change c = { RN_INSERT, s->next_id++, row, len, NULL, 0 };
+  return rn_emit(s, &c);
+}
+
+/* ---- the entry points: each one change, bracketed as a group needs ---- */
+
+static int not_for(rn_rel *t, const char *what, const char *why)
+{
+  return rn_err_set(&t->p->err, RN_EINVAL, "%s: %s: %s", t->name, what, why);
+}
+
+static int insert_any(rn_rel *t, msgpack_object *vals, uint8_t *given, bool upsert)
+{
+  if (t->kind == RN_REL_STREAM)
+    return upsert ? not_for(t, "upsert", "a stream only takes inserts") : stream_insert(t, vals, given);
+  if (t->kind != RN_REL_TABLE) return not_for(t, "insert", "a derived relation takes no changes");
+  if (t->schema->nkey) return keyed_insert(t, vals, given, upsert);
+  return upsert ? not_for(t, "upsert", "a keyless table has no key to upsert by")
+                : keyless_insert(t, vals, given);
+}
+
+int rn_table_insert(rn_rel *t, msgpack_object *vals, uint8_t *given)
+{
+  int rc = rn_change_enter(t->p);
+  return rc ? rc : rn_change_leave(t->p, insert_any(t, vals, given, false));
+}
+
+int rn_table_upsert(rn_rel *t, msgpack_object *vals, uint8_t *given)
+{
+  int rc = rn_change_enter(t->p);
+  return rc ? rc : rn_change_leave(t->p, insert_any(t, vals, given, true));
+}
+
+static int update_any(rn_rel *t, msgpack_object *vals, uint8_t *given)
+{
+  if (t->kind != RN_REL_TABLE) return not_for(t, "update", "only tables take updates");
+  if (!t->schema->nkey) return not_for(t, "update", "a keyless table is updated with (old_row, new_row)");
+  return keyed_update(t, vals, given);
+}
+
+int rn_table_update(rn_rel *t, msgpack_object *vals, uint8_t *given)
+{
+  int rc = rn_change_enter(t->p);
+  return rc ? rc : rn_change_leave(t->p, update_any(t, vals, given));
+}
+
+static int delete_any(rn_rel *t, msgpack_object *vals, uint8_t *given)
+{
+  if (t->kind != RN_REL_TABLE) return not_for(t, "delete", "only tables take deletes");
+  return t->schema->nkey ? keyed_delete(t, vals, given) : keyless_delete(t, vals, given);
+}
+
+int rn_table_delete(rn_rel *t, msgpack_object *vals, uint8_t *given)
+{
+  int rc = rn_change_enter(t->p);
+  return rc ? rc : rn_change_leave(t->p, delete_any(t, vals, given));
+}
+
+static int replace_any(rn_rel *t, msgpack_object *old, uint8_t *old_given,
+                       msgpack_object *vals, uint8_t *given)
+{
+  if (t->kind != RN_REL_TABLE || t->schema->nkey)
+    return not_for(t, "update", "(old_row, new_row) is for keyless tables");
+  return keyless_replace(t, old, old_given, vals, given);
+}
+
+int rn_table_replace(rn_rel *t, msgpack_object *old, uint8_t *old_given,
+                     msgpack_object *vals, uint8_t *given)
+{
+  int rc = rn_change_enter(t->p);
+  return rc ? rc : rn_change_leave(t->p, replace_any(t, old, old_given, vals, given));
+}
+
+/* ---- reads ---- */
+
+static int get_in(rn_rel *t, MDB_txn *txn, msgpack_object *vals, uint8_t *given, int *found,
+                  uint64_t *id, const char **row, size_t *len)
+{
+  rn_pipeline *p = t->p;
+  rn_rowmode mode = t->schema->nkey ? RN_ROW_KEY : RN_ROW_FULL;
+  int rc = rn_row_normalize(t->schema, t->name, mode, vals, given, &p->scratch, &p->err);
+  if (rc) return rc;
+  msgpack_sbuffer_clear(&p->rowbuf);
+  if (!t->schema->nkey) {
+    rn_row_pack(t->schema, vals, &p->rowbuf);
+    rc = keyless_find(t, txn, p->rowbuf.data, p->rowbuf.size, id);
+    *found = !rc && *id;
+    *row = p->rowbuf.data;
+    *len = p->rowbuf.size;
+    return rc;
+  }
+  rc = encode_key(t, vals);
+  located l;
+  if (!rc) rc = locate(t, txn, p->keybuf.data, p->keybuf.size, &l);
+  if (rc) return rc;
+  *found = l.live;
+  if (l.live) {
+    msgpack_sbuffer_write(&p->rowbuf, l.row, l.row_len);
+    *id = l.id;
+    *row = p->rowbuf.data;
+    *len = l.row_len;
+  }
+  return 0;
+}
+
+int rn_table_get(rn_rel *t, msgpack_object *vals, uint8_t *given, int *found,
+                 uint64_t *id, const char **row, size_t *len)
+{
+  rn_pipeline *p = t->p;
+  *found = 0;
+  if (t->kind != RN_REL_TABLE) return not_for(t, "get", "only tables hold rows to read");
+  MDB_txn *txn;
+  int rc = rn_store_reader(&p->store, &txn, &p->err);
+  if (rc) return rc;
+  rc = get_in(t, txn, vals, given, found, id, row, len);
+  rn_store_reader_done(&p->store);
+  if (p->state == RN_IDLE) msgpack_zone_clear(&p->scratch);
+  return rc;
+}
+
+/* ---- cursors ---- */
+
+struct rn_cursor {
+  rn_rel *t;              /* NULL once the pipeline closed under it */
+  rn_cursor *next, *prev; /* the pipeline's open cursors */
+  MDB_txn *txn;           /* own read transaction, or the group's */
+  bool own_txn;
+  uint64_t group;         /* the group it runs in (0: none) */
+  MDB_cursor *cur;
+  bool started;
+};
+
+int rn_cursor_open(rn_rel *t, rn_cursor **out)
+{
+  rn_pipeline *p = t->p;
+  if (t->kind != RN_REL_TABLE) return not_for(t, "rows", "only tables hold rows to read");
+  rn_cursor *c = calloc(1, sizeof *c);
+  if (!c) return rn_err_set(&p->err, RN_ENOMEM, "out of memory");
+  c->t = t;
+  int rc;
+  if (p->store.wtxn) {
+    c->txn = p->store.wtxn;
+    c->group = p->group_serial;
+    rc = 0;
+  } else {
+    rc = mdb_txn_begin(p->store.env, NULL, MDB_RDONLY, &c->txn);
+    c->own_txn = true;
+  }
+  if (!rc) rc = mdb_cursor_open(c->txn, t->rows_dbi, &c->cur);
+  if (rc) {
+    if (c->own_txn && c->txn) mdb_txn_abort(c->txn);
+    free(c);
+    return rn_store_fail(&p->err, rc, t->name);
+  }
+  c->next = p->cursors;
+  if (p->cursors) p->cursors->prev = c;
+  p->cursors = c;
+  *out = c;
+  return 0;
+}
+
+/* A cursor of a group's transaction dies with the group (LMDB frees it). */
+static bool group_cursor_dead(const rn_cursor *c)
+{
+  const rn_pipeline *p = c->t->p;
+  return !c->own_txn && (!p->store.wtxn || c->group != p->group_serial);
+}
+
+int rn_cursor_next(rn_cursor *c, uint64_t *id, const char **row, size_t *len, int *done)
+{
+  rn_rel *t = c->t;
+  *done = 0;
+  if (!t) { *done = 1; return 0; }
+  if (!c->cur || group_cursor_dead(c)) {
+    c->cur = NULL;
+    return rn_err_set(&t->p->err, RN_EMISUSE, "%s: rows(): the group this iteration ran in has ended", t->name);
+  }
+  MDB_val k, v;
+  for (;;) {
+    int rc = mdb_cursor_get(c->cur, &k, &v, c->started ? MDB_NEXT : MDB_FIRST);
+    c->started = true;
+    if (rc == MDB_NOTFOUND) { *done = 1; return 0; }
+    if (rc) return rn_store_fail(&t->p->err, rc, t->name);
+    if (!t->schema->nkey) {
+      *id = from_be64(k.mv_data);
+      *row = v.mv_data;
+      *len = v.mv_size;
+      return 0;
+    }
+    located l;
+    parse_value(&v, &l);
+    if (!l.live) continue;
+    *id = l.id;
+    *row = l.row;
+    *len = l.row_len;
+    return 0;
+  }
+}
+
+/* Ends the cursor's LMDB work but keeps the handle for its owner. */
+static void cursor_end(rn_cursor *c)
+{
+  rn_pipeline *p = c->t->p;
+  if (c->cur && !group_cursor_dead(c)) mdb_cursor_close(c->cur);
+  if (c->own_txn) mdb_txn_abort(c->txn);
+  if (c->prev) c->prev->next = c->next; else p->cursors = c->next;
+  if (c->next) c->next->prev = c->prev;
+  c->cur = NULL;
+  c->t = NULL;
+}
+
+void rn_cursor_close(rn_cursor *c)
+{
+  if (!c) return;
+  if (c->t) cursor_end(c);
+  free(c);
+}
+
+void rn_cursors_end_all(rn_pipeline *p)
+{
+  while (p->cursors) cursor_end(p->cursors);
+}

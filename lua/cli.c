@@ -1,0 +1,230 @@
+/* cli.c — the runnel command: run a pipeline script, the REPL, inspect.
+ *
+ *     runnel run FILE.lua [ARGS…]   run a script (arg as lua5.4 gives it)
+ *     runnel [repl [FILE.lua]]      the REPL, after running FILE if given
+ *     runnel --version | --help
+ *
+ * The Lua parts (runnel.lua, repl.lua) are compiled in (scripts/embed.lua),
+ * so the binary runs from anywhere. */
+#include <lauxlib.h>
+#include <lua.h>
+#include <lualib.h>
+#include <signal.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <readline/history.h>
+#include <readline/readline.h>
+
+typedef struct { const char *name, *chunk; const char *src; size_t len; } rn_embedded_module;
+extern const rn_embedded_module rn_embedded[];
+int luaopen_runnel_core(lua_State *L);
+
+/* The state the SIGINT handler interrupts: the CLI's one global. */
+static lua_State *running_state;
+
+static void interrupt_hook(lua_State *L, lua_Debug *ar)
+{
+  (void)ar;
+  lua_sethook(L, NULL, 0, 0);
+  luaL_error(L, "interrupted!");
+}
+
+/* As lua.c: a signal handler may only set a hook; the hook raises. */
+static void on_sigint(int sig)
+{
+  signal(sig, SIG_DFL);
+  if (running_state)
+    lua_sethook(running_state, interrupt_hook, LUA_MASKCALL | LUA_MASKRET | LUA_MASKCOUNT, 1);
+}
+
+static int embedded_loader(lua_State *L)
+{
+  const rn_embedded_module *m = lua_touserdata(L, lua_upvalueindex(1));
+  if (luaL_loadbuffer(L, m->src, m->len, m->chunk) != LUA_OK) return lua_error(L);
+  lua_pushstring(L, m->name);
+  lua_call(L, 1, 1);
+  return 1;
+}
+
+/* ---- runnel.readline: line editing for the REPL ---- */
+
+static int l_readline(lua_State *L)
+{
+  const char *prompt = luaL_optstring(L, 1, "> ");
+  if (!isatty(STDIN_FILENO)) {
+    luaL_Buffer b;
+    char chunk[4096];
+    luaL_buffinit(L, &b);
+    for (;;) {
+      if (!fgets(chunk, sizeof chunk, stdin)) {
+        if (luaL_bufflen(&b) == 0) return 0;
+        break;
+      }
+      size_t n = strlen(chunk);
+      bool end = n && chunk[n - 1] == '\n';
+      luaL_addlstring(&b, chunk, end ? n - 1 : n);
+      if (end) break;
+    }
+    luaL_pushresult(&b);
+    return 1;
+  }
+  char *line = readline(prompt);
+  if (!line) return 0;
+  lua_pushstring(L, line);
+  free(line);
+  return 1;
+}
+
+static int l_add_history(lua_State *L)
+{
+  add_history(luaL_checkstring(L, 1));
+  return 0;
+}
+
+static int l_history_file(lua_State *L)
+{
+  const char *path = luaL_checkstring(L, 1);
+  if (lua_toboolean(L, 2)) write_history(path);
+  else read_history(path);
+  return 0;
+}
+
+static int l_isatty(lua_State *L)
+{
+  lua_pushboolean(L, isatty(STDIN_FILENO));
+  return 1;
+}
+
+/* Runs f (on the stack with its args) with SIGINT raising inside Lua. */
+static int l_protected_call(lua_State *L)
+{
+  int nargs = lua_gettop(L) - 1;
+  running_state = L;
+  signal(SIGINT, on_sigint);
+  lua_call(L, nargs, LUA_MULTRET);
+  signal(SIGINT, SIG_DFL);
+  running_state = NULL;
+  return lua_gettop(L);
+}
+
+static const luaL_Reg readline_funcs[] = {
+  { "readline", l_readline }, { "add_history", l_add_history },
+  { "history_file", l_history_file }, { "isatty", l_isatty },
+  { "call", l_protected_call }, { NULL, NULL }
+};
+
+static int open_readline(lua_State *L)
+{
+  luaL_newlib(L, readline_funcs);
+  return 1;
+}
+
+static void preload(lua_State *L)
+{
+  luaL_getsubtable(L, LUA_REGISTRYINDEX, LUA_PRELOAD_TABLE);
+  lua_pushcfunction(L, luaopen_runnel_core);
+  lua_setfield(L, -2, "runnel.core");
+  lua_pushcfunction(L, open_readline);
+  lua_setfield(L, -2, "runnel.readline");
+  for (const rn_embedded_module *m = rn_embedded; m->name; m++) {
+    lua_pushlightuserdata(L, (void *)m);
+    lua_pushcclosure(L, embedded_loader, 1);
+    lua_setfield(L, -2, m->name);
+  }
+  lua_pop(L, 1);
+}
+
+static int traceback_handler(lua_State *L)
+{
+  const char *msg = lua_tostring(L, 1);
+  if (!msg) msg = lua_pushfstring(L, "(error object is a %s value)", luaL_typename(L, 1));
+  luaL_traceback(L, L, msg, 1);
+  return 1;
+}
+
+static int message_handler(lua_State *L)
+{
+  if (!lua_tostring(L, 1)) lua_pushfstring(L, "(error object is a %s value)", luaL_typename(L, 1));
+  return 1;
+}
+
+/* runnel run [--traceback] FILE [ARGS…] */
+static int run_script(lua_State *L, int argc, char **argv, int first)
+{
+  bool traceback = false;
+  if (first < argc && strcmp(argv[first], "--traceback") == 0) { traceback = true; first++; }
+  if (first >= argc) {
+    fprintf(stderr, "usage: runnel run [--traceback] FILE.lua [ARGS…]\n");
+    return 2;
+  }
+  lua_createtable(L, argc - first, first + 1);
+  for (int i = 0; i < argc; i++) {
+    lua_pushstring(L, argv[i]);
+    lua_rawseti(L, -2, i - first);
+  }
+  lua_setglobal(L, "arg");
+  lua_pushcfunction(L, traceback ? traceback_handler : message_handler);
+  if (luaL_loadfile(L, argv[first]) != LUA_OK) {
+    fprintf(stderr, "runnel: %s\n", lua_tostring(L, -1));
+    return 1;
+  }
+  for (int i = first + 1; i < argc; i++) lua_pushstring(L, argv[i]);
+  running_state = L;
+  signal(SIGINT, on_sigint);
+  int st = lua_pcall(L, argc - first - 1, 0, 1);
+  running_state = NULL;
+  if (st != LUA_OK) {
+    fprintf(stderr, "runnel: %s\n", lua_tostring(L, -1));
+    return 1;
+  }
+  return 0;
+}
+
+static int run_repl(lua_State *L, const char *file)
+{
+  lua_pushcfunction(L, traceback_handler);
+  lua_getglobal(L, "require");
+  lua_pushliteral(L, "runnel.repl");
+  if (lua_pcall(L, 1, 1, 1) != LUA_OK) {
+    fprintf(stderr, "runnel: %s\n", lua_tostring(L, -1));
+    return 1;
+  }
+  lua_getfield(L, -1, "main");
+  if (file) lua_pushstring(L, file); else lua_pushnil(L);
+  if (lua_pcall(L, 1, 1, 1) != LUA_OK) {
+    fprintf(stderr, "runnel: %s\n", lua_tostring(L, -1));
+    return 1;
+  }
+  return (int)lua_tointeger(L, -1);
+}
+
+static void usage(FILE *out)
+{
+  fputs("usage: runnel run [--traceback] FILE.lua [ARGS…]   run a pipeline script\n"
+        "       runnel [repl [FILE.lua]]                   the interactive REPL\n"
+        "       runnel --version | --help\n", out);
+}
+
+int main(int argc, char **argv)
+{
+  lua_State *L = luaL_newstate();
+  if (!L) {
+    fprintf(stderr, "runnel: cannot create a Lua state\n");
+    return 1;
+  }
+  luaL_openlibs(L);
+  preload(L);
+  int rc;
+  if (argc >= 2 && strcmp(argv[1], "run") == 0) rc = run_script(L, argc, argv, 2);
+  else if (argc == 1) rc = run_repl(L, NULL);
+  else if (strcmp(argv[1], "repl") == 0 && argc <= 3) rc = run_repl(L, argc == 3 ? argv[2] : NULL);
+  else if (strcmp(argv[1], "--version") == 0) { puts("runnel 0.1 (" LUA_RELEASE ")"); rc = 0; }
+  else if (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0) { usage(stdout); rc = 0; }
+  else { usage(stderr); rc = 2; }
+  lua_close(L);
+  return rc;
+}

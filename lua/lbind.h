@@ -1,0 +1,91 @@
+/* lbind.h — the Lua binding's shared types. The binding adapts Lua to the
+ * core: it turns Lua tables into slot values, Lua functions into core
+ * callbacks, and stored rows back into Lua tables.
+ *
+ * Userdata types (metatables named "runnel.<Type>"):
+ *     runnel.Pipeline  an lpipe; closed when p is NULL
+ *     runnel.Relation  an lrel; uservalue 1 = its pipeline (kept alive)
+ *     runnel.Rows      a rows() iteration; ends its LMDB read at __close
+ *
+ * Callbacks run under lua_pcall; a failure becomes an RN_ECALLBACK for the
+ * core, which rolls the group back; the binding raises after the core has
+ * returned (never luaL_error across core frames). */
+#ifndef RN_LBIND_H
+#define RN_LBIND_H
+
+#include <lauxlib.h>
+#include <lua.h>
+
+#include "pipeline.h"
+
+#define RN_PIPELINE_MT "runnel.Pipeline"
+#define RN_RELATION_MT "runnel.Relation"
+#define RN_ROWS_MT "runnel.Rows"
+
+typedef struct lpipe {
+  rn_pipeline *p;        /* NULL once closed */
+  lua_State *L;          /* the thread running the current call into runnel */
+  msgpack_zone zone;     /* decoding rows for Lua; cleared after each push */
+  int clock_ref;         /* runnel.open{ clock = fn }, or LUA_NOREF */
+} lpipe;
+
+/* rn_rel->udata: what the binding keeps per relation. */
+typedef struct lrelinfo {
+  int names_ref;         /* registry: slot (1-based) -> name string */
+  int slots_ref;         /* registry: name -> slot (1-based) */
+} lrelinfo;
+
+typedef struct lrel {
+  lpipe *lp;             /* the pipeline (kept alive by uservalue 1) */
+  rn_rel *rel;           /* valid while lp->p is not NULL */
+} lrel;
+
+/* runnel.null: one light userdata for every state. */
+extern const char rn_lua_null_tag;
+#define RN_LUA_NULL ((void *)&rn_lua_null_tag)
+
+/* lconvert.c */
+/* Converts the row table at idx (a full row or a patch, keyed by external
+ * names) into slot values in lp's pipeline scratch zone. On failure returns
+ * an RN_E… code with the message in p->err (no Lua error raised). */
+int rn_lua_torow(lpipe *lp, lua_State *L, int idx, rn_rel *rel,
+                 msgpack_object **vals, uint8_t **given);
+/* As rn_lua_torow for a key: a table of key columns, or a scalar for a
+ * one-column key. */
+int rn_lua_tokey(lpipe *lp, lua_State *L, int idx, rn_rel *rel,
+                 msgpack_object **vals, uint8_t **given);
+/* Converts one Lua value (for a column, or "any" when col is NULL). */
+int rn_lua_tovalue(lpipe *lp, lua_State *L, int idx, const rn_column *col,
+                   msgpack_object *out, int depth);
+/* Pushes a stored row of rel as a table keyed by external names (nulls
+ * absent); pushes nil if data is NULL. */
+void rn_lua_pushrow(lpipe *lp, lua_State *L, rn_rel *rel, const char *data, size_t len);
+/* Pushes a row's values in slot order as a sequence (nulls as runnel.null). */
+void rn_lua_pushvalue(lua_State *L, const msgpack_object *o, const rn_column *col);
+
+/* lrelation.c */
+void rn_lua_relation_open(lua_State *L);
+/* Pushes a new Relation userdata for rel; the pipeline userdata is at pidx. */
+void rn_lua_pushrel(lua_State *L, int pidx, rn_rel *rel);
+lrel *rn_lua_checkrel(lua_State *L, int idx);
+
+/* lcallback.c */
+int rn_lua_declare_filter(lua_State *L);
+int rn_lua_declare_map(lua_State *L);
+int rn_lua_add_sink(lua_State *L);
+
+/* lpipeline.c */
+lpipe *rn_lua_checkpipe(lua_State *L, int idx);
+/* Raises the pipeline's last error at the caller's line. */
+int rn_lua_raise(lua_State *L, lpipe *lp);
+/* Reports a failure found by the binding before the core ran: rolls back
+ * the open group, then raises. */
+int rn_lua_fail(lua_State *L, lpipe *lp);
+/* Builds a schema from a normalized column spec (see runnel.lua). Returns
+ * NULL with the message in e. */
+rn_schema *rn_lua_toschema(lpipe *lp, lua_State *L, int cols_idx, int key_idx,
+                           const char *rel, rn_err *e);
+/* Records the binding's per-relation data for a newly declared relation. */
+int rn_lua_relinfo(lua_State *L, rn_rel *rel);
+
+#endif

@@ -1,0 +1,220 @@
+/* lcallback.c — Lua functions as core callbacks: filter predicates, map
+ * functions and sinks. Each runs under lua_pcall on the thread that called
+ * into runnel; a Lua error becomes RN_ECALLBACK with the Lua message. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "lbind.h"
+#include "row.h"
+
+typedef struct lcb {
+  lpipe *lp;
+  rn_rel *rel;            /* the relation the callback serves (for messages) */
+  int refs[5];            /* registry refs: fn | insert, update, delete, commit */
+} lcb;
+
+enum { CB_FN, CB_INSERT = 0, CB_UPDATE, CB_DELETE, CB_COMMIT, CB_ALL };
+
+static void free_cb(void *ctx)
+{
+  lcb *cb = ctx;
+  for (int i = 0; i < 5; i++) luaL_unref(cb->lp->L, LUA_REGISTRYINDEX, cb->refs[i]);
+  free(cb);
+}
+
+static lcb *new_cb(lua_State *L, lpipe *lp)
+{
+  lcb *cb = malloc(sizeof *cb);
+  if (!cb) luaL_error(L, "out of memory");
+  cb->lp = lp;
+  cb->rel = NULL;
+  for (int i = 0; i < 5; i++) cb->refs[i] = LUA_NOREF;
+  return cb;
+}
+
+/* Callers check the type first: nothing may raise once a context is allocated. */
+static int ref_function(lua_State *L, int idx)
+{
+  if (lua_isnoneornil(L, idx)) return LUA_NOREF;
+  lua_pushvalue(L, idx);
+  return luaL_ref(L, LUA_REGISTRYINDEX);
+}
+
+/* Turns the error on top of L into the core's error and pops it. */
+static int callback_error(lua_State *L, rn_err *e, const rn_rel *rel, const char *what)
+{
+  const char *msg = lua_tostring(L, -1);
+  if (!msg) msg = luaL_typename(L, -1);
+  if (e->code != RN_OK && strstr(msg, e->msg)) /* a runnel error raised inside: keep its code */
+    rn_err_set(e, e->code, "%s: %s: %s", rel->name, what, msg);
+  else
+    rn_err_set(e, RN_ECALLBACK, "%s: %s: %s", rel->name, what, msg);
+  lua_pop(L, 1);
+  return e->code;
+}
+
+static int filter_cb(void *ctx, rn_rel *in, const char *row, size_t len, int *pass, rn_err *e)
+{
+  lcb *cb = ctx;
+  lua_State *L = cb->lp->L;
+  lua_rawgeti(L, LUA_REGISTRYINDEX, cb->refs[CB_FN]);
+  rn_lua_pushrow(cb->lp, L, in, row, len);
+  int st = lua_pcall(L, 1, 1, 0);
+  cb->lp->L = L;
+  if (st != LUA_OK) return callback_error(L, e, cb->rel, "filter");
+  *pass = lua_toboolean(L, -1);
+  lua_pop(L, 1);
+  return 0;
+}
+
+static int map_cb(void *ctx, rn_rel *in, rn_rel *out, const char *row, size_t len,
+                  msgpack_sbuffer *result, int *has_row, rn_err *e)
+{
+  lcb *cb = ctx;
+  lpipe *lp = cb->lp;
+  lua_State *L = lp->L;
+  lua_rawgeti(L, LUA_REGISTRYINDEX, cb->refs[CB_FN]);
+  rn_lua_pushrow(lp, L, in, row, len);
+  int st = lua_pcall(L, 1, 1, 0);
+  lp->L = L;
+  if (st != LUA_OK) return callback_error(L, e, cb->rel, "map");
+  *has_row = !lua_isnil(L, -1);
+  int rc = 0;
+  if (*has_row) {
+    msgpack_object *vals;
+    uint8_t *given;
+    rc = rn_lua_torow(lp, L, -1, out, &vals, &given);
+    if (!rc) rc = rn_row_normalize(out->schema, out->name, RN_ROW_FULL, vals, given, &lp->p->scratch, e);
+    if (!rc) rn_row_pack(out->schema, vals, result);
+    else rn_err_prefix(e, "map returned a bad row");
+  }
+  lua_pop(L, 1);
+  return rc;
+}
+
+static const char *const verb_names[] = { "", "INSERT", "UPDATE", "DELETE" };
+
+static void push_info(lua_State *L, const rn_sink_info *info)
+{
+  lua_createtable(L, 0, 3);
+  lua_pushinteger(L, (lua_Integer)info->id);
+  lua_setfield(L, -2, "id");
+  lua_pushinteger(L, (lua_Integer)info->seq);
+  lua_setfield(L, -2, "seq");
+  lua_pushinteger(L, (lua_Integer)info->n);
+  lua_setfield(L, -2, "n");
+}
+
+/* fn(verb, row, old, info), or the table form's insert(row, info),
+ * update(row, old, info), delete(old, info). */
+static int sink_cb(void *ctx, rn_rel *rel, const rn_change *c, const rn_sink_info *info, rn_err *e)
+{
+  lcb *cb = ctx;
+  lpipe *lp = cb->lp;
+  lua_State *L = lp->L;
+  int nargs;
+  if (cb->refs[CB_ALL] != LUA_NOREF) {
+    lua_rawgeti(L, LUA_REGISTRYINDEX, cb->refs[CB_ALL]);
+    lua_pushstring(L, verb_names[c->verb]);
+    rn_lua_pushrow(lp, L, rel, c->row, c->row_len);
+    rn_lua_pushrow(lp, L, rel, c->old, c->old_len);
+    nargs = 4;
+  } else {
+    int ref = cb->refs[c->verb - 1];
+    if (ref == LUA_NOREF) return 0;
+    lua_rawgeti(L, LUA_REGISTRYINDEX, ref);
+    nargs = 1;
+    if (c->verb != RN_DELETE) rn_lua_pushrow(lp, L, rel, c->row, c->row_len);
+    if (c->verb != RN_INSERT) rn_lua_pushrow(lp, L, rel, c->old, c->old_len), nargs++;
+    nargs++;
+  }
+  push_info(L, info);
+  int st = lua_pcall(L, nargs, 0, 0);
+  lp->L = L;
+  return st == LUA_OK ? 0 : callback_error(L, e, rel, "sink");
+}
+
+static int sink_commit_cb(void *ctx, uint64_t seq, rn_err *e)
+{
+  lcb *cb = ctx;
+  lua_State *L = cb->lp->L;
+  if (cb->refs[CB_COMMIT] == LUA_NOREF) return 0;
+  lua_rawgeti(L, LUA_REGISTRYINDEX, cb->refs[CB_COMMIT]);
+  lua_pushinteger(L, (lua_Integer)seq);
+  int st = lua_pcall(L, 1, 0, 0);
+  cb->lp->L = L;
+  return st == LUA_OK ? 0 : callback_error(L, e, cb->rel, "sink commit");
+}
+
+static int declared(lua_State *L, lpipe *lp, int rc, rn_rel *rel)
+{
+  if (rc) {
+    lua_pushnil(L);
+    lua_pushstring(L, rn_errmsg(lp->p));
+    return 2;
+  }
+  rn_lua_relinfo(L, rel);
+  rn_lua_pushrel(L, 1, rel);
+  return 1;
+}
+
+/* p:_filter(in, name, fn) -> relation | nil, err */
+int rn_lua_declare_filter(lua_State *L)
+{
+  lpipe *lp = rn_lua_checkpipe(L, 1);
+  lrel *in = rn_lua_checkrel(L, 2);
+  const char *name = luaL_checkstring(L, 3);
+  luaL_checktype(L, 4, LUA_TFUNCTION);
+  lcb *cb = new_cb(L, lp);
+  cb->refs[CB_FN] = ref_function(L, 4);
+  rn_rel *rel = NULL;
+  int rc = rn_declare_derived(lp->p, name, RN_REL_FILTER, in->rel, NULL, cb, free_cb, &rel);
+  if (!rc) { rel->filter = filter_cb; cb->rel = rel; }
+  return declared(L, lp, rc, rel);
+}
+
+/* p:_map(in, name, fn, cols, key|nil) -> relation | nil, err */
+int rn_lua_declare_map(lua_State *L)
+{
+  lpipe *lp = rn_lua_checkpipe(L, 1);
+  lrel *in = rn_lua_checkrel(L, 2);
+  const char *name = luaL_checkstring(L, 3);
+  luaL_checktype(L, 4, LUA_TFUNCTION);
+  luaL_checktype(L, 5, LUA_TTABLE);
+  rn_err e = { 0, "" };
+  rn_schema *s = rn_lua_toschema(lp, L, 5, lua_istable(L, 6) ? 6 : 0, name, &e);
+  if (!s) {
+    lua_pushnil(L);
+    lua_pushstring(L, e.msg);
+    return 2;
+  }
+  lcb *cb = new_cb(L, lp);
+  cb->refs[CB_FN] = ref_function(L, 4);
+  rn_rel *rel = NULL;
+  int rc = rn_declare_derived(lp->p, name, RN_REL_MAP, in->rel, s, cb, free_cb, &rel);
+  if (!rc) { rel->map = map_cb; cb->rel = rel; }
+  return declared(L, lp, rc, rel);
+}
+
+/* p:_sink(rel, fn|nil, insert, update, delete, commit, consolidate) -> true | nil, err */
+int rn_lua_add_sink(lua_State *L)
+{
+  lpipe *lp = rn_lua_checkpipe(L, 1);
+  lrel *r = rn_lua_checkrel(L, 2);
+  for (int i = 3; i <= 7; i++)
+    if (!lua_isnoneornil(L, i)) luaL_checktype(L, i, LUA_TFUNCTION);
+  lcb *cb = new_cb(L, lp);
+  cb->rel = r->rel;
+  cb->refs[CB_ALL] = ref_function(L, 3);
+  cb->refs[CB_INSERT] = ref_function(L, 4);
+  cb->refs[CB_UPDATE] = ref_function(L, 5);
+  cb->refs[CB_DELETE] = ref_function(L, 6);
+  cb->refs[CB_COMMIT] = ref_function(L, 7);
+  if (rn_sink_add(lp->p, r->rel, lua_toboolean(L, 8), sink_cb, sink_commit_cb, cb, free_cb)) {
+    lua_pushnil(L);
+    lua_pushstring(L, rn_errmsg(lp->p));
+    return 2;
+  }
+  lua_pushboolean(L, 1);
+  return 1;
+}

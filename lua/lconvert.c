@@ -1,0 +1,252 @@
+/* lconvert.c — Lua values to slot values and stored rows back to Lua.
+ * The binding only shapes values (which table is a list, which a map); the
+ * core checks them against the schema and names the column in errors. */
+#include <string.h>
+
+#include "lbind.h"
+#include "row.h"
+
+const char rn_lua_null_tag = 0;
+
+static int foreign(msgpack_object *out, const char *type_name)
+{
+  out->type = MSGPACK_OBJECT_EXT;
+  out->via.ext.type = RN_EXT_FOREIGN;
+  out->via.ext.ptr = type_name;
+  out->via.ext.size = (uint32_t)strlen(type_name);
+  return 0;
+}
+
+static int too_deep(lpipe *lp, const rn_column *col)
+{
+  return rn_err_set(&lp->p->err, RN_EINVAL, "column \"%s\": value nested more than 64 deep",
+                    col ? col->name : "?");
+}
+
+static int table_as_array(lpipe *lp, lua_State *L, int idx, lua_Unsigned n, msgpack_object *out, int depth)
+{
+  msgpack_object *items = msgpack_zone_malloc(&lp->p->scratch, sizeof *items * (n ? n : 1));
+  if (!items) return rn_err_set(&lp->p->err, RN_ENOMEM, "out of memory");
+  for (lua_Unsigned i = 0; i < n; i++) {
+    lua_rawgeti(L, idx, (lua_Integer)i + 1);
+    int rc = rn_lua_tovalue(lp, L, -1, NULL, &items[i], depth + 1);
+    lua_pop(L, 1);
+    if (rc) return rc;
+  }
+  out->type = MSGPACK_OBJECT_ARRAY;
+  out->via.array.size = (uint32_t)n;
+  out->via.array.ptr = items;
+  return 0;
+}
+
+/* fields: for a struct, the nested schema whose columns shape the values. */
+static int table_as_map(lpipe *lp, lua_State *L, int idx, size_t n, const rn_schema *fields,
+                        msgpack_object *out, int depth)
+{
+  msgpack_object_kv *kv = msgpack_zone_malloc(&lp->p->scratch, sizeof *kv * (n ? n : 1));
+  if (!kv) return rn_err_set(&lp->p->err, RN_ENOMEM, "out of memory");
+  size_t i = 0;
+  lua_pushnil(L);
+  while (lua_next(L, idx)) {
+    const rn_column *fc = NULL;
+    if (fields && lua_type(L, -2) == LUA_TSTRING) {
+      size_t len;
+      const char *name = lua_tolstring(L, -2, &len);
+      int slot = rn_schema_slot(fields, name, len);
+      if (slot >= 0) fc = &fields->cols[slot];
+    }
+    int rc = rn_lua_tovalue(lp, L, -2, NULL, &kv[i].key, depth + 1);
+    if (!rc) rc = rn_lua_tovalue(lp, L, -1, fc, &kv[i].val, depth + 1);
+    lua_pop(L, 1);
+    if (rc) { lua_pop(L, 1); return rc; }
+    i++;
+  }
+  out->type = MSGPACK_OBJECT_MAP;
+  out->via.map.size = (uint32_t)i;
+  out->via.map.ptr = kv;
+  return 0;
+}
+
+static int table_value(lpipe *lp, lua_State *L, int idx, const rn_column *col,
+                       msgpack_object *out, int depth)
+{
+  if (depth > 64) return too_deep(lp, col);
+  luaL_checkstack(L, 4, "nested value");
+  size_t count = 0;
+  lua_pushnil(L);
+  while (lua_next(L, idx)) { count++; lua_pop(L, 1); }
+  lua_Unsigned len = lua_rawlen(L, idx);
+  rn_type t = col ? col->type : RN_T_ANY;
+  if (t == RN_T_STRUCT) return table_as_map(lp, L, idx, count, col->fields, out, depth);
+  if (t == RN_T_LIST || (t != RN_T_MAP && count == len)) /* empty is a list unless declared map */
+    return table_as_array(lp, L, idx, len, out, depth);
+  return table_as_map(lp, L, idx, count, NULL, out, depth);
+}
+
+int rn_lua_tovalue(lpipe *lp, lua_State *L, int idx, const rn_column *col,
+                   msgpack_object *out, int depth)
+{
+  idx = lua_absindex(L, idx);
+  switch (lua_type(L, idx)) {
+  case LUA_TNIL:
+    out->type = MSGPACK_OBJECT_NIL;
+    return 0;
+  case LUA_TBOOLEAN:
+    out->type = MSGPACK_OBJECT_BOOLEAN;
+    out->via.boolean = lua_toboolean(L, idx);
+    return 0;
+  case LUA_TNUMBER:
+    if (lua_isinteger(L, idx)) {
+      lua_Integer i = lua_tointeger(L, idx);
+      if (i >= 0) { out->type = MSGPACK_OBJECT_POSITIVE_INTEGER; out->via.u64 = (uint64_t)i; }
+      else { out->type = MSGPACK_OBJECT_NEGATIVE_INTEGER; out->via.i64 = i; }
+    } else {
+      out->type = MSGPACK_OBJECT_FLOAT64;
+      out->via.f64 = lua_tonumber(L, idx);
+    }
+    return 0;
+  case LUA_TSTRING: {
+    size_t len;
+    out->via.str.ptr = lua_tolstring(L, idx, &len);
+    out->via.str.size = (uint32_t)len;
+    out->type = MSGPACK_OBJECT_STR;
+    return 0;
+  }
+  case LUA_TLIGHTUSERDATA:
+    if (lua_touserdata(L, idx) == RN_LUA_NULL) { out->type = MSGPACK_OBJECT_NIL; return 0; }
+    return foreign(out, "userdata");
+  case LUA_TTABLE:
+    return table_value(lp, L, idx, col, out, depth);
+  default:
+    return foreign(out, lua_typename(L, lua_type(L, idx)));
+  }
+}
+
+static int alloc_row(lpipe *lp, rn_rel *rel, msgpack_object **vals, uint8_t **given)
+{
+  int n = rel->schema->ncols;
+  *vals = msgpack_zone_malloc(&lp->p->scratch, sizeof **vals * (size_t)(n ? n : 1));
+  *given = msgpack_zone_malloc(&lp->p->scratch, (size_t)(n ? n : 1));
+  if (!*vals || !*given) return rn_err_set(&lp->p->err, RN_ENOMEM, "out of memory");
+  memset(*given, 0, (size_t)n);
+  return 0;
+}
+
+int rn_lua_torow(lpipe *lp, lua_State *L, int idx, rn_rel *rel,
+                 msgpack_object **vals, uint8_t **given)
+{
+  rn_pipeline *p = lp->p;
+  idx = lua_absindex(L, idx);
+  if (!lua_istable(L, idx))
+    return rn_err_set(&p->err, RN_EINVAL, "%s: a row is a table keyed by column names, got %s",
+                      rel->name, luaL_typename(L, idx));
+  int rc = alloc_row(lp, rel, vals, given);
+  if (rc) return rc;
+  int top = lua_gettop(L);
+  luaL_checkstack(L, 6, "row");
+  lua_rawgeti(L, LUA_REGISTRYINDEX, ((lrelinfo *)rel->udata)->slots_ref);
+  int slots = lua_gettop(L);
+  lua_pushnil(L);
+  while (lua_next(L, idx)) {
+    lua_pushvalue(L, -2);
+    lua_rawget(L, slots);
+    int slot = (int)lua_tointeger(L, -1) - 1;
+    lua_pop(L, 1);
+    if (slot < 0) {
+      if (lua_type(L, -2) == LUA_TSTRING)
+        rc = rn_err_set(&p->err, RN_EINVAL, "%s: unknown column \"%s\"", rel->name, lua_tostring(L, -2));
+      else
+        rc = rn_err_set(&p->err, RN_EINVAL, "%s: column names are strings, got %s", rel->name,
+                        luaL_typename(L, -2));
+      break;
+    }
+    rc = rn_lua_tovalue(lp, L, -1, &rel->schema->cols[slot], &(*vals)[slot], 0);
+    if (rc) break;
+    (*given)[slot] = 1;
+    lua_pop(L, 1);
+  }
+  lua_settop(L, top);
+  return rc;
+}
+
+int rn_lua_tokey(lpipe *lp, lua_State *L, int idx, rn_rel *rel,
+                 msgpack_object **vals, uint8_t **given)
+{
+  if (lua_istable(L, idx)) return rn_lua_torow(lp, L, idx, rel, vals, given);
+  const rn_schema *s = rel->schema;
+  if (s->nkey != 1)
+    return rn_err_set(&lp->p->err, RN_EINVAL, "%s: a key is a table of its key columns%s, got %s",
+                      rel->name, s->nkey ? "" : " (this table has no key: give the whole row)",
+                      luaL_typename(L, idx));
+  int rc = alloc_row(lp, rel, vals, given);
+  if (rc) return rc;
+  int slot = s->key_slots[0];
+  (*given)[slot] = 1;
+  return rn_lua_tovalue(lp, L, idx, &s->cols[slot], &(*vals)[slot], 0);
+}
+
+void rn_lua_pushvalue(lua_State *L, const msgpack_object *o, const rn_column *col)
+{
+  luaL_checkstack(L, 4, "value");
+  switch (o->type) {
+  case MSGPACK_OBJECT_NIL: lua_pushlightuserdata(L, RN_LUA_NULL); return;
+  case MSGPACK_OBJECT_BOOLEAN: lua_pushboolean(L, o->via.boolean); return;
+  case MSGPACK_OBJECT_POSITIVE_INTEGER:
+    if (o->via.u64 > (uint64_t)INT64_MAX) lua_pushnumber(L, (lua_Number)o->via.u64);
+    else lua_pushinteger(L, (lua_Integer)o->via.u64);
+    return;
+  case MSGPACK_OBJECT_NEGATIVE_INTEGER: lua_pushinteger(L, (lua_Integer)o->via.i64); return;
+  case MSGPACK_OBJECT_FLOAT32: case MSGPACK_OBJECT_FLOAT64: lua_pushnumber(L, o->via.f64); return;
+  case MSGPACK_OBJECT_STR: case MSGPACK_OBJECT_BIN:
+    lua_pushlstring(L, o->via.str.ptr, o->via.str.size);
+    return;
+  case MSGPACK_OBJECT_ARRAY:
+    if (col && col->type == RN_T_STRUCT) {
+      const rn_schema *f = col->fields;
+      lua_createtable(L, 0, f->ncols);
+      for (uint32_t i = 0; i < o->via.array.size && i < (uint32_t)f->ncols; i++) {
+        if (o->via.array.ptr[i].type == MSGPACK_OBJECT_NIL) continue;
+        rn_lua_pushvalue(L, &o->via.array.ptr[i], &f->cols[i]);
+        lua_setfield(L, -2, f->cols[i].name);
+      }
+      return;
+    }
+    lua_createtable(L, (int)o->via.array.size, 0);
+    for (uint32_t i = 0; i < o->via.array.size; i++) {
+      rn_lua_pushvalue(L, &o->via.array.ptr[i], NULL);
+      lua_rawseti(L, -2, (lua_Integer)i + 1);
+    }
+    return;
+  case MSGPACK_OBJECT_MAP:
+    lua_createtable(L, 0, (int)o->via.map.size);
+    for (uint32_t i = 0; i < o->via.map.size; i++) {
+      if (o->via.map.ptr[i].key.type == MSGPACK_OBJECT_NIL) continue;
+      rn_lua_pushvalue(L, &o->via.map.ptr[i].key, NULL);
+      rn_lua_pushvalue(L, &o->via.map.ptr[i].val, NULL);
+      lua_rawset(L, -3);
+    }
+    return;
+  default:
+    lua_pushnil(L);
+    return;
+  }
+}
+
+void rn_lua_pushrow(lpipe *lp, lua_State *L, rn_rel *rel, const char *data, size_t len)
+{
+  if (!data) { lua_pushnil(L); return; }
+  const rn_schema *s = rel->schema;
+  const msgpack_object *vals = rn_row_unpack(data, len, s->ncols, &lp->zone);
+  if (!vals) { msgpack_zone_clear(&lp->zone); lua_pushnil(L); return; }
+  luaL_checkstack(L, 6, "row");
+  lua_createtable(L, 0, s->ncols);
+  lua_rawgeti(L, LUA_REGISTRYINDEX, ((lrelinfo *)rel->udata)->names_ref);
+  for (int i = 0; i < s->ncols; i++) {
+    if (vals[i].type == MSGPACK_OBJECT_NIL) continue;
+    lua_rawgeti(L, -1, i + 1);
+    rn_lua_pushvalue(L, &vals[i], &s->cols[i]);
+    lua_rawset(L, -4);
+  }
+  lua_pop(L, 1);
+  msgpack_zone_clear(&lp->zone);
+}

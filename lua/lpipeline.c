@@ -1,0 +1,327 @@
+/* lpipeline.c — the runnel.Pipeline userdata and the module's entry point. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "lbind.h"
+#include "row.h"
+
+lpipe *rn_lua_checkpipe(lua_State *L, int idx)
+{
+  lpipe *lp = luaL_checkudata(L, idx, RN_PIPELINE_MT);
+  if (!lp->p) luaL_error(L, "runnel: the pipeline is closed");
+  lp->L = L;
+  return lp;
+}
+
+int rn_lua_raise(lua_State *L, lpipe *lp)
+{
+  return luaL_error(L, "%s", lp->p ? rn_errmsg(lp->p) : "runnel: the pipeline is closed");
+}
+
+int rn_lua_fail(lua_State *L, lpipe *lp)
+{
+  rn_group_fail(lp->p, lp->p->err.code ? lp->p->err.code : RN_EINVAL, lp->p->err.msg);
+  return rn_lua_raise(L, lp);
+}
+
+/* core.open(path|nil, nosync) -> pipeline | nil, err */
+static int l_open(lua_State *L)
+{
+  rn_open_opts opts = { luaL_optstring(L, 1, NULL), lua_toboolean(L, 2) };
+  lpipe *lp = lua_newuserdatauv(L, sizeof *lp, 1);
+  memset(lp, 0, sizeof *lp);
+  lp->clock_ref = LUA_NOREF;
+  luaL_setmetatable(L, RN_PIPELINE_MT); /* closed until open succeeds */
+  char err[RN_ERRMSG_MAX];
+  if (rn_pipeline_open(&opts, &lp->p, err, sizeof err) != 0) {
+    lua_pushnil(L);
+    lua_pushstring(L, err);
+    return 2;
+  }
+  msgpack_zone_init(&lp->zone, 4096);
+  lp->L = L;
+  if (!lua_isnoneornil(L, 3)) {
+    lua_pushvalue(L, 3);
+    lp->clock_ref = luaL_ref(L, LUA_REGISTRYINDEX);
+  }
+  return 1;
+}
+
+static void free_relinfo(lua_State *L, rn_rel *rel)
+{
+  lrelinfo *ri = rel->udata;
+  if (!ri) return;
+  luaL_unref(L, LUA_REGISTRYINDEX, ri->names_ref);
+  luaL_unref(L, LUA_REGISTRYINDEX, ri->slots_ref);
+  free(ri);
+  rel->udata = NULL;
+}
+
+/* __close, __gc and close(): one function, safe to call twice. */
+static int l_close(lua_State *L)
+{
+  lpipe *lp = luaL_checkudata(L, 1, RN_PIPELINE_MT);
+  if (!lp->p) return 0;
+  lp->L = L;
+  for (int i = 0; i < lp->p->nrels; i++) free_relinfo(L, lp->p->rels[i]);
+  rn_pipeline_close(lp->p); /* frees callback contexts through lp->L */
+  lp->p = NULL;
+  luaL_unref(L, LUA_REGISTRYINDEX, lp->clock_ref);
+  lp->clock_ref = LUA_NOREF;
+  msgpack_zone_destroy(&lp->zone);
+  return 0;
+}
+
+static int l_tostring(lua_State *L)
+{
+  lpipe *lp = luaL_checkudata(L, 1, RN_PIPELINE_MT);
+  if (!lp->p) lua_pushstring(L, "runnel.Pipeline (closed)");
+  else lua_pushfstring(L, "runnel.Pipeline (%s%s)", lp->p->store.path, lp->p->store.temp ? ", temporary" : "");
+  return 1;
+}
+
+int rn_lua_relinfo(lua_State *L, rn_rel *rel)
+{
+  lrelinfo *ri = malloc(sizeof *ri);
+  if (!ri) return luaL_error(L, "out of memory");
+  const rn_schema *s = rel->schema;
+  lua_createtable(L, s->ncols, 0);
+  lua_createtable(L, 0, s->ncols);
+  for (int i = 0; i < s->ncols; i++) {
+    lua_pushlstring(L, s->cols[i].name, s->cols[i].name_len);
+    lua_pushvalue(L, -1);
+    lua_rawseti(L, -4, i + 1);
+    lua_pushinteger(L, i + 1);
+    lua_rawset(L, -3);
+  }
+  ri->slots_ref = luaL_ref(L, LUA_REGISTRYINDEX);
+  ri->names_ref = luaL_ref(L, LUA_REGISTRYINDEX);
+  rel->udata = ri;
+  return 0;
+}
+
+/* A column spec is { name = s, type = s, null = b, default = v|nil,
+ * has_default = b, fields = {specs…}|nil }, already checked by runnel.lua. */
+static int add_column(lpipe *lp, lua_State *L, rn_schema *s, int spec, const char *rel, rn_err *e)
+{
+  lua_getfield(L, spec, "name");
+  size_t nlen;
+  const char *name = lua_tolstring(L, -1, &nlen);
+  lua_getfield(L, spec, "type");
+  rn_type type = RN_T_ANY;
+  rn_type_parse(lua_tostring(L, -1), &type);
+  lua_getfield(L, spec, "null");
+  bool nullable = lua_toboolean(L, -1);
+  lua_getfield(L, spec, "fields");
+  rn_schema *fields = NULL;
+  if (lua_istable(L, -1)) {
+    fields = rn_lua_toschema(lp, L, lua_gettop(L), 0, rel, e);
+    if (!fields) { lua_pop(L, 4); return e->code; }
+  }
+  int slot = rn_schema_add(s, name, nlen, type, nullable, fields, e);
+  lua_pop(L, 4);
+  if (slot < 0) {
+    rn_err_prefix(e, rel);
+    return e->code;
+  }
+  lua_getfield(L, spec, "has_default");
+  bool has_default = lua_toboolean(L, -1);
+  lua_getfield(L, spec, "default");
+  int rc = 0;
+  if (has_default) {
+    msgpack_object v;
+    rc = rn_lua_tovalue(lp, L, -1, &s->cols[slot], &v, 0);
+    if (rc) *e = lp->p->err;
+    else rc = rn_schema_set_default(s, slot, &v, rel, e);
+  }
+  lua_pop(L, 2);
+  return rc;
+}
+
+rn_schema *rn_lua_toschema(lpipe *lp, lua_State *L, int cols_idx, int key_idx,
+                           const char *rel, rn_err *e)
+{
+  rn_schema *s = rn_schema_new();
+  if (!s) { rn_err_set(e, RN_ENOMEM, "out of memory"); return NULL; }
+  lua_Integer n = (lua_Integer)lua_rawlen(L, cols_idx);
+  for (lua_Integer i = 1; i <= n; i++) {
+    lua_rawgeti(L, cols_idx, i);
+    int rc = add_column(lp, L, s, lua_gettop(L), rel, e);
+    lua_pop(L, 1);
+    if (rc) {
+      rn_schema_free(s);
+      return NULL;
+    }
+  }
+  if (key_idx) {
+    int nkey = (int)lua_rawlen(L, key_idx);
+    int slots[nkey ? nkey : 1];
+    for (int i = 0; i < nkey; i++) {
+      lua_rawgeti(L, key_idx, i + 1);
+      size_t len;
+      const char *name = lua_tolstring(L, -1, &len);
+      slots[i] = rn_schema_slot(s, name, len);
+      if (slots[i] < 0) rn_err_set(e, RN_EINVAL, "%s: key column \"%s\" is not a declared column", rel, name);
+      lua_pop(L, 1);
+      if (slots[i] < 0) { rn_schema_free(s); return NULL; }
+    }
+    if (rn_schema_set_key(s, slots, nkey, rel, e)) { rn_schema_free(s); return NULL; }
+  }
+  return s;
+}
+
+/* p:_declare(kind, name, cols, key) -> relation | nil, err */
+static int l_declare(lua_State *L)
+{
+  lpipe *lp = rn_lua_checkpipe(L, 1);
+  const char *kind = luaL_checkstring(L, 2);
+  const char *name = luaL_checkstring(L, 3);
+  luaL_checktype(L, 4, LUA_TTABLE);
+  rn_err e = { 0, "" };
+  rn_schema *s = rn_lua_toschema(lp, L, 4, lua_istable(L, 5) ? 5 : 0, name, &e);
+  if (!s) {
+    lua_pushnil(L);
+    lua_pushstring(L, e.msg);
+    return 2;
+  }
+  rn_rel *rel;
+  int rc = rn_declare_source(lp->p, name, strcmp(kind, "stream") == 0 ? RN_REL_STREAM : RN_REL_TABLE, s, &rel);
+  if (rc) {
+    lua_pushnil(L);
+    lua_pushstring(L, rn_errmsg(lp->p));
+    return 2;
+  }
+  rn_lua_relinfo(L, rel);
+  rn_lua_pushrel(L, 1, rel);
+  return 1;
+}
+
+static int l_begin(lua_State *L)
+{
+  lpipe *lp = rn_lua_checkpipe(L, 1);
+  return rn_begin(lp->p) ? rn_lua_raise(L, lp) : 0;
+}
+
+static int l_commit(lua_State *L)
+{
+  lpipe *lp = rn_lua_checkpipe(L, 1);
+  if (rn_commit(lp->p)) return rn_lua_raise(L, lp);
+  lua_pushinteger(L, (lua_Integer)rn_seq(lp->p));
+  return 1;
+}
+
+static int l_rollback(lua_State *L)
+{
+  lpipe *lp = rn_lua_checkpipe(L, 1);
+  return rn_rollback(lp->p) ? rn_lua_raise(L, lp) : 0;
+}
+
+static int l_seq(lua_State *L)
+{
+  lpipe *lp = rn_lua_checkpipe(L, 1);
+  lua_pushinteger(L, (lua_Integer)rn_seq(lp->p));
+  return 1;
+}
+
+static int l_in_group(lua_State *L)
+{
+  lpipe *lp = rn_lua_checkpipe(L, 1);
+  lua_pushboolean(L, lp->p->state != RN_IDLE);
+  return 1;
+}
+
+static int l_stats(lua_State *L)
+{
+  lpipe *lp = rn_lua_checkpipe(L, 1);
+  const rn_stats *st = &lp->p->stats;
+  lua_createtable(L, 0, 5);
+  lua_pushinteger(L, (lua_Integer)rn_seq(lp->p));
+  lua_setfield(L, -2, "seq");
+  lua_pushinteger(L, (lua_Integer)st->groups);
+  lua_setfield(L, -2, "groups");
+  lua_pushinteger(L, (lua_Integer)st->changes);
+  lua_setfield(L, -2, "changes");
+  lua_pushinteger(L, (lua_Integer)st->rollbacks);
+  lua_setfield(L, -2, "rollbacks");
+  lua_newtable(L);
+  lua_setfield(L, -2, "lookups");
+  return 1;
+}
+
+static int l_path(lua_State *L)
+{
+  lpipe *lp = rn_lua_checkpipe(L, 1);
+  lua_pushstring(L, lp->p->store.path);
+  lua_pushboolean(L, lp->p->store.temp);
+  return 2;
+}
+
+/* p:relations() -> { Relation… } in declaration order */
+static int l_relations(lua_State *L)
+{
+  lpipe *lp = rn_lua_checkpipe(L, 1);
+  lua_createtable(L, lp->p->nrels, 0);
+  for (int i = 0; i < lp->p->nrels; i++) {
+    rn_lua_pushrel(L, 1, lp->p->rels[i]);
+    lua_rawseti(L, -2, i + 1);
+  }
+  return 1;
+}
+
+static const luaL_Reg pipeline_methods[] = {
+  { "_declare", l_declare },
+  { "_filter", rn_lua_declare_filter },
+  { "_map", rn_lua_declare_map },
+  { "_sink", rn_lua_add_sink },
+  { "begin", l_begin },
+  { "commit", l_commit },
+  { "rollback", l_rollback },
+  { "seq", l_seq },
+  { "in_group", l_in_group },
+  { "stats", l_stats },
+  { "path", l_path },
+  { "relations", l_relations },
+  { "close", l_close },
+  { NULL, NULL }
+};
+
+static const luaL_Reg pipeline_meta[] = {
+  { "__gc", l_close },
+  { "__close", l_close },
+  { "__tostring", l_tostring },
+  { NULL, NULL }
+};
+
+static int l_strerror(lua_State *L)
+{
+  lua_pushstring(L, rn_strerror((int)luaL_checkinteger(L, 1)));
+  return 1;
+}
+
+RN_API int luaopen_runnel_core(lua_State *L);
+RN_API int luaopen_runnel_core(lua_State *L)
+{
+  luaL_newmetatable(L, RN_PIPELINE_MT);
+  luaL_setfuncs(L, pipeline_meta, 0);
+  luaL_newlib(L, pipeline_methods);
+  lua_setfield(L, -2, "__index");
+  lua_pop(L, 1);
+  rn_lua_relation_open(L);
+
+  lua_newtable(L);
+  lua_pushcfunction(L, l_open);
+  lua_setfield(L, -2, "open");
+  lua_pushcfunction(L, l_strerror);
+  lua_setfield(L, -2, "strerror");
+  lua_pushlightuserdata(L, RN_LUA_NULL);
+  lua_setfield(L, -2, "null");
+  luaL_getmetatable(L, RN_PIPELINE_MT);
+  lua_getfield(L, -1, "__index");
+  lua_setfield(L, -3, "Pipeline");
+  lua_pop(L, 1);
+  luaL_getmetatable(L, RN_RELATION_MT);
+  lua_getfield(L, -1, "__index");
+  lua_setfield(L, -3, "Relation");
+  lua_pop(L, 1);
+  return 1;
+}

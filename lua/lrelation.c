@@ -1,0 +1,280 @@
+/* lrelation.c — the runnel.Relation userdata: changes, reads, iteration. */
+#include <string.h>
+
+#include "lbind.h"
+#include "row.h"
+
+/* Relation userdata are cached per pipeline (uservalue 1 of the pipeline,
+ * a weak-valued table keyed by the core pointer) so one relation is always
+ * one Lua value. */
+void rn_lua_pushrel(lua_State *L, int pidx, rn_rel *rel)
+{
+  pidx = lua_absindex(L, pidx);
+  if (lua_getiuservalue(L, pidx, 1) != LUA_TTABLE) {
+    lua_pop(L, 1);
+    lua_newtable(L);
+    lua_createtable(L, 0, 1);
+    lua_pushliteral(L, "v");
+    lua_setfield(L, -2, "__mode");
+    lua_setmetatable(L, -2);
+    lua_pushvalue(L, -1);
+    lua_setiuservalue(L, pidx, 1);
+  }
+  if (lua_rawgetp(L, -1, rel) == LUA_TUSERDATA) {
+    lua_remove(L, -2);
+    return;
+  }
+  lua_pop(L, 1);
+  lrel *r = lua_newuserdatauv(L, sizeof *r, 1);
+  r->lp = lua_touserdata(L, pidx);
+  r->rel = rel;
+  luaL_setmetatable(L, RN_RELATION_MT);
+  lua_pushvalue(L, pidx);
+  lua_setiuservalue(L, -2, 1);
+  lua_pushvalue(L, -1);
+  lua_rawsetp(L, -3, rel);
+  lua_remove(L, -2);
+}
+
+lrel *rn_lua_checkrel(lua_State *L, int idx)
+{
+  lrel *r = luaL_checkudata(L, idx, RN_RELATION_MT);
+  if (!r->lp->p) luaL_error(L, "runnel: the pipeline of this relation is closed");
+  r->lp->L = L;
+  return r;
+}
+
+/* Every change method: convert (failures roll the group back), apply, raise. */
+typedef int (*change_fn)(rn_rel *, msgpack_object *, uint8_t *);
+
+static int apply_change(lua_State *L, change_fn fn, bool key_only)
+{
+  lrel *r = rn_lua_checkrel(L, 1);
+  msgpack_object *vals;
+  uint8_t *given;
+  int rc = key_only ? rn_lua_tokey(r->lp, L, 2, r->rel, &vals, &given)
+                    : rn_lua_torow(r->lp, L, 2, r->rel, &vals, &given);
+  if (rc) return rn_lua_fail(L, r->lp);
+  if (fn(r->rel, vals, given)) return rn_lua_raise(L, r->lp);
+  return 0;
+}
+
+static int l_insert(lua_State *L) { return apply_change(L, rn_table_insert, false); }
+static int l_upsert(lua_State *L) { return apply_change(L, rn_table_upsert, false); }
+
+static int l_delete(lua_State *L)
+{
+  lrel *r = rn_lua_checkrel(L, 1);
+  return apply_change(L, rn_table_delete, r->rel->schema->nkey > 0);
+}
+
+/* update(patch) for keyed tables; update(old_row, new_row) for keyless. */
+static int l_update(lua_State *L)
+{
+  lrel *r = rn_lua_checkrel(L, 1);
+  if (lua_isnoneornil(L, 3)) return apply_change(L, rn_table_update, false);
+  msgpack_object *old, *vals;
+  uint8_t *old_given, *given;
+  if (rn_lua_torow(r->lp, L, 2, r->rel, &old, &old_given) ||
+      rn_lua_torow(r->lp, L, 3, r->rel, &vals, &given))
+    return rn_lua_fail(L, r->lp);
+  if (rn_table_replace(r->rel, old, old_given, vals, given)) return rn_lua_raise(L, r->lp);
+  return 0;
+}
+
+/* get(key) -> row, id | nil */
+static int l_get(lua_State *L)
+{
+  lrel *r = rn_lua_checkrel(L, 1);
+  msgpack_object *vals;
+  uint8_t *given;
+  int found = 0;
+  uint64_t id = 0;
+  const char *row = NULL;
+  size_t len = 0;
+  if (rn_lua_tokey(r->lp, L, 2, r->rel, &vals, &given) ||
+      rn_table_get(r->rel, vals, given, &found, &id, &row, &len))
+    return rn_lua_raise(L, r->lp);
+  if (!found) { lua_pushnil(L); return 1; }
+  rn_lua_pushrow(r->lp, L, r->rel, row, len);
+  lua_pushinteger(L, (lua_Integer)id);
+  return 2;
+}
+
+static int l_id_of(lua_State *L)
+{
+  int n = l_get(L);
+  if (n == 2) { lua_pushvalue(L, -1); return 1; }
+  return 1;
+}
+
+static int l_count(lua_State *L)
+{
+  lrel *r = rn_lua_checkrel(L, 1);
+  if (r->rel->kind != RN_REL_TABLE)
+    return luaL_error(L, "%s: count: only tables hold rows to count", r->rel->name);
+  lua_pushinteger(L, (lua_Integer)r->rel->count);
+  return 1;
+}
+
+static int l_name(lua_State *L)
+{
+  lrel *r = rn_lua_checkrel(L, 1);
+  lua_pushstring(L, r->rel->name);
+  return 1;
+}
+
+static const char *const kind_names[] = { "table", "stream", "filter", "map" };
+
+static void push_columns(lua_State *L, const rn_schema *s)
+{
+  lua_createtable(L, s->ncols, 0);
+  for (int i = 0; i < s->ncols; i++) {
+    const rn_column *c = &s->cols[i];
+    lua_createtable(L, 0, 6);
+    lua_pushlstring(L, c->name, c->name_len);
+    lua_setfield(L, -2, "name");
+    lua_pushstring(L, rn_type_name(c->type));
+    lua_setfield(L, -2, "type");
+    lua_pushboolean(L, c->nullable);
+    lua_setfield(L, -2, "null");
+    lua_pushboolean(L, c->is_key);
+    lua_setfield(L, -2, "key");
+    if (c->has_default) {
+      rn_lua_pushvalue(L, &c->defval, c);
+      lua_setfield(L, -2, "default");
+    }
+    if (c->fields) {
+      push_columns(L, c->fields);
+      lua_setfield(L, -2, "fields");
+    }
+    lua_rawseti(L, -2, i + 1);
+  }
+}
+
+/* schema() -> { kind, name, columns = {…}, key = {names…} | nil, input } */
+static int l_schema(lua_State *L)
+{
+  lrel *r = rn_lua_checkrel(L, 1);
+  const rn_schema *s = r->rel->schema;
+  lua_createtable(L, 0, 5);
+  lua_pushstring(L, kind_names[r->rel->kind]);
+  lua_setfield(L, -2, "kind");
+  lua_pushstring(L, r->rel->name);
+  lua_setfield(L, -2, "name");
+  lua_pushboolean(L, r->rel->tablelike);
+  lua_setfield(L, -2, "tablelike");
+  push_columns(L, s);
+  lua_setfield(L, -2, "columns");
+  if (s->nkey) {
+    lua_createtable(L, s->nkey, 0);
+    for (int i = 0; i < s->nkey; i++) {
+      lua_pushstring(L, s->cols[s->key_slots[i]].name);
+      lua_rawseti(L, -2, i + 1);
+    }
+    lua_setfield(L, -2, "key");
+  }
+  if (r->rel->input) {
+    lua_getiuservalue(L, 1, 1);
+    rn_lua_pushrel(L, -1, r->rel->input);
+    lua_setfield(L, -3, "input");
+    lua_pop(L, 1);
+  }
+  return 1;
+}
+
+static int l_pipeline(lua_State *L)
+{
+  rn_lua_checkrel(L, 1);
+  lua_getiuservalue(L, 1, 1);
+  return 1;
+}
+
+static int l_tostring(lua_State *L)
+{
+  lrel *r = luaL_checkudata(L, 1, RN_RELATION_MT);
+  if (!r->lp->p) lua_pushstring(L, "runnel.Relation (closed)");
+  else lua_pushfstring(L, "runnel.Relation %s (%s)", r->rel->name, kind_names[r->rel->kind]);
+  return 1;
+}
+
+/* ---- rows(): for row, id in t:rows() do … end ---- */
+
+typedef struct lrows {
+  rn_cursor *cur;         /* NULL once closed */
+  lpipe *lp;
+  rn_rel *rel;
+} lrows;
+
+static int rows_close(lua_State *L)
+{
+  lrows *it = luaL_checkudata(L, 1, RN_ROWS_MT);
+  rn_cursor_close(it->cur);
+  it->cur = NULL;
+  return 0;
+}
+
+static int rows_next(lua_State *L)
+{
+  lrows *it = luaL_checkudata(L, 1, RN_ROWS_MT);
+  if (!it->cur || !it->lp->p) return 0;
+  uint64_t id;
+  const char *row;
+  size_t len;
+  int done;
+  it->lp->L = L;
+  if (rn_cursor_next(it->cur, &id, &row, &len, &done)) {
+    rn_cursor_close(it->cur);
+    it->cur = NULL;
+    return rn_lua_raise(L, it->lp);
+  }
+  if (done) {
+    rn_cursor_close(it->cur);
+    it->cur = NULL;
+    return 0;
+  }
+  rn_lua_pushrow(it->lp, L, it->rel, row, len);
+  lua_pushinteger(L, (lua_Integer)id);
+  return 2;
+}
+
+static int l_rows(lua_State *L)
+{
+  lrel *r = rn_lua_checkrel(L, 1);
+  lua_pushcfunction(L, rows_next);
+  lrows *it = lua_newuserdatauv(L, sizeof *it, 1);
+  it->cur = NULL;
+  it->lp = r->lp;
+  it->rel = r->rel;
+  luaL_setmetatable(L, RN_ROWS_MT);
+  lua_pushvalue(L, 1);
+  lua_setiuservalue(L, -2, 1); /* keeps the relation and its pipeline alive */
+  if (rn_cursor_open(r->rel, &it->cur)) return rn_lua_raise(L, r->lp);
+  lua_pushnil(L);
+  lua_pushvalue(L, -2); /* to-be-closed: break ends the read transaction */
+  return 4;
+}
+
+static const luaL_Reg relation_methods[] = {
+  { "insert", l_insert }, { "update", l_update }, { "upsert", l_upsert },
+  { "delete", l_delete }, { "get", l_get }, { "id_of", l_id_of },
+  { "count", l_count }, { "rows", l_rows }, { "name", l_name },
+  { "schema", l_schema }, { "pipeline", l_pipeline },
+  { NULL, NULL }
+};
+
+void rn_lua_relation_open(lua_State *L)
+{
+  luaL_newmetatable(L, RN_RELATION_MT);
+  luaL_newlib(L, relation_methods);
+  lua_setfield(L, -2, "__index");
+  lua_pushcfunction(L, l_tostring);
+  lua_setfield(L, -2, "__tostring");
+  lua_pop(L, 1);
+  luaL_newmetatable(L, RN_ROWS_MT);
+  lua_pushcfunction(L, rows_close);
+  lua_setfield(L, -2, "__close");
+  lua_pushcfunction(L, rows_close);
+  lua_setfield(L, -2, "__gc");
+  lua_pop(L, 1);
+}

@@ -1,0 +1,345 @@
+-- runnel.lua — the Lua surface of runnel.
+--
+-- Declarations are checked and normalized here, in Lua; the per-row work
+-- (conversion, keys, LMDB, operators) runs in C behind runnel.core. Errors
+-- raised here point at the caller's line (error level 2).
+local core = require "runnel.core"
+
+local Pipeline, Relation = core.Pipeline, core.Relation
+
+local runnel = { null = core.null, _VERSION = "runnel 0.1" }
+
+local TYPES = { int = true, float = true, string = true, bool = true, bytes = true,
+                list = true, map = true, any = true }
+local COLUMN_FIELDS = { [1] = true, [2] = true, name = true, type = true, null = true,
+                        default = true }
+
+-- Per-pipeline Lua-side data (hooks, name counters), weak so it never keeps
+-- a pipeline alive.
+local extra = setmetatable({}, { __mode = "k" })
+local function extra_of(p)
+  local e = extra[p]
+  if not e then e = { on_declare = {} }; extra[p] = e end
+  return e
+end
+
+-- Turns { {"id","int"}, {"name","string", null = true}, key = "id" } into
+-- the column specs runnel.core takes; returns nil, message on bad input.
+local function column_specs(where, decl)
+  if type(decl) ~= "table" then
+    return nil, ("%s: columns must be a table, got %s"):format(where, type(decl))
+  end
+  local cols = {}
+  for k in pairs(decl) do
+    if k ~= "key" and (math.type(k) ~= "integer" or k < 1 or k > #decl) then
+      return nil, ("%s: unexpected field %s in the column list"):format(where, tostring(k))
+    end
+  end
+  for i, c in ipairs(decl) do
+    if type(c) ~= "table" then
+      return nil, ("%s: column #%d must be a table like {\"name\", \"type\"}, got %s"):format(where, i, type(c))
+    end
+    local name, ty = c[1] or c.name, c[2] or c.type
+    if type(name) ~= "string" or name == "" then
+      return nil, ("%s: column #%d needs a non-empty string name"):format(where, i)
+    end
+    for k in pairs(c) do
+      if not COLUMN_FIELDS[k] then
+        return nil, ('%s: column "%s": unknown option %s'):format(where, name, tostring(k))
+      end
+    end
+    local spec = { name = name, null = c.null == true }
+    if type(ty) == "table" then
+      local fields, err = column_specs(('%s: column "%s"'):format(where, name), ty)
+      if not fields then return nil, err end
+      spec.type, spec.fields = "struct", fields
+    elseif TYPES[ty] then
+      spec.type = ty
+    else
+      return nil, ('%s: column "%s": unknown type %s (int, float, string, bool, bytes, list, map, any or a column list)')
+                  :format(where, name, tostring(ty))
+    end
+    if c.default ~= nil then spec.has_default, spec.default = true, c.default end
+    cols[i] = spec
+  end
+  return cols
+end
+
+local function key_spec(where, key)
+  if key == nil then return nil end
+  if type(key) == "string" then return { key } end
+  if type(key) == "table" and #key > 0 then
+    local out = {}
+    for i, k in ipairs(key) do
+      if type(k) ~= "string" then
+        return nil, ("%s: key entry #%d must be a column name"):format(where, i)
+      end
+      out[i] = k
+    end
+    return out
+  end
+  return nil, ("%s: key must be a column name or a list of them, got %s"):format(where, type(key))
+end
+
+local function declared(p, rel)
+  for _, hook in ipairs(extra_of(p).on_declare) do hook(rel) end
+  return rel
+end
+
+local function declare_source(p, kind, name, decl)
+  if type(name) ~= "string" then
+    return nil, ("%s: the name must be a string, got %s"):format(kind, type(name))
+  end
+  local cols, err = column_specs(name, decl)
+  if not cols then return nil, err end
+  local key
+  key, err = key_spec(name, decl.key)
+  if err then return nil, err end
+  if kind == "stream" and key then return nil, name .. ": a stream has no key" end
+  local rel
+  rel, err = p:_declare(kind, name, cols, key)
+  if not rel then return nil, err end
+  return declared(p, rel)
+end
+
+--- p:table(name, columns) -> relation: a keyed table (key = …) or a keyless one.
+function Pipeline:table(name, decl)
+  local rel, err = declare_source(self, "table", name, decl)
+  if not rel then error(err, 2) end
+  return rel
+end
+
+--- p:stream(name, columns) -> relation: append-only events.
+function Pipeline:stream(name, decl)
+  local rel, err = declare_source(self, "stream", name, decl)
+  if not rel then error(err, 2) end
+  return rel
+end
+
+--- p:batch(fn, …): fn runs inside one group; an error rolls it back and is raised again.
+function Pipeline:batch(fn, ...)
+  if type(fn) ~= "function" then error("batch: expects a function", 2) end
+  self:begin()
+  local ok, err = pcall(fn, ...)
+  if not ok then
+    if self:in_group() then self:rollback() end
+    error(err, 0)
+  end
+  return self:commit()
+end
+
+--- p:relation(name) -> relation | nil
+function Pipeline:relation(name)
+  for _, rel in ipairs(self:relations()) do
+    if rel:name() == name then return rel end
+  end
+  return nil
+end
+
+--- p:on_declare(fn): fn(rel) after every later declaration (the REPL uses it).
+function Pipeline:on_declare(fn)
+  table.insert(extra_of(self).on_declare, fn)
+end
+
+local function derived_name(rel, what, name)
+  if name ~= nil then
+    if type(name) ~= "string" then return nil, what .. ": the name must be a string" end
+    return name
+  end
+  local p, base = rel:pipeline(), rel:name() .. "." .. what
+  local candidate, n = base, 1
+  while p:relation(candidate) do
+    n = n + 1
+    candidate = base .. n
+  end
+  return candidate
+end
+
+--- rel:filter(fn [, name]) -> relation of the rows for which fn(row) is true.
+function Relation:filter(fn, name)
+  if type(fn) ~= "function" then error("filter: expects a function, got " .. type(fn), 2) end
+  local n, err = derived_name(self, "filter", name)
+  if not n then error(err, 2) end
+  local rel
+  rel, err = self:pipeline():_filter(self, n, fn)
+  if not rel then error(err, 2) end
+  return declared(self:pipeline(), rel)
+end
+
+--- rel:map(fn, columns [, name]) -> relation of fn(row) (nil: no row), ids passed through.
+function Relation:map(fn, decl, name)
+  if type(fn) ~= "function" then error("map: expects a function, got " .. type(fn), 2) end
+  local n, err = derived_name(self, "map", name)
+  if not n then error(err, 2) end
+  local cols, key
+  cols, err = column_specs(n, decl)
+  if not cols then error(err, 2) end
+  key, err = key_spec(n, decl.key)
+  if err then error(err, 2) end
+  local rel
+  rel, err = self:pipeline():_map(self, n, fn, cols, key)
+  if not rel then error(err, 2) end
+  return declared(self:pipeline(), rel)
+end
+
+local SINK_FIELDS = { insert = true, update = true, delete = true, commit = true, consolidate = true }
+
+--- rel:sink(fn) or rel:sink{ insert, update, delete, commit, consolidate } -> rel
+-- A value with an `attach` method (runnel.ndjson …) attaches itself.
+function Relation:sink(s)
+  local p, ok, err = self:pipeline()
+  if type(s) == "function" then
+    ok, err = p:_sink(self, s)
+  elseif type(s) == "table" and type(s.attach) == "function" then
+    ok, err = pcall(s.attach, s, self)
+  elseif type(s) == "table" then
+    for k, v in pairs(s) do
+      if not SINK_FIELDS[k] then
+        error(("sink: unknown field %s (insert, update, delete, commit, consolidate)"):format(tostring(k)), 2)
+      end
+      if k ~= "consolidate" and type(v) ~= "function" then
+        error(("sink: %s must be a function, got %s"):format(k, type(v)), 2)
+      end
+    end
+    ok, err = p:_sink(self, nil, s.insert, s.update, s.delete, s.commit, s.consolidate)
+  else
+    error("sink: expects a function or a table of functions, got " .. type(s), 2)
+  end
+  if not ok then error(err, 2) end
+  return self
+end
+
+--- runnel.open([path | { path, sync = true, clock = fn }]) -> pipeline
+function runnel.open(opts)
+  local path, sync, clock
+  if type(opts) == "string" then
+    path = opts
+  elseif type(opts) == "table" then
+    path, sync, clock = opts.path, opts.sync, opts.clock
+    if clock ~= nil and type(clock) ~= "function" then error("open: clock must be a function", 2) end
+  elseif opts ~= nil then
+    error("open: expects a path or an options table, got " .. type(opts), 2)
+  end
+  local p, err = core.open(path, sync == false, clock)
+  if not p then error(err, 2) end
+  return p
+end
+
+---------------------------------------------------------------------------
+-- Text grids: runnel.show(rel) and runnel.watch(rel).
+
+local function fmt_value(v)
+  if v == nil or v == runnel.null then return "null" end
+  local t = type(v)
+  if t == "string" then return v end
+  if t == "number" or t == "boolean" then return tostring(v) end
+  if t == "table" then
+    local parts, n = {}, #v
+    for i = 1, n do parts[i] = fmt_value(v[i]) end
+    local keys = {}
+    for k in pairs(v) do
+      if not (math.type(k) == "integer" and k >= 1 and k <= n) then keys[#keys + 1] = k end
+    end
+    table.sort(keys, function(a, b) return tostring(a) < tostring(b) end)
+    for _, k in ipairs(keys) do parts[#parts + 1] = tostring(k) .. "=" .. fmt_value(v[k]) end
+    return "{" .. table.concat(parts, ", ") .. "}"
+  end
+  return tostring(v)
+end
+runnel.format_value = fmt_value
+
+local function width(s)
+  return utf8.len(s) or #s
+end
+
+--- runnel.grid(headers, rows [, right]) -> string: an aligned text table.
+-- rows are lists of cell strings; right[i] aligns column i to the right.
+function runnel.grid(headers, rows, right)
+  right = right or {}
+  local w = {}
+  for i, h in ipairs(headers) do w[i] = width(h) end
+  for _, r in ipairs(rows) do
+    for i = 1, #headers do w[i] = math.max(w[i], width(r[i] or "")) end
+  end
+  local function line(cells)
+    local out = {}
+    for i = 1, #headers do
+      local c = cells[i] or ""
+      local pad = (" "):rep(w[i] - width(c))
+      out[i] = right[i] and pad .. c or c .. pad
+    end
+    return (" " .. table.concat(out, " | ")):gsub("%s+$", "")
+  end
+  local rule = {}
+  for i = 1, #headers do rule[i] = ("-"):rep(w[i] + 2) end
+  local lines = { line(headers), table.concat(rule, "+") }
+  for _, r in ipairs(rows) do lines[#lines + 1] = line(r) end
+  return table.concat(lines, "\n")
+end
+
+local function column_names(rel)
+  local names = {}
+  for i, c in ipairs(rel:schema().columns) do names[i] = c.name end
+  return names
+end
+
+local function numeric_columns(rel, offset)
+  local right = {}
+  for i, c in ipairs(rel:schema().columns) do
+    right[i + offset] = c.type == "int" or c.type == "float"
+  end
+  return right
+end
+
+--- runnel.show(rel [, limit]) -> string: the table's rows as a grid (id first).
+function runnel.show(rel, limit)
+  limit = limit or 100
+  local names = column_names(rel)
+  local headers, rows, total = { "#" }, {}, 0
+  for i, n in ipairs(names) do headers[i + 1] = n end
+  for row, id in rel:rows() do
+    total = total + 1
+    if total <= limit then
+      local cells = { tostring(id) }
+      for i, n in ipairs(names) do cells[i + 1] = fmt_value(row[n]) end
+      rows[#rows + 1] = cells
+    end
+  end
+  local right = numeric_columns(rel, 1)
+  right[1] = true
+  local more = total > limit and (", %d shown"):format(limit) or ""
+  return ("%s\n(%d row%s%s)"):format(runnel.grid(headers, rows, right), total, total == 1 and "" or "s", more)
+end
+
+--- runnel.watch(rel [, print_fn]) -> rel: prints each committed group's changes of rel.
+-- An UPDATE shows "old → new" in the cells that changed.
+function runnel.watch(rel, out)
+  out = out or print
+  local names = column_names(rel)
+  local headers = { "#", "verb" }
+  for i, n in ipairs(names) do headers[i + 2] = n end
+  local right = numeric_columns(rel, 2)
+  right[1] = true
+  local rows, seq = {}, nil
+  rel:sink(function(verb, row, old, info)
+    if info.seq ~= seq then rows, seq = {}, info.seq end -- a rolled-back group left rows behind
+    local cells = { tostring(info.id), verb }
+    for i, n in ipairs(names) do
+      local new, before = row and row[n], old and old[n]
+      if verb == "DELETE" then cells[i + 2] = fmt_value(before)
+      elseif verb == "UPDATE" and fmt_value(new) ~= fmt_value(before) then
+        cells[i + 2] = fmt_value(before) .. " → " .. fmt_value(new)
+      else cells[i + 2] = fmt_value(new) end
+    end
+    rows[#rows + 1] = cells
+  end)
+  rel:sink{ commit = function(committed)
+    if #rows > 0 and seq == committed then
+      out(("%s · group %d"):format(rel:name(), committed) .. "\n" .. runnel.grid(headers, rows, right))
+    end
+    rows = {}
+  end }
+  return rel
+end
+
+return runnel

@@ -1,0 +1,54 @@
+#!/bin/sh
+# Runs every C test and every busted spec; the last line counts them all:
+#     tests: N passed, N failed
+# BUILD names the build tree (build or build/asan); ASAN=1 preloads the
+# sanitizer runtime into lua5.4 so the sanitized Lua module can load.
+BUILD=${BUILD:-build}
+cd "$(dirname "$0")/.." || exit 2
+passed=0
+failed=0
+log=$(mktemp)
+trap 'rm -f "$log"' EXIT
+
+for t in "$BUILD"/spec/test_*; do
+  [ -x "$t" ] || continue
+  "$t" >"$log" 2>&1
+  status=$?
+  line=$(grep -E '^[0-9]+ passed, [0-9]+ failed$' "$log" | tail -n 1)
+  if [ -z "$line" ]; then
+    cat "$log"
+    echo "$t: crashed (exit $status)"
+    failed=$((failed + 1))
+    continue
+  fi
+  p=${line%% passed*}
+  f=${line#*passed, }
+  f=${f%% failed}
+  [ "$f" -gt 0 ] && cat "$log"
+  echo "$(basename "$t"): $line"
+  passed=$((passed + p))
+  failed=$((failed + f))
+done
+
+eval "$(make -s env BUILD="$BUILD")"
+export RUNNEL_BIN="$PWD/$BUILD/runnel"
+if [ -n "$ASAN" ]; then
+  export LD_PRELOAD="$(gcc -print-file-name=libasan.so)"
+  # lua5.4 and busted themselves are not ours to check for leaks; the C
+  # tests above run with leak detection on.
+  export ASAN_OPTIONS="detect_leaks=0:abort_on_error=1"
+fi
+lua5.4 "$(command -v busted)" -o TAP spec >"$log" 2>&1
+status=$?
+grep -v '^ok ' "$log"
+ok=$(grep -c '^ok ' "$log")
+notok=$(grep -c '^not ok ' "$log")
+echo "busted: $ok passed, $notok failed"
+if [ "$status" -ne 0 ] && [ "$notok" -eq 0 ]; then
+  echo "busted exited with $status without a failing test: counting it as a failure"
+  notok=1
+fi
+passed=$((passed + ok))
+failed=$((failed + notok))
+echo "tests: $passed passed, $failed failed"
+[ "$failed" -eq 0 ]

@@ -1,0 +1,169 @@
+/* test_row.c — checking, normalizing and encoding rows (row.h). */
+#include <string.h>
+
+#include "check.h"
+#include "row.h"
+
+static msgpack_object obj_int(int64_t i)
+{
+  msgpack_object o;
+  if (i >= 0) { o.type = MSGPACK_OBJECT_POSITIVE_INTEGER; o.via.u64 = (uint64_t)i; }
+  else { o.type = MSGPACK_OBJECT_NEGATIVE_INTEGER; o.via.i64 = i; }
+  return o;
+}
+static msgpack_object obj_f(double d) { msgpack_object o = { .type = MSGPACK_OBJECT_FLOAT64 }; o.via.f64 = d; return o; }
+static msgpack_object obj_s(const char *s)
+{
+  msgpack_object o = { .type = MSGPACK_OBJECT_STR };
+  o.via.str.ptr = s;
+  o.via.str.size = (uint32_t)strlen(s);
+  return o;
+}
+static msgpack_object obj_nil(void) { msgpack_object o = { .type = MSGPACK_OBJECT_NIL }; return o; }
+
+/* players(id int key, "@NAME" string, score int default 0, tags list null, w float null) */
+static rn_schema *players(void)
+{
+  rn_err e;
+  rn_schema *s = rn_schema_new();
+  rn_schema_add(s, "id", 2, RN_T_INT, false, NULL, &e);
+  rn_schema_add(s, "@NAME", 5, RN_T_STRING, false, NULL, &e);
+  rn_schema_add(s, "score", 5, RN_T_INT, false, NULL, &e);
+  rn_schema_add(s, "tags", 4, RN_T_LIST, true, NULL, &e);
+  rn_schema_add(s, "w", 1, RN_T_FLOAT, true, NULL, &e);
+  msgpack_object zero = obj_int(0);
+  rn_schema_set_default(s, 2, &zero, "players", &e);
+  int key = 0;
+  rn_schema_set_key(s, &key, 1, "players", &e);
+  return s;
+}
+
+static void test_full_row_defaults_and_coercion(void)
+{
+  rn_schema *s = players();
+  msgpack_zone z;
+  msgpack_zone_init(&z, 1024);
+  rn_err e = { 0, "" };
+  msgpack_object v[5] = { obj_f(7.0), obj_s("ann"), obj_nil(), obj_nil(), obj_int(2) };
+  uint8_t given[5] = { 1, 1, 0, 0, 1 };
+  CHECK(rn_row_normalize(s, "players", RN_ROW_FULL, v, given, &z, &e) == 0);
+  CHECK(v[0].type == MSGPACK_OBJECT_POSITIVE_INTEGER && v[0].via.u64 == 7); /* 7.0 -> int 7 */
+  CHECK(v[2].type == MSGPACK_OBJECT_POSITIVE_INTEGER && v[2].via.u64 == 0); /* default */
+  CHECK(v[3].type == MSGPACK_OBJECT_NIL);                                    /* nullable, absent */
+  CHECK(v[4].type == MSGPACK_OBJECT_FLOAT64 && v[4].via.f64 == 2.0);         /* int -> float */
+  msgpack_sbuffer sb;
+  msgpack_sbuffer_init(&sb);
+  rn_row_pack(s, v, &sb);
+  const msgpack_object *back = rn_row_unpack(sb.data, sb.size, 5, &z);
+  CHECK(back != NULL);
+  CHECK(back && back[4].type == MSGPACK_OBJECT_FLOAT64); /* 2.0 stays a float */
+  CHECK(back && back[1].via.str.size == 3 && memcmp(back[1].via.str.ptr, "ann", 3) == 0);
+  CHECK(rn_row_unpack(sb.data, sb.size, 4, &z) == NULL); /* wrong width */
+  msgpack_sbuffer_destroy(&sb);
+  msgpack_zone_destroy(&z);
+  rn_schema_free(s);
+}
+
+static void expect_error(rn_rowmode mode, msgpack_object *v, uint8_t *given, const char *msg)
+{
+  rn_schema *s = players();
+  msgpack_zone z;
+  msgpack_zone_init(&z, 1024);
+  rn_err e = { 0, "" };
+  CHECK(rn_row_normalize(s, "players", mode, v, given, &z, &e) == RN_EINVAL);
+  CHECK(strcmp(e.msg, msg) == 0);
+  if (strcmp(e.msg, msg) != 0) fprintf(stderr, "  got: %s\n  want: %s\n", e.msg, msg);
+  msgpack_zone_destroy(&z);
+  rn_schema_free(s);
+}
+
+static void test_errors_name_relation_and_column(void)
+{
+  msgpack_object v[5] = { obj_int(1), obj_int(5), obj_nil(), obj_nil(), obj_nil() };
+  uint8_t given[5] = { 1, 1, 0, 0, 0 };
+  expect_error(RN_ROW_FULL, v, given, "players: column \"@NAME\": expected string, got number");
+  msgpack_object v2[5] = { obj_f(7.5), obj_s("a"), obj_nil(), obj_nil(), obj_nil() };
+  expect_error(RN_ROW_FULL, v2, given, "players: column \"id\": expected int, got number 7.5");
+  msgpack_object v3[5] = { obj_nil(), obj_s("a"), obj_nil(), obj_nil(), obj_nil() };
+  expect_error(RN_ROW_FULL, v3, given, "players: column \"id\": key columns cannot be null");
+  uint8_t no_name[5] = { 1, 0, 0, 0, 0 };
+  msgpack_object v4[5] = { obj_int(1), obj_nil(), obj_nil(), obj_nil(), obj_nil() };
+  expect_error(RN_ROW_FULL, v4, no_name, "players: column \"@NAME\": missing (the column is not nullable)");
+  uint8_t no_key[5] = { 0, 1, 0, 0, 0 };
+  expect_error(RN_ROW_PATCH, v4, no_key, "players: column \"id\": key column is missing");
+  msgpack_object v5[5] = { obj_int(1), obj_s("\xff\xfe"), obj_nil(), obj_nil(), obj_nil() };
+  expect_error(RN_ROW_FULL, v5, given, "players: column \"@NAME\": expected string, got string that is not valid UTF-8");
+}
+
+static void test_patch_leaves_absent_columns_alone(void)
+{
+  rn_schema *s = players();
+  msgpack_zone z;
+  msgpack_zone_init(&z, 1024);
+  rn_err e = { 0, "" };
+  msgpack_object v[5] = { obj_int(1), obj_nil(), obj_int(3), obj_nil(), obj_nil() };
+  uint8_t given[5] = { 1, 0, 1, 0, 1 }; /* w set to null explicitly */
+  CHECK(rn_row_normalize(s, "players", RN_ROW_PATCH, v, given, &z, &e) == 0);
+  CHECK(v[4].type == MSGPACK_OBJECT_NIL);
+  uint8_t null_score[5] = { 1, 0, 1, 0, 0 };
+  msgpack_object v2[5] = { obj_int(1), obj_nil(), obj_nil(), obj_nil(), obj_nil() };
+  CHECK(rn_row_normalize(s, "players", RN_ROW_PATCH, v2, null_score, &z, &e) == RN_EINVAL);
+  CHECK(strcmp(e.msg, "players: column \"score\": null given but the column is not nullable") == 0);
+  msgpack_zone_destroy(&z);
+  rn_schema_free(s);
+}
+
+static void test_maps_sort_and_structs_become_arrays(void)
+{
+  rn_err e = { 0, "" };
+  rn_schema *pos = rn_schema_new();
+  rn_schema_add(pos, "x", 1, RN_T_INT, false, NULL, &e);
+  rn_schema_add(pos, "y", 1, RN_T_INT, true, NULL, &e);
+  rn_schema *s = rn_schema_new();
+  rn_schema_add(s, "m", 1, RN_T_MAP, false, NULL, &e);
+  rn_schema_add(s, "pos", 3, RN_T_STRUCT, false, pos, &e);
+  msgpack_zone z;
+  msgpack_zone_init(&z, 1024);
+  msgpack_object_kv kv[2] = { { obj_s("b"), obj_int(2) }, { obj_s("a"), obj_int(1) } };
+  msgpack_object_kv fields[1] = { { obj_s("x"), obj_f(3.0) } };
+  msgpack_object v[2];
+  v[0].type = MSGPACK_OBJECT_MAP; v[0].via.map.size = 2; v[0].via.map.ptr = kv;
+  v[1].type = MSGPACK_OBJECT_MAP; v[1].via.map.size = 1; v[1].via.map.ptr = fields;
+  uint8_t given[2] = { 1, 1 };
+  CHECK(rn_row_normalize(s, "r", RN_ROW_FULL, v, given, &z, &e) == 0);
+  CHECK(kv[0].key.via.str.ptr[0] == 'a');                    /* sorted by key */
+  CHECK(v[1].type == MSGPACK_OBJECT_ARRAY && v[1].via.array.size == 2);
+  CHECK(v[1].via.array.ptr[0].type == MSGPACK_OBJECT_POSITIVE_INTEGER); /* 3.0 -> 3 */
+  CHECK(v[1].via.array.ptr[1].type == MSGPACK_OBJECT_NIL);   /* absent nullable field */
+  msgpack_object_kv bad[1] = { { obj_s("z"), obj_int(1) } };
+  v[1].type = MSGPACK_OBJECT_MAP; v[1].via.map.size = 1; v[1].via.map.ptr = bad;
+  CHECK(rn_row_normalize(s, "r", RN_ROW_FULL, v, given, &z, &e) == RN_EINVAL);
+  CHECK(strcmp(e.msg, "r: column \"pos\": unknown field \"z\"") == 0);
+  msgpack_zone_destroy(&z);
+  rn_schema_free(s);
+}
+
+static void test_schema_declaration_errors(void)
+{
+  rn_err e = { 0, "" };
+  rn_schema *s = rn_schema_new();
+  CHECK(rn_schema_add(s, "a b", 3, RN_T_INT, false, NULL, &e) == 0);
+  CHECK(rn_schema_add(s, "a b", 3, RN_T_INT, false, NULL, &e) == RN_EINVAL);
+  CHECK(strcmp(e.msg, "duplicate column name \"a b\"") == 0);
+  CHECK(rn_schema_add(s, "", 0, RN_T_INT, false, NULL, &e) == RN_EINVAL);
+  CHECK(rn_schema_add(s, "l", 1, RN_T_LIST, false, NULL, &e) == 1);
+  int slot = 1;
+  CHECK(rn_schema_set_key(s, &slot, 1, "t", &e) == RN_EINVAL);
+  CHECK(strcmp(e.msg, "t: key column \"l\" has type list; keys are int, float, string, bool or bytes") == 0);
+  rn_schema_free(s);
+}
+
+int main(void)
+{
+  RUN(test_full_row_defaults_and_coercion);
+  RUN(test_errors_name_relation_and_column);
+  RUN(test_patch_leaves_absent_columns_alone);
+  RUN(test_maps_sort_and_structs_become_arrays);
+  RUN(test_schema_declaration_errors);
+  return CHECK_REPORT();
+}

@@ -1,0 +1,66 @@
+-- helper.lua — what the specs share: recording sinks and scratch directories.
+local H = {}
+
+--- Records every change a sink of rel receives as { verb, id, row, old }.
+function H.record(rel, consolidate)
+  local log = {}
+  if consolidate then
+    rel:sink{ consolidate = true,
+      insert = function(row, info) log[#log + 1] = { "INSERT", info.id, row } end,
+      update = function(row, old, info) log[#log + 1] = { "UPDATE", info.id, row, old } end,
+      delete = function(old, info) log[#log + 1] = { "DELETE", info.id, nil, old } end }
+  else
+    rel:sink(function(verb, row, old, info) log[#log + 1] = { verb, info.id, row, old } end)
+  end
+  return log
+end
+
+--- Verbs and ids only: { "INSERT 1", "DELETE 1", … }.
+function H.verbs(log)
+  local out = {}
+  for i, e in ipairs(log) do out[i] = e[1] .. " " .. e[2] end
+  return out
+end
+
+function H.clear(t)
+  for i = #t, 1, -1 do t[i] = nil end
+end
+
+local dirs = {}
+--- A fresh empty directory, removed by H.cleanup().
+function H.tmpdir()
+  local d = os.tmpname()
+  os.remove(d)
+  assert(os.execute("mkdir -p '" .. d .. "'"))
+  dirs[#dirs + 1] = d
+  return d
+end
+
+function H.cleanup()
+  for _, d in ipairs(dirs) do os.execute("rm -rf '" .. d .. "'") end
+  dirs = {}
+end
+
+--- The error message of fn(...) without its "file:line: " prefix.
+function H.error_of(fn, ...)
+  local ok, err = pcall(fn, ...)
+  assert(not ok, "expected an error")
+  return (tostring(err):gsub("^[^:]*:%d+: ", ""))
+end
+
+--- Runs a shell command; returns its stdout, stderr and exit code.
+function H.sh(cmd, stdin)
+  local out, err = os.tmpname(), os.tmpname()
+  local input = os.tmpname()
+  local f = io.open(input, "w")
+  f:write(stdin or "")
+  f:close()
+  local ok, _, code = os.execute(("%s <'%s' >'%s' 2>'%s'"):format(cmd, input, out, err))
+  local function slurp(p) local h = io.open(p); local s = h:read("a"); h:close(); os.remove(p); return s end
+  os.remove(input)
+  return slurp(out), slurp(err), ok and 0 or code
+end
+
+H.runnel_bin = os.getenv("RUNNEL_BIN") or "build/runnel"
+
+return H

@@ -20,7 +20,7 @@ CORE_OBJ := $(CORE_SRC:%.c=$(BUILD)/%.o)
 BIND_OBJ := $(BIND_SRC:%.c=$(BUILD)/%.o)
 CTESTS   := $(CTEST_SRC:spec/c/%.c=$(BUILD)/spec/%)
 
-.PHONY: all deps env test asan bench demo clean
+.PHONY: all deps env test asan valgrind bench demo clean
 all: $(BUILD)/librunnel.a $(BUILD)/lua/runnel/core.so $(BUILD)/runnel $(CTESTS)
 
 # Installs only what is missing; apt-get update runs only then.
@@ -74,6 +74,13 @@ test: deps
 asan: deps
 	@$(MAKE) -s all BUILD=build/asan OPT="-O1 -g $(SAN)" LDFLAGS="$(SAN)"
 	@BUILD=build/asan ASAN=1 sh scripts/run-tests.sh
+
+# The C tests under valgrind: no leaks, no invalid accesses.
+valgrind: deps
+	@$(MAKE) -s all
+	@for t in $(CTESTS); do \
+	  valgrind -q --leak-check=full --errors-for-leak-kinds=definite,indirect --error-exitcode=9 $$t || exit 1; \
+	done
 
 bench: deps
 	@$(MAKE) -s all

@@ -123,10 +123,9 @@ static int sink_cb(void *ctx, rn_rel *rel, const rn_change *c, const rn_sink_inf
     int ref = cb->refs[c->verb - 1];
     if (ref == LUA_NOREF) return 0;
     lua_rawgeti(L, LUA_REGISTRYINDEX, ref);
-    nargs = 1;
-    if (c->verb != RN_DELETE) rn_lua_pushrow(lp, L, rel, c->row, c->row_len);
-    if (c->verb != RN_INSERT) rn_lua_pushrow(lp, L, rel, c->old, c->old_len), nargs++;
-    nargs++;
+    nargs = 1; /* info */
+    if (c->verb != RN_DELETE) { rn_lua_pushrow(lp, L, rel, c->row, c->row_len); nargs++; }
+    if (c->verb != RN_INSERT) { rn_lua_pushrow(lp, L, rel, c->old, c->old_len); nargs++; }
   }
   push_info(L, info);
   int st = lua_pcall(L, nargs, 0, 0);

@@ -1,6 +1,7 @@
 /* lpipeline.c — the runnel.Pipeline userdata and the module's entry point. */
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "lbind.h"
 #include "row.h"
@@ -292,6 +293,15 @@ static const luaL_Reg pipeline_meta[] = {
   { NULL, NULL }
 };
 
+/* runnel.now() -> seconds on the monotonic clock (the default pipeline clock). */
+static int l_now(lua_State *L)
+{
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  lua_pushnumber(L, (lua_Number)ts.tv_sec + (lua_Number)ts.tv_nsec / 1e9);
+  return 1;
+}
+
 static int l_strerror(lua_State *L)
 {
   lua_pushstring(L, rn_strerror((int)luaL_checkinteger(L, 1)));
@@ -313,6 +323,8 @@ RN_API int luaopen_runnel_core(lua_State *L)
   lua_setfield(L, -2, "open");
   lua_pushcfunction(L, l_strerror);
   lua_setfield(L, -2, "strerror");
+  lua_pushcfunction(L, l_now);
+  lua_setfield(L, -2, "now");
   lua_pushlightuserdata(L, RN_LUA_NULL);
   lua_setfield(L, -2, "null");
   luaL_getmetatable(L, RN_PIPELINE_MT);

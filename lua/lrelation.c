@@ -82,29 +82,39 @@ static int l_update(lua_State *L)
   return 0;
 }
 
-/* get(key) -> row, id | nil */
-static int l_get(lua_State *L)
+/* Reads by key; pushes nothing and returns 0 when absent. */
+static int read_key(lua_State *L, lrel *r, uint64_t *id, const char **row, size_t *len)
 {
-  lrel *r = rn_lua_checkrel(L, 1);
   msgpack_object *vals;
   uint8_t *given;
   int found = 0;
-  uint64_t id = 0;
-  const char *row = NULL;
-  size_t len = 0;
   if (rn_lua_tokey(r->lp, L, 2, r->rel, &vals, &given) ||
-      rn_table_get(r->rel, vals, given, &found, &id, &row, &len))
+      rn_table_get(r->rel, vals, given, &found, id, row, len))
     return rn_lua_raise(L, r->lp);
-  if (!found) { lua_pushnil(L); return 1; }
-  rn_lua_pushrow(r->lp, L, r->rel, row, len);
-  lua_pushinteger(L, (lua_Integer)id);
-  return 2;
+  return found;
 }
 
+/* get(key) -> row | nil */
+static int l_get(lua_State *L)
+{
+  lrel *r = rn_lua_checkrel(L, 1);
+  uint64_t id;
+  const char *row;
+  size_t len;
+  if (!read_key(L, r, &id, &row, &len)) lua_pushnil(L);
+  else rn_lua_pushrow(r->lp, L, r->rel, row, len);
+  return 1;
+}
+
+/* id_of(key) -> id | nil */
 static int l_id_of(lua_State *L)
 {
-  int n = l_get(L);
-  if (n == 2) { lua_pushvalue(L, -1); return 1; }
+  lrel *r = rn_lua_checkrel(L, 1);
+  uint64_t id;
+  const char *row;
+  size_t len;
+  if (!read_key(L, r, &id, &row, &len)) lua_pushnil(L);
+  else lua_pushinteger(L, (lua_Integer)id);
   return 1;
 }
 

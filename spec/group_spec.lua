@@ -1,0 +1,130 @@
+-- Groups: begin/commit/rollback/batch, sequence numbers, all-or-nothing
+-- (DESIGN §5, §12; group.c invariants GROUP-1..4).
+local runnel = require "runnel"
+local H = require "helper"
+
+describe("groups", function()
+  local p, t
+  before_each(function()
+    p = runnel.open()
+    t = p:table("t", { {"k","int"}, {"v","string", null = true}, key = "k" })
+  end)
+  after_each(function() p:close() end)
+
+  it("number commits 1, 2, 3 and start at 0", function()
+    assert.equal(0, p:seq())
+    t:insert{ k = 1 }
+    assert.equal(1, p:seq())
+    p:begin()
+    t:insert{ k = 2 }
+    t:insert{ k = 3 }
+    assert.equal(1, p:seq())
+    assert.equal(2, p:commit())
+    assert.equal(2, p:seq())
+  end)
+
+  it("let reads inside the group see its own changes, and others only after commit (GROUP-1)", function()
+    local dir = H.tmpdir()
+    local q = runnel.open(dir)
+    local u = q:table("u", { {"k","int"}, key = "k" })
+    q:begin()
+    u:insert{ k = 1 }
+    assert.equal(1, u:count())
+    assert.same({ k = 1 }, u:get(1))
+    local seen = {}
+    for row in u:rows() do seen[#seen + 1] = row.k end
+    assert.same({ 1 }, seen)
+    q:rollback()
+    assert.equal(0, u:count())
+    assert.is_nil(u:get(1))
+    q:close()
+    H.cleanup()
+  end)
+
+  it("roll the whole group back when a change fails, leaving no group open (GROUP-2)", function()
+    t:insert{ k = 1, v = "kept" }
+    local log = H.record(t)
+    p:begin()
+    t:update{ k = 1, v = "changed" }
+    t:insert{ k = 2 }
+    assert.equal("t: insert: a row with key (k = 2) already exists", H.error_of(t.insert, t, { k = 2 }))
+    assert.is_false(p:in_group())
+    assert.equal("kept", t:get(1).v)
+    assert.is_nil(t:get(2))
+    assert.same({}, log)
+    assert.equal("commit: no group is open", H.error_of(p.commit, p))
+    t:insert{ k = 2 } -- the pipeline stays usable
+    assert.same({ "INSERT 2" }, H.verbs(log))
+  end)
+
+  it("roll back on bad input caught before the core runs", function()
+    p:begin()
+    t:insert{ k = 1 }
+    assert.equal("t: a row is a table keyed by column names, got string", H.error_of(t.insert, t, "oops"))
+    assert.is_false(p:in_group())
+    assert.equal(0, t:count())
+  end)
+
+  it("roll back when a sink raises, and raise its message (GROUP-4)", function()
+    t:sink(function(verb, row) if row and row.v == "bad" then error("sink refused") end end)
+    t:insert{ k = 1 }
+    p:begin()
+    t:insert{ k = 2 }
+    t:insert{ k = 3, v = "bad" }
+    local err = H.error_of(p.commit, p)
+    assert.matches("t: sink: .*sink refused", err)
+    assert.equal(1, t:count())
+    assert.equal(1, p:seq())
+    assert.is_false(p:in_group())
+  end)
+
+  it("roll back when a filter raises", function()
+    local f = t:filter(function(row) if row.v == "boom" then error("boom!") end return true end)
+    t:insert{ k = 1 }
+    assert.matches("t.filter: filter: .*boom!", H.error_of(t.insert, t, { k = 2, v = "boom" }))
+    assert.equal(1, t:count())
+    assert.is_not_nil(f)
+  end)
+
+  it("run p:batch as one group and roll it back on error", function()
+    local log = H.record(t)
+    assert.equal(1, p:batch(function() t:insert{ k = 1 }; t:insert{ k = 2 } end))
+    assert.same({ 1, 1 }, { log[1] and 1, log[2] and 1 })
+    local ok, err = pcall(p.batch, p, function() t:insert{ k = 3 }; error("changed my mind") end)
+    assert.is_false(ok)
+    assert.matches("changed my mind", err)
+    assert.is_nil(t:get(3))
+    assert.is_false(p:in_group())
+    assert.equal(1, p:seq())
+  end)
+
+  it("refuse nested begin, and changes from inside callbacks", function()
+    p:begin()
+    assert.equal("begin: a group is already open", H.error_of(p.begin, p))
+    p:rollback()
+    t:sink(function() t:insert{ k = 99 } end)
+    assert.matches("tables cannot be changed from inside a callback", H.error_of(t.insert, t, { k = 1 }))
+    assert.equal(0, t:count())
+  end)
+
+  it("allow reads from inside callbacks", function()
+    local other = p:table("o", { {"k","int"}, {"label","string"}, key = "k" })
+    other:insert{ k = 1, label = "one" }
+    local seen
+    t:sink(function(_, row) seen = other:get(row.k).label end)
+    t:insert{ k = 1 }
+    assert.equal("one", seen)
+  end)
+
+  it("keep ids and counts consistent after a rollback", function()
+    t:insert{ k = 1 }
+    p:begin()
+    t:delete{ k = 1 }
+    t:insert{ k = 5 }
+    assert.equal(1, t:count())
+    p:rollback()
+    assert.equal(1, t:count())
+    t:insert{ k = 6 }
+    assert.equal(2, t:id_of(6))
+  end)
+end)

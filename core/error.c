@@ -30,6 +30,7 @@ int rn_err_set(rn_err *e, int code, const char *fmt, ...)
   vsnprintf(e->msg, sizeof e->msg, fmt, ap);
   va_end(ap);
   e->code = code;
+  e->cause = 0;
   return code;
 }
 
@@ -47,5 +48,6 @@ void rn_err_prefix(rn_err *e, const char *prefix)
 void rn_err_clear(rn_err *e)
 {
   e->code = RN_OK;
+  e->cause = 0;
   e->msg[0] = '\0';
 }

@@ -11,6 +11,7 @@
 
 typedef struct rn_err {
   int code;                   /* RN_OK or an RN_E… code */
+  int cause;                  /* the LMDB or errno code behind it, or 0 */
   char msg[RN_ERRMSG_MAX];    /* the sentence; empty when code is RN_OK */
 } rn_err;
 

@@ -11,11 +11,17 @@
  * (4) Sinks see a group only if every change of it applied; they run before
  *     the LMDB commit, so a sink that fails rolls the group back too.
  *
+ * (5) A group never fails because LMDB's map is full: the map doubles and the
+ *     group's source changes so far are replayed into a new transaction
+ *     (rn_group_regrow); callbacks may run again for them, sinks do not,
+ *     since they only run at commit.
+ *
  * Transitions: rn_begin (IDLE→OPEN), rn_change_enter (OPEN→APPLYING, or
  * IDLE→APPLYING with an autocommit group), rn_change_leave (APPLYING→OPEN,
  * then commit or rollback), rn_commit (OPEN→COMMITTING→IDLE), rn_rollback
  * and every failure (→IDLE). */
 #include <assert.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "pipeline.h"
@@ -140,6 +146,51 @@ int rn_change_leave(rn_pipeline *p, int rc)
   }
   if (p->autocommit) return rn_commit(p);
   return 0;
+}
+
+int rn_source_emit(rn_rel *src, const rn_change *c)
+{
+  rn_pipeline *p = src->p;
+  rn_replay *r = &p->replay;
+  if (r->n == r->cap) {
+    size_t cap = r->cap ? r->cap * 2 : 256;
+    rn_logged *items = realloc(r->items, cap * sizeof *items);
+    if (!items) return rn_err_set(&p->err, RN_ENOMEM, "out of memory");
+    r->items = items;
+    r->cap = cap;
+  }
+  r->items[r->n].rel = src;
+  int rc = rn_change_keep(p, c, &r->items[r->n].c);
+  if (rc) return rc;
+  r->n++;
+  return rn_emit(src, c);
+}
+
+/* Aborts the group's transaction, doubles the map and applies the logged
+ * source changes again in a new one (5). The old log's bytes stay in the
+ * group zone until the group ends; the replay logs the changes anew. */
+int rn_group_regrow(rn_pipeline *p)
+{
+  if (p->err.code != RN_EFULL || p->err.cause != MDB_MAP_FULL) return p->err.code;
+  for (int attempt = 0; attempt < 16; attempt++) {
+    rn_replay old = p->replay;
+    p->replay = (rn_replay){ NULL, 0, 0 };
+    rn_store_abort(&p->store);
+    for (int i = 0; i < p->nrels; i++) {
+      rn_rel *r = p->rels[i];
+      r->next_id = r->saved_next_id;
+      r->count = r->saved_count;
+      r->log.n = 0;
+    }
+    int rc = rn_store_grow(&p->store, &p->err);
+    if (!rc) rc = rn_store_begin(&p->store, &p->err);
+    if (!rc) p->group_serial++;
+    for (size_t i = 0; !rc && i < old.n; i++) rc = rn_source_reapply(old.items[i].rel, &old.items[i].c);
+    free(old.items);
+    if (!rc) { rn_err_clear(&p->err); return 0; }
+    if (p->err.code != RN_EFULL || p->err.cause != MDB_MAP_FULL || !p->store.wtxn) return rc;
+  }
+  return p->err.code;
 }
 
 int rn_group_fail(rn_pipeline *p, int code, const char *msg)

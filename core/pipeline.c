@@ -27,7 +27,8 @@ RN_API int rn_pipeline_open(const rn_open_opts *opts, rn_pipeline **out, char *e
   msgpack_sbuffer_init(&p->keybuf);
   msgpack_sbuffer_init(&p->rowbuf);
   msgpack_sbuffer_init(&p->valbuf);
-  int rc = rn_store_open(&p->store, opts ? opts->path : NULL, opts && opts->nosync, &p->err);
+  int rc = rn_store_open(&p->store, opts ? opts->path : NULL, opts && opts->nosync,
+                         opts ? opts->map_size : 0, &p->err);
   if (rc) {
     if (errbuf) snprintf(errbuf, errlen, "%s", p->err.msg);
     rn_pipeline_close(p);
@@ -50,6 +51,7 @@ RN_API void rn_pipeline_close(rn_pipeline *p)
   free(p->sinks);
   for (int i = p->nrels - 1; i >= 0; i--) rn_rel_free(p->rels[i]);
   free(p->rels);
+  free(p->replay.items);
   if (p->store.env) rn_store_close(&p->store);
   msgpack_zone_destroy(&p->scratch);
   msgpack_zone_destroy(&p->group_zone);

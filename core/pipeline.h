@@ -100,6 +100,18 @@ typedef struct rn_sink {
   rn_free_fn free_ctx;
 } rn_sink;
 
+/* A source change of the open group, kept so the group can be replayed in a
+ * new transaction when LMDB's map fills mid-group (group.c). */
+typedef struct rn_logged {
+  rn_rel *rel;            /* the source */
+  rn_change c;            /* bytes in the group zone */
+} rn_logged;
+
+typedef struct rn_replay {
+  rn_logged *items;
+  size_t n, cap;
+} rn_replay;
+
 typedef enum rn_gstate { RN_IDLE, RN_OPEN, RN_APPLYING, RN_COMMITTING } rn_gstate;
 
 typedef struct rn_stats {
@@ -122,6 +134,7 @@ struct rn_pipeline {
   uint64_t seq;           /* last committed sequence number */
   msgpack_zone scratch;   /* per top-level change: decoded rows, derived rows */
   msgpack_zone group_zone;/* per group: logged row bytes */
+  rn_replay replay;       /* the open group's source changes */
   msgpack_sbuffer keybuf; /* scratch: encoded keys */
   msgpack_sbuffer rowbuf; /* scratch: encoded rows */
   msgpack_sbuffer valbuf; /* scratch: stored values */
@@ -181,12 +194,22 @@ int rn_change_leave(rn_pipeline *p, int rc);
 /* Fails the open group from outside the core (the binding could not even
  * convert its input): rolls it back and records the message. */
 int rn_group_fail(rn_pipeline *p, int code, const char *msg);
+/* After a change failed with LMDB's map full: grows the map and replays the
+ * group's source changes in a new transaction. 0 means the caller may try
+ * its change again; otherwise the error stands. */
+int rn_group_regrow(rn_pipeline *p);
+/* Records a source change for replay, then emits it. */
+int rn_source_emit(rn_rel *src, const rn_change *c);
+/* Applies a logged source change again (table.c). */
+int rn_source_reapply(rn_rel *src, const rn_change *c);
 
 /* ---- sinks (sink.c) ---- */
 /* Registers a sink; takes ownership of ctx. Not allowed inside a group. */
 int rn_sink_add(rn_pipeline *p, rn_rel *rel, bool consolidate, rn_sink_fn on_change,
                 rn_sink_commit_fn on_commit, void *ctx, rn_free_fn free_ctx);
 int rn_log_append(rn_pipeline *p, rn_rel *rel, const rn_change *c);
+/* Copies a change's row bytes into the group zone. */
+int rn_change_keep(rn_pipeline *p, const rn_change *c, rn_change *dst);
 /* Delivers the group's logs to every sink, in registration order. */
 int rn_sinks_deliver(rn_pipeline *p, uint64_t seq);
 void rn_logs_clear(rn_pipeline *p);

@@ -61,6 +61,7 @@ RN_API const char *rn_strerror(int code);
 typedef struct rn_open_opts {
   const char *path;   /* state directory; NULL: a temporary one removed at close */
   int nosync;         /* 1: commits are not flushed (MDB_NOSYNC) */
+  size_t map_size;    /* initial LMDB map size in bytes; 0: 64 MiB. It grows by itself */
 } rn_open_opts;
 
 /* Opens (creating if needed) a pipeline. On failure returns a negative code

@@ -32,6 +32,18 @@ int rn_sink_add(rn_pipeline *p, rn_rel *rel, bool consolidate, rn_sink_fn on_cha
   return 0;
 }
 
+int rn_change_keep(rn_pipeline *p, const rn_change *c, rn_change *dst)
+{
+  *dst = *c;
+  if (c->row && !(dst->row = msgpack_zone_malloc_no_align(&p->group_zone, c->row_len)))
+    return rn_err_set(&p->err, RN_ENOMEM, "out of memory");
+  if (c->old && !(dst->old = msgpack_zone_malloc_no_align(&p->group_zone, c->old_len)))
+    return rn_err_set(&p->err, RN_ENOMEM, "out of memory");
+  if (c->row) memcpy((char *)dst->row, c->row, c->row_len);
+  if (c->old) memcpy((char *)dst->old, c->old, c->old_len);
+  return 0;
+}
+
 int rn_log_append(rn_pipeline *p, rn_rel *rel, const rn_change *c)
 {
   rn_log *log = &rel->log;
@@ -42,14 +54,8 @@ int rn_log_append(rn_pipeline *p, rn_rel *rel, const rn_change *c)
     log->items = items;
     log->cap = cap;
   }
-  rn_change *dst = &log->items[log->n];
-  *dst = *c;
-  if (c->row && !(dst->row = msgpack_zone_malloc_no_align(&p->group_zone, c->row_len)))
-    return rn_err_set(&p->err, RN_ENOMEM, "out of memory");
-  if (c->old && !(dst->old = msgpack_zone_malloc_no_align(&p->group_zone, c->old_len)))
-    return rn_err_set(&p->err, RN_ENOMEM, "out of memory");
-  if (c->row) memcpy((char *)dst->row, c->row, c->row_len);
-  if (c->old) memcpy((char *)dst->old, c->old, c->old_len);
+  int rc = rn_change_keep(p, c, &log->items[log->n]);
+  if (rc) return rc;
   log->n++;
   return 0;
 }
@@ -132,5 +138,6 @@ int rn_sinks_deliver(rn_pipeline *p, uint64_t seq)
 void rn_logs_clear(rn_pipeline *p)
 {
   for (int i = 0; i < p->nrels; i++) p->rels[i]->log.n = 0;
+  p->replay.n = 0;
   msgpack_zone_clear(&p->group_zone);
 }

@@ -18,7 +18,9 @@ int rn_store_fail(rn_err *e, int rc, const char *what)
   if (rc == MDB_MAP_FULL || rc == ENOSPC) code = RN_EFULL;
   else if (rc == ENOMEM) code = RN_ENOMEM;
   else if (rc == EIO || rc == EACCES || rc == ENOENT || rc == EROFS) code = RN_EIO;
-  return rn_err_set(e, code, "%s: %s", what, mdb_strerror(rc));
+  rn_err_set(e, code, "%s: %s", what, mdb_strerror(rc));
+  e->cause = rc;
+  return code;
 }
 
 static int rm_entry(const char *path, const struct stat *sb, int flag, struct FTW *ftw)
@@ -27,7 +29,7 @@ static int rm_entry(const char *path, const struct stat *sb, int flag, struct FT
   return remove(path);
 }
 
-int rn_store_open(rn_store *s, const char *path, bool nosync, rn_err *e)
+int rn_store_open(rn_store *s, const char *path, bool nosync, size_t mapsize, rn_err *e)
 {
   memset(s, 0, sizeof *s);
   if (path) {
@@ -48,7 +50,7 @@ int rn_store_open(rn_store *s, const char *path, bool nosync, rn_err *e)
   if (rc) goto fail;
   mdb_env_set_maxdbs(s->env, RN_MAX_DBS);
   /* Keep the map the file already has if it is larger than our start. */
-  s->mapsize = RN_MAP_INITIAL;
+  s->mapsize = mapsize ? mapsize : RN_MAP_INITIAL;
   mdb_env_set_mapsize(s->env, s->mapsize);
   unsigned flags = MDB_NOTLS | (nosync ? MDB_NOSYNC : 0);
   rc = mdb_env_open(s->env, s->path, flags, 0644);
@@ -80,8 +82,21 @@ void rn_store_close(rn_store *s)
   memset(s, 0, sizeof *s);
 }
 
+int rn_store_grow(rn_store *s, rn_err *e)
+{
+  MDB_envinfo info;
+  mdb_env_info(s->env, &info);
+  size_t want = info.me_mapsize * 2;
+  if (s->rtxn) { mdb_txn_abort(s->rtxn); s->rtxn = NULL; s->rtxn_live = false; }
+  int rc = mdb_env_set_mapsize(s->env, want);
+  if (rc) return rn_store_fail(e, rc, "growing the map");
+  s->mapsize = want;
+  return 0;
+}
+
 /* Doubles the map while more than half of it is used: LMDB cannot grow it
- * inside a transaction, so growth happens before each group starts. */
+ * inside a transaction, so growth happens before each group starts (and, if
+ * a group fills it all the same, group.c grows it and replays the group). */
 static int grow_if_needed(rn_store *s, rn_err *e)
 {
   MDB_envinfo info;
@@ -89,13 +104,7 @@ static int grow_if_needed(rn_store *s, rn_err *e)
   mdb_env_info(s->env, &info);
   mdb_env_stat(s->env, &st);
   size_t used = (info.me_last_pgno + 1) * (size_t)st.ms_psize;
-  if (used * 2 < info.me_mapsize) return 0;
-  size_t want = info.me_mapsize * 2;
-  if (s->rtxn) { mdb_txn_abort(s->rtxn); s->rtxn = NULL; s->rtxn_live = false; }
-  int rc = mdb_env_set_mapsize(s->env, want);
-  if (rc) return rn_store_fail(e, rc, "growing the map");
-  s->mapsize = want;
-  return 0;
+  return used * 2 < info.me_mapsize ? 0 : rn_store_grow(s, e);
 }
 
 int rn_store_begin(rn_store *s, rn_err *e)

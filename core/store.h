@@ -32,12 +32,15 @@ typedef struct rn_store {
   size_t mapsize;          /* current map size in bytes */
 } rn_store;
 
-int rn_store_open(rn_store *s, const char *path, bool nosync, rn_err *e);
+/* mapsize 0: the default initial map (64 MiB); the map grows by doubling. */
+int rn_store_open(rn_store *s, const char *path, bool nosync, size_t mapsize, rn_err *e);
 void rn_store_close(rn_store *s);
 
 /* Maps an LMDB or errno code to an RN_E… code and sets e ("what: reason"). */
 int rn_store_fail(rn_err *e, int mdb_rc, const char *what);
 
+/* Doubles the map; no transaction may be open. */
+int rn_store_grow(rn_store *s, rn_err *e);
 int rn_store_begin(rn_store *s, rn_err *e);   /* grows the map first when half used */
 int rn_store_commit(rn_store *s, rn_err *e);
 void rn_store_abort(rn_store *s);

@@ -164,7 +164,7 @@ static int keyed_write(rn_rel *t, located *l, msgpack_object *vals, bool replace
   rn_change c = { old ? RN_UPDATE : RN_INSERT, id, row, len, old, old_len };
   if (!old) t->count++;
   p->stats.changes++;
-  return rn_emit(t, &c);
+  return rn_source_emit(t, &c);
 }
 
 static int keyed_locate(rn_rel *t, msgpack_object *vals, uint8_t *given, rn_rowmode mode,
@@ -216,7 +216,7 @@ static int keyed_delete(rn_rel *t, msgpack_object *vals, uint8_t *given)
   t->count--;
   p->stats.changes++;
   rn_change c = { RN_DELETE, l.id, NULL, 0, old, old_len };
-  return rn_emit(t, &c);
+  return rn_source_emit(t, &c);
 }
 
 /* ---- keyless tables ---- */
@@ -298,7 +298,7 @@ static int keyless_insert(rn_rel *t, msgpack_object *vals, uint8_t *given)
   t->count++;
   t->p->stats.changes++;
   rn_change c = { RN_INSERT, id, row, len, NULL, 0 };
-  return rn_emit(t, &c);
+  return rn_source_emit(t, &c);
 }
 
 static int keyless_delete(rn_rel *t, msgpack_object *vals, uint8_t *given)
@@ -315,7 +315,7 @@ static int keyless_delete(rn_rel *t, msgpack_object *vals, uint8_t *given)
   t->count--;
   t->p->stats.changes++;
   rn_change c = { RN_DELETE, id, NULL, 0, row, len };
-  return rn_emit(t, &c);
+  return rn_source_emit(t, &c);
 }
 
 static int keyless_replace(rn_rel *t, msgpack_object *old, uint8_t *old_given,
@@ -335,7 +335,7 @@ static int keyless_replace(rn_rel *t, msgpack_object *old, uint8_t *old_given,
   if (rc) return rc;
   t->p->stats.changes++;
   rn_change c = { RN_UPDATE, id, row, len, orow, olen };
-  return rn_emit(t, &c);
+  return rn_source_emit(t, &c);
 }
 
 /* ---- streams ---- */
@@ -348,7 +348,7 @@ static int stream_insert(rn_rel *s, msgpack_object *vals, uint8_t *given)
   if (rc) return rc;
   s->p->stats.changes++;
   rn_change c = { RN_INSERT, s->next_id++, row, len, NULL, 0 };
-  return rn_emit(s, &c);
+  return rn_source_emit(s, &c);
 }
 
 /* ---- the entry points: each one change, bracketed as a group needs ---- */
@@ -368,16 +368,24 @@ static int insert_any(rn_rel *t, msgpack_object *vals, uint8_t *given, bool upse
                 : keyless_insert(t, vals, given);
 }
 
+/* Runs one change as a group needs it: entered, retried after the map grew
+ * (GROUP-5), left (committed or rolled back). */
+#define RUN_CHANGE(p, call) do { \
+    int rc_ = rn_change_enter(p); \
+    if (rc_) return rc_; \
+    rc_ = (call); \
+    while (rc_ == RN_EFULL && rn_group_regrow(p) == 0) rc_ = (call); \
+    return rn_change_leave(p, rc_); \
+  } while (0)
+
 int rn_table_insert(rn_rel *t, msgpack_object *vals, uint8_t *given)
 {
-  int rc = rn_change_enter(t->p);
-  return rc ? rc : rn_change_leave(t->p, insert_any(t, vals, given, false));
+  RUN_CHANGE(t->p, insert_any(t, vals, given, false));
 }
 
 int rn_table_upsert(rn_rel *t, msgpack_object *vals, uint8_t *given)
 {
-  int rc = rn_change_enter(t->p);
-  return rc ? rc : rn_change_leave(t->p, insert_any(t, vals, given, true));
+  RUN_CHANGE(t->p, insert_any(t, vals, given, true));
 }
 
 static int update_any(rn_rel *t, msgpack_object *vals, uint8_t *given)
@@ -389,8 +397,7 @@ static int update_any(rn_rel *t, msgpack_object *vals, uint8_t *given)
 
 int rn_table_update(rn_rel *t, msgpack_object *vals, uint8_t *given)
 {
-  int rc = rn_change_enter(t->p);
-  return rc ? rc : rn_change_leave(t->p, update_any(t, vals, given));
+  RUN_CHANGE(t->p, update_any(t, vals, given));
 }
 
 static int delete_any(rn_rel *t, msgpack_object *vals, uint8_t *given)
@@ -401,8 +408,7 @@ static int delete_any(rn_rel *t, msgpack_object *vals, uint8_t *given)
 
 int rn_table_delete(rn_rel *t, msgpack_object *vals, uint8_t *given)
 {
-  int rc = rn_change_enter(t->p);
-  return rc ? rc : rn_change_leave(t->p, delete_any(t, vals, given));
+  RUN_CHANGE(t->p, delete_any(t, vals, given));
 }
 
 static int replace_any(rn_rel *t, msgpack_object *old, uint8_t *old_given,
@@ -416,8 +422,32 @@ static int replace_any(rn_rel *t, msgpack_object *old, uint8_t *old_given,
 int rn_table_replace(rn_rel *t, msgpack_object *old, uint8_t *old_given,
                      msgpack_object *vals, uint8_t *given)
 {
-  int rc = rn_change_enter(t->p);
-  return rc ? rc : rn_change_leave(t->p, replace_any(t, old, old_given, vals, given));
+  RUN_CHANGE(t->p, replace_any(t, old, old_given, vals, given));
+}
+
+/* A logged change applied again to the same starting state gives the same
+ * result: an INSERT or UPDATE re-applies its new row as an upsert (keyed)
+ * or insert/replace (keyless); a DELETE deletes its old row's key or row. */
+int rn_source_reapply(rn_rel *t, const rn_change *c)
+{
+  rn_pipeline *p = t->p;
+  int n = t->schema->ncols;
+  const char *bytes = c->verb == RN_DELETE || (c->verb == RN_UPDATE && !t->schema->nkey && t->kind == RN_REL_TABLE)
+                          ? c->old : c->row;
+  size_t len = bytes == c->old ? c->old_len : c->row_len;
+  const msgpack_object *decoded = rn_row_unpack(bytes, len, n, &p->scratch);
+  msgpack_object *vals = msgpack_zone_malloc(&p->scratch, sizeof *vals * (size_t)(n ? n : 1));
+  uint8_t *given = msgpack_zone_malloc(&p->scratch, (size_t)(n ? n : 1));
+  if (!decoded || !vals || !given) return rn_err_set(&p->err, RN_ENOMEM, "%s: replaying a change", t->name);
+  memcpy(vals, decoded, sizeof *vals * (size_t)n);
+  memset(given, 1, (size_t)n);
+  if (c->verb == RN_DELETE) return delete_any(t, vals, given);
+  if (c->verb == RN_INSERT || t->schema->nkey) return insert_any(t, vals, given, t->schema->nkey > 0);
+  const msgpack_object *nd = rn_row_unpack(c->row, c->row_len, n, &p->scratch);
+  msgpack_object *nv = msgpack_zone_malloc(&p->scratch, sizeof *nv * (size_t)(n ? n : 1));
+  if (!nd || !nv) return rn_err_set(&p->err, RN_ENOMEM, "%s: replaying a change", t->name);
+  memcpy(nv, nd, sizeof *nv * (size_t)n);
+  return keyless_replace(t, vals, given, nv, given);
 }
 
 /* ---- reads ---- */

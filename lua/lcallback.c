@@ -180,7 +180,7 @@ int rn_lua_declare_map(lua_State *L)
   const char *name = luaL_checkstring(L, 3);
   luaL_checktype(L, 4, LUA_TFUNCTION);
   luaL_checktype(L, 5, LUA_TTABLE);
-  rn_err e = { 0, "" };
+  rn_err e = { .code = RN_OK };
   rn_schema *s = rn_lua_toschema(lp, L, 5, lua_istable(L, 6) ? 6 : 0, name, &e);
   if (!s) {
     lua_pushnil(L);

@@ -25,10 +25,11 @@ int rn_lua_fail(lua_State *L, lpipe *lp)
   return rn_lua_raise(L, lp);
 }
 
-/* core.open(path|nil, nosync) -> pipeline | nil, err */
+/* core.open(path|nil, nosync, clock|nil, map_size|nil) -> pipeline | nil, err */
 static int l_open(lua_State *L)
 {
-  rn_open_opts opts = { luaL_optstring(L, 1, NULL), lua_toboolean(L, 2) };
+  rn_open_opts opts = { .path = luaL_optstring(L, 1, NULL), .nosync = lua_toboolean(L, 2),
+                        .map_size = (size_t)luaL_optinteger(L, 4, 0) };
   lpipe *lp = lua_newuserdatauv(L, sizeof *lp, 1);
   memset(lp, 0, sizeof *lp);
   lp->clock_ref = LUA_NOREF;
@@ -178,7 +179,7 @@ static int l_declare(lua_State *L)
   const char *kind = luaL_checkstring(L, 2);
   const char *name = luaL_checkstring(L, 3);
   luaL_checktype(L, 4, LUA_TTABLE);
-  rn_err e = { 0, "" };
+  rn_err e = { .code = RN_OK };
   rn_schema *s = rn_lua_toschema(lp, L, 4, lua_istable(L, 5) ? 5 : 0, name, &e);
   if (!s) {
     lua_pushnil(L);
@@ -244,6 +245,8 @@ static int l_stats(lua_State *L)
   lua_setfield(L, -2, "changes");
   lua_pushinteger(L, (lua_Integer)st->rollbacks);
   lua_setfield(L, -2, "rollbacks");
+  lua_pushinteger(L, (lua_Integer)lp->p->store.mapsize);
+  lua_setfield(L, -2, "map_size");
   lua_newtable(L);
   lua_setfield(L, -2, "lookups");
   return 1;

@@ -209,18 +209,25 @@ function Relation:sink(s)
   return self
 end
 
---- runnel.open([path | { path, sync = true, clock = fn }]) -> pipeline
+local OPEN_FIELDS = { path = true, sync = true, clock = true, map_size = true }
+
+--- runnel.open([path | { path, sync = true, clock = fn, map_size = bytes }]) -> pipeline
+-- map_size is LMDB's initial map (64 MiB by default); it doubles by itself.
 function runnel.open(opts)
-  local path, sync, clock
+  local path, sync, clock, map_size
   if type(opts) == "string" then
     path = opts
   elseif type(opts) == "table" then
-    path, sync, clock = opts.path, opts.sync, opts.clock
+    for k in pairs(opts) do
+      if not OPEN_FIELDS[k] then error(("open: unknown option %s (path, sync, clock, map_size)"):format(tostring(k)), 2) end
+    end
+    path, sync, clock, map_size = opts.path, opts.sync, opts.clock, opts.map_size
     if clock ~= nil and type(clock) ~= "function" then error("open: clock must be a function", 2) end
+    if map_size ~= nil and math.type(map_size) ~= "integer" then error("open: map_size must be an integer", 2) end
   elseif opts ~= nil then
     error("open: expects a path or an options table, got " .. type(opts), 2)
   end
-  local p, err = core.open(path, sync == false, clock)
+  local p, err = core.open(path, sync == false, clock, map_size)
   if not p then error(err, 2) end
   return p
 end

@@ -127,4 +127,26 @@ describe("groups", function()
     t:insert{ k = 6 }
     assert.equal(2, t:id_of(6))
   end)
+
+  it("grow the map by themselves when a group fills it (GROUP-5)", function()
+    local q = runnel.open{ map_size = 1024 * 1024 }
+    local big = q:table("big", { {"k","int"}, {"blob","string"}, key = "k" })
+    local evens = big:filter(function(r) return r.k % 2 == 0 end)
+    local log = H.record(evens)
+    local blob = ("x"):rep(1000)
+    q:begin()
+    for k = 1, 5000 do big:insert{ k = k, blob = blob } end -- ~5 MB into a 1 MiB map
+    big:update{ k = 2, blob = "short" }
+    big:delete{ k = 4 }
+    q:commit()
+    assert.is_true(q:stats().map_size >= 8 * 1024 * 1024)
+    assert.equal(0, q:stats().rollbacks)
+    assert.equal(4999, big:count())
+    assert.equal(2502, #log) -- 2500 inserts, one update, one delete: each once
+    assert.same({ "INSERT 2", "INSERT 4" }, { H.verbs(log)[1], H.verbs(log)[2] })
+    assert.same({ "UPDATE 2", "DELETE 4" }, { H.verbs(log)[2501], H.verbs(log)[2502] })
+    assert.equal("short", big:get(2).blob)
+    assert.equal(5000, big:id_of(5000))
+    q:close()
+  end)
 end)

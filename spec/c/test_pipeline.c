@@ -109,7 +109,7 @@ static void test_reopen_restores_state(void)
 {
   char dir[] = "/tmp/runnel-ctest-XXXXXX";
   CHECK(mkdtemp(dir) != NULL);
-  rn_open_opts opts = { dir, 1 };
+  rn_open_opts opts = { .path = dir, .nosync = 1 };
   rn_pipeline *p;
   CHECK(rn_pipeline_open(&opts, &p, NULL, 0) == 0);
   rn_rel *players = declare_players(p);

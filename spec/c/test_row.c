@@ -43,7 +43,7 @@ static void test_full_row_defaults_and_coercion(void)
   rn_schema *s = players();
   msgpack_zone z;
   msgpack_zone_init(&z, 1024);
-  rn_err e = { 0, "" };
+  rn_err e = { .code = RN_OK };
   msgpack_object v[5] = { obj_f(7.0), obj_s("ann"), obj_nil(), obj_nil(), obj_int(2) };
   uint8_t given[5] = { 1, 1, 0, 0, 1 };
   CHECK(rn_row_normalize(s, "players", RN_ROW_FULL, v, given, &z, &e) == 0);
@@ -69,7 +69,7 @@ static void expect_error(rn_rowmode mode, msgpack_object *v, uint8_t *given, con
   rn_schema *s = players();
   msgpack_zone z;
   msgpack_zone_init(&z, 1024);
-  rn_err e = { 0, "" };
+  rn_err e = { .code = RN_OK };
   CHECK(rn_row_normalize(s, "players", mode, v, given, &z, &e) == RN_EINVAL);
   CHECK(strcmp(e.msg, msg) == 0);
   if (strcmp(e.msg, msg) != 0) fprintf(stderr, "  got: %s\n  want: %s\n", e.msg, msg);
@@ -100,7 +100,7 @@ static void test_patch_leaves_absent_columns_alone(void)
   rn_schema *s = players();
   msgpack_zone z;
   msgpack_zone_init(&z, 1024);
-  rn_err e = { 0, "" };
+  rn_err e = { .code = RN_OK };
   msgpack_object v[5] = { obj_int(1), obj_nil(), obj_int(3), obj_nil(), obj_nil() };
   uint8_t given[5] = { 1, 0, 1, 0, 1 }; /* w set to null explicitly */
   CHECK(rn_row_normalize(s, "players", RN_ROW_PATCH, v, given, &z, &e) == 0);
@@ -115,7 +115,7 @@ static void test_patch_leaves_absent_columns_alone(void)
 
 static void test_maps_sort_and_structs_become_arrays(void)
 {
-  rn_err e = { 0, "" };
+  rn_err e = { .code = RN_OK };
   rn_schema *pos = rn_schema_new();
   rn_schema_add(pos, "x", 1, RN_T_INT, false, NULL, &e);
   rn_schema_add(pos, "y", 1, RN_T_INT, true, NULL, &e);
@@ -145,7 +145,7 @@ static void test_maps_sort_and_structs_become_arrays(void)
 
 static void test_schema_declaration_errors(void)
 {
-  rn_err e = { 0, "" };
+  rn_err e = { .code = RN_OK };
   rn_schema *s = rn_schema_new();
   CHECK(rn_schema_add(s, "a b", 3, RN_T_INT, false, NULL, &e) == 0);
   CHECK(rn_schema_add(s, "a b", 3, RN_T_INT, false, NULL, &e) == RN_EINVAL);

@@ -24,6 +24,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cdc.h"
 #include "pipeline.h"
 
 static int open_group(rn_pipeline *p)
@@ -76,7 +77,7 @@ static int save_counters(rn_pipeline *p, uint64_t seq)
   MDB_txn *txn = p->store.wtxn;
   for (int i = 0; i < p->nrels; i++) {
     rn_rel *r = p->rels[i];
-    if (r->input || (r->next_id == r->saved_next_id && r->count == r->saved_count)) continue;
+    if (!r->persistent || (r->next_id == r->saved_next_id && r->count == r->saved_count)) continue;
     size_t nlen = strlen(r->name);
     char key[nlen + 2];
     memcpy(key, "n:", 2);
@@ -99,7 +100,12 @@ RN_API int rn_commit(rn_pipeline *p)
   }
   p->state = RN_COMMITTING;
   uint64_t seq = p->seq + 1; /* (3) */
-  int rc = save_counters(p, seq);
+  int rc = rn_cdc_build_all(p, seq);
+  if (!rc) rc = save_counters(p, seq);
+  while (rc == RN_EFULL && rn_group_regrow(p) == 0) { /* (5): the replay cleared the cdc logs */
+    rc = rn_cdc_build_all(p, seq);
+    if (!rc) rc = save_counters(p, seq);
+  }
   if (!rc) rc = rn_sinks_deliver(p, seq); /* (4) */
   if (!rc) rc = rn_store_commit(&p->store, &p->err);
   if (rc) {

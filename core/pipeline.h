@@ -38,7 +38,8 @@ typedef enum rn_relkind {
   RN_REL_TABLE,           /* keyed or keyless table (schema->nkey says) */
   RN_REL_STREAM,          /* append-only source */
   RN_REL_FILTER,          /* derived: rows passing a predicate */
-  RN_REL_MAP              /* derived: rows rewritten by a function */
+  RN_REL_MAP,             /* derived: rows rewritten by a function */
+  RN_REL_CDC              /* derived at commit: images of a table-like relation */
 } rn_relkind;
 
 typedef void (*rn_free_fn)(void *ctx);
@@ -76,8 +77,9 @@ struct rn_rel {
   rn_free_fn free_ctx;    /* frees ctx at close; may be NULL */
   rn_rel **outputs;       /* relations derived from this one */
   int noutputs, outcap;
-  int nsinks;             /* sinks listening: keep a log when > 0 */
-  rn_log log;             /* this group's changes (when nsinks > 0) */
+  int listeners;          /* sinks and cdc relations reading its log */
+  rn_log log;             /* this group's changes (when listeners > 0) */
+  bool persistent;        /* has counters in meta (sources, cdc) */
   void *udata;            /* the binding's data; runnel never touches it */
 };
 
@@ -150,6 +152,9 @@ int rn_declare_source(rn_pipeline *p, const char *name, rn_relkind kind,
  * schema (NULL for a filter: it shares in's columns) and of ctx. */
 int rn_declare_derived(rn_pipeline *p, const char *name, rn_relkind kind, rn_rel *in,
                        rn_schema *schema, void *ctx, rn_free_fn free_ctx, rn_rel **out);
+/* Declares a cdc relation of in (see cdc.h); takes ownership of schema and ctx. */
+int rn_declare_cdc_rel(rn_pipeline *p, const char *name, rn_rel *in, rn_schema *schema,
+                       void *ctx, rn_free_fn free_ctx, rn_rel **out);
 rn_rel *rn_find(const rn_pipeline *p, const char *name);
 void rn_rel_free(rn_rel *r);
 /* Sends a change of rel to its log and to every relation derived from it. */
@@ -210,6 +215,18 @@ int rn_sink_add(rn_pipeline *p, rn_rel *rel, bool consolidate, rn_sink_fn on_cha
 int rn_log_append(rn_pipeline *p, rn_rel *rel, const rn_change *c);
 /* Copies a change's row bytes into the group zone. */
 int rn_change_keep(rn_pipeline *p, const rn_change *c, rn_change *dst);
+/* One row id's net effect over a group. */
+typedef struct rn_net {
+  uint64_t id;
+  const char *before;     /* the row before the group, or NULL */
+  size_t before_len;
+  const char *after;      /* the row after it, or NULL */
+  size_t after_len;
+} rn_net;
+/* Groups a log by row id, ids in the order first touched. out holds
+ * log->n entries; owner (may be NULL, else log->n entries) gets each
+ * change's entry index. Returns the entry count, or (size_t)-1 (no memory). */
+size_t rn_log_net(const rn_log *log, rn_net *out, size_t *owner);
 /* Delivers the group's logs to every sink, in registration order. */
 int rn_sinks_deliver(rn_pipeline *p, uint64_t seq);
 void rn_logs_clear(rn_pipeline *p);

@@ -160,6 +160,7 @@ int rn_declare_source(rn_pipeline *p, const char *name, rn_relkind kind,
   rn_rel *r = rel_new(p, name, kind, schema);
   if (!r) { rn_schema_free(schema); return rn_err_set(&p->err, RN_ENOMEM, "out of memory"); }
   r->tablelike = kind == RN_REL_TABLE;
+  r->persistent = true;
   rc = open_source_state(p, r);
   if (rc) { forget_last(p); return rc; }
   *out = r;
@@ -193,9 +194,39 @@ int rn_declare_derived(rn_pipeline *p, const char *name, rn_relkind kind, rn_rel
   return 0;
 }
 
+int rn_declare_cdc_rel(rn_pipeline *p, const char *name, rn_rel *in, rn_schema *schema,
+                       void *ctx, rn_free_fn free_ctx, rn_rel **out)
+{
+  int rc = check_declarable(p, name);
+  if (!rc && !in->tablelike)
+    rc = rn_err_set(&p->err, RN_EINVAL,
+                    "%s: cdc needs a table-like relation (a table, or a filter or map of one); %s is a stream",
+                    name, in->name);
+  if (rc) {
+    rn_schema_free(schema);
+    if (free_ctx) free_ctx(ctx);
+    return rc;
+  }
+  rn_rel *r = rel_new(p, name, RN_REL_CDC, schema);
+  if (!r) {
+    rn_schema_free(schema);
+    if (free_ctx) free_ctx(ctx);
+    return rn_err_set(&p->err, RN_ENOMEM, "out of memory");
+  }
+  r->ctx = ctx;
+  r->free_ctx = free_ctx;
+  r->input = in;
+  r->persistent = true;
+  rc = open_source_state(p, r);
+  if (rc) { forget_last(p); return rc; }
+  in->listeners++; /* it reads in's log at commit */
+  *out = r;
+  return 0;
+}
+
 int rn_emit(rn_rel *rel, const rn_change *c)
 {
-  if (rel->nsinks) {
+  if (rel->listeners) {
     int rc = rn_log_append(rel->p, rel, c);
     if (rc) return rc;
   }

@@ -86,6 +86,22 @@ int rn_schema_add(rn_schema *s, const char *name, size_t len, rn_type type,
   return s->ncols++;
 }
 
+int rn_schema_copy_columns(rn_schema *dst, const rn_schema *src, bool all_nullable, rn_err *e)
+{
+  for (int i = 0; i < src->ncols; i++) {
+    const rn_column *c = &src->cols[i];
+    rn_schema *fields = NULL;
+    if (c->fields) {
+      fields = rn_schema_new();
+      if (!fields) return rn_err_set(e, RN_ENOMEM, "out of memory");
+      if (rn_schema_copy_columns(fields, c->fields, false, e)) { rn_schema_free(fields); return e->code; }
+    }
+    bool nullable = all_nullable || c->nullable;
+    if (rn_schema_add(dst, c->name, c->name_len, c->type, nullable, fields, e) < 0) return e->code;
+  }
+  return 0;
+}
+
 int rn_schema_set_default(rn_schema *s, int slot, const msgpack_object *v,
                           const char *rel, rn_err *e)
 {

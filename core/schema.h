@@ -56,6 +56,10 @@ int rn_schema_set_default(rn_schema *s, int slot, const msgpack_object *v,
 int rn_schema_set_key(rn_schema *s, const int *slots, int n, const char *rel,
                       rn_err *e);
 
+/* Appends copies of src's columns (types, nested fields; no defaults, no
+ * key). all_nullable: every copy is nullable; else keys stay non-null. */
+int rn_schema_copy_columns(rn_schema *dst, const rn_schema *src, bool all_nullable, rn_err *e);
+
 /* Slot of a name, or -1. Linear: schemas are declared once and the Lua
  * binding resolves names through its own hash. */
 int rn_schema_slot(const rn_schema *s, const char *name, size_t len);

@@ -28,7 +28,7 @@ int rn_sink_add(rn_pipeline *p, rn_rel *rel, bool consolidate, rn_sink_fn on_cha
   }
   *s = (rn_sink){ rel, consolidate, on_change, on_commit, ctx, free_ctx };
   p->sinks[p->nsinks++] = s;
-  rel->nsinks++;
+  rel->listeners++;
   return 0;
 }
 
@@ -60,6 +60,29 @@ int rn_log_append(rn_pipeline *p, rn_rel *rel, const rn_change *c)
   return 0;
 }
 
+size_t rn_log_net(const rn_log *log, rn_net *out, size_t *owner)
+{
+  size_t cap = 16;
+  while (cap < log->n * 2) cap *= 2;
+  size_t *slot = calloc(cap, sizeof *slot); /* hash of id -> entry index + 1 */
+  size_t n = 0;
+  if (!slot) return (size_t)-1;
+  for (size_t i = 0; i < log->n; i++) {
+    const rn_change *c = &log->items[i];
+    size_t h = (size_t)(c->id * 0x9E3779B97F4A7C15ULL) & (cap - 1);
+    while (slot[h] && out[slot[h] - 1].id != c->id) h = (h + 1) & (cap - 1);
+    if (!slot[h]) {
+      slot[h] = ++n;
+      out[n - 1] = (rn_net){ c->id, c->old, c->old_len, NULL, 0 };
+    }
+    out[slot[h] - 1].after = c->row;
+    out[slot[h] - 1].after_len = c->row_len;
+    if (owner) owner[i] = slot[h] - 1;
+  }
+  free(slot);
+  return n;
+}
+
 /* Nets a log per row id, ids in the order first touched:
  *     before the group   after it    net
  *     absent             absent      nothing   (insert+delete)
@@ -70,37 +93,23 @@ int rn_log_append(rn_pipeline *p, rn_rel *rel, const rn_change *c)
  * Returns the number of net changes written to out (sized log->n). */
 static size_t consolidate(const rn_log *log, rn_change *out)
 {
-  size_t cap = 16;
-  while (cap < log->n * 2) cap *= 2;
-  size_t *slot = malloc(cap * sizeof *slot); /* hash of id -> index in out + 1 */
-  size_t n = 0;
-  if (!slot) return (size_t)-1;
-  memset(slot, 0, cap * sizeof *slot);
-  for (size_t i = 0; i < log->n; i++) {
-    const rn_change *c = &log->items[i];
-    size_t h = (size_t)(c->id * 0x9E3779B97F4A7C15ULL) & (cap - 1);
-    while (slot[h] && out[slot[h] - 1].id != c->id) h = (h + 1) & (cap - 1);
-    if (!slot[h]) {
-      slot[h] = ++n;
-      out[n - 1] = (rn_change){ 0, c->id, NULL, 0, c->old, c->old_len };
-    }
-    rn_change *net = &out[slot[h] - 1];
-    net->row = c->row;
-    net->row_len = c->row_len;
-  }
-  free(slot);
+  rn_net *net = malloc(log->n * sizeof *net);
+  size_t n = net ? rn_log_net(log, net, NULL) : (size_t)-1;
+  if (n == (size_t)-1) { free(net); return n; }
   size_t kept = 0;
   for (size_t i = 0; i < n; i++) {
-    rn_change *net = &out[i];
-    if (!net->old && !net->row) continue;
-    if (net->old && net->row) {
-      if (net->old_len == net->row_len && memcmp(net->old, net->row, net->row_len) == 0) continue;
-      net->verb = RN_UPDATE;
+    const rn_net *e = &net[i];
+    rn_change c = { 0, e->id, e->after, e->after_len, e->before, e->before_len };
+    if (!c.old && !c.row) continue;
+    if (c.old && c.row) {
+      if (c.old_len == c.row_len && memcmp(c.old, c.row, c.row_len) == 0) continue;
+      c.verb = RN_UPDATE;
     } else {
-      net->verb = net->row ? RN_INSERT : RN_DELETE;
+      c.verb = c.row ? RN_INSERT : RN_DELETE;
     }
-    out[kept++] = *net;
+    out[kept++] = c;
   }
+  free(net);
   return kept;
 }
 

@@ -3,6 +3,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "cdc.h"
 #include "lbind.h"
 #include "row.h"
 
@@ -198,6 +199,25 @@ static int l_declare(lua_State *L)
   return 1;
 }
 
+/* p:_cdc(in, name, preimage 0|1|2, postimage, format) -> relation | nil, err */
+static int l_declare_cdc(lua_State *L)
+{
+  lpipe *lp = rn_lua_checkpipe(L, 1);
+  lrel *in = rn_lua_checkrel(L, 2);
+  static const char *const formats[] = { "log", "debezium", "flink", NULL };
+  rn_cdc_opts o = { (int)luaL_checkinteger(L, 4), lua_toboolean(L, 5),
+                    (rn_cdc_format)luaL_checkoption(L, 6, "log", formats) };
+  rn_rel *rel;
+  if (rn_declare_cdc(lp->p, luaL_checkstring(L, 3), in->rel, &o, &rel)) {
+    lua_pushnil(L);
+    lua_pushstring(L, rn_errmsg(lp->p));
+    return 2;
+  }
+  rn_lua_relinfo(L, rel);
+  rn_lua_pushrel(L, 1, rel);
+  return 1;
+}
+
 static int l_begin(lua_State *L)
 {
   lpipe *lp = rn_lua_checkpipe(L, 1);
@@ -277,6 +297,7 @@ static const luaL_Reg pipeline_methods[] = {
   { "_filter", rn_lua_declare_filter },
   { "_map", rn_lua_declare_map },
   { "_sink", rn_lua_add_sink },
+  { "_cdc", l_declare_cdc },
   { "begin", l_begin },
   { "commit", l_commit },
   { "rollback", l_rollback },

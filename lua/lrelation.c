@@ -134,7 +134,7 @@ static int l_name(lua_State *L)
   return 1;
 }
 
-static const char *const kind_names[] = { "table", "stream", "filter", "map" };
+static const char *const kind_names[] = { "table", "stream", "filter", "map", "cdc" };
 
 static void push_columns(lua_State *L, const rn_schema *s)
 {

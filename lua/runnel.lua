@@ -182,6 +182,39 @@ function Relation:map(fn, decl, name)
   return declared(self:pipeline(), rel)
 end
 
+local CDC_FIELDS = { preimage = true, postimage = true, format = true, name = true }
+local CDC_FORMATS = { log = true, debezium = true, flink = true }
+
+--- rel:cdc{ preimage = false|true|"full", postimage = false|true,
+--            format = "log"|"debezium"|"flink", name = … } -> stream of CDC rows
+function Relation:cdc(opts)
+  opts = opts or {}
+  if type(opts) ~= "table" then error("cdc: expects an options table, got " .. type(opts), 2) end
+  for k in pairs(opts) do
+    if not CDC_FIELDS[k] then
+      error(("cdc: unknown option %s (preimage, postimage, format, name)"):format(tostring(k)), 2)
+    end
+  end
+  local pre = opts.preimage
+  if pre ~= nil and pre ~= false and pre ~= true and pre ~= "full" then
+    error('cdc: preimage must be false, true or "full", got ' .. tostring(pre), 2)
+  end
+  local post = opts.postimage
+  if post ~= nil and type(post) ~= "boolean" then
+    error("cdc: postimage must be a boolean, got " .. tostring(post), 2)
+  end
+  local format = opts.format or "log"
+  if not CDC_FORMATS[format] then
+    error('cdc: format must be "log", "debezium" or "flink", got ' .. tostring(format), 2)
+  end
+  local n, err = derived_name(self, "cdc", opts.name)
+  if not n then error(err, 2) end
+  local rel
+  rel, err = self:pipeline():_cdc(self, n, pre == "full" and 2 or pre and 1 or 0, post == true, format)
+  if not rel then error(err, 2) end
+  return declared(self:pipeline(), rel)
+end
+
 local SINK_FIELDS = { insert = true, update = true, delete = true, commit = true, consolidate = true }
 
 --- rel:sink(fn) or rel:sink{ insert, update, delete, commit, consolidate } -> rel
@@ -323,20 +356,22 @@ end
 function runnel.watch(rel, out)
   out = out or print
   local names = column_names(rel)
-  local headers = { "#", "verb" }
-  for i, n in ipairs(names) do headers[i + 2] = n end
-  local right = numeric_columns(rel, 2)
+  local verbs = rel:schema().tablelike -- a stream's events are all INSERTs
+  local first = verbs and 2 or 1
+  local headers = { "#", verbs and "verb" or nil }
+  for i, n in ipairs(names) do headers[i + first] = n end
+  local right = numeric_columns(rel, first)
   right[1] = true
   local rows, seq = {}, nil
   rel:sink(function(verb, row, old, info)
     if info.seq ~= seq then rows, seq = {}, info.seq end -- a rolled-back group left rows behind
-    local cells = { tostring(info.id), verb }
+    local cells = { tostring(info.id), verbs and verb or nil }
     for i, n in ipairs(names) do
       local new, before = row and row[n], old and old[n]
-      if verb == "DELETE" then cells[i + 2] = fmt_value(before)
+      if verb == "DELETE" then cells[i + first] = fmt_value(before)
       elseif verb == "UPDATE" and fmt_value(new) ~= fmt_value(before) then
-        cells[i + 2] = fmt_value(before) .. " → " .. fmt_value(new)
-      else cells[i + 2] = fmt_value(new) end
+        cells[i + first] = fmt_value(before) .. " → " .. fmt_value(new)
+      else cells[i + first] = fmt_value(new) end
     end
     rows[#rows + 1] = cells
   end)

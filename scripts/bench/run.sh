@@ -6,3 +6,4 @@ cd "$(dirname "$0")/../.." || exit 2
 BIN=${BIN:-build/runnel}
 echo "# runnel benchmarks ($(date -u +%Y-%m-%dT%H:%MZ), $(nproc) cores)"
 $BIN run scripts/bench/core.lua "${CORE_N:-200000}"
+$BIN run scripts/bench/cdc.lua "${CDC_N:-200000}"

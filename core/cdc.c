@@ -1,0 +1,266 @@
+/* cdc.c — change-data-capture images, built per group (see cdc.h). */
+#include "cdc.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "row.h"
+
+#define LOG_META_COLS 4 /* cdc$seq, cdc$batch_seq_no, cdc$operation, cdc$id */
+
+enum { OP_PRE = 0, OP_UPDATE = 1, OP_INSERT = 2, OP_DELETE = 3, OP_POST = 9 };
+
+static int add(rn_schema *s, const char *name, rn_type t, bool nullable, rn_schema *fields, rn_err *e)
+{
+  return rn_schema_add(s, name, strlen(name), t, nullable, fields, e) < 0 ? e->code : 0;
+}
+
+static int log_schema(rn_schema *s, const rn_schema *in, rn_err *e)
+{
+  static const char *const meta[LOG_META_COLS] = { "cdc$seq", "cdc$batch_seq_no", "cdc$operation", "cdc$id" };
+  for (int i = 0; i < LOG_META_COLS; i++)
+    if (add(s, meta[i], RN_T_INT, false, NULL, e)) return e->code;
+  if (rn_schema_copy_columns(s, in, false, e)) return e->code;
+  for (int i = 0; i < in->ncols; i++) s->cols[LOG_META_COLS + i].nullable = !in->cols[i].is_key || in->nkey == 0;
+  for (int i = 0; i < in->ncols; i++) {
+    const rn_column *c = &in->cols[i];
+    if (c->is_key || !c->nullable) continue;
+    size_t n = strlen(c->name) + 13;
+    char *name = malloc(n);
+    if (!name) return rn_err_set(e, RN_ENOMEM, "out of memory");
+    snprintf(name, n, "cdc$deleted_%s", c->name);
+    int rc = add(s, name, RN_T_BOOL, true, NULL, e);
+    free(name);
+    if (rc) return rc;
+  }
+  return 0;
+}
+
+static int debezium_schema(rn_schema *s, const rn_schema *in, rn_err *e)
+{
+  rn_schema *before = rn_schema_new(), *after = rn_schema_new(), *source = rn_schema_new();
+  if (!before || !after || !source ||
+      rn_schema_copy_columns(before, in, false, e) || rn_schema_copy_columns(after, in, false, e) ||
+      add(source, "relation", RN_T_STRING, false, NULL, e) || add(source, "seq", RN_T_INT, false, NULL, e) ||
+      add(source, "id", RN_T_INT, false, NULL, e)) {
+    rn_schema_free(before);
+    rn_schema_free(after);
+    rn_schema_free(source);
+    return e->code ? e->code : rn_err_set(e, RN_ENOMEM, "out of memory");
+  }
+  if (add(s, "op", RN_T_STRING, false, NULL, e)) goto fail;
+  if (add(s, "before", RN_T_STRUCT, true, before, e)) { before = NULL; goto fail; }
+  before = NULL;
+  if (add(s, "after", RN_T_STRUCT, true, after, e)) { after = NULL; goto fail; }
+  after = NULL;
+  return add(s, "source", RN_T_STRUCT, false, source, e);
+fail:
+  rn_schema_free(before);
+  rn_schema_free(after);
+  rn_schema_free(source);
+  return e->code;
+}
+
+static int flink_schema(rn_schema *s, const rn_schema *in, rn_err *e)
+{
+  if (add(s, "rowkind", RN_T_STRING, false, NULL, e)) return e->code;
+  return rn_schema_copy_columns(s, in, false, e);
+}
+
+int rn_declare_cdc(rn_pipeline *p, const char *name, rn_rel *in, const rn_cdc_opts *opts, rn_rel **out)
+{
+  rn_schema *s = rn_schema_new();
+  rn_cdc_opts *ctx = malloc(sizeof *ctx);
+  if (!s || !ctx) {
+    rn_schema_free(s);
+    free(ctx);
+    return rn_err_set(&p->err, RN_ENOMEM, "out of memory");
+  }
+  *ctx = *opts;
+  int rc = opts->format == RN_CDC_LOG ? log_schema(s, in->schema, &p->err)
+         : opts->format == RN_CDC_DEBEZIUM ? debezium_schema(s, in->schema, &p->err)
+         : flink_schema(s, in->schema, &p->err);
+  if (rc) {
+    rn_err_prefix(&p->err, name);
+    rn_schema_free(s);
+    free(ctx);
+    return rc;
+  }
+  return rn_declare_cdc_rel(p, name, in, s, ctx, free, out);
+}
+
+/* ---- building one group's events ---- */
+
+typedef struct builder {
+  rn_rel *cdc;            /* the cdc relation */
+  const rn_schema *in;    /* its input's columns */
+  uint64_t seq;
+  uint64_t batch;         /* cdc$batch_seq_no of the next log row */
+  msgpack_sbuffer buf;
+  msgpack_packer pk;
+} builder;
+
+static int emit(builder *b)
+{
+  rn_pipeline *p = b->cdc->p;
+  const char *row = rn_scratch_copy(p, b->buf.data, b->buf.size);
+  if (!row) return rn_err_set(&p->err, RN_ENOMEM, "out of memory");
+  rn_change c = { RN_INSERT, b->cdc->next_id++, row, b->buf.size, NULL, 0 };
+  msgpack_sbuffer_clear(&b->buf);
+  return rn_emit(b->cdc, &c);
+}
+
+static const msgpack_object *decode(builder *b, const char *row, size_t len)
+{
+  return row ? rn_row_unpack(row, len, b->in->ncols, &b->cdc->p->scratch) : NULL;
+}
+
+/* One log row: meta columns, then each column taken from vals where take[i]
+ * (else null), then the deleted flags. */
+static int log_row(builder *b, int op, uint64_t id, const msgpack_object *vals,
+                   const uint8_t *take, const uint8_t *deleted)
+{
+  msgpack_packer *pk = &b->pk;
+  msgpack_pack_array(pk, (size_t)b->cdc->schema->ncols);
+  msgpack_pack_uint64(pk, b->seq);
+  msgpack_pack_uint64(pk, b->batch++);
+  msgpack_pack_int(pk, op);
+  msgpack_pack_uint64(pk, id);
+  for (int i = 0; i < b->in->ncols; i++) {
+    if (vals && (!take || take[i])) msgpack_pack_object(pk, vals[i]);
+    else msgpack_pack_nil(pk);
+  }
+  for (int i = 0; i < b->in->ncols; i++) {
+    const rn_column *c = &b->in->cols[i];
+    if (c->is_key || !c->nullable) continue;
+    if (deleted && deleted[i]) msgpack_pack_true(pk);
+    else msgpack_pack_nil(pk);
+  }
+  return emit(b);
+}
+
+/* Marks in mod the columns a change modifies: all for insert and delete,
+ * those whose value differs for update. */
+static int mark_modified(builder *b, const rn_change *c, uint8_t *mod)
+{
+  int n = b->in->ncols;
+  if (c->verb != RN_UPDATE) { memset(mod, 1, (size_t)n); return 0; }
+  const msgpack_object *o = decode(b, c->old, c->old_len), *v = decode(b, c->row, c->row_len);
+  if (!o || !v) return rn_err_set(&b->cdc->p->err, RN_ESTORE, "%s: a row could not be decoded", b->cdc->name);
+  for (int i = 0; i < n; i++)
+    if (!msgpack_object_equal(o[i], v[i])) mod[i] = 1;
+  return 0;
+}
+
+static int build_log(builder *b, const rn_log *log, const rn_cdc_opts *o)
+{
+  rn_pipeline *p = b->cdc->p;
+  int n = b->in->ncols;
+  rn_net *net = malloc(log->n * sizeof *net);
+  size_t *owner = malloc(log->n * sizeof *owner);
+  uint8_t *mod = calloc(log->n * (size_t)n + (size_t)n, 1); /* per entry, + one scratch row */
+  size_t nnet = net && owner && mod ? rn_log_net(log, net, owner) : (size_t)-1;
+  int rc = nnet == (size_t)-1 ? rn_err_set(&p->err, RN_ENOMEM, "out of memory") : 0;
+  uint8_t *key = mod + log->n * (size_t)n; /* the key columns only */
+  for (int i = 0; i < n; i++) key[i] = b->in->cols[i].is_key;
+  /* A row absent before the group still gets a preimage: its key comes from
+   * the entry's first change (an insert, even one deleted again later). */
+  const rn_change **first = calloc(nnet == (size_t)-1 ? 1 : nnet + 1, sizeof *first);
+  if (!rc && !first) rc = rn_err_set(&p->err, RN_ENOMEM, "out of memory");
+  for (size_t i = 0; !rc && i < log->n; i++) {
+    if (!first[owner[i]]) first[owner[i]] = &log->items[i];
+    if (o->preimage == 1) rc = mark_modified(b, &log->items[i], mod + owner[i] * (size_t)n);
+  }
+  for (size_t i = 0; !rc && o->preimage && i < nnet; i++) {       /* (1) */
+    uint8_t *take = mod + i * (size_t)n;
+    for (int c = 0; c < n; c++) take[c] |= key[c];
+    const msgpack_object *before = decode(b, net[i].before, net[i].before_len);
+    if (before) rc = log_row(b, OP_PRE, net[i].id, before, o->preimage == 2 ? NULL : take, NULL);
+    else rc = log_row(b, OP_PRE, net[i].id, decode(b, first[i]->row, first[i]->row_len), key, NULL);
+  }
+  for (size_t i = 0; !rc && i < log->n; i++) {                     /* (2) */
+    const rn_change *c = &log->items[i];
+    if (c->verb == RN_INSERT) { rc = log_row(b, OP_INSERT, c->id, decode(b, c->row, c->row_len), NULL, NULL); continue; }
+    if (c->verb == RN_DELETE) { rc = log_row(b, OP_DELETE, c->id, decode(b, c->old, c->old_len), key, NULL); continue; }
+    const msgpack_object *ov = decode(b, c->old, c->old_len), *nv = decode(b, c->row, c->row_len);
+    uint8_t set[n ? n : 1], deleted[n ? n : 1];
+    for (int k = 0; k < n; k++) {
+      set[k] = key[k] || !msgpack_object_equal(ov[k], nv[k]);
+      deleted[k] = set[k] && !key[k] && nv[k].type == MSGPACK_OBJECT_NIL;
+    }
+    rc = log_row(b, OP_UPDATE, c->id, nv, set, deleted);
+  }
+  for (size_t i = 0; !rc && o->postimage && i < nnet; i++)       /* (3) */
+    if (net[i].after) rc = log_row(b, OP_POST, net[i].id, decode(b, net[i].after, net[i].after_len), NULL, NULL);
+  free(first);
+  free(net);
+  free(owner);
+  free(mod);
+  return rc;
+}
+
+/* |op|before|after|source| — before/after are the rows' own encodings,
+ * which are exactly the struct encoding of the input's columns. */
+static int build_debezium(builder *b, const rn_log *log)
+{
+  int rc = 0;
+  for (size_t i = 0; !rc && i < log->n; i++) {
+    const rn_change *c = &log->items[i];
+    msgpack_packer *pk = &b->pk;
+    const char *op = c->verb == RN_INSERT ? "c" : c->verb == RN_UPDATE ? "u" : "d";
+    msgpack_pack_array(pk, 4);
+    msgpack_pack_str_with_body(pk, op, 1);
+    if (c->old) msgpack_sbuffer_write(&b->buf, c->old, c->old_len); else msgpack_pack_nil(pk);
+    if (c->row) msgpack_sbuffer_write(&b->buf, c->row, c->row_len); else msgpack_pack_nil(pk);
+    const char *rel = b->cdc->input->name;
+    msgpack_pack_array(pk, 3);
+    msgpack_pack_str_with_body(pk, rel, strlen(rel));
+    msgpack_pack_uint64(pk, b->seq);
+    msgpack_pack_uint64(pk, c->id);
+    rc = emit(b);
+  }
+  return rc;
+}
+
+static int flink_row(builder *b, const char *kind, const char *row, size_t len)
+{
+  const msgpack_object *v = decode(b, row, len);
+  if (!v) return rn_err_set(&b->cdc->p->err, RN_ESTORE, "%s: a row could not be decoded", b->cdc->name);
+  msgpack_pack_array(&b->pk, (size_t)b->in->ncols + 1);
+  msgpack_pack_str_with_body(&b->pk, kind, 2);
+  for (int i = 0; i < b->in->ncols; i++) msgpack_pack_object(&b->pk, v[i]);
+  return emit(b);
+}
+
+static int build_flink(builder *b, const rn_log *log)
+{
+  int rc = 0;
+  for (size_t i = 0; !rc && i < log->n; i++) {
+    const rn_change *c = &log->items[i];
+    if (c->verb == RN_INSERT) rc = flink_row(b, "+I", c->row, c->row_len);
+    else if (c->verb == RN_DELETE) rc = flink_row(b, "-D", c->old, c->old_len);
+    else {
+      rc = flink_row(b, "-U", c->old, c->old_len);
+      if (!rc) rc = flink_row(b, "+U", c->row, c->row_len);
+    }
+  }
+  return rc;
+}
+
+int rn_cdc_build_all(rn_pipeline *p, uint64_t seq)
+{
+  for (int i = 0; i < p->nrels; i++) {
+    rn_rel *cdc = p->rels[i];
+    if (cdc->kind != RN_REL_CDC || cdc->input->log.n == 0) continue;
+    const rn_cdc_opts *o = cdc->ctx;
+    builder b = { cdc, cdc->input->schema, seq, 0, { 0, NULL, 0 }, { NULL, NULL } };
+    msgpack_sbuffer_init(&b.buf);
+    msgpack_packer_init(&b.pk, &b.buf, msgpack_sbuffer_write);
+    int rc = o->format == RN_CDC_LOG ? build_log(&b, &cdc->input->log, o)
+           : o->format == RN_CDC_DEBEZIUM ? build_debezium(&b, &cdc->input->log)
+           : build_flink(&b, &cdc->input->log);
+    msgpack_sbuffer_destroy(&b.buf);
+    if (rc) return rc;
+  }
+  return 0;
+}

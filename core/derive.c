@@ -1,11 +1,10 @@
 /* derive.c — filter and map (see derive.h for the rule). */
 #include "derive.h"
+#include "join.h"
 
 #include <string.h>
 
-/* Computes d's row for one input row. *out is NULL when there is none; else
- * it points into the scratch zone. */
-static int derive_row(rn_rel *d, const char *row, size_t len, const char **out, size_t *out_len)
+int rn_derive_row(rn_rel *d, const char *row, size_t len, const char **out, size_t *out_len)
 {
   rn_pipeline *p = d->p;
   *out = NULL;
@@ -31,12 +30,13 @@ static int derive_row(rn_rel *d, const char *row, size_t len, const char **out, 
   return rc;
 }
 
-int rn_derive_apply(rn_rel *d, const rn_change *c)
+int rn_derive_apply(rn_rel *d, rn_rel *from, const rn_change *c)
 {
+  if (d->kind == RN_REL_JOIN) return rn_join_apply(d, from, c);
   rn_change out = { .id = c->id };
-  int rc = derive_row(d, c->old, c->old_len, &out.old, &out.old_len);
+  int rc = rn_derive_row(d, c->old, c->old_len, &out.old, &out.old_len);
   if (rc) return rc;
-  rc = derive_row(d, c->row, c->row_len, &out.row, &out.row_len);
+  rc = rn_derive_row(d, c->row, c->row_len, &out.row, &out.row_len);
   if (rc) return rc;
   if (out.old && out.row) {
     if (out.old_len == out.row_len && memcmp(out.old, out.row, out.row_len) == 0) return 0;

@@ -15,6 +15,10 @@
 
 #include "pipeline.h"
 
-int rn_derive_apply(rn_rel *d, const rn_change *c);
+/* Computes filter or map d's row for one input row. *out is NULL when there
+ * is none; else it points into the scratch zone (or is row itself). */
+int rn_derive_row(rn_rel *d, const char *row, size_t len, const char **out, size_t *out_len);
+/* d's input (from) made change c. */
+int rn_derive_apply(rn_rel *d, rn_rel *from, const rn_change *c);
 
 #endif

@@ -77,12 +77,13 @@ static int save_counters(rn_pipeline *p, uint64_t seq)
   MDB_txn *txn = p->store.wtxn;
   for (int i = 0; i < p->nrels; i++) {
     rn_rel *r = p->rels[i];
-    if (!r->persistent || (r->next_id == r->saved_next_id && r->count == r->saved_count)) continue;
+    if (!r->persistent) continue;
+    if (!r->stateful && r->next_id == r->saved_next_id && r->count == r->saved_count) continue;
     size_t nlen = strlen(r->name);
     char key[nlen + 2];
     memcpy(key, "n:", 2);
     memcpy(key + 2, r->name, nlen);
-    uint64_t val[2] = { r->next_id, r->count };
+    uint64_t val[3] = { r->next_id, r->count, seq }; /* stateful: saw every group up to seq */
     MDB_val k = { nlen + 2, key }, v = { sizeof val, val };
     int rc = mdb_put(txn, p->store.meta, &k, &v, 0);
     if (rc) return rn_store_fail(&p->err, rc, r->name);

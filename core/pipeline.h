@@ -39,7 +39,8 @@ typedef enum rn_relkind {
   RN_REL_STREAM,          /* append-only source */
   RN_REL_FILTER,          /* derived: rows passing a predicate */
   RN_REL_MAP,             /* derived: rows rewritten by a function */
-  RN_REL_CDC              /* derived at commit: images of a table-like relation */
+  RN_REL_CDC,             /* derived at commit: images of a table-like relation */
+  RN_REL_JOIN             /* derived: left joined with right */
 } rn_relkind;
 
 typedef void (*rn_free_fn)(void *ctx);
@@ -79,7 +80,9 @@ struct rn_rel {
   int noutputs, outcap;
   int listeners;          /* sinks and cdc relations reading its log */
   rn_log log;             /* this group's changes (when listeners > 0) */
-  bool persistent;        /* has counters in meta (sources, cdc) */
+  bool persistent;        /* has counters in meta (sources, cdc, joins) */
+  bool stateful;          /* derived state that must see every group (joins) */
+  uint64_t emitted[3];    /* INSERTs, UPDATEs, DELETEs emitted since open */
   void *udata;            /* the binding's data; runnel never touches it */
 };
 
@@ -156,6 +159,14 @@ int rn_declare_derived(rn_pipeline *p, const char *name, rn_relkind kind, rn_rel
 int rn_declare_cdc_rel(rn_pipeline *p, const char *name, rn_rel *in, rn_schema *schema,
                        void *ctx, rn_free_fn free_ctx, rn_rel **out);
 rn_rel *rn_find(const rn_pipeline *p, const char *name);
+/* Building blocks of declarations (relation.c). */
+int rn_check_declarable(rn_pipeline *p, const char *name);
+rn_rel *rn_rel_new(rn_pipeline *p, const char *name, rn_relkind kind, rn_schema *schema);
+void rn_rel_discard_last(rn_pipeline *p);
+int rn_push_ptr(void ***arr, int *n, int *cap, void *item);
+int rn_state_open(rn_pipeline *p, rn_rel *r, MDB_txn *txn, bool *created, bool *stale);
+int rn_state_dbi(rn_pipeline *p, MDB_txn *txn, const char *prefix, const char *name,
+                 unsigned flags, MDB_dbi *out);
 void rn_rel_free(rn_rel *r);
 /* Sends a change of rel to its log and to every relation derived from it. */
 int rn_emit(rn_rel *rel, const rn_change *c);
@@ -177,6 +188,11 @@ int rn_table_replace(rn_rel *t, msgpack_object *old, uint8_t *old_given,
  * p->rowbuf (valid until the next call); *found = 0 when absent. */
 int rn_table_get(rn_rel *t, msgpack_object *vals, uint8_t *given, int *found,
                  uint64_t *id, const char **row, size_t *len);
+/* Row access for operators, in txn. Rows point into LMDB: copy before any
+ * write. *row is NULL when absent. */
+int rn_table_row_by_key(rn_rel *t, MDB_txn *txn, const char *key, size_t klen,
+                        uint64_t *id, const char **row, size_t *len);
+int rn_table_row_by_id(rn_rel *t, MDB_txn *txn, uint64_t id, const char **row, size_t *len);
 
 /* Iteration over a table's live rows in key order (id order when keyless).
  * Destructor: rn_cursor_close; valid only while no group opens or closes

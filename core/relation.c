@@ -21,7 +21,7 @@ const char *rn_scratch_copy(rn_pipeline *p, const char *data, size_t len)
   return copy;
 }
 
-static int push_ptr(void ***arr, int *n, int *cap, void *item)
+int rn_push_ptr(void ***arr, int *n, int *cap, void *item)
 {
   if (*n == *cap) {
     int c = *cap ? *cap * 2 : 8;
@@ -34,7 +34,7 @@ static int push_ptr(void ***arr, int *n, int *cap, void *item)
   return 0;
 }
 
-static int check_declarable(rn_pipeline *p, const char *name)
+int rn_check_declarable(rn_pipeline *p, const char *name)
 {
   if (p->state != RN_IDLE)
     return rn_err_set(&p->err, RN_EMISUSE, "relation \"%s\": relations are declared outside groups", name);
@@ -44,12 +44,12 @@ static int check_declarable(rn_pipeline *p, const char *name)
   return 0;
 }
 
-static rn_rel *rel_new(rn_pipeline *p, const char *name, rn_relkind kind, rn_schema *schema)
+rn_rel *rn_rel_new(rn_pipeline *p, const char *name, rn_relkind kind, rn_schema *schema)
 {
   rn_rel *r = calloc(1, sizeof *r);
   if (!r) return NULL;
   r->name = strdup(name);
-  if (!r->name || push_ptr((void ***)&p->rels, &p->nrels, &p->relcap, r)) {
+  if (!r->name || rn_push_ptr((void ***)&p->rels, &p->nrels, &p->relcap, r)) {
     free(r->name);
     free(r);
     return NULL;
@@ -71,9 +71,25 @@ void rn_rel_free(rn_rel *r)
   free(r);
 }
 
-/* Reads or records |kind|schema| under "r:" name and the counters under
- * "n:" name, and opens the relation's databases, in one transaction. */
-static int open_source_state(rn_pipeline *p, rn_rel *r)
+/* Opens a named database "<prefix><name>" in txn. */
+int rn_state_dbi(rn_pipeline *p, MDB_txn *txn, const char *prefix, const char *name,
+                 unsigned flags, MDB_dbi *out)
+{
+  size_t plen = strlen(prefix), nlen = strlen(name);
+  char *dbname = malloc(plen + nlen + 1);
+  if (!dbname) return rn_err_set(&p->err, RN_ENOMEM, "out of memory");
+  memcpy(dbname, prefix, plen);
+  memcpy(dbname + plen, name, nlen + 1);
+  int rc = mdb_dbi_open(txn, dbname, flags | MDB_CREATE, out);
+  free(dbname);
+  return rc ? rn_store_fail(&p->err, rc, name) : 0;
+}
+
+/* Reads or records |kind|schema| under "r:" name and the counters
+ * |next_id|count|last seq| under "n:" name, in txn. *created says the
+ * state held no such relation; *stale that derived state missed groups
+ * (its last seq is not the pipeline's) and must be rebuilt. */
+int rn_state_open(rn_pipeline *p, rn_rel *r, MDB_txn *txn, bool *created, bool *stale)
 {
   size_t nlen = strlen(r->name);
   char *mkey = malloc(nlen + 3);
@@ -86,13 +102,12 @@ static int open_source_state(rn_pipeline *p, rn_rel *r)
   msgpack_pack_int(&pk, r->kind);
   rn_schema_describe(r->schema, &pk);
 
-  MDB_txn *txn = NULL;
-  int rc = mdb_txn_begin(p->store.env, NULL, 0, &txn);
-  if (rc) goto lmdb_fail;
   memcpy(mkey + 2, r->name, nlen + 1);
   memcpy(mkey, "r:", 2);
   MDB_val k = { nlen + 2, mkey }, v;
-  rc = mdb_get(txn, p->store.meta, &k, &v);
+  *created = false;
+  *stale = false;
+  int rc = mdb_get(txn, p->store.meta, &k, &v);
   if (rc == 0) {
     if (v.mv_size != desc.size || memcmp(v.mv_data, desc.data, desc.size) != 0) {
       rn_err_set(&p->err, RN_ESCHEMA,
@@ -101,6 +116,7 @@ static int open_source_state(rn_pipeline *p, rn_rel *r)
       goto fail;
     }
   } else if (rc == MDB_NOTFOUND) {
+    *created = true;
     v.mv_size = desc.size;
     v.mv_data = desc.data;
     rc = mdb_put(txn, p->store.meta, &k, &v, 0);
@@ -110,40 +126,49 @@ static int open_source_state(rn_pipeline *p, rn_rel *r)
   }
   memcpy(mkey, "n:", 2);
   rc = mdb_get(txn, p->store.meta, &k, &v);
-  if (rc == 0 && v.mv_size == 16) {
+  if (rc == 0 && v.mv_size == 24) {
+    uint64_t last_seq;
     memcpy(&r->next_id, v.mv_data, 8);
     memcpy(&r->count, (char *)v.mv_data + 8, 8);
+    memcpy(&last_seq, (char *)v.mv_data + 16, 8);
     r->saved_next_id = r->next_id;
     r->saved_count = r->count;
-  } else if (rc != MDB_NOTFOUND && rc != 0) {
+    *stale = r->stateful && last_seq != p->seq;
+  } else if (rc == MDB_NOTFOUND) {
+    *stale = r->stateful && !*created; /* never saw a group: rebuild */
+  } else {
     goto lmdb_fail;
   }
-  if (r->kind == RN_REL_TABLE) {
-    memcpy(mkey, "t:", 2);
-    rc = mdb_dbi_open(txn, mkey, MDB_CREATE, &r->rows_dbi);
-    if (rc) goto lmdb_fail;
-    if (r->schema->nkey == 0) {
-      memcpy(mkey, "h:", 2);
-      rc = mdb_dbi_open(txn, mkey, MDB_CREATE | MDB_DUPSORT | MDB_DUPFIXED, &r->hash_dbi);
-      if (rc) goto lmdb_fail;
-    }
-  }
-  rc = mdb_txn_commit(txn);
-  txn = NULL;
-  if (rc) goto lmdb_fail;
   free(mkey);
   msgpack_sbuffer_destroy(&desc);
   return 0;
 lmdb_fail:
   rn_store_fail(&p->err, rc, r->name);
 fail:
-  if (txn) mdb_txn_abort(txn);
   free(mkey);
   msgpack_sbuffer_destroy(&desc);
   return p->err.code;
 }
 
-static void forget_last(rn_pipeline *p)
+/* A source's meta and databases, in one transaction of its own. */
+static int open_source_state(rn_pipeline *p, rn_rel *r)
+{
+  MDB_txn *txn;
+  bool created, stale;
+  int rc = mdb_txn_begin(p->store.env, NULL, 0, &txn);
+  if (rc) return rn_store_fail(&p->err, rc, r->name);
+  rc = rn_state_open(p, r, txn, &created, &stale);
+  if (!rc && r->kind == RN_REL_TABLE) {
+    rc = rn_state_dbi(p, txn, "t:", r->name, 0, &r->rows_dbi);
+    if (!rc && r->schema->nkey == 0)
+      rc = rn_state_dbi(p, txn, "h:", r->name, MDB_DUPSORT | MDB_DUPFIXED, &r->hash_dbi);
+  }
+  if (rc) { mdb_txn_abort(txn); return rc; }
+  rc = mdb_txn_commit(txn);
+  return rc ? rn_store_fail(&p->err, rc, r->name) : 0;
+}
+
+void rn_rel_discard_last(rn_pipeline *p)
 {
   rn_rel_free(p->rels[--p->nrels]);
 }
@@ -151,18 +176,18 @@ static void forget_last(rn_pipeline *p)
 int rn_declare_source(rn_pipeline *p, const char *name, rn_relkind kind,
                       rn_schema *schema, rn_rel **out)
 {
-  int rc = check_declarable(p, name);
+  int rc = rn_check_declarable(p, name);
   if (rc) { rn_schema_free(schema); return rc; }
   if (kind == RN_REL_STREAM && schema->nkey) {
     rn_schema_free(schema);
     return rn_err_set(&p->err, RN_EINVAL, "%s: a stream has no key", name);
   }
-  rn_rel *r = rel_new(p, name, kind, schema);
+  rn_rel *r = rn_rel_new(p, name, kind, schema);
   if (!r) { rn_schema_free(schema); return rn_err_set(&p->err, RN_ENOMEM, "out of memory"); }
   r->tablelike = kind == RN_REL_TABLE;
   r->persistent = true;
   rc = open_source_state(p, r);
-  if (rc) { forget_last(p); return rc; }
+  if (rc) { rn_rel_discard_last(p); return rc; }
   *out = r;
   return 0;
 }
@@ -170,13 +195,13 @@ int rn_declare_source(rn_pipeline *p, const char *name, rn_relkind kind,
 int rn_declare_derived(rn_pipeline *p, const char *name, rn_relkind kind, rn_rel *in,
                        rn_schema *schema, void *ctx, rn_free_fn free_ctx, rn_rel **out)
 {
-  int rc = check_declarable(p, name);
+  int rc = rn_check_declarable(p, name);
   if (rc) {
     rn_schema_free(schema);
     if (free_ctx) free_ctx(ctx);
     return rc;
   }
-  rn_rel *r = rel_new(p, name, kind, kind == RN_REL_FILTER ? in->schema : schema);
+  rn_rel *r = rn_rel_new(p, name, kind, kind == RN_REL_FILTER ? in->schema : schema);
   if (!r) {
     rn_schema_free(schema);
     if (free_ctx) free_ctx(ctx);
@@ -184,8 +209,8 @@ int rn_declare_derived(rn_pipeline *p, const char *name, rn_relkind kind, rn_rel
   }
   r->ctx = ctx;
   r->free_ctx = free_ctx;
-  if (push_ptr((void ***)&in->outputs, &in->noutputs, &in->outcap, r)) {
-    forget_last(p);
+  if (rn_push_ptr((void ***)&in->outputs, &in->noutputs, &in->outcap, r)) {
+    rn_rel_discard_last(p);
     return rn_err_set(&p->err, RN_ENOMEM, "out of memory");
   }
   r->input = in;
@@ -197,7 +222,7 @@ int rn_declare_derived(rn_pipeline *p, const char *name, rn_relkind kind, rn_rel
 int rn_declare_cdc_rel(rn_pipeline *p, const char *name, rn_rel *in, rn_schema *schema,
                        void *ctx, rn_free_fn free_ctx, rn_rel **out)
 {
-  int rc = check_declarable(p, name);
+  int rc = rn_check_declarable(p, name);
   if (!rc && !in->tablelike)
     rc = rn_err_set(&p->err, RN_EINVAL,
                     "%s: cdc needs a table-like relation (a table, or a filter or map of one); %s is a stream",
@@ -207,7 +232,7 @@ int rn_declare_cdc_rel(rn_pipeline *p, const char *name, rn_rel *in, rn_schema *
     if (free_ctx) free_ctx(ctx);
     return rc;
   }
-  rn_rel *r = rel_new(p, name, RN_REL_CDC, schema);
+  rn_rel *r = rn_rel_new(p, name, RN_REL_CDC, schema);
   if (!r) {
     rn_schema_free(schema);
     if (free_ctx) free_ctx(ctx);
@@ -218,7 +243,7 @@ int rn_declare_cdc_rel(rn_pipeline *p, const char *name, rn_rel *in, rn_schema *
   r->input = in;
   r->persistent = true;
   rc = open_source_state(p, r);
-  if (rc) { forget_last(p); return rc; }
+  if (rc) { rn_rel_discard_last(p); return rc; }
   in->listeners++; /* it reads in's log at commit */
   *out = r;
   return 0;
@@ -226,12 +251,13 @@ int rn_declare_cdc_rel(rn_pipeline *p, const char *name, rn_rel *in, rn_schema *
 
 int rn_emit(rn_rel *rel, const rn_change *c)
 {
+  rel->emitted[c->verb - 1]++;
   if (rel->listeners) {
     int rc = rn_log_append(rel->p, rel, c);
     if (rc) return rc;
   }
   for (int i = 0; i < rel->noutputs; i++) {
-    int rc = rn_derive_apply(rel->outputs[i], c);
+    int rc = rn_derive_apply(rel->outputs[i], rel, c);
     if (rc) return rc;
   }
   return 0;

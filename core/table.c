@@ -497,6 +497,28 @@ int rn_table_get(rn_rel *t, msgpack_object *vals, uint8_t *given, int *found,
   return rc;
 }
 
+int rn_table_row_by_key(rn_rel *t, MDB_txn *txn, const char *key, size_t klen,
+                        uint64_t *id, const char **row, size_t *len)
+{
+  located l;
+  int rc = locate(t, txn, key, klen, &l);
+  *row = !rc && l.live ? l.row : NULL;
+  *len = l.row_len;
+  *id = l.id;
+  return rc;
+}
+
+int rn_table_row_by_id(rn_rel *t, MDB_txn *txn, uint64_t id, const char **row, size_t *len)
+{
+  char idk[8];
+  be64(idk, id);
+  MDB_val k = { 8, idk }, v;
+  int rc = mdb_get(txn, t->rows_dbi, &k, &v);
+  *row = rc ? NULL : v.mv_data;
+  *len = rc ? 0 : v.mv_size;
+  return rc == 0 || rc == MDB_NOTFOUND ? 0 : rn_store_fail(&t->p->err, rc, t->name);
+}
+
 /* ---- cursors ---- */
 
 struct rn_cursor {

@@ -4,16 +4,22 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "join.h"
+#include "key.h"
 #include "lbind.h"
 #include "row.h"
 
 typedef struct lcb {
   lpipe *lp;
   rn_rel *rel;            /* the relation the callback serves (for messages) */
+  rn_rel *left, *right;   /* a join's inputs */
   int refs[5];            /* registry refs: fn | insert, update, delete, commit */
 } lcb;
 
 enum { CB_FN, CB_INSERT = 0, CB_UPDATE, CB_DELETE, CB_COMMIT, CB_ALL };
+enum { CB_MAPPER = 0, CB_SELECTOR = 1, CB_JOINER = 2 };
+
+static int declared(lua_State *L, lpipe *lp, int rc, rn_rel *rel);
 
 static void free_cb(void *ctx)
 {
@@ -27,7 +33,7 @@ static lcb *new_cb(lua_State *L, lpipe *lp)
   lcb *cb = malloc(sizeof *cb);
   if (!cb) luaL_error(L, "out of memory");
   cb->lp = lp;
-  cb->rel = NULL;
+  cb->rel = cb->left = cb->right = NULL;
   for (int i = 0; i < 5; i++) cb->refs[i] = LUA_NOREF;
   return cb;
 }
@@ -143,6 +149,163 @@ static int sink_commit_cb(void *ctx, uint64_t seq, rn_err *e)
   int st = lua_pcall(L, 1, 0, 0);
   cb->lp->L = L;
   return st == LUA_OK ? 0 : callback_error(L, e, cb->rel, "sink commit");
+}
+
+/* A key as Lua sees it: a scalar for a one-column key, else a table by
+ * column names; nil for no key. */
+static void push_key(lua_State *L, const rn_schema *s, const msgpack_object *vals, int n)
+{
+  if (n == 0) { lua_pushnil(L); return; }
+  if (s->nkey == 1) { rn_lua_pushvalue(L, &vals[0], &s->cols[s->key_slots[0]]); return; }
+  lua_createtable(L, 0, n);
+  for (int i = 0; i < n; i++) {
+    const rn_column *c = &s->cols[s->key_slots[i]];
+    rn_lua_pushvalue(L, &vals[i], c);
+    lua_setfield(L, -2, c->name);
+  }
+}
+
+static int mapper_cb(void *ctx, rn_rel *left, const char *row, size_t len,
+                     msgpack_object *out, int nkey, int *has_key, msgpack_zone *z, rn_err *e)
+{
+  (void)z;
+  lcb *cb = ctx;
+  lpipe *lp = cb->lp;
+  lua_State *L = lp->L;
+  lua_rawgeti(L, LUA_REGISTRYINDEX, cb->refs[CB_MAPPER]);
+  rn_lua_pushrow(lp, L, left, row, len);
+  int st = lua_pcall(L, 1, 1, 0);
+  lp->L = L;
+  if (st != LUA_OK) return callback_error(L, e, cb->rel, "mapper");
+  *has_key = !lua_isnil(L, -1) && lua_touserdata(L, -1) != RN_LUA_NULL;
+  int rc = 0;
+  const rn_schema *rs = cb->right->schema;
+  if (*has_key && nkey == 1 && !lua_istable(L, -1)) {
+    rc = rn_lua_tovalue(lp, L, -1, &rs->cols[rs->key_slots[0]], &out[0], 0);
+  } else if (*has_key && lua_istable(L, -1)) {
+    for (int i = 0; i < nkey && !rc; i++) {
+      const rn_column *kc = &rs->cols[rs->key_slots[i]];
+      if (lua_rawgeti(L, -1, i + 1) == LUA_TNIL) { lua_pop(L, 1); lua_getfield(L, -1, kc->name); }
+      rc = rn_lua_tovalue(lp, L, -1, kc, &out[i], 0);
+      lua_pop(L, 1);
+    }
+  } else if (*has_key) {
+    rc = rn_err_set(e, RN_EINVAL, "%s: mapper: the key of %s has %d columns: return a table, got %s",
+                    cb->rel->name, cb->right->name, nkey, luaL_typename(L, -1));
+  }
+  lua_pop(L, 1);
+  return rc;
+}
+
+static int selector_cb(void *ctx, rn_rel *left, const msgpack_object *lkey, int nl,
+                       rn_rel *right, const msgpack_object *rkey, int nr, msgpack_sbuffer *out, rn_err *e)
+{
+  lcb *cb = ctx;
+  lpipe *lp = cb->lp;
+  lua_State *L = lp->L;
+  lua_rawgeti(L, LUA_REGISTRYINDEX, cb->refs[CB_SELECTOR]);
+  push_key(L, left->schema, lkey, nl);
+  push_key(L, right->schema, rkey, nr);
+  int st = lua_pcall(L, 2, 1, 0);
+  lp->L = L;
+  if (st != LUA_OK) return callback_error(L, e, cb->rel, "selector");
+  int n = lua_istable(L, -1) ? (int)lua_rawlen(L, -1) : 1, rc = 0;
+  if (lua_isnil(L, -1) || n == 0)
+    rc = rn_err_set(e, RN_EINVAL, "%s: selector: returned no key", cb->rel->name);
+  for (int i = 0; i < n && !rc; i++) {
+    if (lua_istable(L, -1)) lua_rawgeti(L, -1, i + 1); else lua_pushvalue(L, -1);
+    msgpack_object v;
+    rn_column any = { .name = (char *)"selector", .type = RN_T_ANY };
+    rc = rn_lua_tovalue(lp, L, -1, NULL, &v, 0);
+    if (!rc) rc = rn_value_normalize(&any, &v, &lp->p->scratch, cb->rel->name, e);
+    if (!rc && rn_key_append(out, &v) != 0)
+      rc = rn_err_set(e, RN_EINVAL, "%s: selector: keys are scalars (not NaN), got %s", cb->rel->name,
+                      luaL_typename(L, -1));
+    lua_pop(L, 1);
+  }
+  lua_pop(L, 1);
+  return rc;
+}
+
+static int joiner_cb(void *ctx, rn_rel *join, const char *lrow, size_t llen,
+                     const char *rrow, size_t rlen, msgpack_sbuffer *result, int *has_row, rn_err *e)
+{
+  lcb *cb = ctx;
+  lpipe *lp = cb->lp;
+  lua_State *L = lp->L;
+  lua_rawgeti(L, LUA_REGISTRYINDEX, cb->refs[CB_JOINER]);
+  rn_lua_pushrow(lp, L, cb->left, lrow, llen);
+  rn_lua_pushrow(lp, L, cb->right, rrow, rlen);
+  int st = lua_pcall(L, 2, 1, 0);
+  lp->L = L;
+  if (st != LUA_OK) return callback_error(L, e, join, "joiner");
+  *has_row = !lua_isnil(L, -1);
+  int rc = 0;
+  if (*has_row) {
+    msgpack_object *vals;
+    uint8_t *given;
+    rc = rn_lua_torow(lp, L, -1, join, &vals, &given);
+    if (!rc) rc = rn_row_normalize(join->schema, join->name, RN_ROW_FULL, vals, given, &lp->p->scratch, e);
+    if (!rc) rn_row_pack(join->schema, vals, result);
+    else rn_err_prefix(e, "joiner returned a bad row");
+  }
+  lua_pop(L, 1);
+  return rc;
+}
+
+/* p:_join(left, right, name, kind, on|nil, mapper, selector, joiner, cols|nil, key|nil)
+ *   -> relation | nil, err */
+int rn_lua_declare_join(lua_State *L)
+{
+  lpipe *lp = rn_lua_checkpipe(L, 1);
+  lrel *left = rn_lua_checkrel(L, 2), *right = rn_lua_checkrel(L, 3);
+  const char *name = luaL_checkstring(L, 4);
+  static const char *const kinds[] = { "inner", "left", "outer", NULL };
+  rn_join_spec spec = { (rn_join_kind)luaL_checkoption(L, 5, "inner", kinds), NULL, 0, NULL };
+  for (int i = 7; i <= 9; i++)
+    if (!lua_isnoneornil(L, i)) luaL_checktype(L, i, LUA_TFUNCTION);
+  int on[64];
+  if (lua_istable(L, 6)) {
+    spec.non = (int)lua_rawlen(L, 6);
+    if (spec.non > 64) return luaL_error(L, "%s: on names more than 64 columns", name);
+    for (int i = 0; i < spec.non; i++) {
+      lua_rawgeti(L, 6, i + 1);
+      size_t len;
+      const char *col = lua_tolstring(L, -1, &len);
+      on[i] = col ? rn_schema_slot(left->rel->schema, col, len) : -1;
+      if (on[i] < 0) {
+        lua_pushnil(L);
+        lua_pushfstring(L, "%s: on: %s has no column \"%s\"", name, left->rel->name, col ? col : "?");
+        return 2;
+      }
+      lua_pop(L, 1);
+    }
+    spec.on = on;
+  }
+  rn_err e = { .code = RN_OK };
+  if (lua_istable(L, 10) && !(spec.schema = rn_lua_toschema(lp, L, 10, lua_istable(L, 11) ? 11 : 0, name, &e))) {
+    lua_pushnil(L);
+    lua_pushstring(L, e.msg);
+    return 2;
+  }
+  rn_join_fns fns = { NULL, NULL, NULL, NULL, NULL };
+  if (!lua_isnoneornil(L, 7) || !lua_isnoneornil(L, 8) || !lua_isnoneornil(L, 9)) {
+    lcb *cb = new_cb(L, lp);
+    cb->left = left->rel;
+    cb->right = right->rel;
+    cb->refs[CB_MAPPER] = ref_function(L, 7);
+    cb->refs[CB_SELECTOR] = ref_function(L, 8);
+    cb->refs[CB_JOINER] = ref_function(L, 9);
+    fns.mapper = cb->refs[CB_MAPPER] != LUA_NOREF ? mapper_cb : NULL;
+    fns.selector = cb->refs[CB_SELECTOR] != LUA_NOREF ? selector_cb : NULL;
+    fns.joiner = cb->refs[CB_JOINER] != LUA_NOREF ? joiner_cb : NULL;
+    fns.ctx = cb;
+    fns.free_ctx = free_cb;
+  }
+  rn_rel *rel = NULL;
+  int rc = rn_declare_join(lp->p, name, left->rel, right->rel, &spec, &fns, &rel);
+  if (!rc && fns.ctx) ((lcb *)fns.ctx)->rel = rel;
+  return declared(L, lp, rc, rel);
 }
 
 static int declared(lua_State *L, lpipe *lp, int rc, rn_rel *rel)

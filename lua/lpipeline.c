@@ -298,6 +298,7 @@ static const luaL_Reg pipeline_methods[] = {
   { "_map", rn_lua_declare_map },
   { "_sink", rn_lua_add_sink },
   { "_cdc", l_declare_cdc },
+  { "_join", rn_lua_declare_join },
   { "begin", l_begin },
   { "commit", l_commit },
   { "rollback", l_rollback },

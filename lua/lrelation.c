@@ -2,6 +2,7 @@
 #include <string.h>
 
 #include "lbind.h"
+#include "scan.h"
 #include "row.h"
 
 /* Relation userdata are cached per pipeline (uservalue 1 of the pipeline,
@@ -134,7 +135,7 @@ static int l_name(lua_State *L)
   return 1;
 }
 
-static const char *const kind_names[] = { "table", "stream", "filter", "map", "cdc" };
+static const char *const kind_names[] = { "table", "stream", "filter", "map", "cdc", "join" };
 
 static void push_columns(lua_State *L, const rn_schema *s)
 {
@@ -265,7 +266,52 @@ static int l_rows(lua_State *L)
   return 4;
 }
 
+/* ---- scan(fn): fn(row, id) for every current row, any table-like relation ---- */
+
+typedef struct lscan {
+  lua_State *L;
+  lrel *r;
+} lscan;
+
+static int scan_row(void *ctx, uint64_t id, const char *row, size_t len)
+{
+  lscan *s = ctx;
+  lua_State *L = s->L;
+  lua_pushvalue(L, 2);
+  rn_lua_pushrow(s->r->lp, L, s->r->rel, row, len);
+  lua_pushinteger(L, (lua_Integer)id);
+  int st = lua_pcall(L, 2, 0, 0);
+  s->r->lp->L = L;
+  if (st == LUA_OK) return 0;
+  rn_err_set(&s->r->lp->p->err, RN_ECALLBACK, "%s", lua_tostring(L, -1) ? lua_tostring(L, -1) : "error in scan");
+  lua_pop(L, 1);
+  return RN_ECALLBACK;
+}
+
+static int l_scan(lua_State *L)
+{
+  lrel *r = rn_lua_checkrel(L, 1);
+  luaL_checktype(L, 2, LUA_TFUNCTION);
+  lscan s = { L, r };
+  if (rn_rel_scan(r->rel, scan_row, &s)) return rn_lua_raise(L, r->lp);
+  return 0;
+}
+
+/* changes() -> { inserts, updates, deletes } emitted since the pipeline opened */
+static int l_changes(lua_State *L)
+{
+  lrel *r = rn_lua_checkrel(L, 1);
+  lua_createtable(L, 0, 3);
+  static const char *const names[] = { "inserts", "updates", "deletes" };
+  for (int i = 0; i < 3; i++) {
+    lua_pushinteger(L, (lua_Integer)r->rel->emitted[i]);
+    lua_setfield(L, -2, names[i]);
+  }
+  return 1;
+}
+
 static const luaL_Reg relation_methods[] = {
+  { "scan", l_scan }, { "changes", l_changes },
   { "insert", l_insert }, { "update", l_update }, { "upsert", l_upsert },
   { "delete", l_delete }, { "get", l_get }, { "id_of", l_id_of },
   { "count", l_count }, { "rows", l_rows }, { "name", l_name },

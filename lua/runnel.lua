@@ -215,6 +215,87 @@ function Relation:cdc(opts)
   return declared(self:pipeline(), rel)
 end
 
+local JOIN_FIELDS = { on = true, mapper = true, selector = true, joiner = true, kind = true,
+                      columns = true, name = true }
+local JOIN_KINDS = { inner = true, left = true, outer = true }
+
+--- left:join(right, { on = "col" | {"a","b"} | mapper = fn(row) -> key,
+--                     selector = fn(left_key, right_key) -> key, joiner = fn(left, right) -> row,
+--                     columns = {…, key = …} (the joiner's columns), kind = "inner"|"left"|"outer",
+--                     name = … }) -> relation
+function Relation:join(right, opts)
+  if type(opts) ~= "table" then error("join: expects (right, options), got " .. type(opts) .. " for the options", 2) end
+  for k in pairs(opts) do
+    if not JOIN_FIELDS[k] then
+      error(("join: unknown option %s (on, mapper, selector, joiner, columns, kind, name)"):format(tostring(k)), 2)
+    end
+  end
+  if (opts.on == nil) == (opts.mapper == nil) then error("join: give either on or mapper", 2) end
+  local on = opts.on
+  if type(on) == "string" then on = { on }
+  elseif on ~= nil and (type(on) ~= "table" or #on == 0) then
+    error("join: on must be a column name or a list of them", 2)
+  end
+  for _, f in ipairs{ "mapper", "selector", "joiner" } do
+    if opts[f] ~= nil and type(opts[f]) ~= "function" then
+      error(("join: %s must be a function, got %s"):format(f, type(opts[f])), 2)
+    end
+  end
+  local kind = opts.kind or "inner"
+  if not JOIN_KINDS[kind] then error('join: kind must be "inner", "left" or "outer", got ' .. tostring(kind), 2) end
+  if opts.joiner and not opts.columns then error("join: a joiner needs columns = { … } for the rows it returns", 2) end
+  local n, err = derived_name(self, "join", opts.name)
+  if not n then error(err, 2) end
+  local cols, key
+  if opts.columns then
+    cols, err = column_specs(n, opts.columns)
+    if not cols then error(err, 2) end
+    key, err = key_spec(n, opts.columns.key)
+    if err then error(err, 2) end
+  end
+  local rel
+  rel, err = self:pipeline():_join(self, right, n, kind, on, opts.mapper, opts.selector, opts.joiner, cols, key)
+  if not rel then error(err, 2) end
+  return declared(self:pipeline(), rel)
+end
+
+-- Derived relations have no stored rows of their own: rows(), count() and
+-- get() compute them from their inputs (O(rows)). Sources read LMDB.
+local core_rows, core_count, core_get = Relation.rows, Relation.count, Relation.get
+
+function Relation:rows()
+  if self:schema().kind == "table" then return core_rows(self) end
+  local list = {}
+  self:scan(function(row, id) list[#list + 1] = { row, id } end)
+  table.sort(list, function(a, b) return a[2] < b[2] end)
+  local i = 0
+  return function()
+    i = i + 1
+    local e = list[i]
+    if e then return e[1], e[2] end
+  end
+end
+
+function Relation:count()
+  if self:schema().kind == "table" then return core_count(self) end
+  local n = 0
+  self:scan(function() n = n + 1 end)
+  return n
+end
+
+function Relation:get(key)
+  local s = self:schema()
+  if s.kind == "table" then return core_get(self, key) end
+  if not s.key then error(self:name() .. ": get needs a relation with a key", 2) end
+  if type(key) ~= "table" then key = { [s.key[1]] = key } end
+  local found
+  self:scan(function(row)
+    for _, k in ipairs(s.key) do if row[k] ~= key[k] then return end end
+    found = row
+  end)
+  return found
+end
+
 local SINK_FIELDS = { insert = true, update = true, delete = true, commit = true, consolidate = true }
 
 --- rel:sink(fn) or rel:sink{ insert, update, delete, commit, consolidate } -> rel

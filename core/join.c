@@ -1,0 +1,897 @@
+/* join.c — join maintenance (the state and invariants are in join.h). */
+#include "join.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "key.h"
+#include "row.h"
+#include "scan.h"
+
+typedef struct rn_join {
+  rn_rel *out, *left, *right;
+  rn_join_kind kind;
+  bool stream;            /* the left side is a stream: the output is a stream */
+  bool key_join;          /* on = the left key: at most one left row per right key */
+  int non;                /* left slots forming the right key (declarative) */
+  int *on;
+  rn_join_fns fns;
+  enum { LEFT_KEYED_SOURCE, LEFT_KEYLESS_SOURCE, LEFT_DERIVED } left_access;
+  bool right_native;      /* the right side is a keyed source table */
+  MDB_dbi index_dbi, result_dbi, right_dbi;
+} rn_join;
+
+/* A right key, encoded, with its fk part as the index uses it. */
+typedef struct fk {
+  bool null;              /* no right key: null foreign key or no mapper match */
+  const char *enc;        /* the full encoding (scratch) */
+  size_t len;
+  char part[RN_JOIN_FK_INLINE + 8];
+  size_t part_len;
+} fk;
+
+/* One side of a result: a row and its decoded values. */
+typedef struct side {
+  const char *row;        /* NULL: absent */
+  size_t len;
+  const msgpack_object *vals;
+} side;
+
+static MDB_txn *txn_of(rn_join *j) { return j->out->p->store.wtxn; }
+static rn_err *err_of(rn_join *j) { return &j->out->p->err; }
+static msgpack_zone *zone_of(rn_join *j) { return &j->out->p->scratch; }
+
+static int nomem(rn_join *j) { return rn_err_set(err_of(j), RN_ENOMEM, "out of memory"); }
+
+static const msgpack_object *decode(rn_join *j, rn_rel *r, const char *row, size_t len)
+{
+  return row ? rn_row_unpack(row, len, r->schema->ncols, zone_of(j)) : NULL;
+}
+
+static void be64(char out[8], uint64_t u)
+{
+  for (int i = 0; i < 8; i++) out[i] = (char)(u >> (56 - 8 * i));
+}
+
+static uint64_t from_be64(const char *d)
+{
+  uint64_t u = 0;
+  for (int i = 0; i < 8; i++) u = (u << 8) | (unsigned char)d[i];
+  return u;
+}
+
+static void set_part(fk *f)
+{
+  if (f->null) {
+    f->part[0] = RN_KEY_NULL;
+    f->part_len = 1;
+  } else if (f->len <= RN_JOIN_FK_INLINE) {
+    memcpy(f->part, f->enc, f->len);
+    f->part_len = f->len;
+  } else {
+    memcpy(f->part, f->enc, RN_JOIN_FK_INLINE);
+    be64(f->part + RN_JOIN_FK_INLINE, rn_hash64(f->enc, f->len));
+    f->part_len = sizeof f->part;
+  }
+}
+
+static int keep_encoding(rn_join *j, fk *f, const msgpack_sbuffer *b)
+{
+  f->null = false;
+  f->len = b->size;
+  f->enc = rn_scratch_copy(j->out->p, b->data, b->size);
+  if (!f->enc) return nomem(j);
+  set_part(f);
+  return 0;
+}
+
+/* Normalizes key values to the right key's column types and encodes them:
+ * 7.0 finds the int key 7; 7.5 for an int key is an error, never a miss. */
+static int encode_right_key(rn_join *j, msgpack_object *vals, fk *f)
+{
+  const rn_schema *rs = j->right->schema;
+  msgpack_sbuffer b;
+  msgpack_sbuffer_init(&b);
+  int rc = 0;
+  for (int i = 0; i < rs->nkey && !rc; i++) {
+    if (vals[i].type == MSGPACK_OBJECT_NIL) { f->null = true; goto done; }
+    rc = rn_value_normalize(&rs->cols[rs->key_slots[i]], &vals[i], zone_of(j), j->out->name, err_of(j));
+    if (!rc && rn_key_append(&b, &vals[i]) != 0)
+      rc = rn_err_set(err_of(j), RN_EINVAL, "%s: NaN cannot be part of a key", j->out->name);
+  }
+  if (!rc) rc = keep_encoding(j, f, &b);
+done:
+  if (f->null) set_part(f);
+  msgpack_sbuffer_destroy(&b);
+  return rc;
+}
+
+/* The right key a left row points at. */
+static int left_fk(rn_join *j, const side *l, fk *f)
+{
+  int nkey = j->right->schema->nkey;
+  msgpack_object *vals = msgpack_zone_malloc(zone_of(j), sizeof *vals * (size_t)nkey);
+  if (!vals) return nomem(j);
+  f->null = false;
+  if (j->fns.mapper) {
+    int has_key = 0;
+    int rc = j->fns.mapper(j->fns.ctx, j->left, l->row, l->len, vals, nkey, &has_key, zone_of(j), err_of(j));
+    if (rc) return rc;
+    if (!has_key) { f->null = true; set_part(f); return 0; }
+  } else {
+    for (int i = 0; i < nkey; i++) vals[i] = l->vals[j->on[i]];
+  }
+  return encode_right_key(j, vals, f);
+}
+
+/* A right row's own key (its values are already normalized). */
+static int right_key(rn_join *j, const side *r, fk *f)
+{
+  const rn_schema *rs = j->right->schema;
+  msgpack_sbuffer b;
+  msgpack_sbuffer_init(&b);
+  rn_key_encode(rs, r->vals, &b);
+  int rc = keep_encoding(j, f, &b);
+  msgpack_sbuffer_destroy(&b);
+  return rc;
+}
+
+static bool same_fk(const fk *a, const fk *b)
+{
+  if (a->null || b->null) return a->null && b->null;
+  return a->len == b->len && memcmp(a->enc, b->enc, a->len) == 0;
+}
+
+/* The current right row with key f (NULL when absent or f is null). */
+static int right_current(rn_join *j, const fk *f, side *r)
+{
+  r->row = NULL;
+  r->vals = NULL;
+  if (f->null) return 0;
+  const char *row;
+  size_t len;
+  if (j->right_native) {
+    uint64_t id;
+    int rc = rn_table_row_by_key(j->right, txn_of(j), f->enc, f->len, &id, &row, &len);
+    if (rc) return rc;
+  } else {
+    MDB_val k = { f->len, (void *)f->enc }, v;
+    if (f->len > 511) { /* the copy is keyed by the fk part for long keys */
+      k.mv_size = f->part_len;
+      k.mv_data = (void *)f->part;
+    }
+    int rc = mdb_get(txn_of(j), j->right_dbi, &k, &v);
+    if (rc && rc != MDB_NOTFOUND) return rn_store_fail(err_of(j), rc, j->out->name);
+    row = rc ? NULL : v.mv_data;
+    len = rc ? 0 : v.mv_size;
+  }
+  if (!row) return 0;
+  r->row = rn_scratch_copy(j->out->p, row, len);
+  r->len = len;
+  if (!r->row) return nomem(j);
+  r->vals = decode(j, j->right, r->row, len);
+  return 0;
+}
+
+/* The right row with key f as it was before change undo (a self-join sees
+ * its own change on both sides). */
+static int right_before(rn_join *j, const fk *f, const rn_change *undo, side *r)
+{
+  if (undo && !f->null) {
+    side o = { undo->old, undo->old_len, NULL }, n = { undo->row, undo->row_len, NULL };
+    fk ko, kn;
+    if (o.row) {
+      o.vals = decode(j, j->right, o.row, o.len);
+      if (right_key(j, &o, &ko)) return err_of(j)->code;
+      if (same_fk(&ko, f)) { *r = o; return 0; }
+    }
+    if (n.row) {
+      n.vals = decode(j, j->right, n.row, n.len);
+      if (right_key(j, &n, &kn)) return err_of(j)->code;
+      if (same_fk(&kn, f)) { r->row = NULL; r->vals = NULL; return 0; }
+    }
+  }
+  return right_current(j, f, r);
+}
+
+/* ---- results ---- */
+
+/* The result row of l and r (either may be absent), into scratch. NULL row:
+ * no result (inner join without a match, or the joiner said none). */
+static int make_result(rn_join *j, const side *l, const side *r, const fk *f, side *res)
+{
+  res->row = NULL;
+  res->len = 0;
+  if (!l->row && !r->row) return 0;
+  if (!r->row && j->kind == RN_JOIN_INNER) return 0;
+  if (!l->row && j->kind != RN_JOIN_OUTER) return 0;
+  msgpack_sbuffer b;
+  msgpack_sbuffer_init(&b);
+  int rc = 0, has_row = 1;
+  if (j->fns.joiner) {
+    rc = j->fns.joiner(j->fns.ctx, j->out, l->row, l->len, r->row, r->len, &b, &has_row, err_of(j));
+  } else {
+    msgpack_packer pk;
+    msgpack_packer_init(&pk, &b, msgpack_sbuffer_write);
+    const rn_schema *ls = j->left->schema, *rs = j->right->schema;
+    msgpack_pack_array(&pk, (size_t)(ls->ncols + rs->ncols));
+    msgpack_object keyvals[rs->nkey ? rs->nkey : 1];
+    if (!l->row && f) { /* outer, right only: the left key is the join key */
+      msgpack_zone *z = zone_of(j);
+      if (rn_key_decode(f->enc, f->len, keyvals, rs->nkey, z) != rs->nkey) rc = nomem(j);
+    }
+    for (int i = 0; i < ls->ncols && !rc; i++) {
+      if (l->row) { msgpack_pack_object(&pk, l->vals[i]); continue; }
+      int k = -1;
+      for (int q = 0; q < j->non; q++) if (j->on[q] == i) k = q;
+      if (k >= 0) msgpack_pack_object(&pk, keyvals[k]); else msgpack_pack_nil(&pk);
+    }
+    for (int i = 0; i < rs->ncols && !rc; i++) {
+      if (r->row) msgpack_pack_object(&pk, r->vals[i]); else msgpack_pack_nil(&pk);
+    }
+  }
+  if (!rc && has_row) {
+    res->row = rn_scratch_copy(j->out->p, b.data, b.size);
+    res->len = b.size;
+    if (!res->row) rc = nomem(j);
+  }
+  msgpack_sbuffer_destroy(&b);
+  return rc;
+}
+
+/* The key of a left row's result (default: the left key, or the left id
+ * when the left side has no key; a key join: the join key; with a
+ * selector: what it returns), appended to b. */
+static int result_key(rn_join *j, uint64_t lid, const side *l, const fk *f, msgpack_sbuffer *b)
+{
+  msgpack_sbuffer_clear(b);
+  const rn_schema *ls = j->left->schema;
+  if (j->key_join || (!l->row && f)) {
+    msgpack_sbuffer_write(b, f->enc, f->len);
+    return 0;
+  }
+  if (j->fns.selector) {
+    msgpack_object lkey[ls->nkey ? ls->nkey : 1], rkey[j->right->schema->nkey];
+    for (int i = 0; i < ls->nkey; i++) lkey[i] = l->vals[ls->key_slots[i]];
+    int nr = 0;
+    if (!f->null) {
+      nr = rn_key_decode(f->enc, f->len, rkey, j->right->schema->nkey, zone_of(j));
+      if (nr < 0) return nomem(j);
+    }
+    return j->fns.selector(j->fns.ctx, j->left, lkey, ls->nkey, j->right, rkey, nr, b, err_of(j));
+  }
+  if (ls->nkey) {
+    rn_key_encode(ls, l->vals, b);
+  } else {
+    char idk[9] = { RN_KEY_INT };
+    be64(idk + 1, lid ^ (1ULL << 63));
+    msgpack_sbuffer_write(b, idk, 9);
+  }
+  return 0;
+}
+
+/* The id of result key k: its old id if it ever had one, else the next.
+ * owner: the left id that now holds it (0: release); with a selector two
+ * left rows may not hold one key at once. */
+static int result_id(rn_join *j, const msgpack_sbuffer *k, uint64_t owner, bool take, uint64_t *id)
+{
+  if (k->size > 511) return rn_err_set(err_of(j), RN_EINVAL, "%s: a result key longer than 511 bytes", j->out->name);
+  MDB_val key = { k->size, k->data }, v;
+  int rc = mdb_get(txn_of(j), j->result_dbi, &key, &v);
+  if (rc && rc != MDB_NOTFOUND) return rn_store_fail(err_of(j), rc, j->out->name);
+  uint64_t val[2] = { 0, 0 };
+  if (rc == 0) memcpy(val, v.mv_data, sizeof val);
+  if (j->fns.selector && take && val[1] && val[1] != owner) {
+    char kbuf[128];
+    msgpack_object kv[8];
+    int n = rn_key_decode(k->data, k->size, kv, 8, zone_of(j));
+    if (n > 0) msgpack_object_print_buffer(kbuf, sizeof kbuf, kv[0]); else strcpy(kbuf, "?");
+    return rn_err_set(err_of(j), RN_EINVAL,
+                      "%s: the selector gave result key %s to two left rows (ids %llu and %llu)",
+                      j->out->name, kbuf, (unsigned long long)val[1], (unsigned long long)owner);
+  }
+  bool changed = false;
+  if (!val[0]) { val[0] = j->out->next_id++; changed = true; }
+  if (j->fns.selector && val[1] != (take ? owner : 0) && (take || val[1] == owner)) {
+    val[1] = take ? owner : 0;
+    changed = true;
+  }
+  *id = val[0];
+  if (!changed) return 0;
+  v.mv_size = sizeof val;
+  v.mv_data = val;
+  rc = mdb_put(txn_of(j), j->result_dbi, &key, &v, 0);
+  return rc ? rn_store_fail(err_of(j), rc, j->out->name) : 0;
+}
+
+static int emit_result(rn_join *j, uint64_t old_id, const side *old, uint64_t new_id, const side *now)
+{
+  if (old->row && now->row && old_id == new_id) {
+    if (old->len == now->len && memcmp(old->row, now->row, old->len) == 0) return 0; /* (2) */
+    rn_change c = { RN_UPDATE, new_id, now->row, now->len, old->row, old->len };
+    return rn_emit(j->out, &c);
+  }
+  if (old->row) { /* a result whose key moved: DELETE first (2) */
+    rn_change c = { RN_DELETE, old_id, NULL, 0, old->row, old->len };
+    int rc = rn_emit(j->out, &c);
+    if (rc) return rc;
+  }
+  if (now->row) {
+    rn_change c = { RN_INSERT, new_id, now->row, now->len, NULL, 0 };
+    return rn_emit(j->out, &c);
+  }
+  return 0;
+}
+
+/* ---- the fan-out index ---- */
+
+static void index_key(const fk *f, uint64_t lid, char *out, size_t *len)
+{
+  memcpy(out, f->part, f->part_len);
+  be64(out + f->part_len, lid);
+  *len = f->part_len + 8;
+}
+
+static int index_put(rn_join *j, const fk *f, uint64_t lid, uint64_t rid, const side *l)
+{
+  char k[sizeof ((fk *)0)->part + 8];
+  size_t klen;
+  index_key(f, lid, k, &klen);
+  msgpack_sbuffer *b = &j->out->p->valbuf;
+  msgpack_sbuffer_clear(b);
+  msgpack_sbuffer_write(b, (const char *)&rid, 8);
+  if (j->left_access == LEFT_KEYED_SOURCE) rn_key_encode(j->left->schema, l->vals, b);
+  else if (j->left_access == LEFT_DERIVED) msgpack_sbuffer_write(b, l->row, l->len);
+  MDB_val key = { klen, k }, v = { b->size, b->data };
+  int rc = mdb_put(txn_of(j), j->index_dbi, &key, &v, 0);
+  return rc ? rn_store_fail(err_of(j), rc, j->out->name) : 0;
+}
+
+static int index_del(rn_join *j, const fk *f, uint64_t lid)
+{
+  char k[sizeof ((fk *)0)->part + 8];
+  size_t klen;
+  index_key(f, lid, k, &klen);
+  MDB_val key = { klen, k };
+  int rc = mdb_del(txn_of(j), j->index_dbi, &key, NULL);
+  return rc && rc != MDB_NOTFOUND ? rn_store_fail(err_of(j), rc, j->out->name) : 0;
+}
+
+/* The result id stored in a left row's entry (0: none yet or no entry). */
+static int index_rid(rn_join *j, const fk *f, uint64_t lid, uint64_t *rid)
+{
+  char k[sizeof ((fk *)0)->part + 8];
+  size_t klen;
+  index_key(f, lid, k, &klen);
+  MDB_val key = { klen, k }, v;
+  int rc = mdb_get(txn_of(j), j->index_dbi, &key, &v);
+  *rid = 0;
+  if (rc == 0) memcpy(rid, v.mv_data, 8);
+  return rc && rc != MDB_NOTFOUND ? rn_store_fail(err_of(j), rc, j->out->name) : 0;
+}
+
+/* ---- one left row: the step every change is made of ---- */
+
+/* Recomputes the result of left row lid from lb (before) to la (after),
+ * keeping its index entry; undo is a right-side change the "before"
+ * lookups must not see yet (self-joins), or NULL. */
+static int left_step(rn_join *j, uint64_t lid, side *lb, side *la, const rn_change *undo)
+{
+  fk fb = { .null = true }, fa = { .null = true };
+  side rb = { 0 }, ra = { 0 }, ob = { 0 }, oa = { 0 };
+  msgpack_sbuffer kb, ka;
+  msgpack_sbuffer_init(&kb);
+  msgpack_sbuffer_init(&ka);
+  uint64_t rid_b = 0, rid_a = 0;
+  int rc = 0;
+  if (lb->row) {
+    if (!(rc = left_fk(j, lb, &fb)) && !(rc = index_rid(j, &fb, lid, &rid_b)))
+      rc = right_before(j, &fb, undo, &rb);
+  }
+  if (!rc && la->row) {
+    if (!(rc = left_fk(j, la, &fa))) rc = right_current(j, &fa, &ra);
+  }
+  if (rc) goto out;
+  /* Outer key joins: a side without a left row still has a right-only result. */
+  if (j->kind == RN_JOIN_OUTER && !lb->row && la->row) rc = right_before(j, &fa, undo, &rb), fb = fa;
+  if (!rc && j->kind == RN_JOIN_OUTER && lb->row && !la->row) rc = right_current(j, &fb, &ra), fa = fb;
+  if (!rc) rc = make_result(j, lb, &rb, &fb, &ob);
+  if (!rc) rc = make_result(j, la, &ra, &fa, &oa);
+  if (rc) goto out;
+  if (ob.row) {
+    if (!rid_b || !lb->row || j->fns.selector) {
+      if (!(rc = result_key(j, lid, lb, &fb, &kb))) rc = result_id(j, &kb, lid, true, &rid_b);
+    }
+  }
+  if (!rc && oa.row) {
+    if (!(rc = result_key(j, lid, la, &fa, &ka))) {
+      bool same_key = ob.row && kb.size == ka.size && memcmp(kb.data, ka.data, ka.size) == 0;
+      if (same_key) rid_a = rid_b;
+      else if (!j->fns.selector && lb->row && la->row && same_fk(&fb, &fa) && rid_b) rid_a = rid_b;
+      else rc = result_id(j, &ka, lid, true, &rid_a);
+    }
+  }
+  if (rc) goto out;
+  if (j->fns.selector && ob.row && (!oa.row || rid_a != rid_b)) rc = result_id(j, &kb, lid, false, &rid_b);
+  /* Index: the entry moves with the foreign key; it records the result id
+   * once there is one, and a derived left's row. */
+  if (!rc && lb->row && (!la->row || !same_fk(&fb, &fa))) rc = index_del(j, &fb, lid);
+  if (!rc && la->row) {
+    /* The entry keeps the id of the row's result key: for ever when that
+     * key is fixed (default, key join), only while it exists with a selector. */
+    uint64_t keep = oa.row ? rid_a : j->fns.selector ? 0 : rid_b;
+    bool moved = !lb->row || !same_fk(&fb, &fa);
+    if (moved || keep != rid_b || j->left_access == LEFT_DERIVED) rc = index_put(j, &fa, lid, keep, la);
+  }
+  if (!rc) rc = emit_result(j, rid_b, &ob, rid_a, &oa);
+out:
+  msgpack_sbuffer_destroy(&kb);
+  msgpack_sbuffer_destroy(&ka);
+  return rc;
+}
+
+/* ---- the right side: fan-out ---- */
+
+typedef struct entry {
+  uint64_t lid, rid;
+  const char *payload;    /* scratch copy */
+  size_t len;
+} entry;
+
+typedef struct entries {
+  entry *items;
+  size_t n, cap;
+} entries;
+
+static int collect(rn_join *j, const fk *f, entries *out)
+{
+  MDB_cursor *cur;
+  int rc = mdb_cursor_open(txn_of(j), j->index_dbi, &cur);
+  if (rc) return rn_store_fail(err_of(j), rc, j->out->name);
+  MDB_val k = { f->part_len, (void *)f->part }, v;
+  for (rc = mdb_cursor_get(cur, &k, &v, MDB_SET_RANGE); rc == 0; rc = mdb_cursor_get(cur, &k, &v, MDB_NEXT)) {
+    if (k.mv_size != f->part_len + 8 || memcmp(k.mv_data, f->part, f->part_len) != 0) break;
+    if (out->n == out->cap) {
+      size_t cap = out->cap ? out->cap * 2 : 64;
+      entry *items = realloc(out->items, cap * sizeof *items);
+      if (!items) { mdb_cursor_close(cur); return nomem(j); }
+      out->items = items;
+      out->cap = cap;
+    }
+    entry *e = &out->items[out->n++];
+    e->lid = from_be64((const char *)k.mv_data + f->part_len);
+    memcpy(&e->rid, v.mv_data, 8);
+    e->len = v.mv_size - 8;
+    e->payload = rn_scratch_copy(j->out->p, (const char *)v.mv_data + 8, e->len);
+    if (!e->payload) { mdb_cursor_close(cur); return nomem(j); }
+  }
+  mdb_cursor_close(cur);
+  return rc == 0 || rc == MDB_NOTFOUND ? 0 : rn_store_fail(err_of(j), rc, j->out->name);
+}
+
+static int cmp_entry(const void *a, const void *b)
+{
+  uint64_t x = ((const entry *)a)->lid, y = ((const entry *)b)->lid;
+  return x < y ? -1 : x > y;
+}
+
+/* The current left row of an index entry. */
+static int left_row(rn_join *j, const entry *e, side *l)
+{
+  const char *row = NULL;
+  size_t len = 0;
+  int rc = 0;
+  if (j->left_access == LEFT_DERIVED) {
+    row = e->payload;
+    len = e->len;
+  } else if (j->left_access == LEFT_KEYED_SOURCE) {
+    uint64_t id;
+    rc = rn_table_row_by_key(j->left, txn_of(j), e->payload, e->len, &id, &row, &len);
+  } else {
+    rc = rn_table_row_by_id(j->left, txn_of(j), e->lid, &row, &len);
+  }
+  if (rc) return rc;
+  l->row = row ? rn_scratch_copy(j->out->p, row, len) : NULL;
+  l->len = len;
+  l->vals = decode(j, j->left, l->row, len);
+  return row && !l->row ? nomem(j) : 0;
+}
+
+/* Keeps the right copy of a derived right side current. */
+static int right_copy(rn_join *j, const fk *ko, const fk *kn, const rn_change *c)
+{
+  if (j->right_native) return 0;
+  int rc = 0;
+  if (c->old && (!c->row || !same_fk(ko, kn))) {
+    MDB_val k = { ko->len > 511 ? ko->part_len : ko->len, (void *)(ko->len > 511 ? ko->part : ko->enc) };
+    rc = mdb_del(txn_of(j), j->right_dbi, &k, NULL);
+    if (rc == MDB_NOTFOUND) rc = 0;
+  }
+  if (!rc && c->row) {
+    MDB_val k = { kn->len > 511 ? kn->part_len : kn->len, (void *)(kn->len > 511 ? kn->part : kn->enc) };
+    MDB_val v = { c->row_len, (void *)c->row };
+    rc = mdb_put(txn_of(j), j->right_dbi, &k, &v, 0);
+  }
+  return rc ? rn_store_fail(err_of(j), rc, j->out->name) : 0;
+}
+
+/* Outer key join: a right key no left row holds has a right-only result. */
+static int right_only(rn_join *j, const fk *f, const side *o, const side *n)
+{
+  side none = { 0 }, ro = { 0 }, rn = { 0 };
+  int rc = make_result(j, &none, o, f, &ro);
+  if (!rc) rc = make_result(j, &none, n, f, &rn);
+  if (rc || (!ro.row && !rn.row)) return rc;
+  msgpack_sbuffer k;
+  msgpack_sbuffer_init(&k);
+  msgpack_sbuffer_write(&k, f->enc, f->len);
+  uint64_t rid;
+  rc = result_id(j, &k, 0, false, &rid);
+  msgpack_sbuffer_destroy(&k);
+  return rc ? rc : emit_result(j, rid, &ro, rid, &rn);
+}
+
+/* A right change: every left row that references the old or the new key
+ * gets its result recomputed, in ascending left id (3); skip is a left id
+ * already done (a self-join's own row). */
+static int right_step(rn_join *j, const rn_change *c, uint64_t skip)
+{
+  side o = { c->old, c->old_len, NULL }, n = { c->row, c->row_len, NULL };
+  fk ko = { .null = true }, kn = { .null = true };
+  int rc = 0;
+  if (o.row) { o.vals = decode(j, j->right, o.row, o.len); rc = right_key(j, &o, &ko); }
+  if (!rc && n.row) { n.vals = decode(j, j->right, n.row, n.len); rc = right_key(j, &n, &kn); }
+  if (!rc) rc = right_copy(j, &ko, &kn, c);
+  if (rc || j->stream) return rc;
+  entries es = { NULL, 0, 0 };
+  if (o.row) rc = collect(j, &ko, &es);
+  size_t from_old = es.n;
+  if (!rc && n.row && !(o.row && same_fk(&ko, &kn))) rc = collect(j, &kn, &es);
+  if (!rc && j->kind == RN_JOIN_OUTER) {
+    if (o.row && n.row && same_fk(&ko, &kn)) { if (es.n == 0) rc = right_only(j, &ko, &o, &n); }
+    else {
+      side none = { 0 };
+      if (o.row && from_old == 0) rc = right_only(j, &ko, &o, &none);
+      if (!rc && n.row && es.n == from_old) rc = right_only(j, &kn, &none, &n);
+    }
+  }
+  if (!rc && es.n > 1) qsort(es.items, es.n, sizeof *es.items, cmp_entry);
+  for (size_t i = 0; !rc && i < es.n; i++) {
+    const entry *e = &es.items[i];
+    if (e->lid == skip || (i && es.items[i - 1].lid == e->lid)) continue;
+    side l;
+    fk f;
+    rc = left_row(j, e, &l);
+    if (!rc && !l.row) continue; /* an entry of a row deleted earlier in this change */
+    if (!rc) rc = left_fk(j, &l, &f);
+    if (rc) break;
+    side rb = { 0 }, ra = { 0 }, ob, oa;
+    if (o.row && same_fk(&f, &ko)) rb = o;
+    if (n.row && same_fk(&f, &kn)) ra = n;
+    if (!rb.row && !ra.row) continue; /* a long key's hash neighbour */
+    rc = make_result(j, &l, &rb, &f, &ob);
+    if (!rc) rc = make_result(j, &l, &ra, &f, &oa);
+    uint64_t rid = e->rid;
+    if (!rc && oa.row && !rid) {
+      msgpack_sbuffer k;
+      msgpack_sbuffer_init(&k);
+      if (!(rc = result_key(j, e->lid, &l, &f, &k))) rc = result_id(j, &k, e->lid, true, &rid);
+      msgpack_sbuffer_destroy(&k);
+      if (!rc) rc = index_put(j, &f, e->lid, rid, &l);
+    }
+    if (!rc && ob.row && !oa.row && j->fns.selector) { /* the key is free again */
+      msgpack_sbuffer k;
+      msgpack_sbuffer_init(&k);
+      uint64_t ignored;
+      if (!(rc = result_key(j, e->lid, &l, &f, &k))) rc = result_id(j, &k, e->lid, false, &ignored);
+      msgpack_sbuffer_destroy(&k);
+      if (!rc) rc = index_put(j, &f, e->lid, 0, &l);
+    }
+    if (!rc) rc = emit_result(j, rid, &ob, rid, &oa);
+  }
+  free(es.items);
+  return rc;
+}
+
+/* ---- stream ⋈ table ---- */
+
+static int stream_step(rn_join *j, const rn_change *c)
+{
+  side l = { c->row, c->row_len, decode(j, j->left, c->row, c->row_len) }, r = { 0 }, res;
+  fk f = { .null = true };
+  int rc = left_fk(j, &l, &f);
+  if (!rc) rc = right_current(j, &f, &r);
+  if (!rc) rc = make_result(j, &l, &r, &f, &res);
+  if (rc || !res.row) return rc; /* an event an inner join drops uses no id */
+  rn_change out = { RN_INSERT, j->out->next_id++, res.row, res.len, NULL, 0 };
+  return rn_emit(j->out, &out);
+}
+
+int rn_join_apply(rn_rel *d, rn_rel *from, const rn_change *c)
+{
+  rn_join *j = d->ctx;
+  if (j->stream) return from == j->left ? stream_step(j, c) : right_step(j, c, 0);
+  if (from == j->left) {
+    side lb = { c->old, c->old_len, decode(j, j->left, c->old, c->old_len) };
+    side la = { c->row, c->row_len, decode(j, j->left, c->row, c->row_len) };
+    int rc = left_step(j, c->id, &lb, &la, from == j->right ? c : NULL);
+    if (rc || from != j->right) return rc;
+    return right_step(j, c, c->id); /* a self-join: then the rows that reference it */
+  }
+  return right_step(j, c, 0);
+}
+
+/* ---- declaration ---- */
+
+static void free_join(void *ctx)
+{
+  rn_join *j = ctx;
+  if (j->fns.free_ctx) j->fns.free_ctx(j->fns.ctx);
+  free(j->on);
+  free(j);
+}
+
+/* Left columns then right columns; a right column whose name clashes is
+ * renamed "<right relation>.<column>". */
+static rn_schema *default_schema(rn_pipeline *p, const char *name, rn_rel *left, rn_rel *right,
+                                 bool stream, bool outer, bool keyed)
+{
+  rn_schema *s = rn_schema_new();
+  if (!s) { rn_err_set(&p->err, RN_ENOMEM, "out of memory"); return NULL; }
+  for (int pass = 0; pass < 2; pass++) {
+    const rn_schema *in = pass ? right->schema : left->schema;
+    for (int i = 0; i < in->ncols; i++) {
+      const rn_column *c = &in->cols[i];
+      char *cname = c->name;
+      char *renamed = NULL;
+      if (pass && rn_schema_slot(s, c->name, c->name_len) >= 0) {
+        size_t n = strlen(right->name) + c->name_len + 2;
+        renamed = malloc(n);
+        if (!renamed) { rn_schema_free(s); rn_err_set(&p->err, RN_ENOMEM, "out of memory"); return NULL; }
+        snprintf(renamed, n, "%s.%s", right->name, c->name);
+        cname = renamed;
+      }
+      rn_schema *fields = NULL;
+      if (c->fields) {
+        fields = rn_schema_new();
+        if (!fields || rn_schema_copy_columns(fields, c->fields, false, &p->err)) {
+          rn_schema_free(fields);
+          free(renamed);
+          rn_schema_free(s);
+          return NULL;
+        }
+      }
+      bool nullable = c->nullable || pass == 1 || (outer && !c->is_key);
+      int slot = rn_schema_add(s, cname, strlen(cname), c->type, nullable, fields, &p->err);
+      free(renamed);
+      if (slot < 0) { rn_err_prefix(&p->err, name); rn_schema_free(s); return NULL; }
+    }
+  }
+  if (!stream && keyed && left->schema->nkey) {
+    if (rn_schema_set_key(s, left->schema->key_slots, left->schema->nkey, name, &p->err)) {
+      rn_schema_free(s);
+      return NULL;
+    }
+  }
+  return s;
+}
+
+static int check_spec(rn_pipeline *p, const char *name, rn_rel *left, rn_rel *right,
+                      const rn_join_spec *spec, const rn_join_fns *fns, bool *key_join)
+{
+  const rn_schema *ls = left->schema, *rs = right->schema;
+  *key_join = false;
+  if (!right->tablelike)
+    return rn_err_set(&p->err, RN_EINVAL, "%s: the right side of a join must be a table, and %s is a stream",
+                      name, right->name);
+  if (!rs->nkey)
+    return rn_err_set(&p->err, RN_EINVAL, "%s: the right side of a join needs a key, and %s has none",
+                      name, right->name);
+  if (spec->on) {
+    if (spec->non != rs->nkey)
+      return rn_err_set(&p->err, RN_EINVAL, "%s: on names %d column%s but the key of %s has %d",
+                        name, spec->non, spec->non == 1 ? "" : "s", right->name, rs->nkey);
+    bool all_key = left->tablelike && ls->nkey == spec->non;
+    for (int i = 0; i < spec->non; i++) {
+      const rn_column *lc = &ls->cols[spec->on[i]], *rc = &rs->cols[rs->key_slots[i]];
+      bool numeric = (lc->type == RN_T_INT || lc->type == RN_T_FLOAT) &&
+                     (rc->type == RN_T_INT || rc->type == RN_T_FLOAT);
+      if (lc->type != rc->type && !numeric && lc->type != RN_T_ANY)
+        return rn_err_set(&p->err, RN_EINVAL, "%s: column \"%s\" (%s) cannot match key column \"%s\" of %s (%s)",
+                          name, lc->name, rn_type_name(lc->type), rc->name, right->name, rn_type_name(rc->type));
+      if (all_key && spec->on[i] != ls->key_slots[i]) all_key = false;
+    }
+    *key_join = all_key && !fns->selector;
+  }
+  if (spec->kind == RN_JOIN_OUTER && !*key_join)
+    return rn_err_set(&p->err, RN_EINVAL,
+                      "%s: kind = \"outer\" joins two tables on both keys (on = the left key, matching the key of %s)",
+                      name, right->name);
+  if (!left->tablelike && fns->selector)
+    return rn_err_set(&p->err, RN_EINVAL, "%s: a stream join has no result key to select", name);
+  return 0;
+}
+
+/* Builds the join's state from its inputs' current contents: at the first
+ * declaration over existing rows, or when the state missed groups. */
+typedef struct boot { rn_join *j; } boot;
+
+static int boot_right(void *ctx, uint64_t id, const char *row, size_t len)
+{
+  (void)id;
+  rn_join *j = ((boot *)ctx)->j;
+  rn_change c = { RN_INSERT, id, row, len, NULL, 0 };
+  side n = { row, len, decode(j, j->right, row, len) };
+  fk kn, none = { .null = true };
+  int rc = right_key(j, &n, &kn);
+  return rc ? rc : right_copy(j, &none, &kn, &c);
+}
+
+static int boot_left(void *ctx, uint64_t id, const char *row, size_t len)
+{
+  rn_join *j = ((boot *)ctx)->j;
+  side lb = { 0 }, la = { row, len, decode(j, j->left, row, len) };
+  rn_rel *out = j->out; /* declared just now: nothing listens to it yet */
+  int rc = left_step(j, id, &lb, &la, NULL);
+  out->emitted[0] = out->emitted[1] = out->emitted[2] = 0;
+  return rc;
+}
+
+static int rebuild(rn_join *j, bool created)
+{
+  MDB_txn *txn = txn_of(j);
+  int rc = mdb_drop(txn, j->index_dbi, 0);
+  if (!rc && !j->right_native) rc = mdb_drop(txn, j->right_dbi, 0);
+  if (rc) return rn_store_fail(err_of(j), rc, j->out->name);
+  (void)created;
+  boot b = { j };
+  if (!j->right_native && (rc = rn_rel_scan(j->right, boot_right, &b))) return rc;
+  if (j->stream) return 0;
+  return rn_rel_scan(j->left, boot_left, &b);
+}
+
+int rn_declare_join(rn_pipeline *p, const char *name, rn_rel *left, rn_rel *right,
+                    const rn_join_spec *spec, const rn_join_fns *fns, rn_rel **out)
+{
+  rn_schema *schema = spec->schema;
+  bool key_join = false;
+  int rc = rn_check_declarable(p, name);
+  if (!rc) rc = check_spec(p, name, left, right, spec, fns, &key_join);
+  rn_join *j = rc ? NULL : calloc(1, sizeof *j);
+  if (!rc && !j) rc = rn_err_set(&p->err, RN_ENOMEM, "out of memory");
+  if (!rc && spec->on && !(j->on = malloc(sizeof *j->on * (size_t)spec->non)))
+    rc = rn_err_set(&p->err, RN_ENOMEM, "out of memory");
+  bool stream = !left->tablelike;
+  if (!rc && !schema &&
+      !(schema = default_schema(p, name, left, right, stream, spec->kind == RN_JOIN_OUTER, !fns->selector)))
+    rc = p->err.code;
+  if (rc) {
+    if (j) free(j->on);
+    free(j);
+    if (fns->free_ctx) fns->free_ctx(fns->ctx);
+    rn_schema_free(schema);
+    return rc;
+  }
+  j->kind = spec->kind;
+  j->stream = stream;
+  j->key_join = key_join;
+  j->non = spec->on ? spec->non : 0;
+  if (spec->on) memcpy(j->on, spec->on, sizeof *j->on * (size_t)spec->non);
+  j->fns = *fns;
+  j->left = left;
+  j->right = right;
+  j->left_access = left->kind == RN_REL_TABLE ? (left->schema->nkey ? LEFT_KEYED_SOURCE : LEFT_KEYLESS_SOURCE)
+                                              : LEFT_DERIVED;
+  j->right_native = right->kind == RN_REL_TABLE;
+  rn_rel *r = rn_rel_new(p, name, RN_REL_JOIN, schema);
+  if (!r) {
+    free_join(j);
+    rn_schema_free(schema);
+    return rn_err_set(&p->err, RN_ENOMEM, "out of memory");
+  }
+  j->out = r;
+  r->ctx = j;
+  r->free_ctx = free_join;
+  r->input = left;
+  r->tablelike = !stream;
+  r->persistent = true;
+  r->stateful = !stream || !j->right_native;
+
+  bool created, stale;
+  rc = rn_store_begin(&p->store, &p->err);
+  if (!rc) {
+    p->group_serial++;
+    p->state = RN_APPLYING; /* callbacks may read, not change tables */
+    rc = rn_state_open(p, r, p->store.wtxn, &created, &stale);
+    if (!rc && !stream) rc = rn_state_dbi(p, p->store.wtxn, "ji:", name, 0, &j->index_dbi);
+    if (!rc && !stream) rc = rn_state_dbi(p, p->store.wtxn, "jr:", name, 0, &j->result_dbi);
+    if (!rc && !j->right_native) rc = rn_state_dbi(p, p->store.wtxn, "jc:", name, 0, &j->right_dbi);
+    if (!rc && (stale || created) && r->stateful) rc = rebuild(j, created);
+    if (!rc && r->stateful) { /* record that the state is current as of this seq */
+      size_t nlen = strlen(name);
+      char key[nlen + 2];
+      memcpy(key, "n:", 2);
+      memcpy(key + 2, name, nlen);
+      uint64_t val[3] = { r->next_id, r->count, p->seq };
+      MDB_val k = { nlen + 2, key }, v = { sizeof val, val };
+      int mrc = mdb_put(p->store.wtxn, p->store.meta, &k, &v, 0);
+      if (mrc) rc = rn_store_fail(&p->err, mrc, name);
+    }
+    msgpack_zone_clear(&p->scratch);
+    p->state = RN_IDLE;
+    if (!rc) rc = rn_store_commit(&p->store, &p->err);
+    else rn_store_abort(&p->store);
+  }
+  if (!rc) rc = rn_push_ptr((void ***)&left->outputs, &left->noutputs, &left->outcap, r);
+  if (!rc && right != left && rn_push_ptr((void ***)&right->outputs, &right->noutputs, &right->outcap, r))
+    rc = rn_err_set(&p->err, RN_ENOMEM, "out of memory");
+  if (rc) {
+    if (left->noutputs && left->outputs[left->noutputs - 1] == r) left->noutputs--;
+    rn_rel_discard_last(p);
+    return rc;
+  }
+  r->saved_next_id = r->next_id;
+  *out = r;
+  return 0;
+}
+
+/* ---- scanning results ---- */
+
+/* Reads through the store's write slot, as every helper here does: a
+ * scan outside a group runs in a read transaction of its own, put there
+ * for the scan's length. */
+int rn_join_scan(rn_rel *d, rn_scan_fn fn, void *ctx)
+{
+  rn_join *j = d->ctx;
+  if (j->stream) return rn_err_set(err_of(j), RN_EINVAL, "%s: a stream join holds no rows", d->name);
+  rn_pipeline *p = d->p;
+  MDB_txn *saved = p->store.wtxn, *txn = saved;
+  int rc = 0;
+  if (!txn && (rc = mdb_txn_begin(p->store.env, NULL, MDB_RDONLY, &txn)))
+    return rn_store_fail(&p->err, rc, d->name);
+  p->store.wtxn = txn;
+  bool own_scratch = p->state == RN_IDLE || p->state == RN_OPEN; /* no change is using it */
+  MDB_cursor *cur;
+  rc = mdb_cursor_open(txn, j->index_dbi, &cur);
+  if (rc) rc = rn_store_fail(&p->err, rc, d->name);
+  MDB_val k, v;
+  int mrc = rc ? MDB_NOTFOUND : mdb_cursor_get(cur, &k, &v, MDB_FIRST);
+  for (; !rc && mrc == 0; mrc = mdb_cursor_get(cur, &k, &v, MDB_NEXT)) {
+    entry e = { from_be64((const char *)k.mv_data + k.mv_size - 8), 0, NULL, v.mv_size - 8 };
+    memcpy(&e.rid, v.mv_data, 8);
+    e.payload = (const char *)v.mv_data + 8;
+    side l, r = { 0 }, res = { 0 };
+    fk f;
+    rc = left_row(j, &e, &l);
+    if (!rc && l.row) rc = left_fk(j, &l, &f);
+    if (!rc && l.row) rc = right_current(j, &f, &r);
+    if (!rc && l.row) rc = make_result(j, &l, &r, &f, &res);
+    if (!rc && res.row) rc = fn(ctx, e.rid, res.row, res.len);
+    if (own_scratch) msgpack_zone_clear(&p->scratch);
+  }
+  if (cur && !rc) mdb_cursor_close(cur);
+  if (!rc && j->kind == RN_JOIN_OUTER) { /* right rows no left row holds */
+    rc = mdb_cursor_open(txn, j->result_dbi, &cur);
+    for (mrc = rc ? MDB_NOTFOUND : mdb_cursor_get(cur, &k, &v, MDB_FIRST); !rc && mrc == 0;
+         mrc = mdb_cursor_get(cur, &k, &v, MDB_NEXT)) {
+      fk f = { .null = false, .enc = k.mv_data, .len = k.mv_size };
+      set_part(&f);
+      side none = { 0 }, r = { 0 }, res = { 0 };
+      entries es = { NULL, 0, 0 };
+      rc = collect(j, &f, &es);
+      free(es.items);
+      if (!rc && es.n == 0) rc = right_current(j, &f, &r);
+      if (!rc && r.row) rc = make_result(j, &none, &r, &f, &res);
+      if (!rc && res.row) {
+        uint64_t rid;
+        memcpy(&rid, v.mv_data, 8);
+        rc = fn(ctx, rid, res.row, res.len);
+      }
+      if (own_scratch) msgpack_zone_clear(&p->scratch);
+    }
+    mdb_cursor_close(cur);
+  }
+  p->store.wtxn = saved;
+  if (!saved) mdb_txn_abort(txn);
+  return rc;
+}

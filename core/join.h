@@ -1,0 +1,80 @@
+/* join.h — joins: table ⋈ table on a foreign key (or on both keys), and
+ * stream ⋈ table.
+ *
+ * State (named databases, "<prefix><join name>"):
+ *
+ *     "ji:"  fan-out index, one entry per current left row:
+ *            |fk part|u64 left id (big-endian)| -> |u64 result id|payload|
+ *            fk part: the encoded right key the row points at (RN_KEY_NULL
+ *            for a null foreign key), or for encodings longer than
+ *            RN_JOIN_FK_INLINE its first RN_JOIN_FK_INLINE bytes and a hash;
+ *            a prefix scan (MDB_SET_RANGE) at a right key's fk part finds
+ *            every left row that references it, in ascending left id.
+ *            result id: 0 until the row's result first exists.
+ *            payload: the left key (left is a keyed source table: its row
+ *            is read there), nothing (a keyless source: read by id), or
+ *            the left row itself (a derived left).
+ *     "jr:"  result ids: |encoded result key| -> |u64 result id|u64 left id|
+ *            kept for ever, so a result key that comes back gets its old
+ *            id; the left id holding it (0: none) detects selector clashes.
+ *     "jc:"  the right side's rows |encoded right key| -> |row|, only when
+ *            the right relation is not a keyed source table.
+ *
+ * A join result is a function of its left and right rows, so results are
+ * never stored: the old result of a change is recomputed from the rows
+ * before it. A left update that keeps its foreign key writes nothing.
+ *
+ * Invariants (JOIN-n):
+ * (1) After every change, the results emitted so far, applied in order,
+ *     equal the join of the current left and right contents.
+ * (2) One output per logical change: a result that stays the same emits
+ *     nothing; a result whose key moves is a DELETE then an INSERT; a
+ *     left-join row whose right side changes is one UPDATE.
+ * (3) A right change fans out in ascending left id order; result ids are
+ *     allocated in the order results first appear. */
+#ifndef RN_JOIN_H
+#define RN_JOIN_H
+
+#include "pipeline.h"
+
+#define RN_JOIN_FK_INLINE 400
+
+typedef enum rn_join_kind { RN_JOIN_INNER, RN_JOIN_LEFT, RN_JOIN_OUTER } rn_join_kind;
+
+/* Callbacks from the binding; any may be NULL (then the join is pure C). */
+typedef struct rn_join_fns {
+  /* The right key of a left row: fills out[0..nkey) (normalized by the
+   * join); *has_key = 0 for no match. */
+  int (*mapper)(void *ctx, rn_rel *left, const char *row, size_t len,
+                msgpack_object *out, int nkey, int *has_key, msgpack_zone *z, rn_err *e);
+  /* The result key of a (left key, right key) pair, appended to out as a
+   * key encoding (key.h). */
+  int (*selector)(void *ctx, rn_rel *left, const msgpack_object *lkey, int nl,
+                  rn_rel *right, const msgpack_object *rkey, int nr, msgpack_sbuffer *out, rn_err *e);
+  /* The result row of left (NULL: none) and right (NULL: none), appended
+   * to result as a normalized row of the join; *has_row = 0: no result. */
+  int (*joiner)(void *ctx, rn_rel *join, const char *lrow, size_t llen,
+                const char *rrow, size_t rlen, msgpack_sbuffer *result, int *has_row, rn_err *e);
+  void *ctx;
+  rn_free_fn free_ctx;
+} rn_join_fns;
+
+typedef struct rn_join_spec {
+  rn_join_kind kind;
+  const int *on;          /* left slots forming the right key, or NULL with a mapper */
+  int non;
+  rn_schema *schema;      /* result columns (with a joiner), or NULL for left+right; owned */
+} rn_join_spec;
+
+/* Declares left ⋈ right. Takes ownership of spec->schema and fns->ctx. */
+int rn_declare_join(rn_pipeline *p, const char *name, rn_rel *left, rn_rel *right,
+                    const rn_join_spec *spec, const rn_join_fns *fns, rn_rel **out);
+
+/* A change of one of the join's inputs. */
+int rn_join_apply(rn_rel *join, rn_rel *from, const rn_change *c);
+
+/* Calls fn for every current result row (unordered). */
+typedef int (*rn_scan_fn)(void *ctx, uint64_t id, const char *row, size_t len);
+int rn_join_scan(rn_rel *join, rn_scan_fn fn, void *ctx);
+
+#endif

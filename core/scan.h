@@ -1,0 +1,13 @@
+/* scan.h — the current rows of any table-like relation: a source's stored
+ * rows, or a derived relation's rows computed from its inputs' (filter and
+ * map rerun their functions; a join recomputes from its index). Used to
+ * build new join state over existing data, and for rows()/count() of
+ * derived relations. Inside a group it sees the group's changes. */
+#ifndef RN_SCAN_H
+#define RN_SCAN_H
+
+#include "join.h"
+
+int rn_rel_scan(rn_rel *rel, rn_scan_fn fn, void *ctx);
+
+#endif

@@ -2,7 +2,7 @@
 CC       ?= cc
 BUILD    ?= build
 DEBIAN_PACKAGES := lua5.4 liblua5.4-dev liblmdb-dev libmsgpack-dev lua-busted \
-                   libreadline-dev pkg-config
+                   libreadline-dev libjansson-dev pkg-config
 LUA      := lua5.4
 LUA_INC  := $(shell pkg-config --cflags lua5.4 2>/dev/null || echo -I/usr/include/lua5.4)
 LUA_LIB  := $(shell pkg-config --libs lua5.4 2>/dev/null || echo -llua5.4)
@@ -10,7 +10,7 @@ WARN     := -std=c11 -Wall -Wextra -Werror -Wshadow -Wundef -Wwrite-strings \
             -Wmissing-prototypes -Wstrict-prototypes
 OPT      ?= -O2 -g
 CFLAGS   += $(WARN) $(OPT) -fPIC -fvisibility=hidden -D_GNU_SOURCE -MMD -MP
-CORE_LIBS := -llmdb -lmsgpackc
+CORE_LIBS := -llmdb -lmsgpackc -ljansson
 SAN      := -fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer
 
 CORE_SRC := $(wildcard core/*.c)

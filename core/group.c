@@ -1,20 +1,29 @@
 /* group.c — groups: all-or-nothing application of changes.
  *
  * Invariants (GROUP-n in asserts and specs):
- * (1) Every change runs inside exactly one LMDB write transaction, the
- *     group's; nothing of a group is visible to readers before its commit.
+ * (1) Every change of a group runs inside one LMDB write transaction;
+ *     nothing of a group is visible to other readers before it is in a
+ *     committed LMDB transaction, and LMDB transactions hold whole groups.
  * (2) A failure anywhere in a group — bad input, a callback that raises, LMDB
  *     — rolls the whole group back before the error reaches the caller: no
  *     group is left open and counters return to their committed values.
- * (3) Sequence numbers count committed groups, 1, 2, 3 … per pipeline; the
- *     number is stored in the group's own transaction.
+ *     Groups committed before it are untouched.
+ * (3) Sequence numbers count committed groups, 1, 2, 3 … per pipeline; each
+ *     group writes its number in the transaction that holds it.
  * (4) Sinks see a group only if every change of it applied; they run before
- *     the LMDB commit, so a sink that fails rolls the group back too.
- *
+ *     the group commits, so a sink that fails rolls the group back too.
  * (5) A group never fails because LMDB's map is full: the map doubles and the
- *     group's source changes so far are replayed into a new transaction
+ *     transaction's source changes are replayed into a new one
  *     (rn_group_regrow); callbacks may run again for them, sinks do not,
  *     since they only run at commit.
+ * (6) With sync = false several groups may share one LMDB transaction
+ *     ("carried" groups, committed to the caller, not yet to LMDB): it
+ *     commits when RN_CARRY_GROUPS groups or RN_CARRY_CHANGES changes or
+ *     RN_CARRY_SECONDS have gathered, at rn_flush, at a declaration, when a
+ *     snapshot read begins, and at close. A group that fails among carried
+ *     ones rolls back alone: the transaction is aborted and the carried
+ *     groups replayed into a new one, silently (their sinks already ran).
+ *     A crash loses at most the carried groups, never part of one.
  *
  * Transitions: rn_begin (IDLE→OPEN), rn_change_enter (OPEN→APPLYING, or
  * IDLE→APPLYING with an autocommit group), rn_change_leave (APPLYING→OPEN,
@@ -23,15 +32,30 @@
 #include <assert.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "cdc.h"
 #include "pipeline.h"
 
+#define RN_CARRY_GROUPS 256
+#define RN_CARRY_CHANGES 100000
+#define RN_CARRY_SECONDS 0.5
+
+static double now(void)
+{
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
 static int open_group(rn_pipeline *p)
 {
-  int rc = rn_store_begin(&p->store, &p->err);
-  if (rc) return rc;
+  if (!p->store.wtxn) {
+    int rc = rn_store_begin(&p->store, &p->err);
+    if (rc) return rc;
+  }
   p->group_serial++;
+  p->replay_mark = p->replay.n;
   p->state = RN_OPEN;
   return 0;
 }
@@ -46,10 +70,77 @@ RN_API int rn_begin(rn_pipeline *p)
   return open_group(p);
 }
 
-/* Throws the open group away (2). */
+/* The LMDB transaction committed: its groups are now everyone's. */
+static void forget_carried(rn_pipeline *p)
+{
+  for (int i = 0; i < p->nrels; i++) {
+    rn_rel *r = p->rels[i];
+    r->lmdb_next_id = r->next_id;
+    r->lmdb_count = r->count;
+  }
+  p->replay.n = 0;
+  p->replay_mark = 0;
+  p->carried = 0;
+  msgpack_zone_clear(&p->carry_zone);
+}
+
+/* Aborts the LMDB transaction and starts a new one holding the first
+ * `upto` logged source changes again: those before replay_mark silently
+ * (carried groups), the rest into the logs (the open group). A regrow keeps
+ * the scratch zone: the change being retried holds its input there. */
+static int restart(rn_pipeline *p, size_t upto, bool grow)
+{
+  rn_replay old = p->replay;
+  size_t mark = p->replay_mark;
+  p->replay = (rn_replay){ NULL, 0, 0 };
+  rn_store_abort(&p->store);
+  for (int i = 0; i < p->nrels; i++) {
+    rn_rel *r = p->rels[i];
+    r->next_id = r->lmdb_next_id;
+    r->count = r->lmdb_count;
+    r->log.n = 0;
+  }
+  int rc = grow ? rn_store_grow(&p->store, &p->err) : 0;
+  if (!rc) rc = rn_store_begin(&p->store, &p->err);
+  if (!rc) p->group_serial++;
+  rn_gstate state = p->state;
+  p->state = RN_APPLYING; /* callbacks run again; they may not change tables */
+  for (size_t i = 0; !rc && i < upto && i < old.n; i++) {
+    p->replaying = i < mark;
+    rc = rn_source_reapply(old.items[i].rel, &old.items[i].c);
+    if (!grow) msgpack_zone_clear(&p->scratch);
+  }
+  p->replaying = false;
+  p->state = state;
+  p->replay_mark = mark < p->replay.n ? mark : p->replay.n;
+  free(old.items);
+  return rc;
+}
+
+/* Throws the open group away (2); carried groups are replayed (6). */
 static void rollback_group(rn_pipeline *p)
 {
-  rn_store_abort(&p->store);
+  if (p->carried && p->replay_mark > 0) {
+    rn_err keep = p->err;
+    if (restart(p, p->replay_mark, false) != 0) {
+      /* The carried groups could not be applied again: they are lost, as
+       * in a crash. Say so rather than pretend. */
+      rn_store_abort(&p->store);
+      rn_err_set(&keep, RN_ESTORE, "%s (and %u groups not yet flushed to LMDB were lost: %s)",
+                 keep.msg, p->carried, p->err.msg);
+      for (int i = 0; i < p->nrels; i++) {
+        p->rels[i]->saved_next_id = p->rels[i]->lmdb_next_id;
+        p->rels[i]->saved_count = p->rels[i]->lmdb_count;
+      }
+      forget_carried(p);
+    }
+    p->err = keep;
+  } else {
+    rn_store_abort(&p->store);
+    p->replay.n = 0;
+    p->replay_mark = 0;
+    msgpack_zone_clear(&p->carry_zone);
+  }
   for (int i = 0; i < p->nrels; i++) {
     rn_rel *r = p->rels[i];
     r->next_id = r->saved_next_id;
@@ -71,7 +162,8 @@ RN_API int rn_rollback(rn_pipeline *p)
   return 0;
 }
 
-/* Writes |next_id|count| of every source whose counters moved, and the seq. */
+/* Writes |next_id|count|seq| of every persistent relation whose counters
+ * moved (stateful ones every time: they saw the group), and the seq. */
 static int save_counters(rn_pipeline *p, uint64_t seq)
 {
   MDB_txn *txn = p->store.wtxn;
@@ -83,7 +175,7 @@ static int save_counters(rn_pipeline *p, uint64_t seq)
     char key[nlen + 2];
     memcpy(key, "n:", 2);
     memcpy(key + 2, r->name, nlen);
-    uint64_t val[3] = { r->next_id, r->count, seq }; /* stateful: saw every group up to seq */
+    uint64_t val[3] = { r->next_id, r->count, seq };
     MDB_val k = { nlen + 2, key }, v = { sizeof val, val };
     int rc = mdb_put(txn, p->store.meta, &k, &v, 0);
     if (rc) return rn_store_fail(&p->err, rc, r->name);
@@ -91,6 +183,23 @@ static int save_counters(rn_pipeline *p, uint64_t seq)
   MDB_val k = { 3, (void *)"seq" }, v = { 8, &seq };
   int rc = mdb_put(txn, p->store.meta, &k, &v, 0);
   return rc ? rn_store_fail(&p->err, rc, "seq") : 0;
+}
+
+static int commit_lmdb(rn_pipeline *p)
+{
+  int rc = rn_store_commit(&p->store, &p->err);
+  if (rc) return rc;
+  forget_carried(p);
+  p->stats.lmdb_commits++;
+  return 0;
+}
+
+static bool carry_on(rn_pipeline *p)
+{
+  if (!p->carry) return false;
+  if (p->carried == 0) p->carried_since = now();
+  return p->carried + 1 < RN_CARRY_GROUPS && p->replay.n < RN_CARRY_CHANGES &&
+         now() - p->carried_since < RN_CARRY_SECONDS;
 }
 
 RN_API int rn_commit(rn_pipeline *p)
@@ -108,11 +217,13 @@ RN_API int rn_commit(rn_pipeline *p)
     if (!rc) rc = save_counters(p, seq);
   }
   if (!rc) rc = rn_sinks_deliver(p, seq); /* (4) */
-  if (!rc) rc = rn_store_commit(&p->store, &p->err);
+  bool carried = !rc && carry_on(p);
+  if (!rc && !carried) rc = commit_lmdb(p);
   if (rc) {
     rollback_group(p);
     return rc;
   }
+  if (carried) p->carried++;
   p->seq = seq;
   for (int i = 0; i < p->nrels; i++) {
     rn_rel *r = p->rels[i];
@@ -125,6 +236,24 @@ RN_API int rn_commit(rn_pipeline *p)
   p->autocommit = false;
   p->stats.groups++;
   return 0;
+}
+
+RN_API int rn_flush(rn_pipeline *p)
+{
+  if (p->state != RN_IDLE)
+    return p->state == RN_OPEN ? 0 : rn_err_set(&p->err, RN_EMISUSE, "flush: not from inside a callback");
+  if (!p->store.wtxn) return 0;
+  int rc = commit_lmdb(p);
+  if (rc) { /* the carried groups are lost, as in a crash: say so */
+    rn_err_set(&p->err, rc, "%s (%u groups not yet flushed to LMDB were lost)", p->err.msg, p->carried);
+    for (int i = 0; i < p->nrels; i++) {
+      rn_rel *r = p->rels[i];
+      r->next_id = r->saved_next_id = r->lmdb_next_id;
+      r->count = r->saved_count = r->lmdb_count;
+    }
+    forget_carried(p);
+  }
+  return rc;
 }
 
 int rn_change_enter(rn_pipeline *p)
@@ -167,33 +296,20 @@ int rn_source_emit(rn_rel *src, const rn_change *c)
     r->cap = cap;
   }
   r->items[r->n].rel = src;
-  int rc = rn_change_keep(p, c, &r->items[r->n].c);
+  int rc = rn_change_keep(p, &p->carry_zone, c, &r->items[r->n].c);
   if (rc) return rc;
   r->n++;
   return rn_emit(src, c);
 }
 
-/* Aborts the group's transaction, doubles the map and applies the logged
- * source changes again in a new one (5). The old log's bytes stay in the
- * group zone until the group ends; the replay logs the changes anew. */
+/* (5): aborts the transaction, doubles the map and applies every logged
+ * source change again (carried groups silently, the open group's into its
+ * logs). The old log's bytes stay in the carry zone until the LMDB commit. */
 int rn_group_regrow(rn_pipeline *p)
 {
   if (p->err.code != RN_EFULL || p->err.cause != MDB_MAP_FULL) return p->err.code;
   for (int attempt = 0; attempt < 16; attempt++) {
-    rn_replay old = p->replay;
-    p->replay = (rn_replay){ NULL, 0, 0 };
-    rn_store_abort(&p->store);
-    for (int i = 0; i < p->nrels; i++) {
-      rn_rel *r = p->rels[i];
-      r->next_id = r->saved_next_id;
-      r->count = r->saved_count;
-      r->log.n = 0;
-    }
-    int rc = rn_store_grow(&p->store, &p->err);
-    if (!rc) rc = rn_store_begin(&p->store, &p->err);
-    if (!rc) p->group_serial++;
-    for (size_t i = 0; !rc && i < old.n; i++) rc = rn_source_reapply(old.items[i].rel, &old.items[i].c);
-    free(old.items);
+    int rc = restart(p, p->replay.n, true);
     if (!rc) { rn_err_clear(&p->err); return 0; }
     if (p->err.code != RN_EFULL || p->err.cause != MDB_MAP_FULL || !p->store.wtxn) return rc;
   }

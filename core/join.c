@@ -16,9 +16,9 @@ typedef struct rn_join {
   int non;                /* left slots forming the right key (declarative) */
   int *on;
   rn_join_fns fns;
-  enum { LEFT_KEYED_SOURCE, LEFT_KEYLESS_SOURCE, LEFT_DERIVED } left_access;
   bool right_native;      /* the right side is a keyed source table */
   MDB_dbi index_dbi, result_dbi, right_dbi;
+  msgpack_sbuffer keybuf; /* scratch: encoding a key */
 } rn_join;
 
 /* A right key, encoded, with its fk part as the index uses it. */
@@ -30,11 +30,11 @@ typedef struct fk {
   size_t part_len;
 } fk;
 
-/* One side of a result: a row and its decoded values. */
+/* One side of a result: a row and, once needed, its decoded values. */
 typedef struct side {
   const char *row;        /* NULL: absent */
   size_t len;
-  const msgpack_object *vals;
+  const msgpack_object *vals; /* NULL until vals_of() */
 } side;
 
 static MDB_txn *txn_of(rn_join *j) { return j->out->p->store.wtxn; }
@@ -46,6 +46,12 @@ static int nomem(rn_join *j) { return rn_err_set(err_of(j), RN_ENOMEM, "out of m
 static const msgpack_object *decode(rn_join *j, rn_rel *r, const char *row, size_t len)
 {
   return row ? rn_row_unpack(row, len, r->schema->ncols, zone_of(j)) : NULL;
+}
+
+static const msgpack_object *vals_of(rn_join *j, rn_rel *r, side *s)
+{
+  if (!s->vals && s->row) s->vals = decode(j, r, s->row, s->len);
+  return s->vals;
 }
 
 static void be64(char out[8], uint64_t u)
@@ -90,24 +96,20 @@ static int keep_encoding(rn_join *j, fk *f, const msgpack_sbuffer *b)
 static int encode_right_key(rn_join *j, msgpack_object *vals, fk *f)
 {
   const rn_schema *rs = j->right->schema;
-  msgpack_sbuffer b;
-  msgpack_sbuffer_init(&b);
-  int rc = 0;
-  for (int i = 0; i < rs->nkey && !rc; i++) {
-    if (vals[i].type == MSGPACK_OBJECT_NIL) { f->null = true; goto done; }
-    rc = rn_value_normalize(&rs->cols[rs->key_slots[i]], &vals[i], zone_of(j), j->out->name, err_of(j));
-    if (!rc && rn_key_append(&b, &vals[i]) != 0)
-      rc = rn_err_set(err_of(j), RN_EINVAL, "%s: NaN cannot be part of a key", j->out->name);
+  msgpack_sbuffer *b = &j->keybuf;
+  msgpack_sbuffer_clear(b);
+  for (int i = 0; i < rs->nkey; i++) {
+    if (vals[i].type == MSGPACK_OBJECT_NIL) { f->null = true; set_part(f); return 0; }
+    int rc = rn_value_normalize(&rs->cols[rs->key_slots[i]], &vals[i], zone_of(j), j->out->name, err_of(j));
+    if (rc) return rc;
+    if (rn_key_append(b, &vals[i]) != 0)
+      return rn_err_set(err_of(j), RN_EINVAL, "%s: NaN cannot be part of a key", j->out->name);
   }
-  if (!rc) rc = keep_encoding(j, f, &b);
-done:
-  if (f->null) set_part(f);
-  msgpack_sbuffer_destroy(&b);
-  return rc;
+  return keep_encoding(j, f, b);
 }
 
 /* The right key a left row points at. */
-static int left_fk(rn_join *j, const side *l, fk *f)
+static int left_fk(rn_join *j, side *l, fk *f)
 {
   int nkey = j->right->schema->nkey;
   msgpack_object *vals = msgpack_zone_malloc(zone_of(j), sizeof *vals * (size_t)nkey);
@@ -119,21 +121,21 @@ static int left_fk(rn_join *j, const side *l, fk *f)
     if (rc) return rc;
     if (!has_key) { f->null = true; set_part(f); return 0; }
   } else {
-    for (int i = 0; i < nkey; i++) vals[i] = l->vals[j->on[i]];
+    const msgpack_object *lv = vals_of(j, j->left, l);
+    if (!lv) return rn_err_set(err_of(j), RN_ESTORE, "%s: a row could not be decoded", j->out->name);
+    for (int i = 0; i < nkey; i++) vals[i] = lv[j->on[i]];
   }
   return encode_right_key(j, vals, f);
 }
 
 /* A right row's own key (its values are already normalized). */
-static int right_key(rn_join *j, const side *r, fk *f)
+static int right_key(rn_join *j, side *r, fk *f)
 {
-  const rn_schema *rs = j->right->schema;
-  msgpack_sbuffer b;
-  msgpack_sbuffer_init(&b);
-  rn_key_encode(rs, r->vals, &b);
-  int rc = keep_encoding(j, f, &b);
-  msgpack_sbuffer_destroy(&b);
-  return rc;
+  const msgpack_object *rv = vals_of(j, j->right, r);
+  if (!rv) return rn_err_set(err_of(j), RN_ESTORE, "%s: a row could not be decoded", j->out->name);
+  msgpack_sbuffer_clear(&j->keybuf);
+  rn_key_encode(j->right->schema, rv, &j->keybuf);
+  return keep_encoding(j, f, &j->keybuf);
 }
 
 static bool same_fk(const fk *a, const fk *b)
@@ -168,9 +170,7 @@ static int right_current(rn_join *j, const fk *f, side *r)
   if (!row) return 0;
   r->row = rn_scratch_copy(j->out->p, row, len);
   r->len = len;
-  if (!r->row) return nomem(j);
-  r->vals = decode(j, j->right, r->row, len);
-  return 0;
+  return r->row ? 0 : nomem(j);
 }
 
 /* The right row with key f as it was before change undo (a self-join sees
@@ -181,12 +181,10 @@ static int right_before(rn_join *j, const fk *f, const rn_change *undo, side *r)
     side o = { undo->old, undo->old_len, NULL }, n = { undo->row, undo->row_len, NULL };
     fk ko, kn;
     if (o.row) {
-      o.vals = decode(j, j->right, o.row, o.len);
       if (right_key(j, &o, &ko)) return err_of(j)->code;
       if (same_fk(&ko, f)) { *r = o; return 0; }
     }
     if (n.row) {
-      n.vals = decode(j, j->right, n.row, n.len);
       if (right_key(j, &n, &kn)) return err_of(j)->code;
       if (same_fk(&kn, f)) { r->row = NULL; r->vals = NULL; return 0; }
     }
@@ -196,40 +194,75 @@ static int right_before(rn_join *j, const fk *f, const rn_change *undo, side *r)
 
 /* ---- results ---- */
 
-/* The result row of l and r (either may be absent), into scratch. NULL row:
- * no result (inner join without a match, or the joiner said none). */
-static int make_result(rn_join *j, const side *l, const side *r, const fk *f, side *res)
+/* The bytes after a row's array header, and how many values it holds. */
+static const char *row_body(const char *row, size_t len, size_t *body_len)
 {
-  res->row = NULL;
-  res->len = 0;
-  if (!l->row && !r->row) return 0;
-  if (!r->row && j->kind == RN_JOIN_INNER) return 0;
-  if (!l->row && j->kind != RN_JOIN_OUTER) return 0;
-  msgpack_sbuffer b;
-  msgpack_sbuffer_init(&b);
-  int rc = 0, has_row = 1;
-  if (j->fns.joiner) {
-    rc = j->fns.joiner(j->fns.ctx, j->out, l->row, l->len, r->row, r->len, &b, &has_row, err_of(j));
-  } else {
+  unsigned char h = (unsigned char)row[0];
+  size_t skip = h >= 0x90 && h <= 0x9f ? 1 : h == 0xdc ? 3 : 5;
+  *body_len = len - skip;
+  return row + skip;
+}
+
+/* The declared result: left values then right values, as the rows' own
+ * encodings placed side by side (nothing decoded, nothing re-packed);
+ * nils for an absent side. An outer join's right-only result fills the
+ * left key from the join key. */
+static int concat_result(rn_join *j, side *l, side *r, const fk *f, side *res)
+{
+  const rn_schema *ls = j->left->schema, *rs = j->right->schema;
+  size_t lb = 0, rb = 0;
+  const char *lbody = l->row ? row_body(l->row, l->len, &lb) : NULL;
+  const char *rbody = r->row ? row_body(r->row, r->len, &rb) : NULL;
+  if (!lbody) { /* right only: pack the left side */
+    msgpack_object keyvals[rs->nkey];
+    if (rn_key_decode(f->enc, f->len, keyvals, rs->nkey, zone_of(j)) != rs->nkey) return nomem(j);
+    msgpack_sbuffer *b = &j->keybuf;
+    msgpack_sbuffer_clear(b);
     msgpack_packer pk;
-    msgpack_packer_init(&pk, &b, msgpack_sbuffer_write);
-    const rn_schema *ls = j->left->schema, *rs = j->right->schema;
-    msgpack_pack_array(&pk, (size_t)(ls->ncols + rs->ncols));
-    msgpack_object keyvals[rs->nkey ? rs->nkey : 1];
-    if (!l->row && f) { /* outer, right only: the left key is the join key */
-      msgpack_zone *z = zone_of(j);
-      if (rn_key_decode(f->enc, f->len, keyvals, rs->nkey, z) != rs->nkey) rc = nomem(j);
-    }
-    for (int i = 0; i < ls->ncols && !rc; i++) {
-      if (l->row) { msgpack_pack_object(&pk, l->vals[i]); continue; }
+    msgpack_packer_init(&pk, b, msgpack_sbuffer_write);
+    for (int i = 0; i < ls->ncols; i++) {
       int k = -1;
       for (int q = 0; q < j->non; q++) if (j->on[q] == i) k = q;
       if (k >= 0) msgpack_pack_object(&pk, keyvals[k]); else msgpack_pack_nil(&pk);
     }
-    for (int i = 0; i < rs->ncols && !rc; i++) {
-      if (r->row) msgpack_pack_object(&pk, r->vals[i]); else msgpack_pack_nil(&pk);
-    }
+    lbody = rn_scratch_copy(j->out->p, b->data, b->size);
+    lb = b->size;
+    if (!lbody) return nomem(j);
   }
+  if (!rbody) rb = (size_t)rs->ncols;
+  uint32_t n = (uint32_t)(ls->ncols + rs->ncols);
+  char head[5];
+  size_t hl;
+  if (n < 16) { head[0] = (char)(0x90 | n); hl = 1; }
+  else if (n < 65536) { head[0] = (char)0xdc; head[1] = (char)(n >> 8); head[2] = (char)n; hl = 3; }
+  else { head[0] = (char)0xdd; for (int i = 0; i < 4; i++) head[1 + i] = (char)(n >> (24 - 8 * i)); hl = 5; }
+  char *out = msgpack_zone_malloc_no_align(zone_of(j), hl + lb + rb);
+  if (!out) return nomem(j);
+  memcpy(out, head, hl);
+  memcpy(out + hl, lbody, lb);
+  if (rbody) memcpy(out + hl + lb, rbody, rb);
+  else memset(out + hl + lb, 0xc0, rb); /* msgpack nil */
+  res->row = out;
+  res->len = hl + lb + rb;
+  res->vals = NULL;
+  return 0;
+}
+
+/* The result row of l and r (either may be absent), into scratch. NULL row:
+ * no result (inner join without a match, or the joiner said none). */
+static int make_result(rn_join *j, side *l, side *r, const fk *f, side *res)
+{
+  res->row = NULL;
+  res->len = 0;
+  res->vals = NULL;
+  if (!l->row && !r->row) return 0;
+  if (!r->row && j->kind == RN_JOIN_INNER) return 0;
+  if (!l->row && j->kind != RN_JOIN_OUTER) return 0;
+  if (!j->fns.joiner) return concat_result(j, l, r, f, res);
+  msgpack_sbuffer b;
+  msgpack_sbuffer_init(&b);
+  int has_row = 1;
+  int rc = j->fns.joiner(j->fns.ctx, j->out, l->row, l->len, r->row, r->len, &b, &has_row, err_of(j));
   if (!rc && has_row) {
     res->row = rn_scratch_copy(j->out->p, b.data, b.size);
     res->len = b.size;
@@ -242,7 +275,7 @@ static int make_result(rn_join *j, const side *l, const side *r, const fk *f, si
 /* The key of a left row's result (default: the left key, or the left id
  * when the left side has no key; a key join: the join key; with a
  * selector: what it returns), appended to b. */
-static int result_key(rn_join *j, uint64_t lid, const side *l, const fk *f, msgpack_sbuffer *b)
+static int result_key(rn_join *j, uint64_t lid, side *l, const fk *f, msgpack_sbuffer *b)
 {
   msgpack_sbuffer_clear(b);
   const rn_schema *ls = j->left->schema;
@@ -250,9 +283,11 @@ static int result_key(rn_join *j, uint64_t lid, const side *l, const fk *f, msgp
     msgpack_sbuffer_write(b, f->enc, f->len);
     return 0;
   }
+  const msgpack_object *lv = vals_of(j, j->left, l);
+  if (!lv) return rn_err_set(err_of(j), RN_ESTORE, "%s: a row could not be decoded", j->out->name);
   if (j->fns.selector) {
     msgpack_object lkey[ls->nkey ? ls->nkey : 1], rkey[j->right->schema->nkey];
-    for (int i = 0; i < ls->nkey; i++) lkey[i] = l->vals[ls->key_slots[i]];
+    for (int i = 0; i < ls->nkey; i++) lkey[i] = lv[ls->key_slots[i]];
     int nr = 0;
     if (!f->null) {
       nr = rn_key_decode(f->enc, f->len, rkey, j->right->schema->nkey, zone_of(j));
@@ -261,7 +296,7 @@ static int result_key(rn_join *j, uint64_t lid, const side *l, const fk *f, msgp
     return j->fns.selector(j->fns.ctx, j->left, lkey, ls->nkey, j->right, rkey, nr, b, err_of(j));
   }
   if (ls->nkey) {
-    rn_key_encode(ls, l->vals, b);
+    rn_key_encode(ls, lv, b);
   } else {
     char idk[9] = { RN_KEY_INT };
     be64(idk + 1, lid ^ (1ULL << 63));
@@ -332,19 +367,18 @@ static void index_key(const fk *f, uint64_t lid, char *out, size_t *len)
   *len = f->part_len + 8;
 }
 
+/* |u64 result id|left row|: fan-out reads the left row here, no lookup. */
 static int index_put(rn_join *j, const fk *f, uint64_t lid, uint64_t rid, const side *l)
 {
   char k[sizeof ((fk *)0)->part + 8];
   size_t klen;
   index_key(f, lid, k, &klen);
-  msgpack_sbuffer *b = &j->out->p->valbuf;
-  msgpack_sbuffer_clear(b);
-  msgpack_sbuffer_write(b, (const char *)&rid, 8);
-  if (j->left_access == LEFT_KEYED_SOURCE) rn_key_encode(j->left->schema, l->vals, b);
-  else if (j->left_access == LEFT_DERIVED) msgpack_sbuffer_write(b, l->row, l->len);
-  MDB_val key = { klen, k }, v = { b->size, b->data };
-  int rc = mdb_put(txn_of(j), j->index_dbi, &key, &v, 0);
-  return rc ? rn_store_fail(err_of(j), rc, j->out->name) : 0;
+  MDB_val key = { klen, k }, v = { 8 + l->len, NULL };
+  int rc = mdb_put(txn_of(j), j->index_dbi, &key, &v, MDB_RESERVE);
+  if (rc) return rn_store_fail(err_of(j), rc, j->out->name);
+  memcpy(v.mv_data, &rid, 8);
+  memcpy((char *)v.mv_data + 8, l->row, l->len);
+  return 0;
 }
 
 static int index_del(rn_join *j, const fk *f, uint64_t lid)
@@ -421,7 +455,8 @@ static int left_step(rn_join *j, uint64_t lid, side *lb, side *la, const rn_chan
      * key is fixed (default, key join), only while it exists with a selector. */
     uint64_t keep = oa.row ? rid_a : j->fns.selector ? 0 : rid_b;
     bool moved = !lb->row || !same_fk(&fb, &fa);
-    if (moved || keep != rid_b || j->left_access == LEFT_DERIVED) rc = index_put(j, &fa, lid, keep, la);
+    (void)moved; /* the entry holds the row: every change rewrites it */
+    rc = index_put(j, &fa, lid, keep, la);
   }
   if (!rc) rc = emit_result(j, rid_b, &ob, rid_a, &oa);
 out:
@@ -469,32 +504,12 @@ static int collect(rn_join *j, const fk *f, entries *out)
   return rc == 0 || rc == MDB_NOTFOUND ? 0 : rn_store_fail(err_of(j), rc, j->out->name);
 }
 
-static int cmp_entry(const void *a, const void *b)
+/* The current left row of an index entry: the entry holds it. */
+static void left_row(const entry *e, side *l)
 {
-  uint64_t x = ((const entry *)a)->lid, y = ((const entry *)b)->lid;
-  return x < y ? -1 : x > y;
-}
-
-/* The current left row of an index entry. */
-static int left_row(rn_join *j, const entry *e, side *l)
-{
-  const char *row = NULL;
-  size_t len = 0;
-  int rc = 0;
-  if (j->left_access == LEFT_DERIVED) {
-    row = e->payload;
-    len = e->len;
-  } else if (j->left_access == LEFT_KEYED_SOURCE) {
-    uint64_t id;
-    rc = rn_table_row_by_key(j->left, txn_of(j), e->payload, e->len, &id, &row, &len);
-  } else {
-    rc = rn_table_row_by_id(j->left, txn_of(j), e->lid, &row, &len);
-  }
-  if (rc) return rc;
-  l->row = row ? rn_scratch_copy(j->out->p, row, len) : NULL;
-  l->len = len;
-  l->vals = decode(j, j->left, l->row, len);
-  return row && !l->row ? nomem(j) : 0;
+  l->row = e->len ? e->payload : NULL;
+  l->len = e->len;
+  l->vals = NULL;
 }
 
 /* Keeps the right copy of a derived right side current. */
@@ -516,7 +531,7 @@ static int right_copy(rn_join *j, const fk *ko, const fk *kn, const rn_change *c
 }
 
 /* Outer key join: a right key no left row holds has a right-only result. */
-static int right_only(rn_join *j, const fk *f, const side *o, const side *n)
+static int right_only(rn_join *j, const fk *f, side *o, side *n)
 {
   side none = { 0 }, ro = { 0 }, rn = { 0 };
   int rc = make_result(j, &none, o, f, &ro);
@@ -539,8 +554,8 @@ static int right_step(rn_join *j, const rn_change *c, uint64_t skip)
   side o = { c->old, c->old_len, NULL }, n = { c->row, c->row_len, NULL };
   fk ko = { .null = true }, kn = { .null = true };
   int rc = 0;
-  if (o.row) { o.vals = decode(j, j->right, o.row, o.len); rc = right_key(j, &o, &ko); }
-  if (!rc && n.row) { n.vals = decode(j, j->right, n.row, n.len); rc = right_key(j, &n, &kn); }
+  if (o.row) rc = right_key(j, &o, &ko);
+  if (!rc && n.row) rc = right_key(j, &n, &kn);
   if (!rc) rc = right_copy(j, &ko, &kn, c);
   if (rc || j->stream) return rc;
   entries es = { NULL, 0, 0 };
@@ -555,16 +570,28 @@ static int right_step(rn_join *j, const rn_change *c, uint64_t skip)
       if (!rc && n.row && es.n == from_old) rc = right_only(j, &kn, &none, &n);
     }
   }
-  if (!rc && es.n > 1) qsort(es.items, es.n, sizeof *es.items, cmp_entry);
-  for (size_t i = 0; !rc && i < es.n; i++) {
+  /* Each key's entries come in ascending left id; a right row whose key
+   * moved (a derived right side) has two runs: merge them (3). */
+  size_t *order = es.n ? malloc(es.n * sizeof *order) : NULL;
+  if (!rc && es.n && !order) rc = nomem(j);
+  for (size_t a = 0, b = from_old, k = 0; !rc && k < es.n; k++) {
+    if (b >= es.n || (a < from_old && es.items[a].lid <= es.items[b].lid)) order[k] = a++;
+    else order[k] = b++;
+  }
+  for (size_t q = 0; !rc && q < es.n; q++) {
+    size_t i = order[q];
     const entry *e = &es.items[i];
-    if (e->lid == skip || (i && es.items[i - 1].lid == e->lid)) continue;
+    if (e->lid == skip) continue;
     side l;
     fk f;
-    rc = left_row(j, e, &l);
-    if (!rc && !l.row) continue; /* an entry of a row deleted earlier in this change */
-    if (!rc) rc = left_fk(j, &l, &f);
-    if (rc) break;
+    left_row(e, &l);
+    if (!l.row) continue;
+    /* The entry sits under the fk part of the right key it references; a
+     * hashed (long) fk part is checked against the row itself. */
+    bool under_old = i < from_old;
+    const fk *at = under_old ? &ko : &kn;
+    if (at->part_len == at->len) f = *at;
+    else if ((rc = left_fk(j, &l, &f))) break;
     side rb = { 0 }, ra = { 0 }, ob, oa;
     if (o.row && same_fk(&f, &ko)) rb = o;
     if (n.row && same_fk(&f, &kn)) ra = n;
@@ -589,6 +616,7 @@ static int right_step(rn_join *j, const rn_change *c, uint64_t skip)
     }
     if (!rc) rc = emit_result(j, rid, &ob, rid, &oa);
   }
+  free(order);
   free(es.items);
   return rc;
 }
@@ -597,7 +625,7 @@ static int right_step(rn_join *j, const rn_change *c, uint64_t skip)
 
 static int stream_step(rn_join *j, const rn_change *c)
 {
-  side l = { c->row, c->row_len, decode(j, j->left, c->row, c->row_len) }, r = { 0 }, res;
+  side l = { c->row, c->row_len, NULL }, r = { 0 }, res;
   fk f = { .null = true };
   int rc = left_fk(j, &l, &f);
   if (!rc) rc = right_current(j, &f, &r);
@@ -612,8 +640,8 @@ int rn_join_apply(rn_rel *d, rn_rel *from, const rn_change *c)
   rn_join *j = d->ctx;
   if (j->stream) return from == j->left ? stream_step(j, c) : right_step(j, c, 0);
   if (from == j->left) {
-    side lb = { c->old, c->old_len, decode(j, j->left, c->old, c->old_len) };
-    side la = { c->row, c->row_len, decode(j, j->left, c->row, c->row_len) };
+    side lb = { c->old, c->old_len, NULL };
+    side la = { c->row, c->row_len, NULL };
     int rc = left_step(j, c->id, &lb, &la, from == j->right ? c : NULL);
     if (rc || from != j->right) return rc;
     return right_step(j, c, c->id); /* a self-join: then the rows that reference it */
@@ -627,6 +655,7 @@ static void free_join(void *ctx)
 {
   rn_join *j = ctx;
   if (j->fns.free_ctx) j->fns.free_ctx(j->fns.ctx);
+  msgpack_sbuffer_destroy(&j->keybuf);
   free(j->on);
   free(j);
 }
@@ -721,7 +750,7 @@ static int boot_right(void *ctx, uint64_t id, const char *row, size_t len)
   (void)id;
   rn_join *j = ((boot *)ctx)->j;
   rn_change c = { RN_INSERT, id, row, len, NULL, 0 };
-  side n = { row, len, decode(j, j->right, row, len) };
+  side n = { row, len, NULL };
   fk kn, none = { .null = true };
   int rc = right_key(j, &n, &kn);
   return rc ? rc : right_copy(j, &none, &kn, &c);
@@ -730,7 +759,7 @@ static int boot_right(void *ctx, uint64_t id, const char *row, size_t len)
 static int boot_left(void *ctx, uint64_t id, const char *row, size_t len)
 {
   rn_join *j = ((boot *)ctx)->j;
-  side lb = { 0 }, la = { row, len, decode(j, j->left, row, len) };
+  side lb = { 0 }, la = { row, len, NULL };
   rn_rel *out = j->out; /* declared just now: nothing listens to it yet */
   int rc = left_step(j, id, &lb, &la, NULL);
   out->emitted[0] = out->emitted[1] = out->emitted[2] = 0;
@@ -780,8 +809,7 @@ int rn_declare_join(rn_pipeline *p, const char *name, rn_rel *left, rn_rel *righ
   j->fns = *fns;
   j->left = left;
   j->right = right;
-  j->left_access = left->kind == RN_REL_TABLE ? (left->schema->nkey ? LEFT_KEYED_SOURCE : LEFT_KEYLESS_SOURCE)
-                                              : LEFT_DERIVED;
+  msgpack_sbuffer_init(&j->keybuf);
   j->right_native = right->kind == RN_REL_TABLE;
   rn_rel *r = rn_rel_new(p, name, RN_REL_JOIN, schema);
   if (!r) {
@@ -830,7 +858,7 @@ int rn_declare_join(rn_pipeline *p, const char *name, rn_rel *left, rn_rel *righ
     rn_rel_discard_last(p);
     return rc;
   }
-  r->saved_next_id = r->next_id;
+  r->saved_next_id = r->lmdb_next_id = r->next_id;
   *out = r;
   return 0;
 }
@@ -845,8 +873,9 @@ int rn_join_scan(rn_rel *d, rn_scan_fn fn, void *ctx)
   rn_join *j = d->ctx;
   if (j->stream) return rn_err_set(err_of(j), RN_EINVAL, "%s: a stream join holds no rows", d->name);
   rn_pipeline *p = d->p;
+  int rc = p->state == RN_IDLE ? rn_flush(p) : 0; /* outside a group: read a snapshot */
+  if (rc) return rc;
   MDB_txn *saved = p->store.wtxn, *txn = saved;
-  int rc = 0;
   if (!txn && (rc = mdb_txn_begin(p->store.env, NULL, MDB_RDONLY, &txn)))
     return rn_store_fail(&p->err, rc, d->name);
   p->store.wtxn = txn;
@@ -862,8 +891,8 @@ int rn_join_scan(rn_rel *d, rn_scan_fn fn, void *ctx)
     e.payload = (const char *)v.mv_data + 8;
     side l, r = { 0 }, res = { 0 };
     fk f;
-    rc = left_row(j, &e, &l);
-    if (!rc && l.row) rc = left_fk(j, &l, &f);
+    left_row(&e, &l);
+    if (l.row) rc = left_fk(j, &l, &f);
     if (!rc && l.row) rc = right_current(j, &f, &r);
     if (!rc && l.row) rc = make_result(j, &l, &r, &f, &res);
     if (!rc && res.row) rc = fn(ctx, e.rid, res.row, res.len);

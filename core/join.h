@@ -11,9 +11,8 @@
  *            a prefix scan (MDB_SET_RANGE) at a right key's fk part finds
  *            every left row that references it, in ascending left id.
  *            result id: 0 until the row's result first exists.
- *            payload: the left key (left is a keyed source table: its row
- *            is read there), nothing (a keyless source: read by id), or
- *            the left row itself (a derived left).
+ *            payload: the left row itself, so fan-out reads no other
+ *            database (every left change rewrites its entry).
  *     "jr:"  result ids: |encoded result key| -> |u64 result id|u64 left id|
  *            kept for ever, so a result key that comes back gets its old
  *            id; the left id holding it (0: none) detects selector clashes.
@@ -22,7 +21,8 @@
  *
  * A join result is a function of its left and right rows, so results are
  * never stored: the old result of a change is recomputed from the rows
- * before it. A left update that keeps its foreign key writes nothing.
+ * before it. The declared result (no joiner) is the two rows' encodings
+ * side by side: nothing is decoded or re-packed to build it.
  *
  * Invariants (JOIN-n):
  * (1) After every change, the results emitted so far, applied in order,

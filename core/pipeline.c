@@ -22,19 +22,21 @@ RN_API int rn_pipeline_open(const rn_open_opts *opts, rn_pipeline **out, char *e
     if (errbuf) snprintf(errbuf, errlen, "out of memory");
     return RN_ENOMEM;
   }
-  msgpack_zone_init(&p->scratch, 8192);
+  msgpack_zone_init(&p->scratch, 256 * 1024); /* a fan-out fits in one chunk: no malloc per change */
   msgpack_zone_init(&p->group_zone, 65536);
+  msgpack_zone_init(&p->carry_zone, 256 * 1024);
   msgpack_sbuffer_init(&p->keybuf);
   msgpack_sbuffer_init(&p->rowbuf);
   msgpack_sbuffer_init(&p->valbuf);
   int rc = rn_store_open(&p->store, opts ? opts->path : NULL, opts && opts->nosync,
-                         opts ? opts->map_size : 0, &p->err);
+                         opts && opts->writemap, opts ? opts->map_size : 0, &p->err);
   if (rc) {
     if (errbuf) snprintf(errbuf, errlen, "%s", p->err.msg);
     rn_pipeline_close(p);
     return rc;
   }
   read_seq(p);
+  p->carry = opts && opts->nosync;
   *out = p;
   return 0;
 }
@@ -43,6 +45,7 @@ RN_API void rn_pipeline_close(rn_pipeline *p)
 {
   if (!p) return;
   if (p->state == RN_OPEN) rn_rollback(p);
+  rn_flush(p); /* carried groups are committed, as a close promises */
   rn_cursors_end_all(p);
   for (int i = 0; i < p->nsinks; i++) {
     if (p->sinks[i]->free_ctx) p->sinks[i]->free_ctx(p->sinks[i]->ctx);
@@ -55,6 +58,7 @@ RN_API void rn_pipeline_close(rn_pipeline *p)
   if (p->store.env) rn_store_close(&p->store);
   msgpack_zone_destroy(&p->scratch);
   msgpack_zone_destroy(&p->group_zone);
+  msgpack_zone_destroy(&p->carry_zone);
   msgpack_sbuffer_destroy(&p->keybuf);
   msgpack_sbuffer_destroy(&p->rowbuf);
   msgpack_sbuffer_destroy(&p->valbuf);

@@ -69,8 +69,10 @@ struct rn_rel {
   MDB_dbi hash_dbi;       /* keyless tables: "h:" name */
   uint64_t next_id;       /* sources: the next id to allocate */
   uint64_t count;         /* tables: live rows */
-  uint64_t saved_next_id; /* values at the last commit, restored on rollback */
+  uint64_t saved_next_id; /* values at the last group commit, restored on rollback */
   uint64_t saved_count;
+  uint64_t lmdb_next_id;  /* values at the last LMDB commit (replays start there) */
+  uint64_t lmdb_count;
   rn_rel *input;          /* derived: the relation it reads */
   rn_filter_fn filter;    /* RN_REL_FILTER */
   rn_map_fn map;          /* RN_REL_MAP */
@@ -123,6 +125,7 @@ typedef struct rn_stats {
   uint64_t groups;        /* committed groups since open */
   uint64_t changes;       /* changes applied to sources since open */
   uint64_t rollbacks;     /* groups rolled back since open */
+  uint64_t lmdb_commits;  /* LMDB transactions committed since open */
 } rn_stats;
 
 struct rn_pipeline {
@@ -139,7 +142,13 @@ struct rn_pipeline {
   uint64_t seq;           /* last committed sequence number */
   msgpack_zone scratch;   /* per top-level change: decoded rows, derived rows */
   msgpack_zone group_zone;/* per group: logged row bytes */
-  rn_replay replay;       /* the open group's source changes */
+  rn_replay replay;       /* source changes of the carried groups and the open one */
+  size_t replay_mark;     /* where the open group's changes start in replay */
+  msgpack_zone carry_zone;/* replay's row bytes, until the LMDB commit */
+  bool carry;             /* sync = false: several groups may share an LMDB transaction */
+  uint32_t carried;       /* groups committed but still in the open LMDB transaction */
+  double carried_since;   /* monotonic time of the first of them */
+  bool replaying;         /* re-applying carried groups: sinks and cdc saw them already */
   msgpack_sbuffer keybuf; /* scratch: encoded keys */
   msgpack_sbuffer rowbuf; /* scratch: encoded rows */
   msgpack_sbuffer valbuf; /* scratch: stored values */
@@ -230,7 +239,7 @@ int rn_sink_add(rn_pipeline *p, rn_rel *rel, bool consolidate, rn_sink_fn on_cha
                 rn_sink_commit_fn on_commit, void *ctx, rn_free_fn free_ctx);
 int rn_log_append(rn_pipeline *p, rn_rel *rel, const rn_change *c);
 /* Copies a change's row bytes into the group zone. */
-int rn_change_keep(rn_pipeline *p, const rn_change *c, rn_change *dst);
+int rn_change_keep(rn_pipeline *p, msgpack_zone *z, const rn_change *c, rn_change *dst);
 /* One row id's net effect over a group. */
 typedef struct rn_net {
   uint64_t id;

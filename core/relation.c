@@ -38,6 +38,8 @@ int rn_check_declarable(rn_pipeline *p, const char *name)
 {
   if (p->state != RN_IDLE)
     return rn_err_set(&p->err, RN_EMISUSE, "relation \"%s\": relations are declared outside groups", name);
+  int rc = rn_flush(p); /* a declaration writes in a transaction of its own */
+  if (rc) return rc;
   if (!name[0]) return rn_err_set(&p->err, RN_EINVAL, "a relation needs a non-empty name");
   if (rn_find(p, name))
     return rn_err_set(&p->err, RN_EINVAL, "relation \"%s\" is already declared", name);
@@ -57,7 +59,7 @@ rn_rel *rn_rel_new(rn_pipeline *p, const char *name, rn_relkind kind, rn_schema 
   r->p = p;
   r->kind = kind;
   r->schema = schema;
-  r->next_id = r->saved_next_id = 1;
+  r->next_id = r->saved_next_id = r->lmdb_next_id = 1;
   return r;
 }
 
@@ -131,8 +133,8 @@ int rn_state_open(rn_pipeline *p, rn_rel *r, MDB_txn *txn, bool *created, bool *
     memcpy(&r->next_id, v.mv_data, 8);
     memcpy(&r->count, (char *)v.mv_data + 8, 8);
     memcpy(&last_seq, (char *)v.mv_data + 16, 8);
-    r->saved_next_id = r->next_id;
-    r->saved_count = r->count;
+    r->saved_next_id = r->lmdb_next_id = r->next_id;
+    r->saved_count = r->lmdb_count = r->count;
     *stale = r->stateful && last_seq != p->seq;
   } else if (rc == MDB_NOTFOUND) {
     *stale = r->stateful && !*created; /* never saw a group: rebuild */
@@ -251,7 +253,7 @@ int rn_declare_cdc_rel(rn_pipeline *p, const char *name, rn_rel *in, rn_schema *
 
 int rn_emit(rn_rel *rel, const rn_change *c)
 {
-  rel->emitted[c->verb - 1]++;
+  if (!rel->p->replaying) rel->emitted[c->verb - 1]++;
   if (rel->listeners) {
     int rc = rn_log_append(rel->p, rel, c);
     if (rc) return rc;

@@ -62,6 +62,8 @@ typedef struct rn_open_opts {
   const char *path;   /* state directory; NULL: a temporary one removed at close */
   int nosync;         /* 1: commits are not flushed (MDB_NOSYNC) */
   size_t map_size;    /* initial LMDB map size in bytes; 0: 64 MiB. It grows by itself */
+  int writemap;       /* 1: MDB_WRITEMAP. Faster writes, but with nosync an OS crash
+                         may damage the state rather than only lose its last groups */
 } rn_open_opts;
 
 /* Opens (creating if needed) a pipeline. On failure returns a negative code
@@ -82,6 +84,11 @@ RN_API int rn_begin(rn_pipeline *p);
 RN_API int rn_commit(rn_pipeline *p);
 /* Throws the open group away. RN_EMISUSE from inside a callback. */
 RN_API int rn_rollback(rn_pipeline *p);
+
+/* With nosync, several groups may share one LMDB transaction; rn_flush
+ * commits the groups carried so far (so other processes see them). A no-op
+ * otherwise, and inside a group. Close flushes too. */
+RN_API int rn_flush(rn_pipeline *p);
 
 /* Sequence number of the last committed group; 0 before the first. */
 RN_API uint64_t rn_seq(const rn_pipeline *p);

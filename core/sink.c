@@ -32,12 +32,12 @@ int rn_sink_add(rn_pipeline *p, rn_rel *rel, bool consolidate, rn_sink_fn on_cha
   return 0;
 }
 
-int rn_change_keep(rn_pipeline *p, const rn_change *c, rn_change *dst)
+int rn_change_keep(rn_pipeline *p, msgpack_zone *z, const rn_change *c, rn_change *dst)
 {
   *dst = *c;
-  if (c->row && !(dst->row = msgpack_zone_malloc_no_align(&p->group_zone, c->row_len)))
+  if (c->row && !(dst->row = msgpack_zone_malloc_no_align(z, c->row_len)))
     return rn_err_set(&p->err, RN_ENOMEM, "out of memory");
-  if (c->old && !(dst->old = msgpack_zone_malloc_no_align(&p->group_zone, c->old_len)))
+  if (c->old && !(dst->old = msgpack_zone_malloc_no_align(z, c->old_len)))
     return rn_err_set(&p->err, RN_ENOMEM, "out of memory");
   if (c->row) memcpy((char *)dst->row, c->row, c->row_len);
   if (c->old) memcpy((char *)dst->old, c->old, c->old_len);
@@ -46,6 +46,7 @@ int rn_change_keep(rn_pipeline *p, const rn_change *c, rn_change *dst)
 
 int rn_log_append(rn_pipeline *p, rn_rel *rel, const rn_change *c)
 {
+  if (p->replaying) return 0; /* a carried group's changes were delivered */
   rn_log *log = &rel->log;
   if (log->n == log->cap) {
     size_t cap = log->cap ? log->cap * 2 : 64;
@@ -54,7 +55,7 @@ int rn_log_append(rn_pipeline *p, rn_rel *rel, const rn_change *c)
     log->items = items;
     log->cap = cap;
   }
-  int rc = rn_change_keep(p, c, &log->items[log->n]);
+  int rc = rn_change_keep(p, &p->group_zone, c, &log->items[log->n]);
   if (rc) return rc;
   log->n++;
   return 0;
@@ -147,6 +148,5 @@ int rn_sinks_deliver(rn_pipeline *p, uint64_t seq)
 void rn_logs_clear(rn_pipeline *p)
 {
   for (int i = 0; i < p->nrels; i++) p->rels[i]->log.n = 0;
-  p->replay.n = 0;
   msgpack_zone_clear(&p->group_zone);
 }

@@ -29,7 +29,7 @@ static int rm_entry(const char *path, const struct stat *sb, int flag, struct FT
   return remove(path);
 }
 
-int rn_store_open(rn_store *s, const char *path, bool nosync, size_t mapsize, rn_err *e)
+int rn_store_open(rn_store *s, const char *path, bool nosync, bool writemap, size_t mapsize, rn_err *e)
 {
   memset(s, 0, sizeof *s);
   if (path) {
@@ -52,7 +52,7 @@ int rn_store_open(rn_store *s, const char *path, bool nosync, size_t mapsize, rn
   /* Keep the map the file already has if it is larger than our start. */
   s->mapsize = mapsize ? mapsize : RN_MAP_INITIAL;
   mdb_env_set_mapsize(s->env, s->mapsize);
-  unsigned flags = MDB_NOTLS | (nosync ? MDB_NOSYNC : 0);
+  unsigned flags = MDB_NOTLS | (nosync ? MDB_NOSYNC : 0) | (writemap ? MDB_WRITEMAP : 0);
   rc = mdb_env_open(s->env, s->path, flags, 0644);
   if (rc) goto fail;
   MDB_envinfo info;

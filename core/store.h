@@ -32,8 +32,10 @@ typedef struct rn_store {
   size_t mapsize;          /* current map size in bytes */
 } rn_store;
 
-/* mapsize 0: the default initial map (64 MiB); the map grows by doubling. */
-int rn_store_open(rn_store *s, const char *path, bool nosync, size_t mapsize, rn_err *e);
+/* mapsize 0: the default initial map (64 MiB); the map grows by doubling.
+ * writemap: MDB_WRITEMAP (faster writes; with nosync, LMDB warns that an OS
+ * crash may damage the environment, not only lose its last transactions). */
+int rn_store_open(rn_store *s, const char *path, bool nosync, bool writemap, size_t mapsize, rn_err *e);
 void rn_store_close(rn_store *s);
 
 /* Maps an LMDB or errno code to an RN_E… code and sets e ("what: reason"). */

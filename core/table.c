@@ -535,10 +535,11 @@ int rn_cursor_open(rn_rel *t, rn_cursor **out)
 {
   rn_pipeline *p = t->p;
   if (t->kind != RN_REL_TABLE) return not_for(t, "rows", "only tables hold rows to read");
+  int rc = p->state == RN_IDLE ? rn_flush(p) : 0; /* outside a group: a snapshot of its own */
+  if (rc) return rc;
   rn_cursor *c = calloc(1, sizeof *c);
   if (!c) return rn_err_set(&p->err, RN_ENOMEM, "out of memory");
   c->t = t;
-  int rc;
   if (p->store.wtxn) {
     c->txn = p->store.wtxn;
     c->group = p->group_serial;

@@ -4,6 +4,7 @@
 #include <time.h>
 
 #include "cdc.h"
+#include "json.h"
 #include "lbind.h"
 #include "row.h"
 
@@ -26,11 +27,11 @@ int rn_lua_fail(lua_State *L, lpipe *lp)
   return rn_lua_raise(L, lp);
 }
 
-/* core.open(path|nil, nosync, clock|nil, map_size|nil) -> pipeline | nil, err */
+/* core.open(path|nil, nosync, clock|nil, map_size|nil, writemap) -> pipeline | nil, err */
 static int l_open(lua_State *L)
 {
   rn_open_opts opts = { .path = luaL_optstring(L, 1, NULL), .nosync = lua_toboolean(L, 2),
-                        .map_size = (size_t)luaL_optinteger(L, 4, 0) };
+                        .map_size = (size_t)luaL_optinteger(L, 4, 0), .writemap = lua_toboolean(L, 5) };
   lpipe *lp = lua_newuserdatauv(L, sizeof *lp, 1);
   memset(lp, 0, sizeof *lp);
   lp->clock_ref = LUA_NOREF;
@@ -238,6 +239,12 @@ static int l_rollback(lua_State *L)
   return rn_rollback(lp->p) ? rn_lua_raise(L, lp) : 0;
 }
 
+static int l_flush(lua_State *L)
+{
+  lpipe *lp = rn_lua_checkpipe(L, 1);
+  return rn_flush(lp->p) ? rn_lua_raise(L, lp) : 0;
+}
+
 static int l_seq(lua_State *L)
 {
   lpipe *lp = rn_lua_checkpipe(L, 1);
@@ -267,6 +274,8 @@ static int l_stats(lua_State *L)
   lua_setfield(L, -2, "rollbacks");
   lua_pushinteger(L, (lua_Integer)lp->p->store.mapsize);
   lua_setfield(L, -2, "map_size");
+  lua_pushinteger(L, (lua_Integer)st->lmdb_commits);
+  lua_setfield(L, -2, "lmdb_commits");
   lua_newtable(L);
   lua_setfield(L, -2, "lookups");
   return 1;
@@ -303,6 +312,7 @@ static const luaL_Reg pipeline_methods[] = {
   { "commit", l_commit },
   { "rollback", l_rollback },
   { "seq", l_seq },
+  { "flush", l_flush },
   { "in_group", l_in_group },
   { "stats", l_stats },
   { "path", l_path },
@@ -317,6 +327,26 @@ static const luaL_Reg pipeline_meta[] = {
   { "__tostring", l_tostring },
   { NULL, NULL }
 };
+
+/* runnel.json_decode(text) -> value | nil, err (JSON null: runnel.null) */
+static int l_json_decode(lua_State *L)
+{
+  size_t len;
+  const char *text = luaL_checklstring(L, 1, &len);
+  msgpack_zone z;
+  msgpack_zone_init(&z, 1024);
+  msgpack_object v;
+  rn_err e = { .code = RN_OK };
+  if (rn_json_parse(text, len, &v, &z, &e)) {
+    msgpack_zone_destroy(&z);
+    lua_pushnil(L);
+    lua_pushstring(L, e.msg);
+    return 2;
+  }
+  rn_lua_pushvalue(L, &v, NULL);
+  msgpack_zone_destroy(&z);
+  return 1;
+}
 
 /* runnel.now() -> seconds on the monotonic clock (the default pipeline clock). */
 static int l_now(lua_State *L)
@@ -350,6 +380,8 @@ RN_API int luaopen_runnel_core(lua_State *L)
   lua_setfield(L, -2, "strerror");
   lua_pushcfunction(L, l_now);
   lua_setfield(L, -2, "now");
+  lua_pushcfunction(L, l_json_decode);
+  lua_setfield(L, -2, "json_decode");
   lua_pushlightuserdata(L, RN_LUA_NULL);
   lua_setfield(L, -2, "null");
   luaL_getmetatable(L, RN_PIPELINE_MT);

@@ -7,7 +7,7 @@ local core = require "runnel.core"
 
 local Pipeline, Relation = core.Pipeline, core.Relation
 
-local runnel = { null = core.null, now = core.now, _VERSION = "runnel 0.1" }
+local runnel = { null = core.null, now = core.now, json_decode = core.json_decode, _VERSION = "runnel 0.1" }
 
 local TYPES = { int = true, float = true, string = true, bool = true, bytes = true,
                 list = true, map = true, any = true }
@@ -323,25 +323,28 @@ function Relation:sink(s)
   return self
 end
 
-local OPEN_FIELDS = { path = true, sync = true, clock = true, map_size = true }
+local OPEN_FIELDS = { path = true, sync = true, clock = true, map_size = true, writemap = true }
 
---- runnel.open([path | { path, sync = true, clock = fn, map_size = bytes }]) -> pipeline
+--- runnel.open([path | { path, sync = true, clock = fn, map_size = bytes, writemap = false }]) -> pipeline
 -- map_size is LMDB's initial map (64 MiB by default); it doubles by itself.
+-- writemap = true writes through LMDB's memory map: faster, but with
+-- sync = false an OS crash may damage the state instead of only losing its
+-- last groups (LMDB's own warning). A process crash loses nothing committed.
 function runnel.open(opts)
-  local path, sync, clock, map_size
+  local path, sync, clock, map_size, writemap
   if type(opts) == "string" then
     path = opts
   elseif type(opts) == "table" then
     for k in pairs(opts) do
-      if not OPEN_FIELDS[k] then error(("open: unknown option %s (path, sync, clock, map_size)"):format(tostring(k)), 2) end
+      if not OPEN_FIELDS[k] then error(("open: unknown option %s (path, sync, clock, map_size, writemap)"):format(tostring(k)), 2) end
     end
-    path, sync, clock, map_size = opts.path, opts.sync, opts.clock, opts.map_size
+    path, sync, clock, map_size, writemap = opts.path, opts.sync, opts.clock, opts.map_size, opts.writemap == true
     if clock ~= nil and type(clock) ~= "function" then error("open: clock must be a function", 2) end
     if map_size ~= nil and math.type(map_size) ~= "integer" then error("open: map_size must be an integer", 2) end
   elseif opts ~= nil then
     error("open: expects a path or an options table, got " .. type(opts), 2)
   end
-  local p, err = core.open(path, sync == false, clock, map_size)
+  local p, err = core.open(path, sync == false, clock, map_size, writemap)
   if not p then error(err, 2) end
   return p
 end

@@ -1,7 +1,9 @@
 /* derive.c — filter and map (see derive.h for the rule). */
 #include "derive.h"
 #include "join.h"
+#include "row.h"
 
+#include <stdlib.h>
 #include <string.h>
 
 int rn_derive_row(rn_rel *d, const char *row, size_t len, const char **out, size_t *out_len)
@@ -49,4 +51,78 @@ int rn_derive_apply(rn_rel *d, rn_rel *from, const rn_change *c)
     return 0;
   }
   return rn_emit(d, &out);
+}
+
+/* ---- select: a map whose function is a projection, in C ---- */
+
+typedef struct rn_select {
+  int n;                  /* output columns */
+  int slots[];            /* the input slot of each */
+} rn_select;
+
+static int select_row(void *ctx, rn_rel *in, rn_rel *out, const char *row, size_t len,
+                      msgpack_sbuffer *result, int *has_row, rn_err *e)
+{
+  const rn_select *s = ctx;
+  size_t starts[in->schema->ncols + 1];
+  if (rn_row_spans(row, len, in->schema->ncols, starts) != 0)
+    return rn_err_set(e, RN_ESTORE, "%s: a row could not be decoded", out->name);
+  msgpack_packer pk;
+  msgpack_packer_init(&pk, result, msgpack_sbuffer_write);
+  msgpack_pack_array(&pk, (size_t)s->n);
+  for (int i = 0; i < s->n; i++) /* the value's bytes, as they are */
+    msgpack_sbuffer_write(result, row + starts[s->slots[i]], starts[s->slots[i] + 1] - starts[s->slots[i]]);
+  *has_row = 1;
+  return 0;
+}
+
+int rn_declare_select(rn_pipeline *p, const char *name, rn_rel *in, const int *slots,
+                      const char *const *names, int n, const int *key, int nkey, rn_rel **out)
+{
+  rn_schema *s = rn_schema_new();
+  rn_select *sel = malloc(sizeof *sel + sizeof *sel->slots * (size_t)n);
+  if (!s || !sel) {
+    rn_schema_free(s);
+    free(sel);
+    return rn_err_set(&p->err, RN_ENOMEM, "out of memory");
+  }
+  sel->n = n;
+  memcpy(sel->slots, slots, sizeof *slots * (size_t)n);
+  int rc = 0;
+  for (int i = 0; i < n && !rc; i++) {
+    const rn_column *c = &in->schema->cols[slots[i]];
+    rn_schema *fields = NULL;
+    if (c->fields && (!(fields = rn_schema_new()) || rn_schema_copy_columns(fields, c->fields, false, &p->err))) {
+      rn_schema_free(fields);
+      rc = p->err.code ? p->err.code : rn_err_set(&p->err, RN_ENOMEM, "out of memory");
+      break;
+    }
+    if (rn_schema_add(s, names[i], strlen(names[i]), c->type, c->nullable, fields, &p->err) < 0) {
+      rn_err_prefix(&p->err, name);
+      rc = p->err.code;
+    }
+  }
+  /* The key: as given, else the input's key when every key column is kept. */
+  int derived[in->schema->nkey ? in->schema->nkey : 1];
+  if (!rc && !key && in->schema->nkey) {
+    nkey = in->schema->nkey;
+    for (int k = 0; k < nkey; k++) {
+      derived[k] = -1;
+      for (int i = 0; i < n; i++) if (slots[i] == in->schema->key_slots[k]) derived[k] = i;
+      if (derived[k] < 0) nkey = 0;
+    }
+    key = derived;
+  }
+  if (!rc && key && nkey) {
+    for (int k = 0; k < nkey; k++) s->cols[key[k]].nullable = false;
+    rc = rn_schema_set_key(s, key, nkey, name, &p->err);
+  }
+  if (rc) {
+    rn_schema_free(s);
+    free(sel);
+    return rc;
+  }
+  rc = rn_declare_derived(p, name, RN_REL_MAP, in, s, sel, free, out);
+  if (!rc) (*out)->map = select_row;
+  return rc;
 }

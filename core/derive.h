@@ -18,6 +18,10 @@
 /* Computes filter or map d's row for one input row. *out is NULL when there
  * is none; else it points into the scratch zone (or is row itself). */
 int rn_derive_row(rn_rel *d, const char *row, size_t len, const char **out, size_t *out_len);
+/* Declares a projection of in: output column i is input slot slots[i]
+ * named names[i]; key: output positions (NULL: in's key if all kept). */
+int rn_declare_select(rn_pipeline *p, const char *name, rn_rel *in, const int *slots,
+                      const char *const *names, int n, const int *key, int nkey, rn_rel **out);
 /* d's input (from) made change c. */
 int rn_derive_apply(rn_rel *d, rn_rel *from, const rn_change *c);
 

@@ -54,6 +54,22 @@ static const msgpack_object *vals_of(rn_join *j, rn_rel *r, side *s)
   return s->vals;
 }
 
+/* Decodes only the given slots of a row (its key or foreign key columns). */
+static int slot_values(rn_join *j, rn_rel *r, const side *s, const int *slots, int n, msgpack_object *out)
+{
+  int ncols = r->schema->ncols;
+  size_t starts[ncols + 1];
+  if (rn_row_spans(s->row, s->len, ncols, starts) != 0)
+    return rn_err_set(err_of(j), RN_ESTORE, "%s: a row of %s could not be decoded", j->out->name, r->name);
+  for (int i = 0; i < n; i++) {
+    size_t off = 0;
+    if (msgpack_unpack(s->row + starts[slots[i]], starts[slots[i] + 1] - starts[slots[i]], &off,
+                       zone_of(j), &out[i]) != MSGPACK_UNPACK_SUCCESS)
+      return rn_err_set(err_of(j), RN_ESTORE, "%s: a row of %s could not be decoded", j->out->name, r->name);
+  }
+  return 0;
+}
+
 static void be64(char out[8], uint64_t u)
 {
   for (int i = 0; i < 8; i++) out[i] = (char)(u >> (56 - 8 * i));
@@ -121,9 +137,8 @@ static int left_fk(rn_join *j, side *l, fk *f)
     if (rc) return rc;
     if (!has_key) { f->null = true; set_part(f); return 0; }
   } else {
-    const msgpack_object *lv = vals_of(j, j->left, l);
-    if (!lv) return rn_err_set(err_of(j), RN_ESTORE, "%s: a row could not be decoded", j->out->name);
-    for (int i = 0; i < nkey; i++) vals[i] = lv[j->on[i]];
+    int rc = slot_values(j, j->left, l, j->on, nkey, vals);
+    if (rc) return rc;
   }
   return encode_right_key(j, vals, f);
 }
@@ -131,10 +146,12 @@ static int left_fk(rn_join *j, side *l, fk *f)
 /* A right row's own key (its values are already normalized). */
 static int right_key(rn_join *j, side *r, fk *f)
 {
-  const msgpack_object *rv = vals_of(j, j->right, r);
-  if (!rv) return rn_err_set(err_of(j), RN_ESTORE, "%s: a row could not be decoded", j->out->name);
+  const rn_schema *rs = j->right->schema;
+  msgpack_object kv[rs->nkey];
+  int rc = slot_values(j, j->right, r, rs->key_slots, rs->nkey, kv);
+  if (rc) return rc;
   msgpack_sbuffer_clear(&j->keybuf);
-  rn_key_encode(j->right->schema, rv, &j->keybuf);
+  for (int i = 0; i < rs->nkey; i++) rn_key_append(&j->keybuf, &kv[i]);
   return keep_encoding(j, f, &j->keybuf);
 }
 

@@ -327,6 +327,13 @@ void rn_row_pack(const rn_schema *s, const msgpack_object *vals, msgpack_sbuffer
   for (int i = 0; i < s->ncols; i++) msgpack_pack_object(&pk, vals[i]);
 }
 
+static uint64_t read_be(const unsigned char *p, int n)
+{
+  uint64_t u = 0;
+  for (int i = 0; i < n; i++) u = (u << 8) | p[i];
+  return u;
+}
+
 const msgpack_object *rn_row_unpack(const char *data, size_t len, int ncols, msgpack_zone *z)
 {
   msgpack_object obj;
@@ -347,4 +354,71 @@ void rn_key_format(const rn_schema *s, const msgpack_object *vals, char *buf, si
     int n = msgpack_object_print_buffer(buf + off, len - off, vals[s->key_slots[i]]);
     if (n > 0) off += (size_t)n;
   }
+}
+
+/* The byte length of the msgpack element at p, or 0 if it runs past end.
+ * Iterative: `left` counts the elements still to walk. */
+static size_t element_size(const unsigned char *p, const unsigned char *end)
+{
+  const unsigned char *start = p;
+  uint64_t left = 1;
+  while (left--) {
+    if (p >= end) return 0;
+    unsigned b = *p;
+    size_t head = 1, body = 0;
+    uint64_t children = 0;
+#define RN_BE(n) ((size_t)(p + 1 + (n) <= end ? read_be(p + 1, n) : (size_t)-1))
+    if (b <= 0x7f || b >= 0xe0 || b == 0xc0 || b == 0xc2 || b == 0xc3) { /* fixints, nil, bool */ }
+    else if (b >= 0x80 && b <= 0x8f) children = 2 * (uint64_t)(b & 0x0f);
+    else if (b >= 0x90 && b <= 0x9f) children = b & 0x0f;
+    else if (b >= 0xa0 && b <= 0xbf) body = b & 0x1f;
+    else switch (b) {
+    case 0xc4: case 0xd9: head = 2; body = RN_BE(1); break;
+    case 0xc5: case 0xda: head = 3; body = RN_BE(2); break;
+    case 0xc6: case 0xdb: head = 5; body = RN_BE(4); break;
+    case 0xc7: head = 3; body = RN_BE(1); break;
+    case 0xc8: head = 4; body = RN_BE(2); break;
+    case 0xc9: head = 6; body = RN_BE(4); break;
+    case 0xca: case 0xce: case 0xd2: head = 5; break;
+    case 0xcb: case 0xcf: case 0xd3: head = 9; break;
+    case 0xcc: case 0xd0: head = 2; break;
+    case 0xcd: case 0xd1: head = 3; break;
+    case 0xd4: head = 3; break;
+    case 0xd5: head = 4; break;
+    case 0xd6: head = 6; break;
+    case 0xd7: head = 10; break;
+    case 0xd8: head = 18; break;
+    case 0xdc: head = 3; children = RN_BE(2); break;
+    case 0xdd: head = 5; children = RN_BE(4); break;
+    case 0xde: head = 3; children = 2 * (uint64_t)RN_BE(2); break;
+    case 0xdf: head = 5; children = 2 * (uint64_t)RN_BE(4); break;
+    default: return 0; /* 0xc1 is never used */
+    }
+#undef RN_BE
+    if (body == (size_t)-1 || children == (uint64_t)-1 || (size_t)(end - p) < head + body) return 0;
+    p += head + body;
+    left += children;
+  }
+  return (size_t)(p - start);
+}
+
+int rn_row_spans(const char *row, size_t len, int ncols, size_t *starts)
+{
+  const unsigned char *p = (const unsigned char *)row, *end = p + len;
+  uint32_t n;
+  size_t off;
+  if (len == 0) return -1;
+  if (p[0] >= 0x90 && p[0] <= 0x9f) { n = p[0] & 0x0f; off = 1; }
+  else if (p[0] == 0xdc && len >= 3) { n = (uint32_t)read_be(p + 1, 2); off = 3; }
+  else if (p[0] == 0xdd && len >= 5) { n = (uint32_t)read_be(p + 1, 4); off = 5; }
+  else return -1;
+  if (n != (uint32_t)ncols) return -1;
+  for (int i = 0; i < ncols; i++) {
+    starts[i] = off;
+    size_t sz = element_size(p + off, end);
+    if (!sz) return -1;
+    off += sz;
+  }
+  starts[ncols] = off;
+  return 0;
 }

@@ -48,6 +48,11 @@ void rn_row_pack(const rn_schema *s, const msgpack_object *vals, msgpack_sbuffer
 const msgpack_object *rn_row_unpack(const char *data, size_t len, int ncols,
                                     msgpack_zone *z);
 
+/* The byte offset of each of a row's ncols values (starts[ncols] = the end),
+ * without decoding them: for copying values between rows. 0, or -1 if row
+ * is not an array of ncols well-formed values. */
+int rn_row_spans(const char *row, size_t len, int ncols, size_t *starts);
+
 /* "id = 1" or "a = 1, b = \"x\"" into buf. */
 void rn_key_format(const rn_schema *s, const msgpack_object *vals, char *buf, size_t len);
 /* What Lua would call the value's type: "number", "string", "table" … */

@@ -74,6 +74,7 @@ int rn_lua_declare_filter(lua_State *L);
 int rn_lua_declare_map(lua_State *L);
 int rn_lua_add_sink(lua_State *L);
 int rn_lua_declare_join(lua_State *L);
+int rn_lua_declare_select(lua_State *L);
 
 /* lpipeline.c */
 lpipe *rn_lua_checkpipe(lua_State *L, int idx);

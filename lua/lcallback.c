@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "derive.h"
 #include "join.h"
 #include "key.h"
 #include "lbind.h"
@@ -379,4 +380,52 @@ int rn_lua_add_sink(lua_State *L)
   }
   lua_pushboolean(L, 1);
   return 1;
+}
+
+/* p:_select(in, name, {input names}, {output names}, {key output names}|nil)
+ *   -> relation | nil, err */
+int rn_lua_declare_select(lua_State *L)
+{
+  lpipe *lp = rn_lua_checkpipe(L, 1);
+  lrel *in = rn_lua_checkrel(L, 2);
+  const char *name = luaL_checkstring(L, 3);
+  luaL_checktype(L, 4, LUA_TTABLE);
+  luaL_checktype(L, 5, LUA_TTABLE);
+  int n = (int)lua_rawlen(L, 4);
+  if (n == 0 || n > 1024 || (int)lua_rawlen(L, 5) != n) return luaL_error(L, "%s: select needs 1 to 1024 columns", name);
+  int slots[n], key[n], nkey = 0;
+  const char *names[n];
+  for (int i = 0; i < n; i++) {
+    lua_rawgeti(L, 4, i + 1);
+    size_t len;
+    const char *col = lua_tolstring(L, -1, &len);
+    slots[i] = col ? rn_schema_slot(in->rel->schema, col, len) : -1;
+    lua_pop(L, 1);
+    if (slots[i] < 0) {
+      lua_pushnil(L);
+      lua_pushfstring(L, "%s: select: %s has no column \"%s\"", name, in->rel->name, col ? col : "?");
+      return 2;
+    }
+    lua_rawgeti(L, 5, i + 1);
+    names[i] = lua_tostring(L, -1); /* kept alive by the table at 5 */
+    lua_pop(L, 1);
+  }
+  if (lua_istable(L, 6)) {
+    nkey = (int)lua_rawlen(L, 6);
+    for (int k = 0; k < nkey && k < n; k++) {
+      lua_rawgeti(L, 6, k + 1);
+      const char *kn = lua_tostring(L, -1);
+      key[k] = -1;
+      for (int i = 0; i < n && kn; i++) if (strcmp(names[i], kn) == 0) key[k] = i;
+      lua_pop(L, 1);
+      if (key[k] < 0) {
+        lua_pushnil(L);
+        lua_pushfstring(L, "%s: key column \"%s\" is not a selected column", name, kn ? kn : "?");
+        return 2;
+      }
+    }
+  }
+  rn_rel *rel = NULL;
+  int rc = rn_declare_select(lp->p, name, in->rel, slots, names, n, nkey ? key : NULL, nkey, &rel);
+  return declared(L, lp, rc, rel);
 }

@@ -308,6 +308,7 @@ static const luaL_Reg pipeline_methods[] = {
   { "_sink", rn_lua_add_sink },
   { "_cdc", l_declare_cdc },
   { "_join", rn_lua_declare_join },
+  { "_select", rn_lua_declare_select },
   { "begin", l_begin },
   { "commit", l_commit },
   { "rollback", l_rollback },

@@ -259,6 +259,33 @@ function Relation:join(right, opts)
   return declared(self:pipeline(), rel)
 end
 
+--- rel:select{ "col", {"new_name", "col"}, …, key = … } [, name] -> relation
+-- Keeps, renames and reorders columns in C (no Lua per row); ids pass
+-- through; the key is the given one, or rel's key when all of it is kept.
+function Relation:select(spec, name)
+  if type(spec) ~= "table" or #spec == 0 then error("select: expects a list of columns", 2) end
+  local from, to = {}, {}
+  for i, c in ipairs(spec) do
+    if type(c) == "string" then from[i], to[i] = c, c
+    elseif type(c) == "table" and type(c[1]) == "string" and type(c[2]) == "string" then to[i], from[i] = c[1], c[2]
+    else error(("select: entry #%d must be a column name or {new_name, column}"):format(i), 2) end
+  end
+  for k in pairs(spec) do
+    if k ~= "key" and (math.type(k) ~= "integer" or k < 1 or k > #spec) then
+      error(("select: unexpected field %s"):format(tostring(k)), 2)
+    end
+  end
+  local n, err = derived_name(self, "select", name)
+  if not n then error(err, 2) end
+  local key
+  key, err = key_spec(n, spec.key)
+  if err then error(err, 2) end
+  local rel
+  rel, err = self:pipeline():_select(self, n, from, to, key)
+  if not rel then error(err, 2) end
+  return declared(self:pipeline(), rel)
+end
+
 -- Derived relations have no stored rows of their own: rows(), count() and
 -- get() compute them from their inputs (O(rows)). Sources read LMDB.
 local core_rows, core_count, core_get = Relation.rows, Relation.count, Relation.get

@@ -88,3 +88,27 @@ describe("map", function()
     assert.same({ { "INSERT", 1, { double = 4 } } }, log)
   end)
 end)
+
+describe("select", function()
+  it("keeps, renames and reorders columns, keeps the key, and drops changes to other columns", function()
+    local p = runnel.open()
+    local t = p:table("players", { {"id","int"}, {"name","string"}, {"score","int"}, {"tags","list", null = true}, key = "id" })
+    local s = t:select{ {"pid","id"}, "tags", {"who","name"} }
+    local names = {}
+    for i, c in ipairs(s:schema().columns) do names[i] = c.name .. ":" .. c.type end
+    assert.same({ "pid:int", "tags:list", "who:string" }, names)
+    assert.same({ "pid" }, s:schema().key)
+    local log = H.record(s)
+    t:insert{ id = 1, name = "ann", score = 1, tags = { "a", runnel.null } }
+    t:update{ id = 1, score = 2 } -- not selected: nothing downstream
+    t:update{ id = 1, name = "anna" }
+    assert.same({
+      { "INSERT", 1, { pid = 1, who = "ann", tags = { "a", runnel.null } } },
+      { "UPDATE", 1, { pid = 1, who = "anna", tags = { "a", runnel.null } }, { pid = 1, who = "ann", tags = { "a", runnel.null } } },
+    }, log)
+    assert.same({ pid = 1, who = "anna", tags = { "a", runnel.null } }, s:get(1))
+    assert.is_nil(t:select{ "name" }:schema().key)
+    assert.equal('players.select3: select: players has no column "nope"', H.error_of(t.select, t, { "nope" }))
+    p:close()
+  end)
+end)

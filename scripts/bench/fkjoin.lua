@@ -1,11 +1,15 @@
--- fkjoin.lua FILE.ndjson [--mapper] — the fkjoin workload (shared/bench/fkjoin.md):
--- maintain players LEFT JOIN teams ON players.team_id = teams.id, applying
+-- fkjoin.lua FILE.ndjson [--mapper] [--writemap] — the fkjoin workload
+-- (shared/bench/fkjoin.md): maintain players LEFT JOIN teams ON
+-- players.team_id = teams.id as (pid, pname, score, tname, region), applying
 -- the file's changes in groups of 1,000 with sync = false. The file is read
--- and parsed first; only the applying is timed. --mapper joins through a
--- Lua mapper and joiner instead of the declarative on = "team_id".
+-- and parsed first; only the applying is timed. The default is declarative
+-- (on = "team_id", then select: no Lua per row); --mapper joins through a
+-- Lua mapper and joiner; --writemap opens the state with writemap = true.
 local runnel = require "runnel"
-local path = assert(arg[1], "usage: runnel run scripts/bench/fkjoin.lua FILE.ndjson [--mapper]")
-local use_mapper = arg[2] == "--mapper"
+local path = assert(arg[1], "usage: runnel run scripts/bench/fkjoin.lua FILE.ndjson [--mapper] [--writemap]")
+local flags = {}
+for i = 2, #arg do flags[arg[i]] = true end
+local use_mapper = flags["--mapper"]
 local GROUP = 1000
 
 local changes = {}
@@ -14,7 +18,7 @@ for line in io.lines(path) do
   changes[#changes + 1] = c
 end
 
-local p = runnel.open{ sync = false }
+local p = runnel.open{ sync = false, writemap = flags["--writemap"] == true }
 local rels = {
   teams = p:table("teams", { {"id","int"}, {"name","string"}, {"region","string"}, key = "id" }),
   players = p:table("players", { {"id","int"}, {"name","string"}, {"team_id","int", null = true},
@@ -33,6 +37,7 @@ if use_mapper then
   })
 else
   result = rels.players:join(rels.teams, { on = "team_id", kind = "left" })
+                       :select{ {"pid","id"}, {"pname","name"}, "score", {"tname","teams.name"}, "region" }
 end
 
 local methods = { insert = "insert", update = "update", delete = "delete", upsert = "upsert" }
@@ -50,13 +55,7 @@ local elapsed = runnel.now() - t0
 
 local e = result:changes()
 local rows = {}
-result:scan(function(r)
-  if use_mapper then
-    rows[#rows + 1] = { r.pid, r.pname, r.score, r.tname, r.region }
-  else
-    rows[#rows + 1] = { r.id, r.name, r.score, r["teams.name"], r.region }
-  end
-end)
+result:scan(function(r) rows[#rows + 1] = { r.pid, r.pname, r.score, r.tname, r.region } end)
 table.sort(rows, function(a, b) return a[1] < b[1] end)
 local parts = {}
 for i, r in ipairs(rows) do

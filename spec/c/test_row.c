@@ -158,8 +158,65 @@ static void test_schema_declaration_errors(void)
   rn_schema_free(s);
 }
 
+/* rn_row_spans agrees with msgpack-c's own decoder on random nested rows. */
+static uint64_t rng = 88172645463325252ULL;
+static uint64_t next(void) { rng ^= rng << 13; rng ^= rng >> 7; rng ^= rng << 17; return rng; }
+
+static void pack_random(msgpack_packer *pk, int depth)
+{
+  static const char blob[70000] = { 0 };
+  int kind = (int)(next() % (depth > 3 ? 9 : 12));
+  switch (kind) {
+  case 0: msgpack_pack_nil(pk); break;
+  case 1: msgpack_pack_true(pk); break;
+  case 2: msgpack_pack_int64(pk, (int64_t)next()); break;
+  case 3: msgpack_pack_int64(pk, -(int64_t)(next() % 200)); break;
+  case 4: msgpack_pack_uint64(pk, next() % 70000); break;
+  case 5: msgpack_pack_double(pk, (double)next()); break;
+  case 6: msgpack_pack_float(pk, 1.5f); break;
+  case 7: { size_t n = next() % 3 == 0 ? next() % 70000 : next() % 40;
+            msgpack_pack_str_with_body(pk, blob, n); break; }
+  case 8: { size_t n = next() % 300; msgpack_pack_bin_with_body(pk, blob, n); break; }
+  case 9: case 10: { size_t n = next() % (next() % 4 == 0 ? 40 : 5);
+            msgpack_pack_array(pk, n);
+            for (size_t i = 0; i < n; i++) pack_random(pk, depth + 1);
+            break; }
+  default: { size_t n = next() % 20;
+            msgpack_pack_map(pk, n);
+            for (size_t i = 0; i < 2 * n; i++) pack_random(pk, depth + 1);
+            break; }
+  }
+}
+
+static void test_row_spans_match_the_decoder(void)
+{
+  msgpack_sbuffer sb;
+  msgpack_sbuffer_init(&sb);
+  msgpack_zone z;
+  msgpack_zone_init(&z, 4096);
+  for (int round = 0; round < 2000; round++) {
+    msgpack_sbuffer_clear(&sb);
+    msgpack_packer pk;
+    msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
+    int ncols = (int)(next() % 20);
+    msgpack_pack_array(&pk, (size_t)ncols);
+    size_t want[21];
+    for (int i = 0; i < ncols; i++) { want[i] = sb.size; pack_random(&pk, 0); }
+    want[ncols] = sb.size;
+    size_t got[21];
+    CHECK(rn_row_spans(sb.data, sb.size, ncols, got) == 0);
+    for (int i = 0; i <= ncols; i++) CHECK(got[i] == want[i]);
+    CHECK(rn_row_spans(sb.data, sb.size, ncols + 1, got) == -1);       /* wrong width */
+    if (sb.size > 1) CHECK(rn_row_spans(sb.data, sb.size - 1, ncols, got) == -1 || ncols == 0); /* truncated */
+    msgpack_zone_clear(&z);
+  }
+  msgpack_zone_destroy(&z);
+  msgpack_sbuffer_destroy(&sb);
+}
+
 int main(void)
 {
+  RUN(test_row_spans_match_the_decoder);
   RUN(test_full_row_defaults_and_coercion);
   RUN(test_errors_name_relation_and_column);
   RUN(test_patch_leaves_absent_columns_alone);

@@ -1,5 +1,6 @@
 /* derive.c — filter and map (see derive.h for the rule). */
 #include "derive.h"
+#include "aggregate.h"
 #include "join.h"
 #include "row.h"
 
@@ -35,6 +36,7 @@ int rn_derive_row(rn_rel *d, const char *row, size_t len, const char **out, size
 int rn_derive_apply(rn_rel *d, rn_rel *from, const rn_change *c)
 {
   if (d->kind == RN_REL_JOIN) return rn_join_apply(d, from, c);
+  if (d->kind == RN_REL_AGGREGATE) return rn_aggregate_apply(d, c);
   rn_change out = { .id = c->id };
   int rc = rn_derive_row(d, c->old, c->old_len, &out.old, &out.old_len);
   if (rc) return rc;

@@ -40,7 +40,8 @@ typedef enum rn_relkind {
   RN_REL_FILTER,          /* derived: rows passing a predicate */
   RN_REL_MAP,             /* derived: rows rewritten by a function */
   RN_REL_CDC,             /* derived at commit: images of a table-like relation */
-  RN_REL_JOIN             /* derived: left joined with right */
+  RN_REL_JOIN,            /* derived: left joined with right */
+  RN_REL_AGGREGATE        /* derived: groups of an input, with aggregates */
 } rn_relkind;
 
 typedef void (*rn_free_fn)(void *ctx);

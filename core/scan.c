@@ -1,6 +1,7 @@
 /* scan.c — current rows of any table-like relation (scan.h). */
 #include "scan.h"
 
+#include "aggregate.h"
 #include "derive.h"
 
 static int scan_source(rn_rel *t, rn_scan_fn fn, void *ctx)
@@ -45,6 +46,8 @@ int rn_rel_scan(rn_rel *rel, rn_scan_fn fn, void *ctx)
   case RN_REL_JOIN:
     if (!rel->tablelike) break;
     return rn_join_scan(rel, fn, ctx);
+  case RN_REL_AGGREGATE:
+    return rn_aggregate_scan(rel, fn, ctx);
   default:
     break;
   }

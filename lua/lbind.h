@@ -76,6 +76,10 @@ int rn_lua_add_sink(lua_State *L);
 int rn_lua_declare_join(lua_State *L);
 int rn_lua_declare_select(lua_State *L);
 
+/* laggregate.c */
+int rn_lua_declare_aggregate(lua_State *L);
+int rn_lua_aggregate_late(lua_State *L);
+
 /* lpipeline.c */
 lpipe *rn_lua_checkpipe(lua_State *L, int idx);
 /* Raises the pipeline's last error at the caller's line. */

@@ -3,6 +3,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "aggregate.h"
 #include "cdc.h"
 #include "json.h"
 #include "lbind.h"
@@ -278,6 +279,14 @@ static int l_stats(lua_State *L)
   lua_setfield(L, -2, "lmdb_commits");
   lua_newtable(L);
   lua_setfield(L, -2, "lookups");
+  lua_newtable(L); /* late = { [aggregate] = events dropped as late } */
+  for (int i = 0; i < lp->p->nrels; i++) {
+    rn_rel *r = lp->p->rels[i];
+    if (r->kind != RN_REL_AGGREGATE) continue;
+    lua_pushinteger(L, (lua_Integer)rn_aggregate_late(r));
+    lua_setfield(L, -2, r->name);
+  }
+  lua_setfield(L, -2, "late");
   return 1;
 }
 
@@ -309,6 +318,7 @@ static const luaL_Reg pipeline_methods[] = {
   { "_cdc", l_declare_cdc },
   { "_join", rn_lua_declare_join },
   { "_select", rn_lua_declare_select },
+  { "_aggregate", rn_lua_declare_aggregate },
   { "begin", l_begin },
   { "commit", l_commit },
   { "rollback", l_rollback },

@@ -135,7 +135,7 @@ static int l_name(lua_State *L)
   return 1;
 }
 
-static const char *const kind_names[] = { "table", "stream", "filter", "map", "cdc", "join" };
+static const char *const kind_names[] = { "table", "stream", "filter", "map", "cdc", "join", "aggregate" };
 
 static void push_columns(lua_State *L, const rn_schema *s)
 {
@@ -311,7 +311,7 @@ static int l_changes(lua_State *L)
 }
 
 static const luaL_Reg relation_methods[] = {
-  { "scan", l_scan }, { "changes", l_changes },
+  { "scan", l_scan }, { "changes", l_changes }, { "late", rn_lua_aggregate_late },
   { "insert", l_insert }, { "update", l_update }, { "upsert", l_upsert },
   { "delete", l_delete }, { "get", l_get }, { "id_of", l_id_of },
   { "count", l_count }, { "rows", l_rows }, { "name", l_name },

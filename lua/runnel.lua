@@ -286,12 +286,108 @@ function Relation:select(spec, name)
   return declared(self:pipeline(), rel)
 end
 
+---------------------------------------------------------------------------
+-- Aggregates and windows.
+
+local AGG = {} -- marks aggregate descriptors
+local function descriptor(kind, col, fns)
+  return setmetatable({ kind = kind, col = col, fns = fns }, AGG)
+end
+local function column_arg(what, col)
+  if type(col) ~= "string" then error(what .. ": expects a column name, got " .. type(col), 3) end
+  return col
+end
+
+--- runnel.count() counts rows; runnel.count(col) counts non-null values of col.
+function runnel.count(col)
+  if col == nil then return descriptor("count") end
+  return descriptor("count_col", column_arg("count", col))
+end
+function runnel.sum(col) return descriptor("sum", column_arg("sum", col)) end
+function runnel.min(col) return descriptor("min", column_arg("min", col)) end
+function runnel.max(col) return descriptor("max", column_arg("max", col)) end
+function runnel.avg(col) return descriptor("avg", column_arg("avg", col)) end
+
+--- runnel.agg{ init = fn() -> state, add = fn(state, row) -> state,
+--              remove = fn(state, row) -> state, result = fn(state) -> value }
+-- A user aggregate. remove may be left out for streams (inserts only).
+function runnel.agg(fns)
+  if type(fns) ~= "table" or type(fns.add) ~= "function" then
+    error("agg: expects { init = fn, add = fn, remove = fn, result = fn } (add at least)", 2)
+  end
+  for k, v in pairs(fns) do
+    if k ~= "init" and k ~= "add" and k ~= "remove" and k ~= "result" then
+      error("agg: unknown field " .. tostring(k), 2)
+    end
+    if type(v) ~= "function" then error(("agg: %s must be a function"):format(k), 2) end
+  end
+  return descriptor("agg", nil, fns)
+end
+
+local WINDOW = {}
+--- runnel.tumbling(size, time_col): windows [k*size, (k+1)*size).
+function runnel.tumbling(size, col)
+  if type(size) ~= "number" or size <= 0 then error("tumbling: size must be a positive number", 2) end
+  return setmetatable({ kind = "tumbling", size = size, col = column_arg("tumbling", col) }, WINDOW)
+end
+--- runnel.hopping(size, step, time_col): every [k*step, k*step + size) holding the time.
+function runnel.hopping(size, step, col)
+  if type(size) ~= "number" or size <= 0 or type(step) ~= "number" or step <= 0 then
+    error("hopping: size and step must be positive numbers", 2)
+  end
+  return setmetatable({ kind = "hopping", size = size, step = step, col = column_arg("hopping", col) }, WINDOW)
+end
+
+--- rel:aggregate{ by = col | {cols} | nil, window = runnel.tumbling(…)|runnel.hopping(…),
+--                 grace = seconds, name = "relation name", <column> = aggregate, … }
+-- A keyed table of groups: the by columns, window_start and window_end when
+-- windowed, then the aggregates in the order of their names.
+function Relation:aggregate(spec)
+  if type(spec) ~= "table" then error("aggregate: expects a table", 2) end
+  local by = spec.by
+  if type(by) == "string" then by = { by }
+  elseif by == nil then by = {}
+  elseif type(by) ~= "table" then error("aggregate: by must be a column name or a list of them", 2) end
+  local window
+  if spec.window ~= nil then
+    if getmetatable(spec.window) ~= WINDOW then
+      error("aggregate: window must be runnel.tumbling(…) or runnel.hopping(…)", 2)
+    end
+    window = { kind = spec.window.kind, size = spec.window.size, step = spec.window.step,
+               col = spec.window.col, grace = spec.grace }
+  elseif spec.grace ~= nil then
+    error("aggregate: grace needs a window", 2)
+  end
+  if spec.grace ~= nil and (type(spec.grace) ~= "number" or spec.grace < 0) then
+    error("aggregate: grace must be a number of seconds >= 0", 2)
+  end
+  local aggs = {}
+  for k, v in pairs(spec) do
+    if k ~= "by" and k ~= "window" and k ~= "grace" and not (k == "name" and type(v) == "string") then
+      if type(k) ~= "string" or getmetatable(v) ~= AGG then
+        error(("aggregate: %s must be an aggregate (runnel.count(), sum(col), min, max, avg, agg{…})")
+              :format(tostring(k)), 2)
+      end
+      aggs[#aggs + 1] = { name = k, kind = v.kind, col = v.col, fns = v.fns }
+    end
+  end
+  if #aggs == 0 then error("aggregate: name at least one aggregate, e.g. n = runnel.count()", 2) end
+  table.sort(aggs, function(a, b) return a.name < b.name end)
+  local n, err = derived_name(self, "aggregate", type(spec.name) == "string" and spec.name or nil)
+  if not n then error(err, 2) end
+  local rel
+  rel, err = self:pipeline():_aggregate(self, n, by, window, aggs)
+  if not rel then error(err, 2) end
+  return declared(self:pipeline(), rel)
+end
+
 -- Derived relations have no stored rows of their own: rows(), count() and
 -- get() compute them from their inputs (O(rows)). Sources read LMDB.
 local core_rows, core_count, core_get = Relation.rows, Relation.count, Relation.get
 
 function Relation:rows()
-  if self:schema().kind == "table" then return core_rows(self) end
+  local kind = self:schema().kind
+  if kind == "table" then return core_rows(self) end
   local list = {}
   self:scan(function(row, id) list[#list + 1] = { row, id } end)
   table.sort(list, function(a, b) return a[2] < b[2] end)

@@ -1,0 +1,776 @@
+/* aggregate.c — grouped aggregates and windows (the state is drawn in
+ * aggregate.h). */
+#include "aggregate.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "key.h"
+#include "row.h"
+#include "scan.h"
+
+#define MAX_WINDOWS 1024            /* windows one event may fall in */
+static const char GLOBAL_KEY[1] = { 0x00 };
+static const char MAX_TS_KEY[1] = { (char)0xff };  /* the largest event time seen */
+static const char LATE_KEY[1] = { (char)0xfe };    /* events dropped as late */
+
+typedef struct rn_aggregate {
+  rn_rel *out, *in;
+  int nby;
+  int *by;                /* input slots of the by columns */
+  rn_window w;
+  bool time_int;          /* the time column is an int: integer window math */
+  int naggs;
+  rn_agg_spec *aggs;      /* names owned */
+  rn_agg_fns fns;
+  MDB_dbi groups_dbi, values_dbi;
+  msgpack_sbuffer buf;    /* scratch: a group's value */
+} rn_aggregate;
+
+typedef struct gkey {
+  char *k;                /* scratch */
+  size_t len;
+} gkey;
+
+static MDB_txn *txn_of(rn_aggregate *a) { return a->out->p->store.wtxn; }
+static rn_err *err_of(rn_aggregate *a) { return &a->out->p->err; }
+static msgpack_zone *zone_of(rn_aggregate *a) { return &a->out->p->scratch; }
+static int nomem(rn_aggregate *a) { return rn_err_set(err_of(a), RN_ENOMEM, "out of memory"); }
+static int store_fail(rn_aggregate *a, int rc) { return rn_store_fail(err_of(a), rc, a->out->name); }
+
+static int64_t floor_div(int64_t x, int64_t y)
+{
+  int64_t q = x / y;
+  return (x % y != 0 && ((x < 0) != (y < 0))) ? q - 1 : q;
+}
+
+static msgpack_object num_obj(rn_aggregate *a, double d, int64_t i)
+{
+  msgpack_object o;
+  if (a->time_int) {
+    if (i >= 0) { o.type = MSGPACK_OBJECT_POSITIVE_INTEGER; o.via.u64 = (uint64_t)i; }
+    else { o.type = MSGPACK_OBJECT_NEGATIVE_INTEGER; o.via.i64 = i; }
+  } else {
+    o.type = MSGPACK_OBJECT_FLOAT64;
+    o.via.f64 = d;
+  }
+  return o;
+}
+
+static double as_double(const msgpack_object *o)
+{
+  return o->type == MSGPACK_OBJECT_POSITIVE_INTEGER ? (double)o->via.u64
+       : o->type == MSGPACK_OBJECT_NEGATIVE_INTEGER ? (double)o->via.i64 : o->via.f64;
+}
+
+static int64_t as_int(const msgpack_object *o)
+{
+  return o->type == MSGPACK_OBJECT_POSITIVE_INTEGER ? (int64_t)o->via.u64 : o->via.i64;
+}
+
+/* The group keys a row belongs to, ascending: one without a window, the
+ * windows holding its event time with one. */
+static int group_keys(rn_aggregate *a, const msgpack_object *v, gkey *keys, int *n)
+{
+  msgpack_sbuffer b;
+  msgpack_sbuffer_init(&b);
+  for (int i = 0; i < a->nby; i++) rn_key_append(&b, &v[a->by[i]]);
+  size_t base = b.size;
+  int rc = 0;
+  *n = 0;
+  if (a->w.kind == RN_WINDOW_NONE) {
+    if (a->nby == 0) msgpack_sbuffer_write(&b, GLOBAL_KEY, 1);
+    keys[(*n)++] = (gkey){ NULL, b.size };
+  } else {
+    const msgpack_object *t = &v[a->w.slot];
+    if (t->type == MSGPACK_OBJECT_NIL) {
+      rc = rn_err_set(err_of(a), RN_EINVAL, "%s: the event time column \"%s\" is null", a->out->name,
+                      a->in->schema->cols[a->w.slot].name);
+    } else if (a->time_int) {
+      int64_t ts = as_int(t), size = (int64_t)a->w.size, step = (int64_t)a->w.step;
+      for (int64_t k = floor_div(ts - size, step) + 1; k <= floor_div(ts, step) && !rc; k++) {
+        b.size = base;
+        msgpack_object s = num_obj(a, 0, k * step);
+        rn_key_append(&b, &s);
+        keys[*n].len = b.size;
+        keys[*n].k = (char *)rn_scratch_copy(a->out->p, b.data, b.size);
+        if (!keys[(*n)++].k) rc = nomem(a);
+      }
+    } else {
+      double ts = as_double(t);
+      for (double k = floor((ts - a->w.size) / a->w.step) + 1; k <= floor(ts / a->w.step) && !rc; k++) {
+        if (k * a->w.step + a->w.size <= ts) continue; /* float rounding at the edge */
+        b.size = base;
+        msgpack_object s = num_obj(a, k * a->w.step, 0);
+        rn_key_append(&b, &s);
+        keys[*n].len = b.size;
+        keys[*n].k = (char *)rn_scratch_copy(a->out->p, b.data, b.size);
+        if (!keys[(*n)++].k) rc = nomem(a);
+      }
+    }
+    msgpack_sbuffer_destroy(&b);
+    return rc;
+  }
+  keys[0].k = (char *)rn_scratch_copy(a->out->p, b.data, b.size);
+  msgpack_sbuffer_destroy(&b);
+  return keys[0].k ? 0 : nomem(a);
+}
+
+/* ---- per-aggregate state ---- */
+
+static int init_state(rn_aggregate *a, int i, msgpack_object *st)
+{
+  const rn_agg_spec *g = &a->aggs[i];
+  switch (g->kind) {
+  case RN_AGG_COUNT: st->type = MSGPACK_OBJECT_NIL; return 0;
+  case RN_AGG_COUNT_COL: case RN_AGG_MIN: case RN_AGG_MAX:
+    st->type = MSGPACK_OBJECT_POSITIVE_INTEGER;
+    st->via.u64 = 0;
+    return 0;
+  case RN_AGG_SUM: case RN_AGG_AVG: {
+    msgpack_object *pair = msgpack_zone_malloc(zone_of(a), 2 * sizeof *pair);
+    if (!pair) return nomem(a);
+    bool as_int_sum = g->kind == RN_AGG_SUM && a->in->schema->cols[g->slot].type == RN_T_INT;
+    pair[0].type = as_int_sum ? MSGPACK_OBJECT_POSITIVE_INTEGER : MSGPACK_OBJECT_FLOAT64;
+    pair[0].via.u64 = 0;
+    if (!as_int_sum) pair[0].via.f64 = 0;
+    pair[1].type = MSGPACK_OBJECT_POSITIVE_INTEGER;
+    pair[1].via.u64 = 0;
+    st->type = MSGPACK_OBJECT_ARRAY;
+    st->via.array.size = 2;
+    st->via.array.ptr = pair;
+    return 0;
+  }
+  case RN_AGG_USER: {
+    msgpack_sbuffer b;
+    msgpack_sbuffer_init(&b);
+    int rc = a->fns.init(a->fns.ctx, i, &b, err_of(a));
+    size_t off = 0;
+    char *copy = rc ? NULL : (char *)rn_scratch_copy(a->out->p, b.data, b.size);
+    if (!rc && (!copy || msgpack_unpack(copy, b.size, &off, zone_of(a), st) != MSGPACK_UNPACK_SUCCESS))
+      rc = nomem(a);
+    msgpack_sbuffer_destroy(&b);
+    return rc;
+  }
+  }
+  return 0;
+}
+
+static void set_count(msgpack_object *o, int64_t n)
+{
+  o->type = MSGPACK_OBJECT_POSITIVE_INTEGER;
+  o->via.u64 = (uint64_t)n;
+}
+
+/* |group key|u8 #|value| -> count, moved by delta. */
+static int value_count(rn_aggregate *a, const gkey *g, int i, const msgpack_object *v, int delta)
+{
+  msgpack_sbuffer b;
+  msgpack_sbuffer_init(&b);
+  msgpack_sbuffer_write(&b, g->k, g->len);
+  char idx = (char)i;
+  msgpack_sbuffer_write(&b, &idx, 1);
+  int rc = rn_key_append(&b, v) ? rn_err_set(err_of(a), RN_EINVAL, "%s: NaN has no place among min and max", a->out->name) : 0;
+  if (!rc && b.size > 511)
+    rc = rn_err_set(err_of(a), RN_EINVAL, "%s: %s: a value and its group key are longer than 511 bytes",
+                    a->out->name, a->aggs[i].name);
+  if (!rc) {
+    MDB_val k = { b.size, b.data }, d;
+    uint64_t count = 0;
+    int mrc = mdb_get(txn_of(a), a->values_dbi, &k, &d);
+    if (mrc == 0) memcpy(&count, d.mv_data, 8);
+    else if (mrc != MDB_NOTFOUND) rc = store_fail(a, mrc);
+    if (!rc) {
+      count = (uint64_t)((int64_t)count + delta);
+      if (count == 0) mrc = mdb_del(txn_of(a), a->values_dbi, &k, NULL);
+      else { d.mv_size = 8; d.mv_data = &count; mrc = mdb_put(txn_of(a), a->values_dbi, &k, &d, 0); }
+      if (mrc && mrc != MDB_NOTFOUND) rc = store_fail(a, mrc);
+    }
+  }
+  msgpack_sbuffer_destroy(&b);
+  return rc;
+}
+
+/* Moves row's contribution in or out of one aggregate's state. */
+static int step_state(rn_aggregate *a, int i, const gkey *g, msgpack_object *st, const msgpack_object *v,
+                      const char *row, size_t rlen, int delta)
+{
+  const rn_agg_spec *s = &a->aggs[i];
+  if (s->kind == RN_AGG_COUNT) return 0;
+  if (s->kind == RN_AGG_USER) {
+    if (delta < 0 && !a->fns.can_remove(a->fns.ctx, i))
+      return rn_err_set(err_of(a), RN_EINVAL, "%s: aggregate \"%s\" has no remove function, so it cannot follow deletes and updates",
+                        a->out->name, s->name);
+    msgpack_sbuffer in, out;
+    msgpack_sbuffer_init(&in);
+    msgpack_sbuffer_init(&out);
+    msgpack_packer pk;
+    msgpack_packer_init(&pk, &in, msgpack_sbuffer_write);
+    msgpack_pack_object(&pk, *st);
+    int rc = a->fns.step(a->fns.ctx, i, delta > 0, in.data, in.size, a->in, row, rlen, &out, err_of(a));
+    size_t off = 0;
+    char *copy = rc ? NULL : (char *)rn_scratch_copy(a->out->p, out.data, out.size);
+    if (!rc && (!copy || msgpack_unpack(copy, out.size, &off, zone_of(a), st) != MSGPACK_UNPACK_SUCCESS))
+      rc = nomem(a);
+    msgpack_sbuffer_destroy(&in);
+    msgpack_sbuffer_destroy(&out);
+    return rc;
+  }
+  const msgpack_object *x = &v[s->slot];
+  if (x->type == MSGPACK_OBJECT_NIL) return 0; /* nulls are skipped (AGG-1) */
+  switch (s->kind) {
+  case RN_AGG_COUNT_COL:
+    set_count(st, as_int(st) + delta);
+    return 0;
+  case RN_AGG_MIN: case RN_AGG_MAX:
+    set_count(st, as_int(st) + delta);
+    return value_count(a, g, i, x, delta);
+  case RN_AGG_SUM: case RN_AGG_AVG: {
+    msgpack_object *sum = &st->via.array.ptr[0], *n = &st->via.array.ptr[1];
+    set_count(n, as_int(n) + delta);
+    if (sum->type == MSGPACK_OBJECT_FLOAT64) {
+      sum->via.f64 += delta * as_double(x);
+    } else {
+      int64_t r, add = as_int(x);
+      if (delta < 0 ? __builtin_sub_overflow(as_int(sum), add, &r) : __builtin_add_overflow(as_int(sum), add, &r))
+        return rn_err_set(err_of(a), RN_EINVAL, "%s: sum \"%s\" overflows 64 bits", a->out->name, s->name);
+      if (r >= 0) { sum->type = MSGPACK_OBJECT_POSITIVE_INTEGER; sum->via.u64 = (uint64_t)r; }
+      else { sum->type = MSGPACK_OBJECT_NEGATIVE_INTEGER; sum->via.i64 = r; }
+    }
+    return 0;
+  }
+  default:
+    return 0;
+  }
+}
+
+/* The extreme value of a min or max in a group (absent: nil). */
+static int extreme(rn_aggregate *a, const gkey *g, int i, bool max, msgpack_object *out)
+{
+  out->type = MSGPACK_OBJECT_NIL;
+  char prefix[g->len + 1];
+  memcpy(prefix, g->k, g->len);
+  prefix[g->len] = (char)(max ? i + 1 : i);
+  MDB_cursor *cur;
+  int rc = mdb_cursor_open(txn_of(a), a->values_dbi, &cur);
+  if (rc) return store_fail(a, rc);
+  MDB_val k = { g->len + 1, prefix }, d;
+  rc = mdb_cursor_get(cur, &k, &d, MDB_SET_RANGE);
+  if (max) rc = rc == 0 ? mdb_cursor_get(cur, &k, &d, MDB_PREV) : mdb_cursor_get(cur, &k, &d, MDB_LAST);
+  prefix[g->len] = (char)i;
+  if (rc == 0 && k.mv_size > g->len + 1 && memcmp(k.mv_data, prefix, g->len + 1) == 0) {
+    if (rn_key_decode((const char *)k.mv_data + g->len + 1, k.mv_size - g->len - 1, out, 1, zone_of(a)) != 1)
+      rc = rn_err_set(err_of(a), RN_ESTORE, "%s: a stored value could not be decoded", a->out->name);
+  } else if (rc == MDB_NOTFOUND || rc == 0) {
+    rc = 0;
+  } else {
+    rc = store_fail(a, rc);
+  }
+  mdb_cursor_close(cur);
+  return rc;
+}
+
+/* The group's result row: by values, window, aggregates. */
+static int result_row(rn_aggregate *a, const gkey *g, uint64_t rows, const msgpack_object *st, const char **row, size_t *len)
+{
+  const rn_schema *os = a->out->schema;
+  msgpack_sbuffer b;
+  msgpack_sbuffer_init(&b);
+  msgpack_packer pk;
+  msgpack_packer_init(&pk, &b, msgpack_sbuffer_write);
+  msgpack_pack_array(&pk, (size_t)os->ncols);
+  int nkey = a->nby + (a->w.kind != RN_WINDOW_NONE);
+  msgpack_object kv[nkey ? nkey : 1];
+  int rc = 0;
+  if (nkey && rn_key_decode(g->k, g->len, kv, nkey, zone_of(a)) != nkey)
+    rc = rn_err_set(err_of(a), RN_ESTORE, "%s: a group key could not be decoded", a->out->name);
+  for (int i = 0; i < a->nby && !rc; i++) {
+    msgpack_object v = kv[i];
+    if (v.type == MSGPACK_OBJECT_BIN && a->in->schema->cols[a->by[i]].type == RN_T_STRING) v.type = MSGPACK_OBJECT_STR;
+    msgpack_pack_object(&pk, v);
+  }
+  if (!rc && a->w.kind != RN_WINDOW_NONE) {
+    const msgpack_object *s = &kv[a->nby];
+    msgpack_pack_object(&pk, *s);
+    msgpack_object e = num_obj(a, as_double(s) + a->w.size, a->time_int ? as_int(s) + (int64_t)a->w.size : 0);
+    msgpack_pack_object(&pk, e);
+  }
+  for (int i = 0; i < a->naggs && !rc; i++) {
+    const msgpack_object *x = &st[i];
+    switch (a->aggs[i].kind) {
+    case RN_AGG_COUNT: msgpack_pack_uint64(&pk, rows); break;
+    case RN_AGG_COUNT_COL: msgpack_pack_object(&pk, *x); break;
+    case RN_AGG_SUM:
+      if (as_int(&x->via.array.ptr[1]) > 0) msgpack_pack_object(&pk, x->via.array.ptr[0]); else msgpack_pack_nil(&pk);
+      break;
+    case RN_AGG_AVG: {
+      int64_t n = as_int(&x->via.array.ptr[1]);
+      if (n > 0) msgpack_pack_double(&pk, x->via.array.ptr[0].via.f64 / (double)n); else msgpack_pack_nil(&pk);
+      break;
+    }
+    case RN_AGG_MIN: case RN_AGG_MAX: {
+      msgpack_object v;
+      rc = extreme(a, g, i, a->aggs[i].kind == RN_AGG_MAX, &v);
+      if (!rc && v.type == MSGPACK_OBJECT_BIN && a->in->schema->cols[a->aggs[i].slot].type == RN_T_STRING)
+        v.type = MSGPACK_OBJECT_STR;
+      if (!rc) msgpack_pack_object(&pk, v);
+      break;
+    }
+    case RN_AGG_USER: {
+      msgpack_sbuffer sb, res;
+      msgpack_sbuffer_init(&sb);
+      msgpack_sbuffer_init(&res);
+      msgpack_packer spk;
+      msgpack_packer_init(&spk, &sb, msgpack_sbuffer_write);
+      msgpack_pack_object(&spk, *x);
+      rc = a->fns.result(a->fns.ctx, i, sb.data, sb.size, &res, err_of(a));
+      if (!rc) msgpack_sbuffer_write(&b, res.data, res.size);
+      msgpack_sbuffer_destroy(&sb);
+      msgpack_sbuffer_destroy(&res);
+      break;
+    }
+    }
+  }
+  if (!rc) {
+    *row = rn_scratch_copy(a->out->p, b.data, b.size);
+    *len = b.size;
+    if (!*row) rc = nomem(a);
+  }
+  msgpack_sbuffer_destroy(&b);
+  return rc;
+}
+
+/* Moves rem out of and add into group g (either may be NULL), then emits
+ * the group's change: one UPDATE, or INSERT / DELETE as it appears or
+ * empties (AGG-2). */
+static int group_apply(rn_aggregate *a, const gkey *g, const msgpack_object *rv, const char *rrow, size_t rlen,
+                       const msgpack_object *av, const char *arow, size_t alen, bool quiet)
+{
+  MDB_val k = { g->len, g->k }, d;
+  uint64_t rid = 0, rows = 0;
+  msgpack_object *st = msgpack_zone_malloc(zone_of(a), sizeof *st * (size_t)(a->naggs ? a->naggs : 1));
+  if (!st) return nomem(a);
+  int rc = mdb_get(txn_of(a), a->groups_dbi, &k, &d);
+  if (rc == 0) {
+    memcpy(&rid, d.mv_data, 8);
+    memcpy(&rows, (char *)d.mv_data + 8, 8);
+  }
+  if (rc == 0 && rows > 0) { /* a tombstone (0 rows) has no state */
+    msgpack_object arr;
+    size_t off = 0;
+    const char *copy = rn_scratch_copy(a->out->p, (const char *)d.mv_data + 16, d.mv_size - 16);
+    if (!copy || msgpack_unpack(copy, d.mv_size - 16, &off, zone_of(a), &arr) != MSGPACK_UNPACK_SUCCESS ||
+        arr.type != MSGPACK_OBJECT_ARRAY || arr.via.array.size != (uint32_t)a->naggs)
+      return rn_err_set(err_of(a), RN_ESTORE, "%s: a group's state could not be decoded", a->out->name);
+    memcpy(st, arr.via.array.ptr, sizeof *st * (size_t)a->naggs);
+  } else if (rc != 0 && rc != MDB_NOTFOUND) {
+    return store_fail(a, rc);
+  }
+  rc = 0;
+  if (rows == 0)
+    for (int i = 0; i < a->naggs && !rc; i++) rc = init_state(a, i, &st[i]);
+  const char *old = NULL, *now = NULL;
+  size_t old_len = 0, now_len = 0;
+  if (!rc && rows > 0 && !quiet) rc = result_row(a, g, rows, st, &old, &old_len);
+  if (!rc && rv) {
+    rows--;
+    for (int i = 0; i < a->naggs && !rc; i++) rc = step_state(a, i, g, &st[i], rv, rrow, rlen, -1);
+  }
+  if (!rc && av) {
+    rows++;
+    for (int i = 0; i < a->naggs && !rc; i++) rc = step_state(a, i, g, &st[i], av, arow, alen, +1);
+  }
+  if (!rc && rows > 0 && !quiet) rc = result_row(a, g, rows, st, &now, &now_len);
+  if (rc) return rc;
+  if (!rid && rows > 0) rid = a->out->next_id++;
+  /* |rid|rows|state| — a group at 0 rows keeps its id (a tombstone). */
+  msgpack_sbuffer *b = &a->buf;
+  msgpack_sbuffer_clear(b);
+  msgpack_sbuffer_write(b, (const char *)&rid, 8);
+  msgpack_sbuffer_write(b, (const char *)&rows, 8);
+  msgpack_packer pk;
+  msgpack_packer_init(&pk, b, msgpack_sbuffer_write);
+  msgpack_pack_array(&pk, (size_t)a->naggs);
+  for (int i = 0; i < a->naggs; i++) {
+    if (rows == 0) msgpack_pack_nil(&pk); /* reset at the next first row */
+    else msgpack_pack_object(&pk, st[i]);
+  }
+  d.mv_size = b->size;
+  d.mv_data = b->data;
+  rc = mdb_put(txn_of(a), a->groups_dbi, &k, &d, 0);
+  if (rc) return store_fail(a, rc);
+  if (quiet) return 0;
+  rn_change c = { 0, rid, now, now_len, old, old_len };
+  if (old && now) {
+    if (old_len == now_len && memcmp(old, now, now_len) == 0) return 0;
+    c.verb = RN_UPDATE;
+  } else if (old) {
+    c.verb = RN_DELETE;
+  } else if (now) {
+    c.verb = RN_INSERT;
+  } else {
+    return 0;
+  }
+  return rn_emit(a->out, &c);
+}
+
+/* ---- lateness (windowed streams with grace) ---- */
+
+static int reserved_get(rn_aggregate *a, const char *key, double *v, bool *found)
+{
+  MDB_val k = { 1, (void *)key }, d;
+  int rc = mdb_get(txn_of(a), a->groups_dbi, &k, &d);
+  *found = rc == 0;
+  if (rc == 0) memcpy(v, d.mv_data, sizeof *v);
+  return rc == 0 || rc == MDB_NOTFOUND ? 0 : store_fail(a, rc);
+}
+
+static int reserved_put(rn_aggregate *a, const char *key, double v)
+{
+  MDB_val k = { 1, (void *)key }, d = { sizeof v, &v };
+  int rc = mdb_put(txn_of(a), a->groups_dbi, &k, &d, 0);
+  return rc ? store_fail(a, rc) : 0;
+}
+
+/* Drops the windows of an event that are final (AGG-3); keeps the largest
+ * event time seen and the late count in the aggregate's own database, so a
+ * rollback rolls them back too. */
+static int drop_late(rn_aggregate *a, const msgpack_object *v, gkey *keys, int *n)
+{
+  double max_ts = 0, late = 0, ts = as_double(&v[a->w.slot]);
+  bool seen, had_late;
+  int rc = reserved_get(a, MAX_TS_KEY, &max_ts, &seen);
+  if (rc) return rc;
+  int kept = 0;
+  for (int i = 0; i < *n; i++) {
+    msgpack_object s;
+    int nk = a->nby + 1;
+    msgpack_object kv[nk];
+    if (rn_key_decode(keys[i].k, keys[i].len, kv, nk, zone_of(a)) != nk) return nomem(a);
+    s = kv[a->nby];
+    if (seen && max_ts >= as_double(&s) + a->w.size + a->w.grace) continue;
+    keys[kept++] = keys[i];
+  }
+  if (kept < *n) {
+    if ((rc = reserved_get(a, LATE_KEY, &late, &had_late))) return rc;
+    if ((rc = reserved_put(a, LATE_KEY, late + 1))) return rc;
+  }
+  *n = kept;
+  return !seen || ts > max_ts ? reserved_put(a, MAX_TS_KEY, ts) : 0;
+}
+
+uint64_t rn_aggregate_late(const rn_rel *r)
+{
+  rn_aggregate *a = r->ctx;
+  rn_pipeline *p = r->p;
+  MDB_txn *txn;
+  if (rn_store_reader(&p->store, &txn, &p->err)) return 0;
+  MDB_val k = { 1, (void *)LATE_KEY }, d;
+  double late = 0;
+  if (mdb_get(txn, a->groups_dbi, &k, &d) == 0) memcpy(&late, d.mv_data, sizeof late);
+  rn_store_reader_done(&p->store);
+  return (uint64_t)late;
+}
+
+/* ---- one input change ---- */
+
+static int cmp_gkey(const gkey *x, const gkey *y)
+{
+  size_t n = x->len < y->len ? x->len : y->len;
+  int c = memcmp(x->k, y->k, n);
+  return c ? c : (x->len > y->len) - (x->len < y->len);
+}
+
+static int apply(rn_aggregate *a, const rn_change *c, bool quiet)
+{
+  const rn_schema *is = a->in->schema;
+  const msgpack_object *ov = c->old ? rn_row_unpack(c->old, c->old_len, is->ncols, zone_of(a)) : NULL;
+  const msgpack_object *nv = c->row ? rn_row_unpack(c->row, c->row_len, is->ncols, zone_of(a)) : NULL;
+  if ((c->old && !ov) || (c->row && !nv))
+    return rn_err_set(err_of(a), RN_ESTORE, "%s: a row of %s could not be decoded", a->out->name, a->in->name);
+  gkey *ok = msgpack_zone_malloc(zone_of(a), sizeof *ok * MAX_WINDOWS);
+  gkey *nk = msgpack_zone_malloc(zone_of(a), sizeof *nk * MAX_WINDOWS);
+  int no = 0, nn = 0, rc = 0;
+  if (!ok || !nk) return nomem(a);
+  if (ov) rc = group_keys(a, ov, ok, &no);
+  if (!rc && nv) rc = group_keys(a, nv, nk, &nn);
+  if (!rc && nv && !ov && a->w.has_grace) rc = drop_late(a, nv, nk, &nn);
+  /* Old-only groups first, then groups the row stays in, then new-only
+   * groups (AGG-2); within each, ascending. */
+  for (int i = 0; i < no && !rc; i++) {
+    bool stays = false;
+    for (int q = 0; q < nn && !stays; q++) stays = cmp_gkey(&ok[i], &nk[q]) == 0;
+    if (!stays) rc = group_apply(a, &ok[i], ov, c->old, c->old_len, NULL, NULL, 0, quiet);
+  }
+  for (int i = 0; i < nn && !rc; i++) {
+    bool stays = false;
+    for (int q = 0; q < no && !stays; q++) stays = cmp_gkey(&nk[i], &ok[q]) == 0;
+    if (stays) rc = group_apply(a, &nk[i], ov, c->old, c->old_len, nv, c->row, c->row_len, quiet);
+  }
+  for (int i = 0; i < nn && !rc; i++) {
+    bool stays = false;
+    for (int q = 0; q < no && !stays; q++) stays = cmp_gkey(&nk[i], &ok[q]) == 0;
+    if (!stays) rc = group_apply(a, &nk[i], NULL, NULL, 0, nv, c->row, c->row_len, quiet);
+  }
+  return rc;
+}
+
+int rn_aggregate_apply(rn_rel *r, const rn_change *c)
+{
+  return apply(r->ctx, c, false);
+}
+
+/* ---- scanning ---- */
+
+int rn_aggregate_scan(rn_rel *r, int (*fn)(void *ctx, uint64_t id, const char *row, size_t len), void *ctx)
+{
+  rn_aggregate *a = r->ctx;
+  rn_pipeline *p = r->p;
+  int rc = p->state == RN_IDLE ? rn_flush(p) : 0;
+  if (rc) return rc;
+  MDB_txn *saved = p->store.wtxn, *txn = saved;
+  if (!txn && (rc = mdb_txn_begin(p->store.env, NULL, MDB_RDONLY, &txn))) return store_fail(a, rc);
+  p->store.wtxn = txn;
+  bool own_scratch = p->state == RN_IDLE || p->state == RN_OPEN;
+  MDB_cursor *cur = NULL;
+  rc = mdb_cursor_open(txn, a->groups_dbi, &cur);
+  if (rc) rc = store_fail(a, rc);
+  MDB_val k, d;
+  for (int mrc = rc ? MDB_NOTFOUND : mdb_cursor_get(cur, &k, &d, MDB_FIRST); !rc && mrc == 0;
+       mrc = mdb_cursor_get(cur, &k, &d, MDB_NEXT)) {
+    if (k.mv_size == 1 && (((const unsigned char *)k.mv_data)[0] & 0xfe) == 0xfe) continue; /* reserved */
+    uint64_t rid, rows;
+    memcpy(&rid, d.mv_data, 8);
+    memcpy(&rows, (char *)d.mv_data + 8, 8);
+    if (rows == 0) continue;
+    gkey g = { (char *)rn_scratch_copy(p, k.mv_data, k.mv_size), k.mv_size };
+    msgpack_object arr;
+    size_t off = 0;
+    const char *copy = rn_scratch_copy(p, (const char *)d.mv_data + 16, d.mv_size - 16);
+    const char *row;
+    size_t len;
+    if (!g.k || !copy || msgpack_unpack(copy, d.mv_size - 16, &off, zone_of(a), &arr) != MSGPACK_UNPACK_SUCCESS)
+      rc = nomem(a);
+    if (!rc) rc = result_row(a, &g, rows, arr.via.array.ptr, &row, &len);
+    if (!rc) rc = fn(ctx, rid, row, len);
+    if (own_scratch) msgpack_zone_clear(&p->scratch);
+  }
+  if (cur) mdb_cursor_close(cur);
+  p->store.wtxn = saved;
+  if (!saved) mdb_txn_abort(txn);
+  return rc;
+}
+
+/* ---- declaration ---- */
+
+static void free_aggregate(void *ctx)
+{
+  rn_aggregate *a = ctx;
+  if (a->fns.free_ctx) a->fns.free_ctx(a->fns.ctx);
+  for (int i = 0; i < a->naggs; i++) free((char *)a->aggs[i].name);
+  free(a->aggs);
+  free(a->by);
+  msgpack_sbuffer_destroy(&a->buf);
+  free(a);
+}
+
+static int add_col(rn_schema *s, const char *name, rn_type t, bool nullable, const rn_schema *fields, rn_err *e)
+{
+  rn_schema *copy = NULL;
+  if (fields && (!(copy = rn_schema_new()) || rn_schema_copy_columns(copy, fields, false, e))) {
+    rn_schema_free(copy);
+    return e->code ? e->code : rn_err_set(e, RN_ENOMEM, "out of memory");
+  }
+  return rn_schema_add(s, name, strlen(name), t, nullable, copy, e) < 0 ? e->code : 0;
+}
+
+static rn_schema *result_schema(rn_pipeline *p, const char *name, rn_aggregate *a)
+{
+  const rn_schema *is = a->in->schema;
+  rn_schema *s = rn_schema_new();
+  int rc = s ? 0 : rn_err_set(&p->err, RN_ENOMEM, "out of memory");
+  bool nullable_key = false;
+  for (int i = 0; i < a->nby && !rc; i++) {
+    const rn_column *c = &is->cols[a->by[i]];
+    if (!rn_type_is_scalar(c->type))
+      rc = rn_err_set(&p->err, RN_EINVAL, "%s: by column \"%s\" has type %s; groups are keyed by scalars",
+                      name, c->name, rn_type_name(c->type));
+    else rc = add_col(s, c->name, c->type, c->nullable, NULL, &p->err);
+    nullable_key |= c->nullable;
+  }
+  if (!rc && a->w.kind != RN_WINDOW_NONE) {
+    rn_type t = a->time_int ? RN_T_INT : RN_T_FLOAT;
+    rc = add_col(s, "window_start", t, false, NULL, &p->err);
+    if (!rc) rc = add_col(s, "window_end", t, false, NULL, &p->err);
+  }
+  for (int i = 0; i < a->naggs && !rc; i++) {
+    const rn_agg_spec *g = &a->aggs[i];
+    const rn_column *c = g->slot >= 0 ? &is->cols[g->slot] : NULL;
+    switch (g->kind) {
+    case RN_AGG_COUNT: case RN_AGG_COUNT_COL: rc = add_col(s, g->name, RN_T_INT, false, NULL, &p->err); break;
+    case RN_AGG_AVG: rc = add_col(s, g->name, RN_T_FLOAT, true, NULL, &p->err); break;
+    case RN_AGG_USER: rc = add_col(s, g->name, RN_T_ANY, true, NULL, &p->err); break;
+    case RN_AGG_SUM: case RN_AGG_MIN: case RN_AGG_MAX:
+      rc = add_col(s, g->name, c->type, true, NULL, &p->err);
+      break;
+    }
+  }
+  if (rc) { rn_err_prefix(&p->err, name); rn_schema_free(s); return NULL; }
+  int nkey = a->nby + (a->w.kind != RN_WINDOW_NONE ? 2 : 0);
+  if (nkey && !nullable_key) {
+    int slots[nkey];
+    for (int i = 0; i < a->nby; i++) slots[i] = i;
+    if (a->w.kind != RN_WINDOW_NONE) slots[a->nby] = a->nby; /* window_start; window_end follows from it */
+    if (rn_schema_set_key(s, slots, a->nby + (a->w.kind != RN_WINDOW_NONE), name, &p->err)) {
+      rn_schema_free(s);
+      return NULL;
+    }
+  }
+  return s;
+}
+
+static int check_aggs(rn_pipeline *p, const char *name, rn_rel *in, const rn_agg_spec *aggs, int naggs,
+                      const rn_window *w)
+{
+  const rn_schema *is = in->schema;
+  for (int i = 0; i < naggs; i++) {
+    const rn_agg_spec *g = &aggs[i];
+    if (g->slot < 0) continue;
+    const rn_column *c = &is->cols[g->slot];
+    bool numeric = c->type == RN_T_INT || c->type == RN_T_FLOAT;
+    if ((g->kind == RN_AGG_SUM || g->kind == RN_AGG_AVG) && !numeric)
+      return rn_err_set(&p->err, RN_EINVAL, "%s: %s: column \"%s\" is %s; sum and avg take int or float",
+                        name, g->name, c->name, rn_type_name(c->type));
+    if ((g->kind == RN_AGG_MIN || g->kind == RN_AGG_MAX) && !rn_type_is_scalar(c->type))
+      return rn_err_set(&p->err, RN_EINVAL, "%s: %s: column \"%s\" is %s; min and max take scalars",
+                        name, g->name, c->name, rn_type_name(c->type));
+  }
+  if (w->kind != RN_WINDOW_NONE) {
+    const rn_column *t = &is->cols[w->slot];
+    if (t->type != RN_T_INT && t->type != RN_T_FLOAT)
+      return rn_err_set(&p->err, RN_EINVAL, "%s: the window's time column \"%s\" is %s; it must be int or float",
+                        name, t->name, rn_type_name(t->type));
+    if (!(w->size > 0) || !(w->step > 0) || w->size / w->step > MAX_WINDOWS)
+      return rn_err_set(&p->err, RN_EINVAL, "%s: a window needs size > 0 and step > 0, size/step at most %d",
+                        name, MAX_WINDOWS);
+    if (t->type == RN_T_INT && (w->size != floor(w->size) || w->step != floor(w->step)))
+      return rn_err_set(&p->err, RN_EINVAL, "%s: an int time column takes whole window sizes and steps", name);
+    if (w->has_grace && in->tablelike)
+      return rn_err_set(&p->err, RN_EINVAL, "%s: grace is for windows over streams", name);
+  }
+  return 0;
+}
+
+static int rebuild_row(void *ctx, uint64_t id, const char *row, size_t len)
+{
+  rn_aggregate *a = ctx;
+  rn_change c = { RN_INSERT, id, row, len, NULL, 0 };
+  int rc = apply(a, &c, true);
+  msgpack_zone_clear(&a->out->p->scratch);
+  return rc;
+}
+
+/* Rebuilds from the input's current rows: group ids stay (the entries are
+ * reset, not removed), state restarts. */
+static int rebuild(rn_aggregate *a, bool created)
+{
+  if (!a->in->tablelike) {
+    if (created) return 0;
+    return rn_err_set(err_of(a), RN_ESCHEMA,
+                      "%s: its state missed groups of the stream %s and cannot be rebuilt from a stream; "
+                      "declare it in every session (or remove the state)", a->out->name, a->in->name);
+  }
+  MDB_txn *txn = txn_of(a);
+  int rc = mdb_drop(txn, a->values_dbi, 0);
+  if (rc) return store_fail(a, rc);
+  MDB_cursor *cur;
+  if ((rc = mdb_cursor_open(txn, a->groups_dbi, &cur))) return store_fail(a, rc);
+  MDB_val k, d;
+  for (rc = mdb_cursor_get(cur, &k, &d, MDB_FIRST); rc == 0; rc = mdb_cursor_get(cur, &k, &d, MDB_NEXT)) {
+    uint64_t rid;
+    memcpy(&rid, d.mv_data, 8);
+    char v[17] = { 0 };
+    memcpy(v, &rid, 8);
+    v[16] = (char)0x90; /* an empty array: no state */
+    MDB_val nd = { 17, v };
+    if ((rc = mdb_cursor_put(cur, &k, &nd, MDB_CURRENT))) break;
+  }
+  mdb_cursor_close(cur);
+  if (rc != MDB_NOTFOUND) return store_fail(a, rc);
+  return rn_rel_scan(a->in, rebuild_row, a);
+}
+
+int rn_declare_aggregate(rn_pipeline *p, const char *name, rn_rel *in, const int *by, int nby,
+                         const rn_window *w, const rn_agg_spec *aggs, int naggs,
+                         const rn_agg_fns *fns, rn_rel **out)
+{
+  int rc = rn_check_declarable(p, name);
+  if (!rc) rc = check_aggs(p, name, in, aggs, naggs, w);
+  rn_aggregate *a = rc ? NULL : calloc(1, sizeof *a);
+  if (!rc && !a) rc = rn_err_set(&p->err, RN_ENOMEM, "out of memory");
+  if (rc) {
+    if (fns->free_ctx) fns->free_ctx(fns->ctx);
+    return rc;
+  }
+  a->in = in;
+  a->nby = nby;
+  a->w = *w;
+  a->naggs = naggs;
+  a->fns = *fns;
+  a->time_int = w->kind != RN_WINDOW_NONE && in->schema->cols[w->slot].type == RN_T_INT;
+  msgpack_sbuffer_init(&a->buf);
+  a->by = malloc(sizeof *a->by * (size_t)(nby ? nby : 1));
+  a->aggs = calloc((size_t)(naggs ? naggs : 1), sizeof *a->aggs);
+  if (!a->by || !a->aggs) { free_aggregate(a); return rn_err_set(&p->err, RN_ENOMEM, "out of memory"); }
+  memcpy(a->by, by, sizeof *by * (size_t)nby);
+  for (int i = 0; i < naggs; i++) {
+    a->aggs[i] = aggs[i];
+    if (!(a->aggs[i].name = strdup(aggs[i].name))) { free_aggregate(a); return rn_err_set(&p->err, RN_ENOMEM, "out of memory"); }
+  }
+  rn_schema *s = result_schema(p, name, a);
+  rn_rel *r = s ? rn_rel_new(p, name, RN_REL_AGGREGATE, s) : NULL;
+  if (!r) {
+    free_aggregate(a);
+    if (s) rn_schema_free(s);
+    return s ? rn_err_set(&p->err, RN_ENOMEM, "out of memory") : p->err.code;
+  }
+  a->out = r;
+  r->ctx = a;
+  r->free_ctx = free_aggregate;
+  r->input = in;
+  r->tablelike = true;
+  r->persistent = r->stateful = true;
+  bool created, stale;
+  rc = rn_store_begin(&p->store, &p->err);
+  if (!rc) {
+    p->group_serial++;
+    p->state = RN_APPLYING;
+    rc = rn_state_open(p, r, p->store.wtxn, &created, &stale);
+    if (!rc) rc = rn_state_dbi(p, p->store.wtxn, "ag:", name, 0, &a->groups_dbi);
+    if (!rc) rc = rn_state_dbi(p, p->store.wtxn, "am:", name, 0, &a->values_dbi);
+    if (!rc && (stale || created)) rc = rebuild(a, created);
+    if (!rc) {
+      size_t nlen = strlen(name);
+      char key[nlen + 2];
+      memcpy(key, "n:", 2);
+      memcpy(key + 2, name, nlen);
+      uint64_t val[3] = { r->next_id, r->count, p->seq };
+      MDB_val k = { nlen + 2, key }, v = { sizeof val, val };
+      int mrc = mdb_put(p->store.wtxn, p->store.meta, &k, &v, 0);
+      if (mrc) rc = rn_store_fail(&p->err, mrc, name);
+    }
+    msgpack_zone_clear(&p->scratch);
+    p->state = RN_IDLE;
+    if (!rc) rc = rn_store_commit(&p->store, &p->err);
+    else rn_store_abort(&p->store);
+  }
+  if (!rc) rc = rn_push_ptr((void ***)&in->outputs, &in->noutputs, &in->outcap, r);
+  if (rc) {
+    rn_rel_discard_last(p);
+    return rc;
+  }
+  r->saved_next_id = r->lmdb_next_id = r->next_id;
+  *out = r;
+  return 0;
+}

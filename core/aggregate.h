@@ -1,0 +1,77 @@
+/* aggregate.h — grouped aggregates with exact retraction, and windows.
+ *
+ * rel:aggregate{ by = …, window = …, name = aggregate, … } is a keyed table
+ * of groups: columns are the by columns, then window_start and window_end
+ * when windowed, then one column per aggregate. Its state (databases
+ * "<prefix><name>"):
+ *
+ *     "ag:"  |group key| -> |u64 result id|u64 rows|state: msgpack array,
+ *            one entry per aggregate|
+ *            group key: the by values then the window start, key-encoded
+ *            (key.h); the global group (no by, no window) is |0x00|. A group
+ *            whose rows fall to 0 stays as a tombstone: it gets its id back.
+ *     "am:"  |group key|u8 aggregate #|encoded value| -> |u64 count|
+ *            per-group value counts of min and max: the first entry under
+ *            |group key|#| is the minimum, the last the maximum, so deleting
+ *            the current extreme falls back to the next value exactly,
+ *            without rescanning the input.
+ *
+ * Invariants (AGG-n):
+ * (1) After every change each group's row equals the aggregate of the
+ *     input rows currently in it (SQL's null rules: sum, min, max, avg skip
+ *     nulls; count() counts rows).
+ * (2) A change of a row that stays in its group is one UPDATE; a row that
+ *     moves changes its old group first; a group whose rows fall to 0 is a
+ *     DELETE.
+ * (3) A windowed stream with `grace` drops events for windows whose end plus
+ *     grace the largest event time seen has passed, and counts them. */
+#ifndef RN_AGGREGATE_H
+#define RN_AGGREGATE_H
+
+#include "pipeline.h"
+
+typedef enum rn_agg_kind {
+  RN_AGG_COUNT,           /* rows */
+  RN_AGG_COUNT_COL,       /* non-null values of a column */
+  RN_AGG_SUM, RN_AGG_MIN, RN_AGG_MAX, RN_AGG_AVG,
+  RN_AGG_USER             /* runnel.agg{ init, add, remove, result } */
+} rn_agg_kind;
+
+typedef struct rn_agg_spec {
+  const char *name;       /* output column */
+  rn_agg_kind kind;
+  int slot;               /* input column, or -1 */
+} rn_agg_spec;
+
+/* User aggregates (the binding): states and results are msgpack values. */
+typedef struct rn_agg_fns {
+  int (*init)(void *ctx, int agg, msgpack_sbuffer *state, rn_err *e);
+  /* add (or remove) row to state; appends the new state to out. */
+  int (*step)(void *ctx, int agg, bool add, const char *state, size_t slen, rn_rel *in,
+              const char *row, size_t rlen, msgpack_sbuffer *out, rn_err *e);
+  int (*result)(void *ctx, int agg, const char *state, size_t slen, msgpack_sbuffer *out, rn_err *e);
+  bool (*can_remove)(void *ctx, int agg);
+  void *ctx;
+  rn_free_fn free_ctx;
+} rn_agg_fns;
+
+typedef enum rn_window_kind { RN_WINDOW_NONE, RN_WINDOW_TUMBLING, RN_WINDOW_HOPPING } rn_window_kind;
+
+typedef struct rn_window {
+  rn_window_kind kind;
+  double size, step;      /* step = size for tumbling */
+  int slot;               /* the event time column */
+  bool has_grace;
+  double grace;
+} rn_window;
+
+int rn_declare_aggregate(rn_pipeline *p, const char *name, rn_rel *in, const int *by, int nby,
+                         const rn_window *w, const rn_agg_spec *aggs, int naggs,
+                         const rn_agg_fns *fns, rn_rel **out);
+
+int rn_aggregate_apply(rn_rel *agg, const rn_change *c);
+int rn_aggregate_scan(rn_rel *agg, int (*fn)(void *ctx, uint64_t id, const char *row, size_t len), void *ctx);
+/* Events dropped as late since the pipeline opened. */
+uint64_t rn_aggregate_late(const rn_rel *agg);
+
+#endif

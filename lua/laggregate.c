@@ -1,0 +1,213 @@
+/* laggregate.c — p:_aggregate and user aggregates (runnel.agg{ init, add,
+ * remove, result }) as core callbacks. States travel as msgpack values: a
+ * state must be something a row could hold (numbers, strings, tables …). */
+#include <stdlib.h>
+#include <string.h>
+
+#include "aggregate.h"
+#include "lbind.h"
+#include "row.h"
+
+enum { F_INIT, F_ADD, F_REMOVE, F_RESULT, F_N };
+
+typedef struct laggs {
+  lpipe *lp;
+  char *name;             /* the aggregate's name (for messages; set before any call) */
+  int n;                  /* aggregates */
+  int (*refs)[F_N];       /* per aggregate: registry refs (LUA_NOREF: none) */
+} laggs;
+
+static void free_laggs(void *ctx)
+{
+  laggs *g = ctx;
+  for (int i = 0; i < g->n; i++)
+    for (int f = 0; f < F_N; f++) luaL_unref(g->lp->L, LUA_REGISTRYINDEX, g->refs[i][f]);
+  free(g->refs);
+  free(g->name);
+  free(g);
+}
+
+/* Pushes a msgpack value; a top-level nil is Lua's nil (not runnel.null). */
+static void push_state(lua_State *L, const char *data, size_t len, msgpack_zone *z)
+{
+  msgpack_object o;
+  size_t off = 0;
+  if (msgpack_unpack(data, len, &off, z, &o) != MSGPACK_UNPACK_SUCCESS || o.type == MSGPACK_OBJECT_NIL)
+    lua_pushnil(L);
+  else
+    rn_lua_pushvalue(L, &o, NULL);
+  msgpack_zone_clear(z);
+}
+
+/* Packs the value on top of L (then pops it) as a state or result. */
+static int pack_top(laggs *g, lua_State *L, const char *what, int agg, msgpack_sbuffer *out, rn_err *e)
+{
+  msgpack_object v;
+  rn_column any = { .name = (char *)what, .type = RN_T_ANY };
+  int rc = rn_lua_tovalue(g->lp, L, -1, NULL, &v, 0);
+  if (!rc && v.type != MSGPACK_OBJECT_NIL) rc = rn_value_normalize(&any, &v, &g->lp->p->scratch, g->name, e);
+  lua_pop(L, 1);
+  if (rc) { rn_err_prefix(e, what); return rc; }
+  msgpack_packer pk;
+  msgpack_packer_init(&pk, out, msgpack_sbuffer_write);
+  msgpack_pack_object(&pk, v);
+  (void)agg;
+  return 0;
+}
+
+static int call(laggs *g, lua_State *L, int nargs, const char *what, rn_err *e)
+{
+  int st = lua_pcall(L, nargs, 1, 0);
+  g->lp->L = L;
+  if (st == LUA_OK) return 0;
+  rn_err_set(e, RN_ECALLBACK, "%s: %s: %s", g->name, what,
+             lua_tostring(L, -1) ? lua_tostring(L, -1) : luaL_typename(L, -1));
+  lua_pop(L, 1);
+  return RN_ECALLBACK;
+}
+
+static int init_cb(void *ctx, int agg, msgpack_sbuffer *state, rn_err *e)
+{
+  laggs *g = ctx;
+  lua_State *L = g->lp->L;
+  if (g->refs[agg][F_INIT] == LUA_NOREF) { msgpack_sbuffer_write(state, "\xc0", 1); return 0; }
+  lua_rawgeti(L, LUA_REGISTRYINDEX, g->refs[agg][F_INIT]);
+  int rc = call(g, L, 0, "init", e);
+  return rc ? rc : pack_top(g, L, "init", agg, state, e);
+}
+
+static int step_cb(void *ctx, int agg, bool add, const char *state, size_t slen, rn_rel *in,
+                   const char *row, size_t rlen, msgpack_sbuffer *out, rn_err *e)
+{
+  laggs *g = ctx;
+  lua_State *L = g->lp->L;
+  lua_rawgeti(L, LUA_REGISTRYINDEX, g->refs[agg][add ? F_ADD : F_REMOVE]);
+  push_state(L, state, slen, &g->lp->zone);
+  rn_lua_pushrow(g->lp, L, in, row, rlen);
+  int rc = call(g, L, 2, add ? "add" : "remove", e);
+  return rc ? rc : pack_top(g, L, add ? "add" : "remove", agg, out, e);
+}
+
+static int result_cb(void *ctx, int agg, const char *state, size_t slen, msgpack_sbuffer *out, rn_err *e)
+{
+  laggs *g = ctx;
+  lua_State *L = g->lp->L;
+  if (g->refs[agg][F_RESULT] == LUA_NOREF) { msgpack_sbuffer_write(out, state, slen); return 0; }
+  lua_rawgeti(L, LUA_REGISTRYINDEX, g->refs[agg][F_RESULT]);
+  push_state(L, state, slen, &g->lp->zone);
+  int rc = call(g, L, 1, "result", e);
+  return rc ? rc : pack_top(g, L, "result", agg, out, e);
+}
+
+static bool can_remove_cb(void *ctx, int agg)
+{
+  return ((laggs *)ctx)->refs[agg][F_REMOVE] != LUA_NOREF;
+}
+
+static int fail(lua_State *L, const char *msg)
+{
+  lua_pushnil(L);
+  lua_pushstring(L, msg);
+  return 2;
+}
+
+static int slot_of(lua_State *L, lrel *in, int idx, const char *name, const char *what, int *slot)
+{
+  size_t len;
+  const char *col = lua_tolstring(L, idx, &len);
+  *slot = col ? rn_schema_slot(in->rel->schema, col, len) : -1;
+  if (*slot >= 0) return 0;
+  lua_pushfstring(L, "%s: %s: %s has no column \"%s\"", name, what, in->rel->name, col ? col : "?");
+  return -1;
+}
+
+/* p:_aggregate(in, name, {by names}, window|nil, {{name, kind, col|nil, fns|nil}…})
+ *   window = { kind = "tumbling"|"hopping", size, step, col, grace|nil }
+ *   -> relation | nil, err */
+int rn_lua_declare_aggregate(lua_State *L)
+{
+  lpipe *lp = rn_lua_checkpipe(L, 1);
+  lrel *in = rn_lua_checkrel(L, 2);
+  const char *name = luaL_checkstring(L, 3);
+  luaL_checktype(L, 4, LUA_TTABLE);
+  luaL_checktype(L, 6, LUA_TTABLE);
+  int nby = (int)lua_rawlen(L, 4), naggs = (int)lua_rawlen(L, 6);
+  if (nby > 64 || naggs > 250) return fail(L, "aggregate: at most 64 by columns and 250 aggregates");
+  int by[nby ? nby : 1];
+  for (int i = 0; i < nby; i++) {
+    lua_rawgeti(L, 4, i + 1);
+    int bad = slot_of(L, in, -1, name, "by", &by[i]);
+    if (bad) return fail(L, lua_tostring(L, -1));
+    lua_pop(L, 1);
+  }
+  rn_window w = { RN_WINDOW_NONE, 0, 0, -1, false, 0 };
+  if (lua_istable(L, 5)) {
+    lua_getfield(L, 5, "kind");
+    w.kind = strcmp(luaL_optstring(L, -1, "tumbling"), "hopping") == 0 ? RN_WINDOW_HOPPING : RN_WINDOW_TUMBLING;
+    lua_getfield(L, 5, "size");
+    lua_getfield(L, 5, "step");
+    w.size = lua_tonumber(L, -2);
+    w.step = lua_isnil(L, -1) ? w.size : lua_tonumber(L, -1);
+    lua_getfield(L, 5, "grace");
+    w.has_grace = !lua_isnil(L, -1);
+    w.grace = lua_tonumber(L, -1);
+    lua_getfield(L, 5, "col");
+    int bad = slot_of(L, in, -1, name, "window", &w.slot);
+    if (bad) return fail(L, lua_tostring(L, -1));
+    lua_pop(L, 5);
+  }
+  rn_agg_spec specs[naggs ? naggs : 1];
+  static const char *const kinds[] = { "count", "count_col", "sum", "min", "max", "avg", "agg", NULL };
+  bool user = false;
+  for (int i = 0; i < naggs; i++) {
+    lua_rawgeti(L, 6, i + 1);
+    lua_getfield(L, -1, "name");
+    specs[i].name = lua_tostring(L, -1); /* kept alive by the table at 6 */
+    lua_getfield(L, -2, "kind");
+    specs[i].kind = (rn_agg_kind)luaL_checkoption(L, -1, NULL, kinds);
+    lua_getfield(L, -3, "col");
+    specs[i].slot = -1;
+    if (!lua_isnil(L, -1) && slot_of(L, in, -1, name, specs[i].name, &specs[i].slot)) return fail(L, lua_tostring(L, -1));
+    user |= specs[i].kind == RN_AGG_USER;
+    lua_pop(L, 4);
+  }
+  rn_agg_fns fns = { NULL, NULL, NULL, NULL, NULL, NULL };
+  if (user) {
+    laggs *g = calloc(1, sizeof *g);
+    int (*refs)[F_N] = g ? malloc(sizeof *refs * (size_t)naggs) : NULL;
+    char *gname = refs ? strdup(name) : NULL;
+    if (!gname) { free(refs); free(g); return luaL_error(L, "out of memory"); }
+    g->name = gname;
+    g->lp = lp;
+    g->n = naggs;
+    g->refs = refs;
+    static const char *const fields[F_N] = { "init", "add", "remove", "result" };
+    for (int i = 0; i < naggs; i++) {
+      lua_rawgeti(L, 6, i + 1);
+      lua_getfield(L, -1, "fns");
+      for (int f = 0; f < F_N; f++) {
+        refs[i][f] = LUA_NOREF;
+        if (!lua_istable(L, -1)) continue;
+        lua_getfield(L, -1, fields[f]);
+        if (lua_isfunction(L, -1)) refs[i][f] = luaL_ref(L, LUA_REGISTRYINDEX);
+        else lua_pop(L, 1);
+      }
+      lua_pop(L, 2);
+    }
+    fns = (rn_agg_fns){ init_cb, step_cb, result_cb, can_remove_cb, g, free_laggs };
+  }
+  rn_rel *rel = NULL;
+  if (rn_declare_aggregate(lp->p, name, in->rel, by, nby, &w, specs, naggs, &fns, &rel))
+    return fail(L, rn_errmsg(lp->p));
+  rn_lua_relinfo(L, rel);
+  rn_lua_pushrel(L, 1, rel);
+  return 1;
+}
+
+/* rel:late() -> events an aggregate dropped as late */
+int rn_lua_aggregate_late(lua_State *L)
+{
+  lrel *r = rn_lua_checkrel(L, 1);
+  lua_pushinteger(L, r->rel->kind == RN_REL_AGGREGATE ? (lua_Integer)rn_aggregate_late(r->rel) : 0);
+  return 1;
+}

@@ -24,6 +24,7 @@ typedef struct rn_aggregate {
   int naggs;
   rn_agg_spec *aggs;      /* names owned */
   rn_agg_fns fns;
+  bool *counts_owner;     /* per aggregate: the min/max that keeps its column's value counts */
   MDB_dbi groups_dbi, values_dbi;
   msgpack_sbuffer buf;    /* scratch: a group's value */
 } rn_aggregate;
@@ -163,13 +164,14 @@ static void set_count(msgpack_object *o, int64_t n)
   o->via.u64 = (uint64_t)n;
 }
 
-/* |group key|u8 #|value| -> count, moved by delta. */
+/* |group key|u8 column|value| -> count, moved by delta. min and max of one
+ * column share the counts. */
 static int value_count(rn_aggregate *a, const gkey *g, int i, const msgpack_object *v, int delta)
 {
   msgpack_sbuffer b;
   msgpack_sbuffer_init(&b);
   msgpack_sbuffer_write(&b, g->k, g->len);
-  char idx = (char)i;
+  char idx = (char)a->aggs[i].slot;
   msgpack_sbuffer_write(&b, &idx, 1);
   int rc = rn_key_append(&b, v) ? rn_err_set(err_of(a), RN_EINVAL, "%s: NaN has no place among min and max", a->out->name) : 0;
   if (!rc && b.size > 511)
@@ -225,7 +227,7 @@ static int step_state(rn_aggregate *a, int i, const gkey *g, msgpack_object *st,
     return 0;
   case RN_AGG_MIN: case RN_AGG_MAX:
     set_count(st, as_int(st) + delta);
-    return value_count(a, g, i, x, delta);
+    return a->counts_owner[i] ? value_count(a, g, i, x, delta) : 0;
   case RN_AGG_SUM: case RN_AGG_AVG: {
     msgpack_object *sum = &st->via.array.ptr[0], *n = &st->via.array.ptr[1];
     set_count(n, as_int(n) + delta);
@@ -250,15 +252,16 @@ static int extreme(rn_aggregate *a, const gkey *g, int i, bool max, msgpack_obje
 {
   out->type = MSGPACK_OBJECT_NIL;
   char prefix[g->len + 1];
+  int col = a->aggs[i].slot;
   memcpy(prefix, g->k, g->len);
-  prefix[g->len] = (char)(max ? i + 1 : i);
+  prefix[g->len] = (char)(max ? col + 1 : col);
   MDB_cursor *cur;
   int rc = mdb_cursor_open(txn_of(a), a->values_dbi, &cur);
   if (rc) return store_fail(a, rc);
   MDB_val k = { g->len + 1, prefix }, d;
   rc = mdb_cursor_get(cur, &k, &d, MDB_SET_RANGE);
   if (max) rc = rc == 0 ? mdb_cursor_get(cur, &k, &d, MDB_PREV) : mdb_cursor_get(cur, &k, &d, MDB_LAST);
-  prefix[g->len] = (char)i;
+  prefix[g->len] = (char)col;
   if (rc == 0 && k.mv_size > g->len + 1 && memcmp(k.mv_data, prefix, g->len + 1) == 0) {
     if (rn_key_decode((const char *)k.mv_data + g->len + 1, k.mv_size - g->len - 1, out, 1, zone_of(a)) != 1)
       rc = rn_err_set(err_of(a), RN_ESTORE, "%s: a stored value could not be decoded", a->out->name);
@@ -570,6 +573,7 @@ static void free_aggregate(void *ctx)
   if (a->fns.free_ctx) a->fns.free_ctx(a->fns.ctx);
   for (int i = 0; i < a->naggs; i++) free((char *)a->aggs[i].name);
   free(a->aggs);
+  free(a->counts_owner);
   free(a->by);
   msgpack_sbuffer_destroy(&a->buf);
   free(a);
@@ -722,7 +726,15 @@ int rn_declare_aggregate(rn_pipeline *p, const char *name, rn_rel *in, const int
   msgpack_sbuffer_init(&a->buf);
   a->by = malloc(sizeof *a->by * (size_t)(nby ? nby : 1));
   a->aggs = calloc((size_t)(naggs ? naggs : 1), sizeof *a->aggs);
-  if (!a->by || !a->aggs) { free_aggregate(a); return rn_err_set(&p->err, RN_ENOMEM, "out of memory"); }
+  a->counts_owner = calloc((size_t)(naggs ? naggs : 1), sizeof *a->counts_owner);
+  if (!a->by || !a->aggs || !a->counts_owner) { free_aggregate(a); return rn_err_set(&p->err, RN_ENOMEM, "out of memory"); }
+  if (in->schema->ncols > 255) { free_aggregate(a); return rn_err_set(&p->err, RN_EINVAL, "%s: aggregates take inputs of at most 255 columns", name); }
+  for (int i = 0; i < naggs; i++) {
+    bool minmax = aggs[i].kind == RN_AGG_MIN || aggs[i].kind == RN_AGG_MAX;
+    a->counts_owner[i] = minmax;
+    for (int q = 0; q < i && minmax; q++)
+      if ((aggs[q].kind == RN_AGG_MIN || aggs[q].kind == RN_AGG_MAX) && aggs[q].slot == aggs[i].slot) a->counts_owner[i] = false;
+  }
   memcpy(a->by, by, sizeof *by * (size_t)nby);
   for (int i = 0; i < naggs; i++) {
     a->aggs[i] = aggs[i];

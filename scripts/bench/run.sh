@@ -28,3 +28,4 @@ $BIN run scripts/bench/fkjoin.lua "$FKJOIN" --writemap
 echo "# runnel, --mapper (a Lua mapper and joiner)"
 $BIN run scripts/bench/fkjoin.lua "$FKJOIN" --mapper
 $BIN run scripts/bench/hot_parent.lua
+$BIN run scripts/bench/aggregate.lua "$FKJOIN"

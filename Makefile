@@ -13,15 +13,20 @@ CFLAGS   += $(WARN) $(OPT) -fPIC -fvisibility=hidden -D_GNU_SOURCE -MMD -MP
 CORE_LIBS := -llmdb -lmsgpackc -ljansson
 SAN      := -fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer
 
+PREFIX   ?= /usr/local
+VERSION  := 0.5
+
 CORE_SRC := $(wildcard core/*.c)
 BIND_SRC := $(filter-out lua/cli.c,$(wildcard lua/*.c))
 CTEST_SRC := $(wildcard spec/c/test_*.c)
 CORE_OBJ := $(CORE_SRC:%.c=$(BUILD)/%.o)
-BIND_OBJ := $(BIND_SRC:%.c=$(BUILD)/%.o)
+BIND_OBJ := $(BIND_SRC:%.c=$(BUILD)/%.o) $(BUILD)/gen/embedded.o
 CTESTS   := $(CTEST_SRC:spec/c/%.c=$(BUILD)/spec/%)
+ALL_LIBS := $(CORE_LIBS) $(LUA_LIB) -lm
 
-.PHONY: all deps env test asan valgrind bench demo clean
-all: $(BUILD)/librunnel.a $(BUILD)/lua/runnel/core.so $(BUILD)/runnel $(CTESTS)
+.PHONY: all deps env test asan valgrind bench demo clean install
+all: $(BUILD)/librunnel.a $(BUILD)/librunnel.so $(BUILD)/runnel.pc $(BUILD)/lua/runnel/core.so \
+     $(BUILD)/runnel $(CTESTS)
 
 # Installs only what is missing; apt-get update runs only then.
 deps:
@@ -42,13 +47,26 @@ $(BUILD)/%.o: %.c
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS) $(LUA_INC) -Icore -c $< -o $@
 
-$(BUILD)/librunnel.a: $(CORE_OBJ)
+# librunnel_core.a: the Lua-free core (the C tests link it); librunnel.a
+# and librunnel.so: core and Lua binding, for hosts (pkg-config runnel).
+$(BUILD)/librunnel_core.a: $(CORE_OBJ)
 	@rm -f $@
 	ar rcs $@ $^
 
-$(BUILD)/lua/runnel/core.so: $(BIND_OBJ) $(BUILD)/librunnel.a
+$(BUILD)/librunnel.a: $(CORE_OBJ) $(BIND_OBJ)
+	@rm -f $@
+	ar rcs $@ $^
+
+$(BUILD)/librunnel.so: $(CORE_OBJ) $(BIND_OBJ)
+	$(CC) $(CFLAGS) -shared -Wl,-soname,librunnel.so.0 -o $@ $^ $(ALL_LIBS) $(LDFLAGS)
+
+$(BUILD)/runnel.pc: Makefile
 	@mkdir -p $(@D)
-	$(CC) $(CFLAGS) -shared -o $@ $(BIND_OBJ) $(BUILD)/librunnel.a $(CORE_LIBS) $(LDFLAGS)
+	@printf 'prefix=%s\nlibdir=$${prefix}/lib\nincludedir=$${prefix}/include\n\nName: runnel\nDescription: a stream processor that lives inside a program\nVersion: %s\nRequires.private: lua5.4 lmdb msgpack\nLibs: -L$${libdir} -lrunnel\nLibs.private: -ljansson -lm\nCflags: -I$${includedir}\n' "$(PREFIX)" "$(VERSION)" > $@
+
+$(BUILD)/lua/runnel/core.so: $(CORE_OBJ) $(BIND_OBJ)
+	@mkdir -p $(@D)
+	$(CC) $(CFLAGS) -shared -o $@ $^ $(CORE_LIBS) $(LDFLAGS)
 
 # The DSL is compiled into the CLI so the binary runs from anywhere.
 EMBEDDED := runnel=lua/runnel.lua runnel.repl=lua/repl.lua
@@ -59,12 +77,17 @@ $(BUILD)/gen/embedded.c: lua/runnel.lua lua/repl.lua scripts/embed.lua
 $(BUILD)/gen/embedded.o: $(BUILD)/gen/embedded.c
 	$(CC) $(CFLAGS) -c $< -o $@
 
-$(BUILD)/runnel: $(BUILD)/lua/cli.o $(BUILD)/gen/embedded.o $(BIND_OBJ) $(BUILD)/librunnel.a
-	$(CC) $(CFLAGS) -o $@ $^ $(CORE_LIBS) $(LUA_LIB) -lreadline -lm $(LDFLAGS)
+$(BUILD)/runnel: $(BUILD)/lua/cli.o $(BUILD)/librunnel.a
+	$(CC) $(CFLAGS) -o $@ $^ $(ALL_LIBS) -lreadline $(LDFLAGS)
 
-$(BUILD)/spec/%: spec/c/%.c spec/c/check.h $(BUILD)/librunnel.a
+# C tests link the core alone, except those that embed Lua (test_api).
+$(BUILD)/spec/%: spec/c/%.c spec/c/check.h $(BUILD)/librunnel_core.a
 	@mkdir -p $(@D)
-	$(CC) $(CFLAGS) -Icore -Ispec/c -o $@ $< $(BUILD)/librunnel.a $(CORE_LIBS) $(LDFLAGS)
+	$(CC) $(CFLAGS) $(LUA_INC) -Icore -Ispec/c -o $@ $< $(BUILD)/librunnel_core.a $(CORE_LIBS) $(LDFLAGS)
+
+$(BUILD)/spec/test_api: spec/c/test_api.c spec/c/check.h $(BUILD)/librunnel.a
+	@mkdir -p $(@D)
+	$(CC) $(CFLAGS) $(LUA_INC) -Icore -Ispec/c -o $@ $< $(BUILD)/librunnel.a $(ALL_LIBS) $(LDFLAGS)
 
 test: deps
 	@$(MAKE) -s all
@@ -89,6 +112,19 @@ bench: deps
 demo: deps
 	@$(MAKE) -s all
 	@$(BUILD)/runnel run scripts/demo.lua
+
+install: all
+	install -d $(DESTDIR)$(PREFIX)/include $(DESTDIR)$(PREFIX)/lib/pkgconfig $(DESTDIR)$(PREFIX)/bin \
+	  $(DESTDIR)$(PREFIX)/lib/lua/5.4/runnel $(DESTDIR)$(PREFIX)/share/lua/5.4/runnel
+	install -m 644 core/runnel.h $(DESTDIR)$(PREFIX)/include/runnel.h
+	install -m 644 $(BUILD)/librunnel.a $(DESTDIR)$(PREFIX)/lib/librunnel.a
+	install -m 755 $(BUILD)/librunnel.so $(DESTDIR)$(PREFIX)/lib/librunnel.so.0
+	ln -sf librunnel.so.0 $(DESTDIR)$(PREFIX)/lib/librunnel.so
+	install -m 644 $(BUILD)/runnel.pc $(DESTDIR)$(PREFIX)/lib/pkgconfig/runnel.pc
+	install -m 755 $(BUILD)/runnel $(DESTDIR)$(PREFIX)/bin/runnel
+	install -m 755 $(BUILD)/lua/runnel/core.so $(DESTDIR)$(PREFIX)/lib/lua/5.4/runnel/core.so
+	install -m 644 lua/runnel.lua $(DESTDIR)$(PREFIX)/share/lua/5.4/runnel.lua
+	install -m 644 lua/repl.lua $(DESTDIR)$(PREFIX)/share/lua/5.4/runnel/repl.lua
 
 clean:
 	rm -rf build

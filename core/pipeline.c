@@ -62,7 +62,10 @@ RN_API void rn_pipeline_close(rn_pipeline *p)
   msgpack_sbuffer_destroy(&p->keybuf);
   msgpack_sbuffer_destroy(&p->rowbuf);
   msgpack_sbuffer_destroy(&p->valbuf);
+  rn_free_fn on_close = p->on_close;
+  void *ctx = p->binding;
   free(p);
+  if (on_close) on_close(ctx);
 }
 
 RN_API const char *rn_errmsg(const rn_pipeline *p)

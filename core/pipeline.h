@@ -86,7 +86,8 @@ struct rn_rel {
   bool persistent;        /* has counters in meta (sources, cdc, joins) */
   bool stateful;          /* derived state that must see every group (joins) */
   uint64_t emitted[3];    /* INSERTs, UPDATEs, DELETEs emitted since open */
-  void *udata;            /* the binding's data; runnel never touches it */
+  void *udata;            /* the binding's data; runnel only hands it to udata_free */
+  rn_free_fn udata_free;  /* frees udata when the relation is freed, or NULL */
 };
 
 typedef struct rn_sink_info {
@@ -154,6 +155,8 @@ struct rn_pipeline {
   msgpack_sbuffer rowbuf; /* scratch: encoded rows */
   msgpack_sbuffer valbuf; /* scratch: stored values */
   rn_stats stats;
+  rn_free_fn on_close;    /* the binding's hook, called with binding last by rn_pipeline_close */
+  void *binding;          /* the binding's pipeline object (a Lua lpipe), or NULL */
 };
 
 /* ---- relations (relation.c) ---- */

@@ -66,6 +66,7 @@ rn_rel *rn_rel_new(rn_pipeline *p, const char *name, rn_relkind kind, rn_schema 
 void rn_rel_free(rn_rel *r)
 {
   if (r->free_ctx) r->free_ctx(r->ctx);
+  if (r->udata_free) r->udata_free(r->udata);
   if (r->kind != RN_REL_FILTER) rn_schema_free(r->schema);
   free(r->outputs);
   free(r->log.items);

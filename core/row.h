@@ -53,6 +53,10 @@ const msgpack_object *rn_row_unpack(const char *data, size_t len, int ncols,
  * is not an array of ncols well-formed values. */
 int rn_row_spans(const char *row, size_t len, int ncols, size_t *starts);
 
+/* Appends a stored row of s as a msgpack map keyed by external names
+ * (structs as maps too; nulls as nil). -1 if row is not a row of s. */
+int rn_row_to_map(const rn_schema *s, const char *row, size_t len, msgpack_zone *z, msgpack_sbuffer *out);
+
 /* "id = 1" or "a = 1, b = \"x\"" into buf. */
 void rn_key_format(const rn_schema *s, const msgpack_object *vals, char *buf, size_t len);
 /* What Lua would call the value's type: "number", "string", "table" … */

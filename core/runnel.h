@@ -93,6 +93,85 @@ RN_API int rn_flush(rn_pipeline *p);
 /* Sequence number of the last committed group; 0 before the first. */
 RN_API uint64_t rn_seq(const rn_pipeline *p);
 
+/* ---- Relations from C ---------------------------------------------------
+ * A column: its external name, its type ("int", "float", "string", "bool",
+ * "bytes", "list", "map", "any") and whether it may be null. The strings
+ * are copied; the caller keeps ownership. */
+typedef struct rn_column_def {
+  const char *name;
+  const char *type;
+  int nullable;
+} rn_column_def;
+
+/* Declares a keyed table (nkey > 0: key names the key columns in order) or
+ * a keyless one (nkey = 0), as p:table does. *out is owned by the
+ * pipeline and valid until rn_pipeline_close. Errors: RN_EINVAL (bad
+ * declaration), RN_ESCHEMA (the state holds it with another schema),
+ * RN_EMISUSE (inside a group). */
+RN_API int rn_declare_table(rn_pipeline *p, const char *name, const rn_column_def *cols, int ncols,
+                            const char *const *key, int nkey, rn_rel **out);
+RN_API int rn_declare_stream(rn_pipeline *p, const char *name, const rn_column_def *cols, int ncols,
+                             rn_rel **out);
+
+/* A relation by name (declared from C or by a Lua script), or NULL. Owned
+ * by the pipeline. */
+RN_API rn_rel *rn_relation(const rn_pipeline *p, const char *name);
+/* Owned by the pipeline; valid until rn_pipeline_close. */
+RN_API const char *rn_relation_name(const rn_rel *rel);
+
+/* ---- Changes ---------------------------------------------------------------
+ * A change is a msgpack map keyed by external column names (the buffer is
+ * the caller's and only read during the call): a whole row for insert and
+ * upsert, the key plus the columns to set for update, the key for delete
+ * (a keyless table's delete takes the whole row). A change made with no
+ * group open is a group of its own. Errors: RN_EINVAL (not a map, unknown
+ * column, wrong type, null key …), RN_EEXIST, RN_ENOTFOUND, RN_ECALLBACK,
+ * RN_EMISUSE (from inside a callback); inside a group every error has
+ * rolled the whole group back. */
+typedef enum rn_op { RN_OP_INSERT = 1, RN_OP_UPDATE, RN_OP_UPSERT, RN_OP_DELETE } rn_op;
+
+RN_API int rn_push(rn_pipeline *p, rn_rel *rel, rn_op op, const void *map, size_t len);
+RN_API int rn_insert(rn_pipeline *p, rn_rel *rel, const void *map, size_t len);
+RN_API int rn_update(rn_pipeline *p, rn_rel *rel, const void *map, size_t len);
+RN_API int rn_upsert(rn_pipeline *p, rn_rel *rel, const void *map, size_t len);
+RN_API int rn_delete(rn_pipeline *p, rn_rel *rel, const void *map, size_t len);
+
+/* ---- Subscriptions -----------------------------------------------------
+ * After each group commits its changes, a subscriber of a relation gets
+ * them in order. row and old are msgpack maps keyed by external names
+ * (every column; nulls as nil), owned by runnel and valid only during the
+ * call. A nonzero return fails the group (RN_ECALLBACK): it is rolled back. */
+enum { RN_VERB_INSERT = 1, RN_VERB_UPDATE = 2, RN_VERB_DELETE = 3 };
+
+typedef struct rn_event {
+  int verb;               /* RN_VERB_… */
+  uint64_t id;            /* the row id */
+  uint64_t seq;           /* the group's sequence number */
+  uint64_t n;             /* 1-based position among this subscriber's changes in the group */
+  const void *row;        /* the new row; NULL for DELETE */
+  size_t row_len;
+  const void *old;        /* the previous row; NULL for INSERT */
+  size_t old_len;
+} rn_event;
+
+typedef int (*rn_callback)(void *ctx, const rn_event *ev);
+
+/* Subscribes fn (ctx is the caller's, passed back as is) to rel's changes
+ * from the next group on. Not inside a group (RN_EMISUSE). */
+RN_API int rn_subscribe(rn_pipeline *p, rn_rel *rel, rn_callback fn, void *ctx);
+
+/* ---- Lua ---------------------------------------------------------------
+ * Runs a Lua pipeline script against p: it sees the pipeline as the global
+ * `p` (and as its first argument), declares relations, sinks and so on,
+ * which the host then finds with rn_relation. L is the host's own state
+ * (it keeps ownership, and must close p before closing L) or NULL: runnel
+ * then creates one, kept until rn_pipeline_close. Errors: RN_EIO (the file),
+ * RN_ECALLBACK (the script raised: rn_errmsg has its message). */
+struct lua_State;
+RN_API int rn_run_lua(rn_pipeline *p, struct lua_State *L, const char *path);
+/* The same for a chunk of Lua source; name is used in its messages. */
+RN_API int rn_run_lua_string(rn_pipeline *p, struct lua_State *L, const char *chunk, const char *name);
+
 #ifdef __cplusplus
 }
 #endif

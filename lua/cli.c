@@ -19,9 +19,7 @@
 #include <readline/history.h>
 #include <readline/readline.h>
 
-typedef struct { const char *name, *chunk; const char *src; size_t len; } rn_embedded_module;
-extern const rn_embedded_module rn_embedded[];
-int luaopen_runnel_core(lua_State *L);
+#include "lbind.h"
 
 /* The state the SIGINT handler interrupts: the CLI's one global. */
 static lua_State *running_state;
@@ -39,15 +37,6 @@ static void on_sigint(int sig)
   signal(sig, SIG_DFL);
   if (running_state)
     lua_sethook(running_state, interrupt_hook, LUA_MASKCALL | LUA_MASKRET | LUA_MASKCOUNT, 1);
-}
-
-static int embedded_loader(lua_State *L)
-{
-  const rn_embedded_module *m = lua_touserdata(L, lua_upvalueindex(1));
-  if (luaL_loadbuffer(L, m->src, m->len, m->chunk) != LUA_OK) return lua_error(L);
-  lua_pushstring(L, m->name);
-  lua_call(L, 1, 1);
-  return 1;
 }
 
 /* ---- runnel.readline: line editing for the REPL ---- */
@@ -125,16 +114,10 @@ static int open_readline(lua_State *L)
 
 static void preload(lua_State *L)
 {
+  rn_lua_preload(L);
   luaL_getsubtable(L, LUA_REGISTRYINDEX, LUA_PRELOAD_TABLE);
-  lua_pushcfunction(L, luaopen_runnel_core);
-  lua_setfield(L, -2, "runnel.core");
   lua_pushcfunction(L, open_readline);
   lua_setfield(L, -2, "runnel.readline");
-  for (const rn_embedded_module *m = rn_embedded; m->name; m++) {
-    lua_pushlightuserdata(L, (void *)m);
-    lua_pushcclosure(L, embedded_loader, 1);
-    lua_setfield(L, -2, m->name);
-  }
   lua_pop(L, 1);
 }
 

@@ -24,13 +24,17 @@
 
 typedef struct lpipe {
   rn_pipeline *p;        /* NULL once closed */
+  bool borrowed;         /* a host's pipeline (rn_run_lua): closing it is the host's */
+  struct host_link *host; /* rn_run_lua's bookkeeping (lembed.c), or NULL */
   lua_State *L;          /* the thread running the current call into runnel */
   msgpack_zone zone;     /* decoding rows for Lua; cleared after each push */
   int clock_ref;         /* runnel.open{ clock = fn }, or LUA_NOREF */
 } lpipe;
 
-/* rn_rel->udata: what the binding keeps per relation. */
+/* rn_rel->udata: what the binding keeps per relation (freed by the core
+ * through udata_free). */
 typedef struct lrelinfo {
+  lpipe *lp;             /* whose lua_State holds the refs */
   int names_ref;         /* registry: slot (1-based) -> name string */
   int slots_ref;         /* registry: name -> slot (1-based) */
 } lrelinfo;
@@ -91,7 +95,11 @@ int rn_lua_fail(lua_State *L, lpipe *lp);
  * NULL with the message in e. */
 rn_schema *rn_lua_toschema(lpipe *lp, lua_State *L, int cols_idx, int key_idx,
                            const char *rel, rn_err *e);
-/* Records the binding's per-relation data for a newly declared relation. */
+void rn_lua_detach(lpipe *lp);
+
+/* lembed.c: makes require "runnel" work in L (modules compiled in). */
+void rn_lua_preload(lua_State *L);
+/* Records the binding's per-relation data (once) for a relation. */
 int rn_lua_relinfo(lua_State *L, rn_rel *rel);
 
 #endif

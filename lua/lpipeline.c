@@ -45,6 +45,7 @@ static int l_open(lua_State *L)
   }
   msgpack_zone_init(&lp->zone, 4096);
   lp->L = L;
+  lp->p->binding = lp; /* relinfos find their lua_State through it */
   if (!lua_isnoneornil(L, 3)) {
     lua_pushvalue(L, 3);
     lp->clock_ref = luaL_ref(L, LUA_REGISTRYINDEX);
@@ -52,28 +53,34 @@ static int l_open(lua_State *L)
   return 1;
 }
 
-static void free_relinfo(lua_State *L, rn_rel *rel)
+static void free_relinfo(void *ctx)
 {
-  lrelinfo *ri = rel->udata;
-  if (!ri) return;
-  luaL_unref(L, LUA_REGISTRYINDEX, ri->names_ref);
-  luaL_unref(L, LUA_REGISTRYINDEX, ri->slots_ref);
+  lrelinfo *ri = ctx;
+  luaL_unref(ri->lp->L, LUA_REGISTRYINDEX, ri->names_ref);
+  luaL_unref(ri->lp->L, LUA_REGISTRYINDEX, ri->slots_ref);
   free(ri);
-  rel->udata = NULL;
 }
 
-/* __close, __gc and close(): one function, safe to call twice. */
+/* The pipeline is gone (closed from Lua, or by its host): forget it. */
+void rn_lua_detach(lpipe *lp)
+{
+  if (!lp->p) return;
+  lp->p = NULL;
+  luaL_unref(lp->L, LUA_REGISTRYINDEX, lp->clock_ref);
+  lp->clock_ref = LUA_NOREF;
+  msgpack_zone_destroy(&lp->zone);
+}
+
+/* __close, __gc and close(): one function, safe to call twice. A host's
+ * pipeline is the host's to close: Lua lets go of it. */
 static int l_close(lua_State *L)
 {
   lpipe *lp = luaL_checkudata(L, 1, RN_PIPELINE_MT);
   if (!lp->p) return 0;
   lp->L = L;
-  for (int i = 0; i < lp->p->nrels; i++) free_relinfo(L, lp->p->rels[i]);
-  rn_pipeline_close(lp->p); /* frees callback contexts through lp->L */
-  lp->p = NULL;
-  luaL_unref(L, LUA_REGISTRYINDEX, lp->clock_ref);
-  lp->clock_ref = LUA_NOREF;
-  msgpack_zone_destroy(&lp->zone);
+  if (lp->borrowed) return 0;
+  rn_pipeline_close(lp->p); /* frees callback contexts and relinfos through lp->L */
+  rn_lua_detach(lp);
   return 0;
 }
 
@@ -87,8 +94,10 @@ static int l_tostring(lua_State *L)
 
 int rn_lua_relinfo(lua_State *L, rn_rel *rel)
 {
+  if (rel->udata) return 0;
   lrelinfo *ri = malloc(sizeof *ri);
   if (!ri) return luaL_error(L, "out of memory");
+  ri->lp = rel->p->binding;
   const rn_schema *s = rel->schema;
   lua_createtable(L, s->ncols, 0);
   lua_createtable(L, 0, s->ncols);
@@ -102,6 +111,7 @@ int rn_lua_relinfo(lua_State *L, rn_rel *rel)
   ri->slots_ref = luaL_ref(L, LUA_REGISTRYINDEX);
   ri->names_ref = luaL_ref(L, LUA_REGISTRYINDEX);
   rel->udata = ri;
+  rel->udata_free = free_relinfo;
   return 0;
 }
 

@@ -26,6 +26,7 @@ void rn_lua_pushrel(lua_State *L, int pidx, rn_rel *rel)
     return;
   }
   lua_pop(L, 1);
+  rn_lua_relinfo(L, rel); /* a relation declared from C meets Lua here first */
   lrel *r = lua_newuserdatauv(L, sizeof *r, 1);
   r->lp = lua_touserdata(L, pidx);
   r->rel = rel;

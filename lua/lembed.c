@@ -1,0 +1,133 @@
+/* lembed.c — Lua inside a host: rn_run_lua and the embedded modules.
+ *
+ * A host's pipeline is wrapped in a borrowed runnel.Pipeline: Lua may use it
+ * but not close it. The wrapper is anchored in the registry until the host
+ * closes the pipeline; then rn_pipeline_close calls back (on_close), the
+ * wrapper lets go, and a lua_State runnel created itself is closed. */
+#include <lauxlib.h>
+#include <lualib.h>
+#include <string.h>
+
+#include "lbind.h"
+
+typedef struct { const char *name, *chunk; const char *src; size_t len; } rn_embedded_module;
+extern const rn_embedded_module rn_embedded[];
+
+static int embedded_loader(lua_State *L)
+{
+  const rn_embedded_module *m = lua_touserdata(L, lua_upvalueindex(1));
+  if (luaL_loadbuffer(L, m->src, m->len, m->chunk) != LUA_OK) return lua_error(L);
+  lua_pushstring(L, m->name);
+  lua_call(L, 1, 1);
+  return 1;
+}
+
+int luaopen_runnel_core(lua_State *L);
+
+void rn_lua_preload(lua_State *L)
+{
+  luaL_getsubtable(L, LUA_REGISTRYINDEX, LUA_PRELOAD_TABLE);
+  lua_pushcfunction(L, luaopen_runnel_core);
+  lua_setfield(L, -2, "runnel.core");
+  for (const rn_embedded_module *m = rn_embedded; m->name; m++) {
+    lua_pushlightuserdata(L, (void *)m);
+    lua_pushcclosure(L, embedded_loader, 1);
+    lua_setfield(L, -2, m->name);
+  }
+  lua_pop(L, 1);
+}
+
+typedef struct host_link {
+  int anchor;             /* registry ref of the wrapper */
+  lua_State *owned;       /* a state runnel created, closed with the pipeline */
+} host_link;
+
+/* rn_pipeline_close's last call: the pipeline is gone. */
+static void host_closed(void *ctx)
+{
+  lpipe *lp = ctx;
+  lua_State *L = lp->L, *owned = lp->host->owned;
+  int anchor = lp->host->anchor;
+  rn_lua_detach(lp);
+  lp->host = NULL;
+  if (owned) lua_close(owned);
+  else luaL_unref(L, LUA_REGISTRYINDEX, anchor);
+}
+
+/* Pushes the borrowed wrapper of p in L, creating it the first time. */
+static int push_wrapper(rn_pipeline *p, lua_State *L, bool owned)
+{
+  lpipe *lp = p->binding;
+  if (lp && lp->host) {
+    if (lp->L != L && !owned)
+      return rn_err_set(&p->err, RN_EMISUSE, "rn_run_lua: this pipeline already runs Lua in another lua_State");
+    lua_rawgeti(L, LUA_REGISTRYINDEX, lp->host->anchor);
+    return 0;
+  }
+  if (lp) return rn_err_set(&p->err, RN_EMISUSE, "rn_run_lua: this pipeline belongs to a Lua script");
+  lua_getglobal(L, "require");
+  lua_pushliteral(L, "runnel");
+  if (lua_pcall(L, 1, 0, 0) != LUA_OK) {
+    rn_err_set(&p->err, RN_ECALLBACK, "loading runnel: %s", lua_tostring(L, -1));
+    lua_pop(L, 1);
+    return p->err.code;
+  }
+  lp = lua_newuserdatauv(L, sizeof *lp + sizeof(host_link), 1);
+  memset(lp, 0, sizeof *lp);
+  luaL_setmetatable(L, RN_PIPELINE_MT);
+  lp->p = p;
+  lp->L = L;
+  lp->borrowed = true;
+  lp->clock_ref = LUA_NOREF;
+  lp->host = (host_link *)(lp + 1);
+  lp->host->owned = owned ? L : NULL;
+  msgpack_zone_init(&lp->zone, 4096);
+  lua_pushvalue(L, -1);
+  lp->host->anchor = luaL_ref(L, LUA_REGISTRYINDEX);
+  p->binding = lp;
+  p->on_close = host_closed;
+  return 0;
+}
+
+static int run(rn_pipeline *p, lua_State *L, const char *path, const char *chunk, const char *name)
+{
+  rn_err_clear(&p->err);
+  if (p->state != RN_IDLE) return rn_err_set(&p->err, RN_EMISUSE, "rn_run_lua: not inside a group");
+  bool owned = !L;
+  if (owned) {
+    lpipe *lp = p->binding;
+    if (lp && lp->host && lp->host->owned) L = lp->host->owned; /* a second script: the same state */
+    else if (!(L = luaL_newstate())) return rn_err_set(&p->err, RN_ENOMEM, "out of memory");
+    else luaL_openlibs(L);
+  }
+  rn_lua_preload(L);
+  int top = lua_gettop(L);
+  int rc = push_wrapper(p, L, owned);
+  if (rc) {
+    if (owned && !(p->binding && ((lpipe *)p->binding)->host)) lua_close(L);
+    return rc;
+  }
+  lua_pushvalue(L, -1);
+  lua_setglobal(L, "p");
+  int st = path ? luaL_loadfile(L, path) : luaL_loadbuffer(L, chunk, strlen(chunk), name);
+  if (st != LUA_OK) {
+    rc = rn_err_set(&p->err, st == LUA_ERRFILE ? RN_EIO : RN_ECALLBACK, "%s", lua_tostring(L, -1));
+  } else {
+    lua_insert(L, -2); /* the chunk, then the pipeline as its argument */
+    ((lpipe *)p->binding)->L = L;
+    if (lua_pcall(L, 1, 0, 0) != LUA_OK)
+      rc = rn_err_set(&p->err, RN_ECALLBACK, "%s", lua_tostring(L, -1) ? lua_tostring(L, -1) : "error");
+  }
+  lua_settop(L, top);
+  return rc;
+}
+
+RN_API int rn_run_lua(rn_pipeline *p, lua_State *L, const char *path)
+{
+  return run(p, L, path, NULL, NULL);
+}
+
+RN_API int rn_run_lua_string(rn_pipeline *p, lua_State *L, const char *chunk, const char *name)
+{
+  return run(p, L, NULL, chunk, name ? name : "=chunk");
+}

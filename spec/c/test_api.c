@@ -1,0 +1,282 @@
+/* test_api.c — the public C API (runnel.h) as a host uses it: declaring,
+ * pushing msgpack maps, subscribing, Lua scripts in the host's own state or
+ * in one runnel creates, two pipelines side by side, every error code. Uses
+ * only runnel.h (and msgpack-c and Lua for the host's side). */
+#include <lauxlib.h>
+#include <lualib.h>
+#include <msgpack.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "check.h"
+#include "runnel.h"
+
+/* ---- building msgpack maps: "k", 'i', 5, "name", 's', "ann", NULL ---- */
+typedef struct mp { msgpack_sbuffer sb; msgpack_packer pk; } mp;
+
+static void mp_begin(mp *m, int pairs)
+{
+  msgpack_sbuffer_init(&m->sb);
+  msgpack_packer_init(&m->pk, &m->sb, msgpack_sbuffer_write);
+  msgpack_pack_map(&m->pk, (size_t)pairs);
+}
+static void mp_str(mp *m, const char *s) { msgpack_pack_str_with_body(&m->pk, s, strlen(s)); }
+static void mp_kv_int(mp *m, const char *k, int64_t v) { mp_str(m, k); msgpack_pack_int64(&m->pk, v); }
+static void mp_kv_str(mp *m, const char *k, const char *v) { mp_str(m, k); mp_str(m, v); }
+static void mp_kv_nil(mp *m, const char *k) { mp_str(m, k); msgpack_pack_nil(&m->pk); }
+
+static int push1(rn_pipeline *p, rn_rel *r, rn_op op, int64_t id, const char *name, int64_t score)
+{
+  mp m;
+  mp_begin(&m, 1 + (name != NULL) + (score >= 0));
+  mp_kv_int(&m, "id", id);
+  if (name) mp_kv_str(&m, "name", name);
+  if (score >= 0) mp_kv_int(&m, "score", score);
+  int rc = rn_push(p, r, op, m.sb.data, m.sb.size);
+  msgpack_sbuffer_destroy(&m.sb);
+  return rc;
+}
+
+static const rn_column_def players_cols[] = {
+  { "id", "int", 0 }, { "name", "string", 0 }, { "score", "int", 1 },
+};
+static const char *const players_key[] = { "id" };
+
+typedef struct seen {
+  int n;
+  int verbs[32];
+  uint64_t ids[32], seqs[32], ns[32];
+  char last_name[32];
+  int fail_on;             /* a verb to refuse, or 0 */
+} seen;
+
+/* Reads "name" from a msgpack map. */
+static void name_of(const void *map, size_t len, char *out, size_t outlen)
+{
+  msgpack_zone z;
+  msgpack_zone_init(&z, 256);
+  msgpack_object o;
+  size_t off = 0;
+  out[0] = '\0';
+  if (msgpack_unpack(map, len, &off, &z, &o) == MSGPACK_UNPACK_SUCCESS && o.type == MSGPACK_OBJECT_MAP)
+    for (uint32_t i = 0; i < o.via.map.size; i++) {
+      const msgpack_object *k = &o.via.map.ptr[i].key, *v = &o.via.map.ptr[i].val;
+      if (k->via.str.size == 4 && memcmp(k->via.str.ptr, "name", 4) == 0 && v->type == MSGPACK_OBJECT_STR)
+        snprintf(out, outlen, "%.*s", (int)v->via.str.size, v->via.str.ptr);
+    }
+  msgpack_zone_destroy(&z);
+}
+
+static int on_event(void *ctx, const rn_event *ev)
+{
+  seen *s = ctx;
+  if (s->fail_on && ev->verb == s->fail_on) return 7;
+  if (s->n < 32) {
+    s->verbs[s->n] = ev->verb;
+    s->ids[s->n] = ev->id;
+    s->seqs[s->n] = ev->seq;
+    s->ns[s->n] = ev->n;
+    s->n++;
+  }
+  if (ev->row) name_of(ev->row, ev->row_len, s->last_name, sizeof s->last_name);
+  if (ev->verb == RN_VERB_DELETE && (ev->row || !ev->old)) s->n = -100; /* a DELETE has old, not row */
+  return 0;
+}
+
+static void test_declare_push_subscribe(void)
+{
+  rn_pipeline *p;
+  CHECK(rn_pipeline_open(NULL, &p, NULL, 0) == 0);
+  rn_rel *players;
+  CHECK(rn_declare_table(p, "players", players_cols, 3, players_key, 1, &players) == 0);
+  CHECK(rn_relation(p, "players") == players);
+  CHECK(rn_relation(p, "nobody") == NULL);
+  CHECK(strcmp(rn_relation_name(players), "players") == 0);
+  seen s = { 0 };
+  CHECK(rn_subscribe(p, players, on_event, &s) == 0);
+  CHECK(push1(p, players, RN_OP_INSERT, 1, "ann", 3) == 0);            /* group 1 */
+  CHECK(rn_begin(p) == 0);
+  CHECK(rn_update(p, players, NULL, 0) == RN_EINVAL);                  /* rolls group 2 back */
+  CHECK(rn_begin(p) == 0);
+  CHECK(push1(p, players, RN_OP_UPDATE, 1, "anna", -1) == 0);
+  CHECK(push1(p, players, RN_OP_UPSERT, 2, "bob", -1) == 0);
+  CHECK(push1(p, players, RN_OP_DELETE, 1, NULL, -1) == 0);
+  CHECK(rn_commit(p) == 0);                                            /* group 2 */
+  CHECK(rn_seq(p) == 2);
+  CHECK(s.n == 4);
+  CHECK(s.verbs[0] == RN_VERB_INSERT && s.verbs[1] == RN_VERB_UPDATE && s.verbs[2] == RN_VERB_INSERT &&
+        s.verbs[3] == RN_VERB_DELETE);
+  CHECK(s.ids[1] == 1 && s.ids[2] == 2 && s.seqs[3] == 2 && s.ns[3] == 3);
+  CHECK(strcmp(s.last_name, "bob") == 0);
+  rn_pipeline_close(p);
+}
+
+static void test_error_codes(void)
+{
+  rn_pipeline *p;
+  CHECK(rn_pipeline_open(NULL, &p, NULL, 0) == 0);
+  rn_rel *players;
+  CHECK(rn_declare_table(p, "players", players_cols, 3, players_key, 1, &players) == 0);
+  CHECK(push1(p, players, RN_OP_INSERT, 1, "ann", 3) == 0);
+  CHECK(push1(p, players, RN_OP_INSERT, 1, "ann", 3) == RN_EEXIST);
+  CHECK(strcmp(rn_errmsg(p), "players: insert: a row with key (id = 1) already exists") == 0);
+  CHECK(push1(p, players, RN_OP_UPDATE, 9, "x", -1) == RN_ENOTFOUND);
+  mp m;
+  mp_begin(&m, 2);
+  mp_kv_int(&m, "id", 3);
+  mp_kv_str(&m, "nme", "x");
+  CHECK(rn_insert(p, players, m.sb.data, m.sb.size) == RN_EINVAL);
+  CHECK(strcmp(rn_errmsg(p), "players: unknown column \"nme\"") == 0);
+  msgpack_sbuffer_destroy(&m.sb);
+  mp_begin(&m, 2);
+  mp_kv_int(&m, "id", 3);
+  mp_kv_int(&m, "name", 5);
+  CHECK(rn_insert(p, players, m.sb.data, m.sb.size) == RN_EINVAL);
+  CHECK(strcmp(rn_errmsg(p), "players: column \"name\": expected string, got number") == 0);
+  msgpack_sbuffer_destroy(&m.sb);
+  mp_begin(&m, 2);
+  mp_kv_nil(&m, "id");
+  mp_kv_str(&m, "name", "x");
+  CHECK(rn_insert(p, players, m.sb.data, m.sb.size) == RN_EINVAL);
+  msgpack_sbuffer_destroy(&m.sb);
+  CHECK(rn_insert(p, players, "\x93\x01\x02\x03", 4) == RN_EINVAL);     /* an array, not a map */
+  CHECK(rn_commit(p) == RN_EMISUSE);
+  CHECK(rn_begin(p) == 0);
+  CHECK(rn_begin(p) == RN_EMISUSE);
+  CHECK(rn_rollback(p) == 0);
+  rn_rel *dup;
+  CHECK(rn_declare_table(p, "players", players_cols, 3, players_key, 1, &dup) == RN_EINVAL);
+  rn_column_def bad[] = { { "x", "integer", 0 } };
+  CHECK(rn_declare_stream(p, "s", bad, 1, &dup) == RN_EINVAL);
+  CHECK(strcmp(rn_errmsg(p), "s: column #1: unknown type integer") == 0);
+  seen s = { .fail_on = RN_VERB_INSERT };
+  CHECK(rn_subscribe(p, players, on_event, &s) == 0);
+  CHECK(push1(p, players, RN_OP_INSERT, 5, "eve", 1) == RN_ECALLBACK);
+  CHECK(strcmp(rn_errmsg(p), "players: subscriber returned 7") == 0);
+  CHECK(rn_subscribe(p, players, NULL, NULL) == RN_EINVAL);
+  CHECK(rn_seq(p) == 1);
+  CHECK(rn_flush(p) == 0);
+  /* Every code has a name and a sentence. */
+  int codes[] = { RN_OK, RN_EINVAL, RN_EEXIST, RN_ENOTFOUND, RN_ESCHEMA, RN_EMISUSE, RN_ECALLBACK,
+                  RN_ESTORE, RN_EFULL, RN_ENOMEM, RN_EIO, -1 };
+  for (size_t i = 0; i < sizeof codes / sizeof *codes; i++) CHECK(rn_strerror(codes[i]) && rn_strerror(codes[i])[0]);
+  CHECK(strncmp(rn_strerror(RN_EEXIST), "RN_EEXIST", 9) == 0);
+  rn_pipeline_close(p);
+  char err[256];
+  rn_open_opts o = { .path = "/proc/runnel-cannot-be-here" };
+  CHECK(rn_pipeline_open(&o, &p, err, sizeof err) == RN_EIO && p == NULL && strstr(err, "/proc/runnel-cannot-be-here"));
+}
+
+static void test_schema_mismatch_on_reopen(void)
+{
+  char dir[] = "/tmp/runnel-api-XXXXXX";
+  CHECK(mkdtemp(dir) != NULL);
+  rn_open_opts o = { .path = dir };
+  rn_pipeline *p;
+  rn_rel *r;
+  CHECK(rn_pipeline_open(&o, &p, NULL, 0) == 0);
+  CHECK(rn_declare_table(p, "players", players_cols, 3, players_key, 1, &r) == 0);
+  CHECK(push1(p, r, RN_OP_INSERT, 1, "ann", 1) == 0);
+  rn_pipeline_close(p);
+  CHECK(rn_pipeline_open(&o, &p, NULL, 0) == 0);
+  CHECK(rn_seq(p) == 1);
+  CHECK(rn_declare_table(p, "players", players_cols, 2, players_key, 1, &r) == RN_ESCHEMA);
+  rn_pipeline_close(p);
+  char cmd[64];
+  snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+  CHECK(system(cmd) == 0);
+}
+
+static void test_two_pipelines_side_by_side(void)
+{
+  rn_pipeline *a, *b;
+  CHECK(rn_pipeline_open(NULL, &a, NULL, 0) == 0);
+  CHECK(rn_pipeline_open(NULL, &b, NULL, 0) == 0);
+  rn_rel *ra, *rb;
+  CHECK(rn_declare_table(a, "players", players_cols, 3, players_key, 1, &ra) == 0);
+  CHECK(rn_declare_table(b, "players", players_cols, 3, players_key, 1, &rb) == 0);
+  CHECK(rn_begin(a) == 0);
+  CHECK(push1(a, ra, RN_OP_INSERT, 1, "a", 1) == 0);
+  CHECK(push1(b, rb, RN_OP_INSERT, 1, "b", 1) == 0);                  /* b's own group, while a's is open */
+  CHECK(push1(b, rb, RN_OP_INSERT, 1, "b", 1) == RN_EEXIST);
+  CHECK(rn_commit(a) == 0);
+  CHECK(rn_seq(a) == 1 && rn_seq(b) == 1);
+  rn_pipeline_close(a);
+  CHECK(push1(b, rb, RN_OP_INSERT, 2, "b2", 1) == 0);
+  rn_pipeline_close(b);
+}
+
+/* A Lua script in the host's own lua_State declares a join; the host pushes
+ * and reads the join's changes through a C subscription. */
+static void test_lua_in_the_hosts_state(void)
+{
+  lua_State *L = luaL_newstate();
+  luaL_openlibs(L);
+  rn_pipeline *p;
+  CHECK(rn_pipeline_open(NULL, &p, NULL, 0) == 0);
+  rn_rel *teams;
+  rn_column_def tcols[] = { { "id", "int", 0 }, { "name", "string", 0 } };
+  CHECK(rn_declare_table(p, "teams", tcols, 2, players_key, 1, &teams) == 0);
+  CHECK(rn_run_lua_string(p, L,
+        "local players = p:table('players', { {'id','int'}, {'name','string'}, {'team','int', null = true}, key = 'id' })\n"
+        "local roster = players:join(p:relation('teams'), { on = 'team', kind = 'left', name = 'roster' })\n"
+        "counted = 0\n"
+        "roster:sink(function() counted = counted + 1 end)\n", "=script") == 0);
+  rn_rel *roster = rn_relation(p, "roster"), *players = rn_relation(p, "players");
+  CHECK(roster && players);
+  seen s = { 0 };
+  CHECK(rn_subscribe(p, roster, on_event, &s) == 0);
+  mp m;
+  mp_begin(&m, 2);
+  mp_kv_int(&m, "id", 7);
+  mp_kv_str(&m, "name", "otters");
+  CHECK(rn_insert(p, teams, m.sb.data, m.sb.size) == 0);
+  msgpack_sbuffer_destroy(&m.sb);
+  mp_begin(&m, 3);
+  mp_kv_int(&m, "id", 1);
+  mp_kv_str(&m, "name", "ann");
+  mp_kv_int(&m, "team", 7);
+  CHECK(rn_insert(p, players, m.sb.data, m.sb.size) == 0);
+  msgpack_sbuffer_destroy(&m.sb);
+  CHECK(s.n == 1 && s.verbs[0] == RN_VERB_INSERT && strcmp(s.last_name, "ann") == 0);
+  lua_getglobal(L, "counted");
+  CHECK(lua_tointeger(L, -1) == 1);
+  lua_pop(L, 1);
+  CHECK(rn_run_lua_string(p, L, "error('refused')", "=bad") == RN_ECALLBACK);
+  CHECK(strstr(rn_errmsg(p), "refused") != NULL);
+  CHECK(rn_run_lua(p, L, "/nonexistent/script.lua") == RN_EIO);
+  rn_pipeline_close(p);             /* before the host closes its state */
+  lua_gc(L, LUA_GCCOLLECT, 0);
+  lua_close(L);
+}
+
+static void test_lua_in_a_state_runnel_owns(void)
+{
+  rn_pipeline *p;
+  CHECK(rn_pipeline_open(NULL, &p, NULL, 0) == 0);
+  CHECK(rn_run_lua_string(p, NULL, "p:stream('ev', { {'kind','string'} })", "=a") == 0);
+  CHECK(rn_run_lua_string(p, NULL, "ev_count = 0; p:relation('ev'):sink(function() ev_count = ev_count + 1 end)", "=b") == 0);
+  rn_rel *ev = rn_relation(p, "ev");
+  mp m;
+  mp_begin(&m, 1);
+  mp_kv_str(&m, "kind", "x");
+  CHECK(rn_insert(p, ev, m.sb.data, m.sb.size) == 0);
+  CHECK(rn_insert(p, ev, m.sb.data, m.sb.size) == 0);
+  msgpack_sbuffer_destroy(&m.sb);
+  CHECK(rn_run_lua_string(p, NULL, "assert(ev_count == 2, 'ev_count is ' .. ev_count)", "=c") == 0);
+  CHECK(rn_run_lua_string(p, NULL, "p:close()", "=d") == 0); /* Lua cannot close a host's pipeline */
+  CHECK(rn_seq(p) == 2);
+  rn_pipeline_close(p);
+}
+
+int main(void)
+{
+  RUN(test_declare_push_subscribe);
+  RUN(test_error_codes);
+  RUN(test_schema_mismatch_on_reopen);
+  RUN(test_two_pipelines_side_by_side);
+  RUN(test_lua_in_the_hosts_state);
+  RUN(test_lua_in_a_state_runnel_owns);
+  return CHECK_REPORT();
+}

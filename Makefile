@@ -26,7 +26,7 @@ ALL_LIBS := $(CORE_LIBS) $(LUA_LIB) -lm
 
 .PHONY: all deps env test asan valgrind bench demo clean install
 all: $(BUILD)/librunnel.a $(BUILD)/librunnel.so $(BUILD)/runnel.pc $(BUILD)/lua/runnel/core.so \
-     $(BUILD)/runnel $(CTESTS)
+     $(BUILD)/runnel $(BUILD)/host $(CTESTS)
 
 # Installs only what is missing; apt-get update runs only then.
 deps:
@@ -79,6 +79,10 @@ $(BUILD)/gen/embedded.o: $(BUILD)/gen/embedded.c
 
 $(BUILD)/runnel: $(BUILD)/lua/cli.o $(BUILD)/librunnel.a
 	$(CC) $(CFLAGS) -o $@ $^ $(ALL_LIBS) -lreadline $(LDFLAGS)
+
+# The example host links librunnel through runnel.h only.
+$(BUILD)/host: scripts/host/host.c core/runnel.h $(BUILD)/librunnel.a
+	$(CC) $(CFLAGS) -Icore -o $@ $< $(BUILD)/librunnel.a $(ALL_LIBS) $(LDFLAGS)
 
 # C tests link the core alone, except those that embed Lua (test_api).
 $(BUILD)/spec/%: spec/c/%.c spec/c/check.h $(BUILD)/librunnel_core.a

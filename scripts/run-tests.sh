@@ -32,6 +32,7 @@ done
 
 eval "$(make -s env BUILD="$BUILD")"
 export RUNNEL_BIN="$PWD/$BUILD/runnel"
+export RUNNEL_HOST="$PWD/$BUILD/host"
 if [ -n "$ASAN" ]; then
   export LD_PRELOAD="$(gcc -print-file-name=libasan.so)"
   # lua5.4 and busted themselves are not ours to check for leaks; the C

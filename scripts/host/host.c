@@ -1,0 +1,182 @@
+/* host.c — a small game server embedding runnel.
+ *
+ *     host [ticks] [changes_per_tick] [hz] [script]
+ *
+ * A fixed-rate tick loop: each tick pushes changes_per_tick player and match
+ * changes (score updates, guild moves, new players, matches) through the
+ * pipeline that scripts/host/game.lua declares, in one group, and reads the
+ * results through C subscriptions (the leaderboard join and the players'
+ * CDC log). At the end it prints what it received and the per-tick latency
+ * percentiles of the whole group (pushes and commit) and of the commit
+ * alone. hz = 0 runs the ticks back to back (benchmarks); the state is
+ * temporary, with sync = false.
+ *
+ * It uses runnel.h and msgpack-c only, as a host built against
+ * `pkg-config --cflags --libs runnel` would. */
+#include <msgpack.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "runnel.h"
+
+typedef struct counts {
+  long leaderboard[4];    /* by verb */
+  long log_rows;
+} counts;
+
+static int on_leaderboard(void *ctx, const rn_event *ev)
+{
+  ((counts *)ctx)->leaderboard[ev->verb]++;
+  return 0;
+}
+
+static int on_log(void *ctx, const rn_event *ev)
+{
+  (void)ev;
+  ((counts *)ctx)->log_rows++;
+  return 0;
+}
+
+static double now(void)
+{
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+static uint64_t rng = 12345;
+static uint64_t next(uint64_t n)
+{
+  rng = rng * 6364136223846793005ULL + 1442695040888963407ULL;
+  return (rng >> 33) % n;
+}
+
+typedef struct change { msgpack_sbuffer sb; msgpack_packer pk; } change;
+
+static void kv_int(change *c, const char *k, int64_t v)
+{
+  msgpack_pack_str_with_body(&c->pk, k, strlen(k));
+  msgpack_pack_int64(&c->pk, v);
+}
+
+static void kv_str(change *c, const char *k, const char *v)
+{
+  msgpack_pack_str_with_body(&c->pk, k, strlen(k));
+  msgpack_pack_str_with_body(&c->pk, v, strlen(v));
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+  double x = *(const double *)a, y = *(const double *)b;
+  return (x > y) - (x < y);
+}
+
+static void report(const char *what, double *ms, int n)
+{
+  qsort(ms, (size_t)n, sizeof *ms, cmp_double);
+  printf("%s_ms: p50 %.3f p99 %.3f max %.3f\n", what, ms[n / 2], ms[(n * 99) / 100 < n ? (n * 99) / 100 : n - 1],
+         ms[n - 1]);
+}
+
+static int fail(rn_pipeline *p, const char *what)
+{
+  fprintf(stderr, "host: %s: %s\n", what, rn_errmsg(p));
+  rn_pipeline_close(p);
+  return 1;
+}
+
+int main(int argc, char **argv)
+{
+  int ticks = argc > 1 ? atoi(argv[1]) : 600;
+  int per_tick = argc > 2 ? atoi(argv[2]) : 300;
+  double hz = argc > 3 ? atof(argv[3]) : 60;
+  const char *script = argc > 4 ? argv[4] : "scripts/host/game.lua";
+  if (ticks < 1 || per_tick < 1) { fprintf(stderr, "usage: host [ticks] [changes_per_tick] [hz] [script]\n"); return 2; }
+
+  rn_open_opts opts = { .nosync = 1 };
+  rn_pipeline *p;
+  char err[512];
+  if (rn_pipeline_open(&opts, &p, err, sizeof err)) { fprintf(stderr, "host: %s\n", err); return 1; }
+  if (rn_run_lua(p, NULL, script)) return fail(p, script);
+  rn_rel *players = rn_relation(p, "players"), *guilds = rn_relation(p, "guilds"),
+         *matches = rn_relation(p, "matches");
+  counts got = { { 0 }, 0 };
+  if (rn_subscribe(p, rn_relation(p, "leaderboard"), on_leaderboard, &got) ||
+      rn_subscribe(p, rn_relation(p, "player_log"), on_log, &got))
+    return fail(p, "subscribe");
+
+  change c;
+  msgpack_sbuffer_init(&c.sb);
+  msgpack_packer_init(&c.pk, &c.sb, msgpack_sbuffer_write);
+  char name[32];
+  for (int g = 1; g <= 20; g++) { /* the world before the first tick */
+    msgpack_sbuffer_clear(&c.sb);
+    msgpack_pack_map(&c.pk, 2);
+    kv_int(&c, "id", g);
+    snprintf(name, sizeof name, "guild%d", g);
+    kv_str(&c, "name", name);
+    if (rn_insert(p, guilds, c.sb.data, c.sb.size)) return fail(p, "guild");
+  }
+  int nplayers = 0;
+  long match_id = 0;
+  double *group_ms = malloc(sizeof *group_ms * (size_t)ticks), *commit_ms = malloc(sizeof *commit_ms * (size_t)ticks);
+  double start = now();
+  for (int t = 0; t < ticks; t++) {
+    if (hz > 0) { /* the fixed rate: wait for this tick's moment */
+      double due = start + t / hz, wait = due - now();
+      if (wait > 0) nanosleep(&(struct timespec){ (time_t)wait, (long)((wait - (time_t)wait) * 1e9) }, NULL);
+    }
+    double t0 = now();
+    if (rn_begin(p)) return fail(p, "begin");
+    for (int i = 0; i < per_tick; i++) {
+      msgpack_sbuffer_clear(&c.sb);
+      uint64_t r = next(100);
+      int rc;
+      if (nplayers < 50 || r < 10) {        /* a player joins */
+        nplayers++;
+        msgpack_pack_map(&c.pk, 3);
+        kv_int(&c, "id", nplayers);
+        snprintf(name, sizeof name, "p%d", nplayers);
+        kv_str(&c, "name", name);
+        kv_int(&c, "guild", (int64_t)next(20) + 1);
+        rc = rn_insert(p, players, c.sb.data, c.sb.size);
+      } else if (r < 70) {                  /* a score changes */
+        msgpack_pack_map(&c.pk, 2);
+        kv_int(&c, "id", (int64_t)next((uint64_t)nplayers) + 1);
+        kv_int(&c, "score", (int64_t)next(100000));
+        rc = rn_update(p, players, c.sb.data, c.sb.size);
+      } else if (r < 80) {                  /* someone changes guild */
+        msgpack_pack_map(&c.pk, 2);
+        kv_int(&c, "id", (int64_t)next((uint64_t)nplayers) + 1);
+        kv_int(&c, "guild", (int64_t)next(22) + 1); /* 21 and 22 do not exist */
+        rc = rn_update(p, players, c.sb.data, c.sb.size);
+      } else {                              /* a match is recorded */
+        msgpack_pack_map(&c.pk, 3);
+        kv_int(&c, "id", ++match_id);
+        kv_int(&c, "player", (int64_t)next((uint64_t)nplayers) + 1);
+        kv_int(&c, "points", (int64_t)next(10));
+        rc = rn_insert(p, matches, c.sb.data, c.sb.size);
+      }
+      if (rc) return fail(p, "push");
+    }
+    double t1 = now();
+    if (rn_commit(p)) return fail(p, "commit");
+    double t2 = now();
+    group_ms[t] = (t2 - t0) * 1e3;
+    commit_ms[t] = (t2 - t1) * 1e3;
+  }
+  printf("ticks: %d, changes per tick: %d, hz: %g\n", ticks, per_tick, hz);
+  printf("players: %d, matches: %ld, last group: %llu\n", nplayers, match_id, (unsigned long long)rn_seq(p));
+  printf("leaderboard: %ld inserts, %ld updates, %ld deletes; player log rows: %ld\n",
+         got.leaderboard[RN_VERB_INSERT], got.leaderboard[RN_VERB_UPDATE], got.leaderboard[RN_VERB_DELETE],
+         got.log_rows);
+  report("group", group_ms, ticks);
+  report("commit", commit_ms, ticks);
+  free(group_ms);
+  free(commit_ms);
+  msgpack_sbuffer_destroy(&c.sb);
+  rn_pipeline_close(p);
+  return 0;
+}

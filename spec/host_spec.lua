@@ -1,0 +1,36 @@
+-- The example host (scripts/host/host.c): a C program that loads a Lua
+-- pipeline, pushes msgpack changes each tick and reads results through C
+-- subscriptions. Under make asan it is the sanitized build.
+local H = require "helper"
+
+local host = os.getenv("RUNNEL_HOST") or "build/host"
+
+describe("the example host", function()
+  it("runs ticks at a fixed rate and receives the join's and the CDC log's changes", function()
+    local out, err, code = H.sh(host .. " 10 200 500 scripts/host/game.lua")
+    assert.equal("", err)
+    assert.equal(0, code)
+    local players = tonumber(out:match("players: (%d+)"))
+    local groups = tonumber(out:match("last group: (%d+)"))
+    local inserts = tonumber(out:match("leaderboard: (%d+) inserts"))
+    assert.equal(251, players)
+    assert.equal(20 + 10, groups)        -- the guilds, then one group per tick
+    assert.equal(players, inserts)       -- every player reaches the leaderboard once
+    assert.matches("ticks: 10, changes per tick: 200, hz: 500", out, 1, true)
+    assert.matches("leaderboard: 251 inserts, 1345 updates, 0 deletes; player log rows: 3597", out, 1, true)
+    assert.matches("group_ms: p50 [%d.]+ p99 [%d.]+ max [%d.]+", out)
+    assert.matches("commit_ms: p50 [%d.]+ p99 [%d.]+ max [%d.]+", out)
+  end)
+
+  it("reports a script error and exits 1", function()
+    local script = os.tmpname()
+    local f = io.open(script, "w")
+    f:write("error('no pipeline here')\n")
+    f:close()
+    local out, err, code = H.sh(host .. " 1 1 0 " .. script)
+    os.remove(script)
+    assert.equal("", out)
+    assert.equal(1, code)
+    assert.matches("no pipeline here", err, 1, true)
+  end)
+end)

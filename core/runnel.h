@@ -160,6 +160,32 @@ typedef int (*rn_callback)(void *ctx, const rn_event *ev);
  * from the next group on. Not inside a group (RN_EMISUSE). */
 RN_API int rn_subscribe(rn_pipeline *p, rn_rel *rel, rn_callback fn, void *ctx);
 
+/* ---- Inspecting a state ------------------------------------------------
+ * Reads a state directory without disturbing a writer in another process
+ * (an LMDB read transaction). fn is called once per relation, in name
+ * order; strings are valid during the call only. rows is -1 for relations
+ * that keep no row count (streams, derived relations). */
+typedef struct rn_inspect_relation {
+  const char *name;
+  const char *kind;       /* "table", "stream", "cdc", "join", "aggregate" */
+  const char *columns;    /* "id int key, name string, team int null, score int = 0" */
+  int64_t rows;
+  uint64_t next_id;       /* the id the next new row would get */
+} rn_inspect_relation;
+
+typedef struct rn_inspect_state {
+  uint64_t seq;           /* the last committed group */
+  uint64_t map_size;      /* LMDB's map, bytes */
+  uint64_t used;          /* pages in use, bytes */
+  uint64_t file_size;     /* data.mdb on disk, bytes */
+  int relations;
+} rn_inspect_state;
+
+typedef int (*rn_inspect_fn)(void *ctx, const rn_inspect_relation *rel);
+
+RN_API int rn_inspect(const char *path, rn_inspect_fn fn, void *ctx, rn_inspect_state *out,
+                      char *errbuf, size_t errlen);
+
 /* ---- Lua ---------------------------------------------------------------
  * Runs a Lua pipeline script against p: it sees the pipeline as the global
  * `p` (and as its first argument), declares relations, sinks and so on,

@@ -2,6 +2,7 @@
  *
  *     runnel run FILE.lua [ARGS…]   run a script (arg as lua5.4 gives it)
  *     runnel [repl [FILE.lua]]      the REPL, after running FILE if given
+ *     runnel inspect STATE_DIR      a state's relations, schemas and counts
  *     runnel --version | --help
  *
  * The Lua parts (runnel.lua, repl.lua) are compiled in (scripts/embed.lua),
@@ -10,6 +11,7 @@
 #include <lua.h>
 #include <lualib.h>
 #include <signal.h>
+#include <stdarg.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -185,10 +187,97 @@ static int run_repl(lua_State *L, const char *file)
   return (int)lua_tointeger(L, -1);
 }
 
+/* ---- runnel inspect STATE_DIR ---- */
+
+typedef struct inspected {
+  int n, cap;
+  char *(*cells)[5];      /* relation, kind, rows, next id, columns */
+} inspected;
+
+static char *dupf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static char *dupf(const char *fmt, ...)
+{
+  va_list ap;
+  va_start(ap, fmt);
+  char *s = NULL;
+  if (vasprintf(&s, fmt, ap) < 0) s = NULL;
+  va_end(ap);
+  return s;
+}
+
+static int collect_relation(void *ctx, const rn_inspect_relation *r)
+{
+  inspected *in = ctx;
+  if (in->n == in->cap) {
+    int cap = in->cap ? in->cap * 2 : 16;
+    void *cells = realloc(in->cells, sizeof *in->cells * (size_t)cap);
+    if (!cells) return RN_ENOMEM;
+    in->cells = cells;
+    in->cap = cap;
+  }
+  char **row = in->cells[in->n++];
+  row[0] = dupf("%s", r->name);
+  row[1] = dupf("%s", r->kind);
+  row[2] = r->rows >= 0 ? dupf("%lld", (long long)r->rows) : dupf("%s", "");
+  row[3] = dupf("%llu", (unsigned long long)r->next_id);
+  row[4] = dupf("%s", r->columns);
+  return 0;
+}
+
+static size_t text_width(const char *s)
+{
+  size_t w = 0;
+  for (; *s; s++) w += ((unsigned char)*s & 0xC0) != 0x80; /* UTF-8: count characters */
+  return w;
+}
+
+static int inspect(const char *path)
+{
+  inspected in = { 0, 0, NULL };
+  rn_inspect_state st;
+  char err[512];
+  int rc = rn_inspect(path, collect_relation, &in, &st, err, sizeof err);
+  if (rc) {
+    fprintf(stderr, "runnel: %s\n", rc == RN_EIO ? err : rn_strerror(rc));
+    return 1;
+  }
+  printf("state: %s\nlast group: %llu\nlmdb: %.1f MiB used of a %.1f MiB map, %.1f MiB on disk\n", path,
+         (unsigned long long)st.seq, st.used / 1048576.0, st.map_size / 1048576.0, st.file_size / 1048576.0);
+  static const char *const head[5] = { "relation", "kind", "rows", "next id", "columns" };
+  static const bool right[5] = { false, false, true, true, false };
+  size_t w[5];
+  for (int c = 0; c < 5; c++) {
+    w[c] = text_width(head[c]);
+    for (int r = 0; r < in.n; r++) if (text_width(in.cells[r][c]) > w[c]) w[c] = text_width(in.cells[r][c]);
+  }
+  for (int r = -1; r < in.n; r++) {
+    for (int c = 0; c < 5; c++) {
+      const char *s = r < 0 ? head[c] : in.cells[r][c];
+      int pad = (int)(w[c] - text_width(s));
+      if (c == 4) printf(" %s", s); /* the last column is not padded */
+      else if (right[c]) printf(" %*s%s |", pad, "", s);
+      else printf(" %s%*s |", s, pad, "");
+    }
+    printf("\n");
+    if (r < 0) {
+      for (int c = 0; c < 5; c++) {
+        for (size_t i = 0; i < w[c] + 2; i++) putchar('-');
+        if (c < 4) putchar('+');
+      }
+      printf("\n");
+    }
+  }
+  printf("(%d relation%s)\n", in.n, in.n == 1 ? "" : "s");
+  for (int r = 0; r < in.n; r++) for (int c = 0; c < 5; c++) free(in.cells[r][c]);
+  free(in.cells);
+  return 0;
+}
+
 static void usage(FILE *out)
 {
   fputs("usage: runnel run [--traceback] FILE.lua [ARGS…]   run a pipeline script\n"
         "       runnel [repl [FILE.lua]]                   the interactive REPL\n"
+        "       runnel inspect STATE_DIR                   relations, schemas, counts of a state\n"
         "       runnel --version | --help\n", out);
 }
 
@@ -205,6 +294,7 @@ int main(int argc, char **argv)
   if (argc >= 2 && strcmp(argv[1], "run") == 0) rc = run_script(L, argc, argv, 2);
   else if (argc == 1) rc = run_repl(L, NULL);
   else if (strcmp(argv[1], "repl") == 0 && argc <= 3) rc = run_repl(L, argc == 3 ? argv[2] : NULL);
+  else if (strcmp(argv[1], "inspect") == 0 && argc == 3) rc = inspect(argv[2]);
   else if (strcmp(argv[1], "--version") == 0) { puts("runnel 0.1 (" LUA_RELEASE ")"); rc = 0; }
   else if (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0) { usage(stdout); rc = 0; }
   else { usage(stderr); rc = 2; }

@@ -1,0 +1,112 @@
+/* inspect.c — reading a state directory's catalogue (runnel inspect). */
+#include <lmdb.h>
+#include <msgpack.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "error.h"
+#include "runnel.h"
+
+static const char *kind_name(int64_t k)
+{
+  static const char *const names[] = { "table", "stream", "filter", "map", "cdc", "join", "aggregate" };
+  return k >= 0 && k < 7 ? names[k] : "?";
+}
+
+/* The schema description (schema.c) as "name type [key] [null] [= default], …". */
+static void describe(const msgpack_object *d, char *out, size_t len)
+{
+  size_t off = 0;
+  out[0] = '\0';
+  if (d->type != MSGPACK_OBJECT_ARRAY || d->via.array.size != 2) return;
+  const msgpack_object *cols = &d->via.array.ptr[0], *key = &d->via.array.ptr[1];
+  for (uint32_t i = 0; i < cols->via.array.size && off + 1 < len; i++) {
+    const msgpack_object *c = cols->via.array.ptr[i].via.array.ptr;
+    bool is_key = false;
+    for (uint32_t k = 0; k < key->via.array.size; k++) is_key |= key->via.array.ptr[k].via.u64 == i;
+    off += (size_t)snprintf(out + off, len - off, "%s%.*s %.*s%s%s", i ? ", " : "",
+                            (int)c[0].via.str.size, c[0].via.str.ptr, (int)c[1].via.str.size, c[1].via.str.ptr,
+                            is_key ? " key" : "", c[2].via.boolean ? " null" : "");
+    if (c[3].type != MSGPACK_OBJECT_NIL && off + 4 < len) {
+      off += (size_t)snprintf(out + off, len - off, " = ");
+      int n = msgpack_object_print_buffer(out + off, len - off, c[3]);
+      if (n > 0) off += (size_t)n;
+    }
+  }
+}
+
+RN_API int rn_inspect(const char *path, rn_inspect_fn fn, void *ctx, rn_inspect_state *out,
+                      char *errbuf, size_t errlen)
+{
+  memset(out, 0, sizeof *out);
+  char data[4096];
+  snprintf(data, sizeof data, "%s/data.mdb", path);
+  struct stat st;
+  if (stat(data, &st) != 0) {
+    if (errbuf) snprintf(errbuf, errlen, "%s: not a runnel state (no data.mdb)", path);
+    return RN_EIO;
+  }
+  out->file_size = (uint64_t)st.st_size;
+  MDB_env *env = NULL;
+  MDB_txn *txn = NULL;
+  MDB_dbi meta;
+  int rc = mdb_env_create(&env);
+  if (!rc) rc = mdb_env_set_maxdbs(env, 4096);
+  if (!rc) rc = mdb_env_open(env, path, MDB_RDONLY | MDB_NOTLS, 0644);
+  if (!rc) rc = mdb_txn_begin(env, NULL, MDB_RDONLY, &txn);
+  if (!rc) rc = mdb_dbi_open(txn, "meta", 0, &meta);
+  if (rc) {
+    if (errbuf) snprintf(errbuf, errlen, "%s: %s", path, mdb_strerror(rc));
+    if (txn) mdb_txn_abort(txn);
+    mdb_env_close(env);
+    return RN_EIO;
+  }
+  MDB_envinfo info;
+  MDB_stat est;
+  mdb_env_info(env, &info);
+  mdb_env_stat(env, &est);
+  out->map_size = info.me_mapsize;
+  out->used = (uint64_t)(info.me_last_pgno + 1) * est.ms_psize;
+  MDB_val k = { 3, (void *)"seq" }, v;
+  if (mdb_get(txn, meta, &k, &v) == 0 && v.mv_size == 8) memcpy(&out->seq, v.mv_data, 8);
+  MDB_cursor *cur;
+  rc = mdb_cursor_open(txn, meta, &cur);
+  msgpack_zone z;
+  msgpack_zone_init(&z, 4096);
+  char name[1024], columns[4096];
+  k.mv_size = 2;
+  k.mv_data = (void *)"r:";
+  int mrc = rc ? MDB_NOTFOUND : mdb_cursor_get(cur, &k, &v, MDB_SET_RANGE);
+  for (; mrc == 0 && !rc; mrc = mdb_cursor_get(cur, &k, &v, MDB_NEXT)) {
+    if (k.mv_size < 2 || memcmp(k.mv_data, "r:", 2) != 0) break;
+    snprintf(name, sizeof name, "%.*s", (int)k.mv_size - 2, (const char *)k.mv_data + 2);
+    msgpack_object d;
+    size_t off = 0;
+    if (msgpack_unpack(v.mv_data, v.mv_size, &off, &z, &d) != MSGPACK_UNPACK_SUCCESS || d.type != MSGPACK_OBJECT_ARRAY ||
+        d.via.array.size != 2)
+      continue;
+    int64_t kind = d.via.array.ptr[0].via.i64;
+    describe(&d.via.array.ptr[1], columns, sizeof columns);
+    rn_inspect_relation r = { name, kind_name(kind), columns, -1, 1 };
+    char nkey[1030];
+    int nlen = snprintf(nkey, sizeof nkey, "n:%s", name);
+    MDB_val nk = { (size_t)nlen, nkey }, nv;
+    if (mdb_get(txn, meta, &nk, &nv) == 0 && nv.mv_size >= 16) {
+      uint64_t counters[2];
+      memcpy(counters, nv.mv_data, 16);
+      r.next_id = counters[0];
+      if (kind == 0) r.rows = (int64_t)counters[1];
+    } else if (kind == 0) {
+      r.rows = 0;
+    }
+    out->relations++;
+    rc = fn ? fn(ctx, &r) : 0;
+    msgpack_zone_clear(&z);
+  }
+  msgpack_zone_destroy(&z);
+  if (cur) mdb_cursor_close(cur);
+  mdb_txn_abort(txn);
+  mdb_env_close(env);
+  return rc;
+}

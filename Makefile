@@ -2,7 +2,7 @@
 CC       ?= cc
 BUILD    ?= build
 DEBIAN_PACKAGES := lua5.4 liblua5.4-dev liblmdb-dev libmsgpack-dev lua-busted \
-                   libreadline-dev libjansson-dev pkg-config
+                   libreadline-dev libjansson-dev pkg-config tmux
 LUA      := lua5.4
 LUA_INC  := $(shell pkg-config --cflags lua5.4 2>/dev/null || echo -I/usr/include/lua5.4)
 LUA_LIB  := $(shell pkg-config --libs lua5.4 2>/dev/null || echo -llua5.4)

@@ -43,6 +43,50 @@ static void on_sigint(int sig)
 
 /* ---- runnel.readline: line editing for the REPL ---- */
 
+/* ---- tab completion: candidates come from repl.lua's complete() ---- */
+
+static lua_State *completion_state;   /* the REPL's state (the CLI has one) */
+static char **candidates;
+static int ncandidates, next_candidate;
+
+static char *candidate(const char *text, int state)
+{
+  (void)text;
+  if (state == 0) next_candidate = 0;
+  return next_candidate < ncandidates ? strdup(candidates[next_candidate++]) : NULL;
+}
+
+static char **complete(const char *text, int start, int end)
+{
+  (void)end;
+  lua_State *L = completion_state;
+  for (int i = 0; i < ncandidates; i++) free(candidates[i]);
+  free(candidates);
+  candidates = NULL;
+  ncandidates = 0;
+  rl_attempted_completion_over = 1; /* no file names */
+  rl_completion_append_character = 0; /* "players" then ":count", not "players :count" */
+  int top = lua_gettop(L);
+  lua_getglobal(L, "require");
+  lua_pushliteral(L, "runnel.repl");
+  if (lua_pcall(L, 1, 1, 0) == LUA_OK) {
+    lua_getfield(L, -1, "complete");
+    lua_pushstring(L, rl_line_buffer);
+    lua_pushinteger(L, start);
+    if (lua_pcall(L, 2, 1, 0) == LUA_OK && lua_istable(L, -1)) {
+      int n = (int)lua_rawlen(L, -1);
+      candidates = calloc((size_t)(n ? n : 1), sizeof *candidates);
+      for (int i = 0; candidates && i < n; i++) {
+        lua_rawgeti(L, -1, i + 1);
+        candidates[ncandidates++] = strdup(lua_tostring(L, -1) ? lua_tostring(L, -1) : "");
+        lua_pop(L, 1);
+      }
+    }
+  }
+  lua_settop(L, top);
+  return rl_completion_matches(text, candidate);
+}
+
 static int l_readline(lua_State *L)
 {
   const char *prompt = luaL_optstring(L, 1, "> ");
@@ -63,6 +107,9 @@ static int l_readline(lua_State *L)
     luaL_pushresult(&b);
     return 1;
   }
+  completion_state = L;
+  rl_attempted_completion_function = complete;
+  rl_completer_word_break_characters = (char *)" \t\n\"'`@$><=;|&{(,.:[+-*/%^~";
   char *line = readline(prompt);
   if (!line) return 0;
   lua_pushstring(L, line);

@@ -83,6 +83,45 @@ local function schema(p, name)
   print(runnel.grid({ "column", "type", "null", "key", "default" }, rows))
 end
 
+-- Completion candidates for readline: relation names after ".schema " or
+-- inside a string; otherwise globals, or the fields and methods of the
+-- value before a "." or ":" (relations and pipelines list their methods).
+function M.complete(line, start)
+  local before = line:sub(1, start)
+  local word = line:sub(start + 1)
+  local out = {}
+  local function add(name, prefix)
+    if type(name) == "string" and name:sub(1, #word) == word then out[#out + 1] = (prefix or "") .. name end
+  end
+  local in_string = select(2, before:gsub('"', "")) % 2 == 1 or select(2, before:gsub("'", "")) % 2 == 1
+  if before:match("^%s*%.schema%s+$") or in_string then
+    for _, rel in ipairs(_G.p:relations()) do add(rel:name()) end
+  elseif before:match("^%s*%.$") then
+    for _, c in ipairs{ "help", "tables", "schema", "traceback", "quit" } do add(c) end
+  else
+    local path = before:match("([%w_%.:]+)[%.:]$")
+    local seen = {}
+    local function fields(t)
+      for k in pairs(t) do if not seen[k] then seen[k] = true; add(k) end end
+    end
+    if path then
+      local v = _G
+      for part in path:gmatch("[^%.:]+") do v = type(v) == "table" and v[part] or (pcall(function() return v[part] end) and v[part]) end
+      if type(v) == "table" then fields(v) end
+      local mt = getmetatable(v)
+      if mt and type(mt.__index) == "table" then fields(mt.__index) end
+    else
+      fields(_G)
+      for _, kw in ipairs{ "and", "break", "do", "else", "elseif", "end", "false", "for", "function", "if",
+                           "in", "local", "nil", "not", "or", "repeat", "return", "then", "true", "until", "while" } do
+        add(kw)
+      end
+    end
+  end
+  table.sort(out)
+  return out
+end
+
 local function run_chunk(fn, traceback)
   local results = table.pack(xpcall(rl.call, function(e)
     local msg = type(e) == "string" and e or pretty(e)

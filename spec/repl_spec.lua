@@ -1,0 +1,96 @@
+-- The REPL on a real terminal: tmux runs it, send-keys types, capture-pane
+-- reads the screen (line editing, Tab completion, the banner, grids).
+local H = require "helper"
+
+local bin = H.runnel_bin
+local have_tmux = os.execute("command -v tmux >/dev/null 2>&1")
+
+local session = "runnel_spec_" .. tostring(os.time()) .. tostring(math.random(1000000))
+
+local function tmux(args)
+  return H.sh("tmux " .. args)
+end
+
+local function screen()
+  return (tmux(("capture-pane -p -t %s"):format(session)))
+end
+
+-- Waits until the screen shows text (a slow machine is not a failure).
+local function wait_for(text)
+  for _ = 1, 300 do
+    local s = screen()
+    if s:find(text, 1, true) then return s end
+    os.execute("sleep 0.05")
+  end
+  error("the screen never showed " .. text .. ":\n" .. screen())
+end
+
+local function type_line(keys)
+  tmux(("send-keys -t %s -l %q"):format(session, keys))
+  tmux(("send-keys -t %s Enter"):format(session))
+end
+
+describe("the REPL in a terminal", function()
+  local home
+  before_each(function()
+    assert.is_truthy(have_tmux, "tmux is needed (make deps installs it)")
+    home = H.tmpdir()
+    tmux(("new-session -d -s %s -x 160 -y 50 'HOME=%s %s'"):format(session, home, bin))
+  end)
+  after_each(function()
+    tmux("kill-session -t " .. session)
+    H.cleanup()
+  end)
+
+  it("greets, completes globals, methods and relation names with Tab, and prints grids", function()
+    wait_for("`p` is a temporary pipeline; .help for help.")
+    type_line('players = p:table("players", { {"id","int"}, {"name","string"}, key = "id" })')
+    type_line('players:insert{ id = 1, name = "ann" }')
+    wait_for("players · group 1")
+    tmux(("send-keys -t %s -l 'playe'"):format(session))
+    tmux(("send-keys -t %s Tab"):format(session))
+    tmux(("send-keys -t %s -l ':cou'"):format(session))
+    tmux(("send-keys -t %s Tab"):format(session))
+    tmux(("send-keys -t %s -l '()'"):format(session))
+    wait_for("> players:count()")
+    tmux(("send-keys -t %s Enter"):format(session))
+    local s = wait_for("> players:count()\n1")
+    assert.matches("players · group 1", s, 1, true)
+    tmux(("send-keys -t %s -l '.schema pl'"):format(session))
+    tmux(("send-keys -t %s Tab"):format(session))
+    wait_for(".schema players")
+    tmux(("send-keys -t %s Enter"):format(session))
+    s = wait_for(" name   | string |      |     |")
+    type_line("players")
+    s = wait_for("(1 row)")
+    assert.matches(" # | id | name", s, 1, true)
+    assert.matches(" 1 |  1 | ann", s, 1, true)
+  end)
+
+  it("shows errors without a traceback, continues multi-line input, and keeps history", function()
+    wait_for(".help for help.")
+    type_line("for i = 1, 2 do")
+    wait_for(">>")
+    type_line("  print('line ' .. i)")
+    type_line("end")
+    wait_for("line 2")
+    type_line("error('boom')")
+    local s = wait_for("error: stdin:1: boom")
+    assert.is_nil(s:find("stack traceback", 1, true))
+    tmux(("send-keys -t %s Up"):format(session)) -- history: the last line comes back
+    wait_for("> error('boom')")
+    tmux(("send-keys -t %s C-u"):format(session))
+    type_line(".quit")
+    for _ = 1, 100 do
+      local f = io.open(home .. "/.runnel_history")
+      if f then
+        local text = f:read("a")
+        f:close()
+        assert.matches("error('boom')", text, 1, true)
+        return
+      end
+      os.execute("sleep 0.05")
+    end
+    error("no history file was written")
+  end)
+end)

@@ -60,9 +60,11 @@ $(BUILD)/librunnel.a: $(CORE_OBJ) $(BIND_OBJ)
 $(BUILD)/librunnel.so: $(CORE_OBJ) $(BIND_OBJ)
 	$(CC) $(CFLAGS) -shared -Wl,-soname,librunnel.so.0 -o $@ $^ $(ALL_LIBS) $(LDFLAGS)
 
+PC_TEXT = 'prefix=%s\nlibdir=$${prefix}/lib\nincludedir=$${prefix}/include\n\nName: runnel\nDescription: a stream processor that lives inside a program\nVersion: %s\nRequires.private: lua5.4 lmdb msgpack\nLibs: -L$${libdir} -lrunnel\nLibs.private: -ljansson -lm\nCflags: -I$${includedir}\n'
+
 $(BUILD)/runnel.pc: Makefile
 	@mkdir -p $(@D)
-	@printf 'prefix=%s\nlibdir=$${prefix}/lib\nincludedir=$${prefix}/include\n\nName: runnel\nDescription: a stream processor that lives inside a program\nVersion: %s\nRequires.private: lua5.4 lmdb msgpack\nLibs: -L$${libdir} -lrunnel\nLibs.private: -ljansson -lm\nCflags: -I$${includedir}\n' "$(PREFIX)" "$(VERSION)" > $@
+	@printf $(PC_TEXT) "$(PREFIX)" "$(VERSION)" > $@
 
 $(BUILD)/lua/runnel/core.so: $(CORE_OBJ) $(BIND_OBJ)
 	@mkdir -p $(@D)
@@ -124,7 +126,7 @@ install: all
 	install -m 644 $(BUILD)/librunnel.a $(DESTDIR)$(PREFIX)/lib/librunnel.a
 	install -m 755 $(BUILD)/librunnel.so $(DESTDIR)$(PREFIX)/lib/librunnel.so.0
 	ln -sf librunnel.so.0 $(DESTDIR)$(PREFIX)/lib/librunnel.so
-	install -m 644 $(BUILD)/runnel.pc $(DESTDIR)$(PREFIX)/lib/pkgconfig/runnel.pc
+	printf $(PC_TEXT) "$(PREFIX)" "$(VERSION)" > $(DESTDIR)$(PREFIX)/lib/pkgconfig/runnel.pc
 	install -m 755 $(BUILD)/runnel $(DESTDIR)$(PREFIX)/bin/runnel
 	install -m 755 $(BUILD)/lua/runnel/core.so $(DESTDIR)$(PREFIX)/lib/lua/5.4/runnel/core.so
 	install -m 644 lua/runnel.lua $(DESTDIR)$(PREFIX)/share/lua/5.4/runnel.lua

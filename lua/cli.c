@@ -342,7 +342,7 @@ int main(int argc, char **argv)
   else if (argc == 1) rc = run_repl(L, NULL);
   else if (strcmp(argv[1], "repl") == 0 && argc <= 3) rc = run_repl(L, argc == 3 ? argv[2] : NULL);
   else if (strcmp(argv[1], "inspect") == 0 && argc == 3) rc = inspect(argv[2]);
-  else if (strcmp(argv[1], "--version") == 0) { puts("runnel 0.1 (" LUA_RELEASE ")"); rc = 0; }
+  else if (strcmp(argv[1], "--version") == 0) { puts("runnel 0.5 (" LUA_RELEASE ")"); rc = 0; }
   else if (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0) { usage(stdout); rc = 0; }
   else { usage(stderr); rc = 2; }
   lua_close(L);

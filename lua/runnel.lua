@@ -7,7 +7,7 @@ local core = require "runnel.core"
 
 local Pipeline, Relation = core.Pipeline, core.Relation
 
-local runnel = { null = core.null, now = core.now, json_decode = core.json_decode, _VERSION = "runnel 0.1" }
+local runnel = { null = core.null, now = core.now, json_decode = core.json_decode, _VERSION = "runnel 0.5" }
 
 local TYPES = { int = true, float = true, string = true, bool = true, bytes = true,
                 list = true, map = true, any = true }

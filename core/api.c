@@ -91,20 +91,14 @@ static int map_to_slots(rn_pipeline *p, rn_rel *rel, const msgpack_object *m,
   return 0;
 }
 
-RN_API int rn_push(rn_pipeline *p, rn_rel *rel, rn_op op, const void *map, size_t len)
+int rn_push_object(rn_pipeline *p, rn_rel *rel, rn_op op, const msgpack_object *m)
 {
   rn_err_clear(&p->err);
   if (p->state == RN_APPLYING || p->state == RN_COMMITTING)
     return rn_err_set(&p->err, RN_EMISUSE, "tables cannot be changed from inside a callback (filter, map or sink)");
-  msgpack_object m;
-  size_t off = 0;
   msgpack_object *vals = NULL;
   uint8_t *given = NULL;
-  int rc;
-  if (!map || msgpack_unpack(map, len, &off, &p->scratch, &m) != MSGPACK_UNPACK_SUCCESS)
-    rc = rn_err_set(&p->err, RN_EINVAL, "%s: the change is not valid msgpack", rel->name);
-  else
-    rc = map_to_slots(p, rel, &m, &vals, &given);
+  int rc = map_to_slots(p, rel, m, &vals, &given);
   if (rc) return rn_group_fail(p, rc, p->err.msg); /* GROUP-2: bad input rolls the group back */
   switch (op) {
   case RN_OP_INSERT: return rn_table_insert(rel, vals, given);
@@ -113,6 +107,17 @@ RN_API int rn_push(rn_pipeline *p, rn_rel *rel, rn_op op, const void *map, size_
   case RN_OP_DELETE: return rn_table_delete(rel, vals, given);
   }
   return rn_group_fail(p, RN_EINVAL, "rn_push: unknown op");
+}
+
+RN_API int rn_push(rn_pipeline *p, rn_rel *rel, rn_op op, const void *map, size_t len)
+{
+  msgpack_object m;
+  size_t off = 0;
+  if (!map || msgpack_unpack(map, len, &off, &p->scratch, &m) != MSGPACK_UNPACK_SUCCESS) {
+    rn_err_set(&p->err, RN_EINVAL, "%s: the change is not valid msgpack", rel->name);
+    return rn_group_fail(p, RN_EINVAL, p->err.msg);
+  }
+  return rn_push_object(p, rel, op, &m);
 }
 
 RN_API int rn_insert(rn_pipeline *p, rn_rel *rel, const void *map, size_t len) { return rn_push(p, rel, RN_OP_INSERT, map, len); }

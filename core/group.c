@@ -268,7 +268,16 @@ int rn_change_enter(rn_pipeline *p)
     p->autocommit = true;
   }
   p->state = RN_APPLYING;
+  p->replay_at_enter = p->replay.n;
   return 0;
+}
+
+/* A refusal that came before any write: the input was bad, the row was a
+ * duplicate or absent. Only p:run's skip mode keeps the group then. */
+static bool harmless(rn_pipeline *p, int rc)
+{
+  return p->tolerate_bad_input && !p->autocommit && p->replay.n == p->replay_at_enter &&
+         (rc == RN_EINVAL || rc == RN_EEXIST || rc == RN_ENOTFOUND);
 }
 
 int rn_change_leave(rn_pipeline *p, int rc)
@@ -276,6 +285,7 @@ int rn_change_leave(rn_pipeline *p, int rc)
   assert(p->state == RN_APPLYING);
   msgpack_zone_clear(&p->scratch);
   p->state = RN_OPEN;
+  if (rc && harmless(p, rc)) return rc;
   if (rc) {
     rollback_group(p); /* (2) */
     return rc;
@@ -318,7 +328,8 @@ int rn_group_regrow(rn_pipeline *p)
 
 int rn_group_fail(rn_pipeline *p, int code, const char *msg)
 {
-  if (p->state == RN_OPEN) rollback_group(p);
+  p->replay_at_enter = p->replay.n;
+  if (p->state == RN_OPEN && !harmless(p, code)) rollback_group(p);
   if (msg != p->err.msg) rn_err_set(&p->err, code, "%s", msg);
   p->err.code = code;
   return code;

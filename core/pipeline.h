@@ -151,6 +151,9 @@ struct rn_pipeline {
   uint32_t carried;       /* groups committed but still in the open LMDB transaction */
   double carried_since;   /* monotonic time of the first of them */
   bool replaying;         /* re-applying carried groups: sinks and cdc saw them already */
+  bool tolerate_bad_input;/* p:run's skip mode: a change refused before it wrote
+                             anything leaves its group open (see rn_change_leave) */
+  size_t replay_at_enter; /* replay.n when the current change began */
   msgpack_sbuffer keybuf; /* scratch: encoded keys */
   msgpack_sbuffer rowbuf; /* scratch: encoded rows */
   msgpack_sbuffer valbuf; /* scratch: stored values */
@@ -236,6 +239,9 @@ int rn_group_regrow(rn_pipeline *p);
 int rn_source_emit(rn_rel *src, const rn_change *c);
 /* Applies a logged source change again (table.c). */
 int rn_source_reapply(rn_rel *src, const rn_change *c);
+
+/* A change given as a map keyed by external names (api.c, ndjson.c). */
+int rn_push_object(rn_pipeline *p, rn_rel *rel, rn_op op, const msgpack_object *map);
 
 /* ---- sinks (sink.c) ---- */
 /* Registers a sink; takes ownership of ctx. Not allowed inside a group. */

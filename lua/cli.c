@@ -184,36 +184,88 @@ static int message_handler(lua_State *L)
   return 1;
 }
 
-/* runnel run [--traceback] FILE [ARGS…] */
+/* After the script: --input runs an NDJSON file through the pipeline the
+ * script returned, as p:run(runnel.ndjson_source(input), opts). */
+static int run_input(lua_State *L, const char *input, const char *batch, const char *on_error, const char *rejects)
+{
+  if (!luaL_testudata(L, -1, "runnel.Pipeline")) {
+    fprintf(stderr, "runnel: --input: the script must return its pipeline (return p)\n");
+    return 1;
+  }
+  lua_getfield(L, -1, "run");
+  lua_insert(L, -2);
+  lua_getglobal(L, "require");
+  lua_pushliteral(L, "runnel");
+  lua_call(L, 1, 1);
+  lua_getfield(L, -1, "ndjson_source");
+  lua_remove(L, -2);
+  lua_pushstring(L, input);
+  lua_call(L, 1, 1);
+  lua_createtable(L, 0, 3);
+  if (batch) { lua_pushinteger(L, atoll(batch)); lua_setfield(L, -2, "batch"); }
+  if (on_error) { lua_pushstring(L, on_error); lua_setfield(L, -2, "on_error"); }
+  if (rejects) { lua_pushstring(L, rejects); lua_setfield(L, -2, "rejects"); }
+  if (lua_pcall(L, 3, 1, 0) != LUA_OK) {
+    fprintf(stderr, "runnel: %s\n", lua_tostring(L, -1));
+    return 1;
+  }
+  lua_getfield(L, -1, "lines");
+  lua_getfield(L, -2, "applied");
+  lua_getfield(L, -3, "rejected");
+  lua_getfield(L, -4, "groups");
+  fprintf(stderr, "runnel: %s: %lld lines, %lld applied, %lld rejected, %lld groups\n",
+          strcmp(input, "-") == 0 ? "stdin" : input,
+          (long long)lua_tointeger(L, -4), (long long)lua_tointeger(L, -3), (long long)lua_tointeger(L, -2),
+          (long long)lua_tointeger(L, -1));
+  return 0;
+}
+
+/* runnel run [--traceback] FILE [--input PATH|-] [--batch N] [--on-error stop|skip]
+ *            [--rejects PATH] [ARGS…] */
 static int run_script(lua_State *L, int argc, char **argv, int first)
 {
   bool traceback = false;
   if (first < argc && strcmp(argv[first], "--traceback") == 0) { traceback = true; first++; }
   if (first >= argc) {
-    fprintf(stderr, "usage: runnel run [--traceback] FILE.lua [ARGS…]\n");
+    fprintf(stderr, "usage: runnel run [--traceback] FILE.lua [--input PATH|-] [--batch N] "
+                    "[--on-error stop|skip] [--rejects PATH] [ARGS…]\n");
     return 2;
   }
-  lua_createtable(L, argc - first, first + 1);
-  for (int i = 0; i < argc; i++) {
+  const char *input = NULL, *batch = NULL, *on_error = NULL, *rejects = NULL;
+  char *args[argc];
+  int nargs = 0;
+  for (int i = first + 1; i < argc; i++) { /* runnel's own options; the rest go to the script */
+    const char **opt = strcmp(argv[i], "--input") == 0 ? &input : strcmp(argv[i], "--batch") == 0 ? &batch
+                     : strcmp(argv[i], "--on-error") == 0 ? &on_error : strcmp(argv[i], "--rejects") == 0 ? &rejects : NULL;
+    if (opt && i + 1 < argc) *opt = argv[++i];
+    else args[nargs++] = argv[i];
+  }
+  lua_createtable(L, nargs, first + 1);
+  for (int i = 0; i <= first; i++) {
     lua_pushstring(L, argv[i]);
     lua_rawseti(L, -2, i - first);
   }
+  for (int i = 0; i < nargs; i++) {
+    lua_pushstring(L, args[i]);
+    lua_rawseti(L, -2, i + 1);
+  }
   lua_setglobal(L, "arg");
   lua_pushcfunction(L, traceback ? traceback_handler : message_handler);
+  int handler = lua_gettop(L);
   if (luaL_loadfile(L, argv[first]) != LUA_OK) {
     fprintf(stderr, "runnel: %s\n", lua_tostring(L, -1));
     return 1;
   }
-  for (int i = first + 1; i < argc; i++) lua_pushstring(L, argv[i]);
+  for (int i = 0; i < nargs; i++) lua_pushstring(L, args[i]);
   running_state = L;
   signal(SIGINT, on_sigint);
-  int st = lua_pcall(L, argc - first - 1, 0, 1);
+  int st = lua_pcall(L, nargs, 1, handler);
   running_state = NULL;
   if (st != LUA_OK) {
     fprintf(stderr, "runnel: %s\n", lua_tostring(L, -1));
     return 1;
   }
-  return 0;
+  return input ? run_input(L, input, batch, on_error, rejects) : 0;
 }
 
 static int run_repl(lua_State *L, const char *file)
@@ -323,6 +375,8 @@ static int inspect(const char *path)
 static void usage(FILE *out)
 {
   fputs("usage: runnel run [--traceback] FILE.lua [ARGS…]   run a pipeline script\n"
+        "         [--input PATH|-] [--batch N] [--on-error stop|skip] [--rejects PATH]\n"
+        "                                    then apply an NDJSON file through the pipeline it returns\n"
         "       runnel [repl [FILE.lua]]                   the interactive REPL\n"
         "       runnel inspect STATE_DIR                   relations, schemas, counts of a state\n"
         "       runnel --version | --help\n", out);

@@ -80,6 +80,9 @@ int rn_lua_add_sink(lua_State *L);
 int rn_lua_declare_join(lua_State *L);
 int rn_lua_declare_select(lua_State *L);
 
+/* lio.c: adds p:_ndjson_sink and p:_run to the methods table at index methods. */
+void rn_lua_io_open(lua_State *L, int methods);
+
 /* laggregate.c */
 int rn_lua_declare_aggregate(lua_State *L);
 int rn_lua_aggregate_late(lua_State *L);

@@ -390,6 +390,7 @@ RN_API int luaopen_runnel_core(lua_State *L)
   luaL_newmetatable(L, RN_PIPELINE_MT);
   luaL_setfuncs(L, pipeline_meta, 0);
   luaL_newlib(L, pipeline_methods);
+  rn_lua_io_open(L, lua_gettop(L));
   lua_setfield(L, -2, "__index");
   lua_pop(L, 1);
   rn_lua_relation_open(L);

@@ -473,6 +473,62 @@ function runnel.open(opts)
 end
 
 ---------------------------------------------------------------------------
+-- NDJSON: sinks and input.
+
+--- runnel.ndjson(path_or_file [, { verb = "verb" | false }]) -> a sink for rel:sink(…)
+-- One JSON object per change; the verb in the named field ("verb" unless
+-- verb = false); a DELETE line carries the key columns. A path is appended to.
+function runnel.ndjson(target, opts)
+  opts = opts or {}
+  if type(opts) ~= "table" then error("ndjson: options must be a table", 2) end
+  for k in pairs(opts) do
+    if k ~= "verb" then error("ndjson: unknown option " .. tostring(k) .. " (verb)", 2) end
+  end
+  local verb = opts.verb
+  if verb == nil then verb = "verb" end
+  if verb ~= false and type(verb) ~= "string" then error("ndjson: verb must be a field name or false", 2) end
+  if type(target) ~= "string" and io.type(target) ~= "file" then
+    error("ndjson: expects a path or an open file, got " .. type(target), 2)
+  end
+  return { attach = function(_, rel)
+    local ok, err = rel:pipeline():_ndjson_sink(rel, target, verb)
+    if not ok then error(err, 0) end
+  end }
+end
+
+--- runnel.ndjson_source(path_or_file) -> a source for p:run: lines of
+-- {"rel": …, "op": "insert"|"update"|"upsert"|"delete", "row": {…}}; "-" is stdin.
+function runnel.ndjson_source(target)
+  if type(target) ~= "string" and io.type(target) ~= "file" then
+    error("ndjson_source: expects a path, \"-\" or an open file, got " .. type(target), 2)
+  end
+  local name = type(target) == "string" and (target == "-" and "stdin" or target)
+               or (target == io.stdin and "stdin" or "file")
+  return { ndjson = target, name = name }
+end
+
+local RUN_FIELDS = { batch = true, on_error = true, rejects = true, progress = true }
+
+--- p:run(source, { batch = 1000, on_error = "stop"|"skip", rejects = path, progress = true })
+--   -> { lines, applied, rejected, groups }
+function Pipeline:run(source, opts)
+  opts = opts or {}
+  if type(source) ~= "table" or source.ndjson == nil then error("run: expects runnel.ndjson_source(…)", 2) end
+  for k in pairs(opts) do
+    if not RUN_FIELDS[k] then error("run: unknown option " .. tostring(k) .. " (batch, on_error, rejects, progress)", 2) end
+  end
+  local batch = opts.batch or 1000
+  if math.type(batch) ~= "integer" or batch < 1 then error("run: batch must be a positive integer", 2) end
+  local on_error = opts.on_error or "stop"
+  if on_error ~= "stop" and on_error ~= "skip" then error('run: on_error must be "stop" or "skip"', 2) end
+  if opts.rejects ~= nil and type(opts.rejects) ~= "string" then error("run: rejects must be a path", 2) end
+  local ok, stats = pcall(self._run, self, source.ndjson, source.name, batch, on_error == "skip", opts.rejects,
+                          opts.progress ~= false)
+  if not ok then error(stats, 2) end
+  return stats
+end
+
+---------------------------------------------------------------------------
 -- Text grids: runnel.show(rel) and runnel.watch(rel).
 
 local function fmt_value(v)

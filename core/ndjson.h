@@ -1,0 +1,37 @@
+/* ndjson.h — NDJSON sinks and input (the formats are in ndjson.c). */
+#ifndef RN_NDJSON_H
+#define RN_NDJSON_H
+
+#include <stdio.h>
+
+#include "pipeline.h"
+
+/* Appends one JSON line for a row of s (key_only: only the key columns of a
+ * keyed s). verb_field NULL: no verb. -1 if row is not a row of s. */
+int rn_ndjson_line(const rn_schema *s, const char *row, size_t len, bool key_only, const char *verb_field,
+                   const char *verb, msgpack_zone *z, msgpack_sbuffer *out);
+
+/* A sink writing rel's changes to f (closed with the sink when own;
+ * release(release_ctx) is called when the sink goes, for a caller that
+ * keeps f alive). */
+int rn_ndjson_sink(rn_pipeline *p, rn_rel *rel, FILE *f, bool own, const char *verb_field,
+                   rn_free_fn release, void *release_ctx);
+
+typedef struct rn_run_opts {
+  size_t batch;           /* lines per group (0: 1000) */
+  bool skip;              /* bad lines go to rejects; otherwise the first stops the run */
+  FILE *rejects;          /* may be NULL */
+  bool progress;          /* rows/s on stderr, when it is a terminal */
+  const char *name;       /* the input's name in messages */
+} rn_run_opts;
+
+typedef struct rn_run_stats {
+  uint64_t lines, applied, rejected, groups;
+} rn_run_stats;
+
+/* Applies every line of in. On a bad line without skip: the group holding
+ * it is rolled back, the groups before it stay committed, and the error
+ * says "name:line: reason". */
+int rn_run_ndjson(rn_pipeline *p, FILE *in, const rn_run_opts *o, rn_run_stats *st);
+
+#endif

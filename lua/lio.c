@@ -1,0 +1,105 @@
+/* lio.c — files for NDJSON sinks and p:run: a path, or a Lua file (io.stdout,
+ * io.open(…)) kept alive by a registry reference while runnel uses it. */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "lbind.h"
+#include "ndjson.h"
+
+typedef struct held { lpipe *lp; int ref; } held;
+
+static void release_held(void *ctx)
+{
+  held *h = ctx;
+  luaL_unref(h->lp->L, LUA_REGISTRYINDEX, h->ref);
+  free(h);
+}
+
+/* The FILE* of a Lua file at idx, or NULL. */
+static FILE *lua_file(lua_State *L, int idx)
+{
+  luaL_Stream *s = luaL_testudata(L, idx, LUA_FILEHANDLE);
+  return s && s->closef ? s->f : NULL;
+}
+
+/* p:_ndjson_sink(rel, path|file, verb_field|false) -> true | nil, err */
+static int l_ndjson_sink(lua_State *L)
+{
+  lpipe *lp = rn_lua_checkpipe(L, 1);
+  lrel *r = rn_lua_checkrel(L, 2);
+  const char *verb = lua_isstring(L, 4) ? lua_tostring(L, 4) : NULL;
+  FILE *f = lua_file(L, 3);
+  held *h = NULL;
+  bool own = false;
+  if (f) {
+    h = malloc(sizeof *h);
+    if (!h) return luaL_error(L, "out of memory");
+    h->lp = lp;
+    lua_pushvalue(L, 3);
+    h->ref = luaL_ref(L, LUA_REGISTRYINDEX);
+  } else if (lua_type(L, 3) == LUA_TSTRING) {
+    if (!(f = fopen(lua_tostring(L, 3), "a"))) {
+      lua_pushnil(L);
+      lua_pushfstring(L, "ndjson: cannot open %s: %s", lua_tostring(L, 3), strerror(errno));
+      return 2;
+    }
+    own = true;
+  } else {
+    lua_pushnil(L);
+    lua_pushfstring(L, "ndjson: expects a path or a file, got %s", luaL_typename(L, 3));
+    return 2;
+  }
+  if (rn_ndjson_sink(lp->p, r->rel, f, own, verb, h ? release_held : NULL, h)) {
+    lua_pushnil(L);
+    lua_pushstring(L, rn_errmsg(lp->p));
+    return 2;
+  }
+  lua_pushboolean(L, 1);
+  return 1;
+}
+
+/* p:_run(path|file|"-", name, batch, skip, rejects_path|nil, progress) -> stats (raises on error) */
+static int l_run(lua_State *L)
+{
+  lpipe *lp = rn_lua_checkpipe(L, 1);
+  FILE *in = lua_file(L, 2);
+  bool own = false;
+  const char *name = luaL_checkstring(L, 3);
+  if (!in) {
+    const char *path = luaL_checkstring(L, 2);
+    if (strcmp(path, "-") == 0) in = stdin;
+    else if (!(in = fopen(path, "r"))) return luaL_error(L, "run: cannot open %s: %s", path, strerror(errno));
+    else own = true;
+  }
+  FILE *rejects = NULL;
+  if (lua_isstring(L, 6) && !(rejects = fopen(lua_tostring(L, 6), "w"))) {
+    if (own) fclose(in);
+    return luaL_error(L, "run: cannot open %s: %s", lua_tostring(L, 6), strerror(errno));
+  }
+  rn_run_opts o = { (size_t)luaL_optinteger(L, 4, 1000), lua_toboolean(L, 5), rejects, lua_toboolean(L, 7), name };
+  rn_run_stats st;
+  int rc = rn_run_ndjson(lp->p, in, &o, &st);
+  if (own) fclose(in);
+  if (rejects) fclose(rejects);
+  lp->L = L;
+  if (rc) return rn_lua_raise(L, lp);
+  lua_createtable(L, 0, 4);
+  lua_pushinteger(L, (lua_Integer)st.lines);
+  lua_setfield(L, -2, "lines");
+  lua_pushinteger(L, (lua_Integer)st.applied);
+  lua_setfield(L, -2, "applied");
+  lua_pushinteger(L, (lua_Integer)st.rejected);
+  lua_setfield(L, -2, "rejected");
+  lua_pushinteger(L, (lua_Integer)st.groups);
+  lua_setfield(L, -2, "groups");
+  return 1;
+}
+
+void rn_lua_io_open(lua_State *L, int methods)
+{
+  lua_pushcfunction(L, l_ndjson_sink);
+  lua_setfield(L, methods, "_ndjson_sink");
+  lua_pushcfunction(L, l_run);
+  lua_setfield(L, methods, "_run");
+}

@@ -2,7 +2,7 @@
 CC       ?= cc
 BUILD    ?= build
 DEBIAN_PACKAGES := lua5.4 liblua5.4-dev liblmdb-dev libmsgpack-dev lua-busted \
-                   libreadline-dev libjansson-dev pkg-config tmux
+                   libreadline-dev libjansson-dev libsqlite3-dev sqlite3 pkg-config tmux
 LUA      := lua5.4
 LUA_INC  := $(shell pkg-config --cflags lua5.4 2>/dev/null || echo -I/usr/include/lua5.4)
 LUA_LIB  := $(shell pkg-config --libs lua5.4 2>/dev/null || echo -llua5.4)
@@ -10,7 +10,7 @@ WARN     := -std=c11 -Wall -Wextra -Werror -Wshadow -Wundef -Wwrite-strings \
             -Wmissing-prototypes -Wstrict-prototypes
 OPT      ?= -O2 -g
 CFLAGS   += $(WARN) $(OPT) -fPIC -fvisibility=hidden -D_GNU_SOURCE -MMD -MP
-CORE_LIBS := -llmdb -lmsgpackc -ljansson
+CORE_LIBS := -llmdb -lmsgpackc -ljansson -lsqlite3
 SAN      := -fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer
 
 PREFIX   ?= /usr/local
@@ -60,7 +60,7 @@ $(BUILD)/librunnel.a: $(CORE_OBJ) $(BIND_OBJ)
 $(BUILD)/librunnel.so: $(CORE_OBJ) $(BIND_OBJ)
 	$(CC) $(CFLAGS) -shared -Wl,-soname,librunnel.so.0 -o $@ $^ $(ALL_LIBS) $(LDFLAGS)
 
-PC_TEXT = 'prefix=%s\nlibdir=$${prefix}/lib\nincludedir=$${prefix}/include\n\nName: runnel\nDescription: a stream processor that lives inside a program\nVersion: %s\nRequires.private: lua5.4 lmdb msgpack\nLibs: -L$${libdir} -lrunnel\nLibs.private: -ljansson -lm\nCflags: -I$${includedir}\n'
+PC_TEXT = 'prefix=%s\nlibdir=$${prefix}/lib\nincludedir=$${prefix}/include\n\nName: runnel\nDescription: a stream processor that lives inside a program\nVersion: %s\nRequires.private: lua5.4 lmdb msgpack\nLibs: -L$${libdir} -lrunnel\nLibs.private: -ljansson -lsqlite3 -lm\nCflags: -I$${includedir}\n'
 
 $(BUILD)/runnel.pc: Makefile
 	@mkdir -p $(@D)

@@ -220,9 +220,11 @@ RN_API int rn_commit(rn_pipeline *p)
   bool carried = !rc && carry_on(p);
   if (!rc && !carried) rc = commit_lmdb(p);
   if (rc) {
+    rn_sinks_done(p, false);
     rollback_group(p);
     return rc;
   }
+  rn_sinks_done(p, true);
   if (carried) p->carried++;
   p->seq = seq;
   for (int i = 0; i < p->nrels; i++) {

@@ -71,7 +71,8 @@ static void base64(msgpack_sbuffer *b, const unsigned char *s, size_t n)
   put(b, "\"", 1);
 }
 
-static void json_value(msgpack_sbuffer *b, const msgpack_object *v, const rn_column *c);
+
+static void json_struct(msgpack_sbuffer *b, const msgpack_object *v, const rn_schema *fields);
 
 static void json_struct(msgpack_sbuffer *b, const msgpack_object *v, const rn_schema *fields)
 {
@@ -80,13 +81,13 @@ static void json_struct(msgpack_sbuffer *b, const msgpack_object *v, const rn_sc
     if (i) put(b, ",", 1);
     json_str(b, fields->cols[i].name, fields->cols[i].name_len);
     put(b, ":", 1);
-    if ((uint32_t)i < v->via.array.size) json_value(b, &v->via.array.ptr[i], &fields->cols[i]);
+    if ((uint32_t)i < v->via.array.size) rn_json_value(b, &v->via.array.ptr[i], &fields->cols[i]);
     else puts_(b, "null");
   }
   put(b, "}", 1);
 }
 
-static void json_value(msgpack_sbuffer *b, const msgpack_object *v, const rn_column *c)
+void rn_json_value(msgpack_sbuffer *b, const msgpack_object *v, const rn_column *c)
 {
   char tmp[32];
   switch (v->type) {
@@ -102,7 +103,7 @@ static void json_value(msgpack_sbuffer *b, const msgpack_object *v, const rn_col
     put(b, "[", 1);
     for (uint32_t i = 0; i < v->via.array.size; i++) {
       if (i) put(b, ",", 1);
-      json_value(b, &v->via.array.ptr[i], NULL);
+      rn_json_value(b, &v->via.array.ptr[i], NULL);
     }
     put(b, "]", 1);
     return;
@@ -116,12 +117,12 @@ static void json_value(msgpack_sbuffer *b, const msgpack_object *v, const rn_col
       } else { /* JSON keys are strings: a number or boolean key is written as text */
         msgpack_sbuffer kb;
         msgpack_sbuffer_init(&kb);
-        json_value(&kb, k, NULL);
+        rn_json_value(&kb, k, NULL);
         json_str(b, kb.data, kb.size);
         msgpack_sbuffer_destroy(&kb);
       }
       put(b, ":", 1);
-      json_value(b, &v->via.map.ptr[i].val, NULL);
+      rn_json_value(b, &v->via.map.ptr[i].val, NULL);
     }
     put(b, "}", 1);
     return;
@@ -149,7 +150,7 @@ int rn_ndjson_line(const rn_schema *s, const char *row, size_t len, bool key_onl
     first = false;
     json_str(out, s->cols[i].name, s->cols[i].name_len);
     put(out, ":", 1);
-    json_value(out, &v[i], &s->cols[i]);
+    rn_json_value(out, &v[i], &s->cols[i]);
   }
   put(out, "}\n", 2);
   return 0;

@@ -6,6 +6,9 @@
 
 #include "pipeline.h"
 
+/* Appends v (a value of column c, or NULL for "any") as JSON text. */
+void rn_json_value(msgpack_sbuffer *b, const msgpack_object *v, const rn_column *c);
+
 /* Appends one JSON line for a row of s (key_only: only the key columns of a
  * keyed s). verb_field NULL: no verb. -1 if row is not a row of s. */
 int rn_ndjson_line(const rn_schema *s, const char *row, size_t len, bool key_only, const char *verb_field,

@@ -99,12 +99,16 @@ typedef struct rn_sink_info {
 typedef int (*rn_sink_fn)(void *ctx, rn_rel *rel, const rn_change *c,
                           const rn_sink_info *info, rn_err *e);
 typedef int (*rn_sink_commit_fn)(void *ctx, uint64_t seq, rn_err *e);
+/* After the group: committed, or rolled back after the sink had seen it. */
+typedef void (*rn_sink_done_fn)(void *ctx, bool committed);
 
 typedef struct rn_sink {
   rn_rel *rel;            /* the relation it listens to */
   bool consolidate;       /* one net change per row id per group */
   rn_sink_fn on_change;   /* may be NULL */
-  rn_sink_commit_fn on_commit; /* after the group's changes; may be NULL */
+  rn_sink_commit_fn on_commit; /* after every sink got the group's changes; may be NULL */
+  rn_sink_done_fn on_done;     /* once the group committed or rolled back; may be NULL */
+  bool delivered;              /* on_commit ran for the open group */
   void *ctx;
   rn_free_fn free_ctx;
 } rn_sink;
@@ -158,6 +162,7 @@ struct rn_pipeline {
   msgpack_sbuffer rowbuf; /* scratch: encoded rows */
   msgpack_sbuffer valbuf; /* scratch: stored values */
   rn_stats stats;
+  void *sqlite_conns;     /* sqlite.c's shared connections, one per database file */
   rn_free_fn on_close;    /* the binding's hook, called with binding last by rn_pipeline_close */
   void *binding;          /* the binding's pipeline object (a Lua lpipe), or NULL */
 };
@@ -247,6 +252,10 @@ int rn_push_object(rn_pipeline *p, rn_rel *rel, rn_op op, const msgpack_object *
 /* Registers a sink; takes ownership of ctx. Not allowed inside a group. */
 int rn_sink_add(rn_pipeline *p, rn_rel *rel, bool consolidate, rn_sink_fn on_change,
                 rn_sink_commit_fn on_commit, void *ctx, rn_free_fn free_ctx);
+/* Gives the sink added last an on_done hook. */
+void rn_sink_set_done(rn_pipeline *p, rn_sink_done_fn on_done);
+/* Tells sinks that saw the open group how it ended (group.c). */
+void rn_sinks_done(rn_pipeline *p, bool committed);
 int rn_log_append(rn_pipeline *p, rn_rel *rel, const rn_change *c);
 /* Copies a change's row bytes into the group zone. */
 int rn_change_keep(rn_pipeline *p, msgpack_zone *z, const rn_change *c, rn_change *dst);
@@ -262,7 +271,8 @@ typedef struct rn_net {
  * log->n entries; owner (may be NULL, else log->n entries) gets each
  * change's entry index. Returns the entry count, or (size_t)-1 (no memory). */
 size_t rn_log_net(const rn_log *log, rn_net *out, size_t *owner);
-/* Delivers the group's logs to every sink, in registration order. */
+/* Delivers the group's logs to every sink, in registration order, then
+ * calls every sink's on_commit. */
 int rn_sinks_deliver(rn_pipeline *p, uint64_t seq);
 void rn_logs_clear(rn_pipeline *p);
 

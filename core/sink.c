@@ -26,7 +26,7 @@ int rn_sink_add(rn_pipeline *p, rn_rel *rel, bool consolidate, rn_sink_fn on_cha
     if (free_ctx) free_ctx(ctx);
     return rn_err_set(&p->err, RN_ENOMEM, "out of memory");
   }
-  *s = (rn_sink){ rel, consolidate, on_change, on_commit, ctx, free_ctx };
+  *s = (rn_sink){ rel, consolidate, on_change, on_commit, NULL, false, ctx, free_ctx };
   p->sinks[p->nsinks++] = s;
   rel->listeners++;
   return 0;
@@ -132,7 +132,6 @@ static int deliver_one(rn_pipeline *p, rn_sink *s, uint64_t seq)
     rc = s->on_change(s->ctx, s->rel, &items[i], &info, &p->err);
   }
   free(net);
-  if (!rc && s->on_commit) rc = s->on_commit(s->ctx, seq, &p->err);
   return rc;
 }
 
@@ -142,7 +141,27 @@ int rn_sinks_deliver(rn_pipeline *p, uint64_t seq)
     int rc = deliver_one(p, p->sinks[i], seq);
     if (rc) return rc;
   }
+  for (int i = 0; i < p->nsinks; i++) { /* every sink saw the group: now they may act on it */
+    rn_sink *s = p->sinks[i];
+    s->delivered = true;
+    int rc = s->on_commit ? s->on_commit(s->ctx, seq, &p->err) : 0;
+    if (rc) return rc;
+  }
   return 0;
+}
+
+void rn_sink_set_done(rn_pipeline *p, rn_sink_done_fn on_done)
+{
+  if (p->nsinks) p->sinks[p->nsinks - 1]->on_done = on_done;
+}
+
+void rn_sinks_done(rn_pipeline *p, bool committed)
+{
+  for (int i = 0; i < p->nsinks; i++) {
+    rn_sink *s = p->sinks[i];
+    if (s->delivered && s->on_done) s->on_done(s->ctx, committed);
+    s->delivered = false;
+  }
 }
 
 void rn_logs_clear(rn_pipeline *p)

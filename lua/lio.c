@@ -6,6 +6,7 @@
 
 #include "lbind.h"
 #include "ndjson.h"
+#include "sqlite.h"
 
 typedef struct held { lpipe *lp; int ref; } held;
 
@@ -96,8 +97,24 @@ static int l_run(lua_State *L)
   return 1;
 }
 
+/* p:_sqlite_sink(rel, path, table) -> true | nil, err */
+static int l_sqlite_sink(lua_State *L)
+{
+  lpipe *lp = rn_lua_checkpipe(L, 1);
+  lrel *r = rn_lua_checkrel(L, 2);
+  if (rn_sqlite_sink(lp->p, r->rel, luaL_checkstring(L, 3), luaL_checkstring(L, 4))) {
+    lua_pushnil(L);
+    lua_pushstring(L, rn_errmsg(lp->p));
+    return 2;
+  }
+  lua_pushboolean(L, 1);
+  return 1;
+}
+
 void rn_lua_io_open(lua_State *L, int methods)
 {
+  lua_pushcfunction(L, l_sqlite_sink);
+  lua_setfield(L, methods, "_sqlite_sink");
   lua_pushcfunction(L, l_ndjson_sink);
   lua_setfield(L, methods, "_ndjson_sink");
   lua_pushcfunction(L, l_run);

@@ -496,6 +496,17 @@ function runnel.ndjson(target, opts)
   end }
 end
 
+--- runnel.sqlite(path, table) -> a sink keeping a relation in a SQLite table
+-- (created if absent; the relation's key as primary key; one SQLite
+-- transaction per group, of its net effect per key).
+function runnel.sqlite(path, tname)
+  if type(path) ~= "string" or type(tname) ~= "string" then error("sqlite: expects (path, table)", 2) end
+  return { attach = function(_, rel)
+    local ok, err = rel:pipeline():_sqlite_sink(rel, path, tname)
+    if not ok then error(err, 0) end
+  end }
+end
+
 --- runnel.ndjson_source(path_or_file) -> a source for p:run: lines of
 -- {"rel": …, "op": "insert"|"update"|"upsert"|"delete", "row": {…}}; "-" is stdin.
 function runnel.ndjson_source(target)

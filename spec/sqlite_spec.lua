@@ -1,0 +1,87 @@
+-- runnel.sqlite: a relation kept in a real SQLite table, checked through
+-- SQLite itself (the sqlite3 tool), not through runnel.
+local runnel = require "runnel"
+local H = require "helper"
+
+local function sql(db, query)
+  local out, err, code = H.sh(("sqlite3 -separator '|' %s %q"):format(db, query))
+  assert.equal("", err)
+  assert.equal(0, code)
+  return out
+end
+
+describe("runnel.sqlite", function()
+  local dir, db, p
+  before_each(function()
+    dir = H.tmpdir()
+    db = dir .. "/out.db"
+    p = runnel.open()
+  end)
+  after_each(function() p:close(); H.cleanup() end)
+
+  it("creates the table with quoted names and the key as primary key, and applies each group", function()
+    local t = p:table("odd", { {"@ID","int"}, {"SELECT","string"}, {"a b","float", null = true},
+                               {"tags","list", null = true}, {"ok","bool", null = true}, key = "@ID" })
+    t:sink(runnel.sqlite(db, "odd table"))
+    t:insert{ ["@ID"] = 1, SELECT = "x", ["a b"] = 1.5, tags = { "a", runnel.null }, ok = true }
+    p:batch(function()
+      t:insert{ ["@ID"] = 2, SELECT = "y" }
+      t:update{ ["@ID"] = 2, SELECT = "z" }
+      t:insert{ ["@ID"] = 3, SELECT = "gone" }
+      t:delete{ ["@ID"] = 3 }
+    end)
+    assert.equal('CREATE TABLE IF NOT EXISTS "odd table" ("@ID" INTEGER, "SELECT" TEXT, "a b" REAL, "tags" TEXT, "ok" INTEGER, PRIMARY KEY ("@ID"));\n',
+                 sql(db, ".schema"))
+    assert.equal('1|x|1.5|["a",null]|1\n2|z|||\n', sql(db, 'select * from "odd table" order by 1'))
+    t:delete{ ["@ID"] = 1 }
+    assert.equal("2|z|||\n", sql(db, 'select * from "odd table"'))
+  end)
+
+  it("never loses a row when a group moves rows between keys", function()
+    local t = p:table("seats", { {"person","string"}, {"seat","int"}, key = "person" })
+    local by_seat = t:map(function(r) return { seat = r.seat, person = r.person } end,
+                          { {"seat","int"}, {"person","string"}, key = "seat" })
+    by_seat:sink(runnel.sqlite(db, "seats"))
+    t:insert{ person = "ann", seat = 1 }
+    t:insert{ person = "bob", seat = 2 }
+    p:batch(function() -- swap: ann to 2, bob to 1
+      t:update{ person = "ann", seat = 2 }
+      t:update{ person = "bob", seat = 1 }
+    end)
+    assert.equal("1|bob\n2|ann\n", sql(db, "select * from seats order by seat"))
+    p:batch(function() t:update{ person = "ann", seat = 3 } end) -- seat 2 is free now
+    assert.equal("1|bob\n3|ann\n", sql(db, "select * from seats order by seat"))
+  end)
+
+  it("leaves SQLite untouched by a group that rolls back, and rolls the group back when SQLite fails", function()
+    local t = p:table("t", { {"k","int"}, {"v","int"}, key = "k" })
+    t:sink(runnel.sqlite(db, "t"))
+    t:insert{ k = 1, v = 1 }
+    pcall(p.batch, p, function() t:insert{ k = 2, v = 2 }; error("changed my mind") end)
+    assert.equal("1|1\n", sql(db, "select * from t"))
+    sql(db, "create trigger no_big before insert on t when new.v > 100 begin select raise(abort, 'too big'); end")
+    local ok, err = pcall(t.insert, t, { k = 3, v = 999 })
+    assert.is_false(ok)
+    assert.matches("t: sqlite: writing: too big", err, 1, true)
+    assert.is_nil(t:get(3))
+    assert.equal("1|1\n", sql(db, "select * from t"))
+  end)
+
+  it("keys a keyless relation by its row id", function()
+    local log = p:table("log", { {"msg","string"} })
+    log:sink(runnel.sqlite(db, "log"))
+    log:insert{ msg = "a" }
+    log:insert{ msg = "a" }
+    log:delete{ msg = "a" }
+    assert.equal("2|a\n", sql(db, "select * from log"))
+  end)
+
+  it("shares one transaction among the sinks of one database file", function()
+    local t = p:table("t", { {"k","int"}, key = "k" })
+    local u = p:table("u", { {"k","int"}, key = "k" })
+    t:sink(runnel.sqlite(db, "t"))
+    u:sink(runnel.sqlite(db, "u"))
+    p:batch(function() t:insert{ k = 1 }; u:insert{ k = 2 } end)
+    assert.equal("1|2\n", sql(db, "select t.k, u.k from t, u"))
+  end)
+end)

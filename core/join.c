@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "key.h"
+#include "lookup.h"
 #include "row.h"
 #include "scan.h"
 
@@ -17,6 +18,7 @@ typedef struct rn_join {
   int *on;
   rn_join_fns fns;
   bool right_native;      /* the right side is a keyed source table */
+  bool lookup;            /* the right side is a lookup: results are stored, not recomputed */
   MDB_dbi index_dbi, result_dbi, right_dbi;
   msgpack_sbuffer keybuf; /* scratch: encoding a key */
 } rn_join;
@@ -169,6 +171,10 @@ static int right_current(rn_join *j, const fk *f, side *r)
   if (f->null) return 0;
   const char *row;
   size_t len;
+  if (j->lookup) { /* through the lookup's cache; the row is in scratch already */
+    int rc = rn_lookup_get(j->right, f->enc, f->len, &r->row, &r->len);
+    return rc;
+  }
   if (j->right_native) {
     uint64_t id;
     int rc = rn_table_row_by_key(j->right, txn_of(j), f->enc, f->len, &id, &row, &len);
@@ -384,17 +390,23 @@ static void index_key(const fk *f, uint64_t lid, char *out, size_t *len)
   *len = f->part_len + 8;
 }
 
-/* |u64 result id|left row|: fan-out reads the left row here, no lookup. */
-static int index_put(rn_join *j, const fk *f, uint64_t lid, uint64_t rid, const side *l)
+/* |u64 result id|u32 left length|left row|result|: fan-out reads the left
+ * row here, no lookup; a lookup join keeps the result it emitted. */
+static int index_put(rn_join *j, const fk *f, uint64_t lid, uint64_t rid, const side *l, const side *res)
 {
   char k[sizeof ((fk *)0)->part + 8];
   size_t klen;
   index_key(f, lid, k, &klen);
-  MDB_val key = { klen, k }, v = { 8 + l->len, NULL };
+  size_t rlen = j->lookup && res && res->row ? res->len : 0;
+  uint32_t llen = (uint32_t)l->len;
+  MDB_val key = { klen, k }, v = { 12 + l->len + rlen, NULL };
   int rc = mdb_put(txn_of(j), j->index_dbi, &key, &v, MDB_RESERVE);
   if (rc) return rn_store_fail(err_of(j), rc, j->out->name);
-  memcpy(v.mv_data, &rid, 8);
-  memcpy((char *)v.mv_data + 8, l->row, l->len);
+  char *d = v.mv_data;
+  memcpy(d, &rid, 8);
+  memcpy(d + 8, &llen, 4);
+  memcpy(d + 12, l->row, l->len);
+  if (rlen) memcpy(d + 12 + l->len, res->row, rlen);
   return 0;
 }
 
@@ -408,8 +420,9 @@ static int index_del(rn_join *j, const fk *f, uint64_t lid)
   return rc && rc != MDB_NOTFOUND ? rn_store_fail(err_of(j), rc, j->out->name) : 0;
 }
 
-/* The result id stored in a left row's entry (0: none yet or no entry). */
-static int index_rid(rn_join *j, const fk *f, uint64_t lid, uint64_t *rid)
+/* A left row's entry: its result id (0: none yet or no entry) and, for a
+ * lookup join, the result it emitted (stored->row NULL: none). */
+static int index_entry(rn_join *j, const fk *f, uint64_t lid, uint64_t *rid, side *stored)
 {
   char k[sizeof ((fk *)0)->part + 8];
   size_t klen;
@@ -417,7 +430,18 @@ static int index_rid(rn_join *j, const fk *f, uint64_t lid, uint64_t *rid)
   MDB_val key = { klen, k }, v;
   int rc = mdb_get(txn_of(j), j->index_dbi, &key, &v);
   *rid = 0;
-  if (rc == 0) memcpy(rid, v.mv_data, 8);
+  if (stored) *stored = (side){ 0 };
+  if (rc == 0) {
+    uint32_t llen;
+    memcpy(rid, v.mv_data, 8);
+    memcpy(&llen, (char *)v.mv_data + 8, 4);
+    size_t rlen = v.mv_size - 12 - llen;
+    if (stored && rlen) {
+      stored->row = rn_scratch_copy(j->out->p, (char *)v.mv_data + 12 + llen, rlen);
+      stored->len = rlen;
+      if (!stored->row) return nomem(j);
+    }
+  }
   return rc && rc != MDB_NOTFOUND ? rn_store_fail(err_of(j), rc, j->out->name) : 0;
 }
 
@@ -435,8 +459,10 @@ static int left_step(rn_join *j, uint64_t lid, side *lb, side *la, const rn_chan
   msgpack_sbuffer_init(&ka);
   uint64_t rid_b = 0, rid_a = 0;
   int rc = 0;
+  side stored = { 0 };
   if (lb->row) {
-    if (!(rc = left_fk(j, lb, &fb)) && !(rc = index_rid(j, &fb, lid, &rid_b)))
+    if (!(rc = left_fk(j, lb, &fb)) && !(rc = index_entry(j, &fb, lid, &rid_b, j->lookup ? &stored : NULL)) &&
+        !j->lookup)
       rc = right_before(j, &fb, undo, &rb);
   }
   if (!rc && la->row) {
@@ -446,7 +472,8 @@ static int left_step(rn_join *j, uint64_t lid, side *lb, side *la, const rn_chan
   /* Outer key joins: a side without a left row still has a right-only result. */
   if (j->kind == RN_JOIN_OUTER && !lb->row && la->row) rc = right_before(j, &fa, undo, &rb), fb = fa;
   if (!rc && j->kind == RN_JOIN_OUTER && lb->row && !la->row) rc = right_current(j, &fb, &ra), fa = fb;
-  if (!rc) rc = make_result(j, lb, &rb, &fb, &ob);
+  if (!rc && j->lookup) ob = stored; /* what was emitted, without asking the source again */
+  else if (!rc) rc = make_result(j, lb, &rb, &fb, &ob);
   if (!rc) rc = make_result(j, la, &ra, &fa, &oa);
   if (rc) goto out;
   if (ob.row) {
@@ -473,7 +500,7 @@ static int left_step(rn_join *j, uint64_t lid, side *lb, side *la, const rn_chan
     uint64_t keep = oa.row ? rid_a : j->fns.selector ? 0 : rid_b;
     bool moved = !lb->row || !same_fk(&fb, &fa);
     (void)moved; /* the entry holds the row: every change rewrites it */
-    rc = index_put(j, &fa, lid, keep, la);
+    rc = index_put(j, &fa, lid, keep, la, &oa);
   }
   if (!rc) rc = emit_result(j, rid_b, &ob, rid_a, &oa);
 out:
@@ -513,8 +540,10 @@ static int collect(rn_join *j, const fk *f, entries *out)
     entry *e = &out->items[out->n++];
     e->lid = from_be64((const char *)k.mv_data + f->part_len);
     memcpy(&e->rid, v.mv_data, 8);
-    e->len = v.mv_size - 8;
-    e->payload = rn_scratch_copy(j->out->p, (const char *)v.mv_data + 8, e->len);
+    uint32_t llen;
+    memcpy(&llen, (const char *)v.mv_data + 8, 4);
+    e->len = llen;
+    e->payload = rn_scratch_copy(j->out->p, (const char *)v.mv_data + 12, e->len);
     if (!e->payload) { mdb_cursor_close(cur); return nomem(j); }
   }
   mdb_cursor_close(cur);
@@ -621,7 +650,7 @@ static int right_step(rn_join *j, const rn_change *c, uint64_t skip)
       msgpack_sbuffer_init(&k);
       if (!(rc = result_key(j, e->lid, &l, &f, &k))) rc = result_id(j, &k, e->lid, true, &rid);
       msgpack_sbuffer_destroy(&k);
-      if (!rc) rc = index_put(j, &f, e->lid, rid, &l);
+      if (!rc) rc = index_put(j, &f, e->lid, rid, &l, &oa);
     }
     if (!rc && ob.row && !oa.row && j->fns.selector) { /* the key is free again */
       msgpack_sbuffer k;
@@ -629,7 +658,7 @@ static int right_step(rn_join *j, const rn_change *c, uint64_t skip)
       uint64_t ignored;
       if (!(rc = result_key(j, e->lid, &l, &f, &k))) rc = result_id(j, &k, e->lid, false, &ignored);
       msgpack_sbuffer_destroy(&k);
-      if (!rc) rc = index_put(j, &f, e->lid, 0, &l);
+      if (!rc) rc = index_put(j, &f, e->lid, 0, &l, NULL);
     }
     if (!rc) rc = emit_result(j, rid, &ob, rid, &oa);
   }
@@ -727,7 +756,9 @@ static int check_spec(rn_pipeline *p, const char *name, rn_rel *left, rn_rel *ri
 {
   const rn_schema *ls = left->schema, *rs = right->schema;
   *key_join = false;
-  if (!right->tablelike)
+  if (right->kind == RN_REL_LOOKUP && spec->kind == RN_JOIN_OUTER)
+    return rn_err_set(&p->err, RN_EINVAL, "%s: a lookup has no rows of its own to outer-join", name);
+  if (!right->tablelike && right->kind != RN_REL_LOOKUP)
     return rn_err_set(&p->err, RN_EINVAL, "%s: the right side of a join must be a table, and %s is a stream",
                       name, right->name);
   if (!rs->nkey)
@@ -786,12 +817,12 @@ static int boot_left(void *ctx, uint64_t id, const char *row, size_t len)
 static int rebuild(rn_join *j, bool created)
 {
   MDB_txn *txn = txn_of(j);
-  int rc = mdb_drop(txn, j->index_dbi, 0);
-  if (!rc && !j->right_native) rc = mdb_drop(txn, j->right_dbi, 0);
+  int rc = j->stream ? 0 : mdb_drop(txn, j->index_dbi, 0);
+  if (!rc && !j->right_native && !j->lookup) rc = mdb_drop(txn, j->right_dbi, 0);
   if (rc) return rn_store_fail(err_of(j), rc, j->out->name);
   (void)created;
   boot b = { j };
-  if (!j->right_native && (rc = rn_rel_scan(j->right, boot_right, &b))) return rc;
+  if (!j->right_native && !j->lookup && (rc = rn_rel_scan(j->right, boot_right, &b))) return rc;
   if (j->stream) return 0;
   return rn_rel_scan(j->left, boot_left, &b);
 }
@@ -828,6 +859,7 @@ int rn_declare_join(rn_pipeline *p, const char *name, rn_rel *left, rn_rel *righ
   j->right = right;
   msgpack_sbuffer_init(&j->keybuf);
   j->right_native = right->kind == RN_REL_TABLE;
+  j->lookup = right->kind == RN_REL_LOOKUP;
   rn_rel *r = rn_rel_new(p, name, RN_REL_JOIN, schema);
   if (!r) {
     free_join(j);
@@ -840,7 +872,7 @@ int rn_declare_join(rn_pipeline *p, const char *name, rn_rel *left, rn_rel *righ
   r->input = left;
   r->tablelike = !stream;
   r->persistent = true;
-  r->stateful = !stream || !j->right_native;
+  r->stateful = !stream || (!j->right_native && !j->lookup);
 
   bool created, stale;
   rc = rn_store_begin(&p->store, &p->err);
@@ -850,7 +882,7 @@ int rn_declare_join(rn_pipeline *p, const char *name, rn_rel *left, rn_rel *righ
     rc = rn_state_open(p, r, p->store.wtxn, &created, &stale);
     if (!rc && !stream) rc = rn_state_dbi(p, p->store.wtxn, "ji:", name, 0, &j->index_dbi);
     if (!rc && !stream) rc = rn_state_dbi(p, p->store.wtxn, "jr:", name, 0, &j->result_dbi);
-    if (!rc && !j->right_native) rc = rn_state_dbi(p, p->store.wtxn, "jc:", name, 0, &j->right_dbi);
+    if (!rc && !j->right_native && !j->lookup) rc = rn_state_dbi(p, p->store.wtxn, "jc:", name, 0, &j->right_dbi);
     if (!rc && (stale || created) && r->stateful) rc = rebuild(j, created);
     if (!rc && r->stateful) { /* record that the state is current as of this seq */
       size_t nlen = strlen(name);
@@ -903,15 +935,22 @@ int rn_join_scan(rn_rel *d, rn_scan_fn fn, void *ctx)
   MDB_val k, v;
   int mrc = rc ? MDB_NOTFOUND : mdb_cursor_get(cur, &k, &v, MDB_FIRST);
   for (; !rc && mrc == 0; mrc = mdb_cursor_get(cur, &k, &v, MDB_NEXT)) {
-    entry e = { from_be64((const char *)k.mv_data + k.mv_size - 8), 0, NULL, v.mv_size - 8 };
+    uint32_t llen;
+    memcpy(&llen, (const char *)v.mv_data + 8, 4);
+    entry e = { from_be64((const char *)k.mv_data + k.mv_size - 8), 0, (const char *)v.mv_data + 12, llen };
     memcpy(&e.rid, v.mv_data, 8);
-    e.payload = (const char *)v.mv_data + 8;
     side l, r = { 0 }, res = { 0 };
     fk f;
     left_row(&e, &l);
-    if (l.row) rc = left_fk(j, &l, &f);
-    if (!rc && l.row) rc = right_current(j, &f, &r);
-    if (!rc && l.row) rc = make_result(j, &l, &r, &f, &res);
+    if (j->lookup) { /* the results it emitted */
+      size_t rlen = v.mv_size - 12 - llen;
+      res.row = rlen ? (const char *)v.mv_data + 12 + llen : NULL;
+      res.len = rlen;
+    } else {
+      if (l.row) rc = left_fk(j, &l, &f);
+      if (!rc && l.row) rc = right_current(j, &f, &r);
+      if (!rc && l.row) rc = make_result(j, &l, &r, &f, &res);
+    }
     if (!rc && res.row) rc = fn(ctx, e.rid, res.row, res.len);
     if (own_scratch) msgpack_zone_clear(&p->scratch);
   }

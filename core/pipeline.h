@@ -41,7 +41,8 @@ typedef enum rn_relkind {
   RN_REL_MAP,             /* derived: rows rewritten by a function */
   RN_REL_CDC,             /* derived at commit: images of a table-like relation */
   RN_REL_JOIN,            /* derived: left joined with right */
-  RN_REL_AGGREGATE        /* derived: groups of an input, with aggregates */
+  RN_REL_AGGREGATE,       /* derived: groups of an input, with aggregates */
+  RN_REL_LOOKUP           /* rows fetched on demand from outside (a join's right side) */
 } rn_relkind;
 
 typedef void (*rn_free_fn)(void *ctx);
@@ -163,6 +164,8 @@ struct rn_pipeline {
   msgpack_sbuffer valbuf; /* scratch: stored values */
   rn_stats stats;
   void *sqlite_conns;     /* sqlite.c's shared connections, one per database file */
+  double (*clock)(void *ctx); /* seconds, for lookup TTLs; NULL: the monotonic clock */
+  void *clock_ctx;
   rn_free_fn on_close;    /* the binding's hook, called with binding last by rn_pipeline_close */
   void *binding;          /* the binding's pipeline object (a Lua lpipe), or NULL */
 };

@@ -19,6 +19,7 @@
 #include <string.h>
 
 #include "key.h"
+#include "json.h"
 #include "ndjson.h"
 #include "row.h"
 
@@ -206,7 +207,7 @@ static int bind_value(ssink *s, sqlite3_stmt *st, int at, const msgpack_object *
     rn_json_value(&j, v, c);
     int rc = sqlite3_bind_text(st, at, j.data ? j.data : "", (int)j.size, SQLITE_TRANSIENT);
     msgpack_sbuffer_destroy(&j);
-    (void)s;
+    (void)s; /* s may be NULL (the lookup source binds keys) */
     return rc;
   }
   }
@@ -344,4 +345,108 @@ int rn_sqlite_sink(rn_pipeline *p, rn_rel *rel, const char *path, const char *ta
   int rc = rn_sink_add(p, rel, true, ssink_change, ssink_commit, s, free_ssink);
   if (!rc) rn_sink_set_done(p, ssink_done);
   return rc;
+}
+
+/* ---- the lookup source: SELECT cols FROM table WHERE key = ? ---- */
+
+typedef struct ssource {
+  sqlite3 *db;
+  sqlite3_stmt *select;
+} ssource;
+
+static void free_ssource(void *ctx)
+{
+  ssource *s = ctx;
+  sqlite3_finalize(s->select);
+  sqlite3_close(s->db);
+  free(s);
+}
+
+static int ssource_fetch(void *ctx, rn_rel *lk, const msgpack_object *key, int nkey, msgpack_sbuffer *row,
+                         int *found, rn_err *e)
+{
+  ssource *s = ctx;
+  const rn_schema *ls = lk->schema;
+  rn_pipeline *p = lk->p;
+  sqlite3_reset(s->select);
+  for (int i = 0; i < nkey; i++) bind_value(NULL, s->select, i + 1, &key[i], NULL);
+  int rc = sqlite3_step(s->select);
+  *found = rc == SQLITE_ROW;
+  if (rc == SQLITE_DONE) return 0;
+  if (rc != SQLITE_ROW) return fail(e, s->db, lk->name, "looking up");
+  msgpack_object *v = msgpack_zone_malloc(&p->scratch, sizeof *v * (size_t)ls->ncols);
+  uint8_t *given = msgpack_zone_malloc(&p->scratch, (size_t)ls->ncols);
+  if (!v || !given) return rn_err_set(e, RN_ENOMEM, "out of memory");
+  for (int i = 0; i < ls->ncols; i++) {
+    given[i] = 1;
+    switch (sqlite3_column_type(s->select, i)) {
+    case SQLITE_NULL: v[i].type = MSGPACK_OBJECT_NIL; break;
+    case SQLITE_INTEGER: {
+      sqlite3_int64 x = sqlite3_column_int64(s->select, i);
+      if (ls->cols[i].type == RN_T_BOOL) { v[i].type = MSGPACK_OBJECT_BOOLEAN; v[i].via.boolean = x != 0; }
+      else if (x >= 0) { v[i].type = MSGPACK_OBJECT_POSITIVE_INTEGER; v[i].via.u64 = (uint64_t)x; }
+      else { v[i].type = MSGPACK_OBJECT_NEGATIVE_INTEGER; v[i].via.i64 = x; }
+      break;
+    }
+    case SQLITE_FLOAT: v[i].type = MSGPACK_OBJECT_FLOAT64; v[i].via.f64 = sqlite3_column_double(s->select, i); break;
+    default: { /* text and blobs, copied: the statement's memory moves on */
+      int n = sqlite3_column_bytes(s->select, i);
+      const void *d = sqlite3_column_type(s->select, i) == SQLITE_BLOB ? sqlite3_column_blob(s->select, i)
+                                                                       : (const void *)sqlite3_column_text(s->select, i);
+      char *copy = msgpack_zone_malloc_no_align(&p->scratch, (size_t)(n ? n : 1));
+      if (!copy) return rn_err_set(e, RN_ENOMEM, "out of memory");
+      if (n) memcpy(copy, d, (size_t)n);
+      v[i].type = sqlite3_column_type(s->select, i) == SQLITE_BLOB ? MSGPACK_OBJECT_BIN : MSGPACK_OBJECT_STR;
+      v[i].via.str.ptr = copy;
+      v[i].via.str.size = (uint32_t)n;
+      if ((ls->cols[i].type == RN_T_LIST || ls->cols[i].type == RN_T_MAP || ls->cols[i].type == RN_T_ANY ||
+           ls->cols[i].type == RN_T_STRUCT) && rn_json_parse(copy, (size_t)n, &v[i], &p->scratch, e))
+        return e->code;
+    }
+    }
+  }
+  rc = rn_row_normalize(ls, lk->name, RN_ROW_FULL, v, given, &p->scratch, e);
+  if (!rc) rn_row_pack(ls, v, row);
+  sqlite3_reset(s->select);
+  return rc;
+}
+
+int rn_sqlite_source(const char *path, const char *table, const rn_schema *ls, const char *rel,
+                     rn_lookup_fetch *fetch, void **ctx, rn_free_fn *free_ctx, rn_err *e)
+{
+  ssource *s = calloc(1, sizeof *s);
+  if (!s) return rn_err_set(e, RN_ENOMEM, "out of memory");
+  if (sqlite3_open_v2(path, &s->db, SQLITE_OPEN_READONLY, NULL) != SQLITE_OK) {
+    rn_err_set(e, RN_EIO, "%s: sqlite_source: %s: %s", rel, path, s->db ? sqlite3_errmsg(s->db) : "out of memory");
+    free_ssource(s);
+    return e->code;
+  }
+  sqlite3_busy_timeout(s->db, 5000);
+  msgpack_sbuffer b;
+  msgpack_sbuffer_init(&b);
+  add(&b, "SELECT ");
+  for (int i = 0; i < ls->ncols; i++) {
+    if (i) add(&b, ", ");
+    quote(&b, ls->cols[i].name);
+  }
+  add(&b, " FROM ");
+  quote(&b, table);
+  add(&b, " WHERE ");
+  for (int i = 0; i < ls->nkey; i++) {
+    if (i) add(&b, " AND ");
+    quote(&b, ls->cols[ls->key_slots[i]].name);
+    add(&b, " = ?");
+  }
+  msgpack_sbuffer_write(&b, "", 1);
+  int rc = sqlite3_prepare_v3(s->db, b.data, -1, SQLITE_PREPARE_PERSISTENT, &s->select, NULL);
+  msgpack_sbuffer_destroy(&b);
+  if (rc != SQLITE_OK) {
+    rn_err_set(e, RN_EINVAL, "%s: sqlite_source: %s: %s", rel, path, sqlite3_errmsg(s->db));
+    free_ssource(s);
+    return e->code;
+  }
+  *fetch = ssource_fetch;
+  *ctx = s;
+  *free_ctx = free_ssource;
+  return 0;
 }

@@ -2,9 +2,13 @@
 #ifndef RN_SQLITE_H
 #define RN_SQLITE_H
 
-#include "pipeline.h"
+#include "lookup.h"
 
 /* Keeps rel in table of the SQLite database at path (created if absent). */
 int rn_sqlite_sink(rn_pipeline *p, rn_rel *rel, const char *path, const char *table);
+
+/* A lookup source reading one row of table by the lookup's key (ls). */
+int rn_sqlite_source(const char *path, const char *table, const rn_schema *ls, const char *rel,
+                     rn_lookup_fetch *fetch, void **ctx, rn_free_fn *free_ctx, rn_err *e);
 
 #endif

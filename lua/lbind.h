@@ -83,6 +83,11 @@ int rn_lua_declare_select(lua_State *L);
 /* lio.c: adds p:_ndjson_sink and p:_run to the methods table at index methods. */
 void rn_lua_io_open(lua_State *L, int methods);
 
+/* llookup.c */
+void rn_lua_opened(lua_State *L, lpipe *lp, int pidx);
+void rn_lua_push_lookup_stats(lua_State *L, rn_pipeline *p);
+void rn_lua_lookup_open(lua_State *L, int methods, int module);
+
 /* laggregate.c */
 int rn_lua_declare_aggregate(lua_State *L);
 int rn_lua_aggregate_late(lua_State *L);

@@ -50,6 +50,7 @@ static int l_open(lua_State *L)
     lua_pushvalue(L, 3);
     lp->clock_ref = luaL_ref(L, LUA_REGISTRYINDEX);
   }
+  rn_lua_opened(L, lp, -1);
   return 1;
 }
 
@@ -287,7 +288,7 @@ static int l_stats(lua_State *L)
   lua_setfield(L, -2, "map_size");
   lua_pushinteger(L, (lua_Integer)st->lmdb_commits);
   lua_setfield(L, -2, "lmdb_commits");
-  lua_newtable(L);
+  rn_lua_push_lookup_stats(L, lp->p);
   lua_setfield(L, -2, "lookups");
   lua_newtable(L); /* late = { [aggregate] = events dropped as late } */
   for (int i = 0; i < lp->p->nrels; i++) {
@@ -390,12 +391,16 @@ RN_API int luaopen_runnel_core(lua_State *L)
   luaL_newmetatable(L, RN_PIPELINE_MT);
   luaL_setfuncs(L, pipeline_meta, 0);
   luaL_newlib(L, pipeline_methods);
-  rn_lua_io_open(L, lua_gettop(L));
-  lua_setfield(L, -2, "__index");
-  lua_pop(L, 1);
+  int methods = lua_gettop(L);
+  rn_lua_io_open(L, methods);
   rn_lua_relation_open(L);
 
   lua_newtable(L);
+  rn_lua_lookup_open(L, methods, lua_gettop(L));
+  lua_pushvalue(L, methods);
+  lua_setfield(L, methods - 1, "__index"); /* the Pipeline metatable */
+  lua_remove(L, methods);
+  lua_remove(L, methods - 1);
   lua_pushcfunction(L, l_open);
   lua_setfield(L, -2, "open");
   lua_pushcfunction(L, l_strerror);

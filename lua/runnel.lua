@@ -7,7 +7,8 @@ local core = require "runnel.core"
 
 local Pipeline, Relation = core.Pipeline, core.Relation
 
-local runnel = { null = core.null, now = core.now, json_decode = core.json_decode, _VERSION = "runnel 0.5" }
+local runnel = { null = core.null, now = core.now, json_decode = core.json_decode, attach = core.attach,
+                 _VERSION = "runnel 0.5" }
 
 local TYPES = { int = true, float = true, string = true, bool = true, bytes = true,
                 list = true, map = true, any = true }
@@ -505,6 +506,65 @@ function runnel.sqlite(path, tname)
     local ok, err = rel:pipeline():_sqlite_sink(rel, path, tname)
     if not ok then error(err, 0) end
   end }
+end
+
+--- runnel.store(name) -> a sink keeping a relation in this pipeline's state as a
+-- permanent table, readable from elsewhere with runnel.attach(state_path, name).
+function runnel.store(name)
+  if type(name) ~= "string" or name == "" then error("store: expects a name", 2) end
+  return { attach = function(_, rel)
+    local ok, err = rel:pipeline():_store_sink(rel, name)
+    if not ok then error(err, 0) end
+  end }
+end
+
+--- runnel.sqlite_source(path, table) -> a lookup source: SELECT … WHERE key = ?
+function runnel.sqlite_source(path, tname)
+  if type(path) ~= "string" or type(tname) ~= "string" then error("sqlite_source: expects (path, table)", 2) end
+  return { sqlite_source = path, table = tname }
+end
+
+local LOOKUP_FIELDS = { key = true, source = true, cache = true }
+local CACHE_FIELDS = { ttl = true, size = true, missing = true }
+
+--- p:lookup(name, { columns…, key = …, source = fn | runnel.sqlite_source(…) | runnel.attach(…),
+--                   cache = { ttl = seconds, size = entries, missing = true } }) -> relation
+-- Rows fetched on demand for joins; without cache every lookup asks the source.
+function Pipeline:lookup(name, decl)
+  if type(name) ~= "string" then error("lookup: the name must be a string", 2) end
+  if type(decl) ~= "table" then error("lookup: expects a column list with key and source", 2) end
+  local cols_only = {}
+  for k, v in pairs(decl) do
+    if math.type(k) == "integer" then cols_only[k] = v
+    elseif not LOOKUP_FIELDS[k] then error(("%s: unknown field %s (key, source, cache)"):format(name, tostring(k)), 2) end
+  end
+  cols_only.key = decl.key
+  local cols, err = column_specs(name, cols_only)
+  if not cols then error(err, 2) end
+  local key
+  key, err = key_spec(name, decl.key)
+  if err then error(err, 2) end
+  if not key then error(name .. ": a lookup needs a key", 2) end
+  local src, kind, a, b = decl.source
+  if type(src) == "function" then kind, a = "function", src
+  elseif type(src) == "table" and src.sqlite_source then kind, a, b = "sqlite", src.sqlite_source, src.table
+  elseif tostring(src):match("^runnel%.Attached") or (type(src) == "userdata" and src._source) then
+    kind, a, b = "attach", src:_source()
+  else
+    error(name .. ": source must be a function, runnel.sqlite_source(…) or runnel.attach(…)", 2)
+  end
+  local cache = decl.cache
+  if cache ~= nil then
+    if type(cache) ~= "table" then error(name .. ": cache must be a table", 2) end
+    for k in pairs(cache) do
+      if not CACHE_FIELDS[k] then error(("%s: cache: unknown field %s (ttl, size, missing)"):format(name, tostring(k)), 2) end
+    end
+  end
+  local rel
+  rel, err = self:_lookup(name, cols, key, kind, a, b, cache ~= nil, cache and (cache.ttl or math.huge),
+                          cache and (cache.size or 10000), cache and cache.missing ~= false)
+  if not rel then error(err, 2) end
+  return rel
 end
 
 --- runnel.ndjson_source(path_or_file) -> a source for p:run: lines of

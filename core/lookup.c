@@ -1,0 +1,270 @@
+/* lookup.c — lookups: rows fetched on demand through a cache.
+ *
+ * A lookup is a keyed relation whose rows live elsewhere (a Lua function,
+ * a SQLite table, another state's store). Joined as a right side, each left
+ * change asks it for one key:
+ *
+ *   in the cache and fetched less than ttl seconds ago (by the pipeline's
+ *   clock; the age counts from the fetch, not the last use)  -> a hit;
+ *   otherwise the source is asked (a miss) and the answer cached — "no
+ *   row" too when missing = true. Without a cache every lookup asks.
+ *
+ * The cache holds at most `size` entries; the least recently used goes
+ * first (an eviction). It is memory only: rebuildable, never state. */
+#include "lookup.h"
+
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "key.h"
+#include "row.h"
+
+typedef struct centry {
+  char *key;              /* encoded key, owned */
+  size_t klen;
+  uint64_t hash;
+  char *row;              /* owned; NULL: the source had no row */
+  size_t rlen;
+  double fetched;         /* clock time of the fetch */
+  struct centry *prev, *next; /* recency: head is the most recent */
+  struct centry *chain;   /* the bucket's next entry */
+} centry;
+
+typedef struct rn_lookup {
+  rn_rel *rel;
+  rn_lookup_fetch fetch;
+  void *ctx;
+  rn_free_fn free_ctx;
+  rn_lookup_opts o;
+  centry **buckets;
+  size_t nbuckets, n;
+  centry *head, *tail;
+  rn_lookup_stats st;
+  msgpack_sbuffer buf;
+} rn_lookup;
+
+static double monotonic(void)
+{
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+static double now(rn_pipeline *p) { return p->clock ? p->clock(p->clock_ctx) : monotonic(); }
+
+static void unlink_lru(rn_lookup *lk, centry *c)
+{
+  if (c->prev) c->prev->next = c->next; else lk->head = c->next;
+  if (c->next) c->next->prev = c->prev; else lk->tail = c->prev;
+  c->prev = c->next = NULL;
+}
+
+static void push_front(rn_lookup *lk, centry *c)
+{
+  c->next = lk->head;
+  c->prev = NULL;
+  if (lk->head) lk->head->prev = c;
+  lk->head = c;
+  if (!lk->tail) lk->tail = c;
+}
+
+static void free_entry(centry *c)
+{
+  free(c->key);
+  free(c->row);
+  free(c);
+}
+
+static void evict_tail(rn_lookup *lk)
+{
+  centry *c = lk->tail;
+  unlink_lru(lk, c);
+  for (centry **at = &lk->buckets[c->hash & (lk->nbuckets - 1)]; *at; at = &(*at)->chain)
+    if (*at == c) { *at = c->chain; break; }
+  free_entry(c);
+  lk->n--;
+  lk->st.evictions++;
+}
+
+static centry *find(rn_lookup *lk, const char *key, size_t klen, uint64_t h)
+{
+  for (centry *c = lk->buckets[h & (lk->nbuckets - 1)]; c; c = c->chain)
+    if (c->hash == h && c->klen == klen && memcmp(c->key, key, klen) == 0) return c;
+  return NULL;
+}
+
+/* Stores an answer for key (replacing a stale one). */
+static int remember(rn_lookup *lk, centry *c, const char *key, size_t klen, uint64_t h, const char *row,
+                    size_t rlen, double t)
+{
+  char *copy = row ? malloc(rlen ? rlen : 1) : NULL;
+  if (row && !copy) return -1;
+  if (row) memcpy(copy, row, rlen);
+  if (!c) {
+    if (!(c = calloc(1, sizeof *c)) || !(c->key = malloc(klen))) { free(c); free(copy); return -1; }
+    memcpy(c->key, key, klen);
+    c->klen = klen;
+    c->hash = h;
+    c->chain = lk->buckets[h & (lk->nbuckets - 1)];
+    lk->buckets[h & (lk->nbuckets - 1)] = c;
+    lk->n++;
+  } else {
+    unlink_lru(lk, c);
+    free(c->row);
+  }
+  c->row = copy;
+  c->rlen = rlen;
+  c->fetched = t;
+  push_front(lk, c);
+  while (lk->n > lk->o.size) evict_tail(lk);
+  return 0;
+}
+
+int rn_lookup_get(rn_rel *rel, const char *key, size_t klen, const char **row, size_t *len)
+{
+  rn_lookup *lk = rel->ctx;
+  rn_pipeline *p = rel->p;
+  *row = NULL;
+  *len = 0;
+  uint64_t h = rn_hash64(key, klen);
+  double t = now(p);
+  centry *c = lk->o.cached ? find(lk, key, klen, h) : NULL;
+  if (c && t - c->fetched < lk->o.ttl) { /* fresh: a hit, and now the most recent */
+    lk->st.hits++;
+    unlink_lru(lk, c);
+    push_front(lk, c);
+    if (c->row) {
+      *row = rn_scratch_copy(p, c->row, c->rlen);
+      *len = c->rlen;
+      if (!*row) return rn_err_set(&p->err, RN_ENOMEM, "out of memory");
+    }
+    return 0;
+  }
+  lk->st.misses++;
+  const rn_schema *s = rel->schema;
+  msgpack_object kv[s->nkey];
+  if (rn_key_decode(key, klen, kv, s->nkey, &p->scratch) != s->nkey)
+    return rn_err_set(&p->err, RN_ESTORE, "%s: a lookup key could not be decoded", rel->name);
+  msgpack_sbuffer_clear(&lk->buf);
+  int found = 0;
+  lk->st.source_calls++;
+  int rc = lk->fetch(lk->ctx, rel, kv, s->nkey, &lk->buf, &found, &p->err);
+  if (rc) return rc;
+  if (found) {
+    *row = rn_scratch_copy(p, lk->buf.data, lk->buf.size);
+    *len = lk->buf.size;
+    if (!*row) return rn_err_set(&p->err, RN_ENOMEM, "out of memory");
+  }
+  if (lk->o.cached && (found || lk->o.cache_missing) &&
+      remember(lk, c, key, klen, h, found ? lk->buf.data : NULL, lk->buf.size, t))
+    return rn_err_set(&p->err, RN_ENOMEM, "out of memory");
+  if (lk->o.cached && !found && !lk->o.cache_missing && c) { /* "missing = false": forget the stale answer */
+    unlink_lru(lk, c);
+    for (centry **at = &lk->buckets[h & (lk->nbuckets - 1)]; *at; at = &(*at)->chain)
+      if (*at == c) { *at = c->chain; break; }
+    free_entry(c);
+    lk->n--;
+  }
+  return 0;
+}
+
+const rn_lookup_stats *rn_lookup_stats_of(const rn_rel *rel)
+{
+  return &((const rn_lookup *)rel->ctx)->st;
+}
+
+static void free_lookup(void *ctx)
+{
+  rn_lookup *lk = ctx;
+  while (lk->tail) evict_tail(lk);
+  free(lk->buckets);
+  if (lk->free_ctx) lk->free_ctx(lk->ctx);
+  msgpack_sbuffer_destroy(&lk->buf);
+  free(lk);
+}
+
+int rn_declare_lookup(rn_pipeline *p, const char *name, rn_schema *schema, rn_lookup_fetch fetch, void *ctx,
+                      rn_free_fn free_ctx, const rn_lookup_opts *o, rn_rel **out)
+{
+  int rc = rn_check_declarable(p, name);
+  if (!rc && !schema->nkey) rc = rn_err_set(&p->err, RN_EINVAL, "%s: a lookup needs a key", name);
+  if (!rc && o->cached && (o->size < 1 || !(o->ttl > 0)))
+    rc = rn_err_set(&p->err, RN_EINVAL, "%s: a cache needs size >= 1 and ttl > 0", name);
+  rn_lookup *lk = rc ? NULL : calloc(1, sizeof *lk);
+  size_t nb = 16;
+  while (lk && nb < 2 * o->size && nb < ((size_t)1 << 24)) nb *= 2;
+  if (lk && !(lk->buckets = calloc(nb, sizeof *lk->buckets))) { free(lk); lk = NULL; }
+  if (!rc && !lk) rc = rn_err_set(&p->err, RN_ENOMEM, "out of memory");
+  rn_rel *r = rc ? NULL : rn_rel_new(p, name, RN_REL_LOOKUP, schema);
+  if (!rc && !r) rc = rn_err_set(&p->err, RN_ENOMEM, "out of memory");
+  if (rc) {
+    if (lk) free(lk->buckets);
+    free(lk);
+    rn_schema_free(schema);
+    if (free_ctx) free_ctx(ctx);
+    return rc;
+  }
+  lk->rel = r;
+  lk->fetch = fetch;
+  lk->ctx = ctx;
+  lk->free_ctx = free_ctx;
+  lk->o = *o;
+  lk->nbuckets = nb;
+  msgpack_sbuffer_init(&lk->buf);
+  r->ctx = lk;
+  r->free_ctx = free_lookup;
+  *out = r;
+  return 0;
+}
+
+/* ---- the attach source: a store's rows, columns matched by name ---- */
+
+typedef struct attach_src { rn_attached *a; } attach_src;
+
+static int attach_fetch(void *ctx, rn_rel *lk, const msgpack_object *key, int nkey, msgpack_sbuffer *row,
+                        int *found, rn_err *e)
+{
+  attach_src *s = ctx;
+  rn_pipeline *p = lk->p;
+  const rn_schema *ss = rn_attach_schema(s->a), *ls = lk->schema;
+  msgpack_sbuffer k, r;
+  msgpack_sbuffer_init(&k);
+  msgpack_sbuffer_init(&r);
+  for (int i = 0; i < nkey; i++) rn_key_append(&k, &key[i]);
+  int rc = rn_attach_get(s->a, k.data, k.size, &r, found, e);
+  if (!rc && *found) {
+    const msgpack_object *sv = rn_row_unpack(r.data, r.size, ss->ncols, &p->scratch);
+    msgpack_object *lv = msgpack_zone_malloc(&p->scratch, sizeof *lv * (size_t)ls->ncols);
+    uint8_t *given = msgpack_zone_malloc(&p->scratch, (size_t)ls->ncols);
+    if (!sv || !lv || !given) rc = rn_err_set(e, RN_ESTORE, "%s: a stored row could not be read", lk->name);
+    for (int i = 0; !rc && i < ls->ncols; i++) {
+      int slot = rn_schema_slot(ss, ls->cols[i].name, ls->cols[i].name_len);
+      given[i] = slot >= 0;
+      if (slot >= 0) lv[i] = sv[slot];
+    }
+    if (!rc) rc = rn_row_normalize(ls, lk->name, RN_ROW_FULL, lv, given, &p->scratch, e);
+    if (!rc) rn_row_pack(ls, lv, row);
+  }
+  msgpack_sbuffer_destroy(&k);
+  msgpack_sbuffer_destroy(&r);
+  return rc;
+}
+
+static void free_attach_src(void *ctx)
+{
+  attach_src *s = ctx;
+  rn_attach_close(s->a);
+  free(s);
+}
+
+int rn_lookup_attach_source(rn_attached *a, rn_lookup_fetch *fetch, void **ctx, rn_free_fn *free_ctx)
+{
+  attach_src *s = malloc(sizeof *s);
+  if (!s) return RN_ENOMEM;
+  s->a = a;
+  *fetch = attach_fetch;
+  *ctx = s;
+  *free_ctx = free_attach_src;
+  return 0;
+}

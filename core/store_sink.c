@@ -1,0 +1,267 @@
+/* store_sink.c — permanent stores and reading them from elsewhere.
+ *
+ * rel:sink(runnel.store(name)) keeps rel's rows in this pipeline's own LMDB
+ * state, written in the group's own transaction (sinks run inside it), so
+ * a reader sees whole groups only:
+ *
+ *     meta  "S:" name  -> msgpack [schema description]   (for readers)
+ *     "st:" name       |encoded key| -> |row|   (keyless: |u64 id BE| -> |row|)
+ *
+ * A group's net effect per key is written as for SQLite: keys gone first,
+ * then the final rows. runnel.attach(state_path, name) opens a reader:
+ * in another process through a read-only LMDB environment, in this one
+ * through the environment already open (LMDB forbids opening it twice). */
+#include "store_sink.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "key.h"
+#include "row.h"
+
+typedef struct stsink {
+  rn_rel *rel;
+  MDB_dbi dbi;
+} stsink;
+
+static int key_of(const rn_schema *s, uint64_t id, const char *row, size_t len, msgpack_zone *z, msgpack_sbuffer *k)
+{
+  msgpack_sbuffer_clear(k);
+  if (!s->nkey) {
+    char be[8];
+    for (int i = 0; i < 8; i++) be[i] = (char)(id >> (56 - 8 * i));
+    msgpack_sbuffer_write(k, be, 8);
+    return 0;
+  }
+  const msgpack_object *v = rn_row_unpack(row, len, s->ncols, z);
+  if (!v) return -1;
+  rn_key_encode(s, v, k);
+  return k->size > 511 ? -1 : 0;
+}
+
+/* Net changes (consolidated): a DELETE removes the old key; an UPDATE whose
+ * key moved removes the old key unless another row of the group holds it
+ * now — so deletes are applied first, then upserts overwrite (the sink sees
+ * net changes in first-touch order; a later upsert of a freed key wins). */
+static int st_change(void *ctx, rn_rel *rel, const rn_change *c, const rn_sink_info *info, rn_err *e)
+{
+  stsink *s = ctx;
+  rn_pipeline *p = rel->p;
+  msgpack_sbuffer k;
+  msgpack_sbuffer_init(&k);
+  int rc = 0;
+  if (c->old && key_of(rel->schema, info->id, c->old, c->old_len, &p->scratch, &k) == 0) {
+    MDB_val key = { k.size, k.data }, v;
+    /* delete only if the stored row is still this one: a key another row
+     * took over earlier in this group stays */
+    int g = mdb_get(p->store.wtxn, s->dbi, &key, &v);
+    if (g == 0 && v.mv_size == c->old_len && memcmp(v.mv_data, c->old, c->old_len) == 0)
+      rc = mdb_del(p->store.wtxn, s->dbi, &key, NULL);
+  }
+  if (!rc && c->row) {
+    if (key_of(rel->schema, info->id, c->row, c->row_len, &p->scratch, &k) != 0) {
+      msgpack_sbuffer_destroy(&k);
+      return rn_err_set(e, RN_EINVAL, "%s: store: a key longer than 511 bytes", rel->name);
+    }
+    MDB_val key = { k.size, k.data }, v = { c->row_len, (void *)c->row };
+    rc = mdb_put(p->store.wtxn, s->dbi, &key, &v, 0);
+  }
+  msgpack_sbuffer_destroy(&k);
+  return rc ? rn_store_fail(e, rc, rel->name) : 0;
+}
+
+int rn_store_sink(rn_pipeline *p, rn_rel *rel, const char *name)
+{
+  if (!rel->tablelike && rel->kind != RN_REL_STREAM)
+    return rn_err_set(&p->err, RN_EINVAL, "%s: store: not a relation with rows", rel->name);
+  if (p->state != RN_IDLE) return rn_err_set(&p->err, RN_EMISUSE, "%s: stores are added outside groups", rel->name);
+  int rc = rn_flush(p);
+  if (rc) return rc;
+  stsink *s = calloc(1, sizeof *s);
+  if (!s) return rn_err_set(&p->err, RN_ENOMEM, "out of memory");
+  s->rel = rel;
+  msgpack_sbuffer desc;
+  msgpack_sbuffer_init(&desc);
+  msgpack_packer pk;
+  msgpack_packer_init(&pk, &desc, msgpack_sbuffer_write);
+  rn_schema_describe(rel->schema, &pk);
+  MDB_txn *txn;
+  rc = mdb_txn_begin(p->store.env, NULL, 0, &txn);
+  if (!rc) {
+    size_t nlen = strlen(name);
+    char mk[nlen + 2];
+    memcpy(mk, "S:", 2);
+    memcpy(mk + 2, name, nlen);
+    MDB_val k = { nlen + 2, mk }, v;
+    int g = mdb_get(txn, p->store.meta, &k, &v);
+    if (g == 0 && (v.mv_size != desc.size || memcmp(v.mv_data, desc.data, desc.size) != 0)) {
+      mdb_txn_abort(txn);
+      msgpack_sbuffer_destroy(&desc);
+      free(s);
+      return rn_err_set(&p->err, RN_ESCHEMA, "store \"%s\": the state holds it with another schema", name);
+    }
+    v.mv_size = desc.size;
+    v.mv_data = desc.data;
+    rc = mdb_put(txn, p->store.meta, &k, &v, 0);
+    if (!rc) rc = rn_state_dbi(p, txn, "st:", name, 0, &s->dbi) ? -1 : 0;
+    if (!rc) rc = mdb_txn_commit(txn);
+    else mdb_txn_abort(txn);
+  }
+  msgpack_sbuffer_destroy(&desc);
+  if (rc) {
+    free(s);
+    return rc == -1 ? p->err.code : rn_store_fail(&p->err, rc, name);
+  }
+  return rn_sink_add(p, rel, true, st_change, NULL, s, free);
+}
+
+/* ---- readers ---- */
+
+struct rn_attached {
+  MDB_env *env;           /* own environment (another state), or NULL */
+  MDB_env *shared;        /* the environment in use */
+  MDB_dbi dbi;
+  rn_schema *schema;      /* the store's columns, from its description */
+  char *name;
+};
+
+/* Rebuilds a schema from its description (schema.c's rn_schema_describe). */
+static rn_schema *schema_of(const msgpack_object *d, rn_err *e)
+{
+  rn_schema *s = rn_schema_new();
+  if (!s || d->type != MSGPACK_OBJECT_ARRAY || d->via.array.size != 2) {
+    rn_schema_free(s);
+    rn_err_set(e, RN_ESCHEMA, "a store's description could not be read");
+    return NULL;
+  }
+  const msgpack_object *cols = &d->via.array.ptr[0], *key = &d->via.array.ptr[1];
+  for (uint32_t i = 0; i < cols->via.array.size; i++) {
+    const msgpack_object *c = cols->via.array.ptr[i].via.array.ptr;
+    char type[16];
+    snprintf(type, sizeof type, "%.*s", (int)c[1].via.str.size, c[1].via.str.ptr);
+    rn_type t = RN_T_ANY;
+    rn_schema *fields = c[4].type == MSGPACK_OBJECT_ARRAY ? schema_of(&c[4], e) : NULL;
+    if (rn_type_parse(type, &t) != 0 && !fields) t = RN_T_ANY;
+    if (rn_schema_add(s, c[0].via.str.ptr, c[0].via.str.size, t, c[2].via.boolean, fields, e) < 0) {
+      rn_schema_free(s);
+      return NULL;
+    }
+  }
+  int slots[key->via.array.size ? key->via.array.size : 1];
+  for (uint32_t i = 0; i < key->via.array.size; i++) slots[i] = (int)key->via.array.ptr[i].via.u64;
+  if (key->via.array.size && rn_schema_set_key(s, slots, (int)key->via.array.size, "store", e)) {
+    rn_schema_free(s);
+    return NULL;
+  }
+  return s;
+}
+
+int rn_attach(const char *path, const char *name, void *shared_env, rn_attached **out, rn_err *e)
+{
+  *out = NULL;
+  size_t nlen = strlen(name);
+  rn_attached *a = calloc(1, sizeof *a);
+  char *key = malloc(nlen + 4); /* "S:" name, then "st:" name */
+  if (!a || !key || !(a->name = strdup(name))) {
+    free(a);
+    free(key);
+    return rn_err_set(e, RN_ENOMEM, "out of memory");
+  }
+  int rc = 0;
+  if (shared_env) {
+    a->shared = shared_env;
+  } else {
+    rc = mdb_env_create(&a->env);
+    if (!rc) mdb_env_set_maxdbs(a->env, 4096);
+    if (!rc) rc = mdb_env_open(a->env, path, MDB_RDONLY | MDB_NOTLS, 0644);
+    a->shared = a->env;
+  }
+  MDB_txn *txn = NULL;
+  MDB_dbi meta;
+  msgpack_zone z;
+  msgpack_zone_init(&z, 1024);
+  if (!rc) rc = mdb_txn_begin(a->shared, NULL, MDB_RDONLY, &txn);
+  if (!rc) rc = mdb_dbi_open(txn, "meta", 0, &meta);
+  if (rc) {
+    rn_err_set(e, RN_EIO, "attach %s: %s", path, mdb_strerror(rc));
+    goto fail;
+  }
+  memcpy(key, "S:", 2);
+  memcpy(key + 2, name, nlen);
+  MDB_val k = { nlen + 2, key }, v;
+  msgpack_object d;
+  size_t off = 0;
+  if (mdb_get(txn, meta, &k, &v) != 0) {
+    rn_err_set(e, RN_ENOTFOUND, "attach %s: no store \"%s\" there", path, name);
+    goto fail;
+  }
+  if (msgpack_unpack(v.mv_data, v.mv_size, &off, &z, &d) == MSGPACK_UNPACK_SUCCESS) a->schema = schema_of(&d, e);
+  if (!a->schema) goto fail;
+  memcpy(key, "st:", 3);
+  memcpy(key + 3, name, nlen + 1);
+  rc = mdb_dbi_open(txn, key, 0, &a->dbi);
+  if (rc) {
+    rn_err_set(e, RN_EIO, "attach %s: %s", path, mdb_strerror(rc));
+    goto fail;
+  }
+  rc = mdb_txn_commit(txn); /* committing keeps the database handle (an abort would close it) */
+  txn = NULL;
+  if (rc) {
+    rn_err_set(e, RN_EIO, "attach %s: %s", path, mdb_strerror(rc));
+    goto fail;
+  }
+  msgpack_zone_destroy(&z);
+  free(key);
+  *out = a;
+  return 0;
+fail:
+  if (txn) mdb_txn_abort(txn);
+  msgpack_zone_destroy(&z);
+  free(key);
+  rn_attach_close(a);
+  return e->code;
+}
+
+const rn_schema *rn_attach_schema(const rn_attached *a) { return a->schema; }
+
+int rn_attach_get(rn_attached *a, const char *key, size_t klen, msgpack_sbuffer *row, int *found, rn_err *e)
+{
+  MDB_txn *txn;
+  *found = 0;
+  int rc = mdb_txn_begin(a->shared, NULL, MDB_RDONLY, &txn);
+  if (rc) return rn_err_set(e, RN_EIO, "attach %s: %s", a->name, mdb_strerror(rc));
+  MDB_val k = { klen, (void *)key }, v;
+  rc = mdb_get(txn, a->dbi, &k, &v);
+  if (rc == 0) {
+    msgpack_sbuffer_write(row, v.mv_data, v.mv_size);
+    *found = 1;
+  }
+  mdb_txn_abort(txn);
+  return rc == 0 || rc == MDB_NOTFOUND ? 0 : rn_err_set(e, RN_EIO, "attach %s: %s", a->name, mdb_strerror(rc));
+}
+
+int rn_attach_rows(rn_attached *a, int (*fn)(void *ctx, const char *row, size_t len), void *ctx, rn_err *e)
+{
+  MDB_txn *txn;
+  MDB_cursor *cur;
+  int rc = mdb_txn_begin(a->shared, NULL, MDB_RDONLY, &txn);
+  if (rc) return rn_err_set(e, RN_EIO, "attach %s: %s", a->name, mdb_strerror(rc));
+  rc = mdb_cursor_open(txn, a->dbi, &cur);
+  MDB_val k, v;
+  int mrc = rc ? rc : mdb_cursor_get(cur, &k, &v, MDB_FIRST);
+  int frc = 0;
+  for (; mrc == 0 && !frc; mrc = mdb_cursor_get(cur, &k, &v, MDB_NEXT)) frc = fn(ctx, v.mv_data, v.mv_size);
+  if (!rc) mdb_cursor_close(cur);
+  mdb_txn_abort(txn);
+  if (frc) return frc;
+  return mrc == MDB_NOTFOUND ? 0 : rn_err_set(e, RN_EIO, "attach %s: %s", a->name, mdb_strerror(mrc));
+}
+
+void rn_attach_close(rn_attached *a)
+{
+  if (!a) return;
+  if (a->env) mdb_env_close(a->env);
+  rn_schema_free(a->schema);
+  free(a->name);
+  free(a);
+}

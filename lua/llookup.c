@@ -1,0 +1,389 @@
+/* llookup.c — lookups and stores from Lua: p:_lookup with its three kinds
+ * of source, p:_store_sink, runnel.attach readers, and the pipeline clock. */
+#include <limits.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "key.h"
+#include "lbind.h"
+#include "lookup.h"
+#include "row.h"
+#include "sqlite.h"
+#include "store_sink.h"
+
+#define RN_ATTACHED_MT "runnel.Attached"
+#define OPEN_STATES "runnel.open_states" /* registry: realpath -> pipeline (weak) */
+
+/* ---- the clock: runnel.open{ clock = fn } ---- */
+
+static double lua_clock(void *ctx)
+{
+  lpipe *lp = ctx;
+  lua_State *L = lp->L;
+  lua_rawgeti(L, LUA_REGISTRYINDEX, lp->clock_ref);
+  double t = 0;
+  if (lua_pcall(L, 0, 1, 0) == LUA_OK) t = lua_tonumber(L, -1);
+  lua_pop(L, 1);
+  lp->L = L;
+  return t;
+}
+
+/* Called by l_open: the clock, and the state registered by its path so that
+ * runnel.attach in this process shares its LMDB environment. */
+void rn_lua_opened(lua_State *L, lpipe *lp, int pidx)
+{
+  if (lp->clock_ref != LUA_NOREF) {
+    lp->p->clock = lua_clock;
+    lp->p->clock_ctx = lp;
+  }
+  char real[PATH_MAX];
+  if (!lp->p->store.path || !realpath(lp->p->store.path, real)) return;
+  pidx = lua_absindex(L, pidx);
+  if (luaL_getsubtable(L, LUA_REGISTRYINDEX, OPEN_STATES) == 0) {
+    lua_createtable(L, 0, 1);
+    lua_pushliteral(L, "v");
+    lua_setfield(L, -2, "__mode");
+    lua_setmetatable(L, -2);
+  }
+  lua_pushvalue(L, pidx);
+  lua_setfield(L, -2, real);
+  lua_pop(L, 1);
+}
+
+/* The LMDB environment of a state this process has open, or NULL. */
+static void *open_env(lua_State *L, const char *path)
+{
+  char real[PATH_MAX];
+  void *env = NULL;
+  if (!realpath(path, real)) return NULL;
+  luaL_getsubtable(L, LUA_REGISTRYINDEX, OPEN_STATES);
+  if (lua_getfield(L, -1, real) == LUA_TUSERDATA) {
+    lpipe *lp = luaL_testudata(L, -1, RN_PIPELINE_MT);
+    if (lp && lp->p) env = lp->p->store.env;
+  }
+  lua_pop(L, 2);
+  return env;
+}
+
+/* ---- Lua function sources ---- */
+
+typedef struct lsource { lpipe *lp; int ref; } lsource;
+
+static void free_lsource(void *ctx)
+{
+  lsource *s = ctx;
+  luaL_unref(s->lp->L, LUA_REGISTRYINDEX, s->ref);
+  free(s);
+}
+
+/* fn(key) -> row | nil; key is a scalar for a one-column key, else a table. */
+static int lua_fetch(void *ctx, rn_rel *lk, const msgpack_object *key, int nkey, msgpack_sbuffer *row,
+                     int *found, rn_err *e)
+{
+  lsource *s = ctx;
+  lpipe *lp = s->lp;
+  lua_State *L = lp->L;
+  const rn_schema *ls = lk->schema;
+  lua_rawgeti(L, LUA_REGISTRYINDEX, s->ref);
+  if (nkey == 1) {
+    rn_lua_pushvalue(L, &key[0], &ls->cols[ls->key_slots[0]]);
+  } else {
+    lua_createtable(L, 0, nkey);
+    for (int i = 0; i < nkey; i++) {
+      rn_lua_pushvalue(L, &key[i], &ls->cols[ls->key_slots[i]]);
+      lua_setfield(L, -2, ls->cols[ls->key_slots[i]].name);
+    }
+  }
+  int st = lua_pcall(L, 1, 1, 0);
+  lp->L = L;
+  if (st != LUA_OK) {
+    rn_err_set(e, RN_ECALLBACK, "%s: source: %s", lk->name, lua_tostring(L, -1) ? lua_tostring(L, -1) : "error");
+    lua_pop(L, 1);
+    return RN_ECALLBACK;
+  }
+  *found = !lua_isnil(L, -1);
+  int rc = 0;
+  if (*found) {
+    msgpack_object *vals;
+    uint8_t *given;
+    rc = rn_lua_torow(lp, L, -1, lk, &vals, &given);
+    for (int i = 0; !rc && i < nkey; i++) /* the key is the one asked for */
+      if (!given[ls->key_slots[i]]) { vals[ls->key_slots[i]] = key[i]; given[ls->key_slots[i]] = 1; }
+    if (!rc) rc = rn_row_normalize(ls, lk->name, RN_ROW_FULL, vals, given, &lp->p->scratch, e);
+    if (!rc) rn_row_pack(ls, vals, row);
+    else rn_err_prefix(e, "source returned a bad row");
+  }
+  lua_pop(L, 1);
+  return rc;
+}
+
+/* p:_lookup(name, cols, key, kind, a, b, cached, ttl, size, missing) -> relation | nil, err
+ *   kind "function": a = fn; "sqlite": a = path, b = table; "attach": a = path, b = store */
+static int l_lookup(lua_State *L)
+{
+  lpipe *lp = rn_lua_checkpipe(L, 1);
+  const char *name = luaL_checkstring(L, 2);
+  luaL_checktype(L, 3, LUA_TTABLE);
+  const char *kind = luaL_checkstring(L, 5);
+  rn_err e = { .code = RN_OK };
+  rn_schema *s = rn_lua_toschema(lp, L, 3, lua_istable(L, 4) ? 4 : 0, name, &e);
+  if (!s) goto fail;
+  rn_lookup_fetch fetch = NULL;
+  void *ctx = NULL;
+  rn_free_fn free_ctx = NULL;
+  if (strcmp(kind, "function") == 0) {
+    luaL_checktype(L, 6, LUA_TFUNCTION);
+    lsource *src = malloc(sizeof *src);
+    if (!src) { rn_schema_free(s); return luaL_error(L, "out of memory"); }
+    src->lp = lp;
+    lua_pushvalue(L, 6);
+    src->ref = luaL_ref(L, LUA_REGISTRYINDEX);
+    fetch = lua_fetch;
+    ctx = src;
+    free_ctx = free_lsource;
+  } else if (strcmp(kind, "sqlite") == 0) {
+    if (rn_sqlite_source(luaL_checkstring(L, 6), luaL_checkstring(L, 7), s, name, &fetch, &ctx, &free_ctx, &e)) {
+      rn_schema_free(s);
+      goto fail;
+    }
+  } else {
+    const char *path = luaL_checkstring(L, 6);
+    rn_attached *a;
+    if (rn_attach(path, luaL_checkstring(L, 7), open_env(L, path), &a, &e)) { rn_schema_free(s); goto fail; }
+    if (rn_lookup_attach_source(a, &fetch, &ctx, &free_ctx)) {
+      rn_attach_close(a);
+      rn_schema_free(s);
+      return luaL_error(L, "out of memory");
+    }
+  }
+  rn_lookup_opts o = { lua_toboolean(L, 8), luaL_optnumber(L, 9, 0), (size_t)luaL_optinteger(L, 10, 0),
+                       lua_toboolean(L, 11) };
+  rn_rel *rel;
+  if (rn_declare_lookup(lp->p, name, s, fetch, ctx, free_ctx, &o, &rel)) {
+    lua_pushnil(L);
+    lua_pushstring(L, rn_errmsg(lp->p));
+    return 2;
+  }
+  rn_lua_relinfo(L, rel);
+  rn_lua_pushrel(L, 1, rel);
+  return 1;
+fail:
+  lua_pushnil(L);
+  lua_pushstring(L, e.msg);
+  return 2;
+}
+
+/* p:_store_sink(rel, name) -> true | nil, err */
+static int l_store_sink(lua_State *L)
+{
+  lpipe *lp = rn_lua_checkpipe(L, 1);
+  lrel *r = rn_lua_checkrel(L, 2);
+  if (rn_store_sink(lp->p, r->rel, luaL_checkstring(L, 3))) {
+    lua_pushnil(L);
+    lua_pushstring(L, rn_errmsg(lp->p));
+    return 2;
+  }
+  lua_pushboolean(L, 1);
+  return 1;
+}
+
+/* ---- runnel.attach(path, store): a reader ---- */
+
+typedef struct lattached {
+  rn_attached *a;         /* NULL once closed */
+  msgpack_zone zone;
+  char *path, *name;      /* what it reads: a lookup opens its own reader of it */
+} lattached;
+
+static lattached *check_attached(lua_State *L)
+{
+  lattached *la = luaL_checkudata(L, 1, RN_ATTACHED_MT);
+  if (!la->a) luaL_error(L, "runnel: the attached store is closed");
+  return la;
+}
+
+static int l_attach(lua_State *L)
+{
+  const char *path = luaL_checkstring(L, 1), *name = luaL_checkstring(L, 2);
+  lattached *la = lua_newuserdatauv(L, sizeof *la, 1);
+  la->a = NULL;
+  la->path = strdup(path);
+  la->name = strdup(name);
+  msgpack_zone_init(&la->zone, 1024);
+  luaL_setmetatable(L, RN_ATTACHED_MT);
+  if (!la->path || !la->name) return luaL_error(L, "out of memory");
+  rn_err e = { .code = RN_OK };
+  void *env = open_env(L, path);
+  if (rn_attach(path, name, env, &la->a, &e)) return luaL_error(L, "%s", e.msg);
+  if (env) { /* keep the pipeline whose environment it shares alive */
+    char real[PATH_MAX];
+    if (realpath(path, real)) {
+      luaL_getsubtable(L, LUA_REGISTRYINDEX, OPEN_STATES);
+      lua_getfield(L, -1, real);
+      lua_setiuservalue(L, -3, 1);
+      lua_pop(L, 1);
+    }
+  }
+  return 1;
+}
+
+/* att:_source() -> path, store (what p:lookup needs to read it) */
+static int l_attached_source(lua_State *L)
+{
+  lattached *la = check_attached(L);
+  lua_pushstring(L, la->path);
+  lua_pushstring(L, la->name);
+  return 2;
+}
+
+/* att:get(key) -> row | nil, in one read transaction */
+static int l_attached_get(lua_State *L)
+{
+  lattached *la = check_attached(L);
+  const rn_schema *s = rn_attach_schema(la->a);
+  msgpack_sbuffer k, row;
+  msgpack_sbuffer_init(&k);
+  msgpack_sbuffer_init(&row);
+  rn_err e = { .code = RN_OK };
+  int rc = 0;
+  for (int i = 0; i < s->nkey && !rc; i++) {
+    const rn_column *c = &s->cols[s->key_slots[i]];
+    msgpack_object v;
+    if (lua_istable(L, 2)) lua_getfield(L, 2, c->name); else lua_pushvalue(L, 2);
+    size_t len;
+    if (lua_type(L, -1) == LUA_TSTRING) {
+      v.type = MSGPACK_OBJECT_STR;
+      v.via.str.ptr = lua_tolstring(L, -1, &len);
+      v.via.str.size = (uint32_t)len;
+    } else if (lua_isinteger(L, -1)) {
+      lua_Integer x = lua_tointeger(L, -1);
+      if (x >= 0) { v.type = MSGPACK_OBJECT_POSITIVE_INTEGER; v.via.u64 = (uint64_t)x; }
+      else { v.type = MSGPACK_OBJECT_NEGATIVE_INTEGER; v.via.i64 = x; }
+    } else if (lua_isnumber(L, -1)) {
+      v.type = MSGPACK_OBJECT_FLOAT64;
+      v.via.f64 = lua_tonumber(L, -1);
+    } else if (lua_isboolean(L, -1)) {
+      v.type = MSGPACK_OBJECT_BOOLEAN;
+      v.via.boolean = lua_toboolean(L, -1);
+    } else {
+      v.type = MSGPACK_OBJECT_NIL;
+    }
+    rc = v.type == MSGPACK_OBJECT_NIL ? rn_err_set(&e, RN_EINVAL, "get: key column \"%s\" is missing", c->name)
+                                      : rn_value_normalize(c, &v, &la->zone, "attach", &e);
+    if (!rc) rn_key_append(&k, &v);
+    lua_pop(L, 1);
+  }
+  int found = 0;
+  if (!rc) rc = rn_attach_get(la->a, k.data, k.size, &row, &found, &e);
+  msgpack_sbuffer_destroy(&k);
+  if (rc) {
+    msgpack_sbuffer_destroy(&row);
+    msgpack_zone_clear(&la->zone);
+    return luaL_error(L, "%s", e.msg);
+  }
+  if (!found) {
+    lua_pushnil(L);
+  } else {
+    const msgpack_object *v = rn_row_unpack(row.data, row.size, s->ncols, &la->zone);
+    lua_createtable(L, 0, s->ncols);
+    for (int i = 0; v && i < s->ncols; i++) {
+      if (v[i].type == MSGPACK_OBJECT_NIL) continue;
+      rn_lua_pushvalue(L, &v[i], &s->cols[i]);
+      lua_setfield(L, -2, s->cols[i].name);
+    }
+  }
+  msgpack_sbuffer_destroy(&row);
+  msgpack_zone_clear(&la->zone);
+  return 1;
+}
+
+typedef struct rows_ctx { lua_State *L; lattached *la; int n; } rows_ctx;
+
+static int push_one(void *ctx, const char *row, size_t len)
+{
+  rows_ctx *r = ctx;
+  const rn_schema *s = rn_attach_schema(r->la->a);
+  const msgpack_object *v = rn_row_unpack(row, len, s->ncols, &r->la->zone);
+  lua_createtable(r->L, 0, s->ncols);
+  for (int i = 0; v && i < s->ncols; i++) {
+    if (v[i].type == MSGPACK_OBJECT_NIL) continue;
+    rn_lua_pushvalue(r->L, &v[i], &s->cols[i]);
+    lua_setfield(r->L, -2, s->cols[i].name);
+  }
+  lua_rawseti(r->L, -2, ++r->n);
+  msgpack_zone_clear(&r->la->zone);
+  return 0;
+}
+
+/* att:rows() -> { row… } in key order, all from one committed group */
+static int l_attached_rows(lua_State *L)
+{
+  lattached *la = check_attached(L);
+  rows_ctx r = { L, la, 0 };
+  rn_err e = { .code = RN_OK };
+  lua_newtable(L);
+  luaL_checkstack(L, 8, "rows");
+  if (rn_attach_rows(la->a, push_one, &r, &e)) return luaL_error(L, "%s", e.msg);
+  return 1;
+}
+
+static int l_attached_close(lua_State *L)
+{
+  lattached *la = luaL_checkudata(L, 1, RN_ATTACHED_MT);
+  if (la->path) { /* not yet closed: path is set from the start */
+    rn_attach_close(la->a);
+    la->a = NULL;
+    msgpack_zone_destroy(&la->zone);
+    free(la->path);
+    free(la->name);
+    la->path = la->name = NULL;
+  }
+  return 0;
+}
+
+/* p:stats().lookups: { [name] = { hits, misses, evictions, source_calls } } */
+void rn_lua_push_lookup_stats(lua_State *L, rn_pipeline *p)
+{
+  lua_newtable(L);
+  for (int i = 0; i < p->nrels; i++) {
+    rn_rel *r = p->rels[i];
+    if (r->kind != RN_REL_LOOKUP) continue;
+    const rn_lookup_stats *st = rn_lookup_stats_of(r);
+    lua_createtable(L, 0, 4);
+    lua_pushinteger(L, (lua_Integer)st->hits);
+    lua_setfield(L, -2, "hits");
+    lua_pushinteger(L, (lua_Integer)st->misses);
+    lua_setfield(L, -2, "misses");
+    lua_pushinteger(L, (lua_Integer)st->evictions);
+    lua_setfield(L, -2, "evictions");
+    lua_pushinteger(L, (lua_Integer)st->source_calls);
+    lua_setfield(L, -2, "source_calls");
+    lua_setfield(L, -2, r->name);
+  }
+}
+
+void rn_lua_lookup_open(lua_State *L, int methods, int module)
+{
+  lua_pushcfunction(L, l_lookup);
+  lua_setfield(L, methods, "_lookup");
+  lua_pushcfunction(L, l_store_sink);
+  lua_setfield(L, methods, "_store_sink");
+  lua_pushcfunction(L, l_attach);
+  lua_setfield(L, module, "attach");
+  luaL_newmetatable(L, RN_ATTACHED_MT);
+  lua_createtable(L, 0, 2);
+  lua_pushcfunction(L, l_attached_get);
+  lua_setfield(L, -2, "get");
+  lua_pushcfunction(L, l_attached_source);
+  lua_setfield(L, -2, "_source");
+  lua_pushcfunction(L, l_attached_rows);
+  lua_setfield(L, -2, "rows");
+  lua_pushcfunction(L, l_attached_close);
+  lua_setfield(L, -2, "close");
+  lua_setfield(L, -2, "__index");
+  lua_pushcfunction(L, l_attached_close);
+  lua_setfield(L, -2, "__gc");
+  lua_pushcfunction(L, l_attached_close);
+  lua_setfield(L, -2, "__close");
+  lua_pop(L, 1);
+}

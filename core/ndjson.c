@@ -50,6 +50,11 @@ static void json_number(msgpack_sbuffer *b, double d)
 {
   if (!isfinite(d)) { puts_(b, "null"); return; } /* JSON has no NaN or infinity */
   char tmp[32];
+  if (d == floor(d) && fabs(d) < 1e15) { /* whole numbers as 30.0, not 3e+01 */
+    snprintf(tmp, sizeof tmp, "%.1f", d);
+    puts_(b, tmp);
+    return;
+  }
   for (int prec = 1; prec <= 17; prec++) {
     snprintf(tmp, sizeof tmp, "%.*g", prec, d);
     if (strtod(tmp, NULL) == d) break;

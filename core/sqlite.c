@@ -328,8 +328,6 @@ static void free_ssink(void *ctx)
 
 int rn_sqlite_sink(rn_pipeline *p, rn_rel *rel, const char *path, const char *table)
 {
-  if (!rel->tablelike && rel->kind != RN_REL_STREAM)
-    return rn_err_set(&p->err, RN_EINVAL, "%s: sqlite: not a relation with rows", rel->name);
   ssink *s = calloc(1, sizeof *s);
   if (!s || !msgpack_zone_init(&s->zone, 4096)) {
     free(s);

@@ -72,8 +72,6 @@ static int st_change(void *ctx, rn_rel *rel, const rn_change *c, const rn_sink_i
 
 int rn_store_sink(rn_pipeline *p, rn_rel *rel, const char *name)
 {
-  if (!rel->tablelike && rel->kind != RN_REL_STREAM)
-    return rn_err_set(&p->err, RN_EINVAL, "%s: store: not a relation with rows", rel->name);
   if (p->state != RN_IDLE) return rn_err_set(&p->err, RN_EMISUSE, "%s: stores are added outside groups", rel->name);
   int rc = rn_flush(p);
   if (rc) return rc;

@@ -29,6 +29,7 @@ echo "# runnel, --mapper (a Lua mapper and joiner)"
 $BIN run scripts/bench/fkjoin.lua "$FKJOIN" --mapper
 $BIN run scripts/bench/hot_parent.lua
 $BIN run scripts/bench/aggregate.lua "$FKJOIN"
+$BIN run scripts/bench/io.lua "$FKJOIN"
 echo "# the example host (scripts/host): per-tick group latency, sync = false"
 build/host 1000 100 0 | grep -E "_ms|changes per tick"
 build/host 200 1000 0 | grep -E "_ms|changes per tick"

@@ -705,6 +705,16 @@ static int rebuild(rn_aggregate *a, bool created)
   return rn_rel_scan(a->in, rebuild_row, a);
 }
 
+static int setup_state(void *ctx, bool created, bool rebuild_it)
+{
+  rn_aggregate *a = ctx;
+  rn_pipeline *p = a->out->p;
+  int rc = rn_state_dbi(p, p->store.wtxn, "ag:", a->out->name, 0, &a->groups_dbi);
+  if (!rc) rc = rn_state_dbi(p, p->store.wtxn, "am:", a->out->name, 0, &a->values_dbi);
+  if (!rc && rebuild_it) rc = rebuild(a, created);
+  return rc;
+}
+
 int rn_declare_aggregate(rn_pipeline *p, const char *name, rn_rel *in, const int *by, int nby,
                          const rn_window *w, const rn_agg_spec *aggs, int naggs,
                          const rn_agg_fns *fns, rn_rel **out)
@@ -753,36 +763,12 @@ int rn_declare_aggregate(rn_pipeline *p, const char *name, rn_rel *in, const int
   r->input = in;
   r->tablelike = true;
   r->persistent = r->stateful = true;
-  bool created, stale;
-  rc = rn_store_begin(&p->store, &p->err);
-  if (!rc) {
-    p->group_serial++;
-    p->state = RN_APPLYING;
-    rc = rn_state_open(p, r, p->store.wtxn, &created, &stale);
-    if (!rc) rc = rn_state_dbi(p, p->store.wtxn, "ag:", name, 0, &a->groups_dbi);
-    if (!rc) rc = rn_state_dbi(p, p->store.wtxn, "am:", name, 0, &a->values_dbi);
-    if (!rc && (stale || created)) rc = rebuild(a, created);
-    if (!rc) {
-      size_t nlen = strlen(name);
-      char key[nlen + 2];
-      memcpy(key, "n:", 2);
-      memcpy(key + 2, name, nlen);
-      uint64_t val[3] = { r->next_id, r->count, p->seq };
-      MDB_val k = { nlen + 2, key }, v = { sizeof val, val };
-      int mrc = mdb_put(p->store.wtxn, p->store.meta, &k, &v, 0);
-      if (mrc) rc = rn_store_fail(&p->err, mrc, name);
-    }
-    msgpack_zone_clear(&p->scratch);
-    p->state = RN_IDLE;
-    if (!rc) rc = rn_store_commit(&p->store, &p->err);
-    else rn_store_abort(&p->store);
-  }
+  rc = rn_open_derived_state(p, r, setup_state, a);
   if (!rc) rc = rn_push_ptr((void ***)&in->outputs, &in->noutputs, &in->outcap, r);
   if (rc) {
     rn_rel_discard_last(p);
     return rc;
   }
-  r->saved_next_id = r->lmdb_next_id = r->next_id;
   *out = r;
   return 0;
 }

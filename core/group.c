@@ -171,14 +171,8 @@ static int save_counters(rn_pipeline *p, uint64_t seq)
     rn_rel *r = p->rels[i];
     if (!r->persistent) continue;
     if (!r->stateful && r->next_id == r->saved_next_id && r->count == r->saved_count) continue;
-    size_t nlen = strlen(r->name);
-    char key[nlen + 2];
-    memcpy(key, "n:", 2);
-    memcpy(key + 2, r->name, nlen);
-    uint64_t val[3] = { r->next_id, r->count, seq };
-    MDB_val k = { nlen + 2, key }, v = { sizeof val, val };
-    int rc = mdb_put(txn, p->store.meta, &k, &v, 0);
-    if (rc) return rn_store_fail(&p->err, rc, r->name);
+    int rc = rn_state_save_counters(p, r, txn, seq);
+    if (rc) return rc;
   }
   MDB_val k = { 3, (void *)"seq" }, v = { 8, &seq };
   int rc = mdb_put(txn, p->store.meta, &k, &v, 0);

@@ -72,18 +72,6 @@ static int slot_values(rn_join *j, rn_rel *r, const side *s, const int *slots, i
   return 0;
 }
 
-static void be64(char out[8], uint64_t u)
-{
-  for (int i = 0; i < 8; i++) out[i] = (char)(u >> (56 - 8 * i));
-}
-
-static uint64_t from_be64(const char *d)
-{
-  uint64_t u = 0;
-  for (int i = 0; i < 8; i++) u = (u << 8) | (unsigned char)d[i];
-  return u;
-}
-
 static void set_part(fk *f)
 {
   if (f->null) {
@@ -94,7 +82,7 @@ static void set_part(fk *f)
     f->part_len = f->len;
   } else {
     memcpy(f->part, f->enc, RN_JOIN_FK_INLINE);
-    be64(f->part + RN_JOIN_FK_INLINE, rn_hash64(f->enc, f->len));
+    rn_be64_put(f->part + RN_JOIN_FK_INLINE, rn_hash64(f->enc, f->len));
     f->part_len = sizeof f->part;
   }
 }
@@ -322,7 +310,7 @@ static int result_key(rn_join *j, uint64_t lid, side *l, const fk *f, msgpack_sb
     rn_key_encode(ls, lv, b);
   } else {
     char idk[9] = { RN_KEY_INT };
-    be64(idk + 1, lid ^ (1ULL << 63));
+    rn_be64_put(idk + 1, lid ^ (1ULL << 63));
     msgpack_sbuffer_write(b, idk, 9);
   }
   return 0;
@@ -386,7 +374,7 @@ static int emit_result(rn_join *j, uint64_t old_id, const side *old, uint64_t ne
 static void index_key(const fk *f, uint64_t lid, char *out, size_t *len)
 {
   memcpy(out, f->part, f->part_len);
-  be64(out + f->part_len, lid);
+  rn_be64_put(out + f->part_len, lid);
   *len = f->part_len + 8;
 }
 
@@ -538,7 +526,7 @@ static int collect(rn_join *j, const fk *f, entries *out)
       out->cap = cap;
     }
     entry *e = &out->items[out->n++];
-    e->lid = from_be64((const char *)k.mv_data + f->part_len);
+    e->lid = rn_be64_get((const char *)k.mv_data + f->part_len);
     memcpy(&e->rid, v.mv_data, 8);
     uint32_t llen;
     memcpy(&llen, (const char *)v.mv_data + 8, 4);
@@ -827,6 +815,21 @@ static int rebuild(rn_join *j, bool created)
   return rn_rel_scan(j->left, boot_left, &b);
 }
 
+/* Opens the join's databases and, when its state is new or stale,
+ * rebuilds it (rn_open_derived_state). */
+static int setup_state(void *ctx, bool created, bool rebuild_it)
+{
+  rn_join *j = ctx;
+  rn_pipeline *p = j->out->p;
+  const char *name = j->out->name;
+  int rc = 0;
+  if (!j->stream) rc = rn_state_dbi(p, p->store.wtxn, "ji:", name, 0, &j->index_dbi);
+  if (!rc && !j->stream) rc = rn_state_dbi(p, p->store.wtxn, "jr:", name, 0, &j->result_dbi);
+  if (!rc && !j->right_native && !j->lookup) rc = rn_state_dbi(p, p->store.wtxn, "jc:", name, 0, &j->right_dbi);
+  if (!rc && rebuild_it && j->out->stateful) rc = rebuild(j, created);
+  return rc;
+}
+
 int rn_declare_join(rn_pipeline *p, const char *name, rn_rel *left, rn_rel *right,
                     const rn_join_spec *spec, const rn_join_fns *fns, rn_rel **out)
 {
@@ -874,31 +877,7 @@ int rn_declare_join(rn_pipeline *p, const char *name, rn_rel *left, rn_rel *righ
   r->persistent = true;
   r->stateful = !stream || (!j->right_native && !j->lookup);
 
-  bool created, stale;
-  rc = rn_store_begin(&p->store, &p->err);
-  if (!rc) {
-    p->group_serial++;
-    p->state = RN_APPLYING; /* callbacks may read, not change tables */
-    rc = rn_state_open(p, r, p->store.wtxn, &created, &stale);
-    if (!rc && !stream) rc = rn_state_dbi(p, p->store.wtxn, "ji:", name, 0, &j->index_dbi);
-    if (!rc && !stream) rc = rn_state_dbi(p, p->store.wtxn, "jr:", name, 0, &j->result_dbi);
-    if (!rc && !j->right_native && !j->lookup) rc = rn_state_dbi(p, p->store.wtxn, "jc:", name, 0, &j->right_dbi);
-    if (!rc && (stale || created) && r->stateful) rc = rebuild(j, created);
-    if (!rc && r->stateful) { /* record that the state is current as of this seq */
-      size_t nlen = strlen(name);
-      char key[nlen + 2];
-      memcpy(key, "n:", 2);
-      memcpy(key + 2, name, nlen);
-      uint64_t val[3] = { r->next_id, r->count, p->seq };
-      MDB_val k = { nlen + 2, key }, v = { sizeof val, val };
-      int mrc = mdb_put(p->store.wtxn, p->store.meta, &k, &v, 0);
-      if (mrc) rc = rn_store_fail(&p->err, mrc, name);
-    }
-    msgpack_zone_clear(&p->scratch);
-    p->state = RN_IDLE;
-    if (!rc) rc = rn_store_commit(&p->store, &p->err);
-    else rn_store_abort(&p->store);
-  }
+  rc = rn_open_derived_state(p, r, setup_state, j);
   if (!rc) rc = rn_push_ptr((void ***)&left->outputs, &left->noutputs, &left->outcap, r);
   if (!rc && right != left && rn_push_ptr((void ***)&right->outputs, &right->noutputs, &right->outcap, r))
     rc = rn_err_set(&p->err, RN_ENOMEM, "out of memory");
@@ -907,7 +886,6 @@ int rn_declare_join(rn_pipeline *p, const char *name, rn_rel *left, rn_rel *righ
     rn_rel_discard_last(p);
     return rc;
   }
-  r->saved_next_id = r->lmdb_next_id = r->next_id;
   *out = r;
   return 0;
 }
@@ -937,7 +915,7 @@ int rn_join_scan(rn_rel *d, rn_scan_fn fn, void *ctx)
   for (; !rc && mrc == 0; mrc = mdb_cursor_get(cur, &k, &v, MDB_NEXT)) {
     uint32_t llen;
     memcpy(&llen, (const char *)v.mv_data + 8, 4);
-    entry e = { from_be64((const char *)k.mv_data + k.mv_size - 8), 0, (const char *)v.mv_data + 12, llen };
+    entry e = { rn_be64_get((const char *)k.mv_data + k.mv_size - 8), 0, (const char *)v.mv_data + 12, llen };
     memcpy(&e.rid, v.mv_data, 8);
     side l, r = { 0 }, res = { 0 };
     fk f;

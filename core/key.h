@@ -36,6 +36,19 @@ int rn_key_encode(const rn_schema *s, const msgpack_object *vals, msgpack_sbuffe
  * -1 if k is not a valid encoding. */
 int rn_key_decode(const char *k, size_t len, msgpack_object *out, int max, msgpack_zone *z);
 
+/* Big-endian u64s: ids in keys sort as numbers. */
+static inline void rn_be64_put(char out[8], uint64_t u)
+{
+  for (int i = 0; i < 8; i++) out[i] = (char)(u >> (56 - 8 * i));
+}
+
+static inline uint64_t rn_be64_get(const char *d)
+{
+  uint64_t u = 0;
+  for (int i = 0; i < 8; i++) u = (u << 8) | (unsigned char)d[i];
+  return u;
+}
+
 /* FNV-1a, 64 bits: the hash of long keys and of keyless rows. */
 uint64_t rn_hash64(const void *data, size_t len);
 

@@ -191,6 +191,14 @@ int rn_push_ptr(void ***arr, int *n, int *cap, void *item);
 int rn_state_open(rn_pipeline *p, rn_rel *r, MDB_txn *txn, bool *created, bool *stale);
 int rn_state_dbi(rn_pipeline *p, MDB_txn *txn, const char *prefix, const char *name,
                  unsigned flags, MDB_dbi *out);
+/* Writes r's |next_id|count|seq| record in txn. */
+int rn_state_save_counters(rn_pipeline *p, rn_rel *r, MDB_txn *txn, uint64_t seq);
+/* Opens a stateful derived relation's state in a transaction of its own:
+ * its catalogue entry, then setup(ctx, created, rebuild) to open its
+ * databases (and, when rebuild, rebuild them from its inputs: new state, or
+ * state that missed groups), then its counters as of the current seq. */
+typedef int (*rn_state_setup_fn)(void *ctx, bool created, bool rebuild);
+int rn_open_derived_state(rn_pipeline *p, rn_rel *r, rn_state_setup_fn setup, void *ctx);
 void rn_rel_free(rn_rel *r);
 /* Sends a change of rel to its log and to every relation derived from it. */
 int rn_emit(rn_rel *rel, const rn_change *c);

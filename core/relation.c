@@ -153,6 +153,36 @@ fail:
   return p->err.code;
 }
 
+int rn_state_save_counters(rn_pipeline *p, rn_rel *r, MDB_txn *txn, uint64_t seq)
+{
+  size_t nlen = strlen(r->name);
+  char key[nlen + 2];
+  memcpy(key, "n:", 2);
+  memcpy(key + 2, r->name, nlen);
+  uint64_t val[3] = { r->next_id, r->count, seq }; /* stateful: saw every group up to seq */
+  MDB_val k = { nlen + 2, key }, v = { sizeof val, val };
+  int rc = mdb_put(txn, p->store.meta, &k, &v, 0);
+  return rc ? rn_store_fail(&p->err, rc, r->name) : 0;
+}
+
+int rn_open_derived_state(rn_pipeline *p, rn_rel *r, rn_state_setup_fn setup, void *ctx)
+{
+  bool created, stale;
+  int rc = rn_store_begin(&p->store, &p->err);
+  if (rc) return rc;
+  p->group_serial++;
+  p->state = RN_APPLYING; /* callbacks may read, not change tables */
+  rc = rn_state_open(p, r, p->store.wtxn, &created, &stale);
+  if (!rc) rc = setup(ctx, created, stale || created);
+  if (!rc) rc = rn_state_save_counters(p, r, p->store.wtxn, p->seq); /* current as of this seq */
+  msgpack_zone_clear(&p->scratch);
+  p->state = RN_IDLE;
+  if (!rc) rc = rn_store_commit(&p->store, &p->err);
+  else rn_store_abort(&p->store);
+  if (!rc) r->saved_next_id = r->lmdb_next_id = r->next_id;
+  return rc;
+}
+
 /* A source's meta and databases, in one transaction of its own. */
 static int open_source_state(rn_pipeline *p, rn_rel *r)
 {

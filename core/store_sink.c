@@ -29,7 +29,7 @@ static int key_of(const rn_schema *s, uint64_t id, const char *row, size_t len, 
   msgpack_sbuffer_clear(k);
   if (!s->nkey) {
     char be[8];
-    for (int i = 0; i < 8; i++) be[i] = (char)(id >> (56 - 8 * i));
+    rn_be64_put(be, id);
     msgpack_sbuffer_write(k, be, 8);
     return 0;
   }

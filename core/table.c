@@ -221,18 +221,6 @@ static int keyed_delete(rn_rel *t, msgpack_object *vals, uint8_t *given)
 
 /* ---- keyless tables ---- */
 
-static void be64(char out[8], uint64_t u)
-{
-  for (int i = 0; i < 8; i++) out[i] = (char)(u >> (56 - 8 * i));
-}
-
-static uint64_t from_be64(const char *d)
-{
-  uint64_t u = 0;
-  for (int i = 0; i < 8; i++) u = (u << 8) | (unsigned char)d[i];
-  return u;
-}
-
 /* Finds the stored row equal to row with the smallest id (3); *id = 0 if none. */
 static int keyless_find(rn_rel *t, MDB_txn *txn, const char *row, size_t len, uint64_t *id)
 {
@@ -247,7 +235,7 @@ static int keyless_find(rn_rel *t, MDB_txn *txn, const char *row, size_t len, ui
     MDB_val rk = { 8, v.mv_data }, rv;
     if (mdb_get(txn, t->rows_dbi, &rk, &rv) == 0 && rv.mv_size == len &&
         memcmp(rv.mv_data, row, len) == 0) {
-      *id = from_be64(v.mv_data);
+      *id = rn_be64_get(v.mv_data);
       break;
     }
   }
@@ -259,7 +247,7 @@ static int keyless_link(rn_rel *t, uint64_t id, const char *row, size_t len, boo
 {
   MDB_txn *txn = t->p->store.wtxn;
   char idk[8];
-  be64(idk, id);
+  rn_be64_put(idk, id);
   uint64_t h = rn_hash64(row, len);
   MDB_val rk = { 8, idk }, rv = { len, (void *)row }, hk = { 8, &h }, hv = { 8, idk };
   int rc;
@@ -511,7 +499,7 @@ int rn_table_row_by_key(rn_rel *t, MDB_txn *txn, const char *key, size_t klen,
 int rn_table_row_by_id(rn_rel *t, MDB_txn *txn, uint64_t id, const char **row, size_t *len)
 {
   char idk[8];
-  be64(idk, id);
+  rn_be64_put(idk, id);
   MDB_val k = { 8, idk }, v;
   int rc = mdb_get(txn, t->rows_dbi, &k, &v);
   *row = rc ? NULL : v.mv_data;
@@ -584,7 +572,7 @@ int rn_cursor_next(rn_cursor *c, uint64_t *id, const char **row, size_t *len, in
     if (rc == MDB_NOTFOUND) { *done = 1; return 0; }
     if (rc) return rn_store_fail(&t->p->err, rc, t->name);
     if (!t->schema->nkey) {
-      *id = from_be64(k.mv_data);
+      *id = rn_be64_get(k.mv_data);
       *row = v.mv_data;
       *len = v.mv_size;
       return 0;

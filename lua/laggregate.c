@@ -197,11 +197,8 @@ int rn_lua_declare_aggregate(lua_State *L)
     fns = (rn_agg_fns){ init_cb, step_cb, result_cb, can_remove_cb, g, free_laggs };
   }
   rn_rel *rel = NULL;
-  if (rn_declare_aggregate(lp->p, name, in->rel, by, nby, &w, specs, naggs, &fns, &rel))
-    return fail(L, rn_errmsg(lp->p));
-  rn_lua_relinfo(L, rel);
-  rn_lua_pushrel(L, 1, rel);
-  return 1;
+  int rc = rn_declare_aggregate(lp->p, name, in->rel, by, nby, &w, specs, naggs, &fns, &rel);
+  return rn_lua_declared(L, lp, rc, rel);
 }
 
 /* rel:late() -> events an aggregate dropped as late */

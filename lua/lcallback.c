@@ -20,7 +20,6 @@ typedef struct lcb {
 enum { CB_FN, CB_INSERT = 0, CB_UPDATE, CB_DELETE, CB_COMMIT, CB_ALL };
 enum { CB_MAPPER = 0, CB_SELECTOR = 1, CB_JOINER = 2 };
 
-static int declared(lua_State *L, lpipe *lp, int rc, rn_rel *rel);
 
 static void free_cb(void *ctx)
 {
@@ -306,10 +305,10 @@ int rn_lua_declare_join(lua_State *L)
   rn_rel *rel = NULL;
   int rc = rn_declare_join(lp->p, name, left->rel, right->rel, &spec, &fns, &rel);
   if (!rc && fns.ctx) ((lcb *)fns.ctx)->rel = rel;
-  return declared(L, lp, rc, rel);
+  return rn_lua_declared(L, lp, rc, rel);
 }
 
-static int declared(lua_State *L, lpipe *lp, int rc, rn_rel *rel)
+int rn_lua_declared(lua_State *L, lpipe *lp, int rc, rn_rel *rel)
 {
   if (rc) {
     lua_pushnil(L);
@@ -333,7 +332,7 @@ int rn_lua_declare_filter(lua_State *L)
   rn_rel *rel = NULL;
   int rc = rn_declare_derived(lp->p, name, RN_REL_FILTER, in->rel, NULL, cb, free_cb, &rel);
   if (!rc) { rel->filter = filter_cb; cb->rel = rel; }
-  return declared(L, lp, rc, rel);
+  return rn_lua_declared(L, lp, rc, rel);
 }
 
 /* p:_map(in, name, fn, cols, key|nil) -> relation | nil, err */
@@ -356,7 +355,7 @@ int rn_lua_declare_map(lua_State *L)
   rn_rel *rel = NULL;
   int rc = rn_declare_derived(lp->p, name, RN_REL_MAP, in->rel, s, cb, free_cb, &rel);
   if (!rc) { rel->map = map_cb; cb->rel = rel; }
-  return declared(L, lp, rc, rel);
+  return rn_lua_declared(L, lp, rc, rel);
 }
 
 /* p:_sink(rel, fn|nil, insert, update, delete, commit, consolidate) -> true | nil, err */
@@ -427,5 +426,5 @@ int rn_lua_declare_select(lua_State *L)
   }
   rn_rel *rel = NULL;
   int rc = rn_declare_select(lp->p, name, in->rel, slots, names, n, nkey ? key : NULL, nkey, &rel);
-  return declared(L, lp, rc, rel);
+  return rn_lua_declared(L, lp, rc, rel);
 }

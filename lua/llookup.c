@@ -158,15 +158,9 @@ static int l_lookup(lua_State *L)
   }
   rn_lookup_opts o = { lua_toboolean(L, 8), luaL_optnumber(L, 9, 0), (size_t)luaL_optinteger(L, 10, 0),
                        lua_toboolean(L, 11) };
-  rn_rel *rel;
-  if (rn_declare_lookup(lp->p, name, s, fetch, ctx, free_ctx, &o, &rel)) {
-    lua_pushnil(L);
-    lua_pushstring(L, rn_errmsg(lp->p));
-    return 2;
-  }
-  rn_lua_relinfo(L, rel);
-  rn_lua_pushrel(L, 1, rel);
-  return 1;
+  rn_rel *rel = NULL;
+  int rc = rn_declare_lookup(lp->p, name, s, fetch, ctx, free_ctx, &o, &rel);
+  return rn_lua_declared(L, lp, rc, rel);
 fail:
   lua_pushnil(L);
   lua_pushstring(L, e.msg);

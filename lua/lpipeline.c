@@ -200,16 +200,9 @@ static int l_declare(lua_State *L)
     lua_pushstring(L, e.msg);
     return 2;
   }
-  rn_rel *rel;
+  rn_rel *rel = NULL;
   int rc = rn_declare_source(lp->p, name, strcmp(kind, "stream") == 0 ? RN_REL_STREAM : RN_REL_TABLE, s, &rel);
-  if (rc) {
-    lua_pushnil(L);
-    lua_pushstring(L, rn_errmsg(lp->p));
-    return 2;
-  }
-  rn_lua_relinfo(L, rel);
-  rn_lua_pushrel(L, 1, rel);
-  return 1;
+  return rn_lua_declared(L, lp, rc, rel);
 }
 
 /* p:_cdc(in, name, preimage 0|1|2, postimage, format) -> relation | nil, err */
@@ -220,15 +213,9 @@ static int l_declare_cdc(lua_State *L)
   static const char *const formats[] = { "log", "debezium", "flink", NULL };
   rn_cdc_opts o = { (int)luaL_checkinteger(L, 4), lua_toboolean(L, 5),
                     (rn_cdc_format)luaL_checkoption(L, 6, "log", formats) };
-  rn_rel *rel;
-  if (rn_declare_cdc(lp->p, luaL_checkstring(L, 3), in->rel, &o, &rel)) {
-    lua_pushnil(L);
-    lua_pushstring(L, rn_errmsg(lp->p));
-    return 2;
-  }
-  rn_lua_relinfo(L, rel);
-  rn_lua_pushrel(L, 1, rel);
-  return 1;
+  rn_rel *rel = NULL;
+  int rc = rn_declare_cdc(lp->p, luaL_checkstring(L, 3), in->rel, &o, &rel);
+  return rn_lua_declared(L, lp, rc, rel);
 }
 
 static int l_begin(lua_State *L)

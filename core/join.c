@@ -21,6 +21,11 @@ typedef struct rn_join {
   bool lookup;            /* the right side is a lookup: results are stored, not recomputed */
   MDB_dbi index_dbi, result_dbi, right_dbi;
   msgpack_sbuffer keybuf; /* scratch: encoding a key */
+  MDB_cursor *index_cur;  /* on index_dbi in the write transaction, positioned by index_entry */
+  uint64_t index_cur_txn; /* the store's txn_serial it belongs to (LMDB frees it with it) */
+  bool index_at;          /* index_cur is positioned at index_at_key */
+  char index_at_key[RN_JOIN_FK_INLINE + 16];
+  size_t index_at_len;
 } rn_join;
 
 /* A right key, encoded, with its fk part as the index uses it. */
@@ -378,8 +383,21 @@ static void index_key(const fk *f, uint64_t lid, char *out, size_t *len)
   *len = f->part_len + 8;
 }
 
+/* The join's index cursor in the write transaction, or NULL outside one. */
+static MDB_cursor *index_cursor(rn_join *j)
+{
+  rn_store *s = &j->out->p->store;
+  if (!s->write_txn || txn_of(j) != s->write_txn) return NULL;
+  if (j->index_cur && j->index_cur_txn == s->txn_serial) return j->index_cur;
+  j->index_at = false;
+  if (mdb_cursor_open(s->write_txn, j->index_dbi, &j->index_cur)) return j->index_cur = NULL;
+  j->index_cur_txn = s->txn_serial;
+  return j->index_cur;
+}
+
 /* |u64 result id|u32 left length|left row|result|: fan-out reads the left
- * row here, no lookup; a lookup join keeps the result it emitted. */
+ * row here, no lookup; a lookup join keeps the result it emitted. An entry
+ * index_entry just read is rewritten in place (no second descent). */
 static int index_put(rn_join *j, const fk *f, uint64_t lid, uint64_t rid, const side *l, const side *res)
 {
   char k[sizeof ((fk *)0)->part + 8];
@@ -388,7 +406,11 @@ static int index_put(rn_join *j, const fk *f, uint64_t lid, uint64_t rid, const 
   size_t rlen = j->lookup && res && res->row ? res->len : 0;
   uint32_t llen = (uint32_t)l->len;
   MDB_val key = { klen, k }, v = { 12 + l->len + rlen, NULL };
-  int rc = mdb_put(txn_of(j), j->index_dbi, &key, &v, MDB_RESERVE);
+  MDB_cursor *cur = index_cursor(j);
+  bool here = cur && j->index_at && j->index_at_len == klen && memcmp(j->index_at_key, k, klen) == 0;
+  j->index_at = false;
+  int rc = here ? mdb_cursor_put(cur, &key, &v, MDB_CURRENT | MDB_RESERVE)
+                : mdb_put(txn_of(j), j->index_dbi, &key, &v, MDB_RESERVE);
   if (rc) return rn_store_fail(err_of(j), rc, j->out->name);
   char *d = v.mv_data;
   memcpy(d, &rid, 8);
@@ -400,6 +422,7 @@ static int index_put(rn_join *j, const fk *f, uint64_t lid, uint64_t rid, const 
 
 static int index_del(rn_join *j, const fk *f, uint64_t lid)
 {
+  j->index_at = false;
   char k[sizeof ((fk *)0)->part + 8];
   size_t klen;
   index_key(f, lid, k, &klen);
@@ -416,7 +439,13 @@ static int index_entry(rn_join *j, const fk *f, uint64_t lid, uint64_t *rid, sid
   size_t klen;
   index_key(f, lid, k, &klen);
   MDB_val key = { klen, k }, v;
-  int rc = mdb_get(txn_of(j), j->index_dbi, &key, &v);
+  MDB_cursor *cur = index_cursor(j);
+  int rc = cur ? mdb_cursor_get(cur, &key, &v, MDB_SET) : mdb_get(txn_of(j), j->index_dbi, &key, &v);
+  j->index_at = cur && rc == 0;
+  if (j->index_at) {
+    memcpy(j->index_at_key, k, klen);
+    j->index_at_len = klen;
+  }
   *rid = 0;
   if (stored) *stored = (side){ 0 };
   if (rc == 0) {

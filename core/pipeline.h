@@ -69,6 +69,8 @@ struct rn_rel {
   rn_schema *schema;      /* owned */
   MDB_dbi rows_dbi;       /* sources: "t:" name */
   MDB_dbi hash_dbi;       /* keyless tables: "h:" name */
+  MDB_cursor *rows_cur;   /* keyed tables: a cursor on rows_dbi in the write transaction */
+  uint64_t rows_cur_txn;  /* … of this store txn_serial (LMDB frees it with its transaction) */
   uint64_t next_id;       /* sources: the next id to allocate */
   uint64_t count;         /* tables: live rows */
   uint64_t saved_next_id; /* values at the last group commit, restored on rollback */

@@ -35,6 +35,7 @@
 
 typedef struct located {
   char stored[RN_KEY_INLINE_MAX + 9]; /* the stored form of a long key */
+  MDB_cursor *cur;        /* positioned at the key when found in the write transaction */
   MDB_val key;            /* the key as stored in rows_dbi */
   bool found;             /* an entry (live or tombstone) exists */
   bool live;              /* it holds a row */
@@ -68,15 +69,29 @@ static bool long_key_matches(const MDB_val *v, const char *key, size_t klen)
   return stored_len == klen && memcmp(d + 13, key, klen) == 0;
 }
 
+/* The table's cursor in the open write transaction (one per transaction:
+ * a change finds its key once and writes there without a second descent). */
+static MDB_cursor *rows_cursor(rn_rel *t)
+{
+  rn_store *s = &t->p->store;
+  if (t->rows_cur && t->rows_cur_txn == s->txn_serial) return t->rows_cur;
+  if (mdb_cursor_open(s->write_txn, t->rows_dbi, &t->rows_cur)) return t->rows_cur = NULL;
+  t->rows_cur_txn = s->txn_serial;
+  return t->rows_cur;
+}
+
 /* Finds the entry of an encoded key. */
 static int locate(rn_rel *t, MDB_txn *txn, const char *key, size_t klen, located *l)
 {
   l->found = l->live = false;
+  l->cur = NULL;
   MDB_val v;
   if (klen <= RN_KEY_INLINE_MAX) {
     l->key.mv_data = (void *)key;
     l->key.mv_size = klen;
-    int rc = mdb_get(txn, t->rows_dbi, &l->key, &v);
+    MDB_cursor *cur = txn && txn == t->p->store.write_txn ? rows_cursor(t) : NULL;
+    int rc = cur ? mdb_cursor_get(cur, &l->key, &v, MDB_SET) : mdb_get(txn, t->rows_dbi, &l->key, &v);
+    if (cur && rc == 0) l->cur = cur;
     if (rc == MDB_NOTFOUND) return 0;
     if (rc) return rn_store_fail(&t->p->err, rc, t->name);
     parse_value(&v, l);
@@ -115,7 +130,9 @@ static int put_keyed(rn_rel *t, const located *l, uint64_t id, const char *key, 
   }
   if (row) msgpack_sbuffer_write(b, row, row_len);
   MDB_val k = l->key, v = { b->size, b->data };
-  int rc = mdb_put(t->p->store.wtxn, t->rows_dbi, &k, &v, 0);
+  /* Found by the table's cursor: overwrite in place, no second descent. */
+  int rc = l->cur && l->found ? mdb_cursor_put(l->cur, &k, &v, MDB_CURRENT)
+                              : mdb_put(t->p->store.wtxn, t->rows_dbi, &k, &v, 0);
   return rc ? rn_store_fail(&t->p->err, rc, t->name) : 0;
 }
 

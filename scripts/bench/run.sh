@@ -25,6 +25,8 @@ echo "# runnel, on = \"team_id\" (declarative: no Lua per row)"
 $BIN run scripts/bench/fkjoin.lua "$FKJOIN"
 echo "# runnel, on = \"team_id\", writemap = true"
 $BIN run scripts/bench/fkjoin.lua "$FKJOIN" --writemap
+echo "# runnel, on = \"team_id\", the file through p:run (parsing included, no Lua per change)"
+$BIN run scripts/bench/fkjoin.lua "$FKJOIN" --run
 echo "# runnel, --mapper (a Lua mapper and joiner)"
 $BIN run scripts/bench/fkjoin.lua "$FKJOIN" --mapper
 $BIN run scripts/bench/hot_parent.lua

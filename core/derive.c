@@ -20,16 +20,19 @@ int rn_derive_row(rn_rel *d, const char *row, size_t len, const char **out, size
     if (pass) { *out = row; *out_len = len; }
     return 0;
   }
-  msgpack_sbuffer result;
-  msgpack_sbuffer_init(&result);
+  msgpack_sbuffer local, *result = d->outbuf_busy ? &local : &d->outbuf;
+  if (d->outbuf_busy) msgpack_sbuffer_init(&local);
+  msgpack_sbuffer_clear(result);
+  d->outbuf_busy = true;
   int has_row = 0;
-  int rc = d->map(d->ctx, d->input, d, row, len, &result, &has_row, &p->err);
+  int rc = d->map(d->ctx, d->input, d, row, len, result, &has_row, &p->err);
   if (rc == 0 && has_row) {
-    *out = rn_scratch_copy(p, result.data, result.size);
-    *out_len = result.size;
+    *out = rn_scratch_copy(p, result->data, result->size);
+    *out_len = result->size;
     if (!*out) rc = rn_err_set(&p->err, RN_ENOMEM, "out of memory");
   }
-  msgpack_sbuffer_destroy(&result);
+  if (result == &local) msgpack_sbuffer_destroy(&local);
+  else d->outbuf_busy = false;
   return rc;
 }
 

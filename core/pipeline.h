@@ -80,6 +80,8 @@ struct rn_rel {
   rn_rel *input;          /* derived: the relation it reads */
   rn_filter_fn filter;    /* RN_REL_FILTER */
   rn_map_fn map;          /* RN_REL_MAP */
+  msgpack_sbuffer outbuf; /* RN_REL_MAP: the row being built, reused per row */
+  bool outbuf_busy;       /* a callback re-entered this map (a scan of itself) */
   void *ctx;              /* the callback's context */
   rn_free_fn free_ctx;    /* frees ctx at close; may be NULL */
   rn_rel **outputs;       /* relations derived from this one */

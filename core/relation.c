@@ -68,6 +68,7 @@ void rn_rel_free(rn_rel *r)
   if (r->free_ctx) r->free_ctx(r->ctx);
   if (r->udata_free) r->udata_free(r->udata);
   if (r->kind != RN_REL_FILTER) rn_schema_free(r->schema);
+  msgpack_sbuffer_destroy(&r->outbuf);
   free(r->outputs);
   free(r->log.items);
   free(r->name);

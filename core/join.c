@@ -508,15 +508,13 @@ static int left_step(rn_join *j, uint64_t lid, side *lb, side *la, const rn_chan
   }
   if (rc) goto out;
   if (j->fns.selector && ob.row && (!oa.row || rid_a != rid_b)) rc = result_id(j, &kb, lid, false, &rid_b);
-  /* Index: the entry moves with the foreign key; it records the result id
-   * once there is one, and a derived left's row. */
+  /* Index: the entry moves with the foreign key and is rewritten on every
+   * change, since it holds the left row (and a lookup join's result). */
   if (!rc && lb->row && (!la->row || !same_fk(&fb, &fa))) rc = index_del(j, &fb, lid);
   if (!rc && la->row) {
     /* The entry keeps the id of the row's result key: for ever when that
      * key is fixed (default, key join), only while it exists with a selector. */
     uint64_t keep = oa.row ? rid_a : j->fns.selector ? 0 : rid_b;
-    bool moved = !lb->row || !same_fk(&fb, &fa);
-    (void)moved; /* the entry holds the row: every change rewrites it */
     rc = index_put(j, &fa, lid, keep, la, &oa);
   }
   if (!rc) rc = emit_result(j, rid_b, &ob, rid_a, &oa);
@@ -831,13 +829,12 @@ static int boot_left(void *ctx, uint64_t id, const char *row, size_t len)
   return rc;
 }
 
-static int rebuild(rn_join *j, bool created)
+static int rebuild(rn_join *j)
 {
   MDB_txn *txn = txn_of(j);
   int rc = j->stream ? 0 : mdb_drop(txn, j->index_dbi, 0);
   if (!rc && !j->right_native && !j->lookup) rc = mdb_drop(txn, j->right_dbi, 0);
   if (rc) return rn_store_fail(err_of(j), rc, j->out->name);
-  (void)created;
   boot b = { j };
   if (!j->right_native && !j->lookup && (rc = rn_rel_scan(j->right, boot_right, &b))) return rc;
   if (j->stream) return 0;
@@ -855,7 +852,8 @@ static int setup_state(void *ctx, bool created, bool rebuild_it)
   if (!j->stream) rc = rn_state_dbi(p, p->store.wtxn, "ji:", name, 0, &j->index_dbi);
   if (!rc && !j->stream) rc = rn_state_dbi(p, p->store.wtxn, "jr:", name, 0, &j->result_dbi);
   if (!rc && !j->right_native && !j->lookup) rc = rn_state_dbi(p, p->store.wtxn, "jc:", name, 0, &j->right_dbi);
-  if (!rc && rebuild_it && j->out->stateful) rc = rebuild(j, created);
+  (void)created; /* a new join is built like a stale one: from its inputs */
+  if (!rc && rebuild_it && j->out->stateful) rc = rebuild(j);
   return rc;
 }
 

@@ -311,7 +311,9 @@ static double now(void)
 static void reject(const rn_run_opts *o, uint64_t line_no, const char *why, const char *line, size_t len)
 {
   if (!o->rejects) return;
-  fprintf(o->rejects, "%s:%llu: %s\t%.*s\n", o->name, (unsigned long long)line_no, why, (int)len, line);
+  fprintf(o->rejects, "%s:%llu: %s\t", o->name, (unsigned long long)line_no, why);
+  fwrite(line, 1, len, o->rejects); /* the line as it came, NUL bytes too */
+  fputc('\n', o->rejects);
   fflush(o->rejects);
 }
 

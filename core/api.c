@@ -113,7 +113,9 @@ RN_API int rn_push(rn_pipeline *p, rn_rel *rel, rn_op op, const void *map, size_
 {
   msgpack_object m;
   size_t off = 0;
-  if (!map || msgpack_unpack(map, len, &off, &p->scratch, &m) != MSGPACK_UNPACK_SUCCESS) {
+  /* Checked before decoding: msgpack-c allocates what a header claims. */
+  if (!map || rn_msgpack_size(map, len) != len ||
+      msgpack_unpack(map, len, &off, &p->scratch, &m) != MSGPACK_UNPACK_SUCCESS) {
     rn_err_set(&p->err, RN_EINVAL, "%s: the change is not valid msgpack", rel->name);
     return rn_group_fail(p, RN_EINVAL, p->err.msg);
   }

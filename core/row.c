@@ -402,6 +402,11 @@ static size_t element_size(const unsigned char *p, const unsigned char *end)
   return (size_t)(p - start);
 }
 
+size_t rn_msgpack_size(const char *data, size_t len)
+{
+  return element_size((const unsigned char *)data, (const unsigned char *)data + len);
+}
+
 int rn_row_spans(const char *row, size_t len, int ncols, size_t *starts)
 {
   const unsigned char *p = (const unsigned char *)row, *end = p + len;

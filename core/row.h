@@ -48,6 +48,11 @@ void rn_row_pack(const rn_schema *s, const msgpack_object *vals, msgpack_sbuffer
 const msgpack_object *rn_row_unpack(const char *data, size_t len, int ncols,
                                     msgpack_zone *z);
 
+/* The size of the one msgpack value at data, or 0 if it is not well formed
+ * within len bytes. Every element a container claims must be there, so a
+ * buffer that passes cannot make a decoder allocate more than it holds. */
+size_t rn_msgpack_size(const char *data, size_t len);
+
 /* The byte offset of each of a row's ncols values (starts[ncols] = the end),
  * without decoding them: for copying values between rows. 0, or -1 if row
  * is not an array of ncols well-formed values. */

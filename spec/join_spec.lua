@@ -158,6 +158,40 @@ describe("table ⋈ table on a foreign key", function()
   end)
 end)
 
+describe("the declarative fast path", function()
+  it("runs no Lua function per row with on = … and no joiner", function()
+    local p = runnel.open()
+    local teams = p:table("teams", { {"id","int"}, {"name","string"}, key = "id" })
+    local players = p:table("players", { {"id","int"}, {"team","int"}, key = "id" })
+    local j = players:join(teams, { on = "team", kind = "left" })
+    local lua_calls = 0 -- calls into runnel.lua or this spec (busted's own machinery may run too)
+    debug.sethook(function()
+      local src = debug.getinfo(2, "S").short_src
+      if src:find("runnel.lua", 1, true) or src:find("join_spec", 1, true) then lua_calls = lua_calls + 1 end
+    end, "c")
+    for i = 1, 50 do teams:insert{ id = i, name = "t" .. i } end
+    for i = 1, 200 do players:insert{ id = i, team = i % 50 + 1 } end
+    teams:update{ id = 1, name = "renamed" } -- fans out to 4 players
+    debug.sethook()
+    assert.equal(0, lua_calls)
+    assert.equal(200, j:count())
+    p:close()
+  end)
+
+  it("gives CDC images of join results", function()
+    local p = runnel.open()
+    local teams = p:table("teams", { {"id","int"}, {"name","string"}, key = "id" })
+    local players = p:table("players", { {"id","int"}, {"team","int"}, key = "id" })
+    local log = {}
+    players:join(teams, { on = "team", kind = "left" }):cdc{ preimage = true, postimage = true }
+      :sink(function(_, r) log[#log + 1] = r["cdc$operation"] .. ":" .. tostring(r.name) end)
+    players:insert{ id = 1, team = 7 }
+    teams:insert{ id = 7, name = "otters" }
+    assert.same({ "0:nil", "2:nil", "9:nil", "0:nil", "1:otters", "9:otters" }, log)
+    p:close()
+  end)
+end)
+
 describe("mapper, selector and joiner", function()
   it("computes the right key with a mapper and the row with a joiner", function()
     local p, teams, players, roster, log = setup("left", {

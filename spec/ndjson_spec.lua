@@ -38,6 +38,16 @@ describe("runnel.ndjson", function()
     assert.matches('^{"@ID":1,', read(dir .. "/plain.ndjson"))
   end)
 
+  it("keeps cdc$ names through NDJSON", function()
+    local dir = H.tmpdir()
+    local p = runnel.open()
+    local t = p:table("t", { {"k","int"}, key = "k" })
+    t:cdc{}:sink(runnel.ndjson(dir .. "/cdc.ndjson", { verb = false }))
+    t:insert{ k = 1 }
+    p:close()
+    assert.equal('{"cdc$seq":1,"cdc$batch_seq_no":0,"cdc$operation":2,"cdc$id":1,"k":1}\n', read(dir .. "/cdc.ndjson"))
+  end)
+
   it("writes nothing for a group that rolls back", function()
     local dir = H.tmpdir()
     local p = runnel.open()

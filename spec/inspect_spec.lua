@@ -63,10 +63,11 @@ while n < 200000 and not exists(dir .. "/stop") do
   t:insert{ n = n }
   if n == 50 then io.open(dir .. "/started", "w"):close() end
 end
-local f = io.open(dir .. "/done", "w")
+local f = io.open(dir .. "/done.tmp", "w")
 f:write(("%d %d %d"):format(n, t:count(), p:seq()))
 f:close()
 p:close()
+os.rename(dir .. "/done.tmp", dir .. "/done") -- whole, or not there at all
 ]])
     os.execute(("%s run %s %s >/dev/null 2>&1 &"):format(bin, writer, dir))
     assert.is_true(wait_for(dir .. "/started"))

@@ -274,8 +274,18 @@ static int extreme(rn_aggregate *a, const gkey *g, int i, bool max, msgpack_obje
   return rc;
 }
 
-/* The group's result row: by values, window, aggregates. */
-static int result_row(rn_aggregate *a, const gkey *g, uint64_t rows, const msgpack_object *st, const char **row, size_t *len)
+/* An extreme not known yet: result_row looks it up. */
+static const msgpack_object UNKNOWN = { .type = MSGPACK_OBJECT_EXT, .via.ext = { 0x7e, 0, NULL } };
+
+static bool unknown(const msgpack_object *v)
+{
+  return v->type == MSGPACK_OBJECT_EXT && v->via.ext.type == 0x7e;
+}
+
+/* The group's result row: by values, window, aggregates. ext holds each
+ * min/max's value where known (UNKNOWN: looked up, and filled in). */
+static int result_row(rn_aggregate *a, const gkey *g, uint64_t rows, const msgpack_object *st, msgpack_object *ext,
+                      const char **row, size_t *len)
 {
   const rn_schema *os = a->out->schema;
   msgpack_sbuffer b;
@@ -313,10 +323,11 @@ static int result_row(rn_aggregate *a, const gkey *g, uint64_t rows, const msgpa
       break;
     }
     case RN_AGG_MIN: case RN_AGG_MAX: {
-      msgpack_object v;
-      rc = extreme(a, g, i, a->aggs[i].kind == RN_AGG_MAX, &v);
+      msgpack_object v = ext[i];
+      if (unknown(&v)) rc = extreme(a, g, i, a->aggs[i].kind == RN_AGG_MAX, &v);
       if (!rc && v.type == MSGPACK_OBJECT_BIN && a->in->schema->cols[a->aggs[i].slot].type == RN_T_STRING)
         v.type = MSGPACK_OBJECT_STR;
+      ext[i] = v;
       if (!rc) msgpack_pack_object(&pk, v);
       break;
     }
@@ -342,6 +353,49 @@ static int result_row(rn_aggregate *a, const gkey *g, uint64_t rows, const msgpa
   }
   msgpack_sbuffer_destroy(&b);
   return rc;
+}
+
+/* Orders two values of one column (normalized: the same type). */
+static int cmp_value(const msgpack_object *x, const msgpack_object *y)
+{
+  switch (x->type) {
+  case MSGPACK_OBJECT_POSITIVE_INTEGER: case MSGPACK_OBJECT_NEGATIVE_INTEGER: {
+    int64_t p = as_int(x), q = as_int(y);
+    return (p > q) - (p < q);
+  }
+  case MSGPACK_OBJECT_FLOAT32: case MSGPACK_OBJECT_FLOAT64:
+    return (x->via.f64 > y->via.f64) - (x->via.f64 < y->via.f64);
+  case MSGPACK_OBJECT_BOOLEAN:
+    return (int)x->via.boolean - (int)y->via.boolean;
+  default: { /* strings and bytes, bytewise as their keys sort */
+    uint32_t n = x->via.str.size < y->via.str.size ? x->via.str.size : y->via.str.size;
+    int c = n ? memcmp(x->via.str.ptr, y->via.str.ptr, n) : 0;
+    return c ? (c > 0) - (c < 0) : (x->via.str.size > y->via.str.size) - (x->via.str.size < y->via.str.size);
+  }
+  }
+}
+
+/* The extremes after a change, from those before it: the same, or the
+ * added value if it goes beyond; unknown (looked up) only when the removed
+ * value was the extreme. */
+static void next_extremes(const rn_aggregate *a, const msgpack_object *before, const msgpack_object *rv,
+                          const msgpack_object *av, msgpack_object *after)
+{
+  for (int i = 0; i < a->naggs; i++) {
+    const rn_agg_spec *s = &a->aggs[i];
+    after[i] = UNKNOWN;
+    if (s->kind != RN_AGG_MIN && s->kind != RN_AGG_MAX) continue;
+    msgpack_object cur = before[i];
+    if (unknown(&cur)) continue;
+    if (rv && rv[s->slot].type != MSGPACK_OBJECT_NIL && cur.type != MSGPACK_OBJECT_NIL &&
+        cmp_value(&rv[s->slot], &cur) == 0)
+      continue; /* the extreme left (or one of its copies did): look it up */
+    if (av && av[s->slot].type != MSGPACK_OBJECT_NIL) {
+      int c = cur.type == MSGPACK_OBJECT_NIL ? -1 : cmp_value(&av[s->slot], &cur);
+      if (s->kind == RN_AGG_MAX ? c > 0 || cur.type == MSGPACK_OBJECT_NIL : c < 0) cur = av[s->slot];
+    }
+    after[i] = cur;
+  }
 }
 
 /* Moves rem out of and add into group g (either may be NULL), then emits
@@ -375,7 +429,13 @@ static int group_apply(rn_aggregate *a, const gkey *g, const msgpack_object *rv,
     for (int i = 0; i < a->naggs && !rc; i++) rc = init_state(a, i, &st[i]);
   const char *old = NULL, *now = NULL;
   size_t old_len = 0, now_len = 0;
-  if (!rc && rows > 0 && !quiet) rc = result_row(a, g, rows, st, &old, &old_len);
+  msgpack_object *ext_old = msgpack_zone_malloc(zone_of(a), sizeof *ext_old * (size_t)(2 * a->naggs + 1));
+  if (!ext_old) return nomem(a);
+  msgpack_object *ext_new = ext_old + a->naggs;
+  for (int i = 0; i < a->naggs; i++) { /* a group with no rows has no values */
+    ext_old[i] = rows > 0 ? UNKNOWN : (msgpack_object){ .type = MSGPACK_OBJECT_NIL };
+  }
+  if (!rc && rows > 0 && !quiet) rc = result_row(a, g, rows, st, ext_old, &old, &old_len);
   if (!rc && rv) {
     rows--;
     for (int i = 0; i < a->naggs && !rc; i++) rc = step_state(a, i, g, &st[i], rv, rrow, rlen, -1);
@@ -384,7 +444,10 @@ static int group_apply(rn_aggregate *a, const gkey *g, const msgpack_object *rv,
     rows++;
     for (int i = 0; i < a->naggs && !rc; i++) rc = step_state(a, i, g, &st[i], av, arow, alen, +1);
   }
-  if (!rc && rows > 0 && !quiet) rc = result_row(a, g, rows, st, &now, &now_len);
+  if (!rc && rows > 0 && !quiet) {
+    next_extremes(a, ext_old, rv, av, ext_new);
+    rc = result_row(a, g, rows, st, ext_new, &now, &now_len);
+  }
   if (rc) return rc;
   if (!rid && rows > 0) rid = a->out->next_id++;
   /* |rid|rows|state| — a group at 0 rows keeps its id (a tombstone). */
@@ -555,7 +618,9 @@ int rn_aggregate_scan(rn_rel *r, int (*fn)(void *ctx, uint64_t id, const char *r
     size_t len;
     if (!g.k || !copy || msgpack_unpack(copy, d.mv_size - 16, &off, zone_of(a), &arr) != MSGPACK_UNPACK_SUCCESS)
       rc = nomem(a);
-    if (!rc) rc = result_row(a, &g, rows, arr.via.array.ptr, &row, &len);
+    msgpack_object ext[a->naggs ? a->naggs : 1];
+    for (int i = 0; i < a->naggs; i++) ext[i] = UNKNOWN;
+    if (!rc) rc = result_row(a, &g, rows, arr.via.array.ptr, ext, &row, &len);
     if (!rc) rc = fn(ctx, rid, row, len);
     if (own_scratch) msgpack_zone_clear(&p->scratch);
   }

@@ -228,7 +228,6 @@ int rn_table_get(rn_rel *t, msgpack_object *vals, uint8_t *given, int *found,
  * write. *row is NULL when absent. */
 int rn_table_row_by_key(rn_rel *t, MDB_txn *txn, const char *key, size_t klen,
                         uint64_t *id, const char **row, size_t *len);
-int rn_table_row_by_id(rn_rel *t, MDB_txn *txn, uint64_t id, const char **row, size_t *len);
 
 /* Iteration over a table's live rows in key order (id order when keyless).
  * Destructor: rn_cursor_close; valid only while no group opens or closes

@@ -40,8 +40,9 @@ typedef struct located {
   bool found;             /* an entry (live or tombstone) exists */
   bool live;              /* it holds a row */
   uint64_t id;
-  const char *row;        /* into LMDB: copy before writing */
+  const char *row;        /* into LMDB: copy before writing (unless row_copied) */
   size_t row_len;
+  bool row_copied;        /* row is already a scratch copy */
 } located;
 
 static void parse_value(const MDB_val *v, located *l)
@@ -83,7 +84,7 @@ static MDB_cursor *rows_cursor(rn_rel *t)
 /* Finds the entry of an encoded key. */
 static int locate(rn_rel *t, MDB_txn *txn, const char *key, size_t klen, located *l)
 {
-  l->found = l->live = false;
+  l->found = l->live = l->row_copied = false;
   l->cur = NULL;
   MDB_val v;
   if (klen <= RN_KEY_INLINE_MAX) {
@@ -171,7 +172,7 @@ static int keyed_write(rn_rel *t, located *l, msgpack_object *vals, bool replace
   rn_pipeline *p = t->p;
   if (l->live && !replace_ok) return key_error(t, RN_EEXIST, what, vals);
   size_t len, old_len = l->row_len;
-  const char *old = l->live ? rn_scratch_copy(p, l->row, l->row_len) : NULL;
+  const char *old = !l->live ? NULL : l->row_copied ? l->row : rn_scratch_copy(p, l->row, l->row_len);
   const char *row = pack_row(t, vals, &len);
   if (!row || (l->live && !old)) return rn_err_set(&p->err, RN_ENOMEM, "out of memory");
   if (old && old_len == len && memcmp(old, row, len) == 0) return 0; /* (4) */
@@ -214,7 +215,8 @@ static int keyed_update(rn_rel *t, msgpack_object *vals, uint8_t *given)
   if (!oldv) return rn_err_set(&p->err, RN_ESTORE, "%s: a stored row could not be decoded", t->name);
   for (int i = 0; i < t->schema->ncols; i++)
     if (!given[i]) vals[i] = oldv[i];
-  l.row = old; /* keyed_write copies it again; cheap, and keeps one path */
+  l.row = old;
+  l.row_copied = true;
   return keyed_write(t, &l, vals, true, "update");
 }
 
@@ -511,17 +513,6 @@ int rn_table_row_by_key(rn_rel *t, MDB_txn *txn, const char *key, size_t klen,
   *len = l.row_len;
   *id = l.id;
   return rc;
-}
-
-int rn_table_row_by_id(rn_rel *t, MDB_txn *txn, uint64_t id, const char **row, size_t *len)
-{
-  char idk[8];
-  rn_be64_put(idk, id);
-  MDB_val k = { 8, idk }, v;
-  int rc = mdb_get(txn, t->rows_dbi, &k, &v);
-  *row = rc ? NULL : v.mv_data;
-  *len = rc ? 0 : v.mv_size;
-  return rc == 0 || rc == MDB_NOTFOUND ? 0 : rn_store_fail(&t->p->err, rc, t->name);
 }
 
 /* ---- cursors ---- */

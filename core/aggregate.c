@@ -26,6 +26,7 @@ typedef struct rn_aggregate {
   rn_agg_fns fns;
   bool *counts_owner;     /* per aggregate: the min/max that keeps its column's value counts */
   MDB_dbi groups_dbi, values_dbi;
+  MDB_txn *reading;       /* a scan's read transaction, or NULL: the group's */
   msgpack_sbuffer buf;    /* scratch: a group's value */
 } rn_aggregate;
 
@@ -34,7 +35,8 @@ typedef struct gkey {
   size_t len;
 } gkey;
 
-static MDB_txn *txn_of(rn_aggregate *a) { return a->out->p->store.wtxn; }
+/* Where the aggregate reads and writes: the group's transaction, or a scan's. */
+static MDB_txn *txn_of(rn_aggregate *a) { return a->reading ? a->reading : a->out->p->store.wtxn; }
 static rn_err *err_of(rn_aggregate *a) { return &a->out->p->err; }
 static msgpack_zone *zone_of(rn_aggregate *a) { return &a->out->p->scratch; }
 static int nomem(rn_aggregate *a) { return rn_err_set(err_of(a), RN_ENOMEM, "out of memory"); }
@@ -595,9 +597,10 @@ int rn_aggregate_scan(rn_rel *r, int (*fn)(void *ctx, uint64_t id, const char *r
   rn_pipeline *p = r->p;
   int rc = p->state == RN_IDLE ? rn_flush(p) : 0;
   if (rc) return rc;
-  MDB_txn *saved = p->store.wtxn, *txn = saved;
-  if (!txn && (rc = mdb_txn_begin(p->store.env, NULL, MDB_RDONLY, &txn))) return store_fail(a, rc);
-  p->store.wtxn = txn;
+  MDB_txn *own = NULL;
+  if (!p->store.wtxn && (rc = mdb_txn_begin(p->store.env, NULL, MDB_RDONLY, &own))) return store_fail(a, rc);
+  a->reading = own;
+  MDB_txn *txn = txn_of(a);
   bool own_scratch = p->state == RN_IDLE || p->state == RN_OPEN;
   MDB_cursor *cur = NULL;
   rc = mdb_cursor_open(txn, a->groups_dbi, &cur);
@@ -625,8 +628,8 @@ int rn_aggregate_scan(rn_rel *r, int (*fn)(void *ctx, uint64_t id, const char *r
     if (own_scratch) msgpack_zone_clear(&p->scratch);
   }
   if (cur) mdb_cursor_close(cur);
-  p->store.wtxn = saved;
-  if (!saved) mdb_txn_abort(txn);
+  a->reading = NULL;
+  if (own) mdb_txn_abort(own);
   return rc;
 }
 

@@ -20,6 +20,7 @@ typedef struct rn_join {
   bool right_native;      /* the right side is a keyed source table */
   bool lookup;            /* the right side is a lookup: results are stored, not recomputed */
   MDB_dbi index_dbi, result_dbi, right_dbi;
+  MDB_txn *reading;       /* a scan's read transaction, or NULL: the group's */
   msgpack_sbuffer keybuf; /* scratch: encoding a key */
   MDB_cursor *index_cur;  /* on index_dbi in the write transaction, positioned by index_entry */
   uint64_t index_cur_txn; /* the store's txn_serial it belongs to (LMDB frees it with it) */
@@ -44,7 +45,8 @@ typedef struct side {
   const msgpack_object *vals; /* NULL until vals_of() */
 } side;
 
-static MDB_txn *txn_of(rn_join *j) { return j->out->p->store.wtxn; }
+/* Where the join reads and writes: the group's transaction, or a scan's. */
+static MDB_txn *txn_of(rn_join *j) { return j->reading ? j->reading : j->out->p->store.wtxn; }
 static rn_err *err_of(rn_join *j) { return &j->out->p->err; }
 static msgpack_zone *zone_of(rn_join *j) { return &j->out->p->scratch; }
 
@@ -387,10 +389,10 @@ static void index_key(const fk *f, uint64_t lid, char *out, size_t *len)
 static MDB_cursor *index_cursor(rn_join *j)
 {
   rn_store *s = &j->out->p->store;
-  if (!s->write_txn || txn_of(j) != s->write_txn) return NULL;
+  if (j->reading || !s->wtxn) return NULL;
   if (j->index_cur && j->index_cur_txn == s->txn_serial) return j->index_cur;
   j->index_at = false;
-  if (mdb_cursor_open(s->write_txn, j->index_dbi, &j->index_cur)) return j->index_cur = NULL;
+  if (mdb_cursor_open(s->wtxn, j->index_dbi, &j->index_cur)) return j->index_cur = NULL;
   j->index_cur_txn = s->txn_serial;
   return j->index_cur;
 }
@@ -919,9 +921,8 @@ int rn_declare_join(rn_pipeline *p, const char *name, rn_rel *left, rn_rel *righ
 
 /* ---- scanning results ---- */
 
-/* Reads through the store's write slot, as every helper here does: a
- * scan outside a group runs in a read transaction of its own, put there
- * for the scan's length. */
+/* A scan inside a group reads the group's transaction; outside one, a read
+ * transaction of its own, through which every helper here then reads. */
 int rn_join_scan(rn_rel *d, rn_scan_fn fn, void *ctx)
 {
   rn_join *j = d->ctx;
@@ -929,10 +930,11 @@ int rn_join_scan(rn_rel *d, rn_scan_fn fn, void *ctx)
   rn_pipeline *p = d->p;
   int rc = p->state == RN_IDLE ? rn_flush(p) : 0; /* outside a group: read a snapshot */
   if (rc) return rc;
-  MDB_txn *saved = p->store.wtxn, *txn = saved;
-  if (!txn && (rc = mdb_txn_begin(p->store.env, NULL, MDB_RDONLY, &txn)))
+  MDB_txn *own = NULL;
+  if (!p->store.wtxn && (rc = mdb_txn_begin(p->store.env, NULL, MDB_RDONLY, &own)))
     return rn_store_fail(&p->err, rc, d->name);
-  p->store.wtxn = txn;
+  j->reading = own;
+  MDB_txn *txn = txn_of(j);
   bool own_scratch = p->state == RN_IDLE || p->state == RN_OPEN; /* no change is using it */
   MDB_cursor *cur;
   rc = mdb_cursor_open(txn, j->index_dbi, &cur);
@@ -981,7 +983,7 @@ int rn_join_scan(rn_rel *d, rn_scan_fn fn, void *ctx)
     }
     mdb_cursor_close(cur);
   }
-  p->store.wtxn = saved;
-  if (!saved) mdb_txn_abort(txn);
+  j->reading = NULL;
+  if (own) mdb_txn_abort(own);
   return rc;
 }

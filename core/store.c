@@ -114,14 +114,13 @@ int rn_store_begin(rn_store *s, rn_err *e)
   rc = mdb_txn_begin(s->env, NULL, 0, &s->wtxn);
   if (rc) { s->wtxn = NULL; return rn_store_fail(e, rc, "beginning a group"); }
   s->txn_serial++;
-  s->write_txn = s->wtxn;
   return 0;
 }
 
 int rn_store_commit(rn_store *s, rn_err *e)
 {
   int rc = mdb_txn_commit(s->wtxn);
-  s->wtxn = s->write_txn = NULL;
+  s->wtxn = NULL;
   if (rc) return rn_store_fail(e, rc, "committing a group");
   return 0;
 }
@@ -129,7 +128,7 @@ int rn_store_commit(rn_store *s, rn_err *e)
 void rn_store_abort(rn_store *s)
 {
   if (s->wtxn) mdb_txn_abort(s->wtxn);
-  s->wtxn = s->write_txn = NULL;
+  s->wtxn = NULL;
 }
 
 int rn_store_reader(rn_store *s, MDB_txn **txn, rn_err *e)

@@ -31,7 +31,6 @@ typedef struct rn_store {
   bool temp;               /* remove the directory at close */
   size_t mapsize;          /* current map size in bytes */
   uint64_t txn_serial;     /* counts write transactions begun: cursors know theirs */
-  MDB_txn *write_txn;      /* the real write transaction (scans may put a read one in wtxn) */
 } rn_store;
 
 /* mapsize 0: the default initial map (64 MiB); the map grows by doubling.

@@ -76,7 +76,7 @@ static MDB_cursor *rows_cursor(rn_rel *t)
 {
   rn_store *s = &t->p->store;
   if (t->rows_cur && t->rows_cur_txn == s->txn_serial) return t->rows_cur;
-  if (mdb_cursor_open(s->write_txn, t->rows_dbi, &t->rows_cur)) return t->rows_cur = NULL;
+  if (mdb_cursor_open(s->wtxn, t->rows_dbi, &t->rows_cur)) return t->rows_cur = NULL;
   t->rows_cur_txn = s->txn_serial;
   return t->rows_cur;
 }
@@ -90,7 +90,7 @@ static int locate(rn_rel *t, MDB_txn *txn, const char *key, size_t klen, located
   if (klen <= RN_KEY_INLINE_MAX) {
     l->key.mv_data = (void *)key;
     l->key.mv_size = klen;
-    MDB_cursor *cur = txn && txn == t->p->store.write_txn ? rows_cursor(t) : NULL;
+    MDB_cursor *cur = txn && txn == t->p->store.wtxn ? rows_cursor(t) : NULL;
     int rc = cur ? mdb_cursor_get(cur, &l->key, &v, MDB_SET) : mdb_get(txn, t->rows_dbi, &l->key, &v);
     if (cur && rc == 0) l->cur = cur;
     if (rc == MDB_NOTFOUND) return 0;

@@ -73,6 +73,25 @@ static int filter_cb(void *ctx, rn_rel *in, const char *row, size_t len, int *pa
   return 0;
 }
 
+/* The row a map or joiner returned on top of the stack, checked against
+ * out's schema and packed into result; nil means no row. Pops it. */
+static int returned_row(lpipe *lp, lua_State *L, rn_rel *out, const char *bad_prefix,
+                        msgpack_sbuffer *result, int *has_row, rn_err *e)
+{
+  *has_row = !lua_isnil(L, -1);
+  int rc = 0;
+  if (*has_row) {
+    msgpack_object *vals;
+    uint8_t *given;
+    rc = rn_lua_torow(lp, L, -1, out, &vals, &given);
+    if (!rc) rc = rn_row_normalize(out->schema, out->name, RN_ROW_FULL, vals, given, &lp->p->scratch, e);
+    if (!rc) rn_row_pack(out->schema, vals, result);
+    else rn_err_prefix(e, bad_prefix);
+  }
+  lua_pop(L, 1);
+  return rc;
+}
+
 static int map_cb(void *ctx, rn_rel *in, rn_rel *out, const char *row, size_t len,
                   msgpack_sbuffer *result, int *has_row, rn_err *e)
 {
@@ -84,18 +103,7 @@ static int map_cb(void *ctx, rn_rel *in, rn_rel *out, const char *row, size_t le
   int st = lua_pcall(L, 1, 1, 0);
   lp->L = L;
   if (st != LUA_OK) return callback_error(L, e, cb->rel, "map");
-  *has_row = !lua_isnil(L, -1);
-  int rc = 0;
-  if (*has_row) {
-    msgpack_object *vals;
-    uint8_t *given;
-    rc = rn_lua_torow(lp, L, -1, out, &vals, &given);
-    if (!rc) rc = rn_row_normalize(out->schema, out->name, RN_ROW_FULL, vals, given, &lp->p->scratch, e);
-    if (!rc) rn_row_pack(out->schema, vals, result);
-    else rn_err_prefix(e, "map returned a bad row");
-  }
-  lua_pop(L, 1);
-  return rc;
+  return returned_row(lp, L, out, "map returned a bad row", result, has_row, e);
 }
 
 static const char *const verb_names[] = { "", "INSERT", "UPDATE", "DELETE" };
@@ -239,18 +247,7 @@ static int joiner_cb(void *ctx, rn_rel *join, const char *lrow, size_t llen,
   int st = lua_pcall(L, 2, 1, 0);
   lp->L = L;
   if (st != LUA_OK) return callback_error(L, e, join, "joiner");
-  *has_row = !lua_isnil(L, -1);
-  int rc = 0;
-  if (*has_row) {
-    msgpack_object *vals;
-    uint8_t *given;
-    rc = rn_lua_torow(lp, L, -1, join, &vals, &given);
-    if (!rc) rc = rn_row_normalize(join->schema, join->name, RN_ROW_FULL, vals, given, &lp->p->scratch, e);
-    if (!rc) rn_row_pack(join->schema, vals, result);
-    else rn_err_prefix(e, "joiner returned a bad row");
-  }
-  lua_pop(L, 1);
-  return rc;
+  return returned_row(lp, L, join, "joiner returned a bad row", result, has_row, e);
 }
 
 /* p:_join(left, right, name, kind, on|nil, mapper, selector, joiner, cols|nil, key|nil)

@@ -67,6 +67,13 @@ void rn_lua_pushrow(lpipe *lp, lua_State *L, rn_rel *rel, const char *data, size
 /* Pushes a row's values in slot order as a sequence (nulls as runnel.null). */
 void rn_lua_pushvalue(lua_State *L, const msgpack_object *o, const rn_column *col);
 
+/* t[field] = v for the table on top of the stack. */
+static inline void rn_lua_setint(lua_State *L, const char *field, lua_Integer v)
+{
+  lua_pushinteger(L, v);
+  lua_setfield(L, -2, field);
+}
+
 /* lrelation.c */
 void rn_lua_relation_open(lua_State *L);
 /* Pushes a new Relation userdata for rel; the pipeline userdata is at pidx. */

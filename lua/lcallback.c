@@ -111,12 +111,9 @@ static const char *const verb_names[] = { "", "INSERT", "UPDATE", "DELETE" };
 static void push_info(lua_State *L, const rn_sink_info *info)
 {
   lua_createtable(L, 0, 3);
-  lua_pushinteger(L, (lua_Integer)info->id);
-  lua_setfield(L, -2, "id");
-  lua_pushinteger(L, (lua_Integer)info->seq);
-  lua_setfield(L, -2, "seq");
-  lua_pushinteger(L, (lua_Integer)info->n);
-  lua_setfield(L, -2, "n");
+  rn_lua_setint(L, "id", (lua_Integer)info->id);
+  rn_lua_setint(L, "seq", (lua_Integer)info->seq);
+  rn_lua_setint(L, "n", (lua_Integer)info->n);
 }
 
 /* fn(verb, row, old, info), or the table form's insert(row, info),

@@ -86,14 +86,10 @@ static int l_run(lua_State *L)
   lp->L = L;
   if (rc) return rn_lua_raise(L, lp);
   lua_createtable(L, 0, 4);
-  lua_pushinteger(L, (lua_Integer)st.lines);
-  lua_setfield(L, -2, "lines");
-  lua_pushinteger(L, (lua_Integer)st.applied);
-  lua_setfield(L, -2, "applied");
-  lua_pushinteger(L, (lua_Integer)st.rejected);
-  lua_setfield(L, -2, "rejected");
-  lua_pushinteger(L, (lua_Integer)st.groups);
-  lua_setfield(L, -2, "groups");
+  rn_lua_setint(L, "lines", (lua_Integer)st.lines);
+  rn_lua_setint(L, "applied", (lua_Integer)st.applied);
+  rn_lua_setint(L, "rejected", (lua_Integer)st.rejected);
+  rn_lua_setint(L, "groups", (lua_Integer)st.groups);
   return 1;
 }
 

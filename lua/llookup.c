@@ -344,14 +344,10 @@ void rn_lua_push_lookup_stats(lua_State *L, rn_pipeline *p)
     if (r->kind != RN_REL_LOOKUP) continue;
     const rn_lookup_stats *st = rn_lookup_stats_of(r);
     lua_createtable(L, 0, 4);
-    lua_pushinteger(L, (lua_Integer)st->hits);
-    lua_setfield(L, -2, "hits");
-    lua_pushinteger(L, (lua_Integer)st->misses);
-    lua_setfield(L, -2, "misses");
-    lua_pushinteger(L, (lua_Integer)st->evictions);
-    lua_setfield(L, -2, "evictions");
-    lua_pushinteger(L, (lua_Integer)st->source_calls);
-    lua_setfield(L, -2, "source_calls");
+    rn_lua_setint(L, "hits", (lua_Integer)st->hits);
+    rn_lua_setint(L, "misses", (lua_Integer)st->misses);
+    rn_lua_setint(L, "evictions", (lua_Integer)st->evictions);
+    rn_lua_setint(L, "source_calls", (lua_Integer)st->source_calls);
     lua_setfield(L, -2, r->name);
   }
 }

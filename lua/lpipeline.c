@@ -263,18 +263,12 @@ static int l_stats(lua_State *L)
   lpipe *lp = rn_lua_checkpipe(L, 1);
   const rn_stats *st = &lp->p->stats;
   lua_createtable(L, 0, 5);
-  lua_pushinteger(L, (lua_Integer)rn_seq(lp->p));
-  lua_setfield(L, -2, "seq");
-  lua_pushinteger(L, (lua_Integer)st->groups);
-  lua_setfield(L, -2, "groups");
-  lua_pushinteger(L, (lua_Integer)st->changes);
-  lua_setfield(L, -2, "changes");
-  lua_pushinteger(L, (lua_Integer)st->rollbacks);
-  lua_setfield(L, -2, "rollbacks");
-  lua_pushinteger(L, (lua_Integer)lp->p->store.mapsize);
-  lua_setfield(L, -2, "map_size");
-  lua_pushinteger(L, (lua_Integer)st->lmdb_commits);
-  lua_setfield(L, -2, "lmdb_commits");
+  rn_lua_setint(L, "seq", (lua_Integer)rn_seq(lp->p));
+  rn_lua_setint(L, "groups", (lua_Integer)st->groups);
+  rn_lua_setint(L, "changes", (lua_Integer)st->changes);
+  rn_lua_setint(L, "rollbacks", (lua_Integer)st->rollbacks);
+  rn_lua_setint(L, "map_size", (lua_Integer)lp->p->store.mapsize);
+  rn_lua_setint(L, "lmdb_commits", (lua_Integer)st->lmdb_commits);
   rn_lua_push_lookup_stats(L, lp->p);
   lua_setfield(L, -2, "lookups");
   lua_newtable(L); /* late = { [aggregate] = events dropped as late } */

@@ -104,13 +104,6 @@ static bool can_remove_cb(void *ctx, int agg)
   return ((laggs *)ctx)->refs[agg][F_REMOVE] != LUA_NOREF;
 }
 
-static int fail(lua_State *L, const char *msg)
-{
-  lua_pushnil(L);
-  lua_pushstring(L, msg);
-  return 2;
-}
-
 static int slot_of(lua_State *L, lrel *in, int idx, const char *name, const char *what, int *slot)
 {
   size_t len;
@@ -132,12 +125,12 @@ int rn_lua_declare_aggregate(lua_State *L)
   luaL_checktype(L, 4, LUA_TTABLE);
   luaL_checktype(L, 6, LUA_TTABLE);
   int nby = (int)lua_rawlen(L, 4), naggs = (int)lua_rawlen(L, 6);
-  if (nby > 64 || naggs > 250) return fail(L, "aggregate: at most 64 by columns and 250 aggregates");
+  if (nby > 64 || naggs > 250) return rn_lua_nil_error(L, "aggregate: at most 64 by columns and 250 aggregates");
   int by[nby ? nby : 1];
   for (int i = 0; i < nby; i++) {
     lua_rawgeti(L, 4, i + 1);
     int bad = slot_of(L, in, -1, name, "by", &by[i]);
-    if (bad) return fail(L, lua_tostring(L, -1));
+    if (bad) return rn_lua_nil_error(L, lua_tostring(L, -1));
     lua_pop(L, 1);
   }
   rn_window w = { RN_WINDOW_NONE, 0, 0, -1, false, 0 };
@@ -153,7 +146,7 @@ int rn_lua_declare_aggregate(lua_State *L)
     w.grace = lua_tonumber(L, -1);
     lua_getfield(L, 5, "col");
     int bad = slot_of(L, in, -1, name, "window", &w.slot);
-    if (bad) return fail(L, lua_tostring(L, -1));
+    if (bad) return rn_lua_nil_error(L, lua_tostring(L, -1));
     lua_pop(L, 5);
   }
   rn_agg_spec specs[naggs ? naggs : 1];
@@ -167,7 +160,8 @@ int rn_lua_declare_aggregate(lua_State *L)
     specs[i].kind = (rn_agg_kind)luaL_checkoption(L, -1, NULL, kinds);
     lua_getfield(L, -3, "col");
     specs[i].slot = -1;
-    if (!lua_isnil(L, -1) && slot_of(L, in, -1, name, specs[i].name, &specs[i].slot)) return fail(L, lua_tostring(L, -1));
+    if (!lua_isnil(L, -1) && slot_of(L, in, -1, name, specs[i].name, &specs[i].slot))
+      return rn_lua_nil_error(L, lua_tostring(L, -1));
     user |= specs[i].kind == RN_AGG_USER;
     lua_pop(L, 4);
   }

@@ -67,6 +67,14 @@ void rn_lua_pushrow(lpipe *lp, lua_State *L, rn_rel *rel, const char *data, size
 /* Pushes a row's values in slot order as a sequence (nulls as runnel.null). */
 void rn_lua_pushvalue(lua_State *L, const msgpack_object *o, const rn_column *col);
 
+/* The binding's "nil, message" return. */
+static inline int rn_lua_nil_error(lua_State *L, const char *msg)
+{
+  lua_pushnil(L);
+  lua_pushstring(L, msg);
+  return 2;
+}
+
 /* t[field] = v for the table on top of the stack. */
 static inline void rn_lua_setint(lua_State *L, const char *field, lua_Integer v)
 {

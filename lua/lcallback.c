@@ -277,11 +277,8 @@ int rn_lua_declare_join(lua_State *L)
     spec.on = on;
   }
   rn_err e = { .code = RN_OK };
-  if (lua_istable(L, 10) && !(spec.schema = rn_lua_toschema(lp, L, 10, lua_istable(L, 11) ? 11 : 0, name, &e))) {
-    lua_pushnil(L);
-    lua_pushstring(L, e.msg);
-    return 2;
-  }
+  if (lua_istable(L, 10) && !(spec.schema = rn_lua_toschema(lp, L, 10, lua_istable(L, 11) ? 11 : 0, name, &e)))
+    return rn_lua_nil_error(L, e.msg);
   rn_join_fns fns = { NULL, NULL, NULL, NULL, NULL };
   if (!lua_isnoneornil(L, 7) || !lua_isnoneornil(L, 8) || !lua_isnoneornil(L, 9)) {
     lcb *cb = new_cb(L, lp);
@@ -304,11 +301,7 @@ int rn_lua_declare_join(lua_State *L)
 
 int rn_lua_declared(lua_State *L, lpipe *lp, int rc, rn_rel *rel)
 {
-  if (rc) {
-    lua_pushnil(L);
-    lua_pushstring(L, rn_errmsg(lp->p));
-    return 2;
-  }
+  if (rc) return rn_lua_nil_error(L, rn_errmsg(lp->p));
   rn_lua_relinfo(L, rel);
   rn_lua_pushrel(L, 1, rel);
   return 1;
@@ -339,11 +332,7 @@ int rn_lua_declare_map(lua_State *L)
   luaL_checktype(L, 5, LUA_TTABLE);
   rn_err e = { .code = RN_OK };
   rn_schema *s = rn_lua_toschema(lp, L, 5, lua_istable(L, 6) ? 6 : 0, name, &e);
-  if (!s) {
-    lua_pushnil(L);
-    lua_pushstring(L, e.msg);
-    return 2;
-  }
+  if (!s) return rn_lua_nil_error(L, e.msg);
   lcb *cb = new_cb(L, lp);
   cb->refs[CB_FN] = ref_function(L, 4);
   rn_rel *rel = NULL;
@@ -366,11 +355,8 @@ int rn_lua_add_sink(lua_State *L)
   cb->refs[CB_UPDATE] = ref_function(L, 5);
   cb->refs[CB_DELETE] = ref_function(L, 6);
   cb->refs[CB_COMMIT] = ref_function(L, 7);
-  if (rn_sink_add(lp->p, r->rel, lua_toboolean(L, 8), sink_cb, sink_commit_cb, cb, free_cb)) {
-    lua_pushnil(L);
-    lua_pushstring(L, rn_errmsg(lp->p));
-    return 2;
-  }
+  if (rn_sink_add(lp->p, r->rel, lua_toboolean(L, 8), sink_cb, sink_commit_cb, cb, free_cb))
+    return rn_lua_nil_error(L, rn_errmsg(lp->p));
   lua_pushboolean(L, 1);
   return 1;
 }

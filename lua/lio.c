@@ -51,11 +51,8 @@ static int l_ndjson_sink(lua_State *L)
     lua_pushfstring(L, "ndjson: expects a path or a file, got %s", luaL_typename(L, 3));
     return 2;
   }
-  if (rn_ndjson_sink(lp->p, r->rel, f, own, verb, h ? release_held : NULL, h)) {
-    lua_pushnil(L);
-    lua_pushstring(L, rn_errmsg(lp->p));
-    return 2;
-  }
+  if (rn_ndjson_sink(lp->p, r->rel, f, own, verb, h ? release_held : NULL, h))
+    return rn_lua_nil_error(L, rn_errmsg(lp->p));
   lua_pushboolean(L, 1);
   return 1;
 }
@@ -98,11 +95,8 @@ static int l_sqlite_sink(lua_State *L)
 {
   lpipe *lp = rn_lua_checkpipe(L, 1);
   lrel *r = rn_lua_checkrel(L, 2);
-  if (rn_sqlite_sink(lp->p, r->rel, luaL_checkstring(L, 3), luaL_checkstring(L, 4))) {
-    lua_pushnil(L);
-    lua_pushstring(L, rn_errmsg(lp->p));
-    return 2;
-  }
+  if (rn_sqlite_sink(lp->p, r->rel, luaL_checkstring(L, 3), luaL_checkstring(L, 4)))
+    return rn_lua_nil_error(L, rn_errmsg(lp->p));
   lua_pushboolean(L, 1);
   return 1;
 }

@@ -162,9 +162,7 @@ static int l_lookup(lua_State *L)
   int rc = rn_declare_lookup(lp->p, name, s, fetch, ctx, free_ctx, &o, &rel);
   return rn_lua_declared(L, lp, rc, rel);
 fail:
-  lua_pushnil(L);
-  lua_pushstring(L, e.msg);
-  return 2;
+  return rn_lua_nil_error(L, e.msg);
 }
 
 /* p:_store_sink(rel, name) -> true | nil, err */
@@ -172,11 +170,7 @@ static int l_store_sink(lua_State *L)
 {
   lpipe *lp = rn_lua_checkpipe(L, 1);
   lrel *r = rn_lua_checkrel(L, 2);
-  if (rn_store_sink(lp->p, r->rel, luaL_checkstring(L, 3))) {
-    lua_pushnil(L);
-    lua_pushstring(L, rn_errmsg(lp->p));
-    return 2;
-  }
+  if (rn_store_sink(lp->p, r->rel, luaL_checkstring(L, 3))) return rn_lua_nil_error(L, rn_errmsg(lp->p));
   lua_pushboolean(L, 1);
   return 1;
 }

@@ -38,11 +38,7 @@ static int l_open(lua_State *L)
   lp->clock_ref = LUA_NOREF;
   luaL_setmetatable(L, RN_PIPELINE_MT); /* closed until open succeeds */
   char err[RN_ERRMSG_MAX];
-  if (rn_pipeline_open(&opts, &lp->p, err, sizeof err) != 0) {
-    lua_pushnil(L);
-    lua_pushstring(L, err);
-    return 2;
-  }
+  if (rn_pipeline_open(&opts, &lp->p, err, sizeof err) != 0) return rn_lua_nil_error(L, err);
   msgpack_zone_init(&lp->zone, 4096);
   lp->L = L;
   lp->p->binding = lp; /* relinfos find their lua_State through it */
@@ -195,11 +191,7 @@ static int l_declare(lua_State *L)
   luaL_checktype(L, 4, LUA_TTABLE);
   rn_err e = { .code = RN_OK };
   rn_schema *s = rn_lua_toschema(lp, L, 4, lua_istable(L, 5) ? 5 : 0, name, &e);
-  if (!s) {
-    lua_pushnil(L);
-    lua_pushstring(L, e.msg);
-    return 2;
-  }
+  if (!s) return rn_lua_nil_error(L, e.msg);
   rn_rel *rel = NULL;
   int rc = rn_declare_source(lp->p, name, strcmp(kind, "stream") == 0 ? RN_REL_STREAM : RN_REL_TABLE, s, &rel);
   return rn_lua_declared(L, lp, rc, rel);
@@ -342,9 +334,7 @@ static int l_json_decode(lua_State *L)
   rn_err e = { .code = RN_OK };
   if (rn_json_parse(text, len, &v, &z, &e)) {
     msgpack_zone_destroy(&z);
-    lua_pushnil(L);
-    lua_pushstring(L, e.msg);
-    return 2;
+    return rn_lua_nil_error(L, e.msg);
   }
   rn_lua_pushvalue(L, &v, NULL);
   msgpack_zone_destroy(&z);

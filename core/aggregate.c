@@ -28,6 +28,7 @@ typedef struct rn_aggregate {
   MDB_dbi groups_dbi, values_dbi;
   MDB_txn *reading;       /* a scan's read transaction, or NULL: the group's */
   msgpack_sbuffer buf;    /* scratch: a group's value */
+  msgpack_sbuffer state, answer; /* scratch: a user aggregate's state in, its answer out */
 } rn_aggregate;
 
 typedef struct gkey {
@@ -196,6 +197,17 @@ static int value_count(rn_aggregate *a, const gkey *g, int i, const msgpack_obje
   return rc;
 }
 
+/* Packs a user aggregate's state for its step or result function and
+ * readies the answer buffer. */
+static void user_call_buffers(rn_aggregate *a, const msgpack_object *st)
+{
+  msgpack_sbuffer_clear(&a->state);
+  msgpack_sbuffer_clear(&a->answer);
+  msgpack_packer pk;
+  msgpack_packer_init(&pk, &a->state, msgpack_sbuffer_write);
+  msgpack_pack_object(&pk, *st);
+}
+
 /* Moves row's contribution in or out of one aggregate's state. */
 static int step_state(rn_aggregate *a, int i, const gkey *g, msgpack_object *st, const msgpack_object *v,
                       const char *row, size_t rlen, int delta)
@@ -206,19 +218,13 @@ static int step_state(rn_aggregate *a, int i, const gkey *g, msgpack_object *st,
     if (delta < 0 && !a->fns.can_remove(a->fns.ctx, i))
       return rn_err_set(err_of(a), RN_EINVAL, "%s: aggregate \"%s\" has no remove function, so it cannot follow deletes and updates",
                         a->out->name, s->name);
-    msgpack_sbuffer in, out;
-    msgpack_sbuffer_init(&in);
-    msgpack_sbuffer_init(&out);
-    msgpack_packer pk;
-    msgpack_packer_init(&pk, &in, msgpack_sbuffer_write);
-    msgpack_pack_object(&pk, *st);
-    int rc = a->fns.step(a->fns.ctx, i, delta > 0, in.data, in.size, a->in, row, rlen, &out, err_of(a));
+    user_call_buffers(a, st);
+    int rc = a->fns.step(a->fns.ctx, i, delta > 0, a->state.data, a->state.size, a->in, row, rlen,
+                         &a->answer, err_of(a));
     size_t off = 0;
-    char *copy = rc ? NULL : (char *)rn_scratch_copy(a->out->p, out.data, out.size);
-    if (!rc && (!copy || msgpack_unpack(copy, out.size, &off, zone_of(a), st) != MSGPACK_UNPACK_SUCCESS))
+    char *copy = rc ? NULL : (char *)rn_scratch_copy(a->out->p, a->answer.data, a->answer.size);
+    if (!rc && (!copy || msgpack_unpack(copy, a->answer.size, &off, zone_of(a), st) != MSGPACK_UNPACK_SUCCESS))
       rc = nomem(a);
-    msgpack_sbuffer_destroy(&in);
-    msgpack_sbuffer_destroy(&out);
     return rc;
   }
   const msgpack_object *x = &v[s->slot];
@@ -334,16 +340,9 @@ static int result_row(rn_aggregate *a, const gkey *g, uint64_t rows, const msgpa
       break;
     }
     case RN_AGG_USER: {
-      msgpack_sbuffer sb, res;
-      msgpack_sbuffer_init(&sb);
-      msgpack_sbuffer_init(&res);
-      msgpack_packer spk;
-      msgpack_packer_init(&spk, &sb, msgpack_sbuffer_write);
-      msgpack_pack_object(&spk, *x);
-      rc = a->fns.result(a->fns.ctx, i, sb.data, sb.size, &res, err_of(a));
-      if (!rc) msgpack_sbuffer_write(&b, res.data, res.size);
-      msgpack_sbuffer_destroy(&sb);
-      msgpack_sbuffer_destroy(&res);
+      user_call_buffers(a, x);
+      rc = a->fns.result(a->fns.ctx, i, a->state.data, a->state.size, &a->answer, err_of(a));
+      if (!rc) msgpack_sbuffer_write(&b, a->answer.data, a->answer.size);
       break;
     }
     }
@@ -644,6 +643,8 @@ static void free_aggregate(void *ctx)
   free(a->counts_owner);
   free(a->by);
   msgpack_sbuffer_destroy(&a->buf);
+  msgpack_sbuffer_destroy(&a->state);
+  msgpack_sbuffer_destroy(&a->answer);
   free(a);
 }
 
@@ -802,6 +803,8 @@ int rn_declare_aggregate(rn_pipeline *p, const char *name, rn_rel *in, const int
   a->fns = *fns;
   a->time_int = w->kind != RN_WINDOW_NONE && in->schema->cols[w->slot].type == RN_T_INT;
   msgpack_sbuffer_init(&a->buf);
+  msgpack_sbuffer_init(&a->state);
+  msgpack_sbuffer_init(&a->answer);
   a->by = malloc(sizeof *a->by * (size_t)(nby ? nby : 1));
   a->aggs = calloc((size_t)(naggs ? naggs : 1), sizeof *a->aggs);
   a->counts_owner = calloc((size_t)(naggs ? naggs : 1), sizeof *a->counts_owner);

@@ -226,23 +226,31 @@ int rn_declare_source(rn_pipeline *p, const char *name, rn_relkind kind,
   return 0;
 }
 
+/* Unless rc already failed the declaration, makes *out, the relation that
+ * owns ctx; it lives on used, a schema of its own (schema) or its input's.
+ * On failure schema and ctx are released and the error returned. */
+static int rel_owning(rn_pipeline *p, int rc, const char *name, rn_relkind kind, rn_schema *schema,
+                      rn_schema *used, void *ctx, rn_free_fn free_ctx, rn_rel **out)
+{
+  rn_rel *r = rc ? NULL : rn_rel_new(p, name, kind, used);
+  if (!r) {
+    rn_schema_free(schema);
+    if (free_ctx) free_ctx(ctx);
+    return rc ? rc : rn_err_set(&p->err, RN_ENOMEM, "out of memory");
+  }
+  r->ctx = ctx;
+  r->free_ctx = free_ctx;
+  *out = r;
+  return 0;
+}
+
 int rn_declare_derived(rn_pipeline *p, const char *name, rn_relkind kind, rn_rel *in,
                        rn_schema *schema, void *ctx, rn_free_fn free_ctx, rn_rel **out)
 {
   int rc = rn_check_declarable(p, name);
-  if (rc) {
-    rn_schema_free(schema);
-    if (free_ctx) free_ctx(ctx);
-    return rc;
-  }
-  rn_rel *r = rn_rel_new(p, name, kind, kind == RN_REL_FILTER ? in->schema : schema);
-  if (!r) {
-    rn_schema_free(schema);
-    if (free_ctx) free_ctx(ctx);
-    return rn_err_set(&p->err, RN_ENOMEM, "out of memory");
-  }
-  r->ctx = ctx;
-  r->free_ctx = free_ctx;
+  rn_rel *r = NULL;
+  rc = rel_owning(p, rc, name, kind, schema, kind == RN_REL_FILTER ? in->schema : schema, ctx, free_ctx, &r);
+  if (rc) return rc;
   if (rn_push_ptr((void ***)&in->outputs, &in->noutputs, &in->outcap, r)) {
     rn_rel_discard_last(p);
     return rn_err_set(&p->err, RN_ENOMEM, "out of memory");
@@ -261,19 +269,9 @@ int rn_declare_cdc_rel(rn_pipeline *p, const char *name, rn_rel *in, rn_schema *
     rc = rn_err_set(&p->err, RN_EINVAL,
                     "%s: cdc needs a table-like relation (a table, or a filter or map of one); %s is a stream",
                     name, in->name);
-  if (rc) {
-    rn_schema_free(schema);
-    if (free_ctx) free_ctx(ctx);
-    return rc;
-  }
-  rn_rel *r = rn_rel_new(p, name, RN_REL_CDC, schema);
-  if (!r) {
-    rn_schema_free(schema);
-    if (free_ctx) free_ctx(ctx);
-    return rn_err_set(&p->err, RN_ENOMEM, "out of memory");
-  }
-  r->ctx = ctx;
-  r->free_ctx = free_ctx;
+  rn_rel *r = NULL;
+  rc = rel_owning(p, rc, name, RN_REL_CDC, schema, schema, ctx, free_ctx, &r);
+  if (rc) return rc;
   r->input = in;
   r->persistent = true;
   rc = open_source_state(p, r);

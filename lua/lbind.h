@@ -75,6 +75,14 @@ static inline int rn_lua_nil_error(lua_State *L, const char *msg)
   return 2;
 }
 
+/* Registers funcs into the table at idx. */
+static inline void rn_lua_setfuncs_at(lua_State *L, int idx, const luaL_Reg *funcs)
+{
+  lua_pushvalue(L, idx);
+  luaL_setfuncs(L, funcs, 0);
+  lua_pop(L, 1);
+}
+
 /* t[field] = v for the table on top of the stack. */
 static inline void rn_lua_setint(lua_State *L, const char *field, lua_Integer v)
 {

@@ -103,10 +103,8 @@ static int l_sqlite_sink(lua_State *L)
 
 void rn_lua_io_open(lua_State *L, int methods)
 {
-  lua_pushcfunction(L, l_sqlite_sink);
-  lua_setfield(L, methods, "_sqlite_sink");
-  lua_pushcfunction(L, l_ndjson_sink);
-  lua_setfield(L, methods, "_ndjson_sink");
-  lua_pushcfunction(L, l_run);
-  lua_setfield(L, methods, "_run");
+  static const luaL_Reg io_methods[] = {
+    { "_sqlite_sink", l_sqlite_sink }, { "_ndjson_sink", l_ndjson_sink }, { "_run", l_run }, { NULL, NULL }
+  };
+  rn_lua_setfuncs_at(L, methods, io_methods);
 }

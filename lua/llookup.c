@@ -348,26 +348,22 @@ void rn_lua_push_lookup_stats(lua_State *L, rn_pipeline *p)
 
 void rn_lua_lookup_open(lua_State *L, int methods, int module)
 {
-  lua_pushcfunction(L, l_lookup);
-  lua_setfield(L, methods, "_lookup");
-  lua_pushcfunction(L, l_store_sink);
-  lua_setfield(L, methods, "_store_sink");
-  lua_pushcfunction(L, l_attach);
-  lua_setfield(L, module, "attach");
+  static const luaL_Reg lookup_methods[] = {
+    { "_lookup", l_lookup }, { "_store_sink", l_store_sink }, { NULL, NULL }
+  };
+  static const luaL_Reg module_funcs[] = { { "attach", l_attach }, { NULL, NULL } };
+  static const luaL_Reg attached_methods[] = {
+    { "get", l_attached_get }, { "_source", l_attached_source }, { "rows", l_attached_rows },
+    { "close", l_attached_close }, { NULL, NULL }
+  };
+  static const luaL_Reg attached_meta[] = {
+    { "__gc", l_attached_close }, { "__close", l_attached_close }, { NULL, NULL }
+  };
+  rn_lua_setfuncs_at(L, methods, lookup_methods);
+  rn_lua_setfuncs_at(L, module, module_funcs);
   luaL_newmetatable(L, RN_ATTACHED_MT);
-  lua_createtable(L, 0, 2);
-  lua_pushcfunction(L, l_attached_get);
-  lua_setfield(L, -2, "get");
-  lua_pushcfunction(L, l_attached_source);
-  lua_setfield(L, -2, "_source");
-  lua_pushcfunction(L, l_attached_rows);
-  lua_setfield(L, -2, "rows");
-  lua_pushcfunction(L, l_attached_close);
-  lua_setfield(L, -2, "close");
+  luaL_setfuncs(L, attached_meta, 0);
+  luaL_newlib(L, attached_methods);
   lua_setfield(L, -2, "__index");
-  lua_pushcfunction(L, l_attached_close);
-  lua_setfield(L, -2, "__gc");
-  lua_pushcfunction(L, l_attached_close);
-  lua_setfield(L, -2, "__close");
   lua_pop(L, 1);
 }

@@ -372,14 +372,11 @@ RN_API int luaopen_runnel_core(lua_State *L)
   lua_setfield(L, methods - 1, "__index"); /* the Pipeline metatable */
   lua_remove(L, methods);
   lua_remove(L, methods - 1);
-  lua_pushcfunction(L, l_open);
-  lua_setfield(L, -2, "open");
-  lua_pushcfunction(L, l_strerror);
-  lua_setfield(L, -2, "strerror");
-  lua_pushcfunction(L, l_now);
-  lua_setfield(L, -2, "now");
-  lua_pushcfunction(L, l_json_decode);
-  lua_setfield(L, -2, "json_decode");
+  static const luaL_Reg module_funcs[] = {
+    { "open", l_open }, { "strerror", l_strerror }, { "now", l_now }, { "json_decode", l_json_decode },
+    { NULL, NULL }
+  };
+  luaL_setfuncs(L, module_funcs, 0);
   lua_pushlightuserdata(L, RN_LUA_NULL);
   lua_setfield(L, -2, "null");
   luaL_getmetatable(L, RN_PIPELINE_MT);

@@ -117,16 +117,28 @@ static int l_readline(lua_State *L)
   return 1;
 }
 
+enum { HISTORY_KEPT = 1000 };
+
+/* add_history(line [, path]): with a path the line is appended to the file
+ * at once, so a REPL that is killed or crashes keeps what was typed. */
 static int l_add_history(lua_State *L)
 {
   add_history(luaL_checkstring(L, 1));
+  const char *path = luaL_optstring(L, 2, NULL);
+  if (path) {
+    FILE *f = fopen(path, "a"); /* append_history does not create the file */
+    if (f) fclose(f);
+    append_history(1, path);
+  }
   return 0;
 }
 
+/* history_file(path, false) loads it; history_file(path, true) trims it to
+ * the newest HISTORY_KEPT lines (the lines themselves are already there). */
 static int l_history_file(lua_State *L)
 {
   const char *path = luaL_checkstring(L, 1);
-  if (lua_toboolean(L, 2)) write_history(path);
+  if (lua_toboolean(L, 2)) history_truncate_file(path, HISTORY_KEPT);
   else read_history(path);
   return 0;
 }

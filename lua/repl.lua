@@ -167,7 +167,7 @@ function M.main(file)
   while true do
     local line = rl.readline(buffer and ">> " or "> ")
     if not line then break end
-    if tty and line:match("%S") then rl.add_history(line) end
+    if tty and line:match("%S") then rl.add_history(line, history) end
     local cmd, argument = line:match("^%s*%.(%a+)%s*(.-)%s*$")
     if not buffer and cmd then
       if cmd == "quit" or cmd == "exit" then break

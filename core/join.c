@@ -484,8 +484,11 @@ static int left_step(rn_join *j, uint64_t lid, side *lb, side *la, const rn_chan
         !j->lookup)
       rc = right_before(j, &fb, undo, &rb);
   }
-  if (!rc && la->row) {
-    if (!(rc = left_fk(j, la, &fa))) rc = right_current(j, &fa, &ra);
+  if (!rc && la->row && !(rc = left_fk(j, la, &fa))) {
+    /* The foreign key stayed and nothing undone hides the right row: the
+     * row just read before the change is the current one (one read less). */
+    if (lb->row && !undo && !j->lookup && same_fk(&fb, &fa)) ra = rb;
+    else rc = right_current(j, &fa, &ra);
   }
   if (rc) goto out;
   /* Outer key joins: a side without a left row still has a right-only result. */

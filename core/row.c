@@ -360,6 +360,16 @@ void rn_key_format(const rn_schema *s, const msgpack_object *vals, char *buf, si
  * Iterative: `left` counts the elements still to walk. */
 static size_t element_size(const unsigned char *p, const unsigned char *end)
 {
+  if (p < end) { /* the common scalars, without the walk */
+    unsigned b = *p;
+    size_t sz = b <= 0x7f || b >= 0xe0 || b == 0xc0 || b == 0xc2 || b == 0xc3 ? 1
+              : b >= 0xa0 && b <= 0xbf ? 1 + (b & 0x1f)
+              : b == 0xcc || b == 0xd0 ? 2
+              : b == 0xcd || b == 0xd1 ? 3
+              : b == 0xca || b == 0xce || b == 0xd2 ? 5
+              : b == 0xcb || b == 0xcf || b == 0xd3 ? 9 : 0;
+    if (sz) return (size_t)(end - p) >= sz ? sz : 0;
+  }
   const unsigned char *start = p;
   uint64_t left = 1;
   while (left--) {

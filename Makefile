@@ -14,7 +14,7 @@ CORE_LIBS := -llmdb -lmsgpackc -ljansson -lsqlite3
 SAN      := -fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer
 
 PREFIX   ?= /usr/local
-VERSION  := 0.5
+VERSION  := $(shell sed -n 's/^\#define RN_VERSION "\(.*\)".*/\1/p' core/runnel.h)
 
 CORE_SRC := $(wildcard core/*.c)
 BIND_SRC := $(filter-out lua/cli.c,$(wildcard lua/*.c))

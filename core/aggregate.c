@@ -14,6 +14,14 @@
 static const char GLOBAL_KEY[1] = { 0x00 };
 static const char MAX_TS_KEY[1] = { (char)0xff };  /* the largest event time seen */
 static const char LATE_KEY[1] = { (char)0xfe };    /* events dropped as late */
+static const char FINAL_KEY[1] = { (char)0xfd };   /* windows made final (their state dropped) */
+static const char FINAL_MARK = (char)0xc1;         /* never a msgpack byte: a final window's value */
+
+/* One-byte keys other than the global group's are counters, not groups. */
+static bool reserved(const MDB_val *k)
+{
+  return k->mv_size == 1 && ((const unsigned char *)k->mv_data)[0] >= 0xfd;
+}
 
 typedef struct rn_aggregate {
   rn_rel *out, *in;
@@ -25,7 +33,7 @@ typedef struct rn_aggregate {
   rn_agg_spec *aggs;      /* names owned */
   rn_agg_fns fns;
   bool *counts_owner;     /* per aggregate: the min/max that keeps its column's value counts */
-  MDB_dbi groups_dbi, values_dbi;
+  MDB_dbi groups_dbi, values_dbi, windows_dbi; /* windows_dbi: with grace only */
   MDB_txn *reading;       /* a scan's read transaction, or NULL: the group's */
   msgpack_sbuffer buf;    /* scratch: a group's value */
   msgpack_sbuffer state, answer; /* scratch: a user aggregate's state in, its answer out */
@@ -399,6 +407,115 @@ static void next_extremes(const rn_aggregate *a, const msgpack_object *before, c
   }
 }
 
+/* ---- final windows (windowed streams with grace) ----
+ *
+ * "aw:" |encoded window start|group key| -> |group key| lists the windows
+ * not final yet, oldest first. When the largest event time passes a
+ * window's end plus grace, no event can reach it again (AGG-3): its value
+ * counts go and its entry in "ag:" becomes |rid|rows|0xc1|result row|, the
+ * row it will always have. State then grows with the open windows only. */
+
+static int window_start_of(rn_aggregate *a, const char *g, size_t len, double *start)
+{
+  int nk = a->nby + 1;
+  msgpack_object kv[nk];
+  if (rn_key_decode(g, len, kv, nk, zone_of(a)) != nk)
+    return rn_err_set(err_of(a), RN_ESTORE, "%s: a group key could not be decoded", a->out->name);
+  *start = as_double(&kv[a->nby]);
+  return 0;
+}
+
+static bool window_final(const rn_aggregate *a, double start, double max_ts)
+{
+  return max_ts >= start + a->w.size + a->w.grace;
+}
+
+static int window_index_put(rn_aggregate *a, const gkey *g)
+{
+  double start;
+  int rc = window_start_of(a, g->k, g->len, &start);
+  if (rc) return rc;
+  msgpack_sbuffer b;
+  msgpack_sbuffer_init(&b);
+  msgpack_object s = num_obj(a, start, (int64_t)start);
+  rn_key_append(&b, &s);
+  msgpack_sbuffer_write(&b, g->k, g->len);
+  MDB_val k = { b.size, b.data }, d = { g->len, g->k };
+  rc = b.size > 511 ? 0 : mdb_put(txn_of(a), a->windows_dbi, &k, &d, 0); /* too long: stays open */
+  msgpack_sbuffer_destroy(&b);
+  return rc ? store_fail(a, rc) : 0;
+}
+
+static int counter_add(rn_aggregate *a, const char *key, double by);
+
+static int result_row(rn_aggregate *a, const gkey *g, uint64_t rows, const msgpack_object *st, msgpack_object *ext,
+                      const char **row, size_t *len);
+
+/* Makes window g final: its row is stored as it is, its state dropped. */
+static int finalize_window(rn_aggregate *a, const gkey *g)
+{
+  MDB_val k = { g->len, g->k }, d;
+  int rc = mdb_get(txn_of(a), a->groups_dbi, &k, &d);
+  if (rc) return rc == MDB_NOTFOUND ? 0 : store_fail(a, rc);
+  uint64_t head[2];
+  memcpy(head, d.mv_data, 16);
+  msgpack_object arr;
+  size_t off = 0;
+  const char *copy = rn_scratch_copy(a->out->p, (const char *)d.mv_data + 16, d.mv_size - 16);
+  if (!copy || msgpack_unpack(copy, d.mv_size - 16, &off, zone_of(a), &arr) != MSGPACK_UNPACK_SUCCESS ||
+      arr.type != MSGPACK_OBJECT_ARRAY || arr.via.array.size != (uint32_t)a->naggs)
+    return rn_err_set(err_of(a), RN_ESTORE, "%s: a group's state could not be decoded", a->out->name);
+  msgpack_object ext[a->naggs ? a->naggs : 1];
+  for (int i = 0; i < a->naggs; i++) ext[i] = UNKNOWN;
+  const char *row;
+  size_t len;
+  if ((rc = result_row(a, g, head[1], arr.via.array.ptr, ext, &row, &len))) return rc;
+  MDB_cursor *cur; /* the value counts under |group key| */
+  if ((rc = mdb_cursor_open(txn_of(a), a->values_dbi, &cur))) return store_fail(a, rc);
+  for (;;) { /* seek again after each delete: LMDB's cursor may sit past a page's end */
+    MDB_val vk = { g->len, g->k }, vd;
+    rc = mdb_cursor_get(cur, &vk, &vd, MDB_SET_RANGE);
+    if (rc || vk.mv_size <= g->len || memcmp(vk.mv_data, g->k, g->len) != 0) break;
+    if ((rc = mdb_cursor_del(cur, 0))) break;
+  }
+  mdb_cursor_close(cur);
+  if (rc && rc != MDB_NOTFOUND) return store_fail(a, rc);
+  msgpack_sbuffer *b = &a->buf;
+  msgpack_sbuffer_clear(b);
+  msgpack_sbuffer_write(b, (const char *)head, 16);
+  msgpack_sbuffer_write(b, &FINAL_MARK, 1);
+  msgpack_sbuffer_write(b, row, len);
+  d = (MDB_val){ b->size, b->data };
+  if ((rc = mdb_put(txn_of(a), a->groups_dbi, &k, &d, 0))) return store_fail(a, rc);
+  return counter_add(a, FINAL_KEY, 1);
+}
+
+/* Makes final, oldest first, every window max_ts has passed by its grace. */
+static int finalize_windows(rn_aggregate *a, double max_ts)
+{
+  MDB_cursor *cur;
+  int rc = mdb_cursor_open(txn_of(a), a->windows_dbi, &cur);
+  if (rc) return store_fail(a, rc);
+  MDB_val k, d;
+  int err = 0; /* runnel's error; rc stays LMDB's */
+  while (!err && (rc = mdb_cursor_get(cur, &k, &d, MDB_FIRST)) == 0) {
+    int nk = a->nby + 2; /* the start, then the group key's values */
+    msgpack_object kv[nk];
+    if (rn_key_decode(k.mv_data, k.mv_size, kv, nk, zone_of(a)) != nk) {
+      err = rn_err_set(err_of(a), RN_ESTORE, "%s: a window index key could not be decoded", a->out->name);
+      break;
+    }
+    if (!window_final(a, as_double(&kv[0]), max_ts)) break;
+    gkey g = { (char *)rn_scratch_copy(a->out->p, d.mv_data, d.mv_size), d.mv_size };
+    if (!g.k) err = nomem(a);
+    else if ((rc = mdb_cursor_del(cur, 0))) break;
+    else err = finalize_window(a, &g);
+  }
+  mdb_cursor_close(cur);
+  if (err) return err;
+  return rc == 0 || rc == MDB_NOTFOUND ? 0 : store_fail(a, rc);
+}
+
 /* Moves rem out of and add into group g (either may be NULL), then emits
  * the group's change: one UPDATE, or INSERT / DELETE as it appears or
  * empties (AGG-2). */
@@ -413,6 +530,11 @@ static int group_apply(rn_aggregate *a, const gkey *g, const msgpack_object *rv,
   if (rc == 0) {
     memcpy(&rid, d.mv_data, 8);
     memcpy(&rows, (char *)d.mv_data + 8, 8);
+    if (d.mv_size > 16 && ((const char *)d.mv_data)[16] == FINAL_MARK) /* drop_late keeps events out */
+      return rn_err_set(err_of(a), RN_ESTORE, "%s: a change reached a final window", a->out->name);
+  } else if (rc == MDB_NOTFOUND && a->w.has_grace) {
+    if ((rc = window_index_put(a, g))) return rc;
+    rc = MDB_NOTFOUND;
   }
   if (rc == 0 && rows > 0) { /* a tombstone (0 rows) has no state */
     msgpack_object arr;
@@ -500,45 +622,52 @@ static int reserved_put(rn_aggregate *a, const char *key, double v)
   return rc ? store_fail(a, rc) : 0;
 }
 
+static int counter_add(rn_aggregate *a, const char *key, double by)
+{
+  double v = 0;
+  bool found;
+  int rc = reserved_get(a, key, &v, &found);
+  return rc ? rc : reserved_put(a, key, v + by);
+}
+
 /* Drops the windows of an event that are final (AGG-3); keeps the largest
  * event time seen and the late count in the aggregate's own database, so a
  * rollback rolls them back too. */
 static int drop_late(rn_aggregate *a, const msgpack_object *v, gkey *keys, int *n)
 {
-  double max_ts = 0, late = 0, ts = as_double(&v[a->w.slot]);
-  bool seen, had_late;
+  double max_ts = 0, ts = as_double(&v[a->w.slot]);
+  bool seen;
   int rc = reserved_get(a, MAX_TS_KEY, &max_ts, &seen);
   if (rc) return rc;
   int kept = 0;
   for (int i = 0; i < *n; i++) {
-    msgpack_object s;
-    int nk = a->nby + 1;
-    msgpack_object kv[nk];
-    if (rn_key_decode(keys[i].k, keys[i].len, kv, nk, zone_of(a)) != nk) return nomem(a);
-    s = kv[a->nby];
-    if (seen && max_ts >= as_double(&s) + a->w.size + a->w.grace) continue;
+    double start;
+    if ((rc = window_start_of(a, keys[i].k, keys[i].len, &start))) return rc;
+    if (seen && window_final(a, start, max_ts)) continue;
     keys[kept++] = keys[i];
   }
-  if (kept < *n) {
-    if ((rc = reserved_get(a, LATE_KEY, &late, &had_late))) return rc;
-    if ((rc = reserved_put(a, LATE_KEY, late + 1))) return rc;
-  }
+  if (kept < *n && (rc = counter_add(a, LATE_KEY, 1))) return rc;
   *n = kept;
-  return !seen || ts > max_ts ? reserved_put(a, MAX_TS_KEY, ts) : 0;
+  if (seen && ts <= max_ts) return 0;
+  if ((rc = reserved_put(a, MAX_TS_KEY, ts))) return rc;
+  return finalize_windows(a, ts); /* none of this event's own windows is final at ts */
 }
 
-uint64_t rn_aggregate_late(const rn_rel *r)
+static uint64_t counter_read(const rn_rel *r, const char *key)
 {
   rn_aggregate *a = r->ctx;
   rn_pipeline *p = r->p;
   MDB_txn *txn;
   if (rn_store_reader(&p->store, &txn, &p->err)) return 0;
-  MDB_val k = { 1, (void *)LATE_KEY }, d;
-  double late = 0;
-  if (mdb_get(txn, a->groups_dbi, &k, &d) == 0) memcpy(&late, d.mv_data, sizeof late);
+  MDB_val k = { 1, (void *)key }, d;
+  double v = 0;
+  if (mdb_get(txn, a->groups_dbi, &k, &d) == 0) memcpy(&v, d.mv_data, sizeof v);
   rn_store_reader_done(&p->store);
-  return (uint64_t)late;
+  return (uint64_t)v;
 }
+
+uint64_t rn_aggregate_late(const rn_rel *r) { return counter_read(r, LATE_KEY); }
+uint64_t rn_aggregate_final(const rn_rel *r) { return counter_read(r, FINAL_KEY); }
 
 /* ---- one input change ---- */
 
@@ -607,11 +736,17 @@ int rn_aggregate_scan(rn_rel *r, int (*fn)(void *ctx, uint64_t id, const char *r
   MDB_val k, d;
   for (int mrc = rc ? MDB_NOTFOUND : mdb_cursor_get(cur, &k, &d, MDB_FIRST); !rc && mrc == 0;
        mrc = mdb_cursor_get(cur, &k, &d, MDB_NEXT)) {
-    if (k.mv_size == 1 && (((const unsigned char *)k.mv_data)[0] & 0xfe) == 0xfe) continue; /* reserved */
+    if (reserved(&k)) continue;
     uint64_t rid, rows;
     memcpy(&rid, d.mv_data, 8);
     memcpy(&rows, (char *)d.mv_data + 8, 8);
     if (rows == 0) continue;
+    if (d.mv_size > 16 && ((const char *)d.mv_data)[16] == FINAL_MARK) { /* the row, as stored */
+      const char *row = rn_scratch_copy(p, (const char *)d.mv_data + 17, d.mv_size - 17);
+      rc = row ? fn(ctx, rid, row, d.mv_size - 17) : nomem(a);
+      if (own_scratch) msgpack_zone_clear(&p->scratch);
+      continue;
+    }
     gkey g = { (char *)rn_scratch_copy(p, k.mv_data, k.mv_size), k.mv_size };
     msgpack_object arr;
     size_t off = 0;
@@ -780,6 +915,7 @@ static int setup_state(void *ctx, bool created, bool rebuild_it)
   rn_pipeline *p = a->out->p;
   int rc = rn_state_dbi(p, p->store.wtxn, "ag:", a->out->name, 0, &a->groups_dbi);
   if (!rc) rc = rn_state_dbi(p, p->store.wtxn, "am:", a->out->name, 0, &a->values_dbi);
+  if (!rc && a->w.has_grace) rc = rn_state_dbi(p, p->store.wtxn, "aw:", a->out->name, 0, &a->windows_dbi);
   if (!rc && rebuild_it) rc = rebuild(a, created);
   return rc;
 }

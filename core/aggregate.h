@@ -24,7 +24,9 @@
  *     moves changes its old group first; a group whose rows fall to 0 is a
  *     DELETE.
  * (3) A windowed stream with `grace` drops events for windows whose end plus
- *     grace the largest event time seen has passed, and counts them. */
+ *     grace the largest event time seen has passed, and counts them; such a
+ *     window is final: its row is kept as it is and its state dropped
+ *     ("aw:" and the final form of "ag:" are drawn in aggregate.c). */
 #ifndef RN_AGGREGATE_H
 #define RN_AGGREGATE_H
 
@@ -71,7 +73,8 @@ int rn_declare_aggregate(rn_pipeline *p, const char *name, rn_rel *in, const int
 
 int rn_aggregate_apply(rn_rel *agg, const rn_change *c);
 int rn_aggregate_scan(rn_rel *agg, int (*fn)(void *ctx, uint64_t id, const char *row, size_t len), void *ctx);
-/* Events dropped as late since the pipeline opened. */
+/* Events dropped as late, and windows made final, over the state's life. */
 uint64_t rn_aggregate_late(const rn_rel *agg);
+uint64_t rn_aggregate_final(const rn_rel *agg);
 
 #endif

@@ -6,6 +6,7 @@
 #include <sys/stat.h>
 
 #include "error.h"
+#include "store.h"
 #include "runnel.h"
 
 static const char *kind_name(int64_t k)
@@ -88,7 +89,7 @@ RN_API int rn_inspect(const char *path, rn_inspect_fn fn, void *ctx, rn_inspect_
       continue;
     int64_t kind = d.via.array.ptr[0].via.i64;
     describe(&d.via.array.ptr[1], columns, sizeof columns);
-    rn_inspect_relation r = { name, kind_name(kind), columns, -1, 1 };
+    rn_inspect_relation r = { name, kind_name(kind), columns, -1, 1, rn_store_entries(txn, name) };
     char nkey[1030];
     int nlen = snprintf(nkey, sizeof nkey, "n:%s", name);
     MDB_val nk = { (size_t)nlen, nkey }, nv;

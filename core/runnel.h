@@ -28,6 +28,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#define RN_VERSION "0.7"   /* the one place the version is written */
+
 #if defined(__GNUC__)
 #define RN_API __attribute__((visibility("default")))
 #else
@@ -171,6 +173,7 @@ typedef struct rn_inspect_relation {
   const char *columns;    /* "id int key, name string, team int null, score int = 0" */
   int64_t rows;
   uint64_t next_id;       /* the id the next new row would get */
+  uint64_t entries;       /* LMDB entries it keeps: rows, indexes, operator state */
 } rn_inspect_relation;
 
 typedef struct rn_inspect_state {

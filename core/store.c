@@ -152,3 +152,19 @@ void rn_store_reader_done(rn_store *s)
   if (s->rtxn && s->rtxn_live) { mdb_txn_reset(s->rtxn); s->rtxn_live = false; }
 }
 
+/* Every prefix a relation's databases are named with (rn_state_dbi);
+ * permanent stores ("st:") are not relations. */
+static const char *const STATE_PREFIXES[] = { "t:", "h:", "ji:", "jr:", "jc:", "ag:", "am:", "aw:" };
+
+uint64_t rn_store_entries(MDB_txn *txn, const char *name)
+{
+  uint64_t n = 0;
+  char dbname[4096];
+  for (size_t i = 0; i < sizeof STATE_PREFIXES / sizeof *STATE_PREFIXES; i++) {
+    MDB_dbi dbi;
+    MDB_stat st;
+    if ((size_t)snprintf(dbname, sizeof dbname, "%s%s", STATE_PREFIXES[i], name) >= sizeof dbname) break;
+    if (mdb_dbi_open(txn, dbname, 0, &dbi) == 0 && mdb_stat(txn, dbi, &st) == 0) n += st.ms_entries;
+  }
+  return n;
+}

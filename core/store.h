@@ -8,6 +8,9 @@
  *     "t:" name       keyed table      encoded key -> |u64 id|u8 flags|[u32 klen|key]|row|
  *                     keyless table    |u64 id (big-endian)| -> |row|
  *     "h:" name       keyless table    |u64 hash(row)| -> dup |u64 id (big-endian)|
+ *     "ji:" "jr:" "jc:" name   a join's state (join.h)
+ *     "ag:" "am:" "aw:" name   an aggregate's state (aggregate.h)
+ *     "st:" name               a permanent store's rows (store_sink.c; not a relation)
  *
  * Integers are host order except where drawn big-endian (those are keys that
  * must sort). The write transaction of the open group is store->wtxn; reads
@@ -53,6 +56,10 @@ void rn_store_abort(rn_store *s);
 int rn_store_reader(rn_store *s, MDB_txn **txn, rn_err *e);
 /* Ends what rn_store_reader started outside a group. */
 void rn_store_reader_done(rn_store *s);
+
+/* The LMDB entries of every database kept for relation `name`: its rows,
+ * indexes and operator state (a measure of what it holds). */
+uint64_t rn_store_entries(MDB_txn *txn, const char *name);
 
 
 #endif

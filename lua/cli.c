@@ -302,7 +302,7 @@ static int run_repl(lua_State *L, const char *file)
 
 typedef struct inspected {
   int n, cap;
-  char *(*cells)[5];      /* relation, kind, rows, next id, columns */
+  char *(*cells)[6];      /* relation, kind, rows, next id, columns; then "name entries" */
 } inspected;
 
 static char *dupf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
@@ -332,6 +332,7 @@ static int collect_relation(void *ctx, const rn_inspect_relation *r)
   row[2] = r->rows >= 0 ? dupf("%lld", (long long)r->rows) : dupf("%s", "");
   row[3] = dupf("%llu", (unsigned long long)r->next_id);
   row[4] = dupf("%s", r->columns);
+  row[5] = dupf("%s %llu", r->name, (unsigned long long)r->entries);
   return 0;
 }
 
@@ -379,7 +380,12 @@ static int inspect(const char *path)
     }
   }
   printf("(%d relation%s)\n", in.n, in.n == 1 ? "" : "s");
-  for (int r = 0; r < in.n; r++) for (int c = 0; c < 5; c++) free(in.cells[r][c]);
+  if (in.n) { /* what each keeps in LMDB: rows, indexes, operator state */
+    printf("state entries:");
+    for (int r = 0; r < in.n; r++) printf("%s %s", r ? "," : "", in.cells[r][5]);
+    printf("\n");
+  }
+  for (int r = 0; r < in.n; r++) for (int c = 0; c < 6; c++) free(in.cells[r][c]);
   free(in.cells);
   return 0;
 }
@@ -408,7 +414,7 @@ int main(int argc, char **argv)
   else if (argc == 1) rc = run_repl(L, NULL);
   else if (strcmp(argv[1], "repl") == 0 && argc <= 3) rc = run_repl(L, argc == 3 ? argv[2] : NULL);
   else if (strcmp(argv[1], "inspect") == 0 && argc == 3) rc = inspect(argv[2]);
-  else if (strcmp(argv[1], "--version") == 0) { puts("runnel 0.5 (" LUA_RELEASE ")"); rc = 0; }
+  else if (strcmp(argv[1], "--version") == 0) { puts("runnel " RN_VERSION " (" LUA_RELEASE ")"); rc = 0; }
   else if (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0) { usage(stdout); rc = 0; }
   else { usage(stderr); rc = 2; }
   lua_close(L);

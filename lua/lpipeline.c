@@ -250,6 +250,31 @@ static int l_in_group(lua_State *L)
   return 1;
 }
 
+/* { [aggregate name] = count(aggregate) } over the pipeline's aggregates. */
+static void push_per_aggregate(lua_State *L, rn_pipeline *p, uint64_t (*count)(const rn_rel *))
+{
+  lua_newtable(L);
+  for (int i = 0; i < p->nrels; i++) {
+    rn_rel *r = p->rels[i];
+    if (r->kind != RN_REL_AGGREGATE) continue;
+    lua_pushinteger(L, (lua_Integer)count(r));
+    lua_setfield(L, -2, r->name);
+  }
+}
+
+/* { [relation name] = LMDB entries it keeps } (rows, indexes, operator state). */
+static void push_state_entries(lua_State *L, rn_pipeline *p)
+{
+  lua_newtable(L);
+  MDB_txn *txn;
+  if (rn_store_reader(&p->store, &txn, &p->err)) return;
+  for (int i = 0; i < p->nrels; i++) {
+    lua_pushinteger(L, (lua_Integer)rn_store_entries(txn, p->rels[i]->name));
+    lua_setfield(L, -2, p->rels[i]->name);
+  }
+  rn_store_reader_done(&p->store);
+}
+
 static int l_stats(lua_State *L)
 {
   lpipe *lp = rn_lua_checkpipe(L, 1);
@@ -263,14 +288,12 @@ static int l_stats(lua_State *L)
   rn_lua_setint(L, "lmdb_commits", (lua_Integer)st->lmdb_commits);
   rn_lua_push_lookup_stats(L, lp->p);
   lua_setfield(L, -2, "lookups");
-  lua_newtable(L); /* late = { [aggregate] = events dropped as late } */
-  for (int i = 0; i < lp->p->nrels; i++) {
-    rn_rel *r = lp->p->rels[i];
-    if (r->kind != RN_REL_AGGREGATE) continue;
-    lua_pushinteger(L, (lua_Integer)rn_aggregate_late(r));
-    lua_setfield(L, -2, r->name);
-  }
+  push_per_aggregate(L, lp->p, rn_aggregate_late);
   lua_setfield(L, -2, "late");
+  push_per_aggregate(L, lp->p, rn_aggregate_final);
+  lua_setfield(L, -2, "final");
+  push_state_entries(L, lp->p);
+  lua_setfield(L, -2, "state");
   return 1;
 }
 
@@ -379,6 +402,8 @@ RN_API int luaopen_runnel_core(lua_State *L)
   luaL_setfuncs(L, module_funcs, 0);
   lua_pushlightuserdata(L, RN_LUA_NULL);
   lua_setfield(L, -2, "null");
+  lua_pushliteral(L, RN_VERSION);
+  lua_setfield(L, -2, "version");
   luaL_getmetatable(L, RN_PIPELINE_MT);
   lua_getfield(L, -1, "__index");
   lua_setfield(L, -3, "Pipeline");

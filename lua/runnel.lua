@@ -8,7 +8,7 @@ local core = require "runnel.core"
 local Pipeline, Relation = core.Pipeline, core.Relation
 
 local runnel = { null = core.null, now = core.now, json_decode = core.json_decode, attach = core.attach,
-                 _VERSION = "runnel 0.5" }
+                 _VERSION = "runnel " .. core.version }
 
 local TYPES = { int = true, float = true, string = true, bool = true, bytes = true,
                 list = true, map = true, any = true }

@@ -147,6 +147,113 @@ describe("windows over a stream", function()
     assert.equal(1, w:late())
     assert.equal(1, p:stats().late[w:name()])
   end)
+
+  it("makes a window final past its end plus grace: its row stays as it was, its state goes", function()
+    local function declare(name, grace)
+      return ev:aggregate{ by = "player", window = runnel.tumbling(10, "ts"), grace = grace, name = name,
+                           n = runnel.count(), lo = runnel.min("pts"), hi = runnel.max("pts"), total = runnel.sum("pts") }
+    end
+    local kept, open = declare("kept", nil), declare("final", 5)
+    local verbs = H.record(open)
+    for ts = 0, 99 do
+      p:begin()
+      for player = 1, 3 do ev:insert{ player = player, ts = ts, pts = (ts * 7 + player) % 13 } end
+      p:commit()
+    end
+    local function rows(rel)
+      local out = {}
+      for r in rel:rows() do out[#out + 1] = r end
+      return out
+    end
+    assert.same(rows(kept), rows(open)) -- the same table, final windows included
+    assert.equal(30, open:count())
+    local st = p:stats()
+    -- max seen is 99: [0,10) … [80,90), whose end plus grace is at most 95, are final; [90,100) is open
+    assert.equal(9 * 3, st.final.final)
+    assert.equal(0, st.final.kept)
+    -- the open windows keep value counts; the final ones only their row
+    assert.is_true(st.state.final < st.state.kept / 3, ("%d vs %d"):format(st.state.final, st.state.kept))
+    -- a final window is never touched again: no verb, counted late, the row as it was
+    local before = open:get{ player = 1, window_start = 0 }
+    local n = #verbs
+    ev:insert{ player = 1, ts = 5, pts = 100 }
+    assert.equal(n, #verbs)
+    assert.equal(1, open:late())
+    assert.same(before, open:get{ player = 1, window_start = 0 })
+  end)
+
+  it("keeps final windows and their lateness across a reopen", function()
+    local dir = H.tmpdir()
+    local function session(fn)
+      local q = runnel.open(dir .. "/state")
+      local e = q:stream("ev", { {"player","int"}, {"ts","int"}, {"pts","int"} })
+      local w = e:aggregate{ window = runnel.hopping(10, 5, "ts"), grace = 0, name = "w",
+                             n = runnel.count(), hi = runnel.max("pts") }
+      fn(q, e, w)
+      q:close()
+    end
+    session(function(_, e)
+      for ts = 0, 30, 3 do e:insert{ player = 1, ts = ts, pts = ts } end
+    end)
+    session(function(q, e, w)
+      local function row(start) return w:get{ window_start = start } end
+      assert.same({ window_start = 0, window_end = 10, n = 4, hi = 9 }, row(0))
+      e:insert{ player = 1, ts = 12, pts = 99 } -- [5,15) and [10,20) are final: late
+      e:insert{ player = 1, ts = 26, pts = 50 } -- [20,30) is final, [25,35) open
+      assert.same({ window_start = 10, window_end = 20, n = 3, hi = 18 }, row(10))
+      assert.same({ window_start = 25, window_end = 35, n = 3, hi = 50 }, row(25))
+      assert.equal(2, w:late())
+      assert.equal(6, q:stats().final.w) -- [-5,5) … [20,30): final since the first session's max of 30
+    end)
+    H.cleanup()
+  end)
+end)
+
+describe("windows with grace under random lateness", function()
+  it("equal windows recomputed from the events each window accepted, after every group", function()
+    local p = runnel.open{ sync = false }
+    local ev = p:stream("ev", { {"g","int"}, {"ts","int"}, {"v","int"} })
+    local SIZE, STEP, GRACE = 10, 5, 7
+    local w = ev:aggregate{ by = "g", window = runnel.hopping(SIZE, STEP, "ts"), grace = GRACE,
+                            n = runnel.count(), lo = runnel.min("v"), hi = runnel.max("v"), s = runnel.sum("v") }
+    local model, max_ts, late = {}, nil, 0
+    local function accept(g, ts, v)
+      local dropped = false
+      for start = (ts // STEP) * STEP - SIZE + STEP, ts, STEP do
+        if start + SIZE > ts then
+          if max_ts and max_ts >= start + SIZE + GRACE then dropped = true
+          else
+            local key = g .. "@" .. start
+            local e = model[key] or { g = g, window_start = start, window_end = start + SIZE, n = 0 }
+            model[key] = e
+            e.n, e.s = e.n + 1, (e.s or 0) + v
+            e.lo, e.hi = math.min(e.lo or v, v), math.max(e.hi or v, v)
+          end
+        end
+      end
+      if dropped then late = late + 1 end
+      if not max_ts or ts > max_ts then max_ts = ts end
+    end
+    math.randomseed(11)
+    local now = 0
+    for _ = 1, 150 do
+      p:begin()
+      for _ = 1, math.random(1, 15) do
+        now = now + math.random(0, 3)
+        local ts = now - (math.random() < 0.3 and math.random(0, 25) or 0) -- some events come late
+        local g, v = math.random(1, 3), math.random(-20, 20)
+        ev:insert{ g = g, ts = ts, v = v }
+        accept(g, ts, v)
+      end
+      p:commit()
+      local got = {}
+      for r in w:rows() do got[r.g .. "@" .. r.window_start] = r end
+      assert.same(model, got)
+      assert.equal(late, w:late())
+    end
+    assert.is_true(late > 0 and p:stats().final[w:name()] > 0, "the run made no late events or no final windows")
+    p:close()
+  end)
 end)
 
 describe("windowed tables join (the seed's use cases)", function()

@@ -45,7 +45,7 @@ p:close()
     assert.matches("last group: 3\n", out, 1, true)
     assert.matches(" players  | table  |    3 |       4 | id int key, name string, team int null, score int = 0\n", out, 1, true)
     assert.matches(" ev       | stream |      |       1 | k string\n", out, 1, true)
-    assert.matches("(2 relations)", out, 1, true)
+    assert.matches("(2 relations)\nstate entries: ev 0, players 3\n", out, 1, true)
   end)
 
   it("reads a state another process is writing without disturbing it", function()

@@ -112,6 +112,8 @@ typedef struct rn_sink {
   bool consolidate;       /* one net change per row id per group */
   rn_sink_fn on_change;   /* may be NULL */
   rn_sink_commit_fn on_commit; /* after every sink got the group's changes; may be NULL */
+  rn_sink_commit_fn on_seal;   /* after every on_commit succeeded, before LMDB commits: the last
+                                  point that can still fail the group (external commits); may be NULL */
   rn_sink_done_fn on_done;     /* once the group committed or rolled back; may be NULL */
   bool delivered;              /* on_commit ran for the open group */
   void *ctx;
@@ -266,8 +268,8 @@ int rn_push_object(rn_pipeline *p, rn_rel *rel, rn_op op, const msgpack_object *
 /* Registers a sink; takes ownership of ctx. Not allowed inside a group. */
 int rn_sink_add(rn_pipeline *p, rn_rel *rel, bool consolidate, rn_sink_fn on_change,
                 rn_sink_commit_fn on_commit, void *ctx, rn_free_fn free_ctx);
-/* Gives the sink added last an on_done hook. */
-void rn_sink_set_done(rn_pipeline *p, rn_sink_done_fn on_done);
+/* Gives the sink added last an on_seal and an on_done hook (either NULL). */
+void rn_sink_set_done(rn_pipeline *p, rn_sink_commit_fn on_seal, rn_sink_done_fn on_done);
 /* Tells sinks that saw the open group how it ended (group.c). */
 void rn_sinks_done(rn_pipeline *p, bool committed);
 int rn_log_append(rn_pipeline *p, rn_rel *rel, const rn_change *c);

@@ -26,7 +26,8 @@ int rn_sink_add(rn_pipeline *p, rn_rel *rel, bool consolidate, rn_sink_fn on_cha
     if (free_ctx) free_ctx(ctx);
     return rn_err_set(&p->err, RN_ENOMEM, "out of memory");
   }
-  *s = (rn_sink){ rel, consolidate, on_change, on_commit, NULL, false, ctx, free_ctx };
+  *s = (rn_sink){ .rel = rel, .consolidate = consolidate, .on_change = on_change, .on_commit = on_commit,
+                  .ctx = ctx, .free_ctx = free_ctx };
   p->sinks[p->nsinks++] = s;
   rel->listeners++;
   return 0;
@@ -147,12 +148,19 @@ int rn_sinks_deliver(rn_pipeline *p, uint64_t seq)
     int rc = s->on_commit ? s->on_commit(s->ctx, seq, &p->err) : 0;
     if (rc) return rc;
   }
+  for (int i = 0; i < p->nsinks; i++) { /* every sink accepted it: external commits */
+    rn_sink *s = p->sinks[i];
+    int rc = s->on_seal ? s->on_seal(s->ctx, seq, &p->err) : 0;
+    if (rc) return rc;
+  }
   return 0;
 }
 
-void rn_sink_set_done(rn_pipeline *p, rn_sink_done_fn on_done)
+void rn_sink_set_done(rn_pipeline *p, rn_sink_commit_fn on_seal, rn_sink_done_fn on_done)
 {
-  if (p->nsinks) p->sinks[p->nsinks - 1]->on_done = on_done;
+  if (!p->nsinks) return;
+  p->sinks[p->nsinks - 1]->on_seal = on_seal;
+  p->sinks[p->nsinks - 1]->on_done = on_done;
 }
 
 void rn_sinks_done(rn_pipeline *p, bool committed)

@@ -9,12 +9,33 @@
  * key: first the deletes of keys gone at the end of the group, then
  * INSERT … ON CONFLICT DO UPDATE of the final rows, so a group that moves a
  * row between keys never loses one. Statements are prepared once. The
- * transaction is opened when every sink has seen the group and committed
- * only once runnel committed it: a runnel group that rolls back leaves
- * SQLite untouched, and if SQLite fails, the runnel group rolls back. */
+ * transaction (BEGIN IMMEDIATE: the write lock first, so no later statement
+ * waits for it) is written once every sink accepted the group and committed
+ * just before LMDB commits it (the sink's on_seal): if SQLite fails, the
+ * runnel group rolls back; a group that rolls back earlier leaves SQLite
+ * untouched.
+ *
+ * Marks (SINK-n):
+ * (1) Each SQLite transaction of a sink writes the group's seq into the
+ *     table "runnel_sinks" (tbl, seq). In every group's LMDB transaction
+ *     the sink keeps |u64 seen|u64 written| under meta "Q:" table "\x1f"
+ *     path: the last group it saw, the last one it wrote to SQLite.
+ * (2) At declaration the table is in step when seen is the pipeline's seq
+ *     (no group passed without the sink) and written is SQLite's mark.
+ *     Otherwise (the sink was not declared for some groups; LMDB lost
+ *     carried groups in a crash after SQLite committed them; a state or a
+ *     database file was replaced) a resync deletes the table's rows and
+ *     writes the relation's current rows, in one SQLite transaction. A
+ *     group that fails after SQLite committed it resyncs with the next one.
+ * (3) A sink with no marks on either side writes the relation's current
+ *     rows (deleting nothing), so the table starts as the relation is.
+ * A stream holds no rows to rewrite: its table is a log keyed by row id and
+ * has no marks. */
 #include "sqlite.h"
 
+#include <limits.h>
 #include <sqlite3.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -22,6 +43,7 @@
 #include "json.h"
 #include "ndjson.h"
 #include "row.h"
+#include "scan.h"
 
 typedef struct op {
   uint64_t id;
@@ -38,6 +60,7 @@ typedef struct rn_sqlite_conn {
   sqlite3 *db;
   int refs;
   bool open_txn;          /* this group's transaction is open */
+  uint64_t committed_seq; /* the group whose transaction committed last (0: none since) */
   struct rn_sqlite_conn *next;
 } rn_sqlite_conn;
 
@@ -80,9 +103,16 @@ typedef struct ssink {
   rn_pipeline *p;
   rn_sqlite_conn *conn;
   sqlite3 *db;            /* conn->db */
-  sqlite3_stmt *upsert, *del;
+  sqlite3_stmt *upsert, *del, *mark;
   rn_rel *rel;
+  char *table;
   bool keyless;           /* keyed by runnel_id */
+  bool marked;            /* keeps marks (SINK-1): a table-like relation */
+  char *mark_key;         /* meta "Q:" table "\x1f" path */
+  size_t mark_klen;
+  bool resync;            /* the table may differ from the relation (SINK-2) */
+  uint64_t written;       /* the last committed group written to SQLite */
+  uint64_t wrote_seq;     /* the open group wrote this sink (its seq), or 0 */
   op *dels, *ups;
   size_t ndels, nups, cap_dels, cap_ups;
   msgpack_zone zone;      /* the group's row and key copies */
@@ -185,6 +215,13 @@ static int prepare(ssink *s, const char *table, rn_err *e)
   }
   msgpack_sbuffer_write(&b, "", 1);
   if (rc == SQLITE_OK) rc = sqlite3_prepare_v3(s->db, b.data, -1, SQLITE_PREPARE_PERSISTENT, &s->del, NULL);
+  if (rc == SQLITE_OK && s->marked)
+    rc = sqlite3_exec(s->db, "CREATE TABLE IF NOT EXISTS runnel_sinks (tbl TEXT PRIMARY KEY, seq INTEGER NOT NULL)",
+                      NULL, NULL, NULL);
+  if (rc == SQLITE_OK && s->marked)
+    rc = sqlite3_prepare_v3(s->db, "INSERT INTO runnel_sinks (tbl, seq) VALUES (?, ?) "
+                            "ON CONFLICT (tbl) DO UPDATE SET seq = excluded.seq",
+                            -1, SQLITE_PREPARE_PERSISTENT, &s->mark, NULL);
   msgpack_sbuffer_destroy(&b);
   return rc == SQLITE_OK ? 0 : fail(e, s->db, s->rel->name, "preparing the table");
 }
@@ -256,11 +293,18 @@ static int ssink_change(void *ctx, rn_rel *rel, const rn_change *c, const rn_sin
   return rc;
 }
 
+static int cmp_op_key(const void *x, const void *y)
+{
+  const op *a = x, *b = y;
+  size_t n = a->klen < b->klen ? a->klen : b->klen;
+  int c = memcmp(a->key, b->key, n);
+  return c ? c : (a->klen > b->klen) - (a->klen < b->klen);
+}
+
+/* Is d's key among the group's upserts (sorted by key)? */
 static bool upserted(const ssink *s, const op *d)
 {
-  for (size_t i = 0; i < s->nups; i++)
-    if (s->ups[i].klen == d->klen && memcmp(s->ups[i].key, d->key, d->klen) == 0) return true;
-  return false;
+  return s->nups && bsearch(d, s->ups, s->nups, sizeof *s->ups, cmp_op_key) != NULL;
 }
 
 static int run(ssink *s, sqlite3_stmt *st, const op *o, bool key_only, rn_err *e)
@@ -285,32 +329,156 @@ static void clear_group(ssink *s)
   msgpack_zone_clear(&s->zone);
 }
 
-/* Every sink has seen the group: write its net effect in one SQLite
- * transaction, committed in ssink_done once runnel commits. */
+/* ---- marks and resyncs (SINK-1..3) ---- */
+
+static int begin(ssink *s, rn_err *e)
+{
+  if (s->conn->open_txn) return 0;
+  if (sqlite3_exec(s->db, "BEGIN IMMEDIATE", NULL, NULL, NULL) != SQLITE_OK)
+    return fail(e, s->db, s->rel->name, "BEGIN");
+  s->conn->open_txn = true;
+  s->conn->committed_seq = 0;
+  return 0;
+}
+
+static int commit(ssink *s, rn_err *e)
+{
+  if (sqlite3_exec(s->db, "COMMIT", NULL, NULL, NULL) != SQLITE_OK) return fail(e, s->db, s->rel->name, "COMMIT");
+  s->conn->open_txn = false;
+  return 0;
+}
+
+static int mark_sqlite(ssink *s, uint64_t seq, rn_err *e)
+{
+  sqlite3_reset(s->mark);
+  sqlite3_bind_text(s->mark, 1, s->table, -1, SQLITE_STATIC);
+  sqlite3_bind_int64(s->mark, 2, (sqlite3_int64)seq);
+  return sqlite3_step(s->mark) == SQLITE_DONE ? 0 : fail(e, s->db, s->rel->name, "writing its mark");
+}
+
+static int mark_lmdb(ssink *s, MDB_txn *txn, uint64_t seen, uint64_t written, rn_err *e)
+{
+  uint64_t marks[2] = { seen, written };
+  MDB_val k = { s->mark_klen, s->mark_key }, v = { sizeof marks, marks };
+  int rc = mdb_put(txn, s->p->store.meta, &k, &v, 0);
+  return rc ? rn_store_fail(e, rc, s->rel->name) : 0;
+}
+
+static int rewrite_row(void *ctx, uint64_t id, const char *row, size_t len)
+{
+  ssink *s = ctx;
+  op o = { id, row, len, NULL, 0 };
+  int rc = run(s, s->upsert, &o, false, &s->p->err);
+  msgpack_zone_clear(&s->zone);
+  return rc;
+}
+
+/* Writes the relation's current rows into the open transaction, after
+ * deleting the table's rows when wipe. */
+static int rewrite(ssink *s, bool wipe, rn_err *e)
+{
+  if (wipe) {
+    msgpack_sbuffer b;
+    msgpack_sbuffer_init(&b);
+    add(&b, "DELETE FROM ");
+    quote(&b, s->table);
+    msgpack_sbuffer_write(&b, "", 1);
+    int rc = sqlite3_exec(s->db, b.data, NULL, NULL, NULL);
+    msgpack_sbuffer_destroy(&b);
+    if (rc != SQLITE_OK) return fail(e, s->db, s->rel->name, "clearing the table for a resync");
+  }
+  return rn_rel_scan(s->rel, rewrite_row, s);
+}
+
+/* At declaration: compares the marks and repairs what differs (SINK-2, 3). */
+static int check_marks(ssink *s, rn_err *e)
+{
+  rn_pipeline *p = s->p;
+  int rc = rn_flush(p); /* the marks compared are LMDB's committed ones */
+  if (rc) return rc;
+  bool in_sqlite = false, in_lmdb = false;
+  uint64_t w = 0, r[2] = { 0, 0 };
+  sqlite3_stmt *st;
+  if (sqlite3_prepare_v2(s->db, "SELECT seq FROM runnel_sinks WHERE tbl = ?", -1, &st, NULL) != SQLITE_OK)
+    return fail(e, s->db, s->rel->name, "reading its mark");
+  sqlite3_bind_text(st, 1, s->table, -1, SQLITE_STATIC);
+  if ((in_sqlite = sqlite3_step(st) == SQLITE_ROW)) w = (uint64_t)sqlite3_column_int64(st, 0);
+  sqlite3_finalize(st);
+  MDB_txn *txn;
+  if ((rc = rn_store_reader(&p->store, &txn, e))) return rc;
+  MDB_val k = { s->mark_klen, s->mark_key }, v;
+  if ((in_lmdb = mdb_get(txn, p->store.meta, &k, &v) == 0 && v.mv_size == sizeof r)) memcpy(r, v.mv_data, sizeof r);
+  rn_store_reader_done(&p->store);
+  s->written = r[1];
+  if (in_sqlite && in_lmdb && r[0] == p->seq && r[1] == w) return 0;
+  bool wipe = in_sqlite || in_lmdb;
+  if (!wipe && p->seq == 0) return 0; /* nothing committed yet: the first group marks both */
+  if ((rc = begin(s, e))) return rc;
+  rc = rewrite(s, wipe, e);
+  if (!rc) rc = mark_sqlite(s, p->seq, e);
+  if (!rc) rc = commit(s, e);
+  if (rc) {
+    sqlite3_exec(s->db, "ROLLBACK", NULL, NULL, NULL);
+    s->conn->open_txn = false;
+    return rc;
+  }
+  if ((rc = mdb_txn_begin(p->store.env, NULL, 0, &txn))) return rn_store_fail(e, rc, s->rel->name);
+  rc = mark_lmdb(s, txn, p->seq, p->seq, e); /* if this fails, the marks differ: the next open resyncs again */
+  if (rc) { mdb_txn_abort(txn); return rc; }
+  rc = mdb_txn_commit(txn);
+  if (rc) return rn_store_fail(e, rc, s->rel->name);
+  s->written = p->seq;
+  return 0;
+}
+
+/* ---- one group ---- */
+
+/* Every sink has seen the group: write its net effect (or, after a failure,
+ * the whole relation) into the file's open SQLite transaction. */
 static int ssink_commit(void *ctx, uint64_t seq, rn_err *e)
 {
-  (void)seq;
   ssink *s = ctx;
-  if (s->ndels == 0 && s->nups == 0) return 0;
-  if (!s->conn->open_txn) {
-    if (sqlite3_exec(s->db, "BEGIN", NULL, NULL, NULL) != SQLITE_OK) return fail(e, s->db, s->rel->name, "BEGIN");
-    s->conn->open_txn = true;
+  if (s->ndels == 0 && s->nups == 0 && !s->resync) /* seen, nothing to write (SINK-1) */
+    return s->marked ? mark_lmdb(s, s->p->store.wtxn, seq, s->written, e) : 0;
+  int rc = begin(s, e);
+  if (rc) return rc;
+  s->wrote_seq = seq;
+  if (s->resync) {
+    rc = rewrite(s, true, e);
+  } else {
+    qsort(s->ups, s->nups, sizeof *s->ups, cmp_op_key); /* one net row per key: order is free */
+    for (size_t i = 0; i < s->ndels && !rc; i++)
+      if (!upserted(s, &s->dels[i])) rc = run(s, s->del, &s->dels[i], true, e);
+    for (size_t i = 0; i < s->nups && !rc; i++) rc = run(s, s->upsert, &s->ups[i], false, e);
   }
-  int rc = 0;
-  for (size_t i = 0; i < s->ndels && !rc; i++)
-    if (!upserted(s, &s->dels[i])) rc = run(s, s->del, &s->dels[i], true, e);
-  for (size_t i = 0; i < s->nups && !rc; i++) rc = run(s, s->upsert, &s->ups[i], false, e);
+  if (!rc && s->marked) rc = mark_sqlite(s, seq, e);
+  if (!rc && s->marked) rc = mark_lmdb(s, s->p->store.wtxn, seq, seq, e);
+  return rc;
+}
+
+/* Every sink accepted the group: the file's transaction commits (the first
+ * of its sinks to get here commits for all), before LMDB does. */
+static int ssink_seal(void *ctx, uint64_t seq, rn_err *e)
+{
+  ssink *s = ctx;
+  if (!s->conn->open_txn) return 0;
+  int rc = commit(s, e);
+  if (!rc) s->conn->committed_seq = seq;
   return rc;
 }
 
 static void ssink_done(void *ctx, bool committed)
 {
   ssink *s = ctx;
-  if (s->conn->open_txn) { /* the first sink of this file to hear it ends the transaction */
-    if (sqlite3_exec(s->db, committed ? "COMMIT" : "ROLLBACK", NULL, NULL, NULL) != SQLITE_OK && committed)
-      fprintf(stderr, "runnel: %s: sqlite: COMMIT failed after runnel committed: %s\n", s->rel->name, sqlite3_errmsg(s->db));
+  if (s->conn->open_txn) { /* not sealed: the group failed before its COMMIT */
+    sqlite3_exec(s->db, "ROLLBACK", NULL, NULL, NULL);
     s->conn->open_txn = false;
   }
+  if (s->wrote_seq) {
+    if (committed) s->resync = false, s->written = s->wrote_seq;
+    else if (s->conn->committed_seq == s->wrote_seq) s->resync = s->marked; /* SQLite has a group runnel dropped (2) */
+  }
+  s->wrote_seq = 0;
   clear_group(s);
 }
 
@@ -319,15 +487,32 @@ static void free_ssink(void *ctx)
   ssink *s = ctx;
   sqlite3_finalize(s->upsert);
   sqlite3_finalize(s->del);
+  sqlite3_finalize(s->mark);
   if (s->conn) conn_put(s->p, s->conn);
   free(s->dels);
   free(s->ups);
+  free(s->table);
+  free(s->mark_key);
   msgpack_zone_destroy(&s->zone);
   free(s);
 }
 
-int rn_sqlite_sink(rn_pipeline *p, rn_rel *rel, const char *path, const char *table)
+/* meta "Q:" table "\x1f" the database's real path (as given if it has none yet). */
+static char *mark_key_of(const char *path, const char *table, size_t *len)
 {
+  char real[PATH_MAX];
+  const char *where = realpath(path, real) ? real : path;
+  size_t n = 2 + strlen(table) + 1 + strlen(where);
+  char *k = malloc(n + 1);
+  if (k) snprintf(k, n + 1, "Q:%s\x1f%s", table, where);
+  *len = n;
+  return k;
+}
+
+int rn_sqlite_sink(rn_pipeline *p, rn_rel *rel, const char *path, const char *table, int busy_ms)
+{
+  if (p->state != RN_IDLE) /* the marks are checked, and maybe repaired, outside groups */
+    return rn_err_set(&p->err, RN_EMISUSE, "%s: sinks are added outside groups", rel->name);
   ssink *s = calloc(1, sizeof *s);
   if (!s || !msgpack_zone_init(&s->zone, 4096)) {
     free(s);
@@ -336,12 +521,24 @@ int rn_sqlite_sink(rn_pipeline *p, rn_rel *rel, const char *path, const char *ta
   s->p = p;
   s->rel = rel;
   s->keyless = rel->schema->nkey == 0;
-  if (!(s->conn = conn_get(p, path, &p->err)) || (s->db = s->conn->db, prepare(s, table, &p->err))) {
-    free_ssink(s);
-    return p->err.code;
+  s->marked = rel->tablelike;
+  int rc = 0;
+  if (!(s->table = strdup(table))) rc = rn_err_set(&p->err, RN_ENOMEM, "out of memory");
+  if (!rc && !(s->conn = conn_get(p, path, &p->err))) rc = p->err.code;
+  if (!rc) {
+    s->db = s->conn->db;
+    if (busy_ms >= 0) sqlite3_busy_timeout(s->db, busy_ms); /* the file's connection: the last one given */
+    rc = prepare(s, table, &p->err);
   }
-  int rc = rn_sink_add(p, rel, true, ssink_change, ssink_commit, s, free_ssink);
-  if (!rc) rn_sink_set_done(p, ssink_done);
+  if (!rc && s->marked && !(s->mark_key = mark_key_of(path, table, &s->mark_klen)))
+    rc = rn_err_set(&p->err, RN_ENOMEM, "out of memory");
+  if (!rc && s->marked) rc = check_marks(s, &p->err);
+  if (rc) {
+    free_ssink(s);
+    return rc;
+  }
+  rc = rn_sink_add(p, rel, true, ssink_change, ssink_commit, s, free_ssink);
+  if (!rc) rn_sink_set_done(p, ssink_seal, ssink_done);
   return rc;
 }
 

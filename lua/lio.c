@@ -90,12 +90,14 @@ static int l_run(lua_State *L)
   return 1;
 }
 
-/* p:_sqlite_sink(rel, path, table) -> true | nil, err */
+/* p:_sqlite_sink(rel, path, table, busy_ms) -> true | nil, err */
 static int l_sqlite_sink(lua_State *L)
 {
   lpipe *lp = rn_lua_checkpipe(L, 1);
   lrel *r = rn_lua_checkrel(L, 2);
-  if (rn_sqlite_sink(lp->p, r->rel, luaL_checkstring(L, 3), luaL_checkstring(L, 4)))
+  lua_Integer busy = luaL_optinteger(L, 5, -1);
+  if (rn_sqlite_sink(lp->p, r->rel, luaL_checkstring(L, 3), luaL_checkstring(L, 4),
+                     busy < 0 ? -1 : busy > INT32_MAX ? INT32_MAX : (int)busy))
     return rn_lua_nil_error(L, rn_errmsg(lp->p));
   lua_pushboolean(L, 1);
   return 1;

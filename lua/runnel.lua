@@ -497,13 +497,19 @@ function runnel.ndjson(target, opts)
   end }
 end
 
---- runnel.sqlite(path, table) -> a sink keeping a relation in a SQLite table
--- (created if absent; the relation's key as primary key; one SQLite
--- transaction per group, of its net effect per key).
-function runnel.sqlite(path, tname)
+--- runnel.sqlite(path, table [, { busy_timeout = seconds }]) -> a sink keeping
+-- a relation in a SQLite table (created if absent; the relation's key as
+-- primary key; one SQLite transaction per group, of its net effect per key;
+-- resynced whole when it missed groups). busy_timeout (default 5) bounds the
+-- wait for another connection's lock; past it the group fails.
+function runnel.sqlite(path, tname, opts)
   if type(path) ~= "string" or type(tname) ~= "string" then error("sqlite: expects (path, table)", 2) end
+  local busy = opts and opts.busy_timeout
+  if busy ~= nil and (type(busy) ~= "number" or busy < 0) then
+    error("sqlite: busy_timeout must be a number of seconds, at least 0", 2)
+  end
   return { attach = function(_, rel)
-    local ok, err = rel:pipeline():_sqlite_sink(rel, path, tname)
+    local ok, err = rel:pipeline():_sqlite_sink(rel, path, tname, busy and math.floor(busy * 1000 + 0.5) or -1)
     if not ok then error(err, 0) end
   end }
 end

@@ -422,14 +422,17 @@ static int index_put(rn_join *j, const fk *f, uint64_t lid, uint64_t rid, const 
   return 0;
 }
 
+/* An entry index_entry just read is deleted where the cursor stands. */
 static int index_del(rn_join *j, const fk *f, uint64_t lid)
 {
-  j->index_at = false;
   char k[sizeof ((fk *)0)->part + 8];
   size_t klen;
   index_key(f, lid, k, &klen);
+  MDB_cursor *cur = index_cursor(j);
+  bool here = cur && j->index_at && j->index_at_len == klen && memcmp(j->index_at_key, k, klen) == 0;
+  j->index_at = false;
   MDB_val key = { klen, k };
-  int rc = mdb_del(txn_of(j), j->index_dbi, &key, NULL);
+  int rc = here ? mdb_cursor_del(cur, 0) : mdb_del(txn_of(j), j->index_dbi, &key, NULL);
   return rc && rc != MDB_NOTFOUND ? rn_store_fail(err_of(j), rc, j->out->name) : 0;
 }
 
@@ -504,10 +507,13 @@ static int left_step(rn_join *j, uint64_t lid, side *lb, side *la, const rn_chan
     }
   }
   if (!rc && oa.row) {
-    if (!(rc = result_key(j, lid, la, &fa, &ka))) {
+    /* Without a selector the result key follows from the left key alone,
+     * which an update keeps: the entry's id stays, wherever the fk moved. */
+    if (!j->fns.selector && lb->row && la->row && rid_b) {
+      rid_a = rid_b;
+    } else if (!(rc = result_key(j, lid, la, &fa, &ka))) {
       bool same_key = ob.row && kb.size == ka.size && memcmp(kb.data, ka.data, ka.size) == 0;
       if (same_key) rid_a = rid_b;
-      else if (!j->fns.selector && lb->row && la->row && same_fk(&fb, &fa) && rid_b) rid_a = rid_b;
       else rc = result_id(j, &ka, lid, true, &rid_a);
     }
   }

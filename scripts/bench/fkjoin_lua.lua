@@ -1,6 +1,14 @@
 -- fkjoin_lua.lua FILE.ndjson — the fkjoin job hand-written over plain Lua
 -- tables (no state on disk, no ids): the figure runnel is compared with in
 -- one run of `make bench`, and an independent check of its checksum.
+--
+-- Written the way a careful Lua programmer would write it, so that the
+-- comparison is fair: the result is kept column by column (no table per
+-- result row, so nothing to collect per change), a player's entry in the
+-- team index moves only when its team does, a result is compared field by
+-- field before it counts as an event, and the collector is generational.
+-- (A first, plainer version, one new table per result, ran at about 55% of
+-- this speed.)
 local runnel = require "runnel" -- only for json_decode and the clock
 local path = assert(arg[1], "usage: fkjoin_lua.lua FILE.ndjson")
 local changes = {}
@@ -12,59 +20,80 @@ for line in io.lines(path) do
 end
 
 local teams, players, by_team = {}, {}, {} -- by_team[team id][player id] = true
-local result, events = {}, 0
-local function result_of(pl)
-  local t = pl.team_id and teams[pl.team_id]
-  return { pl.id, pl.name, pl.score, t and t.name, t and t.region }
+-- The result, by player id, one table per column; live[pid] says it exists.
+local live, r_name, r_score, r_tname, r_region = {}, {}, {}, {}, {}
+local events = 0
+
+-- Sets player pid's result from its row (nil: no player, no result).
+local function set_result(pid, pl)
+  if not pl then
+    if live[pid] then
+      events = events + 1
+      live[pid], r_name[pid], r_score[pid], r_tname[pid], r_region[pid] = nil, nil, nil, nil, nil
+    end
+    return
+  end
+  local tid = pl.team_id
+  local t = tid and teams[tid]
+  local tname, region = t and t.name, t and t.region
+  if not live[pid] or r_name[pid] ~= pl.name or r_score[pid] ~= pl.score or r_tname[pid] ~= tname
+     or r_region[pid] ~= region then
+    events = events + 1
+    live[pid] = true
+    r_name[pid], r_score[pid], r_tname[pid], r_region[pid] = pl.name, pl.score, tname, region
+  end
 end
-local function same(a, b)
-  if not a or not b then return a == b end
-  for i = 1, 5 do if a[i] ~= b[i] then return false end end
-  return true
+
+local function unlink(tid, pid)
+  local s = tid and by_team[tid]
+  if s then s[pid] = nil end
 end
-local function set_result(id, new)
-  if not same(result[id], new) then events = events + 1 end
-  result[id] = new
+
+local function link(tid, pid)
+  if not tid then return end
+  local s = by_team[tid]
+  if not s then s = {}; by_team[tid] = s end
+  s[pid] = true
 end
-local function link(pl, on)
-  if not pl.team_id then return end
-  local s = by_team[pl.team_id]
-  if on then
-    if not s then s = {}; by_team[pl.team_id] = s end
-    s[pl.id] = true
-  elseif s then s[pl.id] = nil end
-end
+
+collectgarbage("generational")
 local t0 = runnel.now()
-for _, c in ipairs(changes) do
+for i = 1, #changes do
+  local c = changes[i]
   local row = c.row
+  local id = row.id
   if c.rel == "players" then
-    local old = players[row.id]
-    if old then link(old, false) end
+    local old = players[id]
+    local old_tid = old and old.team_id
     if c.op == "delete" then
-      players[row.id] = nil
-      set_result(row.id, nil)
+      players[id] = nil
+      unlink(old_tid, id)
+      set_result(id, nil)
     else
-      players[row.id] = row
-      link(row, true)
-      set_result(row.id, result_of(row))
+      players[id] = row
+      if old_tid ~= row.team_id then
+        unlink(old_tid, id)
+        link(row.team_id, id)
+      end
+      set_result(id, row)
     end
   else
-    if c.op == "delete" then teams[row.id] = nil else teams[row.id] = row end
-    for pid in pairs(by_team[row.id] or {}) do set_result(pid, result_of(players[pid])) end
+    if c.op == "delete" then teams[id] = nil else teams[id] = row end
+    local s = by_team[id]
+    if s then for pid in pairs(s) do set_result(pid, players[pid]) end end
   end
 end
 local elapsed = runnel.now() - t0
 
 local ids = {}
-for id in pairs(result) do ids[#ids + 1] = id end
+for id in pairs(live) do ids[#ids + 1] = id end
 table.sort(ids)
 local parts = {}
 for i, id in ipairs(ids) do
-  local r = result[id]
-  parts[i] = ("%d|%s|%d|%s|%s"):format(r[1], r[2], r[3], r[4] or "\\N", r[5] or "\\N")
+  parts[i] = ("%d|%s|%d|%s|%s"):format(id, r_name[id], r_score[id], r_tname[id] or "\\N", r_region[id] or "\\N")
 end
 local text = table.concat(parts, "\n")
-local h = -3750763034362895579
+local h = -3750763034362895579 -- 0xcbf29ce484222325
 for i = 1, #text do h = (h ~ text:byte(i)) * 1099511628211 end
 print(("lua.changes: %d"):format(#changes))
 print(("lua.changes_per_s: %d"):format(math.floor(#changes / elapsed)))

@@ -62,6 +62,7 @@ int rn_derive_apply(rn_rel *d, rn_rel *from, const rn_change *c)
 
 typedef struct rn_select {
   int n;                  /* output columns */
+  int upto;               /* 1 + the largest input slot: how far a row is walked */
   int slots[];            /* the input slot of each */
 } rn_select;
 
@@ -69,8 +70,8 @@ static int select_row(void *ctx, rn_rel *in, rn_rel *out, const char *row, size_
                       msgpack_sbuffer *result, int *has_row, rn_err *e)
 {
   const rn_select *s = ctx;
-  size_t starts[in->schema->ncols + 1];
-  if (rn_row_spans(row, len, in->schema->ncols, starts) != 0)
+  size_t starts[s->upto + 1];
+  if (rn_row_spans(row, len, in->schema->ncols, s->upto, starts) != 0)
     return rn_err_set(e, RN_ESTORE, "%s: a row could not be decoded", out->name);
   msgpack_packer pk;
   msgpack_packer_init(&pk, result, msgpack_sbuffer_write);
@@ -92,6 +93,8 @@ int rn_declare_select(rn_pipeline *p, const char *name, rn_rel *in, const int *s
     return rn_err_set(&p->err, RN_ENOMEM, "out of memory");
   }
   sel->n = n;
+  sel->upto = 0;
+  for (int i = 0; i < n; i++) if (slots[i] + 1 > sel->upto) sel->upto = slots[i] + 1;
   memcpy(sel->slots, slots, sizeof *slots * (size_t)n);
   int rc = 0;
   for (int i = 0; i < n && !rc; i++) {

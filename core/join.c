@@ -66,9 +66,10 @@ static const msgpack_object *vals_of(rn_join *j, rn_rel *r, side *s)
 /* Decodes only the given slots of a row (its key or foreign key columns). */
 static int slot_values(rn_join *j, rn_rel *r, const side *s, const int *slots, int n, msgpack_object *out)
 {
-  int ncols = r->schema->ncols;
-  size_t starts[ncols + 1];
-  if (rn_row_spans(s->row, s->len, ncols, starts) != 0)
+  int upto = 0;
+  for (int i = 0; i < n; i++) if (slots[i] + 1 > upto) upto = slots[i] + 1;
+  size_t starts[upto + 1];
+  if (rn_row_spans(s->row, s->len, r->schema->ncols, upto, starts) != 0)
     return rn_err_set(err_of(j), RN_ESTORE, "%s: a row of %s could not be decoded", j->out->name, r->name);
   for (int i = 0; i < n; i++) {
     size_t off = 0;

@@ -417,7 +417,7 @@ size_t rn_msgpack_size(const char *data, size_t len)
   return element_size((const unsigned char *)data, (const unsigned char *)data + len);
 }
 
-int rn_row_spans(const char *row, size_t len, int ncols, size_t *starts)
+int rn_row_spans(const char *row, size_t len, int ncols, int upto, size_t *starts)
 {
   const unsigned char *p = (const unsigned char *)row, *end = p + len;
   uint32_t n;
@@ -427,13 +427,13 @@ int rn_row_spans(const char *row, size_t len, int ncols, size_t *starts)
   else if (p[0] == 0xdc && len >= 3) { n = (uint32_t)read_be(p + 1, 2); off = 3; }
   else if (p[0] == 0xdd && len >= 5) { n = (uint32_t)read_be(p + 1, 4); off = 5; }
   else return -1;
-  if (n != (uint32_t)ncols) return -1;
-  for (int i = 0; i < ncols; i++) {
+  if (n != (uint32_t)ncols || upto > ncols) return -1;
+  for (int i = 0; i < upto; i++) {
     starts[i] = off;
     size_t sz = element_size(p + off, end);
     if (!sz) return -1;
     off += sz;
   }
-  starts[ncols] = off;
+  starts[upto] = off;
   return 0;
 }

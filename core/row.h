@@ -53,10 +53,11 @@ const msgpack_object *rn_row_unpack(const char *data, size_t len, int ncols,
  * buffer that passes cannot make a decoder allocate more than it holds. */
 size_t rn_msgpack_size(const char *data, size_t len);
 
-/* The byte offset of each of a row's ncols values (starts[ncols] = the end),
- * without decoding them: for copying values between rows. 0, or -1 if row
- * is not an array of ncols well-formed values. */
-int rn_row_spans(const char *row, size_t len, int ncols, size_t *starts);
+/* The byte offsets of a row's first `upto` values (starts[upto] = the end
+ * of the last), without decoding them: for copying values between rows.
+ * 0, or -1 if row is not an array of ncols values whose first upto are
+ * well-formed (upto = ncols checks them all). */
+int rn_row_spans(const char *row, size_t len, int ncols, int upto, size_t *starts);
 
 /* Appends a stored row of s as a msgpack map keyed by external names
  * (structs as maps too; nulls as nil). -1 if row is not a row of s. */

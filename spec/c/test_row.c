@@ -204,10 +204,14 @@ static void test_row_spans_match_the_decoder(void)
     for (int i = 0; i < ncols; i++) { want[i] = sb.size; pack_random(&pk, 0); }
     want[ncols] = sb.size;
     size_t got[21];
-    CHECK(rn_row_spans(sb.data, sb.size, ncols, got) == 0);
+    CHECK(rn_row_spans(sb.data, sb.size, ncols, ncols, got) == 0);
     for (int i = 0; i <= ncols; i++) CHECK(got[i] == want[i]);
-    CHECK(rn_row_spans(sb.data, sb.size, ncols + 1, got) == -1);       /* wrong width */
-    if (sb.size > 1) CHECK(rn_row_spans(sb.data, sb.size - 1, ncols, got) == -1 || ncols == 0); /* truncated */
+    int upto = ncols ? (int)(next() % (uint64_t)ncols) : 0; /* a prefix of the values */
+    CHECK(rn_row_spans(sb.data, sb.size, ncols, upto, got) == 0);
+    for (int i = 0; i <= upto; i++) CHECK(got[i] == want[i]);
+    CHECK(rn_row_spans(sb.data, sb.size, ncols + 1, ncols + 1, got) == -1); /* wrong width */
+    CHECK(rn_row_spans(sb.data, sb.size, ncols, ncols + 1, got) == -1);     /* past the end */
+    if (sb.size > 1) CHECK(rn_row_spans(sb.data, sb.size - 1, ncols, ncols, got) == -1 || ncols == 0); /* truncated */
     msgpack_zone_clear(&z);
   }
   msgpack_zone_destroy(&z);

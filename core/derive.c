@@ -7,6 +7,49 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* ---- select: a map whose function is a projection, in C ---- */
+
+typedef struct rn_select {
+  int n;                  /* output columns */
+  int upto;               /* 1 + the largest input slot: how far a row is walked */
+  int slots[];            /* the input slot of each */
+} rn_select;
+
+/* The map callback of a select; rn_derive_row never calls it (it projects
+ * straight into scratch below), it only marks the relation as a select. */
+static int select_row(void *ctx, rn_rel *in, rn_rel *out, const char *row, size_t len,
+                      msgpack_sbuffer *result, int *has_row, rn_err *e)
+{
+  (void)ctx; (void)in; (void)row; (void)len; (void)result; (void)has_row;
+  return rn_err_set(e, RN_ESTORE, "%s: select_row is not called", out->name);
+}
+
+/* The selected values' bytes, as they are, under a new array header. */
+static int project(rn_rel *d, const char *row, size_t len, const char **out, size_t *out_len)
+{
+  const rn_select *s = d->ctx;
+  size_t starts[s->upto + 1];
+  if (rn_row_spans(row, len, d->input->schema->ncols, s->upto, starts) != 0)
+    return rn_err_set(&d->p->err, RN_ESTORE, "%s: a row could not be decoded", d->name);
+  size_t size = s->n < 16 ? 1 : s->n < 65536 ? 3 : 5;
+  for (int i = 0; i < s->n; i++) size += starts[s->slots[i] + 1] - starts[s->slots[i]];
+  char *o = msgpack_zone_malloc_no_align(&d->p->scratch, size);
+  if (!o) return rn_err_set(&d->p->err, RN_ENOMEM, "out of memory");
+  uint32_t n = (uint32_t)s->n;
+  char *w = o;
+  if (n < 16) *w++ = (char)(0x90 | n);
+  else if (n < 65536) { *w++ = (char)0xdc; *w++ = (char)(n >> 8); *w++ = (char)n; }
+  else { *w++ = (char)0xdd; for (int i = 0; i < 4; i++) *w++ = (char)(n >> (24 - 8 * i)); }
+  for (int i = 0; i < s->n; i++) {
+    size_t from = starts[s->slots[i]], span = starts[s->slots[i] + 1] - from;
+    memcpy(w, row + from, span);
+    w += span;
+  }
+  *out = o;
+  *out_len = size;
+  return 0;
+}
+
 int rn_derive_row(rn_rel *d, const char *row, size_t len, const char **out, size_t *out_len)
 {
   rn_pipeline *p = d->p;
@@ -20,6 +63,7 @@ int rn_derive_row(rn_rel *d, const char *row, size_t len, const char **out, size
     if (pass) { *out = row; *out_len = len; }
     return 0;
   }
+  if (d->map == select_row) return project(d, row, len, out, out_len);
   msgpack_sbuffer local, *result = d->outbuf_busy ? &local : &d->outbuf;
   if (d->outbuf_busy) msgpack_sbuffer_init(&local);
   msgpack_sbuffer_clear(result);
@@ -56,30 +100,6 @@ int rn_derive_apply(rn_rel *d, rn_rel *from, const rn_change *c)
     return 0;
   }
   return rn_emit(d, &out);
-}
-
-/* ---- select: a map whose function is a projection, in C ---- */
-
-typedef struct rn_select {
-  int n;                  /* output columns */
-  int upto;               /* 1 + the largest input slot: how far a row is walked */
-  int slots[];            /* the input slot of each */
-} rn_select;
-
-static int select_row(void *ctx, rn_rel *in, rn_rel *out, const char *row, size_t len,
-                      msgpack_sbuffer *result, int *has_row, rn_err *e)
-{
-  const rn_select *s = ctx;
-  size_t starts[s->upto + 1];
-  if (rn_row_spans(row, len, in->schema->ncols, s->upto, starts) != 0)
-    return rn_err_set(e, RN_ESTORE, "%s: a row could not be decoded", out->name);
-  msgpack_packer pk;
-  msgpack_packer_init(&pk, result, msgpack_sbuffer_write);
-  msgpack_pack_array(&pk, (size_t)s->n);
-  for (int i = 0; i < s->n; i++) /* the value's bytes, as they are */
-    msgpack_sbuffer_write(result, row + starts[s->slots[i]], starts[s->slots[i] + 1] - starts[s->slots[i]]);
-  *has_row = 1;
-  return 0;
 }
 
 int rn_declare_select(rn_pipeline *p, const char *name, rn_rel *in, const int *slots,

@@ -37,6 +37,9 @@ typedef struct lrelinfo {
   lpipe *lp;             /* whose lua_State holds the refs */
   int names_ref;         /* registry: slot (1-based) -> name string */
   int slots_ref;         /* registry: name -> slot (1-based) */
+  int ncols;
+  const char *names[];   /* the name strings' bytes, kept alive by names_ref: a row key
+                            that is one of these very strings needs no table lookup */
 } lrelinfo;
 
 typedef struct lrel {

@@ -144,14 +144,26 @@ int rn_lua_torow(lpipe *lp, lua_State *L, int idx, rn_rel *rel,
   if (rc) return rc;
   int top = lua_gettop(L);
   luaL_checkstack(L, 6, "row");
-  lua_rawgeti(L, LUA_REGISTRYINDEX, ((lrelinfo *)rel->udata)->slots_ref);
-  int slots = lua_gettop(L);
+  const lrelinfo *ri = rel->udata;
+  int slots = 0; /* the name -> slot table, pushed when first needed */
   lua_pushnil(L);
   while (lua_next(L, idx)) {
-    lua_pushvalue(L, -2);
-    lua_rawget(L, slots);
-    int slot = (int)lua_tointeger(L, -1) - 1;
-    lua_pop(L, 1);
+    int slot = -1;
+    if (lua_type(L, -2) == LUA_TSTRING) { /* the same string object as a column name? */
+      const char *k = lua_tostring(L, -2);
+      for (int i = 0; i < ri->ncols; i++) if (ri->names[i] == k) { slot = i; break; }
+    }
+    if (slot < 0) {
+      if (!slots) {
+        lua_rawgeti(L, LUA_REGISTRYINDEX, ri->slots_ref);
+        lua_insert(L, -3); /* below the key and value: lua_next needs them on top */
+        slots = lua_absindex(L, -3);
+      }
+      lua_pushvalue(L, -2);
+      lua_rawget(L, slots);
+      slot = (int)lua_tointeger(L, -1) - 1;
+      lua_pop(L, 1);
+    }
     if (slot < 0) {
       if (lua_type(L, -2) == LUA_TSTRING)
         rc = rn_err_set(&p->err, RN_EINVAL, "%s: unknown column \"%s\"", rel->name, lua_tostring(L, -2));

@@ -92,14 +92,15 @@ static int l_tostring(lua_State *L)
 int rn_lua_relinfo(lua_State *L, rn_rel *rel)
 {
   if (rel->udata) return 0;
-  lrelinfo *ri = malloc(sizeof *ri);
+  const rn_schema *s = rel->schema;
+  lrelinfo *ri = malloc(sizeof *ri + sizeof *ri->names * (size_t)s->ncols);
   if (!ri) return luaL_error(L, "out of memory");
   ri->lp = rel->p->binding;
-  const rn_schema *s = rel->schema;
+  ri->ncols = s->ncols;
   lua_createtable(L, s->ncols, 0);
   lua_createtable(L, 0, s->ncols);
   for (int i = 0; i < s->ncols; i++) {
-    lua_pushlstring(L, s->cols[i].name, s->cols[i].name_len);
+    ri->names[i] = lua_pushlstring(L, s->cols[i].name, s->cols[i].name_len);
     lua_pushvalue(L, -1);
     lua_rawseti(L, -4, i + 1);
     lua_pushinteger(L, i + 1);

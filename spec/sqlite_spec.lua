@@ -95,13 +95,16 @@ describe("runnel.sqlite", function()
     local reader = io.popen(("sqlite3 %s > /dev/null"):format(db), "w")
     reader:write(("BEGIN;\nSELECT count(*) FROM t;\n.shell touch %s\n"):format(marker))
     reader:flush()
-    for _ = 1, 200 do
-      if io.open(marker) then break end
+    local reading = false
+    for _ = 1, 1000 do -- up to 20 s: a slow machine, not a timing assertion
+      local m = io.open(marker)
+      if m then m:close(); reading = true; break end
       os.execute("sleep 0.02")
     end
     local ok, err = pcall(t.insert, t, { k = 2 })
     reader:write("COMMIT;\n")
     reader:close()
+    assert.is_true(reading, "the reader never started")
     assert.is_false(ok)
     assert.matches("t: sqlite: COMMIT: database is locked", err, 1, true)
     assert.is_nil(t:get(2)) -- runnel rolled back with SQLite

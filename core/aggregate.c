@@ -415,6 +415,20 @@ static void next_extremes(const rn_aggregate *a, const msgpack_object *before, c
  * counts go and its entry in "ag:" becomes |rid|rows|0xc1|result row|, the
  * row it will always have. State then grows with the open windows only. */
 
+/* The aggregates' states in a group entry |rid|rows|state|, decoded into
+ * scratch. */
+static int decode_state(rn_aggregate *a, const MDB_val *d, msgpack_object **st)
+{
+  msgpack_object arr;
+  size_t off = 0;
+  const char *copy = rn_scratch_copy(a->out->p, (const char *)d->mv_data + 16, d->mv_size - 16);
+  if (!copy || msgpack_unpack(copy, d->mv_size - 16, &off, zone_of(a), &arr) != MSGPACK_UNPACK_SUCCESS ||
+      arr.type != MSGPACK_OBJECT_ARRAY || arr.via.array.size != (uint32_t)a->naggs)
+    return rn_err_set(err_of(a), RN_ESTORE, "%s: a group's state could not be decoded", a->out->name);
+  *st = arr.via.array.ptr;
+  return 0;
+}
+
 static int window_start_of(rn_aggregate *a, const char *g, size_t len, double *start)
 {
   int nk = a->nby + 1;
@@ -459,17 +473,13 @@ static int finalize_window(rn_aggregate *a, const gkey *g)
   if (rc) return rc == MDB_NOTFOUND ? 0 : store_fail(a, rc);
   uint64_t head[2];
   memcpy(head, d.mv_data, 16);
-  msgpack_object arr;
-  size_t off = 0;
-  const char *copy = rn_scratch_copy(a->out->p, (const char *)d.mv_data + 16, d.mv_size - 16);
-  if (!copy || msgpack_unpack(copy, d.mv_size - 16, &off, zone_of(a), &arr) != MSGPACK_UNPACK_SUCCESS ||
-      arr.type != MSGPACK_OBJECT_ARRAY || arr.via.array.size != (uint32_t)a->naggs)
-    return rn_err_set(err_of(a), RN_ESTORE, "%s: a group's state could not be decoded", a->out->name);
+  msgpack_object *st;
+  if ((rc = decode_state(a, &d, &st))) return rc;
   msgpack_object ext[a->naggs ? a->naggs : 1];
   for (int i = 0; i < a->naggs; i++) ext[i] = UNKNOWN;
   const char *row;
   size_t len;
-  if ((rc = result_row(a, g, head[1], arr.via.array.ptr, ext, &row, &len))) return rc;
+  if ((rc = result_row(a, g, head[1], st, ext, &row, &len))) return rc;
   MDB_cursor *cur; /* the value counts under |group key| */
   if ((rc = mdb_cursor_open(txn_of(a), a->values_dbi, &cur))) return store_fail(a, rc);
   for (;;) { /* seek again after each delete: LMDB's cursor may sit past a page's end */
@@ -537,13 +547,9 @@ static int group_apply(rn_aggregate *a, const gkey *g, const msgpack_object *rv,
     rc = MDB_NOTFOUND;
   }
   if (rc == 0 && rows > 0) { /* a tombstone (0 rows) has no state */
-    msgpack_object arr;
-    size_t off = 0;
-    const char *copy = rn_scratch_copy(a->out->p, (const char *)d.mv_data + 16, d.mv_size - 16);
-    if (!copy || msgpack_unpack(copy, d.mv_size - 16, &off, zone_of(a), &arr) != MSGPACK_UNPACK_SUCCESS ||
-        arr.type != MSGPACK_OBJECT_ARRAY || arr.via.array.size != (uint32_t)a->naggs)
-      return rn_err_set(err_of(a), RN_ESTORE, "%s: a group's state could not be decoded", a->out->name);
-    memcpy(st, arr.via.array.ptr, sizeof *st * (size_t)a->naggs);
+    msgpack_object *stored;
+    if ((rc = decode_state(a, &d, &stored))) return rc;
+    memcpy(st, stored, sizeof *st * (size_t)a->naggs);
   } else if (rc != 0 && rc != MDB_NOTFOUND) {
     return store_fail(a, rc);
   }
@@ -748,16 +754,13 @@ int rn_aggregate_scan(rn_rel *r, int (*fn)(void *ctx, uint64_t id, const char *r
       continue;
     }
     gkey g = { (char *)rn_scratch_copy(p, k.mv_data, k.mv_size), k.mv_size };
-    msgpack_object arr;
-    size_t off = 0;
-    const char *copy = rn_scratch_copy(p, (const char *)d.mv_data + 16, d.mv_size - 16);
+    msgpack_object *st = NULL;
     const char *row;
     size_t len;
-    if (!g.k || !copy || msgpack_unpack(copy, d.mv_size - 16, &off, zone_of(a), &arr) != MSGPACK_UNPACK_SUCCESS)
-      rc = nomem(a);
+    rc = g.k ? decode_state(a, &d, &st) : nomem(a);
     msgpack_object ext[a->naggs ? a->naggs : 1];
     for (int i = 0; i < a->naggs; i++) ext[i] = UNKNOWN;
-    if (!rc) rc = result_row(a, &g, rows, arr.via.array.ptr, ext, &row, &len);
+    if (!rc) rc = result_row(a, &g, rows, st, ext, &row, &len);
     if (!rc) rc = fn(ctx, rid, row, len);
     if (own_scratch) msgpack_zone_clear(&p->scratch);
   }

@@ -497,14 +497,17 @@ static void free_ssink(void *ctx)
   free(s);
 }
 
-/* meta "Q:" table "\x1f" the database's real path (as given if it has none yet). */
+/* meta "Q:" table "\x1f" the database's real path (as given if it has none
+ * yet); past LMDB's key size, "Q#" and a hash of it. */
 static char *mark_key_of(const char *path, const char *table, size_t *len)
 {
   char real[PATH_MAX];
   const char *where = realpath(path, real) ? real : path;
   size_t n = 2 + strlen(table) + 1 + strlen(where);
   char *k = malloc(n + 1);
-  if (k) snprintf(k, n + 1, "Q:%s\x1f%s", table, where);
+  if (!k) return NULL;
+  snprintf(k, n + 1, "Q:%s\x1f%s", table, where);
+  if (n > 480) n = (size_t)snprintf(k, n + 1, "Q#%016llx", (unsigned long long)rn_hash64(k + 2, n - 2));
   *len = n;
   return k;
 }

@@ -37,8 +37,8 @@
 #include "cdc.h"
 #include "pipeline.h"
 
-#define RN_CARRY_GROUPS 64
-#define RN_CARRY_CHANGES 50000
+#define RN_CARRY_GROUPS 256
+#define RN_CARRY_CHANGES 200000
 #define RN_CARRY_SECONDS 0.5
 
 static double now(void)

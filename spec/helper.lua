@@ -62,5 +62,6 @@ function H.sh(cmd, stdin)
 end
 
 H.runnel_bin = os.getenv("RUNNEL_BIN") or "build/runnel"
+H.root = (H.sh("pwd"):gsub("\n$", "")) -- specs run from the repository's root
 
 return H

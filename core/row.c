@@ -356,20 +356,26 @@ void rn_key_format(const rn_schema *s, const msgpack_object *vals, char *buf, si
   }
 }
 
+/* The whole size of an element its first byte alone determines (fixints,
+ * nil, booleans, fixstr, fixed-width numbers); 0: read further. */
+#define RN_X16(v) v, v, v, v, v, v, v, v, v, v, v, v, v, v, v, v
+static const uint8_t SCALAR_SIZE[256] = {
+  RN_X16(1), RN_X16(1), RN_X16(1), RN_X16(1), RN_X16(1), RN_X16(1), RN_X16(1), RN_X16(1), /* positive fixint */
+  RN_X16(0), RN_X16(0),                                          /* fixmap, fixarray */
+  1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16,          /* fixstr: 1 + its length */
+  17, 18, 19, 20, 21, 22, 23, 24, 25, 26, 27, 28, 29, 30, 31, 32,
+  1, 0, 1, 1, 0, 0, 0, 0, 0, 0, 5, 9, 2, 3, 5, 9,                 /* 0xc0: nil, bool, floats, uints */
+  2, 3, 5, 9, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,                 /* 0xd0: ints */
+  RN_X16(1), RN_X16(1),                                          /* negative fixint */
+};
+#undef RN_X16
+
 /* The byte length of the msgpack element at p, or 0 if it runs past end.
  * Iterative: `left` counts the elements still to walk. */
 static size_t element_size(const unsigned char *p, const unsigned char *end)
 {
-  if (p < end) { /* the common scalars, without the walk */
-    unsigned b = *p;
-    size_t sz = b <= 0x7f || b >= 0xe0 || b == 0xc0 || b == 0xc2 || b == 0xc3 ? 1
-              : b >= 0xa0 && b <= 0xbf ? 1 + (b & 0x1f)
-              : b == 0xcc || b == 0xd0 ? 2
-              : b == 0xcd || b == 0xd1 ? 3
-              : b == 0xca || b == 0xce || b == 0xd2 ? 5
-              : b == 0xcb || b == 0xcf || b == 0xd3 ? 9 : 0;
-    if (sz) return (size_t)(end - p) >= sz ? sz : 0;
-  }
+  if (p < end && SCALAR_SIZE[*p]) /* the common scalars, without the walk */
+    return (size_t)(end - p) >= SCALAR_SIZE[*p] ? SCALAR_SIZE[*p] : 0;
   const unsigned char *start = p;
   uint64_t left = 1;
   while (left--) {
@@ -430,7 +436,8 @@ int rn_row_spans(const char *row, size_t len, int ncols, int upto, size_t *start
   if (n != (uint32_t)ncols || upto > ncols) return -1;
   for (int i = 0; i < upto; i++) {
     starts[i] = off;
-    size_t sz = element_size(p + off, end);
+    size_t sz = off < len ? SCALAR_SIZE[p[off]] : 0;
+    if (!sz || sz > len - off) sz = element_size(p + off, end);
     if (!sz) return -1;
     off += sz;
   }

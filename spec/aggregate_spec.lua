@@ -182,6 +182,23 @@ describe("windows over a stream", function()
     assert.same(before, open:get{ player = 1, window_start = 0 })
   end)
 
+  it("rolls back windows made final by a group that fails", function()
+    local w = ev:aggregate{ window = runnel.tumbling(10, "ts"), grace = 0, n = runnel.count(), hi = runnel.max("pts") }
+    ev:insert{ player = 1, ts = 3, pts = 4 }
+    local ok = pcall(p.batch, p, function()
+      ev:insert{ player = 1, ts = 50, pts = 1 } -- would make [0,10) final
+      error("changed my mind")
+    end)
+    assert.is_false(ok)
+    assert.equal(0, p:stats().final[w:name()])
+    ev:insert{ player = 1, ts = 5, pts = 9 } -- [0,10) is still open
+    assert.same({ window_start = 0, window_end = 10, n = 2, hi = 9 }, w:get{ window_start = 0 })
+    assert.equal(0, w:late())
+    ev:insert{ player = 1, ts = 50, pts = 1 }
+    assert.equal(1, p:stats().final[w:name()])
+    assert.same({ window_start = 0, window_end = 10, n = 2, hi = 9 }, w:get{ window_start = 0 })
+  end)
+
   it("keeps final windows and their lateness across a reopen", function()
     local dir = H.tmpdir()
     local function session(fn)

@@ -331,6 +331,15 @@ static int result_id(rn_join *j, const msgpack_sbuffer *k, uint64_t owner, bool 
 {
   if (k->size > 511) return rn_err_set(err_of(j), RN_EINVAL, "%s: a result key longer than 511 bytes", j->out->name);
   MDB_val key = { k->size, k->data }, v;
+  if (!j->fns.selector) { /* no owners to track: one descent puts a new key or finds its id */
+    uint64_t fresh[2] = { j->out->next_id, 0 };
+    v = (MDB_val){ sizeof fresh, fresh };
+    int rc = mdb_put(txn_of(j), j->result_dbi, &key, &v, MDB_NOOVERWRITE);
+    if (rc == 0) { *id = j->out->next_id++; return 0; }
+    if (rc != MDB_KEYEXIST) return rn_store_fail(err_of(j), rc, j->out->name);
+    memcpy(id, v.mv_data, sizeof *id); /* LMDB points v at the stored value */
+    return 0;
+  }
   int rc = mdb_get(txn_of(j), j->result_dbi, &key, &v);
   if (rc && rc != MDB_NOTFOUND) return rn_store_fail(err_of(j), rc, j->out->name);
   uint64_t val[2] = { 0, 0 };

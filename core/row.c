@@ -327,6 +327,21 @@ void rn_row_pack(const rn_schema *s, const msgpack_object *vals, msgpack_sbuffer
   for (int i = 0; i < s->ncols; i++) msgpack_pack_object(&pk, vals[i]);
 }
 
+int rn_row_patch(const rn_schema *s, const char *old, size_t old_len, const msgpack_object *vals,
+                 const uint8_t *given, msgpack_sbuffer *out)
+{
+  size_t starts[s->ncols + 1];
+  if (rn_row_spans(old, old_len, s->ncols, s->ncols, starts) != 0) return -1;
+  msgpack_packer pk;
+  msgpack_packer_init(&pk, out, msgpack_sbuffer_write);
+  msgpack_pack_array(&pk, (size_t)s->ncols);
+  for (int i = 0; i < s->ncols; i++) {
+    if (given[i]) msgpack_pack_object(&pk, vals[i]);
+    else msgpack_sbuffer_write(out, old + starts[i], starts[i + 1] - starts[i]);
+  }
+  return 0;
+}
+
 static uint64_t read_be(const unsigned char *p, int n)
 {
   uint64_t u = 0;

@@ -53,6 +53,12 @@ const msgpack_object *rn_row_unpack(const char *data, size_t len, int ncols,
  * buffer that passes cannot make a decoder allocate more than it holds. */
 size_t rn_msgpack_size(const char *data, size_t len);
 
+/* Packs the row old with the given columns replaced by vals (normalized),
+ * the others copied as they are: a patch without decoding the old row.
+ * -1 if old is not a row of s. */
+int rn_row_patch(const rn_schema *s, const char *old, size_t old_len, const msgpack_object *vals,
+                 const uint8_t *given, msgpack_sbuffer *out);
+
 /* The byte offsets of a row's first `upto` values (starts[upto] = the end
  * of the last), without decoding them: for copying values between rows.
  * 0, or -1 if row is not an array of ncols values whose first upto are

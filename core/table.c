@@ -166,14 +166,14 @@ static int key_error(rn_rel *t, int code, const char *what, const msgpack_object
 
 /* ---- keyed tables ---- */
 
-static int keyed_write(rn_rel *t, located *l, msgpack_object *vals, bool replace_ok,
-                       const char *what)
+/* Writes row (packed, in scratch) at the located key. */
+static int keyed_write(rn_rel *t, located *l, const char *row, size_t len, const msgpack_object *vals,
+                       bool replace_ok, const char *what)
 {
   rn_pipeline *p = t->p;
   if (l->live && !replace_ok) return key_error(t, RN_EEXIST, what, vals);
-  size_t len, old_len = l->row_len;
+  size_t old_len = l->row_len;
   const char *old = !l->live ? NULL : l->row_copied ? l->row : rn_scratch_copy(p, l->row, l->row_len);
-  const char *row = pack_row(t, vals, &len);
   if (!row || (l->live && !old)) return rn_err_set(&p->err, RN_ENOMEM, "out of memory");
   if (old && old_len == len && memcmp(old, row, len) == 0) return 0; /* (4) */
   uint64_t id = l->found ? l->id : t->next_id++;                      /* (1), (2) */
@@ -200,7 +200,10 @@ static int keyed_insert(rn_rel *t, msgpack_object *vals, uint8_t *given, bool up
 {
   located l;
   int rc = keyed_locate(t, vals, given, RN_ROW_FULL, &l);
-  return rc ? rc : keyed_write(t, &l, vals, upsert, upsert ? "upsert" : "insert");
+  if (rc) return rc;
+  size_t len;
+  const char *row = pack_row(t, vals, &len);
+  return keyed_write(t, &l, row, len, vals, upsert, upsert ? "upsert" : "insert");
 }
 
 static int keyed_update(rn_rel *t, msgpack_object *vals, uint8_t *given)
@@ -211,13 +214,14 @@ static int keyed_update(rn_rel *t, msgpack_object *vals, uint8_t *given)
   if (rc) return rc;
   if (!l.live) return key_error(t, RN_ENOTFOUND, "update", vals);
   const char *old = rn_scratch_copy(p, l.row, l.row_len);
-  const msgpack_object *oldv = old ? rn_row_unpack(old, l.row_len, t->schema->ncols, &p->scratch) : NULL;
-  if (!oldv) return rn_err_set(&p->err, RN_ESTORE, "%s: a stored row could not be decoded", t->name);
-  for (int i = 0; i < t->schema->ncols; i++)
-    if (!given[i]) vals[i] = oldv[i];
+  if (!old) return rn_err_set(&p->err, RN_ENOMEM, "out of memory");
+  msgpack_sbuffer_clear(&p->rowbuf); /* the columns not given keep their bytes */
+  if (rn_row_patch(t->schema, old, l.row_len, vals, given, &p->rowbuf) != 0)
+    return rn_err_set(&p->err, RN_ESTORE, "%s: a stored row could not be decoded", t->name);
   l.row = old;
   l.row_copied = true;
-  return keyed_write(t, &l, vals, true, "update");
+  const char *row = rn_scratch_copy(p, p->rowbuf.data, p->rowbuf.size);
+  return keyed_write(t, &l, row, p->rowbuf.size, vals, true, "update");
 }
 
 static int keyed_delete(rn_rel *t, msgpack_object *vals, uint8_t *given)

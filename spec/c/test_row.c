@@ -113,6 +113,37 @@ static void test_patch_leaves_absent_columns_alone(void)
   rn_schema_free(s);
 }
 
+/* rn_row_patch gives the bytes rn_row_pack gives for the merged row. */
+static void test_row_patch_equals_packing_the_merged_row(void)
+{
+  rn_schema *s = players();
+  msgpack_sbuffer old, want, got;
+  msgpack_sbuffer_init(&old);
+  msgpack_sbuffer_init(&want);
+  msgpack_sbuffer_init(&got);
+  msgpack_object before[5] = { obj_int(1), obj_s("ann"), obj_int(70000), obj_nil(), obj_f(2.5) };
+  rn_row_pack(s, before, &old);
+  for (unsigned mask = 0; mask < 32; mask++) {
+    msgpack_object now[5] = { obj_int(1), obj_s("a much longer name than before"), obj_int(-3), obj_nil(), obj_nil() };
+    uint8_t given[5];
+    msgpack_object merged[5];
+    for (int i = 0; i < 5; i++) {
+      given[i] = (mask >> i) & 1;
+      merged[i] = given[i] ? now[i] : before[i];
+    }
+    msgpack_sbuffer_clear(&want);
+    msgpack_sbuffer_clear(&got);
+    rn_row_pack(s, merged, &want);
+    CHECK(rn_row_patch(s, old.data, old.size, now, given, &got) == 0);
+    CHECK(got.size == want.size && memcmp(got.data, want.data, want.size) == 0);
+  }
+  CHECK(rn_row_patch(s, old.data, old.size - 1, before, (uint8_t[5]){ 0 }, &got) == -1); /* truncated */
+  msgpack_sbuffer_destroy(&old);
+  msgpack_sbuffer_destroy(&want);
+  msgpack_sbuffer_destroy(&got);
+  rn_schema_free(s);
+}
+
 static void test_maps_sort_and_structs_become_arrays(void)
 {
   rn_err e = { .code = RN_OK };
@@ -224,6 +255,7 @@ int main(void)
   RUN(test_full_row_defaults_and_coercion);
   RUN(test_errors_name_relation_and_column);
   RUN(test_patch_leaves_absent_columns_alone);
+  RUN(test_row_patch_equals_packing_the_merged_row);
   RUN(test_maps_sort_and_structs_become_arrays);
   RUN(test_schema_declaration_errors);
   return CHECK_REPORT();

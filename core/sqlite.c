@@ -22,13 +22,15 @@
  *     path: the last group it saw, the last one it wrote to SQLite.
  * (2) At declaration the table is in step when seen is the pipeline's seq
  *     (no group passed without the sink) and written is SQLite's mark.
- *     Otherwise (the sink was not declared for some groups; LMDB lost
- *     carried groups in a crash after SQLite committed them; a state or a
- *     database file was replaced) a resync deletes the table's rows and
- *     writes the relation's current rows, in one SQLite transaction. A
- *     group that fails after SQLite committed it resyncs with the next one.
- * (3) A sink with no marks on either side writes the relation's current
- *     rows (deleting nothing), so the table starts as the relation is.
+ *     When the state has a record and is not in step (the sink was not
+ *     declared for some groups; LMDB lost carried groups in a crash after
+ *     SQLite committed them; the database file was replaced) a resync
+ *     deletes the table's rows and writes the relation's current rows, in
+ *     one SQLite transaction. A group that fails after SQLite committed it
+ *     resyncs with the next one. The record is written at declaration.
+ * (3) A state with no record for the sink (a new sink, or a new state on
+ *     an old file) writes the relation's current rows and deletes nothing:
+ *     rows already in the table may be another state's or the user's.
  * A stream holds no rows to rewrite: its table is a log keyed by row id and
  * has no marks. */
 #include "sqlite.h"
@@ -409,26 +411,35 @@ static int check_marks(ssink *s, rn_err *e)
   MDB_val k = { s->mark_klen, s->mark_key }, v;
   if ((in_lmdb = mdb_get(txn, p->store.meta, &k, &v) == 0 && v.mv_size == sizeof r)) memcpy(r, v.mv_data, sizeof r);
   rn_store_reader_done(&p->store);
-  s->written = r[1];
-  if (in_sqlite && in_lmdb && r[0] == p->seq && r[1] == w) return 0;
-  bool wipe = in_sqlite || in_lmdb;
-  if (!wipe && p->seq == 0) return 0; /* nothing committed yet: the first group marks both */
-  if ((rc = begin(s, e))) return rc;
-  rc = rewrite(s, wipe, e);
-  if (!rc) rc = mark_sqlite(s, p->seq, e);
-  if (!rc) rc = commit(s, e);
-  if (rc) {
-    sqlite3_exec(s->db, "ROLLBACK", NULL, NULL, NULL);
-    s->conn->open_txn = false;
-    return rc;
+  if (in_sqlite && in_lmdb && r[0] == p->seq && r[1] == w) {
+    s->written = r[1];
+    return 0;
   }
+  /* This state kept the table and is out of step with it: rewrite it. A
+   * state new to the sink writes its rows (if it has any) and deletes
+   * nothing: the table's rows may be another state's or the user's. */
+  bool wipe = in_lmdb;
+  s->written = in_sqlite ? w : 0;
+  if (wipe || p->seq > 0) {
+    if ((rc = begin(s, e))) return rc;
+    rc = rewrite(s, wipe, e);
+    if (!rc) rc = mark_sqlite(s, p->seq, e);
+    if (!rc) rc = commit(s, e);
+    if (rc) {
+      sqlite3_exec(s->db, "ROLLBACK", NULL, NULL, NULL);
+      s->conn->open_txn = false;
+      return rc;
+    }
+    s->written = p->seq;
+  }
+  /* The record exists from now on, so a crash before any group commits is
+   * seen as out of step. If writing it fails, the marks differ: the next
+   * declaration rewrites again. */
   if ((rc = mdb_txn_begin(p->store.env, NULL, 0, &txn))) return rn_store_fail(e, rc, s->rel->name);
-  rc = mark_lmdb(s, txn, p->seq, p->seq, e); /* if this fails, the marks differ: the next open resyncs again */
+  rc = mark_lmdb(s, txn, p->seq, s->written, e);
   if (rc) { mdb_txn_abort(txn); return rc; }
   rc = mdb_txn_commit(txn);
-  if (rc) return rn_store_fail(e, rc, s->rel->name);
-  s->written = p->seq;
-  return 0;
+  return rc ? rn_store_fail(e, rc, s->rel->name) : 0;
 }
 
 /* ---- one group ---- */

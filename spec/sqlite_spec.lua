@@ -128,8 +128,9 @@ end)
 describe("runnel.sqlite across sessions", function()
   after_each(H.cleanup)
 
-  -- Runs a script in its own process on the state dir and database.
-  local function session(dir, body)
+  -- Runs a script in its own process on a state dir (default: dir/state)
+  -- and the database dir/out.db.
+  local function session(dir, body, state)
     local script = dir .. "/session.lua"
     local f = assert(io.open(script, "w"))
     f:write(([[
@@ -137,7 +138,7 @@ local runnel = require "runnel"
 local p = runnel.open{ path = %q, sync = false }
 local t = p:table("t", { {"k","int"}, {"v","int"}, key = "k" })
 local function sink() t:sink(runnel.sqlite(%q, "t")) end
-]]):format(dir .. "/state", dir .. "/out.db") .. body)
+]]):format(state or dir .. "/state", dir .. "/out.db") .. body)
     f:close()
     local _, err, code = H.sh(("%s run %s"):format(H.runnel_bin, script))
     assert.equal("", err)
@@ -161,6 +162,21 @@ local function sink() t:sink(runnel.sqlite(%q, "t")) end
     assert.equal("1|5\n2|2\n", sql(dir .. "/out.db", "select * from t order by k"))
     session(dir, "assert(t:get{ k = 2 } == nil, 'the crash kept a carried group'); sink(); p:close()")
     assert.equal("1|1\n", sql(dir .. "/out.db", "select * from t order by k"))
+  end)
+
+  it("repairs a crash that came before any group reached LMDB", function()
+    local dir = H.tmpdir()
+    session(dir, "sink(); t:insert{ k = 1, v = 1 }; os.exit(0, false)")
+    assert.equal("1|1\n", sql(dir .. "/out.db", "select * from t"))
+    session(dir, "assert(t:count() == 0); sink(); p:close()")
+    assert.equal("", sql(dir .. "/out.db", "select * from t"))
+  end)
+
+  it("keeps the rows another state wrote when a new state's sink starts on the file", function()
+    local dir = H.tmpdir()
+    session(dir, "sink(); t:insert{ k = 1, v = 1 }; p:close()", dir .. "/one")
+    session(dir, "sink(); t:insert{ k = 2, v = 2 }; p:close()", dir .. "/two")
+    assert.equal("1|1\n2|2\n", sql(dir .. "/out.db", "select * from t order by k"))
   end)
 
   it("leaves a table in step alone across a reopen", function()

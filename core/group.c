@@ -18,9 +18,10 @@
  *     since they only run at commit.
  * (6) With sync = false several groups may share one LMDB transaction
  *     ("carried" groups, committed to the caller, not yet to LMDB): it
- *     commits when RN_CARRY_GROUPS groups or RN_CARRY_CHANGES changes or
- *     RN_CARRY_SECONDS have gathered, at rn_flush, at a declaration, when a
- *     snapshot read begins, and at close. A group that fails among carried
+ *     commits when carry_groups groups or carry_changes changes or
+ *     carry_seconds have gathered (rn_open_opts; RN_CARRY_* by default),
+ *     at rn_flush, at a declaration, when a snapshot read begins, and at
+ *     close. A group that fails among carried
  *     ones rolls back alone: the transaction is aborted and the carried
  *     groups replayed into a new one, silently (their sinks already ran).
  *     A crash loses at most the carried groups, never part of one.
@@ -37,9 +38,6 @@
 #include "cdc.h"
 #include "pipeline.h"
 
-#define RN_CARRY_GROUPS 256
-#define RN_CARRY_CHANGES 200000
-#define RN_CARRY_SECONDS 0.5
 
 static double now(void)
 {
@@ -192,8 +190,8 @@ static bool carry_on(rn_pipeline *p)
 {
   if (!p->carry) return false;
   if (p->carried == 0) p->carried_since = now();
-  return p->carried + 1 < RN_CARRY_GROUPS && p->replay.n < RN_CARRY_CHANGES &&
-         now() - p->carried_since < RN_CARRY_SECONDS;
+  return p->carried + 1 < p->carry_groups && p->replay.n < p->carry_changes &&
+         now() - p->carried_since < p->carry_seconds;
 }
 
 RN_API int rn_commit(rn_pipeline *p)

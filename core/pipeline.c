@@ -17,6 +17,10 @@ static void read_seq(rn_pipeline *p)
 RN_API int rn_pipeline_open(const rn_open_opts *opts, rn_pipeline **out, char *errbuf, size_t errlen)
 {
   *out = NULL;
+  if (opts && (opts->carry_groups < 0 || !(opts->carry_seconds >= 0))) {
+    if (errbuf) snprintf(errbuf, errlen, "open: carry_groups and carry_seconds must be 0 (the default) or more");
+    return RN_EINVAL;
+  }
   rn_pipeline *p = calloc(1, sizeof *p);
   if (!p) {
     if (errbuf) snprintf(errbuf, errlen, "out of memory");
@@ -37,6 +41,9 @@ RN_API int rn_pipeline_open(const rn_open_opts *opts, rn_pipeline **out, char *e
   }
   read_seq(p);
   p->carry = opts && opts->nosync;
+  p->carry_groups = opts && opts->carry_groups > 0 ? (uint32_t)opts->carry_groups : RN_CARRY_GROUPS;
+  p->carry_changes = opts && opts->carry_changes > 0 ? opts->carry_changes : RN_CARRY_CHANGES;
+  p->carry_seconds = opts && opts->carry_seconds > 0 ? opts->carry_seconds : RN_CARRY_SECONDS;
   *out = p;
   return 0;
 }

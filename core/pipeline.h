@@ -158,7 +158,13 @@ struct rn_pipeline {
   rn_replay replay;       /* source changes of the carried groups and the open one */
   size_t replay_mark;     /* where the open group's changes start in replay */
   msgpack_zone carry_zone;/* replay's row bytes, until the LMDB commit */
+#define RN_CARRY_GROUPS 256      /* the default bounds of a carried transaction */
+#define RN_CARRY_CHANGES 200000
+#define RN_CARRY_SECONDS 0.5
   bool carry;             /* sync = false: several groups may share an LMDB transaction */
+  uint32_t carry_groups;  /* the bounds of a carried transaction (rn_open_opts) */
+  size_t carry_changes;
+  double carry_seconds;
   uint32_t carried;       /* groups committed but still in the open LMDB transaction */
   double carried_since;   /* monotonic time of the first of them */
   bool replaying;         /* re-applying carried groups: sinks and cdc saw them already */

@@ -66,6 +66,13 @@ typedef struct rn_open_opts {
   size_t map_size;    /* initial LMDB map size in bytes; 0: 64 MiB. It grows by itself */
   int writemap;       /* 1: MDB_WRITEMAP. Faster writes, but with nosync an OS crash
                          may damage the state rather than only lose its last groups */
+  /* With nosync, groups are carried in one LMDB transaction until one of
+   * these is reached (0: the default in parentheses); the commit that ends
+   * it does the writes of all of them, so smaller bounds mean smaller and
+   * more even commit times per tick, larger ones more throughput. */
+  int carry_groups;       /* groups (256); 1 commits LMDB with every group */
+  size_t carry_changes;   /* source changes (200,000) */
+  double carry_seconds;   /* since the first carried group (0.5) */
 } rn_open_opts;
 
 /* Opens (creating if needed) a pipeline. On failure returns a negative code

@@ -1,5 +1,6 @@
 /* lpipeline.c — the runnel.Pipeline userdata and the module's entry point. */
 #include <stdlib.h>
+#include <limits.h>
 #include <string.h>
 #include <time.h>
 
@@ -31,8 +32,12 @@ int rn_lua_fail(lua_State *L, lpipe *lp)
 /* core.open(path|nil, nosync, clock|nil, map_size|nil, writemap) -> pipeline | nil, err */
 static int l_open(lua_State *L)
 {
+  lua_Integer groups = luaL_optinteger(L, 6, 0), changes = luaL_optinteger(L, 7, 0);
   rn_open_opts opts = { .path = luaL_optstring(L, 1, NULL), .nosync = lua_toboolean(L, 2),
-                        .map_size = (size_t)luaL_optinteger(L, 4, 0), .writemap = lua_toboolean(L, 5) };
+                        .map_size = (size_t)luaL_optinteger(L, 4, 0), .writemap = lua_toboolean(L, 5),
+                        .carry_groups = groups > INT_MAX ? INT_MAX : groups < 0 ? 0 : (int)groups,
+                        .carry_changes = changes < 0 ? 0 : (size_t)changes,
+                        .carry_seconds = luaL_optnumber(L, 8, 0) };
   lpipe *lp = lua_newuserdatauv(L, sizeof *lp, 1);
   memset(lp, 0, sizeof *lp);
   lp->clock_ref = LUA_NOREF;

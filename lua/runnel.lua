@@ -447,7 +447,22 @@ function Relation:sink(s)
   return self
 end
 
-local OPEN_FIELDS = { path = true, sync = true, clock = true, map_size = true, writemap = true }
+local OPEN_FIELDS = { path = true, sync = true, clock = true, map_size = true, writemap = true, carry = true }
+local CARRY_FIELDS = { groups = "an integer", changes = "an integer", seconds = "a number" }
+
+-- carry = { groups = n, changes = n, seconds = s }: the bounds of the LMDB
+-- transaction that groups share with sync = false (omitted: the defaults).
+local function carry_bounds(carry)
+  if carry == nil then return nil, nil, nil end
+  if type(carry) ~= "table" then error("open: carry must be a table { groups, changes, seconds }", 3) end
+  for k, v in pairs(carry) do
+    local want = CARRY_FIELDS[k]
+    if not want then error(("open: carry: unknown field %s (groups, changes, seconds)"):format(tostring(k)), 3) end
+    local ok = want == "an integer" and math.type(v) == "integer" or want == "a number" and type(v) == "number"
+    if not ok or not (v > 0) then error(("open: carry.%s must be %s above 0"):format(k, want), 3) end
+  end
+  return carry.groups, carry.changes, carry.seconds
+end
 
 --- runnel.open([path | { path, sync = true, clock = fn, map_size = bytes, writemap = false }]) -> pipeline
 -- map_size is LMDB's initial map (64 MiB by default); it doubles by itself.
@@ -455,20 +470,21 @@ local OPEN_FIELDS = { path = true, sync = true, clock = true, map_size = true, w
 -- sync = false an OS crash may damage the state instead of only losing its
 -- last groups (LMDB's own warning). A process crash loses nothing committed.
 function runnel.open(opts)
-  local path, sync, clock, map_size, writemap
+  local path, sync, clock, map_size, writemap, groups, changes, seconds
   if type(opts) == "string" then
     path = opts
   elseif type(opts) == "table" then
     for k in pairs(opts) do
-      if not OPEN_FIELDS[k] then error(("open: unknown option %s (path, sync, clock, map_size, writemap)"):format(tostring(k)), 2) end
+      if not OPEN_FIELDS[k] then error(("open: unknown option %s (path, sync, clock, map_size, writemap, carry)"):format(tostring(k)), 2) end
     end
     path, sync, clock, map_size, writemap = opts.path, opts.sync, opts.clock, opts.map_size, opts.writemap == true
+    groups, changes, seconds = carry_bounds(opts.carry)
     if clock ~= nil and type(clock) ~= "function" then error("open: clock must be a function", 2) end
     if map_size ~= nil and math.type(map_size) ~= "integer" then error("open: map_size must be an integer", 2) end
   elseif opts ~= nil then
     error("open: expects a path or an options table, got " .. type(opts), 2)
   end
-  local p, err = core.open(path, sync == false, clock, map_size, writemap)
+  local p, err = core.open(path, sync == false, clock, map_size, writemap, groups, changes, seconds)
   if not p then error(err, 2) end
   return p
 end

@@ -173,6 +173,39 @@ describe("groups", function()
       q:close()
     end)
 
+    it("carries as many groups as carry.groups allows, then commits LMDB", function()
+      local q = runnel.open{ sync = false, carry = { groups = 3, seconds = 60 } }
+      local u = q:table("u", { {"k","int"}, key = "k" })
+      local before = q:stats().lmdb_commits
+      for k = 1, 7 do u:insert{ k = k } end
+      assert.equal(before + 2, q:stats().lmdb_commits) -- after groups 3 and 6; 7 is carried
+      q:flush()
+      assert.equal(before + 3, q:stats().lmdb_commits)
+      q:close()
+      local each = runnel.open{ sync = false, carry = { groups = 1 } } -- one LMDB commit per group
+      u = each:table("u", { {"k","int"}, key = "k" })
+      before = each:stats().lmdb_commits
+      for k = 1, 4 do u:insert{ k = k } end
+      assert.equal(before + 4, each:stats().lmdb_commits)
+      each:close()
+      local by_changes = runnel.open{ sync = false, carry = { changes = 5 } }
+      u = by_changes:table("u", { {"k","int"}, key = "k" })
+      before = by_changes:stats().lmdb_commits
+      by_changes:batch(function() for k = 1, 5 do u:insert{ k = k } end end) -- 5 changes: the bound
+      assert.equal(before + 1, by_changes:stats().lmdb_commits)
+      by_changes:close()
+    end)
+
+    it("refuses carry bounds that are not positive numbers of the right kind", function()
+      assert.matches("open: carry.groups must be an integer above 0",
+                     H.error_of(runnel.open, { sync = false, carry = { groups = 0 } }), 1, true)
+      assert.matches("open: carry.seconds must be a number above 0",
+                     H.error_of(runnel.open, { sync = false, carry = { seconds = "1" } }), 1, true)
+      assert.matches("open: carry: unknown field group (groups, changes, seconds)",
+                     H.error_of(runnel.open, { carry = { group = 2 } }), 1, true)
+      assert.matches("open: carry must be a table", H.error_of(runnel.open, { carry = 3 }), 1, true)
+    end)
+
     it("commits carried groups at flush and at close, so a reopen sees them all", function()
       local dir = H.tmpdir()
       local q = runnel.open{ path = dir, sync = false }

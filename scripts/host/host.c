@@ -1,6 +1,6 @@
 /* host.c — a small game server embedding runnel.
  *
- *     host [ticks] [changes_per_tick] [hz] [script]
+ *     host [ticks] [changes_per_tick] [hz] [script] [carry_groups]
  *
  * A fixed-rate tick loop: each tick pushes changes_per_tick player and match
  * changes (score updates, guild moves, new players, matches) through the
@@ -9,7 +9,9 @@
  * CDC log). At the end it prints what it received and the per-tick latency
  * percentiles of the whole group (pushes and commit) and of the commit
  * alone. hz = 0 runs the ticks back to back (benchmarks); the state is
- * temporary, with sync = false.
+ * temporary, with sync = false. carry_groups bounds how many ticks share
+ * one LMDB transaction (rn_open_opts; 0: the default): 1 spreads the LMDB
+ * writes evenly over the ticks, a larger bound batches them.
  *
  * It uses runnel.h and msgpack-c only, as a host built against
  * `pkg-config --cflags --libs runnel` would. */
@@ -95,7 +97,7 @@ int main(int argc, char **argv)
   const char *script = argc > 4 ? argv[4] : "scripts/host/game.lua";
   if (ticks < 1 || per_tick < 1) { fprintf(stderr, "usage: host [ticks] [changes_per_tick] [hz] [script]\n"); return 2; }
 
-  rn_open_opts opts = { .nosync = 1 };
+  rn_open_opts opts = { .nosync = 1, .carry_groups = argc > 5 ? atoi(argv[5]) : 0 };
   rn_pipeline *p;
   char err[512];
   if (rn_pipeline_open(&opts, &p, err, sizeof err)) { fprintf(stderr, "host: %s\n", err); return 1; }

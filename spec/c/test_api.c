@@ -166,6 +166,18 @@ static void test_error_codes(void)
   char err[256];
   rn_open_opts o = { .path = "/proc/runnel-cannot-be-here" };
   CHECK(rn_pipeline_open(&o, &p, err, sizeof err) == RN_EIO && p == NULL && strstr(err, "/proc/runnel-cannot-be-here"));
+  rn_open_opts wrong = { .nosync = 1, .carry_groups = -1 };
+  CHECK(rn_pipeline_open(&wrong, &p, err, sizeof err) == RN_EINVAL && p == NULL && strstr(err, "carry_groups"));
+  wrong = (rn_open_opts){ .nosync = 1, .carry_seconds = -0.5 };
+  CHECK(rn_pipeline_open(&wrong, &p, err, sizeof err) == RN_EINVAL && p == NULL);
+  /* carry_groups = 1: every group is its own LMDB commit, and nothing is lost at close */
+  rn_open_opts each = { .nosync = 1, .carry_groups = 1 };
+  CHECK(rn_pipeline_open(&each, &p, NULL, 0) == 0);
+  rn_rel *r;
+  CHECK(rn_declare_table(p, "players", players_cols, 3, players_key, 1, &r) == 0);
+  CHECK(push1(p, r, RN_OP_INSERT, 1, "ann", 1) == 0 && push1(p, r, RN_OP_INSERT, 2, "bob", 2) == 0);
+  CHECK(rn_seq(p) == 2);
+  rn_pipeline_close(p);
 }
 
 static void test_schema_mismatch_on_reopen(void)

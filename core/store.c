@@ -168,3 +168,20 @@ uint64_t rn_store_entries(MDB_txn *txn, const char *name)
   }
   return n;
 }
+
+int rn_store_key_cmp(const MDB_val *a, const MDB_val *b)
+{
+  const unsigned char *x = a->mv_data, *y = b->mv_data;
+  size_t n = a->mv_size < b->mv_size ? a->mv_size : b->mv_size, i = 0;
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+  for (; i + 8 <= n; i += 8) {
+    uint64_t u, v;
+    memcpy(&u, x + i, 8);
+    memcpy(&v, y + i, 8);
+    if (u != v) return __builtin_bswap64(u) < __builtin_bswap64(v) ? -1 : 1;
+  }
+#endif
+  for (; i < n; i++)
+    if (x[i] != y[i]) return x[i] < y[i] ? -1 : 1;
+  return (a->mv_size > b->mv_size) - (a->mv_size < b->mv_size);
+}

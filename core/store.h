@@ -57,6 +57,11 @@ int rn_store_reader(rn_store *s, MDB_txn **txn, rn_err *e);
 /* Ends what rn_store_reader started outside a group. */
 void rn_store_reader_done(rn_store *s);
 
+/* LMDB's own order for keys (bytes, then length), compared 8 bytes at a
+ * time: every runnel database uses it, and a reader that does not (attach,
+ * inspect, LMDB's tools) sees the same order. */
+int rn_store_key_cmp(const MDB_val *a, const MDB_val *b);
+
 /* The LMDB entries of every database kept for relation `name`: its rows,
  * indexes and operator state (a measure of what it holds). */
 uint64_t rn_store_entries(MDB_txn *txn, const char *name);

@@ -6,6 +6,7 @@
 
 #include "check.h"
 #include "key.h"
+#include "store.h"
 
 static uint64_t rng_state = 0x9E3779B97F4A7C15ULL;
 static uint64_t rnd(void)
@@ -114,9 +115,28 @@ static void test_memcmp_order_is_tuple_order(void)
     encode(t[0].v, NCOLS, &ka);
     encode(t[1].v, NCOLS, &kb);
     CHECK(memcmp_keys(&ka, &kb) == cmp_tuple(t[0].v, t[1].v, NCOLS));
+    MDB_val va = { ka.size, ka.data }, vb = { kb.size, kb.data };
+    CHECK(rn_store_key_cmp(&va, &vb) == memcmp_keys(&ka, &kb)); /* LMDB's order, 8 bytes at a time */
+    CHECK(rn_store_key_cmp(&vb, &va) == -memcmp_keys(&ka, &kb));
   }
   msgpack_sbuffer_destroy(&ka);
   msgpack_sbuffer_destroy(&kb);
+}
+
+/* The comparator every runnel database uses orders raw bytes as memcmp
+ * then length does: short, long, equal prefixes, differences at every byte. */
+static void test_store_key_cmp_is_memcmp_order(void)
+{
+  unsigned char a[40], b[40];
+  for (int round = 0; round < 200000; round++) {
+    size_t la = (size_t)(rand() % 40), lb = (size_t)(rand() % 40);
+    for (size_t i = 0; i < 40; i++) a[i] = (unsigned char)(rand() % 4 == 0 ? rand() : 0x10);
+    memcpy(b, a, 40);
+    if (rand() % 2) b[rand() % 40] = (unsigned char)rand();
+    msgpack_sbuffer ka = { la, (char *)a, 0 }, kb = { lb, (char *)b, 0 };
+    MDB_val va = { la, a }, vb = { lb, b };
+    CHECK(rn_store_key_cmp(&va, &vb) == memcmp_keys(&ka, &kb));
+  }
 }
 
 static void test_round_trip(void)
@@ -180,6 +200,7 @@ static void test_nan_and_non_scalars_are_refused(void)
 int main(void)
 {
   RUN(test_memcmp_order_is_tuple_order);
+  RUN(test_store_key_cmp_is_memcmp_order);
   RUN(test_round_trip);
   RUN(test_prefix_of_longer_tuples);
   RUN(test_nan_and_non_scalars_are_refused);

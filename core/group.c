@@ -130,6 +130,8 @@ static void rollback_group(rn_pipeline *p)
         p->rels[i]->saved_next_id = p->rels[i]->lmdb_next_id;
         p->rels[i]->saved_count = p->rels[i]->lmdb_count;
       }
+      p->seq -= p->carried; /* LMDB's last group, as a reopen would find it */
+      p->carried_lost++;    /* sinks outside LMDB hold groups it lost (sqlite.c) */
       forget_carried(p);
     }
     p->err = keep;

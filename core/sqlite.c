@@ -26,8 +26,9 @@
  *     declared for some groups; LMDB lost carried groups in a crash after
  *     SQLite committed them; the database file was replaced) a resync
  *     deletes the table's rows and writes the relation's current rows, in
- *     one SQLite transaction. A group that fails after SQLite committed it
- *     resyncs with the next one. The record is written at declaration.
+ *     one SQLite transaction. A group that fails after SQLite committed it,
+ *     or carried groups lost when their replay failed, resync with the next
+ *     group. The record is written at declaration.
  * (3) A state with no record for the sink (a new sink, or a new state on
  *     an old file) writes the relation's current rows and deletes nothing:
  *     rows already in the table may be another state's or the user's.
@@ -115,6 +116,7 @@ typedef struct ssink {
   bool resync;            /* the table may differ from the relation (SINK-2) */
   uint64_t written;       /* the last committed group written to SQLite */
   uint64_t wrote_seq;     /* the open group wrote this sink (its seq), or 0 */
+  uint64_t lost_seen;     /* p->carried_lost when last looked at */
   op *dels, *ups;
   size_t ndels, nups, cap_dels, cap_ups;
   msgpack_zone zone;      /* the group's row and key copies */
@@ -449,6 +451,10 @@ static int check_marks(ssink *s, rn_err *e)
 static int ssink_commit(void *ctx, uint64_t seq, rn_err *e)
 {
   ssink *s = ctx;
+  if (s->lost_seen != s->p->carried_lost) { /* SQLite holds groups LMDB lost (2) */
+    s->lost_seen = s->p->carried_lost;
+    s->resync = s->marked;
+  }
   if (s->ndels == 0 && s->nups == 0 && !s->resync) /* seen, nothing to write (SINK-1) */
     return s->marked ? mark_lmdb(s, s->p->store.wtxn, seq, s->written, e) : 0;
   int rc = begin(s, e);
@@ -536,6 +542,7 @@ int rn_sqlite_sink(rn_pipeline *p, rn_rel *rel, const char *path, const char *ta
   s->rel = rel;
   s->keyless = rel->schema->nkey == 0;
   s->marked = rel->tablelike;
+  s->lost_seen = p->carried_lost;
   int rc = 0;
   if (!(s->table = strdup(table))) rc = rn_err_set(&p->err, RN_ENOMEM, "out of memory");
   if (!rc && !(s->conn = conn_get(p, path, &p->err))) rc = p->err.code;

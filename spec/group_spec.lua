@@ -173,6 +173,29 @@ describe("groups", function()
       q:close()
     end)
 
+    it("says so when carried groups cannot be replayed, and goes back to what LMDB holds", function()
+      local q = runnel.open{ sync = false }
+      local u = q:table("u", { {"k","int"}, key = "k" })
+      local refuse = false
+      u:filter(function() if refuse then error("refused now") end return true end)
+      u:insert{ k = 1 }
+      q:flush() -- group 1 is in LMDB
+      u:insert{ k = 2 }
+      u:insert{ k = 3 } -- groups 2 and 3 are carried
+      refuse = true
+      local err = H.error_of(u.insert, u, { k = 4 }) -- fails, and the replay of 2 and 3 fails too
+      assert.matches("refused now", err, 1, true)
+      assert.matches("(and 2 groups not yet flushed to LMDB were lost:", err, 1, true)
+      refuse = false
+      assert.equal(1, q:seq()) -- as after a crash: LMDB's last group
+      assert.equal(1, u:count())
+      assert.is_nil(u:get(2))
+      u:insert{ k = 5 }
+      assert.equal(2, q:seq())
+      assert.equal(2, u:id_of(5)) -- ids of the lost groups are given again, as after a crash
+      q:close()
+    end)
+
     it("carries as many groups as carry.groups allows, then commits LMDB", function()
       local q = runnel.open{ sync = false, carry = { groups = 3, seconds = 60 } }
       local u = q:table("u", { {"k","int"}, key = "k" })

@@ -57,13 +57,7 @@ static int pack_top(laggs *g, lua_State *L, const char *what, int agg, msgpack_s
 
 static int call(laggs *g, lua_State *L, int nargs, const char *what, rn_err *e)
 {
-  int st = lua_pcall(L, nargs, 1, 0);
-  g->lp->L = L;
-  if (st == LUA_OK) return 0;
-  rn_err_set(e, RN_ECALLBACK, "%s: %s: %s", g->name, what,
-             lua_tostring(L, -1) ? lua_tostring(L, -1) : luaL_typename(L, -1));
-  lua_pop(L, 1);
-  return RN_ECALLBACK;
+  return rn_lua_call(g->lp, L, nargs, 1, g->name, what, e);
 }
 
 static int init_cb(void *ctx, int agg, msgpack_sbuffer *state, rn_err *e)

@@ -71,6 +71,11 @@ void rn_lua_pushrow(lpipe *lp, lua_State *L, rn_rel *rel, const char *data, size
 void rn_lua_pushvalue(lua_State *L, const msgpack_object *o, const rn_column *col);
 
 /* The binding's "nil, message" return. */
+/* lua_pcall of the function and nargs arguments on top of L, from a core
+ * callback: restores lp->L and turns a Lua error into e ("rel: what:
+ * message", RN_ECALLBACK, or the code of a runnel error raised inside). */
+int rn_lua_call(lpipe *lp, lua_State *L, int nargs, int nresults, const char *rel, const char *what, rn_err *e);
+
 static inline int rn_lua_nil_error(lua_State *L, const char *msg)
 {
   lua_pushnil(L);

@@ -46,28 +46,13 @@ static int ref_function(lua_State *L, int idx)
   return luaL_ref(L, LUA_REGISTRYINDEX);
 }
 
-/* Turns the error on top of L into the core's error and pops it. */
-static int callback_error(lua_State *L, rn_err *e, const rn_rel *rel, const char *what)
-{
-  const char *msg = lua_tostring(L, -1);
-  if (!msg) msg = luaL_typename(L, -1);
-  if (e->code != RN_OK && strstr(msg, e->msg)) /* a runnel error raised inside: keep its code */
-    rn_err_set(e, e->code, "%s: %s: %s", rel->name, what, msg);
-  else
-    rn_err_set(e, RN_ECALLBACK, "%s: %s: %s", rel->name, what, msg);
-  lua_pop(L, 1);
-  return e->code;
-}
-
 static int filter_cb(void *ctx, rn_rel *in, const char *row, size_t len, int *pass, rn_err *e)
 {
   lcb *cb = ctx;
   lua_State *L = cb->lp->L;
   lua_rawgeti(L, LUA_REGISTRYINDEX, cb->refs[CB_FN]);
   rn_lua_pushrow(cb->lp, L, in, row, len);
-  int st = lua_pcall(L, 1, 1, 0);
-  cb->lp->L = L;
-  if (st != LUA_OK) return callback_error(L, e, cb->rel, "filter");
+  if (rn_lua_call(cb->lp, L, 1, 1, cb->rel->name, "filter", e)) return e->code;
   *pass = lua_toboolean(L, -1);
   lua_pop(L, 1);
   return 0;
@@ -100,9 +85,7 @@ static int map_cb(void *ctx, rn_rel *in, rn_rel *out, const char *row, size_t le
   lua_State *L = lp->L;
   lua_rawgeti(L, LUA_REGISTRYINDEX, cb->refs[CB_FN]);
   rn_lua_pushrow(lp, L, in, row, len);
-  int st = lua_pcall(L, 1, 1, 0);
-  lp->L = L;
-  if (st != LUA_OK) return callback_error(L, e, cb->rel, "map");
+  if (rn_lua_call(lp, L, 1, 1, cb->rel->name, "map", e)) return e->code;
   return returned_row(lp, L, out, "map returned a bad row", result, has_row, e);
 }
 
@@ -139,9 +122,7 @@ static int sink_cb(void *ctx, rn_rel *rel, const rn_change *c, const rn_sink_inf
     if (c->verb != RN_INSERT) { rn_lua_pushrow(lp, L, rel, c->old, c->old_len); nargs++; }
   }
   push_info(L, info);
-  int st = lua_pcall(L, nargs, 0, 0);
-  lp->L = L;
-  return st == LUA_OK ? 0 : callback_error(L, e, rel, "sink");
+  return rn_lua_call(lp, L, nargs, 0, rel->name, "sink", e);
 }
 
 static int sink_commit_cb(void *ctx, uint64_t seq, rn_err *e)
@@ -151,9 +132,7 @@ static int sink_commit_cb(void *ctx, uint64_t seq, rn_err *e)
   if (cb->refs[CB_COMMIT] == LUA_NOREF) return 0;
   lua_rawgeti(L, LUA_REGISTRYINDEX, cb->refs[CB_COMMIT]);
   lua_pushinteger(L, (lua_Integer)seq);
-  int st = lua_pcall(L, 1, 0, 0);
-  cb->lp->L = L;
-  return st == LUA_OK ? 0 : callback_error(L, e, cb->rel, "sink commit");
+  return rn_lua_call(cb->lp, L, 1, 0, cb->rel->name, "sink commit", e);
 }
 
 /* A key as Lua sees it: a scalar for a one-column key, else a table by
@@ -179,9 +158,7 @@ static int mapper_cb(void *ctx, rn_rel *left, const char *row, size_t len,
   lua_State *L = lp->L;
   lua_rawgeti(L, LUA_REGISTRYINDEX, cb->refs[CB_MAPPER]);
   rn_lua_pushrow(lp, L, left, row, len);
-  int st = lua_pcall(L, 1, 1, 0);
-  lp->L = L;
-  if (st != LUA_OK) return callback_error(L, e, cb->rel, "mapper");
+  if (rn_lua_call(lp, L, 1, 1, cb->rel->name, "mapper", e)) return e->code;
   *has_key = !lua_isnil(L, -1) && lua_touserdata(L, -1) != RN_LUA_NULL;
   int rc = 0;
   const rn_schema *rs = cb->right->schema;
@@ -211,9 +188,7 @@ static int selector_cb(void *ctx, rn_rel *left, const msgpack_object *lkey, int 
   lua_rawgeti(L, LUA_REGISTRYINDEX, cb->refs[CB_SELECTOR]);
   push_key(L, left->schema, lkey, nl);
   push_key(L, right->schema, rkey, nr);
-  int st = lua_pcall(L, 2, 1, 0);
-  lp->L = L;
-  if (st != LUA_OK) return callback_error(L, e, cb->rel, "selector");
+  if (rn_lua_call(lp, L, 2, 1, cb->rel->name, "selector", e)) return e->code;
   int n = lua_istable(L, -1) ? (int)lua_rawlen(L, -1) : 1, rc = 0;
   if (lua_isnil(L, -1) || n == 0)
     rc = rn_err_set(e, RN_EINVAL, "%s: selector: returned no key", cb->rel->name);
@@ -241,9 +216,7 @@ static int joiner_cb(void *ctx, rn_rel *join, const char *lrow, size_t llen,
   lua_rawgeti(L, LUA_REGISTRYINDEX, cb->refs[CB_JOINER]);
   rn_lua_pushrow(lp, L, cb->left, lrow, llen);
   rn_lua_pushrow(lp, L, cb->right, rrow, rlen);
-  int st = lua_pcall(L, 2, 1, 0);
-  lp->L = L;
-  if (st != LUA_OK) return callback_error(L, e, join, "joiner");
+  if (rn_lua_call(lp, L, 2, 1, join->name, "joiner", e)) return e->code;
   return returned_row(lp, L, join, "joiner returned a bad row", result, has_row, e);
 }
 
@@ -407,4 +380,19 @@ int rn_lua_declare_select(lua_State *L)
   rn_rel *rel = NULL;
   int rc = rn_declare_select(lp->p, name, in->rel, slots, names, n, nkey ? key : NULL, nkey, &rel);
   return rn_lua_declared(L, lp, rc, rel);
+}
+
+int rn_lua_call(lpipe *lp, lua_State *L, int nargs, int nresults, const char *rel, const char *what, rn_err *e)
+{
+  int st = lua_pcall(L, nargs, nresults, 0);
+  lp->L = L; /* the thread that called into runnel */
+  if (st == LUA_OK) return 0;
+  const char *msg = lua_tostring(L, -1);
+  if (!msg) msg = luaL_typename(L, -1);
+  if (e->code != RN_OK && strstr(msg, e->msg)) /* a runnel error raised inside: keep its code */
+    rn_err_set(e, e->code, "%s: %s: %s", rel, what, msg);
+  else
+    rn_err_set(e, RN_ECALLBACK, "%s: %s: %s", rel, what, msg);
+  lua_pop(L, 1);
+  return e->code;
 }

@@ -94,13 +94,7 @@ static int lua_fetch(void *ctx, rn_rel *lk, const msgpack_object *key, int nkey,
       lua_setfield(L, -2, ls->cols[ls->key_slots[i]].name);
     }
   }
-  int st = lua_pcall(L, 1, 1, 0);
-  lp->L = L;
-  if (st != LUA_OK) {
-    rn_err_set(e, RN_ECALLBACK, "%s: source: %s", lk->name, lua_tostring(L, -1) ? lua_tostring(L, -1) : "error");
-    lua_pop(L, 1);
-    return RN_ECALLBACK;
-  }
+  if (rn_lua_call(lp, L, 1, 1, lk->name, "source", e)) return e->code;
   *found = !lua_isnil(L, -1);
   int rc = 0;
   if (*found) {

@@ -134,6 +134,18 @@ static void quote(msgpack_sbuffer *b, const char *name)
 
 static void add(msgpack_sbuffer *b, const char *s) { msgpack_sbuffer_write(b, s, strlen(s)); }
 
+/* The quoted names of sc's key columns (or all columns), each followed by
+ * suffix, joined by sep: "a", "b" or "a" = ? AND "b" = ?. */
+static void names(msgpack_sbuffer *b, const rn_schema *sc, bool keys, const char *sep, const char *suffix)
+{
+  int n = keys ? sc->nkey : sc->ncols;
+  for (int i = 0; i < n; i++) {
+    if (i) add(b, sep);
+    quote(b, sc->cols[keys ? sc->key_slots[i] : i].name);
+    add(b, suffix);
+  }
+}
+
 static const char *sql_type(rn_type t)
 {
   switch (t) {
@@ -167,10 +179,7 @@ static int prepare(ssink *s, const char *table, rn_err *e)
   }
   if (!s->keyless) {
     add(&b, ", PRIMARY KEY (");
-    for (int i = 0; i < sc->nkey; i++) {
-      if (i) add(&b, ", ");
-      quote(&b, sc->cols[sc->key_slots[i]].name);
-    }
+    names(&b, sc, true, ", ", "");
     add(&b, ")");
   }
   add(&b, ")");
@@ -182,18 +191,12 @@ static int prepare(ssink *s, const char *table, rn_err *e)
   quote(&b, table);
   add(&b, " (");
   if (s->keyless) add(&b, "\"runnel_id\", ");
-  for (int i = 0; i < sc->ncols; i++) {
-    if (i) add(&b, ", ");
-    quote(&b, sc->cols[i].name);
-  }
+  names(&b, sc, false, ", ", "");
   add(&b, ") VALUES (");
   for (int i = 0; i < sc->ncols + s->keyless; i++) add(&b, i ? ", ?" : "?");
   add(&b, ") ON CONFLICT (");
   if (s->keyless) add(&b, "\"runnel_id\"");
-  for (int i = 0; !s->keyless && i < sc->nkey; i++) {
-    if (i) add(&b, ", ");
-    quote(&b, sc->cols[sc->key_slots[i]].name);
-  }
+  else names(&b, sc, true, ", ", "");
   int nonkey = 0;
   for (int i = 0; i < sc->ncols; i++) nonkey += s->keyless || !sc->cols[i].is_key;
   add(&b, nonkey ? ") DO UPDATE SET " : ") DO NOTHING");
@@ -212,11 +215,7 @@ static int prepare(ssink *s, const char *table, rn_err *e)
   quote(&b, table);
   add(&b, " WHERE ");
   if (s->keyless) add(&b, "\"runnel_id\" = ?");
-  for (int i = 0; !s->keyless && i < sc->nkey; i++) {
-    if (i) add(&b, " AND ");
-    quote(&b, sc->cols[sc->key_slots[i]].name);
-    add(&b, " = ?");
-  }
+  else names(&b, sc, true, " AND ", " = ?");
   msgpack_sbuffer_write(&b, "", 1);
   if (rc == SQLITE_OK) rc = sqlite3_prepare_v3(s->db, b.data, -1, SQLITE_PREPARE_PERSISTENT, &s->del, NULL);
   if (rc == SQLITE_OK && s->marked)
@@ -641,18 +640,11 @@ int rn_sqlite_source(const char *path, const char *table, const rn_schema *ls, c
   msgpack_sbuffer b;
   msgpack_sbuffer_init(&b);
   add(&b, "SELECT ");
-  for (int i = 0; i < ls->ncols; i++) {
-    if (i) add(&b, ", ");
-    quote(&b, ls->cols[i].name);
-  }
+  names(&b, ls, false, ", ", "");
   add(&b, " FROM ");
   quote(&b, table);
   add(&b, " WHERE ");
-  for (int i = 0; i < ls->nkey; i++) {
-    if (i) add(&b, " AND ");
-    quote(&b, ls->cols[ls->key_slots[i]].name);
-    add(&b, " = ?");
-  }
+  names(&b, ls, true, " AND ", " = ?");
   msgpack_sbuffer_write(&b, "", 1);
   int rc = sqlite3_prepare_v3(s->db, b.data, -1, SQLITE_PREPARE_PERSISTENT, &s->select, NULL);
   msgpack_sbuffer_destroy(&b);

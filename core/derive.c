@@ -15,15 +15,6 @@ typedef struct rn_select {
   int slots[];            /* the input slot of each */
 } rn_select;
 
-/* The map callback of a select; rn_derive_row never calls it (it projects
- * straight into scratch below), it only marks the relation as a select. */
-static int select_row(void *ctx, rn_rel *in, rn_rel *out, const char *row, size_t len,
-                      msgpack_sbuffer *result, int *has_row, rn_err *e)
-{
-  (void)ctx; (void)in; (void)row; (void)len; (void)result; (void)has_row;
-  return rn_err_set(e, RN_ESTORE, "%s: select_row is not called", out->name);
-}
-
 /* The selected values' bytes, as they are, under a new array header. */
 static int project(rn_rel *d, const char *row, size_t len, const char **out, size_t *out_len)
 {
@@ -63,7 +54,7 @@ int rn_derive_row(rn_rel *d, const char *row, size_t len, const char **out, size
     if (pass) { *out = row; *out_len = len; }
     return 0;
   }
-  if (d->map == select_row) return project(d, row, len, out, out_len);
+  if (d->project) return d->project(d, row, len, out, out_len);
   msgpack_sbuffer local, *result = d->outbuf_busy ? &local : &d->outbuf;
   if (d->outbuf_busy) msgpack_sbuffer_init(&local);
   msgpack_sbuffer_clear(result);
@@ -151,6 +142,6 @@ int rn_declare_select(rn_pipeline *p, const char *name, rn_rel *in, const int *s
     return rc;
   }
   rc = rn_declare_derived(p, name, RN_REL_MAP, in, s, sel, free, out);
-  if (!rc) (*out)->map = select_row;
+  if (!rc) (*out)->project = project;
   return rc;
 }

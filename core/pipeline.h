@@ -54,6 +54,10 @@ typedef int (*rn_filter_fn)(void *ctx, rn_rel *in, const char *row, size_t len,
 typedef int (*rn_map_fn)(void *ctx, rn_rel *in, rn_rel *out, const char *row, size_t len,
                          msgpack_sbuffer *result, int *has_row, rn_err *e);
 
+/* A map done in C: the output row of row (a row of d->input), written
+ * straight into the pipeline's scratch zone; *out = NULL for no row. */
+typedef int (*rn_project_fn)(rn_rel *d, const char *row, size_t len, const char **out, size_t *out_len);
+
 /* The changes of one relation in the open group, kept while a sink listens.
  * Row bytes live in the pipeline's group zone. */
 typedef struct rn_log {
@@ -79,7 +83,8 @@ struct rn_rel {
   uint64_t lmdb_count;
   rn_rel *input;          /* derived: the relation it reads */
   rn_filter_fn filter;    /* RN_REL_FILTER */
-  rn_map_fn map;          /* RN_REL_MAP */
+  rn_map_fn map;          /* RN_REL_MAP with a callback (Lua) */
+  rn_project_fn project;  /* RN_REL_MAP in C (select): used instead of map */
   msgpack_sbuffer outbuf; /* RN_REL_MAP: the row being built, reused per row */
   bool outbuf_busy;       /* a callback re-entered this map (a scan of itself) */
   void *ctx;              /* the callback's context */

@@ -152,20 +152,31 @@ void rn_store_reader_done(rn_store *s)
   if (s->rtxn && s->rtxn_live) { mdb_txn_reset(s->rtxn); s->rtxn_live = false; }
 }
 
-/* Every prefix a relation's databases are named with (rn_state_dbi);
- * permanent stores ("st:") are not relations. */
-static const char *const STATE_PREFIXES[] = { "t:", "h:", "ji:", "jr:", "jc:", "ag:", "am:", "aw:" };
-
+/* The main database lists every named one; a relation's are "<prefix>:"
+ * name (rn_state_dbi), except permanent stores' "st:", which are not
+ * relations. */
 uint64_t rn_store_entries(MDB_txn *txn, const char *name)
 {
   uint64_t n = 0;
-  char dbname[4096];
-  for (size_t i = 0; i < sizeof STATE_PREFIXES / sizeof *STATE_PREFIXES; i++) {
+  size_t nlen = strlen(name);
+  MDB_dbi main_dbi;
+  MDB_cursor *cur;
+  if (mdb_dbi_open(txn, NULL, 0, &main_dbi) || mdb_cursor_open(txn, main_dbi, &cur)) return 0;
+  MDB_val k, v;
+  for (int rc = mdb_cursor_get(cur, &k, &v, MDB_FIRST); rc == 0; rc = mdb_cursor_get(cur, &k, &v, MDB_NEXT)) {
+    const char *colon = memchr(k.mv_data, ':', k.mv_size);
+    size_t plen = colon ? (size_t)(colon - (const char *)k.mv_data) + 1 : 0;
+    if (!colon || k.mv_size - plen != nlen || memcmp(colon + 1, name, nlen) != 0 ||
+        (plen == 3 && memcmp(k.mv_data, "st:", 3) == 0) || k.mv_size >= 4096)
+      continue;
+    char dbname[4096];
+    memcpy(dbname, k.mv_data, k.mv_size);
+    dbname[k.mv_size] = '\0';
     MDB_dbi dbi;
     MDB_stat st;
-    if ((size_t)snprintf(dbname, sizeof dbname, "%s%s", STATE_PREFIXES[i], name) >= sizeof dbname) break;
     if (mdb_dbi_open(txn, dbname, 0, &dbi) == 0 && mdb_stat(txn, dbi, &st) == 0) n += st.ms_entries;
   }
+  mdb_cursor_close(cur);
   return n;
 }
 

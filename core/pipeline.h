@@ -281,7 +281,7 @@ int rn_push_object(rn_pipeline *p, rn_rel *rel, rn_op op, const msgpack_object *
 int rn_sink_add(rn_pipeline *p, rn_rel *rel, bool consolidate, rn_sink_fn on_change,
                 rn_sink_commit_fn on_commit, void *ctx, rn_free_fn free_ctx);
 /* Gives the sink added last an on_seal and an on_done hook (either NULL). */
-void rn_sink_set_done(rn_pipeline *p, rn_sink_commit_fn on_seal, rn_sink_done_fn on_done);
+void rn_sink_set_hooks(rn_pipeline *p, rn_sink_commit_fn on_seal, rn_sink_done_fn on_done);
 /* Tells sinks that saw the open group how it ended (group.c). */
 void rn_sinks_done(rn_pipeline *p, bool committed);
 int rn_log_append(rn_pipeline *p, rn_rel *rel, const rn_change *c);

@@ -156,7 +156,7 @@ int rn_sinks_deliver(rn_pipeline *p, uint64_t seq)
   return 0;
 }
 
-void rn_sink_set_done(rn_pipeline *p, rn_sink_commit_fn on_seal, rn_sink_done_fn on_done)
+void rn_sink_set_hooks(rn_pipeline *p, rn_sink_commit_fn on_seal, rn_sink_done_fn on_done)
 {
   if (!p->nsinks) return;
   p->sinks[p->nsinks - 1]->on_seal = on_seal;

@@ -558,7 +558,7 @@ int rn_sqlite_sink(rn_pipeline *p, rn_rel *rel, const char *path, const char *ta
     return rc;
   }
   rc = rn_sink_add(p, rel, true, ssink_change, ssink_commit, s, free_ssink);
-  if (!rc) rn_sink_set_done(p, ssink_seal, ssink_done);
+  if (!rc) rn_sink_set_hooks(p, ssink_seal, ssink_done);
   return rc;
 }
 

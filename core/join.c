@@ -16,6 +16,7 @@ typedef struct rn_join {
   bool key_join;          /* on = the left key: at most one left row per right key */
   int non;                /* left slots forming the right key (declarative) */
   int *on;
+  int on_upto;            /* 1 + the largest of them: how far a left row is walked */
   rn_join_fns fns;
   bool right_native;      /* the right side is a keyed source table */
   bool lookup;            /* the right side is a lookup: results are stored, not recomputed */
@@ -479,6 +480,23 @@ static int index_entry(rn_join *j, const fk *f, uint64_t lid, uint64_t *rid, sid
 
 /* ---- one left row: the step every change is made of ---- */
 
+/* Do two left rows hold the same bytes in the on columns? Then they point
+ * at the same right key, and the second need not be worked out again. */
+static bool same_on_bytes(rn_join *j, const side *a, const side *b)
+{
+  if (!j->on) return false;
+  int ncols = j->left->schema->ncols;
+  size_t sa[j->on_upto + 1], sb[j->on_upto + 1];
+  if (rn_row_spans(a->row, a->len, ncols, j->on_upto, sa) || rn_row_spans(b->row, b->len, ncols, j->on_upto, sb))
+    return false;
+  for (int i = 0; i < j->non; i++) {
+    int c = j->on[i];
+    size_t n = sa[c + 1] - sa[c];
+    if (n != sb[c + 1] - sb[c] || memcmp(a->row + sa[c], b->row + sb[c], n) != 0) return false;
+  }
+  return true;
+}
+
 /* Recomputes the result of left row lid from lb (before) to la (after),
  * keeping its index entry; undo is a right-side change the "before"
  * lookups must not see yet (self-joins), or NULL. */
@@ -497,7 +515,11 @@ static int left_step(rn_join *j, uint64_t lid, side *lb, side *la, const rn_chan
         !j->lookup)
       rc = right_before(j, &fb, undo, &rb);
   }
-  if (!rc && la->row && !(rc = left_fk(j, la, &fa))) {
+  if (!rc && la->row) {
+    if (lb->row && same_on_bytes(j, lb, la)) fa = fb;
+    else rc = left_fk(j, la, &fa);
+  }
+  if (!rc && la->row) {
     /* The foreign key stayed and nothing undone hides the right row: the
      * row just read before the change is the current one (one read less). */
     if (lb->row && !undo && !j->lookup && same_fk(&fb, &fa)) ra = rb;
@@ -905,6 +927,7 @@ int rn_declare_join(rn_pipeline *p, const char *name, rn_rel *left, rn_rel *righ
   j->key_join = key_join;
   j->non = spec->on ? spec->non : 0;
   if (spec->on) memcpy(j->on, spec->on, sizeof *j->on * (size_t)spec->non);
+  for (int i = 0; i < j->non; i++) if (j->on[i] + 1 > j->on_upto) j->on_upto = j->on[i] + 1;
   j->fns = *fns;
   j->left = left;
   j->right = right;

@@ -34,6 +34,8 @@ typedef struct rn_aggregate {
   rn_agg_fns fns;
   bool *counts_owner;     /* per aggregate: the min/max that keeps its column's value counts */
   MDB_dbi groups_dbi, values_dbi, windows_dbi; /* windows_dbi: with grace only */
+  uint64_t next_final_txn;  /* the store's txn_serial next_final was worked out in (0: none) */
+  double next_final;        /* the largest event time below which no open window is final */
   MDB_txn *reading;       /* a scan's read transaction, or NULL: the group's */
   msgpack_sbuffer buf;    /* scratch: a group's value */
   msgpack_sbuffer state, answer; /* scratch: a user aggregate's state in, its answer out */
@@ -456,6 +458,8 @@ static int window_index_put(rn_aggregate *a, const gkey *g)
   msgpack_sbuffer_write(&b, g->k, g->len);
   MDB_val k = { b.size, b.data }, d = { g->len, g->k };
   rc = b.size > 511 ? 0 : mdb_put(txn_of(a), a->windows_dbi, &k, &d, 0); /* too long: stays open */
+  double at = start + a->w.size + a->w.grace;
+  if (!rc && b.size <= 511 && at < a->next_final) a->next_final = at;
   msgpack_sbuffer_destroy(&b);
   return rc ? store_fail(a, rc) : 0;
 }
@@ -496,18 +500,24 @@ static int finalize_window(rn_aggregate *a, const gkey *g)
   msgpack_sbuffer_write(b, &FINAL_MARK, 1);
   msgpack_sbuffer_write(b, row, len);
   d = (MDB_val){ b->size, b->data };
-  if ((rc = mdb_put(txn_of(a), a->groups_dbi, &k, &d, 0))) return store_fail(a, rc);
-  return counter_add(a, FINAL_KEY, 1);
+  rc = mdb_put(txn_of(a), a->groups_dbi, &k, &d, 0);
+  return rc ? store_fail(a, rc) : 0;
 }
 
-/* Makes final, oldest first, every window max_ts has passed by its grace. */
+/* Makes final, oldest first, every window max_ts has passed by its grace.
+ * Within one LMDB transaction next_final says when the oldest open window
+ * becomes final, so most events skip the index; a new transaction (a
+ * commit, or a rollback that may bring windows back) works it out again. */
 static int finalize_windows(rn_aggregate *a, double max_ts)
 {
+  uint64_t serial = a->out->p->store.txn_serial;
+  if (a->next_final_txn == serial && max_ts < a->next_final) return 0;
   MDB_cursor *cur;
   int rc = mdb_cursor_open(txn_of(a), a->windows_dbi, &cur);
   if (rc) return store_fail(a, rc);
   MDB_val k, d;
-  int err = 0; /* runnel's error; rc stays LMDB's */
+  int err = 0, made = 0; /* err is runnel's error; rc stays LMDB's */
+  double next = HUGE_VAL;
   while (!err && (rc = mdb_cursor_get(cur, &k, &d, MDB_FIRST)) == 0) {
     int nk = a->nby + 2; /* the start, then the group key's values */
     msgpack_object kv[nk];
@@ -515,15 +525,22 @@ static int finalize_windows(rn_aggregate *a, double max_ts)
       err = rn_err_set(err_of(a), RN_ESTORE, "%s: a window index key could not be decoded", a->out->name);
       break;
     }
-    if (!window_final(a, as_double(&kv[0]), max_ts)) break;
+    if (!window_final(a, as_double(&kv[0]), max_ts)) {
+      next = as_double(&kv[0]) + a->w.size + a->w.grace;
+      break;
+    }
     gkey g = { (char *)rn_scratch_copy(a->out->p, d.mv_data, d.mv_size), d.mv_size };
     if (!g.k) err = nomem(a);
     else if ((rc = mdb_cursor_del(cur, 0))) break;
-    else err = finalize_window(a, &g);
+    else if (!(err = finalize_window(a, &g))) made++;
   }
   mdb_cursor_close(cur);
+  if (!err && made) err = counter_add(a, FINAL_KEY, made);
   if (err) return err;
-  return rc == 0 || rc == MDB_NOTFOUND ? 0 : store_fail(a, rc);
+  if (rc != 0 && rc != MDB_NOTFOUND) return store_fail(a, rc);
+  a->next_final_txn = serial;
+  a->next_final = next;
+  return 0;
 }
 
 /* Moves rem out of and add into group g (either may be NULL), then emits

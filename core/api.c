@@ -3,6 +3,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "json.h"
 #include "pipeline.h"
 #include "row.h"
 
@@ -79,12 +80,16 @@ static int map_to_slots(rn_pipeline *p, rn_rel *rel, const msgpack_object *m,
   for (uint32_t i = 0; i < m->via.map.size; i++) {
     const msgpack_object *k = &m->via.map.ptr[i].key;
     int slot = k->type == MSGPACK_OBJECT_STR ? rn_schema_slot(s, k->via.str.ptr, k->via.str.size) : -1;
+    char quoted[256]; /* the name with its NUL and control bytes escaped */
     if (slot < 0) {
       if (k->type == MSGPACK_OBJECT_STR)
-        return rn_err_set(&p->err, RN_EINVAL, "%s: unknown column \"%.*s\"", rel->name, (int)k->via.str.size,
-                          k->via.str.ptr);
+        return rn_err_set(&p->err, RN_EINVAL, "%s: unknown column %s", rel->name,
+                          rn_json_quote(quoted, sizeof quoted, k->via.str.ptr, k->via.str.size));
       return rn_err_set(&p->err, RN_EINVAL, "%s: column names are strings, got %s", rel->name, rn_value_kind(k));
     }
+    if ((*given)[slot]) /* last-wins would drop a value silently */
+      return rn_err_set(&p->err, RN_EINVAL, "%s: duplicate column %s", rel->name,
+                        rn_json_quote(quoted, sizeof quoted, k->via.str.ptr, k->via.str.size));
     (*vals)[slot] = m->via.map.ptr[i].val;
     (*given)[slot] = 1;
   }

@@ -2,6 +2,7 @@
 #include "json.h"
 
 #include <jansson.h>
+#include <stdio.h>
 #include <string.h>
 
 static int convert(json_t *j, msgpack_object *out, msgpack_zone *z, int depth)
@@ -70,13 +71,83 @@ static int convert(json_t *j, msgpack_object *out, msgpack_zone *z, int depth)
   return -1;
 }
 
+/* The key token jansson stopped at (it ends just before `end`), as the
+ * user wrote it: the duplicate-key error gives only a position. */
+static int duplicate_key(const char *text, size_t end, rn_err *e)
+{
+  size_t start = end >= 2 && text[end - 1] == '"' ? end - 1 : 0;
+  while (start > 0) {
+    start--;
+    if (text[start] != '"') continue;
+    size_t slashes = 0;
+    while (slashes < start && text[start - 1 - slashes] == '\\') slashes++;
+    if (slashes % 2 == 0) break; /* not an escaped quote: the token's opening one */
+  }
+  size_t line = 1, line_start = 0;
+  for (size_t i = 0; i < start; i++)
+    if (text[i] == '\n') line++, line_start = i + 1;
+  char at[64];
+  if (line > 1) snprintf(at, sizeof at, "line %zu, column %zu", line, start - line_start + 1);
+  else snprintf(at, sizeof at, "column %zu", start + 1);
+  int n = end - start > 200 ? 200 : (int)(end - start);
+  return rn_err_set(e, RN_EINVAL, "duplicate key %.*s%s at %s", n, text + start, n < (int)(end - start) ? "…\"" : "",
+                    at);
+}
+
 int rn_json_parse(const char *text, size_t len, msgpack_object *out, msgpack_zone *z, rn_err *e)
 {
   json_error_t jerr;
-  json_t *j = json_loadb(text, len, JSON_DECODE_ANY | JSON_ALLOW_NUL, &jerr);
+  /* Duplicate keys are an error: last-wins would drop a value silently. */
+  json_t *j = json_loadb(text, len, JSON_DECODE_ANY | JSON_ALLOW_NUL | JSON_REJECT_DUPLICATES, &jerr);
+  if (!j && json_error_code(&jerr) == json_error_duplicate_key && jerr.position > 0 && (size_t)jerr.position <= len)
+    return duplicate_key(text, (size_t)jerr.position, e);
   if (!j) return rn_err_set(e, RN_EINVAL, "malformed JSON at column %d: %s", jerr.column, jerr.text);
   int rc = convert(j, out, z, 0);
   json_decref(j);
   if (rc) return rn_err_set(e, RN_EINVAL, "JSON nested more than 64 deep or out of memory");
   return 0;
+}
+
+const char *rn_json_quote(char *buf, size_t cap, const char *s, size_t len)
+{
+  static const char hex[] = "0123456789abcdef";
+  size_t o = 0;
+  if (cap < 16) { if (cap) buf[0] = '\0'; return buf; }
+  buf[o++] = '"';
+  for (size_t i = 0; i < len; i++) {
+    unsigned char c = (unsigned char)s[i];
+    char esc[7] = { '\\', 0 };
+    size_t n = 2;
+    switch (c) {
+    case '"': esc[1] = '"'; break;
+    case '\\': esc[1] = '\\'; break;
+    case '\n': esc[1] = 'n'; break;
+    case '\t': esc[1] = 't'; break;
+    case '\r': esc[1] = 'r'; break;
+    case '\b': esc[1] = 'b'; break;
+    case '\f': esc[1] = 'f'; break;
+    default:
+      if (c < 0x20 || c == 0x7f) {
+        memcpy(esc + 1, "u00", 3);
+        esc[4] = hex[c >> 4];
+        esc[5] = hex[c & 15];
+        n = 6;
+      } else {
+        esc[0] = (char)c;
+        n = 1;
+      }
+    }
+    if (o + n + (i + 1 < len ? 5 : 2) > cap) { /* room for …" (or the last ") and the NUL */
+      while (o > 1 && ((unsigned char)buf[o - 1] & 0xC0) == 0x80) o--; /* no half character before … */
+      if (o > 1 && ((unsigned char)buf[o - 1] & 0x80)) o--;
+      memcpy(buf + o, "\xe2\x80\xa6", 3);
+      o += 3;
+      break;
+    }
+    memcpy(buf + o, esc, n);
+    o += n;
+  }
+  buf[o++] = '"';
+  buf[o] = '\0';
+  return buf;
 }

@@ -9,7 +9,14 @@
 #include "error.h"
 
 /* Parses one JSON text; memory of out comes from z. On failure sets e to
- * "malformed JSON at column C: reason". */
+ * "malformed JSON at column C: reason", or for an object with a key twice
+ * to "duplicate key "K" at column C" (K as written in text). */
 int rn_json_parse(const char *text, size_t len, msgpack_object *out, msgpack_zone *z, rn_err *e);
+
+/* Writes s[0..len) into buf as a JSON string literal with its quotes, for
+ * quoting a user's name in a message: NUL and control bytes become \u0000,
+ * \n…, so the message stays one readable line. Cut with … to fit cap;
+ * returns buf. */
+const char *rn_json_quote(char *buf, size_t cap, const char *s, size_t len);
 
 #endif

@@ -240,12 +240,38 @@ static const msgpack_object *field(const msgpack_object *obj, const char *name)
   return NULL;
 }
 
+/* The relation named exactly (length and bytes: a name with a NUL byte
+ * names none), or NULL. */
+static rn_rel *find_rel(const rn_pipeline *p, const char *name, size_t len)
+{
+  for (int i = 0; i < p->nrels; i++)
+    if (strlen(p->rels[i]->name) == len && memcmp(p->rels[i]->name, name, len) == 0) return p->rels[i];
+  return NULL;
+}
+
+/* The known relation a line that failed to parse names in "rel", read
+ * leniently, so a duplicate-key error can say which relation it was for. */
+static rn_rel *rel_named_in(const rn_pipeline *p, const char *line, size_t len)
+{
+  json_t *j = json_loadb(line, len, JSON_ALLOW_NUL, NULL);
+  json_t *rel = json_object_get(j, "rel");
+  rn_rel *r = json_is_string(rel) ? find_rel(p, json_string_value(rel), json_string_length(rel)) : NULL;
+  json_decref(j);
+  return r;
+}
+
 /* Applies one input line. Returns 0 or an RN_E… code (p->err says why). */
 static int apply_line(rn_pipeline *p, const char *line, size_t len)
 {
   msgpack_object obj;
   rn_err_clear(&p->err);
-  if (rn_json_parse(line, len, &obj, &p->scratch, &p->err)) return rn_group_fail(p, RN_EINVAL, p->err.msg);
+  if (rn_json_parse(line, len, &obj, &p->scratch, &p->err)) {
+    static const char dup[] = "duplicate key ", dup_rel[] = "duplicate key \"rel\" ";
+    rn_rel *r = strncmp(p->err.msg, dup, strlen(dup)) == 0 && strncmp(p->err.msg, dup_rel, strlen(dup_rel)) != 0
+              ? rel_named_in(p, line, len) : NULL;
+    if (r) rn_err_prefix(&p->err, r->name);
+    return rn_group_fail(p, RN_EINVAL, p->err.msg);
+  }
   const msgpack_object *rel = obj.type == MSGPACK_OBJECT_MAP ? field(&obj, "rel") : NULL;
   const msgpack_object *op = obj.type == MSGPACK_OBJECT_MAP ? field(&obj, "op") : NULL;
   const msgpack_object *row = obj.type == MSGPACK_OBJECT_MAP ? field(&obj, "row") : NULL;
@@ -253,11 +279,11 @@ static int apply_line(rn_pipeline *p, const char *line, size_t len)
     rn_err_set(&p->err, RN_EINVAL, "expected {\"rel\": name, \"op\": \"insert\"|\"update\"|\"upsert\"|\"delete\", \"row\": {…}}");
     return rn_group_fail(p, RN_EINVAL, p->err.msg);
   }
-  char name[512];
-  snprintf(name, sizeof name, "%.*s", (int)rel->via.str.size, rel->via.str.ptr);
-  rn_rel *r = rn_find(p, name);
+  char quoted[256];
+  rn_rel *r = find_rel(p, rel->via.str.ptr, rel->via.str.size);
   if (!r) {
-    rn_err_set(&p->err, RN_EINVAL, "unknown relation \"%s\"", name);
+    rn_err_set(&p->err, RN_EINVAL, "unknown relation %s",
+               rn_json_quote(quoted, sizeof quoted, rel->via.str.ptr, rel->via.str.size));
     return rn_group_fail(p, RN_EINVAL, p->err.msg);
   }
   static const char *const ops[] = { "insert", "update", "upsert", "delete" };
@@ -265,8 +291,8 @@ static int apply_line(rn_pipeline *p, const char *line, size_t len)
   for (int i = 0; i < 4; i++)
     if (op->via.str.size == strlen(ops[i]) && memcmp(op->via.str.ptr, ops[i], op->via.str.size) == 0) o = (rn_op)(i + 1);
   if (!o) {
-    rn_err_set(&p->err, RN_EINVAL, "%s: unknown op \"%.*s\" (insert, update, upsert, delete)", name,
-               (int)op->via.str.size, op->via.str.ptr);
+    rn_err_set(&p->err, RN_EINVAL, "%s: unknown op %s (insert, update, upsert, delete)", r->name,
+               rn_json_quote(quoted, sizeof quoted, op->via.str.ptr, op->via.str.size));
     return rn_group_fail(p, RN_EINVAL, p->err.msg);
   }
   return rn_push_object(p, r, o, row);
@@ -308,11 +334,29 @@ static double now(void)
   return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
 }
 
+/* Writes s with its control characters escaped (\n, \t, \u001f…), so
+ * a message quoting a user's name cannot break a line-based file. */
+static void put_escaped_line(FILE *f, const char *s)
+{
+  for (; *s; s++) {
+    unsigned char c = (unsigned char)*s;
+    if (c == '\n') fputs("\\n", f);
+    else if (c == '\t') fputs("\\t", f);
+    else if (c == '\r') fputs("\\r", f);
+    else if (c < 0x20 || c == 0x7f) fprintf(f, "\\u%04x", c);
+    else fputc(c, f);
+  }
+}
+
+/* One reject, one line: `name:line: reason<TAB>line`. */
 static void reject(const rn_run_opts *o, uint64_t line_no, const char *why, const char *line, size_t len)
 {
   if (!o->rejects) return;
-  fprintf(o->rejects, "%s:%llu: %s\t", o->name, (unsigned long long)line_no, why);
-  fwrite(line, 1, len, o->rejects); /* the line as it came, NUL bytes too */
+  put_escaped_line(o->rejects, o->name);
+  fprintf(o->rejects, ":%llu: ", (unsigned long long)line_no);
+  put_escaped_line(o->rejects, why);
+  fputc('\t', o->rejects);
+  fwrite(line, 1, len, o->rejects); /* the line as it came, NUL bytes too (it holds no newline) */
   fputc('\n', o->rejects);
   fflush(o->rejects);
 }

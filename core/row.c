@@ -6,6 +6,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "json.h"
+
 bool rn_utf8_valid(const char *str, size_t len)
 {
   const unsigned char *s = (const unsigned char *)str, *end = s + len;
@@ -182,6 +184,17 @@ static int cmp_map_keys(const void *a, const void *b)
   }
 }
 
+/* A map given the same key twice (its keys are sorted and normalized). */
+static int duplicate_key(rn_err *e, const char *rel, const path *p, const msgpack_object *k)
+{
+  char name[128], at[512];
+  if (k->type == MSGPACK_OBJECT_STR || k->type == MSGPACK_OBJECT_BIN)
+    rn_json_quote(name, sizeof name, k->via.str.ptr, k->via.str.size);
+  else msgpack_object_print_buffer(name, sizeof name, *k);
+  where(p, at, sizeof at);
+  return rn_err_set(e, RN_EINVAL, "%s: %s: duplicate key %s", rel, at, name);
+}
+
 static int normalize_any(msgpack_object *v, msgpack_zone *z, const char *rel,
                          const path *p, int depth, rn_err *e)
 {
@@ -210,8 +223,7 @@ static int normalize_any(msgpack_object *v, msgpack_zone *z, const char *rel,
     }
     qsort(kv, n, sizeof *kv, cmp_map_keys);
     for (uint32_t i = 1; i < n; i++)
-      if (cmp_map_keys(&kv[i - 1], &kv[i]) == 0)
-        return type_error(e, rel, p, "a map without duplicate keys", v, NULL);
+      if (cmp_map_keys(&kv[i - 1], &kv[i]) == 0) return duplicate_key(e, rel, p, &kv[i].key);
     return 0;
   }
   default:
@@ -243,23 +255,27 @@ static int normalize_struct(const rn_schema *s, msgpack_object *v, msgpack_zone 
   if (v->type == MSGPACK_OBJECT_ARRAY && v->via.array.size == (uint32_t)s->ncols) {
     memcpy(out, v->via.array.ptr, sizeof *out * (size_t)s->ncols);
   } else if (v->type == MSGPACK_OBJECT_MAP) {
-    for (int i = 0; i < s->ncols; i++) out[i].type = MSGPACK_OBJECT_EXT, out[i].via.ext.type = 0;
+    uint8_t *given = msgpack_zone_malloc(z, (size_t)(s->ncols ? s->ncols : 1)); /* not a sentinel value: */
+    if (!given) return rn_err_set(e, RN_ENOMEM, "out of memory");               /* any value can arrive */
+    memset(given, 0, (size_t)s->ncols);
     for (uint32_t i = 0; i < v->via.map.size; i++) {
       const msgpack_object *k = &v->via.map.ptr[i].key;
       int slot = k->type == MSGPACK_OBJECT_STR ? rn_schema_slot(s, k->via.str.ptr, k->via.str.size) : -1;
-      if (slot < 0) {
+      bool twice = slot >= 0 && given[slot];
+      if (slot < 0 || twice) { /* twice: last-wins would drop a value silently */
         char name[128];
-        if (k->type == MSGPACK_OBJECT_STR) snprintf(name, sizeof name, "\"%.*s\"", (int)k->via.str.size, k->via.str.ptr);
+        if (k->type == MSGPACK_OBJECT_STR) rn_json_quote(name, sizeof name, k->via.str.ptr, k->via.str.size);
         else msgpack_object_print_buffer(name, sizeof name, *k);
         char at[512];
         where(p, at, sizeof at);
-        return rn_err_set(e, RN_EINVAL, "%s: %s: unknown field %s", rel, at, name);
+        return rn_err_set(e, RN_EINVAL, "%s: %s: %s field %s", rel, at, twice ? "duplicate" : "unknown", name);
       }
       out[slot] = v->via.map.ptr[i].val;
+      given[slot] = 1;
     }
     for (int i = 0; i < s->ncols; i++) {
       const rn_column *c = &s->cols[i];
-      if (out[i].type != MSGPACK_OBJECT_EXT || out[i].via.ext.type != 0) continue;
+      if (given[i]) continue;
       if (c->has_default) out[i] = c->defval;
       else if (c->nullable) out[i].type = MSGPACK_OBJECT_NIL;
       else {

@@ -6,6 +6,7 @@
 local core = require "runnel.core"
 
 local Pipeline, Relation = core.Pipeline, core.Relation
+core._dsl(function() end) -- errors raised in C skip this file's frames: they name the user's line
 
 local runnel = { null = core.null, now = core.now, json_decode = core.json_decode, attach = core.attach,
                  _VERSION = "runnel " .. core.version }
@@ -23,6 +24,21 @@ local function extra_of(p)
   if not e then e = { on_declare = {} }; extra[p] = e end
   return e
 end
+
+-- The methods below are called as p:method(…) and rel:method(…): a call
+-- with another self (t.rows(nil), p.table(t, …)) is the caller's mistake,
+-- raised at the caller's line (level 4: past check_self, check_*, the method).
+local function is_a(v, methods)
+  local mt = type(v) == "userdata" and getmetatable(v)
+  return mt and mt.__index == methods
+end
+local function check_self(self, methods, what, method)
+  if not is_a(self, methods) then
+    error(("%s: expects a %s as self (call it as x:%s(…)), got %s"):format(method, what, method, type(self)), 4)
+  end
+end
+local function check_pipeline(self, method) check_self(self, Pipeline, "runnel.Pipeline", method) end
+local function check_relation(self, method) check_self(self, Relation, "runnel.Relation", method) end
 
 -- Turns { {"id","int"}, {"name","string", null = true}, key = "id" } into
 -- the column specs runnel.core takes; returns nil, message on bad input.
@@ -105,6 +121,7 @@ end
 
 --- p:table(name, columns) -> relation: a keyed table (key = …) or a keyless one.
 function Pipeline:table(name, decl)
+  check_pipeline(self, "table")
   local rel, err = declare_source(self, "table", name, decl)
   if not rel then error(err, 2) end
   return rel
@@ -112,6 +129,7 @@ end
 
 --- p:stream(name, columns) -> relation: append-only events.
 function Pipeline:stream(name, decl)
+  check_pipeline(self, "stream")
   local rel, err = declare_source(self, "stream", name, decl)
   if not rel then error(err, 2) end
   return rel
@@ -119,6 +137,7 @@ end
 
 --- p:batch(fn, …): fn runs inside one group; an error rolls it back and is raised again.
 function Pipeline:batch(fn, ...)
+  check_pipeline(self, "batch")
   if type(fn) ~= "function" then error("batch: expects a function", 2) end
   self:begin()
   local ok, err = pcall(fn, ...)
@@ -131,6 +150,7 @@ end
 
 --- p:relation(name) -> relation | nil
 function Pipeline:relation(name)
+  check_pipeline(self, "relation")
   for _, rel in ipairs(self:relations()) do
     if rel:name() == name then return rel end
   end
@@ -139,6 +159,7 @@ end
 
 --- p:on_declare(fn): fn(rel) after every later declaration (the REPL uses it).
 function Pipeline:on_declare(fn)
+  check_pipeline(self, "on_declare")
   table.insert(extra_of(self).on_declare, fn)
 end
 
@@ -158,6 +179,7 @@ end
 
 --- rel:filter(fn [, name]) -> relation of the rows for which fn(row) is true.
 function Relation:filter(fn, name)
+  check_relation(self, "filter")
   if type(fn) ~= "function" then error("filter: expects a function, got " .. type(fn), 2) end
   local n, err = derived_name(self, "filter", name)
   if not n then error(err, 2) end
@@ -169,6 +191,7 @@ end
 
 --- rel:map(fn, columns [, name]) -> relation of fn(row) (nil: no row), ids passed through.
 function Relation:map(fn, decl, name)
+  check_relation(self, "map")
   if type(fn) ~= "function" then error("map: expects a function, got " .. type(fn), 2) end
   local n, err = derived_name(self, "map", name)
   if not n then error(err, 2) end
@@ -189,6 +212,7 @@ local CDC_FORMATS = { log = true, debezium = true, flink = true }
 --- rel:cdc{ preimage = false|true|"full", postimage = false|true,
 --            format = "log"|"debezium"|"flink", name = … } -> stream of CDC rows
 function Relation:cdc(opts)
+  check_relation(self, "cdc")
   opts = opts or {}
   if type(opts) ~= "table" then error("cdc: expects an options table, got " .. type(opts), 2) end
   for k in pairs(opts) do
@@ -225,6 +249,8 @@ local JOIN_KINDS = { inner = true, left = true, outer = true }
 --                     columns = {…, key = …} (the joiner's columns), kind = "inner"|"left"|"outer",
 --                     name = … }) -> relation
 function Relation:join(right, opts)
+  check_relation(self, "join")
+  if not is_a(right, Relation) then error("join: the right side must be a relation, got " .. type(right), 2) end
   if type(opts) ~= "table" then error("join: expects (right, options), got " .. type(opts) .. " for the options", 2) end
   for k in pairs(opts) do
     if not JOIN_FIELDS[k] then
@@ -264,6 +290,7 @@ end
 -- Keeps, renames and reorders columns in C (no Lua per row); ids pass
 -- through; the key is the given one, or rel's key when all of it is kept.
 function Relation:select(spec, name)
+  check_relation(self, "select")
   if type(spec) ~= "table" or #spec == 0 then error("select: expects a list of columns", 2) end
   local from, to = {}, {}
   for i, c in ipairs(spec) do
@@ -344,6 +371,7 @@ end
 -- A keyed table of groups: the by columns, window_start and window_end when
 -- windowed, then the aggregates in the order of their names.
 function Relation:aggregate(spec)
+  check_relation(self, "aggregate")
   if type(spec) ~= "table" then error("aggregate: expects a table", 2) end
   local by = spec.by
   if type(by) == "string" then by = { by }
@@ -387,6 +415,7 @@ end
 local core_rows, core_count, core_get = Relation.rows, Relation.count, Relation.get
 
 function Relation:rows()
+  check_relation(self, "rows")
   local kind = self:schema().kind
   if kind == "table" then return core_rows(self) end
   local list = {}
@@ -401,6 +430,7 @@ function Relation:rows()
 end
 
 function Relation:count()
+  check_relation(self, "count")
   if self:schema().kind == "table" then return core_count(self) end
   local n = 0
   self:scan(function() n = n + 1 end)
@@ -408,6 +438,7 @@ function Relation:count()
 end
 
 function Relation:get(key)
+  check_relation(self, "get")
   local s = self:schema()
   if s.kind == "table" then return core_get(self, key) end
   if not s.key then error(self:name() .. ": get needs a relation with a key", 2) end
@@ -425,6 +456,7 @@ local SINK_FIELDS = { insert = true, update = true, delete = true, commit = true
 --- rel:sink(fn) or rel:sink{ insert, update, delete, commit, consolidate } -> rel
 -- A value with an `attach` method (runnel.ndjson …) attaches itself.
 function Relation:sink(s)
+  check_relation(self, "sink")
   local p, ok, err = self:pipeline()
   if type(s) == "function" then
     ok, err = p:_sink(self, s)
@@ -553,6 +585,7 @@ local CACHE_FIELDS = { ttl = true, size = true, missing = true }
 --                   cache = { ttl = seconds, size = entries, missing = true } }) -> relation
 -- Rows fetched on demand for joins; without cache every lookup asks the source.
 function Pipeline:lookup(name, decl)
+  check_pipeline(self, "lookup")
   if type(name) ~= "string" then error("lookup: the name must be a string", 2) end
   if type(decl) ~= "table" then error("lookup: expects a column list with key and source", 2) end
   local cols_only = {}
@@ -605,6 +638,7 @@ local RUN_FIELDS = { batch = true, on_error = true, rejects = true, progress = t
 --- p:run(source, { batch = 1000, on_error = "stop"|"skip", rejects = path, progress = true })
 --   -> { lines, applied, rejected, groups }
 function Pipeline:run(source, opts)
+  check_pipeline(self, "run")
   opts = opts or {}
   if type(source) ~= "table" or source.ndjson == nil then error("run: expects runnel.ndjson_source(…)", 2) end
   for k in pairs(opts) do
@@ -615,10 +649,8 @@ function Pipeline:run(source, opts)
   local on_error = opts.on_error or "stop"
   if on_error ~= "stop" and on_error ~= "skip" then error('run: on_error must be "stop" or "skip"', 2) end
   if opts.rejects ~= nil and type(opts.rejects) ~= "string" then error("run: rejects must be a path", 2) end
-  local ok, stats = pcall(self._run, self, source.ndjson, source.name, batch, on_error == "skip", opts.rejects,
-                          opts.progress ~= false)
-  if not ok then error(stats, 2) end
-  return stats
+  -- its errors name the caller's line (runnel.core skips this file's frames)
+  return self:_run(source.ndjson, source.name, batch, on_error == "skip", opts.rejects, opts.progress ~= false)
 end
 
 ---------------------------------------------------------------------------

@@ -70,6 +70,12 @@ const char *rn_lua_checkname(lua_State *L, int idx, const char *what)
   return name;
 }
 
+/* core._raise(msg): runnel.lua's error(), at the user's line. */
+static int l_raise(lua_State *L)
+{
+  return rn_lua_error(L, "%s", luaL_checkstring(L, 1));
+}
+
 lpipe *rn_lua_checkpipe(lua_State *L, int idx)
 {
   lpipe *lp = luaL_checkudata(L, idx, RN_PIPELINE_MT);
@@ -482,7 +488,7 @@ RN_API int luaopen_runnel_core(lua_State *L)
   lua_remove(L, methods - 1);
   static const luaL_Reg module_funcs[] = {
     { "open", l_open }, { "strerror", l_strerror }, { "now", l_now }, { "json_decode", l_json_decode },
-    { "_dsl", l_dsl }, { NULL, NULL }
+    { "_dsl", l_dsl }, { "_raise", l_raise }, { NULL, NULL }
   };
   luaL_setfuncs(L, module_funcs, 0);
   lua_pushlightuserdata(L, RN_LUA_NULL);

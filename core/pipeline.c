@@ -51,8 +51,8 @@ RN_API int rn_pipeline_open(const rn_open_opts *opts, rn_pipeline **out, char *e
 RN_API int rn_pipeline_close(rn_pipeline *p)
 {
   if (!p) return 0;
-  /* A callback runs on the pipeline's frames: freeing them under it would
-   * leave the caller's stack pointing into freed memory. */
+  /* Inside a callback the core's frames below it still use the pipeline:
+   * freeing it now would have them return into freed memory. */
   if (p->state == RN_APPLYING || p->state == RN_COMMITTING)
     return rn_err_set(&p->err, RN_EMISUSE, "close: not from inside a callback");
   if (p->state == RN_OPEN) rn_rollback(p);

@@ -86,6 +86,10 @@ local ACTIONS = {
   ["p:table"] = { function(p) p:table("late", COLS) end, "relations are declared outside groups" },
   ["t:sink"] = { function(p, t) t:sink(function() end) end, "sinks are added outside groups" },
   ["p:flush()"] = { function(p) p:flush() end, "flush: not from inside a callback" },
+  ["p:run"] = { function(p) p:run(runnel.ndjson_source("-")) end, "run: not inside a group" },
+  ["p:lookup"] = { function(p) p:lookup("late", { {"k","int"}, key = "k", source = print }) end,
+                   "relations are declared outside groups" },
+  ["t:update"] = { function(p, t) t:update{ id = 1, a = 5 } end, "tables cannot be changed from inside a callback" },
 }
 
 describe("inside a callback", function()
@@ -252,6 +256,36 @@ describe("wrong arguments", function()
     refused(function() runnel.ndjson(5) end, "ndjson: expects a path or an open file")
     refused(function() runnel.store() end, "store: expects a name")
     refused(function() runnel.sqlite() end, "sqlite: expects (path, table)")
+  end)
+end)
+
+describe("an attached store", function()
+  after_each(H.cleanup)
+
+  it("refuses bad keys, a missing store and use after close, naming the user's line", function()
+    local p, t, _, dir = fresh()
+    t:sink(runnel.store("st"))
+    t:insert{ id = 3, a = 3 }
+    local function at_line(fn, words)
+      local ok, err = pcall(fn)
+      assert.is_false(ok)
+      assert.equal(HERE .. ":" .. debug.getinfo(fn, "S").linedefined .. ":", err:match("^[^:]*:%d+:"), err)
+      assert.matches(words, err, 1, true)
+    end
+    at_line(function() runnel.attach(dir, "nope") end, 'no store "nope"')
+    at_line(function() runnel.attach(dir, "st\0x") end, "NUL")
+    at_line(function() runnel.attach() end, "bad argument #1")
+    local a = runnel.attach(dir, "st")
+    at_line(function() a:get("x") end, 'column "id": expected int, got string')
+    at_line(function() a:get({}) end, 'key column "id" is missing')
+    at_line(function() a.get(nil, 1) end, "runnel.Attached expected")
+    assert.equal(3, a:get(3).a)
+    a:close()
+    a:close()
+    at_line(function() a:get(3) end, "the attached store is closed")
+    at_line(function() a:rows() end, "the attached store is closed")
+    p:close()
+    intact(dir, { 1, 2, 3 }, 2)
   end)
 end)
 

@@ -70,10 +70,15 @@ const char *rn_lua_checkname(lua_State *L, int idx, const char *what)
   return name;
 }
 
-/* core._raise(msg): runnel.lua's error(), at the user's line. */
+/* core._raise(msg): runnel.lua's error(), at the user's line. A value that
+ * is not a message (a table a user's attach raised) passes as it is. */
 static int l_raise(lua_State *L)
 {
-  return rn_lua_error(L, "%s", luaL_checkstring(L, 1));
+  if (lua_type(L, 1) != LUA_TSTRING) {
+    lua_settop(L, 1);
+    return lua_error(L);
+  }
+  return rn_lua_error(L, "%s", lua_tostring(L, 1));
 }
 
 lpipe *rn_lua_checkpipe(lua_State *L, int idx)

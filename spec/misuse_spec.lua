@@ -236,6 +236,10 @@ describe("wrong arguments", function()
     refused(function() t:sink() end, "sink: expects a function or a table of functions")
     refused(function() t:sink{ nope = print } end, "sink: unknown field nope")
     refused(function() t:sink{ insert = 5 } end, "sink: insert must be a function")
+    refused(function() t:sink{ attach = function() error("attach says no", 0) end } end, "attach says no")
+    local ok, err = pcall(t.sink, t, { attach = function() error({ code = 7 }) end })
+    assert.is_false(ok)
+    assert.same({ code = 7 }, err) -- an error value that is not a message passes as it is
     refused(function() p:lookup("l") end, "lookup: expects a column list")
     refused(function() p:lookup("l", { {"k","int"}, key = "k" }) end, "source must be")
     refused(function() p:lookup("l", { {"k","int"}, key = "k", source = print, cache = { ttl = 0 } }) end,

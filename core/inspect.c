@@ -5,15 +5,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include "error.h"
-#include "store.h"
-#include "runnel.h"
-
-static const char *kind_name(int64_t k)
-{
-  static const char *const names[] = { "table", "stream", "filter", "map", "cdc", "join", "aggregate" };
-  return k >= 0 && k < 7 ? names[k] : "?";
-}
+#include "pipeline.h"
 
 /* The schema description (schema.c) as "name type [key] [null] [= default], …". */
 static void describe(const msgpack_object *d, char *out, size_t len)
@@ -89,7 +81,7 @@ RN_API int rn_inspect(const char *path, rn_inspect_fn fn, void *ctx, rn_inspect_
       continue;
     int64_t kind = d.via.array.ptr[0].via.i64;
     describe(&d.via.array.ptr[1], columns, sizeof columns);
-    rn_inspect_relation r = { name, kind_name(kind), columns, -1, 1, rn_store_entries(txn, name) };
+    rn_inspect_relation r = { name, rn_relkind_name(kind), columns, -1, 1, rn_store_entries(txn, name) };
     char nkey[1030];
     int nlen = snprintf(nkey, sizeof nkey, "n:%s", name);
     MDB_val nk = { (size_t)nlen, nkey }, nv;

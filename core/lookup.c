@@ -51,7 +51,12 @@ static double monotonic(void)
   return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
 }
 
-static double now(rn_pipeline *p) { return p->clock ? p->clock(p->clock_ctx) : monotonic(); }
+/* The pipeline's time; a user clock may fail (the lookup fails with it). */
+static int now(rn_pipeline *p, double *t)
+{
+  if (!p->clock) { *t = monotonic(); return 0; }
+  return p->clock(p->clock_ctx, t, &p->err);
+}
 
 static void unlink_lru(rn_lookup *lk, centry *c)
 {
@@ -128,7 +133,11 @@ int rn_lookup_get(rn_rel *rel, const char *key, size_t klen, const char **row, s
   *row = NULL;
   *len = 0;
   uint64_t h = rn_hash64(key, klen);
-  double t = now(p);
+  double t;
+  if (now(p, &t)) {
+    rn_err_prefix(&p->err, rel->name);
+    return p->err.code;
+  }
   centry *c = lk->o.cached ? find(lk, key, klen, h) : NULL;
   if (c && t - c->fetched < lk->o.ttl) { /* fresh: a hit, and now the most recent */
     lk->st.hits++;

@@ -48,9 +48,13 @@ RN_API int rn_pipeline_open(const rn_open_opts *opts, rn_pipeline **out, char *e
   return 0;
 }
 
-RN_API void rn_pipeline_close(rn_pipeline *p)
+RN_API int rn_pipeline_close(rn_pipeline *p)
 {
-  if (!p) return;
+  if (!p) return 0;
+  /* Inside a callback the core's frames below it still use the pipeline:
+   * freeing it now would have them return into freed memory. */
+  if (p->state == RN_APPLYING || p->state == RN_COMMITTING)
+    return rn_err_set(&p->err, RN_EMISUSE, "close: not from inside a callback");
   if (p->state == RN_OPEN) rn_rollback(p);
   rn_flush(p); /* carried groups are committed, as a close promises */
   rn_cursors_end_all(p);
@@ -73,6 +77,7 @@ RN_API void rn_pipeline_close(rn_pipeline *p)
   void *ctx = p->binding;
   free(p);
   if (on_close) on_close(ctx);
+  return 0;
 }
 
 RN_API const char *rn_errmsg(const rn_pipeline *p)

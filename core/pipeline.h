@@ -45,6 +45,10 @@ typedef enum rn_relkind {
   RN_REL_LOOKUP           /* rows fetched on demand from outside (a join's right side) */
 } rn_relkind;
 
+/* The kind's name ("table", "lookup" …); "?" for a number that is no kind
+ * (a damaged catalogue entry). The one table of kind names. */
+const char *rn_relkind_name(int64_t kind);
+
 typedef void (*rn_free_fn)(void *ctx);
 /* Sets *pass to 0 or 1 for row (a row of in). */
 typedef int (*rn_filter_fn)(void *ctx, rn_rel *in, const char *row, size_t len,
@@ -182,7 +186,9 @@ struct rn_pipeline {
   msgpack_sbuffer valbuf; /* scratch: stored values */
   rn_stats stats;
   void *sqlite_conns;     /* sqlite.c's shared connections, one per database file */
-  double (*clock)(void *ctx); /* seconds, for lookup TTLs; NULL: the monotonic clock */
+  /* Seconds, for lookup TTLs, into *now; NULL: the monotonic clock. A
+   * nonzero return (with e set) fails the operation that asked the time. */
+  int (*clock)(void *ctx, double *now, rn_err *e);
   void *clock_ctx;
   rn_free_fn on_close;    /* the binding's hook, called with binding last by rn_pipeline_close */
   void *binding;          /* the binding's pipeline object (a Lua lpipe), or NULL */

@@ -7,6 +7,16 @@
 #include "pipeline.h"
 #include "row.h"
 
+const char *rn_relkind_name(int64_t kind)
+{
+  static const char *const names[] = { [RN_REL_TABLE] = "table", [RN_REL_STREAM] = "stream",
+                                       [RN_REL_FILTER] = "filter", [RN_REL_MAP] = "map",
+                                       [RN_REL_CDC] = "cdc", [RN_REL_JOIN] = "join",
+                                       [RN_REL_AGGREGATE] = "aggregate", [RN_REL_LOOKUP] = "lookup" };
+  size_t n = sizeof names / sizeof names[0];
+  return kind >= 0 && (uint64_t)kind < n && names[kind] ? names[kind] : "?";
+}
+
 rn_rel *rn_find(const rn_pipeline *p, const char *name)
 {
   for (int i = 0; i < p->nrels; i++)
@@ -245,10 +255,19 @@ static int rel_owning(rn_pipeline *p, int rc, const char *name, rn_relkind kind,
   return 0;
 }
 
+/* in must be a relation of p: another pipeline's rows live in another
+ * LMDB environment, and its changes in other groups. */
+static int check_own(rn_pipeline *p, const char *name, const rn_rel *in)
+{
+  if (in->p == p) return 0;
+  return rn_err_set(&p->err, RN_EINVAL, "%s: %s belongs to a different pipeline", name, in->name);
+}
+
 int rn_declare_derived(rn_pipeline *p, const char *name, rn_relkind kind, rn_rel *in,
                        rn_schema *schema, void *ctx, rn_free_fn free_ctx, rn_rel **out)
 {
   int rc = rn_check_declarable(p, name);
+  if (!rc) rc = check_own(p, name, in);
   rn_rel *r = NULL;
   rc = rel_owning(p, rc, name, kind, schema, kind == RN_REL_FILTER ? in->schema : schema, ctx, free_ctx, &r);
   if (rc) return rc;
@@ -266,6 +285,7 @@ int rn_declare_cdc_rel(rn_pipeline *p, const char *name, rn_rel *in, rn_schema *
                        void *ctx, rn_free_fn free_ctx, rn_rel **out)
 {
   int rc = rn_check_declarable(p, name);
+  if (!rc) rc = check_own(p, name, in);
   if (!rc && !in->tablelike)
     rc = rn_err_set(&p->err, RN_EINVAL,
                     "%s: cdc needs a table-like relation (a table, or a filter or map of one); %s is a stream",

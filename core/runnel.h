@@ -82,8 +82,12 @@ RN_API int rn_pipeline_open(const rn_open_opts *opts, rn_pipeline **out,
                             char *errbuf, size_t errlen);
 
 /* Rolls back an open group, frees every relation and callback context, closes
- * LMDB and removes a temporary directory. Accepts NULL. */
-RN_API void rn_pipeline_close(rn_pipeline *p);
+ * LMDB and removes a temporary directory; returns 0. Accepts NULL (0).
+ * RN_EMISUSE ("close: not from inside a callback") when called from inside
+ * a callback of p (a subscriber, a Lua filter, mapper, sink …): nothing is
+ * closed then, the pipeline keeps working, and the caller closes it after
+ * the call into runnel that ran the callback has returned. */
+RN_API int rn_pipeline_close(rn_pipeline *p);
 
 /* The last error's message; owned by the pipeline, valid until the next call
  * on it. Never NULL (empty when there was none). */

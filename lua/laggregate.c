@@ -55,42 +55,61 @@ static int pack_top(laggs *g, lua_State *L, const char *what, int agg, msgpack_s
   return 0;
 }
 
-static int call(laggs *g, lua_State *L, int nargs, const char *what, rn_err *e)
+/* One call of a user aggregate function. */
+typedef struct aggcall {
+  laggs *g;
+  int agg, fn;            /* which aggregate, which of its functions (F_…) */
+  const char *what;
+  const char *state;      /* the state given (NULL: none, for init) */
+  size_t slen;
+  rn_rel *in;             /* add, remove: the row given */
+  const char *row;
+  size_t rlen;
+  msgpack_sbuffer *out;
+} aggcall;
+
+/* fn([state [, row]]) packed into out, protected (rn_lua_protect). */
+static int agg_body(lua_State *L, void *ud, rn_err *e)
 {
-  return rn_lua_call(g->lp, L, nargs, 1, g->name, what, e);
+  aggcall *c = ud;
+  laggs *g = c->g;
+  lua_rawgeti(L, LUA_REGISTRYINDEX, g->refs[c->agg][c->fn]);
+  int nargs = 0;
+  if (c->fn != F_INIT) { push_state(L, c->state, c->slen, &g->lp->zone); nargs++; }
+  if (c->row) { rn_lua_pushrow(g->lp, L, c->in, c->row, c->rlen); nargs++; }
+  lua_call(L, nargs, 1);
+  return pack_top(g, L, c->what, c->agg, c->out, e);
+}
+
+static int call(aggcall *c, rn_err *e)
+{
+  lpipe *lp = c->g->lp;
+  return rn_lua_protect(lp, lp->L, agg_body, c, c->g->name, c->what, e);
 }
 
 static int init_cb(void *ctx, int agg, msgpack_sbuffer *state, rn_err *e)
 {
   laggs *g = ctx;
-  lua_State *L = g->lp->L;
   if (g->refs[agg][F_INIT] == LUA_NOREF) { msgpack_sbuffer_write(state, "\xc0", 1); return 0; }
-  lua_rawgeti(L, LUA_REGISTRYINDEX, g->refs[agg][F_INIT]);
-  int rc = call(g, L, 0, "init", e);
-  return rc ? rc : pack_top(g, L, "init", agg, state, e);
+  aggcall c = { .g = g, .agg = agg, .fn = F_INIT, .what = "init", .out = state };
+  return call(&c, e);
 }
 
 static int step_cb(void *ctx, int agg, bool add, const char *state, size_t slen, rn_rel *in,
                    const char *row, size_t rlen, msgpack_sbuffer *out, rn_err *e)
 {
-  laggs *g = ctx;
-  lua_State *L = g->lp->L;
-  lua_rawgeti(L, LUA_REGISTRYINDEX, g->refs[agg][add ? F_ADD : F_REMOVE]);
-  push_state(L, state, slen, &g->lp->zone);
-  rn_lua_pushrow(g->lp, L, in, row, rlen);
-  int rc = call(g, L, 2, add ? "add" : "remove", e);
-  return rc ? rc : pack_top(g, L, add ? "add" : "remove", agg, out, e);
+  aggcall c = { .g = ctx, .agg = agg, .fn = add ? F_ADD : F_REMOVE, .what = add ? "add" : "remove",
+                .state = state, .slen = slen, .in = in, .row = row, .rlen = rlen, .out = out };
+  return call(&c, e);
 }
 
 static int result_cb(void *ctx, int agg, const char *state, size_t slen, msgpack_sbuffer *out, rn_err *e)
 {
   laggs *g = ctx;
-  lua_State *L = g->lp->L;
   if (g->refs[agg][F_RESULT] == LUA_NOREF) { msgpack_sbuffer_write(out, state, slen); return 0; }
-  lua_rawgeti(L, LUA_REGISTRYINDEX, g->refs[agg][F_RESULT]);
-  push_state(L, state, slen, &g->lp->zone);
-  int rc = call(g, L, 1, "result", e);
-  return rc ? rc : pack_top(g, L, "result", agg, out, e);
+  aggcall c = { .g = g, .agg = agg, .fn = F_RESULT, .what = "result", .state = state, .slen = slen,
+                .out = out };
+  return call(&c, e);
 }
 
 static bool can_remove_cb(void *ctx, int agg)
@@ -114,8 +133,8 @@ static int slot_of(lua_State *L, lrel *in, int idx, const char *name, const char
 int rn_lua_declare_aggregate(lua_State *L)
 {
   lpipe *lp = rn_lua_checkpipe(L, 1);
-  lrel *in = rn_lua_checkrel(L, 2);
-  const char *name = luaL_checkstring(L, 3);
+  lrel *in = rn_lua_checkrel_of(L, 2, lp);
+  const char *name = rn_lua_checkname(L, 3, "aggregate");
   luaL_checktype(L, 4, LUA_TTABLE);
   luaL_checktype(L, 6, LUA_TTABLE);
   int nby = (int)lua_rawlen(L, 4), naggs = (int)lua_rawlen(L, 6);
@@ -164,7 +183,7 @@ int rn_lua_declare_aggregate(lua_State *L)
     laggs *g = calloc(1, sizeof *g);
     int (*refs)[F_N] = g ? malloc(sizeof *refs * (size_t)naggs) : NULL;
     char *gname = refs ? strdup(name) : NULL;
-    if (!gname) { free(refs); free(g); return luaL_error(L, "out of memory"); }
+    if (!gname) { free(refs); free(g); return rn_lua_error(L, "out of memory"); }
     g->name = gname;
     g->lp = lp;
     g->n = naggs;

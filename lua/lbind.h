@@ -29,6 +29,7 @@ typedef struct lpipe {
   lua_State *L;          /* the thread running the current call into runnel */
   msgpack_zone zone;     /* decoding rows for Lua; cleared after each push */
   int clock_ref;         /* runnel.open{ clock = fn }, or LUA_NOREF */
+  int depth;             /* user functions running now (close is refused inside one) */
 } lpipe;
 
 /* rn_rel->udata: what the binding keeps per relation (freed by the core
@@ -70,11 +71,19 @@ void rn_lua_pushrow(lpipe *lp, lua_State *L, rn_rel *rel, const char *data, size
 /* Pushes a row's values in slot order as a sequence (nulls as runnel.null). */
 void rn_lua_pushvalue(lua_State *L, const msgpack_object *o, const rn_column *col);
 
+/* A callback's body: pushes the user function and its arguments, calls it
+ * (lua_call) and handles what it returned. Returns 0 or an RN_E… code with
+ * e set. */
+typedef int (*rn_lua_body)(lua_State *L, void *ud, rn_err *e);
+/* Runs body(L, ud, e) under lua_pcall, from a core callback: every Lua API
+ * call in it is protected (a function, metamethod or allocation that raises
+ * cannot unwind the core's frames). Restores lp->L and turns a Lua error
+ * into e ("rel: what: message", or "what: message" when rel is NULL;
+ * RN_ECALLBACK, or the code of a runnel error raised inside). */
+int rn_lua_protect(lpipe *lp, lua_State *L, rn_lua_body body, void *ud, const char *rel, const char *what,
+                   rn_err *e);
+
 /* The binding's "nil, message" return. */
-/* lua_pcall of the function and nargs arguments on top of L, from a core
- * callback: restores lp->L and turns a Lua error into e ("rel: what:
- * message", RN_ECALLBACK, or the code of a runnel error raised inside). */
-int rn_lua_call(lpipe *lp, lua_State *L, int nargs, int nresults, const char *rel, const char *what, rn_err *e);
 
 static inline int rn_lua_nil_error(lua_State *L, const char *msg)
 {
@@ -103,6 +112,8 @@ void rn_lua_relation_open(lua_State *L);
 /* Pushes a new Relation userdata for rel; the pipeline userdata is at pidx. */
 void rn_lua_pushrel(lua_State *L, int pidx, rn_rel *rel);
 lrel *rn_lua_checkrel(lua_State *L, int idx);
+/* As rn_lua_checkrel, for a relation that must belong to lp. */
+lrel *rn_lua_checkrel_of(lua_State *L, int idx, lpipe *lp);
 
 /* lcallback.c */
 int rn_lua_declare_filter(lua_State *L);
@@ -128,6 +139,17 @@ int rn_lua_aggregate_late(lua_State *L);
 
 /* lpipeline.c */
 lpipe *rn_lua_checkpipe(lua_State *L, int idx);
+/* The name (of a relation, lookup, store, sink table or file) at idx: one
+ * rule for every name, as for columns — non-empty, no NUL byte (C would
+ * cut it there and use another name). Raises otherwise, naming `what`. */
+const char *rn_lua_checkname(lua_State *L, int idx, const char *what);
+/* Pushes "chunk:line: " of the code that called into runnel: luaL_where(L,
+ * 1), except that frames of runnel.lua (the DSL's wrappers) are skipped;
+ * "" when that caller is C (pcall, a host). */
+void rn_lua_where(lua_State *L);
+/* luaL_error at rn_lua_where's position: every error a user causes names
+ * the user's line. */
+int rn_lua_error(lua_State *L, const char *fmt, ...);
 /* Raises the pipeline's last error at the caller's line. */
 int rn_lua_raise(lua_State *L, lpipe *lp);
 /* Reports a failure found by the binding before the core ran: rolls back

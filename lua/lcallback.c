@@ -1,6 +1,8 @@
 /* lcallback.c — Lua functions as core callbacks: filter predicates, map
- * functions and sinks. Each runs under lua_pcall on the thread that called
- * into runnel; a Lua error becomes RN_ECALLBACK with the Lua message. */
+ * functions, sinks and a join's mapper, selector and joiner. Each runs as a
+ * protected body (rn_lua_protect) on the thread that called into runnel: a
+ * Lua error — from the function, or from what it returned (a metamethod
+ * that raises) — becomes RN_ECALLBACK with the Lua message. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -12,7 +14,8 @@
 
 typedef struct lcb {
   lpipe *lp;
-  rn_rel *rel;            /* the relation the callback serves (for messages) */
+  char *name;             /* the relation the callback serves (for messages); set
+                             before any call, since a join calls while it is declared */
   rn_rel *left, *right;   /* a join's inputs */
   int refs[5];            /* registry refs: fn | insert, update, delete, commit */
 } lcb;
@@ -20,20 +23,39 @@ typedef struct lcb {
 enum { CB_FN, CB_INSERT = 0, CB_UPDATE, CB_DELETE, CB_COMMIT, CB_ALL };
 enum { CB_MAPPER = 0, CB_SELECTOR = 1, CB_JOINER = 2 };
 
+/* One call of a callback: the callback and the core's arguments. */
+typedef struct lcall {
+  lcb *cb;
+  rn_rel *in, *out;       /* where rows come from, where results go */
+  const char *row, *row2; /* the rows given (row2: a joiner's right row) */
+  size_t len, len2;
+  const rn_change *change;
+  const rn_sink_info *info;
+  uint64_t seq;
+  const msgpack_object *lkey, *rkey; /* a selector's keys */
+  int nl, nr;
+  msgpack_object *key;    /* a mapper's output key */
+  int nkey;
+  int *flag;              /* filter: pass; map, joiner: has_row; mapper: has_key */
+  msgpack_sbuffer *result;
+} lcall;
 
 static void free_cb(void *ctx)
 {
   lcb *cb = ctx;
   for (int i = 0; i < 5; i++) luaL_unref(cb->lp->L, LUA_REGISTRYINDEX, cb->refs[i]);
+  free(cb->name);
   free(cb);
 }
 
-static lcb *new_cb(lua_State *L, lpipe *lp)
+static lcb *new_cb(lua_State *L, lpipe *lp, const char *name)
 {
   lcb *cb = malloc(sizeof *cb);
-  if (!cb) luaL_error(L, "out of memory");
+  char *copy = cb ? strdup(name) : NULL;
+  if (!copy) { free(cb); rn_lua_error(L, "out of memory"); }
   cb->lp = lp;
-  cb->rel = cb->left = cb->right = NULL;
+  cb->name = copy;
+  cb->left = cb->right = NULL;
   for (int i = 0; i < 5; i++) cb->refs[i] = LUA_NOREF;
   return cb;
 }
@@ -46,20 +68,26 @@ static int ref_function(lua_State *L, int idx)
   return luaL_ref(L, LUA_REGISTRYINDEX);
 }
 
-static int filter_cb(void *ctx, rn_rel *in, const char *row, size_t len, int *pass, rn_err *e)
+static int filter_body(lua_State *L, void *ud, rn_err *e)
 {
-  lcb *cb = ctx;
-  lua_State *L = cb->lp->L;
-  lua_rawgeti(L, LUA_REGISTRYINDEX, cb->refs[CB_FN]);
-  rn_lua_pushrow(cb->lp, L, in, row, len);
-  if (rn_lua_call(cb->lp, L, 1, 1, cb->rel->name, "filter", e)) return e->code;
-  *pass = lua_toboolean(L, -1);
-  lua_pop(L, 1);
+  (void)e;
+  lcall *c = ud;
+  lua_rawgeti(L, LUA_REGISTRYINDEX, c->cb->refs[CB_FN]);
+  rn_lua_pushrow(c->cb->lp, L, c->in, c->row, c->len);
+  lua_call(L, 1, 1);
+  *c->flag = lua_toboolean(L, -1);
   return 0;
 }
 
+static int filter_cb(void *ctx, rn_rel *in, const char *row, size_t len, int *pass, rn_err *e)
+{
+  lcb *cb = ctx;
+  lcall c = { .cb = cb, .in = in, .row = row, .len = len, .flag = pass };
+  return rn_lua_protect(cb->lp, cb->lp->L, filter_body, &c, cb->name, "filter", e);
+}
+
 /* The row a map or joiner returned on top of the stack, checked against
- * out's schema and packed into result; nil means no row. Pops it. */
+ * out's schema and packed into result; nil means no row. */
 static int returned_row(lpipe *lp, lua_State *L, rn_rel *out, const char *bad_prefix,
                         msgpack_sbuffer *result, int *has_row, rn_err *e)
 {
@@ -73,20 +101,25 @@ static int returned_row(lpipe *lp, lua_State *L, rn_rel *out, const char *bad_pr
     if (!rc) rn_row_pack(out->schema, vals, result);
     else rn_err_prefix(e, bad_prefix);
   }
-  lua_pop(L, 1);
   return rc;
+}
+
+static int map_body(lua_State *L, void *ud, rn_err *e)
+{
+  lcall *c = ud;
+  lpipe *lp = c->cb->lp;
+  lua_rawgeti(L, LUA_REGISTRYINDEX, c->cb->refs[CB_FN]);
+  rn_lua_pushrow(lp, L, c->in, c->row, c->len);
+  lua_call(L, 1, 1);
+  return returned_row(lp, L, c->out, "map returned a bad row", c->result, c->flag, e);
 }
 
 static int map_cb(void *ctx, rn_rel *in, rn_rel *out, const char *row, size_t len,
                   msgpack_sbuffer *result, int *has_row, rn_err *e)
 {
   lcb *cb = ctx;
-  lpipe *lp = cb->lp;
-  lua_State *L = lp->L;
-  lua_rawgeti(L, LUA_REGISTRYINDEX, cb->refs[CB_FN]);
-  rn_lua_pushrow(lp, L, in, row, len);
-  if (rn_lua_call(lp, L, 1, 1, cb->rel->name, "map", e)) return e->code;
-  return returned_row(lp, L, out, "map returned a bad row", result, has_row, e);
+  lcall c = { .cb = cb, .in = in, .out = out, .row = row, .len = len, .flag = has_row, .result = result };
+  return rn_lua_protect(cb->lp, cb->lp->L, map_body, &c, cb->name, "map", e);
 }
 
 static const char *const verb_names[] = { "", "INSERT", "UPDATE", "DELETE" };
@@ -101,38 +134,56 @@ static void push_info(lua_State *L, const rn_sink_info *info)
 
 /* fn(verb, row, old, info), or the table form's insert(row, info),
  * update(row, old, info), delete(old, info). */
-static int sink_cb(void *ctx, rn_rel *rel, const rn_change *c, const rn_sink_info *info, rn_err *e)
+static int sink_body(lua_State *L, void *ud, rn_err *e)
 {
-  lcb *cb = ctx;
-  lpipe *lp = cb->lp;
-  lua_State *L = lp->L;
+  (void)e;
+  lcall *c = ud;
+  lcb *cb = c->cb;
+  const rn_change *ch = c->change;
   int nargs;
   if (cb->refs[CB_ALL] != LUA_NOREF) {
     lua_rawgeti(L, LUA_REGISTRYINDEX, cb->refs[CB_ALL]);
-    lua_pushstring(L, verb_names[c->verb]);
-    rn_lua_pushrow(lp, L, rel, c->row, c->row_len);
-    rn_lua_pushrow(lp, L, rel, c->old, c->old_len);
+    lua_pushstring(L, verb_names[ch->verb]);
+    rn_lua_pushrow(cb->lp, L, c->in, ch->row, ch->row_len);
+    rn_lua_pushrow(cb->lp, L, c->in, ch->old, ch->old_len);
     nargs = 4;
   } else {
-    int ref = cb->refs[c->verb - 1];
+    int ref = cb->refs[ch->verb - 1];
     if (ref == LUA_NOREF) return 0;
     lua_rawgeti(L, LUA_REGISTRYINDEX, ref);
     nargs = 1; /* info */
-    if (c->verb != RN_DELETE) { rn_lua_pushrow(lp, L, rel, c->row, c->row_len); nargs++; }
-    if (c->verb != RN_INSERT) { rn_lua_pushrow(lp, L, rel, c->old, c->old_len); nargs++; }
+    if (ch->verb != RN_DELETE) { rn_lua_pushrow(cb->lp, L, c->in, ch->row, ch->row_len); nargs++; }
+    if (ch->verb != RN_INSERT) { rn_lua_pushrow(cb->lp, L, c->in, ch->old, ch->old_len); nargs++; }
   }
-  push_info(L, info);
-  return rn_lua_call(lp, L, nargs, 0, rel->name, "sink", e);
+  push_info(L, c->info);
+  lua_call(L, nargs, 0);
+  return 0;
+}
+
+static int sink_cb(void *ctx, rn_rel *rel, const rn_change *ch, const rn_sink_info *info, rn_err *e)
+{
+  lcb *cb = ctx;
+  if (cb->refs[CB_ALL] == LUA_NOREF && cb->refs[ch->verb - 1] == LUA_NOREF) return 0;
+  lcall c = { .cb = cb, .in = rel, .change = ch, .info = info };
+  return rn_lua_protect(cb->lp, cb->lp->L, sink_body, &c, rel->name, "sink", e);
+}
+
+static int sink_commit_body(lua_State *L, void *ud, rn_err *e)
+{
+  (void)e;
+  lcall *c = ud;
+  lua_rawgeti(L, LUA_REGISTRYINDEX, c->cb->refs[CB_COMMIT]);
+  lua_pushinteger(L, (lua_Integer)c->seq);
+  lua_call(L, 1, 0);
+  return 0;
 }
 
 static int sink_commit_cb(void *ctx, uint64_t seq, rn_err *e)
 {
   lcb *cb = ctx;
-  lua_State *L = cb->lp->L;
   if (cb->refs[CB_COMMIT] == LUA_NOREF) return 0;
-  lua_rawgeti(L, LUA_REGISTRYINDEX, cb->refs[CB_COMMIT]);
-  lua_pushinteger(L, (lua_Integer)seq);
-  return rn_lua_call(cb->lp, L, 1, 0, cb->rel->name, "sink commit", e);
+  lcall c = { .cb = cb, .seq = seq };
+  return rn_lua_protect(cb->lp, cb->lp->L, sink_commit_body, &c, cb->name, "sink commit", e);
 }
 
 /* A key as Lua sees it: a scalar for a one-column key, else a table by
@@ -149,75 +200,100 @@ static void push_key(lua_State *L, const rn_schema *s, const msgpack_object *val
   }
 }
 
+/* mapper(row) -> the right key: a scalar for a one-column key, else a
+ * table by position or by column name (read with lua_getfield: metamethods
+ * run, protected). */
+static int mapper_body(lua_State *L, void *ud, rn_err *e)
+{
+  lcall *c = ud;
+  lcb *cb = c->cb;
+  lpipe *lp = cb->lp;
+  lua_rawgeti(L, LUA_REGISTRYINDEX, cb->refs[CB_MAPPER]);
+  rn_lua_pushrow(lp, L, c->in, c->row, c->len);
+  lua_call(L, 1, 1);
+  int *has_key = c->flag, nkey = c->nkey;
+  *has_key = !lua_isnil(L, -1) && lua_touserdata(L, -1) != RN_LUA_NULL;
+  const rn_schema *rs = cb->right->schema;
+  if (*has_key && nkey == 1 && !lua_istable(L, -1))
+    return rn_lua_tovalue(lp, L, -1, &rs->cols[rs->key_slots[0]], &c->key[0], 0);
+  if (*has_key && lua_istable(L, -1)) {
+    for (int i = 0; i < nkey; i++) {
+      const rn_column *kc = &rs->cols[rs->key_slots[i]];
+      if (lua_rawgeti(L, -1, i + 1) == LUA_TNIL) { lua_pop(L, 1); lua_getfield(L, -1, kc->name); }
+      int rc = rn_lua_tovalue(lp, L, -1, kc, &c->key[i], 0);
+      lua_pop(L, 1);
+      if (rc) return rc;
+    }
+    return 0;
+  }
+  if (*has_key)
+    return rn_err_set(e, RN_EINVAL, "%s: mapper: the key of %s has %d columns: return a table, got %s",
+                      cb->name, cb->right->name, nkey, luaL_typename(L, -1));
+  return 0;
+}
+
 static int mapper_cb(void *ctx, rn_rel *left, const char *row, size_t len,
                      msgpack_object *out, int nkey, int *has_key, msgpack_zone *z, rn_err *e)
 {
   (void)z;
   lcb *cb = ctx;
+  lcall c = { .cb = cb, .in = left, .row = row, .len = len, .key = out, .nkey = nkey, .flag = has_key };
+  return rn_lua_protect(cb->lp, cb->lp->L, mapper_body, &c, cb->name, "mapper", e);
+}
+
+static int selector_body(lua_State *L, void *ud, rn_err *e)
+{
+  lcall *c = ud;
+  lcb *cb = c->cb;
   lpipe *lp = cb->lp;
-  lua_State *L = lp->L;
-  lua_rawgeti(L, LUA_REGISTRYINDEX, cb->refs[CB_MAPPER]);
-  rn_lua_pushrow(lp, L, left, row, len);
-  if (rn_lua_call(lp, L, 1, 1, cb->rel->name, "mapper", e)) return e->code;
-  *has_key = !lua_isnil(L, -1) && lua_touserdata(L, -1) != RN_LUA_NULL;
-  int rc = 0;
-  const rn_schema *rs = cb->right->schema;
-  if (*has_key && nkey == 1 && !lua_istable(L, -1)) {
-    rc = rn_lua_tovalue(lp, L, -1, &rs->cols[rs->key_slots[0]], &out[0], 0);
-  } else if (*has_key && lua_istable(L, -1)) {
-    for (int i = 0; i < nkey && !rc; i++) {
-      const rn_column *kc = &rs->cols[rs->key_slots[i]];
-      if (lua_rawgeti(L, -1, i + 1) == LUA_TNIL) { lua_pop(L, 1); lua_getfield(L, -1, kc->name); }
-      rc = rn_lua_tovalue(lp, L, -1, kc, &out[i], 0);
-      lua_pop(L, 1);
-    }
-  } else if (*has_key) {
-    rc = rn_err_set(e, RN_EINVAL, "%s: mapper: the key of %s has %d columns: return a table, got %s",
-                    cb->rel->name, cb->right->name, nkey, luaL_typename(L, -1));
+  lua_rawgeti(L, LUA_REGISTRYINDEX, cb->refs[CB_SELECTOR]);
+  push_key(L, c->in->schema, c->lkey, c->nl);
+  push_key(L, c->out->schema, c->rkey, c->nr);
+  lua_call(L, 2, 1);
+  int n = lua_istable(L, -1) ? (int)lua_rawlen(L, -1) : 1;
+  if (lua_isnil(L, -1) || n == 0) return rn_err_set(e, RN_EINVAL, "%s: selector: returned no key", cb->name);
+  for (int i = 0; i < n; i++) {
+    if (lua_istable(L, -1)) lua_rawgeti(L, -1, i + 1); else lua_pushvalue(L, -1);
+    msgpack_object v;
+    rn_column any = { .name = (char *)"selector", .type = RN_T_ANY };
+    int rc = rn_lua_tovalue(lp, L, -1, NULL, &v, 0);
+    if (!rc) rc = rn_value_normalize(&any, &v, &lp->p->scratch, cb->name, e);
+    if (!rc && rn_key_append(c->result, &v) != 0)
+      rc = rn_err_set(e, RN_EINVAL, "%s: selector: keys are scalars (not NaN), got %s", cb->name,
+                      luaL_typename(L, -1));
+    lua_pop(L, 1);
+    if (rc) return rc;
   }
-  lua_pop(L, 1);
-  return rc;
+  return 0;
 }
 
 static int selector_cb(void *ctx, rn_rel *left, const msgpack_object *lkey, int nl,
                        rn_rel *right, const msgpack_object *rkey, int nr, msgpack_sbuffer *out, rn_err *e)
 {
   lcb *cb = ctx;
-  lpipe *lp = cb->lp;
-  lua_State *L = lp->L;
-  lua_rawgeti(L, LUA_REGISTRYINDEX, cb->refs[CB_SELECTOR]);
-  push_key(L, left->schema, lkey, nl);
-  push_key(L, right->schema, rkey, nr);
-  if (rn_lua_call(lp, L, 2, 1, cb->rel->name, "selector", e)) return e->code;
-  int n = lua_istable(L, -1) ? (int)lua_rawlen(L, -1) : 1, rc = 0;
-  if (lua_isnil(L, -1) || n == 0)
-    rc = rn_err_set(e, RN_EINVAL, "%s: selector: returned no key", cb->rel->name);
-  for (int i = 0; i < n && !rc; i++) {
-    if (lua_istable(L, -1)) lua_rawgeti(L, -1, i + 1); else lua_pushvalue(L, -1);
-    msgpack_object v;
-    rn_column any = { .name = (char *)"selector", .type = RN_T_ANY };
-    rc = rn_lua_tovalue(lp, L, -1, NULL, &v, 0);
-    if (!rc) rc = rn_value_normalize(&any, &v, &lp->p->scratch, cb->rel->name, e);
-    if (!rc && rn_key_append(out, &v) != 0)
-      rc = rn_err_set(e, RN_EINVAL, "%s: selector: keys are scalars (not NaN), got %s", cb->rel->name,
-                      luaL_typename(L, -1));
-    lua_pop(L, 1);
-  }
-  lua_pop(L, 1);
-  return rc;
+  lcall c = { .cb = cb, .in = left, .out = right, .lkey = lkey, .nl = nl, .rkey = rkey, .nr = nr,
+              .result = out };
+  return rn_lua_protect(cb->lp, cb->lp->L, selector_body, &c, cb->name, "selector", e);
+}
+
+static int joiner_body(lua_State *L, void *ud, rn_err *e)
+{
+  lcall *c = ud;
+  lcb *cb = c->cb;
+  lua_rawgeti(L, LUA_REGISTRYINDEX, cb->refs[CB_JOINER]);
+  rn_lua_pushrow(cb->lp, L, cb->left, c->row, c->len);
+  rn_lua_pushrow(cb->lp, L, cb->right, c->row2, c->len2);
+  lua_call(L, 2, 1);
+  return returned_row(cb->lp, L, c->out, "joiner returned a bad row", c->result, c->flag, e);
 }
 
 static int joiner_cb(void *ctx, rn_rel *join, const char *lrow, size_t llen,
                      const char *rrow, size_t rlen, msgpack_sbuffer *result, int *has_row, rn_err *e)
 {
   lcb *cb = ctx;
-  lpipe *lp = cb->lp;
-  lua_State *L = lp->L;
-  lua_rawgeti(L, LUA_REGISTRYINDEX, cb->refs[CB_JOINER]);
-  rn_lua_pushrow(lp, L, cb->left, lrow, llen);
-  rn_lua_pushrow(lp, L, cb->right, rrow, rlen);
-  if (rn_lua_call(lp, L, 2, 1, join->name, "joiner", e)) return e->code;
-  return returned_row(lp, L, join, "joiner returned a bad row", result, has_row, e);
+  lcall c = { .cb = cb, .out = join, .row = lrow, .len = llen, .row2 = rrow, .len2 = rlen,
+              .result = result, .flag = has_row };
+  return rn_lua_protect(cb->lp, cb->lp->L, joiner_body, &c, join->name, "joiner", e);
 }
 
 /* p:_join(left, right, name, kind, on|nil, mapper, selector, joiner, cols|nil, key|nil)
@@ -225,8 +301,8 @@ static int joiner_cb(void *ctx, rn_rel *join, const char *lrow, size_t llen,
 int rn_lua_declare_join(lua_State *L)
 {
   lpipe *lp = rn_lua_checkpipe(L, 1);
-  lrel *left = rn_lua_checkrel(L, 2), *right = rn_lua_checkrel(L, 3);
-  const char *name = luaL_checkstring(L, 4);
+  lrel *left = rn_lua_checkrel_of(L, 2, lp), *right = rn_lua_checkrel(L, 3); /* right: the core names both */
+  const char *name = rn_lua_checkname(L, 4, "join");
   static const char *const kinds[] = { "inner", "left", "outer", NULL };
   rn_join_spec spec = { (rn_join_kind)luaL_checkoption(L, 5, "inner", kinds), NULL, 0, NULL };
   for (int i = 7; i <= 9; i++)
@@ -234,7 +310,7 @@ int rn_lua_declare_join(lua_State *L)
   int on[64];
   if (lua_istable(L, 6)) {
     spec.non = (int)lua_rawlen(L, 6);
-    if (spec.non > 64) return luaL_error(L, "%s: on names more than 64 columns", name);
+    if (spec.non > 64) return rn_lua_error(L, "%s: on names more than 64 columns", name);
     for (int i = 0; i < spec.non; i++) {
       lua_rawgeti(L, 6, i + 1);
       size_t len;
@@ -254,7 +330,7 @@ int rn_lua_declare_join(lua_State *L)
     return rn_lua_nil_error(L, e.msg);
   rn_join_fns fns = { NULL, NULL, NULL, NULL, NULL };
   if (!lua_isnoneornil(L, 7) || !lua_isnoneornil(L, 8) || !lua_isnoneornil(L, 9)) {
-    lcb *cb = new_cb(L, lp);
+    lcb *cb = new_cb(L, lp, name);
     cb->left = left->rel;
     cb->right = right->rel;
     cb->refs[CB_MAPPER] = ref_function(L, 7);
@@ -268,7 +344,6 @@ int rn_lua_declare_join(lua_State *L)
   }
   rn_rel *rel = NULL;
   int rc = rn_declare_join(lp->p, name, left->rel, right->rel, &spec, &fns, &rel);
-  if (!rc && fns.ctx) ((lcb *)fns.ctx)->rel = rel;
   return rn_lua_declared(L, lp, rc, rel);
 }
 
@@ -284,14 +359,14 @@ int rn_lua_declared(lua_State *L, lpipe *lp, int rc, rn_rel *rel)
 int rn_lua_declare_filter(lua_State *L)
 {
   lpipe *lp = rn_lua_checkpipe(L, 1);
-  lrel *in = rn_lua_checkrel(L, 2);
-  const char *name = luaL_checkstring(L, 3);
+  lrel *in = rn_lua_checkrel_of(L, 2, lp);
+  const char *name = rn_lua_checkname(L, 3, "filter");
   luaL_checktype(L, 4, LUA_TFUNCTION);
-  lcb *cb = new_cb(L, lp);
+  lcb *cb = new_cb(L, lp, name);
   cb->refs[CB_FN] = ref_function(L, 4);
   rn_rel *rel = NULL;
   int rc = rn_declare_derived(lp->p, name, RN_REL_FILTER, in->rel, NULL, cb, free_cb, &rel);
-  if (!rc) { rel->filter = filter_cb; cb->rel = rel; }
+  if (!rc) rel->filter = filter_cb;
   return rn_lua_declared(L, lp, rc, rel);
 }
 
@@ -299,18 +374,18 @@ int rn_lua_declare_filter(lua_State *L)
 int rn_lua_declare_map(lua_State *L)
 {
   lpipe *lp = rn_lua_checkpipe(L, 1);
-  lrel *in = rn_lua_checkrel(L, 2);
-  const char *name = luaL_checkstring(L, 3);
+  lrel *in = rn_lua_checkrel_of(L, 2, lp);
+  const char *name = rn_lua_checkname(L, 3, "map");
   luaL_checktype(L, 4, LUA_TFUNCTION);
   luaL_checktype(L, 5, LUA_TTABLE);
   rn_err e = { .code = RN_OK };
   rn_schema *s = rn_lua_toschema(lp, L, 5, lua_istable(L, 6) ? 6 : 0, name, &e);
   if (!s) return rn_lua_nil_error(L, e.msg);
-  lcb *cb = new_cb(L, lp);
+  lcb *cb = new_cb(L, lp, name);
   cb->refs[CB_FN] = ref_function(L, 4);
   rn_rel *rel = NULL;
   int rc = rn_declare_derived(lp->p, name, RN_REL_MAP, in->rel, s, cb, free_cb, &rel);
-  if (!rc) { rel->map = map_cb; cb->rel = rel; }
+  if (!rc) rel->map = map_cb;
   return rn_lua_declared(L, lp, rc, rel);
 }
 
@@ -318,11 +393,10 @@ int rn_lua_declare_map(lua_State *L)
 int rn_lua_add_sink(lua_State *L)
 {
   lpipe *lp = rn_lua_checkpipe(L, 1);
-  lrel *r = rn_lua_checkrel(L, 2);
+  lrel *r = rn_lua_checkrel_of(L, 2, lp);
   for (int i = 3; i <= 7; i++)
     if (!lua_isnoneornil(L, i)) luaL_checktype(L, i, LUA_TFUNCTION);
-  lcb *cb = new_cb(L, lp);
-  cb->rel = r->rel;
+  lcb *cb = new_cb(L, lp, r->rel->name);
   cb->refs[CB_ALL] = ref_function(L, 3);
   cb->refs[CB_INSERT] = ref_function(L, 4);
   cb->refs[CB_UPDATE] = ref_function(L, 5);
@@ -339,12 +413,12 @@ int rn_lua_add_sink(lua_State *L)
 int rn_lua_declare_select(lua_State *L)
 {
   lpipe *lp = rn_lua_checkpipe(L, 1);
-  lrel *in = rn_lua_checkrel(L, 2);
-  const char *name = luaL_checkstring(L, 3);
+  lrel *in = rn_lua_checkrel_of(L, 2, lp);
+  const char *name = rn_lua_checkname(L, 3, "select");
   luaL_checktype(L, 4, LUA_TTABLE);
   luaL_checktype(L, 5, LUA_TTABLE);
   int n = (int)lua_rawlen(L, 4);
-  if (n == 0 || n > 1024 || (int)lua_rawlen(L, 5) != n) return luaL_error(L, "%s: select needs 1 to 1024 columns", name);
+  if (n == 0 || n > 1024 || (int)lua_rawlen(L, 5) != n) return rn_lua_error(L, "%s: select needs 1 to 1024 columns", name);
   int slots[n], key[n], nkey = 0;
   const char *names[n];
   for (int i = 0; i < n; i++) {
@@ -382,17 +456,36 @@ int rn_lua_declare_select(lua_State *L)
   return rn_lua_declared(L, lp, rc, rel);
 }
 
-int rn_lua_call(lpipe *lp, lua_State *L, int nargs, int nresults, const char *rel, const char *what, rn_err *e)
+typedef struct protected_call {
+  rn_lua_body body;
+  void *ud;
+  rn_err *e;
+  int rc;
+} protected_call;
+
+static int run_body(lua_State *L)
 {
-  int st = lua_pcall(L, nargs, nresults, 0);
+  protected_call *pc = lua_touserdata(L, 1);
+  pc->rc = pc->body(L, pc->ud, pc->e);
+  return 0;
+}
+
+int rn_lua_protect(lpipe *lp, lua_State *L, rn_lua_body body, void *ud, const char *rel, const char *what,
+                   rn_err *e)
+{
+  protected_call pc = { body, ud, e, 0 };
+  lua_pushcfunction(L, run_body);
+  lua_pushlightuserdata(L, &pc);
+  lp->depth++;
+  int st = lua_pcall(L, 1, 0, 0);
+  lp->depth--;
   lp->L = L; /* the thread that called into runnel */
-  if (st == LUA_OK) return 0;
+  if (st == LUA_OK) return pc.rc;
   const char *msg = lua_tostring(L, -1);
   if (!msg) msg = luaL_typename(L, -1);
-  if (e->code != RN_OK && strstr(msg, e->msg)) /* a runnel error raised inside: keep its code */
-    rn_err_set(e, e->code, "%s: %s: %s", rel, what, msg);
-  else
-    rn_err_set(e, RN_ECALLBACK, "%s: %s: %s", rel, what, msg);
+  int code = e->code != RN_OK && strstr(msg, e->msg) ? e->code : RN_ECALLBACK; /* a runnel error raised
+                                                                                inside keeps its code */
+  rn_err_set(e, code, "%s%s%s: %s", rel ? rel : "", rel ? ": " : "", what, msg);
   lua_pop(L, 1);
   return e->code;
 }

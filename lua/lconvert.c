@@ -72,13 +72,23 @@ static int table_value(lpipe *lp, lua_State *L, int idx, const rn_column *col,
 {
   if (depth > 64) return too_deep(lp, col);
   luaL_checkstack(L, 4, "nested value");
-  size_t count = 0;
-  lua_pushnil(L);
-  while (lua_next(L, idx)) { count++; lua_pop(L, 1); }
   lua_Unsigned len = lua_rawlen(L, idx);
+  size_t count = 0;
+  bool sequence = true; /* every key an integer in 1..len */
+  lua_pushnil(L);
+  while (lua_next(L, idx)) {
+    count++;
+    lua_Integer k = lua_isinteger(L, -2) ? lua_tointeger(L, -2) : 0;
+    sequence &= k >= 1 && (lua_Unsigned)k <= len;
+    lua_pop(L, 1);
+  }
+  sequence &= count == len;
   rn_type t = col ? col->type : RN_T_ANY;
   if (t == RN_T_STRUCT) return table_as_map(lp, L, idx, count, col->fields, out, depth);
-  if (t == RN_T_LIST || (t != RN_T_MAP && count == len)) /* empty is a list unless declared map */
+  if (t == RN_T_LIST && !sequence) /* storing its sequence part would lose the rest silently */
+    return rn_err_set(&lp->p->err, RN_EINVAL, "column \"%s\": expected list, got a table with non-sequence keys",
+                      col->name);
+  if (t == RN_T_LIST || (t != RN_T_MAP && sequence)) /* empty is a list unless declared map */
     return table_as_array(lp, L, idx, len, out, depth);
   return table_as_map(lp, L, idx, count, NULL, out, depth);
 }
@@ -144,6 +154,7 @@ int rn_lua_torow(lpipe *lp, lua_State *L, int idx, rn_rel *rel,
   if (rc) return rc;
   int top = lua_gettop(L);
   luaL_checkstack(L, 6, "row");
+  rn_lua_relinfo(L, rel); /* a relation being declared (a join built from existing rows) has none yet */
   const lrelinfo *ri = rel->udata;
   int slots = 0; /* the name -> slot table, pushed when first needed */
   lua_pushnil(L);
@@ -173,7 +184,7 @@ int rn_lua_torow(lpipe *lp, lua_State *L, int idx, rn_rel *rel,
       break;
     }
     rc = rn_lua_tovalue(lp, L, -1, &rel->schema->cols[slot], &(*vals)[slot], 0);
-    if (rc) break;
+    if (rc) { rn_err_prefix(&p->err, rel->name); break; }
     (*given)[slot] = 1;
     lua_pop(L, 1);
   }
@@ -251,6 +262,7 @@ void rn_lua_pushrow(lpipe *lp, lua_State *L, rn_rel *rel, const char *data, size
   const msgpack_object *vals = rn_row_unpack(data, len, s->ncols, &lp->zone);
   if (!vals) { msgpack_zone_clear(&lp->zone); lua_pushnil(L); return; }
   luaL_checkstack(L, 6, "row");
+  rn_lua_relinfo(L, rel);
   lua_createtable(L, 0, s->ncols);
   lua_rawgeti(L, LUA_REGISTRYINDEX, ((lrelinfo *)rel->udata)->names_ref);
   for (int i = 0; i < s->ncols; i++) {

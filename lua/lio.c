@@ -28,19 +28,19 @@ static FILE *lua_file(lua_State *L, int idx)
 static int l_ndjson_sink(lua_State *L)
 {
   lpipe *lp = rn_lua_checkpipe(L, 1);
-  lrel *r = rn_lua_checkrel(L, 2);
+  lrel *r = rn_lua_checkrel_of(L, 2, lp);
   const char *verb = lua_isstring(L, 4) ? lua_tostring(L, 4) : NULL;
   FILE *f = lua_file(L, 3);
   held *h = NULL;
   bool own = false;
   if (f) {
     h = malloc(sizeof *h);
-    if (!h) return luaL_error(L, "out of memory");
+    if (!h) return rn_lua_error(L, "out of memory");
     h->lp = lp;
     lua_pushvalue(L, 3);
     h->ref = luaL_ref(L, LUA_REGISTRYINDEX);
   } else if (lua_type(L, 3) == LUA_TSTRING) {
-    if (!(f = fopen(lua_tostring(L, 3), "a"))) {
+    if (!(f = fopen(rn_lua_checkname(L, 3, "ndjson"), "a"))) {
       lua_pushnil(L);
       lua_pushfstring(L, "ndjson: cannot open %s: %s", lua_tostring(L, 3), strerror(errno));
       return 2;
@@ -65,15 +65,15 @@ static int l_run(lua_State *L)
   bool own = false;
   const char *name = luaL_checkstring(L, 3);
   if (!in) {
-    const char *path = luaL_checkstring(L, 2);
+    const char *path = rn_lua_checkname(L, 2, "run");
     if (strcmp(path, "-") == 0) in = stdin;
-    else if (!(in = fopen(path, "r"))) return luaL_error(L, "run: cannot open %s: %s", path, strerror(errno));
+    else if (!(in = fopen(path, "r"))) return rn_lua_error(L, "run: cannot open %s: %s", path, strerror(errno));
     else own = true;
   }
   FILE *rejects = NULL;
   if (lua_isstring(L, 6) && !(rejects = fopen(lua_tostring(L, 6), "w"))) {
     if (own) fclose(in);
-    return luaL_error(L, "run: cannot open %s: %s", lua_tostring(L, 6), strerror(errno));
+    return rn_lua_error(L, "run: cannot open %s: %s", lua_tostring(L, 6), strerror(errno));
   }
   rn_run_opts o = { (size_t)luaL_optinteger(L, 4, 1000), lua_toboolean(L, 5), rejects, lua_toboolean(L, 7), name };
   rn_run_stats st;
@@ -94,9 +94,9 @@ static int l_run(lua_State *L)
 static int l_sqlite_sink(lua_State *L)
 {
   lpipe *lp = rn_lua_checkpipe(L, 1);
-  lrel *r = rn_lua_checkrel(L, 2);
+  lrel *r = rn_lua_checkrel_of(L, 2, lp);
   lua_Integer busy = luaL_optinteger(L, 5, -1);
-  if (rn_sqlite_sink(lp->p, r->rel, luaL_checkstring(L, 3), luaL_checkstring(L, 4),
+  if (rn_sqlite_sink(lp->p, r->rel, rn_lua_checkname(L, 3, "sqlite"), rn_lua_checkname(L, 4, "sqlite"),
                      busy < 0 ? -1 : busy > INT32_MAX ? INT32_MAX : (int)busy))
     return rn_lua_nil_error(L, rn_errmsg(lp->p));
   lua_pushboolean(L, 1);

@@ -16,16 +16,26 @@
 
 /* ---- the clock: runnel.open{ clock = fn } ---- */
 
-static double lua_clock(void *ctx)
+typedef struct clock_call { lpipe *lp; double *now; } clock_call;
+
+static int clock_body(lua_State *L, void *ud, rn_err *e)
+{
+  clock_call *c = ud;
+  lua_rawgeti(L, LUA_REGISTRYINDEX, c->lp->clock_ref);
+  lua_call(L, 0, 1);
+  if (lua_type(L, -1) != LUA_TNUMBER)
+    return rn_err_set(e, RN_ECALLBACK, "clock: returned %s, expected a number of seconds", luaL_typename(L, -1));
+  *c->now = lua_tonumber(L, -1);
+  return 0;
+}
+
+/* The pipeline's clock: a clock that raises or returns no number fails
+ * the lookup that asked the time. */
+static int lua_clock(void *ctx, double *now, rn_err *e)
 {
   lpipe *lp = ctx;
-  lua_State *L = lp->L;
-  lua_rawgeti(L, LUA_REGISTRYINDEX, lp->clock_ref);
-  double t = 0;
-  if (lua_pcall(L, 0, 1, 0) == LUA_OK) t = lua_tonumber(L, -1);
-  lua_pop(L, 1);
-  lp->L = L;
-  return t;
+  clock_call c = { lp, now };
+  return rn_lua_protect(lp, lp->L, clock_body, &c, NULL, "clock", e);
 }
 
 /* Called by l_open: the clock, and the state registered by its path so that
@@ -76,39 +86,54 @@ static void free_lsource(void *ctx)
   free(s);
 }
 
-/* fn(key) -> row | nil; key is a scalar for a one-column key, else a table. */
+typedef struct fetch_call {
+  lsource *src;
+  rn_rel *lk;
+  const msgpack_object *key;
+  int nkey;
+  msgpack_sbuffer *row;
+  int *found;
+} fetch_call;
+
+/* fn(key) -> row | nil; key is a scalar for a one-column key, else a table.
+ * Protected (rn_lua_protect). */
+static int fetch_body(lua_State *L, void *ud, rn_err *e)
+{
+  fetch_call *c = ud;
+  lpipe *lp = c->src->lp;
+  rn_rel *lk = c->lk;
+  const rn_schema *ls = lk->schema;
+  int nkey = c->nkey;
+  lua_rawgeti(L, LUA_REGISTRYINDEX, c->src->ref);
+  if (nkey == 1) {
+    rn_lua_pushvalue(L, &c->key[0], &ls->cols[ls->key_slots[0]]);
+  } else {
+    lua_createtable(L, 0, nkey);
+    for (int i = 0; i < nkey; i++) {
+      rn_lua_pushvalue(L, &c->key[i], &ls->cols[ls->key_slots[i]]);
+      lua_setfield(L, -2, ls->cols[ls->key_slots[i]].name);
+    }
+  }
+  lua_call(L, 1, 1);
+  *c->found = !lua_isnil(L, -1);
+  if (!*c->found) return 0;
+  msgpack_object *vals;
+  uint8_t *given;
+  int rc = rn_lua_torow(lp, L, -1, lk, &vals, &given);
+  for (int i = 0; !rc && i < nkey; i++) /* the key is the one asked for */
+    if (!given[ls->key_slots[i]]) { vals[ls->key_slots[i]] = c->key[i]; given[ls->key_slots[i]] = 1; }
+  if (!rc) rc = rn_row_normalize(ls, lk->name, RN_ROW_FULL, vals, given, &lp->p->scratch, e);
+  if (!rc) rn_row_pack(ls, vals, c->row);
+  else rn_err_prefix(e, "source returned a bad row");
+  return rc;
+}
+
 static int lua_fetch(void *ctx, rn_rel *lk, const msgpack_object *key, int nkey, msgpack_sbuffer *row,
                      int *found, rn_err *e)
 {
   lsource *s = ctx;
-  lpipe *lp = s->lp;
-  lua_State *L = lp->L;
-  const rn_schema *ls = lk->schema;
-  lua_rawgeti(L, LUA_REGISTRYINDEX, s->ref);
-  if (nkey == 1) {
-    rn_lua_pushvalue(L, &key[0], &ls->cols[ls->key_slots[0]]);
-  } else {
-    lua_createtable(L, 0, nkey);
-    for (int i = 0; i < nkey; i++) {
-      rn_lua_pushvalue(L, &key[i], &ls->cols[ls->key_slots[i]]);
-      lua_setfield(L, -2, ls->cols[ls->key_slots[i]].name);
-    }
-  }
-  if (rn_lua_call(lp, L, 1, 1, lk->name, "source", e)) return e->code;
-  *found = !lua_isnil(L, -1);
-  int rc = 0;
-  if (*found) {
-    msgpack_object *vals;
-    uint8_t *given;
-    rc = rn_lua_torow(lp, L, -1, lk, &vals, &given);
-    for (int i = 0; !rc && i < nkey; i++) /* the key is the one asked for */
-      if (!given[ls->key_slots[i]]) { vals[ls->key_slots[i]] = key[i]; given[ls->key_slots[i]] = 1; }
-    if (!rc) rc = rn_row_normalize(ls, lk->name, RN_ROW_FULL, vals, given, &lp->p->scratch, e);
-    if (!rc) rn_row_pack(ls, vals, row);
-    else rn_err_prefix(e, "source returned a bad row");
-  }
-  lua_pop(L, 1);
-  return rc;
+  fetch_call c = { s, lk, key, nkey, row, found };
+  return rn_lua_protect(s->lp, s->lp->L, fetch_body, &c, lk->name, "source", e);
 }
 
 /* p:_lookup(name, cols, key, kind, a, b, cached, ttl, size, missing) -> relation | nil, err
@@ -116,9 +141,11 @@ static int lua_fetch(void *ctx, rn_rel *lk, const msgpack_object *key, int nkey,
 static int l_lookup(lua_State *L)
 {
   lpipe *lp = rn_lua_checkpipe(L, 1);
-  const char *name = luaL_checkstring(L, 2);
+  const char *name = rn_lua_checkname(L, 2, "lookup");
   luaL_checktype(L, 3, LUA_TTABLE);
   const char *kind = luaL_checkstring(L, 5);
+  if (strcmp(kind, "function") == 0) luaL_checktype(L, 6, LUA_TFUNCTION);
+  else { rn_lua_checkname(L, 6, name); rn_lua_checkname(L, 7, name); } /* before anything is allocated */
   rn_err e = { .code = RN_OK };
   rn_schema *s = rn_lua_toschema(lp, L, 3, lua_istable(L, 4) ? 4 : 0, name, &e);
   if (!s) goto fail;
@@ -126,9 +153,8 @@ static int l_lookup(lua_State *L)
   void *ctx = NULL;
   rn_free_fn free_ctx = NULL;
   if (strcmp(kind, "function") == 0) {
-    luaL_checktype(L, 6, LUA_TFUNCTION);
     lsource *src = malloc(sizeof *src);
-    if (!src) { rn_schema_free(s); return luaL_error(L, "out of memory"); }
+    if (!src) { rn_schema_free(s); return rn_lua_error(L, "out of memory"); }
     src->lp = lp;
     lua_pushvalue(L, 6);
     src->ref = luaL_ref(L, LUA_REGISTRYINDEX);
@@ -147,7 +173,7 @@ static int l_lookup(lua_State *L)
     if (rn_lookup_attach_source(a, &fetch, &ctx, &free_ctx)) {
       rn_attach_close(a);
       rn_schema_free(s);
-      return luaL_error(L, "out of memory");
+      return rn_lua_error(L, "out of memory");
     }
   }
   rn_lookup_opts o = { lua_toboolean(L, 8), luaL_optnumber(L, 9, 0), (size_t)luaL_optinteger(L, 10, 0),
@@ -163,8 +189,8 @@ fail:
 static int l_store_sink(lua_State *L)
 {
   lpipe *lp = rn_lua_checkpipe(L, 1);
-  lrel *r = rn_lua_checkrel(L, 2);
-  if (rn_store_sink(lp->p, r->rel, luaL_checkstring(L, 3))) return rn_lua_nil_error(L, rn_errmsg(lp->p));
+  lrel *r = rn_lua_checkrel_of(L, 2, lp);
+  if (rn_store_sink(lp->p, r->rel, rn_lua_checkname(L, 3, "store"))) return rn_lua_nil_error(L, rn_errmsg(lp->p));
   lua_pushboolean(L, 1);
   return 1;
 }
@@ -180,23 +206,23 @@ typedef struct lattached {
 static lattached *check_attached(lua_State *L)
 {
   lattached *la = luaL_checkudata(L, 1, RN_ATTACHED_MT);
-  if (!la->a) luaL_error(L, "runnel: the attached store is closed");
+  if (!la->a) rn_lua_error(L, "runnel: the attached store is closed");
   return la;
 }
 
 static int l_attach(lua_State *L)
 {
-  const char *path = luaL_checkstring(L, 1), *name = luaL_checkstring(L, 2);
+  const char *path = rn_lua_checkname(L, 1, "attach"), *name = rn_lua_checkname(L, 2, "attach");
   lattached *la = lua_newuserdatauv(L, sizeof *la, 1);
   la->a = NULL;
   la->path = strdup(path);
   la->name = strdup(name);
   msgpack_zone_init(&la->zone, 1024);
   luaL_setmetatable(L, RN_ATTACHED_MT);
-  if (!la->path || !la->name) return luaL_error(L, "out of memory");
+  if (!la->path || !la->name) return rn_lua_error(L, "out of memory");
   rn_err e = { .code = RN_OK };
   void *env = open_env(L, path);
-  if (rn_attach(path, name, env, &la->a, &e)) return luaL_error(L, "%s", e.msg);
+  if (rn_attach(path, name, env, &la->a, &e)) return rn_lua_error(L, "%s", e.msg);
   if (env) { /* keep the pipeline whose environment it shares alive */
     char real[PATH_MAX];
     if (realpath(path, real)) {
@@ -261,7 +287,7 @@ static int l_attached_get(lua_State *L)
   if (rc) {
     msgpack_sbuffer_destroy(&row);
     msgpack_zone_clear(&la->zone);
-    return luaL_error(L, "%s", e.msg);
+    return rn_lua_error(L, "%s", e.msg);
   }
   if (!found) {
     lua_pushnil(L);
@@ -305,7 +331,7 @@ static int l_attached_rows(lua_State *L)
   rn_err e = { .code = RN_OK };
   lua_newtable(L);
   luaL_checkstack(L, 8, "rows");
-  if (rn_attach_rows(la->a, push_one, &r, &e)) return luaL_error(L, "%s", e.msg);
+  if (rn_attach_rows(la->a, push_one, &r, &e)) return rn_lua_error(L, "%s", e.msg);
   return 1;
 }
 

@@ -1,6 +1,7 @@
 /* lpipeline.c — the runnel.Pipeline userdata and the module's entry point. */
-#include <stdlib.h>
 #include <limits.h>
+#include <stdarg.h>
+#include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
@@ -10,17 +11,87 @@
 #include "lbind.h"
 #include "row.h"
 
+#define RN_DSL_SOURCE "runnel.dsl_source" /* registry: the chunk name of runnel.lua */
+
+/* core._dsl(fn): fn is defined in runnel.lua; its chunk names the DSL's
+ * frames, which rn_lua_where skips. */
+static int l_dsl(lua_State *L)
+{
+  luaL_checktype(L, 1, LUA_TFUNCTION);
+  lua_Debug ar;
+  lua_pushvalue(L, 1);
+  lua_getinfo(L, ">S", &ar);
+  lua_pushstring(L, ar.source);
+  lua_setfield(L, LUA_REGISTRYINDEX, RN_DSL_SOURCE);
+  return 0;
+}
+
+void rn_lua_where(lua_State *L)
+{
+  lua_getfield(L, LUA_REGISTRYINDEX, RN_DSL_SOURCE);
+  const char *dsl = lua_tostring(L, -1);
+  lua_Debug ar;
+  int level = 1;
+  while (lua_getstack(L, level, &ar) && lua_getinfo(L, "Sl", &ar) && dsl && strcmp(ar.source, dsl) == 0)
+    level++;
+  lua_pop(L, 1);
+  if (lua_getstack(L, level, &ar) && lua_getinfo(L, "Sl", &ar) && ar.currentline > 0)
+    lua_pushfstring(L, "%s:%d: ", ar.short_src, ar.currentline);
+  else
+    lua_pushliteral(L, ""); /* called from C (pcall, a host), as luaL_where says */
+}
+
+int rn_lua_error(lua_State *L, const char *fmt, ...)
+{
+  va_list ap;
+  va_start(ap, fmt);
+  rn_lua_where(L);
+  lua_pushvfstring(L, fmt, ap);
+  va_end(ap);
+  lua_concat(L, 2);
+  return lua_error(L);
+}
+
+const char *rn_lua_checkname(lua_State *L, int idx, const char *what)
+{
+  size_t len;
+  const char *name = luaL_checklstring(L, idx, &len);
+  if (len == 0) rn_lua_error(L, "%s: a name must not be empty", what);
+  if (memchr(name, '\0', len)) {
+    luaL_Buffer b; /* the name with its NUL bytes shown as \0 */
+    luaL_buffinit(L, &b);
+    for (size_t i = 0; i < len; i++) {
+      if (name[i]) luaL_addchar(&b, name[i]);
+      else luaL_addstring(&b, "\\0");
+    }
+    luaL_pushresult(&b);
+    rn_lua_error(L, "%s: the name \"%s\" holds a NUL byte (names hold none)", what, lua_tostring(L, -1));
+  }
+  return name;
+}
+
+/* core._raise(msg): runnel.lua's error(), at the user's line. A value that
+ * is not a message (a table a user's attach raised) passes as it is. */
+static int l_raise(lua_State *L)
+{
+  if (lua_type(L, 1) != LUA_TSTRING) {
+    lua_settop(L, 1);
+    return lua_error(L);
+  }
+  return rn_lua_error(L, "%s", lua_tostring(L, 1));
+}
+
 lpipe *rn_lua_checkpipe(lua_State *L, int idx)
 {
   lpipe *lp = luaL_checkudata(L, idx, RN_PIPELINE_MT);
-  if (!lp->p) luaL_error(L, "runnel: the pipeline is closed");
+  if (!lp->p) rn_lua_error(L, "runnel: the pipeline is closed");
   lp->L = L;
   return lp;
 }
 
 int rn_lua_raise(lua_State *L, lpipe *lp)
 {
-  return luaL_error(L, "%s", lp->p ? rn_errmsg(lp->p) : "runnel: the pipeline is closed");
+  return rn_lua_error(L, "%s", lp->p ? rn_errmsg(lp->p) : "runnel: the pipeline is closed");
 }
 
 int rn_lua_fail(lua_State *L, lpipe *lp)
@@ -73,16 +144,35 @@ void rn_lua_detach(lpipe *lp)
   msgpack_zone_destroy(&lp->zone);
 }
 
-/* __close, __gc and close(): one function, safe to call twice. A host's
- * pipeline is the host's to close: Lua lets go of it. */
-static int l_close(lua_State *L)
+/* Closes lp's pipeline unless a callback of it is running: 0, or -1 with
+ * the refusal in p->err. A host's pipeline is the host's to close: Lua lets
+ * go of it. */
+static int close_pipe(lua_State *L, lpipe *lp)
 {
-  lpipe *lp = luaL_checkudata(L, 1, RN_PIPELINE_MT);
   if (!lp->p) return 0;
   lp->L = L;
   if (lp->borrowed) return 0;
-  rn_pipeline_close(lp->p); /* frees callback contexts and relinfos through lp->L */
+  if (lp->depth > 0) { /* the core cannot see every callback (a scan's): the binding counts them */
+    rn_err_set(&lp->p->err, RN_EMISUSE, "close: not from inside a callback");
+    return -1;
+  }
+  if (rn_pipeline_close(lp->p)) return -1; /* frees callback contexts and relinfos through lp->L */
   rn_lua_detach(lp);
+  return 0;
+}
+
+/* close() and __close: safe to call twice; refused from inside a callback,
+ * leaving the pipeline working. */
+static int l_close(lua_State *L)
+{
+  lpipe *lp = luaL_checkudata(L, 1, RN_PIPELINE_MT);
+  return close_pipe(L, lp) ? rn_lua_raise(L, lp) : 0;
+}
+
+/* __gc never raises: an unreachable pipeline has no callback running. */
+static int l_gc(lua_State *L)
+{
+  close_pipe(L, luaL_checkudata(L, 1, RN_PIPELINE_MT));
   return 0;
 }
 
@@ -99,7 +189,7 @@ int rn_lua_relinfo(lua_State *L, rn_rel *rel)
   if (rel->udata) return 0;
   const rn_schema *s = rel->schema;
   lrelinfo *ri = malloc(sizeof *ri + sizeof *ri->names * (size_t)s->ncols);
-  if (!ri) return luaL_error(L, "out of memory");
+  if (!ri) return rn_lua_error(L, "out of memory");
   ri->lp = rel->p->binding;
   ri->ncols = s->ncols;
   lua_createtable(L, s->ncols, 0);
@@ -193,7 +283,7 @@ static int l_declare(lua_State *L)
 {
   lpipe *lp = rn_lua_checkpipe(L, 1);
   const char *kind = luaL_checkstring(L, 2);
-  const char *name = luaL_checkstring(L, 3);
+  const char *name = rn_lua_checkname(L, 3, kind);
   luaL_checktype(L, 4, LUA_TTABLE);
   rn_err e = { .code = RN_OK };
   rn_schema *s = rn_lua_toschema(lp, L, 4, lua_istable(L, 5) ? 5 : 0, name, &e);
@@ -207,12 +297,12 @@ static int l_declare(lua_State *L)
 static int l_declare_cdc(lua_State *L)
 {
   lpipe *lp = rn_lua_checkpipe(L, 1);
-  lrel *in = rn_lua_checkrel(L, 2);
+  lrel *in = rn_lua_checkrel_of(L, 2, lp);
   static const char *const formats[] = { "log", "debezium", "flink", NULL };
   rn_cdc_opts o = { (int)luaL_checkinteger(L, 4), lua_toboolean(L, 5),
                     (rn_cdc_format)luaL_checkoption(L, 6, "log", formats) };
   rn_rel *rel = NULL;
-  int rc = rn_declare_cdc(lp->p, luaL_checkstring(L, 3), in->rel, &o, &rel);
+  int rc = rn_declare_cdc(lp->p, rn_lua_checkname(L, 3, "cdc"), in->rel, &o, &rel);
   return rn_lua_declared(L, lp, rc, rel);
 }
 
@@ -346,7 +436,7 @@ static const luaL_Reg pipeline_methods[] = {
 };
 
 static const luaL_Reg pipeline_meta[] = {
-  { "__gc", l_close },
+  { "__gc", l_gc },
   { "__close", l_close },
   { "__tostring", l_tostring },
   { NULL, NULL }
@@ -403,7 +493,7 @@ RN_API int luaopen_runnel_core(lua_State *L)
   lua_remove(L, methods - 1);
   static const luaL_Reg module_funcs[] = {
     { "open", l_open }, { "strerror", l_strerror }, { "now", l_now }, { "json_decode", l_json_decode },
-    { NULL, NULL }
+    { "_dsl", l_dsl }, { "_raise", l_raise }, { NULL, NULL }
   };
   luaL_setfuncs(L, module_funcs, 0);
   lua_pushlightuserdata(L, RN_LUA_NULL);

@@ -41,8 +41,16 @@ void rn_lua_pushrel(lua_State *L, int pidx, rn_rel *rel)
 lrel *rn_lua_checkrel(lua_State *L, int idx)
 {
   lrel *r = luaL_checkudata(L, idx, RN_RELATION_MT);
-  if (!r->lp->p) luaL_error(L, "runnel: the pipeline of this relation is closed");
+  if (!r->lp->p) rn_lua_error(L, "runnel: the pipeline of this relation is closed");
   r->lp->L = L;
+  return r;
+}
+
+lrel *rn_lua_checkrel_of(lua_State *L, int idx, lpipe *lp)
+{
+  lrel *r = rn_lua_checkrel(L, idx);
+  if (r->lp != lp) rn_lua_error(L, "%s belongs to a different pipeline", r->rel->name);
+  lp->L = L;
   return r;
 }
 
@@ -124,7 +132,7 @@ static int l_count(lua_State *L)
 {
   lrel *r = rn_lua_checkrel(L, 1);
   if (r->rel->kind != RN_REL_TABLE)
-    return luaL_error(L, "%s: count: only tables hold rows to count", r->rel->name);
+    return rn_lua_error(L, "%s: count: only tables hold rows to count", r->rel->name);
   lua_pushinteger(L, (lua_Integer)r->rel->count);
   return 1;
 }
@@ -135,8 +143,6 @@ static int l_name(lua_State *L)
   lua_pushstring(L, r->rel->name);
   return 1;
 }
-
-static const char *const kind_names[] = { "table", "stream", "filter", "map", "cdc", "join", "aggregate" };
 
 static void push_columns(lua_State *L, const rn_schema *s)
 {
@@ -170,7 +176,7 @@ static int l_schema(lua_State *L)
   lrel *r = rn_lua_checkrel(L, 1);
   const rn_schema *s = r->rel->schema;
   lua_createtable(L, 0, 5);
-  lua_pushstring(L, kind_names[r->rel->kind]);
+  lua_pushstring(L, rn_relkind_name(r->rel->kind));
   lua_setfield(L, -2, "kind");
   lua_pushstring(L, r->rel->name);
   lua_setfield(L, -2, "name");
@@ -206,7 +212,7 @@ static int l_tostring(lua_State *L)
 {
   lrel *r = luaL_checkudata(L, 1, RN_RELATION_MT);
   if (!r->lp->p) lua_pushstring(L, "runnel.Relation (closed)");
-  else lua_pushfstring(L, "runnel.Relation %s (%s)", r->rel->name, kind_names[r->rel->kind]);
+  else lua_pushfstring(L, "runnel.Relation %s (%s)", r->rel->name, rn_relkind_name(r->rel->kind));
   return 1;
 }
 
@@ -281,7 +287,9 @@ static int scan_row(void *ctx, uint64_t id, const char *row, size_t len)
   lua_pushvalue(L, 2);
   rn_lua_pushrow(s->r->lp, L, s->r->rel, row, len);
   lua_pushinteger(L, (lua_Integer)id);
+  s->r->lp->depth++;
   int st = lua_pcall(L, 2, 0, 0);
+  s->r->lp->depth--;
   s->r->lp->L = L;
   if (st == LUA_OK) return 0;
   rn_err_set(&s->r->lp->p->err, RN_ECALLBACK, "%s", lua_tostring(L, -1) ? lua_tostring(L, -1) : "error in scan");

@@ -2,10 +2,15 @@
 --
 -- Declarations are checked and normalized here, in Lua; the per-row work
 -- (conversion, keys, LMDB, operators) runs in C behind runnel.core. Errors
--- raised here point at the caller's line (error level 2).
+-- raised here, and in runnel.core, point at the user's line: the first
+-- frame outside this file.
 local core = require "runnel.core"
 
 local Pipeline, Relation = core.Pipeline, core.Relation
+core._dsl(function() end) -- errors raised in C skip this file's frames: they name the user's line
+-- raise(msg): error at the user's line, past every frame of this file (a
+-- method called by another, runnel.watch calling rel:sink …).
+local raise = core._raise
 
 local runnel = { null = core.null, now = core.now, json_decode = core.json_decode, attach = core.attach,
                  _VERSION = "runnel " .. core.version }
@@ -23,6 +28,20 @@ local function extra_of(p)
   if not e then e = { on_declare = {} }; extra[p] = e end
   return e
 end
+
+-- The methods below are called as p:method(…) and rel:method(…): a call
+-- with another self (t.rows(nil), p.table(t, …)) is the caller's mistake.
+local function is_a(v, methods)
+  local mt = type(v) == "userdata" and getmetatable(v)
+  return mt and mt.__index == methods
+end
+local function check_self(self, methods, what, method)
+  if not is_a(self, methods) then
+    raise(("%s: expects a %s as self (call it as x:%s(…)), got %s"):format(method, what, method, type(self)))
+  end
+end
+local function check_pipeline(self, method) check_self(self, Pipeline, "runnel.Pipeline", method) end
+local function check_relation(self, method) check_self(self, Relation, "runnel.Relation", method) end
 
 -- Turns { {"id","int"}, {"name","string", null = true}, key = "id" } into
 -- the column specs runnel.core takes; returns nil, message on bad input.
@@ -105,21 +124,24 @@ end
 
 --- p:table(name, columns) -> relation: a keyed table (key = …) or a keyless one.
 function Pipeline:table(name, decl)
+  check_pipeline(self, "table")
   local rel, err = declare_source(self, "table", name, decl)
-  if not rel then error(err, 2) end
+  if not rel then raise(err) end
   return rel
 end
 
 --- p:stream(name, columns) -> relation: append-only events.
 function Pipeline:stream(name, decl)
+  check_pipeline(self, "stream")
   local rel, err = declare_source(self, "stream", name, decl)
-  if not rel then error(err, 2) end
+  if not rel then raise(err) end
   return rel
 end
 
 --- p:batch(fn, …): fn runs inside one group; an error rolls it back and is raised again.
 function Pipeline:batch(fn, ...)
-  if type(fn) ~= "function" then error("batch: expects a function", 2) end
+  check_pipeline(self, "batch")
+  if type(fn) ~= "function" then raise("batch: expects a function") end
   self:begin()
   local ok, err = pcall(fn, ...)
   if not ok then
@@ -131,6 +153,7 @@ end
 
 --- p:relation(name) -> relation | nil
 function Pipeline:relation(name)
+  check_pipeline(self, "relation")
   for _, rel in ipairs(self:relations()) do
     if rel:name() == name then return rel end
   end
@@ -139,6 +162,7 @@ end
 
 --- p:on_declare(fn): fn(rel) after every later declaration (the REPL uses it).
 function Pipeline:on_declare(fn)
+  check_pipeline(self, "on_declare")
   table.insert(extra_of(self).on_declare, fn)
 end
 
@@ -158,28 +182,30 @@ end
 
 --- rel:filter(fn [, name]) -> relation of the rows for which fn(row) is true.
 function Relation:filter(fn, name)
-  if type(fn) ~= "function" then error("filter: expects a function, got " .. type(fn), 2) end
+  check_relation(self, "filter")
+  if type(fn) ~= "function" then raise("filter: expects a function, got " .. type(fn)) end
   local n, err = derived_name(self, "filter", name)
-  if not n then error(err, 2) end
+  if not n then raise(err) end
   local rel
   rel, err = self:pipeline():_filter(self, n, fn)
-  if not rel then error(err, 2) end
+  if not rel then raise(err) end
   return declared(self:pipeline(), rel)
 end
 
 --- rel:map(fn, columns [, name]) -> relation of fn(row) (nil: no row), ids passed through.
 function Relation:map(fn, decl, name)
-  if type(fn) ~= "function" then error("map: expects a function, got " .. type(fn), 2) end
+  check_relation(self, "map")
+  if type(fn) ~= "function" then raise("map: expects a function, got " .. type(fn)) end
   local n, err = derived_name(self, "map", name)
-  if not n then error(err, 2) end
+  if not n then raise(err) end
   local cols, key
   cols, err = column_specs(n, decl)
-  if not cols then error(err, 2) end
+  if not cols then raise(err) end
   key, err = key_spec(n, decl.key)
-  if err then error(err, 2) end
+  if err then raise(err) end
   local rel
   rel, err = self:pipeline():_map(self, n, fn, cols, key)
-  if not rel then error(err, 2) end
+  if not rel then raise(err) end
   return declared(self:pipeline(), rel)
 end
 
@@ -189,30 +215,31 @@ local CDC_FORMATS = { log = true, debezium = true, flink = true }
 --- rel:cdc{ preimage = false|true|"full", postimage = false|true,
 --            format = "log"|"debezium"|"flink", name = … } -> stream of CDC rows
 function Relation:cdc(opts)
+  check_relation(self, "cdc")
   opts = opts or {}
-  if type(opts) ~= "table" then error("cdc: expects an options table, got " .. type(opts), 2) end
+  if type(opts) ~= "table" then raise("cdc: expects an options table, got " .. type(opts)) end
   for k in pairs(opts) do
     if not CDC_FIELDS[k] then
-      error(("cdc: unknown option %s (preimage, postimage, format, name)"):format(tostring(k)), 2)
+      raise(("cdc: unknown option %s (preimage, postimage, format, name)"):format(tostring(k)))
     end
   end
   local pre = opts.preimage
   if pre ~= nil and pre ~= false and pre ~= true and pre ~= "full" then
-    error('cdc: preimage must be false, true or "full", got ' .. tostring(pre), 2)
+    raise('cdc: preimage must be false, true or "full", got ' .. tostring(pre))
   end
   local post = opts.postimage
   if post ~= nil and type(post) ~= "boolean" then
-    error("cdc: postimage must be a boolean, got " .. tostring(post), 2)
+    raise("cdc: postimage must be a boolean, got " .. tostring(post))
   end
   local format = opts.format or "log"
   if not CDC_FORMATS[format] then
-    error('cdc: format must be "log", "debezium" or "flink", got ' .. tostring(format), 2)
+    raise('cdc: format must be "log", "debezium" or "flink", got ' .. tostring(format))
   end
   local n, err = derived_name(self, "cdc", opts.name)
-  if not n then error(err, 2) end
+  if not n then raise(err) end
   local rel
   rel, err = self:pipeline():_cdc(self, n, pre == "full" and 2 or pre and 1 or 0, post == true, format)
-  if not rel then error(err, 2) end
+  if not rel then raise(err) end
   return declared(self:pipeline(), rel)
 end
 
@@ -225,38 +252,40 @@ local JOIN_KINDS = { inner = true, left = true, outer = true }
 --                     columns = {…, key = …} (the joiner's columns), kind = "inner"|"left"|"outer",
 --                     name = … }) -> relation
 function Relation:join(right, opts)
-  if type(opts) ~= "table" then error("join: expects (right, options), got " .. type(opts) .. " for the options", 2) end
+  check_relation(self, "join")
+  if not is_a(right, Relation) then raise("join: the right side must be a relation, got " .. type(right)) end
+  if type(opts) ~= "table" then raise("join: expects (right, options), got " .. type(opts) .. " for the options") end
   for k in pairs(opts) do
     if not JOIN_FIELDS[k] then
-      error(("join: unknown option %s (on, mapper, selector, joiner, columns, kind, name)"):format(tostring(k)), 2)
+      raise(("join: unknown option %s (on, mapper, selector, joiner, columns, kind, name)"):format(tostring(k)))
     end
   end
-  if (opts.on == nil) == (opts.mapper == nil) then error("join: give either on or mapper", 2) end
+  if (opts.on == nil) == (opts.mapper == nil) then raise("join: give either on or mapper") end
   local on = opts.on
   if type(on) == "string" then on = { on }
   elseif on ~= nil and (type(on) ~= "table" or #on == 0) then
-    error("join: on must be a column name or a list of them", 2)
+    raise("join: on must be a column name or a list of them")
   end
   for _, f in ipairs{ "mapper", "selector", "joiner" } do
     if opts[f] ~= nil and type(opts[f]) ~= "function" then
-      error(("join: %s must be a function, got %s"):format(f, type(opts[f])), 2)
+      raise(("join: %s must be a function, got %s"):format(f, type(opts[f])))
     end
   end
   local kind = opts.kind or "inner"
-  if not JOIN_KINDS[kind] then error('join: kind must be "inner", "left" or "outer", got ' .. tostring(kind), 2) end
-  if opts.joiner and not opts.columns then error("join: a joiner needs columns = { … } for the rows it returns", 2) end
+  if not JOIN_KINDS[kind] then raise('join: kind must be "inner", "left" or "outer", got ' .. tostring(kind)) end
+  if opts.joiner and not opts.columns then raise("join: a joiner needs columns = { … } for the rows it returns") end
   local n, err = derived_name(self, "join", opts.name)
-  if not n then error(err, 2) end
+  if not n then raise(err) end
   local cols, key
   if opts.columns then
     cols, err = column_specs(n, opts.columns)
-    if not cols then error(err, 2) end
+    if not cols then raise(err) end
     key, err = key_spec(n, opts.columns.key)
-    if err then error(err, 2) end
+    if err then raise(err) end
   end
   local rel
   rel, err = self:pipeline():_join(self, right, n, kind, on, opts.mapper, opts.selector, opts.joiner, cols, key)
-  if not rel then error(err, 2) end
+  if not rel then raise(err) end
   return declared(self:pipeline(), rel)
 end
 
@@ -264,26 +293,27 @@ end
 -- Keeps, renames and reorders columns in C (no Lua per row); ids pass
 -- through; the key is the given one, or rel's key when all of it is kept.
 function Relation:select(spec, name)
-  if type(spec) ~= "table" or #spec == 0 then error("select: expects a list of columns", 2) end
+  check_relation(self, "select")
+  if type(spec) ~= "table" or #spec == 0 then raise("select: expects a list of columns") end
   local from, to = {}, {}
   for i, c in ipairs(spec) do
     if type(c) == "string" then from[i], to[i] = c, c
     elseif type(c) == "table" and type(c[1]) == "string" and type(c[2]) == "string" then to[i], from[i] = c[1], c[2]
-    else error(("select: entry #%d must be a column name or {new_name, column}"):format(i), 2) end
+    else raise(("select: entry #%d must be a column name or {new_name, column}"):format(i)) end
   end
   for k in pairs(spec) do
     if k ~= "key" and (math.type(k) ~= "integer" or k < 1 or k > #spec) then
-      error(("select: unexpected field %s"):format(tostring(k)), 2)
+      raise(("select: unexpected field %s"):format(tostring(k)))
     end
   end
   local n, err = derived_name(self, "select", name)
-  if not n then error(err, 2) end
+  if not n then raise(err) end
   local key
   key, err = key_spec(n, spec.key)
-  if err then error(err, 2) end
+  if err then raise(err) end
   local rel
   rel, err = self:pipeline():_select(self, n, from, to, key)
-  if not rel then error(err, 2) end
+  if not rel then raise(err) end
   return declared(self:pipeline(), rel)
 end
 
@@ -295,7 +325,7 @@ local function descriptor(kind, col, fns)
   return setmetatable({ kind = kind, col = col, fns = fns }, AGG)
 end
 local function column_arg(what, col)
-  if type(col) ~= "string" then error(what .. ": expects a column name, got " .. type(col), 3) end
+  if type(col) ~= "string" then raise(what .. ": expects a column name, got " .. type(col)) end
   return col
 end
 
@@ -314,13 +344,13 @@ function runnel.avg(col) return descriptor("avg", column_arg("avg", col)) end
 -- A user aggregate. remove may be left out for streams (inserts only).
 function runnel.agg(fns)
   if type(fns) ~= "table" or type(fns.add) ~= "function" then
-    error("agg: expects { init = fn, add = fn, remove = fn, result = fn } (add at least)", 2)
+    raise("agg: expects { init = fn, add = fn, remove = fn, result = fn } (add at least)")
   end
   for k, v in pairs(fns) do
     if k ~= "init" and k ~= "add" and k ~= "remove" and k ~= "result" then
-      error("agg: unknown field " .. tostring(k), 2)
+      raise("agg: unknown field " .. tostring(k))
     end
-    if type(v) ~= "function" then error(("agg: %s must be a function"):format(k), 2) end
+    if type(v) ~= "function" then raise(("agg: %s must be a function"):format(k)) end
   end
   return descriptor("agg", nil, fns)
 end
@@ -328,13 +358,13 @@ end
 local WINDOW = {}
 --- runnel.tumbling(size, time_col): windows [k*size, (k+1)*size).
 function runnel.tumbling(size, col)
-  if type(size) ~= "number" or size <= 0 then error("tumbling: size must be a positive number", 2) end
+  if type(size) ~= "number" or size <= 0 then raise("tumbling: size must be a positive number") end
   return setmetatable({ kind = "tumbling", size = size, col = column_arg("tumbling", col) }, WINDOW)
 end
 --- runnel.hopping(size, step, time_col): every [k*step, k*step + size) holding the time.
 function runnel.hopping(size, step, col)
   if type(size) ~= "number" or size <= 0 or type(step) ~= "number" or step <= 0 then
-    error("hopping: size and step must be positive numbers", 2)
+    raise("hopping: size and step must be positive numbers")
   end
   return setmetatable({ kind = "hopping", size = size, step = step, col = column_arg("hopping", col) }, WINDOW)
 end
@@ -344,41 +374,42 @@ end
 -- A keyed table of groups: the by columns, window_start and window_end when
 -- windowed, then the aggregates in the order of their names.
 function Relation:aggregate(spec)
-  if type(spec) ~= "table" then error("aggregate: expects a table", 2) end
+  check_relation(self, "aggregate")
+  if type(spec) ~= "table" then raise("aggregate: expects a table") end
   local by = spec.by
   if type(by) == "string" then by = { by }
   elseif by == nil then by = {}
-  elseif type(by) ~= "table" then error("aggregate: by must be a column name or a list of them", 2) end
+  elseif type(by) ~= "table" then raise("aggregate: by must be a column name or a list of them") end
   local window
   if spec.window ~= nil then
     if getmetatable(spec.window) ~= WINDOW then
-      error("aggregate: window must be runnel.tumbling(…) or runnel.hopping(…)", 2)
+      raise("aggregate: window must be runnel.tumbling(…) or runnel.hopping(…)")
     end
     window = { kind = spec.window.kind, size = spec.window.size, step = spec.window.step,
                col = spec.window.col, grace = spec.grace }
   elseif spec.grace ~= nil then
-    error("aggregate: grace needs a window", 2)
+    raise("aggregate: grace needs a window")
   end
   if spec.grace ~= nil and (type(spec.grace) ~= "number" or spec.grace < 0) then
-    error("aggregate: grace must be a number of seconds >= 0", 2)
+    raise("aggregate: grace must be a number of seconds >= 0")
   end
   local aggs = {}
   for k, v in pairs(spec) do
     if k ~= "by" and k ~= "window" and k ~= "grace" and not (k == "name" and type(v) == "string") then
       if type(k) ~= "string" or getmetatable(v) ~= AGG then
-        error(("aggregate: %s must be an aggregate (runnel.count(), sum(col), min, max, avg, agg{…})")
-              :format(tostring(k)), 2)
+        raise(("aggregate: %s must be an aggregate (runnel.count(), sum(col), min, max, avg, agg{…})")
+              :format(tostring(k)))
       end
       aggs[#aggs + 1] = { name = k, kind = v.kind, col = v.col, fns = v.fns }
     end
   end
-  if #aggs == 0 then error("aggregate: name at least one aggregate, e.g. n = runnel.count()", 2) end
+  if #aggs == 0 then raise("aggregate: name at least one aggregate, e.g. n = runnel.count()") end
   table.sort(aggs, function(a, b) return a.name < b.name end)
   local n, err = derived_name(self, "aggregate", type(spec.name) == "string" and spec.name or nil)
-  if not n then error(err, 2) end
+  if not n then raise(err) end
   local rel
   rel, err = self:pipeline():_aggregate(self, n, by, window, aggs)
-  if not rel then error(err, 2) end
+  if not rel then raise(err) end
   return declared(self:pipeline(), rel)
 end
 
@@ -387,6 +418,7 @@ end
 local core_rows, core_count, core_get = Relation.rows, Relation.count, Relation.get
 
 function Relation:rows()
+  check_relation(self, "rows")
   local kind = self:schema().kind
   if kind == "table" then return core_rows(self) end
   local list = {}
@@ -401,6 +433,7 @@ function Relation:rows()
 end
 
 function Relation:count()
+  check_relation(self, "count")
   if self:schema().kind == "table" then return core_count(self) end
   local n = 0
   self:scan(function() n = n + 1 end)
@@ -408,9 +441,10 @@ function Relation:count()
 end
 
 function Relation:get(key)
+  check_relation(self, "get")
   local s = self:schema()
   if s.kind == "table" then return core_get(self, key) end
-  if not s.key then error(self:name() .. ": get needs a relation with a key", 2) end
+  if not s.key then raise(self:name() .. ": get needs a relation with a key") end
   if type(key) ~= "table" then key = { [s.key[1]] = key } end
   local found
   self:scan(function(row)
@@ -425,6 +459,7 @@ local SINK_FIELDS = { insert = true, update = true, delete = true, commit = true
 --- rel:sink(fn) or rel:sink{ insert, update, delete, commit, consolidate } -> rel
 -- A value with an `attach` method (runnel.ndjson …) attaches itself.
 function Relation:sink(s)
+  check_relation(self, "sink")
   local p, ok, err = self:pipeline()
   if type(s) == "function" then
     ok, err = p:_sink(self, s)
@@ -433,17 +468,17 @@ function Relation:sink(s)
   elseif type(s) == "table" then
     for k, v in pairs(s) do
       if not SINK_FIELDS[k] then
-        error(("sink: unknown field %s (insert, update, delete, commit, consolidate)"):format(tostring(k)), 2)
+        raise(("sink: unknown field %s (insert, update, delete, commit, consolidate)"):format(tostring(k)))
       end
       if k ~= "consolidate" and type(v) ~= "function" then
-        error(("sink: %s must be a function, got %s"):format(k, type(v)), 2)
+        raise(("sink: %s must be a function, got %s"):format(k, type(v)))
       end
     end
     ok, err = p:_sink(self, nil, s.insert, s.update, s.delete, s.commit, s.consolidate)
   else
-    error("sink: expects a function or a table of functions, got " .. type(s), 2)
+    raise("sink: expects a function or a table of functions, got " .. type(s))
   end
-  if not ok then error(err, 2) end
+  if not ok then raise(err) end
   return self
 end
 
@@ -454,12 +489,12 @@ local CARRY_FIELDS = { groups = "an integer", changes = "an integer", seconds = 
 -- transaction that groups share with sync = false (omitted: the defaults).
 local function carry_bounds(carry)
   if carry == nil then return nil, nil, nil end
-  if type(carry) ~= "table" then error("open: carry must be a table { groups, changes, seconds }", 3) end
+  if type(carry) ~= "table" then raise("open: carry must be a table { groups, changes, seconds }") end
   for k, v in pairs(carry) do
     local want = CARRY_FIELDS[k]
-    if not want then error(("open: carry: unknown field %s (groups, changes, seconds)"):format(tostring(k)), 3) end
+    if not want then raise(("open: carry: unknown field %s (groups, changes, seconds)"):format(tostring(k))) end
     local ok = want == "an integer" and math.type(v) == "integer" or want == "a number" and type(v) == "number"
-    if not ok or not (v > 0) then error(("open: carry.%s must be %s above 0"):format(k, want), 3) end
+    if not ok or not (v > 0) then raise(("open: carry.%s must be %s above 0"):format(k, want)) end
   end
   return carry.groups, carry.changes, carry.seconds
 end
@@ -475,17 +510,17 @@ function runnel.open(opts)
     path = opts
   elseif type(opts) == "table" then
     for k in pairs(opts) do
-      if not OPEN_FIELDS[k] then error(("open: unknown option %s (path, sync, clock, map_size, writemap, carry)"):format(tostring(k)), 2) end
+      if not OPEN_FIELDS[k] then raise(("open: unknown option %s (path, sync, clock, map_size, writemap, carry)"):format(tostring(k))) end
     end
     path, sync, clock, map_size, writemap = opts.path, opts.sync, opts.clock, opts.map_size, opts.writemap == true
     groups, changes, seconds = carry_bounds(opts.carry)
-    if clock ~= nil and type(clock) ~= "function" then error("open: clock must be a function", 2) end
-    if map_size ~= nil and math.type(map_size) ~= "integer" then error("open: map_size must be an integer", 2) end
+    if clock ~= nil and type(clock) ~= "function" then raise("open: clock must be a function") end
+    if map_size ~= nil and math.type(map_size) ~= "integer" then raise("open: map_size must be an integer") end
   elseif opts ~= nil then
-    error("open: expects a path or an options table, got " .. type(opts), 2)
+    raise("open: expects a path or an options table, got " .. type(opts))
   end
   local p, err = core.open(path, sync == false, clock, map_size, writemap, groups, changes, seconds)
-  if not p then error(err, 2) end
+  if not p then raise(err) end
   return p
 end
 
@@ -497,15 +532,15 @@ end
 -- verb = false); a DELETE line carries the key columns. A path is appended to.
 function runnel.ndjson(target, opts)
   opts = opts or {}
-  if type(opts) ~= "table" then error("ndjson: options must be a table", 2) end
+  if type(opts) ~= "table" then raise("ndjson: options must be a table") end
   for k in pairs(opts) do
-    if k ~= "verb" then error("ndjson: unknown option " .. tostring(k) .. " (verb)", 2) end
+    if k ~= "verb" then raise("ndjson: unknown option " .. tostring(k) .. " (verb)") end
   end
   local verb = opts.verb
   if verb == nil then verb = "verb" end
-  if verb ~= false and type(verb) ~= "string" then error("ndjson: verb must be a field name or false", 2) end
+  if verb ~= false and type(verb) ~= "string" then raise("ndjson: verb must be a field name or false") end
   if type(target) ~= "string" and io.type(target) ~= "file" then
-    error("ndjson: expects a path or an open file, got " .. type(target), 2)
+    raise("ndjson: expects a path or an open file, got " .. type(target))
   end
   return { attach = function(_, rel)
     local ok, err = rel:pipeline():_ndjson_sink(rel, target, verb)
@@ -519,10 +554,10 @@ end
 -- resynced whole when it missed groups). busy_timeout (default 5) bounds the
 -- wait for another connection's lock; past it the group fails.
 function runnel.sqlite(path, tname, opts)
-  if type(path) ~= "string" or type(tname) ~= "string" then error("sqlite: expects (path, table)", 2) end
+  if type(path) ~= "string" or type(tname) ~= "string" then raise("sqlite: expects (path, table)") end
   local busy = opts and opts.busy_timeout
   if busy ~= nil and (type(busy) ~= "number" or busy < 0) then
-    error("sqlite: busy_timeout must be a number of seconds, at least 0", 2)
+    raise("sqlite: busy_timeout must be a number of seconds, at least 0")
   end
   return { attach = function(_, rel)
     local ok, err = rel:pipeline():_sqlite_sink(rel, path, tname, busy and math.floor(busy * 1000 + 0.5) or -1)
@@ -533,7 +568,7 @@ end
 --- runnel.store(name) -> a sink keeping a relation in this pipeline's state as a
 -- permanent table, readable from elsewhere with runnel.attach(state_path, name).
 function runnel.store(name)
-  if type(name) ~= "string" or name == "" then error("store: expects a name", 2) end
+  if type(name) ~= "string" or name == "" then raise("store: expects a name") end
   return { attach = function(_, rel)
     local ok, err = rel:pipeline():_store_sink(rel, name)
     if not ok then error(err, 0) end
@@ -542,7 +577,7 @@ end
 
 --- runnel.sqlite_source(path, table) -> a lookup source: SELECT … WHERE key = ?
 function runnel.sqlite_source(path, tname)
-  if type(path) ~= "string" or type(tname) ~= "string" then error("sqlite_source: expects (path, table)", 2) end
+  if type(path) ~= "string" or type(tname) ~= "string" then raise("sqlite_source: expects (path, table)") end
   return { sqlite_source = path, table = tname }
 end
 
@@ -553,39 +588,40 @@ local CACHE_FIELDS = { ttl = true, size = true, missing = true }
 --                   cache = { ttl = seconds, size = entries, missing = true } }) -> relation
 -- Rows fetched on demand for joins; without cache every lookup asks the source.
 function Pipeline:lookup(name, decl)
-  if type(name) ~= "string" then error("lookup: the name must be a string", 2) end
-  if type(decl) ~= "table" then error("lookup: expects a column list with key and source", 2) end
+  check_pipeline(self, "lookup")
+  if type(name) ~= "string" then raise("lookup: the name must be a string") end
+  if type(decl) ~= "table" then raise("lookup: expects a column list with key and source") end
   local cols_only = {}
   for k, v in pairs(decl) do
     if math.type(k) == "integer" then cols_only[k] = v
-    elseif not LOOKUP_FIELDS[k] then error(("%s: unknown field %s (key, source, cache)"):format(name, tostring(k)), 2) end
+    elseif not LOOKUP_FIELDS[k] then raise(("%s: unknown field %s (key, source, cache)"):format(name, tostring(k))) end
   end
   cols_only.key = decl.key
   local cols, err = column_specs(name, cols_only)
-  if not cols then error(err, 2) end
+  if not cols then raise(err) end
   local key
   key, err = key_spec(name, decl.key)
-  if err then error(err, 2) end
-  if not key then error(name .. ": a lookup needs a key", 2) end
+  if err then raise(err) end
+  if not key then raise(name .. ": a lookup needs a key") end
   local src, kind, a, b = decl.source
   if type(src) == "function" then kind, a = "function", src
   elseif type(src) == "table" and src.sqlite_source then kind, a, b = "sqlite", src.sqlite_source, src.table
   elseif tostring(src):match("^runnel%.Attached") or (type(src) == "userdata" and src._source) then
     kind, a, b = "attach", src:_source()
   else
-    error(name .. ": source must be a function, runnel.sqlite_source(…) or runnel.attach(…)", 2)
+    raise(name .. ": source must be a function, runnel.sqlite_source(…) or runnel.attach(…)")
   end
   local cache = decl.cache
   if cache ~= nil then
-    if type(cache) ~= "table" then error(name .. ": cache must be a table", 2) end
+    if type(cache) ~= "table" then raise(name .. ": cache must be a table") end
     for k in pairs(cache) do
-      if not CACHE_FIELDS[k] then error(("%s: cache: unknown field %s (ttl, size, missing)"):format(name, tostring(k)), 2) end
+      if not CACHE_FIELDS[k] then raise(("%s: cache: unknown field %s (ttl, size, missing)"):format(name, tostring(k))) end
     end
   end
   local rel
   rel, err = self:_lookup(name, cols, key, kind, a, b, cache ~= nil, cache and (cache.ttl or math.huge),
                           cache and (cache.size or 10000), cache and cache.missing ~= false)
-  if not rel then error(err, 2) end
+  if not rel then raise(err) end
   return rel
 end
 
@@ -593,7 +629,7 @@ end
 -- {"rel": …, "op": "insert"|"update"|"upsert"|"delete", "row": {…}}; "-" is stdin.
 function runnel.ndjson_source(target)
   if type(target) ~= "string" and io.type(target) ~= "file" then
-    error("ndjson_source: expects a path, \"-\" or an open file, got " .. type(target), 2)
+    raise("ndjson_source: expects a path, \"-\" or an open file, got " .. type(target))
   end
   local name = type(target) == "string" and (target == "-" and "stdin" or target)
                or (target == io.stdin and "stdin" or "file")
@@ -605,20 +641,19 @@ local RUN_FIELDS = { batch = true, on_error = true, rejects = true, progress = t
 --- p:run(source, { batch = 1000, on_error = "stop"|"skip", rejects = path, progress = true })
 --   -> { lines, applied, rejected, groups }
 function Pipeline:run(source, opts)
+  check_pipeline(self, "run")
   opts = opts or {}
-  if type(source) ~= "table" or source.ndjson == nil then error("run: expects runnel.ndjson_source(…)", 2) end
+  if type(source) ~= "table" or source.ndjson == nil then raise("run: expects runnel.ndjson_source(…)") end
   for k in pairs(opts) do
-    if not RUN_FIELDS[k] then error("run: unknown option " .. tostring(k) .. " (batch, on_error, rejects, progress)", 2) end
+    if not RUN_FIELDS[k] then raise("run: unknown option " .. tostring(k) .. " (batch, on_error, rejects, progress)") end
   end
   local batch = opts.batch or 1000
-  if math.type(batch) ~= "integer" or batch < 1 then error("run: batch must be a positive integer", 2) end
+  if math.type(batch) ~= "integer" or batch < 1 then raise("run: batch must be a positive integer") end
   local on_error = opts.on_error or "stop"
-  if on_error ~= "stop" and on_error ~= "skip" then error('run: on_error must be "stop" or "skip"', 2) end
-  if opts.rejects ~= nil and type(opts.rejects) ~= "string" then error("run: rejects must be a path", 2) end
-  local ok, stats = pcall(self._run, self, source.ndjson, source.name, batch, on_error == "skip", opts.rejects,
-                          opts.progress ~= false)
-  if not ok then error(stats, 2) end
-  return stats
+  if on_error ~= "stop" and on_error ~= "skip" then raise('run: on_error must be "stop" or "skip"') end
+  if opts.rejects ~= nil and type(opts.rejects) ~= "string" then raise("run: rejects must be a path") end
+  -- its errors name the caller's line (runnel.core skips this file's frames)
+  return self:_run(source.ndjson, source.name, batch, on_error == "skip", opts.rejects, opts.progress ~= false)
 end
 
 ---------------------------------------------------------------------------

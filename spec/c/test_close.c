@@ -1,0 +1,71 @@
+/* test_close.c — rn_pipeline_close from inside a callback is refused
+ * (RN_EMISUSE) and leaves the pipeline working (issue 10, defect 2). */
+#include <msgpack.h>
+#include <string.h>
+
+#include "check.h"
+#include "runnel.h"
+
+typedef struct closer {
+  rn_pipeline *p;
+  int rc;                 /* what rn_pipeline_close answered inside the callback */
+  char msg[128];
+  int calls;
+} closer;
+
+static int close_inside(void *ctx, const rn_event *ev)
+{
+  (void)ev;
+  closer *c = ctx;
+  c->rc = rn_pipeline_close(c->p);
+  snprintf(c->msg, sizeof c->msg, "%s", rn_errmsg(c->p));
+  c->calls++;
+  return 0;
+}
+
+static int insert_id(rn_pipeline *p, rn_rel *t, int64_t id)
+{
+  msgpack_sbuffer sb;
+  msgpack_packer pk;
+  msgpack_sbuffer_init(&sb);
+  msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
+  msgpack_pack_map(&pk, 1);
+  msgpack_pack_str_with_body(&pk, "id", 2);
+  msgpack_pack_int64(&pk, id);
+  int rc = rn_insert(p, t, sb.data, sb.size);
+  msgpack_sbuffer_destroy(&sb);
+  return rc;
+}
+
+static void test_close_from_subscriber(void)
+{
+  rn_pipeline *p;
+  CHECK(rn_pipeline_open(NULL, &p, NULL, 0) == 0);
+  static const rn_column_def cols[] = { { "id", "int", 0 } };
+  static const char *const key[] = { "id" };
+  rn_rel *t;
+  CHECK(rn_declare_table(p, "t", cols, 1, key, 1, &t) == 0);
+  closer c = { .p = p };
+  CHECK(rn_subscribe(p, t, close_inside, &c) == 0);
+  CHECK(insert_id(p, t, 1) == 0);
+  CHECK(c.calls == 1);
+  CHECK(c.rc == RN_EMISUSE);
+  CHECK(strstr(c.msg, "not from inside a callback") != NULL);
+  CHECK(rn_seq(p) == 1);            /* the group the callback saw committed */
+  CHECK(insert_id(p, t, 2) == 0);   /* and the pipeline keeps working */
+  CHECK(rn_seq(p) == 2);
+  CHECK(c.calls == 2);
+  CHECK(rn_pipeline_close(p) == 0);
+}
+
+static void test_close_null(void)
+{
+  CHECK(rn_pipeline_close(NULL) == 0);
+}
+
+int main(void)
+{
+  RUN(test_close_from_subscriber);
+  RUN(test_close_null);
+  return CHECK_REPORT();
+}

@@ -146,8 +146,8 @@ RN_API int rn_upsert(rn_pipeline *p, rn_rel *rel, const void *map, size_t len);
 RN_API int rn_delete(rn_pipeline *p, rn_rel *rel, const void *map, size_t len);
 
 /* ---- Subscriptions -----------------------------------------------------
- * After each group commits its changes, a subscriber of a relation gets
- * them in order. row and old are msgpack maps keyed by external names
+ * When a group commits, a subscriber of a relation gets its changes in
+ * order, before LMDB commits them (so it can still fail the group). row and old are msgpack maps keyed by external names
  * (every column; nulls as nil), owned by runnel and valid only during the
  * call. A nonzero return fails the group (RN_ECALLBACK): it is rolled back. */
 enum { RN_VERB_INSERT = 1, RN_VERB_UPDATE = 2, RN_VERB_DELETE = 3 };
@@ -168,6 +168,15 @@ typedef int (*rn_callback)(void *ctx, const rn_event *ev);
 /* Subscribes fn (ctx is the caller's, passed back as is) to rel's changes
  * from the next group on. Not inside a group (RN_EMISUSE). */
 RN_API int rn_subscribe(rn_pipeline *p, rn_rel *rel, rn_callback fn, void *ctx);
+
+/* Group seq, of which the subscriber got changes, rolled back after all
+ * (another subscriber or sink failed, or LMDB did): drop what it kept of
+ * them. Called once, after the failure, before the group's error returns. */
+typedef void (*rn_rollback_fn)(void *ctx, uint64_t seq);
+
+/* rn_subscribe, and on_rollback (may be NULL) told of rolled-back groups. */
+RN_API int rn_subscribe_rollback(rn_pipeline *p, rn_rel *rel, rn_callback fn, rn_rollback_fn on_rollback,
+                                 void *ctx);
 
 /* ---- Inspecting a state ------------------------------------------------
  * Reads a state directory without disturbing a writer in another process

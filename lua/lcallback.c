@@ -14,17 +14,17 @@ typedef struct lcb {
   lpipe *lp;
   rn_rel *rel;            /* the relation the callback serves (for messages) */
   rn_rel *left, *right;   /* a join's inputs */
-  int refs[5];            /* registry refs: fn | insert, update, delete, commit */
+  int refs[6];            /* registry refs: fn | insert, update, delete, commit, all, rollback */
 } lcb;
 
-enum { CB_FN, CB_INSERT = 0, CB_UPDATE, CB_DELETE, CB_COMMIT, CB_ALL };
+enum { CB_FN, CB_INSERT = 0, CB_UPDATE, CB_DELETE, CB_COMMIT, CB_ALL, CB_ROLLBACK, CB_NREFS };
 enum { CB_MAPPER = 0, CB_SELECTOR = 1, CB_JOINER = 2 };
 
 
 static void free_cb(void *ctx)
 {
   lcb *cb = ctx;
-  for (int i = 0; i < 5; i++) luaL_unref(cb->lp->L, LUA_REGISTRYINDEX, cb->refs[i]);
+  for (int i = 0; i < CB_NREFS; i++) luaL_unref(cb->lp->L, LUA_REGISTRYINDEX, cb->refs[i]);
   free(cb);
 }
 
@@ -34,7 +34,7 @@ static lcb *new_cb(lua_State *L, lpipe *lp)
   if (!cb) luaL_error(L, "out of memory");
   cb->lp = lp;
   cb->rel = cb->left = cb->right = NULL;
-  for (int i = 0; i < 5; i++) cb->refs[i] = LUA_NOREF;
+  for (int i = 0; i < CB_NREFS; i++) cb->refs[i] = LUA_NOREF;
   return cb;
 }
 
@@ -133,6 +133,19 @@ static int sink_commit_cb(void *ctx, uint64_t seq, rn_err *e)
   lua_rawgeti(L, LUA_REGISTRYINDEX, cb->refs[CB_COMMIT]);
   lua_pushinteger(L, (lua_Integer)seq);
   return rn_lua_call(cb->lp, L, 1, 0, cb->rel->name, "sink commit", e);
+}
+
+/* The table form's rollback(seq): the group the sink got changes or a
+ * commit of rolled back after all. Nothing can fail any more: the group
+ * failed with its own error, which is kept; an error here is dropped. */
+static void sink_done_cb(void *ctx, uint64_t seq, bool committed)
+{
+  lcb *cb = ctx;
+  lua_State *L = cb->lp->L;
+  if (committed || cb->refs[CB_ROLLBACK] == LUA_NOREF) return;
+  lua_rawgeti(L, LUA_REGISTRYINDEX, cb->refs[CB_ROLLBACK]);
+  lua_pushinteger(L, (lua_Integer)seq);
+  if (lua_pcall(L, 1, 0, 0) != LUA_OK) lua_pop(L, 1);
 }
 
 /* A key as Lua sees it: a scalar for a one-column key, else a table by
@@ -314,13 +327,13 @@ int rn_lua_declare_map(lua_State *L)
   return rn_lua_declared(L, lp, rc, rel);
 }
 
-/* p:_sink(rel, fn|nil, insert, update, delete, commit, consolidate) -> true | nil, err */
+/* p:_sink(rel, fn|nil, insert, update, delete, commit, consolidate, rollback) -> true | nil, err */
 int rn_lua_add_sink(lua_State *L)
 {
   lpipe *lp = rn_lua_checkpipe(L, 1);
   lrel *r = rn_lua_checkrel(L, 2);
-  for (int i = 3; i <= 7; i++)
-    if (!lua_isnoneornil(L, i)) luaL_checktype(L, i, LUA_TFUNCTION);
+  for (int i = 3; i <= 9; i++)
+    if (i != 8 && !lua_isnoneornil(L, i)) luaL_checktype(L, i, LUA_TFUNCTION);
   lcb *cb = new_cb(L, lp);
   cb->rel = r->rel;
   cb->refs[CB_ALL] = ref_function(L, 3);
@@ -328,8 +341,11 @@ int rn_lua_add_sink(lua_State *L)
   cb->refs[CB_UPDATE] = ref_function(L, 5);
   cb->refs[CB_DELETE] = ref_function(L, 6);
   cb->refs[CB_COMMIT] = ref_function(L, 7);
-  if (rn_sink_add(lp->p, r->rel, lua_toboolean(L, 8), sink_cb, sink_commit_cb, cb, free_cb))
+  cb->refs[CB_ROLLBACK] = ref_function(L, 9);
+  bool commits = cb->refs[CB_COMMIT] != LUA_NOREF; /* else only its changes make it hear of a rollback */
+  if (rn_sink_add(lp->p, r->rel, lua_toboolean(L, 8), sink_cb, commits ? sink_commit_cb : NULL, cb, free_cb))
     return rn_lua_nil_error(L, rn_errmsg(lp->p));
+  rn_sink_set_hooks(lp->p, NULL, sink_done_cb);
   lua_pushboolean(L, 1);
   return 1;
 }

@@ -265,6 +265,7 @@ RN_API int rn_commit(rn_pipeline *p)
   p->state = RN_IDLE;
   p->autocommit = false;
   p->stats.groups++;
+  if (!carried) rn_durable_reached(p, seq);
   return 0;
 }
 
@@ -282,6 +283,8 @@ RN_API int rn_flush(rn_pipeline *p)
       r->count = r->saved_count = r->lmdb_count;
     }
     forget_carried(p);
+  } else {
+    rn_durable_reached(p, p->seq);
   }
   return rc;
 }

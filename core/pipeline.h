@@ -188,6 +188,9 @@ struct rn_pipeline {
   void *sqlite_conns;     /* sqlite.c's shared connections, one per database file */
   double (*clock)(void *ctx); /* seconds, for lookup TTLs; NULL: the monotonic clock */
   void *clock_ctx;
+  struct rn_durable_hook *durables; /* rn_on_durable's hooks (durable.c) */
+  int ndurables;
+  uint64_t durable_seq;   /* the last group the hooks were told is in LMDB */
   rn_free_fn on_close;    /* the binding's hook, called with binding last by rn_pipeline_close */
   void *binding;          /* the binding's pipeline object (a Lua lpipe), or NULL */
 };
@@ -279,6 +282,13 @@ int rn_source_reapply(rn_rel *src, const rn_change *c);
 
 /* A change given as a map keyed by external names (api.c, ndjson.c). */
 int rn_push_object(rn_pipeline *p, rn_rel *rel, rn_op op, const msgpack_object *map);
+
+/* ---- durability hooks (durable.c) ---- */
+/* rn_on_durable with a destructor for ctx (called at close; also on failure). */
+int rn_durable_add(rn_pipeline *p, rn_durable_fn fn, void *ctx, rn_free_fn free_ctx);
+/* The LMDB transaction holding the groups up to seq committed (group.c). */
+void rn_durable_reached(rn_pipeline *p, uint64_t seq);
+void rn_durable_free(rn_pipeline *p);
 
 /* ---- sinks (sink.c) ---- */
 /* Registers a sink; takes ownership of ctx. Not allowed inside a group. */

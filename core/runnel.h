@@ -102,6 +102,16 @@ RN_API int rn_flush(rn_pipeline *p);
 /* Sequence number of the last committed group; 0 before the first. */
 RN_API uint64_t rn_seq(const rn_pipeline *p);
 
+/* Tells fn (ctx passed back as is) when the groups up to seq are in LMDB:
+ * after every commit with sync; with nosync when the LMDB transaction
+ * carrying them commits (rn_flush, a declaration, a snapshot read, close,
+ * the carry bounds). Called once per such commit, seq increasing, after
+ * the call that committed it has done its work; fn cannot fail and may not
+ * change tables (it may read them). Any number of hooks, called in the
+ * order given. RN_EINVAL without fn. */
+typedef void (*rn_durable_fn)(void *ctx, uint64_t seq);
+RN_API int rn_on_durable(rn_pipeline *p, rn_durable_fn fn, void *ctx);
+
 /* ---- Relations from C ---------------------------------------------------
  * A column: its external name, its type ("int", "float", "string", "bool",
  * "bytes", "list", "map", "any") and whether it may be null. The strings

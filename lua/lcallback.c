@@ -1,6 +1,7 @@
 /* lcallback.c — Lua functions as core callbacks: filter predicates, map
  * functions and sinks. Each runs under lua_pcall on the thread that called
  * into runnel; a Lua error becomes RN_ECALLBACK with the Lua message. */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -347,6 +348,33 @@ int rn_lua_add_sink(lua_State *L)
     return rn_lua_nil_error(L, rn_errmsg(lp->p));
   rn_sink_set_hooks(lp->p, NULL, sink_done_cb);
   lua_pushboolean(L, 1);
+  return 1;
+}
+
+/* p:on_durable(fn): fn(seq) when the groups up to seq are in LMDB
+ * (durable.c). It cannot fail them: they are committed; an error it raises
+ * is written to stderr. */
+static void durable_cb(void *ctx, uint64_t seq)
+{
+  lcb *cb = ctx;
+  lua_State *L = cb->lp->L;
+  lua_rawgeti(L, LUA_REGISTRYINDEX, cb->refs[CB_FN]);
+  lua_pushinteger(L, (lua_Integer)seq);
+  if (lua_pcall(L, 1, 0, 0) != LUA_OK) {
+    const char *msg = lua_tostring(L, -1);
+    fprintf(stderr, "runnel: on_durable: %s\n", msg ? msg : luaL_typename(L, -1));
+    lua_pop(L, 1);
+  }
+}
+
+int rn_lua_on_durable(lua_State *L)
+{
+  lpipe *lp = rn_lua_checkpipe(L, 1);
+  luaL_checktype(L, 2, LUA_TFUNCTION);
+  lcb *cb = new_cb(L, lp);
+  cb->refs[CB_FN] = ref_function(L, 2);
+  if (rn_durable_add(lp->p, durable_cb, cb, free_cb)) return rn_lua_raise(L, lp);
+  lua_settop(L, 1);
   return 1;
 }
 

@@ -170,6 +170,7 @@ int rn_row_to_map(const rn_schema *s, const char *row, size_t len, msgpack_zone 
 
 typedef struct csub {
   rn_callback fn;
+  rn_rollback_fn on_rollback; /* or NULL */
   void *ctx;
   msgpack_sbuffer row, old;
   msgpack_zone zone;
@@ -202,7 +203,14 @@ static int csub_change(void *ctx, rn_rel *rel, const rn_change *c, const rn_sink
   return rc ? rn_err_set(e, RN_ECALLBACK, "%s: subscriber returned %d", rel->name, rc) : 0;
 }
 
-RN_API int rn_subscribe(rn_pipeline *p, rn_rel *rel, rn_callback fn, void *ctx)
+static void csub_done(void *ctx, uint64_t seq, bool committed)
+{
+  csub *s = ctx;
+  if (!committed && s->on_rollback) s->on_rollback(s->ctx, seq);
+}
+
+RN_API int rn_subscribe_rollback(rn_pipeline *p, rn_rel *rel, rn_callback fn, rn_rollback_fn on_rollback,
+                                 void *ctx)
 {
   rn_err_clear(&p->err);
   if (!fn) return rn_err_set(&p->err, RN_EINVAL, "%s: rn_subscribe needs a callback", rel->name);
@@ -212,8 +220,16 @@ RN_API int rn_subscribe(rn_pipeline *p, rn_rel *rel, rn_callback fn, void *ctx)
     return rn_err_set(&p->err, RN_ENOMEM, "out of memory");
   }
   s->fn = fn;
+  s->on_rollback = on_rollback;
   s->ctx = ctx;
   msgpack_sbuffer_init(&s->row);
   msgpack_sbuffer_init(&s->old);
-  return rn_sink_add(p, rel, false, csub_change, NULL, s, free_csub);
+  int rc = rn_sink_add(p, rel, false, csub_change, NULL, s, free_csub);
+  if (!rc) rn_sink_set_hooks(p, NULL, csub_done);
+  return rc;
+}
+
+RN_API int rn_subscribe(rn_pipeline *p, rn_rel *rel, rn_callback fn, void *ctx)
+{
+  return rn_subscribe_rollback(p, rel, fn, NULL, ctx);
 }

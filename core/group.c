@@ -11,7 +11,8 @@
  * (3) Sequence numbers count committed groups, 1, 2, 3 … per pipeline; each
  *     group writes its number in the transaction that holds it.
  * (4) Sinks see a group only if every change of it applied; they run before
- *     the group commits, so a sink that fails rolls the group back too.
+ *     the group commits, so a sink that fails rolls the group back too, and
+ *     every sink that saw any part of it is told (sink.c, SINKS-1).
  * (5) A group never fails because LMDB's map is full: the map doubles and the
  *     transaction's source changes are replayed into a new one
  *     (rn_group_regrow); callbacks may run again for them, sinks do not,
@@ -23,7 +24,8 @@
  *     at rn_flush, at a declaration, when a snapshot read begins, and at
  *     close. A group that fails among carried
  *     ones rolls back alone: the transaction is aborted and the carried
- *     groups replayed into a new one, silently (their sinks already ran).
+ *     groups replayed into a new one, silently (their sinks already ran;
+ *     sinks writing into LMDB redo their writes: rn_sinks_replay).
  *     A crash loses at most the carried groups, never part of one.
  *
  * Transitions: rn_begin (IDLE→OPEN), rn_change_enter (OPEN→APPLYING, or
@@ -80,12 +82,45 @@ static void forget_carried(rn_pipeline *p)
   p->replay_mark = 0;
   p->carried = 0;
   msgpack_zone_clear(&p->carry_zone);
+  rn_sinks_forget(p);
+}
+
+static int save_counters(rn_pipeline *p, uint64_t seq, bool all);
+
+/* Re-applies logged source changes [from, to) of old: silently for carried
+ * groups, into the logs for the open group. */
+static int reapply(rn_pipeline *p, const rn_replay *old, size_t from, size_t to, bool carried, bool grow)
+{
+  int rc = 0;
+  p->replaying = carried;
+  for (size_t i = from; !rc && i < to; i++) {
+    rc = rn_source_reapply(old->items[i].rel, &old->items[i].c);
+    if (!grow) msgpack_zone_clear(&p->scratch);
+  }
+  p->replaying = false;
+  return rc;
+}
+
+/* The replay re-applies source changes only: what the carried groups'
+ * commits wrote besides (every relation's counters, a cdc relation's ids,
+ * the seq, a store's rows, a SQLite sink's marks) is written again here, as
+ * it stood after the last of them (saved_*, p->seq). */
+static int keep_carried(rn_pipeline *p)
+{
+  for (int i = 0; i < p->nrels; i++) {
+    rn_rel *r = p->rels[i];
+    r->next_id = r->saved_next_id;
+    r->count = r->saved_count;
+  }
+  int rc = save_counters(p, p->seq, true);
+  return rc ? rc : rn_sinks_replay(p);
 }
 
 /* Aborts the LMDB transaction and starts a new one holding the first
  * `upto` logged source changes again: those before replay_mark silently
- * (carried groups), the rest into the logs (the open group). A regrow keeps
- * the scratch zone: the change being retried holds its input there. */
+ * (carried groups, then keep_carried), the rest into the logs (the open
+ * group). A regrow keeps the scratch zone: the change being retried holds
+ * its input there. */
 static int restart(rn_pipeline *p, size_t upto, bool grow)
 {
   rn_replay old = p->replay;
@@ -103,12 +138,10 @@ static int restart(rn_pipeline *p, size_t upto, bool grow)
   if (!rc) p->group_serial++;
   rn_gstate state = p->state;
   p->state = RN_APPLYING; /* callbacks run again; they may not change tables */
-  for (size_t i = 0; !rc && i < upto && i < old.n; i++) {
-    p->replaying = i < mark;
-    rc = rn_source_reapply(old.items[i].rel, &old.items[i].c);
-    if (!grow) msgpack_zone_clear(&p->scratch);
-  }
-  p->replaying = false;
+  size_t n = upto < old.n ? upto : old.n, carried_end = mark < n ? mark : n;
+  if (!rc) rc = reapply(p, &old, 0, carried_end, true, grow);
+  if (!rc && p->carried) rc = keep_carried(p);
+  if (!rc) rc = reapply(p, &old, carried_end, n, false, grow);
   p->state = state;
   p->replay_mark = mark < p->replay.n ? mark : p->replay.n;
   free(old.items);
@@ -118,7 +151,7 @@ static int restart(rn_pipeline *p, size_t upto, bool grow)
 /* Throws the open group away (2); carried groups are replayed (6). */
 static void rollback_group(rn_pipeline *p)
 {
-  if (p->carried && p->replay_mark > 0) {
+  if (p->carried) { /* even with no source changes: their seq and counters */
     rn_err keep = p->err;
     if (restart(p, p->replay_mark, false) != 0) {
       /* The carried groups could not be applied again: they are lost, as
@@ -163,14 +196,15 @@ RN_API int rn_rollback(rn_pipeline *p)
 }
 
 /* Writes |next_id|count|seq| of every persistent relation whose counters
- * moved (stateful ones every time: they saw the group), and the seq. */
-static int save_counters(rn_pipeline *p, uint64_t seq)
+ * moved (stateful ones every time: they saw the group; all of them when
+ * all), and the seq. */
+static int save_counters(rn_pipeline *p, uint64_t seq, bool all)
 {
   MDB_txn *txn = p->store.wtxn;
   for (int i = 0; i < p->nrels; i++) {
     rn_rel *r = p->rels[i];
     if (!r->persistent) continue;
-    if (!r->stateful && r->next_id == r->saved_next_id && r->count == r->saved_count) continue;
+    if (!all && !r->stateful && r->next_id == r->saved_next_id && r->count == r->saved_count) continue;
     int rc = rn_state_save_counters(p, r, txn, seq);
     if (rc) return rc;
   }
@@ -205,20 +239,20 @@ RN_API int rn_commit(rn_pipeline *p)
   p->state = RN_COMMITTING;
   uint64_t seq = p->seq + 1; /* (3) */
   int rc = rn_cdc_build_all(p, seq);
-  if (!rc) rc = save_counters(p, seq);
+  if (!rc) rc = save_counters(p, seq, false);
   while (rc == RN_EFULL && rn_group_regrow(p) == 0) { /* (5): the replay cleared the cdc logs */
     rc = rn_cdc_build_all(p, seq);
-    if (!rc) rc = save_counters(p, seq);
+    if (!rc) rc = save_counters(p, seq, false);
   }
   if (!rc) rc = rn_sinks_deliver(p, seq); /* (4) */
   bool carried = !rc && carry_on(p);
   if (!rc && !carried) rc = commit_lmdb(p);
   if (rc) {
-    rn_sinks_done(p, false);
+    rn_sinks_done(p, seq, false);
     rollback_group(p);
     return rc;
   }
-  rn_sinks_done(p, true);
+  rn_sinks_done(p, seq, true);
   if (carried) p->carried++;
   p->seq = seq;
   for (int i = 0; i < p->nrels; i++) {
@@ -231,6 +265,7 @@ RN_API int rn_commit(rn_pipeline *p)
   p->state = RN_IDLE;
   p->autocommit = false;
   p->stats.groups++;
+  if (!carried) rn_durable_reached(p, seq);
   return 0;
 }
 
@@ -248,6 +283,8 @@ RN_API int rn_flush(rn_pipeline *p)
       r->count = r->saved_count = r->lmdb_count;
     }
     forget_carried(p);
+  } else {
+    rn_durable_reached(p, p->seq);
   }
   return rc;
 }

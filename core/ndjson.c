@@ -5,8 +5,8 @@
  * key columns (a keyless relation's: every column). Strings are escaped by
  * jansson; numbers are written in their shortest form that reads back the
  * same (1.5, not 1.5000000000000000); bytes are base64 strings; structs
- * and maps are objects, lists arrays. A group's lines are written at its
- * commit and flushed.
+ * and maps are objects, lists arrays. A group's lines are written and
+ * flushed once every sink accepted the group (see nsink below).
  *
  * In: rn_run_ndjson reads lines {"rel": …, "op": "insert"|"update"|
  * "upsert"|"delete", "row": {…}} and applies them in groups of `batch`.
@@ -24,6 +24,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "json.h"
@@ -161,11 +162,17 @@ int rn_ndjson_line(const rn_schema *s, const char *row, size_t len, bool key_onl
   return 0;
 }
 
+/* A group's lines are kept in memory and written when every sink accepted
+ * the group (on_seal), so a group that rolls back before that writes
+ * nothing. One that fails later (a later sink's SQLite COMMIT, LMDB's
+ * commit) has its lines cut off again where the file can be cut: a regular
+ * file is truncated to where the group began; a pipe keeps them. */
 typedef struct nsink {
   FILE *f;
   bool own;               /* close f when the sink goes */
   char *verb_field;       /* NULL: no verb in the lines */
-  msgpack_sbuffer lines;  /* the group's lines, written at its commit */
+  msgpack_sbuffer lines;  /* the group's lines, written at its seal */
+  off_t wrote_at;         /* the open group's lines begin here in f; -1: not written, or f cannot seek */
   msgpack_zone zone;
   rn_free_fn release;     /* releases the caller's hold on f (a Lua file), or NULL */
   void *release_ctx;
@@ -195,14 +202,38 @@ static int nsink_change(void *ctx, rn_rel *rel, const rn_change *c, const rn_sin
   return rc ? rn_err_set(e, RN_ESTORE, "%s: ndjson: a row could not be decoded", rel->name) : 0;
 }
 
-static int nsink_commit(void *ctx, uint64_t seq, rn_err *e)
+static int nsink_seal(void *ctx, uint64_t seq, rn_err *e)
 {
   (void)seq;
   nsink *s = ctx;
   size_t n = s->lines.size;
-  bool ok = n == 0 || (fwrite(s->lines.data, 1, n, s->f) == n && fflush(s->f) == 0);
+  if (n == 0) return 0;
+  s->wrote_at = ftello(s->f); /* -1 for a pipe */
+  bool ok = fwrite(s->lines.data, 1, n, s->f) == n && fflush(s->f) == 0;
   msgpack_sbuffer_clear(&s->lines);
   return ok ? 0 : rn_err_set(e, RN_EIO, "ndjson: writing: %s", strerror(errno));
+}
+
+/* Cuts the file back to where the rolled-back group's lines began; never
+ * past its end (another sink on the file may have cut it already). */
+static void cut_back(nsink *s)
+{
+  struct stat st;
+  int fd = fileno(s->f);
+  fflush(s->f);
+  if (fd < 0 || fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) return;
+  off_t to = st.st_size < s->wrote_at ? st.st_size : s->wrote_at;
+  if (st.st_size > to && ftruncate(fd, to) != 0) return;
+  fseeko(s->f, to, SEEK_SET);
+}
+
+static void nsink_done(void *ctx, uint64_t seq, bool committed)
+{
+  (void)seq;
+  nsink *s = ctx;
+  if (!committed && s->wrote_at >= 0) cut_back(s);
+  s->wrote_at = -1;
+  msgpack_sbuffer_clear(&s->lines); /* a group that failed before its seal */
 }
 
 int rn_ndjson_sink(rn_pipeline *p, rn_rel *rel, FILE *f, bool own, const char *verb_field,
@@ -219,12 +250,15 @@ int rn_ndjson_sink(rn_pipeline *p, rn_rel *rel, FILE *f, bool own, const char *v
   s->own = own;
   s->release = release;
   s->release_ctx = release_ctx;
+  s->wrote_at = -1;
   msgpack_sbuffer_init(&s->lines);
   if (verb_field && !(s->verb_field = strdup(verb_field))) {
     free_nsink(s);
     return rn_err_set(&p->err, RN_ENOMEM, "out of memory");
   }
-  return rn_sink_add(p, rel, false, nsink_change, nsink_commit, s, free_nsink);
+  int rc = rn_sink_add(p, rel, false, nsink_change, NULL, s, free_nsink);
+  if (!rc) rn_sink_set_hooks(p, nsink_seal, nsink_done);
+  return rc;
 }
 
 /* ---- reading ---- */

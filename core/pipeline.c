@@ -40,6 +40,7 @@ RN_API int rn_pipeline_open(const rn_open_opts *opts, rn_pipeline **out, char *e
     return rc;
   }
   read_seq(p);
+  p->durable_seq = p->seq;
   p->carry = opts && opts->nosync;
   p->carry_groups = opts && opts->carry_groups > 0 ? (uint32_t)opts->carry_groups : RN_CARRY_GROUPS;
   p->carry_changes = opts && opts->carry_changes > 0 ? opts->carry_changes : RN_CARRY_CHANGES;
@@ -63,6 +64,7 @@ RN_API int rn_pipeline_close(rn_pipeline *p)
     free(p->sinks[i]);
   }
   free(p->sinks);
+  rn_durable_free(p);
   for (int i = p->nrels - 1; i >= 0; i--) rn_rel_free(p->rels[i]);
   free(p->rels);
   free(p->replay.items);

@@ -113,8 +113,9 @@ typedef struct rn_sink_info {
 typedef int (*rn_sink_fn)(void *ctx, rn_rel *rel, const rn_change *c,
                           const rn_sink_info *info, rn_err *e);
 typedef int (*rn_sink_commit_fn)(void *ctx, uint64_t seq, rn_err *e);
-/* After the group: committed, or rolled back after the sink had seen it. */
-typedef void (*rn_sink_done_fn)(void *ctx, bool committed);
+/* After group seq: committed, or rolled back after any phase reached the
+ * sink (sink.c, SINKS-1): it drops what it kept of the group then. */
+typedef void (*rn_sink_done_fn)(void *ctx, uint64_t seq, bool committed);
 
 typedef struct rn_sink {
   rn_rel *rel;            /* the relation it listens to */
@@ -124,7 +125,10 @@ typedef struct rn_sink {
   rn_sink_commit_fn on_seal;   /* after every on_commit succeeded, before LMDB commits: the last
                                   point that can still fail the group (external commits); may be NULL */
   rn_sink_done_fn on_done;     /* once the group committed or rolled back; may be NULL */
-  bool delivered;              /* on_commit ran for the open group */
+  int (*on_replay)(void *ctx, rn_err *e); /* LMDB's transaction was restarted and the carried
+                                             groups applied again: redo its own writes of them (GROUP-6) */
+  void (*on_forget)(void *ctx); /* LMDB's transaction committed (or was lost): no group is carried */
+  bool delivered;              /* some phase reached it in the open group (SINKS-1) */
   void *ctx;
   rn_free_fn free_ctx;
 } rn_sink;
@@ -190,6 +194,9 @@ struct rn_pipeline {
    * nonzero return (with e set) fails the operation that asked the time. */
   int (*clock)(void *ctx, double *now, rn_err *e);
   void *clock_ctx;
+  struct rn_durable_hook *durables; /* rn_on_durable's hooks (durable.c) */
+  int ndurables;
+  uint64_t durable_seq;   /* the last group the hooks were told is in LMDB */
   rn_free_fn on_close;    /* the binding's hook, called with binding last by rn_pipeline_close */
   void *binding;          /* the binding's pipeline object (a Lua lpipe), or NULL */
 };
@@ -282,14 +289,27 @@ int rn_source_reapply(rn_rel *src, const rn_change *c);
 /* A change given as a map keyed by external names (api.c, ndjson.c). */
 int rn_push_object(rn_pipeline *p, rn_rel *rel, rn_op op, const msgpack_object *map);
 
+/* ---- durability hooks (durable.c) ---- */
+/* rn_on_durable with a destructor for ctx (called at close; also on failure). */
+int rn_durable_add(rn_pipeline *p, rn_durable_fn fn, void *ctx, rn_free_fn free_ctx);
+/* The LMDB transaction holding the groups up to seq committed (group.c). */
+void rn_durable_reached(rn_pipeline *p, uint64_t seq);
+void rn_durable_free(rn_pipeline *p);
+
 /* ---- sinks (sink.c) ---- */
 /* Registers a sink; takes ownership of ctx. Not allowed inside a group. */
 int rn_sink_add(rn_pipeline *p, rn_rel *rel, bool consolidate, rn_sink_fn on_change,
                 rn_sink_commit_fn on_commit, void *ctx, rn_free_fn free_ctx);
 /* Gives the sink added last an on_seal and an on_done hook (either NULL). */
 void rn_sink_set_hooks(rn_pipeline *p, rn_sink_commit_fn on_seal, rn_sink_done_fn on_done);
-/* Tells sinks that saw the open group how it ended (group.c). */
-void rn_sinks_done(rn_pipeline *p, bool committed);
+/* Gives the sink added last the hooks of a sink that writes into LMDB's
+ * transaction itself (a store): carried groups are replayed without sinks. */
+void rn_sink_set_carry(rn_pipeline *p, int (*on_replay)(void *ctx, rn_err *e), void (*on_forget)(void *ctx));
+/* Calls every on_replay (group.c: restart), every on_forget (LMDB committed). */
+int rn_sinks_replay(rn_pipeline *p);
+void rn_sinks_forget(rn_pipeline *p);
+/* Tells every sink that saw any part of group seq how it ended (group.c). */
+void rn_sinks_done(rn_pipeline *p, uint64_t seq, bool committed);
 int rn_log_append(rn_pipeline *p, rn_rel *rel, const rn_change *c);
 /* Copies a change's row bytes into the group zone. */
 int rn_change_keep(rn_pipeline *p, msgpack_zone *z, const rn_change *c, rn_change *dst);
@@ -306,7 +326,8 @@ typedef struct rn_net {
  * change's entry index. Returns the entry count, or (size_t)-1 (no memory). */
 size_t rn_log_net(const rn_log *log, rn_net *out, size_t *owner);
 /* Delivers the group's logs to every sink, in registration order, then
- * calls every sink's on_commit. */
+ * calls every sink's on_commit, then every on_seal. On failure the caller
+ * still calls rn_sinks_done(p, seq, false). */
 int rn_sinks_deliver(rn_pipeline *p, uint64_t seq);
 void rn_logs_clear(rn_pipeline *p);
 

@@ -106,6 +106,16 @@ RN_API int rn_flush(rn_pipeline *p);
 /* Sequence number of the last committed group; 0 before the first. */
 RN_API uint64_t rn_seq(const rn_pipeline *p);
 
+/* Tells fn (ctx passed back as is) when the groups up to seq are in LMDB:
+ * after every commit with sync; with nosync when the LMDB transaction
+ * carrying them commits (rn_flush, a declaration, a snapshot read, close,
+ * the carry bounds). Called once per such commit, seq increasing, after
+ * the call that committed it has done its work; fn cannot fail and may not
+ * change tables (it may read them). Any number of hooks, called in the
+ * order given. RN_EINVAL without fn. */
+typedef void (*rn_durable_fn)(void *ctx, uint64_t seq);
+RN_API int rn_on_durable(rn_pipeline *p, rn_durable_fn fn, void *ctx);
+
 /* ---- Relations from C ---------------------------------------------------
  * A column: its external name, its type ("int", "float", "string", "bool",
  * "bytes", "list", "map", "any") and whether it may be null. The strings
@@ -150,8 +160,8 @@ RN_API int rn_upsert(rn_pipeline *p, rn_rel *rel, const void *map, size_t len);
 RN_API int rn_delete(rn_pipeline *p, rn_rel *rel, const void *map, size_t len);
 
 /* ---- Subscriptions -----------------------------------------------------
- * After each group commits its changes, a subscriber of a relation gets
- * them in order. row and old are msgpack maps keyed by external names
+ * When a group commits, a subscriber of a relation gets its changes in
+ * order, before LMDB commits them (so it can still fail the group). row and old are msgpack maps keyed by external names
  * (every column; nulls as nil), owned by runnel and valid only during the
  * call. A nonzero return fails the group (RN_ECALLBACK): it is rolled back. */
 enum { RN_VERB_INSERT = 1, RN_VERB_UPDATE = 2, RN_VERB_DELETE = 3 };
@@ -172,6 +182,15 @@ typedef int (*rn_callback)(void *ctx, const rn_event *ev);
 /* Subscribes fn (ctx is the caller's, passed back as is) to rel's changes
  * from the next group on. Not inside a group (RN_EMISUSE). */
 RN_API int rn_subscribe(rn_pipeline *p, rn_rel *rel, rn_callback fn, void *ctx);
+
+/* Group seq, of which the subscriber got changes, rolled back after all
+ * (another subscriber or sink failed, or LMDB did): drop what it kept of
+ * them. Called once, after the failure, before the group's error returns. */
+typedef void (*rn_rollback_fn)(void *ctx, uint64_t seq);
+
+/* rn_subscribe, and on_rollback (may be NULL) told of rolled-back groups. */
+RN_API int rn_subscribe_rollback(rn_pipeline *p, rn_rel *rel, rn_callback fn, rn_rollback_fn on_rollback,
+                                 void *ctx);
 
 /* ---- Inspecting a state ------------------------------------------------
  * Reads a state directory without disturbing a writer in another process

@@ -2,7 +2,14 @@
  *
  * A relation keeps a log of its changes in the open group only while some
  * sink listens to it. At commit every sink, in registration order, gets its
- * relation's log: as made, or consolidated to one net change per row id. */
+ * relation's log: as made, or consolidated to one net change per row id.
+ *
+ * Phases of a group's delivery (rn_sinks_deliver), each over every sink in
+ * registration order: on_change per change, on_commit, on_seal (external
+ * commits). Invariant (SINKS-1): a sink any phase reached for the group has
+ * on_done called once the group ended, committed or not, wherever the
+ * failure was (a sink before or after it, any phase, LMDB's commit); a
+ * rolled-back notice is where a sink drops what it buffered. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -128,6 +135,7 @@ static int deliver_one(rn_pipeline *p, rn_sink *s, uint64_t seq)
     items = net;
   }
   int rc = 0;
+  if (n && s->on_change) s->delivered = true; /* it holds part of the group from here (SINKS-1) */
   for (size_t i = 0; i < n && !rc && s->on_change; i++) {
     rn_sink_info info = { items[i].id, seq, i + 1 };
     rc = s->on_change(s->ctx, s->rel, &items[i], &info, &p->err);
@@ -144,13 +152,16 @@ int rn_sinks_deliver(rn_pipeline *p, uint64_t seq)
   }
   for (int i = 0; i < p->nsinks; i++) { /* every sink saw the group: now they may act on it */
     rn_sink *s = p->sinks[i];
+    if (!s->on_commit) continue;
     s->delivered = true;
-    int rc = s->on_commit ? s->on_commit(s->ctx, seq, &p->err) : 0;
+    int rc = s->on_commit(s->ctx, seq, &p->err);
     if (rc) return rc;
   }
   for (int i = 0; i < p->nsinks; i++) { /* every sink accepted it: external commits */
     rn_sink *s = p->sinks[i];
-    int rc = s->on_seal ? s->on_seal(s->ctx, seq, &p->err) : 0;
+    if (!s->on_seal) continue;
+    s->delivered = true;
+    int rc = s->on_seal(s->ctx, seq, &p->err);
     if (rc) return rc;
   }
   return 0;
@@ -163,11 +174,34 @@ void rn_sink_set_hooks(rn_pipeline *p, rn_sink_commit_fn on_seal, rn_sink_done_f
   p->sinks[p->nsinks - 1]->on_done = on_done;
 }
 
-void rn_sinks_done(rn_pipeline *p, bool committed)
+void rn_sink_set_carry(rn_pipeline *p, int (*on_replay)(void *ctx, rn_err *e), void (*on_forget)(void *ctx))
+{
+  if (!p->nsinks) return;
+  p->sinks[p->nsinks - 1]->on_replay = on_replay;
+  p->sinks[p->nsinks - 1]->on_forget = on_forget;
+}
+
+int rn_sinks_replay(rn_pipeline *p)
 {
   for (int i = 0; i < p->nsinks; i++) {
     rn_sink *s = p->sinks[i];
-    if (s->delivered && s->on_done) s->on_done(s->ctx, committed);
+    int rc = s->on_replay ? s->on_replay(s->ctx, &p->err) : 0;
+    if (rc) return rc;
+  }
+  return 0;
+}
+
+void rn_sinks_forget(rn_pipeline *p)
+{
+  for (int i = 0; i < p->nsinks; i++)
+    if (p->sinks[i]->on_forget) p->sinks[i]->on_forget(p->sinks[i]->ctx);
+}
+
+void rn_sinks_done(rn_pipeline *p, uint64_t seq, bool committed)
+{
+  for (int k = 0; k < p->nsinks; k++) { /* a rollback undoes in reverse order */
+    rn_sink *s = p->sinks[committed ? k : p->nsinks - 1 - k];
+    if (s->delivered && s->on_done) s->on_done(s->ctx, seq, committed);
     s->delivered = false;
   }
 }

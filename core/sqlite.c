@@ -115,6 +115,7 @@ typedef struct ssink {
   size_t mark_klen;
   bool resync;            /* the table may differ from the relation (SINK-2) */
   uint64_t written;       /* the last committed group written to SQLite */
+  uint64_t seen;          /* the last committed group it saw */
   uint64_t wrote_seq;     /* the open group wrote this sink (its seq), or 0 */
   uint64_t lost_seen;     /* p->carried_lost when last looked at */
   op *dels, *ups;
@@ -483,9 +484,10 @@ static int ssink_seal(void *ctx, uint64_t seq, rn_err *e)
   return rc;
 }
 
-static void ssink_done(void *ctx, bool committed)
+static void ssink_done(void *ctx, uint64_t seq, bool committed)
 {
   ssink *s = ctx;
+  if (committed) s->seen = seq;
   if (s->conn->open_txn) { /* not sealed: the group failed before its COMMIT */
     sqlite3_exec(s->db, "ROLLBACK", NULL, NULL, NULL);
     s->conn->open_txn = false;
@@ -496,6 +498,15 @@ static void ssink_done(void *ctx, bool committed)
   }
   s->wrote_seq = 0;
   clear_group(s);
+}
+
+/* The carried groups were applied again in a new LMDB transaction, without
+ * sinks: the marks they wrote (SINK-1) too, or the next declaration would
+ * find the sink out of step and rewrite the table. */
+static int ssink_replay(void *ctx, rn_err *e)
+{
+  ssink *s = ctx;
+  return s->marked ? mark_lmdb(s, s->p->store.wtxn, s->seen, s->written, e) : 0;
 }
 
 static void free_ssink(void *ctx)
@@ -542,6 +553,7 @@ int rn_sqlite_sink(rn_pipeline *p, rn_rel *rel, const char *path, const char *ta
   s->keyless = rel->schema->nkey == 0;
   s->marked = rel->tablelike;
   s->lost_seen = p->carried_lost;
+  s->seen = p->seq;
   int rc = 0;
   if (!(s->table = strdup(table))) rc = rn_err_set(&p->err, RN_ENOMEM, "out of memory");
   if (!rc && !(s->conn = conn_get(p, path, &p->err))) rc = p->err.code;
@@ -558,7 +570,10 @@ int rn_sqlite_sink(rn_pipeline *p, rn_rel *rel, const char *path, const char *ta
     return rc;
   }
   rc = rn_sink_add(p, rel, true, ssink_change, ssink_commit, s, free_ssink);
-  if (!rc) rn_sink_set_hooks(p, ssink_seal, ssink_done);
+  if (!rc) {
+    rn_sink_set_hooks(p, ssink_seal, ssink_done);
+    rn_sink_set_carry(p, ssink_replay, NULL);
+  }
   return rc;
 }
 

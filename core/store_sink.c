@@ -19,10 +19,75 @@
 #include "key.h"
 #include "row.h"
 
+/* With sync = false the groups carried in one LMDB transaction are replayed
+ * into a new one when a later group fails (group.c, GROUP-6), without
+ * sinks; a store keeps its writes since LMDB's last commit to redo them:
+ *
+ *     carried: |u8 put|u32 klen|key|u32 vlen|row| …   (a delete: put 0, no row)
+ */
 typedef struct stsink {
+  rn_pipeline *p;
   rn_rel *rel;
   MDB_dbi dbi;
+  msgpack_sbuffer carried; /* its writes since LMDB's last commit (only while groups are carried) */
+  size_t group_at;        /* carried.size where the open group's writes begin */
 } stsink;
+
+static void free_stsink(void *ctx)
+{
+  stsink *s = ctx;
+  msgpack_sbuffer_destroy(&s->carried);
+  free(s);
+}
+
+static void journal(stsink *s, bool put, const MDB_val *k, const MDB_val *v)
+{
+  if (!s->p->carry) return; /* every group commits its own transaction: nothing to redo */
+  uint8_t op = put;
+  uint32_t klen = (uint32_t)k->mv_size, vlen = put ? (uint32_t)v->mv_size : 0;
+  msgpack_sbuffer_write(&s->carried, (const char *)&op, 1);
+  msgpack_sbuffer_write(&s->carried, (const char *)&klen, 4);
+  msgpack_sbuffer_write(&s->carried, k->mv_data, klen);
+  msgpack_sbuffer_write(&s->carried, (const char *)&vlen, 4);
+  if (put) msgpack_sbuffer_write(&s->carried, v->mv_data, vlen);
+}
+
+/* The carried groups were applied again in a new transaction: their rows
+ * in the store too. */
+static int st_replay(void *ctx, rn_err *e)
+{
+  stsink *s = ctx;
+  const char *at = s->carried.data, *end = at + s->carried.size;
+  while (at < end) {
+    uint8_t put = (uint8_t)*at++;
+    uint32_t klen, vlen;
+    memcpy(&klen, at, 4);
+    MDB_val k = { klen, (void *)(at + 4) };
+    at += 4 + klen;
+    memcpy(&vlen, at, 4);
+    MDB_val v = { vlen, (void *)(at + 4) };
+    at += 4 + vlen;
+    int rc = put ? mdb_put(s->p->store.wtxn, s->dbi, &k, &v, 0) : mdb_del(s->p->store.wtxn, s->dbi, &k, NULL);
+    if (rc && rc != MDB_NOTFOUND) return rn_store_fail(e, rc, s->rel->name);
+  }
+  return 0;
+}
+
+static void st_forget(void *ctx)
+{
+  stsink *s = ctx;
+  msgpack_sbuffer_clear(&s->carried);
+  s->group_at = 0;
+}
+
+/* A rolled-back group's writes went with LMDB's transaction: not redone. */
+static void st_done(void *ctx, uint64_t seq, bool committed)
+{
+  (void)seq;
+  stsink *s = ctx;
+  if (!committed) s->carried.size = s->group_at;
+  s->group_at = s->carried.size;
+}
 
 static int key_of(const rn_schema *s, uint64_t id, const char *row, size_t len, msgpack_zone *z, msgpack_sbuffer *k)
 {
@@ -55,8 +120,10 @@ static int st_change(void *ctx, rn_rel *rel, const rn_change *c, const rn_sink_i
     /* delete only if the stored row is still this one: a key another row
      * took over earlier in this group stays */
     int g = mdb_get(p->store.wtxn, s->dbi, &key, &v);
-    if (g == 0 && v.mv_size == c->old_len && memcmp(v.mv_data, c->old, c->old_len) == 0)
+    if (g == 0 && v.mv_size == c->old_len && memcmp(v.mv_data, c->old, c->old_len) == 0) {
       rc = mdb_del(p->store.wtxn, s->dbi, &key, NULL);
+      if (!rc) journal(s, false, &key, NULL);
+    }
   }
   if (!rc && c->row) {
     if (key_of(rel->schema, info->id, c->row, c->row_len, &p->scratch, &k) != 0) {
@@ -65,6 +132,7 @@ static int st_change(void *ctx, rn_rel *rel, const rn_change *c, const rn_sink_i
     }
     MDB_val key = { k.size, k.data }, v = { c->row_len, (void *)c->row };
     rc = mdb_put(p->store.wtxn, s->dbi, &key, &v, 0);
+    if (!rc) journal(s, true, &key, &v);
   }
   msgpack_sbuffer_destroy(&k);
   return rc ? rn_store_fail(e, rc, rel->name) : 0;
@@ -77,7 +145,9 @@ int rn_store_sink(rn_pipeline *p, rn_rel *rel, const char *name)
   if (rc) return rc;
   stsink *s = calloc(1, sizeof *s);
   if (!s) return rn_err_set(&p->err, RN_ENOMEM, "out of memory");
+  s->p = p;
   s->rel = rel;
+  msgpack_sbuffer_init(&s->carried);
   msgpack_sbuffer desc;
   msgpack_sbuffer_init(&desc);
   msgpack_packer pk;
@@ -95,7 +165,7 @@ int rn_store_sink(rn_pipeline *p, rn_rel *rel, const char *name)
     if (g == 0 && (v.mv_size != desc.size || memcmp(v.mv_data, desc.data, desc.size) != 0)) {
       mdb_txn_abort(txn);
       msgpack_sbuffer_destroy(&desc);
-      free(s);
+      free_stsink(s);
       return rn_err_set(&p->err, RN_ESCHEMA, "store \"%s\": the state holds it with another schema", name);
     }
     v.mv_size = desc.size;
@@ -107,10 +177,15 @@ int rn_store_sink(rn_pipeline *p, rn_rel *rel, const char *name)
   }
   msgpack_sbuffer_destroy(&desc);
   if (rc) {
-    free(s);
+    free_stsink(s);
     return rc == -1 ? p->err.code : rn_store_fail(&p->err, rc, name);
   }
-  return rn_sink_add(p, rel, true, st_change, NULL, s, free);
+  rc = rn_sink_add(p, rel, true, st_change, NULL, s, free_stsink);
+  if (!rc) {
+    rn_sink_set_hooks(p, NULL, st_done);
+    rn_sink_set_carry(p, st_replay, st_forget);
+  }
+  return rc;
 }
 
 /* ---- readers ---- */

@@ -3,6 +3,7 @@
  * protected body (rn_lua_protect) on the thread that called into runnel: a
  * Lua error — from the function, or from what it returned (a metamethod
  * that raises) — becomes RN_ECALLBACK with the Lua message. */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -17,10 +18,10 @@ typedef struct lcb {
   char *name;             /* the relation the callback serves (for messages); set
                              before any call, since a join calls while it is declared */
   rn_rel *left, *right;   /* a join's inputs */
-  int refs[5];            /* registry refs: fn | insert, update, delete, commit */
+  int refs[6];            /* registry refs: fn | insert, update, delete, commit, all, rollback */
 } lcb;
 
-enum { CB_FN, CB_INSERT = 0, CB_UPDATE, CB_DELETE, CB_COMMIT, CB_ALL };
+enum { CB_FN, CB_INSERT = 0, CB_UPDATE, CB_DELETE, CB_COMMIT, CB_ALL, CB_ROLLBACK, CB_NREFS };
 enum { CB_MAPPER = 0, CB_SELECTOR = 1, CB_JOINER = 2 };
 
 /* One call of a callback: the callback and the core's arguments. */
@@ -43,7 +44,7 @@ typedef struct lcall {
 static void free_cb(void *ctx)
 {
   lcb *cb = ctx;
-  for (int i = 0; i < 5; i++) luaL_unref(cb->lp->L, LUA_REGISTRYINDEX, cb->refs[i]);
+  for (int i = 0; i < CB_NREFS; i++) luaL_unref(cb->lp->L, LUA_REGISTRYINDEX, cb->refs[i]);
   free(cb->name);
   free(cb);
 }
@@ -56,7 +57,7 @@ static lcb *new_cb(lua_State *L, lpipe *lp, const char *name)
   cb->lp = lp;
   cb->name = copy;
   cb->left = cb->right = NULL;
-  for (int i = 0; i < 5; i++) cb->refs[i] = LUA_NOREF;
+  for (int i = 0; i < CB_NREFS; i++) cb->refs[i] = LUA_NOREF;
   return cb;
 }
 
@@ -184,6 +185,19 @@ static int sink_commit_cb(void *ctx, uint64_t seq, rn_err *e)
   if (cb->refs[CB_COMMIT] == LUA_NOREF) return 0;
   lcall c = { .cb = cb, .seq = seq };
   return rn_lua_protect(cb->lp, cb->lp->L, sink_commit_body, &c, cb->name, "sink commit", e);
+}
+
+/* The table form's rollback(seq): the group the sink got changes or a
+ * commit of rolled back after all. Nothing can fail any more: the group
+ * failed with its own error, which is kept; an error here is dropped. */
+static void sink_done_cb(void *ctx, uint64_t seq, bool committed)
+{
+  lcb *cb = ctx;
+  lua_State *L = cb->lp->L;
+  if (committed || cb->refs[CB_ROLLBACK] == LUA_NOREF) return;
+  lua_rawgeti(L, LUA_REGISTRYINDEX, cb->refs[CB_ROLLBACK]);
+  lua_pushinteger(L, (lua_Integer)seq);
+  if (lua_pcall(L, 1, 0, 0) != LUA_OK) lua_pop(L, 1);
 }
 
 /* A key as Lua sees it: a scalar for a one-column key, else a table by
@@ -389,22 +403,52 @@ int rn_lua_declare_map(lua_State *L)
   return rn_lua_declared(L, lp, rc, rel);
 }
 
-/* p:_sink(rel, fn|nil, insert, update, delete, commit, consolidate) -> true | nil, err */
+/* p:_sink(rel, fn|nil, insert, update, delete, commit, consolidate, rollback) -> true | nil, err */
 int rn_lua_add_sink(lua_State *L)
 {
   lpipe *lp = rn_lua_checkpipe(L, 1);
   lrel *r = rn_lua_checkrel_of(L, 2, lp);
-  for (int i = 3; i <= 7; i++)
-    if (!lua_isnoneornil(L, i)) luaL_checktype(L, i, LUA_TFUNCTION);
+  for (int i = 3; i <= 9; i++)
+    if (i != 8 && !lua_isnoneornil(L, i)) luaL_checktype(L, i, LUA_TFUNCTION);
   lcb *cb = new_cb(L, lp, r->rel->name);
   cb->refs[CB_ALL] = ref_function(L, 3);
   cb->refs[CB_INSERT] = ref_function(L, 4);
   cb->refs[CB_UPDATE] = ref_function(L, 5);
   cb->refs[CB_DELETE] = ref_function(L, 6);
   cb->refs[CB_COMMIT] = ref_function(L, 7);
-  if (rn_sink_add(lp->p, r->rel, lua_toboolean(L, 8), sink_cb, sink_commit_cb, cb, free_cb))
+  cb->refs[CB_ROLLBACK] = ref_function(L, 9);
+  bool commits = cb->refs[CB_COMMIT] != LUA_NOREF; /* else only its changes make it hear of a rollback */
+  if (rn_sink_add(lp->p, r->rel, lua_toboolean(L, 8), sink_cb, commits ? sink_commit_cb : NULL, cb, free_cb))
     return rn_lua_nil_error(L, rn_errmsg(lp->p));
+  rn_sink_set_hooks(lp->p, NULL, sink_done_cb);
   lua_pushboolean(L, 1);
+  return 1;
+}
+
+/* p:on_durable(fn): fn(seq) when the groups up to seq are in LMDB
+ * (durable.c). It cannot fail them: they are committed; an error it raises
+ * is written to stderr. */
+static void durable_cb(void *ctx, uint64_t seq)
+{
+  lcb *cb = ctx;
+  lua_State *L = cb->lp->L;
+  lua_rawgeti(L, LUA_REGISTRYINDEX, cb->refs[CB_FN]);
+  lua_pushinteger(L, (lua_Integer)seq);
+  if (lua_pcall(L, 1, 0, 0) != LUA_OK) {
+    const char *msg = lua_tostring(L, -1);
+    fprintf(stderr, "runnel: on_durable: %s\n", msg ? msg : luaL_typename(L, -1));
+    lua_pop(L, 1);
+  }
+}
+
+int rn_lua_on_durable(lua_State *L)
+{
+  lpipe *lp = rn_lua_checkpipe(L, 1);
+  luaL_checktype(L, 2, LUA_TFUNCTION);
+  lcb *cb = new_cb(L, lp, "on_durable");
+  cb->refs[CB_FN] = ref_function(L, 2);
+  if (rn_durable_add(lp->p, durable_cb, cb, free_cb)) return rn_lua_raise(L, lp);
+  lua_settop(L, 1);
   return 1;
 }
 

@@ -427,6 +427,7 @@ static const luaL_Reg pipeline_methods[] = {
   { "rollback", l_rollback },
   { "seq", l_seq },
   { "flush", l_flush },
+  { "on_durable", rn_lua_on_durable },
   { "in_group", l_in_group },
   { "stats", l_stats },
   { "path", l_path },

@@ -454,9 +454,12 @@ function Relation:get(key)
   return found
 end
 
-local SINK_FIELDS = { insert = true, update = true, delete = true, commit = true, consolidate = true }
+local SINK_FIELDS = { insert = true, update = true, delete = true, commit = true, consolidate = true,
+                      rollback = true }
 
---- rel:sink(fn) or rel:sink{ insert, update, delete, commit, consolidate } -> rel
+--- rel:sink(fn) or rel:sink{ insert, update, delete, commit, rollback, consolidate } -> rel
+-- rollback(seq) runs when a group the sink got changes or a commit of
+-- rolled back after all (a later sink or hook failed): drop what it kept.
 -- A value with an `attach` method (runnel.ndjson …) attaches itself.
 function Relation:sink(s)
   check_relation(self, "sink")
@@ -468,13 +471,13 @@ function Relation:sink(s)
   elseif type(s) == "table" then
     for k, v in pairs(s) do
       if not SINK_FIELDS[k] then
-        raise(("sink: unknown field %s (insert, update, delete, commit, consolidate)"):format(tostring(k)))
+        raise(("sink: unknown field %s (insert, update, delete, commit, rollback, consolidate)"):format(tostring(k)))
       end
       if k ~= "consolidate" and type(v) ~= "function" then
         raise(("sink: %s must be a function, got %s"):format(k, type(v)))
       end
     end
-    ok, err = p:_sink(self, nil, s.insert, s.update, s.delete, s.commit, s.consolidate)
+    ok, err = p:_sink(self, nil, s.insert, s.update, s.delete, s.commit, s.consolidate, s.rollback)
   else
     raise("sink: expects a function or a table of functions, got " .. type(s))
   end
@@ -753,9 +756,8 @@ function runnel.watch(rel, out)
   for i, n in ipairs(names) do headers[i + first] = n end
   local right = numeric_columns(rel, first)
   right[1] = true
-  local rows, seq = {}, nil
-  rel:sink(function(verb, row, old, info)
-    if info.seq ~= seq then rows, seq = {}, info.seq end -- a rolled-back group left rows behind
+  local rows, shown = {}, nil
+  local function change(verb, row, old, info)
     local cells = { tostring(info.id), verbs and verb or nil }
     for i, n in ipairs(names) do
       local new, before = row and row[n], old and old[n]
@@ -765,13 +767,23 @@ function runnel.watch(rel, out)
       else cells[i + first] = fmt_value(new) end
     end
     rows[#rows + 1] = cells
-  end)
-  rel:sink{ commit = function(committed)
-    if #rows > 0 and seq == committed then
-      out(("%s · group %d"):format(rel:name(), committed) .. "\n" .. runnel.grid(headers, rows, right))
-    end
-    rows = {}
-  end }
+  end
+  rel:sink{
+    insert = function(row, info) change("INSERT", row, nil, info) end,
+    update = function(row, old, info) change("UPDATE", row, old, info) end,
+    delete = function(old, info) change("DELETE", nil, old, info) end,
+    commit = function(seq)
+      shown = nil
+      if #rows > 0 then
+        out(("%s · group %d"):format(rel:name(), seq) .. "\n" .. runnel.grid(headers, rows, right))
+        shown = seq
+      end
+      rows = {}
+    end,
+    rollback = function(seq) -- its rows never reach another group's printout
+      if shown == seq then out(("%s · group %d rolled back"):format(rel:name(), seq)) end
+      rows, shown = {}, nil
+    end }
   return rel
 end
 

@@ -1,0 +1,58 @@
+/* durable.c — telling the host when groups are in LMDB.
+ *
+ * A group is committed to the caller when rn_commit returns; it is in LMDB
+ * when the LMDB transaction holding it has committed: at once with sync
+ * (every group commits its own transaction, synced), later with
+ * sync = false (carried groups: at rn_flush, a declaration, a snapshot
+ * read, close, or when the carry bounds are reached; not synced, so they
+ * survive a crash of the process, not of the machine). Each hook gets the
+ * seq of the last group in LMDB, once per LMDB commit that brought new
+ * groups, in increasing order. While the hooks run, tables cannot be
+ * changed (the pipeline is in the COMMITTING state). */
+#include <stdlib.h>
+
+#include "pipeline.h"
+
+typedef struct rn_durable_hook {
+  rn_durable_fn fn;
+  void *ctx;
+  rn_free_fn free_ctx;    /* or NULL */
+} rn_durable_hook;
+
+int rn_durable_add(rn_pipeline *p, rn_durable_fn fn, void *ctx, rn_free_fn free_ctx)
+{
+  rn_durable_hook *a = realloc(p->durables, (size_t)(p->ndurables + 1) * sizeof *a);
+  if (!a) {
+    if (free_ctx) free_ctx(ctx);
+    return rn_err_set(&p->err, RN_ENOMEM, "out of memory");
+  }
+  p->durables = a;
+  a[p->ndurables++] = (rn_durable_hook){ fn, ctx, free_ctx };
+  return 0;
+}
+
+RN_API int rn_on_durable(rn_pipeline *p, rn_durable_fn fn, void *ctx)
+{
+  rn_err_clear(&p->err);
+  if (!fn) return rn_err_set(&p->err, RN_EINVAL, "rn_on_durable needs a callback");
+  return rn_durable_add(p, fn, ctx, NULL);
+}
+
+void rn_durable_reached(rn_pipeline *p, uint64_t seq)
+{
+  if (seq <= p->durable_seq) return; /* no new group in this transaction */
+  p->durable_seq = seq;
+  rn_gstate state = p->state;
+  p->state = RN_COMMITTING; /* a hook may read, not change tables */
+  for (int i = 0; i < p->ndurables; i++) p->durables[i].fn(p->durables[i].ctx, seq);
+  p->state = state;
+}
+
+void rn_durable_free(rn_pipeline *p)
+{
+  for (int i = 0; i < p->ndurables; i++)
+    if (p->durables[i].free_ctx) p->durables[i].free_ctx(p->durables[i].ctx);
+  free(p->durables);
+  p->durables = NULL;
+  p->ndurables = 0;
+}

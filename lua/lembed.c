@@ -124,10 +124,14 @@ static int run(rn_pipeline *p, lua_State *L, const char *path, const char *chunk
 
 RN_API int rn_run_lua(rn_pipeline *p, lua_State *L, const char *path)
 {
+  if (!p) return RN_EINVAL;
+  if (!path) return rn_err_set(&p->err, RN_EINVAL, "rn_run_lua: the path is NULL");
   return run(p, L, path, NULL, NULL);
 }
 
 RN_API int rn_run_lua_string(rn_pipeline *p, lua_State *L, const char *chunk, const char *name)
 {
+  if (!p) return RN_EINVAL;
+  if (!chunk) return rn_err_set(&p->err, RN_EINVAL, "rn_run_lua_string: the chunk is NULL");
   return run(p, L, NULL, chunk, name ? name : "=chunk");
 }

@@ -313,6 +313,18 @@ static void test_failing_join_scan(void)
   rn_pipeline_close(p);
 }
 
+static void test_lua_entry_points_check_pointers(void)
+{
+  rn_pipeline *p;
+  CHECK(rn_pipeline_open(NULL, &p, NULL, 0) == 0);
+  CHECK(rn_run_lua(NULL, NULL, "x.lua") == RN_EINVAL);
+  CHECK(rn_run_lua_string(NULL, NULL, "return 1", "=x") == RN_EINVAL);
+  CHECK(rn_run_lua(p, NULL, NULL) == RN_EINVAL && strstr(rn_errmsg(p), "path is NULL"));
+  CHECK(rn_run_lua_string(p, NULL, NULL, "=x") == RN_EINVAL && strstr(rn_errmsg(p), "chunk is NULL"));
+  CHECK(rn_run_lua_string(p, NULL, "return 1", NULL) == 0 && rn_errmsg(p)[0] == '\0');
+  rn_pipeline_close(p);
+}
+
 /* Random and mutated msgpack never crashes the push path: each call returns
  * 0 or an error, and the pipeline stays usable. */
 static void test_garbage_pushes(void)
@@ -366,5 +378,6 @@ int main(void)
   RUN(test_lua_in_the_hosts_state);
   RUN(test_lua_in_a_state_runnel_owns);
   RUN(test_failing_join_scan);
+  RUN(test_lua_entry_points_check_pointers);
   return CHECK_REPORT();
 }

@@ -69,7 +69,9 @@ static int declare(rn_pipeline *p, const char *name, rn_relkind kind, const rn_c
     rn_schema_free(s);
     return rc;
   }
-  return rn_declare_source(p, name, kind, s, out);
+  rc = rn_declare_source(p, name, kind, s, out);
+  if (!rc) rn_err_clear(&p->err);
+  return rc;
 }
 
 RN_API int rn_declare_table(rn_pipeline *p, const char *name, const rn_column_def *cols, int ncols,
@@ -167,7 +169,9 @@ RN_API int rn_push(rn_pipeline *p, rn_rel *rel, rn_op op, const void *map, size_
     rn_err_set(&p->err, RN_EINVAL, "%s: the change is not valid msgpack", rel->name);
     return rn_group_fail(p, RN_EINVAL, p->err.msg);
   }
-  return rn_push_object(p, rel, op, &m);
+  rc = rn_push_object(p, rel, op, &m);
+  if (!rc) rn_err_clear(&p->err); /* what callbacks were refused is not the change's message */
+  return rc;
 }
 
 RN_API int rn_insert(rn_pipeline *p, rn_rel *rel, const void *map, size_t len) { return rn_push(p, rel, RN_OP_INSERT, map, len); }

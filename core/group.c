@@ -237,6 +237,7 @@ RN_API int rn_commit(rn_pipeline *p)
   p->state = RN_IDLE;
   p->autocommit = false;
   p->stats.groups++;
+  rn_err_clear(&p->err); /* what callbacks were refused is not the commit's message */
   return 0;
 }
 

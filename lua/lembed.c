@@ -126,12 +126,16 @@ RN_API int rn_run_lua(rn_pipeline *p, lua_State *L, const char *path)
 {
   if (!p) return RN_EINVAL;
   if (!path) return rn_err_set(&p->err, RN_EINVAL, "rn_run_lua: the path is NULL");
-  return run(p, L, path, NULL, NULL);
+  int rc = run(p, L, path, NULL, NULL);
+  if (!rc) rn_err_clear(&p->err); /* calls the script caught are not its message */
+  return rc;
 }
 
 RN_API int rn_run_lua_string(rn_pipeline *p, lua_State *L, const char *chunk, const char *name)
 {
   if (!p) return RN_EINVAL;
   if (!chunk) return rn_err_set(&p->err, RN_EINVAL, "rn_run_lua_string: the chunk is NULL");
-  return run(p, L, NULL, chunk, name ? name : "=chunk");
+  int rc = run(p, L, NULL, chunk, name ? name : "=chunk");
+  if (!rc) rn_err_clear(&p->err); /* calls the script caught are not its message */
+  return rc;
 }

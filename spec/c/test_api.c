@@ -322,6 +322,9 @@ static void test_lua_entry_points_check_pointers(void)
   CHECK(rn_run_lua(p, NULL, NULL) == RN_EINVAL && strstr(rn_errmsg(p), "path is NULL"));
   CHECK(rn_run_lua_string(p, NULL, NULL, "=x") == RN_EINVAL && strstr(rn_errmsg(p), "chunk is NULL"));
   CHECK(rn_run_lua_string(p, NULL, "return 1", NULL) == 0 && rn_errmsg(p)[0] == '\0');
+  CHECK(rn_run_lua_string(p, NULL, "p:begin(); assert(not pcall(p.begin, p)); p:rollback()\n"
+                                   "assert(not pcall(p.commit, p))", "=caught") == 0);
+  CHECK(rn_errmsg(p)[0] == '\0'); /* what the script caught is not its message */
   rn_pipeline_close(p);
 }
 

@@ -266,6 +266,54 @@ static void test_wrong_order(void)
   rn_pipeline_close(p);
 }
 
+/* What a subscriber's calls back into its pipeline returned. */
+typedef struct reentry {
+  rn_pipeline *p;
+  rn_rel *t;
+  int codes[8];
+  int calls;
+} reentry;
+
+static int call_back_in(void *ctx, const rn_event *ev)
+{
+  (void)ev;
+  reentry *r = ctx;
+  if (r->calls++) return 0;
+  rn_rel *late;
+  int seen = 0;
+  r->codes[0] = rn_begin(r->p);
+  r->codes[1] = rn_commit(r->p);
+  r->codes[2] = rn_rollback(r->p);
+  r->codes[3] = rn_flush(r->p);
+  r->codes[4] = insert(r->p, r->t, 1000);
+  r->codes[5] = rn_declare_stream(r->p, "late", cols, 2, &late);
+  r->codes[6] = rn_subscribe(r->p, r->t, count_events, &seen);
+  r->codes[7] = insert(r->p, NULL, 1001);
+  return 0;
+}
+
+/* A subscriber runs inside the commit: every call that would change tables,
+ * groups or the graph is refused, and the group still commits. */
+static void test_calls_from_inside_a_callback(void)
+{
+  rn_pipeline *p = open_dir();
+  rn_rel *t = players(p);
+  uint64_t seq0 = rn_seq(p);
+  reentry r = { p, t, { 0 }, 0 };
+  CHECK(rn_subscribe(p, t, call_back_in, &r) == 0);
+  CHECK(insert(p, t, 20) == 0);
+  CHECK(rn_errmsg(p)[0] == '\0'); /* the insert succeeded: the refusals inside it are not its message */
+  CHECK(r.calls == 1);
+  for (int i = 0; i < 7; i++) CHECK(r.codes[i] == RN_EMISUSE);
+  CHECK(r.codes[7] == RN_EINVAL);
+  CHECK(rn_seq(p) == seq0 + 1 && rn_relation(p, "late") == NULL);
+  rn_pipeline_close(p);
+  p = open_dir();
+  t = players(p);
+  CHECK(insert(p, t, 20) == RN_EEXIST && insert(p, t, 1000) == 0);
+  rn_pipeline_close(p);
+}
+
 static int count_relations(void *ctx, const rn_inspect_relation *rel)
 {
   (void)rel;
@@ -280,7 +328,7 @@ static void test_state_intact(void)
   char err[256];
   int n = 0;
   CHECK(rn_inspect(dir, count_relations, &n, &st, err, sizeof err) == 0);
-  CHECK(n == 2 && st.relations == 2 && st.seq == 9); /* the groups committed above */
+  CHECK(n == 2 && st.relations == 2 && st.seq == 11); /* the groups committed above */
   CHECK(rn_inspect(dir, NULL, NULL, &st, err, sizeof err) == 0 && st.relations == 2);
 }
 
@@ -293,6 +341,7 @@ int main(void)
   RUN(test_bad_changes);
   RUN(test_empty_string_key);
   RUN(test_wrong_order);
+  RUN(test_calls_from_inside_a_callback);
   RUN(test_state_intact);
   char cmd[64];
   snprintf(cmd, sizeof cmd, "rm -rf %s", dir);

@@ -7,16 +7,50 @@
 #include "pipeline.h"
 #include "row.h"
 
+/* The declaration's shape, before anything is built: a name, 1 or more
+ * columns, 0 to ncols key names. */
+static int check_declaration(rn_pipeline *p, const char *name, const rn_column_def *cols, int ncols,
+                             const char *const *key, int nkey, rn_rel **out)
+{
+  if (!name) return rn_err_set(&p->err, RN_EINVAL, "declare: the relation name is NULL");
+  if (!out) return rn_err_set(&p->err, RN_EINVAL, "%s: declare: out is NULL", name);
+  if (ncols <= 0 || !cols)
+    return rn_err_set(&p->err, RN_EINVAL, "%s: a relation needs at least one column (ncols is %d%s)", name,
+                      ncols, cols ? "" : ", cols is NULL");
+  if (nkey < 0 || nkey > ncols)
+    return rn_err_set(&p->err, RN_EINVAL, "%s: nkey is %d; it must be 0 (keyless) to ncols (%d)", name, nkey,
+                      ncols);
+  if (nkey > 0 && !key) return rn_err_set(&p->err, RN_EINVAL, "%s: nkey is %d but key is NULL", name, nkey);
+  return 0;
+}
+
+/* The key columns' slots into s; slots has nkey entries. */
+static int key_slots(rn_pipeline *p, const char *name, const rn_schema *s, const char *const *key, int nkey,
+                     int *slots)
+{
+  for (int i = 0; i < nkey; i++) {
+    slots[i] = key[i] ? rn_schema_slot(s, key[i], strlen(key[i])) : -1;
+    if (slots[i] < 0)
+      return rn_err_set(&p->err, RN_EINVAL, "%s: key column \"%s\" is not a declared column", name,
+                        key[i] ? key[i] : "(null)");
+  }
+  return 0;
+}
+
 static int declare(rn_pipeline *p, const char *name, rn_relkind kind, const rn_column_def *cols,
                    int ncols, const char *const *key, int nkey, rn_rel **out)
 {
+  if (!p) return RN_EINVAL;
   rn_err_clear(&p->err);
+  int rc = check_declaration(p, name, cols, ncols, key, nkey, out);
+  if (rc) return rc;
   rn_schema *s = rn_schema_new();
   if (!s) return rn_err_set(&p->err, RN_ENOMEM, "out of memory");
   for (int i = 0; i < ncols; i++) {
     rn_type t;
     if (!cols[i].name || !cols[i].type || rn_type_parse(cols[i].type, &t) != 0) {
       rn_schema_free(s);
+      if (!cols[i].name) return rn_err_set(&p->err, RN_EINVAL, "%s: column #%d: the name is NULL", name, i + 1);
       return rn_err_set(&p->err, RN_EINVAL, "%s: column #%d: unknown type %s", name, i + 1,
                         cols[i].type ? cols[i].type : "(null)");
     }
@@ -26,20 +60,19 @@ static int declare(rn_pipeline *p, const char *name, rn_relkind kind, const rn_c
       return p->err.code;
     }
   }
-  int slots[nkey > 0 ? nkey : 1];
-  for (int i = 0; i < nkey; i++) {
-    slots[i] = key[i] ? rn_schema_slot(s, key[i], strlen(key[i])) : -1;
-    if (slots[i] < 0) {
-      rn_schema_free(s);
-      return rn_err_set(&p->err, RN_EINVAL, "%s: key column \"%s\" is not a declared column", name,
-                        key[i] ? key[i] : "(null)");
-    }
-  }
-  if (nkey > 0 && rn_schema_set_key(s, slots, nkey, name, &p->err)) {
+  /* On the heap: nkey is the caller's number (check_declaration bounds it by ncols). */
+  int *slots = nkey > 0 ? malloc(sizeof *slots * (size_t)nkey) : NULL;
+  if (nkey > 0 && !slots) rc = rn_err_set(&p->err, RN_ENOMEM, "out of memory");
+  if (!rc) rc = key_slots(p, name, s, key, nkey, slots);
+  if (!rc && nkey > 0) rc = rn_schema_set_key(s, slots, nkey, name, &p->err);
+  free(slots);
+  if (rc) {
     rn_schema_free(s);
-    return p->err.code;
+    return rc;
   }
-  return rn_declare_source(p, name, kind, s, out);
+  rc = rn_declare_source(p, name, kind, s, out);
+  if (!rc) rn_err_clear(&p->err);
+  return rc;
 }
 
 RN_API int rn_declare_table(rn_pipeline *p, const char *name, const rn_column_def *cols, int ncols,
@@ -56,12 +89,12 @@ RN_API int rn_declare_stream(rn_pipeline *p, const char *name, const rn_column_d
 
 RN_API rn_rel *rn_relation(const rn_pipeline *p, const char *name)
 {
-  return name ? rn_find(p, name) : NULL;
+  return p && name ? rn_find(p, name) : NULL;
 }
 
 RN_API const char *rn_relation_name(const rn_rel *rel)
 {
-  return rel->name;
+  return rel ? rel->name : NULL;
 }
 
 /* A map keyed by external names into slot values (in the scratch zone). */
@@ -111,11 +144,28 @@ int rn_push_object(rn_pipeline *p, rn_rel *rel, rn_op op, const msgpack_object *
   case RN_OP_UPSERT: return rn_table_upsert(rel, vals, given);
   case RN_OP_DELETE: return rn_table_delete(rel, vals, given);
   }
-  return rn_group_fail(p, RN_EINVAL, "rn_push: unknown op");
+  rn_err_set(&p->err, RN_EINVAL, "%s: rn_push: unknown op %d", rel->name, (int)op);
+  return rn_group_fail(p, RN_EINVAL, p->err.msg);
+}
+
+/* A change's relation: not NULL (rn_relation found nothing) and p's own. As
+ * bad input, the refusal rolls an open group back (GROUP-2). */
+static int check_change_target(rn_pipeline *p, const rn_rel *rel, rn_op op)
+{
+  if (!rel) rn_err_set(&p->err, RN_EINVAL, "rn_push: the relation is NULL (did rn_relation find it?)");
+  else if (rel->p != p) rn_err_set(&p->err, RN_EINVAL, "%s: rn_push: the relation belongs to another pipeline", rel->name);
+  else if (op < RN_OP_INSERT || op > RN_OP_DELETE)
+    rn_err_set(&p->err, RN_EINVAL, "%s: rn_push: unknown op %d", rel->name, (int)op);
+  else return 0;
+  return rn_group_fail(p, RN_EINVAL, p->err.msg);
 }
 
 RN_API int rn_push(rn_pipeline *p, rn_rel *rel, rn_op op, const void *map, size_t len)
 {
+  if (!p) return RN_EINVAL;
+  rn_err_clear(&p->err);
+  int rc = check_change_target(p, rel, op);
+  if (rc) return rc;
   msgpack_object m;
   size_t off = 0;
   /* Checked before decoding: msgpack-c allocates what a header claims. */
@@ -124,7 +174,9 @@ RN_API int rn_push(rn_pipeline *p, rn_rel *rel, rn_op op, const void *map, size_
     rn_err_set(&p->err, RN_EINVAL, "%s: the change is not valid msgpack", rel->name);
     return rn_group_fail(p, RN_EINVAL, p->err.msg);
   }
-  return rn_push_object(p, rel, op, &m);
+  rc = rn_push_object(p, rel, op, &m);
+  if (!rc) rn_err_clear(&p->err); /* what callbacks were refused is not the change's message */
+  return rc;
 }
 
 RN_API int rn_insert(rn_pipeline *p, rn_rel *rel, const void *map, size_t len) { return rn_push(p, rel, RN_OP_INSERT, map, len); }
@@ -212,7 +264,11 @@ static void csub_done(void *ctx, uint64_t seq, bool committed)
 RN_API int rn_subscribe_rollback(rn_pipeline *p, rn_rel *rel, rn_callback fn, rn_rollback_fn on_rollback,
                                  void *ctx)
 {
+  if (!p) return RN_EINVAL;
   rn_err_clear(&p->err);
+  if (!rel) return rn_err_set(&p->err, RN_EINVAL, "rn_subscribe: the relation is NULL (did rn_relation find it?)");
+  if (rel->p != p)
+    return rn_err_set(&p->err, RN_EINVAL, "%s: rn_subscribe: the relation belongs to another pipeline", rel->name);
   if (!fn) return rn_err_set(&p->err, RN_EINVAL, "%s: rn_subscribe needs a callback", rel->name);
   csub *s = calloc(1, sizeof *s);
   if (!s || !msgpack_zone_init(&s->zone, 4096)) {

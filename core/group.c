@@ -60,11 +60,14 @@ static int open_group(rn_pipeline *p)
   return 0;
 }
 
+/* A misuse leaves the open group as it was: the caller may still commit it
+ * (runnel.h says so). */
 RN_API int rn_begin(rn_pipeline *p)
 {
+  if (!p) return RN_EINVAL;
   rn_err_clear(&p->err);
   if (p->state != RN_IDLE)
-    return rn_err_set(&p->err, RN_EMISUSE, p->state == RN_OPEN ? "begin: a group is already open"
+    return rn_err_set(&p->err, RN_EMISUSE, p->state == RN_OPEN ? "begin: a group is already open; it stays open"
                                                                : "begin: not from inside a callback");
   p->autocommit = false;
   return open_group(p);
@@ -188,6 +191,7 @@ static void rollback_group(rn_pipeline *p)
 
 RN_API int rn_rollback(rn_pipeline *p)
 {
+  if (!p) return RN_EINVAL;
   if (p->state == RN_APPLYING || p->state == RN_COMMITTING)
     return rn_err_set(&p->err, RN_EMISUSE, "rollback: not from inside a callback");
   rn_err_clear(&p->err);
@@ -232,10 +236,12 @@ static bool carry_on(rn_pipeline *p)
 
 RN_API int rn_commit(rn_pipeline *p)
 {
+  if (!p) return RN_EINVAL;
   if (p->state != RN_OPEN) {
     return rn_err_set(&p->err, RN_EMISUSE, p->state == RN_IDLE ? "commit: no group is open"
                                                                : "commit: not from inside a callback");
   }
+  rn_err_clear(&p->err);
   p->state = RN_COMMITTING;
   uint64_t seq = p->seq + 1; /* (3) */
   int rc = rn_cdc_build_all(p, seq);
@@ -266,13 +272,17 @@ RN_API int rn_commit(rn_pipeline *p)
   p->autocommit = false;
   p->stats.groups++;
   if (!carried) rn_durable_reached(p, seq);
+  rn_err_clear(&p->err); /* what callbacks were refused is not the commit's message */
   return 0;
 }
 
 RN_API int rn_flush(rn_pipeline *p)
 {
-  if (p->state != RN_IDLE)
-    return p->state == RN_OPEN ? 0 : rn_err_set(&p->err, RN_EMISUSE, "flush: not from inside a callback");
+  if (!p) return RN_EINVAL;
+  if (p->state == RN_APPLYING || p->state == RN_COMMITTING)
+    return rn_err_set(&p->err, RN_EMISUSE, "flush: not from inside a callback");
+  rn_err_clear(&p->err);
+  if (p->state == RN_OPEN) return 0;
   if (!p->store.wtxn) return 0;
   int rc = commit_lmdb(p);
   if (rc) { /* the carried groups are lost, as in a crash: say so */

@@ -32,6 +32,10 @@ static void describe(const msgpack_object *d, char *out, size_t len)
 RN_API int rn_inspect(const char *path, rn_inspect_fn fn, void *ctx, rn_inspect_state *out,
                       char *errbuf, size_t errlen)
 {
+  if (!path || !out) {
+    if (errbuf && errlen) snprintf(errbuf, errlen, "rn_inspect: %s is NULL", path ? "out" : "the path");
+    return RN_EINVAL;
+  }
   memset(out, 0, sizeof *out);
   char data[4096];
   snprintf(data, sizeof data, "%s/data.mdb", path);

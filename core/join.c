@@ -966,24 +966,22 @@ int rn_declare_join(rn_pipeline *p, const char *name, rn_rel *left, rn_rel *righ
 
 /* ---- scanning results ---- */
 
-/* A scan inside a group reads the group's transaction; outside one, a read
- * transaction of its own, through which every helper here then reads. */
-int rn_join_scan(rn_rel *d, rn_scan_fn fn, void *ctx)
+/* A cursor on dbi in txn, or NULL with the error set. */
+static MDB_cursor *scan_cursor(rn_rel *d, MDB_txn *txn, MDB_dbi dbi, int *rc)
 {
-  rn_join *j = d->ctx;
-  if (j->stream) return rn_err_set(err_of(j), RN_EINVAL, "%s: a stream join holds no rows", d->name);
-  rn_pipeline *p = d->p;
-  int rc = p->state == RN_IDLE ? rn_flush(p) : 0; /* outside a group: read a snapshot */
-  if (rc) return rc;
-  MDB_txn *own = NULL;
-  if (!p->store.wtxn && (rc = mdb_txn_begin(p->store.env, NULL, MDB_RDONLY, &own)))
-    return rn_store_fail(&p->err, rc, d->name);
-  j->reading = own;
-  MDB_txn *txn = txn_of(j);
-  bool own_scratch = p->state == RN_IDLE || p->state == RN_OPEN; /* no change is using it */
-  MDB_cursor *cur;
-  rc = mdb_cursor_open(txn, j->index_dbi, &cur);
-  if (rc) rc = rn_store_fail(&p->err, rc, d->name);
+  MDB_cursor *cur = NULL;
+  *rc = mdb_cursor_open(txn, dbi, &cur);
+  if (!*rc) return cur;
+  *rc = rn_store_fail(&d->p->err, *rc, d->name);
+  return NULL;
+}
+
+/* Every result a left row holds, from the index. */
+static int scan_left_rows(rn_join *j, MDB_txn *txn, bool own_scratch, rn_scan_fn fn, void *ctx)
+{
+  rn_pipeline *p = j->out->p;
+  int rc;
+  MDB_cursor *cur = scan_cursor(j->out, txn, j->index_dbi, &rc);
   MDB_val k, v;
   int mrc = rc ? MDB_NOTFOUND : mdb_cursor_get(cur, &k, &v, MDB_FIRST);
   for (; !rc && mrc == 0; mrc = mdb_cursor_get(cur, &k, &v, MDB_NEXT)) {
@@ -1006,28 +1004,61 @@ int rn_join_scan(rn_rel *d, rn_scan_fn fn, void *ctx)
     if (!rc && res.row) rc = fn(ctx, e.rid, res.row, res.len);
     if (own_scratch) msgpack_zone_clear(&p->scratch);
   }
-  if (cur && !rc) mdb_cursor_close(cur);
-  if (!rc && j->kind == RN_JOIN_OUTER) { /* right rows no left row holds */
-    rc = mdb_cursor_open(txn, j->result_dbi, &cur);
-    for (mrc = rc ? MDB_NOTFOUND : mdb_cursor_get(cur, &k, &v, MDB_FIRST); !rc && mrc == 0;
-         mrc = mdb_cursor_get(cur, &k, &v, MDB_NEXT)) {
-      fk f = { .null = false, .enc = k.mv_data, .len = k.mv_size };
-      set_part(&f);
-      side none = { 0 }, r = { 0 }, res = { 0 };
-      entries es = { NULL, 0, 0 };
-      rc = collect(j, &f, &es);
-      free(es.items);
-      if (!rc && es.n == 0) rc = right_current(j, &f, &r);
-      if (!rc && r.row) rc = make_result(j, &none, &r, &f, &res);
-      if (!rc && res.row) {
-        uint64_t rid;
-        memcpy(&rid, v.mv_data, 8);
-        rc = fn(ctx, rid, res.row, res.len);
-      }
-      if (own_scratch) msgpack_zone_clear(&p->scratch);
+  if (cur) mdb_cursor_close(cur);
+  return rc;
+}
+
+/* An outer join's right rows no left row holds. */
+static int scan_lone_right_rows(rn_join *j, MDB_txn *txn, bool own_scratch, rn_scan_fn fn, void *ctx)
+{
+  rn_pipeline *p = j->out->p;
+  int rc;
+  MDB_cursor *cur = scan_cursor(j->out, txn, j->result_dbi, &rc);
+  MDB_val k, v;
+  int mrc = rc ? MDB_NOTFOUND : mdb_cursor_get(cur, &k, &v, MDB_FIRST);
+  for (; !rc && mrc == 0; mrc = mdb_cursor_get(cur, &k, &v, MDB_NEXT)) {
+    fk f = { .null = false, .enc = k.mv_data, .len = k.mv_size };
+    set_part(&f);
+    side none = { 0 }, r = { 0 }, res = { 0 };
+    entries es = { NULL, 0, 0 };
+    rc = collect(j, &f, &es);
+    free(es.items);
+    if (!rc && es.n == 0) rc = right_current(j, &f, &r);
+    if (!rc && r.row) rc = make_result(j, &none, &r, &f, &res);
+    if (!rc && res.row) {
+      uint64_t rid;
+      memcpy(&rid, v.mv_data, 8);
+      rc = fn(ctx, rid, res.row, res.len);
     }
-    mdb_cursor_close(cur);
+    if (own_scratch) msgpack_zone_clear(&p->scratch);
   }
+  if (cur) mdb_cursor_close(cur);
+  return rc;
+}
+
+/* A scan inside a group reads the group's transaction; outside one, a read
+ * transaction of its own, through which every helper here then reads. The
+ * cursors are closed on every path (LMDB frees a read transaction's only
+ * when asked). The mappers and joiners it runs are callbacks: they may read,
+ * but not change tables nor end the group whose transaction it reads. */
+int rn_join_scan(rn_rel *d, rn_scan_fn fn, void *ctx)
+{
+  rn_join *j = d->ctx;
+  if (j->stream) return rn_err_set(err_of(j), RN_EINVAL, "%s: a stream join holds no rows", d->name);
+  rn_pipeline *p = d->p;
+  int rc = p->state == RN_IDLE ? rn_flush(p) : 0; /* outside a group: read a snapshot */
+  if (rc) return rc;
+  MDB_txn *own = NULL;
+  if (!p->store.wtxn && (rc = mdb_txn_begin(p->store.env, NULL, MDB_RDONLY, &own)))
+    return rn_store_fail(&p->err, rc, d->name);
+  j->reading = own;
+  MDB_txn *txn = txn_of(j);
+  rn_gstate was = p->state;
+  bool own_scratch = was == RN_IDLE || was == RN_OPEN; /* no change is using it */
+  if (own_scratch) p->state = RN_APPLYING;
+  rc = scan_left_rows(j, txn, own_scratch, fn, ctx);
+  if (!rc && j->kind == RN_JOIN_OUTER) rc = scan_lone_right_rows(j, txn, own_scratch, fn, ctx);
+  p->state = was;
   j->reading = NULL;
   if (own) mdb_txn_abort(own);
   return rc;

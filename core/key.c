@@ -12,6 +12,8 @@ static void put_be64(msgpack_sbuffer *out, uint8_t tag, uint64_t u)
   msgpack_sbuffer_write(out, b, sizeof b);
 }
 
+/* s may be NULL when n is 0 (msgpack-c decodes an empty string so): no
+ * pointer arithmetic on it then. */
 static void put_escaped(msgpack_sbuffer *out, uint8_t tag, const char *s, size_t n)
 {
   char t = (char)tag;
@@ -23,7 +25,7 @@ static void put_escaped(msgpack_sbuffer *out, uint8_t tag, const char *s, size_t
     msgpack_sbuffer_write(out, "\0\xff", 2);
     run = i + 1;
   }
-  msgpack_sbuffer_write(out, s + run, n - run);
+  if (run < n) msgpack_sbuffer_write(out, s + run, n - run);
   msgpack_sbuffer_write(out, "\0\0", 2);
 }
 

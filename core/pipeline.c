@@ -84,10 +84,11 @@ RN_API int rn_pipeline_close(rn_pipeline *p)
 
 RN_API const char *rn_errmsg(const rn_pipeline *p)
 {
+  if (!p) return "no pipeline (NULL): rn_pipeline_open failed or was not called";
   return p->err.code ? p->err.msg : "";
 }
 
 RN_API uint64_t rn_seq(const rn_pipeline *p)
 {
-  return p->seq;
+  return p ? p->seq : 0;
 }

@@ -51,6 +51,10 @@ int rn_check_declarable(rn_pipeline *p, const char *name)
   int rc = rn_flush(p); /* a declaration writes in a transaction of its own */
   if (rc) return rc;
   if (!name[0]) return rn_err_set(&p->err, RN_EINVAL, "a relation needs a non-empty name");
+  size_t len = strlen(name);
+  if (len > RN_NAME_MAX)
+    return rn_err_set(&p->err, RN_EINVAL, "relation name \"%.24s…\" is %zu bytes; the limit is %d", name, len,
+                      RN_NAME_MAX);
   if (rn_find(p, name))
     return rn_err_set(&p->err, RN_EINVAL, "relation \"%s\" is already declared", name);
   return 0;
@@ -168,7 +172,8 @@ fail:
 int rn_state_save_counters(rn_pipeline *p, rn_rel *r, MDB_txn *txn, uint64_t seq)
 {
   size_t nlen = strlen(r->name);
-  char key[nlen + 2];
+  char key[2 + RN_NAME_MAX]; /* names are checked at declaration (rn_check_declarable) */
+  if (nlen > RN_NAME_MAX) return rn_err_set(&p->err, RN_EINVAL, "relation name is %zu bytes; the limit is %d", nlen, RN_NAME_MAX);
   memcpy(key, "n:", 2);
   memcpy(key + 2, r->name, nlen);
   uint64_t val[3] = { r->next_id, r->count, seq }; /* stateful: saw every group up to seq */

@@ -16,9 +16,19 @@
  *   run concurrently with another on the same pipeline. Two pipelines in one
  *   process are independent.
  * - A function returns 0 or a negative RN_E… code. After a failure,
- *   rn_errmsg() holds the detailed message until the next call. If the
- *   failure happened inside a group, the whole group has been rolled back:
- *   no group is left open and nothing of it is stored.
+ *   rn_errmsg() holds the detailed message until the next call; a call that
+ *   succeeds empties it (the getters rn_errmsg, rn_seq, rn_relation and
+ *   rn_relation_name leave it alone). If a change (rn_push …) or rn_commit
+ *   fails inside a group, the whole group has been rolled back: no group is
+ *   left open and nothing of it is stored. A call refused with RN_EMISUSE
+ *   (out of order: rn_begin with a group open, a declaration inside a
+ *   group …) leaves the pipeline as it was, an open group included.
+ * - Pointers are checked: a NULL pipeline, relation, name, column array,
+ *   callback or buffer gives RN_EINVAL, never a crash (with a NULL pipeline
+ *   there is nowhere to keep a message). A pipeline used after
+ *   rn_pipeline_close, or a relation of a closed pipeline, cannot be
+ *   detected in C without a handle table: like any freed pointer, it is
+ *   undefined behaviour. (The Lua binding does detect it: an error.)
  * - Strings returned by runnel are owned by runnel; the comment on each
  *   function says how long they stay valid.
  */
@@ -90,10 +100,13 @@ RN_API int rn_pipeline_open(const rn_open_opts *opts, rn_pipeline **out,
 RN_API int rn_pipeline_close(rn_pipeline *p);
 
 /* The last error's message; owned by the pipeline, valid until the next call
- * on it. Never NULL (empty when there was none). */
+ * on it. Never NULL (empty when there was none); for a NULL p, a static text. */
 RN_API const char *rn_errmsg(const rn_pipeline *p);
 
+/* Opens a group. RN_EMISUSE when one is open already, and that group stays
+ * open (commit or roll it back), or from inside a callback. */
 RN_API int rn_begin(rn_pipeline *p);
+/* Commits the open group. RN_EMISUSE when none is open. */
 RN_API int rn_commit(rn_pipeline *p);
 /* Throws the open group away. RN_EMISUSE from inside a callback. */
 RN_API int rn_rollback(rn_pipeline *p);
@@ -103,7 +116,7 @@ RN_API int rn_rollback(rn_pipeline *p);
  * otherwise, and inside a group. Close flushes too. */
 RN_API int rn_flush(rn_pipeline *p);
 
-/* Sequence number of the last committed group; 0 before the first. */
+/* Sequence number of the last committed group; 0 before the first (and for NULL). */
 RN_API uint64_t rn_seq(const rn_pipeline *p);
 
 /* Tells fn (ctx passed back as is) when the groups up to seq are in LMDB:
@@ -127,8 +140,9 @@ typedef struct rn_column_def {
 } rn_column_def;
 
 /* Declares a keyed table (nkey > 0: key names the key columns in order) or
- * a keyless one (nkey = 0), as p:table does. *out is owned by the
- * pipeline and valid until rn_pipeline_close. Errors: RN_EINVAL (bad
+ * a keyless one (nkey = 0), as p:table does: ncols >= 1 columns, 0 <= nkey
+ * <= ncols, a name of 1 to 508 bytes (it becomes LMDB keys). *out is owned
+ * by the pipeline and valid until rn_pipeline_close. Errors: RN_EINVAL (bad
  * declaration), RN_ESCHEMA (the state holds it with another schema),
  * RN_EMISUSE (inside a group). */
 RN_API int rn_declare_table(rn_pipeline *p, const char *name, const rn_column_def *cols, int ncols,
@@ -136,10 +150,11 @@ RN_API int rn_declare_table(rn_pipeline *p, const char *name, const rn_column_de
 RN_API int rn_declare_stream(rn_pipeline *p, const char *name, const rn_column_def *cols, int ncols,
                              rn_rel **out);
 
-/* A relation by name (declared from C or by a Lua script), or NULL. Owned
- * by the pipeline. */
+/* A relation by name (declared from C or by a Lua script), or NULL (also
+ * for a NULL p or name; the change functions refuse a NULL relation with
+ * RN_EINVAL). Owned by the pipeline. */
 RN_API rn_rel *rn_relation(const rn_pipeline *p, const char *name);
-/* Owned by the pipeline; valid until rn_pipeline_close. */
+/* Owned by the pipeline; valid until rn_pipeline_close. NULL for NULL. */
 RN_API const char *rn_relation_name(const rn_rel *rel);
 
 /* ---- Changes ---------------------------------------------------------------
@@ -148,7 +163,8 @@ RN_API const char *rn_relation_name(const rn_rel *rel);
  * upsert, the key plus the columns to set for update, the key for delete
  * (a keyless table's delete takes the whole row). A change made with no
  * group open is a group of its own. Errors: RN_EINVAL (not a map, unknown
- * column, wrong type, null key …), RN_EEXIST, RN_ENOTFOUND, RN_ECALLBACK,
+ * column, wrong type, null key …; a NULL relation or one of another
+ * pipeline, an op that is no rn_op), RN_EEXIST, RN_ENOTFOUND, RN_ECALLBACK,
  * RN_EMISUSE (from inside a callback); inside a group every error has
  * rolled the whole group back. */
 typedef enum rn_op { RN_OP_INSERT = 1, RN_OP_UPDATE, RN_OP_UPSERT, RN_OP_DELETE } rn_op;
@@ -216,6 +232,8 @@ typedef struct rn_inspect_state {
 
 typedef int (*rn_inspect_fn)(void *ctx, const rn_inspect_relation *rel);
 
+/* path and out are required (RN_EINVAL); fn may be NULL (out only). A
+ * nonzero return of fn stops the walk and is returned. */
 RN_API int rn_inspect(const char *path, rn_inspect_fn fn, void *ctx, rn_inspect_state *out,
                       char *errbuf, size_t errlen);
 
@@ -225,7 +243,8 @@ RN_API int rn_inspect(const char *path, rn_inspect_fn fn, void *ctx, rn_inspect_
  * which the host then finds with rn_relation. L is the host's own state
  * (it keeps ownership, and must close p before closing L) or NULL: runnel
  * then creates one, kept until rn_pipeline_close. Errors: RN_EIO (the file),
- * RN_ECALLBACK (the script raised: rn_errmsg has its message). */
+ * RN_ECALLBACK (the script raised: rn_errmsg has its message), RN_EINVAL (a
+ * NULL path or chunk). */
 struct lua_State;
 RN_API int rn_run_lua(rn_pipeline *p, struct lua_State *L, const char *path);
 /* The same for a chunk of Lua source; name is used in its messages. */

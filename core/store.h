@@ -24,6 +24,12 @@
 
 #include "error.h"
 
+/* The longest relation or store name, in bytes. Names become LMDB keys
+ * ("r:" name in meta) and database names ("ji:" name), and LMDB keys are at
+ * most 511 bytes (its default MDB_MAXKEYSIZE): 511 less the longest prefix.
+ * A constant, so that a state one build writes every build can open. */
+#define RN_NAME_MAX 508
+
 typedef struct rn_store {
   MDB_env *env;            /* the environment; NULL when closed */
   MDB_dbi meta;            /* the meta database */

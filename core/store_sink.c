@@ -141,6 +141,10 @@ static int st_change(void *ctx, rn_rel *rel, const rn_change *c, const rn_sink_i
 int rn_store_sink(rn_pipeline *p, rn_rel *rel, const char *name)
 {
   if (p->state != RN_IDLE) return rn_err_set(&p->err, RN_EMISUSE, "%s: stores are added outside groups", rel->name);
+  size_t nlen = strlen(name);
+  if (nlen > RN_NAME_MAX) /* it becomes the keys "S:" name and "st:" name */
+    return rn_err_set(&p->err, RN_EINVAL, "%s: store name \"%.24s…\" is %zu bytes; the limit is %d", rel->name,
+                      name, nlen, RN_NAME_MAX);
   int rc = rn_flush(p);
   if (rc) return rc;
   stsink *s = calloc(1, sizeof *s);
@@ -156,8 +160,7 @@ int rn_store_sink(rn_pipeline *p, rn_rel *rel, const char *name)
   MDB_txn *txn;
   rc = mdb_txn_begin(p->store.env, NULL, 0, &txn);
   if (!rc) {
-    size_t nlen = strlen(name);
-    char mk[nlen + 2];
+    char mk[2 + RN_NAME_MAX];
     memcpy(mk, "S:", 2);
     memcpy(mk + 2, name, nlen);
     MDB_val k = { nlen + 2, mk }, v;
@@ -233,6 +236,9 @@ int rn_attach(const char *path, const char *name, void *shared_env, rn_attached 
 {
   *out = NULL;
   size_t nlen = strlen(name);
+  if (nlen > RN_NAME_MAX)
+    return rn_err_set(e, RN_EINVAL, "attach %s: store name \"%.24s…\" is %zu bytes; the limit is %d", path, name,
+                      nlen, RN_NAME_MAX);
   rn_attached *a = calloc(1, sizeof *a);
   char *key = malloc(nlen + 4); /* "S:" name, then "st:" name */
   if (!a || !key || !(a->name = strdup(name))) {

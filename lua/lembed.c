@@ -124,10 +124,18 @@ static int run(rn_pipeline *p, lua_State *L, const char *path, const char *chunk
 
 RN_API int rn_run_lua(rn_pipeline *p, lua_State *L, const char *path)
 {
-  return run(p, L, path, NULL, NULL);
+  if (!p) return RN_EINVAL;
+  if (!path) return rn_err_set(&p->err, RN_EINVAL, "rn_run_lua: the path is NULL");
+  int rc = run(p, L, path, NULL, NULL);
+  if (!rc) rn_err_clear(&p->err); /* calls the script caught are not its message */
+  return rc;
 }
 
 RN_API int rn_run_lua_string(rn_pipeline *p, lua_State *L, const char *chunk, const char *name)
 {
-  return run(p, L, NULL, chunk, name ? name : "=chunk");
+  if (!p) return RN_EINVAL;
+  if (!chunk) return rn_err_set(&p->err, RN_EINVAL, "rn_run_lua_string: the chunk is NULL");
+  int rc = run(p, L, NULL, chunk, name ? name : "=chunk");
+  if (!rc) rn_err_clear(&p->err); /* calls the script caught are not its message */
+  return rc;
 }

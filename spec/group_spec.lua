@@ -100,7 +100,7 @@ describe("groups", function()
 
   it("refuse nested begin, and changes from inside callbacks", function()
     p:begin()
-    assert.equal("begin: a group is already open", H.error_of(p.begin, p))
+    assert.equal("begin: a group is already open; it stays open", H.error_of(p.begin, p))
     p:rollback()
     t:sink(function() t:insert{ k = 99 } end)
     assert.matches("tables cannot be changed from inside a callback", H.error_of(t.insert, t, { k = 1 }))

@@ -282,6 +282,52 @@ static void test_lua_in_a_state_runnel_owns(void)
   rn_pipeline_close(p);
 }
 
+/* A join scan whose joiner fails, outside a group and inside one, closes its
+ * LMDB cursor (make valgrind counts a leak otherwise); a joiner cannot end
+ * the group whose transaction the scan reads. */
+static void test_failing_join_scan(void)
+{
+  rn_pipeline *p;
+  CHECK(rn_pipeline_open(NULL, &p, NULL, 0) == 0);
+  CHECK(rn_run_lua_string(p, NULL,
+        "local t = p:table('t', { {'id','int'}, key = 'id' })\n"
+        "local u = p:table('u', { {'uid','int'}, key = 'uid' })\n"
+        "mode = nil\n"
+        "j = t:join(u, { on = 'id', kind = 'outer', columns = { {'id','int'} }, joiner = function(l, r)\n"
+        "  if mode == 'fail' then error('joiner refused') end\n"
+        "  if mode == 'end' then ended = { pcall(p.rollback, p) } end\n"
+        "  return { id = l and l.id or r.uid } end })\n"
+        "t:insert{ id = 1 }; u:insert{ uid = 2 }\n", "=setup") == 0);
+  CHECK(rn_run_lua_string(p, NULL, "mode = 'fail'; j:rows()", "=outside") == RN_ECALLBACK);
+  CHECK(strstr(rn_errmsg(p), "joiner refused") != NULL);
+  /* Scripts run outside groups: these open theirs. */
+  CHECK(rn_run_lua_string(p, NULL, "p:begin(); mode = 'fail'; local ok, e = pcall(j.rows, j)\n"
+                                   "assert(not ok and e:find('joiner refused'), e); p:rollback()", "=inside") == 0);
+  CHECK(rn_run_lua_string(p, NULL, "mode = nil; p:begin(); t = p:relation('t'); t:insert{ id = 3 }\n"
+                                   "mode = 'end'; local n = 0; for _ in j:rows() do n = n + 1 end\n"
+                                   "assert(n == 3, n); assert(ended[1] == false, 'rollback ran')\n"
+                                   "assert(ended[2]:find('not from inside a callback'), ended[2])\n"
+                                   "assert(p:in_group()); mode = nil; p:commit()", "=end") == 0);
+  CHECK(strcmp(rn_errmsg(p), "") == 0 && rn_seq(p) == 3);
+  CHECK(rn_run_lua_string(p, NULL, "mode = nil; assert(j:count() == 3)", "=after") == 0);
+  rn_pipeline_close(p);
+}
+
+static void test_lua_entry_points_check_pointers(void)
+{
+  rn_pipeline *p;
+  CHECK(rn_pipeline_open(NULL, &p, NULL, 0) == 0);
+  CHECK(rn_run_lua(NULL, NULL, "x.lua") == RN_EINVAL);
+  CHECK(rn_run_lua_string(NULL, NULL, "return 1", "=x") == RN_EINVAL);
+  CHECK(rn_run_lua(p, NULL, NULL) == RN_EINVAL && strstr(rn_errmsg(p), "path is NULL"));
+  CHECK(rn_run_lua_string(p, NULL, NULL, "=x") == RN_EINVAL && strstr(rn_errmsg(p), "chunk is NULL"));
+  CHECK(rn_run_lua_string(p, NULL, "return 1", NULL) == 0 && rn_errmsg(p)[0] == '\0');
+  CHECK(rn_run_lua_string(p, NULL, "p:begin(); assert(not pcall(p.begin, p)); p:rollback()\n"
+                                   "assert(not pcall(p.commit, p))", "=caught") == 0);
+  CHECK(rn_errmsg(p)[0] == '\0'); /* what the script caught is not its message */
+  rn_pipeline_close(p);
+}
+
 /* Random and mutated msgpack never crashes the push path: each call returns
  * 0 or an error, and the pipeline stays usable. */
 static void test_garbage_pushes(void)
@@ -334,5 +380,7 @@ int main(void)
   RUN(test_two_pipelines_side_by_side);
   RUN(test_lua_in_the_hosts_state);
   RUN(test_lua_in_a_state_runnel_owns);
+  RUN(test_failing_join_scan);
+  RUN(test_lua_entry_points_check_pointers);
   return CHECK_REPORT();
 }

@@ -197,6 +197,26 @@ static void test_nan_and_non_scalars_are_refused(void)
   msgpack_sbuffer_destroy(&k);
 }
 
+/* msgpack-c decodes an empty string with a NULL pointer: the encoder must do
+ * no arithmetic on it (UBSan's "applying zero offset to null pointer",
+ * reported under clang: make asan CC=clang). */
+static void test_empty_string_with_a_null_pointer(void)
+{
+  msgpack_sbuffer k;
+  msgpack_sbuffer_init(&k);
+  msgpack_object s = { .type = MSGPACK_OBJECT_STR }, b = { .type = MSGPACK_OBJECT_BIN };
+  CHECK(rn_key_append(&k, &s) == 0 && rn_key_append(&k, &b) == 0);
+  CHECK(k.size == 6 && memcmp(k.data, "\x30\0\0\x40\0\0", 6) == 0);
+  msgpack_zone z;
+  msgpack_zone_init(&z, 256);
+  msgpack_object out[2];
+  CHECK(rn_key_decode(k.data, k.size, out, 2, &z) == 2);
+  CHECK(out[0].type == MSGPACK_OBJECT_STR && out[0].via.str.size == 0);
+  CHECK(out[1].type == MSGPACK_OBJECT_BIN && out[1].via.bin.size == 0);
+  msgpack_zone_destroy(&z);
+  msgpack_sbuffer_destroy(&k);
+}
+
 int main(void)
 {
   RUN(test_memcmp_order_is_tuple_order);
@@ -204,5 +224,6 @@ int main(void)
   RUN(test_round_trip);
   RUN(test_prefix_of_longer_tuples);
   RUN(test_nan_and_non_scalars_are_refused);
+  RUN(test_empty_string_with_a_null_pointer);
   return CHECK_REPORT();
 }

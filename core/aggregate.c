@@ -28,6 +28,14 @@ static bool reserved(const MDB_val *k)
   return k->mv_size == 1 && ((const unsigned char *)k->mv_data)[0] >= 0xfc;
 }
 
+/* A float sum by its stored form: a group's state is read for its old
+ * result, stepped and read for its new one, so each is decoded once. */
+struct fsum_seen {
+  uint32_t len;                   /* 0: none yet */
+  char enc[RN_FSUM_MAX_ENCODED];  /* the stored form */
+  rn_fsum f;                      /* what it decodes to */
+};
+
 typedef struct rn_aggregate {
   rn_rel *out, *in;
   int nby;
@@ -38,6 +46,7 @@ typedef struct rn_aggregate {
   rn_agg_spec *aggs;      /* names owned */
   rn_agg_fns fns;
   bool *counts_owner;     /* per aggregate: the min/max that keeps its column's value counts */
+  struct fsum_seen *fseen; /* per aggregate: the float sum read or written last */
   MDB_dbi groups_dbi, values_dbi, windows_dbi; /* windows_dbi: with grace only */
   uint64_t next_final_txn;  /* the store's txn_serial next_final was worked out in (0: none) */
   double next_final;        /* the largest event time below which no open window is final */
@@ -150,10 +159,22 @@ static bool int_sum(const rn_aggregate *a, int i)
   return a->aggs[i].kind == RN_AGG_SUM && a->in->schema->cols[a->aggs[i].slot].type == RN_T_INT;
 }
 
-/* The exact sum a state holds. */
-static int fsum_get(rn_aggregate *a, const msgpack_object *o, rn_fsum *f)
+/* The exact sum aggregate i's state o holds. */
+static int fsum_get(rn_aggregate *a, int i, const msgpack_object *o, rn_fsum *f)
 {
-  if (o->type == MSGPACK_OBJECT_BIN && rn_fsum_decode(f, o->via.bin.ptr, o->via.bin.size) == 0) return 0;
+  struct fsum_seen *seen = &a->fseen[i];
+  if (o->type == MSGPACK_OBJECT_BIN && o->via.bin.size == seen->len &&
+      memcmp(o->via.bin.ptr, seen->enc, seen->len) == 0) {
+    *f = seen->f;
+    return 0;
+  }
+  if (o->type == MSGPACK_OBJECT_BIN && o->via.bin.size <= sizeof seen->enc &&
+      rn_fsum_decode(f, o->via.bin.ptr, o->via.bin.size) == 0) {
+    memcpy(seen->enc, o->via.bin.ptr, o->via.bin.size);
+    seen->len = o->via.bin.size;
+    seen->f = *f;
+    return 0;
+  }
   if (o->type == MSGPACK_OBJECT_FLOAT64 || o->type == MSGPACK_OBJECT_FLOAT32) { /* an old state */
     rn_fsum_init(f);
     rn_fsum_add(f, o->via.f64, +1);
@@ -162,12 +183,14 @@ static int fsum_get(rn_aggregate *a, const msgpack_object *o, rn_fsum *f)
   return rn_err_set(err_of(a), RN_ESTORE, "%s: a group's sum could not be decoded", a->out->name);
 }
 
-/* Stores f's stored form into o (scratch). */
-static int fsum_put(rn_aggregate *a, const rn_fsum *f, msgpack_object *o)
+/* Stores f's stored form into aggregate i's state o (scratch). */
+static int fsum_put(rn_aggregate *a, int i, const rn_fsum *f, msgpack_object *o)
 {
-  char buf[RN_FSUM_MAX_ENCODED];
-  size_t len = rn_fsum_encode(f, buf);
-  const char *copy = rn_scratch_copy(a->out->p, buf, len);
+  struct fsum_seen *seen = &a->fseen[i];
+  size_t len = rn_fsum_encode(f, seen->enc);
+  seen->len = (uint32_t)len;
+  seen->f = *f;
+  const char *copy = rn_scratch_copy(a->out->p, seen->enc, len);
   if (!copy) return nomem(a);
   o->type = MSGPACK_OBJECT_BIN;
   o->via.bin.ptr = copy;
@@ -192,7 +215,7 @@ static int init_state(rn_aggregate *a, int i, msgpack_object *st)
     if (!int_sum(a, i)) {
       rn_fsum empty;
       rn_fsum_init(&empty);
-      int rc = fsum_put(a, &empty, &pair[0]);
+      int rc = fsum_put(a, i, &empty, &pair[0]);
       if (rc) return rc;
     }
     pair[1].type = MSGPACK_OBJECT_POSITIVE_INTEGER;
@@ -283,14 +306,14 @@ static int sum_step(rn_aggregate *a, int i, msgpack_object *st, const msgpack_ob
     return 0;
   }
   rn_fsum f;
-  int rc = fsum_get(a, sum, &f);
+  int rc = fsum_get(a, i, sum, &f);
   if (rc) return rc;
   bool ints = a->in->schema->cols[a->aggs[i].slot].type == RN_T_INT; /* avg of ints: summed exactly too */
   if (rx && ints) rn_fsum_add_int(&f, as_int(rx), -1);
   else if (rx) rn_fsum_add(&f, as_double(rx), -1);
   if (ax && ints) rn_fsum_add_int(&f, as_int(ax), +1);
   else if (ax) rn_fsum_add(&f, as_double(ax), +1);
-  return fsum_put(a, &f, sum);
+  return fsum_put(a, i, &f, sum);
 }
 
 static bool summing(const rn_aggregate *a, int i)
@@ -406,7 +429,7 @@ static int result_row(rn_aggregate *a, const gkey *g, uint64_t rows, const msgpa
       rn_fsum f;
       if (n <= 0) msgpack_pack_nil(&pk);
       else if (int_sum(a, i)) msgpack_pack_object(&pk, *sum);
-      else if (!(rc = fsum_get(a, sum, &f)))   /* rounded once: the sum, or the sum / n */
+      else if (!(rc = fsum_get(a, i, sum, &f)))   /* rounded once: the sum, or the sum / n */
         msgpack_pack_double(&pk, a->aggs[i].kind == RN_AGG_SUM ? rn_fsum_value(&f) : rn_fsum_div(&f, (uint64_t)n));
       break;
     }
@@ -869,6 +892,7 @@ static void free_aggregate(void *ctx)
   for (int i = 0; i < a->naggs; i++) free((char *)a->aggs[i].name);
   free(a->aggs);
   free(a->counts_owner);
+  free(a->fseen);
   free(a->by);
   msgpack_sbuffer_destroy(&a->buf);
   msgpack_sbuffer_destroy(&a->state);
@@ -1016,6 +1040,7 @@ static int check_format(rn_aggregate *a, bool *rebuild_it)
   bool float_sums = false;
   for (int i = 0; i < a->naggs; i++) float_sums |= summing(a, i) && !int_sum(a, i);
   if (old && float_sums && a->in->tablelike) *rebuild_it = true;
+  if (!old) return 0;
   char v[17] = { 0 };
   v[16] = STATE_FORMAT;
   d = (MDB_val){ sizeof v, v };
@@ -1059,7 +1084,8 @@ int rn_declare_aggregate(rn_pipeline *p, const char *name, rn_rel *in, const int
   a->by = malloc(sizeof *a->by * (size_t)(nby ? nby : 1));
   a->aggs = calloc((size_t)(naggs ? naggs : 1), sizeof *a->aggs);
   a->counts_owner = calloc((size_t)(naggs ? naggs : 1), sizeof *a->counts_owner);
-  if (!a->by || !a->aggs || !a->counts_owner) { free_aggregate(a); return rn_err_set(&p->err, RN_ENOMEM, "out of memory"); }
+  a->fseen = calloc((size_t)(naggs ? naggs : 1), sizeof *a->fseen);
+  if (!a->by || !a->aggs || !a->counts_owner || !a->fseen) { free_aggregate(a); return rn_err_set(&p->err, RN_ENOMEM, "out of memory"); }
   if (in->schema->ncols > 255) { free_aggregate(a); return rn_err_set(&p->err, RN_EINVAL, "%s: aggregates take inputs of at most 255 columns", name); }
   for (int i = 0; i < naggs; i++) {
     bool minmax = aggs[i].kind == RN_AGG_MIN || aggs[i].kind == RN_AGG_MAX;
@@ -1067,7 +1093,7 @@ int rn_declare_aggregate(rn_pipeline *p, const char *name, rn_rel *in, const int
     for (int q = 0; q < i && minmax; q++)
       if ((aggs[q].kind == RN_AGG_MIN || aggs[q].kind == RN_AGG_MAX) && aggs[q].slot == aggs[i].slot) a->counts_owner[i] = false;
   }
-  memcpy(a->by, by, sizeof *by * (size_t)nby);
+  if (nby) memcpy(a->by, by, sizeof *by * (size_t)nby); /* by may be NULL without by columns */
   for (int i = 0; i < naggs; i++) {
     a->aggs[i] = aggs[i];
     if (!(a->aggs[i].name = strdup(aggs[i].name))) { free_aggregate(a); return rn_err_set(&p->err, RN_ENOMEM, "out of memory"); }

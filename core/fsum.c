@@ -141,28 +141,50 @@ double rn_fsum_div(const rn_fsum *s, uint64_t n)
 {
   double r;
   if (non_finite(s, &r)) return r;
-  uint64_t mag[N], q[N + 1];
+  uint64_t mag[N], q[N + 1] = { 0 };
   bool neg = magnitude(s, mag);
-  /* The quotient with 64 more bits below 2^-1074, the remainder sticky:
-   * enough to round a subnormal quotient right. */
+  /* The quotient with 64 more bits below 2^-1074 (enough to round a
+   * subnormal quotient right), from the top down; once it has two limbs
+   * below its first non-zero one, the bits left only make it sticky. */
   u128 rem = 0;
-  for (int i = N; i >= 0; i--) {
-    u128 cur = (rem << 64) | (i ? mag[i - 1] : 0);
-    q[i] = (uint64_t)(cur / n);
-    rem = cur % n;
+  int i = N, below_top = -1;
+  while (i > 0 && !mag[i - 1]) i--;
+  for (; i >= 0 && below_top < 2; i--) {
+    uint64_t limb = i ? mag[i - 1] : 0;
+    if (n <= UINT32_MAX) { /* two word divisions, not a 128-bit one: rem < n < 2^32 */
+      uint64_t part = (uint64_t)rem, hi = (part << 32) | (limb >> 32), lo;
+      lo = ((hi % n) << 32) | (limb & 0xffffffffu);
+      q[i] = (hi / n) << 32 | (lo / n);
+      rem = lo % n;
+    } else {
+      u128 cur = (rem << 64) | limb;
+      q[i] = (uint64_t)(cur / n);
+      rem = cur - (u128)q[i] * n;
+    }
+    if (below_top >= 0 || q[i]) below_top++;
   }
-  return round_magnitude(q, N + 1, -1074 - 64, rem != 0, neg);
+  bool sticky = rem != 0;
+  for (; i >= 1 && !sticky; i--) sticky = mag[i - 1] != 0;
+  return round_magnitude(q, N + 1, -1074 - 64, sticky, neg);
 }
 
 static void put_le64(char *out, uint64_t u)
 {
+#if __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+  memcpy(out, &u, 8);
+#else
   for (int i = 0; i < 8; i++) out[i] = (char)(u >> (8 * i));
+#endif
 }
 
 static uint64_t get_le64(const char *in)
 {
   uint64_t u = 0;
+#if __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+  memcpy(&u, in, 8);
+#else
   for (int i = 7; i >= 0; i--) u = (u << 8) | (unsigned char)in[i];
+#endif
   return u;
 }
 

@@ -165,7 +165,7 @@ static void test_grid_sums_are_exact(void)
     for (int i = 0; i < n; i++) {
       int64_t m = (int64_t)(next_u64() >> 14) - (1LL << 49);   /* |m| < 2^50: exact */
       int k = (int)(next_u64() % 23);                         /* 2^(k - 20) */
-      units += (__int128)m << k;
+      units += (__int128)m * ((__int128)1 << k);
       rn_fsum_add(&s, ldexp((double)m, k - 20), +1);
     }
     double want = ldexp((double)units, -20);

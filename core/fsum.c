@@ -73,19 +73,31 @@ static bool non_finite(const rn_fsum *s, double *out)
   return true;
 }
 
-/* The magnitude of the sum into mag; true when the sum is negative. */
-static bool magnitude(const rn_fsum *s, uint64_t *mag)
+/* The sum's magnitude, limb by limb, without copying it: |sum| of a
+ * negative sum is ~sum + 1, which is 0 below its lowest non-zero limb lo,
+ * -limb at lo and ~limb above. */
+typedef struct magnitude {
+  const rn_fsum *s;
+  bool neg;               /* the sum is negative */
+  int lo;                 /* its lowest non-zero limb (N: the sum is 0) */
+  int top;                /* the magnitude's highest non-zero limb (-1: 0) */
+} magnitude;
+
+static uint64_t mag_limb(const magnitude *m, int i)
 {
-  bool neg = (s->limb[N - 1] >> 63) != 0;
-  memcpy(mag, s->limb, sizeof s->limb);
-  if (neg) {
-    bool carry = true;
-    for (int i = 0; i < N; i++) {
-      mag[i] = ~mag[i] + carry;
-      carry = carry && mag[i] == 0;
-    }
-  }
-  return neg;
+  if (i < m->lo) return 0;
+  if (!m->neg) return m->s->limb[i];
+  return i == m->lo ? 0 - m->s->limb[i] : ~m->s->limb[i];
+}
+
+static magnitude magnitude_of(const rn_fsum *s)
+{
+  magnitude m = { s, (s->limb[N - 1] >> 63) != 0, 0, N - 1 };
+  uint64_t ext = m.neg ? ~0ULL : 0;  /* limbs above the top: |sum|'s limb there is 0 */
+  while (m.lo < N && !s->limb[m.lo]) m.lo++;
+  while (m.top > m.lo && s->limb[m.top] == ext) m.top--;
+  if (m.lo == N) m.top = -1;         /* 0 (a negative sum has a limb that is not) */
+  return m;
 }
 
 static int top_bit(const uint64_t *m, int n)
@@ -104,12 +116,14 @@ static uint64_t bits_at(const uint64_t *m, int n, int pos, int cnt)
   return cnt >= 64 ? v : v & ((1ULL << cnt) - 1);
 }
 
-/* Whether any bit of m below pos is set. */
+/* Whether any bit of m below pos is set; looks from pos down, where a sum
+ * of ordinary values has its bits. */
 static bool any_below(const uint64_t *m, int pos)
 {
-  for (int i = 0; i < pos / 64; i++)
+  if (pos % 64 && (m[pos / 64] & ((1ULL << (pos % 64)) - 1))) return true;
+  for (int i = pos / 64 - 1; i >= 0; i--)
     if (m[i]) return true;
-  return pos % 64 && (m[pos / 64] & ((1ULL << (pos % 64)) - 1));
+  return false;
 }
 
 /* Rounds the magnitude m (n limbs, bit 0 weighing 2^lsb_exp, plus sticky:
@@ -120,6 +134,7 @@ static double round_magnitude(const uint64_t *m, int n, int lsb_exp, bool sticky
   int top = top_bit(m, n), least = -1074 - lsb_exp;
   if (top < 0) return sticky && neg ? -0.0 : 0.0;
   int keep = top - 52 > least ? top - 52 : least;   /* the lowest bit kept */
+  if (keep < 0) keep = 0;                           /* nothing below bit 0: exact */
   uint64_t mant = top >= keep ? bits_at(m, n, keep, top - keep + 1) : 0;
   bool half = keep >= 1 && bits_at(m, n, keep - 1, 1);
   sticky = sticky || (keep >= 1 && any_below(m, keep - 1));
@@ -128,44 +143,57 @@ static double round_magnitude(const uint64_t *m, int n, int lsb_exp, bool sticky
   return neg ? -r : r;
 }
 
+/* A window of at most three limbs from the top of |sum| holds 128 bits
+ * below its top bit: enough to round; the limbs below only make it sticky. */
 double rn_fsum_value(const rn_fsum *s)
 {
   double r;
   if (non_finite(s, &r)) return r;
-  uint64_t mag[N];
-  bool neg = magnitude(s, mag);
-  return round_magnitude(mag, N, -1074, false, neg);
+  magnitude m = magnitude_of(s);
+  if (m.top < 0) return 0.0;
+  int low = m.top - 2 > m.lo ? m.top - 2 : m.lo;
+  uint64_t w[3];
+  for (int i = low; i <= m.top; i++) w[i - low] = mag_limb(&m, i);
+  return round_magnitude(w, m.top - low + 1, -1074 + 64 * low, low > m.lo, m.neg);
+}
+
+/* One limb of a long division by n: (*rem, limb) / n, the remainder left in *rem. */
+static uint64_t div_limb(u128 *rem, uint64_t limb, uint64_t n)
+{
+  if (n <= UINT32_MAX) { /* two word divisions, not a 128-bit one: rem < n < 2^32 */
+    uint64_t hi = ((uint64_t)*rem << 32) | (limb >> 32);
+    uint64_t lo = ((hi % n) << 32) | (limb & 0xffffffffu);
+    *rem = lo % n;
+    return (hi / n) << 32 | (lo / n);
+  }
+  u128 cur = (*rem << 64) | limb;
+  uint64_t q = (uint64_t)(cur / n);
+  *rem = cur - (u128)q * n;
+  return q;
 }
 
 double rn_fsum_div(const rn_fsum *s, uint64_t n)
 {
   double r;
   if (non_finite(s, &r)) return r;
-  uint64_t mag[N], q[N + 1] = { 0 };
-  bool neg = magnitude(s, mag);
-  /* The quotient with 64 more bits below 2^-1074 (enough to round a
-   * subnormal quotient right), from the top down; once it has two limbs
-   * below its first non-zero one, the bits left only make it sticky. */
+  magnitude m = magnitude_of(s);
+  if (m.top < 0) return 0.0;
+  /* The quotient, from the top down, of |sum| with one more zero limb
+   * below 2^-1074 (so that a subnormal quotient rounds right): dividend
+   * limb i is magnitude limb i - 1. Three limbs from the first non-zero
+   * one are kept (w, highest first); the rest only make it sticky. */
+  uint64_t w[3] = { 0 };
+  int got = 0, i = m.top + 1;
   u128 rem = 0;
-  int i = N, below_top = -1;
-  while (i > 0 && !mag[i - 1]) i--;
-  for (; i >= 0 && below_top < 2; i--) {
-    uint64_t limb = i ? mag[i - 1] : 0;
-    if (n <= UINT32_MAX) { /* two word divisions, not a 128-bit one: rem < n < 2^32 */
-      uint64_t part = (uint64_t)rem, hi = (part << 32) | (limb >> 32), lo;
-      lo = ((hi % n) << 32) | (limb & 0xffffffffu);
-      q[i] = (hi / n) << 32 | (lo / n);
-      rem = lo % n;
-    } else {
-      u128 cur = (rem << 64) | limb;
-      q[i] = (uint64_t)(cur / n);
-      rem = cur - (u128)q[i] * n;
-    }
-    if (below_top >= 0 || q[i]) below_top++;
+  for (; i >= 0 && got < 3; i--) {
+    uint64_t q = div_limb(&rem, i ? mag_limb(&m, i - 1) : 0, n);
+    if (got || q) w[got++] = q;
   }
-  bool sticky = rem != 0;
-  for (; i >= 1 && !sticky; i--) sticky = mag[i - 1] != 0;
-  return round_magnitude(q, N + 1, -1074 - 64, sticky, neg);
+  bool sticky = rem != 0 || i >= m.lo + 1;  /* dividend limbs left that are not 0 */
+  if (!got) return sticky && m.neg ? -0.0 : 0.0;
+  uint64_t le[3];
+  for (int j = 0; j < got; j++) le[j] = w[got - 1 - j];
+  return round_magnitude(le, got, -1074 - 64 + 64 * (i + 1), sticky, m.neg);
 }
 
 static void put_le64(char *out, uint64_t u)

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "fsum.h"
 #include "key.h"
 #include "row.h"
 #include "scan.h"
@@ -16,12 +17,24 @@ static const char MAX_TS_KEY[1] = { (char)0xff };  /* the largest event time see
 static const char LATE_KEY[1] = { (char)0xfe };    /* events dropped as late */
 static const char FINAL_KEY[1] = { (char)0xfd };   /* windows made final (their state dropped) */
 static const char FINAL_MARK = (char)0xc1;         /* never a msgpack byte: a final window's value */
+/* |u64 0|u64 0|u8 format|: sums are exact (fsum.h) from format 2 on. Drawn
+ * as an empty group so that older versions pass over it. */
+static const char FORMAT_KEY[1] = { (char)0xfc };
+enum { STATE_FORMAT = 2 };
 
 /* One-byte keys other than the global group's are counters, not groups. */
 static bool reserved(const MDB_val *k)
 {
-  return k->mv_size == 1 && ((const unsigned char *)k->mv_data)[0] >= 0xfd;
+  return k->mv_size == 1 && ((const unsigned char *)k->mv_data)[0] >= 0xfc;
 }
+
+/* A float sum by its stored form: a group's state is read for its old
+ * result, stepped and read for its new one, so each is decoded once. */
+struct fsum_seen {
+  uint32_t len;                   /* 0: none yet */
+  char enc[RN_FSUM_MAX_ENCODED];  /* the stored form */
+  rn_fsum f;                      /* what it decodes to */
+};
 
 typedef struct rn_aggregate {
   rn_rel *out, *in;
@@ -33,6 +46,7 @@ typedef struct rn_aggregate {
   rn_agg_spec *aggs;      /* names owned */
   rn_agg_fns fns;
   bool *counts_owner;     /* per aggregate: the min/max that keeps its column's value counts */
+  struct fsum_seen *fseen; /* per aggregate: the float sum read or written last */
   MDB_dbi groups_dbi, values_dbi, windows_dbi; /* windows_dbi: with grace only */
   uint64_t next_final_txn;  /* the store's txn_serial next_final was worked out in (0: none) */
   double next_final;        /* the largest event time below which no open window is final */
@@ -131,7 +145,58 @@ static int group_keys(rn_aggregate *a, const msgpack_object *v, gkey *keys, int 
   return keys[0].k ? 0 : nomem(a);
 }
 
-/* ---- per-aggregate state ---- */
+/* ---- per-aggregate state ----
+ *
+ * count(col), min, max: |count of non-null values|.
+ * sum of an int column: |[sum, count]|, the sum an int64 (it must fit).
+ * sum of a float column, avg: |[bin fsum, count]|, the exact sum in fsum.h's
+ * stored form (a state written before fsum holds a float64 sum there
+ * instead: it is read as that exact value, see fsum_get). */
+
+/* A sum kept as an int64: sum of an int column. */
+static bool int_sum(const rn_aggregate *a, int i)
+{
+  return a->aggs[i].kind == RN_AGG_SUM && a->in->schema->cols[a->aggs[i].slot].type == RN_T_INT;
+}
+
+/* The exact sum aggregate i's state o holds. */
+static int fsum_get(rn_aggregate *a, int i, const msgpack_object *o, rn_fsum *f)
+{
+  struct fsum_seen *seen = &a->fseen[i];
+  if (o->type == MSGPACK_OBJECT_BIN && o->via.bin.size == seen->len &&
+      memcmp(o->via.bin.ptr, seen->enc, seen->len) == 0) {
+    *f = seen->f;
+    return 0;
+  }
+  if (o->type == MSGPACK_OBJECT_BIN && o->via.bin.size <= sizeof seen->enc &&
+      rn_fsum_decode(f, o->via.bin.ptr, o->via.bin.size) == 0) {
+    memcpy(seen->enc, o->via.bin.ptr, o->via.bin.size);
+    seen->len = o->via.bin.size;
+    seen->f = *f;
+    return 0;
+  }
+  if (o->type == MSGPACK_OBJECT_FLOAT64 || o->type == MSGPACK_OBJECT_FLOAT32) { /* an old state */
+    rn_fsum_init(f);
+    rn_fsum_add(f, o->via.f64, +1);
+    return 0;
+  }
+  return rn_err_set(err_of(a), RN_ESTORE, "%s: a group's sum could not be decoded", a->out->name);
+}
+
+/* Stores f's stored form into aggregate i's state o (scratch). */
+static int fsum_put(rn_aggregate *a, int i, const rn_fsum *f, msgpack_object *o)
+{
+  struct fsum_seen *seen = &a->fseen[i];
+  size_t len = rn_fsum_encode(f, seen->enc);
+  seen->len = (uint32_t)len;
+  seen->f = *f;
+  const char *copy = rn_scratch_copy(a->out->p, seen->enc, len);
+  if (!copy) return nomem(a);
+  o->type = MSGPACK_OBJECT_BIN;
+  o->via.bin.ptr = copy;
+  o->via.bin.size = (uint32_t)len;
+  return 0;
+}
 
 static int init_state(rn_aggregate *a, int i, msgpack_object *st)
 {
@@ -145,10 +210,14 @@ static int init_state(rn_aggregate *a, int i, msgpack_object *st)
   case RN_AGG_SUM: case RN_AGG_AVG: {
     msgpack_object *pair = msgpack_zone_malloc(zone_of(a), 2 * sizeof *pair);
     if (!pair) return nomem(a);
-    bool as_int_sum = g->kind == RN_AGG_SUM && a->in->schema->cols[g->slot].type == RN_T_INT;
-    pair[0].type = as_int_sum ? MSGPACK_OBJECT_POSITIVE_INTEGER : MSGPACK_OBJECT_FLOAT64;
+    pair[0].type = MSGPACK_OBJECT_POSITIVE_INTEGER;
     pair[0].via.u64 = 0;
-    if (!as_int_sum) pair[0].via.f64 = 0;
+    if (!int_sum(a, i)) {
+      rn_fsum empty;
+      rn_fsum_init(&empty);
+      int rc = fsum_put(a, i, &empty, &pair[0]);
+      if (rc) return rc;
+    }
     pair[1].type = MSGPACK_OBJECT_POSITIVE_INTEGER;
     pair[1].via.u64 = 0;
     st->type = MSGPACK_OBJECT_ARRAY;
@@ -218,6 +287,40 @@ static void user_call_buffers(rn_aggregate *a, const msgpack_object *st)
   msgpack_pack_object(&pk, *st);
 }
 
+/* Moves the value rx (a row's, or NULL) out of a sum or avg state and ax
+ * (or NULL) into it, in one step: an int sum fails only when the result
+ * leaves int64, not on the way (nulls are skipped, AGG-1). */
+static int sum_step(rn_aggregate *a, int i, msgpack_object *st, const msgpack_object *rx, const msgpack_object *ax)
+{
+  msgpack_object *sum = &st->via.array.ptr[0], *n = &st->via.array.ptr[1];
+  if (rx && rx->type == MSGPACK_OBJECT_NIL) rx = NULL;
+  if (ax && ax->type == MSGPACK_OBJECT_NIL) ax = NULL;
+  set_count(n, as_int(n) - (rx != NULL) + (ax != NULL));
+  if (int_sum(a, i)) {
+    __int128 r = (__int128)as_int(sum) - (rx ? as_int(rx) : 0) + (ax ? as_int(ax) : 0);
+    if (r > INT64_MAX || r < INT64_MIN)
+      return rn_err_set(err_of(a), RN_EINVAL, "%s: sum \"%s\" of column \"%s\" overflows 64 bits", a->out->name,
+                        a->aggs[i].name, a->in->schema->cols[a->aggs[i].slot].name);
+    if (r >= 0) { sum->type = MSGPACK_OBJECT_POSITIVE_INTEGER; sum->via.u64 = (uint64_t)r; }
+    else { sum->type = MSGPACK_OBJECT_NEGATIVE_INTEGER; sum->via.i64 = (int64_t)r; }
+    return 0;
+  }
+  rn_fsum f;
+  int rc = fsum_get(a, i, sum, &f);
+  if (rc) return rc;
+  bool ints = a->in->schema->cols[a->aggs[i].slot].type == RN_T_INT; /* avg of ints: summed exactly too */
+  if (rx && ints) rn_fsum_add_int(&f, as_int(rx), -1);
+  else if (rx) rn_fsum_add(&f, as_double(rx), -1);
+  if (ax && ints) rn_fsum_add_int(&f, as_int(ax), +1);
+  else if (ax) rn_fsum_add(&f, as_double(ax), +1);
+  return fsum_put(a, i, &f, sum);
+}
+
+static bool summing(const rn_aggregate *a, int i)
+{
+  return a->aggs[i].kind == RN_AGG_SUM || a->aggs[i].kind == RN_AGG_AVG;
+}
+
 /* Moves row's contribution in or out of one aggregate's state. */
 static int step_state(rn_aggregate *a, int i, const gkey *g, msgpack_object *st, const msgpack_object *v,
                       const char *row, size_t rlen, int delta)
@@ -246,20 +349,8 @@ static int step_state(rn_aggregate *a, int i, const gkey *g, msgpack_object *st,
   case RN_AGG_MIN: case RN_AGG_MAX:
     set_count(st, as_int(st) + delta);
     return a->counts_owner[i] ? value_count(a, g, i, x, delta) : 0;
-  case RN_AGG_SUM: case RN_AGG_AVG: {
-    msgpack_object *sum = &st->via.array.ptr[0], *n = &st->via.array.ptr[1];
-    set_count(n, as_int(n) + delta);
-    if (sum->type == MSGPACK_OBJECT_FLOAT64) {
-      sum->via.f64 += delta * as_double(x);
-    } else {
-      int64_t r, add = as_int(x);
-      if (delta < 0 ? __builtin_sub_overflow(as_int(sum), add, &r) : __builtin_add_overflow(as_int(sum), add, &r))
-        return rn_err_set(err_of(a), RN_EINVAL, "%s: sum \"%s\" overflows 64 bits", a->out->name, s->name);
-      if (r >= 0) { sum->type = MSGPACK_OBJECT_POSITIVE_INTEGER; sum->via.u64 = (uint64_t)r; }
-      else { sum->type = MSGPACK_OBJECT_NEGATIVE_INTEGER; sum->via.i64 = r; }
-    }
-    return 0;
-  }
+  case RN_AGG_SUM: case RN_AGG_AVG:
+    return delta < 0 ? sum_step(a, i, st, x, NULL) : sum_step(a, i, st, NULL, x);
   default:
     return 0;
   }
@@ -332,12 +423,14 @@ static int result_row(rn_aggregate *a, const gkey *g, uint64_t rows, const msgpa
     switch (a->aggs[i].kind) {
     case RN_AGG_COUNT: msgpack_pack_uint64(&pk, rows); break;
     case RN_AGG_COUNT_COL: msgpack_pack_object(&pk, *x); break;
-    case RN_AGG_SUM:
-      if (as_int(&x->via.array.ptr[1]) > 0) msgpack_pack_object(&pk, x->via.array.ptr[0]); else msgpack_pack_nil(&pk);
-      break;
-    case RN_AGG_AVG: {
+    case RN_AGG_SUM: case RN_AGG_AVG: {
+      const msgpack_object *sum = &x->via.array.ptr[0];
       int64_t n = as_int(&x->via.array.ptr[1]);
-      if (n > 0) msgpack_pack_double(&pk, x->via.array.ptr[0].via.f64 / (double)n); else msgpack_pack_nil(&pk);
+      rn_fsum f;
+      if (n <= 0) msgpack_pack_nil(&pk);
+      else if (int_sum(a, i)) msgpack_pack_object(&pk, *sum);
+      else if (!(rc = fsum_get(a, i, sum, &f)))   /* rounded once: the sum, or the sum / n */
+        msgpack_pack_double(&pk, a->aggs[i].kind == RN_AGG_SUM ? rn_fsum_value(&f) : rn_fsum_div(&f, (uint64_t)n));
       break;
     }
     case RN_AGG_MIN: case RN_AGG_MAX: {
@@ -584,11 +677,14 @@ static int group_apply(rn_aggregate *a, const gkey *g, const msgpack_object *rv,
   if (!rc && rows > 0 && !quiet) rc = result_row(a, g, rows, st, ext_old, &old, &old_len);
   if (!rc && rv) {
     rows--;
-    for (int i = 0; i < a->naggs && !rc; i++) rc = step_state(a, i, g, &st[i], rv, rrow, rlen, -1);
+    for (int i = 0; i < a->naggs && !rc; i++)
+      if (!(av && summing(a, i))) rc = step_state(a, i, g, &st[i], rv, rrow, rlen, -1);
   }
   if (!rc && av) {
     rows++;
-    for (int i = 0; i < a->naggs && !rc; i++) rc = step_state(a, i, g, &st[i], av, arow, alen, +1);
+    for (int i = 0; i < a->naggs && !rc; i++) /* a sum moves its old value out and the new in at once */
+      rc = rv && summing(a, i) ? sum_step(a, i, &st[i], &rv[a->aggs[i].slot], &av[a->aggs[i].slot])
+                               : step_state(a, i, g, &st[i], av, arow, alen, +1);
   }
   if (!rc && rows > 0 && !quiet) {
     next_extremes(a, ext_old, rv, av, ext_new);
@@ -796,6 +892,7 @@ static void free_aggregate(void *ctx)
   for (int i = 0; i < a->naggs; i++) free((char *)a->aggs[i].name);
   free(a->aggs);
   free(a->counts_owner);
+  free(a->fseen);
   free(a->by);
   msgpack_sbuffer_destroy(&a->buf);
   msgpack_sbuffer_destroy(&a->state);
@@ -916,6 +1013,7 @@ static int rebuild(rn_aggregate *a, bool created)
   if ((rc = mdb_cursor_open(txn, a->groups_dbi, &cur))) return store_fail(a, rc);
   MDB_val k, d;
   for (rc = mdb_cursor_get(cur, &k, &d, MDB_FIRST); rc == 0; rc = mdb_cursor_get(cur, &k, &d, MDB_NEXT)) {
+    if (reserved(&k)) continue;
     uint64_t rid;
     memcpy(&rid, d.mv_data, 8);
     char v[17] = { 0 };
@@ -929,6 +1027,27 @@ static int rebuild(rn_aggregate *a, bool created)
   return rn_rel_scan(a->in, rebuild_row, a);
 }
 
+/* State written before format 2 holds float sums as doubles, drifted (or
+ * stuck at inf or NaN): over a table it is rebuilt once, exactly, from the
+ * table's rows; over a stream each old sum is read as the value it holds
+ * and is exact from there on (fsum_get). */
+static int check_format(rn_aggregate *a, bool *rebuild_it)
+{
+  MDB_val k = { 1, (void *)FORMAT_KEY }, d;
+  int rc = mdb_get(txn_of(a), a->groups_dbi, &k, &d);
+  if (rc && rc != MDB_NOTFOUND) return store_fail(a, rc);
+  bool old = rc == MDB_NOTFOUND || d.mv_size < 17 || ((const unsigned char *)d.mv_data)[16] < STATE_FORMAT;
+  bool float_sums = false;
+  for (int i = 0; i < a->naggs; i++) float_sums |= summing(a, i) && !int_sum(a, i);
+  if (old && float_sums && a->in->tablelike) *rebuild_it = true;
+  if (!old) return 0;
+  char v[17] = { 0 };
+  v[16] = STATE_FORMAT;
+  d = (MDB_val){ sizeof v, v };
+  rc = mdb_put(txn_of(a), a->groups_dbi, &k, &d, 0);
+  return rc ? store_fail(a, rc) : 0;
+}
+
 static int setup_state(void *ctx, bool created, bool rebuild_it)
 {
   rn_aggregate *a = ctx;
@@ -936,6 +1055,7 @@ static int setup_state(void *ctx, bool created, bool rebuild_it)
   int rc = rn_state_dbi(p, p->store.wtxn, "ag:", a->out->name, 0, &a->groups_dbi);
   if (!rc) rc = rn_state_dbi(p, p->store.wtxn, "am:", a->out->name, 0, &a->values_dbi);
   if (!rc && a->w.has_grace) rc = rn_state_dbi(p, p->store.wtxn, "aw:", a->out->name, 0, &a->windows_dbi);
+  if (!rc) rc = check_format(a, &rebuild_it);
   if (!rc && rebuild_it) rc = rebuild(a, created);
   return rc;
 }
@@ -964,7 +1084,8 @@ int rn_declare_aggregate(rn_pipeline *p, const char *name, rn_rel *in, const int
   a->by = malloc(sizeof *a->by * (size_t)(nby ? nby : 1));
   a->aggs = calloc((size_t)(naggs ? naggs : 1), sizeof *a->aggs);
   a->counts_owner = calloc((size_t)(naggs ? naggs : 1), sizeof *a->counts_owner);
-  if (!a->by || !a->aggs || !a->counts_owner) { free_aggregate(a); return rn_err_set(&p->err, RN_ENOMEM, "out of memory"); }
+  a->fseen = calloc((size_t)(naggs ? naggs : 1), sizeof *a->fseen);
+  if (!a->by || !a->aggs || !a->counts_owner || !a->fseen) { free_aggregate(a); return rn_err_set(&p->err, RN_ENOMEM, "out of memory"); }
   if (in->schema->ncols > 255) { free_aggregate(a); return rn_err_set(&p->err, RN_EINVAL, "%s: aggregates take inputs of at most 255 columns", name); }
   for (int i = 0; i < naggs; i++) {
     bool minmax = aggs[i].kind == RN_AGG_MIN || aggs[i].kind == RN_AGG_MAX;
@@ -972,7 +1093,7 @@ int rn_declare_aggregate(rn_pipeline *p, const char *name, rn_rel *in, const int
     for (int q = 0; q < i && minmax; q++)
       if ((aggs[q].kind == RN_AGG_MIN || aggs[q].kind == RN_AGG_MAX) && aggs[q].slot == aggs[i].slot) a->counts_owner[i] = false;
   }
-  memcpy(a->by, by, sizeof *by * (size_t)nby);
+  if (nby) memcpy(a->by, by, sizeof *by * (size_t)nby); /* by may be NULL without by columns */
   for (int i = 0; i < naggs; i++) {
     a->aggs[i] = aggs[i];
     if (!(a->aggs[i].name = strdup(aggs[i].name))) { free_aggregate(a); return rn_err_set(&p->err, RN_ENOMEM, "out of memory"); }

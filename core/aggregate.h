@@ -10,6 +10,10 @@
  *            group key: the by values then the window start, key-encoded
  *            (key.h); the global group (no by, no window) is |0x00|. A group
  *            whose rows fall to 0 stays as a tombstone: it gets its id back.
+ *            A sum of a float column and an avg keep [bin, count]: the exact
+ *            sum in fsum.h's stored form, rounded once when read (AGG-4).
+ *            |0xfc| -> |u64 0|u64 0|u8 format| marks states whose sums are
+ *            exact (format 2); one-byte keys from 0xfc up are not groups.
  *     "am:"  |group key|u8 aggregate #|encoded value| -> |u64 count|
  *            per-group value counts of min and max: the first entry under
  *            |group key|#| is the minimum, the last the maximum, so deleting
@@ -26,7 +30,14 @@
  * (3) A windowed stream with `grace` drops events for windows whose end plus
  *     grace the largest event time seen has passed, and counts them; such a
  *     window is final: its row is kept as it is and its state dropped
- *     ("aw:" and the final form of "ag:" are drawn in aggregate.c). */
+ *     ("aw:" and the final form of "ag:" are drawn in aggregate.c).
+ * (4) Float sums retract exactly: a sum (or avg) of a float column is the
+ *     exact sum of the non-null values present, rounded once to the nearest
+ *     double (ties to even), whatever the order of inserts and deletes; NaN
+ *     if a NaN or both infinities are present, else the infinity present.
+ *     avg is the exact sum divided by the count, rounded once (an avg of
+ *     ints too). A sum of an int column is an int64: a change whose result
+ *     leaves int64 fails, naming the aggregate and the column. */
 #ifndef RN_AGGREGATE_H
 #define RN_AGGREGATE_H
 

@@ -24,6 +24,11 @@ for t in "$BUILD"/spec/test_*; do
   p=${line%% passed*}
   f=${line#*passed, }
   f=${f%% failed}
+  if [ "$status" -ne 0 ] && [ "$f" -eq 0 ]; then  # e.g. LeakSanitizer's exit after all checks passed
+    f=1
+    p=$((p > 0 ? p - 1 : 0))
+    echo "$(basename "$t"): exited with $status after its checks passed"
+  fi
   [ "$f" -gt 0 ] && cat "$log"
   echo "$(basename "$t"): $line"
   passed=$((passed + p))

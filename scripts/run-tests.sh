@@ -30,7 +30,7 @@ for t in "$BUILD"/spec/test_*; do
     echo "$(basename "$t"): exited with $status after its checks passed"
   fi
   [ "$f" -gt 0 ] && cat "$log"
-  echo "$(basename "$t"): $line"
+  echo "$(basename "$t"): $p passed, $f failed"
   passed=$((passed + p))
   failed=$((failed + f))
 done

@@ -848,7 +848,9 @@ int rn_aggregate_scan(rn_rel *r, int (*fn)(void *ctx, uint64_t id, const char *r
   if (!p->store.wtxn && (rc = mdb_txn_begin(p->store.env, NULL, MDB_RDONLY, &own))) return store_fail(a, rc);
   a->reading = own;
   MDB_txn *txn = txn_of(a);
-  bool own_scratch = p->state == RN_IDLE || p->state == RN_OPEN;
+  rn_gstate was = p->state;
+  bool own_scratch = was == RN_IDLE || was == RN_OPEN;
+  if (own_scratch) p->state = RN_APPLYING; /* fn may read, not end the group it reads */
   MDB_cursor *cur = NULL;
   rc = mdb_cursor_open(txn, a->groups_dbi, &cur);
   if (rc) rc = store_fail(a, rc);
@@ -878,6 +880,7 @@ int rn_aggregate_scan(rn_rel *r, int (*fn)(void *ctx, uint64_t id, const char *r
     if (own_scratch) msgpack_zone_clear(&p->scratch);
   }
   if (cur) mdb_cursor_close(cur);
+  p->state = was;
   a->reading = NULL;
   if (own) mdb_txn_abort(own);
   return rc;

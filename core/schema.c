@@ -62,6 +62,10 @@ int rn_schema_add(rn_schema *s, const char *name, size_t len, rn_type type,
     rn_schema_free(fields);
     return rn_err_set(e, RN_EINVAL, "column names must be non-empty and hold no NUL byte");
   }
+  if (s->ncols >= RN_COLUMNS_MAX) {
+    rn_schema_free(fields);
+    return rn_err_set(e, RN_EINVAL, "too many columns: the limit is %d", RN_COLUMNS_MAX);
+  }
   if (rn_schema_slot(s, name, len) >= 0) {
     rn_schema_free(fields);
     return rn_err_set(e, RN_EINVAL, "duplicate column name \"%.*s\"", (int)len, name);

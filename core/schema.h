@@ -20,6 +20,11 @@ typedef enum rn_type {
 
 typedef struct rn_schema rn_schema;
 
+/* Columns of one relation (and fields of one struct), as in SQLite's
+ * SQLITE_MAX_COLUMN: it bounds every per-column array, including those on
+ * the stack, and a join's result (left and right columns) stays within 2×. */
+#define RN_COLUMNS_MAX 1000
+
 typedef struct rn_column {
   char *name;              /* external name, NUL-terminated, owned */
   uint32_t name_len;       /* bytes in name */

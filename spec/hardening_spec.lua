@@ -301,3 +301,24 @@ describe("names with a NUL byte (defect 16)", function()
     p:close()
   end)
 end)
+
+describe("the number of columns", function()
+  local function columns(n)
+    local cols = { key = "c1" }
+    for i = 1, n do cols[i] = { "c" .. i, "int" } end
+    return cols
+  end
+
+  it("is at most 1000 a relation, refused with the limit beyond", function()
+    local p = runnel.open()
+    local t = p:table("wide", columns(1000))
+    local row = {}
+    for i = 1, 1000 do row["c" .. i] = i end
+    t:insert(row)
+    assert.equal(1000, t:get(1).c1000)
+    local ok, err = pcall(p.table, p, "wider", columns(1001))
+    assert.is_false(ok)
+    assert.matches("wider: too many columns: the limit is 1000", err, 1, true)
+    p:close()
+  end)
+end)

@@ -234,6 +234,32 @@ static bool carry_on(rn_pipeline *p)
          now() - p->carried_since < p->carry_seconds;
 }
 
+/* Sinks that saw part of a group hear that it rolled back; what they do
+ * then (a rollback notice that calls runnel and is refused) is not the
+ * group's error. */
+static void sinks_told_of_rollback(rn_pipeline *p, uint64_t seq)
+{
+  rn_err keep = p->err;
+  rn_sinks_done(p, seq, false);
+  p->err = keep;
+}
+
+/* The group's CDC images, counters and sinks. When LMDB's map fills — in
+ * any of them, a store sink's writes included — the sinks reached so far
+ * are told the group rolled back, the map grows and the group runs again
+ * (5), so they may see it twice with a rollback notice between. */
+static int seal_group(rn_pipeline *p, uint64_t seq)
+{
+  for (;;) {
+    int rc = rn_cdc_build_all(p, seq);
+    if (!rc) rc = save_counters(p, seq, false);
+    if (!rc) rc = rn_sinks_deliver(p, seq); /* (4) */
+    if (rc != RN_EFULL) return rc;
+    sinks_told_of_rollback(p, seq);
+    if (rn_group_regrow(p) != 0) return p->err.code; /* the replay cleared the cdc logs */
+  }
+}
+
 RN_API int rn_commit(rn_pipeline *p)
 {
   if (!p) return RN_EINVAL;
@@ -244,18 +270,12 @@ RN_API int rn_commit(rn_pipeline *p)
   rn_err_clear(&p->err);
   p->state = RN_COMMITTING;
   uint64_t seq = p->seq + 1; /* (3) */
-  int rc = rn_cdc_build_all(p, seq);
-  if (!rc) rc = save_counters(p, seq, false);
-  while (rc == RN_EFULL && rn_group_regrow(p) == 0) { /* (5): the replay cleared the cdc logs */
-    rc = rn_cdc_build_all(p, seq);
-    if (!rc) rc = save_counters(p, seq, false);
-  }
-  if (!rc) rc = rn_sinks_deliver(p, seq); /* (4) */
+  int rc = seal_group(p, seq);
   bool carried = !rc && carry_on(p);
   if (!rc && !carried) rc = commit_lmdb(p);
   if (rc) {
-    rn_sinks_done(p, seq, false);
     rollback_group(p);
+    sinks_told_of_rollback(p, seq); /* after it: they see the state without the group */
     return rc;
   }
   rn_sinks_done(p, seq, true);

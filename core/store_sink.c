@@ -53,11 +53,12 @@ static void journal(stsink *s, bool put, const MDB_val *k, const MDB_val *v)
 }
 
 /* The carried groups were applied again in a new transaction: their rows
- * in the store too. */
+ * in the store too — not the open group's, which is being rolled back or
+ * regrown and writes its rows again if it commits. */
 static int st_replay(void *ctx, rn_err *e)
 {
   stsink *s = ctx;
-  const char *at = s->carried.data, *end = at + s->carried.size;
+  const char *at = s->carried.data, *end = at + s->group_at;
   while (at < end) {
     uint8_t put = (uint8_t)*at++;
     uint32_t klen, vlen;

@@ -246,3 +246,47 @@ describe("a sink table's rollback field", function()
     p:close()
   end)
 end)
+
+describe("a rollback notice", function()
+  after_each(H.cleanup)
+
+  it("does not replace the group's error with what it was refused", function()
+    local p = runnel.open()
+    local t = declare(p, "t")
+    t:sink{ update = function() end, rollback = function() pcall(p.begin, p) end }
+    t:sink(function(_, row) if row and row.v == "bad" then error("no bad") end end)
+    t:insert{ k = 1, v = "good" }
+    local ok, err = pcall(t.update, t, { k = 1, v = "bad" })
+    assert.is_false(ok)
+    assert.matches("no bad", err)
+    p:close()
+  end)
+
+  it("sees the state without the group", function()
+    local p = runnel.open()
+    local t = declare(p, "t")
+    local seen
+    t:sink{ update = function() end, rollback = function() seen = t:get(1).v end }
+    t:sink(function(_, row) if row and row.v == "bad" then error("no bad") end end)
+    t:insert{ k = 1, v = "good" }
+    assert.is_false(pcall(t.update, t, { k = 1, v = "bad" }))
+    assert.equal("good", seen)
+    p:close()
+  end)
+end)
+
+describe("a store sink filling LMDB's map with sync = false", function()
+  after_each(H.cleanup)
+
+  it("grows the map and keeps committing every group, the store whole", function()
+    local dir = H.tmpdir()
+    local p = runnel.open{ path = dir, sync = false, map_size = 1024 * 1024 }
+    local t = p:table("t", { {"k","int"}, {"v","string"}, key = "k" })
+    t:sink(runnel.store("st"))
+    local big = ("x"):rep(3000)
+    for i = 1, 600 do t:insert{ k = i, v = big } end
+    p:close()
+    local st = runnel.attach(dir, "st")
+    assert.equal(600, #st:rows())
+  end)
+end)

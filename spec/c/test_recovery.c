@@ -1,0 +1,164 @@
+/* test_recovery.c — what a state does when the world goes wrong: a second
+ * writer, a full disk, a failed flush of carried groups, a tiny map. */
+#include <errno.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "check.h"
+#include "pipeline.h"
+#include "row.h"
+
+static char body[2048]; /* a row's worth of bytes, so that a few hundred rows need disk */
+
+static rn_rel *declare_docs(rn_pipeline *p)
+{
+  rn_err e;
+  rn_schema *s = rn_schema_new();
+  rn_schema_add(s, "id", 2, RN_T_INT, false, NULL, &e);
+  rn_schema_add(s, "body", 4, RN_T_STRING, false, NULL, &e);
+  int key = 0;
+  rn_schema_set_key(s, &key, 1, "docs", &e);
+  rn_rel *r = NULL;
+  CHECK(rn_declare_source(p, "docs", RN_REL_TABLE, s, &r) == 0);
+  return r;
+}
+
+static int put_doc(rn_rel *r, int64_t id)
+{
+  msgpack_object v[2];
+  v[0].type = MSGPACK_OBJECT_POSITIVE_INTEGER;
+  v[0].via.u64 = (uint64_t)id;
+  v[1].type = MSGPACK_OBJECT_STR;
+  v[1].via.str.ptr = body;
+  v[1].via.str.size = sizeof body;
+  uint8_t given[2] = { 1, 1 };
+  return rn_table_insert(r, v, given);
+}
+
+static off_t file_size(const char *dir)
+{
+  char path[256];
+  struct stat st;
+  snprintf(path, sizeof path, "%s/data.mdb", dir);
+  return stat(path, &st) == 0 ? st.st_size : -1;
+}
+
+static void remove_state(const char *dir)
+{
+  char cmd[300];
+  snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+  CHECK(system(cmd) == 0);
+}
+
+/* LMDB reports a short write as EIO: only the free space tells a full disk. */
+static void test_write_failure_codes(void)
+{
+  CHECK(rn_store_write_code(ENOSPC, UINT64_MAX) == RN_EFULL);
+  CHECK(rn_store_write_code(EDQUOT, UINT64_MAX) == RN_EFULL);
+  CHECK(rn_store_write_code(EFBIG, UINT64_MAX) == RN_EFULL);
+  CHECK(rn_store_write_code(EIO, 4096) == RN_EFULL);
+  CHECK(rn_store_write_code(EIO, (uint64_t)1 << 30) == RN_EIO);
+  CHECK(rn_store_write_code(MDB_MAP_FULL, 0) == 0);
+}
+
+/* p:flush() with sync = false on a disk that fills: the cause is kept, the
+ * carried groups are reported lost and seq returns to LMDB's. The disk is
+ * "full" by RLIMIT_FSIZE, which needs no root. */
+static void test_failed_flush_keeps_cause_and_seq(void)
+{
+  char dir[] = "/tmp/runnel-ctest-XXXXXX";
+  CHECK(mkdtemp(dir) != NULL);
+  rn_open_opts opts = { .path = dir, .nosync = 1, .carry_groups = 100000, .carry_seconds = 3600 };
+  rn_pipeline *p;
+  CHECK(rn_pipeline_open(&opts, &p, NULL, 0) == 0);
+  rn_rel *docs = declare_docs(p);
+  CHECK(put_doc(docs, 1) == 0);
+  CHECK(rn_flush(p) == 0 && rn_seq(p) == 1);
+  struct rlimit old, small;
+  CHECK(getrlimit(RLIMIT_FSIZE, &old) == 0);
+  small = old;
+  small.rlim_cur = (rlim_t)file_size(dir) + 8192;
+  void (*was)(int) = signal(SIGXFSZ, SIG_IGN);
+  for (int i = 2; i <= 300; i++) CHECK(put_doc(docs, i) == 0);
+  CHECK(rn_seq(p) == 300);
+  CHECK(setrlimit(RLIMIT_FSIZE, &small) == 0);
+  int rc = rn_flush(p);
+  CHECK(setrlimit(RLIMIT_FSIZE, &old) == 0);
+  signal(SIGXFSZ, was);
+  CHECK(rc == RN_EFULL || rc == RN_EIO);
+  char want[300];
+  snprintf(want, sizeof want, "disk full or I/O error writing the state at %s (committing a group: ", dir);
+  CHECK(strncmp(rn_errmsg(p), want, strlen(want)) == 0);
+  CHECK(strstr(rn_errmsg(p), ") (299 groups not yet flushed to LMDB were lost)") != NULL);
+  CHECK(rn_seq(p) == 1 && docs->count == 1);
+  CHECK(put_doc(docs, 2) == 0 && rn_flush(p) == 0 && rn_seq(p) == 2);
+  rn_pipeline_close(p);
+  CHECK(rn_pipeline_open(&opts, &p, NULL, 0) == 0);
+  CHECK(rn_seq(p) == 2);
+  rn_pipeline_close(p);
+  remove_state(dir);
+}
+
+/* One writer per state, through the C API: another process and this one. */
+static void test_second_writer_refused(void)
+{
+  char dir[] = "/tmp/runnel-ctest-XXXXXX";
+  CHECK(mkdtemp(dir) != NULL);
+  rn_open_opts opts = { .path = dir };
+  rn_pipeline *p, *q = NULL;
+  char err[RN_ERRMSG_MAX], want[300];
+  CHECK(rn_pipeline_open(&opts, &p, NULL, 0) == 0);
+  fflush(NULL);
+  pid_t child = fork();
+  if (child == 0) { /* another process: refused, naming this one */
+    snprintf(want, sizeof want, "state %s is open for writing by process %ld", dir, (long)getppid());
+    int rc = rn_pipeline_open(&opts, &q, err, sizeof err);
+    _exit(rc == RN_EMISUSE && strcmp(err, want) == 0 ? 0 : 1);
+  }
+  int status = -1;
+  CHECK(child > 0 && waitpid(child, &status, 0) == child);
+  CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+  CHECK(rn_pipeline_open(&opts, &q, err, sizeof err) == RN_EMISUSE && q == NULL);
+  snprintf(want, sizeof want, "state %s is already open for writing in this process "
+           "(close it first; runnel.attach reads it)", dir);
+  CHECK(strcmp(err, want) == 0);
+  rn_pipeline_close(p);
+  CHECK(rn_pipeline_open(&opts, &q, err, sizeof err) == 0);
+  rn_pipeline_close(q);
+  remove_state(dir);
+}
+
+/* A map smaller than LMDB's first transactions used to fail them with
+ * MDB_MAP_FULL at open; it starts at a sane minimum and grows. */
+static void test_tiny_map_size(void)
+{
+  char dir[] = "/tmp/runnel-ctest-XXXXXX";
+  CHECK(mkdtemp(dir) != NULL);
+  rn_open_opts opts = { .path = dir, .map_size = 4096 };
+  rn_pipeline *p;
+  char err[RN_ERRMSG_MAX] = "";
+  CHECK(rn_pipeline_open(&opts, &p, err, sizeof err) == 0);
+  if (!p) { fprintf(stderr, "open: %s\n", err); remove_state(dir); return; }
+  rn_rel *docs = declare_docs(p);
+  CHECK(rn_begin(p) == 0);
+  for (int i = 1; i <= 2000; i++) CHECK(put_doc(docs, i) == 0);
+  CHECK(rn_commit(p) == 0);
+  CHECK(docs->count == 2000);
+  rn_pipeline_close(p);
+  remove_state(dir);
+}
+
+int main(void)
+{
+  memset(body, 'x', sizeof body);
+  RUN(test_write_failure_codes);
+  RUN(test_failed_flush_keeps_cause_and_seq);
+  RUN(test_second_writer_refused);
+  RUN(test_tiny_map_size);
+  return CHECK_REPORT();
+}

@@ -90,6 +90,17 @@ int rn_state_dbi(rn_pipeline *p, MDB_txn *txn, const char *prefix, const char *n
   return rc ? rn_store_fail(&p->err, rc, name) : 0;
 }
 
+/* A stored catalogue entry is one msgpack [kind, description]. */
+static bool entry_decodes(rn_pipeline *p, const MDB_val *v)
+{
+  msgpack_object d;
+  size_t off = 0;
+  return rn_msgpack_size(v->mv_data, v->mv_size) == v->mv_size && /* before msgpack-c allocates what it claims */
+         msgpack_unpack(v->mv_data, v->mv_size, &off, &p->scratch, &d) == MSGPACK_UNPACK_SUCCESS &&
+         off == v->mv_size && d.type == MSGPACK_OBJECT_ARRAY && d.via.array.size == 2 &&
+         d.via.array.ptr[0].type == MSGPACK_OBJECT_POSITIVE_INTEGER;
+}
+
 /* Reads or records |kind|schema| under "r:" name and the counters
  * |next_id|count|last seq| under "n:" name, in txn. *created says the
  * state held no such relation; *stale that derived state missed groups
@@ -114,6 +125,11 @@ int rn_state_open(rn_pipeline *p, rn_rel *r, MDB_txn *txn, bool *created, bool *
   *stale = false;
   int rc = mdb_get(txn, p->store.meta, &k, &v);
   if (rc == 0) {
+    if ((v.mv_size != desc.size || memcmp(v.mv_data, desc.data, desc.size) != 0) && !entry_decodes(p, &v)) {
+      rn_err_set(&p->err, RN_ESTORE, "state damaged: %s: the catalogue entry of relation \"%s\" is malformed",
+                 p->store.path, r->name);
+      goto fail;
+    }
     if (v.mv_size != desc.size || memcmp(v.mv_data, desc.data, desc.size) != 0) {
       rn_err_set(&p->err, RN_ESCHEMA,
                  "relation \"%s\": the state at %s holds it with another kind or schema",
@@ -141,6 +157,10 @@ int rn_state_open(rn_pipeline *p, rn_rel *r, MDB_txn *txn, bool *created, bool *
     *stale = r->stateful && last_seq != p->seq;
   } else if (rc == MDB_NOTFOUND) {
     *stale = r->stateful && !*created; /* never saw a group: rebuild */
+  } else if (rc == 0) { /* never read a malformed record as counters */
+    rn_err_set(&p->err, RN_ESTORE, "state damaged: %s: the counters of relation \"%s\" are %zu bytes, not 24",
+               p->store.path, r->name, v.mv_size);
+    goto fail;
   } else {
     goto lmdb_fail;
   }

@@ -149,6 +149,15 @@ int rn_store_txn(MDB_env *env, unsigned flags, MDB_txn **txn)
   return rc;
 }
 
+int rn_store_no_catalogue(MDB_txn *txn, const char *path, rn_err *e)
+{
+  MDB_dbi main_dbi;
+  MDB_stat st;
+  if (mdb_dbi_open(txn, NULL, 0, &main_dbi) == 0 && mdb_stat(txn, main_dbi, &st) == 0 && st.ms_entries == 0)
+    return rn_err_set(e, RN_EIO, "%s: empty state (no group was ever committed)", path);
+  return rn_err_set(e, RN_EIO, "%s: not a runnel state (no catalogue): another program's LMDB environment", path);
+}
+
 /* Opens (creating if the environment is new) the catalogue "meta". An
  * environment with databases but no catalogue is another program's. */
 static int open_catalogue(rn_store *s, rn_err *e)
@@ -161,9 +170,9 @@ static int open_catalogue(rn_store *s, rn_err *e)
   rc = mdb_dbi_open(txn, "meta", 0, &s->meta);
   if (rc == MDB_NOTFOUND && mdb_dbi_open(txn, NULL, 0, &main_dbi) == 0 &&
       mdb_stat(txn, main_dbi, &st) == 0 && st.ms_entries > 0) {
+    rn_store_no_catalogue(txn, s->path, e);
     mdb_txn_abort(txn);
-    return rn_err_set(e, RN_ESCHEMA, "%s: not a runnel state (no catalogue): another program's LMDB environment",
-                      s->path);
+    return e->code;
   }
   if (rc == MDB_NOTFOUND) rc = mdb_dbi_open(txn, "meta", MDB_CREATE, &s->meta);
   if (rc) {

@@ -65,6 +65,11 @@ int rn_store_check_file(const char *dir, rn_err *e);
  * (mdb_reader_check) and tries once more. *txn is NULL on failure. */
 int rn_store_txn(MDB_env *env, unsigned flags, MDB_txn **txn);
 
+/* A reader found no catalogue ("meta") in txn: says "empty state" when the
+ * environment holds nothing (killed before its first transaction), else
+ * "not a runnel state (no catalogue)". Returns the code it set. */
+int rn_store_no_catalogue(MDB_txn *txn, const char *path, rn_err *e);
+
 /* Doubles the map; no transaction may be open. */
 int rn_store_grow(rn_store *s, rn_err *e);
 int rn_store_begin(rn_store *s, rn_err *e);   /* grows the map first when half used */

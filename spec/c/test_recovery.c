@@ -153,6 +153,116 @@ static void test_tiny_map_size(void)
   remove_state(dir);
 }
 
+/* Writes key = val into database db ("meta", or NULL: the main one) of
+ * dir's environment with LMDB alone, as damage or another program would. */
+static void raw_put(const char *dir, const char *db, const char *key, const void *val, size_t len)
+{
+  MDB_env *env;
+  MDB_txn *txn;
+  MDB_dbi dbi;
+  CHECK(mdb_env_create(&env) == 0);
+  mdb_env_set_maxdbs(env, 16);
+  CHECK(mdb_env_open(env, dir, 0, 0644) == 0);
+  CHECK(mdb_txn_begin(env, NULL, 0, &txn) == 0);
+  CHECK(mdb_dbi_open(txn, db, 0, &dbi) == 0);
+  MDB_val k = { strlen(key), (void *)key }, v = { len, (void *)val };
+  CHECK(mdb_put(txn, dbi, &k, &v, 0) == 0);
+  CHECK(mdb_txn_commit(txn) == 0);
+  mdb_env_close(env);
+}
+
+static int no_relation(void *ctx, const rn_inspect_relation *r)
+{
+  (void)ctx; (void)r;
+  return 0;
+}
+
+/* Opening the state (declaring docs) and inspecting it both fail with want. */
+static void check_refused(const char *dir, const char *want)
+{
+  rn_open_opts opts = { .path = dir };
+  rn_pipeline *p = NULL;
+  char err[RN_ERRMSG_MAX] = "";
+  rn_inspect_state st;
+  int rc = rn_pipeline_open(&opts, &p, err, sizeof err);
+  if (rc == 0) {
+    rn_rel *r = NULL;
+    rn_schema *s = rn_schema_new();
+    rn_schema_add(s, "id", 2, RN_T_INT, false, NULL, &p->err);
+    rn_schema_add(s, "body", 4, RN_T_STRING, false, NULL, &p->err);
+    int key = 0;
+    rn_schema_set_key(s, &key, 1, "docs", &p->err);
+    rc = rn_declare_source(p, "docs", RN_REL_TABLE, s, &r);
+    snprintf(err, sizeof err, "%s", rn_errmsg(p));
+    rn_pipeline_close(p);
+  }
+  CHECK(rc != 0);
+  CHECK(strcmp(err, want) == 0);
+  if (strcmp(err, want) != 0) fprintf(stderr, "open: got  %s\n      want %s\n", err, want);
+  err[0] = '\0';
+  CHECK(rn_inspect(dir, no_relation, NULL, &st, err, sizeof err) != 0);
+  CHECK(strcmp(err, want) == 0);
+  if (strcmp(err, want) != 0) fprintf(stderr, "inspect: got  %s\n         want %s\n", err, want);
+}
+
+static void make_docs_state(const char *dir)
+{
+  rn_open_opts opts = { .path = dir };
+  rn_pipeline *p;
+  CHECK(rn_pipeline_open(&opts, &p, NULL, 0) == 0);
+  rn_rel *docs = declare_docs(p);
+  for (int i = 1; i <= 3; i++) CHECK(put_doc(docs, i) == 0);
+  rn_pipeline_close(p);
+}
+
+/* A malformed catalogue entry is damage, said so, never read as zeros. */
+static void test_malformed_catalogue(void)
+{
+  char dir[] = "/tmp/runnel-ctest-XXXXXX", want[400];
+  CHECK(mkdtemp(dir) != NULL);
+  make_docs_state(dir);
+  raw_put(dir, "meta", "n:docs", "\x01\x02\x03\x04\x05", 5);
+  snprintf(want, sizeof want, "state damaged: %s: the counters of relation \"docs\" are 5 bytes, not 24", dir);
+  check_refused(dir, want);
+  raw_put(dir, "meta", "r:docs", "\xc1", 1);
+  snprintf(want, sizeof want, "state damaged: %s: the catalogue entry of relation \"docs\" is malformed", dir);
+  check_refused(dir, want);
+  raw_put(dir, "meta", "seq", "\x01\x02\x03", 3);
+  snprintf(want, sizeof want, "state damaged: %s: the sequence number is 3 bytes, not 8", dir);
+  check_refused(dir, want);
+  remove_state(dir);
+}
+
+/* Another program's LMDB environment is refused, not written into. */
+static void test_foreign_environment(void)
+{
+  char dir[] = "/tmp/runnel-ctest-XXXXXX", want[400];
+  CHECK(mkdtemp(dir) != NULL);
+  raw_put(dir, NULL, "theirs", "data", 4);
+  snprintf(want, sizeof want, "%s: not a runnel state (no catalogue): another program's LMDB environment", dir);
+  check_refused(dir, want);
+  remove_state(dir);
+}
+
+/* A state killed before its first transaction: inspect says it is empty,
+ * open makes it a state. */
+static void test_empty_environment(void)
+{
+  char dir[] = "/tmp/runnel-ctest-XXXXXX", want[400], err[RN_ERRMSG_MAX] = "";
+  CHECK(mkdtemp(dir) != NULL);
+  MDB_env *env;
+  CHECK(mdb_env_create(&env) == 0);
+  CHECK(mdb_env_open(env, dir, 0, 0644) == 0);
+  mdb_env_close(env);
+  rn_inspect_state st;
+  CHECK(rn_inspect(dir, no_relation, NULL, &st, err, sizeof err) != 0);
+  snprintf(want, sizeof want, "%s: empty state (no group was ever committed)", dir);
+  CHECK(strcmp(err, want) == 0);
+  make_docs_state(dir);
+  CHECK(rn_inspect(dir, no_relation, NULL, &st, err, sizeof err) == 0 && st.seq == 3);
+  remove_state(dir);
+}
+
 int main(void)
 {
   memset(body, 'x', sizeof body);
@@ -160,5 +270,8 @@ int main(void)
   RUN(test_failed_flush_keeps_cause_and_seq);
   RUN(test_second_writer_refused);
   RUN(test_tiny_map_size);
+  RUN(test_malformed_catalogue);
+  RUN(test_foreign_environment);
+  RUN(test_empty_environment);
   return CHECK_REPORT();
 }

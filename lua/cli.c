@@ -347,10 +347,10 @@ static int inspect(const char *path)
 {
   inspected in = { 0, 0, NULL };
   rn_inspect_state st;
-  char err[512];
+  char err[1024] = "";
   int rc = rn_inspect(path, collect_relation, &in, &st, err, sizeof err);
   if (rc) {
-    fprintf(stderr, "runnel: %s\n", rc == RN_EIO ? err : rn_strerror(rc));
+    fprintf(stderr, "runnel: %s\n", err[0] ? err : rn_strerror(rc));
     return 1;
   }
   printf("state: %s\nlast group: %llu\nlmdb: %.1f MiB used of a %.1f MiB map, %.1f MiB on disk\n", path,

@@ -210,7 +210,7 @@ static int open_source_state(rn_pipeline *p, rn_rel *r)
 {
   MDB_txn *txn;
   bool created, stale;
-  int rc = mdb_txn_begin(p->store.env, NULL, 0, &txn);
+  int rc = rn_store_txn(p->store.env, 0, &txn);
   if (rc) return rn_store_fail(&p->err, rc, r->name);
   rc = rn_state_open(p, r, txn, &created, &stale);
   if (!rc && r->kind == RN_REL_TABLE) {
@@ -220,7 +220,7 @@ static int open_source_state(rn_pipeline *p, rn_rel *r)
   }
   if (rc) { mdb_txn_abort(txn); return rc; }
   rc = mdb_txn_commit(txn);
-  return rc ? rn_store_fail(&p->err, rc, r->name) : 0;
+  return rc ? rn_store_write_fail(&p->store, &p->err, rc, r->name) : 0;
 }
 
 void rn_rel_discard_last(rn_pipeline *p)

@@ -44,9 +44,9 @@ static uint64_t free_bytes_at(const char *path)
   return (uint64_t)(geteuid() == 0 ? vfs.f_bfree : vfs.f_bavail) * vfs.f_frsize;
 }
 
-/* A failed write of the state: LMDB turns a short write (the usual face
- * of a full disk) into EIO, so the filesystem's free space decides. */
-static int write_fail(rn_store *s, rn_err *e, int rc, const char *what)
+/* LMDB turns a short write (the usual face of a full disk) into EIO, so
+ * the filesystem's free space decides. */
+int rn_store_write_fail(rn_store *s, rn_err *e, int rc, const char *what)
 {
   int code = rn_store_write_code(rc, free_bytes_at(s->path));
   if (!code) return rn_store_fail(e, rc, what);
@@ -180,7 +180,7 @@ static int open_catalogue(rn_store *s, rn_err *e)
     return rn_store_fail(e, rc, s->path);
   }
   rc = mdb_txn_commit(txn);
-  return rc ? write_fail(s, e, rc, "creating the catalogue") : 0;
+  return rc ? rn_store_write_fail(s, e, rc, "creating the catalogue") : 0;
 }
 
 static int make_dir(rn_store *s, const char *path, rn_err *e)
@@ -289,7 +289,7 @@ int rn_store_commit(rn_store *s, rn_err *e)
 {
   int rc = mdb_txn_commit(s->wtxn);
   s->wtxn = NULL;
-  return rc ? write_fail(s, e, rc, "committing a group") : 0;
+  return rc ? rn_store_write_fail(s, e, rc, "committing a group") : 0;
 }
 
 void rn_store_abort(rn_store *s)

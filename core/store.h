@@ -55,6 +55,10 @@ int rn_store_fail(rn_err *e, int mdb_rc, const char *what);
  * rc) given the free bytes left on its filesystem: LMDB reports a short write,
  * the usual sign of a full disk, as EIO. 0 when rc is no write failure. */
 int rn_store_write_code(int rc, uint64_t free_bytes);
+/* Sets e for a failed commit of the state: "disk full or I/O error writing
+ * the state at <path> (what: reason)" with RN_EFULL or RN_EIO as above, any
+ * other failure as rn_store_fail does. Returns the code. */
+int rn_store_write_fail(rn_store *s, rn_err *e, int rc, const char *what);
 
 /* Refuses (RN_ESTORE, "state damaged: …") a data.mdb in dir shorter than the
  * last page its newest meta page records: mapping it would die of SIGBUS.

@@ -9,6 +9,7 @@
 #include "error.h"
 #include "row.h"
 #include "store.h"
+#include "verify.h"
 #include "runnel.h"
 
 static const char *kind_name(int64_t k)
@@ -20,7 +21,7 @@ static const char *kind_name(int64_t k)
 /* A catalogue entry "r:" name is |kind|[columns, key]|, each column
  * [name, type, nullable, default, …] and key the slots of its columns
  * (schema.c): anything else is damage, never read as zeros. */
-static bool entry_valid(const msgpack_object *d)
+bool rn_catalogue_entry_valid(const msgpack_object *d)
 {
   if (d->type != MSGPACK_OBJECT_ARRAY || d->via.array.size != 2 ||
       d->via.array.ptr[0].type != MSGPACK_OBJECT_POSITIVE_INTEGER || d->via.array.ptr[0].via.u64 > 6)
@@ -42,7 +43,7 @@ static bool entry_valid(const msgpack_object *d)
   return true;
 }
 
-/* The schema description (schema.c), checked by entry_valid, as
+/* The schema description (schema.c), checked by rn_catalogue_entry_valid, as
  * "name type [key] [null] [= default], …". */
 static void describe(const msgpack_object *d, char *out, size_t len)
 {
@@ -81,7 +82,7 @@ static int report(MDB_txn *txn, MDB_dbi meta, const char *path, const MDB_val *k
   size_t off = 0;
   if (rn_msgpack_size(v->mv_data, v->mv_size) != v->mv_size || /* before msgpack-c allocates what it claims */
       msgpack_unpack(v->mv_data, v->mv_size, &off, z, &d) != MSGPACK_UNPACK_SUCCESS || off != v->mv_size ||
-      !entry_valid(&d))
+      !rn_catalogue_entry_valid(&d))
     return rn_err_set(e, RN_ESTORE, "state damaged: %s: the catalogue entry of relation \"%s\" is malformed",
                       path, name);
   int64_t kind = d.via.array.ptr[0].via.i64;

@@ -12,6 +12,7 @@
 #include "check.h"
 #include "pipeline.h"
 #include "row.h"
+#include "verify.h"
 
 static char body[2048]; /* a row's worth of bytes, so that a few hundred rows need disk */
 
@@ -263,6 +264,40 @@ static void test_empty_environment(void)
   remove_state(dir);
 }
 
+/* The text rn_verify writes about dir, and its result. */
+static int verify_text(const char *dir, char *text, size_t len)
+{
+  FILE *out = fmemopen(text, len, "w");
+  int rc = rn_verify(dir, out);
+  fclose(out);
+  return rc;
+}
+
+/* runnel verify's walk: a whole state is whole; counters that disagree
+ * with the rows, and counters of no relation, are damage. */
+static void test_verify_finds_damage(void)
+{
+  char dir[] = "/tmp/runnel-ctest-XXXXXX", text[4096], want[400];
+  CHECK(mkdtemp(dir) != NULL);
+  make_docs_state(dir);
+  CHECK(verify_text(dir, text, sizeof text) == 0);
+  snprintf(want, sizeof want, "%s: 1 relations, 2 databases, 6 entries, last group 3: whole (0 damaged, 0 notes)\n", dir);
+  CHECK(strcmp(text, want) == 0);
+  if (strcmp(text, want) != 0) fprintf(stderr, "verify: got  %s        want %s", text, want);
+  uint64_t counters[3] = { 4, 99, 3 };
+  raw_put(dir, "meta", "n:docs", counters, sizeof counters);
+  raw_put(dir, "meta", "n:gone", counters, sizeof counters);
+  CHECK(verify_text(dir, text, sizeof text) == 2);
+  CHECK(strstr(text, "damaged: table \"docs\": 3 rows stored, 99 counted\n") != NULL);
+  CHECK(strstr(text, "damaged: counters \"gone\" belong to no relation\n") != NULL);
+  counters[0] = 2;
+  counters[1] = 3;
+  raw_put(dir, "meta", "n:docs", counters, sizeof counters);
+  CHECK(verify_text(dir, text, sizeof text) == 2);
+  CHECK(strstr(text, "damaged: table \"docs\": row id 2 is out of range (next id 2)\n") != NULL);
+  remove_state(dir);
+}
+
 int main(void)
 {
   memset(body, 'x', sizeof body);
@@ -273,5 +308,6 @@ int main(void)
   RUN(test_malformed_catalogue);
   RUN(test_foreign_environment);
   RUN(test_empty_environment);
+  RUN(test_verify_finds_damage);
   return CHECK_REPORT();
 }

@@ -13,6 +13,7 @@
 
 typedef struct walk {
   const char *path;
+  MDB_env *env;
   FILE *out;
   MDB_txn *txn;
   MDB_dbi meta;
@@ -60,7 +61,8 @@ static int walk_db(walk *w, const char *dbname, bool keyless, uint64_t **ids, ui
         *ids = more;
       }
       uint64_t id = 0;
-      if (keyless && k.mv_size == 8) id = __builtin_bswap64(*(const uint64_t *)k.mv_data);
+      if (keyless && k.mv_size == 8) /* |u64 id (big-endian)| */
+        for (int b = 0; b < 8; b++) id = id << 8 | ((const unsigned char *)k.mv_data)[b];
       else if (!keyless && v.mv_size >= 9) memcpy(&id, v.mv_data, 8);
       (*ids)[*n] = id;
     }
@@ -70,30 +72,60 @@ static int walk_db(walk *w, const char *dbname, bool keyless, uint64_t **ids, ui
   return mrc == MDB_NOTFOUND ? 0 : mrc;
 }
 
-/* Every named database listed in the main one, read to its end. */
-static void walk_all(walk *w)
+/* A read transaction an LMDB error poisoned is replaced, so that one
+ * damaged database does not hide the others. */
+static int renew(walk *w)
+{
+  mdb_txn_abort(w->txn);
+  int rc = rn_store_txn(w->env, MDB_RDONLY, &w->txn);
+  if (!rc) rc = mdb_dbi_open(w->txn, "meta", 0, &w->meta);
+  return rc;
+}
+
+/* The names listed in the main database, NUL-separated in a malloc'd
+ * buffer; *count gets their number. */
+static char *database_names(walk *w, size_t *count)
 {
   MDB_dbi main_dbi;
   MDB_cursor *cur;
-  if (mdb_dbi_open(w->txn, NULL, 0, &main_dbi) || mdb_cursor_open(w->txn, main_dbi, &cur)) {
-    damaged(w, "%s: the list of databases cannot be read%s", w->path, "");
-    return;
-  }
+  char *names = NULL;
+  size_t len = 0;
+  *count = 0;
+  if (mdb_dbi_open(w->txn, NULL, 0, &main_dbi) || mdb_cursor_open(w->txn, main_dbi, &cur)) return NULL;
   MDB_val k, v;
   int mrc = mdb_cursor_get(cur, &k, &v, MDB_FIRST);
   for (; mrc == 0; mrc = mdb_cursor_get(cur, &k, &v, MDB_NEXT)) {
-    char name[4096];
-    if (k.mv_size >= sizeof name) continue;
-    memcpy(name, k.mv_data, k.mv_size);
-    name[k.mv_size] = '\0';
-    uint64_t n;
-    int rc = walk_db(w, name, false, NULL, &n);
-    if (rc) damaged(w, "database \"%s\": %s", name, mdb_strerror(rc));
-    w->databases++;
-    w->entries += n;
+    char *more = memchr(k.mv_data, '\0', k.mv_size) ? NULL : realloc(names, len + k.mv_size + 1);
+    if (!more) continue;
+    names = more;
+    memcpy(names + len, k.mv_data, k.mv_size);
+    names[len + k.mv_size] = '\0';
+    len += k.mv_size + 1;
+    (*count)++;
   }
   if (mrc != MDB_NOTFOUND) damaged(w, "%s: the list of databases: %s", w->path, mdb_strerror(mrc));
   mdb_cursor_close(cur);
+  return names;
+}
+
+/* Every named database listed in the main one, read to its end. */
+static int walk_all(walk *w)
+{
+  size_t count;
+  char *names = database_names(w, &count);
+  if (!names && count == 0 && w->damages) return renew(w);
+  const char *name = names;
+  for (size_t i = 0; i < count; i++, name += strlen(name) + 1) {
+    uint64_t n;
+    int rc = walk_db(w, name, false, NULL, &n);
+    w->databases++;
+    w->entries += n;
+    if (!rc) continue;
+    damaged(w, "database \"%s\": %s", name, mdb_strerror(rc));
+    if ((rc = renew(w)) != 0) { free(names); return rc; }
+  }
+  free(names);
+  return 0;
 }
 
 /* A table's rows against its counters |next_id|count|seq|. */
@@ -107,6 +139,7 @@ static void check_table(walk *w, const char *name, const uint64_t counters[3], b
   if (rc) {
     damaged(w, "table \"%s\": its rows: %s", name, mdb_strerror(rc));
     free(ids);
+    renew(w); /* the walk of every database said what else fails */
     return;
   }
   if (n != counters[1]) {
@@ -224,7 +257,7 @@ int rn_verify(const char *path, FILE *out)
 {
   rn_err e;
   rn_err_clear(&e);
-  walk w = { path, out, NULL, 0, 0, 0, 0, 0, 0 };
+  walk w = { path, NULL, out, NULL, 0, 0, 0, 0, 0, 0 };
   MDB_env *env = NULL;
   int rc = rn_store_check_file(path, &e) ? -1 : mdb_env_create(&env);
   if (!rc) rc = mdb_env_set_maxdbs(env, 4096);
@@ -240,9 +273,10 @@ int rn_verify(const char *path, FILE *out)
     return e.code ? e.code : RN_EIO;
   }
   int relations = 0;
-  walk_all(&w);
-  check_catalogue(&w, &relations);
-  mdb_txn_abort(w.txn);
+  w.env = env;
+  if (walk_all(&w) == 0) check_catalogue(&w, &relations);
+  else damaged(&w, "%s: the state cannot be read any further%s", path, "");
+  if (w.txn) mdb_txn_abort(w.txn);
   mdb_env_close(env);
   fprintf(out, "%s: %d relations, %llu databases, %llu entries, last group %llu: %s (%d damaged, %d notes)\n",
           path, relations, (unsigned long long)w.databases, (unsigned long long)w.entries,

@@ -166,6 +166,116 @@ static void check_table(walk *w, const char *name, const uint64_t counters[3], b
   }
 }
 
+/* ---- operator state: joins (join.h) and aggregates (aggregate.h) ---- */
+
+typedef struct ids {
+  uint64_t *v;
+  size_t n, cap;
+} ids;
+
+static bool ids_add(ids *s, uint64_t id)
+{
+  if (s->n == s->cap) {
+    size_t cap = s->cap ? s->cap * 2 : 256;
+    uint64_t *more = realloc(s->v, cap * sizeof *more);
+    if (!more) return false;
+    s->v = more;
+    s->cap = cap;
+  }
+  s->v[s->n++] = id;
+  return true;
+}
+
+static bool ids_has(const ids *s, uint64_t id)
+{
+  return s->n && bsearch(&id, s->v, s->n, sizeof id, cmp_u64) != NULL;
+}
+
+/* Collects from each entry of "<prefix><name>" the u64 at value offset
+ * `at` (nonzero ones) and, with left, the big-endian u64 ending the key.
+ * Values shorter than min are damage. */
+static int collect(walk *w, const char *prefix, const char *name, size_t at, size_t min, ids *out, ids *left)
+{
+  char dbname[4096];
+  MDB_dbi dbi;
+  MDB_cursor *cur;
+  snprintf(dbname, sizeof dbname, "%s%s", prefix, name);
+  int rc = mdb_dbi_open(w->txn, dbname, 0, &dbi);
+  if (rc == MDB_NOTFOUND) return 0;
+  if (!rc) rc = mdb_cursor_open(w->txn, dbi, &cur);
+  if (rc) return rc;
+  MDB_val k, v;
+  int mrc = mdb_cursor_get(cur, &k, &v, MDB_FIRST);
+  for (; mrc == 0; mrc = mdb_cursor_get(cur, &k, &v, MDB_NEXT)) {
+    uint64_t id, lid = 0;
+    if (v.mv_size < min || (left && k.mv_size < 8)) {
+      damaged(w, "database \"%s\": an entry is too short%s", dbname, "");
+      break;
+    }
+    memcpy(&id, (const char *)v.mv_data + at, 8);
+    if (id && !ids_add(out, id)) { mrc = ENOMEM; break; }
+    for (int b = 0; left && b < 8; b++) lid = lid << 8 | ((const unsigned char *)k.mv_data)[k.mv_size - 8 + b];
+    if (left && !ids_add(left, lid)) { mrc = ENOMEM; break; }
+  }
+  mdb_cursor_close(cur);
+  qsort(out->v, out->n, sizeof *out->v, cmp_u64);
+  if (left) qsort(left->v, left->n, sizeof *left->v, cmp_u64);
+  return mrc == MDB_NOTFOUND ? 0 : mrc;
+}
+
+/* Sorted ids: each below next_id and, when unique, used once. */
+static void check_ids(walk *w, const char *what, const char *name, const ids *s, uint64_t next_id, bool unique)
+{
+  for (size_t i = 0; i < s->n; i++) {
+    if (s->v[i] < next_id && !(unique && i > 0 && s->v[i] == s->v[i - 1])) continue;
+    char detail[200];
+    snprintf(detail, sizeof detail, "%s %llu is %s (next id %llu)", what, (unsigned long long)s->v[i],
+             s->v[i] >= next_id ? "out of range" : "used twice", (unsigned long long)next_id);
+    damaged(w, "relation \"%s\": %s", name, detail);
+    return;
+  }
+}
+
+/* A join: "jr:" gives each result key an id once; "ji:" holds one entry per
+ * left row, whose result id (0: none yet) is one of those. */
+static void check_join(walk *w, const char *name, const uint64_t counters[3])
+{
+  ids results = { 0 }, used = { 0 }, lefts = { 0 };
+  int rc = collect(w, "jr:", name, 0, 16, &results, NULL);
+  if (!rc) rc = collect(w, "ji:", name, 0, 8, &used, &lefts);
+  if (rc) {
+    damaged(w, "join \"%s\": its index: %s", name, mdb_strerror(rc));
+    renew(w);
+  } else {
+    check_ids(w, "result id", name, &results, counters[0], true);
+    check_ids(w, "left row id", name, &lefts, UINT64_MAX, true);
+    for (size_t i = 0; i < used.n; i++) {
+      if (ids_has(&results, used.v[i])) continue;
+      char detail[120];
+      snprintf(detail, sizeof detail, "a left row's result id %llu has no result key", (unsigned long long)used.v[i]);
+      damaged(w, "join \"%s\": %s", name, detail);
+      break;
+    }
+  }
+  free(results.v);
+  free(used.v);
+  free(lefts.v);
+}
+
+/* An aggregate: each group |rid|rows|state| has its own result id. */
+static void check_aggregate(walk *w, const char *name, const uint64_t counters[3])
+{
+  ids groups = { 0 };
+  int rc = collect(w, "ag:", name, 0, 16, &groups, NULL);
+  if (rc) {
+    damaged(w, "aggregate \"%s\": its groups: %s", name, mdb_strerror(rc));
+    renew(w);
+  } else {
+    check_ids(w, "group id", name, &groups, counters[0], true);
+  }
+  free(groups.v);
+}
+
 /* The counters of relation name, checked; false when absent or damaged. */
 static bool read_counters(walk *w, const char *name, uint64_t counters[3])
 {
@@ -198,6 +308,8 @@ static void check_relation(walk *w, const char *name, const MDB_val *v, msgpack_
   bool have = read_counters(w, name, counters);
   if (kind == 0 && have) check_table(w, name, counters, keyless);
   else if (kind == 0) check_table(w, name, (uint64_t[3]){ 1, 0, 0 }, keyless);
+  if (kind == 5 && have) check_join(w, name, counters);
+  if (kind == 6 && have) check_aggregate(w, name, counters);
   if (kind >= 4 && have && counters[2] != w->seq) {
     fprintf(w->out, "note: relation \"%s\" holds state as of group %llu, not %llu: rebuilt at the next open\n",
             name, (unsigned long long)counters[2], (unsigned long long)w->seq);

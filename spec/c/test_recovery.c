@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "check.h"
+#include "join.h"
 #include "pipeline.h"
 #include "row.h"
 #include "verify.h"
@@ -298,6 +299,43 @@ static void test_verify_finds_damage(void)
   remove_state(dir);
 }
 
+/* A join's result ids: one the counters never gave out is damage. */
+static void test_verify_checks_join_ids(void)
+{
+  char dir[] = "/tmp/runnel-ctest-XXXXXX", text[4096];
+  CHECK(mkdtemp(dir) != NULL);
+  rn_open_opts opts = { .path = dir };
+  rn_pipeline *p;
+  CHECK(rn_pipeline_open(&opts, &p, NULL, 0) == 0);
+  rn_rel *docs = declare_docs(p), *refs = NULL, *joined = NULL;
+  rn_schema *s = rn_schema_new();
+  rn_schema_add(s, "id", 2, RN_T_INT, false, NULL, &p->err);
+  rn_schema_add(s, "doc", 3, RN_T_INT, false, NULL, &p->err);
+  int key = 0, on = 1;
+  rn_schema_set_key(s, &key, 1, "refs", &p->err);
+  CHECK(rn_declare_source(p, "refs", RN_REL_TABLE, s, &refs) == 0);
+  rn_join_spec spec = { RN_JOIN_INNER, &on, 1, NULL };
+  rn_join_fns fns = { 0 };
+  CHECK(rn_declare_join(p, "tj", refs, docs, &spec, &fns, &joined) == 0);
+  for (int i = 1; i <= 3; i++) {
+    CHECK(put_doc(docs, i) == 0);
+    msgpack_object v[2];
+    v[0].type = v[1].type = MSGPACK_OBJECT_POSITIVE_INTEGER;
+    v[0].via.u64 = (uint64_t)i;
+    v[1].via.u64 = (uint64_t)i;
+    uint8_t given[2] = { 1, 1 };
+    CHECK(rn_table_insert(refs, v, given) == 0);
+  }
+  rn_pipeline_close(p);
+  CHECK(verify_text(dir, text, sizeof text) == 0);
+  uint64_t bogus[2] = { 999, 0 };
+  raw_put(dir, "jr:tj", "\x01made-up key", bogus, sizeof bogus);
+  CHECK(verify_text(dir, text, sizeof text) == 1);
+  CHECK(strstr(text, "damaged: relation \"tj\": result id 999 is out of range (next id 4)\n") != NULL);
+  if (!strstr(text, "result id 999")) fprintf(stderr, "%s", text);
+  remove_state(dir);
+}
+
 int main(void)
 {
   memset(body, 'x', sizeof body);
@@ -309,5 +347,6 @@ int main(void)
   RUN(test_foreign_environment);
   RUN(test_empty_environment);
   RUN(test_verify_finds_damage);
+  RUN(test_verify_checks_join_ids);
   return CHECK_REPORT();
 }

@@ -43,7 +43,7 @@ local function wait_exit(pid)
 end
 
 local function kill9(pid)
-  os.execute(("kill -9 %d"):format(pid))
+  os.execute(("kill -9 %d 2>/dev/null"):format(pid))
   wait_exit(pid)
 end
 
@@ -68,7 +68,9 @@ f:close()
 if not ok then return end
 -- stop "-": block on stdin (a FIFO nobody writes) rather than fork sleeps,
 -- whose children share the lock for the instant before their exec
-if stop == "-" then io.read("a") else while not io.open(stop) do os.execute("sleep 0.05") end end
+-- (bounded: a failed spec that never says stop leaves no process behind)
+local deadline = os.time() + 120
+if stop == "-" then io.read("a") else while not io.open(stop) and os.time() < deadline do os.execute("sleep 0.05") end end
 p:close()
 ]]
 
@@ -106,6 +108,7 @@ describe("one writer per state", function()
   it("refuses a second writer in another process, naming the first, while readers keep reading", function()
     local state = dir .. "/st"
     local pid = spawn(scripts.holder, state, dir .. "/ready", dir .. "/stop", 300)
+    finally(function() kill9(pid) end)
     assert.is_true(wait_for(dir .. "/ready"))
     local out, err, code = H.sh(("lua5.4 %s %s"):format(scripts.second, state))
     assert.equal(("state %s is open for writing by process %d"):format(state, pid), out)
@@ -154,10 +157,12 @@ describe("one writer per state", function()
 local runnel = require "runnel"
 local a = runnel.attach(arg[1], "s")
 io.open(arg[2], "w"):close()
-while not io.open(arg[3]) do assert(a:get(1)) os.execute("sleep 0.05") end
+local deadline = os.time() + 120 -- bounded, as the writers are
+while not io.open(arg[3]) and os.time() < deadline do assert(a:get(1)) os.execute("sleep 0.05") end
 a:close()
 ]])
     local reader = spawn(dir .. "/hold.lua", state, dir .. "/reading", dir .. "/stop_reader")
+    finally(function() kill9(reader) end)
     assert.is_true(wait_for(dir .. "/reading"))
     os.remove(dir .. "/stop")
     -- LMDB has 126 reader slots and each killed writer leaks one: 130 kills
@@ -165,6 +170,8 @@ a:close()
     -- the writers' parent, so `wait` reaps them at once; bounded by timeout.
     write(dir .. "/kills.sh", [[
 d=$1
+pid=
+trap '[ -n "$pid" ] && kill -9 $pid 2>/dev/null; exit 1' TERM INT
 mkfifo "$d/fifo"
 exec 3<>"$d/fifo"
 i=0

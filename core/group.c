@@ -160,8 +160,10 @@ static void rollback_group(rn_pipeline *p)
       /* The carried groups could not be applied again: they are lost, as
        * in a crash. Say so rather than pretend. */
       rn_store_abort(&p->store);
+      char first[sizeof keep.msg]; /* rn_err_set must not read the buffer it writes */
+      memcpy(first, keep.msg, sizeof first);
       rn_err_set(&keep, RN_ESTORE, "%s (and %u groups not yet flushed to LMDB were lost: %s)",
-                 keep.msg, p->carried, p->err.msg);
+                 first, p->carried, p->err.msg);
       for (int i = 0; i < p->nrels; i++) {
         p->rels[i]->saved_next_id = p->rels[i]->lmdb_next_id;
         p->rels[i]->saved_count = p->rels[i]->lmdb_count;
@@ -305,13 +307,17 @@ RN_API int rn_flush(rn_pipeline *p)
   if (p->state == RN_OPEN) return 0;
   if (!p->store.wtxn) return 0;
   int rc = commit_lmdb(p);
-  if (rc) { /* the carried groups are lost, as in a crash: say so */
-    rn_err_set(&p->err, rc, "%s (%u groups not yet flushed to LMDB were lost)", p->err.msg, p->carried);
+  if (rc) { /* the carried groups are lost, as in a crash: say so, with the cause */
+    rn_err cause = p->err;
+    rn_err_set(&p->err, rc, "%s (%u groups not yet flushed to LMDB were lost)", cause.msg, p->carried);
+    p->err.cause = cause.cause;
     for (int i = 0; i < p->nrels; i++) {
       rn_rel *r = p->rels[i];
       r->next_id = r->saved_next_id = r->lmdb_next_id;
       r->count = r->saved_count = r->lmdb_count;
     }
+    p->seq -= p->carried; /* LMDB's last group, as a reopen would find it */
+    p->carried_lost++;    /* sinks outside LMDB hold groups it lost (sqlite.c) */
     forget_carried(p);
   } else {
     rn_durable_reached(p, p->seq);

@@ -1,13 +1,42 @@
 /* inspect.c — reading a state directory's catalogue (runnel inspect). */
 #include <lmdb.h>
+#include <stdbool.h>
 #include <msgpack.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
 
 #include "pipeline.h"
+#include "row.h"
+#include "verify.h"
 
-/* The schema description (schema.c) as "name type [key] [null] [= default], …". */
+/* A catalogue entry "r:" name is |kind|[columns, key]|, each column
+ * [name, type, nullable, default, …] and key the slots of its columns
+ * (schema.c): anything else is damage, never read as zeros. */
+bool rn_catalogue_entry_valid(const msgpack_object *d)
+{
+  if (d->type != MSGPACK_OBJECT_ARRAY || d->via.array.size != 2 ||
+      d->via.array.ptr[0].type != MSGPACK_OBJECT_POSITIVE_INTEGER || d->via.array.ptr[0].via.u64 > 6)
+    return false;
+  const msgpack_object *desc = &d->via.array.ptr[1];
+  if (desc->type != MSGPACK_OBJECT_ARRAY || desc->via.array.size != 2) return false;
+  const msgpack_object *cols = &desc->via.array.ptr[0], *key = &desc->via.array.ptr[1];
+  if (cols->type != MSGPACK_OBJECT_ARRAY || key->type != MSGPACK_OBJECT_ARRAY) return false;
+  for (uint32_t i = 0; i < cols->via.array.size; i++) {
+    const msgpack_object *c = &cols->via.array.ptr[i];
+    if (c->type != MSGPACK_OBJECT_ARRAY || c->via.array.size < 4 || c->via.array.ptr[0].type != MSGPACK_OBJECT_STR ||
+        c->via.array.ptr[1].type != MSGPACK_OBJECT_STR || c->via.array.ptr[2].type != MSGPACK_OBJECT_BOOLEAN)
+      return false;
+  }
+  for (uint32_t k = 0; k < key->via.array.size; k++)
+    if (key->via.array.ptr[k].type != MSGPACK_OBJECT_POSITIVE_INTEGER ||
+        key->via.array.ptr[k].via.u64 >= cols->via.array.size)
+      return false;
+  return true;
+}
+
+/* The schema description (schema.c), checked by rn_catalogue_entry_valid, as
+ * "name type [key] [null] [= default], …". */
 static void describe(const msgpack_object *d, char *out, size_t len)
 {
   size_t off = 0;
@@ -29,6 +58,62 @@ static void describe(const msgpack_object *d, char *out, size_t len)
   }
 }
 
+static int fail(char *errbuf, size_t errlen, const char *msg, int code)
+{
+  if (errbuf) snprintf(errbuf, errlen, "%s", msg);
+  return code;
+}
+
+/* One "r:" entry and its "n:" counters, reported to fn. */
+static int report(MDB_txn *txn, MDB_dbi meta, const char *path, const MDB_val *k, const MDB_val *v,
+                  msgpack_zone *z, rn_inspect_fn fn, void *ctx, rn_err *e)
+{
+  char name[1024], columns[4096];
+  snprintf(name, sizeof name, "%.*s", (int)k->mv_size - 2, (const char *)k->mv_data + 2);
+  msgpack_object d;
+  size_t off = 0;
+  if (rn_msgpack_size(v->mv_data, v->mv_size) != v->mv_size || /* before msgpack-c allocates what it claims */
+      msgpack_unpack(v->mv_data, v->mv_size, &off, z, &d) != MSGPACK_UNPACK_SUCCESS || off != v->mv_size ||
+      !rn_catalogue_entry_valid(&d))
+    return rn_err_set(e, RN_ESTORE, "state damaged: %s: the catalogue entry of relation \"%s\" is malformed",
+                      path, name);
+  int64_t kind = d.via.array.ptr[0].via.i64;
+  describe(&d.via.array.ptr[1], columns, sizeof columns);
+  rn_inspect_relation r = { name, rn_relkind_name(kind), columns, -1, 1, rn_store_entries(txn, name) };
+  char nkey[1030];
+  int nlen = snprintf(nkey, sizeof nkey, "n:%s", name);
+  MDB_val nk = { (size_t)nlen, nkey }, nv;
+  int rc = mdb_get(txn, meta, &nk, &nv);
+  if (rc == 0 && nv.mv_size != 24)
+    return rn_err_set(e, RN_ESTORE, "state damaged: %s: the counters of relation \"%s\" are %zu bytes, not 24",
+                      path, name, nv.mv_size);
+  if (rc == 0) {
+    uint64_t counters[2];
+    memcpy(counters, nv.mv_data, 16);
+    r.next_id = counters[0];
+    if (kind == 0) r.rows = (int64_t)counters[1];
+  } else if (kind == 0) {
+    r.rows = 0;
+  }
+  rc = fn ? fn(ctx, &r) : 0;
+  return rc ? rn_err_set(e, rc, "%s", "") : 0;
+}
+
+/* Opens path's environment read-only with a read transaction on its
+ * catalogue, refusing what would crash or mislead: a truncated data.mdb,
+ * no catalogue. */
+static int open_reader(const char *path, MDB_env **env, MDB_txn **txn, MDB_dbi *meta, rn_err *e)
+{
+  if (rn_store_check_file(path, e)) return e->code;
+  int rc = mdb_env_create(env);
+  if (!rc) rc = mdb_env_set_maxdbs(*env, 4096);
+  if (!rc) rc = mdb_env_open(*env, path, MDB_RDONLY | MDB_NOTLS, 0644);
+  if (!rc) rc = rn_store_txn(*env, MDB_RDONLY, txn);
+  if (!rc) rc = mdb_dbi_open(*txn, "meta", 0, meta);
+  if (rc == MDB_NOTFOUND) return rn_store_no_catalogue(*txn, path, e);
+  return rc ? rn_err_set(e, RN_EIO, "%s: %s", path, mdb_strerror(rc)) : 0;
+}
+
 RN_API int rn_inspect(const char *path, rn_inspect_fn fn, void *ctx, rn_inspect_state *out,
                       char *errbuf, size_t errlen)
 {
@@ -48,16 +133,12 @@ RN_API int rn_inspect(const char *path, rn_inspect_fn fn, void *ctx, rn_inspect_
   MDB_env *env = NULL;
   MDB_txn *txn = NULL;
   MDB_dbi meta;
-  int rc = mdb_env_create(&env);
-  if (!rc) rc = mdb_env_set_maxdbs(env, 4096);
-  if (!rc) rc = mdb_env_open(env, path, MDB_RDONLY | MDB_NOTLS, 0644);
-  if (!rc) rc = mdb_txn_begin(env, NULL, MDB_RDONLY, &txn);
-  if (!rc) rc = mdb_dbi_open(txn, "meta", 0, &meta);
-  if (rc) {
-    if (errbuf) snprintf(errbuf, errlen, "%s: %s", path, mdb_strerror(rc));
+  rn_err e;
+  rn_err_clear(&e);
+  if (open_reader(path, &env, &txn, &meta, &e)) {
     if (txn) mdb_txn_abort(txn);
     mdb_env_close(env);
-    return RN_EIO;
+    return fail(errbuf, errlen, e.msg, e.code);
   }
   MDB_envinfo info;
   MDB_stat est;
@@ -66,44 +147,26 @@ RN_API int rn_inspect(const char *path, rn_inspect_fn fn, void *ctx, rn_inspect_
   out->map_size = info.me_mapsize;
   out->used = (uint64_t)(info.me_last_pgno + 1) * est.ms_psize;
   MDB_val k = { 3, (void *)"seq" }, v;
-  if (mdb_get(txn, meta, &k, &v) == 0 && v.mv_size == 8) memcpy(&out->seq, v.mv_data, 8);
-  MDB_cursor *cur;
-  rc = mdb_cursor_open(txn, meta, &cur);
+  int rc = mdb_get(txn, meta, &k, &v);
+  if (rc == 0 && v.mv_size == 8) memcpy(&out->seq, v.mv_data, 8);
+  else if (rc == 0) rn_err_set(&e, RN_ESTORE, "state damaged: %s: the sequence number is %zu bytes, not 8", path, v.mv_size);
+  MDB_cursor *cur = NULL;
+  rc = e.code ? e.code : mdb_cursor_open(txn, meta, &cur);
   msgpack_zone z;
   msgpack_zone_init(&z, 4096);
-  char name[1024], columns[4096];
   k.mv_size = 2;
   k.mv_data = (void *)"r:";
   int mrc = rc ? MDB_NOTFOUND : mdb_cursor_get(cur, &k, &v, MDB_SET_RANGE);
   for (; mrc == 0 && !rc; mrc = mdb_cursor_get(cur, &k, &v, MDB_NEXT)) {
     if (k.mv_size < 2 || memcmp(k.mv_data, "r:", 2) != 0) break;
-    snprintf(name, sizeof name, "%.*s", (int)k.mv_size - 2, (const char *)k.mv_data + 2);
-    msgpack_object d;
-    size_t off = 0;
-    if (msgpack_unpack(v.mv_data, v.mv_size, &off, &z, &d) != MSGPACK_UNPACK_SUCCESS || d.type != MSGPACK_OBJECT_ARRAY ||
-        d.via.array.size != 2)
-      continue;
-    int64_t kind = d.via.array.ptr[0].via.i64;
-    describe(&d.via.array.ptr[1], columns, sizeof columns);
-    rn_inspect_relation r = { name, rn_relkind_name(kind), columns, -1, 1, rn_store_entries(txn, name) };
-    char nkey[1030];
-    int nlen = snprintf(nkey, sizeof nkey, "n:%s", name);
-    MDB_val nk = { (size_t)nlen, nkey }, nv;
-    if (mdb_get(txn, meta, &nk, &nv) == 0 && nv.mv_size >= 16) {
-      uint64_t counters[2];
-      memcpy(counters, nv.mv_data, 16);
-      r.next_id = counters[0];
-      if (kind == 0) r.rows = (int64_t)counters[1];
-    } else if (kind == 0) {
-      r.rows = 0;
-    }
-    out->relations++;
-    rc = fn ? fn(ctx, &r) : 0;
+    rc = report(txn, meta, path, &k, &v, &z, fn, ctx, &e);
+    if (!rc) out->relations++;
     msgpack_zone_clear(&z);
   }
   msgpack_zone_destroy(&z);
   if (cur) mdb_cursor_close(cur);
   mdb_txn_abort(txn);
   mdb_env_close(env);
+  if (rc && e.msg[0]) return fail(errbuf, errlen, e.msg, rc);
   return rc;
 }

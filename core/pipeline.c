@@ -5,13 +5,20 @@
 #include <stdlib.h>
 #include <string.h>
 
-static void read_seq(rn_pipeline *p)
+/* The last committed group's number; absent in a new state. */
+static int read_seq(rn_pipeline *p)
 {
   MDB_txn *txn;
-  if (mdb_txn_begin(p->store.env, NULL, MDB_RDONLY, &txn)) return;
+  int rc = rn_store_txn(p->store.env, MDB_RDONLY, &txn);
+  if (rc) return rn_store_fail(&p->err, rc, p->store.path);
   MDB_val k = { 3, (void *)"seq" }, v;
-  if (mdb_get(txn, p->store.meta, &k, &v) == 0 && v.mv_size == 8) memcpy(&p->seq, v.mv_data, 8);
+  rc = mdb_get(txn, p->store.meta, &k, &v);
+  if (rc == 0 && v.mv_size == 8) memcpy(&p->seq, v.mv_data, 8);
+  else if (rc == 0) rn_err_set(&p->err, RN_ESTORE, "state damaged: %s: the sequence number is %zu bytes, not 8",
+                               p->store.path, v.mv_size);
+  else if (rc != MDB_NOTFOUND) rn_store_fail(&p->err, rc, p->store.path);
   mdb_txn_abort(txn);
+  return p->err.code; /* RN_OK unless set above */
 }
 
 RN_API int rn_pipeline_open(const rn_open_opts *opts, rn_pipeline **out, char *errbuf, size_t errlen)
@@ -34,12 +41,12 @@ RN_API int rn_pipeline_open(const rn_open_opts *opts, rn_pipeline **out, char *e
   msgpack_sbuffer_init(&p->valbuf);
   int rc = rn_store_open(&p->store, opts ? opts->path : NULL, opts && opts->nosync,
                          opts && opts->writemap, opts ? opts->map_size : 0, &p->err);
+  if (!rc) rc = read_seq(p);
   if (rc) {
     if (errbuf) snprintf(errbuf, errlen, "%s", p->err.msg);
     rn_pipeline_close(p);
     return rc;
   }
-  read_seq(p);
   p->durable_seq = p->seq;
   p->carry = opts && opts->nosync;
   p->carry_groups = opts && opts->carry_groups > 0 ? (uint32_t)opts->carry_groups : RN_CARRY_GROUPS;

@@ -104,6 +104,17 @@ int rn_state_dbi(rn_pipeline *p, MDB_txn *txn, const char *prefix, const char *n
   return rc ? rn_store_fail(&p->err, rc, name) : 0;
 }
 
+/* A stored catalogue entry is one msgpack [kind, description]. */
+static bool entry_decodes(rn_pipeline *p, const MDB_val *v)
+{
+  msgpack_object d;
+  size_t off = 0;
+  return rn_msgpack_size(v->mv_data, v->mv_size) == v->mv_size && /* before msgpack-c allocates what it claims */
+         msgpack_unpack(v->mv_data, v->mv_size, &off, &p->scratch, &d) == MSGPACK_UNPACK_SUCCESS &&
+         off == v->mv_size && d.type == MSGPACK_OBJECT_ARRAY && d.via.array.size == 2 &&
+         d.via.array.ptr[0].type == MSGPACK_OBJECT_POSITIVE_INTEGER;
+}
+
 /* Reads or records |kind|schema| under "r:" name and the counters
  * |next_id|count|last seq| under "n:" name, in txn. *created says the
  * state held no such relation; *stale that derived state missed groups
@@ -128,6 +139,11 @@ int rn_state_open(rn_pipeline *p, rn_rel *r, MDB_txn *txn, bool *created, bool *
   *stale = false;
   int rc = mdb_get(txn, p->store.meta, &k, &v);
   if (rc == 0) {
+    if ((v.mv_size != desc.size || memcmp(v.mv_data, desc.data, desc.size) != 0) && !entry_decodes(p, &v)) {
+      rn_err_set(&p->err, RN_ESTORE, "state damaged: %s: the catalogue entry of relation \"%s\" is malformed",
+                 p->store.path, r->name);
+      goto fail;
+    }
     if (v.mv_size != desc.size || memcmp(v.mv_data, desc.data, desc.size) != 0) {
       rn_err_set(&p->err, RN_ESCHEMA,
                  "relation \"%s\": the state at %s holds it with another kind or schema",
@@ -155,6 +171,10 @@ int rn_state_open(rn_pipeline *p, rn_rel *r, MDB_txn *txn, bool *created, bool *
     *stale = r->stateful && last_seq != p->seq;
   } else if (rc == MDB_NOTFOUND) {
     *stale = r->stateful && !*created; /* never saw a group: rebuild */
+  } else if (rc == 0) { /* never read a malformed record as counters */
+    rn_err_set(&p->err, RN_ESTORE, "state damaged: %s: the counters of relation \"%s\" are %zu bytes, not 24",
+               p->store.path, r->name, v.mv_size);
+    goto fail;
   } else {
     goto lmdb_fail;
   }
@@ -205,7 +225,7 @@ static int open_source_state(rn_pipeline *p, rn_rel *r)
 {
   MDB_txn *txn;
   bool created, stale;
-  int rc = mdb_txn_begin(p->store.env, NULL, 0, &txn);
+  int rc = rn_store_txn(p->store.env, 0, &txn);
   if (rc) return rn_store_fail(&p->err, rc, r->name);
   rc = rn_state_open(p, r, txn, &created, &stale);
   if (!rc && r->kind == RN_REL_TABLE) {
@@ -215,7 +235,7 @@ static int open_source_state(rn_pipeline *p, rn_rel *r)
   }
   if (rc) { mdb_txn_abort(txn); return rc; }
   rc = mdb_txn_commit(txn);
-  return rc ? rn_store_fail(&p->err, rc, r->name) : 0;
+  return rc ? rn_store_write_fail(&p->store, &p->err, rc, r->name) : 0;
 }
 
 void rn_rel_discard_last(rn_pipeline *p)

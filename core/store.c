@@ -2,14 +2,19 @@
 #include "store.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <ftw.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <unistd.h>
 
 #define RN_MAP_INITIAL ((size_t)64 << 20)
+#define RN_MAP_MIN ((size_t)1 << 20)    /* below this the first declarations fill the map */
+#define RN_FULL_SLACK ((uint64_t)1 << 20) /* less free than this after a short write: the disk is full */
 #define RN_MAX_DBS 4096
 
 int rn_store_fail(rn_err *e, int rc, const char *what)
@@ -23,15 +28,163 @@ int rn_store_fail(rn_err *e, int rc, const char *what)
   return code;
 }
 
+int rn_store_write_code(int rc, uint64_t free_bytes)
+{
+  if (rc == ENOSPC || rc == EDQUOT || rc == EFBIG) return RN_EFULL;
+  if (rc == EIO) return free_bytes < RN_FULL_SLACK ? RN_EFULL : RN_EIO;
+  return 0;
+}
+
+/* Bytes an unprivileged writer may still use on the filesystem of path
+ * (root may use the reserved blocks too); UINT64_MAX when unknown. */
+static uint64_t free_bytes_at(const char *path)
+{
+  struct statvfs vfs;
+  if (!path || statvfs(path, &vfs) != 0) return UINT64_MAX;
+  return (uint64_t)(geteuid() == 0 ? vfs.f_bfree : vfs.f_bavail) * vfs.f_frsize;
+}
+
+/* LMDB turns a short write (the usual face of a full disk) into EIO, so
+ * the filesystem's free space decides. */
+int rn_store_write_fail(rn_store *s, rn_err *e, int rc, const char *what)
+{
+  int code = rn_store_write_code(rc, free_bytes_at(s->path));
+  if (!code) return rn_store_fail(e, rc, what);
+  rn_err_set(e, code, "disk full or I/O error writing the state at %s (%s: %s)", s->path, what, mdb_strerror(rc));
+  e->cause = rc;
+  return code;
+}
+
 static int rm_entry(const char *path, const struct stat *sb, int flag, struct FTW *ftw)
 {
   (void)sb; (void)flag; (void)ftw;
   return remove(path);
 }
 
-int rn_store_open(rn_store *s, const char *path, bool nosync, bool writemap, size_t mapsize, rn_err *e)
+/* One writer per state (DESIGN 13): an exclusive flock on
+ * <path>/writer.lock, which holds the writer's pid for the next one's error.
+ * The kernel drops it when the process ends, however it ends (kill -9
+ * included); a flock belongs to its open file, so a second open in the same
+ * process is refused too. Readers (attach, inspect) never take it. */
+static long lock_holder(int fd)
 {
-  memset(s, 0, sizeof *s);
+  char buf[32] = { 0 };
+  return pread(fd, buf, sizeof buf - 1, 0) > 0 ? strtol(buf, NULL, 10) : 0;
+}
+
+static int lock_writer(rn_store *s, rn_err *e)
+{
+  char lockpath[strlen(s->path) + sizeof "/writer.lock"];
+  snprintf(lockpath, sizeof lockpath, "%s/writer.lock", s->path);
+  int fd = open(lockpath, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+  if (fd < 0) return rn_err_set(e, RN_EIO, "cannot open %s: %s", lockpath, strerror(errno));
+  if (flock(fd, LOCK_EX | LOCK_NB) != 0) {
+    int why = errno;
+    long pid = lock_holder(fd);
+    close(fd);
+    if (why != EWOULDBLOCK) return rn_err_set(e, RN_EIO, "cannot lock %s: %s", lockpath, strerror(why));
+    if (pid == (long)getpid())
+      return rn_err_set(e, RN_EMISUSE, "state %s is already open for writing in this process "
+                        "(close it first; runnel.attach reads it)", s->path);
+    if (pid > 0) return rn_err_set(e, RN_EMISUSE, "state %s is open for writing by process %ld", s->path, pid);
+    return rn_err_set(e, RN_EMISUSE, "state %s is open for writing by another process", s->path);
+  }
+  char pid[24];
+  int n = snprintf(pid, sizeof pid, "%ld\n", (long)getpid());
+  if (ftruncate(fd, 0) != 0 || pwrite(fd, pid, (size_t)n, 0) != n) { /* the lock holds without its note */ }
+  s->lock_fd = fd;
+  return 0;
+}
+
+/* LMDB's meta pages (lmdb.h's MDB_meta behind a 16-byte page header), as far
+ * as the size check needs them, on 64-bit hosts:
+ *     |u32 magic|u32 version|u64 address|u64 mapsize|MDB_db free (48)|MDB_db main (48)|u64 last_pgno|u64 txnid|
+ * the free database's first u32 holds the page size. Page 0 and page 1 are
+ * metas; LMDB uses the one with the larger txnid. */
+#define META_AT 16
+#define META_MAGIC 0xBEEFC0DEu
+#define META_LEN 136
+
+static bool read_meta(int fd, off_t at, uint32_t *psize, uint64_t *last_pgno, uint64_t *txnid)
+{
+  unsigned char m[META_LEN];
+  uint32_t magic;
+  if (pread(fd, m, sizeof m, at + META_AT) != (ssize_t)sizeof m) return false;
+  memcpy(&magic, m, 4);
+  memcpy(psize, m + 24, 4);
+  memcpy(last_pgno, m + 120, 8);
+  memcpy(txnid, m + 128, 8);
+  return magic == META_MAGIC && *psize >= 512 && *psize <= 65536 && (*psize & (*psize - 1)) == 0;
+}
+
+int rn_store_check_file(const char *dir, rn_err *e)
+{
+  if (sizeof(void *) != 8) return 0; /* the layout above is the 64-bit one */
+  char data[strlen(dir) + sizeof "/data.mdb"];
+  snprintf(data, sizeof data, "%s/data.mdb", dir);
+  int fd = open(data, O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return 0; /* absent: LMDB makes it, or says why not */
+  struct stat st;
+  uint32_t psize, psize1;
+  uint64_t last = 0, last1, txnid = 0, txnid1;
+  bool ok = fstat(fd, &st) == 0 && read_meta(fd, 0, &psize, &last, &txnid);
+  if (ok && read_meta(fd, (off_t)psize, &psize1, &last1, &txnid1) && txnid1 > txnid) last = last1;
+  close(fd);
+  if (!ok || last >= (UINT64_MAX >> 17)) return 0; /* not LMDB's: mdb_env_open says so */
+  uint64_t need = (last + 1) * psize;
+  if ((uint64_t)st.st_size >= need) return 0;
+  return rn_err_set(e, RN_ESTORE, "state damaged: %s is truncated (%llu bytes; its last transaction "
+                    "needs %llu)", data, (unsigned long long)st.st_size, (unsigned long long)need);
+}
+
+int rn_store_txn(MDB_env *env, unsigned flags, MDB_txn **txn)
+{
+  int rc = mdb_txn_begin(env, NULL, flags, txn);
+  if (rc == MDB_READERS_FULL) {
+    int dead;
+    mdb_reader_check(env, &dead);
+    rc = mdb_txn_begin(env, NULL, flags, txn);
+  }
+  if (rc) *txn = NULL;
+  return rc;
+}
+
+int rn_store_no_catalogue(MDB_txn *txn, const char *path, rn_err *e)
+{
+  MDB_dbi main_dbi;
+  MDB_stat st;
+  if (mdb_dbi_open(txn, NULL, 0, &main_dbi) == 0 && mdb_stat(txn, main_dbi, &st) == 0 && st.ms_entries == 0)
+    return rn_err_set(e, RN_EIO, "%s: empty state (no group was ever committed)", path);
+  return rn_err_set(e, RN_EIO, "%s: not a runnel state (no catalogue): another program's LMDB environment", path);
+}
+
+/* Opens (creating if the environment is new) the catalogue "meta". An
+ * environment with databases but no catalogue is another program's. */
+static int open_catalogue(rn_store *s, rn_err *e)
+{
+  MDB_txn *txn;
+  MDB_dbi main_dbi;
+  MDB_stat st;
+  int rc = rn_store_txn(s->env, 0, &txn);
+  if (rc) return rn_store_fail(e, rc, s->path);
+  rc = mdb_dbi_open(txn, "meta", 0, &s->meta);
+  if (rc == MDB_NOTFOUND && mdb_dbi_open(txn, NULL, 0, &main_dbi) == 0 &&
+      mdb_stat(txn, main_dbi, &st) == 0 && st.ms_entries > 0) {
+    rn_store_no_catalogue(txn, s->path, e);
+    mdb_txn_abort(txn);
+    return e->code;
+  }
+  if (rc == MDB_NOTFOUND) rc = mdb_dbi_open(txn, "meta", MDB_CREATE, &s->meta);
+  if (rc) {
+    mdb_txn_abort(txn);
+    return rn_store_fail(e, rc, s->path);
+  }
+  rc = mdb_txn_commit(txn);
+  return rc ? rn_store_write_fail(s, e, rc, "creating the catalogue") : 0;
+}
+
+static int make_dir(rn_store *s, const char *path, rn_err *e)
+{
   if (path) {
     if (mkdir(path, 0755) != 0 && errno != EEXIST)
       return rn_err_set(e, RN_EIO, "cannot create state directory %s: %s", path, strerror(errno));
@@ -45,26 +198,39 @@ int rn_store_open(rn_store *s, const char *path, bool nosync, bool writemap, siz
     s->path = strdup(templ);
     s->temp = true;
   }
-  if (!s->path) return rn_err_set(e, RN_ENOMEM, "out of memory");
-  int rc = mdb_env_create(&s->env);
+  return s->path ? 0 : rn_err_set(e, RN_ENOMEM, "out of memory");
+}
+
+int rn_store_open(rn_store *s, const char *path, bool nosync, bool writemap, size_t mapsize, rn_err *e)
+{
+  memset(s, 0, sizeof *s);
+  s->lock_fd = -1;
+  int rc = make_dir(s, path, e);
+  if (!rc) rc = lock_writer(s, e);
+  if (!rc) rc = rn_store_check_file(s->path, e);
+  if (rc) {
+    rn_store_close(s);
+    return rc;
+  }
+  rc = mdb_env_create(&s->env);
   if (rc) goto fail;
   mdb_env_set_maxdbs(s->env, RN_MAX_DBS);
   /* Keep the map the file already has if it is larger than our start. */
   s->mapsize = mapsize ? mapsize : RN_MAP_INITIAL;
+  if (s->mapsize < RN_MAP_MIN) s->mapsize = RN_MAP_MIN;
   mdb_env_set_mapsize(s->env, s->mapsize);
   unsigned flags = MDB_NOTLS | (nosync ? MDB_NOSYNC : 0) | (writemap ? MDB_WRITEMAP : 0);
   rc = mdb_env_open(s->env, s->path, flags, 0644);
   if (rc) goto fail;
+  int dead;
+  mdb_reader_check(s->env, &dead); /* slots of killed processes would lock writers out */
   MDB_envinfo info;
   mdb_env_info(s->env, &info);
   s->mapsize = info.me_mapsize;
-  MDB_txn *txn;
-  rc = mdb_txn_begin(s->env, NULL, 0, &txn);
-  if (rc) goto fail;
-  rc = mdb_dbi_open(txn, "meta", MDB_CREATE, &s->meta);
-  if (rc) { mdb_txn_abort(txn); goto fail; }
-  rc = mdb_txn_commit(txn);
-  if (rc) goto fail;
+  if (open_catalogue(s, e)) {
+    rn_store_close(s);
+    return e->code;
+  }
   return 0;
 fail:
   rn_store_fail(e, rc, s->path);
@@ -77,9 +243,11 @@ void rn_store_close(rn_store *s)
   if (s->wtxn) mdb_txn_abort(s->wtxn);
   if (s->rtxn) mdb_txn_abort(s->rtxn);
   if (s->env) mdb_env_close(s->env);
+  if (s->lock_fd >= 0) close(s->lock_fd); /* after LMDB let go: the next writer may start */
   if (s->temp && s->path) nftw(s->path, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
   free(s->path);
   memset(s, 0, sizeof *s);
+  s->lock_fd = -1;
 }
 
 int rn_store_grow(rn_store *s, rn_err *e)
@@ -111,8 +279,8 @@ int rn_store_begin(rn_store *s, rn_err *e)
 {
   int rc = grow_if_needed(s, e);
   if (rc) return rc;
-  rc = mdb_txn_begin(s->env, NULL, 0, &s->wtxn);
-  if (rc) { s->wtxn = NULL; return rn_store_fail(e, rc, "beginning a group"); }
+  rc = rn_store_txn(s->env, 0, &s->wtxn);
+  if (rc) return rn_store_fail(e, rc, "beginning a group");
   s->txn_serial++;
   return 0;
 }
@@ -121,8 +289,7 @@ int rn_store_commit(rn_store *s, rn_err *e)
 {
   int rc = mdb_txn_commit(s->wtxn);
   s->wtxn = NULL;
-  if (rc) return rn_store_fail(e, rc, "committing a group");
-  return 0;
+  return rc ? rn_store_write_fail(s, e, rc, "committing a group") : 0;
 }
 
 void rn_store_abort(rn_store *s)
@@ -135,7 +302,7 @@ int rn_store_reader(rn_store *s, MDB_txn **txn, rn_err *e)
 {
   if (s->wtxn) { *txn = s->wtxn; return 0; }
   int rc;
-  if (!s->rtxn) rc = mdb_txn_begin(s->env, NULL, MDB_RDONLY, &s->rtxn);
+  if (!s->rtxn) rc = rn_store_txn(s->env, MDB_RDONLY, &s->rtxn);
   else if (!s->rtxn_live) rc = mdb_txn_renew(s->rtxn);
   else rc = 0;
   if (rc) {

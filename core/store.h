@@ -21,6 +21,7 @@
 
 #include <lmdb.h>
 #include <stdbool.h>
+#include <stdint.h>
 
 #include "error.h"
 
@@ -40,9 +41,14 @@ typedef struct rn_store {
   bool temp;               /* remove the directory at close */
   size_t mapsize;          /* current map size in bytes */
   uint64_t txn_serial;     /* counts write transactions begun: cursors know theirs */
+  int lock_fd;             /* writer.lock, flocked for the store's life; -1 when closed */
 } rn_store;
 
-/* mapsize 0: the default initial map (64 MiB); the map grows by doubling.
+/* mapsize 0: the default initial map (64 MiB), and never less than 1 MiB;
+ * the map grows by doubling. Takes the state's writer lock first: a second
+ * writer, in this process or another, gets RN_EMISUSE ("state st is open for
+ * writing by process 1234"). Reclaims reader slots of dead processes. A
+ * truncated data.mdb and another program's environment are refused.
  * writemap: MDB_WRITEMAP (faster writes; with nosync, LMDB warns that an OS
  * crash may damage the environment, not only lose its last transactions). */
 int rn_store_open(rn_store *s, const char *path, bool nosync, bool writemap, size_t mapsize, rn_err *e);
@@ -50,6 +56,29 @@ void rn_store_close(rn_store *s);
 
 /* Maps an LMDB or errno code to an RN_E… code and sets e ("what: reason"). */
 int rn_store_fail(rn_err *e, int mdb_rc, const char *what);
+
+/* RN_EFULL or RN_EIO for a failed write of the state (errno or LMDB code
+ * rc) given the free bytes left on its filesystem: LMDB reports a short write,
+ * the usual sign of a full disk, as EIO. 0 when rc is no write failure. */
+int rn_store_write_code(int rc, uint64_t free_bytes);
+/* Sets e for a failed commit of the state: "disk full or I/O error writing
+ * the state at <path> (what: reason)" with RN_EFULL or RN_EIO as above, any
+ * other failure as rn_store_fail does. Returns the code. */
+int rn_store_write_fail(rn_store *s, rn_err *e, int rc, const char *what);
+
+/* Refuses (RN_ESTORE, "state damaged: …") a data.mdb in dir shorter than the
+ * last page its newest meta page records: mapping it would die of SIGBUS.
+ * 0 when it is whole, absent, or not LMDB's (mdb_env_open says so then). */
+int rn_store_check_file(const char *dir, rn_err *e);
+
+/* mdb_txn_begin; on MDB_READERS_FULL reclaims dead processes' reader slots
+ * (mdb_reader_check) and tries once more. *txn is NULL on failure. */
+int rn_store_txn(MDB_env *env, unsigned flags, MDB_txn **txn);
+
+/* A reader found no catalogue ("meta") in txn: says "empty state" when the
+ * environment holds nothing (killed before its first transaction), else
+ * "not a runnel state (no catalogue)". Returns the code it set. */
+int rn_store_no_catalogue(MDB_txn *txn, const char *path, rn_err *e);
 
 /* Doubles the map; no transaction may be open. */
 int rn_store_grow(rn_store *s, rn_err *e);

@@ -247,6 +247,11 @@ int rn_attach(const char *path, const char *name, void *shared_env, rn_attached 
     free(key);
     return rn_err_set(e, RN_ENOMEM, "out of memory");
   }
+  if (!shared_env && rn_store_check_file(path, e)) { /* mapping a truncated file dies of SIGBUS */
+    free(key);
+    rn_attach_close(a);
+    return e->code;
+  }
   int rc = 0;
   if (shared_env) {
     a->shared = shared_env;
@@ -260,8 +265,13 @@ int rn_attach(const char *path, const char *name, void *shared_env, rn_attached 
   MDB_dbi meta;
   msgpack_zone z;
   msgpack_zone_init(&z, 1024);
-  if (!rc) rc = mdb_txn_begin(a->shared, NULL, MDB_RDONLY, &txn);
+  if (!rc) rc = rn_store_txn(a->shared, MDB_RDONLY, &txn);
   if (!rc) rc = mdb_dbi_open(txn, "meta", 0, &meta);
+  if (rc == MDB_NOTFOUND) {
+    rn_store_no_catalogue(txn, path, e);
+    rn_err_prefix(e, "attach");
+    goto fail;
+  }
   if (rc) {
     rn_err_set(e, RN_EIO, "attach %s: %s", path, mdb_strerror(rc));
     goto fail;

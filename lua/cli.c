@@ -3,6 +3,7 @@
  *     runnel run FILE.lua [ARGS…]   run a script (arg as lua5.4 gives it)
  *     runnel [repl [FILE.lua]]      the REPL, after running FILE if given
  *     runnel inspect STATE_DIR      a state's relations, schemas and counts
+ *     runnel verify STATE_DIR       check a state against itself (verify.h)
  *     runnel --version | --help
  *
  * The Lua parts (runnel.lua, repl.lua) are compiled in (scripts/embed.lua),
@@ -10,18 +11,21 @@
 #include <lauxlib.h>
 #include <lua.h>
 #include <lualib.h>
+#include <errno.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <readline/history.h>
 #include <readline/readline.h>
 
 #include "lbind.h"
+#include "verify.h"
 
 /* The state the SIGINT handler interrupts: the CLI's one global. */
 static lua_State *running_state;
@@ -347,10 +351,10 @@ static int inspect(const char *path)
 {
   inspected in = { 0, 0, NULL };
   rn_inspect_state st;
-  char err[512];
+  char err[1024] = "";
   int rc = rn_inspect(path, collect_relation, &in, &st, err, sizeof err);
   if (rc) {
-    fprintf(stderr, "runnel: %s\n", rc == RN_EIO ? err : rn_strerror(rc));
+    fprintf(stderr, "runnel: %s\n", err[0] ? err : rn_strerror(rc));
     return 1;
   }
   printf("state: %s\nlast group: %llu\nlmdb: %.1f MiB used of a %.1f MiB map, %.1f MiB on disk\n", path,
@@ -390,6 +394,32 @@ static int inspect(const char *path)
   return 0;
 }
 
+/* runnel verify: the walk runs in a child, so that a damaged B-tree that
+ * sends LMDB astray (SIGSEGV, SIGBUS) is reported instead of killing us.
+ * Exit 0: whole; 1: damaged or unreadable. */
+static int verify(const char *path)
+{
+  fflush(NULL);
+  pid_t child = fork();
+  if (child < 0) {
+    perror("runnel: verify: fork");
+    return 1;
+  }
+  if (child == 0) {
+    int rc = rn_verify(path, stdout);
+    fflush(stdout);
+    _exit(rc == 0 ? 0 : 1);
+  }
+  int status;
+  while (waitpid(child, &status, 0) < 0)
+    if (errno != EINTR) { perror("runnel: verify: waitpid"); return 1; }
+  if (WIFSIGNALED(status)) {
+    printf("damaged: reading %s crashed the walk (%s): a B-tree is damaged\n", path, strsignal(WTERMSIG(status)));
+    return 1;
+  }
+  return WIFEXITED(status) && WEXITSTATUS(status) == 0 ? 0 : 1;
+}
+
 static void usage(FILE *out)
 {
   fputs("usage: runnel run [--traceback] FILE.lua [ARGS…]   run a pipeline script\n"
@@ -397,6 +427,7 @@ static void usage(FILE *out)
         "                                    then apply an NDJSON file through the pipeline it returns\n"
         "       runnel [repl [FILE.lua]]                   the interactive REPL\n"
         "       runnel inspect STATE_DIR                   relations, schemas, counts of a state\n"
+        "       runnel verify STATE_DIR                    check a state's databases and counters\n"
         "       runnel --version | --help\n", out);
 }
 
@@ -414,6 +445,7 @@ int main(int argc, char **argv)
   else if (argc == 1) rc = run_repl(L, NULL);
   else if (strcmp(argv[1], "repl") == 0 && argc <= 3) rc = run_repl(L, argc == 3 ? argv[2] : NULL);
   else if (strcmp(argv[1], "inspect") == 0 && argc == 3) rc = inspect(argv[2]);
+  else if (strcmp(argv[1], "verify") == 0 && argc == 3) rc = verify(argv[2]);
   else if (strcmp(argv[1], "--version") == 0) { puts("runnel " RN_VERSION " (" LUA_RELEASE ")"); rc = 0; }
   else if (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0) { usage(stdout); rc = 0; }
   else { usage(stderr); rc = 2; }

@@ -1,0 +1,397 @@
+/* verify.c — checking a state directory against itself (verify.h). */
+#include "verify.h"
+
+#include <errno.h>
+#include <lmdb.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "row.h"
+#include "runnel.h"
+#include "store.h"
+
+typedef struct walk {
+  const char *path;
+  MDB_env *env;
+  FILE *out;
+  MDB_txn *txn;
+  MDB_dbi meta;
+  uint64_t seq;           /* the last group */
+  int damages;
+  int notes;
+  uint64_t databases, entries;
+} walk;
+
+static void damaged(walk *w, const char *fmt, const char *name, const char *detail)
+{
+  fprintf(w->out, "damaged: ");
+  fprintf(w->out, fmt, name, detail);
+  fputc('\n', w->out);
+  w->damages++;
+}
+
+static int cmp_u64(const void *a, const void *b)
+{
+  uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+  return (x > y) - (x < y);
+}
+
+/* Reads every entry of database dbname; *n gets their number. With ids,
+ * collects each row's id (keyed: the value's first 8 bytes; keyless: the
+ * big-endian key) into a malloc'd *ids. */
+static int walk_db(walk *w, const char *dbname, bool keyless, uint64_t **ids, uint64_t *n)
+{
+  MDB_dbi dbi;
+  MDB_cursor *cur;
+  *n = 0;
+  int rc = mdb_dbi_open(w->txn, dbname, 0, &dbi);
+  if (rc == MDB_NOTFOUND) return MDB_NOTFOUND;
+  if (!rc) rc = mdb_cursor_open(w->txn, dbi, &cur);
+  if (rc) return rc;
+  size_t cap = 0;
+  MDB_val k, v;
+  int mrc = mdb_cursor_get(cur, &k, &v, MDB_FIRST);
+  for (; mrc == 0; mrc = mdb_cursor_get(cur, &k, &v, MDB_NEXT)) {
+    if (ids) {
+      if (*n == cap) {
+        cap = cap ? cap * 2 : 1024;
+        uint64_t *more = realloc(*ids, cap * sizeof *more);
+        if (!more) { mrc = ENOMEM; break; }
+        *ids = more;
+      }
+      uint64_t id = 0;
+      if (keyless && k.mv_size == 8) /* |u64 id (big-endian)| */
+        for (int b = 0; b < 8; b++) id = id << 8 | ((const unsigned char *)k.mv_data)[b];
+      else if (!keyless && v.mv_size >= 9) memcpy(&id, v.mv_data, 8);
+      (*ids)[*n] = id;
+    }
+    (*n)++;
+  }
+  mdb_cursor_close(cur);
+  return mrc == MDB_NOTFOUND ? 0 : mrc;
+}
+
+/* A read transaction an LMDB error poisoned is replaced, so that one
+ * damaged database does not hide the others. */
+static int renew(walk *w)
+{
+  mdb_txn_abort(w->txn);
+  int rc = rn_store_txn(w->env, MDB_RDONLY, &w->txn);
+  if (!rc) rc = mdb_dbi_open(w->txn, "meta", 0, &w->meta);
+  return rc;
+}
+
+/* The names listed in the main database, NUL-separated in a malloc'd
+ * buffer; *count gets their number. */
+static char *database_names(walk *w, size_t *count)
+{
+  MDB_dbi main_dbi;
+  MDB_cursor *cur;
+  char *names = NULL;
+  size_t len = 0;
+  *count = 0;
+  if (mdb_dbi_open(w->txn, NULL, 0, &main_dbi) || mdb_cursor_open(w->txn, main_dbi, &cur)) return NULL;
+  MDB_val k, v;
+  int mrc = mdb_cursor_get(cur, &k, &v, MDB_FIRST);
+  for (; mrc == 0; mrc = mdb_cursor_get(cur, &k, &v, MDB_NEXT)) {
+    char *more = memchr(k.mv_data, '\0', k.mv_size) ? NULL : realloc(names, len + k.mv_size + 1);
+    if (!more) continue;
+    names = more;
+    memcpy(names + len, k.mv_data, k.mv_size);
+    names[len + k.mv_size] = '\0';
+    len += k.mv_size + 1;
+    (*count)++;
+  }
+  if (mrc != MDB_NOTFOUND) damaged(w, "%s: the list of databases: %s", w->path, mdb_strerror(mrc));
+  mdb_cursor_close(cur);
+  return names;
+}
+
+/* Every named database listed in the main one, read to its end. */
+static int walk_all(walk *w)
+{
+  size_t count;
+  char *names = database_names(w, &count);
+  if (!names && count == 0 && w->damages) return renew(w);
+  const char *name = names;
+  for (size_t i = 0; i < count; i++, name += strlen(name) + 1) {
+    uint64_t n;
+    int rc = walk_db(w, name, false, NULL, &n);
+    w->databases++;
+    w->entries += n;
+    if (!rc) continue;
+    damaged(w, "database \"%s\": %s", name, mdb_strerror(rc));
+    if ((rc = renew(w)) != 0) { free(names); return rc; }
+  }
+  free(names);
+  return 0;
+}
+
+/* A table's rows against its counters |next_id|count|seq|. */
+static void check_table(walk *w, const char *name, const uint64_t counters[3], bool keyless)
+{
+  char dbname[4096], detail[200];
+  uint64_t *ids = NULL, n = 0, hashed;
+  snprintf(dbname, sizeof dbname, "t:%s", name);
+  int rc = walk_db(w, dbname, keyless, &ids, &n);
+  if (rc == MDB_NOTFOUND && counters[1] == 0) { free(ids); return; }
+  if (rc) {
+    damaged(w, "table \"%s\": its rows: %s", name, mdb_strerror(rc));
+    free(ids);
+    renew(w); /* the walk of every database said what else fails */
+    return;
+  }
+  if (n != counters[1]) {
+    snprintf(detail, sizeof detail, "%llu rows stored, %llu counted", (unsigned long long)n,
+             (unsigned long long)counters[1]);
+    damaged(w, "table \"%s\": %s", name, detail);
+  }
+  qsort(ids, n, sizeof *ids, cmp_u64);
+  for (uint64_t i = 0; i < n; i++) {
+    if (ids[i] == 0 || ids[i] >= counters[0] || (i > 0 && ids[i] == ids[i - 1])) {
+      snprintf(detail, sizeof detail, "row id %llu is %s (next id %llu)", (unsigned long long)ids[i],
+               ids[i] == 0 || ids[i] >= counters[0] ? "out of range" : "used twice",
+               (unsigned long long)counters[0]);
+      damaged(w, "table \"%s\": %s", name, detail);
+      break;
+    }
+  }
+  free(ids);
+  snprintf(dbname, sizeof dbname, "h:%s", name);
+  if (keyless && walk_db(w, dbname, false, NULL, &hashed) == 0 && hashed != n) {
+    snprintf(detail, sizeof detail, "%llu rows, %llu in its hash index", (unsigned long long)n,
+             (unsigned long long)hashed);
+    damaged(w, "table \"%s\": %s", name, detail);
+  }
+}
+
+/* ---- operator state: joins (join.h) and aggregates (aggregate.h) ---- */
+
+typedef struct ids {
+  uint64_t *v;
+  size_t n, cap;
+} ids;
+
+static bool ids_add(ids *s, uint64_t id)
+{
+  if (s->n == s->cap) {
+    size_t cap = s->cap ? s->cap * 2 : 256;
+    uint64_t *more = realloc(s->v, cap * sizeof *more);
+    if (!more) return false;
+    s->v = more;
+    s->cap = cap;
+  }
+  s->v[s->n++] = id;
+  return true;
+}
+
+static bool ids_has(const ids *s, uint64_t id)
+{
+  return s->n && bsearch(&id, s->v, s->n, sizeof id, cmp_u64) != NULL;
+}
+
+/* Collects from each entry of "<prefix><name>" the u64 at value offset
+ * `at` (nonzero ones) and, with left, the big-endian u64 ending the key.
+ * Values shorter than min are damage. */
+static int collect(walk *w, const char *prefix, const char *name, size_t at, size_t min, ids *out, ids *left)
+{
+  char dbname[4096];
+  MDB_dbi dbi;
+  MDB_cursor *cur;
+  snprintf(dbname, sizeof dbname, "%s%s", prefix, name);
+  int rc = mdb_dbi_open(w->txn, dbname, 0, &dbi);
+  if (rc == MDB_NOTFOUND) return 0;
+  if (!rc) rc = mdb_cursor_open(w->txn, dbi, &cur);
+  if (rc) return rc;
+  MDB_val k, v;
+  int mrc = mdb_cursor_get(cur, &k, &v, MDB_FIRST);
+  for (; mrc == 0; mrc = mdb_cursor_get(cur, &k, &v, MDB_NEXT)) {
+    uint64_t id, lid = 0;
+    if (v.mv_size < min || (left && k.mv_size < 8)) {
+      damaged(w, "database \"%s\": an entry is too short%s", dbname, "");
+      break;
+    }
+    memcpy(&id, (const char *)v.mv_data + at, 8);
+    if (id && !ids_add(out, id)) { mrc = ENOMEM; break; }
+    for (int b = 0; left && b < 8; b++) lid = lid << 8 | ((const unsigned char *)k.mv_data)[k.mv_size - 8 + b];
+    if (left && !ids_add(left, lid)) { mrc = ENOMEM; break; }
+  }
+  mdb_cursor_close(cur);
+  qsort(out->v, out->n, sizeof *out->v, cmp_u64);
+  if (left) qsort(left->v, left->n, sizeof *left->v, cmp_u64);
+  return mrc == MDB_NOTFOUND ? 0 : mrc;
+}
+
+/* Sorted ids: each below next_id and, when unique, used once. */
+static void check_ids(walk *w, const char *what, const char *name, const ids *s, uint64_t next_id, bool unique)
+{
+  for (size_t i = 0; i < s->n; i++) {
+    if (s->v[i] < next_id && !(unique && i > 0 && s->v[i] == s->v[i - 1])) continue;
+    char detail[200];
+    snprintf(detail, sizeof detail, "%s %llu is %s (next id %llu)", what, (unsigned long long)s->v[i],
+             s->v[i] >= next_id ? "out of range" : "used twice", (unsigned long long)next_id);
+    damaged(w, "relation \"%s\": %s", name, detail);
+    return;
+  }
+}
+
+/* A join: "jr:" gives each result key an id once; "ji:" holds one entry per
+ * left row, whose result id (0: none yet) is one of those. */
+static void check_join(walk *w, const char *name, const uint64_t counters[3])
+{
+  ids results = { 0 }, used = { 0 }, lefts = { 0 };
+  int rc = collect(w, "jr:", name, 0, 16, &results, NULL);
+  if (!rc) rc = collect(w, "ji:", name, 0, 8, &used, &lefts);
+  if (rc) {
+    damaged(w, "join \"%s\": its index: %s", name, mdb_strerror(rc));
+    renew(w);
+  } else {
+    check_ids(w, "result id", name, &results, counters[0], true);
+    check_ids(w, "left row id", name, &lefts, UINT64_MAX, true);
+    for (size_t i = 0; i < used.n; i++) {
+      if (ids_has(&results, used.v[i])) continue;
+      char detail[120];
+      snprintf(detail, sizeof detail, "a left row's result id %llu has no result key", (unsigned long long)used.v[i]);
+      damaged(w, "join \"%s\": %s", name, detail);
+      break;
+    }
+  }
+  free(results.v);
+  free(used.v);
+  free(lefts.v);
+}
+
+/* An aggregate: each group |rid|rows|state| has its own result id. */
+static void check_aggregate(walk *w, const char *name, const uint64_t counters[3])
+{
+  ids groups = { 0 };
+  int rc = collect(w, "ag:", name, 0, 16, &groups, NULL);
+  if (rc) {
+    damaged(w, "aggregate \"%s\": its groups: %s", name, mdb_strerror(rc));
+    renew(w);
+  } else {
+    check_ids(w, "group id", name, &groups, counters[0], true);
+  }
+  free(groups.v);
+}
+
+/* The counters of relation name, checked; false when absent or damaged. */
+static bool read_counters(walk *w, const char *name, uint64_t counters[3])
+{
+  char key[4096];
+  int klen = snprintf(key, sizeof key, "n:%s", name);
+  MDB_val k = { (size_t)klen, key }, v;
+  int rc = mdb_get(w->txn, w->meta, &k, &v);
+  if (rc == MDB_NOTFOUND) return false;
+  if (rc || v.mv_size != 24) {
+    damaged(w, "relation \"%s\": its counters record %s", name, rc ? mdb_strerror(rc) : "is not 24 bytes");
+    return false;
+  }
+  memcpy(counters, v.mv_data, 24);
+  return true;
+}
+
+/* One "r:" entry: it decodes, and what its kind keeps agrees with itself. */
+static void check_relation(walk *w, const char *name, const MDB_val *v, msgpack_zone *z)
+{
+  msgpack_object d;
+  size_t off = 0;
+  if (rn_msgpack_size(v->mv_data, v->mv_size) != v->mv_size ||
+      msgpack_unpack(v->mv_data, v->mv_size, &off, z, &d) != MSGPACK_UNPACK_SUCCESS ||
+      !rn_catalogue_entry_valid(&d)) {
+    damaged(w, "relation \"%s\": its catalogue entry is malformed%s", name, "");
+    return;
+  }
+  uint64_t kind = d.via.array.ptr[0].via.u64, counters[3];
+  bool keyless = d.via.array.ptr[1].via.array.ptr[1].via.array.size == 0;
+  bool have = read_counters(w, name, counters);
+  if (kind == 0 && have) check_table(w, name, counters, keyless);
+  else if (kind == 0) check_table(w, name, (uint64_t[3]){ 1, 0, 0 }, keyless);
+  if (kind == 5 && have) check_join(w, name, counters);
+  if (kind == 6 && have) check_aggregate(w, name, counters);
+  if (kind >= 4 && have && counters[2] != w->seq) {
+    fprintf(w->out, "note: relation \"%s\" holds state as of group %llu, not %llu: rebuilt at the next open\n",
+            name, (unsigned long long)counters[2], (unsigned long long)w->seq);
+    w->notes++;
+  }
+}
+
+/* Every "n:" record names a relation of the catalogue. */
+static void check_orphans(walk *w, MDB_cursor *cur)
+{
+  MDB_val k = { 2, (void *)"n:" }, v;
+  int mrc = mdb_cursor_get(cur, &k, &v, MDB_SET_RANGE);
+  for (; mrc == 0 && k.mv_size >= 2 && memcmp(k.mv_data, "n:", 2) == 0;
+       mrc = mdb_cursor_get(cur, &k, &v, MDB_NEXT)) {
+    char rkey[4096];
+    if (k.mv_size >= sizeof rkey) continue;
+    memcpy(rkey, k.mv_data, k.mv_size);
+    rkey[0] = 'r';
+    MDB_val rk = { k.mv_size, rkey }, rv;
+    rkey[k.mv_size] = '\0';
+    if (mdb_get(w->txn, w->meta, &rk, &rv) == MDB_NOTFOUND)
+      damaged(w, "counters \"%s\" belong to no relation%s", rkey + 2, "");
+  }
+}
+
+static void check_catalogue(walk *w, int *relations)
+{
+  MDB_val k = { 3, (void *)"seq" }, v;
+  int rc = mdb_get(w->txn, w->meta, &k, &v);
+  if (rc == 0 && v.mv_size == 8) memcpy(&w->seq, v.mv_data, 8);
+  else if (rc == 0) damaged(w, "%s: the sequence number is not 8 bytes%s", w->path, "");
+  MDB_cursor *cur;
+  if (mdb_cursor_open(w->txn, w->meta, &cur)) {
+    damaged(w, "%s: the catalogue cannot be read%s", w->path, "");
+    return;
+  }
+  msgpack_zone z;
+  msgpack_zone_init(&z, 4096);
+  k.mv_size = 2;
+  k.mv_data = (void *)"r:";
+  int mrc = mdb_cursor_get(cur, &k, &v, MDB_SET_RANGE);
+  for (; mrc == 0 && k.mv_size >= 2 && memcmp(k.mv_data, "r:", 2) == 0;
+       mrc = mdb_cursor_get(cur, &k, &v, MDB_NEXT)) {
+    char name[4096];
+    if (k.mv_size >= sizeof name) continue;
+    snprintf(name, sizeof name, "%.*s", (int)k.mv_size - 2, (const char *)k.mv_data + 2);
+    check_relation(w, name, &v, &z);
+    msgpack_zone_clear(&z);
+    (*relations)++;
+  }
+  msgpack_zone_destroy(&z);
+  check_orphans(w, cur);
+  mdb_cursor_close(cur);
+}
+
+int rn_verify(const char *path, FILE *out)
+{
+  rn_err e;
+  rn_err_clear(&e);
+  walk w = { path, NULL, out, NULL, 0, 0, 0, 0, 0, 0 };
+  MDB_env *env = NULL;
+  int rc = rn_store_check_file(path, &e) ? -1 : mdb_env_create(&env);
+  if (!rc) rc = mdb_env_set_maxdbs(env, 4096);
+  if (!rc) rc = mdb_env_open(env, path, MDB_RDONLY | MDB_NOTLS, 0644);
+  if (!rc) rc = rn_store_txn(env, MDB_RDONLY, &w.txn);
+  if (!rc) rc = mdb_dbi_open(w.txn, "meta", 0, &w.meta);
+  if (rc == MDB_NOTFOUND) rn_store_no_catalogue(w.txn, path, &e);
+  else if (rc > 0 || (rc < 0 && rc != -1)) rn_err_set(&e, RN_EIO, "%s: %s", path, mdb_strerror(rc));
+  if (rc) {
+    fprintf(out, "runnel: %s\n", e.msg);
+    if (w.txn) mdb_txn_abort(w.txn);
+    if (env) mdb_env_close(env);
+    return e.code ? e.code : RN_EIO;
+  }
+  int relations = 0;
+  w.env = env;
+  if (walk_all(&w) == 0) check_catalogue(&w, &relations);
+  else damaged(&w, "%s: the state cannot be read any further%s", path, "");
+  if (w.txn) mdb_txn_abort(w.txn);
+  mdb_env_close(env);
+  fprintf(out, "%s: %d relations, %llu databases, %llu entries, last group %llu: %s (%d damaged, %d notes)\n",
+          path, relations, (unsigned long long)w.databases, (unsigned long long)w.entries,
+          (unsigned long long)w.seq, w.damages ? "DAMAGED" : "whole", w.damages, w.notes);
+  return w.damages;
+}

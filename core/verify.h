@@ -1,0 +1,31 @@
+/* verify.h — checking a state directory against itself (runnel verify).
+ *
+ * LMDB keeps no page checksums: a flipped byte opens as wrong data. The
+ * walk reads every entry of every named database (a damaged B-tree shows
+ * as an LMDB error, or as a crash: run it in a child process), then checks
+ * what the state says about itself:
+ *   - the catalogue: every "r:" entry decodes, every "n:" record is 24
+ *     bytes and belongs to a relation, the sequence number is 8 bytes;
+ *   - tables: the rows stored equal the count recorded, every row id is
+ *     below the next id and no id is used twice, a keyless table's hash
+ *     index has one entry per row;
+ *   - derived state (cdc, joins, aggregates): recorded as of the last group
+ *     (else it is rebuilt at the next open: said, not counted as damage).
+ * Joins' and aggregates' contents are not recomputed from their inputs. */
+#ifndef RN_VERIFY_H
+#define RN_VERIFY_H
+
+#include <msgpack.h>
+#include <stdbool.h>
+#include <stdio.h>
+
+/* Writes one line per finding to out ("damaged: …" or "note: …") and a
+ * summary line. Returns the number of damages found (0: whole), or a
+ * negative RN_E… code when the state cannot be read at all (said on out). */
+int rn_verify(const char *path, FILE *out);
+
+/* A catalogue entry decoded from "r:" name: |kind|[columns, key]| as
+ * schema.c writes it (inspect.c). */
+bool rn_catalogue_entry_valid(const msgpack_object *d);
+
+#endif

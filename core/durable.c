@@ -33,6 +33,7 @@ int rn_durable_add(rn_pipeline *p, rn_durable_fn fn, void *ctx, rn_free_fn free_
 
 RN_API int rn_on_durable(rn_pipeline *p, rn_durable_fn fn, void *ctx)
 {
+  if (!p) return RN_EINVAL;
   rn_err_clear(&p->err);
   if (!fn) return rn_err_set(&p->err, RN_EINVAL, "rn_on_durable needs a callback");
   return rn_durable_add(p, fn, ctx, NULL);

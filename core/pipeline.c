@@ -23,6 +23,10 @@ static int read_seq(rn_pipeline *p)
 
 RN_API int rn_pipeline_open(const rn_open_opts *opts, rn_pipeline **out, char *errbuf, size_t errlen)
 {
+  if (!out) {
+    if (errbuf && errlen) snprintf(errbuf, errlen, "open: out must not be NULL");
+    return RN_EINVAL;
+  }
   *out = NULL;
   if (opts && (opts->carry_groups < 0 || !(opts->carry_seconds >= 0))) {
     if (errbuf) snprintf(errbuf, errlen, "open: carry_groups and carry_seconds must be 0 (the default) or more");

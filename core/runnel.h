@@ -86,8 +86,13 @@ typedef struct rn_open_opts {
 } rn_open_opts;
 
 /* Opens (creating if needed) a pipeline. On failure returns a negative code
- * and, if errbuf is not NULL, writes the message there. Destructor:
- * rn_pipeline_close. */
+ * and, if errbuf is not NULL, writes the message there (RN_EINVAL when out
+ * is NULL). One writer per state: a second open of the same state, in this
+ * process or another, fails with RN_EMISUSE ("state st is open for writing
+ * by process 1234") while readers (rn_inspect, runnel.attach, runnel
+ * verify) are never refused; the lock goes with the process, so a killed
+ * writer never blocks the next. A truncated, damaged or foreign state is
+ * refused with a message saying so. Destructor: rn_pipeline_close. */
 RN_API int rn_pipeline_open(const rn_open_opts *opts, rn_pipeline **out,
                             char *errbuf, size_t errlen);
 

@@ -22,6 +22,10 @@ int rn_sink_add(rn_pipeline *p, rn_rel *rel, bool consolidate, rn_sink_fn on_cha
     if (free_ctx) free_ctx(ctx);
     return rn_err_set(&p->err, RN_EMISUSE, "%s: sinks are added outside groups", rel->name);
   }
+  if (rel->p != p) { /* every kind of sink: C, NDJSON, SQLite, store */
+    if (free_ctx) free_ctx(ctx);
+    return rn_err_set(&p->err, RN_EINVAL, "%s: the relation belongs to another pipeline", rel->name);
+  }
   rn_sink *s = calloc(1, sizeof *s);
   if (s && p->nsinks == p->sinkcap) {
     int cap = p->sinkcap ? p->sinkcap * 2 : 8;

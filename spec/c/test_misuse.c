@@ -87,7 +87,12 @@ static void test_null_pipeline(void)
   CHECK(rn_delete(NULL, NULL, buf, n) == RN_EINVAL);
   int seen = 0;
   CHECK(rn_subscribe(NULL, NULL, count_events, &seen) == RN_EINVAL);
+  CHECK(rn_subscribe_rollback(NULL, NULL, count_events, NULL, &seen) == RN_EINVAL);
+  CHECK(rn_on_durable(NULL, NULL, NULL) == RN_EINVAL);
   rn_pipeline_close(NULL);
+  char oerr[128] = "";
+  CHECK(rn_pipeline_open(NULL, NULL, oerr, sizeof oerr) == RN_EINVAL && strstr(oerr, "out"));
+  CHECK(rn_pipeline_open(NULL, NULL, NULL, 0) == RN_EINVAL);
   rn_inspect_state st;
   char err[128] = "";
   CHECK(rn_inspect(NULL, NULL, NULL, &st, err, sizeof err) == RN_EINVAL && strstr(err, "path"));

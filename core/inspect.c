@@ -15,24 +15,9 @@
  * (schema.c): anything else is damage, never read as zeros. */
 bool rn_catalogue_entry_valid(const msgpack_object *d)
 {
-  if (d->type != MSGPACK_OBJECT_ARRAY || d->via.array.size != 2 ||
-      d->via.array.ptr[0].type != MSGPACK_OBJECT_POSITIVE_INTEGER || d->via.array.ptr[0].via.u64 > 6)
-    return false;
-  const msgpack_object *desc = &d->via.array.ptr[1];
-  if (desc->type != MSGPACK_OBJECT_ARRAY || desc->via.array.size != 2) return false;
-  const msgpack_object *cols = &desc->via.array.ptr[0], *key = &desc->via.array.ptr[1];
-  if (cols->type != MSGPACK_OBJECT_ARRAY || key->type != MSGPACK_OBJECT_ARRAY) return false;
-  for (uint32_t i = 0; i < cols->via.array.size; i++) {
-    const msgpack_object *c = &cols->via.array.ptr[i];
-    if (c->type != MSGPACK_OBJECT_ARRAY || c->via.array.size < 4 || c->via.array.ptr[0].type != MSGPACK_OBJECT_STR ||
-        c->via.array.ptr[1].type != MSGPACK_OBJECT_STR || c->via.array.ptr[2].type != MSGPACK_OBJECT_BOOLEAN)
-      return false;
-  }
-  for (uint32_t k = 0; k < key->via.array.size; k++)
-    if (key->via.array.ptr[k].type != MSGPACK_OBJECT_POSITIVE_INTEGER ||
-        key->via.array.ptr[k].via.u64 >= cols->via.array.size)
-      return false;
-  return true;
+  return d->type == MSGPACK_OBJECT_ARRAY && d->via.array.size == 2 &&
+         d->via.array.ptr[0].type == MSGPACK_OBJECT_POSITIVE_INTEGER && d->via.array.ptr[0].via.u64 <= 6 &&
+         rn_schema_desc_valid(&d->via.array.ptr[1], 0);
 }
 
 /* The schema description (schema.c), checked by rn_catalogue_entry_valid, as

@@ -1,5 +1,6 @@
 /* pipeline.c — opening and closing a pipeline. */
 #include "pipeline.h"
+#include "store_sink.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -79,6 +80,7 @@ RN_API int rn_pipeline_close(rn_pipeline *p)
   for (int i = p->nrels - 1; i >= 0; i--) rn_rel_free(p->rels[i]);
   free(p->rels);
   free(p->replay.items);
+  rn_attach_orphan_all(p);
   if (p->store.env) rn_store_close(&p->store);
   msgpack_zone_destroy(&p->scratch);
   msgpack_zone_destroy(&p->group_zone);

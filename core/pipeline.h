@@ -190,6 +190,7 @@ struct rn_pipeline {
   msgpack_sbuffer valbuf; /* scratch: stored values */
   rn_stats stats;
   void *sqlite_conns;     /* sqlite.c's shared connections, one per database file */
+  struct rn_attached *borrowers; /* attaches reading through store.env (store_sink.c) */
   /* Seconds, for lookup TTLs, into *now; NULL: the monotonic clock. A
    * nonzero return (with e set) fails the operation that asked the time. */
   int (*clock)(void *ctx, double *now, rn_err *e);

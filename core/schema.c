@@ -164,6 +164,31 @@ int rn_schema_set_key(rn_schema *s, const int *slots, int n, const char *rel, rn
 }
 
 /* |ncols|[name,type,nullable,default|nil,fields|nil]...|key slots...| */
+/* A description as rn_schema_describe writes it — |[columns]|[key slots]|,
+ * a column |name|type|nullable|default|fields or nil| — read back from a
+ * state that may be damaged or crafted: anything else is refused, never
+ * read as zeros. depth bounds nested structs. */
+bool rn_schema_desc_valid(const msgpack_object *d, int depth)
+{
+  if (depth > 64 || d->type != MSGPACK_OBJECT_ARRAY || d->via.array.size != 2) return false;
+  const msgpack_object *cols = &d->via.array.ptr[0], *key = &d->via.array.ptr[1];
+  if (cols->type != MSGPACK_OBJECT_ARRAY || key->type != MSGPACK_OBJECT_ARRAY) return false;
+  if (cols->via.array.size > RN_COLUMNS_MAX || key->via.array.size > cols->via.array.size) return false;
+  for (uint32_t i = 0; i < cols->via.array.size; i++) {
+    const msgpack_object *c = &cols->via.array.ptr[i];
+    if (c->type != MSGPACK_OBJECT_ARRAY || c->via.array.size < 5) return false;
+    const msgpack_object *f = c->via.array.ptr;
+    if (f[0].type != MSGPACK_OBJECT_STR || f[1].type != MSGPACK_OBJECT_STR || f[2].type != MSGPACK_OBJECT_BOOLEAN)
+      return false;
+    if (f[4].type != MSGPACK_OBJECT_NIL && !rn_schema_desc_valid(&f[4], depth + 1)) return false;
+  }
+  for (uint32_t k = 0; k < key->via.array.size; k++)
+    if (key->via.array.ptr[k].type != MSGPACK_OBJECT_POSITIVE_INTEGER ||
+        key->via.array.ptr[k].via.u64 >= cols->via.array.size)
+      return false;
+  return true;
+}
+
 int rn_schema_describe(const rn_schema *s, msgpack_packer *pk)
 {
   msgpack_pack_array(pk, 2);

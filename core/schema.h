@@ -72,6 +72,8 @@ int rn_schema_slot(const rn_schema *s, const char *name, size_t len);
 /* A canonical msgpack description (names, types, nullability, defaults,
  * key), compared with the stored one when a relation is declared again. */
 int rn_schema_describe(const rn_schema *s, msgpack_packer *pk);
+/* Whether d has the shape rn_schema_describe writes (depth: 0). */
+bool rn_schema_desc_valid(const msgpack_object *d, int depth);
 
 const char *rn_type_name(rn_type t);
 /* Parses "int", "float", "string", "bool", "bytes", "list", "map", "any". */

@@ -196,7 +196,9 @@ int rn_store_sink(rn_pipeline *p, rn_rel *rel, const char *name)
 
 struct rn_attached {
   MDB_env *env;           /* own environment (another state), or NULL */
-  MDB_env *shared;        /* the environment in use */
+  MDB_env *shared;        /* the environment in use; NULL once its owner closed */
+  rn_pipeline *owner;     /* the pipeline whose environment it borrows, or NULL */
+  rn_attached *next;      /* in owner->borrowers */
   MDB_dbi dbi;
   rn_schema *schema;      /* the store's columns, from its description */
   char *name;
@@ -233,7 +235,7 @@ static rn_schema *schema_of(const msgpack_object *d, rn_err *e)
   return s;
 }
 
-int rn_attach(const char *path, const char *name, void *shared_env, rn_attached **out, rn_err *e)
+int rn_attach(const char *path, const char *name, rn_pipeline *owner, rn_attached **out, rn_err *e)
 {
   *out = NULL;
   size_t nlen = strlen(name);
@@ -247,14 +249,17 @@ int rn_attach(const char *path, const char *name, void *shared_env, rn_attached 
     free(key);
     return rn_err_set(e, RN_ENOMEM, "out of memory");
   }
-  if (!shared_env && rn_store_check_file(path, e)) { /* mapping a truncated file dies of SIGBUS */
+  if (!owner && rn_store_check_file(path, e)) { /* mapping a truncated file dies of SIGBUS */
     free(key);
     rn_attach_close(a);
     return e->code;
   }
   int rc = 0;
-  if (shared_env) {
-    a->shared = shared_env;
+  if (owner) {
+    a->shared = owner->store.env;
+    a->owner = owner;
+    a->next = owner->borrowers;
+    owner->borrowers = a;
   } else {
     rc = mdb_env_create(&a->env);
     if (!rc) mdb_env_set_maxdbs(a->env, 4096);
@@ -285,7 +290,11 @@ int rn_attach(const char *path, const char *name, void *shared_env, rn_attached 
     rn_err_set(e, RN_ENOTFOUND, "attach %s: no store \"%s\" there", path, name);
     goto fail;
   }
-  if (msgpack_unpack(v.mv_data, v.mv_size, &off, &z, &d) == MSGPACK_UNPACK_SUCCESS) a->schema = schema_of(&d, e);
+  if (msgpack_unpack(v.mv_data, v.mv_size, &off, &z, &d) != MSGPACK_UNPACK_SUCCESS || !rn_schema_desc_valid(&d, 0)) {
+    rn_err_set(e, RN_ESCHEMA, "state damaged: %s: store \"%s\" has a description that cannot be read", path, name);
+    goto fail;
+  }
+  a->schema = schema_of(&d, e);
   if (!a->schema) goto fail;
   memcpy(key, "st:", 3);
   memcpy(key + 3, name, nlen + 1);
@@ -314,10 +323,17 @@ fail:
 
 const rn_schema *rn_attach_schema(const rn_attached *a) { return a->schema; }
 
+static int orphaned(const rn_attached *a, rn_err *e)
+{
+  return rn_err_set(e, RN_EMISUSE, "attach %s: the pipeline whose state it read was closed (attach again)",
+                    a->name);
+}
+
 int rn_attach_get(rn_attached *a, const char *key, size_t klen, msgpack_sbuffer *row, int *found, rn_err *e)
 {
   MDB_txn *txn;
   *found = 0;
+  if (!a->shared) return orphaned(a, e);
   int rc = mdb_txn_begin(a->shared, NULL, MDB_RDONLY, &txn);
   if (rc) return rn_err_set(e, RN_EIO, "attach %s: %s", a->name, mdb_strerror(rc));
   MDB_val k = { klen, (void *)key }, v;
@@ -334,6 +350,7 @@ int rn_attach_rows(rn_attached *a, int (*fn)(void *ctx, const char *row, size_t 
 {
   MDB_txn *txn;
   MDB_cursor *cur;
+  if (!a->shared) return orphaned(a, e);
   int rc = mdb_txn_begin(a->shared, NULL, MDB_RDONLY, &txn);
   if (rc) return rn_err_set(e, RN_EIO, "attach %s: %s", a->name, mdb_strerror(rc));
   rc = mdb_cursor_open(txn, a->dbi, &cur);
@@ -347,9 +364,20 @@ int rn_attach_rows(rn_attached *a, int (*fn)(void *ctx, const char *row, size_t 
   return mrc == MDB_NOTFOUND ? 0 : rn_err_set(e, RN_EIO, "attach %s: %s", a->name, mdb_strerror(mrc));
 }
 
+void rn_attach_orphan_all(rn_pipeline *owner)
+{
+  for (rn_attached *a = owner->borrowers; a; a = a->next) a->shared = NULL, a->owner = NULL;
+  owner->borrowers = NULL;
+}
+
 void rn_attach_close(rn_attached *a)
 {
   if (!a) return;
+  if (a->owner) {
+    rn_attached **at = &a->owner->borrowers;
+    while (*at && *at != a) at = &(*at)->next;
+    if (*at) *at = a->next;
+  }
   if (a->env) mdb_env_close(a->env);
   rn_schema_free(a->schema);
   free(a->name);

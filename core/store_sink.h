@@ -8,10 +8,14 @@
 int rn_store_sink(rn_pipeline *p, rn_rel *rel, const char *name);
 
 typedef struct rn_attached rn_attached;
-/* Opens a reader of store `name` in the state at path; shared_env is an
- * MDB_env already open on that path in this process, or NULL. Destructor:
- * rn_attach_close. */
-int rn_attach(const char *path, const char *name, void *shared_env, rn_attached **out, rn_err *e);
+/* Opens a reader of store `name` in the state at path; owner is a pipeline
+ * of this process that has that state open (LMDB forbids opening one
+ * environment twice in a process), whose environment it then reads
+ * through, or NULL. Destructor: rn_attach_close. */
+int rn_attach(const char *path, const char *name, rn_pipeline *owner, rn_attached **out, rn_err *e);
+/* At the owner's close: its attaches stop reading (an error, not a read of a
+ * closed environment) until they are closed. */
+void rn_attach_orphan_all(rn_pipeline *owner);
 const rn_schema *rn_attach_schema(const rn_attached *a);
 /* The row under an encoded key, appended to row; *found = 0 when absent.
  * One LMDB read transaction: a committed group, never part of one. */

@@ -60,16 +60,16 @@ void rn_lua_opened(lua_State *L, lpipe *lp, int pidx)
   lua_pop(L, 1);
 }
 
-/* The LMDB environment of a state this process has open, or NULL. */
-static void *open_env(lua_State *L, const char *path)
+/* The pipeline of this process that has the state at path open, or NULL. */
+static rn_pipeline *open_env(lua_State *L, const char *path)
 {
   char real[PATH_MAX];
-  void *env = NULL;
+  rn_pipeline *env = NULL;
   if (!realpath(path, real)) return NULL;
   luaL_getsubtable(L, LUA_REGISTRYINDEX, OPEN_STATES);
   if (lua_getfield(L, -1, real) == LUA_TUSERDATA) {
     lpipe *lp = luaL_testudata(L, -1, RN_PIPELINE_MT);
-    if (lp && lp->p) env = lp->p->store.env;
+    if (lp && lp->p) env = lp->p;
   }
   lua_pop(L, 2);
   return env;
@@ -221,7 +221,7 @@ static int l_attach(lua_State *L)
   luaL_setmetatable(L, RN_ATTACHED_MT);
   if (!la->path || !la->name) return rn_lua_error(L, "out of memory");
   rn_err e = { .code = RN_OK };
-  void *env = open_env(L, path);
+  rn_pipeline *env = open_env(L, path);
   if (rn_attach(path, name, env, &la->a, &e)) return rn_lua_error(L, "%s", e.msg);
   if (env) { /* keep the pipeline whose environment it shares alive */
     char real[PATH_MAX];

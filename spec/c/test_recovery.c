@@ -13,6 +13,7 @@
 #include "join.h"
 #include "pipeline.h"
 #include "row.h"
+#include "store_sink.h"
 #include "verify.h"
 
 static char body[2048]; /* a row's worth of bytes, so that a few hundred rows need disk */
@@ -235,6 +236,37 @@ static void test_malformed_catalogue(void)
   remove_state(dir);
 }
 
+/* A store's description that a damaged or crafted state holds is refused
+ * by runnel.attach's reader, never read past its end. */
+static void test_malformed_store_description(void)
+{
+  char dir[] = "/tmp/runnel-ctest-XXXXXX", want[400];
+  CHECK(mkdtemp(dir) != NULL);
+  rn_open_opts opts = { .path = dir };
+  rn_pipeline *p;
+  CHECK(rn_pipeline_open(&opts, &p, NULL, 0) == 0);
+  rn_rel *docs = declare_docs(p);
+  CHECK(rn_store_sink(p, docs, "st") == 0);
+  CHECK(put_doc(docs, 1) == 0);
+  rn_pipeline_close(p);
+  rn_attached *a = NULL;
+  rn_err e = { 0 };
+  CHECK(rn_attach(dir, "st", NULL, &a, &e) == 0);
+  rn_attach_close(a);
+  /* a key slot past the columns; a column of two fields; a key and no columns */
+  static const char *const bad[] = { "\x92\x91\x95\xa1k\xa3int\xc2\xc0\xc0\x91\x07",
+                                     "\x92\x91\x92\xa1k\xa3int\x90", "\x92\x90\x91\x00" };
+  static const size_t bad_len[] = { 16, 10, 4 };
+  snprintf(want, sizeof want, "state damaged: %s: store \"st\" has a description that cannot be read", dir);
+  for (int i = 0; i < 3; i++) {
+    raw_put(dir, "meta", "S:st", bad[i], bad_len[i]);
+    a = NULL;
+    CHECK(rn_attach(dir, "st", NULL, &a, &e) == RN_ESCHEMA && a == NULL);
+    CHECK(strcmp(e.msg, want) == 0);
+  }
+  remove_state(dir);
+}
+
 /* Another program's LMDB environment is refused, not written into. */
 static void test_foreign_environment(void)
 {
@@ -344,6 +376,7 @@ int main(void)
   RUN(test_second_writer_refused);
   RUN(test_tiny_map_size);
   RUN(test_malformed_catalogue);
+  RUN(test_malformed_store_description);
   RUN(test_foreign_environment);
   RUN(test_empty_environment);
   RUN(test_verify_finds_damage);

@@ -90,6 +90,8 @@ static int duplicate_key(const char *text, size_t end, rn_err *e)
   if (line > 1) snprintf(at, sizeof at, "line %zu, column %zu", line, start - line_start + 1);
   else snprintf(at, sizeof at, "column %zu", start + 1);
   int n = end - start > 200 ? 200 : (int)(end - start);
+  while (n < (int)(end - start) && n > 0 && ((unsigned char)text[start + n] & 0xc0) == 0x80)
+    n--; /* a cut never splits a UTF-8 character */
   return rn_err_set(e, RN_EINVAL, "duplicate key %.*s%s at %s", n, text + start, n < (int)(end - start) ? "…\"" : "",
                     at);
 }

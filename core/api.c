@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "json.h"
+#include "outbox.h"
 #include "pipeline.h"
 #include "row.h"
 
@@ -202,18 +203,47 @@ static int csub_change(void *ctx, rn_rel *rel, const rn_change *c, const rn_sink
   return rc ? rn_err_set(e, RN_ECALLBACK, "%s: subscriber returned %d", rel->name, rc) : 0;
 }
 
-RN_API int rn_subscribe(rn_pipeline *p, rn_rel *rel, rn_callback fn, void *ctx)
+static csub *new_csub(rn_callback fn, void *ctx)
 {
-  rn_err_clear(&p->err);
-  if (!fn) return rn_err_set(&p->err, RN_EINVAL, "%s: rn_subscribe needs a callback", rel->name);
   csub *s = calloc(1, sizeof *s);
   if (!s || !msgpack_zone_init(&s->zone, 4096)) {
     free(s);
-    return rn_err_set(&p->err, RN_ENOMEM, "out of memory");
+    return NULL;
   }
   s->fn = fn;
   s->ctx = ctx;
   msgpack_sbuffer_init(&s->row);
   msgpack_sbuffer_init(&s->old);
+  return s;
+}
+
+RN_API int rn_subscribe(rn_pipeline *p, rn_rel *rel, rn_callback fn, void *ctx)
+{
+  rn_err_clear(&p->err);
+  if (!fn) return rn_err_set(&p->err, RN_EINVAL, "%s: rn_subscribe needs a callback", rel->name);
+  csub *s = new_csub(fn, ctx);
+  if (!s) return rn_err_set(&p->err, RN_ENOMEM, "out of memory");
   return rn_sink_add(p, rel, false, csub_change, NULL, s, free_csub);
+}
+
+/* Named "sink:" name in the state, like a Lua durable sink. */
+RN_API int rn_subscribe_durable(rn_pipeline *p, rn_rel *rel, const char *name, rn_callback fn, void *ctx)
+{
+  rn_err_clear(&p->err);
+  if (!fn) return rn_err_set(&p->err, RN_EINVAL, "%s: rn_subscribe_durable needs a callback", rel->name);
+  if (!name || !*name) return rn_err_set(&p->err, RN_EINVAL, "%s: a durable subscriber needs a name", rel->name);
+  csub *s = new_csub(fn, ctx);
+  char *key = s ? malloc(strlen(name) + 6) : NULL;
+  if (!key) {
+    if (s) free_csub(s);
+    return rn_err_set(&p->err, RN_ENOMEM, "out of memory");
+  }
+  sprintf(key, "sink:%s", name);
+  rn_outbox_mark m;
+  int rc = rn_outbox_mark_read(p, key, &m);
+  static const rn_outbox_ops ops = { csub_change, NULL, NULL, NULL, NULL };
+  if (rc) free_csub(s);
+  else rc = rn_outbox_sink_add(p, rel, key, false, &ops, s, free_csub, m.found ? m.delivered : p->seq, 0);
+  free(key);
+  return rc;
 }

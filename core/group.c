@@ -36,6 +36,7 @@
 #include <time.h>
 
 #include "cdc.h"
+#include "outbox.h"
 #include "pipeline.h"
 
 
@@ -109,6 +110,7 @@ static int restart(rn_pipeline *p, size_t upto, bool grow)
     if (!grow) msgpack_zone_clear(&p->scratch);
   }
   p->replaying = false;
+  if (!rc) rc = rn_outbox_replay(p); /* the carried groups' outbox entries, again */
   p->state = state;
   p->replay_mark = mark < p->replay.n ? mark : p->replay.n;
   free(old.items);
@@ -124,6 +126,7 @@ static void rollback_group(rn_pipeline *p)
       /* The carried groups could not be applied again: they are lost, as
        * in a crash. Say so rather than pretend. */
       rn_store_abort(&p->store);
+      rn_outbox_forget(p);
       rn_err_set(&keep, RN_ESTORE, "%s (and %u groups not yet flushed to LMDB were lost: %s)",
                  keep.msg, p->carried, p->err.msg);
       for (int i = 0; i < p->nrels; i++) {
@@ -137,6 +140,7 @@ static void rollback_group(rn_pipeline *p)
     p->err = keep;
   } else {
     rn_store_abort(&p->store);
+    rn_outbox_forget(p);
     p->replay.n = 0;
     p->replay_mark = 0;
     msgpack_zone_clear(&p->carry_zone);
@@ -184,6 +188,7 @@ static int commit_lmdb(rn_pipeline *p)
   int rc = rn_store_commit(&p->store, &p->err);
   if (rc) return rc;
   forget_carried(p);
+  rn_outbox_committed(p);
   p->stats.lmdb_commits++;
   return 0;
 }
@@ -206,9 +211,11 @@ RN_API int rn_commit(rn_pipeline *p)
   uint64_t seq = p->seq + 1; /* (3) */
   int rc = rn_cdc_build_all(p, seq);
   if (!rc) rc = save_counters(p, seq);
+  if (!rc) rc = rn_outbox_record(p, seq); /* durable sinks get it after LMDB commits (outbox.c) */
   while (rc == RN_EFULL && rn_group_regrow(p) == 0) { /* (5): the replay cleared the cdc logs */
     rc = rn_cdc_build_all(p, seq);
     if (!rc) rc = save_counters(p, seq);
+    if (!rc) rc = rn_outbox_record(p, seq);
   }
   if (!rc) rc = rn_sinks_deliver(p, seq); /* (4) */
   bool carried = !rc && carry_on(p);
@@ -231,6 +238,7 @@ RN_API int rn_commit(rn_pipeline *p)
   p->state = RN_IDLE;
   p->autocommit = false;
   p->stats.groups++;
+  rn_outbox_after_commit(p); /* delivers what is durable now, retries what failed */
   return 0;
 }
 
@@ -240,7 +248,9 @@ RN_API int rn_flush(rn_pipeline *p)
     return p->state == RN_OPEN ? 0 : rn_err_set(&p->err, RN_EMISUSE, "flush: not from inside a callback");
   if (!p->store.wtxn) return 0;
   int rc = commit_lmdb(p);
+  if (!rc) rn_outbox_after_commit(p);
   if (rc) { /* the carried groups are lost, as in a crash: say so */
+    rn_outbox_forget(p);
     rn_err_set(&p->err, rc, "%s (%u groups not yet flushed to LMDB were lost)", p->err.msg, p->carried);
     for (int i = 0; i < p->nrels; i++) {
       rn_rel *r = p->rels[i];

@@ -5,8 +5,8 @@
  * key columns (a keyless relation's: every column). Strings are escaped by
  * jansson; numbers are written in their shortest form that reads back the
  * same (1.5, not 1.5000000000000000); bytes are base64 strings; structs
- * and maps are objects, lists arrays. A group's lines are written at its
- * commit and flushed.
+ * and maps are objects, lists arrays. A group's lines are written once
+ * the LMDB transaction holding the group is durable (a durable sink).
  *
  * In: rn_run_ndjson reads lines {"rel": …, "op": "insert"|"update"|
  * "upsert"|"delete", "row": {…}} and applies them in groups of `batch`.
@@ -18,15 +18,19 @@
 #include "ndjson.h"
 
 #include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
 #include <jansson.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "json.h"
+#include "outbox.h"
 #include "row.h"
 
 /* ---- writing ---- */
@@ -161,12 +165,20 @@ int rn_ndjson_line(const rn_schema *s, const char *row, size_t len, bool key_onl
   return 0;
 }
 
+/* A durable sink (outbox.c): a group's lines are written after the LMDB
+ * transaction holding it committed. A sink on a path is named by the
+ * file's real path; its mark keeps the file's length after the last group
+ * written, and at declaration the file is cut back to it (a crash after a
+ * write and before its mark was committed, a torn last line), then the
+ * groups after the mark are written again: each group once, whole. */
 typedef struct nsink {
-  FILE *f;
+  FILE *f;                /* a caller's open file, or NULL */
+  int fd;                 /* a path sink's descriptor, or -1 */
   bool own;               /* close f when the sink goes */
   char *verb_field;       /* NULL: no verb in the lines */
   msgpack_sbuffer lines;  /* the group's lines, written at its commit */
   msgpack_zone zone;
+  uint64_t length;        /* a path sink's file length after the last group written */
   rn_free_fn release;     /* releases the caller's hold on f (a Lua file), or NULL */
   void *release_ctx;
 } nsink;
@@ -175,6 +187,7 @@ static void free_nsink(void *ctx)
 {
   nsink *s = ctx;
   if (s->own && s->f) fclose(s->f);
+  if (s->fd >= 0) close(s->fd);
   if (s->release) s->release(s->release_ctx);
   free(s->verb_field);
   msgpack_sbuffer_destroy(&s->lines);
@@ -195,22 +208,73 @@ static int nsink_change(void *ctx, rn_rel *rel, const rn_change *c, const rn_sin
   return rc ? rn_err_set(e, RN_ESTORE, "%s: ndjson: a row could not be decoded", rel->name) : 0;
 }
 
+static bool write_all(int fd, const char *data, size_t n)
+{
+  while (n > 0) {
+    ssize_t w = write(fd, data, n);
+    if (w < 0 && errno == EINTR) continue;
+    if (w <= 0) return false;
+    data += w;
+    n -= (size_t)w;
+  }
+  return true;
+}
+
+/* Writes the group's lines; a path sink that fails cuts what it wrote. */
 static int nsink_commit(void *ctx, uint64_t seq, rn_err *e)
 {
   (void)seq;
   nsink *s = ctx;
   size_t n = s->lines.size;
-  bool ok = n == 0 || (fwrite(s->lines.data, 1, n, s->f) == n && fflush(s->f) == 0);
+  bool ok;
+  if (s->fd >= 0) {
+    ok = n == 0 || write_all(s->fd, s->lines.data, n);
+    int err = errno;
+    if (ok) s->length += n;
+    else if (ftruncate(s->fd, (off_t)s->length) != 0) err = errno;
+    errno = err;
+  } else {
+    ok = n == 0 || (fwrite(s->lines.data, 1, n, s->f) == n && fflush(s->f) == 0);
+  }
   msgpack_sbuffer_clear(&s->lines);
   return ok ? 0 : rn_err_set(e, RN_EIO, "ndjson: writing: %s", strerror(errno));
+}
+
+static void nsink_discard(void *ctx, bool committed)
+{
+  (void)committed;
+  nsink *s = ctx;
+  msgpack_sbuffer_clear(&s->lines);
+  msgpack_zone_clear(&s->zone);
+}
+
+static int nsink_sync(void *ctx, rn_err *e)
+{
+  nsink *s = ctx;
+  if (s->fd >= 0 && fdatasync(s->fd) != 0) return rn_err_set(e, RN_EIO, "ndjson: syncing: %s", strerror(errno));
+  return 0;
+}
+
+static uint64_t nsink_position(void *ctx) { return ((nsink *)ctx)->length; }
+
+static const rn_outbox_ops nsink_ops = { nsink_change, nsink_commit, nsink_discard, nsink_sync, nsink_position };
+
+static nsink *new_nsink(const char *verb_field)
+{
+  nsink *s = calloc(1, sizeof *s);
+  if (!s) return NULL;
+  s->fd = -1;
+  msgpack_sbuffer_init(&s->lines);
+  if (!msgpack_zone_init(&s->zone, 4096)) { free(s); return NULL; }
+  if (verb_field && !(s->verb_field = strdup(verb_field))) { free_nsink(s); return NULL; }
+  return s;
 }
 
 int rn_ndjson_sink(rn_pipeline *p, rn_rel *rel, FILE *f, bool own, const char *verb_field,
                    rn_free_fn release, void *release_ctx)
 {
-  nsink *s = calloc(1, sizeof *s);
-  if (!s || !msgpack_zone_init(&s->zone, 4096)) {
-    free(s);
+  nsink *s = new_nsink(verb_field);
+  if (!s) {
     if (own) fclose(f);
     if (release) release(release_ctx);
     return rn_err_set(&p->err, RN_ENOMEM, "out of memory");
@@ -219,12 +283,62 @@ int rn_ndjson_sink(rn_pipeline *p, rn_rel *rel, FILE *f, bool own, const char *v
   s->own = own;
   s->release = release;
   s->release_ctx = release_ctx;
-  msgpack_sbuffer_init(&s->lines);
-  if (verb_field && !(s->verb_field = strdup(verb_field))) {
-    free_nsink(s);
-    return rn_err_set(&p->err, RN_ENOMEM, "out of memory");
+  return rn_outbox_sink_add(p, rel, NULL, false, &nsink_ops, s, free_nsink, 0, 0);
+}
+
+/* The length of fd's complete lines (size bytes): a torn last line is
+ * not counted. */
+static uint64_t complete_length(int fd, uint64_t size)
+{
+  char buf[4096];
+  uint64_t end = size;
+  while (end > 0) {
+    size_t n = end < sizeof buf ? (size_t)end : sizeof buf;
+    if (pread(fd, buf, n, (off_t)(end - n)) != (ssize_t)n) return size;
+    for (size_t i = n; i > 0; i--)
+      if (buf[i - 1] == '\n') return end - n + i;
+    end -= n;
   }
-  return rn_sink_add(p, rel, false, nsink_change, nsink_commit, s, free_nsink);
+  return 0;
+}
+
+int rn_ndjson_sink_path(rn_pipeline *p, rn_rel *rel, const char *path, const char *verb_field)
+{
+  int fd = open(path, O_RDWR | O_CREAT | O_APPEND | O_CLOEXEC, 0666);
+  if (fd < 0) return rn_err_set(&p->err, RN_EIO, "ndjson: cannot open %s: %s", path, strerror(errno));
+  nsink *s = new_nsink(verb_field);
+  if (!s) { close(fd); return rn_err_set(&p->err, RN_ENOMEM, "out of memory"); }
+  s->fd = fd;
+  char real[PATH_MAX], *name = NULL;
+  rn_outbox_mark m;
+  struct stat st;
+  int rc = 0;
+  if (!realpath(path, real) || fstat(fd, &st) != 0)
+    rc = rn_err_set(&p->err, RN_EIO, "ndjson: %s: %s", path, strerror(errno));
+  else if (!(name = malloc(strlen(real) + 8)))
+    rc = rn_err_set(&p->err, RN_ENOMEM, "out of memory");
+  if (!rc) {
+    sprintf(name, "ndjson:%s", real);
+    rc = rn_outbox_mark_read(p, name, &m);
+  }
+  uint64_t size = rc ? 0 : (uint64_t)st.st_size, delivered = 0;
+  if (!rc && m.found && m.position <= size) { /* back to the last group recorded */
+    s->length = m.position;
+    delivered = m.delivered;
+  } else if (!rc) { /* new, or cut shorter by someone else: its complete lines stay */
+    s->length = complete_length(fd, size);
+    delivered = m.found ? m.delivered : p->seq;
+  }
+  if (!rc && s->length < size && ftruncate(fd, (off_t)s->length) != 0)
+    rc = rn_err_set(&p->err, RN_EIO, "ndjson: cutting %s back to its last group: %s", path, strerror(errno));
+  if (rc) {
+    free(name);
+    free_nsink(s);
+    return rc;
+  }
+  rc = rn_outbox_sink_add(p, rel, name, false, &nsink_ops, s, free_nsink, delivered, s->length);
+  free(name);
+  return rc;
 }
 
 /* ---- reading ---- */

@@ -5,6 +5,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "outbox.h"
+
 static void read_seq(rn_pipeline *p)
 {
   MDB_txn *txn;
@@ -53,6 +55,7 @@ RN_API void rn_pipeline_close(rn_pipeline *p)
   if (!p) return;
   if (p->state == RN_OPEN) rn_rollback(p);
   rn_flush(p); /* carried groups are committed, as a close promises */
+  rn_outbox_close(p); /* the delivered marks, then the durable sinks go */
   rn_cursors_end_all(p);
   for (int i = 0; i < p->nsinks; i++) {
     if (p->sinks[i]->free_ctx) p->sinks[i]->free_ctx(p->sinks[i]->ctx);

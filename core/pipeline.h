@@ -182,6 +182,7 @@ struct rn_pipeline {
   msgpack_sbuffer valbuf; /* scratch: stored values */
   rn_stats stats;
   void *sqlite_conns;     /* sqlite.c's shared connections, one per database file */
+  struct rn_outbox *outbox; /* durable sinks and their groups (outbox.c), or NULL */
   double (*clock)(void *ctx); /* seconds, for lookup TTLs; NULL: the monotonic clock */
   void *clock_ctx;
   rn_free_fn on_close;    /* the binding's hook, called with binding last by rn_pipeline_close */
@@ -299,6 +300,9 @@ typedef struct rn_net {
  * log->n entries; owner (may be NULL, else log->n entries) gets each
  * change's entry index. Returns the entry count, or (size_t)-1 (no memory). */
 size_t rn_log_net(const rn_log *log, rn_net *out, size_t *owner);
+/* A log netted to one change per row id (as a consolidating sink gets it)
+ * into out (log->n entries); returns the count, or (size_t)-1 (no memory). */
+size_t rn_log_consolidated(const rn_log *log, rn_change *out);
 /* Delivers the group's logs to every sink, in registration order, then
  * calls every sink's on_commit. */
 int rn_sinks_deliver(rn_pipeline *p, uint64_t seq);

@@ -169,6 +169,29 @@ typedef int (*rn_callback)(void *ctx, const rn_event *ev);
  * from the next group on. Not inside a group (RN_EMISUSE). */
 RN_API int rn_subscribe(rn_pipeline *p, rn_rel *rel, rn_callback fn, void *ctx);
 
+/* ---- After durability ----------------------------------------------------
+ * A durable subscriber gets each group only after the LMDB transaction
+ * holding it is durable (with nosync: at rn_flush, the carry bounds, a
+ * declaration or close), from an outbox kept in the state: it cannot fail
+ * the group, and after a crash it gets again, in order, every group after
+ * the last one it was known to have taken — at least once, so dedupe by
+ * ev->seq. name identifies it in the state (unique in the pipeline,
+ * required). A nonzero return leaves the group (and the later ones)
+ * waiting: they are delivered again at the next commit, rn_flush or
+ * rn_deliver. Not inside a group (RN_EMISUSE). */
+RN_API int rn_subscribe_durable(rn_pipeline *p, rn_rel *rel, const char *name, rn_callback fn, void *ctx);
+
+/* Delivers every group waiting for a durable sink (NDJSON, SQLite,
+ * durable subscribers) after committing carried groups; returns the first
+ * delivery failure (the groups stay committed and waiting). Outside groups. */
+RN_API int rn_deliver(rn_pipeline *p);
+
+/* fn(ctx, seq) after each LMDB commit that made groups durable: every
+ * group up to seq is in LMDB (with sync, after every group). It runs after
+ * the deliveries, outside groups; it may read, not change tables. A
+ * nonzero return is reported by the next rn_deliver. */
+RN_API int rn_on_durable(rn_pipeline *p, int (*fn)(void *ctx, uint64_t seq), void *ctx);
+
 /* ---- Inspecting a state ------------------------------------------------
  * Reads a state directory without disturbing a writer in another process
  * (an LMDB read transaction). fn is called once per relation, in name

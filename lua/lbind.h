@@ -108,6 +108,7 @@ lrel *rn_lua_checkrel(lua_State *L, int idx);
 int rn_lua_declare_filter(lua_State *L);
 int rn_lua_declare_map(lua_State *L);
 int rn_lua_add_sink(lua_State *L);
+int rn_lua_on_durable(lua_State *L);
 /* The end of every declaration: pushes the new relation, or nil and the
  * pipeline's error when rc says it failed. Returns the count pushed. */
 int rn_lua_declared(lua_State *L, lpipe *lp, int rc, rn_rel *rel);

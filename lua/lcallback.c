@@ -8,6 +8,7 @@
 #include "join.h"
 #include "key.h"
 #include "lbind.h"
+#include "outbox.h"
 #include "row.h"
 
 typedef struct lcb {
@@ -314,7 +315,24 @@ int rn_lua_declare_map(lua_State *L)
   return rn_lua_declared(L, lp, rc, rel);
 }
 
-/* p:_sink(rel, fn|nil, insert, update, delete, commit, consolidate) -> true | nil, err */
+/* A sink delivered after durability from the outbox, as "sink:" name in
+ * the state: after a crash it gets the groups after its last recorded
+ * mark again (at least once; info.seq tells them apart). */
+static int add_durable_sink(lpipe *lp, rn_rel *rel, const char *name, bool consolidate, lcb *cb)
+{
+  static const rn_outbox_ops ops = { sink_cb, sink_commit_cb, NULL, NULL, NULL };
+  char *key = malloc(strlen(name) + 6);
+  if (!key) { free_cb(cb); return rn_err_set(&lp->p->err, RN_ENOMEM, "out of memory"); }
+  sprintf(key, "sink:%s", name);
+  rn_outbox_mark m;
+  int rc = rn_outbox_mark_read(lp->p, key, &m);
+  if (rc) free_cb(cb);
+  else rc = rn_outbox_sink_add(lp->p, rel, key, consolidate, &ops, cb, free_cb, m.found ? m.delivered : lp->p->seq, 0);
+  free(key);
+  return rc;
+}
+
+/* p:_sink(rel, fn|nil, insert, update, delete, commit, consolidate, durable name|nil) -> true | nil, err */
 int rn_lua_add_sink(lua_State *L)
 {
   lpipe *lp = rn_lua_checkpipe(L, 1);
@@ -328,10 +346,43 @@ int rn_lua_add_sink(lua_State *L)
   cb->refs[CB_UPDATE] = ref_function(L, 5);
   cb->refs[CB_DELETE] = ref_function(L, 6);
   cb->refs[CB_COMMIT] = ref_function(L, 7);
-  if (rn_sink_add(lp->p, r->rel, lua_toboolean(L, 8), sink_cb, sink_commit_cb, cb, free_cb))
-    return rn_lua_nil_error(L, rn_errmsg(lp->p));
+  int rc = lua_isstring(L, 9) ? add_durable_sink(lp, r->rel, lua_tostring(L, 9), lua_toboolean(L, 8), cb)
+                              : rn_sink_add(lp->p, r->rel, lua_toboolean(L, 8), sink_cb, sink_commit_cb, cb, free_cb);
+  if (rc) return rn_lua_nil_error(L, rn_errmsg(lp->p));
   lua_pushboolean(L, 1);
   return 1;
+}
+
+typedef struct ldurable { lpipe *lp; int ref; } ldurable;
+
+static void free_durable(void *ctx)
+{
+  ldurable *d = ctx;
+  luaL_unref(d->lp->L, LUA_REGISTRYINDEX, d->ref);
+  free(d);
+}
+
+static int durable_cb(void *ctx, uint64_t seq)
+{
+  ldurable *d = ctx;
+  lua_State *L = d->lp->L;
+  rn_err_clear(&d->lp->p->err);
+  lua_rawgeti(L, LUA_REGISTRYINDEX, d->ref);
+  lua_pushinteger(L, (lua_Integer)seq);
+  return rn_lua_call(d->lp, L, 1, 0, "pipeline", "on_durable", &d->lp->p->err);
+}
+
+/* p:on_durable(fn): fn(seq) once groups up to seq are durable in LMDB. */
+int rn_lua_on_durable(lua_State *L)
+{
+  lpipe *lp = rn_lua_checkpipe(L, 1);
+  luaL_checktype(L, 2, LUA_TFUNCTION);
+  ldurable *d = malloc(sizeof *d);
+  if (!d) return luaL_error(L, "out of memory");
+  d->lp = lp;
+  d->ref = ref_function(L, 2);
+  if (rn_outbox_on_durable(lp->p, durable_cb, d, free_durable)) return rn_lua_raise(L, lp);
+  return 0;
 }
 
 /* p:_select(in, name, {input names}, {output names}, {key output names}|nil)

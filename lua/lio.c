@@ -39,13 +39,11 @@ static int l_ndjson_sink(lua_State *L)
     h->lp = lp;
     lua_pushvalue(L, 3);
     h->ref = luaL_ref(L, LUA_REGISTRYINDEX);
-  } else if (lua_type(L, 3) == LUA_TSTRING) {
-    if (!(f = fopen(lua_tostring(L, 3), "a"))) {
-      lua_pushnil(L);
-      lua_pushfstring(L, "ndjson: cannot open %s: %s", lua_tostring(L, 3), strerror(errno));
-      return 2;
-    }
-    own = true;
+  } else if (lua_type(L, 3) == LUA_TSTRING) { /* exactly once across crashes: the path names it */
+    if (rn_ndjson_sink_path(lp->p, r->rel, lua_tostring(L, 3), verb))
+      return rn_lua_nil_error(L, rn_errmsg(lp->p));
+    lua_pushboolean(L, 1);
+    return 1;
   } else {
     lua_pushnil(L);
     lua_pushfstring(L, "ndjson: expects a path or a file, got %s", luaL_typename(L, 3));

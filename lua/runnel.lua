@@ -420,26 +420,50 @@ function Relation:get(key)
   return found
 end
 
-local SINK_FIELDS = { insert = true, update = true, delete = true, commit = true, consolidate = true }
+local SINK_FIELDS = { insert = true, update = true, delete = true, commit = true, consolidate = true,
+                      durable = true, name = true }
 
---- rel:sink(fn) or rel:sink{ insert, update, delete, commit, consolidate } -> rel
+-- The durable name of a sink (durable = true), or nil; raises on a bad one.
+local function durable_name(o)
+  if o.durable == nil or o.durable == false then
+    if o.name ~= nil then error("sink: name is for durable sinks (durable = true)", 3) end
+    return nil
+  end
+  if o.durable ~= true then error("sink: durable must be true or false", 3) end
+  if type(o.name) ~= "string" or o.name == "" then
+    error("sink: a durable sink needs a name, unique in the pipeline (name = \"…\")", 3)
+  end
+  return o.name
+end
+
+--- rel:sink(fn [, { durable = true, name = … }]) or
+-- rel:sink{ insert, update, delete, commit, consolidate, durable, name } -> rel
 -- A value with an `attach` method (runnel.ndjson …) attaches itself.
-function Relation:sink(s)
+-- A durable sink gets each group after it is durable in LMDB, from the
+-- state's outbox (OUTBOX-n in core/outbox.c): it cannot fail the group,
+-- and after a crash it gets the groups after its last recorded one again.
+function Relation:sink(s, opts)
   local p, ok, err = self:pipeline()
   if type(s) == "function" then
-    ok, err = p:_sink(self, s)
+    if opts ~= nil and type(opts) ~= "table" then error("sink: options must be a table", 2) end
+    for k in pairs(opts or {}) do
+      if k ~= "durable" and k ~= "name" then
+        error(("sink: unknown option %s (durable, name)"):format(tostring(k)), 2)
+      end
+    end
+    ok, err = p:_sink(self, s, nil, nil, nil, nil, nil, durable_name(opts or {}))
   elseif type(s) == "table" and type(s.attach) == "function" then
     ok, err = pcall(s.attach, s, self)
   elseif type(s) == "table" then
     for k, v in pairs(s) do
       if not SINK_FIELDS[k] then
-        error(("sink: unknown field %s (insert, update, delete, commit, consolidate)"):format(tostring(k)), 2)
+        error(("sink: unknown field %s (insert, update, delete, commit, consolidate, durable, name)"):format(tostring(k)), 2)
       end
-      if k ~= "consolidate" and type(v) ~= "function" then
+      if k ~= "consolidate" and k ~= "durable" and k ~= "name" and type(v) ~= "function" then
         error(("sink: %s must be a function, got %s"):format(k, type(v)), 2)
       end
     end
-    ok, err = p:_sink(self, nil, s.insert, s.update, s.delete, s.commit, s.consolidate)
+    ok, err = p:_sink(self, nil, s.insert, s.update, s.delete, s.commit, s.consolidate, durable_name(s))
   else
     error("sink: expects a function or a table of functions, got " .. type(s), 2)
   end

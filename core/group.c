@@ -10,8 +10,10 @@
  *     Groups committed before it are untouched.
  * (3) Sequence numbers count committed groups, 1, 2, 3 … per pipeline; each
  *     group writes its number in the transaction that holds it.
- * (4) Sinks see a group only if every change of it applied; they run before
- *     the group commits, so a sink that fails rolls the group back too.
+ * (4) Sinks see a group only if every change of it applied. In-group sinks
+ *     run before the group commits, so one that fails rolls the group back
+ *     too; durable sinks (NDJSON, SQLite, named ones) get it from the outbox
+ *     once the LMDB transaction holding it committed (outbox.c).
  * (5) A group never fails because LMDB's map is full: the map doubles and the
  *     transaction's source changes are replayed into a new one
  *     (rn_group_regrow); callbacks may run again for them, sinks do not,
@@ -23,7 +25,8 @@
  *     at rn_flush, at a declaration, when a snapshot read begins, and at
  *     close. A group that fails among carried
  *     ones rolls back alone: the transaction is aborted and the carried
- *     groups replayed into a new one, silently (their sinks already ran).
+ *     groups replayed into a new one, silently (their in-group sinks already
+ *     ran; their outbox entries are written again).
  *     A crash loses at most the carried groups, never part of one.
  *
  * Transitions: rn_begin (IDLE→OPEN), rn_change_enter (OPEN→APPLYING, or

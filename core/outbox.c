@@ -409,6 +409,7 @@ static void tell_durable(rn_pipeline *p, rn_outbox *ob)
                  p->err.code ? p->err.msg : "the callback failed");
       ob->err = e;
       ob->failed = true;
+      rn_err_clear(&p->err); /* the group committed: no error of its own */
     }
   }
 }

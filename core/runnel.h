@@ -149,7 +149,9 @@ RN_API int rn_delete(rn_pipeline *p, rn_rel *rel, const void *map, size_t len);
  * After each group commits its changes, a subscriber of a relation gets
  * them in order. row and old are msgpack maps keyed by external names
  * (every column; nulls as nil), owned by runnel and valid only during the
- * call. A nonzero return fails the group (RN_ECALLBACK): it is rolled back. */
+ * call. A nonzero return fails the group (RN_ECALLBACK): it is rolled back.
+ * (An in-group subscriber; see rn_subscribe_durable for one that gets
+ * groups after they are durable.) */
 enum { RN_VERB_INSERT = 1, RN_VERB_UPDATE = 2, RN_VERB_DELETE = 3 };
 
 typedef struct rn_event {

@@ -518,7 +518,10 @@ end
 
 --- runnel.ndjson(path_or_file [, { verb = "verb" | false }]) -> a sink for rel:sink(…)
 -- One JSON object per change; the verb in the named field ("verb" unless
--- verb = false); a DELETE line carries the key columns. A path is appended to.
+-- verb = false); a DELETE line carries the key columns. A durable sink: a
+-- group's lines are written once it is durable in LMDB. A path is appended
+-- to, exactly once across crashes (cut back to the last group recorded,
+-- never a torn line); an open file gets the groups durable while it runs.
 function runnel.ndjson(target, opts)
   opts = opts or {}
   if type(opts) ~= "table" then error("ndjson: options must be a table", 2) end
@@ -539,9 +542,12 @@ end
 
 --- runnel.sqlite(path, table [, { busy_timeout = seconds }]) -> a sink keeping
 -- a relation in a SQLite table (created if absent; the relation's key as
--- primary key; one SQLite transaction per group, of its net effect per key;
--- resynced whole when it missed groups). busy_timeout (default 5) bounds the
--- wait for another connection's lock; past it the group fails.
+-- primary key). A durable sink: each group, once durable in LMDB, becomes
+-- one SQLite transaction of its net effect per key with its mark in
+-- runnel_sinks, exactly once across crashes; rewritten whole only when it
+-- missed groups or the file was replaced. busy_timeout (default 5) bounds
+-- the wait for another connection's lock; past it the delivery fails, the
+-- group stays committed and waits (p:deliver() retries and says why).
 function runnel.sqlite(path, tname, opts)
   if type(path) ~= "string" or type(tname) ~= "string" then error("sqlite: expects (path, table)", 2) end
   local busy = opts and opts.busy_timeout

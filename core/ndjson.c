@@ -178,7 +178,8 @@ typedef struct nsink {
   char *verb_field;       /* NULL: no verb in the lines */
   msgpack_sbuffer lines;  /* the group's lines, written at its commit */
   msgpack_zone zone;
-  uint64_t length;        /* a path sink's file length after the last group written */
+  uint64_t length;        /* a path sink's file length after the last run of groups written */
+  uint64_t run;           /* bytes of the current run written so far */
   rn_free_fn release;     /* releases the caller's hold on f (a Lua file), or NULL */
   void *release_ctx;
 } nsink;
@@ -220,32 +221,43 @@ static bool write_all(int fd, const char *data, size_t n)
   return true;
 }
 
-/* Writes the group's lines; a path sink that fails cuts what it wrote. */
-static int nsink_commit(void *ctx, uint64_t seq, rn_err *e)
+/* Writes the staged lines (after the run's bytes already written). */
+static int write_lines(nsink *s, rn_err *e)
 {
-  (void)seq;
-  nsink *s = ctx;
   size_t n = s->lines.size;
-  bool ok;
-  if (s->fd >= 0) {
-    ok = n == 0 || write_all(s->fd, s->lines.data, n);
-    int err = errno;
-    if (ok) s->length += n;
-    else if (ftruncate(s->fd, (off_t)s->length) != 0) err = errno;
-    errno = err;
-  } else {
-    ok = n == 0 || (fwrite(s->lines.data, 1, n, s->f) == n && fflush(s->f) == 0);
-  }
+  bool ok = n == 0 || (s->fd >= 0 ? write_all(s->fd, s->lines.data, n)
+                                  : fwrite(s->lines.data, 1, n, s->f) == n && fflush(s->f) == 0);
+  if (ok) s->run += n;
   msgpack_sbuffer_clear(&s->lines);
   return ok ? 0 : rn_err_set(e, RN_EIO, "ndjson: writing: %s", strerror(errno));
 }
 
+/* A group's lines wait for the end of the run, unless they grow large. */
+static int nsink_commit(void *ctx, uint64_t seq, rn_err *e)
+{
+  (void)seq;
+  nsink *s = ctx;
+  return s->lines.size >= ((size_t)1 << 20) ? write_lines(s, e) : 0;
+}
+
+static int nsink_finish(void *ctx, rn_err *e)
+{
+  nsink *s = ctx;
+  int rc = write_lines(s, e);
+  if (!rc) s->length += s->run;
+  s->run = 0;
+  return rc;
+}
+
+/* The run failed: a path sink cuts its file back to the last whole run. */
 static void nsink_discard(void *ctx, bool committed)
 {
   (void)committed;
   nsink *s = ctx;
   msgpack_sbuffer_clear(&s->lines);
   msgpack_zone_clear(&s->zone);
+  if (s->fd >= 0 && ftruncate(s->fd, (off_t)s->length) != 0) { /* the next open cuts it back */ }
+  s->run = 0;
 }
 
 static int nsink_sync(void *ctx, rn_err *e)
@@ -257,7 +269,8 @@ static int nsink_sync(void *ctx, rn_err *e)
 
 static uint64_t nsink_position(void *ctx) { return ((nsink *)ctx)->length; }
 
-static const rn_outbox_ops nsink_ops = { nsink_change, nsink_commit, nsink_discard, nsink_sync, nsink_position };
+static const rn_outbox_ops nsink_ops = { nsink_change, nsink_commit, nsink_finish, nsink_discard, nsink_sync,
+                                         nsink_position };
 
 static nsink *new_nsink(const char *verb_field)
 {

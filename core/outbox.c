@@ -349,36 +349,57 @@ static int deliver_entry(rn_outbox *ob, obsink *s, uint64_t seq, const char *dat
   if (!rc && s->ops.commit) rc = s->ops.commit(s->ctx, seq, &e);
   msgpack_zone_destroy(&z);
   if (rc) {
-    if (s->ops.discard) s->ops.discard(s->ctx, false);
     if (!e.code) rn_err_set(&e, rc, "%s: delivery of group %llu failed", s->rel->name, (unsigned long long)seq);
     delivery_failed(ob, &e);
     return rc;
   }
   s->delivered = seq;
-  if (s->ops.position) s->position = s->ops.position(s->ctx);
   return 0;
 }
 
-/* Delivers every durable entry of s after its mark, in seq order. */
+/* Ends a run of groups delivered to s: finish makes them durable outside
+ * in one go (one SQLite transaction, one write). If the run failed
+ * anywhere, or finish does, none of it counts: the sink discards what it
+ * staged and its mark goes back to before the run (4). */
+static void end_run(rn_outbox *ob, obsink *s, uint64_t before, bool failed)
+{
+  rn_err e = { .code = RN_OK };
+  if (!failed && s->delivered != before && s->ops.finish && s->ops.finish(s->ctx, &e)) {
+    if (!e.code) rn_err_set(&e, RN_EIO, "%s: delivery failed", s->rel->name);
+    delivery_failed(ob, &e);
+    failed = true;
+  }
+  if (failed) { /* a sink without finish took each group for good as it went */
+    if (s->ops.discard) s->ops.discard(s->ctx, false);
+    if (s->ops.finish) s->delivered = before;
+  } else if (s->ops.position) {
+    s->position = s->ops.position(s->ctx);
+  }
+}
+
+/* Delivers every durable entry of s after its mark, in seq order, as one run. */
 static void deliver_sink(rn_pipeline *p, rn_outbox *ob, obsink *s)
 {
+  uint64_t before = s->delivered;
+  bool failed = false;
   if (!s->name) {
-    for (entry **at = &ob->head; *at;) {
+    for (entry *e = ob->head; e && !failed; e = e->next)
+      if (e->sink == s && e->committed && e->seq > s->delivered)
+        failed = deliver_entry(ob, s, e->seq, e->data, e->len) != 0;
+    end_run(ob, s, before, failed);
+    for (entry **at = &ob->head; *at;) { /* the run counted: its entries go */
       entry *e = *at;
-      if (e->sink != s || !e->committed) { at = &e->next; continue; }
-      if (deliver_entry(ob, s, e->seq, e->data, e->len)) return;
-      *at = e->next;
-      free(e);
+      if (e->sink == s && e->committed && e->seq <= s->delivered) { *at = e->next; free(e); }
+      else at = &e->next;
     }
     return;
   }
   if (!ob->has_dbi) return;
   MDB_txn *txn;
-  MDB_cursor *cur;
+  MDB_cursor *cur = NULL;
   int rc = mdb_txn_begin(p->store.env, NULL, MDB_RDONLY, &txn); /* sees only what is durable (2) */
-  if (rc) { rn_err e; rn_store_fail(&e, rc, s->name); delivery_failed(ob, &e); return; }
-  if ((rc = mdb_cursor_open(txn, ob->dbi, &cur))) {
-    mdb_txn_abort(txn);
+  if (!rc && (rc = mdb_cursor_open(txn, ob->dbi, &cur))) mdb_txn_abort(txn);
+  if (rc) {
     rn_err e;
     rn_store_fail(&e, rc, s->name);
     delivery_failed(ob, &e);
@@ -388,10 +409,11 @@ static void deliver_sink(rn_pipeline *p, rn_outbox *ob, obsink *s)
   put_be64(from, s->tag);
   put_be64(from + 8, s->delivered + 1);
   MDB_val k = { 16, from }, v;
-  for (rc = mdb_cursor_get(cur, &k, &v, MDB_SET_RANGE); rc == 0; rc = mdb_cursor_get(cur, &k, &v, MDB_NEXT)) {
+  for (rc = mdb_cursor_get(cur, &k, &v, MDB_SET_RANGE); rc == 0 && !failed; rc = mdb_cursor_get(cur, &k, &v, MDB_NEXT)) {
     if (k.mv_size != 16 || get_be64(k.mv_data) != s->tag) break;
-    if (deliver_entry(ob, s, get_be64((char *)k.mv_data + 8), v.mv_data, v.mv_size)) break;
+    failed = deliver_entry(ob, s, get_be64((char *)k.mv_data + 8), v.mv_data, v.mv_size) != 0;
   }
+  end_run(ob, s, before, failed);
   mdb_cursor_close(cur);
   mdb_txn_abort(txn);
 }

@@ -7,15 +7,18 @@
 
 typedef struct rn_outbox rn_outbox;
 
-/* What a durable sink does with a delivered group. change and commit are
- * the in-group sink callbacks' shapes: change once per change of the
- * group (info->seq is the group's), then commit(seq). A failure leaves the
- * group in the outbox, to be delivered again later. */
+/* What a durable sink does with delivered groups. change and commit are
+ * the in-group sink callbacks' shapes: change once per change of a group
+ * (info->seq is the group's), then commit(seq); after a run of groups (all
+ * that wait), finish. A failure anywhere in the run leaves all of its
+ * groups in the outbox, to be delivered again later. */
 typedef struct rn_outbox_ops {
   rn_sink_fn change;
   rn_sink_commit_fn commit;               /* may be NULL */
-  rn_sink_done_fn discard;                /* (ctx, false) after change or commit failed: drop what
-                                             the group buffered; may be NULL */
+  int (*finish)(void *ctx, rn_err *e);    /* makes the run's groups durable outside (one SQLite
+                                             transaction, one write); may be NULL */
+  rn_sink_done_fn discard;                /* (ctx, false) after the run failed: drop what it
+                                             staged; may be NULL */
   int (*sync)(void *ctx, rn_err *e);      /* makes what was delivered durable before its mark
                                              is committed (fsync); may be NULL */
   uint64_t (*position)(void *ctx);        /* kept with the mark (NDJSON: the file's length); may be NULL */

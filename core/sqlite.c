@@ -5,9 +5,9 @@
  * the row id). Types: int and bool INTEGER, float REAL, string TEXT, bytes
  * BLOB, lists, maps, structs and any as JSON TEXT.
  *
- * A durable sink (outbox.c): each runnel group becomes, once the LMDB
- * transaction holding it is durable, one SQLite transaction of its net
- * effect per key: first the deletes of keys gone at the end of the group,
+ * A durable sink (outbox.c): once the LMDB transaction holding them is
+ * durable, the runnel groups waiting become one SQLite transaction holding
+ * each group's net effect per key: first the deletes of keys gone at the end of the group,
  * then INSERT … ON CONFLICT DO UPDATE of the final rows, so a group that
  * moves a row between keys never loses one. Statements are prepared once;
  * BEGIN IMMEDIATE takes the write lock first, so no later statement waits
@@ -108,7 +108,8 @@ typedef struct ssink {
   rn_rel *rel;
   char *table;
   bool keyless;           /* keyed by runnel_id */
-  uint64_t written;       /* SQLite's mark: the last group written to the table */
+  uint64_t written;       /* SQLite's mark: the last group committed to the table */
+  uint64_t staged;        /* the last group written into the open transaction */
   op *dels, *ups;
   size_t ndels, nups, cap_dels, cap_ups;
   msgpack_zone zone;      /* the group's row and key copies */
@@ -424,7 +425,7 @@ static int check_marks(ssink *s, const char *name, rn_err *e)
 
 /* ---- one group, after it is durable ---- */
 
-/* Writes a delivered group's net effect and its mark in one SQLite
+/* Writes a delivered group's net effect and its mark into the run's SQLite
  * transaction; a group SQLite's mark already covers is skipped (SINK-1). */
 static int ssink_commit(void *ctx, uint64_t seq, rn_err *e)
 {
@@ -439,10 +440,19 @@ static int ssink_commit(void *ctx, uint64_t seq, rn_err *e)
     if (!upserted(s, &s->dels[i])) rc = run(s, s->del, &s->dels[i], true, e);
   for (size_t i = 0; i < s->nups && !rc; i++) rc = run(s, s->upsert, &s->ups[i], false, e);
   if (!rc) rc = mark_sqlite(s, seq, e);
-  if (!rc) rc = commit(s, e);
-  if (rc) rollback(s);
-  else s->written = seq;
+  if (!rc) s->staged = seq;
   clear_group(s);
+  return rc;
+}
+
+/* The run's groups commit together: one SQLite transaction. */
+static int ssink_finish(void *ctx, rn_err *e)
+{
+  ssink *s = ctx;
+  if (!s->conn->open_txn) return 0;
+  int rc = commit(s, e);
+  if (rc) rollback(s);
+  else s->written = s->staged;
   return rc;
 }
 
@@ -480,7 +490,7 @@ static char *name_of(const char *path, const char *table)
   return k;
 }
 
-static const rn_outbox_ops ssink_ops = { ssink_change, ssink_commit, ssink_discard, NULL, NULL };
+static const rn_outbox_ops ssink_ops = { ssink_change, ssink_commit, ssink_finish, ssink_discard, NULL, NULL };
 
 int rn_sqlite_sink(rn_pipeline *p, rn_rel *rel, const char *path, const char *table, int busy_ms)
 {

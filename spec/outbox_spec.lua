@@ -221,6 +221,48 @@ t:sink(runnel.sqlite(%q, "t"))
     end)
   end
 
+  it("cut a failed write back to its last whole group and keep the groups waiting (a full file)", function()
+    local state, script = dir .. "/st", dir .. "/full.lua"
+    local f = assert(io.open(script, "w"))
+    f:write(([[
+local runnel = require "runnel"
+local p = runnel.open{ path = %q }
+local s = p:stream("s", { {"k","int"}, {"pad","string"} })
+s:sink(runnel.ndjson(%q, { verb = false }))
+local failed_at
+for k = 1, 200 do
+  s:insert{ k = k, pad = string.rep("x", 3000) } -- commits whatever the file does
+  if not failed_at then
+    local ok, err = pcall(p.deliver, p)
+    if not ok then failed_at = k; assert(err:find("ndjson: writing: File too large", 1, true), err) end
+  elseif k == failed_at + 3 then break end
+end
+assert(failed_at, "the file never filled")
+local waiting = p:stats().outbox[next(p:stats().outbox)]
+assert(waiting >= 4, "waiting: " .. waiting)
+io.write(p:seq())
+p:close()
+]]):format(state, log))
+    f:close()
+    -- the file may not grow past 100 kB (ulimit -f counts 512-byte blocks in sh)
+    local out, err, code = H.sh(("sh -c \"trap '' XFSZ; ulimit -f 200; exec lua5.4 %s\""):format(script))
+    assert.equal("", err)
+    assert.equal(0, code)
+    local n = tonumber(out)
+    local text = read(log)
+    assert.equal("\n", text:sub(-1)) -- never a torn line
+    local k = 0
+    for l in text:gmatch("[^\n]+") do k = k + 1; assert.equal(k, tonumber(l:match('"k":(%d+)'))) end
+    assert.is_true(k < n)
+    local p = runnel.open{ path = state } -- the limit is gone: the waiting groups go out, once
+    local s = p:stream("s", { {"k","int"}, {"pad","string"} })
+    s:sink(runnel.ndjson(log, { verb = false }))
+    p:close()
+    k = 0
+    for l in read(log):gmatch("[^\n]+") do k = k + 1; assert.equal(k, tonumber(l:match('"k":(%d+)'))) end
+    assert.equal(n, k)
+  end)
+
   it("deliver again a group written after the last mark but before a crash, once", function()
     local state = dir .. "/st"
     -- group 2 is written to the file, its mark would ride with group 3: there is none

@@ -20,9 +20,12 @@
  * (2) Entries are delivered only after the transaction holding them
  *     committed (rn_commit with sync; rn_flush, the carry bounds, a
  *     declaration or close without), per sink in seq order, each entry
- *     whole: change for each change, then commit(seq). Deliveries run
- *     outside groups, in state APPLYING: a durable sink may read tables,
- *     not change them.
+ *     whole: change for each change, then commit(seq). The entries waiting
+ *     for a sink go out as one run ended by finish (one SQLite
+ *     transaction, one write); a run that fails anywhere counts for none
+ *     of its groups, except for sinks without finish (Lua, C), which take
+ *     each group for good as it goes. Deliveries run outside groups, in
+ *     state APPLYING: a durable sink may read tables, not change them.
  * (3) Each sink keeps a delivered mark. In memory it moves with each
  *     delivery; in the state it is written with the next group's
  *     transaction (or at close), never in a transaction of its own per
@@ -34,8 +37,8 @@
  *     own way (NDJSON cuts its file back to the mark's position; SQLite
  *     skips a seq its runnel_sinks row already holds) or documents at
  *     least once (Lua and C sinks: the seq in info lets them dedupe).
- * (4) A delivery that fails leaves its entry, and every later one of that
- *     sink, in the outbox: the committed group stands. They are retried
+ * (4) A delivery that fails leaves its entry (its run), and every later one
+ *     of that sink, in the outbox: the committed group stands. They are retried
  *     at the next commit that reaches LMDB, at rn_flush and rn_deliver,
  *     which reports the failure; at the next open once the sink is
  *     declared again.

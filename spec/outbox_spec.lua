@@ -36,10 +36,11 @@ describe("durable sinks", function()
   end)
   after_each(H.cleanup)
 
-  -- An NDJSON sink, an SQLite sink and a durable Lua sink on t, then the
-  -- in-group trouble maker `after` (a sink or a commit hook).
+  -- An NDJSON sink, an SQLite sink and a durable Lua sink on t, and an
+  -- in-group sink or commit hook that refuses "bad", before or after them.
   local function setup(p, kind)
     local t = p:table("t", { {"k","int"}, {"v","string"}, key = "k" })
+    if kind == "earlier sink" then t:sink(function(_, row) if row and row.v == "bad" then error("no") end end) end
     t:sink(runnel.ndjson(log))
     t:sink(runnel.sqlite(db, "t"))
     local got = {}
@@ -47,15 +48,15 @@ describe("durable sinks", function()
            { durable = true, name = "mine" })
     if kind == "sink" then
       t:sink(function(_, row) if row and row.v == "bad" then error("no") end end)
-    else
+    elseif kind == "commit hook" then
       t:sink{ insert = function() end, update = function(row) t.last = row.v end,
               commit = function() if t.last == "bad" then t.last = nil; error("hook says no") end end }
     end
     return t, got
   end
 
-  for _, kind in ipairs{ "sink", "commit hook" } do
-    it("hold exactly the committed groups when a later " .. kind .. " raises (sync = true)", function()
+  for _, kind in ipairs{ "sink", "commit hook", "earlier sink" } do
+    it("hold exactly the committed groups when " .. kind .. " raises (sync = true)", function()
       local p = runnel.open()
       local t, got = setup(p, kind)
       t:insert{ k = 1, v = "good" }
@@ -106,6 +107,25 @@ describe("durable sinks", function()
     assert.equal(line("INSERT", 1, "a") .. line("INSERT", 2, "b") .. line("UPDATE", 2, "c") .. line("INSERT", 3, "d"),
                  read(log))
     assert.same({ 3, 4 }, durable)
+  end)
+
+  it("keep the carried groups' entries when the map grows and when a group among them rolls back", function()
+    local p = runnel.open{ path = dir .. "/st", sync = false, map_size = 1024 * 1024 }
+    local t = p:table("t", { {"k","int"}, {"v","string"}, key = "k" })
+    t:sink(runnel.ndjson(log, { verb = false }))
+    local seqs = {}
+    t:sink(function(_, _, _, info) seqs[#seqs + 1] = info.seq end, { durable = true, name = "seqs" })
+    local big = string.rep("x", 2000)
+    for k = 1, 1500 do
+      if k % 7 == 0 then assert.is_false(pcall(p.batch, p, function() t:insert{ k = -k, v = big }; error("no") end)) end
+      t:insert{ k = k, v = big }
+    end
+    assert.is_true(p:stats().map_size > 1024 * 1024) -- it grew: carried groups were replayed
+    p:close()
+    assert.is_true(#seqs == 1500 and seqs[1] == 1 and seqs[1500] == 1500)
+    local k = 0
+    for l in io.lines(log) do k = k + 1; assert.equal(k, tonumber(l:match('"k":(%d+)'))) end
+    assert.equal(1500, k)
   end)
 
   it("tell on_durable every group with sync = true", function()

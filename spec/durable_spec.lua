@@ -1,9 +1,10 @@
 -- Durable sinks across real crashes (OUTBOX-n in core/outbox.c): a child
--- lua5.4 applies numbered groups to a table with an NDJSON and an SQLite
--- sink and is killed with SIGKILL at a random moment; the state is then
--- reopened. Before the reopen the NDJSON log may lag LMDB, never lead it;
--- after it, the log and the SQLite table hold exactly the committed groups:
--- no line ahead, none twice, none torn. Bounded: 10 kills per mode.
+-- lua5.4 applies numbered groups to a table with an NDJSON, an SQLite and a
+-- durable Lua sink and is killed with SIGKILL at a random moment; the state
+-- is then reopened. Before the reopen the NDJSON log may lag LMDB, never
+-- lead it; after it, the log and the SQLite table hold exactly the
+-- committed groups (no line ahead, none twice, none torn) and the Lua sink
+-- got each at least once. Bounded: 10 kills per mode.
 local runnel = require "runnel"
 local H = require "helper"
 
@@ -44,6 +45,8 @@ local p = runnel.open{ path = %q, sync = %s }
 local t = p:table("t", { {"k","int"}, {"v","int"}, key = "k" })
 t:sink(runnel.ndjson(%q))
 t:sink(runnel.sqlite(%q, "t"))
+local audit = assert(io.open(%q, "a"))
+t:sink{ durable = true, name = "audit", insert = function(_, info) audit:write(info.seq, "\n"); audit:flush() end }
 local i = p:seq()
 while true do
   i = i + 1
@@ -99,7 +102,8 @@ describe("durable sinks across SIGKILL", function()
       local state, log, db = dir .. "/st", dir .. "/out.ndjson", dir .. "/out.db"
       local script = dir .. "/child.lua"
       local f = assert(io.open(script, "w"))
-      f:write(CHILD:format(state, tostring(sync), log, db))
+      local audit = dir .. "/audit"
+      f:write(CHILD:format(state, tostring(sync), log, db, audit))
       f:close()
       local last = 0
       for kill = 1, 10 do
@@ -119,7 +123,18 @@ describe("durable sinks across SIGKILL", function()
         local t = p:table("t", { {"k","int"}, {"v","int"}, key = "k" })
         t:sink(runnel.ndjson(log))
         t:sink(runnel.sqlite(db, "t"))
+        local a = assert(io.open(audit, "a"))
+        t:sink{ durable = true, name = "audit", insert = function(_, info) a:write(info.seq, "\n") end }
+        a:close()
         assert.equal(n, p:seq())
+        -- the durable Lua sink: every group at least once, none ahead
+        local seen, count = {}, 0
+        for l in io.lines(audit) do
+          local seq = tonumber(l)
+          assert(seq and seq <= n, ("kill %d: the audit sink got %s, past the %d committed groups"):format(kill, l, n))
+          if not seen[seq] then seen[seq], count = true, count + 1 end
+        end
+        assert.equal(n, count)
         assert.equal(want, read(log))
         if n > 0 then
           assert.equal(expected_rows(n), sql(db, "select * from t order by k"))

@@ -96,6 +96,7 @@ struct rn_outbox {
   obsink **sinks;
   int n, cap;
   entry *head;
+  entry **tail;           /* the last link of the list (every pass that removes resets it) */
   durable_cb *cbs;
   int ncbs, cbcap;
   uint64_t durable;       /* the seq last told to on_durable (7) */
@@ -113,6 +114,7 @@ static rn_outbox *outbox_of(rn_pipeline *p)
   rn_outbox *ob = calloc(1, sizeof *ob);
   if (!ob) return NULL;
   msgpack_sbuffer_init(&ob->buf);
+  ob->tail = &ob->head;
   ob->durable = p->seq - p->carried;
   p->outbox = ob;
   return ob;
@@ -226,20 +228,14 @@ static int pack_group(rn_pipeline *p, rn_outbox *ob, obsink *s, size_t *n)
   return 0;
 }
 
-static entry **last_link(rn_outbox *ob)
-{
-  entry **at = &ob->head;
-  while (*at) at = &(*at)->next;
-  return at;
-}
-
 static int keep_entry(rn_pipeline *p, rn_outbox *ob, obsink *s, uint64_t seq)
 {
   entry *e = malloc(sizeof *e + ob->buf.size);
   if (!e) return rn_err_set(&p->err, RN_ENOMEM, "out of memory");
   *e = (entry){ NULL, s, seq, false, ob->buf.size };
   memcpy(e->data, ob->buf.data, ob->buf.size);
-  *last_link(ob) = e;
+  *ob->tail = e;
+  ob->tail = &e->next;
   return 0;
 }
 
@@ -256,11 +252,13 @@ static int put_entry(rn_pipeline *p, rn_outbox *ob, obsink *s, uint64_t seq, con
 /* Drops the uncommitted entries of the groups after `after` (0: all). */
 static void drop_uncommitted(rn_outbox *ob, uint64_t after)
 {
-  for (entry **at = &ob->head; *at;) {
+  entry **at = &ob->head;
+  while (*at) {
     entry *e = *at;
     if (!e->committed && e->seq > after) { *at = e->next; free(e); }
     else at = &e->next;
   }
+  ob->tail = at;
 }
 
 int rn_outbox_record(rn_pipeline *p, uint64_t seq)
@@ -284,12 +282,14 @@ void rn_outbox_committed(rn_pipeline *p)
 {
   rn_outbox *ob = p->outbox;
   if (!ob) return;
-  for (entry **at = &ob->head; *at;) {
+  entry **at = &ob->head;
+  while (*at) {
     entry *e = *at;
     if (!e->committed && e->sink->name) { *at = e->next; free(e); continue; } /* LMDB holds it */
     e->committed = true;
     at = &e->next;
   }
+  ob->tail = at;
   for (int i = 0; i < ob->n; i++) ob->sinks[i]->marked = ob->sinks[i]->marking;
   ob->fresh = true;
 }
@@ -390,11 +390,13 @@ static void deliver_sink(rn_pipeline *p, rn_outbox *ob, obsink *s)
       if (e->sink == s && e->committed && e->seq > s->delivered)
         failed = deliver_entry(ob, s, e->seq, e->data, e->len) != 0;
     end_run(ob, s, before, failed);
-    for (entry **at = &ob->head; *at;) { /* the run counted: its entries go */
+    entry **at = &ob->head;
+    while (*at) { /* the run counted: its entries go */
       entry *e = *at;
       if (e->sink == s && e->committed && e->seq <= s->delivered) { *at = e->next; free(e); }
       else at = &e->next;
     }
+    ob->tail = at;
     return;
   }
   if (!ob->has_dbi) return;

@@ -270,7 +270,7 @@ static int nsink_sync(void *ctx, rn_err *e)
 static uint64_t nsink_position(void *ctx) { return ((nsink *)ctx)->length; }
 
 static const rn_outbox_ops nsink_ops = { nsink_change, nsink_commit, nsink_finish, nsink_discard, nsink_sync,
-                                         nsink_position };
+                                         nsink_position, NULL };
 
 static nsink *new_nsink(const char *verb_field)
 {

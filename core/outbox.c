@@ -22,9 +22,11 @@
  *     declaration or close without), per sink in seq order, each entry
  *     whole: change for each change, then commit(seq). The entries waiting
  *     for a sink go out as one run ended by finish (one SQLite
- *     transaction, one write); a run that fails anywhere counts for none
- *     of its groups, except for sinks without finish (Lua, C), which take
- *     each group for good as it goes. Deliveries run outside groups, in
+ *     transaction, one write), and sinks that share an outside
+ *     transaction (the tables of one SQLite file) end their runs together;
+ *     a run that fails anywhere counts for none of its groups (nor do the
+ *     runs it shares with), except for sinks without finish (Lua, C),
+ *     which take each group for good as it goes. Deliveries run outside groups, in
  *     state APPLYING: a durable sink may read tables, not change them.
  * (3) Each sink keeps a delivered mark. In memory it moves with each
  *     delivery; in the state it is written with the next group's
@@ -360,46 +362,56 @@ static int deliver_entry(rn_outbox *ob, obsink *s, uint64_t seq, const char *dat
   return 0;
 }
 
-/* Ends a run of groups delivered to s: finish makes them durable outside
- * in one go (one SQLite transaction, one write). If the run failed
- * anywhere, or finish does, none of it counts: the sink discards what it
- * staged and its mark goes back to before the run (4). */
-static void end_run(rn_outbox *ob, obsink *s, uint64_t before, bool failed)
+/* Ends the runs of sinks that share one outside transaction (the sinks of
+ * one SQLite file; most sinks share with none): finish makes their groups
+ * durable outside in one go (one SQLite transaction, one write). If any
+ * run failed, or a finish does, none of them counts: each sink discards
+ * what it staged and its mark goes back to before its run (4). A sink
+ * without finish took each group for good as it went. */
+static void end_runs(rn_outbox *ob, obsink **v, const uint64_t *before, int n, bool failed)
 {
   rn_err e = { .code = RN_OK };
-  if (!failed && s->delivered != before && s->ops.finish && s->ops.finish(s->ctx, &e)) {
-    if (!e.code) rn_err_set(&e, RN_EIO, "%s: delivery failed", s->rel->name);
-    delivery_failed(ob, &e);
-    failed = true;
-  }
-  if (failed) { /* a sink without finish took each group for good as it went */
-    if (s->ops.discard) s->ops.discard(s->ctx, false);
-    if (s->ops.finish) s->delivered = before;
-  } else if (s->ops.position) {
-    s->position = s->ops.position(s->ctx);
+  for (int i = 0; i < n && !failed; i++)
+    if (v[i]->delivered != before[i] && v[i]->ops.finish && v[i]->ops.finish(v[i]->ctx, &e)) {
+      if (!e.code) rn_err_set(&e, RN_EIO, "%s: delivery failed", v[i]->rel->name);
+      delivery_failed(ob, &e);
+      failed = true;
+    }
+  for (int i = 0; i < n; i++) {
+    obsink *s = v[i];
+    if (failed) {
+      if (s->ops.discard) s->ops.discard(s->ctx, false);
+      if (s->ops.finish) s->delivered = before[i];
+    } else if (s->ops.position) {
+      s->position = s->ops.position(s->ctx);
+    }
   }
 }
 
-/* Delivers every durable entry of s after its mark, in seq order, as one run. */
-static void deliver_sink(rn_pipeline *p, rn_outbox *ob, obsink *s)
+/* Frees the entries of a nameless sink that its mark covers. */
+static void drop_delivered(rn_outbox *ob, obsink *s)
 {
-  uint64_t before = s->delivered;
+  entry **at = &ob->head;
+  while (*at) {
+    entry *e = *at;
+    if (e->sink == s && e->committed && e->seq <= s->delivered) { *at = e->next; free(e); }
+    else at = &e->next;
+  }
+  ob->tail = at;
+}
+
+/* Stages every durable entry of s after its mark, in seq order; returns
+ * whether a delivery failed. */
+static bool stage_sink(rn_pipeline *p, rn_outbox *ob, obsink *s)
+{
   bool failed = false;
   if (!s->name) {
     for (entry *e = ob->head; e && !failed; e = e->next)
       if (e->sink == s && e->committed && e->seq > s->delivered)
         failed = deliver_entry(ob, s, e->seq, e->data, e->len) != 0;
-    end_run(ob, s, before, failed);
-    entry **at = &ob->head;
-    while (*at) { /* the run counted: its entries go */
-      entry *e = *at;
-      if (e->sink == s && e->committed && e->seq <= s->delivered) { *at = e->next; free(e); }
-      else at = &e->next;
-    }
-    ob->tail = at;
-    return;
+    return failed;
   }
-  if (!ob->has_dbi) return;
+  if (!ob->has_dbi) return false;
   MDB_txn *txn;
   MDB_cursor *cur = NULL;
   int rc = mdb_txn_begin(p->store.env, NULL, MDB_RDONLY, &txn); /* sees only what is durable (2) */
@@ -408,7 +420,7 @@ static void deliver_sink(rn_pipeline *p, rn_outbox *ob, obsink *s)
     rn_err e;
     rn_store_fail(&e, rc, s->name);
     delivery_failed(ob, &e);
-    return;
+    return true;
   }
   char from[16];
   put_be64(from, s->tag);
@@ -418,9 +430,32 @@ static void deliver_sink(rn_pipeline *p, rn_outbox *ob, obsink *s)
     if (k.mv_size != 16 || get_be64(k.mv_data) != s->tag) break;
     failed = deliver_entry(ob, s, get_be64((char *)k.mv_data + 8), v.mv_data, v.mv_size) != 0;
   }
-  end_run(ob, s, before, failed);
   mdb_cursor_close(cur);
-  mdb_txn_abort(txn);
+  mdb_txn_abort(txn); /* staged output holds copies, not LMDB's bytes */
+  return failed;
+}
+
+static void *shared_of(const obsink *s) { return s->ops.shared ? s->ops.shared(s->ctx) : NULL; }
+
+/* Delivers to sinks[from] and every later sink sharing its transaction,
+ * marking them done. */
+static void deliver_joint(rn_pipeline *p, rn_outbox *ob, int from, bool *done)
+{
+  obsink *v[ob->n];
+  uint64_t before[ob->n];
+  int n = 0;
+  void *shared = shared_of(ob->sinks[from]);
+  for (int i = from; i < ob->n; i++) {
+    if (done[i] || (i != from && (!shared || shared_of(ob->sinks[i]) != shared))) continue;
+    done[i] = true;
+    v[n] = ob->sinks[i];
+    before[n++] = ob->sinks[i]->delivered;
+  }
+  bool failed = false;
+  for (int i = 0; i < n && !failed; i++) failed = stage_sink(p, ob, v[i]);
+  end_runs(ob, v, before, n, failed);
+  for (int i = 0; i < n; i++)
+    if (!v[i]->name) drop_delivered(ob, v[i]);
 }
 
 static void tell_durable(rn_pipeline *p, rn_outbox *ob)
@@ -448,7 +483,10 @@ static bool deliver_all(rn_pipeline *p, rn_outbox *ob)
   ob->fresh = ob->backlog = ob->failed = false;
   rn_gstate state = p->state;
   p->state = RN_APPLYING; /* (2): read, not change */
-  for (int i = 0; i < ob->n; i++) deliver_sink(p, ob, ob->sinks[i]);
+  bool done[ob->n > 0 ? ob->n : 1];
+  memset(done, 0, sizeof done);
+  for (int i = 0; i < ob->n; i++)
+    if (!done[i]) deliver_joint(p, ob, i, done);
   tell_durable(p, ob);
   p->state = state;
   ob->delivering = false;

@@ -22,6 +22,9 @@ typedef struct rn_outbox_ops {
   int (*sync)(void *ctx, rn_err *e);      /* makes what was delivered durable before its mark
                                              is committed (fsync); may be NULL */
   uint64_t (*position)(void *ctx);        /* kept with the mark (NDJSON: the file's length); may be NULL */
+  void *(*shared)(void *ctx);             /* sinks returning the same non-NULL pointer share one
+                                             outside transaction: their runs stage together and
+                                             count together (the sinks of one SQLite file); may be NULL */
 } rn_outbox_ops;
 
 /* A durable sink's record in the state ("od:" name in meta). */

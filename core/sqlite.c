@@ -6,10 +6,11 @@
  * BLOB, lists, maps, structs and any as JSON TEXT.
  *
  * A durable sink (outbox.c): once the LMDB transaction holding them is
- * durable, the runnel groups waiting become one SQLite transaction holding
- * each group's net effect per key: first the deletes of keys gone at the end of the group,
- * then INSERT … ON CONFLICT DO UPDATE of the final rows, so a group that
- * moves a row between keys never loses one. Statements are prepared once;
+ * durable, the runnel groups waiting for the sinks of one database file
+ * become one SQLite transaction holding each group's net effect per key:
+ * first the deletes of keys gone at the end of the group, then INSERT …
+ * ON CONFLICT DO UPDATE of the final rows, so a group that moves a row
+ * between keys never loses one. Statements are prepared once;
  * BEGIN IMMEDIATE takes the write lock first, so no later statement waits
  * for it. SQLite failing (busy, disk full) never undoes the runnel group:
  * the group waits in the outbox and is written at the next delivery.
@@ -404,7 +405,7 @@ static int check_marks(ssink *s, const char *name, rn_err *e)
   /* In step: the outbox holds every group after SQLite's mark. A table
    * must also have seen every group (a stream's log just goes on). */
   if (in_sqlite && m.found && m.delivered <= w && w <= p->seq && (m.seen == p->seq || !table)) {
-    s->written = w;
+    s->written = s->staged = w;
     return 0;
   }
   /* A state that kept the table and is out of step with it (the sink was
@@ -419,7 +420,7 @@ static int check_marks(ssink *s, const char *name, rn_err *e)
     rollback(s);
     return rc;
   }
-  s->written = p->seq;
+  s->written = s->staged = p->seq;
   return 0;
 }
 
@@ -445,12 +446,13 @@ static int ssink_commit(void *ctx, uint64_t seq, rn_err *e)
   return rc;
 }
 
-/* The run's groups commit together: one SQLite transaction. */
+/* The runs of the file's sinks commit together: one SQLite transaction,
+ * committed by the first of them to finish (OUTBOX-2: the outbox calls
+ * the others' finish only once it succeeded). */
 static int ssink_finish(void *ctx, rn_err *e)
 {
   ssink *s = ctx;
-  if (!s->conn->open_txn) return 0;
-  int rc = commit(s, e);
+  int rc = s->conn->open_txn ? commit(s, e) : 0;
   if (rc) rollback(s);
   else s->written = s->staged;
   return rc;
@@ -462,7 +464,10 @@ static void ssink_discard(void *ctx, bool committed)
   ssink *s = ctx;
   rollback(s);
   clear_group(s);
+  s->staged = s->written;
 }
+
+static void *ssink_shared(void *ctx) { return ((ssink *)ctx)->conn; }
 
 static void free_ssink(void *ctx)
 {
@@ -490,7 +495,8 @@ static char *name_of(const char *path, const char *table)
   return k;
 }
 
-static const rn_outbox_ops ssink_ops = { ssink_change, ssink_commit, ssink_finish, ssink_discard, NULL, NULL };
+static const rn_outbox_ops ssink_ops = { ssink_change, ssink_commit, ssink_finish, ssink_discard, NULL, NULL,
+                                         ssink_shared };
 
 int rn_sqlite_sink(rn_pipeline *p, rn_rel *rel, const char *path, const char *table, int busy_ms)
 {

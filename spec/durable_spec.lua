@@ -47,6 +47,7 @@ t:sink(runnel.ndjson(%q))
 t:sink(runnel.sqlite(%q, "t"))
 local audit = assert(io.open(%q, "a"))
 t:sink{ durable = true, name = "audit", insert = function(_, info) audit:write(info.seq, "\n"); audit:flush() end }
+assert(io.open(%q, "w")):close() -- declared: kill me now
 local i = p:seq()
 while true do
   i = i + 1
@@ -62,11 +63,18 @@ local function sh(cmd)
   return out
 end
 
--- Starts the child, lets it run for a random moment, kills it with SIGKILL.
-local function run_and_kill(script)
+-- Starts the child, waits until it has declared everything, lets it run
+-- for a random moment, kills it with SIGKILL.
+local function run_and_kill(script, ready)
+  os.remove(ready)
   local pid = tonumber((sh(("lua5.4 %s >/dev/null 2>&1 & echo $!"):format(script))))
   assert(pid, "the child did not start")
-  os.execute(("sleep %.2f"):format(0.1 + math.random() * 0.3))
+  for _ = 1, 1000 do -- up to 10 s on a busy machine
+    local f = io.open(ready)
+    if f then f:close(); break end
+    os.execute("sleep 0.01")
+  end
+  os.execute(("sleep %.2f"):format(0.02 + math.random() * 0.3))
   os.execute(("kill -9 %d 2>/dev/null"):format(pid))
   for _ = 1, 500 do -- gone (or a zombie) within 5 s
     local f = io.open(("/proc/%d/stat"):format(pid))
@@ -103,11 +111,12 @@ describe("durable sinks across SIGKILL", function()
       local script = dir .. "/child.lua"
       local f = assert(io.open(script, "w"))
       local audit = dir .. "/audit"
-      f:write(CHILD:format(state, tostring(sync), log, db, audit))
+      local ready = dir .. "/ready"
+      f:write(CHILD:format(state, tostring(sync), log, db, audit, ready))
       f:close()
       local last = 0
       for kill = 1, 10 do
-        run_and_kill(script)
+        run_and_kill(script, ready)
         local p = runnel.open{ path = state, sync = sync }
         local n = p:seq()
         p:close()

@@ -86,6 +86,19 @@ static void forget_carried(rn_pipeline *p)
   msgpack_zone_clear(&p->carry_zone);
 }
 
+/* After the carried groups were applied again into a new transaction:
+ * their counters and seq, which the aborted one held, written again (the
+ * next group saves only the counters it moves). */
+static int save_carried_counters(rn_pipeline *p)
+{
+  int rc = 0;
+  for (int i = 0; i < p->nrels && !rc; i++)
+    if (p->rels[i]->persistent) rc = rn_state_save_counters(p, p->rels[i], p->store.wtxn, p->seq);
+  MDB_val k = { 3, (void *)"seq" }, v = { 8, &p->seq };
+  if (!rc && (rc = mdb_put(p->store.wtxn, p->store.meta, &k, &v, 0))) rc = rn_store_fail(&p->err, rc, "seq");
+  return rc;
+}
+
 /* Aborts the LMDB transaction and starts a new one holding the first
  * `upto` logged source changes again: those before replay_mark silently
  * (carried groups), the rest into the logs (the open group). A regrow keeps
@@ -107,11 +120,14 @@ static int restart(rn_pipeline *p, size_t upto, bool grow)
   if (!rc) p->group_serial++;
   rn_gstate state = p->state;
   p->state = RN_APPLYING; /* callbacks run again; they may not change tables */
-  for (size_t i = 0; !rc && i < upto && i < old.n; i++) {
+  size_t n = upto < old.n ? upto : old.n;
+  for (size_t i = 0; !rc && i < n; i++) {
+    if (i == mark && mark > 0) rc = save_carried_counters(p); /* before the open group's changes */
     p->replaying = i < mark;
-    rc = rn_source_reapply(old.items[i].rel, &old.items[i].c);
+    if (!rc) rc = rn_source_reapply(old.items[i].rel, &old.items[i].c);
     if (!grow) msgpack_zone_clear(&p->scratch);
   }
+  if (!rc && mark > 0 && n <= mark) rc = save_carried_counters(p);
   p->replaying = false;
   if (!rc) rc = rn_outbox_replay(p); /* the carried groups' outbox entries, again */
   p->state = state;

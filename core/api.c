@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "json.h"
+#include "outbox.h"
 #include "pipeline.h"
 #include "row.h"
 
@@ -261,26 +262,41 @@ static void csub_done(void *ctx, uint64_t seq, bool committed)
   if (!committed && s->on_rollback) s->on_rollback(s->ctx, seq);
 }
 
-RN_API int rn_subscribe_rollback(rn_pipeline *p, rn_rel *rel, rn_callback fn, rn_rollback_fn on_rollback,
-                                 void *ctx)
+static csub *new_csub(rn_callback fn, rn_rollback_fn on_rollback, void *ctx)
 {
-  if (!p) return RN_EINVAL;
-  rn_err_clear(&p->err);
-  if (!rel) return rn_err_set(&p->err, RN_EINVAL, "rn_subscribe: the relation is NULL (did rn_relation find it?)");
-  if (rel->p != p)
-    return rn_err_set(&p->err, RN_EINVAL, "%s: rn_subscribe: the relation belongs to another pipeline", rel->name);
-  if (!fn) return rn_err_set(&p->err, RN_EINVAL, "%s: rn_subscribe needs a callback", rel->name);
   csub *s = calloc(1, sizeof *s);
   if (!s || !msgpack_zone_init(&s->zone, 4096)) {
     free(s);
-    return rn_err_set(&p->err, RN_ENOMEM, "out of memory");
+    return NULL;
   }
   s->fn = fn;
   s->on_rollback = on_rollback;
   s->ctx = ctx;
   msgpack_sbuffer_init(&s->row);
   msgpack_sbuffer_init(&s->old);
-  int rc = rn_sink_add(p, rel, false, csub_change, NULL, s, free_csub);
+  return s;
+}
+
+/* The checks every subscription makes; 0 or the error set. */
+static int check_subscription(rn_pipeline *p, rn_rel *rel, rn_callback fn, const char *what)
+{
+  rn_err_clear(&p->err);
+  if (!rel) return rn_err_set(&p->err, RN_EINVAL, "%s: the relation is NULL (did rn_relation find it?)", what);
+  if (rel->p != p)
+    return rn_err_set(&p->err, RN_EINVAL, "%s: %s: the relation belongs to another pipeline", rel->name, what);
+  if (!fn) return rn_err_set(&p->err, RN_EINVAL, "%s: %s needs a callback", rel->name, what);
+  return 0;
+}
+
+RN_API int rn_subscribe_rollback(rn_pipeline *p, rn_rel *rel, rn_callback fn, rn_rollback_fn on_rollback,
+                                 void *ctx)
+{
+  if (!p) return RN_EINVAL;
+  int rc = check_subscription(p, rel, fn, "rn_subscribe");
+  if (rc) return rc;
+  csub *s = new_csub(fn, on_rollback, ctx);
+  if (!s) return rn_err_set(&p->err, RN_ENOMEM, "out of memory");
+  rc = rn_sink_add(p, rel, false, csub_change, NULL, s, free_csub);
   if (!rc) rn_sink_set_hooks(p, NULL, csub_done);
   return rc;
 }
@@ -288,4 +304,27 @@ RN_API int rn_subscribe_rollback(rn_pipeline *p, rn_rel *rel, rn_callback fn, rn
 RN_API int rn_subscribe(rn_pipeline *p, rn_rel *rel, rn_callback fn, void *ctx)
 {
   return rn_subscribe_rollback(p, rel, fn, NULL, ctx);
+}
+
+/* Named "sink:" name in the state, like a Lua durable sink. */
+RN_API int rn_subscribe_durable(rn_pipeline *p, rn_rel *rel, const char *name, rn_callback fn, void *ctx)
+{
+  if (!p) return RN_EINVAL;
+  int rc = check_subscription(p, rel, fn, "rn_subscribe_durable");
+  if (rc) return rc;
+  if (!name || !*name) return rn_err_set(&p->err, RN_EINVAL, "%s: a durable subscriber needs a name", rel->name);
+  csub *s = new_csub(fn, NULL, ctx);
+  char *key = s ? malloc(strlen(name) + 6) : NULL;
+  if (!key) {
+    if (s) free_csub(s);
+    return rn_err_set(&p->err, RN_ENOMEM, "out of memory");
+  }
+  sprintf(key, "sink:%s", name);
+  rn_outbox_mark m;
+  rc = rn_outbox_mark_read(p, key, &m);
+  static const rn_outbox_ops ops = { csub_change, NULL, NULL, NULL, NULL, NULL, NULL };
+  if (rc) free_csub(s);
+  else rc = rn_outbox_sink_add(p, rel, key, false, &ops, s, free_csub, m.found ? m.delivered : p->seq, 0);
+  free(key);
+  return rc;
 }

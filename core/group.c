@@ -10,9 +10,11 @@
  *     Groups committed before it are untouched.
  * (3) Sequence numbers count committed groups, 1, 2, 3 … per pipeline; each
  *     group writes its number in the transaction that holds it.
- * (4) Sinks see a group only if every change of it applied; they run before
- *     the group commits, so a sink that fails rolls the group back too, and
- *     every sink that saw any part of it is told (sink.c, SINKS-1).
+ * (4) Sinks see a group only if every change of it applied. In-group sinks
+ *     run before the group commits, so one that fails rolls the group back
+ *     too, and every in-group sink that saw any part of it is told (sink.c,
+ *     SINKS-1); durable sinks (NDJSON, SQLite, named ones) get it from the
+ *     outbox once the LMDB transaction holding it committed (outbox.c).
  * (5) A group never fails because LMDB's map is full: the map doubles and the
  *     transaction's source changes are replayed into a new one
  *     (rn_group_regrow); callbacks may run again for them, sinks do not,
@@ -24,8 +26,9 @@
  *     at rn_flush, at a declaration, when a snapshot read begins, and at
  *     close. A group that fails among carried
  *     ones rolls back alone: the transaction is aborted and the carried
- *     groups replayed into a new one, silently (their sinks already ran;
- *     sinks writing into LMDB redo their writes: rn_sinks_replay).
+ *     groups replayed into a new one, silently (their in-group sinks
+ *     already ran; sinks writing into LMDB redo their writes:
+ *     rn_sinks_replay; their outbox entries are written again).
  *     A crash loses at most the carried groups, never part of one.
  *
  * Transitions: rn_begin (IDLE→OPEN), rn_change_enter (OPEN→APPLYING, or
@@ -38,6 +41,7 @@
 #include <time.h>
 
 #include "cdc.h"
+#include "outbox.h"
 #include "pipeline.h"
 
 
@@ -144,6 +148,7 @@ static int restart(rn_pipeline *p, size_t upto, bool grow)
   size_t n = upto < old.n ? upto : old.n, carried_end = mark < n ? mark : n;
   if (!rc) rc = reapply(p, &old, 0, carried_end, true, grow);
   if (!rc && p->carried) rc = keep_carried(p);
+  if (!rc) rc = rn_outbox_replay(p); /* the carried groups' outbox entries, again */
   if (!rc) rc = reapply(p, &old, carried_end, n, false, grow);
   p->state = state;
   p->replay_mark = mark < p->replay.n ? mark : p->replay.n;
@@ -160,6 +165,7 @@ static void rollback_group(rn_pipeline *p)
       /* The carried groups could not be applied again: they are lost, as
        * in a crash. Say so rather than pretend. */
       rn_store_abort(&p->store);
+      rn_outbox_forget(p);
       char first[sizeof keep.msg]; /* rn_err_set must not read the buffer it writes */
       memcpy(first, keep.msg, sizeof first);
       rn_err_set(&keep, RN_ESTORE, "%s (and %u groups not yet flushed to LMDB were lost: %s)",
@@ -175,6 +181,7 @@ static void rollback_group(rn_pipeline *p)
     p->err = keep;
   } else {
     rn_store_abort(&p->store);
+    rn_outbox_forget(p);
     p->replay.n = 0;
     p->replay_mark = 0;
     msgpack_zone_clear(&p->carry_zone);
@@ -224,6 +231,7 @@ static int commit_lmdb(rn_pipeline *p)
   int rc = rn_store_commit(&p->store, &p->err);
   if (rc) return rc;
   forget_carried(p);
+  rn_outbox_committed(p);
   p->stats.lmdb_commits++;
   return 0;
 }
@@ -255,6 +263,7 @@ static int seal_group(rn_pipeline *p, uint64_t seq)
   for (;;) {
     int rc = rn_cdc_build_all(p, seq);
     if (!rc) rc = save_counters(p, seq, false);
+    if (!rc) rc = rn_outbox_record(p, seq); /* durable sinks get it after LMDB commits (outbox.c) */
     if (!rc) rc = rn_sinks_deliver(p, seq); /* (4) */
     if (rc != RN_EFULL) return rc;
     sinks_told_of_rollback(p, seq);
@@ -293,6 +302,7 @@ RN_API int rn_commit(rn_pipeline *p)
   p->state = RN_IDLE;
   p->autocommit = false;
   p->stats.groups++;
+  rn_outbox_after_commit(p); /* delivers what is durable now, retries what failed */
   if (!carried) rn_durable_reached(p, seq);
   rn_err_clear(&p->err); /* what callbacks were refused is not the commit's message */
   return 0;
@@ -307,7 +317,9 @@ RN_API int rn_flush(rn_pipeline *p)
   if (p->state == RN_OPEN) return 0;
   if (!p->store.wtxn) return 0;
   int rc = commit_lmdb(p);
+  if (!rc) rn_outbox_after_commit(p);
   if (rc) { /* the carried groups are lost, as in a crash: say so, with the cause */
+    rn_outbox_forget(p);
     rn_err cause = p->err;
     rn_err_set(&p->err, rc, "%s (%u groups not yet flushed to LMDB were lost)", cause.msg, p->carried);
     p->err.cause = cause.cause;

@@ -5,8 +5,8 @@
  * key columns (a keyless relation's: every column). Strings are escaped by
  * jansson; numbers are written in their shortest form that reads back the
  * same (1.5, not 1.5000000000000000); bytes are base64 strings; structs
- * and maps are objects, lists arrays. A group's lines are written and
- * flushed once every sink accepted the group (see nsink below).
+ * and maps are objects, lists arrays. A group's lines are written once
+ * the LMDB transaction holding the group is durable (a durable sink).
  *
  * In: rn_run_ndjson reads lines {"rel": …, "op": "insert"|"update"|
  * "upsert"|"delete", "row": {…}} and applies them in groups of `batch`.
@@ -18,6 +18,8 @@
 #include "ndjson.h"
 
 #include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
 #include <jansson.h>
 #include <math.h>
 #include <stdio.h>
@@ -28,6 +30,7 @@
 #include <unistd.h>
 
 #include "json.h"
+#include "outbox.h"
 #include "row.h"
 
 /* ---- writing ---- */
@@ -162,18 +165,21 @@ int rn_ndjson_line(const rn_schema *s, const char *row, size_t len, bool key_onl
   return 0;
 }
 
-/* A group's lines are kept in memory and written when every sink accepted
- * the group (on_seal), so a group that rolls back before that writes
- * nothing. One that fails later (a later sink's SQLite COMMIT, LMDB's
- * commit) has its lines cut off again where the file can be cut: a regular
- * file is truncated to where the group began; a pipe keeps them. */
+/* A durable sink (outbox.c): a group's lines are written after the LMDB
+ * transaction holding it committed. A sink on a path is named by the
+ * file's real path; its mark keeps the file's length after the last group
+ * written, and at declaration the file is cut back to it (a crash after a
+ * write and before its mark was committed, a torn last line), then the
+ * groups after the mark are written again: each group once, whole. */
 typedef struct nsink {
-  FILE *f;
+  FILE *f;                /* a caller's open file, or NULL */
+  int fd;                 /* a path sink's descriptor, or -1 */
   bool own;               /* close f when the sink goes */
   char *verb_field;       /* NULL: no verb in the lines */
-  msgpack_sbuffer lines;  /* the group's lines, written at its seal */
-  off_t wrote_at;         /* the open group's lines begin here in f; -1: not written, or f cannot seek */
+  msgpack_sbuffer lines;  /* the group's lines, written at its commit */
   msgpack_zone zone;
+  uint64_t length;        /* a path sink's file length after the last run of groups written */
+  uint64_t run;           /* bytes of the current run written so far */
   rn_free_fn release;     /* releases the caller's hold on f (a Lua file), or NULL */
   void *release_ctx;
 } nsink;
@@ -182,6 +188,7 @@ static void free_nsink(void *ctx)
 {
   nsink *s = ctx;
   if (s->own && s->f) fclose(s->f);
+  if (s->fd >= 0) close(s->fd);
   if (s->release) s->release(s->release_ctx);
   free(s->verb_field);
   msgpack_sbuffer_destroy(&s->lines);
@@ -202,46 +209,84 @@ static int nsink_change(void *ctx, rn_rel *rel, const rn_change *c, const rn_sin
   return rc ? rn_err_set(e, RN_ESTORE, "%s: ndjson: a row could not be decoded", rel->name) : 0;
 }
 
-static int nsink_seal(void *ctx, uint64_t seq, rn_err *e)
+static bool write_all(int fd, const char *data, size_t n)
 {
-  (void)seq;
-  nsink *s = ctx;
+  while (n > 0) {
+    ssize_t w = write(fd, data, n);
+    if (w < 0 && errno == EINTR) continue;
+    if (w <= 0) return false;
+    data += w;
+    n -= (size_t)w;
+  }
+  return true;
+}
+
+/* Writes the staged lines (after the run's bytes already written). */
+static int write_lines(nsink *s, rn_err *e)
+{
   size_t n = s->lines.size;
-  if (n == 0) return 0;
-  s->wrote_at = ftello(s->f); /* -1 for a pipe */
-  bool ok = fwrite(s->lines.data, 1, n, s->f) == n && fflush(s->f) == 0;
+  bool ok = n == 0 || (s->fd >= 0 ? write_all(s->fd, s->lines.data, n)
+                                  : fwrite(s->lines.data, 1, n, s->f) == n && fflush(s->f) == 0);
+  if (ok) s->run += n;
   msgpack_sbuffer_clear(&s->lines);
   return ok ? 0 : rn_err_set(e, RN_EIO, "ndjson: writing: %s", strerror(errno));
 }
 
-/* Cuts the file back to where the rolled-back group's lines began; never
- * past its end (another sink on the file may have cut it already). */
-static void cut_back(nsink *s)
-{
-  struct stat st;
-  int fd = fileno(s->f);
-  fflush(s->f);
-  if (fd < 0 || fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) return;
-  off_t to = st.st_size < s->wrote_at ? st.st_size : s->wrote_at;
-  if (st.st_size > to && ftruncate(fd, to) != 0) return;
-  fseeko(s->f, to, SEEK_SET);
-}
-
-static void nsink_done(void *ctx, uint64_t seq, bool committed)
+/* A group's lines wait for the end of the run, unless they grow large. */
+static int nsink_commit(void *ctx, uint64_t seq, rn_err *e)
 {
   (void)seq;
   nsink *s = ctx;
-  if (!committed && s->wrote_at >= 0) cut_back(s);
-  s->wrote_at = -1;
-  msgpack_sbuffer_clear(&s->lines); /* a group that failed before its seal */
+  return s->lines.size >= ((size_t)1 << 20) ? write_lines(s, e) : 0;
+}
+
+static int nsink_finish(void *ctx, rn_err *e)
+{
+  nsink *s = ctx;
+  int rc = write_lines(s, e);
+  if (!rc) s->length += s->run;
+  s->run = 0;
+  return rc;
+}
+
+/* The run failed: a path sink cuts its file back to the last whole run. */
+static void nsink_discard(void *ctx)
+{
+  nsink *s = ctx;
+  msgpack_sbuffer_clear(&s->lines);
+  msgpack_zone_clear(&s->zone);
+  if (s->fd >= 0 && ftruncate(s->fd, (off_t)s->length) != 0) { /* the next open cuts it back */ }
+  s->run = 0;
+}
+
+static int nsink_sync(void *ctx, rn_err *e)
+{
+  nsink *s = ctx;
+  if (s->fd >= 0 && fdatasync(s->fd) != 0) return rn_err_set(e, RN_EIO, "ndjson: syncing: %s", strerror(errno));
+  return 0;
+}
+
+static uint64_t nsink_position(void *ctx) { return ((nsink *)ctx)->length; }
+
+static const rn_outbox_ops nsink_ops = { nsink_change, nsink_commit, nsink_finish, nsink_discard, nsink_sync,
+                                         nsink_position, NULL };
+
+static nsink *new_nsink(const char *verb_field)
+{
+  nsink *s = calloc(1, sizeof *s);
+  if (!s) return NULL;
+  s->fd = -1;
+  msgpack_sbuffer_init(&s->lines);
+  if (!msgpack_zone_init(&s->zone, 4096)) { free(s); return NULL; }
+  if (verb_field && !(s->verb_field = strdup(verb_field))) { free_nsink(s); return NULL; }
+  return s;
 }
 
 int rn_ndjson_sink(rn_pipeline *p, rn_rel *rel, FILE *f, bool own, const char *verb_field,
                    rn_free_fn release, void *release_ctx)
 {
-  nsink *s = calloc(1, sizeof *s);
-  if (!s || !msgpack_zone_init(&s->zone, 4096)) {
-    free(s);
+  nsink *s = new_nsink(verb_field);
+  if (!s) {
     if (own) fclose(f);
     if (release) release(release_ctx);
     return rn_err_set(&p->err, RN_ENOMEM, "out of memory");
@@ -250,14 +295,61 @@ int rn_ndjson_sink(rn_pipeline *p, rn_rel *rel, FILE *f, bool own, const char *v
   s->own = own;
   s->release = release;
   s->release_ctx = release_ctx;
-  s->wrote_at = -1;
-  msgpack_sbuffer_init(&s->lines);
-  if (verb_field && !(s->verb_field = strdup(verb_field))) {
-    free_nsink(s);
-    return rn_err_set(&p->err, RN_ENOMEM, "out of memory");
+  return rn_outbox_sink_add(p, rel, NULL, false, &nsink_ops, s, free_nsink, 0, 0);
+}
+
+/* The length of fd's complete lines (size bytes): a torn last line is
+ * not counted. */
+static uint64_t complete_length(int fd, uint64_t size)
+{
+  char buf[4096];
+  uint64_t end = size;
+  while (end > 0) {
+    size_t n = end < sizeof buf ? (size_t)end : sizeof buf;
+    if (pread(fd, buf, n, (off_t)(end - n)) != (ssize_t)n) return size;
+    for (size_t i = n; i > 0; i--)
+      if (buf[i - 1] == '\n') return end - n + i;
+    end -= n;
   }
-  int rc = rn_sink_add(p, rel, false, nsink_change, NULL, s, free_nsink);
-  if (!rc) rn_sink_set_hooks(p, nsink_seal, nsink_done);
+  return 0;
+}
+
+int rn_ndjson_sink_path(rn_pipeline *p, rn_rel *rel, const char *path, const char *verb_field)
+{
+  int fd = open(path, O_RDWR | O_CREAT | O_APPEND | O_CLOEXEC, 0666);
+  if (fd < 0) return rn_err_set(&p->err, RN_EIO, "ndjson: cannot open %s: %s", path, strerror(errno));
+  nsink *s = new_nsink(verb_field);
+  if (!s) { close(fd); return rn_err_set(&p->err, RN_ENOMEM, "out of memory"); }
+  s->fd = fd;
+  char real[PATH_MAX], *name = NULL;
+  rn_outbox_mark m;
+  struct stat st;
+  int rc = 0;
+  if (!realpath(path, real) || fstat(fd, &st) != 0)
+    rc = rn_err_set(&p->err, RN_EIO, "ndjson: %s: %s", path, strerror(errno));
+  else if (!(name = malloc(strlen(real) + 8)))
+    rc = rn_err_set(&p->err, RN_ENOMEM, "out of memory");
+  if (!rc) {
+    sprintf(name, "ndjson:%s", real);
+    rc = rn_outbox_mark_read(p, name, &m);
+  }
+  uint64_t size = rc ? 0 : (uint64_t)st.st_size, delivered = 0;
+  if (!rc && m.found && m.position <= size) { /* back to the last group recorded */
+    s->length = m.position;
+    delivered = m.delivered;
+  } else if (!rc) { /* new, or cut shorter by someone else: its complete lines stay */
+    s->length = complete_length(fd, size);
+    delivered = m.found ? m.delivered : p->seq;
+  }
+  if (!rc && s->length < size && ftruncate(fd, (off_t)s->length) != 0)
+    rc = rn_err_set(&p->err, RN_EIO, "ndjson: cutting %s back to its last group: %s", path, strerror(errno));
+  if (rc) {
+    free(name);
+    free_nsink(s);
+    return rc;
+  }
+  rc = rn_outbox_sink_add(p, rel, name, false, &nsink_ops, s, free_nsink, delivered, s->length);
+  free(name);
   return rc;
 }
 

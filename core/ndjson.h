@@ -14,11 +14,17 @@ void rn_json_value(msgpack_sbuffer *b, const msgpack_object *v, const rn_column 
 int rn_ndjson_line(const rn_schema *s, const char *row, size_t len, bool key_only, const char *verb_field,
                    const char *verb, msgpack_zone *z, msgpack_sbuffer *out);
 
-/* A sink writing rel's changes to f (closed with the sink when own;
+/* A durable sink writing rel's changes to f (closed with the sink when own;
  * release(release_ctx) is called when the sink goes, for a caller that
- * keeps f alive). */
+ * keeps f alive). Its groups wait in memory: a crash loses the ones not
+ * written yet, never writes one twice. */
 int rn_ndjson_sink(rn_pipeline *p, rn_rel *rel, FILE *f, bool own, const char *verb_field,
                    rn_free_fn release, void *release_ctx);
+
+/* A durable sink appending rel's changes to the file at path, exactly
+ * once across crashes: the file is cut back to the last group recorded,
+ * then the groups after it are written. */
+int rn_ndjson_sink_path(rn_pipeline *p, rn_rel *rel, const char *path, const char *verb_field);
 
 typedef struct rn_run_opts {
   size_t batch;           /* lines per group (0: 1000) */

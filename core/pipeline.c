@@ -6,6 +6,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "outbox.h"
+
 /* The last committed group's number; absent in a new state. */
 static int read_seq(rn_pipeline *p)
 {
@@ -70,6 +72,7 @@ RN_API int rn_pipeline_close(rn_pipeline *p)
     return rn_err_set(&p->err, RN_EMISUSE, "close: not from inside a callback");
   if (p->state == RN_OPEN) rn_rollback(p);
   rn_flush(p); /* carried groups are committed, as a close promises */
+  rn_outbox_close(p); /* the delivered marks, then the durable sinks go */
   rn_cursors_end_all(p);
   for (int i = 0; i < p->nsinks; i++) {
     if (p->sinks[i]->free_ctx) p->sinks[i]->free_ctx(p->sinks[i]->ctx);

@@ -191,6 +191,7 @@ struct rn_pipeline {
   rn_stats stats;
   void *sqlite_conns;     /* sqlite.c's shared connections, one per database file */
   struct rn_attached *borrowers; /* attaches reading through store.env (store_sink.c) */
+  struct rn_outbox *outbox; /* durable sinks and their groups (outbox.c), or NULL */
   /* Seconds, for lookup TTLs, into *now; NULL: the monotonic clock. A
    * nonzero return (with e set) fails the operation that asked the time. */
   int (*clock)(void *ctx, double *now, rn_err *e);
@@ -326,6 +327,9 @@ typedef struct rn_net {
  * log->n entries; owner (may be NULL, else log->n entries) gets each
  * change's entry index. Returns the entry count, or (size_t)-1 (no memory). */
 size_t rn_log_net(const rn_log *log, rn_net *out, size_t *owner);
+/* A log netted to one change per row id (as a consolidating sink gets it)
+ * into out (log->n entries); returns the count, or (size_t)-1 (no memory). */
+size_t rn_log_consolidated(const rn_log *log, rn_change *out);
 /* Delivers the group's logs to every sink, in registration order, then
  * calls every sink's on_commit, then every on_seal. On failure the caller
  * still calls rn_sinks_done(p, seq, false). */

@@ -184,7 +184,9 @@ RN_API int rn_delete(rn_pipeline *p, rn_rel *rel, const void *map, size_t len);
  * When a group commits, a subscriber of a relation gets its changes in
  * order, before LMDB commits them (so it can still fail the group). row and old are msgpack maps keyed by external names
  * (every column; nulls as nil), owned by runnel and valid only during the
- * call. A nonzero return fails the group (RN_ECALLBACK): it is rolled back. */
+ * call. A nonzero return fails the group (RN_ECALLBACK): it is rolled back.
+ * (An in-group subscriber; see rn_subscribe_durable for one that gets
+ * groups after they are durable.) */
 enum { RN_VERB_INSERT = 1, RN_VERB_UPDATE = 2, RN_VERB_DELETE = 3 };
 
 typedef struct rn_event {
@@ -212,6 +214,23 @@ typedef void (*rn_rollback_fn)(void *ctx, uint64_t seq);
 /* rn_subscribe, and on_rollback (may be NULL) told of rolled-back groups. */
 RN_API int rn_subscribe_rollback(rn_pipeline *p, rn_rel *rel, rn_callback fn, rn_rollback_fn on_rollback,
                                  void *ctx);
+/* ---- After durability ----------------------------------------------------
+ * A durable subscriber gets each group only after the LMDB transaction
+ * holding it is durable (with nosync: at rn_flush, the carry bounds, a
+ * declaration or close), from an outbox kept in the state: it cannot fail
+ * the group, and after a crash it gets again, in order, every group after
+ * the last one it was known to have taken — at least once, so dedupe by
+ * ev->seq. name identifies it in the state (unique in the pipeline,
+ * required). A nonzero return leaves the group (and the later ones)
+ * waiting: they are delivered again at the next commit, rn_flush or
+ * rn_deliver. Not inside a group (RN_EMISUSE). */
+RN_API int rn_subscribe_durable(rn_pipeline *p, rn_rel *rel, const char *name, rn_callback fn, void *ctx);
+
+/* Delivers every group waiting for a durable sink (NDJSON, SQLite,
+ * durable subscribers) after committing carried groups; returns the first
+ * delivery failure (the groups stay committed and waiting). Outside groups. */
+RN_API int rn_deliver(rn_pipeline *p);
+
 
 /* ---- Inspecting a state ------------------------------------------------
  * Reads a state directory without disturbing a writer in another process

@@ -126,6 +126,11 @@ static size_t consolidate(const rn_log *log, rn_change *out)
   return kept;
 }
 
+size_t rn_log_consolidated(const rn_log *log, rn_change *out)
+{
+  return consolidate(log, out);
+}
+
 static int deliver_one(rn_pipeline *p, rn_sink *s, uint64_t seq)
 {
   const rn_log *log = &s->rel->log;

@@ -5,35 +5,34 @@
  * the row id). Types: int and bool INTEGER, float REAL, string TEXT, bytes
  * BLOB, lists, maps, structs and any as JSON TEXT.
  *
- * Each runnel group becomes one SQLite transaction of its net effect per
- * key: first the deletes of keys gone at the end of the group, then
- * INSERT … ON CONFLICT DO UPDATE of the final rows, so a group that moves a
- * row between keys never loses one. Statements are prepared once. The
- * transaction (BEGIN IMMEDIATE: the write lock first, so no later statement
- * waits for it) is written once every sink accepted the group and committed
- * just before LMDB commits it (the sink's on_seal): if SQLite fails, the
- * runnel group rolls back; a group that rolls back earlier leaves SQLite
- * untouched.
+ * A durable sink (outbox.c): once the LMDB transaction holding them is
+ * durable, the runnel groups waiting for the sinks of one database file
+ * become one SQLite transaction holding each group's net effect per key:
+ * first the deletes of keys gone at the end of the group, then INSERT …
+ * ON CONFLICT DO UPDATE of the final rows, so a group that moves a row
+ * between keys never loses one. Statements are prepared once;
+ * BEGIN IMMEDIATE takes the write lock first, so no later statement waits
+ * for it. SQLite failing (busy, disk full) never undoes the runnel group:
+ * the group waits in the outbox and is written at the next delivery.
  *
  * Marks (SINK-n):
- * (1) Each SQLite transaction of a sink writes the group's seq into the
- *     table "runnel_sinks" (tbl, seq). In every group's LMDB transaction
- *     the sink keeps |u64 seen|u64 written| under meta "Q:" table "\x1f"
- *     path: the last group it saw, the last one it wrote to SQLite.
- * (2) At declaration the table is in step when seen is the pipeline's seq
- *     (no group passed without the sink) and written is SQLite's mark.
- *     When the state has a record and is not in step (the sink was not
- *     declared for some groups; LMDB lost carried groups in a crash after
- *     SQLite committed them; the database file was replaced) a resync
- *     deletes the table's rows and writes the relation's current rows, in
- *     one SQLite transaction. A group that fails after SQLite committed it,
- *     or carried groups lost when their replay failed, resync with the next
- *     group. The record is written at declaration.
+ * (1) Each SQLite transaction writes the group's seq into the table
+ *     "runnel_sinks" (tbl, seq), with the group's rows: a group delivered
+ *     again after a crash (the outbox's mark lags, OUTBOX-3) is skipped
+ *     when SQLite's mark covers it. Exactly once, with no rewrite.
+ * (2) At declaration the table is in step when the outbox holds every
+ *     group after SQLite's mark (its record's delivered <= the mark <= the
+ *     pipeline's seq) and, for a table-like relation, the sink saw every
+ *     group (record's seen = the pipeline's seq). Otherwise (the sink was
+ *     not declared for some groups, the database file was replaced or is
+ *     an older copy) the table's rows are deleted and the relation's
+ *     current rows written, with the mark, in one SQLite transaction.
  * (3) A state with no record for the sink (a new sink, or a new state on
  *     an old file) writes the relation's current rows and deletes nothing:
  *     rows already in the table may be another state's or the user's.
- * A stream holds no rows to rewrite: its table is a log keyed by row id and
- * has no marks. */
+ * A stream holds no rows to rewrite: its table is a log keyed by row id,
+ * marked like the others; a new or out of step one starts with the next
+ * group. */
 #include "sqlite.h"
 
 #include <limits.h>
@@ -45,6 +44,7 @@
 #include "key.h"
 #include "json.h"
 #include "ndjson.h"
+#include "outbox.h"
 #include "row.h"
 #include "scan.h"
 
@@ -62,8 +62,7 @@ typedef struct rn_sqlite_conn {
   char *path;
   sqlite3 *db;
   int refs;
-  bool open_txn;          /* this group's transaction is open */
-  uint64_t committed_seq; /* the group whose transaction committed last (0: none since) */
+  bool open_txn;          /* a delivery's transaction is open */
   struct rn_sqlite_conn *next;
 } rn_sqlite_conn;
 
@@ -110,14 +109,8 @@ typedef struct ssink {
   rn_rel *rel;
   char *table;
   bool keyless;           /* keyed by runnel_id */
-  bool marked;            /* keeps marks (SINK-1): a table-like relation */
-  char *mark_key;         /* meta "Q:" table "\x1f" path */
-  size_t mark_klen;
-  bool resync;            /* the table may differ from the relation (SINK-2) */
-  uint64_t written;       /* the last committed group written to SQLite */
-  uint64_t seen;          /* the last committed group it saw */
-  uint64_t wrote_seq;     /* the open group wrote this sink (its seq), or 0 */
-  uint64_t lost_seen;     /* p->carried_lost when last looked at */
+  uint64_t written;       /* SQLite's mark: the last group committed to the table */
+  uint64_t staged;        /* the last group written into the open transaction */
   op *dels, *ups;
   size_t ndels, nups, cap_dels, cap_ups;
   msgpack_zone zone;      /* the group's row and key copies */
@@ -219,10 +212,10 @@ static int prepare(ssink *s, const char *table, rn_err *e)
   else names(&b, sc, true, " AND ", " = ?");
   msgpack_sbuffer_write(&b, "", 1);
   if (rc == SQLITE_OK) rc = sqlite3_prepare_v3(s->db, b.data, -1, SQLITE_PREPARE_PERSISTENT, &s->del, NULL);
-  if (rc == SQLITE_OK && s->marked)
+  if (rc == SQLITE_OK)
     rc = sqlite3_exec(s->db, "CREATE TABLE IF NOT EXISTS runnel_sinks (tbl TEXT PRIMARY KEY, seq INTEGER NOT NULL)",
                       NULL, NULL, NULL);
-  if (rc == SQLITE_OK && s->marked)
+  if (rc == SQLITE_OK)
     rc = sqlite3_prepare_v3(s->db, "INSERT INTO runnel_sinks (tbl, seq) VALUES (?, ?) "
                             "ON CONFLICT (tbl) DO UPDATE SET seq = excluded.seq",
                             -1, SQLITE_PREPARE_PERSISTENT, &s->mark, NULL);
@@ -333,7 +326,7 @@ static void clear_group(ssink *s)
   msgpack_zone_clear(&s->zone);
 }
 
-/* ---- marks and resyncs (SINK-1..3) ---- */
+/* ---- marks and rewrites (SINK-n) ---- */
 
 static int begin(ssink *s, rn_err *e)
 {
@@ -341,7 +334,6 @@ static int begin(ssink *s, rn_err *e)
   if (sqlite3_exec(s->db, "BEGIN IMMEDIATE", NULL, NULL, NULL) != SQLITE_OK)
     return fail(e, s->db, s->rel->name, "BEGIN");
   s->conn->open_txn = true;
-  s->conn->committed_seq = 0;
   return 0;
 }
 
@@ -352,20 +344,19 @@ static int commit(ssink *s, rn_err *e)
   return 0;
 }
 
+static void rollback(ssink *s)
+{
+  if (!s->conn->open_txn) return;
+  sqlite3_exec(s->db, "ROLLBACK", NULL, NULL, NULL);
+  s->conn->open_txn = false;
+}
+
 static int mark_sqlite(ssink *s, uint64_t seq, rn_err *e)
 {
   sqlite3_reset(s->mark);
   sqlite3_bind_text(s->mark, 1, s->table, -1, SQLITE_STATIC);
   sqlite3_bind_int64(s->mark, 2, (sqlite3_int64)seq);
   return sqlite3_step(s->mark) == SQLITE_DONE ? 0 : fail(e, s->db, s->rel->name, "writing its mark");
-}
-
-static int mark_lmdb(ssink *s, MDB_txn *txn, uint64_t seen, uint64_t written, rn_err *e)
-{
-  uint64_t marks[2] = { seen, written };
-  MDB_val k = { s->mark_klen, s->mark_key }, v = { sizeof marks, marks };
-  int rc = mdb_put(txn, s->p->store.meta, &k, &v, 0);
-  return rc ? rn_store_fail(e, rc, s->rel->name) : 0;
 }
 
 static int rewrite_row(void *ctx, uint64_t id, const char *row, size_t len)
@@ -389,125 +380,93 @@ static int rewrite(ssink *s, bool wipe, rn_err *e)
     msgpack_sbuffer_write(&b, "", 1);
     int rc = sqlite3_exec(s->db, b.data, NULL, NULL, NULL);
     msgpack_sbuffer_destroy(&b);
-    if (rc != SQLITE_OK) return fail(e, s->db, s->rel->name, "clearing the table for a resync");
+    if (rc != SQLITE_OK) return fail(e, s->db, s->rel->name, "clearing the table for a rewrite");
   }
   return rn_rel_scan(s->rel, rewrite_row, s);
 }
 
-/* At declaration: compares the marks and repairs what differs (SINK-2, 3). */
-static int check_marks(ssink *s, rn_err *e)
+/* At declaration: SQLite's mark against the outbox's record of the sink
+ * (SINK-2, 3); sets s->written, from where the outbox delivers. */
+static int check_marks(ssink *s, const char *name, rn_err *e)
 {
   rn_pipeline *p = s->p;
-  int rc = rn_flush(p); /* the marks compared are LMDB's committed ones */
+  rn_outbox_mark m;
+  int rc = rn_outbox_mark_read(p, name, &m); /* commits carried groups first */
   if (rc) return rc;
-  bool in_sqlite = false, in_lmdb = false;
-  uint64_t w = 0, r[2] = { 0, 0 };
+  bool in_sqlite = false;
+  uint64_t w = 0;
   sqlite3_stmt *st;
   if (sqlite3_prepare_v2(s->db, "SELECT seq FROM runnel_sinks WHERE tbl = ?", -1, &st, NULL) != SQLITE_OK)
     return fail(e, s->db, s->rel->name, "reading its mark");
   sqlite3_bind_text(st, 1, s->table, -1, SQLITE_STATIC);
   if ((in_sqlite = sqlite3_step(st) == SQLITE_ROW)) w = (uint64_t)sqlite3_column_int64(st, 0);
   sqlite3_finalize(st);
-  MDB_txn *txn;
-  if ((rc = rn_store_reader(&p->store, &txn, e))) return rc;
-  MDB_val k = { s->mark_klen, s->mark_key }, v;
-  if ((in_lmdb = mdb_get(txn, p->store.meta, &k, &v) == 0 && v.mv_size == sizeof r)) memcpy(r, v.mv_data, sizeof r);
-  rn_store_reader_done(&p->store);
-  if (in_sqlite && in_lmdb && r[0] == p->seq && r[1] == w) {
-    s->written = r[1];
+  bool table = s->rel->tablelike;
+  /* In step: the outbox holds every group after SQLite's mark. A table
+   * must also have seen every group (a stream's log just goes on). */
+  if (in_sqlite && m.found && m.delivered <= w && w <= p->seq && (m.seen == p->seq || !table)) {
+    s->written = s->staged = w;
     return 0;
   }
-  /* This state kept the table and is out of step with it: rewrite it. A
-   * state new to the sink writes its rows (if it has any) and deletes
-   * nothing: the table's rows may be another state's or the user's. */
-  bool wipe = in_lmdb;
-  s->written = in_sqlite ? w : 0;
-  if (wipe || p->seq > 0) {
-    if ((rc = begin(s, e))) return rc;
-    rc = rewrite(s, wipe, e);
-    if (!rc) rc = mark_sqlite(s, p->seq, e);
-    if (!rc) rc = commit(s, e);
-    if (rc) {
-      sqlite3_exec(s->db, "ROLLBACK", NULL, NULL, NULL);
-      s->conn->open_txn = false;
-      return rc;
-    }
-    s->written = p->seq;
+  /* A state that kept the table and is out of step with it (the sink was
+   * left out of some groups, the file was replaced) rewrites it; a state
+   * new to the sink writes its rows (if it has any) and deletes nothing:
+   * the table's rows may be another state's or the user's. */
+  if ((rc = begin(s, e))) return rc;
+  if (table && (m.found || p->seq > 0)) rc = rewrite(s, m.found, e);
+  if (!rc) rc = mark_sqlite(s, p->seq, e);
+  if (!rc) rc = commit(s, e);
+  if (rc) {
+    rollback(s);
+    return rc;
   }
-  /* The record exists from now on, so a crash before any group commits is
-   * seen as out of step. If writing it fails, the marks differ: the next
-   * declaration rewrites again. */
-  if ((rc = mdb_txn_begin(p->store.env, NULL, 0, &txn))) return rn_store_fail(e, rc, s->rel->name);
-  rc = mark_lmdb(s, txn, p->seq, s->written, e);
-  if (rc) { mdb_txn_abort(txn); return rc; }
-  rc = mdb_txn_commit(txn);
-  return rc ? rn_store_fail(e, rc, s->rel->name) : 0;
+  s->written = s->staged = p->seq;
+  return 0;
 }
 
-/* ---- one group ---- */
+/* ---- one group, after it is durable ---- */
 
-/* Every sink has seen the group: write its net effect (or, after a failure,
- * the whole relation) into the file's open SQLite transaction. */
+/* Writes a delivered group's net effect and its mark into the run's SQLite
+ * transaction; a group SQLite's mark already covers is skipped (SINK-1). */
 static int ssink_commit(void *ctx, uint64_t seq, rn_err *e)
 {
   ssink *s = ctx;
-  if (s->lost_seen != s->p->carried_lost) { /* SQLite holds groups LMDB lost (2) */
-    s->lost_seen = s->p->carried_lost;
-    s->resync = s->marked;
+  if (seq <= s->written) {
+    clear_group(s);
+    return 0;
   }
-  if (s->ndels == 0 && s->nups == 0 && !s->resync) /* seen, nothing to write (SINK-1) */
-    return s->marked ? mark_lmdb(s, s->p->store.wtxn, seq, s->written, e) : 0;
   int rc = begin(s, e);
-  if (rc) return rc;
-  s->wrote_seq = seq;
-  if (s->resync) {
-    rc = rewrite(s, true, e);
-  } else {
-    qsort(s->ups, s->nups, sizeof *s->ups, cmp_op_key); /* one net row per key: order is free */
-    for (size_t i = 0; i < s->ndels && !rc; i++)
-      if (!upserted(s, &s->dels[i])) rc = run(s, s->del, &s->dels[i], true, e);
-    for (size_t i = 0; i < s->nups && !rc; i++) rc = run(s, s->upsert, &s->ups[i], false, e);
-  }
-  if (!rc && s->marked) rc = mark_sqlite(s, seq, e);
-  if (!rc && s->marked) rc = mark_lmdb(s, s->p->store.wtxn, seq, seq, e);
-  return rc;
-}
-
-/* Every sink accepted the group: the file's transaction commits (the first
- * of its sinks to get here commits for all), before LMDB does. */
-static int ssink_seal(void *ctx, uint64_t seq, rn_err *e)
-{
-  ssink *s = ctx;
-  if (!s->conn->open_txn) return 0;
-  int rc = commit(s, e);
-  if (!rc) s->conn->committed_seq = seq;
-  return rc;
-}
-
-static void ssink_done(void *ctx, uint64_t seq, bool committed)
-{
-  ssink *s = ctx;
-  if (committed) s->seen = seq;
-  if (s->conn->open_txn) { /* not sealed: the group failed before its COMMIT */
-    sqlite3_exec(s->db, "ROLLBACK", NULL, NULL, NULL);
-    s->conn->open_txn = false;
-  }
-  if (s->wrote_seq) {
-    if (committed) s->resync = false, s->written = s->wrote_seq;
-    else if (s->conn->committed_seq == s->wrote_seq) s->resync = s->marked; /* SQLite has a group runnel dropped (2) */
-  }
-  s->wrote_seq = 0;
+  qsort(s->ups, s->nups, sizeof *s->ups, cmp_op_key); /* one net row per key: order is free */
+  for (size_t i = 0; i < s->ndels && !rc; i++)
+    if (!upserted(s, &s->dels[i])) rc = run(s, s->del, &s->dels[i], true, e);
+  for (size_t i = 0; i < s->nups && !rc; i++) rc = run(s, s->upsert, &s->ups[i], false, e);
+  if (!rc) rc = mark_sqlite(s, seq, e);
+  if (!rc) s->staged = seq;
   clear_group(s);
+  return rc;
 }
 
-/* The carried groups were applied again in a new LMDB transaction, without
- * sinks: the marks they wrote (SINK-1) too, or the next declaration would
- * find the sink out of step and rewrite the table. */
-static int ssink_replay(void *ctx, rn_err *e)
+/* The runs of the file's sinks commit together: one SQLite transaction,
+ * committed by the first of them to finish (OUTBOX-2: the outbox calls
+ * the others' finish only once it succeeded). */
+static int ssink_finish(void *ctx, rn_err *e)
 {
   ssink *s = ctx;
-  return s->marked ? mark_lmdb(s, s->p->store.wtxn, s->seen, s->written, e) : 0;
+  int rc = s->conn->open_txn ? commit(s, e) : 0;
+  if (rc) rollback(s);
+  else s->written = s->staged;
+  return rc;
 }
+
+static void ssink_discard(void *ctx)
+{
+  ssink *s = ctx;
+  rollback(s);
+  clear_group(s);
+  s->staged = s->written;
+}
+
+static void *ssink_shared(void *ctx) { return ((ssink *)ctx)->conn; }
 
 static void free_ssink(void *ctx)
 {
@@ -519,25 +478,24 @@ static void free_ssink(void *ctx)
   free(s->dels);
   free(s->ups);
   free(s->table);
-  free(s->mark_key);
   msgpack_zone_destroy(&s->zone);
   free(s);
 }
 
-/* meta "Q:" table "\x1f" the database's real path (as given if it has none
- * yet); past LMDB's key size, "Q#" and a hash of it. */
-static char *mark_key_of(const char *path, const char *table, size_t *len)
+/* "sqlite:" the database's real path (as given if it has none yet),
+ * "\x1f", the table: the sink's name in the outbox. */
+static char *name_of(const char *path, const char *table)
 {
   char real[PATH_MAX];
   const char *where = realpath(path, real) ? real : path;
-  size_t n = 2 + strlen(table) + 1 + strlen(where);
+  size_t n = 7 + strlen(where) + 1 + strlen(table);
   char *k = malloc(n + 1);
-  if (!k) return NULL;
-  snprintf(k, n + 1, "Q:%s\x1f%s", table, where);
-  if (n > 480) n = (size_t)snprintf(k, n + 1, "Q#%016llx", (unsigned long long)rn_hash64(k + 2, n - 2));
-  *len = n;
+  if (k) snprintf(k, n + 1, "sqlite:%s\x1f%s", where, table);
   return k;
 }
+
+static const rn_outbox_ops ssink_ops = { ssink_change, ssink_commit, ssink_finish, ssink_discard, NULL, NULL,
+                                         ssink_shared };
 
 int rn_sqlite_sink(rn_pipeline *p, rn_rel *rel, const char *path, const char *table, int busy_ms)
 {
@@ -551,10 +509,8 @@ int rn_sqlite_sink(rn_pipeline *p, rn_rel *rel, const char *path, const char *ta
   s->p = p;
   s->rel = rel;
   s->keyless = rel->schema->nkey == 0;
-  s->marked = rel->tablelike;
-  s->lost_seen = p->carried_lost;
-  s->seen = p->seq;
   int rc = 0;
+  char *name = NULL;
   if (!(s->table = strdup(table))) rc = rn_err_set(&p->err, RN_ENOMEM, "out of memory");
   if (!rc && !(s->conn = conn_get(p, path, &p->err))) rc = p->err.code;
   if (!rc) {
@@ -562,18 +518,15 @@ int rn_sqlite_sink(rn_pipeline *p, rn_rel *rel, const char *path, const char *ta
     if (busy_ms >= 0) sqlite3_busy_timeout(s->db, busy_ms); /* the file's connection: the last one given */
     rc = prepare(s, table, &p->err);
   }
-  if (!rc && s->marked && !(s->mark_key = mark_key_of(path, table, &s->mark_klen)))
-    rc = rn_err_set(&p->err, RN_ENOMEM, "out of memory");
-  if (!rc && s->marked) rc = check_marks(s, &p->err);
+  if (!rc && !(name = name_of(path, table))) rc = rn_err_set(&p->err, RN_ENOMEM, "out of memory");
+  if (!rc) rc = check_marks(s, name, &p->err);
   if (rc) {
+    free(name);
     free_ssink(s);
     return rc;
   }
-  rc = rn_sink_add(p, rel, true, ssink_change, ssink_commit, s, free_ssink);
-  if (!rc) {
-    rn_sink_set_hooks(p, ssink_seal, ssink_done);
-    rn_sink_set_carry(p, ssink_replay, NULL);
-  }
+  rc = rn_outbox_sink_add(p, rel, name, true, &ssink_ops, s, free_ssink, s->written, 0);
+  free(name);
   return rc;
 }
 

@@ -11,6 +11,7 @@
 #include "join.h"
 #include "key.h"
 #include "lbind.h"
+#include "outbox.h"
 #include "row.h"
 
 typedef struct lcb {
@@ -403,7 +404,34 @@ int rn_lua_declare_map(lua_State *L)
   return rn_lua_declared(L, lp, rc, rel);
 }
 
-/* p:_sink(rel, fn|nil, insert, update, delete, commit, consolidate, rollback) -> true | nil, err */
+/* A sink delivered after durability from the outbox, as "sink:" name in
+ * the state: after a crash it gets the groups after its last recorded
+ * mark again (at least once; info.seq tells them apart). */
+static int add_durable_sink(lpipe *lp, rn_rel *rel, const char *name, bool consolidate, lcb *cb)
+{
+  static const rn_outbox_ops ops = { sink_cb, sink_commit_cb, NULL, NULL, NULL, NULL, NULL };
+  char *key = malloc(strlen(name) + 6);
+  if (!key) { free_cb(cb); return rn_err_set(&lp->p->err, RN_ENOMEM, "out of memory"); }
+  sprintf(key, "sink:%s", name);
+  rn_outbox_mark m;
+  int rc = rn_outbox_mark_read(lp->p, key, &m);
+  if (rc) free_cb(cb);
+  else rc = rn_outbox_sink_add(lp->p, rel, key, consolidate, &ops, cb, free_cb, m.found ? m.delivered : lp->p->seq, 0);
+  free(key);
+  return rc;
+}
+
+/* In-group: it may fail the group, and hears of a rollback (rollback(seq)). */
+static int add_ingroup_sink(lpipe *lp, rn_rel *rel, bool consolidate, lcb *cb)
+{
+  bool commits = cb->refs[CB_COMMIT] != LUA_NOREF; /* else only its changes make it hear of a rollback */
+  int rc = rn_sink_add(lp->p, rel, consolidate, sink_cb, commits ? sink_commit_cb : NULL, cb, free_cb);
+  if (!rc) rn_sink_set_hooks(lp->p, NULL, sink_done_cb);
+  return rc;
+}
+
+/* p:_sink(rel, fn|nil, insert, update, delete, commit, consolidate, rollback, durable name|nil)
+ *   -> true | nil, err */
 int rn_lua_add_sink(lua_State *L)
 {
   lpipe *lp = rn_lua_checkpipe(L, 1);
@@ -417,10 +445,9 @@ int rn_lua_add_sink(lua_State *L)
   cb->refs[CB_DELETE] = ref_function(L, 6);
   cb->refs[CB_COMMIT] = ref_function(L, 7);
   cb->refs[CB_ROLLBACK] = ref_function(L, 9);
-  bool commits = cb->refs[CB_COMMIT] != LUA_NOREF; /* else only its changes make it hear of a rollback */
-  if (rn_sink_add(lp->p, r->rel, lua_toboolean(L, 8), sink_cb, commits ? sink_commit_cb : NULL, cb, free_cb))
-    return rn_lua_nil_error(L, rn_errmsg(lp->p));
-  rn_sink_set_hooks(lp->p, NULL, sink_done_cb);
+  int rc = lua_isstring(L, 10) ? add_durable_sink(lp, r->rel, lua_tostring(L, 10), lua_toboolean(L, 8), cb)
+                               : add_ingroup_sink(lp, r->rel, lua_toboolean(L, 8), cb);
+  if (rc) return rn_lua_nil_error(L, rn_errmsg(lp->p));
   lua_pushboolean(L, 1);
   return 1;
 }

@@ -31,28 +31,22 @@ static int l_ndjson_sink(lua_State *L)
   lrel *r = rn_lua_checkrel_of(L, 2, lp);
   const char *verb = lua_isstring(L, 4) ? lua_tostring(L, 4) : NULL;
   FILE *f = lua_file(L, 3);
-  held *h = NULL;
-  bool own = false;
+  int rc;
   if (f) {
-    h = malloc(sizeof *h);
+    held *h = malloc(sizeof *h);
     if (!h) return rn_lua_error(L, "out of memory");
     h->lp = lp;
     lua_pushvalue(L, 3);
     h->ref = luaL_ref(L, LUA_REGISTRYINDEX);
-  } else if (lua_type(L, 3) == LUA_TSTRING) {
-    if (!(f = fopen(rn_lua_checkname(L, 3, "ndjson"), "a"))) {
-      lua_pushnil(L);
-      lua_pushfstring(L, "ndjson: cannot open %s: %s", lua_tostring(L, 3), strerror(errno));
-      return 2;
-    }
-    own = true;
+    rc = rn_ndjson_sink(lp->p, r->rel, f, false, verb, release_held, h);
+  } else if (lua_type(L, 3) == LUA_TSTRING) { /* exactly once across crashes: the path names it */
+    rc = rn_ndjson_sink_path(lp->p, r->rel, rn_lua_checkname(L, 3, "ndjson"), verb);
   } else {
     lua_pushnil(L);
     lua_pushfstring(L, "ndjson: expects a path or a file, got %s", luaL_typename(L, 3));
     return 2;
   }
-  if (rn_ndjson_sink(lp->p, r->rel, f, own, verb, h ? release_held : NULL, h))
-    return rn_lua_nil_error(L, rn_errmsg(lp->p));
+  if (rc) return rn_lua_nil_error(L, rn_errmsg(lp->p));
   lua_pushboolean(L, 1);
   return 1;
 }

@@ -9,6 +9,7 @@
 #include "cdc.h"
 #include "json.h"
 #include "lbind.h"
+#include "outbox.h"
 #include "row.h"
 
 #define RN_DSL_SOURCE "runnel.dsl_source" /* registry: the chunk name of runnel.lua */
@@ -332,6 +333,20 @@ static int l_flush(lua_State *L)
   return rn_flush(lp->p) ? rn_lua_raise(L, lp) : 0;
 }
 
+/* p:deliver(): delivers every group waiting for a durable sink; raises the
+ * first failure (the groups stay committed and waiting). */
+static int l_deliver(lua_State *L)
+{
+  lpipe *lp = rn_lua_checkpipe(L, 1);
+  return rn_deliver(lp->p) ? rn_lua_raise(L, lp) : 0;
+}
+
+static void set_pending(void *ctx, const char *name, uint64_t groups)
+{
+  lua_State *L = ctx;
+  rn_lua_setint(L, name, (lua_Integer)groups);
+}
+
 static int l_seq(lua_State *L)
 {
   lpipe *lp = rn_lua_checkpipe(L, 1);
@@ -390,6 +405,9 @@ static int l_stats(lua_State *L)
   lua_setfield(L, -2, "final");
   push_state_entries(L, lp->p);
   lua_setfield(L, -2, "state");
+  lua_newtable(L); /* groups waiting per durable sink */
+  rn_outbox_pending(lp->p, set_pending, L);
+  lua_setfield(L, -2, "outbox");
   return 1;
 }
 
@@ -427,6 +445,7 @@ static const luaL_Reg pipeline_methods[] = {
   { "rollback", l_rollback },
   { "seq", l_seq },
   { "flush", l_flush },
+  { "deliver", l_deliver },
   { "on_durable", rn_lua_on_durable },
   { "in_group", l_in_group },
   { "stats", l_stats },

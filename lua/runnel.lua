@@ -455,29 +455,53 @@ function Relation:get(key)
 end
 
 local SINK_FIELDS = { insert = true, update = true, delete = true, commit = true, consolidate = true,
-                      rollback = true }
+                      rollback = true, durable = true, name = true }
 
---- rel:sink(fn) or rel:sink{ insert, update, delete, commit, rollback, consolidate } -> rel
+-- The durable name of a sink (durable = true), or nil; raises on a bad one.
+local function durable_name(o)
+  if o.durable == nil or o.durable == false then
+    if o.name ~= nil then raise("sink: name is for durable sinks (durable = true)") end
+    return nil
+  end
+  if o.durable ~= true then raise("sink: durable must be true or false") end
+  if type(o.name) ~= "string" or o.name == "" then
+    raise("sink: a durable sink needs a name, unique in the pipeline (name = \"…\")")
+  end
+  if o.rollback ~= nil then raise("sink: a durable sink never sees a group that rolls back (no rollback)") end
+  return o.name
+end
+
+--- rel:sink(fn [, { durable = true, name = … }]) or
+-- rel:sink{ insert, update, delete, commit, rollback, consolidate, durable, name } -> rel
+-- In-group (the default): runs before the group commits and may fail it;
 -- rollback(seq) runs when a group the sink got changes or a commit of
 -- rolled back after all (a later sink or hook failed): drop what it kept.
--- A value with an `attach` method (runnel.ndjson …) attaches itself.
-function Relation:sink(s)
+-- Durable (durable = true): gets each group after it is durable in LMDB,
+-- from the state's outbox (OUTBOX-n in core/outbox.c); it cannot fail the
+-- group, and after a crash it gets the groups after its last recorded one
+-- again. A value with an `attach` method (runnel.ndjson …) attaches itself.
+function Relation:sink(s, opts)
   check_relation(self, "sink")
   local p, ok, err = self:pipeline()
   if type(s) == "function" then
-    ok, err = p:_sink(self, s)
+    if opts ~= nil and type(opts) ~= "table" then raise("sink: options must be a table") end
+    for k in pairs(opts or {}) do
+      if k ~= "durable" and k ~= "name" then raise(("sink: unknown option %s (durable, name)"):format(tostring(k))) end
+    end
+    ok, err = p:_sink(self, s, nil, nil, nil, nil, nil, nil, durable_name(opts or {}))
   elseif type(s) == "table" and type(s.attach) == "function" then
     ok, err = pcall(s.attach, s, self)
   elseif type(s) == "table" then
     for k, v in pairs(s) do
       if not SINK_FIELDS[k] then
-        raise(("sink: unknown field %s (insert, update, delete, commit, rollback, consolidate)"):format(tostring(k)))
+        raise(("sink: unknown field %s (insert, update, delete, commit, rollback, consolidate, durable, name)")
+              :format(tostring(k)))
       end
-      if k ~= "consolidate" and type(v) ~= "function" then
+      if k ~= "consolidate" and k ~= "durable" and k ~= "name" and type(v) ~= "function" then
         raise(("sink: %s must be a function, got %s"):format(k, type(v)))
       end
     end
-    ok, err = p:_sink(self, nil, s.insert, s.update, s.delete, s.commit, s.consolidate, s.rollback)
+    ok, err = p:_sink(self, nil, s.insert, s.update, s.delete, s.commit, s.consolidate, s.rollback, durable_name(s))
   else
     raise("sink: expects a function or a table of functions, got " .. type(s))
   end
@@ -532,7 +556,10 @@ end
 
 --- runnel.ndjson(path_or_file [, { verb = "verb" | false }]) -> a sink for rel:sink(…)
 -- One JSON object per change; the verb in the named field ("verb" unless
--- verb = false); a DELETE line carries the key columns. A path is appended to.
+-- verb = false); a DELETE line carries the key columns. A durable sink: a
+-- group's lines are written once it is durable in LMDB. A path is appended
+-- to, exactly once across crashes (cut back to the last group recorded,
+-- never a torn line); an open file gets the groups durable while it runs.
 function runnel.ndjson(target, opts)
   opts = opts or {}
   if type(opts) ~= "table" then raise("ndjson: options must be a table") end
@@ -553,9 +580,12 @@ end
 
 --- runnel.sqlite(path, table [, { busy_timeout = seconds }]) -> a sink keeping
 -- a relation in a SQLite table (created if absent; the relation's key as
--- primary key; one SQLite transaction per group, of its net effect per key;
--- resynced whole when it missed groups). busy_timeout (default 5) bounds the
--- wait for another connection's lock; past it the group fails.
+-- primary key). A durable sink: each group, once durable in LMDB, becomes
+-- one SQLite transaction of its net effect per key with its mark in
+-- runnel_sinks, exactly once across crashes; rewritten whole only when it
+-- missed groups or the file was replaced. busy_timeout (default 5) bounds
+-- the wait for another connection's lock; past it the delivery fails, the
+-- group stays committed and waits (p:deliver() retries and says why).
 function runnel.sqlite(path, tname, opts)
   if type(path) ~= "string" or type(tname) ~= "string" then raise("sqlite: expects (path, table)") end
   local busy = opts and opts.busy_timeout

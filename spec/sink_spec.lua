@@ -49,7 +49,7 @@ describe("sinks", function()
   end)
 
   it("refuse unknown fields", function()
-    assert.equal("sink: unknown field inserted (insert, update, delete, commit, rollback, consolidate)",
+    assert.equal("sink: unknown field inserted (insert, update, delete, commit, rollback, consolidate, durable, name)",
                  H.error_of(t.sink, t, { inserted = function() end }))
   end)
 

@@ -54,18 +54,24 @@ describe("runnel.sqlite", function()
     assert.equal("1|bob\n3|ann\n", sql(db, "select * from seats order by seat"))
   end)
 
-  it("leaves SQLite untouched by a group that rolls back, and rolls the group back when SQLite fails", function()
+  it("leaves SQLite untouched by a group that rolls back; a failing SQLite write keeps the group waiting", function()
     local t = p:table("t", { {"k","int"}, {"v","int"}, key = "k" })
     t:sink(runnel.sqlite(db, "t"))
     t:insert{ k = 1, v = 1 }
     pcall(p.batch, p, function() t:insert{ k = 2, v = 2 }; error("changed my mind") end)
     assert.equal("1|1\n", sql(db, "select * from t"))
     sql(db, "create trigger no_big before insert on t when new.v > 100 begin select raise(abort, 'too big'); end")
-    local ok, err = pcall(t.insert, t, { k = 3, v = 999 })
-    assert.is_false(ok)
-    assert.matches("t: sqlite: writing: too big", err, 1, true)
-    assert.is_nil(t:get(3))
+    t:insert{ k = 3, v = 999 } -- committed: SQLite failing after durability cannot undo it (OUTBOX-4)
+    assert.same({ k = 3, v = 999 }, t:get(3))
     assert.equal("1|1\n", sql(db, "select * from t"))
+    local name = next(p:stats().outbox)
+    assert.equal(1, p:stats().outbox[name])
+    assert.matches("t: sqlite: writing: too big", H.error_of(p.deliver, p), 1, true)
+    sql(db, "drop trigger no_big")
+    p:deliver()
+    assert.equal(0, p:stats().outbox[name])
+    assert.equal("1|1\n3|999\n", sql(db, "select * from t order by k"))
+    assert.equal("t|2\n", sql(db, "select * from runnel_sinks")) -- seq 2: the rolled back group has none
   end)
 
   it("keys a keyless relation by its row id", function()
@@ -84,9 +90,18 @@ describe("runnel.sqlite", function()
     u:sink(runnel.sqlite(db, "u"))
     p:batch(function() t:insert{ k = 1 }; u:insert{ k = 2 } end)
     assert.equal("1|2\n", sql(db, "select t.k, u.k from t, u"))
+    sql(db, "create trigger no_3 before insert on u when new.k = 3 begin select raise(abort, 'not 3'); end")
+    p:batch(function() t:insert{ k = 3 }; u:insert{ k = 3 } end) -- committed; u's write fails, so t's waits too
+    assert.equal("1\n", sql(db, "select k from t order by k"))
+    assert.matches("u: sqlite: writing: not 3", H.error_of(p.deliver, p), 1, true)
+    sql(db, "drop trigger no_3")
+    p:deliver()
+    assert.equal("1\n3\n", sql(db, "select k from t order by k"))
+    assert.equal("2\n3\n", sql(db, "select k from u order by k"))
+    assert.equal("t|2\nu|2\n", sql(db, "select * from runnel_sinks order by tbl"))
   end)
 
-  it("rolls the group back when SQLite refuses its COMMIT (a reader holds the file)", function()
+  it("commits the group when SQLite refuses its COMMIT (a reader holds the file) and delivers it later", function()
     local t = p:table("t", { {"k","int"}, key = "k" })
     t:sink(runnel.sqlite(db, "t", { busy_timeout = 0.2 }))
     t:insert{ k = 1 }
@@ -101,19 +116,19 @@ describe("runnel.sqlite", function()
       if m then m:close(); reading = true; break end
       os.execute("sleep 0.02")
     end
-    local ok, err = pcall(t.insert, t, { k = 2 })
+    t:insert{ k = 2 } -- committed in runnel; its delivery waits (OUTBOX-4)
+    local err = H.error_of(p.deliver, p)
     reader:write("COMMIT;\n")
     reader:close()
     assert.is_true(reading, "the reader never started")
-    assert.is_false(ok)
     assert.matches("t: sqlite: COMMIT: database is locked", err, 1, true)
-    assert.is_nil(t:get(2)) -- runnel rolled back with SQLite
+    assert.same({ k = 2 }, t:get(2))
     assert.equal("1\n", sql(db, "select k from t"))
-    t:insert{ k = 3 } -- the reader is gone: on as before
-    assert.equal("1\n3\n", sql(db, "select k from t order by k"))
+    t:insert{ k = 3 } -- the reader is gone: the waiting group goes first, then this one
+    assert.equal("1\n2\n3\n", sql(db, "select k from t order by k"))
   end)
 
-  it("rewrites the table with the next group when carried groups it holds are lost", function()
+  it("writes carried groups only once LMDB holds them, so lost ones never reach SQLite", function()
     local q = runnel.open{ sync = false }
     local t = q:table("t", { {"k","int"}, key = "k" })
     local refuse = false
@@ -121,13 +136,14 @@ describe("runnel.sqlite", function()
     t:sink(runnel.sqlite(db, "t"))
     t:insert{ k = 1 }
     q:flush()
-    t:insert{ k = 2 } -- carried: in SQLite, not yet in LMDB
-    assert.equal("1\n2\n", sql(db, "select k from t order by k"))
+    t:insert{ k = 2 } -- carried: not yet in LMDB, so not in SQLite either
+    assert.equal("1\n", sql(db, "select k from t order by k"))
     refuse = true
     assert.matches("were lost", H.error_of(t.insert, t, { k = 3 }), 1, true) -- the replay of 2 fails too
     refuse = false
     t:insert{ k = 4 }
-    assert.equal("1\n4\n", sql(db, "select k from t order by k")) -- 2 went with LMDB
+    q:flush()
+    assert.equal("1\n4\n", sql(db, "select k from t order by k")) -- 2 went with LMDB, never reached SQLite
     q:close()
   end)
 
@@ -172,12 +188,12 @@ local function sink() t:sink(runnel.sqlite(%q, "t")) end
     assert.equal("1|10\n3|3\n4|4\n", sql(dir .. "/out.db", "select * from t order by k"))
   end)
 
-  it("drops from SQLite the groups a crash took from runnel (sync = false)", function()
+  it("never shows SQLite the groups a crash took from runnel (sync = false)", function()
     local dir = H.tmpdir()
     session(dir, "sink(); t:insert{ k = 1, v = 1 }; p:close()")
-    -- carried groups reach SQLite at once but LMDB only later; exit without closing
+    -- carried groups reach SQLite only after LMDB; exit without closing
     session(dir, "sink(); t:insert{ k = 2, v = 2 }; t:update{ k = 1, v = 5 }; os.exit(0, false)")
-    assert.equal("1|5\n2|2\n", sql(dir .. "/out.db", "select * from t order by k"))
+    assert.equal("1|1\n", sql(dir .. "/out.db", "select * from t order by k"))
     session(dir, "assert(t:get{ k = 2 } == nil, 'the crash kept a carried group'); sink(); p:close()")
     assert.equal("1|1\n", sql(dir .. "/out.db", "select * from t order by k"))
   end)
@@ -185,7 +201,7 @@ local function sink() t:sink(runnel.sqlite(%q, "t")) end
   it("repairs a crash that came before any group reached LMDB", function()
     local dir = H.tmpdir()
     session(dir, "sink(); t:insert{ k = 1, v = 1 }; os.exit(0, false)")
-    assert.equal("1|1\n", sql(dir .. "/out.db", "select * from t"))
+    assert.equal("", sql(dir .. "/out.db", "select * from t"))
     session(dir, "assert(t:count() == 0); sink(); p:close()")
     assert.equal("", sql(dir .. "/out.db", "select * from t"))
   end)

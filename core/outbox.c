@@ -1,0 +1,637 @@
+/* outbox.c — durable sinks: each group's output is kept in the state, in
+ * the group's own LMDB transaction, and delivered once that transaction
+ * is durable.
+ *
+ *     named database "outbox"   |u64 tag BE|u64 seq BE| -> msgpack [[verb, id, row|nil, old|nil] …]
+ *     meta "od:" name           |u64 seen|u64 delivered|u64 position|
+ *
+ * (tag: a hash of the sink's name; rows are the relation's stored rows as
+ * msgpack bin; a name too long for an LMDB key is "od#" and its hash.)
+ *
+ * Invariants (OUTBOX-n in specs):
+ * (1) A durable sink gets nothing while its group runs and cannot fail it.
+ *     At commit, the group's changes of its relation (consolidated if it
+ *     asked) become one entry under the group's seq, written in the
+ *     group's transaction: carried with carried groups, lost with them,
+ *     written again when carried groups are replayed into a new
+ *     transaction (rn_outbox_replay), so a seq names the same content
+ *     before and after any crash. A group with no change for the sink
+ *     leaves no entry.
+ * (2) Entries are delivered only after the transaction holding them
+ *     committed (rn_commit with sync; rn_flush, the carry bounds, a
+ *     declaration or close without), per sink in seq order, each entry
+ *     whole: change for each change, then commit(seq). The entries waiting
+ *     for a sink go out as one run ended by finish (one SQLite
+ *     transaction, one write), and sinks that share an outside
+ *     transaction (the tables of one SQLite file) end their runs together;
+ *     a run that fails anywhere counts for none of its groups (nor do the
+ *     runs it shares with), except for sinks without finish (Lua, C),
+ *     which take each group for good as it goes. Deliveries run outside groups, in
+ *     state APPLYING: a durable sink may read tables, not change them.
+ * (3) Each sink keeps a delivered mark. In memory it moves with each
+ *     delivery; in the state it is written with the next group's
+ *     transaction (or at close), never in a transaction of its own per
+ *     group, together with the deletion of the entries it covers. Before
+ *     that transaction commits, a synced state syncs the sink (an NDJSON
+ *     file's fsync), so a recorded mark never covers output a crash can
+ *     take back. The state's mark may lag: after a crash the groups after
+ *     it are delivered again, and each sink makes that exactly once its
+ *     own way (NDJSON cuts its file back to the mark's position; SQLite
+ *     skips a seq its runnel_sinks row already holds) or documents at
+ *     least once (Lua and C sinks: the seq in info lets them dedupe).
+ * (4) A delivery that fails leaves its entry (its run), and every later one
+ *     of that sink, in the outbox: the committed group stands. They are retried
+ *     at the next commit that reaches LMDB, at rn_flush and rn_deliver,
+ *     which reports the failure; at the next open once the sink is
+ *     declared again.
+ * (5) "seen" is the last group committed while the sink was declared:
+ *     a sink declared on a state whose seq is past it missed groups (the
+ *     SQLite sink then rewrites its table).
+ * (6) A sink with no name (an NDJSON sink on an already open file) keeps
+ *     its entries in memory only: delivered after durability like the
+ *     others, lost in a crash, never delivered twice.
+ * (7) on_durable hooks (durable.c) run after the deliveries of the LMDB
+ *     commit that made their groups durable (group.c). */
+#include "outbox.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "key.h"
+
+typedef struct obsink {
+  rn_rel *rel;
+  bool consolidate;
+  rn_outbox_ops ops;
+  void *ctx;
+  rn_free_fn free_ctx;
+  char *name;             /* NULL: entries in memory only (6) */
+  char *mkey;             /* meta key of its record */
+  size_t mklen;
+  uint64_t tag;           /* the key prefix of its entries */
+  uint64_t delivered;     /* the last group delivered (3) */
+  uint64_t position;      /* the sink's position after it */
+  uint64_t marking;       /* delivered as written in the open transaction */
+  uint64_t marked;        /* delivered as committed in the state */
+} obsink;
+
+/* An entry not yet committed to LMDB, or one of a nameless sink (6). */
+typedef struct entry {
+  struct entry *next;
+  obsink *sink;
+  uint64_t seq;
+  bool committed;
+  size_t len;
+  char data[];
+} entry;
+
+struct rn_outbox {
+  MDB_dbi dbi;
+  bool has_dbi;
+  obsink **sinks;
+  int n, cap;
+  entry *head;
+  entry **tail;           /* the last link of the list (every pass that removes resets it) */
+  bool fresh;             /* an LMDB commit since the last delivery pass */
+  bool backlog;           /* a delivery failed: retry */
+  bool delivering;        /* a pass runs (its callbacks may flush) */
+  bool failed;            /* this pass failed somewhere; err says what */
+  rn_err err;
+  msgpack_sbuffer buf;
+};
+
+static rn_outbox *outbox_of(rn_pipeline *p)
+{
+  if (p->outbox) return p->outbox;
+  rn_outbox *ob = calloc(1, sizeof *ob);
+  if (!ob) return NULL;
+  msgpack_sbuffer_init(&ob->buf);
+  ob->tail = &ob->head;
+  p->outbox = ob;
+  return ob;
+}
+
+static void put_be64(char *at, uint64_t v)
+{
+  for (int i = 7; i >= 0; i--, v >>= 8) at[i] = (char)(v & 0xff);
+}
+
+static uint64_t get_be64(const char *at)
+{
+  uint64_t v = 0;
+  for (int i = 0; i < 8; i++) v = v << 8 | (unsigned char)at[i];
+  return v;
+}
+
+static char *mark_key(const char *name, size_t *len)
+{
+  size_t n = strlen(name);
+  char *k = malloc(n + 4 > 20 ? n + 4 : 20);
+  if (!k) return NULL;
+  if (n <= 400) *len = (size_t)sprintf(k, "od:%s", name);
+  else *len = (size_t)sprintf(k, "od#%016llx", (unsigned long long)rn_hash64(name, n));
+  return k;
+}
+
+/* ---- the record of a sink (3, 5) ---- */
+
+int rn_outbox_mark_read(rn_pipeline *p, const char *name, rn_outbox_mark *m)
+{
+  memset(m, 0, sizeof *m);
+  int rc = rn_flush(p);
+  if (rc) return rc;
+  size_t klen;
+  char *key = mark_key(name, &klen);
+  if (!key) return rn_err_set(&p->err, RN_ENOMEM, "out of memory");
+  MDB_txn *txn;
+  if ((rc = mdb_txn_begin(p->store.env, NULL, MDB_RDONLY, &txn))) {
+    free(key);
+    return rn_store_fail(&p->err, rc, name);
+  }
+  MDB_val k = { klen, key }, v;
+  if (mdb_get(txn, p->store.meta, &k, &v) == 0 && v.mv_size == 24) {
+    uint64_t r[3];
+    memcpy(r, v.mv_data, sizeof r);
+    *m = (rn_outbox_mark){ true, r[0], r[1], r[2] };
+  }
+  mdb_txn_abort(txn);
+  free(key);
+  return 0;
+}
+
+/* Writes s's record (seen, its delivered mark) in txn and deletes the
+ * entries the mark newly covers; a synced state syncs the sink first (3). */
+static int write_mark(rn_pipeline *p, rn_outbox *ob, obsink *s, MDB_txn *txn, uint64_t seen)
+{
+  int rc = 0;
+  if (s->delivered > s->marked && s->ops.sync && !p->carry && (rc = s->ops.sync(s->ctx, &p->err))) return rc;
+  uint64_t r[3] = { seen, s->delivered, s->position };
+  MDB_val k = { s->mklen, s->mkey }, v = { sizeof r, r };
+  if ((rc = mdb_put(txn, p->store.meta, &k, &v, 0))) return rn_store_fail(&p->err, rc, s->name);
+  if (s->delivered > s->marked) {
+    MDB_cursor *cur;
+    char from[16];
+    put_be64(from, s->tag);
+    put_be64(from + 8, s->marked + 1);
+    MDB_val ck = { 16, from }, cv;
+    if ((rc = mdb_cursor_open(txn, ob->dbi, &cur))) return rn_store_fail(&p->err, rc, s->name);
+    for (rc = mdb_cursor_get(cur, &ck, &cv, MDB_SET_RANGE); rc == 0; rc = mdb_cursor_get(cur, &ck, &cv, MDB_NEXT)) {
+      if (ck.mv_size != 16 || get_be64(ck.mv_data) != s->tag || get_be64((char *)ck.mv_data + 8) > s->delivered) break;
+      if ((rc = mdb_cursor_del(cur, 0))) break;
+    }
+    mdb_cursor_close(cur);
+    if (rc && rc != MDB_NOTFOUND) return rn_store_fail(&p->err, rc, s->name);
+  }
+  s->marking = s->delivered;
+  return 0;
+}
+
+/* ---- recording (1) ---- */
+
+/* Packs the group's changes of s's relation into ob->buf; *n: how many. */
+static int pack_group(rn_pipeline *p, rn_outbox *ob, obsink *s, size_t *n)
+{
+  const rn_log *log = &s->rel->log;
+  const rn_change *items = log->items;
+  rn_change *net = NULL;
+  *n = log->n;
+  if (s->consolidate && *n) {
+    net = malloc(*n * sizeof *net);
+    *n = net ? rn_log_consolidated(log, net) : (size_t)-1;
+    if (*n == (size_t)-1) { free(net); return rn_err_set(&p->err, RN_ENOMEM, "out of memory"); }
+    items = net;
+  }
+  msgpack_sbuffer_clear(&ob->buf);
+  msgpack_packer pk;
+  msgpack_packer_init(&pk, &ob->buf, msgpack_sbuffer_write);
+  msgpack_pack_array(&pk, *n);
+  for (size_t i = 0; i < *n; i++) {
+    const rn_change *c = &items[i];
+    msgpack_pack_array(&pk, 4);
+    msgpack_pack_uint8(&pk, (uint8_t)c->verb);
+    msgpack_pack_uint64(&pk, c->id);
+    if (c->row) { msgpack_pack_bin(&pk, c->row_len); msgpack_pack_bin_body(&pk, c->row, c->row_len); }
+    else msgpack_pack_nil(&pk);
+    if (c->old) { msgpack_pack_bin(&pk, c->old_len); msgpack_pack_bin_body(&pk, c->old, c->old_len); }
+    else msgpack_pack_nil(&pk);
+  }
+  free(net);
+  return 0;
+}
+
+static int keep_entry(rn_pipeline *p, rn_outbox *ob, obsink *s, uint64_t seq)
+{
+  entry *e = malloc(sizeof *e + ob->buf.size);
+  if (!e) return rn_err_set(&p->err, RN_ENOMEM, "out of memory");
+  *e = (entry){ NULL, s, seq, false, ob->buf.size };
+  memcpy(e->data, ob->buf.data, ob->buf.size);
+  *ob->tail = e;
+  ob->tail = &e->next;
+  return 0;
+}
+
+static int put_entry(rn_pipeline *p, rn_outbox *ob, obsink *s, uint64_t seq, const char *data, size_t len)
+{
+  char key[16];
+  put_be64(key, s->tag);
+  put_be64(key + 8, seq);
+  MDB_val k = { 16, key }, v = { len, (void *)data };
+  int rc = mdb_put(p->store.wtxn, ob->dbi, &k, &v, 0);
+  return rc ? rn_store_fail(&p->err, rc, s->name) : 0;
+}
+
+/* Drops the uncommitted entries of the groups after `after` (0: all). */
+static void drop_uncommitted(rn_outbox *ob, uint64_t after)
+{
+  entry **at = &ob->head;
+  while (*at) {
+    entry *e = *at;
+    if (!e->committed && e->seq > after) { *at = e->next; free(e); }
+    else at = &e->next;
+  }
+  ob->tail = at;
+}
+
+int rn_outbox_record(rn_pipeline *p, uint64_t seq)
+{
+  rn_outbox *ob = p->outbox;
+  if (!ob || !ob->n) return 0;
+  int rc = 0;
+  for (int i = 0; i < ob->n && !rc; i++) {
+    obsink *s = ob->sinks[i];
+    size_t n;
+    rc = pack_group(p, ob, s, &n);
+    if (!rc && n) rc = keep_entry(p, ob, s, seq);
+    if (!rc && n && s->name) rc = put_entry(p, ob, s, seq, ob->buf.data, ob->buf.size);
+    if (!rc && s->name) rc = write_mark(p, ob, s, p->store.wtxn, seq);
+  }
+  if (rc) drop_uncommitted(ob, seq - 1); /* the group's, as the failure rolls it back */
+  return rc;
+}
+
+void rn_outbox_committed(rn_pipeline *p)
+{
+  rn_outbox *ob = p->outbox;
+  if (!ob) return;
+  entry **at = &ob->head;
+  while (*at) {
+    entry *e = *at;
+    if (!e->committed && e->sink->name) { *at = e->next; free(e); continue; } /* LMDB holds it */
+    e->committed = true;
+    at = &e->next;
+  }
+  ob->tail = at;
+  for (int i = 0; i < ob->n; i++) ob->sinks[i]->marked = ob->sinks[i]->marking;
+  ob->fresh = true;
+}
+
+int rn_outbox_replay(rn_pipeline *p)
+{
+  rn_outbox *ob = p->outbox;
+  if (!ob) return 0;
+  drop_uncommitted(ob, p->seq);
+  int rc = 0;
+  for (entry *e = ob->head; e && !rc; e = e->next)
+    if (!e->committed && e->sink->name) rc = put_entry(p, ob, e->sink, e->seq, e->data, e->len);
+  for (int i = 0; i < ob->n && !rc; i++) {
+    obsink *s = ob->sinks[i];
+    s->marking = s->marked;
+    if (s->name) rc = write_mark(p, ob, s, p->store.wtxn, p->seq);
+  }
+  return rc;
+}
+
+void rn_outbox_forget(rn_pipeline *p)
+{
+  if (!p->outbox) return;
+  drop_uncommitted(p->outbox, 0);
+  for (int i = 0; i < p->outbox->n; i++) p->outbox->sinks[i]->marking = p->outbox->sinks[i]->marked;
+}
+
+/* ---- delivery (2, 4) ---- */
+
+static void delivery_failed(rn_outbox *ob, const rn_err *e)
+{
+  ob->err = *e;
+  ob->failed = ob->backlog = true;
+}
+
+/* Delivers one entry to s; 0, or the failure (kept in ob->err). */
+static int deliver_entry(rn_outbox *ob, obsink *s, uint64_t seq, const char *data, size_t len)
+{
+  rn_err e = { .code = RN_OK };
+  msgpack_zone z;
+  msgpack_object o = { .type = MSGPACK_OBJECT_NIL };
+  size_t off = 0;
+  int rc = 0;
+  if (!msgpack_zone_init(&z, 4096)) rc = rn_err_set(&e, RN_ENOMEM, "out of memory");
+  else if (msgpack_unpack(data, len, &off, &z, &o) != MSGPACK_UNPACK_SUCCESS || o.type != MSGPACK_OBJECT_ARRAY)
+    rc = rn_err_set(&e, RN_ESTORE, "%s: outbox: group %llu is damaged", s->rel->name, (unsigned long long)seq);
+  for (uint32_t i = 0; !rc && i < o.via.array.size; i++) {
+    const msgpack_object *c = &o.via.array.ptr[i], *f = c->via.array.ptr;
+    if (c->type != MSGPACK_OBJECT_ARRAY || c->via.array.size != 4 || f[0].type != MSGPACK_OBJECT_POSITIVE_INTEGER ||
+        f[0].via.u64 < RN_INSERT || f[0].via.u64 > RN_DELETE || f[1].type != MSGPACK_OBJECT_POSITIVE_INTEGER) {
+      rc = rn_err_set(&e, RN_ESTORE, "%s: outbox: group %llu is damaged", s->rel->name, (unsigned long long)seq);
+      break;
+    }
+    rn_change ch = { (rn_verb)f[0].via.u64, f[1].via.u64,
+                     f[2].type == MSGPACK_OBJECT_BIN ? f[2].via.bin.ptr : NULL, f[2].type == MSGPACK_OBJECT_BIN ? f[2].via.bin.size : 0,
+                     f[3].type == MSGPACK_OBJECT_BIN ? f[3].via.bin.ptr : NULL, f[3].type == MSGPACK_OBJECT_BIN ? f[3].via.bin.size : 0 };
+    rn_sink_info info = { ch.id, seq, i + 1 };
+    rc = s->ops.change(s->ctx, s->rel, &ch, &info, &e);
+  }
+  if (!rc && s->ops.commit) rc = s->ops.commit(s->ctx, seq, &e);
+  msgpack_zone_destroy(&z);
+  if (rc) {
+    if (!e.code) rn_err_set(&e, rc, "%s: delivery of group %llu failed", s->rel->name, (unsigned long long)seq);
+    delivery_failed(ob, &e);
+    return rc;
+  }
+  s->delivered = seq;
+  return 0;
+}
+
+/* Ends the runs of sinks that share one outside transaction (the sinks of
+ * one SQLite file; most sinks share with none): finish makes their groups
+ * durable outside in one go (one SQLite transaction, one write). If any
+ * run failed, or a finish does, none of them counts: each sink discards
+ * what it staged and its mark goes back to before its run (4). A sink
+ * without finish took each group for good as it went. */
+static void end_runs(rn_outbox *ob, obsink **v, const uint64_t *before, int n, bool failed)
+{
+  rn_err e = { .code = RN_OK };
+  for (int i = 0; i < n && !failed; i++)
+    if (v[i]->delivered != before[i] && v[i]->ops.finish && v[i]->ops.finish(v[i]->ctx, &e)) {
+      if (!e.code) rn_err_set(&e, RN_EIO, "%s: delivery failed", v[i]->rel->name);
+      delivery_failed(ob, &e);
+      failed = true;
+    }
+  for (int i = 0; i < n; i++) {
+    obsink *s = v[i];
+    if (failed) {
+      if (s->ops.discard) s->ops.discard(s->ctx);
+      if (s->ops.finish) s->delivered = before[i];
+    } else if (s->ops.position) {
+      s->position = s->ops.position(s->ctx);
+    }
+  }
+}
+
+/* Frees the entries of a nameless sink that its mark covers. */
+static void drop_delivered(rn_outbox *ob, obsink *s)
+{
+  entry **at = &ob->head;
+  while (*at) {
+    entry *e = *at;
+    if (e->sink == s && e->committed && e->seq <= s->delivered) { *at = e->next; free(e); }
+    else at = &e->next;
+  }
+  ob->tail = at;
+}
+
+/* Stages every durable entry of s after its mark, in seq order; returns
+ * whether a delivery failed. */
+static bool stage_sink(rn_pipeline *p, rn_outbox *ob, obsink *s)
+{
+  bool failed = false;
+  if (!s->name) {
+    for (entry *e = ob->head; e && !failed; e = e->next)
+      if (e->sink == s && e->committed && e->seq > s->delivered)
+        failed = deliver_entry(ob, s, e->seq, e->data, e->len) != 0;
+    return failed;
+  }
+  if (!ob->has_dbi) return false;
+  MDB_txn *txn;
+  MDB_cursor *cur = NULL;
+  int rc = mdb_txn_begin(p->store.env, NULL, MDB_RDONLY, &txn); /* sees only what is durable (2) */
+  if (!rc && (rc = mdb_cursor_open(txn, ob->dbi, &cur))) mdb_txn_abort(txn);
+  if (rc) {
+    rn_err e;
+    rn_store_fail(&e, rc, s->name);
+    delivery_failed(ob, &e);
+    return true;
+  }
+  char from[16];
+  put_be64(from, s->tag);
+  put_be64(from + 8, s->delivered + 1);
+  MDB_val k = { 16, from }, v;
+  for (rc = mdb_cursor_get(cur, &k, &v, MDB_SET_RANGE); rc == 0 && !failed; rc = mdb_cursor_get(cur, &k, &v, MDB_NEXT)) {
+    if (k.mv_size != 16 || get_be64(k.mv_data) != s->tag) break;
+    failed = deliver_entry(ob, s, get_be64((char *)k.mv_data + 8), v.mv_data, v.mv_size) != 0;
+  }
+  mdb_cursor_close(cur);
+  mdb_txn_abort(txn); /* staged output holds copies, not LMDB's bytes */
+  return failed;
+}
+
+static void *shared_of(const obsink *s) { return s->ops.shared ? s->ops.shared(s->ctx) : NULL; }
+
+/* Delivers to sinks[from] and every later sink sharing its transaction,
+ * marking them done. */
+static void deliver_joint(rn_pipeline *p, rn_outbox *ob, int from, bool *done)
+{
+  obsink *v[ob->n];
+  uint64_t before[ob->n];
+  int n = 0;
+  void *shared = shared_of(ob->sinks[from]);
+  for (int i = from; i < ob->n; i++) {
+    if (done[i] || (i != from && (!shared || shared_of(ob->sinks[i]) != shared))) continue;
+    done[i] = true;
+    v[n] = ob->sinks[i];
+    before[n++] = ob->sinks[i]->delivered;
+  }
+  bool failed = false;
+  for (int i = 0; i < n && !failed; i++) failed = stage_sink(p, ob, v[i]);
+  end_runs(ob, v, before, n, failed);
+  for (int i = 0; i < n; i++)
+    if (!v[i]->name) drop_delivered(ob, v[i]);
+}
+
+/* One delivery pass; returns whether it failed somewhere. */
+static bool deliver_all(rn_pipeline *p, rn_outbox *ob)
+{
+  ob->delivering = true;
+  ob->fresh = ob->backlog = ob->failed = false;
+  rn_gstate state = p->state;
+  p->state = RN_APPLYING; /* (2): read, not change */
+  bool done[ob->n > 0 ? ob->n : 1];
+  memset(done, 0, sizeof done);
+  for (int i = 0; i < ob->n; i++)
+    if (!done[i]) deliver_joint(p, ob, i, done);
+  p->state = state;
+  ob->delivering = false;
+  return ob->failed;
+}
+
+void rn_outbox_after_commit(rn_pipeline *p)
+{
+  rn_outbox *ob = p->outbox;
+  if (!ob || ob->delivering || p->state != RN_IDLE || (!ob->fresh && !ob->backlog)) return;
+  deliver_all(p, ob);
+}
+
+RN_API int rn_deliver(rn_pipeline *p)
+{
+  if (!p) return RN_EINVAL;
+  rn_err_clear(&p->err);
+  if (p->state != RN_IDLE) return rn_err_set(&p->err, RN_EMISUSE, "deliver: not inside a group or a callback");
+  int rc = rn_flush(p);
+  if (rc) return rc;
+  rn_outbox *ob = p->outbox;
+  if (!ob || ob->delivering) return 0;
+  if (deliver_all(p, ob)) {
+    p->err = ob->err;
+    return p->err.code ? p->err.code : RN_ECALLBACK;
+  }
+  return 0;
+}
+
+/* ---- sinks ---- */
+
+static void free_sink(obsink *s)
+{
+  if (s->free_ctx) s->free_ctx(s->ctx);
+  free(s->name);
+  free(s->mkey);
+  free(s);
+}
+
+/* In a transaction of its own: opens the outbox, writes s's record and
+ * deletes the entries its mark covers (a rewrite may have passed them). */
+static int declare_record(rn_pipeline *p, rn_outbox *ob, obsink *s)
+{
+  int rc = rn_flush(p);
+  if (rc) return rc;
+  MDB_txn *txn;
+  if ((rc = mdb_txn_begin(p->store.env, NULL, 0, &txn))) return rn_store_fail(&p->err, rc, s->name);
+  if (!ob->has_dbi) {
+    rc = mdb_dbi_open(txn, "outbox", MDB_CREATE, &ob->dbi);
+    if (!rc) rc = mdb_set_compare(txn, ob->dbi, rn_store_key_cmp);
+    if (rc) { mdb_txn_abort(txn); return rn_store_fail(&p->err, rc, "outbox"); }
+  }
+  s->marked = 0; /* delete whatever an older mark left */
+  rc = write_mark(p, ob, s, txn, p->seq);
+  if (rc) { mdb_txn_abort(txn); return rc; }
+  if ((rc = mdb_txn_commit(txn))) return rn_store_fail(&p->err, rc, s->name);
+  ob->has_dbi = true;
+  s->marked = s->marking;
+  return 0;
+}
+
+static int add_sink(rn_outbox *ob, obsink *s)
+{
+  if (ob->n == ob->cap) {
+    int cap = ob->cap ? ob->cap * 2 : 4;
+    obsink **a = realloc(ob->sinks, (size_t)cap * sizeof *a);
+    if (!a) return -1;
+    ob->sinks = a;
+    ob->cap = cap;
+  }
+  ob->sinks[ob->n++] = s;
+  return 0;
+}
+
+int rn_outbox_sink_add(rn_pipeline *p, rn_rel *rel, const char *name, bool consolidate,
+                       const rn_outbox_ops *ops, void *ctx, rn_free_fn free_ctx,
+                       uint64_t delivered, uint64_t position)
+{
+  rn_outbox *ob = outbox_of(p);
+  obsink *s = calloc(1, sizeof *s);
+  if (!ob || !s) {
+    free(s);
+    if (free_ctx) free_ctx(ctx);
+    return rn_err_set(&p->err, RN_ENOMEM, "out of memory");
+  }
+  *s = (obsink){ .rel = rel, .consolidate = consolidate, .ops = *ops, .ctx = ctx, .free_ctx = free_ctx,
+                 .delivered = delivered, .position = position };
+  int rc = 0;
+  if (p->state != RN_IDLE) rc = rn_err_set(&p->err, RN_EMISUSE, "%s: sinks are added outside groups", rel->name);
+  if (!rc && name) {
+    s->tag = rn_hash64(name, strlen(name));
+    for (int i = 0; i < ob->n && !rc; i++)
+      if (ob->sinks[i]->name && (ob->sinks[i]->tag == s->tag || strcmp(ob->sinks[i]->name, name) == 0))
+        rc = rn_err_set(&p->err, RN_EINVAL, "%s: a durable sink named %s is already declared", rel->name, name);
+    if (!rc && (!(s->name = strdup(name)) || !(s->mkey = mark_key(name, &s->mklen))))
+      rc = rn_err_set(&p->err, RN_ENOMEM, "out of memory");
+    if (!rc) rc = declare_record(p, ob, s);
+  }
+  if (!rc && add_sink(ob, s)) rc = rn_err_set(&p->err, RN_ENOMEM, "out of memory");
+  if (rc) {
+    free_sink(s);
+    return rc;
+  }
+  rel->listeners++;
+  if (name && !ob->delivering) { /* the groups after its mark (4) */
+    bool failed = ob->failed;
+    deliver_all(p, ob);
+    ob->failed = failed;
+  }
+  return 0;
+}
+
+static uint64_t count_stored(rn_pipeline *p, rn_outbox *ob, obsink *s)
+{
+  uint64_t n = 0;
+  MDB_txn *txn;
+  MDB_cursor *cur;
+  if (!ob->has_dbi || mdb_txn_begin(p->store.env, NULL, MDB_RDONLY, &txn)) return 0;
+  if (mdb_cursor_open(txn, ob->dbi, &cur) == 0) {
+    char from[16];
+    put_be64(from, s->tag);
+    put_be64(from + 8, s->delivered + 1);
+    MDB_val k = { 16, from }, v;
+    for (int rc = mdb_cursor_get(cur, &k, &v, MDB_SET_RANGE); rc == 0 && k.mv_size == 16 && get_be64(k.mv_data) == s->tag;
+         rc = mdb_cursor_get(cur, &k, &v, MDB_NEXT))
+      n++;
+    mdb_cursor_close(cur);
+  }
+  mdb_txn_abort(txn);
+  return n;
+}
+
+int rn_outbox_pending(rn_pipeline *p, void (*fn)(void *ctx, const char *name, uint64_t groups), void *ctx)
+{
+  rn_outbox *ob = p->outbox;
+  for (int i = 0; ob && i < ob->n; i++) {
+    obsink *s = ob->sinks[i];
+    uint64_t n = s->name ? count_stored(p, ob, s) : 0;
+    for (entry *e = ob->head; e; e = e->next) n += e->sink == s && (!s->name || !e->committed);
+    fn(ctx, s->name ? s->name : "(unnamed)", n);
+  }
+  return 0;
+}
+
+/* Writes every mark that moved since the last commit, in a small
+ * transaction (3): only when no group is carried (their transaction holds
+ * the marks then). */
+static void write_marks(rn_pipeline *p, rn_outbox *ob)
+{
+  bool moved = false;
+  for (int i = 0; i < ob->n; i++) moved |= ob->sinks[i]->name && ob->sinks[i]->delivered > ob->sinks[i]->marked;
+  if (!moved || p->store.wtxn || !ob->has_dbi) return;
+  MDB_txn *txn;
+  if (mdb_txn_begin(p->store.env, NULL, 0, &txn)) return;
+  int rc = 0;
+  for (int i = 0; i < ob->n && !rc; i++)
+    if (ob->sinks[i]->name) rc = write_mark(p, ob, ob->sinks[i], txn, p->seq);
+  if (rc || mdb_txn_commit(txn)) { if (rc) mdb_txn_abort(txn); return; }
+  for (int i = 0; i < ob->n; i++) ob->sinks[i]->marked = ob->sinks[i]->marking;
+}
+
+void rn_outbox_close(rn_pipeline *p)
+{
+  rn_outbox *ob = p->outbox;
+  if (!ob) return;
+  if (p->store.env && !p->carried) write_marks(p, ob);
+  for (int i = 0; i < ob->n; i++) free_sink(ob->sinks[i]);
+  free(ob->sinks);
+  while (ob->head) {
+    entry *e = ob->head;
+    ob->head = e->next;
+    free(e);
+  }
+  msgpack_sbuffer_destroy(&ob->buf);
+  free(ob);
+  p->outbox = NULL;
+}

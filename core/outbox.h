@@ -1,0 +1,72 @@
+/* outbox.h — durable sinks: outputs delivered after the LMDB transaction
+ * holding their group is durable (the invariants are in outbox.c). */
+#ifndef RN_OUTBOX_H
+#define RN_OUTBOX_H
+
+#include "pipeline.h"
+
+typedef struct rn_outbox rn_outbox;
+
+/* What a durable sink does with delivered groups. change and commit are
+ * the in-group sink callbacks' shapes: change once per change of a group
+ * (info->seq is the group's), then commit(seq); after a run of groups (all
+ * that wait), finish. A failure anywhere in the run leaves all of its
+ * groups in the outbox, to be delivered again later. */
+typedef struct rn_outbox_ops {
+  rn_sink_fn change;
+  rn_sink_commit_fn commit;               /* may be NULL */
+  int (*finish)(void *ctx, rn_err *e);    /* makes the run's groups durable outside (one SQLite
+                                             transaction, one write); may be NULL */
+  void (*discard)(void *ctx);             /* after the run failed: drop what it staged; may be NULL */
+  int (*sync)(void *ctx, rn_err *e);      /* makes what was delivered durable before its mark
+                                             is committed (fsync); may be NULL */
+  uint64_t (*position)(void *ctx);        /* kept with the mark (NDJSON: the file's length); may be NULL */
+  void *(*shared)(void *ctx);             /* sinks returning the same non-NULL pointer share one
+                                             outside transaction: their runs stage together and
+                                             count together (the sinks of one SQLite file); may be NULL */
+} rn_outbox_ops;
+
+/* A durable sink's record in the state ("od:" name in meta). */
+typedef struct rn_outbox_mark {
+  bool found;             /* the state has a record for the name */
+  uint64_t seen;          /* the last group committed while the sink was declared */
+  uint64_t delivered;     /* the last group delivered (as committed with a later group) */
+  uint64_t position;      /* the sink's position after it */
+} rn_outbox_mark;
+
+/* Commits carried groups, then reads the record of name. */
+int rn_outbox_mark_read(rn_pipeline *p, const char *name, rn_outbox_mark *m);
+
+/* Registers a durable sink of rel; takes ownership of ctx. name NULL: its
+ * groups wait in memory, not in the state (a sink with nothing to resume,
+ * such as an NDJSON sink on an open file). delivered/position: where the
+ * sink is (the groups after delivered are delivered now). Errors: a name
+ * already used in this pipeline, inside a group. */
+int rn_outbox_sink_add(rn_pipeline *p, rn_rel *rel, const char *name, bool consolidate,
+                       const rn_outbox_ops *ops, void *ctx, rn_free_fn free_ctx,
+                       uint64_t delivered, uint64_t position);
+
+/* ---- hooks of group.c ---- */
+/* In the group's transaction: records the group's changes for every
+ * durable sink, the sinks' marks, and deletes the entries delivered. */
+int rn_outbox_record(rn_pipeline *p, uint64_t seq);
+/* The LMDB transaction committed: its entries are durable. */
+void rn_outbox_committed(rn_pipeline *p);
+/* After a restart replayed the carried groups into a new transaction:
+ * drops the open group's entries and writes the carried ones again. */
+int rn_outbox_replay(rn_pipeline *p);
+/* The transaction was aborted for good: its entries are gone. */
+void rn_outbox_forget(rn_pipeline *p);
+/* Outside groups, after an LMDB commit (or to retry): delivers every
+ * pending group. Failures are kept for
+ * rn_deliver, never returned: the groups are committed. */
+void rn_outbox_after_commit(rn_pipeline *p);
+
+/* ---- the host's side ---- */
+/* fn once per durable sink with its name (or "(unnamed)") and how many
+ * groups wait for it. */
+int rn_outbox_pending(rn_pipeline *p, void (*fn)(void *ctx, const char *name, uint64_t groups), void *ctx);
+/* At close, after the last flush: writes the marks, frees the sinks. */
+void rn_outbox_close(rn_pipeline *p);
+
+#endif

@@ -99,6 +99,13 @@ local function check_store(fail, state, model)
   end
 end
 
+-- The last group named by lines[from …] (a DELETE line names none).
+local function last_group(lines, from)
+  local last = 0
+  for i = from, #lines do last = math.max(last, tonumber(lines[i]:match('"seq":(%d+)') or 0)) end
+  return last
+end
+
 -- (6) The NDJSON log against the model's lines; names the kind of damage.
 local function check_ndjson(fail, path, model)
   local text = read_file(path) or ""
@@ -111,7 +118,8 @@ local function check_ndjson(fail, path, model)
   for i = 1, math.max(#lines, #want) do
     if lines[i] ~= want[i] then
       local kind = not lines[i] and "missing lines"
-        or not want[i] and ("ahead: %d lines past seq %d"):format(#lines - #want, model.seq)
+        or not want[i] and ("ahead: %d lines of groups up to %d past seq %d"):format(#lines - #want,
+          last_group(lines, #want + 1), model.seq)
         or not lines[i]:match("^{.*}$") and "torn line inside"
         or "differs (a group written twice or a lost group's lines)"
       return fail(("ndjson: %s: line %d of %d (want %d): got %s, want %s"):format(kind, i, #lines, #want,

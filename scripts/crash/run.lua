@@ -7,7 +7,9 @@
 -- prints "crash: N kills, M failures" and the first failures; exits 1 if
 -- any. Environment: CRASH_SINKS=0 leaves the NDJSON and SQLite sinks
 -- unchecked (on by default here), CRASH_SEED fixes the seeds, CRASH_KEEP=1
--- keeps the states of failed kills. Needs LUA_PATH/LUA_CPATH (make env).
+-- keeps the states of failed kills, CRASH_REPAIR=0 leaves a failed NDJSON
+-- log as it is for the next run to append to (later kills then fail too:
+-- it shows lines written twice). Needs LUA_PATH/LUA_CPATH (make env).
 local here = (debug.getinfo(1, "S").source:match("^@(.*/)") or "./")
 package.path = here .. "../?.lua;" .. package.path
 local C = require "crash.check"
@@ -78,8 +80,11 @@ local function one_kill(st, opts)
   local seq, failures = C.check(st.root, st.seed, st.model, opts.sinks)
   table.move(failures, 1, #failures, #msgs + 1, msgs)
   if #msgs == 0 then return nil end
-  -- Judge the next kill on its own: the log and the acks as they should be.
-  write_file(st.root .. "/accounts.ndjson", #st.model.ndjson > 0 and table.concat(st.model.ndjson, "\n") .. "\n" or "")
+  -- Judge the next kill on its own: the log and the acks as they should be
+  -- (repair = false keeps the log, to see what the next run appends to it).
+  if opts.repair ~= false then
+    write_file(st.root .. "/accounts.ndjson", #st.model.ndjson > 0 and table.concat(st.model.ndjson, "\n") .. "\n" or "")
+  end
   write_file(st.root .. "/acks", seq .. "\n")
   return { root = st.root, seed = st.seed, seq = seq, mode = mode, carry = carry, msgs = msgs }
 end
@@ -90,7 +95,7 @@ local function new_state(base, i, seed)
   return { root = root, seed = seed, model = M.new(true) }
 end
 
---- run{ kills, sinks, seed, per_state = 25, max_sleep = 0.4, seconds = 600, log = fn }
+--- run{ kills, sinks, seed, per_state = 25, max_sleep = 0.4, seconds = 600, keep, repair = true, log = fn }
 -- -> { kills, failures = { { root, seed, seq, mode, carry, msgs }… }, seed }
 -- Stops early (with fewer kills) when `seconds` have passed.
 function R.run(opts)
@@ -143,6 +148,7 @@ if arg and arg[0] and arg[0]:match("crash/run%.lua$") then
   local kills = math.tointeger(tonumber(arg[1] or "1000")) or error("usage: run.lua [KILLS]")
   local result = R.run{
     kills = kills, sinks = os.getenv("CRASH_SINKS") ~= "0", keep = os.getenv("CRASH_KEEP") == "1",
+    repair = os.getenv("CRASH_REPAIR") ~= "0",
     seed = math.tointeger(tonumber(os.getenv("CRASH_SEED") or "")), seconds = tonumber(os.getenv("CRASH_SECONDS") or "1800"),
     log = function(r) if r.kills % 50 == 0 and r.kills < kills then io.stderr:write(("crash: %d kills, %d failures\n"):format(r.kills, #r.failures)) end end,
   }

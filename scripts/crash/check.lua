@@ -128,6 +128,7 @@ local function check_ndjson(fail, path, model)
   end
 end
 
+-- The rows of the SQLite table by aid, or nil and sqlite3's message.
 local function sqlite_accounts(path)
   local f = io.open(path)
   if not f then return {} end -- killed before the sink created it
@@ -136,17 +137,21 @@ local function sqlite_accounts(path)
   local h = io.popen(cmd)
   local out = h:read("a")
   h:close()
+  if out:match("no such table: accounts") then return {} end -- killed before the sink created it
   local rows = {}
-  for aid, oid, balance, seq in out:gmatch("(%-?%d+) (%-?%d+) (%-?%d+) (%-?%d+)\n") do
+  local rest = out:gsub("(%-?%d+) (%-?%d+) (%-?%d+) (%-?%d+)\n", function(aid, oid, balance, seq)
     rows[tonumber(aid)] = { aid = tonumber(aid), oid = tonumber(oid), balance = tonumber(balance), seq = tonumber(seq) }
-  end
-  return rows, out
+    return ""
+  end)
+  if rest ~= "" then return nil, rest end
+  return rows
 end
 
 -- (6) The SQLite table against accounts; when it differs, how many groups
 -- ahead of LMDB it is (it matches the model a few groups on) if it is.
 local function check_sqlite(fail, path, model, seed)
-  local rows = sqlite_accounts(path)
+  local rows, err = sqlite_accounts(path)
+  if not rows then return fail("sqlite: cannot read the table: " .. err) end
   local cols = { "aid", "oid", "balance", "seq" }
   local d = diff_rows("sqlite accounts", rows, model.accounts, cols)
   if not d then return end

@@ -8,8 +8,8 @@
 -- any. Environment: CRASH_SINKS=0 leaves the NDJSON and SQLite sinks
 -- unchecked (on by default here), CRASH_SEED fixes the seeds, CRASH_KEEP=1
 -- keeps the states of failed kills, CRASH_REPAIR=0 leaves a failed NDJSON
--- log as it is for the next run to append to (later kills then fail too:
--- it shows lines written twice). Needs LUA_PATH/LUA_CPATH (make env).
+-- log and SQLite file as they are for the next runs (later kills then fail
+-- too: it shows lines written twice). Needs LUA_PATH/LUA_CPATH (make env).
 local here = (debug.getinfo(1, "S").source:match("^@(.*/)") or "./")
 package.path = here .. "../?.lua;" .. package.path
 local C = require "crash.check"
@@ -63,6 +63,22 @@ end
 
 local CARRIES = { 0, 1, 4, 32 }
 
+-- Rewrites the SQLite table as the model has it, marked with the model's
+-- seq. If that mark is not the one the state recorded, the sink rewrites
+-- the table at its declaration: with the same rows.
+local function repair_sqlite(path, model)
+  if not io.open(path) then return end
+  local sql = { "BEGIN;", "DELETE FROM accounts;" }
+  for _, a in pairs(model.accounts) do
+    sql[#sql + 1] = ("INSERT INTO accounts VALUES (%d, %d, %d, %d);"):format(a.aid, a.oid, a.balance, a.seq)
+  end
+  sql[#sql + 1] = ("UPDATE runnel_sinks SET seq = %d WHERE tbl = 'accounts'; COMMIT;"):format(model.seq)
+  local script = os.tmpname()
+  write_file(script, table.concat(sql, "\n"))
+  sh(("sqlite3 -batch '%s' < '%s' >/dev/null 2>&1"):format(path, script))
+  os.remove(script)
+end
+
 -- One kill: start, wait, SIGKILL, wait until gone, check. Returns the
 -- failure record or nil.
 local function one_kill(st, opts)
@@ -79,12 +95,14 @@ local function one_kill(st, opts)
   local seq, failures = C.check(st.root, st.seed, st.model, opts.sinks)
   table.move(failures, 1, #failures, #msgs + 1, msgs)
   if #msgs == 0 then return nil end
-  -- Judge the next kill on its own: the log and the acks as they should be
-  -- (repair = false keeps the log, to see what the next run appends to it).
+  -- Judge the next kill on its own: the acks, the log and the SQLite table
+  -- as they should be. repair = false keeps the log and the table, to see
+  -- what the next runs make of them.
+  write_file(st.root .. "/acks", seq .. "\n")
   if opts.repair ~= false then
     write_file(st.root .. "/accounts.ndjson", #st.model.ndjson > 0 and table.concat(st.model.ndjson, "\n") .. "\n" or "")
+    repair_sqlite(st.root .. "/accounts.db", st.model)
   end
-  write_file(st.root .. "/acks", seq .. "\n")
   return { root = st.root, seed = st.seed, seq = seq, mode = mode, carry = carry, msgs = msgs }
 end
 

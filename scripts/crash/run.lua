@@ -148,7 +148,8 @@ function R.report(result, limit)
   local kinds, order = {}, {}
   for i, f in ipairs(result.failures) do
     if i <= limit then
-      out[#out + 1] = ("  kill in %s (seed %d, %s, carry %d): seq %d"):format(f.root, f.seed, f.mode, f.carry, f.seq)
+      local mode = f.mode == "sync" and "sync" or ("nosync, carry %d"):format(f.carry) -- 0: runnel's default
+      out[#out + 1] = ("  kill in %s (seed %d, %s): seq %d"):format(f.root, f.seed, mode, f.seq)
       for _, m in ipairs(f.msgs) do out[#out + 1] = "    " .. m end
     end
     for _, m in ipairs(f.msgs) do

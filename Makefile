@@ -136,3 +136,11 @@ clean:
 	rm -rf build
 
 -include $(shell find $(BUILD) -name '*.d' 2>/dev/null)
+
+# The crash campaign: N (default 1000) SIGKILLs of a writer at random
+# points, each followed by a check of the state (scripts/crash/run.lua).
+# CRASH_SINKS=0 leaves the NDJSON and SQLite sinks unchecked.
+.PHONY: crash
+crash: deps
+	@$(MAKE) -s all
+	@eval "$$($(MAKE) -s env)"; $(LUA) scripts/crash/run.lua $(or $(N),1000)

@@ -76,6 +76,14 @@ static int type_error(rn_err *e, const char *rel, const path *p, const char *wan
                     rn_value_kind(v), extra ? extra : "");
 }
 
+/* depth counts the containers around v within its column's value. */
+static int too_deep(rn_err *e, const char *rel, const path *p, const msgpack_object *v)
+{
+  char want[64];
+  snprintf(want, sizeof want, "a value nesting at most %d lists, maps or structs", RN_MAX_NESTING);
+  return type_error(e, rel, p, want, v, NULL);
+}
+
 static int normalize_any(msgpack_object *v, msgpack_zone *z, const char *rel,
                          const path *p, int depth, rn_err *e);
 static int normalize_struct(const rn_schema *s, msgpack_object *v, msgpack_zone *z,
@@ -185,7 +193,8 @@ static int cmp_map_keys(const void *a, const void *b)
 static int normalize_any(msgpack_object *v, msgpack_zone *z, const char *rel,
                          const path *p, int depth, rn_err *e)
 {
-  if (depth > 64) return type_error(e, rel, p, "a value nested at most 64 deep", v, NULL);
+  if (depth >= RN_MAX_NESTING && (v->type == MSGPACK_OBJECT_ARRAY || v->type == MSGPACK_OBJECT_MAP))
+    return too_deep(e, rel, p, v);
   switch (v->type) {
   case MSGPACK_OBJECT_NEGATIVE_INTEGER:
     if (v->via.i64 >= 0) set_int(v, v->via.i64);
@@ -237,7 +246,7 @@ static int null_error(rn_err *e, const char *rel, const rn_column *c)
 static int normalize_struct(const rn_schema *s, msgpack_object *v, msgpack_zone *z,
                             const char *rel, const path *p, int depth, rn_err *e)
 {
-  if (depth > 64) return type_error(e, rel, p, "a value nested at most 64 deep", v, NULL);
+  if (depth >= RN_MAX_NESTING) return too_deep(e, rel, p, v);
   msgpack_object *out = msgpack_zone_malloc(z, sizeof *out * (size_t)(s->ncols ? s->ncols : 1));
   if (!out) return rn_err_set(e, RN_ENOMEM, "out of memory");
   if (v->type == MSGPACK_OBJECT_ARRAY && v->via.array.size == (uint32_t)s->ncols) {

@@ -8,6 +8,7 @@
 
 bool rn_utf8_valid(const char *str, size_t len)
 {
+  if (len == 0) return true; /* str may be NULL then: msgpack-c gives empty strings none */
   const unsigned char *s = (const unsigned char *)str, *end = s + len;
   while (s < end) {
     unsigned c = *s;

@@ -1,6 +1,7 @@
 #!/bin/sh
 # fuzz/run.sh BUILD SECONDS TARGET… — fuzzes each target (built by make
-# fuzz in BUILD/fuzz/bin) for SECONDS, seeded from fuzz/corpus/TARGET. New
+# fuzz in BUILD/fuzz/bin) for SECONDS, seeded from fuzz/corpus/TARGET and
+# fuzz/regressions/TARGET (so the crashes found so far run under clang). New
 # inputs go to BUILD/new/TARGET, crashes to BUILD/crashes/; the repository
 # is never written. Fails, naming the crash files, if any target crashed.
 build=$1
@@ -14,7 +15,7 @@ for t in "$@"; do
   mkdir -p "$build/new/$t" "$build/crashes"
   echo "fuzz $t for ${seconds}s"
   "$build/fuzz/bin/$t" -max_total_time="$seconds" -timeout=20 -rss_limit_mb=2048 -print_final_stats=1 \
-    -artifact_prefix="$build/crashes/$t-" "$build/new/$t" "fuzz/corpus/$t" >"$build/$t.log" 2>&1
+    -artifact_prefix="$build/crashes/$t-" "$build/new/$t" "fuzz/corpus/$t" "fuzz/regressions/$t" >"$build/$t.log" 2>&1
   status=$?
   grep -E '^#[0-9]+.*(DONE|cov:)' "$build/$t.log" | tail -n 1
   grep -E '^stat::(number_of_executed_units|average_exec_per_sec)' "$build/$t.log"

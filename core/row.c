@@ -30,6 +30,18 @@ bool rn_utf8_valid(const char *str, size_t len)
   return true;
 }
 
+/* A foreign value's payload names its Lua type. From msgpack input it is
+ * anybody's bytes, not NUL-terminated: matched against the names the
+ * binding sends, never printed. */
+static const char *foreign_kind(const msgpack_object *v)
+{
+  static const char *const names[] = { "function", "thread", "userdata" };
+  for (size_t i = 0; i < sizeof names / sizeof *names; i++)
+    if (v->via.ext.size == strlen(names[i]) && memcmp(v->via.ext.ptr, names[i], v->via.ext.size) == 0)
+      return names[i];
+  return "ext";
+}
+
 const char *rn_value_kind(const msgpack_object *v)
 {
   switch (v->type) {
@@ -41,7 +53,7 @@ const char *rn_value_kind(const msgpack_object *v)
   case MSGPACK_OBJECT_BIN: return "bytes";
   case MSGPACK_OBJECT_ARRAY: case MSGPACK_OBJECT_MAP: return "table";
   case MSGPACK_OBJECT_EXT:
-    return v->via.ext.type == RN_EXT_FOREIGN ? v->via.ext.ptr : "ext";
+    return v->via.ext.type == RN_EXT_FOREIGN ? foreign_kind(v) : "ext";
   }
   return "?";
 }

@@ -14,14 +14,17 @@ crashed=""
 for t in "$@"; do
   mkdir -p "$build/new/$t" "$build/crashes"
   echo "fuzz $t for ${seconds}s"
-  "$build/fuzz/bin/$t" -max_total_time="$seconds" -timeout=20 -rss_limit_mb=2048 -print_final_stats=1 \
-    -artifact_prefix="$build/crashes/$t-" "$build/new/$t" "fuzz/corpus/$t" "fuzz/regressions/$t" >"$build/$t.log" 2>&1
+  seeds="fuzz/corpus/$t"
+  [ -d "fuzz/regressions/$t" ] && seeds="$seeds fuzz/regressions/$t"
+  # shellcheck disable=SC2086 # seeds is a list of directories without spaces
+  "$build/fuzz/bin/$t" -max_total_time="$seconds" -timeout=20 -rss_limit_mb=2048 -max_len=4096 -print_final_stats=1 \
+    -artifact_prefix="$build/crashes/$t-" "$build/new/$t" $seeds >"$build/$t.log" 2>&1
   status=$?
   grep -E '^#[0-9]+.*(DONE|cov:)' "$build/$t.log" | tail -n 1
   grep -E '^stat::(number_of_executed_units|average_exec_per_sec)' "$build/$t.log"
   if [ "$status" -ne 0 ]; then
     tail -n 60 "$build/$t.log"
-    crashed="$crashed $(sed -n 's/.*Test unit written to \(.*\)$/\1/p' "$build/$t.log" | tr '\n' ' ')"
+    crashed="$crashed $t:$(sed -n 's/.*Test unit written to \(.*\)$/ \1/p' "$build/$t.log" | tr -d '\n')"
     echo "fuzz $t: FAILED (exit $status; log $build/$t.log)"
   fi
 done

@@ -119,6 +119,35 @@ demo: deps
 	@$(MAKE) -s all
 	@$(BUILD)/runnel run scripts/demo.lua
 
+# ---- fuzz targets (fuzz/) ------------------------------------------------
+# make test replays every saved input (fuzz/corpus and fuzz/regressions)
+# through the targets linked with fuzz/replay.c by the usual compiler, so
+# make asan replays them sanitized. make fuzz builds them with Debian's
+# clang and libFuzzer in build/fuzz and fuzzes each for FUZZ_SECONDS.
+FUZZ_TARGETS  := push ndjson json key row
+FUZZ_SECONDS  ?= 60
+FUZZ_PACKAGES := clang libclang-rt-dev
+FUZZ_SAN      := -fsanitize=fuzzer-no-link,address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer
+FUZZ_REPLAYS  := $(FUZZ_TARGETS:%=$(BUILD)/fuzz/replay_%)
+
+all: $(FUZZ_REPLAYS)
+# Kept, not deleted as intermediates: the next build reuses them.
+.SECONDARY: $(FUZZ_TARGETS:%=$(BUILD)/fuzz/fuzz_%.o) $(BUILD)/fuzz/replay.o $(BUILD)/fuzz/state.o
+
+$(BUILD)/fuzz/replay_%: $(BUILD)/fuzz/fuzz_%.o $(BUILD)/fuzz/replay.o $(BUILD)/fuzz/state.o $(BUILD)/librunnel.a
+	$(CC) $(CFLAGS) -o $@ $^ $(ALL_LIBS) $(LDFLAGS)
+
+$(BUILD)/fuzz/bin/%: $(BUILD)/fuzz/fuzz_%.o $(BUILD)/fuzz/state.o $(BUILD)/librunnel.a
+	@mkdir -p $(@D)
+	$(CC) $(CFLAGS) -fsanitize=fuzzer,address,undefined -o $@ $^ $(ALL_LIBS) $(LDFLAGS)
+
+.PHONY: fuzz
+fuzz: deps
+	@$(MAKE) -s deps DEBIAN_PACKAGES="$(FUZZ_PACKAGES)"
+	@$(MAKE) -s BUILD=build/fuzz CC=clang OPT="-O1 -g $(FUZZ_SAN)" LDFLAGS="$(SAN)" \
+	  $(FUZZ_TARGETS:%=build/fuzz/fuzz/bin/%)
+	@sh fuzz/run.sh build/fuzz "$(FUZZ_SECONDS)" $(FUZZ_TARGETS)
+
 install: all
 	install -d $(DESTDIR)$(PREFIX)/include $(DESTDIR)$(PREFIX)/lib/pkgconfig $(DESTDIR)$(PREFIX)/bin \
 	  $(DESTDIR)$(PREFIX)/lib/lua/5.4/runnel $(DESTDIR)$(PREFIX)/share/lua/5.4/runnel

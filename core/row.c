@@ -10,6 +10,7 @@
 
 bool rn_utf8_valid(const char *str, size_t len)
 {
+  if (len == 0) return true; /* str may be NULL then: msgpack-c gives empty strings none */
   const unsigned char *s = (const unsigned char *)str, *end = s + len;
   while (s < end) {
     unsigned c = *s;
@@ -31,6 +32,18 @@ bool rn_utf8_valid(const char *str, size_t len)
   return true;
 }
 
+/* A foreign value's payload names its Lua type. From msgpack input it is
+ * anybody's bytes, not NUL-terminated: matched against the names the
+ * binding sends, never printed. */
+static const char *foreign_kind(const msgpack_object *v)
+{
+  static const char *const names[] = { "function", "thread", "userdata" };
+  for (size_t i = 0; i < sizeof names / sizeof *names; i++)
+    if (v->via.ext.size == strlen(names[i]) && memcmp(v->via.ext.ptr, names[i], v->via.ext.size) == 0)
+      return names[i];
+  return "ext";
+}
+
 const char *rn_value_kind(const msgpack_object *v)
 {
   switch (v->type) {
@@ -42,7 +55,7 @@ const char *rn_value_kind(const msgpack_object *v)
   case MSGPACK_OBJECT_BIN: return "bytes";
   case MSGPACK_OBJECT_ARRAY: case MSGPACK_OBJECT_MAP: return "table";
   case MSGPACK_OBJECT_EXT:
-    return v->via.ext.type == RN_EXT_FOREIGN ? v->via.ext.ptr : "ext";
+    return v->via.ext.type == RN_EXT_FOREIGN ? foreign_kind(v) : "ext";
   }
   return "?";
 }
@@ -76,6 +89,14 @@ static int type_error(rn_err *e, const char *rel, const path *p, const char *wan
   where(p, at, sizeof at);
   return rn_err_set(e, RN_EINVAL, "%s: %s: expected %s, got %s%s", rel, at, want,
                     rn_value_kind(v), extra ? extra : "");
+}
+
+/* depth counts the containers around v within its column's value. */
+static int too_deep(rn_err *e, const char *rel, const path *p, const msgpack_object *v)
+{
+  char want[64];
+  snprintf(want, sizeof want, "a value nesting at most %d lists, maps or structs", RN_MAX_NESTING);
+  return type_error(e, rel, p, want, v, NULL);
 }
 
 static int normalize_any(msgpack_object *v, msgpack_zone *z, const char *rel,
@@ -198,7 +219,8 @@ static int duplicate_key(rn_err *e, const char *rel, const path *p, const msgpac
 static int normalize_any(msgpack_object *v, msgpack_zone *z, const char *rel,
                          const path *p, int depth, rn_err *e)
 {
-  if (depth > 64) return type_error(e, rel, p, "a value nested at most 64 deep", v, NULL);
+  if (depth >= RN_MAX_NESTING && (v->type == MSGPACK_OBJECT_ARRAY || v->type == MSGPACK_OBJECT_MAP))
+    return too_deep(e, rel, p, v);
   switch (v->type) {
   case MSGPACK_OBJECT_NEGATIVE_INTEGER:
     if (v->via.i64 >= 0) set_int(v, v->via.i64);
@@ -249,7 +271,7 @@ static int null_error(rn_err *e, const char *rel, const rn_column *c)
 static int normalize_struct(const rn_schema *s, msgpack_object *v, msgpack_zone *z,
                             const char *rel, const path *p, int depth, rn_err *e)
 {
-  if (depth > 64) return type_error(e, rel, p, "a value nested at most 64 deep", v, NULL);
+  if (depth >= RN_MAX_NESTING) return too_deep(e, rel, p, v);
   msgpack_object *out = msgpack_zone_malloc(z, sizeof *out * (size_t)(s->ncols ? s->ncols : 1));
   if (!out) return rn_err_set(e, RN_ENOMEM, "out of memory");
   if (v->type == MSGPACK_OBJECT_ARRAY && v->via.array.size == (uint32_t)s->ncols) {

@@ -22,6 +22,12 @@
 
 #define RN_EXT_FOREIGN 127
 
+/* Containers (lists, maps, structs) a value may nest. msgpack-c reads at
+ * most 32 nested containers back; a stored row adds one (its array), and
+ * rows handed to subscribers and CDC images wrap values in up to three
+ * more, so a value deeper than this could be stored but not read again. */
+#define RN_MAX_NESTING 24
+
 typedef enum rn_rowmode {
   RN_ROW_FULL,   /* a whole row: missing columns take their default or null */
   RN_ROW_PATCH,  /* key plus the columns to set */

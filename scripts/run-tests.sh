@@ -35,6 +35,22 @@ for t in "$BUILD"/spec/test_*; do
   failed=$((failed + f))
 done
 
+# The fuzz targets replay their corpus and every crash ever found.
+for t in "$BUILD"/fuzz/replay_*; do
+  [ -x "$t" ] || continue
+  name=${t##*/replay_}
+  "$t" "fuzz/corpus/$name" "fuzz/regressions/$name" >"$log" 2>&1
+  line=$(grep -E '^[0-9]+ passed, [0-9]+ failed$' "$log" | tail -n 1)
+  if [ -z "$line" ]; then cat "$log"; echo "fuzz $name: crashed"; failed=$((failed + 1)); continue; fi
+  p=${line%% passed*}
+  f=${line#*passed, }
+  f=${f%% failed}
+  [ "$f" -gt 0 ] && cat "$log"
+  echo "fuzz $name: $line"
+  passed=$((passed + p))
+  failed=$((failed + f))
+done
+
 eval "$(make -s env BUILD="$BUILD")"
 export RUNNEL_BIN="$PWD/$BUILD/runnel"
 export RUNNEL_HOST="$PWD/$BUILD/host"

@@ -179,7 +179,10 @@ function C.check(root, seed, model, sinks)
   local ok, p = pcall(runnel.open, root .. "/state")
   if not ok then fail("reopen: " .. tostring(p)); return model.seq, failures end
   local seq = p:seq()
-  local declared, rel = pcall(M.declare, p, runnel)
+  -- Durable sinks catch up when they are declared again (OUTBOX-3): the
+  -- checker declares them as the writer does, then reads what they hold.
+  local outside = sinks and { ndjson = root .. "/accounts.ndjson", sqlite = root .. "/accounts.db" } or nil
+  local declared, rel = pcall(M.declare, p, runnel, outside)
   if not declared then
     fail("declare: " .. tostring(rel))
   elseif seq < acked then

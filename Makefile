@@ -86,12 +86,12 @@ $(BUILD)/runnel: $(BUILD)/lua/cli.o $(BUILD)/librunnel.a
 $(BUILD)/host: scripts/host/host.c core/runnel.h $(BUILD)/librunnel.a
 	$(CC) $(CFLAGS) -Icore -o $@ $< $(BUILD)/librunnel.a $(ALL_LIBS) $(LDFLAGS)
 
-# C tests link the core alone, except those that embed Lua (test_api).
+# C tests link the core alone, except those that embed Lua (test_api, test_oom).
 $(BUILD)/spec/%: spec/c/%.c spec/c/check.h $(BUILD)/librunnel_core.a
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS) $(LUA_INC) -Icore -Ispec/c -o $@ $< $(BUILD)/librunnel_core.a $(CORE_LIBS) $(LDFLAGS)
 
-$(BUILD)/spec/test_api: spec/c/test_api.c spec/c/check.h $(BUILD)/librunnel.a
+$(BUILD)/spec/test_api $(BUILD)/spec/test_oom: $(BUILD)/spec/%: spec/c/%.c spec/c/check.h $(BUILD)/librunnel.a
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS) $(LUA_INC) -Icore -Ispec/c -o $@ $< $(BUILD)/librunnel.a $(ALL_LIBS) $(LDFLAGS)
 

@@ -35,6 +35,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "buf.h"
 #include "cdc.h"
 #include "pipeline.h"
 
@@ -203,6 +204,7 @@ RN_API int rn_commit(rn_pipeline *p)
                                                                : "commit: not from inside a callback");
   }
   p->state = RN_COMMITTING;
+  rn_oom_clear();
   uint64_t seq = p->seq + 1; /* (3) */
   int rc = rn_cdc_build_all(p, seq);
   if (!rc) rc = save_counters(p, seq);
@@ -211,6 +213,7 @@ RN_API int rn_commit(rn_pipeline *p)
     if (!rc) rc = save_counters(p, seq);
   }
   if (!rc) rc = rn_sinks_deliver(p, seq); /* (4) */
+  rc = rn_group_oom(p, rc);
   bool carried = !rc && carry_on(p);
   if (!rc && !carried) rc = commit_lmdb(p);
   if (rc) {
@@ -255,6 +258,7 @@ RN_API int rn_flush(rn_pipeline *p)
 int rn_change_enter(rn_pipeline *p)
 {
   rn_err_clear(&p->err);
+  rn_oom_clear();
   if (p->state == RN_APPLYING || p->state == RN_COMMITTING)
     return rn_err_set(&p->err, RN_EMISUSE,
                       "tables cannot be changed from inside a callback (filter, map or sink)");
@@ -279,6 +283,7 @@ static bool harmless(rn_pipeline *p, int rc)
 int rn_change_leave(rn_pipeline *p, int rc)
 {
   assert(p->state == RN_APPLYING);
+  rc = rn_group_oom(p, rc);
   msgpack_zone_clear(&p->scratch);
   p->state = RN_OPEN;
   if (rc && harmless(p, rc)) return rc;
@@ -329,4 +334,10 @@ int rn_group_fail(rn_pipeline *p, int code, const char *msg)
   if (msg != p->err.msg) rn_err_set(&p->err, code, "%s", msg);
   p->err.code = code;
   return code;
+}
+
+int rn_group_oom(rn_pipeline *p, int rc)
+{
+  if (!rn_oom() || rc == RN_ENOMEM) return rc;
+  return rn_err_set(&p->err, RN_ENOMEM, "out of memory");
 }

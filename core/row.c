@@ -238,7 +238,7 @@ static int normalize_struct(const rn_schema *s, msgpack_object *v, msgpack_zone 
                             const char *rel, const path *p, int depth, rn_err *e)
 {
   if (depth > 64) return type_error(e, rel, p, "a value nested at most 64 deep", v, NULL);
-  msgpack_object *out = msgpack_zone_malloc(z, sizeof *out * (size_t)(s->ncols ? s->ncols : 1));
+  msgpack_object *out = rn_zone_malloc(z, sizeof *out * (size_t)(s->ncols ? s->ncols : 1));
   if (!out) return rn_err_set(e, RN_ENOMEM, "out of memory");
   if (v->type == MSGPACK_OBJECT_ARRAY && v->via.array.size == (uint32_t)s->ncols) {
     memcpy(out, v->via.array.ptr, sizeof *out * (size_t)s->ncols);
@@ -322,7 +322,7 @@ int rn_row_normalize(const rn_schema *s, const char *rel, rn_rowmode mode,
 void rn_row_pack(const rn_schema *s, const msgpack_object *vals, msgpack_sbuffer *out)
 {
   msgpack_packer pk;
-  msgpack_packer_init(&pk, out, msgpack_sbuffer_write);
+  msgpack_packer_init(&pk, out, rn_buf_write);
   msgpack_pack_array(&pk, (size_t)s->ncols);
   for (int i = 0; i < s->ncols; i++) msgpack_pack_object(&pk, vals[i]);
 }
@@ -333,11 +333,11 @@ int rn_row_patch(const rn_schema *s, const char *old, size_t old_len, const msgp
   size_t starts[s->ncols + 1];
   if (rn_row_spans(old, old_len, s->ncols, s->ncols, starts) != 0) return -1;
   msgpack_packer pk;
-  msgpack_packer_init(&pk, out, msgpack_sbuffer_write);
+  msgpack_packer_init(&pk, out, rn_buf_write);
   msgpack_pack_array(&pk, (size_t)s->ncols);
   for (int i = 0; i < s->ncols; i++) {
     if (given[i]) msgpack_pack_object(&pk, vals[i]);
-    else msgpack_sbuffer_write(out, old + starts[i], starts[i + 1] - starts[i]);
+    else rn_buf_write(out, old + starts[i], starts[i + 1] - starts[i]);
   }
   return 0;
 }
@@ -353,7 +353,7 @@ const msgpack_object *rn_row_unpack(const char *data, size_t len, int ncols, msg
 {
   msgpack_object obj;
   size_t off = 0;
-  if (msgpack_unpack(data, len, &off, z, &obj) != MSGPACK_UNPACK_SUCCESS) return NULL;
+  if (rn_unpack(data, len, &off, z, &obj) != MSGPACK_UNPACK_SUCCESS) return NULL;
   if (obj.type != MSGPACK_OBJECT_ARRAY || obj.via.array.size != (uint32_t)ncols) return NULL;
   return obj.via.array.ptr;
 }

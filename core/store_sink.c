@@ -30,7 +30,7 @@ static int key_of(const rn_schema *s, uint64_t id, const char *row, size_t len, 
   if (!s->nkey) {
     char be[8];
     rn_be64_put(be, id);
-    msgpack_sbuffer_write(k, be, 8);
+    rn_buf_write(k, be, 8);
     return 0;
   }
   const msgpack_object *v = rn_row_unpack(row, len, s->ncols, z);
@@ -81,7 +81,7 @@ int rn_store_sink(rn_pipeline *p, rn_rel *rel, const char *name)
   msgpack_sbuffer desc;
   msgpack_sbuffer_init(&desc);
   msgpack_packer pk;
-  msgpack_packer_init(&pk, &desc, msgpack_sbuffer_write);
+  msgpack_packer_init(&pk, &desc, rn_buf_write);
   rn_schema_describe(rel->schema, &pk);
   MDB_txn *txn;
   rc = mdb_txn_begin(p->store.env, NULL, 0, &txn);
@@ -193,7 +193,7 @@ int rn_attach(const char *path, const char *name, void *shared_env, rn_attached 
     rn_err_set(e, RN_ENOTFOUND, "attach %s: no store \"%s\" there", path, name);
     goto fail;
   }
-  if (msgpack_unpack(v.mv_data, v.mv_size, &off, &z, &d) == MSGPACK_UNPACK_SUCCESS) a->schema = schema_of(&d, e);
+  if (rn_unpack(v.mv_data, v.mv_size, &off, &z, &d) == MSGPACK_UNPACK_SUCCESS) a->schema = schema_of(&d, e);
   if (!a->schema) goto fail;
   memcpy(key, "st:", 3);
   memcpy(key + 3, name, nlen + 1);
@@ -231,7 +231,7 @@ int rn_attach_get(rn_attached *a, const char *key, size_t klen, msgpack_sbuffer 
   MDB_val k = { klen, (void *)key }, v;
   rc = mdb_get(txn, a->dbi, &k, &v);
   if (rc == 0) {
-    msgpack_sbuffer_write(row, v.mv_data, v.mv_size);
+    rn_buf_write(row, v.mv_data, v.mv_size);
     *found = 1;
   }
   mdb_txn_abort(txn);

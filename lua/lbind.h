@@ -75,6 +75,11 @@ void rn_lua_pushvalue(lua_State *L, const msgpack_object *o, const rn_column *co
  * callback: restores lp->L and turns a Lua error into e ("rel: what:
  * message", RN_ECALLBACK, or the code of a runnel error raised inside). */
 int rn_lua_call(lpipe *lp, lua_State *L, int nargs, int nresults, const char *rel, const char *what, rn_err *e);
+/* As rn_lua_call for body(L), which finds ud at index 1, pushes the
+ * callback and its arguments and calls it: pushing allocates, and an
+ * allocation that fails outside lua_pcall would abort the process. */
+int rn_lua_pcall(lpipe *lp, lua_State *L, lua_CFunction body, void *ud, int nresults, const char *rel,
+                 const char *what, rn_err *e);
 
 static inline int rn_lua_nil_error(lua_State *L, const char *msg)
 {

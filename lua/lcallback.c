@@ -101,38 +101,56 @@ static void push_info(lua_State *L, const rn_sink_info *info)
 
 /* fn(verb, row, old, info), or the table form's insert(row, info),
  * update(row, old, info), delete(old, info). */
-static int sink_cb(void *ctx, rn_rel *rel, const rn_change *c, const rn_sink_info *info, rn_err *e)
+typedef struct sink_call { lcb *cb; rn_rel *rel; const rn_change *c; const rn_sink_info *info; } sink_call;
+
+static int sink_body(lua_State *L)
 {
-  lcb *cb = ctx;
-  lpipe *lp = cb->lp;
-  lua_State *L = lp->L;
+  const sink_call *k = lua_touserdata(L, 1);
+  lcb *cb = k->cb;
+  const rn_change *c = k->c;
   int nargs;
   if (cb->refs[CB_ALL] != LUA_NOREF) {
     lua_rawgeti(L, LUA_REGISTRYINDEX, cb->refs[CB_ALL]);
     lua_pushstring(L, verb_names[c->verb]);
-    rn_lua_pushrow(lp, L, rel, c->row, c->row_len);
-    rn_lua_pushrow(lp, L, rel, c->old, c->old_len);
+    rn_lua_pushrow(cb->lp, L, k->rel, c->row, c->row_len);
+    rn_lua_pushrow(cb->lp, L, k->rel, c->old, c->old_len);
     nargs = 4;
   } else {
-    int ref = cb->refs[c->verb - 1];
-    if (ref == LUA_NOREF) return 0;
-    lua_rawgeti(L, LUA_REGISTRYINDEX, ref);
+    lua_rawgeti(L, LUA_REGISTRYINDEX, cb->refs[c->verb - 1]);
     nargs = 1; /* info */
-    if (c->verb != RN_DELETE) { rn_lua_pushrow(lp, L, rel, c->row, c->row_len); nargs++; }
-    if (c->verb != RN_INSERT) { rn_lua_pushrow(lp, L, rel, c->old, c->old_len); nargs++; }
+    if (c->verb != RN_DELETE) { rn_lua_pushrow(cb->lp, L, k->rel, c->row, c->row_len); nargs++; }
+    if (c->verb != RN_INSERT) { rn_lua_pushrow(cb->lp, L, k->rel, c->old, c->old_len); nargs++; }
   }
-  push_info(L, info);
-  return rn_lua_call(lp, L, nargs, 0, rel->name, "sink", e);
+  push_info(L, k->info);
+  lua_call(L, nargs, 0);
+  return 0;
+}
+
+static int sink_cb(void *ctx, rn_rel *rel, const rn_change *c, const rn_sink_info *info, rn_err *e)
+{
+  lcb *cb = ctx;
+  if (cb->refs[CB_ALL] == LUA_NOREF && cb->refs[c->verb - 1] == LUA_NOREF) return 0;
+  sink_call k = { cb, rel, c, info };
+  return rn_lua_pcall(cb->lp, cb->lp->L, sink_body, &k, 0, rel->name, "sink", e);
+}
+
+typedef struct commit_call { lcb *cb; uint64_t seq; } commit_call;
+
+static int sink_commit_body(lua_State *L)
+{
+  const commit_call *k = lua_touserdata(L, 1);
+  lua_rawgeti(L, LUA_REGISTRYINDEX, k->cb->refs[CB_COMMIT]);
+  lua_pushinteger(L, (lua_Integer)k->seq);
+  lua_call(L, 1, 0);
+  return 0;
 }
 
 static int sink_commit_cb(void *ctx, uint64_t seq, rn_err *e)
 {
   lcb *cb = ctx;
-  lua_State *L = cb->lp->L;
   if (cb->refs[CB_COMMIT] == LUA_NOREF) return 0;
-  lua_rawgeti(L, LUA_REGISTRYINDEX, cb->refs[CB_COMMIT]);
-  lua_pushinteger(L, (lua_Integer)seq);
-  return rn_lua_call(cb->lp, L, 1, 0, cb->rel->name, "sink commit", e);
+  commit_call k = { cb, seq };
+  return rn_lua_pcall(cb->lp, cb->lp->L, sink_commit_body, &k, 0, cb->rel->name, "sink commit", e);
 }
 
 /* A key as Lua sees it: a scalar for a one-column key, else a table by
@@ -392,7 +410,15 @@ int rn_lua_call(lpipe *lp, lua_State *L, int nargs, int nresults, const char *re
   if (e->code != RN_OK && strstr(msg, e->msg)) /* a runnel error raised inside: keep its code */
     rn_err_set(e, e->code, "%s: %s: %s", rel, what, msg);
   else
-    rn_err_set(e, RN_ECALLBACK, "%s: %s: %s", rel, what, msg);
+    rn_err_set(e, st == LUA_ERRMEM ? RN_ENOMEM : RN_ECALLBACK, "%s: %s: %s", rel, what, msg);
   lua_pop(L, 1);
   return e->code;
+}
+
+int rn_lua_pcall(lpipe *lp, lua_State *L, lua_CFunction body, void *ud, int nresults, const char *rel,
+                 const char *what, rn_err *e)
+{
+  lua_pushcfunction(L, body); /* a light C function and a light userdata: nothing to allocate */
+  lua_pushlightuserdata(L, ud);
+  return rn_lua_call(lp, L, 1, nresults, rel, what, e);
 }

@@ -12,6 +12,7 @@
 #include <lualib.h>
 #include <msgpack.h>
 #include <stdarg.h>
+#include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -32,32 +33,40 @@ void *REAL(realloc)(void *ptr, size_t n);
 static long alloc_countdown;   /* > 0: allocations left before the failing one */
 static int alloc_persistent;   /* after the first failure, every one fails */
 static int alloc_failed;       /* an allocation was failed since arming */
+static int alloc_only_ours;    /* count only allocations called from this executable */
+extern char __executable_start[], etext[];   /* its code: runnel is linked in statically */
 
-static int alloc_fails(void)
+/* caller: the return address of malloc, calloc or realloc. */
+static int alloc_fails(const void *caller)
 {
   if (alloc_countdown <= 0) return 0;
   if (alloc_failed && alloc_persistent) return 1;
   if (alloc_failed) return 0;
+  if (alloc_only_ours && !((const char *)caller >= __executable_start && (const char *)caller < etext)) return 0;
   if (--alloc_countdown > 0) return 0;
   alloc_failed = 1;
   alloc_countdown = 1;          /* stays armed for the persistent sweep */
   return 1;
 }
 
-void *malloc(size_t n) { if (alloc_fails()) { errno = ENOMEM; return NULL; } return REAL(malloc)(n); }
-void *calloc(size_t n, size_t size)
+/* Visible to the shared libraries too (the build hides symbols by default):
+ * LMDB's, msgpack-c's and Lua's allocations must count. */
+#define EXPORTED __attribute__((visibility("default")))
+EXPORTED void *malloc(size_t n) { if (alloc_fails(__builtin_return_address(0))) { errno = ENOMEM; return NULL; } return REAL(malloc)(n); }
+EXPORTED void *calloc(size_t n, size_t size)
 {
-  if (alloc_fails()) { errno = ENOMEM; return NULL; }
+  if (alloc_fails(__builtin_return_address(0))) { errno = ENOMEM; return NULL; }
   return REAL(calloc)(n, size);
 }
-void *realloc(void *ptr, size_t n)
+EXPORTED void *realloc(void *ptr, size_t n)
 {
-  if (n && alloc_fails()) { errno = ENOMEM; return NULL; }
+  if (n && alloc_fails(__builtin_return_address(0))) { errno = ENOMEM; return NULL; }
   return REAL(realloc)(ptr, n);
 }
 
 static void arm(long n, int persistent) { alloc_failed = 0; alloc_persistent = persistent; alloc_countdown = n; }
-static void disarm(void) { alloc_countdown = 0; }
+static void arm_ours(long n) { arm(n, 0); alloc_only_ours = 1; }
+static void disarm(void) { alloc_countdown = 0; alloc_only_ours = 0; }
 
 /* ---- the pipeline under test ---- */
 static const char *const script =
@@ -171,7 +180,7 @@ static void seed(const char *dir)
  * run needs fewer than N. Each N starts from a copy of the seeded state. */
 static void sweep(int persistent)
 {
-  char seeded[] = "/tmp/rn_oom_seed_XXXXXX", dir[] = "/tmp/rn_oom_XXXXXX";
+  char seeded[] = "/dev/shm/rn_oom_seed_XXXXXX", dir[] = "/dev/shm/rn_oom_XXXXXX";
   CHECK(mkdtemp(seeded) != NULL);
   CHECK(mkdtemp(dir) != NULL);
   seed(seeded);
@@ -214,20 +223,34 @@ static void sweep(int persistent)
 }
 
 /* Opening the state and declaring the pipeline (Lua included) under the
- * same faults: an error or a working pipeline, and the state reopens. */
-static void test_every_allocation_of_an_open_fails_once(void)
+ * same faults: an error or a working pipeline, and the state reopens. A
+ * fresh state starts empty each time: what a failed declaration recorded
+ * (a relation's descriptor) must still match the declaration. */
+static int state_is_empty(rn_pipeline *p)
 {
-  char dir[] = "/tmp/rn_oom_open_XXXXXX";
+  return rn_run_lua_string(p, NULL, "assert(p:relation('t'):count() == 0 and p:relation('g'):count() == 0)",
+                           "=check");
+}
+
+/* ours: the Nth of runnel's own allocations fails, every N; otherwise the
+ * Nth of all, every N for the pipeline's open and the start of the script,
+ * then every 11th: the script's Lua allocations are thousands. */
+static void open_sweep(bool fresh, bool ours)
+{
+  char dir[] = "/dev/shm/rn_oom_open_XXXXXX";
   CHECK(mkdtemp(dir) != NULL);
-  seed(dir);
+  if (!fresh) seed(dir);
   int bad = 0;
   long n;
-  for (n = 1; n < 100000 && bad < 5; n++) {
+  char cmd[128];
+  for (n = 1; n < 100000 && bad < 5; n += ours || n < 300 ? 1 : 11) {
+    snprintf(cmd, sizeof cmd, "rm -rf %s/*", dir);
+    if (fresh && system(cmd) != 0) { CHECK(0); break; }
     rn_pipeline *p = NULL;
     rn_open_opts o = { 0 };
     o.path = dir;
     char err[256];
-    arm(n, 0);
+    if (ours) arm_ours(n); else arm(n, 0);
     int rc = rn_pipeline_open(&o, &p, err, sizeof err);
     if (!rc) rc = rn_run_lua_string(p, NULL, script, "=oom");
     int failed = alloc_failed;
@@ -237,17 +260,28 @@ static void test_every_allocation_of_an_open_fails_once(void)
       bad++;
       CHECK(0);
     }
-    if (!rc && state_is(p, 0) != 0) { fprintf(stderr, "N=%ld: %s\n", n, rn_errmsg(p)); bad++; CHECK(0); }
+    if (!rc && (fresh ? state_is_empty(p) : state_is(p, 0)) != 0) {
+      fprintf(stderr, "N=%ld: %s\n", n, rn_errmsg(p));
+      bad++;
+      CHECK(0);
+    }
     rn_pipeline_close(p);
-    if (open_state(dir, &p) != 0 || state_is(p, 0) != 0) { bad++; CHECK(0); }
+    if (open_state(dir, &p) != 0 || (fresh ? state_is_empty(p) : state_is(p, 0)) != 0) {
+      fprintf(stderr, "N=%ld%s: the reopened state is wrong\n", n, fresh ? " (fresh)" : "");
+      bad++;
+      CHECK(0);
+    }
     rn_pipeline_close(p);
     if (!failed) break;
   }
-  fprintf(stderr, "oom open sweep: %ld points\n", n);
-  char cmd[128];
+  fprintf(stderr, "oom open sweep%s%s: up to %ld\n", fresh ? " (fresh)" : "", ours ? " (runnel's allocations)" : "", n);
   snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
   CHECK(system(cmd) == 0);
 }
+
+static void test_every_allocation_of_an_open_fails_once(void) { open_sweep(false, false); }
+static void test_every_allocation_of_a_fresh_open_fails_once(void) { open_sweep(true, false); }
+static void test_every_runnel_allocation_of_a_fresh_open_fails_once(void) { open_sweep(true, true); }
 
 static void test_every_allocation_of_a_group_fails_once(void) { sweep(0); }
 static void test_every_allocation_of_a_group_fails_for_good(void) { sweep(1); }
@@ -257,6 +291,8 @@ int main(void)
   pack_group();
   RUN(test_every_allocation_of_a_group_fails_once);
   RUN(test_every_allocation_of_an_open_fails_once);
+  RUN(test_every_allocation_of_a_fresh_open_fails_once);
+  RUN(test_every_runnel_allocation_of_a_fresh_open_fails_once);
   RUN(test_every_allocation_of_a_group_fails_for_good);
   free_all(group, 4);
   return CHECK_REPORT();

@@ -46,13 +46,24 @@ static int ref_function(lua_State *L, int idx)
   return luaL_ref(L, LUA_REGISTRYINDEX);
 }
 
+/* fn(row) for a filter or a map, under rn_lua_pcall. */
+typedef struct row_call { lcb *cb; rn_rel *in; const char *row; size_t len; } row_call;
+
+static int row_body(lua_State *L)
+{
+  const row_call *k = lua_touserdata(L, 1);
+  lua_rawgeti(L, LUA_REGISTRYINDEX, k->cb->refs[CB_FN]);
+  rn_lua_pushrow(k->cb->lp, L, k->in, k->row, k->len);
+  lua_call(L, 1, 1);
+  return 1;
+}
+
 static int filter_cb(void *ctx, rn_rel *in, const char *row, size_t len, int *pass, rn_err *e)
 {
   lcb *cb = ctx;
   lua_State *L = cb->lp->L;
-  lua_rawgeti(L, LUA_REGISTRYINDEX, cb->refs[CB_FN]);
-  rn_lua_pushrow(cb->lp, L, in, row, len);
-  if (rn_lua_call(cb->lp, L, 1, 1, cb->rel->name, "filter", e)) return e->code;
+  row_call k = { cb, in, row, len };
+  if (rn_lua_pcall(cb->lp, L, row_body, &k, 1, cb->rel->name, "filter", e)) return e->code;
   *pass = lua_toboolean(L, -1);
   lua_pop(L, 1);
   return 0;
@@ -83,9 +94,8 @@ static int map_cb(void *ctx, rn_rel *in, rn_rel *out, const char *row, size_t le
   lcb *cb = ctx;
   lpipe *lp = cb->lp;
   lua_State *L = lp->L;
-  lua_rawgeti(L, LUA_REGISTRYINDEX, cb->refs[CB_FN]);
-  rn_lua_pushrow(lp, L, in, row, len);
-  if (rn_lua_call(lp, L, 1, 1, cb->rel->name, "map", e)) return e->code;
+  row_call k = { cb, in, row, len };
+  if (rn_lua_pcall(lp, L, row_body, &k, 1, cb->rel->name, "map", e)) return e->code;
   return returned_row(lp, L, out, "map returned a bad row", result, has_row, e);
 }
 

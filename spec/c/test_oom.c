@@ -76,10 +76,13 @@ static const char *const script =
   "local j = t:join(g, { on = 'g', kind = 'left' })\n"
   "local a = t:aggregate{ by = 'g', n = runnel.count(), s = runnel.sum('x'), hi = runnel.max('v') }\n"
   "local c = t:cdc{ preimage = true, postimage = true }\n"
+  "local m = t:filter(function(r) return r.k ~= 99 end):map(function(r) return { k = r.k, v = r.v } end,\n"
+  "                                                          { {'k','int'}, {'v','string'} })\n"
   "seen = 0\n"
   "j:sink(function(verb, row) seen = seen + 1 end)\n"
   "a:sink{ consolidate = true, insert = function() end, update = function() end, delete = function() end }\n"
-  "c:sink(function() end)\n";
+  "c:sink(function() end)\n"
+  "m:sink(function() end)\n";
 
 /* A change as a msgpack map, packed before arming so that only runnel's
  * allocations count: "k", 10, "v", "ten" … (ints and strings). */

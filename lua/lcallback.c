@@ -331,11 +331,12 @@ int rn_lua_declare_map(lua_State *L)
   const char *name = luaL_checkstring(L, 3);
   luaL_checktype(L, 4, LUA_TFUNCTION);
   luaL_checktype(L, 5, LUA_TTABLE);
+  int fn = ref_function(L, 4); /* may raise: nothing is allocated yet, the registry holds it */
+  lcb *cb = new_cb(L, lp);
+  cb->refs[CB_FN] = fn;
   rn_err e = { .code = RN_OK };
   rn_schema *s = rn_lua_toschema(lp, L, 5, lua_istable(L, 6) ? 6 : 0, name, &e);
-  if (!s) return rn_lua_nil_error(L, e.msg);
-  lcb *cb = new_cb(L, lp);
-  cb->refs[CB_FN] = ref_function(L, 4);
+  if (!s) { free_cb(cb); return rn_lua_nil_error(L, e.msg); }
   rn_rel *rel = NULL;
   int rc = rn_declare_derived(lp->p, name, RN_REL_MAP, in->rel, s, cb, free_cb, &rel);
   if (!rc) { rel->map = map_cb; cb->rel = rel; }

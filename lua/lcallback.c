@@ -46,15 +46,23 @@ static int ref_function(lua_State *L, int idx)
   return luaL_ref(L, LUA_REGISTRYINDEX);
 }
 
-/* fn(row) for a filter or a map, under rn_lua_pcall. */
-typedef struct row_call { lcb *cb; rn_rel *in; const char *row; size_t len; } row_call;
+/* fn(row) for a filter, a map or a mapper, or fn(left, right) for a joiner
+ * (in2 set), under rn_lua_pcall. */
+typedef struct row_call {
+  lcb *cb;
+  int ref;                /* the function's registry ref */
+  rn_rel *in, *in2;       /* the rows' relations; in2 NULL: one row */
+  const char *row, *row2;
+  size_t len, len2;
+} row_call;
 
 static int row_body(lua_State *L)
 {
   const row_call *k = lua_touserdata(L, 1);
-  lua_rawgeti(L, LUA_REGISTRYINDEX, k->cb->refs[CB_FN]);
+  lua_rawgeti(L, LUA_REGISTRYINDEX, k->ref);
   rn_lua_pushrow(k->cb->lp, L, k->in, k->row, k->len);
-  lua_call(L, 1, 1);
+  if (k->in2) rn_lua_pushrow(k->cb->lp, L, k->in2, k->row2, k->len2);
+  lua_call(L, k->in2 ? 2 : 1, 1);
   return 1;
 }
 
@@ -62,7 +70,7 @@ static int filter_cb(void *ctx, rn_rel *in, const char *row, size_t len, int *pa
 {
   lcb *cb = ctx;
   lua_State *L = cb->lp->L;
-  row_call k = { cb, in, row, len };
+  row_call k = { cb, cb->refs[CB_FN], in, NULL, row, NULL, len, 0 };
   if (rn_lua_pcall(cb->lp, L, row_body, &k, 1, cb->rel->name, "filter", e)) return e->code;
   *pass = lua_toboolean(L, -1);
   lua_pop(L, 1);
@@ -94,7 +102,7 @@ static int map_cb(void *ctx, rn_rel *in, rn_rel *out, const char *row, size_t le
   lcb *cb = ctx;
   lpipe *lp = cb->lp;
   lua_State *L = lp->L;
-  row_call k = { cb, in, row, len };
+  row_call k = { cb, cb->refs[CB_FN], in, NULL, row, NULL, len, 0 };
   if (rn_lua_pcall(lp, L, row_body, &k, 1, cb->rel->name, "map", e)) return e->code;
   return returned_row(lp, L, out, "map returned a bad row", result, has_row, e);
 }
@@ -184,9 +192,8 @@ static int mapper_cb(void *ctx, rn_rel *left, const char *row, size_t len,
   lcb *cb = ctx;
   lpipe *lp = cb->lp;
   lua_State *L = lp->L;
-  lua_rawgeti(L, LUA_REGISTRYINDEX, cb->refs[CB_MAPPER]);
-  rn_lua_pushrow(lp, L, left, row, len);
-  if (rn_lua_call(lp, L, 1, 1, cb->rel->name, "mapper", e)) return e->code;
+  row_call k = { cb, cb->refs[CB_MAPPER], left, NULL, row, NULL, len, 0 };
+  if (rn_lua_pcall(lp, L, row_body, &k, 1, cb->rel->name, "mapper", e)) return e->code;
   *has_key = !lua_isnil(L, -1) && lua_touserdata(L, -1) != RN_LUA_NULL;
   int rc = 0;
   const rn_schema *rs = cb->right->schema;
@@ -207,16 +214,31 @@ static int mapper_cb(void *ctx, rn_rel *left, const char *row, size_t len,
   return rc;
 }
 
+/* selector(left key, right key) under rn_lua_pcall. */
+typedef struct keys_call {
+  lcb *cb;
+  const rn_schema *ls; const msgpack_object *lkey; int nl;
+  const rn_schema *rs; const msgpack_object *rkey; int nr;
+} keys_call;
+
+static int keys_body(lua_State *L)
+{
+  const keys_call *k = lua_touserdata(L, 1);
+  lua_rawgeti(L, LUA_REGISTRYINDEX, k->cb->refs[CB_SELECTOR]);
+  push_key(L, k->ls, k->lkey, k->nl);
+  push_key(L, k->rs, k->rkey, k->nr);
+  lua_call(L, 2, 1);
+  return 1;
+}
+
 static int selector_cb(void *ctx, rn_rel *left, const msgpack_object *lkey, int nl,
                        rn_rel *right, const msgpack_object *rkey, int nr, msgpack_sbuffer *out, rn_err *e)
 {
   lcb *cb = ctx;
   lpipe *lp = cb->lp;
   lua_State *L = lp->L;
-  lua_rawgeti(L, LUA_REGISTRYINDEX, cb->refs[CB_SELECTOR]);
-  push_key(L, left->schema, lkey, nl);
-  push_key(L, right->schema, rkey, nr);
-  if (rn_lua_call(lp, L, 2, 1, cb->rel->name, "selector", e)) return e->code;
+  keys_call k = { cb, left->schema, lkey, nl, right->schema, rkey, nr };
+  if (rn_lua_pcall(lp, L, keys_body, &k, 1, cb->rel->name, "selector", e)) return e->code;
   int n = lua_istable(L, -1) ? (int)lua_rawlen(L, -1) : 1, rc = 0;
   if (lua_isnil(L, -1) || n == 0)
     rc = rn_err_set(e, RN_EINVAL, "%s: selector: returned no key", cb->rel->name);
@@ -241,10 +263,8 @@ static int joiner_cb(void *ctx, rn_rel *join, const char *lrow, size_t llen,
   lcb *cb = ctx;
   lpipe *lp = cb->lp;
   lua_State *L = lp->L;
-  lua_rawgeti(L, LUA_REGISTRYINDEX, cb->refs[CB_JOINER]);
-  rn_lua_pushrow(lp, L, cb->left, lrow, llen);
-  rn_lua_pushrow(lp, L, cb->right, rrow, rlen);
-  if (rn_lua_call(lp, L, 2, 1, join->name, "joiner", e)) return e->code;
+  row_call k = { cb, cb->refs[CB_JOINER], cb->left, cb->right, lrow, rrow, llen, rlen };
+  if (rn_lua_pcall(lp, L, row_body, &k, 1, join->name, "joiner", e)) return e->code;
   return returned_row(lp, L, join, "joiner returned a bad row", result, has_row, e);
 }
 

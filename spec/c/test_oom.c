@@ -90,6 +90,17 @@ static const char *const script =
   "c:sink(function() end)\n"
   "m:sink(function() end)\n";
 
+/* Joins whose mapper, selector and joiner are Lua functions, declared
+ * after the script by the sweep that sets it. */
+static const char *lua_joins;
+static const char *const lua_joins_script =
+  "local t, g = p:relation('t'), p:relation('g')\n"
+  "t:join(g, { name = 'jm', kind = 'left', mapper = function(r) return r.g end,\n"
+  "  joiner = function(l, r) return { k = l.k, name = r and r.name } end,\n"
+  "  columns = { {'k','int'}, {'name','string', null = true}, key = 'k' } })\n"
+  "t:join(g, { name = 'js', on = 'g', selector = function(k, id) return { id or 0, k } end,\n"
+  "  joiner = function(l, r) return { k = l.k, id = r.id } end, columns = { {'k','int'}, {'id','int'} } })\n";
+
 /* A change as a msgpack map, packed before arming so that only runnel's
  * allocations count: "k", 10, "v", "ten" … (ints and strings). */
 typedef struct change { rn_op op; const char *rel; msgpack_sbuffer sb; } change;
@@ -136,6 +147,7 @@ static int open_state(const char *dir, rn_pipeline **p)
   int rc = rn_pipeline_open(&o, p, err, sizeof err);
   if (rc) { fprintf(stderr, "open: %s\n", err); return rc; }
   rc = rn_run_lua_string(*p, NULL, script, "=oom");
+  if (!rc && lua_joins) rc = rn_run_lua_string(*p, NULL, lua_joins, "=joins");
   if (rc) fprintf(stderr, "declare: %s\n", rn_errmsg(*p));
   return rc;
 }
@@ -303,6 +315,13 @@ static void test_every_runnel_allocation_of_a_fresh_open_fails_once(void) { open
 static void test_every_allocation_of_a_group_fails_once(void) { sweep(0); }
 static void test_every_allocation_of_a_group_fails_for_good(void) { sweep(1); }
 
+static void test_every_allocation_of_a_group_with_lua_joins_fails_for_good(void)
+{
+  lua_joins = lua_joins_script;
+  sweep(1);
+  lua_joins = NULL;
+}
+
 int main(void)
 {
   pack_group();
@@ -311,6 +330,7 @@ int main(void)
   RUN(test_every_allocation_of_a_fresh_open_fails_once);
   RUN(test_every_runnel_allocation_of_a_fresh_open_fails_once);
   RUN(test_every_allocation_of_a_group_fails_for_good);
+  RUN(test_every_allocation_of_a_group_with_lua_joins_fails_for_good);
   free_all(group, 4);
   return CHECK_REPORT();
 }

@@ -70,15 +70,35 @@ static int init_cb(void *ctx, int agg, msgpack_sbuffer *state, rn_err *e)
   return rc ? rc : pack_top(g, L, "init", agg, state, e);
 }
 
+/* fn(state, row) for add and remove, fn(state) for result (in NULL),
+ * under rn_lua_pcall: pushing allocates. */
+typedef struct state_call {
+  laggs *g;
+  int ref;                /* the function's registry ref */
+  const char *state;
+  size_t slen;
+  rn_rel *in;             /* the row's relation, or NULL: no row */
+  const char *row;
+  size_t rlen;
+} state_call;
+
+static int state_body(lua_State *L)
+{
+  const state_call *k = lua_touserdata(L, 1);
+  lua_rawgeti(L, LUA_REGISTRYINDEX, k->ref);
+  push_state(L, k->state, k->slen, &k->g->lp->zone);
+  if (k->in) rn_lua_pushrow(k->g->lp, L, k->in, k->row, k->rlen);
+  lua_call(L, k->in ? 2 : 1, 1);
+  return 1;
+}
+
 static int step_cb(void *ctx, int agg, bool add, const char *state, size_t slen, rn_rel *in,
                    const char *row, size_t rlen, msgpack_sbuffer *out, rn_err *e)
 {
   laggs *g = ctx;
   lua_State *L = g->lp->L;
-  lua_rawgeti(L, LUA_REGISTRYINDEX, g->refs[agg][add ? F_ADD : F_REMOVE]);
-  push_state(L, state, slen, &g->lp->zone);
-  rn_lua_pushrow(g->lp, L, in, row, rlen);
-  int rc = call(g, L, 2, add ? "add" : "remove", e);
+  state_call k = { g, g->refs[agg][add ? F_ADD : F_REMOVE], state, slen, in, row, rlen };
+  int rc = rn_lua_pcall(g->lp, L, state_body, &k, 1, g->name, add ? "add" : "remove", e);
   return rc ? rc : pack_top(g, L, add ? "add" : "remove", agg, out, e);
 }
 
@@ -87,9 +107,8 @@ static int result_cb(void *ctx, int agg, const char *state, size_t slen, msgpack
   laggs *g = ctx;
   lua_State *L = g->lp->L;
   if (g->refs[agg][F_RESULT] == LUA_NOREF) { rn_buf_write(out, state, slen); return 0; }
-  lua_rawgeti(L, LUA_REGISTRYINDEX, g->refs[agg][F_RESULT]);
-  push_state(L, state, slen, &g->lp->zone);
-  int rc = call(g, L, 1, "result", e);
+  state_call k = { g, g->refs[agg][F_RESULT], state, slen, NULL, NULL, 0 };
+  int rc = rn_lua_pcall(g->lp, L, state_body, &k, 1, g->name, "result", e);
   return rc ? rc : pack_top(g, L, "result", agg, out, e);
 }
 

@@ -90,8 +90,9 @@ static const char *const script =
   "c:sink(function() end)\n"
   "m:sink(function() end)\n";
 
-/* Joins whose mapper, selector and joiner are Lua functions, declared
- * after the script by the sweep that sets it. */
+/* Joins whose mapper, selector and joiner are Lua functions and an
+ * aggregate of Lua functions, declared after the script by the sweep that
+ * sets it. */
 static const char *lua_joins;
 static const char *const lua_joins_script =
   "local t, g = p:relation('t'), p:relation('g')\n"
@@ -99,7 +100,12 @@ static const char *const lua_joins_script =
   "  joiner = function(l, r) return { k = l.k, name = r and r.name } end,\n"
   "  columns = { {'k','int'}, {'name','string', null = true}, key = 'k' } })\n"
   "t:join(g, { name = 'js', on = 'g', selector = function(k, id) return { id or 0, k } end,\n"
-  "  joiner = function(l, r) return { k = l.k, id = r.id } end, columns = { {'k','int'}, {'id','int'} } })\n";
+  "  joiner = function(l, r) return { k = l.k, id = r.id } end, columns = { {'k','int'}, {'id','int'} } })\n"
+  "t:aggregate{ by = 'g', name = 'ua', ks = require('runnel').agg{ init = function() return {} end,\n"
+  "  add = function(st, r) st[#st + 1] = r.k; table.sort(st); return st end,\n"
+  "  remove = function(st, r) for i, v in ipairs(st) do if v == r.k then table.remove(st, i) break end end\n"
+  "                           return st end,\n"
+  "  result = function(st) return table.concat(st, ',') end } }\n";
 
 /* A change as a msgpack map, packed before arming so that only runnel's
  * allocations count: "k", 10, "v", "ten" … (ints and strings). */

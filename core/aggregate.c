@@ -108,7 +108,7 @@ static int group_keys(rn_aggregate *a, const msgpack_object *v, gkey *keys, int 
   int rc = 0;
   *n = 0;
   if (a->w.kind == RN_WINDOW_NONE) {
-    if (a->nby == 0) msgpack_sbuffer_write(&b, GLOBAL_KEY, 1);
+    if (a->nby == 0) rn_buf_write(&b, GLOBAL_KEY, 1);
     keys[(*n)++] = (gkey){ NULL, b.size };
   } else {
     const msgpack_object *t = &v[a->w.slot];
@@ -208,7 +208,7 @@ static int init_state(rn_aggregate *a, int i, msgpack_object *st)
     st->via.u64 = 0;
     return 0;
   case RN_AGG_SUM: case RN_AGG_AVG: {
-    msgpack_object *pair = msgpack_zone_malloc(zone_of(a), 2 * sizeof *pair);
+    msgpack_object *pair = rn_zone_malloc(zone_of(a), 2 * sizeof *pair);
     if (!pair) return nomem(a);
     pair[0].type = MSGPACK_OBJECT_POSITIVE_INTEGER;
     pair[0].via.u64 = 0;
@@ -231,7 +231,7 @@ static int init_state(rn_aggregate *a, int i, msgpack_object *st)
     int rc = a->fns.init(a->fns.ctx, i, &b, err_of(a));
     size_t off = 0;
     char *copy = rc ? NULL : (char *)rn_scratch_copy(a->out->p, b.data, b.size);
-    if (!rc && (!copy || msgpack_unpack(copy, b.size, &off, zone_of(a), st) != MSGPACK_UNPACK_SUCCESS))
+    if (!rc && (!copy || rn_unpack(copy, b.size, &off, zone_of(a), st) != MSGPACK_UNPACK_SUCCESS))
       rc = nomem(a);
     msgpack_sbuffer_destroy(&b);
     return rc;
@@ -252,9 +252,9 @@ static int value_count(rn_aggregate *a, const gkey *g, int i, const msgpack_obje
 {
   msgpack_sbuffer b;
   msgpack_sbuffer_init(&b);
-  msgpack_sbuffer_write(&b, g->k, g->len);
+  rn_buf_write(&b, g->k, g->len);
   char idx = (char)a->aggs[i].slot;
-  msgpack_sbuffer_write(&b, &idx, 1);
+  rn_buf_write(&b, &idx, 1);
   int rc = rn_key_append(&b, v) ? rn_err_set(err_of(a), RN_EINVAL, "%s: NaN has no place among min and max", a->out->name) : 0;
   if (!rc && b.size > 511)
     rc = rn_err_set(err_of(a), RN_EINVAL, "%s: %s: a value and its group key are longer than 511 bytes",
@@ -283,7 +283,7 @@ static void user_call_buffers(rn_aggregate *a, const msgpack_object *st)
   msgpack_sbuffer_clear(&a->state);
   msgpack_sbuffer_clear(&a->answer);
   msgpack_packer pk;
-  msgpack_packer_init(&pk, &a->state, msgpack_sbuffer_write);
+  msgpack_packer_init(&pk, &a->state, rn_buf_write);
   msgpack_pack_object(&pk, *st);
 }
 
@@ -336,7 +336,7 @@ static int step_state(rn_aggregate *a, int i, const gkey *g, msgpack_object *st,
                          &a->answer, err_of(a));
     size_t off = 0;
     char *copy = rc ? NULL : (char *)rn_scratch_copy(a->out->p, a->answer.data, a->answer.size);
-    if (!rc && (!copy || msgpack_unpack(copy, a->answer.size, &off, zone_of(a), st) != MSGPACK_UNPACK_SUCCESS))
+    if (!rc && (!copy || rn_unpack(copy, a->answer.size, &off, zone_of(a), st) != MSGPACK_UNPACK_SUCCESS))
       rc = nomem(a);
     return rc;
   }
@@ -400,7 +400,7 @@ static int result_row(rn_aggregate *a, const gkey *g, uint64_t rows, const msgpa
   msgpack_sbuffer b;
   msgpack_sbuffer_init(&b);
   msgpack_packer pk;
-  msgpack_packer_init(&pk, &b, msgpack_sbuffer_write);
+  msgpack_packer_init(&pk, &b, rn_buf_write);
   msgpack_pack_array(&pk, (size_t)os->ncols);
   int nkey = a->nby + (a->w.kind != RN_WINDOW_NONE);
   msgpack_object kv[nkey ? nkey : 1];
@@ -445,7 +445,7 @@ static int result_row(rn_aggregate *a, const gkey *g, uint64_t rows, const msgpa
     case RN_AGG_USER: {
       user_call_buffers(a, x);
       rc = a->fns.result(a->fns.ctx, i, a->state.data, a->state.size, &a->answer, err_of(a));
-      if (!rc) msgpack_sbuffer_write(&b, a->answer.data, a->answer.size);
+      if (!rc) rn_buf_write(&b, a->answer.data, a->answer.size);
       break;
     }
     }
@@ -517,7 +517,7 @@ static int decode_state(rn_aggregate *a, const MDB_val *d, msgpack_object **st)
   msgpack_object arr;
   size_t off = 0;
   const char *copy = rn_scratch_copy(a->out->p, (const char *)d->mv_data + 16, d->mv_size - 16);
-  if (!copy || msgpack_unpack(copy, d->mv_size - 16, &off, zone_of(a), &arr) != MSGPACK_UNPACK_SUCCESS ||
+  if (!copy || rn_unpack(copy, d->mv_size - 16, &off, zone_of(a), &arr) != MSGPACK_UNPACK_SUCCESS ||
       arr.type != MSGPACK_OBJECT_ARRAY || arr.via.array.size != (uint32_t)a->naggs)
     return rn_err_set(err_of(a), RN_ESTORE, "%s: a group's state could not be decoded", a->out->name);
   *st = arr.via.array.ptr;
@@ -548,7 +548,7 @@ static int window_index_put(rn_aggregate *a, const gkey *g)
   msgpack_sbuffer_init(&b);
   msgpack_object s = num_obj(a, start, (int64_t)start);
   rn_key_append(&b, &s);
-  msgpack_sbuffer_write(&b, g->k, g->len);
+  rn_buf_write(&b, g->k, g->len);
   MDB_val k = { b.size, b.data }, d = { g->len, g->k };
   rc = b.size > 511 ? 0 : mdb_put(txn_of(a), a->windows_dbi, &k, &d, 0); /* too long: stays open */
   double at = start + a->w.size + a->w.grace;
@@ -589,9 +589,9 @@ static int finalize_window(rn_aggregate *a, const gkey *g)
   if (rc && rc != MDB_NOTFOUND) return store_fail(a, rc);
   msgpack_sbuffer *b = &a->buf;
   msgpack_sbuffer_clear(b);
-  msgpack_sbuffer_write(b, (const char *)head, 16);
-  msgpack_sbuffer_write(b, &FINAL_MARK, 1);
-  msgpack_sbuffer_write(b, row, len);
+  rn_buf_write(b, (const char *)head, 16);
+  rn_buf_write(b, &FINAL_MARK, 1);
+  rn_buf_write(b, row, len);
   d = (MDB_val){ b->size, b->data };
   rc = mdb_put(txn_of(a), a->groups_dbi, &k, &d, 0);
   return rc ? store_fail(a, rc) : 0;
@@ -644,7 +644,7 @@ static int group_apply(rn_aggregate *a, const gkey *g, const msgpack_object *rv,
 {
   MDB_val k = { g->len, g->k }, d;
   uint64_t rid = 0, rows = 0;
-  msgpack_object *st = msgpack_zone_malloc(zone_of(a), sizeof *st * (size_t)(a->naggs ? a->naggs : 1));
+  msgpack_object *st = rn_zone_malloc(zone_of(a), sizeof *st * (size_t)(a->naggs ? a->naggs : 1));
   if (!st) return nomem(a);
   int rc = mdb_get(txn_of(a), a->groups_dbi, &k, &d);
   if (rc == 0) {
@@ -668,7 +668,7 @@ static int group_apply(rn_aggregate *a, const gkey *g, const msgpack_object *rv,
     for (int i = 0; i < a->naggs && !rc; i++) rc = init_state(a, i, &st[i]);
   const char *old = NULL, *now = NULL;
   size_t old_len = 0, now_len = 0;
-  msgpack_object *ext_old = msgpack_zone_malloc(zone_of(a), sizeof *ext_old * (size_t)(2 * a->naggs + 1));
+  msgpack_object *ext_old = rn_zone_malloc(zone_of(a), sizeof *ext_old * (size_t)(2 * a->naggs + 1));
   if (!ext_old) return nomem(a);
   msgpack_object *ext_new = ext_old + a->naggs;
   for (int i = 0; i < a->naggs; i++) { /* a group with no rows has no values */
@@ -695,10 +695,10 @@ static int group_apply(rn_aggregate *a, const gkey *g, const msgpack_object *rv,
   /* |rid|rows|state| — a group at 0 rows keeps its id (a tombstone). */
   msgpack_sbuffer *b = &a->buf;
   msgpack_sbuffer_clear(b);
-  msgpack_sbuffer_write(b, (const char *)&rid, 8);
-  msgpack_sbuffer_write(b, (const char *)&rows, 8);
+  rn_buf_write(b, (const char *)&rid, 8);
+  rn_buf_write(b, (const char *)&rows, 8);
   msgpack_packer pk;
-  msgpack_packer_init(&pk, b, msgpack_sbuffer_write);
+  msgpack_packer_init(&pk, b, rn_buf_write);
   msgpack_pack_array(&pk, (size_t)a->naggs);
   for (int i = 0; i < a->naggs; i++) {
     if (rows == 0) msgpack_pack_nil(&pk); /* reset at the next first row */
@@ -804,8 +804,8 @@ static int apply(rn_aggregate *a, const rn_change *c, bool quiet)
   const msgpack_object *nv = c->row ? rn_row_unpack(c->row, c->row_len, is->ncols, zone_of(a)) : NULL;
   if ((c->old && !ov) || (c->row && !nv))
     return rn_err_set(err_of(a), RN_ESTORE, "%s: a row of %s could not be decoded", a->out->name, a->in->name);
-  gkey *ok = msgpack_zone_malloc(zone_of(a), sizeof *ok * MAX_WINDOWS);
-  gkey *nk = msgpack_zone_malloc(zone_of(a), sizeof *nk * MAX_WINDOWS);
+  gkey *ok = rn_zone_malloc(zone_of(a), sizeof *ok * MAX_WINDOWS);
+  gkey *nk = rn_zone_malloc(zone_of(a), sizeof *nk * MAX_WINDOWS);
   int no = 0, nn = 0, rc = 0;
   if (!ok || !nk) return nomem(a);
   if (ov) rc = group_keys(a, ov, ok, &no);
@@ -892,7 +892,7 @@ static void free_aggregate(void *ctx)
 {
   rn_aggregate *a = ctx;
   if (a->fns.free_ctx) a->fns.free_ctx(a->fns.ctx);
-  for (int i = 0; i < a->naggs; i++) free((char *)a->aggs[i].name);
+  for (int i = 0; a->aggs && i < a->naggs; i++) free((char *)a->aggs[i].name);
   free(a->aggs);
   free(a->counts_owner);
   free(a->fseen);

@@ -107,8 +107,8 @@ static int map_to_slots(rn_pipeline *p, rn_rel *rel, const msgpack_object *m,
     return rn_err_set(&p->err, RN_EINVAL, "%s: a change is a msgpack map keyed by column names, got %s",
                       rel->name, rn_value_kind(m));
   size_t n = (size_t)(s->ncols ? s->ncols : 1);
-  *vals = msgpack_zone_malloc(&p->scratch, sizeof **vals * n);
-  *given = msgpack_zone_malloc(&p->scratch, n);
+  *vals = rn_zone_malloc(&p->scratch, sizeof **vals * n);
+  *given = rn_zone_malloc(&p->scratch, n);
   if (!*vals || !*given) return rn_err_set(&p->err, RN_ENOMEM, "out of memory");
   memset(*given, 0, n);
   for (uint32_t i = 0; i < m->via.map.size; i++) {
@@ -171,7 +171,7 @@ RN_API int rn_push(rn_pipeline *p, rn_rel *rel, rn_op op, const void *map, size_
   size_t off = 0;
   /* Checked before decoding: msgpack-c allocates what a header claims. */
   if (!map || rn_msgpack_size(map, len) != len ||
-      msgpack_unpack(map, len, &off, &p->scratch, &m) != MSGPACK_UNPACK_SUCCESS) {
+      rn_unpack(map, len, &off, &p->scratch, &m) != MSGPACK_UNPACK_SUCCESS) {
     rn_err_set(&p->err, RN_EINVAL, "%s: the change is not valid msgpack", rel->name);
     return rn_group_fail(p, RN_EINVAL, p->err.msg);
   }
@@ -212,7 +212,7 @@ int rn_row_to_map(const rn_schema *s, const char *row, size_t len, msgpack_zone 
   const msgpack_object *v = rn_row_unpack(row, len, s->ncols, z);
   if (!v) return -1;
   msgpack_packer pk;
-  msgpack_packer_init(&pk, out, msgpack_sbuffer_write);
+  msgpack_packer_init(&pk, out, rn_buf_write);
   msgpack_pack_map(&pk, (size_t)s->ncols);
   for (int i = 0; i < s->ncols; i++) {
     msgpack_pack_str_with_body(&pk, s->cols[i].name, s->cols[i].name_len);

@@ -162,7 +162,7 @@ static int build_log(builder *b, const rn_log *log, const rn_cdc_opts *o)
   size_t nnet = net && owner && mod ? rn_log_net(log, net, owner) : (size_t)-1;
   int rc = nnet == (size_t)-1 ? rn_err_set(&p->err, RN_ENOMEM, "out of memory") : 0;
   uint8_t *key = mod + log->n * (size_t)n; /* the key columns only */
-  for (int i = 0; i < n; i++) key[i] = b->in->cols[i].is_key;
+  for (int i = 0; mod && i < n; i++) key[i] = b->in->cols[i].is_key;
   /* A row absent before the group still gets a preimage: its key comes from
    * the entry's first change (an insert, even one deleted again later). */
   const rn_change **first = calloc(nnet == (size_t)-1 ? 1 : nnet + 1, sizeof *first);
@@ -183,6 +183,7 @@ static int build_log(builder *b, const rn_log *log, const rn_cdc_opts *o)
     if (c->verb == RN_INSERT) { rc = log_row(b, OP_INSERT, c->id, decode(b, c->row, c->row_len), NULL, NULL); continue; }
     if (c->verb == RN_DELETE) { rc = log_row(b, OP_DELETE, c->id, decode(b, c->old, c->old_len), key, NULL); continue; }
     const msgpack_object *ov = decode(b, c->old, c->old_len), *nv = decode(b, c->row, c->row_len);
+    if (!ov || !nv) { rc = rn_err_set(&p->err, RN_ESTORE, "%s: a row could not be decoded", b->cdc->name); break; }
     uint8_t set[n ? n : 1], deleted[n ? n : 1];
     for (int k = 0; k < n; k++) {
       set[k] = key[k] || !msgpack_object_equal(ov[k], nv[k]);
@@ -210,8 +211,8 @@ static int build_debezium(builder *b, const rn_log *log)
     const char *op = c->verb == RN_INSERT ? "c" : c->verb == RN_UPDATE ? "u" : "d";
     msgpack_pack_array(pk, 4);
     msgpack_pack_str_with_body(pk, op, 1);
-    if (c->old) msgpack_sbuffer_write(&b->buf, c->old, c->old_len); else msgpack_pack_nil(pk);
-    if (c->row) msgpack_sbuffer_write(&b->buf, c->row, c->row_len); else msgpack_pack_nil(pk);
+    if (c->old) rn_buf_write(&b->buf, c->old, c->old_len); else msgpack_pack_nil(pk);
+    if (c->row) rn_buf_write(&b->buf, c->row, c->row_len); else msgpack_pack_nil(pk);
     const char *rel = b->cdc->input->name;
     msgpack_pack_array(pk, 3);
     msgpack_pack_str_with_body(pk, rel, strlen(rel));
@@ -255,7 +256,7 @@ int rn_cdc_build_all(rn_pipeline *p, uint64_t seq)
     const rn_cdc_opts *o = cdc->ctx;
     builder b = { cdc, cdc->input->schema, seq, 0, { 0, NULL, 0 }, { NULL, NULL } };
     msgpack_sbuffer_init(&b.buf);
-    msgpack_packer_init(&b.pk, &b.buf, msgpack_sbuffer_write);
+    msgpack_packer_init(&b.pk, &b.buf, rn_buf_write);
     int rc = o->format == RN_CDC_LOG ? build_log(&b, &cdc->input->log, o)
            : o->format == RN_CDC_DEBEZIUM ? build_debezium(&b, &cdc->input->log)
            : build_flink(&b, &cdc->input->log);

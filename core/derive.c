@@ -24,7 +24,7 @@ static int project(rn_rel *d, const char *row, size_t len, const char **out, siz
     return rn_err_set(&d->p->err, RN_ESTORE, "%s: a row could not be decoded", d->name);
   size_t size = s->n < 16 ? 1 : s->n < 65536 ? 3 : 5;
   for (int i = 0; i < s->n; i++) size += starts[s->slots[i] + 1] - starts[s->slots[i]];
-  char *o = msgpack_zone_malloc_no_align(&d->p->scratch, size);
+  char *o = rn_zone_malloc_no_align(&d->p->scratch, size);
   if (!o) return rn_err_set(&d->p->err, RN_ENOMEM, "out of memory");
   uint32_t n = (uint32_t)s->n;
   char *w = o;

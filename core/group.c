@@ -40,6 +40,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "buf.h"
 #include "cdc.h"
 #include "outbox.h"
 #include "pipeline.h"
@@ -280,8 +281,9 @@ RN_API int rn_commit(rn_pipeline *p)
   }
   rn_err_clear(&p->err);
   p->state = RN_COMMITTING;
+  rn_oom_clear();
   uint64_t seq = p->seq + 1; /* (3) */
-  int rc = seal_group(p, seq);
+  int rc = rn_group_oom(p, seal_group(p, seq));
   bool carried = !rc && carry_on(p);
   if (!rc && !carried) rc = commit_lmdb(p);
   if (rc) {
@@ -340,6 +342,7 @@ RN_API int rn_flush(rn_pipeline *p)
 int rn_change_enter(rn_pipeline *p)
 {
   rn_err_clear(&p->err);
+  rn_oom_clear();
   if (p->state == RN_APPLYING || p->state == RN_COMMITTING)
     return rn_err_set(&p->err, RN_EMISUSE,
                       "tables cannot be changed from inside a callback (filter, map or sink)");
@@ -364,6 +367,7 @@ static bool harmless(rn_pipeline *p, int rc)
 int rn_change_leave(rn_pipeline *p, int rc)
 {
   assert(p->state == RN_APPLYING);
+  rc = rn_group_oom(p, rc);
   msgpack_zone_clear(&p->scratch);
   p->state = RN_OPEN;
   if (rc && harmless(p, rc)) return rc;
@@ -414,4 +418,10 @@ int rn_group_fail(rn_pipeline *p, int code, const char *msg)
   if (msg != p->err.msg) rn_err_set(&p->err, code, "%s", msg);
   p->err.code = code;
   return code;
+}
+
+int rn_group_oom(rn_pipeline *p, int rc)
+{
+  if (!rn_oom() || rc == RN_ENOMEM) return rc;
+  return rn_err_set(&p->err, RN_ENOMEM, "out of memory");
 }

@@ -58,7 +58,7 @@ static int report(MDB_txn *txn, MDB_dbi meta, const char *path, const MDB_val *k
   msgpack_object d;
   size_t off = 0;
   if (rn_msgpack_size(v->mv_data, v->mv_size) != v->mv_size || /* before msgpack-c allocates what it claims */
-      msgpack_unpack(v->mv_data, v->mv_size, &off, z, &d) != MSGPACK_UNPACK_SUCCESS || off != v->mv_size ||
+      rn_unpack(v->mv_data, v->mv_size, &off, z, &d) != MSGPACK_UNPACK_SUCCESS || off != v->mv_size ||
       !rn_catalogue_entry_valid(&d))
     return rn_err_set(e, RN_ESTORE, "state damaged: %s: the catalogue entry of relation \"%s\" is malformed",
                       path, name);

@@ -74,7 +74,7 @@ static int slot_values(rn_join *j, rn_rel *r, const side *s, const int *slots, i
     return rn_err_set(err_of(j), RN_ESTORE, "%s: a row of %s could not be decoded", j->out->name, r->name);
   for (int i = 0; i < n; i++) {
     size_t off = 0;
-    if (msgpack_unpack(s->row + starts[slots[i]], starts[slots[i] + 1] - starts[slots[i]], &off,
+    if (rn_unpack(s->row + starts[slots[i]], starts[slots[i] + 1] - starts[slots[i]], &off,
                        zone_of(j), &out[i]) != MSGPACK_UNPACK_SUCCESS)
       return rn_err_set(err_of(j), RN_ESTORE, "%s: a row of %s could not be decoded", j->out->name, r->name);
   }
@@ -127,7 +127,7 @@ static int encode_right_key(rn_join *j, msgpack_object *vals, fk *f)
 static int left_fk(rn_join *j, side *l, fk *f)
 {
   int nkey = j->right->schema->nkey;
-  msgpack_object *vals = msgpack_zone_malloc(zone_of(j), sizeof *vals * (size_t)nkey);
+  msgpack_object *vals = rn_zone_malloc(zone_of(j), sizeof *vals * (size_t)nkey);
   if (!vals) return nomem(j);
   f->null = false;
   if (j->fns.mapper) {
@@ -239,7 +239,7 @@ static int concat_result(rn_join *j, side *l, side *r, const fk *f, side *res)
     msgpack_sbuffer *b = &j->keybuf;
     msgpack_sbuffer_clear(b);
     msgpack_packer pk;
-    msgpack_packer_init(&pk, b, msgpack_sbuffer_write);
+    msgpack_packer_init(&pk, b, rn_buf_write);
     for (int i = 0; i < ls->ncols; i++) {
       int k = -1;
       for (int q = 0; q < j->non; q++) if (j->on[q] == i) k = q;
@@ -256,7 +256,7 @@ static int concat_result(rn_join *j, side *l, side *r, const fk *f, side *res)
   if (n < 16) { head[0] = (char)(0x90 | n); hl = 1; }
   else if (n < 65536) { head[0] = (char)0xdc; head[1] = (char)(n >> 8); head[2] = (char)n; hl = 3; }
   else { head[0] = (char)0xdd; for (int i = 0; i < 4; i++) head[1 + i] = (char)(n >> (24 - 8 * i)); hl = 5; }
-  char *out = msgpack_zone_malloc_no_align(zone_of(j), hl + lb + rb);
+  char *out = rn_zone_malloc_no_align(zone_of(j), hl + lb + rb);
   if (!out) return nomem(j);
   memcpy(out, head, hl);
   memcpy(out + hl, lbody, lb);
@@ -300,7 +300,7 @@ static int result_key(rn_join *j, uint64_t lid, side *l, const fk *f, msgpack_sb
   msgpack_sbuffer_clear(b);
   const rn_schema *ls = j->left->schema;
   if (j->key_join || (!l->row && f)) {
-    msgpack_sbuffer_write(b, f->enc, f->len);
+    rn_buf_write(b, f->enc, f->len);
     return 0;
   }
   const msgpack_object *lv = vals_of(j, j->left, l);
@@ -320,7 +320,7 @@ static int result_key(rn_join *j, uint64_t lid, side *l, const fk *f, msgpack_sb
   } else {
     char idk[9] = { RN_KEY_INT };
     rn_be64_put(idk + 1, lid ^ (1ULL << 63));
-    msgpack_sbuffer_write(b, idk, 9);
+    rn_buf_write(b, idk, 9);
   }
   return 0;
 }
@@ -643,7 +643,7 @@ static int right_only(rn_join *j, const fk *f, side *o, side *n)
   if (rc || (!ro.row && !rn.row)) return rc;
   msgpack_sbuffer k;
   msgpack_sbuffer_init(&k);
-  msgpack_sbuffer_write(&k, f->enc, f->len);
+  rn_buf_write(&k, f->enc, f->len);
   uint64_t rid;
   rc = result_id(j, &k, 0, false, &rid);
   msgpack_sbuffer_destroy(&k);

@@ -26,7 +26,7 @@ static int convert(json_t *j, msgpack_object *out, msgpack_zone *z, int depth)
     return 0;
   case JSON_STRING: {
     size_t n = json_string_length(j);
-    char *s = msgpack_zone_malloc_no_align(z, n ? n : 1);
+    char *s = rn_zone_malloc_no_align(z, n ? n : 1);
     if (!s) return -1;
     memcpy(s, json_string_value(j), n);
     out->type = MSGPACK_OBJECT_STR;
@@ -36,7 +36,7 @@ static int convert(json_t *j, msgpack_object *out, msgpack_zone *z, int depth)
   }
   case JSON_ARRAY: {
     size_t n = json_array_size(j);
-    msgpack_object *items = msgpack_zone_malloc(z, sizeof *items * (n ? n : 1));
+    msgpack_object *items = rn_zone_malloc(z, sizeof *items * (n ? n : 1));
     if (!items) return -1;
     for (size_t i = 0; i < n; i++)
       if (convert(json_array_get(j, i), &items[i], z, depth + 1)) return -1;
@@ -47,13 +47,13 @@ static int convert(json_t *j, msgpack_object *out, msgpack_zone *z, int depth)
   }
   case JSON_OBJECT: {
     size_t n = json_object_size(j), i = 0;
-    msgpack_object_kv *kv = msgpack_zone_malloc(z, sizeof *kv * (n ? n : 1));
+    msgpack_object_kv *kv = rn_zone_malloc(z, sizeof *kv * (n ? n : 1));
     if (!kv) return -1;
     const char *key;
     size_t klen;
     json_t *val;
     json_object_keylen_foreach(j, key, klen, val) {
-      char *k = msgpack_zone_malloc_no_align(z, klen ? klen : 1);
+      char *k = rn_zone_malloc_no_align(z, klen ? klen : 1);
       if (!k) return -1;
       memcpy(k, key, klen);
       kv[i].key.type = MSGPACK_OBJECT_STR;

@@ -6,6 +6,7 @@
 
 #include <msgpack.h>
 
+#include "buf.h"
 #include "error.h"
 
 /* Parses one JSON text; memory of out comes from z. On failure sets e to

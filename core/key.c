@@ -9,7 +9,7 @@ static void put_be64(msgpack_sbuffer *out, uint8_t tag, uint64_t u)
   char b[9];
   b[0] = (char)tag;
   for (int i = 0; i < 8; i++) b[1 + i] = (char)(u >> (56 - 8 * i));
-  msgpack_sbuffer_write(out, b, sizeof b);
+  rn_buf_write(out, b, sizeof b);
 }
 
 /* s may be NULL when n is 0 (msgpack-c decodes an empty string so): no
@@ -17,25 +17,25 @@ static void put_be64(msgpack_sbuffer *out, uint8_t tag, uint64_t u)
 static void put_escaped(msgpack_sbuffer *out, uint8_t tag, const char *s, size_t n)
 {
   char t = (char)tag;
-  msgpack_sbuffer_write(out, &t, 1);
+  rn_buf_write(out, &t, 1);
   size_t run = 0;
   for (size_t i = 0; i < n; i++) {
     if (s[i] != '\0') continue;
-    msgpack_sbuffer_write(out, s + run, i - run);
-    msgpack_sbuffer_write(out, "\0\xff", 2);
+    rn_buf_write(out, s + run, i - run);
+    rn_buf_write(out, "\0\xff", 2);
     run = i + 1;
   }
-  if (run < n) msgpack_sbuffer_write(out, s + run, n - run);
-  msgpack_sbuffer_write(out, "\0\0", 2);
+  rn_buf_write(out, s + run, n - run);
+  rn_buf_write(out, "\0\0", 2);
 }
 
 int rn_key_append(msgpack_sbuffer *out, const msgpack_object *v)
 {
   switch (v->type) {
-  case MSGPACK_OBJECT_NIL: { char t = RN_KEY_NULL; msgpack_sbuffer_write(out, &t, 1); return 0; }
+  case MSGPACK_OBJECT_NIL: { char t = RN_KEY_NULL; rn_buf_write(out, &t, 1); return 0; }
   case MSGPACK_OBJECT_BOOLEAN: {
     char t = v->via.boolean ? RN_KEY_TRUE : RN_KEY_FALSE;
-    msgpack_sbuffer_write(out, &t, 1);
+    rn_buf_write(out, &t, 1);
     return 0;
   }
   case MSGPACK_OBJECT_POSITIVE_INTEGER:
@@ -83,7 +83,7 @@ static uint64_t get_be64(const unsigned char *p)
 static size_t get_escaped(const unsigned char *p, size_t avail, msgpack_zone *z,
                           const char **str, uint32_t *n)
 {
-  char *buf = msgpack_zone_malloc(z, avail ? avail : 1);
+  char *buf = rn_zone_malloc(z, avail ? avail : 1);
   size_t i = 0, o = 0;
   if (!buf) return 0;
   while (i + 1 < avail) {

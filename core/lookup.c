@@ -244,8 +244,8 @@ static int attach_fetch(void *ctx, rn_rel *lk, const msgpack_object *key, int nk
   int rc = rn_attach_get(s->a, k.data, k.size, &r, found, e);
   if (!rc && *found) {
     const msgpack_object *sv = rn_row_unpack(r.data, r.size, ss->ncols, &p->scratch);
-    msgpack_object *lv = msgpack_zone_malloc(&p->scratch, sizeof *lv * (size_t)ls->ncols);
-    uint8_t *given = msgpack_zone_malloc(&p->scratch, (size_t)ls->ncols);
+    msgpack_object *lv = rn_zone_malloc(&p->scratch, sizeof *lv * (size_t)ls->ncols);
+    uint8_t *given = rn_zone_malloc(&p->scratch, (size_t)ls->ncols);
     if (!sv || !lv || !given) rc = rn_err_set(e, RN_ESTORE, "%s: a stored row could not be read", lk->name);
     for (int i = 0; !rc && i < ls->ncols; i++) {
       int slot = rn_schema_slot(ss, ls->cols[i].name, ls->cols[i].name_len);

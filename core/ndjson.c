@@ -35,7 +35,7 @@
 
 /* ---- writing ---- */
 
-static void put(msgpack_sbuffer *b, const char *s, size_t n) { msgpack_sbuffer_write(b, s, n); }
+static void put(msgpack_sbuffer *b, const char *s, size_t n) { rn_buf_write(b, s, n); }
 static void puts_(msgpack_sbuffer *b, const char *s) { put(b, s, strlen(s)); }
 
 static void json_str(msgpack_sbuffer *b, const char *s, size_t n)

@@ -204,7 +204,7 @@ static int pack_group(rn_pipeline *p, rn_outbox *ob, obsink *s, size_t *n)
   }
   msgpack_sbuffer_clear(&ob->buf);
   msgpack_packer pk;
-  msgpack_packer_init(&pk, &ob->buf, msgpack_sbuffer_write);
+  msgpack_packer_init(&pk, &ob->buf, rn_buf_write);
   msgpack_pack_array(&pk, *n);
   for (size_t i = 0; i < *n; i++) {
     const rn_change *c = &items[i];
@@ -326,7 +326,7 @@ static int deliver_entry(rn_outbox *ob, obsink *s, uint64_t seq, const char *dat
   size_t off = 0;
   int rc = 0;
   if (!msgpack_zone_init(&z, 4096)) rc = rn_err_set(&e, RN_ENOMEM, "out of memory");
-  else if (msgpack_unpack(data, len, &off, &z, &o) != MSGPACK_UNPACK_SUCCESS || o.type != MSGPACK_OBJECT_ARRAY)
+  else if (rn_unpack(data, len, &off, &z, &o) != MSGPACK_UNPACK_SUCCESS || o.type != MSGPACK_OBJECT_ARRAY)
     rc = rn_err_set(&e, RN_ESTORE, "%s: outbox: group %llu is damaged", s->rel->name, (unsigned long long)seq);
   for (uint32_t i = 0; !rc && i < o.via.array.size; i++) {
     const msgpack_object *c = &o.via.array.ptr[i], *f = c->via.array.ptr;

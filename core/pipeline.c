@@ -40,14 +40,15 @@ RN_API int rn_pipeline_open(const rn_open_opts *opts, rn_pipeline **out, char *e
     if (errbuf) snprintf(errbuf, errlen, "out of memory");
     return RN_ENOMEM;
   }
-  msgpack_zone_init(&p->scratch, 256 * 1024); /* a fan-out fits in one chunk: no malloc per change */
-  msgpack_zone_init(&p->group_zone, 65536);
-  msgpack_zone_init(&p->carry_zone, 256 * 1024);
+  bool zones = msgpack_zone_init(&p->scratch, 256 * 1024); /* a fan-out fits in one chunk: no malloc per change */
+  zones = msgpack_zone_init(&p->group_zone, 65536) && zones;
+  zones = msgpack_zone_init(&p->carry_zone, 256 * 1024) && zones;
   msgpack_sbuffer_init(&p->keybuf);
   msgpack_sbuffer_init(&p->rowbuf);
   msgpack_sbuffer_init(&p->valbuf);
-  int rc = rn_store_open(&p->store, opts ? opts->path : NULL, opts && opts->nosync,
-                         opts && opts->writemap, opts ? opts->map_size : 0, &p->err);
+  int rc = !zones ? rn_err_set(&p->err, RN_ENOMEM, "out of memory")
+                  : rn_store_open(&p->store, opts ? opts->path : NULL, opts && opts->nosync,
+                                  opts && opts->writemap, opts ? opts->map_size : 0, &p->err);
   if (!rc) rc = read_seq(p);
   if (rc) {
     if (errbuf) snprintf(errbuf, errlen, "%s", p->err.msg);
@@ -61,6 +62,12 @@ RN_API int rn_pipeline_open(const rn_open_opts *opts, rn_pipeline **out, char *e
   p->carry_seconds = opts && opts->carry_seconds > 0 ? opts->carry_seconds : RN_CARRY_SECONDS;
   *out = p;
   return 0;
+}
+
+/* A zone whose msgpack_zone_init failed has no chunk list to destroy. */
+static void destroy_zone(msgpack_zone *z)
+{
+  if (z->chunk_list.head) msgpack_zone_destroy(z);
 }
 
 RN_API int rn_pipeline_close(rn_pipeline *p)
@@ -85,9 +92,9 @@ RN_API int rn_pipeline_close(rn_pipeline *p)
   free(p->replay.items);
   rn_attach_orphan_all(p);
   if (p->store.env) rn_store_close(&p->store);
-  msgpack_zone_destroy(&p->scratch);
-  msgpack_zone_destroy(&p->group_zone);
-  msgpack_zone_destroy(&p->carry_zone);
+  destroy_zone(&p->scratch);
+  destroy_zone(&p->group_zone);
+  destroy_zone(&p->carry_zone);
   msgpack_sbuffer_destroy(&p->keybuf);
   msgpack_sbuffer_destroy(&p->rowbuf);
   msgpack_sbuffer_destroy(&p->valbuf);

@@ -279,6 +279,9 @@ int rn_change_leave(rn_pipeline *p, int rc);
 /* Fails the open group from outside the core (the binding could not even
  * convert its input): rolls it back and records the message. */
 int rn_group_fail(rn_pipeline *p, int code, const char *msg);
+/* rc, or RN_ENOMEM "out of memory" if an allocation failed since the step
+ * began (buf.h), whatever rc says: a step that lost bytes did not succeed. */
+int rn_group_oom(rn_pipeline *p, int rc);
 /* After a change failed with LMDB's map full: grows the map and replays the
  * group's source changes in a new transaction. 0 means the caller may try
  * its change again; otherwise the error stands. */

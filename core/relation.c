@@ -26,8 +26,8 @@ rn_rel *rn_find(const rn_pipeline *p, const char *name)
 
 const char *rn_scratch_copy(rn_pipeline *p, const char *data, size_t len)
 {
-  char *copy = msgpack_zone_malloc_no_align(&p->scratch, len ? len : 1);
-  if (copy) memcpy(copy, data, len);
+  char *copy = rn_zone_malloc_no_align(&p->scratch, len ? len : 1);
+  if (copy && len) memcpy(copy, data, len); /* data is NULL when a write to it failed */
   return copy;
 }
 
@@ -110,7 +110,7 @@ static bool entry_decodes(rn_pipeline *p, const MDB_val *v)
   msgpack_object d;
   size_t off = 0;
   return rn_msgpack_size(v->mv_data, v->mv_size) == v->mv_size && /* before msgpack-c allocates what it claims */
-         msgpack_unpack(v->mv_data, v->mv_size, &off, &p->scratch, &d) == MSGPACK_UNPACK_SUCCESS &&
+         rn_unpack(v->mv_data, v->mv_size, &off, &p->scratch, &d) == MSGPACK_UNPACK_SUCCESS &&
          off == v->mv_size && d.type == MSGPACK_OBJECT_ARRAY && d.via.array.size == 2 &&
          d.via.array.ptr[0].type == MSGPACK_OBJECT_POSITIVE_INTEGER;
 }
@@ -127,7 +127,7 @@ int rn_state_open(rn_pipeline *p, rn_rel *r, MDB_txn *txn, bool *created, bool *
   msgpack_sbuffer desc;
   msgpack_sbuffer_init(&desc);
   msgpack_packer pk;
-  msgpack_packer_init(&pk, &desc, msgpack_sbuffer_write);
+  msgpack_packer_init(&pk, &desc, rn_buf_write);
   msgpack_pack_array(&pk, 2);
   msgpack_pack_int(&pk, r->kind);
   rn_schema_describe(r->schema, &pk);
@@ -205,6 +205,7 @@ int rn_state_save_counters(rn_pipeline *p, rn_rel *r, MDB_txn *txn, uint64_t seq
 int rn_open_derived_state(rn_pipeline *p, rn_rel *r, rn_state_setup_fn setup, void *ctx)
 {
   bool created, stale;
+  rn_oom_clear();
   int rc = rn_store_begin(&p->store, &p->err);
   if (rc) return rc;
   p->group_serial++;
@@ -212,6 +213,7 @@ int rn_open_derived_state(rn_pipeline *p, rn_rel *r, rn_state_setup_fn setup, vo
   rc = rn_state_open(p, r, p->store.wtxn, &created, &stale);
   if (!rc) rc = setup(ctx, created, stale || created);
   if (!rc) rc = rn_state_save_counters(p, r, p->store.wtxn, p->seq); /* current as of this seq */
+  rc = rn_group_oom(p, rc); /* a truncated descriptor or rebuilt row must not be stored */
   msgpack_zone_clear(&p->scratch);
   p->state = RN_IDLE;
   if (!rc) rc = rn_store_commit(&p->store, &p->err);
@@ -225,6 +227,7 @@ static int open_source_state(rn_pipeline *p, rn_rel *r)
 {
   MDB_txn *txn;
   bool created, stale;
+  rn_oom_clear();
   int rc = rn_store_txn(p->store.env, 0, &txn);
   if (rc) return rn_store_fail(&p->err, rc, r->name);
   rc = rn_state_open(p, r, txn, &created, &stale);
@@ -233,6 +236,7 @@ static int open_source_state(rn_pipeline *p, rn_rel *r)
     if (!rc && r->schema->nkey == 0)
       rc = rn_state_dbi(p, txn, "h:", r->name, MDB_DUPSORT | MDB_DUPFIXED, &r->hash_dbi);
   }
+  rc = rn_group_oom(p, rc);
   if (rc) { mdb_txn_abort(txn); return rc; }
   rc = mdb_txn_commit(txn);
   return rc ? rn_store_write_fail(&p->store, &p->err, rc, r->name) : 0;

@@ -272,12 +272,12 @@ static int normalize_struct(const rn_schema *s, msgpack_object *v, msgpack_zone 
                             const char *rel, const path *p, int depth, rn_err *e)
 {
   if (depth >= RN_MAX_NESTING) return too_deep(e, rel, p, v);
-  msgpack_object *out = msgpack_zone_malloc(z, sizeof *out * (size_t)(s->ncols ? s->ncols : 1));
+  msgpack_object *out = rn_zone_malloc(z, sizeof *out * (size_t)(s->ncols ? s->ncols : 1));
   if (!out) return rn_err_set(e, RN_ENOMEM, "out of memory");
   if (v->type == MSGPACK_OBJECT_ARRAY && v->via.array.size == (uint32_t)s->ncols) {
     memcpy(out, v->via.array.ptr, sizeof *out * (size_t)s->ncols);
   } else if (v->type == MSGPACK_OBJECT_MAP) {
-    uint8_t *given = msgpack_zone_malloc(z, (size_t)(s->ncols ? s->ncols : 1)); /* not a sentinel value: */
+    uint8_t *given = rn_zone_malloc(z, (size_t)(s->ncols ? s->ncols : 1)); /* not a sentinel value: */
     if (!given) return rn_err_set(e, RN_ENOMEM, "out of memory");               /* any value can arrive */
     memset(given, 0, (size_t)s->ncols);
     for (uint32_t i = 0; i < v->via.map.size; i++) {
@@ -360,7 +360,7 @@ int rn_row_normalize(const rn_schema *s, const char *rel, rn_rowmode mode,
 void rn_row_pack(const rn_schema *s, const msgpack_object *vals, msgpack_sbuffer *out)
 {
   msgpack_packer pk;
-  msgpack_packer_init(&pk, out, msgpack_sbuffer_write);
+  msgpack_packer_init(&pk, out, rn_buf_write);
   msgpack_pack_array(&pk, (size_t)s->ncols);
   for (int i = 0; i < s->ncols; i++) msgpack_pack_object(&pk, vals[i]);
 }
@@ -371,11 +371,11 @@ int rn_row_patch(const rn_schema *s, const char *old, size_t old_len, const msgp
   size_t starts[s->ncols + 1];
   if (rn_row_spans(old, old_len, s->ncols, s->ncols, starts) != 0) return -1;
   msgpack_packer pk;
-  msgpack_packer_init(&pk, out, msgpack_sbuffer_write);
+  msgpack_packer_init(&pk, out, rn_buf_write);
   msgpack_pack_array(&pk, (size_t)s->ncols);
   for (int i = 0; i < s->ncols; i++) {
     if (given[i]) msgpack_pack_object(&pk, vals[i]);
-    else msgpack_sbuffer_write(out, old + starts[i], starts[i + 1] - starts[i]);
+    else rn_buf_write(out, old + starts[i], starts[i + 1] - starts[i]);
   }
   return 0;
 }
@@ -391,7 +391,7 @@ const msgpack_object *rn_row_unpack(const char *data, size_t len, int ncols, msg
 {
   msgpack_object obj;
   size_t off = 0;
-  if (msgpack_unpack(data, len, &off, z, &obj) != MSGPACK_UNPACK_SUCCESS) return NULL;
+  if (rn_unpack(data, len, &off, z, &obj) != MSGPACK_UNPACK_SUCCESS) return NULL;
   if (obj.type != MSGPACK_OBJECT_ARRAY || obj.via.array.size != (uint32_t)ncols) return NULL;
   return obj.via.array.ptr;
 }

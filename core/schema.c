@@ -119,14 +119,14 @@ int rn_schema_set_default(rn_schema *s, int slot, const msgpack_object *v,
   msgpack_sbuffer sb;
   msgpack_sbuffer_init(&sb);
   msgpack_packer pk;
-  msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
+  msgpack_packer_init(&pk, &sb, rn_buf_write);
   msgpack_pack_object(&pk, val);
-  char *copy = msgpack_zone_malloc(&s->zone, sb.size);
+  char *copy = rn_zone_malloc(&s->zone, sb.size);
   size_t off = 0;
   int rc = copy ? 0 : RN_ENOMEM;
   if (copy) {
     memcpy(copy, sb.data, sb.size);
-    if (msgpack_unpack(copy, sb.size, &off, &s->zone, &c->defval) != MSGPACK_UNPACK_SUCCESS)
+    if (rn_unpack(copy, sb.size, &off, &s->zone, &c->defval) != MSGPACK_UNPACK_SUCCESS)
       rc = RN_ENOMEM;
   }
   msgpack_sbuffer_destroy(&sb);

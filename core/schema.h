@@ -11,6 +11,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "buf.h"
 #include "error.h"
 
 typedef enum rn_type {

@@ -47,9 +47,9 @@ int rn_sink_add(rn_pipeline *p, rn_rel *rel, bool consolidate, rn_sink_fn on_cha
 int rn_change_keep(rn_pipeline *p, msgpack_zone *z, const rn_change *c, rn_change *dst)
 {
   *dst = *c;
-  if (c->row && !(dst->row = msgpack_zone_malloc_no_align(z, c->row_len)))
+  if (c->row && !(dst->row = rn_zone_malloc_no_align(z, c->row_len)))
     return rn_err_set(&p->err, RN_ENOMEM, "out of memory");
-  if (c->old && !(dst->old = msgpack_zone_malloc_no_align(z, c->old_len)))
+  if (c->old && !(dst->old = rn_zone_malloc_no_align(z, c->old_len)))
     return rn_err_set(&p->err, RN_ENOMEM, "out of memory");
   if (c->row) memcpy((char *)dst->row, c->row, c->row_len);
   if (c->old) memcpy((char *)dst->old, c->old, c->old_len);

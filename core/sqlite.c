@@ -118,15 +118,15 @@ typedef struct ssink {
 
 static void quote(msgpack_sbuffer *b, const char *name)
 {
-  msgpack_sbuffer_write(b, "\"", 1);
+  rn_buf_write(b, "\"", 1);
   for (const char *c = name; *c; c++) {
-    if (*c == '"') msgpack_sbuffer_write(b, "\"", 1);
-    msgpack_sbuffer_write(b, c, 1);
+    if (*c == '"') rn_buf_write(b, "\"", 1);
+    rn_buf_write(b, c, 1);
   }
-  msgpack_sbuffer_write(b, "\"", 1);
+  rn_buf_write(b, "\"", 1);
 }
 
-static void add(msgpack_sbuffer *b, const char *s) { msgpack_sbuffer_write(b, s, strlen(s)); }
+static void add(msgpack_sbuffer *b, const char *s) { rn_buf_write(b, s, strlen(s)); }
 
 /* The quoted names of sc's key columns (or all columns), each followed by
  * suffix, joined by sep: "a", "b" or "a" = ? AND "b" = ?. */
@@ -177,7 +177,7 @@ static int prepare(ssink *s, const char *table, rn_err *e)
     add(&b, ")");
   }
   add(&b, ")");
-  msgpack_sbuffer_write(&b, "", 1);
+  rn_buf_write(&b, "", 1);
   int rc = sqlite3_exec(s->db, b.data, NULL, NULL, NULL);
   /* INSERT INTO t (keys…, cols…) VALUES (?…) ON CONFLICT (keys) DO UPDATE SET c = excluded.c */
   msgpack_sbuffer_clear(&b);
@@ -201,7 +201,7 @@ static int prepare(ssink *s, const char *table, rn_err *e)
     add(&b, " = excluded.");
     quote(&b, sc->cols[i].name);
   }
-  msgpack_sbuffer_write(&b, "", 1);
+  rn_buf_write(&b, "", 1);
   if (rc == SQLITE_OK) rc = sqlite3_prepare_v3(s->db, b.data, -1, SQLITE_PREPARE_PERSISTENT, &s->upsert, NULL);
   /* DELETE FROM t WHERE k1 = ? AND … */
   msgpack_sbuffer_clear(&b);
@@ -210,7 +210,7 @@ static int prepare(ssink *s, const char *table, rn_err *e)
   add(&b, " WHERE ");
   if (s->keyless) add(&b, "\"runnel_id\" = ?");
   else names(&b, sc, true, " AND ", " = ?");
-  msgpack_sbuffer_write(&b, "", 1);
+  rn_buf_write(&b, "", 1);
   if (rc == SQLITE_OK) rc = sqlite3_prepare_v3(s->db, b.data, -1, SQLITE_PREPARE_PERSISTENT, &s->del, NULL);
   if (rc == SQLITE_OK)
     rc = sqlite3_exec(s->db, "CREATE TABLE IF NOT EXISTS runnel_sinks (tbl TEXT PRIMARY KEY, seq INTEGER NOT NULL)",
@@ -259,7 +259,7 @@ static int push_op(ssink *s, op **arr, size_t *n, size_t *cap, uint64_t id, cons
   op *o = &(*arr)[(*n)++];
   o->id = id;
   o->len = len;
-  o->row = msgpack_zone_malloc_no_align(&s->zone, len);
+  o->row = rn_zone_malloc_no_align(&s->zone, len);
   if (!o->row) return rn_err_set(e, RN_ENOMEM, "out of memory");
   memcpy((char *)o->row, row, len);
   msgpack_sbuffer kb;
@@ -272,7 +272,7 @@ static int push_op(ssink *s, op **arr, size_t *n, size_t *cap, uint64_t id, cons
     if (v) rn_key_encode(s->rel->schema, v, &kb);
   }
   o->klen = kb.size;
-  o->key = msgpack_zone_malloc_no_align(&s->zone, kb.size ? kb.size : 1);
+  o->key = rn_zone_malloc_no_align(&s->zone, kb.size ? kb.size : 1);
   if (o->key) memcpy(o->key, kb.data, kb.size);
   msgpack_sbuffer_destroy(&kb);
   return o->key ? 0 : rn_err_set(e, RN_ENOMEM, "out of memory");
@@ -377,7 +377,7 @@ static int rewrite(ssink *s, bool wipe, rn_err *e)
     msgpack_sbuffer_init(&b);
     add(&b, "DELETE FROM ");
     quote(&b, s->table);
-    msgpack_sbuffer_write(&b, "", 1);
+    rn_buf_write(&b, "", 1);
     int rc = sqlite3_exec(s->db, b.data, NULL, NULL, NULL);
     msgpack_sbuffer_destroy(&b);
     if (rc != SQLITE_OK) return fail(e, s->db, s->rel->name, "clearing the table for a rewrite");
@@ -557,8 +557,8 @@ static int ssource_fetch(void *ctx, rn_rel *lk, const msgpack_object *key, int n
   *found = rc == SQLITE_ROW;
   if (rc == SQLITE_DONE) return 0;
   if (rc != SQLITE_ROW) return fail(e, s->db, lk->name, "looking up");
-  msgpack_object *v = msgpack_zone_malloc(&p->scratch, sizeof *v * (size_t)ls->ncols);
-  uint8_t *given = msgpack_zone_malloc(&p->scratch, (size_t)ls->ncols);
+  msgpack_object *v = rn_zone_malloc(&p->scratch, sizeof *v * (size_t)ls->ncols);
+  uint8_t *given = rn_zone_malloc(&p->scratch, (size_t)ls->ncols);
   if (!v || !given) return rn_err_set(e, RN_ENOMEM, "out of memory");
   for (int i = 0; i < ls->ncols; i++) {
     given[i] = 1;
@@ -576,7 +576,7 @@ static int ssource_fetch(void *ctx, rn_rel *lk, const msgpack_object *key, int n
       int n = sqlite3_column_bytes(s->select, i);
       const void *d = sqlite3_column_type(s->select, i) == SQLITE_BLOB ? sqlite3_column_blob(s->select, i)
                                                                        : (const void *)sqlite3_column_text(s->select, i);
-      char *copy = msgpack_zone_malloc_no_align(&p->scratch, (size_t)(n ? n : 1));
+      char *copy = rn_zone_malloc_no_align(&p->scratch, (size_t)(n ? n : 1));
       if (!copy) return rn_err_set(e, RN_ENOMEM, "out of memory");
       if (n) memcpy(copy, d, (size_t)n);
       v[i].type = sqlite3_column_type(s->select, i) == SQLITE_BLOB ? MSGPACK_OBJECT_BIN : MSGPACK_OBJECT_STR;
@@ -613,7 +613,7 @@ int rn_sqlite_source(const char *path, const char *table, const rn_schema *ls, c
   quote(&b, table);
   add(&b, " WHERE ");
   names(&b, ls, true, " AND ", " = ?");
-  msgpack_sbuffer_write(&b, "", 1);
+  rn_buf_write(&b, "", 1);
   int rc = sqlite3_prepare_v3(s->db, b.data, -1, SQLITE_PREPARE_PERSISTENT, &s->select, NULL);
   msgpack_sbuffer_destroy(&b);
   if (rc != SQLITE_OK) {

@@ -45,11 +45,11 @@ static void journal(stsink *s, bool put, const MDB_val *k, const MDB_val *v)
   if (!s->p->carry) return; /* every group commits its own transaction: nothing to redo */
   uint8_t op = put;
   uint32_t klen = (uint32_t)k->mv_size, vlen = put ? (uint32_t)v->mv_size : 0;
-  msgpack_sbuffer_write(&s->carried, (const char *)&op, 1);
-  msgpack_sbuffer_write(&s->carried, (const char *)&klen, 4);
-  msgpack_sbuffer_write(&s->carried, k->mv_data, klen);
-  msgpack_sbuffer_write(&s->carried, (const char *)&vlen, 4);
-  if (put) msgpack_sbuffer_write(&s->carried, v->mv_data, vlen);
+  rn_buf_write(&s->carried, (const char *)&op, 1);
+  rn_buf_write(&s->carried, (const char *)&klen, 4);
+  rn_buf_write(&s->carried, k->mv_data, klen);
+  rn_buf_write(&s->carried, (const char *)&vlen, 4);
+  if (put) rn_buf_write(&s->carried, v->mv_data, vlen);
 }
 
 /* The carried groups were applied again in a new transaction: their rows
@@ -96,7 +96,7 @@ static int key_of(const rn_schema *s, uint64_t id, const char *row, size_t len, 
   if (!s->nkey) {
     char be[8];
     rn_be64_put(be, id);
-    msgpack_sbuffer_write(k, be, 8);
+    rn_buf_write(k, be, 8);
     return 0;
   }
   const msgpack_object *v = rn_row_unpack(row, len, s->ncols, z);
@@ -156,7 +156,7 @@ int rn_store_sink(rn_pipeline *p, rn_rel *rel, const char *name)
   msgpack_sbuffer desc;
   msgpack_sbuffer_init(&desc);
   msgpack_packer pk;
-  msgpack_packer_init(&pk, &desc, msgpack_sbuffer_write);
+  msgpack_packer_init(&pk, &desc, rn_buf_write);
   rn_schema_describe(rel->schema, &pk);
   MDB_txn *txn;
   rc = mdb_txn_begin(p->store.env, NULL, 0, &txn);
@@ -290,7 +290,7 @@ int rn_attach(const char *path, const char *name, rn_pipeline *owner, rn_attache
     rn_err_set(e, RN_ENOTFOUND, "attach %s: no store \"%s\" there", path, name);
     goto fail;
   }
-  if (msgpack_unpack(v.mv_data, v.mv_size, &off, &z, &d) != MSGPACK_UNPACK_SUCCESS || !rn_schema_desc_valid(&d, 0)) {
+  if (rn_unpack(v.mv_data, v.mv_size, &off, &z, &d) != MSGPACK_UNPACK_SUCCESS || !rn_schema_desc_valid(&d, 0)) {
     rn_err_set(e, RN_ESCHEMA, "state damaged: %s: store \"%s\" has a description that cannot be read", path, name);
     goto fail;
   }
@@ -339,7 +339,7 @@ int rn_attach_get(rn_attached *a, const char *key, size_t klen, msgpack_sbuffer 
   MDB_val k = { klen, (void *)key }, v;
   rc = mdb_get(txn, a->dbi, &k, &v);
   if (rc == 0) {
-    msgpack_sbuffer_write(row, v.mv_data, v.mv_size);
+    rn_buf_write(row, v.mv_data, v.mv_size);
     *found = 1;
   }
   mdb_txn_abort(txn);

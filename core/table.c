@@ -123,13 +123,13 @@ static int put_keyed(rn_rel *t, const located *l, uint64_t id, const char *key, 
   char head[9];
   memcpy(head, &id, 8);
   head[8] = (char)((row ? RN_FLAG_LIVE : 0) | (longkey ? RN_FLAG_LONGKEY : 0));
-  msgpack_sbuffer_write(b, head, 9);
+  rn_buf_write(b, head, 9);
   if (longkey) {
     uint32_t k32 = (uint32_t)klen;
-    msgpack_sbuffer_write(b, (const char *)&k32, 4);
-    msgpack_sbuffer_write(b, key, klen);
+    rn_buf_write(b, (const char *)&k32, 4);
+    rn_buf_write(b, key, klen);
   }
-  if (row) msgpack_sbuffer_write(b, row, row_len);
+  if (row) rn_buf_write(b, row, row_len);
   MDB_val k = l->key, v = { b->size, b->data };
   /* Found by the table's cursor: overwrite in place, no second descent. */
   int rc = l->cur && l->found ? mdb_cursor_put(l->cur, &k, &v, MDB_CURRENT)
@@ -447,15 +447,15 @@ int rn_source_reapply(rn_rel *t, const rn_change *c)
                           ? c->old : c->row;
   size_t len = bytes == c->old ? c->old_len : c->row_len;
   const msgpack_object *decoded = rn_row_unpack(bytes, len, n, &p->scratch);
-  msgpack_object *vals = msgpack_zone_malloc(&p->scratch, sizeof *vals * (size_t)(n ? n : 1));
-  uint8_t *given = msgpack_zone_malloc(&p->scratch, (size_t)(n ? n : 1));
+  msgpack_object *vals = rn_zone_malloc(&p->scratch, sizeof *vals * (size_t)(n ? n : 1));
+  uint8_t *given = rn_zone_malloc(&p->scratch, (size_t)(n ? n : 1));
   if (!decoded || !vals || !given) return rn_err_set(&p->err, RN_ENOMEM, "%s: replaying a change", t->name);
   memcpy(vals, decoded, sizeof *vals * (size_t)n);
   memset(given, 1, (size_t)n);
   if (c->verb == RN_DELETE) return delete_any(t, vals, given);
   if (c->verb == RN_INSERT || t->schema->nkey) return insert_any(t, vals, given, t->schema->nkey > 0);
   const msgpack_object *nd = rn_row_unpack(c->row, c->row_len, n, &p->scratch);
-  msgpack_object *nv = msgpack_zone_malloc(&p->scratch, sizeof *nv * (size_t)(n ? n : 1));
+  msgpack_object *nv = rn_zone_malloc(&p->scratch, sizeof *nv * (size_t)(n ? n : 1));
   if (!nd || !nv) return rn_err_set(&p->err, RN_ENOMEM, "%s: replaying a change", t->name);
   memcpy(nv, nd, sizeof *nv * (size_t)n);
   return keyless_replace(t, vals, given, nv, given);
@@ -485,7 +485,7 @@ static int get_in(rn_rel *t, MDB_txn *txn, msgpack_object *vals, uint8_t *given,
   if (rc) return rc;
   *found = l.live;
   if (l.live) {
-    msgpack_sbuffer_write(&p->rowbuf, l.row, l.row_len);
+    rn_buf_write(&p->rowbuf, l.row, l.row_len);
     *id = l.id;
     *row = p->rowbuf.data;
     *len = l.row_len;

@@ -298,7 +298,7 @@ static void check_relation(walk *w, const char *name, const MDB_val *v, msgpack_
   msgpack_object d;
   size_t off = 0;
   if (rn_msgpack_size(v->mv_data, v->mv_size) != v->mv_size ||
-      msgpack_unpack(v->mv_data, v->mv_size, &off, z, &d) != MSGPACK_UNPACK_SUCCESS ||
+      rn_unpack(v->mv_data, v->mv_size, &off, z, &d) != MSGPACK_UNPACK_SUCCESS ||
       !rn_catalogue_entry_valid(&d)) {
     damaged(w, "relation \"%s\": its catalogue entry is malformed%s", name, "");
     return;

@@ -32,7 +32,7 @@ static void push_state(lua_State *L, const char *data, size_t len, msgpack_zone 
 {
   msgpack_object o;
   size_t off = 0;
-  if (msgpack_unpack(data, len, &off, z, &o) != MSGPACK_UNPACK_SUCCESS || o.type == MSGPACK_OBJECT_NIL)
+  if (rn_unpack(data, len, &off, z, &o) != MSGPACK_UNPACK_SUCCESS || o.type == MSGPACK_OBJECT_NIL)
     lua_pushnil(L);
   else
     rn_lua_pushvalue(L, &o, NULL);
@@ -49,7 +49,7 @@ static int pack_top(laggs *g, lua_State *L, const char *what, int agg, msgpack_s
   lua_pop(L, 1);
   if (rc) { rn_err_prefix(e, what); return rc; }
   msgpack_packer pk;
-  msgpack_packer_init(&pk, out, msgpack_sbuffer_write);
+  msgpack_packer_init(&pk, out, rn_buf_write);
   msgpack_pack_object(&pk, v);
   (void)agg;
   return 0;
@@ -90,7 +90,7 @@ static int call(aggcall *c, rn_err *e)
 static int init_cb(void *ctx, int agg, msgpack_sbuffer *state, rn_err *e)
 {
   laggs *g = ctx;
-  if (g->refs[agg][F_INIT] == LUA_NOREF) { msgpack_sbuffer_write(state, "\xc0", 1); return 0; }
+  if (g->refs[agg][F_INIT] == LUA_NOREF) { rn_buf_write(state, "\xc0", 1); return 0; }
   aggcall c = { .g = g, .agg = agg, .fn = F_INIT, .what = "init", .out = state };
   return call(&c, e);
 }
@@ -106,7 +106,7 @@ static int step_cb(void *ctx, int agg, bool add, const char *state, size_t slen,
 static int result_cb(void *ctx, int agg, const char *state, size_t slen, msgpack_sbuffer *out, rn_err *e)
 {
   laggs *g = ctx;
-  if (g->refs[agg][F_RESULT] == LUA_NOREF) { msgpack_sbuffer_write(out, state, slen); return 0; }
+  if (g->refs[agg][F_RESULT] == LUA_NOREF) { rn_buf_write(out, state, slen); return 0; }
   aggcall c = { .g = g, .agg = agg, .fn = F_RESULT, .what = "result", .state = state, .slen = slen,
                 .out = out };
   return call(&c, e);

@@ -393,11 +393,12 @@ int rn_lua_declare_map(lua_State *L)
   const char *name = rn_lua_checkname(L, 3, "map");
   luaL_checktype(L, 4, LUA_TFUNCTION);
   luaL_checktype(L, 5, LUA_TTABLE);
+  int fn = ref_function(L, 4); /* may raise: nothing is allocated yet, the registry holds it */
+  lcb *cb = new_cb(L, lp, name); /* may raise: before the schema, which nothing would free */
+  cb->refs[CB_FN] = fn;
   rn_err e = { .code = RN_OK };
   rn_schema *s = rn_lua_toschema(lp, L, 5, lua_istable(L, 6) ? 6 : 0, name, &e);
-  if (!s) return rn_lua_nil_error(L, e.msg);
-  lcb *cb = new_cb(L, lp, name);
-  cb->refs[CB_FN] = ref_function(L, 4);
+  if (!s) { free_cb(cb); return rn_lua_nil_error(L, e.msg); }
   rn_rel *rel = NULL;
   int rc = rn_declare_derived(lp->p, name, RN_REL_MAP, in->rel, s, cb, free_cb, &rel);
   if (!rc) rel->map = map_cb;
@@ -554,8 +555,8 @@ int rn_lua_protect(lpipe *lp, lua_State *L, rn_lua_body body, void *ud, const ch
   if (st == LUA_OK) return pc.rc;
   const char *msg = lua_tostring(L, -1);
   if (!msg) msg = luaL_typename(L, -1);
-  int code = e->code != RN_OK && strstr(msg, e->msg) ? e->code : RN_ECALLBACK; /* a runnel error raised
-                                                                                inside keeps its code */
+  int code = e->code != RN_OK && strstr(msg, e->msg) ? e->code     /* a runnel error raised inside keeps its code */
+             : st == LUA_ERRMEM ? RN_ENOMEM : RN_ECALLBACK;
   rn_err_set(e, code, "%s%s%s: %s", rel ? rel : "", rel ? ": " : "", what, msg);
   lua_pop(L, 1);
   return e->code;

@@ -25,7 +25,7 @@ static int too_deep(lpipe *lp, const rn_column *col)
 
 static int table_as_array(lpipe *lp, lua_State *L, int idx, lua_Unsigned n, msgpack_object *out, int depth)
 {
-  msgpack_object *items = msgpack_zone_malloc(&lp->p->scratch, sizeof *items * (n ? n : 1));
+  msgpack_object *items = rn_zone_malloc(&lp->p->scratch, sizeof *items * (n ? n : 1));
   if (!items) return rn_err_set(&lp->p->err, RN_ENOMEM, "out of memory");
   for (lua_Unsigned i = 0; i < n; i++) {
     lua_rawgeti(L, idx, (lua_Integer)i + 1);
@@ -43,7 +43,7 @@ static int table_as_array(lpipe *lp, lua_State *L, int idx, lua_Unsigned n, msgp
 static int table_as_map(lpipe *lp, lua_State *L, int idx, size_t n, const rn_schema *fields,
                         msgpack_object *out, int depth)
 {
-  msgpack_object_kv *kv = msgpack_zone_malloc(&lp->p->scratch, sizeof *kv * (n ? n : 1));
+  msgpack_object_kv *kv = rn_zone_malloc(&lp->p->scratch, sizeof *kv * (n ? n : 1));
   if (!kv) return rn_err_set(&lp->p->err, RN_ENOMEM, "out of memory");
   size_t i = 0;
   lua_pushnil(L);
@@ -135,8 +135,8 @@ int rn_lua_tovalue(lpipe *lp, lua_State *L, int idx, const rn_column *col,
 static int alloc_row(lpipe *lp, rn_rel *rel, msgpack_object **vals, uint8_t **given)
 {
   int n = rel->schema->ncols;
-  *vals = msgpack_zone_malloc(&lp->p->scratch, sizeof **vals * (size_t)(n ? n : 1));
-  *given = msgpack_zone_malloc(&lp->p->scratch, (size_t)(n ? n : 1));
+  *vals = rn_zone_malloc(&lp->p->scratch, sizeof **vals * (size_t)(n ? n : 1));
+  *given = rn_zone_malloc(&lp->p->scratch, (size_t)(n ? n : 1));
   if (!*vals || !*given) return rn_err_set(&lp->p->err, RN_ENOMEM, "out of memory");
   memset(*given, 0, (size_t)n);
   return 0;

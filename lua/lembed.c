@@ -74,6 +74,10 @@ static int push_wrapper(rn_pipeline *p, lua_State *L, bool owned)
   }
   lp = lua_newuserdatauv(L, sizeof *lp + sizeof(host_link), 1);
   memset(lp, 0, sizeof *lp);
+  if (!msgpack_zone_init(&lp->zone, 4096)) { /* before the metatable: nothing to close */
+    lua_pop(L, 1);
+    return rn_err_set(&p->err, RN_ENOMEM, "out of memory");
+  }
   luaL_setmetatable(L, RN_PIPELINE_MT);
   lp->p = p;
   lp->L = L;
@@ -81,7 +85,6 @@ static int push_wrapper(rn_pipeline *p, lua_State *L, bool owned)
   lp->clock_ref = LUA_NOREF;
   lp->host = (host_link *)(lp + 1);
   lp->host->owned = owned ? L : NULL;
-  msgpack_zone_init(&lp->zone, 4096);
   lua_pushvalue(L, -1);
   lp->host->anchor = luaL_ref(L, LUA_REGISTRYINDEX);
   p->binding = lp;
@@ -111,12 +114,14 @@ static int run(rn_pipeline *p, lua_State *L, const char *path, const char *chunk
   lua_setglobal(L, "p");
   int st = path ? luaL_loadfile(L, path) : luaL_loadbuffer(L, chunk, strlen(chunk), name);
   if (st != LUA_OK) {
-    rc = rn_err_set(&p->err, st == LUA_ERRFILE ? RN_EIO : RN_ECALLBACK, "%s", lua_tostring(L, -1));
+    rc = rn_err_set(&p->err, st == LUA_ERRFILE ? RN_EIO : st == LUA_ERRMEM ? RN_ENOMEM : RN_ECALLBACK, "%s",
+                    lua_tostring(L, -1));
   } else {
     lua_insert(L, -2); /* the chunk, then the pipeline as its argument */
     ((lpipe *)p->binding)->L = L;
-    if (lua_pcall(L, 1, 0, 0) != LUA_OK)
-      rc = rn_err_set(&p->err, RN_ECALLBACK, "%s", lua_tostring(L, -1) ? lua_tostring(L, -1) : "error");
+    if ((st = lua_pcall(L, 1, 0, 0)) != LUA_OK)
+      rc = rn_err_set(&p->err, st == LUA_ERRMEM ? RN_ENOMEM : RN_ECALLBACK, "%s",
+                      lua_tostring(L, -1) ? lua_tostring(L, -1) : "error");
   }
   lua_settop(L, top);
   return rc;

@@ -116,7 +116,11 @@ static int l_open(lua_State *L)
   luaL_setmetatable(L, RN_PIPELINE_MT); /* closed until open succeeds */
   char err[RN_ERRMSG_MAX];
   if (rn_pipeline_open(&opts, &lp->p, err, sizeof err) != 0) return rn_lua_nil_error(L, err);
-  msgpack_zone_init(&lp->zone, 4096);
+  if (!msgpack_zone_init(&lp->zone, 4096)) { /* a failed zone cannot even be destroyed */
+    rn_pipeline_close(lp->p);
+    lp->p = NULL;
+    return rn_lua_nil_error(L, "out of memory");
+  }
   lp->L = L;
   lp->p->binding = lp; /* relinfos find their lua_State through it */
   if (!lua_isnoneornil(L, 3)) {

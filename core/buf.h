@@ -13,6 +13,7 @@
 
 #include <msgpack.h>
 #include <stdbool.h>
+#include <string.h>
 
 /* Notes an allocation failure; rn_oom() is true until rn_oom_clear(). */
 void rn_oom_note(void);
@@ -42,6 +43,23 @@ static inline void *rn_zone_malloc_no_align(msgpack_zone *z, size_t size)
   void *ptr = msgpack_zone_malloc_no_align(z, size);
   if (!ptr) rn_oom_note();
   return ptr;
+}
+
+/* msgpack_zone_init that notes a failure and leaves a zone that
+ * rn_zone_destroy (and msgpack_zone_clear's callers) can always take: a
+ * failed msgpack_zone_init has no chunk list, and destroying it crashes. */
+static inline bool rn_zone_init(msgpack_zone *z, size_t chunk_size)
+{
+  memset(z, 0, sizeof *z);
+  if (msgpack_zone_init(z, chunk_size)) return true;
+  memset(z, 0, sizeof *z);
+  rn_oom_note();
+  return false;
+}
+
+static inline void rn_zone_destroy(msgpack_zone *z)
+{
+  if (z->chunk_list.head) msgpack_zone_destroy(z);
 }
 
 /* msgpack_unpack that notes MSGPACK_UNPACK_NOMEM_ERROR. */

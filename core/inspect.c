@@ -96,7 +96,7 @@ static int open_reader(const char *path, MDB_env **env, MDB_txn **txn, MDB_dbi *
   if (!rc) rc = rn_store_txn(*env, MDB_RDONLY, txn);
   if (!rc) rc = mdb_dbi_open(*txn, "meta", 0, meta);
   if (rc == MDB_NOTFOUND) return rn_store_no_catalogue(*txn, path, e);
-  return rc ? rn_err_set(e, RN_EIO, "%s: %s", path, mdb_strerror(rc)) : 0;
+  return rc ? rn_err_set(e, rn_store_read_code(rc), "%s: %s", path, mdb_strerror(rc)) : 0;
 }
 
 RN_API int rn_inspect(const char *path, rn_inspect_fn fn, void *ctx, rn_inspect_state *out,
@@ -136,9 +136,11 @@ RN_API int rn_inspect(const char *path, rn_inspect_fn fn, void *ctx, rn_inspect_
   if (rc == 0 && v.mv_size == 8) memcpy(&out->seq, v.mv_data, 8);
   else if (rc == 0) rn_err_set(&e, RN_ESTORE, "state damaged: %s: the sequence number is %zu bytes, not 8", path, v.mv_size);
   MDB_cursor *cur = NULL;
-  rc = e.code ? e.code : mdb_cursor_open(txn, meta, &cur);
+  rc = e.code;
+  if (!rc && (rc = mdb_cursor_open(txn, meta, &cur)))
+    rc = rn_err_set(&e, rn_store_read_code(rc), "%s: %s", path, mdb_strerror(rc));
   msgpack_zone z;
-  msgpack_zone_init(&z, 4096);
+  if (!rn_zone_init(&z, 4096) && !rc) rc = rn_err_set(&e, RN_ENOMEM, "out of memory");
   k.mv_size = 2;
   k.mv_data = (void *)"r:";
   int mrc = rc ? MDB_NOTFOUND : mdb_cursor_get(cur, &k, &v, MDB_SET_RANGE);
@@ -148,7 +150,7 @@ RN_API int rn_inspect(const char *path, rn_inspect_fn fn, void *ctx, rn_inspect_
     if (!rc) out->relations++;
     msgpack_zone_clear(&z);
   }
-  msgpack_zone_destroy(&z);
+  rn_zone_destroy(&z);
   if (cur) mdb_cursor_close(cur);
   mdb_txn_abort(txn);
   mdb_env_close(env);

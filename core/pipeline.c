@@ -40,9 +40,9 @@ RN_API int rn_pipeline_open(const rn_open_opts *opts, rn_pipeline **out, char *e
     if (errbuf) snprintf(errbuf, errlen, "out of memory");
     return RN_ENOMEM;
   }
-  bool zones = msgpack_zone_init(&p->scratch, 256 * 1024); /* a fan-out fits in one chunk: no malloc per change */
-  zones = msgpack_zone_init(&p->group_zone, 65536) && zones;
-  zones = msgpack_zone_init(&p->carry_zone, 256 * 1024) && zones;
+  bool zones = rn_zone_init(&p->scratch, 256 * 1024); /* a fan-out fits in one chunk: no malloc per change */
+  zones = rn_zone_init(&p->group_zone, 65536) && zones;
+  zones = rn_zone_init(&p->carry_zone, 256 * 1024) && zones;
   msgpack_sbuffer_init(&p->keybuf);
   msgpack_sbuffer_init(&p->rowbuf);
   msgpack_sbuffer_init(&p->valbuf);
@@ -62,12 +62,6 @@ RN_API int rn_pipeline_open(const rn_open_opts *opts, rn_pipeline **out, char *e
   p->carry_seconds = opts && opts->carry_seconds > 0 ? opts->carry_seconds : RN_CARRY_SECONDS;
   *out = p;
   return 0;
-}
-
-/* A zone whose msgpack_zone_init failed has no chunk list to destroy. */
-static void destroy_zone(msgpack_zone *z)
-{
-  if (z->chunk_list.head) msgpack_zone_destroy(z);
 }
 
 RN_API int rn_pipeline_close(rn_pipeline *p)
@@ -92,9 +86,9 @@ RN_API int rn_pipeline_close(rn_pipeline *p)
   free(p->replay.items);
   rn_attach_orphan_all(p);
   if (p->store.env) rn_store_close(&p->store);
-  destroy_zone(&p->scratch);
-  destroy_zone(&p->group_zone);
-  destroy_zone(&p->carry_zone);
+  rn_zone_destroy(&p->scratch);
+  rn_zone_destroy(&p->group_zone);
+  rn_zone_destroy(&p->carry_zone);
   msgpack_sbuffer_destroy(&p->keybuf);
   msgpack_sbuffer_destroy(&p->rowbuf);
   msgpack_sbuffer_destroy(&p->valbuf);

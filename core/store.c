@@ -28,6 +28,11 @@ int rn_store_fail(rn_err *e, int rc, const char *what)
   return code;
 }
 
+int rn_store_read_code(int rc)
+{
+  return rc == ENOMEM ? RN_ENOMEM : RN_EIO;
+}
+
 int rn_store_write_code(int rc, uint64_t free_bytes)
 {
   if (rc == ENOSPC || rc == EDQUOT || rc == EFBIG) return RN_EFULL;

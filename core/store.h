@@ -60,6 +60,9 @@ int rn_store_fail(rn_err *e, int mdb_rc, const char *what);
 /* RN_EFULL or RN_EIO for a failed write of the state (errno or LMDB code
  * rc) given the free bytes left on its filesystem: LMDB reports a short write,
  * the usual sign of a full disk, as EIO. 0 when rc is no write failure. */
+/* The RN_E… code of an LMDB or errno failure while only reading (attach,
+ * inspect): RN_ENOMEM for ENOMEM, else RN_EIO. */
+int rn_store_read_code(int rc);
 int rn_store_write_code(int rc, uint64_t free_bytes);
 /* Sets e for a failed commit of the state: "disk full or I/O error writing
  * the state at <path> (what: reason)" with RN_EFULL or RN_EIO as above, any

@@ -269,7 +269,10 @@ int rn_attach(const char *path, const char *name, rn_pipeline *owner, rn_attache
   MDB_txn *txn = NULL;
   MDB_dbi meta;
   msgpack_zone z;
-  msgpack_zone_init(&z, 1024);
+  if (!rn_zone_init(&z, 1024)) {
+    rn_err_set(e, RN_ENOMEM, "out of memory");
+    goto fail;
+  }
   if (!rc) rc = rn_store_txn(a->shared, MDB_RDONLY, &txn);
   if (!rc) rc = mdb_dbi_open(txn, "meta", 0, &meta);
   if (rc == MDB_NOTFOUND) {
@@ -278,7 +281,7 @@ int rn_attach(const char *path, const char *name, rn_pipeline *owner, rn_attache
     goto fail;
   }
   if (rc) {
-    rn_err_set(e, RN_EIO, "attach %s: %s", path, mdb_strerror(rc));
+    rn_err_set(e, rn_store_read_code(rc), "attach %s: %s", path, mdb_strerror(rc));
     goto fail;
   }
   memcpy(key, "S:", 2);
@@ -300,22 +303,22 @@ int rn_attach(const char *path, const char *name, rn_pipeline *owner, rn_attache
   memcpy(key + 3, name, nlen + 1);
   rc = mdb_dbi_open(txn, key, 0, &a->dbi);
   if (rc) {
-    rn_err_set(e, RN_EIO, "attach %s: %s", path, mdb_strerror(rc));
+    rn_err_set(e, rn_store_read_code(rc), "attach %s: %s", path, mdb_strerror(rc));
     goto fail;
   }
   rc = mdb_txn_commit(txn); /* committing keeps the database handle (an abort would close it) */
   txn = NULL;
   if (rc) {
-    rn_err_set(e, RN_EIO, "attach %s: %s", path, mdb_strerror(rc));
+    rn_err_set(e, rn_store_read_code(rc), "attach %s: %s", path, mdb_strerror(rc));
     goto fail;
   }
-  msgpack_zone_destroy(&z);
+  rn_zone_destroy(&z);
   free(key);
   *out = a;
   return 0;
 fail:
   if (txn) mdb_txn_abort(txn);
-  msgpack_zone_destroy(&z);
+  rn_zone_destroy(&z);
   free(key);
   rn_attach_close(a);
   return e->code;
@@ -335,7 +338,7 @@ int rn_attach_get(rn_attached *a, const char *key, size_t klen, msgpack_sbuffer 
   *found = 0;
   if (!a->shared) return orphaned(a, e);
   int rc = mdb_txn_begin(a->shared, NULL, MDB_RDONLY, &txn);
-  if (rc) return rn_err_set(e, RN_EIO, "attach %s: %s", a->name, mdb_strerror(rc));
+  if (rc) return rn_err_set(e, rn_store_read_code(rc), "attach %s: %s", a->name, mdb_strerror(rc));
   MDB_val k = { klen, (void *)key }, v;
   rc = mdb_get(txn, a->dbi, &k, &v);
   if (rc == 0) {
@@ -343,7 +346,7 @@ int rn_attach_get(rn_attached *a, const char *key, size_t klen, msgpack_sbuffer 
     *found = 1;
   }
   mdb_txn_abort(txn);
-  return rc == 0 || rc == MDB_NOTFOUND ? 0 : rn_err_set(e, RN_EIO, "attach %s: %s", a->name, mdb_strerror(rc));
+  return rc == 0 || rc == MDB_NOTFOUND ? 0 : rn_err_set(e, rn_store_read_code(rc), "attach %s: %s", a->name, mdb_strerror(rc));
 }
 
 int rn_attach_rows(rn_attached *a, int (*fn)(void *ctx, const char *row, size_t len), void *ctx, rn_err *e)
@@ -352,7 +355,7 @@ int rn_attach_rows(rn_attached *a, int (*fn)(void *ctx, const char *row, size_t 
   MDB_cursor *cur;
   if (!a->shared) return orphaned(a, e);
   int rc = mdb_txn_begin(a->shared, NULL, MDB_RDONLY, &txn);
-  if (rc) return rn_err_set(e, RN_EIO, "attach %s: %s", a->name, mdb_strerror(rc));
+  if (rc) return rn_err_set(e, rn_store_read_code(rc), "attach %s: %s", a->name, mdb_strerror(rc));
   rc = mdb_cursor_open(txn, a->dbi, &cur);
   MDB_val k, v;
   int mrc = rc ? rc : mdb_cursor_get(cur, &k, &v, MDB_FIRST);
@@ -361,7 +364,7 @@ int rn_attach_rows(rn_attached *a, int (*fn)(void *ctx, const char *row, size_t 
   if (!rc) mdb_cursor_close(cur);
   mdb_txn_abort(txn);
   if (frc) return frc;
-  return mrc == MDB_NOTFOUND ? 0 : rn_err_set(e, RN_EIO, "attach %s: %s", a->name, mdb_strerror(mrc));
+  return mrc == MDB_NOTFOUND ? 0 : rn_err_set(e, rn_store_read_code(mrc), "attach %s: %s", a->name, mdb_strerror(mrc));
 }
 
 void rn_attach_orphan_all(rn_pipeline *owner)

@@ -347,7 +347,11 @@ static void check_catalogue(walk *w, int *relations)
     return;
   }
   msgpack_zone z;
-  msgpack_zone_init(&z, 4096);
+  if (!rn_zone_init(&z, 4096)) {
+    mdb_cursor_close(cur);
+    damaged(w, "%s: out of memory reading the catalogue%s", w->path, "");
+    return;
+  }
   k.mv_size = 2;
   k.mv_data = (void *)"r:";
   int mrc = mdb_cursor_get(cur, &k, &v, MDB_SET_RANGE);
@@ -360,7 +364,7 @@ static void check_catalogue(walk *w, int *relations)
     msgpack_zone_clear(&z);
     (*relations)++;
   }
-  msgpack_zone_destroy(&z);
+  rn_zone_destroy(&z);
   check_orphans(w, cur);
   mdb_cursor_close(cur);
 }

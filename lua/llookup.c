@@ -217,9 +217,9 @@ static int l_attach(lua_State *L)
   la->a = NULL;
   la->path = strdup(path);
   la->name = strdup(name);
-  msgpack_zone_init(&la->zone, 1024);
+  bool zone = rn_zone_init(&la->zone, 1024);
   luaL_setmetatable(L, RN_ATTACHED_MT);
-  if (!la->path || !la->name) return rn_lua_error(L, "out of memory");
+  if (!la->path || !la->name || !zone) return rn_lua_error(L, "out of memory");
   rn_err e = { .code = RN_OK };
   rn_pipeline *env = open_env(L, path);
   if (rn_attach(path, name, env, &la->a, &e)) return rn_lua_error(L, "%s", e.msg);
@@ -341,7 +341,7 @@ static int l_attached_close(lua_State *L)
   if (la->path) { /* not yet closed: path is set from the start */
     rn_attach_close(la->a);
     la->a = NULL;
-    msgpack_zone_destroy(&la->zone);
+    rn_zone_destroy(&la->zone);
     free(la->path);
     free(la->name);
     la->path = la->name = NULL;

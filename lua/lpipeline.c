@@ -472,7 +472,7 @@ static int l_json_decode(lua_State *L)
   size_t len;
   const char *text = luaL_checklstring(L, 1, &len);
   msgpack_zone z;
-  msgpack_zone_init(&z, 1024);
+  if (!rn_zone_init(&z, 1024)) return rn_lua_error(L, "json_decode: out of memory");
   msgpack_object v;
   rn_err e = { .code = RN_OK };
   if (rn_json_parse(text, len, &v, &z, &e)) {

@@ -318,6 +318,46 @@ static void test_every_allocation_of_an_open_fails_once(void) { open_sweep(false
 static void test_every_allocation_of_a_fresh_open_fails_once(void) { open_sweep(true, false); }
 static void test_every_runnel_allocation_of_a_fresh_open_fails_once(void) { open_sweep(true, true); }
 
+static int count_relations(void *ctx, const rn_inspect_relation *r)
+{
+  (void)r;
+  (*(int *)ctx)++;
+  return 0;
+}
+
+/* Readers and helpers outside groups: rn_inspect and runnel.json_decode
+ * (whose zones, when their init failed, were destroyed anyway). */
+static void test_every_allocation_of_a_reader_fails_once(void)
+{
+  char dir[] = "/dev/shm/rn_oom_read_XXXXXX";
+  CHECK(mkdtemp(dir) != NULL);
+  seed(dir);
+  rn_pipeline *p = NULL;
+  rn_open_opts o = { .path = NULL };
+  CHECK(rn_pipeline_open(&o, &p, NULL, 0) == 0);
+  CHECK(rn_run_lua_string(p, NULL, "runnel = require 'runnel'", "=json") == 0);
+  long n;
+  for (n = 1; n < 10000; n++) {
+    rn_inspect_state st;
+    char err[256] = "";
+    int seen = 0;
+    arm(n, 0);
+    int rc = rn_inspect(dir, count_relations, &seen, &st, err, sizeof err);
+    int rc2 = rn_run_lua_string(p, NULL, "local v = runnel.json_decode('{\"a\":[1,2,{\"b\":\"x\"}]}')", "=json");
+    int failed = alloc_failed;
+    disarm();
+    if (rc && rc != RN_ENOMEM) { fprintf(stderr, "N=%ld: inspect gave %d: %s\n", n, rc, err); CHECK(0); break; }
+    if (!rc && seen == 0) { fprintf(stderr, "N=%ld: inspect saw no relation\n", n); CHECK(0); break; }
+    if (rc2 && rc2 != RN_ENOMEM && rc2 != RN_ECALLBACK) { CHECK(0); break; }
+    if (!failed) break;
+  }
+  fprintf(stderr, "oom reader sweep: %ld points\n", n);
+  rn_pipeline_close(p);
+  char cmd[128];
+  snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+  CHECK(system(cmd) == 0);
+}
+
 static void test_every_allocation_of_a_group_fails_once(void) { sweep(0); }
 static void test_every_allocation_of_a_group_fails_for_good(void) { sweep(1); }
 
@@ -337,6 +377,7 @@ int main(void)
   RUN(test_every_runnel_allocation_of_a_fresh_open_fails_once);
   RUN(test_every_allocation_of_a_group_fails_for_good);
   RUN(test_every_allocation_of_a_group_with_lua_joins_fails_for_good);
+  RUN(test_every_allocation_of_a_reader_fails_once);
   free_all(group, 4);
   return CHECK_REPORT();
 }

@@ -254,12 +254,13 @@ static void test_malformed_store_description(void)
   CHECK(rn_attach(dir, "st", NULL, &a, &e) == 0);
   rn_attach_close(a);
   /* a key slot past the columns; a column of two fields; a key and no columns */
-  static const char *const bad[] = { "\x92\x91\x95\xa1k\xa3int\xc2\xc0\xc0\x91\x07",
-                                     "\x92\x91\x92\xa1k\xa3int\x90", "\x92\x90\x91\x00" };
-  static const size_t bad_len[] = { 16, 10, 4 };
+#define BAD(lit) { lit, sizeof lit - 1 }
+  static const struct { const char *bytes; size_t len; } bad[] = {
+    BAD("\x92\x91\x95\xa1k\xa3int\xc2\xc0\xc0\x91\x07"), BAD("\x92\x91\x92\xa1k\xa3int\x90"), BAD("\x92\x90\x91\x00") };
+#undef BAD
   snprintf(want, sizeof want, "state damaged: %s: store \"st\" has a description that cannot be read", dir);
   for (int i = 0; i < 3; i++) {
-    raw_put(dir, "meta", "S:st", bad[i], bad_len[i]);
+    raw_put(dir, "meta", "S:st", bad[i].bytes, bad[i].len);
     a = NULL;
     CHECK(rn_attach(dir, "st", NULL, &a, &e) == RN_ESCHEMA && a == NULL);
     CHECK(strcmp(e.msg, want) == 0);

@@ -188,17 +188,36 @@ static int sink_commit_cb(void *ctx, uint64_t seq, rn_err *e)
   return rn_lua_protect(cb->lp, cb->lp->L, sink_commit_body, &c, cb->name, "sink commit", e);
 }
 
+typedef struct after_call { lcb *cb; int ref; uint64_t seq; } after_call;
+
+static int after_body(lua_State *L, void *ud, rn_err *e)
+{
+  (void)e;
+  after_call *c = ud;
+  lua_rawgeti(L, LUA_REGISTRYINDEX, c->cb->refs[c->ref]);
+  lua_pushinteger(L, (lua_Integer)c->seq);
+  lua_call(L, 1, 0);
+  return 0;
+}
+
+/* fn(seq) once nothing can fail any more (a rollback notice, on_durable):
+ * the group has its outcome, so an error raised is written to stderr,
+ * naming the relation and the callback, and goes no further. */
+static void call_after(lcb *cb, int ref, uint64_t seq, const char *rel, const char *what)
+{
+  rn_err e = { .code = RN_OK };
+  after_call c = { cb, ref, seq };
+  if (rn_lua_protect(cb->lp, cb->lp->L, after_body, &c, rel, what, &e))
+    fprintf(stderr, "runnel: %s\n", e.msg);
+}
+
 /* The table form's rollback(seq): the group the sink got changes or a
  * commit of rolled back after all. Nothing can fail any more: the group
  * failed with its own error, which is kept; an error here is dropped. */
 static void sink_done_cb(void *ctx, uint64_t seq, bool committed)
 {
   lcb *cb = ctx;
-  lua_State *L = cb->lp->L;
-  if (committed || cb->refs[CB_ROLLBACK] == LUA_NOREF) return;
-  lua_rawgeti(L, LUA_REGISTRYINDEX, cb->refs[CB_ROLLBACK]);
-  lua_pushinteger(L, (lua_Integer)seq);
-  if (lua_pcall(L, 1, 0, 0) != LUA_OK) lua_pop(L, 1);
+  if (!committed && cb->refs[CB_ROLLBACK] != LUA_NOREF) call_after(cb, CB_ROLLBACK, seq, cb->name, "sink rollback");
 }
 
 /* A key as Lua sees it: a scalar for a one-column key, else a table by
@@ -458,15 +477,7 @@ int rn_lua_add_sink(lua_State *L)
  * is written to stderr. */
 static void durable_cb(void *ctx, uint64_t seq)
 {
-  lcb *cb = ctx;
-  lua_State *L = cb->lp->L;
-  lua_rawgeti(L, LUA_REGISTRYINDEX, cb->refs[CB_FN]);
-  lua_pushinteger(L, (lua_Integer)seq);
-  if (lua_pcall(L, 1, 0, 0) != LUA_OK) {
-    const char *msg = lua_tostring(L, -1);
-    fprintf(stderr, "runnel: on_durable: %s\n", msg ? msg : luaL_typename(L, -1));
-    lua_pop(L, 1);
-  }
+  call_after(ctx, CB_FN, seq, NULL, "on_durable");
 }
 
 int rn_lua_on_durable(lua_State *L)

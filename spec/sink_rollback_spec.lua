@@ -290,3 +290,28 @@ describe("a store sink filling LMDB's map with sync = false", function()
     assert.equal(600, #st:rows())
   end)
 end)
+
+describe("a rollback notice that raises", function()
+  after_each(H.cleanup)
+
+  it("is written to stderr naming the relation, and the group keeps its own error", function()
+    local script = [[
+      local runnel = require "runnel"
+      local p = runnel.open()
+      local t = p:table("t", { {"k","int"}, {"v","string"}, key = "k" })
+      t:sink{ insert = function() end, rollback = function(seq) error("cannot undo " .. seq) end }
+      t:sink(function() error("refused") end)
+      local ok, err = pcall(t.insert, t, { k = 1, v = "x" })
+      print(ok, err:match("refused") ~= nil, t:count())
+      p:close()
+    ]]
+    local dir = H.tmpdir()
+    local f = assert(io.open(dir .. "/notice.lua", "w"))
+    f:write(script)
+    f:close()
+    local out, err, code = H.sh(("%s run %s/notice.lua"):format(H.runnel_bin, dir))
+    assert.equal(0, code, err)
+    assert.equal("false\ttrue\t0\n", out)
+    assert.matches("runnel: t: sink rollback: .*cannot undo 1", err)
+  end)
+end)

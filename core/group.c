@@ -251,7 +251,10 @@ static bool carry_on(rn_pipeline *p)
 static void sinks_told_of_rollback(rn_pipeline *p, uint64_t seq)
 {
   rn_err keep = p->err;
+  rn_gstate state = p->state;
+  p->state = RN_COMMITTING; /* a notice may read, not change tables, begin, commit or close */
   rn_sinks_done(p, seq, false);
+  p->state = state;
   p->err = keep;
 }
 

@@ -315,3 +315,27 @@ describe("a rollback notice that raises", function()
     assert.matches("runnel: t: sink rollback: .*cannot undo 1", err)
   end)
 end)
+
+describe("a rollback notice calling into the pipeline", function()
+  it("is refused changes, begin, commit and close, and the pipeline stays whole", function()
+    local p = runnel.open()
+    local t = p:table("t", { {"k","int"}, {"v","string"}, key = "k" })
+    local u = p:table("u", { {"k","int"}, key = "k" })
+    local refused = {}
+    t:sink{ insert = function() end, rollback = function()
+      for _, call in ipairs{ function() p:close() end, function() p:begin() end, function() p:commit() end,
+                             function() u:insert{ k = 99 } end } do
+        local ok, err = pcall(call)
+        refused[#refused + 1] = not ok and tostring(err):match("inside a callback") ~= nil
+      end
+    end }
+    t:sink(function(_, row) if row.v == "bad" then error("no") end end)
+    assert.is_false(pcall(t.insert, t, { k = 1, v = "bad" }))
+    assert.same({ true, true, true, true }, refused)
+    assert.is_false(p:in_group())
+    t:insert{ k = 2, v = "good" }
+    assert.equal(1, p:seq())
+    assert.equal(0, u:count())
+    p:close()
+  end)
+end)

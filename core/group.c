@@ -320,7 +320,7 @@ RN_API int rn_flush(rn_pipeline *p)
     return rn_err_set(&p->err, RN_EMISUSE, "flush: not from inside a callback");
   rn_err_clear(&p->err);
   if (p->state == RN_OPEN) return 0;
-  if (!p->store.wtxn) return 0;
+  if (!p->store.wtxn) { rn_outbox_after_commit(p); return 0; } /* retries a failed delivery (OUTBOX-4) */
   int rc = commit_lmdb(p);
   if (!rc) rn_outbox_after_commit(p);
   if (rc) { /* the carried groups are lost, as in a crash: say so, with the cause */

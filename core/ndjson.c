@@ -44,7 +44,7 @@ static void json_str(msgpack_sbuffer *b, const char *s, size_t n)
   size_t len = j ? json_dumpb(j, NULL, 0, JSON_ENCODE_ANY) : 0;
   char *tmp = len ? malloc(len) : NULL;
   if (tmp && json_dumpb(j, tmp, len, JSON_ENCODE_ANY) == len) put(b, tmp, len);
-  else puts_(b, "null");
+  else { rn_oom_note(); puts_(b, "null"); } /* out of memory: whatever writes the line fails */
   free(tmp);
   json_decref(j);
 }

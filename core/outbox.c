@@ -325,9 +325,11 @@ static int deliver_entry(rn_outbox *ob, obsink *s, uint64_t seq, const char *dat
   msgpack_object o = { .type = MSGPACK_OBJECT_NIL };
   size_t off = 0;
   int rc = 0;
-  if (!msgpack_zone_init(&z, 4096)) rc = rn_err_set(&e, RN_ENOMEM, "out of memory");
+  rn_oom_clear(); /* what the sink writes (an NDJSON line) must not be cut short silently */
+  if (!rn_zone_init(&z, 4096)) rc = rn_err_set(&e, RN_ENOMEM, "out of memory");
   else if (rn_unpack(data, len, &off, &z, &o) != MSGPACK_UNPACK_SUCCESS || o.type != MSGPACK_OBJECT_ARRAY)
-    rc = rn_err_set(&e, RN_ESTORE, "%s: outbox: group %llu is damaged", s->rel->name, (unsigned long long)seq);
+    rc = rn_oom() ? rn_err_set(&e, RN_ENOMEM, "out of memory")
+                  : rn_err_set(&e, RN_ESTORE, "%s: outbox: group %llu is damaged", s->rel->name, (unsigned long long)seq);
   for (uint32_t i = 0; !rc && i < o.via.array.size; i++) {
     const msgpack_object *c = &o.via.array.ptr[i], *f = c->via.array.ptr;
     if (c->type != MSGPACK_OBJECT_ARRAY || c->via.array.size != 4 || f[0].type != MSGPACK_OBJECT_POSITIVE_INTEGER ||
@@ -342,7 +344,9 @@ static int deliver_entry(rn_outbox *ob, obsink *s, uint64_t seq, const char *dat
     rc = s->ops.change(s->ctx, s->rel, &ch, &info, &e);
   }
   if (!rc && s->ops.commit) rc = s->ops.commit(s->ctx, seq, &e);
-  msgpack_zone_destroy(&z);
+  if (!rc && rn_oom()) rc = rn_err_set(&e, RN_ENOMEM, "%s: out of memory delivering group %llu", s->rel->name,
+                                       (unsigned long long)seq);
+  rn_zone_destroy(&z);
   if (rc) {
     if (!e.code) rn_err_set(&e, rc, "%s: delivery of group %llu failed", s->rel->name, (unsigned long long)seq);
     delivery_failed(ob, &e);
@@ -361,8 +365,10 @@ static int deliver_entry(rn_outbox *ob, obsink *s, uint64_t seq, const char *dat
 static void end_runs(rn_outbox *ob, obsink **v, const uint64_t *before, int n, bool failed)
 {
   rn_err e = { .code = RN_OK };
+  rn_oom_clear();
   for (int i = 0; i < n && !failed; i++)
-    if (v[i]->delivered != before[i] && v[i]->ops.finish && v[i]->ops.finish(v[i]->ctx, &e)) {
+    if (v[i]->delivered != before[i] && v[i]->ops.finish &&
+        (v[i]->ops.finish(v[i]->ctx, &e) || (rn_oom() && rn_err_set(&e, RN_ENOMEM, "out of memory")))) {
       if (!e.code) rn_err_set(&e, RN_EIO, "%s: delivery failed", v[i]->rel->name);
       delivery_failed(ob, &e);
       failed = true;

@@ -317,7 +317,10 @@ static int run(ssink *s, sqlite3_stmt *st, const op *o, bool key_only, rn_err *e
   if (!key_only)
     for (int i = 0; i < sc->ncols && rc == SQLITE_OK; i++) rc = bind_value(s, st, at++, &v[i], &sc->cols[i]);
   if (rc == SQLITE_OK) rc = sqlite3_step(st);
-  return rc == SQLITE_DONE ? 0 : fail(e, s->db, s->rel->name, key_only ? "deleting" : "writing");
+  if (rc == SQLITE_DONE) return 0;
+  rc = fail(e, s->db, s->rel->name, key_only ? "deleting" : "writing");
+  sqlite3_reset(st); /* a failed step keeps the statement busy until reset */
+  return rc;
 }
 
 static void clear_group(ssink *s)
@@ -328,9 +331,12 @@ static void clear_group(ssink *s)
 
 /* ---- marks and rewrites (SINK-n) ---- */
 
+/* SQLite, not our flag, says whether a transaction is open: a ROLLBACK that
+ * itself failed (out of memory) leaves one open that BEGIN would trip on. */
 static int begin(ssink *s, rn_err *e)
 {
   if (s->conn->open_txn) return 0;
+  if (!sqlite3_get_autocommit(s->db)) sqlite3_exec(s->db, "ROLLBACK", NULL, NULL, NULL);
   if (sqlite3_exec(s->db, "BEGIN IMMEDIATE", NULL, NULL, NULL) != SQLITE_OK)
     return fail(e, s->db, s->rel->name, "BEGIN");
   s->conn->open_txn = true;
@@ -346,7 +352,7 @@ static int commit(ssink *s, rn_err *e)
 
 static void rollback(ssink *s)
 {
-  if (!s->conn->open_txn) return;
+  if (!s->conn->open_txn && sqlite3_get_autocommit(s->db)) return;
   sqlite3_exec(s->db, "ROLLBACK", NULL, NULL, NULL);
   s->conn->open_txn = false;
 }
@@ -356,7 +362,10 @@ static int mark_sqlite(ssink *s, uint64_t seq, rn_err *e)
   sqlite3_reset(s->mark);
   sqlite3_bind_text(s->mark, 1, s->table, -1, SQLITE_STATIC);
   sqlite3_bind_int64(s->mark, 2, (sqlite3_int64)seq);
-  return sqlite3_step(s->mark) == SQLITE_DONE ? 0 : fail(e, s->db, s->rel->name, "writing its mark");
+  if (sqlite3_step(s->mark) == SQLITE_DONE) return 0;
+  int rc = fail(e, s->db, s->rel->name, "writing its mark");
+  sqlite3_reset(s->mark);
+  return rc;
 }
 
 static int rewrite_row(void *ctx, uint64_t id, const char *row, size_t len)

@@ -160,6 +160,19 @@ describe("durable sinks", function()
     p:close()
   end)
 
+  it("retry a failed delivery at p:flush() with sync = true too", function()
+    local p = runnel.open{ path = dir .. "/st" }
+    local t = p:table("t", { {"k","int"}, key = "k" })
+    local refuse, got = true, 0
+    t:sink(function() if refuse then error("not now") end got = got + 1 end, { durable = true, name = "picky" })
+    t:insert{ k = 1 }
+    assert.equal(0, got)
+    refuse = false
+    p:flush()
+    assert.equal(1, got)
+    p:close()
+  end)
+
   it("refuse a durable Lua sink without a name or with a name already taken", function()
     local p = runnel.open()
     local t = p:table("t", { {"k","int"}, key = "k" })

@@ -11,6 +11,7 @@
 #include <lauxlib.h>
 #include <lualib.h>
 #include <msgpack.h>
+#include <sqlite3.h>
 #include <stdarg.h>
 #include <stdbool.h>
 #include <stdlib.h>
@@ -358,6 +359,71 @@ static void test_every_allocation_of_a_reader_fails_once(void)
   CHECK(system(cmd) == 0);
 }
 
+/* The row SQLite holds for key 7, or "" (sqlite3 itself is not armed). */
+static void sqlite_row(const char *path, char *out, size_t len)
+{
+  sqlite3 *db = NULL;
+  sqlite3_stmt *st = NULL;
+  out[0] = '\0';
+  if (sqlite3_open_v2(path, &db, SQLITE_OPEN_READONLY, NULL) == SQLITE_OK &&
+      sqlite3_prepare_v2(db, "SELECT k || '|' || v FROM t", -1, &st, NULL) == SQLITE_OK &&
+      sqlite3_step(st) == SQLITE_ROW)
+    snprintf(out, len, "%s", (const char *)sqlite3_column_text(st, 0));
+  sqlite3_finalize(st);
+  sqlite3_close(db);
+}
+
+/* Durable sinks (NDJSON, SQLite) under every failing allocation of a
+ * group and its delivery: a group that committed reaches both, whole and
+ * once, at the latest when rn_deliver retries; one that failed reaches
+ * neither; never a line cut short or written as null. */
+static void test_every_allocation_of_a_durable_delivery_fails_once(void)
+{
+  change insert;
+  pack(&insert, RN_OP_INSERT, "t", 2, "k", 'i', 7, "v", 's', "seven");
+  int bad = 0;
+  long n;
+  for (n = 1; n < 20000 && bad < 5; n++) {
+    char dir[] = "/dev/shm/rn_oom_durable_XXXXXX";
+    if (!mkdtemp(dir)) { CHECK(0); break; }
+    char state[128], log[128], db[128], chunk[512], cmd[160];
+    snprintf(state, sizeof state, "%s/st", dir);
+    snprintf(log, sizeof log, "%s/t.ndjson", dir);
+    snprintf(db, sizeof db, "%s/t.db", dir);
+    snprintf(chunk, sizeof chunk,
+             "local runnel = require 'runnel'\n"
+             "local t = p:table('t', { {'k','int'}, {'v','string'}, key = 'k' })\n"
+             "t:sink(runnel.ndjson('%s')); t:sink(runnel.sqlite('%s', 't'))\n", log, db);
+    rn_open_opts o = { .path = state };
+    rn_pipeline *p;
+    if (rn_pipeline_open(&o, &p, NULL, 0) || rn_run_lua_string(p, NULL, chunk, "=durable")) { CHECK(0); break; }
+    arm(n, 0);
+    int rc = push_all(p, &insert, 1);
+    int failed = alloc_failed;
+    disarm();
+    int drc = rn_deliver(p);
+    rn_pipeline_close(p);
+    char line[256] = "", row[64];
+    FILE *f = fopen(log, "r");
+    size_t len = f ? fread(line, 1, sizeof line - 1, f) : 0;
+    line[len] = '\0';
+    if (f) fclose(f);
+    sqlite_row(db, row, sizeof row);
+    const char *want_line = rc == 0 ? "{\"verb\":\"INSERT\",\"k\":7,\"v\":\"seven\"}\n" : "";
+    const char *want_row = rc == 0 ? "7|seven" : "";
+    if ((rc && rc != RN_ENOMEM) || drc || strcmp(line, want_line) || strcmp(row, want_row)) {
+      fprintf(stderr, "N=%ld: group %d, deliver %d: log [%s], table [%s]\n", n, rc, drc, line, row);
+      bad++;
+      CHECK(0);
+    }
+    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+    CHECK(system(cmd) == 0);
+    if (!failed) break;
+  }
+  fprintf(stderr, "oom durable sweep: %ld points\n", n);
+  free_all(&insert, 1);
+}
+
 static void test_every_allocation_of_a_group_fails_once(void) { sweep(0); }
 static void test_every_allocation_of_a_group_fails_for_good(void) { sweep(1); }
 
@@ -378,6 +444,7 @@ int main(void)
   RUN(test_every_allocation_of_a_group_fails_for_good);
   RUN(test_every_allocation_of_a_group_with_lua_joins_fails_for_good);
   RUN(test_every_allocation_of_a_reader_fails_once);
+  RUN(test_every_allocation_of_a_durable_delivery_fails_once);
   free_all(group, 4);
   return CHECK_REPORT();
 }

@@ -145,19 +145,27 @@ int rn_outbox_mark_read(rn_pipeline *p, const char *name, rn_outbox_mark *m)
   char *key = mark_key(name, &klen);
   if (!key) return rn_err_set(&p->err, RN_ENOMEM, "out of memory");
   MDB_txn *txn;
-  if ((rc = mdb_txn_begin(p->store.env, NULL, MDB_RDONLY, &txn))) {
+  if ((rc = rn_store_txn(p->store.env, MDB_RDONLY, &txn))) {
     free(key);
     return rn_store_fail(&p->err, rc, name);
   }
   MDB_val k = { klen, key }, v;
-  if (mdb_get(txn, p->store.meta, &k, &v) == 0 && v.mv_size == 24) {
+  rc = mdb_get(txn, p->store.meta, &k, &v);
+  if (rc == 0 && v.mv_size == 24) {
     uint64_t r[3];
     memcpy(r, v.mv_data, sizeof r);
     *m = (rn_outbox_mark){ true, r[0], r[1], r[2] };
   }
+  if (rc == 0 && v.mv_size != 24) /* read as absent, its waiting groups would vanish */
+    rc = rn_err_set(&p->err, RN_ESTORE, "state damaged: %s: the mark of durable sink %s is %zu bytes, not 24",
+                    p->store.path, name, v.mv_size);
+  else if (rc && rc != MDB_NOTFOUND)
+    rc = rn_store_fail(&p->err, rc, name);
+  else
+    rc = 0;
   mdb_txn_abort(txn);
   free(key);
-  return 0;
+  return rc;
 }
 
 /* Writes s's record (seen, its delivered mark) in txn and deletes the

@@ -268,6 +268,35 @@ static void test_malformed_store_description(void)
   remove_state(dir);
 }
 
+static int refuse_event(void *ctx, const rn_event *ev)
+{
+  (void)ctx; (void)ev;
+  return 1;
+}
+
+/* A durable sink's mark of the wrong size is damage, said so: read as
+ * absent, the groups waiting for the sink would vanish. */
+static void test_malformed_outbox_mark(void)
+{
+  char dir[] = "/tmp/runnel-ctest-XXXXXX", want[400];
+  CHECK(mkdtemp(dir) != NULL);
+  rn_open_opts opts = { .path = dir };
+  rn_pipeline *p;
+  CHECK(rn_pipeline_open(&opts, &p, NULL, 0) == 0);
+  rn_rel *docs = declare_docs(p);
+  CHECK(rn_subscribe_durable(p, docs, "refuser", refuse_event, NULL) == 0);
+  CHECK(put_doc(docs, 1) == 0);
+  rn_pipeline_close(p);
+  raw_put(dir, "meta", "od:sink:refuser", "\1\0\0\0\0\0\0\0", 8);
+  CHECK(rn_pipeline_open(&opts, &p, NULL, 0) == 0);
+  docs = declare_docs(p);
+  CHECK(rn_subscribe_durable(p, docs, "refuser", refuse_event, NULL) == RN_ESTORE);
+  snprintf(want, sizeof want, "state damaged: %s: the mark of durable sink sink:refuser is 8 bytes, not 24", dir);
+  CHECK(strcmp(rn_errmsg(p), want) == 0);
+  rn_pipeline_close(p);
+  remove_state(dir);
+}
+
 /* Another program's LMDB environment is refused, not written into. */
 static void test_foreign_environment(void)
 {
@@ -378,6 +407,7 @@ int main(void)
   RUN(test_tiny_map_size);
   RUN(test_malformed_catalogue);
   RUN(test_malformed_store_description);
+  RUN(test_malformed_outbox_mark);
   RUN(test_foreign_environment);
   RUN(test_empty_environment);
   RUN(test_verify_finds_damage);

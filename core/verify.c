@@ -9,6 +9,7 @@
 
 #include "row.h"
 #include "runnel.h"
+#include "key.h"
 #include "store.h"
 
 typedef struct walk {
@@ -335,6 +336,66 @@ static void check_orphans(walk *w, MDB_cursor *cur)
   }
 }
 
+/* A durable sink's record as the outbox writes it: meta "od:" name or
+ * "od#" hash, |u64 seen|u64 delivered|u64 position| (outbox.c). */
+typedef struct outbox_mark { uint64_t tag, delivered; } outbox_mark;
+
+static uint64_t be64(const unsigned char *at)
+{
+  uint64_t v = 0;
+  for (int i = 0; i < 8; i++) v = v << 8 | at[i];
+  return v;
+}
+
+/* The durable sinks' marks (OUTBOX-3); damage when one is malformed. */
+static size_t outbox_marks(walk *w, MDB_cursor *cur, outbox_mark *out, size_t cap)
+{
+  size_t n = 0;
+  MDB_val k = { 2, (void *)"od" }, v;
+  for (int mrc = mdb_cursor_get(cur, &k, &v, MDB_SET_RANGE);
+       mrc == 0 && k.mv_size >= 3 && memcmp(k.mv_data, "od", 2) == 0; mrc = mdb_cursor_get(cur, &k, &v, MDB_NEXT)) {
+    const char *key = k.mv_data;
+    if (key[2] != ':' && key[2] != '#') continue;
+    char name[600];
+    snprintf(name, sizeof name, "%.*s", (int)(k.mv_size < 500 ? k.mv_size : 500), key);
+    uint64_t r[3];
+    if (v.mv_size != sizeof r) { damaged(w, "the mark of durable sink %s is not 24 bytes%s", name, ""); continue; }
+    memcpy(r, v.mv_data, sizeof r);
+    if (r[1] > r[0] || r[0] > w->seq) damaged(w, "the mark of durable sink %s is past the last group%s", name, "");
+    uint64_t tag = key[2] == ':' ? rn_hash64(key + 3, k.mv_size - 3) : strtoull(name + 3, NULL, 16);
+    if (n < cap) out[n++] = (outbox_mark){ tag, r[1] };
+  }
+  return n;
+}
+
+/* Every outbox entry belongs to a durable sink, waits (its seq is past the
+ * sink's mark, not past the last group) and holds a list of changes. */
+static void check_outbox(walk *w, MDB_cursor *meta_cur)
+{
+  outbox_mark marks[256];
+  size_t n = outbox_marks(w, meta_cur, marks, 256);
+  MDB_dbi dbi;
+  if (mdb_dbi_open(w->txn, "outbox", 0, &dbi) != 0) return; /* no durable sink ever */
+  MDB_cursor *cur;
+  if (mdb_cursor_open(w->txn, dbi, &cur)) { damaged(w, "%s: the outbox cannot be read%s", w->path, ""); return; }
+  MDB_val k, v;
+  for (int mrc = mdb_cursor_get(cur, &k, &v, MDB_FIRST); mrc == 0; mrc = mdb_cursor_get(cur, &k, &v, MDB_NEXT)) {
+    char at[64] = "";
+    if (k.mv_size != 16) { damaged(w, "an outbox key is not 16 bytes%s%s", "", ""); continue; }
+    uint64_t tag = be64(k.mv_data), seq = be64((const unsigned char *)k.mv_data + 8);
+    snprintf(at, sizeof at, "%llu", (unsigned long long)seq);
+    const outbox_mark *m = NULL;
+    for (size_t i = 0; i < n && !m; i++) if (marks[i].tag == tag) m = &marks[i];
+    const unsigned char *b = v.mv_data;
+    if (!m && n < 256) damaged(w, "the outbox entry of group %s belongs to no durable sink%s", at, "");
+    else if (m && (seq <= m->delivered || seq > w->seq))
+      damaged(w, "the outbox entry of group %s is outside what its sink waits for%s", at, "");
+    else if (v.mv_size == 0 || !((b[0] & 0xf0) == 0x90 || b[0] == 0xdc || b[0] == 0xdd))
+      damaged(w, "the outbox entry of group %s is not a list of changes%s", at, "");
+  }
+  mdb_cursor_close(cur);
+}
+
 static void check_catalogue(walk *w, int *relations)
 {
   MDB_val k = { 3, (void *)"seq" }, v;
@@ -366,6 +427,7 @@ static void check_catalogue(walk *w, int *relations)
   }
   rn_zone_destroy(&z);
   check_orphans(w, cur);
+  check_outbox(w, cur);
   mdb_cursor_close(cur);
 }
 

@@ -11,6 +11,7 @@
 
 #include "check.h"
 #include "join.h"
+#include "key.h"
 #include "pipeline.h"
 #include "row.h"
 #include "store_sink.h"
@@ -158,7 +159,14 @@ static void test_tiny_map_size(void)
 
 /* Writes key = val into database db ("meta", or NULL: the main one) of
  * dir's environment with LMDB alone, as damage or another program would. */
+static void raw_put_key(const char *dir, const char *db, const void *key, size_t klen, const void *val, size_t len);
+
 static void raw_put(const char *dir, const char *db, const char *key, const void *val, size_t len)
+{
+  raw_put_key(dir, db, key, strlen(key), val, len);
+}
+
+static void raw_put_key(const char *dir, const char *db, const void *key, size_t klen, const void *val, size_t len)
 {
   MDB_env *env;
   MDB_txn *txn;
@@ -168,7 +176,7 @@ static void raw_put(const char *dir, const char *db, const char *key, const void
   CHECK(mdb_env_open(env, dir, 0, 0644) == 0);
   CHECK(mdb_txn_begin(env, NULL, 0, &txn) == 0);
   CHECK(mdb_dbi_open(txn, db, 0, &dbi) == 0);
-  MDB_val k = { strlen(key), (void *)key }, v = { len, (void *)val };
+  MDB_val k = { klen, (void *)key }, v = { len, (void *)val };
   CHECK(mdb_put(txn, dbi, &k, &v, 0) == 0);
   CHECK(mdb_txn_commit(txn) == 0);
   mdb_env_close(env);
@@ -338,6 +346,41 @@ static int verify_text(const char *dir, char *text, size_t len)
 
 /* runnel verify's walk: a whole state is whole; counters that disagree
  * with the rows, and counters of no relation, are damage. */
+static void put_be64_at(char *at, uint64_t v)
+{
+  for (int i = 7; i >= 0; i--, v >>= 8) at[i] = (char)(v & 0xff);
+}
+
+/* The outbox: entries of a sink with no mark, entries its mark already
+ * covers or past the last group, and marks of the wrong size are damage. */
+static void test_verify_checks_the_outbox(void)
+{
+  char dir[] = "/tmp/runnel-ctest-XXXXXX", text[4096];
+  CHECK(mkdtemp(dir) != NULL);
+  rn_open_opts opts = { .path = dir };
+  rn_pipeline *p;
+  CHECK(rn_pipeline_open(&opts, &p, NULL, 0) == 0);
+  rn_rel *docs = declare_docs(p);
+  CHECK(rn_subscribe_durable(p, docs, "refuser", refuse_event, NULL) == 0);
+  for (int i = 1; i <= 3; i++) CHECK(put_doc(docs, i) == 0);
+  rn_pipeline_close(p);
+  CHECK(verify_text(dir, text, sizeof text) == 0); /* three groups waiting: whole */
+  char key[16];
+  put_be64_at(key, rn_hash64("sink:refuser", 12));
+  put_be64_at(key + 8, 9);
+  raw_put_key(dir, "outbox", key, 16, "\x90", 1);
+  put_be64_at(key, 12345);
+  put_be64_at(key + 8, 2);
+  raw_put_key(dir, "outbox", key, 16, "\x90", 1);
+  CHECK(verify_text(dir, text, sizeof text) == 2);
+  CHECK(strstr(text, "damaged: the outbox entry of group 9 is outside what its sink waits for\n") != NULL);
+  CHECK(strstr(text, "damaged: the outbox entry of group 2 belongs to no durable sink\n") != NULL);
+  raw_put(dir, "meta", "od:sink:refuser", "\1\0\0\0\0\0\0\0", 8);
+  CHECK(verify_text(dir, text, sizeof text) >= 1);
+  CHECK(strstr(text, "damaged: the mark of durable sink od:sink:refuser is not 24 bytes\n") != NULL);
+  remove_state(dir);
+}
+
 static void test_verify_finds_damage(void)
 {
   char dir[] = "/tmp/runnel-ctest-XXXXXX", text[4096], want[400];
@@ -411,6 +454,7 @@ int main(void)
   RUN(test_foreign_environment);
   RUN(test_empty_environment);
   RUN(test_verify_finds_damage);
+  RUN(test_verify_checks_the_outbox);
   RUN(test_verify_checks_join_ids);
   return CHECK_REPORT();
 }

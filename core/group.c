@@ -176,7 +176,6 @@ static void rollback_group(rn_pipeline *p)
         p->rels[i]->saved_count = p->rels[i]->lmdb_count;
       }
       p->seq -= p->carried; /* LMDB's last group, as a reopen would find it */
-      p->carried_lost++;    /* sinks outside LMDB hold groups it lost (sqlite.c) */
       forget_carried(p);
     }
     p->err = keep;
@@ -334,7 +333,6 @@ RN_API int rn_flush(rn_pipeline *p)
       r->count = r->saved_count = r->lmdb_count;
     }
     p->seq -= p->carried; /* LMDB's last group, as a reopen would find it */
-    p->carried_lost++;    /* sinks outside LMDB hold groups it lost (sqlite.c) */
     forget_carried(p);
   } else {
     rn_durable_reached(p, p->seq);

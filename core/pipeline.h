@@ -179,7 +179,6 @@ struct rn_pipeline {
   size_t carry_changes;
   double carry_seconds;
   uint32_t carried;       /* groups committed but still in the open LMDB transaction */
-  uint64_t carried_lost;  /* times carried groups were lost (a replay failed) */
   double carried_since;   /* monotonic time of the first of them */
   bool replaying;         /* re-applying carried groups: sinks and cdc saw them already */
   bool tolerate_bad_input;/* p:run's skip mode: a change refused before it wrote

@@ -92,27 +92,53 @@ static int push_wrapper(rn_pipeline *p, lua_State *L, bool owned)
   return 0;
 }
 
+typedef struct prepare_call {
+  rn_pipeline *p;
+  bool owned;             /* L is runnel's */
+  bool fresh;             /* … and new: its libraries are not open yet */
+  int rc;                 /* push_wrapper's */
+} prepare_call;
+
+/* Opens a new state's libraries, preloads the embedded modules and pushes
+ * the pipeline's wrapper, also as the global p. Under lua_pcall: each step
+ * allocates, and an allocation failing outside it would abort the host. */
+static int prepare_body(lua_State *L)
+{
+  prepare_call *c = lua_touserdata(L, 1);
+  lua_pop(L, 1);
+  if (c->fresh) luaL_openlibs(L);
+  rn_lua_preload(L);
+  if ((c->rc = push_wrapper(c->p, L, c->owned))) return 0;
+  lua_pushvalue(L, -1);
+  lua_setglobal(L, "p");
+  return 1;
+}
+
 static int run(rn_pipeline *p, lua_State *L, const char *path, const char *chunk, const char *name)
 {
   rn_err_clear(&p->err);
   if (p->state != RN_IDLE) return rn_err_set(&p->err, RN_EMISUSE, "rn_run_lua: not inside a group");
-  bool owned = !L;
+  bool owned = !L, fresh = false;
   if (owned) {
     lpipe *lp = p->binding;
     if (lp && lp->host && lp->host->owned) L = lp->host->owned; /* a second script: the same state */
     else if (!(L = luaL_newstate())) return rn_err_set(&p->err, RN_ENOMEM, "out of memory");
-    else luaL_openlibs(L);
+    else fresh = true;
   }
-  rn_lua_preload(L);
   int top = lua_gettop(L);
-  int rc = push_wrapper(p, L, owned);
+  prepare_call c = { p, owned, fresh, 0 };
+  lua_pushcfunction(L, prepare_body);
+  lua_pushlightuserdata(L, &c);
+  int st = lua_pcall(L, 1, 1, 0);
+  int rc = st == LUA_OK ? c.rc
+         : rn_err_set(&p->err, st == LUA_ERRMEM ? RN_ENOMEM : RN_ECALLBACK, "rn_run_lua: %s",
+                      lua_tostring(L, -1) ? lua_tostring(L, -1) : "error");
   if (rc) {
+    lua_settop(L, top);
     if (owned && !(p->binding && ((lpipe *)p->binding)->host)) lua_close(L);
     return rc;
   }
-  lua_pushvalue(L, -1);
-  lua_setglobal(L, "p");
-  int st = path ? luaL_loadfile(L, path) : luaL_loadbuffer(L, chunk, strlen(chunk), name);
+  st = path ? luaL_loadfile(L, path) : luaL_loadbuffer(L, chunk, strlen(chunk), name);
   if (st != LUA_OK) {
     rc = rn_err_set(&p->err, st == LUA_ERRFILE ? RN_EIO : st == LUA_ERRMEM ? RN_ENOMEM : RN_ECALLBACK, "%s",
                     lua_tostring(L, -1));

@@ -315,6 +315,38 @@ static void open_sweep(bool fresh, bool ours)
   CHECK(system(cmd) == 0);
 }
 
+/* From the Nth allocation on every one fails while a state is opened and
+ * its Lua declared: Lua's own setup included, an error, never an abort. */
+static void test_every_allocation_of_an_open_fails_for_good(void)
+{
+  char dir[] = "/dev/shm/rn_oom_open_XXXXXX";
+  CHECK(mkdtemp(dir) != NULL);
+  seed(dir);
+  long n;
+  for (n = 1; n < 100000; n += n < 400 ? 1 : 13) {
+    rn_pipeline *p = NULL;
+    rn_open_opts o = { .path = dir };
+    char err[256];
+    arm(n, 1);
+    int rc = rn_pipeline_open(&o, &p, err, sizeof err);
+    if (!rc) rc = rn_run_lua_string(p, NULL, script, "=oom");
+    int failed = alloc_failed;
+    disarm();
+    if (rc && rc != RN_ENOMEM && rc != RN_ECALLBACK) {
+      fprintf(stderr, "N=%ld (persistent): open gave %d: %s\n", n, rc, p ? rn_errmsg(p) : err);
+      CHECK(0);
+      rn_pipeline_close(p);
+      break;
+    }
+    rn_pipeline_close(p);
+    if (!failed) break;
+  }
+  fprintf(stderr, "oom open sweep (persistent): up to %ld\n", n);
+  char cmd[128];
+  snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+  CHECK(system(cmd) == 0);
+}
+
 static void test_every_allocation_of_an_open_fails_once(void) { open_sweep(false, false); }
 static void test_every_allocation_of_a_fresh_open_fails_once(void) { open_sweep(true, false); }
 static void test_every_runnel_allocation_of_a_fresh_open_fails_once(void) { open_sweep(true, true); }
@@ -439,6 +471,7 @@ int main(void)
   pack_group();
   RUN(test_every_allocation_of_a_group_fails_once);
   RUN(test_every_allocation_of_an_open_fails_once);
+  RUN(test_every_allocation_of_an_open_fails_for_good);
   RUN(test_every_allocation_of_a_fresh_open_fails_once);
   RUN(test_every_runnel_allocation_of_a_fresh_open_fails_once);
   RUN(test_every_allocation_of_a_group_fails_for_good);

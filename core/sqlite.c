@@ -272,7 +272,7 @@ static int push_op(ssink *s, op **arr, size_t *n, size_t *cap, uint64_t id, cons
     if (v) rn_key_encode(s->rel->schema, v, &kb);
   }
   o->klen = kb.size;
-  o->key = rn_zone_malloc_no_align(&s->zone, kb.size ? kb.size : 1);
+  o->key = kb.size ? rn_zone_malloc_no_align(&s->zone, kb.size) : NULL; /* empty: the key was not made */
   if (o->key) memcpy(o->key, kb.data, kb.size);
   msgpack_sbuffer_destroy(&kb);
   return o->key ? 0 : rn_err_set(e, RN_ENOMEM, "out of memory");

@@ -104,24 +104,37 @@ static int lock_writer(rn_store *s, rn_err *e)
 /* LMDB's meta pages (lmdb.h's MDB_meta behind a 16-byte page header), as far
  * as the size check needs them, on 64-bit hosts:
  *     |u32 magic|u32 version|u64 address|u64 mapsize|MDB_db free (48)|MDB_db main (48)|u64 last_pgno|u64 txnid|
- * the free database's first u32 holds the page size. Page 0 and page 1 are
- * metas; LMDB uses the one with the larger txnid. */
+ *     MDB_db: |u32 pad (free: the page size)|u16 flags|u16 depth|u64 branch|u64 leaf|u64 overflow|u64 entries|u64 root|
+ * Page 0 and page 1 are metas; LMDB uses the one with the larger txnid. */
 #define META_AT 16
 #define META_MAGIC 0xBEEFC0DEu
 #define META_LEN 136
+#define META_FREE_ROOT 64
+#define META_MAIN_ROOT 112
 
-static bool read_meta(int fd, off_t at, uint32_t *psize, uint64_t *last_pgno, uint64_t *txnid)
+/* The page a meta's trees start from that lies furthest into the file
+ * (their roots: every other page of them hangs below one). */
+static bool read_meta(int fd, off_t at, uint32_t *psize, uint64_t *top_root, uint64_t *txnid)
 {
   unsigned char m[META_LEN];
   uint32_t magic;
+  uint64_t free_root, main_root;
   if (pread(fd, m, sizeof m, at + META_AT) != (ssize_t)sizeof m) return false;
   memcpy(&magic, m, 4);
   memcpy(psize, m + 24, 4);
-  memcpy(last_pgno, m + 120, 8);
+  memcpy(&free_root, m + META_FREE_ROOT, 8);
+  memcpy(&main_root, m + META_MAIN_ROOT, 8);
   memcpy(txnid, m + 128, 8);
+  if (free_root == ~(uint64_t)0) free_root = 0; /* P_INVALID: an empty tree */
+  if (main_root == ~(uint64_t)0) main_root = 0;
+  *top_root = free_root > main_root ? free_root : main_root;
   return magic == META_MAGIC && *psize >= 512 && *psize <= 65536 && (*psize & (*psize - 1)) == 0;
 }
 
+/* A data.mdb shorter than its last transaction's root pages is truncated:
+ * mapping it would die of SIGBUS at the first read. (Not last_pgno: pages
+ * a transaction allocated and freed again are never written, so a whole
+ * file may legitimately end before it — the crash test found such states.) */
 int rn_store_check_file(const char *dir, rn_err *e)
 {
   if (sizeof(void *) != 8) return 0; /* the layout above is the 64-bit one */
@@ -131,12 +144,12 @@ int rn_store_check_file(const char *dir, rn_err *e)
   if (fd < 0) return 0; /* absent: LMDB makes it, or says why not */
   struct stat st;
   uint32_t psize, psize1;
-  uint64_t last = 0, last1, txnid = 0, txnid1;
-  bool ok = fstat(fd, &st) == 0 && read_meta(fd, 0, &psize, &last, &txnid);
-  if (ok && read_meta(fd, (off_t)psize, &psize1, &last1, &txnid1) && txnid1 > txnid) last = last1;
+  uint64_t top = 0, top1, txnid = 0, txnid1;
+  bool ok = fstat(fd, &st) == 0 && read_meta(fd, 0, &psize, &top, &txnid);
+  if (ok && read_meta(fd, (off_t)psize, &psize1, &top1, &txnid1) && txnid1 > txnid) top = top1;
   close(fd);
-  if (!ok || last >= (UINT64_MAX >> 17)) return 0; /* not LMDB's: mdb_env_open says so */
-  uint64_t need = (last + 1) * psize;
+  if (!ok || top >= (UINT64_MAX >> 17)) return 0; /* not LMDB's: mdb_env_open says so */
+  uint64_t need = (top + 1) * psize;
   if ((uint64_t)st.st_size >= need) return 0;
   return rn_err_set(e, RN_ESTORE, "state damaged: %s is truncated (%llu bytes; its last transaction "
                     "needs %llu)", data, (unsigned long long)st.st_size, (unsigned long long)need);

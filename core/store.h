@@ -70,7 +70,7 @@ int rn_store_write_code(int rc, uint64_t free_bytes);
 int rn_store_write_fail(rn_store *s, rn_err *e, int rc, const char *what);
 
 /* Refuses (RN_ESTORE, "state damaged: …") a data.mdb in dir shorter than the
- * last page its newest meta page records: mapping it would die of SIGBUS.
+ * root pages its newest meta page records: mapping it would die of SIGBUS.
  * 0 when it is whole, absent, or not LMDB's (mdb_env_open says so then). */
 int rn_store_check_file(const char *dir, rn_err *e);
 

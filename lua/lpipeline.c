@@ -189,14 +189,12 @@ static int l_tostring(lua_State *L)
   return 1;
 }
 
-int rn_lua_relinfo(lua_State *L, rn_rel *rel)
+/* Fills ri (index 1) for the relation at index 2: its names by slot and
+ * slots by name, anchored in the registry. Every step may raise. */
+static int relinfo_body(lua_State *L)
 {
-  if (rel->udata) return 0;
-  const rn_schema *s = rel->schema;
-  lrelinfo *ri = malloc(sizeof *ri + sizeof *ri->names * (size_t)s->ncols);
-  if (!ri) return rn_lua_error(L, "out of memory");
-  ri->lp = rel->p->binding;
-  ri->ncols = s->ncols;
+  lrelinfo *ri = lua_touserdata(L, 1);
+  const rn_schema *s = ((rn_rel *)lua_touserdata(L, 2))->schema;
   lua_createtable(L, s->ncols, 0);
   lua_createtable(L, 0, s->ncols);
   for (int i = 0; i < s->ncols; i++) {
@@ -208,6 +206,25 @@ int rn_lua_relinfo(lua_State *L, rn_rel *rel)
   }
   ri->slots_ref = luaL_ref(L, LUA_REGISTRYINDEX);
   ri->names_ref = luaL_ref(L, LUA_REGISTRYINDEX);
+  return 0;
+}
+
+int rn_lua_relinfo(lua_State *L, rn_rel *rel)
+{
+  if (rel->udata) return 0;
+  lrelinfo *ri = malloc(sizeof *ri + sizeof *ri->names * (size_t)rel->schema->ncols);
+  if (!ri) return rn_lua_error(L, "out of memory");
+  ri->lp = rel->p->binding;
+  ri->ncols = rel->schema->ncols;
+  ri->slots_ref = ri->names_ref = LUA_NOREF;
+  lua_pushcfunction(L, relinfo_body);
+  lua_pushlightuserdata(L, ri);
+  lua_pushlightuserdata(L, rel);
+  if (lua_pcall(L, 2, 0, 0) != LUA_OK) { /* out of memory: ri would leak if it raised in place */
+    luaL_unref(L, LUA_REGISTRYINDEX, ri->slots_ref);
+    free(ri);
+    return lua_error(L);
+  }
   rel->udata = ri;
   rel->udata_free = free_relinfo;
   return 0;

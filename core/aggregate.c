@@ -1055,9 +1055,9 @@ static int setup_state(void *ctx, bool created, bool rebuild_it)
 {
   rn_aggregate *a = ctx;
   rn_pipeline *p = a->out->p;
-  int rc = rn_state_dbi(p, p->store.wtxn, "ag:", a->out->name, 0, &a->groups_dbi);
-  if (!rc) rc = rn_state_dbi(p, p->store.wtxn, "am:", a->out->name, 0, &a->values_dbi);
-  if (!rc && a->w.has_grace) rc = rn_state_dbi(p, p->store.wtxn, "aw:", a->out->name, 0, &a->windows_dbi);
+  int rc = rn_state_dbi(p, p->store.wtxn, RN_DB_AGG_GROUPS, a->out->name, 0, &a->groups_dbi);
+  if (!rc) rc = rn_state_dbi(p, p->store.wtxn, RN_DB_AGG_VALUES, a->out->name, 0, &a->values_dbi);
+  if (!rc && a->w.has_grace) rc = rn_state_dbi(p, p->store.wtxn, RN_DB_AGG_WINDOWS, a->out->name, 0, &a->windows_dbi);
   if (!rc) rc = check_format(a, &rebuild_it);
   if (!rc && rebuild_it) rc = rebuild(a, created);
   return rc;

@@ -8,6 +8,7 @@
 
 #define LOG_META_COLS 4 /* cdc$seq, cdc$batch_seq_no, cdc$operation, cdc$id */
 
+/* cdc$operation values: part of the images' format (stores keep them). */
 enum { OP_PRE = 0, OP_UPDATE = 1, OP_INSERT = 2, OP_DELETE = 3, OP_POST = 9 };
 
 static int add(rn_schema *s, const char *name, rn_type t, bool nullable, rn_schema *fields, rn_err *e)

@@ -895,9 +895,9 @@ static int setup_state(void *ctx, bool created, bool rebuild_it)
   rn_pipeline *p = j->out->p;
   const char *name = j->out->name;
   int rc = 0;
-  if (!j->stream) rc = rn_state_dbi(p, p->store.wtxn, "ji:", name, 0, &j->index_dbi);
-  if (!rc && !j->stream) rc = rn_state_dbi(p, p->store.wtxn, "jr:", name, 0, &j->result_dbi);
-  if (!rc && !j->right_native && !j->lookup) rc = rn_state_dbi(p, p->store.wtxn, "jc:", name, 0, &j->right_dbi);
+  if (!j->stream) rc = rn_state_dbi(p, p->store.wtxn, RN_DB_JOIN_INDEX, name, 0, &j->index_dbi);
+  if (!rc && !j->stream) rc = rn_state_dbi(p, p->store.wtxn, RN_DB_JOIN_RESULTS, name, 0, &j->result_dbi);
+  if (!rc && !j->right_native && !j->lookup) rc = rn_state_dbi(p, p->store.wtxn, RN_DB_JOIN_RIGHT, name, 0, &j->right_dbi);
   (void)created; /* a new join is built like a stale one: from its inputs */
   if (!rc && rebuild_it && j->out->stateful) rc = rebuild(j);
   return rc;

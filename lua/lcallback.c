@@ -413,7 +413,7 @@ static int add_durable_sink(lpipe *lp, rn_rel *rel, const char *name, bool conso
   static const rn_outbox_ops ops = { sink_cb, sink_commit_cb, NULL, NULL, NULL, NULL, NULL };
   char *key = malloc(strlen(name) + 6);
   if (!key) { free_cb(cb); return rn_err_set(&lp->p->err, RN_ENOMEM, "out of memory"); }
-  sprintf(key, "sink:%s", name);
+  sprintf(key, RN_SINK_NAMED "%s", name);
   rn_outbox_mark m;
   int rc = rn_outbox_mark_read(lp->p, key, &m);
   if (rc) free_cb(cb);

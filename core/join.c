@@ -8,6 +8,7 @@
 #include "lookup.h"
 #include "row.h"
 #include "scan.h"
+#include "snapshot.h"
 
 typedef struct rn_join {
   rn_rel *out, *left, *right;
@@ -1036,30 +1037,29 @@ static int scan_lone_right_rows(rn_join *j, MDB_txn *txn, bool own_scratch, rn_s
   return rc;
 }
 
-/* A scan inside a group reads the group's transaction; outside one, a read
- * transaction of its own, through which every helper here then reads. The
- * cursors are closed on every path (LMDB frees a read transaction's only
- * when asked). The mappers and joiners it runs are callbacks: they may read,
- * but not change tables nor end the group whose transaction it reads. */
+typedef struct join_scan {
+  rn_join *j;
+  rn_scan_fn fn;
+  void *ctx;
+} join_scan;
+
+static int scan_in(void *ctx, MDB_txn *txn, bool own_scratch)
+{
+  join_scan *s = ctx;
+  int rc = scan_left_rows(s->j, txn, own_scratch, s->fn, s->ctx);
+  if (!rc && s->j->kind == RN_JOIN_OUTER) rc = scan_lone_right_rows(s->j, txn, own_scratch, s->fn, s->ctx);
+  return rc;
+}
+
+/* A scan reads a snapshot (snapshot.h), through which every helper here
+ * then reads (j->reading). The cursors are closed on every path (LMDB frees
+ * a read transaction's only when asked). The mappers and joiners it runs
+ * are callbacks: they may read, but not change tables nor end the group
+ * whose transaction it reads. */
 int rn_join_scan(rn_rel *d, rn_scan_fn fn, void *ctx)
 {
   rn_join *j = d->ctx;
   if (j->stream) return rn_err_set(err_of(j), RN_EINVAL, "%s: a stream join holds no rows", d->name);
-  rn_pipeline *p = d->p;
-  int rc = p->state == RN_IDLE ? rn_flush(p) : 0; /* outside a group: read a snapshot */
-  if (rc) return rc;
-  MDB_txn *own = NULL;
-  if (!p->store.wtxn && (rc = mdb_txn_begin(p->store.env, NULL, MDB_RDONLY, &own)))
-    return rn_store_fail(&p->err, rc, d->name);
-  j->reading = own;
-  MDB_txn *txn = txn_of(j);
-  rn_gstate was = p->state;
-  bool own_scratch = was == RN_IDLE || was == RN_OPEN; /* no change is using it */
-  if (own_scratch) p->state = RN_APPLYING;
-  rc = scan_left_rows(j, txn, own_scratch, fn, ctx);
-  if (!rc && j->kind == RN_JOIN_OUTER) rc = scan_lone_right_rows(j, txn, own_scratch, fn, ctx);
-  p->state = was;
-  j->reading = NULL;
-  if (own) mdb_txn_abort(own);
-  return rc;
+  join_scan s = { j, fn, ctx };
+  return rn_snapshot_read(d->p, d->name, &j->reading, scan_in, &s);
 }

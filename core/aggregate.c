@@ -837,6 +837,13 @@ int rn_aggregate_apply(rn_rel *r, const rn_change *c)
   return apply(r->ctx, c, false);
 }
 
+/* The operator's apply: the change's relation is the aggregate's one input. */
+static int aggregate_apply(rn_rel *r, rn_rel *from, const rn_change *c)
+{
+  (void)from;
+  return apply(r->ctx, c, false);
+}
+
 /* ---- scanning ---- */
 
 typedef struct aggregate_scan {
@@ -1133,3 +1140,5 @@ int rn_declare_aggregate(rn_pipeline *p, const char *name, rn_rel *in, const int
   *out = r;
   return 0;
 }
+
+const rn_rel_ops rn_aggregate_ops = { .apply = aggregate_apply, .scan = rn_aggregate_scan };

@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "ops.h"
 #include "row.h"
 
 #define LOG_META_COLS 4 /* cdc$seq, cdc$batch_seq_no, cdc$operation, cdc$id */
@@ -266,3 +267,7 @@ int rn_cdc_build_all(rn_pipeline *p, uint64_t seq)
   }
   return 0;
 }
+
+/* CDC relations are built at commit from their input's log (rn_cdc_build_all),
+ * not applied change by change, and hold no rows to scan. */
+const rn_rel_ops rn_cdc_ops = { .apply = NULL, .scan = NULL };

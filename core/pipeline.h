@@ -72,10 +72,13 @@ typedef struct rn_log {
   size_t n, cap;
 } rn_log;
 
+typedef struct rn_rel_ops rn_rel_ops; /* an operator (ops.h) */
+
 struct rn_rel {
   rn_pipeline *p;         /* owner */
   char *name;             /* external name, owned */
   rn_relkind kind;
+  const rn_rel_ops *ops;  /* the operator of its kind (ops.h) */
   bool tablelike;         /* its changes include updates and deletes */
   rn_schema *schema;      /* owned */
   MDB_dbi rows_dbi;       /* sources: "t:" name */

@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "derive.h"
+#include "ops.h"
 #include "pipeline.h"
 #include "row.h"
 
@@ -72,6 +73,7 @@ rn_rel *rn_rel_new(rn_pipeline *p, const char *name, rn_relkind kind, rn_schema 
   }
   r->p = p;
   r->kind = kind;
+  r->ops = rn_rel_ops_of(kind);
   r->schema = schema;
   r->next_id = r->saved_next_id = r->lmdb_next_id = 1;
   return r;
@@ -339,7 +341,8 @@ int rn_emit(rn_rel *rel, const rn_change *c)
     if (rc) return rc;
   }
   for (int i = 0; i < rel->noutputs; i++) {
-    int rc = rn_derive_apply(rel->outputs[i], rel, c);
+    rn_rel *out = rel->outputs[i];
+    int rc = out->ops->apply(out, rel, c);
     if (rc) return rc;
   }
   return 0;

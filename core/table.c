@@ -26,6 +26,7 @@
 #include <string.h>
 
 #include "key.h"
+#include "ops.h"
 #include "pipeline.h"
 #include "row.h"
 #include "snapshot.h"
@@ -620,3 +621,24 @@ void rn_cursors_end_all(rn_pipeline *p)
 {
   while (p->cursors) cursor_end(p->cursors);
 }
+
+/* ---- the operators (ops.h) ---- */
+
+/* A table's rows, read by cursor: a callback that ends the group the scan
+ * reads stops it with the cursor's error (rows()). */
+static int table_scan(rn_rel *t, rn_scan_fn fn, void *ctx)
+{
+  rn_cursor *c;
+  int rc = rn_cursor_open(t, &c);
+  if (rc) return rc;
+  uint64_t id;
+  const char *row;
+  size_t len;
+  int done = 0;
+  while (!rc && !(rc = rn_cursor_next(c, &id, &row, &len, &done)) && !done) rc = fn(ctx, id, row, len);
+  rn_cursor_close(c);
+  return rc;
+}
+
+const rn_rel_ops rn_table_ops = { .apply = NULL, .scan = table_scan };
+const rn_rel_ops rn_stream_ops = { .apply = NULL, .scan = NULL };

@@ -256,7 +256,7 @@ static void test_malformed_store_description(void)
   /* a key slot past the columns; a column of two fields; a key and no columns */
   static const char *const bad[] = { "\x92\x91\x95\xa1k\xa3int\xc2\xc0\xc0\x91\x07",
                                      "\x92\x91\x92\xa1k\xa3int\x90", "\x92\x90\x91\x00" };
-  static const size_t bad_len[] = { 16, 10, 4 };
+  static const size_t bad_len[] = { 14, 10, 4 };
   snprintf(want, sizeof want, "state damaged: %s: store \"st\" has a description that cannot be read", dir);
   for (int i = 0; i < 3; i++) {
     raw_put(dir, "meta", "S:st", bad[i], bad_len[i]);

@@ -43,7 +43,19 @@ env:
 	@echo 'export LUA_PATH="$(CURDIR)/lua/?.lua;$${LUA_PATH:-;}"'
 	@echo 'export LUA_CPATH="$(CURDIR)/$(BUILD)/lua/?.so;$${LUA_CPATH:-;}"'
 
-$(BUILD)/%.o: %.c
+# Every compiled file depends on the flags stamp: it holds the compiler and
+# flags and is rewritten only when they change, so `make OPT=...` rebuilds
+# everything instead of mixing objects built with different flags.
+FLAGS_STAMP := $(BUILD)/.flags
+FLAGS_TEXT   = $(CC) $(CFLAGS) $(LUA_INC) $(LDFLAGS)
+$(FLAGS_STAMP): FORCE
+	@mkdir -p $(@D)
+	@if [ x'$(FLAGS_TEXT)' != x"$$(cat $@ 2>/dev/null)" ]; then echo '$(FLAGS_TEXT)' > $@; fi
+
+.PHONY: FORCE
+FORCE:
+
+$(BUILD)/%.o: %.c $(FLAGS_STAMP)
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS) $(LUA_INC) -Icore -c $< -o $@
 
@@ -60,7 +72,7 @@ $(BUILD)/librunnel.a: $(CORE_OBJ) $(BIND_OBJ)
 $(BUILD)/librunnel.so: $(CORE_OBJ) $(BIND_OBJ)
 	$(CC) $(CFLAGS) -shared -Wl,-soname,librunnel.so.0 -o $@ $^ $(ALL_LIBS) $(LDFLAGS)
 
-PC_TEXT = 'prefix=%s\nlibdir=$${prefix}/lib\nincludedir=$${prefix}/include\n\nName: runnel\nDescription: a stream processor that lives inside a program\nVersion: %s\nRequires.private: lua5.4 lmdb msgpack\nLibs: -L$${libdir} -lrunnel\nLibs.private: -ljansson -lsqlite3 -lm\nCflags: -I$${includedir}\n'
+PC_TEXT = 'prefix=%s\nlibdir=$${prefix}/lib\nincludedir=$${prefix}/include\n\nName: runnel\nDescription: a stream processor that lives inside a program\nVersion: %s\nRequires.private: lua5.4 lmdb msgpack jansson sqlite3\nLibs: -L$${libdir} -lrunnel\nLibs.private: -lm\nCflags: -I$${includedir}\n'
 
 $(BUILD)/runnel.pc: Makefile
 	@mkdir -p $(@D)
@@ -76,22 +88,23 @@ $(BUILD)/gen/embedded.c: lua/runnel.lua lua/repl.lua scripts/embed.lua
 	@mkdir -p $(@D)
 	$(LUA) scripts/embed.lua $@ $(EMBEDDED)
 
-$(BUILD)/gen/embedded.o: $(BUILD)/gen/embedded.c
+$(BUILD)/gen/embedded.o: $(BUILD)/gen/embedded.c $(FLAGS_STAMP)
 	$(CC) $(CFLAGS) -c $< -o $@
 
 $(BUILD)/runnel: $(BUILD)/lua/cli.o $(BUILD)/librunnel.a
 	$(CC) $(CFLAGS) -o $@ $^ $(ALL_LIBS) -lreadline $(LDFLAGS)
 
-# The example host links librunnel through runnel.h only.
-$(BUILD)/host: scripts/host/host.c core/runnel.h $(BUILD)/librunnel.a
-	$(CC) $(CFLAGS) -Icore -o $@ $< $(BUILD)/librunnel.a $(ALL_LIBS) $(LDFLAGS)
+# The example host links librunnel through runnel.h only, and builds as a
+# host would: plain -std=c11, without the project's -D_GNU_SOURCE.
+$(BUILD)/host: scripts/host/host.c core/runnel.h $(BUILD)/librunnel.a $(FLAGS_STAMP)
+	$(CC) $(filter-out -D_GNU_SOURCE,$(CFLAGS)) -Icore -o $@ $< $(BUILD)/librunnel.a $(ALL_LIBS) $(LDFLAGS)
 
 # C tests link the core alone, except those that embed Lua (test_api, test_oom).
-$(BUILD)/spec/%: spec/c/%.c spec/c/check.h $(BUILD)/librunnel_core.a
+$(BUILD)/spec/%: spec/c/%.c spec/c/check.h $(BUILD)/librunnel_core.a $(FLAGS_STAMP)
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS) $(LUA_INC) -Icore -Ispec/c -o $@ $< $(BUILD)/librunnel_core.a $(CORE_LIBS) $(LDFLAGS)
 
-$(BUILD)/spec/test_api $(BUILD)/spec/test_oom: $(BUILD)/spec/%: spec/c/%.c spec/c/check.h $(BUILD)/librunnel.a
+$(BUILD)/spec/test_api $(BUILD)/spec/test_oom: $(BUILD)/spec/%: spec/c/%.c spec/c/check.h $(BUILD)/librunnel.a $(FLAGS_STAMP)
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS) $(LUA_INC) -Icore -Ispec/c -o $@ $< $(BUILD)/librunnel.a $(ALL_LIBS) $(LDFLAGS)
 

@@ -10,6 +10,7 @@
 #include "key.h"
 #include "row.h"
 #include "scan.h"
+#include "snapshot.h"
 
 #define MAX_WINDOWS 1024            /* windows one event may fall in */
 static const char GLOBAL_KEY[1] = { 0x00 };
@@ -836,54 +837,70 @@ int rn_aggregate_apply(rn_rel *r, const rn_change *c)
   return apply(r->ctx, c, false);
 }
 
+/* The operator's apply: the change's relation is the aggregate's one input. */
+static int aggregate_apply(rn_rel *r, rn_rel *from, const rn_change *c)
+{
+  (void)from;
+  return apply(r->ctx, c, false);
+}
+
 /* ---- scanning ---- */
 
-int rn_aggregate_scan(rn_rel *r, int (*fn)(void *ctx, uint64_t id, const char *row, size_t len), void *ctx)
+typedef struct aggregate_scan {
+  rn_aggregate *a;
+  rn_scan_fn fn;
+  void *ctx;
+} aggregate_scan;
+
+/* One group's row, as stored when its window is final, else computed from
+ * its state. */
+static int scan_group(rn_aggregate *a, const MDB_val *k, const MDB_val *d, rn_scan_fn fn, void *ctx)
+{
+  rn_pipeline *p = a->out->p;
+  uint64_t rid, rows;
+  memcpy(&rid, d->mv_data, 8);
+  memcpy(&rows, (char *)d->mv_data + 8, 8);
+  if (rows == 0) return 0;
+  if (d->mv_size > 16 && ((const char *)d->mv_data)[16] == FINAL_MARK) { /* the row, as stored */
+    const char *row = rn_scratch_copy(p, (const char *)d->mv_data + 17, d->mv_size - 17);
+    return row ? fn(ctx, rid, row, d->mv_size - 17) : nomem(a);
+  }
+  gkey g = { (char *)rn_scratch_copy(p, k->mv_data, k->mv_size), k->mv_size };
+  msgpack_object *st = NULL;
+  const char *row;
+  size_t len;
+  int rc = g.k ? decode_state(a, d, &st) : nomem(a);
+  msgpack_object ext[a->naggs ? a->naggs : 1];
+  for (int i = 0; i < a->naggs; i++) ext[i] = UNKNOWN;
+  if (!rc) rc = result_row(a, &g, rows, st, ext, &row, &len);
+  if (!rc) rc = fn(ctx, rid, row, len);
+  return rc;
+}
+
+static int scan_in(void *ctx, MDB_txn *txn, bool own_scratch)
+{
+  aggregate_scan *s = ctx;
+  rn_aggregate *a = s->a;
+  MDB_cursor *cur = NULL;
+  int rc = mdb_cursor_open(txn, a->groups_dbi, &cur);
+  if (rc) return store_fail(a, rc);
+  MDB_val k, d;
+  for (int mrc = mdb_cursor_get(cur, &k, &d, MDB_FIRST); !rc && mrc == 0; mrc = mdb_cursor_get(cur, &k, &d, MDB_NEXT)) {
+    if (reserved(&k)) continue;
+    rc = scan_group(a, &k, &d, s->fn, s->ctx);
+    if (own_scratch) msgpack_zone_clear(&a->out->p->scratch);
+  }
+  mdb_cursor_close(cur);
+  return rc;
+}
+
+/* A scan reads a snapshot (snapshot.h), through which every helper here
+ * then reads (a->reading); fn may read, not end the group it reads. */
+int rn_aggregate_scan(rn_rel *r, rn_scan_fn fn, void *ctx)
 {
   rn_aggregate *a = r->ctx;
-  rn_pipeline *p = r->p;
-  int rc = p->state == RN_IDLE ? rn_flush(p) : 0;
-  if (rc) return rc;
-  MDB_txn *own = NULL;
-  if (!p->store.wtxn && (rc = mdb_txn_begin(p->store.env, NULL, MDB_RDONLY, &own))) return store_fail(a, rc);
-  a->reading = own;
-  MDB_txn *txn = txn_of(a);
-  rn_gstate was = p->state;
-  bool own_scratch = was == RN_IDLE || was == RN_OPEN;
-  if (own_scratch) p->state = RN_APPLYING; /* fn may read, not end the group it reads */
-  MDB_cursor *cur = NULL;
-  rc = mdb_cursor_open(txn, a->groups_dbi, &cur);
-  if (rc) rc = store_fail(a, rc);
-  MDB_val k, d;
-  for (int mrc = rc ? MDB_NOTFOUND : mdb_cursor_get(cur, &k, &d, MDB_FIRST); !rc && mrc == 0;
-       mrc = mdb_cursor_get(cur, &k, &d, MDB_NEXT)) {
-    if (reserved(&k)) continue;
-    uint64_t rid, rows;
-    memcpy(&rid, d.mv_data, 8);
-    memcpy(&rows, (char *)d.mv_data + 8, 8);
-    if (rows == 0) continue;
-    if (d.mv_size > 16 && ((const char *)d.mv_data)[16] == FINAL_MARK) { /* the row, as stored */
-      const char *row = rn_scratch_copy(p, (const char *)d.mv_data + 17, d.mv_size - 17);
-      rc = row ? fn(ctx, rid, row, d.mv_size - 17) : nomem(a);
-      if (own_scratch) msgpack_zone_clear(&p->scratch);
-      continue;
-    }
-    gkey g = { (char *)rn_scratch_copy(p, k.mv_data, k.mv_size), k.mv_size };
-    msgpack_object *st = NULL;
-    const char *row;
-    size_t len;
-    rc = g.k ? decode_state(a, &d, &st) : nomem(a);
-    msgpack_object ext[a->naggs ? a->naggs : 1];
-    for (int i = 0; i < a->naggs; i++) ext[i] = UNKNOWN;
-    if (!rc) rc = result_row(a, &g, rows, st, ext, &row, &len);
-    if (!rc) rc = fn(ctx, rid, row, len);
-    if (own_scratch) msgpack_zone_clear(&p->scratch);
-  }
-  if (cur) mdb_cursor_close(cur);
-  p->state = was;
-  a->reading = NULL;
-  if (own) mdb_txn_abort(own);
-  return rc;
+  aggregate_scan s = { a, fn, ctx };
+  return rn_snapshot_read(r->p, r->name, &a->reading, scan_in, &s);
 }
 
 /* ---- declaration ---- */
@@ -1055,9 +1072,9 @@ static int setup_state(void *ctx, bool created, bool rebuild_it)
 {
   rn_aggregate *a = ctx;
   rn_pipeline *p = a->out->p;
-  int rc = rn_state_dbi(p, p->store.wtxn, "ag:", a->out->name, 0, &a->groups_dbi);
-  if (!rc) rc = rn_state_dbi(p, p->store.wtxn, "am:", a->out->name, 0, &a->values_dbi);
-  if (!rc && a->w.has_grace) rc = rn_state_dbi(p, p->store.wtxn, "aw:", a->out->name, 0, &a->windows_dbi);
+  int rc = rn_state_dbi(p, p->store.wtxn, RN_DB_AGG_GROUPS, a->out->name, 0, &a->groups_dbi);
+  if (!rc) rc = rn_state_dbi(p, p->store.wtxn, RN_DB_AGG_VALUES, a->out->name, 0, &a->values_dbi);
+  if (!rc && a->w.has_grace) rc = rn_state_dbi(p, p->store.wtxn, RN_DB_AGG_WINDOWS, a->out->name, 0, &a->windows_dbi);
   if (!rc) rc = check_format(a, &rebuild_it);
   if (!rc && rebuild_it) rc = rebuild(a, created);
   return rc;
@@ -1123,3 +1140,5 @@ int rn_declare_aggregate(rn_pipeline *p, const char *name, rn_rel *in, const int
   *out = r;
   return 0;
 }
+
+const rn_rel_ops rn_aggregate_ops = { .apply = aggregate_apply, .scan = rn_aggregate_scan };

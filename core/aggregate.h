@@ -14,9 +14,11 @@
  *            sum in fsum.h's stored form, rounded once when read (AGG-4).
  *            |0xfc| -> |u64 0|u64 0|u8 format| marks states whose sums are
  *            exact (format 2); one-byte keys from 0xfc up are not groups.
- *     "am:"  |group key|u8 aggregate #|encoded value| -> |u64 count|
- *            per-group value counts of min and max: the first entry under
- *            |group key|#| is the minimum, the last the maximum, so deleting
+ *     "am:"  |group key|u8 column slot|encoded value| -> |u64 count|
+ *            per-group value counts of min and max (one set per input
+ *            column: a min and a max of one column share it): the first
+ *            entry under |group key|slot| is the minimum, the last the
+ *            maximum, so deleting
  *            the current extreme falls back to the next value exactly,
  *            without rescanning the input.
  *

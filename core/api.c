@@ -319,7 +319,7 @@ RN_API int rn_subscribe_durable(rn_pipeline *p, rn_rel *rel, const char *name, r
     if (s) free_csub(s);
     return rn_err_set(&p->err, RN_ENOMEM, "out of memory");
   }
-  sprintf(key, "sink:%s", name);
+  sprintf(key, RN_SINK_NAMED "%s", name);
   rn_outbox_mark m;
   rc = rn_outbox_mark_read(p, key, &m);
   static const rn_outbox_ops ops = { csub_change, NULL, NULL, NULL, NULL, NULL, NULL };

@@ -4,10 +4,12 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "ops.h"
 #include "row.h"
 
 #define LOG_META_COLS 4 /* cdc$seq, cdc$batch_seq_no, cdc$operation, cdc$id */
 
+/* cdc$operation values: part of the images' format (stores keep them). */
 enum { OP_PRE = 0, OP_UPDATE = 1, OP_INSERT = 2, OP_DELETE = 3, OP_POST = 9 };
 
 static int add(rn_schema *s, const char *name, rn_type t, bool nullable, rn_schema *fields, rn_err *e)
@@ -265,3 +267,7 @@ int rn_cdc_build_all(rn_pipeline *p, uint64_t seq)
   }
   return 0;
 }
+
+/* CDC relations are built at commit from their input's log (rn_cdc_build_all),
+ * not applied change by change, and hold no rows to scan. */
+const rn_rel_ops rn_cdc_ops = { .apply = NULL, .scan = NULL };

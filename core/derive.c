@@ -1,8 +1,8 @@
 /* derive.c — filter and map (see derive.h for the rule). */
 #include "derive.h"
-#include "aggregate.h"
-#include "join.h"
+#include "ops.h"
 #include "row.h"
+#include "scan.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -73,8 +73,7 @@ int rn_derive_row(rn_rel *d, const char *row, size_t len, const char **out, size
 
 int rn_derive_apply(rn_rel *d, rn_rel *from, const rn_change *c)
 {
-  if (d->kind == RN_REL_JOIN) return rn_join_apply(d, from, c);
-  if (d->kind == RN_REL_AGGREGATE) return rn_aggregate_apply(d, c);
+  (void)from;
   rn_change out = { .id = c->id };
   int rc = rn_derive_row(d, c->old, c->old_len, &out.old, &out.old_len);
   if (rc) return rc;
@@ -92,6 +91,31 @@ int rn_derive_apply(rn_rel *d, rn_rel *from, const rn_change *c)
   }
   return rn_emit(d, &out);
 }
+
+typedef struct derived_scan {
+  rn_rel *d;
+  rn_scan_fn fn;
+  void *ctx;
+} derived_scan;
+
+static int derive_one(void *ctx, uint64_t id, const char *row, size_t len)
+{
+  derived_scan *s = ctx;
+  const char *out;
+  size_t out_len;
+  int rc = rn_derive_row(s->d, row, len, &out, &out_len);
+  return rc || !out ? rc : s->fn(s->ctx, id, out, out_len);
+}
+
+/* A filter's or map's rows: its input's, rerun through its function. */
+static int derive_scan(rn_rel *d, rn_scan_fn fn, void *ctx)
+{
+  derived_scan s = { d, fn, ctx };
+  return rn_rel_scan(d->input, derive_one, &s);
+}
+
+const rn_rel_ops rn_filter_ops = { .apply = rn_derive_apply, .scan = derive_scan };
+const rn_rel_ops rn_map_ops = { .apply = rn_derive_apply, .scan = derive_scan };
 
 int rn_declare_select(rn_pipeline *p, const char *name, rn_rel *in, const int *slots,
                       const char *const *names, int n, const int *key, int nkey, rn_rel **out)

@@ -22,7 +22,7 @@ int rn_derive_row(rn_rel *d, const char *row, size_t len, const char **out, size
  * named names[i]; key: output positions (NULL: in's key if all kept). */
 int rn_declare_select(rn_pipeline *p, const char *name, rn_rel *in, const int *slots,
                       const char *const *names, int n, const int *key, int nkey, rn_rel **out);
-/* d's input (from) made change c. */
+/* A filter's or map's apply (ops.h): d's input (from) made change c. */
 int rn_derive_apply(rn_rel *d, rn_rel *from, const rn_change *c);
 
 #endif

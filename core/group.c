@@ -221,9 +221,9 @@ static int save_counters(rn_pipeline *p, uint64_t seq, bool all)
     int rc = rn_state_save_counters(p, r, txn, seq);
     if (rc) return rc;
   }
-  MDB_val k = { 3, (void *)"seq" }, v = { 8, &seq };
+  MDB_val k = { RN_PREFIX_LEN(RN_META_SEQ), (void *)RN_META_SEQ }, v = { 8, &seq };
   int rc = mdb_put(txn, p->store.meta, &k, &v, 0);
-  return rc ? rn_store_fail(&p->err, rc, "seq") : 0;
+  return rc ? rn_store_fail(&p->err, rc, RN_META_SEQ) : 0;
 }
 
 static int commit_lmdb(rn_pipeline *p)

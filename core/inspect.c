@@ -66,7 +66,7 @@ static int report(MDB_txn *txn, MDB_dbi meta, const char *path, const MDB_val *k
   describe(&d.via.array.ptr[1], columns, sizeof columns);
   rn_inspect_relation r = { name, rn_relkind_name(kind), columns, -1, 1, rn_store_entries(txn, name) };
   char nkey[1030];
-  int nlen = snprintf(nkey, sizeof nkey, "n:%s", name);
+  int nlen = snprintf(nkey, sizeof nkey, RN_META_COUNTERS "%s", name);
   MDB_val nk = { (size_t)nlen, nkey }, nv;
   int rc = mdb_get(txn, meta, &nk, &nv);
   if (rc == 0 && nv.mv_size != 24)
@@ -94,7 +94,7 @@ static int open_reader(const char *path, MDB_env **env, MDB_txn **txn, MDB_dbi *
   if (!rc) rc = mdb_env_set_maxdbs(*env, 4096);
   if (!rc) rc = mdb_env_open(*env, path, MDB_RDONLY | MDB_NOTLS, 0644);
   if (!rc) rc = rn_store_txn(*env, MDB_RDONLY, txn);
-  if (!rc) rc = mdb_dbi_open(*txn, "meta", 0, meta);
+  if (!rc) rc = mdb_dbi_open(*txn, RN_DB_META, 0, meta);
   if (rc == MDB_NOTFOUND) return rn_store_no_catalogue(*txn, path, e);
   return rc ? rn_err_set(e, rn_store_read_code(rc), "%s: %s", path, mdb_strerror(rc)) : 0;
 }
@@ -131,7 +131,7 @@ RN_API int rn_inspect(const char *path, rn_inspect_fn fn, void *ctx, rn_inspect_
   mdb_env_stat(env, &est);
   out->map_size = info.me_mapsize;
   out->used = (uint64_t)(info.me_last_pgno + 1) * est.ms_psize;
-  MDB_val k = { 3, (void *)"seq" }, v;
+  MDB_val k = { RN_PREFIX_LEN(RN_META_SEQ), (void *)RN_META_SEQ }, v;
   int rc = mdb_get(txn, meta, &k, &v);
   if (rc == 0 && v.mv_size == 8) memcpy(&out->seq, v.mv_data, 8);
   else if (rc == 0) rn_err_set(&e, RN_ESTORE, "state damaged: %s: the sequence number is %zu bytes, not 8", path, v.mv_size);
@@ -142,10 +142,10 @@ RN_API int rn_inspect(const char *path, rn_inspect_fn fn, void *ctx, rn_inspect_
   msgpack_zone z;
   if (!rn_zone_init(&z, 4096) && !rc) rc = rn_err_set(&e, RN_ENOMEM, "out of memory");
   k.mv_size = 2;
-  k.mv_data = (void *)"r:";
+  k.mv_data = (void *)RN_META_RELATION;
   int mrc = rc ? MDB_NOTFOUND : mdb_cursor_get(cur, &k, &v, MDB_SET_RANGE);
   for (; mrc == 0 && !rc; mrc = mdb_cursor_get(cur, &k, &v, MDB_NEXT)) {
-    if (k.mv_size < 2 || memcmp(k.mv_data, "r:", 2) != 0) break;
+    if (k.mv_size < 2 || memcmp(k.mv_data, RN_META_RELATION, RN_PREFIX_LEN(RN_META_RELATION)) != 0) break;
     rc = report(txn, meta, path, &k, &v, &z, fn, ctx, &e);
     if (!rc) out->relations++;
     msgpack_zone_clear(&z);

@@ -8,6 +8,7 @@
 #include "lookup.h"
 #include "row.h"
 #include "scan.h"
+#include "snapshot.h"
 
 typedef struct rn_join {
   rn_rel *out, *left, *right;
@@ -895,9 +896,9 @@ static int setup_state(void *ctx, bool created, bool rebuild_it)
   rn_pipeline *p = j->out->p;
   const char *name = j->out->name;
   int rc = 0;
-  if (!j->stream) rc = rn_state_dbi(p, p->store.wtxn, "ji:", name, 0, &j->index_dbi);
-  if (!rc && !j->stream) rc = rn_state_dbi(p, p->store.wtxn, "jr:", name, 0, &j->result_dbi);
-  if (!rc && !j->right_native && !j->lookup) rc = rn_state_dbi(p, p->store.wtxn, "jc:", name, 0, &j->right_dbi);
+  if (!j->stream) rc = rn_state_dbi(p, p->store.wtxn, RN_DB_JOIN_INDEX, name, 0, &j->index_dbi);
+  if (!rc && !j->stream) rc = rn_state_dbi(p, p->store.wtxn, RN_DB_JOIN_RESULTS, name, 0, &j->result_dbi);
+  if (!rc && !j->right_native && !j->lookup) rc = rn_state_dbi(p, p->store.wtxn, RN_DB_JOIN_RIGHT, name, 0, &j->right_dbi);
   (void)created; /* a new join is built like a stale one: from its inputs */
   if (!rc && rebuild_it && j->out->stateful) rc = rebuild(j);
   return rc;
@@ -1036,30 +1037,31 @@ static int scan_lone_right_rows(rn_join *j, MDB_txn *txn, bool own_scratch, rn_s
   return rc;
 }
 
-/* A scan inside a group reads the group's transaction; outside one, a read
- * transaction of its own, through which every helper here then reads. The
- * cursors are closed on every path (LMDB frees a read transaction's only
- * when asked). The mappers and joiners it runs are callbacks: they may read,
- * but not change tables nor end the group whose transaction it reads. */
+typedef struct join_scan {
+  rn_join *j;
+  rn_scan_fn fn;
+  void *ctx;
+} join_scan;
+
+static int scan_in(void *ctx, MDB_txn *txn, bool own_scratch)
+{
+  join_scan *s = ctx;
+  int rc = scan_left_rows(s->j, txn, own_scratch, s->fn, s->ctx);
+  if (!rc && s->j->kind == RN_JOIN_OUTER) rc = scan_lone_right_rows(s->j, txn, own_scratch, s->fn, s->ctx);
+  return rc;
+}
+
+/* A scan reads a snapshot (snapshot.h), through which every helper here
+ * then reads (j->reading). The cursors are closed on every path (LMDB frees
+ * a read transaction's only when asked). The mappers and joiners it runs
+ * are callbacks: they may read, but not change tables nor end the group
+ * whose transaction it reads. */
 int rn_join_scan(rn_rel *d, rn_scan_fn fn, void *ctx)
 {
   rn_join *j = d->ctx;
   if (j->stream) return rn_err_set(err_of(j), RN_EINVAL, "%s: a stream join holds no rows", d->name);
-  rn_pipeline *p = d->p;
-  int rc = p->state == RN_IDLE ? rn_flush(p) : 0; /* outside a group: read a snapshot */
-  if (rc) return rc;
-  MDB_txn *own = NULL;
-  if (!p->store.wtxn && (rc = mdb_txn_begin(p->store.env, NULL, MDB_RDONLY, &own)))
-    return rn_store_fail(&p->err, rc, d->name);
-  j->reading = own;
-  MDB_txn *txn = txn_of(j);
-  rn_gstate was = p->state;
-  bool own_scratch = was == RN_IDLE || was == RN_OPEN; /* no change is using it */
-  if (own_scratch) p->state = RN_APPLYING;
-  rc = scan_left_rows(j, txn, own_scratch, fn, ctx);
-  if (!rc && j->kind == RN_JOIN_OUTER) rc = scan_lone_right_rows(j, txn, own_scratch, fn, ctx);
-  p->state = was;
-  j->reading = NULL;
-  if (own) mdb_txn_abort(own);
-  return rc;
+  join_scan s = { j, fn, ctx };
+  return rn_snapshot_read(d->p, d->name, &j->reading, scan_in, &s);
 }
+
+const rn_rel_ops rn_join_ops = { .apply = rn_join_apply, .scan = rn_join_scan };

@@ -35,7 +35,7 @@
 #ifndef RN_JOIN_H
 #define RN_JOIN_H
 
-#include "pipeline.h"
+#include "ops.h"
 
 #define RN_JOIN_FK_INLINE 400
 
@@ -74,7 +74,6 @@ int rn_declare_join(rn_pipeline *p, const char *name, rn_rel *left, rn_rel *righ
 int rn_join_apply(rn_rel *join, rn_rel *from, const rn_change *c);
 
 /* Calls fn for every current result row (unordered). */
-typedef int (*rn_scan_fn)(void *ctx, uint64_t id, const char *row, size_t len);
 int rn_join_scan(rn_rel *join, rn_scan_fn fn, void *ctx);
 
 #endif

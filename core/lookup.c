@@ -18,6 +18,7 @@
 #include <time.h>
 
 #include "key.h"
+#include "ops.h"
 #include "row.h"
 
 typedef struct centry {
@@ -277,3 +278,7 @@ int rn_lookup_attach_source(rn_attached *a, rn_lookup_fetch *fetch, void **ctx, 
   *free_ctx = free_attach_src;
   return 0;
 }
+
+/* A lookup is read by the join whose right side it is (rn_lookup_get): it
+ * takes no changes and holds no rows to scan. */
+const rn_rel_ops rn_lookup_ops = { .apply = NULL, .scan = NULL };

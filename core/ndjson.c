@@ -330,7 +330,7 @@ int rn_ndjson_sink_path(rn_pipeline *p, rn_rel *rel, const char *path, const cha
   else if (!(name = malloc(strlen(real) + 8)))
     rc = rn_err_set(&p->err, RN_ENOMEM, "out of memory");
   if (!rc) {
-    sprintf(name, "ndjson:%s", real);
+    sprintf(name, RN_SINK_NDJSON "%s", real);
     rc = rn_outbox_mark_read(p, name, &m);
   }
   uint64_t size = rc ? 0 : (uint64_t)st.st_size, delivered = 0;

@@ -129,8 +129,8 @@ static char *mark_key(const char *name, size_t *len)
   size_t n = strlen(name);
   char *k = malloc(n + 4 > 20 ? n + 4 : 20);
   if (!k) return NULL;
-  if (n <= 400) *len = (size_t)sprintf(k, "od:%s", name);
-  else *len = (size_t)sprintf(k, "od#%016llx", (unsigned long long)rn_hash64(name, n));
+  if (n <= 400) *len = (size_t)sprintf(k, RN_META_DURABLE "%s", name);
+  else *len = (size_t)sprintf(k, RN_META_DURABLE_HASHED "%016llx", (unsigned long long)rn_hash64(name, n));
   return k;
 }
 
@@ -520,9 +520,9 @@ static int declare_record(rn_pipeline *p, rn_outbox *ob, obsink *s)
   MDB_txn *txn;
   if ((rc = mdb_txn_begin(p->store.env, NULL, 0, &txn))) return rn_store_fail(&p->err, rc, s->name);
   if (!ob->has_dbi) {
-    rc = mdb_dbi_open(txn, "outbox", MDB_CREATE, &ob->dbi);
+    rc = mdb_dbi_open(txn, RN_DB_OUTBOX, MDB_CREATE, &ob->dbi);
     if (!rc) rc = mdb_set_compare(txn, ob->dbi, rn_store_key_cmp);
-    if (rc) { mdb_txn_abort(txn); return rn_store_fail(&p->err, rc, "outbox"); }
+    if (rc) { mdb_txn_abort(txn); return rn_store_fail(&p->err, rc, RN_DB_OUTBOX); }
   }
   s->marked = 0; /* delete whatever an older mark left */
   rc = write_mark(p, ob, s, txn, p->seq);

@@ -14,7 +14,7 @@ static int read_seq(rn_pipeline *p)
   MDB_txn *txn;
   int rc = rn_store_txn(p->store.env, MDB_RDONLY, &txn);
   if (rc) return rn_store_fail(&p->err, rc, p->store.path);
-  MDB_val k = { 3, (void *)"seq" }, v;
+  MDB_val k = { RN_PREFIX_LEN(RN_META_SEQ), (void *)RN_META_SEQ }, v;
   rc = mdb_get(txn, p->store.meta, &k, &v);
   if (rc == 0 && v.mv_size == 8) memcpy(&p->seq, v.mv_data, 8);
   else if (rc == 0) rn_err_set(&p->err, RN_ESTORE, "state damaged: %s: the sequence number is %zu bytes, not 8",

@@ -21,6 +21,7 @@
 #include "schema.h"
 #include "store.h"
 
+/* A file format: verbs are written into the state (the outbox, store.h). */
 typedef enum rn_verb { RN_INSERT = 1, RN_UPDATE = 2, RN_DELETE = 3 } rn_verb;
 
 /* One change of one row. Row pointers are valid while the change is being
@@ -34,15 +35,17 @@ typedef struct rn_change {
   size_t old_len;
 } rn_change;
 
+/* A file format: the kind is written into the state (the "r:" entry,
+ * store.h), so each value is pinned; never renumber, only add. */
 typedef enum rn_relkind {
-  RN_REL_TABLE,           /* keyed or keyless table (schema->nkey says) */
-  RN_REL_STREAM,          /* append-only source */
-  RN_REL_FILTER,          /* derived: rows passing a predicate */
-  RN_REL_MAP,             /* derived: rows rewritten by a function */
-  RN_REL_CDC,             /* derived at commit: images of a table-like relation */
-  RN_REL_JOIN,            /* derived: left joined with right */
-  RN_REL_AGGREGATE,       /* derived: groups of an input, with aggregates */
-  RN_REL_LOOKUP           /* rows fetched on demand from outside (a join's right side) */
+  RN_REL_TABLE = 0,       /* keyed or keyless table (schema->nkey says) */
+  RN_REL_STREAM = 1,      /* append-only source */
+  RN_REL_FILTER = 2,      /* derived: rows passing a predicate */
+  RN_REL_MAP = 3,         /* derived: rows rewritten by a function */
+  RN_REL_CDC = 4,         /* derived at commit: images of a table-like relation */
+  RN_REL_JOIN = 5,        /* derived: left joined with right */
+  RN_REL_AGGREGATE = 6,   /* derived: groups of an input, with aggregates */
+  RN_REL_LOOKUP = 7       /* rows fetched on demand from outside (a join's right side) */
 } rn_relkind;
 
 /* The kind's name ("table", "lookup" …); "?" for a number that is no kind
@@ -69,10 +72,13 @@ typedef struct rn_log {
   size_t n, cap;
 } rn_log;
 
+typedef struct rn_rel_ops rn_rel_ops; /* an operator (ops.h) */
+
 struct rn_rel {
   rn_pipeline *p;         /* owner */
   char *name;             /* external name, owned */
   rn_relkind kind;
+  const rn_rel_ops *ops;  /* the operator of its kind (ops.h) */
   bool tablelike;         /* its changes include updates and deletes */
   rn_schema *schema;      /* owned */
   MDB_dbi rows_dbi;       /* sources: "t:" name */

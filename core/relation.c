@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "derive.h"
+#include "ops.h"
 #include "pipeline.h"
 #include "row.h"
 
@@ -72,6 +73,7 @@ rn_rel *rn_rel_new(rn_pipeline *p, const char *name, rn_relkind kind, rn_schema 
   }
   r->p = p;
   r->kind = kind;
+  r->ops = rn_rel_ops_of(kind);
   r->schema = schema;
   r->next_id = r->saved_next_id = r->lmdb_next_id = 1;
   return r;
@@ -133,7 +135,7 @@ int rn_state_open(rn_pipeline *p, rn_rel *r, MDB_txn *txn, bool *created, bool *
   rn_schema_describe(r->schema, &pk);
 
   memcpy(mkey + 2, r->name, nlen + 1);
-  memcpy(mkey, "r:", 2);
+  memcpy(mkey, RN_META_RELATION, RN_PREFIX_LEN(RN_META_RELATION));
   MDB_val k = { nlen + 2, mkey }, v;
   *created = false;
   *stale = false;
@@ -159,7 +161,7 @@ int rn_state_open(rn_pipeline *p, rn_rel *r, MDB_txn *txn, bool *created, bool *
   } else {
     goto lmdb_fail;
   }
-  memcpy(mkey, "n:", 2);
+  memcpy(mkey, RN_META_COUNTERS, RN_PREFIX_LEN(RN_META_COUNTERS));
   rc = mdb_get(txn, p->store.meta, &k, &v);
   if (rc == 0 && v.mv_size == 24) {
     uint64_t last_seq;
@@ -194,7 +196,7 @@ int rn_state_save_counters(rn_pipeline *p, rn_rel *r, MDB_txn *txn, uint64_t seq
   size_t nlen = strlen(r->name);
   char key[2 + RN_NAME_MAX]; /* names are checked at declaration (rn_check_declarable) */
   if (nlen > RN_NAME_MAX) return rn_err_set(&p->err, RN_EINVAL, "relation name is %zu bytes; the limit is %d", nlen, RN_NAME_MAX);
-  memcpy(key, "n:", 2);
+  memcpy(key, RN_META_COUNTERS, RN_PREFIX_LEN(RN_META_COUNTERS));
   memcpy(key + 2, r->name, nlen);
   uint64_t val[3] = { r->next_id, r->count, seq }; /* stateful: saw every group up to seq */
   MDB_val k = { nlen + 2, key }, v = { sizeof val, val };
@@ -232,9 +234,9 @@ static int open_source_state(rn_pipeline *p, rn_rel *r)
   if (rc) return rn_store_fail(&p->err, rc, r->name);
   rc = rn_state_open(p, r, txn, &created, &stale);
   if (!rc && r->kind == RN_REL_TABLE) {
-    rc = rn_state_dbi(p, txn, "t:", r->name, 0, &r->rows_dbi);
+    rc = rn_state_dbi(p, txn, RN_DB_ROWS, r->name, 0, &r->rows_dbi);
     if (!rc && r->schema->nkey == 0)
-      rc = rn_state_dbi(p, txn, "h:", r->name, MDB_DUPSORT | MDB_DUPFIXED, &r->hash_dbi);
+      rc = rn_state_dbi(p, txn, RN_DB_ROW_HASHES, r->name, MDB_DUPSORT | MDB_DUPFIXED, &r->hash_dbi);
   }
   rc = rn_group_oom(p, rc);
   if (rc) { mdb_txn_abort(txn); return rc; }
@@ -339,7 +341,8 @@ int rn_emit(rn_rel *rel, const rn_change *c)
     if (rc) return rc;
   }
   for (int i = 0; i < rel->noutputs; i++) {
-    int rc = rn_derive_apply(rel->outputs[i], rel, c);
+    rn_rel *out = rel->outputs[i];
+    int rc = out->ops->apply(out, rel, c);
     if (rc) return rc;
   }
   return 0;

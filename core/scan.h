@@ -6,7 +6,7 @@
 #ifndef RN_SCAN_H
 #define RN_SCAN_H
 
-#include "join.h"
+#include "ops.h"
 
 int rn_rel_scan(rn_rel *rel, rn_scan_fn fn, void *ctx);
 

@@ -497,9 +497,9 @@ static char *name_of(const char *path, const char *table)
 {
   char real[PATH_MAX];
   const char *where = realpath(path, real) ? real : path;
-  size_t n = 7 + strlen(where) + 1 + strlen(table);
+  size_t n = RN_PREFIX_LEN(RN_SINK_SQLITE) + strlen(where) + 1 + strlen(table);
   char *k = malloc(n + 1);
-  if (k) snprintf(k, n + 1, "sqlite:%s\x1f%s", where, table);
+  if (k) snprintf(k, n + 1, RN_SINK_SQLITE "%s\x1f%s", where, table);
   return k;
 }
 

@@ -185,14 +185,14 @@ static int open_catalogue(rn_store *s, rn_err *e)
   MDB_stat st;
   int rc = rn_store_txn(s->env, 0, &txn);
   if (rc) return rn_store_fail(e, rc, s->path);
-  rc = mdb_dbi_open(txn, "meta", 0, &s->meta);
+  rc = mdb_dbi_open(txn, RN_DB_META, 0, &s->meta);
   if (rc == MDB_NOTFOUND && mdb_dbi_open(txn, NULL, 0, &main_dbi) == 0 &&
       mdb_stat(txn, main_dbi, &st) == 0 && st.ms_entries > 0) {
     rn_store_no_catalogue(txn, s->path, e);
     mdb_txn_abort(txn);
     return e->code;
   }
-  if (rc == MDB_NOTFOUND) rc = mdb_dbi_open(txn, "meta", MDB_CREATE, &s->meta);
+  if (rc == MDB_NOTFOUND) rc = mdb_dbi_open(txn, RN_DB_META, MDB_CREATE, &s->meta);
   if (rc) {
     mdb_txn_abort(txn);
     return rn_store_fail(e, rc, s->path);
@@ -352,7 +352,7 @@ uint64_t rn_store_entries(MDB_txn *txn, const char *name)
     const char *colon = memchr(k.mv_data, ':', k.mv_size);
     size_t plen = colon ? (size_t)(colon - (const char *)k.mv_data) + 1 : 0;
     if (!colon || k.mv_size - plen != nlen || memcmp(colon + 1, name, nlen) != 0 ||
-        (plen == 3 && memcmp(k.mv_data, "st:", 3) == 0) || k.mv_size >= 4096)
+        (plen == RN_PREFIX_LEN(RN_DB_STORE) && memcmp(k.mv_data, RN_DB_STORE, plen) == 0) || k.mv_size >= 4096)
       continue;
     char dbname[4096];
     memcpy(dbname, k.mv_data, k.mv_size);

@@ -1,18 +1,38 @@
-/* store.h — the LMDB environment of one pipeline.
+/* store.h — the LMDB environment of one pipeline, and the one list of
+ * what the state holds: every key prefix and named database below is a
+ * file format (a state one build writes, every build reads), named here
+ * and used through these constants only.
  *
- * Named databases (relation names may be any UTF-8 without NUL):
+ * Named database "meta" (RN_DB_META), the catalogue:
  *
- *     meta            "seq"            -> |u64 seq|
- *                     "r:" name        -> msgpack [kind, schema description]
- *                     "n:" name        -> |u64 next_id|u64 count|
- *     "t:" name       keyed table      encoded key -> |u64 id|u8 flags|[u32 klen|key]|row|
- *                     keyless table    |u64 id (big-endian)| -> |row|
- *     "h:" name       keyless table    |u64 hash(row)| -> dup |u64 id (big-endian)|
- *     "ji:" "jr:" "jc:" name   a join's state (join.h)
- *     "ag:" "am:" "aw:" name   an aggregate's state (aggregate.h)
- *     "st:" name               a permanent store's rows (store_sink.c; not a relation)
+ *     "seq"           |u64 seq|                        last committed group
+ *     "r:" name       msgpack [kind, schema description]
+ *                     kind: rn_relkind (pipeline.h, pinned values)
+ *     "n:" name       |u64 next_id|u64 count|u64 last seq|
+ *                     last seq: the group a derived relation's state is
+ *                     current as of (stale otherwise: rebuilt at open)
+ *     "S:" name       msgpack [schema description]     a permanent store
+ *     "od:" sink      |u64 seen|u64 delivered|u64 position|
+ *                     a durable sink's record (outbox.c); a sink name too
+ *                     long for a key is "od#" and its 16 hex digit hash.
+ *                     sink: "sink:" name (Lua and C), "ndjson:" real path,
+ *                     "sqlite:" real path "\x1f" table
  *
- * Integers are host order except where drawn big-endian (those are keys that
+ * Named database "outbox" (RN_DB_OUTBOX), durable sinks' pending groups:
+ *
+ *     |u64 tag BE|u64 seq BE| -> msgpack [[verb, id, row|nil, old|nil] …]
+ *
+ * Named databases of a relation or store called name, "<prefix>" name:
+ *
+ *     "t:"   keyed table    |encoded key| -> |u64 id|u8 flags|[u32 klen|key]|row|
+ *            keyless table  |u64 id BE| -> |row|
+ *     "h:"   keyless table  |u64 hash(row)| -> dup |u64 id BE|
+ *     "ji:" "jr:" "jc:"     a join's state (drawn in join.h)
+ *     "ag:" "am:" "aw:"     an aggregate's state (drawn in aggregate.h)
+ *     "st:"  a permanent store's rows (store_sink.c; not a relation):
+ *            |encoded key| -> |row|   (keyless: |u64 id BE| -> |row|)
+ *
+ * Integers are host order except where drawn BE (big-endian: keys that
  * must sort). The write transaction of the open group is store->wtxn; reads
  * outside a group use one read transaction that is reset after each use.
  * LMDB codes become RN_E… codes here and nowhere else. */
@@ -30,6 +50,33 @@
  * most 511 bytes (its default MDB_MAXKEYSIZE): 511 less the longest prefix.
  * A constant, so that a state one build writes every build can open. */
 #define RN_NAME_MAX 508
+
+/* Named databases (drawn above). */
+#define RN_DB_META        "meta"
+#define RN_DB_OUTBOX      "outbox"
+/* Keys of meta: "seq", then prefixes followed by a name. */
+#define RN_META_SEQ       "seq"
+#define RN_META_RELATION  "r:"      /* a relation's kind and schema */
+#define RN_META_COUNTERS  "n:"      /* a relation's three counters */
+#define RN_META_STORE     "S:"      /* a permanent store's schema */
+#define RN_META_DURABLE   "od:"     /* a durable sink's record */
+#define RN_META_DURABLE_HASHED "od#" /* the same, for a name too long for a key */
+/* Durable sinks' names (the sink part of "od:" sink). */
+#define RN_SINK_NAMED     "sink:"   /* Lua and C durable sinks: "sink:" name */
+#define RN_SINK_NDJSON    "ndjson:" /* "ndjson:" real path */
+#define RN_SINK_SQLITE    "sqlite:" /* "sqlite:" real path "\x1f" table */
+/* Prefixes of per-relation databases: the prefix then the name. */
+#define RN_DB_ROWS        "t:"      /* a table's rows */
+#define RN_DB_ROW_HASHES  "h:"      /* a keyless table's rows by hash */
+#define RN_DB_JOIN_INDEX  "ji:"     /* a join's fan-out index */
+#define RN_DB_JOIN_RESULTS "jr:"    /* a join's result ids */
+#define RN_DB_JOIN_RIGHT  "jc:"     /* a join's copy of its right side */
+#define RN_DB_AGG_GROUPS  "ag:"     /* an aggregate's groups */
+#define RN_DB_AGG_VALUES  "am:"     /* an aggregate's min/max value counts */
+#define RN_DB_AGG_WINDOWS "aw:"     /* an aggregate's open windows (grace) */
+#define RN_DB_STORE       "st:"     /* a permanent store's rows */
+/* The length of a prefix constant above, without its NUL. */
+#define RN_PREFIX_LEN(prefix) (sizeof(prefix) - 1)
 
 typedef struct rn_store {
   MDB_env *env;            /* the environment; NULL when closed */

@@ -162,7 +162,7 @@ int rn_store_sink(rn_pipeline *p, rn_rel *rel, const char *name)
   rc = mdb_txn_begin(p->store.env, NULL, 0, &txn);
   if (!rc) {
     char mk[2 + RN_NAME_MAX];
-    memcpy(mk, "S:", 2);
+    memcpy(mk, RN_META_STORE, RN_PREFIX_LEN(RN_META_STORE));
     memcpy(mk + 2, name, nlen);
     MDB_val k = { nlen + 2, mk }, v;
     int g = mdb_get(txn, p->store.meta, &k, &v);
@@ -175,7 +175,7 @@ int rn_store_sink(rn_pipeline *p, rn_rel *rel, const char *name)
     v.mv_size = desc.size;
     v.mv_data = desc.data;
     rc = mdb_put(txn, p->store.meta, &k, &v, 0);
-    if (!rc) rc = rn_state_dbi(p, txn, "st:", name, 0, &s->dbi) ? -1 : 0;
+    if (!rc) rc = rn_state_dbi(p, txn, RN_DB_STORE, name, 0, &s->dbi) ? -1 : 0;
     if (!rc) rc = mdb_txn_commit(txn);
     else mdb_txn_abort(txn);
   }
@@ -274,7 +274,7 @@ int rn_attach(const char *path, const char *name, rn_pipeline *owner, rn_attache
     goto fail;
   }
   if (!rc) rc = rn_store_txn(a->shared, MDB_RDONLY, &txn);
-  if (!rc) rc = mdb_dbi_open(txn, "meta", 0, &meta);
+  if (!rc) rc = mdb_dbi_open(txn, RN_DB_META, 0, &meta);
   if (rc == MDB_NOTFOUND) {
     rn_store_no_catalogue(txn, path, e);
     rn_err_prefix(e, "attach");
@@ -284,7 +284,7 @@ int rn_attach(const char *path, const char *name, rn_pipeline *owner, rn_attache
     rn_err_set(e, rn_store_read_code(rc), "attach %s: %s", path, mdb_strerror(rc));
     goto fail;
   }
-  memcpy(key, "S:", 2);
+  memcpy(key, RN_META_STORE, RN_PREFIX_LEN(RN_META_STORE));
   memcpy(key + 2, name, nlen);
   MDB_val k = { nlen + 2, key }, v;
   msgpack_object d;
@@ -299,7 +299,7 @@ int rn_attach(const char *path, const char *name, rn_pipeline *owner, rn_attache
   }
   a->schema = schema_of(&d, e);
   if (!a->schema) goto fail;
-  memcpy(key, "st:", 3);
+  memcpy(key, RN_DB_STORE, RN_PREFIX_LEN(RN_DB_STORE));
   memcpy(key + 3, name, nlen + 1);
   rc = mdb_dbi_open(txn, key, 0, &a->dbi);
   if (rc) {

@@ -26,8 +26,10 @@
 #include <string.h>
 
 #include "key.h"
+#include "ops.h"
 #include "pipeline.h"
 #include "row.h"
+#include "snapshot.h"
 
 #define RN_KEY_INLINE_MAX 480
 #define RN_FLAG_LIVE 1
@@ -524,8 +526,7 @@ int rn_table_row_by_key(rn_rel *t, MDB_txn *txn, const char *key, size_t klen,
 struct rn_cursor {
   rn_rel *t;              /* NULL once the pipeline closed under it */
   rn_cursor *next, *prev; /* the pipeline's open cursors */
-  MDB_txn *txn;           /* own read transaction, or the group's */
-  bool own_txn;
+  rn_snapshot view;       /* own read transaction, or the group's */
   uint64_t group;         /* the group it runs in (0: none) */
   MDB_cursor *cur;
   bool started;
@@ -535,22 +536,20 @@ int rn_cursor_open(rn_rel *t, rn_cursor **out)
 {
   rn_pipeline *p = t->p;
   if (t->kind != RN_REL_TABLE) return not_for(t, "rows", "only tables hold rows to read");
-  int rc = p->state == RN_IDLE ? rn_flush(p) : 0; /* outside a group: a snapshot of its own */
+  rn_snapshot view;
+  int rc = rn_snapshot_open(p, t->name, &view); /* outside a group: a snapshot of its own */
   if (rc) return rc;
   rn_cursor *c = calloc(1, sizeof *c);
-  if (!c) return rn_err_set(&p->err, RN_ENOMEM, "out of memory");
-  c->t = t;
-  if (p->store.wtxn) {
-    c->txn = p->store.wtxn;
-    c->group = p->group_serial;
-    rc = 0;
-  } else {
-    rc = mdb_txn_begin(p->store.env, NULL, MDB_RDONLY, &c->txn);
-    c->own_txn = true;
+  if (!c) {
+    rn_snapshot_close(&view);
+    return rn_err_set(&p->err, RN_ENOMEM, "out of memory");
   }
-  if (!rc) rc = mdb_cursor_open(c->txn, t->rows_dbi, &c->cur);
+  c->t = t;
+  c->view = view;
+  if (!view.own) c->group = p->group_serial;
+  rc = mdb_cursor_open(view.txn, t->rows_dbi, &c->cur);
   if (rc) {
-    if (c->own_txn && c->txn) mdb_txn_abort(c->txn);
+    rn_snapshot_close(&c->view);
     free(c);
     return rn_store_fail(&p->err, rc, t->name);
   }
@@ -565,7 +564,7 @@ int rn_cursor_open(rn_rel *t, rn_cursor **out)
 static bool group_cursor_dead(const rn_cursor *c)
 {
   const rn_pipeline *p = c->t->p;
-  return !c->own_txn && (!p->store.wtxn || c->group != p->group_serial);
+  return !c->view.own && (!p->store.wtxn || c->group != p->group_serial);
 }
 
 int rn_cursor_next(rn_cursor *c, uint64_t *id, const char **row, size_t *len, int *done)
@@ -604,7 +603,7 @@ static void cursor_end(rn_cursor *c)
 {
   rn_pipeline *p = c->t->p;
   if (c->cur && !group_cursor_dead(c)) mdb_cursor_close(c->cur);
-  if (c->own_txn) mdb_txn_abort(c->txn);
+  rn_snapshot_close(&c->view);
   if (c->prev) c->prev->next = c->next; else p->cursors = c->next;
   if (c->next) c->next->prev = c->prev;
   c->cur = NULL;
@@ -622,3 +621,24 @@ void rn_cursors_end_all(rn_pipeline *p)
 {
   while (p->cursors) cursor_end(p->cursors);
 }
+
+/* ---- the operators (ops.h) ---- */
+
+/* A table's rows, read by cursor: a callback that ends the group the scan
+ * reads stops it with the cursor's error (rows()). */
+static int table_scan(rn_rel *t, rn_scan_fn fn, void *ctx)
+{
+  rn_cursor *c;
+  int rc = rn_cursor_open(t, &c);
+  if (rc) return rc;
+  uint64_t id;
+  const char *row;
+  size_t len;
+  int done = 0;
+  while (!rc && !(rc = rn_cursor_next(c, &id, &row, &len, &done)) && !done) rc = fn(ctx, id, row, len);
+  rn_cursor_close(c);
+  return rc;
+}
+
+const rn_rel_ops rn_table_ops = { .apply = NULL, .scan = table_scan };
+const rn_rel_ops rn_stream_ops = { .apply = NULL, .scan = NULL };

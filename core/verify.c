@@ -79,7 +79,7 @@ static int renew(walk *w)
 {
   mdb_txn_abort(w->txn);
   int rc = rn_store_txn(w->env, MDB_RDONLY, &w->txn);
-  if (!rc) rc = mdb_dbi_open(w->txn, "meta", 0, &w->meta);
+  if (!rc) rc = mdb_dbi_open(w->txn, RN_DB_META, 0, &w->meta);
   return rc;
 }
 
@@ -134,7 +134,7 @@ static void check_table(walk *w, const char *name, const uint64_t counters[3], b
 {
   char dbname[4096], detail[200];
   uint64_t *ids = NULL, n = 0, hashed;
-  snprintf(dbname, sizeof dbname, "t:%s", name);
+  snprintf(dbname, sizeof dbname, RN_DB_ROWS "%s", name);
   int rc = walk_db(w, dbname, keyless, &ids, &n);
   if (rc == MDB_NOTFOUND && counters[1] == 0) { free(ids); return; }
   if (rc) {
@@ -159,7 +159,7 @@ static void check_table(walk *w, const char *name, const uint64_t counters[3], b
     }
   }
   free(ids);
-  snprintf(dbname, sizeof dbname, "h:%s", name);
+  snprintf(dbname, sizeof dbname, RN_DB_ROW_HASHES "%s", name);
   if (keyless && walk_db(w, dbname, false, NULL, &hashed) == 0 && hashed != n) {
     snprintf(detail, sizeof detail, "%llu rows, %llu in its hash index", (unsigned long long)n,
              (unsigned long long)hashed);
@@ -242,8 +242,8 @@ static void check_ids(walk *w, const char *what, const char *name, const ids *s,
 static void check_join(walk *w, const char *name, const uint64_t counters[3])
 {
   ids results = { 0 }, used = { 0 }, lefts = { 0 };
-  int rc = collect(w, "jr:", name, 0, 16, &results, NULL);
-  if (!rc) rc = collect(w, "ji:", name, 0, 8, &used, &lefts);
+  int rc = collect(w, RN_DB_JOIN_RESULTS, name, 0, 16, &results, NULL);
+  if (!rc) rc = collect(w, RN_DB_JOIN_INDEX, name, 0, 8, &used, &lefts);
   if (rc) {
     damaged(w, "join \"%s\": its index: %s", name, mdb_strerror(rc));
     renew(w);
@@ -267,7 +267,7 @@ static void check_join(walk *w, const char *name, const uint64_t counters[3])
 static void check_aggregate(walk *w, const char *name, const uint64_t counters[3])
 {
   ids groups = { 0 };
-  int rc = collect(w, "ag:", name, 0, 16, &groups, NULL);
+  int rc = collect(w, RN_DB_AGG_GROUPS, name, 0, 16, &groups, NULL);
   if (rc) {
     damaged(w, "aggregate \"%s\": its groups: %s", name, mdb_strerror(rc));
     renew(w);
@@ -281,7 +281,7 @@ static void check_aggregate(walk *w, const char *name, const uint64_t counters[3
 static bool read_counters(walk *w, const char *name, uint64_t counters[3])
 {
   char key[4096];
-  int klen = snprintf(key, sizeof key, "n:%s", name);
+  int klen = snprintf(key, sizeof key, RN_META_COUNTERS "%s", name);
   MDB_val k = { (size_t)klen, key }, v;
   int rc = mdb_get(w->txn, w->meta, &k, &v);
   if (rc == MDB_NOTFOUND) return false;
@@ -321,9 +321,9 @@ static void check_relation(walk *w, const char *name, const MDB_val *v, msgpack_
 /* Every "n:" record names a relation of the catalogue. */
 static void check_orphans(walk *w, MDB_cursor *cur)
 {
-  MDB_val k = { 2, (void *)"n:" }, v;
+  MDB_val k = { RN_PREFIX_LEN(RN_META_COUNTERS), (void *)RN_META_COUNTERS }, v;
   int mrc = mdb_cursor_get(cur, &k, &v, MDB_SET_RANGE);
-  for (; mrc == 0 && k.mv_size >= 2 && memcmp(k.mv_data, "n:", 2) == 0;
+  for (; mrc == 0 && k.mv_size >= 2 && memcmp(k.mv_data, RN_META_COUNTERS, RN_PREFIX_LEN(RN_META_COUNTERS)) == 0;
        mrc = mdb_cursor_get(cur, &k, &v, MDB_NEXT)) {
     char rkey[4096];
     if (k.mv_size >= sizeof rkey) continue;
@@ -398,7 +398,7 @@ static void check_outbox(walk *w, MDB_cursor *meta_cur)
 
 static void check_catalogue(walk *w, int *relations)
 {
-  MDB_val k = { 3, (void *)"seq" }, v;
+  MDB_val k = { RN_PREFIX_LEN(RN_META_SEQ), (void *)RN_META_SEQ }, v;
   int rc = mdb_get(w->txn, w->meta, &k, &v);
   if (rc == 0 && v.mv_size == 8) memcpy(&w->seq, v.mv_data, 8);
   else if (rc == 0) damaged(w, "%s: the sequence number is not 8 bytes%s", w->path, "");
@@ -414,9 +414,9 @@ static void check_catalogue(walk *w, int *relations)
     return;
   }
   k.mv_size = 2;
-  k.mv_data = (void *)"r:";
+  k.mv_data = (void *)RN_META_RELATION;
   int mrc = mdb_cursor_get(cur, &k, &v, MDB_SET_RANGE);
-  for (; mrc == 0 && k.mv_size >= 2 && memcmp(k.mv_data, "r:", 2) == 0;
+  for (; mrc == 0 && k.mv_size >= 2 && memcmp(k.mv_data, RN_META_RELATION, RN_PREFIX_LEN(RN_META_RELATION)) == 0;
        mrc = mdb_cursor_get(cur, &k, &v, MDB_NEXT)) {
     char name[4096];
     if (k.mv_size >= sizeof name) continue;
@@ -441,7 +441,7 @@ int rn_verify(const char *path, FILE *out)
   if (!rc) rc = mdb_env_set_maxdbs(env, 4096);
   if (!rc) rc = mdb_env_open(env, path, MDB_RDONLY | MDB_NOTLS, 0644);
   if (!rc) rc = rn_store_txn(env, MDB_RDONLY, &w.txn);
-  if (!rc) rc = mdb_dbi_open(w.txn, "meta", 0, &w.meta);
+  if (!rc) rc = mdb_dbi_open(w.txn, RN_DB_META, 0, &w.meta);
   if (rc == MDB_NOTFOUND) rn_store_no_catalogue(w.txn, path, &e);
   else if (rc > 0 || (rc < 0 && rc != -1)) rn_err_set(&e, RN_EIO, "%s: %s", path, mdb_strerror(rc));
   if (rc) {

@@ -52,6 +52,52 @@ typedef struct lrel {
 extern const char rn_lua_null_tag;
 #define RN_LUA_NULL ((void *)&rn_lua_null_tag)
 
+/* lbind.c: errors at the user's line, pipelines and relations, Lua under
+ * protection. It calls no other file of the binding. */
+#define RN_DSL_SOURCE "runnel.dsl_source" /* registry: the chunk name of runnel.lua (core._dsl) */
+
+/* The name (of a relation, lookup, store, sink table or file) at idx: one
+ * rule for every name, as for columns — non-empty, no NUL byte (C would
+ * cut it there and use another name). Raises otherwise, naming `what`. */
+const char *rn_lua_checkname(lua_State *L, int idx, const char *what);
+/* Pushes "chunk:line: " of the code that called into runnel: luaL_where(L,
+ * 1), except that frames of runnel.lua (the DSL's wrappers) are skipped;
+ * "" when that caller is C (pcall, a host). */
+void rn_lua_where(lua_State *L);
+/* luaL_error at rn_lua_where's position: every error a user causes names
+ * the user's line. */
+int rn_lua_error(lua_State *L, const char *fmt, ...);
+/* Raises the pipeline's last error at the caller's line. */
+int rn_lua_raise(lua_State *L, lpipe *lp);
+/* Reports a failure found by the binding before the core ran: rolls back
+ * the open group, then raises. */
+int rn_lua_fail(lua_State *L, lpipe *lp);
+/* The open pipeline at idx; raises when it is closed. */
+lpipe *rn_lua_checkpipe(lua_State *L, int idx);
+/* Records the binding's per-relation data (once) for a relation. */
+int rn_lua_relinfo(lua_State *L, rn_rel *rel);
+/* Pushes a new Relation userdata for rel; the pipeline userdata is at pidx. */
+void rn_lua_pushrel(lua_State *L, int pidx, rn_rel *rel);
+/* The relation at idx, of an open pipeline; raises otherwise. */
+lrel *rn_lua_checkrel(lua_State *L, int idx);
+/* As rn_lua_checkrel, for a relation that must belong to lp. */
+lrel *rn_lua_checkrel_of(lua_State *L, int idx, lpipe *lp);
+/* The end of every declaration: pushes the new relation, or nil and the
+ * pipeline's error when rc says it failed. Returns the count pushed. */
+int rn_lua_declared(lua_State *L, lpipe *lp, int rc, rn_rel *rel);
+
+/* A callback's body: pushes the user function and its arguments, calls it
+ * (lua_call) and handles what it returned. Returns 0 or an RN_E… code with
+ * e set. */
+typedef int (*rn_lua_body)(lua_State *L, void *ud, rn_err *e);
+/* Runs body(L, ud, e) under lua_pcall, from a core callback: every Lua API
+ * call in it is protected (a function, metamethod or allocation that raises
+ * cannot unwind the core's frames). Restores lp->L and turns a Lua error
+ * into e ("rel: what: message", or "what: message" when rel is NULL;
+ * RN_ECALLBACK, or the code of a runnel error raised inside). */
+int rn_lua_protect(lpipe *lp, lua_State *L, rn_lua_body body, void *ud, const char *rel, const char *what,
+                   rn_err *e);
+
 /* lconvert.c */
 /* Converts the row table at idx (a full row or a patch, keyed by external
  * names) into slot values in lp's pipeline scratch zone. On failure returns
@@ -70,18 +116,10 @@ int rn_lua_tovalue(lpipe *lp, lua_State *L, int idx, const rn_column *col,
 void rn_lua_pushrow(lpipe *lp, lua_State *L, rn_rel *rel, const char *data, size_t len);
 /* Pushes a row's values in slot order as a sequence (nulls as runnel.null). */
 void rn_lua_pushvalue(lua_State *L, const msgpack_object *o, const rn_column *col);
-
-/* A callback's body: pushes the user function and its arguments, calls it
- * (lua_call) and handles what it returned. Returns 0 or an RN_E… code with
- * e set. */
-typedef int (*rn_lua_body)(lua_State *L, void *ud, rn_err *e);
-/* Runs body(L, ud, e) under lua_pcall, from a core callback: every Lua API
- * call in it is protected (a function, metamethod or allocation that raises
- * cannot unwind the core's frames). Restores lp->L and turns a Lua error
- * into e ("rel: what: message", or "what: message" when rel is NULL;
- * RN_ECALLBACK, or the code of a runnel error raised inside). */
-int rn_lua_protect(lpipe *lp, lua_State *L, rn_lua_body body, void *ud, const char *rel, const char *what,
-                   rn_err *e);
+/* Builds a schema from a normalized column spec (see runnel.lua). Returns
+ * NULL with the message in e. */
+rn_schema *rn_lua_toschema(lpipe *lp, lua_State *L, int cols_idx, int key_idx,
+                           const char *rel, rn_err *e);
 
 /* The binding's "nil, message" return. */
 
@@ -107,22 +145,14 @@ static inline void rn_lua_setint(lua_State *L, const char *field, lua_Integer v)
   lua_setfield(L, -2, field);
 }
 
-/* lrelation.c */
+/* lrelation.c: the runnel.Relation metatable and methods. */
 void rn_lua_relation_open(lua_State *L);
-/* Pushes a new Relation userdata for rel; the pipeline userdata is at pidx. */
-void rn_lua_pushrel(lua_State *L, int pidx, rn_rel *rel);
-lrel *rn_lua_checkrel(lua_State *L, int idx);
-/* As rn_lua_checkrel, for a relation that must belong to lp. */
-lrel *rn_lua_checkrel_of(lua_State *L, int idx, lpipe *lp);
 
 /* lcallback.c */
 int rn_lua_declare_filter(lua_State *L);
 int rn_lua_declare_map(lua_State *L);
 int rn_lua_add_sink(lua_State *L);
 int rn_lua_on_durable(lua_State *L);
-/* The end of every declaration: pushes the new relation, or nil and the
- * pipeline's error when rc says it failed. Returns the count pushed. */
-int rn_lua_declared(lua_State *L, lpipe *lp, int rc, rn_rel *rel);
 int rn_lua_declare_join(lua_State *L);
 int rn_lua_declare_select(lua_State *L);
 
@@ -138,33 +168,16 @@ void rn_lua_lookup_open(lua_State *L, int methods, int module);
 int rn_lua_declare_aggregate(lua_State *L);
 int rn_lua_aggregate_late(lua_State *L);
 
-/* lpipeline.c */
-lpipe *rn_lua_checkpipe(lua_State *L, int idx);
-/* The name (of a relation, lookup, store, sink table or file) at idx: one
- * rule for every name, as for columns — non-empty, no NUL byte (C would
- * cut it there and use another name). Raises otherwise, naming `what`. */
-const char *rn_lua_checkname(lua_State *L, int idx, const char *what);
-/* Pushes "chunk:line: " of the code that called into runnel: luaL_where(L,
- * 1), except that frames of runnel.lua (the DSL's wrappers) are skipped;
- * "" when that caller is C (pcall, a host). */
-void rn_lua_where(lua_State *L);
-/* luaL_error at rn_lua_where's position: every error a user causes names
- * the user's line. */
-int rn_lua_error(lua_State *L, const char *fmt, ...);
-/* Raises the pipeline's last error at the caller's line. */
-int rn_lua_raise(lua_State *L, lpipe *lp);
-/* Reports a failure found by the binding before the core ran: rolls back
- * the open group, then raises. */
-int rn_lua_fail(lua_State *L, lpipe *lp);
-/* Builds a schema from a normalized column spec (see runnel.lua). Returns
- * NULL with the message in e. */
-rn_schema *rn_lua_toschema(lpipe *lp, lua_State *L, int cols_idx, int key_idx,
-                           const char *rel, rn_err *e);
+/* lpipeline.c: the runnel.Pipeline metatable and methods (with lio.c's
+ * and llookup.c's; llookup.c adds its module functions to the table at
+ * module); runnel.open; forgetting a closed pipeline. */
+void rn_lua_pipeline_open(lua_State *L, int module);
+int rn_lua_open(lua_State *L);
 void rn_lua_detach(lpipe *lp);
+
+/* lmodule.c: luaopen_runnel_core (exported), the module's entry. */
 
 /* lembed.c: makes require "runnel" work in L (modules compiled in). */
 void rn_lua_preload(lua_State *L);
-/* Records the binding's per-relation data (once) for a relation. */
-int rn_lua_relinfo(lua_State *L, rn_rel *rel);
 
 #endif

@@ -381,14 +381,6 @@ int rn_lua_declare_join(lua_State *L)
   return rn_lua_declared(L, lp, rc, rel);
 }
 
-int rn_lua_declared(lua_State *L, lpipe *lp, int rc, rn_rel *rel)
-{
-  if (rc) return rn_lua_nil_error(L, rn_errmsg(lp->p));
-  rn_lua_relinfo(L, rel);
-  rn_lua_pushrel(L, 1, rel);
-  return 1;
-}
-
 /* p:_filter(in, name, fn) -> relation | nil, err */
 int rn_lua_declare_filter(lua_State *L)
 {
@@ -432,7 +424,7 @@ static int add_durable_sink(lpipe *lp, rn_rel *rel, const char *name, bool conso
   static const rn_outbox_ops ops = { sink_cb, sink_commit_cb, NULL, NULL, NULL, NULL, NULL };
   char *key = malloc(strlen(name) + 6);
   if (!key) { free_cb(cb); return rn_err_set(&lp->p->err, RN_ENOMEM, "out of memory"); }
-  sprintf(key, "sink:%s", name);
+  sprintf(key, RN_SINK_NAMED "%s", name);
   rn_outbox_mark m;
   int rc = rn_outbox_mark_read(lp->p, key, &m);
   if (rc) free_cb(cb);
@@ -539,36 +531,3 @@ int rn_lua_declare_select(lua_State *L)
   return rn_lua_declared(L, lp, rc, rel);
 }
 
-typedef struct protected_call {
-  rn_lua_body body;
-  void *ud;
-  rn_err *e;
-  int rc;
-} protected_call;
-
-static int run_body(lua_State *L)
-{
-  protected_call *pc = lua_touserdata(L, 1);
-  pc->rc = pc->body(L, pc->ud, pc->e);
-  return 0;
-}
-
-int rn_lua_protect(lpipe *lp, lua_State *L, rn_lua_body body, void *ud, const char *rel, const char *what,
-                   rn_err *e)
-{
-  protected_call pc = { body, ud, e, 0 };
-  lua_pushcfunction(L, run_body);
-  lua_pushlightuserdata(L, &pc);
-  lp->depth++;
-  int st = lua_pcall(L, 1, 0, 0);
-  lp->depth--;
-  lp->L = L; /* the thread that called into runnel */
-  if (st == LUA_OK) return pc.rc;
-  const char *msg = lua_tostring(L, -1);
-  if (!msg) msg = luaL_typename(L, -1);
-  int code = e->code != RN_OK && strstr(msg, e->msg) ? e->code     /* a runnel error raised inside keeps its code */
-             : st == LUA_ERRMEM ? RN_ENOMEM : RN_ECALLBACK;
-  rn_err_set(e, code, "%s%s%s: %s", rel ? rel : "", rel ? ": " : "", what, msg);
-  lua_pop(L, 1);
-  return e->code;
-}

@@ -274,3 +274,75 @@ void rn_lua_pushrow(lpipe *lp, lua_State *L, rn_rel *rel, const char *data, size
   lua_pop(L, 1);
   msgpack_zone_clear(&lp->zone);
 }
+
+/* ---- schemas ---- */
+
+/* A column spec is { name = s, type = s, null = b, default = v|nil,
+ * has_default = b, fields = {specs…}|nil }, already checked by runnel.lua. */
+static int add_column(lpipe *lp, lua_State *L, rn_schema *s, int spec, const char *rel, rn_err *e)
+{
+  lua_getfield(L, spec, "name");
+  size_t nlen;
+  const char *name = lua_tolstring(L, -1, &nlen);
+  lua_getfield(L, spec, "type");
+  rn_type type = RN_T_ANY;
+  rn_type_parse(lua_tostring(L, -1), &type);
+  lua_getfield(L, spec, "null");
+  bool nullable = lua_toboolean(L, -1);
+  lua_getfield(L, spec, "fields");
+  rn_schema *fields = NULL;
+  if (lua_istable(L, -1)) {
+    fields = rn_lua_toschema(lp, L, lua_gettop(L), 0, rel, e);
+    if (!fields) { lua_pop(L, 4); return e->code; }
+  }
+  int slot = rn_schema_add(s, name, nlen, type, nullable, fields, e);
+  lua_pop(L, 4);
+  if (slot < 0) {
+    rn_err_prefix(e, rel);
+    return e->code;
+  }
+  lua_getfield(L, spec, "has_default");
+  bool has_default = lua_toboolean(L, -1);
+  lua_getfield(L, spec, "default");
+  int rc = 0;
+  if (has_default) {
+    msgpack_object v;
+    rc = rn_lua_tovalue(lp, L, -1, &s->cols[slot], &v, 0);
+    if (rc) *e = lp->p->err;
+    else rc = rn_schema_set_default(s, slot, &v, rel, e);
+  }
+  lua_pop(L, 2);
+  return rc;
+}
+
+rn_schema *rn_lua_toschema(lpipe *lp, lua_State *L, int cols_idx, int key_idx,
+                           const char *rel, rn_err *e)
+{
+  rn_schema *s = rn_schema_new();
+  if (!s) { rn_err_set(e, RN_ENOMEM, "out of memory"); return NULL; }
+  lua_Integer n = (lua_Integer)lua_rawlen(L, cols_idx);
+  for (lua_Integer i = 1; i <= n; i++) {
+    lua_rawgeti(L, cols_idx, i);
+    int rc = add_column(lp, L, s, lua_gettop(L), rel, e);
+    lua_pop(L, 1);
+    if (rc) {
+      rn_schema_free(s);
+      return NULL;
+    }
+  }
+  if (key_idx) {
+    int nkey = (int)lua_rawlen(L, key_idx);
+    int slots[nkey ? nkey : 1];
+    for (int i = 0; i < nkey; i++) {
+      lua_rawgeti(L, key_idx, i + 1);
+      size_t len;
+      const char *name = lua_tolstring(L, -1, &len);
+      slots[i] = rn_schema_slot(s, name, len);
+      if (slots[i] < 0) rn_err_set(e, RN_EINVAL, "%s: key column \"%s\" is not a declared column", rel, name);
+      lua_pop(L, 1);
+      if (slots[i] < 0) { rn_schema_free(s); return NULL; }
+    }
+    if (rn_schema_set_key(s, slots, nkey, rel, e)) { rn_schema_free(s); return NULL; }
+  }
+  return s;
+}

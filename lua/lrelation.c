@@ -5,55 +5,6 @@
 #include "scan.h"
 #include "row.h"
 
-/* Relation userdata are cached per pipeline (uservalue 1 of the pipeline,
- * a weak-valued table keyed by the core pointer) so one relation is always
- * one Lua value. */
-void rn_lua_pushrel(lua_State *L, int pidx, rn_rel *rel)
-{
-  pidx = lua_absindex(L, pidx);
-  if (lua_getiuservalue(L, pidx, 1) != LUA_TTABLE) {
-    lua_pop(L, 1);
-    lua_newtable(L);
-    lua_createtable(L, 0, 1);
-    lua_pushliteral(L, "v");
-    lua_setfield(L, -2, "__mode");
-    lua_setmetatable(L, -2);
-    lua_pushvalue(L, -1);
-    lua_setiuservalue(L, pidx, 1);
-  }
-  if (lua_rawgetp(L, -1, rel) == LUA_TUSERDATA) {
-    lua_remove(L, -2);
-    return;
-  }
-  lua_pop(L, 1);
-  rn_lua_relinfo(L, rel); /* a relation declared from C meets Lua here first */
-  lrel *r = lua_newuserdatauv(L, sizeof *r, 1);
-  r->lp = lua_touserdata(L, pidx);
-  r->rel = rel;
-  luaL_setmetatable(L, RN_RELATION_MT);
-  lua_pushvalue(L, pidx);
-  lua_setiuservalue(L, -2, 1);
-  lua_pushvalue(L, -1);
-  lua_rawsetp(L, -3, rel);
-  lua_remove(L, -2);
-}
-
-lrel *rn_lua_checkrel(lua_State *L, int idx)
-{
-  lrel *r = luaL_checkudata(L, idx, RN_RELATION_MT);
-  if (!r->lp->p) rn_lua_error(L, "runnel: the pipeline of this relation is closed");
-  r->lp->L = L;
-  return r;
-}
-
-lrel *rn_lua_checkrel_of(lua_State *L, int idx, lpipe *lp)
-{
-  lrel *r = rn_lua_checkrel(L, idx);
-  if (r->lp != lp) rn_lua_error(L, "%s belongs to a different pipeline", r->rel->name);
-  lp->L = L;
-  return r;
-}
-
 /* Every change method: convert (failures roll the group back), apply, raise. */
 typedef int (*change_fn)(rn_rel *, msgpack_object *, uint8_t *);
 

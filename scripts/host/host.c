@@ -14,7 +14,9 @@
  * writes evenly over the ticks, a larger bound batches them.
  *
  * It uses runnel.h and msgpack-c only, as a host built against
- * `pkg-config --cflags --libs runnel` would. */
+ * `pkg-config --cflags --libs runnel` would. It builds under plain -std=c11;
+ * clock_gettime and nanosleep are POSIX, asked for here. */
+#define _POSIX_C_SOURCE 200809L
 #include <msgpack.h>
 #include <stdio.h>
 #include <stdlib.h>

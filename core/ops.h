@@ -1,0 +1,49 @@
+/* ops.h — what an operator is: the functions the graph calls on a relation
+ * of one kind, as SQLite's sqlite3_module or Redis's command table.
+ *
+ * Every relation kind (rn_relkind, pipeline.h) provides one rn_rel_ops in
+ * its own file, and ops.c lists them by kind (the one line of registration
+ * a new operator adds). rn_rel_new sets rel->ops; the graph calls through
+ * it and names no operator:
+ *
+ *     kind       ops                 file          apply  scan
+ *     table      rn_table_ops        table.c        -      rows by cursor
+ *     stream     rn_stream_ops       table.c        -      -
+ *     filter     rn_filter_ops       derive.c       yes    input's rows, filtered
+ *     map        rn_map_ops          derive.c       yes    input's rows, mapped
+ *     cdc        rn_cdc_ops          cdc.c          -      -   (built at commit)
+ *     join       rn_join_ops         join.c         yes    from its index
+ *     aggregate  rn_aggregate_ops    aggregate.c    yes    its groups
+ *     lookup     rn_lookup_ops       lookup.c       -      -   (read by a join)
+ *
+ * A NULL entry means the kind has no such operation: a source takes no
+ * change from an input, a stream holds no rows to scan.
+ *
+ * Not yet dispatched here (each still called by name where it is used):
+ * get (rn_table_get, tables only), seal at group end (rn_cdc_build_all and
+ * window finalization, from group.c and aggregate.c), reapply after a
+ * regrow or a carried-group rollback (rn_source_reapply, group.c), and
+ * free (rel->free_ctx, set per relation at declaration). */
+#ifndef RN_OPS_H
+#define RN_OPS_H
+
+#include "pipeline.h"
+
+/* Called for every current row of a scan (unordered); non-zero stops it. */
+typedef int (*rn_scan_fn)(void *ctx, uint64_t id, const char *row, size_t len);
+
+struct rn_rel_ops {
+  /* A change c of the input from arrived: apply it to rel's state and emit
+   * rel's own changes (rn_emit). In the group's write transaction. */
+  int (*apply)(rn_rel *rel, rn_rel *from, const rn_change *c);
+  /* Calls fn for every current row of a table-like rel (scan.h). */
+  int (*scan)(rn_rel *rel, rn_scan_fn fn, void *ctx);
+};
+
+/* The operator of kind (never NULL for an rn_relkind). */
+const rn_rel_ops *rn_rel_ops_of(rn_relkind kind);
+
+extern const rn_rel_ops rn_table_ops, rn_stream_ops, rn_filter_ops, rn_map_ops, rn_cdc_ops,
+                        rn_join_ops, rn_aggregate_ops, rn_lookup_ops;
+
+#endif

@@ -1,0 +1,219 @@
+/* lbind.c — what every file of the binding shares (lbind.h): where an
+ * error points, raising, checking and pushing pipelines and relations,
+ * the per-relation names, running Lua under protection from the core, and
+ * the end of a declaration. It calls no other file of the binding. */
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "lbind.h"
+
+/* ---- errors at the user's line ---- */
+
+void rn_lua_where(lua_State *L)
+{
+  lua_getfield(L, LUA_REGISTRYINDEX, RN_DSL_SOURCE);
+  const char *dsl = lua_tostring(L, -1);
+  lua_Debug ar;
+  int level = 1;
+  while (lua_getstack(L, level, &ar) && lua_getinfo(L, "Sl", &ar) && dsl && strcmp(ar.source, dsl) == 0)
+    level++;
+  lua_pop(L, 1);
+  if (lua_getstack(L, level, &ar) && lua_getinfo(L, "Sl", &ar) && ar.currentline > 0)
+    lua_pushfstring(L, "%s:%d: ", ar.short_src, ar.currentline);
+  else
+    lua_pushliteral(L, ""); /* called from C (pcall, a host), as luaL_where says */
+}
+
+int rn_lua_error(lua_State *L, const char *fmt, ...)
+{
+  va_list ap;
+  va_start(ap, fmt);
+  rn_lua_where(L);
+  lua_pushvfstring(L, fmt, ap);
+  va_end(ap);
+  lua_concat(L, 2);
+  return lua_error(L);
+}
+
+const char *rn_lua_checkname(lua_State *L, int idx, const char *what)
+{
+  size_t len;
+  const char *name = luaL_checklstring(L, idx, &len);
+  if (len == 0) rn_lua_error(L, "%s: a name must not be empty", what);
+  if (memchr(name, '\0', len)) {
+    luaL_Buffer b; /* the name with its NUL bytes shown as \0 */
+    luaL_buffinit(L, &b);
+    for (size_t i = 0; i < len; i++) {
+      if (name[i]) luaL_addchar(&b, name[i]);
+      else luaL_addstring(&b, "\\0");
+    }
+    luaL_pushresult(&b);
+    rn_lua_error(L, "%s: the name \"%s\" holds a NUL byte (names hold none)", what, lua_tostring(L, -1));
+  }
+  return name;
+}
+
+int rn_lua_raise(lua_State *L, lpipe *lp)
+{
+  return rn_lua_error(L, "%s", lp->p ? rn_errmsg(lp->p) : "runnel: the pipeline is closed");
+}
+
+int rn_lua_fail(lua_State *L, lpipe *lp)
+{
+  rn_group_fail(lp->p, lp->p->err.code ? lp->p->err.code : RN_EINVAL, lp->p->err.msg);
+  return rn_lua_raise(L, lp);
+}
+
+/* ---- pipelines and relations ---- */
+
+lpipe *rn_lua_checkpipe(lua_State *L, int idx)
+{
+  lpipe *lp = luaL_checkudata(L, idx, RN_PIPELINE_MT);
+  if (!lp->p) rn_lua_error(L, "runnel: the pipeline is closed");
+  lp->L = L;
+  return lp;
+}
+
+static void free_relinfo(void *ctx)
+{
+  lrelinfo *ri = ctx;
+  luaL_unref(ri->lp->L, LUA_REGISTRYINDEX, ri->names_ref);
+  luaL_unref(ri->lp->L, LUA_REGISTRYINDEX, ri->slots_ref);
+  free(ri);
+}
+
+/* Fills ri (index 1) for the relation at index 2: its names by slot and
+ * slots by name, anchored in the registry. Every step may raise. */
+static int relinfo_body(lua_State *L)
+{
+  lrelinfo *ri = lua_touserdata(L, 1);
+  const rn_schema *s = ((rn_rel *)lua_touserdata(L, 2))->schema;
+  lua_createtable(L, s->ncols, 0);
+  lua_createtable(L, 0, s->ncols);
+  for (int i = 0; i < s->ncols; i++) {
+    ri->names[i] = lua_pushlstring(L, s->cols[i].name, s->cols[i].name_len);
+    lua_pushvalue(L, -1);
+    lua_rawseti(L, -4, i + 1);
+    lua_pushinteger(L, i + 1);
+    lua_rawset(L, -3);
+  }
+  ri->slots_ref = luaL_ref(L, LUA_REGISTRYINDEX);
+  ri->names_ref = luaL_ref(L, LUA_REGISTRYINDEX);
+  return 0;
+}
+
+int rn_lua_relinfo(lua_State *L, rn_rel *rel)
+{
+  if (rel->udata) return 0;
+  lrelinfo *ri = malloc(sizeof *ri + sizeof *ri->names * (size_t)rel->schema->ncols);
+  if (!ri) return rn_lua_error(L, "out of memory");
+  ri->lp = rel->p->binding;
+  ri->ncols = rel->schema->ncols;
+  ri->slots_ref = ri->names_ref = LUA_NOREF;
+  lua_pushcfunction(L, relinfo_body);
+  lua_pushlightuserdata(L, ri);
+  lua_pushlightuserdata(L, rel);
+  if (lua_pcall(L, 2, 0, 0) != LUA_OK) { /* out of memory: ri would leak if it raised in place */
+    luaL_unref(L, LUA_REGISTRYINDEX, ri->slots_ref);
+    free(ri);
+    return lua_error(L);
+  }
+  rel->udata = ri;
+  rel->udata_free = free_relinfo;
+  return 0;
+}
+
+/* Relation userdata are cached per pipeline (uservalue 1 of the pipeline,
+ * a weak-valued table keyed by the core pointer) so one relation is always
+ * one Lua value. */
+void rn_lua_pushrel(lua_State *L, int pidx, rn_rel *rel)
+{
+  pidx = lua_absindex(L, pidx);
+  if (lua_getiuservalue(L, pidx, 1) != LUA_TTABLE) {
+    lua_pop(L, 1);
+    lua_newtable(L);
+    lua_createtable(L, 0, 1);
+    lua_pushliteral(L, "v");
+    lua_setfield(L, -2, "__mode");
+    lua_setmetatable(L, -2);
+    lua_pushvalue(L, -1);
+    lua_setiuservalue(L, pidx, 1);
+  }
+  if (lua_rawgetp(L, -1, rel) == LUA_TUSERDATA) {
+    lua_remove(L, -2);
+    return;
+  }
+  lua_pop(L, 1);
+  rn_lua_relinfo(L, rel); /* a relation declared from C meets Lua here first */
+  lrel *r = lua_newuserdatauv(L, sizeof *r, 1);
+  r->lp = lua_touserdata(L, pidx);
+  r->rel = rel;
+  luaL_setmetatable(L, RN_RELATION_MT);
+  lua_pushvalue(L, pidx);
+  lua_setiuservalue(L, -2, 1);
+  lua_pushvalue(L, -1);
+  lua_rawsetp(L, -3, rel);
+  lua_remove(L, -2);
+}
+
+lrel *rn_lua_checkrel(lua_State *L, int idx)
+{
+  lrel *r = luaL_checkudata(L, idx, RN_RELATION_MT);
+  if (!r->lp->p) rn_lua_error(L, "runnel: the pipeline of this relation is closed");
+  r->lp->L = L;
+  return r;
+}
+
+lrel *rn_lua_checkrel_of(lua_State *L, int idx, lpipe *lp)
+{
+  lrel *r = rn_lua_checkrel(L, idx);
+  if (r->lp != lp) rn_lua_error(L, "%s belongs to a different pipeline", r->rel->name);
+  lp->L = L;
+  return r;
+}
+
+int rn_lua_declared(lua_State *L, lpipe *lp, int rc, rn_rel *rel)
+{
+  if (rc) return rn_lua_nil_error(L, rn_errmsg(lp->p));
+  rn_lua_relinfo(L, rel);
+  rn_lua_pushrel(L, 1, rel);
+  return 1;
+}
+
+/* ---- Lua under protection ---- */
+
+typedef struct protected_call {
+  rn_lua_body body;
+  void *ud;
+  rn_err *e;
+  int rc;
+} protected_call;
+
+
+static int run_body(lua_State *L)
+{
+  protected_call *pc = lua_touserdata(L, 1);
+  pc->rc = pc->body(L, pc->ud, pc->e);
+  return 0;
+}
+
+int rn_lua_protect(lpipe *lp, lua_State *L, rn_lua_body body, void *ud, const char *rel, const char *what,
+                   rn_err *e)
+{
+  protected_call pc = { body, ud, e, 0 };
+  lua_pushcfunction(L, run_body);
+  lua_pushlightuserdata(L, &pc);
+  lp->depth++;
+  int st = lua_pcall(L, 1, 0, 0);
+  lp->depth--;
+  lp->L = L; /* the thread that called into runnel */
+  if (st == LUA_OK) return pc.rc;
+  const char *msg = lua_tostring(L, -1);
+  if (!msg) msg = luaL_typename(L, -1);
+  int code = e->code != RN_OK && strstr(msg, e->msg) ? e->code     /* a runnel error raised inside keeps its code */
+             : st == LUA_ERRMEM ? RN_ENOMEM : RN_ECALLBACK;
+  rn_err_set(e, code, "%s%s%s: %s", rel ? rel : "", rel ? ": " : "", what, msg);
+  lua_pop(L, 1);
+  return e->code;
+}

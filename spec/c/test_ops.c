@@ -1,0 +1,34 @@
+/* test_ops.c — every relation kind has its operator (ops.h), and the
+ * operations each provides are the ones its kind has. */
+#include "check.h"
+#include "ops.h"
+
+static void test_every_kind_has_an_operator(void)
+{
+  for (int k = RN_REL_TABLE; k <= RN_REL_LOOKUP; k++) CHECK(rn_rel_ops_of((rn_relkind)k) != NULL);
+  CHECK(rn_rel_ops_of(RN_REL_JOIN) == &rn_join_ops);
+  CHECK(rn_rel_ops_of(RN_REL_AGGREGATE) == &rn_aggregate_ops);
+}
+
+/* Derived kinds take changes from their inputs; sources, CDC (built at
+ * commit) and lookups (read by joins) take none. */
+static void test_apply_is_for_derived_kinds(void)
+{
+  static const struct { rn_relkind kind; bool apply, scan; } kinds[] = {
+    { RN_REL_TABLE, false, true }, { RN_REL_STREAM, false, false }, { RN_REL_FILTER, true, true },
+    { RN_REL_MAP, true, true }, { RN_REL_CDC, false, false }, { RN_REL_JOIN, true, true },
+    { RN_REL_AGGREGATE, true, true }, { RN_REL_LOOKUP, false, false },
+  };
+  for (size_t i = 0; i < sizeof kinds / sizeof kinds[0]; i++) {
+    const rn_rel_ops *ops = rn_rel_ops_of(kinds[i].kind);
+    CHECK((ops->apply != NULL) == kinds[i].apply);
+    CHECK((ops->scan != NULL) == kinds[i].scan);
+  }
+}
+
+int main(void)
+{
+  RUN(test_every_kind_has_an_operator);
+  RUN(test_apply_is_for_derived_kinds);
+  return CHECK_REPORT();
+}

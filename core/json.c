@@ -98,15 +98,21 @@ static int duplicate_key(const char *text, size_t end, rn_err *e)
 
 int rn_json_parse(const char *text, size_t len, msgpack_object *out, msgpack_zone *z, rn_err *e)
 {
-  json_error_t jerr;
+  json_error_t jerr = { 0 }; /* jansson may fail (out of memory) before it fills it */
   /* Duplicate keys are an error: last-wins would drop a value silently. */
   json_t *j = json_loadb(text, len, JSON_DECODE_ANY | JSON_ALLOW_NUL | JSON_REJECT_DUPLICATES, &jerr);
   if (!j && json_error_code(&jerr) == json_error_duplicate_key && jerr.position > 0 && (size_t)jerr.position <= len)
     return duplicate_key(text, (size_t)jerr.position, e);
+  if (!j && (json_error_code(&jerr) == json_error_out_of_memory || !jerr.text[0]))
+    return rn_err_set(e, RN_ENOMEM, "out of memory");
   if (!j) return rn_err_set(e, RN_EINVAL, "malformed JSON at column %d: %s", jerr.column, jerr.text);
+  bool oom = rn_oom();
+  rn_oom_clear();
   int rc = convert(j, out, z, 0);
   json_decref(j);
-  if (rc) return rn_err_set(e, RN_EINVAL, "JSON nested more than 64 deep or out of memory");
+  if (rc && rn_oom()) return rn_err_set(e, RN_ENOMEM, "out of memory");
+  if (oom) rn_oom_note(); /* what the caller's group had noted stands */
+  if (rc) return rn_err_set(e, RN_EINVAL, "JSON nested more than 64 deep");
   return 0;
 }
 

@@ -61,6 +61,29 @@ function H.sh(cmd, stdin)
   return slurp(out), slurp(err), ok and 0 or code
 end
 
+--- Writes text to path (replacing it).
+function H.write(path, text)
+  local f = assert(io.open(path, "w"))
+  f:write(text)
+  f:close()
+end
+
+--- The contents of path, or nil when it does not exist.
+function H.read(path)
+  local f = io.open(path)
+  if not f then return nil end
+  local s = f:read("a")
+  f:close()
+  return s
+end
+
+--- Runs query on the SQLite database db with the sqlite3 shell; its output.
+function H.sql(db, query)
+  local out, err, code = H.sh(("sqlite3 -separator '|' %s %q"):format(db, query))
+  if err ~= "" or code ~= 0 then error(("sqlite3 %s: exit %s: %s"):format(query, tostring(code), err), 2) end
+  return out
+end
+
 H.runnel_bin = os.getenv("RUNNEL_BIN") or "build/runnel"
 H.root = (H.sh("pwd"):gsub("\n$", "")) -- specs run from the repository's root
 

@@ -8,20 +8,8 @@
 local runnel = require "runnel"
 local H = require "helper"
 
-local function read(path)
-  local f = io.open(path)
-  if not f then return "" end
-  local s = f:read("a")
-  f:close()
-  return s
-end
-
-local function sql(db, query)
-  local out, err, code = H.sh(("sqlite3 -separator '|' %s %q"):format(db, query))
-  assert.equal("", err)
-  assert.equal(0, code)
-  return out
-end
+local function read(path) return H.read(path) or "" end
+local sql = H.sql
 
 -- Group i inserts k = i and negates k = i - 1: the log of groups 1..n.
 local function expected_log(n)

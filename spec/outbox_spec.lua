@@ -4,25 +4,13 @@
 local runnel = require "runnel"
 local H = require "helper"
 
-local function read(path)
-  local f = io.open(path)
-  if not f then return "" end
-  local s = f:read("a")
-  f:close()
-  return s
-end
+local function read(path) return H.read(path) or "" end
+local sql = H.sql
 
 local function append(path, text)
   local f = assert(io.open(path, "a"))
   f:write(text)
   f:close()
-end
-
-local function sql(db, query)
-  local out, err, code = H.sh(("sqlite3 -separator '|' %s %q"):format(db, query))
-  assert.equal("", err)
-  assert.equal(0, code)
-  return out
 end
 
 local function line(verb, k, v) return ('{"verb":"%s","k":%d,"v":"%s"}\n'):format(verb, k, v) end

@@ -4,11 +4,7 @@ local runnel = require "runnel"
 
 local bin = H.runnel_bin
 
-local function write(path, text)
-  local f = assert(io.open(path, "w"))
-  f:write(text)
-  f:close()
-end
+local write = H.write
 
 local function size_of(path)
   local f = assert(io.open(path))

@@ -11,12 +11,7 @@
 local runnel = require "runnel"
 local H = require "helper"
 
-local function sql(db, query)
-  local out, err, code = H.sh(("sqlite3 -separator '|' %s %q"):format(db, query))
-  assert.equal("", err)
-  assert.equal(0, code)
-  return out
-end
+local sql = H.sql
 
 local function lines_of(path)
   local f = assert(io.open(path))

@@ -3,12 +3,7 @@
 local runnel = require "runnel"
 local H = require "helper"
 
-local function sql(db, query)
-  local out, err, code = H.sh(("sqlite3 -separator '|' %s %q"):format(db, query))
-  assert.equal("", err)
-  assert.equal(0, code)
-  return out
-end
+local sql = H.sql
 
 describe("runnel.sqlite", function()
   local dir, db, p

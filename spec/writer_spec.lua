@@ -3,19 +3,7 @@ local H = require "helper"
 
 local bin = H.runnel_bin
 
-local function write(path, text)
-  local f = assert(io.open(path, "w"))
-  f:write(text)
-  f:close()
-end
-
-local function slurp(path)
-  local f = io.open(path)
-  if not f then return nil end
-  local s = f:read("a")
-  f:close()
-  return s
-end
+local write, slurp = H.write, H.read
 
 local function wait_for(path)
   for _ = 1, 600 do -- up to a minute: a slow machine, not a timing assertion

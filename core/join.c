@@ -946,7 +946,6 @@ int rn_declare_join(rn_pipeline *p, const char *name, rn_rel *left, rn_rel *righ
   }
   j->out = r;
   r->ctx = j;
-  r->free_ctx = free_join;
   r->input = left;
   r->tablelike = !stream;
   r->persistent = true;
@@ -1064,4 +1063,4 @@ int rn_join_scan(rn_rel *d, rn_scan_fn fn, void *ctx)
   return rn_snapshot_read(d->p, d->name, &j->reading, scan_in, &s);
 }
 
-const rn_rel_ops rn_join_ops = { .apply = rn_join_apply, .scan = rn_join_scan };
+const rn_rel_ops rn_join_ops = { .apply = rn_join_apply, .scan = rn_join_scan, .free = free_join };

@@ -1140,5 +1140,5 @@ int rn_declare_aggregate(rn_pipeline *p, const char *name, rn_rel *in, const int
   return 0;
 }
 
-const rn_rel_ops rn_aggregate_ops = { .apply = aggregate_apply, .scan = rn_aggregate_scan,
+const rn_rel_ops rn_aggregate_ops = { .name = "aggregate", .apply = aggregate_apply, .scan = rn_aggregate_scan,
                                        .free = free_aggregate };

@@ -267,4 +267,4 @@ static int cdc_seal(rn_rel *cdc, uint64_t seq)
 
 /* CDC relations are built at group end from their input's log (seal), not
  * applied change by change, and hold no rows to scan. ctx: its options. */
-const rn_rel_ops rn_cdc_ops = { .apply = NULL, .scan = NULL, .seal = cdc_seal, .free = free };
+const rn_rel_ops rn_cdc_ops = { .name = "cdc", .apply = NULL, .scan = NULL, .seal = cdc_seal, .free = free };

@@ -140,8 +140,8 @@ static void free_derive(void *ctx)
   free(f);
 }
 
-const rn_rel_ops rn_filter_ops = { .apply = rn_derive_apply, .scan = derive_scan, .free = free_derive };
-const rn_rel_ops rn_map_ops = { .apply = rn_derive_apply, .scan = derive_scan, .free = free_derive };
+const rn_rel_ops rn_filter_ops = { .name = "filter", .apply = rn_derive_apply, .scan = derive_scan, .free = free_derive };
+const rn_rel_ops rn_map_ops = { .name = "map", .apply = rn_derive_apply, .scan = derive_scan, .free = free_derive };
 
 /* Declares filter or map of in whose ctx is f (NULL: out of memory, and
  * ctx, free_ctx and sel are released); takes ownership of schema. */

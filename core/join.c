@@ -1063,4 +1063,4 @@ int rn_join_scan(rn_rel *d, rn_scan_fn fn, void *ctx)
   return rn_snapshot_read(d->p, d->name, &j->reading, scan_in, &s);
 }
 
-const rn_rel_ops rn_join_ops = { .apply = rn_join_apply, .scan = rn_join_scan, .free = free_join };
+const rn_rel_ops rn_join_ops = { .name = "join", .apply = rn_join_apply, .scan = rn_join_scan, .free = free_join };

@@ -3,7 +3,8 @@
  *
  * Every relation kind (rn_relkind, pipeline.h) provides one rn_rel_ops in
  * its own file, and ops.c lists them by kind (the one line of registration
- * a new operator adds). rn_rel_new sets rel->ops; the graph calls through
+ * a new operator adds, with its kind's pinned value in pipeline.h; see
+ * distinct.c for a whole small one). rn_rel_new sets rel->ops; the graph calls through
  * it and names no operator. The operator keeps its own state in rel->ctx
  * (its file's struct), which its free releases:
  *
@@ -16,6 +17,7 @@
  *     join       rn_join_ops         join.c         yes    from its index         -       -
  *     aggregate  rn_aggregate_ops    aggregate.c    yes    its groups             -       -
  *     lookup     rn_lookup_ops       lookup.c       -      -   (read by a join)   -       -
+ *     distinct   rn_distinct_ops     distinct.c     yes    its rows               -       -
  *
  * A NULL entry means the kind has no such operation: a source takes no
  * change from an input, a stream holds no rows to scan, only sources are
@@ -33,6 +35,7 @@
 typedef int (*rn_scan_fn)(void *ctx, uint64_t id, const char *row, size_t len);
 
 struct rn_rel_ops {
+  const char *name;       /* the kind's name ("table", "join" …: rn_relkind_name) */
   /* A change c of the input from arrived: apply it to rel's state and emit
    * rel's own changes (rn_emit). In the group's write transaction. */
   int (*apply)(rn_rel *rel, rn_rel *from, const rn_change *c);
@@ -54,6 +57,6 @@ struct rn_rel_ops {
 const rn_rel_ops *rn_rel_ops_of(rn_relkind kind);
 
 extern const rn_rel_ops rn_table_ops, rn_stream_ops, rn_filter_ops, rn_map_ops, rn_cdc_ops,
-                        rn_join_ops, rn_aggregate_ops, rn_lookup_ops;
+                        rn_join_ops, rn_aggregate_ops, rn_lookup_ops, rn_distinct_ops;
 
 #endif

@@ -45,11 +45,12 @@ typedef enum rn_relkind {
   RN_REL_CDC = 4,         /* derived at commit: images of a table-like relation */
   RN_REL_JOIN = 5,        /* derived: left joined with right */
   RN_REL_AGGREGATE = 6,   /* derived: groups of an input, with aggregates */
-  RN_REL_LOOKUP = 7       /* rows fetched on demand from outside (a join's right side) */
+  RN_REL_LOOKUP = 7,      /* rows fetched on demand from outside (a join's right side) */
+  RN_REL_DISTINCT = 8     /* derived: the distinct rows of an input (distinct.c) */
 } rn_relkind;
 
 /* The kind's name ("table", "lookup" …); "?" for a number that is no kind
- * (a damaged catalogue entry). The one table of kind names. */
+ * (a damaged catalogue entry). Each operator names its kind (ops.c). */
 const char *rn_relkind_name(int64_t kind);
 
 typedef void (*rn_free_fn)(void *ctx);

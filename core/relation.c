@@ -8,16 +8,6 @@
 #include "pipeline.h"
 #include "row.h"
 
-const char *rn_relkind_name(int64_t kind)
-{
-  static const char *const names[] = { [RN_REL_TABLE] = "table", [RN_REL_STREAM] = "stream",
-                                       [RN_REL_FILTER] = "filter", [RN_REL_MAP] = "map",
-                                       [RN_REL_CDC] = "cdc", [RN_REL_JOIN] = "join",
-                                       [RN_REL_AGGREGATE] = "aggregate", [RN_REL_LOOKUP] = "lookup" };
-  size_t n = sizeof names / sizeof names[0];
-  return kind >= 0 && (uint64_t)kind < n && names[kind] ? names[kind] : "?";
-}
-
 rn_rel *rn_find(const rn_pipeline *p, const char *name)
 {
   for (int i = 0; i < p->nrels; i++)

@@ -218,4 +218,22 @@ describe("distinct", function()
     t:insert{ v = 6 }
     assert.same({ ["v=1"] = 1, ["v=5"] = 4, ["v=6"] = 5 }, by_row(d))
   end)
+
+  it("is a kind runnel inspect and runnel verify read (regression: its catalogue entry was called malformed)", function()
+    local dir = H.tmpdir()
+    p = runnel.open{ path = dir .. "/state" }
+    local t = p:table("bag", { {"v","int"} })
+    t:distinct()
+    t:insert{ v = 1 }
+    t:insert{ v = 1 }
+    p:close()
+    p = nil
+    local out, err, code = H.sh(("%s inspect %s/state"):format(H.runnel_bin, dir))
+    assert.equal(0, code, err)
+    assert.matches("bag.distinct", out, 1, true)
+    assert.matches("distinct", out:match("[^\n]*bag%.distinct[^\n]*"), 1, true)
+    out, err, code = H.sh(("%s verify %s/state"):format(H.runnel_bin, dir))
+    assert.equal(0, code, out .. err)
+    assert.matches("0 damaged", out, 1, true)
+  end)
 end)

@@ -20,8 +20,8 @@
  *
  * This file is the whole operator. Adding it took, besides this file and
  * its header: the kind's pinned value (pipeline.h), its two prefixes
- * (store.h) and one line in ops.c; the graph (relation.c, group.c, scan.c)
- * did not change. Lua: p:_distinct (lpipeline.c) and Relation:distinct. */
+ * (store.h), one line in ops.c and one in inspect.c's stored kinds; the
+ * graph (relation.c, group.c, scan.c) did not change. Lua: p:_distinct (lpipeline.c) and Relation:distinct. */
 #include "distinct.h"
 
 #include <stdlib.h>

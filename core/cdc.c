@@ -88,7 +88,7 @@ int rn_declare_cdc(rn_pipeline *p, const char *name, rn_rel *in, const rn_cdc_op
     free(ctx);
     return rc;
   }
-  return rn_declare_cdc_rel(p, name, in, s, ctx, free, out);
+  return rn_declare_cdc_rel(p, name, in, s, ctx, out);
 }
 
 /* ---- building one group's events ---- */
@@ -250,24 +250,21 @@ static int build_flink(builder *b, const rn_log *log)
   return rc;
 }
 
-int rn_cdc_build_all(rn_pipeline *p, uint64_t seq)
+/* The seal (ops.h): cdc's images of its input's changes in group seq. */
+static int cdc_seal(rn_rel *cdc, uint64_t seq)
 {
-  for (int i = 0; i < p->nrels; i++) {
-    rn_rel *cdc = p->rels[i];
-    if (cdc->kind != RN_REL_CDC || cdc->input->log.n == 0) continue;
-    const rn_cdc_opts *o = cdc->ctx;
-    builder b = { cdc, cdc->input->schema, seq, 0, { 0, NULL, 0 }, { NULL, NULL } };
-    msgpack_sbuffer_init(&b.buf);
-    msgpack_packer_init(&b.pk, &b.buf, rn_buf_write);
-    int rc = o->format == RN_CDC_LOG ? build_log(&b, &cdc->input->log, o)
-           : o->format == RN_CDC_DEBEZIUM ? build_debezium(&b, &cdc->input->log)
-           : build_flink(&b, &cdc->input->log);
-    msgpack_sbuffer_destroy(&b.buf);
-    if (rc) return rc;
-  }
-  return 0;
+  if (cdc->input->log.n == 0) return 0;
+  const rn_cdc_opts *o = cdc->ctx;
+  builder b = { cdc, cdc->input->schema, seq, 0, { 0, NULL, 0 }, { NULL, NULL } };
+  msgpack_sbuffer_init(&b.buf);
+  msgpack_packer_init(&b.pk, &b.buf, rn_buf_write);
+  int rc = o->format == RN_CDC_LOG ? build_log(&b, &cdc->input->log, o)
+         : o->format == RN_CDC_DEBEZIUM ? build_debezium(&b, &cdc->input->log)
+         : build_flink(&b, &cdc->input->log);
+  msgpack_sbuffer_destroy(&b.buf);
+  return rc;
 }
 
-/* CDC relations are built at commit from their input's log (rn_cdc_build_all),
- * not applied change by change, and hold no rows to scan. */
-const rn_rel_ops rn_cdc_ops = { .apply = NULL, .scan = NULL };
+/* CDC relations are built at group end from their input's log (seal), not
+ * applied change by change, and hold no rows to scan. ctx: its options. */
+const rn_rel_ops rn_cdc_ops = { .name = "cdc", .apply = NULL, .scan = NULL, .seal = cdc_seal, .free = free };

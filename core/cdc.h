@@ -36,7 +36,4 @@ typedef struct rn_cdc_opts {
 int rn_declare_cdc(rn_pipeline *p, const char *name, rn_rel *in, const rn_cdc_opts *opts,
                    rn_rel **out);
 
-/* Builds and emits every cdc relation's events for the group (at commit). */
-int rn_cdc_build_all(rn_pipeline *p, uint64_t seq);
-
 #endif

@@ -15,10 +15,26 @@ typedef struct rn_select {
   int slots[];            /* the input slot of each */
 } rn_select;
 
+/* A map done in C: the output row of row (a row of d->input), written
+ * straight into the pipeline's scratch zone; *out = NULL for no row. */
+typedef int (*project_fn)(rn_rel *d, const rn_select *s, const char *row, size_t len,
+                          const char **out, size_t *out_len);
+
+/* A filter's or map's ctx: its function, one of the three. */
+typedef struct rn_derive {
+  rn_filter_fn filter;    /* a filter's predicate */
+  rn_map_fn map;          /* a map's function (a callback: Lua) */
+  project_fn project;     /* a map in C (select): used instead of map */
+  rn_select *select;      /* project's columns, owned */
+  msgpack_sbuffer outbuf; /* map: the row being built, reused per row */
+  bool outbuf_busy;       /* a callback re-entered this map (a scan of itself) */
+  void *ctx;              /* filter's or map's context */
+  rn_free_fn free_ctx;    /* frees ctx; may be NULL */
+} rn_derive;
+
 /* The selected values' bytes, as they are, under a new array header. */
-static int project(rn_rel *d, const char *row, size_t len, const char **out, size_t *out_len)
+static int project(rn_rel *d, const rn_select *s, const char *row, size_t len, const char **out, size_t *out_len)
 {
-  const rn_select *s = d->ctx;
   size_t starts[s->upto + 1];
   if (rn_row_spans(row, len, d->input->schema->ncols, s->upto, starts) != 0)
     return rn_err_set(&d->p->err, RN_ESTORE, "%s: a row could not be decoded", d->name);
@@ -47,27 +63,28 @@ int rn_derive_row(rn_rel *d, const char *row, size_t len, const char **out, size
   *out = NULL;
   *out_len = 0;
   if (!row) return 0;
-  if (d->kind == RN_REL_FILTER) {
+  rn_derive *f = d->ctx;
+  if (f->filter) {
     int pass = 0;
-    int rc = d->filter(d->ctx, d->input, row, len, &pass, &p->err);
+    int rc = f->filter(f->ctx, d->input, row, len, &pass, &p->err);
     if (rc) return rc;
     if (pass) { *out = row; *out_len = len; }
     return 0;
   }
-  if (d->project) return d->project(d, row, len, out, out_len);
-  msgpack_sbuffer local, *result = d->outbuf_busy ? &local : &d->outbuf;
-  if (d->outbuf_busy) msgpack_sbuffer_init(&local);
+  if (f->project) return f->project(d, f->select, row, len, out, out_len);
+  msgpack_sbuffer local, *result = f->outbuf_busy ? &local : &f->outbuf;
+  if (f->outbuf_busy) msgpack_sbuffer_init(&local);
   msgpack_sbuffer_clear(result);
-  d->outbuf_busy = true;
+  f->outbuf_busy = true;
   int has_row = 0;
-  int rc = d->map(d->ctx, d->input, d, row, len, result, &has_row, &p->err);
+  int rc = f->map(f->ctx, d->input, d, row, len, result, &has_row, &p->err);
   if (rc == 0 && has_row) {
     *out = rn_scratch_copy(p, result->data, result->size);
     *out_len = result->size;
     if (!*out) rc = rn_err_set(&p->err, RN_ENOMEM, "out of memory");
   }
   if (result == &local) msgpack_sbuffer_destroy(&local);
-  else d->outbuf_busy = false;
+  else f->outbuf_busy = false;
   return rc;
 }
 
@@ -114,8 +131,54 @@ static int derive_scan(rn_rel *d, rn_scan_fn fn, void *ctx)
   return rn_rel_scan(d->input, derive_one, &s);
 }
 
-const rn_rel_ops rn_filter_ops = { .apply = rn_derive_apply, .scan = derive_scan };
-const rn_rel_ops rn_map_ops = { .apply = rn_derive_apply, .scan = derive_scan };
+static void free_derive(void *ctx)
+{
+  rn_derive *f = ctx;
+  if (f->free_ctx) f->free_ctx(f->ctx);
+  msgpack_sbuffer_destroy(&f->outbuf);
+  free(f->select);
+  free(f);
+}
+
+const rn_rel_ops rn_filter_ops = { .name = "filter", .apply = rn_derive_apply, .scan = derive_scan, .free = free_derive };
+const rn_rel_ops rn_map_ops = { .name = "map", .apply = rn_derive_apply, .scan = derive_scan, .free = free_derive };
+
+/* Declares filter or map of in whose ctx is f (NULL: out of memory, and
+ * ctx, free_ctx and sel are released); takes ownership of schema. */
+static int declare(rn_pipeline *p, const char *name, rn_relkind kind, rn_rel *in, rn_schema *schema,
+                   rn_derive *f, rn_rel **out)
+{
+  if (!f) {
+    rn_schema_free(schema);
+    return rn_err_set(&p->err, RN_ENOMEM, "out of memory");
+  }
+  msgpack_sbuffer_init(&f->outbuf);
+  return rn_declare_derived(p, name, kind, in, schema, f, out);
+}
+
+static rn_derive *new_derive(void *ctx, rn_free_fn free_ctx)
+{
+  rn_derive *f = calloc(1, sizeof *f);
+  if (!f && free_ctx) free_ctx(ctx);
+  if (f) { f->ctx = ctx; f->free_ctx = free_ctx; }
+  return f;
+}
+
+int rn_declare_filter(rn_pipeline *p, const char *name, rn_rel *in, rn_filter_fn filter, void *ctx,
+                      rn_free_fn free_ctx, rn_rel **out)
+{
+  rn_derive *f = new_derive(ctx, free_ctx);
+  if (f) f->filter = filter;
+  return declare(p, name, RN_REL_FILTER, in, NULL, f, out);
+}
+
+int rn_declare_map(rn_pipeline *p, const char *name, rn_rel *in, rn_schema *schema, rn_map_fn map,
+                   void *ctx, rn_free_fn free_ctx, rn_rel **out)
+{
+  rn_derive *f = new_derive(ctx, free_ctx);
+  if (f) f->map = map;
+  return declare(p, name, RN_REL_MAP, in, schema, f, out);
+}
 
 int rn_declare_select(rn_pipeline *p, const char *name, rn_rel *in, const int *slots,
                       const char *const *names, int n, const int *key, int nkey, rn_rel **out)
@@ -165,7 +228,8 @@ int rn_declare_select(rn_pipeline *p, const char *name, rn_rel *in, const int *s
     free(sel);
     return rc;
   }
-  rc = rn_declare_derived(p, name, RN_REL_MAP, in, s, sel, free, out);
-  if (!rc) (*out)->project = project;
-  return rc;
+  rn_derive *f = new_derive(NULL, NULL);
+  if (f) { f->project = project; f->select = sel; }
+  else free(sel);
+  return declare(p, name, RN_REL_MAP, in, s, f, out);
 }

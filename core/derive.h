@@ -18,6 +18,13 @@
 /* Computes filter or map d's row for one input row. *out is NULL when there
  * is none; else it points into the scratch zone (or is row itself). */
 int rn_derive_row(rn_rel *d, const char *row, size_t len, const char **out, size_t *out_len);
+/* Declares a filter of in (rows for which filter sets *pass) or a map of in
+ * to schema (rows map builds); each takes ownership of ctx (freed with
+ * free_ctx, which may be NULL), also on failure, and map of schema. */
+int rn_declare_filter(rn_pipeline *p, const char *name, rn_rel *in, rn_filter_fn filter, void *ctx,
+                      rn_free_fn free_ctx, rn_rel **out);
+int rn_declare_map(rn_pipeline *p, const char *name, rn_rel *in, rn_schema *schema, rn_map_fn map,
+                   void *ctx, rn_free_fn free_ctx, rn_rel **out);
 /* Declares a projection of in: output column i is input slot slots[i]
  * named names[i]; key: output positions (NULL: in's key if all kept). */
 int rn_declare_select(rn_pipeline *p, const char *name, rn_rel *in, const int *slots,

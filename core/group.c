@@ -41,7 +41,7 @@
 #include <time.h>
 
 #include "buf.h"
-#include "cdc.h"
+#include "ops.h"
 #include "outbox.h"
 #include "pipeline.h"
 
@@ -102,7 +102,7 @@ static int reapply(rn_pipeline *p, const rn_replay *old, size_t from, size_t to,
   int rc = 0;
   p->replaying = carried;
   for (size_t i = from; !rc && i < to; i++) {
-    rc = rn_source_reapply(old->items[i].rel, &old->items[i].c);
+    rc = old->items[i].rel->ops->reapply(old->items[i].rel, &old->items[i].c);
     if (!grow) msgpack_zone_clear(&p->scratch);
   }
   p->replaying = false;
@@ -257,14 +257,26 @@ static void sinks_told_of_rollback(rn_pipeline *p, uint64_t seq)
   p->err = keep;
 }
 
-/* The group's CDC images, counters and sinks. When LMDB's map fills — in
+/* Every relation's seal (ops.h: a cdc relation builds its images), in
+ * declaration order. */
+static int seal_relations(rn_pipeline *p, uint64_t seq)
+{
+  for (int i = 0; i < p->nrels; i++) {
+    rn_rel *r = p->rels[i];
+    int rc = r->ops->seal ? r->ops->seal(r, seq) : 0;
+    if (rc) return rc;
+  }
+  return 0;
+}
+
+/* The group's seals (CDC images), counters and sinks. When LMDB's map fills — in
  * any of them, a store sink's writes included — the sinks reached so far
  * are told the group rolled back, the map grows and the group runs again
  * (5), so they may see it twice with a rollback notice between. */
 static int seal_group(rn_pipeline *p, uint64_t seq)
 {
   for (;;) {
-    int rc = rn_cdc_build_all(p, seq);
+    int rc = seal_relations(p, seq);
     if (!rc) rc = save_counters(p, seq, false);
     if (!rc) rc = rn_outbox_record(p, seq); /* durable sinks get it after LMDB commits (outbox.c) */
     if (!rc) rc = rn_sinks_deliver(p, seq); /* (4) */

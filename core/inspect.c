@@ -13,10 +13,18 @@
 /* A catalogue entry "r:" name is |kind|[columns, key]|, each column
  * [name, type, nullable, default, …] and key the slots of its columns
  * (schema.c): anything else is damage, never read as zeros. */
+/* The kinds a catalogue entry may name: table to aggregate, as always, and
+ * distinct; never a lookup (its rows are fetched from outside, nothing is
+ * stored). A new operator with state of its own is added here. */
+static bool stored_kind(uint64_t kind)
+{
+  return kind <= RN_REL_AGGREGATE || kind == RN_REL_DISTINCT;
+}
+
 bool rn_catalogue_entry_valid(const msgpack_object *d)
 {
   return d->type == MSGPACK_OBJECT_ARRAY && d->via.array.size == 2 &&
-         d->via.array.ptr[0].type == MSGPACK_OBJECT_POSITIVE_INTEGER && d->via.array.ptr[0].via.u64 <= 6 &&
+         d->via.array.ptr[0].type == MSGPACK_OBJECT_POSITIVE_INTEGER && stored_kind(d->via.array.ptr[0].via.u64) &&
          rn_schema_desc_valid(&d->via.array.ptr[1], 0);
 }
 

@@ -223,7 +223,6 @@ int rn_declare_lookup(rn_pipeline *p, const char *name, rn_schema *schema, rn_lo
   lk->nbuckets = nb;
   msgpack_sbuffer_init(&lk->buf);
   r->ctx = lk;
-  r->free_ctx = free_lookup;
   *out = r;
   return 0;
 }
@@ -281,4 +280,4 @@ int rn_lookup_attach_source(rn_attached *a, rn_lookup_fetch *fetch, void **ctx, 
 
 /* A lookup is read by the join whose right side it is (rn_lookup_get): it
  * takes no changes and holds no rows to scan. */
-const rn_rel_ops rn_lookup_ops = { .apply = NULL, .scan = NULL };
+const rn_rel_ops rn_lookup_ops = { .name = "lookup", .apply = NULL, .scan = NULL, .free = free_lookup };

@@ -45,11 +45,12 @@ typedef enum rn_relkind {
   RN_REL_CDC = 4,         /* derived at commit: images of a table-like relation */
   RN_REL_JOIN = 5,        /* derived: left joined with right */
   RN_REL_AGGREGATE = 6,   /* derived: groups of an input, with aggregates */
-  RN_REL_LOOKUP = 7       /* rows fetched on demand from outside (a join's right side) */
+  RN_REL_LOOKUP = 7,      /* rows fetched on demand from outside (a join's right side) */
+  RN_REL_DISTINCT = 8     /* derived: the distinct rows of an input (distinct.c) */
 } rn_relkind;
 
 /* The kind's name ("table", "lookup" …); "?" for a number that is no kind
- * (a damaged catalogue entry). The one table of kind names. */
+ * (a damaged catalogue entry). Each operator names its kind (ops.c). */
 const char *rn_relkind_name(int64_t kind);
 
 typedef void (*rn_free_fn)(void *ctx);
@@ -60,10 +61,6 @@ typedef int (*rn_filter_fn)(void *ctx, rn_rel *in, const char *row, size_t len,
  * *has_row to 0 for no row. */
 typedef int (*rn_map_fn)(void *ctx, rn_rel *in, rn_rel *out, const char *row, size_t len,
                          msgpack_sbuffer *result, int *has_row, rn_err *e);
-
-/* A map done in C: the output row of row (a row of d->input), written
- * straight into the pipeline's scratch zone; *out = NULL for no row. */
-typedef int (*rn_project_fn)(rn_rel *d, const char *row, size_t len, const char **out, size_t *out_len);
 
 /* The changes of one relation in the open group, kept while a sink listens.
  * Row bytes live in the pipeline's group zone. */
@@ -92,13 +89,7 @@ struct rn_rel {
   uint64_t lmdb_next_id;  /* values at the last LMDB commit (replays start there) */
   uint64_t lmdb_count;
   rn_rel *input;          /* derived: the relation it reads */
-  rn_filter_fn filter;    /* RN_REL_FILTER */
-  rn_map_fn map;          /* RN_REL_MAP with a callback (Lua) */
-  rn_project_fn project;  /* RN_REL_MAP in C (select): used instead of map */
-  msgpack_sbuffer outbuf; /* RN_REL_MAP: the row being built, reused per row */
-  bool outbuf_busy;       /* a callback re-entered this map (a scan of itself) */
-  void *ctx;              /* the callback's context */
-  rn_free_fn free_ctx;    /* frees ctx at close; may be NULL */
+  void *ctx;              /* the operator's own state (its kind's struct); ops->free frees it */
   rn_rel **outputs;       /* relations derived from this one */
   int noutputs, outcap;
   int listeners;          /* sinks and cdc relations reading its log */
@@ -213,13 +204,15 @@ struct rn_pipeline {
  * state already holds the relation, its schema must be the same. */
 int rn_declare_source(rn_pipeline *p, const char *name, rn_relkind kind,
                       rn_schema *schema, rn_rel **out);
-/* Declares a derived relation (filter or map) of in; takes ownership of
- * schema (NULL for a filter: it shares in's columns) and of ctx. */
+/* Declares a relation of kind derived row by row from in (a filter or map:
+ * derive.h); takes ownership of schema (NULL for a filter: it shares in's
+ * columns) and of ctx, the operator's state, which its ops->free releases
+ * (also on failure). */
 int rn_declare_derived(rn_pipeline *p, const char *name, rn_relkind kind, rn_rel *in,
-                       rn_schema *schema, void *ctx, rn_free_fn free_ctx, rn_rel **out);
+                       rn_schema *schema, void *ctx, rn_rel **out);
 /* Declares a cdc relation of in (see cdc.h); takes ownership of schema and ctx. */
 int rn_declare_cdc_rel(rn_pipeline *p, const char *name, rn_rel *in, rn_schema *schema,
-                       void *ctx, rn_free_fn free_ctx, rn_rel **out);
+                       void *ctx, rn_rel **out);
 rn_rel *rn_find(const rn_pipeline *p, const char *name);
 /* Building blocks of declarations (relation.c). */
 int rn_check_declarable(rn_pipeline *p, const char *name);
@@ -293,7 +286,7 @@ int rn_group_oom(rn_pipeline *p, int rc);
 int rn_group_regrow(rn_pipeline *p);
 /* Records a source change for replay, then emits it. */
 int rn_source_emit(rn_rel *src, const rn_change *c);
-/* Applies a logged source change again (table.c). */
+/* Applies a logged source change again (table.c; the sources' reapply, ops.h). */
 int rn_source_reapply(rn_rel *src, const rn_change *c);
 
 /* A change given as a map keyed by external names (api.c, ndjson.c). */

@@ -8,16 +8,6 @@
 #include "pipeline.h"
 #include "row.h"
 
-const char *rn_relkind_name(int64_t kind)
-{
-  static const char *const names[] = { [RN_REL_TABLE] = "table", [RN_REL_STREAM] = "stream",
-                                       [RN_REL_FILTER] = "filter", [RN_REL_MAP] = "map",
-                                       [RN_REL_CDC] = "cdc", [RN_REL_JOIN] = "join",
-                                       [RN_REL_AGGREGATE] = "aggregate", [RN_REL_LOOKUP] = "lookup" };
-  size_t n = sizeof names / sizeof names[0];
-  return kind >= 0 && (uint64_t)kind < n && names[kind] ? names[kind] : "?";
-}
-
 rn_rel *rn_find(const rn_pipeline *p, const char *name)
 {
   for (int i = 0; i < p->nrels; i++)
@@ -81,10 +71,9 @@ rn_rel *rn_rel_new(rn_pipeline *p, const char *name, rn_relkind kind, rn_schema 
 
 void rn_rel_free(rn_rel *r)
 {
-  if (r->free_ctx) r->free_ctx(r->ctx);
+  if (r->ctx && r->ops->free) r->ops->free(r->ctx);
   if (r->udata_free) r->udata_free(r->udata);
   if (r->kind != RN_REL_FILTER) rn_schema_free(r->schema);
-  msgpack_sbuffer_destroy(&r->outbuf);
   free(r->outputs);
   free(r->log.items);
   free(r->name);
@@ -272,16 +261,16 @@ int rn_declare_source(rn_pipeline *p, const char *name, rn_relkind kind,
  * owns ctx; it lives on used, a schema of its own (schema) or its input's.
  * On failure schema and ctx are released and the error returned. */
 static int rel_owning(rn_pipeline *p, int rc, const char *name, rn_relkind kind, rn_schema *schema,
-                      rn_schema *used, void *ctx, rn_free_fn free_ctx, rn_rel **out)
+                      rn_schema *used, void *ctx, rn_rel **out)
 {
   rn_rel *r = rc ? NULL : rn_rel_new(p, name, kind, used);
   if (!r) {
+    const rn_rel_ops *ops = rn_rel_ops_of(kind);
     rn_schema_free(schema);
-    if (free_ctx) free_ctx(ctx);
+    if (ctx && ops->free) ops->free(ctx);
     return rc ? rc : rn_err_set(&p->err, RN_ENOMEM, "out of memory");
   }
   r->ctx = ctx;
-  r->free_ctx = free_ctx;
   *out = r;
   return 0;
 }
@@ -295,12 +284,12 @@ static int check_own(rn_pipeline *p, const char *name, const rn_rel *in)
 }
 
 int rn_declare_derived(rn_pipeline *p, const char *name, rn_relkind kind, rn_rel *in,
-                       rn_schema *schema, void *ctx, rn_free_fn free_ctx, rn_rel **out)
+                       rn_schema *schema, void *ctx, rn_rel **out)
 {
   int rc = rn_check_declarable(p, name);
   if (!rc) rc = check_own(p, name, in);
   rn_rel *r = NULL;
-  rc = rel_owning(p, rc, name, kind, schema, kind == RN_REL_FILTER ? in->schema : schema, ctx, free_ctx, &r);
+  rc = rel_owning(p, rc, name, kind, schema, kind == RN_REL_FILTER ? in->schema : schema, ctx, &r);
   if (rc) return rc;
   if (rn_push_ptr((void ***)&in->outputs, &in->noutputs, &in->outcap, r)) {
     rn_rel_discard_last(p);
@@ -313,7 +302,7 @@ int rn_declare_derived(rn_pipeline *p, const char *name, rn_relkind kind, rn_rel
 }
 
 int rn_declare_cdc_rel(rn_pipeline *p, const char *name, rn_rel *in, rn_schema *schema,
-                       void *ctx, rn_free_fn free_ctx, rn_rel **out)
+                       void *ctx, rn_rel **out)
 {
   int rc = rn_check_declarable(p, name);
   if (!rc) rc = check_own(p, name, in);
@@ -322,7 +311,7 @@ int rn_declare_cdc_rel(rn_pipeline *p, const char *name, rn_rel *in, rn_schema *
                     "%s: cdc needs a table-like relation (a table, or a filter or map of one); %s is a stream",
                     name, in->name);
   rn_rel *r = NULL;
-  rc = rel_owning(p, rc, name, RN_REL_CDC, schema, schema, ctx, free_ctx, &r);
+  rc = rel_owning(p, rc, name, RN_REL_CDC, schema, schema, ctx, &r);
   if (rc) return rc;
   r->input = in;
   r->persistent = true;

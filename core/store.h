@@ -29,6 +29,7 @@
  *     "h:"   keyless table  |u64 hash(row)| -> dup |u64 id BE|
  *     "ji:" "jr:" "jc:"     a join's state (drawn in join.h)
  *     "ag:" "am:" "aw:"     an aggregate's state (drawn in aggregate.h)
+ *     "dr:" "dh:"           a distinct's state (drawn in distinct.c)
  *     "st:"  a permanent store's rows (store_sink.c; not a relation):
  *            |encoded key| -> |row|   (keyless: |u64 id BE| -> |row|)
  *
@@ -74,6 +75,8 @@
 #define RN_DB_AGG_GROUPS  "ag:"     /* an aggregate's groups */
 #define RN_DB_AGG_VALUES  "am:"     /* an aggregate's min/max value counts */
 #define RN_DB_AGG_WINDOWS "aw:"     /* an aggregate's open windows (grace) */
+#define RN_DB_DISTINCT_ROWS "dr:"   /* a distinct's rows and their copies */
+#define RN_DB_DISTINCT_HASHES "dh:" /* a distinct's row ids by hash */
 #define RN_DB_STORE       "st:"     /* a permanent store's rows */
 /* The length of a prefix constant above, without its NUL. */
 #define RN_PREFIX_LEN(prefix) (sizeof(prefix) - 1)

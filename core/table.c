@@ -640,5 +640,5 @@ static int table_scan(rn_rel *t, rn_scan_fn fn, void *ctx)
   return rc;
 }
 
-const rn_rel_ops rn_table_ops = { .apply = NULL, .scan = table_scan };
-const rn_rel_ops rn_stream_ops = { .apply = NULL, .scan = NULL };
+const rn_rel_ops rn_table_ops = { .name = "table", .apply = NULL, .scan = table_scan, .reapply = rn_source_reapply };
+const rn_rel_ops rn_stream_ops = { .name = "stream", .apply = NULL, .scan = NULL, .reapply = rn_source_reapply };

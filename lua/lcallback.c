@@ -391,8 +391,7 @@ int rn_lua_declare_filter(lua_State *L)
   lcb *cb = new_cb(L, lp, name);
   cb->refs[CB_FN] = ref_function(L, 4);
   rn_rel *rel = NULL;
-  int rc = rn_declare_derived(lp->p, name, RN_REL_FILTER, in->rel, NULL, cb, free_cb, &rel);
-  if (!rc) rel->filter = filter_cb;
+  int rc = rn_declare_filter(lp->p, name, in->rel, filter_cb, cb, free_cb, &rel);
   return rn_lua_declared(L, lp, rc, rel);
 }
 
@@ -411,8 +410,7 @@ int rn_lua_declare_map(lua_State *L)
   rn_schema *s = rn_lua_toschema(lp, L, 5, lua_istable(L, 6) ? 6 : 0, name, &e);
   if (!s) { free_cb(cb); return rn_lua_nil_error(L, e.msg); }
   rn_rel *rel = NULL;
-  int rc = rn_declare_derived(lp->p, name, RN_REL_MAP, in->rel, s, cb, free_cb, &rel);
-  if (!rc) rel->map = map_cb;
+  int rc = rn_declare_map(lp->p, name, in->rel, s, map_cb, cb, free_cb, &rel);
   return rn_lua_declared(L, lp, rc, rel);
 }
 

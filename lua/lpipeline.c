@@ -6,6 +6,7 @@
 
 #include "aggregate.h"
 #include "cdc.h"
+#include "distinct.h"
 #include "lbind.h"
 #include "outbox.h"
 #include "row.h"
@@ -115,6 +116,16 @@ static int l_declare_cdc(lua_State *L)
                     (rn_cdc_format)luaL_checkoption(L, 6, "log", formats) };
   rn_rel *rel = NULL;
   int rc = rn_declare_cdc(lp->p, rn_lua_checkname(L, 3, "cdc"), in->rel, &o, &rel);
+  return rn_lua_declared(L, lp, rc, rel);
+}
+
+/* p:_distinct(in, name) -> relation | nil, err */
+static int l_declare_distinct(lua_State *L)
+{
+  lpipe *lp = rn_lua_checkpipe(L, 1);
+  lrel *in = rn_lua_checkrel_of(L, 2, lp);
+  rn_rel *rel = NULL;
+  int rc = rn_declare_distinct(lp->p, rn_lua_checkname(L, 3, "distinct"), in->rel, &rel);
   return rn_lua_declared(L, lp, rc, rel);
 }
 
@@ -248,6 +259,7 @@ static const luaL_Reg pipeline_methods[] = {
   { "_map", rn_lua_declare_map },
   { "_sink", rn_lua_add_sink },
   { "_cdc", l_declare_cdc },
+  { "_distinct", l_declare_distinct },
   { "_join", rn_lua_declare_join },
   { "_select", rn_lua_declare_select },
   { "_aggregate", rn_lua_declare_aggregate },

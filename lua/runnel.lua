@@ -209,6 +209,18 @@ function Relation:map(fn, decl, name)
   return declared(self:pipeline(), rel)
 end
 
+--- rel:distinct([name]) -> keyless relation of rel's distinct rows (rel table-like);
+--- copies are counted: a row stays while one copy does, under one id (core/distinct.c).
+function Relation:distinct(name)
+  check_relation(self, "distinct")
+  local n, err = derived_name(self, "distinct", name)
+  if not n then raise(err) end
+  local rel
+  rel, err = self:pipeline():_distinct(self, n)
+  if not rel then raise(err) end
+  return declared(self:pipeline(), rel)
+end
+
 local CDC_FIELDS = { preimage = true, postimage = true, format = true, name = true }
 local CDC_FORMATS = { log = true, debezium = true, flink = true }
 

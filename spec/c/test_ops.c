@@ -3,9 +3,11 @@
 #include "check.h"
 #include "ops.h"
 
+#include <string.h>
+
 static void test_every_kind_has_an_operator(void)
 {
-  for (int k = RN_REL_TABLE; k <= RN_REL_LOOKUP; k++) CHECK(rn_rel_ops_of((rn_relkind)k) != NULL);
+  for (int k = RN_REL_TABLE; k <= RN_REL_DISTINCT; k++) CHECK(rn_rel_ops_of((rn_relkind)k) != NULL);
   CHECK(rn_rel_ops_of(RN_REL_JOIN) == &rn_join_ops);
   CHECK(rn_rel_ops_of(RN_REL_AGGREGATE) == &rn_aggregate_ops);
 }
@@ -17,7 +19,7 @@ static void test_apply_is_for_derived_kinds(void)
   static const struct { rn_relkind kind; bool apply, scan; } kinds[] = {
     { RN_REL_TABLE, false, true }, { RN_REL_STREAM, false, false }, { RN_REL_FILTER, true, true },
     { RN_REL_MAP, true, true }, { RN_REL_CDC, false, false }, { RN_REL_JOIN, true, true },
-    { RN_REL_AGGREGATE, true, true }, { RN_REL_LOOKUP, false, false },
+    { RN_REL_AGGREGATE, true, true }, { RN_REL_LOOKUP, false, false }, { RN_REL_DISTINCT, true, true },
   };
   for (size_t i = 0; i < sizeof kinds / sizeof kinds[0]; i++) {
     const rn_rel_ops *ops = rn_rel_ops_of(kinds[i].kind);
@@ -26,9 +28,23 @@ static void test_apply_is_for_derived_kinds(void)
   }
 }
 
+/* Only sources are replayed (reapply) and only cdc seals; an operator with
+ * state of its own frees it. */
+static void test_seal_reapply_free(void)
+{
+  for (int k = RN_REL_TABLE; k <= RN_REL_DISTINCT; k++) {
+    const rn_rel_ops *ops = rn_rel_ops_of((rn_relkind)k);
+    CHECK((ops->reapply != NULL) == (k == RN_REL_TABLE || k == RN_REL_STREAM));
+    CHECK((ops->seal != NULL) == (k == RN_REL_CDC));
+    CHECK((ops->free != NULL) == (k != RN_REL_TABLE && k != RN_REL_STREAM));
+    CHECK(ops->name != NULL && strcmp(rn_relkind_name(k), ops->name) == 0);
+  }
+}
+
 int main(void)
 {
   RUN(test_every_kind_has_an_operator);
   RUN(test_apply_is_for_derived_kinds);
+  RUN(test_seal_reapply_free);
   return CHECK_REPORT();
 }

@@ -1,0 +1,200 @@
+/* aggregate_apply.c — one input change applied to an aggregate
+ * (aggregate_int.h). */
+#include "aggregate_int.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* The group keys a row belongs to, ascending: one without a window, the
+ * windows holding its event time with one. */
+int rn_agg_group_keys(rn_aggregate *a, const msgpack_object *v, gkey *keys, int *n)
+{
+  msgpack_sbuffer b;
+  msgpack_sbuffer_init(&b);
+  for (int i = 0; i < a->nby; i++) rn_key_append(&b, &v[a->by[i]]);
+  size_t base = b.size;
+  int rc = 0;
+  *n = 0;
+  if (a->w.kind == RN_WINDOW_NONE) {
+    if (a->nby == 0) rn_buf_write(&b, GLOBAL_KEY, 1);
+    keys[(*n)++] = (gkey){ NULL, b.size };
+  } else {
+    const msgpack_object *t = &v[a->w.slot];
+    if (t->type == MSGPACK_OBJECT_NIL) {
+      rc = rn_err_set(err_of(a), RN_EINVAL, "%s: the event time column \"%s\" is null", a->out->name,
+                      a->in->schema->cols[a->w.slot].name);
+    } else if (a->time_int) {
+      int64_t ts = as_int(t), size = (int64_t)a->w.size, step = (int64_t)a->w.step;
+      for (int64_t k = floor_div(ts - size, step) + 1; k <= floor_div(ts, step) && !rc; k++) {
+        b.size = base;
+        msgpack_object s = num_obj(a, 0, k * step);
+        rn_key_append(&b, &s);
+        keys[*n].len = b.size;
+        keys[*n].k = (char *)rn_scratch_copy(a->out->p, b.data, b.size);
+        if (!keys[(*n)++].k) rc = nomem(a);
+      }
+    } else {
+      double ts = as_double(t);
+      for (double k = floor((ts - a->w.size) / a->w.step) + 1; k <= floor(ts / a->w.step) && !rc; k++) {
+        if (k * a->w.step + a->w.size <= ts) continue; /* float rounding at the edge */
+        b.size = base;
+        msgpack_object s = num_obj(a, k * a->w.step, 0);
+        rn_key_append(&b, &s);
+        keys[*n].len = b.size;
+        keys[*n].k = (char *)rn_scratch_copy(a->out->p, b.data, b.size);
+        if (!keys[(*n)++].k) rc = nomem(a);
+      }
+    }
+    msgpack_sbuffer_destroy(&b);
+    return rc;
+  }
+  keys[0].k = (char *)rn_scratch_copy(a->out->p, b.data, b.size);
+  msgpack_sbuffer_destroy(&b);
+  return keys[0].k ? 0 : nomem(a);
+}
+
+
+/* Moves rem out of and add into group g (either may be NULL), then emits
+ * the group's change: one UPDATE, or INSERT / DELETE as it appears or
+ * empties (AGG-2). */
+int rn_agg_group_apply(rn_aggregate *a, const gkey *g, const msgpack_object *rv, const char *rrow, size_t rlen,
+                       const msgpack_object *av, const char *arow, size_t alen, bool quiet)
+{
+  MDB_val k = { g->len, g->k }, d;
+  uint64_t rid = 0, rows = 0;
+  msgpack_object *st = rn_zone_malloc(zone_of(a), sizeof *st * (size_t)(a->naggs ? a->naggs : 1));
+  if (!st) return nomem(a);
+  int rc = mdb_get(txn_of(a), a->groups_dbi, &k, &d);
+  if (rc == 0) {
+    memcpy(&rid, d.mv_data, 8);
+    memcpy(&rows, (char *)d.mv_data + 8, 8);
+    if (d.mv_size > 16 && ((const char *)d.mv_data)[16] == FINAL_MARK) /* drop_late keeps events out */
+      return rn_err_set(err_of(a), RN_ESTORE, "%s: a change reached a final window", a->out->name);
+  } else if (rc == MDB_NOTFOUND && a->w.has_grace) {
+    if ((rc = rn_agg_window_index_put(a, g))) return rc;
+    rc = MDB_NOTFOUND;
+  }
+  if (rc == 0 && rows > 0) { /* a tombstone (0 rows) has no state */
+    msgpack_object *stored;
+    if ((rc = rn_agg_decode_state(a, &d, &stored))) return rc;
+    memcpy(st, stored, sizeof *st * (size_t)a->naggs);
+  } else if (rc != 0 && rc != MDB_NOTFOUND) {
+    return store_fail(a, rc);
+  }
+  rc = 0;
+  if (rows == 0)
+    for (int i = 0; i < a->naggs && !rc; i++) rc = rn_agg_init_state(a, i, &st[i]);
+  const char *old = NULL, *now = NULL;
+  size_t old_len = 0, now_len = 0;
+  msgpack_object *ext_old = rn_zone_malloc(zone_of(a), sizeof *ext_old * (size_t)(2 * a->naggs + 1));
+  if (!ext_old) return nomem(a);
+  msgpack_object *ext_new = ext_old + a->naggs;
+  for (int i = 0; i < a->naggs; i++) { /* a group with no rows has no values */
+    ext_old[i] = rows > 0 ? UNKNOWN : (msgpack_object){ .type = MSGPACK_OBJECT_NIL };
+  }
+  if (!rc && rows > 0 && !quiet) rc = rn_agg_result_row(a, g, rows, st, ext_old, &old, &old_len);
+  if (!rc && rv) {
+    rows--;
+    for (int i = 0; i < a->naggs && !rc; i++)
+      if (!(av && rn_agg_summing(a, i))) rc = rn_agg_step_state(a, i, g, &st[i], rv, rrow, rlen, -1);
+  }
+  if (!rc && av) {
+    rows++;
+    for (int i = 0; i < a->naggs && !rc; i++) /* a sum moves its old value out and the new in at once */
+      rc = rv && rn_agg_summing(a, i) ? rn_agg_sum_step(a, i, &st[i], &rv[a->aggs[i].slot], &av[a->aggs[i].slot])
+                               : rn_agg_step_state(a, i, g, &st[i], av, arow, alen, +1);
+  }
+  if (!rc && rows > 0 && !quiet) {
+    rn_agg_next_extremes(a, ext_old, rv, av, ext_new);
+    rc = rn_agg_result_row(a, g, rows, st, ext_new, &now, &now_len);
+  }
+  if (rc) return rc;
+  if (!rid && rows > 0) rid = a->out->next_id++;
+  /* |rid|rows|state| — a group at 0 rows keeps its id (a tombstone). */
+  msgpack_sbuffer *b = &a->buf;
+  msgpack_sbuffer_clear(b);
+  rn_buf_write(b, (const char *)&rid, 8);
+  rn_buf_write(b, (const char *)&rows, 8);
+  msgpack_packer pk;
+  msgpack_packer_init(&pk, b, rn_buf_write);
+  msgpack_pack_array(&pk, (size_t)a->naggs);
+  for (int i = 0; i < a->naggs; i++) {
+    if (rows == 0) msgpack_pack_nil(&pk); /* reset at the next first row */
+    else msgpack_pack_object(&pk, st[i]);
+  }
+  d.mv_size = b->size;
+  d.mv_data = b->data;
+  rc = mdb_put(txn_of(a), a->groups_dbi, &k, &d, 0);
+  if (rc) return store_fail(a, rc);
+  if (quiet) return 0;
+  rn_change c = { 0, rid, now, now_len, old, old_len };
+  if (old && now) {
+    if (old_len == now_len && memcmp(old, now, now_len) == 0) return 0;
+    c.verb = RN_UPDATE;
+  } else if (old) {
+    c.verb = RN_DELETE;
+  } else if (now) {
+    c.verb = RN_INSERT;
+  } else {
+    return 0;
+  }
+  return rn_emit(a->out, &c);
+}
+
+/* ---- one input change ---- */
+
+static int cmp_gkey(const gkey *x, const gkey *y)
+{
+  size_t n = x->len < y->len ? x->len : y->len;
+  int c = memcmp(x->k, y->k, n);
+  return c ? c : (x->len > y->len) - (x->len < y->len);
+}
+
+/* Applies input change c (quiet: no emission, a rebuild). */
+int rn_agg_apply(rn_aggregate *a, const rn_change *c, bool quiet)
+{
+  const rn_schema *is = a->in->schema;
+  const msgpack_object *ov = c->old ? rn_row_unpack(c->old, c->old_len, is->ncols, zone_of(a)) : NULL;
+  const msgpack_object *nv = c->row ? rn_row_unpack(c->row, c->row_len, is->ncols, zone_of(a)) : NULL;
+  if ((c->old && !ov) || (c->row && !nv))
+    return rn_err_set(err_of(a), RN_ESTORE, "%s: a row of %s could not be decoded", a->out->name, a->in->name);
+  gkey *ok = rn_zone_malloc(zone_of(a), sizeof *ok * MAX_WINDOWS);
+  gkey *nk = rn_zone_malloc(zone_of(a), sizeof *nk * MAX_WINDOWS);
+  int no = 0, nn = 0, rc = 0;
+  if (!ok || !nk) return nomem(a);
+  if (ov) rc = rn_agg_group_keys(a, ov, ok, &no);
+  if (!rc && nv) rc = rn_agg_group_keys(a, nv, nk, &nn);
+  if (!rc && nv && !ov && a->w.has_grace) rc = rn_agg_drop_late(a, nv, nk, &nn);
+  /* Old-only groups first, then groups the row stays in, then new-only
+   * groups (AGG-2); within each, ascending. */
+  for (int i = 0; i < no && !rc; i++) {
+    bool stays = false;
+    for (int q = 0; q < nn && !stays; q++) stays = cmp_gkey(&ok[i], &nk[q]) == 0;
+    if (!stays) rc = rn_agg_group_apply(a, &ok[i], ov, c->old, c->old_len, NULL, NULL, 0, quiet);
+  }
+  for (int i = 0; i < nn && !rc; i++) {
+    bool stays = false;
+    for (int q = 0; q < no && !stays; q++) stays = cmp_gkey(&nk[i], &ok[q]) == 0;
+    if (stays) rc = rn_agg_group_apply(a, &nk[i], ov, c->old, c->old_len, nv, c->row, c->row_len, quiet);
+  }
+  for (int i = 0; i < nn && !rc; i++) {
+    bool stays = false;
+    for (int q = 0; q < no && !stays; q++) stays = cmp_gkey(&nk[i], &ok[q]) == 0;
+    if (!stays) rc = rn_agg_group_apply(a, &nk[i], NULL, NULL, 0, nv, c->row, c->row_len, quiet);
+  }
+  return rc;
+}
+
+int rn_aggregate_apply(rn_rel *r, const rn_change *c)
+{
+  return rn_agg_apply(r->ctx, c, false);
+}
+
+/* The operator's apply: the change's relation is the aggregate's one input. */
+int rn_agg_operator_apply(rn_rel *r, rn_rel *from, const rn_change *c)
+{
+  (void)from;
+  return rn_agg_apply(r->ctx, c, false);
+}
+

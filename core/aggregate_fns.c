@@ -1,0 +1,365 @@
+/* aggregate_fns.c — the aggregate functions: each one's state, step and
+ * result (aggregate_int.h). */
+#include "aggregate_int.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* ---- per-aggregate state ----
+ *
+ * count(col), min, max: |count of non-null values|.
+ * sum of an int column: |[sum, count]|, the sum an int64 (it must fit).
+ * sum of a float column, avg: |[bin fsum, count]|, the exact sum in fsum.h's
+ * stored form (a state written before fsum holds a float64 sum there
+ * instead: it is read as that exact value, see fsum_get). */
+
+/* A sum kept as an int64: sum of an int column. */
+bool rn_agg_int_sum(const rn_aggregate *a, int i)
+{
+  return a->aggs[i].kind == RN_AGG_SUM && a->in->schema->cols[a->aggs[i].slot].type == RN_T_INT;
+}
+
+/* The exact sum aggregate i's state o holds. */
+static int fsum_get(rn_aggregate *a, int i, const msgpack_object *o, rn_fsum *f)
+{
+  struct fsum_seen *seen = &a->fseen[i];
+  if (o->type == MSGPACK_OBJECT_BIN && o->via.bin.size == seen->len &&
+      memcmp(o->via.bin.ptr, seen->enc, seen->len) == 0) {
+    *f = seen->f;
+    return 0;
+  }
+  if (o->type == MSGPACK_OBJECT_BIN && o->via.bin.size <= sizeof seen->enc &&
+      rn_fsum_decode(f, o->via.bin.ptr, o->via.bin.size) == 0) {
+    memcpy(seen->enc, o->via.bin.ptr, o->via.bin.size);
+    seen->len = o->via.bin.size;
+    seen->f = *f;
+    return 0;
+  }
+  if (o->type == MSGPACK_OBJECT_FLOAT64 || o->type == MSGPACK_OBJECT_FLOAT32) { /* an old state */
+    rn_fsum_init(f);
+    rn_fsum_add(f, o->via.f64, +1);
+    return 0;
+  }
+  return rn_err_set(err_of(a), RN_ESTORE, "%s: a group's sum could not be decoded", a->out->name);
+}
+
+/* Stores f's stored form into aggregate i's state o (scratch). */
+static int fsum_put(rn_aggregate *a, int i, const rn_fsum *f, msgpack_object *o)
+{
+  struct fsum_seen *seen = &a->fseen[i];
+  size_t len = rn_fsum_encode(f, seen->enc);
+  seen->len = (uint32_t)len;
+  seen->f = *f;
+  const char *copy = rn_scratch_copy(a->out->p, seen->enc, len);
+  if (!copy) return nomem(a);
+  o->type = MSGPACK_OBJECT_BIN;
+  o->via.bin.ptr = copy;
+  o->via.bin.size = (uint32_t)len;
+  return 0;
+}
+
+/* st: aggregate i's state for an empty group. */
+int rn_agg_init_state(rn_aggregate *a, int i, msgpack_object *st)
+{
+  const rn_agg_spec *g = &a->aggs[i];
+  switch (g->kind) {
+  case RN_AGG_COUNT: st->type = MSGPACK_OBJECT_NIL; return 0;
+  case RN_AGG_COUNT_COL: case RN_AGG_MIN: case RN_AGG_MAX:
+    st->type = MSGPACK_OBJECT_POSITIVE_INTEGER;
+    st->via.u64 = 0;
+    return 0;
+  case RN_AGG_SUM: case RN_AGG_AVG: {
+    msgpack_object *pair = rn_zone_malloc(zone_of(a), 2 * sizeof *pair);
+    if (!pair) return nomem(a);
+    pair[0].type = MSGPACK_OBJECT_POSITIVE_INTEGER;
+    pair[0].via.u64 = 0;
+    if (!rn_agg_int_sum(a, i)) {
+      rn_fsum empty;
+      rn_fsum_init(&empty);
+      int rc = fsum_put(a, i, &empty, &pair[0]);
+      if (rc) return rc;
+    }
+    pair[1].type = MSGPACK_OBJECT_POSITIVE_INTEGER;
+    pair[1].via.u64 = 0;
+    st->type = MSGPACK_OBJECT_ARRAY;
+    st->via.array.size = 2;
+    st->via.array.ptr = pair;
+    return 0;
+  }
+  case RN_AGG_USER: {
+    msgpack_sbuffer b;
+    msgpack_sbuffer_init(&b);
+    int rc = a->fns.init(a->fns.ctx, i, &b, err_of(a));
+    size_t off = 0;
+    char *copy = rc ? NULL : (char *)rn_scratch_copy(a->out->p, b.data, b.size);
+    if (!rc && (!copy || rn_unpack(copy, b.size, &off, zone_of(a), st) != MSGPACK_UNPACK_SUCCESS))
+      rc = nomem(a);
+    msgpack_sbuffer_destroy(&b);
+    return rc;
+  }
+  }
+  return 0;
+}
+
+static void set_count(msgpack_object *o, int64_t n)
+{
+  o->type = MSGPACK_OBJECT_POSITIVE_INTEGER;
+  o->via.u64 = (uint64_t)n;
+}
+
+/* |group key|u8 column|value| -> count, moved by delta. min and max of one
+ * column share the counts. */
+static int value_count(rn_aggregate *a, const gkey *g, int i, const msgpack_object *v, int delta)
+{
+  msgpack_sbuffer b;
+  msgpack_sbuffer_init(&b);
+  rn_buf_write(&b, g->k, g->len);
+  char idx = (char)a->aggs[i].slot;
+  rn_buf_write(&b, &idx, 1);
+  int rc = rn_key_append(&b, v) ? rn_err_set(err_of(a), RN_EINVAL, "%s: NaN has no place among min and max", a->out->name) : 0;
+  if (!rc && b.size > 511)
+    rc = rn_err_set(err_of(a), RN_EINVAL, "%s: %s: a value and its group key are longer than 511 bytes",
+                    a->out->name, a->aggs[i].name);
+  if (!rc) {
+    MDB_val k = { b.size, b.data }, d;
+    uint64_t count = 0;
+    int mrc = mdb_get(txn_of(a), a->values_dbi, &k, &d);
+    if (mrc == 0) memcpy(&count, d.mv_data, 8);
+    else if (mrc != MDB_NOTFOUND) rc = store_fail(a, mrc);
+    if (!rc) {
+      count = (uint64_t)((int64_t)count + delta);
+      if (count == 0) mrc = mdb_del(txn_of(a), a->values_dbi, &k, NULL);
+      else { d.mv_size = 8; d.mv_data = &count; mrc = mdb_put(txn_of(a), a->values_dbi, &k, &d, 0); }
+      if (mrc && mrc != MDB_NOTFOUND) rc = store_fail(a, mrc);
+    }
+  }
+  msgpack_sbuffer_destroy(&b);
+  return rc;
+}
+
+/* Packs a user aggregate's state for its step or result function and
+ * readies the answer buffer. */
+static void user_call_buffers(rn_aggregate *a, const msgpack_object *st)
+{
+  msgpack_sbuffer_clear(&a->state);
+  msgpack_sbuffer_clear(&a->answer);
+  msgpack_packer pk;
+  msgpack_packer_init(&pk, &a->state, rn_buf_write);
+  msgpack_pack_object(&pk, *st);
+}
+
+/* Moves the value rx (a row's, or NULL) out of a sum or avg state and ax
+ * (or NULL) into it, in one step: an int sum fails only when the result
+ * leaves int64, not on the way (nulls are skipped, AGG-1). */
+int rn_agg_sum_step(rn_aggregate *a, int i, msgpack_object *st, const msgpack_object *rx, const msgpack_object *ax)
+{
+  msgpack_object *sum = &st->via.array.ptr[0], *n = &st->via.array.ptr[1];
+  if (rx && rx->type == MSGPACK_OBJECT_NIL) rx = NULL;
+  if (ax && ax->type == MSGPACK_OBJECT_NIL) ax = NULL;
+  set_count(n, as_int(n) - (rx != NULL) + (ax != NULL));
+  if (rn_agg_int_sum(a, i)) {
+    __int128 r = (__int128)as_int(sum) - (rx ? as_int(rx) : 0) + (ax ? as_int(ax) : 0);
+    if (r > INT64_MAX || r < INT64_MIN)
+      return rn_err_set(err_of(a), RN_EINVAL, "%s: sum \"%s\" of column \"%s\" overflows 64 bits", a->out->name,
+                        a->aggs[i].name, a->in->schema->cols[a->aggs[i].slot].name);
+    if (r >= 0) { sum->type = MSGPACK_OBJECT_POSITIVE_INTEGER; sum->via.u64 = (uint64_t)r; }
+    else { sum->type = MSGPACK_OBJECT_NEGATIVE_INTEGER; sum->via.i64 = (int64_t)r; }
+    return 0;
+  }
+  rn_fsum f;
+  int rc = fsum_get(a, i, sum, &f);
+  if (rc) return rc;
+  bool ints = a->in->schema->cols[a->aggs[i].slot].type == RN_T_INT; /* avg of ints: summed exactly too */
+  if (rx && ints) rn_fsum_add_int(&f, as_int(rx), -1);
+  else if (rx) rn_fsum_add(&f, as_double(rx), -1);
+  if (ax && ints) rn_fsum_add_int(&f, as_int(ax), +1);
+  else if (ax) rn_fsum_add(&f, as_double(ax), +1);
+  return fsum_put(a, i, &f, sum);
+}
+
+/* Aggregate i keeps a sum (sum, avg): stepped by rn_agg_sum_step. */
+bool rn_agg_summing(const rn_aggregate *a, int i)
+{
+  return a->aggs[i].kind == RN_AGG_SUM || a->aggs[i].kind == RN_AGG_AVG;
+}
+
+/* Moves row's contribution in or out of one aggregate's state. */
+int rn_agg_step_state(rn_aggregate *a, int i, const gkey *g, msgpack_object *st, const msgpack_object *v,
+                      const char *row, size_t rlen, int delta)
+{
+  const rn_agg_spec *s = &a->aggs[i];
+  if (s->kind == RN_AGG_COUNT) return 0;
+  if (s->kind == RN_AGG_USER) {
+    if (delta < 0 && !a->fns.can_remove(a->fns.ctx, i))
+      return rn_err_set(err_of(a), RN_EINVAL, "%s: aggregate \"%s\" has no remove function, so it cannot follow deletes and updates",
+                        a->out->name, s->name);
+    user_call_buffers(a, st);
+    int rc = a->fns.step(a->fns.ctx, i, delta > 0, a->state.data, a->state.size, a->in, row, rlen,
+                         &a->answer, err_of(a));
+    size_t off = 0;
+    char *copy = rc ? NULL : (char *)rn_scratch_copy(a->out->p, a->answer.data, a->answer.size);
+    if (!rc && (!copy || rn_unpack(copy, a->answer.size, &off, zone_of(a), st) != MSGPACK_UNPACK_SUCCESS))
+      rc = nomem(a);
+    return rc;
+  }
+  const msgpack_object *x = &v[s->slot];
+  if (x->type == MSGPACK_OBJECT_NIL) return 0; /* nulls are skipped (AGG-1) */
+  switch (s->kind) {
+  case RN_AGG_COUNT_COL:
+    set_count(st, as_int(st) + delta);
+    return 0;
+  case RN_AGG_MIN: case RN_AGG_MAX:
+    set_count(st, as_int(st) + delta);
+    return a->counts_owner[i] ? value_count(a, g, i, x, delta) : 0;
+  case RN_AGG_SUM: case RN_AGG_AVG:
+    return delta < 0 ? rn_agg_sum_step(a, i, st, x, NULL) : rn_agg_sum_step(a, i, st, NULL, x);
+  default:
+    return 0;
+  }
+}
+
+/* The extreme value of a min or max in a group (absent: nil). */
+static int extreme(rn_aggregate *a, const gkey *g, int i, bool max, msgpack_object *out)
+{
+  out->type = MSGPACK_OBJECT_NIL;
+  char prefix[g->len + 1];
+  int col = a->aggs[i].slot;
+  memcpy(prefix, g->k, g->len);
+  prefix[g->len] = (char)(max ? col + 1 : col);
+  MDB_cursor *cur;
+  int rc = mdb_cursor_open(txn_of(a), a->values_dbi, &cur);
+  if (rc) return store_fail(a, rc);
+  MDB_val k = { g->len + 1, prefix }, d;
+  rc = mdb_cursor_get(cur, &k, &d, MDB_SET_RANGE);
+  if (max) rc = rc == 0 ? mdb_cursor_get(cur, &k, &d, MDB_PREV) : mdb_cursor_get(cur, &k, &d, MDB_LAST);
+  prefix[g->len] = (char)col;
+  if (rc == 0 && k.mv_size > g->len + 1 && memcmp(k.mv_data, prefix, g->len + 1) == 0) {
+    if (rn_key_decode((const char *)k.mv_data + g->len + 1, k.mv_size - g->len - 1, out, 1, zone_of(a)) != 1)
+      rc = rn_err_set(err_of(a), RN_ESTORE, "%s: a stored value could not be decoded", a->out->name);
+  } else if (rc == MDB_NOTFOUND || rc == 0) {
+    rc = 0;
+  } else {
+    rc = store_fail(a, rc);
+  }
+  mdb_cursor_close(cur);
+  return rc;
+}
+
+
+static bool unknown(const msgpack_object *v)
+{
+  return v->type == MSGPACK_OBJECT_EXT && v->via.ext.type == 0x7e;
+}
+
+/* The group's result row: by values, window, aggregates. ext holds each
+ * min/max's value where known (UNKNOWN: looked up, and filled in). */
+int rn_agg_result_row(rn_aggregate *a, const gkey *g, uint64_t rows, const msgpack_object *st, msgpack_object *ext,
+                      const char **row, size_t *len)
+{
+  const rn_schema *os = a->out->schema;
+  msgpack_sbuffer b;
+  msgpack_sbuffer_init(&b);
+  msgpack_packer pk;
+  msgpack_packer_init(&pk, &b, rn_buf_write);
+  msgpack_pack_array(&pk, (size_t)os->ncols);
+  int nkey = a->nby + (a->w.kind != RN_WINDOW_NONE);
+  msgpack_object kv[nkey ? nkey : 1];
+  int rc = 0;
+  if (nkey && rn_key_decode(g->k, g->len, kv, nkey, zone_of(a)) != nkey)
+    rc = rn_err_set(err_of(a), RN_ESTORE, "%s: a group key could not be decoded", a->out->name);
+  for (int i = 0; i < a->nby && !rc; i++) {
+    msgpack_object v = kv[i];
+    if (v.type == MSGPACK_OBJECT_BIN && a->in->schema->cols[a->by[i]].type == RN_T_STRING) v.type = MSGPACK_OBJECT_STR;
+    msgpack_pack_object(&pk, v);
+  }
+  if (!rc && a->w.kind != RN_WINDOW_NONE) {
+    const msgpack_object *s = &kv[a->nby];
+    msgpack_pack_object(&pk, *s);
+    msgpack_object e = num_obj(a, as_double(s) + a->w.size, a->time_int ? as_int(s) + (int64_t)a->w.size : 0);
+    msgpack_pack_object(&pk, e);
+  }
+  for (int i = 0; i < a->naggs && !rc; i++) {
+    const msgpack_object *x = &st[i];
+    switch (a->aggs[i].kind) {
+    case RN_AGG_COUNT: msgpack_pack_uint64(&pk, rows); break;
+    case RN_AGG_COUNT_COL: msgpack_pack_object(&pk, *x); break;
+    case RN_AGG_SUM: case RN_AGG_AVG: {
+      const msgpack_object *sum = &x->via.array.ptr[0];
+      int64_t n = as_int(&x->via.array.ptr[1]);
+      rn_fsum f;
+      if (n <= 0) msgpack_pack_nil(&pk);
+      else if (rn_agg_int_sum(a, i)) msgpack_pack_object(&pk, *sum);
+      else if (!(rc = fsum_get(a, i, sum, &f)))   /* rounded once: the sum, or the sum / n */
+        msgpack_pack_double(&pk, a->aggs[i].kind == RN_AGG_SUM ? rn_fsum_value(&f) : rn_fsum_div(&f, (uint64_t)n));
+      break;
+    }
+    case RN_AGG_MIN: case RN_AGG_MAX: {
+      msgpack_object v = ext[i];
+      if (unknown(&v)) rc = extreme(a, g, i, a->aggs[i].kind == RN_AGG_MAX, &v);
+      if (!rc && v.type == MSGPACK_OBJECT_BIN && a->in->schema->cols[a->aggs[i].slot].type == RN_T_STRING)
+        v.type = MSGPACK_OBJECT_STR;
+      ext[i] = v;
+      if (!rc) msgpack_pack_object(&pk, v);
+      break;
+    }
+    case RN_AGG_USER: {
+      user_call_buffers(a, x);
+      rc = a->fns.result(a->fns.ctx, i, a->state.data, a->state.size, &a->answer, err_of(a));
+      if (!rc) rn_buf_write(&b, a->answer.data, a->answer.size);
+      break;
+    }
+    }
+  }
+  if (!rc) {
+    *row = rn_scratch_copy(a->out->p, b.data, b.size);
+    *len = b.size;
+    if (!*row) rc = nomem(a);
+  }
+  msgpack_sbuffer_destroy(&b);
+  return rc;
+}
+
+/* Orders two values of one column (normalized: the same type). */
+static int cmp_value(const msgpack_object *x, const msgpack_object *y)
+{
+  switch (x->type) {
+  case MSGPACK_OBJECT_POSITIVE_INTEGER: case MSGPACK_OBJECT_NEGATIVE_INTEGER: {
+    int64_t p = as_int(x), q = as_int(y);
+    return (p > q) - (p < q);
+  }
+  case MSGPACK_OBJECT_FLOAT32: case MSGPACK_OBJECT_FLOAT64:
+    return (x->via.f64 > y->via.f64) - (x->via.f64 < y->via.f64);
+  case MSGPACK_OBJECT_BOOLEAN:
+    return (int)x->via.boolean - (int)y->via.boolean;
+  default: { /* strings and bytes, bytewise as their keys sort */
+    uint32_t n = x->via.str.size < y->via.str.size ? x->via.str.size : y->via.str.size;
+    int c = n ? memcmp(x->via.str.ptr, y->via.str.ptr, n) : 0;
+    return c ? (c > 0) - (c < 0) : (x->via.str.size > y->via.str.size) - (x->via.str.size < y->via.str.size);
+  }
+  }
+}
+
+/* The extremes after a change, from those before it: the same, or the
+ * added value if it goes beyond; unknown (looked up) only when the removed
+ * value was the extreme. */
+void rn_agg_next_extremes(const rn_aggregate *a, const msgpack_object *before, const msgpack_object *rv,
+                          const msgpack_object *av, msgpack_object *after)
+{
+  for (int i = 0; i < a->naggs; i++) {
+    const rn_agg_spec *s = &a->aggs[i];
+    after[i] = UNKNOWN;
+    if (s->kind != RN_AGG_MIN && s->kind != RN_AGG_MAX) continue;
+    msgpack_object cur = before[i];
+    if (unknown(&cur)) continue;
+    if (rv && rv[s->slot].type != MSGPACK_OBJECT_NIL && cur.type != MSGPACK_OBJECT_NIL &&
+        cmp_value(&rv[s->slot], &cur) == 0)
+      continue; /* the extreme left (or one of its copies did): look it up */
+    if (av && av[s->slot].type != MSGPACK_OBJECT_NIL) {
+      int c = cur.type == MSGPACK_OBJECT_NIL ? -1 : cmp_value(&av[s->slot], &cur);
+      if (s->kind == RN_AGG_MAX ? c > 0 || cur.type == MSGPACK_OBJECT_NIL : c < 0) cur = av[s->slot];
+    }
+    after[i] = cur;
+  }
+}
+

@@ -1,0 +1,176 @@
+/* aggregate_int.h — what the files of the aggregate share, as SQLite's
+ * vdbeInt.h: its state struct, reserved keys, small conversions, and the
+ * functions of one file another calls. Not for use outside the aggregate.
+ *
+ *     aggregate.c         declaration, rebuild, scanning, the operator
+ *     aggregate_fns.c     the aggregate functions (count, sum, min, max, avg,
+ *                         user): their state, steps and results (AGG-4)
+ *     aggregate_window.c  final windows and lateness (windowed streams with
+ *                         grace, AGG-3)
+ *     aggregate_apply.c   one input change: its group keys, each group's
+ *                         step and change (AGG-1, AGG-2) */
+#ifndef RN_AGGREGATE_INT_H
+#define RN_AGGREGATE_INT_H
+
+#include "aggregate.h"
+
+#include <string.h>
+
+#include "fsum.h"
+#include "key.h"
+#include "row.h"
+
+#define MAX_WINDOWS 1024            /* windows one event may fall in */
+static const char GLOBAL_KEY[1] = { 0x00 };
+static const char MAX_TS_KEY[1] = { (char)0xff };  /* the largest event time seen */
+static const char LATE_KEY[1] = { (char)0xfe };    /* events dropped as late */
+static const char FINAL_KEY[1] = { (char)0xfd };   /* windows made final (their state dropped) */
+static const char FINAL_MARK = (char)0xc1;         /* never a msgpack byte: a final window's value */
+/* |u64 0|u64 0|u8 format|: sums are exact (fsum.h) from format 2 on. Drawn
+ * as an empty group so that older versions pass over it. */
+static const char FORMAT_KEY[1] = { (char)0xfc };
+enum { STATE_FORMAT = 2 };
+
+/* One-byte keys other than the global group's are counters, not groups. */
+static inline bool reserved(const MDB_val *k)
+{
+  return k->mv_size == 1 && ((const unsigned char *)k->mv_data)[0] >= 0xfc;
+}
+
+/* A float sum by its stored form: a group's state is read for its old
+ * result, stepped and read for its new one, so each is decoded once. */
+struct fsum_seen {
+  uint32_t len;                   /* 0: none yet */
+  char enc[RN_FSUM_MAX_ENCODED];  /* the stored form */
+  rn_fsum f;                      /* what it decodes to */
+};
+
+typedef struct rn_aggregate {
+  rn_rel *out, *in;
+  int nby;
+  int *by;                /* input slots of the by columns */
+  rn_window w;
+  bool time_int;          /* the time column is an int: integer window math */
+  int naggs;
+  rn_agg_spec *aggs;      /* names owned */
+  rn_agg_fns fns;
+  bool *counts_owner;     /* per aggregate: the min/max that keeps its column's value counts */
+  struct fsum_seen *fseen; /* per aggregate: the float sum read or written last */
+  MDB_dbi groups_dbi, values_dbi, windows_dbi; /* windows_dbi: with grace only */
+  uint64_t next_final_txn;  /* the store's txn_serial next_final was worked out in (0: none) */
+  double next_final;        /* the largest event time below which no open window is final */
+  MDB_txn *reading;       /* a scan's read transaction, or NULL: the group's */
+  msgpack_sbuffer buf;    /* scratch: a group's value */
+  msgpack_sbuffer state, answer; /* scratch: a user aggregate's state in, its answer out */
+} rn_aggregate;
+
+typedef struct gkey {
+  char *k;                /* scratch */
+  size_t len;
+} gkey;
+
+/* Where the aggregate reads and writes: the group's transaction, or a scan's. */
+static inline MDB_txn *txn_of(rn_aggregate *a) { return a->reading ? a->reading : a->out->p->store.wtxn; }
+static inline rn_err *err_of(rn_aggregate *a) { return &a->out->p->err; }
+static inline msgpack_zone *zone_of(rn_aggregate *a) { return &a->out->p->scratch; }
+static inline int nomem(rn_aggregate *a) { return rn_err_set(err_of(a), RN_ENOMEM, "out of memory"); }
+static inline int store_fail(rn_aggregate *a, int rc) { return rn_store_fail(err_of(a), rc, a->out->name); }
+
+
+static inline int64_t floor_div(int64_t x, int64_t y)
+{
+  int64_t q = x / y;
+  return (x % y != 0 && ((x < 0) != (y < 0))) ? q - 1 : q;
+}
+
+static inline msgpack_object num_obj(rn_aggregate *a, double d, int64_t i)
+{
+  msgpack_object o;
+  if (a->time_int) {
+    if (i >= 0) { o.type = MSGPACK_OBJECT_POSITIVE_INTEGER; o.via.u64 = (uint64_t)i; }
+    else { o.type = MSGPACK_OBJECT_NEGATIVE_INTEGER; o.via.i64 = i; }
+  } else {
+    o.type = MSGPACK_OBJECT_FLOAT64;
+    o.via.f64 = d;
+  }
+  return o;
+}
+
+static inline double as_double(const msgpack_object *o)
+{
+  return o->type == MSGPACK_OBJECT_POSITIVE_INTEGER ? (double)o->via.u64
+       : o->type == MSGPACK_OBJECT_NEGATIVE_INTEGER ? (double)o->via.i64 : o->via.f64;
+}
+
+static inline int64_t as_int(const msgpack_object *o)
+{
+  return o->type == MSGPACK_OBJECT_POSITIVE_INTEGER ? (int64_t)o->via.u64 : o->via.i64;
+}
+
+/* An extreme not known yet: result_row looks it up. */
+static const msgpack_object UNKNOWN = { .type = MSGPACK_OBJECT_EXT, .via.ext = { 0x7e, 0, NULL } };
+
+/* ---- aggregate_fns.c ---- */
+
+/* st: aggregate i's state for an empty group. */
+int rn_agg_init_state(rn_aggregate *a, int i, msgpack_object *st);
+/* A sum kept as an int64: sum of an int column. */
+bool rn_agg_int_sum(const rn_aggregate *a, int i);
+/* The extremes after a change, from those before it: the same, or the
+ * added value if it goes beyond; unknown (looked up) only when the removed
+ * value was the extreme. */
+void rn_agg_next_extremes(const rn_aggregate *a, const msgpack_object *before, const msgpack_object *rv,
+                          const msgpack_object *av, msgpack_object *after);
+/* The group's result row: by values, window, aggregates. ext holds each
+ * min/max's value where known (UNKNOWN: looked up, and filled in). */
+int rn_agg_result_row(rn_aggregate *a, const gkey *g, uint64_t rows, const msgpack_object *st, msgpack_object *ext,
+                      const char **row, size_t *len);
+/* Moves row's contribution in or out of one aggregate's state. */
+int rn_agg_step_state(rn_aggregate *a, int i, const gkey *g, msgpack_object *st, const msgpack_object *v,
+                      const char *row, size_t rlen, int delta);
+/* Moves the value rx (a row's, or NULL) out of a sum or avg state and ax
+ * (or NULL) into it, in one step: an int sum fails only when the result
+ * leaves int64, not on the way (nulls are skipped, AGG-1). */
+int rn_agg_sum_step(rn_aggregate *a, int i, msgpack_object *st, const msgpack_object *rx, const msgpack_object *ax);
+/* Aggregate i keeps a sum (sum, avg): stepped by rn_agg_sum_step. */
+bool rn_agg_summing(const rn_aggregate *a, int i);
+
+/* ---- aggregate_window.c ---- */
+
+/* The aggregates' states in a group entry |rid|rows|state|, decoded into
+ * scratch. */
+int rn_agg_decode_state(rn_aggregate *a, const MDB_val *d, msgpack_object **st);
+/* Makes final, oldest first, every window max_ts has passed by its grace.
+ * Within one LMDB transaction next_final says when the oldest open window
+ * becomes final, so most events skip the index; a new transaction (a
+ * commit, or a rollback that may bring windows back) works it out again. */
+int rn_agg_finalize_windows(rn_aggregate *a, double max_ts);
+/* The window at start is final once max_ts passed its end plus grace (AGG-3). */
+bool rn_agg_window_final(const rn_aggregate *a, double start, double max_ts);
+/* Lists window g in "aw:" as not final yet. */
+int rn_agg_window_index_put(rn_aggregate *a, const gkey *g);
+/* *start: the window start of group key g (its last key part). */
+int rn_agg_window_start_of(rn_aggregate *a, const char *g, size_t len, double *start);
+/* Adds by to the reserved counter key (late or final windows). */
+int rn_agg_counter_add(rn_aggregate *a, const char *key, double by);
+/* Drops the windows of an event that are final (AGG-3); keeps the largest
+ * event time seen and the late count in the aggregate's own database, so a
+ * rollback rolls them back too. */
+int rn_agg_drop_late(rn_aggregate *a, const msgpack_object *v, gkey *keys, int *n);
+
+/* ---- aggregate_apply.c ---- */
+
+/* The group keys a row belongs to, ascending: one without a window, the
+ * windows holding its event time with one. */
+int rn_agg_group_keys(rn_aggregate *a, const msgpack_object *v, gkey *keys, int *n);
+/* Moves rem out of and add into group g (either may be NULL), then emits
+ * the group's change: one UPDATE, or INSERT / DELETE as it appears or
+ * empties (AGG-2). */
+int rn_agg_group_apply(rn_aggregate *a, const gkey *g, const msgpack_object *rv, const char *rrow, size_t rlen,
+                       const msgpack_object *av, const char *arow, size_t alen, bool quiet);
+/* Applies input change c (quiet: no emission, a rebuild). */
+int rn_agg_apply(rn_aggregate *a, const rn_change *c, bool quiet);
+/* The operator's apply (ops.h): the change's relation is the aggregate's one input. */
+int rn_agg_operator_apply(rn_rel *r, rn_rel *from, const rn_change *c);
+
+#endif

@@ -1,0 +1,205 @@
+/* aggregate_window.c — final windows and lateness (aggregate_int.h). */
+#include "aggregate_int.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* ---- final windows (windowed streams with grace) ----
+ *
+ * "aw:" |encoded window start|group key| -> |group key| lists the windows
+ * not final yet, oldest first. When the largest event time passes a
+ * window's end plus grace, no event can reach it again (AGG-3): its value
+ * counts go and its entry in "ag:" becomes |rid|rows|0xc1|result row|, the
+ * row it will always have. State then grows with the open windows only. */
+
+/* The aggregates' states in a group entry |rid|rows|state|, decoded into
+ * scratch. */
+int rn_agg_decode_state(rn_aggregate *a, const MDB_val *d, msgpack_object **st)
+{
+  msgpack_object arr;
+  size_t off = 0;
+  const char *copy = rn_scratch_copy(a->out->p, (const char *)d->mv_data + 16, d->mv_size - 16);
+  if (!copy || rn_unpack(copy, d->mv_size - 16, &off, zone_of(a), &arr) != MSGPACK_UNPACK_SUCCESS ||
+      arr.type != MSGPACK_OBJECT_ARRAY || arr.via.array.size != (uint32_t)a->naggs)
+    return rn_err_set(err_of(a), RN_ESTORE, "%s: a group's state could not be decoded", a->out->name);
+  *st = arr.via.array.ptr;
+  return 0;
+}
+
+/* *start: the window start of group key g (its last key part). */
+int rn_agg_window_start_of(rn_aggregate *a, const char *g, size_t len, double *start)
+{
+  int nk = a->nby + 1;
+  msgpack_object kv[nk];
+  if (rn_key_decode(g, len, kv, nk, zone_of(a)) != nk)
+    return rn_err_set(err_of(a), RN_ESTORE, "%s: a group key could not be decoded", a->out->name);
+  *start = as_double(&kv[a->nby]);
+  return 0;
+}
+
+/* The window at start is final once max_ts passed its end plus grace (AGG-3). */
+bool rn_agg_window_final(const rn_aggregate *a, double start, double max_ts)
+{
+  return max_ts >= start + a->w.size + a->w.grace;
+}
+
+/* Lists window g in "aw:" as not final yet. */
+int rn_agg_window_index_put(rn_aggregate *a, const gkey *g)
+{
+  double start;
+  int rc = rn_agg_window_start_of(a, g->k, g->len, &start);
+  if (rc) return rc;
+  msgpack_sbuffer b;
+  msgpack_sbuffer_init(&b);
+  msgpack_object s = num_obj(a, start, (int64_t)start);
+  rn_key_append(&b, &s);
+  rn_buf_write(&b, g->k, g->len);
+  MDB_val k = { b.size, b.data }, d = { g->len, g->k };
+  rc = b.size > 511 ? 0 : mdb_put(txn_of(a), a->windows_dbi, &k, &d, 0); /* too long: stays open */
+  double at = start + a->w.size + a->w.grace;
+  if (!rc && b.size <= 511 && at < a->next_final) a->next_final = at;
+  msgpack_sbuffer_destroy(&b);
+  return rc ? store_fail(a, rc) : 0;
+}
+
+/* Makes window g final: its row is stored as it is, its state dropped. */
+static int finalize_window(rn_aggregate *a, const gkey *g)
+{
+  MDB_val k = { g->len, g->k }, d;
+  int rc = mdb_get(txn_of(a), a->groups_dbi, &k, &d);
+  if (rc) return rc == MDB_NOTFOUND ? 0 : store_fail(a, rc);
+  uint64_t head[2];
+  memcpy(head, d.mv_data, 16);
+  msgpack_object *st;
+  if ((rc = rn_agg_decode_state(a, &d, &st))) return rc;
+  msgpack_object ext[a->naggs ? a->naggs : 1];
+  for (int i = 0; i < a->naggs; i++) ext[i] = UNKNOWN;
+  const char *row;
+  size_t len;
+  if ((rc = rn_agg_result_row(a, g, head[1], st, ext, &row, &len))) return rc;
+  MDB_cursor *cur; /* the value counts under |group key| */
+  if ((rc = mdb_cursor_open(txn_of(a), a->values_dbi, &cur))) return store_fail(a, rc);
+  for (;;) { /* seek again after each delete: LMDB's cursor may sit past a page's end */
+    MDB_val vk = { g->len, g->k }, vd;
+    rc = mdb_cursor_get(cur, &vk, &vd, MDB_SET_RANGE);
+    if (rc || vk.mv_size <= g->len || memcmp(vk.mv_data, g->k, g->len) != 0) break;
+    if ((rc = mdb_cursor_del(cur, 0))) break;
+  }
+  mdb_cursor_close(cur);
+  if (rc && rc != MDB_NOTFOUND) return store_fail(a, rc);
+  msgpack_sbuffer *b = &a->buf;
+  msgpack_sbuffer_clear(b);
+  rn_buf_write(b, (const char *)head, 16);
+  rn_buf_write(b, &FINAL_MARK, 1);
+  rn_buf_write(b, row, len);
+  d = (MDB_val){ b->size, b->data };
+  rc = mdb_put(txn_of(a), a->groups_dbi, &k, &d, 0);
+  return rc ? store_fail(a, rc) : 0;
+}
+
+/* Makes final, oldest first, every window max_ts has passed by its grace.
+ * Within one LMDB transaction next_final says when the oldest open window
+ * becomes final, so most events skip the index; a new transaction (a
+ * commit, or a rollback that may bring windows back) works it out again. */
+int rn_agg_finalize_windows(rn_aggregate *a, double max_ts)
+{
+  uint64_t serial = a->out->p->store.txn_serial;
+  if (a->next_final_txn == serial && max_ts < a->next_final) return 0;
+  MDB_cursor *cur;
+  int rc = mdb_cursor_open(txn_of(a), a->windows_dbi, &cur);
+  if (rc) return store_fail(a, rc);
+  MDB_val k, d;
+  int err = 0, made = 0; /* err is runnel's error; rc stays LMDB's */
+  double next = HUGE_VAL;
+  while (!err && (rc = mdb_cursor_get(cur, &k, &d, MDB_FIRST)) == 0) {
+    int nk = a->nby + 2; /* the start, then the group key's values */
+    msgpack_object kv[nk];
+    if (rn_key_decode(k.mv_data, k.mv_size, kv, nk, zone_of(a)) != nk) {
+      err = rn_err_set(err_of(a), RN_ESTORE, "%s: a window index key could not be decoded", a->out->name);
+      break;
+    }
+    if (!rn_agg_window_final(a, as_double(&kv[0]), max_ts)) {
+      next = as_double(&kv[0]) + a->w.size + a->w.grace;
+      break;
+    }
+    gkey g = { (char *)rn_scratch_copy(a->out->p, d.mv_data, d.mv_size), d.mv_size };
+    if (!g.k) err = nomem(a);
+    else if ((rc = mdb_cursor_del(cur, 0))) break;
+    else if (!(err = finalize_window(a, &g))) made++;
+  }
+  mdb_cursor_close(cur);
+  if (!err && made) err = rn_agg_counter_add(a, FINAL_KEY, made);
+  if (err) return err;
+  if (rc != 0 && rc != MDB_NOTFOUND) return store_fail(a, rc);
+  a->next_final_txn = serial;
+  a->next_final = next;
+  return 0;
+}
+
+/* ---- lateness (windowed streams with grace) ---- */
+
+static int reserved_get(rn_aggregate *a, const char *key, double *v, bool *found)
+{
+  MDB_val k = { 1, (void *)key }, d;
+  int rc = mdb_get(txn_of(a), a->groups_dbi, &k, &d);
+  *found = rc == 0;
+  if (rc == 0) memcpy(v, d.mv_data, sizeof *v);
+  return rc == 0 || rc == MDB_NOTFOUND ? 0 : store_fail(a, rc);
+}
+
+static int reserved_put(rn_aggregate *a, const char *key, double v)
+{
+  MDB_val k = { 1, (void *)key }, d = { sizeof v, &v };
+  int rc = mdb_put(txn_of(a), a->groups_dbi, &k, &d, 0);
+  return rc ? store_fail(a, rc) : 0;
+}
+
+/* Adds by to the reserved counter key (late or final windows). */
+int rn_agg_counter_add(rn_aggregate *a, const char *key, double by)
+{
+  double v = 0;
+  bool found;
+  int rc = reserved_get(a, key, &v, &found);
+  return rc ? rc : reserved_put(a, key, v + by);
+}
+
+/* Drops the windows of an event that are final (AGG-3); keeps the largest
+ * event time seen and the late count in the aggregate's own database, so a
+ * rollback rolls them back too. */
+int rn_agg_drop_late(rn_aggregate *a, const msgpack_object *v, gkey *keys, int *n)
+{
+  double max_ts = 0, ts = as_double(&v[a->w.slot]);
+  bool seen;
+  int rc = reserved_get(a, MAX_TS_KEY, &max_ts, &seen);
+  if (rc) return rc;
+  int kept = 0;
+  for (int i = 0; i < *n; i++) {
+    double start;
+    if ((rc = rn_agg_window_start_of(a, keys[i].k, keys[i].len, &start))) return rc;
+    if (seen && rn_agg_window_final(a, start, max_ts)) continue;
+    keys[kept++] = keys[i];
+  }
+  if (kept < *n && (rc = rn_agg_counter_add(a, LATE_KEY, 1))) return rc;
+  *n = kept;
+  if (seen && ts <= max_ts) return 0;
+  if ((rc = reserved_put(a, MAX_TS_KEY, ts))) return rc;
+  return rn_agg_finalize_windows(a, ts); /* none of this event's own windows is final at ts */
+}
+
+static uint64_t counter_read(const rn_rel *r, const char *key)
+{
+  rn_aggregate *a = r->ctx;
+  rn_pipeline *p = r->p;
+  MDB_txn *txn;
+  if (rn_store_reader(&p->store, &txn, &p->err)) return 0;
+  MDB_val k = { 1, (void *)key }, d;
+  double v = 0;
+  if (mdb_get(txn, a->groups_dbi, &k, &d) == 0) memcpy(&v, d.mv_data, sizeof v);
+  rn_store_reader_done(&p->store);
+  return (uint64_t)v;
+}
+
+uint64_t rn_aggregate_late(const rn_rel *r) { return counter_read(r, LATE_KEY); }
+uint64_t rn_aggregate_final(const rn_rel *r) { return counter_read(r, FINAL_KEY); }
+

@@ -1,0 +1,135 @@
+/* join_int.h — what the files of the join share, as SQLite's vdbeInt.h:
+ * its state struct, the values its steps pass around, and the functions of
+ * one file another calls. Not for use outside the join.
+ *
+ *     join.c          declaration, rebuild from the inputs, the operator
+ *     join_state.c    keys, the right side's rows, results and their ids
+ *                     ("jr:"), the fan-out index ("ji:") — join.h draws them
+ *     join_apply.c    a change applied: one left row's step, a right
+ *                     change's fan-out, stream ⋈ table
+ *     join_scan.c     the current results, from a snapshot */
+#ifndef RN_JOIN_INT_H
+#define RN_JOIN_INT_H
+
+#include "join.h"
+
+#include <string.h>
+
+#include "key.h"
+#include "row.h"
+
+typedef struct rn_join {
+  rn_rel *out, *left, *right;
+  rn_join_kind kind;
+  bool stream;            /* the left side is a stream: the output is a stream */
+  bool key_join;          /* on = the left key: at most one left row per right key */
+  int non;                /* left slots forming the right key (declarative) */
+  int *on;
+  int on_upto;            /* 1 + the largest of them: how far a left row is walked */
+  rn_join_fns fns;
+  bool right_native;      /* the right side is a keyed source table */
+  bool lookup;            /* the right side is a lookup: results are stored, not recomputed */
+  MDB_dbi index_dbi, result_dbi, right_dbi;
+  MDB_txn *reading;       /* a scan's read transaction, or NULL: the group's */
+  msgpack_sbuffer keybuf; /* scratch: encoding a key */
+  MDB_cursor *index_cur;  /* on index_dbi in the write transaction, positioned by index_entry */
+  uint64_t index_cur_txn; /* the store's txn_serial it belongs to (LMDB frees it with it) */
+  bool index_at;          /* index_cur is positioned at index_at_key */
+  char index_at_key[RN_JOIN_FK_INLINE + 16];
+  size_t index_at_len;
+} rn_join;
+
+/* A right key, encoded, with its fk part as the index uses it. */
+typedef struct fk {
+  bool null;              /* no right key: null foreign key or no mapper match */
+  const char *enc;        /* the full encoding (scratch) */
+  size_t len;
+  char part[RN_JOIN_FK_INLINE + 8];
+  size_t part_len;
+} fk;
+
+/* One side of a result: a row and, once needed, its decoded values. */
+typedef struct side {
+  const char *row;        /* NULL: absent */
+  size_t len;
+  const msgpack_object *vals; /* NULL until vals_of() */
+} side;
+
+/* Where the join reads and writes: the group's transaction, or a scan's. */
+static inline MDB_txn *txn_of(rn_join *j) { return j->reading ? j->reading : j->out->p->store.wtxn; }
+static inline rn_err *err_of(rn_join *j) { return &j->out->p->err; }
+static inline msgpack_zone *zone_of(rn_join *j) { return &j->out->p->scratch; }
+
+static inline int nomem(rn_join *j) { return rn_err_set(err_of(j), RN_ENOMEM, "out of memory"); }
+
+static inline bool same_fk(const fk *a, const fk *b)
+{
+  if (a->null || b->null) return a->null && b->null;
+  return a->len == b->len && memcmp(a->enc, b->enc, a->len) == 0;
+}
+
+typedef struct entry {
+  uint64_t lid, rid;
+  const char *payload;    /* scratch copy */
+  size_t len;
+} entry;
+
+typedef struct entries {
+  entry *items;
+  size_t n, cap;
+} entries;
+
+/* ---- join_state.c ---- */
+
+/* f->part from f->enc: the encoding itself, or for a long one its first
+ * RN_JOIN_FK_INLINE bytes and a hash (join.h). */
+void rn_join_set_part(fk *f);
+/* The right key a left row points at. */
+int rn_join_left_fk(rn_join *j, side *l, fk *f);
+/* A right row's own key (its values are already normalized). */
+int rn_join_right_key(rn_join *j, side *r, fk *f);
+/* The current right row with key f (NULL when absent or f is null). */
+int rn_join_right_current(rn_join *j, const fk *f, side *r);
+/* The right row with key f as it was before change undo (a self-join sees
+ * its own change on both sides). */
+int rn_join_right_before(rn_join *j, const fk *f, const rn_change *undo, side *r);
+/* The result row of l and r (either may be absent), into scratch. NULL row:
+ * no result (inner join without a match, or the joiner said none). */
+int rn_join_make_result(rn_join *j, side *l, side *r, const fk *f, side *res);
+/* The key of a left row's result (default: the left key, or the left id
+ * when the left side has no key; a key join: the join key; with a
+ * selector: what it returns), appended to b. */
+int rn_join_result_key(rn_join *j, uint64_t lid, side *l, const fk *f, msgpack_sbuffer *b);
+/* The id of result key k: its old id if it ever had one, else the next.
+ * owner: the left id that now holds it (0: release); with a selector two
+ * left rows may not hold one key at once. */
+int rn_join_result_id(rn_join *j, const msgpack_sbuffer *k, uint64_t owner, bool take, uint64_t *id);
+/* Emits the change from result old (id old_id) to result now (id new_id):
+ * an INSERT, DELETE, UPDATE, or a DELETE then an INSERT when the id moves;
+ * nothing when they are equal (JOIN-2). */
+int rn_join_emit_result(rn_join *j, uint64_t old_id, const side *old, uint64_t new_id, const side *now);
+/* |u64 result id|u32 left length|left row|result|: fan-out reads the left
+ * row here, no lookup; a lookup join keeps the result it emitted. An entry
+ * index_entry just read is rewritten in place (no second descent). */
+int rn_join_index_put(rn_join *j, const fk *f, uint64_t lid, uint64_t rid, const side *l, const side *res);
+/* An entry index_entry just read is deleted where the cursor stands. */
+int rn_join_index_del(rn_join *j, const fk *f, uint64_t lid);
+/* A left row's entry: its result id (0: none yet or no entry) and, for a
+ * lookup join, the result it emitted (stored->row NULL: none). */
+int rn_join_index_entry(rn_join *j, const fk *f, uint64_t lid, uint64_t *rid, side *stored);
+
+/* ---- join_apply.c ---- */
+
+/* Recomputes the result of left row lid from lb (before) to la (after),
+ * keeping its index entry; undo is a right-side change the "before"
+ * lookups must not see yet (self-joins), or NULL. */
+int rn_join_left_step(rn_join *j, uint64_t lid, side *lb, side *la, const rn_change *undo);
+/* Appends to out every index entry of right key f, in ascending left id
+ * (JOIN-3); payloads are copied to scratch. */
+int rn_join_collect(rn_join *j, const fk *f, entries *out);
+/* The current left row of an index entry: the entry holds it. */
+void rn_join_left_row(const entry *e, side *l);
+/* Keeps the right copy of a derived right side current. */
+int rn_join_right_copy(rn_join *j, const fk *ko, const fk *kn, const rn_change *c);
+
+#endif

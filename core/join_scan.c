@@ -1,0 +1,107 @@
+/* join_scan.c — a join's current results (join_int.h). */
+#include "join_int.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "snapshot.h"
+
+/* ---- scanning results ---- */
+
+/* A cursor on dbi in txn, or NULL with the error set. */
+static MDB_cursor *scan_cursor(rn_rel *d, MDB_txn *txn, MDB_dbi dbi, int *rc)
+{
+  MDB_cursor *cur = NULL;
+  *rc = mdb_cursor_open(txn, dbi, &cur);
+  if (!*rc) return cur;
+  *rc = rn_store_fail(&d->p->err, *rc, d->name);
+  return NULL;
+}
+
+/* Every result a left row holds, from the index. */
+static int scan_left_rows(rn_join *j, MDB_txn *txn, bool own_scratch, rn_scan_fn fn, void *ctx)
+{
+  rn_pipeline *p = j->out->p;
+  int rc;
+  MDB_cursor *cur = scan_cursor(j->out, txn, j->index_dbi, &rc);
+  MDB_val k, v;
+  int mrc = rc ? MDB_NOTFOUND : mdb_cursor_get(cur, &k, &v, MDB_FIRST);
+  for (; !rc && mrc == 0; mrc = mdb_cursor_get(cur, &k, &v, MDB_NEXT)) {
+    uint32_t llen;
+    memcpy(&llen, (const char *)v.mv_data + 8, 4);
+    entry e = { rn_be64_get((const char *)k.mv_data + k.mv_size - 8), 0, (const char *)v.mv_data + 12, llen };
+    memcpy(&e.rid, v.mv_data, 8);
+    side l, r = { 0 }, res = { 0 };
+    fk f;
+    rn_join_left_row(&e, &l);
+    if (j->lookup) { /* the results it emitted */
+      size_t rlen = v.mv_size - 12 - llen;
+      res.row = rlen ? (const char *)v.mv_data + 12 + llen : NULL;
+      res.len = rlen;
+    } else {
+      if (l.row) rc = rn_join_left_fk(j, &l, &f);
+      if (!rc && l.row) rc = rn_join_right_current(j, &f, &r);
+      if (!rc && l.row) rc = rn_join_make_result(j, &l, &r, &f, &res);
+    }
+    if (!rc && res.row) rc = fn(ctx, e.rid, res.row, res.len);
+    if (own_scratch) msgpack_zone_clear(&p->scratch);
+  }
+  if (cur) mdb_cursor_close(cur);
+  return rc;
+}
+
+/* An outer join's right rows no left row holds. */
+static int scan_lone_right_rows(rn_join *j, MDB_txn *txn, bool own_scratch, rn_scan_fn fn, void *ctx)
+{
+  rn_pipeline *p = j->out->p;
+  int rc;
+  MDB_cursor *cur = scan_cursor(j->out, txn, j->result_dbi, &rc);
+  MDB_val k, v;
+  int mrc = rc ? MDB_NOTFOUND : mdb_cursor_get(cur, &k, &v, MDB_FIRST);
+  for (; !rc && mrc == 0; mrc = mdb_cursor_get(cur, &k, &v, MDB_NEXT)) {
+    fk f = { .null = false, .enc = k.mv_data, .len = k.mv_size };
+    rn_join_set_part(&f);
+    side none = { 0 }, r = { 0 }, res = { 0 };
+    entries es = { NULL, 0, 0 };
+    rc = rn_join_collect(j, &f, &es);
+    free(es.items);
+    if (!rc && es.n == 0) rc = rn_join_right_current(j, &f, &r);
+    if (!rc && r.row) rc = rn_join_make_result(j, &none, &r, &f, &res);
+    if (!rc && res.row) {
+      uint64_t rid;
+      memcpy(&rid, v.mv_data, 8);
+      rc = fn(ctx, rid, res.row, res.len);
+    }
+    if (own_scratch) msgpack_zone_clear(&p->scratch);
+  }
+  if (cur) mdb_cursor_close(cur);
+  return rc;
+}
+
+typedef struct join_scan {
+  rn_join *j;
+  rn_scan_fn fn;
+  void *ctx;
+} join_scan;
+
+static int scan_in(void *ctx, MDB_txn *txn, bool own_scratch)
+{
+  join_scan *s = ctx;
+  int rc = scan_left_rows(s->j, txn, own_scratch, s->fn, s->ctx);
+  if (!rc && s->j->kind == RN_JOIN_OUTER) rc = scan_lone_right_rows(s->j, txn, own_scratch, s->fn, s->ctx);
+  return rc;
+}
+
+/* A scan reads a snapshot (snapshot.h), through which every helper here
+ * then reads (j->reading). The cursors are closed on every path (LMDB frees
+ * a read transaction's only when asked). The mappers and joiners it runs
+ * are callbacks: they may read, but not change tables nor end the group
+ * whose transaction it reads. */
+int rn_join_scan(rn_rel *d, rn_scan_fn fn, void *ctx)
+{
+  rn_join *j = d->ctx;
+  if (j->stream) return rn_err_set(err_of(j), RN_EINVAL, "%s: a stream join holds no rows", d->name);
+  join_scan s = { j, fn, ctx };
+  return rn_snapshot_read(d->p, d->name, &j->reading, scan_in, &s);
+}
+

@@ -1,0 +1,433 @@
+/* join_state.c — a join's keys, right rows, results and fan-out index (join_int.h). */
+#include "join_int.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "lookup.h"
+
+static const msgpack_object *decode(rn_join *j, rn_rel *r, const char *row, size_t len)
+{
+  return row ? rn_row_unpack(row, len, r->schema->ncols, zone_of(j)) : NULL;
+}
+
+static const msgpack_object *vals_of(rn_join *j, rn_rel *r, side *s)
+{
+  if (!s->vals && s->row) s->vals = decode(j, r, s->row, s->len);
+  return s->vals;
+}
+
+/* Decodes only the given slots of a row (its key or foreign key columns). */
+static int slot_values(rn_join *j, rn_rel *r, const side *s, const int *slots, int n, msgpack_object *out)
+{
+  int upto = 0;
+  for (int i = 0; i < n; i++) if (slots[i] + 1 > upto) upto = slots[i] + 1;
+  size_t starts[upto + 1];
+  if (rn_row_spans(s->row, s->len, r->schema->ncols, upto, starts) != 0)
+    return rn_err_set(err_of(j), RN_ESTORE, "%s: a row of %s could not be decoded", j->out->name, r->name);
+  for (int i = 0; i < n; i++) {
+    size_t off = 0;
+    if (rn_unpack(s->row + starts[slots[i]], starts[slots[i] + 1] - starts[slots[i]], &off,
+                       zone_of(j), &out[i]) != MSGPACK_UNPACK_SUCCESS)
+      return rn_err_set(err_of(j), RN_ESTORE, "%s: a row of %s could not be decoded", j->out->name, r->name);
+  }
+  return 0;
+}
+
+/* f->part from f->enc: the encoding itself, or for a long one its first
+ * RN_JOIN_FK_INLINE bytes and a hash (join.h). */
+void rn_join_set_part(fk *f)
+{
+  if (f->null) {
+    f->part[0] = RN_KEY_NULL;
+    f->part_len = 1;
+  } else if (f->len <= RN_JOIN_FK_INLINE) {
+    memcpy(f->part, f->enc, f->len);
+    f->part_len = f->len;
+  } else {
+    memcpy(f->part, f->enc, RN_JOIN_FK_INLINE);
+    rn_be64_put(f->part + RN_JOIN_FK_INLINE, rn_hash64(f->enc, f->len));
+    f->part_len = sizeof f->part;
+  }
+}
+
+static int keep_encoding(rn_join *j, fk *f, const msgpack_sbuffer *b)
+{
+  f->null = false;
+  f->len = b->size;
+  f->enc = rn_scratch_copy(j->out->p, b->data, b->size);
+  if (!f->enc) return nomem(j);
+  rn_join_set_part(f);
+  return 0;
+}
+
+/* Normalizes key values to the right key's column types and encodes them:
+ * 7.0 finds the int key 7; 7.5 for an int key is an error, never a miss. */
+static int encode_right_key(rn_join *j, msgpack_object *vals, fk *f)
+{
+  const rn_schema *rs = j->right->schema;
+  msgpack_sbuffer *b = &j->keybuf;
+  msgpack_sbuffer_clear(b);
+  for (int i = 0; i < rs->nkey; i++) {
+    if (vals[i].type == MSGPACK_OBJECT_NIL) { f->null = true; rn_join_set_part(f); return 0; }
+    int rc = rn_value_normalize(&rs->cols[rs->key_slots[i]], &vals[i], zone_of(j), j->out->name, err_of(j));
+    if (rc) return rc;
+    if (rn_key_append(b, &vals[i]) != 0)
+      return rn_err_set(err_of(j), RN_EINVAL, "%s: NaN cannot be part of a key", j->out->name);
+  }
+  return keep_encoding(j, f, b);
+}
+
+/* The right key a left row points at. */
+int rn_join_left_fk(rn_join *j, side *l, fk *f)
+{
+  int nkey = j->right->schema->nkey;
+  msgpack_object *vals = rn_zone_malloc(zone_of(j), sizeof *vals * (size_t)nkey);
+  if (!vals) return nomem(j);
+  f->null = false;
+  if (j->fns.mapper) {
+    int has_key = 0;
+    int rc = j->fns.mapper(j->fns.ctx, j->left, l->row, l->len, vals, nkey, &has_key, zone_of(j), err_of(j));
+    if (rc) return rc;
+    if (!has_key) { f->null = true; rn_join_set_part(f); return 0; }
+  } else {
+    int rc = slot_values(j, j->left, l, j->on, nkey, vals);
+    if (rc) return rc;
+  }
+  return encode_right_key(j, vals, f);
+}
+
+/* A right row's own key (its values are already normalized). */
+int rn_join_right_key(rn_join *j, side *r, fk *f)
+{
+  const rn_schema *rs = j->right->schema;
+  msgpack_object kv[rs->nkey];
+  int rc = slot_values(j, j->right, r, rs->key_slots, rs->nkey, kv);
+  if (rc) return rc;
+  msgpack_sbuffer_clear(&j->keybuf);
+  for (int i = 0; i < rs->nkey; i++) rn_key_append(&j->keybuf, &kv[i]);
+  return keep_encoding(j, f, &j->keybuf);
+}
+
+
+/* The current right row with key f (NULL when absent or f is null). */
+int rn_join_right_current(rn_join *j, const fk *f, side *r)
+{
+  r->row = NULL;
+  r->vals = NULL;
+  if (f->null) return 0;
+  const char *row;
+  size_t len;
+  if (j->lookup) { /* through the lookup's cache; the row is in scratch already */
+    int rc = rn_lookup_get(j->right, f->enc, f->len, &r->row, &r->len);
+    return rc;
+  }
+  if (j->right_native) {
+    uint64_t id;
+    int rc = rn_table_row_by_key(j->right, txn_of(j), f->enc, f->len, &id, &row, &len);
+    if (rc) return rc;
+  } else {
+    MDB_val k = { f->len, (void *)f->enc }, v;
+    if (f->len > 511) { /* the copy is keyed by the fk part for long keys */
+      k.mv_size = f->part_len;
+      k.mv_data = (void *)f->part;
+    }
+    int rc = mdb_get(txn_of(j), j->right_dbi, &k, &v);
+    if (rc && rc != MDB_NOTFOUND) return rn_store_fail(err_of(j), rc, j->out->name);
+    row = rc ? NULL : v.mv_data;
+    len = rc ? 0 : v.mv_size;
+  }
+  if (!row) return 0;
+  r->row = rn_scratch_copy(j->out->p, row, len);
+  r->len = len;
+  return r->row ? 0 : nomem(j);
+}
+
+/* The right row with key f as it was before change undo (a self-join sees
+ * its own change on both sides). */
+int rn_join_right_before(rn_join *j, const fk *f, const rn_change *undo, side *r)
+{
+  if (undo && !f->null) {
+    side o = { undo->old, undo->old_len, NULL }, n = { undo->row, undo->row_len, NULL };
+    fk ko, kn;
+    if (o.row) {
+      if (rn_join_right_key(j, &o, &ko)) return err_of(j)->code;
+      if (same_fk(&ko, f)) { *r = o; return 0; }
+    }
+    if (n.row) {
+      if (rn_join_right_key(j, &n, &kn)) return err_of(j)->code;
+      if (same_fk(&kn, f)) { r->row = NULL; r->vals = NULL; return 0; }
+    }
+  }
+  return rn_join_right_current(j, f, r);
+}
+
+/* ---- results ---- */
+
+/* The bytes after a row's array header, and how many values it holds. */
+static const char *row_body(const char *row, size_t len, size_t *body_len)
+{
+  unsigned char h = (unsigned char)row[0];
+  size_t skip = h >= 0x90 && h <= 0x9f ? 1 : h == 0xdc ? 3 : 5;
+  *body_len = len - skip;
+  return row + skip;
+}
+
+/* The declared result: left values then right values, as the rows' own
+ * encodings placed side by side (nothing decoded, nothing re-packed);
+ * nils for an absent side. An outer join's right-only result fills the
+ * left key from the join key. */
+static int concat_result(rn_join *j, side *l, side *r, const fk *f, side *res)
+{
+  const rn_schema *ls = j->left->schema, *rs = j->right->schema;
+  size_t lb = 0, rb = 0;
+  const char *lbody = l->row ? row_body(l->row, l->len, &lb) : NULL;
+  const char *rbody = r->row ? row_body(r->row, r->len, &rb) : NULL;
+  if (!lbody) { /* right only: pack the left side */
+    msgpack_object keyvals[rs->nkey];
+    if (rn_key_decode(f->enc, f->len, keyvals, rs->nkey, zone_of(j)) != rs->nkey) return nomem(j);
+    msgpack_sbuffer *b = &j->keybuf;
+    msgpack_sbuffer_clear(b);
+    msgpack_packer pk;
+    msgpack_packer_init(&pk, b, rn_buf_write);
+    for (int i = 0; i < ls->ncols; i++) {
+      int k = -1;
+      for (int q = 0; q < j->non; q++) if (j->on[q] == i) k = q;
+      if (k >= 0) msgpack_pack_object(&pk, keyvals[k]); else msgpack_pack_nil(&pk);
+    }
+    lbody = rn_scratch_copy(j->out->p, b->data, b->size);
+    lb = b->size;
+    if (!lbody) return nomem(j);
+  }
+  if (!rbody) rb = (size_t)rs->ncols;
+  uint32_t n = (uint32_t)(ls->ncols + rs->ncols);
+  char head[5];
+  size_t hl;
+  if (n < 16) { head[0] = (char)(0x90 | n); hl = 1; }
+  else if (n < 65536) { head[0] = (char)0xdc; head[1] = (char)(n >> 8); head[2] = (char)n; hl = 3; }
+  else { head[0] = (char)0xdd; for (int i = 0; i < 4; i++) head[1 + i] = (char)(n >> (24 - 8 * i)); hl = 5; }
+  char *out = rn_zone_malloc_no_align(zone_of(j), hl + lb + rb);
+  if (!out) return nomem(j);
+  memcpy(out, head, hl);
+  memcpy(out + hl, lbody, lb);
+  if (rbody) memcpy(out + hl + lb, rbody, rb);
+  else memset(out + hl + lb, 0xc0, rb); /* msgpack nil */
+  res->row = out;
+  res->len = hl + lb + rb;
+  res->vals = NULL;
+  return 0;
+}
+
+/* The result row of l and r (either may be absent), into scratch. NULL row:
+ * no result (inner join without a match, or the joiner said none). */
+int rn_join_make_result(rn_join *j, side *l, side *r, const fk *f, side *res)
+{
+  res->row = NULL;
+  res->len = 0;
+  res->vals = NULL;
+  if (!l->row && !r->row) return 0;
+  if (!r->row && j->kind == RN_JOIN_INNER) return 0;
+  if (!l->row && j->kind != RN_JOIN_OUTER) return 0;
+  if (!j->fns.joiner) return concat_result(j, l, r, f, res);
+  msgpack_sbuffer b;
+  msgpack_sbuffer_init(&b);
+  int has_row = 1;
+  int rc = j->fns.joiner(j->fns.ctx, j->out, l->row, l->len, r->row, r->len, &b, &has_row, err_of(j));
+  if (!rc && has_row) {
+    res->row = rn_scratch_copy(j->out->p, b.data, b.size);
+    res->len = b.size;
+    if (!res->row) rc = nomem(j);
+  }
+  msgpack_sbuffer_destroy(&b);
+  return rc;
+}
+
+/* The key of a left row's result (default: the left key, or the left id
+ * when the left side has no key; a key join: the join key; with a
+ * selector: what it returns), appended to b. */
+int rn_join_result_key(rn_join *j, uint64_t lid, side *l, const fk *f, msgpack_sbuffer *b)
+{
+  msgpack_sbuffer_clear(b);
+  const rn_schema *ls = j->left->schema;
+  if (j->key_join || (!l->row && f)) {
+    rn_buf_write(b, f->enc, f->len);
+    return 0;
+  }
+  const msgpack_object *lv = vals_of(j, j->left, l);
+  if (!lv) return rn_err_set(err_of(j), RN_ESTORE, "%s: a row could not be decoded", j->out->name);
+  if (j->fns.selector) {
+    msgpack_object lkey[ls->nkey ? ls->nkey : 1], rkey[j->right->schema->nkey];
+    for (int i = 0; i < ls->nkey; i++) lkey[i] = lv[ls->key_slots[i]];
+    int nr = 0;
+    if (!f->null) {
+      nr = rn_key_decode(f->enc, f->len, rkey, j->right->schema->nkey, zone_of(j));
+      if (nr < 0) return nomem(j);
+    }
+    return j->fns.selector(j->fns.ctx, j->left, lkey, ls->nkey, j->right, rkey, nr, b, err_of(j));
+  }
+  if (ls->nkey) {
+    rn_key_encode(ls, lv, b);
+  } else {
+    char idk[9] = { RN_KEY_INT };
+    rn_be64_put(idk + 1, lid ^ (1ULL << 63));
+    rn_buf_write(b, idk, 9);
+  }
+  return 0;
+}
+
+/* The id of result key k: its old id if it ever had one, else the next.
+ * owner: the left id that now holds it (0: release); with a selector two
+ * left rows may not hold one key at once. */
+int rn_join_result_id(rn_join *j, const msgpack_sbuffer *k, uint64_t owner, bool take, uint64_t *id)
+{
+  if (k->size > 511) return rn_err_set(err_of(j), RN_EINVAL, "%s: a result key longer than 511 bytes", j->out->name);
+  MDB_val key = { k->size, k->data }, v;
+  if (!j->fns.selector) { /* no owners to track: one descent puts a new key or finds its id */
+    uint64_t fresh[2] = { j->out->next_id, 0 };
+    v = (MDB_val){ sizeof fresh, fresh };
+    int rc = mdb_put(txn_of(j), j->result_dbi, &key, &v, MDB_NOOVERWRITE);
+    if (rc == 0) { *id = j->out->next_id++; return 0; }
+    if (rc != MDB_KEYEXIST) return rn_store_fail(err_of(j), rc, j->out->name);
+    memcpy(id, v.mv_data, sizeof *id); /* LMDB points v at the stored value */
+    return 0;
+  }
+  int rc = mdb_get(txn_of(j), j->result_dbi, &key, &v);
+  if (rc && rc != MDB_NOTFOUND) return rn_store_fail(err_of(j), rc, j->out->name);
+  uint64_t val[2] = { 0, 0 };
+  if (rc == 0) memcpy(val, v.mv_data, sizeof val);
+  if (j->fns.selector && take && val[1] && val[1] != owner) {
+    char kbuf[128];
+    msgpack_object kv[8];
+    int n = rn_key_decode(k->data, k->size, kv, 8, zone_of(j));
+    if (n > 0) msgpack_object_print_buffer(kbuf, sizeof kbuf, kv[0]); else strcpy(kbuf, "?");
+    return rn_err_set(err_of(j), RN_EINVAL,
+                      "%s: the selector gave result key %s to two left rows (ids %llu and %llu)",
+                      j->out->name, kbuf, (unsigned long long)val[1], (unsigned long long)owner);
+  }
+  bool changed = false;
+  if (!val[0]) { val[0] = j->out->next_id++; changed = true; }
+  if (j->fns.selector && val[1] != (take ? owner : 0) && (take || val[1] == owner)) {
+    val[1] = take ? owner : 0;
+    changed = true;
+  }
+  *id = val[0];
+  if (!changed) return 0;
+  v.mv_size = sizeof val;
+  v.mv_data = val;
+  rc = mdb_put(txn_of(j), j->result_dbi, &key, &v, 0);
+  return rc ? rn_store_fail(err_of(j), rc, j->out->name) : 0;
+}
+
+/* Emits the change from result old (id old_id) to result now (id new_id):
+ * an INSERT, DELETE, UPDATE, or a DELETE then an INSERT when the id moves;
+ * nothing when they are equal (JOIN-2). */
+int rn_join_emit_result(rn_join *j, uint64_t old_id, const side *old, uint64_t new_id, const side *now)
+{
+  if (old->row && now->row && old_id == new_id) {
+    if (old->len == now->len && memcmp(old->row, now->row, old->len) == 0) return 0; /* (2) */
+    rn_change c = { RN_UPDATE, new_id, now->row, now->len, old->row, old->len };
+    return rn_emit(j->out, &c);
+  }
+  if (old->row) { /* a result whose key moved: DELETE first (2) */
+    rn_change c = { RN_DELETE, old_id, NULL, 0, old->row, old->len };
+    int rc = rn_emit(j->out, &c);
+    if (rc) return rc;
+  }
+  if (now->row) {
+    rn_change c = { RN_INSERT, new_id, now->row, now->len, NULL, 0 };
+    return rn_emit(j->out, &c);
+  }
+  return 0;
+}
+
+/* ---- the fan-out index ---- */
+
+static void index_key(const fk *f, uint64_t lid, char *out, size_t *len)
+{
+  memcpy(out, f->part, f->part_len);
+  rn_be64_put(out + f->part_len, lid);
+  *len = f->part_len + 8;
+}
+
+/* The join's index cursor in the write transaction, or NULL outside one. */
+static MDB_cursor *index_cursor(rn_join *j)
+{
+  rn_store *s = &j->out->p->store;
+  if (j->reading || !s->wtxn) return NULL;
+  if (j->index_cur && j->index_cur_txn == s->txn_serial) return j->index_cur;
+  j->index_at = false;
+  if (mdb_cursor_open(s->wtxn, j->index_dbi, &j->index_cur)) return j->index_cur = NULL;
+  j->index_cur_txn = s->txn_serial;
+  return j->index_cur;
+}
+
+/* |u64 result id|u32 left length|left row|result|: fan-out reads the left
+ * row here, no lookup; a lookup join keeps the result it emitted. An entry
+ * index_entry just read is rewritten in place (no second descent). */
+int rn_join_index_put(rn_join *j, const fk *f, uint64_t lid, uint64_t rid, const side *l, const side *res)
+{
+  char k[sizeof ((fk *)0)->part + 8];
+  size_t klen;
+  index_key(f, lid, k, &klen);
+  size_t rlen = j->lookup && res && res->row ? res->len : 0;
+  uint32_t llen = (uint32_t)l->len;
+  MDB_val key = { klen, k }, v = { 12 + l->len + rlen, NULL };
+  MDB_cursor *cur = index_cursor(j);
+  bool here = cur && j->index_at && j->index_at_len == klen && memcmp(j->index_at_key, k, klen) == 0;
+  j->index_at = false;
+  int rc = here ? mdb_cursor_put(cur, &key, &v, MDB_CURRENT | MDB_RESERVE)
+                : mdb_put(txn_of(j), j->index_dbi, &key, &v, MDB_RESERVE);
+  if (rc) return rn_store_fail(err_of(j), rc, j->out->name);
+  char *d = v.mv_data;
+  memcpy(d, &rid, 8);
+  memcpy(d + 8, &llen, 4);
+  memcpy(d + 12, l->row, l->len);
+  if (rlen) memcpy(d + 12 + l->len, res->row, rlen);
+  return 0;
+}
+
+/* An entry index_entry just read is deleted where the cursor stands. */
+int rn_join_index_del(rn_join *j, const fk *f, uint64_t lid)
+{
+  char k[sizeof ((fk *)0)->part + 8];
+  size_t klen;
+  index_key(f, lid, k, &klen);
+  MDB_cursor *cur = index_cursor(j);
+  bool here = cur && j->index_at && j->index_at_len == klen && memcmp(j->index_at_key, k, klen) == 0;
+  j->index_at = false;
+  MDB_val key = { klen, k };
+  int rc = here ? mdb_cursor_del(cur, 0) : mdb_del(txn_of(j), j->index_dbi, &key, NULL);
+  return rc && rc != MDB_NOTFOUND ? rn_store_fail(err_of(j), rc, j->out->name) : 0;
+}
+
+/* A left row's entry: its result id (0: none yet or no entry) and, for a
+ * lookup join, the result it emitted (stored->row NULL: none). */
+int rn_join_index_entry(rn_join *j, const fk *f, uint64_t lid, uint64_t *rid, side *stored)
+{
+  char k[sizeof ((fk *)0)->part + 8];
+  size_t klen;
+  index_key(f, lid, k, &klen);
+  MDB_val key = { klen, k }, v;
+  MDB_cursor *cur = index_cursor(j);
+  int rc = cur ? mdb_cursor_get(cur, &key, &v, MDB_SET) : mdb_get(txn_of(j), j->index_dbi, &key, &v);
+  j->index_at = cur && rc == 0;
+  if (j->index_at) {
+    memcpy(j->index_at_key, k, klen);
+    j->index_at_len = klen;
+  }
+  *rid = 0;
+  if (stored) *stored = (side){ 0 };
+  if (rc == 0) {
+    uint32_t llen;
+    memcpy(rid, v.mv_data, 8);
+    memcpy(&llen, (char *)v.mv_data + 8, 4);
+    size_t rlen = v.mv_size - 12 - llen;
+    if (stored && rlen) {
+      stored->row = rn_scratch_copy(j->out->p, (char *)v.mv_data + 12 + llen, rlen);
+      stored->len = rlen;
+      if (!stored->row) return nomem(j);
+    }
+  }
+  return rc && rc != MDB_NOTFOUND ? rn_store_fail(err_of(j), rc, j->out->name) : 0;
+}
+

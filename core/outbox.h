@@ -1,5 +1,10 @@
 /* outbox.h — durable sinks: outputs delivered after the LMDB transaction
- * holding their group is durable (the invariants are in outbox.c). */
+ * holding their group is durable (the invariants are in outbox.c).
+ *
+ * One layer with group.c and relation.c by design (the only call circle in
+ * core/ besides row.c <-> schema.c): a group records into the outbox and
+ * delivers from it after its commit, and the outbox commits carried groups
+ * (rn_flush) before it reads a mark or delivers on request. */
 #ifndef RN_OUTBOX_H
 #define RN_OUTBOX_H
 

@@ -3,7 +3,11 @@
  * External names live only here and at the edges; everything else addresses
  * a column by its slot, its position in declaration order. Names are any
  * non-empty UTF-8 string without NUL; two columns of one schema may not share
- * one. A struct column carries a nested schema of its fields. */
+ * one. A struct column carries a nested schema of its fields.
+ *
+ * One layer with row.c by design: a default is a value normalized by the
+ * column's type (rn_value_normalize), and values are checked against
+ * columns. */
 #ifndef RN_SCHEMA_H
 #define RN_SCHEMA_H
 

@@ -18,7 +18,9 @@
  * (5) A group never fails because LMDB's map is full: the map doubles and the
  *     transaction's source changes are replayed into a new one
  *     (rn_group_regrow); callbacks may run again for them, sinks do not,
- *     since they only run at commit.
+ *     since they only run at commit — unless the map fills at commit (a
+ *     store sink's writes): then the sinks reached hear that the group
+ *     rolled back, the map grows and they get it again (seal_group).
  * (6) With sync = false several groups may share one LMDB transaction
  *     ("carried" groups, committed to the caller, not yet to LMDB): it
  *     commits when carry_groups groups or carry_changes changes or

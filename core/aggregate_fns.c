@@ -59,48 +59,6 @@ static int fsum_put(rn_aggregate *a, int i, const rn_fsum *f, msgpack_object *o)
   return 0;
 }
 
-/* st: aggregate i's state for an empty group. */
-int rn_agg_init_state(rn_aggregate *a, int i, msgpack_object *st)
-{
-  const rn_agg_spec *g = &a->aggs[i];
-  switch (g->kind) {
-  case RN_AGG_COUNT: st->type = MSGPACK_OBJECT_NIL; return 0;
-  case RN_AGG_COUNT_COL: case RN_AGG_MIN: case RN_AGG_MAX:
-    st->type = MSGPACK_OBJECT_POSITIVE_INTEGER;
-    st->via.u64 = 0;
-    return 0;
-  case RN_AGG_SUM: case RN_AGG_AVG: {
-    msgpack_object *pair = rn_zone_malloc(zone_of(a), 2 * sizeof *pair);
-    if (!pair) return nomem(a);
-    pair[0].type = MSGPACK_OBJECT_POSITIVE_INTEGER;
-    pair[0].via.u64 = 0;
-    if (!rn_agg_int_sum(a, i)) {
-      rn_fsum empty;
-      rn_fsum_init(&empty);
-      int rc = fsum_put(a, i, &empty, &pair[0]);
-      if (rc) return rc;
-    }
-    pair[1].type = MSGPACK_OBJECT_POSITIVE_INTEGER;
-    pair[1].via.u64 = 0;
-    st->type = MSGPACK_OBJECT_ARRAY;
-    st->via.array.size = 2;
-    st->via.array.ptr = pair;
-    return 0;
-  }
-  case RN_AGG_USER: {
-    msgpack_sbuffer b;
-    msgpack_sbuffer_init(&b);
-    int rc = a->fns.init(a->fns.ctx, i, &b, err_of(a));
-    size_t off = 0;
-    char *copy = rc ? NULL : (char *)rn_scratch_copy(a->out->p, b.data, b.size);
-    if (!rc && (!copy || rn_unpack(copy, b.size, &off, zone_of(a), st) != MSGPACK_UNPACK_SUCCESS))
-      rc = nomem(a);
-    msgpack_sbuffer_destroy(&b);
-    return rc;
-  }
-  }
-  return 0;
-}
 
 static void set_count(msgpack_object *o, int64_t n)
 {
@@ -179,45 +137,6 @@ int rn_agg_sum_step(rn_aggregate *a, int i, msgpack_object *st, const msgpack_ob
 }
 
 /* Aggregate i keeps a sum (sum, avg): stepped by rn_agg_sum_step. */
-bool rn_agg_summing(const rn_aggregate *a, int i)
-{
-  return a->aggs[i].kind == RN_AGG_SUM || a->aggs[i].kind == RN_AGG_AVG;
-}
-
-/* Moves row's contribution in or out of one aggregate's state. */
-int rn_agg_step_state(rn_aggregate *a, int i, const gkey *g, msgpack_object *st, const msgpack_object *v,
-                      const char *row, size_t rlen, int delta)
-{
-  const rn_agg_spec *s = &a->aggs[i];
-  if (s->kind == RN_AGG_COUNT) return 0;
-  if (s->kind == RN_AGG_USER) {
-    if (delta < 0 && !a->fns.can_remove(a->fns.ctx, i))
-      return rn_err_set(err_of(a), RN_EINVAL, "%s: aggregate \"%s\" has no remove function, so it cannot follow deletes and updates",
-                        a->out->name, s->name);
-    user_call_buffers(a, st);
-    int rc = a->fns.step(a->fns.ctx, i, delta > 0, a->state.data, a->state.size, a->in, row, rlen,
-                         &a->answer, err_of(a));
-    size_t off = 0;
-    char *copy = rc ? NULL : (char *)rn_scratch_copy(a->out->p, a->answer.data, a->answer.size);
-    if (!rc && (!copy || rn_unpack(copy, a->answer.size, &off, zone_of(a), st) != MSGPACK_UNPACK_SUCCESS))
-      rc = nomem(a);
-    return rc;
-  }
-  const msgpack_object *x = &v[s->slot];
-  if (x->type == MSGPACK_OBJECT_NIL) return 0; /* nulls are skipped (AGG-1) */
-  switch (s->kind) {
-  case RN_AGG_COUNT_COL:
-    set_count(st, as_int(st) + delta);
-    return 0;
-  case RN_AGG_MIN: case RN_AGG_MAX:
-    set_count(st, as_int(st) + delta);
-    return a->counts_owner[i] ? value_count(a, g, i, x, delta) : 0;
-  case RN_AGG_SUM: case RN_AGG_AVG:
-    return delta < 0 ? rn_agg_sum_step(a, i, st, x, NULL) : rn_agg_sum_step(a, i, st, NULL, x);
-  default:
-    return 0;
-  }
-}
 
 /* The extreme value of a min or max in a group (absent: nil). */
 static int extreme(rn_aggregate *a, const gkey *g, int i, bool max, msgpack_object *out)
@@ -252,6 +171,225 @@ static bool unknown(const msgpack_object *v)
   return v->type == MSGPACK_OBJECT_EXT && v->via.ext.type == 0x7e;
 }
 
+
+/* ---- the functions, one entry each (in the manner of SQLite's FuncDef) ----
+ *
+ * An entry's init writes the state of an empty group, its step moves one
+ * row's contribution in (delta +1) or out (-1), its result packs the
+ * group's value. The state bytes each one keeps are drawn at the top. */
+
+typedef struct agg_result_at {
+  const gkey *g;
+  uint64_t rows;          /* the group's rows */
+  msgpack_object *ext;    /* per aggregate: a min/max's value where known */
+  msgpack_packer *pk;     /* the result row being packed */
+  msgpack_sbuffer *b;     /* its buffer: a user result is written as is */
+} agg_result_at;
+
+typedef struct agg_fn {
+  int (*init)(rn_aggregate *a, int i, msgpack_object *st);
+  int (*step)(rn_aggregate *a, int i, const gkey *g, msgpack_object *st, const msgpack_object *v,
+              const char *row, size_t rlen, int delta);
+  int (*result)(rn_aggregate *a, int i, const msgpack_object *st, agg_result_at *at);
+  bool sums;              /* keeps |[sum, count]|, stepped by rn_agg_sum_step */
+} agg_fn;
+
+/* count(): no state, the group's row count is its value. */
+static int count_init(rn_aggregate *a, int i, msgpack_object *st)
+{
+  (void)a, (void)i;
+  st->type = MSGPACK_OBJECT_NIL;
+  return 0;
+}
+
+static int count_step(rn_aggregate *a, int i, const gkey *g, msgpack_object *st, const msgpack_object *v,
+                      const char *row, size_t rlen, int delta)
+{
+  (void)a, (void)i, (void)g, (void)st, (void)v, (void)row, (void)rlen, (void)delta;
+  return 0;
+}
+
+static int count_result(rn_aggregate *a, int i, const msgpack_object *st, agg_result_at *at)
+{
+  (void)a, (void)i, (void)st;
+  msgpack_pack_uint64(at->pk, at->rows);
+  return 0;
+}
+
+/* count(col), min, max: the count of non-null values. */
+static int nonnull_init(rn_aggregate *a, int i, msgpack_object *st)
+{
+  (void)a, (void)i;
+  set_count(st, 0);
+  return 0;
+}
+
+static int count_col_step(rn_aggregate *a, int i, const gkey *g, msgpack_object *st, const msgpack_object *v,
+                          const char *row, size_t rlen, int delta)
+{
+  (void)g, (void)row, (void)rlen;
+  if (v[a->aggs[i].slot].type == MSGPACK_OBJECT_NIL) return 0; /* nulls are skipped (AGG-1) */
+  set_count(st, as_int(st) + delta);
+  return 0;
+}
+
+static int count_col_result(rn_aggregate *a, int i, const msgpack_object *st, agg_result_at *at)
+{
+  (void)a, (void)i;
+  msgpack_pack_object(at->pk, *st);
+  return 0;
+}
+
+/* min and max: their count, and the column's value counts (kept once per
+ * column, by its counts owner). */
+static int extreme_step(rn_aggregate *a, int i, const gkey *g, msgpack_object *st, const msgpack_object *v,
+                        const char *row, size_t rlen, int delta)
+{
+  (void)row, (void)rlen;
+  const msgpack_object *x = &v[a->aggs[i].slot];
+  if (x->type == MSGPACK_OBJECT_NIL) return 0; /* nulls are skipped (AGG-1) */
+  set_count(st, as_int(st) + delta);
+  return a->counts_owner[i] ? value_count(a, g, i, x, delta) : 0;
+}
+
+static int extreme_result(rn_aggregate *a, int i, const msgpack_object *st, agg_result_at *at)
+{
+  (void)st;
+  msgpack_object v = at->ext[i];
+  int rc = unknown(&v) ? extreme(a, at->g, i, a->aggs[i].kind == RN_AGG_MAX, &v) : 0;
+  if (!rc && v.type == MSGPACK_OBJECT_BIN && a->in->schema->cols[a->aggs[i].slot].type == RN_T_STRING)
+    v.type = MSGPACK_OBJECT_STR;
+  at->ext[i] = v;
+  if (!rc) msgpack_pack_object(at->pk, v);
+  return rc;
+}
+
+/* sum and avg: |[sum, count]|. */
+static int sum_init(rn_aggregate *a, int i, msgpack_object *st)
+{
+  msgpack_object *pair = rn_zone_malloc(zone_of(a), 2 * sizeof *pair);
+  if (!pair) return nomem(a);
+  set_count(&pair[0], 0);
+  if (!rn_agg_int_sum(a, i)) {
+    rn_fsum empty;
+    rn_fsum_init(&empty);
+    int rc = fsum_put(a, i, &empty, &pair[0]);
+    if (rc) return rc;
+  }
+  set_count(&pair[1], 0);
+  st->type = MSGPACK_OBJECT_ARRAY;
+  st->via.array.size = 2;
+  st->via.array.ptr = pair;
+  return 0;
+}
+
+static int sum_step(rn_aggregate *a, int i, const gkey *g, msgpack_object *st, const msgpack_object *v,
+                    const char *row, size_t rlen, int delta)
+{
+  (void)g, (void)row, (void)rlen;
+  const msgpack_object *x = &v[a->aggs[i].slot];
+  if (x->type == MSGPACK_OBJECT_NIL) return 0; /* nulls are skipped (AGG-1) */
+  return delta < 0 ? rn_agg_sum_step(a, i, st, x, NULL) : rn_agg_sum_step(a, i, st, NULL, x);
+}
+
+/* The sum (avg: divided by the count), rounded once; nil for no values. */
+static int sum_or_avg_result(rn_aggregate *a, int i, const msgpack_object *st, agg_result_at *at, bool avg)
+{
+  const msgpack_object *sum = &st->via.array.ptr[0];
+  int64_t n = as_int(&st->via.array.ptr[1]);
+  rn_fsum f;
+  int rc = 0;
+  if (n <= 0) msgpack_pack_nil(at->pk);
+  else if (rn_agg_int_sum(a, i)) msgpack_pack_object(at->pk, *sum);
+  else if (!(rc = fsum_get(a, i, sum, &f)))
+    msgpack_pack_double(at->pk, avg ? rn_fsum_div(&f, (uint64_t)n) : rn_fsum_value(&f));
+  return rc;
+}
+
+static int sum_result(rn_aggregate *a, int i, const msgpack_object *st, agg_result_at *at)
+{
+  return sum_or_avg_result(a, i, st, at, false);
+}
+
+static int avg_result(rn_aggregate *a, int i, const msgpack_object *st, agg_result_at *at)
+{
+  return sum_or_avg_result(a, i, st, at, true);
+}
+
+/* A user aggregate: its state is what its own functions make of it. */
+static int user_init(rn_aggregate *a, int i, msgpack_object *st)
+{
+  msgpack_sbuffer b;
+  msgpack_sbuffer_init(&b);
+  int rc = a->fns.init(a->fns.ctx, i, &b, err_of(a));
+  size_t off = 0;
+  char *copy = rc ? NULL : (char *)rn_scratch_copy(a->out->p, b.data, b.size);
+  if (!rc && (!copy || rn_unpack(copy, b.size, &off, zone_of(a), st) != MSGPACK_UNPACK_SUCCESS))
+    rc = nomem(a);
+  msgpack_sbuffer_destroy(&b);
+  return rc;
+}
+
+static int user_step(rn_aggregate *a, int i, const gkey *g, msgpack_object *st, const msgpack_object *v,
+                     const char *row, size_t rlen, int delta)
+{
+  (void)g, (void)v;
+  if (delta < 0 && !a->fns.can_remove(a->fns.ctx, i))
+    return rn_err_set(err_of(a), RN_EINVAL, "%s: aggregate \"%s\" has no remove function, so it cannot follow deletes and updates",
+                      a->out->name, a->aggs[i].name);
+  user_call_buffers(a, st);
+  int rc = a->fns.step(a->fns.ctx, i, delta > 0, a->state.data, a->state.size, a->in, row, rlen,
+                       &a->answer, err_of(a));
+  size_t off = 0;
+  char *copy = rc ? NULL : (char *)rn_scratch_copy(a->out->p, a->answer.data, a->answer.size);
+  if (!rc && (!copy || rn_unpack(copy, a->answer.size, &off, zone_of(a), st) != MSGPACK_UNPACK_SUCCESS))
+    rc = nomem(a);
+  return rc;
+}
+
+static int user_result(rn_aggregate *a, int i, const msgpack_object *st, agg_result_at *at)
+{
+  user_call_buffers(a, st);
+  int rc = a->fns.result(a->fns.ctx, i, a->state.data, a->state.size, &a->answer, err_of(a));
+  if (!rc) rn_buf_write(at->b, a->answer.data, a->answer.size);
+  return rc;
+}
+
+/* The functions by kind: adding one is an entry here and its kind. */
+static const agg_fn AGG_FNS[] = {
+  [RN_AGG_COUNT]     = { count_init,   count_step,     count_result,     false },
+  [RN_AGG_COUNT_COL] = { nonnull_init, count_col_step, count_col_result, false },
+  [RN_AGG_SUM]       = { sum_init,     sum_step,       sum_result,       true },
+  [RN_AGG_MIN]       = { nonnull_init, extreme_step,   extreme_result,   false },
+  [RN_AGG_MAX]       = { nonnull_init, extreme_step,   extreme_result,   false },
+  [RN_AGG_AVG]       = { sum_init,     sum_step,       avg_result,       true },
+  [RN_AGG_USER]      = { user_init,    user_step,      user_result,      false },
+};
+
+static const agg_fn *fn_of(const rn_aggregate *a, int i)
+{
+  return &AGG_FNS[a->aggs[i].kind];
+}
+
+/* st: aggregate i's state for an empty group. */
+int rn_agg_init_state(rn_aggregate *a, int i, msgpack_object *st)
+{
+  return fn_of(a, i)->init(a, i, st);
+}
+
+/* Aggregate i keeps a sum (sum, avg): stepped by rn_agg_sum_step. */
+bool rn_agg_summing(const rn_aggregate *a, int i)
+{
+  return fn_of(a, i)->sums;
+}
+
+/* Moves row's contribution in or out of one aggregate's state. */
+int rn_agg_step_state(rn_aggregate *a, int i, const gkey *g, msgpack_object *st, const msgpack_object *v,
+                      const char *row, size_t rlen, int delta)
+{
+  return fn_of(a, i)->step(a, i, g, st, v, row, rlen, delta);
+}
+
 /* The group's result row: by values, window, aggregates. ext holds each
  * min/max's value where known (UNKNOWN: looked up, and filled in). */
 int rn_agg_result_row(rn_aggregate *a, const gkey *g, uint64_t rows, const msgpack_object *st, msgpack_object *ext,
@@ -279,38 +417,8 @@ int rn_agg_result_row(rn_aggregate *a, const gkey *g, uint64_t rows, const msgpa
     msgpack_object e = num_obj(a, as_double(s) + a->w.size, a->time_int ? as_int(s) + (int64_t)a->w.size : 0);
     msgpack_pack_object(&pk, e);
   }
-  for (int i = 0; i < a->naggs && !rc; i++) {
-    const msgpack_object *x = &st[i];
-    switch (a->aggs[i].kind) {
-    case RN_AGG_COUNT: msgpack_pack_uint64(&pk, rows); break;
-    case RN_AGG_COUNT_COL: msgpack_pack_object(&pk, *x); break;
-    case RN_AGG_SUM: case RN_AGG_AVG: {
-      const msgpack_object *sum = &x->via.array.ptr[0];
-      int64_t n = as_int(&x->via.array.ptr[1]);
-      rn_fsum f;
-      if (n <= 0) msgpack_pack_nil(&pk);
-      else if (rn_agg_int_sum(a, i)) msgpack_pack_object(&pk, *sum);
-      else if (!(rc = fsum_get(a, i, sum, &f)))   /* rounded once: the sum, or the sum / n */
-        msgpack_pack_double(&pk, a->aggs[i].kind == RN_AGG_SUM ? rn_fsum_value(&f) : rn_fsum_div(&f, (uint64_t)n));
-      break;
-    }
-    case RN_AGG_MIN: case RN_AGG_MAX: {
-      msgpack_object v = ext[i];
-      if (unknown(&v)) rc = extreme(a, g, i, a->aggs[i].kind == RN_AGG_MAX, &v);
-      if (!rc && v.type == MSGPACK_OBJECT_BIN && a->in->schema->cols[a->aggs[i].slot].type == RN_T_STRING)
-        v.type = MSGPACK_OBJECT_STR;
-      ext[i] = v;
-      if (!rc) msgpack_pack_object(&pk, v);
-      break;
-    }
-    case RN_AGG_USER: {
-      user_call_buffers(a, x);
-      rc = a->fns.result(a->fns.ctx, i, a->state.data, a->state.size, &a->answer, err_of(a));
-      if (!rc) rn_buf_write(&b, a->answer.data, a->answer.size);
-      break;
-    }
-    }
-  }
+  agg_result_at at = { g, rows, ext, &pk, &b };
+  for (int i = 0; i < a->naggs && !rc; i++) rc = fn_of(a, i)->result(a, i, &st[i], &at);
   if (!rc) {
     *row = rn_scratch_copy(a->out->p, b.data, b.size);
     *len = b.size;
@@ -319,6 +427,7 @@ int rn_agg_result_row(rn_aggregate *a, const gkey *g, uint64_t rows, const msgpa
   msgpack_sbuffer_destroy(&b);
   return rc;
 }
+
 
 /* Orders two values of one column (normalized: the same type). */
 static int cmp_value(const msgpack_object *x, const msgpack_object *y)

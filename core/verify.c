@@ -277,6 +277,75 @@ static void check_aggregate(walk *w, const char *name, const uint64_t counters[3
   free(groups.v);
 }
 
+static uint64_t be64(const unsigned char *at);
+
+/* Collects the big-endian u64 value of each entry of "<prefix><name>" (a
+ * distinct's hash index: |hash| -> dup |id BE|). */
+static int collect_be_values(walk *w, const char *prefix, const char *name, ids *out)
+{
+  char dbname[4096];
+  MDB_dbi dbi;
+  MDB_cursor *cur;
+  if ((size_t)snprintf(dbname, sizeof dbname, "%s%s", prefix, name) >= sizeof dbname) return MDB_BAD_VALSIZE;
+  int rc = mdb_dbi_open(w->txn, dbname, 0, &dbi);
+  if (rc == MDB_NOTFOUND) return 0;
+  if (!rc) rc = mdb_cursor_open(w->txn, dbi, &cur);
+  if (rc) return rc;
+  MDB_val k, v;
+  int mrc = mdb_cursor_get(cur, &k, &v, MDB_FIRST);
+  for (; mrc == 0; mrc = mdb_cursor_get(cur, &k, &v, MDB_NEXT)) {
+    if (v.mv_size != 8) {
+      damaged(w, "database \"%s\": an entry is not 8 bytes%s", dbname, "");
+      break;
+    }
+    if (!ids_add(out, be64(v.mv_data))) { mrc = ENOMEM; break; }
+  }
+  mdb_cursor_close(cur);
+  qsort(out->v, out->n, sizeof *out->v, cmp_u64);
+  return mrc == MDB_NOTFOUND ? 0 : mrc;
+}
+
+/* What a distinct's rows and hash index say against its counters: every
+ * row holds at least one copy, the rows and the index name the same ids. */
+static void check_distinct_rows(walk *w, const char *name, const uint64_t counters[3], const ids *rows,
+                                size_t with_copies, const ids *hashed)
+{
+  char detail[200];
+  check_ids(w, "row id", name, rows, counters[0], true);
+  if (rows->n != counters[1]) {
+    snprintf(detail, sizeof detail, "%zu rows stored, %llu counted", rows->n, (unsigned long long)counters[1]);
+    damaged(w, "distinct \"%s\": %s", name, detail);
+  }
+  if (with_copies != rows->n) {
+    snprintf(detail, sizeof detail, "%zu rows hold no copy", rows->n - with_copies);
+    damaged(w, "distinct \"%s\": %s", name, detail);
+  }
+  bool same = hashed->n == rows->n;
+  for (size_t i = 0; same && i < rows->n; i++) same = hashed->v[i] == rows->v[i];
+  if (!same) {
+    snprintf(detail, sizeof detail, "%zu rows, %zu in its hash index, not the same ids", rows->n, hashed->n);
+    damaged(w, "distinct \"%s\": %s", name, detail);
+  }
+}
+
+/* A distinct (distinct.c): "dr:" |id BE| -> |copies|row|, "dh:" |hash| ->
+ * dup |id BE| (DISTINCT-1, DISTINCT-2). */
+static void check_distinct(walk *w, const char *name, const uint64_t counters[3])
+{
+  ids copies = { 0 }, rows = { 0 }, hashed = { 0 };
+  int rc = collect(w, RN_DB_DISTINCT_ROWS, name, 0, 8, &copies, &rows);
+  if (!rc) rc = collect_be_values(w, RN_DB_DISTINCT_HASHES, name, &hashed);
+  if (rc) {
+    damaged(w, "distinct \"%s\": its rows: %s", name, mdb_strerror(rc));
+    renew(w);
+  } else {
+    check_distinct_rows(w, name, counters, &rows, copies.n, &hashed);
+  }
+  free(copies.v);
+  free(rows.v);
+  free(hashed.v);
+}
+
 /* The counters of relation name, checked; false when absent or damaged. */
 static bool read_counters(walk *w, const char *name, uint64_t counters[3])
 {
@@ -311,6 +380,7 @@ static void check_relation(walk *w, const char *name, const MDB_val *v, msgpack_
   else if (kind == 0) check_table(w, name, (uint64_t[3]){ 1, 0, 0 }, keyless);
   if (kind == 5 && have) check_join(w, name, counters);
   if (kind == 6 && have) check_aggregate(w, name, counters);
+  if (kind == 8 && have) check_distinct(w, name, counters);
   if (kind >= 4 && have && counters[2] != w->seq) {
     fprintf(w->out, "note: relation \"%s\" holds state as of group %llu, not %llu: rebuilt at the next open\n",
             name, (unsigned long long)counters[2], (unsigned long long)w->seq);

@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "check.h"
+#include "distinct.h"
 #include "join.h"
 #include "key.h"
 #include "pipeline.h"
@@ -441,6 +442,57 @@ static void test_verify_checks_join_ids(void)
   remove_state(dir);
 }
 
+/* A state of keyless "tags" (1, 1, 2) and its distinct "dt": two rows, the
+ * first with two copies. */
+static void make_distinct_state(const char *dir)
+{
+  rn_open_opts opts = { .path = dir };
+  rn_pipeline *p;
+  CHECK(rn_pipeline_open(&opts, &p, NULL, 0) == 0);
+  rn_schema *s = rn_schema_new();
+  rn_schema_add(s, "tag", 2, RN_T_INT, false, NULL, &p->err);
+  rn_rel *tags = NULL, *dt = NULL;
+  CHECK(rn_declare_source(p, "tags", RN_REL_TABLE, s, &tags) == 0);
+  CHECK(rn_declare_distinct(p, "dt", tags, &dt) == 0);
+  int64_t put[3] = { 1, 1, 2 };
+  for (int i = 0; i < 3; i++) {
+    msgpack_object v = { .type = MSGPACK_OBJECT_POSITIVE_INTEGER, .via.u64 = (uint64_t)put[i] };
+    uint8_t given[1] = { 1 };
+    CHECK(rn_table_insert(tags, &v, given) == 0);
+  }
+  rn_pipeline_close(p);
+}
+
+/* A distinct's rows against its counters and hash index: a count that
+ * disagrees, an id never given out, a row in no index, a row with no copy
+ * are damage (DISTINCT-1, DISTINCT-2). */
+static void test_verify_checks_distinct(void)
+{
+  char dir[] = "/tmp/runnel-ctest-XXXXXX", text[4096];
+  CHECK(mkdtemp(dir) != NULL);
+  make_distinct_state(dir);
+  CHECK(verify_text(dir, text, sizeof text) == 0);
+  uint64_t counters[3] = { 3, 5, 3 };
+  raw_put(dir, "meta", "n:dt", counters, sizeof counters);
+  CHECK(verify_text(dir, text, sizeof text) == 1);
+  CHECK(strstr(text, "damaged: distinct \"dt\": 2 rows stored, 5 counted\n") != NULL);
+  if (!strstr(text, "5 counted")) fprintf(stderr, "%s", text);
+  counters[1] = 2;
+  raw_put(dir, "meta", "n:dt", counters, sizeof counters);
+  CHECK(verify_text(dir, text, sizeof text) == 0);
+  char id[8], row[10] = { 0 };
+  put_be64_at(id, 7);                       /* |copies 0|row|, id 7 past next id 3, in no index */
+  memcpy(row + 8, "\x91\x07", 2);
+  raw_put_key(dir, "dr:dt", id, 8, row, sizeof row);
+  CHECK(verify_text(dir, text, sizeof text) == 4);
+  CHECK(strstr(text, "damaged: relation \"dt\": row id 7 is out of range (next id 3)\n") != NULL);
+  CHECK(strstr(text, "damaged: distinct \"dt\": 3 rows stored, 2 counted\n") != NULL);
+  CHECK(strstr(text, "damaged: distinct \"dt\": 1 rows hold no copy\n") != NULL);
+  CHECK(strstr(text, "damaged: distinct \"dt\": 3 rows, 2 in its hash index, not the same ids\n") != NULL);
+  if (!strstr(text, "row id 7")) fprintf(stderr, "%s", text);
+  remove_state(dir);
+}
+
 int main(void)
 {
   memset(body, 'x', sizeof body);
@@ -456,5 +508,6 @@ int main(void)
   RUN(test_verify_finds_damage);
   RUN(test_verify_checks_the_outbox);
   RUN(test_verify_checks_join_ids);
+  RUN(test_verify_checks_distinct);
   return CHECK_REPORT();
 }

@@ -117,14 +117,9 @@ static rn_schema *result_schema(rn_pipeline *p, const char *name, rn_aggregate *
   for (int i = 0; i < a->naggs && !rc; i++) {
     const rn_agg_spec *g = &a->aggs[i];
     const rn_column *c = g->slot >= 0 ? &is->cols[g->slot] : NULL;
-    switch (g->kind) {
-    case RN_AGG_COUNT: case RN_AGG_COUNT_COL: rc = add_col(s, g->name, RN_T_INT, false, NULL, &p->err); break;
-    case RN_AGG_AVG: rc = add_col(s, g->name, RN_T_FLOAT, true, NULL, &p->err); break;
-    case RN_AGG_USER: rc = add_col(s, g->name, RN_T_ANY, true, NULL, &p->err); break;
-    case RN_AGG_SUM: case RN_AGG_MIN: case RN_AGG_MAX:
-      rc = add_col(s, g->name, c->type, true, NULL, &p->err);
-      break;
-    }
+    const agg_decl *d = rn_agg_decl_of(g->kind);
+    rn_type t = d->result_type == AGG_RESULT_OF_COLUMN ? c->type : (rn_type)d->result_type;
+    rc = add_col(s, g->name, t, d->result_nullable, NULL, &p->err);
   }
   if (rc) { rn_err_prefix(&p->err, name); rn_schema_free(s); return NULL; }
   int nkey = a->nby + (a->w.kind != RN_WINDOW_NONE ? 2 : 0);
@@ -148,13 +143,11 @@ static int check_aggs(rn_pipeline *p, const char *name, rn_rel *in, const rn_agg
     const rn_agg_spec *g = &aggs[i];
     if (g->slot < 0) continue;
     const rn_column *c = &is->cols[g->slot];
+    const agg_decl *d = rn_agg_decl_of(g->kind);
     bool numeric = c->type == RN_T_INT || c->type == RN_T_FLOAT;
-    if ((g->kind == RN_AGG_SUM || g->kind == RN_AGG_AVG) && !numeric)
-      return rn_err_set(&p->err, RN_EINVAL, "%s: %s: column \"%s\" is %s; sum and avg take int or float",
-                        name, g->name, c->name, rn_type_name(c->type));
-    if ((g->kind == RN_AGG_MIN || g->kind == RN_AGG_MAX) && !rn_type_is_scalar(c->type))
-      return rn_err_set(&p->err, RN_EINVAL, "%s: %s: column \"%s\" is %s; min and max take scalars",
-                        name, g->name, c->name, rn_type_name(c->type));
+    if ((d->takes == AGG_TAKES_NUMBER && !numeric) || (d->takes == AGG_TAKES_SCALAR && !rn_type_is_scalar(c->type)))
+      return rn_err_set(&p->err, RN_EINVAL, "%s: %s: column \"%s\" is %s; %s",
+                        name, g->name, c->name, rn_type_name(c->type), d->takes_what);
   }
   if (w->kind != RN_WINDOW_NONE) {
     const rn_column *t = &is->cols[w->slot];
@@ -273,10 +266,10 @@ int rn_declare_aggregate(rn_pipeline *p, const char *name, rn_rel *in, const int
   if (!a->by || !a->aggs || !a->counts_owner || !a->fseen) { free_aggregate(a); return rn_err_set(&p->err, RN_ENOMEM, "out of memory"); }
   if (in->schema->ncols > 255) { free_aggregate(a); return rn_err_set(&p->err, RN_EINVAL, "%s: aggregates take inputs of at most 255 columns", name); }
   for (int i = 0; i < naggs; i++) {
-    bool minmax = aggs[i].kind == RN_AGG_MIN || aggs[i].kind == RN_AGG_MAX;
-    a->counts_owner[i] = minmax;
-    for (int q = 0; q < i && minmax; q++)
-      if ((aggs[q].kind == RN_AGG_MIN || aggs[q].kind == RN_AGG_MAX) && aggs[q].slot == aggs[i].slot) a->counts_owner[i] = false;
+    bool counts = rn_agg_decl_of(aggs[i].kind)->value_counts;
+    a->counts_owner[i] = counts;
+    for (int q = 0; q < i && counts; q++)
+      if (rn_agg_decl_of(aggs[q].kind)->value_counts && aggs[q].slot == aggs[i].slot) a->counts_owner[i] = false;
   }
   if (nby) memcpy(a->by, by, sizeof *by * (size_t)nby); /* by may be NULL without by columns */
   for (int i = 0; i < naggs; i++) {

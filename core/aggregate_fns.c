@@ -192,6 +192,7 @@ typedef struct agg_fn {
               const char *row, size_t rlen, int delta);
   int (*result)(rn_aggregate *a, int i, const msgpack_object *st, agg_result_at *at);
   bool sums;              /* keeps |[sum, count]|, stepped by rn_agg_sum_step */
+  agg_decl decl;
 } agg_fn;
 
 /* count(): no state, the group's row count is its value. */
@@ -355,16 +356,32 @@ static int user_result(rn_aggregate *a, int i, const msgpack_object *st, agg_res
   return rc;
 }
 
-/* The functions by kind: adding one is an entry here and its kind. */
+#define SUMMABLE AGG_TAKES_NUMBER, "sum and avg take int or float"
+#define ORDERED AGG_TAKES_SCALAR, "min and max take scalars"
+
+/* The functions by kind: adding one is an entry here, its kind
+ * (aggregate.h) and its name in the DSL. */
 static const agg_fn AGG_FNS[] = {
-  [RN_AGG_COUNT]     = { count_init,   count_step,     count_result,     false },
-  [RN_AGG_COUNT_COL] = { nonnull_init, count_col_step, count_col_result, false },
-  [RN_AGG_SUM]       = { sum_init,     sum_step,       sum_result,       true },
-  [RN_AGG_MIN]       = { nonnull_init, extreme_step,   extreme_result,   false },
-  [RN_AGG_MAX]       = { nonnull_init, extreme_step,   extreme_result,   false },
-  [RN_AGG_AVG]       = { sum_init,     sum_step,       avg_result,       true },
-  [RN_AGG_USER]      = { user_init,    user_step,      user_result,      false },
+  [RN_AGG_COUNT]     = { count_init,   count_step,     count_result,     false,
+                         { RN_T_INT, false, AGG_TAKES_ANY, NULL, false } },
+  [RN_AGG_COUNT_COL] = { nonnull_init, count_col_step, count_col_result, false,
+                         { RN_T_INT, false, AGG_TAKES_ANY, NULL, false } },
+  [RN_AGG_SUM]       = { sum_init,     sum_step,       sum_result,       true,
+                         { AGG_RESULT_OF_COLUMN, true, SUMMABLE, false } },
+  [RN_AGG_MIN]       = { nonnull_init, extreme_step,   extreme_result,   false,
+                         { AGG_RESULT_OF_COLUMN, true, ORDERED, true } },
+  [RN_AGG_MAX]       = { nonnull_init, extreme_step,   extreme_result,   false,
+                         { AGG_RESULT_OF_COLUMN, true, ORDERED, true } },
+  [RN_AGG_AVG]       = { sum_init,     sum_step,       avg_result,       true,
+                         { RN_T_FLOAT, true, SUMMABLE, false } },
+  [RN_AGG_USER]      = { user_init,    user_step,      user_result,      false,
+                         { RN_T_ANY, true, AGG_TAKES_ANY, NULL, false } },
 };
+
+const agg_decl *rn_agg_decl_of(rn_agg_kind kind)
+{
+  return &AGG_FNS[kind].decl;
+}
 
 static const agg_fn *fn_of(const rn_aggregate *a, int i)
 {

@@ -112,6 +112,21 @@ static const msgpack_object UNKNOWN = { .type = MSGPACK_OBJECT_EXT, .via.ext = {
 
 /* ---- aggregate_fns.c ---- */
 
+/* What declaring an aggregate function needs of it: its result column and
+ * the input column it takes. */
+enum { AGG_RESULT_OF_COLUMN = -1 };  /* result_type: the input column's type */
+typedef enum agg_takes { AGG_TAKES_ANY, AGG_TAKES_NUMBER, AGG_TAKES_SCALAR } agg_takes;
+typedef struct agg_decl {
+  int result_type;        /* an rn_type, or AGG_RESULT_OF_COLUMN */
+  bool result_nullable;
+  agg_takes takes;
+  const char *takes_what; /* the refusal's end, e.g. "sum and avg take int or float" */
+  bool value_counts;      /* keeps its column's value counts (min, max: one owner per column) */
+} agg_decl;
+
+/* The declaration facts of aggregate function kind. */
+const agg_decl *rn_agg_decl_of(rn_agg_kind kind);
+
 /* st: aggregate i's state for an empty group. */
 int rn_agg_init_state(rn_aggregate *a, int i, msgpack_object *st);
 /* A sum kept as an int64: sum of an int column. */

@@ -83,8 +83,9 @@ $(BUILD)/lua/runnel/core.so: $(CORE_OBJ) $(BIND_OBJ)
 	$(CC) $(CFLAGS) -shared -o $@ $^ $(CORE_LIBS) $(LDFLAGS)
 
 # The DSL is compiled into the CLI so the binary runs from anywhere.
-EMBEDDED := runnel=lua/runnel.lua runnel.repl=lua/repl.lua
-$(BUILD)/gen/embedded.c: lua/runnel.lua lua/repl.lua scripts/embed.lua
+EMBEDDED := runnel=lua/runnel.lua runnel.io=lua/runnel/io.lua runnel.view=lua/runnel/view.lua \
+            runnel.repl=lua/repl.lua
+$(BUILD)/gen/embedded.c: lua/runnel.lua lua/runnel/io.lua lua/runnel/view.lua lua/repl.lua scripts/embed.lua
 	@mkdir -p $(@D)
 	$(LUA) scripts/embed.lua $@ $(EMBEDDED)
 
@@ -174,6 +175,7 @@ install: all
 	install -m 755 $(BUILD)/lua/runnel/core.so $(DESTDIR)$(PREFIX)/lib/lua/5.4/runnel/core.so
 	install -m 644 lua/runnel.lua $(DESTDIR)$(PREFIX)/share/lua/5.4/runnel.lua
 	install -m 644 lua/repl.lua $(DESTDIR)$(PREFIX)/share/lua/5.4/runnel/repl.lua
+	install -m 644 lua/runnel/io.lua lua/runnel/view.lua $(DESTDIR)$(PREFIX)/share/lua/5.4/runnel/
 
 clean:
 	rm -rf build

@@ -12,12 +12,15 @@
 
 void rn_lua_where(lua_State *L)
 {
-  lua_getfield(L, LUA_REGISTRYINDEX, RN_DSL_SOURCE);
-  const char *dsl = lua_tostring(L, -1);
+  lua_getfield(L, LUA_REGISTRYINDEX, RN_DSL_SOURCE); /* { [chunk name] = true } */
+  bool dsl = lua_istable(L, -1);
   lua_Debug ar;
   int level = 1;
-  while (lua_getstack(L, level, &ar) && lua_getinfo(L, "Sl", &ar) && dsl && strcmp(ar.source, dsl) == 0)
-    level++;
+  for (; lua_getstack(L, level, &ar) && lua_getinfo(L, "Sl", &ar) && dsl; level++) {
+    bool ours = lua_getfield(L, -1, ar.source) != LUA_TNIL;
+    lua_pop(L, 1);
+    if (!ours) break;
+  }
   lua_pop(L, 1);
   if (lua_getstack(L, level, &ar) && lua_getinfo(L, "Sl", &ar) && ar.currentline > 0)
     lua_pushfstring(L, "%s:%d: ", ar.short_src, ar.currentline);

@@ -54,7 +54,7 @@ extern const char rn_lua_null_tag;
 
 /* lbind.c: errors at the user's line, pipelines and relations, Lua under
  * protection. It calls no other file of the binding. */
-#define RN_DSL_SOURCE "runnel.dsl_source" /* registry: the chunk name of runnel.lua (core._dsl) */
+#define RN_DSL_SOURCE "runnel.dsl_sources" /* registry: { [chunk name] = true } of the DSL's files (core._dsl) */
 
 /* The name (of a relation, lookup, store, sink table or file) at idx: one
  * rule for every name, as for columns — non-empty, no NUL byte (C would

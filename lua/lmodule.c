@@ -6,16 +6,17 @@
 #include "json.h"
 #include "lbind.h"
 
-/* core._dsl(fn): fn is defined in runnel.lua; its chunk names the DSL's
- * frames, which rn_lua_where skips. */
+/* core._dsl(fn): fn is defined in a file of the DSL (runnel.lua and the
+ * modules it loads); its chunk names frames rn_lua_where skips. */
 static int l_dsl(lua_State *L)
 {
   luaL_checktype(L, 1, LUA_TFUNCTION);
   lua_Debug ar;
   lua_pushvalue(L, 1);
   lua_getinfo(L, ">S", &ar);
-  lua_pushstring(L, ar.source);
-  lua_setfield(L, LUA_REGISTRYINDEX, RN_DSL_SOURCE);
+  luaL_getsubtable(L, LUA_REGISTRYINDEX, RN_DSL_SOURCE);
+  lua_pushboolean(L, 1);
+  lua_setfield(L, -2, ar.source);
   return 0;
 }
 

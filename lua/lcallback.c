@@ -359,22 +359,26 @@ int rn_lua_declare_join(lua_State *L)
     }
     spec.on = on;
   }
-  rn_err e = { .code = RN_OK };
-  if (lua_istable(L, 10) && !(spec.schema = rn_lua_toschema(lp, L, 10, lua_istable(L, 11) ? 11 : 0, name, &e)))
-    return rn_lua_nil_error(L, e.msg);
   rn_join_fns fns = { NULL, NULL, NULL, NULL, NULL };
+  lcb *cb = NULL;
   if (!lua_isnoneornil(L, 7) || !lua_isnoneornil(L, 8) || !lua_isnoneornil(L, 9)) {
-    lcb *cb = new_cb(L, lp, name);
+    int mapper = ref_function(L, 7), selector = ref_function(L, 8), joiner = ref_function(L, 9);
+    cb = new_cb(L, lp, name); /* after the refs and before the schema: whatever raises leaks nothing */
     cb->left = left->rel;
     cb->right = right->rel;
-    cb->refs[CB_MAPPER] = ref_function(L, 7);
-    cb->refs[CB_SELECTOR] = ref_function(L, 8);
-    cb->refs[CB_JOINER] = ref_function(L, 9);
+    cb->refs[CB_MAPPER] = mapper;
+    cb->refs[CB_SELECTOR] = selector;
+    cb->refs[CB_JOINER] = joiner;
     fns.mapper = cb->refs[CB_MAPPER] != LUA_NOREF ? mapper_cb : NULL;
     fns.selector = cb->refs[CB_SELECTOR] != LUA_NOREF ? selector_cb : NULL;
     fns.joiner = cb->refs[CB_JOINER] != LUA_NOREF ? joiner_cb : NULL;
     fns.ctx = cb;
     fns.free_ctx = free_cb;
+  }
+  rn_err e = { .code = RN_OK };
+  if (lua_istable(L, 10) && !(spec.schema = rn_lua_toschema(lp, L, 10, lua_istable(L, 11) ? 11 : 0, name, &e))) {
+    if (cb) free_cb(cb);
+    return rn_lua_nil_error(L, e.msg);
   }
   rn_rel *rel = NULL;
   int rc = rn_declare_join(lp->p, name, left->rel, right->rel, &spec, &fns, &rel);
@@ -388,8 +392,9 @@ int rn_lua_declare_filter(lua_State *L)
   lrel *in = rn_lua_checkrel_of(L, 2, lp);
   const char *name = rn_lua_checkname(L, 3, "filter");
   luaL_checktype(L, 4, LUA_TFUNCTION);
+  int fn = ref_function(L, 4); /* may raise: before the context, which would leak */
   lcb *cb = new_cb(L, lp, name);
-  cb->refs[CB_FN] = ref_function(L, 4);
+  cb->refs[CB_FN] = fn;
   rn_rel *rel = NULL;
   int rc = rn_declare_filter(lp->p, name, in->rel, filter_cb, cb, free_cb, &rel);
   return rn_lua_declared(L, lp, rc, rel);
@@ -448,13 +453,15 @@ int rn_lua_add_sink(lua_State *L)
   lrel *r = rn_lua_checkrel_of(L, 2, lp);
   for (int i = 3; i <= 9; i++)
     if (i != 8 && !lua_isnoneornil(L, i)) luaL_checktype(L, i, LUA_TFUNCTION);
+  int refs[CB_NREFS]; /* taken first: a ref may raise, and the context would leak */
+  refs[CB_ALL] = ref_function(L, 3);
+  refs[CB_INSERT] = ref_function(L, 4);
+  refs[CB_UPDATE] = ref_function(L, 5);
+  refs[CB_DELETE] = ref_function(L, 6);
+  refs[CB_COMMIT] = ref_function(L, 7);
+  refs[CB_ROLLBACK] = ref_function(L, 9);
   lcb *cb = new_cb(L, lp, r->rel->name);
-  cb->refs[CB_ALL] = ref_function(L, 3);
-  cb->refs[CB_INSERT] = ref_function(L, 4);
-  cb->refs[CB_UPDATE] = ref_function(L, 5);
-  cb->refs[CB_DELETE] = ref_function(L, 6);
-  cb->refs[CB_COMMIT] = ref_function(L, 7);
-  cb->refs[CB_ROLLBACK] = ref_function(L, 9);
+  memcpy(cb->refs, refs, sizeof refs);
   int rc = lua_isstring(L, 10) ? add_durable_sink(lp, r->rel, lua_tostring(L, 10), lua_toboolean(L, 8), cb)
                                : add_ingroup_sink(lp, r->rel, lua_toboolean(L, 8), cb);
   if (rc) return rn_lua_nil_error(L, rn_errmsg(lp->p));
@@ -474,8 +481,9 @@ int rn_lua_on_durable(lua_State *L)
 {
   lpipe *lp = rn_lua_checkpipe(L, 1);
   luaL_checktype(L, 2, LUA_TFUNCTION);
+  int fn = ref_function(L, 2); /* may raise: before the context, which would leak */
   lcb *cb = new_cb(L, lp, "on_durable");
-  cb->refs[CB_FN] = ref_function(L, 2);
+  cb->refs[CB_FN] = fn;
   if (rn_durable_add(lp->p, durable_cb, cb, free_cb)) return rn_lua_raise(L, lp);
   lua_settop(L, 1);
   return 1;

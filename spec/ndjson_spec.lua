@@ -2,18 +2,9 @@
 local runnel = require "runnel"
 local H = require "helper"
 
-local function write(path, lines)
-  local f = assert(io.open(path, "w"))
-  f:write(table.concat(lines, "\n"), "\n")
-  f:close()
-end
+local function write(path, lines) H.write(path, table.concat(lines, "\n") .. "\n") end
 
-local function read(path)
-  local f = assert(io.open(path))
-  local s = f:read("a")
-  f:close()
-  return s
-end
+local function read(path) return assert(H.read(path)) end
 
 describe("runnel.ndjson", function()
   after_each(H.cleanup)

@@ -18,6 +18,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/select.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -91,33 +92,114 @@ static char **complete(const char *text, int start, int end)
   return rl_completion_matches(text, candidate);
 }
 
+/* ---- signals in the REPL: Ctrl-C never ends it ----
+ * While a chunk runs (rl.call), SIGINT raises "interrupted!" inside Lua.
+ * At the prompt, SIGINT abandons the line (readline returns false) and the
+ * REPL asks again. SIGTERM and SIGHUP end the REPL the same way as Ctrl-D,
+ * so its temporary state is removed on those paths too. */
+static volatile sig_atomic_t got_sigint, got_terminate;
+
+static void on_repl_signal(int sig)
+{
+  if (sig == SIGINT) got_sigint = 1;
+  else got_terminate = 1;
+  if (running_state) lua_sethook(running_state, interrupt_hook, LUA_MASKCALL | LUA_MASKRET | LUA_MASKCOUNT, 1);
+}
+
+/* rl.catch_signals(): from now on SIGINT, SIGTERM and SIGHUP go through
+ * on_repl_signal (no SA_RESTART: a blocked read or select returns EINTR). */
+static int l_catch_signals(lua_State *L)
+{
+  (void)L;
+  struct sigaction sa;
+  memset(&sa, 0, sizeof sa);
+  sa.sa_handler = on_repl_signal;
+  sigemptyset(&sa.sa_mask);
+  sigaction(SIGINT, &sa, NULL);
+  sigaction(SIGTERM, &sa, NULL);
+  sigaction(SIGHUP, &sa, NULL);
+  return 0;
+}
+
+/* rl.terminated() -> true once SIGTERM or SIGHUP arrived */
+static int l_terminated(lua_State *L)
+{
+  lua_pushboolean(L, got_terminate);
+  return 1;
+}
+
+/* A line from a pipe or file: nil at the end, false when interrupted. */
+static int read_plain_line(lua_State *L)
+{
+  luaL_Buffer b;
+  char chunk[4096];
+  luaL_buffinit(L, &b);
+  for (;;) {
+    if (!fgets(chunk, sizeof chunk, stdin)) {
+      bool interrupted = ferror(stdin) && errno == EINTR && got_sigint && !got_terminate;
+      clearerr(stdin);
+      if (interrupted) { got_sigint = 0; lua_pushboolean(L, 0); return 1; }
+      if (luaL_bufflen(&b) == 0 || got_terminate) return 0;
+      break;
+    }
+    size_t n = strlen(chunk);
+    bool end = n && chunk[n - 1] == '\n';
+    luaL_addlstring(&b, chunk, end ? n - 1 : n);
+    if (end) break;
+  }
+  luaL_pushresult(&b);
+  return 1;
+}
+
+static char *line_read;
+static bool line_done;
+
+static void on_line(char *line)
+{
+  line_read = line;
+  line_done = true;
+  rl_callback_handler_remove(); /* before the next prompt is drawn */
+}
+
+/* readline's callback interface, so a signal at the prompt returns from
+ * select instead of being lost inside readline(). */
 static int l_readline(lua_State *L)
 {
   const char *prompt = luaL_optstring(L, 1, "> ");
-  if (!isatty(STDIN_FILENO)) {
-    luaL_Buffer b;
-    char chunk[4096];
-    luaL_buffinit(L, &b);
-    for (;;) {
-      if (!fgets(chunk, sizeof chunk, stdin)) {
-        if (luaL_bufflen(&b) == 0) return 0;
-        break;
-      }
-      size_t n = strlen(chunk);
-      bool end = n && chunk[n - 1] == '\n';
-      luaL_addlstring(&b, chunk, end ? n - 1 : n);
-      if (end) break;
-    }
-    luaL_pushresult(&b);
-    return 1;
-  }
+  if (!isatty(STDIN_FILENO)) return read_plain_line(L);
   completion_state = L;
   rl_attempted_completion_function = complete;
   rl_completer_word_break_characters = (char *)" \t\n\"'`@$><=;|&{(,.:[+-*/%^~";
-  char *line = readline(prompt);
-  if (!line) return 0;
-  lua_pushstring(L, line);
-  free(line);
+  rl_catch_signals = 0;
+  got_sigint = 0;
+  line_read = NULL;
+  line_done = false;
+  rl_callback_handler_install(prompt, on_line);
+  while (!line_done && !got_sigint && !got_terminate) {
+    fd_set in;
+    FD_ZERO(&in);
+    FD_SET(fileno(rl_instream ? rl_instream : stdin), &in);
+    int ready = select(fileno(rl_instream ? rl_instream : stdin) + 1, &in, NULL, NULL, NULL);
+    if (ready < 0 && errno != EINTR) break;
+    if (ready > 0) rl_callback_read_char();
+  }
+  if (!line_done) { /* a signal, or select failed: drop the line */
+    rl_point = rl_end; /* "^C" after what was typed, as a shell shows it */
+    rl_redisplay();
+    fputs(got_sigint && !got_terminate ? "^C\n" : "\n", rl_outstream ? rl_outstream : stdout);
+    fflush(rl_outstream ? rl_outstream : stdout);
+    rl_replace_line("", 0);
+    rl_callback_sigcleanup();
+    rl_callback_handler_remove();
+    bool interrupted = got_sigint && !got_terminate;
+    got_sigint = 0;
+    if (!interrupted) return 0;
+    lua_pushboolean(L, 0);
+    return 1;
+  }
+  if (!line_read) return 0;
+  lua_pushstring(L, line_read);
+  free(line_read);
   return 1;
 }
 
@@ -153,22 +235,28 @@ static int l_isatty(lua_State *L)
   return 1;
 }
 
-/* Runs f (on the stack with its args) with SIGINT raising inside Lua. */
+/* rl.call(handler, f, …) -> as xpcall(f, handler, …), with SIGINT raising
+ * "interrupted!" inside f (rl.catch_signals has set the handler). The hook
+ * is cleared before returning, so a signal as f ends never fires later. */
 static int l_protected_call(lua_State *L)
 {
-  int nargs = lua_gettop(L) - 1;
+  luaL_checktype(L, 1, LUA_TFUNCTION);
+  int nargs = lua_gettop(L) - 2;
+  got_sigint = 0;
   running_state = L;
-  signal(SIGINT, on_sigint);
-  lua_call(L, nargs, LUA_MULTRET);
-  signal(SIGINT, SIG_DFL);
+  int st = lua_pcall(L, nargs, LUA_MULTRET, 1);
   running_state = NULL;
+  lua_sethook(L, NULL, 0, 0);
+  lua_pushboolean(L, st == LUA_OK);
+  lua_replace(L, 1); /* the handler's slot: status first */
   return lua_gettop(L);
 }
 
 static const luaL_Reg readline_funcs[] = {
   { "readline", l_readline }, { "add_history", l_add_history },
   { "history_file", l_history_file }, { "isatty", l_isatty },
-  { "call", l_protected_call }, { NULL, NULL }
+  { "call", l_protected_call }, { "catch_signals", l_catch_signals },
+  { "terminated", l_terminated }, { NULL, NULL }
 };
 
 static int open_readline(lua_State *L)

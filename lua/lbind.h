@@ -180,4 +180,7 @@ void rn_lua_detach(lpipe *lp);
 /* lembed.c: makes require "runnel" work in L (modules compiled in). */
 void rn_lua_preload(lua_State *L);
 
+/* linspect.c */
+int rn_lua_inspect(lua_State *L);
+
 #endif

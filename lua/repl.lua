@@ -1,70 +1,239 @@
--- repl.lua — the runnel REPL.
+-- repl.lua — the runnel REPL (compiled into the runnel binary: it needs the
+-- binary's runnel.readline, so it is not installed as a Lua module).
 --
--- As lua.c does: a line is first tried as `return <line>` so expressions
--- print; input that ends in the middle of a statement (the parser reports
--- <eof>) continues on the next line. Each chunk runs with SIGINT raising an
--- error; errors print without a traceback unless .traceback is on. A
--- temporary pipeline `p` is open; every relation declared on it is watched,
--- so each committed group's changes print as grids.
+-- As lua.c does: a line is first tried as an expression so it prints;
+-- input that ends in the middle of a statement (the parser reports <eof>)
+-- continues on the next line. Each chunk runs with SIGINT raising an error;
+-- Ctrl-C at the prompt drops the line (or the pending multi-line input) and
+-- never ends the REPL. Errors print without a traceback unless .traceback
+-- is on. `p` is the current pipeline: a temporary one at first, the state
+-- of `runnel repl STATE_DIR`, `.open DIR`, a script that returns or sets
+-- one, or a read-only view of a state (browse below). .tables, .schema,
+-- change grids and completion follow whatever `p` is.
 local runnel = require "runnel"
 local rl = require "runnel.readline"
 
 local M = {}
 
 local HELP = [[
-  p                     a temporary pipeline, removed when the REPL ends
+  p                     the current pipeline (the banner says which)
   p:table(name, cols)   declare a table;  p:stream(name, cols) a stream
   t:insert{…} t:update{…} t:upsert{…} t:delete{…}   changes (each its own group)
   p:begin() … p:commit()                            several changes in one group
-  t                     print a table as a grid (runnel.show(t, limit) too)
+  t                     print a relation's rows as a grid (runnel.show(t, limit) too)
   .tables               relations and their row counts
   .schema NAME          a relation's columns and key
+  .open DIR [FILE.lua]  make the state at DIR `p`: FILE declares its relations
+                        on `p`; without FILE an existing state is browsed read-only
+  .load FILE.lua        run a script on the current `p`
+  .watch [on|off|REL…]  which relations print each group's changes (on: all)
+  .limit [N]            rows shown per grid and changes per group (default 20)
   .traceback            toggle tracebacks on errors
-  .quit                 leave (Ctrl-D too)
+  .quit                 leave (Ctrl-D too; Ctrl-C clears the line)
   A leading `local` is dropped, so `local t = …` stays visible on later lines.]]
 
 local function quote(s)
   return (("%q"):format(s):gsub("\\\n", "\\n"))
 end
 
+-- Rows the REPL has seen come from a relation remember its column order,
+-- so they print in schema order (weak: the REPL keeps no row alive).
+local row_columns = setmetatable({}, { __mode = "k" })
+
+local function sorted_keys(v, n)
+  local keys, order = {}, row_columns[v]
+  for k in pairs(v) do
+    if not (math.type(k) == "integer" and k >= 1 and k <= n) then keys[#keys + 1] = k end
+  end
+  local rank = {}
+  for i, name in ipairs(order or {}) do rank[name] = i end
+  table.sort(keys, function(a, b)
+    local ra, rb = rank[a] or math.huge, rank[b] or math.huge
+    if ra ~= rb then return ra < rb end
+    return tostring(a) < tostring(b)
+  end)
+  return keys
+end
+
+local WIDTH = 100 -- a table longer than this prints one field per line
+
 -- Lua values as Lua-like text; rows print as {id = 1, name = "ann"}.
-local function pretty(v, seen)
+local function pretty(v, indent, seen)
   local t = type(v)
   if v == runnel.null then return "runnel.null" end
   if t == "string" then return quote(v) end
   if t ~= "table" then return tostring(v) end
-  seen = seen or {}
+  indent, seen = indent or "", seen or {}
   if seen[v] then return "<cycle>" end
   seen[v] = true
+  local inner = indent .. "  "
   local parts, n = {}, #v
-  for i = 1, n do parts[i] = pretty(v[i], seen) end
-  local keys = {}
-  for k in pairs(v) do
-    if not (math.type(k) == "integer" and k >= 1 and k <= n) then keys[#keys + 1] = k end
-  end
-  table.sort(keys, function(a, b) return tostring(a) < tostring(b) end)
-  for _, k in ipairs(keys) do
-    local key = type(k) == "string" and k:match("^[%a_][%w_]*$") and k or "[" .. pretty(k, seen) .. "]"
-    parts[#parts + 1] = key .. " = " .. pretty(v[k], seen)
+  for i = 1, n do parts[i] = pretty(v[i], inner, seen) end
+  for _, k in ipairs(sorted_keys(v, n)) do
+    local key = type(k) == "string" and k:match("^[%a_][%w_]*$") and k or "[" .. pretty(k, inner, seen) .. "]"
+    parts[#parts + 1] = key .. " = " .. pretty(v[k], inner, seen)
   end
   seen[v] = nil
-  return "{" .. table.concat(parts, ", ") .. "}"
+  local line = "{" .. table.concat(parts, ", ") .. "}"
+  if #indent + #line <= WIDTH and not line:find("\n", 1, true) then return line end
+  return "{\n" .. inner .. table.concat(parts, ",\n" .. inner) .. "\n" .. indent .. "}"
 end
 M.pretty = pretty
 
-local function show(v)
-  if tostring(v):match("^runnel%.Relation ") and v:schema().kind == "table" then
-    return runnel.show(v)
+local function is_relation(v)
+  local s = tostring(v)
+  return s:match("^runnel%.Relation ") or s:match("^runnel%.Browsed ")
+end
+
+-- ---- read-only browsing of a state: its catalogue and runnel.attach ----
+
+-- "id int key, name string null, score int = 0" (rn_inspect) -> columns
+local function parse_columns(text)
+  local cols, key = {}, {}
+  for part in (text .. ", "):gmatch("(.-), ") do
+    local name, rest = part:match("^(%S+)%s+(.*)$")
+    if name then
+      local ty = rest:match("^(%S+)")
+      local col = { name = name, type = ty, null = rest:find(" null", 1, true) ~= nil }
+      local default = rest:match(" = (.*)$")
+      if default then col.default = default end
+      if rest:find(" key", 1, true) then col.key = true; key[#key + 1] = name end
+      cols[#cols + 1] = col
+    end
   end
+  return cols, #key > 0 and key or nil
+end
+
+local Browsed = {}
+Browsed.__index = Browsed
+Browsed.__tostring = function(r) return ("runnel.Browsed %s (%s, read-only)"):format(r._entry.name, r._entry.kind) end
+
+function Browsed:name() return self._entry.name end
+
+function Browsed:schema()
+  local cols, key = parse_columns(self._entry.columns)
+  return { name = self._entry.name, kind = self._entry.kind, columns = cols, key = key,
+           tablelike = self._entry.kind ~= "stream" }
+end
+
+function Browsed:_attached()
+  if not self._handle then self._handle = runnel.attach(self._path, self._entry.name) end
+  return self._handle
+end
+
+function Browsed:rows() return self:_attached():rows() end
+function Browsed:get(key) return self:_attached():get(key) end
+
+function Browsed:count()
+  local h = self:_attached()
+  if h.count then return h:count() end
+  local n = 0
+  for _ in h:rows() do n = n + 1 end
+  return n
+end
+
+local Browse = {}
+Browse.__index = Browse
+Browse.__tostring = function(b) return ("runnel.State (%s, read-only)"):format(b._path) end
+
+-- A read-only view of the state at path: relations() and relation(name)
+-- as a pipeline has them, read through runnel.attach.
+local function browse(path)
+  local b = setmetatable({ _path = path, _rels = {} }, Browse)
+  for _, entry in ipairs(runnel.inspect(path).relations) do
+    b._rels[#b._rels + 1] = setmetatable({ _entry = entry, _path = path }, Browsed)
+  end
+  return b
+end
+
+function Browse:relations() return self._rels end
+function Browse:relation(name)
+  for _, r in ipairs(self._rels) do if r:name() == name then return r end end
+end
+function Browse:path() return self._path, false end
+function Browse:seq() return runnel.inspect(self._path).seq end
+function Browse:in_group() return false end
+function Browse:close()
+  for _, r in ipairs(self._rels) do
+    if r._handle then r._handle:close(); r._handle = nil end
+  end
+end
+
+-- ---- the session: the current pipeline and what prints ----
+
+local session = {
+  opened = {},                 -- pipelines and views the REPL opened: closed when it ends
+  watched = setmetatable({}, { __mode = "k" }), -- pipeline -> { [relation name] = true }
+  watch = "on",                -- "on", "off" or a set of relation names
+  limit = 20,                  -- rows per grid, changes per group
+  group_start = setmetatable({}, { __mode = "k" }), -- pipeline -> stats().changes at begin
+}
+local watch_opts = { limit = session.limit }
+
+local function watching(name)
+  if session.watch == "on" then return true end
+  if session.watch == "off" then return false end
+  return session.watch[name] == true
+end
+
+-- Prints a relation's rows as a grid; a relation that cannot be read says why.
+local function show_relation(rel)
+  local ok, text = pcall(runnel.format, rel, session.limit)
+  return ok and text or "error: " .. tostring(text)
+end
+
+local function show(v)
+  if is_relation(v) then return show_relation(v) end
   return pretty(v)
 end
+
+local function watch_relation(p, rel)
+  local set = session.watched[p]
+  if set[rel:name()] or rel:schema().kind == "lookup" then return end
+  set[rel:name()] = true
+  local name = rel:name()
+  pcall(runnel.watch, rel, { print = function(text) if watching(name) then print(text) end end,
+                             limit = nil })
+end
+
+-- p:begin records where the group starts, so an error that rolls it back
+-- can say how many earlier changes went with it.
+local function changes_of(p)
+  local ok, stats = pcall(p.stats, p)
+  return ok and stats.changes or 0
+end
+
+local function adopt(p)
+  if _G.p ~= p then _G.p = p end
+  if session.watched[p] or getmetatable(p) == Browse then return end
+  session.watched[p] = {}
+  for _, rel in ipairs(p:relations()) do watch_relation(p, rel) end
+  p:on_declare(function(rel) watch_relation(p, rel) end)
+end
+
+local function describe(p)
+  if getmetatable(p) == Browse then
+    return ("`p` is a read-only view of the state at %s"):format(p:path())
+  end
+  local ok, path, temp = pcall(p.path, p)
+  if not ok then return "`p` is closed" end
+  return temp and "`p` is a temporary pipeline" or ("`p` is the state at %s"):format(path)
+end
+
+local function close_opened()
+  for i = #session.opened, 1, -1 do pcall(session.opened[i].close, session.opened[i]) end
+  session.opened = {}
+end
+
+-- ---- commands ----
 
 local function tables(p)
   local rows = {}
   for _, rel in ipairs(p:relations()) do
     local s = rel:schema()
-    local count = s.kind == "table" and tostring(rel:count()) or ""
-    rows[#rows + 1] = { rel:name(), s.kind, count }
+    local ok, n = true, ""
+    if s.kind == "table" or getmetatable(rel) == Browsed then ok, n = pcall(rel.count, rel) end
+    rows[#rows + 1] = { rel:name(), s.kind, ok and tostring(n) or "?" }
   end
   print(runnel.grid({ "relation", "kind", "rows" }, rows, { false, false, true }))
 end
@@ -83,21 +252,49 @@ local function schema(p, name)
   print(runnel.grid({ "column", "type", "null", "key", "default" }, rows))
 end
 
+local function set_watch(arg)
+  if arg == "" then
+  elseif arg == "on" or arg == "off" then session.watch = arg
+  else
+    local set = {}
+    for name in arg:gmatch("%S+") do set[name] = true end
+    session.watch = set
+  end
+  if type(session.watch) == "string" then print("watch " .. session.watch) return end
+  local names = {}
+  for name in pairs(session.watch) do names[#names + 1] = name end
+  table.sort(names)
+  print("watch " .. table.concat(names, " "))
+end
+
+local function set_limit(arg)
+  if arg ~= "" then
+    local n = math.tointeger(tonumber(arg))
+    if not n or n < 0 then print("error: .limit takes a number of rows >= 0") return end
+    session.limit, watch_opts.limit = n, n
+  end
+  print("limit " .. session.limit)
+end
+
 -- Completion candidates for readline: relation names after ".schema " or
 -- inside a string; otherwise globals, or the fields and methods of the
 -- value before a "." or ":" (relations and pipelines list their methods).
+-- Names that start with "_" are private: offered only once "_" is typed.
 function M.complete(line, start)
   local before = line:sub(1, start)
   local word = line:sub(start + 1)
   local out = {}
   local function add(name, prefix)
-    if type(name) == "string" and name:sub(1, #word) == word then out[#out + 1] = (prefix or "") .. name end
+    if type(name) ~= "string" or name:sub(1, #word) ~= word then return end
+    if name:sub(1, 1) == "_" and word:sub(1, 1) ~= "_" then return end
+    out[#out + 1] = (prefix or "") .. name
   end
   local in_string = select(2, before:gsub('"', "")) % 2 == 1 or select(2, before:gsub("'", "")) % 2 == 1
-  if before:match("^%s*%.schema%s+$") or in_string then
-    for _, rel in ipairs(_G.p:relations()) do add(rel:name()) end
+  if before:match("^%s*%.schema%s+$") or before:match("^%s*%.watch%s+") or in_string then
+    local ok, rels = pcall(function() return _G.p:relations() end)
+    for _, rel in ipairs(ok and rels or {}) do add(rel:name()) end
   elseif before:match("^%s*%.$") then
-    for _, c in ipairs{ "help", "tables", "schema", "traceback", "quit" } do add(c) end
+    for _, c in ipairs{ "help", "tables", "schema", "open", "load", "watch", "limit", "traceback", "quit" } do add(c) end
   else
     local path = before:match("([%w_%.:]+)[%.:]$")
     local seen = {}
@@ -109,7 +306,7 @@ function M.complete(line, start)
       for part in path:gmatch("[^%.:]+") do v = type(v) == "table" and v[part] or (pcall(function() return v[part] end) and v[part]) end
       if type(v) == "table" then fields(v) end
       local mt = getmetatable(v)
-      if mt and type(mt.__index) == "table" then fields(mt.__index) end
+      if type(mt) == "table" and type(mt.__index) == "table" then fields(mt.__index) end
     else
       fields(_G)
       for _, kw in ipairs{ "and", "break", "do", "else", "elseif", "end", "false", "for", "function", "if",
@@ -122,26 +319,86 @@ function M.complete(line, start)
   return out
 end
 
-local function run_chunk(fn, traceback)
-  local results = table.pack(xpcall(rl.call, function(e)
+-- The error text, with what happened to a group that was open: runnel
+-- rolls back the whole group when a change in it fails.
+local function error_text(msg, p, before)
+  local start = session.group_start[p]
+  if start and not (pcall(p.in_group, p) and p:in_group()) then
+    session.group_start[p] = nil
+    local n = before - start
+    return ("error: %s  (group rolled back: %d earlier change%s discarded)"):format(msg, n, n == 1 and "" or "s")
+  end
+  return "error: " .. msg
+end
+
+-- Runs fn; prints its results (or its error). Returns the results' table.
+local function run_chunk(fn, traceback, ...)
+  local p = _G.p
+  local results = table.pack(rl.call(function(e)
     local msg = type(e) == "string" and e or pretty(e)
     return traceback and debug.traceback(msg, 2) or msg
-  end, fn))
+  end, fn, ...))
+  local before = p and getmetatable(p) ~= Browse and changes_of(p) or 0
   if not results[1] then
-    print("error: " .. tostring(results[2]))
-    return
+    -- the terminal echoed "^C" where the cursor was
+    if rl.isatty() and tostring(results[2]):match("interrupted!$") then io.write("\n") end
+    print(p and getmetatable(p) ~= Browse and error_text(tostring(results[2]), p, before) or "error: " .. tostring(results[2]))
+    return nil
   end
+  if p and not (getmetatable(p) ~= Browse and pcall(p.in_group, p) and p:in_group()) then session.group_start[p] = nil end
+  return results
+end
+
+local function print_results(results)
+  if not results then return end
   for i = 2, results.n do print(show(results[i])) end
 end
 
--- Compiles buffered input: an expression first, then a statement. Returns
--- the function, or nil and "incomplete", or nil and the syntax error.
--- A leading `local` is dropped: each chunk is its own scope, and a REPL
--- user who writes `local t = …` means to use t on the next line.
+-- After a chunk or script: a pipeline it returned, or a new global p,
+-- becomes the current one.
+local function follow(results)
+  if results and results.n >= 2 and tostring(results[2]):match("^runnel%.Pipeline ") then adopt(results[2]) end
+  local p = _G.p
+  if p ~= nil and (tostring(p):match("^runnel%.Pipeline ") or getmetatable(p) == Browse) then adopt(p) end
+end
+
+local function run_file(file, ...)
+  local fn, err = loadfile(file)
+  if not fn then print("error: " .. err) return end
+  follow(run_chunk(fn, false, ...))
+end
+
+local function file_exists(path)
+  local f = io.open(path)
+  if f then f:close() end
+  return f ~= nil
+end
+
+-- .open DIR [FILE]: with FILE, the state at DIR opens as `p` and FILE
+-- declares its relations on it (as rn_run_lua gives a script `p`); without
+-- one, an existing state is browsed read-only and a new one opened empty.
+local function open_state(dir, file, quiet)
+  if dir == nil or dir == "" then print("error: .open needs a state directory") return end
+  local ok, p
+  if not file and file_exists(dir .. "/data.mdb") then
+    ok, p = pcall(browse, dir)
+  else
+    close_opened() -- one writer per state: the REPL's own pipelines go first
+    ok, p = pcall(runnel.open, dir)
+  end
+  if not ok then print("error: " .. tostring(p)) return end
+  session.opened[#session.opened + 1] = p
+  adopt(p)
+  if not quiet then print(describe(p)) end
+  if file then run_file(file, p) end
+end
+
+-- Expressions are compiled as `return pack(<line>)`, so the last call is
+-- not a tail call and an error in it still names stdin's line.
 local function compile(src)
   src = src:gsub("^%s*local%s+function%s", "function "):gsub("^%s*local%s+", "")
-  local fn = load("return " .. src, "=stdin", "t")
-  if fn then return fn end
+  local fn = load("return (...)(" .. src .. "\n)", "=stdin", "t")
+  if fn then return function() return fn(table.pack) end, true end
   local err
   fn, err = load(src, "=stdin", "t")
   if fn then return fn end
@@ -149,51 +406,158 @@ local function compile(src)
   return nil, err
 end
 
-function M.main(file)
-  local tty = rl.isatty()
-  local p = runnel.open()
-  _G.p, _G.runnel = p, runnel
-  p:on_declare(function(rel) runnel.watch(rel) end)
-  local history = os.getenv("HOME") and os.getenv("HOME") .. "/.runnel_history"
-  if tty then
-    if history then rl.history_file(history, false) end
-    print(("%s — a stream processor in your program. `p` is a temporary pipeline; .help for help."):format(runnel._VERSION))
+local function unpacked(results)
+  if not results then return nil end
+  local packed = results[2]
+  local out = { true, n = packed.n + 1 }
+  for i = 1, packed.n do out[i + 1] = packed[i] end
+  return out
+end
+
+-- In the REPL, runnel.watch of a relation the REPL already prints adds it
+-- to .watch instead of printing each group twice; os.exit closes the
+-- REPL's pipelines first (a temporary state is removed on every exit).
+local function patch_globals()
+  local watch = runnel.watch
+  function runnel.watch(rel, opts)
+    local ok, p = pcall(rel.pipeline, rel)
+    if opts == nil and ok and session.watched[p] and session.watched[p][rel:name()] then
+      if type(session.watch) == "table" then session.watch[rel:name()] = true
+      elseif session.watch == "off" then session.watch = { [rel:name()] = true } end
+      return rel
+    end
+    return watch(rel, opts)
   end
-  if file then
-    local fn, err = loadfile(file)
-    if fn then run_chunk(fn, false) else print("error: " .. err) end
+  local exit = os.exit
+  function os.exit(...)
+    close_opened()
+    return exit(...)
   end
-  local traceback, buffer = false, nil
-  while true do
+end
+
+-- Rows that get() and rows() return are tagged with their column order,
+-- and p:begin() notes where its group starts (see error_text).
+local function patch_methods()
+  local core = require "runnel.core"
+  core._dsl(patch_methods) -- the wrappers' frames are skipped: errors name the user's line
+  local Pipeline, Relation = core.Pipeline, core.Relation
+  local begin, get, rows = Pipeline.begin, Relation.get, Relation.rows
+  function Pipeline.begin(p, ...)
+    local r = table.pack(begin(p, ...))
+    session.group_start[p] = changes_of(p)
+    return table.unpack(r, 1, r.n)
+  end
+  local function columns_of(r)
+    local ok, s = pcall(r.schema, r)
+    if not ok then return nil end
+    local names = {}
+    for i, c in ipairs(s.columns) do names[i] = c.name end
+    return names
+  end
+  function Relation.get(r, ...)
+    local row = get(r, ...)
+    if type(row) == "table" then row_columns[row] = columns_of(r) end
+    return row
+  end
+  function Relation.rows(r, ...)
+    local it, st, ctl = rows(r, ...)
+    local names = columns_of(r)
+    return function(...)
+      local row, id = it(...)
+      if type(row) == "table" then row_columns[row] = names end
+      return row, id
+    end, st, ctl
+  end
+end
+
+local function banner(p)
+  print(("%s — a stream processor in your program. %s; .help for help."):format(runnel._VERSION, describe(p)))
+end
+
+local function command(cmd, argument, state)
+  local p = _G.p
+  if cmd == "quit" or cmd == "exit" then return "quit"
+  elseif cmd == "help" then print(HELP)
+  elseif cmd == "tables" then tables(p)
+  elseif cmd == "schema" then schema(p, argument)
+  elseif cmd == "open" then
+    local dir, file = argument:match("^(%S+)%s*(%S*)$")
+    open_state(dir, file ~= "" and file or nil)
+  elseif cmd == "load" then
+    if argument == "" then print("error: .load needs a file") else run_file(argument, p) end
+  elseif cmd == "watch" then set_watch(argument)
+  elseif cmd == "limit" then set_limit(argument)
+  elseif cmd == "traceback" then
+    state.traceback = not state.traceback
+    print("tracebacks " .. (state.traceback and "on" or "off"))
+  else print(("unknown command .%s (.help lists them)"):format(cmd)) end
+end
+
+local function loop(tty, history)
+  local state, buffer = { traceback = false }, nil
+  while not rl.terminated() do
     local line = rl.readline(buffer and ">> " or "> ")
-    if not line then break end
-    if tty and line:match("%S") then rl.add_history(line, history) end
-    local cmd, argument = line:match("^%s*%.(%a+)%s*(.-)%s*$")
-    if not buffer and cmd then
-      if cmd == "quit" or cmd == "exit" then break
-      elseif cmd == "help" then print(HELP)
-      elseif cmd == "tables" then tables(p)
-      elseif cmd == "schema" then schema(p, argument)
-      elseif cmd == "traceback" then
-        traceback = not traceback
-        print("tracebacks " .. (traceback and "on" or "off"))
-      else print(("unknown command .%s (.help lists them)"):format(cmd)) end
-    elseif buffer or line:match("%S") then
-      local src = buffer and buffer .. "\n" .. line or line
-      local fn, err = compile(src)
-      if fn then
-        buffer = nil
-        run_chunk(fn, traceback)
-      elseif err == "incomplete" then
-        buffer = src
-      else
-        buffer = nil
-        print("error: " .. err)
+    if line == nil then
+      if tty then io.write("\n") end -- Ctrl-D: the shell's prompt on a line of its own
+      break
+    end
+    if line == false then -- Ctrl-C: the line and any pending input are dropped
+      buffer = nil
+    else
+      if tty and line:match("%S") then rl.add_history(line, history) end
+      local cmd, argument = line:match("^%s*%.(%a+)%s*(.-)%s*$")
+      if not buffer and cmd then
+        if command(cmd, argument, state) == "quit" then break end
+      elseif buffer or line:match("%S") then
+        local src = buffer and buffer .. "\n" .. line or line
+        local fn, err = compile(src)
+        if fn then
+          buffer = nil
+          local results = run_chunk(fn, state.traceback)
+          if err == true then results = unpacked(results) end
+          print_results(results)
+          follow(nil)
+        elseif err == "incomplete" then
+          buffer = src
+        else
+          buffer = nil
+          print("error: " .. err)
+        end
       end
     end
   end
-  if tty and history then rl.history_file(history, true) end
-  p:close()
+end
+
+-- main(state_dir, file): state_dir (or nil) opens as `p` (see open_state);
+-- file runs first. Returns the exit code.
+function M.main(first, second)
+  local tty = rl.isatty()
+  rl.catch_signals()
+  patch_globals()
+  patch_methods()
+  _G.runnel = runnel
+  local dir, file = first, second
+  if first and not second and first:match("%.lua$") and not file_exists(first .. "/data.mdb") then dir, file = nil, first end
+  local ok, err = pcall(function()
+    local p = runnel.open()
+    session.opened[1] = p
+    adopt(p)
+    local history = os.getenv("HOME") and os.getenv("HOME") .. "/.runnel_history"
+    if tty and history then rl.history_file(history, false) end
+    if dir then
+      open_state(dir, file, true)
+    elseif file then
+      run_file(file, p)
+    end
+    if tty then banner(_G.p) end
+    loop(tty, history)
+    if tty and history then rl.history_file(history, true) end
+  end)
+  close_opened()
+  if not ok then
+    io.stderr:write("runnel: ", tostring(err), "\n")
+    return 1
+  end
   return 0
 end
 

@@ -648,6 +648,41 @@ function Pipeline:run(source, opts)
   return self:_run(source.ndjson, source.name, batch, on_error == "skip", opts.rejects, opts.progress ~= false)
 end
 
+---------------------------------------------------------------------------
+-- Reading a state from outside (issue 15: the REPL's .open browses with these).
+
+--- runnel.inspect(path) -> { seq, relations = { { name, kind, columns, rows, next_id }… } }
+-- What the state at path holds, from its catalogue (one read transaction).
+runnel.inspect = core.inspect
+
+-- attached:rows() is an iterator of (row, id) like rel:rows(), whether the
+-- binding hands back a list or already an iterator.
+local function iterate_attached(methods)
+  local rows = methods.rows
+  if type(rows) ~= "function" or methods._iterating then return end
+  methods._iterating = true
+  function methods.rows(att, ...)
+    local list, st, ctl = rows(att, ...)
+    if type(list) == "function" then return list, st, ctl end
+    local i = 0
+    return function()
+      i = i + 1
+      if list[i] ~= nil then return list[i], nil end
+    end
+  end
+end
+
+--- runnel.attach(state_path, name) -> attached: get(key), rows() (an iterator), close()
+function runnel.attach(path, name)
+  -- checked here: the binding's own checks would name this line, not the caller's
+  if type(path) ~= "string" then raise(("bad argument #1 to 'attach' (string expected, got %s)"):format(type(path))) end
+  if type(name) ~= "string" then raise(("bad argument #2 to 'attach' (string expected, got %s)"):format(type(name))) end
+  local att = core.attach(path, name)
+  local mt = getmetatable(att)
+  if type(mt) == "table" and type(mt.__index) == "table" then iterate_attached(mt.__index) end
+  return att
+end
+
 require("runnel.io")(runnel, raise, core)
 require("runnel.view")(runnel, core)
 

@@ -61,4 +61,4 @@ end)
 print("  error: " .. tostring(err))
 print(("  ok=%s, players=%d, last group=%d\n"):format(ok, players:count(), p:seq()))
 
-print(runnel.show(players))
+runnel.show(players)

@@ -15,7 +15,9 @@ local function setup(opts)
   local heard = {}
   p:on_durable(function(seq)
     local att = runnel.attach(dir, "kept")
-    heard[#heard + 1] = ("%d:%d"):format(seq, #att:rows())
+    local n = 0
+    for _ in att:rows() do n = n + 1 end
+    heard[#heard + 1] = ("%d:%d"):format(seq, n)
     att:close()
   end)
   return p, t, heard

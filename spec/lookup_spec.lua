@@ -166,7 +166,8 @@ local runnel = require "runnel"
 local att = runnel.attach(arg[1] .. "/state", "balances")
 local bad, distinct, last = 0, 0, nil
 for _ = 1, 2000000 do -- until the writer has visibly moved on (bounded)
-  local rows = att:rows() -- one read transaction: one group's state
+  local rows = {}
+  for row in att:rows() do rows[#rows + 1] = row end -- one read transaction: one group's state
   local sum = rows[1].bal + rows[2].bal
   if sum ~= 100 then bad = bad + 1 end
   if rows[1].bal ~= last then distinct, last = distinct + 1, rows[1].bal end

@@ -63,8 +63,8 @@ describe("the REPL in a terminal", function()
     s = wait_for(" name   | string |      |     |")
     type_line("players")
     s = wait_for("(1 row)")
-    assert.matches(" # | id | name", s, 1, true)
-    assert.matches(" 1 |  1 | ann", s, 1, true)
+    assert.matches(" id | id | name", s, 1, true)
+    assert.matches("  1 |  1 | ann", s, 1, true)
   end)
 
   it("shows errors without a traceback, continues multi-line input, and keeps history", function()
@@ -96,5 +96,81 @@ describe("the REPL in a terminal", function()
     assert.matches("for i = 1, 2 do", text, 1, true)
     assert.matches("error('boom')", text, 1, true)
     assert.matches(".quit", text, 1, true)
+  end)
+
+  -- The REPL's own pid and p's directory, written where the spec reads them.
+  local function pid_and_path()
+    local out = home .. "/where"
+    type_line(('io.open(%q, "w"):write(io.open("/proc/self/stat"):read("n"), " ", (p:path())):close()'):format(out))
+    for _ = 1, 300 do
+      local text = H.read(out)
+      if text and text:match("^%d+ %S+$") then
+        local pid, path = text:match("^(%d+) (%S+)$")
+        return pid, path
+      end
+      os.execute("sleep 0.05")
+    end
+    error("the REPL never wrote its pid")
+  end
+
+  local function gone(path)
+    for _ = 1, 300 do
+      if not os.rename(path, path) then return true end
+      os.execute("sleep 0.05")
+    end
+    return false
+  end
+
+  it("Ctrl-C clears the line or the pending multi-line input and never exits", function()
+    wait_for(".help for help.")
+    type_line("x = 41")
+    tmux(("send-keys -t %s -l 'x = 999'"):format(session))
+    tmux(("send-keys -t %s C-c"):format(session))
+    wait_for("> x = 999^C")
+    type_line("for i = 1, 3 do")
+    wait_for(">>")
+    tmux(("send-keys -t %s C-c"):format(session))
+    wait_for(">> ^C")
+    type_line("x + 1")           -- the pending `for` is gone: this is a fresh chunk
+    local s = wait_for("\n42\n")
+    assert.is_nil(s:find("error", 1, true))
+    type_line("while true do end")
+    os.execute("sleep 0.3")
+    tmux(("send-keys -t %s C-c"):format(session))
+    wait_for("error: interrupted!")
+    type_line("x * 2")
+    wait_for("\n82\n")
+  end)
+
+  it("Ctrl-D exits cleanly and removes the temporary state", function()
+    wait_for(".help for help.")
+    local _, path = pid_and_path()
+    assert.truthy(os.rename(path, path), "the temporary state exists while the REPL runs")
+    tmux(("send-keys -t %s C-d"):format(session))
+    assert.is_true(gone(path), "the temporary state is removed on Ctrl-D")
+  end)
+
+  it("SIGTERM and SIGHUP end the REPL and remove the temporary state", function()
+    for _, sig in ipairs{ "TERM", "HUP" } do
+      wait_for(".help for help.")
+      local pid, path = pid_and_path()
+      os.execute(("kill -%s %s"):format(sig, pid))
+      assert.is_true(gone(path), "the temporary state is removed on SIG" .. sig)
+      tmux("kill-session -t " .. session)
+      os.remove(home .. "/where")
+      tmux(("new-session -d -s %s -x 160 -y 50 'HOME=%s %s'"):format(session, home, bin))
+    end
+  end)
+
+  it("says that an error inside an open group rolled the group back", function()
+    wait_for(".help for help.")
+    type_line('t = p:table("t", { {"id","int"}, key = "id" })')
+    type_line("p:begin()")
+    type_line("t:insert{ id = 1 }")
+    type_line("t:insert{ id = 2 }")
+    type_line('t:insert{ id = "three" }')
+    wait_for('error: stdin:1: t: column "id": expected int, got string  (group rolled back: 2 earlier changes discarded)')
+    type_line("p:in_group(), t:count()")
+    wait_for("false\n0")
   end)
 end)

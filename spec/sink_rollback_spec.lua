@@ -81,7 +81,7 @@ kinds["runnel.store"] = function(rel, env)
   return function()
     local att = runnel.attach(env.dir, "kept")
     local got = {}
-    for _, row in ipairs(att:rows()) do got[#got + 1] = row.k .. "=" .. row.v end
+    for row in att:rows() do got[#got + 1] = row.k .. "=" .. row.v end
     att:close()
     table.sort(got)
     return table.concat(got, " ")
@@ -282,7 +282,9 @@ describe("a store sink filling LMDB's map with sync = false", function()
     for i = 1, 600 do t:insert{ k = i, v = big } end
     p:close()
     local st = runnel.attach(dir, "st")
-    assert.equal(600, #st:rows())
+    local n = 0
+    for _ in st:rows() do n = n + 1 end
+    assert.equal(600, n)
   end)
 end)
 

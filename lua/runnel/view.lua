@@ -3,6 +3,7 @@
 -- runnel.lua, which hands it the module table.
 return function(runnel, core)
   core._dsl(function() end) -- a file of the DSL: errors raised here name the user's line
+  local raise_here = core._raise
 
   local function fmt_value(v)
     if v == nil or v == runnel.null then return "null" end
@@ -67,38 +68,71 @@ return function(runnel, core)
     return right
   end
 
-  --- runnel.show(rel [, limit]) -> string: the table's rows as a grid (id first).
-  function runnel.show(rel, limit)
+  local function count_line(total, what, limit)
+    local more = total > limit and (", %d shown"):format(limit) or ""
+    return ("(%d %s%s%s)"):format(total, what, total == 1 and "" or "s", more)
+  end
+
+  --- runnel.format(rel [, limit]) -> string: rel's rows as a grid, at most
+  -- limit (100) of them; the first column `id` is the row id.
+  function runnel.format(rel, limit)
     limit = limit or 100
+    if math.type(limit) ~= "integer" or limit < 0 then raise_here("format: limit must be an integer >= 0") end
     local names = column_names(rel)
-    local headers, rows, total = { "#" }, {}, 0
+    local headers, rows, total = { "id" }, {}, 0
     for i, n in ipairs(names) do headers[i + 1] = n end
     for row, id in rel:rows() do
       total = total + 1
       if total <= limit then
-        local cells = { tostring(id) }
+        local cells = { id and tostring(id) or "" }
         for i, n in ipairs(names) do cells[i + 1] = fmt_value(row[n]) end
         rows[#rows + 1] = cells
       end
     end
     local right = numeric_columns(rel, 1)
     right[1] = true
-    local more = total > limit and (", %d shown"):format(limit) or ""
-    return ("%s\n(%d row%s%s)"):format(runnel.grid(headers, rows, right), total, total == 1 and "" or "s", more)
+    return runnel.grid(headers, rows, right) .. "\n" .. count_line(total, "row", limit)
   end
 
-  --- runnel.watch(rel [, print_fn]) -> rel: prints each committed group's changes of rel.
-  -- An UPDATE shows "old → new" in the cells that changed.
-  function runnel.watch(rel, out)
-    out = out or print
+  --- runnel.show(rel [, limit]): prints runnel.format(rel, limit), in a
+  -- script as in the REPL; returns nothing.
+  function runnel.show(rel, limit)
+    print(runnel.format(rel, limit))
+  end
+
+  local WATCH_FIELDS = { print = true, limit = true }
+
+  -- runnel.watch's second argument: a print function or { print, limit }.
+  local function watch_options(opts)
+    if opts == nil then return { print = print } end
+    if type(opts) == "function" then return { print = opts } end
+    if type(opts) ~= "table" then raise_here("watch: expects a print function or { print = fn, limit = n }") end
+    for k in pairs(opts) do
+      if not WATCH_FIELDS[k] then raise_here(("watch: unknown option %s (print, limit)"):format(tostring(k))) end
+    end
+    if opts.print ~= nil and type(opts.print) ~= "function" then raise_here("watch: print must be a function") end
+    if opts.limit ~= nil and (math.type(opts.limit) ~= "integer" or opts.limit < 0) then
+      raise_here("watch: limit must be an integer >= 0")
+    end
+    return opts
+  end
+
+  --- runnel.watch(rel [, print_fn | { print = fn, limit = n }]) -> rel: prints
+  -- each committed group's changes of rel. An UPDATE shows "old → new" in
+  -- the cells that changed. With limit, a group's grid shows its first
+  -- limit changes and "(N changes, limit shown)"; limit is read at each
+  -- group, so the caller may change it in the table later.
+  function runnel.watch(rel, opts)
+    opts = watch_options(opts)
+    local function out(text) (opts.print or print)(text) end
     local names = column_names(rel)
     local verbs = rel:schema().tablelike -- a stream's events are all INSERTs
     local first = verbs and 2 or 1
-    local headers = { "#", verbs and "verb" or nil }
+    local headers = { "id", verbs and "verb" or nil }
     for i, n in ipairs(names) do headers[i + first] = n end
     local right = numeric_columns(rel, first)
     right[1] = true
-    local rows, shown = {}, nil
+    local rows, shown, total = {}, nil, 0
     local function change(verb, row, old, info)
       local cells = { tostring(info.id), verbs and verb or nil }
       for i, n in ipairs(names) do
@@ -108,7 +142,8 @@ return function(runnel, core)
           cells[i + first] = fmt_value(before) .. " → " .. fmt_value(new)
         else cells[i + first] = fmt_value(new) end
       end
-      rows[#rows + 1] = cells
+      total = total + 1
+      if not opts.limit or #rows < opts.limit then rows[#rows + 1] = cells end
     end
     rel:sink{
       insert = function(row, info) change("INSERT", row, nil, info) end,
@@ -116,15 +151,16 @@ return function(runnel, core)
       delete = function(old, info) change("DELETE", nil, old, info) end,
       commit = function(seq)
         shown = nil
-        if #rows > 0 then
-          out(("%s · group %d"):format(rel:name(), seq) .. "\n" .. runnel.grid(headers, rows, right))
+        if total > 0 then
+          local cut = total > #rows and "\n" .. count_line(total, "change", #rows) or ""
+          out(("%s · group %d"):format(rel:name(), seq) .. "\n" .. runnel.grid(headers, rows, right) .. cut)
           shown = seq
         end
-        rows = {}
+        rows, total = {}, 0
       end,
       rollback = function(seq) -- its rows never reach another group's printout
         if shown == seq then out(("%s · group %d rolled back"):format(rel:name(), seq)) end
-        rows, shown = {}, nil
+        rows, shown, total = {}, nil, 0
       end }
     return rel
   end

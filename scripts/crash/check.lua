@@ -93,7 +93,8 @@ local function check_store(fail, state, model)
     if #model.cdc > 0 or not tostring(att):match('no store "cdc_log" there') then fail("store: " .. tostring(att)) end
     return
   end
-  local rows = att:rows()
+  local rows = {}
+  for row in att:rows() do rows[#rows + 1] = row end
   att:close()
   for i = 1, math.max(#rows, #model.cdc) do
     local g, w = fmt(rows[i], CDC_COLS), fmt(model.cdc[i], CDC_COLS)

@@ -50,6 +50,6 @@ else
     orders:insert{ order_id = 4, customer = "cy", sku = "cake", qty = 3 } -- not in the catalogue
   end)
 end
-print(runnel.show(totals))
+runnel.show(totals)
 local s = p:stats().lookups.catalogue
 print(("catalogue lookups: %d hits, %d misses"):format(s.hits, s.misses))

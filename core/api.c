@@ -7,6 +7,7 @@
 #include "outbox.h"
 #include "pipeline.h"
 #include "row.h"
+#include "suggest.h"
 
 /* The declaration's shape, before anything is built: a name, 1 or more
  * columns, 0 to ncols key names. */
@@ -116,9 +117,12 @@ static int map_to_slots(rn_pipeline *p, rn_rel *rel, const msgpack_object *m,
     int slot = k->type == MSGPACK_OBJECT_STR ? rn_schema_slot(s, k->via.str.ptr, k->via.str.size) : -1;
     char quoted[256]; /* the name with its NUL and control bytes escaped */
     if (slot < 0) {
-      if (k->type == MSGPACK_OBJECT_STR)
-        return rn_err_set(&p->err, RN_EINVAL, "%s: unknown column %s", rel->name,
-                          rn_json_quote(quoted, sizeof quoted, k->via.str.ptr, k->via.str.size));
+      if (k->type == MSGPACK_OBJECT_STR) {
+        rn_err_set(&p->err, RN_EINVAL, "%s: unknown column %s", rel->name,
+                   rn_json_quote(quoted, sizeof quoted, k->via.str.ptr, k->via.str.size));
+        rn_suggest_append_column(p->err.msg, sizeof p->err.msg, s, k->via.str.ptr, k->via.str.size);
+        return RN_EINVAL;
+      }
       return rn_err_set(&p->err, RN_EINVAL, "%s: column names are strings, got %s", rel->name, rn_value_kind(k));
     }
     if ((*given)[slot]) /* last-wins would drop a value silently */

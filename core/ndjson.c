@@ -32,6 +32,7 @@
 #include "json.h"
 #include "outbox.h"
 #include "row.h"
+#include "suggest.h"
 
 /* ---- writing ---- */
 
@@ -410,6 +411,7 @@ static int apply_line(rn_pipeline *p, const char *line, size_t len)
   if (!r) {
     rn_err_set(&p->err, RN_EINVAL, "unknown relation %s",
                rn_json_quote(quoted, sizeof quoted, rel->via.str.ptr, rel->via.str.size));
+    rn_suggest_append_relations(p->err.msg, sizeof p->err.msg, p);
     return rn_group_fail(p, RN_EINVAL, p->err.msg);
   }
   static const char *const ops[] = { "insert", "update", "upsert", "delete" };
@@ -518,6 +520,13 @@ int rn_run_ndjson(rn_pipeline *p, FILE *in, const rn_run_opts *o, rn_run_stats *
     if (arc) {
       st->rejected++;
       reject(o, st->lines, p->err.msg, line, len);
+      if (o->max_rejects && st->rejected > o->max_rejects) { /* the group holding it is rolled back */
+        if (p->state == RN_OPEN) rn_rollback(p); /* first: it clears the error */
+        in_group = 0;
+        rc = rn_err_set(&p->err, RN_EINVAL, "%s:%llu: more than %llu rejected lines: stopping (max_rejects)", o->name,
+                        (unsigned long long)st->lines, (unsigned long long)o->max_rejects);
+        break;
+      }
       if (p->state == RN_IDLE) { /* it failed after writing: the group is gone; apply its good lines again */
         in_group = 0;
         if ((rc = rn_begin(p))) break;
@@ -551,9 +560,10 @@ int rn_run_ndjson(rn_pipeline *p, FILE *in, const rn_run_opts *o, rn_run_stats *
     if (!(rc = rn_commit(p))) st->groups++;
   }
   p->tolerate_bad_input = false;
-  if (progress) fprintf(stderr, "\r%s: %llu lines, %llu applied, %llu rejected\n", o->name,
-                        (unsigned long long)st->lines, (unsigned long long)st->applied,
-                        (unsigned long long)st->rejected);
+  if (progress) /* the summary replaces the progress line (\033[K: what is left of it) */
+    fprintf(stderr, "\r%s: %llu lines, %llu applied, %llu rejected, %llu group%s\033[K\n", o->name,
+            (unsigned long long)st->lines, (unsigned long long)st->applied,
+            (unsigned long long)st->rejected, (unsigned long long)st->groups, st->groups == 1 ? "" : "s");
   drop_lines(&kept);
   free(kept.lines);
   free(kept.lens);

@@ -32,6 +32,7 @@ typedef struct rn_run_opts {
   FILE *rejects;          /* may be NULL */
   bool progress;          /* rows/s on stderr, when it is a terminal */
   const char *name;       /* the input's name in messages */
+  uint64_t max_rejects;   /* with skip: more rejected lines than this stop the run (0: no bound) */
 } rn_run_opts;
 
 typedef struct rn_run_stats {

@@ -1,10 +1,11 @@
 /* cli.c — the runnel command: run a pipeline script, the REPL, inspect.
  *
- *     runnel run FILE.lua [ARGS…]   run a script (arg as lua5.4 gives it)
- *     runnel [repl [FILE.lua]]      the REPL, after running FILE if given
- *     runnel inspect STATE_DIR      a state's relations, schemas and counts
- *     runnel verify STATE_DIR       check a state against itself (verify.h)
- *     runnel --version | --help
+ *     runnel [run] FILE.lua [ARGS…]          run a script (arg as lua5.4 gives it)
+ *     runnel [repl] [STATE_DIR] [FILE.lua]   the REPL (on a state, after FILE)
+ *     runnel inspect STATE_DIR               a state's relations, schemas and counts
+ *     runnel verify STATE_DIR                check a state against itself (verify.h)
+ *     runnel help | version
+ * HELP below is the whole usage; the man page is made from it.
  *
  * The Lua parts (runnel.lua, repl.lua) are compiled in (scripts/embed.lua),
  * so the binary runs from anywhere. */
@@ -19,6 +20,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/select.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -288,9 +290,18 @@ static int message_handler(lua_State *L)
   return 1;
 }
 
+/* ---- runnel run: the script, then --input through what it returns ---- */
+
+typedef struct run_opts {
+  bool traceback;
+  const char *input, *on_error, *rejects;
+  long long batch, max_rejects;     /* 0: not given */
+} run_opts;
+
 /* After the script: --input runs an NDJSON file through the pipeline the
- * script returned, as p:run(runnel.ndjson_source(input), opts). */
-static int run_input(lua_State *L, const char *input, const char *batch, const char *on_error, const char *rejects)
+ * script returned, as p:run(runnel.ndjson_source(input), opts). With
+ * --on-error skip and no --rejects, each reason goes to stderr. */
+static int run_input(lua_State *L, const run_opts *o)
 {
   if (!luaL_testudata(L, -1, "runnel.Pipeline")) {
     fprintf(stderr, "runnel: --input: the script must return its pipeline (return p)\n");
@@ -303,60 +314,124 @@ static int run_input(lua_State *L, const char *input, const char *batch, const c
   lua_call(L, 1, 1);
   lua_getfield(L, -1, "ndjson_source");
   lua_remove(L, -2);
-  lua_pushstring(L, input);
+  lua_pushstring(L, o->input);
   lua_call(L, 1, 1);
-  lua_createtable(L, 0, 3);
-  if (batch) { lua_pushinteger(L, atoll(batch)); lua_setfield(L, -2, "batch"); }
-  if (on_error) { lua_pushstring(L, on_error); lua_setfield(L, -2, "on_error"); }
-  if (rejects) { lua_pushstring(L, rejects); lua_setfield(L, -2, "rejects"); }
+  lua_createtable(L, 0, 4);
+  if (o->batch) { lua_pushinteger(L, o->batch); lua_setfield(L, -2, "batch"); }
+  if (o->on_error) { lua_pushstring(L, o->on_error); lua_setfield(L, -2, "on_error"); }
+  if (o->max_rejects) { lua_pushinteger(L, o->max_rejects); lua_setfield(L, -2, "max_rejects"); }
+  if (o->rejects) lua_pushstring(L, o->rejects);
+  else if (o->on_error && strcmp(o->on_error, "skip") == 0) {
+    lua_getglobal(L, "io");
+    lua_getfield(L, -1, "stderr");
+    lua_remove(L, -2);
+  } else lua_pushnil(L);
+  lua_setfield(L, -2, "rejects");
   if (lua_pcall(L, 3, 1, 0) != LUA_OK) {
     fprintf(stderr, "runnel: %s\n", lua_tostring(L, -1));
     return 1;
   }
+  if (isatty(STDERR_FILENO)) return 0; /* the progress line became the summary (core/ndjson.c) */
   lua_getfield(L, -1, "lines");
   lua_getfield(L, -2, "applied");
   lua_getfield(L, -3, "rejected");
   lua_getfield(L, -4, "groups");
-  fprintf(stderr, "runnel: %s: %lld lines, %lld applied, %lld rejected, %lld groups\n",
-          strcmp(input, "-") == 0 ? "stdin" : input,
+  long long groups = (long long)lua_tointeger(L, -1);
+  fprintf(stderr, "runnel: %s: %lld lines, %lld applied, %lld rejected, %lld group%s\n",
+          strcmp(o->input, "-") == 0 ? "stdin" : o->input,
           (long long)lua_tointeger(L, -4), (long long)lua_tointeger(L, -3), (long long)lua_tointeger(L, -2),
-          (long long)lua_tointeger(L, -1));
+          groups, groups == 1 ? "" : "s");
   return 0;
 }
 
-/* runnel run [--traceback] FILE [--input PATH|-] [--batch N] [--on-error stop|skip]
- *            [--rejects PATH] [ARGS…] */
+/* A positive count for an option, or -1. */
+static long long count_arg(const char *text)
+{
+  char *end;
+  errno = 0;
+  long long n = strtoll(text, &end, 10);
+  return errno || end == text || *end || n < 1 ? -1 : n;
+}
+
+/* One of runnel run's own options at argv[*i] (its value, if it takes
+ * one, is consumed). Returns 1 if it was one, 0 if not, -1 after printing
+ * a usage error. */
+static int take_option(int argc, char **argv, int *i, run_opts *o)
+{
+  const char *name = argv[*i];
+  if (strcmp(name, "--traceback") == 0) { o->traceback = true; return 1; }
+  static const char *const valued[] = { "--input", "--batch", "--on-error", "--rejects", "--max-rejects", NULL };
+  static const char *const wants[] = { "a path (or - for stdin)", "a number of lines", "stop or skip", "a path",
+                                       "a number of lines" };
+  int k = 0;
+  while (valued[k] && strcmp(name, valued[k]) != 0) k++;
+  if (!valued[k]) return 0;
+  if (*i + 1 >= argc || (argv[*i + 1][0] == '-' && argv[*i + 1][1] == '-')) {
+    fprintf(stderr, "runnel: %s needs %s\n", name, wants[k]);
+    return -1;
+  }
+  const char *value = argv[++*i];
+  switch (k) {
+  case 0: o->input = value; break;
+  case 2:
+    if (strcmp(value, "stop") != 0 && strcmp(value, "skip") != 0) {
+      fprintf(stderr, "runnel: --on-error takes stop or skip, got \"%s\"\n", value);
+      return -1;
+    }
+    o->on_error = value;
+    break;
+  case 3: o->rejects = value; break;
+  default: {
+    long long n = count_arg(value);
+    if (n < 0) {
+      fprintf(stderr, "runnel: %s needs %s, got \"%s\"\n", name, wants[k], value);
+      return -1;
+    }
+    if (k == 1) o->batch = n;
+    else o->max_rejects = n;
+  }
+  }
+  return 1;
+}
+
+/* runnel run [OPTIONS] FILE [ARGS…]: runnel's own options may come before
+ * or after FILE; "--" ends them (what follows goes to the script as it is). */
 static int run_script(lua_State *L, int argc, char **argv, int first)
 {
-  bool traceback = false;
-  if (first < argc && strcmp(argv[first], "--traceback") == 0) { traceback = true; first++; }
-  if (first >= argc) {
-    fprintf(stderr, "usage: runnel run [--traceback] FILE.lua [--input PATH|-] [--batch N] "
-                    "[--on-error stop|skip] [--rejects PATH] [ARGS…]\n");
-    return 2;
-  }
-  const char *input = NULL, *batch = NULL, *on_error = NULL, *rejects = NULL;
+  run_opts o = { false, NULL, NULL, NULL, 0, 0 };
+  int file = -1;
   char *args[argc];
   int nargs = 0;
-  for (int i = first + 1; i < argc; i++) { /* runnel's own options; the rest go to the script */
-    const char **opt = strcmp(argv[i], "--input") == 0 ? &input : strcmp(argv[i], "--batch") == 0 ? &batch
-                     : strcmp(argv[i], "--on-error") == 0 ? &on_error : strcmp(argv[i], "--rejects") == 0 ? &rejects : NULL;
-    if (opt && i + 1 < argc) *opt = argv[++i];
+  bool options = true;
+  for (int i = first; i < argc; i++) {
+    if (options && strcmp(argv[i], "--") == 0) { options = false; continue; }
+    int took = options ? take_option(argc, argv, &i, &o) : 0;
+    if (took < 0) return 2;
+    if (took) continue;
+    if (options && file < 0 && argv[i][0] == '-' && argv[i][1] == '-') {
+      fprintf(stderr, "runnel: unknown option %s (runnel help lists them)\n", argv[i]);
+      return 2;
+    }
+    if (file < 0) file = i;
     else args[nargs++] = argv[i];
   }
-  lua_createtable(L, nargs, first + 1);
-  for (int i = 0; i <= first; i++) {
+  if (file < 0) {
+    fprintf(stderr, "runnel: run needs a script: runnel run FILE.lua [ARGS…] (runnel help)\n");
+    return 2;
+  }
+  lua_createtable(L, nargs, file + 1);
+  for (int i = 0; i <= file; i++) {
     lua_pushstring(L, argv[i]);
-    lua_rawseti(L, -2, i - first);
+    lua_rawseti(L, -2, i - file);
   }
   for (int i = 0; i < nargs; i++) {
     lua_pushstring(L, args[i]);
     lua_rawseti(L, -2, i + 1);
   }
   lua_setglobal(L, "arg");
-  lua_pushcfunction(L, traceback ? traceback_handler : message_handler);
+  lua_pushcfunction(L, o.traceback ? traceback_handler : message_handler);
   int handler = lua_gettop(L);
-  if (luaL_loadfile(L, argv[first]) != LUA_OK) {
+  if (luaL_loadfile(L, argv[file]) != LUA_OK) {
     fprintf(stderr, "runnel: %s\n", lua_tostring(L, -1));
     return 1;
   }
@@ -369,10 +444,11 @@ static int run_script(lua_State *L, int argc, char **argv, int first)
     fprintf(stderr, "runnel: %s\n", lua_tostring(L, -1));
     return 1;
   }
-  return input ? run_input(L, input, batch, on_error, rejects) : 0;
+  return o.input ? run_input(L, &o) : 0;
 }
 
-static int run_repl(lua_State *L, const char *file)
+/* runnel repl [STATE_DIR] [FILE.lua]: repl.lua's main(first, second). */
+static int run_repl(lua_State *L, const char *first, const char *second)
 {
   lua_pushcfunction(L, traceback_handler);
   lua_getglobal(L, "require");
@@ -382,8 +458,9 @@ static int run_repl(lua_State *L, const char *file)
     return 1;
   }
   lua_getfield(L, -1, "main");
-  if (file) lua_pushstring(L, file); else lua_pushnil(L);
-  if (lua_pcall(L, 1, 1, 1) != LUA_OK) {
+  if (first) lua_pushstring(L, first); else lua_pushnil(L);
+  if (second) lua_pushstring(L, second); else lua_pushnil(L);
+  if (lua_pcall(L, 2, 1, 1) != LUA_OK) {
     fprintf(stderr, "runnel: %s\n", lua_tostring(L, -1));
     return 1;
   }
@@ -508,15 +585,99 @@ static int verify(const char *path)
   return WIFEXITED(status) && WEXITSTATUS(status) == 0 ? 0 : 1;
 }
 
-static void usage(FILE *out)
+/* The one text of `runnel help`; scripts/man.lua turns it into runnel.1
+ * (a line "Word:" starts a section; "  term   text" an entry; deeper
+ * indented lines continue the entry above). */
+static const char HELP[] =
+  "runnel " RN_VERSION " - a stream processor that lives inside your program\n"
+  "\n"
+  "Usage:\n"
+  "  runnel [repl] [STATE_DIR] [FILE.lua]\n"
+  "  runnel [run] [OPTIONS] FILE.lua [ARGS...]\n"
+  "  runnel inspect|verify STATE_DIR\n"
+  "  runnel help|version\n"
+  "\n"
+  "Commands:\n"
+  "  run FILE.lua [ARGS...]     Run a pipeline script; arg and ... as lua5.4 gives them.\n"
+  "  FILE.lua [ARGS...]         The same as run FILE.lua.\n"
+  "  repl [STATE_DIR] [FILE.lua]\n"
+  "                             The interactive REPL (the default command). p is a temporary\n"
+  "                             pipeline; with STATE_DIR it is the state there: FILE.lua declares\n"
+  "                             its relations on p, and without FILE.lua an existing state is\n"
+  "                             browsed read-only. FILE.lua alone runs first in the REPL, and a\n"
+  "                             pipeline it returns becomes p. .help lists the REPL's commands.\n"
+  "  inspect STATE_DIR          A state's relations, kinds, schemas, row counts, last group.\n"
+  "  verify STATE_DIR           Check a state's databases and counters against each other.\n"
+  "  help, --help, -h           This text, on stdout.\n"
+  "  version, --version         The version, on stdout.\n"
+  "\n"
+  "Options:\n"
+  "  --input PATH|-             After the script, apply the NDJSON changes in PATH (- for stdin)\n"
+  "                             through the pipeline the script returns (return p), as\n"
+  "                             p:run(runnel.ndjson_source(PATH), ...).\n"
+  "  --batch N                  Input lines per group (1000).\n"
+  "  --on-error stop|skip       Stop at the first bad line (default; its group is rolled back),\n"
+  "                             or skip bad lines.\n"
+  "  --rejects PATH             With skip: write each rejected line and its reason to PATH\n"
+  "                             (without it the reasons go to stderr).\n"
+  "  --max-rejects N            With skip: stop the run at the N+1th rejected line.\n"
+  "  --traceback                Print a traceback with a script's error.\n"
+  "  --                         End runnel's options: what follows goes to the script.\n"
+  "\n"
+  "  run's options may come before or after FILE.lua. On a terminal a long --input shows its\n"
+  "  progress (lines, changes/s) on stderr, replaced by the summary at the end.\n"
+  "\n"
+  "Files:\n"
+  "  ~/.runnel_history          The REPL's history (the newest 1000 lines).\n"
+  "\n"
+  "Exit status:\n"
+  "  0                          Success.\n"
+  "  1                          The script, the input, or the state failed (the message says\n"
+  "                             where); a state verify found damaged.\n"
+  "  2                          A usage error: an unknown command or option, a missing value.\n"
+  "\n"
+  "See also:\n"
+  "  docs/api.md                Every Lua function and option, and the C API of runnel.h.\n";
+
+/* A script: a name ending in .lua, or a file that exists. */
+static bool is_script(const char *arg)
 {
-  fputs("usage: runnel run [--traceback] FILE.lua [ARGS…]   run a pipeline script\n"
-        "         [--input PATH|-] [--batch N] [--on-error stop|skip] [--rejects PATH]\n"
-        "                                    then apply an NDJSON file through the pipeline it returns\n"
-        "       runnel [repl [FILE.lua]]                   the interactive REPL\n"
-        "       runnel inspect STATE_DIR                   relations, schemas, counts of a state\n"
-        "       runnel verify STATE_DIR                    check a state's databases and counters\n"
-        "       runnel --version | --help\n", out);
+  size_t n = strlen(arg);
+  struct stat st;
+  return (n > 4 && strcmp(arg + n - 4, ".lua") == 0) || (stat(arg, &st) == 0 && S_ISREG(st.st_mode));
+}
+
+static bool is_dir(const char *arg)
+{
+  struct stat st;
+  return stat(arg, &st) == 0 && S_ISDIR(st.st_mode);
+}
+
+/* Dispatches argv[1]; -1 when it is no command (main reports it). */
+static int command(lua_State *L, int argc, char **argv)
+{
+  const char *cmd = argv[1];
+  if (strcmp(cmd, "run") == 0) return run_script(L, argc, argv, 2);
+  if (strcmp(cmd, "repl") == 0) {
+    if (argc > 4) { fprintf(stderr, "runnel: repl takes [STATE_DIR] [FILE.lua] (runnel help)\n"); return 2; }
+    return run_repl(L, argc > 2 ? argv[2] : NULL, argc > 3 ? argv[3] : NULL);
+  }
+  if (strcmp(cmd, "inspect") == 0 || strcmp(cmd, "verify") == 0) {
+    if (argc != 3) { fprintf(stderr, "runnel: %s takes one STATE_DIR (runnel help)\n", cmd); return 2; }
+    return cmd[0] == 'i' ? inspect(argv[2]) : verify(argv[2]);
+  }
+  if (strcmp(cmd, "help") == 0 || strcmp(cmd, "--help") == 0 || strcmp(cmd, "-h") == 0) {
+    fputs(HELP, stdout);
+    return 0;
+  }
+  if (strcmp(cmd, "version") == 0 || strcmp(cmd, "--version") == 0) {
+    puts("runnel " RN_VERSION " (" LUA_RELEASE ")");
+    return 0;
+  }
+  /* runnel game.lua, runnel --input x game.lua: as lua and tarantool run a script */
+  if (is_script(cmd) || (cmd[0] == '-' && cmd[1] == '-')) return run_script(L, argc, argv, 1);
+  if (is_dir(cmd) && argc <= 3) return run_repl(L, cmd, argc > 2 ? argv[2] : NULL); /* runnel STATE_DIR */
+  return -1;
 }
 
 int main(int argc, char **argv)
@@ -528,15 +689,11 @@ int main(int argc, char **argv)
   }
   luaL_openlibs(L);
   preload(L);
-  int rc;
-  if (argc >= 2 && strcmp(argv[1], "run") == 0) rc = run_script(L, argc, argv, 2);
-  else if (argc == 1) rc = run_repl(L, NULL);
-  else if (strcmp(argv[1], "repl") == 0 && argc <= 3) rc = run_repl(L, argc == 3 ? argv[2] : NULL);
-  else if (strcmp(argv[1], "inspect") == 0 && argc == 3) rc = inspect(argv[2]);
-  else if (strcmp(argv[1], "verify") == 0 && argc == 3) rc = verify(argv[2]);
-  else if (strcmp(argv[1], "--version") == 0) { puts("runnel " RN_VERSION " (" LUA_RELEASE ")"); rc = 0; }
-  else if (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0) { usage(stdout); rc = 0; }
-  else { usage(stderr); rc = 2; }
+  int rc = argc < 2 ? run_repl(L, NULL, NULL) : command(L, argc, argv);
+  if (rc < 0) {
+    fprintf(stderr, "runnel: unknown command \"%s\" (runnel help lists the commands)\n", argv[1]);
+    rc = 2;
+  }
   lua_close(L);
   return rc;
 }

@@ -5,6 +5,7 @@
 
 #include "lbind.h"
 #include "row.h"
+#include "suggest.h"
 
 const char rn_lua_null_tag = 0;
 
@@ -176,9 +177,12 @@ int rn_lua_torow(lpipe *lp, lua_State *L, int idx, rn_rel *rel,
       lua_pop(L, 1);
     }
     if (slot < 0) {
-      if (lua_type(L, -2) == LUA_TSTRING)
-        rc = rn_err_set(&p->err, RN_EINVAL, "%s: unknown column \"%s\"", rel->name, lua_tostring(L, -2));
-      else
+      if (lua_type(L, -2) == LUA_TSTRING) {
+        size_t len;
+        const char *name = lua_tolstring(L, -2, &len);
+        rc = rn_err_set(&p->err, RN_EINVAL, "%s: unknown column \"%s\"", rel->name, name);
+        rn_suggest_append_column(p->err.msg, sizeof p->err.msg, rel->schema, name, len);
+      } else
         rc = rn_err_set(&p->err, RN_EINVAL, "%s: column names are strings, got %s", rel->name,
                         luaL_typename(L, -2));
       break;

@@ -51,7 +51,8 @@ static int l_ndjson_sink(lua_State *L)
   return 1;
 }
 
-/* p:_run(path|file|"-", name, batch, skip, rejects_path|nil, progress) -> stats (raises on error) */
+/* p:_run(path|file|"-", name, batch, skip, rejects_path|file|nil, progress, max_rejects|nil)
+ *   -> stats (raises on error) */
 static int l_run(lua_State *L)
 {
   lpipe *lp = rn_lua_checkpipe(L, 1);
@@ -64,16 +65,19 @@ static int l_run(lua_State *L)
     else if (!(in = fopen(path, "r"))) return rn_lua_error(L, "run: cannot open %s: %s", path, strerror(errno));
     else own = true;
   }
-  FILE *rejects = NULL;
-  if (lua_isstring(L, 6) && !(rejects = fopen(lua_tostring(L, 6), "w"))) {
+  FILE *rejects = lua_file(L, 6); /* an open file (io.stderr) stays open */
+  bool own_rejects = !rejects && lua_isstring(L, 6);
+  if (own_rejects && !(rejects = fopen(lua_tostring(L, 6), "w"))) {
     if (own) fclose(in);
     return rn_lua_error(L, "run: cannot open %s: %s", lua_tostring(L, 6), strerror(errno));
   }
-  rn_run_opts o = { (size_t)luaL_optinteger(L, 4, 1000), lua_toboolean(L, 5), rejects, lua_toboolean(L, 7), name };
+  lua_Integer max_rejects = luaL_optinteger(L, 8, 0);
+  rn_run_opts o = { (size_t)luaL_optinteger(L, 4, 1000), lua_toboolean(L, 5), rejects, lua_toboolean(L, 7), name,
+                    max_rejects > 0 ? (uint64_t)max_rejects : 0 };
   rn_run_stats st;
   int rc = rn_run_ndjson(lp->p, in, &o, &st);
   if (own) fclose(in);
-  if (rejects) fclose(rejects);
+  if (own_rejects) fclose(rejects);
   lp->L = L;
   if (rc) return rn_lua_raise(L, lp);
   lua_createtable(L, 0, 4);

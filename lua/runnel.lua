@@ -628,24 +628,28 @@ function Pipeline:lookup(name, decl)
   return rel
 end
 
-local RUN_FIELDS = { batch = true, on_error = true, rejects = true, progress = true }
+local RUN_FIELDS = { batch = true, on_error = true, rejects = true, progress = true, max_rejects = true }
 
---- p:run(source, { batch = 1000, on_error = "stop"|"skip", rejects = path, progress = true })
---   -> { lines, applied, rejected, groups }
+--- p:run(source, { batch = 1000, on_error = "stop"|"skip", rejects = path | file, progress = true,
+--                   max_rejects = n }) -> { lines, applied, rejected, groups }
 function Pipeline:run(source, opts)
   check_pipeline(self, "run")
   opts = opts or {}
   if type(source) ~= "table" or source.ndjson == nil then raise("run: expects runnel.ndjson_source(…)") end
   for k in pairs(opts) do
-    if not RUN_FIELDS[k] then raise("run: unknown option " .. tostring(k) .. " (batch, on_error, rejects, progress)") end
+    if not RUN_FIELDS[k] then raise("run: unknown option " .. tostring(k) .. " (batch, on_error, rejects, progress, max_rejects)") end
   end
   local batch = opts.batch or 1000
   if math.type(batch) ~= "integer" or batch < 1 then raise("run: batch must be a positive integer") end
   local on_error = opts.on_error or "stop"
   if on_error ~= "stop" and on_error ~= "skip" then raise('run: on_error must be "stop" or "skip"') end
-  if opts.rejects ~= nil and type(opts.rejects) ~= "string" then raise("run: rejects must be a path") end
+  if opts.rejects ~= nil and type(opts.rejects) ~= "string" and io.type(opts.rejects) ~= "file" then
+    raise("run: rejects must be a path or an open file")
+  end
+  local max = opts.max_rejects
+  if max ~= nil and (math.type(max) ~= "integer" or max < 1) then raise("run: max_rejects must be a positive integer") end
   -- its errors name the caller's line (runnel.core skips this file's frames)
-  return self:_run(source.ndjson, source.name, batch, on_error == "skip", opts.rejects, opts.progress ~= false)
+  return self:_run(source.ndjson, source.name, batch, on_error == "skip", opts.rejects, opts.progress ~= false, max)
 end
 
 ---------------------------------------------------------------------------

@@ -32,10 +32,93 @@ describe("runnel run", function()
     assert.equal(("runnel: %s:4: t: column \"id\": expected int, got string\n"):format(path), err)
   end)
 
-  it("prints usage for unknown commands", function()
-    local _, err, code = H.sh(bin .. " frobnicate")
+  it("says which command is unknown and exits 2", function()
+    local out, err, code = H.sh(bin .. " frobnicate")
     assert.equal(2, code)
-    assert.matches("usage: runnel run", err)
+    assert.equal("", out)
+    assert.equal('runnel: unknown command "frobnicate" (runnel help lists the commands)\n', err)
+    out, err, code = H.sh(bin .. " --frob x.lua")
+    assert.equal(2, code)
+    assert.equal("runnel: unknown option --frob (runnel help lists them)\n", err)
+  end)
+end)
+
+describe("the runnel command's conventions", function()
+  local dir
+  before_each(function() dir = H.tmpdir() end)
+  after_each(H.cleanup)
+
+  it("prints help and the version on stdout and exits 0", function()
+    for _, cmd in ipairs{ "help", "--help", "-h" } do
+      local out, err, code = H.sh(bin .. " " .. cmd)
+      assert.equal(0, code, cmd)
+      assert.equal("", err, cmd)
+      assert.matches("Usage:\n  runnel [repl] [STATE_DIR] [FILE.lua]", out, 1, true)
+      assert.matches("--max-rejects N", out, 1, true)
+    end
+    for _, cmd in ipairs{ "version", "--version" } do
+      local out, err, code = H.sh(bin .. " " .. cmd)
+      assert.equal(0, code, cmd)
+      assert.equal("", err, cmd)
+      assert.matches("^runnel %d+%.%d+ %(Lua 5%.4", out)
+    end
+  end)
+
+  -- a pipeline script that returns p, and NDJSON input for it
+  local function game(lines)
+    H.write(dir .. "/game.lua", 'local runnel = require "runnel"\nlocal p = runnel.open()\n' ..
+      'local players = p:table("players", { {"id","int"}, {"name","string"}, key = "id" })\n' ..
+      'print("args", ...)\nreturn p\n')
+    H.write(dir .. "/in.ndjson", table.concat(lines, "\n") .. "\n")
+    return dir .. "/game.lua", dir .. "/in.ndjson"
+  end
+  local good = '{"rel":"players","op":"insert","row":{"id":1,"name":"ann"}}'
+
+  it("runs `runnel game.lua` like `runnel run game.lua`, options before or after the script", function()
+    local script, input = game{ good }
+    local want = "runnel: " .. input .. ": 1 lines, 1 applied, 0 rejected, 1 group\n"
+    for _, args in ipairs{ ("run %s --input %s a b"):format(script, input), ("%s --input %s a b"):format(script, input),
+                           ("run --input %s %s a b"):format(input, script), ("--input %s %s a b"):format(input, script),
+                           ("%s a --input %s b"):format(script, input) } do
+      local out, err, code = H.sh(bin .. " " .. args)
+      assert.equal(0, code, args)
+      assert.equal("args\ta\tb\n", out, args)
+      assert.equal(want, err, args)
+    end
+    local out = H.sh(("%s %s -- --input x"):format(bin, script))
+    assert.equal("args\t--input\tx\n", out)
+  end)
+
+  it("refuses an option without its value or with a bad one, exit 2", function()
+    local script = game{ good }
+    for args, msg in pairs{
+      ["--input"] = "runnel: --input needs a path (or - for stdin)\n",
+      ["--batch"] = "runnel: --batch needs a number of lines\n",
+      ["--batch x"] = 'runnel: --batch needs a number of lines, got "x"\n',
+      ["--on-error maybe"] = 'runnel: --on-error takes stop or skip, got "maybe"\n',
+      ["--rejects --input x"] = "runnel: --rejects needs a path\n",
+      ["--max-rejects 0"] = 'runnel: --max-rejects needs a number of lines, got "0"\n',
+    } do
+      local out, err, code = H.sh(("%s run %s %s"):format(bin, script, args))
+      assert.equal(2, code, args)
+      assert.equal("", out, args)
+      assert.equal(msg, err, args)
+    end
+  end)
+
+  it("with --on-error skip writes the reasons to stderr, and --max-rejects stops the run", function()
+    local script, input = game{ good, '{"rel":"nosuch","op":"insert","row":{}}',
+                                '{"rel":"players","op":"insert","row":{"id":2,"nam":"bob"}}' }
+    local _, err, code = H.sh(("%s %s --input %s --on-error skip"):format(bin, script, input))
+    assert.equal(0, code)
+    assert.equal(input .. ':2: unknown relation "nosuch" (known: players)\t{"rel":"nosuch","op":"insert","row":{}}\n' ..
+                 input .. ':3: players: unknown column "nam" (did you mean "name"?)\t' ..
+                 '{"rel":"players","op":"insert","row":{"id":2,"nam":"bob"}}\n' ..
+                 "runnel: " .. input .. ": 3 lines, 1 applied, 2 rejected, 1 group\n", err)
+    local _, err2, code2 = H.sh(("%s %s --input %s --on-error skip --max-rejects 1 --rejects %s/rej"):format(
+      bin, script, input, dir))
+    assert.equal(1, code2)
+    assert.equal("runnel: " .. input .. ":3: more than 1 rejected lines: stopping (max_rejects)\n", err2)
   end)
 end)
 

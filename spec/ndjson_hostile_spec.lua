@@ -34,9 +34,9 @@ describe("p:run on hostile lines", function()
   end
 
   it("does not apply a relation name with a NUL byte to the name before it", function()
-    assert.equal('unknown relation "players\\u0000evil"',
+    assert.equal('unknown relation "players\\u0000evil" (known: players)',
                  run_error('{"rel":"players\\u0000evil","op":"insert","row":{"id":1,"name":"x"}}'))
-    assert.equal('unknown relation "pla\\"yers\\n"',
+    assert.equal('unknown relation "pla\\"yers\\n" (known: players)',
                  run_error('{"rel":"pla\\"yers\\n","op":"insert","row":{"id":1,"name":"x"}}'))
   end)
 
@@ -84,8 +84,8 @@ describe("p:run on hostile lines", function()
     assert.same({
       f .. ':1: players: unknown column "a\\nb"\t{"rel":"players","op":"insert","row":{"id":1,"a\\nb":"x"}}',
       f .. ':2: t: column "a\\nb": expected int, got string\t{"rel":"t","op":"insert","row":{"k":1,"a\\nb":"x"}}',
-      f .. ':3: unknown relation "t\\n\\t\\r\\u001f"\t{"rel":"t\\n\\t\\r\\u001f","op":"insert","row":{"k":2}}',
-      f .. ':4: t: unknown column "a\\tb"\t{"rel":"t","op":"insert","row":{"k":3,"a\\tb":1}}',
+      f .. ':3: unknown relation "t\\n\\t\\r\\u001f" (known: players, t)\t{"rel":"t\\n\\t\\r\\u001f","op":"insert","row":{"k":2}}',
+      f .. ':4: t: unknown column "a\\tb" (did you mean "a\\nb"?)\t{"rel":"t","op":"insert","row":{"k":3,"a\\tb":1}}',
     }, got)
   end)
 end)

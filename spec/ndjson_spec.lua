@@ -111,11 +111,11 @@ describe("p:run", function()
     local f = dir .. "/in.ndjson"
     assert.equal(table.concat({
       f .. ":2: malformed JSON at column 4: string or '}' expected near 'not'\t{not json",
-      f .. ':3: unknown relation "nobody"\t{"rel":"nobody","op":"insert","row":{"id":1}}',
+      f .. ':3: unknown relation "nobody" (known: players)\t{"rel":"nobody","op":"insert","row":{"id":1}}',
       f .. ':4: players: unknown op "shout" (insert, update, upsert, delete)\t{"rel":"players","op":"shout","row":{"id":1}}',
       f .. ':5: players: insert: a row with key (id = 1) already exists\t{"rel":"players","op":"insert","row":{"id":1,"name":"dup"}}',
       f .. ':6: players: update: no row with key (id = 9)\t{"rel":"players","op":"update","row":{"id":9,"name":"x"}}',
-      f .. ':7: players: unknown column "nme"\t{"rel":"players","op":"insert","row":{"id":2,"nme":"x"}}',
+      f .. ':7: players: unknown column "nme" (did you mean "name"?)\t{"rel":"players","op":"insert","row":{"id":2,"nme":"x"}}',
       f .. ':9: expected {"rel": name, "op": "insert"|"update"|"upsert"|"delete", "row": {…}}\t["rel"]',
     }, "\n") .. "\n", read(dir .. "/rejects.txt"))
   end)
@@ -151,7 +151,8 @@ describe("runnel run --input", function()
     local out, err, code = H.sh(("%s run %s/pipe.lua --input - --on-error skip"):format(H.runnel_bin, dir), input)
     assert.equal(0, code)
     assert.equal('{"k":1,"v":"a"}\n', out)
-    assert.equal("runnel: stdin: 2 lines, 1 applied, 1 rejected, 1 groups\n", err)
+    assert.equal('stdin:2: t: column "v": expected string, got number\t{"rel":"t","op":"insert","row":{"k":2,"v":3}}\n' ..
+                 "runnel: stdin: 2 lines, 1 applied, 1 rejected, 1 group\n", err)
     out, err, code = H.sh(("%s run %s/pipe.lua --input -"):format(H.runnel_bin, dir), input)
     assert.equal(1, code)
     assert.equal('runnel: stdin:2: t: column "v": expected string, got number\n', err)

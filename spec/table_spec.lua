@@ -35,7 +35,7 @@ describe("a keyed table", function()
     assert.equal('players: column "id": key columns cannot be null',
                  H.error_of(players.insert, players, { id = runnel.null, name = "x" }))
     assert.equal('players: column "id": key column is missing', H.error_of(players.update, players, { score = 1 }))
-    assert.equal('players: unknown column "nme"', H.error_of(players.insert, players, { id = 3, nme = "x" }))
+    assert.equal('players: unknown column "nme" (did you mean "name"?)', H.error_of(players.insert, players, { id = 3, nme = "x" }))
     assert.equal('players: column "name": missing (the column is not nullable)',
                  H.error_of(players.insert, players, { id = 3 }))
   end)

@@ -127,7 +127,7 @@ static void test_error_codes(void)
   mp_kv_int(&m, "id", 3);
   mp_kv_str(&m, "nme", "x");
   CHECK(rn_insert(p, players, m.sb.data, m.sb.size) == RN_EINVAL);
-  CHECK(strcmp(rn_errmsg(p), "players: unknown column \"nme\"") == 0);
+  CHECK(strcmp(rn_errmsg(p), "players: unknown column \"nme\" (did you mean \"name\"?)") == 0);
   msgpack_sbuffer_destroy(&m.sb);
   mp_begin(&m, 2);
   mp_kv_int(&m, "id", 3);

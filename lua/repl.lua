@@ -125,6 +125,7 @@ function Browsed:rows() return self:_attached():rows() end
 function Browsed:get(key) return self:_attached():get(key) end
 
 function Browsed:count()
+  if self._entry.rows then return self._entry.rows end -- the catalogue keeps a table's count
   local h = self:_attached()
   if h.count then return h:count() end
   local n = 0
@@ -184,6 +185,7 @@ end
 
 local function show(v)
   if is_relation(v) then return show_relation(v) end
+  if getmetatable(v) == Browse then return tostring(v) end
   return pretty(v)
 end
 
@@ -203,9 +205,22 @@ local function changes_of(p)
   return ok and stats.changes or 0
 end
 
+-- A browsed state's relations become globals (those whose names are free
+-- Lua names), so typing one prints its rows.
+local function bind_relations(b)
+  for _, rel in ipairs(b:relations()) do
+    local name = rel:name()
+    if name:match("^[%a_][%w_]*$") and _G[name] == nil then _G[name] = rel end
+  end
+end
+
 local function adopt(p)
   if _G.p ~= p then _G.p = p end
-  if session.watched[p] or getmetatable(p) == Browse then return end
+  if getmetatable(p) == Browse then
+    if not session.watched[p] then session.watched[p] = {}; bind_relations(p) end
+    return
+  end
+  if session.watched[p] then return end
   session.watched[p] = {}
   for _, rel in ipairs(p:relations()) do watch_relation(p, rel) end
   p:on_declare(function(rel) watch_relation(p, rel) end)

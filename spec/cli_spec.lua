@@ -177,3 +177,61 @@ describe("the REPL", function()
     assert.matches("unknown command .nope", out, 1, true)
   end)
 end)
+
+describe("the REPL on a real state", function()
+  local dir
+  before_each(function() dir = H.tmpdir() end)
+  after_each(H.cleanup)
+
+  local DECL = 'players = p:table("players", { {"id","int"}, {"name","string"}, key = "id" })\n' ..
+               'leaders = players:filter(function(r) return r.id < 10 end, "leaders")\n'
+
+  it("runnel repl STATE_DIR FILE.lua: the script declares on the state, which keeps the rows", function()
+    H.write(dir .. "/decl.lua", DECL)
+    local out, err, code = H.sh(("%s repl %s/st %s/decl.lua"):format(bin, dir, dir),
+                                'players:insert{ id = 1, name = "ann" }\n.tables\nselect(2, p:path())\n')
+    assert.equal("", err)
+    assert.equal(0, code)
+    assert.matches("players · group 1", out, 1, true)
+    assert.matches("leaders · group 1", out, 1, true)    -- grids follow p's relations
+    assert.matches(" players  | table  |    1", out, 1, true)
+    assert.matches("\nfalse\n", out, 1, true)             -- not a temporary state
+    out = H.sh(("%s inspect %s/st"):format(bin, dir))
+    assert.matches("players%s+|%s+table%s+|%s+1", out)
+  end)
+
+  it("runnel repl STATE_DIR alone browses an existing state read-only from its catalogue", function()
+    H.write(dir .. "/decl.lua", DECL)
+    H.sh(("%s repl %s/st %s/decl.lua"):format(bin, dir, dir), 'players:insert{ id = 1, name = "ann" }\n')
+    local out, err, code = H.sh(("%s repl %s/st"):format(bin, dir), "p\n.tables\n.schema players\nplayers:count()\n")
+    assert.equal("", err)
+    assert.equal(0, code)
+    assert.matches(("runnel.State (%s/st, read-only)"):format(dir), out, 1, true)
+    assert.matches("players%s+|%s+table%s+|%s+1", out)
+    assert.matches(" id     | int    |      | key |", out, 1, true)
+    assert.matches("\n1\n", out, 1, true)
+  end)
+
+  it(".open DIR FILE makes that state p, .load runs a script on p, .tables and grids follow", function()
+    H.write(dir .. "/decl.lua", DECL)
+    H.write(dir .. "/more.lua", 'teams = p:table("teams", { {"id","int"}, key = "id" })\nteams:insert{ id = 7 }\n')
+    local out, err = H.sh(bin, ('t = p:table("t", { {"k","int"}, key = "k" })\n.open %s/st %s/decl.lua\n' ..
+      'players:insert{ id = 1, name = "ann" }\n.load %s/more.lua\n.tables\n'):format(dir, dir, dir))
+    assert.equal("", err)
+    assert.matches(("`p` is the state at %s/st\n"):format(dir), out, 1, true)
+    assert.matches("players · group 1", out, 1, true)
+    assert.matches("teams · group 2", out, 1, true)
+    assert.matches(" relation | kind   | rows\n----------+--------+------\n players  | table  |    1\n" ..
+                   " leaders  | filter |\n teams    | table  |    1\n", out, 1, true)
+    assert.is_nil(out:find(" t  ", 1, true)) -- the temporary pipeline is gone
+  end)
+
+  it("a script that returns its own pipeline makes it p", function()
+    H.write(dir .. "/own.lua", ('local runnel = require "runnel"\nlocal p = runnel.open(%q)\n' ..
+      'local t = p:table("t", { {"k","int"}, key = "k" })\nt:insert{ k = 1 }\nreturn p\n'):format(dir .. "/own"))
+    local out, err = H.sh(("%s repl %s/own.lua"):format(bin, dir), ".tables\np:relation('t'):insert{ k = 2 }\n")
+    assert.equal("", err)
+    assert.matches(" t        | table |    1", out, 1, true)
+    assert.matches("t · group 2", out, 1, true)
+  end)
+end)

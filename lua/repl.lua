@@ -169,7 +169,7 @@ local session = {
   limit = 20,                  -- rows per grid, changes per group
   group_start = setmetatable({}, { __mode = "k" }), -- pipeline -> stats().changes at begin
 }
-local watch_opts = { limit = session.limit }
+local watch_opts = setmetatable({}, { __mode = "k" }) -- runnel.watch's options: .limit updates them
 
 local function watching(name)
   if session.watch == "on" then return true end
@@ -194,8 +194,9 @@ local function watch_relation(p, rel)
   if set[rel:name()] or rel:schema().kind == "lookup" then return end
   set[rel:name()] = true
   local name = rel:name()
-  pcall(runnel.watch, rel, { print = function(text) if watching(name) then print(text) end end,
-                             limit = nil })
+  local opts = { print = function(text) if watching(name) then print(text) end end, limit = session.limit }
+  watch_opts[opts] = true
+  pcall(runnel.watch, rel, opts)
 end
 
 -- p:begin records where the group starts, so an error that rolls it back
@@ -286,7 +287,8 @@ local function set_limit(arg)
   if arg ~= "" then
     local n = math.tointeger(tonumber(arg))
     if not n or n < 0 then print("error: .limit takes a number of rows >= 0") return end
-    session.limit, watch_opts.limit = n, n
+    session.limit = n
+    for opts in pairs(watch_opts) do opts.limit = n end
   end
   print("limit " .. session.limit)
 end

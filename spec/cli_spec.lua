@@ -235,3 +235,94 @@ describe("the REPL on a real state", function()
     assert.matches("t · group 2", out, 1, true)
   end)
 end)
+
+describe("the REPL's output", function()
+  after_each(H.cleanup)
+
+  local function repl(lines)
+    local out, err, code = H.sh(bin, table.concat(lines, "\n") .. "\n")
+    assert.equal("", err)
+    assert.equal(0, code)
+    return out
+  end
+
+  it("cuts change grids at .limit rows (20 by default) and says how many there were", function()
+    local out = repl{
+      't = p:table("t", { {"id","int"}, {"name","string"}, key = "id" })',
+      'p:batch(function() for i = 1, 500 do t:insert{ id = i, name = "n" } end end)',
+      ".limit 2",
+      'p:batch(function() for i = 1, 5 do t:update{ id = i, name = "m" } end end)',
+      "t",
+    }
+    assert.matches(" 20 | INSERT | 20 | n\n(500 changes, 20 shown)\n1\n", out, 1, true)
+    assert.is_nil(out:find("| 21 | n", 1, true))
+    assert.matches("limit 2\nt · group 2\n id | verb   | id | name\n----+--------+----+-------\n" ..
+                   "  1 | UPDATE |  1 | n → m\n  2 | UPDATE |  2 | n → m\n(5 changes, 2 shown)\n2\n", out, 1, true)
+    assert.matches("  2 |  2 | m\n(500 rows, 2 shown)\n", out, 1, true)
+  end)
+
+  it(".watch chooses the relations whose changes print; runnel.watch(rel) never prints a group twice", function()
+    local out = repl{
+      't = p:table("t", { {"id","int"}, key = "id" })',
+      'u = p:table("u", { {"k","int"}, key = "k" })',
+      ".watch off",
+      "t:insert{ id = 1 }",
+      ".watch u",
+      "t:insert{ id = 2 }",
+      "u:insert{ k = 1 }",
+      ".watch on",
+      "runnel.watch(u) == u",
+      "u:insert{ k = 2 }",
+    }
+    assert.is_nil(out:find("t · group", 1, true))
+    assert.matches("watch off\nwatch u\nu · group 3\n", out, 1, true)
+    assert.matches("watch on\ntrue\nu · group 4\n id | verb   | k\n----+--------+---\n  2 | INSERT | 2\n", out, 1, true)
+    assert.equal(1, select(2, out:gsub("u · group 4", "")))
+  end)
+
+  it("prints a derived relation's rows, rows in schema order, stats readably, runnel.show once", function()
+    local out = repl{
+      't = p:table("t", { {"name","string"}, {"score","int"}, {"id","int"}, key = "id" })',
+      "top = t:filter(function(r) return r.score > 5 end)",
+      ".watch off",
+      't:insert{ id = 1, name = "ann", score = 9 }',
+      't:insert{ id = 2, name = "bob", score = 1 }',
+      "top",
+      "t:get(1)",
+      "p:stats()",
+      "runnel.show(t)",
+    }
+    assert.matches(" id | name | score | id\n----+------+-------+----\n  1 | ann  |     9 |  1\n(1 row)\n", out, 1, true)
+    assert.matches('{name = "ann", score = 9, id = 1}\n', out, 1, true)
+    assert.matches("{\n  changes = 2,\n", out, 1, true)
+    assert.matches("\n  seq = 2,\n", out, 1, true)
+    assert.equal("  2 | bob  |     1 |  2\n(2 rows)\n", out:sub(-#"  2 | bob  |     1 |  2\n(2 rows)\n"))
+  end)
+
+  it("completes no private _method with Tab unless _ is typed", function()
+    local out = repl{
+      't = p:table("t", { {"id","int"}, key = "id" })',
+      'table.concat(require("runnel.repl").complete("p:", 2), " ")',
+      'table.concat(require("runnel.repl").complete("p:_de", 2), " ")',
+      'table.concat(require("runnel.repl").complete("t:", 2), " ")',
+    }
+    local first, second = out:match('^(%b"")\n(%b"")\n')
+    assert.matches('^"batch begin close commit', first)
+    assert.is_nil(first:find('[" ]_'))
+    assert.equal('"_declare"', second)
+  end)
+end)
+
+describe("runnel.show in a script", function()
+  after_each(H.cleanup)
+  it("prints the grid, as in the REPL", function()
+    local dir = H.tmpdir()
+    H.write(dir .. "/s.lua", 'local runnel = require "runnel"\nlocal p = runnel.open()\n' ..
+      'local t = p:table("t", { {"id","int"}, key = "id" })\nt:insert{ id = 1 }\nrunnel.show(t)\n' ..
+      'print(#runnel.format(t))\n')
+    local out, err, code = H.sh(("%s run %s/s.lua"):format(bin, dir))
+    assert.equal("", err)
+    assert.equal(0, code)
+    assert.equal(" id | id\n----+----\n  1 |  1\n(1 row)\n35\n", out)
+  end)
+end)

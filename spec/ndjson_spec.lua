@@ -158,3 +158,22 @@ describe("runnel run --input", function()
     assert.equal('runnel: stdin:2: t: column "v": expected string, got number\n', err)
   end)
 end)
+
+describe("an NDJSON sink on a cdc relation", function()
+  after_each(H.cleanup)
+  it("adds no verb by default (every event is an INSERT; the event says what happened)", function()
+    local runnel = require "runnel"
+    local dir = H.tmpdir()
+    local p = runnel.open()
+    local t = p:table("t", { {"id","int"}, key = "id" })
+    t:cdc{ format = "debezium" }:sink(runnel.ndjson(dir .. "/dbz.ndjson"))
+    t:cdc{ format = "debezium" }:sink(runnel.ndjson(dir .. "/verb.ndjson", { verb = "verb" }))
+    t:sink(runnel.ndjson(dir .. "/t.ndjson"))
+    t:insert{ id = 1 }
+    p:close()
+    assert.equal('{"op":"c","before":null,"after":{"id":1},"source":{"relation":"t","seq":1,"id":1}}\n',
+                 H.read(dir .. "/dbz.ndjson"))
+    assert.matches('^{"verb":"INSERT","op":"c"', H.read(dir .. "/verb.ndjson"))
+    assert.equal('{"verb":"INSERT","id":1}\n', H.read(dir .. "/t.ndjson"))
+  end)
+end)

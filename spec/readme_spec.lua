@@ -26,12 +26,17 @@ end
 describe("the README", function()
   after_each(H.cleanup)
 
-  it("has a tour that runs as written and prints what it says", function()
+  it("has a tour that runs as written and prints what it says, twice in a row on its state", function()
     local tour = blocks()[1]
-    local out, err, code = run(H.tmpdir(), tour)
+    local dir = H.tmpdir()
+    local out, err, code = run(dir, tour)
     assert.equal("", err)
     assert.equal(0, code)
     assert.equal("INSERT\t1\tann\n120\t2\t2\t1\n1\tann\n2\tbob\n", out)
+    out, err, code = run(dir, tour) -- the state kept ann's score: the upsert resets it, the update restores it
+    assert.equal("", err)
+    assert.equal(0, code)
+    assert.equal("DELETE\t1\tann\nINSERT\t1\tann\n120\t2\t2\t2\n1\tann\n2\tbob\n", out)
   end)
 
   it("has later blocks that run after the tour", function()

@@ -6,7 +6,8 @@ return function(runnel, raise, core)
 
   --- runnel.ndjson(path_or_file [, { verb = "verb" | false }]) -> a sink for rel:sink(…)
   -- One JSON object per change; the verb in the named field ("verb" unless
-  -- verb = false); a DELETE line carries the key columns. A durable sink: a
+  -- verb = false; a cdc relation's events say what happened themselves, so
+  -- for one the default is false); a DELETE line carries the key columns. A durable sink: a
   -- group's lines are written once it is durable in LMDB. A path is appended
   -- to, exactly once across crashes (cut back to the last group recorded,
   -- never a torn line); an open file gets the groups durable while it runs.
@@ -17,13 +18,14 @@ return function(runnel, raise, core)
       if k ~= "verb" then raise("ndjson: unknown option " .. tostring(k) .. " (verb)") end
     end
     local verb = opts.verb
-    if verb == nil then verb = "verb" end
-    if verb ~= false and type(verb) ~= "string" then raise("ndjson: verb must be a field name or false") end
+    if verb ~= nil and verb ~= false and type(verb) ~= "string" then raise("ndjson: verb must be a field name or false") end
     if type(target) ~= "string" and io.type(target) ~= "file" then
       raise("ndjson: expects a path or an open file, got " .. type(target))
     end
     return { attach = function(_, rel)
-      local ok, err = rel:pipeline():_ndjson_sink(rel, target, verb)
+      local field = verb
+      if field == nil then field = rel:schema().kind ~= "cdc" and "verb" end -- every cdc event is an INSERT
+      local ok, err = rel:pipeline():_ndjson_sink(rel, target, field)
       if not ok then error(err, 0) end
     end }
   end

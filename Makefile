@@ -174,7 +174,6 @@ install: all
 	install -m 755 $(BUILD)/runnel $(DESTDIR)$(PREFIX)/bin/runnel
 	install -m 755 $(BUILD)/lua/runnel/core.so $(DESTDIR)$(PREFIX)/lib/lua/5.4/runnel/core.so
 	install -m 644 lua/runnel.lua $(DESTDIR)$(PREFIX)/share/lua/5.4/runnel.lua
-	install -m 644 lua/repl.lua $(DESTDIR)$(PREFIX)/share/lua/5.4/runnel/repl.lua
 	install -m 644 lua/runnel/io.lua lua/runnel/view.lua $(DESTDIR)$(PREFIX)/share/lua/5.4/runnel/
 
 clean:
@@ -189,3 +188,38 @@ clean:
 crash: deps
 	@$(MAKE) -s all
 	@eval "$$($(MAKE) -s env)"; $(LUA) scripts/crash/run.lua $(or $(N),1000)
+
+# ---- packaging (issue 15) --------------------------------------------------
+# repl.lua is not installed as a module: it needs the runnel binary's
+# runnel.readline, so the REPL is `runnel repl` (it is compiled in).
+# The man page is made from `runnel help`, the one text of the usage.
+DEBIAN_PACKAGES += luarocks
+MAN_DATE := $(shell date -u -r core/runnel.h +%Y-%m-%d 2>/dev/null)
+all: $(BUILD)/runnel.1
+$(BUILD)/runnel.1: $(BUILD)/runnel scripts/man.lua
+	$(BUILD)/runnel help | $(LUA) scripts/man.lua "$(VERSION)" "$(MAN_DATE)" > $@
+
+.PHONY: install-man uninstall rock rock-install
+install: install-man
+install-man: $(BUILD)/runnel.1
+	install -d $(DESTDIR)$(PREFIX)/share/man/man1
+	install -m 644 $(BUILD)/runnel.1 $(DESTDIR)$(PREFIX)/share/man/man1/runnel.1
+
+# Removes what install put there (and the repl.lua older installs left).
+uninstall:
+	rm -f $(DESTDIR)$(PREFIX)/include/runnel.h $(DESTDIR)$(PREFIX)/lib/librunnel.a \
+	  $(DESTDIR)$(PREFIX)/lib/librunnel.so.0 $(DESTDIR)$(PREFIX)/lib/librunnel.so \
+	  $(DESTDIR)$(PREFIX)/lib/pkgconfig/runnel.pc $(DESTDIR)$(PREFIX)/bin/runnel \
+	  $(DESTDIR)$(PREFIX)/lib/lua/5.4/runnel/core.so $(DESTDIR)$(PREFIX)/share/lua/5.4/runnel.lua \
+	  $(DESTDIR)$(PREFIX)/share/lua/5.4/runnel/io.lua $(DESTDIR)$(PREFIX)/share/lua/5.4/runnel/view.lua \
+	  $(DESTDIR)$(PREFIX)/share/lua/5.4/runnel/repl.lua $(DESTDIR)$(PREFIX)/share/man/man1/runnel.1
+	-rmdir $(DESTDIR)$(PREFIX)/lib/lua/5.4/runnel $(DESTDIR)$(PREFIX)/share/lua/5.4/runnel 2>/dev/null
+
+# luarocks make (runnel-*.rockspec, make backend): the module and its Lua
+# files, into the directories LuaRocks gives (INST_LIBDIR, INST_LUADIR).
+rock: $(BUILD)/lua/runnel/core.so
+rock-install: rock
+	install -d $(INST_LIBDIR)/runnel $(INST_LUADIR)/runnel
+	install -m 755 $(BUILD)/lua/runnel/core.so $(INST_LIBDIR)/runnel/core.so
+	install -m 644 lua/runnel.lua $(INST_LUADIR)/runnel.lua
+	install -m 644 lua/runnel/io.lua lua/runnel/view.lua $(INST_LUADIR)/runnel/

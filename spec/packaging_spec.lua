@@ -1,0 +1,76 @@
+-- Packaging: the licence, `luarocks make` into a temporary tree (the
+-- module where the Lua ecosystem expects it, usable from a stock lua5.4),
+-- make install / uninstall, and the man page made from `runnel help`.
+local H = require "helper"
+
+local function exists(path) return os.rename(path, path) ~= nil end
+
+describe("packaging", function()
+  after_each(H.cleanup)
+
+  it("has an MIT licence by the runnel authors", function()
+    local text = H.read(H.root .. "/LICENSE")
+    assert.matches("^MIT License\n\nCopyright %(c%) %d+ the runnel authors\n", text)
+    assert.matches('THE SOFTWARE IS PROVIDED "AS IS"', text, 1, true)
+  end)
+
+  it("luarocks make installs the module into a tree, where a stock lua5.4 requires it", function()
+    assert.truthy(os.execute("command -v luarocks >/dev/null 2>&1"), "luarocks is needed (make deps installs it)")
+    local dir = H.tmpdir()
+    local src, tree = dir .. "/src", dir .. "/tree"
+    local rockspec = H.sh("ls " .. H.root .. "/runnel-*.rockspec"):gsub("\n$", "")
+    assert.matches("/runnel%-%d+%.%d+%-%d+%.rockspec$", rockspec)
+    H.sh(("mkdir -p %s && cd %s && cp -rp Makefile core lua scripts %s %s/"):format(src, H.root, rockspec, src))
+    -- The objects make all built with the same flags are reused (their times
+    -- kept, so make sees them up to date; other flags rebuild them): the
+    -- check is where luarocks puts the module, not a second compile.
+    local build = os.getenv("BUILD") or "build"
+    H.sh(("mkdir -p %s/build/rock && cd %s/%s && cp -rp core lua gen .flags %s/build/rock/ 2>/dev/null"):format(
+      src, H.root, build, src))
+    local out, err, code = H.sh(("cd %s && MAKEFLAGS=-j2 luarocks --lua-version 5.4 --tree %s make %s"):format(
+      src, tree, rockspec:match("[^/]+$")))
+    assert.equal(0, code, out .. err)
+    assert.truthy(exists(tree .. "/lib/lua/5.4/runnel/core.so"))
+    assert.truthy(exists(tree .. "/share/lua/5.4/runnel.lua"))
+    assert.truthy(exists(tree .. "/share/lua/5.4/runnel/view.lua"))
+    assert.falsy(exists(tree .. "/share/lua/5.4/runnel/repl.lua"))
+    -- a clean environment: only the tree's paths, from a directory outside the sources
+    H.write(dir .. "/use.lua", 'local runnel = require "runnel"\nlocal p = runnel.open()\n' ..
+      'local t = p:table("t", { {"id","int"}, key = "id" })\nt:insert{ id = 1 }\n' ..
+      'print(t:count(), package.searchpath("runnel.core", package.cpath))\np:close()\n')
+    out, err, code = H.sh(("cd %s && env -u LUA_PATH -u LUA_CPATH sh -c 'eval \"$(luarocks --lua-version 5.4 " ..
+      "--tree %s path)\" && lua5.4 use.lua'"):format(dir, tree))
+    assert.equal("", err)
+    assert.equal(0, code)
+    assert.equal("1\t" .. tree .. "/lib/lua/5.4/runnel/core.so\n", out)
+  end)
+
+  it("make install puts no repl.lua, and make uninstall removes every file install made", function()
+    local dest = H.tmpdir()
+    local build = os.getenv("BUILD") or "build"
+    local _, err, code = H.sh(("cd %s && make -s install uninstall BUILD=%s PREFIX=/usr DESTDIR=%s >/dev/null"):format(
+      H.root, build, dest))
+    assert.equal(0, code, err)
+    assert.equal("", H.sh(("find %s -type f -o -type l"):format(dest)))
+    H.sh(("cd %s && make -s install BUILD=%s PREFIX=/usr DESTDIR=%s >/dev/null"):format(H.root, build, dest))
+    assert.truthy(exists(dest .. "/usr/share/man/man1/runnel.1"))
+    assert.truthy(exists(dest .. "/usr/share/lua/5.4/runnel.lua"))
+    assert.falsy(exists(dest .. "/usr/share/lua/5.4/runnel/repl.lua"))
+  end)
+
+  it("has a man page made from runnel help: every command and option of the help is in it", function()
+    local help = H.sh(H.runnel_bin .. " help")
+    local build = os.getenv("BUILD") or "build"
+    local man = H.read(H.root .. "/" .. build .. "/runnel.1")
+    assert.matches('^%.TH RUNNEL 1 "[%d-]*" "runnel [%d.]+" "User Commands"\n%.SH NAME\nrunnel \\%- a stream processor', man)
+    local n = 0
+    for option in help:gmatch("\n  (%-%-[%w-]+)") do
+      n = n + 1
+      assert.matches(".B " .. option:gsub("%-", "\\-"), man, 1, true)
+    end
+    assert.is_true(n >= 6)
+    for _, section in ipairs{ "SYNOPSIS", "COMMANDS", "OPTIONS", "FILES", "EXIT STATUS" } do
+      assert.matches("\n.SH " .. section .. "\n", man, 1, true)
+    end
+  end)
+end)

@@ -524,7 +524,9 @@ local function loop(tty, history)
       if tty and line:match("%S") then rl.add_history(line, history) end
       local cmd, argument = line:match("^%s*%.(%a+)%s*(.-)%s*$")
       if not buffer and cmd then
-        if command(cmd, argument, state) == "quit" then break end
+        local ok, result = pcall(command, cmd, argument, state)
+        if not ok then print("error: " .. tostring(result))
+        elseif result == "quit" then break end
       elseif buffer or line:match("%S") then
         local src = buffer and buffer .. "\n" .. line or line
         local fn, err = compile(src)

@@ -76,7 +76,9 @@ p:close()
 local READER = [[
 local runnel = require "runnel"
 local a = runnel.attach(arg[1], "s")
-io.write(#a:rows(), " ", a:get(1).k)
+local n = 0
+for _ in a:rows() do n = n + 1 end
+io.write(n, " ", a:get(1).k)
 a:close()
 ]]
 

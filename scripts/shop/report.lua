@@ -6,7 +6,7 @@ local runnel = require "runnel"
 local dir = assert(arg[1], "usage: runnel run scripts/shop/report.lua DIR")
 local totals = runnel.attach(dir .. "/state", "customer_totals")
 local rows = {}
-for _, t in ipairs(totals:rows()) do
+for t in totals:rows() do
   rows[#rows + 1] = { t.customer, tostring(t.orders), t.spent and ("%.2f"):format(t.spent) or "-" }
 end
 print(runnel.grid({ "customer", "orders", "spent" }, rows, { false, true, true }))

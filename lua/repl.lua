@@ -256,7 +256,12 @@ end
 
 local function schema(p, name)
   local rel = p:relation(name)
-  if not rel then print(("no relation %s (.tables lists them)"):format(quote(name))) return end
+  if not rel then
+    local names = {}
+    for _, r in ipairs(p:relations()) do names[#names + 1] = r:name() end
+    print(("no relation %s (%s)"):format(quote(name), #names > 0 and "known: " .. table.concat(names, ", ") or "none declared"))
+    return
+  end
   local s, rows = rel:schema(), {}
   local keys = {}
   for _, k in ipairs(s.key or {}) do keys[k] = true end

@@ -51,6 +51,8 @@ typedef struct rn_top {
   int by[RN_TOP_COLS];
   rn_order order;
   int in_ncols;
+  MDB_cursor *top_cur, *rest_cur; /* on "tt:" and "tx:" in the write transaction … */
+  uint64_t cur_txn;       /* … of this store txn_serial (LMDB frees them with it) */
   rn_change *pending;     /* this change's output changes, emitted at its end */
   size_t npending, cap;
   msgpack_sbuffer kbuf;   /* building keys and ranked rows */
@@ -70,6 +72,23 @@ static int store_fail(rn_top *t, int rc)
 static int no_memory(rn_top *t)
 {
   return rn_err_set(&t->out->p->err, RN_ENOMEM, "out of memory");
+}
+
+/* The cursor on dbi ("tt:" or "tx:") kept for the write transaction txn
+ * (every change and rebuild runs in it): opening one per seek would cost
+ * a good part of the seek. Never closed here: LMDB frees it with txn. */
+static int cursor(rn_top *t, MDB_txn *txn, MDB_dbi dbi, MDB_cursor **out)
+{
+  rn_store *s = &t->out->p->store;
+  if (t->cur_txn != s->txn_serial || !t->top_cur || !t->rest_cur) {
+    t->top_cur = t->rest_cur = NULL;
+    int rc = mdb_cursor_open(txn, t->top_dbi, &t->top_cur);
+    if (!rc) rc = mdb_cursor_open(txn, t->rest_dbi, &t->rest_cur);
+    if (rc) { t->top_cur = t->rest_cur = NULL; return store_fail(t, rc); }
+    t->cur_txn = s->txn_serial;
+  }
+  *out = dbi == t->top_dbi ? t->top_cur : t->rest_cur;
+  return 0;
 }
 
 /* ---- order keys (shared with index.c) ---- */
@@ -251,14 +270,13 @@ static int group_first_rest(rn_top *t, MDB_txn *txn, const tkey *g, entry *e)
 {
   e->found = false;
   MDB_cursor *cur;
-  int rc = mdb_cursor_open(txn, t->rest_dbi, &cur);
-  if (rc) return store_fail(t, rc);
+  int rc = cursor(t, txn, t->rest_dbi, &cur);
+  if (rc) return rc;
   MDB_val k = { g->glen, (void *)g->k }, v;
   rc = mdb_cursor_get(cur, &k, &v, g->glen ? MDB_SET_RANGE : MDB_FIRST);
   if (rc == 0 && in_group(&k, g)) rc = copy_entry(t, &k, &v, false, g->glen, e);
   else if (rc == 0 || rc == MDB_NOTFOUND) rc = 0;
   else rc = store_fail(t, rc);
-  mdb_cursor_close(cur);
   return rc;
 }
 
@@ -273,15 +291,14 @@ static int group_last_top(rn_top *t, MDB_txn *txn, const tkey *g, entry *e)
   while (elen && (unsigned char)end[elen - 1] == 0xFF) elen--;
   if (elen) end[elen - 1]++; /* the first key after every key starting with g */
   MDB_cursor *cur;
-  int rc = mdb_cursor_open(txn, t->top_dbi, &cur);
-  if (rc) return store_fail(t, rc);
+  int rc = cursor(t, txn, t->top_dbi, &cur);
+  if (rc) return rc;
   MDB_val k = { elen, end }, v;
   rc = elen ? mdb_cursor_get(cur, &k, &v, MDB_SET_RANGE) : MDB_NOTFOUND;
   rc = rc == 0 ? mdb_cursor_get(cur, &k, &v, MDB_PREV) : rc == MDB_NOTFOUND ? mdb_cursor_get(cur, &k, &v, MDB_LAST) : rc;
   if (rc == 0 && in_group(&k, g)) rc = copy_entry(t, &k, &v, true, g->glen, e);
   else if (rc == 0 || rc == MDB_NOTFOUND) rc = 0;
   else rc = store_fail(t, rc);
-  mdb_cursor_close(cur);
   return rc;
 }
 
@@ -295,8 +312,8 @@ static int shift(rn_top *t, MDB_txn *txn, const tkey *from, const tkey *stop, in
   rn_pipeline *p = t->out->p;
   *first = *moved = 0;
   MDB_cursor *cur;
-  int rc = mdb_cursor_open(txn, t->top_dbi, &cur);
-  if (rc) return store_fail(t, rc);
+  int rc = cursor(t, txn, t->top_dbi, &cur);
+  if (rc) return rc;
   MDB_val k = { from->len, (void *)from->k }, v;
   for (rc = mdb_cursor_get(cur, &k, &v, MDB_SET_RANGE); rc == 0; rc = mdb_cursor_get(cur, &k, &v, MDB_NEXT)) {
     if (!in_group(&k, from) || (stop && key_cmp(k.mv_data, k.mv_size, stop->k, stop->len) >= 0)) break;
@@ -312,7 +329,6 @@ static int shift(rn_top *t, MDB_txn *txn, const tkey *from, const tkey *stop, in
     if ((rc = mdb_cursor_put(cur, &k, &nv, MDB_CURRENT))) { rc = store_fail(t, rc); break; }
     if ((rc = queue(t, RN_UPDATE, key_id(&e.key), e.row, e.len, e.rank, e.row, e.len, rank))) break;
   }
-  mdb_cursor_close(cur);
   return rc == MDB_NOTFOUND ? 0 : rc;
 }
 
@@ -348,11 +364,12 @@ static int rank_of(rn_top *t, MDB_txn *txn, const tkey *k, uint64_t *rank)
 
 /* ---- the three moves ---- */
 
-/* Removes the row at k; *rank: the rank it had (0: not in the top). The
- * rows after it move up one, the group's first "tx:" row fills in. */
-static int take_out(rn_top *t, MDB_txn *txn, const tkey *k, uint64_t *rank)
+/* Removes the row at k; *rank: the rank it had (0: not in the top; known
+ * when the caller looked it up already). The rows after it move up one,
+ * the group's first "tx:" row fills in. */
+static int take_out(rn_top *t, MDB_txn *txn, const tkey *k, bool known, uint64_t *rank)
 {
-  int rc = rank_of(t, txn, k, rank);
+  int rc = known ? 0 : rank_of(t, txn, k, rank);
   if (rc) return rc;
   MDB_val key = { k->len, (void *)k->k };
   if (!*rank) {
@@ -455,7 +472,7 @@ static int place(rn_top *t, MDB_txn *txn, const rn_change *c)
     return rc ? rc : queue_own(t, c, a, a);
   }
   if (same_group && a) return move_in_top(t, txn, c, &ko, &kn, a);
-  if (c->old && (rc = take_out(t, txn, &ko, &a))) return rc;
+  if (c->old && (rc = take_out(t, txn, &ko, same_group, &a))) return rc;
   if (c->row && (rc = put_in(t, txn, &kn, c->row, c->row_len, &b))) return rc;
   return queue_own(t, c, a, b);
 }

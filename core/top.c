@@ -388,11 +388,14 @@ static int take_out(rn_top *t, MDB_txn *txn, const tkey *k, bool known, uint64_t
 }
 
 /* Adds row at k; *rank: its rank (0: not in the top). A full top whose
- * last row sorts after k pushes that row out. */
-static int put_in(rn_top *t, MDB_txn *txn, const tkey *k, const char *row, size_t len, uint64_t *rank)
+ * last row sorts after k pushes that row out. known_last: the group's last
+ * top entry when the caller sought it already (else NULL). */
+static int put_in(rn_top *t, MDB_txn *txn, const tkey *k, const char *row, size_t len, const entry *known_last,
+                  uint64_t *rank)
 {
   entry last;
-  int rc = group_last_top(t, txn, k, &last);
+  int rc = known_last ? 0 : group_last_top(t, txn, k, &last);
+  if (known_last) last = *known_last;
   uint64_t size = last.found ? last.rank : 0;
   *rank = 0;
   if (rc) return rc;
@@ -466,14 +469,18 @@ static int place(rn_top *t, MDB_txn *txn, const rn_change *c)
   if (rc) return rc;
   uint64_t a = 0, b = 0;
   bool same_group = c->old && c->row && ko.glen == kn.glen && memcmp(ko.k, kn.k, ko.glen) == 0;
-  if (same_group && (rc = rank_of(t, txn, &ko, &a))) return rc;
+  entry last = { .found = false };
+  if (same_group && (rc = group_last_top(t, txn, &ko, &last))) return rc;
+  /* a row after the group's last top row is in the rest: one seek says so */
+  bool in_rest = same_group && (!last.found || key_cmp(ko.k, ko.len, last.key.k, last.key.len) > 0);
+  if (same_group && !in_rest && (rc = rank_of(t, txn, &ko, &a))) return rc;
   if (same_group && a && key_cmp(ko.k, ko.len, kn.k, kn.len) == 0) { /* only other columns changed */
     rc = put_top(t, txn, &kn, a, c->row, c->row_len);
     return rc ? rc : queue_own(t, c, a, a);
   }
   if (same_group && a) return move_in_top(t, txn, c, &ko, &kn, a);
   if (c->old && (rc = take_out(t, txn, &ko, same_group, &a))) return rc;
-  if (c->row && (rc = put_in(t, txn, &kn, c->row, c->row_len, &b))) return rc;
+  if (c->row && (rc = put_in(t, txn, &kn, c->row, c->row_len, in_rest ? &last : NULL, &b))) return rc;
   return queue_own(t, c, a, b);
 }
 

@@ -13,6 +13,7 @@
  * changed order rebuilds it at open. */
 #include "index.h"
 
+#include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -90,35 +91,34 @@ static int index_apply(rn_rel *r, rn_rel *from, const rn_change *c)
 
 typedef struct walk {
   rn_index *x;
-  const char *from, *to;  /* encoded bounds (NULL: none) */
-  size_t from_len, to_len;
-  uint64_t offset, limit; /* limit 0: none */
-  rn_index_fn fn;         /* NULL: only count */
-  void *ctx;
-  uint64_t count;         /* rows passed to fn (or counted) */
-  bool before;            /* rank: count rows strictly before from, then stop */
+  rn_index_walk w;
 } walk;
 
-/* Encodes b's values (normalized first) into a fresh buffer in scratch. */
+int rn_index_encode_bound(const rn_order *o, const rn_schema *s, rn_index_bound *b, msgpack_zone *z,
+                          msgpack_sbuffer *out, const char *what, rn_err *e)
+{
+  if (!b || b->n == 0) return 0;
+  if (b->n > o->n)
+    return rn_err_set(e, RN_EINVAL, "%s: a bound of %d values for an order of %d columns", what, b->n, o->n);
+  for (int i = 0; i < b->n; i++) {
+    const rn_column *col = &s->cols[o->slots[i]];
+    if (b->vals[i].type != MSGPACK_OBJECT_NIL && rn_value_normalize(col, &b->vals[i], z, what, e)) return e->code;
+    if (rn_order_append_one(o, i, &b->vals[i], out) != 0)
+      return rn_err_set(e, RN_EINVAL, "%s: a bound on \"%s\" is NaN", what, col->name);
+  }
+  return 0;
+}
+
+/* Encodes b into a fresh buffer in scratch. */
 static int encode_bound(rn_index *x, rn_index_bound *b, const char **out, size_t *len)
 {
   rn_pipeline *p = x->out->p;
   *out = NULL;
   *len = 0;
   if (!b || b->n == 0) return 0;
-  if (b->n > x->order.n)
-    return rn_err_set(&p->err, RN_EINVAL, "%s: a bound of %d values for an order of %d columns", x->out->name,
-                      b->n, x->order.n);
   x->kbuf.size = 0;
-  for (int i = 0; i < b->n; i++) {
-    const rn_column *col = &x->out->schema->cols[x->order.slots[i]];
-    if (b->vals[i].type != MSGPACK_OBJECT_NIL &&
-        rn_value_normalize(col, &b->vals[i], &p->scratch, x->out->name, &p->err))
-      return p->err.code;
-    if (rn_order_append_one(&x->order, i, &b->vals[i], &x->kbuf) != 0)
-      return rn_err_set(&p->err, RN_EINVAL, "%s: a bound on \"%s\" is NaN", x->out->name, col->name);
-  }
-  if (rn_group_oom(p, 0)) return p->err.code;
+  int rc = rn_index_encode_bound(&x->order, x->out->schema, b, &p->scratch, &x->kbuf, x->out->name, &p->err);
+  if (rc || rn_group_oom(p, 0)) return p->err.code;
   *out = rn_scratch_copy(p, x->kbuf.data, x->kbuf.size);
   *len = x->kbuf.size;
   return *out ? 0 : rn_err_set(&p->err, RN_ENOMEM, "out of memory");
@@ -126,7 +126,7 @@ static int encode_bound(rn_index *x, rn_index_bound *b, const char **out, size_t
 
 /* Whether key k (an entry) sorts after the bound to (inclusive of rows
  * whose values start with to's). */
-static bool past(const walk *w, const MDB_val *k)
+static bool past(const rn_index_walk *w, const MDB_val *k)
 {
   if (!w->to) return false;
   size_t n = k->mv_size < w->to_len ? k->mv_size : w->to_len;
@@ -134,62 +134,82 @@ static bool past(const walk *w, const MDB_val *k)
   return c > 0 || (c == 0 && k->mv_size < w->to_len);
 }
 
-static int walk_in(void *ctx, MDB_txn *txn, bool own_scratch)
+/* Whether the walk ends before key k (an entry). */
+static bool walk_ends(const rn_index_walk *w, const MDB_val *k)
 {
-  walk *w = ctx;
-  rn_pipeline *p = w->x->out->p;
+  if (!w->before) return past(w, k);
+  return memcmp(k->mv_data, w->from, k->mv_size < w->from_len ? k->mv_size : w->from_len) >= 0;
+}
+
+int rn_index_walk_db(MDB_txn *txn, MDB_dbi dbi, rn_index_walk *w, int *lmdb_rc)
+{
   MDB_cursor *cur;
-  int rc = mdb_cursor_open(txn, w->x->rows_dbi, &cur);
-  if (rc) return store_fail(w->x, rc);
+  *lmdb_rc = mdb_cursor_open(txn, dbi, &cur);
+  if (*lmdb_rc) return *lmdb_rc;
+  int rc = 0;
   uint64_t skipped = 0;
   MDB_val k = { w->before ? 0 : w->from_len, (void *)(w->before ? NULL : w->from) }, v;
   int mrc = k.mv_size ? mdb_cursor_get(cur, &k, &v, MDB_SET_RANGE) : mdb_cursor_get(cur, &k, &v, MDB_FIRST);
   for (; !rc && mrc == 0; mrc = mdb_cursor_get(cur, &k, &v, MDB_NEXT)) {
-    if (w->before ? memcmp(k.mv_data, w->from, k.mv_size < w->from_len ? k.mv_size : w->from_len) >= 0 : past(w, &k))
-      break;
+    if (walk_ends(w, &k)) break;
     if (skipped < w->offset) { skipped++; continue; }
     if (w->limit && w->count == w->limit) break;
     w->count++;
     if (!w->fn) continue;
-    const char *row = rn_scratch_copy(p, v.mv_data, v.mv_size); /* fn may read on */
-    rc = row ? w->fn(w->ctx, rn_be64_get((const char *)k.mv_data + k.mv_size - 8), row, v.mv_size)
-             : rn_err_set(&p->err, RN_ENOMEM, "out of memory");
-    if (own_scratch) msgpack_zone_clear(&p->scratch);
+    const char *row = v.mv_data;
+    if (w->zone && !(row = rn_zone_malloc_no_align(w->zone, v.mv_size ? v.mv_size : 1))) {
+      mrc = ENOMEM;
+      break;
+    }
+    if (w->zone) memcpy((char *)row, v.mv_data, v.mv_size); /* fn may read on */
+    rc = w->fn(w->ctx, rn_be64_get((const char *)k.mv_data + k.mv_size - 8), row, v.mv_size);
+    if (w->zone && w->clear_zone) msgpack_zone_clear(w->zone);
   }
   mdb_cursor_close(cur);
-  return rc || mrc == 0 || mrc == MDB_NOTFOUND ? rc : store_fail(w->x, mrc);
+  *lmdb_rc = mrc == MDB_NOTFOUND ? 0 : mrc;
+  return rc ? rc : *lmdb_rc;
 }
 
-static int run_walk(rn_rel *ix, walk *w, rn_index_bound *from, rn_index_bound *to)
+static int walk_in(void *ctx, MDB_txn *txn, bool own_scratch)
+{
+  walk *wk = ctx;
+  rn_pipeline *p = wk->x->out->p;
+  wk->w.zone = &p->scratch;
+  wk->w.clear_zone = own_scratch;
+  int lmdb_rc, rc = rn_index_walk_db(txn, wk->x->rows_dbi, &wk->w, &lmdb_rc);
+  return lmdb_rc == ENOMEM ? rn_err_set(&p->err, RN_ENOMEM, "out of memory") : lmdb_rc ? store_fail(wk->x, lmdb_rc) : rc;
+}
+
+static int run_walk(rn_rel *ix, walk *wk, rn_index_bound *from, rn_index_bound *to)
 {
   rn_pipeline *p = ix->p;
   if (ix->kind != RN_REL_INDEX) return rn_err_set(&p->err, RN_EMISUSE, "%s is no index", ix->name);
-  w->x = ix->ctx;
-  int rc = encode_bound(w->x, from, &w->from, &w->from_len);
-  if (!rc) rc = encode_bound(w->x, to, &w->to, &w->to_len);
-  return rc ? rc : rn_snapshot_read(p, ix->name, NULL, walk_in, w);
+  wk->x = ix->ctx;
+  int rc = encode_bound(wk->x, from, &wk->w.from, &wk->w.from_len);
+  if (!rc) rc = encode_bound(wk->x, to, &wk->w.to, &wk->w.to_len);
+  return rc ? rc : rn_snapshot_read(p, ix->name, NULL, walk_in, wk);
 }
 
 int rn_index_range(rn_rel *ix, rn_index_bound *from, rn_index_bound *to, uint64_t offset, uint64_t limit,
                    rn_index_fn fn, void *ctx)
 {
-  walk w = { .offset = offset, .limit = limit, .fn = fn, .ctx = ctx };
-  return run_walk(ix, &w, from, to);
+  walk wk = { .w = { .offset = offset, .limit = limit, .fn = fn, .ctx = ctx } };
+  return run_walk(ix, &wk, from, to);
 }
 
 int rn_index_count(rn_rel *ix, rn_index_bound *from, rn_index_bound *to, uint64_t *count)
 {
-  walk w = { 0 };
-  int rc = run_walk(ix, &w, from, to);
-  *count = w.count;
+  walk wk = { 0 };
+  int rc = run_walk(ix, &wk, from, to);
+  *count = wk.w.count;
   return rc;
 }
 
 int rn_index_rank(rn_rel *ix, rn_index_bound *at, uint64_t *rank)
 {
-  walk w = { .before = true };
-  int rc = run_walk(ix, &w, at, NULL);
-  *rank = w.count + 1;
+  walk wk = { .w = { .before = true } };
+  int rc = run_walk(ix, &wk, at, NULL);
+  *rank = wk.w.count + 1;
   return rc;
 }
 
@@ -201,8 +221,8 @@ const rn_order *rn_index_order(const rn_rel *ix)
 /* The scan (ops.h): the rows in index order. */
 static int index_scan(rn_rel *r, rn_scan_fn fn, void *ctx)
 {
-  walk w = { .x = r->ctx, .fn = fn, .ctx = ctx };
-  return rn_snapshot_read(r->p, r->name, NULL, walk_in, &w);
+  walk wk = { .x = r->ctx, .w = { .fn = fn, .ctx = ctx } };
+  return rn_snapshot_read(r->p, r->name, NULL, walk_in, &wk);
 }
 
 /* ---- state ---- */
@@ -231,6 +251,32 @@ static int record_decl(rn_index *x, MDB_txn *txn, bool *changed)
   msgpack_sbuffer_destroy(&d);
   if (rc == -1) return x->out->p->err.code;
   return rc ? store_fail(x, rc) : 0;
+}
+
+int rn_index_decl_decode(const char *data, size_t len, int ncols, rn_order *o)
+{
+  msgpack_zone z;
+  if (!rn_zone_init(&z, 256)) return -1;
+  msgpack_object d;
+  size_t off = 0;
+  int ok = rn_msgpack_size(data, len) == len && rn_unpack(data, len, &off, &z, &d) == MSGPACK_UNPACK_SUCCESS &&
+           d.type == MSGPACK_OBJECT_ARRAY && d.via.array.size == 2;
+  const msgpack_object *slots = ok ? &d.via.array.ptr[0] : NULL, *desc = ok ? &d.via.array.ptr[1] : NULL;
+  ok = ok && slots->type == MSGPACK_OBJECT_ARRAY && desc->type == MSGPACK_OBJECT_ARRAY &&
+       slots->via.array.size == desc->via.array.size && slots->via.array.size >= 1 &&
+       slots->via.array.size <= RN_TOP_COLS;
+  for (uint32_t i = 0; ok && i < slots->via.array.size; i++) {
+    const msgpack_object *sl = &slots->via.array.ptr[i], *de = &desc->via.array.ptr[i];
+    ok = sl->type == MSGPACK_OBJECT_POSITIVE_INTEGER && sl->via.u64 < (uint64_t)ncols &&
+         de->type == MSGPACK_OBJECT_BOOLEAN;
+    if (ok) {
+      o->slots[i] = (int)sl->via.u64;
+      o->desc[i] = de->via.boolean;
+    }
+  }
+  if (ok) o->n = (int)slots->via.array.size;
+  rn_zone_destroy(&z);
+  return ok ? 0 : -1;
 }
 
 static int rebuild_row(void *ctx, uint64_t id, const char *row, size_t len)

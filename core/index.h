@@ -36,4 +36,30 @@ int rn_index_count(rn_rel *ix, rn_index_bound *from, rn_index_bound *to, uint64_
  * O(log rows + rank). */
 int rn_index_rank(rn_rel *ix, rn_index_bound *at, uint64_t *rank);
 
+/* ---- the pieces attach's readers share (store_sink.c) ---- */
+
+/* A walk of an "ix:" database in index order. */
+typedef struct rn_index_walk {
+  const char *from, *to;  /* encoded bounds (rn_index_encode_bound), NULL: none */
+  size_t from_len, to_len;
+  uint64_t offset, limit; /* rows skipped, then at most limit (0: no limit) */
+  bool before;            /* rank: count the rows strictly before from, then stop */
+  rn_index_fn fn;         /* each row; NULL: count only */
+  void *ctx;
+  msgpack_zone *zone;     /* rows are copied here for fn (NULL: fn gets LMDB's bytes) */
+  bool clear_zone;        /* … and the zone cleared after each */
+  uint64_t count;         /* out: the rows walked (after offset) */
+} rn_index_walk;
+
+/* Walks dbi in txn. Returns fn's nonzero return, or an LMDB code (also in
+ * *lmdb_rc, which is 0 when LMDB did not fail; ENOMEM for the zone). */
+int rn_index_walk_db(MDB_txn *txn, MDB_dbi dbi, rn_index_walk *w, int *lmdb_rc);
+/* Appends the key of bound b (normalized in place against s's columns, in
+ * z) under order o to out; what names the index in errors. */
+int rn_index_encode_bound(const struct rn_order *o, const rn_schema *s, rn_index_bound *b, msgpack_zone *z,
+                          msgpack_sbuffer *out, const char *what, rn_err *e);
+/* Reads a stored declaration ("tp:" "decl" of an index) into o; -1 if it
+ * is not one for ncols columns. */
+int rn_index_decl_decode(const char *data, size_t len, int ncols, struct rn_order *o);
+
 #endif

@@ -317,6 +317,41 @@ describe("top and index", function()
     assert.same({ 2, 3, 4 }, board(t:top{ n = 3, order = { "score" }, name = "best" }))
   end)
 
+  it("reads an index through runnel.attach: whole groups only, in its order (INDEX-3)", function()
+    local dir = H.tmpdir()
+    p = runnel.open(dir)
+    local t = p:table("t", { {"id","int"}, {"score","int", null = true}, {"name","string"}, key = "id" })
+    local idx = t:index{ "score", "desc", "name", name = "by_score" }
+    p:begin()
+    for i, s in ipairs{ 30, 10, 20, 20 } do t:insert{ id = i, score = s, name = "p" .. i } end
+    t:insert{ id = 5, name = "none" }
+    p:commit()
+    local att = runnel.attach(dir, "by_score")
+    local function ids(iter)
+      local out = {}
+      for row in iter do out[#out + 1] = row.id end
+      return out
+    end
+    assert.same({ 1, 3, 4, 2, 5 }, ids(att:range{}))
+    assert.same({ 3, 4, 2 }, ids(att:range{ from = 20, to = 10 }))
+    assert.same({ 4 }, ids(att:range{ from = { 20, "p4" }, limit = 1 }))
+    assert.equal(2, att:rank(20))
+    assert.equal(4, att:count{ from = 20 })             -- 20, 20, 10 and the null, last
+    p:begin()
+    t:update{ id = 2, score = 99 }                      -- read-your-writes inside the group …
+    assert.same({ 2, 1, 3, 4, 5 }, ids(idx:range{}))
+    assert.same({ 1, 3, 4, 2, 5 }, ids(att:range{}))    -- … whole groups only from attach
+    p:commit()
+    assert.same({ 2, 1, 3, 4, 5 }, ids(att:range{}))
+    att:close()
+    p:close()
+    p = nil
+    local out = H.sh(("cd %s && lua5.4 -e 'local a = require(\"runnel\").attach(%q, \"by_score\") " ..
+                      "for r in a:range{ limit = 2 } do io.write(r.name, \" \") end print(a:rank(30))'"):format(H.root, dir))
+    assert.equal("p2 p1 2\n", out)
+    assert.matches('no store "t" there %(nor an index%)', H.error_of(runnel.attach, dir, "t"))
+  end)
+
   it("refuses what it cannot order, naming the relation and the column", function()
     p = runnel.open()
     local t = p:table("m", { {"id","int"}, {"x","float", null = true}, {"l","list", null = true}, {"rank","int", null = true}, key = "id" })

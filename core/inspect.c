@@ -14,11 +14,11 @@
  * [name, type, nullable, default, …] and key the slots of its columns
  * (schema.c): anything else is damage, never read as zeros. */
 /* The kinds a catalogue entry may name: table to aggregate, as always, and
- * distinct; never a lookup (its rows are fetched from outside, nothing is
+ * distinct, top and index; never a lookup (its rows are fetched from outside, nothing is
  * stored). A new operator with state of its own is added here. */
 static bool stored_kind(uint64_t kind)
 {
-  return kind <= RN_REL_AGGREGATE || kind == RN_REL_DISTINCT;
+  return kind <= RN_REL_AGGREGATE || kind == RN_REL_DISTINCT || kind == RN_REL_TOP || kind == RN_REL_INDEX;
 }
 
 bool rn_catalogue_entry_valid(const msgpack_object *d)

@@ -11,6 +11,8 @@ static const rn_rel_ops *const operators[] = {
   [RN_REL_AGGREGATE] = &rn_aggregate_ops,
   [RN_REL_LOOKUP] = &rn_lookup_ops,
   [RN_REL_DISTINCT] = &rn_distinct_ops,
+  [RN_REL_TOP] = &rn_top_ops,
+  [RN_REL_INDEX] = &rn_index_ops,
 };
 
 const rn_rel_ops *rn_rel_ops_of(rn_relkind kind)

@@ -18,6 +18,8 @@
  *     aggregate  rn_aggregate_ops    aggregate.c    yes    its groups             -       -
  *     lookup     rn_lookup_ops       lookup.c       -      -   (read by a join)   -       -
  *     distinct   rn_distinct_ops     distinct.c     yes    its rows               -       -
+ *     top        rn_top_ops          top.c          yes    its tops, ranked       -       -
+ *     index      rn_index_ops        index.c        yes    its rows, in order     -       -
  *
  * A NULL entry means the kind has no such operation: a source takes no
  * change from an input, a stream holds no rows to scan, only sources are
@@ -58,5 +60,6 @@ const rn_rel_ops *rn_rel_ops_of(rn_relkind kind);
 
 extern const rn_rel_ops rn_table_ops, rn_stream_ops, rn_filter_ops, rn_map_ops, rn_cdc_ops,
                         rn_join_ops, rn_aggregate_ops, rn_lookup_ops, rn_distinct_ops;
+extern const rn_rel_ops rn_top_ops, rn_index_ops; /* ordered access (top.c, index.c) */
 
 #endif

@@ -46,7 +46,9 @@ typedef enum rn_relkind {
   RN_REL_JOIN = 5,        /* derived: left joined with right */
   RN_REL_AGGREGATE = 6,   /* derived: groups of an input, with aggregates */
   RN_REL_LOOKUP = 7,      /* rows fetched on demand from outside (a join's right side) */
-  RN_REL_DISTINCT = 8     /* derived: the distinct rows of an input (distinct.c) */
+  RN_REL_DISTINCT = 8,    /* derived: the distinct rows of an input (distinct.c) */
+  RN_REL_TOP = 9,         /* derived: the first n rows per group, ranked (top.c) */
+  RN_REL_INDEX = 10       /* derived: an input's rows, kept in an order (index.c) */
 } rn_relkind;
 
 /* The kind's name ("table", "lookup" …); "?" for a number that is no kind

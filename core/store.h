@@ -30,6 +30,12 @@
  *     "ji:" "jr:" "jc:"     a join's state (drawn in join.h)
  *     "ag:" "am:" "aw:"     an aggregate's state (drawn in aggregate.h)
  *     "dr:" "dh:"           a distinct's state (drawn in distinct.c)
+ *     "tt:" "tx:" "tp:"     a top's state (drawn in top.c):
+ *            |by key|order key|u64 id BE| -> |u64 rank|row|   (the tops)
+ *            |by key|order key|u64 id BE| -> |row|            (the rest)
+ *            "decl" -> msgpack [n, [by slots], [order slots], [desc flags]]
+ *     "ix:"  an index's rows in its order (index.c):
+ *            |order key|u64 id BE| -> |row|
  *     "st:"  a permanent store's rows (store_sink.c; not a relation):
  *            |encoded key| -> |row|   (keyless: |u64 id BE| -> |row|)
  *
@@ -78,6 +84,11 @@
 #define RN_DB_DISTINCT_ROWS "dr:"   /* a distinct's rows and their copies */
 #define RN_DB_DISTINCT_HASHES "dh:" /* a distinct's row ids by hash */
 #define RN_DB_STORE       "st:"     /* a permanent store's rows */
+/* Ordered access (top.c, index.c). */
+#define RN_DB_TOP_ROWS    "tt:"     /* a top's ranked rows */
+#define RN_DB_TOP_REST    "tx:"     /* a top's other rows, in order */
+#define RN_DB_TOP_DECL    "tp:"     /* a top's declaration */
+#define RN_DB_INDEX       "ix:"     /* an index's rows in order */
 /* The length of a prefix constant above, without its NUL. */
 #define RN_PREFIX_LEN(prefix) (sizeof(prefix) - 1)
 

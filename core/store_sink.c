@@ -202,6 +202,8 @@ struct rn_attached {
   MDB_dbi dbi;
   rn_schema *schema;      /* the store's columns, from its description */
   char *name;
+  bool is_index;          /* an index relation's rows ("ix:"), in its order */
+  rn_order order;         /* … that order */
 };
 
 /* Rebuilds a schema from its description (schema.c's rn_schema_describe). */
@@ -233,6 +235,40 @@ static rn_schema *schema_of(const msgpack_object *d, rn_err *e)
     return NULL;
   }
   return s;
+}
+
+/* No store `name`: an index relation of that name is read instead (its
+ * catalogue entry, its order from "tp:", its rows in "ix:"). */
+static int open_index(rn_attached *a, MDB_txn *txn, MDB_dbi meta, const char *path, msgpack_zone *z, rn_err *e)
+{
+  size_t nlen = strlen(a->name);
+  char key[RN_NAME_MAX + 8];
+  memcpy(key, RN_META_RELATION, RN_PREFIX_LEN(RN_META_RELATION));
+  memcpy(key + RN_PREFIX_LEN(RN_META_RELATION), a->name, nlen);
+  MDB_val k = { nlen + RN_PREFIX_LEN(RN_META_RELATION), key }, v;
+  msgpack_object d;
+  size_t off = 0;
+  if (mdb_get(txn, meta, &k, &v) != 0 || rn_msgpack_size(v.mv_data, v.mv_size) != v.mv_size ||
+      rn_unpack(v.mv_data, v.mv_size, &off, z, &d) != MSGPACK_UNPACK_SUCCESS || d.type != MSGPACK_OBJECT_ARRAY ||
+      d.via.array.size != 2 || d.via.array.ptr[0].type != MSGPACK_OBJECT_POSITIVE_INTEGER ||
+      d.via.array.ptr[0].via.u64 != RN_REL_INDEX)
+    return rn_err_set(e, RN_ENOTFOUND, "attach %s: no store \"%s\" there (nor an index)", path, a->name);
+  if (!rn_schema_desc_valid(&d.via.array.ptr[1], 0) || !(a->schema = schema_of(&d.via.array.ptr[1], e)))
+    return rn_err_set(e, RN_ESCHEMA, "state damaged: %s: index \"%s\" has a description that cannot be read",
+                      path, a->name);
+  MDB_dbi decl;
+  static char decl_key[] = "decl";
+  MDB_val dk = { 4, decl_key }, dv;
+  snprintf(key, sizeof key, "%s%s", RN_DB_TOP_DECL, a->name);
+  int rc = mdb_dbi_open(txn, key, 0, &decl);
+  if (!rc) rc = mdb_get(txn, decl, &dk, &dv);
+  if (!rc && rn_index_decl_decode(dv.mv_data, dv.mv_size, a->schema->ncols, &a->order) != 0)
+    return rn_err_set(e, RN_ESCHEMA, "state damaged: %s: index \"%s\" has an order that cannot be read", path, a->name);
+  snprintf(key, sizeof key, "%s%s", RN_DB_INDEX, a->name);
+  if (!rc) rc = mdb_dbi_open(txn, key, 0, &a->dbi);
+  if (rc) return rn_err_set(e, rn_store_read_code(rc), "attach %s: index \"%s\": %s", path, a->name, mdb_strerror(rc));
+  a->is_index = true;
+  return 0;
 }
 
 int rn_attach(const char *path, const char *name, rn_pipeline *owner, rn_attached **out, rn_err *e)
@@ -290,8 +326,8 @@ int rn_attach(const char *path, const char *name, rn_pipeline *owner, rn_attache
   msgpack_object d;
   size_t off = 0;
   if (mdb_get(txn, meta, &k, &v) != 0) {
-    rn_err_set(e, RN_ENOTFOUND, "attach %s: no store \"%s\" there", path, name);
-    goto fail;
+    if (open_index(a, txn, meta, path, &z, e)) goto fail;
+    goto opened;
   }
   if (rn_unpack(v.mv_data, v.mv_size, &off, &z, &d) != MSGPACK_UNPACK_SUCCESS || !rn_schema_desc_valid(&d, 0)) {
     rn_err_set(e, RN_ESCHEMA, "state damaged: %s: store \"%s\" has a description that cannot be read", path, name);
@@ -306,6 +342,7 @@ int rn_attach(const char *path, const char *name, rn_pipeline *owner, rn_attache
     rn_err_set(e, rn_store_read_code(rc), "attach %s: %s", path, mdb_strerror(rc));
     goto fail;
   }
+opened:
   rc = mdb_txn_commit(txn); /* committing keeps the database handle (an abort would close it) */
   txn = NULL;
   if (rc) {
@@ -365,6 +402,34 @@ int rn_attach_rows(rn_attached *a, int (*fn)(void *ctx, const char *row, size_t 
   mdb_txn_abort(txn);
   if (frc) return frc;
   return mrc == MDB_NOTFOUND ? 0 : rn_err_set(e, rn_store_read_code(mrc), "attach %s: %s", a->name, mdb_strerror(mrc));
+}
+
+bool rn_attach_is_index(const rn_attached *a) { return a->is_index; }
+
+int rn_attach_index(rn_attached *a, rn_index_bound *from, rn_index_bound *to, rn_index_walk *w, rn_err *e)
+{
+  if (!a->is_index) return rn_err_set(e, RN_EMISUSE, "attach %s: a store has no order (attach an index)", a->name);
+  if (!a->shared) return orphaned(a, e);
+  msgpack_zone z;
+  msgpack_sbuffer fk, tk;
+  msgpack_sbuffer_init(&fk);
+  msgpack_sbuffer_init(&tk);
+  if (!rn_zone_init(&z, 256)) return rn_err_set(e, RN_ENOMEM, "out of memory");
+  int rc = rn_index_encode_bound(&a->order, a->schema, from, &z, &fk, a->name, e);
+  if (!rc) rc = rn_index_encode_bound(&a->order, a->schema, to, &z, &tk, a->name, e);
+  w->from = fk.size ? fk.data : NULL;
+  w->from_len = fk.size;
+  w->to = tk.size ? tk.data : NULL;
+  w->to_len = tk.size;
+  MDB_txn *txn = NULL;
+  int lmdb_rc = rc ? 0 : mdb_txn_begin(a->shared, NULL, MDB_RDONLY, &txn);
+  if (!rc && !lmdb_rc) rc = rn_index_walk_db(txn, a->dbi, w, &lmdb_rc);
+  if (txn) mdb_txn_abort(txn);
+  if (lmdb_rc) rc = rn_err_set(e, rn_store_read_code(lmdb_rc), "attach %s: %s", a->name, mdb_strerror(lmdb_rc));
+  msgpack_sbuffer_destroy(&fk);
+  msgpack_sbuffer_destroy(&tk);
+  rn_zone_destroy(&z);
+  return rc;
 }
 
 void rn_attach_orphan_all(rn_pipeline *owner)

@@ -2,7 +2,9 @@
 #ifndef RN_STORE_SINK_H
 #define RN_STORE_SINK_H
 
+#include "index.h"
 #include "pipeline.h"
+#include "top.h"
 
 /* Keeps rel's rows in this pipeline's LMDB state as store `name`. */
 int rn_store_sink(rn_pipeline *p, rn_rel *rel, const char *name);
@@ -24,5 +26,12 @@ int rn_attach_get(rn_attached *a, const char *key, size_t klen, msgpack_sbuffer 
  * state, never part of one. */
 int rn_attach_rows(rn_attached *a, int (*fn)(void *ctx, const char *row, size_t len), void *ctx, rn_err *e);
 void rn_attach_close(rn_attached *a);
+
+/* An index relation (index.h) attached by its name, when no store has it:
+ * rn_attach_rows walks it in index order, and rn_attach_index walks the
+ * rows from `from` to `to` (w: offset, limit, before, fn; not its bounds),
+ * in one read transaction: a committed group, never part of one. */
+bool rn_attach_is_index(const rn_attached *a);
+int rn_attach_index(rn_attached *a, rn_index_bound *from, rn_index_bound *to, rn_index_walk *w, rn_err *e);
 
 #endif

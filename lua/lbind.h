@@ -168,6 +168,14 @@ void rn_lua_lookup_open(lua_State *L, int methods, int module);
 int rn_lua_declare_aggregate(lua_State *L);
 int rn_lua_aggregate_late(lua_State *L);
 
+/* lorder.c: ordered access (p:_top, p:_index; an index's reads) */
+int rn_lua_declare_top(lua_State *L);
+int rn_lua_declare_index(lua_State *L);
+int rn_lua_index_range(lua_State *L);
+int rn_lua_index_count(lua_State *L);
+int rn_lua_index_rank(lua_State *L);
+int rn_lua_ordered_count(lua_State *L);
+
 /* lpipeline.c: the runnel.Pipeline metatable and methods (with lio.c's
  * and llookup.c's; llookup.c adds its module functions to the table at
  * module); runnel.open; forgetting a closed pipeline. */

@@ -335,6 +335,115 @@ static int l_attached_rows(lua_State *L)
   return 1;
 }
 
+/* ---- an attached index (rel:index{} in another process): att:range{},
+ * att:count{}, att:rank(v), as idx:… reads, from one committed group ---- */
+
+/* The bound at idx (nil, a value, or a sequence for the first order
+ * columns) into vals, converted against the index's columns. */
+static void attached_bound(lua_State *L, lattached *la, int idx, msgpack_object *vals, rn_index_bound *b)
+{
+  b->vals = vals;
+  b->n = 0;
+  if (lua_isnil(L, idx)) return;
+  bool seq = lua_type(L, idx) == LUA_TTABLE;
+  int n = seq ? (int)luaL_len(L, idx) : 1;
+  if (n > RN_TOP_COLS) rn_lua_error(L, "attach %s: a bound of %d values", la->name, n);
+  for (int i = 0; i < n; i++) {
+    if (seq) lua_rawgeti(L, idx, i + 1); /* the bound table keeps strings alive */
+    else lua_pushvalue(L, idx);
+    int t = lua_type(L, -1);
+    if ((t != LUA_TNUMBER && t != LUA_TSTRING && t != LUA_TBOOLEAN && t != LUA_TLIGHTUSERDATA) ||
+        rn_lua_tovalue(NULL, L, -1, NULL, &vals[i], 0)) /* a scalar: no pipeline needed */
+      rn_lua_error(L, "attach %s: bound value #%d must be a number, string, boolean or runnel.null", la->name, i + 1);
+    lua_pop(L, 1);
+  }
+  b->n = n;
+}
+
+static int push_indexed(void *ctx, uint64_t id, const char *row, size_t len)
+{
+  (void)id;
+  return push_one(ctx, row, len);
+}
+
+/* Walks the attached index with the bounds at 2 and 3; pushes the rows
+ * (collect) or nothing. Returns the count. */
+static uint64_t attached_walk(lua_State *L, lattached *la, rn_index_walk *w, bool collect, bool rank)
+{
+  msgpack_object from_vals[RN_TOP_COLS], to_vals[RN_TOP_COLS];
+  rn_index_bound from, to;
+  attached_bound(L, la, 2, from_vals, &from);
+  if (!rank) attached_bound(L, la, 3, to_vals, &to);
+  rows_ctx r = { L, la, 0 };
+  if (collect) {
+    lua_newtable(L);
+    luaL_checkstack(L, 8, "range");
+    w->fn = push_indexed;
+    w->ctx = &r;
+  }
+  rn_err e = { .code = RN_OK };
+  if (rn_attach_index(la->a, &from, rank ? NULL : &to, w, &e)) rn_lua_error(L, "%s", e.msg);
+  msgpack_zone_clear(&la->zone);
+  return w->count;
+}
+
+/* Puts opts (at 2: a table or nil) fields from and to at 2 and 3, offset
+ * and limit at 4 and 5. */
+static void spread_opts(lua_State *L, const char *what)
+{
+  if (!lua_isnoneornil(L, 2) && !lua_istable(L, 2)) rn_lua_error(L, "%s: expects an options table", what);
+  lua_settop(L, 2);
+  if (lua_isnil(L, 2)) { lua_newtable(L); lua_replace(L, 2); }
+  lua_getfield(L, 2, "to");
+  lua_getfield(L, 2, "offset");
+  lua_getfield(L, 2, "limit");
+  lua_getfield(L, 2, "from");
+  lua_replace(L, 2); /* the values (and a bound's own table) are on the stack now */
+}
+
+static int next_row(lua_State *L)
+{
+  lua_Integer i = lua_tointeger(L, lua_upvalueindex(2)) + 1;
+  lua_pushinteger(L, i);
+  lua_replace(L, lua_upvalueindex(2));
+  lua_rawgeti(L, lua_upvalueindex(1), i);
+  return 1;
+}
+
+/* att:range{ from =, to =, offset =, limit = } -> iterator of rows in index order */
+static int l_attached_range(lua_State *L)
+{
+  lattached *la = check_attached(L);
+  spread_opts(L, "range");
+  lua_Integer offset = luaL_optinteger(L, 4, 0), limit = luaL_optinteger(L, 5, 0);
+  if (offset < 0 || limit < 0) return rn_lua_error(L, "attach %s: range: offset and limit must not be negative", la->name);
+  rn_index_walk w = { .offset = (uint64_t)offset, .limit = (uint64_t)limit };
+  attached_walk(L, la, &w, true, false);
+  lua_pushinteger(L, 0);
+  lua_pushcclosure(L, next_row, 2);
+  return 1;
+}
+
+/* att:count{ from =, to = } -> the rows between */
+static int l_attached_count(lua_State *L)
+{
+  lattached *la = check_attached(L);
+  spread_opts(L, "count");
+  rn_index_walk w = { 0 };
+  lua_pushinteger(L, (lua_Integer)attached_walk(L, la, &w, false, false));
+  return 1;
+}
+
+/* att:rank(values) -> 1 + the rows before values */
+static int l_attached_rank(lua_State *L)
+{
+  lattached *la = check_attached(L);
+  rn_index_walk w = { .before = true };
+  lua_settop(L, 2);
+  lua_pushinteger(L, (lua_Integer)attached_walk(L, la, &w, false, true) + 1);
+  return 1;
+}
+
 static int l_attached_close(lua_State *L)
 {
   lattached *la = luaL_checkudata(L, 1, RN_ATTACHED_MT);
@@ -374,7 +483,9 @@ void rn_lua_lookup_open(lua_State *L, int methods, int module)
   static const luaL_Reg module_funcs[] = { { "attach", l_attach }, { NULL, NULL } };
   static const luaL_Reg attached_methods[] = {
     { "get", l_attached_get }, { "_source", l_attached_source }, { "rows", l_attached_rows },
-    { "close", l_attached_close }, { NULL, NULL }
+    { "close", l_attached_close },
+    { "range", l_attached_range }, { "count", l_attached_count }, { "rank", l_attached_rank }, /* an index */
+    { NULL, NULL }
   };
   static const luaL_Reg attached_meta[] = {
     { "__gc", l_attached_close }, { "__close", l_attached_close }, { NULL, NULL }

@@ -260,6 +260,7 @@ static const luaL_Reg pipeline_methods[] = {
   { "_sink", rn_lua_add_sink },
   { "_cdc", l_declare_cdc },
   { "_distinct", l_declare_distinct },
+  { "_top", rn_lua_declare_top }, { "_index", rn_lua_declare_index }, /* lorder.c */
   { "_join", rn_lua_declare_join },
   { "_select", rn_lua_declare_select },
   { "_aggregate", rn_lua_declare_aggregate },

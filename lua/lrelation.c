@@ -276,6 +276,8 @@ static const luaL_Reg relation_methods[] = {
   { "delete", l_delete }, { "get", l_get }, { "id_of", l_id_of },
   { "count", l_count }, { "rows", l_rows }, { "name", l_name },
   { "schema", l_schema }, { "pipeline", l_pipeline },
+  { "_range", rn_lua_index_range }, { "_count", rn_lua_index_count }, /* lorder.c */
+  { "_rank", rn_lua_index_rank }, { "_ordered_count", rn_lua_ordered_count },
   { NULL, NULL }
 };
 

@@ -687,6 +687,117 @@ function runnel.attach(path, name)
   return att
 end
 
+-- ---- ordered access: rel:top{}, rel:index{} and an index's reads (core/top.c,
+-- core/index.c, lua/lorder.c) ----
+
+-- An order: { {"score", "desc"}, {"id", "asc"} }, or flat: { "score", "desc", "id" }
+-- (a direction follows its column; ascending when none does). -> cols, desc
+local function order_spec(where, order)
+  if type(order) == "string" then order = { order } end
+  if type(order) ~= "table" then return nil, where .. ": order must be a list of columns, got " .. type(order) end
+  local cols, desc = {}, {}
+  for i, item in ipairs(order) do
+    local col, dir = item, nil
+    if type(item) == "table" then col, dir = item[1], item[2] end
+    if (item == "asc" or item == "desc") and #cols > 0 and type(order[i - 1]) == "string" then
+      desc[#cols] = item == "desc"
+    elseif type(col) ~= "string" then
+      return nil, ("%s: order entry #%d must be a column name or {column, direction}"):format(where, i)
+    elseif dir ~= nil and dir ~= "asc" and dir ~= "desc" then
+      return nil, ('%s: the direction of "%s" must be "asc" or "desc", got %s'):format(where, col, tostring(dir))
+    else
+      cols[#cols + 1] = col
+      desc[#cols] = dir == "desc"
+    end
+  end
+  if #cols == 0 then return nil, where .. ": order needs at least one column" end
+  return cols, desc
+end
+
+local TOP_FIELDS = { n = true, by = true, order = true, rank = true, ties = true, name = true }
+
+--- rel:top{ n = 10, by = "guild_id" | {…} | nil, order = { {"score", "desc"}, {"id", "asc"} },
+---          rank = "rank", ties = "row", name = … } -> the first n rows of each by group
+--- in that order (then by row id), with a 1-based rank column; rank movements are UPDATEs.
+function Relation:top(opts)
+  check_relation(self, "top")
+  if type(opts) ~= "table" then raise("top: expects an options table, got " .. type(opts)) end
+  for k in pairs(opts) do
+    if not TOP_FIELDS[k] then raise(("top: unknown option %s (n, by, order, rank, ties, name)"):format(tostring(k))) end
+  end
+  local n, err = derived_name(self, "top", opts.name)
+  if not n then raise(err) end
+  if math.type(opts.n) ~= "integer" or opts.n < 1 then raise(n .. ": n must be a positive integer, got " .. tostring(opts.n)) end
+  if opts.ties ~= nil and opts.ties ~= "row" then
+    raise(n .. ': ties = "row" is the ranking offered (row numbers, equal values ordered by id), got ' .. tostring(opts.ties))
+  end
+  local by = opts.by
+  if type(by) == "string" then by = { by } end
+  if by ~= nil and type(by) ~= "table" then raise(n .. ": by must be a column name or a list of them") end
+  local cols, desc = order_spec(n, opts.order)
+  if not cols then raise(desc) end
+  local rank = opts.rank or "rank"
+  if type(rank) ~= "string" then raise(n .. ": rank must be a column name") end
+  local rel
+  rel, err = self:pipeline():_top(self, n, opts.n, by or {}, cols, desc, rank)
+  if not rel then raise(err) end
+  return declared(self:pipeline(), rel)
+end
+
+--- rel:index{ "score", "desc", …, name = … } -> an index: rel's rows kept in that order;
+--- idx:range{ from, to, offset, limit }, idx:rank(values), idx:count{ from, to }.
+function Relation:index(spec)
+  check_relation(self, "index")
+  if type(spec) ~= "table" then raise("index: expects a list of columns, got " .. type(spec)) end
+  for k in pairs(spec) do
+    if math.type(k) ~= "integer" and k ~= "name" then raise(("index: unknown option %s (name)"):format(tostring(k))) end
+  end
+  local n, err = derived_name(self, "index", spec.name)
+  if not n then raise(err) end
+  local cols, desc = order_spec(n, spec)
+  if not cols then raise(desc) end
+  local rel
+  rel, err = self:pipeline():_index(self, n, cols, desc)
+  if not rel then raise(err) end
+  return declared(self:pipeline(), rel)
+end
+
+local RANGE_FIELDS = { from = true, to = true, offset = true, limit = true }
+
+--- idx:range{ from =, to =, offset =, limit = } -> iterator of rows in index order
+--- (bounds inclusive: a value, or a list for the first order columns).
+function Relation:range(opts)
+  check_relation(self, "range")
+  opts = opts or {}
+  for k in pairs(opts) do
+    if not RANGE_FIELDS[k] then raise(("range: unknown option %s (from, to, offset, limit)"):format(tostring(k))) end
+  end
+  local rows, i = self:_range(opts.from, opts.to, opts.offset, opts.limit), 0
+  return function()
+    i = i + 1
+    return rows[i]
+  end
+end
+
+--- idx:rank(values) -> 1 + the rows before values (the rank of the first row holding them)
+function Relation:rank(values)
+  check_relation(self, "rank")
+  return self:_rank(values)
+end
+
+--- count(): the rows; idx:count{ from =, to = }: the rows of an index between the bounds.
+local unordered_count = Relation.count
+function Relation:count(opts)
+  check_relation(self, "count")
+  if opts ~= nil then
+    if type(opts) ~= "table" then raise("count: expects { from =, to = }, got " .. type(opts)) end
+    return self:_count(opts.from, opts.to)
+  end
+  local kind = self:schema().kind
+  if kind == "top" or kind == "index" then return self:_ordered_count() end
+  return unordered_count(self)
+end
+
 require("runnel.io")(runnel, raise, core)
 require("runnel.view")(runnel, core)
 

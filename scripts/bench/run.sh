@@ -31,6 +31,7 @@ echo "# runnel, --mapper (a Lua mapper and joiner)"
 $BIN run scripts/bench/fkjoin.lua "$FKJOIN" --mapper
 $BIN run scripts/bench/hot_parent.lua
 $BIN run scripts/bench/aggregate.lua "$FKJOIN"
+$BIN run scripts/bench/leaderboard.lua "${LEADERBOARD_N:-1000000}"
 $BIN run scripts/bench/io.lua "$FKJOIN"
 echo "# the example host (scripts/host): per-tick group latency, sync = false"
 build/host 1000 100 0 | grep -E "_ms|changes per tick"

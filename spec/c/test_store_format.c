@@ -15,12 +15,13 @@ static void test_kinds_are_pinned(void)
     { RN_REL_TABLE, 0, "table" }, { RN_REL_STREAM, 1, "stream" }, { RN_REL_FILTER, 2, "filter" },
     { RN_REL_MAP, 3, "map" }, { RN_REL_CDC, 4, "cdc" }, { RN_REL_JOIN, 5, "join" },
     { RN_REL_AGGREGATE, 6, "aggregate" }, { RN_REL_LOOKUP, 7, "lookup" }, { RN_REL_DISTINCT, 8, "distinct" },
+    { RN_REL_TOP, 9, "top" }, { RN_REL_INDEX, 10, "index" },
   };
   for (size_t i = 0; i < sizeof kinds / sizeof kinds[0]; i++) {
     CHECK((int)kinds[i].kind == kinds[i].value);
     CHECK(strcmp(rn_relkind_name(kinds[i].value), kinds[i].name) == 0);
   }
-  CHECK(strcmp(rn_relkind_name(9), "?") == 0 && strcmp(rn_relkind_name(-1), "?") == 0);
+  CHECK(strcmp(rn_relkind_name(11), "?") == 0 && strcmp(rn_relkind_name(-1), "?") == 0);
   CHECK(RN_INSERT == 1 && RN_UPDATE == 2 && RN_DELETE == 3); /* the outbox's verbs */
 }
 
@@ -38,6 +39,8 @@ static void test_prefixes_are_pinned(void)
   CHECK(strcmp(RN_DB_DISTINCT_ROWS, "dr:") == 0 && strcmp(RN_DB_DISTINCT_HASHES, "dh:") == 0);
   CHECK(strcmp(RN_DB_AGG_VALUES, "am:") == 0 && strcmp(RN_DB_AGG_WINDOWS, "aw:") == 0);
   CHECK(strcmp(RN_DB_STORE, "st:") == 0);
+  CHECK(strcmp(RN_DB_TOP_ROWS, "tt:") == 0 && strcmp(RN_DB_TOP_REST, "tx:") == 0);
+  CHECK(strcmp(RN_DB_TOP_DECL, "tp:") == 0 && strcmp(RN_DB_INDEX, "ix:") == 0);
   CHECK(RN_PREFIX_LEN(RN_DB_JOIN_INDEX) == 3);
 }
 

@@ -1,0 +1,166 @@
+/* lorder.c — ordered access from Lua: p:_top, p:_index and an index's
+ * reads (runnel.lua's rel:top{}, rel:index{}, idx:range{} …). */
+#include <string.h>
+
+#include "index.h"
+#include "lbind.h"
+#include "top.h"
+
+/* Reads the strings of the sequence at idx into names (at most max). */
+static int names_at(lua_State *L, int idx, const char **names, int max, const char *what)
+{
+  int n = (int)luaL_len(L, idx);
+  if (n > max) return luaL_error(L, "%s: at most %d columns", what, max);
+  for (int i = 0; i < n; i++) {
+    lua_rawgeti(L, idx, i + 1);
+    names[i] = lua_tostring(L, -1); /* the table keeps the string alive */
+    lua_pop(L, 1);
+    if (!names[i]) return luaL_error(L, "%s: column names must be strings", what);
+  }
+  return n;
+}
+
+/* Reads the booleans of the sequence at idx into flags (n of them). */
+static void flags_at(lua_State *L, int idx, bool *flags, int n)
+{
+  for (int i = 0; i < n; i++) {
+    lua_rawgeti(L, idx, i + 1);
+    flags[i] = lua_toboolean(L, -1);
+    lua_pop(L, 1);
+  }
+}
+
+/* p:_top(in, name, n, { by… }, { order… }, { desc… }, rank) -> relation | nil, err */
+int rn_lua_declare_top(lua_State *L)
+{
+  lpipe *lp = rn_lua_checkpipe(L, 1);
+  lrel *in = rn_lua_checkrel_of(L, 2, lp);
+  const char *name = rn_lua_checkname(L, 3, "top");
+  rn_top_spec spec = { .n = (uint64_t)luaL_checkinteger(L, 4), .rank = luaL_checkstring(L, 8) };
+  luaL_checktype(L, 5, LUA_TTABLE);
+  luaL_checktype(L, 6, LUA_TTABLE);
+  luaL_checktype(L, 7, LUA_TTABLE);
+  spec.nby = names_at(L, 5, spec.by, RN_TOP_COLS, name);
+  spec.norder = names_at(L, 6, spec.order, RN_TOP_COLS, name);
+  flags_at(L, 7, spec.desc, spec.norder);
+  if (luaL_checkinteger(L, 4) < 1) return rn_lua_nil_error(L, "top: n must be at least 1");
+  rn_rel *rel = NULL;
+  int rc = rn_declare_top(lp->p, name, in->rel, &spec, &rel);
+  return rn_lua_declared(L, lp, rc, rel);
+}
+
+/* p:_index(in, name, { cols… }, { desc… }) -> relation | nil, err */
+int rn_lua_declare_index(lua_State *L)
+{
+  lpipe *lp = rn_lua_checkpipe(L, 1);
+  lrel *in = rn_lua_checkrel_of(L, 2, lp);
+  const char *name = rn_lua_checkname(L, 3, "index");
+  const char *cols[RN_TOP_COLS];
+  bool desc[RN_TOP_COLS];
+  luaL_checktype(L, 4, LUA_TTABLE);
+  luaL_checktype(L, 5, LUA_TTABLE);
+  int n = names_at(L, 4, cols, RN_TOP_COLS, name);
+  flags_at(L, 5, desc, n);
+  rn_rel *rel = NULL;
+  int rc = rn_declare_index(lp->p, name, in->rel, n, cols, desc, &rel);
+  return rn_lua_declared(L, lp, rc, rel);
+}
+
+/* The index relation at 1. */
+static lrel *check_index(lua_State *L)
+{
+  lrel *r = rn_lua_checkrel(L, 1);
+  if (r->rel->kind != RN_REL_INDEX) rn_lua_error(L, "%s: not an index (rel:index{})", r->rel->name);
+  return r;
+}
+
+/* The bound at idx (nil, a value, or a sequence of values for the first
+ * order columns) into vals. */
+static int bound_at(lua_State *L, lrel *r, int idx, msgpack_object *vals, rn_index_bound *b)
+{
+  const rn_order *o = rn_index_order(r->rel);
+  b->vals = vals;
+  b->n = 0;
+  if (lua_isnil(L, idx)) return 0;
+  bool seq = lua_type(L, idx) == LUA_TTABLE;
+  int n = seq ? (int)luaL_len(L, idx) : 1;
+  if (n > o->n) return rn_lua_error(L, "%s: a bound of %d values for an order of %d columns", r->rel->name, n, o->n);
+  for (int i = 0; i < n; i++) {
+    if (seq) lua_rawgeti(L, idx, i + 1); /* the bound table keeps strings alive */
+    else lua_pushvalue(L, idx);
+    int rc = rn_lua_tovalue(r->lp, L, -1, &r->rel->schema->cols[o->slots[i]], &vals[i], 0);
+    lua_pop(L, 1);
+    if (rc) return rn_lua_raise(L, r->lp);
+  }
+  b->n = n;
+  return 0;
+}
+
+typedef struct collect {
+  lua_State *L;
+  lrel *r;
+  lua_Integer n;
+} collect;
+
+static int collect_row(void *ctx, uint64_t id, const char *row, size_t len)
+{
+  (void)id;
+  collect *c = ctx;
+  rn_lua_pushrow(c->r->lp, c->L, c->r->rel, row, len);
+  lua_rawseti(c->L, -2, ++c->n);
+  return 0;
+}
+
+/* idx:_range(from, to, offset, limit) -> { row… } in index order */
+int rn_lua_index_range(lua_State *L)
+{
+  lrel *r = check_index(L);
+  msgpack_object from_vals[RN_TOP_COLS], to_vals[RN_TOP_COLS];
+  rn_index_bound from, to;
+  bound_at(L, r, 2, from_vals, &from);
+  bound_at(L, r, 3, to_vals, &to);
+  lua_Integer offset = luaL_optinteger(L, 4, 0), limit = luaL_optinteger(L, 5, 0);
+  if (offset < 0 || limit < 0) return rn_lua_error(L, "%s: range: offset and limit must not be negative", r->rel->name);
+  lua_newtable(L);
+  collect c = { L, r, 0 };
+  if (rn_index_range(r->rel, &from, &to, (uint64_t)offset, (uint64_t)limit, collect_row, &c))
+    return rn_lua_raise(L, r->lp);
+  return 1;
+}
+
+/* idx:_count(from, to) -> the rows between */
+int rn_lua_index_count(lua_State *L)
+{
+  lrel *r = check_index(L);
+  msgpack_object from_vals[RN_TOP_COLS], to_vals[RN_TOP_COLS];
+  rn_index_bound from, to;
+  bound_at(L, r, 2, from_vals, &from);
+  bound_at(L, r, 3, to_vals, &to);
+  uint64_t n;
+  if (rn_index_count(r->rel, &from, &to, &n)) return rn_lua_raise(L, r->lp);
+  lua_pushinteger(L, (lua_Integer)n);
+  return 1;
+}
+
+/* idx:_rank(at) -> 1 + the rows strictly before at */
+int rn_lua_index_rank(lua_State *L)
+{
+  lrel *r = check_index(L);
+  msgpack_object vals[RN_TOP_COLS];
+  rn_index_bound at;
+  bound_at(L, r, 2, vals, &at);
+  uint64_t rank;
+  if (rn_index_rank(r->rel, &at, &rank)) return rn_lua_raise(L, r->lp);
+  lua_pushinteger(L, (lua_Integer)rank);
+  return 1;
+}
+
+/* rel:_ordered_count() -> the rows of a top or an index */
+int rn_lua_ordered_count(lua_State *L)
+{
+  lrel *r = rn_lua_checkrel(L, 1);
+  if (r->rel->kind != RN_REL_INDEX && r->rel->kind != RN_REL_TOP)
+    return rn_lua_error(L, "%s: count: only tables hold rows to count", r->rel->name);
+  lua_pushinteger(L, (lua_Integer)r->rel->count);
+  return 1;
+}

@@ -195,6 +195,13 @@ struct rn_pipeline {
   struct rn_durable_hook *durables; /* rn_on_durable's hooks (durable.c) */
   int ndurables;
   uint64_t durable_seq;   /* the last group the hooks were told is in LMDB */
+  /* A state that lives through deploys (evolve.c, drop.c). */
+  struct rn_rename *renames; /* p:alter's and was ='s pending renames */
+  int nrenames, renamecap;
+  char **notes;           /* lines of the schema changes applied since open */
+  int nnotes, notecap;
+  bool evolved;           /* a source table changed since open: stateful derived relations declared
+                             after it are rebuilt from their inputs (their state may hold its old rows) */
   rn_free_fn on_close;    /* the binding's hook, called with binding last by rn_pipeline_close */
   void *binding;          /* the binding's pipeline object (a Lua lpipe), or NULL */
 };

@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "derive.h"
+#include "evolve.h"
 #include "ops.h"
 #include "pipeline.h"
 #include "row.h"
@@ -136,10 +137,7 @@ int rn_state_open(rn_pipeline *p, rn_rel *r, MDB_txn *txn, bool *created, bool *
       goto fail;
     }
     if (v.mv_size != desc.size || memcmp(v.mv_data, desc.data, desc.size) != 0) {
-      rn_err_set(&p->err, RN_ESCHEMA,
-                 "relation \"%s\": the state at %s holds it with another kind or schema",
-                 r->name, p->store.path);
-      goto fail;
+      if (rn_evolve(p, r, txn, &k, &v, &desc, created)) goto fail; /* a rebuild is built as new state */
     }
   } else if (rc == MDB_NOTFOUND) {
     *created = true;
@@ -159,7 +157,7 @@ int rn_state_open(rn_pipeline *p, rn_rel *r, MDB_txn *txn, bool *created, bool *
     memcpy(&last_seq, (char *)v.mv_data + 16, 8);
     r->saved_next_id = r->lmdb_next_id = r->next_id;
     r->saved_count = r->lmdb_count = r->count;
-    *stale = r->stateful && last_seq != p->seq;
+    *stale = (r->stateful && last_seq != p->seq) || rn_evolve_rebuilds(r);
   } else if (rc == MDB_NOTFOUND) {
     *stale = r->stateful && !*created; /* never saw a group: rebuild */
   } else if (rc == 0) { /* never read a malformed record as counters */

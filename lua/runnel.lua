@@ -18,7 +18,7 @@ local runnel = { null = core.null, now = core.now, json_decode = core.json_decod
 local TYPES = { int = true, float = true, string = true, bool = true, bytes = true,
                 list = true, map = true, any = true }
 local COLUMN_FIELDS = { [1] = true, [2] = true, name = true, type = true, null = true,
-                        default = true }
+                        default = true, was = true }
 
 -- Per-pipeline Lua-side data (hooks, name counters), weak so it never keeps
 -- a pipeline alive.
@@ -80,6 +80,10 @@ local function column_specs(where, decl)
                   :format(where, name, tostring(ty))
     end
     if c.default ~= nil then spec.has_default, spec.default = true, c.default end
+    if c.was ~= nil and (type(c.was) ~= "string" or c.was == "") then
+      return nil, ('%s: column "%s": was must be the former name of the column, got %s'):format(where, name, tostring(c.was))
+    end
+    spec.was = c.was
     cols[i] = spec
   end
   return cols
@@ -101,7 +105,10 @@ local function key_spec(where, key)
   return nil, ("%s: key must be a column name or a list of them, got %s"):format(where, type(key))
 end
 
+local tell_changes -- below: the lines of schema changes a declaration applied
+
 local function declared(p, rel)
+  tell_changes(p)
   for _, hook in ipairs(extra_of(p).on_declare) do hook(rel) end
   return rel
 end
@@ -116,6 +123,9 @@ local function declare_source(p, kind, name, decl)
   key, err = key_spec(name, decl.key)
   if err then return nil, err end
   if kind == "stream" and key then return nil, name .. ": a stream has no key" end
+  for _, c in ipairs(cols) do
+    if c.was then p:_rename(name, c.was, c.name) end
+  end
   local rel
   rel, err = p:_declare(kind, name, cols, key)
   if not rel then return nil, err end
@@ -542,7 +552,8 @@ function Relation:sink(s, opts)
   return self
 end
 
-local OPEN_FIELDS = { path = true, sync = true, clock = true, map_size = true, writemap = true, carry = true }
+local OPEN_FIELDS = { path = true, sync = true, clock = true, map_size = true, writemap = true, carry = true,
+                      notes = true }
 local CARRY_FIELDS = { groups = "an integer", changes = "an integer", seconds = "a number" }
 
 -- carry = { groups = n, changes = n, seconds = s }: the bounds of the LMDB
@@ -565,7 +576,7 @@ end
 -- sync = false an OS crash may damage the state instead of only losing its
 -- last groups (LMDB's own warning). A process crash loses nothing committed.
 function runnel.open(opts)
-  local path, sync, clock, map_size, writemap, groups, changes, seconds
+  local path, sync, clock, map_size, writemap, groups, changes, seconds, notes
   if type(opts) == "string" then
     path = opts
   elseif type(opts) == "table" then
@@ -574,6 +585,10 @@ function runnel.open(opts)
     end
     path, sync, clock, map_size, writemap = opts.path, opts.sync, opts.clock, opts.map_size, opts.writemap == true
     groups, changes, seconds = carry_bounds(opts.carry)
+    notes = opts.notes
+    if notes ~= nil and notes ~= false and type(notes) ~= "function" then
+      raise("open: notes must be a function(line) or false")
+    end
     if clock ~= nil and type(clock) ~= "function" then raise("open: clock must be a function") end
     if map_size ~= nil and math.type(map_size) ~= "integer" then raise("open: map_size must be an integer") end
   elseif opts ~= nil then
@@ -581,7 +596,49 @@ function runnel.open(opts)
   end
   local p, err = core.open(path, sync == false, clock, map_size, writemap, groups, changes, seconds)
   if not p then raise(err) end
+  if notes ~= nil then extra_of(p).notes = notes end
   return p
+end
+
+-- ---- A state that lives through deploys (schema changes, dropping) ----
+
+-- Each schema change a declaration applied is one line (evolve.h), handed
+-- to runnel.open{ notes = fn(line) } (false: kept quiet), by default
+-- written to stderr: a deploy says what it changed.
+function tell_changes(p)
+  local e = extra_of(p)
+  local lines = p:_notes()
+  for i = (e.notes_told or 0) + 1, #lines do
+    if e.notes == nil then io.stderr:write("runnel: ", lines[i], "\n")
+    elseif e.notes then e.notes(lines[i]) end
+  end
+  e.notes_told = #lines
+end
+
+--- p:changes() -> { line… }: the schema changes applied since open.
+function Pipeline:changes()
+  check_pipeline(self, "changes")
+  return self:_notes()
+end
+
+--- p:alter(name, { rename = { old = "new", … } }): renames columns of the
+-- source table name when it is next declared (the state holding old and
+-- no new); the same as was = "old" in the new column's declaration.
+function Pipeline:alter(name, spec)
+  check_pipeline(self, "alter")
+  if type(name) ~= "string" then raise("alter: the relation name must be a string, got " .. type(name)) end
+  if type(spec) ~= "table" then raise("alter: expects { rename = { old = \"new\" } }") end
+  for k in pairs(spec) do
+    if k ~= "rename" then raise(("alter: unknown field %s (rename)"):format(tostring(k))) end
+  end
+  if type(spec.rename) ~= "table" then raise("alter: rename must be a table { old = \"new\" }") end
+  for from, to in pairs(spec.rename) do
+    if type(from) ~= "string" or type(to) ~= "string" or from == "" or to == "" then
+      raise("alter: rename takes column names, old = \"new\"")
+    end
+    self:_rename(name, from, to)
+  end
+  return self
 end
 
 local LOOKUP_FIELDS = { key = true, source = true, cache = true }

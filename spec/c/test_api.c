@@ -193,7 +193,12 @@ static void test_schema_mismatch_on_reopen(void)
   rn_pipeline_close(p);
   CHECK(rn_pipeline_open(&o, &p, NULL, 0) == 0);
   CHECK(rn_seq(p) == 1);
-  CHECK(rn_declare_table(p, "players", players_cols, 2, players_key, 1, &r) == RN_ESCHEMA);
+  /* score narrowed from int to string: refused, naming the column and both types */
+  static const rn_column_def narrowed[] = { { "id", "int", 0 }, { "name", "string", 0 }, { "score", "string", 1 } };
+  CHECK(rn_declare_table(p, "players", narrowed, 3, players_key, 1, &r) == RN_ESCHEMA);
+  CHECK(strstr(rn_errmsg(p), "column \"score\": stored as int, declared string") != NULL);
+  /* score dropped (not a key column): applied, the row kept under its id */
+  CHECK(rn_declare_table(p, "players", players_cols, 2, players_key, 1, &r) == 0);
   rn_pipeline_close(p);
   char cmd[64];
   snprintf(cmd, sizeof cmd, "rm -rf %s", dir);

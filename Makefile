@@ -85,6 +85,8 @@ $(BUILD)/lua/runnel/core.so: $(CORE_OBJ) $(BIND_OBJ)
 # The DSL is compiled into the CLI so the binary runs from anywhere.
 EMBEDDED := runnel=lua/runnel.lua runnel.io=lua/runnel/io.lua runnel.view=lua/runnel/view.lua \
             runnel.repl=lua/repl.lua
+EMBEDDED += runnel.state=lua/runnel/state.lua
+$(BUILD)/gen/embedded.c: lua/runnel/state.lua
 $(BUILD)/gen/embedded.c: lua/runnel.lua lua/runnel/io.lua lua/runnel/view.lua lua/repl.lua scripts/embed.lua
 	@mkdir -p $(@D)
 	$(LUA) scripts/embed.lua $@ $(EMBEDDED)

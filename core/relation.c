@@ -231,6 +231,11 @@ static int open_source_state(rn_pipeline *p, rn_rel *r)
   return rc ? rn_store_write_fail(&p->store, &p->err, rc, r->name) : 0;
 }
 
+int rn_rel_record(rn_pipeline *p, rn_rel *r)
+{
+  return open_source_state(p, r);
+}
+
 void rn_rel_discard_last(rn_pipeline *p)
 {
   rn_rel_free(p->rels[--p->nrels]);
@@ -295,6 +300,11 @@ int rn_declare_derived(rn_pipeline *p, const char *name, rn_relkind kind, rn_rel
   }
   r->input = in;
   r->tablelike = in->tablelike;
+  if ((rc = rn_rel_record(p, r))) { /* in the catalogue: inspect lists it, drop and undeclared see it */
+    in->noutputs--;
+    rn_rel_discard_last(p);
+    return rc;
+  }
   *out = r;
   return 0;
 }

@@ -4,6 +4,8 @@
  *     runnel [repl [FILE.lua]]      the REPL, after running FILE if given
  *     runnel inspect STATE_DIR      a state's relations, schemas and counts
  *     runnel verify STATE_DIR       check a state against itself (verify.h)
+ *     runnel query STATE REL [KEY…] [--limit N] [--format grid|ndjson|csv]
+ *     runnel drop STATE NAME        (both: lua/runnel/state.lua)
  *     runnel --version | --help
  *
  * The Lua parts (runnel.lua, repl.lua) are compiled in (scripts/embed.lua),
@@ -420,6 +422,29 @@ static int verify(const char *path)
   return WIFEXITED(status) && WEXITSTATUS(status) == 0 ? 0 : 1;
 }
 
+/* ---- runnel query / runnel drop: lua/runnel/state.lua's commands ---- */
+
+static int state_command(lua_State *L, int argc, char **argv)
+{
+  lua_getglobal(L, "require");
+  lua_pushliteral(L, "runnel.state");
+  if (lua_pcall(L, 1, 1, 0) != LUA_OK) {
+    fprintf(stderr, "runnel: %s\n", lua_tostring(L, -1));
+    return 1;
+  }
+  lua_getfield(L, -1, argv[1]);
+  lua_createtable(L, argc - 2, 0);
+  for (int i = 2; i < argc; i++) {
+    lua_pushstring(L, argv[i]);
+    lua_rawseti(L, -2, i - 1);
+  }
+  if (lua_pcall(L, 1, 1, 0) != LUA_OK) {
+    fprintf(stderr, "runnel: %s\n", lua_tostring(L, -1));
+    return 1;
+  }
+  return (int)lua_tointeger(L, -1);
+}
+
 static void usage(FILE *out)
 {
   fputs("usage: runnel run [--traceback] FILE.lua [ARGS…]   run a pipeline script\n"
@@ -428,6 +453,9 @@ static void usage(FILE *out)
         "       runnel [repl [FILE.lua]]                   the interactive REPL\n"
         "       runnel inspect STATE_DIR                   relations, schemas, counts of a state\n"
         "       runnel verify STATE_DIR                    check a state's databases and counters\n"
+        "       runnel query STATE REL [KEY…] [--limit N] [--format grid|ndjson|csv]\n"
+        "                                    rows of a table or store, read while another process writes\n"
+        "       runnel drop STATE NAME                     remove a relation and its state\n"
         "       runnel --version | --help\n", out);
 }
 
@@ -446,6 +474,7 @@ int main(int argc, char **argv)
   else if (strcmp(argv[1], "repl") == 0 && argc <= 3) rc = run_repl(L, argc == 3 ? argv[2] : NULL);
   else if (strcmp(argv[1], "inspect") == 0 && argc == 3) rc = inspect(argv[2]);
   else if (strcmp(argv[1], "verify") == 0 && argc == 3) rc = verify(argv[2]);
+  else if (strcmp(argv[1], "query") == 0 || strcmp(argv[1], "drop") == 0) rc = state_command(L, argc, argv);
   else if (strcmp(argv[1], "--version") == 0) { puts("runnel " RN_VERSION " (" LUA_RELEASE ")"); rc = 0; }
   else if (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0) { usage(stdout); rc = 0; }
   else { usage(stderr); rc = 2; }

@@ -27,7 +27,34 @@ static int l_notes(lua_State *L)
   return 1;
 }
 
+/* p:drop(name): the relation's state removed (rn_drop). */
+static int l_drop(lua_State *L)
+{
+  lpipe *lp = rn_lua_checkpipe(L, 1);
+  const char *name = luaL_checkstring(L, 2);
+  return rn_drop(lp->p, name) ? rn_lua_raise(L, lp) : 0;
+}
+
+static int push_name(void *ctx, const char *name, const char *kind)
+{
+  lua_State *L = ctx;
+  (void)kind;
+  lua_pushstring(L, name);
+  lua_rawseti(L, -2, (lua_Integer)lua_rawlen(L, -2) + 1);
+  return 0;
+}
+
+/* p:_undeclared() -> { name… } stored in the state, not declared in p. */
+static int l_undeclared(lua_State *L)
+{
+  lpipe *lp = rn_lua_checkpipe(L, 1);
+  lua_newtable(L);
+  return rn_undeclared(lp->p, push_name, L) ? rn_lua_raise(L, lp) : 1;
+}
+
 static const luaL_Reg live_methods[] = {
+  { "drop", l_drop },
+  { "_undeclared", l_undeclared },
   { "_rename", l_rename },
   { "_notes", l_notes },
   { NULL, NULL }

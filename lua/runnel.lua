@@ -641,6 +641,27 @@ function Pipeline:alter(name, spec)
   return self
 end
 
+--- p:undeclared() -> { name… }: relations the state holds that this
+-- pipeline has not declared (so far), in name order.
+function Pipeline:undeclared()
+  check_pipeline(self, "undeclared")
+  return self:_undeclared()
+end
+
+-- At close, a pipeline that declared relations says which stored ones it
+-- did not: they are kept, unchanged, until dropped (never fed, never grown).
+local core_close = Pipeline.close
+function Pipeline:close()
+  local ok, names = pcall(self._undeclared, self)
+  local e = extra[self]
+  if ok and #names > 0 and e and e.notes ~= false and #self:relations() > 0 then
+    local line = ("stored in the state but not declared: %s (p:drop(name) or runnel drop STATE NAME removes one)")
+                 :format(table.concat(names, ", "))
+    if e.notes then e.notes(line) else io.stderr:write("runnel: ", line, "\n") end
+  end
+  return core_close(self)
+end
+
 local LOOKUP_FIELDS = { key = true, source = true, cache = true }
 local CACHE_FIELDS = { ttl = true, size = true, missing = true }
 

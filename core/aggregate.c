@@ -106,8 +106,8 @@ static rn_schema *result_schema(rn_pipeline *p, const char *name, rn_aggregate *
     if (!rn_type_is_scalar(c->type))
       rc = rn_err_set(&p->err, RN_EINVAL, "%s: by column \"%s\" has type %s; groups are keyed by scalars",
                       name, c->name, rn_type_name(c->type));
-    else rc = add_col(s, c->name, c->type, c->nullable, NULL, &p->err);
-    nullable_key |= c->nullable;
+    else rc = add_col(s, c->name, c->type, c->nullable && !a->key_stated, NULL, &p->err);
+    nullable_key |= c->nullable && !a->key_stated; /* key = …: a null there fails its change (AGG-5) */
   }
   if (!rc && a->w.kind != RN_WINDOW_NONE) {
     rn_type t = a->time_int ? RN_T_INT : RN_T_FLOAT;
@@ -261,9 +261,9 @@ static int setup_state(void *ctx, bool created, bool rebuild_it)
   return rc;
 }
 
-int rn_declare_aggregate(rn_pipeline *p, const char *name, rn_rel *in, const int *by, int nby,
-                         const rn_window *w, const rn_agg_spec *aggs, int naggs,
-                         const rn_agg_fns *fns, rn_rel **out)
+static int declare_aggregate(rn_pipeline *p, const char *name, rn_rel *in, const int *by, int nby,
+                             const rn_window *w, const rn_agg_spec *aggs, int naggs,
+                             const rn_agg_fns *fns, bool key_stated, rn_rel **out)
 {
   int rc = rn_check_declarable(p, name);
   if (!rc) rc = check_aggs(p, name, in, aggs, naggs, w);
@@ -274,6 +274,7 @@ int rn_declare_aggregate(rn_pipeline *p, const char *name, rn_rel *in, const int
     return rc;
   }
   a->in = in;
+  a->key_stated = key_stated;
   a->nby = nby;
   a->w = *w;
   a->naggs = naggs;
@@ -319,6 +320,20 @@ int rn_declare_aggregate(rn_pipeline *p, const char *name, rn_rel *in, const int
   }
   *out = r;
   return 0;
+}
+
+int rn_declare_aggregate(rn_pipeline *p, const char *name, rn_rel *in, const int *by, int nby,
+                         const rn_window *w, const rn_agg_spec *aggs, int naggs,
+                         const rn_agg_fns *fns, rn_rel **out)
+{
+  return declare_aggregate(p, name, in, by, nby, w, aggs, naggs, fns, false, out);
+}
+
+int rn_declare_aggregate_keyed(rn_pipeline *p, const char *name, rn_rel *in, const int *by, int nby,
+                               const rn_window *w, const rn_agg_spec *aggs, int naggs,
+                               const rn_agg_fns *fns, rn_rel **out)
+{
+  return declare_aggregate(p, name, in, by, nby, w, aggs, naggs, fns, true, out);
 }
 
 const rn_rel_ops rn_aggregate_ops = { .name = "aggregate", .apply = rn_agg_operator_apply, .scan = rn_aggregate_scan,

@@ -391,10 +391,46 @@ function runnel.hopping(size, step, col)
   return setmetatable({ kind = "hopping", size = size, step = step, col = column_arg("hopping", col) }, WINDOW)
 end
 
+-- key = {…} states the by columns as the key when the input cannot prove
+-- them non-null (a left join's right column): true, or nil without key.
+local function aggregate_key(key, by)
+  if key == nil then return nil end
+  local k = type(key) == "string" and { key } or key
+  local same = type(k) == "table" and #k == #by and #by > 0
+  for i = 1, same and #by or 0 do same = same and k[i] == by[i] end
+  if not same then
+    raise(("aggregate: key must name the by columns, in order (%s)"):format(#by > 0 and table.concat(by, ", ")
+                                                                          or "there are none"))
+  end
+  return true
+end
+
+-- The list form's entries { {"n", runnel.count()}, {"total", runnel.sum("score")} }, in order.
+local function aggregate_list(spec)
+  local list = {}
+  for k in pairs(spec) do
+    if math.type(k) == "integer" and (k < 1 or k > #spec) then
+      raise(("aggregate: unexpected entry [%d]: the list form is { {\"n\", runnel.count()}, … }"):format(k))
+    end
+  end
+  for i, e in ipairs(spec) do
+    if type(e) ~= "table" or type(e[1]) ~= "string" or e[1] == "" or getmetatable(e[2]) ~= AGG or #e ~= 2 then
+      raise(("aggregate: entry #%d must be {\"name\", aggregate}, e.g. {\"n\", runnel.count()}"):format(i))
+    end
+    for _, seen in ipairs(list) do
+      if seen.name == e[1] then raise(("aggregate: column \"%s\" is named twice"):format(e[1])) end
+    end
+    list[i] = { name = e[1], kind = e[2].kind, col = e[2].col, fns = e[2].fns }
+  end
+  return list
+end
+
 --- rel:aggregate{ by = col | {cols} | nil, window = runnel.tumbling(…)|runnel.hopping(…),
 --                 grace = seconds, name = "relation name", <column> = aggregate, … }
 -- A keyed table of groups: the by columns, window_start and window_end when
--- windowed, then the aggregates in the order of their names.
+-- windowed, then the aggregates in the order of their names; or, in the list
+-- form rel:aggregate{ by = …, {"n", runnel.count()}, {"total", runnel.sum("score")} },
+-- in the order written.
 function Relation:aggregate(spec)
   check_relation(self, "aggregate")
   if type(spec) ~= "table" then raise("aggregate: expects a table") end
@@ -417,7 +453,8 @@ function Relation:aggregate(spec)
   end
   local aggs = {}
   for k, v in pairs(spec) do
-    if k ~= "by" and k ~= "window" and k ~= "grace" and not (k == "name" and type(v) == "string") then
+    if k ~= "by" and k ~= "window" and k ~= "grace" and k ~= "key" and not (k == "name" and type(v) == "string")
+       and math.type(k) ~= "integer" then
       if type(k) ~= "string" or getmetatable(v) ~= AGG then
         raise(("aggregate: %s must be an aggregate (runnel.count(), sum(col), min, max, avg, agg{…})")
               :format(tostring(k)))
@@ -425,12 +462,18 @@ function Relation:aggregate(spec)
       aggs[#aggs + 1] = { name = k, kind = v.kind, col = v.col, fns = v.fns }
     end
   end
+  table.sort(aggs, function(a, b) return a.name < b.name end) -- the map form: columns in name order
+  local listed = aggregate_list(spec) -- the list form: columns in the order written
+  if #listed > 0 and #aggs > 0 then
+    raise("aggregate: give the aggregates as a list { {\"n\", runnel.count()}, … } or as n = runnel.count(), "
+          .. "not both")
+  end
+  if #listed > 0 then aggs = listed end
   if #aggs == 0 then raise("aggregate: name at least one aggregate, e.g. n = runnel.count()") end
-  table.sort(aggs, function(a, b) return a.name < b.name end)
   local n, err = derived_name(self, "aggregate", type(spec.name) == "string" and spec.name or nil)
   if not n then raise(err) end
   local rel
-  rel, err = self:pipeline():_aggregate(self, n, by, window, aggs)
+  rel, err = self:pipeline():_aggregate(self, n, by, window, aggs, aggregate_key(spec.key, by))
   if not rel then raise(err) end
   return declared(self:pipeline(), rel)
 end

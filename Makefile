@@ -178,6 +178,7 @@ install: all
 	install -m 644 lua/runnel.lua $(DESTDIR)$(PREFIX)/share/lua/5.4/runnel.lua
 	install -m 644 lua/repl.lua $(DESTDIR)$(PREFIX)/share/lua/5.4/runnel/repl.lua
 	install -m 644 lua/runnel/io.lua lua/runnel/view.lua $(DESTDIR)$(PREFIX)/share/lua/5.4/runnel/
+	install -m 644 lua/runnel/state.lua $(DESTDIR)$(PREFIX)/share/lua/5.4/runnel/
 
 clean:
 	rm -rf build

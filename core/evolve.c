@@ -585,6 +585,12 @@ int rn_evolve_rename(rn_pipeline *p, const char *rel, const char *from, const ch
   return 0;
 }
 
+void rn_evolve_forget(rn_pipeline *p, int nnotes, bool evolved)
+{
+  while (p->nnotes > nnotes) free(p->notes[--p->nnotes]);
+  p->evolved = evolved;
+}
+
 void rn_evolve_free(rn_pipeline *p)
 {
   for (int i = 0; i < p->nrenames; i++) free(p->renames[i].rel), free(p->renames[i].from), free(p->renames[i].to);

@@ -43,6 +43,10 @@ int rn_evolve_rename(rn_pipeline *p, const char *rel, const char *from, const ch
 /* The lines of the changes applied since open, oldest first (owned by p). */
 int rn_notes(const rn_pipeline *p, const char *const **lines);
 
+/* A declaration's transaction failed: its notes (those after the first
+ * nnotes) and its evolved mark are taken back. */
+void rn_evolve_forget(rn_pipeline *p, int nnotes, bool evolved);
+
 /* Frees the renames and notes (rn_pipeline_close). */
 void rn_evolve_free(rn_pipeline *p);
 

@@ -212,7 +212,7 @@ int rn_open_derived_state(rn_pipeline *p, rn_rel *r, rn_state_setup_fn setup, vo
 }
 
 /* A source's meta and databases, in one transaction of its own. */
-static int open_source_state(rn_pipeline *p, rn_rel *r)
+static int try_open_source_state(rn_pipeline *p, rn_rel *r)
 {
   MDB_txn *txn;
   bool created, stale;
@@ -229,6 +229,22 @@ static int open_source_state(rn_pipeline *p, rn_rel *r)
   if (rc) { mdb_txn_abort(txn); return rc; }
   rc = mdb_txn_commit(txn);
   return rc ? rn_store_write_fail(&p->store, &p->err, rc, r->name) : 0;
+}
+
+/* try_open_source_state, again after growing the map when LMDB filled it
+ * (a schema change rewrites every row of a table in that one transaction);
+ * the notes of a failed try are taken back. */
+static int open_source_state(rn_pipeline *p, rn_rel *r)
+{
+  for (int tries = 0;; tries++) {
+    int notes = p->nnotes;
+    bool evolved = p->evolved;
+    int rc = try_open_source_state(p, r);
+    if (!rc) return 0;
+    rn_evolve_forget(p, notes, evolved);
+    if (p->err.code != RN_EFULL || p->err.cause != MDB_MAP_FULL || tries >= 16) return rc;
+    if (rn_store_grow(&p->store, &p->err)) return p->err.code;
+  }
 }
 
 int rn_rel_record(rn_pipeline *p, rn_rel *r)

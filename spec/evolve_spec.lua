@@ -304,3 +304,25 @@ describe("an aggregate rebuilt from its input", function()
     p:close()
   end)
 end)
+
+describe("a schema change larger than the map", function()
+  after_each(H.cleanup)
+
+  -- Regression: the rewrite ran in the declaring transaction, which did not
+  -- grow the map: the declaration failed with MDB_MAP_FULL.
+  it("grows the map and applies the change", function()
+    local dir = H.tmpdir()
+    local p = runnel.open{ path = dir, map_size = 1048576, notes = false }
+    local t = p:table("t", { {"id","int"}, key = "id" })
+    p:batch(function() for i = 1, 2000 do t:insert{ id = i } end end)
+    p:close()
+    local lines = {}
+    p = runnel.open{ path = dir, map_size = 1048576, notes = function(l) lines[#lines + 1] = l end }
+    local pad = ("x"):rep(600)
+    t = p:table("t", { {"id","int"}, {"pad","string", default = pad}, key = "id" })
+    assert.equal(1, #lines)
+    assert.equal(2000, t:count())
+    assert.equal(pad, t:get(2000).pad)
+    p:close()
+  end)
+end)

@@ -4,7 +4,8 @@
  * A relation is named in the catalogue by "r:" name and "n:" name and keeps
  * its rows and operator state in named databases "<prefix>" name (store.h);
  * a permanent store by "S:" name and "st:" name. Dropping removes all of
- * them in one transaction. A relation declared in this pipeline is not
+ * them in one transaction; a store only when no relation has its name
+ * (they are named apart). A relation declared in this pipeline is not
  * dropped from under its handles: with dependants the refusal names them,
  * without, it says to drop it before declaring it. */
 #include <stdio.h>
@@ -41,8 +42,9 @@ static int del_meta(rn_pipeline *p, MDB_txn *txn, const char *prefix, const char
   return rc == 0 || rc == MDB_NOTFOUND ? 0 : rn_store_fail(&p->err, rc, name);
 }
 
-/* Deletes every named database "<prefix>" name (any prefix) from txn. */
-static int del_databases(rn_pipeline *p, MDB_txn *txn, const char *name, bool *found)
+/* Deletes the named databases "<prefix>" name from txn: a store's ("st:")
+ * when store, else a relation's (every other prefix). */
+static int del_databases(rn_pipeline *p, MDB_txn *txn, const char *name, bool store, bool *found)
 {
   MDB_dbi main_dbi;
   MDB_cursor *cur;
@@ -57,6 +59,8 @@ static int del_databases(rn_pipeline *p, MDB_txn *txn, const char *name, bool *f
     const char *colon = memchr(k.mv_data, ':', k.mv_size);
     size_t plen = colon ? (size_t)(colon - (const char *)k.mv_data) + 1 : 0;
     if (!colon || plen > 4 || k.mv_size - plen != nlen || memcmp(colon + 1, name, nlen) != 0) continue;
+    bool of_store = plen == RN_PREFIX_LEN(RN_DB_STORE) && memcmp(k.mv_data, RN_DB_STORE, plen) == 0;
+    if (of_store != store) continue; /* a relation and a store may share a name */
     void *grown = realloc(names, sizeof *names * (size_t)(n + 1));
     if (!grown) { rc = RN_ENOMEM; break; }
     names = grown;
@@ -99,12 +103,13 @@ RN_API int rn_drop(rn_pipeline *p, const char *name)
   if (rc) return rc;
   MDB_txn *txn;
   if ((rc = rn_store_txn(p->store.env, 0, &txn))) return rn_store_fail(&p->err, rc, name);
-  bool found = false;
+  bool found = false, store = false;
   rc = del_meta(p, txn, RN_META_RELATION, name, &found);
   if (!rc) rc = del_meta(p, txn, RN_META_COUNTERS, name, &found);
-  if (!rc) rc = del_meta(p, txn, RN_META_STORE, name, &found);
-  if (!rc) rc = del_databases(p, txn, name, &found);
-  if (!rc && !found) rc = rn_err_set(&p->err, RN_ENOTFOUND, "drop: the state at %s holds no relation \"%s\"",
+  if (!rc && !found) rc = del_meta(p, txn, RN_META_STORE, name, &store); /* no relation: a store of that name */
+  if (!rc && (found || store)) rc = del_databases(p, txn, name, store, &found);
+  found |= store;
+  if (!rc && !found) rc = rn_err_set(&p->err, RN_ENOTFOUND, "drop: the state at %s holds no relation or store \"%s\"",
                                      p->store.path, name);
   if (rc) { mdb_txn_abort(txn); return rc; }
   rc = mdb_txn_commit(txn);

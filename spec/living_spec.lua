@@ -43,7 +43,7 @@ describe("p:drop", function()
     p = quiet(dir)
     p:drop("per_team")
     p:drop("roster")
-    assert.equal(('drop: the state at %s holds no relation "roster"'):format(dir), H.error_of(p.drop, p, "roster"))
+    assert.equal(('drop: the state at %s holds no relation or store "roster"'):format(dir), H.error_of(p.drop, p, "roster"))
     local players = p:table("players", { {"id","int"}, {"name","string"}, {"team","int", null = true}, key = "id" })
     -- declared again, even as another kind: nothing of the old one is left
     local per_team = players:aggregate{ by = "name", n = runnel.count(), name = "per_team" }
@@ -54,6 +54,23 @@ describe("p:drop", function()
     assert.is_nil(out:find("roster", 1, true))
   end)
 
+  it("drops a store of the name only when no relation has it (they are named apart)", function()
+    local dir = H.tmpdir()
+    local p = quiet(dir)
+    local t = p:table("totals", { {"k","string"}, {"v","int"}, key = "k" })
+    t:sink(runnel.store("totals"))
+    t:insert{ k = "a", v = 1 }
+    p:close()
+    p = quiet(dir)
+    p:drop("totals") -- the relation
+    local att = runnel.attach(dir, "totals") -- the store is still there
+    assert.same({ k = "a", v = 1 }, att:get("a"))
+    att:close()
+    p:drop("totals") -- now the store
+    assert.matches('no relation or store "totals"', select(2, pcall(runnel.attach, dir, "totals")), 1, true)
+    p:close()
+  end)
+
   it("runnel drop STATE NAME does the same from the shell", function()
     local dir = H.tmpdir()
     local p = v1(dir)
@@ -61,7 +78,7 @@ describe("p:drop", function()
     local out, err, code = H.sh(("%s drop %s roster"):format(bin, dir))
     assert.same({ ("dropped roster from %s\n"):format(dir), "", 0 }, { out, err, code })
     out, err, code = H.sh(("%s drop %s roster"):format(bin, dir))
-    assert.same({ "", ('runnel: drop: the state at %s holds no relation "roster"\n'):format(dir), 1 },
+    assert.same({ "", ('runnel: drop: the state at %s holds no relation or store "roster"\n'):format(dir), 1 },
                 { out, err, code })
     out, err, code = H.sh(("%s drop %s/nowhere roster"):format(bin, dir))
     assert.same({ "", ("runnel: %s/nowhere: not a runnel state (no data.mdb)\n"):format(dir), 1 }, { out, err, code })

@@ -85,6 +85,8 @@ $(BUILD)/lua/runnel/core.so: $(CORE_OBJ) $(BIND_OBJ)
 # The DSL is compiled into the CLI so the binary runs from anywhere.
 EMBEDDED := runnel=lua/runnel.lua runnel.io=lua/runnel/io.lua runnel.view=lua/runnel/view.lua \
             runnel.repl=lua/repl.lua
+EMBEDDED += runnel.state=lua/runnel/state.lua
+$(BUILD)/gen/embedded.c: lua/runnel/state.lua
 $(BUILD)/gen/embedded.c: lua/runnel.lua lua/runnel/io.lua lua/runnel/view.lua lua/repl.lua scripts/embed.lua
 	@mkdir -p $(@D)
 	$(LUA) scripts/embed.lua $@ $(EMBEDDED)
@@ -175,6 +177,7 @@ install: all
 	install -m 755 $(BUILD)/lua/runnel/core.so $(DESTDIR)$(PREFIX)/lib/lua/5.4/runnel/core.so
 	install -m 644 lua/runnel.lua $(DESTDIR)$(PREFIX)/share/lua/5.4/runnel.lua
 	install -m 644 lua/runnel/io.lua lua/runnel/view.lua $(DESTDIR)$(PREFIX)/share/lua/5.4/runnel/
+	install -m 644 lua/runnel/state.lua $(DESTDIR)$(PREFIX)/share/lua/5.4/runnel/
 
 clean:
 	rm -rf build
@@ -212,7 +215,7 @@ uninstall:
 	  $(DESTDIR)$(PREFIX)/lib/pkgconfig/runnel.pc $(DESTDIR)$(PREFIX)/bin/runnel \
 	  $(DESTDIR)$(PREFIX)/lib/lua/5.4/runnel/core.so $(DESTDIR)$(PREFIX)/share/lua/5.4/runnel.lua \
 	  $(DESTDIR)$(PREFIX)/share/lua/5.4/runnel/io.lua $(DESTDIR)$(PREFIX)/share/lua/5.4/runnel/view.lua \
-	  $(DESTDIR)$(PREFIX)/share/lua/5.4/runnel/repl.lua $(DESTDIR)$(PREFIX)/share/man/man1/runnel.1
+	  $(DESTDIR)$(PREFIX)/share/lua/5.4/runnel/state.lua $(DESTDIR)$(PREFIX)/share/lua/5.4/runnel/repl.lua $(DESTDIR)$(PREFIX)/share/man/man1/runnel.1
 	-rmdir $(DESTDIR)$(PREFIX)/lib/lua/5.4/runnel $(DESTDIR)$(PREFIX)/share/lua/5.4/runnel 2>/dev/null
 
 # luarocks make (runnel-*.rockspec, make backend): the module and its Lua

@@ -106,8 +106,8 @@ static rn_schema *result_schema(rn_pipeline *p, const char *name, rn_aggregate *
     if (!rn_type_is_scalar(c->type))
       rc = rn_err_set(&p->err, RN_EINVAL, "%s: by column \"%s\" has type %s; groups are keyed by scalars",
                       name, c->name, rn_type_name(c->type));
-    else rc = add_col(s, c->name, c->type, c->nullable, NULL, &p->err);
-    nullable_key |= c->nullable;
+    else rc = add_col(s, c->name, c->type, c->nullable && !a->key_stated, NULL, &p->err);
+    nullable_key |= c->nullable && !a->key_stated; /* key = …: a null there fails its change (AGG-5) */
   }
   if (!rc && a->w.kind != RN_WINDOW_NONE) {
     rn_type t = a->time_int ? RN_T_INT : RN_T_FLOAT;
@@ -174,6 +174,42 @@ static int rebuild_row(void *ctx, uint64_t id, const char *row, size_t len)
   return rc;
 }
 
+/* Resets every group entry to |rid|0 rows|no state|: keys first, then
+ * the writes, since LMDB loses an entry that a cursor rewrites with
+ * another size in place (mdb_cursor_put MDB_CURRENT: it was then found by
+ * no lookup, and its group got a new id). */
+static int reset_groups(rn_aggregate *a, MDB_txn *txn)
+{
+  msgpack_sbuffer keys; /* |u32 klen|key|u64 rid| … */
+  msgpack_sbuffer_init(&keys);
+  MDB_cursor *cur;
+  int rc = mdb_cursor_open(txn, a->groups_dbi, &cur);
+  if (rc) return store_fail(a, rc);
+  MDB_val k, d;
+  for (rc = mdb_cursor_get(cur, &k, &d, MDB_FIRST); rc == 0; rc = mdb_cursor_get(cur, &k, &d, MDB_NEXT)) {
+    if (reserved(&k)) continue;
+    uint32_t klen = (uint32_t)k.mv_size;
+    rn_buf_write(&keys, (const char *)&klen, 4);
+    rn_buf_write(&keys, k.mv_data, k.mv_size);
+    rn_buf_write(&keys, d.mv_data, 8);
+  }
+  mdb_cursor_close(cur);
+  if (rc == MDB_NOTFOUND) rc = rn_oom() ? nomem(a) : 0;
+  else rc = store_fail(a, rc);
+  for (size_t off = 0; !rc && off < keys.size;) {
+    uint32_t klen;
+    memcpy(&klen, keys.data + off, 4);
+    char v[17] = { 0 };
+    memcpy(v, keys.data + off + 4 + klen, 8);
+    v[16] = (char)0x90; /* an empty array: no state */
+    MDB_val gk = { klen, keys.data + off + 4 }, nd = { 17, v };
+    if ((rc = mdb_put(txn, a->groups_dbi, &gk, &nd, 0))) rc = store_fail(a, rc);
+    off += 4 + klen + 8;
+  }
+  msgpack_sbuffer_destroy(&keys);
+  return rc;
+}
+
 /* Rebuilds from the input's current rows: group ids stay (the entries are
  * reset, not removed), state restarts. */
 static int rebuild(rn_aggregate *a, bool created)
@@ -187,21 +223,8 @@ static int rebuild(rn_aggregate *a, bool created)
   MDB_txn *txn = txn_of(a);
   int rc = mdb_drop(txn, a->values_dbi, 0);
   if (rc) return store_fail(a, rc);
-  MDB_cursor *cur;
-  if ((rc = mdb_cursor_open(txn, a->groups_dbi, &cur))) return store_fail(a, rc);
-  MDB_val k, d;
-  for (rc = mdb_cursor_get(cur, &k, &d, MDB_FIRST); rc == 0; rc = mdb_cursor_get(cur, &k, &d, MDB_NEXT)) {
-    if (reserved(&k)) continue;
-    uint64_t rid;
-    memcpy(&rid, d.mv_data, 8);
-    char v[17] = { 0 };
-    memcpy(v, &rid, 8);
-    v[16] = (char)0x90; /* an empty array: no state */
-    MDB_val nd = { 17, v };
-    if ((rc = mdb_cursor_put(cur, &k, &nd, MDB_CURRENT))) break;
-  }
-  mdb_cursor_close(cur);
-  if (rc != MDB_NOTFOUND) return store_fail(a, rc);
+  rc = reset_groups(a, txn);
+  if (rc) return rc;
   return rn_rel_scan(a->in, rebuild_row, a);
 }
 
@@ -238,9 +261,9 @@ static int setup_state(void *ctx, bool created, bool rebuild_it)
   return rc;
 }
 
-int rn_declare_aggregate(rn_pipeline *p, const char *name, rn_rel *in, const int *by, int nby,
-                         const rn_window *w, const rn_agg_spec *aggs, int naggs,
-                         const rn_agg_fns *fns, rn_rel **out)
+static int declare_aggregate(rn_pipeline *p, const char *name, rn_rel *in, const int *by, int nby,
+                             const rn_window *w, const rn_agg_spec *aggs, int naggs,
+                             const rn_agg_fns *fns, bool key_stated, rn_rel **out)
 {
   int rc = rn_check_declarable(p, name);
   if (!rc) rc = check_aggs(p, name, in, aggs, naggs, w);
@@ -251,6 +274,7 @@ int rn_declare_aggregate(rn_pipeline *p, const char *name, rn_rel *in, const int
     return rc;
   }
   a->in = in;
+  a->key_stated = key_stated;
   a->nby = nby;
   a->w = *w;
   a->naggs = naggs;
@@ -296,6 +320,20 @@ int rn_declare_aggregate(rn_pipeline *p, const char *name, rn_rel *in, const int
   }
   *out = r;
   return 0;
+}
+
+int rn_declare_aggregate(rn_pipeline *p, const char *name, rn_rel *in, const int *by, int nby,
+                         const rn_window *w, const rn_agg_spec *aggs, int naggs,
+                         const rn_agg_fns *fns, rn_rel **out)
+{
+  return declare_aggregate(p, name, in, by, nby, w, aggs, naggs, fns, false, out);
+}
+
+int rn_declare_aggregate_keyed(rn_pipeline *p, const char *name, rn_rel *in, const int *by, int nby,
+                               const rn_window *w, const rn_agg_spec *aggs, int naggs,
+                               const rn_agg_fns *fns, rn_rel **out)
+{
+  return declare_aggregate(p, name, in, by, nby, w, aggs, naggs, fns, true, out);
 }
 
 const rn_rel_ops rn_aggregate_ops = { .name = "aggregate", .apply = rn_agg_operator_apply, .scan = rn_aggregate_scan,

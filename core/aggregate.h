@@ -39,7 +39,10 @@
  *     if a NaN or both infinities are present, else the infinity present.
  *     avg is the exact sum divided by the count, rounded once (an avg of
  *     ints too). A sum of an int column is an int64: a change whose result
- *     leaves int64 fails, naming the aggregate and the column. */
+ *     leaves int64 fails, naming the aggregate and the column.
+ * (5) The result is keyed by its by columns (and window start) when none of
+ *     them may be null, or when the declaration states the key (key = …):
+ *     a change that would then group under a null fails, naming the column. */
 #ifndef RN_AGGREGATE_H
 #define RN_AGGREGATE_H
 
@@ -83,6 +86,14 @@ typedef struct rn_window {
 int rn_declare_aggregate(rn_pipeline *p, const char *name, rn_rel *in, const int *by, int nby,
                          const rn_window *w, const rn_agg_spec *aggs, int naggs,
                          const rn_agg_fns *fns, rn_rel **out);
+
+/* rn_declare_aggregate with the by columns stated as its key (aggregate{
+ * key = … }) when the input cannot prove them non-null (a left join's
+ * right column): they are non-null in the result, and a change that would
+ * put a null there fails (AGG-5). */
+int rn_declare_aggregate_keyed(rn_pipeline *p, const char *name, rn_rel *in, const int *by, int nby,
+                               const rn_window *w, const rn_agg_spec *aggs, int naggs,
+                               const rn_agg_fns *fns, rn_rel **out);
 
 int rn_aggregate_apply(rn_rel *agg, const rn_change *c);
 int rn_aggregate_scan(rn_rel *agg, int (*fn)(void *ctx, uint64_t id, const char *row, size_t len), void *ctx);

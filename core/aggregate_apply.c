@@ -10,6 +10,10 @@
  * windows holding its event time with one. */
 int rn_agg_group_keys(rn_aggregate *a, const msgpack_object *v, gkey *keys, int *n)
 {
+  for (int i = 0; i < a->nby && a->key_stated; i++) /* AGG-5: a stated key is never null */
+    if (v[a->by[i]].type == MSGPACK_OBJECT_NIL)
+      return rn_err_set(err_of(a), RN_EINVAL, "%s: by column \"%s\" is null, but its key = … says it never is",
+                        a->out->name, a->in->schema->cols[a->by[i]].name);
   msgpack_sbuffer b;
   msgpack_sbuffer_init(&b);
   for (int i = 0; i < a->nby; i++) rn_key_append(&b, &v[a->by[i]]);

@@ -51,6 +51,7 @@ typedef struct rn_aggregate {
   int *by;                /* input slots of the by columns */
   rn_window w;
   bool time_int;          /* the time column is an int: integer window math */
+  bool key_stated;        /* aggregate{ key = … }: the by columns are the key even when nullable */
   int naggs;
   rn_agg_spec *aggs;      /* names owned */
   rn_agg_fns fns;

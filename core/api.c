@@ -3,6 +3,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "evolve.h"
 #include "json.h"
 #include "outbox.h"
 #include "pipeline.h"
@@ -39,6 +40,21 @@ static int key_slots(rn_pipeline *p, const char *name, const rn_schema *s, const
   return 0;
 }
 
+/* A column's default (a msgpack value) and former name (a rename, evolve.h). */
+static int column_extras(rn_pipeline *p, const char *name, rn_schema *s, int slot, const rn_column_def *c)
+{
+  if (c->was && rn_evolve_rename(p, name, c->was, c->name)) return p->err.code;
+  if (!c->default_value) return 0;
+  msgpack_object v;
+  size_t off = 0;
+  if (rn_msgpack_size(c->default_value, c->default_len) != c->default_len ||
+      rn_unpack(c->default_value, c->default_len, &off, &p->scratch, &v) != MSGPACK_UNPACK_SUCCESS)
+    return rn_err_set(&p->err, RN_EINVAL, "%s: column \"%s\": the default is not one msgpack value", name, c->name);
+  int rc = rn_schema_set_default(s, slot, &v, name, &p->err);
+  msgpack_zone_clear(&p->scratch);
+  return rc;
+}
+
 static int declare(rn_pipeline *p, const char *name, rn_relkind kind, const rn_column_def *cols,
                    int ncols, const char *const *key, int nkey, rn_rel **out)
 {
@@ -56,8 +72,9 @@ static int declare(rn_pipeline *p, const char *name, rn_relkind kind, const rn_c
       return rn_err_set(&p->err, RN_EINVAL, "%s: column #%d: unknown type %s", name, i + 1,
                         cols[i].type ? cols[i].type : "(null)");
     }
-    if (rn_schema_add(s, cols[i].name, strlen(cols[i].name), t, cols[i].nullable != 0, NULL, &p->err) < 0) {
-      rn_err_prefix(&p->err, name);
+    int slot = rn_schema_add(s, cols[i].name, strlen(cols[i].name), t, cols[i].nullable != 0, NULL, &p->err);
+    if (slot < 0) rn_err_prefix(&p->err, name);
+    if (slot < 0 || column_extras(p, name, s, slot, &cols[i])) {
       rn_schema_free(s);
       return p->err.code;
     }
@@ -331,4 +348,46 @@ RN_API int rn_subscribe_durable(rn_pipeline *p, rn_rel *rel, const char *name, r
   else rc = rn_outbox_sink_add(p, rel, key, false, &ops, s, free_csub, m.found ? m.delivered : p->seq, 0);
   free(key);
   return rc;
+}
+
+/* ---- subscriptions with flags, unsubscribing; map keys for rn_get ---- */
+
+RN_API int rn_subscribe_flags(rn_pipeline *p, rn_rel *rel, int flags, rn_callback fn, rn_rollback_fn on_rollback,
+                              void *ctx)
+{
+  if (!p) return RN_EINVAL;
+  int rc = check_subscription(p, rel, fn, "rn_subscribe_flags");
+  if (rc) return rc;
+  if (flags & ~RN_SUBSCRIBE_CONSOLIDATE) return rn_err_set(&p->err, RN_EINVAL, "%s: unknown flags %#x", rel->name, flags);
+  csub *s = new_csub(fn, on_rollback, ctx);
+  if (!s) return rn_err_set(&p->err, RN_ENOMEM, "out of memory");
+  rc = rn_sink_add(p, rel, flags & RN_SUBSCRIBE_CONSOLIDATE, csub_change, NULL, s, free_csub);
+  if (!rc) rn_sink_set_hooks(p, NULL, csub_done);
+  return rc;
+}
+
+RN_API int rn_unsubscribe(rn_pipeline *p, rn_rel *rel, rn_callback fn, void *ctx)
+{
+  if (!p) return RN_EINVAL;
+  int rc = check_subscription(p, rel, fn, "rn_unsubscribe");
+  if (rc) return rc;
+  if (p->state != RN_IDLE) return rn_err_set(&p->err, RN_EMISUSE, "%s: rn_unsubscribe: not inside a group", rel->name);
+  for (int i = 0; i < p->nsinks; i++) {
+    rn_sink *k = p->sinks[i];
+    const csub *s = k->ctx;
+    if (k->rel != rel || k->on_change != csub_change || s->fn != fn || s->ctx != ctx) continue;
+    memmove(&p->sinks[i], &p->sinks[i + 1], sizeof *p->sinks * (size_t)(p->nsinks - i - 1));
+    p->nsinks--;
+    rel->listeners--;
+    k->free_ctx(k->ctx);
+    free(k);
+    return 0;
+  }
+  return rn_err_set(&p->err, RN_ENOTFOUND, "%s: rn_unsubscribe: no subscriber with this callback and context",
+                    rel->name);
+}
+
+int rn_map_slots(rn_pipeline *p, rn_rel *rel, const msgpack_object *m, msgpack_object **vals, uint8_t **given)
+{
+  return map_to_slots(p, rel, m, vals, given);
 }

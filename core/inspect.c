@@ -13,12 +13,12 @@
 /* A catalogue entry "r:" name is |kind|[columns, key]|, each column
  * [name, type, nullable, default, …] and key the slots of its columns
  * (schema.c): anything else is damage, never read as zeros. */
-/* The kinds a catalogue entry may name: table to aggregate, as always, and
- * distinct, top and index; never a lookup (its rows are fetched from outside, nothing is
- * stored). A new operator with state of its own is added here. */
+/* The kinds a catalogue entry may name: every kind (a filter, map or lookup
+ * keeps only its entry: its rows are computed or fetched from outside). A
+ * new operator is added here. */
 static bool stored_kind(uint64_t kind)
 {
-  return kind <= RN_REL_AGGREGATE || kind == RN_REL_DISTINCT || kind == RN_REL_TOP || kind == RN_REL_INDEX;
+  return kind <= RN_REL_INDEX; /* every relation is listed (issue 14), top and index too */
 }
 
 bool rn_catalogue_entry_valid(const msgpack_object *d)

@@ -20,9 +20,10 @@ static void free_join(void *ctx)
 }
 
 /* Left columns then right columns; a right column whose name clashes is
- * renamed "<right relation>.<column>". */
+ * renamed "<right relation>.<column>". Right columns are nullable except in
+ * an inner join, whose every result has its right row. */
 static rn_schema *default_schema(rn_pipeline *p, const char *name, rn_rel *left, rn_rel *right,
-                                 bool stream, bool outer, bool keyed)
+                                 bool stream, bool outer, bool inner, bool keyed)
 {
   rn_schema *s = rn_schema_new();
   if (!s) { rn_err_set(&p->err, RN_ENOMEM, "out of memory"); return NULL; }
@@ -49,7 +50,7 @@ static rn_schema *default_schema(rn_pipeline *p, const char *name, rn_rel *left,
           return NULL;
         }
       }
-      bool nullable = c->nullable || pass == 1 || (outer && !c->is_key);
+      bool nullable = c->nullable || (pass == 1 && !inner) || (outer && !c->is_key); /* inner: a right row is there */
       int slot = rn_schema_add(s, cname, strlen(cname), c->type, nullable, fields, &p->err);
       free(renamed);
       if (slot < 0) { rn_err_prefix(&p->err, name); rn_schema_free(s); return NULL; }
@@ -171,7 +172,8 @@ int rn_declare_join(rn_pipeline *p, const char *name, rn_rel *left, rn_rel *righ
     rc = rn_err_set(&p->err, RN_ENOMEM, "out of memory");
   bool stream = !left->tablelike;
   if (!rc && !schema &&
-      !(schema = default_schema(p, name, left, right, stream, spec->kind == RN_JOIN_OUTER, !fns->selector)))
+      !(schema = default_schema(p, name, left, right, stream, spec->kind == RN_JOIN_OUTER,
+                                 spec->kind == RN_JOIN_INNER, !fns->selector)))
     rc = p->err.code;
   if (rc) {
     if (j) free(j->on);

@@ -223,6 +223,10 @@ int rn_declare_lookup(rn_pipeline *p, const char *name, rn_schema *schema, rn_lo
   lk->nbuckets = nb;
   msgpack_sbuffer_init(&lk->buf);
   r->ctx = lk;
+  if ((rc = rn_rel_record(p, r))) { /* in the catalogue: inspect lists it */
+    rn_rel_discard_last(p);
+    return rc;
+  }
   *out = r;
   return 0;
 }

@@ -1,4 +1,5 @@
 /* pipeline.c — opening and closing a pipeline. */
+#include "evolve.h"
 #include "pipeline.h"
 #include "store_sink.h"
 
@@ -81,6 +82,7 @@ RN_API int rn_pipeline_close(rn_pipeline *p)
   }
   free(p->sinks);
   rn_durable_free(p);
+  rn_evolve_free(p);
   for (int i = p->nrels - 1; i >= 0; i--) rn_rel_free(p->rels[i]);
   free(p->rels);
   free(p->replay.items);

@@ -162,7 +162,7 @@ struct rn_pipeline {
   int nsinks, sinkcap;
   rn_gstate state;
   uint64_t group_serial;  /* counts groups begun: cursors know their group */
-  struct rn_cursor *cursors; /* open cursors, ended at close */
+  struct rn_table_cursor *cursors; /* open cursors, ended at close */
   bool autocommit;        /* the open group was opened by a change for itself */
   uint64_t seq;           /* last committed sequence number */
   msgpack_zone scratch;   /* per top-level change: decoded rows, derived rows */
@@ -197,6 +197,13 @@ struct rn_pipeline {
   struct rn_durable_hook *durables; /* rn_on_durable's hooks (durable.c) */
   int ndurables;
   uint64_t durable_seq;   /* the last group the hooks were told is in LMDB */
+  /* A state that lives through deploys (evolve.c, drop.c). */
+  struct rn_rename *renames; /* p:alter's and was ='s pending renames */
+  int nrenames, renamecap;
+  char **notes;           /* lines of the schema changes applied since open */
+  int nnotes, notecap;
+  bool evolved;           /* a source table changed since open: stateful derived relations declared
+                             after it are rebuilt from their inputs (their state may hold its old rows) */
   rn_free_fn on_close;    /* the binding's hook, called with binding last by rn_pipeline_close */
   void *binding;          /* the binding's pipeline object (a Lua lpipe), or NULL */
 };
@@ -220,6 +227,13 @@ rn_rel *rn_find(const rn_pipeline *p, const char *name);
 int rn_check_declarable(rn_pipeline *p, const char *name);
 rn_rel *rn_rel_new(rn_pipeline *p, const char *name, rn_relkind kind, rn_schema *schema);
 void rn_rel_discard_last(rn_pipeline *p);
+/* Records r's catalogue entry ("r:" name, comparing it with the stored one:
+ * evolve.h) in a transaction of its own: for relations without state of
+ * their own (filter, map, lookup), so the state lists every relation. */
+int rn_rel_record(rn_pipeline *p, rn_rel *r);
+/* A msgpack map keyed by external names into rel's slot values and given
+ * flags, in the scratch zone (api.c; rn_push and rn_get read maps so). */
+int rn_map_slots(rn_pipeline *p, rn_rel *rel, const msgpack_object *m, msgpack_object **vals, uint8_t **given);
 int rn_push_ptr(void ***arr, int *n, int *cap, void *item);
 int rn_state_open(rn_pipeline *p, rn_rel *r, MDB_txn *txn, bool *created, bool *stale);
 int rn_state_dbi(rn_pipeline *p, MDB_txn *txn, const char *prefix, const char *name,
@@ -259,15 +273,15 @@ int rn_table_row_by_key(rn_rel *t, MDB_txn *txn, const char *key, size_t klen,
                         uint64_t *id, const char **row, size_t *len);
 
 /* Iteration over a table's live rows in key order (id order when keyless).
- * Destructor: rn_cursor_close; valid only while no group opens or closes
+ * Destructor: rn_table_cursor_close; valid only while no group opens or closes
  * unless it was opened inside the group it runs in. */
-typedef struct rn_cursor rn_cursor;
-int rn_cursor_open(rn_rel *t, rn_cursor **out);
+typedef struct rn_table_cursor rn_table_cursor;
+int rn_table_cursor_open(rn_rel *t, rn_table_cursor **out);
 /* *done = 1 at the end. Row bytes valid until the next call. */
-int rn_cursor_next(rn_cursor *c, uint64_t *id, const char **row, size_t *len, int *done);
-void rn_cursor_close(rn_cursor *c);
+int rn_table_cursor_next(rn_table_cursor *c, uint64_t *id, const char **row, size_t *len, int *done);
+void rn_table_cursor_close(rn_table_cursor *c);
 /* At close: ends every open cursor's LMDB work; their handles stay valid
- * for rn_cursor_close and report the end. */
+ * for rn_table_cursor_close and report the end. */
 void rn_cursors_end_all(rn_pipeline *p);
 
 /* ---- groups (group.c) ---- */

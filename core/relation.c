@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "derive.h"
+#include "evolve.h"
 #include "ops.h"
 #include "pipeline.h"
 #include "row.h"
@@ -136,10 +137,7 @@ int rn_state_open(rn_pipeline *p, rn_rel *r, MDB_txn *txn, bool *created, bool *
       goto fail;
     }
     if (v.mv_size != desc.size || memcmp(v.mv_data, desc.data, desc.size) != 0) {
-      rn_err_set(&p->err, RN_ESCHEMA,
-                 "relation \"%s\": the state at %s holds it with another kind or schema",
-                 r->name, p->store.path);
-      goto fail;
+      if (rn_evolve(p, r, txn, &k, &v, &desc, created)) goto fail; /* a rebuild is built as new state */
     }
   } else if (rc == MDB_NOTFOUND) {
     *created = true;
@@ -159,7 +157,7 @@ int rn_state_open(rn_pipeline *p, rn_rel *r, MDB_txn *txn, bool *created, bool *
     memcpy(&last_seq, (char *)v.mv_data + 16, 8);
     r->saved_next_id = r->lmdb_next_id = r->next_id;
     r->saved_count = r->lmdb_count = r->count;
-    *stale = r->stateful && last_seq != p->seq;
+    *stale = (r->stateful && last_seq != p->seq) || rn_evolve_rebuilds(r);
   } else if (rc == MDB_NOTFOUND) {
     *stale = r->stateful && !*created; /* never saw a group: rebuild */
   } else if (rc == 0) { /* never read a malformed record as counters */
@@ -214,7 +212,7 @@ int rn_open_derived_state(rn_pipeline *p, rn_rel *r, rn_state_setup_fn setup, vo
 }
 
 /* A source's meta and databases, in one transaction of its own. */
-static int open_source_state(rn_pipeline *p, rn_rel *r)
+static int try_open_source_state(rn_pipeline *p, rn_rel *r)
 {
   MDB_txn *txn;
   bool created, stale;
@@ -231,6 +229,27 @@ static int open_source_state(rn_pipeline *p, rn_rel *r)
   if (rc) { mdb_txn_abort(txn); return rc; }
   rc = mdb_txn_commit(txn);
   return rc ? rn_store_write_fail(&p->store, &p->err, rc, r->name) : 0;
+}
+
+/* try_open_source_state, again after growing the map when LMDB filled it
+ * (a schema change rewrites every row of a table in that one transaction);
+ * the notes of a failed try are taken back. */
+static int open_source_state(rn_pipeline *p, rn_rel *r)
+{
+  for (int tries = 0;; tries++) {
+    int notes = p->nnotes;
+    bool evolved = p->evolved;
+    int rc = try_open_source_state(p, r);
+    if (!rc) return 0;
+    rn_evolve_forget(p, notes, evolved);
+    if (p->err.code != RN_EFULL || p->err.cause != MDB_MAP_FULL || tries >= 16) return rc;
+    if (rn_store_grow(&p->store, &p->err)) return p->err.code;
+  }
+}
+
+int rn_rel_record(rn_pipeline *p, rn_rel *r)
+{
+  return open_source_state(p, r);
 }
 
 void rn_rel_discard_last(rn_pipeline *p)
@@ -297,6 +316,11 @@ int rn_declare_derived(rn_pipeline *p, const char *name, rn_relkind kind, rn_rel
   }
   r->input = in;
   r->tablelike = in->tablelike;
+  if ((rc = rn_rel_record(p, r))) { /* in the catalogue: inspect lists it, drop and undeclared see it */
+    in->noutputs--;
+    rn_rel_discard_last(p);
+    return rc;
+  }
   *out = r;
   return 0;
 }

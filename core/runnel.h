@@ -142,6 +142,12 @@ typedef struct rn_column_def {
   const char *name;
   const char *type;
   int nullable;
+  /* Optional (zero: none). The default, one msgpack value the caller owns
+   * (read during the call): an insert without the column takes it, and a
+   * state whose rows lack the column gets it (a schema change). */
+  const void *default_value;
+  size_t default_len;
+  const char *was;        /* the column's former name: a rename when the state holds was */
 } rn_column_def;
 
 /* Declares a keyed table (nkey > 0: key names the key columns in order) or
@@ -260,6 +266,65 @@ typedef int (*rn_inspect_fn)(void *ctx, const rn_inspect_relation *rel);
  * nonzero return of fn stops the walk and is returned. */
 RN_API int rn_inspect(const char *path, rn_inspect_fn fn, void *ctx, rn_inspect_state *out,
                       char *errbuf, size_t errlen);
+
+/* ---- A state that lives through deploys ---------------------------------
+ * Declaring a relation the state holds with another declaration applies
+ * the change (a source table's rows are brought to the new schema; derived
+ * state is rebuilt) or refuses it with RN_ESCHEMA naming what differs. */
+
+/* Removes relation (or permanent store) name and all its state, in one
+ * transaction. Errors: RN_ENOTFOUND (the state holds no such name),
+ * RN_EMISUSE (inside a group; or name is declared in p: the message names
+ * the declared relations that read it, or says to drop it before
+ * declaring it). */
+RN_API int rn_drop(rn_pipeline *p, const char *name);
+
+/* Calls fn once per relation the state holds that p has not declared (so
+ * far), in name order; kind is "table", "aggregate" … Strings are valid
+ * during the call. A nonzero return of fn stops the walk and is returned. */
+typedef int (*rn_undeclared_fn)(void *ctx, const char *name, const char *kind);
+RN_API int rn_undeclared(rn_pipeline *p, rn_undeclared_fn fn, void *ctx);
+
+/* ---- Reading from C ----------------------------------------------------
+ * Reads see committed state, plus the open group's own changes when called
+ * inside it (as t:get and t:rows in Lua); a read outside a group is one LMDB
+ * read transaction: whole groups only. Rows are msgpack maps keyed by
+ * external names (nulls as nil), as subscribers get them. Tables only: a
+ * derived relation's rows reach C through subscriptions. */
+
+/* The row of table rel under key, a msgpack map of the key columns (of a
+ * keyless table: the whole row, the stored row equal to it with the
+ * smallest id): *row and *row_len, owned by p and valid until the next call
+ * on p, or *row = NULL when absent; *id (id may be NULL) its id. Errors:
+ * RN_EINVAL (a NULL argument; key not a map, an unknown column, a missing
+ * or wrongly typed key column; rel not a table). */
+RN_API int rn_get(rn_pipeline *p, rn_rel *rel, const void *key, size_t key_len, const void **row, size_t *row_len,
+                  uint64_t *id);
+
+/* A table's rows in key order (id order when keyless). Outside a group a
+ * cursor reads one read transaction of its own (the state when it was
+ * opened) until closed; opened inside a group, it reads the group's
+ * transaction and ends with the group (rn_cursor_next then fails with
+ * RN_EMISUSE). Destructor: rn_cursor_close (also after an error; accepts
+ * NULL). Close cursors before rn_pipeline_close. */
+typedef struct rn_cursor rn_cursor;
+RN_API int rn_cursor_open(rn_pipeline *p, rn_rel *rel, rn_cursor **out);
+/* The next row into *row (a map owned by the cursor, valid until the next
+ * call on it) and *id; *done = 1 (and *row NULL) after the last. */
+RN_API int rn_cursor_next(rn_cursor *c, const void **row, size_t *row_len, uint64_t *id, int *done);
+RN_API void rn_cursor_close(rn_cursor *c);
+
+/* rn_subscribe_rollback with flags: RN_SUBSCRIBE_CONSOLIDATE gives one net
+ * change per row id per group (insert then update: one INSERT of the final
+ * row; insert then delete: nothing; delete then insert of a key: one
+ * UPDATE …), ids in the order first touched, as a Lua consolidate sink. */
+enum { RN_SUBSCRIBE_CONSOLIDATE = 1 };
+RN_API int rn_subscribe_flags(rn_pipeline *p, rn_rel *rel, int flags, rn_callback fn, rn_rollback_fn on_rollback,
+                              void *ctx);
+/* Removes the in-group subscriber of rel registered with fn and ctx (the
+ * first, if several): it gets nothing of later groups. Errors: RN_ENOTFOUND
+ * (no such subscriber), RN_EMISUSE (inside a group or a callback). */
+RN_API int rn_unsubscribe(rn_pipeline *p, rn_rel *rel, rn_callback fn, void *ctx);
 
 /* ---- Lua ---------------------------------------------------------------
  * Runs a Lua pipeline script against p: it sees the pipeline as the global

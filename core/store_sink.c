@@ -204,6 +204,7 @@ struct rn_attached {
   char *name;
   bool is_index;          /* an index relation's rows ("ix:"), in its order */
   rn_order order;         /* … that order */
+  int table;              /* 0: a store ("st:"); RN_ATTACH_KEYED / _KEYLESS: a source table's "t:" rows */
 };
 
 /* Rebuilds a schema from its description (schema.c's rn_schema_describe). */
@@ -325,9 +326,11 @@ int rn_attach(const char *path, const char *name, rn_pipeline *owner, rn_attache
   MDB_val k = { nlen + 2, key }, v;
   msgpack_object d;
   size_t off = 0;
-  if (mdb_get(txn, meta, &k, &v) != 0) {
-    if (open_index(a, txn, meta, path, &z, e)) goto fail;
-    goto opened;
+  if (mdb_get(txn, meta, &k, &v) != 0) { /* not a store: an index, or a source table (query.c)? */
+    if (!open_index(a, txn, meta, path, &z, e)) goto opened;
+    if (e->code != RN_ENOTFOUND) goto fail;
+    rn_err_clear(e);
+    if (rn_attach_table_entry(txn, meta, path, name, &v, &a->table, e)) goto fail;
   }
   if (rn_unpack(v.mv_data, v.mv_size, &off, &z, &d) != MSGPACK_UNPACK_SUCCESS || !rn_schema_desc_valid(&d, 0)) {
     rn_err_set(e, RN_ESCHEMA, "state damaged: %s: store \"%s\" has a description that cannot be read", path, name);
@@ -335,8 +338,10 @@ int rn_attach(const char *path, const char *name, rn_pipeline *owner, rn_attache
   }
   a->schema = schema_of(&d, e);
   if (!a->schema) goto fail;
+  if (a->table && !a->schema->nkey) a->table = RN_ATTACH_KEYLESS;
   memcpy(key, RN_DB_STORE, RN_PREFIX_LEN(RN_DB_STORE));
   memcpy(key + 3, name, nlen + 1);
+  if (a->table) memcpy(key, RN_DB_ROWS, 2), memcpy(key + 2, name, nlen + 1);
   rc = mdb_dbi_open(txn, key, 0, &a->dbi);
   if (rc) {
     rn_err_set(e, rn_store_read_code(rc), "attach %s: %s", path, mdb_strerror(rc));
@@ -377,8 +382,13 @@ int rn_attach_get(rn_attached *a, const char *key, size_t klen, msgpack_sbuffer 
   int rc = mdb_txn_begin(a->shared, NULL, MDB_RDONLY, &txn);
   if (rc) return rn_err_set(e, rn_store_read_code(rc), "attach %s: %s", a->name, mdb_strerror(rc));
   MDB_val k = { klen, (void *)key }, v;
+  if (a->table && (rc = rn_attach_table_key(a->table, a->name, klen, e))) {
+    mdb_txn_abort(txn);
+    return rc;
+  }
   rc = mdb_get(txn, a->dbi, &k, &v);
-  if (rc == 0) {
+  uint64_t id = 0;
+  if (rc == 0 && (!a->table || rn_attach_table_row(a->table, &k, &v, &id))) {
     rn_buf_write(row, v.mv_data, v.mv_size);
     *found = 1;
   }
@@ -386,7 +396,8 @@ int rn_attach_get(rn_attached *a, const char *key, size_t klen, msgpack_sbuffer 
   return rc == 0 || rc == MDB_NOTFOUND ? 0 : rn_err_set(e, rn_store_read_code(rc), "attach %s: %s", a->name, mdb_strerror(rc));
 }
 
-int rn_attach_rows(rn_attached *a, int (*fn)(void *ctx, const char *row, size_t len), void *ctx, rn_err *e)
+static int attach_walk(rn_attached *a, int (*fn)(void *ctx, const char *row, size_t len), rn_attach_each_fn each,
+                       void *ctx, rn_err *e)
 {
   MDB_txn *txn;
   MDB_cursor *cur;
@@ -397,7 +408,11 @@ int rn_attach_rows(rn_attached *a, int (*fn)(void *ctx, const char *row, size_t 
   MDB_val k, v;
   int mrc = rc ? rc : mdb_cursor_get(cur, &k, &v, MDB_FIRST);
   int frc = 0;
-  for (; mrc == 0 && !frc; mrc = mdb_cursor_get(cur, &k, &v, MDB_NEXT)) frc = fn(ctx, v.mv_data, v.mv_size);
+  for (; mrc == 0 && !frc; mrc = mdb_cursor_get(cur, &k, &v, MDB_NEXT)) {
+    uint64_t id = 0;
+    if (a->table && !rn_attach_table_row(a->table, &k, &v, &id)) continue; /* a tombstone */
+    frc = fn ? fn(ctx, v.mv_data, v.mv_size) : each(ctx, id, v.mv_data, v.mv_size);
+  }
   if (!rc) mdb_cursor_close(cur);
   mdb_txn_abort(txn);
   if (frc) return frc;
@@ -431,6 +446,19 @@ int rn_attach_index(rn_attached *a, rn_index_bound *from, rn_index_bound *to, rn
   rn_zone_destroy(&z);
   return rc;
 }
+
+
+int rn_attach_rows(rn_attached *a, int (*fn)(void *ctx, const char *row, size_t len), void *ctx, rn_err *e)
+{
+  return attach_walk(a, fn, NULL, ctx, e);
+}
+
+int rn_attach_each(rn_attached *a, rn_attach_each_fn fn, void *ctx, rn_err *e)
+{
+  return attach_walk(a, NULL, fn, ctx, e);
+}
+
+int rn_attach_is_table(const rn_attached *a) { return a->table; }
 
 void rn_attach_orphan_all(rn_pipeline *owner)
 {

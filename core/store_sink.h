@@ -34,4 +34,25 @@ void rn_attach_close(rn_attached *a);
 bool rn_attach_is_index(const rn_attached *a);
 int rn_attach_index(rn_attached *a, rn_index_bound *from, rn_index_bound *to, rn_index_walk *w, rn_err *e);
 
+/* ---- attaching source tables too (query.c) ----
+ * An attach of a name the state holds as a source table reads its "t:"
+ * rows (keyed or keyless); derived relations are refused naming their kind. */
+enum { RN_ATTACH_KEYED = 1, RN_ATTACH_KEYLESS = 2 };
+/* Every row with its id (0 for a store's rows), in key order (id order when
+ * keyless), in one read transaction. */
+typedef int (*rn_attach_each_fn)(void *ctx, uint64_t id, const char *row, size_t len);
+int rn_attach_each(rn_attached *a, rn_attach_each_fn fn, void *ctx, rn_err *e);
+/* 0 for a store, else RN_ATTACH_KEYED or RN_ATTACH_KEYLESS. */
+int rn_attach_is_table(const rn_attached *a);
+/* "S:" name is absent from meta: reads "r:" name into *v (the catalogue
+ * entry's description, for schema_of) and *table, or sets e: no such
+ * relation, or one whose rows only its pipeline computes. */
+int rn_attach_table_entry(MDB_txn *txn, MDB_dbi meta, const char *path, const char *name, MDB_val *v, int *table,
+                          rn_err *e);
+/* A get by a key longer than a table stores inline is refused (its entry is
+ * found by hash probes only inside a pipeline). */
+int rn_attach_table_key(int table, const char *name, size_t klen, rn_err *e);
+/* A stored table entry: *v becomes its row and *id its id; false for a tombstone. */
+bool rn_attach_table_row(int table, const MDB_val *k, MDB_val *v, uint64_t *id);
+
 #endif

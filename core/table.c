@@ -523,23 +523,23 @@ int rn_table_row_by_key(rn_rel *t, MDB_txn *txn, const char *key, size_t klen,
 
 /* ---- cursors ---- */
 
-struct rn_cursor {
+struct rn_table_cursor {
   rn_rel *t;              /* NULL once the pipeline closed under it */
-  rn_cursor *next, *prev; /* the pipeline's open cursors */
+  rn_table_cursor *next, *prev; /* the pipeline's open cursors */
   rn_snapshot view;       /* own read transaction, or the group's */
   uint64_t group;         /* the group it runs in (0: none) */
   MDB_cursor *cur;
   bool started;
 };
 
-int rn_cursor_open(rn_rel *t, rn_cursor **out)
+int rn_table_cursor_open(rn_rel *t, rn_table_cursor **out)
 {
   rn_pipeline *p = t->p;
   if (t->kind != RN_REL_TABLE) return not_for(t, "rows", "only tables hold rows to read");
   rn_snapshot view;
   int rc = rn_snapshot_open(p, t->name, &view); /* outside a group: a snapshot of its own */
   if (rc) return rc;
-  rn_cursor *c = calloc(1, sizeof *c);
+  rn_table_cursor *c = calloc(1, sizeof *c);
   if (!c) {
     rn_snapshot_close(&view);
     return rn_err_set(&p->err, RN_ENOMEM, "out of memory");
@@ -561,13 +561,13 @@ int rn_cursor_open(rn_rel *t, rn_cursor **out)
 }
 
 /* A cursor of a group's transaction dies with the group (LMDB frees it). */
-static bool group_cursor_dead(const rn_cursor *c)
+static bool group_cursor_dead(const rn_table_cursor *c)
 {
   const rn_pipeline *p = c->t->p;
   return !c->view.own && (!p->store.wtxn || c->group != p->group_serial);
 }
 
-int rn_cursor_next(rn_cursor *c, uint64_t *id, const char **row, size_t *len, int *done)
+int rn_table_cursor_next(rn_table_cursor *c, uint64_t *id, const char **row, size_t *len, int *done)
 {
   rn_rel *t = c->t;
   *done = 0;
@@ -599,7 +599,7 @@ int rn_cursor_next(rn_cursor *c, uint64_t *id, const char **row, size_t *len, in
 }
 
 /* Ends the cursor's LMDB work but keeps the handle for its owner. */
-static void cursor_end(rn_cursor *c)
+static void cursor_end(rn_table_cursor *c)
 {
   rn_pipeline *p = c->t->p;
   if (c->cur && !group_cursor_dead(c)) mdb_cursor_close(c->cur);
@@ -610,7 +610,7 @@ static void cursor_end(rn_cursor *c)
   c->t = NULL;
 }
 
-void rn_cursor_close(rn_cursor *c)
+void rn_table_cursor_close(rn_table_cursor *c)
 {
   if (!c) return;
   if (c->t) cursor_end(c);
@@ -628,15 +628,15 @@ void rn_cursors_end_all(rn_pipeline *p)
  * reads stops it with the cursor's error (rows()). */
 static int table_scan(rn_rel *t, rn_scan_fn fn, void *ctx)
 {
-  rn_cursor *c;
-  int rc = rn_cursor_open(t, &c);
+  rn_table_cursor *c;
+  int rc = rn_table_cursor_open(t, &c);
   if (rc) return rc;
   uint64_t id;
   const char *row;
   size_t len;
   int done = 0;
-  while (!rc && !(rc = rn_cursor_next(c, &id, &row, &len, &done)) && !done) rc = fn(ctx, id, row, len);
-  rn_cursor_close(c);
+  while (!rc && !(rc = rn_table_cursor_next(c, &id, &row, &len, &done)) && !done) rc = fn(ctx, id, row, len);
+  rn_table_cursor_close(c);
   return rc;
 }
 

@@ -4,6 +4,8 @@
  *     runnel [repl] [STATE_DIR] [FILE.lua]   the REPL (on a state, after FILE)
  *     runnel inspect STATE_DIR               a state's relations, schemas and counts
  *     runnel verify STATE_DIR                check a state against itself (verify.h)
+ *     runnel query STATE REL [KEY…] [--limit N] [--format grid|ndjson|csv]
+ *     runnel drop STATE NAME                 (both: lua/runnel/state.lua)
  *     runnel help | version
  * HELP below is the whole usage; the man page is made from it.
  *
@@ -585,6 +587,29 @@ static int verify(const char *path)
   return WIFEXITED(status) && WEXITSTATUS(status) == 0 ? 0 : 1;
 }
 
+/* ---- runnel query / runnel drop: lua/runnel/state.lua's commands ---- */
+
+static int state_command(lua_State *L, int argc, char **argv)
+{
+  lua_getglobal(L, "require");
+  lua_pushliteral(L, "runnel.state");
+  if (lua_pcall(L, 1, 1, 0) != LUA_OK) {
+    fprintf(stderr, "runnel: %s\n", lua_tostring(L, -1));
+    return 1;
+  }
+  lua_getfield(L, -1, argv[1]);
+  lua_createtable(L, argc - 2, 0);
+  for (int i = 2; i < argc; i++) {
+    lua_pushstring(L, argv[i]);
+    lua_rawseti(L, -2, i - 1);
+  }
+  if (lua_pcall(L, 1, 1, 0) != LUA_OK) {
+    fprintf(stderr, "runnel: %s\n", lua_tostring(L, -1));
+    return 1;
+  }
+  return (int)lua_tointeger(L, -1);
+}
+
 /* The one text of `runnel help`; scripts/man.lua turns it into runnel.1
  * (a line "Word:" starts a section; "  term   text" an entry; deeper
  * indented lines continue the entry above). */
@@ -595,6 +620,8 @@ static const char HELP[] =
   "  runnel [repl] [STATE_DIR] [FILE.lua]\n"
   "  runnel [run] [OPTIONS] FILE.lua [ARGS...]\n"
   "  runnel inspect|verify STATE_DIR\n"
+  "  runnel query STATE_DIR REL [KEY...] [--limit N] [--format grid|ndjson|csv]\n"
+  "  runnel drop STATE_DIR NAME\n"
   "  runnel help|version\n"
   "\n"
   "Commands:\n"
@@ -608,6 +635,10 @@ static const char HELP[] =
   "                             pipeline it returns becomes p. .help lists the REPL's commands.\n"
   "  inspect STATE_DIR          A state's relations, kinds, schemas, row counts, last group.\n"
   "  verify STATE_DIR           Check a state's databases and counters against each other.\n"
+  "  query STATE_DIR REL [KEY...] [--limit N] [--format grid|ndjson|csv]\n"
+  "                             Rows of a table or store (by key, or all), read in one read\n"
+  "                             transaction while another process may be writing: whole groups only.\n"
+  "  drop STATE_DIR NAME        Remove a relation and its state (refused while others read it).\n"
   "  help, --help, -h           This text, on stdout.\n"
   "  version, --version         The version, on stdout.\n"
   "\n"
@@ -666,6 +697,7 @@ static int command(lua_State *L, int argc, char **argv)
     if (argc != 3) { fprintf(stderr, "runnel: %s takes one STATE_DIR (runnel help)\n", cmd); return 2; }
     return cmd[0] == 'i' ? inspect(argv[2]) : verify(argv[2]);
   }
+  if (strcmp(cmd, "query") == 0 || strcmp(cmd, "drop") == 0) return state_command(L, argc, argv);
   if (strcmp(cmd, "help") == 0 || strcmp(cmd, "--help") == 0 || strcmp(cmd, "-h") == 0) {
     fputs(HELP, stdout);
     return 0;

@@ -204,7 +204,9 @@ int rn_lua_declare_aggregate(lua_State *L)
     fns = (rn_agg_fns){ init_cb, step_cb, result_cb, can_remove_cb, g, free_laggs };
   }
   rn_rel *rel = NULL;
-  int rc = rn_declare_aggregate(lp->p, name, in->rel, by, nby, &w, specs, naggs, &fns, &rel);
+  int rc = lua_toboolean(L, 7) /* key = …: the by columns stated as the key */
+               ? rn_declare_aggregate_keyed(lp->p, name, in->rel, by, nby, &w, specs, naggs, &fns, &rel)
+               : rn_declare_aggregate(lp->p, name, in->rel, by, nby, &w, specs, naggs, &fns, &rel);
   return rn_lua_declared(L, lp, rc, rel);
 }
 

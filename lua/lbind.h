@@ -183,6 +183,10 @@ void rn_lua_pipeline_open(lua_State *L, int module);
 int rn_lua_open(lua_State *L);
 void rn_lua_detach(lpipe *lp);
 
+/* llive.c: adds the methods of a state that lives through deploys
+ * (p:_rename, p:_notes, p:_drop, p:_undeclared) to the table at methods. */
+void rn_lua_live_open(lua_State *L, int methods);
+
 /* lmodule.c: luaopen_runnel_core (exported), the module's entry. */
 
 /* lembed.c: makes require "runnel" work in L (modules compiled in). */

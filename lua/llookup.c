@@ -307,7 +307,8 @@ static int l_attached_get(lua_State *L)
 
 typedef struct rows_ctx { lua_State *L; lattached *la; int n; } rows_ctx;
 
-static int push_one(void *ctx, const char *row, size_t len)
+/* Appends the row to the list on top of the stack. */
+static int push_row(void *ctx, const char *row, size_t len)
 {
   rows_ctx *r = ctx;
   const rn_schema *s = rn_attach_schema(r->la->a);
@@ -323,15 +324,90 @@ static int push_one(void *ctx, const char *row, size_t len)
   return 0;
 }
 
-/* att:rows() -> { row… } in key order, all from one committed group */
+/* Appends the row to the list on top, and its id to the list below it. */
+static int push_one(void *ctx, uint64_t id, const char *row, size_t len)
+{
+  rows_ctx *r = ctx;
+  lua_pushinteger(r->L, (lua_Integer)id);
+  lua_rawseti(r->L, -3, r->n + 1); /* the ids, below the rows */
+  return push_row(ctx, row, len);
+}
+
+/* for row, id in rows do: the list's own metatable keeps the ids and the position. */
+static int rows_next(lua_State *L)
+{
+  lua_getmetatable(L, 1);
+  lua_getfield(L, -1, "at");
+  lua_Integer at = lua_tointeger(L, -1) + 1;
+  lua_pop(L, 1);
+  if (lua_rawgeti(L, 1, at) == LUA_TNIL) return 1;
+  lua_pushinteger(L, at);
+  lua_setfield(L, -3, "at");
+  lua_getfield(L, -2, "ids");
+  lua_rawgeti(L, -1, at);
+  lua_remove(L, -2);
+  return 2;
+}
+
+/* att:rows() -> { row… } in key order, all from one committed group; also an
+ * iterator (for row, id in att:rows() do, as rel:rows(); id 0 for a store's rows). */
 static int l_attached_rows(lua_State *L)
 {
   lattached *la = check_attached(L);
   rows_ctx r = { L, la, 0 };
   rn_err e = { .code = RN_OK };
-  lua_newtable(L);
+  lua_newtable(L); /* the ids */
+  lua_newtable(L); /* the rows */
   luaL_checkstack(L, 8, "rows");
-  if (rn_attach_rows(la->a, push_one, &r, &e)) return rn_lua_error(L, "%s", e.msg);
+  if (rn_attach_each(la->a, push_one, &r, &e)) return rn_lua_error(L, "%s", e.msg);
+  lua_createtable(L, 0, 3);
+  lua_pushvalue(L, -3);
+  lua_setfield(L, -2, "ids");
+  lua_pushcfunction(L, rows_next);
+  lua_setfield(L, -2, "__call");
+  lua_setmetatable(L, -2);
+  return 1;
+}
+
+static int count_one(void *ctx, uint64_t id, const char *row, size_t len)
+{
+  (void)id, (void)row, (void)len;
+  ++*(lua_Integer *)ctx;
+  return 0;
+}
+
+/* att:columns() -> { { name, type, key = true? }… } in column order; att:kind() */
+static int l_attached_columns(lua_State *L)
+{
+  lattached *la = check_attached(L);
+  const rn_schema *s = rn_attach_schema(la->a);
+  lua_createtable(L, s->ncols, 0);
+  for (int i = 0; i < s->ncols; i++) {
+    lua_createtable(L, 0, 3);
+    lua_pushstring(L, s->cols[i].name);
+    lua_setfield(L, -2, "name");
+    lua_pushstring(L, s->cols[i].fields ? "struct" : rn_type_name(s->cols[i].type));
+    lua_setfield(L, -2, "type");
+    lua_pushboolean(L, s->cols[i].is_key);
+    lua_setfield(L, -2, "key");
+    lua_rawseti(L, -2, i + 1);
+  }
+  lua_pushstring(L, rn_attach_is_table(la->a) ? "table" : "store");
+  return 2;
+}
+
+static int l_attached_index_count(lua_State *L);
+
+/* att:count() -> rows, in one read transaction; an attached index counts
+ * the rows between its bounds (att:count{ from =, to = }). */
+static int l_attached_count(lua_State *L)
+{
+  lattached *la = check_attached(L);
+  if (rn_attach_is_index(la->a)) return l_attached_index_count(L);
+  rn_err e = { .code = RN_OK };
+  lua_Integer n = 0;
+  if (rn_attach_each(la->a, count_one, &n, &e)) return rn_lua_error(L, "%s", e.msg);
+  lua_pushinteger(L, n);
   return 1;
 }
 
@@ -363,7 +439,7 @@ static void attached_bound(lua_State *L, lattached *la, int idx, msgpack_object 
 static int push_indexed(void *ctx, uint64_t id, const char *row, size_t len)
 {
   (void)id;
-  return push_one(ctx, row, len);
+  return push_row(ctx, row, len);
 }
 
 /* Walks the attached index with the bounds at 2 and 3; pushes the rows
@@ -425,7 +501,7 @@ static int l_attached_range(lua_State *L)
 }
 
 /* att:count{ from =, to = } -> the rows between */
-static int l_attached_count(lua_State *L)
+static int l_attached_index_count(lua_State *L)
 {
   lattached *la = check_attached(L);
   spread_opts(L, "count");
@@ -483,8 +559,8 @@ void rn_lua_lookup_open(lua_State *L, int methods, int module)
   static const luaL_Reg module_funcs[] = { { "attach", l_attach }, { NULL, NULL } };
   static const luaL_Reg attached_methods[] = {
     { "get", l_attached_get }, { "_source", l_attached_source }, { "rows", l_attached_rows },
-    { "close", l_attached_close },
-    { "range", l_attached_range }, { "count", l_attached_count }, { "rank", l_attached_rank }, /* an index */
+    { "count", l_attached_count }, { "columns", l_attached_columns }, { "close", l_attached_close },
+    { "range", l_attached_range }, { "rank", l_attached_rank }, /* an index */
     { NULL, NULL }
   };
   static const luaL_Reg attached_meta[] = {

@@ -170,7 +170,7 @@ static int l_tostring(lua_State *L)
 /* ---- rows(): for row, id in t:rows() do … end ---- */
 
 typedef struct lrows {
-  rn_cursor *cur;         /* NULL once closed */
+  rn_table_cursor *cur;         /* NULL once closed */
   lpipe *lp;
   rn_rel *rel;
 } lrows;
@@ -178,7 +178,7 @@ typedef struct lrows {
 static int rows_close(lua_State *L)
 {
   lrows *it = luaL_checkudata(L, 1, RN_ROWS_MT);
-  rn_cursor_close(it->cur);
+  rn_table_cursor_close(it->cur);
   it->cur = NULL;
   return 0;
 }
@@ -192,13 +192,13 @@ static int rows_next(lua_State *L)
   size_t len;
   int done;
   it->lp->L = L;
-  if (rn_cursor_next(it->cur, &id, &row, &len, &done)) {
-    rn_cursor_close(it->cur);
+  if (rn_table_cursor_next(it->cur, &id, &row, &len, &done)) {
+    rn_table_cursor_close(it->cur);
     it->cur = NULL;
     return rn_lua_raise(L, it->lp);
   }
   if (done) {
-    rn_cursor_close(it->cur);
+    rn_table_cursor_close(it->cur);
     it->cur = NULL;
     return 0;
   }
@@ -218,7 +218,7 @@ static int l_rows(lua_State *L)
   luaL_setmetatable(L, RN_ROWS_MT);
   lua_pushvalue(L, 1);
   lua_setiuservalue(L, -2, 1); /* keeps the relation and its pipeline alive */
-  if (rn_cursor_open(r->rel, &it->cur)) return rn_lua_raise(L, r->lp);
+  if (rn_table_cursor_open(r->rel, &it->cur)) return rn_lua_raise(L, r->lp);
   lua_pushnil(L);
   lua_pushvalue(L, -2); /* to-be-closed: break ends the read transaction */
   return 4;

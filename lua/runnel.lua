@@ -18,7 +18,7 @@ local runnel = { null = core.null, now = core.now, json_decode = core.json_decod
 local TYPES = { int = true, float = true, string = true, bool = true, bytes = true,
                 list = true, map = true, any = true }
 local COLUMN_FIELDS = { [1] = true, [2] = true, name = true, type = true, null = true,
-                        default = true }
+                        default = true, was = true }
 
 -- Per-pipeline Lua-side data (hooks, name counters), weak so it never keeps
 -- a pipeline alive.
@@ -80,6 +80,10 @@ local function column_specs(where, decl)
                   :format(where, name, tostring(ty))
     end
     if c.default ~= nil then spec.has_default, spec.default = true, c.default end
+    if c.was ~= nil and (type(c.was) ~= "string" or c.was == "") then
+      return nil, ('%s: column "%s": was must be the former name of the column, got %s'):format(where, name, tostring(c.was))
+    end
+    spec.was = c.was
     cols[i] = spec
   end
   return cols
@@ -101,7 +105,10 @@ local function key_spec(where, key)
   return nil, ("%s: key must be a column name or a list of them, got %s"):format(where, type(key))
 end
 
+local tell_changes -- below: the lines of schema changes a declaration applied
+
 local function declared(p, rel)
+  tell_changes(p)
   for _, hook in ipairs(extra_of(p).on_declare) do hook(rel) end
   return rel
 end
@@ -116,6 +123,9 @@ local function declare_source(p, kind, name, decl)
   key, err = key_spec(name, decl.key)
   if err then return nil, err end
   if kind == "stream" and key then return nil, name .. ": a stream has no key" end
+  for _, c in ipairs(cols) do
+    if c.was then p:_rename(name, c.was, c.name) end
+  end
   local rel
   rel, err = p:_declare(kind, name, cols, key)
   if not rel then return nil, err end
@@ -381,10 +391,46 @@ function runnel.hopping(size, step, col)
   return setmetatable({ kind = "hopping", size = size, step = step, col = column_arg("hopping", col) }, WINDOW)
 end
 
+-- key = {…} states the by columns as the key when the input cannot prove
+-- them non-null (a left join's right column): true, or nil without key.
+local function aggregate_key(key, by)
+  if key == nil then return nil end
+  local k = type(key) == "string" and { key } or key
+  local same = type(k) == "table" and #k == #by and #by > 0
+  for i = 1, same and #by or 0 do same = same and k[i] == by[i] end
+  if not same then
+    raise(("aggregate: key must name the by columns, in order (%s)"):format(#by > 0 and table.concat(by, ", ")
+                                                                          or "there are none"))
+  end
+  return true
+end
+
+-- The list form's entries { {"n", runnel.count()}, {"total", runnel.sum("score")} }, in order.
+local function aggregate_list(spec)
+  local list = {}
+  for k in pairs(spec) do
+    if math.type(k) == "integer" and (k < 1 or k > #spec) then
+      raise(("aggregate: unexpected entry [%d]: the list form is { {\"n\", runnel.count()}, … }"):format(k))
+    end
+  end
+  for i, e in ipairs(spec) do
+    if type(e) ~= "table" or type(e[1]) ~= "string" or e[1] == "" or getmetatable(e[2]) ~= AGG or #e ~= 2 then
+      raise(("aggregate: entry #%d must be {\"name\", aggregate}, e.g. {\"n\", runnel.count()}"):format(i))
+    end
+    for _, seen in ipairs(list) do
+      if seen.name == e[1] then raise(("aggregate: column \"%s\" is named twice"):format(e[1])) end
+    end
+    list[i] = { name = e[1], kind = e[2].kind, col = e[2].col, fns = e[2].fns }
+  end
+  return list
+end
+
 --- rel:aggregate{ by = col | {cols} | nil, window = runnel.tumbling(…)|runnel.hopping(…),
 --                 grace = seconds, name = "relation name", <column> = aggregate, … }
 -- A keyed table of groups: the by columns, window_start and window_end when
--- windowed, then the aggregates in the order of their names.
+-- windowed, then the aggregates in the order of their names; or, in the list
+-- form rel:aggregate{ by = …, {"n", runnel.count()}, {"total", runnel.sum("score")} },
+-- in the order written.
 function Relation:aggregate(spec)
   check_relation(self, "aggregate")
   if type(spec) ~= "table" then raise("aggregate: expects a table") end
@@ -407,7 +453,8 @@ function Relation:aggregate(spec)
   end
   local aggs = {}
   for k, v in pairs(spec) do
-    if k ~= "by" and k ~= "window" and k ~= "grace" and not (k == "name" and type(v) == "string") then
+    if k ~= "by" and k ~= "window" and k ~= "grace" and k ~= "key" and not (k == "name" and type(v) == "string")
+       and math.type(k) ~= "integer" then
       if type(k) ~= "string" or getmetatable(v) ~= AGG then
         raise(("aggregate: %s must be an aggregate (runnel.count(), sum(col), min, max, avg, agg{…})")
               :format(tostring(k)))
@@ -415,12 +462,18 @@ function Relation:aggregate(spec)
       aggs[#aggs + 1] = { name = k, kind = v.kind, col = v.col, fns = v.fns }
     end
   end
+  table.sort(aggs, function(a, b) return a.name < b.name end) -- the map form: columns in name order
+  local listed = aggregate_list(spec) -- the list form: columns in the order written
+  if #listed > 0 and #aggs > 0 then
+    raise("aggregate: give the aggregates as a list { {\"n\", runnel.count()}, … } or as n = runnel.count(), "
+          .. "not both")
+  end
+  if #listed > 0 then aggs = listed end
   if #aggs == 0 then raise("aggregate: name at least one aggregate, e.g. n = runnel.count()") end
-  table.sort(aggs, function(a, b) return a.name < b.name end)
   local n, err = derived_name(self, "aggregate", type(spec.name) == "string" and spec.name or nil)
   if not n then raise(err) end
   local rel
-  rel, err = self:pipeline():_aggregate(self, n, by, window, aggs)
+  rel, err = self:pipeline():_aggregate(self, n, by, window, aggs, aggregate_key(spec.key, by))
   if not rel then raise(err) end
   return declared(self:pipeline(), rel)
 end
@@ -542,7 +595,8 @@ function Relation:sink(s, opts)
   return self
 end
 
-local OPEN_FIELDS = { path = true, sync = true, clock = true, map_size = true, writemap = true, carry = true }
+local OPEN_FIELDS = { path = true, sync = true, clock = true, map_size = true, writemap = true, carry = true,
+                      notes = true }
 local CARRY_FIELDS = { groups = "an integer", changes = "an integer", seconds = "a number" }
 
 -- carry = { groups = n, changes = n, seconds = s }: the bounds of the LMDB
@@ -565,7 +619,7 @@ end
 -- sync = false an OS crash may damage the state instead of only losing its
 -- last groups (LMDB's own warning). A process crash loses nothing committed.
 function runnel.open(opts)
-  local path, sync, clock, map_size, writemap, groups, changes, seconds
+  local path, sync, clock, map_size, writemap, groups, changes, seconds, notes
   if type(opts) == "string" then
     path = opts
   elseif type(opts) == "table" then
@@ -574,6 +628,10 @@ function runnel.open(opts)
     end
     path, sync, clock, map_size, writemap = opts.path, opts.sync, opts.clock, opts.map_size, opts.writemap == true
     groups, changes, seconds = carry_bounds(opts.carry)
+    notes = opts.notes
+    if notes ~= nil and notes ~= false and type(notes) ~= "function" then
+      raise("open: notes must be a function(line) or false")
+    end
     if clock ~= nil and type(clock) ~= "function" then raise("open: clock must be a function") end
     if map_size ~= nil and math.type(map_size) ~= "integer" then raise("open: map_size must be an integer") end
   elseif opts ~= nil then
@@ -581,7 +639,70 @@ function runnel.open(opts)
   end
   local p, err = core.open(path, sync == false, clock, map_size, writemap, groups, changes, seconds)
   if not p then raise(err) end
+  if notes ~= nil then extra_of(p).notes = notes end
   return p
+end
+
+-- ---- A state that lives through deploys (schema changes, dropping) ----
+
+-- Each schema change a declaration applied is one line (evolve.h), handed
+-- to runnel.open{ notes = fn(line) } (false: kept quiet), by default
+-- written to stderr: a deploy says what it changed.
+function tell_changes(p)
+  local e = extra_of(p)
+  local lines = p:_notes()
+  for i = (e.notes_told or 0) + 1, #lines do
+    if e.notes == nil then io.stderr:write("runnel: ", lines[i], "\n")
+    elseif e.notes then e.notes(lines[i]) end
+  end
+  e.notes_told = #lines
+end
+
+--- p:changes() -> { line… }: the schema changes applied since open.
+function Pipeline:changes()
+  check_pipeline(self, "changes")
+  return self:_notes()
+end
+
+--- p:alter(name, { rename = { old = "new", … } }): renames columns of the
+-- source table name when it is next declared (the state holding old and
+-- no new); the same as was = "old" in the new column's declaration.
+function Pipeline:alter(name, spec)
+  check_pipeline(self, "alter")
+  if type(name) ~= "string" then raise("alter: the relation name must be a string, got " .. type(name)) end
+  if type(spec) ~= "table" then raise("alter: expects { rename = { old = \"new\" } }") end
+  for k in pairs(spec) do
+    if k ~= "rename" then raise(("alter: unknown field %s (rename)"):format(tostring(k))) end
+  end
+  if type(spec.rename) ~= "table" then raise("alter: rename must be a table { old = \"new\" }") end
+  for from, to in pairs(spec.rename) do
+    if type(from) ~= "string" or type(to) ~= "string" or from == "" or to == "" then
+      raise("alter: rename takes column names, old = \"new\"")
+    end
+    self:_rename(name, from, to)
+  end
+  return self
+end
+
+--- p:undeclared() -> { name… }: relations the state holds that this
+-- pipeline has not declared (so far), in name order.
+function Pipeline:undeclared()
+  check_pipeline(self, "undeclared")
+  return self:_undeclared()
+end
+
+-- At close, a pipeline that declared relations says which stored ones it
+-- did not: they are kept, unchanged, until dropped (never fed, never grown).
+local core_close = Pipeline.close
+function Pipeline:close()
+  local ok, names = pcall(self._undeclared, self)
+  local e = extra[self]
+  if ok and #names > 0 and e and e.notes ~= false and #self:relations() > 0 then
+    local line = ("stored in the state but not declared: %s (p:drop(name) or runnel drop STATE NAME removes one)")
+                 :format(table.concat(names, ", "))
+    if e.notes then e.notes(line) else io.stderr:write("runnel: ", line, "\n") end
+  end
+  return core_close(self)
 end
 
 local LOOKUP_FIELDS = { key = true, source = true, cache = true }
@@ -668,6 +789,8 @@ local function iterate_attached(methods)
   function methods.rows(att, ...)
     local list, st, ctl = rows(att, ...)
     if type(list) == "function" then return list, st, ctl end
+    local mt = getmetatable(list) -- a list that iterates itself (row, id), and still counts with #
+    if type(mt) == "table" and mt.__call then return list end
     local i = 0
     return function()
       i = i + 1

@@ -309,7 +309,7 @@ describe("the REPL's output", function()
       'table.concat(require("runnel.repl").complete("t:", 2), " ")',
     }
     local first, second = out:match('^(%b"")\n(%b"")\n')
-    assert.matches('^"batch begin close commit', first)
+    assert.matches('^"alter batch begin changes close commit', first)
     assert.is_nil(first:find('[" ]_'))
     assert.equal('"_declare"', second)
   end)

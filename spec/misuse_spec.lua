@@ -276,7 +276,7 @@ describe("an attached store", function()
       assert.equal(HERE .. ":" .. debug.getinfo(fn, "S").linedefined .. ":", err:match("^[^:]*:%d+:"), err)
       assert.matches(words, err, 1, true)
     end
-    at_line(function() runnel.attach(dir, "nope") end, 'no store "nope"')
+    at_line(function() runnel.attach(dir, "nope") end, 'no relation or store "nope"')
     at_line(function() runnel.attach(dir, "st\0x") end, "NUL")
     at_line(function() runnel.attach() end, "bad argument #1")
     local a = runnel.attach(dir, "st")

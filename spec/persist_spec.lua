@@ -41,16 +41,15 @@ describe("a pipeline's state", function()
     p:close()
   end)
 
-  it("refuses a relation declared again with another schema or kind", function()
+  it("refuses a relation declared again as another kind, saying what differs", function()
     local dir = H.tmpdir()
     local p = runnel.open(dir)
     declare(p)
     p:close()
-    p = runnel.open(dir)
-    local err = H.error_of(p.table, p, "players", { {"id","int"}, {"name","string", null = true}, key = "id" })
-    assert.equal(('relation "players": the state at %s holds it with another kind or schema'):format(dir), err)
-    err = H.error_of(p.stream, p, "notes", { {"text","string"} })
-    assert.equal(('relation "notes": the state at %s holds it with another kind or schema'):format(dir), err)
+    p = runnel.open{ path = dir, notes = false }
+    local err = H.error_of(p.stream, p, "notes", { {"text","string"} })
+    assert.equal(('relation "notes": the state at %s holds it as kind table, declared now as kind stream; '
+                  .. 'drop it first (p:drop("notes") or runnel drop %s notes)'):format(dir, dir), err)
     p:close()
   end)
 

@@ -349,7 +349,8 @@ describe("top and index", function()
     local out = H.sh(("cd %s && lua5.4 -e 'local a = require(\"runnel\").attach(%q, \"by_score\") " ..
                       "for r in a:range{ limit = 2 } do io.write(r.name, \" \") end print(a:rank(30))'"):format(H.root, dir))
     assert.equal("p2 p1 2\n", out)
-    assert.matches('no store "t" there %(nor an index%)', H.error_of(runnel.attach, dir, "t"))
+    assert.matches('no relation or store "nosuch" there', H.error_of(runnel.attach, dir, "nosuch"))
+    assert.equal(5, runnel.attach(dir, "t"):count())    -- the table under it reads too (a table, not an index)
   end)
 
   it("refuses what it cannot order, naming the relation and the column", function()

@@ -39,7 +39,7 @@ static int push1(rn_pipeline *p, rn_rel *r, rn_op op, int64_t id, const char *na
 }
 
 static const rn_column_def players_cols[] = {
-  { "id", "int", 0 }, { "name", "string", 0 }, { "score", "int", 1 },
+  { "id", "int", 0, NULL, 0, NULL }, { "name", "string", 0, NULL, 0, NULL }, { "score", "int", 1, NULL, 0, NULL },
 };
 static const char *const players_key[] = { "id" };
 
@@ -147,7 +147,7 @@ static void test_error_codes(void)
   CHECK(rn_rollback(p) == 0);
   rn_rel *dup;
   CHECK(rn_declare_table(p, "players", players_cols, 3, players_key, 1, &dup) == RN_EINVAL);
-  rn_column_def bad[] = { { "x", "integer", 0 } };
+  rn_column_def bad[] = { { "x", "integer", 0, NULL, 0, NULL } };
   CHECK(rn_declare_stream(p, "s", bad, 1, &dup) == RN_EINVAL);
   CHECK(strcmp(rn_errmsg(p), "s: column #1: unknown type integer") == 0);
   seen s = { .fail_on = RN_VERB_INSERT };
@@ -193,7 +193,12 @@ static void test_schema_mismatch_on_reopen(void)
   rn_pipeline_close(p);
   CHECK(rn_pipeline_open(&o, &p, NULL, 0) == 0);
   CHECK(rn_seq(p) == 1);
-  CHECK(rn_declare_table(p, "players", players_cols, 2, players_key, 1, &r) == RN_ESCHEMA);
+  /* score narrowed from int to string: refused, naming the column and both types */
+  static const rn_column_def narrowed[] = { { "id", "int", 0, NULL, 0, NULL }, { "name", "string", 0, NULL, 0, NULL }, { "score", "string", 1, NULL, 0, NULL } };
+  CHECK(rn_declare_table(p, "players", narrowed, 3, players_key, 1, &r) == RN_ESCHEMA);
+  CHECK(strstr(rn_errmsg(p), "column \"score\": stored as int, declared string") != NULL);
+  /* score dropped (not a key column): applied, the row kept under its id */
+  CHECK(rn_declare_table(p, "players", players_cols, 2, players_key, 1, &r) == 0);
   rn_pipeline_close(p);
   char cmd[64];
   snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
@@ -228,7 +233,7 @@ static void test_lua_in_the_hosts_state(void)
   rn_pipeline *p;
   CHECK(rn_pipeline_open(NULL, &p, NULL, 0) == 0);
   rn_rel *teams;
-  rn_column_def tcols[] = { { "id", "int", 0 }, { "name", "string", 0 } };
+  rn_column_def tcols[] = { { "id", "int", 0, NULL, 0, NULL }, { "name", "string", 0, NULL, 0, NULL } };
   CHECK(rn_declare_table(p, "teams", tcols, 2, players_key, 1, &teams) == 0);
   CHECK(rn_run_lua_string(p, L,
         "local players = p:table('players', { {'id','int'}, {'name','string'}, {'team','int', null = true}, key = 'id' })\n"

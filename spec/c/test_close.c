@@ -41,7 +41,7 @@ static void test_close_from_subscriber(void)
 {
   rn_pipeline *p;
   CHECK(rn_pipeline_open(NULL, &p, NULL, 0) == 0);
-  static const rn_column_def cols[] = { { "id", "int", 0 } };
+  static const rn_column_def cols[] = { { "id", "int", 0, NULL, 0, NULL } };
   static const char *const key[] = { "id" };
   rn_rel *t;
   CHECK(rn_declare_table(p, "t", cols, 1, key, 1, &t) == 0);

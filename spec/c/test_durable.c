@@ -21,7 +21,7 @@ static void on_durable(void *ctx, uint64_t seq)
   if (h->n < 16) h->seqs[h->n++] = seq;
 }
 
-static const rn_column_def cols[] = { { "k", "int", 0 } };
+static const rn_column_def cols[] = { { "k", "int", 0, NULL, 0, NULL } };
 static const char *const key[] = { "k" };
 
 static int insert(rn_pipeline *p, rn_rel *t, int64_t k)

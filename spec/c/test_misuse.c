@@ -11,7 +11,7 @@
 #include "check.h"
 #include "runnel.h"
 
-static const rn_column_def cols[] = { { "id", "int", 0 }, { "name", "string", 1 } };
+static const rn_column_def cols[] = { { "id", "int", 0, NULL, 0, NULL }, { "name", "string", 1, NULL, 0, NULL } };
 static const char *const key[] = { "id" };
 
 /* {"id": id} or {"id": id, "name": name} as msgpack, in a buffer of the caller's. */
@@ -106,7 +106,7 @@ static void test_bad_declarations(void)
   rn_rel *r = NULL;
   const char *const nokey[] = { "nope" };
   const char *const nullkey[] = { NULL };
-  rn_column_def noname[] = { { NULL, "int", 0 } }, notype[] = { { "id", NULL, 0 } };
+  rn_column_def noname[] = { { NULL, "int", 0, NULL, 0, NULL } }, notype[] = { { "id", NULL, 0, NULL, 0, NULL } };
   CHECK(rn_declare_table(p, NULL, cols, 2, key, 1, &r) == RN_EINVAL && strstr(rn_errmsg(p), "name is NULL"));
   CHECK(rn_declare_table(p, "t", cols, 2, key, 1, NULL) == RN_EINVAL && strstr(rn_errmsg(p), "out is NULL"));
   CHECK(rn_declare_table(p, "t", NULL, 2, key, 1, &r) == RN_EINVAL && strstr(rn_errmsg(p), "cols is NULL"));
@@ -207,7 +207,7 @@ static void test_empty_string_key(void)
 {
   rn_pipeline *p;
   CHECK(rn_pipeline_open(NULL, &p, NULL, 0) == 0);
-  rn_column_def scols[] = { { "k", "string", 0 }, { "b", "bytes", 1 } };
+  rn_column_def scols[] = { { "k", "string", 0, NULL, 0, NULL }, { "b", "bytes", 1, NULL, 0, NULL } };
   const char *const skey[] = { "k" };
   rn_rel *r;
   CHECK(rn_declare_table(p, "s", scols, 2, skey, 1, &r) == 0);

@@ -8,7 +8,7 @@
 #include "check.h"
 #include "runnel.h"
 
-static const rn_column_def cols[] = { { "id", "int", 0 } };
+static const rn_column_def cols[] = { { "id", "int", 0, NULL, 0, NULL } };
 static const char *const key[] = { "id" };
 
 typedef struct got {

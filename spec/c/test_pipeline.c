@@ -120,15 +120,15 @@ static void test_reopen_restores_state(void)
   players = declare_players(p);
   CHECK(players->count == 99 && rn_seq(p) == 101);
   CHECK(put(players, rn_table_insert, 50, 1) == 0);
-  rn_cursor *c;
-  CHECK(rn_cursor_open(players, &c) == 0);
+  rn_table_cursor *c;
+  CHECK(rn_table_cursor_open(players, &c) == 0);
   uint64_t id, n = 0, id_of_50 = 0;
   const char *row;
   size_t len;
   int done = 0;
-  while (rn_cursor_next(c, &id, &row, &len, &done) == 0 && !done)
+  while (rn_table_cursor_next(c, &id, &row, &len, &done) == 0 && !done)
     if (++n == 50) id_of_50 = id;
-  rn_cursor_close(c);
+  rn_table_cursor_close(c);
   CHECK(n == 100 && id_of_50 == 50); /* the re-inserted key got its id back */
   rn_pipeline_close(p);
   char cmd[64];

@@ -9,7 +9,7 @@
 #include "row.h"
 #include "runnel.h"
 
-static const rn_column_def cols[] = { { "id", "int", 0 }, { "name", "string", 1 } };
+static const rn_column_def cols[] = { { "id", "int", 0, NULL, 0, NULL }, { "name", "string", 1, NULL, 0, NULL } };
 static const char *const key[] = { "id" };
 
 static int events;

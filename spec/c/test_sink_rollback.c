@@ -83,7 +83,7 @@ static void add_failing(rn_pipeline *p, rn_rel *rel, enum phase ph)
 
 /* ---- the groups ---- */
 
-static const rn_column_def cols[] = { { "k", "int", 0 }, { "v", "string", 0 } };
+static const rn_column_def cols[] = { { "k", "int", 0, NULL, 0, NULL }, { "v", "string", 0, NULL, 0, NULL } };
 static const char *const key[] = { "k" };
 
 static int push(rn_pipeline *p, rn_rel *rel, rn_op op, int64_t k, const char *v)

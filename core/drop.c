@@ -1,0 +1,143 @@
+/* drop.c — removing a relation's state, and listing what the state holds
+ * that no declaration claims (p:drop, runnel drop, p:undeclared).
+ *
+ * A relation is named in the catalogue by "r:" name and "n:" name and keeps
+ * its rows and operator state in named databases "<prefix>" name (store.h);
+ * a permanent store by "S:" name and "st:" name. Dropping removes all of
+ * them in one transaction; a store only when no relation has its name
+ * (they are named apart). A relation declared in this pipeline is not
+ * dropped from under its handles: with dependants the refusal names them,
+ * without, it says to drop it before declaring it. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "pipeline.h"
+
+/* The relations declared in p that read rel (joins, derived, cdc) into buf. */
+static int dependants(rn_pipeline *p, const rn_rel *rel, char *buf, size_t len)
+{
+  int n = 0;
+  size_t off = 0;
+  buf[0] = '\0';
+  for (int i = 0; i < p->nrels; i++) {
+    const rn_rel *r = p->rels[i];
+    bool reads = r->input == rel;
+    for (int o = 0; o < rel->noutputs && !reads; o++) reads = rel->outputs[o] == r;
+    if (!reads || r == rel) continue;
+    if (off + 4 < len) off += (size_t)snprintf(buf + off, len - off, "%s\"%s\"", n ? ", " : "", r->name);
+    n++;
+  }
+  return n;
+}
+
+/* Deletes the meta key prefix name, if present. */
+static int del_meta(rn_pipeline *p, MDB_txn *txn, const char *prefix, const char *name, bool *found)
+{
+  char key[RN_NAME_MAX + 8];
+  int klen = snprintf(key, sizeof key, "%s%s", prefix, name);
+  MDB_val k = { (size_t)klen, key };
+  int rc = mdb_del(txn, p->store.meta, &k, NULL);
+  if (rc == 0) *found = true;
+  return rc == 0 || rc == MDB_NOTFOUND ? 0 : rn_store_fail(&p->err, rc, name);
+}
+
+/* Deletes the named databases "<prefix>" name from txn: a store's ("st:")
+ * when store, else a relation's (every other prefix). */
+static int del_databases(rn_pipeline *p, MDB_txn *txn, const char *name, bool store, bool *found)
+{
+  MDB_dbi main_dbi;
+  MDB_cursor *cur;
+  int rc = mdb_dbi_open(txn, NULL, 0, &main_dbi);
+  if (!rc) rc = mdb_cursor_open(txn, main_dbi, &cur);
+  if (rc) return rn_store_fail(&p->err, rc, name);
+  size_t nlen = strlen(name);
+  char (*names)[RN_NAME_MAX + 8] = NULL;
+  int n = 0;
+  MDB_val k, v;
+  for (rc = mdb_cursor_get(cur, &k, &v, MDB_FIRST); rc == 0; rc = mdb_cursor_get(cur, &k, &v, MDB_NEXT)) {
+    const char *colon = memchr(k.mv_data, ':', k.mv_size);
+    size_t plen = colon ? (size_t)(colon - (const char *)k.mv_data) + 1 : 0;
+    if (!colon || plen > 4 || k.mv_size - plen != nlen || memcmp(colon + 1, name, nlen) != 0) continue;
+    bool of_store = plen == RN_PREFIX_LEN(RN_DB_STORE) && memcmp(k.mv_data, RN_DB_STORE, plen) == 0;
+    if (of_store != store) continue; /* a relation and a store may share a name */
+    void *grown = realloc(names, sizeof *names * (size_t)(n + 1));
+    if (!grown) { rc = RN_ENOMEM; break; }
+    names = grown;
+    memcpy(names[n], k.mv_data, k.mv_size);
+    names[n++][k.mv_size] = '\0';
+  }
+  mdb_cursor_close(cur);
+  if (rc == RN_ENOMEM) { free(names); return rn_err_set(&p->err, RN_ENOMEM, "out of memory"); }
+  rc = 0;
+  for (int i = 0; i < n && !rc; i++) { /* closed handles first: dropping a database closes its handle */
+    MDB_dbi dbi;
+    rc = mdb_dbi_open(txn, names[i], 0, &dbi);
+    if (!rc) rc = mdb_drop(txn, dbi, 1);
+    if (!rc) *found = true;
+    if (rc) rn_store_fail(&p->err, rc, name);
+  }
+  free(names);
+  return rc ? p->err.code : 0;
+}
+
+RN_API int rn_drop(rn_pipeline *p, const char *name)
+{
+  if (!p) return RN_EINVAL;
+  rn_err_clear(&p->err);
+  if (!name) return rn_err_set(&p->err, RN_EINVAL, "drop: the name is NULL");
+  if (p->state != RN_IDLE) return rn_err_set(&p->err, RN_EMISUSE, "drop \"%s\": not inside a group", name);
+  if (strlen(name) > RN_NAME_MAX) return rn_err_set(&p->err, RN_ENOTFOUND, "drop: no relation \"%.24s…\"", name);
+  rn_rel *rel = rn_find(p, name);
+  if (rel) {
+    char names[1024];
+    int n = dependants(p, rel, names, sizeof names);
+    if (n)
+      return rn_err_set(&p->err, RN_EMISUSE, "drop \"%s\": %s declared relation%s read%s it: %s (drop %s first)", name,
+                        n == 1 ? "a" : "these", n == 1 ? "" : "s", n == 1 ? "s" : "", names, n == 1 ? "it" : "them");
+    return rn_err_set(&p->err, RN_EMISUSE,
+                      "drop \"%s\": it is declared in this pipeline; drop it before declaring it (at the start of "
+                      "the new deploy), or with runnel drop while no pipeline has the state open", name);
+  }
+  int rc = rn_flush(p);
+  if (rc) return rc;
+  MDB_txn *txn;
+  if ((rc = rn_store_txn(p->store.env, 0, &txn))) return rn_store_fail(&p->err, rc, name);
+  bool found = false, store = false;
+  rc = del_meta(p, txn, RN_META_RELATION, name, &found);
+  if (!rc) rc = del_meta(p, txn, RN_META_COUNTERS, name, &found);
+  if (!rc && !found) rc = del_meta(p, txn, RN_META_STORE, name, &store); /* no relation: a store of that name */
+  if (!rc && (found || store)) rc = del_databases(p, txn, name, store, &found);
+  found |= store;
+  if (!rc && !found) rc = rn_err_set(&p->err, RN_ENOTFOUND, "drop: the state at %s holds no relation or store \"%s\"",
+                                     p->store.path, name);
+  if (rc) { mdb_txn_abort(txn); return rc; }
+  rc = mdb_txn_commit(txn);
+  return rc ? rn_store_write_fail(&p->store, &p->err, rc, name) : 0;
+}
+
+RN_API int rn_undeclared(rn_pipeline *p, rn_undeclared_fn fn, void *ctx)
+{
+  if (!p || !fn) return RN_EINVAL;
+  rn_err_clear(&p->err);
+  MDB_txn *txn;
+  int rc = rn_store_reader(&p->store, &txn, &p->err);
+  if (rc) return rc;
+  MDB_cursor *cur;
+  if ((rc = mdb_cursor_open(txn, p->store.meta, &cur))) {
+    rn_store_reader_done(&p->store);
+    return rn_store_fail(&p->err, rc, "undeclared");
+  }
+  MDB_val k = { 2, (void *)RN_META_RELATION }, v;
+  int mrc = mdb_cursor_get(cur, &k, &v, MDB_SET_RANGE);
+  for (; mrc == 0 && !rc; mrc = mdb_cursor_get(cur, &k, &v, MDB_NEXT)) {
+    if (k.mv_size < 2 || memcmp(k.mv_data, RN_META_RELATION, 2) != 0) break;
+    char name[RN_NAME_MAX + 1];
+    snprintf(name, sizeof name, "%.*s", (int)(k.mv_size - 2), (const char *)k.mv_data + 2);
+    int64_t kind = v.mv_size > 1 ? ((const unsigned char *)v.mv_data)[1] : -1; /* [kind (a fixint), …] */
+    if (!rn_find(p, name)) rc = fn(ctx, name, rn_relkind_name(kind));
+  }
+  mdb_cursor_close(cur);
+  rn_store_reader_done(&p->store);
+  return rc;
+}

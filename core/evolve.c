@@ -1,0 +1,600 @@
+/* evolve.c — a relation declared again with another declaration (evolve.h).
+ *
+ * A source table's change is planned column by column from the two
+ * descriptions (schema.c's |[columns]|[key slots]|), then, when the rows'
+ * shape changes, every stored row is rewritten at once in the declaring
+ * transaction. At once rather than lazily: a lazy rewrite would make every
+ * read of the table know every past layout, while a rewrite costs one pass
+ * at deploy time (about a second per million small rows) and leaves the
+ * hot path as it was.
+ *
+ * Invariants:
+ * (1) Row ids and keys never change: a key column cannot be renamed into
+ *     another slot of the key order, retyped or dropped (refused), so the
+ *     encoded keys of rows_dbi stay valid and only the row part is rewritten.
+ * (2) All or nothing: the rewrite and the new catalogue entry are written
+ *     in the transaction that declares the table; a refusal aborts it.
+ * (3) A refusal names the column, its stored and declared type, and for a
+ *     conversion that some rows block, their count and the first one's key. */
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "evolve.h"
+#include "key.h"
+#include "ops.h"
+#include "row.h"
+
+typedef struct rn_rename {
+  char *rel, *from, *to;  /* owned */
+} rn_rename;
+
+/* A column as a description holds it: |name|type|nullable|default|fields|. */
+typedef struct dcol {
+  const msgpack_object *o;  /* the whole column array */
+  msgpack_object_str name, type;
+  bool nullable;
+} dcol;
+
+/* The catalogue entry [kind, [[columns], [key slots]]] read into parts. */
+typedef struct desc {
+  int64_t kind;
+  uint32_t ncols, nkey;
+  const msgpack_object *cols, *key;  /* arrays */
+} desc;
+
+enum { CONV_COPY, CONV_TO_FLOAT, CONV_NEW };
+
+/* How each declared column is filled from the stored row. */
+typedef struct plan {
+  int *src;               /* per declared slot: the stored slot, or -1 (new column) */
+  uint8_t *conv;          /* per declared slot: CONV_… */
+  bool *null_check;       /* per declared slot: a null stored there blocks (made non-null) */
+  bool rewrite;           /* the rows change shape: every row is rewritten */
+  char line[2048];        /* what changed, for the note */
+  size_t len;
+} plan;
+
+static void note(plan *pl, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void note(plan *pl, const char *fmt, ...)
+{
+  if (pl->len + 2 >= sizeof pl->line) return;
+  if (pl->len) pl->len += (size_t)snprintf(pl->line + pl->len, sizeof pl->line - pl->len, "; ");
+  va_list ap;
+  va_start(ap, fmt);
+  int n = vsnprintf(pl->line + pl->len, sizeof pl->line - pl->len, fmt, ap);
+  va_end(ap);
+  if (n > 0) pl->len += (size_t)n;
+  if (pl->len >= sizeof pl->line) pl->len = sizeof pl->line - 1;
+}
+
+static bool read_desc(const char *data, size_t len, msgpack_zone *z, desc *d)
+{
+  msgpack_object o;
+  size_t off = 0;
+  if (rn_msgpack_size(data, len) != len || rn_unpack(data, len, &off, z, &o) != MSGPACK_UNPACK_SUCCESS ||
+      o.type != MSGPACK_OBJECT_ARRAY || o.via.array.size != 2 || !rn_schema_desc_valid(&o.via.array.ptr[1], 0))
+    return false;
+  d->kind = o.via.array.ptr[0].via.i64;
+  d->cols = &o.via.array.ptr[1].via.array.ptr[0];
+  d->key = &o.via.array.ptr[1].via.array.ptr[1];
+  d->ncols = d->cols->via.array.size;
+  d->nkey = d->key->via.array.size;
+  return true;
+}
+
+static dcol col_of(const desc *d, uint32_t i)
+{
+  const msgpack_object *f = d->cols->via.array.ptr[i].via.array.ptr;
+  return (dcol){ &d->cols->via.array.ptr[i], f[0].via.str, f[1].via.str, f[2].via.boolean };
+}
+
+static bool str_is(msgpack_object_str s, const char *t, size_t len)
+{
+  return s.size == len && memcmp(s.ptr, t, len) == 0;
+}
+
+static int stored_slot(const desc *d, const char *name, size_t len)
+{
+  for (uint32_t i = 0; i < d->ncols; i++)
+    if (str_is(col_of(d, i).name, name, len)) return (int)i;
+  return -1;
+}
+
+static bool stored_is_key(const desc *d, int slot)
+{
+  for (uint32_t k = 0; k < d->nkey; k++)
+    if ((int)d->key->via.array.ptr[k].via.u64 == slot) return true;
+  return false;
+}
+
+/* The stored column a declared one continues: same name, else a pending
+ * rename's source that the state holds under no declared name. */
+static int match_column(rn_pipeline *p, const rn_rel *r, const desc *d, const rn_column *c, bool *renamed)
+{
+  *renamed = false;
+  int slot = stored_slot(d, c->name, c->name_len);
+  if (slot >= 0) return slot;
+  for (int i = 0; i < p->nrenames; i++) {
+    const rn_rename *rn = &p->renames[i];
+    if (strcmp(rn->rel, r->name) != 0 || strcmp(rn->to, c->name) != 0) continue;
+    slot = stored_slot(d, rn->from, strlen(rn->from));
+    if (slot >= 0 && rn_schema_slot(r->schema, rn->from, strlen(rn->from)) < 0) {
+      *renamed = true;
+      return slot;
+    }
+  }
+  return -1;
+}
+
+/* "id int, name string" for a key, into buf. */
+static void key_text(const desc *d, char *buf, size_t len)
+{
+  size_t off = 0;
+  buf[0] = '\0';
+  if (!d->nkey) snprintf(buf, len, "none: keyless");
+  for (uint32_t k = 0; k < d->nkey && off + 1 < len; k++) {
+    dcol c = col_of(d, (uint32_t)d->key->via.array.ptr[k].via.u64);
+    off += (size_t)snprintf(buf + off, len - off, "%s%.*s %.*s", k ? ", " : "", (int)c.name.size, c.name.ptr,
+                            (int)c.type.size, c.type.ptr);
+  }
+}
+
+/* (1): the declared key is the stored one, column for column and type for type. */
+static int check_key(rn_pipeline *p, const rn_rel *r, const desc *old, const desc *now, const int *src)
+{
+  bool same = old->nkey == now->nkey;
+  for (uint32_t k = 0; same && k < now->nkey; k++) {
+    int slot = (int)now->key->via.array.ptr[k].via.u64;
+    dcol o = col_of(old, (uint32_t)(src[slot] < 0 ? 0 : src[slot])), n = col_of(now, (uint32_t)slot);
+    same = src[slot] == (int)old->key->via.array.ptr[k].via.u64 && o.type.size == n.type.size &&
+           memcmp(o.type.ptr, n.type.ptr, n.type.size) == 0;
+  }
+  if (same) return 0;
+  char was[512], is[512];
+  key_text(old, was, sizeof was);
+  key_text(now, is, sizeof is);
+  return rn_err_set(&p->err, RN_ESCHEMA,
+                    "relation \"%s\": the key cannot change: stored (%s), declared (%s); keep the stored key, "
+                    "or drop the table (p:drop(\"%s\")) to start it again", r->name, was, is, r->name);
+}
+
+/* Plans one declared column continuing stored column s (types checked). */
+static int plan_kept(rn_pipeline *p, const rn_rel *r, plan *pl, int slot, dcol o, dcol n)
+{
+  const char *nm = r->schema->cols[slot].name;
+  bool same_type = o.type.size == n.type.size && memcmp(o.type.ptr, n.type.ptr, n.type.size) == 0;
+  const msgpack_object *of = &o.o->via.array.ptr[4], *nf = &n.o->via.array.ptr[4];
+  if (same_type && !msgpack_object_equal(*of, *nf))
+    return rn_err_set(&p->err, RN_ESCHEMA,
+                      "relation \"%s\": column \"%s\": stored as a struct with other fields than the declared one; "
+                      "a struct's fields cannot change (declare it as any, or add a new column)", r->name, nm);
+  if (same_type) pl->conv[slot] = CONV_COPY;
+  else if (str_is(n.type, "any", 3)) pl->conv[slot] = CONV_COPY; /* the stored value is kept as it is */
+  else if (str_is(o.type, "int", 3) && str_is(n.type, "float", 5)) pl->conv[slot] = CONV_TO_FLOAT, pl->rewrite = true;
+  else
+    return rn_err_set(&p->err, RN_ESCHEMA,
+                      "relation \"%s\": column \"%s\": stored as %.*s, declared %.*s; only int to float and any "
+                      "type to any are applied (they convert every value exactly)",
+                      r->name, nm, (int)o.type.size, o.type.ptr, (int)n.type.size, n.type.ptr);
+  if (!same_type)
+    note(pl, "widened \"%s\" from %.*s to %.*s", nm, (int)o.type.size, o.type.ptr, (int)n.type.size, n.type.ptr);
+  if (o.nullable && !n.nullable) pl->null_check[slot] = true, note(pl, "made \"%s\" not null", nm);
+  if (!o.nullable && n.nullable) note(pl, "made \"%s\" nullable", nm);
+  if (!msgpack_object_equal(o.o->via.array.ptr[3], n.o->via.array.ptr[3])) note(pl, "changed the default of \"%s\"", nm);
+  return 0;
+}
+
+/* A default as a line shows it: floats shortest (1.5, not 1.500000). */
+static void value_text(const msgpack_object *v, char *buf, size_t len)
+{
+  if (v->type != MSGPACK_OBJECT_FLOAT64 && v->type != MSGPACK_OBJECT_FLOAT32) {
+    msgpack_object_print_buffer(buf, len, *v);
+    return;
+  }
+  for (int prec = 1; prec <= 17; prec++) {
+    snprintf(buf, len, "%.*g", prec, v->via.f64);
+    if (strtod(buf, NULL) == v->via.f64) break;
+  }
+  if (!strpbrk(buf, ".eEn") && strlen(buf) + 3 < len) strcat(buf, ".0"); /* still a float */
+}
+
+/* A new column: null or its default in every stored row. */
+static int plan_new(rn_pipeline *p, const rn_rel *r, plan *pl, int slot)
+{
+  const rn_column *c = &r->schema->cols[slot];
+  if (!c->nullable && !c->has_default)
+    return rn_err_set(&p->err, RN_ESCHEMA,
+                      "relation \"%s\": new column \"%s\" %s is not null and has no default: the stored rows would "
+                      "have no value (give it a default, or null = true)", r->name, c->name, rn_type_name(c->type));
+  pl->conv[slot] = CONV_NEW;
+  pl->rewrite = true;
+  char dv[128] = "null";
+  if (c->has_default) value_text(&c->defval, dv, sizeof dv);
+  note(pl, "added \"%s\" %s = %s", c->name, rn_type_name(c->type), dv);
+  return 0;
+}
+
+/* Plans every declared column, then the stored ones dropped. */
+static int make_plan(rn_pipeline *p, rn_rel *r, const desc *old, const desc *now, plan *pl)
+{
+  int n = r->schema->ncols, rc = 0;
+  for (int j = 0; j < n && !rc; j++) {
+    bool renamed;
+    int s = match_column(p, r, old, &r->schema->cols[j], &renamed);
+    pl->src[j] = s;
+    if (s < 0) { rc = plan_new(p, r, pl, j); continue; }
+    if (renamed) {
+      dcol o = col_of(old, (uint32_t)s);
+      note(pl, "renamed \"%.*s\" to \"%s\"", (int)o.name.size, o.name.ptr, r->schema->cols[j].name);
+    }
+    if (s != j) pl->rewrite = true;
+    rc = plan_kept(p, r, pl, j, col_of(old, (uint32_t)s), col_of(now, (uint32_t)j));
+  }
+  if (!rc) rc = check_key(p, r, old, now, pl->src);
+  for (uint32_t s = 0; s < old->ncols && !rc; s++) {
+    bool kept = false;
+    for (int j = 0; j < n; j++) kept |= pl->src[j] == (int)s;
+    if (kept) continue;
+    dcol o = col_of(old, s);
+    if (stored_is_key(old, (int)s)) return check_key(p, r, old, now, pl->src);
+    note(pl, "dropped \"%.*s\"", (int)o.name.size, o.name.ptr);
+    pl->rewrite = true;
+  }
+  bool moved = false;
+  for (int j = 0, last = -1; j < n && !rc; j++) {
+    if (pl->src[j] < 0) continue;
+    moved |= pl->src[j] < last;
+    last = pl->src[j];
+  }
+  if (!rc && moved) note(pl, "reordered the columns");
+  return rc;
+}
+
+/* ---- rewriting the rows ---- */
+
+typedef struct rewrite {
+  rn_pipeline *p;
+  rn_rel *r;
+  const plan *pl;
+  int old_ncols;
+  msgpack_zone *z;
+  msgpack_sbuffer out;    /* the new row */
+  msgpack_object *vals;   /* the new row's values by declared slot */
+  uint64_t blocked;       /* rows a conversion refuses */
+  int blocked_slot;       /* the first such row's column */
+  char first[256];        /* and its key */
+  uint64_t rows;          /* rows rewritten */
+  MDB_txn *txn;           /* the declaring transaction */
+  MDB_dbi hashes;         /* keyless: the hash index, rebuilt */
+} rewrite;
+
+/* An int a double holds exactly (|v| <= 2^53 always does). */
+static bool exact_float(const msgpack_object *v)
+{
+  if (v->type == MSGPACK_OBJECT_POSITIVE_INTEGER) {
+    double d = (double)v->via.u64;
+    return d < 18446744073709551616.0 && (uint64_t)d == v->via.u64;
+  }
+  if (v->type == MSGPACK_OBJECT_NEGATIVE_INTEGER) return (int64_t)(double)v->via.i64 == v->via.i64;
+  return true;
+}
+
+static void block(rewrite *w, int slot, uint64_t id)
+{
+  if (!w->blocked++) {
+    w->blocked_slot = slot;
+    if (w->r->schema->nkey) rn_key_format(w->r->schema, w->vals, w->first, sizeof w->first);
+    else snprintf(w->first, sizeof w->first, "row id %llu", (unsigned long long)id);
+  }
+}
+
+/* Packs the declared row of one stored row into w->out. */
+static int convert_row(rewrite *w, uint64_t id, const char *row, size_t len)
+{
+  const msgpack_object *old = rn_row_unpack(row, len, w->old_ncols, w->z);
+  if (!old) return rn_err_set(&w->p->err, RN_ESTORE, "state damaged: %s: a row of \"%s\" (id %llu) is malformed",
+                              w->p->store.path, w->r->name, (unsigned long long)id);
+  const rn_schema *s = w->r->schema;
+  int bad = -1;
+  for (int j = 0; j < s->ncols; j++) {
+    msgpack_object *v = &w->vals[j];
+    if (w->pl->conv[j] == CONV_NEW) {
+      if (s->cols[j].has_default) *v = s->cols[j].defval;
+      else v->type = MSGPACK_OBJECT_NIL;
+      continue;
+    }
+    *v = old[w->pl->src[j]];
+    if (w->pl->null_check[j] && v->type == MSGPACK_OBJECT_NIL && bad < 0) bad = j;
+    if (w->pl->conv[j] == CONV_TO_FLOAT && v->type != MSGPACK_OBJECT_NIL) {
+      if (!exact_float(v) && bad < 0) bad = j;
+      double d = v->type == MSGPACK_OBJECT_POSITIVE_INTEGER ? (double)v->via.u64 : (double)v->via.i64;
+      v->type = MSGPACK_OBJECT_FLOAT64;
+      v->via.f64 = d;
+    }
+  }
+  if (bad >= 0) block(w, bad, id);
+  w->out.size = 0;
+  rn_row_pack(s, w->vals, &w->out);
+  return 0;
+}
+
+/* The new value of one stored entry into out, or *skip (a tombstone, or a
+ * row a conversion refuses). */
+typedef int (*entry_fn)(rewrite *w, const MDB_val *k, const MDB_val *v, msgpack_sbuffer *out, bool *skip);
+
+/* Keyed: |u64 id|u8 flags|[u32 klen|key]|row| — the row part is replaced. */
+static int keyed_entry(rewrite *w, const MDB_val *k, const MDB_val *v, msgpack_sbuffer *out, bool *skip)
+{
+  (void)k;
+  const char *d = v->mv_data;
+  uint64_t id;
+  memcpy(&id, d, 8);
+  *skip = !(d[8] & 1); /* a tombstone keeps the id, holds no row */
+  if (*skip) return 0;
+  size_t off = 9;
+  if (d[8] & 2) {
+    uint32_t klen;
+    memcpy(&klen, d + 9, 4);
+    off += 4 + klen;
+  }
+  int rc = convert_row(w, id, d + off, v->mv_size - off);
+  *skip = rc || w->blocked;
+  if (*skip) return rc;
+  rn_buf_write(out, d, off);
+  rn_buf_write(out, w->out.data, w->out.size);
+  return 0;
+}
+
+/* Keyless: |u64 id BE| -> |row|, and the row's entry in the hash index. */
+static int keyless_entry(rewrite *w, const MDB_val *k, const MDB_val *v, msgpack_sbuffer *out, bool *skip)
+{
+  int rc = convert_row(w, rn_be64_get(k->mv_data), v->mv_data, v->mv_size);
+  *skip = rc || w->blocked;
+  if (*skip) return rc;
+  rn_buf_write(out, w->out.data, w->out.size);
+  uint64_t h = rn_hash64(w->out.data, w->out.size);
+  MDB_val hk = { 8, &h }, hv = { 8, k->mv_data };
+  rc = mdb_put(w->txn, w->hashes, &hk, &hv, 0);
+  return rc ? rn_store_fail(&w->p->err, rc, w->r->name) : 0;
+}
+
+/* Puts a batch |u32 klen|key|u32 vlen|value| … into dbi. */
+static int put_batch(rewrite *w, MDB_dbi dbi, const msgpack_sbuffer *batch)
+{
+  for (size_t off = 0; off < batch->size;) {
+    uint32_t klen, vlen;
+    memcpy(&klen, batch->data + off, 4);
+    memcpy(&vlen, batch->data + off + 4 + klen, 4);
+    MDB_val k = { klen, batch->data + off + 4 }, v = { vlen, batch->data + off + 8 + klen };
+    int rc = mdb_put(w->txn, dbi, &k, &v, 0);
+    if (rc) return rn_store_fail(&w->p->err, rc, w->r->name);
+    off += 8 + klen + vlen;
+    w->rows++;
+  }
+  return 0;
+}
+
+/* Rewrites every entry of dbi through fn, a batch of entries at a time:
+ * read by cursor, then written by mdb_put with the cursor closed (LMDB
+ * loses entries a cursor rewrites in place with another size), then the
+ * cursor placed again after the last key (keys never change, (1)). Memory
+ * is bounded by the batch. */
+static int rewrite_db(rewrite *w, MDB_dbi dbi, entry_fn fn)
+{
+  enum { BATCH = 1024 };
+  msgpack_sbuffer batch, val;
+  msgpack_sbuffer_init(&batch);
+  msgpack_sbuffer_init(&val);
+  char *last = NULL;
+  size_t last_len = 0;
+  int rc = 0, mrc = 0;
+  while (!rc && mrc != MDB_NOTFOUND) {
+    MDB_cursor *cur;
+    if ((rc = mdb_cursor_open(w->txn, dbi, &cur))) { rc = rn_store_fail(&w->p->err, rc, w->r->name); break; }
+    MDB_val k = { last_len, last }, v;
+    mrc = mdb_cursor_get(cur, &k, &v, last ? MDB_SET_KEY : MDB_FIRST);
+    if (last && !mrc) mrc = mdb_cursor_get(cur, &k, &v, MDB_NEXT);
+    batch.size = 0;
+    for (int n = 0; n < BATCH && !mrc && !rc; n++, mrc = n < BATCH ? mdb_cursor_get(cur, &k, &v, MDB_NEXT) : 0) {
+      bool skip = false;
+      val.size = 0;
+      rc = fn(w, &k, &v, &val, &skip);
+      uint32_t klen = (uint32_t)k.mv_size, vlen = (uint32_t)val.size;
+      free(last);
+      last_len = k.mv_size;
+      if (!(last = malloc(last_len ? last_len : 1))) rc = rn_err_set(&w->p->err, RN_ENOMEM, "out of memory");
+      else memcpy(last, k.mv_data, last_len);
+      msgpack_zone_clear(w->z);
+      if (rc || skip) continue;
+      rn_buf_write(&batch, (const char *)&klen, 4);
+      rn_buf_write(&batch, k.mv_data, k.mv_size);
+      rn_buf_write(&batch, (const char *)&vlen, 4);
+      rn_buf_write(&batch, val.data, val.size);
+    }
+    mdb_cursor_close(cur);
+    if (!rc && mrc && mrc != MDB_NOTFOUND) rc = rn_store_fail(&w->p->err, mrc, w->r->name);
+    if (!rc && rn_oom()) rc = rn_err_set(&w->p->err, RN_ENOMEM, "out of memory");
+    if (!rc && !w->blocked) rc = put_batch(w, dbi, &batch);
+  }
+  free(last);
+  msgpack_sbuffer_destroy(&batch);
+  msgpack_sbuffer_destroy(&val);
+  return rc;
+}
+
+static int blocked_error(rewrite *w, const desc *old)
+{
+  const rn_column *c = &w->r->schema->cols[w->blocked_slot];
+  dcol o = col_of(old, (uint32_t)w->pl->src[w->blocked_slot]);
+  bool one = w->blocked == 1;
+  const char *why = one ? "holds null" : "hold null";
+  if (w->pl->conv[w->blocked_slot] == CONV_TO_FLOAT)
+    why = w->pl->null_check[w->blocked_slot] ? (one ? "holds null or an integer no float holds exactly"
+                                                    : "hold null or integers no float holds exactly")
+                                             : (one ? "holds an integer no float holds exactly"
+                                                    : "hold integers no float holds exactly");
+  return rn_err_set(&w->p->err, RN_ESCHEMA,
+                    "relation \"%s\": column \"%s\": stored as %.*s%s, declared %s%s: %llu row%s %s (first: %s)",
+                    w->r->name, c->name, (int)o.type.size, o.type.ptr, o.nullable ? " null" : "",
+                    rn_type_name(c->type), c->nullable ? " null" : " not null", (unsigned long long)w->blocked,
+                    w->blocked == 1 ? "" : "s", why, w->first);
+}
+
+/* Rewrites every stored row of table r by plan (2: in txn). */
+static int rewrite_rows(rn_pipeline *p, rn_rel *r, MDB_txn *txn, const desc *old, const plan *pl)
+{
+  MDB_dbi rows, hashes = 0;
+  int rc = rn_state_dbi(p, txn, RN_DB_ROWS, r->name, 0, &rows);
+  if (!rc && !old->nkey) rc = rn_state_dbi(p, txn, RN_DB_ROW_HASHES, r->name, MDB_DUPSORT | MDB_DUPFIXED, &hashes);
+  if (rc) return rc;
+  msgpack_zone z;
+  rewrite w = { .p = p, .r = r, .pl = pl, .old_ncols = (int)old->ncols, .z = &z, .txn = txn, .hashes = hashes };
+  w.vals = calloc((size_t)r->schema->ncols, sizeof *w.vals);
+  if (!w.vals || !rn_zone_init(&z, 4096)) {
+    free(w.vals);
+    return rn_err_set(&p->err, RN_ENOMEM, "out of memory");
+  }
+  msgpack_sbuffer_init(&w.out);
+  if (!old->nkey && (rc = mdb_drop(txn, hashes, 0))) rc = rn_store_fail(&p->err, rc, r->name);
+  if (!rc) rc = rewrite_db(&w, rows, old->nkey ? keyed_entry : keyless_entry);
+  if (!rc && w.blocked) rc = blocked_error(&w, old);
+  if (!rc && rn_oom()) rc = rn_err_set(&p->err, RN_ENOMEM, "out of memory");
+  msgpack_sbuffer_destroy(&w.out);
+  rn_zone_destroy(&z);
+  free(w.vals);
+  return rc;
+}
+
+/* ---- the notes ---- */
+
+static int add_note(rn_pipeline *p, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static int add_note(rn_pipeline *p, const char *fmt, ...)
+{
+  char line[3072];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(line, sizeof line, fmt, ap);
+  va_end(ap);
+  char *copy = strdup(line);
+  if (!copy || rn_push_ptr((void ***)&p->notes, &p->nnotes, &p->notecap, copy)) {
+    free(copy);
+    return rn_err_set(&p->err, RN_ENOMEM, "out of memory");
+  }
+  return 0;
+}
+
+int rn_notes(const rn_pipeline *p, const char *const **lines)
+{
+  *lines = (const char *const *)p->notes;
+  return p->nnotes;
+}
+
+/* ---- by kind ---- */
+
+static int evolve_table(rn_pipeline *p, rn_rel *r, MDB_txn *txn, const desc *old, const desc *now)
+{
+  int n = r->schema->ncols;
+  plan *pl = calloc(1, sizeof *pl);
+  if (pl) {
+    pl->src = calloc((size_t)n, sizeof *pl->src);
+    pl->conv = calloc((size_t)n, 1);
+    pl->null_check = calloc((size_t)n, sizeof *pl->null_check);
+  }
+  int rc = pl && pl->src && pl->conv && pl->null_check ? 0 : rn_err_set(&p->err, RN_ENOMEM, "out of memory");
+  if (!rc) rc = make_plan(p, r, old, now, pl);
+  bool check = false;
+  for (int j = 0; pl && pl->null_check && j < n; j++) check |= pl->null_check[j];
+  if (!rc && (pl->rewrite || check)) rc = rewrite_rows(p, r, txn, old, pl);
+  if (!rc && pl->len) rc = add_note(p, "%s: %s", r->name, pl->line);
+  if (!rc && pl->rewrite) p->evolved = true; /* derived state may hold its old rows */
+  if (pl) free(pl->src), free(pl->conv), free(pl->null_check);
+  free(pl);
+  return rc;
+}
+
+static bool replayable(const rn_rel *r)
+{
+  return r->kind == RN_REL_JOIN || !r->input || r->input->tablelike;
+}
+
+bool rn_evolve_rebuilds(const rn_rel *r)
+{
+  return r->p->evolved && r->stateful && replayable(r);
+}
+
+int rn_evolve(rn_pipeline *p, rn_rel *r, MDB_txn *txn, const MDB_val *k, const MDB_val *stored,
+              const msgpack_sbuffer *declared, bool *rebuild)
+{
+  *rebuild = false;
+  msgpack_zone z;
+  if (!rn_zone_init(&z, 4096)) return rn_err_set(&p->err, RN_ENOMEM, "out of memory");
+  char *copy = malloc(stored->mv_size ? stored->mv_size : 1); /* LMDB's bytes move with our writes */
+  desc old, now;
+  int rc = copy ? 0 : rn_err_set(&p->err, RN_ENOMEM, "out of memory");
+  if (!rc) memcpy(copy, stored->mv_data, stored->mv_size);
+  if (!rc && (!read_desc(copy, stored->mv_size, &z, &old) || !read_desc(declared->data, declared->size, &z, &now)))
+    rc = rn_err_set(&p->err, RN_ESTORE, "state damaged: %s: the catalogue entry of relation \"%s\" is malformed",
+                    p->store.path, r->name);
+  if (!rc && old.kind != now.kind)
+    rc = rn_err_set(&p->err, RN_ESCHEMA,
+                    "relation \"%s\": the state at %s holds it as kind %s, declared now as kind %s; drop it "
+                    "first (p:drop(\"%s\") or runnel drop %s %s)", r->name, p->store.path, rn_relkind_name(old.kind),
+                    rn_relkind_name(now.kind), r->name, p->store.path, r->name);
+  else if (!rc && r->kind == RN_REL_TABLE)
+    rc = evolve_table(p, r, txn, &old, &now);
+  else if (!rc && r->stateful && !replayable(r))
+    rc = rn_err_set(&p->err, RN_ESCHEMA,
+                    "relation \"%s\": its declaration changed, and %s %s over the stream \"%s\" cannot be rebuilt "
+                    "(the stream's events are not kept): drop it to start it empty (p:drop(\"%s\") or runnel drop "
+                    "%s %s), or keep its old declaration", r->name, r->kind == RN_REL_AGGREGATE ? "an" : "a",
+                    rn_relkind_name(r->kind), r->input->name,
+                    r->name, p->store.path, r->name);
+  else if (!rc && r->stateful) {
+    *rebuild = true; /* as stale state: rebuilt keeping the ids of rows whose key stays (setup) */
+    rc = add_note(p, "%s: its declaration changed: rebuilt from its inputs", r->name);
+  } else if (!rc) {
+    rc = add_note(p, "%s: its declaration changed", r->name);
+  }
+  MDB_val v = { declared->size, declared->data };
+  if (!rc && (rc = mdb_put(txn, p->store.meta, (MDB_val *)k, &v, 0))) rc = rn_store_fail(&p->err, rc, r->name);
+  free(copy);
+  rn_zone_destroy(&z);
+  return rc;
+}
+
+/* ---- renames ---- */
+
+int rn_evolve_rename(rn_pipeline *p, const char *rel, const char *from, const char *to)
+{
+  if (p->nrenames == p->renamecap) {
+    int cap = p->renamecap ? p->renamecap * 2 : 4;
+    rn_rename *a = realloc(p->renames, (size_t)cap * sizeof *a);
+    if (!a) return rn_err_set(&p->err, RN_ENOMEM, "out of memory");
+    p->renames = a;
+    p->renamecap = cap;
+  }
+  rn_rename *rn = &p->renames[p->nrenames];
+  rn->rel = strdup(rel), rn->from = strdup(from), rn->to = strdup(to);
+  if (!rn->rel || !rn->from || !rn->to) {
+    free(rn->rel), free(rn->from), free(rn->to);
+    return rn_err_set(&p->err, RN_ENOMEM, "out of memory");
+  }
+  p->nrenames++;
+  return 0;
+}
+
+void rn_evolve_forget(rn_pipeline *p, int nnotes, bool evolved)
+{
+  while (p->nnotes > nnotes) free(p->notes[--p->nnotes]);
+  p->evolved = evolved;
+}
+
+void rn_evolve_free(rn_pipeline *p)
+{
+  for (int i = 0; i < p->nrenames; i++) free(p->renames[i].rel), free(p->renames[i].from), free(p->renames[i].to);
+  free(p->renames);
+  for (int i = 0; i < p->nnotes; i++) free(p->notes[i]);
+  free(p->notes);
+}

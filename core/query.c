@@ -1,0 +1,66 @@
+/* query.c — reading a source table's rows from outside the pipeline that
+ * writes them (runnel.attach, runnel query): the catalogue entry gives the
+ * schema, "t:" name the rows (layouts drawn in table.c and store.h). */
+#include <stdio.h>
+#include <string.h>
+
+#include "key.h"
+#include "store_sink.h"
+
+#define TABLE_KEY_INLINE_MAX 480 /* table.c's RN_KEY_INLINE_MAX: longer keys are stored hashed */
+
+int rn_attach_table_entry(MDB_txn *txn, MDB_dbi meta, const char *path, const char *name, MDB_val *v, int *table,
+                          rn_err *e)
+{
+  char key[RN_NAME_MAX + 3];
+  int klen = snprintf(key, sizeof key, "%s%s", RN_META_RELATION, name);
+  MDB_val k = { (size_t)klen, key };
+  if (mdb_get(txn, meta, &k, v) != 0)
+    return rn_err_set(e, RN_ENOTFOUND, "attach %s: no relation or store \"%s\" there", path, name);
+  const unsigned char *d = v->mv_data;
+  if (v->mv_size < 3 || d[0] != 0x92 || d[1] > 0x7f) /* [kind (a positive fixint), description] */
+    return rn_err_set(e, RN_ESTORE, "state damaged: %s: the catalogue entry of relation \"%s\" is malformed", path,
+                      name);
+  if (d[1] != RN_REL_TABLE)
+    return rn_err_set(e, RN_EINVAL,
+                      "attach %s: \"%s\" is a%s %s: its rows are computed by the pipeline that declares it "
+                      "(read them there, or keep them with rel:sink(runnel.store(\"%s\")) and read that store)",
+                      path, name, d[1] == RN_REL_AGGREGATE ? "n" : "", rn_relkind_name(d[1]), name);
+  d += 2; /* the description: [[columns], [key slots]] */
+  *table = RN_ATTACH_KEYED; /* or keyless: the schema says (rn_attach) */
+  v->mv_data = (char *)v->mv_data + 2;
+  v->mv_size -= 2;
+  return 0;
+}
+
+int rn_attach_table_key(int table, const char *name, size_t klen, rn_err *e)
+{
+  if (table == RN_ATTACH_KEYLESS)
+    return rn_err_set(e, RN_EINVAL, "attach %s: get: a keyless table has no key to read by (rows() reads it)", name);
+  if (klen > TABLE_KEY_INLINE_MAX)
+    return rn_err_set(e, RN_EINVAL, "attach %s: get: a key of %zu bytes is read only by the pipeline itself", name,
+                      klen);
+  return 0;
+}
+
+/* Keyed: |u64 id|u8 flags|[u32 klen|key]|row|, flags 1 = live, 2 = long
+ * key. Keyless: |u64 id BE| -> |row|. */
+bool rn_attach_table_row(int table, const MDB_val *k, MDB_val *v, uint64_t *id)
+{
+  if (table == RN_ATTACH_KEYLESS) {
+    *id = rn_be64_get(k->mv_data);
+    return true;
+  }
+  const char *d = v->mv_data;
+  if (v->mv_size < 9 || !(d[8] & 1)) return false; /* a tombstone */
+  memcpy(id, d, 8);
+  size_t off = 9;
+  if (d[8] & 2) {
+    uint32_t klen;
+    memcpy(&klen, d + 9, 4);
+    off += 4 + klen;
+  }
+  v->mv_data = (char *)d + off;
+  v->mv_size -= off;
+  return true;
+}

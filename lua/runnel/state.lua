@@ -1,0 +1,193 @@
+-- runnel/state.lua — the CLI's commands on a state another process may be
+-- writing: runnel query (rows of a table or store, read in one LMDB read
+-- transaction: whole groups only) and runnel drop (a relation removed).
+-- Each returns the exit code; messages go to stdout and stderr.
+local runnel = require "runnel"
+
+local M = {}
+
+local function fail(msg)
+  io.stderr:write("runnel: ", msg, "\n")
+  return 1
+end
+
+local function is_state(dir)
+  local f = io.open(dir .. "/data.mdb", "rb")
+  if f then f:close() end
+  return f ~= nil
+end
+
+-- ---- values as text ----
+
+local function json(v)
+  local t = type(v)
+  if v == nil or v == runnel.null then return "null" end
+  if t == "boolean" then return tostring(v) end
+  if t == "number" then
+    if math.type(v) == "integer" then return tostring(v) end
+    if v ~= v or v == math.huge or v == -math.huge then return "null" end
+    local s = ("%.17g"):format(v)
+    for prec = 1, 17 do
+      local short = ("%." .. prec .. "g"):format(v)
+      if tonumber(short) == v then s = short break end
+    end
+    return s:find("[.eEn]") and s or s .. ".0"
+  end
+  if t == "string" then
+    return '"' .. v:gsub('[%c"\\]', function(c)
+      local named = { ['"'] = '\\"', ["\\"] = "\\\\", ["\n"] = "\\n", ["\r"] = "\\r", ["\t"] = "\\t" }
+      return named[c] or ("\\u%04x"):format(c:byte())
+    end) .. '"'
+  end
+  if t == "table" then
+    local n, parts = #v, {}
+    local is_list = next(v) == nil or n > 0
+    if is_list then
+      for i = 1, n do parts[i] = json(v[i]) end
+      return "[" .. table.concat(parts, ",") .. "]"
+    end
+    local keys = {}
+    for k in pairs(v) do keys[#keys + 1] = tostring(k) end
+    table.sort(keys)
+    for i, k in ipairs(keys) do parts[i] = json(k) .. ":" .. json(v[k]) end
+    return "{" .. table.concat(parts, ",") .. "}"
+  end
+  return json(tostring(v))
+end
+
+local function csv(s)
+  if s:find('[,"\r\n]') then return '"' .. s:gsub('"', '""') .. '"' end
+  return s
+end
+
+local function cell(v)
+  if v == nil then return "" end
+  if type(v) == "table" then return json(v) end
+  return runnel.format_value(v)
+end
+
+-- ---- runnel query STATE REL [KEY…] [--limit N] [--format grid|ndjson|csv] ----
+
+local FORMATS = { grid = true, ndjson = true, csv = true }
+
+local function query_args(args)
+  local o = { keys = {}, format = "grid" }
+  local i = 1
+  while i <= #args do
+    local a = args[i]
+    if a == "--limit" then
+      o.limit = math.tointeger(tonumber(args[i + 1]))
+      if not o.limit or o.limit < 0 then return nil, "query: --limit takes a count of rows" end
+      i = i + 2
+    elseif a == "--format" then
+      o.format = args[i + 1]
+      if not FORMATS[o.format] then return nil, "query: --format takes grid, ndjson or csv" end
+      i = i + 2
+    elseif not o.state then o.state, i = a, i + 1
+    elseif not o.rel then o.rel, i = a, i + 1
+    else o.keys[#o.keys + 1], i = a, i + 1 end
+  end
+  if not o.state or not o.rel then
+    return nil, "usage: runnel query STATE REL [KEY…] [--limit N] [--format grid|ndjson|csv]"
+  end
+  return o
+end
+
+-- A key given on the command line: "7", or "eu,7" for a key of two columns.
+local function key_of(text, key_cols)
+  local parts = {}
+  for piece in (text .. ","):gmatch("([^,]*),") do parts[#parts + 1] = piece end
+  if #parts ~= #key_cols then
+    return nil, ("query: key %q has %d part%s; the key is %d column%s (%s), parts separated by commas")
+                :format(text, #parts, #parts == 1 and "" or "s", #key_cols, #key_cols == 1 and "" or "s",
+                        table.concat(key_cols, ", "))
+  end
+  local key = {}
+  for i, c in ipairs(key_cols) do key[c] = tonumber(parts[i]) or parts[i] end
+  return key
+end
+
+-- The rows to print: all of them (one read transaction), or those of the keys.
+local function selected(att, cols, keys, limit)
+  local picked = {}
+  if #keys == 0 then
+    for row, id in att:rows() do
+      if limit and #picked >= limit then break end
+      picked[#picked + 1] = { row, id }
+    end
+    return picked
+  end
+  local key_cols = {}
+  for _, c in ipairs(cols) do if c.key then key_cols[#key_cols + 1] = c.name end end
+  for _, text in ipairs(keys) do
+    local key, err = key_of(text, key_cols)
+    if not key then return nil, err end
+    local row = att:get(key)
+    if row and not (limit and #picked >= limit) then picked[#picked + 1] = { row } end
+  end
+  return picked
+end
+
+local function print_rows(o, cols, picked)
+  local names = {}
+  for i, c in ipairs(cols) do names[i] = c.name end
+  if o.format == "ndjson" then
+    for _, p in ipairs(picked) do
+      local parts = {}
+      for i, n in ipairs(names) do parts[i] = json(n) .. ":" .. json(p[1][n]) end
+      io.stdout:write("{", table.concat(parts, ","), "}\n")
+    end
+  elseif o.format == "csv" then
+    local head = {}
+    for i, n in ipairs(names) do head[i] = csv(n) end
+    io.stdout:write(table.concat(head, ","), "\n")
+    for _, p in ipairs(picked) do
+      local cells = {}
+      for i, n in ipairs(names) do cells[i] = csv(cell(p[1][n])) end
+      io.stdout:write(table.concat(cells, ","), "\n")
+    end
+  else
+    local rows, right = {}, {}
+    for i, c in ipairs(cols) do right[i] = c.type == "int" or c.type == "float" end
+    for r, p in ipairs(picked) do
+      local cells = {}
+      for i, n in ipairs(names) do cells[i] = cell(p[1][n]) end
+      rows[r] = cells
+    end
+    io.stdout:write(runnel.grid(names, rows, right), "\n",
+                    ("(%d row%s)\n"):format(#picked, #picked == 1 and "" or "s"))
+  end
+end
+
+function M.query(args)
+  local o, err = query_args(args)
+  if not o then return fail(err) end
+  if not is_state(o.state) then return fail(o.state .. ": not a runnel state (no data.mdb)") end
+  local ok, att = pcall(runnel.attach, o.state, o.rel)
+  if not ok then return fail((tostring(att):gsub("^[^:]*:%d+: ", ""))) end
+  local cols = att:columns()
+  local picked
+  ok, picked, err = pcall(selected, att, cols, o.keys, o.limit)
+  att:close()
+  if not ok then return fail((tostring(picked):gsub("^[^:]*:%d+: ", ""))) end
+  if not picked then return fail(err) end
+  print_rows(o, cols, picked)
+  return 0
+end
+
+-- ---- runnel drop STATE NAME ----
+
+function M.drop(args)
+  if #args ~= 2 then return fail("usage: runnel drop STATE NAME") end
+  local state, name = args[1], args[2]
+  if not is_state(state) then return fail(state .. ": not a runnel state (no data.mdb)") end
+  local ok, p = pcall(runnel.open, { path = state, notes = false })
+  if not ok then return fail((tostring(p):gsub("^[^:]*:%d+: ", ""))) end
+  local dropped, err = pcall(p.drop, p, name)
+  p:close()
+  if not dropped then return fail((tostring(err):gsub("^[^:]*:%d+: ", ""))) end
+  io.stdout:write(("dropped %s from %s\n"):format(name, state))
+  return 0
+end
+
+return M

@@ -1,0 +1,224 @@
+-- A state that lives through deploys (issue 14): dropping relations,
+-- listing the undeclared ones, reading a state from outside (runnel query,
+-- runnel.attach of tables), runnel inspect listing every relation.
+local runnel = require "runnel"
+local H = require "helper"
+
+local bin = H.runnel_bin
+
+local function quiet(dir) return runnel.open{ path = dir, notes = false } end
+
+local function v1(dir)
+  local p = quiet(dir)
+  local teams = p:table("teams", { {"id","int"}, {"name","string"}, key = "id" })
+  local players = p:table("players", { {"id","int"}, {"name","string"}, {"team","int", null = true}, key = "id" })
+  local roster = players:join(teams, { on = "team", kind = "left", name = "roster" })
+  local per_team = players:aggregate{ by = "team", n = runnel.count(), name = "per_team" }
+  teams:insert{ id = 7, name = "red" }
+  players:insert{ id = 1, name = "ann", team = 7 }
+  players:insert{ id = 2, name = "bob" }
+  return p, teams, players, roster, per_team
+end
+
+describe("p:drop", function()
+  after_each(H.cleanup)
+
+  it("refuses a relation other declared relations read, naming them", function()
+    local dir = H.tmpdir()
+    local p = v1(dir)
+    assert.equal('drop "players": these declared relations read it: "roster", "per_team" (drop them first)',
+                 H.error_of(p.drop, p, "players"))
+    assert.equal('drop "teams": a declared relation reads it: "roster" (drop it first)',
+                 H.error_of(p.drop, p, "teams"))
+    assert.equal('drop "roster": it is declared in this pipeline; drop it before declaring it (at the start of the '
+                 .. 'new deploy), or with runnel drop while no pipeline has the state open',
+                 H.error_of(p.drop, p, "roster"))
+    p:close()
+  end)
+
+  it("removes an undeclared relation and its state; the next declaration starts it empty", function()
+    local dir = H.tmpdir()
+    local p = v1(dir)
+    p:close()
+    p = quiet(dir)
+    p:drop("per_team")
+    p:drop("roster")
+    assert.equal(('drop: the state at %s holds no relation or store "roster"'):format(dir), H.error_of(p.drop, p, "roster"))
+    local players = p:table("players", { {"id","int"}, {"name","string"}, {"team","int", null = true}, key = "id" })
+    -- declared again, even as another kind: nothing of the old one is left
+    local per_team = players:aggregate{ by = "name", n = runnel.count(), name = "per_team" }
+    assert.same({ name = "ann", n = 1 }, per_team:get("ann"))
+    assert.same({ "teams" }, p:undeclared())
+    p:close()
+    local out = H.sh(("%s inspect %s"):format(bin, dir))
+    assert.is_nil(out:find("roster", 1, true))
+  end)
+
+  it("drops a store of the name only when no relation has it (they are named apart)", function()
+    local dir = H.tmpdir()
+    local p = quiet(dir)
+    local t = p:table("totals", { {"k","string"}, {"v","int"}, key = "k" })
+    t:sink(runnel.store("totals"))
+    t:insert{ k = "a", v = 1 }
+    p:close()
+    p = quiet(dir)
+    p:drop("totals") -- the relation
+    local att = runnel.attach(dir, "totals") -- the store is still there
+    assert.same({ k = "a", v = 1 }, att:get("a"))
+    att:close()
+    p:drop("totals") -- now the store
+    assert.matches('no relation or store "totals"', select(2, pcall(runnel.attach, dir, "totals")), 1, true)
+    p:close()
+  end)
+
+  it("runnel drop STATE NAME does the same from the shell", function()
+    local dir = H.tmpdir()
+    local p = v1(dir)
+    p:close()
+    local out, err, code = H.sh(("%s drop %s roster"):format(bin, dir))
+    assert.same({ ("dropped roster from %s\n"):format(dir), "", 0 }, { out, err, code })
+    out, err, code = H.sh(("%s drop %s roster"):format(bin, dir))
+    assert.same({ "", ('runnel: drop: the state at %s holds no relation or store "roster"\n'):format(dir), 1 },
+                { out, err, code })
+    out, err, code = H.sh(("%s drop %s/nowhere roster"):format(bin, dir))
+    assert.same({ "", ("runnel: %s/nowhere: not a runnel state (no data.mdb)\n"):format(dir), 1 }, { out, err, code })
+  end)
+end)
+
+describe("p:undeclared", function()
+  after_each(H.cleanup)
+
+  it("lists the stored relations not declared so far, and close says so in a line", function()
+    local dir = H.tmpdir()
+    local p = v1(dir)
+    p:close()
+    local lines = {}
+    p = runnel.open{ path = dir, notes = function(line) lines[#lines + 1] = line end }
+    assert.same({ "per_team", "players", "roster", "teams" }, p:undeclared())
+    p:table("teams", { {"id","int"}, {"name","string"}, key = "id" })
+    assert.same({ "per_team", "players", "roster" }, p:undeclared())
+    p:close()
+    assert.same({ "stored in the state but not declared: per_team, players, roster (p:drop(name) or runnel drop "
+                  .. "STATE NAME removes one)" }, lines)
+  end)
+end)
+
+describe("runnel.attach of a source table", function()
+  after_each(H.cleanup)
+
+  it("reads get, rows (an iterator with ids, and a list) and count", function()
+    local dir = H.tmpdir()
+    local p = v1(dir)
+    p:table("notes", { {"text","string"} }):insert{ text = "x" }
+    p:close()
+    local att = runnel.attach(dir, "players")
+    assert.same({ id = 1, name = "ann", team = 7 }, att:get(1))
+    assert.is_nil(att:get(3))
+    local seen = {}
+    for row, id in att:rows() do seen[#seen + 1] = id .. ":" .. row.name end
+    assert.same({ "1:ann", "2:bob" }, seen)
+    assert.equal(2, #att:rows())
+    assert.equal(2, att:count())
+    att:close()
+    local notes = runnel.attach(dir, "notes")
+    assert.equal(1, notes:count())
+    assert.matches("a keyless table has no key to read by", select(2, pcall(notes.get, notes, "x")), 1, true)
+    notes:close()
+    assert.matches('"per_team" is an aggregate: its rows are computed by the pipeline that declares it',
+                   select(2, pcall(runnel.attach, dir, "per_team")), 1, true)
+  end)
+end)
+
+describe("runnel query", function()
+  after_each(H.cleanup)
+
+  local function state()
+    local dir = H.tmpdir()
+    local p = v1(dir)
+    p:close()
+    return dir
+  end
+
+  it("prints a table as a grid, ndjson or csv, by key and with a limit", function()
+    local dir = state()
+    local out, err, code = H.sh(("%s query %s players"):format(bin, dir))
+    assert.same({ " id | name | team\n----+------+------\n  1 | ann  |    7\n  2 | bob  |\n(2 rows)\n", "", 0 },
+                { out, err, code })
+    out = H.sh(("%s query %s players 2 1 5 --format ndjson"):format(bin, dir))
+    assert.equal('{"id":2,"name":"bob","team":null}\n{"id":1,"name":"ann","team":7}\n', out)
+    out = H.sh(("%s query %s players --format csv --limit 1"):format(bin, dir))
+    assert.equal("id,name,team\n1,ann,7\n", out)
+  end)
+
+  it("says what it cannot read", function()
+    local dir = state()
+    local out, err, code = H.sh(("%s query %s nope"):format(bin, dir))
+    assert.same({ "", ('runnel: attach %s: no relation or store "nope" there\n'):format(dir), 1 }, { out, err, code })
+    out, err, code = H.sh(("%s query %s players --format xml"):format(bin, dir))
+    assert.same({ "", "runnel: query: --format takes grid, ndjson or csv\n", 1 }, { out, err, code })
+  end)
+
+  it("reads whole groups of a state another process is writing", function()
+    local dir = H.tmpdir()
+    local stop, ready = dir .. "/../" .. dir:match("[^/]+$") .. ".stop", dir .. "/../" .. dir:match("[^/]+$") .. ".ready"
+    local writer = os.tmpname() .. ".lua"
+    local f = assert(io.open(writer, "w"))
+    -- each group inserts +i and -i: any whole group leaves the sum at 0
+    f:write(([[
+      local runnel = require "runnel"
+      local p = runnel.open{ path = %q, notes = false }
+      local t = p:table("pairs", { {"id","int"}, {"v","int"}, key = "id" })
+      io.open(%q, "w"):close()
+      for i = 1, 20000 do
+        p:begin()
+        t:insert{ id = 2 * i, v = i }
+        t:insert{ id = 2 * i + 1, v = -i }
+        p:commit()
+        if i %% 50 == 0 and io.open(%q) then break end
+      end
+      p:close()
+    ]]):format(dir, ready, stop))
+    f:close()
+    local proc = io.popen(("%s run %s 2>&1"):format(bin, writer))
+    local deadline = os.time() + 20
+    while not io.open(ready) and os.time() < deadline do os.execute("sleep 0.05") end
+    local reads, most = 0, 0
+    for _ = 1, 6 do
+      local out, err, code = H.sh(("%s query %s pairs --format csv"):format(bin, dir))
+      assert.same({ "", 0 }, { err, code })
+      local sum, rows = 0, 0
+      for v in out:gmatch("\n%d+,(%-?%d+)") do sum, rows = sum + tonumber(v), rows + 1 end
+      assert.equal(0, sum)
+      assert.equal(0, rows % 2)
+      reads, most = reads + 1, math.max(most, rows)
+    end
+    io.open(stop, "w"):close()
+    local said = proc:read("a")
+    proc:close()
+    os.remove(writer)
+    os.remove(stop)
+    os.remove(ready)
+    assert.equal("", said)
+    assert.equal(6, reads)
+    assert.is_true(most > 0) -- it read while the writer wrote
+  end)
+end)
+
+describe("runnel inspect", function()
+  after_each(H.cleanup)
+
+  it("lists every relation: filters, maps and lookups too", function()
+    local dir = H.tmpdir()
+    local p = v1(dir)
+    local players = p:relation("players")
+    players:filter(function(r) return r.team ~= nil end, "in_team")
+    players:map(function(r) return { id = r.id } end, { {"id","int"}, key = "id" }, "ids")
+    p:lookup("prices", { {"sku","string"}, {"price","float"}, key = "sku", source = function() return nil end })
+    p:close()
+    local out = H.sh(("%s inspect %s"):format(bin, dir))
+    for _, name in ipairs{ "in_team", "ids", "prices", "roster", "per_team" } do
+      assert.truthy(out:find("\n " .. name .. " ", 1, true), name .. " in:\n" .. out)
+    end
+    assert.truthy(out:find("(7 relations)", 1, true))
+  end)
+end)

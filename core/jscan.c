@@ -57,9 +57,15 @@ static const unsigned char string_special[256] = {
 
 static int value(scan *sc, msgpack_object *out, int depth);
 
-static void skip_space(scan *sc)
+static void skip_spaces(scan *sc)
 {
   while (sc->at < sc->end && (*sc->at == ' ' || *sc->at == '\n' || *sc->at == '\r' || *sc->at == '\t')) sc->at++;
+}
+
+/* Inline, the common case: no space between tokens. */
+static inline void skip_space(scan *sc)
+{
+  if (sc->at < sc->end && *sc->at <= ' ') skip_spaces(sc);
 }
 
 static bool is_digit(unsigned c) { return c - '0' < 10; }

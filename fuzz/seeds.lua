@@ -88,6 +88,8 @@ local lines = {
   bad_lines = '{"rel":"t","op":"insert","row":{"id":"x"}}\n{"rel":"nope","op":"insert","row":{}}\n{"rel":"t","op":"zap","row":{"id":1}}\n{]\n{"rel":"t","op":"insert","row":{"id":3}}',
   escapes = '{"rel":"d","op":"insert","row":{"id":"\\u0000\\ud83d\\ude00","m":{"\\n":1}}}',
   blank = '\n\n{"rel":"d","op":"insert","row":{"id":"a"}}\n\n',
+  -- the scanner: spaces between tokens, the row before rel and op, escapes in names
+  reordered = '{ "row" : { "id" : 4 , "s" : "a\\"b\\u00e9" } , "op" : "insert" , "rel" : "\\u0074" }\r',
 }
 for name, text in pairs(lines) do
   write("ndjson", name .. "_skip", "\1" .. text .. "\n")

@@ -71,10 +71,16 @@ mem_row("memory: RSS above the loaded input, plain Lua", "lua", false)
 mem_row("memory: the same, declarative", "decl", true)
 mem_row("memory: the same, Lua mapper + joiner", "mapper", true)
 
--- LMDB file of the declarative run against its live data ("N MiB live" in
--- runnel inspect's lmdb line, where it says so)
+-- LMDB file of the declarative run against its live data: "N MiB live" in
+-- runnel inspect's lmdb line, or "N MiB used" less "M MiB free", where it
+-- says so
 local file_mib = num("lmdb.file_mib")
-local live_mib = tonumber((fig["lmdb.inspect"] or ""):match("([%d.]+) MiB live"))
+local inspect = fig["lmdb.inspect"] or ""
+local live_mib = tonumber(inspect:match("([%d.]+) MiB live"))
+if not live_mib and inspect:match("MiB free") then -- live is what is used less what is free
+  local used, free = tonumber(inspect:match("([%d.]+) MiB used")), tonumber(inspect:match("([%d.]+) MiB free"))
+  live_mib = used and free and used - free
+end
 row("LMDB file after the declarative run vs live data",
     ("%s MiB file, %s MiB live"):format(file_mib and ("%.1f"):format(file_mib) or "n/a",
                                          live_mib and ("%.1f"):format(live_mib) or "n/a"),

@@ -186,8 +186,7 @@ static int string(scan *sc, msgpack_object *out, bool key)
     if (n == 0) return RN_JSCAN_REFUSED;
     p += n;
   }
-  if ((size_t)(p - start) > UINT32_MAX) return RN_JSCAN_REFUSED;
-  sc->at = p + 1;
+  sc->at = p + 1; /* no string is longer than UINT32_MAX: rn_jscan checked the text's length */
   out->type = MSGPACK_OBJECT_STR;
   out->via.str.ptr = (const char *)start;
   out->via.str.size = (uint32_t)(p - start);
@@ -356,7 +355,7 @@ static int container(scan *sc, msgpack_object *out, int depth, bool is_object)
     if (rc) return rc;
     if (is_object) sc->items[sc->top++] = key;
     sc->items[sc->top++] = v;
-    skip_space(sc);
+    if (sc->at < sc->end && *sc->at != ',' && *sc->at != close) skip_space(sc); /* most often none */
     if (sc->at < sc->end && *sc->at == ',') { sc->at++; continue; }
     if (sc->at < sc->end && *sc->at == close) { sc->at++; break; }
     return RN_JSCAN_REFUSED;
@@ -406,7 +405,7 @@ rn_jscan_rc rn_jscan(const char *text, size_t len, msgpack_object *out, msgpack_
   sc.items = sc.inline_items;
   sc.top = 0;
   sc.cap = INLINE_ITEMS;
-  int rc = len ? value(&sc, out, 0) : RN_JSCAN_REFUSED;
+  int rc = len && len <= UINT32_MAX ? value(&sc, out, 0) : RN_JSCAN_REFUSED; /* jansson reads a longer one */
   if (!rc) {
     skip_space(&sc);
     if (sc.at != sc.end) rc = RN_JSCAN_REFUSED;

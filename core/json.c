@@ -1,13 +1,21 @@
-/* json.c — JSON through jansson (json.h). */
+/* json.c — JSON text to msgpack objects (json.h).
+ *
+ * jscan.c reads the text in one pass; what it refuses, jansson reads again
+ * to word the reason ("malformed JSON at column 4: string or '}' expected
+ * near 'not'"), so messages stay what they were before the scanner. Were
+ * jansson to accept a text the scanner refused, jansson's reading would
+ * stand (slower, still right); fuzz/fuzz_json.c checks they never differ. */
 #include "json.h"
 
 #include <jansson.h>
 #include <stdio.h>
 #include <string.h>
 
+#include "jscan.h"
+
 static int convert(json_t *j, msgpack_object *out, msgpack_zone *z, int depth)
 {
-  if (depth > 64) return -1;
+  if (depth > RN_JSCAN_MAX_DEPTH) return -1;
   switch (json_typeof(j)) {
   case JSON_NULL: out->type = MSGPACK_OBJECT_NIL; return 0;
   case JSON_TRUE: case JSON_FALSE:
@@ -96,7 +104,8 @@ static int duplicate_key(const char *text, size_t end, rn_err *e)
                     at);
 }
 
-int rn_json_parse(const char *text, size_t len, msgpack_object *out, msgpack_zone *z, rn_err *e)
+/* The text through jansson: its reading, or its reason for refusing it. */
+static int jansson_parse(const char *text, size_t len, msgpack_object *out, msgpack_zone *z, rn_err *e)
 {
   json_error_t jerr = { 0 }; /* jansson may fail (out of memory) before it fills it */
   /* Duplicate keys are an error: last-wins would drop a value silently. */
@@ -112,8 +121,21 @@ int rn_json_parse(const char *text, size_t len, msgpack_object *out, msgpack_zon
   json_decref(j);
   if (rc && rn_oom()) return rn_err_set(e, RN_ENOMEM, "out of memory");
   if (oom) rn_oom_note(); /* what the caller's group had noted stands */
-  if (rc) return rn_err_set(e, RN_EINVAL, "JSON nested more than 64 deep");
+  if (rc) return rn_err_set(e, RN_EINVAL, "JSON nested more than %d deep", RN_JSCAN_MAX_DEPTH);
   return 0;
+}
+
+int rn_json_parse(const char *text, size_t len, msgpack_object *out, msgpack_zone *z, rn_err *e)
+{
+  rn_jscan_rc rc = rn_jscan(text, len, out, z);
+  if (rc == RN_JSCAN_OK) return 0;
+  if (rc == RN_JSCAN_NOMEM) return rn_err_set(e, RN_ENOMEM, "out of memory");
+  return jansson_parse(text, len, out, z, e);
+}
+
+int rn_json_parse_jansson(const char *text, size_t len, msgpack_object *out, msgpack_zone *z, rn_err *e)
+{
+  return jansson_parse(text, len, out, z, e);
 }
 
 const char *rn_json_quote(char *buf, size_t cap, const char *s, size_t len)

@@ -1,4 +1,4 @@
-/* json.h — JSON text to msgpack objects and back, through jansson.
+/* json.h — JSON text to msgpack objects (jscan.c, jansson for errors).
  * JSON integers become ints, other numbers floats, null NIL, objects maps
  * with string keys; nothing here knows schemas (row.c checks values). */
 #ifndef RN_JSON_H
@@ -9,10 +9,15 @@
 #include "buf.h"
 #include "error.h"
 
-/* Parses one JSON text; memory of out comes from z. On failure sets e to
- * "malformed JSON at column C: reason", or for an object with a key twice
- * to "duplicate key "K" at column C" (K as written in text). */
+/* Parses one JSON text; memory of out comes from z, except strings
+ * without escapes, which point into text (it must outlive out). On failure
+ * sets e to "malformed JSON at column C: reason", or for an object with a
+ * key twice to "duplicate key "K" at column C" (K as written in text). */
 int rn_json_parse(const char *text, size_t len, msgpack_object *out, msgpack_zone *z, rn_err *e);
+
+/* The same through jansson alone (strings copied into z): what the
+ * scanner is checked against (fuzz/fuzz_json.c). */
+int rn_json_parse_jansson(const char *text, size_t len, msgpack_object *out, msgpack_zone *z, rn_err *e);
 
 /* Writes s[0..len) into buf as a JSON string literal with its quotes, for
  * quoting a user's name in a message: NUL and control bytes become \u0000,

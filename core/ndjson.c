@@ -356,15 +356,20 @@ int rn_ndjson_sink_path(rn_pipeline *p, rn_rel *rel, const char *path, const cha
 
 /* ---- reading ---- */
 
-static const msgpack_object *field(const msgpack_object *obj, const char *name)
+/* A line's "rel", "op" and "row" values (NULL where absent), in one pass
+ * over its keys (the parser refused a key given twice). */
+static void line_fields(const msgpack_object *obj, const msgpack_object **rel, const msgpack_object **op,
+                        const msgpack_object **row)
 {
-  size_t n = strlen(name);
+  *rel = *op = *row = NULL;
+  if (obj->type != MSGPACK_OBJECT_MAP) return;
   for (uint32_t i = 0; i < obj->via.map.size; i++) {
-    const msgpack_object *k = &obj->via.map.ptr[i].key;
-    if (k->type == MSGPACK_OBJECT_STR && k->via.str.size == n && memcmp(k->via.str.ptr, name, n) == 0)
-      return &obj->via.map.ptr[i].val;
+    const msgpack_object *k = &obj->via.map.ptr[i].key, *v = &obj->via.map.ptr[i].val;
+    if (k->type != MSGPACK_OBJECT_STR) continue;
+    if (k->via.str.size == 3 && memcmp(k->via.str.ptr, "rel", 3) == 0) *rel = v;
+    else if (k->via.str.size == 2 && memcmp(k->via.str.ptr, "op", 2) == 0) *op = v;
+    else if (k->via.str.size == 3 && memcmp(k->via.str.ptr, "row", 3) == 0) *row = v;
   }
-  return NULL;
 }
 
 /* The relation named exactly (length and bytes: a name with a NUL byte
@@ -399,9 +404,8 @@ static int apply_line(rn_pipeline *p, const char *line, size_t len)
     if (r) rn_err_prefix(&p->err, r->name);
     return rn_group_fail(p, RN_EINVAL, p->err.msg);
   }
-  const msgpack_object *rel = obj.type == MSGPACK_OBJECT_MAP ? field(&obj, "rel") : NULL;
-  const msgpack_object *op = obj.type == MSGPACK_OBJECT_MAP ? field(&obj, "op") : NULL;
-  const msgpack_object *row = obj.type == MSGPACK_OBJECT_MAP ? field(&obj, "row") : NULL;
+  const msgpack_object *rel, *op, *row;
+  line_fields(&obj, &rel, &op, &row);
   if (!rel || rel->type != MSGPACK_OBJECT_STR || !op || op->type != MSGPACK_OBJECT_STR || !row) {
     rn_err_set(&p->err, RN_EINVAL, "expected {\"rel\": name, \"op\": \"insert\"|\"update\"|\"upsert\"|\"delete\", \"row\": {…}}");
     return rn_group_fail(p, RN_EINVAL, p->err.msg);
@@ -414,10 +418,10 @@ static int apply_line(rn_pipeline *p, const char *line, size_t len)
     rn_suggest_append_relations(p->err.msg, sizeof p->err.msg, p);
     return rn_group_fail(p, RN_EINVAL, p->err.msg);
   }
-  static const char *const ops[] = { "insert", "update", "upsert", "delete" };
+  static const char *const ops[] = { "insert", "update", "upsert", "delete" }; /* 6 bytes each */
   rn_op o = 0;
-  for (int i = 0; i < 4; i++)
-    if (op->via.str.size == strlen(ops[i]) && memcmp(op->via.str.ptr, ops[i], op->via.str.size) == 0) o = (rn_op)(i + 1);
+  for (int i = 0; i < 4 && op->via.str.size == 6; i++)
+    if (memcmp(op->via.str.ptr, ops[i], 6) == 0) o = (rn_op)(i + 1);
   if (!o) {
     rn_err_set(&p->err, RN_EINVAL, "%s: unknown op %s (insert, update, upsert, delete)", r->name,
                rn_json_quote(quoted, sizeof quoted, op->via.str.ptr, op->via.str.size));

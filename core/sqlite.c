@@ -445,7 +445,7 @@ static int ssink_commit(void *ctx, uint64_t seq, rn_err *e)
     return 0;
   }
   int rc = begin(s, e);
-  qsort(s->ups, s->nups, sizeof *s->ups, cmp_op_key); /* one net row per key: order is free */
+  if (s->nups) qsort(s->ups, s->nups, sizeof *s->ups, cmp_op_key); /* one net row per key: order is free; ups may be NULL */
   for (size_t i = 0; i < s->ndels && !rc; i++)
     if (!upserted(s, &s->dels[i])) rc = run(s, s->del, &s->dels[i], true, e);
   for (size_t i = 0; i < s->nups && !rc; i++) rc = run(s, s->upsert, &s->ups[i], false, e);

@@ -1,13 +1,16 @@
 /* fuzz_json.c — the JSON decoder behind runnel.json_decode and NDJSON
- * input (rn_json_parse) on arbitrary text. What it accepts must survive a
- * round trip through the NDJSON writer (rn_json_value): parse, write,
- * parse again gives the same msgpack. */
+ * input (rn_json_parse) on arbitrary text. The scanner (jscan.c) and
+ * jansson must agree: both refuse the text, or both read it to the same
+ * msgpack. What it accepts must survive a round trip through the NDJSON
+ * writer (rn_json_value): parse, write, parse again gives the same
+ * msgpack. */
 #include <msgpack.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "jscan.h"
 #include "json.h"
 #include "ndjson.h"
 
@@ -18,6 +21,58 @@ static void pack(const msgpack_object *v, msgpack_sbuffer *out)
   msgpack_pack_object(&pk, *v);
 }
 
+static bool same_packing(const msgpack_object *a, const msgpack_object *b)
+{
+  msgpack_sbuffer x, y;
+  msgpack_sbuffer_init(&x);
+  msgpack_sbuffer_init(&y);
+  pack(a, &x);
+  pack(b, &y);
+  bool same = x.size == y.size && memcmp(x.data, y.data, x.size) == 0;
+  msgpack_sbuffer_destroy(&x);
+  msgpack_sbuffer_destroy(&y);
+  return same;
+}
+
+/* jansson's one leniency: a NUL byte right after a number or a literal
+ * (it pushes the byte back, then takes the NUL for the end of its buffer
+ * and reads on). Raw NUL bytes elsewhere are refused by both. */
+static size_t without_lenient_nuls(const uint8_t *data, size_t size, uint8_t *out)
+{
+  size_t n = 0;
+  for (size_t i = 0; i < size; i++)
+    if (!(data[i] == 0 && n > 0 && strchr("0123456789el", out[n - 1]) && out[n - 1])) out[n++] = data[i];
+  return n;
+}
+
+/* The scanner reads exactly what jansson reads, to the same values. */
+static void check_scanner(const uint8_t *data, size_t size, msgpack_zone *z)
+{
+  msgpack_object scanned, slow;
+  rn_err e = { .code = RN_OK };
+  rn_jscan_rc rc = rn_jscan((const char *)data, size, &scanned, z);
+  int jrc = rn_json_parse_jansson((const char *)data, size, &slow, z, &e);
+  if (rc == RN_JSCAN_NOMEM) abort(); /* nothing here runs out */
+  uint8_t *strict = rc && !jrc && memchr(data, 0, size) ? malloc(size) : NULL;
+  if (strict) { /* the scanner refused what jansson read leniently: without those NULs it agrees */
+    rc = rn_jscan((const char *)strict, without_lenient_nuls(data, size, strict), &scanned, z);
+    if (rc == RN_JSCAN_OK && !same_packing(&scanned, &slow)) {
+      fprintf(stderr, "fuzz: the scanner and jansson read different values:\n%.*s\n", (int)size, (const char *)data);
+      abort();
+    }
+  }
+  if ((rc == RN_JSCAN_OK) != (jrc == 0)) {
+    fprintf(stderr, "fuzz: the scanner %s, jansson %s (%s):\n%.*s\n", rc ? "refused" : "accepted",
+            jrc ? "refused" : "accepted", e.msg, (int)size, (const char *)data);
+    abort();
+  }
+  if (rc == RN_JSCAN_OK && !same_packing(&scanned, &slow)) {
+    fprintf(stderr, "fuzz: the scanner and jansson read different values:\n%.*s\n", (int)size, (const char *)data);
+    abort();
+  }
+  free(strict);
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
@@ -25,6 +80,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
   msgpack_zone_init(&z, 1024);
   msgpack_object v, again;
   rn_err e = { .code = RN_OK };
+  check_scanner(data, size, &z);
   if (rn_json_parse((const char *)data, size, &v, &z, &e)) {
     if (e.code != RN_EINVAL || !e.msg[0]) abort();
     msgpack_zone_destroy(&z);

@@ -88,6 +88,8 @@ local lines = {
   bad_lines = '{"rel":"t","op":"insert","row":{"id":"x"}}\n{"rel":"nope","op":"insert","row":{}}\n{"rel":"t","op":"zap","row":{"id":1}}\n{]\n{"rel":"t","op":"insert","row":{"id":3}}',
   escapes = '{"rel":"d","op":"insert","row":{"id":"\\u0000\\ud83d\\ude00","m":{"\\n":1}}}',
   blank = '\n\n{"rel":"d","op":"insert","row":{"id":"a"}}\n\n',
+  -- the scanner: spaces between tokens, the row before rel and op, escapes in names
+  reordered = '{ "row" : { "id" : 4 , "s" : "a\\"b\\u00e9" } , "op" : "insert" , "rel" : "\\u0074" }\r',
 }
 for name, text in pairs(lines) do
   write("ndjson", name .. "_skip", "\1" .. text .. "\n")
@@ -100,6 +102,14 @@ local texts = {
   string = '"caf\\u00e9 \\ud83d\\ude00 \\u0000"', number = '-9223372036854775808', real = '1.7976931348623157e308',
   dup = '{"a":1,"a":2}', nested = ('['):rep(70) .. (']'):rep(70), empty = '{}', bad = '{"a":}', long = '9999999999999999999999',
   ws = ' \t\n 1 ', control = '"\1"', key_nul = '{"a\\u0000b":1}',
+  -- for the scanner (jscan.c), each beside jansson in fuzz_json.c
+  fkjoin = '{"rel":"players","op":"update","row":{"id":5,"name":"p5","team_id":null,"score":12}}',
+  escapes = '["\\"\\\\\\/\\b\\f\\n\\r\\t","\\u00E9\\uFFFF\\uDBFF\\uDFFF","\\ud800","\\udc00x","\\ud800\\u0041"]',
+  utf8 = '["\xc3\xa9\xe2\x82\xac\xf0\x9f\x98\x80","\xc0\x80","\xed\xa0\x80","\xf4\x90\x80\x80","\xe0\x9f\xbf"]',
+  numbers = '[0,-0,1.5e-400,1e400,-1e400,01,1.,.5,-,1e+,9223372036854775807,-9223372036854775809,123456789012345678]',
+  wide = '{' .. ('"k%d":%d,'):rep(40):format(table.unpack((function() local t = {} for i = 1, 40 do t[#t + 1] = i; t[#t + 1] = i end return t end)())) .. '"k7":0}',
+  deep = ('{"a":'):rep(64) .. '1' .. ('}'):rep(64), too_deep = ('['):rep(65) .. '1' .. (']'):rep(65),
+  nul_after = '[1\0,true\0]', trailing = '[1,]', literals = '[truex,nul]',
 }
 for name, text in pairs(texts) do write("json", name, text) end
 

@@ -33,6 +33,20 @@ describe("runnel.sqlite", function()
     assert.equal("2|z|||\n", sql(db, 'select * from "odd table"'))
   end)
 
+  it("applies a first group that only deletes (regression: it sorted a list never allocated, UBSan under make asan)", function()
+    local q = runnel.open(dir .. "/st")
+    local t = q:table("t", { {"id","int"}, {"v","string"}, key = "id" })
+    t:insert{ id = 1, v = "a" }
+    t:insert{ id = 2, v = "b" }
+    q:close()
+    q = runnel.open(dir .. "/st")
+    t = q:table("t", { {"id","int"}, {"v","string"}, key = "id" })
+    t:sink(runnel.sqlite(db, "t"))
+    t:delete{ id = 1 }
+    assert.equal("2|b\n", sql(db, "select * from t"))
+    q:close()
+  end)
+
   it("never loses a row when a group moves rows between keys", function()
     local t = p:table("seats", { {"person","string"}, {"seat","int"}, key = "person" })
     local by_seat = t:map(function(r) return { seat = r.seat, person = r.person } end,

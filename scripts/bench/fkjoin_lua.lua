@@ -11,6 +11,16 @@
 -- this speed.)
 local runnel = require "runnel" -- only for json_decode and the clock
 local path = assert(arg[1], "usage: fkjoin_lua.lua FILE.ndjson")
+
+-- Resident memory in MB (Linux), or nil: what the tables cost above the
+-- loaded input is the figure runnel's memory is compared with.
+local function rss_mb()
+  local f = io.open("/proc/self/status")
+  local text = f and f:read("a")
+  if f then f:close() end
+  local kb = text and text:match("VmRSS:%s*(%d+)")
+  return kb and tonumber(kb) / 1024
+end
 local changes = {}
 local null = runnel.null
 for line in io.lines(path) do
@@ -56,6 +66,8 @@ local function link(tid, pid)
   s[pid] = true
 end
 
+collectgarbage("collect")
+local rss_input = rss_mb()
 collectgarbage("generational")
 local t0 = runnel.now()
 for i = 1, #changes do
@@ -84,6 +96,7 @@ for i = 1, #changes do
   end
 end
 local elapsed = runnel.now() - t0
+local rss_after = rss_mb()
 
 local ids = {}
 for id in pairs(live) do ids[#ids + 1] = id end
@@ -99,3 +112,4 @@ print(("lua.changes: %d"):format(#changes))
 print(("lua.changes_per_s: %d"):format(math.floor(#changes / elapsed)))
 print(("lua.events: %d"):format(events))
 print(("lua.checksum: %016x"):format(h))
+if rss_input and rss_after then print(("lua.rss_above_input_mb: %.0f"):format(rss_after - rss_input)) end

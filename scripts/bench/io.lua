@@ -1,6 +1,6 @@
 -- io.lua FILE.ndjson [events] — issue 5's figures:
 --  * NDJSON ingest: p:run over the fkjoin file into keyed tables (the file
---    read, parsed by jansson and applied in groups of 1,000, sync = false):
+--    read, parsed by the scanner (core/jscan.c) and applied in groups of 1,000, sync = false):
 --    MB/s and changes/s, wall clock, everything included;
 --  * a stream joined with a lookup whose source is a Lua function, at 0%,
 --    90% and 100% cache hits: events/s.

@@ -1,9 +1,12 @@
 #!/bin/sh
-# make bench: every benchmark, one figure per line ("name: value").
+# make bench: every benchmark, one figure per line ("name: value"), then
+# issue 13's table: each fkjoin path, the example host's ticks, memory and
+# the LMDB file, set against the plain-Lua fkjoin of the same run.
 # Figures are wall-clock rates on a shared 2-core machine: compare ratios
 # within one run, not absolute numbers across runs.
 #   FKJOIN=path   use this fkjoin workload instead of generating one
 #   CORE_N, CDC_N change the row counts of the core and cdc benchmarks
+#   HOST_TICKS    ticks of 100 changes for the host row (default 5000)
 cd "$(dirname "$0")/../.." || exit 2
 BIN=${BIN:-build/runnel}
 set -e
@@ -19,22 +22,58 @@ if [ -z "$FKJOIN" ]; then
     lua5.4 scripts/bench/gen_fkjoin.lua "$FKJOIN"
   fi
 fi
+# The events and checksum known for the two default files, told apart by
+# size: this generator's, and ../shared/bench/gen_fkjoin.lua's.
+case "$(wc -c < "$FKJOIN")" in
+  106631758) KNOWN="2704041 16b33ee21262d724" ;;
+  107678935) KNOWN="2708337 da177f34f520fcae" ;;
+  *) KNOWN="" ;;
+esac
+
+# Figures for the table go to $FIG as "prefix.name: value" too. A failed run
+# is said and leaves its figures out (the table prints n/a), so one broken
+# path does not hide the others.
+FIG=build/bench/figures.txt
+mkdir -p build/bench
+: > "$FIG"
+figures() { # figures PREFIX COMMAND…: runs it, echoes its output, keeps it under PREFIX (- for none)
+  prefix=$1
+  shift
+  out=build/bench/out.txt
+  if "$@" > "$out" 2>&1; then status=0; else status=$?; fi
+  cat "$out"
+  [ "$status" -eq 0 ] || echo "# FAILED (exit $status): $*"
+  if [ "$prefix" = - ]; then cat "$out" >> "$FIG"; else sed "s/^/$prefix./" "$out" >> "$FIG"; fi
+}
+STATE=build/bench/state
 echo "# fkjoin on $FKJOIN"
-$BIN run scripts/bench/fkjoin_lua.lua "$FKJOIN"
+figures - $BIN run scripts/bench/fkjoin_lua.lua "$FKJOIN" # its lines say lua. themselves
 echo "# runnel, on = \"team_id\" (declarative: no Lua per row)"
-$BIN run scripts/bench/fkjoin.lua "$FKJOIN"
+rm -rf "$STATE"
+figures decl $BIN run scripts/bench/fkjoin.lua "$FKJOIN" --state="$STATE"
+if [ -f "$STATE/data.mdb" ]; then
+  awk -v b="$(wc -c < "$STATE/data.mdb")" 'BEGIN { printf "lmdb.file_mib: %.1f\n", b / 1048576 }' >> "$FIG"
+  echo "lmdb.inspect: $($BIN inspect "$STATE" 2>&1 | grep -E 'MiB' | tr '\n' ' ')" >> "$FIG"
+  tail -n 2 "$FIG"
+fi
+rm -rf "$STATE"
 echo "# runnel, on = \"team_id\", writemap = true"
-$BIN run scripts/bench/fkjoin.lua "$FKJOIN" --writemap
+figures writemap $BIN run scripts/bench/fkjoin.lua "$FKJOIN" --writemap
 echo "# runnel, on = \"team_id\", the file through p:run (parsing included, no Lua per change)"
-$BIN run scripts/bench/fkjoin.lua "$FKJOIN" --run
+figures run $BIN run scripts/bench/fkjoin.lua "$FKJOIN" --run
 echo "# runnel, --mapper (a Lua mapper and joiner)"
-$BIN run scripts/bench/fkjoin.lua "$FKJOIN" --mapper
+figures mapper $BIN run scripts/bench/fkjoin.lua "$FKJOIN" --mapper
 $BIN run scripts/bench/hot_parent.lua
 $BIN run scripts/bench/aggregate.lua "$FKJOIN"
 $BIN run scripts/bench/leaderboard.lua "${LEADERBOARD_N:-1000000}"
 $BIN run scripts/bench/io.lua "$FKJOIN"
 echo "# the example host (scripts/host): per-tick group latency, sync = false"
-build/host 1000 100 0 | grep -E "_ms|changes per tick"
+figures host build/host "${HOST_TICKS:-5000}" 100 0
 echo "# the same, at most 8 ticks per LMDB transaction (carry_groups = 8): smaller spikes"
 build/host 1000 100 0 scripts/host/game.lua 8 | grep -E "_ms"
 build/host 200 1000 0 | grep -E "_ms|changes per tick"
+
+echo
+echo "# issue 13: fkjoin on $FKJOIN; ratios against the plain-Lua version of this run"
+# shellcheck disable=SC2086 # KNOWN is two words or none
+lua5.4 scripts/bench/table.lua "$FIG" $KNOWN

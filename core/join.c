@@ -192,6 +192,7 @@ int rn_declare_join(rn_pipeline *p, const char *name, rn_rel *left, rn_rel *righ
   msgpack_sbuffer_init(&j->keybuf);
   j->right_native = right->kind == RN_REL_TABLE;
   j->lookup = right->kind == RN_REL_LOOKUP;
+  j->keeps_results = j->lookup || fns->joiner;
   rn_rel *r = rn_rel_new(p, name, RN_REL_JOIN, schema);
   if (!r) {
     free_join(j);

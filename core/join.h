@@ -55,6 +55,10 @@ typedef struct rn_join_fns {
    * to result as a normalized row of the join; *has_row = 0: no result. */
   int (*joiner)(void *ctx, rn_rel *join, const char *lrow, size_t llen,
                 const char *rrow, size_t rlen, msgpack_sbuffer *result, int *has_row, rn_err *e);
+  /* The left columns the last mapper call read, a bit per slot (bit 63:
+   * slot 63 or later, or all); NULL: unknown. A left update that keeps
+   * those columns' bytes keeps the mapper's key: it is not called again. */
+  uint64_t (*mapper_reads)(void *ctx);
   void *ctx;
   rn_free_fn free_ctx;
 } rn_join_fns;

@@ -29,6 +29,8 @@ typedef struct rn_join {
   rn_join_fns fns;
   bool right_native;      /* the right side is a keyed source table */
   bool lookup;            /* the right side is a lookup: results are stored, not recomputed */
+  bool keeps_results;     /* entries hold the emitted result (lookup or joiner): an old
+                             result is read back, never asked of the source or joiner again */
   MDB_dbi index_dbi, result_dbi, right_dbi;
   MDB_txn *reading;       /* a scan's read transaction, or NULL: the group's */
   msgpack_sbuffer keybuf; /* scratch: encoding a key */
@@ -70,9 +72,16 @@ static inline bool same_fk(const fk *a, const fk *b)
 
 typedef struct entry {
   uint64_t lid, rid;
-  const char *payload;    /* scratch copy */
-  size_t len;
+  const char *payload;    /* scratch copy: the left row, then the kept result */
+  size_t len;             /* of the left row */
+  size_t res_len;         /* of the kept result (0: none) */
+  bool kept;              /* the entry holds the result it emitted (RN_JOIN_KEPT) */
 } entry;
+
+/* The entry's u32 left length has this bit set when the entry holds the
+ * result it emitted (even none): entries written before results were kept
+ * for joiners lack it, and their old result is recomputed. */
+#define RN_JOIN_KEPT 0x80000000u
 
 typedef struct entries {
   entry *items;
@@ -115,8 +124,9 @@ int rn_join_index_put(rn_join *j, const fk *f, uint64_t lid, uint64_t rid, const
 /* An entry index_entry just read is deleted where the cursor stands. */
 int rn_join_index_del(rn_join *j, const fk *f, uint64_t lid);
 /* A left row's entry: its result id (0: none yet or no entry) and, for a
- * lookup join, the result it emitted (stored->row NULL: none). */
-int rn_join_index_entry(rn_join *j, const fk *f, uint64_t lid, uint64_t *rid, side *stored);
+ * join that keeps results, the result it emitted (stored->row NULL: none;
+ * *kept false when the entry does not say). */
+int rn_join_index_entry(rn_join *j, const fk *f, uint64_t lid, uint64_t *rid, side *stored, bool *kept);
 
 /* ---- join_apply.c ---- */
 
@@ -129,6 +139,8 @@ int rn_join_left_step(rn_join *j, uint64_t lid, side *lb, side *la, const rn_cha
 int rn_join_collect(rn_join *j, const fk *f, entries *out);
 /* The current left row of an index entry: the entry holds it. */
 void rn_join_left_row(const entry *e, side *l);
+/* The result an entry says it emitted; false when it does not say. */
+bool rn_join_kept_result(const entry *e, side *res);
 /* Keeps the right copy of a derived right side current. */
 int rn_join_right_copy(rn_join *j, const fk *ko, const fk *kn, const rn_change *c);
 

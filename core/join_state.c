@@ -362,15 +362,16 @@ static MDB_cursor *index_cursor(rn_join *j)
 }
 
 /* |u64 result id|u32 left length|left row|result|: fan-out reads the left
- * row here, no lookup; a lookup join keeps the result it emitted. An entry
- * index_entry just read is rewritten in place (no second descent). */
+ * row here, no lookup; a join that keeps results (lookup, joiner) keeps the
+ * one it emitted, flagged RN_JOIN_KEPT in the length. An entry index_entry
+ * just read is rewritten in place (no second descent). */
 int rn_join_index_put(rn_join *j, const fk *f, uint64_t lid, uint64_t rid, const side *l, const side *res)
 {
   char k[sizeof ((fk *)0)->part + 8];
   size_t klen;
   index_key(f, lid, k, &klen);
-  size_t rlen = j->lookup && res && res->row ? res->len : 0;
-  uint32_t llen = (uint32_t)l->len;
+  size_t rlen = j->keeps_results && res && res->row ? res->len : 0;
+  uint32_t llen = (uint32_t)l->len | (j->keeps_results ? RN_JOIN_KEPT : 0);
   MDB_val key = { klen, k }, v = { 12 + l->len + rlen, NULL };
   MDB_cursor *cur = index_cursor(j);
   bool here = cur && j->index_at && j->index_at_len == klen && memcmp(j->index_at_key, k, klen) == 0;
@@ -401,8 +402,9 @@ int rn_join_index_del(rn_join *j, const fk *f, uint64_t lid)
 }
 
 /* A left row's entry: its result id (0: none yet or no entry) and, for a
- * lookup join, the result it emitted (stored->row NULL: none). */
-int rn_join_index_entry(rn_join *j, const fk *f, uint64_t lid, uint64_t *rid, side *stored)
+ * join that keeps results, the result it emitted (stored->row NULL: none;
+ * *kept false when the entry does not say). */
+int rn_join_index_entry(rn_join *j, const fk *f, uint64_t lid, uint64_t *rid, side *stored, bool *kept)
 {
   char k[sizeof ((fk *)0)->part + 8];
   size_t klen;
@@ -417,10 +419,13 @@ int rn_join_index_entry(rn_join *j, const fk *f, uint64_t lid, uint64_t *rid, si
   }
   *rid = 0;
   if (stored) *stored = (side){ 0 };
+  if (kept) *kept = j->lookup; /* a lookup join's entries always hold theirs */
   if (rc == 0) {
     uint32_t llen;
     memcpy(rid, v.mv_data, 8);
     memcpy(&llen, (char *)v.mv_data + 8, 4);
+    if (kept) *kept = j->lookup || (llen & RN_JOIN_KEPT);
+    llen &= ~RN_JOIN_KEPT;
     size_t rlen = v.mv_size - 12 - llen;
     if (stored && rlen) {
       stored->row = rn_scratch_copy(j->out->p, (char *)v.mv_data + 12 + llen, rlen);
@@ -430,4 +435,3 @@ int rn_join_index_entry(rn_join *j, const fk *f, uint64_t lid, uint64_t *rid, si
   }
   return rc && rc != MDB_NOTFOUND ? rn_store_fail(err_of(j), rc, j->out->name) : 0;
 }
-

@@ -68,6 +68,12 @@ typedef struct rn_join_spec {
   const int *on;          /* left slots forming the right key, or NULL with a mapper */
   int non;
   rn_schema *schema;      /* result columns (with a joiner), or NULL for left+right; owned */
+  /* A joiner of column references: result column project_to[i] is the
+   * column of the default result (left then right, clashes renamed)
+   * named project_from[i]; columns in the order of those they refer to.
+   * Borrowed for the call. */
+  const char *const *project_from, *const *project_to;
+  int nproject;
 } rn_join_spec;
 
 /* Declares left ⋈ right. Takes ownership of spec->schema and fns->ctx. */

@@ -169,7 +169,7 @@ void rn_join_left_row(const entry *e, side *l)
 /* The result an entry says it emitted; false when it does not say. */
 bool rn_join_kept_result(const entry *e, side *res)
 {
-  *res = (side){ e->res_len ? e->payload + e->len : NULL, e->res_len, NULL };
+  *res = (side){ .row = e->res_len ? e->payload + e->len : NULL, .len = e->res_len };
   return e->kept;
 }
 
@@ -218,7 +218,7 @@ static int right_only(rn_join *j, const fk *f, side *o, side *n)
  * already done (a self-join's own row). */
 static int right_step(rn_join *j, const rn_change *c, uint64_t skip)
 {
-  side o = { c->old, c->old_len, NULL }, n = { c->row, c->row_len, NULL };
+  side o = { .row = c->old, .len = c->old_len }, n = { .row = c->row, .len = c->row_len };
   fk ko = { .null = true }, kn = { .null = true };
   int rc = 0;
   if (o.row) rc = rn_join_right_key(j, &o, &ko);
@@ -298,7 +298,7 @@ static int right_step(rn_join *j, const rn_change *c, uint64_t skip)
 
 static int stream_step(rn_join *j, const rn_change *c)
 {
-  side l = { c->row, c->row_len, NULL }, r = { 0 }, res;
+  side l = { .row = c->row, .len = c->row_len }, r = { 0 }, res;
   fk f = { .null = true };
   int rc = rn_join_left_fk(j, &l, &f);
   if (!rc) rc = rn_join_right_current(j, &f, &r);
@@ -308,17 +308,25 @@ static int stream_step(rn_join *j, const rn_change *c)
   return rn_emit(j->out, &out);
 }
 
-int rn_join_apply(rn_rel *d, rn_rel *from, const rn_change *c)
+static int apply_change(rn_join *j, rn_rel *from, const rn_change *c)
 {
-  rn_join *j = d->ctx;
   if (j->stream) return from == j->left ? stream_step(j, c) : right_step(j, c, 0);
   if (from == j->left) {
-    side lb = { c->old, c->old_len, NULL };
-    side la = { c->row, c->row_len, NULL };
+    side lb = { .row = c->old, .len = c->old_len };
+    side la = { .row = c->row, .len = c->row_len };
     int rc = rn_join_left_step(j, c->id, &lb, &la, from == j->right ? c : NULL);
     if (rc || from != j->right) return rc;
     return right_step(j, c, c->id); /* a self-join: then the rows that reference it */
   }
   return right_step(j, c, 0);
+}
+
+int rn_join_apply(rn_rel *d, rn_rel *from, const rn_change *c)
+{
+  rn_join *j = d->ctx;
+  rn_join_fuse_begin(j);
+  int rc = apply_change(j, from, c);
+  j->projecting = false;
+  return rc;
 }
 

@@ -18,6 +18,14 @@
 #include "key.h"
 #include "row.h"
 
+/* A projection of the default result layout (left columns, then right). */
+typedef struct rn_join_proj {
+  int n;                  /* output columns */
+  int left_ncols;         /* slots below this are left columns */
+  int lupto, rupto;       /* 1 + the largest left / right column used: how far rows are walked */
+  int slots[];            /* each output column's slot in the default layout */
+} rn_join_proj;
+
 typedef struct rn_join {
   rn_rel *out, *left, *right;
   rn_join_kind kind;
@@ -27,6 +35,12 @@ typedef struct rn_join {
   int *on;
   int on_upto;            /* 1 + the largest of them: how far a left row is walked */
   rn_join_fns fns;
+  rn_join_proj *proj;     /* the result is this projection of the default layout (a joiner of
+                             column references), or NULL; owned */
+  rn_rel *fused;          /* the select the join emits for while it is the join's only reader
+                             (join_project.c); valid only while projecting */
+  rn_join_proj *fuse;     /* its projection (kept while the select's columns stay); owned */
+  bool projecting;        /* this change's results are fused's rows */
   bool right_native;      /* the right side is a keyed source table */
   bool lookup;            /* the right side is a lookup: results are stored, not recomputed */
   bool keeps_results;     /* entries hold the emitted result (lookup or joiner): an old
@@ -55,6 +69,7 @@ typedef struct side {
   const char *row;        /* NULL: absent */
   size_t len;
   const msgpack_object *vals; /* NULL until vals_of() */
+  const struct side *made_of[2]; /* a fused result: the left and right rows it was made of */
 } side;
 
 /* Where the join reads and writes: the group's transaction, or a scan's. */
@@ -127,6 +142,23 @@ int rn_join_index_del(rn_join *j, const fk *f, uint64_t lid);
  * join that keeps results, the result it emitted (stored->row NULL: none;
  * *kept false when the entry does not say). */
 int rn_join_index_entry(rn_join *j, const fk *f, uint64_t lid, uint64_t *rid, side *stored, bool *kept);
+
+/* The declared result (no joiner): the left and right rows' encodings side
+ * by side (an absent right side as nils), into scratch. */
+int rn_join_concat(rn_join *j, side *l, side *r, const fk *f, side *res);
+
+/* ---- join_project.c ---- */
+
+/* A projection of slots[0..n) of the default layout; NULL: out of memory. */
+rn_join_proj *rn_join_proj_new(const int *slots, int n, int left_ncols);
+/* The result of l and r as projection pr, into scratch. */
+int rn_join_project(rn_join *j, const rn_join_proj *pr, side *l, side *r, const fk *f, side *res);
+/* Decides, per change, whether the join does the work of the select that
+ * is its only reader (sets projecting, fused, fuse). */
+void rn_join_fuse_begin(rn_join *j);
+/* Emits the change from old to now as fused emits it, and counts the
+ * join's own change (one the fused select's reader would have seen). */
+int rn_join_emit_fused(rn_join *j, uint64_t old_id, const side *old, uint64_t new_id, const side *now);
 
 /* ---- join_apply.c ---- */
 

@@ -148,7 +148,7 @@ int rn_join_right_current(rn_join *j, const fk *f, side *r)
 int rn_join_right_before(rn_join *j, const fk *f, const rn_change *undo, side *r)
 {
   if (undo && !f->null) {
-    side o = { undo->old, undo->old_len, NULL }, n = { undo->row, undo->row_len, NULL };
+    side o = { .row = undo->old, .len = undo->old_len }, n = { .row = undo->row, .len = undo->row_len };
     fk ko, kn;
     if (o.row) {
       if (rn_join_right_key(j, &o, &ko)) return err_of(j)->code;
@@ -177,7 +177,7 @@ static const char *row_body(const char *row, size_t len, size_t *body_len)
  * encodings placed side by side (nothing decoded, nothing re-packed);
  * nils for an absent side. An outer join's right-only result fills the
  * left key from the join key. */
-static int concat_result(rn_join *j, side *l, side *r, const fk *f, side *res)
+int rn_join_concat(rn_join *j, side *l, side *r, const fk *f, side *res)
 {
   const rn_schema *ls = j->left->schema, *rs = j->right->schema;
   size_t lb = 0, rb = 0;
@@ -222,13 +222,18 @@ static int concat_result(rn_join *j, side *l, side *r, const fk *f, side *res)
  * no result (inner join without a match, or the joiner said none). */
 int rn_join_make_result(rn_join *j, side *l, side *r, const fk *f, side *res)
 {
-  res->row = NULL;
-  res->len = 0;
-  res->vals = NULL;
+  *res = (side){ 0 };
   if (!l->row && !r->row) return 0;
   if (!r->row && j->kind == RN_JOIN_INNER) return 0;
   if (!l->row && j->kind != RN_JOIN_OUTER) return 0;
-  if (!j->fns.joiner) return concat_result(j, l, r, f, res);
+  if (j->projecting && !j->reading) { /* a fused select's row: made at emit, when the join's would change */
+    res->made_of[0] = l;
+    res->made_of[1] = r;
+    res->row = l->row; /* present; its bytes come later (rn_join_emit_fused) */
+    return 0;
+  }
+  if (j->proj) return rn_join_project(j, j->proj, l, r, f, res);
+  if (!j->fns.joiner) return rn_join_concat(j, l, r, f, res);
   msgpack_sbuffer b;
   msgpack_sbuffer_init(&b);
   int has_row = 1;
@@ -323,6 +328,7 @@ int rn_join_result_id(rn_join *j, const msgpack_sbuffer *k, uint64_t owner, bool
  * nothing when they are equal (JOIN-2). */
 int rn_join_emit_result(rn_join *j, uint64_t old_id, const side *old, uint64_t new_id, const side *now)
 {
+  if (j->projecting && !j->reading) return rn_join_emit_fused(j, old_id, old, new_id, now);
   if (old->row && now->row && old_id == new_id) {
     if (old->len == now->len && memcmp(old->row, now->row, old->len) == 0) return 0; /* (2) */
     rn_change c = { RN_UPDATE, new_id, now->row, now->len, old->row, old->len };

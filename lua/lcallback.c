@@ -421,15 +421,37 @@ static int joiner_cb(void *ctx, rn_rel *join, const char *left_row, size_t llen,
   return rc;
 }
 
-/* p:_join(left, right, name, kind, on|nil, mapper, selector, joiner, cols|nil, key|nil)
- *   -> relation | nil, err */
+/* The references of a joiner given as a table (p:_join's from and to
+ * lists at idx, idx + 1) into spec; the strings stay on the stack. */
+static void joiner_references(lua_State *L, int idx, rn_join_spec *spec, const char **from, const char **to)
+{
+  spec->nproject = (int)lua_rawlen(L, idx);
+  for (int i = 0; i < spec->nproject; i++) {
+    lua_rawgeti(L, idx, i + 1);
+    from[i] = lua_tostring(L, -1); /* kept alive by the list */
+    lua_rawgeti(L, idx + 1, i + 1);
+    to[i] = lua_tostring(L, -1);
+    lua_pop(L, 2);
+    if (!from[i] || !to[i]) rn_lua_error(L, "join: a joiner of column references maps names to names");
+  }
+  spec->project_from = from;
+  spec->project_to = to;
+}
+
+/* p:_join(left, right, name, kind, on|nil, mapper, selector, joiner, cols|nil, key|nil,
+ *         from|nil, to|nil) -> relation | nil, err */
 int rn_lua_declare_join(lua_State *L)
 {
   lpipe *lp = rn_lua_checkpipe(L, 1);
   lrel *left = rn_lua_checkrel_of(L, 2, lp), *right = rn_lua_checkrel(L, 3); /* right: the core names both */
   const char *name = rn_lua_checkname(L, 4, "join");
   static const char *const kinds[] = { "inner", "left", "outer", NULL };
-  rn_join_spec spec = { (rn_join_kind)luaL_checkoption(L, 5, "inner", kinds), NULL, 0, NULL };
+  rn_join_spec spec = { (rn_join_kind)luaL_checkoption(L, 5, "inner", kinds), NULL, 0, NULL, NULL, NULL, 0 };
+  int nrefs = lua_istable(L, 12) ? (int)lua_rawlen(L, 12) : 0;
+  if (nrefs > 1024 || (nrefs && (!lua_istable(L, 13) || (int)lua_rawlen(L, 13) != nrefs)))
+    return rn_lua_error(L, "%s: a joiner of column references names 1 to 1024 columns", name);
+  const char *from[nrefs ? nrefs : 1], *to[nrefs ? nrefs : 1];
+  if (nrefs) joiner_references(L, 12, &spec, from, to);
   for (int i = 7; i <= 9; i++)
     if (!lua_isnoneornil(L, i)) luaL_checktype(L, i, LUA_TFUNCTION);
   int on[64];

@@ -16,6 +16,7 @@ static void free_join(void *ctx)
   rn_join *j = ctx;
   if (j->fns.free_ctx) j->fns.free_ctx(j->fns.ctx);
   msgpack_sbuffer_destroy(&j->keybuf);
+  msgpack_sbuffer_destroy(&j->resultbuf);
   free(j->on);
   free(j->proj);
   free(j->fuse);
@@ -237,6 +238,7 @@ int rn_declare_join(rn_pipeline *p, const char *name, rn_rel *left, rn_rel *righ
   j->left = left;
   j->right = right;
   msgpack_sbuffer_init(&j->keybuf);
+  msgpack_sbuffer_init(&j->resultbuf);
   j->right_native = right->kind == RN_REL_TABLE;
   j->lookup = right->kind == RN_REL_LOOKUP;
   j->keeps_results = j->lookup || fns->joiner;

@@ -48,6 +48,8 @@ typedef struct rn_join {
   MDB_dbi index_dbi, result_dbi, right_dbi;
   MDB_txn *reading;       /* a scan's read transaction, or NULL: the group's */
   msgpack_sbuffer keybuf; /* scratch: encoding a key */
+  msgpack_sbuffer resultbuf; /* a joiner's result, reused per call */
+  bool resultbuf_busy;    /* a joiner re-entered the join (a scan of it) */
   MDB_cursor *index_cur;  /* on index_dbi in the write transaction, positioned by index_entry */
   uint64_t index_cur_txn; /* the store's txn_serial it belongs to (LMDB frees it with it) */
   bool index_at;          /* index_cur is positioned at index_at_key */
@@ -93,10 +95,6 @@ typedef struct entry {
   bool kept;              /* the entry holds the result it emitted (RN_JOIN_KEPT) */
 } entry;
 
-/* The entry's u32 left length has this bit set when the entry holds the
- * result it emitted (even none): entries written before results were kept
- * for joiners lack it, and their old result is recomputed. */
-#define RN_JOIN_KEPT 0x80000000u
 
 typedef struct entries {
   entry *items;

@@ -234,16 +234,19 @@ int rn_join_make_result(rn_join *j, side *l, side *r, const fk *f, side *res)
   }
   if (j->proj) return rn_join_project(j, j->proj, l, r, f, res);
   if (!j->fns.joiner) return rn_join_concat(j, l, r, f, res);
-  msgpack_sbuffer b;
-  msgpack_sbuffer_init(&b);
+  msgpack_sbuffer local, *b = j->resultbuf_busy ? &local : &j->resultbuf; /* busy: a joiner's scan of its join */
+  if (b == &local) msgpack_sbuffer_init(&local);
+  msgpack_sbuffer_clear(b);
+  j->resultbuf_busy = true;
   int has_row = 1;
-  int rc = j->fns.joiner(j->fns.ctx, j->out, l->row, l->len, r->row, r->len, &b, &has_row, err_of(j));
+  int rc = j->fns.joiner(j->fns.ctx, j->out, l->row, l->len, r->row, r->len, b, &has_row, err_of(j));
   if (!rc && has_row) {
-    res->row = rn_scratch_copy(j->out->p, b.data, b.size);
-    res->len = b.size;
+    res->row = rn_scratch_copy(j->out->p, b->data, b->size);
+    res->len = b->size;
     if (!res->row) rc = nomem(j);
   }
-  msgpack_sbuffer_destroy(&b);
+  if (b == &local) msgpack_sbuffer_destroy(&local);
+  else j->resultbuf_busy = false;
   return rc;
 }
 

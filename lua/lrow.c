@@ -40,6 +40,50 @@ static int slot_of(lua_State *L, lrow *r, int idx)
   return slot;
 }
 
+static uint64_t be(const unsigned char *p, int n)
+{
+  uint64_t v = 0;
+  for (int i = 0; i < n; i++) v = v << 8 | p[i];
+  return v;
+}
+
+/* Pushes the scalar encoded at p (n bytes: the whole value) as rn_lua_pushvalue
+ * would, without decoding it into an object first; false for anything else
+ * (lists, maps, structs, ints above INT64_MAX). */
+static bool push_scalar(lua_State *L, const unsigned char *p, size_t n)
+{
+  unsigned char h = p[0];
+  if (h <= 0x7f) { lua_pushinteger(L, h); return true; }
+  if (h >= 0xe0) { lua_pushinteger(L, (int8_t)h); return true; }
+  if ((h & 0xe0) == 0xa0) { lua_pushlstring(L, (const char *)p + 1, n - 1); return true; }
+  switch (h) {
+  case 0xc0: lua_pushnil(L); return true;
+  case 0xc2: case 0xc3: lua_pushboolean(L, h == 0xc3); return true;
+  case 0xcc: case 0xcd: case 0xce: lua_pushinteger(L, (lua_Integer)be(p + 1, (int)n - 1)); return true;
+  case 0xcf: {
+    uint64_t u = be(p + 1, 8);
+    if (u > (uint64_t)INT64_MAX) return false;
+    lua_pushinteger(L, (lua_Integer)u);
+    return true;
+  }
+  case 0xd0: lua_pushinteger(L, (int8_t)p[1]); return true;
+  case 0xd1: lua_pushinteger(L, (int16_t)be(p + 1, 2)); return true;
+  case 0xd2: lua_pushinteger(L, (int32_t)be(p + 1, 4)); return true;
+  case 0xd3: lua_pushinteger(L, (lua_Integer)be(p + 1, 8)); return true;
+  case 0xcb: {
+    uint64_t u = be(p + 1, 8);
+    double d;
+    memcpy(&d, &u, 8);
+    lua_pushnumber(L, d);
+    return true;
+  }
+  case 0xd9: case 0xc4: lua_pushlstring(L, (const char *)p + 2, n - 2); return true;
+  case 0xda: case 0xc5: lua_pushlstring(L, (const char *)p + 3, n - 3); return true;
+  case 0xdb: case 0xc6: lua_pushlstring(L, (const char *)p + 5, n - 5); return true;
+  default: return false;
+  }
+}
+
 /* Pushes the value of slot (nil for null); marks it read. */
 static void push_slot(lua_State *L, lrow *r, int slot)
 {
@@ -49,6 +93,8 @@ static void push_slot(lua_State *L, lrow *r, int slot)
       luaL_error(L, "%s: a stored row could not be decoded", r->rel->name);
     r->spans_ok = true;
   }
+  const char *at = r->row + r->spans[slot];
+  if (push_scalar(L, (const unsigned char *)at, r->spans[slot + 1] - r->spans[slot])) return;
   msgpack_object v;
   size_t off = 0;
   if (rn_unpack(r->row + r->spans[slot], r->spans[slot + 1] - r->spans[slot], &off, &r->lp->zone, &v) !=

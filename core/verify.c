@@ -233,8 +233,8 @@ static int collect(walk *w, const char *prefix, const char *name, size_t at, siz
     if (left && !ids_add(left, lid)) { mrc = ENOMEM; break; }
   }
   mdb_cursor_close(cur);
-  qsort(out->v, out->n, sizeof *out->v, cmp_u64);
-  if (left) qsort(left->v, left->n, sizeof *left->v, cmp_u64);
+  if (out->n) qsort(out->v, out->n, sizeof *out->v, cmp_u64); /* none: v is NULL (damage on the first entry) */
+  if (left && left->n) qsort(left->v, left->n, sizeof *left->v, cmp_u64);
   return mrc == MDB_NOTFOUND ? 0 : mrc;
 }
 

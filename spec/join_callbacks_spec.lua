@@ -54,6 +54,25 @@ describe("rows lent to a mapper or joiner", function()
     p:close()
   end)
 
+  it("are read-only and end with their call in a joiner too (rows it reads many times)", function()
+    local p = runnel.open()
+    local teams, players = tables(p)
+    local kept, seen = nil, {}
+    players:join(teams, { on = "team_id", kind = "left", columns = COLUMNS, joiner = function(l, t)
+      kept = l
+      seen[#seen + 1] = ("%s %s %s"):format(type(l), l.name, t and t.name)
+      if l.name == "cyd" then l.name = "x" end
+      return l.id, l.name, l.score, t and t.name
+    end })
+    teams:insert{ id = 7, name = "otters" }
+    for i, name in ipairs{ "ann", "bob" } do players:insert{ id = i, name = name, team_id = 7 } end
+    assert.same({ "userdata ann otters", "userdata bob otters" }, seen)
+    assert.matches("can be read only during that call", select(2, pcall(function() return kept.name end)))
+    assert.matches("rows given to callbacks are read%-only", H.error_of(players.insert, players, { id = 3, name = "cyd" }))
+    assert.equal(2, players:count())
+    p:close()
+  end)
+
   it("may be returned as the joiner's row", function()
     local p = runnel.open()
     local teams, players = tables(p)

@@ -180,23 +180,23 @@ int rn_declare_map(rn_pipeline *p, const char *name, rn_rel *in, rn_schema *sche
   return declare(p, name, RN_REL_MAP, in, schema, f, out);
 }
 
-int rn_declare_select(rn_pipeline *p, const char *name, rn_rel *in, const int *slots,
-                      const char *const *names, int n, const int *key, int nkey, rn_rel **out)
+const int *rn_select_slots(const rn_rel *d, int *n)
+{
+  if (d->ops->apply != rn_derive_apply) return NULL;
+  const rn_derive *f = d->ctx;
+  if (!f || !f->project) return NULL;
+  *n = f->select->n;
+  return f->select->slots;
+}
+
+rn_schema *rn_select_schema(rn_pipeline *p, const char *name, const rn_schema *in, const int *slots,
+                            const char *const *names, int n, const int *key, int nkey)
 {
   rn_schema *s = rn_schema_new();
-  rn_select *sel = malloc(sizeof *sel + sizeof *sel->slots * (size_t)n);
-  if (!s || !sel) {
-    rn_schema_free(s);
-    free(sel);
-    return rn_err_set(&p->err, RN_ENOMEM, "out of memory");
-  }
-  sel->n = n;
-  sel->upto = 0;
-  for (int i = 0; i < n; i++) if (slots[i] + 1 > sel->upto) sel->upto = slots[i] + 1;
-  memcpy(sel->slots, slots, sizeof *slots * (size_t)n);
+  if (!s) { rn_err_set(&p->err, RN_ENOMEM, "out of memory"); return NULL; }
   int rc = 0;
   for (int i = 0; i < n && !rc; i++) {
-    const rn_column *c = &in->schema->cols[slots[i]];
+    const rn_column *c = &in->cols[slots[i]];
     rn_schema *fields = NULL;
     if (c->fields && (!(fields = rn_schema_new()) || rn_schema_copy_columns(fields, c->fields, false, &p->err))) {
       rn_schema_free(fields);
@@ -209,12 +209,12 @@ int rn_declare_select(rn_pipeline *p, const char *name, rn_rel *in, const int *s
     }
   }
   /* The key: as given, else the input's key when every key column is kept. */
-  int derived[in->schema->nkey ? in->schema->nkey : 1];
-  if (!rc && !key && in->schema->nkey) {
-    nkey = in->schema->nkey;
+  int derived[in->nkey ? in->nkey : 1];
+  if (!rc && !key && in->nkey) {
+    nkey = in->nkey;
     for (int k = 0; k < nkey; k++) {
       derived[k] = -1;
-      for (int i = 0; i < n; i++) if (slots[i] == in->schema->key_slots[k]) derived[k] = i;
+      for (int i = 0; i < n; i++) if (slots[i] == in->key_slots[k]) derived[k] = i;
       if (derived[k] < 0) nkey = 0;
     }
     key = derived;
@@ -225,9 +225,25 @@ int rn_declare_select(rn_pipeline *p, const char *name, rn_rel *in, const int *s
   }
   if (rc) {
     rn_schema_free(s);
-    free(sel);
-    return rc;
+    return NULL;
   }
+  return s;
+}
+
+int rn_declare_select(rn_pipeline *p, const char *name, rn_rel *in, const int *slots,
+                      const char *const *names, int n, const int *key, int nkey, rn_rel **out)
+{
+  rn_schema *s = rn_select_schema(p, name, in->schema, slots, names, n, key, nkey);
+  if (!s) return p->err.code;
+  rn_select *sel = malloc(sizeof *sel + sizeof *sel->slots * (size_t)n);
+  if (!sel) {
+    rn_schema_free(s);
+    return rn_err_set(&p->err, RN_ENOMEM, "out of memory");
+  }
+  sel->n = n;
+  sel->upto = 0;
+  for (int i = 0; i < n; i++) if (slots[i] + 1 > sel->upto) sel->upto = slots[i] + 1;
+  memcpy(sel->slots, slots, sizeof *slots * (size_t)n);
   rn_derive *f = new_derive(NULL, NULL);
   if (f) { f->project = project; f->select = sel; }
   else free(sel);

@@ -29,6 +29,14 @@ int rn_declare_map(rn_pipeline *p, const char *name, rn_rel *in, rn_schema *sche
  * named names[i]; key: output positions (NULL: in's key if all kept). */
 int rn_declare_select(rn_pipeline *p, const char *name, rn_rel *in, const int *slots,
                       const char *const *names, int n, const int *key, int nkey, rn_rel **out);
+/* The input slots a select's columns come from (n of them), or NULL when d
+ * is not a select. Owned by d. */
+const int *rn_select_slots(const rn_rel *d, int *n);
+/* Builds a select's schema: output column i is in's column slots[i] named
+ * names[i]; key: output positions (NULL: in's key if all kept). NULL with
+ * p->err set on failure. */
+rn_schema *rn_select_schema(rn_pipeline *p, const char *name, const rn_schema *in, const int *slots,
+                            const char *const *names, int n, const int *key, int nkey);
 /* A filter's or map's apply (ops.h): d's input (from) made change c. */
 int rn_derive_apply(rn_rel *d, rn_rel *from, const rn_change *c);
 

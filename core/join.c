@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "derive.h"
 #include "lookup.h"
 #include "scan.h"
 
@@ -15,7 +16,10 @@ static void free_join(void *ctx)
   rn_join *j = ctx;
   if (j->fns.free_ctx) j->fns.free_ctx(j->fns.ctx);
   msgpack_sbuffer_destroy(&j->keybuf);
+  msgpack_sbuffer_destroy(&j->resultbuf);
   free(j->on);
+  free(j->proj);
+  free(j->fuse);
   free(j);
 }
 
@@ -63,6 +67,48 @@ static rn_schema *default_schema(rn_pipeline *p, const char *name, rn_rel *left,
     }
   }
   return s;
+}
+
+typedef struct reference { int slot; const char *to; } reference;
+
+static int by_slot(const void *a, const void *b)
+{
+  const reference *x = a, *y = b;
+  return x->slot != y->slot ? (x->slot > y->slot) - (x->slot < y->slot) : strcmp(x->to, y->to);
+}
+
+/* A joiner of column references: the projection of the default result
+ * (*whole, replaced by the projected schema) it names, or NULL with the
+ * error set. Columns come in the order of the columns they refer to. */
+static rn_join_proj *references(rn_pipeline *p, const char *name, const rn_join_spec *spec, int left_ncols,
+                                rn_schema **whole)
+{
+  int n = spec->nproject;
+  reference refs[n];
+  for (int i = 0; i < n; i++) {
+    refs[i].slot = rn_schema_slot(*whole, spec->project_from[i], strlen(spec->project_from[i]));
+    refs[i].to = spec->project_to[i];
+    if (refs[i].slot < 0) {
+      rn_err_set(&p->err, RN_EINVAL, "%s: joiner: column \"%s\" references \"%s\", which the join does not have",
+                 name, refs[i].to, spec->project_from[i]);
+      return NULL;
+    }
+  }
+  qsort(refs, (size_t)n, sizeof *refs, by_slot);
+  int slots[n];
+  const char *names[n];
+  for (int i = 0; i < n; i++) slots[i] = refs[i].slot, names[i] = refs[i].to;
+  rn_schema *projected = rn_select_schema(p, name, *whole, slots, names, n, NULL, 0);
+  if (!projected) return NULL;
+  rn_join_proj *pr = rn_join_proj_new(slots, n, left_ncols);
+  if (!pr) {
+    rn_schema_free(projected);
+    rn_err_set(&p->err, RN_ENOMEM, "out of memory");
+    return NULL;
+  }
+  rn_schema_free(*whole);
+  *whole = projected;
+  return pr;
 }
 
 static int check_spec(rn_pipeline *p, const char *name, rn_rel *left, rn_rel *right,
@@ -115,7 +161,7 @@ static int boot_right(void *ctx, uint64_t id, const char *row, size_t len)
   (void)id;
   rn_join *j = ((boot *)ctx)->j;
   rn_change c = { RN_INSERT, id, row, len, NULL, 0 };
-  side n = { row, len, NULL };
+  side n = { .row = row, .len = len };
   fk kn, none = { .null = true };
   int rc = rn_join_right_key(j, &n, &kn);
   return rc ? rc : rn_join_right_copy(j, &none, &kn, &c);
@@ -124,7 +170,7 @@ static int boot_right(void *ctx, uint64_t id, const char *row, size_t len)
 static int boot_left(void *ctx, uint64_t id, const char *row, size_t len)
 {
   rn_join *j = ((boot *)ctx)->j;
-  side lb = { 0 }, la = { row, len, NULL };
+  side lb = { 0 }, la = { .row = row, .len = len };
   rn_rel *out = j->out; /* declared just now: nothing listens to it yet */
   int rc = rn_join_left_step(j, id, &lb, &la, NULL);
   out->emitted[0] = out->emitted[1] = out->emitted[2] = 0;
@@ -175,7 +221,9 @@ int rn_declare_join(rn_pipeline *p, const char *name, rn_rel *left, rn_rel *righ
       !(schema = default_schema(p, name, left, right, stream, spec->kind == RN_JOIN_OUTER,
                                  spec->kind == RN_JOIN_INNER, !fns->selector)))
     rc = p->err.code;
+  if (!rc && spec->nproject && !(j->proj = references(p, name, spec, left->schema->ncols, &schema))) rc = p->err.code;
   if (rc) {
+    if (j) free(j->proj);
     if (j) free(j->on);
     free(j);
     if (fns->free_ctx) fns->free_ctx(fns->ctx);
@@ -192,8 +240,10 @@ int rn_declare_join(rn_pipeline *p, const char *name, rn_rel *left, rn_rel *righ
   j->left = left;
   j->right = right;
   msgpack_sbuffer_init(&j->keybuf);
+  msgpack_sbuffer_init(&j->resultbuf);
   j->right_native = right->kind == RN_REL_TABLE;
   j->lookup = right->kind == RN_REL_LOOKUP;
+  j->keeps_results = j->lookup || fns->joiner;
   rn_rel *r = rn_rel_new(p, name, RN_REL_JOIN, schema);
   if (!r) {
     free_join(j);

@@ -4,25 +4,33 @@
  * State (named databases, "<prefix><join name>"):
  *
  *     "ji:"  fan-out index, one entry per current left row:
- *            |fk part|u64 left id (big-endian)| -> |u64 result id|payload|
+ *            |fk part|u64 left id (big-endian)| -> |u64 result id|u32 left length|left row|result|
  *            fk part: the encoded right key the row points at (RN_KEY_NULL
  *            for a null foreign key), or for encodings longer than
  *            RN_JOIN_FK_INLINE its first RN_JOIN_FK_INLINE bytes and a hash;
  *            a prefix scan (MDB_SET_RANGE) at a right key's fk part finds
  *            every left row that references it, in ascending left id.
  *            result id: 0 until the row's result first exists.
- *            payload: the left row itself, so fan-out reads no other
- *            database (every left change rewrites its entry).
+ *            left length: host order; its top bit (RN_JOIN_KEPT) says the
+ *            entry holds the result it emitted (a join with a joiner, or
+ *            with a lookup); empty: none. A lookup join's entries written
+ *            before the bit existed hold theirs without it.
+ *            left row: so fan-out reads no other database (every left
+ *            change rewrites its entry).
  *     "jr:"  result ids: |encoded result key| -> |u64 result id|u64 left id|
  *            kept for ever, so a result key that comes back gets its old
  *            id; the left id holding it (0: none) detects selector clashes.
  *     "jc:"  the right side's rows |encoded right key| -> |row|, only when
  *            the right relation is not a keyed source table.
  *
- * A join result is a function of its left and right rows, so results are
- * never stored: the old result of a change is recomputed from the rows
- * before it. The declared result (no joiner) is the two rows' encodings
- * side by side: nothing is decoded or re-packed to build it.
+ * A declared result (no joiner) is a function of its left and right rows,
+ * so it is not stored: the old result of a change is made again from the
+ * rows before it, the two rows' encodings side by side (nothing decoded or
+ * re-packed), or a projection of them (a joiner of column references). A
+ * joiner's result is kept in the index entry, so a change calls the joiner
+ * once, for the new result (an entry without RN_JOIN_KEPT, from an older
+ * state, has its old result made again). A select that is the join's only
+ * reader is done by the join itself (join_project.c).
  *
  * Invariants (JOIN-n):
  * (1) After every change, the results emitted so far, applied in order,
@@ -38,6 +46,7 @@
 #include "ops.h"
 
 #define RN_JOIN_FK_INLINE 400
+#define RN_JOIN_KEPT 0x80000000u /* "ji:" left length: the entry holds its emitted result */
 
 typedef enum rn_join_kind { RN_JOIN_INNER, RN_JOIN_LEFT, RN_JOIN_OUTER } rn_join_kind;
 
@@ -55,6 +64,10 @@ typedef struct rn_join_fns {
    * to result as a normalized row of the join; *has_row = 0: no result. */
   int (*joiner)(void *ctx, rn_rel *join, const char *lrow, size_t llen,
                 const char *rrow, size_t rlen, msgpack_sbuffer *result, int *has_row, rn_err *e);
+  /* The left columns the last mapper call read, a bit per slot (bit 63:
+   * slot 63 or later, or all); NULL: unknown. A left update that keeps
+   * those columns' bytes keeps the mapper's key: it is not called again. */
+  uint64_t (*mapper_reads)(void *ctx);
   void *ctx;
   rn_free_fn free_ctx;
 } rn_join_fns;
@@ -64,6 +77,12 @@ typedef struct rn_join_spec {
   const int *on;          /* left slots forming the right key, or NULL with a mapper */
   int non;
   rn_schema *schema;      /* result columns (with a joiner), or NULL for left+right; owned */
+  /* A joiner of column references: result column project_to[i] is the
+   * column of the default result (left then right, clashes renamed)
+   * named project_from[i]; columns in the order of those they refer to.
+   * Borrowed for the call. */
+  const char *const *project_from, *const *project_to;
+  int nproject;
 } rn_join_spec;
 
 /* Declares left ⋈ right. Takes ownership of spec->schema and fns->ctx. */

@@ -6,26 +6,61 @@
 
 /* ---- one left row: the step every change is made of ---- */
 
-/* Do two left rows hold the same bytes in the on columns? Then they point
- * at the same right key, and the second need not be worked out again. */
-static bool same_on_bytes(rn_join *j, const side *a, const side *b)
+/* Do two left rows hold the same bytes in the columns of mask (a bit per
+ * slot; bit 63: slot 63 and later)? */
+static bool same_cols_bytes(rn_join *j, const side *a, const side *b, uint64_t mask)
 {
-  if (!j->on) return false;
-  int ncols = j->left->schema->ncols;
-  size_t sa[j->on_upto + 1], sb[j->on_upto + 1];
-  if (rn_row_spans(a->row, a->len, ncols, j->on_upto, sa) || rn_row_spans(b->row, b->len, ncols, j->on_upto, sb))
+  int ncols = j->left->schema->ncols, upto = 0;
+  for (int c = 0; c < ncols && c < 64; c++) if (mask & (1ULL << c)) upto = c + 1;
+  if (mask >> 63) upto = ncols;
+  if (upto == 0) return true;
+  size_t sa[upto + 1], sb[upto + 1];
+  if (rn_row_spans(a->row, a->len, ncols, upto, sa) || rn_row_spans(b->row, b->len, ncols, upto, sb))
     return false;
-  for (int i = 0; i < j->non; i++) {
-    int c = j->on[i];
+  for (int c = 0; c < upto; c++) {
+    if (!(mask & (1ULL << (c < 63 ? c : 63)))) continue;
     size_t n = sa[c + 1] - sa[c];
     if (n != sb[c + 1] - sb[c] || memcmp(a->row + sa[c], b->row + sb[c], n) != 0) return false;
   }
   return true;
 }
 
+/* The on columns as a mask, or what the mapper read of the row it was
+ * last given; 0 with *known false when that is not known. */
+static uint64_t key_columns(rn_join *j, bool *known)
+{
+  uint64_t mask = 0;
+  *known = true;
+  if (j->on) {
+    for (int i = 0; i < j->non; i++) mask |= 1ULL << (j->on[i] < 63 ? j->on[i] : 63);
+    return mask;
+  }
+  if (j->fns.mapper && j->fns.mapper_reads) return j->fns.mapper_reads(j->fns.ctx);
+  *known = false;
+  return 0;
+}
+
+/* The right keys of lb (before) and la (after): the second is not worked
+ * out again (no mapper call) when the columns the first was made of kept
+ * their bytes. */
+static int left_fks(rn_join *j, side *lb, side *la, fk *fb, fk *fa)
+{
+  int rc = 0;
+  uint64_t mask = 0;
+  bool known = false;
+  if (lb->row) {
+    rc = rn_join_left_fk(j, lb, fb);
+    mask = key_columns(j, &known);
+  }
+  if (rc || !la->row) return rc;
+  if (lb->row && known && same_cols_bytes(j, lb, la, mask)) { *fa = *fb; return 0; }
+  return rn_join_left_fk(j, la, fa);
+}
+
 /* Recomputes the result of left row lid from lb (before) to la (after),
  * keeping its index entry; undo is a right-side change the "before"
- * lookups must not see yet (self-joins), or NULL. */
+ * lookups must not see yet (self-joins), or NULL. A join that keeps
+ * results reads the old one from the entry instead of making it again. */
 int rn_join_left_step(rn_join *j, uint64_t lid, side *lb, side *la, const rn_change *undo)
 {
   fk fb = { .null = true }, fa = { .null = true };
@@ -34,28 +69,24 @@ int rn_join_left_step(rn_join *j, uint64_t lid, side *lb, side *la, const rn_cha
   msgpack_sbuffer_init(&kb);
   msgpack_sbuffer_init(&ka);
   uint64_t rid_b = 0, rid_a = 0;
-  int rc = 0;
   side stored = { 0 };
-  if (lb->row) {
-    if (!(rc = rn_join_left_fk(j, lb, &fb)) && !(rc = rn_join_index_entry(j, &fb, lid, &rid_b, j->lookup ? &stored : NULL)) &&
-        !j->lookup)
-      rc = rn_join_right_before(j, &fb, undo, &rb);
-  }
-  if (!rc && la->row) {
-    if (lb->row && same_on_bytes(j, lb, la)) fa = fb;
-    else rc = rn_join_left_fk(j, la, &fa);
+  bool kept = false, rb_read = false;
+  int rc = left_fks(j, lb, la, &fb, &fa);
+  if (!rc && lb->row) {
+    rc = rn_join_index_entry(j, &fb, lid, &rid_b, j->keeps_results ? &stored : NULL, &kept);
+    if (!rc && !kept && !j->lookup) rc = rn_join_right_before(j, &fb, undo, &rb), rb_read = true;
   }
   if (!rc && la->row) {
     /* The foreign key stayed and nothing undone hides the right row: the
      * row just read before the change is the current one (one read less). */
-    if (lb->row && !undo && !j->lookup && same_fk(&fb, &fa)) ra = rb;
+    if (rb_read && !undo && same_fk(&fb, &fa)) ra = rb;
     else rc = rn_join_right_current(j, &fa, &ra);
   }
   if (rc) goto out;
   /* Outer key joins: a side without a left row still has a right-only result. */
   if (j->kind == RN_JOIN_OUTER && !lb->row && la->row) rc = rn_join_right_before(j, &fa, undo, &rb), fb = fa;
   if (!rc && j->kind == RN_JOIN_OUTER && lb->row && !la->row) rc = rn_join_right_current(j, &fb, &ra), fa = fb;
-  if (!rc && j->lookup) ob = stored; /* what was emitted, without asking the source again */
+  if (!rc && kept) ob = stored; /* what was emitted, without asking the source or joiner again */
   else if (!rc) rc = rn_join_make_result(j, lb, &rb, &fb, &ob);
   if (!rc) rc = rn_join_make_result(j, la, &ra, &fa, &oa);
   if (rc) goto out;
@@ -117,8 +148,10 @@ int rn_join_collect(rn_join *j, const fk *f, entries *out)
     memcpy(&e->rid, v.mv_data, 8);
     uint32_t llen;
     memcpy(&llen, (const char *)v.mv_data + 8, 4);
-    e->len = llen;
-    e->payload = rn_scratch_copy(j->out->p, (const char *)v.mv_data + 12, e->len);
+    e->kept = j->lookup || (llen & RN_JOIN_KEPT);
+    e->len = llen & ~RN_JOIN_KEPT;
+    e->res_len = v.mv_size - 12 - e->len;
+    e->payload = rn_scratch_copy(j->out->p, (const char *)v.mv_data + 12, v.mv_size - 12);
     if (!e->payload) { mdb_cursor_close(cur); return nomem(j); }
   }
   mdb_cursor_close(cur);
@@ -131,6 +164,13 @@ void rn_join_left_row(const entry *e, side *l)
   l->row = e->len ? e->payload : NULL;
   l->len = e->len;
   l->vals = NULL;
+}
+
+/* The result an entry says it emitted; false when it does not say. */
+bool rn_join_kept_result(const entry *e, side *res)
+{
+  *res = (side){ .row = e->res_len ? e->payload + e->len : NULL, .len = e->res_len };
+  return e->kept;
 }
 
 /* Keeps the right copy of a derived right side current. */
@@ -149,6 +189,12 @@ int rn_join_right_copy(rn_join *j, const fk *ko, const fk *kn, const rn_change *
     rc = mdb_put(txn_of(j), j->right_dbi, &k, &v, 0);
   }
   return rc ? rn_store_fail(err_of(j), rc, j->out->name) : 0;
+}
+
+static bool same_result(const side *a, const side *b)
+{
+  if (!a->row || !b->row) return !a->row && !b->row;
+  return a->len == b->len && memcmp(a->row, b->row, a->len) == 0;
 }
 
 /* Outer key join: a right key no left row holds has a right-only result. */
@@ -172,7 +218,7 @@ static int right_only(rn_join *j, const fk *f, side *o, side *n)
  * already done (a self-join's own row). */
 static int right_step(rn_join *j, const rn_change *c, uint64_t skip)
 {
-  side o = { c->old, c->old_len, NULL }, n = { c->row, c->row_len, NULL };
+  side o = { .row = c->old, .len = c->old_len }, n = { .row = c->row, .len = c->row_len };
   fk ko = { .null = true }, kn = { .null = true };
   int rc = 0;
   if (o.row) rc = rn_join_right_key(j, &o, &ko);
@@ -217,15 +263,18 @@ static int right_step(rn_join *j, const rn_change *c, uint64_t skip)
     if (o.row && same_fk(&f, &ko)) rb = o;
     if (n.row && same_fk(&f, &kn)) ra = n;
     if (!rb.row && !ra.row) continue; /* a long key's hash neighbour */
-    rc = rn_join_make_result(j, &l, &rb, &f, &ob);
+    bool kept = rn_join_kept_result(e, &ob); /* the joiner runs once per pair, not twice */
+    if (!kept) rc = rn_join_make_result(j, &l, &rb, &f, &ob);
     if (!rc) rc = rn_join_make_result(j, &l, &ra, &f, &oa);
     uint64_t rid = e->rid;
+    bool rewritten = false;
     if (!rc && oa.row && !rid) {
       msgpack_sbuffer k;
       msgpack_sbuffer_init(&k);
       if (!(rc = rn_join_result_key(j, e->lid, &l, &f, &k))) rc = rn_join_result_id(j, &k, e->lid, true, &rid);
       msgpack_sbuffer_destroy(&k);
       if (!rc) rc = rn_join_index_put(j, &f, e->lid, rid, &l, &oa);
+      rewritten = true;
     }
     if (!rc && ob.row && !oa.row && j->fns.selector) { /* the key is free again */
       msgpack_sbuffer k;
@@ -234,7 +283,10 @@ static int right_step(rn_join *j, const rn_change *c, uint64_t skip)
       if (!(rc = rn_join_result_key(j, e->lid, &l, &f, &k))) rc = rn_join_result_id(j, &k, e->lid, false, &ignored);
       msgpack_sbuffer_destroy(&k);
       if (!rc) rc = rn_join_index_put(j, &f, e->lid, 0, &l, NULL);
+      rewritten = true;
     }
+    if (!rc && j->keeps_results && !rewritten && !same_result(&ob, &oa))
+      rc = rn_join_index_put(j, &f, e->lid, rid, &l, &oa); /* the entry keeps what is emitted */
     if (!rc) rc = rn_join_emit_result(j, rid, &ob, rid, &oa);
   }
   free(order);
@@ -246,7 +298,7 @@ static int right_step(rn_join *j, const rn_change *c, uint64_t skip)
 
 static int stream_step(rn_join *j, const rn_change *c)
 {
-  side l = { c->row, c->row_len, NULL }, r = { 0 }, res;
+  side l = { .row = c->row, .len = c->row_len }, r = { 0 }, res;
   fk f = { .null = true };
   int rc = rn_join_left_fk(j, &l, &f);
   if (!rc) rc = rn_join_right_current(j, &f, &r);
@@ -256,17 +308,25 @@ static int stream_step(rn_join *j, const rn_change *c)
   return rn_emit(j->out, &out);
 }
 
-int rn_join_apply(rn_rel *d, rn_rel *from, const rn_change *c)
+static int apply_change(rn_join *j, rn_rel *from, const rn_change *c)
 {
-  rn_join *j = d->ctx;
   if (j->stream) return from == j->left ? stream_step(j, c) : right_step(j, c, 0);
   if (from == j->left) {
-    side lb = { c->old, c->old_len, NULL };
-    side la = { c->row, c->row_len, NULL };
+    side lb = { .row = c->old, .len = c->old_len };
+    side la = { .row = c->row, .len = c->row_len };
     int rc = rn_join_left_step(j, c->id, &lb, &la, from == j->right ? c : NULL);
     if (rc || from != j->right) return rc;
     return right_step(j, c, c->id); /* a self-join: then the rows that reference it */
   }
   return right_step(j, c, 0);
+}
+
+int rn_join_apply(rn_rel *d, rn_rel *from, const rn_change *c)
+{
+  rn_join *j = d->ctx;
+  rn_join_fuse_begin(j);
+  int rc = apply_change(j, from, c);
+  j->projecting = false;
+  return rc;
 }
 

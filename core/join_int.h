@@ -18,6 +18,14 @@
 #include "key.h"
 #include "row.h"
 
+/* A projection of the default result layout (left columns, then right). */
+typedef struct rn_join_proj {
+  int n;                  /* output columns */
+  int left_ncols;         /* slots below this are left columns */
+  int lupto, rupto;       /* 1 + the largest left / right column used: how far rows are walked */
+  int slots[];            /* each output column's slot in the default layout */
+} rn_join_proj;
+
 typedef struct rn_join {
   rn_rel *out, *left, *right;
   rn_join_kind kind;
@@ -27,11 +35,21 @@ typedef struct rn_join {
   int *on;
   int on_upto;            /* 1 + the largest of them: how far a left row is walked */
   rn_join_fns fns;
+  rn_join_proj *proj;     /* the result is this projection of the default layout (a joiner of
+                             column references), or NULL; owned */
+  rn_rel *fused;          /* the select the join emits for while it is the join's only reader
+                             (join_project.c); valid only while projecting */
+  rn_join_proj *fuse;     /* its projection (kept while the select's columns stay); owned */
+  bool projecting;        /* this change's results are fused's rows */
   bool right_native;      /* the right side is a keyed source table */
   bool lookup;            /* the right side is a lookup: results are stored, not recomputed */
+  bool keeps_results;     /* entries hold the emitted result (lookup or joiner): an old
+                             result is read back, never asked of the source or joiner again */
   MDB_dbi index_dbi, result_dbi, right_dbi;
   MDB_txn *reading;       /* a scan's read transaction, or NULL: the group's */
   msgpack_sbuffer keybuf; /* scratch: encoding a key */
+  msgpack_sbuffer resultbuf; /* a joiner's result, reused per call */
+  bool resultbuf_busy;    /* a joiner re-entered the join (a scan of it) */
   MDB_cursor *index_cur;  /* on index_dbi in the write transaction, positioned by index_entry */
   uint64_t index_cur_txn; /* the store's txn_serial it belongs to (LMDB frees it with it) */
   bool index_at;          /* index_cur is positioned at index_at_key */
@@ -53,6 +71,7 @@ typedef struct side {
   const char *row;        /* NULL: absent */
   size_t len;
   const msgpack_object *vals; /* NULL until vals_of() */
+  const struct side *made_of[2]; /* a fused result: the left and right rows it was made of */
 } side;
 
 /* Where the join reads and writes: the group's transaction, or a scan's. */
@@ -70,9 +89,12 @@ static inline bool same_fk(const fk *a, const fk *b)
 
 typedef struct entry {
   uint64_t lid, rid;
-  const char *payload;    /* scratch copy */
-  size_t len;
+  const char *payload;    /* scratch copy: the left row, then the kept result */
+  size_t len;             /* of the left row */
+  size_t res_len;         /* of the kept result (0: none) */
+  bool kept;              /* the entry holds the result it emitted (RN_JOIN_KEPT) */
 } entry;
+
 
 typedef struct entries {
   entry *items;
@@ -115,8 +137,26 @@ int rn_join_index_put(rn_join *j, const fk *f, uint64_t lid, uint64_t rid, const
 /* An entry index_entry just read is deleted where the cursor stands. */
 int rn_join_index_del(rn_join *j, const fk *f, uint64_t lid);
 /* A left row's entry: its result id (0: none yet or no entry) and, for a
- * lookup join, the result it emitted (stored->row NULL: none). */
-int rn_join_index_entry(rn_join *j, const fk *f, uint64_t lid, uint64_t *rid, side *stored);
+ * join that keeps results, the result it emitted (stored->row NULL: none;
+ * *kept false when the entry does not say). */
+int rn_join_index_entry(rn_join *j, const fk *f, uint64_t lid, uint64_t *rid, side *stored, bool *kept);
+
+/* The declared result (no joiner): the left and right rows' encodings side
+ * by side (an absent right side as nils), into scratch. */
+int rn_join_concat(rn_join *j, side *l, side *r, const fk *f, side *res);
+
+/* ---- join_project.c ---- */
+
+/* A projection of slots[0..n) of the default layout; NULL: out of memory. */
+rn_join_proj *rn_join_proj_new(const int *slots, int n, int left_ncols);
+/* The result of l and r as projection pr, into scratch. */
+int rn_join_project(rn_join *j, const rn_join_proj *pr, side *l, side *r, const fk *f, side *res);
+/* Decides, per change, whether the join does the work of the select that
+ * is its only reader (sets projecting, fused, fuse). */
+void rn_join_fuse_begin(rn_join *j);
+/* Emits the change from old to now as fused emits it, and counts the
+ * join's own change (one the fused select's reader would have seen). */
+int rn_join_emit_fused(rn_join *j, uint64_t old_id, const side *old, uint64_t new_id, const side *now);
 
 /* ---- join_apply.c ---- */
 
@@ -129,6 +169,8 @@ int rn_join_left_step(rn_join *j, uint64_t lid, side *lb, side *la, const rn_cha
 int rn_join_collect(rn_join *j, const fk *f, entries *out);
 /* The current left row of an index entry: the entry holds it. */
 void rn_join_left_row(const entry *e, side *l);
+/* The result an entry says it emitted; false when it does not say. */
+bool rn_join_kept_result(const entry *e, side *res);
 /* Keeps the right copy of a derived right side current. */
 int rn_join_right_copy(rn_join *j, const fk *ko, const fk *kn, const rn_change *c);
 

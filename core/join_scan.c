@@ -29,16 +29,14 @@ static int scan_left_rows(rn_join *j, MDB_txn *txn, bool own_scratch, rn_scan_fn
   for (; !rc && mrc == 0; mrc = mdb_cursor_get(cur, &k, &v, MDB_NEXT)) {
     uint32_t llen;
     memcpy(&llen, (const char *)v.mv_data + 8, 4);
-    entry e = { rn_be64_get((const char *)k.mv_data + k.mv_size - 8), 0, (const char *)v.mv_data + 12, llen };
+    size_t left_len = llen & ~RN_JOIN_KEPT;
+    entry e = { rn_be64_get((const char *)k.mv_data + k.mv_size - 8), 0, (const char *)v.mv_data + 12, left_len,
+                v.mv_size - 12 - left_len, j->lookup || (llen & RN_JOIN_KEPT) };
     memcpy(&e.rid, v.mv_data, 8);
     side l, r = { 0 }, res = { 0 };
     fk f;
     rn_join_left_row(&e, &l);
-    if (j->lookup) { /* the results it emitted */
-      size_t rlen = v.mv_size - 12 - llen;
-      res.row = rlen ? (const char *)v.mv_data + 12 + llen : NULL;
-      res.len = rlen;
-    } else {
+    if (!rn_join_kept_result(&e, &res)) { /* else the result it emitted */
       if (l.row) rc = rn_join_left_fk(j, &l, &f);
       if (!rc && l.row) rc = rn_join_right_current(j, &f, &r);
       if (!rc && l.row) rc = rn_join_make_result(j, &l, &r, &f, &res);

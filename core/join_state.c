@@ -148,7 +148,7 @@ int rn_join_right_current(rn_join *j, const fk *f, side *r)
 int rn_join_right_before(rn_join *j, const fk *f, const rn_change *undo, side *r)
 {
   if (undo && !f->null) {
-    side o = { undo->old, undo->old_len, NULL }, n = { undo->row, undo->row_len, NULL };
+    side o = { .row = undo->old, .len = undo->old_len }, n = { .row = undo->row, .len = undo->row_len };
     fk ko, kn;
     if (o.row) {
       if (rn_join_right_key(j, &o, &ko)) return err_of(j)->code;
@@ -177,7 +177,7 @@ static const char *row_body(const char *row, size_t len, size_t *body_len)
  * encodings placed side by side (nothing decoded, nothing re-packed);
  * nils for an absent side. An outer join's right-only result fills the
  * left key from the join key. */
-static int concat_result(rn_join *j, side *l, side *r, const fk *f, side *res)
+int rn_join_concat(rn_join *j, side *l, side *r, const fk *f, side *res)
 {
   const rn_schema *ls = j->left->schema, *rs = j->right->schema;
   size_t lb = 0, rb = 0;
@@ -222,23 +222,31 @@ static int concat_result(rn_join *j, side *l, side *r, const fk *f, side *res)
  * no result (inner join without a match, or the joiner said none). */
 int rn_join_make_result(rn_join *j, side *l, side *r, const fk *f, side *res)
 {
-  res->row = NULL;
-  res->len = 0;
-  res->vals = NULL;
+  *res = (side){ 0 };
   if (!l->row && !r->row) return 0;
   if (!r->row && j->kind == RN_JOIN_INNER) return 0;
   if (!l->row && j->kind != RN_JOIN_OUTER) return 0;
-  if (!j->fns.joiner) return concat_result(j, l, r, f, res);
-  msgpack_sbuffer b;
-  msgpack_sbuffer_init(&b);
+  if (j->projecting && !j->reading) { /* a fused select's row: made at emit, when the join's would change */
+    res->made_of[0] = l;
+    res->made_of[1] = r;
+    res->row = l->row; /* present; its bytes come later (rn_join_emit_fused) */
+    return 0;
+  }
+  if (j->proj) return rn_join_project(j, j->proj, l, r, f, res);
+  if (!j->fns.joiner) return rn_join_concat(j, l, r, f, res);
+  msgpack_sbuffer local, *b = j->resultbuf_busy ? &local : &j->resultbuf; /* busy: a joiner's scan of its join */
+  if (b == &local) msgpack_sbuffer_init(&local);
+  msgpack_sbuffer_clear(b);
+  j->resultbuf_busy = true;
   int has_row = 1;
-  int rc = j->fns.joiner(j->fns.ctx, j->out, l->row, l->len, r->row, r->len, &b, &has_row, err_of(j));
+  int rc = j->fns.joiner(j->fns.ctx, j->out, l->row, l->len, r->row, r->len, b, &has_row, err_of(j));
   if (!rc && has_row) {
-    res->row = rn_scratch_copy(j->out->p, b.data, b.size);
-    res->len = b.size;
+    res->row = rn_scratch_copy(j->out->p, b->data, b->size);
+    res->len = b->size;
     if (!res->row) rc = nomem(j);
   }
-  msgpack_sbuffer_destroy(&b);
+  if (b == &local) msgpack_sbuffer_destroy(&local);
+  else j->resultbuf_busy = false;
   return rc;
 }
 
@@ -323,6 +331,7 @@ int rn_join_result_id(rn_join *j, const msgpack_sbuffer *k, uint64_t owner, bool
  * nothing when they are equal (JOIN-2). */
 int rn_join_emit_result(rn_join *j, uint64_t old_id, const side *old, uint64_t new_id, const side *now)
 {
+  if (j->projecting && !j->reading) return rn_join_emit_fused(j, old_id, old, new_id, now);
   if (old->row && now->row && old_id == new_id) {
     if (old->len == now->len && memcmp(old->row, now->row, old->len) == 0) return 0; /* (2) */
     rn_change c = { RN_UPDATE, new_id, now->row, now->len, old->row, old->len };
@@ -362,15 +371,16 @@ static MDB_cursor *index_cursor(rn_join *j)
 }
 
 /* |u64 result id|u32 left length|left row|result|: fan-out reads the left
- * row here, no lookup; a lookup join keeps the result it emitted. An entry
- * index_entry just read is rewritten in place (no second descent). */
+ * row here, no lookup; a join that keeps results (lookup, joiner) keeps the
+ * one it emitted, flagged RN_JOIN_KEPT in the length. An entry index_entry
+ * just read is rewritten in place (no second descent). */
 int rn_join_index_put(rn_join *j, const fk *f, uint64_t lid, uint64_t rid, const side *l, const side *res)
 {
   char k[sizeof ((fk *)0)->part + 8];
   size_t klen;
   index_key(f, lid, k, &klen);
-  size_t rlen = j->lookup && res && res->row ? res->len : 0;
-  uint32_t llen = (uint32_t)l->len;
+  size_t rlen = j->keeps_results && res && res->row ? res->len : 0;
+  uint32_t llen = (uint32_t)l->len | (j->keeps_results ? RN_JOIN_KEPT : 0);
   MDB_val key = { klen, k }, v = { 12 + l->len + rlen, NULL };
   MDB_cursor *cur = index_cursor(j);
   bool here = cur && j->index_at && j->index_at_len == klen && memcmp(j->index_at_key, k, klen) == 0;
@@ -401,8 +411,9 @@ int rn_join_index_del(rn_join *j, const fk *f, uint64_t lid)
 }
 
 /* A left row's entry: its result id (0: none yet or no entry) and, for a
- * lookup join, the result it emitted (stored->row NULL: none). */
-int rn_join_index_entry(rn_join *j, const fk *f, uint64_t lid, uint64_t *rid, side *stored)
+ * join that keeps results, the result it emitted (stored->row NULL: none;
+ * *kept false when the entry does not say). */
+int rn_join_index_entry(rn_join *j, const fk *f, uint64_t lid, uint64_t *rid, side *stored, bool *kept)
 {
   char k[sizeof ((fk *)0)->part + 8];
   size_t klen;
@@ -417,10 +428,13 @@ int rn_join_index_entry(rn_join *j, const fk *f, uint64_t lid, uint64_t *rid, si
   }
   *rid = 0;
   if (stored) *stored = (side){ 0 };
+  if (kept) *kept = j->lookup; /* a lookup join's entries always hold theirs */
   if (rc == 0) {
     uint32_t llen;
     memcpy(rid, v.mv_data, 8);
     memcpy(&llen, (char *)v.mv_data + 8, 4);
+    if (kept) *kept = j->lookup || (llen & RN_JOIN_KEPT);
+    llen &= ~RN_JOIN_KEPT;
     size_t rlen = v.mv_size - 12 - llen;
     if (stored && rlen) {
       stored->row = rn_scratch_copy(j->out->p, (char *)v.mv_data + 12 + llen, rlen);
@@ -430,4 +444,3 @@ int rn_join_index_entry(rn_join *j, const fk *f, uint64_t lid, uint64_t *rid, si
   }
   return rc && rc != MDB_NOTFOUND ? rn_store_fail(err_of(j), rc, j->out->name) : 0;
 }
-

@@ -9,6 +9,7 @@
 
 #include "row.h"
 #include "runnel.h"
+#include "join.h"
 #include "key.h"
 #include "store.h"
 
@@ -195,6 +196,15 @@ static bool ids_has(const ids *s, uint64_t id)
 /* Collects from each entry of "<prefix><name>" the u64 at value offset
  * `at` (nonzero ones) and, with left, the big-endian u64 ending the key.
  * Values shorter than min are damage. */
+/* A "ji:" entry's left length (join.h) stays inside the entry. */
+static bool join_entry_fits(const MDB_val *v)
+{
+  uint32_t llen;
+  if (v->mv_size < 12) return false;
+  memcpy(&llen, (const char *)v->mv_data + 8, 4);
+  return (size_t)(llen & ~RN_JOIN_KEPT) <= v->mv_size - 12;
+}
+
 static int collect(walk *w, const char *prefix, const char *name, size_t at, size_t min, ids *out, ids *left)
 {
   char dbname[4096];
@@ -214,13 +224,17 @@ static int collect(walk *w, const char *prefix, const char *name, size_t at, siz
       break;
     }
     memcpy(&id, (const char *)v.mv_data + at, 8);
+    if (strcmp(prefix, RN_DB_JOIN_INDEX) == 0 && !join_entry_fits(&v)) {
+      damaged(w, "database \"%s\": an entry's left row runs past its end%s", dbname, "");
+      break;
+    }
     if (id && !ids_add(out, id)) { mrc = ENOMEM; break; }
     for (int b = 0; left && b < 8; b++) lid = lid << 8 | ((const unsigned char *)k.mv_data)[k.mv_size - 8 + b];
     if (left && !ids_add(left, lid)) { mrc = ENOMEM; break; }
   }
   mdb_cursor_close(cur);
-  qsort(out->v, out->n, sizeof *out->v, cmp_u64);
-  if (left) qsort(left->v, left->n, sizeof *left->v, cmp_u64);
+  if (out->n) qsort(out->v, out->n, sizeof *out->v, cmp_u64); /* none: v is NULL (damage on the first entry) */
+  if (left && left->n) qsort(left->v, left->n, sizeof *left->v, cmp_u64);
   return mrc == MDB_NOTFOUND ? 0 : mrc;
 }
 

@@ -145,6 +145,26 @@ static inline void rn_lua_setint(lua_State *L, const char *field, lua_Integer v)
   lua_setfield(L, -2, field);
 }
 
+/* lrow.c: runnel.Row, a stored row lent to one callback call. */
+typedef struct lrow {
+  lpipe *lp;
+  rn_rel *rel;           /* whose schema the row follows */
+  const char *row;       /* NULL: not lent (its call has returned) */
+  size_t len;
+  uint64_t read;         /* the slots read since lent, a bit each (bit 63: slot 63 on, or pairs) */
+  int ncols;
+  bool spans_ok;         /* spans holds where each column starts */
+  size_t spans[];        /* ncols + 1 */
+} lrow;
+
+/* Pushes a new Row for rows of rel, lent to nothing yet. May raise. */
+lrow *rn_lua_newrow(lua_State *L, lpipe *lp, rn_rel *rel);
+/* Lends r the row (NULL: takes it back); clears its read mask. The row
+ * must stay valid until it is taken back. */
+void rn_lua_row_lend(lrow *r, const char *row, size_t len);
+/* The Row at idx, or NULL. */
+lrow *rn_lua_testrow(lua_State *L, int idx);
+
 /* lrelation.c: the runnel.Relation metatable and methods. */
 void rn_lua_relation_open(lua_State *L);
 

@@ -20,6 +20,9 @@ typedef struct lcb {
                              before any call, since a join calls while it is declared */
   rn_rel *left, *right;   /* a join's inputs */
   int refs[6];            /* registry refs: fn | insert, update, delete, commit, all, rollback */
+  lrow *rows[2];          /* the Rows lent to a mapper or joiner (left, right), or NULL */
+  int row_refs[2];        /* registry refs keeping them */
+  uint64_t mapper_read;   /* the left columns the last mapper call read */
 } lcb;
 
 enum { CB_FN, CB_INSERT = 0, CB_UPDATE, CB_DELETE, CB_COMMIT, CB_ALL, CB_ROLLBACK, CB_NREFS };
@@ -40,12 +43,14 @@ typedef struct lcall {
   int nkey;
   int *flag;              /* filter: pass; map, joiner: has_row; mapper: has_key */
   msgpack_sbuffer *result;
+  lrow *lent[2];          /* Rows lent for this call: taken back when it returns */
 } lcall;
 
 static void free_cb(void *ctx)
 {
   lcb *cb = ctx;
   for (int i = 0; i < CB_NREFS; i++) luaL_unref(cb->lp->L, LUA_REGISTRYINDEX, cb->refs[i]);
+  for (int i = 0; i < 2; i++) luaL_unref(cb->lp->L, LUA_REGISTRYINDEX, cb->row_refs[i]);
   free(cb->name);
   free(cb);
 }
@@ -59,6 +64,9 @@ static lcb *new_cb(lua_State *L, lpipe *lp, const char *name)
   cb->name = copy;
   cb->left = cb->right = NULL;
   for (int i = 0; i < CB_NREFS; i++) cb->refs[i] = LUA_NOREF;
+  cb->rows[0] = cb->rows[1] = NULL;
+  cb->row_refs[0] = cb->row_refs[1] = LUA_NOREF;
+  cb->mapper_read = ~0ULL;
   return cb;
 }
 
@@ -95,6 +103,11 @@ static int returned_row(lpipe *lp, lua_State *L, rn_rel *out, const char *bad_pr
 {
   *has_row = !lua_isnil(L, -1);
   int rc = 0;
+  lrow *lent = rn_lua_testrow(L, -1);
+  if (lent && lent->row) { /* a row it was given, returned as it is */
+    rn_lua_pushrow(lp, L, lent->rel, lent->row, lent->len);
+    lua_replace(L, -2);
+  }
   if (*has_row) {
     msgpack_object *vals;
     uint8_t *given;
@@ -234,6 +247,38 @@ static void push_key(lua_State *L, const rn_schema *s, const msgpack_object *val
   }
 }
 
+/* Pushes row (a row of rel) as the Row the callback keeps for side, lent
+ * for this call (nil for no row); a Row still lent (a callback reached
+ * again from inside itself, e.g. through a scan) is left alone and a new
+ * one is lent. */
+static void push_lent(lcall *c, lua_State *L, int side, rn_rel *rel, const char *row, size_t len)
+{
+  lcb *cb = c->cb;
+  if (!row) { lua_pushnil(L); return; }
+  lrow *r = cb->rows[side];
+  if (r && !r->row && r->rel == rel && r->ncols == rel->schema->ncols) {
+    lua_rawgeti(L, LUA_REGISTRYINDEX, cb->row_refs[side]);
+  } else {
+    r = rn_lua_newrow(L, cb->lp, rel);
+    if (!cb->rows[side] || !cb->rows[side]->row) { /* keep it for the next calls */
+      luaL_unref(L, LUA_REGISTRYINDEX, cb->row_refs[side]);
+      cb->rows[side] = NULL;
+      lua_pushvalue(L, -1);
+      cb->row_refs[side] = luaL_ref(L, LUA_REGISTRYINDEX);
+      cb->rows[side] = r;
+    }
+  }
+  rn_lua_row_lend(r, row, len);
+  c->lent[side] = r;
+}
+
+/* After the call, whatever it did: the rows lent go back (a Row kept by
+ * the callback can no longer be read). */
+static void take_back(lcall *c)
+{
+  for (int i = 0; i < 2; i++) if (c->lent[i]) rn_lua_row_lend(c->lent[i], NULL, 0);
+}
+
 /* mapper(row) -> the right key: a scalar for a one-column key, else a
  * table by position or by column name (read with lua_getfield: metamethods
  * run, protected). */
@@ -243,8 +288,9 @@ static int mapper_body(lua_State *L, void *ud, rn_err *e)
   lcb *cb = c->cb;
   lpipe *lp = cb->lp;
   lua_rawgeti(L, LUA_REGISTRYINDEX, cb->refs[CB_MAPPER]);
-  rn_lua_pushrow(lp, L, c->in, c->row, c->len);
+  push_lent(c, L, 0, c->in, c->row, c->len);
   lua_call(L, 1, 1);
+  cb->mapper_read = c->lent[0] ? c->lent[0]->read : 0;
   int *has_key = c->flag, nkey = c->nkey;
   *has_key = !lua_isnil(L, -1) && lua_touserdata(L, -1) != RN_LUA_NULL;
   const rn_schema *rs = cb->right->schema;
@@ -272,7 +318,15 @@ static int mapper_cb(void *ctx, rn_rel *left, const char *row, size_t len,
   (void)z;
   lcb *cb = ctx;
   lcall c = { .cb = cb, .in = left, .row = row, .len = len, .key = out, .nkey = nkey, .flag = has_key };
-  return rn_lua_protect(cb->lp, cb->lp->L, mapper_body, &c, cb->name, "mapper", e);
+  cb->mapper_read = ~0ULL; /* unknown unless the call completes */
+  int rc = rn_lua_protect(cb->lp, cb->lp->L, mapper_body, &c, cb->name, "mapper", e);
+  take_back(&c);
+  return rc;
+}
+
+static uint64_t mapper_reads(void *ctx)
+{
+  return ((lcb *)ctx)->mapper_read;
 }
 
 static int selector_body(lua_State *L, void *ud, rn_err *e)
@@ -310,35 +364,94 @@ static int selector_cb(void *ctx, rn_rel *left, const msgpack_object *lkey, int 
   return rn_lua_protect(cb->lp, cb->lp->L, selector_body, &c, cb->name, "selector", e);
 }
 
+/* The values a joiner returned in the declared column order (from idx,
+ * n of them; nil: not given), checked and packed into result. */
+static int returned_values(lpipe *lp, lua_State *L, int idx, int n, rn_rel *out, msgpack_sbuffer *result,
+                           int *has_row, rn_err *e)
+{
+  const rn_schema *s = out->schema;
+  if (n > s->ncols)
+    return rn_err_set(e, RN_EINVAL, "joiner returned %d values for the %d columns of %s", n, s->ncols, out->name);
+  msgpack_object *vals = rn_zone_malloc(&lp->p->scratch, sizeof *vals * (size_t)s->ncols);
+  uint8_t *given = rn_zone_malloc(&lp->p->scratch, (size_t)s->ncols);
+  if (!vals || !given) return rn_err_set(e, RN_ENOMEM, "out of memory");
+  int rc = 0;
+  for (int i = 0; i < s->ncols && !rc; i++) {
+    given[i] = i < n && !lua_isnil(L, idx + i);
+    vals[i].type = MSGPACK_OBJECT_NIL;
+    if (given[i] && (rc = rn_lua_tovalue(lp, L, idx + i, &s->cols[i], &vals[i], 0))) rn_err_prefix(e, out->name);
+  }
+  if (!rc) rc = rn_row_normalize(s, out->name, RN_ROW_FULL, vals, given, &lp->p->scratch, e);
+  if (rc) {
+    rn_err_prefix(e, "joiner returned bad values");
+    return rc;
+  }
+  rn_row_pack(s, vals, result);
+  *has_row = 1;
+  return 0;
+}
+
+/* joiner(left, right) -> a row table, nil (no result), or the values of
+ * the result's columns in their declared order. */
 static int joiner_body(lua_State *L, void *ud, rn_err *e)
 {
   lcall *c = ud;
   lcb *cb = c->cb;
+  int base = lua_gettop(L);
   lua_rawgeti(L, LUA_REGISTRYINDEX, cb->refs[CB_JOINER]);
-  rn_lua_pushrow(cb->lp, L, cb->left, c->row, c->len);
-  rn_lua_pushrow(cb->lp, L, cb->right, c->row2, c->len2);
-  lua_call(L, 2, 1);
-  return returned_row(cb->lp, L, c->out, "joiner returned a bad row", c->result, c->flag, e);
+  push_lent(c, L, 0, cb->left, c->row, c->len);
+  push_lent(c, L, 1, cb->right, c->row2, c->len2);
+  lua_call(L, 2, LUA_MULTRET);
+  int n = lua_gettop(L) - base;
+  if (n == 0) { *c->flag = 0; return 0; }
+  int t = lua_type(L, base + 1);
+  if (n == 1 && (t == LUA_TNIL || t == LUA_TTABLE || rn_lua_testrow(L, base + 1)))
+    return returned_row(cb->lp, L, c->out, "joiner returned a bad row", c->result, c->flag, e);
+  return returned_values(cb->lp, L, base + 1, n, c->out, c->result, c->flag, e);
 }
 
-static int joiner_cb(void *ctx, rn_rel *join, const char *lrow, size_t llen,
-                     const char *rrow, size_t rlen, msgpack_sbuffer *result, int *has_row, rn_err *e)
+static int joiner_cb(void *ctx, rn_rel *join, const char *left_row, size_t llen,
+                     const char *right_row, size_t rlen, msgpack_sbuffer *result, int *has_row, rn_err *e)
 {
   lcb *cb = ctx;
-  lcall c = { .cb = cb, .out = join, .row = lrow, .len = llen, .row2 = rrow, .len2 = rlen,
+  lcall c = { .cb = cb, .out = join, .row = left_row, .len = llen, .row2 = right_row, .len2 = rlen,
               .result = result, .flag = has_row };
-  return rn_lua_protect(cb->lp, cb->lp->L, joiner_body, &c, join->name, "joiner", e);
+  int rc = rn_lua_protect(cb->lp, cb->lp->L, joiner_body, &c, join->name, "joiner", e);
+  take_back(&c);
+  return rc;
 }
 
-/* p:_join(left, right, name, kind, on|nil, mapper, selector, joiner, cols|nil, key|nil)
- *   -> relation | nil, err */
+/* The references of a joiner given as a table (p:_join's from and to
+ * lists at idx, idx + 1) into spec; the strings stay on the stack. */
+static void joiner_references(lua_State *L, int idx, rn_join_spec *spec, const char **from, const char **to)
+{
+  spec->nproject = (int)lua_rawlen(L, idx);
+  for (int i = 0; i < spec->nproject; i++) {
+    lua_rawgeti(L, idx, i + 1);
+    from[i] = lua_tostring(L, -1); /* kept alive by the list */
+    lua_rawgeti(L, idx + 1, i + 1);
+    to[i] = lua_tostring(L, -1);
+    lua_pop(L, 2);
+    if (!from[i] || !to[i]) rn_lua_error(L, "join: a joiner of column references maps names to names");
+  }
+  spec->project_from = from;
+  spec->project_to = to;
+}
+
+/* p:_join(left, right, name, kind, on|nil, mapper, selector, joiner, cols|nil, key|nil,
+ *         from|nil, to|nil) -> relation | nil, err */
 int rn_lua_declare_join(lua_State *L)
 {
   lpipe *lp = rn_lua_checkpipe(L, 1);
   lrel *left = rn_lua_checkrel_of(L, 2, lp), *right = rn_lua_checkrel(L, 3); /* right: the core names both */
   const char *name = rn_lua_checkname(L, 4, "join");
   static const char *const kinds[] = { "inner", "left", "outer", NULL };
-  rn_join_spec spec = { (rn_join_kind)luaL_checkoption(L, 5, "inner", kinds), NULL, 0, NULL };
+  rn_join_spec spec = { (rn_join_kind)luaL_checkoption(L, 5, "inner", kinds), NULL, 0, NULL, NULL, NULL, 0 };
+  int nrefs = lua_istable(L, 12) ? (int)lua_rawlen(L, 12) : 0;
+  if (nrefs > 1024 || (nrefs && (!lua_istable(L, 13) || (int)lua_rawlen(L, 13) != nrefs)))
+    return rn_lua_error(L, "%s: a joiner of column references names 1 to 1024 columns", name);
+  const char *from[nrefs ? nrefs : 1], *to[nrefs ? nrefs : 1];
+  if (nrefs) joiner_references(L, 12, &spec, from, to);
   for (int i = 7; i <= 9; i++)
     if (!lua_isnoneornil(L, i)) luaL_checktype(L, i, LUA_TFUNCTION);
   int on[64];
@@ -359,7 +472,7 @@ int rn_lua_declare_join(lua_State *L)
     }
     spec.on = on;
   }
-  rn_join_fns fns = { NULL, NULL, NULL, NULL, NULL };
+  rn_join_fns fns = { NULL, NULL, NULL, NULL, NULL, NULL };
   lcb *cb = NULL;
   if (!lua_isnoneornil(L, 7) || !lua_isnoneornil(L, 8) || !lua_isnoneornil(L, 9)) {
     int mapper = ref_function(L, 7), selector = ref_function(L, 8), joiner = ref_function(L, 9);
@@ -370,6 +483,7 @@ int rn_lua_declare_join(lua_State *L)
     cb->refs[CB_SELECTOR] = selector;
     cb->refs[CB_JOINER] = joiner;
     fns.mapper = cb->refs[CB_MAPPER] != LUA_NOREF ? mapper_cb : NULL;
+    fns.mapper_reads = fns.mapper ? mapper_reads : NULL;
     fns.selector = cb->refs[CB_SELECTOR] != LUA_NOREF ? selector_cb : NULL;
     fns.joiner = cb->refs[CB_JOINER] != LUA_NOREF ? joiner_cb : NULL;
     fns.ctx = cb;

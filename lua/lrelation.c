@@ -8,9 +8,8 @@
 /* Every change method: convert (failures roll the group back), apply, raise. */
 typedef int (*change_fn)(rn_rel *, msgpack_object *, uint8_t *);
 
-static int apply_change(lua_State *L, change_fn fn, bool key_only)
+static int apply_change(lua_State *L, lrel *r, change_fn fn, bool key_only)
 {
-  lrel *r = rn_lua_checkrel(L, 1);
   msgpack_object *vals;
   uint8_t *given;
   int rc = key_only ? rn_lua_tokey(r->lp, L, 2, r->rel, &vals, &given)
@@ -20,20 +19,21 @@ static int apply_change(lua_State *L, change_fn fn, bool key_only)
   return 0;
 }
 
-static int l_insert(lua_State *L) { return apply_change(L, rn_table_insert, false); }
-static int l_upsert(lua_State *L) { return apply_change(L, rn_table_upsert, false); }
+/* Each method checks its relation once. */
+static int l_insert(lua_State *L) { return apply_change(L, rn_lua_checkrel(L, 1), rn_table_insert, false); }
+static int l_upsert(lua_State *L) { return apply_change(L, rn_lua_checkrel(L, 1), rn_table_upsert, false); }
 
 static int l_delete(lua_State *L)
 {
   lrel *r = rn_lua_checkrel(L, 1);
-  return apply_change(L, rn_table_delete, r->rel->schema->nkey > 0);
+  return apply_change(L, r, rn_table_delete, r->rel->schema->nkey > 0);
 }
 
 /* update(patch) for keyed tables; update(old_row, new_row) for keyless. */
 static int l_update(lua_State *L)
 {
   lrel *r = rn_lua_checkrel(L, 1);
-  if (lua_isnoneornil(L, 3)) return apply_change(L, rn_table_update, false);
+  if (lua_isnoneornil(L, 3)) return apply_change(L, r, rn_table_update, false);
   msgpack_object *old, *vals;
   uint8_t *old_given, *given;
   if (rn_lua_torow(r->lp, L, 2, r->rel, &old, &old_given) ||

@@ -269,8 +269,26 @@ local JOIN_FIELDS = { on = true, mapper = true, selector = true, joiner = true, 
                       columns = true, name = true }
 local JOIN_KINDS = { inner = true, left = true, outer = true }
 
+-- A joiner given as a table { out_name = "column", … } names columns of the
+-- join's default result (left then right, clashes as "<right>.<column>"):
+-- it is done in C, like select. Returns the from and to lists, or nil.
+local function join_references(opts)
+  if type(opts.joiner) ~= "table" then return nil end
+  if opts.columns then raise("join: a joiner of column references takes its columns from them: drop columns") end
+  local from, to = {}, {}
+  for k, v in pairs(opts.joiner) do
+    if type(k) ~= "string" or type(v) ~= "string" then
+      raise(("join: a joiner table maps result names to column names, got %s = %s"):format(tostring(k), tostring(v)))
+    end
+    to[#to + 1], from[#from + 1] = k, v
+  end
+  if #to == 0 then raise("join: a joiner table names at least one column") end
+  return from, to
+end
+
 --- left:join(right, { on = "col" | {"a","b"} | mapper = fn(row) -> key,
---                     selector = fn(left_key, right_key) -> key, joiner = fn(left, right) -> row,
+--                     selector = fn(left_key, right_key) -> key,
+--                     joiner = fn(left, right) -> row | values… | { out = "column", … },
 --                     columns = {…, key = …} (the joiner's columns), kind = "inner"|"left"|"outer",
 --                     name = … }) -> relation
 function Relation:join(right, opts)
@@ -288,14 +306,17 @@ function Relation:join(right, opts)
   elseif on ~= nil and (type(on) ~= "table" or #on == 0) then
     raise("join: on must be a column name or a list of them")
   end
+  local from, to = join_references(opts)
   for _, f in ipairs{ "mapper", "selector", "joiner" } do
-    if opts[f] ~= nil and type(opts[f]) ~= "function" then
+    if opts[f] ~= nil and type(opts[f]) ~= "function" and not (f == "joiner" and from) then
       raise(("join: %s must be a function, got %s"):format(f, type(opts[f])))
     end
   end
   local kind = opts.kind or "inner"
   if not JOIN_KINDS[kind] then raise('join: kind must be "inner", "left" or "outer", got ' .. tostring(kind)) end
-  if opts.joiner and not opts.columns then raise("join: a joiner needs columns = { … } for the rows it returns") end
+  if type(opts.joiner) == "function" and not opts.columns then
+    raise("join: a joiner needs columns = { … } for the rows it returns")
+  end
   local n, err = derived_name(self, "join", opts.name)
   if not n then raise(err) end
   local cols, key
@@ -306,7 +327,8 @@ function Relation:join(right, opts)
     if err then raise(err) end
   end
   local rel
-  rel, err = self:pipeline():_join(self, right, n, kind, on, opts.mapper, opts.selector, opts.joiner, cols, key)
+  local joiner = type(opts.joiner) == "function" and opts.joiner or nil
+  rel, err = self:pipeline():_join(self, right, n, kind, on, opts.mapper, opts.selector, joiner, cols, key, from, to)
   if not rel then raise(err) end
   return declared(self:pipeline(), rel)
 end

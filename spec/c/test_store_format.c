@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include "check.h"
+#include "join.h"
 #include "pipeline.h"
 
 static void test_kinds_are_pinned(void)
@@ -42,6 +43,7 @@ static void test_prefixes_are_pinned(void)
   CHECK(strcmp(RN_DB_TOP_ROWS, "tt:") == 0 && strcmp(RN_DB_TOP_REST, "tx:") == 0);
   CHECK(strcmp(RN_DB_TOP_DECL, "tp:") == 0 && strcmp(RN_DB_INDEX, "ix:") == 0);
   CHECK(RN_PREFIX_LEN(RN_DB_JOIN_INDEX) == 3);
+  CHECK(RN_JOIN_KEPT == 0x80000000u); /* "ji:" left length: the entry holds its emitted result (join.h) */
 }
 
 /* A table's catalogue entry starts with its kind, and its counters are

@@ -1,0 +1,251 @@
+/* join_project.c — a join's result as a projection of its default layout
+ * (left columns then right columns), built straight from the two rows'
+ * bytes: a joiner given as column references, and a select that follows
+ * a join, done by the join while the select is its only reader (join.h). */
+#include "join_int.h"
+
+#include "derive.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+rn_join_proj *rn_join_proj_new(const int *slots, int n, int left_ncols)
+{
+  rn_join_proj *pr = malloc(sizeof *pr + sizeof *pr->slots * (size_t)(n ? n : 1));
+  if (!pr) return NULL;
+  pr->n = n;
+  pr->left_ncols = left_ncols;
+  pr->lupto = pr->rupto = 0;
+  for (int i = 0; i < n; i++) {
+    pr->slots[i] = slots[i];
+    if (slots[i] < left_ncols && slots[i] + 1 > pr->lupto) pr->lupto = slots[i] + 1;
+    if (slots[i] >= left_ncols && slots[i] - left_ncols + 1 > pr->rupto) pr->rupto = slots[i] - left_ncols + 1;
+  }
+  return pr;
+}
+
+static size_t header_size(uint32_t n) { return n < 16 ? 1 : n < 65536 ? 3 : 5; }
+
+static char *put_header(char *w, uint32_t n)
+{
+  if (n < 16) { *w++ = (char)(0x90 | n); return w; }
+  if (n < 65536) { *w++ = (char)0xdc; *w++ = (char)(n >> 8); *w++ = (char)n; return w; }
+  *w++ = (char)0xdd;
+  for (int i = 0; i < 4; i++) *w++ = (char)(n >> (24 - 8 * i));
+  return w;
+}
+
+static int undecodable(rn_join *j)
+{
+  return rn_err_set(err_of(j), RN_ESTORE, "%s: a row could not be decoded", j->out->name);
+}
+
+/* Projection pr of the result of l and r (l present), into scratch: each
+ * column's bytes found first, then copied under a new array header. */
+static int project_sides(rn_join *j, const rn_join_proj *pr, const side *l, const side *r, side *res)
+{
+  static const char nil = (char)0xc0;
+  size_t ls[pr->lupto + 1], rs[pr->rupto + 1];
+  if (rn_row_spans(l->row, l->len, j->left->schema->ncols, pr->lupto, ls)) return undecodable(j);
+  if (r->row && rn_row_spans(r->row, r->len, j->right->schema->ncols, pr->rupto, rs)) return undecodable(j);
+  const char *at[pr->n];
+  size_t len[pr->n], size = header_size((uint32_t)pr->n);
+  for (int i = 0; i < pr->n; i++) {
+    int s = pr->slots[i];
+    if (s < pr->left_ncols) at[i] = l->row + ls[s], len[i] = ls[s + 1] - ls[s];
+    else if (!r->row) at[i] = &nil, len[i] = 1;
+    else s -= pr->left_ncols, at[i] = r->row + rs[s], len[i] = rs[s + 1] - rs[s];
+    size += len[i];
+  }
+  char *out = rn_zone_malloc_no_align(zone_of(j), size), *w = out;
+  if (!out) return nomem(j);
+  w = put_header(w, (uint32_t)pr->n);
+  for (int i = 0; i < pr->n; i++) {
+    memcpy(w, at[i], len[i]);
+    w += len[i];
+  }
+  *res = (side){ .row = out, .len = size };
+  return 0;
+}
+
+/* Projection pr of a whole default-layout row (an outer join's
+ * right-only result, built first by rn_join_concat). */
+static int project_whole(rn_join *j, const rn_join_proj *pr, const side *whole, side *res)
+{
+  int ncols = j->left->schema->ncols + j->right->schema->ncols, upto = 0;
+  for (int i = 0; i < pr->n; i++) if (pr->slots[i] + 1 > upto) upto = pr->slots[i] + 1;
+  size_t st[upto + 1];
+  if (rn_row_spans(whole->row, whole->len, ncols, upto, st)) return undecodable(j);
+  size_t size = header_size((uint32_t)pr->n);
+  for (int i = 0; i < pr->n; i++) size += st[pr->slots[i] + 1] - st[pr->slots[i]];
+  char *out = rn_zone_malloc_no_align(zone_of(j), size), *w = out;
+  if (!out) return nomem(j);
+  w = put_header(w, (uint32_t)pr->n);
+  for (int i = 0; i < pr->n; i++) {
+    size_t from = st[pr->slots[i]], len = st[pr->slots[i] + 1] - from;
+    memcpy(w, whole->row + from, len);
+    w += len;
+  }
+  *res = (side){ .row = out, .len = size };
+  return 0;
+}
+
+/* The result of l and r (either may be absent; make_result has checked
+ * that there is one) as projection pr of the default layout. */
+int rn_join_project(rn_join *j, const rn_join_proj *pr, side *l, side *r, const fk *f, side *res)
+{
+  if (l->row) return project_sides(j, pr, l, r, res);
+  side whole;
+  int rc = rn_join_concat(j, l, r, f, &whole);
+  return rc ? rc : project_whole(j, pr, &whole, res);
+}
+
+/* A select reading a join (and nothing else: no sink, no cdc, no other
+ * relation) needs no row of the join: the join builds the select's row
+ * from the left and right rows and emits it on the select, counting its
+ * own change as it would have emitted it (rel:changes() stays exact).
+ * Checked per change, so a reader added later ends it. */
+void rn_join_fuse_begin(rn_join *j)
+{
+  rn_rel *out = j->out;
+  j->projecting = false;
+  if (j->stream || j->kind == RN_JOIN_OUTER || j->fns.joiner || j->proj || j->lookup || out->listeners ||
+      out->noutputs != 1)
+    return;
+  int n = 0;
+  const int *slots = rn_select_slots(out->outputs[0], &n);
+  if (!slots) return;
+  if (!j->fuse || j->fuse->n != n || memcmp(j->fuse->slots, slots, sizeof *slots * (size_t)n) != 0) {
+    free(j->fuse);
+    j->fuse = rn_join_proj_new(slots, n, j->left->schema->ncols);
+    if (!j->fuse) return; /* unfused is slower, not wrong */
+  }
+  j->fused = out->outputs[0];
+  j->projecting = true;
+}
+
+static bool same_bytes(const side *a, const side *b)
+{
+  if (!a->row || !b->row) return !a->row && !b->row;
+  return a->len == b->len && memcmp(a->row, b->row, a->len) == 0;
+}
+
+/* The join's own rows of a and b are equal: they are made of the same
+ * left and right bytes (its row is their encodings side by side). */
+static bool same_made(const side *a, const side *b)
+{
+  return same_bytes(a->made_of[0], b->made_of[0]) && same_bytes(a->made_of[1], b->made_of[1]);
+}
+
+static void count(rn_join *j, rn_verb verb)
+{
+  if (!j->out->p->replaying) j->out->emitted[verb - 1]++; /* as rn_emit counts */
+}
+
+/* Where each of a fused result's columns lies: the rows' spans (ls, rs:
+ * the left and right rows it was made of), the bytes of each column. */
+typedef struct placed {
+  const char **at;
+  size_t *len;
+  size_t size;            /* of the whole row, header included */
+} placed;
+
+static int spans_of(rn_join *j, const side *row, rn_rel *of, int upto, size_t *starts)
+{
+  if (!row->row) return 0;
+  return rn_row_spans(row->row, row->len, of->schema->ncols, upto, starts) ? undecodable(j) : 0;
+}
+
+static void place(const rn_join_proj *pr, const side *res, const size_t *ls, const size_t *rs, placed *out)
+{
+  static const char nil = (char)0xc0;
+  const side *l = res->made_of[0], *r = res->made_of[1];
+  out->size = header_size((uint32_t)pr->n);
+  for (int i = 0; i < pr->n; i++) {
+    int s = pr->slots[i];
+    if (s < pr->left_ncols) out->at[i] = l->row + ls[s], out->len[i] = ls[s + 1] - ls[s];
+    else if (!r->row) out->at[i] = &nil, out->len[i] = 1;
+    else s -= pr->left_ncols, out->at[i] = r->row + rs[s], out->len[i] = rs[s + 1] - rs[s];
+    out->size += out->len[i];
+  }
+}
+
+static bool same_placed(int n, const placed *a, const placed *b)
+{
+  if (a->size != b->size) return false;
+  for (int i = 0; i < n; i++)
+    if (a->len[i] != b->len[i] || (a->at[i] != b->at[i] && memcmp(a->at[i], b->at[i], a->len[i]) != 0)) return false;
+  return true;
+}
+
+/* The select's row, into scratch (only when something reads it). */
+static int placed_row(rn_join *j, int n, const placed *pl, side *row)
+{
+  char *out = rn_zone_malloc_no_align(zone_of(j), pl->size), *w = out;
+  if (!out) return nomem(j);
+  w = put_header(w, (uint32_t)n);
+  for (int i = 0; i < n; i++) {
+    memcpy(w, pl->at[i], pl->len[i]);
+    w += pl->len[i];
+  }
+  *row = (side){ .row = out, .len = pl->size };
+  return 0;
+}
+
+/* One change of the select: emitted when anything reads it (a sink, a
+ * cdc, a relation), else only counted, as rn_emit counts (its rows would
+ * go nowhere). */
+static int emit_select(rn_join *j, rn_verb verb, uint64_t id, const placed *old, const placed *now)
+{
+  rn_rel *s = j->fused;
+  if (!s->listeners && !s->noutputs) {
+    if (!s->p->replaying) s->emitted[verb - 1]++;
+    return 0;
+  }
+  side o = { 0 }, n = { 0 };
+  int rc = old ? placed_row(j, j->fuse->n, old, &o) : 0;
+  if (!rc && now) rc = placed_row(j, j->fuse->n, now, &n);
+  rn_change c = { verb, id, n.row, n.len, o.row, o.len };
+  return rc ? rc : rn_emit(s, &c);
+}
+
+/* The join's change from old to now (JOIN-2), and the select's as
+ * derive.h judges it: an UPDATE whose selected columns stayed is dropped.
+ * A row a change keeps (the right row of a left update, the left row of a
+ * fan-out) is walked once. */
+int rn_join_emit_fused(rn_join *j, uint64_t old_id, const side *old, uint64_t new_id, const side *now)
+{
+  const rn_join_proj *pr = j->fuse;
+  if (old->row && now->row && old_id == new_id && same_made(old, now)) return 0;
+  int n = pr->n;
+  const char *at_old[n], *at_now[n];
+  size_t len_old[n], len_now[n];
+  placed po = { at_old, len_old, 0 }, pn = { at_now, len_now, 0 };
+  size_t ls_old[pr->lupto + 1], rs_old[pr->rupto + 1], ls_now[pr->lupto + 1], rs_now[pr->rupto + 1];
+  const size_t *lsn = ls_now, *rsn = rs_now;
+  int rc = 0;
+  if (old->row && !(rc = spans_of(j, old->made_of[0], j->left, pr->lupto, ls_old)) &&
+      !(rc = spans_of(j, old->made_of[1], j->right, pr->rupto, rs_old)))
+    place(pr, old, ls_old, rs_old, &po);
+  if (!rc && now->row) {
+    if (old->row && old->made_of[0]->row == now->made_of[0]->row) lsn = ls_old;
+    else rc = spans_of(j, now->made_of[0], j->left, pr->lupto, ls_now);
+    if (!rc && old->row && old->made_of[1]->row == now->made_of[1]->row) rsn = rs_old;
+    else if (!rc) rc = spans_of(j, now->made_of[1], j->right, pr->rupto, rs_now);
+    if (!rc) place(pr, now, lsn, rsn, &pn);
+  }
+  if (rc) return rc;
+  if (old->row && now->row && old_id == new_id) {
+    count(j, RN_UPDATE);
+    return same_placed(n, &po, &pn) ? 0 : emit_select(j, RN_UPDATE, new_id, &po, &pn);
+  }
+  if (old->row) {
+    count(j, RN_DELETE);
+    if ((rc = emit_select(j, RN_DELETE, old_id, &po, NULL))) return rc;
+  }
+  if (now->row) {
+    count(j, RN_INSERT);
+    rc = emit_select(j, RN_INSERT, new_id, NULL, &pn);
+  }
+  return rc;
+}

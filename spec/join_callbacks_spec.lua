@@ -1,0 +1,240 @@
+-- A join's Lua mapper and joiner (DESIGN §6, §9, §12): the rows they are
+-- lent, the values a joiner may return, and the calls runnel saves (a kept
+-- result, a mapper whose columns kept their bytes).
+local runnel = require "runnel"
+local H = require "helper"
+
+local function tables(p)
+  local teams = p:table("teams", { {"id","int"}, {"name","string"}, {"region","string", null = true}, key = "id" })
+  local players = p:table("players", { {"id","int"}, {"name","string"}, {"team_id","int", null = true},
+                                       {"score","int", default = 0}, key = "id" })
+  return teams, players
+end
+
+local COLUMNS = { {"pid","int"}, {"pname","string"}, {"score","int"}, {"tname","string", null = true},
+                  {"region","string", null = true}, key = "pid" }
+
+local function watch(rel)
+  local log = {}
+  rel:sink(function(verb, row, old, info)
+    local r = row or old
+    log[#log + 1] = ("%s %d %s:%s:%s:%s"):format(verb, info.id, r.pname, r.score, tostring(r.tname), tostring(r.region))
+  end)
+  return log
+end
+
+describe("rows lent to a mapper or joiner", function()
+  it("read like rows: columns by name, nil for null or no such column, pairs in column order", function()
+    local p = runnel.open()
+    local teams, players = tables(p)
+    local seen
+    players:join(teams, { kind = "left", mapper = function(r)
+      local names = {}
+      for k, v in pairs(r) do names[#names + 1] = k .. "=" .. tostring(v) end
+      seen = { type(r), r.id, r.name, r.team_id, r.nope, table.concat(names, " "), tostring(r) }
+      return r.team_id
+    end, joiner = function(l) return { pid = l.id, pname = l.name, score = l.score } end, columns = COLUMNS })
+    players:insert{ id = 1, name = "ann" }
+    assert.same({ "userdata", 1, "ann", nil, nil, "id=1 name=ann score=0", "row of players" }, seen)
+    p:close()
+  end)
+
+  it("are read-only, and cannot be read once their call has returned", function()
+    local p = runnel.open()
+    local teams, players = tables(p)
+    local kept
+    local j = players:join(teams, { kind = "left", mapper = function(r) kept = r; return r.team_id end,
+      joiner = function(l) l.score = 5 end, columns = COLUMNS })
+    local err = H.error_of(players.insert, players, { id = 1, name = "ann" })
+    assert.matches("rows given to callbacks are read%-only", err)
+    assert.equal(0, players:count())
+    assert.matches("can be read only during that call", select(2, pcall(function() return kept.id end)))
+    assert.equal("row of players (its call has returned)", tostring(kept))
+    local _ = j
+    p:close()
+  end)
+
+  it("are read-only and end with their call in a joiner too (rows it reads many times)", function()
+    local p = runnel.open()
+    local teams, players = tables(p)
+    local kept, seen = nil, {}
+    players:join(teams, { on = "team_id", kind = "left", columns = COLUMNS, joiner = function(l, t)
+      kept = l
+      seen[#seen + 1] = ("%s %s %s"):format(type(l), l.name, t and t.name)
+      if l.name == "cyd" then l.name = "x" end
+      return l.id, l.name, l.score, t and t.name
+    end })
+    teams:insert{ id = 7, name = "otters" }
+    for i, name in ipairs{ "ann", "bob" } do players:insert{ id = i, name = name, team_id = 7 } end
+    assert.same({ "userdata ann otters", "userdata bob otters" }, seen)
+    assert.matches("can be read only during that call", select(2, pcall(function() return kept.name end)))
+    assert.matches("rows given to callbacks are read%-only", H.error_of(players.insert, players, { id = 3, name = "cyd" }))
+    assert.equal(2, players:count())
+    p:close()
+  end)
+
+  it("may be returned as the joiner's row", function()
+    local p = runnel.open()
+    local teams, players = tables(p)
+    local j = players:join(teams, { on = "team_id", kind = "left", joiner = function(l) return l end,
+      columns = { {"id","int"}, {"name","string"}, {"team_id","int", null = true}, {"score","int"}, key = "id" } })
+    players:insert{ id = 1, name = "ann", team_id = 3, score = 2 }
+    assert.same({ id = 1, name = "ann", team_id = 3, score = 2 }, j:get(1))
+    p:close()
+  end)
+end)
+
+describe("a joiner's values in column order", function()
+  local function setup(joiner)
+    local p = runnel.open()
+    local teams, players = tables(p)
+    local j = players:join(teams, { on = "team_id", kind = "left", joiner = joiner, columns = COLUMNS })
+    return p, teams, players, j
+  end
+
+  it("make the row, a missing or nil value being null", function()
+    local p, teams, players, j = setup(function(l, t) return l.id, l.name, l.score, t and t.name end)
+    local log = watch(j)
+    teams:insert{ id = 7, name = "otters", region = "eu" }
+    players:insert{ id = 1, name = "ann", team_id = 7 }
+    players:insert{ id = 2, name = "bob" }
+    teams:update{ id = 7, name = "herons" }
+    assert.same({ "INSERT 1 ann:0:otters:nil", "INSERT 2 bob:0:nil:nil", "UPDATE 1 ann:0:herons:nil" }, log)
+    p:close()
+  end)
+
+  it("are checked against the columns, naming the join and the column", function()
+    local p, _, players = setup(function(l) return l.id, l.name, "many" end)
+    local err = H.error_of(players.insert, players, { id = 1, name = "ann" })
+    assert.matches('joiner returned bad values: players.join: column "score": expected int, got string', err, 1, true)
+    assert.equal(0, players:count())
+    p:close()
+  end)
+
+  it("may not outnumber the columns", function()
+    local p, _, players = setup(function(l) return l.id, l.name, 1, nil, nil, "extra" end)
+    local err = H.error_of(players.insert, players, { id = 1, name = "ann" })
+    assert.matches("joiner returned 6 values for the 5 columns of players.join", err, 1, true)
+    p:close()
+  end)
+
+  it("are no row when the joiner returns nothing", function()
+    local p, _, players, j = setup(function() end)
+    players:insert{ id = 1, name = "ann" }
+    assert.equal(0, j:count())
+    p:close()
+  end)
+end)
+
+describe("calls saved", function()
+  it("fan-out calls the joiner once per referencing row, reading the old result from the index", function()
+    local p = runnel.open()
+    local teams, players = tables(p)
+    local calls = 0
+    local j = players:join(teams, { on = "team_id", kind = "left", columns = COLUMNS, joiner = function(l, t)
+      calls = calls + 1
+      return { pid = l.id, pname = l.name, score = l.score, tname = t and t.name, region = t and t.region }
+    end })
+    local log = watch(j)
+    teams:insert{ id = 7, name = "otters" }
+    p:batch(function() for i = 1, 10 do players:insert{ id = i, name = "p" .. i, team_id = 7 } end end)
+    calls = 0
+    teams:update{ id = 7, name = "herons" }
+    assert.equal(10, calls)
+    calls = 0
+    players:update{ id = 3, score = 4 }
+    assert.equal(1, calls)
+    assert.equal("UPDATE 3 p3:4:herons:nil", log[#log])
+    p:close()
+  end)
+
+  it("a left update keeping the bytes of what the mapper read calls it once", function()
+    local p = runnel.open()
+    local teams, players = tables(p)
+    local calls = 0
+    players:join(teams, { kind = "left", columns = COLUMNS,
+      mapper = function(r) calls = calls + 1; return r.team_id end,
+      joiner = function(l, t) return l.id, l.name, l.score, t and t.name end })
+    players:insert{ id = 1, name = "ann", team_id = 7 }
+    calls = 0
+    players:update{ id = 1, score = 3 }
+    assert.equal(1, calls) -- the row before; the row after kept team_id
+    players:update{ id = 1, team_id = 8 }
+    assert.equal(3, calls)
+    p:close()
+  end)
+
+  -- The mapper reads kind, then a or b: which columns it reads depends on
+  -- the row. The same random changes go through a join whose mapper reads
+  -- the whole row (pairs: nothing can be skipped) and through one that reads
+  -- only what it needs; both must emit the same changes and hold the same rows.
+  it("skipping the mapper changes nothing (randomized against a mapper that reads every column)", function()
+    local p = runnel.open()
+    local teams = p:table("teams", { {"id","int"}, {"name","string"}, key = "id" })
+    local items = p:table("items", { {"id","int"}, {"kind","string"}, {"a","int", null = true},
+                                     {"b","int", null = true}, {"note","string"}, key = "id" })
+    local function key_of(r) if r.kind == "a" then return r.a else return r.b end end
+    local function joiner(l, t) return l.id, l.kind, l.note, t and t.name end
+    local cols = { {"id","int"}, {"kind","string"}, {"note","string"}, {"tname","string", null = true}, key = "id" }
+    local lean = items:join(teams, { kind = "left", mapper = key_of, joiner = joiner, columns = cols, name = "lean" })
+    local full = items:join(teams, { kind = "left", joiner = joiner, columns = cols, name = "full",
+      mapper = function(r) for _ in pairs(r) do end return key_of(r) end })
+    local logs = { lean = {}, full = {} }
+    for name, rel in pairs{ lean = lean, full = full } do
+      rel:sink(function(verb, row, old, info)
+        local r = row or old
+        local t = logs[name]
+        t[#t + 1] = ("%s %d %s %s %s"):format(verb, info.id, r.kind, r.note, tostring(r.tname))
+      end)
+    end
+    math.randomseed(1234)
+    local rng = math.random
+    for i = 1, 6 do teams:insert{ id = i, name = "t" .. i } end
+    local present = {}
+    for step = 1, 600 do
+      p:begin()
+      for _ = 1, 5 do
+        local id = rng(1, 30)
+        local op = rng(1, 10)
+        local function val() local v = rng(0, 8); return v == 0 and runnel.null or v end
+        if not present[id] then
+          items:insert{ id = id, kind = rng(1, 2) == 1 and "a" or "b", a = val(), b = val(), note = "n" .. step }
+          present[id] = true
+        elseif op <= 2 then
+          items:delete{ id = id }
+          present[id] = nil
+        elseif op <= 4 then
+          items:update{ id = id, note = "n" .. step }
+        elseif op <= 6 then
+          items:update{ id = id, a = val() }
+        elseif op <= 8 then
+          items:update{ id = id, b = val() }
+        elseif op == 9 then
+          items:update{ id = id, kind = rng(1, 2) == 1 and "a" or "b" }
+        else
+          local t = rng(1, 6)
+          if rng(1, 3) == 1 and teams:get(t) then teams:delete{ id = t } else teams:upsert{ id = t, name = "t" .. t .. "." .. step } end
+        end
+      end
+      p:commit()
+    end
+    assert.is_true(#logs.lean > 1000)
+    assert.same(logs.full, logs.lean)
+    local function rows(rel)
+      local out = {}
+      for r in rel:rows() do out[#out + 1] = ("%d %s %s"):format(r.id, r.note, tostring(r.tname)) end
+      table.sort(out)
+      return out
+    end
+    assert.same(rows(full), rows(lean))
+    local expected = {} -- the join worked out from the final tables
+    for r in items:rows() do
+      local k = key_of(r)
+      local t = k and teams:get(k)
+      expected[#expected + 1] = ("%d %s %s"):format(r.id, r.note, tostring(t and t.name))
+    end
+    table.sort(expected)
+    assert.same(expected, rows(lean))
+    p:close()
+  end)
+end)

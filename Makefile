@@ -11,6 +11,9 @@ WARN     := -std=c11 -Wall -Wextra -Werror -Wshadow -Wundef -Wwrite-strings \
 OPT      ?= -O2 -g
 CFLAGS   += $(WARN) $(OPT) -fPIC -fvisibility=hidden -D_GNU_SOURCE -MMD -MP
 CORE_LIBS := -llmdb -lmsgpackc -ljansson -lsqlite3
+# JetStream (core/jetstream.c, core/js_source.c): nats.c, and the server for the cluster tests and demo
+DEBIAN_PACKAGES += nats-server libnats-dev
+CORE_LIBS += -lnats
 SAN      := -fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer
 
 PREFIX   ?= /usr/local
@@ -108,6 +111,12 @@ $(BUILD)/spec/%: spec/c/%.c spec/c/check.h $(BUILD)/librunnel_core.a $(FLAGS_STA
 $(BUILD)/spec/test_api $(BUILD)/spec/test_oom: $(BUILD)/spec/%: spec/c/%.c spec/c/check.h $(BUILD)/librunnel.a $(FLAGS_STAMP)
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS) $(LUA_INC) -Icore -Ispec/c -o $@ $< $(BUILD)/librunnel.a $(ALL_LIBS) $(LDFLAGS)
+
+# jsctl: the JetStream chores of the cluster tests, demo and benchmark (nats.c only)
+all: $(BUILD)/jsctl
+$(BUILD)/jsctl: scripts/cluster/jsctl.c $(FLAGS_STAMP)
+	@mkdir -p $(@D)
+	$(CC) $(CFLAGS) -o $@ $< -lnats -lmsgpackc -ljansson $(LDFLAGS)
 
 test: deps
 	@$(MAKE) -s all

@@ -261,6 +261,14 @@ typedef int (*rn_inspect_fn)(void *ctx, const rn_inspect_relation *rel);
 RN_API int rn_inspect(const char *path, rn_inspect_fn fn, void *ctx, rn_inspect_state *out,
                       char *errbuf, size_t errlen);
 
+/* ---- Copying a state (copy.c) -------------------------------------------
+ * A consistent, compacted copy of the state at path into the directory
+ * dest (created if absent; one holding a state is refused, RN_EMISUSE),
+ * from one LMDB read transaction: the state's writer, in any process,
+ * keeps running. The copy is a whole state with its positions, outbox and
+ * id: open it elsewhere and it resumes where the copy was taken. */
+RN_API int rn_state_copy(const char *path, const char *dest, char *errbuf, size_t errlen);
+
 /* ---- Lua ---------------------------------------------------------------
  * Runs a Lua pipeline script against p: it sees the pipeline as the global
  * `p` (and as its first argument), declares relations, sinks and so on,

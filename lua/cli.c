@@ -4,6 +4,7 @@
  *     runnel [repl [FILE.lua]]      the REPL, after running FILE if given
  *     runnel inspect STATE_DIR      a state's relations, schemas and counts
  *     runnel verify STATE_DIR       check a state against itself (verify.h)
+ *     runnel snapshot STATE DEST    a consistent compacted copy (rn_state_copy)
  *     runnel --version | --help
  *
  * The Lua parts (runnel.lua, repl.lua) are compiled in (scripts/embed.lua),
@@ -213,7 +214,7 @@ static int run_input(lua_State *L, const char *input, const char *batch, const c
   lua_getglobal(L, "require");
   lua_pushliteral(L, "runnel");
   lua_call(L, 1, 1);
-  lua_getfield(L, -1, "ndjson_source");
+  lua_getfield(L, -1, strncmp(input, "nats://", 7) == 0 ? "jetstream_source" : "ndjson_source");
   lua_remove(L, -2);
   lua_pushstring(L, input);
   lua_call(L, 1, 1);
@@ -420,6 +421,18 @@ static int verify(const char *path)
   return WIFEXITED(status) && WEXITSTATUS(status) == 0 ? 0 : 1;
 }
 
+/* runnel snapshot STATE DEST: a consistent compacted copy (rn_state_copy). */
+static int snapshot(const char *path, const char *dest)
+{
+  char err[1024] = "";
+  int rc = rn_state_copy(path, dest, err, sizeof err);
+  if (rc) {
+    fprintf(stderr, "runnel: snapshot: %s\n", err[0] ? err : rn_strerror(rc));
+    return 1;
+  }
+  return 0;
+}
+
 static void usage(FILE *out)
 {
   fputs("usage: runnel run [--traceback] FILE.lua [ARGS…]   run a pipeline script\n"
@@ -428,6 +441,7 @@ static void usage(FILE *out)
         "       runnel [repl [FILE.lua]]                   the interactive REPL\n"
         "       runnel inspect STATE_DIR                   relations, schemas, counts of a state\n"
         "       runnel verify STATE_DIR                    check a state's databases and counters\n"
+        "       runnel snapshot STATE_DIR DEST             a consistent compacted copy of a state\n"
         "       runnel --version | --help\n", out);
 }
 
@@ -446,6 +460,7 @@ int main(int argc, char **argv)
   else if (strcmp(argv[1], "repl") == 0 && argc <= 3) rc = run_repl(L, argc == 3 ? argv[2] : NULL);
   else if (strcmp(argv[1], "inspect") == 0 && argc == 3) rc = inspect(argv[2]);
   else if (strcmp(argv[1], "verify") == 0 && argc == 3) rc = verify(argv[2]);
+  else if (strcmp(argv[1], "snapshot") == 0 && argc == 4) rc = snapshot(argv[2], argv[3]);
   else if (strcmp(argv[1], "--version") == 0) { puts("runnel " RN_VERSION " (" LUA_RELEASE ")"); rc = 0; }
   else if (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0) { usage(stdout); rc = 0; }
   else { usage(stderr); rc = 2; }

@@ -1,0 +1,69 @@
+/* jetstream.h — runnel on NATS JetStream: a durable sink publishing a
+ * relation's changes (jetstream.c) and a source applying a stream's
+ * messages as groups, its positions kept in the state (js_source.c).
+ *
+ * Threads: nats.c runs threads of its own (socket reader, publish acks).
+ * They only hand messages over to the queues of the calling thread's
+ * subscriptions and count failed publishes in the sink's own counter; they
+ * never call rn_*. Every rn_* call happens on the thread that called these
+ * functions. */
+#ifndef RN_JETSTREAM_H
+#define RN_JETSTREAM_H
+
+#include <nats/nats.h>
+
+#include "ndjson.h"
+
+/* The state's id ("sid" in meta, created on first use): 32 hex digits
+ * naming the state wherever its file goes (a snapshot keeps it), the first
+ * part of each message id a JetStream sink publishes. Commits carried
+ * groups first; not inside a group. */
+int rn_state_id(rn_pipeline *p, char out[33]);
+
+typedef struct rn_js_sink_opts {
+  const char *url;        /* server URLs, comma-separated ("nats://127.0.0.1:4222,…") */
+  const char *subject;    /* every event goes to this subject: one state per subject */
+  const char *verb_field; /* NDJSON events with the verb in this field; NULL: the row alone
+                             (cdc relations in the debezium and flink forms) */
+  const char *id;         /* the first part of message ids; NULL: the state's id */
+  double timeout;         /* seconds to wait for the acks of a run (0: 10) */
+} rn_js_sink_opts;
+
+/* A durable sink publishing each change of rel as one message on
+ * o->subject, with the message id "<id>:<seq>:<n>" (Nats-Msg-Id: the
+ * server drops a re-send inside its duplicate window). At open it reads
+ * the subject's last message and skips what that id says was published
+ * already (a re-send after an outage longer than the window). A run whose
+ * acks do not all arrive fails and stays in the outbox. */
+int rn_jetstream_sink(rn_pipeline *p, rn_rel *rel, const rn_js_sink_opts *o);
+
+typedef struct rn_js_source_opts {
+  const char *url;        /* server URLs, comma-separated */
+  const char *stream;     /* the stream to read */
+  const char *const *subjects; /* subjects of the stream, one position each */
+  int nsubjects;
+  size_t batch;           /* messages per group at most (0: 100) */
+  double idle;            /* stop once caught up and nothing came for this many seconds
+                             (0: as soon as caught up); < 0: never stop */
+  uint64_t limit;         /* stop after this many messages (0: no limit) */
+  const char *name;       /* the input's name in messages ("nats://…") */
+} rn_js_source_opts;
+
+/* Applies the messages of o->subjects, from the position the state holds
+ * for each plus one, as groups of up to o->batch messages. A message is
+ * NDJSON lines of {"rel", "op", "row"} or a msgpack array of changes
+ * [{rel =, op =, row =} …] (one upstream group, kept whole). Each group
+ * also writes the stream sequence of the last message it applied per
+ * subject ("jp:" in meta). After any failure the positions are read again
+ * from the state. A position below the stream's first sequence (messages
+ * discarded unread) is an error. st counts messages as lines. */
+int rn_run_jetstream(rn_pipeline *p, const rn_js_source_opts *o, rn_run_stats *st);
+
+/* Connects to url (reconnecting for ever) and opens its JetStream
+ * context. Destructors: jsCtx_Destroy, natsConnection_Destroy. */
+int rn_js_connect(const char *url, natsConnection **nc, jsCtx **js, rn_err *e);
+
+/* The position the state holds for subject of stream (0: none). */
+int rn_js_position(rn_pipeline *p, const char *stream, const char *subject, uint64_t *seq);
+
+#endif

@@ -210,25 +210,29 @@ static void note_published(jsink *s, const char *msgid)
   }
 }
 
-/* The stream holding the subject; NULL when none does. */
-static char *stream_of(jsink *s)
+/* The stream holding the subject into *found (NULL when none does). */
+static int stream_of(jsink *s, char **found, rn_err *e)
 {
   jsOptions o;
   jsOptions_Init(&o);
   o.Stream.Info.SubjectsFilter = s->subject;
   jsStreamNamesList *names = NULL;
-  char *found = NULL;
-  if (js_StreamNames(&names, s->js, &o, NULL) == NATS_OK && names) {
-    if (names->Count > 0) found = strdup(names->List[0]);
-    jsStreamNamesList_Destroy(names);
-  }
-  return found;
+  *found = NULL;
+  natsStatus st = js_StreamNames(&names, s->js, &o, NULL);
+  if (st == NATS_NOT_FOUND) return 0;
+  if (st != NATS_OK)
+    return rn_err_set(e, RN_EIO, "jetstream: finding the stream of subject %s: %s", s->subject, natsStatus_GetText(st));
+  if (names && names->Count > 0 && !(*found = strdup(names->List[0]))) st = NATS_NO_MEMORY;
+  if (names) jsStreamNamesList_Destroy(names);
+  return st == NATS_OK ? 0 : rn_err_set(e, RN_ENOMEM, "out of memory");
 }
 
 /* Reads the subject's last message (JS-3); an empty subject has none. */
 static int read_last(jsink *s, rn_err *e)
 {
-  char *stream = stream_of(s);
+  char *stream;
+  int rc = stream_of(s, &stream, e);
+  if (rc) return rc;
   if (!stream)
     return rn_err_set(e, RN_EIO, "jetstream: no stream holds subject %s (create it first)", s->subject);
   natsMsg *last = NULL;

@@ -489,7 +489,11 @@ static int run_group(source *s, rn_run_stats *st, size_t *applied)
     if (!rc) ++*applied;
   }
   if (rc) {
-    if (s->p->state == RN_OPEN) rn_rollback(s->p);
+    if (s->p->state == RN_OPEN) { /* a fetch failed: the group goes, its reason stays */
+      rn_err why = s->p->err;
+      rn_rollback(s->p);
+      s->p->err = why;
+    }
     return rc;
   }
   if (*applied == 0) return rn_rollback(s->p);

@@ -21,6 +21,15 @@
 
 static natsConnection *nc;
 static jsCtx *js;
+static volatile int refused; /* publishes the server refused (counted on a nats.c thread) */
+
+static void on_publish_error(jsCtx *ctx, jsPubAckErr *pae, void *closure)
+{
+  (void)ctx;
+  (void)pae;
+  (void)closure;
+  __atomic_add_fetch(&refused, 1, __ATOMIC_SEQ_CST);
+}
 
 static int fail(const char *what, natsStatus st)
 {
@@ -159,6 +168,10 @@ static int cmd_pub(int argc, char **argv)
   po.MaxWait = 30000;
   natsStatus st = rc ? NATS_OK : js_PublishAsyncComplete(js, &po);
   if (!rc && st != NATS_OK) rc = fail("publish acks", st);
+  if (!rc && __atomic_load_n(&refused, __ATOMIC_SEQ_CST)) {
+    fprintf(stderr, "jsctl: %d publishes refused; publish again (the ids make it idempotent)\n", refused);
+    rc = 1;
+  }
   free(line);
   msgpack_sbuffer_destroy(&b);
   if (f != stdin) fclose(f);
@@ -209,7 +222,7 @@ static int cmd_info(char **argv, double wait)
     jsStreamInfo *si = NULL;
     jsErrCode jerr = 0;
     natsStatus st = js_GetStreamInfo(&si, js, argv[0], NULL, &jerr);
-    if (st == NATS_OK && (wait == 0 || (si->Cluster && si->Cluster->Leader))) {
+    if (st == NATS_OK && (wait == 0 || !si->Cluster || si->Cluster->Leader)) { /* a lone server leads */
       if (wait == 0)
         printf("%llu %llu %llu %s\n", (unsigned long long)si->State.FirstSeq, (unsigned long long)si->State.LastSeq,
                (unsigned long long)si->State.Msgs, si->Cluster && si->Cluster->Leader ? si->Cluster->Leader : "-");
@@ -250,7 +263,11 @@ int main(int argc, char **argv)
   natsStatus st = natsConnection_Connect(&nc, o);
   natsOptions_Destroy(o);
   if (st != NATS_OK) return fail("connect", st);
-  if ((st = natsConnection_JetStream(&js, nc, NULL)) != NATS_OK) return fail("jetstream", st);
+  jsOptions jo;
+  jsOptions_Init(&jo);
+  jo.PublishAsync.ErrHandler = on_publish_error;
+  jo.PublishAsync.MaxPending = 4096;
+  if ((st = natsConnection_JetStream(&js, nc, &jo)) != NATS_OK) return fail("jetstream", st);
   const char *cmd = argv[2];
   int rc = 2;
   if (strcmp(cmd, "add") == 0 && argc >= 5) rc = cmd_add(argc - 3, argv + 3);

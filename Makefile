@@ -198,3 +198,18 @@ clean:
 crash: deps
 	@$(MAKE) -s all
 	@eval "$$($(MAKE) -s env)"; $(LUA) scripts/crash/run.lua $(or $(N),1000)
+
+# The cluster demo (scripts/cluster/demo.lua): a 3-node JetStream cluster on
+# 127.0.0.1 (data under build/cluster-demo), W workers, a worker and a node
+# killed mid-run; ends with "cluster: W workers, N changes, equal to one
+# process: yes|no" and stops everything it started.
+.PHONY: cluster-demo cluster-kills
+cluster-demo: deps
+	@$(MAKE) -s all
+	@eval "$$($(MAKE) -s env)"; $(LUA) scripts/cluster/demo.lua $(BUILD)
+
+# The cluster spec with more kills than make test's 20 (CLUSTER_KILLS=N).
+cluster-kills: deps
+	@$(MAKE) -s all
+	@eval "$$($(MAKE) -s env)"; CLUSTER_KILLS=$(or $(N),100) RUNNEL_BIN=$(CURDIR)/$(BUILD)/runnel \
+	  $(LUA) "$$(command -v busted)" --filter='kill' spec/cluster_spec.lua

@@ -79,9 +79,18 @@ function Hn:start(w, parts, opts)
   f:close()
 end
 
+--- A process that runs (a zombie does not: no init may reap it soon).
+function Hn.running(pid)
+  local f = pid and io.open("/proc/" .. pid .. "/stat")
+  if not f then return false end
+  local stat = f:read("a")
+  f:close()
+  return stat:match("^%d+ %b() (%a)") ~= "Z"
+end
+
 function Hn:alive(w)
   local wk = self.workers[w]
-  return wk and wk.pid and os.execute(("kill -0 %d 2>/dev/null"):format(wk.pid)) or false
+  return wk ~= nil and Hn.running(wk.pid)
 end
 
 function Hn:kill(w)

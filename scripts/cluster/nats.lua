@@ -80,7 +80,10 @@ function Server:kill(signal)
   if not pid then return end
   os.execute(("kill -%s %d 2>/dev/null"):format(signal or "9", pid))
   for _ = 1, 100 do
-    if not os.execute(("kill -0 %d 2>/dev/null"):format(pid)) then break end
+    local f = io.open("/proc/" .. pid .. "/stat")
+    local stat = f and f:read("a")
+    if f then f:close() end
+    if not stat or stat:match("^%d+ %b() (%a)") == "Z" then break end -- gone, or a zombie
     sleep(0.05)
   end
   os.remove(self.dir .. "/pid")

@@ -303,8 +303,12 @@ static int open_jsink(rn_pipeline *p, jsink *s, const rn_js_sink_opts *o)
   return read_last(s, &p->err);
 }
 
-int rn_jetstream_sink(rn_pipeline *p, rn_rel *rel, const rn_js_sink_opts *o)
+RN_API int rn_jetstream_sink(rn_pipeline *p, rn_rel *rel, const rn_js_sink_opts *o)
 {
+  if (!p) return RN_EINVAL;
+  rn_err_clear(&p->err);
+  if (!rel || !o) return rn_err_set(&p->err, RN_EINVAL, "rn_jetstream_sink: %s is NULL", rel ? "o" : "rel");
+  if (p->state != RN_IDLE) return rn_err_set(&p->err, RN_EMISUSE, "%s: sinks are added outside groups", rel->name);
   if (!o->url || !o->subject || !*o->subject)
     return rn_err_set(&p->err, RN_EINVAL, "%s: jetstream: needs url and subject", rel->name);
   jsink *s = calloc(1, sizeof *s);

@@ -14,40 +14,13 @@
 
 #include "ndjson.h"
 
+/* rn_js_sink_opts, rn_js_source_opts and rn_jetstream_sink are public (runnel.h). */
+
 /* The state's id ("sid" in meta, created on first use): 32 hex digits
  * naming the state wherever its file goes (a snapshot keeps it), the first
  * part of each message id a JetStream sink publishes. Commits carried
  * groups first; not inside a group. */
 int rn_state_id(rn_pipeline *p, char out[33]);
-
-typedef struct rn_js_sink_opts {
-  const char *url;        /* server URLs, comma-separated ("nats://127.0.0.1:4222,…") */
-  const char *subject;    /* every event goes to this subject: one state per subject */
-  const char *verb_field; /* NDJSON events with the verb in this field; NULL: the row alone
-                             (cdc relations in the debezium and flink forms) */
-  const char *id;         /* the first part of message ids; NULL: the state's id */
-  double timeout;         /* seconds to wait for the acks of a run (0: 10) */
-} rn_js_sink_opts;
-
-/* A durable sink publishing each change of rel as one message on
- * o->subject, with the message id "<id>:<seq>:<n>" (Nats-Msg-Id: the
- * server drops a re-send inside its duplicate window). At open it reads
- * the subject's last message and skips what that id says was published
- * already (a re-send after an outage longer than the window). A run whose
- * acks do not all arrive fails and stays in the outbox. */
-int rn_jetstream_sink(rn_pipeline *p, rn_rel *rel, const rn_js_sink_opts *o);
-
-typedef struct rn_js_source_opts {
-  const char *url;        /* server URLs, comma-separated */
-  const char *stream;     /* the stream to read */
-  const char *const *subjects; /* subjects of the stream, one position each */
-  int nsubjects;
-  size_t batch;           /* messages per group at most (0: 100) */
-  double idle;            /* stop once caught up and nothing came for this many seconds
-                             (0: as soon as caught up); < 0: never stop */
-  uint64_t limit;         /* stop after this many messages (0: no limit) */
-  const char *name;       /* the input's name in messages ("nats://…") */
-} rn_js_source_opts;
 
 /* Applies the messages of o->subjects, from the position the state holds
  * for each plus one, as groups of up to o->batch messages. A message is

@@ -554,3 +554,16 @@ int rn_run_jetstream(rn_pipeline *p, const rn_js_source_opts *o, rn_run_stats *s
   msgpack_zone_destroy(&s.zone);
   return rc;
 }
+
+RN_API int rn_jetstream_run(rn_pipeline *p, const rn_js_source_opts *o, uint64_t *messages)
+{
+  if (!p) return RN_EINVAL;
+  rn_err_clear(&p->err);
+  if (!o) return rn_err_set(&p->err, RN_EINVAL, "rn_jetstream_run: the options are NULL");
+  rn_js_source_opts named = *o;
+  if (!named.name) named.name = o->url ? o->url : "jetstream";
+  rn_run_stats st;
+  int rc = rn_run_jetstream(p, &named, &st);
+  if (messages) *messages = st.lines;
+  return rc;
+}

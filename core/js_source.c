@@ -16,9 +16,10 @@
  *     reads them from the state (after committing carried groups), and a
  *     failed group ends the run. Reading starts at position + 1 with an
  *     ephemeral pull consumer per subject that needs no acks.
- * (3) A position below the stream's first sequence minus one means
- *     messages were discarded before they were applied: an error, never a
- *     silent jump.
+ * (3) A stored position below the stream's first sequence minus one
+ *     means messages were discarded before they were applied: an error,
+ *     never a silent jump. A state with no position yet starts at the
+ *     stream's first message (Kafka's auto.offset.reset = earliest).
  * (4) Messages of several subjects are applied in stream order among those
  *     fetched; one message is never split between groups. */
 #include "jetstream.h"
@@ -244,7 +245,7 @@ static int check_retention(source *s)
   jsStreamInfo_Destroy(si);
   for (int i = 0; i < s->o->nsubjects; i++) {
     uint64_t at = s->feeds[i].at->committed;
-    if (at + 1 < first)
+    if (at > 0 && at + 1 < first)
       return rn_err_set(&s->p->err, RN_EINVAL,
                         "%s: stream %s: the state's position for %s is %llu but the stream starts at %llu: "
                         "messages %llu..%llu were discarded before they were applied (retention); "

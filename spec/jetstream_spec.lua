@@ -211,6 +211,11 @@ describe("jetstream", function()
       local err = H.error_of(function() p:run(src) end)
       assert.matches("the state's position for " .. subj .. ".0 is 1 but the stream starts at 4: messages 2..3 were discarded", err, 1, true)
       p:close()
+      local fresh = runnel.open() -- no position yet: from the stream's first message
+      local t = scores(fresh)
+      assert.equal(3, fresh:run(src).messages)
+      assert.same({ 4, 5, 6 }, { t:get(4).points, t:get(5).points, t:get(6).points })
+      fresh:close()
     end)
 
     it("runs from the CLI with --input nats://…", function()

@@ -8,7 +8,9 @@
 -- global table), BATCH messages per group (default 20), until nothing new
 -- came for IDLE seconds (default 1; < 0: for ever). OUT_PREFIX ("-": none):
 -- the board's changes go to OUT_PREFIX.<p> in the debezium form (a durable
--- sink). RUNNEL_SYNC=0 opens the states with sync = false.
+-- sink). RUNNEL_SYNC=0 opens the states with sync = false. PIPELINE (a
+-- file like leaderboard.lua, default it), PART_SUBJECT (results) and
+-- GLOBAL_SUBJECT (guilds) run another workload the same way.
 --
 -- A failure (the cluster electing a leader, a node gone) closes every
 -- state and opens them again: the positions come from the states, so
@@ -16,7 +18,9 @@
 -- in a row the worker gives up.
 local runnel = require "runnel"
 local here = arg[0]:match("^(.*)/[^/]*$") or "."
-local declare = dofile(here .. "/leaderboard.lua")
+local declare = dofile(os.getenv("PIPELINE") or (here .. "/leaderboard.lua"))
+local part_subject = os.getenv("PART_SUBJECT") or "results"
+local global_subject = os.getenv("GLOBAL_SUBJECT") or "guilds"
 local url, stream, states, parts = arg[1], arg[2], arg[3], arg[4]
 local idle, batch, out = tonumber(arg[5] or 1), tonumber(arg[6] or 20), arg[7]
 local sync = os.getenv("RUNNEL_SYNC") ~= "0"
@@ -36,9 +40,9 @@ local function open_all()
     owned[#owned + 1] = { p = p }
     local rels = declare(runnel, p)
     if out and out ~= "" and out ~= "-" then
-      rels.board:sink(runnel.jetstream{ url = url, subject = out .. "." .. part, format = "debezium" })
+      (rels.out or rels.board):sink(runnel.jetstream{ url = url, subject = out .. "." .. part, format = "debezium" })
     end
-    owned[#owned].src = runnel.jetstream_source{ url = url, stream = stream, subjects = { "results." .. part, "guilds" },
+    owned[#owned].src = runnel.jetstream_source{ url = url, stream = stream, subjects = { part_subject .. "." .. part, global_subject },
                                                  batch = batch }
   end
 end

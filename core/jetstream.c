@@ -101,6 +101,7 @@ typedef struct jsink {
 static void free_jsink(void *ctx)
 {
   jsink *s = ctx;
+  if (s->nc) natsConnection_Close(s->nc); /* no ack handler runs after this */
   if (s->js) jsCtx_Destroy(s->js);
   if (s->nc) natsConnection_Destroy(s->nc);
   free(s->subject);

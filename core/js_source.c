@@ -196,11 +196,15 @@ typedef struct source {
   msgpack_zone zone;      /* a message's decoded changes */
 } source;
 
-static void feed_drop(feed *f)
+/* Drops the fetched messages and the consumer; remove: delete the
+ * ephemeral consumer on the server now (the run's end) rather than let it
+ * expire (its node is gone: nothing to ask). */
+static void feed_drop(feed *f, bool remove)
 {
   if (f->got.Msgs) natsMsgList_Destroy(&f->got);
   memset(&f->got, 0, sizeof f->got);
   f->next = 0;
+  if (f->sub && remove) natsSubscription_Unsubscribe(f->sub);
   if (f->sub) natsSubscription_Destroy(f->sub);
   f->sub = NULL;
 }
@@ -298,7 +302,7 @@ static int feed_fetch(source *s, feed *f, int max, int64_t wait_ms)
   }
   memset(&f->got, 0, sizeof f->got);
   if (st == NATS_OK || st == NATS_TIMEOUT || st == NATS_NOT_FOUND) return 0;
-  feed_drop(f); /* the consumer is gone (its node died): a new one next time */
+  feed_drop(f, false); /* the consumer is gone (its node died): a new one next time */
   return 0;
 }
 
@@ -548,7 +552,7 @@ int rn_run_jetstream(rn_pipeline *p, const rn_js_source_opts *o, rn_run_stats *s
   int rc = rn_js_connect(o->url, &s.nc, &s.js, &p->err);
   if (!rc) rc = open_feeds(&s);
   if (!rc) rc = run_loop(&s, st);
-  for (int i = 0; s.feeds && i < o->nsubjects; i++) feed_drop(&s.feeds[i]);
+  for (int i = 0; s.feeds && i < o->nsubjects; i++) feed_drop(&s.feeds[i], rc == 0);
   free(s.feeds);
   if (s.js) jsCtx_Destroy(s.js);
   if (s.nc) natsConnection_Destroy(s.nc);

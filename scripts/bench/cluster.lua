@@ -21,7 +21,7 @@ local CHANGES = tonumber(arg[2] or 40000)
 local root = build .. "/bench-cluster"
 local bins = { runnel = build .. "/runnel", jsctl = build .. "/jsctl" }
 local IDLE = 1
-math.randomseed(1)
+math.randomseed(os.time())
 
 local function fresh(name)
   local dir = root .. "/" .. name
@@ -49,9 +49,7 @@ end
 local function leaderboard(server, W, per_message, mp)
   local dir = fresh(("lb-w%d-m%d"):format(W, per_message))
   local h = Hn.new(bins, server.url, dir)
-  local tag = dir:match("[^/]+$"):gsub("%-", "_"):upper()
-  -- streams of their own per run: the subjects are the same, so each run
-  -- uses a new server-side stream after deleting the previous one
+  h.tag = dir:match("[^/]+$") .. "." -- ids of its own: the server remembers the last run's
   h:ctl("purge", "GAME")
   h:ctl("purge", "BOARD")
   h:generate(4, CHANGES, 7, 1)
@@ -64,7 +62,6 @@ local function leaderboard(server, W, per_message, mp)
   print(("  %d worker%s, %3d change%s/message: %8.0f changes/s end to end (publishing alone %.0f/s), %d board events, %d twice, equal: %s")
     :format(W, W == 1 and " " or "s", per_message, per_message == 1 and " " or "s", CHANGES / secs, CHANGES / pub,
             events, #twice, equal and "yes" or "no"))
-  _ = tag
 end
 
 local function p_run_rate(dir)
@@ -137,12 +134,13 @@ end
 local function recovery(server)
   local dir = fresh("recovery")
   local h = Hn.new(bins, server.url, dir)
+  h.tag = "recovery."
   h:ctl("purge", "GAME")
   h:ctl("purge", "BOARD")
   h:generate(1, CHANGES, 9, 1)
   h:publish(1, 10, true)
   h:start(1, { 0 }, { idle = IDLE, batch = 10 })
-  Hn.sleep(0.4)
+  Hn.sleep(1.5)
   h:kill(1)
   local function seq()
     local ok, out = Hn.sh(("%s inspect '%s/states/p0'"):format(bins.runnel, dir))

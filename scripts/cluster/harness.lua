@@ -52,13 +52,14 @@ function Hn:generate(P, changes, seed, chunks)
 end
 
 --- Publishes chunk c of every subject, per messages of `lines` changes, each
--- message with its own id: a failed publish is simply run again (bounded).
+-- message with its own id (self.tag, subject, chunk, line): a failed publish
+-- is simply run again (bounded).
 function Hn:publish(c, lines, mp)
   for _, ch in ipairs(self.chunks[c]) do
     local ok, out
     for _ = 1, 40 do -- a leader's election stalls publishers for seconds
       ok, out = sh(("%s '%s' pub %s %s lines=%d id=%s mp=%d"):format(self.jsctl, self.url, ch.subject, ch.file,
-                                                                      lines or 5, ch.subject .. "." .. c, mp and 1 or 0))
+                                                                      lines or 5, (self.tag or "") .. ch.subject .. "." .. c, mp and 1 or 0))
       if ok then break end
       Hn.sleep(0.5)
     end

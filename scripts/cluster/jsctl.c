@@ -8,7 +8,7 @@
  *       nothing twice; mp=1 packs the K changes as one msgpack array
  *   jsctl URL dump STREAM SUBJECT     "<seq>\t<msg id>\t<data>" per message
  *   jsctl URL purge STREAM            discards every message
- *   jsctl URL info STREAM             "first last messages leader"
+ *   jsctl URL info STREAM             "first last messages leader consumers"
  *   jsctl URL wait STREAM SECONDS     waits until the stream has a leader
  * Exit 0 on success, 1 with a message on stderr. */
 #include <jansson.h>
@@ -224,8 +224,9 @@ static int cmd_info(char **argv, double wait)
     natsStatus st = js_GetStreamInfo(&si, js, argv[0], NULL, &jerr);
     if (st == NATS_OK && (wait == 0 || !si->Cluster || si->Cluster->Leader)) { /* a lone server leads */
       if (wait == 0)
-        printf("%llu %llu %llu %s\n", (unsigned long long)si->State.FirstSeq, (unsigned long long)si->State.LastSeq,
-               (unsigned long long)si->State.Msgs, si->Cluster && si->Cluster->Leader ? si->Cluster->Leader : "-");
+        printf("%llu %llu %llu %s %lld\n", (unsigned long long)si->State.FirstSeq, (unsigned long long)si->State.LastSeq,
+               (unsigned long long)si->State.Msgs, si->Cluster && si->Cluster->Leader ? si->Cluster->Leader : "-",
+               (long long)si->State.Consumers);
       jsStreamInfo_Destroy(si);
       return 0;
     }

@@ -1,5 +1,6 @@
 /* ljetstream.c — the JetStream sink and source for Lua (jetstream.h);
  * runnel/io.lua checks the options and calls these. */
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -67,8 +68,33 @@ static int l_state_id(lua_State *L)
   return 1;
 }
 
+/* Lua states that loaded runnel.core: the last one to close tears nats.c
+ * down (its library state and threads), so a Lua host leaks nothing. */
+static atomic_int nats_users;
+
+static int release_nats(lua_State *L)
+{
+  (void)L;
+  if (atomic_fetch_sub(&nats_users, 1) == 1) nats_Close();
+  return 0;
+}
+
+/* A userdata in the registry whose __gc runs when the state closes, after
+ * the pipelines made later (finalizers run newest first). */
+static void hold_nats(lua_State *L)
+{
+  lua_newuserdatauv(L, 1, 0);
+  lua_createtable(L, 0, 1);
+  lua_pushcfunction(L, release_nats);
+  lua_setfield(L, -2, "__gc");
+  lua_setmetatable(L, -2);
+  lua_setfield(L, LUA_REGISTRYINDEX, "runnel.nats");
+  atomic_fetch_add(&nats_users, 1);
+}
+
 void rn_lua_jetstream_open(lua_State *L, int methods)
 {
+  hold_nats(L);
   static const luaL_Reg js_methods[] = {
     { "_jetstream_sink", l_jetstream_sink }, { "_run_jetstream", l_run_jetstream },
     { "_js_position", l_js_position }, { "state_id", l_state_id }, { NULL, NULL }

@@ -54,16 +54,21 @@ describe("cluster", function()
       h:generate(4, 3000, math.random(1000), KILLS)
       local parts = { { 0, 1 }, { 2, 3 } }
       for w = 1, 2 do h:start(w, parts[w], { idle = 1 }) end
-      for k = 1, KILLS do -- input keeps coming while workers die
-        h:publish(k, 5, k % 2 == 0)
+      local published = 0
+      for k = 1, 3 * KILLS do -- input keeps coming while workers die
+        if h.kills >= KILLS then break end
+        if published < KILLS then published = published + 1; h:publish(published, 5, k % 2 == 0) end
         Hn.sleep(0.05 + math.random() * 0.25)
         local w = math.random(2)
+        if not h:alive(w) then w = 3 - w end
         h:kill(w)
         if k == KILLS // 2 then Hn.sleep(1.3) end -- down longer than the duplicate window
-        h:start(w, parts[w], { idle = 1 })
+        for v = 1, 2 do if not h:alive(v) then h:start(v, parts[v], { idle = 1 }) end end -- idled out too
       end
+      for c = published + 1, KILLS do h:publish(c, 5) end -- the chunks left
+      for v = 1, 2 do if not h:alive(v) then h:start(v, parts[v], { idle = 1 }) end end
       assert.is_true(h:wait(60), "workers did not finish")
-      assert.is_true(h.kills >= KILLS // 2, "kills that hit a running worker: " .. h.kills)
+      assert.is_true(h.kills >= KILLS, "kills of a running worker: " .. h.kills)
       check(h, "kills")
     end)
     h:stop_all()

@@ -263,8 +263,16 @@ static natsStatus set_servers(natsOptions *o, const char *urls)
   return st;
 }
 
+static atomic_bool nats_used; /* nats.c was opened: rn_js_shutdown has something to tear down */
+
+void rn_js_shutdown(void)
+{
+  if (atomic_exchange(&nats_used, false)) nats_Close();
+}
+
 int rn_js_connect(const char *url, natsConnection **nc, jsCtx **js, rn_err *e)
 {
+  atomic_store(&nats_used, true);
   natsOptions *o = NULL;
   natsStatus st = natsOptions_Create(&o);
   if (st == NATS_OK) st = set_servers(o, url);

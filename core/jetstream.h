@@ -36,6 +36,11 @@ int rn_run_jetstream(rn_pipeline *p, const rn_js_source_opts *o, rn_run_stats *s
  * context. Destructors: jsCtx_Destroy, natsConnection_Destroy. */
 int rn_js_connect(const char *url, natsConnection **nc, jsCtx **js, rn_err *e);
 
+/* Tears nats.c down (its library state and threads) if it was used; for
+ * the end of a process, when no connection is left (a later connection
+ * opens it again). */
+void rn_js_shutdown(void);
+
 /* The position the state holds for subject of stream (0: none). */
 int rn_js_position(rn_pipeline *p, const char *stream, const char *subject, uint64_t *seq);
 

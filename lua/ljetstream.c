@@ -69,13 +69,14 @@ static int l_state_id(lua_State *L)
 }
 
 /* Lua states that loaded runnel.core: the last one to close tears nats.c
- * down (its library state and threads), so a Lua host leaks nothing. */
+ * down if it was used (its library state and threads), so a Lua host
+ * leaks nothing. */
 static atomic_int nats_users;
 
 static int release_nats(lua_State *L)
 {
   (void)L;
-  if (atomic_fetch_sub(&nats_users, 1) == 1) nats_Close();
+  if (atomic_fetch_sub(&nats_users, 1) == 1) rn_js_shutdown();
   return 0;
 }
 

@@ -10,8 +10,10 @@ local N = require "nats"
 local RUNNEL = os.getenv("RUNNEL_BIN") or "build/runnel"
 local JSCTL = RUNNEL:gsub("runnel$", "jsctl")
 
+-- jsctl is test tooling: nats.c 3.4.1 now and then leaks a published
+-- message it was acked for, which a sanitized run must not count as runnel's.
 local function jsctl(url, ...)
-  local out, err, code = H.sh(("%s '%s' %s"):format(JSCTL, url, table.concat({ ... }, " ")))
+  local out, err, code = H.sh(("ASAN_OPTIONS=detect_leaks=0 %s '%s' %s"):format(JSCTL, url, table.concat({ ... }, " ")))
   assert(code == 0, err)
   return out
 end

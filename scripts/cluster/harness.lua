@@ -33,9 +33,9 @@ function Hn:ctl(...)
 end
 
 --- Generates the workload (gen.lua) and splits each subject's file into n chunks.
-function Hn:generate(P, changes, seed, chunks)
+function Hn:generate(P, changes, seed, chunks, renames)
   self.P = P
-  assert(sh(("lua5.4 %s/gen.lua '%s' %d %d %d"):format(here, self.dir, P, changes, seed)))
+  assert(sh(("lua5.4 %s/gen.lua '%s' %d %d %d 40 %s"):format(here, self.dir, P, changes, seed, renames or 0.01)))
   self.chunks = {}
   local subjects = { guilds = self.dir .. "/guilds.ndjson" }
   for p = 0, P - 1 do subjects["results." .. p] = self.dir .. "/results." .. p .. ".ndjson" end

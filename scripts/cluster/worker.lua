@@ -53,6 +53,7 @@ local function serve()
   while true do
     local applied = 0
     for _, o in ipairs(owned) do applied = applied + o.p:run(o.src).messages end
+    if total == 0 and applied > 0 then io.stderr:write(("worker %s: applying\n"):format(parts)) end
     total = total + applied
     if applied > 0 then quiet_since = now()
     elseif idle >= 0 and now() - quiet_since >= idle then return total

@@ -11,6 +11,9 @@ WARN     := -std=c11 -Wall -Wextra -Werror -Wshadow -Wundef -Wwrite-strings \
 OPT      ?= -O2 -g
 CFLAGS   += $(WARN) $(OPT) -fPIC -fvisibility=hidden -D_GNU_SOURCE -MMD -MP
 CORE_LIBS := -llmdb -lmsgpackc -ljansson -lsqlite3
+# JetStream (core/jetstream.c, core/js_source.c): nats.c, and the server for the cluster tests and demo
+DEBIAN_PACKAGES += nats-server libnats-dev
+CORE_LIBS += -lnats
 SAN      := -fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer
 
 PREFIX   ?= /usr/local
@@ -110,6 +113,12 @@ $(BUILD)/spec/%: spec/c/%.c spec/c/check.h $(BUILD)/librunnel_core.a $(FLAGS_STA
 $(BUILD)/spec/test_api $(BUILD)/spec/test_oom: $(BUILD)/spec/%: spec/c/%.c spec/c/check.h $(BUILD)/librunnel.a $(FLAGS_STAMP)
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS) $(LUA_INC) -Icore -Ispec/c -o $@ $< $(BUILD)/librunnel.a $(ALL_LIBS) $(LDFLAGS)
+
+# jsctl: the JetStream chores of the cluster tests, demo and benchmark (nats.c only)
+all: $(BUILD)/jsctl
+$(BUILD)/jsctl: scripts/cluster/jsctl.c $(FLAGS_STAMP)
+	@mkdir -p $(@D)
+	$(CC) $(CFLAGS) -o $@ $< -lnats -lmsgpackc -ljansson $(LDFLAGS)
 
 test: deps
 	@$(MAKE) -s all
@@ -226,3 +235,18 @@ rock-install: rock
 	install -m 755 $(BUILD)/lua/runnel/core.so $(INST_LIBDIR)/runnel/core.so
 	install -m 644 lua/runnel.lua $(INST_LUADIR)/runnel.lua
 	install -m 644 lua/runnel/io.lua lua/runnel/view.lua $(INST_LUADIR)/runnel/
+
+# The cluster demo (scripts/cluster/demo.lua): a 3-node JetStream cluster on
+# 127.0.0.1 (data under build/cluster-demo), W workers, a worker and a node
+# killed mid-run; ends with "cluster: W workers, N changes, equal to one
+# process: yes|no" and stops everything it started.
+.PHONY: cluster-demo cluster-kills
+cluster-demo: deps
+	@$(MAKE) -s all
+	@eval "$$($(MAKE) -s env)"; $(LUA) scripts/cluster/demo.lua $(BUILD)
+
+# The cluster spec with more kills than make test's 20 (CLUSTER_KILLS=N).
+cluster-kills: deps
+	@$(MAKE) -s all
+	@eval "$$($(MAKE) -s env)"; CLUSTER_KILLS=$(or $(N),100) RUNNEL_BIN=$(CURDIR)/$(BUILD)/runnel \
+	  $(LUA) "$$(command -v busted)" --filter='kill' spec/cluster_spec.lua

@@ -326,6 +326,55 @@ RN_API int rn_subscribe_flags(rn_pipeline *p, rn_rel *rel, int flags, rn_callbac
  * (no such subscriber), RN_EMISUSE (inside a group or a callback). */
 RN_API int rn_unsubscribe(rn_pipeline *p, rn_rel *rel, rn_callback fn, void *ctx);
 
+/* ---- NATS JetStream (jetstream.c, js_source.c) ---------------------------
+ * Strings are the caller's, read during the call only. Connections use
+ * nats.c, whose own threads never call into runnel. */
+typedef struct rn_js_sink_opts {
+  const char *url;        /* server URLs, comma-separated ("nats://127.0.0.1:4222,…") */
+  const char *subject;    /* every event goes to this subject: one state per subject */
+  const char *verb_field; /* NDJSON events with the verb in this field; NULL: the row alone
+                             (cdc relations in the debezium and flink forms) */
+  const char *id;         /* the first part of message ids; NULL: the state's id */
+  double timeout;         /* seconds to wait for the acks of a run (0: 10) */
+} rn_js_sink_opts;
+
+/* A durable sink publishing each change of rel as one message on
+ * o->subject, with the message id "<id>:<seq>:<n>" (Nats-Msg-Id: the
+ * server drops a re-send inside its duplicate window). At open it reads
+ * the subject's last message and skips what that id says was published
+ * already (a re-send after an outage longer than the window). A run whose
+ * acks do not all arrive fails and stays in the outbox. */
+RN_API int rn_jetstream_sink(rn_pipeline *p, rn_rel *rel, const rn_js_sink_opts *o);
+
+typedef struct rn_js_source_opts {
+  const char *url;        /* server URLs, comma-separated */
+  const char *stream;     /* the stream to read */
+  const char *const *subjects; /* subjects of the stream, one position each */
+  int nsubjects;
+  size_t batch;           /* messages per group at most (0: 100) */
+  double idle;            /* stop once caught up and nothing came for this many seconds
+                             (0: as soon as caught up); < 0: never stop */
+  uint64_t limit;         /* stop after this many messages (0: no limit) */
+  const char *name;       /* the input's name in messages ("nats://…") */
+} rn_js_source_opts;
+
+/* Applies the messages of o->subjects of o->stream as groups of up to
+ * o->batch messages, from the positions the state holds (written in each
+ * group, "jp:" in the state), until caught up and idle (see above); a
+ * message is NDJSON change lines or a msgpack array of change maps
+ * {rel, op, row}. *messages (may be NULL) counts the messages applied. A
+ * bad message rolls its group back and is an error naming subject and
+ * stream sequence; so is a position the stream's retention passed. */
+RN_API int rn_jetstream_run(rn_pipeline *p, const rn_js_source_opts *o, uint64_t *messages);
+
+/* ---- Copying a state (copy.c) -------------------------------------------
+ * A consistent, compacted copy of the state at path into the directory
+ * dest (created if absent; one holding a state is refused, RN_EMISUSE),
+ * from one LMDB read transaction: the state's writer, in any process,
+ * keeps running. The copy is a whole state with its positions, outbox and
+ * id: open it elsewhere and it resumes where the copy was taken. */
+RN_API int rn_state_copy(const char *path, const char *dest, char *errbuf, size_t errlen);
+
 /* ---- Lua ---------------------------------------------------------------
  * Runs a Lua pipeline script against p: it sees the pipeline as the global
  * `p` (and as its first argument), declares relations, sinks and so on,

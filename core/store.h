@@ -17,6 +17,11 @@
  *                     long for a key is "od#" and its 16 hex digit hash.
  *                     sink: "sink:" name (Lua and C), "ndjson:" real path,
  *                     "sqlite:" real path "\x1f" table
+ *     "sid"           32 hex digits                    the state's id (jetstream.c):
+ *                     message ids of JetStream sinks begin with it
+ *     "jp:" stream "\x1f" subject  |u64 seq|           a JetStream source's position:
+ *                     the last stream sequence applied, written in the
+ *                     group that applied it (js_source.c)
  *
  * Named database "outbox" (RN_DB_OUTBOX), durable sinks' pending groups:
  *
@@ -72,6 +77,10 @@
 #define RN_SINK_NAMED     "sink:"   /* Lua and C durable sinks: "sink:" name */
 #define RN_SINK_NDJSON    "ndjson:" /* "ndjson:" real path */
 #define RN_SINK_SQLITE    "sqlite:" /* "sqlite:" real path "\x1f" table */
+/* JetStream (jetstream.h). */
+#define RN_META_STATE_ID  "sid"     /* the state's id */
+#define RN_META_JS_POSITION "jp:"   /* a source's position: "jp:" stream "\x1f" subject */
+#define RN_SINK_JETSTREAM "jetstream:" /* "jetstream:" subject */
 /* Prefixes of per-relation databases: the prefix then the name. */
 #define RN_DB_ROWS        "t:"      /* a table's rows */
 #define RN_DB_ROW_HASHES  "h:"      /* a keyless table's rows by hash */

@@ -6,6 +6,7 @@
  *     runnel verify STATE_DIR                check a state against itself (verify.h)
  *     runnel query STATE REL [KEY…] [--limit N] [--format grid|ndjson|csv]
  *     runnel drop STATE NAME                 (both: lua/runnel/state.lua)
+ *     runnel snapshot STATE DEST             a consistent compacted copy (rn_state_copy)
  *     runnel help | version
  * HELP below is the whole usage; the man page is made from it.
  *
@@ -314,7 +315,7 @@ static int run_input(lua_State *L, const run_opts *o)
   lua_getglobal(L, "require");
   lua_pushliteral(L, "runnel");
   lua_call(L, 1, 1);
-  lua_getfield(L, -1, "ndjson_source");
+  lua_getfield(L, -1, strncmp(o->input, "nats://", 7) == 0 ? "jetstream_source" : "ndjson_source");
   lua_remove(L, -2);
   lua_pushstring(L, o->input);
   lua_call(L, 1, 1);
@@ -587,6 +588,18 @@ static int verify(const char *path)
   return WIFEXITED(status) && WEXITSTATUS(status) == 0 ? 0 : 1;
 }
 
+/* runnel snapshot STATE DEST: a consistent compacted copy (rn_state_copy). */
+static int snapshot(const char *path, const char *dest)
+{
+  char err[1024] = "";
+  int rc = rn_state_copy(path, dest, err, sizeof err);
+  if (rc) {
+    fprintf(stderr, "runnel: snapshot: %s\n", err[0] ? err : rn_strerror(rc));
+    return 1;
+  }
+  return 0;
+}
+
 /* ---- runnel query / runnel drop: lua/runnel/state.lua's commands ---- */
 
 static int state_command(lua_State *L, int argc, char **argv)
@@ -622,6 +635,7 @@ static const char HELP[] =
   "  runnel inspect|verify STATE_DIR\n"
   "  runnel query STATE_DIR REL [KEY...] [--limit N] [--format grid|ndjson|csv]\n"
   "  runnel drop STATE_DIR NAME\n"
+  "  runnel snapshot STATE_DIR DEST\n"
   "  runnel help|version\n"
   "\n"
   "Commands:\n"
@@ -639,13 +653,16 @@ static const char HELP[] =
   "                             Rows of a table or store (by key, or all), read in one read\n"
   "                             transaction while another process may be writing: whole groups only.\n"
   "  drop STATE_DIR NAME        Remove a relation and its state (refused while others read it).\n"
+  "  snapshot STATE_DIR DEST    A consistent, compacted copy of a state (positions, outbox and id\n"
+  "                             included) from one read transaction; the writer keeps running.\n"
   "  help, --help, -h           This text, on stdout.\n"
   "  version, --version         The version, on stdout.\n"
   "\n"
   "Options:\n"
   "  --input PATH|-             After the script, apply the NDJSON changes in PATH (- for stdin)\n"
   "                             through the pipeline the script returns (return p), as\n"
-  "                             p:run(runnel.ndjson_source(PATH), ...).\n"
+  "                             p:run(runnel.ndjson_source(PATH), ...); nats://HOST:PORT/STREAM/SUBJECT\n"
+  "                             reads a JetStream subject instead (runnel.jetstream_source).\n"
   "  --batch N                  Input lines per group (1000).\n"
   "  --on-error stop|skip       Stop at the first bad line (default; its group is rolled back),\n"
   "                             or skip bad lines.\n"
@@ -698,6 +715,10 @@ static int command(lua_State *L, int argc, char **argv)
     return cmd[0] == 'i' ? inspect(argv[2]) : verify(argv[2]);
   }
   if (strcmp(cmd, "query") == 0 || strcmp(cmd, "drop") == 0) return state_command(L, argc, argv);
+  if (strcmp(cmd, "snapshot") == 0) {
+    if (argc != 4) { fprintf(stderr, "runnel: snapshot takes STATE_DIR DEST (runnel help)\n"); return 2; }
+    return snapshot(argv[2], argv[3]);
+  }
   if (strcmp(cmd, "help") == 0 || strcmp(cmd, "--help") == 0 || strcmp(cmd, "-h") == 0) {
     fputs(HELP, stdout);
     return 0;

@@ -178,6 +178,8 @@ int rn_lua_declare_select(lua_State *L);
 
 /* lio.c: adds p:_ndjson_sink and p:_run to the methods table at index methods. */
 void rn_lua_io_open(lua_State *L, int methods);
+/* The JetStream sink and source methods (ljetstream.c). */
+void rn_lua_jetstream_open(lua_State *L, int methods);
 
 /* llookup.c */
 void rn_lua_opened(lua_State *L, lpipe *lp, int pidx);

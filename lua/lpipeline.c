@@ -295,6 +295,7 @@ void rn_lua_pipeline_open(lua_State *L, int module)
   int methods = lua_gettop(L);
   rn_lua_io_open(L, methods);
   rn_lua_live_open(L, methods);
+  rn_lua_jetstream_open(L, methods);
   rn_lua_lookup_open(L, methods, module);
   lua_setfield(L, -2, "__index");
   lua_pop(L, 1);

@@ -778,6 +778,7 @@ local RUN_FIELDS = { batch = true, on_error = true, rejects = true, progress = t
 function Pipeline:run(source, opts)
   check_pipeline(self, "run")
   opts = opts or {}
+  if type(source) == "table" and source.jetstream then return self:_run_js(source, opts) end
   if type(source) ~= "table" or source.ndjson == nil then raise("run: expects runnel.ndjson_source(…)") end
   for k in pairs(opts) do
     if not RUN_FIELDS[k] then raise("run: unknown option " .. tostring(k) .. " (batch, on_error, rejects, progress, max_rejects)") end
@@ -941,6 +942,20 @@ function Relation:count(opts)
   local kind = self:schema().kind
   if kind == "top" or kind == "index" then return self:_ordered_count() end
   return unordered_count(self)
+end
+
+--- p:run(runnel.jetstream_source{…}, { batch = N }) -> { messages, lines, applied, groups }:
+-- the source's batch (or opts.batch) is messages per group.
+function Pipeline:_run_js(source, opts)
+  for k in pairs(opts) do
+    if k ~= "batch" and k ~= "progress" then raise("run: unknown option " .. tostring(k) .. " for a jetstream source (batch)") end
+  end
+  local batch = source.batch or opts.batch or 100
+  if math.type(batch) ~= "integer" or batch < 1 then raise("run: batch must be a positive integer") end
+  local st = self:_run_jetstream(source.jetstream, source.stream, source.subjects, batch, source.idle or 0,
+                                 source.limit or 0, source.name)
+  st.lines = st.messages
+  return st
 end
 
 require("runnel.io")(runnel, raise, core)

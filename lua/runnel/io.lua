@@ -76,4 +76,93 @@ return function(runnel, raise, core)
                  or (target == io.stdin and "stdin" or "file")
     return { ndjson = target, name = name }
   end
+  -- ---- JetStream (core/jetstream.c, core/js_source.c) ----
+
+  local JS_SINK_FIELDS = { url = true, subject = true, format = true, verb = true, id = true, timeout = true }
+
+  --- runnel.jetstream{ url =, subject =, format = "ndjson"|"debezium"|"flink", verb = "verb", id =, timeout = 10 }
+  -- -> a durable sink publishing each change as one message on subject, with
+  -- the message id "<state id>:<seq>:<n>" (the server drops a re-send). A
+  -- group is published once it is durable in LMDB; after an outage longer
+  -- than the stream's duplicate window the subject's last message says what
+  -- was published already. "ndjson": the row with the verb in field verb;
+  -- "debezium"/"flink": the relation's rel:cdc{format = …} rows. One state
+  -- publishes to a subject.
+  function runnel.jetstream(opts)
+    if type(opts) ~= "table" then raise("jetstream: expects { url =, subject = }") end
+    for k in pairs(opts) do
+      if not JS_SINK_FIELDS[k] then raise("jetstream: unknown option " .. tostring(k) .. " (url, subject, format, verb, id, timeout)") end
+    end
+    if type(opts.url) ~= "string" or type(opts.subject) ~= "string" or opts.subject == "" then
+      raise("jetstream: url and subject must be strings")
+    end
+    local format = opts.format or "ndjson"
+    if format ~= "ndjson" and format ~= "debezium" and format ~= "flink" then
+      raise('jetstream: format must be "ndjson", "debezium" or "flink"')
+    end
+    local verb = opts.verb
+    if verb == nil then verb = "verb" end
+    if verb ~= false and type(verb) ~= "string" then raise("jetstream: verb must be a field name or false") end
+    if opts.id ~= nil and type(opts.id) ~= "string" then raise("jetstream: id must be a string") end
+    if opts.timeout ~= nil and (type(opts.timeout) ~= "number" or opts.timeout <= 0) then
+      raise("jetstream: timeout must be a positive number of seconds")
+    end
+    return { attach = function(_, rel)
+      if format ~= "ndjson" then rel, verb = rel:cdc{ format = format }, false end
+      local ok, err = rel:pipeline():_jetstream_sink(rel, opts.url, opts.subject, verb, opts.id, opts.timeout)
+      if not ok then error(err, 0) end
+    end }
+  end
+
+  local JS_SOURCE_FIELDS = { url = true, stream = true, subjects = true, subject = true, partitions = true,
+                             batch = true, idle = true, limit = true }
+
+  -- "nats://host:port[,host:port…]/STREAM/subject[,subject…][?batch=N&idle=S]" as options
+  local function js_url_options(text)
+    local url, stream, subjects, query = text:match("^(nats://[^/]+)/([^/]+)/([^?]+)%??(.*)$")
+    if not url then raise("jetstream_source: expects nats://host:port/STREAM/subject[,subject…][?batch=N&idle=S]") end
+    local opts = { url = url, stream = stream, subjects = {} }
+    for sub in subjects:gmatch("[^,]+") do opts.subjects[#opts.subjects + 1] = sub end
+    for k, v in query:gmatch("([^&=]+)=([^&]*)") do opts[k] = tonumber(v) or v end
+    return opts
+  end
+
+  --- runnel.jetstream_source{ url =, stream =, subjects = {…} | subject = s, partitions = {p…},
+  --   batch = 100, idle = 0, limit = nil } or runnel.jetstream_source("nats://h:p/STREAM/subj,…")
+  -- -> a source for p:run: each message holds NDJSON change lines or a
+  -- msgpack array of changes; up to batch messages form one group, which
+  -- also writes the stream sequence it reached per subject into the state.
+  -- subject + partitions reads subject.<p> for each p. The run ends once
+  -- caught up and idle seconds passed with nothing new (idle < 0: never).
+  function runnel.jetstream_source(opts)
+    if type(opts) == "string" then opts = js_url_options(opts) end
+    if type(opts) ~= "table" then raise("jetstream_source: expects { url =, stream =, subjects = }") end
+    for k in pairs(opts) do
+      if not JS_SOURCE_FIELDS[k] then
+        raise("jetstream_source: unknown option " .. tostring(k) .. " (url, stream, subjects, subject, partitions, batch, idle, limit)")
+      end
+    end
+    if type(opts.url) ~= "string" or type(opts.stream) ~= "string" then raise("jetstream_source: url and stream must be strings") end
+    local subjects = {}
+    if opts.partitions ~= nil then
+      if type(opts.subject) ~= "string" or type(opts.partitions) ~= "table" then
+        raise("jetstream_source: partitions = {p…} goes with subject = prefix")
+      end
+      for _, p in ipairs(opts.partitions) do subjects[#subjects + 1] = opts.subject .. "." .. tostring(p) end
+    elseif type(opts.subject) == "string" then
+      subjects[1] = opts.subject
+    end
+    for _, sub in ipairs(type(opts.subjects) == "table" and opts.subjects or {}) do
+      if type(sub) ~= "string" then raise("jetstream_source: subjects must be strings") end
+      subjects[#subjects + 1] = sub
+    end
+    if #subjects == 0 then raise("jetstream_source: name subjects = {…} or subject =") end
+    for _, f in ipairs{ "batch", "limit" } do
+      local v = opts[f]
+      if v ~= nil and (math.type(v) ~= "integer" or v < 1) then raise("jetstream_source: " .. f .. " must be a positive integer") end
+    end
+    if opts.idle ~= nil and type(opts.idle) ~= "number" then raise("jetstream_source: idle must be a number of seconds") end
+    return { jetstream = opts.url, stream = opts.stream, subjects = subjects, batch = opts.batch, idle = opts.idle,
+             limit = opts.limit, name = opts.url .. "/" .. opts.stream }
+  end
 end

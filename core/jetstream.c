@@ -1,0 +1,343 @@
+/* jetstream.c — the JetStream sink: a relation's changes published to one
+ * subject once their group is durable in LMDB (a durable sink of the
+ * outbox, outbox.c), exactly once as the stream sees them.
+ *
+ *     message   data: the event (an NDJSON line without its newline)
+ *               header Nats-Msg-Id: "<state id>:<seq>:<n>"
+ *               (seq: the group, n: the change's place among the sink's
+ *               changes of the group, from 1)
+ *
+ * Invariants (JS-n in specs):
+ * (1) An event is published only after the LMDB transaction holding its
+ *     group committed, with an id that names the same event before and
+ *     after any crash (OUTBOX-1: a seq names the same content).
+ * (2) A run of groups counts as delivered only when the server acked every
+ *     message of it; otherwise it stays in the outbox and is published
+ *     again, under the same ids: the server drops the copies it holds
+ *     inside its duplicate window.
+ * (3) At open the sink reads the subject's last message: when its id is
+ *     this state's, every event up to that (seq, n) was stored and is
+ *     skipped, so an outage longer than the duplicate window publishes
+ *     nothing twice. This needs one publishing state per subject.
+ * (4) nats.c's threads touch only the sink's failure counter. */
+#include "jetstream.h"
+
+#include <nats/nats.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "outbox.h"
+
+/* ---- the state's id ---- */
+
+static int read_id(MDB_txn *txn, MDB_dbi meta, char out[33])
+{
+  MDB_val k = { RN_PREFIX_LEN(RN_META_STATE_ID), (void *)RN_META_STATE_ID }, v;
+  int rc = mdb_get(txn, meta, &k, &v);
+  if (rc) return rc;
+  size_t n = v.mv_size < 32 ? v.mv_size : 32;
+  memcpy(out, v.mv_data, n);
+  out[n] = 0;
+  return 0;
+}
+
+/* 32 hex digits from /dev/urandom (the time and pid if it cannot be read). */
+static void new_id(char out[33])
+{
+  unsigned char raw[16] = { 0 };
+  FILE *f = fopen("/dev/urandom", "rb");
+  if (!f || fread(raw, 1, sizeof raw, f) != sizeof raw) {
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    snprintf((char *)raw, sizeof raw, "%lx%lx", (long)ts.tv_nsec, (long)getpid());
+  }
+  if (f) fclose(f);
+  for (int i = 0; i < 16; i++) snprintf(out + 2 * i, 3, "%02x", raw[i]);
+}
+
+int rn_state_id(rn_pipeline *p, char out[33])
+{
+  if (p->state != RN_IDLE) return rn_err_set(&p->err, RN_EMISUSE, "state id: not inside a group");
+  int rc = rn_flush(p);
+  if (rc) return rc;
+  MDB_txn *txn;
+  if ((rc = rn_store_txn(p->store.env, 0, &txn))) return rn_store_fail(&p->err, rc, "state id");
+  if ((rc = read_id(txn, p->store.meta, out)) == MDB_NOTFOUND) {
+    new_id(out);
+    MDB_val k = { RN_PREFIX_LEN(RN_META_STATE_ID), (void *)RN_META_STATE_ID }, v = { 32, out };
+    rc = mdb_put(txn, p->store.meta, &k, &v, 0);
+    if (!rc) return (rc = mdb_txn_commit(txn)) ? rn_store_fail(&p->err, rc, "state id") : 0;
+  }
+  mdb_txn_abort(txn);
+  return rc ? rn_store_fail(&p->err, rc, "state id") : 0;
+}
+
+/* ---- the sink ---- */
+
+typedef struct staged {   /* one event of the run, its bytes in jsink.data */
+  size_t at, len;
+  uint64_t seq, n;
+} staged;
+
+typedef struct jsink {
+  natsConnection *nc;
+  jsCtx *js;
+  char *subject;
+  char *id;               /* the first part of message ids */
+  char *verb_field;       /* or NULL: rows alone */
+  int64_t timeout_ms;     /* the wait for a run's acks */
+  msgpack_sbuffer data;   /* the run's events */
+  staged *events;
+  size_t n, cap;
+  msgpack_zone zone;
+  uint64_t done_seq, done_n; /* events up to here were stored before this open (JS-3) */
+  atomic_int failed;      /* publishes the server refused in this run (JS-4) */
+} jsink;
+
+static void free_jsink(void *ctx)
+{
+  jsink *s = ctx;
+  if (s->nc) natsConnection_Close(s->nc); /* no ack handler runs after this */
+  if (s->js) jsCtx_Destroy(s->js);
+  if (s->nc) natsConnection_Destroy(s->nc);
+  free(s->subject);
+  free(s->id);
+  free(s->verb_field);
+  free(s->events);
+  msgpack_sbuffer_destroy(&s->data);
+  msgpack_zone_destroy(&s->zone);
+  free(s);
+}
+
+/* On a nats.c thread: counts the failure, nothing else (JS-4). */
+static void on_publish_error(jsCtx *js, jsPubAckErr *pae, void *closure)
+{
+  (void)js;
+  (void)pae;
+  atomic_fetch_add(&((jsink *)closure)->failed, 1);
+}
+
+static bool after_done(const jsink *s, uint64_t seq, uint64_t n)
+{
+  return seq > s->done_seq || (seq == s->done_seq && n > s->done_n);
+}
+
+static const char *const verb_names[] = { "", "INSERT", "UPDATE", "DELETE" };
+
+static int jsink_change(void *ctx, rn_rel *rel, const rn_change *c, const rn_sink_info *info, rn_err *e)
+{
+  jsink *s = ctx;
+  if (!after_done(s, info->seq, info->n)) return 0; /* stored before (JS-3) */
+  if (s->n == s->cap) {
+    size_t cap = s->cap ? s->cap * 2 : 256;
+    staged *a = realloc(s->events, cap * sizeof *a);
+    if (!a) return rn_err_set(e, RN_ENOMEM, "out of memory");
+    s->events = a;
+    s->cap = cap;
+  }
+  bool del = c->verb == RN_DELETE;
+  size_t at = s->data.size;
+  int rc = rn_ndjson_line(rel->schema, del ? c->old : c->row, del ? c->old_len : c->row_len,
+                          del && s->verb_field, s->verb_field, verb_names[c->verb], &s->zone, &s->data);
+  msgpack_zone_clear(&s->zone);
+  if (rc) return rn_err_set(e, RN_ESTORE, "%s: jetstream: a row could not be decoded", rel->name);
+  size_t len = s->data.size - at;
+  if (len && s->data.data[at + len - 1] == '\n') len--;
+  s->events[s->n++] = (staged){ at, len, info->seq, info->n };
+  return 0;
+}
+
+static int publish_one(jsink *s, const staged *ev, rn_err *e)
+{
+  natsMsg *m = NULL;
+  char msgid[96];
+  snprintf(msgid, sizeof msgid, "%s:%llu:%llu", s->id, (unsigned long long)ev->seq, (unsigned long long)ev->n);
+  natsStatus st = natsMsg_Create(&m, s->subject, NULL, s->data.data + ev->at, (int)ev->len);
+  if (st == NATS_OK) st = natsMsgHeader_Set(m, "Nats-Msg-Id", msgid);
+  if (st == NATS_OK) st = js_PublishMsgAsync(s->js, &m, NULL);
+  if (m) natsMsg_Destroy(m); /* NULL once the library took it */
+  return st == NATS_OK ? 0 : rn_err_set(e, RN_EIO, "jetstream %s: publishing: %s", s->subject, natsStatus_GetText(st));
+}
+
+static void clear_run(jsink *s)
+{
+  s->n = 0;
+  msgpack_sbuffer_clear(&s->data);
+  atomic_store(&s->failed, 0);
+}
+
+/* Publishes the run's events and waits for every ack (JS-2). */
+static int jsink_finish(void *ctx, rn_err *e)
+{
+  jsink *s = ctx;
+  int rc = 0;
+  atomic_store(&s->failed, 0);
+  for (size_t i = 0; i < s->n && !rc; i++) rc = publish_one(s, &s->events[i], e);
+  jsPubOptions po;
+  jsPubOptions_Init(&po);
+  po.MaxWait = s->timeout_ms;
+  natsStatus st = js_PublishAsyncComplete(s->js, &po);
+  if (!rc && st != NATS_OK)
+    rc = rn_err_set(e, RN_EIO, "jetstream %s: no ack for some events within %lld ms (%s); they wait in the outbox",
+                    s->subject, (long long)s->timeout_ms, natsStatus_GetText(st));
+  if (!rc && atomic_load(&s->failed))
+    rc = rn_err_set(e, RN_EIO, "jetstream %s: the server refused %d events; they wait in the outbox", s->subject,
+                    atomic_load(&s->failed));
+  if (st != NATS_OK) { /* drop what is still in flight: the outbox publishes it again */
+    natsMsgList pending = { 0 };
+    if (js_PublishAsyncGetPendingList(&pending, s->js) == NATS_OK) natsMsgList_Destroy(&pending);
+  }
+  clear_run(s);
+  return rc;
+}
+
+static void jsink_discard(void *ctx) { clear_run(ctx); }
+
+static const rn_outbox_ops jsink_ops = { jsink_change, NULL, jsink_finish, jsink_discard, NULL, NULL, NULL };
+
+/* Parses "<id>:<seq>:<n>" of this state into done (JS-3). */
+static void note_published(jsink *s, const char *msgid)
+{
+  size_t idlen = strlen(s->id);
+  unsigned long long seq, n;
+  if (!msgid || strncmp(msgid, s->id, idlen) != 0 || msgid[idlen] != ':') return;
+  if (sscanf(msgid + idlen + 1, "%llu:%llu", &seq, &n) == 2) {
+    s->done_seq = seq;
+    s->done_n = n;
+  }
+}
+
+/* The stream holding the subject into *found (NULL when none does). */
+static int stream_of(jsink *s, char **found, rn_err *e)
+{
+  jsOptions o;
+  jsOptions_Init(&o);
+  o.Stream.Info.SubjectsFilter = s->subject;
+  jsStreamNamesList *names = NULL;
+  *found = NULL;
+  natsStatus st = js_StreamNames(&names, s->js, &o, NULL);
+  if (st == NATS_NOT_FOUND) return 0;
+  if (st != NATS_OK)
+    return rn_err_set(e, RN_EIO, "jetstream: finding the stream of subject %s: %s", s->subject, natsStatus_GetText(st));
+  if (names && names->Count > 0 && !(*found = strdup(names->List[0]))) st = NATS_NO_MEMORY;
+  if (names) jsStreamNamesList_Destroy(names);
+  return st == NATS_OK ? 0 : rn_err_set(e, RN_ENOMEM, "out of memory");
+}
+
+/* Reads the subject's last message (JS-3); an empty subject has none. */
+static int read_last(jsink *s, rn_err *e)
+{
+  char *stream;
+  int rc = stream_of(s, &stream, e);
+  if (rc) return rc;
+  if (!stream)
+    return rn_err_set(e, RN_EIO, "jetstream: no stream holds subject %s (create it first)", s->subject);
+  natsMsg *last = NULL;
+  jsErrCode jerr = 0;
+  natsStatus st = js_GetLastMsg(&last, s->js, stream, s->subject, NULL, &jerr);
+  free(stream);
+  if (st == NATS_NOT_FOUND || jerr == JSNoMessageFoundErr) return 0;
+  if (st != NATS_OK)
+    return rn_err_set(e, RN_EIO, "jetstream %s: reading the last message: %s", s->subject, natsStatus_GetText(st));
+  const char *msgid = NULL;
+  if (natsMsgHeader_Get(last, "Nats-Msg-Id", &msgid) == NATS_OK) note_published(s, msgid);
+  natsMsg_Destroy(last);
+  return 0;
+}
+
+/* "nats://a:1,nats://b:2" as the server list of o (natsOptions_SetURL
+ * takes one URL). */
+static natsStatus set_servers(natsOptions *o, const char *urls)
+{
+  char *copy = strdup(urls), *save = NULL;
+  const char *list[16];
+  int n = 0;
+  if (!copy) return NATS_NO_MEMORY;
+  for (char *u = strtok_r(copy, ",", &save); u && n < 16; u = strtok_r(NULL, ",", &save)) list[n++] = u;
+  natsStatus st = n ? natsOptions_SetServers(o, list, n) : NATS_INVALID_ARG;
+  free(copy);
+  return st;
+}
+
+static atomic_bool nats_used; /* nats.c was opened: rn_js_shutdown has something to tear down */
+
+void rn_js_shutdown(void)
+{
+  if (atomic_exchange(&nats_used, false)) nats_Close();
+}
+
+int rn_js_connect(const char *url, natsConnection **nc, jsCtx **js, rn_err *e)
+{
+  atomic_store(&nats_used, true);
+  natsOptions *o = NULL;
+  natsStatus st = natsOptions_Create(&o);
+  if (st == NATS_OK) st = set_servers(o, url);
+  if (st == NATS_OK) st = natsOptions_SetMaxReconnect(o, -1);     /* the cluster heals; keep trying */
+  if (st == NATS_OK) st = natsOptions_SetReconnectWait(o, 100);
+  if (st == NATS_OK) st = natsOptions_SetTimeout(o, 2000);
+  if (st == NATS_OK) st = natsConnection_Connect(nc, o);
+  natsOptions_Destroy(o);
+  if (st == NATS_OK) st = natsConnection_JetStream(js, *nc, NULL);
+  if (st != NATS_OK) {
+    if (*nc) natsConnection_Destroy(*nc);
+    *nc = NULL;
+    return rn_err_set(e, RN_EIO, "jetstream: cannot connect to %s: %s", url, natsStatus_GetText(st));
+  }
+  return 0;
+}
+
+static int open_jsink(rn_pipeline *p, jsink *s, const rn_js_sink_opts *o)
+{
+  char sid[33];
+  int rc = o->id ? 0 : rn_state_id(p, sid);
+  if (rc) return rc;
+  if (!(s->subject = strdup(o->subject)) || !(s->id = strdup(o->id ? o->id : sid))
+      || (o->verb_field && !(s->verb_field = strdup(o->verb_field))))
+    return rn_err_set(&p->err, RN_ENOMEM, "out of memory");
+  s->timeout_ms = (int64_t)((o->timeout > 0 ? o->timeout : 10) * 1000);
+  if ((rc = rn_js_connect(o->url, &s->nc, &s->js, &p->err))) return rc;
+  jsCtx_Destroy(s->js); /* again, with the failure counter */
+  s->js = NULL;
+  jsOptions jo;
+  jsOptions_Init(&jo);
+  jo.PublishAsync.ErrHandler = on_publish_error;
+  jo.PublishAsync.ErrHandlerClosure = s;
+  jo.PublishAsync.MaxPending = 65536;
+  natsStatus st = natsConnection_JetStream(&s->js, s->nc, &jo);
+  if (st != NATS_OK) return rn_err_set(&p->err, RN_EIO, "jetstream: %s", natsStatus_GetText(st));
+  return read_last(s, &p->err);
+}
+
+RN_API int rn_jetstream_sink(rn_pipeline *p, rn_rel *rel, const rn_js_sink_opts *o)
+{
+  if (!p) return RN_EINVAL;
+  rn_err_clear(&p->err);
+  if (!rel || !o) return rn_err_set(&p->err, RN_EINVAL, "rn_jetstream_sink: %s is NULL", rel ? "o" : "rel");
+  if (p->state != RN_IDLE) return rn_err_set(&p->err, RN_EMISUSE, "%s: sinks are added outside groups", rel->name);
+  if (!o->url || !o->subject || !*o->subject)
+    return rn_err_set(&p->err, RN_EINVAL, "%s: jetstream: needs url and subject", rel->name);
+  jsink *s = calloc(1, sizeof *s);
+  if (!s || !msgpack_zone_init(&s->zone, 4096)) { free(s); return rn_err_set(&p->err, RN_ENOMEM, "out of memory"); }
+  msgpack_sbuffer_init(&s->data);
+  int rc = open_jsink(p, s, o);
+  char *name = rc ? NULL : malloc(strlen(o->subject) + sizeof RN_SINK_JETSTREAM);
+  if (!rc && !name) rc = rn_err_set(&p->err, RN_ENOMEM, "out of memory");
+  rn_outbox_mark m = { 0 };
+  if (!rc) {
+    sprintf(name, RN_SINK_JETSTREAM "%s", o->subject);
+    rc = rn_outbox_mark_read(p, name, &m);
+  }
+  if (rc) {
+    free(name);
+    free_jsink(s);
+    return rc;
+  }
+  /* a new sink starts with the next group; a known one where it was */
+  rc = rn_outbox_sink_add(p, rel, name, false, &jsink_ops, s, free_jsink, m.found ? m.delivered : p->seq, 0);
+  free(name);
+  return rc;
+}

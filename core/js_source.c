@@ -1,0 +1,574 @@
+/* js_source.c — a JetStream stream applied as groups, its positions in
+ * the state: Kafka Streams' "offsets committed with the state", with the
+ * group's LMDB transaction as the producer transaction.
+ *
+ *     meta "jp:" stream "\x1f" subject   |u64 seq|   the last stream sequence
+ *                                                    applied from subject
+ *
+ * Invariants (JSSRC-n in specs):
+ * (1) A group applying messages writes, in its own LMDB transaction, the
+ *     stream sequence of the last message it applied per subject (the
+ *     keeper, a sink with no log: on_seal writes, on_replay writes again
+ *     when carried groups are replayed into a new transaction). So the
+ *     state and its positions move together: a crash, a rollback, lost
+ *     carried groups take both back to the same point.
+ * (2) Positions are never trusted from memory across a failure: every run
+ *     reads them from the state (after committing carried groups), and a
+ *     failed group ends the run. Reading starts at position + 1 with an
+ *     ephemeral pull consumer per subject that needs no acks.
+ * (3) A stored position below the stream's first sequence minus one
+ *     means messages were discarded before they were applied: an error,
+ *     never a silent jump. A state with no position yet starts at the
+ *     stream's first message (Kafka's auto.offset.reset = earliest).
+ * (4) Messages of several subjects are applied in stream order among those
+ *     fetched; one message is never split between groups. */
+#include "jetstream.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "json.h"
+
+/* ---- the keeper: positions written with the group (JSSRC-1) ---- */
+
+typedef struct position {
+  char *key;              /* "jp:" stream "\x1f" subject */
+  size_t klen;
+  uint64_t committed;     /* as the state holds it, carried groups included */
+  uint64_t applied;       /* as the open group leaves it */
+} position;
+
+typedef struct keeper {
+  rn_pipeline *p;
+  position **pos;         /* owned; feeds point at them */
+  int n, cap;
+} keeper;
+
+static void free_keeper(void *ctx)
+{
+  keeper *k = ctx;
+  for (int i = 0; i < k->n; i++) {
+    free(k->pos[i]->key);
+    free(k->pos[i]);
+  }
+  free(k->pos);
+  free(k);
+}
+
+static int put_position(keeper *k, const position *at, uint64_t seq, rn_err *e)
+{
+  MDB_val key = { at->klen, at->key }, val = { sizeof seq, &seq };
+  int rc = mdb_put(k->p->store.wtxn, k->p->store.meta, &key, &val, 0);
+  return rc ? rn_store_fail(e, rc, "jetstream position") : 0;
+}
+
+static int keeper_seal(void *ctx, uint64_t seq, rn_err *e)
+{
+  (void)seq;
+  keeper *k = ctx;
+  for (int i = 0; i < k->n; i++) {
+    position *at = k->pos[i];
+    if (at->applied == at->committed) continue;
+    int rc = put_position(k, at, at->applied, e);
+    if (rc) return rc;
+  }
+  return 0;
+}
+
+static void keeper_done(void *ctx, uint64_t seq, bool committed)
+{
+  (void)seq;
+  keeper *k = ctx;
+  for (int i = 0; i < k->n; i++) {
+    if (committed) k->pos[i]->committed = k->pos[i]->applied;
+    else k->pos[i]->applied = k->pos[i]->committed;
+  }
+}
+
+/* Carried groups were applied again in a new transaction: their positions too. */
+static int keeper_replay(void *ctx, rn_err *e)
+{
+  keeper *k = ctx;
+  for (int i = 0; i < k->n; i++) {
+    int rc = k->pos[i]->committed ? put_position(k, k->pos[i], k->pos[i]->committed, e) : 0;
+    if (rc) return rc;
+  }
+  return 0;
+}
+
+/* The pipeline's keeper, registered on first use. It listens to no
+ * relation's log: it is a sink only for the group's phases. */
+static keeper *keeper_of(rn_pipeline *p)
+{
+  for (int i = 0; i < p->nsinks; i++)
+    if (p->sinks[i]->on_seal == keeper_seal) return p->sinks[i]->ctx;
+  if (p->nrels == 0) {
+    rn_err_set(&p->err, RN_EMISUSE, "jetstream source: declare the relations first");
+    return NULL;
+  }
+  keeper *k = calloc(1, sizeof *k);
+  if (!k) { rn_err_set(&p->err, RN_ENOMEM, "out of memory"); return NULL; }
+  k->p = p;
+  if (rn_sink_add(p, p->rels[0], false, NULL, NULL, k, free_keeper)) return NULL;
+  p->rels[0]->listeners--; /* it reads no log */
+  rn_sink_set_hooks(p, keeper_seal, keeper_done);
+  rn_sink_set_carry(p, keeper_replay, NULL);
+  return k;
+}
+
+static int position_key(const char *stream, const char *subject, char **key, size_t *klen)
+{
+  *klen = RN_PREFIX_LEN(RN_META_JS_POSITION) + strlen(stream) + 1 + strlen(subject);
+  if (*klen > 511) return RN_EINVAL;
+  if (!(*key = malloc(*klen + 1))) return RN_ENOMEM;
+  size_t pl = RN_PREFIX_LEN(RN_META_JS_POSITION), sl = strlen(stream);
+  memcpy(*key, RN_META_JS_POSITION, pl);
+  memcpy(*key + pl, stream, sl);
+  (*key)[pl + sl] = '\x1f';
+  memcpy(*key + pl + sl + 1, subject, strlen(subject) + 1);
+  return 0;
+}
+
+/* The keeper's entry for subject, read from the state (JSSRC-2). */
+static position *position_read(rn_pipeline *p, keeper *k, const char *stream, const char *subject)
+{
+  char *key;
+  size_t klen;
+  int rc = position_key(stream, subject, &key, &klen);
+  if (rc) {
+    rn_err_set(&p->err, rc, rc == RN_ENOMEM ? "out of memory" : "jetstream: stream and subject names too long");
+    return NULL;
+  }
+  position *at = NULL;
+  for (int i = 0; i < k->n && !at; i++)
+    if (k->pos[i]->klen == klen && memcmp(k->pos[i]->key, key, klen) == 0) at = k->pos[i];
+  if (at) free(key);
+  else if ((at = malloc(sizeof *at)) && rn_push_ptr((void ***)&k->pos, &k->n, &k->cap, at) == 0) {
+    *at = (position){ key, klen, 0, 0 };
+  } else {
+    free(at);
+    at = NULL;
+    free(key);
+    rn_err_set(&p->err, RN_ENOMEM, "out of memory");
+    return NULL;
+  }
+  MDB_txn *txn;
+  if ((rc = rn_store_txn(p->store.env, MDB_RDONLY, &txn))) { rn_store_fail(&p->err, rc, "jetstream position"); return NULL; }
+  MDB_val mk = { at->klen, at->key }, v;
+  uint64_t seq = 0;
+  if ((rc = mdb_get(txn, p->store.meta, &mk, &v)) == 0 && v.mv_size == sizeof seq) memcpy(&seq, v.mv_data, sizeof seq);
+  mdb_txn_abort(txn);
+  if (rc && rc != MDB_NOTFOUND) { rn_store_fail(&p->err, rc, "jetstream position"); return NULL; }
+  at->committed = at->applied = seq;
+  return at;
+}
+
+int rn_js_position(rn_pipeline *p, const char *stream, const char *subject, uint64_t *seq)
+{
+  if (p->state != RN_IDLE) return rn_err_set(&p->err, RN_EMISUSE, "jetstream position: not inside a group");
+  rn_flush(p); /* carried groups are in the state, or lost: either way the state says */
+  keeper *k = keeper_of(p);
+  position *at = k ? position_read(p, k, stream, subject) : NULL;
+  if (!at) return p->err.code;
+  *seq = at->committed;
+  return 0;
+}
+
+/* ---- feeds: one consumer per subject ---- */
+
+typedef struct feed {
+  const char *subject;
+  position *at;           /* its position in the keeper */
+  natsSubscription *sub;
+  natsMsgList got;        /* fetched, not yet applied from index next */
+  int next;
+  uint64_t pending;       /* messages the consumer still holds after those fetched */
+} feed;
+
+typedef struct source {
+  rn_pipeline *p;
+  const rn_js_source_opts *o;
+  natsConnection *nc;
+  jsCtx *js;
+  feed *feeds;
+  msgpack_zone zone;      /* a message's decoded changes */
+} source;
+
+/* Drops the fetched messages and the consumer; remove: delete the
+ * ephemeral consumer on the server now (the run's end) rather than let it
+ * expire (its node is gone: nothing to ask). */
+static void feed_drop(feed *f, bool remove)
+{
+  if (f->got.Msgs) natsMsgList_Destroy(&f->got);
+  memset(&f->got, 0, sizeof f->got);
+  f->next = 0;
+  if (f->sub && remove) natsSubscription_Unsubscribe(f->sub);
+  if (f->sub) natsSubscription_Destroy(f->sub);
+  f->sub = NULL;
+}
+
+/* An ephemeral pull consumer from the position + 1, no acks (JSSRC-2):
+ * the position as the open group leaves it, when a consumer is replaced
+ * in the middle of a group. */
+static int feed_subscribe(source *s, feed *f)
+{
+  jsSubOptions so;
+  jsSubOptions_Init(&so);
+  so.Stream = s->o->stream;
+  so.Config.AckPolicy = js_AckNone;
+  so.Config.DeliverPolicy = js_DeliverByStartSequence;
+  so.Config.OptStartSeq = f->at->applied + 1; /* the open group may hold some already */
+  so.Config.InactiveThreshold = (int64_t)60 * 1000000000; /* a killed worker's consumer goes by itself */
+  jsErrCode jerr = 0;
+  natsStatus st = js_PullSubscribe(&f->sub, s->js, f->subject, NULL, NULL, &so, &jerr);
+  jsConsumerInfo *ci = NULL;
+  if (st == NATS_OK && (st = natsSubscription_GetConsumerInfo(&ci, f->sub, NULL, &jerr)) == NATS_OK) {
+    f->pending = ci->NumPending;
+    jsConsumerInfo_Destroy(ci);
+    return 0;
+  }
+  if (f->sub) natsSubscription_Destroy(f->sub);
+  f->sub = NULL;
+  return rn_err_set(&s->p->err, RN_EIO, "%s: subscribing to %s: %s (%s)", s->o->name, f->subject,
+                    natsStatus_GetText(st), nats_GetLastError(NULL) ? nats_GetLastError(NULL) : "");
+}
+
+/* JSSRC-3: nothing between the position and the stream's first message
+ * may be gone. */
+static int check_retention(source *s)
+{
+  jsStreamInfo *si = NULL;
+  jsErrCode jerr = 0;
+  natsStatus st = js_GetStreamInfo(&si, s->js, s->o->stream, NULL, &jerr);
+  if (st != NATS_OK)
+    return rn_err_set(&s->p->err, RN_EIO, "%s: stream %s: %s", s->o->name, s->o->stream,
+                      jerr == JSStreamNotFoundErr ? "no such stream" : natsStatus_GetText(st));
+  uint64_t first = si->State.FirstSeq;
+  jsStreamInfo_Destroy(si);
+  for (int i = 0; i < s->o->nsubjects; i++) {
+    uint64_t at = s->feeds[i].at->committed;
+    if (at > 0 && at + 1 < first)
+      return rn_err_set(&s->p->err, RN_EINVAL,
+                        "%s: stream %s: the state's position for %s is %llu but the stream starts at %llu: "
+                        "messages %llu..%llu were discarded before they were applied (retention); "
+                        "restore the state from a newer snapshot or rebuild it",
+                        s->o->name, s->o->stream, s->feeds[i].subject, (unsigned long long)at,
+                        (unsigned long long)first, (unsigned long long)at + 1, (unsigned long long)first - 1);
+  }
+  return 0;
+}
+
+static uint64_t stream_seq(natsMsg *m)
+{
+  jsMsgMetaData *md = NULL;
+  uint64_t seq = 0;
+  if (natsMsg_GetMetaData(&md, m) == NATS_OK) {
+    seq = md->Sequence.Stream;
+    jsMsgMetaData_Destroy(md);
+  }
+  return seq;
+}
+
+/* Fetches up to max messages: those the consumer holds (a pull returns
+ * early only when its batch is full, so it asks for no more than are
+ * pending), or, with wait_ms, whatever comes within wait_ms. A failed
+ * fetch (a node gone) drops the consumer: the next fetch subscribes again
+ * from the position in memory, which the open group holds (the run
+ * applies synchronously). */
+static int feed_fetch(source *s, feed *f, int max, int64_t wait_ms)
+{
+  if (f->got.Msgs) natsMsgList_Destroy(&f->got);
+  memset(&f->got, 0, sizeof f->got);
+  f->next = 0;
+  if (!f->sub) {
+    int rc = feed_subscribe(s, f);
+    if (rc) return rc;
+  }
+  if (!wait_ms && f->pending == 0) return 0;
+  jsFetchRequest req;
+  jsFetchRequest_Init(&req);
+  req.Batch = wait_ms || f->pending > (uint64_t)max ? max : (int)f->pending;
+  req.Expires = (wait_ms ? wait_ms : 2000) * 1000000;
+  natsStatus st = natsSubscription_FetchRequest(&f->got, f->sub, &req);
+  if (st == NATS_OK && f->got.Count > 0) {
+    jsMsgMetaData *md = NULL;
+    if (natsMsg_GetMetaData(&md, f->got.Msgs[f->got.Count - 1]) == NATS_OK) {
+      f->pending = md->NumPending;
+      jsMsgMetaData_Destroy(md);
+    }
+    return 0;
+  }
+  memset(&f->got, 0, sizeof f->got);
+  if (st == NATS_OK || st == NATS_TIMEOUT || st == NATS_NOT_FOUND) return 0;
+  feed_drop(f, false); /* the consumer is gone (its node died): a new one next time */
+  return 0;
+}
+
+/* The feed whose next message comes first in the stream (JSSRC-4), or NULL. */
+static feed *first_ready(source *s, natsMsg **m, uint64_t *seq)
+{
+  feed *best = NULL;
+  for (int i = 0; i < s->o->nsubjects; i++) {
+    feed *f = &s->feeds[i];
+    if (f->next >= f->got.Count) continue;
+    uint64_t q = stream_seq(f->got.Msgs[f->next]);
+    if (!best || q < *seq) {
+      best = f;
+      *seq = q;
+      *m = f->got.Msgs[f->next];
+    }
+  }
+  return best;
+}
+
+/* ---- applying a message ---- */
+
+static const msgpack_object *field(const msgpack_object *obj, const char *name)
+{
+  size_t n = strlen(name);
+  for (uint32_t i = 0; i < obj->via.map.size; i++) {
+    const msgpack_object *k = &obj->via.map.ptr[i].key;
+    if (k->type == MSGPACK_OBJECT_STR && k->via.str.size == n && memcmp(k->via.str.ptr, name, n) == 0)
+      return &obj->via.map.ptr[i].val;
+  }
+  return NULL;
+}
+
+/* One change, {rel, op, row} or [rel, op, row], as an NDJSON line holds it. */
+static int apply_change(rn_pipeline *p, const msgpack_object *c)
+{
+  const msgpack_object *rel = NULL, *op = NULL, *row = NULL;
+  if (c->type == MSGPACK_OBJECT_MAP) {
+    rel = field(c, "rel");
+    op = field(c, "op");
+    row = field(c, "row");
+  } else if (c->type == MSGPACK_OBJECT_ARRAY && c->via.array.size == 3) {
+    rel = &c->via.array.ptr[0];
+    op = &c->via.array.ptr[1];
+    row = &c->via.array.ptr[2];
+  }
+  if (!rel || rel->type != MSGPACK_OBJECT_STR || !op || op->type != MSGPACK_OBJECT_STR || !row)
+    return rn_group_fail(p, RN_EINVAL, "expected {\"rel\": name, \"op\": \"insert\"|\"update\"|\"upsert\"|\"delete\", \"row\": {…}}");
+  char quoted[256];
+  rn_rel *r = NULL;
+  for (int i = 0; i < p->nrels && !r; i++)
+    if (strlen(p->rels[i]->name) == rel->via.str.size && memcmp(p->rels[i]->name, rel->via.str.ptr, rel->via.str.size) == 0)
+      r = p->rels[i];
+  if (!r) {
+    rn_err_set(&p->err, RN_EINVAL, "unknown relation %s", rn_json_quote(quoted, sizeof quoted, rel->via.str.ptr, rel->via.str.size));
+    return rn_group_fail(p, RN_EINVAL, p->err.msg);
+  }
+  static const char *const ops[] = { "insert", "update", "upsert", "delete" };
+  rn_op o = 0;
+  for (int i = 0; i < 4; i++)
+    if (op->via.str.size == strlen(ops[i]) && memcmp(op->via.str.ptr, ops[i], op->via.str.size) == 0) o = (rn_op)(i + 1);
+  if (!o) {
+    rn_err_set(&p->err, RN_EINVAL, "%s: unknown op %s (insert, update, upsert, delete)", r->name,
+               rn_json_quote(quoted, sizeof quoted, op->via.str.ptr, op->via.str.size));
+    return rn_group_fail(p, RN_EINVAL, p->err.msg);
+  }
+  return rn_push_object(p, r, o, row);
+}
+
+static int apply_ndjson(source *s, const char *data, size_t len, uint64_t *changes)
+{
+  rn_pipeline *p = s->p;
+  size_t line_no = 0;
+  for (const char *at = data, *end = data + len; at < end;) {
+    const char *nl = memchr(at, '\n', (size_t)(end - at));
+    size_t n = nl ? (size_t)(nl - at) : (size_t)(end - at);
+    const char *line = at;
+    at += n + (nl != NULL);
+    line_no++;
+    while (n && (line[n - 1] == '\r' || line[n - 1] == ' ')) n--;
+    if (n == 0) continue;
+    msgpack_object obj;
+    msgpack_zone_clear(&s->zone);
+    int rc = rn_json_parse(line, n, &obj, &s->zone, &p->err) ? rn_group_fail(p, RN_EINVAL, p->err.msg)
+                                                                : apply_change(p, &obj);
+    if (rc) {
+      char why[RN_ERRMSG_MAX];
+      snprintf(why, sizeof why, "%s", p->err.msg);
+      return rn_err_set(&p->err, rc, "line %zu: %s", line_no, why);
+    }
+    (*changes)++;
+  }
+  return 0;
+}
+
+static int apply_msgpack(source *s, const char *data, size_t len, uint64_t *changes)
+{
+  rn_pipeline *p = s->p;
+  msgpack_object obj;
+  msgpack_zone_clear(&s->zone);
+  size_t off = 0;
+  if (msgpack_unpack(data, len, &off, &s->zone, &obj) != MSGPACK_UNPACK_SUCCESS || obj.type != MSGPACK_OBJECT_ARRAY)
+    return rn_group_fail(p, RN_EINVAL, "expected NDJSON lines or a msgpack array of changes");
+  for (uint32_t i = 0; i < obj.via.array.size; i++) {
+    int rc = apply_change(p, &obj.via.array.ptr[i]);
+    if (rc) {
+      char why[RN_ERRMSG_MAX];
+      snprintf(why, sizeof why, "%s", p->err.msg);
+      return rn_err_set(&p->err, rc, "change %u: %s", i + 1, why);
+    }
+    (*changes)++;
+  }
+  return 0;
+}
+
+static int apply_message(source *s, feed *f, natsMsg *m, uint64_t seq, rn_run_stats *st)
+{
+  const char *data = natsMsg_GetData(m);
+  size_t len = (size_t)natsMsg_GetDataLength(m), i = 0;
+  while (i < len && (data[i] == ' ' || data[i] == '\n' || data[i] == '\r' || data[i] == '\t')) i++;
+  int rc = i < len && data[i] == '{' ? apply_ndjson(s, data, len, &st->applied)
+                                     : apply_msgpack(s, data, len, &st->applied);
+  if (rc) {
+    char why[RN_ERRMSG_MAX];
+    snprintf(why, sizeof why, "%s", s->p->err.msg);
+    return rn_err_set(&s->p->err, rc, "%s: %s seq %llu: %s", s->o->name, f->subject, (unsigned long long)seq, why);
+  }
+  f->at->applied = seq;
+  st->lines++;
+  return 0;
+}
+
+/* ---- the run ---- */
+
+static double now(void)
+{
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+/* Fills every empty feed without waiting; true when anything is ready. */
+static int top_up(source *s, bool *ready)
+{
+  *ready = false;
+  for (int i = 0; i < s->o->nsubjects; i++) {
+    feed *f = &s->feeds[i];
+    if (f->next >= f->got.Count) {
+      int rc = feed_fetch(s, f, (int)(s->o->batch ? s->o->batch : 100), 0);
+      if (rc) return rc;
+    }
+    if (f->next < f->got.Count) *ready = true;
+  }
+  return 0;
+}
+
+/* Waits up to wait_ms for a message on any feed (each in turn). */
+static int wait_any(source *s, int64_t wait_ms, bool *ready)
+{
+  int64_t each = wait_ms / s->o->nsubjects > 20 ? wait_ms / s->o->nsubjects : 20;
+  *ready = false;
+  for (int i = 0; i < s->o->nsubjects && !*ready; i++) {
+    feed *f = &s->feeds[i];
+    int rc = feed_fetch(s, f, (int)(s->o->batch ? s->o->batch : 100), each);
+    if (rc) return rc;
+    *ready = f->next < f->got.Count;
+  }
+  return 0;
+}
+
+/* One group of up to batch messages; *applied = messages in it. */
+static int run_group(source *s, rn_run_stats *st, size_t *applied)
+{
+  size_t batch = s->o->batch ? s->o->batch : 100;
+  *applied = 0;
+  int rc = rn_begin(s->p);
+  bool ready = true;
+  while (!rc && *applied < batch && ready) {
+    natsMsg *m = NULL;
+    uint64_t seq = 0;
+    feed *f = first_ready(s, &m, &seq);
+    if (!f) {
+      if (!(rc = top_up(s, &ready))) continue;
+      break;
+    }
+    if (s->o->limit && st->lines >= s->o->limit) break;
+    rc = apply_message(s, f, m, seq, st);
+    f->next++;
+    if (!rc) ++*applied;
+  }
+  if (rc) {
+    if (s->p->state == RN_OPEN) { /* a fetch failed: the group goes, its reason stays */
+      rn_err why = s->p->err;
+      rn_rollback(s->p);
+      s->p->err = why;
+    }
+    return rc;
+  }
+  if (*applied == 0) return rn_rollback(s->p);
+  if ((rc = rn_commit(s->p))) return rc;
+  st->groups++;
+  return 0;
+}
+
+static int run_loop(source *s, rn_run_stats *st)
+{
+  double quiet_since = now();
+  for (;;) {
+    if (s->o->limit && st->lines >= s->o->limit) return 0;
+    size_t applied;
+    int rc = run_group(s, st, &applied);
+    if (rc) return rc;
+    if (applied) { quiet_since = now(); continue; }
+    double quiet = now() - quiet_since;
+    if (s->o->idle >= 0 && quiet >= s->o->idle) return 0;
+    bool ready;
+    double left = s->o->idle < 0 ? 1.0 : s->o->idle - quiet;
+    if ((rc = wait_any(s, (int64_t)(left * 1000 > 20 ? left * 1000 : 20), &ready))) return rc;
+  }
+}
+
+static int open_feeds(source *s)
+{
+  rn_pipeline *p = s->p;
+  rn_flush(p); /* JSSRC-2: carried groups reach the state (or are lost) first */
+  keeper *k = keeper_of(p);
+  if (!k) return p->err.code;
+  if (!(s->feeds = calloc((size_t)s->o->nsubjects, sizeof *s->feeds))) return rn_err_set(&p->err, RN_ENOMEM, "out of memory");
+  for (int i = 0; i < s->o->nsubjects; i++) {
+    s->feeds[i].subject = s->o->subjects[i];
+    if (!(s->feeds[i].at = position_read(p, k, s->o->stream, s->o->subjects[i]))) return p->err.code;
+  }
+  return check_retention(s);
+}
+
+int rn_run_jetstream(rn_pipeline *p, const rn_js_source_opts *o, rn_run_stats *st)
+{
+  memset(st, 0, sizeof *st);
+  if (p->state != RN_IDLE) return rn_err_set(&p->err, RN_EMISUSE, "run: not inside a group");
+  if (!o->url || !o->stream || o->nsubjects < 1)
+    return rn_err_set(&p->err, RN_EINVAL, "jetstream source: needs url, stream and at least one subject");
+  source s;
+  memset(&s, 0, sizeof s);
+  s.p = p;
+  s.o = o;
+  if (!msgpack_zone_init(&s.zone, 4096)) return rn_err_set(&p->err, RN_ENOMEM, "out of memory");
+  int rc = rn_js_connect(o->url, &s.nc, &s.js, &p->err);
+  if (!rc) rc = open_feeds(&s);
+  if (!rc) rc = run_loop(&s, st);
+  for (int i = 0; s.feeds && i < o->nsubjects; i++) feed_drop(&s.feeds[i], rc == 0);
+  free(s.feeds);
+  if (s.js) jsCtx_Destroy(s.js);
+  if (s.nc) natsConnection_Destroy(s.nc);
+  msgpack_zone_destroy(&s.zone);
+  return rc;
+}
+
+RN_API int rn_jetstream_run(rn_pipeline *p, const rn_js_source_opts *o, uint64_t *messages)
+{
+  if (!p) return RN_EINVAL;
+  rn_err_clear(&p->err);
+  if (!o) return rn_err_set(&p->err, RN_EINVAL, "rn_jetstream_run: the options are NULL");
+  rn_js_source_opts named = *o;
+  if (!named.name) named.name = o->url ? o->url : "jetstream";
+  rn_run_stats st;
+  int rc = rn_run_jetstream(p, &named, &st);
+  if (messages) *messages = st.lines;
+  return rc;
+}

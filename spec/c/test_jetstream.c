@@ -81,7 +81,7 @@ static void setup_stream(const char *name, const char *subjects, const char *sub
   natsConnection_Destroy(nc);
 }
 
-static const rn_column_def cols[] = { { "id", "int", 0 }, { "name", "string", 0 } };
+static const rn_column_def cols[] = { { .name = "id", .type = "int" }, { .name = "name", .type = "string" } };
 static const char *const key[] = { "id" };
 
 static int count_rows(void *ctx, const rn_event *ev)

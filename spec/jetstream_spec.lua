@@ -232,7 +232,7 @@ describe("jetstream", function()
       ]]):format(dir .. "/st"))
       local _, err, code = H.sh(("%s run %s/p.lua --input '%s/%s/%s.7'"):format(RUNNEL, dir, url, name, subj))
       assert.equal(0, code, err)
-      assert.matches("1 lines, 1 applied, 0 rejected, 1 groups", err, 1, true)
+      assert.matches("1 lines, 1 applied, 0 rejected, 1 group", err, 1, true)
     end)
   end)
 

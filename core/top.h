@@ -46,4 +46,8 @@ int rn_order_append(const rn_order *o, const msgpack_object *vals, msgpack_sbuff
 /* Appends the key of one bound value v for column i of o (as above). */
 int rn_order_append_one(const rn_order *o, int i, const msgpack_object *v, msgpack_sbuffer *out);
 
+/* Records under "tp:" "input" the name of out's input, for runnel verify
+ * (a top's and an index's: verify_order.c). */
+int rn_order_record_input(rn_rel *out, MDB_txn *txn, MDB_dbi decl_dbi);
+
 #endif

@@ -39,6 +39,12 @@ static void damaged(ocheck *c, const char *what, const char *detail)
   c->damages++;
 }
 
+static int cmp_u64(const void *a, const void *b)
+{
+  uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+  return (x > y) - (x < y);
+}
+
 static bool keep_id(ocheck *c, uint64_t id)
 {
   if (c->nids == c->cap) {
@@ -93,11 +99,16 @@ static bool entry_in_place(ocheck *c, const char *db, const MDB_val *k, const MD
   return keep_id(c, id) || (damaged(c, "order", "out of memory"), false);
 }
 
+static int open_db_named(ocheck *c, const char *prefix, const char *name, MDB_dbi *dbi)
+{
+  char dbname[4200];
+  snprintf(dbname, sizeof dbname, "%s%s", prefix, name);
+  return mdb_dbi_open(c->txn, dbname, 0, dbi);
+}
+
 static int open_db(ocheck *c, const char *prefix, MDB_dbi *dbi)
 {
-  char dbname[4096];
-  snprintf(dbname, sizeof dbname, "%s%s", prefix, c->name);
-  return mdb_dbi_open(c->txn, dbname, 0, dbi);
+  return open_db_named(c, prefix, c->name, dbi);
 }
 
 /* The stored declaration ("tp:" "decl"), or NULL (said). */
@@ -226,12 +237,6 @@ static int check_entries(ocheck *c, MDB_dbi dbi, uint64_t *held)
   return rc == MDB_NOTFOUND ? 0 : rc;
 }
 
-static int cmp_u64(const void *a, const void *b)
-{
-  uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
-  return (x > y) - (x < y);
-}
-
 /* No row id held twice (in "tt:" and "tx:" together). */
 static void check_ids(ocheck *c)
 {
@@ -244,6 +249,88 @@ static void check_ids(ocheck *c)
     damaged(c, "order", detail);
     return;
   }
+}
+
+/* The input's name ("tp:" "input") into name; false when not recorded. */
+static bool input_name(ocheck *c, char *name, size_t len)
+{
+  MDB_dbi dbi;
+  static char input_key[] = "input";
+  MDB_val k = { 5, input_key }, v;
+  if (open_db(c, RN_DB_TOP_DECL, &dbi) != 0 || mdb_get(c->txn, dbi, &k, &v) != 0 || v.mv_size >= len) return false;
+  memcpy(name, v.mv_data, v.mv_size);
+  name[v.mv_size] = '\0';
+  return true;
+}
+
+/* Whether input is a table and whether it is keyless, from its catalogue
+ * entry |kind|[columns, key]|; false for another kind or none. */
+static bool input_table(ocheck *c, const char *input, bool *keyless)
+{
+  MDB_dbi meta;
+  char key[4200];
+  int klen = snprintf(key, sizeof key, RN_META_RELATION "%s", input);
+  MDB_val k = { (size_t)klen, key }, v;
+  if (mdb_dbi_open(c->txn, RN_DB_META, 0, &meta) != 0 || mdb_get(c->txn, meta, &k, &v) != 0) return false;
+  msgpack_object d;
+  size_t off = 0;
+  if (rn_msgpack_size(v.mv_data, v.mv_size) != v.mv_size ||
+      rn_unpack(v.mv_data, v.mv_size, &off, &c->zone, &d) != MSGPACK_UNPACK_SUCCESS || !rn_catalogue_entry_valid(&d))
+    return false;
+  *keyless = d.via.array.ptr[1].via.array.ptr[1].via.array.size == 0;
+  return d.via.array.ptr[0].via.u64 == RN_REL_TABLE;
+}
+
+/* The row ids of table input ("t:"; keyed: the value's first 8 bytes,
+ * keyless: the big-endian key), sorted, into *out. */
+static int table_ids(ocheck *c, const char *input, bool keyless, uint64_t **out, size_t *n)
+{
+  MDB_dbi dbi;
+  MDB_cursor *cur;
+  size_t cap = 0;
+  *out = NULL;
+  *n = 0;
+  int rc = open_db_named(c, RN_DB_ROWS, input, &dbi);
+  if (rc == MDB_NOTFOUND) return 0;
+  if (rc || (rc = mdb_cursor_open(c->txn, dbi, &cur))) return rc;
+  MDB_val k, v;
+  for (rc = mdb_cursor_get(cur, &k, &v, MDB_FIRST); rc == 0; rc = mdb_cursor_get(cur, &k, &v, MDB_NEXT)) {
+    if (*n == cap) {
+      cap = cap ? 2 * cap : 256;
+      uint64_t *more = realloc(*out, cap * sizeof *more);
+      if (!more) { rc = ENOMEM; break; }
+      *out = more;
+    }
+    uint64_t id = 0;
+    if (keyless && k.mv_size == 8) id = rn_be64_get(k.mv_data);
+    else if (!keyless && v.mv_size >= 8) memcpy(&id, v.mv_data, 8);
+    (*out)[(*n)++] = id;
+  }
+  mdb_cursor_close(cur);
+  qsort(*out, *n, sizeof **out, cmp_u64);
+  return rc == MDB_NOTFOUND ? 0 : rc;
+}
+
+/* Over a table: every input row held exactly once (the ids held are
+ * sorted and unique by now), and no other. */
+static void check_input_rows(ocheck *c)
+{
+  char input[4096], detail[300];
+  bool keyless;
+  if (!input_name(c, input, sizeof input) || !input_table(c, input, &keyless)) return;
+  uint64_t *rows;
+  size_t n, i = 0, j = 0;
+  int rc = table_ids(c, input, keyless, &rows, &n);
+  if (rc) { damaged(c, "order", mdb_strerror(rc)); free(rows); return; }
+  while (i < n || j < c->nids) {
+    if (i < n && j < c->nids && rows[i] == c->ids[j]) { i++; j++; continue; }
+    bool missing = j == c->nids || (i < n && rows[i] < c->ids[j]);
+    snprintf(detail, sizeof detail, missing ? "row id %llu of %s is not held" : "row id %llu is no row of %s",
+             (unsigned long long)(missing ? rows[i] : c->ids[j]), input);
+    damaged(c, "order", detail);
+    break;
+  }
+  free(rows);
 }
 
 static void count_matches(ocheck *c, uint64_t held, uint64_t counted)
@@ -270,6 +357,7 @@ static void check_top(ocheck *c, const uint64_t counters[3])
   }
   count_matches(c, held, counters[1]);
   check_ids(c);
+  check_input_rows(c);
 }
 
 static void check_index(ocheck *c, const uint64_t counters[3])
@@ -287,6 +375,7 @@ static void check_index(ocheck *c, const uint64_t counters[3])
   if (rc) { damaged(c, "index", mdb_strerror(rc)); return; }
   count_matches(c, held, counters[1]);
   check_ids(c);
+  check_input_rows(c);
 }
 
 int rn_verify_ordered(MDB_txn *txn, const char *name, bool top, int ncols, const uint64_t counters[3], FILE *out)

@@ -218,6 +218,8 @@ static void test_verify_checks_tops_and_indexes(void)
   check_finds(copy_to_rest, "tt:board", "damaged: order \"board\": row id 6 is held twice\n");
   check_finds(copy_to_rest, "tt:board", "damaged: top \"board\": row id 6 is out of the top while it sorts before a row of the top\n");
   check_finds(delete_first, "ix:by_score", "damaged: order \"by_score\": 5 rows held, 6 counted\n");
+  check_finds(delete_first, "tx:board", "damaged: order \"board\": row id 2 of players is not held\n");
+  check_finds(delete_first, "ix:by_score", "damaged: order \"by_score\": row id 1 of players is not held\n");
   check_finds(change_row, "ix:by_score", "damaged: order \"by_score\": row id 1 of \"ix:\" is not at the key its row gives\n");
 }
 

@@ -67,7 +67,7 @@ static int expected_key(ocheck *c, const char *row, size_t len, uint64_t id, siz
   if (!vals) return -1;
   c->key.size = 0;
   for (int i = 0; i < c->nby; i++)
-    if (rn_key_append(&c->key, &vals[c->by[i]]) != 0) return -1;
+    if (rn_order_value_append(&c->key, &vals[c->by[i]]) != 0) return -1;
   *glen = c->key.size;
   int bad;
   if (rn_order_append(&c->order, vals, &c->key, &bad) != 0) return -1;
@@ -134,17 +134,18 @@ static int slots_of(const msgpack_object *a, int ncols, int *out)
   return (int)a->via.array.size;
 }
 
-/* A top's declaration [n, [by slots], [order slots], [desc flags]] (top.c). */
+/* A top's declaration [n, [by slots], [order slots], [desc flags], format] (top.c). */
 static int top_decl(ocheck *c, const MDB_val *v)
 {
   msgpack_object d;
   size_t off = 0;
   if (rn_msgpack_size(v->mv_data, v->mv_size) != v->mv_size ||
       rn_unpack(v->mv_data, v->mv_size, &off, &c->zone, &d) != MSGPACK_UNPACK_SUCCESS ||
-      d.type != MSGPACK_OBJECT_ARRAY || d.via.array.size != 4 ||
+      d.type != MSGPACK_OBJECT_ARRAY || d.via.array.size != 5 ||
       d.via.array.ptr[0].type != MSGPACK_OBJECT_POSITIVE_INTEGER || d.via.array.ptr[0].via.u64 == 0)
     return -1;
   const msgpack_object *a = d.via.array.ptr;
+  if (a[4].type != MSGPACK_OBJECT_POSITIVE_INTEGER || a[4].via.u64 != RN_ORDER_FORMAT) return -1;
   c->n = a[0].via.u64;
   c->nby = slots_of(&a[1], c->ncols, c->by);
   c->order.n = slots_of(&a[2], c->ncols, c->order.slots);

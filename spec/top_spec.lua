@@ -403,6 +403,9 @@ describe("top and index", function()
     assert.matches('the rank column "rank" is already a column of m',
                    H.error_of(function() t:top{ n = 1, order = { "x" } } end))
     assert.matches("n must be a positive integer", H.error_of(function() t:top{ n = 0, order = { "x" } } end))
+    assert.matches('m.top: ties = "dense" (equal values sharing a rank) is not offered yet',
+                   H.error_of(function() t:top{ n = 1, order = { "x" }, rank = "pos", ties = "dense" } end), 1, true)
+    assert.matches('m.top: ties must be "row"', H.error_of(function() t:top{ n = 1, order = { "x" }, rank = "pos", ties = 1 } end), 1, true)
     local top = t:top{ n = 1, order = { "x" }, rank = "pos" }
     t:insert{ id = 1, x = 1.5 }
     assert.matches('m.top: column "x" of row id 2 is NaN', H.error_of(function() t:insert{ id = 2, x = 0 / 0 } end))

@@ -9,8 +9,8 @@
  * (3) Reads go through a snapshot: inside a group they see its writes.
  *
  * State, "<prefix>" name (store.h): "ix:" |order key|u64 id BE| -> |row|,
- * and its declaration in "tp:" (as a top's: "decl" -> the order), so a
- * changed order rebuilds it at open. */
+ * and its declaration in "tp:" ("decl" -> [order slots, desc flags, order
+ * key format]), so a changed order or encoding rebuilds it at open. */
 #include "index.h"
 
 #include <errno.h>
@@ -109,7 +109,9 @@ int rn_index_encode_bound(const rn_order *o, const rn_schema *s, rn_index_bound 
   return 0;
 }
 
-/* Encodes b into a fresh buffer in scratch. */
+/* Encodes b into a malloc'd buffer (the caller frees it): not in scratch,
+ * which a walk outside a group clears after each row while it still
+ * compares every key with the bound. */
 static int encode_bound(rn_index *x, rn_index_bound *b, const char **out, size_t *len)
 {
   rn_pipeline *p = x->out->p;
@@ -119,9 +121,12 @@ static int encode_bound(rn_index *x, rn_index_bound *b, const char **out, size_t
   x->kbuf.size = 0;
   int rc = rn_index_encode_bound(&x->order, x->out->schema, b, &p->scratch, &x->kbuf, x->out->name, &p->err);
   if (rc || rn_group_oom(p, 0)) return p->err.code;
-  *out = rn_scratch_copy(p, x->kbuf.data, x->kbuf.size);
+  char *copy = malloc(x->kbuf.size ? x->kbuf.size : 1);
+  if (!copy) return rn_err_set(&p->err, RN_ENOMEM, "out of memory");
+  memcpy(copy, x->kbuf.data, x->kbuf.size);
+  *out = copy;
   *len = x->kbuf.size;
-  return *out ? 0 : rn_err_set(&p->err, RN_ENOMEM, "out of memory");
+  return 0;
 }
 
 /* Whether key k (an entry) sorts after the bound to (inclusive of rows
@@ -187,7 +192,10 @@ static int run_walk(rn_rel *ix, walk *wk, rn_index_bound *from, rn_index_bound *
   wk->x = ix->ctx;
   int rc = encode_bound(wk->x, from, &wk->w.from, &wk->w.from_len);
   if (!rc) rc = encode_bound(wk->x, to, &wk->w.to, &wk->w.to_len);
-  return rc ? rc : rn_snapshot_read(p, ix->name, NULL, walk_in, wk);
+  if (!rc) rc = rn_snapshot_read(p, ix->name, NULL, walk_in, wk);
+  free((char *)wk->w.from);
+  free((char *)wk->w.to);
+  return rc;
 }
 
 int rn_index_range(rn_rel *ix, rn_index_bound *from, rn_index_bound *to, uint64_t offset, uint64_t limit,
@@ -234,11 +242,12 @@ static int record_decl(rn_index *x, MDB_txn *txn, bool *changed)
   msgpack_sbuffer_init(&d);
   msgpack_packer pk;
   msgpack_packer_init(&pk, &d, rn_buf_write);
-  msgpack_pack_array(&pk, 2);
+  msgpack_pack_array(&pk, 3);
   msgpack_pack_array(&pk, (size_t)x->order.n);
   for (int i = 0; i < x->order.n; i++) msgpack_pack_int(&pk, x->order.slots[i]);
   msgpack_pack_array(&pk, (size_t)x->order.n);
   for (int i = 0; i < x->order.n; i++) x->order.desc[i] ? msgpack_pack_true(&pk) : msgpack_pack_false(&pk);
+  msgpack_pack_int(&pk, RN_ORDER_FORMAT);
   static char decl_key[] = "decl";
   MDB_val k = { 4, decl_key }, v;
   int rc = mdb_get(txn, x->decl_dbi, &k, &v);
@@ -260,7 +269,8 @@ int rn_index_decl_decode(const char *data, size_t len, int ncols, rn_order *o)
   msgpack_object d;
   size_t off = 0;
   int ok = rn_msgpack_size(data, len) == len && rn_unpack(data, len, &off, &z, &d) == MSGPACK_UNPACK_SUCCESS &&
-           d.type == MSGPACK_OBJECT_ARRAY && d.via.array.size == 2;
+           d.type == MSGPACK_OBJECT_ARRAY && d.via.array.size == 3 &&
+           d.via.array.ptr[2].type == MSGPACK_OBJECT_POSITIVE_INTEGER && d.via.array.ptr[2].via.u64 == RN_ORDER_FORMAT;
   const msgpack_object *slots = ok ? &d.via.array.ptr[0] : NULL, *desc = ok ? &d.via.array.ptr[1] : NULL;
   ok = ok && slots->type == MSGPACK_OBJECT_ARRAY && desc->type == MSGPACK_OBJECT_ARRAY &&
        slots->via.array.size == desc->via.array.size && slots->via.array.size >= 1 &&
@@ -298,6 +308,7 @@ static int setup_state(void *ctx, bool created, bool rebuild_it)
   int rc = rn_state_dbi(p, txn, RN_DB_INDEX, x->out->name, 0, &x->rows_dbi);
   if (!rc) rc = rn_state_dbi(p, txn, RN_DB_TOP_DECL, x->out->name, 0, &x->decl_dbi);
   if (!rc) rc = record_decl(x, txn, &changed);
+  if (!rc) rc = rn_order_record_input(x->out, txn, x->decl_dbi);
   if (rc || !(rebuild_it || changed)) return rc;
   if ((rc = mdb_drop(txn, x->rows_dbi, 0))) return store_fail(x, rc);
   x->out->count = 0;

@@ -168,6 +168,43 @@ RN_API rn_rel *rn_relation(const rn_pipeline *p, const char *name);
 /* Owned by the pipeline; valid until rn_pipeline_close. NULL for NULL. */
 RN_API const char *rn_relation_name(const rn_rel *rel);
 
+/* ---- Leaderboards: tops and indexes (api_order.c) ----------------------
+ * An order column: an external column name of the input, ascending or
+ * (desc != 0) descending. Null sorts after every value either way; rows
+ * with equal order values are ordered by row id. At most 16 columns. */
+typedef struct rn_order_def {
+  const char *column;
+  int desc;
+} rn_order_def;
+
+/* What rel:top{} declares: per group of the nby by columns (0: one group)
+ * the first n (>= 1) rows of the input in the norder (>= 1) order columns,
+ * ranked 1..n in a last column named rank (NULL: "rank"). */
+typedef struct rn_top_def {
+  uint64_t n;
+  const char *const *by;
+  int nby;
+  const rn_order_def *order;
+  int norder;
+  const char *rank;
+} rn_top_def;
+
+/* Declares name, the top of in (a table-like relation of p) as def says,
+ * like rel:top{}: its changes are the rank movements (an UPDATE with the
+ * old and new rank, an INSERT entering the top, a DELETE leaving it). Its
+ * state is kept in LMDB and rebuilt from in when new, stale or declared
+ * otherwise. *out is owned by the pipeline. Errors: RN_EINVAL (a NULL
+ * argument, in a stream or of another pipeline, n < 1, a column that is
+ * not there or not a scalar, a rank column already in), RN_EMISUSE
+ * (inside a group). */
+RN_API int rn_top_declare(rn_pipeline *p, const char *name, rn_rel *in, const rn_top_def *def, rn_rel **out);
+
+/* Declares name, an index of in ordered by the norder columns, like
+ * rel:index{}: its rows, ids and changes are in's; runnel.attach(state,
+ * name) reads it by range, count and rank. Errors as rn_top_declare. */
+RN_API int rn_index_declare(rn_pipeline *p, const char *name, rn_rel *in, const rn_order_def *order, int norder,
+                            rn_rel **out);
+
 /* ---- Changes ---------------------------------------------------------------
  * A change is a msgpack map keyed by external column names (the buffer is
  * the caller's and only read during the call): a whole row for insert and

@@ -21,7 +21,8 @@
  *
  *     "tt:"  the tops       |g|o|u64 id BE| -> |u64 rank|row|
  *     "tx:"  the rest       |g|o|u64 id BE| -> |row|
- *     "tp:"  "decl" -> msgpack [n, [by slots], [order slots], [desc flags]]
+ *     "tp:"  "decl" -> msgpack [n, [by slots], [order slots], [desc flags], format]
+ *            "input" -> the input's name (for runnel verify)
  *
  * Every input row is in "tt:" or "tx:", never both; a group's "tx:" rows
  * all sort after its "tt:" rows, and "tx:" holds rows of a group only while
@@ -40,6 +41,7 @@
 
 #define MAX_KEY 511       /* LMDB's default MDB_MAXKEYSIZE */
 #define NULL_LAST 0xFF    /* an order key's null: after every tag, inverted or not */
+#define ORDER_INT_ZERO 0x11 /* the tag of the int 0 in an order key (put_compact_int) */
 
 typedef struct rn_top {
   rn_rel *out;            /* the relation */
@@ -93,6 +95,32 @@ static int cursor(rn_top *t, MDB_txn *txn, MDB_dbi dbi, MDB_cursor **out)
 
 /* ---- order keys (shared with index.c) ---- */
 
+/* An int as a tag then its significant bytes big-endian: a negative one
+ * 0x10 - n (n bytes of it; -1: none), another 0x11 + n (0: none). Numeric
+ * order, prefix-free, between the keys of booleans and floats (key.h) like
+ * rn_key_append's 9 bytes; a score or an id takes 2 to 5: smaller state,
+ * fewer pages to touch per change. */
+static void put_compact_int(msgpack_sbuffer *out, const msgpack_object *v)
+{
+  bool negative = v->type == MSGPACK_OBJECT_NEGATIVE_INTEGER;
+  uint64_t u = negative ? (uint64_t)v->via.i64 : v->via.u64;
+  uint64_t magnitude = negative ? ~u : u;
+  int n = 0;
+  while (n < 8 && magnitude >> (8 * n)) n++;
+  unsigned char b[9];
+  b[0] = (unsigned char)(negative ? ORDER_INT_ZERO - 1 - n : ORDER_INT_ZERO + n);
+  for (int i = 0; i < n; i++) b[1 + i] = (unsigned char)(u >> (8 * (n - 1 - i)));
+  rn_buf_write(out, (const char *)b, (size_t)n + 1);
+}
+
+int rn_order_value_append(msgpack_sbuffer *out, const msgpack_object *v)
+{
+  if (v->type != MSGPACK_OBJECT_POSITIVE_INTEGER && v->type != MSGPACK_OBJECT_NEGATIVE_INTEGER)
+    return rn_key_append(out, v);
+  put_compact_int(out, v);
+  return 0;
+}
+
 int rn_order_append_one(const rn_order *o, int i, const msgpack_object *v, msgpack_sbuffer *out)
 {
   if (v->type == MSGPACK_OBJECT_NIL) {
@@ -101,7 +129,7 @@ int rn_order_append_one(const rn_order *o, int i, const msgpack_object *v, msgpa
     return 0;
   }
   size_t at = out->size;
-  if (rn_key_append(out, v) != 0) return -1;
+  if (rn_order_value_append(out, v) != 0) return -1;
   if (o->desc[i])
     for (size_t b = at; b < out->size; b++) out->data[b] = (char)~out->data[b];
   return 0;
@@ -135,6 +163,15 @@ int rn_order_resolve(rn_pipeline *p, const char *what, const rn_schema *s, int n
   return 0;
 }
 
+int rn_order_record_input(rn_rel *out, MDB_txn *txn, MDB_dbi decl_dbi)
+{
+  static char input_key[] = "input";
+  MDB_val k = { 5, input_key }, v = { strlen(out->input->name), (void *)out->input->name };
+  if (rn_group_oom(out->p, 0)) return out->p->err.code;
+  int rc = mdb_put(txn, decl_dbi, &k, &v, 0);
+  return rc ? rn_store_fail(&out->p->err, rc, out->name) : 0;
+}
+
 /* ---- keys and rows ---- */
 
 /* The place of row (of id) in t's state, in scratch. */
@@ -147,7 +184,7 @@ static int row_key(rn_top *t, const char *row, size_t len, uint64_t id, tkey *ke
   msgpack_sbuffer *b = &t->kbuf;
   b->size = 0;
   for (int i = 0; i < t->nby; i++)
-    if (rn_key_append(b, &vals[t->by[i]]) != 0)
+    if (rn_order_value_append(b, &vals[t->by[i]]) != 0)
       return rn_err_set(&p->err, RN_EINVAL, "%s: column \"%s\" of row id %llu is NaN: not a group",
                         t->out->name, t->out->input->schema->cols[t->by[i]].name, (unsigned long long)id);
   key->glen = b->size;
@@ -552,7 +589,7 @@ static void describe(const rn_top *t, msgpack_sbuffer *out)
 {
   msgpack_packer pk;
   msgpack_packer_init(&pk, out, rn_buf_write);
-  msgpack_pack_array(&pk, 4);
+  msgpack_pack_array(&pk, 5);
   msgpack_pack_uint64(&pk, t->n);
   msgpack_pack_array(&pk, (size_t)t->nby);
   for (int i = 0; i < t->nby; i++) msgpack_pack_int(&pk, t->by[i]);
@@ -560,6 +597,7 @@ static void describe(const rn_top *t, msgpack_sbuffer *out)
   for (int i = 0; i < t->order.n; i++) msgpack_pack_int(&pk, t->order.slots[i]);
   msgpack_pack_array(&pk, (size_t)t->order.n);
   for (int i = 0; i < t->order.n; i++) t->order.desc[i] ? msgpack_pack_true(&pk) : msgpack_pack_false(&pk);
+  msgpack_pack_int(&pk, RN_ORDER_FORMAT);
 }
 
 /* Records the declaration; *changed when another one was stored. */
@@ -604,6 +642,7 @@ static int setup_state(void *ctx, bool created, bool rebuild_it)
   if (!rc) rc = rn_state_dbi(p, txn, RN_DB_TOP_REST, t->out->name, 0, &t->rest_dbi);
   if (!rc) rc = rn_state_dbi(p, txn, RN_DB_TOP_DECL, t->out->name, 0, &t->decl_dbi);
   if (!rc) rc = record_decl(t, txn, &changed);
+  if (!rc) rc = rn_order_record_input(t->out, txn, t->decl_dbi);
   if (rc || !(rebuild_it || changed)) return rc;
   if ((rc = mdb_drop(txn, t->top_dbi, 0)) || (rc = mdb_drop(txn, t->rest_dbi, 0))) return store_fail(t, rc);
   t->out->count = 0;

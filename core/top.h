@@ -6,6 +6,11 @@
 
 #include "pipeline.h"
 
+/* The encoding of order keys, recorded with a top's or an index's
+ * declaration so that a state of another encoding is rebuilt: 2, ints
+ * compact (rn_order_value_append). */
+#define RN_ORDER_FORMAT 2
+
 /* Columns a top may group by or order by (each). */
 #define RN_TOP_COLS 16
 
@@ -43,7 +48,15 @@ int rn_order_resolve(rn_pipeline *p, const char *what, const rn_schema *s, int n
  * *bad_slot). */
 int rn_order_append(const rn_order *o, const msgpack_object *vals, msgpack_sbuffer *out, int *bad_slot);
 
+/* Appends one value's order encoding: an int compact (top.c), another
+ * scalar as rn_key_append; -1 for NaN. Also a top's group key. */
+int rn_order_value_append(msgpack_sbuffer *out, const msgpack_object *v);
+
 /* Appends the key of one bound value v for column i of o (as above). */
 int rn_order_append_one(const rn_order *o, int i, const msgpack_object *v, msgpack_sbuffer *out);
+
+/* Records under "tp:" "input" the name of out's input, for runnel verify
+ * (a top's and an index's: verify_order.c). */
+int rn_order_record_input(rn_rel *out, MDB_txn *txn, MDB_dbi decl_dbi);
 
 #endif

@@ -395,6 +395,9 @@ static void check_relation(walk *w, const char *name, const MDB_val *v, msgpack_
   if (kind == 5 && have) check_join(w, name, counters);
   if (kind == 6 && have) check_aggregate(w, name, counters);
   if (kind == 8 && have) check_distinct(w, name, counters);
+  if ((kind == 9 || kind == 10) && have && counters[2] == w->seq)
+    w->damages += rn_verify_ordered(w->txn, name, kind == 9, (int)d.via.array.ptr[1].via.array.ptr[0].via.array.size,
+                                    counters, w->out);
   if (kind >= 4 && have && counters[2] != w->seq) {
     fprintf(w->out, "note: relation \"%s\" holds state as of group %llu, not %llu: rebuilt at the next open\n",
             name, (unsigned long long)counters[2], (unsigned long long)w->seq);

@@ -15,6 +15,7 @@
 #ifndef RN_VERIFY_H
 #define RN_VERIFY_H
 
+#include <lmdb.h>
 #include <msgpack.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -27,5 +28,12 @@ int rn_verify(const char *path, FILE *out);
 /* A catalogue entry decoded from "r:" name: |kind|[columns, key]| as
  * schema.c writes it (inspect.c). */
 bool rn_catalogue_entry_valid(const msgpack_object *d);
+
+/* A top's (top) or an index's state checked against itself (verify_order.c):
+ * entries at the keys their rows give, row ids held once, ranks 1..k <= n
+ * per group, a group's other rows after its full top, rows held = counted.
+ * ncols: the relation's columns. Writes "damaged: …" lines to out and
+ * returns their number. */
+int rn_verify_ordered(MDB_txn *txn, const char *name, bool top, int ncols, const uint64_t counters[3], FILE *out);
 
 #endif

@@ -874,8 +874,11 @@ function Relation:top(opts)
   local n, err = derived_name(self, "top", opts.name)
   if not n then raise(err) end
   if math.type(opts.n) ~= "integer" or opts.n < 1 then raise(n .. ": n must be a positive integer, got " .. tostring(opts.n)) end
-  if opts.ties ~= nil and opts.ties ~= "row" then
-    raise(n .. ': ties = "row" is the ranking offered (row numbers, equal values ordered by id), got ' .. tostring(opts.ties))
+  if opts.ties == "dense" then
+    raise(n .. ': ties = "dense" (equal values sharing a rank) is not offered yet; ties = "row" ranks by row number, '
+          .. 'equal values in row id order')
+  elseif opts.ties ~= nil and opts.ties ~= "row" then
+    raise(n .. ': ties must be "row" (row numbers, equal values ordered by id), got ' .. tostring(opts.ties))
   end
   local by = opts.by
   if type(by) == "string" then by = { by } end

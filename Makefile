@@ -80,6 +80,8 @@ PC_TEXT = 'prefix=%s\nlibdir=$${prefix}/lib\nincludedir=$${prefix}/include\n\nNa
 $(BUILD)/runnel.pc: Makefile
 	@mkdir -p $(@D)
 	@printf $(PC_TEXT) "$(PREFIX)" "$(VERSION)" > $@
+# The version is read from core/runnel.h: a new version makes a new runnel.pc.
+$(BUILD)/runnel.pc: core/runnel.h
 
 $(BUILD)/lua/runnel/core.so: $(CORE_OBJ) $(BIND_OBJ)
 	@mkdir -p $(@D)

@@ -26,6 +26,13 @@ describe("packaging", function()
     assert.matches('THE SOFTWARE IS PROVIDED "AS IS"', text, 1, true)
   end)
 
+  it("builds runnel.pc with the version of core/runnel.h, also after the version changes", function()
+    local header = H.read(H.root .. "/core/runnel.h")
+    local version = header:match('#define RN_VERSION "([^"]+)"')
+    local pc = H.read(H.root .. "/" .. BUILD .. "/runnel.pc")
+    assert.equal(version, pc:match("\nVersion: ([^\n]+)"))
+  end)
+
   it("luarocks make installs the module into a tree, where a stock lua5.4 requires it", function()
     assert.truthy(os.execute("command -v luarocks >/dev/null 2>&1"), "luarocks is needed (make deps installs it)")
     local dir = H.tmpdir()

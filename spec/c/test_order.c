@@ -11,7 +11,8 @@
 #include "runnel.h"
 #include "verify.h"
 
-static const rn_column_def player_cols[] = { { "id", "int", 0 }, { "guild", "int", 0 }, { "score", "int", 0 } };
+static const rn_column_def player_cols[] = { { .name = "id", .type = "int" }, { .name = "guild", .type = "int" },
+                                             { .name = "score", .type = "int" } };
 static const char *const player_key[] = { "id" };
 static const char *const by_guild[] = { "guild" };
 static const rn_order_def score_desc[] = { { "score", 1 } };

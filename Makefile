@@ -75,7 +75,7 @@ $(BUILD)/librunnel.a: $(CORE_OBJ) $(BIND_OBJ)
 $(BUILD)/librunnel.so: $(CORE_OBJ) $(BIND_OBJ)
 	$(CC) $(CFLAGS) -shared -Wl,-soname,librunnel.so.0 -o $@ $^ $(ALL_LIBS) $(LDFLAGS)
 
-PC_TEXT = 'prefix=%s\nlibdir=$${prefix}/lib\nincludedir=$${prefix}/include\n\nName: runnel\nDescription: a stream processor that lives inside a program\nVersion: %s\nRequires.private: lua5.4 lmdb msgpack jansson sqlite3\nLibs: -L$${libdir} -lrunnel\nLibs.private: -lm\nCflags: -I$${includedir}\n'
+PC_TEXT = 'prefix=%s\nlibdir=$${prefix}/lib\nincludedir=$${prefix}/include\n\nName: runnel\nDescription: a stream processor that lives inside a program\nVersion: %s\nRequires.private: lua5.4 lmdb msgpack jansson sqlite3 libnats\nLibs: -L$${libdir} -lrunnel\nLibs.private: -lm\nCflags: -I$${includedir}\n'
 
 $(BUILD)/runnel.pc: Makefile
 	@mkdir -p $(@D)

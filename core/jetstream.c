@@ -18,7 +18,11 @@
  * (3) At open the sink reads the subject's last message: when its id is
  *     this state's, every event up to that (seq, n) was stored and is
  *     skipped, so an outage longer than the duplicate window publishes
- *     nothing twice. This needs one publishing state per subject.
+ *     nothing twice. This needs one publishing state per subject, and
+ *     trusts the last message as a mark below which all is stored: a
+ *     leader election that drops event k but stores k+1 of the same async
+ *     run, followed by a crash before the run's re-send succeeds, loses k
+ *     (documented in docs/api.md, runnel.jetstream; not fixed).
  * (4) nats.c's threads touch only the sink's failure counter. */
 #include "jetstream.h"
 

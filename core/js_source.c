@@ -325,51 +325,19 @@ static feed *first_ready(source *s, natsMsg **m, uint64_t *seq)
 
 /* ---- applying a message ---- */
 
-static const msgpack_object *field(const msgpack_object *obj, const char *name)
-{
-  size_t n = strlen(name);
-  for (uint32_t i = 0; i < obj->via.map.size; i++) {
-    const msgpack_object *k = &obj->via.map.ptr[i].key;
-    if (k->type == MSGPACK_OBJECT_STR && k->via.str.size == n && memcmp(k->via.str.ptr, name, n) == 0)
-      return &obj->via.map.ptr[i].val;
-  }
-  return NULL;
-}
-
-/* One change, {rel, op, row} or [rel, op, row], as an NDJSON line holds it. */
+/* One change, {rel, op, row} or [rel, op, row], applied as an NDJSON
+ * line is (ndjson.c). */
 static int apply_change(rn_pipeline *p, const msgpack_object *c)
 {
   const msgpack_object *rel = NULL, *op = NULL, *row = NULL;
-  if (c->type == MSGPACK_OBJECT_MAP) {
-    rel = field(c, "rel");
-    op = field(c, "op");
-    row = field(c, "row");
-  } else if (c->type == MSGPACK_OBJECT_ARRAY && c->via.array.size == 3) {
+  if (c->type == MSGPACK_OBJECT_ARRAY && c->via.array.size == 3) {
     rel = &c->via.array.ptr[0];
     op = &c->via.array.ptr[1];
     row = &c->via.array.ptr[2];
+  } else {
+    rn_change_fields(c, &rel, &op, &row);
   }
-  if (!rel || rel->type != MSGPACK_OBJECT_STR || !op || op->type != MSGPACK_OBJECT_STR || !row)
-    return rn_group_fail(p, RN_EINVAL, "expected {\"rel\": name, \"op\": \"insert\"|\"update\"|\"upsert\"|\"delete\", \"row\": {…}}");
-  char quoted[256];
-  rn_rel *r = NULL;
-  for (int i = 0; i < p->nrels && !r; i++)
-    if (strlen(p->rels[i]->name) == rel->via.str.size && memcmp(p->rels[i]->name, rel->via.str.ptr, rel->via.str.size) == 0)
-      r = p->rels[i];
-  if (!r) {
-    rn_err_set(&p->err, RN_EINVAL, "unknown relation %s", rn_json_quote(quoted, sizeof quoted, rel->via.str.ptr, rel->via.str.size));
-    return rn_group_fail(p, RN_EINVAL, p->err.msg);
-  }
-  static const char *const ops[] = { "insert", "update", "upsert", "delete" };
-  rn_op o = 0;
-  for (int i = 0; i < 4; i++)
-    if (op->via.str.size == strlen(ops[i]) && memcmp(op->via.str.ptr, ops[i], op->via.str.size) == 0) o = (rn_op)(i + 1);
-  if (!o) {
-    rn_err_set(&p->err, RN_EINVAL, "%s: unknown op %s (insert, update, upsert, delete)", r->name,
-               rn_json_quote(quoted, sizeof quoted, op->via.str.ptr, op->via.str.size));
-    return rn_group_fail(p, RN_EINVAL, p->err.msg);
-  }
-  return rn_push_object(p, r, o, row);
+  return rn_apply_change(p, rel, op, row);
 }
 
 static int apply_ndjson(source *s, const char *data, size_t len, uint64_t *changes)

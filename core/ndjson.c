@@ -356,10 +356,10 @@ int rn_ndjson_sink_path(rn_pipeline *p, rn_rel *rel, const char *path, const cha
 
 /* ---- reading ---- */
 
-/* A line's "rel", "op" and "row" values (NULL where absent), in one pass
- * over its keys (the parser refused a key given twice). */
-static void line_fields(const msgpack_object *obj, const msgpack_object **rel, const msgpack_object **op,
-                        const msgpack_object **row)
+/* A change's "rel", "op" and "row" values from its map form (NULL where
+ * absent; of a key given twice, the last: the JSON parser refuses those). */
+void rn_change_fields(const msgpack_object *obj, const msgpack_object **rel, const msgpack_object **op,
+                      const msgpack_object **row)
 {
   *rel = *op = *row = NULL;
   if (obj->type != MSGPACK_OBJECT_MAP) return;
@@ -405,7 +405,15 @@ static int apply_line(rn_pipeline *p, const char *line, size_t len)
     return rn_group_fail(p, RN_EINVAL, p->err.msg);
   }
   const msgpack_object *rel, *op, *row;
-  line_fields(&obj, &rel, &op, &row);
+  rn_change_fields(&obj, &rel, &op, &row);
+  return rn_apply_change(p, rel, op, row);
+}
+
+/* Applies one change from its rel, op and row values (NULL or of the wrong
+ * type: an error). Returns 0 or an RN_E… code, the group failed (p->err
+ * says why). */
+int rn_apply_change(rn_pipeline *p, const msgpack_object *rel, const msgpack_object *op, const msgpack_object *row)
+{
   if (!rel || rel->type != MSGPACK_OBJECT_STR || !op || op->type != MSGPACK_OBJECT_STR || !row) {
     rn_err_set(&p->err, RN_EINVAL, "expected {\"rel\": name, \"op\": \"insert\"|\"update\"|\"upsert\"|\"delete\", \"row\": {…}}");
     return rn_group_fail(p, RN_EINVAL, p->err.msg);

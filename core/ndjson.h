@@ -26,6 +26,17 @@ int rn_ndjson_sink(rn_pipeline *p, rn_rel *rel, FILE *f, bool own, const char *v
  * then the groups after it are written. */
 int rn_ndjson_sink_path(rn_pipeline *p, rn_rel *rel, const char *path, const char *verb_field);
 
+/* A change's "rel", "op" and "row" values from its map form {rel, op, row}
+ * (NULL where absent), as an NDJSON input line holds it. */
+void rn_change_fields(const msgpack_object *obj, const msgpack_object **rel, const msgpack_object **op,
+                      const msgpack_object **row);
+
+/* Applies one change from its rel (a relation's name), op ("insert",
+ * "update", "upsert" or "delete") and row values: any of them missing or
+ * of the wrong type, an unknown relation or op, or a bad row fails the
+ * group. Returns 0 or an RN_E… code (p->err says why). */
+int rn_apply_change(rn_pipeline *p, const msgpack_object *rel, const msgpack_object *op, const msgpack_object *row);
+
 typedef struct rn_run_opts {
   size_t batch;           /* lines per group (0: 1000) */
   bool skip;              /* bad lines go to rejects; otherwise the first stops the run */

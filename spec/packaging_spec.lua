@@ -76,6 +76,31 @@ describe("packaging", function()
     assert.falsy(exists(dest .. "/usr/share/lua/5.4/runnel/repl.lua"))
   end)
 
+  -- The README's host build against an installed prefix, linked against
+  -- librunnel.so and against librunnel.a: the static link needs every
+  -- library of the core (nats.c too) in runnel.pc's Requires.private.
+  it("builds scripts/host/host.c with pkg-config runnel against make install, shared and static", function()
+    local dir = H.tmpdir()
+    local prefix = dir .. "/prefix"
+    local _, err, code = sh(("cd %s && make -s install %s PREFIX=%s >/dev/null"):format(H.root, MAKE_VARS, prefix))
+    assert.equal(0, code, err)
+    local san = os.getenv("ASAN") and " -fsanitize=address,undefined" or ""
+    local pc = ("PKG_CONFIG_PATH=%s/lib/pkgconfig pkg-config"):format(prefix)
+    local builds = {
+      shared = ("cc%s %s/scripts/host/host.c $(%s --cflags --libs runnel) -o %s/host_shared"):format(san, H.root, pc, dir),
+      static = ("cc%s %s/scripts/host/host.c $(%s --cflags runnel) $(%s --static --libs runnel | " ..
+                "sed \"s/-lrunnel/-Wl,-Bstatic -lrunnel -Wl,-Bdynamic/\") -o %s/host_static"):format(san, H.root, pc, pc, dir),
+    }
+    for _, kind in ipairs{ "shared", "static" } do
+      local out
+      out, err, code = sh(builds[kind])
+      assert.equal(0, code, kind .. ": " .. out .. err)
+      out, err, code = sh(("cd %s && LD_LIBRARY_PATH=%s/lib %s/host_%s 5 20 0"):format(H.root, prefix, dir, kind))
+      assert.equal(0, code, kind .. ": " .. err)
+      assert.matches("leaderboard: %d+ inserts", out)
+    end
+  end)
+
   it("has a man page made from runnel help: every command and option of the help is in it", function()
     local help = sh(H.runnel_bin .. " help")
     local man = H.read(H.root .. "/" .. BUILD .. "/runnel.1")

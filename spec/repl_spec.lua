@@ -17,7 +17,7 @@ end
 
 -- Waits until the screen shows text (a slow machine is not a failure).
 local function wait_for(text)
-  for _ = 1, 300 do
+  for _ = 1, 1200 do -- up to a minute: a loaded machine is slow, not wrong
     local s = screen()
     if s:find(text, 1, true) then return s end
     os.execute("sleep 0.05")

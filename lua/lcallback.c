@@ -103,7 +103,7 @@ static int returned_row(lpipe *lp, lua_State *L, rn_rel *out, const char *bad_pr
 {
   *has_row = !lua_isnil(L, -1);
   int rc = 0;
-  lrow *lent = rn_lua_testrow(L, -1);
+  lrow *lent = lua_type(L, -1) == LUA_TUSERDATA ? rn_lua_testrow(L, -1) : NULL; /* tables need no metatable check */
   if (lent && lent->row) { /* a row it was given, returned as it is */
     rn_lua_pushrow(lp, L, lent->rel, lent->row, lent->len);
     lua_replace(L, -2);

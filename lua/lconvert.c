@@ -94,20 +94,20 @@ static int table_value(lpipe *lp, lua_State *L, int idx, const rn_column *col,
   return table_as_map(lp, L, idx, count, NULL, out, depth);
 }
 
-int rn_lua_tovalue(lpipe *lp, lua_State *L, int idx, const rn_column *col,
-                   msgpack_object *out, int depth)
+/* The scalar at idx (of type t) into out; false for tables and foreign
+ * values. One API call per value: rows are made of scalars. */
+static bool scalar_value(lua_State *L, int idx, int t, msgpack_object *out)
 {
-  idx = lua_absindex(L, idx);
-  switch (lua_type(L, idx)) {
+  switch (t) {
   case LUA_TNIL:
     out->type = MSGPACK_OBJECT_NIL;
-    return 0;
+    return true;
   case LUA_TBOOLEAN:
     out->type = MSGPACK_OBJECT_BOOLEAN;
     out->via.boolean = lua_toboolean(L, idx);
-    return 0;
+    return true;
   case LUA_TNUMBER:
-    if (lua_isinteger(L, idx)) {
+    if (lua_isinteger(L, idx)) { /* 1.0 is a float: it stays one */
       lua_Integer i = lua_tointeger(L, idx);
       if (i >= 0) { out->type = MSGPACK_OBJECT_POSITIVE_INTEGER; out->via.u64 = (uint64_t)i; }
       else { out->type = MSGPACK_OBJECT_NEGATIVE_INTEGER; out->via.i64 = i; }
@@ -115,21 +115,33 @@ int rn_lua_tovalue(lpipe *lp, lua_State *L, int idx, const rn_column *col,
       out->type = MSGPACK_OBJECT_FLOAT64;
       out->via.f64 = lua_tonumber(L, idx);
     }
-    return 0;
+    return true;
   case LUA_TSTRING: {
     size_t len;
     out->via.str.ptr = lua_tolstring(L, idx, &len);
     out->via.str.size = (uint32_t)len;
     out->type = MSGPACK_OBJECT_STR;
-    return 0;
+    return true;
   }
+  default:
+    return false;
+  }
+}
+
+int rn_lua_tovalue(lpipe *lp, lua_State *L, int idx, const rn_column *col,
+                   msgpack_object *out, int depth)
+{
+  idx = lua_absindex(L, idx);
+  int t = lua_type(L, idx);
+  if (scalar_value(L, idx, t, out)) return 0;
+  switch (t) {
   case LUA_TLIGHTUSERDATA:
     if (lua_touserdata(L, idx) == RN_LUA_NULL) { out->type = MSGPACK_OBJECT_NIL; return 0; }
     return foreign(out, "userdata");
   case LUA_TTABLE:
     return table_value(lp, L, idx, col, out, depth);
   default:
-    return foreign(out, lua_typename(L, lua_type(L, idx)));
+    return foreign(out, lua_typename(L, t));
   }
 }
 
@@ -158,12 +170,14 @@ int rn_lua_torow(lpipe *lp, lua_State *L, int idx, rn_rel *rel,
   rn_lua_relinfo(L, rel); /* a relation being declared (a join built from existing rows) has none yet */
   const lrelinfo *ri = rel->udata;
   int slots = 0; /* the name -> slot table, pushed when first needed */
+  int next_slot = 0; /* where the name search starts: keys often come in column order */
   lua_pushnil(L);
   while (lua_next(L, idx)) {
     int slot = -1;
     if (lua_type(L, -2) == LUA_TSTRING) { /* the same string object as a column name? */
       const char *k = lua_tostring(L, -2);
-      for (int i = 0; i < ri->ncols; i++) if (ri->names[i] == k) { slot = i; break; }
+      for (int n = 0, i = next_slot; n < ri->ncols; n++, i = i + 1 < ri->ncols ? i + 1 : 0)
+        if (ri->names[i] == k) { slot = i; break; }
     }
     if (slot < 0) {
       if (!slots) {
@@ -187,9 +201,14 @@ int rn_lua_torow(lpipe *lp, lua_State *L, int idx, rn_rel *rel,
                         luaL_typename(L, -2));
       break;
     }
-    rc = rn_lua_tovalue(lp, L, -1, &rel->schema->cols[slot], &(*vals)[slot], 0);
-    if (rc) { rn_err_prefix(&p->err, rel->name); break; }
+    int value_at = top + (slots ? 3 : 2); /* above: the slots table if pushed, the key */
+    if (!scalar_value(L, value_at, lua_type(L, value_at), &(*vals)[slot]) &&
+        (rc = rn_lua_tovalue(lp, L, value_at, &rel->schema->cols[slot], &(*vals)[slot], 0))) {
+      rn_err_prefix(&p->err, rel->name);
+      break;
+    }
     (*given)[slot] = 1;
+    next_slot = slot + 1 < ri->ncols ? slot + 1 : 0;
     lua_pop(L, 1);
   }
   lua_settop(L, top);

@@ -338,10 +338,11 @@ int rn_attach(const char *path, const char *name, rn_pipeline *owner, rn_attache
   }
   a->schema = schema_of(&d, e);
   if (!a->schema) goto fail;
-  if (a->table && !a->schema->nkey) a->table = RN_ATTACH_KEYLESS;
+  if (a->table == RN_ATTACH_KEYED && !a->schema->nkey) a->table = RN_ATTACH_KEYLESS;
   memcpy(key, RN_DB_STORE, RN_PREFIX_LEN(RN_DB_STORE));
   memcpy(key + 3, name, nlen + 1);
-  if (a->table) memcpy(key, RN_DB_ROWS, 2), memcpy(key + 2, name, nlen + 1);
+  if (a->table == RN_ATTACH_DISTINCT) memcpy(key, RN_DB_DISTINCT_ROWS, 3); /* "dr:" name, as long as "st:" */
+  else if (a->table) memcpy(key, RN_DB_ROWS, 2), memcpy(key + 2, name, nlen + 1);
   rc = mdb_dbi_open(txn, key, 0, &a->dbi);
   if (rc) {
     rn_err_set(e, rn_store_read_code(rc), "attach %s: %s", path, mdb_strerror(rc));

@@ -158,16 +158,20 @@ describe("runnel query", function()
     assert.same({ "", "runnel: query: --format takes grid, ndjson or csv\n", 1 }, { out, err, code })
   end)
 
-  it("reads whole groups of a state another process is writing", function()
+  -- Runs a writer of table "pairs" (and what derive, Lua source declaring
+  -- more relations of t) in another process; read(dir) is called 6 times
+  -- while it writes. Each group inserts +i and -i: any whole group leaves
+  -- the sum at 0.
+  local function while_writing(derive, read)
     local dir = H.tmpdir()
     local stop, ready = dir .. "/../" .. dir:match("[^/]+$") .. ".stop", dir .. "/../" .. dir:match("[^/]+$") .. ".ready"
     local writer = os.tmpname() .. ".lua"
     local f = assert(io.open(writer, "w"))
-    -- each group inserts +i and -i: any whole group leaves the sum at 0
     f:write(([[
       local runnel = require "runnel"
       local p = runnel.open{ path = %q, notes = false }
       local t = p:table("pairs", { {"id","int"}, {"v","int"}, key = "id" })
+      %s
       io.open(%q, "w"):close()
       for i = 1, 20000 do
         p:begin()
@@ -177,20 +181,15 @@ describe("runnel query", function()
         if i %% 50 == 0 and io.open(%q) then break end
       end
       p:close()
-    ]]):format(dir, ready, stop))
+    ]]):format(dir, derive, ready, stop))
     f:close()
     local proc = io.popen(("%s run %s 2>&1"):format(bin, writer))
     local deadline = os.time() + 20
     while not io.open(ready) and os.time() < deadline do os.execute("sleep 0.05") end
     local reads, most = 0, 0
     for _ = 1, 6 do
-      local out, err, code = H.sh(("%s query %s pairs --format csv"):format(bin, dir))
-      assert.same({ "", 0 }, { err, code })
-      local sum, rows = 0, 0
-      for v in out:gmatch("\n%d+,(%-?%d+)") do sum, rows = sum + tonumber(v), rows + 1 end
-      assert.equal(0, sum)
-      assert.equal(0, rows % 2)
-      reads, most = reads + 1, math.max(most, rows)
+      most = math.max(most, read(dir))
+      reads = reads + 1
     end
     io.open(stop, "w"):close()
     local said = proc:read("a")
@@ -201,6 +200,42 @@ describe("runnel query", function()
     assert.equal("", said)
     assert.equal(6, reads)
     assert.is_true(most > 0) -- it read while the writer wrote
+  end
+
+  -- The query's csv of rel: the sum of its last column and the rows.
+  local function csv_sum(dir, rel)
+    local out, err, code = H.sh(("%s query %s %s --format csv"):format(bin, dir, rel))
+    assert.same({ "", 0 }, { err, code })
+    local sum, rows = 0, 0
+    for v in out:gmatch("\n[^\n]-(%-?%d+)%f[\n]") do sum, rows = sum + tonumber(v), rows + 1 end
+    return sum, rows
+  end
+
+  it("reads whole groups of a state another process is writing", function()
+    while_writing("", function(dir)
+      local sum, rows = csv_sum(dir, "pairs")
+      assert.equal(0, sum)
+      assert.equal(0, rows % 2)
+      return rows
+    end)
+  end)
+
+  it("reads a distinct's rows, whole groups only, by query and by attach", function()
+    while_writing('t:select{ "v" }:distinct("vs")', function(dir)
+      local sum, rows = csv_sum(dir, "vs")
+      assert.equal(0, sum)
+      assert.equal(0, rows % 2)
+      local att = runnel.attach(dir, "vs")
+      local n, total = 0, 0
+      for row, id in att:rows() do n, total = n + 1, total + row.v; assert.is_true(id > 0) end
+      assert.equal(0, total)
+      assert.equal(0, n % 2)
+      assert.equal(0, att:count() % 2)
+      assert.equal("distinct", select(2, att:columns()))
+      assert.matches("a keyless distinct has no key to read by", select(2, pcall(att.get, att, 1)), 1, true)
+      att:close()
+      return rows
+    end)
   end)
 end)
 

@@ -124,8 +124,8 @@ describe("runnel.attach of a source table", function()
     assert.equal(1, notes:count())
     assert.matches("a keyless table has no key to read by", select(2, pcall(notes.get, notes, "x")), 1, true)
     notes:close()
-    assert.matches('"per_team" is an aggregate: its rows are computed by the pipeline that declares it',
-                   select(2, pcall(runnel.attach, dir, "per_team")), 1, true)
+    assert.matches('"roster" is a join: its rows are computed by the pipeline that declares it',
+                   select(2, pcall(runnel.attach, dir, "roster")), 1, true)
   end)
 end)
 
@@ -218,6 +218,49 @@ describe("runnel query", function()
       assert.equal(0, rows % 2)
       return rows
     end)
+  end)
+
+  it("reads an aggregate's rows, computed from its groups, whole groups only, by query and by attach", function()
+    local derive = [[
+      t:aggregate{ n = runnel.count(), lo = runnel.min("v"), s = runnel.sum("v"), name = "total" }
+      t:map(function(r) return { id = r.id, sign = r.v < 0 and "-" or "+", v = r.v, f = r.v / 2 } end,
+            { {"id","int"}, {"sign","string"}, {"v","int"}, {"f","float"}, key = "id" })
+       :aggregate{ by = "sign", n = runnel.count(), s = runnel.sum("v"), hi = runnel.max("v"), avg = runnel.avg("f"),
+                   key = "sign", name = "by_sign" }
+    ]]
+    while_writing(derive, function(dir)
+      local sum, rows = csv_sum(dir, "total") -- its last column: s
+      assert.equal(0, sum)
+      assert.equal(1, rows)
+      local total = runnel.attach(dir, "total")
+      local row = total:rows()[1]
+      assert.equal(0, row.s)
+      assert.equal(0, row.n % 2)
+      assert.equal(-row.n // 2, row.lo)
+      total:close()
+      local by_sign = runnel.attach(dir, "by_sign")
+      local plus, minus = by_sign:get("+"), by_sign:get("-")
+      assert.equal(plus.n, minus.n)
+      assert.equal(0, plus.s + minus.s)
+      assert.equal(plus.n, plus.hi)
+      assert.equal(plus.s / plus.n / 2, plus.avg)
+      assert.equal(2, by_sign:count())
+      by_sign:close()
+      return row.n
+    end)
+  end)
+
+  it("refuses an aggregate computed by Lua functions, naming the column", function()
+    local dir = H.tmpdir()
+    local p = quiet(dir)
+    p:table("t", { {"k","int"}, key = "k" }):aggregate{ u = runnel.agg{ init = function() return 0 end,
+      add = function(s) return s + 1 end, remove = function(s) return s - 1 end, result = function(s) return s end },
+      name = "u" }
+    p:close()
+    local out, err, code = H.sh(("%s query %s u"):format(bin, dir))
+    assert.same({ "", ('runnel: attach %s: aggregate "u": column "u" is a runnel.agg: its values are computed by Lua '
+                       .. 'functions in the pipeline that declares it (keep them with rel:sink(runnel.store(name)) '
+                       .. 'and read that store)\n'):format(dir), 1 }, { out, err, code })
   end)
 
   it("reads a distinct's rows, whole groups only, by query and by attach", function()

@@ -427,6 +427,11 @@ int rn_attach_get(rn_attached *a, const char *key, size_t klen, msgpack_sbuffer 
   }
   rc = mdb_get(txn, a->dbi, &k, &v);
   uint64_t id = 0;
+  if (a->agg && !a->schema->nkey) {
+    mdb_txn_abort(txn);
+    return rn_err_set(e, RN_EINVAL, "attach %s: get: a keyless aggregate has no key to read by (rows() reads it)",
+                      a->name);
+  }
   if (a->agg) {
     rc = rc ? rc : rn_agg_reader_row(a->agg, txn, &k, &v, copy_row, &(copied){ row, found }, e);
     mdb_txn_abort(txn);

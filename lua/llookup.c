@@ -393,7 +393,8 @@ static int l_attached_columns(lua_State *L)
     lua_rawseti(L, -2, i + 1);
   }
   int table = rn_attach_is_table(la->a);
-  lua_pushstring(L, table == RN_ATTACH_DISTINCT ? "distinct" : table ? "table" : "store");
+  lua_pushstring(L, table == RN_ATTACH_DISTINCT ? "distinct" : table == RN_ATTACH_AGGREGATE ? "aggregate"
+                   : table ? "table" : "store");
   return 2;
 }
 

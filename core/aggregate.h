@@ -101,4 +101,23 @@ int rn_aggregate_scan(rn_rel *agg, int (*fn)(void *ctx, uint64_t id, const char 
 uint64_t rn_aggregate_late(const rn_rel *agg);
 uint64_t rn_aggregate_final(const rn_rel *agg);
 
+/* ---- reading an aggregate from outside its pipeline (aggregate_read.c) ----
+ * runnel.attach and runnel query compute its rows from its groups in their
+ * own read transaction; its declaration is kept for them under "d:" name. */
+typedef struct rn_agg_reader rn_agg_reader;
+/* Reads aggregate name's declaration record in txn (and opens its "am:"
+ * database there: commit txn to keep it); name and out, its schema from the
+ * catalogue, must outlive the reader. Errors: RN_EINVAL for an
+ * aggregate it cannot compute (a runnel.agg column, or a state written by
+ * an older runnel), RN_ESTORE for a damaged record. Destructor:
+ * rn_agg_reader_free. */
+int rn_agg_reader_open(MDB_txn *txn, MDB_dbi meta, const char *name, const rn_schema *out, rn_agg_reader **r,
+                       rn_err *e);
+/* The row of the group stored as k -> d in "ag:" name (read in txn), to
+ * fn(ctx, id, row, len) as a normalized msgpack array valid during the call;
+ * nothing for a tombstone or a counter. */
+int rn_agg_reader_row(rn_agg_reader *r, MDB_txn *txn, const MDB_val *k, const MDB_val *d,
+                      int (*fn)(void *ctx, uint64_t id, const char *row, size_t len), void *ctx, rn_err *e);
+void rn_agg_reader_free(rn_agg_reader *r);
+
 #endif

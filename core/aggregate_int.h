@@ -189,4 +189,9 @@ int rn_agg_apply(rn_aggregate *a, const rn_change *c, bool quiet);
 /* The operator's apply (ops.h): the change's relation is the aggregate's one input. */
 int rn_agg_operator_apply(rn_rel *r, rn_rel *from, const rn_change *c);
 
+/* ---- aggregate_read.c ---- */
+
+/* Records a's declaration record under "d:" name (aggregate.h) in txn. */
+int rn_agg_decl_record(rn_aggregate *a, MDB_txn *txn);
+
 #endif

@@ -106,6 +106,8 @@ RN_API int rn_drop(rn_pipeline *p, const char *name)
   bool found = false, store = false;
   rc = del_meta(p, txn, RN_META_RELATION, name, &found);
   if (!rc) rc = del_meta(p, txn, RN_META_COUNTERS, name, &found);
+  bool decl = false;
+  if (!rc) rc = del_meta(p, txn, RN_META_AGG_DECL, name, &decl);
   if (!rc && !found) rc = del_meta(p, txn, RN_META_STORE, name, &store); /* no relation: a store of that name */
   if (!rc && (found || store)) rc = del_databases(p, txn, name, store, &found);
   found |= store;

@@ -493,6 +493,18 @@ int rn_notes(const rn_pipeline *p, const char *const **lines)
 
 /* ---- by kind ---- */
 
+/* Derived state may hold a rewritten table's old rows: the mark that has
+ * stateful derived relations rebuilt goes into txn with the rewrite, so a
+ * crash before they are declared again does not lose it (store.h's "ev"). */
+static int keep_evolved(rn_pipeline *p, MDB_txn *txn)
+{
+  MDB_val k = { RN_PREFIX_LEN(RN_META_EVOLVED), (void *)RN_META_EVOLVED }, v = { 0, NULL };
+  int rc = mdb_put(txn, p->store.meta, &k, &v, 0);
+  if (rc) return rn_store_fail(&p->err, rc, RN_META_EVOLVED);
+  p->evolved = p->evolved_kept = true;
+  return 0;
+}
+
 static int evolve_table(rn_pipeline *p, rn_rel *r, MDB_txn *txn, const desc *old, const desc *now)
 {
   int n = r->schema->ncols;
@@ -508,7 +520,7 @@ static int evolve_table(rn_pipeline *p, rn_rel *r, MDB_txn *txn, const desc *old
   for (int j = 0; pl && pl->null_check && j < n; j++) check |= pl->null_check[j];
   if (!rc && (pl->rewrite || check)) rc = rewrite_rows(p, r, txn, old, pl);
   if (!rc && pl->len) rc = add_note(p, "%s: %s", r->name, pl->line);
-  if (!rc && pl->rewrite) p->evolved = true; /* derived state may hold its old rows */
+  if (!rc && pl->rewrite) rc = keep_evolved(p, txn); /* derived state may hold its old rows */
   if (pl) free(pl->src), free(pl->conv), free(pl->null_check);
   free(pl);
   return rc;

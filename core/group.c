@@ -225,6 +225,12 @@ static int save_counters(rn_pipeline *p, uint64_t seq, bool all)
   }
   MDB_val k = { RN_PREFIX_LEN(RN_META_SEQ), (void *)RN_META_SEQ }, v = { 8, &seq };
   int rc = mdb_put(txn, p->store.meta, &k, &v, 0);
+  if (!rc && p->evolved_kept) { /* every derived relation now is rebuilt or stale (store.h's "ev") */
+    MDB_val ek = { RN_PREFIX_LEN(RN_META_EVOLVED), (void *)RN_META_EVOLVED };
+    rc = mdb_del(txn, p->store.meta, &ek, NULL);
+    if (rc == MDB_NOTFOUND) rc = 0;
+    if (!rc) p->evolved_kept = false;
+  }
   return rc ? rn_store_fail(&p->err, rc, RN_META_SEQ) : 0;
 }
 

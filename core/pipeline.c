@@ -9,7 +9,8 @@
 
 #include "outbox.h"
 
-/* The last committed group's number; absent in a new state. */
+/* The last committed group's number (absent in a new state), and whether
+ * a source table's rewrite is still marked (store.h's "ev"). */
 static int read_seq(rn_pipeline *p)
 {
   MDB_txn *txn;
@@ -21,6 +22,9 @@ static int read_seq(rn_pipeline *p)
   else if (rc == 0) rn_err_set(&p->err, RN_ESTORE, "state damaged: %s: the sequence number is %zu bytes, not 8",
                                p->store.path, v.mv_size);
   else if (rc != MDB_NOTFOUND) rn_store_fail(&p->err, rc, p->store.path);
+  MDB_val ek = { RN_PREFIX_LEN(RN_META_EVOLVED), (void *)RN_META_EVOLVED }, ev;
+  if ((rc == 0 || rc == MDB_NOTFOUND) && mdb_get(txn, p->store.meta, &ek, &ev) == 0)
+    p->evolved = p->evolved_kept = true; /* a rewrite whose dependants may not have been rebuilt yet */
   mdb_txn_abort(txn);
   return p->err.code; /* RN_OK unless set above */
 }

@@ -204,6 +204,7 @@ struct rn_pipeline {
   int nnotes, notecap;
   bool evolved;           /* a source table changed since open: stateful derived relations declared
                              after it are rebuilt from their inputs (their state may hold its old rows) */
+  bool evolved_kept;      /* meta "ev" holds that mark (store.h): the next group deletes it */
   rn_free_fn on_close;    /* the binding's hook, called with binding last by rn_pipeline_close */
   void *binding;          /* the binding's pipeline object (a Lua lpipe), or NULL */
 };

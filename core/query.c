@@ -1,6 +1,7 @@
-/* query.c — reading a source table's rows from outside the pipeline that
- * writes them (runnel.attach, runnel query): the catalogue entry gives the
- * schema, "t:" name the rows (layouts drawn in table.c and store.h). */
+/* query.c — reading a source table's rows, or a distinct's, from outside
+ * the pipeline that writes them (runnel.attach, runnel query): the catalogue
+ * entry gives the schema, "t:" name (a distinct: "dr:" name) the rows
+ * (layouts drawn in table.c, distinct.c and store.h). */
 #include <stdio.h>
 #include <string.h>
 
@@ -21,13 +22,14 @@ int rn_attach_table_entry(MDB_txn *txn, MDB_dbi meta, const char *path, const ch
   if (v->mv_size < 3 || d[0] != 0x92 || d[1] > 0x7f) /* [kind (a positive fixint), description] */
     return rn_err_set(e, RN_ESTORE, "state damaged: %s: the catalogue entry of relation \"%s\" is malformed", path,
                       name);
-  if (d[1] != RN_REL_TABLE)
+  if (d[1] != RN_REL_TABLE && d[1] != RN_REL_DISTINCT && d[1] != RN_REL_AGGREGATE)
     return rn_err_set(e, RN_EINVAL,
                       "attach %s: \"%s\" is a%s %s: its rows are computed by the pipeline that declares it "
                       "(read them there, or keep them with rel:sink(runnel.store(\"%s\")) and read that store)",
-                      path, name, d[1] == RN_REL_AGGREGATE ? "n" : "", rn_relkind_name(d[1]), name);
-  d += 2; /* the description: [[columns], [key slots]] */
-  *table = RN_ATTACH_KEYED; /* or keyless: the schema says (rn_attach) */
+                      path, name, "", rn_relkind_name(d[1]), name);
+  *table = d[1] == RN_REL_DISTINCT    ? RN_ATTACH_DISTINCT
+         : d[1] == RN_REL_AGGREGATE ? RN_ATTACH_AGGREGATE
+                                    : RN_ATTACH_KEYED; /* or keyless: the schema says */
   v->mv_data = (char *)v->mv_data + 2;
   v->mv_size -= 2;
   return 0;
@@ -35,8 +37,9 @@ int rn_attach_table_entry(MDB_txn *txn, MDB_dbi meta, const char *path, const ch
 
 int rn_attach_table_key(int table, const char *name, size_t klen, rn_err *e)
 {
-  if (table == RN_ATTACH_KEYLESS)
-    return rn_err_set(e, RN_EINVAL, "attach %s: get: a keyless table has no key to read by (rows() reads it)", name);
+  if (table == RN_ATTACH_KEYLESS || table == RN_ATTACH_DISTINCT)
+    return rn_err_set(e, RN_EINVAL, "attach %s: get: a keyless %s has no key to read by (rows() reads it)", name,
+                      table == RN_ATTACH_DISTINCT ? "distinct" : "table");
   if (klen > TABLE_KEY_INLINE_MAX)
     return rn_err_set(e, RN_EINVAL, "attach %s: get: a key of %zu bytes is read only by the pipeline itself", name,
                       klen);
@@ -44,9 +47,17 @@ int rn_attach_table_key(int table, const char *name, size_t klen, rn_err *e)
 }
 
 /* Keyed: |u64 id|u8 flags|[u32 klen|key]|row|, flags 1 = live, 2 = long
- * key. Keyless: |u64 id BE| -> |row|. */
+ * key. Keyless: |u64 id BE| -> |row|. A distinct: |u64 id BE| -> |u64
+ * copies|row|. */
 bool rn_attach_table_row(int table, const MDB_val *k, MDB_val *v, uint64_t *id)
 {
+  if (table == RN_ATTACH_DISTINCT) {
+    if (k->mv_size != 8 || v->mv_size < 8) return false;
+    *id = rn_be64_get(k->mv_data);
+    v->mv_data = (char *)v->mv_data + 8;
+    v->mv_size -= 8;
+    return true;
+  }
   if (table == RN_ATTACH_KEYLESS) {
     *id = rn_be64_get(k->mv_data);
     return true;

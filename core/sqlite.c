@@ -155,10 +155,133 @@ static int fail(rn_err *e, sqlite3 *db, const char *rel, const char *what)
   return rn_err_set(e, RN_EIO, "%s: sqlite: %s: %s", rel, what, db ? sqlite3_errmsg(db) : "out of memory");
 }
 
-/* CREATE TABLE IF NOT EXISTS, and the two statements. */
-static int prepare(ssink *s, const char *table, rn_err *e)
+/* ---- a mirror whose relation changed (DESIGN §13): its shape ---- */
+
+/* The shape runnel gives table t of s: `"a" INTEGER, "b" TEXT; key ("a")`. */
+static void shape_wanted(const ssink *s, msgpack_sbuffer *b)
 {
   const rn_schema *sc = s->rel->schema;
+  if (s->keyless) add(b, "\"runnel_id\" INTEGER");
+  for (int i = 0; i < sc->ncols; i++) {
+    if (i || s->keyless) add(b, ", ");
+    quote(b, sc->cols[i].name);
+    add(b, " ");
+    add(b, sql_type(sc->cols[i].type));
+  }
+  add(b, "; key (");
+  if (s->keyless) add(b, "\"runnel_id\"");
+  else names(b, sc, true, ", ", "");
+  add(b, ")");
+  rn_buf_write(b, "", 1);
+}
+
+/* Appends the rows of sql (one text column each, table bound) to b, each
+ * quoted when quoted, else as is, joined by ", "; *n: how many. */
+static int list_of(ssink *s, const char *sql, const char *table, bool quoted, msgpack_sbuffer *b, int *n, rn_err *e)
+{
+  sqlite3_stmt *st;
+  if (sqlite3_prepare_v2(s->db, sql, -1, &st, NULL) != SQLITE_OK)
+    return fail(e, s->db, s->rel->name, "reading the table's columns");
+  sqlite3_bind_text(st, 1, table, -1, SQLITE_STATIC);
+  *n = 0;
+  for (; sqlite3_step(st) == SQLITE_ROW; (*n)++) {
+    const char *text = (const char *)sqlite3_column_text(st, 0);
+    if (*n) add(b, ", ");
+    if (quoted) quote(b, text ? text : "");
+    else add(b, text ? text : "");
+  }
+  sqlite3_finalize(st);
+  return 0;
+}
+
+/* The shape table has in s's database, as shape_wanted writes it; b empty
+ * (size 0) when there is no such table. */
+static int shape_held(ssink *s, const char *table, msgpack_sbuffer *b, rn_err *e)
+{
+  int n = 0, nkey;
+  int rc = list_of(s, "SELECT '\"' || replace(name, '\"', '\"\"') || '\" ' || type FROM pragma_table_info(?) ORDER BY cid",
+                   table, false, b, &n, e);
+  if (rc || n == 0) {
+    msgpack_sbuffer_clear(b);
+    return rc;
+  }
+  add(b, "; key (");
+  rc = list_of(s, "SELECT name FROM pragma_table_info(?) WHERE pk > 0 ORDER BY pk", table, true, b, &nkey, e);
+  add(b, ")");
+  rn_buf_write(b, "", 1);
+  return rc;
+}
+
+/* Whether runnel_sinks marks table: a mirror runnel made (not the user's). */
+static bool marked(ssink *s, const char *table)
+{
+  sqlite3_stmt *st;
+  if (sqlite3_prepare_v2(s->db, "SELECT 1 FROM runnel_sinks WHERE tbl = ?", -1, &st, NULL) != SQLITE_OK) return false;
+  sqlite3_bind_text(st, 1, table, -1, SQLITE_STATIC);
+  bool found = sqlite3_step(st) == SQLITE_ROW;
+  sqlite3_finalize(st);
+  return found;
+}
+
+/* Drops table and its mark in one SQLite transaction. */
+static int drop_mirror(ssink *s, const char *table, rn_err *e)
+{
+  msgpack_sbuffer b;
+  msgpack_sbuffer_init(&b);
+  add(&b, "DROP TABLE ");
+  quote(&b, table);
+  rn_buf_write(&b, "", 1);
+  sqlite3_stmt *st = NULL;
+  int rc = sqlite3_exec(s->db, "BEGIN IMMEDIATE", NULL, NULL, NULL);
+  if (rc == SQLITE_OK) rc = sqlite3_exec(s->db, b.data, NULL, NULL, NULL);
+  if (rc == SQLITE_OK) rc = sqlite3_prepare_v2(s->db, "DELETE FROM runnel_sinks WHERE tbl = ?", -1, &st, NULL);
+  if (rc == SQLITE_OK) {
+    sqlite3_bind_text(st, 1, table, -1, SQLITE_STATIC);
+    rc = sqlite3_step(st) == SQLITE_DONE ? SQLITE_OK : SQLITE_ERROR;
+  }
+  sqlite3_finalize(st);
+  if (rc == SQLITE_OK) rc = sqlite3_exec(s->db, "COMMIT", NULL, NULL, NULL);
+  msgpack_sbuffer_destroy(&b);
+  if (rc == SQLITE_OK) return 0;
+  rc = fail(e, s->db, s->rel->name, "dropping the table to follow the relation's columns");
+  if (!sqlite3_get_autocommit(s->db)) sqlite3_exec(s->db, "ROLLBACK", NULL, NULL, NULL);
+  return rc;
+}
+
+/* A mirror runnel made for a table-like relation whose columns or key
+ * changed is dropped, with its mark, so that it is created anew and written
+ * whole (check_marks: no mark, a rewrite); a stream's log or a table runnel
+ * did not make is refused, saying what differs and what to do. */
+static int follow_shape(ssink *s, const char *table, const char *path, rn_err *e)
+{
+  msgpack_sbuffer want, have;
+  msgpack_sbuffer_init(&want);
+  msgpack_sbuffer_init(&have);
+  shape_wanted(s, &want);
+  int rc = shape_held(s, table, &have, e);
+  if (!rc && have.size && strcmp(want.data, have.data) != 0) {
+    if (s->rel->tablelike && marked(s, table)) {
+      rc = drop_mirror(s, table, e);
+    } else {
+      rc = rn_err_set(e, RN_ESCHEMA,
+                      "%s: sqlite table \"%s\" in %s has columns %s, the relation %s: %s", s->rel->name, table,
+                      path, have.data, want.data,
+                      s->rel->tablelike ? "runnel did not make that table, so it leaves it alone: drop or rename it "
+                                          "(runnel then makes it and writes the relation's rows), or name another table"
+                                        : "a stream's table is its log, kept as written: rename it (or drop it), "
+                                          "or name another table");
+    }
+  }
+  msgpack_sbuffer_destroy(&want);
+  msgpack_sbuffer_destroy(&have);
+  return rc;
+}
+
+/* CREATE TABLE IF NOT EXISTS, and the two statements. */
+static int prepare(ssink *s, const char *table, const char *path, rn_err *e)
+{
+  const rn_schema *sc = s->rel->schema;
+  if (follow_shape(s, table, path, e)) return e->code;
   msgpack_sbuffer b;
   msgpack_sbuffer_init(&b);
   add(&b, "CREATE TABLE IF NOT EXISTS ");
@@ -525,7 +648,7 @@ int rn_sqlite_sink(rn_pipeline *p, rn_rel *rel, const char *path, const char *ta
   if (!rc) {
     s->db = s->conn->db;
     if (busy_ms >= 0) sqlite3_busy_timeout(s->db, busy_ms); /* the file's connection: the last one given */
-    rc = prepare(s, table, &p->err);
+    rc = prepare(s, table, path, &p->err);
   }
   if (!rc && !(name = name_of(path, table))) rc = rn_err_set(&p->err, RN_ENOMEM, "out of memory");
   if (!rc) rc = check_marks(s, name, &p->err);

@@ -13,9 +13,12 @@
  * through the environment already open (LMDB forbids opening it twice). */
 #include "store_sink.h"
 
+#include <limits.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "aggregate.h"
 #include "key.h"
 #include "row.h"
 
@@ -205,6 +208,7 @@ struct rn_attached {
   bool is_index;          /* an index relation's rows ("ix:"), in its order */
   rn_order order;         /* … that order */
   int table;              /* 0: a store ("st:"); RN_ATTACH_KEYED / _KEYLESS: a source table's "t:" rows */
+  rn_agg_reader *agg;     /* RN_ATTACH_AGGREGATE: computes its rows from "ag:" */
 };
 
 /* Rebuilds a schema from its description (schema.c's rn_schema_describe). */
@@ -338,13 +342,21 @@ int rn_attach(const char *path, const char *name, rn_pipeline *owner, rn_attache
   }
   a->schema = schema_of(&d, e);
   if (!a->schema) goto fail;
-  if (a->table && !a->schema->nkey) a->table = RN_ATTACH_KEYLESS;
+  if (a->table == RN_ATTACH_KEYED && !a->schema->nkey) a->table = RN_ATTACH_KEYLESS;
   memcpy(key, RN_DB_STORE, RN_PREFIX_LEN(RN_DB_STORE));
   memcpy(key + 3, name, nlen + 1);
-  if (a->table) memcpy(key, RN_DB_ROWS, 2), memcpy(key + 2, name, nlen + 1);
+  if (a->table == RN_ATTACH_DISTINCT) memcpy(key, RN_DB_DISTINCT_ROWS, 3); /* "dr:" name, as long as "st:" */
+  else if (a->table == RN_ATTACH_AGGREGATE) memcpy(key, RN_DB_AGG_GROUPS, 3);
+  else if (a->table) memcpy(key, RN_DB_ROWS, 2), memcpy(key + 2, name, nlen + 1);
   rc = mdb_dbi_open(txn, key, 0, &a->dbi);
   if (rc) {
     rn_err_set(e, rn_store_read_code(rc), "attach %s: %s", path, mdb_strerror(rc));
+    goto fail;
+  }
+  if (a->table == RN_ATTACH_AGGREGATE && rn_agg_reader_open(txn, meta, a->name, a->schema, &a->agg, e)) {
+    char prefix[PATH_MAX + 8];
+    snprintf(prefix, sizeof prefix, "attach %s", path);
+    rn_err_prefix(e, prefix);
     goto fail;
   }
 opened:
@@ -374,6 +386,33 @@ static int orphaned(const rn_attached *a, rn_err *e)
                     a->name);
 }
 
+typedef struct copied {
+  msgpack_sbuffer *row;
+  int *found;
+} copied;
+
+/* An aggregate's row into the caller's buffer (rn_attach_get). */
+static int copy_row(void *ctx, uint64_t id, const char *row, size_t len)
+{
+  copied *c = ctx;
+  (void)id;
+  rn_buf_write(c->row, row, len);
+  *c->found = 1;
+  return 0;
+}
+
+typedef struct rows_only {
+  int (*fn)(void *ctx, const char *row, size_t len);
+  void *ctx;
+} rows_only;
+
+static int row_only(void *ctx, uint64_t id, const char *row, size_t len)
+{
+  rows_only *r = ctx;
+  (void)id;
+  return r->fn(r->ctx, row, len);
+}
+
 int rn_attach_get(rn_attached *a, const char *key, size_t klen, msgpack_sbuffer *row, int *found, rn_err *e)
 {
   MDB_txn *txn;
@@ -388,6 +427,16 @@ int rn_attach_get(rn_attached *a, const char *key, size_t klen, msgpack_sbuffer 
   }
   rc = mdb_get(txn, a->dbi, &k, &v);
   uint64_t id = 0;
+  if (a->agg && !a->schema->nkey) {
+    mdb_txn_abort(txn);
+    return rn_err_set(e, RN_EINVAL, "attach %s: get: a keyless aggregate has no key to read by (rows() reads it)",
+                      a->name);
+  }
+  if (a->agg) {
+    rc = rc ? rc : rn_agg_reader_row(a->agg, txn, &k, &v, copy_row, &(copied){ row, found }, e);
+    mdb_txn_abort(txn);
+    return rc == 0 || rc == MDB_NOTFOUND ? 0 : e->code;
+  }
   if (rc == 0 && (!a->table || rn_attach_table_row(a->table, &k, &v, &id))) {
     rn_buf_write(row, v.mv_data, v.mv_size);
     *found = 1;
@@ -410,6 +459,10 @@ static int attach_walk(rn_attached *a, int (*fn)(void *ctx, const char *row, siz
   int frc = 0;
   for (; mrc == 0 && !frc; mrc = mdb_cursor_get(cur, &k, &v, MDB_NEXT)) {
     uint64_t id = 0;
+    if (a->agg) {
+      frc = rn_agg_reader_row(a->agg, txn, &k, &v, fn ? row_only : each, fn ? &(rows_only){ fn, ctx } : ctx, e);
+      continue;
+    }
     if (a->table && !rn_attach_table_row(a->table, &k, &v, &id)) continue; /* a tombstone */
     frc = fn ? fn(ctx, v.mv_data, v.mv_size) : each(ctx, id, v.mv_data, v.mv_size);
   }
@@ -475,6 +528,7 @@ void rn_attach_close(rn_attached *a)
     if (*at) *at = a->next;
   }
   if (a->env) mdb_env_close(a->env);
+  rn_agg_reader_free(a->agg);
   rn_schema_free(a->schema);
   free(a->name);
   free(a);

@@ -36,13 +36,15 @@ int rn_attach_index(rn_attached *a, rn_index_bound *from, rn_index_bound *to, rn
 
 /* ---- attaching source tables too (query.c) ----
  * An attach of a name the state holds as a source table reads its "t:"
- * rows (keyed or keyless); derived relations are refused naming their kind. */
-enum { RN_ATTACH_KEYED = 1, RN_ATTACH_KEYLESS = 2 };
+ * rows (keyed or keyless), of a distinct its "dr:" rows, of an aggregate
+ * rows computed from its groups (aggregate_read.c); other derived relations
+ * are refused naming their kind. */
+enum { RN_ATTACH_KEYED = 1, RN_ATTACH_KEYLESS = 2, RN_ATTACH_DISTINCT = 3, RN_ATTACH_AGGREGATE = 4 };
 /* Every row with its id (0 for a store's rows), in key order (id order when
  * keyless), in one read transaction. */
 typedef int (*rn_attach_each_fn)(void *ctx, uint64_t id, const char *row, size_t len);
 int rn_attach_each(rn_attached *a, rn_attach_each_fn fn, void *ctx, rn_err *e);
-/* 0 for a store, else RN_ATTACH_KEYED or RN_ATTACH_KEYLESS. */
+/* 0 for a store, else RN_ATTACH_KEYED, _KEYLESS, _DISTINCT or _AGGREGATE. */
 int rn_attach_is_table(const rn_attached *a);
 /* "S:" name is absent from meta: reads "r:" name into *v (the catalogue
  * entry's description, for schema_of) and *table, or sets e: no such

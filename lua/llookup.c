@@ -392,7 +392,9 @@ static int l_attached_columns(lua_State *L)
     lua_setfield(L, -2, "key");
     lua_rawseti(L, -2, i + 1);
   }
-  lua_pushstring(L, rn_attach_is_table(la->a) ? "table" : "store");
+  int table = rn_attach_is_table(la->a);
+  lua_pushstring(L, table == RN_ATTACH_DISTINCT ? "distinct" : table == RN_ATTACH_AGGREGATE ? "aggregate"
+                   : table ? "table" : "store");
   return 2;
 }
 

@@ -326,3 +326,51 @@ describe("a schema change larger than the map", function()
     p:close()
   end)
 end)
+
+describe("a crash between a table's rewrite and its dependants' declaration", function()
+  after_each(H.cleanup)
+
+  -- v1 or v2 of players, and a join whose joiner keeps its columns (so its
+  -- own declaration does not change) while its state holds players' rows.
+  local function decl(version, exit_early)
+    return ([[
+      local runnel = require "runnel"
+      local p = runnel.open{ path = DIR, notes = false }
+      local teams = p:table("teams", { {"id","int"}, {"name","string"}, key = "id" })
+      local cols = { {"id","int"}, {"team","int"}, key = "id" }
+      if %d == 2 then table.insert(cols, 2, {"level","int", default = 1}) end
+      local players = p:table("players", cols)
+      if %s then os.exit(0) end -- dies before the join is declared, without closing
+      local roster = players:join(teams, { on = "team", name = "roster",
+        joiner = function(l, r) return { id = l.id, level = l.level or 0, tname = r.name } end,
+        columns = { {"id","int"}, {"level","int"}, {"tname","string"}, key = "id" } })
+    ]]):format(version, tostring(exit_early))
+  end
+
+  local function run(dir, src)
+    local f = os.tmpname() .. ".lua"
+    local h = assert(io.open(f, "w"))
+    h:write((src:gsub("DIR", ("%q"):format(dir))))
+    h:close()
+    local out, err, code = H.sh(("%s run %s"):format(H.runnel_bin, f))
+    os.remove(f)
+    return out, err, code
+  end
+
+  it("rebuilds them when they are next declared (the mark is kept with the rewrite)", function()
+    local dir = H.tmpdir()
+    assert.same({ "", "", 0 }, { run(dir, decl(1, false) .. [[
+      teams:insert{ id = 7, name = "red" }
+      players:insert{ id = 1, team = 7 }
+      p:close()
+    ]]) })
+    assert.same({ "", "", 0 }, { run(dir, decl(2, true)) })
+    local src = decl(2, false):gsub("DIR", ("%q"):format(dir)) .. " return p, teams, players, roster"
+    local p, teams, _, roster = load(src)()
+    teams:update{ id = 7, name = "blue" } -- fans out from the join's copy of players' rows
+    local rows = {}
+    for row in roster:rows() do rows[#rows + 1] = row end
+    assert.same({ { id = 1, level = 1, tname = "blue" } }, rows)
+    p:close()
+  end)
+end)

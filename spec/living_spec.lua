@@ -124,8 +124,8 @@ describe("runnel.attach of a source table", function()
     assert.equal(1, notes:count())
     assert.matches("a keyless table has no key to read by", select(2, pcall(notes.get, notes, "x")), 1, true)
     notes:close()
-    assert.matches('"per_team" is an aggregate: its rows are computed by the pipeline that declares it',
-                   select(2, pcall(runnel.attach, dir, "per_team")), 1, true)
+    assert.matches('"roster" is a join: its rows are computed by the pipeline that declares it',
+                   select(2, pcall(runnel.attach, dir, "roster")), 1, true)
   end)
 end)
 
@@ -158,16 +158,20 @@ describe("runnel query", function()
     assert.same({ "", "runnel: query: --format takes grid, ndjson or csv\n", 1 }, { out, err, code })
   end)
 
-  it("reads whole groups of a state another process is writing", function()
+  -- Runs a writer of table "pairs" (and what derive, Lua source declaring
+  -- more relations of t) in another process; read(dir) is called 6 times
+  -- while it writes. Each group inserts +i and -i: any whole group leaves
+  -- the sum at 0.
+  local function while_writing(derive, read)
     local dir = H.tmpdir()
     local stop, ready = dir .. "/../" .. dir:match("[^/]+$") .. ".stop", dir .. "/../" .. dir:match("[^/]+$") .. ".ready"
     local writer = os.tmpname() .. ".lua"
     local f = assert(io.open(writer, "w"))
-    -- each group inserts +i and -i: any whole group leaves the sum at 0
     f:write(([[
       local runnel = require "runnel"
       local p = runnel.open{ path = %q, notes = false }
       local t = p:table("pairs", { {"id","int"}, {"v","int"}, key = "id" })
+      %s
       io.open(%q, "w"):close()
       for i = 1, 20000 do
         p:begin()
@@ -177,20 +181,15 @@ describe("runnel query", function()
         if i %% 50 == 0 and io.open(%q) then break end
       end
       p:close()
-    ]]):format(dir, ready, stop))
+    ]]):format(dir, derive, ready, stop))
     f:close()
     local proc = io.popen(("%s run %s 2>&1"):format(bin, writer))
     local deadline = os.time() + 20
     while not io.open(ready) and os.time() < deadline do os.execute("sleep 0.05") end
     local reads, most = 0, 0
     for _ = 1, 6 do
-      local out, err, code = H.sh(("%s query %s pairs --format csv"):format(bin, dir))
-      assert.same({ "", 0 }, { err, code })
-      local sum, rows = 0, 0
-      for v in out:gmatch("\n%d+,(%-?%d+)") do sum, rows = sum + tonumber(v), rows + 1 end
-      assert.equal(0, sum)
-      assert.equal(0, rows % 2)
-      reads, most = reads + 1, math.max(most, rows)
+      most = math.max(most, read(dir))
+      reads = reads + 1
     end
     io.open(stop, "w"):close()
     local said = proc:read("a")
@@ -201,6 +200,90 @@ describe("runnel query", function()
     assert.equal("", said)
     assert.equal(6, reads)
     assert.is_true(most > 0) -- it read while the writer wrote
+  end
+
+  -- The query's csv of rel: the sum of its last column and the rows.
+  local function csv_sum(dir, rel)
+    local out, err, code = H.sh(("%s query %s %s --format csv"):format(bin, dir, rel))
+    assert.same({ "", 0 }, { err, code })
+    local sum, rows = 0, 0
+    for v in out:gmatch("\n[^\n]-(%-?%d+)%f[\n]") do sum, rows = sum + tonumber(v), rows + 1 end
+    return sum, rows
+  end
+
+  it("reads whole groups of a state another process is writing", function()
+    while_writing("", function(dir)
+      local sum, rows = csv_sum(dir, "pairs")
+      assert.equal(0, sum)
+      assert.equal(0, rows % 2)
+      return rows
+    end)
+  end)
+
+  it("reads an aggregate's rows, computed from its groups, whole groups only, by query and by attach", function()
+    local derive = [[
+      t:aggregate{ n = runnel.count(), lo = runnel.min("v"), s = runnel.sum("v"), name = "total" }
+      t:map(function(r) return { id = r.id, sign = r.v < 0 and "-" or "+", v = r.v, f = r.v / 2 } end,
+            { {"id","int"}, {"sign","string"}, {"v","int"}, {"f","float"}, key = "id" })
+       :aggregate{ by = "sign", n = runnel.count(), s = runnel.sum("v"), hi = runnel.max("v"), avg = runnel.avg("f"),
+                   key = "sign", name = "by_sign" }
+    ]]
+    while_writing(derive, function(dir)
+      local sum, rows = csv_sum(dir, "total") -- its last column: s
+      assert.equal(0, sum)
+      assert.equal(1, rows)
+      local total = runnel.attach(dir, "total")
+      local row = total:rows()[1]
+      assert.equal(0, row.s)
+      assert.equal(0, row.n % 2)
+      assert.equal(-row.n // 2, row.lo)
+      assert.matches("a keyless aggregate has no key to read by", select(2, pcall(total.get, total, 1)), 1, true)
+      total:close()
+      local by_sign = runnel.attach(dir, "by_sign")
+      local sign = {} -- from one read transaction (each get reads its own)
+      for r in by_sign:rows() do sign[r.sign] = r end
+      local plus, minus = sign["+"], sign["-"]
+      assert.equal("+", by_sign:get("+").sign)
+      assert.equal("aggregate", select(2, by_sign:columns()))
+      assert.equal(plus.n, minus.n)
+      assert.equal(0, plus.s + minus.s)
+      assert.equal(plus.n, plus.hi)
+      assert.equal(plus.s / plus.n / 2, plus.avg)
+      assert.equal(2, by_sign:count())
+      by_sign:close()
+      return row.n
+    end)
+  end)
+
+  it("refuses an aggregate computed by Lua functions, naming the column", function()
+    local dir = H.tmpdir()
+    local p = quiet(dir)
+    p:table("t", { {"k","int"}, key = "k" }):aggregate{ u = runnel.agg{ init = function() return 0 end,
+      add = function(s) return s + 1 end, remove = function(s) return s - 1 end, result = function(s) return s end },
+      name = "u" }
+    p:close()
+    local out, err, code = H.sh(("%s query %s u"):format(bin, dir))
+    assert.same({ "", ('runnel: attach %s: aggregate "u": column "u" is a runnel.agg: its values are computed by Lua '
+                       .. 'functions in the pipeline that declares it (keep them with rel:sink(runnel.store(name)) '
+                       .. 'and read that store)\n'):format(dir), 1 }, { out, err, code })
+  end)
+
+  it("reads a distinct's rows, whole groups only, by query and by attach", function()
+    while_writing('t:select{ "v" }:distinct("vs")', function(dir)
+      local sum, rows = csv_sum(dir, "vs")
+      assert.equal(0, sum)
+      assert.equal(0, rows % 2)
+      local att = runnel.attach(dir, "vs")
+      local n, total = 0, 0
+      for row, id in att:rows() do n, total = n + 1, total + row.v; assert.is_true(id > 0) end
+      assert.equal(0, total)
+      assert.equal(0, n % 2)
+      assert.equal(0, att:count() % 2)
+      assert.equal("distinct", select(2, att:columns()))
+      assert.matches("a keyless distinct has no key to read by", select(2, pcall(att.get, att, 1)), 1, true)
+      att:close()
+      return rows
+    end)
   end)
 end)
 

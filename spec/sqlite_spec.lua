@@ -230,3 +230,60 @@ local function sink() t:sink(runnel.sqlite(%q, "t")) end
     assert.equal("1|1\n2|2\n7|7\n", sql(dir .. "/out.db", "select * from t order by k"))
   end)
 end)
+
+describe("runnel.sqlite after the relation's schema changed", function()
+  after_each(H.cleanup)
+
+  local function open(dir) return runnel.open{ path = dir .. "/st", notes = false } end
+
+  it("follows it: the mirror runnel made is made again with the new columns and key, and written whole", function()
+    local dir = H.tmpdir()
+    local db = dir .. "/out.db"
+    local p = open(dir)
+    local players = p:table("players", { {"id","int"}, {"team","int"}, key = "id" })
+    players:sink(runnel.sqlite(db, "players"))
+    local j = players:join(p:table("teams", { {"id","int"}, key = "id" }), { on = "team", name = "j" })
+    j:aggregate{ by = "team", n = runnel.count(), name = "per_team" }:sink(runnel.sqlite(db, "per_team"))
+    p:relation("teams"):insert{ id = 7 }
+    players:insert{ id = 1, team = 7 }
+    players:insert{ id = 2, team = 7 }
+    p:close()
+    assert.equal("1|7\n2|7\n", sql(db, "select * from players order by id"))
+    p = open(dir)
+    players = p:table("players", { {"id","int"}, {"team","int"}, {"level","int", default = 1}, key = "id" })
+    players:sink(runnel.sqlite(db, "players"))
+    j = players:join(p:table("teams", { {"id","int"}, key = "id" }), { on = "team", name = "j" })
+    j:aggregate{ by = "team", n = runnel.count(), key = "team", name = "per_team" }:sink(runnel.sqlite(db, "per_team"))
+    players:insert{ id = 3, team = 7, level = 4 }
+    p:close()
+    assert.equal('CREATE TABLE IF NOT EXISTS "players" ("id" INTEGER, "team" INTEGER, "level" INTEGER, PRIMARY KEY ("id"));\n',
+                 sql(db, ".schema players"))
+    assert.equal("1|7|1\n2|7|1\n3|7|4\n", sql(db, "select * from players order by id"))
+    assert.equal('CREATE TABLE IF NOT EXISTS "per_team" ("team" INTEGER, "n" INTEGER, PRIMARY KEY ("team"));\n',
+                 sql(db, ".schema per_team"))
+    assert.equal("7|3\n", sql(db, "select * from per_team"))
+  end)
+
+  it("refuses a table runnel did not make, or a stream's log, naming it and what to do; nothing is dropped", function()
+    local dir = H.tmpdir()
+    local db = dir .. "/out.db"
+    sql(db, "create table mine (id INTEGER PRIMARY KEY, note TEXT); insert into mine values (1, 'keep')")
+    local p = open(dir)
+    local t = p:table("t", { {"id","int"}, {"v","int"}, key = "id" })
+    assert.equal(('t: sqlite table "mine" in %s has columns "id" INTEGER, "note" TEXT; key ("id"), the relation '
+                  .. '"id" INTEGER, "v" INTEGER; key ("id"): runnel did not make that table, so it leaves it alone: '
+                  .. "drop or rename it (runnel then makes it and writes the relation's rows), or name another table")
+                 :format(db), H.error_of(t.sink, t, runnel.sqlite(db, "mine")))
+    assert.equal("1|keep\n", sql(db, "select * from mine"))
+    local s = p:stream("s", { {"v","int"} })
+    s:sink(runnel.sqlite(db, "log"))
+    s:insert{ v = 1 }
+    p:close()
+    p = open(dir)
+    s = p:stream("s", { {"v","int"}, {"w","int", null = true} })
+    assert.matches('s: sqlite table "log" in .- a stream\'s table is its log, kept as written: rename it %(or drop '
+                   .. 'it%), or name another table', H.error_of(s.sink, s, runnel.sqlite(db, "log")))
+    assert.equal("1\n", sql(db, "select v from log"))
+    p:close()
+  end)
+end)

@@ -1,0 +1,220 @@
+/* aggregate_read.c — an aggregate's rows read from outside the pipeline
+ * that declares it (runnel.attach, runnel query): computed from its groups
+ * ("ag:", "am:") as aggregate.c's scan computes them, in the reader's read
+ * transaction, with what its catalogue entry lacks kept under "d:" name
+ * (store.h):
+ *
+ *     [1, [input column types], [by slots], [[kind, slot]…], window kind,
+ *      window size, time int]
+ *
+ * (a slot of -1: none). The reader rebuilds an aggregate over a stand-in
+ * input of those types and a stand-in pipeline for its scratch and errors.
+ * A runnel.agg aggregate (computed by Lua functions) cannot be read. */
+#include "aggregate_int.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "buf.h"
+
+enum { DECL_FORMAT = 1 };
+
+static int decl_key(char *key, size_t size, const char *name)
+{
+  return snprintf(key, size, "%s%s", RN_META_AGG_DECL, name);
+}
+
+int rn_agg_decl_record(rn_aggregate *a, MDB_txn *txn)
+{
+  rn_pipeline *p = a->out->p;
+  const rn_schema *in = a->in->schema;
+  msgpack_sbuffer b;
+  msgpack_sbuffer_init(&b);
+  msgpack_packer pk;
+  msgpack_packer_init(&pk, &b, rn_buf_write);
+  msgpack_pack_array(&pk, 7);
+  msgpack_pack_int(&pk, DECL_FORMAT);
+  msgpack_pack_array(&pk, (size_t)in->ncols);
+  for (int i = 0; i < in->ncols; i++) msgpack_pack_int(&pk, in->cols[i].type == RN_T_STRUCT ? RN_T_ANY : in->cols[i].type);
+  msgpack_pack_array(&pk, (size_t)a->nby);
+  for (int i = 0; i < a->nby; i++) msgpack_pack_int(&pk, a->by[i]);
+  msgpack_pack_array(&pk, (size_t)a->naggs);
+  for (int i = 0; i < a->naggs; i++) {
+    msgpack_pack_array(&pk, 2);
+    msgpack_pack_int(&pk, a->aggs[i].kind);
+    msgpack_pack_int(&pk, a->aggs[i].slot);
+  }
+  msgpack_pack_int(&pk, a->w.kind);
+  msgpack_pack_double(&pk, a->w.size);
+  if (a->time_int) msgpack_pack_true(&pk);
+  else msgpack_pack_false(&pk);
+  char key[RN_NAME_MAX + 8];
+  MDB_val k = { (size_t)decl_key(key, sizeof key, a->out->name), key }, v = { b.size, b.data };
+  int rc = b.data ? mdb_put(txn, p->store.meta, &k, &v, 0) : ENOMEM;
+  msgpack_sbuffer_destroy(&b);
+  return rc ? rn_store_fail(&p->err, rc, a->out->name) : 0;
+}
+
+struct rn_agg_reader {
+  rn_pipeline p;     /* a stand-in: its scratch zone and err only */
+  rn_rel out, in;
+  rn_aggregate a;
+};
+
+void rn_agg_reader_free(rn_agg_reader *r)
+{
+  if (!r) return;
+  rn_schema_free(r->in.schema);
+  free(r->a.by);
+  free(r->a.aggs);
+  free(r->a.fseen);
+  rn_zone_destroy(&r->p.scratch);
+  free(r);
+}
+
+static bool is_int(const msgpack_object *o)
+{
+  return o->type == MSGPACK_OBJECT_POSITIVE_INTEGER;
+}
+
+static int malformed(rn_err *e)
+{
+  return rn_err_set(e, RN_ESTORE, "its declaration record is malformed");
+}
+
+/* The stand-in input: one column per type in t. */
+static int stand_in(rn_agg_reader *r, const msgpack_object *t, rn_err *e)
+{
+  if (!(r->in.schema = rn_schema_new())) return rn_err_set(e, RN_ENOMEM, "out of memory");
+  for (uint32_t i = 0; i < t->via.array.size; i++) {
+    char name[16];
+    int n = snprintf(name, sizeof name, "c%u", i);
+    const msgpack_object *ty = &t->via.array.ptr[i];
+    if (!is_int(ty) || ty->via.u64 > RN_T_ANY) return malformed(e);
+    if (rn_schema_add(r->in.schema, name, (size_t)n, (rn_type)ty->via.u64, true, NULL, e) < 0) return e->code;
+  }
+  return 0;
+}
+
+/* A slot of the stand-in input into *slot (-1 allowed when none is). */
+static bool slot_of(const rn_agg_reader *r, const msgpack_object *o, bool none, int *slot)
+{
+  if (none && o->type == MSGPACK_OBJECT_NEGATIVE_INTEGER && o->via.i64 == -1) return *slot = -1, true;
+  if (!is_int(o) || o->via.u64 >= (uint64_t)r->in.schema->ncols) return false;
+  *slot = (int)o->via.u64;
+  return true;
+}
+
+/* The decl d (its shape checked here) into r's aggregate. */
+static int read_decl(rn_agg_reader *r, const msgpack_object *d, rn_err *e)
+{
+  const msgpack_object *f = d->via.array.ptr;
+  if (d->type != MSGPACK_OBJECT_ARRAY || d->via.array.size != 7 || !is_int(&f[0]) || f[0].via.u64 != DECL_FORMAT ||
+      f[1].type != MSGPACK_OBJECT_ARRAY || f[2].type != MSGPACK_OBJECT_ARRAY || f[3].type != MSGPACK_OBJECT_ARRAY ||
+      !is_int(&f[4]) || f[4].via.u64 > RN_WINDOW_HOPPING || f[5].type != MSGPACK_OBJECT_FLOAT64 ||
+      f[6].type != MSGPACK_OBJECT_BOOLEAN)
+    return malformed(e);
+  rn_aggregate *a = &r->a;
+  a->nby = (int)f[2].via.array.size;
+  a->naggs = (int)f[3].via.array.size;
+  a->w.kind = (rn_window_kind)f[4].via.u64;
+  a->w.size = f[5].via.f64;
+  a->time_int = f[6].via.boolean;
+  a->by = malloc(sizeof *a->by * (size_t)(a->nby + 1));
+  a->aggs = calloc((size_t)a->naggs + 1, sizeof *a->aggs);
+  a->fseen = calloc((size_t)a->naggs + 1, sizeof *a->fseen);
+  if (!a->by || !a->aggs || !a->fseen) return rn_err_set(e, RN_ENOMEM, "out of memory");
+  int rc = stand_in(r, &f[1], e);
+  for (int i = 0; i < a->nby && !rc; i++)
+    if (!slot_of(r, &f[2].via.array.ptr[i], false, &a->by[i])) rc = malformed(e);
+  int first = a->nby + (a->w.kind != RN_WINDOW_NONE) * 2; /* the first aggregate's column */
+  if (!rc && r->out.schema->ncols != first + a->naggs) rc = malformed(e);
+  for (int i = 0; i < a->naggs && !rc; i++) {
+    const msgpack_object *g = &f[3].via.array.ptr[i];
+    if (g->type != MSGPACK_OBJECT_ARRAY || g->via.array.size != 2 || !is_int(&g->via.array.ptr[0]) ||
+        g->via.array.ptr[0].via.u64 > RN_AGG_USER || !slot_of(r, &g->via.array.ptr[1], true, &a->aggs[i].slot))
+      return malformed(e);
+    a->aggs[i].kind = (rn_agg_kind)g->via.array.ptr[0].via.u64;
+    a->aggs[i].name = r->out.schema->cols[first + i].name;
+    if (a->aggs[i].kind == RN_AGG_USER)
+      return rn_err_set(e, RN_EINVAL, "column \"%s\" is a runnel.agg: its values are computed by Lua functions in "
+                        "the pipeline that declares it (keep them with rel:sink(runnel.store(name)) and read that "
+                        "store)", a->aggs[i].name);
+  }
+  return rc;
+}
+
+int rn_agg_reader_open(MDB_txn *txn, MDB_dbi meta, const char *name, const rn_schema *out, rn_agg_reader **reader,
+                       rn_err *e)
+{
+  *reader = NULL;
+  rn_agg_reader *r = calloc(1, sizeof *r);
+  if (!r || !rn_zone_init(&r->p.scratch, 1024)) {
+    free(r);
+    return rn_err_set(e, RN_ENOMEM, "out of memory");
+  }
+  r->out.name = (char *)name;
+  r->out.schema = (rn_schema *)out;
+  r->out.p = r->in.p = &r->p;
+  r->a.out = &r->out;
+  r->a.in = &r->in;
+  char key[RN_NAME_MAX + 8];
+  MDB_val k = { (size_t)decl_key(key, sizeof key, name), key }, v;
+  int rc = mdb_get(txn, meta, &k, &v);
+  msgpack_object d;
+  size_t off = 0;
+  if (rc == MDB_NOTFOUND)
+    rc = rn_err_set(e, RN_EINVAL, "aggregate \"%s\" was last declared by an older runnel: run its pipeline once "
+                    "with this one, then read it", name);
+  else if (rc) rc = rn_err_set(e, rn_store_read_code(rc), "aggregate \"%s\": %s", name, mdb_strerror(rc));
+  else {
+    if (rn_msgpack_size(v.mv_data, v.mv_size) != v.mv_size ||
+        rn_unpack(v.mv_data, v.mv_size, &off, &r->p.scratch, &d) != MSGPACK_UNPACK_SUCCESS)
+      rc = malformed(e);
+    else rc = read_decl(r, &d, e);
+    char prefix[RN_NAME_MAX + 40];
+    snprintf(prefix, sizeof prefix, "%saggregate \"%s\"", rc == RN_ESTORE ? "state damaged: " : "", name);
+    if (rc) rn_err_prefix(e, prefix);
+  }
+  if (!rc) { /* opened in txn, which the caller commits to keep the handle */
+    snprintf(key, sizeof key, "%s%s", RN_DB_AGG_VALUES, name);
+    if ((rc = mdb_dbi_open(txn, key, 0, &r->a.values_dbi)))
+      rc = rn_err_set(e, rn_store_read_code(rc), "aggregate \"%s\": %s", name, mdb_strerror(rc));
+  }
+  if (rc) {
+    rn_agg_reader_free(r);
+    return e->code;
+  }
+  msgpack_zone_clear(&r->p.scratch);
+  *reader = r;
+  return 0;
+}
+
+int rn_agg_reader_row(rn_agg_reader *r, MDB_txn *txn, const MDB_val *k, const MDB_val *d,
+                      int (*fn)(void *ctx, uint64_t id, const char *row, size_t len), void *ctx, rn_err *e)
+{
+  rn_aggregate *a = &r->a;
+  if (reserved(k) || d->mv_size < 16) return 0;
+  uint64_t rid, rows;
+  memcpy(&rid, d->mv_data, 8);
+  memcpy(&rows, (char *)d->mv_data + 8, 8);
+  if (rows == 0) return 0; /* a tombstone */
+  if (d->mv_size > 16 && ((const char *)d->mv_data)[16] == FINAL_MARK) /* a final window's row, as stored */
+    return fn(ctx, rid, (const char *)d->mv_data + 17, d->mv_size - 17);
+  int rc;
+  a->reading = txn;
+  gkey g = { (char *)rn_scratch_copy(&r->p, k->mv_data, k->mv_size), k->mv_size };
+  msgpack_object *st = NULL;
+  const char *row;
+  size_t len;
+  msgpack_object ext[a->naggs ? a->naggs : 1];
+  for (int i = 0; i < a->naggs; i++) ext[i] = UNKNOWN;
+  rn_err_clear(&r->p.err);
+  rc = g.k ? rn_agg_decode_state(a, d, &st) : nomem(a);
+  if (!rc) rc = rn_agg_result_row(a, &g, rows, st, ext, &row, &len);
+  if (!rc) rc = fn(ctx, rid, row, len);
+  else *e = r->p.err;
+  msgpack_zone_clear(&r->p.scratch);
+  return rc;
+}

@@ -8,6 +8,7 @@
 
 #include "scan.h"
 #include "snapshot.h"
+#include "wb.h"
 
 /* ---- scanning ---- */
 
@@ -47,7 +48,7 @@ static int scan_in(void *ctx, MDB_txn *txn, bool own_scratch)
   aggregate_scan *s = ctx;
   rn_aggregate *a = s->a;
   MDB_cursor *cur = NULL;
-  int rc = mdb_cursor_open(txn, a->groups_dbi, &cur);
+  int rc = rn_wb_cursor_open(&a->out->p->store, txn, a->groups_dbi, false, &cur);
   if (rc) return store_fail(a, rc);
   MDB_val k, d;
   for (int mrc = mdb_cursor_get(cur, &k, &d, MDB_FIRST); !rc && mrc == 0; mrc = mdb_cursor_get(cur, &k, &d, MDB_NEXT)) {
@@ -185,10 +186,10 @@ static int rebuild(rn_aggregate *a, bool created)
                       "declare it in every session (or remove the state)", a->out->name, a->in->name);
   }
   MDB_txn *txn = txn_of(a);
-  int rc = mdb_drop(txn, a->values_dbi, 0);
+  int rc = rn_wb_drop(&a->out->p->store, txn, a->values_dbi, 0);
   if (rc) return store_fail(a, rc);
   MDB_cursor *cur;
-  if ((rc = mdb_cursor_open(txn, a->groups_dbi, &cur))) return store_fail(a, rc);
+  if ((rc = rn_wb_cursor_open(&a->out->p->store, txn, a->groups_dbi, true, &cur))) return store_fail(a, rc);
   MDB_val k, d;
   for (rc = mdb_cursor_get(cur, &k, &d, MDB_FIRST); rc == 0; rc = mdb_cursor_get(cur, &k, &d, MDB_NEXT)) {
     if (reserved(&k)) continue;
@@ -212,7 +213,7 @@ static int rebuild(rn_aggregate *a, bool created)
 static int check_format(rn_aggregate *a, bool *rebuild_it)
 {
   MDB_val k = { 1, (void *)FORMAT_KEY }, d;
-  int rc = mdb_get(txn_of(a), a->groups_dbi, &k, &d);
+  int rc = rn_wb_get(&a->out->p->store, txn_of(a), a->groups_dbi, &k, &d);
   if (rc && rc != MDB_NOTFOUND) return store_fail(a, rc);
   bool old = rc == MDB_NOTFOUND || d.mv_size < 17 || ((const unsigned char *)d.mv_data)[16] < STATE_FORMAT;
   bool float_sums = false;
@@ -222,7 +223,7 @@ static int check_format(rn_aggregate *a, bool *rebuild_it)
   char v[17] = { 0 };
   v[16] = STATE_FORMAT;
   d = (MDB_val){ sizeof v, v };
-  rc = mdb_put(txn_of(a), a->groups_dbi, &k, &d, 0);
+  rc = rn_wb_put(&a->out->p->store, txn_of(a), a->groups_dbi, &k, &d, 0);
   return rc ? store_fail(a, rc) : 0;
 }
 

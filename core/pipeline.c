@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "outbox.h"
+#include "wb.h"
 
 /* The last committed group's number; absent in a new state. */
 static int read_seq(rn_pipeline *p)
@@ -22,6 +23,15 @@ static int read_seq(rn_pipeline *p)
   else if (rc != MDB_NOTFOUND) rn_store_fail(&p->err, rc, p->store.path);
   mdb_txn_abort(txn);
   return p->err.code; /* RN_OK unless set above */
+}
+
+/* rn_open_opts.write_back, and RUNNEL_WRITE_BACK=0 (compare the paths
+ * without changing a program). */
+static bool write_back_on(const rn_open_opts *opts)
+{
+  const char *env = getenv("RUNNEL_WRITE_BACK");
+  if (opts && opts->write_back < 0) return false;
+  return !(env && strcmp(env, "0") == 0);
 }
 
 RN_API int rn_pipeline_open(const rn_open_opts *opts, rn_pipeline **out, char *errbuf, size_t errlen)
@@ -49,6 +59,7 @@ RN_API int rn_pipeline_open(const rn_open_opts *opts, rn_pipeline **out, char *e
   int rc = !zones ? rn_err_set(&p->err, RN_ENOMEM, "out of memory")
                   : rn_store_open(&p->store, opts ? opts->path : NULL, opts && opts->nosync,
                                   opts && opts->writemap, opts ? opts->map_size : 0, &p->err);
+  if (!rc && write_back_on(opts) && !(p->store.wb = rn_wb_new())) rc = rn_err_set(&p->err, RN_ENOMEM, "out of memory");
   if (!rc) rc = read_seq(p);
   if (rc) {
     if (errbuf) snprintf(errbuf, errlen, "%s", p->err.msg);

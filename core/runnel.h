@@ -83,6 +83,11 @@ typedef struct rn_open_opts {
   int carry_groups;       /* groups (256); 1 commits LMDB with every group */
   size_t carry_changes;   /* source changes (200,000) */
   double carry_seconds;   /* since the first carried group (0.5) */
+  /* The write-back layer keeps what a transaction writes in memory and
+   * writes it to LMDB, sorted, at its commit. -1: off (every read and
+   * write goes straight to LMDB: the same state, slower); 0: on, unless
+   * the environment says RUNNEL_WRITE_BACK=0. */
+  int write_back;
 } rn_open_opts;
 
 /* Opens (creating if needed) a pipeline. On failure returns a negative code

@@ -11,7 +11,8 @@
 #include "outbox.h"
 #include "row.h"
 
-/* core.open(path|nil, nosync, clock|nil, map_size|nil, writemap) -> pipeline | nil, err */
+/* core.open(path|nil, nosync, clock|nil, map_size|nil, writemap, groups, changes, seconds, no_write_back)
+ *   -> pipeline | nil, err */
 int rn_lua_open(lua_State *L)
 {
   lua_Integer groups = luaL_optinteger(L, 6, 0), changes = luaL_optinteger(L, 7, 0);
@@ -19,7 +20,8 @@ int rn_lua_open(lua_State *L)
                         .map_size = (size_t)luaL_optinteger(L, 4, 0), .writemap = lua_toboolean(L, 5),
                         .carry_groups = groups > INT_MAX ? INT_MAX : groups < 0 ? 0 : (int)groups,
                         .carry_changes = changes < 0 ? 0 : (size_t)changes,
-                        .carry_seconds = luaL_optnumber(L, 8, 0) };
+                        .carry_seconds = luaL_optnumber(L, 8, 0),
+                        .write_back = lua_toboolean(L, 9) ? -1 : 0 }; /* 9: write_back = false */
   lpipe *lp = lua_newuserdatauv(L, sizeof *lp, 1);
   memset(lp, 0, sizeof *lp);
   lp->clock_ref = LUA_NOREF;

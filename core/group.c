@@ -303,9 +303,9 @@ static int seal_group(rn_pipeline *p, uint64_t seq, bool to_lmdb)
   for (;;) {
     int rc = seal_relations(p, seq);
     if (!rc) rc = save_counters(p, seq, false);
+    if (!rc && to_lmdb) rc = flush_write_back(p); /* before any sink: a full map here reaches none */
     if (!rc) rc = rn_outbox_record(p, seq); /* durable sinks get it after LMDB commits (outbox.c) */
     if (!rc) rc = rn_sinks_deliver(p, seq); /* (4) */
-    if (!rc && to_lmdb) rc = flush_write_back(p); /* the map may fill here too */
     if (rc != RN_EFULL) return rc;
     sinks_told_of_rollback(p, seq);
     if (rn_group_regrow(p) != 0) return p->err.code; /* the replay cleared the cdc logs */

@@ -257,6 +257,8 @@ typedef struct rn_inspect_state {
   uint64_t used;          /* pages in use, bytes */
   uint64_t file_size;     /* data.mdb on disk, bytes */
   int relations;
+  uint64_t free;          /* of used: pages LMDB's free list holds for reuse, bytes */
+  uint64_t page_size;     /* LMDB's page, bytes (used / page_size pages) */
 } rn_inspect_state;
 
 typedef int (*rn_inspect_fn)(void *ctx, const rn_inspect_relation *rel);

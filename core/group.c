@@ -237,6 +237,16 @@ static int flush_write_back(rn_pipeline *p)
   return rc ? rn_store_fail(&p->err, rc, "writing the state") : 0;
 }
 
+/* A carried transaction whose write-back entries passed their bound
+ * (wb.h (4)): they go into the LMDB transaction, which carries on, and the
+ * layer starts empty. Between groups no one holds a pointer into it. */
+static int flush_write_back_bounded(rn_pipeline *p)
+{
+  int rc = flush_write_back(p);
+  if (!rc) rn_wb_clear(p->store.wb);
+  return rc;
+}
+
 /* The same outside a group (rn_flush): a full map grows and every carried
  * group is applied again, as (5) does inside one. */
 static int flush_write_back_idle(rn_pipeline *p)
@@ -266,7 +276,7 @@ static bool carry_on(rn_pipeline *p)
   if (!p->carry) return false;
   if (p->carried == 0) p->carried_since = now();
   return p->carried + 1 < p->carry_groups && p->replay.n < p->carry_changes &&
-         rn_wb_bytes(&p->store) < RN_WB_MAX_BYTES && now() - p->carried_since < p->carry_seconds;
+         now() - p->carried_since < p->carry_seconds;
 }
 
 /* Sinks that saw part of a group hear that it rolled back; what they do
@@ -304,6 +314,7 @@ static int seal_group(rn_pipeline *p, uint64_t seq, bool to_lmdb)
     int rc = seal_relations(p, seq);
     if (!rc) rc = save_counters(p, seq, false);
     if (!rc && to_lmdb) rc = flush_write_back(p); /* before any sink: a full map here reaches none */
+    if (!rc && !to_lmdb && rn_wb_bytes(&p->store) > RN_WB_MAX_BYTES) rc = flush_write_back_bounded(p);
     if (!rc) rc = rn_outbox_record(p, seq); /* durable sinks get it after LMDB commits (outbox.c) */
     if (!rc) rc = rn_sinks_deliver(p, seq); /* (4) */
     if (rc != RN_EFULL) return rc;

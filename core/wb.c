@@ -98,9 +98,13 @@ static uint32_t hash_key(const void *data, size_t len)
     h ^= h >> 32;
   }
   uint64_t w = 0;
-  memcpy(&w, p, len);
-  h = (h ^ w) * 0xff51afd7ed558ccdULL;
-  return (uint32_t)(h ^ (h >> 29));
+  if (len) memcpy(&w, p, len);
+  h ^= w;
+  h ^= h >> 33; /* murmur3's finalizer: every key bit reaches the low bits the table uses */
+  h *= 0xff51afd7ed558ccdULL;
+  h ^= h >> 33;
+  h *= 0xc4ceb9fe1a85ec53ULL;
+  return (uint32_t)(h ^ (h >> 33));
 }
 
 static wb_db *db_of(rn_wb *wb, MDB_dbi dbi)
@@ -271,11 +275,18 @@ static bool layered(const rn_store *s, MDB_txn *txn)
   return s->wb && txn && txn == s->wtxn;
 }
 
+/* A key LMDB would refuse (empty, or past its 511 bytes) goes to LMDB, so
+ * it answers as it always did. */
+static bool layered_key(const rn_store *s, MDB_txn *txn, const MDB_val *key)
+{
+  return layered(s, txn) && key->mv_size > 0 && key->mv_size <= 511;
+}
+
 /* ---- reads and writes ---- */
 
 int rn_wb_get(rn_store *s, MDB_txn *txn, MDB_dbi dbi, const MDB_val *key, MDB_val *val)
 {
-  if (!layered(s, txn)) return mdb_get(txn, dbi, (MDB_val *)key, val);
+  if (!layered_key(s, txn, key)) return mdb_get(txn, dbi, (MDB_val *)key, val);
   wb_db *db = db_of(s->wb, dbi);
   wb_node *n;
   int rc = db ? fetch(s->wb, db, txn, dbi, key, &n) : ENOMEM;
@@ -287,10 +298,9 @@ int rn_wb_get(rn_store *s, MDB_txn *txn, MDB_dbi dbi, const MDB_val *key, MDB_va
 
 int rn_wb_put(rn_store *s, MDB_txn *txn, MDB_dbi dbi, const MDB_val *key, MDB_val *val, unsigned flags)
 {
-  if (!layered(s, txn)) return mdb_put(txn, dbi, (MDB_val *)key, val, flags);
+  if (!layered_key(s, txn, key)) return mdb_put(txn, dbi, (MDB_val *)key, val, flags);
   wb_db *db = db_of(s->wb, dbi);
   if (!db) return ENOMEM;
-  if (key->mv_size == 0 || key->mv_size > 511) return MDB_BAD_VALSIZE; /* as LMDB refuses it */
   wb_node *n;
   int rc = flags & MDB_NOOVERWRITE ? fetch(s->wb, db, txn, dbi, key, &n) : claim(s->wb, db, key, &n);
   if (rc) return rc;
@@ -305,7 +315,7 @@ int rn_wb_put(rn_store *s, MDB_txn *txn, MDB_dbi dbi, const MDB_val *key, MDB_va
 
 int rn_wb_del(rn_store *s, MDB_txn *txn, MDB_dbi dbi, const MDB_val *key)
 {
-  if (!layered(s, txn)) {
+  if (!layered_key(s, txn, key)) {
     int rc = mdb_del(txn, dbi, (MDB_val *)key, NULL);
     return rc == MDB_NOTFOUND ? 0 : rc;
   }

@@ -22,8 +22,10 @@
  *     abort forget them all.
  * (3) Nothing here is seen by other processes or read transactions: they
  *     see LMDB's committed state, which only whole groups reach.
- * (4) Memory is the entries' bytes (rn_wb_bytes); group.c commits the
- *     carried transaction early past RN_WB_MAX_BYTES.
+ * (4) Memory is the entries' bytes (rn_wb_bytes): past RN_WB_MAX_BYTES at a
+ *     group's end, group.c writes them into the carried LMDB transaction
+ *     and forgets them (the transaction carries on); past it at a commit,
+ *     the cache goes too.
  *
  * Each function takes the store and the transaction the caller reads in:
  * when that is not the store's write transaction, or the layer is off

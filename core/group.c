@@ -243,7 +243,7 @@ static int flush_write_back(rn_pipeline *p)
 static int flush_write_back_bounded(rn_pipeline *p)
 {
   int rc = flush_write_back(p);
-  if (!rc) rn_wb_clear(p->store.wb);
+  if (!rc) rn_wb_forget(p->store.wb);
   return rc;
 }
 
@@ -276,7 +276,7 @@ static bool carry_on(rn_pipeline *p)
   if (!p->carry) return false;
   if (p->carried == 0) p->carried_since = now();
   return p->carried + 1 < p->carry_groups && p->replay.n < p->carry_changes &&
-         now() - p->carried_since < p->carry_seconds;
+         now() - p->carried_since < p->carry_seconds && !rn_wb_dirtied_over(&p->store, p->carry_page_share);
 }
 
 /* Sinks that saw part of a group hear that it rolled back; what they do

@@ -71,6 +71,8 @@ RN_API int rn_pipeline_open(const rn_open_opts *opts, rn_pipeline **out, char *e
   p->carry_groups = opts && opts->carry_groups > 0 ? (uint32_t)opts->carry_groups : RN_CARRY_GROUPS;
   p->carry_changes = opts && opts->carry_changes > 0 ? opts->carry_changes : RN_CARRY_CHANGES;
   p->carry_seconds = opts && opts->carry_seconds > 0 ? opts->carry_seconds : RN_CARRY_SECONDS;
+  const char *share = getenv("RUNNEL_CARRY_PAGE_SHARE");
+  p->carry_page_share = share ? (unsigned)strtoul(share, NULL, 10) : RN_CARRY_PAGE_SHARE;
   *out = p;
   return 0;
 }

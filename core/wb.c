@@ -39,6 +39,7 @@ typedef struct wb_db {
   wb_node **dirty;              /* the nodes with dirty set, in the order written */
   size_t ndirty, dcap;
   bool ordered;                 /* iterated once: written entries join the skip list */
+  size_t written;               /* keys written in this transaction (at least) */
 } wb_db;
 
 typedef struct wb_chunk {
@@ -240,6 +241,7 @@ static int mark_dirty(rn_wb *wb, wb_db *db, wb_node *n)
     db->dcap = cap;
   }
   db->dirty[db->ndirty++] = n;
+  db->written++;
   n->dirty = 1;
   if (db->ordered && !n->linked) link(db, n);
   return 0;
@@ -492,6 +494,13 @@ rn_wb *rn_wb_new(void)
 void rn_wb_clear(rn_wb *wb)
 {
   if (!wb) return;
+  rn_wb_forget(wb);
+  for (size_t i = 0; i < wb->ndbs; i++) if (wb->dbs[i]) wb->dbs[i]->written = 0;
+}
+
+void rn_wb_forget(rn_wb *wb)
+{
+  if (!wb) return;
   for (size_t i = 0; i < wb->ndbs; i++) {
     wb_db *db = wb->dbs[i];
     if (!db) continue;
@@ -517,6 +526,7 @@ void rn_wb_committed(rn_wb *wb)
   for (size_t i = 0; i < wb->ndbs; i++) {
     wb_db *db = wb->dbs[i];
     if (!db) continue;
+    db->written = 0;
     for (wb_node *n = db->head->next[0]; n; n = n->next[0]) n->linked = 0;
     memset(db->head->next, 0, WB_LEVELS * sizeof db->head->next[0]);
     db->ordered = false;
@@ -535,6 +545,24 @@ void rn_wb_free(rn_wb *wb)
   }
   free(wb->dbs);
   free(wb);
+}
+
+/* A database of L leaf pages in which k keys were written at random has
+ * about L(1 - e^-(k/L)) of them copied; x/(1+x) stands in for 1 - e^-x
+ * (a little under it), the branch pages are counted copied. */
+bool rn_wb_dirtied_over(rn_store *s, unsigned share)
+{
+  if (!s->wb || !s->wtxn || !share) return false;
+  double dirtied = 0, pages = 0;
+  for (size_t i = 0; i < s->wb->ndbs; i++) {
+    wb_db *db = s->wb->dbs[i];
+    MDB_stat st;
+    if (!db || !db->written || mdb_stat(s->wtxn, (MDB_dbi)i, &st)) continue;
+    double leaves = (double)st.ms_leaf_pages, x = leaves > 0 ? (double)db->written / leaves : 0;
+    dirtied += leaves * x / (1 + x) + (double)st.ms_branch_pages;
+    pages += leaves + (double)st.ms_branch_pages + (double)st.ms_overflow_pages;
+  }
+  return pages >= RN_WB_MIN_PAGES && dirtied * share > pages;
 }
 
 size_t rn_wb_bytes(const rn_store *s)

@@ -92,6 +92,16 @@ void rn_wb_clear(rn_wb *wb);
  * equal what LMDB holds and stay as a cache for the next transaction, unless
  * they pass RN_WB_MAX_BYTES (then they go). */
 void rn_wb_committed(rn_wb *wb);
+/* rn_wb_clear, but the transaction goes on: its count of written keys
+ * stays (rn_wb_dirtied_over). Only between groups (no pointer is held). */
+void rn_wb_forget(rn_wb *wb);
+/* Whether the keys the transaction wrote have (by estimate) copied more
+ * than 1/share of the pages of the databases they went to: LMDB keeps the
+ * pages a transaction replaced until the one after next, so a transaction
+ * that copies a share D of the state leaves the file about 1 + 2D times
+ * the live data. Below RN_WB_MIN_PAGES pages, never (small states). */
+#define RN_WB_MIN_PAGES 4096
+bool rn_wb_dirtied_over(rn_store *s, unsigned share);
 /* Bytes the entries hold (4). */
 size_t rn_wb_bytes(const rn_store *s);
 

@@ -176,7 +176,7 @@ struct rn_pipeline {
   size_t carry_changes;
   double carry_seconds;
   /* A carried transaction also ends once it copied (by estimate) 1/share of
-   * the pages its writes went to (wb.h, rn_wb_dirtied_over): 4 keeps the file
+   * the pages its writes went to (wb.h, rn_wb_dirtied_over): 6 keeps the file
    * within about 1.5 times the live data. 0: no such bound. */
 #define RN_CARRY_PAGE_SHARE 6 /* the estimate runs low: 4 left 1.63 times (file_size_spec) */
   unsigned carry_page_share; /* RUNNEL_CARRY_PAGE_SHARE, else RN_CARRY_PAGE_SHARE */

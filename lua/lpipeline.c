@@ -10,6 +10,7 @@
 #include "lbind.h"
 #include "outbox.h"
 #include "row.h"
+#include "wb.h"
 
 /* core.open(path|nil, nosync, clock|nil, map_size|nil, writemap, groups, changes, seconds, no_write_back)
  *   -> pipeline | nil, err */
@@ -203,6 +204,7 @@ static void push_state_entries(lua_State *L, rn_pipeline *p)
   lua_newtable(L);
   MDB_txn *txn;
   if (rn_store_reader(&p->store, &txn, &p->err)) return;
+  if (txn == p->store.wtxn) rn_wb_flush(&p->store); /* the write-back layer's entries count too */
   for (int i = 0; i < p->nrels; i++) {
     lua_pushinteger(L, (lua_Integer)rn_store_entries(txn, p->rels[i]->name));
     lua_setfield(L, -2, p->rels[i]->name);

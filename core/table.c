@@ -579,6 +579,9 @@ int rn_table_cursor_next(rn_table_cursor *c, uint64_t *id, const char **row, siz
     return rn_err_set(&t->p->err, RN_EMISUSE, "%s: rows(): the group this iteration ran in has ended", t->name);
   }
   MDB_val k, v;
+  /* the group's writes since the last step reach LMDB, where the cursor reads */
+  int wrc = c->view.own ? 0 : rn_wb_sync(&t->p->store, c->view.txn, t->rows_dbi);
+  if (wrc) return rn_store_fail(&t->p->err, wrc, t->name);
   for (;;) {
     int rc = mdb_cursor_get(c->cur, &k, &v, c->started ? MDB_NEXT : MDB_FIRST);
     c->started = true;

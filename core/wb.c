@@ -420,6 +420,12 @@ int rn_wb_cursor_open(rn_store *s, MDB_txn *txn, MDB_dbi dbi, bool writes, MDB_c
   return mdb_cursor_open(txn, dbi, cur);
 }
 
+int rn_wb_sync(rn_store *s, MDB_txn *txn, MDB_dbi dbi)
+{
+  if (!layered(s, txn) || dbi >= s->wb->ndbs || !s->wb->dbs[dbi]) return 0;
+  return flush_db(txn, dbi, s->wb->dbs[dbi]);
+}
+
 int rn_wb_drop(rn_store *s, MDB_txn *txn, MDB_dbi dbi, int del)
 {
   if (layered(s, txn) && dbi < s->wb->ndbs && s->wb->dbs[dbi]) forget_db(s->wb->dbs[dbi]);

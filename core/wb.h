@@ -64,6 +64,11 @@ int rn_wb_del(rn_store *s, MDB_txn *txn, MDB_dbi dbi, const MDB_val *key);
  * cursor (or drops the database), so the entries are forgotten too (1). */
 int rn_wb_cursor_open(rn_store *s, MDB_txn *txn, MDB_dbi dbi, bool writes, MDB_cursor **cur);
 
+/* Writes dbi's written entries into LMDB (they stay, clean), so a cursor
+ * rn_wb_cursor_open gave that is still open sees the writes made since it
+ * opened, as an LMDB cursor sees mdb_put's (a table's rows() in a group). */
+int rn_wb_sync(rn_store *s, MDB_txn *txn, MDB_dbi dbi);
+
 /* mdb_drop, forgetting the database's entries first. */
 int rn_wb_drop(rn_store *s, MDB_txn *txn, MDB_dbi dbi, int del);
 

@@ -122,6 +122,11 @@ $(BUILD)/jsctl: scripts/cluster/jsctl.c $(FLAGS_STAMP)
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS) -o $@ $< -lnats -lmsgpackc -ljansson $(LDFLAGS)
 
+# test_writeback embeds Lua too (its pipelines are declared by a Lua chunk).
+$(BUILD)/spec/test_writeback: spec/c/test_writeback.c spec/c/check.h $(BUILD)/librunnel.a $(FLAGS_STAMP)
+	@mkdir -p $(@D)
+	$(CC) $(CFLAGS) $(LUA_INC) -Icore -Ispec/c -o $@ $< $(BUILD)/librunnel.a $(ALL_LIBS) $(LDFLAGS)
+
 test: deps
 	@$(MAKE) -s all
 	@BUILD=$(BUILD) sh scripts/run-tests.sh

@@ -8,6 +8,7 @@
 
 #include "scan.h"
 #include "snapshot.h"
+#include "wb.h"
 
 /* ---- scanning ---- */
 
@@ -47,7 +48,7 @@ static int scan_in(void *ctx, MDB_txn *txn, bool own_scratch)
   aggregate_scan *s = ctx;
   rn_aggregate *a = s->a;
   MDB_cursor *cur = NULL;
-  int rc = mdb_cursor_open(txn, a->groups_dbi, &cur);
+  int rc = rn_wb_cursor_open(&a->out->p->store, txn, a->groups_dbi, false, &cur);
   if (rc) return store_fail(a, rc);
   MDB_val k, d;
   for (int mrc = mdb_cursor_get(cur, &k, &d, MDB_FIRST); !rc && mrc == 0; mrc = mdb_cursor_get(cur, &k, &d, MDB_NEXT)) {
@@ -183,7 +184,7 @@ static int reset_groups(rn_aggregate *a, MDB_txn *txn)
   msgpack_sbuffer keys; /* |u32 klen|key|u64 rid| … */
   msgpack_sbuffer_init(&keys);
   MDB_cursor *cur;
-  int rc = mdb_cursor_open(txn, a->groups_dbi, &cur);
+  int rc = rn_wb_cursor_open(&a->out->p->store, txn, a->groups_dbi, false, &cur);
   if (rc) return store_fail(a, rc);
   MDB_val k, d;
   for (rc = mdb_cursor_get(cur, &k, &d, MDB_FIRST); rc == 0; rc = mdb_cursor_get(cur, &k, &d, MDB_NEXT)) {
@@ -203,7 +204,7 @@ static int reset_groups(rn_aggregate *a, MDB_txn *txn)
     memcpy(v, keys.data + off + 4 + klen, 8);
     v[16] = (char)0x90; /* an empty array: no state */
     MDB_val gk = { klen, keys.data + off + 4 }, nd = { 17, v };
-    if ((rc = mdb_put(txn, a->groups_dbi, &gk, &nd, 0))) rc = store_fail(a, rc);
+    if ((rc = rn_wb_put(&a->out->p->store, txn, a->groups_dbi, &gk, &nd, 0))) rc = store_fail(a, rc);
     off += 4 + klen + 8;
   }
   msgpack_sbuffer_destroy(&keys);
@@ -221,7 +222,7 @@ static int rebuild(rn_aggregate *a, bool created)
                       "declare it in every session (or remove the state)", a->out->name, a->in->name);
   }
   MDB_txn *txn = txn_of(a);
-  int rc = mdb_drop(txn, a->values_dbi, 0);
+  int rc = rn_wb_drop(&a->out->p->store, txn, a->values_dbi, 0);
   if (rc) return store_fail(a, rc);
   rc = reset_groups(a, txn);
   if (rc) return rc;
@@ -235,7 +236,7 @@ static int rebuild(rn_aggregate *a, bool created)
 static int check_format(rn_aggregate *a, bool *rebuild_it)
 {
   MDB_val k = { 1, (void *)FORMAT_KEY }, d;
-  int rc = mdb_get(txn_of(a), a->groups_dbi, &k, &d);
+  int rc = rn_wb_get(&a->out->p->store, txn_of(a), a->groups_dbi, &k, &d);
   if (rc && rc != MDB_NOTFOUND) return store_fail(a, rc);
   bool old = rc == MDB_NOTFOUND || d.mv_size < 17 || ((const unsigned char *)d.mv_data)[16] < STATE_FORMAT;
   bool float_sums = false;
@@ -245,7 +246,7 @@ static int check_format(rn_aggregate *a, bool *rebuild_it)
   char v[17] = { 0 };
   v[16] = STATE_FORMAT;
   d = (MDB_val){ sizeof v, v };
-  rc = mdb_put(txn_of(a), a->groups_dbi, &k, &d, 0);
+  rc = rn_wb_put(&a->out->p->store, txn_of(a), a->groups_dbi, &k, &d, 0);
   return rc ? store_fail(a, rc) : 0;
 }
 

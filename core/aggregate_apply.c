@@ -1,6 +1,7 @@
 /* aggregate_apply.c — one input change applied to an aggregate
  * (aggregate_int.h). */
 #include "aggregate_int.h"
+#include "wb.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -69,7 +70,7 @@ int rn_agg_group_apply(rn_aggregate *a, const gkey *g, const msgpack_object *rv,
   uint64_t rid = 0, rows = 0;
   msgpack_object *st = rn_zone_malloc(zone_of(a), sizeof *st * (size_t)(a->naggs ? a->naggs : 1));
   if (!st) return nomem(a);
-  int rc = mdb_get(txn_of(a), a->groups_dbi, &k, &d);
+  int rc = rn_wb_get(&a->out->p->store, txn_of(a), a->groups_dbi, &k, &d);
   if (rc == 0) {
     memcpy(&rid, d.mv_data, 8);
     memcpy(&rows, (char *)d.mv_data + 8, 8);
@@ -129,7 +130,7 @@ int rn_agg_group_apply(rn_aggregate *a, const gkey *g, const msgpack_object *rv,
   }
   d.mv_size = b->size;
   d.mv_data = b->data;
-  rc = mdb_put(txn_of(a), a->groups_dbi, &k, &d, 0);
+  rc = rn_wb_put(&a->out->p->store, txn_of(a), a->groups_dbi, &k, &d, 0);
   if (rc) return store_fail(a, rc);
   if (quiet) return 0;
   rn_change c = { 0, rid, now, now_len, old, old_len };

@@ -1,6 +1,7 @@
 /* aggregate_fns.c — the aggregate functions: each one's state, step and
  * result (aggregate_int.h). */
 #include "aggregate_int.h"
+#include "wb.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -82,13 +83,13 @@ static int value_count(rn_aggregate *a, const gkey *g, int i, const msgpack_obje
   if (!rc) {
     MDB_val k = { b.size, b.data }, d;
     uint64_t count = 0;
-    int mrc = mdb_get(txn_of(a), a->values_dbi, &k, &d);
+    int mrc = rn_wb_get(&a->out->p->store, txn_of(a), a->values_dbi, &k, &d);
     if (mrc == 0) memcpy(&count, d.mv_data, 8);
     else if (mrc != MDB_NOTFOUND) rc = store_fail(a, mrc);
     if (!rc) {
       count = (uint64_t)((int64_t)count + delta);
-      if (count == 0) mrc = mdb_del(txn_of(a), a->values_dbi, &k, NULL);
-      else { d.mv_size = 8; d.mv_data = &count; mrc = mdb_put(txn_of(a), a->values_dbi, &k, &d, 0); }
+      if (count == 0) mrc = rn_wb_del(&a->out->p->store, txn_of(a), a->values_dbi, &k);
+      else { d.mv_size = 8; d.mv_data = &count; mrc = rn_wb_put(&a->out->p->store, txn_of(a), a->values_dbi, &k, &d, 0); }
       if (mrc && mrc != MDB_NOTFOUND) rc = store_fail(a, mrc);
     }
   }
@@ -147,7 +148,7 @@ static int extreme(rn_aggregate *a, const gkey *g, int i, bool max, msgpack_obje
   memcpy(prefix, g->k, g->len);
   prefix[g->len] = (char)(max ? col + 1 : col);
   MDB_cursor *cur;
-  int rc = mdb_cursor_open(txn_of(a), a->values_dbi, &cur);
+  int rc = rn_wb_cursor_open(&a->out->p->store, txn_of(a), a->values_dbi, false, &cur);
   if (rc) return store_fail(a, rc);
   MDB_val k = { g->len + 1, prefix }, d;
   rc = mdb_cursor_get(cur, &k, &d, MDB_SET_RANGE);

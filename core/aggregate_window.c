@@ -1,5 +1,6 @@
 /* aggregate_window.c — final windows and lateness (aggregate_int.h). */
 #include "aggregate_int.h"
+#include "wb.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -67,7 +68,7 @@ int rn_agg_window_index_put(rn_aggregate *a, const gkey *g)
 static int finalize_window(rn_aggregate *a, const gkey *g)
 {
   MDB_val k = { g->len, g->k }, d;
-  int rc = mdb_get(txn_of(a), a->groups_dbi, &k, &d);
+  int rc = rn_wb_get(&a->out->p->store, txn_of(a), a->groups_dbi, &k, &d);
   if (rc) return rc == MDB_NOTFOUND ? 0 : store_fail(a, rc);
   uint64_t head[2];
   memcpy(head, d.mv_data, 16);
@@ -79,7 +80,7 @@ static int finalize_window(rn_aggregate *a, const gkey *g)
   size_t len;
   if ((rc = rn_agg_result_row(a, g, head[1], st, ext, &row, &len))) return rc;
   MDB_cursor *cur; /* the value counts under |group key| */
-  if ((rc = mdb_cursor_open(txn_of(a), a->values_dbi, &cur))) return store_fail(a, rc);
+  if ((rc = rn_wb_cursor_open(&a->out->p->store, txn_of(a), a->values_dbi, true, &cur))) return store_fail(a, rc);
   for (;;) { /* seek again after each delete: LMDB's cursor may sit past a page's end */
     MDB_val vk = { g->len, g->k }, vd;
     rc = mdb_cursor_get(cur, &vk, &vd, MDB_SET_RANGE);
@@ -94,7 +95,7 @@ static int finalize_window(rn_aggregate *a, const gkey *g)
   rn_buf_write(b, &FINAL_MARK, 1);
   rn_buf_write(b, row, len);
   d = (MDB_val){ b->size, b->data };
-  rc = mdb_put(txn_of(a), a->groups_dbi, &k, &d, 0);
+  rc = rn_wb_put(&a->out->p->store, txn_of(a), a->groups_dbi, &k, &d, 0);
   return rc ? store_fail(a, rc) : 0;
 }
 
@@ -142,7 +143,7 @@ int rn_agg_finalize_windows(rn_aggregate *a, double max_ts)
 static int reserved_get(rn_aggregate *a, const char *key, double *v, bool *found)
 {
   MDB_val k = { 1, (void *)key }, d;
-  int rc = mdb_get(txn_of(a), a->groups_dbi, &k, &d);
+  int rc = rn_wb_get(&a->out->p->store, txn_of(a), a->groups_dbi, &k, &d);
   *found = rc == 0;
   if (rc == 0) memcpy(v, d.mv_data, sizeof *v);
   return rc == 0 || rc == MDB_NOTFOUND ? 0 : store_fail(a, rc);
@@ -151,7 +152,7 @@ static int reserved_get(rn_aggregate *a, const char *key, double *v, bool *found
 static int reserved_put(rn_aggregate *a, const char *key, double v)
 {
   MDB_val k = { 1, (void *)key }, d = { sizeof v, &v };
-  int rc = mdb_put(txn_of(a), a->groups_dbi, &k, &d, 0);
+  int rc = rn_wb_put(&a->out->p->store, txn_of(a), a->groups_dbi, &k, &d, 0);
   return rc ? store_fail(a, rc) : 0;
 }
 
@@ -195,7 +196,7 @@ static uint64_t counter_read(const rn_rel *r, const char *key)
   if (rn_store_reader(&p->store, &txn, &p->err)) return 0;
   MDB_val k = { 1, (void *)key }, d;
   double v = 0;
-  if (mdb_get(txn, a->groups_dbi, &k, &d) == 0) memcpy(&v, d.mv_data, sizeof v);
+  if (rn_wb_get(&p->store, txn, a->groups_dbi, &k, &d) == 0) memcpy(&v, d.mv_data, sizeof v);
   rn_store_reader_done(&p->store);
   return (uint64_t)v;
 }

@@ -46,6 +46,7 @@
 #include "ops.h"
 #include "outbox.h"
 #include "pipeline.h"
+#include "wb.h"
 
 
 static double now(void)
@@ -234,9 +235,41 @@ static int save_counters(rn_pipeline *p, uint64_t seq, bool all)
   return rc ? rn_store_fail(&p->err, rc, RN_META_SEQ) : 0;
 }
 
+/* The write-back layer's entries into the LMDB transaction (wb.h), before
+ * it commits; RN_EFULL (cause MDB_MAP_FULL) when the map fills. */
+static int flush_write_back(rn_pipeline *p)
+{
+  int rc = rn_wb_flush(&p->store);
+  return rc ? rn_store_fail(&p->err, rc, "writing the state") : 0;
+}
+
+/* A carried transaction whose write-back entries passed their bound
+ * (wb.h (4)): they go into the LMDB transaction, which carries on, and the
+ * layer starts empty. Between groups no one holds a pointer into it. */
+static int flush_write_back_bounded(rn_pipeline *p)
+{
+  int rc = flush_write_back(p);
+  if (!rc) rn_wb_forget(p->store.wb);
+  return rc;
+}
+
+/* The same outside a group (rn_flush): a full map grows and every carried
+ * group is applied again, as (5) does inside one. */
+static int flush_write_back_idle(rn_pipeline *p)
+{
+  int rc = flush_write_back(p);
+  for (int attempt = 0; rc == RN_EFULL && p->state == RN_IDLE && attempt < 16; attempt++) {
+    p->replay_mark = p->replay.n; /* no open group: every logged change is carried */
+    if (rn_group_regrow(p) != 0) return p->err.code;
+    rc = flush_write_back(p);
+  }
+  return rc;
+}
+
 static int commit_lmdb(rn_pipeline *p)
 {
-  int rc = rn_store_commit(&p->store, &p->err);
+  int rc = flush_write_back_idle(p);
+  if (!rc) rc = rn_store_commit_keep(&p->store, &p->err);
   if (rc) return rc;
   forget_carried(p);
   rn_outbox_committed(p);
@@ -249,7 +282,7 @@ static bool carry_on(rn_pipeline *p)
   if (!p->carry) return false;
   if (p->carried == 0) p->carried_since = now();
   return p->carried + 1 < p->carry_groups && p->replay.n < p->carry_changes &&
-         now() - p->carried_since < p->carry_seconds;
+         now() - p->carried_since < p->carry_seconds && !rn_wb_dirtied_over(&p->store, p->carry_page_share);
 }
 
 /* Sinks that saw part of a group hear that it rolled back; what they do
@@ -281,11 +314,13 @@ static int seal_relations(rn_pipeline *p, uint64_t seq)
  * any of them, a store sink's writes included — the sinks reached so far
  * are told the group rolled back, the map grows and the group runs again
  * (5), so they may see it twice with a rollback notice between. */
-static int seal_group(rn_pipeline *p, uint64_t seq)
+static int seal_group(rn_pipeline *p, uint64_t seq, bool to_lmdb)
 {
   for (;;) {
     int rc = seal_relations(p, seq);
     if (!rc) rc = save_counters(p, seq, false);
+    if (!rc && to_lmdb) rc = flush_write_back(p); /* before any sink: a full map here reaches none */
+    if (!rc && !to_lmdb && rn_wb_bytes(&p->store) > RN_WB_MAX_BYTES) rc = flush_write_back_bounded(p);
     if (!rc) rc = rn_outbox_record(p, seq); /* durable sinks get it after LMDB commits (outbox.c) */
     if (!rc) rc = rn_sinks_deliver(p, seq); /* (4) */
     if (rc != RN_EFULL) return rc;
@@ -305,8 +340,9 @@ RN_API int rn_commit(rn_pipeline *p)
   p->state = RN_COMMITTING;
   rn_oom_clear();
   uint64_t seq = p->seq + 1; /* (3) */
-  int rc = rn_group_oom(p, seal_group(p, seq));
-  bool carried = !rc && carry_on(p);
+  bool carry = carry_on(p);
+  int rc = rn_group_oom(p, seal_group(p, seq, !carry));
+  bool carried = !rc && carry;
   if (!rc && !carried) rc = commit_lmdb(p);
   if (rc) {
     rollback_group(p);

@@ -51,6 +51,25 @@ static void describe(const msgpack_object *d, char *out, size_t len)
   }
 }
 
+/* The pages LMDB's free list holds (its database 0: each entry a list of
+ * page numbers, the count first), as mdb_stat -f counts them. Of the used
+ * pages, the rest hold live data (and the two meta pages). */
+static uint64_t free_pages(MDB_txn *txn)
+{
+  MDB_cursor *cur;
+  uint64_t n = 0;
+  if (mdb_cursor_open(txn, 0, &cur)) return 0;
+  MDB_val k, v;
+  for (int rc = mdb_cursor_get(cur, &k, &v, MDB_FIRST); rc == 0; rc = mdb_cursor_get(cur, &k, &v, MDB_NEXT)) {
+    size_t count;
+    if (v.mv_size < sizeof count) continue;
+    memcpy(&count, v.mv_data, sizeof count);
+    n += count;
+  }
+  mdb_cursor_close(cur);
+  return n;
+}
+
 static int fail(char *errbuf, size_t errlen, const char *msg, int code)
 {
   if (errbuf) snprintf(errbuf, errlen, "%s", msg);
@@ -139,6 +158,8 @@ RN_API int rn_inspect(const char *path, rn_inspect_fn fn, void *ctx, rn_inspect_
   mdb_env_stat(env, &est);
   out->map_size = info.me_mapsize;
   out->used = (uint64_t)(info.me_last_pgno + 1) * est.ms_psize;
+  out->page_size = est.ms_psize;
+  out->free = free_pages(txn) * est.ms_psize;
   MDB_val k = { RN_PREFIX_LEN(RN_META_SEQ), (void *)RN_META_SEQ }, v;
   int rc = mdb_get(txn, meta, &k, &v);
   if (rc == 0 && v.mv_size == 8) memcpy(&out->seq, v.mv_data, 8);

@@ -8,6 +8,7 @@
 #include "derive.h"
 #include "lookup.h"
 #include "scan.h"
+#include "wb.h"
 
 /* ---- declaration ---- */
 
@@ -180,8 +181,9 @@ static int boot_left(void *ctx, uint64_t id, const char *row, size_t len)
 static int rebuild(rn_join *j)
 {
   MDB_txn *txn = txn_of(j);
-  int rc = j->stream ? 0 : mdb_drop(txn, j->index_dbi, 0);
-  if (!rc && !j->right_native && !j->lookup) rc = mdb_drop(txn, j->right_dbi, 0);
+  rn_store *s = &j->out->p->store;
+  int rc = j->stream ? 0 : rn_wb_drop(s, txn, j->index_dbi, 0);
+  if (!rc && !j->right_native && !j->lookup) rc = rn_wb_drop(s, txn, j->right_dbi, 0);
   if (rc) return rn_store_fail(err_of(j), rc, j->out->name);
   boot b = { j };
   if (!j->right_native && !j->lookup && (rc = rn_rel_scan(j->right, boot_right, &b))) return rc;

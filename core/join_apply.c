@@ -1,5 +1,6 @@
 /* join_apply.c — a change of a join's input applied (JOIN-1..3, join.h). */
 #include "join_int.h"
+#include "wb.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -130,16 +131,15 @@ out:
  * (JOIN-3); payloads are copied to scratch. */
 int rn_join_collect(rn_join *j, const fk *f, entries *out)
 {
-  MDB_cursor *cur;
-  int rc = mdb_cursor_open(txn_of(j), j->index_dbi, &cur);
-  if (rc) return rn_store_fail(err_of(j), rc, j->out->name);
-  MDB_val k = { f->part_len, (void *)f->part }, v;
-  for (rc = mdb_cursor_get(cur, &k, &v, MDB_SET_RANGE); rc == 0; rc = mdb_cursor_get(cur, &k, &v, MDB_NEXT)) {
+  rn_wb_iter cur;
+  MDB_val from = { f->part_len, (void *)f->part }, k, v;
+  int rc = rn_wb_iter_seek(&j->out->p->store, txn_of(j), j->index_dbi, &cur, &from, &k, &v);
+  for (; rc == 0; rc = rn_wb_iter_next(&cur, &k, &v)) {
     if (k.mv_size != f->part_len + 8 || memcmp(k.mv_data, f->part, f->part_len) != 0) break;
     if (out->n == out->cap) {
       size_t cap = out->cap ? out->cap * 2 : 64;
       entry *items = realloc(out->items, cap * sizeof *items);
-      if (!items) { mdb_cursor_close(cur); return nomem(j); }
+      if (!items) { rn_wb_iter_close(&cur); return nomem(j); }
       out->items = items;
       out->cap = cap;
     }
@@ -152,9 +152,9 @@ int rn_join_collect(rn_join *j, const fk *f, entries *out)
     e->len = llen & ~RN_JOIN_KEPT;
     e->res_len = v.mv_size - 12 - e->len;
     e->payload = rn_scratch_copy(j->out->p, (const char *)v.mv_data + 12, v.mv_size - 12);
-    if (!e->payload) { mdb_cursor_close(cur); return nomem(j); }
+    if (!e->payload) { rn_wb_iter_close(&cur); return nomem(j); }
   }
-  mdb_cursor_close(cur);
+  rn_wb_iter_close(&cur);
   return rc == 0 || rc == MDB_NOTFOUND ? 0 : rn_store_fail(err_of(j), rc, j->out->name);
 }
 
@@ -180,13 +180,12 @@ int rn_join_right_copy(rn_join *j, const fk *ko, const fk *kn, const rn_change *
   int rc = 0;
   if (c->old && (!c->row || !same_fk(ko, kn))) {
     MDB_val k = { ko->len > 511 ? ko->part_len : ko->len, (void *)(ko->len > 511 ? ko->part : ko->enc) };
-    rc = mdb_del(txn_of(j), j->right_dbi, &k, NULL);
-    if (rc == MDB_NOTFOUND) rc = 0;
+    rc = rn_wb_del(&j->out->p->store, txn_of(j), j->right_dbi, &k);
   }
   if (!rc && c->row) {
     MDB_val k = { kn->len > 511 ? kn->part_len : kn->len, (void *)(kn->len > 511 ? kn->part : kn->enc) };
     MDB_val v = { c->row_len, (void *)c->row };
-    rc = mdb_put(txn_of(j), j->right_dbi, &k, &v, 0);
+    rc = rn_wb_put(&j->out->p->store, txn_of(j), j->right_dbi, &k, &v, 0);
   }
   return rc ? rn_store_fail(err_of(j), rc, j->out->name) : 0;
 }

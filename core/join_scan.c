@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "snapshot.h"
+#include "wb.h"
 
 /* ---- scanning results ---- */
 
@@ -12,7 +13,7 @@
 static MDB_cursor *scan_cursor(rn_rel *d, MDB_txn *txn, MDB_dbi dbi, int *rc)
 {
   MDB_cursor *cur = NULL;
-  *rc = mdb_cursor_open(txn, dbi, &cur);
+  *rc = rn_wb_cursor_open(&d->p->store, txn, dbi, false, &cur);
   if (!*rc) return cur;
   *rc = rn_store_fail(&d->p->err, *rc, d->name);
   return NULL;

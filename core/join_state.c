@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "lookup.h"
+#include "wb.h"
 
 static const msgpack_object *decode(rn_join *j, rn_rel *r, const char *row, size_t len)
 {
@@ -132,7 +133,7 @@ int rn_join_right_current(rn_join *j, const fk *f, side *r)
       k.mv_size = f->part_len;
       k.mv_data = (void *)f->part;
     }
-    int rc = mdb_get(txn_of(j), j->right_dbi, &k, &v);
+    int rc = rn_wb_get(&j->out->p->store, txn_of(j), j->right_dbi, &k, &v);
     if (rc && rc != MDB_NOTFOUND) return rn_store_fail(err_of(j), rc, j->out->name);
     row = rc ? NULL : v.mv_data;
     len = rc ? 0 : v.mv_size;
@@ -293,13 +294,13 @@ int rn_join_result_id(rn_join *j, const msgpack_sbuffer *k, uint64_t owner, bool
   if (!j->fns.selector) { /* no owners to track: one descent puts a new key or finds its id */
     uint64_t fresh[2] = { j->out->next_id, 0 };
     v = (MDB_val){ sizeof fresh, fresh };
-    int rc = mdb_put(txn_of(j), j->result_dbi, &key, &v, MDB_NOOVERWRITE);
+    int rc = rn_wb_put(&j->out->p->store, txn_of(j), j->result_dbi, &key, &v, MDB_NOOVERWRITE);
     if (rc == 0) { *id = j->out->next_id++; return 0; }
     if (rc != MDB_KEYEXIST) return rn_store_fail(err_of(j), rc, j->out->name);
     memcpy(id, v.mv_data, sizeof *id); /* LMDB points v at the stored value */
     return 0;
   }
-  int rc = mdb_get(txn_of(j), j->result_dbi, &key, &v);
+  int rc = rn_wb_get(&j->out->p->store, txn_of(j), j->result_dbi, &key, &v);
   if (rc && rc != MDB_NOTFOUND) return rn_store_fail(err_of(j), rc, j->out->name);
   uint64_t val[2] = { 0, 0 };
   if (rc == 0) memcpy(val, v.mv_data, sizeof val);
@@ -322,7 +323,7 @@ int rn_join_result_id(rn_join *j, const msgpack_sbuffer *k, uint64_t owner, bool
   if (!changed) return 0;
   v.mv_size = sizeof val;
   v.mv_data = val;
-  rc = mdb_put(txn_of(j), j->result_dbi, &key, &v, 0);
+  rc = rn_wb_put(&j->out->p->store, txn_of(j), j->result_dbi, &key, &v, 0);
   return rc ? rn_store_fail(err_of(j), rc, j->out->name) : 0;
 }
 
@@ -362,7 +363,7 @@ static void index_key(const fk *f, uint64_t lid, char *out, size_t *len)
 static MDB_cursor *index_cursor(rn_join *j)
 {
   rn_store *s = &j->out->p->store;
-  if (j->reading || !s->wtxn) return NULL;
+  if (j->reading || !s->wtxn || s->wb) return NULL; /* the write-back layer finds keys without it */
   if (j->index_cur && j->index_cur_txn == s->txn_serial) return j->index_cur;
   j->index_at = false;
   if (mdb_cursor_open(s->wtxn, j->index_dbi, &j->index_cur)) return j->index_cur = NULL;
@@ -373,7 +374,8 @@ static MDB_cursor *index_cursor(rn_join *j)
 /* |u64 result id|u32 left length|left row|result|: fan-out reads the left
  * row here, no lookup; a join that keeps results (lookup, joiner) keeps the
  * one it emitted, flagged RN_JOIN_KEPT in the length. An entry index_entry
- * just read is rewritten in place (no second descent). */
+ * just read is rewritten in place (no second descent): with exactly
+ * MDB_CURRENT, since LMDB 0.9.24 searches again for MDB_CURRENT|MDB_RESERVE. */
 int rn_join_index_put(rn_join *j, const fk *f, uint64_t lid, uint64_t rid, const side *l, const side *res)
 {
   char k[sizeof ((fk *)0)->part + 8];
@@ -385,15 +387,18 @@ int rn_join_index_put(rn_join *j, const fk *f, uint64_t lid, uint64_t rid, const
   MDB_cursor *cur = index_cursor(j);
   bool here = cur && j->index_at && j->index_at_len == klen && memcmp(j->index_at_key, k, klen) == 0;
   j->index_at = false;
-  int rc = here ? mdb_cursor_put(cur, &key, &v, MDB_CURRENT | MDB_RESERVE)
-                : mdb_put(txn_of(j), j->index_dbi, &key, &v, MDB_RESERVE);
+  char *d = here ? rn_zone_malloc_no_align(zone_of(j), v.mv_size) : NULL;
+  if (here && !d) return nomem(j);
+  v.mv_data = d;
+  int rc = here ? 0 : rn_wb_put(&j->out->p->store, txn_of(j), j->index_dbi, &key, &v, MDB_RESERVE);
   if (rc) return rn_store_fail(err_of(j), rc, j->out->name);
-  char *d = v.mv_data;
+  d = v.mv_data;
   memcpy(d, &rid, 8);
   memcpy(d + 8, &llen, 4);
   memcpy(d + 12, l->row, l->len);
   if (rlen) memcpy(d + 12 + l->len, res->row, rlen);
-  return 0;
+  rc = here ? mdb_cursor_put(cur, &key, &v, MDB_CURRENT) : 0;
+  return rc ? rn_store_fail(err_of(j), rc, j->out->name) : 0;
 }
 
 /* An entry index_entry just read is deleted where the cursor stands. */
@@ -406,7 +411,7 @@ int rn_join_index_del(rn_join *j, const fk *f, uint64_t lid)
   bool here = cur && j->index_at && j->index_at_len == klen && memcmp(j->index_at_key, k, klen) == 0;
   j->index_at = false;
   MDB_val key = { klen, k };
-  int rc = here ? mdb_cursor_del(cur, 0) : mdb_del(txn_of(j), j->index_dbi, &key, NULL);
+  int rc = here ? mdb_cursor_del(cur, 0) : rn_wb_del(&j->out->p->store, txn_of(j), j->index_dbi, &key);
   return rc && rc != MDB_NOTFOUND ? rn_store_fail(err_of(j), rc, j->out->name) : 0;
 }
 
@@ -420,7 +425,7 @@ int rn_join_index_entry(rn_join *j, const fk *f, uint64_t lid, uint64_t *rid, si
   index_key(f, lid, k, &klen);
   MDB_val key = { klen, k }, v;
   MDB_cursor *cur = index_cursor(j);
-  int rc = cur ? mdb_cursor_get(cur, &key, &v, MDB_SET) : mdb_get(txn_of(j), j->index_dbi, &key, &v);
+  int rc = cur ? mdb_cursor_get(cur, &key, &v, MDB_SET) : rn_wb_get(&j->out->p->store, txn_of(j), j->index_dbi, &key, &v);
   j->index_at = cur && rc == 0;
   if (j->index_at) {
     memcpy(j->index_at_key, k, klen);

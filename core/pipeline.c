@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "outbox.h"
+#include "wb.h"
 
 /* The last committed group's number (absent in a new state), and whether
  * a source table's rewrite is still marked (store.h's "ev"). */
@@ -27,6 +28,15 @@ static int read_seq(rn_pipeline *p)
     p->evolved = p->evolved_kept = true; /* a rewrite whose dependants may not have been rebuilt yet */
   mdb_txn_abort(txn);
   return p->err.code; /* RN_OK unless set above */
+}
+
+/* rn_open_opts.write_back, and RUNNEL_WRITE_BACK=0 (compare the paths
+ * without changing a program). */
+static bool write_back_on(const rn_open_opts *opts)
+{
+  const char *env = getenv("RUNNEL_WRITE_BACK");
+  if (opts && opts->write_back < 0) return false;
+  return !(env && strcmp(env, "0") == 0);
 }
 
 RN_API int rn_pipeline_open(const rn_open_opts *opts, rn_pipeline **out, char *errbuf, size_t errlen)
@@ -54,6 +64,7 @@ RN_API int rn_pipeline_open(const rn_open_opts *opts, rn_pipeline **out, char *e
   int rc = !zones ? rn_err_set(&p->err, RN_ENOMEM, "out of memory")
                   : rn_store_open(&p->store, opts ? opts->path : NULL, opts && opts->nosync,
                                   opts && opts->writemap, opts ? opts->map_size : 0, &p->err);
+  if (!rc && write_back_on(opts) && !(p->store.wb = rn_wb_new())) rc = rn_err_set(&p->err, RN_ENOMEM, "out of memory");
   if (!rc) rc = read_seq(p);
   if (rc) {
     if (errbuf) snprintf(errbuf, errlen, "%s", p->err.msg);
@@ -65,6 +76,8 @@ RN_API int rn_pipeline_open(const rn_open_opts *opts, rn_pipeline **out, char *e
   p->carry_groups = opts && opts->carry_groups > 0 ? (uint32_t)opts->carry_groups : RN_CARRY_GROUPS;
   p->carry_changes = opts && opts->carry_changes > 0 ? opts->carry_changes : RN_CARRY_CHANGES;
   p->carry_seconds = opts && opts->carry_seconds > 0 ? opts->carry_seconds : RN_CARRY_SECONDS;
+  const char *share = getenv("RUNNEL_CARRY_PAGE_SHARE");
+  p->carry_page_share = share ? (unsigned)strtoul(share, NULL, 10) : RN_CARRY_PAGE_SHARE;
   *out = p;
   return 0;
 }

@@ -83,6 +83,11 @@ typedef struct rn_open_opts {
   int carry_groups;       /* groups (256); 1 commits LMDB with every group */
   size_t carry_changes;   /* source changes (200,000) */
   double carry_seconds;   /* since the first carried group (0.5) */
+  /* The write-back layer keeps what a transaction writes in memory and
+   * writes it to LMDB, sorted, at its commit. -1: off (every read and
+   * write goes straight to LMDB: the same state, slower); 0: on, unless
+   * the environment says RUNNEL_WRITE_BACK=0. */
+  int write_back;
 } rn_open_opts;
 
 /* Opens (creating if needed) a pipeline. On failure returns a negative code
@@ -295,6 +300,8 @@ typedef struct rn_inspect_state {
   uint64_t used;          /* pages in use, bytes */
   uint64_t file_size;     /* data.mdb on disk, bytes */
   int relations;
+  uint64_t free;          /* of used: pages LMDB's free list holds for reuse, bytes */
+  uint64_t page_size;     /* LMDB's page, bytes (used / page_size pages) */
 } rn_inspect_state;
 
 typedef int (*rn_inspect_fn)(void *ctx, const rn_inspect_relation *rel);

@@ -1,5 +1,6 @@
 /* store.c — the LMDB environment: open, transactions, map growth. */
 #include "store.h"
+#include "wb.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -258,6 +259,7 @@ fail:
 
 void rn_store_close(rn_store *s)
 {
+  rn_wb_free(s->wb);
   if (s->wtxn) mdb_txn_abort(s->wtxn);
   if (s->rtxn) mdb_txn_abort(s->rtxn);
   if (s->env) mdb_env_close(s->env);
@@ -303,15 +305,30 @@ int rn_store_begin(rn_store *s, rn_err *e)
   return 0;
 }
 
-int rn_store_commit(rn_store *s, rn_err *e)
+/* The write-back layer's entries reach LMDB first (wb.h); a failure there
+ * aborts the transaction like a failed commit. keep: the entries stay as a
+ * cache (wb.h (2)). */
+static int commit(rn_store *s, bool keep, rn_err *e)
 {
-  int rc = mdb_txn_commit(s->wtxn);
+  int rc = rn_wb_flush(s);
+  if (rc) {
+    rn_store_abort(s);
+    return rn_store_fail(e, rc, "committing a group");
+  }
+  rc = mdb_txn_commit(s->wtxn);
   s->wtxn = NULL;
+  if (keep && !rc) rn_wb_committed(s->wb);
+  else rn_wb_clear(s->wb);
   return rc ? rn_store_write_fail(s, e, rc, "committing a group") : 0;
 }
 
+int rn_store_commit(rn_store *s, rn_err *e) { return commit(s, false, e); }
+
+int rn_store_commit_keep(rn_store *s, rn_err *e) { return commit(s, true, e); }
+
 void rn_store_abort(rn_store *s)
 {
+  rn_wb_clear(s->wb);
   if (s->wtxn) mdb_txn_abort(s->wtxn);
   s->wtxn = NULL;
 }

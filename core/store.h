@@ -120,6 +120,7 @@ typedef struct rn_store {
   size_t mapsize;          /* current map size in bytes */
   uint64_t txn_serial;     /* counts write transactions begun: cursors know theirs */
   int lock_fd;             /* writer.lock, flocked for the store's life; -1 when closed */
+  struct rn_wb *wb;        /* the write-back layer (wb.h), or NULL: off */
 } rn_store;
 
 /* mapsize 0: the default initial map (64 MiB), and never less than 1 MiB;
@@ -165,6 +166,9 @@ int rn_store_no_catalogue(MDB_txn *txn, const char *path, rn_err *e);
 int rn_store_grow(rn_store *s, rn_err *e);
 int rn_store_begin(rn_store *s, rn_err *e);   /* grows the map first when half used */
 int rn_store_commit(rn_store *s, rn_err *e);
+/* The same for a group's transaction: the write-back layer keeps what it
+ * read and wrote as a cache of LMDB (wb.h (2)). */
+int rn_store_commit_keep(rn_store *s, rn_err *e);
 void rn_store_abort(rn_store *s);
 
 /* The transaction reads should use: the write transaction if a group is

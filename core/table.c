@@ -30,6 +30,7 @@
 #include "pipeline.h"
 #include "row.h"
 #include "snapshot.h"
+#include "wb.h"
 
 #define RN_KEY_INLINE_MAX 480
 #define RN_FLAG_LIVE 1
@@ -92,8 +93,9 @@ static int locate(rn_rel *t, MDB_txn *txn, const char *key, size_t klen, located
   if (klen <= RN_KEY_INLINE_MAX) {
     l->key.mv_data = (void *)key;
     l->key.mv_size = klen;
-    MDB_cursor *cur = txn && txn == t->p->store.wtxn ? rows_cursor(t) : NULL;
-    int rc = cur ? mdb_cursor_get(cur, &l->key, &v, MDB_SET) : mdb_get(txn, t->rows_dbi, &l->key, &v);
+    rn_store *s = &t->p->store;
+    MDB_cursor *cur = txn && txn == s->wtxn && !s->wb ? rows_cursor(t) : NULL;
+    int rc = cur ? mdb_cursor_get(cur, &l->key, &v, MDB_SET) : rn_wb_get(s, txn, t->rows_dbi, &l->key, &v);
     if (cur && rc == 0) l->cur = cur;
     if (rc == MDB_NOTFOUND) return 0;
     if (rc) return rn_store_fail(&t->p->err, rc, t->name);
@@ -107,7 +109,7 @@ static int locate(rn_rel *t, MDB_txn *txn, const char *key, size_t klen, located
   l->key.mv_size = sizeof l->stored;
   for (int probe = 0; probe < 256; probe++) {
     l->stored[RN_KEY_INLINE_MAX + 8] = (char)probe;
-    int rc = mdb_get(txn, t->rows_dbi, &l->key, &v);
+    int rc = rn_wb_get(&t->p->store, txn, t->rows_dbi, &l->key, &v);
     if (rc == MDB_NOTFOUND) return 0;
     if (rc) return rn_store_fail(&t->p->err, rc, t->name);
     if (long_key_matches(&v, key, klen)) { parse_value(&v, l); return 0; }
@@ -135,7 +137,7 @@ static int put_keyed(rn_rel *t, const located *l, uint64_t id, const char *key, 
   MDB_val k = l->key, v = { b->size, b->data };
   /* Found by the table's cursor: overwrite in place, no second descent. */
   int rc = l->cur && l->found ? mdb_cursor_put(l->cur, &k, &v, MDB_CURRENT)
-                              : mdb_put(t->p->store.wtxn, t->rows_dbi, &k, &v, 0);
+                              : rn_wb_put(&t->p->store, t->p->store.wtxn, t->rows_dbi, &k, &v, 0);
   return rc ? rn_store_fail(&t->p->err, rc, t->name) : 0;
 }
 
@@ -547,7 +549,7 @@ int rn_table_cursor_open(rn_rel *t, rn_table_cursor **out)
   c->t = t;
   c->view = view;
   if (!view.own) c->group = p->group_serial;
-  rc = mdb_cursor_open(view.txn, t->rows_dbi, &c->cur);
+  rc = rn_wb_cursor_open(&p->store, view.txn, t->rows_dbi, false, &c->cur);
   if (rc) {
     rn_snapshot_close(&c->view);
     free(c);
@@ -577,6 +579,9 @@ int rn_table_cursor_next(rn_table_cursor *c, uint64_t *id, const char **row, siz
     return rn_err_set(&t->p->err, RN_EMISUSE, "%s: rows(): the group this iteration ran in has ended", t->name);
   }
   MDB_val k, v;
+  /* the group's writes since the last step reach LMDB, where the cursor reads */
+  int wrc = c->view.own ? 0 : rn_wb_sync(&t->p->store, c->view.txn, t->rows_dbi);
+  if (wrc) return rn_store_fail(&t->p->err, wrc, t->name);
   for (;;) {
     int rc = mdb_cursor_get(c->cur, &k, &v, c->started ? MDB_NEXT : MDB_FIRST);
     c->started = true;

@@ -527,6 +527,10 @@ static int inspect(const char *path)
   }
   printf("state: %s\nlast group: %llu\nlmdb: %.1f MiB used of a %.1f MiB map, %.1f MiB on disk\n", path,
          (unsigned long long)st.seq, st.used / 1048576.0, st.map_size / 1048576.0, st.file_size / 1048576.0);
+  uint64_t psize = st.page_size ? st.page_size : 1;
+  printf("space: %llu bytes live (%llu pages), %llu bytes free (%llu pages) of the %llu used\n",
+         (unsigned long long)(st.used - st.free), (unsigned long long)((st.used - st.free) / psize),
+         (unsigned long long)st.free, (unsigned long long)(st.free / psize), (unsigned long long)st.used);
   static const char *const head[5] = { "relation", "kind", "rows", "next id", "columns" };
   static const bool right[5] = { false, false, true, true, false };
   size_t w[5];

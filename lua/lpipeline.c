@@ -10,8 +10,10 @@
 #include "lbind.h"
 #include "outbox.h"
 #include "row.h"
+#include "wb.h"
 
-/* core.open(path|nil, nosync, clock|nil, map_size|nil, writemap) -> pipeline | nil, err */
+/* core.open(path|nil, nosync, clock|nil, map_size|nil, writemap, groups, changes, seconds, no_write_back)
+ *   -> pipeline | nil, err */
 int rn_lua_open(lua_State *L)
 {
   lua_Integer groups = luaL_optinteger(L, 6, 0), changes = luaL_optinteger(L, 7, 0);
@@ -19,7 +21,8 @@ int rn_lua_open(lua_State *L)
                         .map_size = (size_t)luaL_optinteger(L, 4, 0), .writemap = lua_toboolean(L, 5),
                         .carry_groups = groups > INT_MAX ? INT_MAX : groups < 0 ? 0 : (int)groups,
                         .carry_changes = changes < 0 ? 0 : (size_t)changes,
-                        .carry_seconds = luaL_optnumber(L, 8, 0) };
+                        .carry_seconds = luaL_optnumber(L, 8, 0),
+                        .write_back = lua_toboolean(L, 9) ? -1 : 0 }; /* 9: write_back = false */
   lpipe *lp = lua_newuserdatauv(L, sizeof *lp, 1);
   memset(lp, 0, sizeof *lp);
   lp->clock_ref = LUA_NOREF;
@@ -201,6 +204,7 @@ static void push_state_entries(lua_State *L, rn_pipeline *p)
   lua_newtable(L);
   MDB_txn *txn;
   if (rn_store_reader(&p->store, &txn, &p->err)) return;
+  if (txn == p->store.wtxn) rn_wb_flush(&p->store); /* the write-back layer's entries count too */
   for (int i = 0; i < p->nrels; i++) {
     lua_pushinteger(L, (lua_Integer)rn_store_entries(txn, p->rels[i]->name));
     lua_setfield(L, -2, p->rels[i]->name);

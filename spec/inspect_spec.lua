@@ -48,6 +48,30 @@ p:close()
     assert.matches("(2 relations)\nstate entries: ev 0, players 3\n", out, 1, true)
   end)
 
+  it("shows live and free space separately, in bytes and pages, adding up to the used", function()
+    local dir = H.tmpdir()
+    local script = dir .. "/make.lua"
+    write(script, [[
+local runnel = require "runnel"
+local p = runnel.open(arg[1])
+local t = p:table("t", { {"id","int"}, {"s","string"}, key = "id" })
+for round = 1, 3 do
+  p:begin() for i = 1, 500 do t:upsert{ id = i, s = ("x"):rep(100 * round) } end p:commit()
+end
+p:close()
+]])
+    local _, err = H.sh(("%s run %s %s/state"):format(bin, script, dir))
+    assert.equal("", err)
+    local out = H.sh(("%s inspect %s/state"):format(bin, dir))
+    local live, lp, free, fp, used = out:match("space: (%d+) bytes live %((%d+) pages%), (%d+) bytes free %((%d+) pages%) of the (%d+) used\n")
+    assert.truthy(live, out)
+    live, lp, free, fp, used = tonumber(live), tonumber(lp), tonumber(free), tonumber(fp), tonumber(used)
+    assert.equal(used, live + free)
+    assert.is_true(fp > 0 and lp > 0) -- rewritten rows left pages free
+    assert.equal(live // lp, free // fp)
+    assert.matches("lmdb: ", out, 1, true) -- the old line stays
+  end)
+
   it("reads a state another process is writing without disturbing it", function()
     local dir = H.tmpdir()
     local writer = dir .. "/writer.lua"

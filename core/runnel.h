@@ -84,9 +84,10 @@ typedef struct rn_open_opts {
   size_t carry_changes;   /* source changes (200,000) */
   double carry_seconds;   /* since the first carried group (0.5) */
   /* The write-back layer keeps what a transaction writes in memory and
-   * writes it to LMDB, sorted, at its commit. -1: off (every read and
-   * write goes straight to LMDB: the same state, slower); 0: on, unless
-   * the environment says RUNNEL_WRITE_BACK=0. */
+   * writes it to LMDB, sorted, at its commit (the same state either way).
+   * 1: on; -1: off (every read and write straight to LMDB); 0: as the
+   * environment says (RUNNEL_WRITE_BACK=1 turns it on), else off: at large
+   * working sets the plain path is faster (README, Performance). */
   int write_back;
 } rn_open_opts;
 

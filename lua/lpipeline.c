@@ -12,7 +12,7 @@
 #include "row.h"
 #include "wb.h"
 
-/* core.open(path|nil, nosync, clock|nil, map_size|nil, writemap, groups, changes, seconds, no_write_back)
+/* core.open(path|nil, nosync, clock|nil, map_size|nil, writemap, groups, changes, seconds, write_back|nil)
  *   -> pipeline | nil, err */
 int rn_lua_open(lua_State *L)
 {
@@ -22,7 +22,7 @@ int rn_lua_open(lua_State *L)
                         .carry_groups = groups > INT_MAX ? INT_MAX : groups < 0 ? 0 : (int)groups,
                         .carry_changes = changes < 0 ? 0 : (size_t)changes,
                         .carry_seconds = luaL_optnumber(L, 8, 0),
-                        .write_back = lua_toboolean(L, 9) ? -1 : 0 }; /* 9: write_back = false */
+                        .write_back = lua_isnil(L, 9) ? 0 : lua_toboolean(L, 9) ? 1 : -1 }; /* 9: write_back */
   lpipe *lp = lua_newuserdatauv(L, sizeof *lp, 1);
   memset(lp, 0, sizeof *lp);
   lp->clock_ref = LUA_NOREF;

@@ -646,7 +646,7 @@ function runnel.open(opts)
     path = opts
   elseif type(opts) == "table" then
     for k in pairs(opts) do
-      if not OPEN_FIELDS[k] then raise(("open: unknown option %s (path, sync, clock, map_size, writemap, carry, write_back)"):format(tostring(k))) end
+      if not OPEN_FIELDS[k] then raise(("open: unknown option %s (path, sync, clock, map_size, writemap, carry, notes, write_back)"):format(tostring(k))) end
     end
     path, sync, clock, map_size, writemap = opts.path, opts.sync, opts.clock, opts.map_size, opts.writemap == true
     groups, changes, seconds = carry_bounds(opts.carry)
@@ -654,14 +654,14 @@ function runnel.open(opts)
     if notes ~= nil and notes ~= false and type(notes) ~= "function" then
       raise("open: notes must be a function(line) or false")
     end
-    write_back = opts.write_back -- false: every read and write straight to LMDB (same state, slower)
+    write_back = opts.write_back -- true: the write-back layer (same state; README, Performance)
     if write_back ~= nil and type(write_back) ~= "boolean" then raise("open: write_back must be a boolean") end
     if clock ~= nil and type(clock) ~= "function" then raise("open: clock must be a function") end
     if map_size ~= nil and math.type(map_size) ~= "integer" then raise("open: map_size must be an integer") end
   elseif opts ~= nil then
     raise("open: expects a path or an options table, got " .. type(opts))
   end
-  local p, err = core.open(path, sync == false, clock, map_size, writemap, groups, changes, seconds, write_back == false)
+  local p, err = core.open(path, sync == false, clock, map_size, writemap, groups, changes, seconds, write_back)
   if not p then raise(err) end
   if notes ~= nil then extra_of(p).notes = notes end
   return p

@@ -13,7 +13,7 @@ describe("the write-back layer", function()
     end
   end)
 
-  it("is switched off by write_back = false, and only by a boolean", function()
+  it("is chosen by write_back = true or false (off by default), and only by a boolean", function()
     local p = runnel.open{ write_back = false }
     p:close()
     assert.has_error(function() runnel.open{ write_back = 0 } end, "open: write_back must be a boolean")

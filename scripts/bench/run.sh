@@ -53,7 +53,7 @@ rm -rf "$STATE"
 figures decl $BIN run scripts/bench/fkjoin.lua "$FKJOIN" --state="$STATE"
 if [ -f "$STATE/data.mdb" ]; then
   awk -v b="$(wc -c < "$STATE/data.mdb")" 'BEGIN { printf "lmdb.file_mib: %.1f\n", b / 1048576 }' >> "$FIG"
-  echo "lmdb.inspect: $($BIN inspect "$STATE" 2>&1 | grep -E 'MiB' | tr '\n' ' ')" >> "$FIG"
+  echo "lmdb.inspect: $($BIN inspect "$STATE" 2>&1 | grep -E 'MiB|^space:' | tr '\n' ' ')" >> "$FIG"
   tail -n 2 "$FIG"
 fi
 rm -rf "$STATE"

@@ -45,7 +45,7 @@ rate_row("p:run over the NDJSON file, parsing included", "run", "≥ 400,000/s",
 -- host: "group_ms: p50 A p99 B max C" and, if it prints one, a count of
 -- ticks over 1 ms (any "…over/above/exceed… 1 ms…: N" line).
 local p50, p99, max = (fig["host.group_ms"] or ""):match("p50 ([%d.]+) p99 ([%d.]+) max ([%d.]+)")
-local over
+local over = tonumber((fig["host.group_ms"] or ""):match("over_1ms (%d+)")) -- the host's own count
 for k, v in pairs(fig) do
   if k:match("^host%.") and (k:match("over") or k:match("above") or k:match("exceed")) and k:match("1_?ms") then
     over = tonumber(v:match("^%d+"))
@@ -76,7 +76,8 @@ mem_row("memory: the same, Lua mapper + joiner", "mapper", true)
 -- says so
 local file_mib = num("lmdb.file_mib")
 local inspect = fig["lmdb.inspect"] or ""
-local live_mib = tonumber(inspect:match("([%d.]+) MiB live"))
+local live_bytes = tonumber(inspect:match("space: (%d+) bytes live")) -- runnel inspect's space line
+local live_mib = live_bytes and live_bytes / 1048576 or tonumber(inspect:match("([%d.]+) MiB live"))
 if not live_mib and inspect:match("MiB free") then -- live is what is used less what is free
   local used, free = tonumber(inspect:match("([%d.]+) MiB used")), tonumber(inspect:match("([%d.]+) MiB free"))
   live_mib = used and free and used - free

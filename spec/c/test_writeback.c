@@ -234,7 +234,7 @@ static void test_same_state_and_events(void)
     char on_dir[] = "/tmp/rn_wb_onXXXXXX", off_dir[] = "/tmp/rn_wb_offXXXXXX";
     CHECK(mkdtemp(on_dir) && mkdtemp(off_dir));
     uint64_t grew_on, grew_off;
-    char *ev_on = run(on_dir, seed, 0, &grew_on), *ev_off = run(off_dir, seed, -1, &grew_off);
+    char *ev_on = run(on_dir, seed, 1, &grew_on), *ev_off = run(off_dir, seed, -1, &grew_off);
     CHECK(grew_on && grew_off); /* the map grew: regrows were part of it */
     CHECK(strstr(ev_on, "rollback") && strstr(ev_on, "refused") && strstr(ev_on, "a UPDATE"));
     if (strcmp(ev_on, ev_off) != 0) first_difference(ev_on, ev_off);
@@ -263,7 +263,7 @@ static void test_every_kind_same_state_and_events(void)
     char on_dir[] = "/tmp/rn_wb_onXXXXXX", off_dir[] = "/tmp/rn_wb_offXXXXXX";
     CHECK(mkdtemp(on_dir) && mkdtemp(off_dir));
     uint64_t grew_on, grew_off;
-    char *ev_on = run_with(on_dir, seed, 0, &grew_on, DECLARE_ALL, STEPS_ALL);
+    char *ev_on = run_with(on_dir, seed, 1, &grew_on, DECLARE_ALL, STEPS_ALL);
     char *ev_off = run_with(off_dir, seed, -1, &grew_off, DECLARE_ALL, STEPS_ALL);
     CHECK(strstr(ev_on, "jj UPDATE") && strstr(ev_on, "tp ") && strstr(ev_on, "d INSERT") && strstr(ev_on, "late ") &&
           strstr(ev_on, "lk UPDATE") && strstr(ev_on, "s UPDATE"));

@@ -40,12 +40,8 @@ local function report(name, n, events, dt, note)
 end
 
 -- with_top false: the table alone, for scale (variant "table").
-local function run_top(with_top)
-  local p = runnel.open(OPEN)
-  local players = p:table("players", { {"id","int"}, {"guild_id","int"}, {"score","int"}, key = "id" })
-  local board = with_top and players:top{ n = N, by = "guild_id", order = { {"score","desc"}, {"id","asc"} } }
-  local events = 0
-  if board then board:sink(function() events = events + 1 end) end
+-- Every player inserted, in groups (untimed).
+local function load_players(p, players)
   for g = 1, PLAYERS, GROUP do
     p:begin()
     for id = g, math.min(g + GROUP - 1, PLAYERS) do
@@ -53,18 +49,32 @@ local function run_top(with_top)
     end
     p:commit()
   end
-  events = 0
+end
+
+-- The first n score updates, in groups; returns the seconds they took.
+local function apply_updates(p, players, n)
   local row = {}
   local t0 = clock()
-  for g = 1, UPDATES, GROUP do
+  for g = 1, n, GROUP do
     p:begin()
-    for i = g, math.min(g + GROUP - 1, UPDATES) do
+    for i = g, math.min(g + GROUP - 1, n) do
       row.id, row.score = upd_id[i], upd_score[i]
       players:update(row)
     end
     p:commit()
   end
-  local dt = clock() - t0
+  return clock() - t0
+end
+
+local function run_top(with_top)
+  local p = runnel.open(OPEN)
+  local players = p:table("players", { {"id","int"}, {"guild_id","int"}, {"score","int"}, key = "id" })
+  local board = with_top and players:top{ n = N, by = "guild_id", order = { {"score","desc"}, {"id","asc"} } }
+  local events = 0
+  if board then board:sink(function() events = events + 1 end) end
+  load_players(p, players)
+  events = 0
+  local dt = apply_updates(p, players, UPDATES)
   assert(not board or board:count() == GUILDS * N)
   p:close()
   if board then report("top", UPDATES, events, dt, ", state in LMDB")
@@ -149,25 +159,9 @@ local function run_agg()
       if not old or (row and row.top[r]) ~= old.top[r] then events = events + 1 end
     end
   end)
-  for g = 1, PLAYERS, GROUP do
-    p:begin()
-    for id = g, math.min(g + GROUP - 1, PLAYERS) do
-      players:insert{ id = id, guild_id = guild_of(id), score = start_score[id] }
-    end
-    p:commit()
-  end
+  load_players(p, players)
   events = 0
-  local row = {}
-  local t0 = clock()
-  for g = 1, n, GROUP do
-    p:begin()
-    for i = g, math.min(g + GROUP - 1, n) do
-      row.id, row.score = upd_id[i], upd_score[i]
-      players:update(row)
-    end
-    p:commit()
-  end
-  local dt = clock() - t0
+  local dt = apply_updates(p, players, n)
   p:close()
   report("agg", n, events, dt, ", runnel.agg, the first " .. n .. " updates")
 end

@@ -6,7 +6,8 @@
 # within one run, not absolute numbers across runs.
 #   FKJOIN=path   use this fkjoin workload instead of generating one
 #   CORE_N, CDC_N change the row counts of the core and cdc benchmarks
-#   HOST_TICKS    ticks of 100 changes for the host row (default 5000)
+#   HOST60_TICKS  ticks of 100 changes for the host row at 60 Hz (default 2000)
+#   HOST_TICKS    the same, back to back (default 5000)
 cd "$(dirname "$0")/../.." || exit 2
 BIN=${BIN:-build/runnel}
 set -e
@@ -67,7 +68,9 @@ $BIN run scripts/bench/hot_parent.lua
 $BIN run scripts/bench/aggregate.lua "$FKJOIN"
 $BIN run scripts/bench/leaderboard.lua "${LEADERBOARD_N:-1000000}"
 $BIN run scripts/bench/io.lua "$FKJOIN"
-echo "# the example host (scripts/host): per-tick group latency, sync = false"
+echo "# the example host (scripts/host) at its default 60 Hz: per-tick group latency, sync = false"
+figures host60 build/host "${HOST60_TICKS:-2000}" 100 60
+echo "# the same, ticks back to back (hz 0: no idle time to commit in)"
 figures host build/host "${HOST_TICKS:-5000}" 100 0
 echo "# the same, at most 8 ticks per LMDB transaction (carry_groups = 8): smaller spikes"
 build/host 1000 100 0 scripts/host/game.lua 8 | grep -E "_ms"

@@ -207,7 +207,7 @@ int main(int argc, char **argv)
   report("group", group_ms, ticks);
   report("commit", commit_ms, ticks);
   report("group_cpu", cpu_ms, ticks);
-  printf("ticks over 1 ms: %d preempted (under 1 ms of CPU); idle flushes: %d\n", preempted, idle_flushes);
+  printf("ticks_over_1_ms: %d preempted (under 1 ms of CPU); idle flushes: %d\n", preempted, idle_flushes);
   free(cpu_ms);
   free(group_ms);
   free(commit_ms);

@@ -116,11 +116,11 @@ $(BUILD)/spec/test_api $(BUILD)/spec/test_oom: $(BUILD)/spec/%: spec/c/%.c spec/
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS) $(LUA_INC) -Icore -Ispec/c -o $@ $< $(BUILD)/librunnel.a $(ALL_LIBS) $(LDFLAGS)
 
-# jsctl: the JetStream chores of the cluster tests, demo and benchmark (nats.c only)
+# jsctl: the JetStream chores of the cluster tests, demo and benchmark (nats.c, and the core for its server list)
 all: $(BUILD)/jsctl
-$(BUILD)/jsctl: scripts/cluster/jsctl.c $(FLAGS_STAMP)
+$(BUILD)/jsctl: scripts/cluster/jsctl.c $(BUILD)/librunnel_core.a $(FLAGS_STAMP)
 	@mkdir -p $(@D)
-	$(CC) $(CFLAGS) -o $@ $< -lnats -lmsgpackc -ljansson $(LDFLAGS)
+	$(CC) $(CFLAGS) -Icore -o $@ $< $(BUILD)/librunnel_core.a $(CORE_LIBS) -lm $(LDFLAGS)
 
 # test_writeback embeds Lua too (its pipelines are declared by a Lua chunk).
 $(BUILD)/spec/test_writeback: spec/c/test_writeback.c spec/c/check.h $(BUILD)/librunnel.a $(FLAGS_STAMP)

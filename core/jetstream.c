@@ -253,9 +253,7 @@ static int read_last(jsink *s, rn_err *e)
   return 0;
 }
 
-/* "nats://a:1,nats://b:2" as the server list of o (natsOptions_SetURL
- * takes one URL). */
-static natsStatus set_servers(natsOptions *o, const char *urls)
+natsStatus rn_js_set_servers(natsOptions *o, const char *urls)
 {
   char *copy = strdup(urls), *save = NULL;
   const char *list[16];
@@ -279,7 +277,7 @@ int rn_js_connect(const char *url, natsConnection **nc, jsCtx **js, rn_err *e)
   atomic_store(&nats_used, true);
   natsOptions *o = NULL;
   natsStatus st = natsOptions_Create(&o);
-  if (st == NATS_OK) st = set_servers(o, url);
+  if (st == NATS_OK) st = rn_js_set_servers(o, url);
   if (st == NATS_OK) st = natsOptions_SetMaxReconnect(o, -1);     /* the cluster heals; keep trying */
   if (st == NATS_OK) st = natsOptions_SetReconnectWait(o, 100);
   if (st == NATS_OK) st = natsOptions_SetTimeout(o, 2000);

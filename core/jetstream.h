@@ -32,6 +32,10 @@ int rn_state_id(rn_pipeline *p, char out[33]);
  * discarded unread) is an error. st counts messages as lines. */
 int rn_run_jetstream(rn_pipeline *p, const rn_js_source_opts *o, rn_run_stats *st);
 
+/* "nats://a:1,nats://b:2" as the server list of o (natsOptions_SetURL
+ * takes one URL); at most 16 servers. */
+natsStatus rn_js_set_servers(natsOptions *o, const char *urls);
+
 /* Connects to url (reconnecting for ever) and opens its JetStream
  * context. Destructors: jsCtx_Destroy, natsConnection_Destroy. */
 int rn_js_connect(const char *url, natsConnection **nc, jsCtx **js, rn_err *e);

@@ -145,6 +145,11 @@ static inline void rn_lua_setint(lua_State *L, const char *field, lua_Integer v)
   lua_setfield(L, -2, field);
 }
 
+/* lio.c: pushes a run's counts as { <lines>, applied, rejected, groups },
+ * lines named as the source calls its units ("lines", "messages"). */
+struct rn_run_stats;
+void rn_lua_push_run_stats(lua_State *L, const struct rn_run_stats *st, const char *lines);
+
 /* lrow.c: runnel.Row, a stored row lent to one callback call. */
 typedef struct lrow {
   lpipe *lp;

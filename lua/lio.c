@@ -80,12 +80,17 @@ static int l_run(lua_State *L)
   if (own_rejects) fclose(rejects);
   lp->L = L;
   if (rc) return rn_lua_raise(L, lp);
-  lua_createtable(L, 0, 4);
-  rn_lua_setint(L, "lines", (lua_Integer)st.lines);
-  rn_lua_setint(L, "applied", (lua_Integer)st.applied);
-  rn_lua_setint(L, "rejected", (lua_Integer)st.rejected);
-  rn_lua_setint(L, "groups", (lua_Integer)st.groups);
+  rn_lua_push_run_stats(L, &st, "lines");
   return 1;
+}
+
+void rn_lua_push_run_stats(lua_State *L, const rn_run_stats *st, const char *lines)
+{
+  lua_createtable(L, 0, 4);
+  rn_lua_setint(L, lines, (lua_Integer)st->lines);
+  rn_lua_setint(L, "applied", (lua_Integer)st->applied);
+  rn_lua_setint(L, "rejected", (lua_Integer)st->rejected);
+  rn_lua_setint(L, "groups", (lua_Integer)st->groups);
 }
 
 /* p:_sqlite_sink(rel, path, table, busy_ms) -> true | nil, err */

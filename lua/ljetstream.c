@@ -39,11 +39,7 @@ static int l_run_jetstream(lua_State *L)
   int rc = rn_run_jetstream(lp->p, &o, &st);
   lp->L = L;
   if (rc) return rn_lua_raise(L, lp);
-  lua_createtable(L, 0, 4);
-  rn_lua_setint(L, "messages", (lua_Integer)st.lines);
-  rn_lua_setint(L, "applied", (lua_Integer)st.applied);
-  rn_lua_setint(L, "rejected", (lua_Integer)st.rejected);
-  rn_lua_setint(L, "groups", (lua_Integer)st.groups);
+  rn_lua_push_run_stats(L, &st, "messages");
   return 1;
 }
 

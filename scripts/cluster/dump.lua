@@ -21,7 +21,8 @@ if os.getenv("ORACLE") then
   p:close()
 else
   for i = 1, #arg do
-    local p = runnel.open(arg[i])
+    -- quiet: the workers' JetStream sinks added CDC relations this script does not declare
+    local p = runnel.open{ path = arg[i], notes = false }
     dump(p, declare(runnel, p))
     p:close()
   end

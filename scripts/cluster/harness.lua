@@ -132,7 +132,8 @@ end
 function Hn:cluster_lines(states)
   local lines = {}
   for p = 0, self.P - 1 do
-    local st = runnel.open((states or (self.dir .. "/states")) .. "/p" .. p)
+    -- quiet: a worker's JetStream sink added a CDC relation this does not declare
+    local st = runnel.open{ path = (states or (self.dir .. "/states")) .. "/p" .. p, notes = false }
     dump_lines(st, declare(runnel, st), lines)
     st:close()
   end
@@ -154,7 +155,7 @@ end
 
 --- Board rows of partition p keyed "guild|name|player" -> "points|games|best".
 local function board_of(state)
-  local st = runnel.open(state)
+  local st = runnel.open{ path = state, notes = false }
   local rels = declare(runnel, st)
   local rows = {}
   for row in rels.board:rows() do

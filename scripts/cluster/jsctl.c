@@ -19,6 +19,8 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "jetstream.h"
+
 static natsConnection *nc;
 static jsCtx *js;
 static volatile int refused; /* publishes the server refused (counted on a nats.c thread) */
@@ -236,20 +238,6 @@ static int cmd_info(char **argv, double wait)
   }
 }
 
-/* "nats://a:1,nats://b:2" as the server list of o (natsOptions_SetURL
- * takes one URL). */
-static natsStatus set_servers(natsOptions *o, const char *urls)
-{
-  char *copy = strdup(urls), *save = NULL;
-  const char *list[16];
-  int n = 0;
-  if (!copy) return NATS_NO_MEMORY;
-  for (char *u = strtok_r(copy, ",", &save); u && n < 16; u = strtok_r(NULL, ",", &save)) list[n++] = u;
-  natsStatus st = n ? natsOptions_SetServers(o, list, n) : NATS_INVALID_ARG;
-  free(copy);
-  return st;
-}
-
 int main(int argc, char **argv)
 {
   if (argc < 4) {
@@ -258,7 +246,7 @@ int main(int argc, char **argv)
   }
   natsOptions *o = NULL;
   natsOptions_Create(&o);
-  set_servers(o, argv[1]);
+  rn_js_set_servers(o, argv[1]);
   natsOptions_SetMaxReconnect(o, -1);
   natsOptions_SetReconnectWait(o, 100);
   natsStatus st = natsConnection_Connect(&nc, o);

@@ -227,19 +227,82 @@ static void pack_value_as_map(msgpack_packer *pk, const msgpack_object *v, const
   else msgpack_pack_object(pk, *v);
 }
 
-/* Appends a stored row of s as a map keyed by external names. */
+/* Room for n more bytes at the end of sb; -1 (noted) when out of memory. */
+static int reserve(msgpack_sbuffer *sb, size_t n)
+{
+  if (sb->alloc - sb->size >= n) return 0;
+  size_t want = sb->alloc ? sb->alloc * 2 : 256;
+  if (want < sb->size + n) want = sb->size + n;
+  char *d = realloc(sb->data, want);
+  if (!d) {
+    rn_oom_note();
+    return -1;
+  }
+  sb->data = d;
+  sb->alloc = want;
+  return 0;
+}
+
+/* msgpack's header of a map of n entries or a string of n bytes at w;
+ * returns the end. (msgpack_pack_* do the same through one write call each.) */
+static char *put_header(char *w, uint32_t n, unsigned char fix, unsigned fix_max, unsigned char m8,
+                        unsigned char m16, unsigned char m32)
+{
+  if (n <= fix_max) *w++ = (char)(fix | n);
+  else if (m8 && n <= 0xff) { *w++ = (char)m8; *w++ = (char)n; }
+  else if (n <= 0xffff) { *w++ = (char)m16; *w++ = (char)(n >> 8); *w++ = (char)n; }
+  else { *w++ = (char)m32; for (int k = 24; k >= 0; k -= 8) *w++ = (char)(n >> k); }
+  return w;
+}
+
+/* Appends a stored row of s as a map keyed by external names. A value is
+ * copied as the bytes it is stored as (the row's array holds msgpack
+ * values already): one reservation, then plain copies. A struct is
+ * decoded, to become a map too. */
 int rn_row_to_map(const rn_schema *s, const char *row, size_t len, msgpack_zone *z, msgpack_sbuffer *out)
 {
-  const msgpack_object *v = rn_row_unpack(row, len, s->ncols, z);
-  if (!v) return -1;
-  msgpack_packer pk;
-  msgpack_packer_init(&pk, out, rn_buf_write);
-  msgpack_pack_map(&pk, (size_t)s->ncols);
+  size_t small[65], *starts = small;
+  if (s->ncols >= (int)(sizeof small / sizeof *small) && !(starts = malloc(sizeof *starts * (size_t)(s->ncols + 1))))
+    return -1;
+  int rc = rn_row_spans(row, len, s->ncols, s->ncols, starts);
+  size_t need = 5 + len;
+  bool structs = false;
   for (int i = 0; i < s->ncols; i++) {
-    msgpack_pack_str_with_body(&pk, s->cols[i].name, s->cols[i].name_len);
-    pack_value_as_map(&pk, &v[i], &s->cols[i]);
+    need += 5 + s->cols[i].name_len;
+    structs |= s->cols[i].type == RN_T_STRUCT;
   }
-  return 0;
+  if (!rc && !structs && !(rc = reserve(out, need))) {
+    char *w = put_header(out->data + out->size, (uint32_t)s->ncols, 0x80, 15, 0, 0xde, 0xdf);
+    for (int i = 0; i < s->ncols; i++) {
+      const rn_column *c = &s->cols[i];
+      w = put_header(w, (uint32_t)c->name_len, 0xa0, 31, 0xd9, 0xda, 0xdb);
+      memcpy(w, c->name, c->name_len);
+      w += c->name_len;
+      memcpy(w, row + starts[i], starts[i + 1] - starts[i]);
+      w += starts[i + 1] - starts[i];
+    }
+    out->size = (size_t)(w - out->data);
+  } else if (!rc) {
+    msgpack_packer pk;
+    msgpack_packer_init(&pk, out, rn_buf_write);
+    msgpack_pack_map(&pk, (size_t)s->ncols);
+    for (int i = 0; !rc && i < s->ncols; i++) {
+      const rn_column *c = &s->cols[i];
+      const char *v = row + starts[i];
+      size_t vlen = starts[i + 1] - starts[i];
+      msgpack_pack_str_with_body(&pk, c->name, c->name_len);
+      if (c->type != RN_T_STRUCT) {
+        rc = rn_buf_write(out, v, vlen);
+        continue;
+      }
+      msgpack_object o;
+      size_t off = 0;
+      if (rn_unpack(v, vlen, &off, z, &o) != MSGPACK_UNPACK_SUCCESS) rc = -1;
+      else pack_value_as_map(&pk, &o, c);
+    }
+  }
+  if (starts != small) free(starts);
+  return rc ? -1 : 0;
 }
 
 typedef struct csub {

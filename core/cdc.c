@@ -100,6 +100,7 @@ typedef struct builder {
   uint64_t batch;         /* cdc$batch_seq_no of the next log row */
   msgpack_sbuffer buf;
   msgpack_packer pk;
+  size_t *at[2];          /* two rows' value offsets (rn_row_spans), in->ncols + 1 each */
 } builder;
 
 static int emit(builder *b)
@@ -112,14 +113,31 @@ static int emit(builder *b)
   return rn_emit(b->cdc, &c);
 }
 
-static const msgpack_object *decode(builder *b, const char *row, size_t len)
+/* A stored row's values stay the bytes they are stored as: the images copy
+ * them (rows are canonical msgpack, so equal values are equal bytes and a
+ * copy is what packing the decoded value would write). Fills at (which
+ * must be b->at[0] or b->at[1]) with row's value offsets. */
+static int spans(builder *b, const char *row, size_t len, size_t *at)
 {
-  return row ? rn_row_unpack(row, len, b->in->ncols, &b->cdc->p->scratch) : NULL;
+  if (row && !rn_row_spans(row, len, b->in->ncols, b->in->ncols, at)) return 0;
+  return rn_err_set(&b->cdc->p->err, RN_ESTORE, "%s: a row could not be decoded", b->cdc->name);
 }
 
-/* One log row: meta columns, then each column taken from vals where take[i]
- * (else null), then the deleted flags. */
-static int log_row(builder *b, int op, uint64_t id, const msgpack_object *vals,
+static bool same_value(const char *r1, const size_t *a1, const char *r2, const size_t *a2, int i)
+{
+  size_t n = a1[i + 1] - a1[i];
+  return n == a2[i + 1] - a2[i] && memcmp(r1 + a1[i], r2 + a2[i], n) == 0;
+}
+
+static void copy_value(builder *b, const char *row, const size_t *at, int i)
+{
+  rn_buf_write(&b->buf, row + at[i], at[i + 1] - at[i]);
+}
+
+/* One log row: meta columns, then each column of row (spans at) where
+ * take[i] (else null; all of them for take NULL; none for row NULL), then
+ * the deleted flags. */
+static int log_row(builder *b, int op, uint64_t id, const char *row, const size_t *at,
                    const uint8_t *take, const uint8_t *deleted)
 {
   msgpack_packer *pk = &b->pk;
@@ -129,7 +147,7 @@ static int log_row(builder *b, int op, uint64_t id, const msgpack_object *vals,
   msgpack_pack_int(pk, op);
   msgpack_pack_uint64(pk, id);
   for (int i = 0; i < b->in->ncols; i++) {
-    if (vals && (!take || take[i])) msgpack_pack_object(pk, vals[i]);
+    if (row && (!take || take[i])) copy_value(b, row, at, i);
     else msgpack_pack_nil(pk);
   }
   for (int i = 0; i < b->in->ncols; i++) {
@@ -141,17 +159,38 @@ static int log_row(builder *b, int op, uint64_t id, const msgpack_object *vals,
   return emit(b);
 }
 
+/* A log row of the whole of one stored row. */
+static int log_whole(builder *b, int op, uint64_t id, const char *row, size_t len, const uint8_t *take)
+{
+  int rc = spans(b, row, len, b->at[0]);
+  return rc ? rc : log_row(b, op, id, row, b->at[0], take, NULL);
+}
+
 /* Marks in mod the columns a change modifies: all for insert and delete,
  * those whose value differs for update. */
 static int mark_modified(builder *b, const rn_change *c, uint8_t *mod)
 {
   int n = b->in->ncols;
   if (c->verb != RN_UPDATE) { memset(mod, 1, (size_t)n); return 0; }
-  const msgpack_object *o = decode(b, c->old, c->old_len), *v = decode(b, c->row, c->row_len);
-  if (!o || !v) return rn_err_set(&b->cdc->p->err, RN_ESTORE, "%s: a row could not be decoded", b->cdc->name);
+  if (spans(b, c->old, c->old_len, b->at[0]) || spans(b, c->row, c->row_len, b->at[1])) return b->cdc->p->err.code;
   for (int i = 0; i < n; i++)
-    if (!msgpack_object_equal(o[i], v[i])) mod[i] = 1;
+    if (!same_value(c->old, b->at[0], c->row, b->at[1], i)) mod[i] = 1;
   return 0;
+}
+
+/* One update's log row: the key and the columns it changed; a nullable
+ * column it set to null is flagged deleted. */
+static int log_update(builder *b, const rn_change *c, const uint8_t *key)
+{
+  int n = b->in->ncols;
+  if (spans(b, c->old, c->old_len, b->at[0]) || spans(b, c->row, c->row_len, b->at[1])) return b->cdc->p->err.code;
+  const size_t *ov = b->at[0], *nv = b->at[1];
+  uint8_t set[n ? n : 1], deleted[n ? n : 1];
+  for (int k = 0; k < n; k++) {
+    set[k] = key[k] || !same_value(c->old, ov, c->row, nv, k);
+    deleted[k] = set[k] && !key[k] && (unsigned char)c->row[nv[k]] == 0xc0; /* msgpack nil */
+  }
+  return log_row(b, OP_UPDATE, c->id, c->row, nv, set, deleted);
 }
 
 static int build_log(builder *b, const rn_log *log, const rn_cdc_opts *o)
@@ -176,25 +215,17 @@ static int build_log(builder *b, const rn_log *log, const rn_cdc_opts *o)
   for (size_t i = 0; !rc && o->preimage && i < nnet; i++) {       /* (1) */
     uint8_t *take = mod + i * (size_t)n;
     for (int c = 0; c < n; c++) take[c] |= key[c];
-    const msgpack_object *before = decode(b, net[i].before, net[i].before_len);
-    if (before) rc = log_row(b, OP_PRE, net[i].id, before, o->preimage == 2 ? NULL : take, NULL);
-    else rc = log_row(b, OP_PRE, net[i].id, decode(b, first[i]->row, first[i]->row_len), key, NULL);
+    if (net[i].before) rc = log_whole(b, OP_PRE, net[i].id, net[i].before, net[i].before_len, o->preimage == 2 ? NULL : take);
+    else rc = log_whole(b, OP_PRE, net[i].id, first[i]->row, first[i]->row_len, key);
   }
   for (size_t i = 0; !rc && i < log->n; i++) {                     /* (2) */
     const rn_change *c = &log->items[i];
-    if (c->verb == RN_INSERT) { rc = log_row(b, OP_INSERT, c->id, decode(b, c->row, c->row_len), NULL, NULL); continue; }
-    if (c->verb == RN_DELETE) { rc = log_row(b, OP_DELETE, c->id, decode(b, c->old, c->old_len), key, NULL); continue; }
-    const msgpack_object *ov = decode(b, c->old, c->old_len), *nv = decode(b, c->row, c->row_len);
-    if (!ov || !nv) { rc = rn_err_set(&p->err, RN_ESTORE, "%s: a row could not be decoded", b->cdc->name); break; }
-    uint8_t set[n ? n : 1], deleted[n ? n : 1];
-    for (int k = 0; k < n; k++) {
-      set[k] = key[k] || !msgpack_object_equal(ov[k], nv[k]);
-      deleted[k] = set[k] && !key[k] && nv[k].type == MSGPACK_OBJECT_NIL;
-    }
-    rc = log_row(b, OP_UPDATE, c->id, nv, set, deleted);
+    if (c->verb == RN_INSERT) rc = log_whole(b, OP_INSERT, c->id, c->row, c->row_len, NULL);
+    else if (c->verb == RN_DELETE) rc = log_whole(b, OP_DELETE, c->id, c->old, c->old_len, key);
+    else rc = log_update(b, c, key);
   }
   for (size_t i = 0; !rc && o->postimage && i < nnet; i++)       /* (3) */
-    if (net[i].after) rc = log_row(b, OP_POST, net[i].id, decode(b, net[i].after, net[i].after_len), NULL, NULL);
+    if (net[i].after) rc = log_whole(b, OP_POST, net[i].id, net[i].after, net[i].after_len, NULL);
   free(first);
   free(net);
   free(owner);
@@ -227,11 +258,10 @@ static int build_debezium(builder *b, const rn_log *log)
 
 static int flink_row(builder *b, const char *kind, const char *row, size_t len)
 {
-  const msgpack_object *v = decode(b, row, len);
-  if (!v) return rn_err_set(&b->cdc->p->err, RN_ESTORE, "%s: a row could not be decoded", b->cdc->name);
+  if (spans(b, row, len, b->at[0])) return b->cdc->p->err.code;
   msgpack_pack_array(&b->pk, (size_t)b->in->ncols + 1);
   msgpack_pack_str_with_body(&b->pk, kind, 2);
-  for (int i = 0; i < b->in->ncols; i++) msgpack_pack_object(&b->pk, v[i]);
+  for (int i = 0; i < b->in->ncols; i++) copy_value(b, row, b->at[0], i);
   return emit(b);
 }
 
@@ -255,13 +285,19 @@ static int cdc_seal(rn_rel *cdc, uint64_t seq)
 {
   if (cdc->input->log.n == 0) return 0;
   const rn_cdc_opts *o = cdc->ctx;
-  builder b = { cdc, cdc->input->schema, seq, 0, { 0, NULL, 0 }, { NULL, NULL } };
+  builder b = { cdc, cdc->input->schema, seq, 0, { 0, NULL, 0 }, { NULL, NULL }, { NULL, NULL } };
+  size_t na = (size_t)b.in->ncols + 1;
+  size_t *at = malloc(2 * na * sizeof *at);
+  if (!at) return rn_err_set(&cdc->p->err, RN_ENOMEM, "out of memory");
+  b.at[0] = at;
+  b.at[1] = at + na;
   msgpack_sbuffer_init(&b.buf);
   msgpack_packer_init(&b.pk, &b.buf, rn_buf_write);
   int rc = o->format == RN_CDC_LOG ? build_log(&b, &cdc->input->log, o)
          : o->format == RN_CDC_DEBEZIUM ? build_debezium(&b, &cdc->input->log)
          : build_flink(&b, &cdc->input->log);
   msgpack_sbuffer_destroy(&b.buf);
+  free(at);
   return rc;
 }
 

@@ -125,6 +125,7 @@ describe("the REPL in a terminal", function()
     wait_for(".help for help.")
     type_line("x = 41")
     tmux(("send-keys -t %s -l 'x = 999'"):format(session))
+    wait_for("> x = 999") -- typed but not yet read, ^C would flush it from the terminal's queue
     tmux(("send-keys -t %s C-c"):format(session))
     wait_for("> x = 999^C")
     type_line("for i = 1, 3 do")

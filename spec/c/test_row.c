@@ -1,4 +1,6 @@
 /* test_row.c — checking, normalizing and encoding rows (row.h). */
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "check.h"
@@ -249,8 +251,65 @@ static void test_row_spans_match_the_decoder(void)
   msgpack_sbuffer_destroy(&sb);
 }
 
+/* rn_row_to_map writes headers and copies value bytes itself: it must
+ * write exactly what packing each decoded value under its name would, for
+ * fixmap/map16 widths, every string header width of a name, and a row
+ * wider than its stack buffer of offsets. */
+static void test_row_to_map_equals_packing_the_map(void)
+{
+  static const int widths[] = { 1, 3, 15, 16, 17, 64, 65, 70, 300 };
+  static const size_t name_lens[] = { 8, 31, 32, 255, 256, 508 }; /* 508: the longest name allowed */
+  char *name = malloc(509);
+  memset(name, 'n', 508);
+  msgpack_sbuffer row, want, got;
+  msgpack_sbuffer_init(&row);
+  msgpack_sbuffer_init(&want);
+  msgpack_sbuffer_init(&got);
+  msgpack_zone z;
+  msgpack_zone_init(&z, 4096);
+  for (size_t w = 0; w < sizeof widths / sizeof *widths; w++) {
+    rn_err e;
+    rn_schema *s = rn_schema_new();
+    for (int i = 0; i < widths[w]; i++) {
+      size_t len = name_lens[(size_t)i % (sizeof name_lens / sizeof *name_lens)];
+      snprintf(name, 16, "%07d", i); /* unique names; the rest stays 'n' */
+      name[7] = 'n';
+      CHECK(rn_schema_add(s, name, len, RN_T_ANY, true, NULL, &e) >= 0);
+    }
+    for (int round = 0; round < 20; round++) {
+      msgpack_sbuffer_clear(&row);
+      msgpack_sbuffer_clear(&want);
+      msgpack_sbuffer_clear(&got);
+      msgpack_packer pk, wk;
+      msgpack_packer_init(&pk, &row, msgpack_sbuffer_write);
+      msgpack_packer_init(&wk, &want, msgpack_sbuffer_write);
+      msgpack_pack_array(&pk, (size_t)widths[w]);
+      for (int i = 0; i < widths[w]; i++) pack_random(&pk, 0);
+      const msgpack_object *v = rn_row_unpack(row.data, row.size, widths[w], &z);
+      CHECK(v != NULL);
+      msgpack_pack_map(&wk, (size_t)widths[w]);
+      for (int i = 0; v && i < widths[w]; i++) {
+        msgpack_pack_str_with_body(&wk, s->cols[i].name, s->cols[i].name_len);
+        msgpack_pack_object(&wk, v[i]);
+      }
+      msgpack_sbuffer_write(&got, "x", 1); /* appends after what is there */
+      CHECK(rn_row_to_map(s, row.data, row.size, &z, &got) == 0);
+      CHECK(got.size == want.size + 1 && memcmp(got.data + 1, want.data, want.size) == 0);
+      CHECK(rn_row_to_map(s, row.data, row.size - 1, &z, &got) == -1); /* truncated */
+      msgpack_zone_clear(&z);
+    }
+    rn_schema_free(s);
+  }
+  msgpack_zone_destroy(&z);
+  msgpack_sbuffer_destroy(&row);
+  msgpack_sbuffer_destroy(&want);
+  msgpack_sbuffer_destroy(&got);
+  free(name);
+}
+
 int main(void)
 {
+  RUN(test_row_to_map_equals_packing_the_map);
   RUN(test_row_spans_match_the_decoder);
   RUN(test_full_row_defaults_and_coercion);
   RUN(test_errors_name_relation_and_column);

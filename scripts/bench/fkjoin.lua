@@ -13,6 +13,7 @@
 -- applying, less what it held once the input was loaded (nothing is loaded
 -- for --run).
 local runnel = require "runnel"
+local common = dofile((arg[0]:match("^(.*)/") or ".") .. "/fkjoin_common.lua")
 local path = assert(arg[1], "usage: runnel run scripts/bench/fkjoin.lua FILE.ndjson [--mapper] [--writemap]")
 local flags, state_dir = {}, nil
 for i = 2, #arg do
@@ -30,16 +31,8 @@ if not flags["--run"] then
   end
 end
 
--- Resident memory in MB (Linux), or nil.
-local function rss_mb()
-  local f = io.open("/proc/self/status")
-  local text = f and f:read("a")
-  if f then f:close() end
-  local kb = text and text:match("VmRSS:%s*(%d+)")
-  return kb and tonumber(kb) / 1024
-end
 collectgarbage("collect")
-local rss_input = rss_mb()
+local mem_input = common.memory()
 
 local p = runnel.open{ path = state_dir, sync = false, writemap = flags["--writemap"] == true }
 local rels = {
@@ -80,23 +73,14 @@ else
   end
 end
 local elapsed = runnel.now() - t0
-local rss_after = rss_mb()
+local mem_after = common.memory()
 
 local e = result:changes()
 local rows = {}
 result:scan(function(r) rows[#rows + 1] = { r.pid, r.pname, r.score, r.tname, r.region } end)
-table.sort(rows, function(a, b) return a[1] < b[1] end)
-local parts = {}
-for i, r in ipairs(rows) do
-  parts[i] = ("%d|%s|%d|%s|%s"):format(r[1], r[2], r[3], r[4] or "\\N", r[5] or "\\N")
-end
-local text = table.concat(parts, "\n")
-local h = -3750763034362895579 -- 0xcbf29ce484222325
-for i = 1, #text do h = (h ~ text:byte(i)) * 1099511628211 end
-
 print(("changes: %d"):format(#changes))
 print(("changes_per_s: %d"):format(math.floor(#changes / elapsed)))
 print(("events: %d"):format(e.inserts + e.updates + e.deletes))
-print(("checksum: %016x"):format(h))
-if rss_input and rss_after then print(("rss_above_input_mb: %.0f"):format(rss_after - rss_input)) end
+print(("checksum: %s"):format(common.checksum(rows)))
+common.print_memory("", mem_input, mem_after)
 p:close()

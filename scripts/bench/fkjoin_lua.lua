@@ -10,17 +10,9 @@
 -- (A first, plainer version, one new table per result, ran at about 55% of
 -- this speed.)
 local runnel = require "runnel" -- only for json_decode and the clock
+local common = dofile((arg[0]:match("^(.*)/") or ".") .. "/fkjoin_common.lua")
 local path = assert(arg[1], "usage: fkjoin_lua.lua FILE.ndjson")
 
--- Resident memory in MB (Linux), or nil: what the tables cost above the
--- loaded input is the figure runnel's memory is compared with.
-local function rss_mb()
-  local f = io.open("/proc/self/status")
-  local text = f and f:read("a")
-  if f then f:close() end
-  local kb = text and text:match("VmRSS:%s*(%d+)")
-  return kb and tonumber(kb) / 1024
-end
 local changes = {}
 local null = runnel.null
 for line in io.lines(path) do
@@ -67,7 +59,7 @@ local function link(tid, pid)
 end
 
 collectgarbage("collect")
-local rss_input = rss_mb()
+local mem_input = common.memory()
 collectgarbage("generational")
 local t0 = runnel.now()
 for i = 1, #changes do
@@ -96,20 +88,12 @@ for i = 1, #changes do
   end
 end
 local elapsed = runnel.now() - t0
-local rss_after = rss_mb()
+local mem_after = common.memory()
 
-local ids = {}
-for id in pairs(live) do ids[#ids + 1] = id end
-table.sort(ids)
-local parts = {}
-for i, id in ipairs(ids) do
-  parts[i] = ("%d|%s|%d|%s|%s"):format(id, r_name[id], r_score[id], r_tname[id] or "\\N", r_region[id] or "\\N")
-end
-local text = table.concat(parts, "\n")
-local h = -3750763034362895579 -- 0xcbf29ce484222325
-for i = 1, #text do h = (h ~ text:byte(i)) * 1099511628211 end
+local rows = {}
+for id in pairs(live) do rows[#rows + 1] = { id, r_name[id], r_score[id], r_tname[id], r_region[id] } end
 print(("lua.changes: %d"):format(#changes))
 print(("lua.changes_per_s: %d"):format(math.floor(#changes / elapsed)))
 print(("lua.events: %d"):format(events))
-print(("lua.checksum: %016x"):format(h))
-if rss_input and rss_after then print(("lua.rss_above_input_mb: %.0f"):format(rss_after - rss_input)) end
+print(("lua.checksum: %s"):format(common.checksum(rows)))
+common.print_memory("lua.", mem_input, mem_after)

@@ -69,7 +69,12 @@ host_row("host", "  the same, ticks back to back (hz 0), %s ticks")
 local lua_mb = num("lua.rss_above_input_mb")
 local function mem_row(what, prefix, test)
   local mb = num(prefix .. ".rss_above_input_mb")
-  row(what, mb and ("+%s MB"):format(thousands(mb)) or "n/a", ratio(mb, lua_mb),
+  local anon, file = num(prefix .. ".anon_above_input_mb"), num(prefix .. ".file_above_input_mb")
+  local figure = mb and ("+%s MB"):format(thousands(mb)) or "n/a"
+  if mb and anon and file then -- what the process allocated, and LMDB's mapped file pages
+    figure = figure .. (" (%s allocated, %s file pages)"):format(thousands(anon), thousands(file))
+  end
+  row(what, figure, ratio(mb, lua_mb),
       test and "≤ plain Lua's" or "", test and verdict(mb and lua_mb and mb <= lua_mb) or "")
 end
 mem_row("memory: RSS above the loaded input, plain Lua", "lua", false)

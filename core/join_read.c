@@ -299,9 +299,10 @@ static int check_current(rn_join_reader *r, MDB_txn *txn, MDB_dbi meta, rn_err *
   if (evolved)
     return rn_err_set(e, RN_EINVAL, "join \"%s\": table \"%s\" changed its schema and the join was not rebuilt yet "
                       "(its pipeline rebuilds it when it declares it): read it again after that", name, r->right.name);
-  return rn_err_set(e, RN_EINVAL, "join \"%s\" holds its results as of group %llu, and table \"%s\" it reads beside "
-                    "them is at group %llu (its pipeline no longer declares the join): declare it again to bring it "
-                    "up to date, or drop it", name, (unsigned long long)last, r->right.name, (unsigned long long)seq);
+  return rn_err_set(e, RN_EINVAL, "join \"%s\" holds its results as of group %llu and the state is at group %llu "
+                    "(its pipeline no longer declares it), while table \"%s\" it reads beside them is current: "
+                    "declare the join again to bring it up to date, or drop it", name, (unsigned long long)last,
+                    (unsigned long long)seq, r->right.name);
 }
 
 int rn_join_reader_each(rn_join_reader *r, MDB_txn *txn, MDB_dbi meta, rn_scan_fn fn, void *ctx, rn_err *e)

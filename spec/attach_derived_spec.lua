@@ -215,3 +215,170 @@ describe("runnel.attach of joins, tops and selects", function()
     end)
   end
 end)
+
+-- Rows as text, to compare lists of rows as sets.
+local function text(row)
+  local keys = {}
+  for k in pairs(row) do keys[#keys + 1] = k end
+  table.sort(keys)
+  for i, k in ipairs(keys) do keys[i] = k .. "=" .. tostring(row[k]) end
+  return table.concat(keys, ",")
+end
+
+local function by_text(a, b) return text(a) < text(b) end
+
+describe("runnel.attach and runnel query of a select", function()
+  after_each(H.cleanup)
+
+  it("reads it through its input, whatever that is, in the select's key order", function()
+    local dir = H.tmpdir()
+    local p = quiet(dir)
+    local t = p:table("t", { {"k","int"}, {"g","string"}, {"v","int"}, key = "k" })
+    local bag = p:table("bag", { {"g","string"}, {"v","int"} })
+    local live = {
+      t:select({ {"key","k"}, "v" }, "renamed"),
+      t:select({ "v", "k", key = "v" }, "by_v"),
+      bag:select({ "v" }, "bag_v"),
+      bag:distinct("bag_d"):select({ "g" }, "bag_dg"),
+      t:aggregate{ by = "g", n = runnel.count(), s = runnel.sum("v"), name = "per_g" }:select({ "s", "g" }, "per_g_s"),
+      t:index{ "v", "desc", name = "by_v_desc" }:select({ "k", "v" }, "ix_kv"),
+      t:join(t, { on = "k", name = "self" }):select({ "k", {"v2", "t.v"} }, "self_kv"),
+      t:top{ n = 2, by = "g", order = { "v" }, name = "low" }:select({ "g", "rank", "k" }, "low_s"),
+    }
+    live[#live + 1] = live[1]:select({ "key" }, "keys")
+    for k = 1, 6 do t:insert{ k = k, g = k % 2 == 0 and "even" or "odd", v = (k * 7) % 10 } end
+    bag:insert{ g = "a", v = 1 } bag:insert{ g = "a", v = 1 } bag:insert{ g = "b", v = 2 }
+    local want, names = {}, {}
+    for i, rel in ipairs(live) do
+      local rows = {}
+      for row in rel:rows() do rows[#rows + 1] = row end
+      names[i] = rel:name()
+      want[names[i]] = rows
+    end
+    p:close()
+    for _, name in ipairs(names) do
+      local att = runnel.attach(dir, name)
+      local got = {}
+      for row in att:rows() do got[#got + 1] = row end
+      if name == "by_v" then
+        assert.same({ 1, 2, 4, 5 }, { got[1].v, got[2].v, got[3].v, got[4].v }) -- its own key's order
+      end
+      local rows = want[name] -- rows() in the writer come in id order: compared as sets
+      table.sort(got, by_text)
+      table.sort(rows, by_text)
+      assert.same(rows, got, name)
+      assert.equal("select", select(2, att:columns()))
+      att:close()
+    end
+    local out = H.sh(("%s query %s renamed 2 5 --format csv"):format(bin, dir))
+    assert.equal("key,v\n2,4\n5,5\n", out)
+  end)
+
+  it("refuses a select of what it cannot read, naming both", function()
+    local dir = H.tmpdir()
+    local p = quiet(dir)
+    local t = p:table("t", { {"k","int"}, {"v","int"}, key = "k" })
+    t:filter(function(r) return r.v > 0 end, "pos"):select({ "k" }, "pos_k")
+    p:close()
+    local _, err, code = H.sh(("%s query %s pos_k"):format(bin, dir))
+    assert.same({ ('runnel: attach %s: "pos_k" is a select of "pos": "pos" is a filter: a Lua function in the '
+                   .. 'script that declares it chooses its rows, and the state does not hold them (read its input, '
+                   .. 'or keep its rows with rel:sink(runnel.store("pos")) and read that store)\n'):format(dir), 1 },
+                { err, code })
+  end)
+end)
+
+describe("what runnel.attach and runnel query cannot read", function()
+  after_each(H.cleanup)
+
+  it("names the relation, says why and what to do", function()
+    local dir = H.tmpdir()
+    local p = quiet(dir)
+    local t = p:table("t", { {"k","int"}, {"v","int"}, key = "k" })
+    local ev = p:stream("ev", { {"k","int"} })
+    t:map(function(r) return { k = r.k } end, { {"k","int"}, key = "k" }, "ks")
+    ev:join(t, { on = "k", name = "evj" })
+    t:cdc{ name = "t_log" }
+    p:lookup("lk", { {"k","int"}, key = "k", source = function() return nil end })
+    p:close()
+    local said = {}
+    for _, name in ipairs{ "ks", "ev", "evj", "t_log", "lk" } do
+      local _, err, code = H.sh(("%s query %s %s"):format(bin, dir, name))
+      assert.equal(1, code)
+      said[name] = err:gsub("^runnel: attach [^:]*: ", "")
+    end
+    assert.same({
+      ks = '"ks" is a map: a Lua function in the script that declares it computes its rows, and the state does not '
+        .. 'hold them (keep them with rel:sink(runnel.store("ks")) and read that store; a select{} is read from its '
+        .. 'input once its pipeline ran with runnel ' .. runnel._VERSION:match("runnel (.*)") .. ')\n',
+      ev = '"ev" is a stream: its events go to its sinks as they come, and the state keeps none (keep them with '
+        .. 'rel:sink(runnel.store("ev")) and read that store)\n',
+      evj = 'join "evj": it joins stream "ev": its results are events, which go to its sinks as they come, and it '
+        .. 'keeps no rows (keep them with rel:sink(runnel.store(name)) and read that store)\n',
+      t_log = '"t_log" is a cdc: its events go to its sinks as they come, and the state keeps none (keep them with '
+        .. 'rel:sink(runnel.store("t_log")) and read that store)\n',
+      lk = '"lk" is a lookup: its rows are fetched from its source when a join asks for them, and the state keeps '
+        .. 'none (read the source)\n',
+    }, said)
+  end)
+
+  it("refuses a join its pipeline stopped declaring once the state moved on, and reads it again once declared", function()
+    local dir = H.tmpdir()
+    local function v1(with_join)
+      local p = quiet(dir)
+      local teams = p:table("teams", { {"id","int"}, {"name","string"}, key = "id" })
+      local players = p:table("players", { {"id","int"}, {"team","int"}, key = "id" })
+      if with_join then players:join(teams, { on = "team", name = "roster" }) end
+      return p, teams, players
+    end
+    local p, teams, players = v1(true)
+    teams:insert{ id = 7, name = "red" }
+    players:insert{ id = 1, team = 7 }
+    p:close()
+    p, teams = v1(false)
+    teams:update{ id = 7, name = "blue" }
+    p:close()
+    local _, err, code = H.sh(("%s query %s roster"):format(bin, dir))
+    assert.same({ ('runnel: join "roster" holds its results as of group 2 and the state is at group 3 (its pipeline '
+                   .. 'no longer declares it), while table "teams" it reads beside them is current: declare the join '
+                   .. 'again to bring it up to date, or drop it\n'), 1 }, { err, code })
+    p = v1(true)
+    p:close()
+    local att = runnel.attach(dir, "roster")
+    assert.same({ { id = 1, team = 7, ["teams.id"] = 7, name = "blue" } }, att:rows())
+    att:close()
+  end)
+end)
+
+describe("runnel query of a join and a top", function()
+  after_each(H.cleanup)
+
+  it("prints their rows in key order (a top's: group then rank), by key and with a limit", function()
+    local dir = H.tmpdir()
+    local p = quiet(dir)
+    local teams = p:table("teams", { {"id","int"}, {"name","string"}, key = "id" })
+    local players = p:table("players", { {"id","int"}, {"name","string"}, {"team","int", null = true},
+                                         {"score","int"}, key = "id" })
+    players:join(teams, { on = "team", kind = "left", name = "roster" })
+    players:top{ n = 2, by = "team", order = { {"score", "desc"} }, name = "best" }
+    teams:insert{ id = 7, name = "red" }
+    players:insert{ id = 3, name = "cy", team = 7, score = 9 }
+    players:insert{ id = 1, name = "ann", team = 7, score = 5 }
+    players:insert{ id = 2, name = "bob", score = 3 }
+    players:insert{ id = 4, name = "di", team = 7, score = 1 }
+    p:close()
+    local out, err, code = H.sh(("%s query %s roster --limit 3"):format(bin, dir))
+    assert.same({ " id | name | team | score | teams.id | teams.name\n"
+               .. "----+------+------+-------+----------+------------\n"
+               .. "  1 | ann  |    7 |     5 |        7 | red\n"
+               .. "  2 | bob  |      |     3 |          |\n"
+               .. "  3 | cy   |    7 |     9 |        7 | red\n"
+               .. "(3 rows)\n", "", 0 }, { out, err, code })
+    out = H.sh(("%s query %s best --format ndjson"):format(bin, dir))
+    assert.equal('{"id":2,"name":"bob","team":null,"score":3,"rank":1}\n' -- the null group first, as kept
+              .. '{"id":3,"name":"cy","team":7,"score":9,"rank":1}\n'
+              .. '{"id":1,"name":"ann","team":7,"score":5,"rank":2}\n', out)
+    out = H.sh(("%s query %s best 2 4 1 --format csv"):format(bin, dir)) -- by its input's key; 4 is not in it
+    assert.equal("id,name,team,score,rank\n2,bob,,3,1\n1,ann,7,5,2\n", out)
+  end)
+end)

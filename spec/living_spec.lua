@@ -293,7 +293,8 @@ describe("runnel query", function()
       assert.is_true(#top <= 3 and #top >= math.min(3, n // 2)) -- read after plain: as many groups or more
       for i, row in ipairs(top) do
         assert.same({ i, top[1].v - (i - 1) }, { row.rank, row.v })
-        assert.equal(row.v, high:get(row.id).v)
+        local now = high:get(row.id) -- another read: later groups may have pushed it out since
+        if now then assert.equal(row.v, now.v) end
       end
       high:close()
       return rows

@@ -10,7 +10,9 @@
  *
  * right side: 0 a keyed source table (its rows in "t:" right), 1 a copy
  * ("jc:" name), 2 a lookup (every result is kept in "ji:"). Schemas are
- * schema descriptions (schema.c). Without on slots (a mapper) the right
+ * the bytes of schema descriptions (schema.c), as the catalogue keeps
+ * them: a right table whose schema changed since is seen by a byte
+ * comparison (the join is rebuilt when declared). Without on slots (a mapper) the right
  * key is the one the index entry is filed under; a joiner's results are
  * kept in the entries, so neither Lua function is needed. */
 #include "join_int.h"
@@ -48,7 +50,14 @@ static void pack_side(msgpack_packer *pk, const rn_rel *r)
 {
   msgpack_pack_str(pk, strlen(r->name));
   msgpack_pack_str_body(pk, r->name, strlen(r->name));
-  rn_schema_describe(r->schema, pk);
+  msgpack_sbuffer d;
+  msgpack_sbuffer_init(&d);
+  msgpack_packer dp;
+  msgpack_packer_init(&dp, &d, rn_buf_write);
+  rn_schema_describe(r->schema, &dp);
+  msgpack_pack_bin(pk, d.size);
+  msgpack_pack_bin_body(pk, d.data, d.size);
+  msgpack_sbuffer_destroy(&d);
 }
 
 int rn_join_decl_record(rn_rel *join, MDB_txn *txn)
@@ -85,6 +94,7 @@ struct rn_join_reader {
   rn_join j;
   int right_side;         /* RIGHT_TABLE, _COPY or _LOOKUP */
   msgpack_sbuffer decl;   /* the record as read at open */
+  msgpack_sbuffer right_desc; /* the right schema's description, as the catalogue keeps it */
 };
 
 void rn_join_reader_free(rn_join_reader *r)
@@ -95,6 +105,7 @@ void rn_join_reader_free(rn_join_reader *r)
   msgpack_sbuffer_destroy(&r->j.keybuf);
   msgpack_sbuffer_destroy(&r->j.resultbuf);
   msgpack_sbuffer_destroy(&r->decl);
+  msgpack_sbuffer_destroy(&r->right_desc);
   rn_schema_free(r->left.schema);
   rn_schema_free(r->right.schema);
   free(r->left.name);
@@ -132,11 +143,17 @@ static bool read_slots(const msgpack_object *o, int limit, int **slots, int *n)
 /* One side: its name and schema, from the record's pair of fields. */
 static int read_side(rn_join_reader *r, rn_rel *input, const msgpack_object *f, rn_err *e)
 {
-  if (f[0].type != MSGPACK_OBJECT_STR || !rn_schema_desc_valid(&f[1], 0)) return malformed(e);
+  msgpack_object d;
+  size_t off = 0;
+  if (f[0].type != MSGPACK_OBJECT_STR || f[1].type != MSGPACK_OBJECT_BIN ||
+      rn_msgpack_size(f[1].via.bin.ptr, f[1].via.bin.size) != f[1].via.bin.size ||
+      rn_unpack(f[1].via.bin.ptr, f[1].via.bin.size, &off, &r->p.scratch, &d) != MSGPACK_UNPACK_SUCCESS ||
+      !rn_schema_desc_valid(&d, 0))
+    return malformed(e);
   input->p = &r->p;
   input->name = strndup(f[0].via.str.ptr, f[0].via.str.size);
   if (!input->name) return rn_err_set(e, RN_ENOMEM, "out of memory");
-  input->schema = rn_attach_schema_of(&f[1], e);
+  input->schema = rn_attach_schema_of(&d, e);
   return input->schema ? 0 : e->code;
 }
 
@@ -162,6 +179,7 @@ static int read_decl(rn_join_reader *r, const msgpack_object *d, rn_err *e)
   int rc = read_side(r, &r->left, &f[8], e);
   if (!rc) rc = read_side(r, &r->right, &f[10], e);
   if (rc) return rc;
+  rn_buf_write(&r->right_desc, f[11].via.bin.ptr, f[11].via.bin.size);
   rn_join *j = &r->j;
   const rn_schema *ls = r->left.schema, *rs = r->right.schema;
   int nproj = 0, *proj = NULL;
@@ -220,6 +238,7 @@ int rn_join_reader_open(MDB_txn *txn, MDB_dbi meta, const char *name, const rn_s
     return rn_err_set(e, RN_ENOMEM, "out of memory");
   }
   msgpack_sbuffer_init(&r->decl);
+  msgpack_sbuffer_init(&r->right_desc);
   msgpack_sbuffer_init(&r->j.keybuf);
   msgpack_sbuffer_init(&r->j.resultbuf);
   r->out = (rn_rel){ .p = &r->p, .name = (char *)name, .kind = RN_REL_JOIN, .schema = (rn_schema *)out,
@@ -271,10 +290,21 @@ static int meta_u64(MDB_txn *txn, MDB_dbi meta, const char *prefix, const char *
   return rc == MDB_NOTFOUND ? 0 : rc;
 }
 
+/* Whether table name's catalogue entry ([kind, description]) in txn
+ * describes the schema desc describes, byte for byte. */
+static int same_schema(MDB_txn *txn, MDB_dbi meta, const char *name, const msgpack_sbuffer *desc, bool *same)
+{
+  char key[RN_NAME_MAX + 8];
+  MDB_val k = { (size_t)snprintf(key, sizeof key, "%s%s", RN_META_RELATION, name), key }, v;
+  int rc = mdb_get(txn, meta, &k, &v);
+  *same = rc == 0 && v.mv_size == desc->size + 2 && memcmp((char *)v.mv_data + 2, desc->data, desc->size) == 0;
+  return rc == MDB_NOTFOUND ? 0 : rc;
+}
+
 /* In txn, the state holds what the reader was opened on, and the join's
  * state is as current as the right table it reads beside it: a join its
- * pipeline stopped declaring (or not yet rebuilt after its right table's
- * schema changed) would mix old results with new right rows. */
+ * pipeline stopped declaring (or did not declare again since its right
+ * table's schema changed) would mix old results with new right rows. */
 static int check_current(rn_join_reader *r, MDB_txn *txn, MDB_dbi meta, rn_err *e)
 {
   const char *name = r->out.name;
@@ -287,22 +317,20 @@ static int check_current(rn_join_reader *r, MDB_txn *txn, MDB_dbi meta, rn_err *
                       "again", name);
   if (!r->j.right_native) return 0;
   uint64_t seq = 0, last = 0;
-  bool has_seq, has_last, evolved;
+  bool has_seq, has_last, same;
   rc = meta_u64(txn, meta, RN_META_SEQ, "", 0, &seq, &has_seq);
   if (!rc) rc = meta_u64(txn, meta, RN_META_COUNTERS, name, 16, &last, &has_last);
-  MDB_val ek = { RN_PREFIX_LEN(RN_META_EVOLVED), (void *)RN_META_EVOLVED };
-  int erc = rc ? 0 : mdb_get(txn, meta, &ek, &v);
-  evolved = erc == 0;
-  if (rc || (erc && erc != MDB_NOTFOUND))
-    return rn_err_set(e, rn_store_read_code(rc ? rc : erc), "join \"%s\": %s", name, mdb_strerror(rc ? rc : erc));
-  if (!evolved && (!has_seq || (has_last && last == seq))) return 0;
-  if (evolved)
-    return rn_err_set(e, RN_EINVAL, "join \"%s\": table \"%s\" changed its schema and the join was not rebuilt yet "
-                      "(its pipeline rebuilds it when it declares it): read it again after that", name, r->right.name);
-  return rn_err_set(e, RN_EINVAL, "join \"%s\" holds its results as of group %llu and the state is at group %llu "
-                    "(its pipeline no longer declares it), while table \"%s\" it reads beside them is current: "
-                    "declare the join again to bring it up to date, or drop it", name, (unsigned long long)last,
-                    (unsigned long long)seq, r->right.name);
+  if (!rc) rc = same_schema(txn, meta, r->right.name, &r->right_desc, &same);
+  if (rc) return rn_err_set(e, rn_store_read_code(rc), "join \"%s\": %s", name, mdb_strerror(rc));
+  if (!same)
+    return rn_err_set(e, RN_EINVAL, "join \"%s\": table \"%s\" has another schema than when the join was last "
+                      "declared: declare the join again (it is rebuilt), then read it", name, r->right.name);
+  if (has_seq && has_last && last != seq)
+    return rn_err_set(e, RN_EINVAL, "join \"%s\" holds its results as of group %llu and the state is at group "
+                      "%llu (its pipeline no longer declares it), while table \"%s\" it reads beside them is "
+                      "current: declare the join again to bring it up to date, or drop it", name,
+                      (unsigned long long)last, (unsigned long long)seq, r->right.name);
+  return 0;
 }
 
 int rn_join_reader_each(rn_join_reader *r, MDB_txn *txn, MDB_dbi meta, rn_scan_fn fn, void *ctx, rn_err *e)

@@ -382,3 +382,39 @@ describe("runnel query of a join and a top", function()
     assert.equal("id,name,team,score,rank\n2,bob,,3,1\n1,ann,7,5,2\n", out)
   end)
 end)
+
+describe("runnel.attach of a join across a deploy", function()
+  after_each(H.cleanup)
+
+  it("reads the join rebuilt for its inputs' new schemas", function()
+    local dir = H.tmpdir()
+    local p = quiet(dir)
+    local teams = p:table("teams", { {"id","int"}, {"name","string"}, key = "id" })
+    local players = p:table("players", { {"id","int"}, {"lvl","int"}, {"team","int"}, key = "id" })
+    players:join(teams, { on = "team", name = "roster" }):select({ "id", "lvl", "name" }, "roster_s")
+    teams:insert{ id = 7, name = "red" }
+    players:insert{ id = 1, lvl = 3, team = 7 }
+    p:close()
+    p = quiet(dir)
+    teams = p:table("teams", { {"id","int"}, {"name","string"}, {"region","string", default = "eu"}, key = "id" })
+    players = p:table("players", { {"id","int"}, {"level","int", was = "lvl"}, {"team","int"}, key = "id" })
+    local stale = runnel.attach(dir, "roster")
+    local _, err = pcall(stale.rows, stale)
+    stale:close()
+    assert.matches('join "roster": table "teams" has another schema than when the join was last declared: declare '
+                   .. 'the join again (it is rebuilt), then read it', err, 1, true)
+    players:join(teams, { on = "team", name = "roster" }):select({ "id", "level", "region" }, "roster_s")
+    local rebuilt = runnel.attach(dir, "roster")
+    assert.equal("eu", rebuilt:get(1).region) -- read at once, no group needed
+    rebuilt:close()
+    players:insert{ id = 2, level = 1, team = 7 }
+    p:close()
+    local att = runnel.attach(dir, "roster")
+    assert.same({ { id = 1, level = 3, team = 7, ["teams.id"] = 7, name = "red", region = "eu" },
+                  { id = 2, level = 1, team = 7, ["teams.id"] = 7, name = "red", region = "eu" } }, att:rows())
+    att:close()
+    att = runnel.attach(dir, "roster_s")
+    assert.same({ { id = 1, level = 3, region = "eu" }, { id = 2, level = 1, region = "eu" } }, att:rows())
+    att:close()
+  end)
+end)

@@ -193,8 +193,8 @@ static int read_decl(rn_join_reader *r, const msgpack_object *d, rn_err *e)
   if (rc) return rc;
   if (f[2].via.boolean)
     return rn_err_set(e, RN_EINVAL, "it joins stream \"%s\": its results are events, which go to its sinks as they "
-                      "come, and it keeps no rows (keep them with rel:sink(runnel.store(name)) and read that store)",
-                      r->left.name);
+                      "come, and it keeps no rows (keep them with rel:sink(runnel.store(\"%s\")) and read that store)",
+                      r->left.name, r->out.name);
   for (int i = 0; i < j->non; i++) if (j->on[i] + 1 > j->on_upto) j->on_upto = j->on[i] + 1;
   j->kind = (rn_join_kind)f[1].via.u64;
   j->key_join = f[4].via.boolean;

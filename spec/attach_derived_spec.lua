@@ -314,7 +314,7 @@ describe("what runnel.attach and runnel query cannot read", function()
       ev = '"ev" is a stream: its events go to its sinks as they come, and the state keeps none (keep them with '
         .. 'rel:sink(runnel.store("ev")) and read that store)\n',
       evj = 'join "evj": it joins stream "ev": its results are events, which go to its sinks as they come, and it '
-        .. 'keeps no rows (keep them with rel:sink(runnel.store(name)) and read that store)\n',
+        .. 'keeps no rows (keep them with rel:sink(runnel.store("evj")) and read that store)\n',
       t_log = '"t_log" is a cdc: its events go to its sinks as they come, and the state keeps none (keep them with '
         .. 'rel:sink(runnel.store("t_log")) and read that store)\n',
       lk = '"lk" is a lookup: its rows are fetched from its source when a join asks for them, and the state keeps '

@@ -203,6 +203,7 @@ static int setup_state(void *ctx, bool created, bool rebuild_it)
   if (!rc && !j->stream) rc = rn_state_dbi(p, p->store.wtxn, RN_DB_JOIN_RESULTS, name, 0, &j->result_dbi);
   if (!rc && !j->right_native && !j->lookup) rc = rn_state_dbi(p, p->store.wtxn, RN_DB_JOIN_RIGHT, name, 0, &j->right_dbi);
   (void)created; /* a new join is built like a stale one: from its inputs */
+  if (!rc) rc = rn_join_decl_record(j->out, p->store.wtxn); /* for readers in other processes */
   if (!rc && rebuild_it && j->out->stateful) rc = rebuild(j);
   return rc;
 }

@@ -95,4 +95,25 @@ int rn_join_apply(rn_rel *join, rn_rel *from, const rn_change *c);
 /* Calls fn for every current result row (unordered). */
 int rn_join_scan(rn_rel *join, rn_scan_fn fn, void *ctx);
 
+/* ---- reading a join from outside its pipeline (join_read.c) ----
+ * runnel.attach and runnel query make its rows from its state in their own
+ * read transaction; its declaration is kept for them under "d:" name. */
+
+/* Records join's declaration in txn (its declaring transaction). */
+int rn_join_decl_record(rn_rel *join, MDB_txn *txn);
+
+typedef struct rn_join_reader rn_join_reader;
+/* Reads join name's declaration record in txn (and opens its databases
+ * there: commit txn to keep them); name and out, its schema from the
+ * catalogue, must outlive the reader. Errors: RN_EINVAL for a join it
+ * cannot read (a stream join, a state written by an older runnel),
+ * RN_ESTORE for a damaged record. Destructor: rn_join_reader_free. */
+int rn_join_reader_open(MDB_txn *txn, MDB_dbi meta, const char *name, const rn_schema *out, rn_join_reader **r,
+                        rn_err *e);
+/* Every result row with its id, read in txn (unordered, as rn_join_scan);
+ * refused when the join's state is behind the right table it reads beside
+ * it, or was declared again since the reader opened. */
+int rn_join_reader_each(rn_join_reader *r, MDB_txn *txn, MDB_dbi meta, rn_scan_fn fn, void *ctx, rn_err *e);
+void rn_join_reader_free(rn_join_reader *r);
+
 #endif

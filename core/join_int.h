@@ -47,6 +47,8 @@ typedef struct rn_join {
                              result is read back, never asked of the source or joiner again */
   MDB_dbi index_dbi, result_dbi, right_dbi;
   MDB_txn *reading;       /* a scan's read transaction, or NULL: the group's */
+  bool fk_of_index;       /* a reader of the state (join_read.c) without on slots: a left row's right
+                             key is the one its index entry is filed under (the mapper is the script's) */
   msgpack_sbuffer keybuf; /* scratch: encoding a key */
   msgpack_sbuffer resultbuf; /* a joiner's result, reused per call */
   bool resultbuf_busy;    /* a joiner re-entered the join (a scan of it) */
@@ -144,6 +146,12 @@ int rn_join_index_entry(rn_join *j, const fk *f, uint64_t lid, uint64_t *rid, si
 /* The declared result (no joiner): the left and right rows' encodings side
  * by side (an absent right side as nils), into scratch. */
 int rn_join_concat(rn_join *j, side *l, side *r, const fk *f, side *res);
+
+/* ---- join_scan.c ---- */
+
+/* Calls fn for every current result, read in txn (j->reading while it
+ * runs); scratch is cleared after each row. */
+int rn_join_scan_txn(rn_join *j, MDB_txn *txn, rn_scan_fn fn, void *ctx);
 
 /* ---- join_project.c ---- */
 

@@ -19,6 +19,29 @@ static MDB_cursor *scan_cursor(rn_rel *d, MDB_txn *txn, MDB_dbi dbi, int *rc)
   return NULL;
 }
 
+/* The right key an index entry k is filed under (join.h's fk part): a
+ * reader's, for a join whose mapper it cannot call. A long key's part is
+ * hashed: then on slots recompute it, and a mapper's cannot be read. */
+static int index_fk(rn_join *j, const MDB_val *k, side *l, fk *f)
+{
+  size_t part_len = k->mv_size - 8;
+  const char *part = k->mv_data;
+  *f = (fk){ .null = part_len == 1 && part[0] == RN_KEY_NULL };
+  if (f->null) {
+    rn_join_set_part(f);
+    return 0;
+  }
+  if (part_len == RN_JOIN_FK_INLINE + 8) { /* the first RN_JOIN_FK_INLINE bytes and a hash */
+    if (j->on) return rn_join_left_fk(j, l, f);
+    return rn_err_set(err_of(j), RN_EINVAL, "%s: a right key longer than %d bytes, made by the mapper (a Lua "
+                      "function in the script), is read only by its pipeline", j->out->name, RN_JOIN_FK_INLINE);
+  }
+  f->enc = part;
+  f->len = part_len;
+  rn_join_set_part(f);
+  return 0;
+}
+
 /* Every result a left row holds, from the index. */
 static int scan_left_rows(rn_join *j, MDB_txn *txn, bool own_scratch, rn_scan_fn fn, void *ctx)
 {
@@ -38,7 +61,7 @@ static int scan_left_rows(rn_join *j, MDB_txn *txn, bool own_scratch, rn_scan_fn
     fk f;
     rn_join_left_row(&e, &l);
     if (!rn_join_kept_result(&e, &res)) { /* else the result it emitted */
-      if (l.row) rc = rn_join_left_fk(j, &l, &f);
+      if (l.row) rc = j->fk_of_index ? index_fk(j, &k, &l, &f) : rn_join_left_fk(j, &l, &f);
       if (!rc && l.row) rc = rn_join_right_current(j, &f, &r);
       if (!rc && l.row) rc = rn_join_make_result(j, &l, &r, &f, &res);
     }
@@ -88,6 +111,15 @@ static int scan_in(void *ctx, MDB_txn *txn, bool own_scratch)
   join_scan *s = ctx;
   int rc = scan_left_rows(s->j, txn, own_scratch, s->fn, s->ctx);
   if (!rc && s->j->kind == RN_JOIN_OUTER) rc = scan_lone_right_rows(s->j, txn, own_scratch, s->fn, s->ctx);
+  return rc;
+}
+
+int rn_join_scan_txn(rn_join *j, MDB_txn *txn, rn_scan_fn fn, void *ctx)
+{
+  join_scan s = { j, fn, ctx };
+  j->reading = txn;
+  int rc = scan_in(&s, txn, true);
+  j->reading = NULL;
   return rc;
 }
 

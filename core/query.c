@@ -22,14 +22,10 @@ int rn_attach_table_entry(MDB_txn *txn, MDB_dbi meta, const char *path, const ch
   if (v->mv_size < 3 || d[0] != 0x92 || d[1] > 0x7f) /* [kind (a positive fixint), description] */
     return rn_err_set(e, RN_ESTORE, "state damaged: %s: the catalogue entry of relation \"%s\" is malformed", path,
                       name);
-  if (d[1] != RN_REL_TABLE && d[1] != RN_REL_DISTINCT && d[1] != RN_REL_AGGREGATE)
-    return rn_err_set(e, RN_EINVAL,
-                      "attach %s: \"%s\" is a%s %s: its rows are computed by the pipeline that declares it "
-                      "(read them there, or keep them with rel:sink(runnel.store(\"%s\")) and read that store)",
-                      path, name, "", rn_relkind_name(d[1]), name);
   *table = d[1] == RN_REL_DISTINCT    ? RN_ATTACH_DISTINCT
          : d[1] == RN_REL_AGGREGATE ? RN_ATTACH_AGGREGATE
-                                    : RN_ATTACH_KEYED; /* or keyless: the schema says */
+         : d[1] == RN_REL_TABLE     ? RN_ATTACH_KEYED /* or keyless: the schema says */
+                                    : RN_ATTACH_DERIVED;
   v->mv_data = (char *)v->mv_data + 2;
   v->mv_size -= 2;
   return 0;

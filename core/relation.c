@@ -7,6 +7,7 @@
 #include "evolve.h"
 #include "ops.h"
 #include "pipeline.h"
+#include "reader.h"
 #include "row.h"
 
 rn_rel *rn_find(const rn_pipeline *p, const char *name)
@@ -220,6 +221,8 @@ static int try_open_source_state(rn_pipeline *p, rn_rel *r)
   int rc = rn_store_txn(p->store.env, 0, &txn);
   if (rc) return rn_store_fail(&p->err, rc, r->name);
   rc = rn_state_open(p, r, txn, &created, &stale);
+  if (!rc && (r->kind == RN_REL_MAP || r->kind == RN_REL_FILTER))
+    rc = rn_select_decl_record(r, txn); /* a select is read from outside through its input (reader.h) */
   if (!rc && r->kind == RN_REL_TABLE) {
     rc = rn_state_dbi(p, txn, RN_DB_ROWS, r->name, 0, &r->rows_dbi);
     if (!rc && r->schema->nkey == 0)

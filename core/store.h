@@ -16,8 +16,10 @@
  *                     schema and no group committed since: stateful derived
  *                     relations declared meanwhile are rebuilt, also after
  *                     a crash between the rewrite and their declaration
- *     "d:" name       msgpack: an aggregate's declaration, for readers in
- *                     other processes (drawn in aggregate_read.c)
+ *     "d:" name       msgpack: a derived relation's declaration, for readers
+ *                     in other processes: an aggregate's (drawn in
+ *                     aggregate_read.c), a join's (join_read.c), a
+ *                     select's (reader.h)
  *     "od:" sink      |u64 seen|u64 delivered|u64 position|
  *                     a durable sink's record (outbox.c); a sink name too
  *                     long for a key is "od#" and its 16 hex digit hash.
@@ -77,7 +79,8 @@
 #define RN_META_RELATION  "r:"      /* a relation's kind and schema */
 #define RN_META_COUNTERS  "n:"      /* a relation's three counters */
 #define RN_META_STORE     "S:"      /* a permanent store's schema */
-#define RN_META_AGG_DECL  "d:"      /* an aggregate's declaration, for readers (aggregate_read.c) */
+#define RN_META_AGG_DECL  "d:"      /* a derived relation's declaration, for readers (aggregate_read.c,
+                                       join_read.c, reader.h) */
 #define RN_META_EVOLVED   "ev"      /* a source table was rewritten; no group committed since */
 #define RN_META_DURABLE   "od:"     /* a durable sink's record */
 #define RN_META_DURABLE_HASHED "od#" /* the same, for a name too long for a key */

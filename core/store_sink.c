@@ -20,6 +20,7 @@
 
 #include "aggregate.h"
 #include "key.h"
+#include "reader.h"
 #include "row.h"
 
 /* With sync = false the groups carried in one LMDB transaction are replayed
@@ -209,6 +210,7 @@ struct rn_attached {
   rn_order order;         /* … that order */
   int table;              /* 0: a store ("st:"); RN_ATTACH_KEYED / _KEYLESS: a source table's "t:" rows */
   rn_agg_reader *agg;     /* RN_ATTACH_AGGREGATE: computes its rows from "ag:" */
+  rn_reader *reader;      /* RN_ATTACH_DERIVED: a join, top or select (reader.h) */
 };
 
 /* Rebuilds a schema from its description (schema.c's rn_schema_describe). */
@@ -240,6 +242,11 @@ static rn_schema *schema_of(const msgpack_object *d, rn_err *e)
     return NULL;
   }
   return s;
+}
+
+rn_schema *rn_attach_schema_of(const msgpack_object *d, rn_err *e)
+{
+  return schema_of(d, e);
 }
 
 /* No store `name`: an index relation of that name is read instead (its
@@ -335,6 +342,13 @@ int rn_attach(const char *path, const char *name, rn_pipeline *owner, rn_attache
     if (e->code != RN_ENOTFOUND) goto fail;
     rn_err_clear(e);
     if (rn_attach_table_entry(txn, meta, path, name, &v, &a->table, e)) goto fail;
+    if (a->table == RN_ATTACH_DERIVED) {
+      if (!rn_reader_open(txn, meta, path, name, &a->reader, e)) goto opened;
+      char prefix[PATH_MAX + 8];
+      snprintf(prefix, sizeof prefix, "attach %s", path);
+      rn_err_prefix(e, prefix);
+      goto fail;
+    }
   }
   if (rn_unpack(v.mv_data, v.mv_size, &off, &z, &d) != MSGPACK_UNPACK_SUCCESS || !rn_schema_desc_valid(&d, 0)) {
     rn_err_set(e, RN_ESCHEMA, "state damaged: %s: store \"%s\" has a description that cannot be read", path, name);
@@ -378,7 +392,7 @@ fail:
   return e->code;
 }
 
-const rn_schema *rn_attach_schema(const rn_attached *a) { return a->schema; }
+const rn_schema *rn_attach_schema(const rn_attached *a) { return a->reader ? rn_reader_schema(a->reader) : a->schema; }
 
 static int orphaned(const rn_attached *a, rn_err *e)
 {
@@ -421,6 +435,11 @@ int rn_attach_get(rn_attached *a, const char *key, size_t klen, msgpack_sbuffer 
   int rc = mdb_txn_begin(a->shared, NULL, MDB_RDONLY, &txn);
   if (rc) return rn_err_set(e, rn_store_read_code(rc), "attach %s: %s", a->name, mdb_strerror(rc));
   MDB_val k = { klen, (void *)key }, v;
+  if (a->reader) {
+    rc = rn_reader_get(a->reader, txn, key, klen, copy_row, &(copied){ row, found }, e);
+    mdb_txn_abort(txn);
+    return rc;
+  }
   if (a->table && (rc = rn_attach_table_key(a->table, a->name, klen, e))) {
     mdb_txn_abort(txn);
     return rc;
@@ -453,6 +472,11 @@ static int attach_walk(rn_attached *a, int (*fn)(void *ctx, const char *row, siz
   if (!a->shared) return orphaned(a, e);
   int rc = mdb_txn_begin(a->shared, NULL, MDB_RDONLY, &txn);
   if (rc) return rn_err_set(e, rn_store_read_code(rc), "attach %s: %s", a->name, mdb_strerror(rc));
+  if (a->reader) {
+    rc = rn_reader_each(a->reader, txn, fn ? row_only : each, fn ? &(rows_only){ fn, ctx } : ctx, e);
+    mdb_txn_abort(txn);
+    return rc;
+  }
   rc = mdb_cursor_open(txn, a->dbi, &cur);
   MDB_val k, v;
   int mrc = rc ? rc : mdb_cursor_get(cur, &k, &v, MDB_FIRST);
@@ -513,6 +537,14 @@ int rn_attach_each(rn_attached *a, rn_attach_each_fn fn, void *ctx, rn_err *e)
 
 int rn_attach_is_table(const rn_attached *a) { return a->table; }
 
+const char *rn_attach_kind(const rn_attached *a)
+{
+  if (a->reader) return rn_reader_kind(a->reader);
+  if (a->is_index) return "index";
+  return a->table == RN_ATTACH_DISTINCT ? "distinct" : a->table == RN_ATTACH_AGGREGATE ? "aggregate"
+       : a->table ? "table" : "store";
+}
+
 void rn_attach_orphan_all(rn_pipeline *owner)
 {
   for (rn_attached *a = owner->borrowers; a; a = a->next) a->shared = NULL, a->owner = NULL;
@@ -529,6 +561,7 @@ void rn_attach_close(rn_attached *a)
   }
   if (a->env) mdb_env_close(a->env);
   rn_agg_reader_free(a->agg);
+  rn_reader_free(a->reader);
   rn_schema_free(a->schema);
   free(a->name);
   free(a);

@@ -37,18 +37,26 @@ int rn_attach_index(rn_attached *a, rn_index_bound *from, rn_index_bound *to, rn
 /* ---- attaching source tables too (query.c) ----
  * An attach of a name the state holds as a source table reads its "t:"
  * rows (keyed or keyless), of a distinct its "dr:" rows, of an aggregate
- * rows computed from its groups (aggregate_read.c); other derived relations
- * are refused naming their kind. */
-enum { RN_ATTACH_KEYED = 1, RN_ATTACH_KEYLESS = 2, RN_ATTACH_DISTINCT = 3, RN_ATTACH_AGGREGATE = 4 };
+ * rows computed from its groups (aggregate_read.c); any other relation
+ * through a reader (reader.h: joins, tops, selects; the rest refused
+ * saying why). */
+enum { RN_ATTACH_KEYED = 1, RN_ATTACH_KEYLESS = 2, RN_ATTACH_DISTINCT = 3, RN_ATTACH_AGGREGATE = 4,
+       RN_ATTACH_DERIVED = 5 };
 /* Every row with its id (0 for a store's rows), in key order (id order when
  * keyless), in one read transaction. */
 typedef int (*rn_attach_each_fn)(void *ctx, uint64_t id, const char *row, size_t len);
 int rn_attach_each(rn_attached *a, rn_attach_each_fn fn, void *ctx, rn_err *e);
-/* 0 for a store, else RN_ATTACH_KEYED, _KEYLESS, _DISTINCT or _AGGREGATE. */
+/* 0 for a store, else RN_ATTACH_KEYED, _KEYLESS, _DISTINCT, _AGGREGATE or _DERIVED. */
 int rn_attach_is_table(const rn_attached *a);
+/* What it reads: "store", "table", "index", "distinct", "aggregate",
+ * "join", "top" or "select" (att:columns()'s second value). */
+const char *rn_attach_kind(const rn_attached *a);
+/* Rebuilds a schema from a description rn_schema_desc_valid accepted
+ * (schema.c's rn_schema_describe; defaults are not kept). */
+rn_schema *rn_attach_schema_of(const msgpack_object *d, rn_err *e);
 /* "S:" name is absent from meta: reads "r:" name into *v (the catalogue
- * entry's description, for schema_of) and *table, or sets e: no such
- * relation, or one whose rows only its pipeline computes. */
+ * entry's description, for schema_of) and *table (RN_ATTACH_DERIVED: a
+ * reader reads it), or sets e: no such relation. */
 int rn_attach_table_entry(MDB_txn *txn, MDB_dbi meta, const char *path, const char *name, MDB_val *v, int *table,
                           rn_err *e);
 /* A get by a key longer than a table stores inline is refused (its entry is

@@ -392,9 +392,7 @@ static int l_attached_columns(lua_State *L)
     lua_setfield(L, -2, "key");
     lua_rawseti(L, -2, i + 1);
   }
-  int table = rn_attach_is_table(la->a);
-  lua_pushstring(L, table == RN_ATTACH_DISTINCT ? "distinct" : table == RN_ATTACH_AGGREGATE ? "aggregate"
-                   : table ? "table" : "store");
+  lua_pushstring(L, rn_attach_kind(la->a));
   return 2;
 }
 

@@ -214,6 +214,19 @@ describe("the REPL on a real state", function()
     assert.matches("\n1\n", out, 1, true)
   end)
 
+  it("runnel repl STATE_DIR browses a join and a top too, and says why a filter cannot be read", function()
+    H.write(dir .. "/decl.lua", DECL .. 'teams = p:table("teams", { {"id","int"}, {"team","string"}, key = "id" })\n'
+      .. 'roster = players:join(teams, { on = "id", kind = "left", name = "roster" })\n'
+      .. 'first = players:top{ n = 1, order = { "name" }, name = "first" }\n')
+    H.sh(("%s repl %s/st %s/decl.lua"):format(bin, dir, dir),
+         'players:insert{ id = 1, name = "ann" }\nplayers:insert{ id = 2, name = "al" }\nteams:insert{ id = 2, team = "red" }\n')
+    local out, err = H.sh(("%s repl %s/st"):format(bin, dir), "roster:get(2).team\nroster:count()\nfirst:get(2).rank\n"
+      .. "leaders:count()\n")
+    assert.matches('"red"\n2\n1\n', out, 1, true)
+    assert.matches('"leaders" is a filter: a Lua function in the script that declares it chooses its rows', out .. err,
+                   1, true)
+  end)
+
   it(".open DIR FILE makes that state p, .load runs a script on p, .tables and grids follow", function()
     H.write(dir .. "/decl.lua", DECL)
     H.write(dir .. "/more.lua", 'teams = p:table("teams", { {"id","int"}, key = "id" })\nteams:insert{ id = 7 }\n')

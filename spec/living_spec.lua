@@ -124,8 +124,11 @@ describe("runnel.attach of a source table", function()
     assert.equal(1, notes:count())
     assert.matches("a keyless table has no key to read by", select(2, pcall(notes.get, notes, "x")), 1, true)
     notes:close()
-    assert.matches('"roster" is a join: its rows are computed by the pipeline that declares it',
-                   select(2, pcall(runnel.attach, dir, "roster")), 1, true)
+    local roster = runnel.attach(dir, "roster") -- a join: its rows made from the state
+    assert.same({ id = 2, name = "bob" }, roster:get(2))
+    assert.equal(2, roster:count())
+    assert.equal("join", select(2, roster:columns()))
+    roster:close()
   end)
 end)
 
@@ -252,6 +255,49 @@ describe("runnel query", function()
       assert.equal(2, by_sign:count())
       by_sign:close()
       return row.n
+    end)
+  end)
+
+  it("reads a join, its fused select and a top, whole groups only, by query and by attach", function()
+    local derive = [[
+      local signs = p:table("signs", { {"s","int"}, {"name","string"}, key = "s" })
+      if signs:count() == 0 then signs:insert{ s = 1, name = "plus" }; signs:insert{ s = -1, name = "minus" } end
+      local sign = function(r) return r.v < 0 and -1 or 1 end
+      t:join(signs, { mapper = sign, name = "signed", kind = "left",
+                      joiner = function(l, r) return { id = l.id, sign = r.name, v = l.v } end,
+                      columns = { {"id","int"}, {"sign","string"}, {"v","int"}, key = "id" } })
+      t:join(signs, { mapper = sign, name = "plain" }):select({ "id", "name", "v" }, "plain_v")
+      t:top{ n = 3, order = { {"v", "desc"} }, name = "high" }
+    ]]
+    while_writing(derive, function(dir)
+      local sum, rows = csv_sum(dir, "signed") -- its last column: v
+      assert.equal(0, sum)
+      assert.equal(0, rows % 2)
+      local fused_sum, fused_rows = csv_sum(dir, "plain_v")
+      assert.equal(0, fused_sum)
+      assert.equal(0, fused_rows % 2)
+      local plain = runnel.attach(dir, "plain") -- the join under the fused select
+      local n, total, last = 0, 0, -1
+      for row in plain:rows() do
+        n, total = n + 1, total + row.v
+        assert.equal(row.v < 0 and "minus" or "plus", row.name)
+        assert.is_true(row.id > last) -- in key order
+        last = row.id
+      end
+      assert.equal(0, total)
+      assert.equal(0, n % 2)
+      if n > 0 then assert.equal("plus", plain:get(2).name) end
+      plain:close()
+      local high = runnel.attach(dir, "high")
+      local top = high:rows() -- the three highest: i, i - 1, i - 2 after group i
+      assert.is_true(#top <= 3 and #top >= math.min(3, n // 2)) -- read after plain: as many groups or more
+      for i, row in ipairs(top) do
+        assert.same({ i, top[1].v - (i - 1) }, { row.rank, row.v })
+        local now = high:get(row.id) -- another read: later groups may have pushed it out since
+        if now then assert.equal(row.v, now.v) end
+      end
+      high:close()
+      return rows
     end)
   end)
 

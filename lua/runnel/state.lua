@@ -1,6 +1,7 @@
 -- runnel/state.lua — the CLI's commands on a state another process may be
--- writing: runnel query (rows of a table or store, read in one LMDB read
--- transaction: whole groups only) and runnel drop (a relation removed).
+-- writing: runnel query (rows of any relation runnel.attach reads, in one
+-- LMDB read transaction: whole groups only) and runnel drop (a relation
+-- removed).
 -- Each returns the exit code; messages go to stdout and stderr.
 local runnel = require "runnel"
 

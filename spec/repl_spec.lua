@@ -25,6 +25,20 @@ local function wait_for(text)
   error("the screen never showed " .. text .. ":\n" .. screen())
 end
 
+-- Ends the session and starts cmd in a new one of the same name: the old
+-- one must be gone first (a loaded machine takes a while to end it, and
+-- new-session refuses a name in use, leaving an empty screen).
+local function restart_session(cmd, height)
+  tmux("kill-session -t " .. session)
+  for _ = 1, 200 do
+    local _, _, code = tmux("has-session -t " .. session)
+    if code ~= 0 then break end
+    os.execute("sleep 0.05")
+  end
+  local _, err, code = tmux(("new-session -d -s %s -x 160 -y %d %q"):format(session, height, cmd))
+  assert(code == 0, "tmux new-session: " .. err)
+end
+
 local function type_line(keys)
   tmux(("send-keys -t %s -l %q"):format(session, keys))
   tmux(("send-keys -t %s Enter"):format(session))
@@ -157,9 +171,8 @@ describe("the REPL in a terminal", function()
       local pid, path = pid_and_path()
       os.execute(("kill -%s %s"):format(sig, pid))
       assert.is_true(gone(path), "the temporary state is removed on SIG" .. sig)
-      tmux("kill-session -t " .. session)
       os.remove(home .. "/where")
-      tmux(("new-session -d -s %s -x 160 -y 50 'HOME=%s %s'"):format(session, home, bin))
+      restart_session(("HOME=%s %s"):format(home, bin), 50)
     end
   end)
 
@@ -215,8 +228,7 @@ describe("the REPL's banner on a terminal", function()
     tmux(("new-session -d -s %s -x 160 -y 20 'HOME=%s %s repl %s/st %s/decl.lua'"):format(session, dir, bin, dir, dir))
     local s = wait_for(".help for help.")
     assert.matches(("`p` is the state at %s/st; .help for help."):format(dir), s, 1, true)
-    tmux("kill-session -t " .. session)
-    tmux(("new-session -d -s %s -x 160 -y 20 'HOME=%s %s repl %s/own.lua'"):format(session, dir, bin, dir))
+    restart_session(("HOME=%s %s repl %s/own.lua"):format(dir, bin, dir), 20)
     s = wait_for(".help for help.")
     assert.matches(("`p` is the state at %s/own; .help for help."):format(dir), s, 1, true)
     type_line(".open " .. dir .. "/st")

@@ -16,8 +16,9 @@
  *   first instead (rn_flush), and read as below;
  * - else a read transaction of its own: whole groups only.
  *
- * A derived relation's cursor makes its rows at open (O(rows) memory);
- * opened inside a group it ends with the group, as a table's does. */
+ * A derived relation's cursor makes its rows at open (O(rows) memory). A
+ * cursor opened inside a group ends with the group (its rows were the
+ * group's), whether it committed or not. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -35,7 +36,7 @@ struct rn_cursor {
   rn_table_cursor *rows;  /* a table's cursor (table.c), read as it goes */
   msgpack_sbuffer made;   /* a derived relation's rows, made at open: |u64 id|u64 len|map| … */
   size_t at;              /* … the next one's offset */
-  bool in_group;          /* … made inside group `group`: the cursor ends with it */
+  bool in_group;          /* opened inside group `group`: the cursor ends with it */
   uint64_t group;
   msgpack_sbuffer map;    /* a table's current row as a map */
   msgpack_zone zone;      /* decoding rows */
@@ -251,8 +252,6 @@ static int derived_rows(rn_pipeline *p, rn_cursor *c)
   making mk = { c, rn_reader_schema(v.r), &p->err };
   rc = rn_reader_each(v.r, v.txn, make_row, &mk, &p->err);
   view_close(&v);
-  c->in_group = p->state != RN_IDLE;
-  c->group = p->group_serial;
   return rc;
 }
 
@@ -278,6 +277,8 @@ RN_API int rn_cursor_open(rn_pipeline *p, rn_rel *rel, rn_cursor **out)
   if (reads_alone(p)) rn_oom_clear();
   rc = rel->kind == RN_REL_TABLE ? rn_table_cursor_open(rel, &c->rows) : derived_rows(p, c);
   if (!rc && rn_oom()) rc = rn_err_set(&p->err, RN_ENOMEM, "out of memory");
+  c->in_group = p->state != RN_IDLE; /* after the reads: a map that grew began the group again */
+  c->group = p->group_serial;
   if (rc) {
     rn_cursor_close(c);
     return rc;
@@ -289,10 +290,6 @@ RN_API int rn_cursor_open(rn_pipeline *p, rn_rel *rel, rn_cursor **out)
 /* The next of a derived relation's rows made at open. */
 static int next_made(rn_cursor *c, const void **row, size_t *row_len, uint64_t *id, int *done)
 {
-  rn_pipeline *p = c->p;
-  if (c->in_group && (p->state == RN_IDLE || p->group_serial != c->group))
-    return rn_err_set(&p->err, RN_EMISUSE, "%s: rn_cursor_next: the group this cursor was opened in has ended "
-                      "(its rows were that group's: open another)", c->rel->name);
   if (c->at >= c->made.size) {
     *done = 1;
     return 0;
@@ -313,7 +310,11 @@ RN_API int rn_cursor_next(rn_cursor *c, const void **row, size_t *row_len, uint6
   *row_len = 0;
   *done = 0;
   if (!c->p) return RN_EMISUSE; /* its pipeline was closed: no message, there is nowhere to keep one */
-  rn_err_clear(&c->p->err);
+  rn_pipeline *p = c->p;
+  rn_err_clear(&p->err);
+  if (c->in_group && (p->state == RN_IDLE || p->group_serial != c->group)) /* committed or rolled back */
+    return rn_err_set(&p->err, RN_EMISUSE, "%s: rn_cursor_next: the group this cursor was opened in has ended "
+                      "(its rows were that group's: open another)", c->rel->name);
   if (!c->rows) return next_made(c, row, row_len, id, done);
   const char *data;
   size_t len;

@@ -10,7 +10,8 @@
  * A group's net effect per key is written as for SQLite: keys gone first,
  * then the final rows. runnel.attach(state_path, name) opens a reader:
  * in another process through a read-only LMDB environment, in this one
- * through the environment already open (LMDB forbids opening it twice). */
+ * through the environment already open (LMDB forbids opening it twice),
+ * whose carried groups a read commits first (owner_flushed). */
 #include "store_sink.h"
 
 #include <limits.h>

@@ -326,6 +326,22 @@ static void carried(int write_back)
   CHECK(durable_seq == (write_back == 1 ? 3 : 0));
   CHECK(add_player(p, 3, "cy", 1, 30) == 0);
   CHECK(strcmp(get_col(p, "per_team", "team", 1, "n"), "3") == 0);
+  /* a cursor opened in a group ends with it, though its LMDB transaction
+   * carries on after the commit (a table's too) */
+  rn_cursor *t = NULL, *d = NULL;
+  CHECK(rn_begin(p) == 0);
+  CHECK(rn_cursor_open(p, rn_relation(p, "players"), &t) == 0);
+  CHECK(rn_cursor_open(p, rn_relation(p, "roster"), &d) == 0);
+  CHECK(rn_commit(p) == 0);
+  const void *row;
+  size_t len;
+  uint64_t id;
+  int done = 0;
+  CHECK(rn_cursor_next(t, &row, &len, &id, &done) == RN_EMISUSE);
+  CHECK(strstr(rn_errmsg(p), "players: rn_cursor_next: the group this cursor was opened in has ended") == rn_errmsg(p));
+  CHECK(rn_cursor_next(d, &row, &len, &id, &done) == RN_EMISUSE);
+  rn_cursor_close(t);
+  rn_cursor_close(d);
   rn_pipeline_close(p);
 }
 

@@ -304,6 +304,38 @@ static void reads_in_group(int write_back)
 static void test_reads_in_group(void) { reads_in_group(-1); }
 static void test_reads_in_group_write_back(void) { reads_in_group(1); }
 
+typedef struct in_callback { rn_pipeline *p; char seen[256]; } in_callback;
+
+/* A subscriber of players reading the aggregate and the top while the
+ * group commits: they hold the group's changes already. */
+static int read_at_commit(void *ctx, const rn_event *ev)
+{
+  in_callback *cb = ctx;
+  size_t at = strlen(cb->seen);
+  snprintf(cb->seen + at, sizeof cb->seen - at, "%llu:%s/", (unsigned long long)ev->id,
+           get_col(cb->p, "per_team", "team", 2, "total"));
+  at = strlen(cb->seen);
+  snprintf(cb->seen + at, sizeof cb->seen - at, "%s", rows_of(cb->p, "best", "rank"));
+  return 0;
+}
+
+static void reads_from_callback(int write_back)
+{
+  rn_pipeline *p = open_declared(NULL, 0, write_back, 0);
+  fill(p);
+  in_callback cb = { p, "" };
+  CHECK(rn_subscribe(p, rn_relation(p, "players"), read_at_commit, &cb) == 0);
+  CHECK(rn_begin(p) == 0);
+  CHECK(add_player(p, 6, "fay", 2, 50) == 0);
+  CHECK(add_player(p, 7, "gus", 2, 45) == 0);
+  CHECK(rn_commit(p) == 0);
+  CHECK(strcmp(cb.seen, "6:135/1 2 1 2 1 7:135/1 2 1 2 1 ") == 0);
+  rn_pipeline_close(p);
+}
+
+static void test_reads_from_callback(void) { reads_from_callback(-1); }
+static void test_reads_from_callback_write_back(void) { reads_from_callback(1); }
+
 static int durable_seq;
 static void on_durable(void *ctx, uint64_t seq) { (void)ctx; durable_seq = (int)seq; }
 
@@ -404,6 +436,8 @@ int main(void)
   RUN(test_refusals);
   RUN(test_reads_in_group);
   RUN(test_reads_in_group_write_back);
+  RUN(test_reads_from_callback);
+  RUN(test_reads_from_callback_write_back);
   RUN(test_carried);
   RUN(test_carried_write_back);
   RUN(test_map_full_in_group);

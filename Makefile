@@ -257,3 +257,8 @@ cluster-kills: deps
 	@$(MAKE) -s all
 	@eval "$$($(MAKE) -s env)"; CLUSTER_KILLS=$(or $(N),100) RUNNEL_BIN=$(CURDIR)/$(BUILD)/runnel \
 	  $(LUA) "$$(command -v busted)" --filter='kill' spec/cluster_spec.lua
+
+# test_read_derived embeds Lua too (a script declares the relations it reads from C).
+$(BUILD)/spec/test_read_derived: spec/c/test_read_derived.c spec/c/check.h $(BUILD)/librunnel.a $(FLAGS_STAMP)
+	@mkdir -p $(@D)
+	$(CC) $(CFLAGS) $(LUA_INC) -Icore -Ispec/c -o $@ $< $(BUILD)/librunnel.a $(ALL_LIBS) $(LDFLAGS)

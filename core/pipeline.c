@@ -96,6 +96,7 @@ RN_API int rn_pipeline_close(rn_pipeline *p)
   rn_flush(p); /* carried groups are committed, as a close promises */
   rn_outbox_close(p); /* the delivered marks, then the durable sinks go */
   rn_cursors_end_all(p);
+  rn_read_cursors_orphan(p);
   for (int i = 0; i < p->nsinks; i++) {
     if (p->sinks[i]->free_ctx) p->sinks[i]->free_ctx(p->sinks[i]->ctx);
     free(p->sinks[i]);

@@ -212,6 +212,7 @@ struct rn_pipeline {
   bool evolved_kept;      /* meta "ev" holds that mark (store.h): the next group deletes it */
   rn_free_fn on_close;    /* the binding's hook, called with binding last by rn_pipeline_close */
   void *binding;          /* the binding's pipeline object (a Lua lpipe), or NULL */
+  struct rn_cursor *read_cursors; /* rn_cursor_open's open cursors (read_api.c) */
 };
 
 /* ---- relations (relation.c) ---- */
@@ -289,6 +290,9 @@ void rn_table_cursor_close(rn_table_cursor *c);
 /* At close: ends every open cursor's LMDB work; their handles stay valid
  * for rn_table_cursor_close and report the end. */
 void rn_cursors_end_all(rn_pipeline *p);
+/* At close: every open rn_cursor forgets p (rn_cursor_next then refuses;
+ * rn_cursor_close still frees it). read_api.c. */
+void rn_read_cursors_orphan(rn_pipeline *p);
 
 /* ---- groups (group.c) ---- */
 /* Brackets every change to a source: opens an autocommit group if needed,

@@ -146,16 +146,18 @@ static int open_select(rn_reader *r, MDB_txn *txn, const char *path, int depth, 
   return 0;
 }
 
-/* A top: its rows ("tt:"), and its input's key, which is the top's too
- * (the same columns in the same slots, each input row at most once). */
-static int open_top(rn_reader *r, MDB_txn *txn, rn_err *e)
+/* The key of a relation whose rows are its input's, each at most once (a
+ * top's, an index's): its input's, named by "input" in its declaration
+ * ("tp:"), when the input is keyed and its columns are the relation's
+ * first ones (extra: the columns the relation adds, a top's rank). Else
+ * it stays keyless. */
+static int input_key(rn_reader *r, MDB_txn *txn, int extra, rn_err *e)
 {
-  int rc = open_db(txn, RN_DB_TOP_ROWS, r->name, &r->dbi, e);
   MDB_dbi decl;
-  if (!rc) rc = open_db(txn, RN_DB_TOP_DECL, r->name, &decl, e);
+  int rc = open_db(txn, RN_DB_TOP_DECL, r->name, &decl, e);
   if (rc) return rc;
-  static char input_key[] = "input";
-  MDB_val k = { 5, input_key }, v;
+  static char field[] = "input";
+  MDB_val k = { 5, field }, v;
   if (mdb_get(txn, decl, &k, &v) != 0 || v.mv_size > RN_NAME_MAX) return 0; /* keyless: rows() reads it */
   char input[RN_NAME_MAX + 1];
   snprintf(input, sizeof input, "%.*s", (int)v.mv_size, (const char *)v.mv_data);
@@ -165,11 +167,25 @@ static int open_top(rn_reader *r, MDB_txn *txn, rn_err *e)
     return 0;
   rn_schema *in = rn_attach_schema_of(&d.via.array.ptr[1], &ignored);
   if (!in) return 0;
-  bool same = in->nkey > 0 && in->ncols == r->schema->ncols - 1;
+  bool same = in->nkey > 0 && in->ncols == r->schema->ncols - extra;
   for (int i = 0; same && i < in->ncols; i++) same = strcmp(in->cols[i].name, r->schema->cols[i].name) == 0;
   if (same) rc = rn_schema_set_key(r->schema, in->key_slots, in->nkey, r->name, e);
   rn_schema_free(in);
   return rc;
+}
+
+/* A top: its rows ("tt:") and its input's key, which is the top's too. */
+static int open_top(rn_reader *r, MDB_txn *txn, rn_err *e)
+{
+  int rc = open_db(txn, RN_DB_TOP_ROWS, r->name, &r->dbi, e);
+  return rc ? rc : input_key(r, txn, 1, e);
+}
+
+/* An index: its rows in its order ("ix:") and its input's key. */
+static int open_index(rn_reader *r, MDB_txn *txn, rn_err *e)
+{
+  int rc = open_db(txn, RN_DB_INDEX, r->name, &r->dbi, e);
+  return rc ? rc : input_key(r, txn, 0, e);
 }
 
 /* The reader of kind's rows, once its schema is read. */
@@ -184,7 +200,7 @@ static int open_kind(rn_reader *r, MDB_txn *txn, const char *path, int depth, rn
     return open_db(txn, RN_DB_DISTINCT_ROWS, r->name, &r->dbi, e);
   case RN_REL_INDEX:
     r->how = READ_INDEX;
-    return open_db(txn, RN_DB_INDEX, r->name, &r->dbi, e);
+    return open_index(r, txn, e);
   case RN_REL_AGGREGATE: {
     r->how = READ_AGGREGATE;
     int rc = open_db(txn, RN_DB_AGG_GROUPS, r->name, &r->dbi, e);
@@ -447,13 +463,27 @@ typedef struct matching {
   msgpack_sbuffer k;
 } matching;
 
+enum { FOUND = 1 };        /* match's stop: a key is on one row at most */
+
 static int match(void *ctx, uint64_t id, const char *row, size_t len)
 {
   matching *m = ctx;
   msgpack_sbuffer_clear(&m->k);
   int rc = key_of(m->r, row, len, &m->k, m->e);
   if (rc || m->k.size != m->klen || memcmp(m->k.data, m->key, m->klen) != 0) return rc;
-  return m->fn(m->ctx, id, row, len);
+  rc = m->fn(m->ctx, id, row, len);
+  return rc ? rc : FOUND;
+}
+
+/* An aggregate's group is stored under its key ("ag:", the by columns then
+ * a window's start, encoded as the key is): one seek. */
+static int seek_group(rn_reader *r, MDB_txn *txn, matching *m)
+{
+  MDB_val k = { m->klen, (void *)m->key }, v;
+  int rc = mdb_get(txn, r->dbi, &k, &v);
+  if (rc == MDB_NOTFOUND) return 0;
+  if (rc) return rn_err_set(m->e, rn_store_read_code(rc), "%s: %s", r->name, mdb_strerror(rc));
+  return rn_agg_reader_row(r->agg, txn, &k, &v, match, m, m->e);
 }
 
 int rn_reader_get(rn_reader *r, MDB_txn *txn, const char *key, size_t klen, rn_attach_each_fn fn, void *ctx,
@@ -464,9 +494,9 @@ int rn_reader_get(rn_reader *r, MDB_txn *txn, const char *key, size_t klen, rn_a
                       rn_reader_kind(r));
   matching m = { r, key, klen, fn, ctx, e, { 0 } };
   msgpack_sbuffer_init(&m.k);
-  int rc = rows_as_made(r, txn, match, &m, e);
+  int rc = r->how == READ_AGGREGATE ? seek_group(r, txn, &m) : rows_as_made(r, txn, match, &m, e);
   msgpack_sbuffer_destroy(&m.k);
-  return rc;
+  return rc == FOUND ? 0 : rc;
 }
 
 /* ---- the select's record ---- */

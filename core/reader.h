@@ -29,7 +29,8 @@ const char *rn_reader_kind(const rn_reader *r);
  * keyless relation: its input's order). */
 int rn_reader_each(rn_reader *r, MDB_txn *txn, rn_attach_each_fn fn, void *ctx, rn_err *e);
 /* The row whose key encodes as key (key.h), to fn, read in txn; nothing
- * when none has it. Rows are made as each makes them: O(rows). */
+ * when none has it. An aggregate's is one seek; the others' rows are made
+ * as each makes them until it is found: O(rows). */
 int rn_reader_get(rn_reader *r, MDB_txn *txn, const char *key, size_t klen, rn_attach_each_fn fn, void *ctx,
                   rn_err *e);
 void rn_reader_free(rn_reader *r);

@@ -331,31 +331,47 @@ typedef int (*rn_undeclared_fn)(void *ctx, const char *name, const char *kind);
 RN_API int rn_undeclared(rn_pipeline *p, rn_undeclared_fn fn, void *ctx);
 
 /* ---- Reading from C ----------------------------------------------------
- * Reads see committed state, plus the open group's own changes when called
- * inside it (as t:get and t:rows in Lua); a read outside a group is one LMDB
- * read transaction: whole groups only. Rows are msgpack maps keyed by
- * external names (nulls as nil), as subscribers get them. Tables only: a
- * derived relation's rows reach C through subscriptions. */
+ * rn_get and cursors read every relation runnel.attach reads: tables,
+ * aggregates, joins, selects (of any of these), tops, indexes and
+ * distincts; a relation whose rows the state does not hold is refused with
+ * RN_EINVAL, rn_errmsg saying why and what to read instead, as
+ * runnel.attach says it (a filter or a map — a Lua function computes its
+ * rows —, a stream, a cdc relation, a stream join, a lookup, an aggregate
+ * with a runnel.agg column). Outside a group a read sees every committed
+ * group and nothing else (with nosync, carried groups included: it reads
+ * their LMDB transaction or commits it first, as rn_flush); inside a group,
+ * or from a callback, it sees the group's own changes so far too (as
+ * rel:get and rel:rows in Lua). Rows are msgpack maps keyed by external
+ * names (nulls as nil), as subscribers get them. */
 
-/* The row of table rel under key, a msgpack map of the key columns (of a
- * keyless table: the whole row, the stored row equal to it with the
- * smallest id): *row and *row_len, owned by p and valid until the next call
- * on p, or *row = NULL when absent; *id (id may be NULL) its id. Errors:
- * RN_EINVAL (a NULL argument; key not a map, an unknown column, a missing
- * or wrongly typed key column; rel not a table). */
+/* The row of rel under key, a msgpack map of the key columns: a table's by
+ * its key (a keyless table's by the whole row: the stored row equal to it
+ * with the smallest id), an aggregate's by its group key (one seek), a
+ * top's and an index's by their input's key, a join's or a select's by
+ * theirs; a join's, select's, top's and index's rows are made until the
+ * one is found: O(rows), as rel:get of a derived relation in Lua. *row and
+ * *row_len, owned by p and valid until the next call on p, or *row = NULL
+ * when absent; *id (id may be NULL) its id. Errors: RN_EINVAL (a NULL
+ * argument; key not a map, an unknown column, a missing or wrongly typed
+ * key column; a keyless derived relation; a relation refused as above),
+ * RN_ESTORE, RN_ENOMEM. */
 RN_API int rn_get(rn_pipeline *p, rn_rel *rel, const void *key, size_t key_len, const void **row, size_t *row_len,
                   uint64_t *id);
 
-/* A table's rows in key order (id order when keyless). Outside a group a
- * cursor reads one read transaction of its own (the state when it was
- * opened) until closed; opened inside a group, it reads the group's
- * transaction and ends with the group (rn_cursor_next then fails with
- * RN_EMISUSE). Destructor: rn_cursor_close (also after an error; accepts
- * NULL). Close cursors before rn_pipeline_close. */
+/* A relation's rows (any rn_get reads) in key order (id order when
+ * keyless; a top: group then rank order; an index: its order). A table's
+ * are read as the cursor goes; any other's are made when it opens, all in
+ * memory. Outside a group a cursor reads the state when it was opened
+ * until closed; opened inside a group (or from a callback), it ends with
+ * the group, committed or rolled back: rn_cursor_next then fails with
+ * RN_EMISUSE. Destructor: rn_cursor_close (also after an error, and after
+ * rn_pipeline_close; accepts NULL). */
 typedef struct rn_cursor rn_cursor;
 RN_API int rn_cursor_open(rn_pipeline *p, rn_rel *rel, rn_cursor **out);
 /* The next row into *row (a map owned by the cursor, valid until the next
- * call on it) and *id; *done = 1 (and *row NULL) after the last. */
+ * call on it) and *id; *done = 1 (and *row NULL) after the last. Errors:
+ * RN_EMISUSE (its group ended; its pipeline was closed: no message then,
+ * there is no pipeline to hold one), RN_EINVAL (a NULL argument). */
 RN_API int rn_cursor_next(rn_cursor *c, const void **row, size_t *row_len, uint64_t *id, int *done);
 RN_API void rn_cursor_close(rn_cursor *c);
 

@@ -10,7 +10,8 @@
  * A group's net effect per key is written as for SQLite: keys gone first,
  * then the final rows. runnel.attach(state_path, name) opens a reader:
  * in another process through a read-only LMDB environment, in this one
- * through the environment already open (LMDB forbids opening it twice). */
+ * through the environment already open (LMDB forbids opening it twice),
+ * whose carried groups a read commits first (owner_flushed). */
 #include "store_sink.h"
 
 #include <limits.h>
@@ -338,7 +339,10 @@ int rn_attach(const char *path, const char *name, rn_pipeline *owner, rn_attache
   msgpack_object d;
   size_t off = 0;
   if (mdb_get(txn, meta, &k, &v) != 0) { /* not a store: an index, or a source table (query.c)? */
-    if (!open_index(a, txn, meta, path, &z, e)) goto opened;
+    if (!open_index(a, txn, meta, path, &z, e)) { /* and a reader, for get by its input's key */
+      if (!rn_reader_open(txn, meta, path, name, &a->reader, e)) goto opened;
+      goto fail;
+    }
     if (e->code != RN_ENOTFOUND) goto fail;
     rn_err_clear(e);
     if (rn_attach_table_entry(txn, meta, path, name, &v, &a->table, e)) goto fail;
@@ -400,6 +404,24 @@ static int orphaned(const rn_attached *a, rn_err *e)
                     a->name);
 }
 
+/* Before a read through an owner's environment: the groups its pipeline
+ * committed but carries in its open LMDB transaction (sync = false) are
+ * committed (rn_flush), so the read transaction sees every group the
+ * pipeline committed. Inside one of its groups (or its callbacks) nothing
+ * can be committed without the open group: the read sees the groups LMDB
+ * holds, whole groups only. */
+static int owner_flushed(const rn_attached *a, rn_err *e)
+{
+  rn_pipeline *o = a->owner;
+  if (!a->shared) return orphaned(a, e);
+  if (!o || o->state != RN_IDLE || !o->store.wtxn || rn_flush(o) == 0) return 0;
+  *e = o->err;
+  char prefix[RN_NAME_MAX + 16];
+  snprintf(prefix, sizeof prefix, "attach %s", a->name);
+  rn_err_prefix(e, prefix);
+  return e->code;
+}
+
 typedef struct copied {
   msgpack_sbuffer *row;
   int *found;
@@ -431,8 +453,9 @@ int rn_attach_get(rn_attached *a, const char *key, size_t klen, msgpack_sbuffer 
 {
   MDB_txn *txn;
   *found = 0;
-  if (!a->shared) return orphaned(a, e);
-  int rc = mdb_txn_begin(a->shared, NULL, MDB_RDONLY, &txn);
+  int rc = owner_flushed(a, e);
+  if (rc) return rc;
+  rc = mdb_txn_begin(a->shared, NULL, MDB_RDONLY, &txn);
   if (rc) return rn_err_set(e, rn_store_read_code(rc), "attach %s: %s", a->name, mdb_strerror(rc));
   MDB_val k = { klen, (void *)key }, v;
   if (a->reader) {
@@ -469,8 +492,9 @@ static int attach_walk(rn_attached *a, int (*fn)(void *ctx, const char *row, siz
 {
   MDB_txn *txn;
   MDB_cursor *cur;
-  if (!a->shared) return orphaned(a, e);
-  int rc = mdb_txn_begin(a->shared, NULL, MDB_RDONLY, &txn);
+  int rc = owner_flushed(a, e);
+  if (rc) return rc;
+  rc = mdb_txn_begin(a->shared, NULL, MDB_RDONLY, &txn);
   if (rc) return rn_err_set(e, rn_store_read_code(rc), "attach %s: %s", a->name, mdb_strerror(rc));
   if (a->reader) {
     rc = rn_reader_each(a->reader, txn, fn ? row_only : each, fn ? &(rows_only){ fn, ctx } : ctx, e);
@@ -501,7 +525,8 @@ bool rn_attach_is_index(const rn_attached *a) { return a->is_index; }
 int rn_attach_index(rn_attached *a, rn_index_bound *from, rn_index_bound *to, rn_index_walk *w, rn_err *e)
 {
   if (!a->is_index) return rn_err_set(e, RN_EMISUSE, "attach %s: a store has no order (attach an index)", a->name);
-  if (!a->shared) return orphaned(a, e);
+  int flushed = owner_flushed(a, e);
+  if (flushed) return flushed;
   msgpack_zone z;
   msgpack_sbuffer fk, tk;
   msgpack_sbuffer_init(&fk);

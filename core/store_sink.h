@@ -13,7 +13,10 @@ typedef struct rn_attached rn_attached;
 /* Opens a reader of store `name` in the state at path; owner is a pipeline
  * of this process that has that state open (LMDB forbids opening one
  * environment twice in a process), whose environment it then reads
- * through, or NULL. Destructor: rn_attach_close. */
+ * through, or NULL. A read through an owner's environment made outside the
+ * owner's groups and callbacks first commits the groups it carries (nosync:
+ * rn_flush), so it sees every group the owner committed; inside one, what
+ * LMDB holds. Destructor: rn_attach_close. */
 int rn_attach(const char *path, const char *name, rn_pipeline *owner, rn_attached **out, rn_err *e);
 /* At the owner's close: its attaches stop reading (an error, not a read of a
  * closed environment) until they are closed. */

@@ -468,6 +468,12 @@ int rn_group_regrow(rn_pipeline *p)
   return p->err.code;
 }
 
+int rn_group_regrow_change(rn_pipeline *p)
+{
+  if (p->replay.n > p->replay_at_enter) p->replay.n = p->replay_at_enter; /* the retry logs it again */
+  return rn_group_regrow(p);
+}
+
 int rn_group_fail(rn_pipeline *p, int code, const char *msg)
 {
   p->replay_at_enter = p->replay.n;

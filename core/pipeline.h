@@ -310,6 +310,11 @@ int rn_group_oom(rn_pipeline *p, int rc);
  * group's source changes in a new transaction. 0 means the caller may try
  * its change again; otherwise the error stands. */
 int rn_group_regrow(rn_pipeline *p);
+/* rn_group_regrow for the change being applied (between rn_change_enter
+ * and rn_change_leave), which its caller then runs again: the changes
+ * logged before it are applied again, not the change itself, whose source
+ * write may have been logged before a derived write filled the map. */
+int rn_group_regrow_change(rn_pipeline *p);
 /* Records a source change for replay, then emits it. */
 int rn_source_emit(rn_rel *src, const rn_change *c);
 /* Applies a logged source change again (table.c; the sources' reapply, ops.h). */

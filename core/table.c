@@ -389,7 +389,7 @@ static int insert_any(rn_rel *t, msgpack_object *vals, uint8_t *given, bool upse
     int rc_ = rn_change_enter(p); \
     if (rc_) return rc_; \
     rc_ = (call); \
-    while (rc_ == RN_EFULL && rn_group_regrow(p) == 0) rc_ = (call); \
+    while (rc_ == RN_EFULL && rn_group_regrow_change(p) == 0) rc_ = (call); \
     return rn_change_leave(p, rc_); \
   } while (0)
 

@@ -149,6 +149,28 @@ describe("groups", function()
     assert.equal(5000, big:id_of(5000))
     q:close()
   end)
+  it("grow the map when a join's write fills it after its source row was written, and apply the change once", function()
+    for _, sync in ipairs{ true, false } do
+      for _, wb in ipairs{ false, true } do
+        local q = runnel.open{ map_size = 1024 * 1024, sync = sync, write_back = wb }
+        local players = q:table("players", { {"id","int"}, {"name","string"}, {"team","int"}, key = "id" })
+        local teams = q:table("teams", { {"id","int"}, {"tname","string"}, key = "id" })
+        local j = players:join(teams, { on = "team" })
+        local log = H.record(j)
+        q:begin()
+        teams:insert{ id = 1, tname = "red" }
+        for i = 1, 4000 do players:insert{ id = i, name = ("x"):rep(599), team = 1 } end -- ~5 MB
+        q:commit()
+        local what = ("sync = %s, write_back = %s"):format(sync, wb)
+        assert.equal(4000, players:count(), what)
+        assert.equal(4000, j:count(), what)
+        assert.equal(4000, #log, what) -- each result once
+        assert.equal(0, q:stats().rollbacks, what)
+        q:close()
+      end
+    end
+  end)
+
   describe("with sync = false (GROUP-6)", function()
     it("roll a failing group back alone among groups carried in one LMDB transaction", function()
       local q = runnel.open{ sync = false }

@@ -331,6 +331,19 @@ int rn_value_normalize(const rn_column *c, msgpack_object *v, msgpack_zone *z,
   return normalize_typed(c->type, c->fields, v, z, rel, &p, 0, e);
 }
 
+/* The common values normalize_typed leaves as they are, told without a
+ * call: an int in int64 for an int column, ASCII text for a string one. */
+static bool already_normal(rn_type t, const msgpack_object *v)
+{
+  if (t == RN_T_INT)
+    return v->type == MSGPACK_OBJECT_NEGATIVE_INTEGER ||
+           (v->type == MSGPACK_OBJECT_POSITIVE_INTEGER && v->via.u64 <= (uint64_t)INT64_MAX);
+  if (t != RN_T_STRING || v->type != MSGPACK_OBJECT_STR) return false;
+  for (uint32_t i = 0; i < v->via.str.size; i++)
+    if ((unsigned char)v->via.str.ptr[i] >= 0x80) return false;
+  return true;
+}
+
 int rn_row_normalize(const rn_schema *s, const char *rel, rn_rowmode mode,
                      msgpack_object *vals, const uint8_t *given,
                      msgpack_zone *z, rn_err *e)
@@ -352,6 +365,7 @@ int rn_row_normalize(const rn_schema *s, const char *rel, rn_rowmode mode,
       if (!c->nullable) return null_error(e, rel, c);
       continue;
     }
+    if (already_normal(c->type, &vals[i])) continue;
     if (rn_value_normalize(c, &vals[i], z, rel, e)) return e->code;
   }
   return 0;

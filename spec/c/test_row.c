@@ -186,7 +186,7 @@ static void test_row_pack_writes_what_msgpack_writes(void)
     rn_schema *s = rn_schema_new();
     for (int c = 0; c < width; c++) {
       char name[16];
-      snprintf(name, sizeof name, "c%d", c % 100);
+      snprintf(name, sizeof name, "c%d", c);
       rn_schema_add(s, name, strlen(name), RN_T_ANY, true, NULL, &e);
     }
     for (int from = 0; from + width <= NVALS; from++) {

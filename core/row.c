@@ -331,6 +331,19 @@ int rn_value_normalize(const rn_column *c, msgpack_object *v, msgpack_zone *z,
   return normalize_typed(c->type, c->fields, v, z, rel, &p, 0, e);
 }
 
+/* The common values normalize_typed leaves as they are, told without a
+ * call: an int in int64 for an int column, ASCII text for a string one. */
+static bool already_normal(rn_type t, const msgpack_object *v)
+{
+  if (t == RN_T_INT)
+    return v->type == MSGPACK_OBJECT_NEGATIVE_INTEGER ||
+           (v->type == MSGPACK_OBJECT_POSITIVE_INTEGER && v->via.u64 <= (uint64_t)INT64_MAX);
+  if (t != RN_T_STRING || v->type != MSGPACK_OBJECT_STR) return false;
+  for (uint32_t i = 0; i < v->via.str.size; i++)
+    if ((unsigned char)v->via.str.ptr[i] >= 0x80) return false;
+  return true;
+}
+
 int rn_row_normalize(const rn_schema *s, const char *rel, rn_rowmode mode,
                      msgpack_object *vals, const uint8_t *given,
                      msgpack_zone *z, rn_err *e)
@@ -352,17 +365,153 @@ int rn_row_normalize(const rn_schema *s, const char *rel, rn_rowmode mode,
       if (!c->nullable) return null_error(e, rel, c);
       continue;
     }
+    if (already_normal(c->type, &vals[i])) continue;
     if (rn_value_normalize(c, &vals[i], z, rel, e)) return e->code;
   }
   return 0;
 }
 
-void rn_row_pack(const rn_schema *s, const msgpack_object *vals, msgpack_sbuffer *out)
+/* ---- packing ----
+ * Rows are made of scalars, and msgpack_pack_object writes each through a
+ * callback a few bytes at a time: a row of scalars is written here instead,
+ * into room reserved once, byte for byte as msgpack_pack_object writes it
+ * (smallest int form, str8 from 32 bytes, float64, bin8 from 0 bytes;
+ * test_row checks the two agree). Anything else goes to msgpack-c. */
+
+/* The most bytes scalar v packs into; 0 for what msgpack-c packs (containers,
+ * float32, ext). */
+static size_t scalar_room(const msgpack_object *v)
+{
+  switch (v->type) {
+  case MSGPACK_OBJECT_NIL: case MSGPACK_OBJECT_BOOLEAN: return 1;
+  case MSGPACK_OBJECT_POSITIVE_INTEGER: case MSGPACK_OBJECT_NEGATIVE_INTEGER: case MSGPACK_OBJECT_FLOAT64: return 9;
+  case MSGPACK_OBJECT_STR: case MSGPACK_OBJECT_BIN: return 5 + (size_t)v->via.str.size;
+  default: return 0;
+  }
+}
+
+static unsigned char *put_be(unsigned char *p, uint64_t v, int n)
+{
+  for (int i = n - 1; i >= 0; i--, v >>= 8) p[i] = (unsigned char)v;
+  return p + n;
+}
+
+static unsigned char *put_uint(unsigned char *p, uint64_t u)
+{
+  if (u < 128) { *p++ = (unsigned char)u; return p; }
+  if (u < 256) { *p++ = 0xcc; return put_be(p, u, 1); }
+  if (u < 65536) { *p++ = 0xcd; return put_be(p, u, 2); }
+  if (u < (1ULL << 32)) { *p++ = 0xce; return put_be(p, u, 4); }
+  *p++ = 0xcf;
+  return put_be(p, u, 8);
+}
+
+static unsigned char *put_int(unsigned char *p, int64_t i)
+{
+  if (i >= 0) return put_uint(p, (uint64_t)i);
+  if (i >= -32) { *p++ = (unsigned char)(int8_t)i; return p; }
+  if (i >= -128) { *p++ = 0xd0; return put_be(p, (uint64_t)i, 1); }
+  if (i >= -32768) { *p++ = 0xd1; return put_be(p, (uint64_t)i, 2); }
+  if (i >= -2147483648LL) { *p++ = 0xd2; return put_be(p, (uint64_t)i, 4); }
+  *p++ = 0xd3;
+  return put_be(p, (uint64_t)i, 8);
+}
+
+/* head: the str or bin family's 8-, 16- and 32-bit length markers. */
+static unsigned char *put_bytes(unsigned char *p, const char *b, uint32_t n, bool str)
+{
+  if (str && n < 32) *p++ = (unsigned char)(0xa0 | n);
+  else if (n < 256) { *p++ = str ? 0xd9 : 0xc4; p = put_be(p, n, 1); }
+  else if (n < 65536) { *p++ = str ? 0xda : 0xc5; p = put_be(p, n, 2); }
+  else { *p++ = str ? 0xdb : 0xc6; p = put_be(p, n, 4); }
+  if (n) memcpy(p, b, n);
+  return p + n;
+}
+
+/* Writes scalar v (scalar_room(v) > 0) at p; returns where it ends. */
+static unsigned char *put_scalar(unsigned char *p, const msgpack_object *v)
+{
+  switch (v->type) {
+  case MSGPACK_OBJECT_NIL: *p++ = 0xc0; return p;
+  case MSGPACK_OBJECT_BOOLEAN: *p++ = v->via.boolean ? 0xc3 : 0xc2; return p;
+  case MSGPACK_OBJECT_POSITIVE_INTEGER: return put_uint(p, v->via.u64);
+  case MSGPACK_OBJECT_NEGATIVE_INTEGER: return put_int(p, v->via.i64);
+  case MSGPACK_OBJECT_FLOAT64: {
+    uint64_t bits;
+    memcpy(&bits, &v->via.f64, 8);
+    *p++ = 0xcb;
+    return put_be(p, bits, 8);
+  }
+  default: return put_bytes(p, v->via.str.ptr, v->via.str.size, v->type == MSGPACK_OBJECT_STR);
+  }
+}
+
+/* Room for n more bytes at the end of out (grown as msgpack_sbuffer_write
+ * grows it); false, noted as out of memory, if it cannot grow. */
+static bool reserve(msgpack_sbuffer *out, size_t n)
+{
+  if (out->alloc - out->size >= n) return true;
+  size_t size = out->alloc ? out->alloc * 2 : MSGPACK_SBUFFER_INIT_SIZE;
+  while (size < out->size + n) {
+    if (size > SIZE_MAX / 2) { rn_oom_note(); return false; }
+    size *= 2;
+  }
+  char *data = realloc(out->data, size);
+  if (!data) { rn_oom_note(); return false; }
+  out->data = data;
+  out->alloc = size;
+  return true;
+}
+
+static unsigned char *put_array_head(unsigned char *p, int n)
+{
+  if (n < 16) { *p++ = (unsigned char)(0x90 | n); return p; }
+  if (n < 65536) { *p++ = 0xdc; return put_be(p, (uint64_t)n, 2); }
+  *p++ = 0xdd;
+  return put_be(p, (uint64_t)n, 4);
+}
+
+/* Packs the row as msgpack-c does (a value other than a scalar inside). */
+static void pack_slow(const rn_schema *s, const msgpack_object *vals, const char *old, const size_t *starts,
+                      const uint8_t *given, msgpack_sbuffer *out)
 {
   msgpack_packer pk;
   msgpack_packer_init(&pk, out, rn_buf_write);
   msgpack_pack_array(&pk, (size_t)s->ncols);
-  for (int i = 0; i < s->ncols; i++) msgpack_pack_object(&pk, vals[i]);
+  for (int i = 0; i < s->ncols; i++) {
+    if (!given || given[i]) msgpack_pack_object(&pk, vals[i]);
+    else rn_buf_write(out, old + starts[i], starts[i + 1] - starts[i]);
+  }
+}
+
+/* The row of vals (given == NULL), or old with the given columns replaced:
+ * the scalars written in place, anything else by pack_slow. */
+static void pack_row(const rn_schema *s, const msgpack_object *vals, const char *old, const size_t *starts,
+                     const uint8_t *given, msgpack_sbuffer *out)
+{
+  size_t room = 5;
+  for (int i = 0; i < s->ncols; i++) {
+    if (given && !given[i]) { room += starts[i + 1] - starts[i]; continue; }
+    size_t n = scalar_room(&vals[i]);
+    if (!n) { pack_slow(s, vals, old, starts, given, out); return; }
+    room += n;
+  }
+  if (!reserve(out, room)) return;
+  unsigned char *p = put_array_head((unsigned char *)out->data + out->size, s->ncols);
+  for (int i = 0; i < s->ncols; i++) {
+    if (given && !given[i]) {
+      memcpy(p, old + starts[i], starts[i + 1] - starts[i]);
+      p += starts[i + 1] - starts[i];
+    } else {
+      p = put_scalar(p, &vals[i]);
+    }
+  }
+  out->size = (size_t)((char *)p - out->data);
+}
+
+void rn_row_pack(const rn_schema *s, const msgpack_object *vals, msgpack_sbuffer *out)
+{
+  pack_row(s, vals, NULL, NULL, NULL, out);
 }
 
 int rn_row_patch(const rn_schema *s, const char *old, size_t old_len, const msgpack_object *vals,
@@ -370,13 +519,7 @@ int rn_row_patch(const rn_schema *s, const char *old, size_t old_len, const msgp
 {
   size_t starts[s->ncols + 1];
   if (rn_row_spans(old, old_len, s->ncols, s->ncols, starts) != 0) return -1;
-  msgpack_packer pk;
-  msgpack_packer_init(&pk, out, rn_buf_write);
-  msgpack_pack_array(&pk, (size_t)s->ncols);
-  for (int i = 0; i < s->ncols; i++) {
-    if (given[i]) msgpack_pack_object(&pk, vals[i]);
-    else rn_buf_write(out, old + starts[i], starts[i + 1] - starts[i]);
-  }
+  pack_row(s, vals, old, starts, given, out);
   return 0;
 }
 

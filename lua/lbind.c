@@ -220,3 +220,17 @@ int rn_lua_protect(lpipe *lp, lua_State *L, rn_lua_body body, void *ud, const ch
   lua_pop(L, 1);
   return e->code;
 }
+
+/* ---- the collector ---- */
+
+void rn_lua_gc_default(lua_State *L)
+{
+  if (!lua_gc(L, LUA_GCISRUNNING)) return;
+  int pause = lua_gc(L, LUA_GCSETPAUSE, 200), stepmul = lua_gc(L, LUA_GCSETSTEPMUL, 100); /* read them */
+  lua_gc(L, LUA_GCSETPAUSE, pause);
+  lua_gc(L, LUA_GCSETSTEPMUL, stepmul);
+  if (pause != 200 || stepmul != 100) return; /* Lua's defaults (LUAI_GCPAUSE, LUAI_GCMUL): 200, 100 */
+  if (lua_gc(L, LUA_GCGEN, 0, 0) == LUA_GCGEN) return;
+  lua_gc(L, LUA_GCSTEP, 0); /* a young collection now: switching keeps the incremental mode's wait, and
+                               the first young collection would come only once the heap had doubled */
+}

@@ -86,6 +86,15 @@ lrel *rn_lua_checkrel_of(lua_State *L, int idx, lpipe *lp);
  * pipeline's error when rc says it failed. Returns the count pushed. */
 int rn_lua_declared(lua_State *L, lpipe *lp, int rc, rn_rel *rel);
 
+/* Puts the collector of a state that runs a pipeline in generational mode
+ * (lbind.c), unless the program chose its own settings: a stopped
+ * collector, a pause or step multiplier other than Lua's defaults, or
+ * generational mode already. A joiner or map that returns a new table per
+ * call makes young garbage; Lua's default incremental collector lets it
+ * grow to the size of everything else the program holds before a cycle
+ * starts. collectgarbage("incremental") after runnel.open takes it back. */
+void rn_lua_gc_default(lua_State *L);
+
 /* A callback's body: pushes the user function and its arguments, calls it
  * (lua_call) and handles what it returned. Returns 0 or an RN_E… code with
  * e set. */

@@ -145,13 +145,14 @@ int rn_lua_tovalue(lpipe *lp, lua_State *L, int idx, const rn_column *col,
   }
 }
 
+/* vals and given in one piece of the scratch zone (given after vals). */
 static int alloc_row(lpipe *lp, rn_rel *rel, msgpack_object **vals, uint8_t **given)
 {
-  int n = rel->schema->ncols;
-  *vals = rn_zone_malloc(&lp->p->scratch, sizeof **vals * (size_t)(n ? n : 1));
-  *given = rn_zone_malloc(&lp->p->scratch, (size_t)(n ? n : 1));
-  if (!*vals || !*given) return rn_err_set(&lp->p->err, RN_ENOMEM, "out of memory");
-  memset(*given, 0, (size_t)n);
+  size_t n = (size_t)rel->schema->ncols;
+  *vals = rn_zone_malloc(&lp->p->scratch, (sizeof **vals + 1) * (n ? n : 1));
+  if (!*vals) return rn_err_set(&lp->p->err, RN_ENOMEM, "out of memory");
+  *given = (uint8_t *)(*vals + n);
+  memset(*given, 0, n);
   return 0;
 }
 
@@ -159,7 +160,7 @@ int rn_lua_torow(lpipe *lp, lua_State *L, int idx, rn_rel *rel,
                  msgpack_object **vals, uint8_t **given)
 {
   rn_pipeline *p = lp->p;
-  idx = lua_absindex(L, idx);
+  if (idx < 0) idx = lua_absindex(L, idx);
   if (!lua_istable(L, idx))
     return rn_err_set(&p->err, RN_EINVAL, "%s: a row is a table keyed by column names, got %s",
                       rel->name, luaL_typename(L, idx));

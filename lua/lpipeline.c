@@ -41,6 +41,7 @@ int rn_lua_open(lua_State *L)
     lp->clock_ref = luaL_ref(L, LUA_REGISTRYINDEX);
   }
   rn_lua_opened(L, lp, -1);
+  rn_lua_gc_default(L);
   return 1;
 }
 

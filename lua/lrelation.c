@@ -19,20 +19,37 @@ static int apply_change(lua_State *L, lrel *r, change_fn fn, bool key_only)
   return 0;
 }
 
+/* The relation at 1, as rn_lua_checkrel gives it, for the per-change
+ * methods: their upvalue 1 is the Relation metatable, so the common case
+ * costs one comparison instead of a registry lookup by name. */
+static lrel *self_rel(lua_State *L)
+{
+  lrel *r = lua_touserdata(L, 1);
+  if (r && lua_getmetatable(L, 1)) {
+    int same = lua_rawequal(L, -1, lua_upvalueindex(1));
+    lua_pop(L, 1);
+    if (same && r->lp->p) {
+      r->lp->L = L;
+      return r;
+    }
+  }
+  return rn_lua_checkrel(L, 1); /* raises with the usual message */
+}
+
 /* Each method checks its relation once. */
-static int l_insert(lua_State *L) { return apply_change(L, rn_lua_checkrel(L, 1), rn_table_insert, false); }
-static int l_upsert(lua_State *L) { return apply_change(L, rn_lua_checkrel(L, 1), rn_table_upsert, false); }
+static int l_insert(lua_State *L) { return apply_change(L, self_rel(L), rn_table_insert, false); }
+static int l_upsert(lua_State *L) { return apply_change(L, self_rel(L), rn_table_upsert, false); }
 
 static int l_delete(lua_State *L)
 {
-  lrel *r = rn_lua_checkrel(L, 1);
+  lrel *r = self_rel(L);
   return apply_change(L, r, rn_table_delete, r->rel->schema->nkey > 0);
 }
 
 /* update(patch) for keyed tables; update(old_row, new_row) for keyless. */
 static int l_update(lua_State *L)
 {
-  lrel *r = rn_lua_checkrel(L, 1);
+  lrel *r = self_rel(L);
   if (lua_isnoneornil(L, 3)) return apply_change(L, r, rn_table_update, false);
   msgpack_object *old, *vals;
   uint8_t *old_given, *given;
@@ -284,7 +301,9 @@ static const luaL_Reg relation_methods[] = {
 void rn_lua_relation_open(lua_State *L)
 {
   luaL_newmetatable(L, RN_RELATION_MT);
-  luaL_newlib(L, relation_methods);
+  luaL_newlibtable(L, relation_methods);
+  lua_pushvalue(L, -2);
+  luaL_setfuncs(L, relation_methods, 1); /* upvalue 1: the metatable (self_rel) */
   lua_setfield(L, -2, "__index");
   lua_pushcfunction(L, l_tostring);
   lua_setfield(L, -2, "__tostring");

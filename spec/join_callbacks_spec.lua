@@ -238,3 +238,59 @@ describe("calls saved", function()
     p:close()
   end)
 end)
+
+describe("a joiner's returned table and a failing mapper or joiner", function()
+  -- A group of two players; the second one's callback fails: the message
+  -- names the join and the column, and the whole group is rolled back.
+  local function failing(bad, mapper)
+    local p = runnel.open()
+    local teams, players = tables(p)
+    local j = players:join(teams, { kind = "left", mapper = mapper or function(r) return r.team_id end,
+      joiner = function(l, t)
+        if l.id == 2 then return bad(l, t) end
+        return { pid = l.id, pname = l.name, score = l.score, tname = t and t.name }
+      end, columns = COLUMNS })
+    teams:insert{ id = 7, name = "otters" }
+    p:begin()
+    players:insert{ id = 1, name = "ann", team_id = 7 }
+    local ok, err = pcall(players.insert, players, { id = 2, name = "bob", team_id = 7 })
+    assert.is_false(ok)
+    assert.is_false(p:in_group())
+    assert.equal(0, players:count())
+    assert.equal(0, j:count())
+    players:insert{ id = 3, name = "cyd", team_id = 7 } -- the pipeline goes on
+    assert.same({ pid = 3, pname = "cyd", score = 0, tname = "otters" }, j:get(3))
+    p:close()
+    return err
+  end
+
+  it("names a key that is no column", function()
+    assert.equal('joiner returned a bad row: players.join: unknown column "tnmae"',
+      failing(function(l, t) return { pid = l.id, pname = l.name, score = 1, tnmae = t.name } end))
+    assert.equal("joiner returned a bad row: players.join: column names are strings, got number",
+      failing(function(l) return { pid = l.id, pname = l.name, score = 1, [3] = 1 } end))
+  end)
+
+  it("names a value of the wrong type", function()
+    assert.equal('joiner returned a bad row: players.join: column "pname": expected string, got number',
+      failing(function(l) return { pid = l.id, pname = 5, score = 1 } end))
+    assert.equal('joiner returned a bad row: players.join: column "tname": expected string, got table',
+      failing(function(l) return { pid = l.id, pname = l.name, score = 1, tname = {} } end))
+  end)
+
+  it("names a missing column that may not be null", function()
+    assert.equal('joiner returned a bad row: players.join: column "pname": missing (the column is not nullable)',
+      failing(function(l) return { pid = l.id, score = 1 } end))
+    assert.equal('joiner returned a bad row: players.join: column "pid": key column is missing',
+      failing(function(l) return { pname = l.name, score = 1 } end))
+  end)
+
+  it("names the join and the user's line when the joiner or the mapper raises", function()
+    local function boom() error("boom") end
+    local function mapper(r) if r.id == 2 then error("mapper boom") end return r.team_id end
+    local at = function(fn) return debug.getinfo(fn, "S").linedefined end
+    assert.equal(("players.join: joiner: spec/join_callbacks_spec.lua:%d: boom"):format(at(boom)), failing(boom))
+    assert.equal(("players.join: mapper: spec/join_callbacks_spec.lua:%d: mapper boom"):format(at(mapper)),
+      failing(nil, mapper))
+  end)
+end)

@@ -1,4 +1,5 @@
 /* test_row.c — checking, normalizing and encoding rows (row.h). */
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -144,6 +145,79 @@ static void test_row_patch_equals_packing_the_merged_row(void)
   msgpack_sbuffer_destroy(&want);
   msgpack_sbuffer_destroy(&got);
   rn_schema_free(s);
+}
+
+/* rn_row_pack writes rows of scalars itself: byte for byte what
+ * msgpack_pack_object writes, at every boundary of every form (stored rows
+ * are compared as bytes), with containers and float32 left to msgpack-c;
+ * rn_row_patch the same, for rows wider than a fixarray too. */
+static void test_row_pack_writes_what_msgpack_writes(void)
+{
+  static const int64_t ints[] = { 0, 1, 31, 32, 127, 128, 255, 256, 65535, 65536, 4294967295LL, 4294967296LL,
+                                  INT64_MAX, -1, -31, -32, -33, -127, -128, -129, -32767, -32768, -32769,
+                                  -2147483647LL, -2147483648LL, -2147483649LL, INT64_MIN };
+  static const uint32_t lens[] = { 0, 1, 31, 32, 255, 256, 65535, 65536 };
+  static char text[65536];
+  memset(text, 'x', sizeof text);
+  enum { NVALS = 27 + 2 * 8 + 7 };
+  msgpack_object vals[NVALS];
+  int n = 0;
+  for (size_t i = 0; i < sizeof ints / sizeof *ints; i++) vals[n++] = obj_int(ints[i]);
+  for (size_t i = 0; i < sizeof lens / sizeof *lens; i++) {
+    msgpack_object str = { .type = MSGPACK_OBJECT_STR }, bin = { .type = MSGPACK_OBJECT_BIN };
+    str.via.str.ptr = bin.via.bin.ptr = text;
+    str.via.str.size = bin.via.bin.size = lens[i];
+    vals[n++] = str;
+    vals[n++] = bin;
+  }
+  vals[n++] = obj_f(2.5);
+  vals[n++] = obj_f(-0.0);
+  vals[n++] = obj_nil();
+  vals[n++] = (msgpack_object){ .type = MSGPACK_OBJECT_BOOLEAN, .via.boolean = true };
+  vals[n++] = (msgpack_object){ .type = MSGPACK_OBJECT_BOOLEAN, .via.boolean = false };
+  vals[n++] = (msgpack_object){ .type = MSGPACK_OBJECT_NEGATIVE_INTEGER, .via.i64 = 5 }; /* not normalized */
+  vals[n++] = (msgpack_object){ .type = MSGPACK_OBJECT_FLOAT32, .via.f64 = 1.5 };         /* msgpack-c's */
+  CHECK(n == NVALS);
+  msgpack_sbuffer want, got, old;
+  msgpack_sbuffer_init(&want);
+  msgpack_sbuffer_init(&got);
+  msgpack_sbuffer_init(&old);
+  for (int width = 1; width <= NVALS; width += width < 20 ? 1 : 7) { /* across the fixarray bound */
+    rn_err e;
+    rn_schema *s = rn_schema_new();
+    for (int c = 0; c < width; c++) {
+      char name[16];
+      snprintf(name, sizeof name, "c%d", c);
+      rn_schema_add(s, name, strlen(name), RN_T_ANY, true, NULL, &e);
+    }
+    for (int from = 0; from + width <= NVALS; from++) {
+      msgpack_sbuffer_clear(&want);
+      msgpack_sbuffer_clear(&got);
+      msgpack_packer pk;
+      msgpack_packer_init(&pk, &want, msgpack_sbuffer_write);
+      msgpack_pack_array(&pk, (size_t)width);
+      for (int c = 0; c < width; c++) msgpack_pack_object(&pk, vals[from + c]);
+      rn_row_pack(s, vals + from, &got);
+      CHECK(got.size == want.size && memcmp(got.data, want.data, want.size) == 0);
+      uint8_t given[NVALS];
+      msgpack_object nils[NVALS];
+      for (int c = 0; c < width; c++) { given[c] = c % 2; nils[c] = obj_nil(); }
+      msgpack_sbuffer_clear(&old);
+      rn_row_pack(s, nils, &old); /* the patch's given columns are vals, the others stay null */
+      for (int c = 0; c < width; c++) if (!given[c]) nils[c] = obj_nil(); else nils[c] = vals[from + c];
+      msgpack_sbuffer_clear(&want);
+      msgpack_packer_init(&pk, &want, msgpack_sbuffer_write);
+      msgpack_pack_array(&pk, (size_t)width);
+      for (int c = 0; c < width; c++) msgpack_pack_object(&pk, nils[c]);
+      msgpack_sbuffer_clear(&got);
+      CHECK(rn_row_patch(s, old.data, old.size, vals + from, given, &got) == 0);
+      CHECK(got.size == want.size && memcmp(got.data, want.data, want.size) == 0);
+    }
+    rn_schema_free(s);
+  }
+  msgpack_sbuffer_destroy(&want);
+  msgpack_sbuffer_destroy(&got);
+  msgpack_sbuffer_destroy(&old);
 }
 
 static void test_maps_sort_and_structs_become_arrays(void)
@@ -315,6 +389,7 @@ int main(void)
   RUN(test_errors_name_relation_and_column);
   RUN(test_patch_leaves_absent_columns_alone);
   RUN(test_row_patch_equals_packing_the_merged_row);
+  RUN(test_row_pack_writes_what_msgpack_writes);
   RUN(test_maps_sort_and_structs_become_arrays);
   RUN(test_schema_declaration_errors);
   return CHECK_REPORT();

@@ -282,7 +282,7 @@ static bool carry_on(rn_pipeline *p)
   if (!p->carry) return false;
   if (p->carried == 0) p->carried_since = now();
   return p->carried + 1 < p->carry_groups && p->replay.n < p->carry_changes &&
-         now() - p->carried_since < p->carry_seconds && !rn_wb_dirtied_over(&p->store, p->carry_page_share);
+         now() - p->carried_since < p->carry_seconds && !rn_wb_dirtied_over(&p->store, p->carry_page_share, p->carried + 1);
 }
 
 /* Sinks that saw part of a group hear that it rolled back; what they do

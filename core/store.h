@@ -121,6 +121,11 @@ typedef struct rn_store {
   uint64_t txn_serial;     /* counts write transactions begun: cursors know theirs */
   int lock_fd;             /* writer.lock, flocked for the store's life; -1 when closed */
   struct rn_wb *wb;        /* the write-back layer (wb.h), or NULL: off */
+  /* Keys written in the open write transaction, by dbi (rn_store_wrote),
+   * for the bound on the pages a carried transaction copies
+   * (rn_wb_dirtied_over); written_end: one past the highest dbi counted. */
+  size_t *written;
+  MDB_dbi written_end;
 } rn_store;
 
 /* mapsize 0: the default initial map (64 MiB), and never less than 1 MiB;
@@ -181,6 +186,18 @@ void rn_store_reader_done(rn_store *s);
  * time: every runnel database uses it, and a reader that does not (attach,
  * inspect, LMDB's tools) sees the same order. */
 int rn_store_key_cmp(const MDB_val *a, const MDB_val *b);
+
+/* dbi values go up to the named databases' bound and LMDB's own two. */
+#define RN_STORE_MAX_DBI (4096 + 2)
+/* Counts a key written into dbi in the write transaction (with the
+ * write-back layer, once per key; without it, once per write: an estimate
+ * that runs high for keys written again). */
+static inline void rn_store_wrote(rn_store *s, MDB_dbi dbi)
+{
+  if (!s->written || dbi >= RN_STORE_MAX_DBI) return;
+  s->written[dbi]++;
+  if (dbi >= s->written_end) s->written_end = dbi + 1;
+}
 
 /* The LMDB entries of every database kept for relation `name`: its rows,
  * indexes and operator state (a measure of what it holds). */

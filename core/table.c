@@ -136,8 +136,10 @@ static int put_keyed(rn_rel *t, const located *l, uint64_t id, const char *key, 
   if (row) rn_buf_write(b, row, row_len);
   MDB_val k = l->key, v = { b->size, b->data };
   /* Found by the table's cursor: overwrite in place, no second descent. */
-  int rc = l->cur && l->found ? mdb_cursor_put(l->cur, &k, &v, MDB_CURRENT)
-                              : rn_wb_put(&t->p->store, t->p->store.wtxn, t->rows_dbi, &k, &v, 0);
+  bool here = l->cur && l->found;
+  int rc = here ? mdb_cursor_put(l->cur, &k, &v, MDB_CURRENT)
+                : rn_wb_put(&t->p->store, t->p->store.wtxn, t->rows_dbi, &k, &v, 0);
+  if (here && !rc) rn_store_wrote(&t->p->store, t->rows_dbi);
   return rc ? rn_store_fail(&t->p->err, rc, t->name) : 0;
 }
 
@@ -285,6 +287,7 @@ static int keyless_link(rn_rel *t, uint64_t id, const char *row, size_t len, boo
     rc = mdb_del(txn, t->hash_dbi, &hk, &hv);
     if (!rc) rc = mdb_del(txn, t->rows_dbi, &rk, NULL);
   }
+  if (!rc) rn_store_wrote(&t->p->store, t->rows_dbi), rn_store_wrote(&t->p->store, t->hash_dbi);
   return rc ? rn_store_fail(&t->p->err, rc, t->name) : 0;
 }
 

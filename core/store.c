@@ -339,6 +339,25 @@ static int commit(rn_store *s, bool keep, rn_err *e)
 
 int rn_store_commit(rn_store *s, rn_err *e) { return commit(s, false, e); }
 
+/* LMDB reuses the pages a transaction freed only from the one after next
+ * (it keeps the last one's for a reader that may not have registered yet):
+ * a transaction that rewrites one catalogue entry in between lets the next
+ * group's transaction reuse the pages the last one freed, so the file holds
+ * the live pages and one transaction's copies, not two. Best effort: a
+ * failure changes nothing. */
+void rn_store_release_pages(rn_store *s)
+{
+  MDB_txn *txn;
+  if (s->wtxn || rn_store_txn(s->env, 0, &txn)) return;
+  MDB_val k = { RN_PREFIX_LEN(RN_META_SEQ), (void *)RN_META_SEQ }, v;
+  char seq[16];
+  if (mdb_get(txn, s->meta, &k, &v) || v.mv_size > sizeof seq) { mdb_txn_abort(txn); return; }
+  memcpy(seq, v.mv_data, v.mv_size);
+  v.mv_data = seq;
+  if (mdb_put(txn, s->meta, &k, &v, 0)) { mdb_txn_abort(txn); return; }
+  if (mdb_txn_commit(txn)) return;
+}
+
 int rn_store_commit_keep(rn_store *s, rn_err *e) { return commit(s, true, e); }
 
 void rn_store_abort(rn_store *s)

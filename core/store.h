@@ -175,6 +175,10 @@ int rn_store_commit(rn_store *s, rn_err *e);
  * read and wrote as a cache of LMDB (wb.h (2)). */
 int rn_store_commit_keep(rn_store *s, rn_err *e);
 void rn_store_abort(rn_store *s);
+/* A transaction that rewrites the catalogue's "seq" as it is, so the next
+ * one may reuse the pages the last one freed (store.c says why). Outside a
+ * write transaction only; best effort. */
+void rn_store_release_pages(rn_store *s);
 
 /* The transaction reads should use: the write transaction if a group is
  * open, else the read transaction (renewed on demand). */

@@ -1,7 +1,8 @@
 -- file_size_spec.lua — the LMDB file after random updates in carried
 -- transactions stays within 1.5 times the live data, with the write-back
--- layer on and off (group.c: a carried transaction ends once it copied,
--- by estimate, a sixth of the pages it wrote to).
+-- layer on and off (group.c: a carried transaction ends before it would
+-- copy, by estimate, a third of the pages it writes to, and an empty one
+-- follows it so that the next reuses the pages it freed).
 local H = require "spec.helper"
 local bin = os.getenv("RUNNEL_BIN") or "build/runnel"
 

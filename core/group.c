@@ -271,6 +271,7 @@ static int commit_lmdb(rn_pipeline *p)
   int rc = flush_write_back_idle(p);
   if (!rc) rc = rn_store_commit_keep(&p->store, &p->err);
   if (rc) return rc;
+  if (p->carry && p->carry_page_share) rn_store_release_pages(&p->store); /* the page-share bound's other half */
   forget_carried(p);
   rn_outbox_committed(p);
   p->stats.lmdb_commits++;
@@ -282,7 +283,7 @@ static bool carry_on(rn_pipeline *p)
   if (!p->carry) return false;
   if (p->carried == 0) p->carried_since = now();
   return p->carried + 1 < p->carry_groups && p->replay.n < p->carry_changes &&
-         now() - p->carried_since < p->carry_seconds && !rn_wb_dirtied_over(&p->store, p->carry_page_share);
+         now() - p->carried_since < p->carry_seconds && !rn_wb_dirtied_over(&p->store, p->carry_page_share, p->carried + 1);
 }
 
 /* Sinks that saw part of a group hear that it rolled back; what they do

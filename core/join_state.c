@@ -398,6 +398,7 @@ int rn_join_index_put(rn_join *j, const fk *f, uint64_t lid, uint64_t rid, const
   memcpy(d + 12, l->row, l->len);
   if (rlen) memcpy(d + 12 + l->len, res->row, rlen);
   rc = here ? mdb_cursor_put(cur, &key, &v, MDB_CURRENT) : 0;
+  if (here && !rc) rn_store_wrote(&j->out->p->store, j->index_dbi);
   return rc ? rn_store_fail(err_of(j), rc, j->out->name) : 0;
 }
 
@@ -412,6 +413,7 @@ int rn_join_index_del(rn_join *j, const fk *f, uint64_t lid)
   j->index_at = false;
   MDB_val key = { klen, k };
   int rc = here ? mdb_cursor_del(cur, 0) : rn_wb_del(&j->out->p->store, txn_of(j), j->index_dbi, &key);
+  if (here && !rc) rn_store_wrote(&j->out->p->store, j->index_dbi);
   return rc && rc != MDB_NOTFOUND ? rn_store_fail(err_of(j), rc, j->out->name) : 0;
 }
 

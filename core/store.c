@@ -16,7 +16,7 @@
 #define RN_MAP_INITIAL ((size_t)64 << 20)
 #define RN_MAP_MIN ((size_t)1 << 20)    /* below this the first declarations fill the map */
 #define RN_FULL_SLACK ((uint64_t)1 << 20) /* less free than this after a short write: the disk is full */
-#define RN_MAX_DBS 4096
+#define RN_MAX_DBS 4096 /* RN_STORE_MAX_DBI follows it */
 
 int rn_store_fail(rn_err *e, int rc, const char *what)
 {
@@ -231,6 +231,12 @@ int rn_store_open(rn_store *s, const char *path, bool nosync, bool writemap, siz
     rn_store_close(s);
     return rc;
   }
+  s->written = calloc(RN_STORE_MAX_DBI, sizeof *s->written);
+  if (!s->written) {
+    rn_err_set(e, RN_ENOMEM, "out of memory");
+    rn_store_close(s);
+    return e->code;
+  }
   rc = mdb_env_create(&s->env);
   if (rc) goto fail;
   mdb_env_set_maxdbs(s->env, RN_MAX_DBS);
@@ -266,6 +272,7 @@ void rn_store_close(rn_store *s)
   if (s->lock_fd >= 0) close(s->lock_fd); /* after LMDB let go: the next writer may start */
   if (s->temp && s->path) nftw(s->path, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
   free(s->path);
+  free(s->written);
   memset(s, 0, sizeof *s);
   s->lock_fd = -1;
 }
@@ -305,6 +312,13 @@ int rn_store_begin(rn_store *s, rn_err *e)
   return 0;
 }
 
+/* The transaction ended: no key is written in the next one yet. */
+static void forget_written(rn_store *s)
+{
+  if (s->written) memset(s->written, 0, s->written_end * sizeof *s->written);
+  s->written_end = 0;
+}
+
 /* The write-back layer's entries reach LMDB first (wb.h); a failure there
  * aborts the transaction like a failed commit. keep: the entries stay as a
  * cache (wb.h (2)). */
@@ -317,6 +331,7 @@ static int commit(rn_store *s, bool keep, rn_err *e)
   }
   rc = mdb_txn_commit(s->wtxn);
   s->wtxn = NULL;
+  forget_written(s);
   if (keep && !rc) rn_wb_committed(s->wb);
   else rn_wb_clear(s->wb);
   return rc ? rn_store_write_fail(s, e, rc, "committing a group") : 0;
@@ -324,10 +339,30 @@ static int commit(rn_store *s, bool keep, rn_err *e)
 
 int rn_store_commit(rn_store *s, rn_err *e) { return commit(s, false, e); }
 
+/* LMDB reuses the pages a transaction freed only from the one after next
+ * (it keeps the last one's for a reader that may not have registered yet):
+ * a transaction that rewrites one catalogue entry in between lets the next
+ * group's transaction reuse the pages the last one freed, so the file holds
+ * the live pages and one transaction's copies, not two. Best effort: a
+ * failure changes nothing. */
+void rn_store_release_pages(rn_store *s)
+{
+  MDB_txn *txn;
+  if (s->wtxn || rn_store_txn(s->env, 0, &txn)) return;
+  MDB_val k = { RN_PREFIX_LEN(RN_META_SEQ), (void *)RN_META_SEQ }, v;
+  char seq[16];
+  if (mdb_get(txn, s->meta, &k, &v) || v.mv_size > sizeof seq) { mdb_txn_abort(txn); return; }
+  memcpy(seq, v.mv_data, v.mv_size);
+  v.mv_data = seq;
+  if (mdb_put(txn, s->meta, &k, &v, 0)) { mdb_txn_abort(txn); return; }
+  if (mdb_txn_commit(txn)) return;
+}
+
 int rn_store_commit_keep(rn_store *s, rn_err *e) { return commit(s, true, e); }
 
 void rn_store_abort(rn_store *s)
 {
+  forget_written(s);
   rn_wb_clear(s->wb);
   if (s->wtxn) mdb_txn_abort(s->wtxn);
   s->wtxn = NULL;

@@ -124,6 +124,11 @@ typedef struct rn_store {
   uint64_t txn_serial;     /* counts write transactions begun: cursors know theirs */
   int lock_fd;             /* writer.lock, flocked for the store's life; -1 when closed */
   struct rn_wb *wb;        /* the write-back layer (wb.h), or NULL: off */
+  /* Keys written in the open write transaction, by dbi (rn_store_wrote),
+   * for the bound on the pages a carried transaction copies
+   * (rn_wb_dirtied_over); written_end: one past the highest dbi counted. */
+  size_t *written;
+  MDB_dbi written_end;
 } rn_store;
 
 /* mapsize 0: the default initial map (64 MiB), and never less than 1 MiB;
@@ -173,6 +178,10 @@ int rn_store_commit(rn_store *s, rn_err *e);
  * read and wrote as a cache of LMDB (wb.h (2)). */
 int rn_store_commit_keep(rn_store *s, rn_err *e);
 void rn_store_abort(rn_store *s);
+/* A transaction that rewrites the catalogue's "seq" as it is, so the next
+ * one may reuse the pages the last one freed (store.c says why). Outside a
+ * write transaction only; best effort. */
+void rn_store_release_pages(rn_store *s);
 
 /* The transaction reads should use: the write transaction if a group is
  * open, else the read transaction (renewed on demand). */
@@ -184,6 +193,18 @@ void rn_store_reader_done(rn_store *s);
  * time: every runnel database uses it, and a reader that does not (attach,
  * inspect, LMDB's tools) sees the same order. */
 int rn_store_key_cmp(const MDB_val *a, const MDB_val *b);
+
+/* dbi values go up to the named databases' bound and LMDB's own two. */
+#define RN_STORE_MAX_DBI (4096 + 2)
+/* Counts a key written into dbi in the write transaction (with the
+ * write-back layer, once per key; without it, once per write: an estimate
+ * that runs high for keys written again). */
+static inline void rn_store_wrote(rn_store *s, MDB_dbi dbi)
+{
+  if (!s->written || dbi >= RN_STORE_MAX_DBI) return;
+  s->written[dbi]++;
+  if (dbi >= s->written_end) s->written_end = dbi + 1;
+}
 
 /* The LMDB entries of every database kept for relation `name`: its rows,
  * indexes and operator state (a measure of what it holds). */

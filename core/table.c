@@ -38,7 +38,8 @@
 
 typedef struct located {
   char stored[RN_KEY_INLINE_MAX + 9]; /* the stored form of a long key */
-  MDB_cursor *cur;        /* positioned at the key when found in the write transaction */
+  MDB_cursor *cur;        /* the table's cursor in the write transaction, left by the search
+                             for key: at its entry when found, else where it would go */
   MDB_val key;            /* the key as stored in rows_dbi */
   bool found;             /* an entry (live or tombstone) exists */
   bool live;              /* it holds a row */
@@ -96,7 +97,7 @@ static int locate(rn_rel *t, MDB_txn *txn, const char *key, size_t klen, located
     rn_store *s = &t->p->store;
     MDB_cursor *cur = txn && txn == s->wtxn && !s->wb ? rows_cursor(t) : NULL;
     int rc = cur ? mdb_cursor_get(cur, &l->key, &v, MDB_SET) : rn_wb_get(s, txn, t->rows_dbi, &l->key, &v);
-    if (cur && rc == 0) l->cur = cur;
+    if (cur && (rc == 0 || rc == MDB_NOTFOUND)) l->cur = cur;
     if (rc == MDB_NOTFOUND) return 0;
     if (rc) return rn_store_fail(&t->p->err, rc, t->name);
     parse_value(&v, l);
@@ -135,9 +136,12 @@ static int put_keyed(rn_rel *t, const located *l, uint64_t id, const char *key, 
   }
   if (row) rn_buf_write(b, row, row_len);
   MDB_val k = l->key, v = { b->size, b->data };
-  /* Found by the table's cursor: overwrite in place, no second descent. */
-  int rc = l->cur && l->found ? mdb_cursor_put(l->cur, &k, &v, MDB_CURRENT)
-                              : rn_wb_put(&t->p->store, t->p->store.wtxn, t->rows_dbi, &k, &v, 0);
+  /* Found by the table's cursor: overwrite in place, no second descent; not
+   * found: put through the cursor, which LMDB searches from the leaf it was
+   * left on (no descent from the root when the key lies within that leaf). */
+  int rc = !l->cur ? rn_wb_put(&t->p->store, t->p->store.wtxn, t->rows_dbi, &k, &v, 0)
+                   : mdb_cursor_put(l->cur, &k, &v, l->found ? MDB_CURRENT : 0);
+  if (l->cur && !rc) rn_store_wrote(&t->p->store, t->rows_dbi);
   return rc ? rn_store_fail(&t->p->err, rc, t->name) : 0;
 }
 
@@ -285,6 +289,7 @@ static int keyless_link(rn_rel *t, uint64_t id, const char *row, size_t len, boo
     rc = mdb_del(txn, t->hash_dbi, &hk, &hv);
     if (!rc) rc = mdb_del(txn, t->rows_dbi, &rk, NULL);
   }
+  if (!rc) rn_store_wrote(&t->p->store, t->rows_dbi), rn_store_wrote(&t->p->store, t->hash_dbi);
   return rc ? rn_store_fail(&t->p->err, rc, t->name) : 0;
 }
 

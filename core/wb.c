@@ -39,7 +39,6 @@ typedef struct wb_db {
   wb_node **dirty;              /* the nodes with dirty set, in the order written */
   size_t ndirty, dcap;
   bool ordered;                 /* iterated once: written entries join the skip list */
-  size_t written;               /* keys written in this transaction (at least) */
 } wb_db;
 
 typedef struct wb_chunk {
@@ -241,7 +240,6 @@ static int mark_dirty(rn_wb *wb, wb_db *db, wb_node *n)
     db->dcap = cap;
   }
   db->dirty[db->ndirty++] = n;
-  db->written++;
   n->dirty = 1;
   if (db->ordered && !n->linked) link(db, n);
   return 0;
@@ -300,7 +298,11 @@ int rn_wb_get(rn_store *s, MDB_txn *txn, MDB_dbi dbi, const MDB_val *key, MDB_va
 
 int rn_wb_put(rn_store *s, MDB_txn *txn, MDB_dbi dbi, const MDB_val *key, MDB_val *val, unsigned flags)
 {
-  if (!layered_key(s, txn, key)) return mdb_put(txn, dbi, (MDB_val *)key, val, flags);
+  if (!layered_key(s, txn, key)) {
+    int rc = mdb_put(txn, dbi, (MDB_val *)key, val, flags);
+    if (!rc && txn == s->wtxn) rn_store_wrote(s, dbi);
+    return rc;
+  }
   wb_db *db = db_of(s->wb, dbi);
   if (!db) return ENOMEM;
   wb_node *n;
@@ -312,6 +314,7 @@ int rn_wb_put(rn_store *s, MDB_txn *txn, MDB_dbi dbi, const MDB_val *key, MDB_va
   }
   if (set_value(s->wb, n, flags & MDB_RESERVE ? NULL : val->mv_data, val->mv_size)) return ENOMEM;
   if (flags & MDB_RESERVE) val->mv_data = n->val;
+  if (!n->dirty) rn_store_wrote(s, dbi);
   return mark_dirty(s->wb, db, n);
 }
 
@@ -319,6 +322,7 @@ int rn_wb_del(rn_store *s, MDB_txn *txn, MDB_dbi dbi, const MDB_val *key)
 {
   if (!layered_key(s, txn, key)) {
     int rc = mdb_del(txn, dbi, (MDB_val *)key, NULL);
+    if (!rc && txn == s->wtxn) rn_store_wrote(s, dbi);
     return rc == MDB_NOTFOUND ? 0 : rc;
   }
   wb_db *db = db_of(s->wb, dbi);
@@ -328,6 +332,7 @@ int rn_wb_del(rn_store *s, MDB_txn *txn, MDB_dbi dbi, const MDB_val *key)
   if (n->tomb && !n->dirty) return 0; /* read absent: LMDB has nothing to delete */
   n->tomb = 1;
   n->vlen = 0;
+  if (!n->dirty) rn_store_wrote(s, dbi);
   return mark_dirty(s->wb, db, n);
 }
 
@@ -499,9 +504,7 @@ rn_wb *rn_wb_new(void)
 
 void rn_wb_clear(rn_wb *wb)
 {
-  if (!wb) return;
   rn_wb_forget(wb);
-  for (size_t i = 0; i < wb->ndbs; i++) if (wb->dbs[i]) wb->dbs[i]->written = 0;
 }
 
 void rn_wb_forget(rn_wb *wb)
@@ -532,7 +535,6 @@ void rn_wb_committed(rn_wb *wb)
   for (size_t i = 0; i < wb->ndbs; i++) {
     wb_db *db = wb->dbs[i];
     if (!db) continue;
-    db->written = 0;
     for (wb_node *n = db->head->next[0]; n; n = n->next[0]) n->linked = 0;
     memset(db->head->next, 0, WB_LEVELS * sizeof db->head->next[0]);
     db->ordered = false;
@@ -553,19 +555,30 @@ void rn_wb_free(rn_wb *wb)
   free(wb);
 }
 
-/* A database of L leaf pages in which k keys were written at random has
- * about L(1 - e^-(k/L)) of them copied; x/(1+x) stands in for 1 - e^-x
- * (a little under it), the branch pages are counted copied. */
-bool rn_wb_dirtied_over(rn_store *s, unsigned share)
+/* 1 - e^-x for x >= 0, within 1e-5 (no libm: the C tests link without it):
+ * e^-x is (e^-(x/16))^16, the inner one by its series to the fourth power. */
+static double copied_share(double x)
 {
-  if (!s->wb || !s->wtxn || !share) return false;
-  double dirtied = 0, pages = 0;
-  for (size_t i = 0; i < s->wb->ndbs; i++) {
-    wb_db *db = s->wb->dbs[i];
+  if (x > 30) return 1;
+  double y = x / 16, e = 1 - y + y * y / 2 - y * y * y / 6 + y * y * y * y / 24;
+  for (int i = 0; i < 4; i++) e *= e;
+  return 1 - e;
+}
+
+/* A database of L leaf pages in which k keys were written at random has
+ * about L(1 - e^-(k/L)) of them copied; the branch pages are counted
+ * copied. The next group is taken to write as many keys as the average
+ * one so far: the transaction ends before it, not after (a group of
+ * random updates may copy a sixth of the pages on its own). */
+bool rn_wb_dirtied_over(rn_store *s, unsigned share, unsigned groups)
+{
+  if (!s->wtxn || !share || !s->written) return false;
+  double dirtied = 0, pages = 0, ahead = groups ? (groups + 1.0) / groups : 1.0;
+  for (MDB_dbi i = 0; i < s->written_end; i++) {
     MDB_stat st;
-    if (!db || !db->written || mdb_stat(s->wtxn, (MDB_dbi)i, &st)) continue;
-    double leaves = (double)st.ms_leaf_pages, x = leaves > 0 ? (double)db->written / leaves : 0;
-    dirtied += leaves * x / (1 + x) + (double)st.ms_branch_pages;
+    if (!s->written[i] || mdb_stat(s->wtxn, i, &st)) continue;
+    double leaves = (double)st.ms_leaf_pages, x = leaves > 0 ? (double)s->written[i] * ahead / leaves : 0;
+    dirtied += leaves * copied_share(x) + (double)st.ms_branch_pages;
     pages += leaves + (double)st.ms_branch_pages + (double)st.ms_overflow_pages;
   }
   return pages >= RN_WB_MIN_PAGES && dirtied * share > pages;

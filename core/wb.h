@@ -100,13 +100,17 @@ void rn_wb_committed(rn_wb *wb);
 /* rn_wb_clear, but the transaction goes on: its count of written keys
  * stays (rn_wb_dirtied_over). Only between groups (no pointer is held). */
 void rn_wb_forget(rn_wb *wb);
-/* Whether the keys the transaction wrote have (by estimate) copied more
- * than 1/share of the pages of the databases they went to: LMDB keeps the
- * pages a transaction replaced until the one after next, so a transaction
- * that copies a share D of the state leaves the file about 1 + 2D times
- * the live data. Below RN_WB_MIN_PAGES pages, never (small states). */
+/* Whether the keys the transaction wrote in its `groups` groups, and as
+ * many again as one of them wrote on average, have (by estimate) copied
+ * more than 1/share of the pages of the databases they went to: a
+ * transaction that copies a share D of the state leaves the file about
+ * 1 + D times the live data when an empty one follows it
+ * (rn_store_release_pages), 1 + 2D otherwise. Counts rn_store_wrote's,
+ * layer on or off; with the layer on, pages are LMDB's before the
+ * transaction's first flush. Below RN_WB_MIN_PAGES pages, never (small
+ * states). */
 #define RN_WB_MIN_PAGES 4096
-bool rn_wb_dirtied_over(rn_store *s, unsigned share);
+bool rn_wb_dirtied_over(rn_store *s, unsigned share, unsigned groups);
 /* Bytes the entries hold (4). */
 size_t rn_wb_bytes(const rn_store *s);
 

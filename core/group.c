@@ -271,7 +271,7 @@ static int commit_lmdb(rn_pipeline *p)
   int rc = flush_write_back_idle(p);
   if (!rc) rc = rn_store_commit_keep(&p->store, &p->err);
   if (rc) return rc;
-  if (p->carry && p->carry_page_share) rn_store_release_pages(&p->store); /* the page-share bound's other half */
+  if (p->carry) rn_store_release_pages(&p->store); /* LMDB reuses freed pages from the transaction after next */
   forget_carried(p);
   rn_outbox_committed(p);
   p->stats.lmdb_commits++;

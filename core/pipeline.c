@@ -80,7 +80,9 @@ RN_API int rn_pipeline_open(const rn_open_opts *opts, rn_pipeline **out, char *e
   p->carry_changes = opts && opts->carry_changes > 0 ? opts->carry_changes : RN_CARRY_CHANGES;
   p->carry_seconds = opts && opts->carry_seconds > 0 ? opts->carry_seconds : RN_CARRY_SECONDS;
   const char *share = getenv("RUNNEL_CARRY_PAGE_SHARE");
-  p->carry_page_share = share ? (unsigned)strtoul(share, NULL, 10) : RN_CARRY_PAGE_SHARE;
+  int opt_share = opts ? opts->carry_page_share : 0;
+  p->carry_page_share = opt_share > 0 ? (unsigned)opt_share : opt_share < 0 ? 0
+                      : share ? (unsigned)strtoul(share, NULL, 10) : RN_CARRY_PAGE_SHARE;
   *out = p;
   return 0;
 }

@@ -89,6 +89,12 @@ typedef struct rn_open_opts {
    * environment says (RUNNEL_WRITE_BACK=1 turns it on), else off: at large
    * working sets the plain path is faster (README, Performance). */
   int write_back;
+  /* The file bound of carried transactions: N > 0 ends one before its
+   * writes would copy (by estimate) 1/N of the pages of the databases they
+   * go to, so the file stays within about 1 + 1/N times the live data, at
+   * a price in write speed on large states (README, Performance); -1: off;
+   * 0: RUNNEL_CARRY_PAGE_SHARE=N says, else off. */
+  int carry_page_share;
 } rn_open_opts;
 
 /* Opens (creating if needed) a pipeline. On failure returns a negative code

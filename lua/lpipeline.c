@@ -12,8 +12,8 @@
 #include "row.h"
 #include "wb.h"
 
-/* core.open(path|nil, nosync, clock|nil, map_size|nil, writemap, groups, changes, seconds, write_back|nil)
- *   -> pipeline | nil, err */
+/* core.open(path|nil, nosync, clock|nil, map_size|nil, writemap, groups, changes, seconds, write_back|nil,
+ *           page_share|nil) -> pipeline | nil, err */
 int rn_lua_open(lua_State *L)
 {
   lua_Integer groups = luaL_optinteger(L, 6, 0), changes = luaL_optinteger(L, 7, 0);
@@ -22,7 +22,10 @@ int rn_lua_open(lua_State *L)
                         .carry_groups = groups > INT_MAX ? INT_MAX : groups < 0 ? 0 : (int)groups,
                         .carry_changes = changes < 0 ? 0 : (size_t)changes,
                         .carry_seconds = luaL_optnumber(L, 8, 0),
-                        .write_back = lua_isnil(L, 9) ? 0 : lua_toboolean(L, 9) ? 1 : -1 }; /* 9: write_back */
+                        .write_back = lua_isnil(L, 9) ? 0 : lua_toboolean(L, 9) ? 1 : -1, /* 9: write_back */
+                        .carry_page_share = lua_isnoneornil(L, 10) ? 0 /* 10: carry.page_share (0: off) */
+                                          : luaL_checkinteger(L, 10) <= 0 ? -1
+                                          : luaL_checkinteger(L, 10) > INT_MAX ? INT_MAX : (int)luaL_checkinteger(L, 10) };
   lpipe *lp = lua_newuserdatauv(L, sizeof *lp, 1);
   memset(lp, 0, sizeof *lp);
   lp->clock_ref = LUA_NOREF;

@@ -619,20 +619,24 @@ end
 
 local OPEN_FIELDS = { path = true, sync = true, clock = true, map_size = true, writemap = true, carry = true,
                       notes = true, write_back = true }
-local CARRY_FIELDS = { groups = "an integer", changes = "an integer", seconds = "a number" }
+local CARRY_FIELDS = { groups = "an integer", changes = "an integer", seconds = "a number", page_share = "an integer" }
 
--- carry = { groups = n, changes = n, seconds = s }: the bounds of the LMDB
--- transaction that groups share with sync = false (omitted: the defaults).
+-- carry = { groups = n, changes = n, seconds = s, page_share = n }: the
+-- bounds of the LMDB transaction that groups share with sync = false
+-- (omitted: the defaults); page_share = N also ends it before its writes
+-- copy 1/N of the pages they go to (0: off, the default).
 local function carry_bounds(carry)
-  if carry == nil then return nil, nil, nil end
-  if type(carry) ~= "table" then raise("open: carry must be a table { groups, changes, seconds }") end
+  if carry == nil then return nil, nil, nil, nil end
+  if type(carry) ~= "table" then raise("open: carry must be a table { groups, changes, seconds, page_share }") end
   for k, v in pairs(carry) do
     local want = CARRY_FIELDS[k]
-    if not want then raise(("open: carry: unknown field %s (groups, changes, seconds)"):format(tostring(k))) end
+    if not want then raise(("open: carry: unknown field %s (groups, changes, seconds, page_share)"):format(tostring(k))) end
     local ok = want == "an integer" and math.type(v) == "integer" or want == "a number" and type(v) == "number"
-    if not ok or not (v > 0) then raise(("open: carry.%s must be %s above 0"):format(k, want)) end
+    if k == "page_share" then
+      if not ok or v < 0 then raise("open: carry.page_share must be an integer, 0 (off) or above") end
+    elseif not ok or not (v > 0) then raise(("open: carry.%s must be %s above 0"):format(k, want)) end
   end
-  return carry.groups, carry.changes, carry.seconds
+  return carry.groups, carry.changes, carry.seconds, carry.page_share
 end
 
 --- runnel.open([path | { path, sync = true, clock = fn, map_size = bytes, writemap = false }]) -> pipeline
@@ -641,7 +645,7 @@ end
 -- sync = false an OS crash may damage the state instead of only losing its
 -- last groups (LMDB's own warning). A process crash loses nothing committed.
 function runnel.open(opts)
-  local path, sync, clock, map_size, writemap, groups, changes, seconds, notes, write_back
+  local path, sync, clock, map_size, writemap, groups, changes, seconds, notes, write_back, page_share
   if type(opts) == "string" then
     path = opts
   elseif type(opts) == "table" then
@@ -649,7 +653,7 @@ function runnel.open(opts)
       if not OPEN_FIELDS[k] then raise(("open: unknown option %s (path, sync, clock, map_size, writemap, carry, notes, write_back)"):format(tostring(k))) end
     end
     path, sync, clock, map_size, writemap = opts.path, opts.sync, opts.clock, opts.map_size, opts.writemap == true
-    groups, changes, seconds = carry_bounds(opts.carry)
+    groups, changes, seconds, page_share = carry_bounds(opts.carry)
     notes = opts.notes
     if notes ~= nil and notes ~= false and type(notes) ~= "function" then
       raise("open: notes must be a function(line) or false")
@@ -661,7 +665,8 @@ function runnel.open(opts)
   elseif opts ~= nil then
     raise("open: expects a path or an options table, got " .. type(opts))
   end
-  local p, err = core.open(path, sync == false, clock, map_size, writemap, groups, changes, seconds, write_back)
+  local p, err = core.open(path, sync == false, clock, map_size, writemap, groups, changes, seconds, write_back,
+                           page_share)
   if not p then raise(err) end
   if notes ~= nil then extra_of(p).notes = notes end
   return p

@@ -246,8 +246,12 @@ describe("groups", function()
                      H.error_of(runnel.open, { sync = false, carry = { groups = 0 } }), 1, true)
       assert.matches("open: carry.seconds must be a number above 0",
                      H.error_of(runnel.open, { sync = false, carry = { seconds = "1" } }), 1, true)
-      assert.matches("open: carry: unknown field group (groups, changes, seconds)",
+      assert.matches("open: carry: unknown field group (groups, changes, seconds, page_share)",
                      H.error_of(runnel.open, { carry = { group = 2 } }), 1, true)
+      for _, bad in ipairs{ -1, 1.5, "3" } do
+        assert.matches("open: carry.page_share must be an integer, 0 (off) or above",
+                       H.error_of(runnel.open, { sync = false, carry = { page_share = bad } }), 1, true)
+      end
       assert.matches("open: carry must be a table", H.error_of(runnel.open, { carry = 3 }), 1, true)
     end)
 

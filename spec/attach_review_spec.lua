@@ -1,0 +1,92 @@
+-- runnel.attach and runnel query under hostile inputs and call sequences
+-- (the review of the reading code): an attach kept while its relation is
+-- evolved, dropped or declared again by the pipeline that writes it,
+-- damaged records, odd keys.
+local runnel = require "runnel"
+local H = require "helper"
+
+local bin = H.runnel_bin
+
+-- Runs lua text as a script in another process (runnel run), asserting it
+-- succeeded.
+local function elsewhere(text)
+  local script = os.tmpname() .. ".lua"
+  H.write(script, "local runnel = require 'runnel'\n" .. text)
+  local out, err, code = H.sh(("%s run %s"):format(bin, script))
+  os.remove(script)
+  assert(code == 0, out .. err)
+end
+
+local function rows_of(att)
+  local out = {}
+  for row in att:rows() do out[#out + 1] = row end
+  return out
+end
+
+describe("an attach kept while its relation changes", function()
+  after_each(H.cleanup)
+
+  local function v1(dir)
+    elsewhere(([[
+      local p = runnel.open{ path = %q, notes = false }
+      local t = p:table("t", { {"k","int"}, {"v","int"}, key = "k" })
+      t:insert{ k = 1, v = 10 }
+      t:insert{ k = 2, v = 20 }
+      p:close()
+    ]]):format(dir))
+  end
+
+  it("refuses, saying so, once another process added a column (it read rows as empty tables)", function()
+    local dir = H.tmpdir()
+    v1(dir)
+    local att = runnel.attach(dir, "t")
+    assert.are.same({ { k = 1, v = 10 }, { k = 2, v = 20 } }, rows_of(att))
+    elsewhere(([[
+      local p = runnel.open{ path = %q, notes = false }
+      local t = p:table("t", { {"k","int"}, {"v","int"}, {"x","string", default = "d"}, key = "k" })
+      t:insert{ k = 3, v = 30, x = "new" }
+      p:close()
+    ]]):format(dir))
+    local msg = 'attach t: "t" was declared again with other columns or another kind since it was attached ' ..
+                '(attach it again to read it as it is now)'
+    assert.are.equal(msg, H.error_of(function() return rows_of(att) end))
+    assert.are.equal(msg, H.error_of(att.get, att, 3))
+    assert.are.equal(msg, H.error_of(att.count, att))
+    local again = runnel.attach(dir, "t")
+    assert.are.same({ k = 3, v = 30, x = "new" }, again:get(3))
+    assert.are.same({ k = 1, v = 10, x = "d" }, again:get(1))
+  end)
+
+  it("refuses once another process dropped it and declared it with other columns (it read them by the old names)",
+     function()
+    local dir = H.tmpdir()
+    v1(dir)
+    local att = runnel.attach(dir, "t")
+    elsewhere(([[
+      local p = runnel.open{ path = %q, notes = false }
+      p:drop("t")
+      local t = p:table("t", { {"k","string"}, {"w","string"}, key = "k" })
+      t:insert{ k = "a", w = "hello" }
+      p:close()
+    ]]):format(dir))
+    assert.matches('"t" was declared again with other columns', H.error_of(function() return rows_of(att) end))
+    assert.are.same({ { k = "a", w = "hello" } }, rows_of(runnel.attach(dir, "t")))
+  end)
+
+  it("says the relation was dropped when the pipeline it reads through dropped it (it said Invalid argument)",
+     function()
+    local dir = H.tmpdir()
+    v1(dir)
+    local p = runnel.open{ path = dir, notes = false }
+    local att = runnel.attach(dir, "t")
+    assert.are.equal(2, att:count())
+    p:drop("t")
+    assert.are.equal('attach t: "t" was dropped from the state since it was attached (attach again once it is ' ..
+                     'declared again)', H.error_of(att.count, att))
+    assert.matches("was dropped from the state", H.error_of(att.get, att, 1))
+    local t = p:table("t", { {"k","int"}, {"v","int"}, key = "k" })
+    t:insert{ k = 7, v = 70 }
+    assert.are.same({ { k = 7, v = 70 } }, rows_of(att)) -- the same columns again: read as they are now
+    p:close()
+  end)
+end)

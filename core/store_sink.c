@@ -524,7 +524,12 @@ int rn_attach_get(rn_attached *a, const char *key, size_t klen, msgpack_sbuffer 
     mdb_txn_abort(txn);
     return rc == 0 || rc == MDB_NOTFOUND ? 0 : e->code;
   }
-  if (rc == 0 && (!a->table || rn_attach_table_row(a->table, &k, &v, &id))) {
+  int entry = rc == 0 && a->table ? rn_attach_table_row(a->table, &k, &v, &id) : RN_ENTRY_LIVE;
+  if (entry == RN_ENTRY_DAMAGED) {
+    mdb_txn_abort(txn);
+    return rn_attach_damaged(rn_attach_kind(a), a->name, e);
+  }
+  if (rc == 0 && entry == RN_ENTRY_LIVE) {
     rn_buf_write(row, v.mv_data, v.mv_size);
     *found = 1;
   }
@@ -560,7 +565,12 @@ static int attach_walk(rn_attached *a, int (*fn)(void *ctx, const char *row, siz
       frc = rn_agg_reader_row(a->agg, txn, &k, &v, fn ? row_only : each, fn ? &(rows_only){ fn, ctx } : ctx, e);
       continue;
     }
-    if (a->table && !rn_attach_table_row(a->table, &k, &v, &id)) continue; /* a tombstone */
+    int entry = a->table ? rn_attach_table_row(a->table, &k, &v, &id) : RN_ENTRY_LIVE;
+    if (entry == RN_ENTRY_DAMAGED) {
+      frc = rn_attach_damaged(rn_attach_kind(a), a->name, e);
+      break;
+    }
+    if (entry == RN_ENTRY_GONE) continue; /* a tombstone */
     frc = fn ? fn(ctx, v.mv_data, v.mv_size) : each(ctx, id, v.mv_data, v.mv_size);
   }
   if (!rc) mdb_cursor_close(cur);

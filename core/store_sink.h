@@ -65,7 +65,12 @@ int rn_attach_table_entry(MDB_txn *txn, MDB_dbi meta, const char *path, const ch
 /* A get by a key longer than a table stores inline is refused (its entry is
  * found by hash probes only inside a pipeline). */
 int rn_attach_table_key(int table, const char *name, size_t klen, rn_err *e);
-/* A stored table entry: *v becomes its row and *id its id; false for a tombstone. */
-bool rn_attach_table_row(int table, const MDB_val *k, MDB_val *v, uint64_t *id);
+/* A stored table entry: *v becomes its row and *id its id (RN_ENTRY_LIVE);
+ * RN_ENTRY_GONE for a tombstone; RN_ENTRY_DAMAGED for an entry too short
+ * for what its header says (rn_attach_damaged's error). */
+enum { RN_ENTRY_GONE, RN_ENTRY_LIVE, RN_ENTRY_DAMAGED };
+int rn_attach_table_row(int table, const MDB_val *k, MDB_val *v, uint64_t *id);
+/* The error of a damaged entry of the kind ("table") name. */
+int rn_attach_damaged(const char *kind, const char *name, rn_err *e);
 
 #endif

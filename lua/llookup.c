@@ -1,6 +1,7 @@
 /* llookup.c — lookups and stores from Lua: p:_lookup with its three kinds
  * of source, p:_store_sink, runnel.attach readers, and the pipeline clock. */
 #include <limits.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -254,6 +255,8 @@ static int l_attached_get(lua_State *L)
   msgpack_sbuffer_init(&row);
   rn_err e = { .code = RN_OK };
   int rc = 0;
+  char where[RN_NAME_MAX + 16]; /* a key of the wrong type: "attach NAME: get: column …" */
+  snprintf(where, sizeof where, "attach %s: get", la->name);
   for (int i = 0; i < s->nkey && !rc; i++) {
     const rn_column *c = &s->cols[s->key_slots[i]];
     msgpack_object v;
@@ -276,8 +279,9 @@ static int l_attached_get(lua_State *L)
     } else {
       v.type = MSGPACK_OBJECT_NIL;
     }
-    rc = v.type == MSGPACK_OBJECT_NIL ? rn_err_set(&e, RN_EINVAL, "get: key column \"%s\" is missing", c->name)
-                                      : rn_value_normalize(c, &v, &la->zone, "attach", &e);
+    rc = v.type == MSGPACK_OBJECT_NIL
+           ? rn_err_set(&e, RN_EINVAL, "attach %s: get: key column \"%s\" is missing", la->name, c->name)
+           : rn_value_normalize(c, &v, &la->zone, where, &e);
     if (!rc) rn_key_append(&k, &v);
     lua_pop(L, 1);
   }

@@ -90,3 +90,40 @@ describe("an attach kept while its relation changes", function()
     p:close()
   end)
 end)
+
+describe("runnel query's keys", function()
+  after_each(H.cleanup)
+
+  local function state()
+    local dir = H.tmpdir()
+    local p = runnel.open{ path = dir, notes = false }
+    local codes = p:table("codes", { {"code","string"}, {"n","int"}, key = "code" })
+    codes:insert{ code = "42", n = 1 }
+    codes:insert{ code = "007", n = 2 }
+    local flags = p:table("flags", { {"on","bool"}, {"n","int"}, key = "on" })
+    flags:insert{ on = true, n = 3 }
+    p:close()
+    return dir
+  end
+
+  it("are read as the key column's type: a string key that looks like a number stays a string", function()
+    local dir = state()
+    local out, err, code = H.sh(("%s query %s codes 42 007 --format ndjson"):format(bin, dir))
+    assert.are.equal("", err)
+    assert.are.equal(0, code)
+    assert.are.equal('{"code":"42","n":1}\n{"code":"007","n":2}\n', out)
+    out, err = H.sh(("%s query %s flags true --format csv"):format(bin, dir))
+    assert.are.equal("", err)
+    assert.are.equal("on,n\ntrue,3\n", out)
+  end)
+
+  it("of the wrong type name the relation, the read and the column", function()
+    local dir = state()
+    local _, err, code = H.sh(("%s query %s flags maybe"):format(bin, dir))
+    assert.are_not.equal(0, code)
+    assert.are.equal('runnel: attach flags: get: column "on": expected bool, got string\n', err)
+    local att = runnel.attach(dir, "codes")
+    assert.are.equal('attach codes: get: column "code": expected string, got number', H.error_of(att.get, att, 42))
+    assert.are.equal('attach codes: get: key column "code" is missing', H.error_of(att.get, att, {}))
+  end)
+end)

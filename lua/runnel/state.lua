@@ -94,17 +94,28 @@ local function query_args(args)
   return o
 end
 
+-- A key part's text as a value of column c: a number for an int or float
+-- column, true/false for a bool, else the text as it is (a string key "007"
+-- stays a string).
+local function key_value(text, c)
+  if c.type == "int" or c.type == "float" then return tonumber(text) or text end
+  if c.type == "bool" and (text == "true" or text == "false") then return text == "true" end
+  return text
+end
+
 -- A key given on the command line: "7", or "eu,7" for a key of two columns.
 local function key_of(text, key_cols)
   local parts = {}
   for piece in (text .. ","):gmatch("([^,]*),") do parts[#parts + 1] = piece end
   if #parts ~= #key_cols then
+    local names = {}
+    for i, c in ipairs(key_cols) do names[i] = c.name end
     return nil, ("query: key %q has %d part%s; the key is %d column%s (%s), parts separated by commas")
                 :format(text, #parts, #parts == 1 and "" or "s", #key_cols, #key_cols == 1 and "" or "s",
-                        table.concat(key_cols, ", "))
+                        table.concat(names, ", "))
   end
   local key = {}
-  for i, c in ipairs(key_cols) do key[c] = tonumber(parts[i]) or parts[i] end
+  for i, c in ipairs(key_cols) do key[c.name] = key_value(parts[i], c) end
   return key
 end
 
@@ -119,7 +130,7 @@ local function selected(att, cols, keys, limit)
     return picked
   end
   local key_cols = {}
-  for _, c in ipairs(cols) do if c.key then key_cols[#key_cols + 1] = c.name end end
+  for _, c in ipairs(cols) do if c.key then key_cols[#key_cols + 1] = c end end
   for _, text in ipairs(keys) do
     local key, err = key_of(text, key_cols)
     if not key then return nil, err end

@@ -119,23 +119,51 @@ local function key_of(text, key_cols)
   return key
 end
 
--- The rows to print: all of them (one read transaction), or those of the keys.
-local function selected(att, cols, keys, limit)
-  local picked = {}
-  if #keys == 0 then
-    for row, id in att:rows() do
-      if limit and #picked >= limit then break end
-      picked[#picked + 1] = { row, id }
-    end
-    return picked
+-- Whether row holds key (a map of the key columns' values).
+local function has_key(row, key)
+  for name, v in pairs(key) do
+    if row[name] ~= v then return false end
   end
-  local key_cols = {}
+  return true
+end
+
+-- The rows of the keys given, in their order, read in one read transaction
+-- (rows()): a get per key would read each in its own, and a group another
+-- process commits between two gets would show half of it. att:get checks
+-- each key first (its type errors name the relation and the column).
+local function rows_of_keys(att, cols, keys, limit)
+  local key_cols, wanted = {}, {}
   for _, c in ipairs(cols) do if c.key then key_cols[#key_cols + 1] = c end end
-  for _, text in ipairs(keys) do
+  for i, text in ipairs(keys) do
     local key, err = key_of(text, key_cols)
     if not key then return nil, err end
-    local row = att:get(key)
-    if row and not (limit and #picked >= limit) then picked[#picked + 1] = { row } end
+    if #keys == 1 then
+      local row = att:get(key)
+      return { row and (limit ~= 0) and { row } or nil }
+    end
+    att:get(key)
+    wanted[i] = key
+  end
+  local found = {}
+  for row in att:rows() do
+    for i, key in ipairs(wanted) do
+      if not found[i] and has_key(row, key) then found[i] = row end
+    end
+  end
+  local picked = {}
+  for i = 1, #keys do
+    if found[i] and not (limit and #picked >= limit) then picked[#picked + 1] = { found[i] } end
+  end
+  return picked
+end
+
+-- The rows to print: all of them (one read transaction), or those of the keys.
+local function selected(att, cols, keys, limit)
+  if #keys > 0 then return rows_of_keys(att, cols, keys, limit) end
+  local picked = {}
+  for row, id in att:rows() do
+    if limit and #picked >= limit then break end
+    picked[#picked + 1] = { row, id }
   end
   return picked
 end

@@ -216,6 +216,7 @@ struct rn_attached {
                              finding another was declared since (evolved, dropped) refuses */
   char record_key[RN_NAME_MAX + 3];
   size_t record_klen;
+  bool reopen;            /* its owner dropped a relation: its handles may be closed or another's */
 };
 
 /* Rebuilds a schema from its description (schema.c's rn_schema_describe). */
@@ -445,16 +446,59 @@ static int orphaned(const rn_attached *a, rn_err *e)
                     a->name);
 }
 
+/* Its owner dropped a relation, closing its database handles: a's are
+ * opened again by name (the same relation: its catalogue record unchanged),
+ * else a handle closed or given to another relation since would be read. */
+static int reopen(rn_attached *a, rn_err *e)
+{
+  rn_attached *fresh = NULL;
+  int rc = rn_attach(a->owner->store.path, a->name, a->owner, &fresh, e);
+  if (rc == RN_ENOTFOUND)
+    return rn_err_set(e, RN_ENOTFOUND, "attach %s: \"%s\" was dropped from the state since it was attached (attach "
+                      "again once it is declared again)", a->name, a->name);
+  if (rc) return rc;
+  if (fresh->record.mv_size != a->record.mv_size ||
+      memcmp(fresh->record.mv_data, a->record.mv_data, a->record.mv_size) != 0) {
+    rn_attach_close(fresh);
+    return rn_err_set(e, RN_ESCHEMA, "attach %s: \"%s\" was declared again with other columns or another kind "
+                      "since it was attached (attach it again to read it as it is now)", a->name, a->name);
+  }
+  rn_agg_reader_free(a->agg);
+  rn_reader_free(a->reader);
+  rn_schema_free(a->schema);
+  a->dbi = fresh->dbi;
+  a->meta = fresh->meta;
+  a->schema = fresh->schema;
+  a->is_index = fresh->is_index;
+  a->order = fresh->order;
+  a->table = fresh->table;
+  a->agg = fresh->agg;
+  a->reader = fresh->reader;
+  fresh->schema = NULL, fresh->agg = NULL, fresh->reader = NULL;
+  rn_attach_close(fresh);
+  a->reopen = false;
+  return 0;
+}
+
+void rn_attach_handles_closed(rn_pipeline *owner)
+{
+  for (rn_attached *a = owner->borrowers; a; a = a->next) a->reopen = true;
+}
+
 /* Before a read through an owner's environment: the groups its pipeline
  * committed but carries in its open LMDB transaction (sync = false) are
  * committed (rn_flush), so the read transaction sees every group the
  * pipeline committed. Inside one of its groups (or its callbacks) nothing
  * can be committed without the open group: the read sees the groups LMDB
  * holds, whole groups only. */
-static int owner_flushed(const rn_attached *a, rn_err *e)
+static int owner_flushed(rn_attached *a, rn_err *e)
 {
   rn_pipeline *o = a->owner;
   if (!a->shared) return orphaned(a, e);
+  if (a->reopen) {
+    int rc = reopen((rn_attached *)a, e);
+    if (rc) return rc;
+  }
   if (!o || o->state != RN_IDLE || !o->store.wtxn || rn_flush(o) == 0) return 0;
   *e = o->err;
   char prefix[RN_NAME_MAX + 16];

@@ -21,6 +21,9 @@ int rn_attach(const char *path, const char *name, rn_pipeline *owner, rn_attache
 /* At the owner's close: its attaches stop reading (an error, not a read of a
  * closed environment) until they are closed. */
 void rn_attach_orphan_all(rn_pipeline *owner);
+/* The owner dropped a relation (its database handles closed, their numbers
+ * free for others): its attaches open theirs again at their next read. */
+void rn_attach_handles_closed(rn_pipeline *owner);
 const rn_schema *rn_attach_schema(const rn_attached *a);
 /* The row under an encoded key, appended to row; *found = 0 when absent.
  * One LMDB read transaction: a committed group, never part of one. */

@@ -177,3 +177,29 @@ describe("runnel query of several keys while another process writes", function()
     assert.are.equal(0, torn, ("%d of %d queries showed two groups"):format(torn, queries))
   end)
 end)
+
+describe("an attach reading through its owner's environment", function()
+  after_each(H.cleanup)
+
+  it("reads its own relation after the owner dropped it and another relation took its handle (it read that one)",
+     function()
+    local dir = H.tmpdir()
+    local p = runnel.open{ path = dir, notes = false }
+    local t = p:table("t", { {"k","int"}, {"v","int"}, key = "k" })
+    t:insert{ k = 1, v = 10 }
+    p:close()
+    p = runnel.open{ path = dir, notes = false }
+    local att = runnel.attach(dir, "t")
+    assert.are.same({ { k = 1, v = 10 } }, rows_of(att))
+    p:drop("t")
+    local z = p:table("z", { {"k","int"}, {"v","int"}, key = "k" })
+    z:insert{ k = 9, v = 90 }
+    t = p:table("t", { {"k","int"}, {"v","int"}, key = "k" })
+    t:insert{ k = 7, v = 70 }
+    assert.are.same({ { k = 7, v = 70 } }, rows_of(att))
+    assert.is_nil(att:get(9))
+    assert.are.same({ k = 7, v = 70 }, att:get(7))
+    assert.are.equal(1, att:count())
+    p:close()
+  end)
+end)

@@ -203,3 +203,18 @@ describe("an attach reading through its owner's environment", function()
     p:close()
   end)
 end)
+
+describe("runnel query of a relation without a key", function()
+  after_each(H.cleanup)
+
+  it("given a KEY says there is no key to read by (it said the key is 0 columns ())", function()
+    local dir = H.tmpdir()
+    local p = runnel.open{ path = dir, notes = false }
+    p:table("ev", { {"a","int"} }):insert{ a = 1 }
+    p:close()
+    local _, err, code = H.sh(("%s query %s ev 1"):format(bin, dir))
+    assert.are_not.equal(0, code)
+    assert.are.equal("runnel: query: ev has no key to read by: leave out KEY to print its rows (--limit N for the " ..
+                     "first N)\n", err)
+  end)
+end)

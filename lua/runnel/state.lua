@@ -134,6 +134,11 @@ end
 local function rows_of_keys(att, cols, keys, limit)
   local key_cols, wanted = {}, {}
   for _, c in ipairs(cols) do if c.key then key_cols[#key_cols + 1] = c end end
+  if #key_cols == 0 then
+    local _, name = att:_source()
+    return nil, ("query: %s has no key to read by: leave out KEY to print its rows (--limit N for the first N)")
+                :format(name)
+  end
   for i, text in ipairs(keys) do
     local key, err = key_of(text, key_cols)
     if not key then return nil, err end

@@ -245,11 +245,27 @@ static int l_attached_source(lua_State *L)
   return 2;
 }
 
+/* A key given as a table names columns of s only (t:get refuses the others
+ * too: a misspelt column would be a key column missing, or silently unread). */
+static void check_key_names(lua_State *L, int at, const lattached *la, const rn_schema *s)
+{
+  lua_pushnil(L);
+  while (lua_next(L, at)) {
+    lua_pop(L, 1);
+    size_t len;
+    const char *name = lua_type(L, -1) == LUA_TSTRING ? lua_tolstring(L, -1, &len) : NULL;
+    if (!name) rn_lua_error(L, "attach %s: get: a key table is keyed by column names, got a %s key", la->name,
+                            luaL_typename(L, -1));
+    if (rn_schema_slot(s, name, len) < 0) rn_lua_error(L, "attach %s: get: unknown column \"%s\"", la->name, name);
+  }
+}
+
 /* att:get(key) -> row | nil, in one read transaction */
 static int l_attached_get(lua_State *L)
 {
   lattached *la = check_attached(L);
   const rn_schema *s = rn_attach_schema(la->a);
+  if (lua_istable(L, 2)) check_key_names(L, 2, la, s);
   msgpack_sbuffer k, row;
   msgpack_sbuffer_init(&k);
   msgpack_sbuffer_init(&row);

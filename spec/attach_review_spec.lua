@@ -125,6 +125,11 @@ describe("runnel query's keys", function()
     local att = runnel.attach(dir, "codes")
     assert.are.equal('attach codes: get: column "code": expected string, got number', H.error_of(att.get, att, 42))
     assert.are.equal('attach codes: get: key column "code" is missing', H.error_of(att.get, att, {}))
+    -- a key table names columns, as t:get's does (a misspelt one was ignored)
+    assert.are.equal('attach codes: get: unknown column "cod"', H.error_of(att.get, att, { code = "42", cod = "x" }))
+    assert.are.equal('attach codes: get: a key table is keyed by column names, got a number key',
+                     H.error_of(att.get, att, { "42" }))
+    assert.are.same({ code = "42", n = 1 }, att:get{ code = "42", n = 5 }) -- a row as its key: other columns unread
   end)
 end)
 

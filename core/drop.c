@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "pipeline.h"
+#include "store_sink.h"
 
 /* The relations declared in p that read rel (joins, derived, cdc) into buf. */
 static int dependants(rn_pipeline *p, const rn_rel *rel, char *buf, size_t len)
@@ -115,6 +116,7 @@ RN_API int rn_drop(rn_pipeline *p, const char *name)
                                      p->store.path, name);
   if (rc) { mdb_txn_abort(txn); return rc; }
   rc = mdb_txn_commit(txn);
+  rn_attach_handles_closed(p); /* the dropped databases' handles are closed: attaches open theirs again */
   return rc ? rn_store_write_fail(&p->store, &p->err, rc, name) : 0;
 }
 

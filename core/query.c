@@ -44,30 +44,40 @@ int rn_attach_table_key(int table, const char *name, size_t klen, rn_err *e)
 
 /* Keyed: |u64 id|u8 flags|[u32 klen|key]|row|, flags 1 = live, 2 = long
  * key. Keyless: |u64 id BE| -> |row|. A distinct: |u64 id BE| -> |u64
- * copies|row|. */
-bool rn_attach_table_row(int table, const MDB_val *k, MDB_val *v, uint64_t *id)
+ * copies|row|. Lengths are checked: a damaged entry is never read past. */
+int rn_attach_table_row(int table, const MDB_val *k, MDB_val *v, uint64_t *id)
 {
   if (table == RN_ATTACH_DISTINCT) {
-    if (k->mv_size != 8 || v->mv_size < 8) return false;
+    if (k->mv_size != 8 || v->mv_size < 8) return RN_ENTRY_DAMAGED;
     *id = rn_be64_get(k->mv_data);
     v->mv_data = (char *)v->mv_data + 8;
     v->mv_size -= 8;
-    return true;
+    return RN_ENTRY_LIVE;
   }
   if (table == RN_ATTACH_KEYLESS) {
+    if (k->mv_size != 8) return RN_ENTRY_DAMAGED;
     *id = rn_be64_get(k->mv_data);
-    return true;
+    return RN_ENTRY_LIVE;
   }
   const char *d = v->mv_data;
-  if (v->mv_size < 9 || !(d[8] & 1)) return false; /* a tombstone */
+  if (v->mv_size < 9) return RN_ENTRY_DAMAGED;
+  if (!(d[8] & 1)) return RN_ENTRY_GONE;
   memcpy(id, d, 8);
   size_t off = 9;
   if (d[8] & 2) {
     uint32_t klen;
+    if (v->mv_size < 13) return RN_ENTRY_DAMAGED;
     memcpy(&klen, d + 9, 4);
-    off += 4 + klen;
+    off += 4 + (size_t)klen;
   }
+  if (off >= v->mv_size) return RN_ENTRY_DAMAGED; /* a row is one byte at least */
   v->mv_data = (char *)d + off;
   v->mv_size -= off;
-  return true;
+  return RN_ENTRY_LIVE;
+}
+
+int rn_attach_damaged(const char *kind, const char *name, rn_err *e)
+{
+  return rn_err_set(e, RN_ESTORE, "state damaged: %s \"%s\": a stored row is cut short (restore the state from a "
+                    "backup, or drop the relation and fill it again)", kind, name);
 }

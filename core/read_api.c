@@ -113,6 +113,16 @@ static int view_open(rn_pipeline *p, rn_rel *rel, const char *what, view *v)
   return rc;
 }
 
+/* A key that is not a map is refused saying what a key is (rn_map_slots
+ * would speak of a change). */
+static int key_not_map(rn_pipeline *p, rn_rel *rel, const msgpack_object *m)
+{
+  if (m->type == MSGPACK_OBJECT_MAP) return 0;
+  return rn_err_set(&p->err, RN_EINVAL, "%s: rn_get: the key is a msgpack map of the key columns by name (as "
+                    "{\"%s\": …}), got %s", rel->name, rel->schema->nkey ? rel->schema->cols[rel->schema->key_slots[0]].name : "id",
+                    rn_value_kind(m));
+}
+
 /* The key map m as the reader's key (key.h), in p->keybuf. */
 static int derived_key(rn_pipeline *p, rn_rel *rel, const rn_reader *r, const msgpack_object *m)
 {
@@ -160,6 +170,7 @@ static int derived_get(rn_pipeline *p, rn_rel *rel, const void *key, size_t key_
   size_t off = 0;
   if (rn_unpack(key, key_len, &off, &p->scratch, &m) != MSGPACK_UNPACK_SUCCESS)
     rc = rn_err_set(&p->err, RN_EINVAL, "%s: rn_get: the key is not one msgpack value", rel->name);
+  if (!rc) rc = key_not_map(p, rel, &m);
   if (!rc) rc = derived_key(p, rel, v.r, &m);
   got g = { p, v.r, 0, 0 };
   if (!rc) rc = rn_reader_get(v.r, v.txn, p->keybuf.data, p->keybuf.size, got_row, &g, &p->err);
@@ -182,7 +193,8 @@ static int table_get(rn_pipeline *p, rn_rel *rel, const void *key, size_t key_le
   uint8_t *given = NULL;
   const char *data = NULL;
   size_t len = 0;
-  int rc = rn_map_slots(p, rel, &m, &vals, &given);
+  int rc = key_not_map(p, rel, &m);
+  if (!rc) rc = rn_map_slots(p, rel, &m, &vals, &given);
   if (!rc) rc = rn_table_get(rel, vals, given, found, id, &data, &len);
   msgpack_sbuffer_clear(&p->valbuf);
   if (!rc && *found && rn_row_to_map(rel->schema, data, len, &p->scratch, &p->valbuf))

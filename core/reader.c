@@ -305,7 +305,12 @@ static int walk_db(rn_reader *r, MDB_txn *txn, rn_attach_each_fn fn, void *ctx, 
       id = rn_be64_get((const char *)k.mv_data + k.mv_size - 8);
       if (r->how == READ_TOP && (frc = ranked(r, &v, &row, &len, e))) break;
     } else {
-      if (!rn_attach_table_row(table, &k, &v, &id)) continue; /* a tombstone */
+      int entry = rn_attach_table_row(table, &k, &v, &id);
+      if (entry == RN_ENTRY_DAMAGED) {
+        frc = rn_attach_damaged(rn_relkind_name(r->kind), r->name, e);
+        break;
+      }
+      if (entry == RN_ENTRY_GONE) continue; /* a tombstone */
       row = v.mv_data;
       len = v.mv_size;
     }

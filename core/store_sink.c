@@ -204,7 +204,7 @@ struct rn_attached {
   MDB_env *shared;        /* the environment in use; NULL once its owner closed */
   rn_pipeline *owner;     /* the pipeline whose environment it borrows, or NULL */
   rn_attached *next;      /* in owner->borrowers */
-  MDB_dbi dbi;
+  MDB_dbi dbi, meta;
   rn_schema *schema;      /* the store's columns, from its description */
   char *name;
   bool is_index;          /* an index relation's rows ("ix:"), in its order */
@@ -212,6 +212,11 @@ struct rn_attached {
   int table;              /* 0: a store ("st:"); RN_ATTACH_KEYED / _KEYLESS: a source table's "t:" rows */
   rn_agg_reader *agg;     /* RN_ATTACH_AGGREGATE: computes its rows from "ag:" */
   rn_reader *reader;      /* RN_ATTACH_DERIVED: a join, top or select (reader.h) */
+  MDB_val record;         /* its catalogue record ("S:" or "r:" name) as attached, copied: a read
+                             finding another was declared since (evolved, dropped) refuses */
+  char record_key[RN_NAME_MAX + 3];
+  size_t record_klen;
+  bool reopen;            /* its owner dropped a relation: its handles may be closed or another's */
 };
 
 /* Rebuilds a schema from its description (schema.c's rn_schema_describe). */
@@ -248,6 +253,42 @@ static rn_schema *schema_of(const msgpack_object *d, rn_err *e)
 rn_schema *rn_attach_schema_of(const msgpack_object *d, rn_err *e)
 {
   return schema_of(d, e);
+}
+
+/* The catalogue record a was opened from, kept to check each read by
+ * (unchanged). A store's is "S:" name, any other relation's "r:" name. */
+static int keep_record(rn_attached *a, MDB_txn *txn, MDB_dbi meta, rn_err *e)
+{
+  static const char *const prefixes[] = { RN_META_STORE, RN_META_RELATION };
+  size_t nlen = strlen(a->name);
+  for (int i = 0; i < 2; i++) {
+    a->record_klen = (size_t)snprintf(a->record_key, sizeof a->record_key, "%s%s", prefixes[i], a->name);
+    MDB_val k = { a->record_klen, a->record_key }, v;
+    if (a->record_klen != strlen(prefixes[i]) + nlen || mdb_get(txn, meta, &k, &v) != 0) continue;
+    a->meta = meta;
+    a->record.mv_size = v.mv_size;
+    if (!(a->record.mv_data = malloc(v.mv_size ? v.mv_size : 1))) return rn_err_set(e, RN_ENOMEM, "out of memory");
+    memcpy(a->record.mv_data, v.mv_data, v.mv_size);
+    return 0;
+  }
+  return rn_err_set(e, RN_ENOTFOUND, "attach %s: no relation or store \"%s\" there", a->name, a->name);
+}
+
+/* Whether the relation read in txn is still the one attached: a pipeline
+ * that dropped it, or declared it again with other columns, since (its
+ * rows no longer match the columns read at attach) is refused, saying so. */
+static int still_attached(const rn_attached *a, MDB_txn *txn, rn_err *e)
+{
+  MDB_val k = { a->record_klen, (void *)a->record_key }, v;
+  int rc = mdb_get(txn, a->meta, &k, &v);
+  if (rc == MDB_NOTFOUND)
+    return rn_err_set(e, RN_ENOTFOUND, "attach %s: \"%s\" was dropped from the state since it was attached (attach "
+                      "again once it is declared again)", a->name, a->name);
+  if (rc) return rn_err_set(e, rn_store_read_code(rc), "attach %s: %s", a->name, mdb_strerror(rc));
+  if (v.mv_size != a->record.mv_size || memcmp(v.mv_data, a->record.mv_data, v.mv_size) != 0)
+    return rn_err_set(e, RN_ESCHEMA, "attach %s: \"%s\" was declared again with other columns or another kind "
+                      "since it was attached (attach it again to read it as it is now)", a->name, a->name);
+  return 0;
 }
 
 /* No store `name`: an index relation of that name is read instead (its
@@ -378,6 +419,7 @@ int rn_attach(const char *path, const char *name, rn_pipeline *owner, rn_attache
     goto fail;
   }
 opened:
+  if (keep_record(a, txn, meta, e)) goto fail;
   rc = mdb_txn_commit(txn); /* committing keeps the database handle (an abort would close it) */
   txn = NULL;
   if (rc) {
@@ -404,16 +446,59 @@ static int orphaned(const rn_attached *a, rn_err *e)
                     a->name);
 }
 
+/* Its owner dropped a relation, closing its database handles: a's are
+ * opened again by name (the same relation: its catalogue record unchanged),
+ * else a handle closed or given to another relation since would be read. */
+static int reopen(rn_attached *a, rn_err *e)
+{
+  rn_attached *fresh = NULL;
+  int rc = rn_attach(a->owner->store.path, a->name, a->owner, &fresh, e);
+  if (rc == RN_ENOTFOUND)
+    return rn_err_set(e, RN_ENOTFOUND, "attach %s: \"%s\" was dropped from the state since it was attached (attach "
+                      "again once it is declared again)", a->name, a->name);
+  if (rc) return rc;
+  if (fresh->record.mv_size != a->record.mv_size ||
+      memcmp(fresh->record.mv_data, a->record.mv_data, a->record.mv_size) != 0) {
+    rn_attach_close(fresh);
+    return rn_err_set(e, RN_ESCHEMA, "attach %s: \"%s\" was declared again with other columns or another kind "
+                      "since it was attached (attach it again to read it as it is now)", a->name, a->name);
+  }
+  rn_agg_reader_free(a->agg);
+  rn_reader_free(a->reader);
+  rn_schema_free(a->schema);
+  a->dbi = fresh->dbi;
+  a->meta = fresh->meta;
+  a->schema = fresh->schema;
+  a->is_index = fresh->is_index;
+  a->order = fresh->order;
+  a->table = fresh->table;
+  a->agg = fresh->agg;
+  a->reader = fresh->reader;
+  fresh->schema = NULL, fresh->agg = NULL, fresh->reader = NULL;
+  rn_attach_close(fresh);
+  a->reopen = false;
+  return 0;
+}
+
+void rn_attach_handles_closed(rn_pipeline *owner)
+{
+  for (rn_attached *a = owner->borrowers; a; a = a->next) a->reopen = true;
+}
+
 /* Before a read through an owner's environment: the groups its pipeline
  * committed but carries in its open LMDB transaction (sync = false) are
  * committed (rn_flush), so the read transaction sees every group the
  * pipeline committed. Inside one of its groups (or its callbacks) nothing
  * can be committed without the open group: the read sees the groups LMDB
  * holds, whole groups only. */
-static int owner_flushed(const rn_attached *a, rn_err *e)
+static int owner_flushed(rn_attached *a, rn_err *e)
 {
   rn_pipeline *o = a->owner;
   if (!a->shared) return orphaned(a, e);
+  if (a->reopen) {
+    int rc = reopen((rn_attached *)a, e);
+    if (rc) return rc;
+  }
   if (!o || o->state != RN_IDLE || !o->store.wtxn || rn_flush(o) == 0) return 0;
   *e = o->err;
   char prefix[RN_NAME_MAX + 16];
@@ -457,6 +542,10 @@ int rn_attach_get(rn_attached *a, const char *key, size_t klen, msgpack_sbuffer 
   if (rc) return rc;
   rc = mdb_txn_begin(a->shared, NULL, MDB_RDONLY, &txn);
   if (rc) return rn_err_set(e, rn_store_read_code(rc), "attach %s: %s", a->name, mdb_strerror(rc));
+  if ((rc = still_attached(a, txn, e))) {
+    mdb_txn_abort(txn);
+    return rc;
+  }
   MDB_val k = { klen, (void *)key }, v;
   if (a->reader) {
     rc = rn_reader_get(a->reader, txn, key, klen, copy_row, &(copied){ row, found }, e);
@@ -479,7 +568,12 @@ int rn_attach_get(rn_attached *a, const char *key, size_t klen, msgpack_sbuffer 
     mdb_txn_abort(txn);
     return rc == 0 || rc == MDB_NOTFOUND ? 0 : e->code;
   }
-  if (rc == 0 && (!a->table || rn_attach_table_row(a->table, &k, &v, &id))) {
+  int entry = rc == 0 && a->table ? rn_attach_table_row(a->table, &k, &v, &id) : RN_ENTRY_LIVE;
+  if (entry == RN_ENTRY_DAMAGED) {
+    mdb_txn_abort(txn);
+    return rn_attach_damaged(rn_attach_kind(a), a->name, e);
+  }
+  if (rc == 0 && entry == RN_ENTRY_LIVE) {
     rn_buf_write(row, v.mv_data, v.mv_size);
     *found = 1;
   }
@@ -496,6 +590,10 @@ static int attach_walk(rn_attached *a, int (*fn)(void *ctx, const char *row, siz
   if (rc) return rc;
   rc = mdb_txn_begin(a->shared, NULL, MDB_RDONLY, &txn);
   if (rc) return rn_err_set(e, rn_store_read_code(rc), "attach %s: %s", a->name, mdb_strerror(rc));
+  if ((rc = still_attached(a, txn, e))) {
+    mdb_txn_abort(txn);
+    return rc;
+  }
   if (a->reader) {
     rc = rn_reader_each(a->reader, txn, fn ? row_only : each, fn ? &(rows_only){ fn, ctx } : ctx, e);
     mdb_txn_abort(txn);
@@ -511,7 +609,12 @@ static int attach_walk(rn_attached *a, int (*fn)(void *ctx, const char *row, siz
       frc = rn_agg_reader_row(a->agg, txn, &k, &v, fn ? row_only : each, fn ? &(rows_only){ fn, ctx } : ctx, e);
       continue;
     }
-    if (a->table && !rn_attach_table_row(a->table, &k, &v, &id)) continue; /* a tombstone */
+    int entry = a->table ? rn_attach_table_row(a->table, &k, &v, &id) : RN_ENTRY_LIVE;
+    if (entry == RN_ENTRY_DAMAGED) {
+      frc = rn_attach_damaged(rn_attach_kind(a), a->name, e);
+      break;
+    }
+    if (entry == RN_ENTRY_GONE) continue; /* a tombstone */
     frc = fn ? fn(ctx, v.mv_data, v.mv_size) : each(ctx, id, v.mv_data, v.mv_size);
   }
   if (!rc) mdb_cursor_close(cur);
@@ -540,6 +643,7 @@ int rn_attach_index(rn_attached *a, rn_index_bound *from, rn_index_bound *to, rn
   w->to_len = tk.size;
   MDB_txn *txn = NULL;
   int lmdb_rc = rc ? 0 : mdb_txn_begin(a->shared, NULL, MDB_RDONLY, &txn);
+  if (!rc && !lmdb_rc) rc = still_attached(a, txn, e);
   if (!rc && !lmdb_rc) rc = rn_index_walk_db(txn, a->dbi, w, &lmdb_rc);
   if (txn) mdb_txn_abort(txn);
   if (lmdb_rc) rc = rn_err_set(e, rn_store_read_code(lmdb_rc), "attach %s: %s", a->name, mdb_strerror(lmdb_rc));
@@ -588,6 +692,7 @@ void rn_attach_close(rn_attached *a)
   rn_agg_reader_free(a->agg);
   rn_reader_free(a->reader);
   rn_schema_free(a->schema);
+  free(a->record.mv_data);
   free(a->name);
   free(a);
 }

@@ -21,6 +21,9 @@ int rn_attach(const char *path, const char *name, rn_pipeline *owner, rn_attache
 /* At the owner's close: its attaches stop reading (an error, not a read of a
  * closed environment) until they are closed. */
 void rn_attach_orphan_all(rn_pipeline *owner);
+/* The owner dropped a relation (its database handles closed, their numbers
+ * free for others): its attaches open theirs again at their next read. */
+void rn_attach_handles_closed(rn_pipeline *owner);
 const rn_schema *rn_attach_schema(const rn_attached *a);
 /* The row under an encoded key, appended to row; *found = 0 when absent.
  * One LMDB read transaction: a committed group, never part of one. */
@@ -65,7 +68,12 @@ int rn_attach_table_entry(MDB_txn *txn, MDB_dbi meta, const char *path, const ch
 /* A get by a key longer than a table stores inline is refused (its entry is
  * found by hash probes only inside a pipeline). */
 int rn_attach_table_key(int table, const char *name, size_t klen, rn_err *e);
-/* A stored table entry: *v becomes its row and *id its id; false for a tombstone. */
-bool rn_attach_table_row(int table, const MDB_val *k, MDB_val *v, uint64_t *id);
+/* A stored table entry: *v becomes its row and *id its id (RN_ENTRY_LIVE);
+ * RN_ENTRY_GONE for a tombstone; RN_ENTRY_DAMAGED for an entry too short
+ * for what its header says (rn_attach_damaged's error). */
+enum { RN_ENTRY_GONE, RN_ENTRY_LIVE, RN_ENTRY_DAMAGED };
+int rn_attach_table_row(int table, const MDB_val *k, MDB_val *v, uint64_t *id);
+/* The error of a damaged entry of the kind ("table") name. */
+int rn_attach_damaged(const char *kind, const char *name, rn_err *e);
 
 #endif

@@ -1,6 +1,7 @@
 /* llookup.c — lookups and stores from Lua: p:_lookup with its three kinds
  * of source, p:_store_sink, runnel.attach readers, and the pipeline clock. */
 #include <limits.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -244,16 +245,34 @@ static int l_attached_source(lua_State *L)
   return 2;
 }
 
+/* A key given as a table names columns of s only (t:get refuses the others
+ * too: a misspelt column would be a key column missing, or silently unread). */
+static void check_key_names(lua_State *L, int at, const lattached *la, const rn_schema *s)
+{
+  lua_pushnil(L);
+  while (lua_next(L, at)) {
+    lua_pop(L, 1);
+    size_t len;
+    const char *name = lua_type(L, -1) == LUA_TSTRING ? lua_tolstring(L, -1, &len) : NULL;
+    if (!name) rn_lua_error(L, "attach %s: get: a key table is keyed by column names, got a %s key", la->name,
+                            luaL_typename(L, -1));
+    if (rn_schema_slot(s, name, len) < 0) rn_lua_error(L, "attach %s: get: unknown column \"%s\"", la->name, name);
+  }
+}
+
 /* att:get(key) -> row | nil, in one read transaction */
 static int l_attached_get(lua_State *L)
 {
   lattached *la = check_attached(L);
   const rn_schema *s = rn_attach_schema(la->a);
+  if (lua_istable(L, 2)) check_key_names(L, 2, la, s);
   msgpack_sbuffer k, row;
   msgpack_sbuffer_init(&k);
   msgpack_sbuffer_init(&row);
   rn_err e = { .code = RN_OK };
   int rc = 0;
+  char where[RN_NAME_MAX + 16]; /* a key of the wrong type: "attach NAME: get: column …" */
+  snprintf(where, sizeof where, "attach %s: get", la->name);
   for (int i = 0; i < s->nkey && !rc; i++) {
     const rn_column *c = &s->cols[s->key_slots[i]];
     msgpack_object v;
@@ -276,8 +295,9 @@ static int l_attached_get(lua_State *L)
     } else {
       v.type = MSGPACK_OBJECT_NIL;
     }
-    rc = v.type == MSGPACK_OBJECT_NIL ? rn_err_set(&e, RN_EINVAL, "get: key column \"%s\" is missing", c->name)
-                                      : rn_value_normalize(c, &v, &la->zone, "attach", &e);
+    rc = v.type == MSGPACK_OBJECT_NIL
+           ? rn_err_set(&e, RN_EINVAL, "attach %s: get: key column \"%s\" is missing", la->name, c->name)
+           : rn_value_normalize(c, &v, &la->zone, where, &e);
     if (!rc) rn_key_append(&k, &v);
     lua_pop(L, 1);
   }

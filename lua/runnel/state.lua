@@ -94,37 +94,81 @@ local function query_args(args)
   return o
 end
 
+-- A key part's text as a value of column c: a number for an int or float
+-- column, true/false for a bool, else the text as it is (a string key "007"
+-- stays a string).
+local function key_value(text, c)
+  if c.type == "int" or c.type == "float" then return tonumber(text) or text end
+  if c.type == "bool" and (text == "true" or text == "false") then return text == "true" end
+  return text
+end
+
 -- A key given on the command line: "7", or "eu,7" for a key of two columns.
 local function key_of(text, key_cols)
   local parts = {}
   for piece in (text .. ","):gmatch("([^,]*),") do parts[#parts + 1] = piece end
   if #parts ~= #key_cols then
+    local names = {}
+    for i, c in ipairs(key_cols) do names[i] = c.name end
     return nil, ("query: key %q has %d part%s; the key is %d column%s (%s), parts separated by commas")
                 :format(text, #parts, #parts == 1 and "" or "s", #key_cols, #key_cols == 1 and "" or "s",
-                        table.concat(key_cols, ", "))
+                        table.concat(names, ", "))
   end
   local key = {}
-  for i, c in ipairs(key_cols) do key[c] = tonumber(parts[i]) or parts[i] end
+  for i, c in ipairs(key_cols) do key[c.name] = key_value(parts[i], c) end
   return key
+end
+
+-- Whether row holds key (a map of the key columns' values).
+local function has_key(row, key)
+  for name, v in pairs(key) do
+    if row[name] ~= v then return false end
+  end
+  return true
+end
+
+-- The rows of the keys given, in their order, read in one read transaction
+-- (rows()): a get per key would read each in its own, and a group another
+-- process commits between two gets would show half of it. att:get checks
+-- each key first (its type errors name the relation and the column).
+local function rows_of_keys(att, cols, keys, limit)
+  local key_cols, wanted = {}, {}
+  for _, c in ipairs(cols) do if c.key then key_cols[#key_cols + 1] = c end end
+  if #key_cols == 0 then
+    local _, name = att:_source()
+    return nil, ("query: %s has no key to read by: leave out KEY to print its rows (--limit N for the first N)")
+                :format(name)
+  end
+  for i, text in ipairs(keys) do
+    local key, err = key_of(text, key_cols)
+    if not key then return nil, err end
+    if #keys == 1 then
+      local row = att:get(key)
+      return { row and (limit ~= 0) and { row } or nil }
+    end
+    att:get(key)
+    wanted[i] = key
+  end
+  local found = {}
+  for row in att:rows() do
+    for i, key in ipairs(wanted) do
+      if not found[i] and has_key(row, key) then found[i] = row end
+    end
+  end
+  local picked = {}
+  for i = 1, #keys do
+    if found[i] and not (limit and #picked >= limit) then picked[#picked + 1] = { found[i] } end
+  end
+  return picked
 end
 
 -- The rows to print: all of them (one read transaction), or those of the keys.
 local function selected(att, cols, keys, limit)
+  if #keys > 0 then return rows_of_keys(att, cols, keys, limit) end
   local picked = {}
-  if #keys == 0 then
-    for row, id in att:rows() do
-      if limit and #picked >= limit then break end
-      picked[#picked + 1] = { row, id }
-    end
-    return picked
-  end
-  local key_cols = {}
-  for _, c in ipairs(cols) do if c.key then key_cols[#key_cols + 1] = c.name end end
-  for _, text in ipairs(keys) do
-    local key, err = key_of(text, key_cols)
-    if not key then return nil, err end
-    local row = att:get(key)
-    if row and not (limit and #picked >= limit) then picked[#picked + 1] = { row } end
+  for row, id in att:rows() do
+    if limit and #picked >= limit then break end
+    picked[#picked + 1] = { row, id }
   end
   return picked
 end

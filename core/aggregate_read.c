@@ -17,13 +17,10 @@
 #include <stdlib.h>
 
 #include "buf.h"
+#include "reader.h"
 
 enum { DECL_FORMAT = 1 };
 
-static int decl_key(char *key, size_t size, const char *name)
-{
-  return snprintf(key, size, "%s%s", RN_META_AGG_DECL, name);
-}
 
 int rn_agg_decl_record(rn_aggregate *a, MDB_txn *txn)
 {
@@ -50,7 +47,7 @@ int rn_agg_decl_record(rn_aggregate *a, MDB_txn *txn)
   if (a->time_int) msgpack_pack_true(&pk);
   else msgpack_pack_false(&pk);
   char key[RN_NAME_MAX + 8];
-  MDB_val k = { (size_t)decl_key(key, sizeof key, a->out->name), key }, v = { b.size, b.data };
+  MDB_val k = { (size_t)rn_decl_key(key, sizeof key, a->out->name), key }, v = { b.size, b.data };
   int rc = b.data ? mdb_put(txn, p->store.meta, &k, &v, 0) : ENOMEM;
   msgpack_sbuffer_destroy(&b);
   return rc ? rn_store_fail(&p->err, rc, a->out->name) : 0;
@@ -78,10 +75,6 @@ static bool is_int(const msgpack_object *o)
   return o->type == MSGPACK_OBJECT_POSITIVE_INTEGER;
 }
 
-static int malformed(rn_err *e)
-{
-  return rn_err_set(e, RN_ESTORE, "its declaration record is malformed");
-}
 
 /* The stand-in input: one column per type in t. */
 static int stand_in(rn_agg_reader *r, const msgpack_object *t, rn_err *e)
@@ -91,7 +84,7 @@ static int stand_in(rn_agg_reader *r, const msgpack_object *t, rn_err *e)
     char name[16];
     int n = snprintf(name, sizeof name, "c%u", i);
     const msgpack_object *ty = &t->via.array.ptr[i];
-    if (!is_int(ty) || ty->via.u64 > RN_T_ANY) return malformed(e);
+    if (!is_int(ty) || ty->via.u64 > RN_T_ANY) return rn_decl_malformed(e);
     if (rn_schema_add(r->in.schema, name, (size_t)n, (rn_type)ty->via.u64, true, NULL, e) < 0) return e->code;
   }
   return 0;
@@ -114,7 +107,7 @@ static int read_decl(rn_agg_reader *r, const msgpack_object *d, rn_err *e)
       f[1].type != MSGPACK_OBJECT_ARRAY || f[2].type != MSGPACK_OBJECT_ARRAY || f[3].type != MSGPACK_OBJECT_ARRAY ||
       !is_int(&f[4]) || f[4].via.u64 > RN_WINDOW_HOPPING || f[5].type != MSGPACK_OBJECT_FLOAT64 ||
       f[6].type != MSGPACK_OBJECT_BOOLEAN)
-    return malformed(e);
+    return rn_decl_malformed(e);
   rn_aggregate *a = &r->a;
   a->nby = (int)f[2].via.array.size;
   a->naggs = (int)f[3].via.array.size;
@@ -127,14 +120,14 @@ static int read_decl(rn_agg_reader *r, const msgpack_object *d, rn_err *e)
   if (!a->by || !a->aggs || !a->fseen) return rn_err_set(e, RN_ENOMEM, "out of memory");
   int rc = stand_in(r, &f[1], e);
   for (int i = 0; i < a->nby && !rc; i++)
-    if (!slot_of(r, &f[2].via.array.ptr[i], false, &a->by[i])) rc = malformed(e);
+    if (!slot_of(r, &f[2].via.array.ptr[i], false, &a->by[i])) rc = rn_decl_malformed(e);
   int first = a->nby + (a->w.kind != RN_WINDOW_NONE) * 2; /* the first aggregate's column */
-  if (!rc && r->out.schema->ncols != first + a->naggs) rc = malformed(e);
+  if (!rc && r->out.schema->ncols != first + a->naggs) rc = rn_decl_malformed(e);
   for (int i = 0; i < a->naggs && !rc; i++) {
     const msgpack_object *g = &f[3].via.array.ptr[i];
     if (g->type != MSGPACK_OBJECT_ARRAY || g->via.array.size != 2 || !is_int(&g->via.array.ptr[0]) ||
         g->via.array.ptr[0].via.u64 > RN_AGG_USER || !slot_of(r, &g->via.array.ptr[1], true, &a->aggs[i].slot))
-      return malformed(e);
+      return rn_decl_malformed(e);
     a->aggs[i].kind = (rn_agg_kind)g->via.array.ptr[0].via.u64;
     a->aggs[i].name = r->out.schema->cols[first + i].name;
     if (a->aggs[i].kind == RN_AGG_USER)
@@ -159,24 +152,10 @@ int rn_agg_reader_open(MDB_txn *txn, MDB_dbi meta, const char *name, const rn_sc
   r->out.p = r->in.p = &r->p;
   r->a.out = &r->out;
   r->a.in = &r->in;
-  char key[RN_NAME_MAX + 8];
-  MDB_val k = { (size_t)decl_key(key, sizeof key, name), key }, v;
-  int rc = mdb_get(txn, meta, &k, &v);
   msgpack_object d;
-  size_t off = 0;
-  if (rc == MDB_NOTFOUND)
-    rc = rn_err_set(e, RN_EINVAL, "aggregate \"%s\" was last declared by an older runnel: run its pipeline once "
-                    "with this one, then read it", name);
-  else if (rc) rc = rn_err_set(e, rn_store_read_code(rc), "aggregate \"%s\": %s", name, mdb_strerror(rc));
-  else {
-    if (rn_msgpack_size(v.mv_data, v.mv_size) != v.mv_size ||
-        rn_unpack(v.mv_data, v.mv_size, &off, &r->p.scratch, &d) != MSGPACK_UNPACK_SUCCESS)
-      rc = malformed(e);
-    else rc = read_decl(r, &d, e);
-    char prefix[RN_NAME_MAX + 40];
-    snprintf(prefix, sizeof prefix, "%saggregate \"%s\"", rc == RN_ESTORE ? "state damaged: " : "", name);
-    if (rc) rn_err_prefix(e, prefix);
-  }
+  int rc = rn_decl_record_read(txn, meta, "aggregate", name, &r->p.scratch, NULL, &d, e);
+  if (!rc && (rc = read_decl(r, &d, e))) rc = rn_decl_failed(e, "aggregate", name);
+  char key[RN_NAME_MAX + 8];
   if (!rc) { /* opened in txn, which the caller commits to keep the handle */
     snprintf(key, sizeof key, "%s%s", RN_DB_AGG_VALUES, name);
     if ((rc = mdb_dbi_open(txn, key, 0, &r->a.values_dbi)))

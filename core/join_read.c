@@ -21,14 +21,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 
+#include "reader.h"
 #include "store_sink.h"
 
 enum { DECL_FORMAT = 1, RIGHT_TABLE = 0, RIGHT_COPY = 1, RIGHT_LOOKUP = 2, DECL_FIELDS = 12 };
 
-static int decl_key(char *key, size_t size, const char *name)
-{
-  return snprintf(key, size, "%s%s", RN_META_AGG_DECL, name);
-}
 
 static void pack_bool(msgpack_packer *pk, bool b)
 {
@@ -80,7 +77,7 @@ int rn_join_decl_record(rn_rel *join, MDB_txn *txn)
   pack_side(&pk, j->left);
   pack_side(&pk, j->right);
   char key[RN_NAME_MAX + 8];
-  MDB_val k = { (size_t)decl_key(key, sizeof key, join->name), key }, v = { b.size, b.data };
+  MDB_val k = { (size_t)rn_decl_key(key, sizeof key, join->name), key }, v = { b.size, b.data };
   int rc = b.data ? mdb_put(txn, p->store.meta, &k, &v, 0) : ENOMEM;
   msgpack_sbuffer_destroy(&b);
   return rc ? rn_store_fail(&p->err, rc, join->name) : 0;
@@ -117,10 +114,6 @@ void rn_join_reader_free(rn_join_reader *r)
 static bool is_uint(const msgpack_object *o) { return o->type == MSGPACK_OBJECT_POSITIVE_INTEGER; }
 static bool is_bool(const msgpack_object *o) { return o->type == MSGPACK_OBJECT_BOOLEAN; }
 
-static int malformed(rn_err *e)
-{
-  return rn_err_set(e, RN_ESTORE, "its declaration record is malformed");
-}
 
 /* A list of slots below limit (nil: *slots NULL) into a new array. */
 static bool read_slots(const msgpack_object *o, int limit, int **slots, int *n)
@@ -149,7 +142,7 @@ static int read_side(rn_join_reader *r, rn_rel *input, const msgpack_object *f, 
       rn_msgpack_size(f[1].via.bin.ptr, f[1].via.bin.size) != f[1].via.bin.size ||
       rn_unpack(f[1].via.bin.ptr, f[1].via.bin.size, &off, &r->p.scratch, &d) != MSGPACK_UNPACK_SUCCESS ||
       !rn_schema_desc_valid(&d, 0))
-    return malformed(e);
+    return rn_decl_malformed(e);
   input->p = &r->p;
   input->name = strndup(f[0].via.str.ptr, f[0].via.str.size);
   if (!input->name) return rn_err_set(e, RN_ENOMEM, "out of memory");
@@ -175,7 +168,7 @@ static int read_decl(rn_join_reader *r, const msgpack_object *d, rn_err *e)
   if (d->type != MSGPACK_OBJECT_ARRAY || d->via.array.size != DECL_FIELDS || !is_uint(&f[0]) ||
       f[0].via.u64 != DECL_FORMAT || !is_uint(&f[1]) || f[1].via.u64 > RN_JOIN_OUTER || !is_bool(&f[2]) ||
       !is_uint(&f[3]) || f[3].via.u64 > RIGHT_LOOKUP || !is_bool(&f[4]) || !is_bool(&f[7]))
-    return malformed(e);
+    return rn_decl_malformed(e);
   int rc = read_side(r, &r->left, &f[8], e);
   if (!rc) rc = read_side(r, &r->right, &f[10], e);
   if (rc) return rc;
@@ -186,7 +179,7 @@ static int read_decl(rn_join_reader *r, const msgpack_object *d, rn_err *e)
   if (!read_slots(&f[5], ls->ncols, &j->on, &j->non) || (j->on && j->non != rs->nkey) ||
       !read_slots(&f[6], ls->ncols + rs->ncols, &proj, &nproj)) {
     free(proj);
-    return malformed(e);
+    return rn_decl_malformed(e);
   }
   if (proj && !(j->proj = rn_join_proj_new(proj, nproj, ls->ncols))) rc = rn_err_set(e, RN_ENOMEM, "out of memory");
   free(proj);
@@ -205,7 +198,7 @@ static int read_decl(rn_join_reader *r, const msgpack_object *d, rn_err *e)
   j->keeps_results = j->lookup || j->fns.joiner;
   j->fk_of_index = !j->on;
   r->right.kind = j->right_native ? RN_REL_TABLE : j->lookup ? RN_REL_LOOKUP : RN_REL_JOIN;
-  if (!j->right_native && rs->nkey == 0) return malformed(e);
+  if (!j->right_native && rs->nkey == 0) return rn_decl_malformed(e);
   return 0;
 }
 
@@ -246,27 +239,12 @@ int rn_join_reader_open(MDB_txn *txn, MDB_dbi meta, const char *name, const rn_s
   r->j.out = &r->out;
   r->j.left = &r->left;
   r->j.right = &r->right;
-  char key[RN_NAME_MAX + 8];
-  MDB_val k = { (size_t)decl_key(key, sizeof key, name), key }, v;
-  int rc = mdb_get(txn, meta, &k, &v);
   msgpack_object d;
-  size_t off = 0;
-  if (rc == MDB_NOTFOUND)
-    rc = rn_err_set(e, RN_EINVAL, "join \"%s\" was last declared by an older runnel: run its pipeline once with "
-                    "this one, then read it", name);
-  else if (rc) rc = rn_err_set(e, rn_store_read_code(rc), "join \"%s\": %s", name, mdb_strerror(rc));
-  else {
-    rn_buf_write(&r->decl, v.mv_data, v.mv_size);
-    if (rn_msgpack_size(v.mv_data, v.mv_size) != v.mv_size ||
-        rn_unpack(v.mv_data, v.mv_size, &off, &r->p.scratch, &d) != MSGPACK_UNPACK_SUCCESS)
-      rc = malformed(e);
-    else rc = read_decl(r, &d, e);
+  int rc = rn_decl_record_read(txn, meta, "join", name, &r->p.scratch, &r->decl, &d, e);
+  if (!rc) {
+    rc = read_decl(r, &d, e);
     if (!rc) rc = open_dbs(r, txn, name, e);
-    if (rc) {
-      char prefix[RN_NAME_MAX + 40];
-      snprintf(prefix, sizeof prefix, "%sjoin \"%s\"", rc == RN_ESTORE ? "state damaged: " : "", name);
-      rn_err_prefix(e, prefix);
-    }
+    if (rc) rc = rn_decl_failed(e, "join", name);
   }
   if (!rc && rn_oom()) rc = rn_err_set(e, RN_ENOMEM, "out of memory");
   if (rc) {
@@ -309,7 +287,7 @@ static int check_current(rn_join_reader *r, MDB_txn *txn, MDB_dbi meta, rn_err *
 {
   const char *name = r->out.name;
   char key[RN_NAME_MAX + 8];
-  MDB_val k = { (size_t)decl_key(key, sizeof key, name), key }, v;
+  MDB_val k = { (size_t)rn_decl_key(key, sizeof key, name), key }, v;
   int rc = mdb_get(txn, meta, &k, &v);
   if (rc && rc != MDB_NOTFOUND) return rn_err_set(e, rn_store_read_code(rc), "join \"%s\": %s", name, mdb_strerror(rc));
   if (rc || v.mv_size != r->decl.size || memcmp(v.mv_data, r->decl.data, v.mv_size) != 0)

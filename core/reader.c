@@ -510,7 +510,7 @@ int rn_select_decl_record(rn_rel *r, MDB_txn *txn)
 {
   rn_pipeline *p = r->p;
   char key[RN_NAME_MAX + 8];
-  MDB_val k = { (size_t)snprintf(key, sizeof key, "%s%s", RN_META_AGG_DECL, r->name), key };
+  MDB_val k = { (size_t)rn_decl_key(key, sizeof key, r->name), key };
   int n = 0;
   const int *slots = r->kind == RN_REL_MAP ? rn_select_slots(r, &n) : NULL;
   if (!slots) {
@@ -531,4 +531,42 @@ int rn_select_decl_record(rn_rel *r, MDB_txn *txn)
   int rc = b.data ? mdb_put(txn, p->store.meta, &k, &v, 0) : ENOMEM;
   msgpack_sbuffer_destroy(&b);
   return rc ? rn_store_fail(&p->err, rc, r->name) : 0;
+}
+
+int rn_decl_key(char *key, size_t size, const char *name)
+{
+  return snprintf(key, size, "%s%s", RN_META_AGG_DECL, name);
+}
+
+int rn_decl_malformed(rn_err *e)
+{
+  return rn_err_set(e, RN_ESTORE, "its declaration record is malformed");
+}
+
+int rn_decl_failed(rn_err *e, const char *what, const char *name)
+{
+  char prefix[RN_NAME_MAX + 40];
+  snprintf(prefix, sizeof prefix, "%s%s \"%s\"", e->code == RN_ESTORE ? "state damaged: " : "", what, name);
+  rn_err_prefix(e, prefix);
+  return e->code;
+}
+
+int rn_decl_record_read(MDB_txn *txn, MDB_dbi meta, const char *what, const char *name, msgpack_zone *z,
+                        msgpack_sbuffer *raw, msgpack_object *d, rn_err *e)
+{
+  char key[RN_NAME_MAX + 8];
+  MDB_val k = { (size_t)rn_decl_key(key, sizeof key, name), key }, v;
+  int rc = mdb_get(txn, meta, &k, &v);
+  if (rc == MDB_NOTFOUND)
+    return rn_err_set(e, RN_EINVAL, "%s \"%s\" was last declared by an older runnel: run its pipeline once with "
+                      "this one, then read it", what, name);
+  if (rc) return rn_err_set(e, rn_store_read_code(rc), "%s \"%s\": %s", what, name, mdb_strerror(rc));
+  size_t off = 0;
+  if (rn_msgpack_size(v.mv_data, v.mv_size) != v.mv_size ||
+      rn_unpack(v.mv_data, v.mv_size, &off, z, d) != MSGPACK_UNPACK_SUCCESS) {
+    rn_decl_malformed(e);
+    return rn_decl_failed(e, what, name);
+  }
+  if (raw) rn_buf_write(raw, v.mv_data, v.mv_size);
+  return 0;
 }

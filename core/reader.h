@@ -44,4 +44,19 @@ void rn_reader_free(rn_reader *r);
  * nothing to record). */
 int rn_select_decl_record(rn_rel *r, MDB_txn *txn);
 
+/* The "d:" name key of a derived relation's declaration record into key
+ * (snprintf's result). */
+int rn_decl_key(char *key, size_t size, const char *name);
+/* RN_ESTORE "its declaration record is malformed". */
+int rn_decl_malformed(rn_err *e);
+/* Prefixes e with `what "name"`, after "state damaged: " for RN_ESTORE;
+ * returns its code (what: "join", "aggregate"). */
+int rn_decl_failed(rn_err *e, const char *what, const char *name);
+/* Reads the declaration record of name in txn into d (pointing into the
+ * record, or from z), its bytes also appended to raw unless NULL. 0, or an
+ * error saying an older runnel declared it (none), or that it could not be
+ * read or is malformed, naming it as what "name". */
+int rn_decl_record_read(MDB_txn *txn, MDB_dbi meta, const char *what, const char *name, msgpack_zone *z,
+                        msgpack_sbuffer *raw, msgpack_object *d, rn_err *e);
+
 #endif

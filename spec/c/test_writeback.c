@@ -32,6 +32,25 @@ static const char *const DECLARE =
   "j:sink(function(verb, row, old, info) log[#log + 1] = 'j ' .. verb .. ' ' .. info.id .. ' ' .. show(row) .. ' ' .. show(old) end)\n"
   "a:sink(function(verb, row, old, info) log[#log + 1] = 'a ' .. verb .. ' ' .. info.id .. ' ' .. show(row) .. ' ' .. show(old) end)\n";
 
+/* groups(n): n groups of up to 60 calls of change() each; a failing call
+ * ends its group (rolled back), one group in ten is rolled back on purpose,
+ * one in 25 is followed by p:flush(). */
+#define GROUPS \
+  "local function groups(n)\n" \
+  "  for g = 1, n do\n" \
+  "    p:begin()\n" \
+  "    local ok = true\n" \
+  "    for _ = 1, math.random(60) do\n" \
+  "      local e; ok, e = pcall(change)\n" \
+  "      if not ok and os.getenv('WB_DEBUG') then io.stderr:write(tostring(e), '\\n') end\n" \
+  "      if not ok then break end\n" \
+  "    end\n" \
+  "    if ok and math.random(10) == 1 then p:rollback() log[#log + 1] = 'rollback'\n" \
+  "    elseif ok then p:commit() else log[#log + 1] = 'refused' end\n" \
+  "    if math.random(25) == 1 then p:flush() end\n" \
+  "  end\n" \
+  "end\n"
+
 /* groups of random changes; some fail (a duplicate insert, an update of an
  * absent key) and roll their group back, some are rolled back on purpose */
 static const char *const STEPS =
@@ -48,18 +67,8 @@ static const char *const STEPS =
   "  elseif r <= 99 then players:insert{ id = math.random(1500), name = 'new', score = 1 }\n"
   "  else players:update{ id = 99999, score = 0 } end\n"
   "end\n"
-  "for g = 1, 60 do\n"
-  "  p:begin()\n"
-  "  local ok = true\n"
-  "  for _ = 1, math.random(60) do\n"
-  "    local e; ok, e = pcall(change)\n"
-  "    if not ok and os.getenv('WB_DEBUG') then io.stderr:write(tostring(e), '\\n') end\n"
-  "    if not ok then break end\n"
-  "  end\n"
-  "  if ok and math.random(10) == 1 then p:rollback() log[#log + 1] = 'rollback'\n"
-  "  elseif ok then p:commit() else log[#log + 1] = 'refused' end\n"
-  "  if math.random(25) == 1 then p:flush() end\n"
-  "end\n";
+  GROUPS
+  "groups(60)\n";
 
 /* Every kind of relation over the hot databases, declared per phase: a
  * joiner join (RN_JOIN_KEPT entries), an aggregate, a top dropped in phase 1
@@ -118,20 +127,7 @@ static const char *const STEPS_ALL =
   "  elseif r <= 99 then players:insert{ id = math.random(1500), name = 'new', score = 1 }\n"
   "  else players:update{ id = 99999, score = 0 } end\n"
   "end\n"
-  "local function groups(n)\n"
-  "  for g = 1, n do\n"
-  "    p:begin()\n"
-  "    local ok = true\n"
-  "    for _ = 1, math.random(60) do\n"
-  "      local e; ok, e = pcall(change)\n"
-  "      if not ok and os.getenv('WB_DEBUG') then io.stderr:write(tostring(e), '\\n') end\n"
-  "      if not ok then break end\n"
-  "    end\n"
-  "    if ok and math.random(10) == 1 then p:rollback() log[#log + 1] = 'rollback'\n"
-  "    elseif ok then p:commit() else log[#log + 1] = 'refused' end\n"
-  "    if math.random(25) == 1 then p:flush() end\n"
-  "  end\n"
-  "end\n"
+  GROUPS
   "groups(40)\n"
   "local late = players:join(teams, { on = 'team_id', name = 'late' .. phase })\n"
   "late:sink(function(verb, row, old, info) log[#log + 1] = 'late ' .. verb .. ' ' .. info.id .. ' ' .. tostring(row and row.score) end)\n"

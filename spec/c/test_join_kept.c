@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "check.h"
+#include "join_fixture.h"
 #include "join.h"
 #include "pipeline.h"
 #include "row.h"
@@ -17,23 +18,6 @@
 
 static int joiner_calls;
 static char last_old[64]; /* the tname of the last UPDATE's old row the sink saw */
-
-/* The result (pid, tname): the player's id and the team's name (nil without). */
-static int joiner(void *ctx, rn_rel *join, const char *lrow, size_t llen, const char *rrow, size_t rlen,
-                  msgpack_sbuffer *result, int *has_row, rn_err *e)
-{
-  (void)ctx; (void)e;
-  joiner_calls++;
-  msgpack_zone z;
-  msgpack_zone_init(&z, 256);
-  const msgpack_object *l = rn_row_unpack(lrow, llen, 2, &z), *r = rrow ? rn_row_unpack(rrow, rlen, 2, &z) : NULL;
-  msgpack_object vals[2] = { l[0], { .type = MSGPACK_OBJECT_NIL } };
-  if (r) vals[1] = r[1];
-  rn_row_pack(join->schema, vals, result);
-  msgpack_zone_destroy(&z);
-  *has_row = 1;
-  return 0;
-}
 
 static int sink(void *ctx, rn_rel *rel, const rn_change *c, const rn_sink_info *info, rn_err *e)
 {
@@ -74,7 +58,7 @@ static rn_pipeline *open_state(const char *dir)
   int key = 0, on = 1;
   rn_schema_set_key(s, &key, 1, "tj", &p->err);
   rn_join_spec spec = { RN_JOIN_LEFT, &on, 1, s, NULL, NULL, 0 };
-  rn_join_fns fns = { .joiner = joiner };
+  rn_join_fns fns = { .joiner = pid_tname_joiner, .ctx = &joiner_calls };
   CHECK(rn_declare_join(p, "tj", players, teams, &spec, &fns, &joined) == 0);
   CHECK(rn_sink_add(p, joined, false, sink, NULL, NULL, NULL) == 0);
   return p;

@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "check.h"
+#include "join_fixture.h"
 #include "join.h"
 #include "pipeline.h"
 #include "row.h"
@@ -18,22 +19,6 @@
 #include "store_sink.h"
 
 #define LONG_KEY 450 /* past RN_JOIN_FK_INLINE: the index files it under a hash */
-
-/* The result (pid, tname): the player's id and the team's name (nil without). */
-static int joiner(void *ctx, rn_rel *join, const char *lrow, size_t llen, const char *rrow, size_t rlen,
-                  msgpack_sbuffer *result, int *has_row, rn_err *e)
-{
-  (void)ctx; (void)e;
-  msgpack_zone z;
-  msgpack_zone_init(&z, 256);
-  const msgpack_object *l = rn_row_unpack(lrow, llen, 2, &z), *r = rrow ? rn_row_unpack(rrow, rlen, 2, &z) : NULL;
-  msgpack_object vals[2] = { l[0], { .type = MSGPACK_OBJECT_NIL } };
-  if (r) vals[1] = r[1];
-  rn_row_pack(join->schema, vals, result);
-  msgpack_zone_destroy(&z);
-  *has_row = 1;
-  return 0;
-}
 
 /* The right key of a player: its "team" column. */
 static int mapper(void *ctx, rn_rel *left, const char *row, size_t len, msgpack_object *out, int nkey, int *has_key,
@@ -70,7 +55,7 @@ static rn_rel *join(rn_pipeline *p, const char *name, rn_rel *left, rn_rel *righ
   }
   int on = 1;
   rn_join_spec spec = { RN_JOIN_LEFT, mapped ? NULL : &on, mapped ? 0 : 1, s, NULL, NULL, 0 };
-  rn_join_fns fns = { .joiner = kept ? joiner : NULL, .mapper = mapped ? mapper : NULL };
+  rn_join_fns fns = { .joiner = kept ? pid_tname_joiner : NULL, .mapper = mapped ? mapper : NULL };
   rn_rel *j = NULL;
   CHECK(rn_declare_join(p, name, left, right, &spec, &fns, &j) == 0);
   return j;

@@ -1,5 +1,6 @@
 /* store.c — the LMDB environment: open, transactions, map growth. */
 #include "store.h"
+#include "rowcache.h"
 #include "wb.h"
 
 #include <errno.h>
@@ -266,6 +267,7 @@ fail:
 void rn_store_close(rn_store *s)
 {
   rn_wb_free(s->wb);
+  rn_rowcache_free(s->rowcache);
   if (s->wtxn) mdb_txn_abort(s->wtxn);
   if (s->rtxn) mdb_txn_abort(s->rtxn);
   if (s->env) mdb_env_close(s->env);

@@ -4,9 +4,13 @@
  * per left change, and the same few right rows again and again).
  *
  * Invariants:
- * (1) A slot is valid only in the write transaction it was filled in (the
- *     store's txn_serial): an abort (rollback, regrow) or commit ends it,
- *     and the next transaction starts a new serial.
+ * (1) A slot is valid in the write transaction it was filled in and in
+ *     the ones that follow it in an unbroken line of commits by this store
+ *     (each next transaction's LMDB id one past the last committed one):
+ *     an abort (rollback, regrow), a failed commit, or any write
+ *     transaction the store did not tell of (a drop, a declaration's own)
+ *     ends every slot (store.c tells the cache of each begin, commit and
+ *     abort of its write transaction).
  * (2) Every write of a cached key in that transaction goes through
  *     rn_rowcache_put or rn_rowcache_forget with it (table.c's put_keyed is
  *     the one writer of keyed rows), so a slot always says what LMDB holds.
@@ -44,17 +48,23 @@ typedef struct rn_cached_row {
 rn_rowcache *rn_rowcache_new(void);
 void rn_rowcache_free(rn_rowcache *c);
 
-/* The entry of (dbi, key) as transaction serial holds it, if cached. */
-bool rn_rowcache_get(rn_rowcache *c, uint64_t serial, MDB_dbi dbi, const char *key, size_t klen,
-                     rn_cached_row *out);
-/* Keeps what a read found under (dbi, key) in transaction serial (in the
- * key's slot, in place of whatever it held). */
-void rn_rowcache_fill(rn_rowcache *c, uint64_t serial, MDB_dbi dbi, const char *key, size_t klen,
-                      const rn_cached_row *now);
-/* (2): (dbi, key) was written in transaction serial and now holds now: a
- * slot holding the key follows (or forgets it when too large to keep);
- * a key not cached stays out, so writes do not push read rows out. */
-void rn_rowcache_wrote(rn_rowcache *c, uint64_t serial, MDB_dbi dbi, const char *key, size_t klen,
-                       const rn_cached_row *now);
+/* (1): the store's write transaction with LMDB id txnid began, committed,
+ * or was aborted (or its commit failed). */
+void rn_rowcache_began(rn_rowcache *c, size_t txnid);
+void rn_rowcache_committed(rn_rowcache *c, size_t txnid);
+void rn_rowcache_aborted(rn_rowcache *c);
+/* A write transaction of the store's own that wrote no table row (the
+ * empty one after a carried commit) committed with LMDB id txnid. */
+void rn_rowcache_passed(rn_rowcache *c, size_t txnid);
+
+/* The entry of (dbi, key) as the open write transaction holds it, if cached. */
+bool rn_rowcache_get(rn_rowcache *c, MDB_dbi dbi, const char *key, size_t klen, rn_cached_row *out);
+/* Keeps what a read in the open write transaction found under (dbi, key)
+ * (in the key's slot, in place of whatever it held). */
+void rn_rowcache_fill(rn_rowcache *c, MDB_dbi dbi, const char *key, size_t klen, const rn_cached_row *now);
+/* (2): (dbi, key) was written in the open write transaction and now holds
+ * now: a slot holding the key follows (or forgets it when too large to
+ * keep); a key not cached stays out, so writes do not push read rows out. */
+void rn_rowcache_wrote(rn_rowcache *c, MDB_dbi dbi, const char *key, size_t klen, const rn_cached_row *now);
 
 #endif

@@ -148,7 +148,7 @@ static int put_keyed(rn_rel *t, const located *l, uint64_t id, const char *key, 
   rn_store *s = &t->p->store;
   if (s->rowcache) { /* rowcache.h (2) */
     rn_cached_row now = { true, row != NULL, id, row, row_len };
-    rn_rowcache_wrote(s->rowcache, s->txn_serial, t->rows_dbi, key, klen, &now);
+    rn_rowcache_wrote(s->rowcache, t->rows_dbi, key, klen, &now);
   }
   return 0;
 }
@@ -539,9 +539,8 @@ int rn_table_row_by_key(rn_rel *t, MDB_txn *txn, const char *key, size_t klen,
                         uint64_t *id, const char **row, size_t *len)
 {
   rn_rowcache *cache = row_cache(t, txn);
-  uint64_t serial = t->p->store.txn_serial;
   rn_cached_row c;
-  if (cache && rn_rowcache_get(cache, serial, t->rows_dbi, key, klen, &c)) {
+  if (cache && rn_rowcache_get(cache, t->rows_dbi, key, klen, &c)) {
     *row = c.row;
     *len = c.row_len;
     *id = c.id;
@@ -554,7 +553,7 @@ int rn_table_row_by_key(rn_rel *t, MDB_txn *txn, const char *key, size_t klen,
   *id = l.id;
   if (!rc && cache) {
     c = (rn_cached_row){ l.found, l.live, l.id, l.row, l.row_len };
-    rn_rowcache_fill(cache, serial, t->rows_dbi, key, klen, &c);
+    rn_rowcache_fill(cache, t->rows_dbi, key, klen, &c);
   }
   return rc;
 }

@@ -109,6 +109,7 @@ void rn_join_fuse_begin(rn_join *j)
 {
   rn_rel *out = j->out;
   j->projecting = false;
+  j->spans_memo_n = 0; /* rows are only stable within one change */
   if (j->stream || j->kind == RN_JOIN_OUTER || j->fns.joiner || j->proj || j->lookup || out->listeners ||
       out->noutputs != 1)
     return;
@@ -154,6 +155,26 @@ static int spans_of(rn_join *j, const side *row, rn_rel *of, int upto, size_t *s
 {
   if (!row->row) return 0;
   return rn_row_spans(row->row, row->len, of->schema->ncols, upto, starts) ? undecodable(j) : 0;
+}
+
+/* spans_of a right row, walked once per change: a fan-out makes every
+ * result of the same old and new right rows. */
+static int right_spans_of(rn_join *j, const side *row, int upto, size_t *starts)
+{
+  if (!row->row || upto > RN_JOIN_SPANS_MEMO) return spans_of(j, row, j->right, upto, starts);
+  for (int i = 0; i < j->spans_memo_n; i++)
+    if (j->spans_memo[i].row == row->row && j->spans_memo[i].len == row->len) {
+      memcpy(starts, j->spans_memo[i].starts, sizeof *starts * (size_t)(upto + 1));
+      return 0;
+    }
+  int rc = spans_of(j, row, j->right, upto, starts);
+  if (!rc && j->spans_memo_n < 2) {
+    int i = j->spans_memo_n++;
+    j->spans_memo[i].row = row->row;
+    j->spans_memo[i].len = row->len;
+    memcpy(j->spans_memo[i].starts, starts, sizeof *starts * (size_t)(upto + 1));
+  }
+  return rc;
 }
 
 static void place(const rn_join_proj *pr, const side *res, const size_t *ls, const size_t *rs, placed *out)
@@ -225,13 +246,13 @@ int rn_join_emit_fused(rn_join *j, uint64_t old_id, const side *old, uint64_t ne
   const size_t *lsn = ls_now, *rsn = rs_now;
   int rc = 0;
   if (old->row && !(rc = spans_of(j, old->made_of[0], j->left, pr->lupto, ls_old)) &&
-      !(rc = spans_of(j, old->made_of[1], j->right, pr->rupto, rs_old)))
+      !(rc = right_spans_of(j, old->made_of[1], pr->rupto, rs_old)))
     place(pr, old, ls_old, rs_old, &po);
   if (!rc && now->row) {
     if (old->row && old->made_of[0]->row == now->made_of[0]->row) lsn = ls_old;
     else rc = spans_of(j, now->made_of[0], j->left, pr->lupto, ls_now);
     if (!rc && old->row && old->made_of[1]->row == now->made_of[1]->row) rsn = rs_old;
-    else if (!rc) rc = spans_of(j, now->made_of[1], j->right, pr->rupto, rs_now);
+    else if (!rc) rc = right_spans_of(j, now->made_of[1], pr->rupto, rs_now);
     if (!rc) place(pr, now, lsn, rsn, &pn);
   }
   if (rc) return rc;

@@ -157,24 +157,27 @@ static int spans_of(rn_join *j, const side *row, rn_rel *of, int upto, size_t *s
   return rn_row_spans(row->row, row->len, of->schema->ncols, upto, starts) ? undecodable(j) : 0;
 }
 
-/* spans_of a right row, walked once per change: a fan-out makes every
- * result of the same old and new right rows. */
-static int right_spans_of(rn_join *j, const side *row, int upto, size_t *starts)
+/* spans_of a right row, walked once per change (a fan-out makes every
+ * result of the same old and new right rows): *starts is buf, or the
+ * memo's copy. */
+static int right_spans_of(rn_join *j, const side *row, int upto, size_t *buf, const size_t **starts)
 {
-  if (!row->row || upto > RN_JOIN_SPANS_MEMO) return spans_of(j, row, j->right, upto, starts);
+  *starts = buf;
+  if (!row->row || upto > RN_JOIN_SPANS_MEMO) return spans_of(j, row, j->right, upto, buf);
   for (int i = 0; i < j->spans_memo_n; i++)
     if (j->spans_memo[i].row == row->row && j->spans_memo[i].len == row->len) {
-      memcpy(starts, j->spans_memo[i].starts, sizeof *starts * (size_t)(upto + 1));
+      *starts = j->spans_memo[i].starts;
       return 0;
     }
-  int rc = spans_of(j, row, j->right, upto, starts);
-  if (!rc && j->spans_memo_n < 2) {
-    int i = j->spans_memo_n++;
-    j->spans_memo[i].row = row->row;
-    j->spans_memo[i].len = row->len;
-    memcpy(j->spans_memo[i].starts, starts, sizeof *starts * (size_t)(upto + 1));
-  }
-  return rc;
+  if (j->spans_memo_n == 2) return spans_of(j, row, j->right, upto, buf);
+  int i = j->spans_memo_n;
+  int rc = spans_of(j, row, j->right, upto, j->spans_memo[i].starts);
+  if (rc) return rc;
+  j->spans_memo[i].row = row->row;
+  j->spans_memo[i].len = row->len;
+  j->spans_memo_n++;
+  *starts = j->spans_memo[i].starts;
+  return 0;
 }
 
 static void place(const rn_join_proj *pr, const side *res, const size_t *ls, const size_t *rs, placed *out)
@@ -243,16 +246,16 @@ int rn_join_emit_fused(rn_join *j, uint64_t old_id, const side *old, uint64_t ne
   size_t len_old[n], len_now[n];
   placed po = { at_old, len_old, 0 }, pn = { at_now, len_now, 0 };
   size_t ls_old[pr->lupto + 1], rs_old[pr->rupto + 1], ls_now[pr->lupto + 1], rs_now[pr->rupto + 1];
-  const size_t *lsn = ls_now, *rsn = rs_now;
+  const size_t *lsn = ls_now, *rso = rs_old, *rsn = rs_now;
   int rc = 0;
   if (old->row && !(rc = spans_of(j, old->made_of[0], j->left, pr->lupto, ls_old)) &&
-      !(rc = right_spans_of(j, old->made_of[1], pr->rupto, rs_old)))
-    place(pr, old, ls_old, rs_old, &po);
+      !(rc = right_spans_of(j, old->made_of[1], pr->rupto, rs_old, &rso)))
+    place(pr, old, ls_old, rso, &po);
   if (!rc && now->row) {
     if (old->row && old->made_of[0]->row == now->made_of[0]->row) lsn = ls_old;
     else rc = spans_of(j, now->made_of[0], j->left, pr->lupto, ls_now);
-    if (!rc && old->row && old->made_of[1]->row == now->made_of[1]->row) rsn = rs_old;
-    else if (!rc) rc = right_spans_of(j, now->made_of[1], pr->rupto, rs_now);
+    if (!rc && old->row && old->made_of[1]->row == now->made_of[1]->row) rsn = rso;
+    else if (!rc) rc = right_spans_of(j, now->made_of[1], pr->rupto, rs_now, &rsn);
     if (!rc) place(pr, now, lsn, rsn, &pn);
   }
   if (rc) return rc;

@@ -1,7 +1,8 @@
--- A join's right rows read by key are kept for the rest of the write
--- transaction (core/rowcache.h): every read must still see what the
--- transaction holds — after a write of that row in the same transaction,
--- after a rolled-back group, in a join fed by another join.
+-- A join's short cuts must not show. Its right rows read by key are kept
+-- (core/rowcache.h): every read must still see what the transaction holds —
+-- after a write of that row in the same transaction, after a rolled-back
+-- group, in a join fed by another join. An int foreign key is read from the
+-- left row's bytes: every msgpack int form must find its row.
 local runnel = require "runnel"
 
 -- What the join last emitted for each left id (a scan recomputes results
@@ -110,6 +111,29 @@ describe("a join's right rows kept in the write transaction", function()
       staff:update{ id = 2, name = "bo2" }
     end)
     assert.equal("ada2", boss_of[2])
+    p:close()
+  end)
+end)
+
+describe("an int foreign key read from the left row's bytes", function()
+  it("finds the right row of every int width and sign, and none for null", function()
+    local p = runnel.open()
+    local teams = p:table("teams", { {"id","int"}, {"name","string"}, key = "id" })
+    local players = p:table("players", { {"id","int"}, {"team_id","int", null = true}, key = "id" })
+    local roster = players:join(teams, { on = "team_id", kind = "left" })
+    local ids = { math.mininteger, -2147483649, -2147483648, -32769, -32768, -129, -128, -33, -32, -1, 0, 1,
+                  127, 128, 255, 256, 65535, 65536, 4294967295, 4294967296, math.maxinteger }
+    for i, id in ipairs(ids) do
+      teams:insert{ id = id, name = "t" .. tostring(id) }
+      players:insert{ id = i, team_id = id }
+    end
+    players:insert{ id = 0, team_id = runnel.null }
+    players:insert{ id = -1, team_id = 12345 } -- no such team
+    local got = {}
+    roster:scan(function(r) got[r.id] = r.name or "(none)" end)
+    for i, id in ipairs(ids) do assert.equal("t" .. tostring(id), got[i]) end
+    assert.equal("(none)", got[0])
+    assert.equal("(none)", got[-1])
     p:close()
   end)
 end)

@@ -1,7 +1,8 @@
-/* rowcache.h — keyed table rows a write transaction has read by key,
- * kept so that the next read of the same key in the same transaction is a
- * hash probe instead of a B-tree search (a join reads its right row once
- * per left change, and the same few right rows again and again).
+/* rowcache.h — keyed table rows the store's write transactions have read
+ * by key (rn_table_row_by_key: a join's right rows), kept so that the next
+ * read of the same key is a hash probe instead of a B-tree search (a join
+ * reads its right row once per left change, and the same few right rows
+ * again and again). Off with the write-back layer, which keeps its own.
  *
  * Invariants:
  * (1) A slot is valid in the write transaction it was filled in and in
@@ -11,13 +12,13 @@
  *     transaction the store did not tell of (a drop, a declaration's own)
  *     ends every slot (store.c tells the cache of each begin, commit and
  *     abort of its write transaction).
- * (2) Every write of a cached key in that transaction goes through
- *     rn_rowcache_put or rn_rowcache_forget with it (table.c's put_keyed is
- *     the one writer of keyed rows), so a slot always says what LMDB holds.
+ * (2) Every write of a keyed row in the store's write transaction is told
+ *     (rn_rowcache_wrote from table.c's put_keyed, the one writer of keyed
+ *     rows), so a slot always says what the transaction holds.
  * (3) Memory is bounded: RN_ROWCACHE_SLOTS slots, direct-mapped (a key
  *     takes its hash's slot from whatever was there), each holding a key of
- *     up to RN_ROWCACHE_KEY_MAX bytes and a row of up to RN_ROWCACHE_ROW_MAX;
- *     larger ones are not cached.
+ *     up to RN_ROWCACHE_KEY_MAX bytes and a row of up to RN_ROWCACHE_ROW_MAX
+ *     (about 3.4 MB, allocated at the first read); larger ones are not cached.
  * Only the writer uses it: readers (other transactions) never see it. */
 #ifndef RN_ROWCACHE_H
 #define RN_ROWCACHE_H

@@ -552,10 +552,8 @@ void rn_key_format(const rn_schema *s, const msgpack_object *vals, char *buf, si
   }
 }
 
-/* The whole size of an element its first byte alone determines (fixints,
- * nil, booleans, fixstr, fixed-width numbers); 0: read further. */
 #define RN_X16(v) v, v, v, v, v, v, v, v, v, v, v, v, v, v, v, v
-static const uint8_t SCALAR_SIZE[256] = {
+const uint8_t rn_scalar_size[256] = { /* row.h */
   RN_X16(1), RN_X16(1), RN_X16(1), RN_X16(1), RN_X16(1), RN_X16(1), RN_X16(1), RN_X16(1), /* positive fixint */
   RN_X16(0), RN_X16(0),                                          /* fixmap, fixarray */
   1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16,          /* fixstr: 1 + its length */
@@ -570,8 +568,8 @@ static const uint8_t SCALAR_SIZE[256] = {
  * Iterative: `left` counts the elements still to walk. */
 static size_t element_size(const unsigned char *p, const unsigned char *end)
 {
-  if (p < end && SCALAR_SIZE[*p]) /* the common scalars, without the walk */
-    return (size_t)(end - p) >= SCALAR_SIZE[*p] ? SCALAR_SIZE[*p] : 0;
+  if (p < end && rn_scalar_size[*p]) /* the common scalars, without the walk */
+    return (size_t)(end - p) >= rn_scalar_size[*p] ? rn_scalar_size[*p] : 0;
   const unsigned char *start = p;
   uint64_t left = 1;
   while (left--) {
@@ -632,7 +630,7 @@ int rn_row_spans(const char *row, size_t len, int ncols, int upto, size_t *start
   if (n != (uint32_t)ncols || upto > ncols) return -1;
   for (int i = 0; i < upto; i++) {
     starts[i] = off;
-    size_t sz = off < len ? SCALAR_SIZE[p[off]] : 0;
+    size_t sz = off < len ? rn_scalar_size[p[off]] : 0;
     if (!sz || sz > len - off) sz = element_size(p + off, end);
     if (!sz) return -1;
     off += sz;

@@ -59,6 +59,18 @@ const msgpack_object *rn_row_unpack(const char *data, size_t len, int ncols,
  * buffer that passes cannot make a decoder allocate more than it holds. */
 size_t rn_msgpack_size(const char *data, size_t len);
 
+/* The whole size of a value its first byte alone gives (fixints, nil,
+ * booleans, fixstr, fixed-width numbers), else 0. */
+extern const uint8_t rn_scalar_size[256];
+
+/* The size of the one msgpack value at v, ending by end; 0 if it is not
+ * well formed there. The common scalars take a table lookup. */
+static inline size_t rn_value_size(const char *v, const char *end)
+{
+  size_t sz = v < end ? rn_scalar_size[(unsigned char)*v] : 0;
+  return sz && sz <= (size_t)(end - v) ? sz : rn_msgpack_size(v, (size_t)(end - v));
+}
+
 /* Packs the row old with the given columns replaced by vals (normalized),
  * the others copied as they are: a patch without decoding the old row.
  * -1 if old is not a row of s. */

@@ -227,34 +227,6 @@ static void pack_value_as_map(msgpack_packer *pk, const msgpack_object *v, const
   else msgpack_pack_object(pk, *v);
 }
 
-/* Room for n more bytes at the end of sb; -1 (noted) when out of memory. */
-static int reserve(msgpack_sbuffer *sb, size_t n)
-{
-  if (sb->alloc - sb->size >= n) return 0;
-  size_t want = sb->alloc ? sb->alloc * 2 : 256;
-  if (want < sb->size + n) want = sb->size + n;
-  char *d = realloc(sb->data, want);
-  if (!d) {
-    rn_oom_note();
-    return -1;
-  }
-  sb->data = d;
-  sb->alloc = want;
-  return 0;
-}
-
-/* msgpack's header of a map of n entries or a string of n bytes at w;
- * returns the end. (msgpack_pack_* do the same through one write call each.) */
-static char *put_header(char *w, uint32_t n, unsigned char fix, unsigned fix_max, unsigned char m8,
-                        unsigned char m16, unsigned char m32)
-{
-  if (n <= fix_max) *w++ = (char)(fix | n);
-  else if (m8 && n <= 0xff) { *w++ = (char)m8; *w++ = (char)n; }
-  else if (n <= 0xffff) { *w++ = (char)m16; *w++ = (char)(n >> 8); *w++ = (char)n; }
-  else { *w++ = (char)m32; for (int k = 24; k >= 0; k -= 8) *w++ = (char)(n >> k); }
-  return w;
-}
-
 /* A schema's map header and column names packed once (a subscription turns
  * every row into a map keyed by them): bytes[0, at[0]) is the map header,
  * bytes[at[i], at[i + 1]) column i's name as a msgpack string. */
@@ -284,18 +256,18 @@ static size_t names_size(const rn_schema *s)
 static int map_names_build(map_names *m, const rn_schema *s)
 {
   map_names_free(m);
-  m->bytes = malloc(names_size(s) + 16); /* + what put_run reads past the last name */
+  m->bytes = malloc(names_size(s) + 16); /* + what rn_put_run reads past the last name */
   m->at = malloc(sizeof *m->at * (size_t)(s->ncols + 1));
   if (!m->bytes || !m->at) {
     map_names_free(m);
     rn_oom_note();
     return -1;
   }
-  char *w = put_header(m->bytes, (uint32_t)s->ncols, 0x80, 15, 0, 0xde, 0xdf);
+  char *w = rn_put_map_header(m->bytes, (uint32_t)s->ncols);
   for (int i = 0; i < s->ncols; i++) {
     const rn_column *c = &s->cols[i];
     m->at[i] = (uint32_t)(w - m->bytes);
-    w = put_header(w, c->name_len, 0xa0, 31, 0xd9, 0xda, 0xdb);
+    w = rn_put_str_header(w, c->name_len);
     memcpy(w, c->name, c->name_len);
     w += c->name_len;
     m->structs |= c->type == RN_T_STRUCT;
@@ -303,35 +275,6 @@ static int map_names_build(map_names *m, const rn_schema *s)
   m->at[s->ncols] = (uint32_t)(w - m->bytes);
   m->schema = s;
   return 0;
-}
-
-/* n bytes from src to w, for the short runs of names and values: fixed-size
- * (inlined) copies that may overlap instead of a call per run. */
-static inline char *put_bytes(char *w, const char *src, size_t n)
-{
-  if (n >= 8 && n <= 16) {
-    memcpy(w, src, 8);
-    memcpy(w + n - 8, src + n - 8, 8);
-  } else if (n >= 4 && n < 8) {
-    memcpy(w, src, 4);
-    memcpy(w + n - 4, src + n - 4, 4);
-  } else if (n > 0 && n < 4) {
-    w[0] = src[0];
-    w[n / 2] = src[n / 2];
-    w[n - 1] = src[n - 1];
-  } else if (n) {
-    memcpy(w, src, n);
-  }
-  return w + n;
-}
-
-/* put_bytes for a run at src with at least `readable` bytes there: one
- * fixed 16-byte copy for a short run. w must have 16 bytes of room. */
-static inline char *put_run(char *w, const char *src, size_t n, size_t readable)
-{
-  if (n > 16 || readable < 16) return put_bytes(w, src, n);
-  memcpy(w, src, 16);
-  return w + n;
 }
 
 /* The row's values after its array header, which must say ncols; NULL if
@@ -352,10 +295,10 @@ static const char *row_values(const char *row, size_t len, int ncols)
 /* Column i's packed name at w, from m when built, else packed here. */
 static char *put_name(char *w, const rn_schema *s, const map_names *m, int i)
 {
-  if (m) return put_run(w, m->bytes + m->at[i], m->at[i + 1] - m->at[i], 16);
+  if (m) return rn_put_run(w, m->bytes + m->at[i], m->at[i + 1] - m->at[i], 16);
   const rn_column *c = &s->cols[i];
-  w = put_header(w, c->name_len, 0xa0, 31, 0xd9, 0xda, 0xdb);
-  return put_bytes(w, c->name, c->name_len);
+  w = rn_put_str_header(w, c->name_len);
+  return rn_put_bytes(w, c->name, c->name_len);
 }
 
 /* The map of a row of s without struct columns, in one walk: each column's
@@ -363,14 +306,14 @@ static char *put_name(char *w, const rn_schema *s, const map_names *m, int i)
 static int flat_to_map(const rn_schema *s, const map_names *m, const char *row, size_t len, msgpack_sbuffer *out)
 {
   const char *v = row_values(row, len, s->ncols), *end = row + len;
-  if (!v || reserve(out, (m ? m->at[s->ncols] : names_size(s)) + len + 16)) return -1;
+  if (!v || rn_sbuf_reserve(out, (m ? m->at[s->ncols] : names_size(s)) + len + 16)) return -1;
   char *w = out->data + out->size;
-  w = m ? put_bytes(w, m->bytes, m->at[0]) : put_header(w, (uint32_t)s->ncols, 0x80, 15, 0, 0xde, 0xdf);
+  w = m ? rn_put_bytes(w, m->bytes, m->at[0]) : rn_put_map_header(w, (uint32_t)s->ncols);
   for (int i = 0; i < s->ncols; i++) {
     size_t vlen = rn_value_size(v, end);
     if (!vlen) return -1;
     w = put_name(w, s, m, i);
-    w = put_run(w, v, vlen, (size_t)(end - v));
+    w = rn_put_run(w, v, vlen, (size_t)(end - v));
     v += vlen;
   }
   out->size = (size_t)(w - out->data);

@@ -638,3 +638,18 @@ int rn_row_spans(const char *row, size_t len, int ncols, int upto, size_t *start
   starts[upto] = off;
   return 0;
 }
+
+int rn_sbuf_reserve(msgpack_sbuffer *sb, size_t n)
+{
+  if (sb->alloc - sb->size >= n) return 0;
+  size_t want = sb->alloc ? sb->alloc * 2 : 256;
+  if (want < sb->size + n) want = sb->size + n;
+  char *d = realloc(sb->data, want);
+  if (!d) {
+    rn_oom_note();
+    return -1;
+  }
+  sb->data = d;
+  sb->alloc = want;
+  return 0;
+}

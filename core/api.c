@@ -191,8 +191,8 @@ RN_API int rn_push(rn_pipeline *p, rn_rel *rel, rn_op op, const void *map, size_
   msgpack_object m;
   size_t off = 0;
   /* Checked before decoding: msgpack-c allocates what a header claims. */
-  if (!map || rn_msgpack_size(map, len) != len ||
-      rn_unpack(map, len, &off, &p->scratch, &m) != MSGPACK_UNPACK_SUCCESS) {
+  int flat = map && rn_msgpack_size(map, len) == len ? rn_unpack_flat_map(map, len, &p->scratch, &m) : -1;
+  if (!map || flat < 0 || (!flat && rn_unpack(map, len, &off, &p->scratch, &m) != MSGPACK_UNPACK_SUCCESS)) {
     rn_err_set(&p->err, RN_EINVAL, "%s: the change is not valid msgpack", rel->name);
     return rn_group_fail(p, RN_EINVAL, p->err.msg);
   }
@@ -305,7 +305,9 @@ static char *put_name(char *w, const rn_schema *s, const map_names *m, int i)
  * packed name (from m, if not NULL), then its value's stored bytes. */
 static int flat_to_map(const rn_schema *s, const map_names *m, const char *row, size_t len, msgpack_sbuffer *out)
 {
-  const char *v = row_values(row, len, s->ncols), *end = row + len;
+  char padded[256 + 16]; /* a short row, copied with room past its end: every value a fixed copy */
+  if (len <= 256) row = memcpy(padded, row, len);
+  const char *v = row_values(row, len, s->ncols), *end = row + len, *readable_end = end + (len <= 256 ? 16 : 0);
   if (!v || rn_sbuf_reserve(out, (m ? m->at[s->ncols] : names_size(s)) + len + 16)) return -1;
   char *w = out->data + out->size;
   w = m ? rn_put_bytes(w, m->bytes, m->at[0]) : rn_put_map_header(w, (uint32_t)s->ncols);
@@ -313,7 +315,7 @@ static int flat_to_map(const rn_schema *s, const map_names *m, const char *row, 
     size_t vlen = rn_value_size(v, end);
     if (!vlen) return -1;
     w = put_name(w, s, m, i);
-    w = rn_put_run(w, v, vlen, (size_t)(end - v));
+    w = rn_put_run(w, v, vlen, (size_t)(readable_end - v));
     v += vlen;
   }
   out->size = (size_t)(w - out->data);

@@ -653,3 +653,69 @@ int rn_sbuf_reserve(msgpack_sbuffer *sb, size_t n)
   sb->alloc = want;
   return 0;
 }
+
+/* A scalar (nil, bool, int, float, str, bin) of sz bytes at p into o, as
+ * msgpack-c's unpacker makes it; false for anything else. */
+static bool scalar_object(const unsigned char *p, size_t sz, msgpack_object *o)
+{
+  unsigned b = p[0];
+  if (b <= 0x7f) *o = (msgpack_object){ .type = MSGPACK_OBJECT_POSITIVE_INTEGER, .via.u64 = b };
+  else if (b >= 0xe0) *o = (msgpack_object){ .type = MSGPACK_OBJECT_NEGATIVE_INTEGER, .via.i64 = (int8_t)b };
+  else if (b >= 0xa0 && b <= 0xbf) *o = (msgpack_object){ .type = MSGPACK_OBJECT_STR };
+  else if (b == 0xc0) *o = (msgpack_object){ .type = MSGPACK_OBJECT_NIL };
+  else if (b == 0xc2 || b == 0xc3) *o = (msgpack_object){ .type = MSGPACK_OBJECT_BOOLEAN, .via.boolean = b == 0xc3 };
+  else if (b >= 0xc4 && b <= 0xc6) *o = (msgpack_object){ .type = MSGPACK_OBJECT_BIN };
+  else if (b >= 0xd9 && b <= 0xdb) *o = (msgpack_object){ .type = MSGPACK_OBJECT_STR };
+  else if (b >= 0xcc && b <= 0xcf) *o = (msgpack_object){ .type = MSGPACK_OBJECT_POSITIVE_INTEGER, .via.u64 = read_be(p + 1, (int)sz - 1) };
+  else if (b >= 0xd0 && b <= 0xd3) {
+    int n = (int)sz - 1;
+    uint64_t u = read_be(p + 1, n);
+    int64_t v = n == 1 ? (int8_t)u : n == 2 ? (int16_t)u : n == 4 ? (int32_t)u : (int64_t)u;
+    if (v >= 0) *o = (msgpack_object){ .type = MSGPACK_OBJECT_POSITIVE_INTEGER, .via.u64 = (uint64_t)v };
+    else *o = (msgpack_object){ .type = MSGPACK_OBJECT_NEGATIVE_INTEGER, .via.i64 = v };
+  } else if (b == 0xca) {
+    uint32_t bits = (uint32_t)read_be(p + 1, 4);
+    float f;
+    memcpy(&f, &bits, sizeof f);
+    *o = (msgpack_object){ .type = MSGPACK_OBJECT_FLOAT32, .via.f64 = f };
+  } else if (b == 0xcb) {
+    uint64_t bits = read_be(p + 1, 8);
+    double d;
+    memcpy(&d, &bits, sizeof d);
+    *o = (msgpack_object){ .type = MSGPACK_OBJECT_FLOAT64, .via.f64 = d };
+  } else {
+    return false;
+  }
+  if (o->type == MSGPACK_OBJECT_STR || o->type == MSGPACK_OBJECT_BIN) { /* its bytes follow its header */
+    size_t head = b >= 0xa0 && b <= 0xbf ? 1 : b == 0xc4 || b == 0xd9 ? 2 : b == 0xc5 || b == 0xda ? 3 : 5;
+    o->via.str.ptr = (const char *)p + head; /* str and bin share the layout */
+    o->via.str.size = (uint32_t)(sz - head);
+  }
+  return true;
+}
+
+int rn_unpack_flat_map(const char *data, size_t len, msgpack_zone *z, msgpack_object *out)
+{
+  const unsigned char *p = (const unsigned char *)data;
+  const char *end = data + len;
+  uint32_t n;
+  size_t off;
+  if (len == 0) return 0;
+  if (p[0] >= 0x80 && p[0] <= 0x8f) { n = p[0] & 0x0f; off = 1; }
+  else if (p[0] == 0xde && len >= 3) { n = (uint32_t)read_be(p + 1, 2); off = 3; }
+  else if (p[0] == 0xdf && len >= 5) { n = (uint32_t)read_be(p + 1, 4); off = 5; }
+  else return 0;
+  if (n > (len - off) / 2) return 0; /* not there: the decoder says so */
+  msgpack_object_kv *kv = rn_zone_malloc(z, sizeof *kv * (n ? n : 1));
+  if (!kv) return -1;
+  for (uint32_t i = 0; i < n; i++) {
+    for (int half = 0; half < 2; half++) {
+      size_t sz = rn_value_size(data + off, end);
+      msgpack_object *o = half ? &kv[i].val : &kv[i].key;
+      if (!sz || !scalar_object(p + off, sz, o) || (!half && o->type != MSGPACK_OBJECT_STR)) return 0;
+      off += sz;
+    }
+  }
+  *out = (msgpack_object){ .type = MSGPACK_OBJECT_MAP, .via.map = { n, kv } };
+  return 1;
+}

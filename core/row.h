@@ -72,6 +72,14 @@ static inline size_t rn_value_size(const char *v, const char *end)
   return sz && sz <= (size_t)(end - v) ? sz : rn_msgpack_size(v, (size_t)(end - v));
 }
 
+/* Decodes a map whose keys are strings and values scalars (nil, bool,
+ * int, float, str, bin) into *out as msgpack_unpack would (strings and
+ * bins pointing into data, the entries from z), without its general
+ * machinery: a host's change. data must hold one well-formed value in len
+ * bytes (rn_msgpack_size). 1: decoded; 0: not such a map (rn_unpack it);
+ * -1: out of memory (noted). */
+int rn_unpack_flat_map(const char *data, size_t len, msgpack_zone *z, msgpack_object *out);
+
 /* Packs the row old with the given columns replaced by vals (normalized),
  * the others copied as they are: a patch without decoding the old row.
  * -1 if old is not a row of s. */

@@ -402,7 +402,7 @@ static int csub_change(void *ctx, rn_rel *rel, const rn_change *c, const rn_sink
     msgpack_zone_clear(&s->zone);
     return rn_err_set(e, RN_ESTORE, "%s: a row could not be decoded", rel->name);
   }
-  msgpack_zone_clear(&s->zone);
+  if (s->names.structs) msgpack_zone_clear(&s->zone); /* only structs are decoded into it */
   rn_event ev = { (int)c->verb, info->id, info->seq, info->n,
                   c->row ? s->row.data : NULL, c->row ? s->row.size : 0,
                   c->old ? s->old.data : NULL, c->old ? s->old.size : 0 };

@@ -398,12 +398,7 @@ static unsigned char *put_be(unsigned char *p, uint64_t v, int n)
 
 static unsigned char *put_uint(unsigned char *p, uint64_t u)
 {
-  if (u < 128) { *p++ = (unsigned char)u; return p; }
-  if (u < 256) { *p++ = 0xcc; return put_be(p, u, 1); }
-  if (u < 65536) { *p++ = 0xcd; return put_be(p, u, 2); }
-  if (u < (1ULL << 32)) { *p++ = 0xce; return put_be(p, u, 4); }
-  *p++ = 0xcf;
-  return put_be(p, u, 8);
+  return (unsigned char *)rn_put_uint((char *)p, u);
 }
 
 static unsigned char *put_int(unsigned char *p, int64_t i)
@@ -448,29 +443,6 @@ static unsigned char *put_scalar(unsigned char *p, const msgpack_object *v)
 
 /* Room for n more bytes at the end of out (grown as msgpack_sbuffer_write
  * grows it); false, noted as out of memory, if it cannot grow. */
-static bool reserve(msgpack_sbuffer *out, size_t n)
-{
-  if (out->alloc - out->size >= n) return true;
-  size_t size = out->alloc ? out->alloc * 2 : MSGPACK_SBUFFER_INIT_SIZE;
-  while (size < out->size + n) {
-    if (size > SIZE_MAX / 2) { rn_oom_note(); return false; }
-    size *= 2;
-  }
-  char *data = realloc(out->data, size);
-  if (!data) { rn_oom_note(); return false; }
-  out->data = data;
-  out->alloc = size;
-  return true;
-}
-
-static unsigned char *put_array_head(unsigned char *p, int n)
-{
-  if (n < 16) { *p++ = (unsigned char)(0x90 | n); return p; }
-  if (n < 65536) { *p++ = 0xdc; return put_be(p, (uint64_t)n, 2); }
-  *p++ = 0xdd;
-  return put_be(p, (uint64_t)n, 4);
-}
-
 /* Packs the row as msgpack-c does (a value other than a scalar inside). */
 static void pack_slow(const rn_schema *s, const msgpack_object *vals, const char *old, const size_t *starts,
                       const uint8_t *given, msgpack_sbuffer *out)
@@ -496,8 +468,8 @@ static void pack_row(const rn_schema *s, const msgpack_object *vals, const char 
     if (!n) { pack_slow(s, vals, old, starts, given, out); return; }
     room += n;
   }
-  if (!reserve(out, room)) return;
-  unsigned char *p = put_array_head((unsigned char *)out->data + out->size, s->ncols);
+  if (rn_sbuf_reserve(out, room)) return;
+  unsigned char *p = (unsigned char *)rn_put_array_header(out->data + out->size, (uint32_t)s->ncols);
   for (int i = 0; i < s->ncols; i++) {
     if (given && !given[i]) {
       memcpy(p, old + starts[i], starts[i + 1] - starts[i]);
@@ -639,18 +611,17 @@ int rn_row_spans(const char *row, size_t len, int ncols, int upto, size_t *start
   return 0;
 }
 
-int rn_sbuf_reserve(msgpack_sbuffer *sb, size_t n)
+int rn_sbuf_grow(msgpack_sbuffer *out, size_t n)
 {
-  if (sb->alloc - sb->size >= n) return 0;
-  size_t want = sb->alloc ? sb->alloc * 2 : 256;
-  if (want < sb->size + n) want = sb->size + n;
-  char *d = realloc(sb->data, want);
-  if (!d) {
-    rn_oom_note();
-    return -1;
+  size_t size = out->alloc ? out->alloc * 2 : MSGPACK_SBUFFER_INIT_SIZE;
+  while (size < out->size + n) {
+    if (size > SIZE_MAX / 2) { rn_oom_note(); return -1; }
+    size *= 2;
   }
-  sb->data = d;
-  sb->alloc = want;
+  char *data = realloc(out->data, size);
+  if (!data) { rn_oom_note(); return -1; }
+  out->data = data;
+  out->alloc = size;
   return 0;
 }
 

@@ -105,7 +105,11 @@ bool rn_utf8_valid(const char *s, size_t len);
 /* ---- writing msgpack in place: room reserved once, then plain stores ---- */
 
 /* Room for n more bytes at the end of sb; -1 (noted) when out of memory. */
-int rn_sbuf_reserve(msgpack_sbuffer *sb, size_t n);
+int rn_sbuf_grow(msgpack_sbuffer *sb, size_t n);
+static inline int rn_sbuf_reserve(msgpack_sbuffer *sb, size_t n)
+{
+  return sb->alloc - sb->size >= n ? 0 : rn_sbuf_grow(sb, n);
+}
 
 /* msgpack's header of a container or string of n at w, in its shortest
  * form (fix, then m8 unless 0, m16, m32); returns the end. What

@@ -424,7 +424,7 @@ static void test_subscription_maps_are_exact(void)
   rn_pipeline *p;
   CHECK(rn_pipeline_open(NULL, &p, NULL, 0) == 0);
   rn_column_def cols[17] = { { "id", "int", 0, NULL, 0, NULL }, { LONG_NAME, "string", 0, NULL, 0, NULL } };
-  static char names[15][8];
+  static char names[15][16];
   static const char *const types[] = { "int", "int", "float", "bool", "string", "string", "int" };
   for (int i = 0; i < 15; i++) {
     snprintf(names[i], sizeof names[i], "c%d", i);

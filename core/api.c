@@ -191,8 +191,8 @@ RN_API int rn_push(rn_pipeline *p, rn_rel *rel, rn_op op, const void *map, size_
   msgpack_object m;
   size_t off = 0;
   /* Checked before decoding: msgpack-c allocates what a header claims. */
-  if (!map || rn_msgpack_size(map, len) != len ||
-      rn_unpack(map, len, &off, &p->scratch, &m) != MSGPACK_UNPACK_SUCCESS) {
+  int flat = map && rn_msgpack_size(map, len) == len ? rn_unpack_flat_map(map, len, &p->scratch, &m) : -1;
+  if (!map || flat < 0 || (!flat && rn_unpack(map, len, &off, &p->scratch, &m) != MSGPACK_UNPACK_SUCCESS)) {
     rn_err_set(&p->err, RN_EINVAL, "%s: the change is not valid msgpack", rel->name);
     return rn_group_fail(p, RN_EINVAL, p->err.msg);
   }
@@ -227,82 +227,148 @@ static void pack_value_as_map(msgpack_packer *pk, const msgpack_object *v, const
   else msgpack_pack_object(pk, *v);
 }
 
-/* Room for n more bytes at the end of sb; -1 (noted) when out of memory. */
-static int reserve(msgpack_sbuffer *sb, size_t n)
+/* A schema's map header and column names packed once (a subscription turns
+ * every row into a map keyed by them): bytes[0, at[0]) is the map header,
+ * bytes[at[i], at[i + 1]) column i's name as a msgpack string. */
+typedef struct map_names {
+  const rn_schema *schema; /* built for; NULL: not built */
+  char *bytes;
+  uint32_t *at;            /* ncols + 1 offsets */
+  bool structs;            /* a struct column: its values are decoded (structs_to_map) */
+} map_names;
+
+static void map_names_free(map_names *m)
 {
-  if (sb->alloc - sb->size >= n) return 0;
-  size_t want = sb->alloc ? sb->alloc * 2 : 256;
-  if (want < sb->size + n) want = sb->size + n;
-  char *d = realloc(sb->data, want);
-  if (!d) {
+  free(m->bytes);
+  free(m->at);
+  *m = (map_names){ 0 };
+}
+
+/* The room a map of s's names takes: its header and each name's. */
+static size_t names_size(const rn_schema *s)
+{
+  size_t need = 5;
+  for (int i = 0; i < s->ncols; i++) need += 5 + s->cols[i].name_len;
+  return need;
+}
+
+/* Builds m for s; -1 when out of memory (m then empty). */
+static int map_names_build(map_names *m, const rn_schema *s)
+{
+  map_names_free(m);
+  m->bytes = malloc(names_size(s) + 16); /* + what rn_put_run reads past the last name */
+  m->at = malloc(sizeof *m->at * (size_t)(s->ncols + 1));
+  if (!m->bytes || !m->at) {
+    map_names_free(m);
     rn_oom_note();
     return -1;
   }
-  sb->data = d;
-  sb->alloc = want;
+  char *w = rn_put_map_header(m->bytes, (uint32_t)s->ncols);
+  for (int i = 0; i < s->ncols; i++) {
+    const rn_column *c = &s->cols[i];
+    m->at[i] = (uint32_t)(w - m->bytes);
+    w = rn_put_str_header(w, c->name_len);
+    memcpy(w, c->name, c->name_len);
+    w += c->name_len;
+    m->structs |= c->type == RN_T_STRUCT;
+  }
+  m->at[s->ncols] = (uint32_t)(w - m->bytes);
+  m->schema = s;
   return 0;
 }
 
-/* msgpack's header of a map of n entries or a string of n bytes at w;
- * returns the end. (msgpack_pack_* do the same through one write call each.) */
-static char *put_header(char *w, uint32_t n, unsigned char fix, unsigned fix_max, unsigned char m8,
-                        unsigned char m16, unsigned char m32)
+/* The row's values after its array header, which must say ncols; NULL if
+ * it does not. */
+static const char *row_values(const char *row, size_t len, int ncols)
 {
-  if (n <= fix_max) *w++ = (char)(fix | n);
-  else if (m8 && n <= 0xff) { *w++ = (char)m8; *w++ = (char)n; }
-  else if (n <= 0xffff) { *w++ = (char)m16; *w++ = (char)(n >> 8); *w++ = (char)n; }
-  else { *w++ = (char)m32; for (int k = 24; k >= 0; k -= 8) *w++ = (char)(n >> k); }
-  return w;
+  const unsigned char *p = (const unsigned char *)row;
+  uint32_t n;
+  size_t off;
+  if (len == 0) return NULL;
+  if (p[0] >= 0x90 && p[0] <= 0x9f) { n = p[0] & 0x0f; off = 1; }
+  else if (p[0] == 0xdc && len >= 3) { n = (uint32_t)p[1] << 8 | p[2]; off = 3; }
+  else if (p[0] == 0xdd && len >= 5) { n = (uint32_t)p[1] << 24 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 8 | p[4]; off = 5; }
+  else return NULL;
+  return n == (uint32_t)ncols ? row + off : NULL;
 }
 
-/* Appends a stored row of s as a map keyed by external names. A value is
- * copied as the bytes it is stored as (the row's array holds msgpack
- * values already): one reservation, then plain copies. A struct is
- * decoded, to become a map too. */
-int rn_row_to_map(const rn_schema *s, const char *row, size_t len, msgpack_zone *z, msgpack_sbuffer *out)
+/* Column i's packed name at w, from m when built, else packed here. */
+static char *put_name(char *w, const rn_schema *s, const map_names *m, int i)
+{
+  if (m) return rn_put_run(w, m->bytes + m->at[i], m->at[i + 1] - m->at[i], 16);
+  const rn_column *c = &s->cols[i];
+  w = rn_put_str_header(w, c->name_len);
+  return rn_put_bytes(w, c->name, c->name_len);
+}
+
+/* The map of a row of s without struct columns, in one walk: each column's
+ * packed name (from m, if not NULL), then its value's stored bytes. */
+static int flat_to_map(const rn_schema *s, const map_names *m, const char *row, size_t len, msgpack_sbuffer *out)
+{
+  char padded[256 + 16]; /* a short row, copied with room past its end: every value a fixed copy */
+  if (len <= 256) row = memcpy(padded, row, len);
+  const char *v = row_values(row, len, s->ncols), *end = row + len, *readable_end = end + (len <= 256 ? 16 : 0);
+  if (!v || rn_sbuf_reserve(out, (m ? m->at[s->ncols] : names_size(s)) + len + 16)) return -1;
+  char *w = out->data + out->size;
+  w = m ? rn_put_bytes(w, m->bytes, m->at[0]) : rn_put_map_header(w, (uint32_t)s->ncols);
+  for (int i = 0; i < s->ncols; i++) {
+    size_t vlen = rn_value_size(v, end);
+    if (!vlen) return -1;
+    w = put_name(w, s, m, i);
+    w = rn_put_run(w, v, vlen, (size_t)(readable_end - v));
+    v += vlen;
+  }
+  out->size = (size_t)(w - out->data);
+  return 0;
+}
+
+/* The map of a row with struct columns: those are decoded to become maps
+ * too; the others are copied as they are stored. */
+static int structs_to_map(const rn_schema *s, const char *row, size_t len, msgpack_zone *z, msgpack_sbuffer *out)
 {
   size_t small[65], *starts = small;
   if (s->ncols >= (int)(sizeof small / sizeof *small) && !(starts = malloc(sizeof *starts * (size_t)(s->ncols + 1))))
     return -1;
   int rc = rn_row_spans(row, len, s->ncols, s->ncols, starts);
-  size_t need = 5 + len;
-  bool structs = false;
-  for (int i = 0; i < s->ncols; i++) {
-    need += 5 + s->cols[i].name_len;
-    structs |= s->cols[i].type == RN_T_STRUCT;
-  }
-  if (!rc && !structs && !(rc = reserve(out, need))) {
-    char *w = put_header(out->data + out->size, (uint32_t)s->ncols, 0x80, 15, 0, 0xde, 0xdf);
-    for (int i = 0; i < s->ncols; i++) {
-      const rn_column *c = &s->cols[i];
-      w = put_header(w, (uint32_t)c->name_len, 0xa0, 31, 0xd9, 0xda, 0xdb);
-      memcpy(w, c->name, c->name_len);
-      w += c->name_len;
-      memcpy(w, row + starts[i], starts[i + 1] - starts[i]);
-      w += starts[i + 1] - starts[i];
+  msgpack_packer pk;
+  msgpack_packer_init(&pk, out, rn_buf_write);
+  if (!rc) msgpack_pack_map(&pk, (size_t)s->ncols);
+  for (int i = 0; !rc && i < s->ncols; i++) {
+    const rn_column *c = &s->cols[i];
+    const char *v = row + starts[i];
+    size_t vlen = starts[i + 1] - starts[i];
+    msgpack_pack_str_with_body(&pk, c->name, c->name_len);
+    if (c->type != RN_T_STRUCT) {
+      rc = rn_buf_write(out, v, vlen);
+      continue;
     }
-    out->size = (size_t)(w - out->data);
-  } else if (!rc) {
-    msgpack_packer pk;
-    msgpack_packer_init(&pk, out, rn_buf_write);
-    msgpack_pack_map(&pk, (size_t)s->ncols);
-    for (int i = 0; !rc && i < s->ncols; i++) {
-      const rn_column *c = &s->cols[i];
-      const char *v = row + starts[i];
-      size_t vlen = starts[i + 1] - starts[i];
-      msgpack_pack_str_with_body(&pk, c->name, c->name_len);
-      if (c->type != RN_T_STRUCT) {
-        rc = rn_buf_write(out, v, vlen);
-        continue;
-      }
-      msgpack_object o;
-      size_t off = 0;
-      if (rn_unpack(v, vlen, &off, z, &o) != MSGPACK_UNPACK_SUCCESS) rc = -1;
-      else pack_value_as_map(&pk, &o, c);
-    }
+    msgpack_object o;
+    size_t off = 0;
+    if (rn_unpack(v, vlen, &off, z, &o) != MSGPACK_UNPACK_SUCCESS) rc = -1;
+    else pack_value_as_map(&pk, &o, c);
   }
   if (starts != small) free(starts);
   return rc ? -1 : 0;
+}
+
+/* Appends a stored row of s as a map keyed by external names (packed in
+ * m, built for s, or NULL). A value is copied as the bytes it is stored as
+ * (the row's array holds msgpack values already). A struct is decoded, to
+ * become a map too. Nothing is appended for a row that cannot be read. */
+static int row_to_map(const rn_schema *s, const map_names *m, const char *row, size_t len, msgpack_zone *z,
+                      msgpack_sbuffer *out)
+{
+  size_t size = out->size;
+  bool structs = m && m->structs;
+  for (int i = 0; !m && i < s->ncols; i++) structs |= s->cols[i].type == RN_T_STRUCT;
+  int rc = structs ? structs_to_map(s, row, len, z, out) : flat_to_map(s, m, row, len, out);
+  if (rc) out->size = size;
+  return rc;
+}
+
+int rn_row_to_map(const rn_schema *s, const char *row, size_t len, msgpack_zone *z, msgpack_sbuffer *out)
+{
+  return row_to_map(s, NULL, row, len, z, out);
 }
 
 typedef struct csub {
@@ -311,6 +377,7 @@ typedef struct csub {
   void *ctx;
   msgpack_sbuffer row, old;
   msgpack_zone zone;
+  map_names names;            /* the relation's, built at the first change */
 } csub;
 
 static void free_csub(void *ctx)
@@ -319,6 +386,7 @@ static void free_csub(void *ctx)
   msgpack_sbuffer_destroy(&s->row);
   msgpack_sbuffer_destroy(&s->old);
   msgpack_zone_destroy(&s->zone);
+  map_names_free(&s->names);
   free(s);
 }
 
@@ -327,12 +395,14 @@ static int csub_change(void *ctx, rn_rel *rel, const rn_change *c, const rn_sink
   csub *s = ctx;
   msgpack_sbuffer_clear(&s->row);
   msgpack_sbuffer_clear(&s->old);
-  if ((c->row && rn_row_to_map(rel->schema, c->row, c->row_len, &s->zone, &s->row)) ||
-      (c->old && rn_row_to_map(rel->schema, c->old, c->old_len, &s->zone, &s->old))) {
+  if (s->names.schema != rel->schema && map_names_build(&s->names, rel->schema))
+    return rn_err_set(e, RN_ENOMEM, "out of memory");
+  if ((c->row && row_to_map(rel->schema, &s->names, c->row, c->row_len, &s->zone, &s->row)) ||
+      (c->old && row_to_map(rel->schema, &s->names, c->old, c->old_len, &s->zone, &s->old))) {
     msgpack_zone_clear(&s->zone);
     return rn_err_set(e, RN_ESTORE, "%s: a row could not be decoded", rel->name);
   }
-  msgpack_zone_clear(&s->zone);
+  if (s->names.structs) msgpack_zone_clear(&s->zone); /* only structs are decoded into it */
   rn_event ev = { (int)c->verb, info->id, info->seq, info->n,
                   c->row ? s->row.data : NULL, c->row ? s->row.size : 0,
                   c->old ? s->old.data : NULL, c->old ? s->old.size : 0 };

@@ -100,7 +100,7 @@ typedef struct builder {
   uint64_t batch;         /* cdc$batch_seq_no of the next log row */
   msgpack_sbuffer buf;
   msgpack_packer pk;
-  size_t *at[2];          /* two rows' value offsets (rn_row_spans), in->ncols + 1 each */
+  size_t *at;             /* a row's value offsets (rn_row_spans), in->ncols + 1 */
 } builder;
 
 static int emit(builder *b)
@@ -115,8 +115,8 @@ static int emit(builder *b)
 
 /* A stored row's values stay the bytes they are stored as: the images copy
  * them (rows are canonical msgpack, so equal values are equal bytes and a
- * copy is what packing the decoded value would write). Fills at (which
- * must be b->at[0] or b->at[1]) with row's value offsets. */
+ * copy is what packing the decoded value would write). Fills at with
+ * row's value offsets (in->ncols + 1). */
 static int spans(builder *b, const char *row, size_t len, size_t *at)
 {
   if (row && !rn_row_spans(row, len, b->in->ncols, b->in->ncols, at)) return 0;
@@ -136,55 +136,49 @@ static void copy_value(builder *b, const char *row, const size_t *at, int i)
 
 /* One log row: meta columns, then each column of row (spans at) where
  * take[i] (else null; all of them for take NULL; none for row NULL), then
- * the deleted flags. */
+ * the deleted flags. Written in place: msgpack_pack_* would write the
+ * same bytes, one call each. */
 static int log_row(builder *b, int op, uint64_t id, const char *row, const size_t *at,
                    const uint8_t *take, const uint8_t *deleted)
 {
-  msgpack_packer *pk = &b->pk;
-  msgpack_pack_array(pk, (size_t)b->cdc->schema->ncols);
-  msgpack_pack_uint64(pk, b->seq);
-  msgpack_pack_uint64(pk, b->batch++);
-  msgpack_pack_int(pk, op);
-  msgpack_pack_uint64(pk, id);
-  for (int i = 0; i < b->in->ncols; i++) {
-    if (row && (!take || take[i])) copy_value(b, row, at, i);
-    else msgpack_pack_nil(pk);
+  int n = b->in->ncols;
+  size_t values = row ? at[n] - at[0] : 0;
+  if (rn_sbuf_reserve(&b->buf, 5 + 4 * 9 + values + 2 * (size_t)n + 16))
+    return rn_err_set(&b->cdc->p->err, RN_ENOMEM, "out of memory");
+  char *w = rn_put_array_header(b->buf.data + b->buf.size, (uint32_t)b->cdc->schema->ncols);
+  w = rn_put_uint(w, b->seq);
+  w = rn_put_uint(w, b->batch++);
+  w = rn_put_uint(w, (uint64_t)op);
+  w = rn_put_uint(w, id);
+  const char *end = row + (row ? at[n] : 0);
+  for (int i = 0; i < n; i++) {
+    if (row && (!take || take[i])) w = rn_put_run(w, row + at[i], at[i + 1] - at[i], (size_t)(end - row - at[i]));
+    else *w++ = (char)0xc0; /* nil */
   }
-  for (int i = 0; i < b->in->ncols; i++) {
+  for (int i = 0; i < n; i++) {
     const rn_column *c = &b->in->cols[i];
     if (c->is_key || !c->nullable) continue;
-    if (deleted && deleted[i]) msgpack_pack_true(pk);
-    else msgpack_pack_nil(pk);
+    *w++ = (char)(deleted && deleted[i] ? 0xc3 : 0xc0); /* true, nil */
   }
+  b->buf.size = (size_t)(w - b->buf.data);
   return emit(b);
 }
 
-/* A log row of the whole of one stored row. */
-static int log_whole(builder *b, int op, uint64_t id, const char *row, size_t len, const uint8_t *take)
-{
-  int rc = spans(b, row, len, b->at[0]);
-  return rc ? rc : log_row(b, op, id, row, b->at[0], take, NULL);
-}
-
 /* Marks in mod the columns a change modifies: all for insert and delete,
- * those whose value differs for update. */
-static int mark_modified(builder *b, const rn_change *c, uint8_t *mod)
+ * those whose value differs for update (its rows' spans ov and nv). */
+static void mark_modified(builder *b, const rn_change *c, const size_t *ov, const size_t *nv, uint8_t *mod)
 {
   int n = b->in->ncols;
-  if (c->verb != RN_UPDATE) { memset(mod, 1, (size_t)n); return 0; }
-  if (spans(b, c->old, c->old_len, b->at[0]) || spans(b, c->row, c->row_len, b->at[1])) return b->cdc->p->err.code;
+  if (c->verb != RN_UPDATE) { memset(mod, 1, (size_t)n); return; }
   for (int i = 0; i < n; i++)
-    if (!same_value(c->old, b->at[0], c->row, b->at[1], i)) mod[i] = 1;
-  return 0;
+    if (!same_value(c->old, ov, c->row, nv, i)) mod[i] = 1;
 }
 
 /* One update's log row: the key and the columns it changed; a nullable
  * column it set to null is flagged deleted. */
-static int log_update(builder *b, const rn_change *c, const uint8_t *key)
+static int log_update(builder *b, const rn_change *c, const size_t *ov, const size_t *nv, const uint8_t *key)
 {
   int n = b->in->ncols;
-  if (spans(b, c->old, c->old_len, b->at[0]) || spans(b, c->row, c->row_len, b->at[1])) return b->cdc->p->err.code;
-  const size_t *ov = b->at[0], *nv = b->at[1];
   uint8_t set[n ? n : 1], deleted[n ? n : 1];
   for (int k = 0; k < n; k++) {
     set[k] = key[k] || !same_value(c->old, ov, c->row, nv, k);
@@ -193,10 +187,33 @@ static int log_update(builder *b, const rn_change *c, const uint8_t *key)
   return log_row(b, OP_UPDATE, c->id, c->row, nv, set, deleted);
 }
 
+/* The value offsets of every stored row in the log, each walked once:
+ * item i's old at spans + 2i * (ncols + 1), its row just after. NULL
+ * (the error set) when out of memory or a row cannot be decoded. */
+static size_t *log_spans(builder *b, const rn_log *log)
+{
+  size_t na = (size_t)b->in->ncols + 1;
+  size_t *sp = malloc(log->n * 2 * na * sizeof *sp);
+  if (!sp) {
+    rn_err_set(&b->cdc->p->err, RN_ENOMEM, "out of memory");
+    return NULL;
+  }
+  for (size_t i = 0; i < log->n; i++) {
+    const rn_change *c = &log->items[i];
+    if ((c->old && spans(b, c->old, c->old_len, sp + 2 * i * na)) ||
+        (c->row && spans(b, c->row, c->row_len, sp + (2 * i + 1) * na))) {
+      free(sp);
+      return NULL;
+    }
+  }
+  return sp;
+}
+
 static int build_log(builder *b, const rn_log *log, const rn_cdc_opts *o)
 {
   rn_pipeline *p = b->cdc->p;
   int n = b->in->ncols;
+  size_t na = (size_t)n + 1;
   rn_net *net = malloc(log->n * sizeof *net);
   size_t *owner = malloc(log->n * sizeof *owner);
   uint8_t *mod = calloc(log->n * (size_t)n + (size_t)n, 1); /* per entry, + one scratch row */
@@ -204,28 +221,37 @@ static int build_log(builder *b, const rn_log *log, const rn_cdc_opts *o)
   int rc = nnet == (size_t)-1 ? rn_err_set(&p->err, RN_ENOMEM, "out of memory") : 0;
   uint8_t *key = mod + log->n * (size_t)n; /* the key columns only */
   for (int i = 0; mod && i < n; i++) key[i] = b->in->cols[i].is_key;
-  /* A row absent before the group still gets a preimage: its key comes from
-   * the entry's first change (an insert, even one deleted again later). */
-  const rn_change **first = calloc(nnet == (size_t)-1 ? 1 : nnet + 1, sizeof *first);
+  /* Each entry's first and last change: a row absent before the group
+   * still gets a preimage, its key from the first change (an insert, even
+   * one deleted again later); before is the first's old, after the last's
+   * row (rn_log_net). */
+  size_t *first = rc ? NULL : malloc(2 * (nnet + 1) * sizeof *first), *last = first ? first + nnet + 1 : NULL;
   if (!rc && !first) rc = rn_err_set(&p->err, RN_ENOMEM, "out of memory");
+  size_t *sp = rc ? NULL : log_spans(b, log);
+  if (!rc && !sp) rc = p->err.code;
+  for (size_t i = 0; !rc && i < nnet; i++) first[i] = (size_t)-1;
   for (size_t i = 0; !rc && i < log->n; i++) {
-    if (!first[owner[i]]) first[owner[i]] = &log->items[i];
-    if (o->preimage == 1) rc = mark_modified(b, &log->items[i], mod + owner[i] * (size_t)n);
+    if (first[owner[i]] == (size_t)-1) first[owner[i]] = i;
+    last[owner[i]] = i;
+    if (o->preimage == 1) mark_modified(b, &log->items[i], sp + 2 * i * na, sp + (2 * i + 1) * na, mod + owner[i] * (size_t)n);
   }
   for (size_t i = 0; !rc && o->preimage && i < nnet; i++) {       /* (1) */
     uint8_t *take = mod + i * (size_t)n;
     for (int c = 0; c < n; c++) take[c] |= key[c];
-    if (net[i].before) rc = log_whole(b, OP_PRE, net[i].id, net[i].before, net[i].before_len, o->preimage == 2 ? NULL : take);
-    else rc = log_whole(b, OP_PRE, net[i].id, first[i]->row, first[i]->row_len, key);
+    const rn_change *f = &log->items[first[i]];
+    if (net[i].before) rc = log_row(b, OP_PRE, net[i].id, f->old, sp + 2 * first[i] * na, o->preimage == 2 ? NULL : take, NULL);
+    else rc = log_row(b, OP_PRE, net[i].id, f->row, sp + (2 * first[i] + 1) * na, key, NULL);
   }
   for (size_t i = 0; !rc && i < log->n; i++) {                     /* (2) */
     const rn_change *c = &log->items[i];
-    if (c->verb == RN_INSERT) rc = log_whole(b, OP_INSERT, c->id, c->row, c->row_len, NULL);
-    else if (c->verb == RN_DELETE) rc = log_whole(b, OP_DELETE, c->id, c->old, c->old_len, key);
-    else rc = log_update(b, c, key);
+    const size_t *ov = sp + 2 * i * na, *nv = ov + na;
+    if (c->verb == RN_INSERT) rc = log_row(b, OP_INSERT, c->id, c->row, nv, NULL, NULL);
+    else if (c->verb == RN_DELETE) rc = log_row(b, OP_DELETE, c->id, c->old, ov, key, NULL);
+    else rc = log_update(b, c, ov, nv, key);
   }
   for (size_t i = 0; !rc && o->postimage && i < nnet; i++)       /* (3) */
-    if (net[i].after) rc = log_whole(b, OP_POST, net[i].id, net[i].after, net[i].after_len, NULL);
+    if (net[i].after) rc = log_row(b, OP_POST, net[i].id, net[i].after, sp + (2 * last[i] + 1) * na, NULL, NULL);
+  free(sp);
   free(first);
   free(net);
   free(owner);
@@ -258,10 +284,10 @@ static int build_debezium(builder *b, const rn_log *log)
 
 static int flink_row(builder *b, const char *kind, const char *row, size_t len)
 {
-  if (spans(b, row, len, b->at[0])) return b->cdc->p->err.code;
+  if (spans(b, row, len, b->at)) return b->cdc->p->err.code;
   msgpack_pack_array(&b->pk, (size_t)b->in->ncols + 1);
   msgpack_pack_str_with_body(&b->pk, kind, 2);
-  for (int i = 0; i < b->in->ncols; i++) copy_value(b, row, b->at[0], i);
+  for (int i = 0; i < b->in->ncols; i++) copy_value(b, row, b->at, i);
   return emit(b);
 }
 
@@ -285,12 +311,11 @@ static int cdc_seal(rn_rel *cdc, uint64_t seq)
 {
   if (cdc->input->log.n == 0) return 0;
   const rn_cdc_opts *o = cdc->ctx;
-  builder b = { cdc, cdc->input->schema, seq, 0, { 0, NULL, 0 }, { NULL, NULL }, { NULL, NULL } };
+  builder b = { cdc, cdc->input->schema, seq, 0, { 0, NULL, 0 }, { NULL, NULL }, NULL };
   size_t na = (size_t)b.in->ncols + 1;
-  size_t *at = malloc(2 * na * sizeof *at);
+  size_t *at = malloc(na * sizeof *at);
   if (!at) return rn_err_set(&cdc->p->err, RN_ENOMEM, "out of memory");
-  b.at[0] = at;
-  b.at[1] = at + na;
+  b.at = at;
   msgpack_sbuffer_init(&b.buf);
   msgpack_packer_init(&b.pk, &b.buf, rn_buf_write);
   int rc = o->format == RN_CDC_LOG ? build_log(&b, &cdc->input->log, o)

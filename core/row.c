@@ -398,12 +398,7 @@ static unsigned char *put_be(unsigned char *p, uint64_t v, int n)
 
 static unsigned char *put_uint(unsigned char *p, uint64_t u)
 {
-  if (u < 128) { *p++ = (unsigned char)u; return p; }
-  if (u < 256) { *p++ = 0xcc; return put_be(p, u, 1); }
-  if (u < 65536) { *p++ = 0xcd; return put_be(p, u, 2); }
-  if (u < (1ULL << 32)) { *p++ = 0xce; return put_be(p, u, 4); }
-  *p++ = 0xcf;
-  return put_be(p, u, 8);
+  return (unsigned char *)rn_put_uint((char *)p, u);
 }
 
 static unsigned char *put_int(unsigned char *p, int64_t i)
@@ -448,29 +443,6 @@ static unsigned char *put_scalar(unsigned char *p, const msgpack_object *v)
 
 /* Room for n more bytes at the end of out (grown as msgpack_sbuffer_write
  * grows it); false, noted as out of memory, if it cannot grow. */
-static bool reserve(msgpack_sbuffer *out, size_t n)
-{
-  if (out->alloc - out->size >= n) return true;
-  size_t size = out->alloc ? out->alloc * 2 : MSGPACK_SBUFFER_INIT_SIZE;
-  while (size < out->size + n) {
-    if (size > SIZE_MAX / 2) { rn_oom_note(); return false; }
-    size *= 2;
-  }
-  char *data = realloc(out->data, size);
-  if (!data) { rn_oom_note(); return false; }
-  out->data = data;
-  out->alloc = size;
-  return true;
-}
-
-static unsigned char *put_array_head(unsigned char *p, int n)
-{
-  if (n < 16) { *p++ = (unsigned char)(0x90 | n); return p; }
-  if (n < 65536) { *p++ = 0xdc; return put_be(p, (uint64_t)n, 2); }
-  *p++ = 0xdd;
-  return put_be(p, (uint64_t)n, 4);
-}
-
 /* Packs the row as msgpack-c does (a value other than a scalar inside). */
 static void pack_slow(const rn_schema *s, const msgpack_object *vals, const char *old, const size_t *starts,
                       const uint8_t *given, msgpack_sbuffer *out)
@@ -496,8 +468,8 @@ static void pack_row(const rn_schema *s, const msgpack_object *vals, const char 
     if (!n) { pack_slow(s, vals, old, starts, given, out); return; }
     room += n;
   }
-  if (!reserve(out, room)) return;
-  unsigned char *p = put_array_head((unsigned char *)out->data + out->size, s->ncols);
+  if (rn_sbuf_reserve(out, room)) return;
+  unsigned char *p = (unsigned char *)rn_put_array_header(out->data + out->size, (uint32_t)s->ncols);
   for (int i = 0; i < s->ncols; i++) {
     if (given && !given[i]) {
       memcpy(p, old + starts[i], starts[i + 1] - starts[i]);
@@ -552,10 +524,8 @@ void rn_key_format(const rn_schema *s, const msgpack_object *vals, char *buf, si
   }
 }
 
-/* The whole size of an element its first byte alone determines (fixints,
- * nil, booleans, fixstr, fixed-width numbers); 0: read further. */
 #define RN_X16(v) v, v, v, v, v, v, v, v, v, v, v, v, v, v, v, v
-static const uint8_t SCALAR_SIZE[256] = {
+const uint8_t rn_scalar_size[256] = { /* row.h */
   RN_X16(1), RN_X16(1), RN_X16(1), RN_X16(1), RN_X16(1), RN_X16(1), RN_X16(1), RN_X16(1), /* positive fixint */
   RN_X16(0), RN_X16(0),                                          /* fixmap, fixarray */
   1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16,          /* fixstr: 1 + its length */
@@ -570,8 +540,8 @@ static const uint8_t SCALAR_SIZE[256] = {
  * Iterative: `left` counts the elements still to walk. */
 static size_t element_size(const unsigned char *p, const unsigned char *end)
 {
-  if (p < end && SCALAR_SIZE[*p]) /* the common scalars, without the walk */
-    return (size_t)(end - p) >= SCALAR_SIZE[*p] ? SCALAR_SIZE[*p] : 0;
+  if (p < end && rn_scalar_size[*p]) /* the common scalars, without the walk */
+    return (size_t)(end - p) >= rn_scalar_size[*p] ? rn_scalar_size[*p] : 0;
   const unsigned char *start = p;
   uint64_t left = 1;
   while (left--) {
@@ -632,11 +602,91 @@ int rn_row_spans(const char *row, size_t len, int ncols, int upto, size_t *start
   if (n != (uint32_t)ncols || upto > ncols) return -1;
   for (int i = 0; i < upto; i++) {
     starts[i] = off;
-    size_t sz = off < len ? SCALAR_SIZE[p[off]] : 0;
+    size_t sz = off < len ? rn_scalar_size[p[off]] : 0;
     if (!sz || sz > len - off) sz = element_size(p + off, end);
     if (!sz) return -1;
     off += sz;
   }
   starts[upto] = off;
   return 0;
+}
+
+int rn_sbuf_grow(msgpack_sbuffer *out, size_t n)
+{
+  size_t size = out->alloc ? out->alloc * 2 : MSGPACK_SBUFFER_INIT_SIZE;
+  while (size < out->size + n) {
+    if (size > SIZE_MAX / 2) { rn_oom_note(); return -1; }
+    size *= 2;
+  }
+  char *data = realloc(out->data, size);
+  if (!data) { rn_oom_note(); return -1; }
+  out->data = data;
+  out->alloc = size;
+  return 0;
+}
+
+/* A scalar (nil, bool, int, float, str, bin) of sz bytes at p into o, as
+ * msgpack-c's unpacker makes it; false for anything else. */
+static bool scalar_object(const unsigned char *p, size_t sz, msgpack_object *o)
+{
+  unsigned b = p[0];
+  if (b <= 0x7f) *o = (msgpack_object){ .type = MSGPACK_OBJECT_POSITIVE_INTEGER, .via.u64 = b };
+  else if (b >= 0xe0) *o = (msgpack_object){ .type = MSGPACK_OBJECT_NEGATIVE_INTEGER, .via.i64 = (int8_t)b };
+  else if (b >= 0xa0 && b <= 0xbf) *o = (msgpack_object){ .type = MSGPACK_OBJECT_STR };
+  else if (b == 0xc0) *o = (msgpack_object){ .type = MSGPACK_OBJECT_NIL };
+  else if (b == 0xc2 || b == 0xc3) *o = (msgpack_object){ .type = MSGPACK_OBJECT_BOOLEAN, .via.boolean = b == 0xc3 };
+  else if (b >= 0xc4 && b <= 0xc6) *o = (msgpack_object){ .type = MSGPACK_OBJECT_BIN };
+  else if (b >= 0xd9 && b <= 0xdb) *o = (msgpack_object){ .type = MSGPACK_OBJECT_STR };
+  else if (b >= 0xcc && b <= 0xcf) *o = (msgpack_object){ .type = MSGPACK_OBJECT_POSITIVE_INTEGER, .via.u64 = read_be(p + 1, (int)sz - 1) };
+  else if (b >= 0xd0 && b <= 0xd3) {
+    int n = (int)sz - 1;
+    uint64_t u = read_be(p + 1, n);
+    int64_t v = n == 1 ? (int8_t)u : n == 2 ? (int16_t)u : n == 4 ? (int32_t)u : (int64_t)u;
+    if (v >= 0) *o = (msgpack_object){ .type = MSGPACK_OBJECT_POSITIVE_INTEGER, .via.u64 = (uint64_t)v };
+    else *o = (msgpack_object){ .type = MSGPACK_OBJECT_NEGATIVE_INTEGER, .via.i64 = v };
+  } else if (b == 0xca) {
+    uint32_t bits = (uint32_t)read_be(p + 1, 4);
+    float f;
+    memcpy(&f, &bits, sizeof f);
+    *o = (msgpack_object){ .type = MSGPACK_OBJECT_FLOAT32, .via.f64 = f };
+  } else if (b == 0xcb) {
+    uint64_t bits = read_be(p + 1, 8);
+    double d;
+    memcpy(&d, &bits, sizeof d);
+    *o = (msgpack_object){ .type = MSGPACK_OBJECT_FLOAT64, .via.f64 = d };
+  } else {
+    return false;
+  }
+  if (o->type == MSGPACK_OBJECT_STR || o->type == MSGPACK_OBJECT_BIN) { /* its bytes follow its header */
+    size_t head = b >= 0xa0 && b <= 0xbf ? 1 : b == 0xc4 || b == 0xd9 ? 2 : b == 0xc5 || b == 0xda ? 3 : 5;
+    o->via.str.ptr = (const char *)p + head; /* str and bin share the layout */
+    o->via.str.size = (uint32_t)(sz - head);
+  }
+  return true;
+}
+
+int rn_unpack_flat_map(const char *data, size_t len, msgpack_zone *z, msgpack_object *out)
+{
+  const unsigned char *p = (const unsigned char *)data;
+  const char *end = data + len;
+  uint32_t n;
+  size_t off;
+  if (len == 0) return 0;
+  if (p[0] >= 0x80 && p[0] <= 0x8f) { n = p[0] & 0x0f; off = 1; }
+  else if (p[0] == 0xde && len >= 3) { n = (uint32_t)read_be(p + 1, 2); off = 3; }
+  else if (p[0] == 0xdf && len >= 5) { n = (uint32_t)read_be(p + 1, 4); off = 5; }
+  else return 0;
+  if (n > (len - off) / 2) return 0; /* not there: the decoder says so */
+  msgpack_object_kv *kv = rn_zone_malloc(z, sizeof *kv * (n ? n : 1));
+  if (!kv) return -1;
+  for (uint32_t i = 0; i < n; i++) {
+    for (int half = 0; half < 2; half++) {
+      size_t sz = rn_value_size(data + off, end);
+      msgpack_object *o = half ? &kv[i].val : &kv[i].key;
+      if (!sz || !scalar_object(p + off, sz, o) || (!half && o->type != MSGPACK_OBJECT_STR)) return 0;
+      off += sz;
+    }
+  }
+  *out = (msgpack_object){ .type = MSGPACK_OBJECT_MAP, .via.map = { n, kv } };
+  return 1;
 }

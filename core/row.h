@@ -17,6 +17,7 @@
 #define RN_ROW_H
 
 #include <msgpack.h>
+#include <string.h>
 
 #include "schema.h"
 
@@ -59,6 +60,26 @@ const msgpack_object *rn_row_unpack(const char *data, size_t len, int ncols,
  * buffer that passes cannot make a decoder allocate more than it holds. */
 size_t rn_msgpack_size(const char *data, size_t len);
 
+/* The whole size of a value its first byte alone gives (fixints, nil,
+ * booleans, fixstr, fixed-width numbers), else 0. */
+extern const uint8_t rn_scalar_size[256];
+
+/* The size of the one msgpack value at v, ending by end; 0 if it is not
+ * well formed there. The common scalars take a table lookup. */
+static inline size_t rn_value_size(const char *v, const char *end)
+{
+  size_t sz = v < end ? rn_scalar_size[(unsigned char)*v] : 0;
+  return sz && sz <= (size_t)(end - v) ? sz : rn_msgpack_size(v, (size_t)(end - v));
+}
+
+/* Decodes a map whose keys are strings and values scalars (nil, bool,
+ * int, float, str, bin) into *out as msgpack_unpack would (strings and
+ * bins pointing into data, the entries from z), without its general
+ * machinery: a host's change. data must hold one well-formed value in len
+ * bytes (rn_msgpack_size). 1: decoded; 0: not such a map (rn_unpack it);
+ * -1: out of memory (noted). */
+int rn_unpack_flat_map(const char *data, size_t len, msgpack_zone *z, msgpack_object *out);
+
 /* Packs the row old with the given columns replaced by vals (normalized),
  * the others copied as they are: a patch without decoding the old row.
  * -1 if old is not a row of s. */
@@ -80,5 +101,73 @@ void rn_key_format(const rn_schema *s, const msgpack_object *vals, char *buf, si
 /* What Lua would call the value's type: "number", "string", "table" … */
 const char *rn_value_kind(const msgpack_object *v);
 bool rn_utf8_valid(const char *s, size_t len);
+
+/* ---- writing msgpack in place: room reserved once, then plain stores ---- */
+
+/* Room for n more bytes at the end of sb; -1 (noted) when out of memory. */
+int rn_sbuf_grow(msgpack_sbuffer *sb, size_t n);
+static inline int rn_sbuf_reserve(msgpack_sbuffer *sb, size_t n)
+{
+  return sb->alloc - sb->size >= n ? 0 : rn_sbuf_grow(sb, n);
+}
+
+/* msgpack's header of a container or string of n at w, in its shortest
+ * form (fix, then m8 unless 0, m16, m32); returns the end. What
+ * msgpack_pack_map/array/str write, without a write call each. */
+static inline char *rn_put_header(char *w, uint32_t n, unsigned char fix, unsigned fix_max, unsigned char m8,
+                                  unsigned char m16, unsigned char m32)
+{
+  if (n <= fix_max) *w++ = (char)(fix | n);
+  else if (m8 && n <= 0xff) { *w++ = (char)m8; *w++ = (char)n; }
+  else if (n <= 0xffff) { *w++ = (char)m16; *w++ = (char)(n >> 8); *w++ = (char)n; }
+  else { *w++ = (char)m32; for (int k = 24; k >= 0; k -= 8) *w++ = (char)(n >> k); }
+  return w;
+}
+#define rn_put_map_header(w, n) rn_put_header(w, n, 0x80, 15, 0, 0xde, 0xdf)
+#define rn_put_array_header(w, n) rn_put_header(w, n, 0x90, 15, 0, 0xdc, 0xdd)
+#define rn_put_str_header(w, n) rn_put_header(w, n, 0xa0, 31, 0xd9, 0xda, 0xdb)
+
+/* u as msgpack_pack_uint64 writes it (at most 9 bytes); returns the end. */
+static inline char *rn_put_uint(char *w, uint64_t u)
+{
+  int n;
+  if (u < 0x80) { *w = (char)u; return w + 1; }
+  if (u <= 0xff) { *w++ = (char)0xcc; n = 1; }
+  else if (u <= 0xffff) { *w++ = (char)0xcd; n = 2; }
+  else if (u <= 0xffffffff) { *w++ = (char)0xce; n = 4; }
+  else { *w++ = (char)0xcf; n = 8; }
+  for (int k = (n - 1) * 8; k >= 0; k -= 8) *w++ = (char)(u >> k);
+  return w;
+}
+
+/* n bytes from src to w; the short runs of names and values as fixed-size
+ * (inlined) copies that may overlap instead of a call each. */
+static inline char *rn_put_bytes(char *w, const char *src, size_t n)
+{
+  if (n >= 8 && n <= 16) {
+    memcpy(w, src, 8);
+    memcpy(w + n - 8, src + n - 8, 8);
+  } else if (n >= 4 && n < 8) {
+    memcpy(w, src, 4);
+    memcpy(w + n - 4, src + n - 4, 4);
+  } else if (n > 0 && n < 4) {
+    w[0] = src[0];
+    w[n / 2] = src[n / 2];
+    w[n - 1] = src[n - 1];
+  } else if (n) {
+    memcpy(w, src, n);
+  }
+  return w + n;
+}
+
+/* rn_put_bytes for a run at src with at least `readable` bytes there: one
+ * fixed 16-byte copy for a short run. w must have 16 bytes of room past
+ * the run. */
+static inline char *rn_put_run(char *w, const char *src, size_t n, size_t readable)
+{
+  if (n > 16 || readable < 16) return rn_put_bytes(w, src, n);
+  memcpy(w, src, 16);
+  return w + n;
+}
 
 #endif

@@ -5,6 +5,8 @@
 #include <lauxlib.h>
 #include <lualib.h>
 #include <msgpack.h>
+#include <stdarg.h>
+#include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -376,6 +378,180 @@ static void test_garbage_pushes(void)
   rn_pipeline_close(p);
 }
 
+/* ---- subscription maps, byte for byte ---- */
+
+/* Every event's row and old map, appended. */
+typedef struct heard_maps { int n; msgpack_sbuffer rows; } heard_maps;
+
+static int on_map(void *ctx, const rn_event *ev)
+{
+  heard_maps *h = ctx;
+  h->n++;
+  if (ev->row) msgpack_sbuffer_write(&h->rows, ev->row, ev->row_len);
+  if (ev->old) msgpack_sbuffer_write(&h->rows, ev->old, ev->old_len);
+  return 0;
+}
+
+/* Packs a map from "name", kind, value …, NULL; kinds: 'i' int64, 's' string,
+ * 'n' nil, 't' true, 'f' double. msgpack-c's own packing: what a subscriber
+ * must receive. */
+static void pack_map(msgpack_packer *pk, int pairs, ...)
+{
+  va_list ap;
+  va_start(ap, pairs);
+  msgpack_pack_map(pk, (size_t)pairs);
+  for (int i = 0; i < pairs; i++) {
+    const char *name = va_arg(ap, const char *);
+    msgpack_pack_str_with_body(pk, name, strlen(name));
+    switch (va_arg(ap, int)) {
+    case 'i': msgpack_pack_int64(pk, va_arg(ap, int64_t)); break;
+    case 's': { const char *v = va_arg(ap, const char *); msgpack_pack_str_with_body(pk, v, strlen(v)); break; }
+    case 't': msgpack_pack_true(pk); break;
+    case 'f': msgpack_pack_double(pk, va_arg(ap, double)); break;
+    default: msgpack_pack_nil(pk);
+    }
+  }
+  va_end(ap);
+}
+
+#define LONG_NAME "a column name longer than thirty-one bytes"
+#define LONG_TEXT "a string value well over sixteen bytes long"
+
+/* A wide row (a map16, a str8 name, values short and long, at the row's
+ * end and not) reaches a subscriber, and rn_get, as msgpack-c packs it. */
+static void test_subscription_maps_are_exact(void)
+{
+  rn_pipeline *p;
+  CHECK(rn_pipeline_open(NULL, &p, NULL, 0) == 0);
+  rn_column_def cols[17] = { { "id", "int", 0, NULL, 0, NULL }, { LONG_NAME, "string", 0, NULL, 0, NULL } };
+  static char names[15][16];
+  static const char *const types[] = { "int", "int", "float", "bool", "string", "string", "int" };
+  for (int i = 0; i < 15; i++) {
+    snprintf(names[i], sizeof names[i], "c%d", i);
+    cols[2 + i] = (rn_column_def){ names[i], types[i % 7], 1, NULL, 0, NULL };
+  }
+  rn_rel *wide;
+  CHECK(rn_declare_table(p, "wide", cols, 17, players_key, 1, &wide) == 0);
+  heard_maps h = { 0 };
+  msgpack_sbuffer_init(&h.rows);
+  CHECK(rn_subscribe(p, wide, on_map, &h) == 0);
+  mp m;
+  mp_begin(&m, 17);
+  mp_kv_int(&m, "id", 1);
+  mp_kv_str(&m, LONG_NAME, LONG_TEXT);
+  for (int i = 0; i < 15; i++) {
+    mp_str(&m, names[i]);
+    switch (i % 7) {
+    case 0: msgpack_pack_int64(&m.pk, (int64_t)1 << 40); break;
+    case 1: msgpack_pack_int64(&m.pk, -5); break;
+    case 2: msgpack_pack_double(&m.pk, 1.5); break;
+    case 3: msgpack_pack_true(&m.pk); break;
+    case 4: mp_str(&m, LONG_TEXT); break;
+    case 5: mp_str(&m, "x"); break;
+    default: msgpack_pack_nil(&m.pk);
+    }
+  }
+  CHECK(rn_insert(p, wide, m.sb.data, m.sb.size) == 0);
+  msgpack_sbuffer_destroy(&m.sb);
+  mp_begin(&m, 1);
+  mp_kv_int(&m, "id", 1);
+  const void *got;
+  size_t got_len;
+  CHECK(rn_get(p, wide, m.sb.data, m.sb.size, &got, &got_len, NULL) == 0);
+  msgpack_sbuffer_destroy(&m.sb);
+
+  mp want;
+  mp_begin(&want, 0);
+  want.sb.size = 0;
+  pack_map(&want.pk, 17, "id", 'i', (int64_t)1, LONG_NAME, 's', LONG_TEXT,
+           "c0", 'i', (int64_t)1 << 40, "c1", 'i', (int64_t)-5, "c2", 'f', 1.5, "c3", 't', "c4", 's', LONG_TEXT,
+           "c5", 's', "x", "c6", 'n', "c7", 'i', (int64_t)1 << 40, "c8", 'i', (int64_t)-5, "c9", 'f', 1.5,
+           "c10", 't', "c11", 's', LONG_TEXT, "c12", 's', "x", "c13", 'n', "c14", 'i', (int64_t)1 << 40);
+  CHECK(h.n == 1);
+  CHECK(h.rows.size == want.sb.size && memcmp(h.rows.data, want.sb.data, want.sb.size) == 0);
+  CHECK(got_len == want.sb.size && memcmp(got, want.sb.data, want.sb.size) == 0);
+  msgpack_sbuffer_destroy(&want.sb);
+  msgpack_sbuffer_destroy(&h.rows);
+  rn_pipeline_close(p);
+}
+
+/* Inserts player 1 given a name and a guild, else updates it. */
+static void push_player(rn_pipeline *p, rn_rel *players, int pairs, const char *name, int guild, int64_t score)
+{
+  mp m;
+  mp_begin(&m, pairs);
+  mp_kv_int(&m, "id", 1);
+  if (name) mp_kv_str(&m, "name", name);
+  if (guild > 0) mp_kv_int(&m, "guild", guild);
+  else if (guild == 0) mp_kv_nil(&m, "guild");
+  if (score >= 0) mp_kv_int(&m, "score", score);
+  int rc = rn_push(p, players, name && guild > 0 ? RN_OP_INSERT : RN_OP_UPDATE, m.sb.data, m.sb.size);
+  CHECK(rc == 0);
+  if (rc) fprintf(stderr, "%s\n", rn_errmsg(p));
+  msgpack_sbuffer_destroy(&m.sb);
+}
+
+/* One log row as a subscriber must see it: meta, the player's columns, the
+ * deleted flag of guild. */
+static void want_log_row(mp *m, uint64_t seq, int batch, int op, uint64_t id, const char *name, int guild,
+                         int64_t score, bool guild_deleted)
+{
+  msgpack_pack_map(&m->pk, 9);
+  mp_kv_int(m, "cdc$seq", (int64_t)seq);
+  mp_kv_int(m, "cdc$batch_seq_no", batch);
+  mp_kv_int(m, "cdc$operation", op);
+  mp_kv_int(m, "cdc$id", (int64_t)id);
+  mp_kv_int(m, "id", 1);
+  if (name) mp_kv_str(m, "name", name); else mp_kv_nil(m, "name");
+  if (guild) mp_kv_int(m, "guild", guild); else mp_kv_nil(m, "guild");
+  mp_kv_int(m, "score", score);
+  mp_str(m, "cdc$deleted_guild");
+  if (guild_deleted) msgpack_pack_true(&m->pk); else msgpack_pack_nil(&m->pk);
+}
+
+/* A CDC log with pre- and postimages reaches a C subscriber as msgpack-c
+ * packs its rows: an update that nulls a column, one with long values. */
+static void test_cdc_log_maps_are_exact(void)
+{
+  rn_pipeline *p;
+  CHECK(rn_pipeline_open(NULL, &p, NULL, 0) == 0);
+  CHECK(rn_run_lua_string(p, NULL,
+        "local players = p:table('players', { {'id','int'}, {'name','string'}, {'guild','int', null = true},\n"
+        "  {'score','int', default = 0}, key = 'id' })\n"
+        "players:cdc{ preimage = true, postimage = true, name = 'player_log' }\n", "=script") == 0);
+  rn_rel *players = rn_relation(p, "players");
+  heard_maps h = { 0 };
+  msgpack_sbuffer_init(&h.rows);
+  CHECK(players && rn_subscribe(p, rn_relation(p, "player_log"), on_map, &h) == 0);
+  push_player(p, players, 3, "ann", 7, -1);
+  uint64_t seq = rn_seq(p), id = 0;
+  mp m;
+  mp_begin(&m, 1);
+  mp_kv_int(&m, "id", 1);
+  const void *row;
+  size_t row_len;
+  CHECK(rn_get(p, players, m.sb.data, m.sb.size, &row, &row_len, &id) == 0 && id > 0);
+  msgpack_sbuffer_destroy(&m.sb);
+  h.n = 0;
+  h.rows.size = 0;
+  push_player(p, players, 3, NULL, 0, 5);                      /* guild to null, a score */
+  push_player(p, players, 3, LONG_TEXT, -1, (int64_t)1 << 40); /* long values */
+  mp want;
+  mp_begin(&want, 0);
+  want.sb.size = 0;
+  want_log_row(&want, seq + 1, 0, 0, id, NULL, 7, 0, false);
+  want_log_row(&want, seq + 1, 1, 1, id, NULL, 0, 5, true);
+  want_log_row(&want, seq + 1, 2, 9, id, "ann", 0, 5, false);
+  want_log_row(&want, seq + 2, 0, 0, id, "ann", 0, 5, false);
+  want_log_row(&want, seq + 2, 1, 1, id, LONG_TEXT, 0, (int64_t)1 << 40, false);
+  want_log_row(&want, seq + 2, 2, 9, id, LONG_TEXT, 0, (int64_t)1 << 40, false);
+  CHECK(h.n == 6);
+  CHECK(h.rows.size == want.sb.size && memcmp(h.rows.data, want.sb.data, want.sb.size) == 0);
+  msgpack_sbuffer_destroy(&want.sb);
+  msgpack_sbuffer_destroy(&h.rows);
+  rn_pipeline_close(p);
+}
+
 int main(void)
 {
   RUN(test_garbage_pushes);
@@ -387,5 +563,7 @@ int main(void)
   RUN(test_lua_in_a_state_runnel_owns);
   RUN(test_failing_join_scan);
   RUN(test_lua_entry_points_check_pointers);
+  RUN(test_subscription_maps_are_exact);
+  RUN(test_cdc_log_maps_are_exact);
   return CHECK_REPORT();
 }

@@ -381,9 +381,100 @@ static void test_row_to_map_equals_packing_the_map(void)
   free(name);
 }
 
+/* Same type and value, strings and bins at the same bytes (where an empty
+ * one points does not matter), floats bit for bit: what the rest of the core would read from either decoding. */
+static bool same_object(const msgpack_object *a, const msgpack_object *b)
+{
+  if (a->type != b->type) return false;
+  switch (a->type) {
+  case MSGPACK_OBJECT_NIL: return true;
+  case MSGPACK_OBJECT_BOOLEAN: return a->via.boolean == b->via.boolean;
+  case MSGPACK_OBJECT_POSITIVE_INTEGER: return a->via.u64 == b->via.u64;
+  case MSGPACK_OBJECT_NEGATIVE_INTEGER: return a->via.i64 == b->via.i64;
+  case MSGPACK_OBJECT_FLOAT32: case MSGPACK_OBJECT_FLOAT64: return memcmp(&a->via.f64, &b->via.f64, 8) == 0;
+  case MSGPACK_OBJECT_STR: case MSGPACK_OBJECT_BIN:
+    return a->via.str.size == b->via.str.size && (a->via.str.size == 0 || a->via.str.ptr == b->via.str.ptr);
+  case MSGPACK_OBJECT_MAP:
+    if (a->via.map.size != b->via.map.size) return false;
+    for (uint32_t i = 0; i < a->via.map.size; i++)
+      if (!same_object(&a->via.map.ptr[i].key, &b->via.map.ptr[i].key) ||
+          !same_object(&a->via.map.ptr[i].val, &b->via.map.ptr[i].val))
+        return false;
+    return true;
+  default: return false;
+  }
+}
+
+/* A value of every scalar encoding msgpack has, at the edges of each
+ * width (signed forms holding positive values too, as other packers write
+ * them), and some it does not decode itself (ext, containers). */
+static const char *const RAW_VALUES[] = {
+  "\x00", "\x7f", "\xe0", "\xff", "\xc0", "\xc2", "\xc3", "\xcc\xff", "\xcd\xff\xff", "\xce\xff\xff\xff\xff",
+  "\xcf\xff\xff\xff\xff\xff\xff\xff\xff", "\xd0\x05", "\xd0\x80", "\xd1\x7f\xff", "\xd1\x80\x00",
+  "\xd2\x7f\xff\xff\xff", "\xd2\x80\x00\x00\x00", "\xd3\x7f\xff\xff\xff\xff\xff\xff\xff",
+  "\xd3\x80\x00\x00\x00\x00\x00\x00\x00", "\xd3\x00\x00\x00\x00\x00\x00\x00\x01", "\xca\x3f\xc0\x00\x00",
+  "\xca\x7f\xc0\x00\x01", "\xcb\x80\x00\x00\x00\x00\x00\x00\x00", "\xa3" "abc", "\xd9\x02" "ab",
+  "\xda\x00\x01" "a", "\xdb\x00\x00\x00\x02" "ab", "\xc4\x01" "x", "\xc5\x00\x02" "xy", "\xc6\x00\x00\x00\x01" "z",
+  "\xd4\x01\x02", "\x91\x01", "\x81\xa1" "k" "\x01",
+};
+static const size_t RAW_LENS[] = { 1, 1, 1, 1, 1, 1, 1, 2, 3, 5, 9, 2, 2, 3, 3, 5, 5, 9, 9, 9, 5, 5, 9, 4, 4, 4,
+                                   7, 3, 5, 6, 3, 2, 4 };
+#define RAW_SCALARS 30 /* the first 30 are scalars */
+
+/* rn_unpack_flat_map decodes a host's change itself: every map it takes
+ * must come out as msgpack_unpack's, and it must leave every other map to
+ * msgpack_unpack (a container or ext value, a key that is not a string). */
+static void test_flat_map_decodes_as_msgpack_does(void)
+{
+  CHECK(sizeof RAW_VALUES / sizeof *RAW_VALUES == sizeof RAW_LENS / sizeof *RAW_LENS);
+  msgpack_sbuffer sb;
+  msgpack_sbuffer_init(&sb);
+  msgpack_zone z;
+  msgpack_zone_init(&z, 4096);
+  int flat = 0, other = 0;
+  for (int round = 0; round < 3000; round++) {
+    msgpack_sbuffer_clear(&sb);
+    msgpack_packer pk;
+    msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
+    size_t n = next() % 4 == 0 ? next() % 40 : next() % 6;
+    bool scalars = true;
+    msgpack_pack_map(&pk, n);
+    for (size_t i = 0; i < n; i++) {
+      if (next() % 50 == 0) { msgpack_pack_int64(&pk, 1); scalars = false; } /* a key not a string */
+      else msgpack_pack_str_with_body(&pk, "key_of_some_length_over_thirty_two", next() % 35);
+      if (next() % 2) {
+        size_t k = next() % (sizeof RAW_LENS / sizeof *RAW_LENS);
+        msgpack_sbuffer_write(&sb, RAW_VALUES[k], RAW_LENS[k]);
+        scalars &= k < RAW_SCALARS;
+      } else {
+        size_t before = sb.size;
+        pack_random(&pk, 0);
+        unsigned char b = (unsigned char)sb.data[before];
+        scalars &= !((b >= 0x80 && b <= 0x9f) || b == 0xdc || b == 0xdd || b == 0xde || b == 0xdf);
+      }
+    }
+    msgpack_object fast, slow;
+    size_t off = 0;
+    CHECK(rn_msgpack_size(sb.data, sb.size) == sb.size);
+    int rc = rn_unpack_flat_map(sb.data, sb.size, &z, &fast);
+    CHECK(msgpack_unpack(sb.data, sb.size, &off, &z, &slow) == MSGPACK_UNPACK_SUCCESS);
+    CHECK(rc == (scalars ? 1 : 0));
+    if (rc == 1) CHECK(same_object(&fast, &slow));
+    flat += rc == 1;
+    other += rc == 0;
+    msgpack_zone_clear(&z);
+  }
+  CHECK(flat > 500 && other > 500);
+  CHECK(rn_unpack_flat_map("\x91\x01", 2, &z, &(msgpack_object){ 0 }) == 0); /* not a map */
+  CHECK(rn_unpack_flat_map("\xc0", 1, &z, &(msgpack_object){ 0 }) == 0);
+  msgpack_zone_destroy(&z);
+  msgpack_sbuffer_destroy(&sb);
+}
+
 int main(void)
 {
   RUN(test_row_to_map_equals_packing_the_map);
+  RUN(test_flat_map_decodes_as_msgpack_does);
   RUN(test_row_spans_match_the_decoder);
   RUN(test_full_row_defaults_and_coercion);
   RUN(test_errors_name_relation_and_column);

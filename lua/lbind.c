@@ -201,17 +201,13 @@ static int run_body(lua_State *L)
   return 0;
 }
 
-int rn_lua_protect(lpipe *lp, lua_State *L, rn_lua_body body, void *ud, const char *rel, const char *what,
-                   rn_err *e)
+int rn_lua_pcall(lpipe *lp, lua_State *L, int nargs, int nresults, const char *rel, const char *what, rn_err *e)
 {
-  protected_call pc = { body, ud, e, 0 };
-  lua_pushcfunction(L, run_body);
-  lua_pushlightuserdata(L, &pc);
   lp->depth++;
-  int st = lua_pcall(L, 1, 0, 0);
+  int st = lua_pcall(L, nargs, nresults, 0);
   lp->depth--;
   lp->L = L; /* the thread that called into runnel */
-  if (st == LUA_OK) return pc.rc;
+  if (st == LUA_OK) return 0;
   const char *msg = lua_tostring(L, -1);
   if (!msg) msg = luaL_typename(L, -1);
   int code = e->code != RN_OK && strstr(msg, e->msg) ? e->code     /* a runnel error raised inside keeps its code */
@@ -219,6 +215,23 @@ int rn_lua_protect(lpipe *lp, lua_State *L, rn_lua_body body, void *ud, const ch
   rn_err_set(e, code, "%s%s%s: %s", rel ? rel : "", rel ? ": " : "", what, msg);
   lua_pop(L, 1);
   return e->code;
+}
+
+int rn_lua_protect_on(lpipe *lp, lua_State *L, int nargs, rn_lua_body body, void *ud, const char *rel,
+                      const char *what, rn_err *e)
+{
+  protected_call pc = { body, ud, e, 0 };
+  lua_pushcfunction(L, run_body);
+  lua_pushlightuserdata(L, &pc);
+  lua_rotate(L, -(nargs + 2), 2); /* below the arguments */
+  int rc = rn_lua_pcall(lp, L, nargs + 1, 0, rel, what, e);
+  return rc ? rc : pc.rc;
+}
+
+int rn_lua_protect(lpipe *lp, lua_State *L, rn_lua_body body, void *ud, const char *rel, const char *what,
+                   rn_err *e)
+{
+  return rn_lua_protect_on(lp, L, 0, body, ud, rel, what, e);
 }
 
 /* ---- the collector ---- */

@@ -181,6 +181,7 @@ typedef struct lrow {
   uint64_t read;         /* the slots read since lent, a bit each (bit 63: slot 63 on, or pairs) */
   int ncols;
   bool spans_ok;         /* spans holds where each column starts */
+  const void **names;    /* lua_topointer of each column's name string (after spans) */
   size_t spans[];        /* ncols + 1 */
 } lrow;
 

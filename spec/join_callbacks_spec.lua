@@ -39,6 +39,21 @@ describe("rows lent to a mapper or joiner", function()
     p:close()
   end)
 
+  it("find a column by any key naming it: a name made at run time, one longer than Lua interns", function()
+    local p = runnel.open()
+    local long = ("c"):rep(45)
+    local t = p:table("t", { {"id","int"}, {"name","string"}, {long,"int"}, {"1","int"}, key = "id" })
+    local u = p:table("u", { {"id","int"}, key = "id" })
+    local seen
+    t:join(u, { kind = "left", mapper = function(r)
+      seen = { r["na" .. ("me"):lower()], r[("c"):rep(45)], r[long], r["1"], r[1], r[true], r[r], r[""] }
+      return r.id
+    end })
+    t:insert{ id = 4, name = "ann", [long] = 7, ["1"] = 9 }
+    assert.same({ "ann", 7, 7, 9 }, seen)
+    p:close()
+  end)
+
   it("are read-only, and cannot be read once their call has returned", function()
     local p = runnel.open()
     local teams, players = tables(p)

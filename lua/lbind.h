@@ -175,13 +175,14 @@ void rn_lua_push_run_stats(lua_State *L, const struct rn_run_stats *st, const ch
 /* lrow.c: runnel.Row, a stored row lent to one callback call. */
 typedef struct lrow {
   lpipe *lp;
-  rn_rel *rel;           /* whose schema the row follows */
+  rn_rel *rel;           /* whose schema the row follows (read only while lent) */
   const char *row;       /* NULL: not lent (its call has returned) */
   size_t len;
   uint64_t read;         /* the slots read since lent, a bit each (bit 63: slot 63 on, or pairs) */
   int ncols;
   bool spans_ok;         /* spans holds where each column starts */
   const void **names;    /* lua_topointer of each column's name string (after spans) */
+  const char *rel_name;  /* rel's name (after names): a Row may outlive rel */
   size_t spans[];        /* ncols + 1 */
 } lrow;
 

@@ -160,7 +160,7 @@ static int row_pairs(lua_State *L)
 static int row_tostring(lua_State *L)
 {
   lrow *r = lua_touserdata(L, 1);
-  lua_pushfstring(L, r->row ? "row of %s" : "row of %s (its call has returned)", r->rel->name);
+  lua_pushfstring(L, r->row ? "row of %s" : "row of %s (its call has returned)", r->rel_name);
   return 1;
 }
 
@@ -169,8 +169,11 @@ lrow *rn_lua_newrow(lua_State *L, lpipe *lp, rn_rel *rel)
 {
   rn_lua_relinfo(L, rel);
   int ncols = rel->schema->ncols;
-  lrow *r = lua_newuserdatauv(L, sizeof *r + (sizeof r->spans[0] + sizeof *r->names) * (size_t)(ncols + 1), 0);
+  size_t name_len = strlen(rel->name);
+  lrow *r = lua_newuserdatauv(L, sizeof *r + (sizeof r->spans[0] + sizeof *r->names) * (size_t)(ncols + 1) +
+                                   name_len + 1, 0);
   r->names = (const void **)(r->spans + ncols + 1);
+  r->rel_name = memcpy(r->names + ncols + 1, rel->name, name_len + 1);
   lua_rawgeti(L, LUA_REGISTRYINDEX, ((const lrelinfo *)rel->udata)->names_ref);
   for (int i = 0; i < ncols; i++) {
     lua_rawgeti(L, -1, i + 1);

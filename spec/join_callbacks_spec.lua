@@ -69,6 +69,21 @@ describe("rows lent to a mapper or joiner", function()
     p:close()
   end)
 
+  it("kept past their pipeline's close still print and refuse reads (nothing of the closed relation is read)", function()
+    local p = runnel.open()
+    local teams, players = tables(p)
+    local kept
+    players:join(teams, { kind = "left", mapper = function(r) kept = r; return r.team_id end,
+      joiner = function(l) return { pid = l.id, pname = l.name, score = l.score } end, columns = COLUMNS })
+    players:insert{ id = 1, name = "ann" }
+    p:close()
+    collectgarbage()
+    assert.equal("row of players (its call has returned)", tostring(kept))
+    assert.matches("can be read only during that call", select(2, pcall(function() return kept.id end)))
+    assert.matches("can be read only during that call", select(2, pcall(function() kept.id = 2 end)))
+    assert.matches("can be read only during that call", select(2, pcall(pairs, kept)))
+  end)
+
   it("are read-only and end with their call in a joiner too (rows it reads many times)", function()
     local p = runnel.open()
     local teams, players = tables(p)

@@ -236,6 +236,12 @@ int rn_lua_protect(lpipe *lp, lua_State *L, rn_lua_body body, void *ud, const ch
 
 /* ---- the collector ---- */
 
+/* The minor multiplier: a young collection once the heap has grown by 5% of
+ * itself (Lua's default 20%). A program holding 400 MB otherwise carried up
+ * to 80 MB of a joiner's garbage; the collections it adds cost nothing
+ * measurable (fkjoin --mapper, 121,000 changes); 2% cost about 1%. */
+#define RN_GC_MINORMUL 5
+
 void rn_lua_gc_default(lua_State *L)
 {
   if (!lua_gc(L, LUA_GCISRUNNING)) return;
@@ -243,7 +249,8 @@ void rn_lua_gc_default(lua_State *L)
   lua_gc(L, LUA_GCSETPAUSE, pause);
   lua_gc(L, LUA_GCSETSTEPMUL, stepmul);
   if (pause != 200 || stepmul != 100) return; /* Lua's defaults (LUAI_GCPAUSE, LUAI_GCMUL): 200, 100 */
-  if (lua_gc(L, LUA_GCGEN, 0, 0) == LUA_GCGEN) return;
+  if (lua_gc(L, LUA_GCGEN, 0, 0) == LUA_GCGEN) return; /* 0, 0: its own multipliers stay */
+  lua_gc(L, LUA_GCGEN, RN_GC_MINORMUL, 0);
   lua_gc(L, LUA_GCSTEP, 0); /* a young collection now: switching keeps the incremental mode's wait, and
                                the first young collection would come only once the heap had doubled */
 }

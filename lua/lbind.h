@@ -87,7 +87,7 @@ lrel *rn_lua_checkrel_of(lua_State *L, int idx, lpipe *lp);
 int rn_lua_declared(lua_State *L, lpipe *lp, int rc, rn_rel *rel);
 
 /* Puts the collector of a state that runs a pipeline in generational mode
- * (lbind.c), unless the program chose its own settings: a stopped
+ * with a minor multiplier of 5 (lbind.c), unless the program chose its own settings: a stopped
  * collector, a pause or step multiplier other than Lua's defaults, or
  * generational mode already. A joiner or map that returns a new table per
  * call makes young garbage; Lua's default incremental collector lets it

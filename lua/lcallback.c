@@ -23,6 +23,7 @@ typedef struct lcb {
   lrow *rows[2];          /* the Rows lent to a mapper or joiner (left, right), or NULL */
   int row_refs[2];        /* registry refs keeping them */
   uint64_t mapper_read;   /* the left columns the last mapper call read */
+  const void **out_names; /* a joiner's result: lua_topointer of each column's name string, or NULL */
 } lcb;
 
 enum { CB_FN, CB_INSERT = 0, CB_UPDATE, CB_DELETE, CB_COMMIT, CB_ALL, CB_ROLLBACK, CB_NREFS };
@@ -51,6 +52,7 @@ static void free_cb(void *ctx)
   lcb *cb = ctx;
   for (int i = 0; i < CB_NREFS; i++) luaL_unref(cb->lp->L, LUA_REGISTRYINDEX, cb->refs[i]);
   for (int i = 0; i < 2; i++) luaL_unref(cb->lp->L, LUA_REGISTRYINDEX, cb->row_refs[i]);
+  free(cb->out_names);
   free(cb->name);
   free(cb);
 }
@@ -67,6 +69,7 @@ static lcb *new_cb(lua_State *L, lpipe *lp, const char *name)
   cb->rows[0] = cb->rows[1] = NULL;
   cb->row_refs[0] = cb->row_refs[1] = LUA_NOREF;
   cb->mapper_read = ~0ULL;
+  cb->out_names = NULL;
   return cb;
 }
 
@@ -468,26 +471,44 @@ static int joiner_results_body(lua_State *L, void *ud, rn_err *e)
   return joiner_results(ud, L, 2, lua_gettop(L) - 1, e);
 }
 
-/* The table at idx as out's slot values, read without raising: false when
- * a key is not one of out's column name strings or a value is not a scalar
- * (rn_lua_torow reads it then, and words the error). */
-static bool scalar_row(lpipe *lp, lua_State *L, int idx, rn_rel *out, msgpack_object **vals, uint8_t **given)
+/* The name objects of out's columns (lua_topointer of its name strings,
+ * kept alive by its relinfo), or NULL: none yet (a join being declared has
+ * no relinfo) or out of memory. Raises nothing. */
+static const void **out_names(lcb *cb, lua_State *L, rn_rel *out)
 {
-  const lrelinfo *ri = out->udata; /* none yet for a join being declared */
-  int ncols = ri ? ri->ncols : 0;
-  *vals = ri ? rn_zone_malloc(&lp->p->scratch, (sizeof **vals + 1) * (size_t)ncols) : NULL;
+  const lrelinfo *ri = out->udata;
+  if (cb->out_names || !ri || !(cb->out_names = malloc(sizeof *cb->out_names * (size_t)(ri->ncols + 1))))
+    return cb->out_names;
+  lua_rawgeti(L, LUA_REGISTRYINDEX, ri->names_ref);
+  for (int i = 0; i < ri->ncols; i++) {
+    lua_rawgeti(L, -1, i + 1);
+    cb->out_names[i] = lua_topointer(L, -1);
+    lua_pop(L, 1);
+  }
+  lua_pop(L, 1);
+  return cb->out_names;
+}
+
+/* The table at idx as out's slot values, read without raising: false when
+ * a key is not one of out's column name strings (the very object: short
+ * strings are interned) or a value is not a scalar (rn_lua_torow reads it
+ * then, and words the error). */
+static bool scalar_row(lcall *c, lua_State *L, int idx, msgpack_object **vals, uint8_t **given)
+{
+  lpipe *lp = c->cb->lp;
+  const void **names = out_names(c->cb, L, c->out);
+  int ncols = c->out->schema->ncols;
+  *vals = names ? rn_zone_malloc(&lp->p->scratch, (sizeof **vals + 1) * (size_t)ncols) : NULL;
   if (!*vals) return false;
   *given = (uint8_t *)(*vals + ncols);
   memset(*given, 0, (size_t)ncols);
   int next = 0; /* where the name search starts: keys often come in column order */
   lua_pushnil(L);
   while (lua_next(L, idx)) {
+    const void *key = lua_topointer(L, -2);
     int slot = -1;
-    if (lua_type(L, -2) == LUA_TSTRING) {
-      const char *k = lua_tostring(L, -2);
-      for (int n = 0, i = next; n < ncols; n++, i = i + 1 < ncols ? i + 1 : 0)
-        if (ri->names[i] == k) { slot = i; break; }
-    }
+    for (int n = 0, i = next; n < ncols; n++, i = i + 1 < ncols ? i + 1 : 0)
+      if (names[i] == key) { slot = i; break; }
     if (slot < 0 || !rn_lua_toscalar(L, -1, lua_type(L, -1), &(*vals)[slot])) {
       lua_pop(L, 2);
       return false;
@@ -511,7 +532,7 @@ static bool joiner_results_quick(lcall *c, lua_State *L, int idx, int n, rn_err 
   if (n == 1 && lua_type(L, idx) == LUA_TTABLE) {
     msgpack_object *vals;
     uint8_t *given;
-    if (!scalar_row(lp, L, idx, c->out, &vals, &given)) return false;
+    if (!scalar_row(c, L, idx, &vals, &given)) return false;
     *c->flag = 1;
     *rc = pack_row(lp, c->out, vals, given, "joiner returned a bad row", c->result, e);
     return true;

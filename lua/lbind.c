@@ -221,6 +221,8 @@ int rn_lua_protect_on(lpipe *lp, lua_State *L, int nargs, rn_lua_body body, void
                       const char *what, rn_err *e)
 {
   protected_call pc = { body, ud, e, 0 };
+  if (!lua_checkstack(L, 2)) /* the arguments may be results that filled the stack */
+    return rn_err_set(e, RN_ENOMEM, "%s%s%s: out of memory (Lua stack)", rel ? rel : "", rel ? ": " : "", what);
   lua_pushcfunction(L, run_body);
   lua_pushlightuserdata(L, &pc);
   lua_rotate(L, -(nargs + 2), 2); /* below the arguments */

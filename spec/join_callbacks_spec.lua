@@ -348,6 +348,11 @@ describe("a joiner's returned table and a failing mapper or joiner", function()
       failing(function(l) return l.id, l.name, 1, io.stdout end))
     assert.equal("joiner returned 6 values for the 5 columns of players.join",
       failing(function(l) return l.id, l.name, 1, nil, nil, 6 end))
+    local many = {}
+    for i = 1, 9999 do many[i] = i end
+    many[10000] = {} -- a table among them: read under protection, the values its arguments
+    assert.equal("joiner returned 10000 values for the 5 columns of players.join",
+      failing(function() return table.unpack(many) end))
     assert.matches('^joiner returned a bad row: players.join: unknown column "[%a_]+"',
       failing(function(l) return l end)) -- the first of id, name, team_id met
     assert.equal('joiner returned a bad row: players.join: column "tname": expected string, got userdata',

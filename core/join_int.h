@@ -26,6 +26,8 @@ typedef struct rn_join_proj {
   int slots[];            /* each output column's slot in the default layout */
 } rn_join_proj;
 
+#define RN_JOIN_SPANS_MEMO 15 /* right columns a fused select may walk for the memo */
+
 typedef struct rn_join {
   rn_rel *out, *left, *right;
   rn_join_kind kind;
@@ -41,6 +43,13 @@ typedef struct rn_join {
                              (join_project.c); valid only while projecting */
   rn_join_proj *fuse;     /* its projection (kept while the select's columns stay); owned */
   bool projecting;        /* this change's results are fused's rows */
+  struct {                /* right rows this change walked for the fused select (join_project.c):
+                             a fan-out's every result is made of the same one or two */
+    const char *row;
+    size_t len;
+    size_t starts[RN_JOIN_SPANS_MEMO + 1];
+  } spans_memo[2];
+  int spans_memo_n;
   bool right_native;      /* the right side is a keyed source table */
   bool lookup;            /* the right side is a lookup: results are stored, not recomputed */
   bool keeps_results;     /* entries hold the emitted result (lookup or joiner): an old

@@ -109,6 +109,7 @@ void rn_join_fuse_begin(rn_join *j)
 {
   rn_rel *out = j->out;
   j->projecting = false;
+  j->spans_memo_n = 0; /* rows are only stable within one change */
   if (j->stream || j->kind == RN_JOIN_OUTER || j->fns.joiner || j->proj || j->lookup || out->listeners ||
       out->noutputs != 1)
     return;
@@ -156,6 +157,29 @@ static int spans_of(rn_join *j, const side *row, rn_rel *of, int upto, size_t *s
   return rn_row_spans(row->row, row->len, of->schema->ncols, upto, starts) ? undecodable(j) : 0;
 }
 
+/* spans_of a right row, walked once per change (a fan-out makes every
+ * result of the same old and new right rows): *starts is buf, or the
+ * memo's copy. */
+static int right_spans_of(rn_join *j, const side *row, int upto, size_t *buf, const size_t **starts)
+{
+  *starts = buf;
+  if (!row->row || upto > RN_JOIN_SPANS_MEMO) return spans_of(j, row, j->right, upto, buf);
+  for (int i = 0; i < j->spans_memo_n; i++)
+    if (j->spans_memo[i].row == row->row && j->spans_memo[i].len == row->len) {
+      *starts = j->spans_memo[i].starts;
+      return 0;
+    }
+  if (j->spans_memo_n == 2) return spans_of(j, row, j->right, upto, buf);
+  int i = j->spans_memo_n;
+  int rc = spans_of(j, row, j->right, upto, j->spans_memo[i].starts);
+  if (rc) return rc;
+  j->spans_memo[i].row = row->row;
+  j->spans_memo[i].len = row->len;
+  j->spans_memo_n++;
+  *starts = j->spans_memo[i].starts;
+  return 0;
+}
+
 static void place(const rn_join_proj *pr, const side *res, const size_t *ls, const size_t *rs, placed *out)
 {
   static const char nil = (char)0xc0;
@@ -168,14 +192,6 @@ static void place(const rn_join_proj *pr, const side *res, const size_t *ls, con
     else s -= pr->left_ncols, out->at[i] = r->row + rs[s], out->len[i] = rs[s + 1] - rs[s];
     out->size += out->len[i];
   }
-}
-
-static bool same_placed(int n, const placed *a, const placed *b)
-{
-  if (a->size != b->size) return false;
-  for (int i = 0; i < n; i++)
-    if (a->len[i] != b->len[i] || (a->at[i] != b->at[i] && memcmp(a->at[i], b->at[i], a->len[i]) != 0)) return false;
-  return true;
 }
 
 /* The select's row, into scratch (only when something reads it). */
@@ -192,21 +208,60 @@ static int placed_row(rn_join *j, int n, const placed *pl, side *row)
   return 0;
 }
 
+/* A fused result and where its rows' columns lie (place() reads them). */
+typedef struct made {
+  const side *res;
+  const size_t *ls, *rs;
+} made;
+
 /* One change of the select: emitted when anything reads it (a sink, a
  * cdc, a relation), else only counted, as rn_emit counts (its rows would
- * go nowhere). */
-static int emit_select(rn_join *j, rn_verb verb, uint64_t id, const placed *old, const placed *now)
+ * go nowhere, so they are not made). */
+static int emit_select(rn_join *j, rn_verb verb, uint64_t id, const made *old, const made *now)
 {
   rn_rel *s = j->fused;
   if (!s->listeners && !s->noutputs) {
     if (!s->p->replaying) s->emitted[verb - 1]++;
     return 0;
   }
-  side o = { 0 }, n = { 0 };
-  int rc = old ? placed_row(j, j->fuse->n, old, &o) : 0;
-  if (!rc && now) rc = placed_row(j, j->fuse->n, now, &n);
-  rn_change c = { verb, id, n.row, n.len, o.row, o.len };
+  int n = j->fuse->n;
+  const char *at[2][n];
+  size_t len[2][n];
+  placed po = { at[0], len[0], 0 }, pn = { at[1], len[1], 0 };
+  side o = { 0 }, r = { 0 };
+  int rc = 0;
+  if (old) place(j->fuse, old->res, old->ls, old->rs, &po), rc = placed_row(j, n, &po, &o);
+  if (!rc && now) place(j->fuse, now->res, now->ls, now->rs, &pn), rc = placed_row(j, n, &pn, &r);
+  rn_change c = { verb, id, r.row, r.len, o.row, o.len };
   return rc ? rc : rn_emit(s, &c);
+}
+
+/* The bytes of a fused result's column s of the default layout. */
+static const char *column_at(const rn_join_proj *pr, const made *m, int s, size_t *len)
+{
+  static const char nil = (char)0xc0;
+  const side *l = m->res->made_of[0], *r = m->res->made_of[1];
+  if (s < pr->left_ncols) { *len = m->ls[s + 1] - m->ls[s]; return l->row + m->ls[s]; }
+  if (!r->row) { *len = 1; return &nil; }
+  s -= pr->left_ncols;
+  *len = m->rs[s + 1] - m->rs[s];
+  return r->row + m->rs[s];
+}
+
+/* Do two fused results hold the same selected bytes? A side both are made
+ * of (the same row) is not compared. */
+static bool same_selected(const rn_join_proj *pr, const made *a, const made *b)
+{
+  bool same_l = a->res->made_of[0]->row == b->res->made_of[0]->row;
+  bool same_r = a->res->made_of[1]->row == b->res->made_of[1]->row;
+  for (int i = 0; i < pr->n; i++) {
+    int s = pr->slots[i];
+    if (s < pr->left_ncols ? same_l : same_r) continue;
+    size_t na, nb;
+    const char *x = column_at(pr, a, s, &na), *y = column_at(pr, b, s, &nb);
+    if (na != nb || memcmp(x, y, na) != 0) return false;
+  }
+  return true;
 }
 
 /* The join's change from old to now (JOIN-2), and the select's as
@@ -217,35 +272,29 @@ int rn_join_emit_fused(rn_join *j, uint64_t old_id, const side *old, uint64_t ne
 {
   const rn_join_proj *pr = j->fuse;
   if (old->row && now->row && old_id == new_id && same_made(old, now)) return 0;
-  int n = pr->n;
-  const char *at_old[n], *at_now[n];
-  size_t len_old[n], len_now[n];
-  placed po = { at_old, len_old, 0 }, pn = { at_now, len_now, 0 };
   size_t ls_old[pr->lupto + 1], rs_old[pr->rupto + 1], ls_now[pr->lupto + 1], rs_now[pr->rupto + 1];
-  const size_t *lsn = ls_now, *rsn = rs_now;
+  made mo = { old, ls_old, rs_old }, mn = { now, ls_now, rs_now };
   int rc = 0;
-  if (old->row && !(rc = spans_of(j, old->made_of[0], j->left, pr->lupto, ls_old)) &&
-      !(rc = spans_of(j, old->made_of[1], j->right, pr->rupto, rs_old)))
-    place(pr, old, ls_old, rs_old, &po);
+  if (old->row && !(rc = spans_of(j, old->made_of[0], j->left, pr->lupto, ls_old)))
+    rc = right_spans_of(j, old->made_of[1], pr->rupto, rs_old, &mo.rs);
   if (!rc && now->row) {
-    if (old->row && old->made_of[0]->row == now->made_of[0]->row) lsn = ls_old;
+    if (old->row && old->made_of[0]->row == now->made_of[0]->row) mn.ls = mo.ls;
     else rc = spans_of(j, now->made_of[0], j->left, pr->lupto, ls_now);
-    if (!rc && old->row && old->made_of[1]->row == now->made_of[1]->row) rsn = rs_old;
-    else if (!rc) rc = spans_of(j, now->made_of[1], j->right, pr->rupto, rs_now);
-    if (!rc) place(pr, now, lsn, rsn, &pn);
+    if (!rc && old->row && old->made_of[1]->row == now->made_of[1]->row) mn.rs = mo.rs;
+    else if (!rc) rc = right_spans_of(j, now->made_of[1], pr->rupto, rs_now, &mn.rs);
   }
   if (rc) return rc;
   if (old->row && now->row && old_id == new_id) {
     count(j, RN_UPDATE);
-    return same_placed(n, &po, &pn) ? 0 : emit_select(j, RN_UPDATE, new_id, &po, &pn);
+    return same_selected(pr, &mo, &mn) ? 0 : emit_select(j, RN_UPDATE, new_id, &mo, &mn);
   }
   if (old->row) {
     count(j, RN_DELETE);
-    if ((rc = emit_select(j, RN_DELETE, old_id, &po, NULL))) return rc;
+    if ((rc = emit_select(j, RN_DELETE, old_id, &mo, NULL))) return rc;
   }
   if (now->row) {
     count(j, RN_INSERT);
-    rc = emit_select(j, RN_INSERT, new_id, NULL, &pn);
+    rc = emit_select(j, RN_INSERT, new_id, NULL, &mn);
   }
   return rc;
 }

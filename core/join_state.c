@@ -79,9 +79,64 @@ static int encode_right_key(rn_join *j, msgpack_object *vals, fk *f)
   return keep_encoding(j, f, b);
 }
 
+/* A msgpack int or nil (b: one element, n bytes): false for anything else. */
+static bool int_or_nil(const unsigned char *b, size_t n, int64_t *v, bool *nil)
+{
+  *nil = false;
+  if (n == 1 && b[0] <= 0x7f) { *v = b[0]; return true; }        /* positive fixint */
+  if (n == 1 && b[0] >= 0xe0) { *v = (int8_t)b[0]; return true; } /* negative fixint */
+  if (n == 1 && b[0] == 0xc0) { *nil = true; return true; }
+  uint64_t u = 0;
+  for (size_t i = 1; i < n; i++) u = u << 8 | b[i];
+  switch (b[0]) {
+  case 0xcc: case 0xcd: case 0xce: if (n != 1u + (1u << (b[0] - 0xcc))) return false; *v = (int64_t)u; return true;
+  case 0xcf: if (n != 9 || u > (uint64_t)INT64_MAX) return false; *v = (int64_t)u; return true;
+  case 0xd0: if (n != 2) return false; *v = (int8_t)u; return true;
+  case 0xd1: if (n != 3) return false; *v = (int16_t)u; return true;
+  case 0xd2: if (n != 5) return false; *v = (int32_t)u; return true;
+  case 0xd3: if (n != 9) return false; *v = (int64_t)u; return true;
+  default: return false;
+  }
+}
+
+/* rn_join_left_fk of a single int column naming an int right key, read
+ * from the row's bytes (no decoding, no normalizing: an int column holds
+ * int64s); 1 when the bytes are not such an int (the general path then). */
+static int int_fk(rn_join *j, const side *l, fk *f)
+{
+  int slot = j->on[0];
+  size_t starts[slot + 2];
+  int64_t v;
+  bool nil;
+  if (rn_row_spans(l->row, l->len, j->left->schema->ncols, slot + 1, starts) != 0 ||
+      !int_or_nil((const unsigned char *)l->row + starts[slot], starts[slot + 1] - starts[slot], &v, &nil))
+    return 1;
+  f->null = nil;
+  if (nil) { rn_join_set_part(f); return 0; }
+  char *enc = rn_zone_malloc_no_align(zone_of(j), 9);
+  if (!enc) return nomem(j);
+  enc[0] = RN_KEY_INT; /* as rn_key_append encodes an int */
+  rn_be64_put(enc + 1, (uint64_t)v ^ (1ULL << 63));
+  f->enc = enc;
+  f->len = 9;
+  rn_join_set_part(f);
+  return 0;
+}
+
+static bool int_on_int(const rn_join *j)
+{
+  const rn_schema *rs = j->right->schema;
+  return j->on && j->non == 1 && rs->nkey == 1 && j->left->schema->cols[j->on[0]].type == RN_T_INT &&
+         rs->cols[rs->key_slots[0]].type == RN_T_INT;
+}
+
 /* The right key a left row points at. */
 int rn_join_left_fk(rn_join *j, side *l, fk *f)
 {
+  if (!j->fns.mapper && int_on_int(j)) {
+    int rc = int_fk(j, l, f);
+    if (rc != 1) return rc;
+  }
   int nkey = j->right->schema->nkey;
   msgpack_object *vals = rn_zone_malloc(zone_of(j), sizeof *vals * (size_t)nkey);
   if (!vals) return nomem(j);

@@ -1,5 +1,6 @@
 /* store.c — the LMDB environment: open, transactions, map growth. */
 #include "store.h"
+#include "rowcache.h"
 #include "wb.h"
 
 #include <errno.h>
@@ -266,6 +267,7 @@ fail:
 void rn_store_close(rn_store *s)
 {
   rn_wb_free(s->wb);
+  rn_rowcache_free(s->rowcache);
   if (s->wtxn) mdb_txn_abort(s->wtxn);
   if (s->rtxn) mdb_txn_abort(s->rtxn);
   if (s->env) mdb_env_close(s->env);
@@ -309,6 +311,7 @@ int rn_store_begin(rn_store *s, rn_err *e)
   rc = rn_store_txn(s->env, 0, &s->wtxn);
   if (rc) return rn_store_fail(e, rc, "beginning a group");
   s->txn_serial++;
+  rn_rowcache_began(s->rowcache, mdb_txn_id(s->wtxn));
   return 0;
 }
 
@@ -329,9 +332,12 @@ static int commit(rn_store *s, bool keep, rn_err *e)
     rn_store_abort(s);
     return rn_store_fail(e, rc, "committing a group");
   }
+  size_t txnid = mdb_txn_id(s->wtxn);
   rc = mdb_txn_commit(s->wtxn);
   s->wtxn = NULL;
   forget_written(s);
+  if (rc) rn_rowcache_aborted(s->rowcache);
+  else rn_rowcache_committed(s->rowcache, txnid);
   if (keep && !rc) rn_wb_committed(s->wb);
   else rn_wb_clear(s->wb);
   return rc ? rn_store_write_fail(s, e, rc, "committing a group") : 0;
@@ -355,7 +361,9 @@ void rn_store_release_pages(rn_store *s)
   memcpy(seq, v.mv_data, v.mv_size);
   v.mv_data = seq;
   if (mdb_put(txn, s->meta, &k, &v, 0)) { mdb_txn_abort(txn); return; }
+  size_t txnid = mdb_txn_id(txn);
   if (mdb_txn_commit(txn)) return;
+  rn_rowcache_passed(s->rowcache, txnid);
 }
 
 int rn_store_commit_keep(rn_store *s, rn_err *e) { return commit(s, true, e); }
@@ -363,6 +371,7 @@ int rn_store_commit_keep(rn_store *s, rn_err *e) { return commit(s, true, e); }
 void rn_store_abort(rn_store *s)
 {
   forget_written(s);
+  rn_rowcache_aborted(s->rowcache);
   rn_wb_clear(s->wb);
   if (s->wtxn) mdb_txn_abort(s->wtxn);
   s->wtxn = NULL;

@@ -129,6 +129,9 @@ typedef struct rn_store {
    * (rn_wb_dirtied_over); written_end: one past the highest dbi counted. */
   size_t *written;
   MDB_dbi written_end;
+  /* Keyed rows read by key in the write transaction (rowcache.h), made
+   * at the first such read; NULL: none yet. */
+  struct rn_rowcache *rowcache;
 } rn_store;
 
 /* mapsize 0: the default initial map (64 MiB), and never less than 1 MiB;

@@ -29,6 +29,7 @@
 #include "ops.h"
 #include "pipeline.h"
 #include "row.h"
+#include "rowcache.h"
 #include "snapshot.h"
 #include "wb.h"
 
@@ -90,6 +91,7 @@ static int locate(rn_rel *t, MDB_txn *txn, const char *key, size_t klen, located
 {
   l->found = l->live = l->row_copied = false;
   l->cur = NULL;
+  l->id = 0;
   MDB_val v;
   if (klen <= RN_KEY_INLINE_MAX) {
     l->key.mv_data = (void *)key;
@@ -142,7 +144,13 @@ static int put_keyed(rn_rel *t, const located *l, uint64_t id, const char *key, 
   int rc = !l->cur ? rn_wb_put(&t->p->store, t->p->store.wtxn, t->rows_dbi, &k, &v, 0)
                    : mdb_cursor_put(l->cur, &k, &v, l->found ? MDB_CURRENT : 0);
   if (l->cur && !rc) rn_store_wrote(&t->p->store, t->rows_dbi);
-  return rc ? rn_store_fail(&t->p->err, rc, t->name) : 0;
+  if (rc) return rn_store_fail(&t->p->err, rc, t->name);
+  rn_store *s = &t->p->store;
+  if (s->rowcache) { /* rowcache.h (2) */
+    rn_cached_row now = { true, row != NULL, id, row, row_len };
+    rn_rowcache_wrote(s->rowcache, t->rows_dbi, key, klen, &now);
+  }
+  return 0;
 }
 
 static int encode_key(rn_rel *t, msgpack_object *vals)
@@ -517,14 +525,36 @@ int rn_table_get(rn_rel *t, msgpack_object *vals, uint8_t *given, int *found,
   return rc;
 }
 
+/* The row cache serves reads in the write transaction without the
+ * write-back layer (which keeps what it reads itself). */
+static rn_rowcache *row_cache(rn_rel *t, MDB_txn *txn)
+{
+  rn_store *s = &t->p->store;
+  if (!txn || txn != s->wtxn || s->wb) return NULL;
+  if (!s->rowcache) s->rowcache = rn_rowcache_new(); /* NULL: uncached, slower, not wrong */
+  return s->rowcache;
+}
+
 int rn_table_row_by_key(rn_rel *t, MDB_txn *txn, const char *key, size_t klen,
                         uint64_t *id, const char **row, size_t *len)
 {
+  rn_rowcache *cache = row_cache(t, txn);
+  rn_cached_row c;
+  if (cache && rn_rowcache_get(cache, t->rows_dbi, key, klen, &c)) {
+    *row = c.row;
+    *len = c.row_len;
+    *id = c.id;
+    return 0;
+  }
   located l;
   int rc = locate(t, txn, key, klen, &l);
   *row = !rc && l.live ? l.row : NULL;
   *len = l.row_len;
   *id = l.id;
+  if (!rc && cache) {
+    c = (rn_cached_row){ l.found, l.live, l.id, l.row, l.row_len };
+    rn_rowcache_fill(cache, t->rows_dbi, key, klen, &c);
+  }
   return rc;
 }
 

@@ -201,17 +201,13 @@ static int run_body(lua_State *L)
   return 0;
 }
 
-int rn_lua_protect(lpipe *lp, lua_State *L, rn_lua_body body, void *ud, const char *rel, const char *what,
-                   rn_err *e)
+int rn_lua_pcall(lpipe *lp, lua_State *L, int nargs, int nresults, const char *rel, const char *what, rn_err *e)
 {
-  protected_call pc = { body, ud, e, 0 };
-  lua_pushcfunction(L, run_body);
-  lua_pushlightuserdata(L, &pc);
   lp->depth++;
-  int st = lua_pcall(L, 1, 0, 0);
+  int st = lua_pcall(L, nargs, nresults, 0);
   lp->depth--;
   lp->L = L; /* the thread that called into runnel */
-  if (st == LUA_OK) return pc.rc;
+  if (st == LUA_OK) return 0;
   const char *msg = lua_tostring(L, -1);
   if (!msg) msg = luaL_typename(L, -1);
   int code = e->code != RN_OK && strstr(msg, e->msg) ? e->code     /* a runnel error raised inside keeps its code */
@@ -221,7 +217,32 @@ int rn_lua_protect(lpipe *lp, lua_State *L, rn_lua_body body, void *ud, const ch
   return e->code;
 }
 
+int rn_lua_protect_on(lpipe *lp, lua_State *L, int nargs, rn_lua_body body, void *ud, const char *rel,
+                      const char *what, rn_err *e)
+{
+  protected_call pc = { body, ud, e, 0 };
+  if (!lua_checkstack(L, 2)) /* the arguments may be results that filled the stack */
+    return rn_err_set(e, RN_ENOMEM, "%s%s%s: out of memory (Lua stack)", rel ? rel : "", rel ? ": " : "", what);
+  lua_pushcfunction(L, run_body);
+  lua_pushlightuserdata(L, &pc);
+  lua_rotate(L, -(nargs + 2), 2); /* below the arguments */
+  int rc = rn_lua_pcall(lp, L, nargs + 1, 0, rel, what, e);
+  return rc ? rc : pc.rc;
+}
+
+int rn_lua_protect(lpipe *lp, lua_State *L, rn_lua_body body, void *ud, const char *rel, const char *what,
+                   rn_err *e)
+{
+  return rn_lua_protect_on(lp, L, 0, body, ud, rel, what, e);
+}
+
 /* ---- the collector ---- */
+
+/* The minor multiplier: a young collection once the heap has grown by 5% of
+ * itself (Lua's default 20%). A program holding 400 MB otherwise carried up
+ * to 80 MB of a joiner's garbage; the collections it adds cost nothing
+ * measurable (fkjoin --mapper, 121,000 changes); 2% cost about 1%. */
+#define RN_GC_MINORMUL 5
 
 void rn_lua_gc_default(lua_State *L)
 {
@@ -230,7 +251,8 @@ void rn_lua_gc_default(lua_State *L)
   lua_gc(L, LUA_GCSETPAUSE, pause);
   lua_gc(L, LUA_GCSETSTEPMUL, stepmul);
   if (pause != 200 || stepmul != 100) return; /* Lua's defaults (LUAI_GCPAUSE, LUAI_GCMUL): 200, 100 */
-  if (lua_gc(L, LUA_GCGEN, 0, 0) == LUA_GCGEN) return;
+  if (lua_gc(L, LUA_GCGEN, 0, 0) == LUA_GCGEN) return; /* 0, 0: its own multipliers stay */
+  lua_gc(L, LUA_GCGEN, RN_GC_MINORMUL, 0);
   lua_gc(L, LUA_GCSTEP, 0); /* a young collection now: switching keeps the incremental mode's wait, and
                                the first young collection would come only once the heap had doubled */
 }

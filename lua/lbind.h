@@ -87,7 +87,7 @@ lrel *rn_lua_checkrel_of(lua_State *L, int idx, lpipe *lp);
 int rn_lua_declared(lua_State *L, lpipe *lp, int rc, rn_rel *rel);
 
 /* Puts the collector of a state that runs a pipeline in generational mode
- * (lbind.c), unless the program chose its own settings: a stopped
+ * with a minor multiplier of 5 (lbind.c), unless the program chose its own settings: a stopped
  * collector, a pause or step multiplier other than Lua's defaults, or
  * generational mode already. A joiner or map that returns a new table per
  * call makes young garbage; Lua's default incremental collector lets it
@@ -106,6 +106,16 @@ typedef int (*rn_lua_body)(lua_State *L, void *ud, rn_err *e);
  * RN_ECALLBACK, or the code of a runnel error raised inside). */
 int rn_lua_protect(lpipe *lp, lua_State *L, rn_lua_body body, void *ud, const char *rel, const char *what,
                    rn_err *e);
+/* As rn_lua_protect, with the top nargs values moved into the call: body
+ * finds them at 2 .. nargs + 1 (index 1 is the call's own). */
+int rn_lua_protect_on(lpipe *lp, lua_State *L, int nargs, rn_lua_body body, void *ud, const char *rel,
+                      const char *what, rn_err *e);
+/* Calls the function below nargs arguments on L's top under lua_pcall from
+ * a core callback, leaving nresults results (LUA_MULTRET: all of them).
+ * Only the call is protected: the caller must handle the results without
+ * raising (or hand them to rn_lua_protect_on). An error is turned into e
+ * as rn_lua_protect does (the message popped); lp->L is restored. */
+int rn_lua_pcall(lpipe *lp, lua_State *L, int nargs, int nresults, const char *rel, const char *what, rn_err *e);
 
 /* lconvert.c */
 /* Converts the row table at idx (a full row or a patch, keyed by external
@@ -117,6 +127,9 @@ int rn_lua_torow(lpipe *lp, lua_State *L, int idx, rn_rel *rel,
  * one-column key. */
 int rn_lua_tokey(lpipe *lp, lua_State *L, int idx, rn_rel *rel,
                  msgpack_object **vals, uint8_t **given);
+/* The scalar at idx (nil, boolean, number or string; type: lua_type of
+ * it) into out, raising nothing; false for any other value. */
+bool rn_lua_toscalar(lua_State *L, int idx, int type, msgpack_object *out);
 /* Converts one Lua value (for a column, or "any" when col is NULL). */
 int rn_lua_tovalue(lpipe *lp, lua_State *L, int idx, const rn_column *col,
                    msgpack_object *out, int depth);
@@ -162,12 +175,14 @@ void rn_lua_push_run_stats(lua_State *L, const struct rn_run_stats *st, const ch
 /* lrow.c: runnel.Row, a stored row lent to one callback call. */
 typedef struct lrow {
   lpipe *lp;
-  rn_rel *rel;           /* whose schema the row follows */
+  rn_rel *rel;           /* whose schema the row follows (read only while lent) */
   const char *row;       /* NULL: not lent (its call has returned) */
   size_t len;
   uint64_t read;         /* the slots read since lent, a bit each (bit 63: slot 63 on, or pairs) */
   int ncols;
   bool spans_ok;         /* spans holds where each column starts */
+  const void **names;    /* lua_topointer of each column's name string (after spans) */
+  const char *rel_name;  /* rel's name (after names): a Row may outlive rel */
   size_t spans[];        /* ncols + 1 */
 } lrow;
 

@@ -23,6 +23,7 @@ typedef struct lcb {
   lrow *rows[2];          /* the Rows lent to a mapper or joiner (left, right), or NULL */
   int row_refs[2];        /* registry refs keeping them */
   uint64_t mapper_read;   /* the left columns the last mapper call read */
+  const void **out_names; /* a joiner's result: lua_topointer of each column's name string, or NULL */
 } lcb;
 
 enum { CB_FN, CB_INSERT = 0, CB_UPDATE, CB_DELETE, CB_COMMIT, CB_ALL, CB_ROLLBACK, CB_NREFS };
@@ -51,6 +52,7 @@ static void free_cb(void *ctx)
   lcb *cb = ctx;
   for (int i = 0; i < CB_NREFS; i++) luaL_unref(cb->lp->L, LUA_REGISTRYINDEX, cb->refs[i]);
   for (int i = 0; i < 2; i++) luaL_unref(cb->lp->L, LUA_REGISTRYINDEX, cb->row_refs[i]);
+  free(cb->out_names);
   free(cb->name);
   free(cb);
 }
@@ -67,6 +69,7 @@ static lcb *new_cb(lua_State *L, lpipe *lp, const char *name)
   cb->rows[0] = cb->rows[1] = NULL;
   cb->row_refs[0] = cb->row_refs[1] = LUA_NOREF;
   cb->mapper_read = ~0ULL;
+  cb->out_names = NULL;
   return cb;
 }
 
@@ -96,6 +99,17 @@ static int filter_cb(void *ctx, rn_rel *in, const char *row, size_t len, int *pa
   return rn_lua_protect(cb->lp, cb->lp->L, filter_body, &c, cb->name, "filter", e);
 }
 
+/* A returned row's values (out's slots), checked against out's schema and
+ * packed into result. */
+static int pack_row(lpipe *lp, rn_rel *out, msgpack_object *vals, uint8_t *given, const char *bad_prefix,
+                    msgpack_sbuffer *result, rn_err *e)
+{
+  int rc = rn_row_normalize(out->schema, out->name, RN_ROW_FULL, vals, given, &lp->p->scratch, e);
+  if (rc) rn_err_prefix(e, bad_prefix);
+  else rn_row_pack(out->schema, vals, result);
+  return rc;
+}
+
 /* The row a map or joiner returned on top of the stack, checked against
  * out's schema and packed into result; nil means no row. */
 static int returned_row(lpipe *lp, lua_State *L, rn_rel *out, const char *bad_prefix,
@@ -112,9 +126,8 @@ static int returned_row(lpipe *lp, lua_State *L, rn_rel *out, const char *bad_pr
     msgpack_object *vals;
     uint8_t *given;
     rc = rn_lua_torow(lp, L, -1, out, &vals, &given);
-    if (!rc) rc = rn_row_normalize(out->schema, out->name, RN_ROW_FULL, vals, given, &lp->p->scratch, e);
-    if (!rc) rn_row_pack(out->schema, vals, result);
-    else rn_err_prefix(e, bad_prefix);
+    if (rc) rn_err_prefix(e, bad_prefix);
+    else rc = pack_row(lp, out, vals, given, bad_prefix, result, e);
   }
   return rc;
 }
@@ -247,6 +260,14 @@ static void push_key(lua_State *L, const rn_schema *s, const msgpack_object *val
   }
 }
 
+/* Whether the callback's Row for side can be lent for a row of rel as it
+ * is (no Row is made: push_lent raises nothing). */
+static bool row_free(const lcb *cb, int side, const rn_rel *rel)
+{
+  const lrow *r = cb->rows[side];
+  return r && !r->row && r->rel == rel && r->ncols == rel->schema->ncols;
+}
+
 /* Pushes row (a row of rel) as the Row the callback keeps for side, lent
  * for this call (nil for no row); a Row still lent (a callback reached
  * again from inside itself, e.g. through a scan) is left alone and a new
@@ -256,7 +277,7 @@ static void push_lent(lcall *c, lua_State *L, int side, rn_rel *rel, const char 
   lcb *cb = c->cb;
   if (!row) { lua_pushnil(L); return; }
   lrow *r = cb->rows[side];
-  if (r && !r->row && r->rel == rel && r->ncols == rel->schema->ncols) {
+  if (row_free(cb, side, rel)) {
     lua_rawgeti(L, LUA_REGISTRYINDEX, cb->row_refs[side]);
   } else {
     r = rn_lua_newrow(L, cb->lp, rel);
@@ -282,15 +303,10 @@ static void take_back(lcall *c)
 /* mapper(row) -> the right key: a scalar for a one-column key, else a
  * table by position or by column name (read with lua_getfield: metamethods
  * run, protected). */
-static int mapper_body(lua_State *L, void *ud, rn_err *e)
+static int mapper_key(lcall *c, lua_State *L, rn_err *e)
 {
-  lcall *c = ud;
   lcb *cb = c->cb;
   lpipe *lp = cb->lp;
-  lua_rawgeti(L, LUA_REGISTRYINDEX, cb->refs[CB_MAPPER]);
-  push_lent(c, L, 0, c->in, c->row, c->len);
-  lua_call(L, 1, 1);
-  cb->mapper_read = c->lent[0] ? c->lent[0]->read : 0;
   int *has_key = c->flag, nkey = c->nkey;
   *has_key = !lua_isnil(L, -1) && lua_touserdata(L, -1) != RN_LUA_NULL;
   const rn_schema *rs = cb->right->schema;
@@ -312,15 +328,48 @@ static int mapper_body(lua_State *L, void *ud, rn_err *e)
   return 0;
 }
 
+static int mapper_body(lua_State *L, void *ud, rn_err *e)
+{
+  lcall *c = ud;
+  lua_rawgeti(L, LUA_REGISTRYINDEX, c->cb->refs[CB_MAPPER]);
+  push_lent(c, L, 0, c->in, c->row, c->len);
+  lua_call(L, 1, 1);
+  c->cb->mapper_read = c->lent[0] ? c->lent[0]->read : 0;
+  return mapper_key(c, L, e);
+}
+
+/* mapper_key under protection: the key was returned as its one argument. */
+static int mapper_key_body(lua_State *L, void *ud, rn_err *e)
+{
+  return mapper_key(ud, L, e);
+}
+
+/* The mapper called directly under lua_pcall (no protected C body around
+ * it) when its Row is ready: a key that is not a table is read without
+ * raising; a table goes to mapper_key under protection (lua_getfield runs
+ * metamethods). Else, all of it under rn_lua_protect. */
 static int mapper_cb(void *ctx, rn_rel *left, const char *row, size_t len,
                      msgpack_object *out, int nkey, int *has_key, msgpack_zone *z, rn_err *e)
 {
   (void)z;
   lcb *cb = ctx;
+  lua_State *L = cb->lp->L;
   lcall c = { .cb = cb, .in = left, .row = row, .len = len, .key = out, .nkey = nkey, .flag = has_key };
   cb->mapper_read = ~0ULL; /* unknown unless the call completes */
-  int rc = rn_lua_protect(cb->lp, cb->lp->L, mapper_body, &c, cb->name, "mapper", e);
+  int rc, base = lua_gettop(L);
+  if (row_free(cb, 0, left) && lua_checkstack(L, 4)) {
+    lua_rawgeti(L, LUA_REGISTRYINDEX, cb->refs[CB_MAPPER]);
+    push_lent(&c, L, 0, left, row, len);
+    rc = rn_lua_pcall(cb->lp, L, 1, 1, cb->name, "mapper", e);
+    if (!rc) {
+      cb->mapper_read = c.lent[0]->read;
+      rc = lua_type(L, -1) != LUA_TTABLE ? mapper_key(&c, L, e)
+                                          : rn_lua_protect_on(cb->lp, L, 1, mapper_key_body, &c, cb->name, "mapper", e);
+    }
+  } else
+    rc = rn_lua_protect(cb->lp, L, mapper_body, &c, cb->name, "mapper", e);
   take_back(&c);
+  lua_settop(L, base);
   return rc;
 }
 
@@ -391,6 +440,17 @@ static int returned_values(lpipe *lp, lua_State *L, int idx, int n, rn_rel *out,
   return 0;
 }
 
+/* What a joiner returned: the n values from idx (none: no result). */
+static int joiner_results(lcall *c, lua_State *L, int idx, int n, rn_err *e)
+{
+  lpipe *lp = c->cb->lp;
+  if (n == 0) { *c->flag = 0; return 0; }
+  int t = lua_type(L, idx);
+  if (n == 1 && (t == LUA_TNIL || t == LUA_TTABLE || rn_lua_testrow(L, idx)))
+    return returned_row(lp, L, c->out, "joiner returned a bad row", c->result, c->flag, e);
+  return returned_values(lp, L, idx, n, c->out, c->result, c->flag, e);
+}
+
 /* joiner(left, right) -> a row table, nil (no result), or the values of
  * the result's columns in their declared order. */
 static int joiner_body(lua_State *L, void *ud, rn_err *e)
@@ -402,22 +462,115 @@ static int joiner_body(lua_State *L, void *ud, rn_err *e)
   push_lent(c, L, 0, cb->left, c->row, c->len);
   push_lent(c, L, 1, cb->right, c->row2, c->len2);
   lua_call(L, 2, LUA_MULTRET);
-  int n = lua_gettop(L) - base;
-  if (n == 0) { *c->flag = 0; return 0; }
-  int t = lua_type(L, base + 1);
-  if (n == 1 && (t == LUA_TNIL || t == LUA_TTABLE || rn_lua_testrow(L, base + 1)))
-    return returned_row(cb->lp, L, c->out, "joiner returned a bad row", c->result, c->flag, e);
-  return returned_values(cb->lp, L, base + 1, n, c->out, c->result, c->flag, e);
+  return joiner_results(c, L, base + 1, lua_gettop(L) - base, e);
 }
 
+/* joiner_results under protection: the results are its arguments. */
+static int joiner_results_body(lua_State *L, void *ud, rn_err *e)
+{
+  return joiner_results(ud, L, 2, lua_gettop(L) - 1, e);
+}
+
+/* The name objects of out's columns (lua_topointer of its name strings,
+ * kept alive by its relinfo), or NULL: none yet (a join being declared has
+ * no relinfo) or out of memory. Raises nothing. */
+static const void **out_names(lcb *cb, lua_State *L, rn_rel *out)
+{
+  const lrelinfo *ri = out->udata;
+  if (cb->out_names || !ri || !(cb->out_names = malloc(sizeof *cb->out_names * (size_t)(ri->ncols + 1))))
+    return cb->out_names;
+  lua_rawgeti(L, LUA_REGISTRYINDEX, ri->names_ref);
+  for (int i = 0; i < ri->ncols; i++) {
+    lua_rawgeti(L, -1, i + 1);
+    cb->out_names[i] = lua_topointer(L, -1);
+    lua_pop(L, 1);
+  }
+  lua_pop(L, 1);
+  return cb->out_names;
+}
+
+/* The table at idx as out's slot values, read without raising: false when
+ * a key is not one of out's column name strings (the very object: short
+ * strings are interned) or a value is not a scalar (rn_lua_torow reads it
+ * then, and words the error). */
+static bool scalar_row(lcall *c, lua_State *L, int idx, msgpack_object **vals, uint8_t **given)
+{
+  lpipe *lp = c->cb->lp;
+  const void **names = out_names(c->cb, L, c->out);
+  int ncols = c->out->schema->ncols;
+  *vals = names ? rn_zone_malloc(&lp->p->scratch, (sizeof **vals + 1) * (size_t)ncols) : NULL;
+  if (!*vals) return false;
+  *given = (uint8_t *)(*vals + ncols);
+  memset(*given, 0, (size_t)ncols);
+  int next = 0; /* where the name search starts: keys often come in column order */
+  lua_pushnil(L);
+  while (lua_next(L, idx)) {
+    const void *key = lua_topointer(L, -2);
+    int slot = -1;
+    for (int n = 0, i = next; n < ncols; n++, i = i + 1 < ncols ? i + 1 : 0)
+      if (names[i] == key) { slot = i; break; }
+    if (slot < 0 || !rn_lua_toscalar(L, -1, lua_type(L, -1), &(*vals)[slot])) {
+      lua_pop(L, 2);
+      return false;
+    }
+    (*given)[slot] = 1;
+    next = slot + 1 < ncols ? slot + 1 : 0;
+    lua_pop(L, 1);
+  }
+  return true;
+}
+
+/* What a joiner returned (n values from idx) handled without raising when
+ * it is nothing, nil, a table of scalars or values none of which is a
+ * table or full userdata: true with *rc set, else false (joiner_results
+ * must read it under protection). */
+static bool joiner_results_quick(lcall *c, lua_State *L, int idx, int n, rn_err *e, int *rc)
+{
+  lpipe *lp = c->cb->lp;
+  *rc = 0;
+  if (n == 0 || (n == 1 && lua_isnil(L, idx))) { *c->flag = 0; return true; }
+  if (n == 1 && lua_type(L, idx) == LUA_TTABLE) {
+    msgpack_object *vals;
+    uint8_t *given;
+    if (!scalar_row(c, L, idx, &vals, &given)) return false;
+    *c->flag = 1;
+    *rc = pack_row(lp, c->out, vals, given, "joiner returned a bad row", c->result, e);
+    return true;
+  }
+  for (int i = 0; i < n; i++) {
+    int t = lua_type(L, idx + i);
+    if (t == LUA_TTABLE || t == LUA_TUSERDATA) return false;
+  }
+  *rc = returned_values(lp, L, idx, n, c->out, c->result, c->flag, e);
+  return true;
+}
+
+/* The joiner called directly under lua_pcall (no protected C body around
+ * it) when its Rows are ready, what it returned read without raising when
+ * it can be (joiner_results_quick), else under protection; when a Row is
+ * still lent (a joiner reached from inside itself), all of it under
+ * rn_lua_protect. */
 static int joiner_cb(void *ctx, rn_rel *join, const char *left_row, size_t llen,
                      const char *right_row, size_t rlen, msgpack_sbuffer *result, int *has_row, rn_err *e)
 {
   lcb *cb = ctx;
+  lua_State *L = cb->lp->L;
   lcall c = { .cb = cb, .out = join, .row = left_row, .len = llen, .row2 = right_row, .len2 = rlen,
               .result = result, .flag = has_row };
-  int rc = rn_lua_protect(cb->lp, cb->lp->L, joiner_body, &c, join->name, "joiner", e);
+  int rc, base = lua_gettop(L);
+  if ((!left_row || row_free(cb, 0, cb->left)) && (!right_row || row_free(cb, 1, cb->right)) &&
+      lua_checkstack(L, 8)) {
+    lua_rawgeti(L, LUA_REGISTRYINDEX, cb->refs[CB_JOINER]);
+    push_lent(&c, L, 0, cb->left, left_row, llen);
+    push_lent(&c, L, 1, cb->right, right_row, rlen);
+    rc = rn_lua_pcall(cb->lp, L, 2, LUA_MULTRET, join->name, "joiner", e);
+    int n = lua_gettop(L) - base;
+    if (!rc && !joiner_results_quick(&c, L, base + 1, n, e, &rc))
+      rc = rn_lua_protect_on(cb->lp, L, n, joiner_results_body, &c, join->name, "joiner", e);
+  } else
+    rc = rn_lua_protect(cb->lp, L, joiner_body, &c, join->name, "joiner", e);
   take_back(&c);
+  lua_settop(L, base);
   return rc;
 }
 

@@ -370,3 +370,8 @@ rn_schema *rn_lua_toschema(lpipe *lp, lua_State *L, int cols_idx, int key_idx,
   }
   return s;
 }
+
+bool rn_lua_toscalar(lua_State *L, int idx, int type, msgpack_object *out)
+{
+  return scalar_value(L, idx, type, out);
+}

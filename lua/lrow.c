@@ -110,6 +110,10 @@ static void push_slot(lua_State *L, lrow *r, int slot)
 static int row_index(lua_State *L)
 {
   lrow *r = torow(L);
+  const void *key = lua_topointer(L, 2); /* the name string object itself, when it is one (short strings
+                                            are interned): one API call, no type check or table lookup */
+  for (int i = 0; i < r->ncols; i++)
+    if (r->names[i] == key) { push_slot(L, r, i); return 1; }
   int slot = slot_of(L, r, 2);
   if (slot < 0) lua_pushnil(L);
   else push_slot(L, r, slot);
@@ -156,7 +160,7 @@ static int row_pairs(lua_State *L)
 static int row_tostring(lua_State *L)
 {
   lrow *r = lua_touserdata(L, 1);
-  lua_pushfstring(L, r->row ? "row of %s" : "row of %s (its call has returned)", r->rel->name);
+  lua_pushfstring(L, r->row ? "row of %s" : "row of %s (its call has returned)", r->rel_name);
   return 1;
 }
 
@@ -165,7 +169,18 @@ lrow *rn_lua_newrow(lua_State *L, lpipe *lp, rn_rel *rel)
 {
   rn_lua_relinfo(L, rel);
   int ncols = rel->schema->ncols;
-  lrow *r = lua_newuserdatauv(L, sizeof *r + sizeof r->spans[0] * (size_t)(ncols + 1), 0);
+  size_t name_len = strlen(rel->name);
+  lrow *r = lua_newuserdatauv(L, sizeof *r + (sizeof r->spans[0] + sizeof *r->names) * (size_t)(ncols + 1) +
+                                   name_len + 1, 0);
+  r->names = (const void **)(r->spans + ncols + 1);
+  r->rel_name = memcpy(r->names + ncols + 1, rel->name, name_len + 1);
+  lua_rawgeti(L, LUA_REGISTRYINDEX, ((const lrelinfo *)rel->udata)->names_ref);
+  for (int i = 0; i < ncols; i++) {
+    lua_rawgeti(L, -1, i + 1);
+    r->names[i] = lua_topointer(L, -1); /* kept alive by names_ref, as long as rel */
+    lua_pop(L, 1);
+  }
+  lua_pop(L, 1);
   r->lp = lp;
   r->rel = rel;
   r->row = NULL;

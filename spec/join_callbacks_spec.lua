@@ -39,6 +39,21 @@ describe("rows lent to a mapper or joiner", function()
     p:close()
   end)
 
+  it("find a column by any key naming it: a name made at run time, one longer than Lua interns", function()
+    local p = runnel.open()
+    local long = ("c"):rep(45)
+    local t = p:table("t", { {"id","int"}, {"name","string"}, {long,"int"}, {"1","int"}, key = "id" })
+    local u = p:table("u", { {"id","int"}, key = "id" })
+    local seen
+    t:join(u, { kind = "left", mapper = function(r)
+      seen = { r["na" .. ("me"):lower()], r[("c"):rep(45)], r[long], r["1"], r[1], r[true], r[r], r[""] }
+      return r.id
+    end })
+    t:insert{ id = 4, name = "ann", [long] = 7, ["1"] = 9 }
+    assert.same({ "ann", 7, 7, 9 }, seen)
+    p:close()
+  end)
+
   it("are read-only, and cannot be read once their call has returned", function()
     local p = runnel.open()
     local teams, players = tables(p)
@@ -52,6 +67,21 @@ describe("rows lent to a mapper or joiner", function()
     assert.equal("row of players (its call has returned)", tostring(kept))
     local _ = j
     p:close()
+  end)
+
+  it("kept past their pipeline's close still print and refuse reads (nothing of the closed relation is read)", function()
+    local p = runnel.open()
+    local teams, players = tables(p)
+    local kept
+    players:join(teams, { kind = "left", mapper = function(r) kept = r; return r.team_id end,
+      joiner = function(l) return { pid = l.id, pname = l.name, score = l.score } end, columns = COLUMNS })
+    players:insert{ id = 1, name = "ann" }
+    p:close()
+    collectgarbage()
+    assert.equal("row of players (its call has returned)", tostring(kept))
+    assert.matches("can be read only during that call", select(2, pcall(function() return kept.id end)))
+    assert.matches("can be read only during that call", select(2, pcall(function() kept.id = 2 end)))
+    assert.matches("can be read only during that call", select(2, pcall(pairs, kept)))
   end)
 
   it("are read-only and end with their call in a joiner too (rows it reads many times)", function()
@@ -122,6 +152,26 @@ describe("a joiner's values in column order", function()
     local p, _, players, j = setup(function() end)
     players:insert{ id = 1, name = "ann" }
     assert.equal(0, j:count())
+    p:close()
+  end)
+end)
+
+describe("a joiner's returned table", function()
+  it("may hold lists, structs and long column names (read under protection) among scalars", function()
+    local p = runnel.open()
+    local teams, players = tables(p)
+    local long = ("n"):rep(48) -- longer than Lua interns: not the very name string
+    local j = players:join(teams, { kind = "left", mapper = function(r) return r.team_id end,
+      joiner = function(l, t)
+        return { pid = l.id, tags = { l.name, t and t.name }, pos = { x = l.id * 2 }, [long] = l.score }
+      end,
+      columns = { {"pid","int"}, {"tags","list"}, {"pos", { {"x","int"} }}, {long,"int"}, key = "pid" } })
+    teams:insert{ id = 7, name = "otters" }
+    for id = 1, 3 do players:insert{ id = id, name = "p" .. id, team_id = 7, score = id * 10 } end
+    teams:update{ id = 7, name = "seals" }
+    for id = 1, 3 do
+      assert.same({ pid = id, tags = { "p" .. id, "seals" }, pos = { x = id * 2 }, [long] = id * 10 }, j:get(id))
+    end
     p:close()
   end)
 end)
@@ -283,6 +333,32 @@ describe("a joiner's returned table and a failing mapper or joiner", function()
       failing(function(l) return { pid = l.id, score = 1 } end))
     assert.equal('joiner returned a bad row: players.join: column "pid": key column is missing',
       failing(function(l) return { pname = l.name, score = 1 } end))
+  end)
+
+  it("keeps its wording whatever was returned (read directly or under protection)", function()
+    local raising = setmetatable({}, { __index = function() error("key boom") end })
+    local function mapper(r) if r.id == 2 then return raising end return r.team_id end
+    local line = debug.getinfo(1, "l").currentline - 2
+    assert.equal(("players.join: mapper: spec/join_callbacks_spec.lua:%d: key boom"):format(line), failing(nil, mapper))
+    assert.equal('joiner returned bad values: players.join: column "pid": expected int, got userdata',
+      failing(function() return io.stdout end))
+    assert.equal('joiner returned bad values: players.join: column "tname": expected string, got table',
+      failing(function(l) return l.id, l.name, 1, {} end))
+    assert.equal('joiner returned bad values: players.join: column "tname": expected string, got userdata',
+      failing(function(l) return l.id, l.name, 1, io.stdout end))
+    assert.equal("joiner returned 6 values for the 5 columns of players.join",
+      failing(function(l) return l.id, l.name, 1, nil, nil, 6 end))
+    local many = {}
+    for i = 1, 9999 do many[i] = i end
+    many[10000] = {} -- a table among them: read under protection, the values its arguments
+    assert.equal("joiner returned 10000 values for the 5 columns of players.join",
+      failing(function() return table.unpack(many) end))
+    assert.matches('^joiner returned a bad row: players.join: unknown column "[%a_]+"',
+      failing(function(l) return l end)) -- the first of id, name, team_id met
+    assert.equal('joiner returned a bad row: players.join: column "tname": expected string, got userdata',
+      failing(function(l, t) return { pid = l.id, pname = l.name, score = 1, tname = t } end))
+    assert.equal(('joiner returned a bad row: players.join: unknown column "%s"'):format(("x"):rep(50)),
+      failing(function(l) return { pid = l.id, pname = l.name, score = 1, [("x"):rep(50)] = 1 } end))
   end)
 
   it("names the join and the user's line when the joiner or the mapper raises", function()

@@ -234,7 +234,7 @@ typedef struct map_names {
   const rn_schema *schema; /* built for; NULL: not built */
   char *bytes;
   uint32_t *at;            /* ncols + 1 offsets */
-  bool structs;            /* a struct column: its values are decoded (rows_as_map) */
+  bool structs;            /* a struct column: its values are decoded (structs_to_map) */
 } map_names;
 
 static void map_names_free(map_names *m)

@@ -279,8 +279,10 @@ int rn_table_replace(rn_rel *t, msgpack_object *old, uint8_t *old_given,
  * p->rowbuf (valid until the next call); *found = 0 when absent. */
 int rn_table_get(rn_rel *t, msgpack_object *vals, uint8_t *given, int *found,
                  uint64_t *id, const char **row, size_t *len);
-/* Row access for operators, in txn. Rows point into LMDB: copy before any
- * write. *row is NULL when absent. */
+/* Row access for operators, in txn. Rows point into LMDB, or into the
+ * write transaction's row cache (rowcache.h), whose slot the next read of
+ * another key may take: copy before any other read or write. *row is NULL
+ * when absent. */
 int rn_table_row_by_key(rn_rel *t, MDB_txn *txn, const char *key, size_t klen,
                         uint64_t *id, const char **row, size_t *len);
 

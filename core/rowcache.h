@@ -41,7 +41,7 @@ typedef struct rn_cached_row {
   bool found;             /* an entry (live or tombstone) */
   bool live;              /* it holds a row */
   uint64_t id;
-  const char *row;        /* into the slot: valid until the next put of any key */
+  const char *row;        /* into the slot: valid until the next fill or put (another key may take the slot) */
   size_t row_len;
 } rn_cached_row;
 

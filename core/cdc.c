@@ -190,30 +190,65 @@ static int log_update(builder *b, const rn_change *c, const size_t *ov, const si
 /* The value offsets of every stored row in the log, each walked once:
  * item i's old at spans + 2i * (ncols + 1), its row just after. NULL
  * (the error set) when out of memory or a row cannot be decoded. */
-static size_t *log_spans(builder *b, const rn_log *log)
+/* The value offsets of a group log's rows (each change's old and new row).
+ * A log whose offsets fit in LOG_SPANS_KEPT bytes has every row walked once
+ * and kept; a bigger one walks a row again at each use, into one of two
+ * scratch rows (old, new), so that its memory stays that of two rows. */
+#define LOG_SPANS_KEPT ((size_t)8 << 20)
+
+typedef struct log_spans {
+  size_t na;              /* offsets per row: ncols + 1 */
+  size_t *kept;           /* 2 * na per change, or NULL */
+  size_t scratch[];       /* 2 * na when nothing is kept */
+} log_spans;
+
+static log_spans *log_spans_new(builder *b, const rn_log *log)
 {
   size_t na = (size_t)b->in->ncols + 1;
-  size_t *sp = malloc(log->n * 2 * na * sizeof *sp);
-  if (!sp) {
+  bool keep = log->n <= LOG_SPANS_KEPT / (2 * na * sizeof(size_t));
+  log_spans *s = malloc(sizeof *s + (keep ? 0 : 2 * na * sizeof(size_t)));
+  if (s) s->na = na;
+  if (s) s->kept = keep ? malloc((log->n ? log->n : 1) * 2 * na * sizeof(size_t)) : NULL;
+  if (!s || (keep && !s->kept)) {
+    free(s);
     rn_err_set(&b->cdc->p->err, RN_ENOMEM, "out of memory");
     return NULL;
   }
-  for (size_t i = 0; i < log->n; i++) {
+  for (size_t i = 0; keep && i < log->n; i++) {
     const rn_change *c = &log->items[i];
-    if ((c->old && spans(b, c->old, c->old_len, sp + 2 * i * na)) ||
-        (c->row && spans(b, c->row, c->row_len, sp + (2 * i + 1) * na))) {
-      free(sp);
+    if ((c->old && spans(b, c->old, c->old_len, s->kept + 2 * i * na)) ||
+        (c->row && spans(b, c->row, c->row_len, s->kept + (2 * i + 1) * na))) {
+      free(s->kept);
+      free(s);
       return NULL;
     }
   }
-  return sp;
+  return s;
+}
+
+static void log_spans_free(log_spans *s)
+{
+  if (s) free(s->kept);
+  free(s);
+}
+
+/* The offsets of change i's old (side 0) or new (side 1) row; NULL with
+ * the error set when the row cannot be decoded. A scratch row's offsets
+ * last until the next call for the same side. */
+static const size_t *span_at(builder *b, log_spans *s, const rn_log *log, size_t i, int side)
+{
+  if (s->kept) return s->kept + (2 * i + (size_t)side) * s->na;
+  const rn_change *c = &log->items[i];
+  const char *row = side ? c->row : c->old;
+  size_t *at = s->scratch + (size_t)side * s->na;
+  if (row && spans(b, row, side ? c->row_len : c->old_len, at)) return NULL;
+  return at;
 }
 
 static int build_log(builder *b, const rn_log *log, const rn_cdc_opts *o)
 {
   rn_pipeline *p = b->cdc->p;
   int n = b->in->ncols;
-  size_t na = (size_t)n + 1;
   rn_net *net = malloc(log->n * sizeof *net);
   size_t *owner = malloc(log->n * sizeof *owner);
   uint8_t *mod = calloc(log->n * (size_t)n + (size_t)n, 1); /* per entry, + one scratch row */
@@ -227,31 +262,41 @@ static int build_log(builder *b, const rn_log *log, const rn_cdc_opts *o)
    * row (rn_log_net). */
   size_t *first = rc ? NULL : malloc(2 * (nnet + 1) * sizeof *first), *last = first ? first + nnet + 1 : NULL;
   if (!rc && !first) rc = rn_err_set(&p->err, RN_ENOMEM, "out of memory");
-  size_t *sp = rc ? NULL : log_spans(b, log);
+  log_spans *sp = rc ? NULL : log_spans_new(b, log);
   if (!rc && !sp) rc = p->err.code;
   for (size_t i = 0; !rc && i < nnet; i++) first[i] = (size_t)-1;
   for (size_t i = 0; !rc && i < log->n; i++) {
     if (first[owner[i]] == (size_t)-1) first[owner[i]] = i;
     last[owner[i]] = i;
-    if (o->preimage == 1) mark_modified(b, &log->items[i], sp + 2 * i * na, sp + (2 * i + 1) * na, mod + owner[i] * (size_t)n);
+    if (o->preimage != 1) continue;
+    const size_t *ov = span_at(b, sp, log, i, 0), *nv = ov ? span_at(b, sp, log, i, 1) : NULL;
+    if (!nv) rc = p->err.code;
+    else mark_modified(b, &log->items[i], ov, nv, mod + owner[i] * (size_t)n);
   }
   for (size_t i = 0; !rc && o->preimage && i < nnet; i++) {       /* (1) */
     uint8_t *take = mod + i * (size_t)n;
     for (int c = 0; c < n; c++) take[c] |= key[c];
     const rn_change *f = &log->items[first[i]];
-    if (net[i].before) rc = log_row(b, OP_PRE, net[i].id, f->old, sp + 2 * first[i] * na, o->preimage == 2 ? NULL : take, NULL);
-    else rc = log_row(b, OP_PRE, net[i].id, f->row, sp + (2 * first[i] + 1) * na, key, NULL);
+    const size_t *at = span_at(b, sp, log, first[i], net[i].before ? 0 : 1);
+    if (!at) rc = p->err.code;
+    else if (net[i].before) rc = log_row(b, OP_PRE, net[i].id, f->old, at, o->preimage == 2 ? NULL : take, NULL);
+    else rc = log_row(b, OP_PRE, net[i].id, f->row, at, key, NULL);
   }
   for (size_t i = 0; !rc && i < log->n; i++) {                     /* (2) */
     const rn_change *c = &log->items[i];
-    const size_t *ov = sp + 2 * i * na, *nv = ov + na;
-    if (c->verb == RN_INSERT) rc = log_row(b, OP_INSERT, c->id, c->row, nv, NULL, NULL);
+    const size_t *ov = span_at(b, sp, log, i, 0), *nv = ov ? span_at(b, sp, log, i, 1) : NULL;
+    if (!nv) rc = p->err.code;
+    else if (c->verb == RN_INSERT) rc = log_row(b, OP_INSERT, c->id, c->row, nv, NULL, NULL);
     else if (c->verb == RN_DELETE) rc = log_row(b, OP_DELETE, c->id, c->old, ov, key, NULL);
     else rc = log_update(b, c, ov, nv, key);
   }
-  for (size_t i = 0; !rc && o->postimage && i < nnet; i++)       /* (3) */
-    if (net[i].after) rc = log_row(b, OP_POST, net[i].id, net[i].after, sp + (2 * last[i] + 1) * na, NULL, NULL);
-  free(sp);
+  for (size_t i = 0; !rc && o->postimage && i < nnet; i++) {     /* (3) */
+    if (!net[i].after) continue;
+    const size_t *at = span_at(b, sp, log, last[i], 1);
+    if (!at) rc = p->err.code;
+    else rc = log_row(b, OP_POST, net[i].id, net[i].after, at, NULL, NULL);
+  }
+  log_spans_free(sp);
   free(first);
   free(net);
   free(owner);

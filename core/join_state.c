@@ -79,26 +79,6 @@ static int encode_right_key(rn_join *j, msgpack_object *vals, fk *f)
   return keep_encoding(j, f, b);
 }
 
-/* A msgpack int or nil (b: one element, n bytes): false for anything else. */
-static bool int_or_nil(const unsigned char *b, size_t n, int64_t *v, bool *nil)
-{
-  *nil = false;
-  if (n == 1 && b[0] <= 0x7f) { *v = b[0]; return true; }        /* positive fixint */
-  if (n == 1 && b[0] >= 0xe0) { *v = (int8_t)b[0]; return true; } /* negative fixint */
-  if (n == 1 && b[0] == 0xc0) { *nil = true; return true; }
-  uint64_t u = 0;
-  for (size_t i = 1; i < n; i++) u = u << 8 | b[i];
-  switch (b[0]) {
-  case 0xcc: case 0xcd: case 0xce: if (n != 1u + (1u << (b[0] - 0xcc))) return false; *v = (int64_t)u; return true;
-  case 0xcf: if (n != 9 || u > (uint64_t)INT64_MAX) return false; *v = (int64_t)u; return true;
-  case 0xd0: if (n != 2) return false; *v = (int8_t)u; return true;
-  case 0xd1: if (n != 3) return false; *v = (int16_t)u; return true;
-  case 0xd2: if (n != 5) return false; *v = (int32_t)u; return true;
-  case 0xd3: if (n != 9) return false; *v = (int64_t)u; return true;
-  default: return false;
-  }
-}
-
 /* rn_join_left_fk of a single int column naming an int right key, read
  * from the row's bytes (no decoding, no normalizing: an int column holds
  * int64s); 1 when the bytes are not such an int (the general path then). */
@@ -106,13 +86,16 @@ static int int_fk(rn_join *j, const side *l, fk *f)
 {
   int slot = j->on[0];
   size_t starts[slot + 2];
-  int64_t v;
-  bool nil;
+  msgpack_object o;
   if (rn_row_spans(l->row, l->len, j->left->schema->ncols, slot + 1, starts) != 0 ||
-      !int_or_nil((const unsigned char *)l->row + starts[slot], starts[slot + 1] - starts[slot], &v, &nil))
+      !rn_scalar_object((const unsigned char *)l->row + starts[slot], starts[slot + 1] - starts[slot], &o))
     return 1;
-  f->null = nil;
-  if (nil) { rn_join_set_part(f); return 0; }
+  int64_t v;
+  if (o.type == MSGPACK_OBJECT_NEGATIVE_INTEGER) v = o.via.i64;
+  else if (o.type == MSGPACK_OBJECT_POSITIVE_INTEGER && o.via.u64 <= (uint64_t)INT64_MAX) v = (int64_t)o.via.u64;
+  else if (o.type == MSGPACK_OBJECT_NIL) { f->null = true; rn_join_set_part(f); return 0; }
+  else return 1;
+  f->null = false;
   char *enc = rn_zone_malloc_no_align(zone_of(j), 9);
   if (!enc) return nomem(j);
   enc[0] = RN_KEY_INT; /* as rn_key_append encodes an int */

@@ -625,9 +625,7 @@ int rn_sbuf_grow(msgpack_sbuffer *out, size_t n)
   return 0;
 }
 
-/* A scalar (nil, bool, int, float, str, bin) of sz bytes at p into o, as
- * msgpack-c's unpacker makes it; false for anything else. */
-static bool scalar_object(const unsigned char *p, size_t sz, msgpack_object *o)
+bool rn_scalar_object(const unsigned char *p, size_t sz, msgpack_object *o)
 {
   unsigned b = p[0];
   if (b <= 0x7f) *o = (msgpack_object){ .type = MSGPACK_OBJECT_POSITIVE_INTEGER, .via.u64 = b };
@@ -683,7 +681,7 @@ int rn_unpack_flat_map(const char *data, size_t len, msgpack_zone *z, msgpack_ob
     for (int half = 0; half < 2; half++) {
       size_t sz = rn_value_size(data + off, end);
       msgpack_object *o = half ? &kv[i].val : &kv[i].key;
-      if (!sz || !scalar_object(p + off, sz, o) || (!half && o->type != MSGPACK_OBJECT_STR)) return 0;
+      if (!sz || !rn_scalar_object(p + off, sz, o) || (!half && o->type != MSGPACK_OBJECT_STR)) return 0;
       off += sz;
     }
   }

@@ -72,6 +72,11 @@ static inline size_t rn_value_size(const char *v, const char *end)
   return sz && sz <= (size_t)(end - v) ? sz : rn_msgpack_size(v, (size_t)(end - v));
 }
 
+/* A scalar (nil, bool, int, float, str, bin) of sz bytes at p (sz >= 1,
+ * the size rn_value_size gives) into o, as msgpack-c's unpacker makes it;
+ * false for anything else. */
+bool rn_scalar_object(const unsigned char *p, size_t sz, msgpack_object *o);
+
 /* Decodes a map whose keys are strings and values scalars (nil, bool,
  * int, float, str, bin) into *out as msgpack_unpack would (strings and
  * bins pointing into data, the entries from z), without its general

@@ -272,7 +272,7 @@ static int right_step(rn_join *j, const rn_change *c, uint64_t skip)
       msgpack_sbuffer_init(&k);
       if (!(rc = rn_join_result_key(j, e->lid, &l, &f, &k))) rc = rn_join_result_id(j, &k, e->lid, true, &rid);
       msgpack_sbuffer_destroy(&k);
-      if (!rc) rc = rn_join_index_put(j, &f, e->lid, rid, &l, &oa);
+      if (!rc && !(rc = rn_join_index_seek(j, &f, e->lid))) rc = rn_join_index_put(j, &f, e->lid, rid, &l, &oa);
       rewritten = true;
     }
     if (!rc && ob.row && !oa.row && j->fns.selector) { /* the key is free again */
@@ -281,10 +281,10 @@ static int right_step(rn_join *j, const rn_change *c, uint64_t skip)
       uint64_t ignored;
       if (!(rc = rn_join_result_key(j, e->lid, &l, &f, &k))) rc = rn_join_result_id(j, &k, e->lid, false, &ignored);
       msgpack_sbuffer_destroy(&k);
-      if (!rc) rc = rn_join_index_put(j, &f, e->lid, 0, &l, NULL);
+      if (!rc && !(rc = rn_join_index_seek(j, &f, e->lid))) rc = rn_join_index_put(j, &f, e->lid, 0, &l, NULL);
       rewritten = true;
     }
-    if (!rc && j->keeps_results && !rewritten && !same_result(&ob, &oa))
+    if (!rc && j->keeps_results && !rewritten && !same_result(&ob, &oa) && !(rc = rn_join_index_seek(j, &f, e->lid)))
       rc = rn_join_index_put(j, &f, e->lid, rid, &l, &oa); /* the entry keeps what is emitted */
     if (!rc) rc = rn_join_emit_result(j, rid, &ob, rid, &oa);
   }

@@ -66,6 +66,7 @@ typedef struct rn_join {
   bool index_at;          /* index_cur is positioned at index_at_key */
   char index_at_key[RN_JOIN_FK_INLINE + 16];
   size_t index_at_len;
+  bool index_near;        /* index_cur was left on an entry: a fan-out's next one may be one step on */
 } rn_join;
 
 /* A right key, encoded, with its fk part as the index uses it. */
@@ -145,6 +146,9 @@ int rn_join_emit_result(rn_join *j, uint64_t old_id, const side *old, uint64_t n
  * row here, no lookup; a lookup join keeps the result it emitted. An entry
  * index_entry just read is rewritten in place (no second descent). */
 int rn_join_index_put(rn_join *j, const fk *f, uint64_t lid, uint64_t rid, const side *l, const side *res);
+/* Positions the index at entry (f, lid) for index_put, by one step when it
+ * is the entry after the one last read or written (fan-out order). */
+int rn_join_index_seek(rn_join *j, const fk *f, uint64_t lid);
 /* An entry index_entry just read is deleted where the cursor stands. */
 int rn_join_index_del(rn_join *j, const fk *f, uint64_t lid);
 /* A left row's entry: its result id (0: none yet or no entry) and, for a

@@ -403,7 +403,7 @@ static MDB_cursor *index_cursor(rn_join *j)
   rn_store *s = &j->out->p->store;
   if (j->reading || !s->wtxn || s->wb) return NULL; /* the write-back layer finds keys without it */
   if (j->index_cur && j->index_cur_txn == s->txn_serial) return j->index_cur;
-  j->index_at = false;
+  j->index_at = j->index_near = false;
   if (mdb_cursor_open(s->wtxn, j->index_dbi, &j->index_cur)) return j->index_cur = NULL;
   j->index_cur_txn = s->txn_serial;
   return j->index_cur;
@@ -437,7 +437,38 @@ int rn_join_index_put(rn_join *j, const fk *f, uint64_t lid, uint64_t rid, const
   if (rlen) memcpy(d + 12 + l->len, res->row, rlen);
   rc = here ? mdb_cursor_put(cur, &key, &v, MDB_CURRENT) : 0;
   if (here && !rc) rn_store_wrote(&j->out->p->store, j->index_dbi);
+  j->index_near = here && !rc; /* LMDB leaves the cursor on the item it put */
   return rc ? rn_store_fail(err_of(j), rc, j->out->name) : 0;
+}
+
+/* Puts the index cursor on entry (f, lid), so that rn_join_index_put
+ * rewrites it in place: one step from the entry the cursor was left on
+ * when it is the next one (a fan-out rewrites a key's entries in ascending
+ * left id), else a search. Only a hint: nothing happens without a cursor
+ * (write-back layer, reads), and a missing entry leaves it unpositioned. */
+int rn_join_index_seek(rn_join *j, const fk *f, uint64_t lid)
+{
+  MDB_cursor *cur = index_cursor(j);
+  if (!cur) return 0;
+  char k[sizeof ((fk *)0)->part + 8];
+  size_t klen;
+  index_key(f, lid, k, &klen);
+  MDB_val key, v;
+  int rc = MDB_NOTFOUND;
+  if (j->index_near) {
+    rc = mdb_cursor_get(cur, &key, &v, MDB_NEXT);
+    if (!rc && (key.mv_size != klen || memcmp(key.mv_data, k, klen) != 0)) rc = MDB_NOTFOUND;
+  }
+  if (rc) {
+    key = (MDB_val){ klen, k };
+    rc = mdb_cursor_get(cur, &key, &v, MDB_SET);
+  }
+  j->index_at = j->index_near = rc == 0;
+  if (j->index_at) {
+    memcpy(j->index_at_key, k, klen);
+    j->index_at_len = klen;
+  }
+  return rc && rc != MDB_NOTFOUND ? rn_store_fail(err_of(j), rc, j->out->name) : 0;
 }
 
 /* An entry index_entry just read is deleted where the cursor stands. */
@@ -466,7 +497,7 @@ int rn_join_index_entry(rn_join *j, const fk *f, uint64_t lid, uint64_t *rid, si
   MDB_val key = { klen, k }, v;
   MDB_cursor *cur = index_cursor(j);
   int rc = cur ? mdb_cursor_get(cur, &key, &v, MDB_SET) : rn_wb_get(&j->out->p->store, txn_of(j), j->index_dbi, &key, &v);
-  j->index_at = cur && rc == 0;
+  j->index_at = j->index_near = cur && rc == 0;
   if (j->index_at) {
     memcpy(j->index_at_key, k, klen);
     j->index_at_len = klen;

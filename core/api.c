@@ -151,15 +151,35 @@ static int map_to_slots(rn_pipeline *p, rn_rel *rel, const msgpack_object *m,
   return 0;
 }
 
-int rn_push_object(rn_pipeline *p, rn_rel *rel, rn_op op, const msgpack_object *m)
+int rn_flat_map_slots(rn_pipeline *p, rn_rel *rel, const char *map, size_t len, msgpack_object **vals,
+                      uint8_t **given)
 {
-  rn_err_clear(&p->err);
-  if (p->state == RN_APPLYING || p->state == RN_COMMITTING)
-    return rn_err_set(&p->err, RN_EMISUSE, "tables cannot be changed from inside a callback (filter, map or sink)");
-  msgpack_object *vals = NULL;
-  uint8_t *given = NULL;
-  int rc = map_to_slots(p, rel, m, &vals, &given);
-  if (rc) return rn_group_fail(p, rc, p->err.msg); /* GROUP-2: bad input rolls the group back */
+  const unsigned char *b = (const unsigned char *)map;
+  if (!map || len == 0 || b[0] < 0x80 || b[0] > 0x8f) return 0; /* a fixmap: up to 15 columns */
+  const char *at = map + 1, *end = map + len;
+  const rn_schema *s = rel->schema;
+  size_t n = (size_t)(s->ncols ? s->ncols : 1);
+  *vals = rn_zone_malloc(&p->scratch, sizeof **vals * n);
+  *given = rn_zone_malloc(&p->scratch, n);
+  if (!*vals || !*given) return -1;
+  memset(*given, 0, n);
+  for (unsigned i = 0; i < (b[0] & 0x0fu); i++) {
+    size_t ksz = rn_value_size(at, end), vsz;
+    msgpack_object k;
+    if (!ksz || !rn_scalar_object((const unsigned char *)at, ksz, &k) || k.type != MSGPACK_OBJECT_STR) return 0;
+    int slot = rn_schema_slot(s, k.via.str.ptr, k.via.str.size);
+    if (slot < 0 || (*given)[slot]) return 0;
+    at += ksz;
+    if (!(vsz = rn_value_size(at, end)) || !rn_scalar_object((const unsigned char *)at, vsz, &(*vals)[slot])) return 0;
+    (*given)[slot] = 1;
+    at += vsz;
+  }
+  return at == end;
+}
+
+/* A change's slot values into rel. */
+static int push_slots(rn_pipeline *p, rn_rel *rel, rn_op op, msgpack_object *vals, uint8_t *given)
+{
   switch (op) {
   case RN_OP_INSERT: return rn_table_insert(rel, vals, given);
   case RN_OP_UPDATE: return rn_table_update(rel, vals, given);
@@ -168,6 +188,24 @@ int rn_push_object(rn_pipeline *p, rn_rel *rel, rn_op op, const msgpack_object *
   }
   rn_err_set(&p->err, RN_EINVAL, "%s: rn_push: unknown op %d", rel->name, (int)op);
   return rn_group_fail(p, RN_EINVAL, p->err.msg);
+}
+
+/* Inside a callback: tables cannot be changed. */
+static bool applying(const rn_pipeline *p)
+{
+  return p->state == RN_APPLYING || p->state == RN_COMMITTING;
+}
+
+int rn_push_object(rn_pipeline *p, rn_rel *rel, rn_op op, const msgpack_object *m)
+{
+  rn_err_clear(&p->err);
+  if (applying(p))
+    return rn_err_set(&p->err, RN_EMISUSE, "tables cannot be changed from inside a callback (filter, map or sink)");
+  msgpack_object *vals = NULL;
+  uint8_t *given = NULL;
+  int rc = map_to_slots(p, rel, m, &vals, &given);
+  if (rc) return rn_group_fail(p, rc, p->err.msg); /* GROUP-2: bad input rolls the group back */
+  return push_slots(p, rel, op, vals, given);
 }
 
 /* A change's relation: not NULL (rn_relation found nothing) and p's own. As
@@ -182,12 +220,10 @@ static int check_change_target(rn_pipeline *p, const rn_rel *rel, rn_op op)
   return rn_group_fail(p, RN_EINVAL, p->err.msg);
 }
 
-RN_API int rn_push(rn_pipeline *p, rn_rel *rel, rn_op op, const void *map, size_t len)
+/* A change of any shape decoded into objects (rn_push_object says what is
+ * wrong with it, if anything). */
+static int push_decoded(rn_pipeline *p, rn_rel *rel, rn_op op, const char *map, size_t len)
 {
-  if (!p) return RN_EINVAL;
-  rn_err_clear(&p->err);
-  int rc = check_change_target(p, rel, op);
-  if (rc) return rc;
   msgpack_object m;
   size_t off = 0;
   /* Checked before decoding: msgpack-c allocates what a header claims. */
@@ -196,7 +232,23 @@ RN_API int rn_push(rn_pipeline *p, rn_rel *rel, rn_op op, const void *map, size_
     rn_err_set(&p->err, RN_EINVAL, "%s: the change is not valid msgpack", rel->name);
     return rn_group_fail(p, RN_EINVAL, p->err.msg);
   }
-  rc = rn_push_object(p, rel, op, &m);
+  return rn_push_object(p, rel, op, &m);
+}
+
+RN_API int rn_push(rn_pipeline *p, rn_rel *rel, rn_op op, const void *map, size_t len)
+{
+  if (!p) return RN_EINVAL;
+  rn_err_clear(&p->err);
+  int rc = check_change_target(p, rel, op);
+  if (rc) return rc;
+  msgpack_object *vals;
+  uint8_t *given;
+  int fast = applying(p) ? 0 : rn_flat_map_slots(p, rel, map, len, &vals, &given); /* the usual host change */
+  if (fast < 0) {
+    rn_err_set(&p->err, RN_ENOMEM, "out of memory");
+    return rn_group_fail(p, RN_ENOMEM, p->err.msg);
+  }
+  rc = fast ? push_slots(p, rel, op, vals, given) : push_decoded(p, rel, op, map, len);
   if (!rc) rn_err_clear(&p->err); /* what callbacks were refused is not the change's message */
   return rc;
 }

@@ -287,13 +287,38 @@ typedef struct map_names {
   char *bytes;
   uint32_t *at;            /* ncols + 1 offsets */
   bool structs;            /* a struct column: its values are decoded (structs_to_map) */
+  /* When every packed name takes at most NAME_SLOT bytes: name i again at
+   * slots + i * NAME_SLOT, padded, so that it is one fixed-size copy
+   * (slot_len[i] its length); else NULL. */
+  char *slots;
+  uint8_t *slot_len;
 } map_names;
+
+#define NAME_SLOT 32
 
 static void map_names_free(map_names *m)
 {
   free(m->bytes);
   free(m->at);
+  free(m->slots);
+  free(m->slot_len);
   *m = (map_names){ 0 };
+}
+
+/* m's names as fixed slots (map_names), when all fit; -1 out of memory. */
+static int name_slots_build(map_names *m, const rn_schema *s)
+{
+  for (int i = 0; i < s->ncols; i++)
+    if (m->at[i + 1] - m->at[i] > NAME_SLOT) return 0;
+  size_t n = (size_t)(s->ncols ? s->ncols : 1);
+  m->slots = calloc(n, NAME_SLOT);
+  m->slot_len = malloc(n);
+  if (!m->slots || !m->slot_len) return -1;
+  for (int i = 0; i < s->ncols; i++) {
+    m->slot_len[i] = (uint8_t)(m->at[i + 1] - m->at[i]);
+    memcpy(m->slots + (size_t)i * NAME_SLOT, m->bytes + m->at[i], m->slot_len[i]);
+  }
+  return 0;
 }
 
 /* The room a map of s's names takes: its header and each name's. */
@@ -325,6 +350,11 @@ static int map_names_build(map_names *m, const rn_schema *s)
     m->structs |= c->type == RN_T_STRUCT;
   }
   m->at[s->ncols] = (uint32_t)(w - m->bytes);
+  if (name_slots_build(m, s)) {
+    map_names_free(m);
+    rn_oom_note();
+    return -1;
+  }
   m->schema = s;
   return 0;
 }
@@ -353,12 +383,39 @@ static char *put_name(char *w, const rn_schema *s, const map_names *m, int i)
   return rn_put_bytes(w, c->name, c->name_len);
 }
 
+/* flat_to_map's loop for a short row (16 readable bytes past its end) and
+ * names in slots: each name and each value of up to 16 bytes one
+ * fixed-size copy. w has room for the map and NAME_SLOT bytes more. */
+static char *slotted_to_map(const map_names *m, int ncols, const char *v, const char *end, char *w)
+{
+  for (int i = 0; i < ncols; i++) {
+    size_t vlen = v < end ? rn_scalar_size[(unsigned char)*v] : 0;
+    if (!vlen || vlen > (size_t)(end - v)) vlen = rn_value_size(v, end);
+    if (!vlen) return NULL;
+    memcpy(w, m->slots + (size_t)i * NAME_SLOT, NAME_SLOT);
+    w += m->slot_len[i];
+    if (vlen <= 16) memcpy(w, v, 16);
+    else memcpy(w, v, vlen);
+    w += vlen;
+    v += vlen;
+  }
+  return w;
+}
+
 /* The map of a row of s without struct columns, in one walk: each column's
  * packed name (from m, if not NULL), then its value's stored bytes. */
 static int flat_to_map(const rn_schema *s, const map_names *m, const char *row, size_t len, msgpack_sbuffer *out)
 {
   char padded[256 + 16]; /* a short row, copied with room past its end: every value a fixed copy */
   if (len <= 256) row = memcpy(padded, row, len);
+  if (len <= 256 && m && m->slots) {
+    const char *v = row_values(row, len, s->ncols);
+    if (!v || rn_sbuf_reserve(out, m->at[s->ncols] + len + NAME_SLOT + 16)) return -1;
+    char *w = rn_put_bytes(out->data + out->size, m->bytes, m->at[0]);
+    if (!(w = slotted_to_map(m, s->ncols, v, row + len, w))) return -1;
+    out->size = (size_t)(w - out->data);
+    return 0;
+  }
   const char *v = row_values(row, len, s->ncols), *end = row + len, *readable_end = end + (len <= 256 ? 16 : 0);
   if (!v || rn_sbuf_reserve(out, (m ? m->at[s->ncols] : names_size(s)) + len + 16)) return -1;
   char *w = out->data + out->size;

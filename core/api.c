@@ -151,15 +151,35 @@ static int map_to_slots(rn_pipeline *p, rn_rel *rel, const msgpack_object *m,
   return 0;
 }
 
-int rn_push_object(rn_pipeline *p, rn_rel *rel, rn_op op, const msgpack_object *m)
+int rn_flat_map_slots(rn_pipeline *p, rn_rel *rel, const char *map, size_t len, msgpack_object **vals,
+                      uint8_t **given)
 {
-  rn_err_clear(&p->err);
-  if (p->state == RN_APPLYING || p->state == RN_COMMITTING)
-    return rn_err_set(&p->err, RN_EMISUSE, "tables cannot be changed from inside a callback (filter, map or sink)");
-  msgpack_object *vals = NULL;
-  uint8_t *given = NULL;
-  int rc = map_to_slots(p, rel, m, &vals, &given);
-  if (rc) return rn_group_fail(p, rc, p->err.msg); /* GROUP-2: bad input rolls the group back */
+  const unsigned char *b = (const unsigned char *)map;
+  if (!map || len == 0 || b[0] < 0x80 || b[0] > 0x8f) return 0; /* a fixmap: up to 15 columns */
+  const char *at = map + 1, *end = map + len;
+  const rn_schema *s = rel->schema;
+  size_t n = (size_t)(s->ncols ? s->ncols : 1);
+  *vals = rn_zone_malloc(&p->scratch, sizeof **vals * n);
+  *given = rn_zone_malloc(&p->scratch, n);
+  if (!*vals || !*given) return -1;
+  memset(*given, 0, n);
+  for (unsigned i = 0; i < (b[0] & 0x0fu); i++) {
+    size_t ksz = rn_value_size(at, end), vsz;
+    msgpack_object k;
+    if (!ksz || !rn_scalar_object((const unsigned char *)at, ksz, &k) || k.type != MSGPACK_OBJECT_STR) return 0;
+    int slot = rn_schema_slot(s, k.via.str.ptr, k.via.str.size);
+    if (slot < 0 || (*given)[slot]) return 0;
+    at += ksz;
+    if (!(vsz = rn_value_size(at, end)) || !rn_scalar_object((const unsigned char *)at, vsz, &(*vals)[slot])) return 0;
+    (*given)[slot] = 1;
+    at += vsz;
+  }
+  return at == end;
+}
+
+/* A change's slot values into rel. */
+static int push_slots(rn_pipeline *p, rn_rel *rel, rn_op op, msgpack_object *vals, uint8_t *given)
+{
   switch (op) {
   case RN_OP_INSERT: return rn_table_insert(rel, vals, given);
   case RN_OP_UPDATE: return rn_table_update(rel, vals, given);
@@ -168,6 +188,24 @@ int rn_push_object(rn_pipeline *p, rn_rel *rel, rn_op op, const msgpack_object *
   }
   rn_err_set(&p->err, RN_EINVAL, "%s: rn_push: unknown op %d", rel->name, (int)op);
   return rn_group_fail(p, RN_EINVAL, p->err.msg);
+}
+
+/* Inside a callback: tables cannot be changed. */
+static bool applying(const rn_pipeline *p)
+{
+  return p->state == RN_APPLYING || p->state == RN_COMMITTING;
+}
+
+int rn_push_object(rn_pipeline *p, rn_rel *rel, rn_op op, const msgpack_object *m)
+{
+  rn_err_clear(&p->err);
+  if (applying(p))
+    return rn_err_set(&p->err, RN_EMISUSE, "tables cannot be changed from inside a callback (filter, map or sink)");
+  msgpack_object *vals = NULL;
+  uint8_t *given = NULL;
+  int rc = map_to_slots(p, rel, m, &vals, &given);
+  if (rc) return rn_group_fail(p, rc, p->err.msg); /* GROUP-2: bad input rolls the group back */
+  return push_slots(p, rel, op, vals, given);
 }
 
 /* A change's relation: not NULL (rn_relation found nothing) and p's own. As
@@ -182,12 +220,10 @@ static int check_change_target(rn_pipeline *p, const rn_rel *rel, rn_op op)
   return rn_group_fail(p, RN_EINVAL, p->err.msg);
 }
 
-RN_API int rn_push(rn_pipeline *p, rn_rel *rel, rn_op op, const void *map, size_t len)
+/* A change of any shape decoded into objects (rn_push_object says what is
+ * wrong with it, if anything). */
+static int push_decoded(rn_pipeline *p, rn_rel *rel, rn_op op, const char *map, size_t len)
 {
-  if (!p) return RN_EINVAL;
-  rn_err_clear(&p->err);
-  int rc = check_change_target(p, rel, op);
-  if (rc) return rc;
   msgpack_object m;
   size_t off = 0;
   /* Checked before decoding: msgpack-c allocates what a header claims. */
@@ -196,7 +232,23 @@ RN_API int rn_push(rn_pipeline *p, rn_rel *rel, rn_op op, const void *map, size_
     rn_err_set(&p->err, RN_EINVAL, "%s: the change is not valid msgpack", rel->name);
     return rn_group_fail(p, RN_EINVAL, p->err.msg);
   }
-  rc = rn_push_object(p, rel, op, &m);
+  return rn_push_object(p, rel, op, &m);
+}
+
+RN_API int rn_push(rn_pipeline *p, rn_rel *rel, rn_op op, const void *map, size_t len)
+{
+  if (!p) return RN_EINVAL;
+  rn_err_clear(&p->err);
+  int rc = check_change_target(p, rel, op);
+  if (rc) return rc;
+  msgpack_object *vals;
+  uint8_t *given;
+  int fast = applying(p) ? 0 : rn_flat_map_slots(p, rel, map, len, &vals, &given); /* the usual host change */
+  if (fast < 0) {
+    rn_err_set(&p->err, RN_ENOMEM, "out of memory");
+    return rn_group_fail(p, RN_ENOMEM, p->err.msg);
+  }
+  rc = fast ? push_slots(p, rel, op, vals, given) : push_decoded(p, rel, op, map, len);
   if (!rc) rn_err_clear(&p->err); /* what callbacks were refused is not the change's message */
   return rc;
 }
@@ -235,13 +287,38 @@ typedef struct map_names {
   char *bytes;
   uint32_t *at;            /* ncols + 1 offsets */
   bool structs;            /* a struct column: its values are decoded (structs_to_map) */
+  /* When every packed name takes at most NAME_SLOT bytes: name i again at
+   * slots + i * NAME_SLOT, padded, so that it is one fixed-size copy
+   * (slot_len[i] its length); else NULL. */
+  char *slots;
+  uint8_t *slot_len;
 } map_names;
+
+#define NAME_SLOT 32
 
 static void map_names_free(map_names *m)
 {
   free(m->bytes);
   free(m->at);
+  free(m->slots);
+  free(m->slot_len);
   *m = (map_names){ 0 };
+}
+
+/* m's names as fixed slots (map_names), when all fit; -1 out of memory. */
+static int name_slots_build(map_names *m, const rn_schema *s)
+{
+  for (int i = 0; i < s->ncols; i++)
+    if (m->at[i + 1] - m->at[i] > NAME_SLOT) return 0;
+  size_t n = (size_t)(s->ncols ? s->ncols : 1);
+  m->slots = calloc(n, NAME_SLOT);
+  m->slot_len = malloc(n);
+  if (!m->slots || !m->slot_len) return -1;
+  for (int i = 0; i < s->ncols; i++) {
+    m->slot_len[i] = (uint8_t)(m->at[i + 1] - m->at[i]);
+    memcpy(m->slots + (size_t)i * NAME_SLOT, m->bytes + m->at[i], m->slot_len[i]);
+  }
+  return 0;
 }
 
 /* The room a map of s's names takes: its header and each name's. */
@@ -273,6 +350,11 @@ static int map_names_build(map_names *m, const rn_schema *s)
     m->structs |= c->type == RN_T_STRUCT;
   }
   m->at[s->ncols] = (uint32_t)(w - m->bytes);
+  if (name_slots_build(m, s)) {
+    map_names_free(m);
+    rn_oom_note();
+    return -1;
+  }
   m->schema = s;
   return 0;
 }
@@ -301,12 +383,39 @@ static char *put_name(char *w, const rn_schema *s, const map_names *m, int i)
   return rn_put_bytes(w, c->name, c->name_len);
 }
 
+/* flat_to_map's loop for a short row (16 readable bytes past its end) and
+ * names in slots: each name and each value of up to 16 bytes one
+ * fixed-size copy. w has room for the map and NAME_SLOT bytes more. */
+static char *slotted_to_map(const map_names *m, int ncols, const char *v, const char *end, char *w)
+{
+  for (int i = 0; i < ncols; i++) {
+    size_t vlen = v < end ? rn_scalar_size[(unsigned char)*v] : 0;
+    if (!vlen || vlen > (size_t)(end - v)) vlen = rn_value_size(v, end);
+    if (!vlen) return NULL;
+    memcpy(w, m->slots + (size_t)i * NAME_SLOT, NAME_SLOT);
+    w += m->slot_len[i];
+    if (vlen <= 16) memcpy(w, v, 16);
+    else memcpy(w, v, vlen);
+    w += vlen;
+    v += vlen;
+  }
+  return w;
+}
+
 /* The map of a row of s without struct columns, in one walk: each column's
  * packed name (from m, if not NULL), then its value's stored bytes. */
 static int flat_to_map(const rn_schema *s, const map_names *m, const char *row, size_t len, msgpack_sbuffer *out)
 {
   char padded[256 + 16]; /* a short row, copied with room past its end: every value a fixed copy */
   if (len <= 256) row = memcpy(padded, row, len);
+  if (len <= 256 && m && m->slots) {
+    const char *v = row_values(row, len, s->ncols);
+    if (!v || rn_sbuf_reserve(out, m->at[s->ncols] + len + NAME_SLOT + 16)) return -1;
+    char *w = rn_put_bytes(out->data + out->size, m->bytes, m->at[0]);
+    if (!(w = slotted_to_map(m, s->ncols, v, row + len, w))) return -1;
+    out->size = (size_t)(w - out->data);
+    return 0;
+  }
   const char *v = row_values(row, len, s->ncols), *end = row + len, *readable_end = end + (len <= 256 ? 16 : 0);
   if (!v || rn_sbuf_reserve(out, (m ? m->at[s->ncols] : names_size(s)) + len + 16)) return -1;
   char *w = out->data + out->size;

@@ -101,12 +101,16 @@ typedef struct builder {
   msgpack_sbuffer buf;
   msgpack_packer pk;
   size_t *at;             /* a row's value offsets (rn_row_spans), in->ncols + 1 */
+  int *flagged;           /* the input's columns with a cdc$deleted_ flag, in order */
+  int nflagged;
 } builder;
 
 static int emit(builder *b)
 {
   rn_pipeline *p = b->cdc->p;
-  const char *row = rn_scratch_copy(p, b->buf.data, b->buf.size);
+  /* Relations after the log may hold the row past this change; its own
+   * log (the only reader without them) keeps a copy of its own. */
+  const char *row = b->cdc->noutputs ? rn_scratch_copy(p, b->buf.data, b->buf.size) : b->buf.data;
   if (!row) return rn_err_set(&p->err, RN_ENOMEM, "out of memory");
   rn_change c = { RN_INSERT, b->cdc->next_id++, row, b->buf.size, NULL, 0 };
   msgpack_sbuffer_clear(&b->buf);
@@ -123,7 +127,7 @@ static int spans(builder *b, const char *row, size_t len, size_t *at)
   return rn_err_set(&b->cdc->p->err, RN_ESTORE, "%s: a row could not be decoded", b->cdc->name);
 }
 
-static bool same_value(const char *r1, const size_t *a1, const char *r2, const size_t *a2, int i)
+static inline bool same_value(const char *r1, const size_t *a1, const char *r2, const size_t *a2, int i)
 {
   size_t n = a1[i + 1] - a1[i];
   return n == a2[i + 1] - a2[i] && memcmp(r1 + a1[i], r2 + a2[i], n) == 0;
@@ -155,11 +159,8 @@ static int log_row(builder *b, int op, uint64_t id, const char *row, const size_
     if (row && (!take || take[i])) w = rn_put_run(w, row + at[i], at[i + 1] - at[i], (size_t)(end - row - at[i]));
     else *w++ = (char)0xc0; /* nil */
   }
-  for (int i = 0; i < n; i++) {
-    const rn_column *c = &b->in->cols[i];
-    if (c->is_key || !c->nullable) continue;
-    *w++ = (char)(deleted && deleted[i] ? 0xc3 : 0xc0); /* true, nil */
-  }
+  for (int k = 0; k < b->nflagged; k++)
+    *w++ = (char)(deleted && deleted[b->flagged[k]] ? 0xc3 : 0xc0); /* true, nil */
   b->buf.size = (size_t)(w - b->buf.data);
   return emit(b);
 }
@@ -356,11 +357,19 @@ static int cdc_seal(rn_rel *cdc, uint64_t seq)
 {
   if (cdc->input->log.n == 0) return 0;
   const rn_cdc_opts *o = cdc->ctx;
-  builder b = { cdc, cdc->input->schema, seq, 0, { 0, NULL, 0 }, { NULL, NULL }, NULL };
+  builder b = { cdc, cdc->input->schema, seq, 0, { 0, NULL, 0 }, { NULL, NULL }, NULL, NULL, 0 };
   size_t na = (size_t)b.in->ncols + 1;
   size_t *at = malloc(na * sizeof *at);
-  if (!at) return rn_err_set(&cdc->p->err, RN_ENOMEM, "out of memory");
+  int *flagged = malloc(na * sizeof *flagged);
+  if (!at || !flagged) {
+    free(at);
+    free(flagged);
+    return rn_err_set(&cdc->p->err, RN_ENOMEM, "out of memory");
+  }
+  for (int i = 0; i < b.in->ncols; i++) /* log_schema's cdc$deleted_ columns */
+    if (!b.in->cols[i].is_key && b.in->cols[i].nullable) flagged[b.nflagged++] = i;
   b.at = at;
+  b.flagged = flagged;
   msgpack_sbuffer_init(&b.buf);
   msgpack_packer_init(&b.pk, &b.buf, rn_buf_write);
   int rc = o->format == RN_CDC_LOG ? build_log(&b, &cdc->input->log, o)
@@ -368,6 +377,7 @@ static int cdc_seal(rn_rel *cdc, uint64_t seq)
          : build_flink(&b, &cdc->input->log);
   msgpack_sbuffer_destroy(&b.buf);
   free(at);
+  free(flagged);
   return rc;
 }
 

@@ -246,6 +246,14 @@ int rn_rel_record(rn_pipeline *p, rn_rel *r);
 /* A msgpack map keyed by external names into rel's slot values and given
  * flags, in the scratch zone (api.c; rn_push and rn_get read maps so). */
 int rn_map_slots(rn_pipeline *p, rn_rel *rel, const msgpack_object *m, msgpack_object **vals, uint8_t **given);
+/* rn_map_slots of a change given as bytes, when it is a host's usual flat
+ * map (a fixmap of string keys and scalar values, exactly len bytes; map
+ * may be NULL): decoded straight into slot values, without the map's
+ * objects, giving what decoding it and rn_map_slots would. 1 when done; 0
+ * for anything else, an unknown or repeated column included (decode it and
+ * rn_map_slots says what is wrong); -1 out of memory. (api.c) */
+int rn_flat_map_slots(rn_pipeline *p, rn_rel *rel, const char *map, size_t len, msgpack_object **vals,
+                      uint8_t **given);
 int rn_push_ptr(void ***arr, int *n, int *cap, void *item);
 int rn_state_open(rn_pipeline *p, rn_rel *r, MDB_txn *txn, bool *created, bool *stale);
 int rn_state_dbi(rn_pipeline *p, MDB_txn *txn, const char *prefix, const char *name,

@@ -132,17 +132,21 @@ static inline char *rn_put_header(char *w, uint32_t n, unsigned char fix, unsign
 #define rn_put_array_header(w, n) rn_put_header(w, n, 0x90, 15, 0, 0xdc, 0xdd)
 #define rn_put_str_header(w, n) rn_put_header(w, n, 0xa0, 31, 0xd9, 0xda, 0xdb)
 
-/* u as msgpack_pack_uint64 writes it (at most 9 bytes); returns the end. */
+/* u as msgpack_pack_uint64 writes it (at most 9 bytes); returns the end.
+ * Each width written by stores of its own (no loop over the bytes). */
 static inline char *rn_put_uint(char *w, uint64_t u)
 {
-  int n;
   if (u < 0x80) { *w = (char)u; return w + 1; }
-  if (u <= 0xff) { *w++ = (char)0xcc; n = 1; }
-  else if (u <= 0xffff) { *w++ = (char)0xcd; n = 2; }
-  else if (u <= 0xffffffff) { *w++ = (char)0xce; n = 4; }
-  else { *w++ = (char)0xcf; n = 8; }
-  for (int k = (n - 1) * 8; k >= 0; k -= 8) *w++ = (char)(u >> k);
-  return w;
+  if (u <= 0xff) { w[0] = (char)0xcc; w[1] = (char)u; return w + 2; }
+  if (u <= 0xffff) { w[0] = (char)0xcd; w[1] = (char)(u >> 8); w[2] = (char)u; return w + 3; }
+  if (u <= 0xffffffff) {
+    w[0] = (char)0xce;
+    w[1] = (char)(u >> 24); w[2] = (char)(u >> 16); w[3] = (char)(u >> 8); w[4] = (char)u;
+    return w + 5;
+  }
+  w[0] = (char)0xcf;
+  for (int k = 0; k < 8; k++) w[1 + k] = (char)(u >> (56 - 8 * k));
+  return w + 9;
 }
 
 /* n bytes from src to w; the short runs of names and values as fixed-size

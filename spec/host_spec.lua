@@ -22,6 +22,20 @@ describe("the example host", function()
     assert.matches("commit_ms: p50 [%d.]+ p99 [%d.]+ max [%d.]+", out)
   end)
 
+  it("hands its subscribers the same events, byte for byte, whatever the rate and the carry", function()
+    -- RUNNEL_HOST_HASH: a hash of every event (verb, id, seq, n, row and
+    -- old bytes); the value is pinned, so a speed change that alters what
+    -- subscribers receive fails here.
+    local hashes = {}
+    for _, args in ipairs({ "200 100 0", "200 100 500", "200 100 0 scripts/host/game.lua 1" }) do
+      local out, err, code = H.sh("RUNNEL_HOST_HASH=1 " .. host .. " " .. args)
+      assert.equal("", err)
+      assert.equal(0, code)
+      hashes[#hashes + 1] = out:match("events hash: (%x+)")
+    end
+    assert.same({ "46e16a73f32fe551", "46e16a73f32fe551", "46e16a73f32fe551" }, hashes)
+  end)
+
   it("reports a script error and exits 1", function()
     local script = os.tmpname()
     local f = io.open(script, "w")

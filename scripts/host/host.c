@@ -14,7 +14,9 @@
  * writes evenly over the ticks, a larger bound batches them. With a tick
  * rate, the host commits LMDB in the idle time after a tick (rn_flush)
  * when the next tick is far enough away, so no tick pays for the commit;
- * back to back (hz = 0) the carry bounds decide.
+ * back to back (hz = 0) the carry bounds decide. With RUNNEL_HOST_HASH set
+ * in the environment it also prints a hash of every event its subscribers
+ * received (a check that a change to runnel kept them byte for byte).
  *
  * It uses runnel.h and msgpack-c only, as a host built against
  * `pkg-config --cflags --libs runnel` would. It builds under plain -std=c11;
@@ -36,18 +38,42 @@
 typedef struct counts {
   long leaderboard[4];    /* by verb */
   long log_rows;
+  int hashing;            /* RUNNEL_HOST_HASH set: hash every event */
+  uint64_t hash;          /* FNV-1a of every event's fields and bytes, in order */
 } counts;
+
+static uint64_t fnv(uint64_t h, const void *data, size_t len)
+{
+  const unsigned char *b = data;
+  for (size_t i = 0; i < len; i++) h = (h ^ b[i]) * 0x100000001b3ULL;
+  return h;
+}
+
+/* Folds an event into the hash: a check that what subscribers receive stays
+ * the same byte for byte across versions (not needed by a real host). */
+static void hash_event(counts *got, int which, const rn_event *ev)
+{
+  uint64_t head[5] = { (uint64_t)which, (uint64_t)ev->verb, ev->id, ev->seq, ev->n };
+  uint64_t lens[2] = { ev->row ? ev->row_len : (uint64_t)-1, ev->old ? ev->old_len : (uint64_t)-1 };
+  got->hash = fnv(got->hash, head, sizeof head);
+  got->hash = fnv(got->hash, lens, sizeof lens);
+  if (ev->row) got->hash = fnv(got->hash, ev->row, ev->row_len);
+  if (ev->old) got->hash = fnv(got->hash, ev->old, ev->old_len);
+}
 
 static int on_leaderboard(void *ctx, const rn_event *ev)
 {
-  ((counts *)ctx)->leaderboard[ev->verb]++;
+  counts *got = ctx;
+  got->leaderboard[ev->verb]++;
+  if (got->hashing) hash_event(got, 0, ev);
   return 0;
 }
 
 static int on_log(void *ctx, const rn_event *ev)
 {
-  (void)ev;
-  ((counts *)ctx)->log_rows++;
+  counts *got = ctx;
+  got->log_rows++;
+  if (got->hashing) hash_event(got, 1, ev);
   return 0;
 }
 
@@ -125,7 +151,7 @@ int main(int argc, char **argv)
   if (rn_run_lua(p, NULL, script)) return fail(p, script);
   rn_rel *players = rn_relation(p, "players"), *guilds = rn_relation(p, "guilds"),
          *matches = rn_relation(p, "matches");
-  counts got = { { 0 }, 0 };
+  counts got = { { 0 }, 0, getenv("RUNNEL_HOST_HASH") != NULL, 0xcbf29ce484222325ULL };
   if (rn_subscribe(p, rn_relation(p, "leaderboard"), on_leaderboard, &got) ||
       rn_subscribe(p, rn_relation(p, "player_log"), on_log, &got))
     return fail(p, "subscribe");
@@ -204,6 +230,7 @@ int main(int argc, char **argv)
   printf("leaderboard: %ld inserts, %ld updates, %ld deletes; player log rows: %ld\n",
          got.leaderboard[RN_VERB_INSERT], got.leaderboard[RN_VERB_UPDATE], got.leaderboard[RN_VERB_DELETE],
          got.log_rows);
+  if (got.hashing) printf("events hash: %016llx\n", (unsigned long long)got.hash);
   report("group", group_ms, ticks);
   report("commit", commit_ms, ticks);
   report("group_cpu", cpu_ms, ticks);

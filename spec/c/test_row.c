@@ -424,6 +424,27 @@ static const size_t RAW_LENS[] = { 1, 1, 1, 1, 1, 1, 1, 2, 3, 5, 9, 2, 2, 3, 3, 
 /* rn_unpack_flat_map decodes a host's change itself: every map it takes
  * must come out as msgpack_unpack's, and it must leave every other map to
  * msgpack_unpack (a container or ext value, a key that is not a string). */
+/* rn_put_uint writes what msgpack_pack_uint64 does, at every width's edges. */
+static void test_put_uint_writes_what_msgpack_writes(void)
+{
+  msgpack_sbuffer sb;
+  msgpack_packer pk;
+  msgpack_sbuffer_init(&sb);
+  msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
+  for (int bits = 0; bits <= 64; bits++) {
+    uint64_t edge = bits == 64 ? UINT64_MAX : ((uint64_t)1 << bits);
+    for (int d = -2; d <= 2; d++) {
+      uint64_t u = edge + (uint64_t)(int64_t)d;
+      char mine[16];
+      msgpack_sbuffer_clear(&sb);
+      msgpack_pack_uint64(&pk, u);
+      size_t n = (size_t)(rn_put_uint(mine, u) - mine);
+      CHECK(n == sb.size && memcmp(mine, sb.data, n) == 0);
+    }
+  }
+  msgpack_sbuffer_destroy(&sb);
+}
+
 static void test_flat_map_decodes_as_msgpack_does(void)
 {
   CHECK(sizeof RAW_VALUES / sizeof *RAW_VALUES == sizeof RAW_LENS / sizeof *RAW_LENS);
@@ -475,6 +496,7 @@ int main(void)
 {
   RUN(test_row_to_map_equals_packing_the_map);
   RUN(test_flat_map_decodes_as_msgpack_does);
+  RUN(test_put_uint_writes_what_msgpack_writes);
   RUN(test_row_spans_match_the_decoder);
   RUN(test_full_row_defaults_and_coercion);
   RUN(test_errors_name_relation_and_column);

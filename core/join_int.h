@@ -15,6 +15,7 @@
 
 #include <string.h>
 
+#include "join_fkmemo.h"
 #include "key.h"
 #include "row.h"
 
@@ -66,6 +67,9 @@ typedef struct rn_join {
   bool index_at;          /* index_cur is positioned at index_at_key */
   char index_at_key[RN_JOIN_FK_INLINE + 16];
   size_t index_at_len;
+  rn_fkmemo *fkmemo;      /* the mapper's keys by the bytes it read (join_fkmemo.h), or NULL; owned */
+  uint64_t mapper_read;   /* the columns the mapper read (or, from the memo, would have read)
+                             for the last rn_join_left_fk */
 } rn_join;
 
 /* A right key, encoded, with its fk part as the index uses it. */

@@ -20,11 +20,30 @@ typedef struct slot {
   char bytes[SLOT_BYTES];
 } slot;
 
+/* A mapper whose read bytes rarely repeat (a key read from a unique column
+ * of a big table) would pay a probe and a store for every call: after a
+ * window of WINDOW probes with fewer than WINDOW / 16 hits, the memo rests
+ * (neither probed nor filled) for REST calls, then tries again. */
+#define WINDOW 4096
+#define REST (16 * WINDOW)
+
 struct rn_fkmemo {
   uint64_t masks[RN_FKMEMO_MASKS]; /* the masks of recent calls, most recent first */
   int nmasks;
+  uint32_t probes, hits;  /* in the current window */
+  uint32_t resting;       /* calls left to rest */
   slot slots[RN_FKMEMO_SLOTS];
 };
+
+/* Counts a probe (hit or not); false while resting. */
+static bool awake(rn_fkmemo *m)
+{
+  if (m->resting) { m->resting--; return false; }
+  if (++m->probes < WINDOW) return true;
+  if (m->hits < WINDOW / 16) m->resting = REST;
+  m->probes = m->hits = 0;
+  return true;
+}
 
 /* 1 + the last slot mask names (bit 63: every slot from 63 on). */
 static int upto_of(uint64_t mask, int ncols)
@@ -69,7 +88,7 @@ static slot *slot_of(rn_fkmemo *m, uint64_t mask, const char *bytes, size_t n)
 
 bool rn_fkmemo_find(rn_fkmemo *m, const char *row, size_t len, int ncols, uint64_t *mask, rn_fkmemo_key *key)
 {
-  if (!m || !m->nmasks) return false;
+  if (!m || !awake(m) || !m->nmasks) return false;
   int upto = 0;
   for (int i = 0; i < m->nmasks; i++) {
     int u = upto_of(m->masks[i], ncols);
@@ -84,6 +103,7 @@ bool rn_fkmemo_find(rn_fkmemo *m, const char *row, size_t len, int ncols, uint64
     if (n < 0) continue;
     const slot *s = slot_of(m, mk, buf, (size_t)n);
     if (!s->used || s->mask != mk || s->cols_len != n || memcmp(s->bytes, buf, (size_t)n) != 0) continue;
+    m->hits++;
     *mask = mk;
     *key = (rn_fkmemo_key){ .null = s->null, .enc = s->bytes + n, .len = s->key_len };
     return true;
@@ -105,7 +125,7 @@ static void note_mask(rn_fkmemo *m, uint64_t mask)
 void rn_fkmemo_store(rn_fkmemo **m, const char *row, size_t len, int ncols, uint64_t mask, const rn_fkmemo_key *key)
 {
   size_t key_len = key->null ? 0 : key->len;
-  if (key_len > SLOT_BYTES) return;
+  if (key_len > SLOT_BYTES || (*m && (*m)->resting)) return;
   int upto = upto_of(mask, ncols);
   size_t starts[upto + 1];
   if (upto && rn_row_spans(row, len, ncols, upto, starts) != 0) return;

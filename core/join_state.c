@@ -149,11 +149,11 @@ static int mapper_fk(rn_join *j, side *l, fk *f)
 /* The right key a left row points at. */
 int rn_join_left_fk(rn_join *j, side *l, fk *f)
 {
-  if (j->fns.mapper) return mapper_fk(j, l, f);
-  if (int_on_int(j)) {
+  if (!j->fns.mapper && int_on_int(j)) {
     int rc = int_fk(j, l, f);
     if (rc != 1) return rc;
   }
+  if (j->fns.mapper) return mapper_fk(j, l, f);
   int nkey = j->right->schema->nkey;
   msgpack_object *vals = rn_zone_malloc(zone_of(j), sizeof *vals * (size_t)nkey);
   if (!vals) return nomem(j);

@@ -21,6 +21,7 @@ static void free_join(void *ctx)
   free(j->on);
   free(j->proj);
   free(j->fuse);
+  rn_fkmemo_free(j->fkmemo);
   free(j);
 }
 

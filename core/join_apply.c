@@ -27,7 +27,8 @@ static bool same_cols_bytes(rn_join *j, const side *a, const side *b, uint64_t m
 }
 
 /* The on columns as a mask, or what the mapper read of the row it was
- * last given; 0 with *known false when that is not known. */
+ * last given (or would have read, when the memo answered for it); 0 with
+ * *known false when that is not known. */
 static uint64_t key_columns(rn_join *j, bool *known)
 {
   uint64_t mask = 0;
@@ -36,7 +37,7 @@ static uint64_t key_columns(rn_join *j, bool *known)
     for (int i = 0; i < j->non; i++) mask |= 1ULL << (j->on[i] < 63 ? j->on[i] : 63);
     return mask;
   }
-  if (j->fns.mapper && j->fns.mapper_reads) return j->fns.mapper_reads(j->fns.ctx);
+  if (j->fns.mapper && j->fns.mapper_reads) return j->mapper_read;
   *known = false;
   return 0;
 }

@@ -15,6 +15,7 @@
 
 #include <string.h>
 
+#include "join_fkmemo.h"
 #include "key.h"
 #include "row.h"
 
@@ -67,6 +68,9 @@ typedef struct rn_join {
   char index_at_key[RN_JOIN_FK_INLINE + 16];
   size_t index_at_len;
   bool index_near;        /* index_cur was left on an entry: a fan-out's next one may be one step on */
+  rn_fkmemo *fkmemo;      /* the mapper's keys by the bytes it read (join_fkmemo.h), or NULL; owned */
+  uint64_t mapper_read;   /* the columns the mapper read (or, from the memo, would have read)
+                             for the last rn_join_left_fk */
 } rn_join;
 
 /* A right key, encoded, with its fk part as the index uses it. */

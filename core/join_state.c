@@ -113,6 +113,39 @@ static bool int_on_int(const rn_join *j)
          rs->cols[rs->key_slots[0]].type == RN_T_INT;
 }
 
+/* The right key the mapper gives for a left row, normalized and encoded;
+ * j->mapper_read: the columns it read. A row holding, in the columns an
+ * earlier call read, the bytes that call found gets that call's key from
+ * the memo, without a call (join_fkmemo.h says why that is the same key).
+ * A failed call is not remembered. */
+static int mapper_fk(rn_join *j, side *l, fk *f)
+{
+  rn_fkmemo_key known;
+  int ncols = j->left->schema->ncols;
+  if (j->fns.mapper_reads && rn_fkmemo_find(j->fkmemo, l->row, l->len, ncols, &j->mapper_read, &known)) {
+    f->null = known.null;
+    f->len = known.len;
+    f->enc = known.null ? NULL : rn_scratch_copy(j->out->p, known.enc, known.len); /* as keep_encoding */
+    if (!known.null && !f->enc) return nomem(j);
+    rn_join_set_part(f);
+    return 0;
+  }
+  int nkey = j->right->schema->nkey, has_key = 0;
+  msgpack_object *vals = rn_zone_malloc(zone_of(j), sizeof *vals * (size_t)nkey);
+  if (!vals) return nomem(j);
+  int rc = j->fns.mapper(j->fns.ctx, j->left, l->row, l->len, vals, nkey, &has_key, zone_of(j), err_of(j));
+  j->mapper_read = j->fns.mapper_reads ? j->fns.mapper_reads(j->fns.ctx) : ~0ULL;
+  if (rc) return rc;
+  f->null = !has_key;
+  if (f->null) rn_join_set_part(f);
+  else if ((rc = encode_right_key(j, vals, f))) return rc;
+  if (j->fns.mapper_reads) {
+    rn_fkmemo_key got = { .null = f->null, .enc = f->enc, .len = f->null ? 0 : f->len };
+    rn_fkmemo_store(&j->fkmemo, l->row, l->len, ncols, j->mapper_read, &got);
+  }
+  return 0;
+}
+
 /* The right key a left row points at. */
 int rn_join_left_fk(rn_join *j, side *l, fk *f)
 {
@@ -120,20 +153,13 @@ int rn_join_left_fk(rn_join *j, side *l, fk *f)
     int rc = int_fk(j, l, f);
     if (rc != 1) return rc;
   }
+  if (j->fns.mapper) return mapper_fk(j, l, f);
   int nkey = j->right->schema->nkey;
   msgpack_object *vals = rn_zone_malloc(zone_of(j), sizeof *vals * (size_t)nkey);
   if (!vals) return nomem(j);
   f->null = false;
-  if (j->fns.mapper) {
-    int has_key = 0;
-    int rc = j->fns.mapper(j->fns.ctx, j->left, l->row, l->len, vals, nkey, &has_key, zone_of(j), err_of(j));
-    if (rc) return rc;
-    if (!has_key) { f->null = true; rn_join_set_part(f); return 0; }
-  } else {
-    int rc = slot_values(j, j->left, l, j->on, nkey, vals);
-    if (rc) return rc;
-  }
-  return encode_right_key(j, vals, f);
+  int rc = slot_values(j, j->left, l, j->on, nkey, vals);
+  return rc ? rc : encode_right_key(j, vals, f);
 }
 
 /* A right row's own key (its values are already normalized). */

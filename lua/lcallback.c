@@ -334,7 +334,6 @@ static int mapper_body(lua_State *L, void *ud, rn_err *e)
   lua_rawgeti(L, LUA_REGISTRYINDEX, c->cb->refs[CB_MAPPER]);
   push_lent(c, L, 0, c->in, c->row, c->len);
   lua_call(L, 1, 1);
-  c->cb->mapper_read = c->lent[0] ? c->lent[0]->read : 0;
   return mapper_key(c, L, e);
 }
 
@@ -361,13 +360,13 @@ static int mapper_cb(void *ctx, rn_rel *left, const char *row, size_t len,
     lua_rawgeti(L, LUA_REGISTRYINDEX, cb->refs[CB_MAPPER]);
     push_lent(&c, L, 0, left, row, len);
     rc = rn_lua_pcall(cb->lp, L, 1, 1, cb->name, "mapper", e);
-    if (!rc) {
-      cb->mapper_read = c.lent[0]->read;
+    if (!rc)
       rc = lua_type(L, -1) != LUA_TTABLE ? mapper_key(&c, L, e)
                                           : rn_lua_protect_on(cb->lp, L, 1, mapper_key_body, &c, cb->name, "mapper", e);
-    }
   } else
     rc = rn_lua_protect(cb->lp, L, mapper_body, &c, cb->name, "mapper", e);
+  /* Read once the key has been: a returned table's metamethods may read the row too. */
+  if (!rc && c.lent[0]) cb->mapper_read = c.lent[0]->read;
   take_back(&c);
   lua_settop(L, base);
   return rc;

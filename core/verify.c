@@ -41,7 +41,9 @@ static int cmp_u64(const void *a, const void *b)
 
 /* Reads every entry of database dbname; *n gets their number. With ids,
  * collects each row's id (keyed: the value's first 8 bytes; keyless: the
- * big-endian key) into a malloc'd *ids. */
+ * big-endian key) into a malloc'd *ids, and counts rows only: a keyed
+ * table's tombstone (a deleted row's entry, kept for its id: table.c's
+ * ROWID-1, flags byte without live) is none. */
 static int walk_db(walk *w, const char *dbname, bool keyless, uint64_t **ids, uint64_t *n)
 {
   MDB_dbi dbi;
@@ -55,6 +57,7 @@ static int walk_db(walk *w, const char *dbname, bool keyless, uint64_t **ids, ui
   MDB_val k, v;
   int mrc = mdb_cursor_get(cur, &k, &v, MDB_FIRST);
   for (; mrc == 0; mrc = mdb_cursor_get(cur, &k, &v, MDB_NEXT)) {
+    if (ids && !keyless && v.mv_size >= 9 && !(((const unsigned char *)v.mv_data)[8] & 1)) continue; /* tombstone */
     if (ids) {
       if (*n == cap) {
         cap = cap ? cap * 2 : 1024;

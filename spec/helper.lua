@@ -84,6 +84,33 @@ function H.sql(db, query)
   return out
 end
 
+--- One random change to the items and teams tables of the mapper specs
+--- (items: id, kind, a, b, note; a mapper reads a or b as kind says): an
+--- insert when item id (1..ids) has no row, else a delete, an update of
+--- note, a, b or kind, or a team's upsert or delete. step names the change.
+function H.random_item_change(items, teams, rng, step, ids)
+  local null = require("runnel").null
+  local id = rng(1, ids)
+  local op = rng(1, 10)
+  local function val() local v = rng(0, 8); return v == 0 and null or v end
+  if not items:get(id) then
+    items:insert{ id = id, kind = rng(1, 2) == 1 and "a" or "b", a = val(), b = val(), note = "n" .. step }
+  elseif op <= 2 then
+    items:delete{ id = id }
+  elseif op <= 4 then
+    items:update{ id = id, note = "n" .. step }
+  elseif op <= 6 then
+    items:update{ id = id, a = val() }
+  elseif op <= 8 then
+    items:update{ id = id, b = val() }
+  elseif op == 9 then
+    items:update{ id = id, kind = rng(1, 2) == 1 and "a" or "b" }
+  else
+    local t = rng(1, 6)
+    if rng(1, 3) == 1 and teams:get(t) then teams:delete{ id = t } else teams:upsert{ id = t, name = "t" .. t .. "." .. step } end
+  end
+end
+
 H.runnel_bin = os.getenv("RUNNEL_BIN") or "build/runnel"
 H.root = (H.sh("pwd"):gsub("\n$", "")) -- specs run from the repository's root
 

@@ -259,31 +259,10 @@ describe("calls saved", function()
     math.randomseed(1234)
     local rng = math.random
     for i = 1, 6 do teams:insert{ id = i, name = "t" .. i } end
-    local present = {}
     for step = 1, 600 do
       p:begin()
       for _ = 1, 5 do
-        local id = rng(1, 30)
-        local op = rng(1, 10)
-        local function val() local v = rng(0, 8); return v == 0 and runnel.null or v end
-        if not present[id] then
-          items:insert{ id = id, kind = rng(1, 2) == 1 and "a" or "b", a = val(), b = val(), note = "n" .. step }
-          present[id] = true
-        elseif op <= 2 then
-          items:delete{ id = id }
-          present[id] = nil
-        elseif op <= 4 then
-          items:update{ id = id, note = "n" .. step }
-        elseif op <= 6 then
-          items:update{ id = id, a = val() }
-        elseif op <= 8 then
-          items:update{ id = id, b = val() }
-        elseif op == 9 then
-          items:update{ id = id, kind = rng(1, 2) == 1 and "a" or "b" }
-        else
-          local t = rng(1, 6)
-          if rng(1, 3) == 1 and teams:get(t) then teams:delete{ id = t } else teams:upsert{ id = t, name = "t" .. t .. "." .. step } end
-        end
+        H.random_item_change(items, teams, rng, step, 30)
       end
       p:commit()
     end

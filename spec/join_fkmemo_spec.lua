@@ -186,27 +186,8 @@ describe("the mapper memo", function()
       end
       p:begin()
       for _ = 1, 5 do
-        local id = rng(1, 40)
-        local op = rng(1, 10)
-        local function val() local v = rng(0, 8); return v == 0 and runnel.null or v end
-        local row = items:get(id)
         changes = changes + 1
-        if not row then
-          items:insert{ id = id, kind = rng(1, 2) == 1 and "a" or "b", a = val(), b = val(), note = "n" .. step }
-        elseif op <= 2 then
-          items:delete{ id = id }
-        elseif op <= 4 then
-          items:update{ id = id, note = "n" .. step }
-        elseif op <= 6 then
-          items:update{ id = id, a = val() }
-        elseif op <= 8 then
-          items:update{ id = id, b = val() }
-        elseif op == 9 then
-          items:update{ id = id, kind = rng(1, 2) == 1 and "a" or "b" }
-        else
-          local t = rng(1, 6)
-          if rng(1, 3) == 1 and teams:get(t) then teams:delete{ id = t } else teams:upsert{ id = t, name = "t" .. t .. "." .. step } end
-        end
+        H.random_item_change(items, teams, rng, step, 40)
       end
       if rng(1, 5) == 1 then
         p:rollback()

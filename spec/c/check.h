@@ -4,6 +4,7 @@
 #ifndef RN_CHECK_H
 #define RN_CHECK_H
 
+#include <stdint.h>
 #include <stdio.h>
 
 static int check_failed_now;  /* the running test has failed */
@@ -22,6 +23,17 @@ static int check_passed, check_failed;
     if (check_failed_now) { check_failed++; fprintf(stderr, "FAIL %s\n", #test); } \
     else check_passed++; \
   } while (0)
+
+/* A number in [0, n) from a xorshift generator: randomized tests draw the
+ * same cases on every run. */
+static uint64_t check_rng = 88172645463325252ULL;
+static inline uint64_t check_random(uint64_t n)
+{
+  check_rng ^= check_rng << 13;
+  check_rng ^= check_rng >> 7;
+  check_rng ^= check_rng << 17;
+  return check_rng % n;
+}
 
 #define CHECK_REPORT() (printf("%d passed, %d failed\n", check_passed, check_failed), check_failed != 0)
 

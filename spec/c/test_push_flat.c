@@ -21,36 +21,28 @@ static const rn_column_def cols[] = {
 #define NCOLS 6
 static const char *const key[] = { "id" };
 
-static uint64_t rng = 88172645463325252ULL;
-static uint64_t next(uint64_t n)
-{
-  rng ^= rng << 13;
-  rng ^= rng >> 7;
-  rng ^= rng << 17;
-  return rng % n;
-}
 
 /* A random scalar (every msgpack width and kind a host may send), or now
  * and then a container, which makes the map unclean. */
 static void pack_value(msgpack_packer *pk, bool *clean)
 {
   static const char text[300] = "abcdefghijklmnopqrstuvwxyz";
-  switch (next(16)) {
-  case 0: msgpack_pack_int64(pk, (int64_t)next(128)); break;
-  case 1: msgpack_pack_int64(pk, -(int64_t)next(33)); break;
-  case 2: msgpack_pack_uint64(pk, 200 + next(60000)); break;
-  case 3: msgpack_pack_uint64(pk, UINT64_MAX - next(1000)); break;
-  case 4: msgpack_pack_int64(pk, -1000 - (int64_t)next(1000000000)); break;
-  case 5: msgpack_pack_int64(pk, INT64_MIN + (int64_t)next(1000)); break;
-  case 6: msgpack_pack_float(pk, (float)next(1000) / 7.0f); break;
-  case 7: msgpack_pack_double(pk, (double)next(1000000) / 3.0); break;
+  switch (check_random(16)) {
+  case 0: msgpack_pack_int64(pk, (int64_t)check_random(128)); break;
+  case 1: msgpack_pack_int64(pk, -(int64_t)check_random(33)); break;
+  case 2: msgpack_pack_uint64(pk, 200 + check_random(60000)); break;
+  case 3: msgpack_pack_uint64(pk, UINT64_MAX - check_random(1000)); break;
+  case 4: msgpack_pack_int64(pk, -1000 - (int64_t)check_random(1000000000)); break;
+  case 5: msgpack_pack_int64(pk, INT64_MIN + (int64_t)check_random(1000)); break;
+  case 6: msgpack_pack_float(pk, (float)check_random(1000) / 7.0f); break;
+  case 7: msgpack_pack_double(pk, (double)check_random(1000000) / 3.0); break;
   case 8: msgpack_pack_nil(pk); break;
-  case 9: if (next(2)) msgpack_pack_true(pk); else msgpack_pack_false(pk); break;
-  case 10: msgpack_pack_str_with_body(pk, text, next(32)); break;
-  case 11: msgpack_pack_str_with_body(pk, text, 32 + next(268)); break;
-  case 12: msgpack_pack_bin_with_body(pk, text, next(300)); break;
-  case 13: msgpack_pack_int8(pk, (int8_t)next(256)); break; /* fixed-width forms too */
-  case 14: msgpack_pack_fix_int32(pk, (int32_t)next(1u << 31)); break;
+  case 9: if (check_random(2)) msgpack_pack_true(pk); else msgpack_pack_false(pk); break;
+  case 10: msgpack_pack_str_with_body(pk, text, check_random(32)); break;
+  case 11: msgpack_pack_str_with_body(pk, text, 32 + check_random(268)); break;
+  case 12: msgpack_pack_bin_with_body(pk, text, check_random(300)); break;
+  case 13: msgpack_pack_int8(pk, (int8_t)check_random(256)); break; /* fixed-width forms too */
+  case 14: msgpack_pack_fix_int32(pk, (int32_t)check_random(1u << 31)); break;
   default:
     *clean = false;
     msgpack_pack_array(pk, 1);
@@ -62,7 +54,7 @@ static void pack_value(msgpack_packer *pk, bool *clean)
  * name, a repeated one or an int, which make the map unclean. */
 static void pack_key(msgpack_sbuffer *sb, msgpack_packer *pk, bool *used, bool *clean)
 {
-  int r = (int)next(20), c = (int)next(NCOLS);
+  int r = (int)check_random(20), c = (int)check_random(NCOLS);
   if (r == 0) { *clean = false; msgpack_pack_str_with_body(pk, "nope", 4); return; }
   if (r == 1) { *clean = false; msgpack_pack_int(pk, 3); return; }
   if (r == 2) { *clean = false; msgpack_pack_str_with_body(pk, "i", 1); return; }
@@ -85,8 +77,8 @@ static bool random_change(msgpack_sbuffer *sb)
   msgpack_packer pk;
   msgpack_packer_init(&pk, sb, msgpack_sbuffer_write);
   bool clean = true, used[NCOLS] = { false };
-  int n = (int)next(NCOLS + 3);
-  if (next(30) == 0) { /* a map16 header for a small map: fine, but not a fixmap */
+  int n = (int)check_random(NCOLS + 3);
+  if (check_random(30) == 0) { /* a map16 header for a small map: fine, but not a fixmap */
     char head[3] = { (char)0xde, 0, (char)n };
     msgpack_sbuffer_write(sb, head, 3);
     clean = false;
@@ -97,10 +89,10 @@ static bool random_change(msgpack_sbuffer *sb)
     pack_key(sb, &pk, used, &clean);
     pack_value(&pk, &clean);
   }
-  int damage = (int)next(25);
-  if (damage == 0 && sb->size > 1) { sb->size -= 1 + next(sb->size - 1); clean = false; } /* cut short */
+  int damage = (int)check_random(25);
+  if (damage == 0 && sb->size > 1) { sb->size -= 1 + check_random(sb->size - 1); clean = false; } /* cut short */
   if (damage == 1) { msgpack_pack_nil(&pk); clean = false; } /* a byte past the map */
-  if (damage == 2 && sb->size > 1) { sb->data[1 + next(sb->size - 1)] = (char)0xc1; clean = false; } /* never used */
+  if (damage == 2 && sb->size > 1) { sb->data[1 + check_random(sb->size - 1)] = (char)0xc1; clean = false; } /* never used */
   return clean;
 }
 

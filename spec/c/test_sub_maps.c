@@ -11,14 +11,6 @@
 #include "check.h"
 #include "runnel.h"
 
-static uint64_t rng = 0x9E3779B97F4A7C15ULL;
-static uint64_t next(uint64_t n)
-{
-  rng ^= rng << 13;
-  rng ^= rng >> 7;
-  rng ^= rng << 17;
-  return rng % n;
-}
 
 #define MAXCOLS 20
 static const char *const kinds[] = { "int", "string", "float", "bool" };
@@ -33,16 +25,16 @@ typedef struct table {
  * (so a table may or may not fit the 32-byte name slots). */
 static void random_table(table *t, int long_names)
 {
-  t->ncols = 1 + (int)next(MAXCOLS);
+  t->ncols = 1 + (int)check_random(MAXCOLS);
   snprintf(t->names[0], sizeof t->names[0], "k");
   t->cols[0] = (rn_column_def){ t->names[0], "int", 0, NULL, 0, NULL };
   for (int i = 1; i < t->ncols; i++) {
-    int len = 1 + (int)next(long_names ? 40 : 29);
+    int len = 1 + (int)check_random(long_names ? 40 : 29);
     snprintf(t->names[i], sizeof t->names[i], "c%d_", i);
     size_t at = strlen(t->names[i]);
-    while ((int)at < len) t->names[i][at++] = (char)('a' + next(26));
+    while ((int)at < len) t->names[i][at++] = (char)('a' + check_random(26));
     t->names[i][at] = 0;
-    t->cols[i] = (rn_column_def){ t->names[i], kinds[next(4)], 1, NULL, 0, NULL };
+    t->cols[i] = (rn_column_def){ t->names[i], kinds[check_random(4)], 1, NULL, 0, NULL };
   }
 }
 
@@ -51,18 +43,18 @@ static void random_table(table *t, int long_names)
 static void pack_value(msgpack_packer *pk, const rn_column_def *c, int long_values)
 {
   static const char text[400] = "lorem ipsum dolor sit amet, consectetur adipiscing elit";
-  if (next(6) == 0) { msgpack_pack_nil(pk); return; }
+  if (check_random(6) == 0) { msgpack_pack_nil(pk); return; }
   if (strcmp(c->type, "int") == 0) {
     static const int64_t ints[] = { 0, 1, -1, 127, 128, -32, -33, 255, 256, 65535, 65536, -129, -32769,
                                     INT64_MAX, INT64_MIN, (int64_t)1 << 40 };
-    int64_t v = ints[next(sizeof ints / sizeof *ints)];
-    msgpack_pack_int64(pk, v == INT64_MAX || v == INT64_MIN ? v : v + (int64_t)next(5));
+    int64_t v = ints[check_random(sizeof ints / sizeof *ints)];
+    msgpack_pack_int64(pk, v == INT64_MAX || v == INT64_MIN ? v : v + (int64_t)check_random(5));
   } else if (strcmp(c->type, "string") == 0) {
-    size_t n = long_values && next(4) == 0 ? 17 + next(300) : next(17);
+    size_t n = long_values && check_random(4) == 0 ? 17 + check_random(300) : check_random(17);
     msgpack_pack_str_with_body(pk, text, n);
   } else if (strcmp(c->type, "float") == 0) {
-    msgpack_pack_double(pk, (double)next(100000) / 16.0);
-  } else if (next(2)) {
+    msgpack_pack_double(pk, (double)check_random(100000) / 16.0);
+  } else if (check_random(2)) {
     msgpack_pack_true(pk);
   } else {
     msgpack_pack_false(pk);
@@ -112,7 +104,7 @@ static void run_table(int long_names, int long_values)
   bool stored[4] = { false };
   CHECK(rn_begin(p) == 0);
   for (int i = 0; i < 60; i++) { /* upserts of 4 keys: inserts, then updates with their old rows */
-    int k = (int)next(4);
+    int k = (int)check_random(4);
     msgpack_sbuffer_clear(&change);
     random_row(&t, k, long_values, &change);
     if (stored[k] && last[k].size == change.size && memcmp(last[k].data, change.data, change.size) == 0)

@@ -252,7 +252,7 @@ static void check_key_names(lua_State *L, int at, const lattached *la, const rn_
   lua_pushnil(L);
   while (lua_next(L, at)) {
     lua_pop(L, 1);
-    size_t len;
+    size_t len = 0; /* clang cannot see that rn_lua_error does not return */
     const char *name = lua_type(L, -1) == LUA_TSTRING ? lua_tolstring(L, -1, &len) : NULL;
     if (!name) rn_lua_error(L, "attach %s: get: a key table is keyed by column names, got a %s key", la->name,
                             luaL_typename(L, -1));

@@ -262,3 +262,9 @@ cluster-kills: deps
 $(BUILD)/spec/test_read_derived: spec/c/test_read_derived.c spec/c/check.h $(BUILD)/librunnel.a $(FLAGS_STAMP)
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS) $(LUA_INC) -Icore -Ispec/c -o $@ $< $(BUILD)/librunnel.a $(ALL_LIBS) $(LDFLAGS)
+
+# fkjoin_floor: fkjoin's LMDB calls alone, timed (scripts/bench/fkjoin_floor.c; make bench runs it)
+all: $(BUILD)/fkjoin_floor
+$(BUILD)/fkjoin_floor: scripts/bench/fkjoin_floor.c $(FLAGS_STAMP)
+	@mkdir -p $(@D)
+	$(CC) $(CFLAGS) -o $@ $< -llmdb $(LDFLAGS)

@@ -1,7 +1,8 @@
 #!/bin/sh
 # make bench: every benchmark, one figure per line ("name: value"), then
-# issue 13's table: each fkjoin path, the example host's ticks, memory and
-# the LMDB file, set against the plain-Lua fkjoin of the same run.
+# issue 13's table: each fkjoin path (and fkjoin's LMDB calls alone), the
+# example host's ticks, memory and the LMDB file, set against the plain-Lua
+# fkjoin of the same run.
 # Figures are wall-clock rates on a shared 2-core machine: compare ratios
 # within one run, not absolute numbers across runs.
 #   FKJOIN=path   use this fkjoin workload instead of generating one
@@ -58,6 +59,10 @@ if [ -f "$STATE/data.mdb" ]; then
   tail -n 2 "$FIG"
 fi
 rm -rf "$STATE"
+echo "# fkjoin's LMDB calls alone, no join work (scripts/bench/fkjoin_floor.c): runnel's layout, then the least any layout must make"
+FLOOR=$(dirname "$BIN")/fkjoin_floor
+figures floor "$FLOOR" "$FKJOIN" --runnel-layout
+figures floormin "$FLOOR" "$FKJOIN" --minimal
 echo "# runnel, on = \"team_id\", writemap = true"
 figures writemap $BIN run scripts/bench/fkjoin.lua "$FKJOIN" --writemap
 echo "# runnel, on = \"team_id\", the file through p:run (parsing included, no Lua per change)"

@@ -1,7 +1,8 @@
 -- table.lua FIGURES [KNOWN_EVENTS KNOWN_CHECKSUM] — issue 13's table from the
 -- figures make bench wrote ("prefix.name: value" lines: lua. the plain-Lua
--- fkjoin, decl. declarative, writemap., mapper., run. p:run, host. the
--- example host, lmdb. the declarative state after its run). Every path is
+-- fkjoin, decl. declarative, writemap., mapper., run. p:run, floor. and
+-- floormin. fkjoin_floor's two modes, host. the example host, lmdb. the
+-- declarative state after its run). Every path is
 -- set against the plain-Lua version of the same run; a figure that is
 -- missing (a run failed, a tool does not print it yet) reads "n/a" and its
 -- target "n/a", never an error.
@@ -37,6 +38,10 @@ rate_row("plain Lua, hash tables (fkjoin_lua.lua)", "lua", "", nil)
 rate_row("declarative FK join, state in LMDB, sync = false", "decl", "≥ 1.3× plain Lua",
          function(_, x) return x and x >= 1.3 end)
 rate_row("  the same, writemap = true", "writemap", "", nil)
+-- fkjoin_floor.c: the LMDB work alone, what the declarative path cannot beat
+-- with runnel's layout, and what no layout keeping the state in LMDB can
+rate_row("LMDB calls alone, runnel's layout", "floor", "", nil)
+rate_row("LMDB floor, minimal layout", "floormin", "", nil)
 rate_row("Lua mapper + joiner", "mapper", "≥ 0.7× and ≥ 200,000/s",
          function(r, x) return x and x >= 0.7 and r >= 200000 end)
 rate_row("p:run over the NDJSON file, parsing included", "run", "≥ 400,000/s",

@@ -3,7 +3,7 @@
  * calls (issue 13 asks for ≥ 1.3× the plain-Lua fkjoin with the state in
  * LMDB). Built by make all into build/fkjoin_floor; make bench runs both modes.
  *
- *   build/fkjoin_floor FILE.ndjson --runnel-layout|--minimal [--load-only] [--dir=DIR]
+ *   build/fkjoin_floor FILE.ndjson --runnel-layout|--minimal [--carry=GROUPS] [--load-only] [--dir=DIR]
  *
  * The file (scripts/bench/gen_fkjoin.lua's lines, {"rel":…,"op":…,"row":{…}})
  * is read and parsed first, untimed, into one small struct per change with
@@ -11,7 +11,10 @@
  * the changes are applied as runnel applies them: groups of 1,000 in one
  * LMDB write transaction carried over 256 groups (RN_CARRY_GROUPS), the
  * environment opened MDB_NOSYNC (sync = false; MDB_NOMETASYNC adds nothing
- * to it), not MDB_WRITEMAP. Nothing else happens: no events, no result
+ * to it), not MDB_WRITEMAP. runnel also ends a carried transaction after
+ * 0.5 s (RN_CARRY_SECONDS), about every 80 groups at its speed on the full
+ * fkjoin file; the floor does not, which favours it: --carry=64 made it
+ * 10-15% slower there. Nothing else happens: no events, no result
  * rows, no Lua; the team rows a join reads come from runnel's rowcache,
  * which costs no LMDB call, so they are not read at all.
  *
@@ -69,7 +72,7 @@
 #include <unistd.h>
 
 #define GROUP 1000       /* changes per group, as fkjoin.lua */
-#define CARRY_GROUPS 256 /* groups per LMDB write transaction: RN_CARRY_GROUPS */
+#define CARRY_GROUPS 256 /* groups per LMDB write transaction: RN_CARRY_GROUPS (--carry=N) */
 #define KEY_LEN 9        /* an encoded int key: |0x10|be64| (core/key.c) */
 #define KEY_INT 0x10
 #define KEY_NULL 0x01
@@ -111,6 +114,7 @@ typedef struct floor_db {
   MDB_dbi rows[NRELS], index, result_ids, meta;
   MDB_cursor *rows_cur[NRELS], *index_cur; /* runnel's: one each per write transaction */
   bool minimal;
+  unsigned carry_groups;                   /* groups per write transaction */
   uint64_t next_id[NRELS], next_result_id; /* runnel's counters */
   char *valbuf;                            /* a value being built */
   counts c;
@@ -600,7 +604,7 @@ static void apply_all(floor_db *f, const load *L)
   for (size_t g = 0; g < L->n; g += GROUP) {
     for (size_t i = g; i < L->n && i < g + GROUP; i++) apply_change(f, L, &L->changes[i]);
     if (!f->minimal) save_counters(f);
-    if (++groups % CARRY_GROUPS == 0 || g + GROUP >= L->n) {
+    if (++groups % f->carry_groups == 0 || g + GROUP >= L->n) {
       check(mdb_txn_commit(f->txn), "commit");
       if (g + GROUP < L->n) begin(f);
     }
@@ -696,21 +700,23 @@ int main(int argc, char **argv)
   const char *path = NULL, *keep_dir = NULL;
   int mode = -1;
   bool load_only = false;
+  long carry = CARRY_GROUPS;
   for (int i = 1; i < argc; i++) {
     if (strcmp(argv[i], "--runnel-layout") == 0) mode = 0;
     else if (strcmp(argv[i], "--minimal") == 0) mode = 1;
     else if (strcmp(argv[i], "--load-only") == 0) load_only = true;
     else if (strncmp(argv[i], "--dir=", 6) == 0) keep_dir = argv[i] + 6;
+    else if (strncmp(argv[i], "--carry=", 8) == 0) carry = strtol(argv[i] + 8, NULL, 10);
     else if (argv[i][0] != '-' && !path) path = argv[i];
     else mode = -2;
   }
-  if (!path || mode < 0) {
-    fprintf(stderr, "usage: fkjoin_floor FILE.ndjson --runnel-layout|--minimal [--load-only] [--dir=DIR]\n");
+  if (!path || mode < 0 || carry < 1 || carry > 1 << 20) {
+    fprintf(stderr, "usage: fkjoin_floor FILE.ndjson --runnel-layout|--minimal [--carry=GROUPS] [--load-only] [--dir=DIR]\n");
     return 2;
   }
   load L = { 0 };
   load_file(path, &L);
-  floor_db f = { .minimal = mode == 1 };
+  floor_db f = { .minimal = mode == 1, .carry_groups = (unsigned)carry };
   const char *dir = keep_dir ? keep_dir : fresh_dir();
   open_env(&f, dir);
   double seconds = 0;

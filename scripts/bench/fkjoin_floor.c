@@ -46,8 +46,10 @@
  *   reads the row (MDB_SET) and rewrites it there (MDB_CURRENT), and only
  *   when the fk moved deletes one fk entry and puts another; a delete
  *   reads the row (for its fk), deletes it there and deletes its fk entry.
- *   a team insert, update or delete: one put or delete of its row, blind
- *   (nothing in the old team row is needed); the fan-out walks the fk
+ *   a team insert or delete: one put or delete of its row, blind (nothing
+ *   in the old team row is needed); an update reads its row where it
+ *   rewrites it (MDB_SET, MDB_CURRENT: one descent, as a blind put) so that
+ *   an unchanged team costs no fan-out; the fan-out walks the fk
  *   entries of its key (MDB_SET_RANGE, MDB_NEXT) to find its players,
  *   whose rows are taken to cost nothing (held in memory): the walk is the
  *   least a team change can do to reach them.
@@ -465,7 +467,6 @@ static void runnel_player(floor_db *f, const change *c, const char *row)
   if (!runnel_table_change(f, c, row, &k, &id, &old_has_fk, &old_fk)) { f->c.unchanged[PLAYERS]++; return; }
   size_t iklen = index_key(c->has_fk, c->fk, id, ik);
   if (c->op == INSERT) {
-    k = (MDB_val){ KEY_LEN, key };
     rid = runnel_result_id(f, &k);
     runnel_index_put(f, ik, iklen, rid, row, c->row_len);
     return;

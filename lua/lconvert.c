@@ -94,6 +94,12 @@ static int table_value(lpipe *lp, lua_State *L, int idx, const rn_column *col,
   return table_as_map(lp, L, idx, count, NULL, out, depth);
 }
 
+static void integer_value(lua_Integer i, msgpack_object *out)
+{
+  if (i >= 0) { out->type = MSGPACK_OBJECT_POSITIVE_INTEGER; out->via.u64 = (uint64_t)i; }
+  else { out->type = MSGPACK_OBJECT_NEGATIVE_INTEGER; out->via.i64 = i; }
+}
+
 /* The scalar at idx (of type t) into out; false for tables and foreign
  * values. One API call per value: rows are made of scalars. */
 static bool scalar_value(lua_State *L, int idx, int t, msgpack_object *out)
@@ -107,11 +113,9 @@ static bool scalar_value(lua_State *L, int idx, int t, msgpack_object *out)
     out->via.boolean = lua_toboolean(L, idx);
     return true;
   case LUA_TNUMBER:
-    if (lua_isinteger(L, idx)) { /* 1.0 is a float: it stays one */
-      lua_Integer i = lua_tointeger(L, idx);
-      if (i >= 0) { out->type = MSGPACK_OBJECT_POSITIVE_INTEGER; out->via.u64 = (uint64_t)i; }
-      else { out->type = MSGPACK_OBJECT_NEGATIVE_INTEGER; out->via.i64 = i; }
-    } else {
+    if (lua_isinteger(L, idx)) /* 1.0 is a float: it stays one */
+      integer_value(lua_tointeger(L, idx), out);
+    else {
       out->type = MSGPACK_OBJECT_FLOAT64;
       out->via.f64 = lua_tonumber(L, idx);
     }
@@ -156,6 +160,27 @@ static int alloc_row(lpipe *lp, rn_rel *rel, msgpack_object **vals, uint8_t **gi
   return 0;
 }
 
+/* The value on top into out when it is a scalar; false otherwise. Integers,
+ * the commonest values, are asked for first: two API calls, not three. */
+static bool top_scalar(lua_State *L, msgpack_object *out)
+{
+  if (lua_isinteger(L, -1)) {
+    integer_value(lua_tointeger(L, -1), out);
+    return true;
+  }
+  return scalar_value(L, -1, lua_type(L, -1), out);
+}
+
+/* The slot of the column whose name string is the object key (lua_topointer
+ * of a row key), or -1; slot guess is tried first. */
+static int slot_of_key(const lrelinfo *ri, const void *key, int guess)
+{
+  if (guess < ri->ncols && ri->keys[guess] == key) return guess;
+  for (int i = 0; i < ri->ncols; i++)
+    if (ri->keys[i] == key) return i;
+  return -1;
+}
+
 int rn_lua_torow(lpipe *lp, lua_State *L, int idx, rn_rel *rel,
                  msgpack_object **vals, uint8_t **given)
 {
@@ -171,16 +196,12 @@ int rn_lua_torow(lpipe *lp, lua_State *L, int idx, rn_rel *rel,
   rn_lua_relinfo(L, rel); /* a relation being declared (a join built from existing rows) has none yet */
   const lrelinfo *ri = rel->udata;
   int slots = 0; /* the name -> slot table, pushed when first needed */
-  int next_slot = 0; /* where the name search starts: keys often come in column order */
+  int prev = -1; /* the slot of the key before: ri->after[prev + 1] guesses this one's */
   lua_pushnil(L);
   while (lua_next(L, idx)) {
-    int slot = -1;
-    if (lua_type(L, -2) == LUA_TSTRING) { /* the same string object as a column name? */
-      const char *k = lua_tostring(L, -2);
-      for (int n = 0, i = next_slot; n < ri->ncols; n++, i = i + 1 < ri->ncols ? i + 1 : 0)
-        if (ri->names[i] == k) { slot = i; break; }
-    }
-    if (slot < 0) {
+    /* a key spelled like a column name is that name's very string (short strings are interned) */
+    int slot = slot_of_key(ri, lua_topointer(L, -2), ri->after[prev + 1]);
+    if (slot < 0) { /* a long name, or not a name */
       if (!slots) {
         lua_rawgeti(L, LUA_REGISTRYINDEX, ri->slots_ref);
         lua_insert(L, -3); /* below the key and value: lua_next needs them on top */
@@ -202,17 +223,17 @@ int rn_lua_torow(lpipe *lp, lua_State *L, int idx, rn_rel *rel,
                         luaL_typename(L, -2));
       break;
     }
-    int value_at = top + (slots ? 3 : 2); /* above: the slots table if pushed, the key */
-    if (!scalar_value(L, value_at, lua_type(L, value_at), &(*vals)[slot]) &&
-        (rc = rn_lua_tovalue(lp, L, value_at, &rel->schema->cols[slot], &(*vals)[slot], 0))) {
+    if (!top_scalar(L, &(*vals)[slot]) &&
+        (rc = rn_lua_tovalue(lp, L, -1, &rel->schema->cols[slot], &(*vals)[slot], 0))) {
       rn_err_prefix(&p->err, rel->name);
       break;
     }
     (*given)[slot] = 1;
-    next_slot = slot + 1 < ri->ncols ? slot + 1 : 0;
+    ri->after[prev + 1] = slot;
+    prev = slot;
     lua_pop(L, 1);
   }
-  lua_settop(L, top);
+  if (rc || slots) lua_settop(L, top); /* else lua_next has left it there */
   return rc;
 }
 

@@ -29,15 +29,14 @@ static void copy_fk(fk *to, const fk *from)
 
 /* Do two left rows hold the same bytes in the columns of mask (a bit per
  * slot; bit 63: slot 63 and later)? */
-static bool same_cols_bytes(rn_join *j, const side *a, const side *b, uint64_t mask)
+static bool same_cols_bytes(rn_join *j, side *a, side *b, uint64_t mask)
 {
   int ncols = j->left->schema->ncols, upto = 0;
   for (int c = 0; c < ncols && c < 64; c++) if (mask & (1ULL << c)) upto = c + 1;
   if (mask >> 63) upto = ncols;
   if (upto == 0) return true;
-  size_t sa[upto + 1], sb[upto + 1];
-  if (rn_row_spans(a->row, a->len, ncols, upto, sa) || rn_row_spans(b->row, b->len, ncols, upto, sb))
-    return false;
+  const size_t *sa, *sb;
+  if (rn_join_spans(j, j->left, a, upto, &sa) || rn_join_spans(j, j->left, b, upto, &sb)) return false;
   for (int c = 0; c < upto; c++) {
     if (!(mask & (1ULL << (c < 63 ? c : 63)))) continue;
     size_t n = sa[c + 1] - sa[c];
@@ -89,6 +88,7 @@ int rn_join_left_step(rn_join *j, uint64_t lid, side *lb, side *la, const rn_cha
   no_fk(&fb);
   no_fk(&fa);
   side rb = { 0 }, ra = { 0 }, ob = { 0 }, oa = { 0 };
+  side *now_r = &ra; /* rb itself when it is the current row too: its offsets are walked once */
   msgpack_sbuffer kb, ka;
   msgpack_sbuffer_init(&kb);
   msgpack_sbuffer_init(&ka);
@@ -103,7 +103,7 @@ int rn_join_left_step(rn_join *j, uint64_t lid, side *lb, side *la, const rn_cha
   if (!rc && la->row) {
     /* The foreign key stayed and nothing undone hides the right row: the
      * row just read before the change is the current one (one read less). */
-    if (rb_read && !undo && same_fk(&fb, &fa)) ra = rb;
+    if (rb_read && !undo && same_fk(&fb, &fa)) now_r = &rb;
     else rc = rn_join_right_current(j, &fa, &ra);
   }
   if (rc) goto out;
@@ -112,7 +112,7 @@ int rn_join_left_step(rn_join *j, uint64_t lid, side *lb, side *la, const rn_cha
   if (!rc && j->kind == RN_JOIN_OUTER && lb->row && !la->row) rc = rn_join_right_current(j, &fb, &ra), fa = fb;
   if (!rc && kept) ob = stored; /* what was emitted, without asking the source or joiner again */
   else if (!rc) rc = rn_join_make_result(j, lb, &rb, &fb, &ob);
-  if (!rc) rc = rn_join_make_result(j, la, &ra, &fa, &oa);
+  if (!rc) rc = rn_join_make_result(j, la, now_r, &fa, &oa);
   if (rc) goto out;
   if (ob.row) {
     if (!rid_b || !lb->row || j->fns.selector) {
@@ -184,9 +184,7 @@ int rn_join_collect(rn_join *j, const fk *f, entries *out)
 /* The current left row of an index entry: the entry holds it. */
 void rn_join_left_row(const entry *e, side *l)
 {
-  l->row = e->len ? e->payload : NULL;
-  l->len = e->len;
-  l->vals = NULL;
+  *l = (side){ .row = e->len ? e->payload : NULL, .len = e->len };
 }
 
 /* The result an entry says it emitted; false when it does not say. */
@@ -285,13 +283,13 @@ static int right_step(rn_join *j, const rn_change *c, uint64_t skip)
     if (at->part_len == at->len) f = at;
     else if ((rc = rn_join_left_fk(j, &l, &own))) break;
     else f = &own;
-    side rb = { 0 }, ra = { 0 }, ob, oa;
-    if (o.row && same_fk(f, &ko)) rb = o;
-    if (n.row && same_fk(f, &kn)) ra = n;
-    if (!rb.row && !ra.row) continue; /* a long key's hash neighbour */
+    /* o and n themselves, so their offsets are walked once for all results */
+    side none_b = { 0 }, none_a = { 0 }, ob, oa;
+    side *rb = o.row && same_fk(f, &ko) ? &o : &none_b, *ra = n.row && same_fk(f, &kn) ? &n : &none_a;
+    if (!rb->row && !ra->row) continue; /* a long key's hash neighbour */
     bool kept = rn_join_kept_result(e, &ob); /* the joiner runs once per pair, not twice */
-    if (!kept) rc = rn_join_make_result(j, &l, &rb, f, &ob);
-    if (!rc) rc = rn_join_make_result(j, &l, &ra, f, &oa);
+    if (!kept) rc = rn_join_make_result(j, &l, rb, f, &ob);
+    if (!rc) rc = rn_join_make_result(j, &l, ra, f, &oa);
     uint64_t rid = e->rid;
     bool rewritten = false;
     if (!rc && oa.row && !rid) {

@@ -39,22 +39,32 @@ int rn_join_spans_walk(rn_join *j, rn_rel *of, side *s, int upto, const size_t *
   return 0;
 }
 
-/* Decodes only the given slots of a row (its key or foreign key columns). */
-static int slot_values(rn_join *j, rn_rel *r, side *s, const int *slots, int n, msgpack_object *out)
+/* The values of the given slots of a row (its key or foreign key
+ * columns), decoded alone: a scalar from its bytes, anything else by
+ * msgpack. 1 when the row does not decode; RN_ENOMEM (noted). */
+static int read_slots(rn_join *j, rn_rel *r, side *s, const int *slots, int n, msgpack_object *out)
 {
   int upto = 0;
   for (int i = 0; i < n; i++) if (slots[i] + 1 > upto) upto = slots[i] + 1;
   const size_t *starts;
   int rc = rn_join_spans(j, r, s, upto, &starts);
-  if (rc == 1) return rn_err_set(err_of(j), RN_ESTORE, "%s: a row of %s could not be decoded", j->out->name, r->name);
   if (rc) return rc;
   for (int i = 0; i < n; i++) {
-    size_t off = 0;
-    if (rn_unpack(s->row + starts[slots[i]], starts[slots[i] + 1] - starts[slots[i]], &off,
-                       zone_of(j), &out[i]) != MSGPACK_UNPACK_SUCCESS)
-      return rn_err_set(err_of(j), RN_ESTORE, "%s: a row of %s could not be decoded", j->out->name, r->name);
+    const char *v = s->row + starts[slots[i]];
+    size_t sz = starts[slots[i] + 1] - starts[slots[i]], off = 0;
+    if (!rn_scalar_object((const unsigned char *)v, sz, &out[i]) &&
+        rn_unpack(v, sz, &off, zone_of(j), &out[i]) != MSGPACK_UNPACK_SUCCESS)
+      return 1;
   }
   return 0;
+}
+
+/* read_slots, saying which row did not decode. */
+static int slot_values(rn_join *j, rn_rel *r, side *s, const int *slots, int n, msgpack_object *out)
+{
+  int rc = read_slots(j, r, s, slots, n, out);
+  if (rc == 1) return rn_err_set(err_of(j), RN_ESTORE, "%s: a row of %s could not be decoded", j->out->name, r->name);
+  return rc;
 }
 
 /* f->part from f->enc: the encoding itself, or for a long one its first
@@ -350,6 +360,13 @@ int rn_join_result_key(rn_join *j, uint64_t lid, side *l, const fk *f, msgpack_s
     rn_buf_write(b, f->enc, f->len);
     return 0;
   }
+  if (ls->nkey && !j->fns.selector) { /* the key columns alone, not the whole row decoded */
+    msgpack_object kv[ls->nkey];
+    int rc = read_slots(j, j->left, l, ls->key_slots, ls->nkey, kv);
+    if (rc == 1) return rn_err_set(err_of(j), RN_ESTORE, "%s: a row could not be decoded", j->out->name);
+    for (int i = 0; !rc && i < ls->nkey; i++) rn_key_append(b, &kv[i]); /* as rn_key_encode */
+    return rc;
+  }
   const msgpack_object *lv = vals_of(j, j->left, l);
   if (!lv) return rn_err_set(err_of(j), RN_ESTORE, "%s: a row could not be decoded", j->out->name);
   if (j->fns.selector) {
@@ -362,13 +379,9 @@ int rn_join_result_key(rn_join *j, uint64_t lid, side *l, const fk *f, msgpack_s
     }
     return j->fns.selector(j->fns.ctx, j->left, lkey, ls->nkey, j->right, rkey, nr, b, err_of(j));
   }
-  if (ls->nkey) {
-    rn_key_encode(ls, lv, b);
-  } else {
-    char idk[9] = { RN_KEY_INT };
-    rn_be64_put(idk + 1, lid ^ (1ULL << 63));
-    rn_buf_write(b, idk, 9);
-  }
+  char idk[9] = { RN_KEY_INT }; /* no left key: the left id */
+  rn_be64_put(idk + 1, lid ^ (1ULL << 63));
+  rn_buf_write(b, idk, 9);
   return 0;
 }
 

@@ -126,7 +126,8 @@ void rn_join_fuse_begin(rn_join *j)
 
 static bool same_bytes(const side *a, const side *b)
 {
-  if (!a->row || !b->row) return !a->row && !b->row;
+  if (a->row == b->row) return a->len == b->len; /* the row a change keeps (or both absent) */
+  if (!a->row || !b->row) return false;
   return a->len == b->len && memcmp(a->row, b->row, a->len) == 0;
 }
 
@@ -164,7 +165,7 @@ static int spans_of(rn_join *j, const side *res, int which, const size_t **start
 
 /* The bytes of a fused result's column s of the default layout; sp: its
  * rows' offsets (spans_of). */
-static const char *column_at(const rn_join_proj *pr, const side *res, const size_t *const sp[2], int s,
+static inline const char *column_at(const rn_join_proj *pr, const side *res, const size_t *const sp[2], int s,
                              size_t *len)
 {
   static const char nil = (char)0xc0;

@@ -151,7 +151,9 @@ out:
 /* ---- the right side: fan-out ---- */
 
 /* Appends to out every index entry of right key f, in ascending left id
- * (JOIN-3); payloads are copied to scratch. */
+ * (JOIN-3); payloads are copied to scratch. out->items starts as
+ * out->stack (NULL, or cap items of the caller's) and moves to the heap
+ * when they are full. */
 int rn_join_collect(rn_join *j, const fk *f, entries *out)
 {
   rn_wb_iter cur;
@@ -161,8 +163,10 @@ int rn_join_collect(rn_join *j, const fk *f, entries *out)
     if (k.mv_size != f->part_len + 8 || memcmp(k.mv_data, f->part, f->part_len) != 0) break;
     if (out->n == out->cap) {
       size_t cap = out->cap ? out->cap * 2 : 64;
-      entry *items = realloc(out->items, cap * sizeof *items);
+      bool first = out->items == out->stack; /* grows off the caller's stack */
+      entry *items = first ? malloc(cap * sizeof *items) : realloc(out->items, cap * sizeof *items);
       if (!items) { rn_wb_iter_close(&cur); return nomem(j); }
+      if (first && out->n) memcpy(items, out->items, out->n * sizeof *items);
       out->items = items;
       out->cap = cap;
     }
@@ -233,6 +237,8 @@ static int right_only(rn_join *j, const fk *f, side *o, side *n)
   return rc ? rc : rn_join_emit_result(j, rid, &ro, rid, &rn);
 }
 
+#define FANOUT_STACK 32
+
 /* A right change: every left row that references the old or the new key
  * gets its result recomputed, in ascending left id (3); skip is a left id
  * already done (a self-join's own row). */
@@ -247,7 +253,9 @@ static int right_step(rn_join *j, const rn_change *c, uint64_t skip)
   if (!rc && n.row) rc = rn_join_right_key(j, &n, &kn);
   if (!rc) rc = rn_join_right_copy(j, &ko, &kn, c);
   if (rc || j->stream) return rc;
-  entries es = { NULL, 0, 0 };
+  entry first[FANOUT_STACK]; /* most keys have few left rows: no heap for them */
+  size_t first_order[FANOUT_STACK];
+  entries es = { first, 0, FANOUT_STACK, first };
   if (o.row) rc = rn_join_collect(j, &ko, &es);
   size_t from_old = es.n;
   if (!rc && n.row && !(o.row && same_fk(&ko, &kn))) rc = rn_join_collect(j, &kn, &es);
@@ -261,8 +269,8 @@ static int right_step(rn_join *j, const rn_change *c, uint64_t skip)
   }
   /* Each key's entries come in ascending left id; a right row whose key
    * moved (a derived right side) has two runs: merge them (3). */
-  size_t *order = es.n ? malloc(es.n * sizeof *order) : NULL;
-  if (!rc && es.n && !order) rc = nomem(j);
+  size_t *order = es.n <= FANOUT_STACK ? first_order : malloc(es.n * sizeof *order);
+  if (!rc && !order) rc = nomem(j);
   for (size_t a = 0, b = from_old, k = 0; !rc && k < es.n; k++) {
     if (b >= es.n || (a < from_old && es.items[a].lid <= es.items[b].lid)) order[k] = a++;
     else order[k] = b++;
@@ -313,8 +321,8 @@ static int right_step(rn_join *j, const rn_change *c, uint64_t skip)
       rc = rn_join_index_put(j, f, e->lid, rid, &l, &oa); /* the entry keeps what is emitted */
     if (!rc) rc = rn_join_emit_result(j, rid, &ob, rid, &oa);
   }
-  free(order);
-  free(es.items);
+  if (order != first_order) free(order);
+  if (es.items != first) free(es.items);
   return rc;
 }
 

@@ -108,6 +108,7 @@ typedef struct entry {
 typedef struct entries {
   entry *items;
   size_t n, cap;
+  entry *stack;           /* the caller's first items (not freed), or NULL */
 } entries;
 
 /* ---- join_state.c ---- */

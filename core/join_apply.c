@@ -7,17 +7,36 @@
 
 /* ---- one left row: the step every change is made of ---- */
 
+/* f as no right key. An fk is ~420 bytes (its inline part): zeroing or
+ * copying whole ones showed in every change's profile, so only the fields
+ * an absent key is read by are set. */
+static void no_fk(fk *f)
+{
+  f->null = true;
+  f->enc = NULL;
+  f->len = f->part_len = 0;
+}
+
+/* *to = *from, copying of the inline part only the bytes it holds. */
+static void copy_fk(fk *to, const fk *from)
+{
+  to->null = from->null;
+  to->enc = from->enc;
+  to->len = from->len;
+  to->part_len = from->part_len;
+  memcpy(to->part, from->part, from->part_len);
+}
+
 /* Do two left rows hold the same bytes in the columns of mask (a bit per
  * slot; bit 63: slot 63 and later)? */
-static bool same_cols_bytes(rn_join *j, const side *a, const side *b, uint64_t mask)
+static bool same_cols_bytes(rn_join *j, side *a, side *b, uint64_t mask)
 {
   int ncols = j->left->schema->ncols, upto = 0;
   for (int c = 0; c < ncols && c < 64; c++) if (mask & (1ULL << c)) upto = c + 1;
   if (mask >> 63) upto = ncols;
   if (upto == 0) return true;
-  size_t sa[upto + 1], sb[upto + 1];
-  if (rn_row_spans(a->row, a->len, ncols, upto, sa) || rn_row_spans(b->row, b->len, ncols, upto, sb))
-    return false;
+  const size_t *sa, *sb;
+  if (rn_join_spans(j, j->left, a, upto, &sa) || rn_join_spans(j, j->left, b, upto, &sb)) return false;
   for (int c = 0; c < upto; c++) {
     if (!(mask & (1ULL << (c < 63 ? c : 63)))) continue;
     size_t n = sa[c + 1] - sa[c];
@@ -55,7 +74,7 @@ static int left_fks(rn_join *j, side *lb, side *la, fk *fb, fk *fa)
     mask = key_columns(j, &known);
   }
   if (rc || !la->row) return rc;
-  if (lb->row && known && same_cols_bytes(j, lb, la, mask)) { *fa = *fb; return 0; }
+  if (lb->row && known && same_cols_bytes(j, lb, la, mask)) { copy_fk(fa, fb); return 0; }
   return rn_join_left_fk(j, la, fa);
 }
 
@@ -65,8 +84,11 @@ static int left_fks(rn_join *j, side *lb, side *la, fk *fb, fk *fa)
  * results reads the old one from the entry instead of making it again. */
 int rn_join_left_step(rn_join *j, uint64_t lid, side *lb, side *la, const rn_change *undo)
 {
-  fk fb = { .null = true }, fa = { .null = true };
+  fk fb, fa;
+  no_fk(&fb);
+  no_fk(&fa);
   side rb = { 0 }, ra = { 0 }, ob = { 0 }, oa = { 0 };
+  side *now_r = &ra; /* rb itself when it is the current row too: its offsets are walked once */
   msgpack_sbuffer kb, ka;
   msgpack_sbuffer_init(&kb);
   msgpack_sbuffer_init(&ka);
@@ -81,7 +103,7 @@ int rn_join_left_step(rn_join *j, uint64_t lid, side *lb, side *la, const rn_cha
   if (!rc && la->row) {
     /* The foreign key stayed and nothing undone hides the right row: the
      * row just read before the change is the current one (one read less). */
-    if (rb_read && !undo && same_fk(&fb, &fa)) ra = rb;
+    if (rb_read && !undo && same_fk(&fb, &fa)) now_r = &rb;
     else rc = rn_join_right_current(j, &fa, &ra);
   }
   if (rc) goto out;
@@ -90,7 +112,7 @@ int rn_join_left_step(rn_join *j, uint64_t lid, side *lb, side *la, const rn_cha
   if (!rc && j->kind == RN_JOIN_OUTER && lb->row && !la->row) rc = rn_join_right_current(j, &fb, &ra), fa = fb;
   if (!rc && kept) ob = stored; /* what was emitted, without asking the source or joiner again */
   else if (!rc) rc = rn_join_make_result(j, lb, &rb, &fb, &ob);
-  if (!rc) rc = rn_join_make_result(j, la, &ra, &fa, &oa);
+  if (!rc) rc = rn_join_make_result(j, la, now_r, &fa, &oa);
   if (rc) goto out;
   if (ob.row) {
     if (!rid_b || !lb->row || j->fns.selector) {
@@ -129,7 +151,9 @@ out:
 /* ---- the right side: fan-out ---- */
 
 /* Appends to out every index entry of right key f, in ascending left id
- * (JOIN-3); payloads are copied to scratch. */
+ * (JOIN-3); payloads are copied to scratch. out->items starts as
+ * out->stack (NULL, or cap items of the caller's) and moves to the heap
+ * when they are full. */
 int rn_join_collect(rn_join *j, const fk *f, entries *out)
 {
   rn_wb_iter cur;
@@ -139,8 +163,10 @@ int rn_join_collect(rn_join *j, const fk *f, entries *out)
     if (k.mv_size != f->part_len + 8 || memcmp(k.mv_data, f->part, f->part_len) != 0) break;
     if (out->n == out->cap) {
       size_t cap = out->cap ? out->cap * 2 : 64;
-      entry *items = realloc(out->items, cap * sizeof *items);
+      bool first = out->items == out->stack; /* grows off the caller's stack */
+      entry *items = first ? malloc(cap * sizeof *items) : realloc(out->items, cap * sizeof *items);
       if (!items) { rn_wb_iter_close(&cur); return nomem(j); }
+      if (first && out->n) memcpy(items, out->items, out->n * sizeof *items);
       out->items = items;
       out->cap = cap;
     }
@@ -162,9 +188,7 @@ int rn_join_collect(rn_join *j, const fk *f, entries *out)
 /* The current left row of an index entry: the entry holds it. */
 void rn_join_left_row(const entry *e, side *l)
 {
-  l->row = e->len ? e->payload : NULL;
-  l->len = e->len;
-  l->vals = NULL;
+  *l = (side){ .row = e->len ? e->payload : NULL, .len = e->len };
 }
 
 /* The result an entry says it emitted; false when it does not say. */
@@ -213,19 +237,25 @@ static int right_only(rn_join *j, const fk *f, side *o, side *n)
   return rc ? rc : rn_join_emit_result(j, rid, &ro, rid, &rn);
 }
 
+#define FANOUT_STACK 32
+
 /* A right change: every left row that references the old or the new key
  * gets its result recomputed, in ascending left id (3); skip is a left id
  * already done (a self-join's own row). */
 static int right_step(rn_join *j, const rn_change *c, uint64_t skip)
 {
   side o = { .row = c->old, .len = c->old_len }, n = { .row = c->row, .len = c->row_len };
-  fk ko = { .null = true }, kn = { .null = true };
+  fk ko, kn;
+  no_fk(&ko);
+  no_fk(&kn);
   int rc = 0;
   if (o.row) rc = rn_join_right_key(j, &o, &ko);
   if (!rc && n.row) rc = rn_join_right_key(j, &n, &kn);
   if (!rc) rc = rn_join_right_copy(j, &ko, &kn, c);
   if (rc || j->stream) return rc;
-  entries es = { NULL, 0, 0 };
+  entry first[FANOUT_STACK]; /* most keys have few left rows: no heap for them */
+  size_t first_order[FANOUT_STACK];
+  entries es = { first, 0, FANOUT_STACK, first };
   if (o.row) rc = rn_join_collect(j, &ko, &es);
   size_t from_old = es.n;
   if (!rc && n.row && !(o.row && same_fk(&ko, &kn))) rc = rn_join_collect(j, &kn, &es);
@@ -239,8 +269,8 @@ static int right_step(rn_join *j, const rn_change *c, uint64_t skip)
   }
   /* Each key's entries come in ascending left id; a right row whose key
    * moved (a derived right side) has two runs: merge them (3). */
-  size_t *order = es.n ? malloc(es.n * sizeof *order) : NULL;
-  if (!rc && es.n && !order) rc = nomem(j);
+  size_t *order = es.n <= FANOUT_STACK ? first_order : malloc(es.n * sizeof *order);
+  if (!rc && !order) rc = nomem(j);
   for (size_t a = 0, b = from_old, k = 0; !rc && k < es.n; k++) {
     if (b >= es.n || (a < from_old && es.items[a].lid <= es.items[b].lid)) order[k] = a++;
     else order[k] = b++;
@@ -250,47 +280,49 @@ static int right_step(rn_join *j, const rn_change *c, uint64_t skip)
     const entry *e = &es.items[i];
     if (e->lid == skip) continue;
     side l;
-    fk f;
+    fk own;
+    const fk *f;
     rn_join_left_row(e, &l);
     if (!l.row) continue;
     /* The entry sits under the fk part of the right key it references; a
      * hashed (long) fk part is checked against the row itself. */
     bool under_old = i < from_old;
     const fk *at = under_old ? &ko : &kn;
-    if (at->part_len == at->len) f = *at;
-    else if ((rc = rn_join_left_fk(j, &l, &f))) break;
-    side rb = { 0 }, ra = { 0 }, ob, oa;
-    if (o.row && same_fk(&f, &ko)) rb = o;
-    if (n.row && same_fk(&f, &kn)) ra = n;
-    if (!rb.row && !ra.row) continue; /* a long key's hash neighbour */
+    if (at->part_len == at->len) f = at;
+    else if ((rc = rn_join_left_fk(j, &l, &own))) break;
+    else f = &own;
+    /* o and n themselves, so their offsets are walked once for all results */
+    side none_b = { 0 }, none_a = { 0 }, ob, oa;
+    side *rb = o.row && same_fk(f, &ko) ? &o : &none_b, *ra = n.row && same_fk(f, &kn) ? &n : &none_a;
+    if (!rb->row && !ra->row) continue; /* a long key's hash neighbour */
     bool kept = rn_join_kept_result(e, &ob); /* the joiner runs once per pair, not twice */
-    if (!kept) rc = rn_join_make_result(j, &l, &rb, &f, &ob);
-    if (!rc) rc = rn_join_make_result(j, &l, &ra, &f, &oa);
+    if (!kept) rc = rn_join_make_result(j, &l, rb, f, &ob);
+    if (!rc) rc = rn_join_make_result(j, &l, ra, f, &oa);
     uint64_t rid = e->rid;
     bool rewritten = false;
     if (!rc && oa.row && !rid) {
       msgpack_sbuffer k;
       msgpack_sbuffer_init(&k);
-      if (!(rc = rn_join_result_key(j, e->lid, &l, &f, &k))) rc = rn_join_result_id(j, &k, e->lid, true, &rid);
+      if (!(rc = rn_join_result_key(j, e->lid, &l, f, &k))) rc = rn_join_result_id(j, &k, e->lid, true, &rid);
       msgpack_sbuffer_destroy(&k);
-      if (!rc && !(rc = rn_join_index_seek(j, &f, e->lid))) rc = rn_join_index_put(j, &f, e->lid, rid, &l, &oa);
+      if (!rc && !(rc = rn_join_index_seek(j, f, e->lid))) rc = rn_join_index_put(j, f, e->lid, rid, &l, &oa);
       rewritten = true;
     }
     if (!rc && ob.row && !oa.row && j->fns.selector) { /* the key is free again */
       msgpack_sbuffer k;
       msgpack_sbuffer_init(&k);
       uint64_t ignored;
-      if (!(rc = rn_join_result_key(j, e->lid, &l, &f, &k))) rc = rn_join_result_id(j, &k, e->lid, false, &ignored);
+      if (!(rc = rn_join_result_key(j, e->lid, &l, f, &k))) rc = rn_join_result_id(j, &k, e->lid, false, &ignored);
       msgpack_sbuffer_destroy(&k);
-      if (!rc && !(rc = rn_join_index_seek(j, &f, e->lid))) rc = rn_join_index_put(j, &f, e->lid, 0, &l, NULL);
+      if (!rc && !(rc = rn_join_index_seek(j, f, e->lid))) rc = rn_join_index_put(j, f, e->lid, 0, &l, NULL);
       rewritten = true;
     }
-    if (!rc && j->keeps_results && !rewritten && !same_result(&ob, &oa) && !(rc = rn_join_index_seek(j, &f, e->lid)))
-      rc = rn_join_index_put(j, &f, e->lid, rid, &l, &oa); /* the entry keeps what is emitted */
+    if (!rc && j->keeps_results && !rewritten && !same_result(&ob, &oa) && !(rc = rn_join_index_seek(j, f, e->lid)))
+      rc = rn_join_index_put(j, f, e->lid, rid, &l, &oa); /* the entry keeps what is emitted */
     if (!rc) rc = rn_join_emit_result(j, rid, &ob, rid, &oa);
   }
-  free(order);
-  free(es.items);
+  if (order != first_order) free(order);
+  if (es.items != first) free(es.items);
   return rc;
 }
 

@@ -27,8 +27,6 @@ typedef struct rn_join_proj {
   int slots[];            /* each output column's slot in the default layout */
 } rn_join_proj;
 
-#define RN_JOIN_SPANS_MEMO 15 /* right columns a fused select may walk for the memo */
-
 typedef struct rn_join {
   rn_rel *out, *left, *right;
   rn_join_kind kind;
@@ -44,13 +42,6 @@ typedef struct rn_join {
                              (join_project.c); valid only while projecting */
   rn_join_proj *fuse;     /* its projection (kept while the select's columns stay); owned */
   bool projecting;        /* this change's results are fused's rows */
-  struct {                /* right rows this change walked for the fused select (join_project.c):
-                             a fan-out's every result is made of the same one or two */
-    const char *row;
-    size_t len;
-    size_t starts[RN_JOIN_SPANS_MEMO + 1];
-  } spans_memo[2];
-  int spans_memo_n;
   bool right_native;      /* the right side is a keyed source table */
   bool lookup;            /* the right side is a lookup: results are stored, not recomputed */
   bool keeps_results;     /* entries hold the emitted result (lookup or joiner): an old
@@ -87,7 +78,9 @@ typedef struct side {
   const char *row;        /* NULL: absent */
   size_t len;
   const msgpack_object *vals; /* NULL until vals_of() */
-  const struct side *made_of[2]; /* a fused result: the left and right rows it was made of */
+  struct side *made_of[2]; /* a fused result: the left and right rows it was made of */
+  const size_t *starts;   /* the offsets of its first `walked` values (rn_join_spans), or NULL */
+  int walked;
 } side;
 
 /* Where the join reads and writes: the group's transaction, or a scan's. */
@@ -115,6 +108,7 @@ typedef struct entry {
 typedef struct entries {
   entry *items;
   size_t n, cap;
+  entry *stack;           /* the caller's first items (not freed), or NULL */
 } entries;
 
 /* ---- join_state.c ---- */
@@ -122,6 +116,18 @@ typedef struct entries {
 /* f->part from f->enc: the encoding itself, or for a long one its first
  * RN_JOIN_FK_INLINE bytes and a hash (join.h). */
 void rn_join_set_part(fk *f);
+/* The offsets of s's first upto values (rn_row_spans) into *starts: the
+ * row is walked once for all who ask (its key, the columns a left update
+ * compares, a fused select's), as far as any of them reads, and the
+ * offsets kept on s (in scratch). 1 when s is not a row of `of` whose
+ * first upto values are well formed; RN_ENOMEM (noted). */
+int rn_join_spans_walk(rn_join *j, rn_rel *of, side *s, int upto, const size_t **starts);
+static inline int rn_join_spans(rn_join *j, rn_rel *of, side *s, int upto, const size_t **starts)
+{
+  if (!s->starts || s->walked < upto) return rn_join_spans_walk(j, of, s, upto, starts);
+  *starts = s->starts; /* walked already: inline, as most asks are */
+  return 0;
+}
 /* The right key a left row points at. */
 int rn_join_left_fk(rn_join *j, side *l, fk *f);
 /* A right row's own key (its values are already normalized). */

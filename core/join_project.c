@@ -109,7 +109,6 @@ void rn_join_fuse_begin(rn_join *j)
 {
   rn_rel *out = j->out;
   j->projecting = false;
-  j->spans_memo_n = 0; /* rows are only stable within one change */
   if (j->stream || j->kind == RN_JOIN_OUTER || j->fns.joiner || j->proj || j->lookup || out->listeners ||
       out->noutputs != 1)
     return;
@@ -127,7 +126,8 @@ void rn_join_fuse_begin(rn_join *j)
 
 static bool same_bytes(const side *a, const side *b)
 {
-  if (!a->row || !b->row) return !a->row && !b->row;
+  if (a->row == b->row) return a->len == b->len; /* the row a change keeps (or both absent) */
+  if (!a->row || !b->row) return false;
   return a->len == b->len && memcmp(a->row, b->row, a->len) == 0;
 }
 
@@ -143,55 +143,53 @@ static void count(rn_join *j, rn_verb verb)
   if (!j->out->p->replaying) j->out->emitted[verb - 1]++; /* as rn_emit counts */
 }
 
-/* Where each of a fused result's columns lies: the rows' spans (ls, rs:
- * the left and right rows it was made of), the bytes of each column. */
+/* Where each of a fused result's columns lies: the bytes of each column. */
 typedef struct placed {
   const char **at;
   size_t *len;
   size_t size;            /* of the whole row, header included */
 } placed;
 
-static int spans_of(rn_join *j, const side *row, rn_rel *of, int upto, size_t *starts)
+/* The offsets of the columns of a fused result's left (which 0) or right
+ * (1) row, walked when first needed and kept on that row's side (a row a
+ * change keeps, as the right row of a left update or the left row of a
+ * fan-out, is walked once); NULL for an absent row. */
+static int spans_of(rn_join *j, const side *res, int which, const size_t **starts)
 {
+  side *row = res->made_of[which];
+  *starts = NULL;
   if (!row->row) return 0;
-  return rn_row_spans(row->row, row->len, of->schema->ncols, upto, starts) ? undecodable(j) : 0;
+  int rc = rn_join_spans(j, which ? j->right : j->left, row, which ? j->fuse->rupto : j->fuse->lupto, starts);
+  return rc == 1 ? undecodable(j) : rc;
 }
 
-/* spans_of a right row, walked once per change (a fan-out makes every
- * result of the same old and new right rows): *starts is buf, or the
- * memo's copy. */
-static int right_spans_of(rn_join *j, const side *row, int upto, size_t *buf, const size_t **starts)
-{
-  *starts = buf;
-  if (!row->row || upto > RN_JOIN_SPANS_MEMO) return spans_of(j, row, j->right, upto, buf);
-  for (int i = 0; i < j->spans_memo_n; i++)
-    if (j->spans_memo[i].row == row->row && j->spans_memo[i].len == row->len) {
-      *starts = j->spans_memo[i].starts;
-      return 0;
-    }
-  if (j->spans_memo_n == 2) return spans_of(j, row, j->right, upto, buf);
-  int i = j->spans_memo_n;
-  int rc = spans_of(j, row, j->right, upto, j->spans_memo[i].starts);
-  if (rc) return rc;
-  j->spans_memo[i].row = row->row;
-  j->spans_memo[i].len = row->len;
-  j->spans_memo_n++;
-  *starts = j->spans_memo[i].starts;
-  return 0;
-}
-
-static void place(const rn_join_proj *pr, const side *res, const size_t *ls, const size_t *rs, placed *out)
+/* The bytes of a fused result's column s of the default layout; sp: its
+ * rows' offsets (spans_of). */
+static inline const char *column_at(const rn_join_proj *pr, const side *res, const size_t *const sp[2], int s,
+                             size_t *len)
 {
   static const char nil = (char)0xc0;
   const side *l = res->made_of[0], *r = res->made_of[1];
+  if (s < pr->left_ncols) { *len = sp[0][s + 1] - sp[0][s]; return l->row + sp[0][s]; }
+  if (!r->row) { *len = 1; return &nil; }
+  s -= pr->left_ncols;
+  *len = sp[1][s + 1] - sp[1][s];
+  return r->row + sp[1][s];
+}
+
+static int place(rn_join *j, const side *res, placed *out)
+{
+  const rn_join_proj *pr = j->fuse;
+  const size_t *sp[2];
+  int rc = spans_of(j, res, 0, &sp[0]);
+  if (!rc) rc = spans_of(j, res, 1, &sp[1]);
+  if (rc) return rc;
   out->size = header_size((uint32_t)pr->n);
   for (int i = 0; i < pr->n; i++) {
-    int s = pr->slots[i];
-    if (s < pr->left_ncols) out->at[i] = l->row + ls[s], out->len[i] = ls[s + 1] - ls[s];
-    else if (!r->row) out->at[i] = &nil, out->len[i] = 1;
-    else s -= pr->left_ncols, out->at[i] = r->row + rs[s], out->len[i] = rs[s + 1] - rs[s];
+    out->at[i] = column_at(pr, res, sp, pr->slots[i], &out->len[i]);
     out->size += out->len[i];
   }
+  return 0;
 }
 
 /* The select's row, into scratch (only when something reads it). */
@@ -208,16 +206,10 @@ static int placed_row(rn_join *j, int n, const placed *pl, side *row)
   return 0;
 }
 
-/* A fused result and where its rows' columns lie (place() reads them). */
-typedef struct made {
-  const side *res;
-  const size_t *ls, *rs;
-} made;
-
 /* One change of the select: emitted when anything reads it (a sink, a
  * cdc, a relation), else only counted, as rn_emit counts (its rows would
- * go nowhere, so they are not made). */
-static int emit_select(rn_join *j, rn_verb verb, uint64_t id, const made *old, const made *now)
+ * go nowhere, so they are not made, nor their rows walked). */
+static int emit_select(rn_join *j, rn_verb verb, uint64_t id, const side *old, const side *now)
 {
   rn_rel *s = j->fused;
   if (!s->listeners && !s->noutputs) {
@@ -230,71 +222,55 @@ static int emit_select(rn_join *j, rn_verb verb, uint64_t id, const made *old, c
   placed po = { at[0], len[0], 0 }, pn = { at[1], len[1], 0 };
   side o = { 0 }, r = { 0 };
   int rc = 0;
-  if (old) place(j->fuse, old->res, old->ls, old->rs, &po), rc = placed_row(j, n, &po, &o);
-  if (!rc && now) place(j->fuse, now->res, now->ls, now->rs, &pn), rc = placed_row(j, n, &pn, &r);
+  if (old && !(rc = place(j, old, &po))) rc = placed_row(j, n, &po, &o);
+  if (!rc && now && !(rc = place(j, now, &pn))) rc = placed_row(j, n, &pn, &r);
   rn_change c = { verb, id, r.row, r.len, o.row, o.len };
   return rc ? rc : rn_emit(s, &c);
 }
 
-/* The bytes of a fused result's column s of the default layout. */
-static const char *column_at(const rn_join_proj *pr, const made *m, int s, size_t *len)
+/* Do two fused results hold the same selected bytes (*same)? A side both
+ * are made of (the same row) is neither compared nor walked. */
+static int same_selected(rn_join *j, const side *a, const side *b, bool *same)
 {
-  static const char nil = (char)0xc0;
-  const side *l = m->res->made_of[0], *r = m->res->made_of[1];
-  if (s < pr->left_ncols) { *len = m->ls[s + 1] - m->ls[s]; return l->row + m->ls[s]; }
-  if (!r->row) { *len = 1; return &nil; }
-  s -= pr->left_ncols;
-  *len = m->rs[s + 1] - m->rs[s];
-  return r->row + m->rs[s];
-}
-
-/* Do two fused results hold the same selected bytes? A side both are made
- * of (the same row) is not compared. */
-static bool same_selected(const rn_join_proj *pr, const made *a, const made *b)
-{
-  bool same_l = a->res->made_of[0]->row == b->res->made_of[0]->row;
-  bool same_r = a->res->made_of[1]->row == b->res->made_of[1]->row;
-  for (int i = 0; i < pr->n; i++) {
+  const rn_join_proj *pr = j->fuse;
+  bool same_l = a->made_of[0]->row == b->made_of[0]->row;
+  bool same_r = a->made_of[1]->row == b->made_of[1]->row;
+  const size_t *as[2] = { NULL, NULL }, *bs[2] = { NULL, NULL };
+  int rc = 0;
+  if (!same_l && !(rc = spans_of(j, a, 0, &as[0]))) rc = spans_of(j, b, 0, &bs[0]);
+  if (!rc && !same_r && !(rc = spans_of(j, a, 1, &as[1]))) rc = spans_of(j, b, 1, &bs[1]);
+  if (rc) return rc;
+  *same = true;
+  for (int i = 0; i < pr->n && *same; i++) {
     int s = pr->slots[i];
     if (s < pr->left_ncols ? same_l : same_r) continue;
     size_t na, nb;
-    const char *x = column_at(pr, a, s, &na), *y = column_at(pr, b, s, &nb);
-    if (na != nb || memcmp(x, y, na) != 0) return false;
+    const char *x = column_at(pr, a, as, s, &na), *y = column_at(pr, b, bs, s, &nb);
+    *same = na == nb && memcmp(x, y, na) == 0;
   }
-  return true;
+  return 0;
 }
 
 /* The join's change from old to now (JOIN-2), and the select's as
  * derive.h judges it: an UPDATE whose selected columns stayed is dropped.
- * A row a change keeps (the right row of a left update, the left row of a
- * fan-out) is walked once. */
+ * Rows are walked only for what is compared or emitted. */
 int rn_join_emit_fused(rn_join *j, uint64_t old_id, const side *old, uint64_t new_id, const side *now)
 {
-  const rn_join_proj *pr = j->fuse;
-  if (old->row && now->row && old_id == new_id && same_made(old, now)) return 0;
-  size_t ls_old[pr->lupto + 1], rs_old[pr->rupto + 1], ls_now[pr->lupto + 1], rs_now[pr->rupto + 1];
-  made mo = { old, ls_old, rs_old }, mn = { now, ls_now, rs_now };
   int rc = 0;
-  if (old->row && !(rc = spans_of(j, old->made_of[0], j->left, pr->lupto, ls_old)))
-    rc = right_spans_of(j, old->made_of[1], pr->rupto, rs_old, &mo.rs);
-  if (!rc && now->row) {
-    if (old->row && old->made_of[0]->row == now->made_of[0]->row) mn.ls = mo.ls;
-    else rc = spans_of(j, now->made_of[0], j->left, pr->lupto, ls_now);
-    if (!rc && old->row && old->made_of[1]->row == now->made_of[1]->row) mn.rs = mo.rs;
-    else if (!rc) rc = right_spans_of(j, now->made_of[1], pr->rupto, rs_now, &mn.rs);
-  }
-  if (rc) return rc;
   if (old->row && now->row && old_id == new_id) {
+    if (same_made(old, now)) return 0;
     count(j, RN_UPDATE);
-    return same_selected(pr, &mo, &mn) ? 0 : emit_select(j, RN_UPDATE, new_id, &mo, &mn);
+    bool same = false;
+    rc = same_selected(j, old, now, &same);
+    return rc || same ? rc : emit_select(j, RN_UPDATE, new_id, old, now);
   }
   if (old->row) {
     count(j, RN_DELETE);
-    if ((rc = emit_select(j, RN_DELETE, old_id, &mo, NULL))) return rc;
+    if ((rc = emit_select(j, RN_DELETE, old_id, old, NULL))) return rc;
   }
   if (now->row) {
     count(j, RN_INSERT);
-    rc = emit_select(j, RN_INSERT, new_id, NULL, &mn);
+    rc = emit_select(j, RN_INSERT, new_id, NULL, now);
   }
   return rc;
 }

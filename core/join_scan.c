@@ -84,7 +84,7 @@ static int scan_lone_right_rows(rn_join *j, MDB_txn *txn, bool own_scratch, rn_s
     fk f = { .null = false, .enc = k.mv_data, .len = k.mv_size };
     rn_join_set_part(&f);
     side none = { 0 }, r = { 0 }, res = { 0 };
-    entries es = { NULL, 0, 0 };
+    entries es = { .items = NULL }; /* stack NULL: collect allocates */
     rc = rn_join_collect(j, &f, &es);
     free(es.items);
     if (!rc && es.n == 0) rc = rn_join_right_current(j, &f, &r);

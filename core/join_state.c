@@ -18,21 +18,53 @@ static const msgpack_object *vals_of(rn_join *j, rn_rel *r, side *s)
   return s->vals;
 }
 
-/* Decodes only the given slots of a row (its key or foreign key columns). */
-static int slot_values(rn_join *j, rn_rel *r, const side *s, const int *slots, int n, msgpack_object *out)
+/* rn_join_spans of a side not walked as far as upto yet (join_int.h). */
+int rn_join_spans_walk(rn_join *j, rn_rel *of, side *s, int upto, const size_t **starts)
+{
+  int ncols = of->schema->ncols, walk = upto, reads = of == j->left ? j->on_upto : 0;
+  if (j->projecting && j->fuse) {
+    int fused = of == j->left ? j->fuse->lupto : j->fuse->rupto;
+    if (fused > reads) reads = fused;
+  }
+  if (reads > walk && reads <= ncols) walk = reads;
+  size_t *at = rn_zone_malloc(zone_of(j), sizeof *at * (size_t)(walk + 1));
+  if (!at) return nomem(j);
+  if (rn_row_spans(s->row, s->len, ncols, walk, at) != 0) {
+    /* a value past upto that does not decode fails only a caller reading it */
+    if (walk == upto || rn_row_spans(s->row, s->len, ncols, upto, at) != 0) return 1;
+    walk = upto;
+  }
+  s->starts = *starts = at;
+  s->walked = walk;
+  return 0;
+}
+
+/* The values of the given slots of a row (its key or foreign key
+ * columns), decoded alone: a scalar from its bytes, anything else by
+ * msgpack. 1 when the row does not decode; RN_ENOMEM (noted). */
+static int read_slots(rn_join *j, rn_rel *r, side *s, const int *slots, int n, msgpack_object *out)
 {
   int upto = 0;
   for (int i = 0; i < n; i++) if (slots[i] + 1 > upto) upto = slots[i] + 1;
-  size_t starts[upto + 1];
-  if (rn_row_spans(s->row, s->len, r->schema->ncols, upto, starts) != 0)
-    return rn_err_set(err_of(j), RN_ESTORE, "%s: a row of %s could not be decoded", j->out->name, r->name);
+  const size_t *starts;
+  int rc = rn_join_spans(j, r, s, upto, &starts);
+  if (rc) return rc;
   for (int i = 0; i < n; i++) {
-    size_t off = 0;
-    if (rn_unpack(s->row + starts[slots[i]], starts[slots[i] + 1] - starts[slots[i]], &off,
-                       zone_of(j), &out[i]) != MSGPACK_UNPACK_SUCCESS)
-      return rn_err_set(err_of(j), RN_ESTORE, "%s: a row of %s could not be decoded", j->out->name, r->name);
+    const char *v = s->row + starts[slots[i]];
+    size_t sz = starts[slots[i] + 1] - starts[slots[i]], off = 0;
+    if (!rn_scalar_object((const unsigned char *)v, sz, &out[i]) &&
+        rn_unpack(v, sz, &off, zone_of(j), &out[i]) != MSGPACK_UNPACK_SUCCESS)
+      return 1;
   }
   return 0;
+}
+
+/* read_slots, saying which row did not decode. */
+static int slot_values(rn_join *j, rn_rel *r, side *s, const int *slots, int n, msgpack_object *out)
+{
+  int rc = read_slots(j, r, s, slots, n, out);
+  if (rc == 1) return rn_err_set(err_of(j), RN_ESTORE, "%s: a row of %s could not be decoded", j->out->name, r->name);
+  return rc;
 }
 
 /* f->part from f->enc: the encoding itself, or for a long one its first
@@ -82,13 +114,14 @@ static int encode_right_key(rn_join *j, msgpack_object *vals, fk *f)
 /* rn_join_left_fk of a single int column naming an int right key, read
  * from the row's bytes (no decoding, no normalizing: an int column holds
  * int64s); 1 when the bytes are not such an int (the general path then). */
-static int int_fk(rn_join *j, const side *l, fk *f)
+static int int_fk(rn_join *j, side *l, fk *f)
 {
   int slot = j->on[0];
-  size_t starts[slot + 2];
+  const size_t *starts;
   msgpack_object o;
-  if (rn_row_spans(l->row, l->len, j->left->schema->ncols, slot + 1, starts) != 0 ||
-      !rn_scalar_object((const unsigned char *)l->row + starts[slot], starts[slot + 1] - starts[slot], &o))
+  int rc = rn_join_spans(j, j->left, l, slot + 1, &starts);
+  if (rc) return rc;
+  if (!rn_scalar_object((const unsigned char *)l->row + starts[slot], starts[slot + 1] - starts[slot], &o))
     return 1;
   int64_t v;
   if (o.type == MSGPACK_OBJECT_NEGATIVE_INTEGER) v = o.via.i64;
@@ -180,6 +213,7 @@ int rn_join_right_current(rn_join *j, const fk *f, side *r)
 {
   r->row = NULL;
   r->vals = NULL;
+  r->starts = NULL;
   if (f->null) return 0;
   const char *row;
   size_t len;
@@ -221,7 +255,7 @@ int rn_join_right_before(rn_join *j, const fk *f, const rn_change *undo, side *r
     }
     if (n.row) {
       if (rn_join_right_key(j, &n, &kn)) return err_of(j)->code;
-      if (same_fk(&kn, f)) { r->row = NULL; r->vals = NULL; return 0; }
+      if (same_fk(&kn, f)) { r->row = NULL; r->vals = NULL; r->starts = NULL; return 0; }
     }
   }
   return rn_join_right_current(j, f, r);
@@ -326,6 +360,13 @@ int rn_join_result_key(rn_join *j, uint64_t lid, side *l, const fk *f, msgpack_s
     rn_buf_write(b, f->enc, f->len);
     return 0;
   }
+  if (ls->nkey && !j->fns.selector) { /* the key columns alone, not the whole row decoded */
+    msgpack_object kv[ls->nkey];
+    int rc = read_slots(j, j->left, l, ls->key_slots, ls->nkey, kv);
+    if (rc == 1) return rn_err_set(err_of(j), RN_ESTORE, "%s: a row could not be decoded", j->out->name);
+    for (int i = 0; !rc && i < ls->nkey; i++) rn_key_append(b, &kv[i]); /* as rn_key_encode */
+    return rc;
+  }
   const msgpack_object *lv = vals_of(j, j->left, l);
   if (!lv) return rn_err_set(err_of(j), RN_ESTORE, "%s: a row could not be decoded", j->out->name);
   if (j->fns.selector) {
@@ -338,13 +379,9 @@ int rn_join_result_key(rn_join *j, uint64_t lid, side *l, const fk *f, msgpack_s
     }
     return j->fns.selector(j->fns.ctx, j->left, lkey, ls->nkey, j->right, rkey, nr, b, err_of(j));
   }
-  if (ls->nkey) {
-    rn_key_encode(ls, lv, b);
-  } else {
-    char idk[9] = { RN_KEY_INT };
-    rn_be64_put(idk + 1, lid ^ (1ULL << 63));
-    rn_buf_write(b, idk, 9);
-  }
+  char idk[9] = { RN_KEY_INT }; /* no left key: the left id */
+  rn_be64_put(idk + 1, lid ^ (1ULL << 63));
+  rn_buf_write(b, idk, 9);
   return 0;
 }
 

@@ -589,22 +589,42 @@ size_t rn_msgpack_size(const char *data, size_t len)
   return element_size((const unsigned char *)data, (const unsigned char *)data + len);
 }
 
+/* The array header of a row: its count into *n, its size returned (0: not
+ * an array header within len bytes). */
+static size_t array_header(const unsigned char *p, size_t len, uint32_t *n)
+{
+  if (p[0] >= 0x90 && p[0] <= 0x9f) { *n = p[0] & 0x0f; return 1; }
+  if (p[0] == 0xdc && len >= 3) { *n = (uint32_t)read_be(p + 1, 2); return 3; }
+  if (p[0] == 0xdd && len >= 5) { *n = (uint32_t)read_be(p + 1, 4); return 5; }
+  return 0;
+}
+
+/* rn_row_spans from column i on, for the values the table lookup does not
+ * size (containers, long strings) or that run past the end. Out of line so
+ * that the common walk below stays a leaf that saves no registers. */
+static __attribute__((noinline)) int spans_slow(const unsigned char *p, size_t len, size_t off, int i,
+                                                int upto, size_t *starts)
+{
+  for (; i < upto; i++) {
+    starts[i] = off;
+    size_t sz = element_size(p + off, p + len);
+    if (!sz) return -1;
+    off += sz;
+  }
+  starts[upto] = off;
+  return 0;
+}
+
 int rn_row_spans(const char *row, size_t len, int ncols, int upto, size_t *starts)
 {
-  const unsigned char *p = (const unsigned char *)row, *end = p + len;
+  const unsigned char *p = (const unsigned char *)row;
   uint32_t n;
-  size_t off;
-  if (len == 0) return -1;
-  if (p[0] >= 0x90 && p[0] <= 0x9f) { n = p[0] & 0x0f; off = 1; }
-  else if (p[0] == 0xdc && len >= 3) { n = (uint32_t)read_be(p + 1, 2); off = 3; }
-  else if (p[0] == 0xdd && len >= 5) { n = (uint32_t)read_be(p + 1, 4); off = 5; }
-  else return -1;
-  if (n != (uint32_t)ncols || upto > ncols) return -1;
+  size_t off = len ? array_header(p, len, &n) : 0;
+  if (!off || n != (uint32_t)ncols || upto > ncols) return -1;
   for (int i = 0; i < upto; i++) {
-    starts[i] = off;
     size_t sz = off < len ? rn_scalar_size[p[off]] : 0;
-    if (!sz || sz > len - off) sz = element_size(p + off, end);
-    if (!sz) return -1;
+    if (!sz || sz > len - off) return spans_slow(p, len, off, i, upto, starts);
+    starts[i] = off;
     off += sz;
   }
   starts[upto] = off;

@@ -4,12 +4,28 @@
 #include <math.h>
 #include <string.h>
 
+#include "row.h"
+
+/* u as 8 big-endian bytes at b. */
+static void store_be64(unsigned char *b, uint64_t u)
+{
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+  u = __builtin_bswap64(u);
+  memcpy(b, &u, 8);
+#else
+  for (int i = 0; i < 8; i++) b[i] = (unsigned char)(u >> (56 - 8 * i));
+#endif
+}
+
+/* Written into reserved room, not through rn_buf_write: keys are encoded
+ * per change and an int key is most of them. */
 static void put_be64(msgpack_sbuffer *out, uint8_t tag, uint64_t u)
 {
-  char b[9];
-  b[0] = (char)tag;
-  for (int i = 0; i < 8; i++) b[1 + i] = (char)(u >> (56 - 8 * i));
-  rn_buf_write(out, b, sizeof b);
+  if (rn_sbuf_reserve(out, 9)) return; /* noted as out of memory */
+  unsigned char *b = (unsigned char *)out->data + out->size;
+  b[0] = tag;
+  store_be64(b + 1, u);
+  out->size += 9;
 }
 
 /* s may be NULL when n is 0 (msgpack-c decodes an empty string so): no

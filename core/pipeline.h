@@ -330,7 +330,8 @@ int rn_group_regrow(rn_pipeline *p);
  * logged before it are applied again, not the change itself, whose source
  * write may have been logged before a derived write filled the map. */
 int rn_group_regrow_change(rn_pipeline *p);
-/* Records a source change for replay, then emits it. */
+/* Records a source change for replay, then emits it with the record's copy
+ * of its new row (c->row need only last until the call). */
 int rn_source_emit(rn_rel *src, const rn_change *c);
 /* Applies a logged source change again (table.c; the sources' reapply, ops.h). */
 int rn_source_reapply(rn_rel *src, const rn_change *c);

@@ -489,8 +489,10 @@ void rn_row_pack(const rn_schema *s, const msgpack_object *vals, msgpack_sbuffer
 int rn_row_patch(const rn_schema *s, const char *old, size_t old_len, const msgpack_object *vals,
                  const uint8_t *given, msgpack_sbuffer *out)
 {
+  int upto = s->ncols; /* old's spans up to its last column kept: none when every column is given */
+  while (upto > 0 && given[upto - 1]) upto--;
   size_t starts[s->ncols + 1];
-  if (rn_row_spans(old, old_len, s->ncols, s->ncols, starts) != 0) return -1;
+  if (rn_row_spans(old, old_len, s->ncols, upto, starts) != 0) return -1;
   pack_row(s, vals, old, starts, given, out);
   return 0;
 }
@@ -621,13 +623,14 @@ int rn_row_spans(const char *row, size_t len, int ncols, int upto, size_t *start
   uint32_t n;
   size_t off = len ? array_header(p, len, &n) : 0;
   if (!off || n != (uint32_t)ncols || upto > ncols) return -1;
-  for (int i = 0; i < upto; i++) {
+  size_t *at = starts, *stop = starts + upto;
+  for (; at < stop; at++) { /* sz is at most 33: off + sz cannot wrap */
     size_t sz = off < len ? rn_scalar_size[p[off]] : 0;
-    if (!sz || sz > len - off) return spans_slow(p, len, off, i, upto, starts);
-    starts[i] = off;
+    if (!sz || off + sz > len) return spans_slow(p, len, off, (int)(at - starts), upto, starts);
+    *at = off;
     off += sz;
   }
-  starts[upto] = off;
+  *stop = off;
   return 0;
 }
 

@@ -83,8 +83,13 @@ int rn_key_append(msgpack_sbuffer *out, const msgpack_object *v)
 
 int rn_key_encode(const rn_schema *s, const msgpack_object *vals, msgpack_sbuffer *out)
 {
-  for (int i = 0; i < s->nkey; i++)
-    if (rn_key_append(out, &vals[s->key_slots[i]]) != 0) return -1;
+  for (int i = 0; i < s->nkey; i++) {
+    const msgpack_object *v = &vals[s->key_slots[i]];
+    if (v->type == MSGPACK_OBJECT_POSITIVE_INTEGER || v->type == MSGPACK_OBJECT_NEGATIVE_INTEGER)
+      put_be64(out, RN_KEY_INT, v->via.u64 ^ (1ULL << 63)); /* most keys: rn_key_append's int case, here */
+    else if (rn_key_append(out, v) != 0)
+      return -1;
+  }
   return 0;
 }
 

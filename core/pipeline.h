@@ -269,8 +269,14 @@ int rn_open_derived_state(rn_pipeline *p, rn_rel *r, rn_state_setup_fn setup, vo
 void rn_rel_free(rn_rel *r);
 /* Sends a change of rel to its log and to every relation derived from it. */
 int rn_emit(rn_rel *rel, const rn_change *c);
-/* Copies len bytes into the per-change scratch zone. */
-const char *rn_scratch_copy(rn_pipeline *p, const char *data, size_t len);
+/* Copies len bytes into the per-change scratch zone (inline: the tables and
+ * the join copy a few rows each change). */
+static inline const char *rn_scratch_copy(rn_pipeline *p, const char *data, size_t len)
+{
+  char *copy = rn_zone_malloc_no_align(&p->scratch, len ? len : 1);
+  if (copy && len) memcpy(copy, data, len); /* data is NULL when a write to it failed */
+  return copy;
+}
 
 /* ---- changes to sources (table.c) ----
  * vals/given describe the input row by slot (see row.h); vals is normalized

@@ -4,12 +4,28 @@
 #include <math.h>
 #include <string.h>
 
+#include "row.h"
+
+/* u as 8 big-endian bytes at b. */
+static void store_be64(unsigned char *b, uint64_t u)
+{
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+  u = __builtin_bswap64(u);
+  memcpy(b, &u, 8);
+#else
+  for (int i = 0; i < 8; i++) b[i] = (unsigned char)(u >> (56 - 8 * i));
+#endif
+}
+
+/* Written into reserved room, not through rn_buf_write: keys are encoded
+ * per change and an int key is most of them. */
 static void put_be64(msgpack_sbuffer *out, uint8_t tag, uint64_t u)
 {
-  char b[9];
-  b[0] = (char)tag;
-  for (int i = 0; i < 8; i++) b[1 + i] = (char)(u >> (56 - 8 * i));
-  rn_buf_write(out, b, sizeof b);
+  if (rn_sbuf_reserve(out, 9)) return; /* noted as out of memory */
+  unsigned char *b = (unsigned char *)out->data + out->size;
+  b[0] = tag;
+  store_be64(b + 1, u);
+  out->size += 9;
 }
 
 /* s may be NULL when n is 0 (msgpack-c decodes an empty string so): no
@@ -67,8 +83,13 @@ int rn_key_append(msgpack_sbuffer *out, const msgpack_object *v)
 
 int rn_key_encode(const rn_schema *s, const msgpack_object *vals, msgpack_sbuffer *out)
 {
-  for (int i = 0; i < s->nkey; i++)
-    if (rn_key_append(out, &vals[s->key_slots[i]]) != 0) return -1;
+  for (int i = 0; i < s->nkey; i++) {
+    const msgpack_object *v = &vals[s->key_slots[i]];
+    if (v->type == MSGPACK_OBJECT_POSITIVE_INTEGER || v->type == MSGPACK_OBJECT_NEGATIVE_INTEGER)
+      put_be64(out, RN_KEY_INT, v->via.u64 ^ (1ULL << 63)); /* most keys: rn_key_append's int case, here */
+    else if (rn_key_append(out, v) != 0)
+      return -1;
+  }
   return 0;
 }
 

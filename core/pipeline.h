@@ -269,8 +269,14 @@ int rn_open_derived_state(rn_pipeline *p, rn_rel *r, rn_state_setup_fn setup, vo
 void rn_rel_free(rn_rel *r);
 /* Sends a change of rel to its log and to every relation derived from it. */
 int rn_emit(rn_rel *rel, const rn_change *c);
-/* Copies len bytes into the per-change scratch zone. */
-const char *rn_scratch_copy(rn_pipeline *p, const char *data, size_t len);
+/* Copies len bytes into the per-change scratch zone (inline: the tables and
+ * the join copy a few rows each change). */
+static inline const char *rn_scratch_copy(rn_pipeline *p, const char *data, size_t len)
+{
+  char *copy = rn_zone_malloc_no_align(&p->scratch, len ? len : 1);
+  if (copy && len) memcpy(copy, data, len); /* data is NULL when a write to it failed */
+  return copy;
+}
 
 /* ---- changes to sources (table.c) ----
  * vals/given describe the input row by slot (see row.h); vals is normalized
@@ -330,7 +336,8 @@ int rn_group_regrow(rn_pipeline *p);
  * logged before it are applied again, not the change itself, whose source
  * write may have been logged before a derived write filled the map. */
 int rn_group_regrow_change(rn_pipeline *p);
-/* Records a source change for replay, then emits it. */
+/* Records a source change for replay, then emits it with the record's copy
+ * of its new row (c->row need only last until the call). */
 int rn_source_emit(rn_rel *src, const rn_change *c);
 /* Applies a logged source change again (table.c; the sources' reapply, ops.h). */
 int rn_source_reapply(rn_rel *src, const rn_change *c);

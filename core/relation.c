@@ -17,13 +17,6 @@ rn_rel *rn_find(const rn_pipeline *p, const char *name)
   return NULL;
 }
 
-const char *rn_scratch_copy(rn_pipeline *p, const char *data, size_t len)
-{
-  char *copy = rn_zone_malloc_no_align(&p->scratch, len ? len : 1);
-  if (copy && len) memcpy(copy, data, len); /* data is NULL when a write to it failed */
-  return copy;
-}
-
 int rn_push_ptr(void ***arr, int *n, int *cap, void *item)
 {
   if (*n == *cap) {

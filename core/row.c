@@ -489,8 +489,10 @@ void rn_row_pack(const rn_schema *s, const msgpack_object *vals, msgpack_sbuffer
 int rn_row_patch(const rn_schema *s, const char *old, size_t old_len, const msgpack_object *vals,
                  const uint8_t *given, msgpack_sbuffer *out)
 {
+  int upto = s->ncols; /* old's spans up to its last column kept: none when every column is given */
+  while (upto > 0 && given[upto - 1]) upto--;
   size_t starts[s->ncols + 1];
-  if (rn_row_spans(old, old_len, s->ncols, s->ncols, starts) != 0) return -1;
+  if (rn_row_spans(old, old_len, s->ncols, upto, starts) != 0) return -1;
   pack_row(s, vals, old, starts, given, out);
   return 0;
 }
@@ -589,25 +591,46 @@ size_t rn_msgpack_size(const char *data, size_t len)
   return element_size((const unsigned char *)data, (const unsigned char *)data + len);
 }
 
-int rn_row_spans(const char *row, size_t len, int ncols, int upto, size_t *starts)
+/* The array header of a row: its count into *n, its size returned (0: not
+ * an array header within len bytes). */
+static size_t array_header(const unsigned char *p, size_t len, uint32_t *n)
 {
-  const unsigned char *p = (const unsigned char *)row, *end = p + len;
-  uint32_t n;
-  size_t off;
-  if (len == 0) return -1;
-  if (p[0] >= 0x90 && p[0] <= 0x9f) { n = p[0] & 0x0f; off = 1; }
-  else if (p[0] == 0xdc && len >= 3) { n = (uint32_t)read_be(p + 1, 2); off = 3; }
-  else if (p[0] == 0xdd && len >= 5) { n = (uint32_t)read_be(p + 1, 4); off = 5; }
-  else return -1;
-  if (n != (uint32_t)ncols || upto > ncols) return -1;
-  for (int i = 0; i < upto; i++) {
+  if (p[0] >= 0x90 && p[0] <= 0x9f) { *n = p[0] & 0x0f; return 1; }
+  if (p[0] == 0xdc && len >= 3) { *n = (uint32_t)read_be(p + 1, 2); return 3; }
+  if (p[0] == 0xdd && len >= 5) { *n = (uint32_t)read_be(p + 1, 4); return 5; }
+  return 0;
+}
+
+/* rn_row_spans from column i on, for the values the table lookup does not
+ * size (containers, long strings) or that run past the end. Out of line so
+ * that the common walk below stays a leaf that saves no registers. */
+static __attribute__((noinline)) int spans_slow(const unsigned char *p, size_t len, size_t off, int i,
+                                                int upto, size_t *starts)
+{
+  for (; i < upto; i++) {
     starts[i] = off;
-    size_t sz = off < len ? rn_scalar_size[p[off]] : 0;
-    if (!sz || sz > len - off) sz = element_size(p + off, end);
+    size_t sz = element_size(p + off, p + len);
     if (!sz) return -1;
     off += sz;
   }
   starts[upto] = off;
+  return 0;
+}
+
+int rn_row_spans(const char *row, size_t len, int ncols, int upto, size_t *starts)
+{
+  const unsigned char *p = (const unsigned char *)row;
+  uint32_t n;
+  size_t off = len ? array_header(p, len, &n) : 0;
+  if (!off || n != (uint32_t)ncols || upto > ncols) return -1;
+  size_t *at = starts, *stop = starts + upto;
+  for (; at < stop; at++) { /* sz is at most 33: off + sz cannot wrap */
+    size_t sz = off < len ? rn_scalar_size[p[off]] : 0;
+    if (!sz || off + sz > len) return spans_slow(p, len, off, (int)(at - starts), upto, starts);
+    *at = off;
+    off += sz;
+  }
+  *stop = off;
   return 0;
 }
 

@@ -87,7 +87,8 @@ int rn_unpack_flat_map(const char *data, size_t len, msgpack_zone *z, msgpack_ob
 
 /* Packs the row old with the given columns replaced by vals (normalized),
  * the others copied as they are: a patch without decoding the old row.
- * -1 if old is not a row of s. */
+ * -1 if old is not an array of s's column count whose columns up to the
+ * last one kept are well formed. */
 int rn_row_patch(const rn_schema *s, const char *old, size_t old_len, const msgpack_object *vals,
                  const uint8_t *given, msgpack_sbuffer *out);
 

@@ -45,9 +45,8 @@ typedef struct located {
   bool found;             /* an entry (live or tombstone) exists */
   bool live;              /* it holds a row */
   uint64_t id;
-  const char *row;        /* into LMDB: copy before writing (unless row_copied) */
+  const char *row;        /* into LMDB: copy before writing */
   size_t row_len;
-  bool row_copied;        /* row is already a scratch copy */
 } located;
 
 static void parse_value(const MDB_val *v, located *l)
@@ -89,7 +88,7 @@ static MDB_cursor *rows_cursor(rn_rel *t)
 /* Finds the entry of an encoded key. */
 static int locate(rn_rel *t, MDB_txn *txn, const char *key, size_t klen, located *l)
 {
-  l->found = l->live = l->row_copied = false;
+  l->found = l->live = false;
   l->cur = NULL;
   l->id = 0;
   MDB_val v;
@@ -120,23 +119,31 @@ static int locate(rn_rel *t, MDB_txn *txn, const char *key, size_t klen, located
   return rn_err_set(&t->p->err, RN_ESTORE, "%s: too many long keys share one hash", t->name);
 }
 
-/* Writes |id|flags|[klen|key]|row| for the located key. */
-static int put_keyed(rn_rel *t, const located *l, uint64_t id, const char *key, size_t klen,
-                     const char *row, size_t row_len)
+/* Starts the entry's value in valbuf: |id|flags|[klen|key]|, the row (when
+ * live) to be packed after it. -1 (noted) when out of memory. */
+static int value_head(rn_rel *t, uint64_t id, bool live, const char *key, size_t klen)
 {
   msgpack_sbuffer *b = &t->p->valbuf;
-  msgpack_sbuffer_clear(b);
   bool longkey = klen > RN_KEY_INLINE_MAX;
-  char head[9];
-  memcpy(head, &id, 8);
-  head[8] = (char)((row ? RN_FLAG_LIVE : 0) | (longkey ? RN_FLAG_LONGKEY : 0));
-  rn_buf_write(b, head, 9);
+  size_t head = longkey ? 13 + klen : 9;
+  msgpack_sbuffer_clear(b);
+  if (rn_sbuf_reserve(b, head)) return -1;
+  memcpy(b->data, &id, 8);
+  b->data[8] = (char)((live ? RN_FLAG_LIVE : 0) | (longkey ? RN_FLAG_LONGKEY : 0));
   if (longkey) {
     uint32_t k32 = (uint32_t)klen;
-    rn_buf_write(b, (const char *)&k32, 4);
-    rn_buf_write(b, key, klen);
+    memcpy(b->data + 9, &k32, 4);
+    memcpy(b->data + 13, key, klen);
   }
-  if (row) rn_buf_write(b, row, row_len);
+  b->size = head;
+  return 0;
+}
+
+/* Writes valbuf (value_head, then the row of row_len bytes, if any, at its
+ * end) for the located key. */
+static int put_value(rn_rel *t, const located *l, uint64_t id, const char *key, size_t klen, size_t row_len)
+{
+  msgpack_sbuffer *b = &t->p->valbuf;
   MDB_val k = l->key, v = { b->size, b->data };
   /* Found by the table's cursor: overwrite in place, no second descent; not
    * found: put through the cursor, which LMDB searches from the leaf it was
@@ -147,7 +154,8 @@ static int put_keyed(rn_rel *t, const located *l, uint64_t id, const char *key, 
   if (rc) return rn_store_fail(&t->p->err, rc, t->name);
   rn_store *s = &t->p->store;
   if (s->rowcache) { /* rowcache.h (2) */
-    rn_cached_row now = { true, row != NULL, id, row, row_len };
+    bool live = b->data[8] & RN_FLAG_LIVE;
+    rn_cached_row now = { true, live, id, live ? b->data + b->size - row_len : NULL, row_len };
     rn_rowcache_wrote(s->rowcache, t->rows_dbi, key, klen, &now);
   }
   return 0;
@@ -182,20 +190,21 @@ static int key_error(rn_rel *t, int code, const char *what, const msgpack_object
 
 /* ---- keyed tables ---- */
 
-/* Writes row (packed, in scratch) at the located key. */
-static int keyed_write(rn_rel *t, located *l, const char *row, size_t len, const msgpack_object *vals,
-                       bool replace_ok, const char *what)
+/* Writes the row packed in valbuf after value_head (at row_at) at the
+ * located key, and emits the change: the readers get the row from the
+ * replay log's copy (rn_source_emit), as valbuf is anybody's next. */
+static int keyed_write(rn_rel *t, located *l, size_t row_at)
 {
   rn_pipeline *p = t->p;
-  if (l->live && !replace_ok) return key_error(t, RN_EEXIST, what, vals);
-  size_t old_len = l->row_len;
-  const char *old = !l->live ? NULL : l->row_copied ? l->row : rn_scratch_copy(p, l->row, l->row_len);
-  if (!row || (l->live && !old)) return rn_err_set(&p->err, RN_ENOMEM, "out of memory");
-  if (old && old_len == len && memcmp(old, row, len) == 0) return 0; /* (4) */
-  uint64_t id = l->found ? l->id : t->next_id++;                      /* (1), (2) */
-  int rc = put_keyed(t, l, id, p->keybuf.data, p->keybuf.size, row, len);
+  const char *row = p->valbuf.data + row_at;
+  size_t len = p->valbuf.size - row_at;
+  if (l->live && len == l->row_len && memcmp(l->row, row, len) == 0) return 0; /* (4) */
+  const char *old = l->live ? rn_scratch_copy(p, l->row, l->row_len) : NULL; /* the put overwrites it */
+  if (l->live && !old) return rn_err_set(&p->err, RN_ENOMEM, "out of memory");
+  uint64_t id = l->found ? l->id : t->next_id++;                             /* (1), (2) */
+  int rc = put_value(t, l, id, p->keybuf.data, p->keybuf.size, len);
   if (rc) return rc;
-  rn_change c = { old ? RN_UPDATE : RN_INSERT, id, row, len, old, old_len };
+  rn_change c = { old ? RN_UPDATE : RN_INSERT, id, row, len, old, l->row_len };
   if (!old) t->count++;
   p->stats.changes++;
   return rn_source_emit(t, &c);
@@ -212,16 +221,31 @@ static int keyed_locate(rn_rel *t, msgpack_object *vals, uint8_t *given, rn_rowm
   return locate(t, p->store.wtxn, p->keybuf.data, p->keybuf.size, l);
 }
 
+/* value_head for the located key's next write: its id, or the one a new
+ * key gets (1), (2). */
+static int keyed_head(rn_rel *t, const located *l, bool live)
+{
+  uint64_t id = l->found ? l->id : t->next_id;
+  if (value_head(t, id, live, t->p->keybuf.data, t->p->keybuf.size) != 0)
+    return rn_err_set(&t->p->err, RN_ENOMEM, "out of memory");
+  return 0;
+}
+
 static int keyed_insert(rn_rel *t, msgpack_object *vals, uint8_t *given, bool upsert)
 {
   located l;
   int rc = keyed_locate(t, vals, given, RN_ROW_FULL, &l);
   if (rc) return rc;
-  size_t len;
-  const char *row = pack_row(t, vals, &len);
-  return keyed_write(t, &l, row, len, vals, upsert, upsert ? "upsert" : "insert");
+  if (l.live && !upsert) return key_error(t, RN_EEXIST, "insert", vals);
+  rc = keyed_head(t, &l, true);
+  if (rc) return rc;
+  size_t row_at = t->p->valbuf.size;
+  rn_row_pack(t->schema, vals, &t->p->valbuf);
+  return keyed_write(t, &l, row_at);
 }
 
+/* The columns not given keep their bytes (rn_row_patch reads the old row
+ * where locate found it: nothing writes before keyed_write copies it). */
 static int keyed_update(rn_rel *t, msgpack_object *vals, uint8_t *given)
 {
   rn_pipeline *p = t->p;
@@ -229,15 +253,12 @@ static int keyed_update(rn_rel *t, msgpack_object *vals, uint8_t *given)
   int rc = keyed_locate(t, vals, given, RN_ROW_PATCH, &l);
   if (rc) return rc;
   if (!l.live) return key_error(t, RN_ENOTFOUND, "update", vals);
-  const char *old = rn_scratch_copy(p, l.row, l.row_len);
-  if (!old) return rn_err_set(&p->err, RN_ENOMEM, "out of memory");
-  msgpack_sbuffer_clear(&p->rowbuf); /* the columns not given keep their bytes */
-  if (rn_row_patch(t->schema, old, l.row_len, vals, given, &p->rowbuf) != 0)
+  rc = keyed_head(t, &l, true);
+  if (rc) return rc;
+  size_t row_at = p->valbuf.size;
+  if (rn_row_patch(t->schema, l.row, l.row_len, vals, given, &p->valbuf) != 0)
     return rn_err_set(&p->err, RN_ESTORE, "%s: a stored row could not be decoded", t->name);
-  l.row = old;
-  l.row_copied = true;
-  const char *row = rn_scratch_copy(p, p->rowbuf.data, p->rowbuf.size);
-  return keyed_write(t, &l, row, p->rowbuf.size, vals, true, "update");
+  return keyed_write(t, &l, row_at);
 }
 
 static int keyed_delete(rn_rel *t, msgpack_object *vals, uint8_t *given)
@@ -250,7 +271,8 @@ static int keyed_delete(rn_rel *t, msgpack_object *vals, uint8_t *given)
   size_t old_len = l.row_len;
   const char *old = rn_scratch_copy(p, l.row, l.row_len);
   if (!old) return rn_err_set(&p->err, RN_ENOMEM, "out of memory");
-  rc = put_keyed(t, &l, l.id, p->keybuf.data, p->keybuf.size, NULL, 0); /* tombstone (1) */
+  rc = keyed_head(t, &l, false); /* a tombstone (1) */
+  if (!rc) rc = put_value(t, &l, l.id, p->keybuf.data, p->keybuf.size, 0);
   if (rc) return rc;
   t->count--;
   p->stats.changes++;

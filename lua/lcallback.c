@@ -23,7 +23,6 @@ typedef struct lcb {
   lrow *rows[2];          /* the Rows lent to a mapper or joiner (left, right), or NULL */
   int row_refs[2];        /* registry refs keeping them */
   uint64_t mapper_read;   /* the left columns the last mapper call read */
-  const void **out_names; /* a joiner's result: lua_topointer of each column's name string, or NULL */
 } lcb;
 
 enum { CB_FN, CB_INSERT = 0, CB_UPDATE, CB_DELETE, CB_COMMIT, CB_ALL, CB_ROLLBACK, CB_NREFS };
@@ -52,7 +51,6 @@ static void free_cb(void *ctx)
   lcb *cb = ctx;
   for (int i = 0; i < CB_NREFS; i++) luaL_unref(cb->lp->L, LUA_REGISTRYINDEX, cb->refs[i]);
   for (int i = 0; i < 2; i++) luaL_unref(cb->lp->L, LUA_REGISTRYINDEX, cb->row_refs[i]);
-  free(cb->out_names);
   free(cb->name);
   free(cb);
 }
@@ -69,7 +67,6 @@ static lcb *new_cb(lua_State *L, lpipe *lp, const char *name)
   cb->rows[0] = cb->rows[1] = NULL;
   cb->row_refs[0] = cb->row_refs[1] = LUA_NOREF;
   cb->mapper_read = ~0ULL;
-  cb->out_names = NULL;
   return cb;
 }
 
@@ -470,22 +467,12 @@ static int joiner_results_body(lua_State *L, void *ud, rn_err *e)
   return joiner_results(ud, L, 2, lua_gettop(L) - 1, e);
 }
 
-/* The name objects of out's columns (lua_topointer of its name strings,
- * kept alive by its relinfo), or NULL: none yet (a join being declared has
- * no relinfo) or out of memory. Raises nothing. */
-static const void **out_names(lcb *cb, lua_State *L, rn_rel *out)
+/* The name objects of out's columns (its relinfo's keys), or NULL: none
+ * yet (a join being declared has no relinfo). */
+static const void **out_names(rn_rel *out)
 {
   const lrelinfo *ri = out->udata;
-  if (cb->out_names || !ri || !(cb->out_names = malloc(sizeof *cb->out_names * (size_t)(ri->ncols + 1))))
-    return cb->out_names;
-  lua_rawgeti(L, LUA_REGISTRYINDEX, ri->names_ref);
-  for (int i = 0; i < ri->ncols; i++) {
-    lua_rawgeti(L, -1, i + 1);
-    cb->out_names[i] = lua_topointer(L, -1);
-    lua_pop(L, 1);
-  }
-  lua_pop(L, 1);
-  return cb->out_names;
+  return ri ? ri->keys : NULL;
 }
 
 /* The table at idx as out's slot values, read without raising: false when
@@ -495,7 +482,7 @@ static const void **out_names(lcb *cb, lua_State *L, rn_rel *out)
 static bool scalar_row(lcall *c, lua_State *L, int idx, msgpack_object **vals, uint8_t **given)
 {
   lpipe *lp = c->cb->lp;
-  const void **names = out_names(c->cb, L, c->out);
+  const void **names = out_names(c->out);
   int ncols = c->out->schema->ncols;
   *vals = names ? rn_zone_malloc(&lp->p->scratch, (sizeof **vals + 1) * (size_t)ncols) : NULL;
   if (!*vals) return false;

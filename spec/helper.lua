@@ -111,6 +111,30 @@ function H.random_item_change(items, teams, rng, step, ids)
   end
 end
 
+--- The item of the mapper specs' tables: its team id, as kind says.
+function H.item_team(r)
+  if r.kind == "a" then return r.a end
+  return r.b
+end
+
+--- A join of those items with teams (columns id, note, tname) as sorted
+--- "id note tname" lines; with items and teams instead, the same worked out
+--- from the tables.
+function H.item_join_lines(rel, items, teams)
+  local out = {}
+  if items then
+    for r in items:rows() do
+      local k = H.item_team(r)
+      local t = k and teams:get(k)
+      out[#out + 1] = ("%d %s %s"):format(r.id, r.note, tostring(t and t.name))
+    end
+  else
+    for r in rel:rows() do out[#out + 1] = ("%d %s %s"):format(r.id, r.note, tostring(r.tname)) end
+  end
+  table.sort(out)
+  return out
+end
+
 H.runnel_bin = os.getenv("RUNNEL_BIN") or "build/runnel"
 H.root = (H.sh("pwd"):gsub("\n$", "")) -- specs run from the repository's root
 

@@ -134,7 +134,7 @@ describe("the mapper memo", function()
   it("gives the mapper's keys across rows, rollbacks and a reopen (randomized)", function()
     local dir = H.tmpdir()
     local calls, changes = 0, 0
-    local function key_of(r) calls = calls + 1; if r.kind == "a" then return r.a else return r.b end end
+    local function key_of(r) calls = calls + 1; return H.item_team(r) end
     local cols = { {"id","int"}, {"note","string"}, {"tname","string", null = true}, key = "id" }
     local function item_joiner(l, t) return l.id, l.note, t and t.name end
     local function open()
@@ -157,22 +157,9 @@ describe("the mapper memo", function()
     end
     local function check(teams, items, lean, full, logs)
       assert.same(logs.full, logs.lean)
-      local function lines(rel)
-        local out = {}
-        for r in rel:rows() do out[#out + 1] = ("%d %s %s"):format(r.id, r.note, tostring(r.tname)) end
-        table.sort(out)
-        return out
-      end
-      local expected = {}
-      for r in items:rows() do
-        local k = r.b
-        if r.kind == "a" then k = r.a end
-        local t = k and teams:get(k)
-        expected[#expected + 1] = ("%d %s %s"):format(r.id, r.note, tostring(t and t.name))
-      end
-      table.sort(expected)
-      assert.same(expected, lines(lean))
-      assert.same(expected, lines(full))
+      local expected = H.item_join_lines(nil, items, teams)
+      assert.same(expected, H.item_join_lines(lean))
+      assert.same(expected, H.item_join_lines(full))
     end
     math.randomseed(4321)
     local rng = math.random

@@ -64,6 +64,7 @@ RN_API int rn_pipeline_open(const rn_open_opts *opts, rn_pipeline **out, char *e
   msgpack_sbuffer_init(&p->keybuf);
   msgpack_sbuffer_init(&p->rowbuf);
   msgpack_sbuffer_init(&p->valbuf);
+  msgpack_sbuffer_init(&p->getbuf);
   int rc = !zones ? rn_err_set(&p->err, RN_ENOMEM, "out of memory")
                   : rn_store_open(&p->store, opts ? opts->path : NULL, opts && opts->nosync,
                                   opts && opts->writemap, opts ? opts->map_size : 0, &p->err);
@@ -117,6 +118,7 @@ RN_API int rn_pipeline_close(rn_pipeline *p)
   msgpack_sbuffer_destroy(&p->keybuf);
   msgpack_sbuffer_destroy(&p->rowbuf);
   msgpack_sbuffer_destroy(&p->valbuf);
+  msgpack_sbuffer_destroy(&p->getbuf);
   rn_free_fn on_close = p->on_close;
   void *ctx = p->binding;
   free(p);

@@ -196,6 +196,8 @@ struct rn_pipeline {
   msgpack_sbuffer keybuf; /* scratch: encoded keys */
   msgpack_sbuffer rowbuf; /* scratch: encoded rows */
   msgpack_sbuffer valbuf; /* scratch: stored values */
+  msgpack_sbuffer getbuf; /* rn_get's answer: apart from valbuf, which a change packs its entry into, so
+                             the row may be given straight to the next change (read_api.c) */
   rn_stats stats;
   void *sqlite_conns;     /* sqlite.c's shared connections, one per database file */
   struct rn_attached *borrowers; /* attaches reading through store.env (store_sink.c) */

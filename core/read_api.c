@@ -148,19 +148,19 @@ typedef struct got {
   uint64_t id;
 } got;
 
-/* The row found, as a map in p->valbuf. */
+/* The row found, as a map in p->getbuf. */
 static int got_row(void *ctx, uint64_t id, const char *row, size_t len)
 {
   got *g = ctx;
-  msgpack_sbuffer_clear(&g->p->valbuf);
-  if (rn_row_to_map(rn_reader_schema(g->r), row, len, &g->p->scratch, &g->p->valbuf))
+  msgpack_sbuffer_clear(&g->p->getbuf);
+  if (rn_row_to_map(rn_reader_schema(g->r), row, len, &g->p->scratch, &g->p->getbuf))
     return rn_err_set(&g->p->err, RN_ESTORE, "rn_get: a row of \"%s\" could not be decoded", rn_reader_kind(g->r));
   g->found = 1;
   g->id = id;
   return 0;
 }
 
-/* rn_get of a relation that is not a table: *found, *id and p->valbuf. */
+/* rn_get of a relation that is not a table: *found, *id and p->getbuf. */
 static int derived_get(rn_pipeline *p, rn_rel *rel, const void *key, size_t key_len, int *found, uint64_t *id)
 {
   view v;
@@ -182,7 +182,7 @@ static int derived_get(rn_pipeline *p, rn_rel *rel, const void *key, size_t key_
 
 /* ---- rn_get ---- */
 
-/* A table's row under key, as a map in p->valbuf. */
+/* A table's row under key, as a map in p->getbuf. */
 static int table_get(rn_pipeline *p, rn_rel *rel, const void *key, size_t key_len, int *found, uint64_t *id)
 {
   msgpack_object m;
@@ -196,13 +196,13 @@ static int table_get(rn_pipeline *p, rn_rel *rel, const void *key, size_t key_le
   int rc = key_not_map(p, rel, &m);
   if (!rc) rc = rn_map_slots(p, rel, &m, &vals, &given);
   if (!rc) rc = rn_table_get(rel, vals, given, found, id, &data, &len);
-  msgpack_sbuffer_clear(&p->valbuf);
-  if (!rc && *found && rn_row_to_map(rel->schema, data, len, &p->scratch, &p->valbuf))
+  msgpack_sbuffer_clear(&p->getbuf);
+  if (!rc && *found && rn_row_to_map(rel->schema, data, len, &p->scratch, &p->getbuf))
     rc = rn_err_set(&p->err, RN_ESTORE, "%s: rn_get: a stored row could not be decoded", rel->name);
   return rc;
 }
 
-/* The map rn_get hands out lives in p->valbuf until the next call. */
+/* The map rn_get hands out lives in p->getbuf until the next call. */
 RN_API int rn_get(rn_pipeline *p, rn_rel *rel, const void *key, size_t key_len, const void **row, size_t *row_len,
                   uint64_t *id)
 {
@@ -223,8 +223,8 @@ RN_API int rn_get(rn_pipeline *p, rn_rel *rel, const void *key, size_t key_len, 
   if (reads_alone(p)) msgpack_zone_clear(&p->scratch);
   if (!rc && rn_oom()) rc = rn_err_set(&p->err, RN_ENOMEM, "out of memory");
   if (rc || !found) return rc;
-  *row = p->valbuf.data;
-  *row_len = p->valbuf.size;
+  *row = p->getbuf.data;
+  *row_len = p->getbuf.size;
   if (id) *id = rid;
   return 0;
 }

@@ -356,8 +356,9 @@ RN_API int rn_undeclared(rn_pipeline *p, rn_undeclared_fn fn, void *ctx);
  * top's and an index's by their input's key, a join's or a select's by
  * theirs; a join's, select's, top's and index's rows are made until the
  * one is found: O(rows), as rel:get of a derived relation in Lua. *row and
- * *row_len, owned by p and valid until the next call on p, or *row = NULL
- * when absent; *id (id may be NULL) its id. Errors: RN_EINVAL (a NULL
+ * *row_len, owned by p and valid until the next call on p (which may take
+ * it: rn_insert of it into another table, say), or *row = NULL when
+ * absent; *id (id may be NULL) its id. Errors: RN_EINVAL (a NULL
  * argument; key not a map, an unknown column, a missing or wrongly typed
  * key column; a keyless derived relation; a relation refused as above),
  * RN_ESTORE, RN_ENOMEM. */

@@ -483,11 +483,14 @@ describe("the 0.13 write path at its edges", function()
   local transcripts = {}
   for _, cfg in ipairs{ { name = "sync", sync = true },
                         { name = "carried", sync = false, carry = { groups = 4 } },
-                        { name = "carried, write-back", sync = false, carry = { groups = 4 }, write_back = true } } do
+                        { name = "carried, write-back", sync = false, carry = { groups = 4 }, write_back = true },
+                        -- the map fills: groups are replayed into a grown one (GROUP-5)
+                        { name = "carried, map filling", sync = false, carry = { groups = 4 }, map_size = 256 * 1024 } } do
     it("keeps rows, ids, reads, sinks, CDC and a join equal to a model (" .. cfg.name .. ")", function()
       local dir = H.tmpdir()
       local function open()
-        return runnel.open{ path = dir .. "/state", notes = false, sync = cfg.sync, carry = cfg.carry, write_back = cfg.write_back }
+        return runnel.open{ path = dir .. "/state", notes = false, sync = cfg.sync, carry = cfg.carry, write_back = cfg.write_back,
+                            map_size = cfg.map_size }
       end
       local p = open()
       local ctx, cols = start(p, false)
@@ -516,6 +519,7 @@ describe("the 0.13 write path at its edges", function()
       run_groups(ctx2, 60, 777)
       with_cdc(ctx2)
       local got2 = check_sinks(ctx2)
+      if cfg.map_size then assert.is_true(p:stats().map_size > cfg.map_size) end
       p:close()
 
       -- another process reads the committed state; verify finds it whole

@@ -513,6 +513,41 @@ const msgpack_object *rn_row_unpack(const char *data, size_t len, int ncols, msg
   return obj.via.array.ptr;
 }
 
+/* String v as "…" into buf (len bytes of room), quotes, backslashes and
+ * control bytes escaped: a NUL printed raw would end the message there and
+ * name another key. Cut short (*cut) as "abc...", never as a closed string
+ * that names another key; nothing when not even that fits. The bytes
+ * written. */
+static size_t print_key_string(char *buf, size_t len, const msgpack_object *v, bool *cut)
+{
+  buf[0] = '\0';
+  *cut = true;
+  if (len < 3) return 0;
+  size_t off = 0;
+  uint32_t size = v->via.str.size;
+  buf[off++] = '"';
+  for (uint32_t i = 0; i < size; i++) {
+    unsigned char ch = (unsigned char)v->via.str.ptr[i];
+    char esc[8];
+    const char *e = ch == '"' ? "\\\"" : ch == '\\' ? "\\\\" : ch == '\n' ? "\\n" : ch == '\t' ? "\\t"
+                  : ch == 0 ? "\\0" : NULL;
+    if (!e && (ch < 0x20 || ch == 0x7f)) snprintf(esc, sizeof esc, "\\x%02x", ch), e = esc;
+    size_t n = e ? strlen(e) : 1, keep = i + 1 < size ? 5 : 2; /* room after it: ...", or " and the NUL */
+    if (off + n + keep > len) {
+      if (off + 5 > len) { buf[0] = '\0'; return 0; } /* the first byte: not even "..." fits */
+      memcpy(buf + off, "...\"", 5);                  /* with its NUL */
+      return off + 4;
+    }
+    if (e) memcpy(buf + off, e, n);
+    else buf[off] = (char)ch;
+    off += n;
+  }
+  buf[off++] = '"';
+  buf[off] = '\0';
+  *cut = false;
+  return off;
+}
+
 void rn_key_format(const rn_schema *s, const msgpack_object *vals, char *buf, size_t len)
 {
   size_t off = 0;
@@ -521,8 +556,12 @@ void rn_key_format(const rn_schema *s, const msgpack_object *vals, char *buf, si
     const rn_column *c = &s->cols[s->key_slots[i]];
     off += (size_t)snprintf(buf + off, len - off, "%s%s = ", i ? ", " : "", c->name);
     if (off + 1 >= len) break;
-    int n = msgpack_object_print_buffer(buf + off, len - off, vals[s->key_slots[i]]);
+    const msgpack_object *v = &vals[s->key_slots[i]];
+    bool cut = false;
+    int n = v->type == MSGPACK_OBJECT_STR ? (int)print_key_string(buf + off, len - off, v, &cut)
+                                          : msgpack_object_print_buffer(buf + off, len - off, *v);
     if (n > 0) off += (size_t)n;
+    if (cut) break; /* no later column after a key cut short */
   }
 }
 

@@ -1,6 +1,7 @@
 /* row.c — the one place where values are checked against their columns. */
 #include "row.h"
 
+#include <inttypes.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -513,11 +514,11 @@ const msgpack_object *rn_row_unpack(const char *data, size_t len, int ncols, msg
   return obj.via.array.ptr;
 }
 
-/* String v as "…" into buf (len bytes of room), quotes, backslashes and
- * control bytes escaped: a NUL printed raw would end the message there and
- * name another key. Cut short (*cut) as "abc...", never as a closed string
- * that names another key; nothing when not even that fits. The bytes
- * written. */
+/* String or bytes v as "…" into buf (len bytes of room), quotes,
+ * backslashes and control bytes escaped (and, for bytes, those past ASCII):
+ * a NUL printed raw would end the message there and name another key. Cut
+ * short (*cut) as "abc...", never as a closed string that names another
+ * key; nothing when not even that fits. The bytes written. */
 static size_t print_key_string(char *buf, size_t len, const msgpack_object *v, bool *cut)
 {
   buf[0] = '\0';
@@ -531,7 +532,8 @@ static size_t print_key_string(char *buf, size_t len, const msgpack_object *v, b
     char esc[8];
     const char *e = ch == '"' ? "\\\"" : ch == '\\' ? "\\\\" : ch == '\n' ? "\\n" : ch == '\t' ? "\\t"
                   : ch == 0 ? "\\0" : NULL;
-    if (!e && (ch < 0x20 || ch == 0x7f)) snprintf(esc, sizeof esc, "\\x%02x", ch), e = esc;
+    if (!e && (ch < 0x20 || ch == 0x7f || (ch > 0x7f && v->type == MSGPACK_OBJECT_BIN)))
+      snprintf(esc, sizeof esc, "\\x%02x", ch), e = esc;
     size_t n = e ? strlen(e) : 1, keep = i + 1 < size ? 5 : 2; /* room after it: ...", or " and the NUL */
     if (off + n + keep > len) {
       if (off + 5 > len) { buf[0] = '\0'; return 0; } /* the first byte: not even "..." fits */
@@ -548,6 +550,33 @@ static size_t print_key_string(char *buf, size_t len, const msgpack_object *v, b
   return off;
 }
 
+/* A float key as its shortest text that reads back as it (msgpack-c's
+ * printer writes %f: 300 digits for 1e300, or nothing when they do not fit). */
+static int print_key_float(char *buf, size_t len, double d)
+{
+  char text[40];
+  for (int digits = 15; digits <= 17; digits++) {
+    snprintf(text, sizeof text, "%.*g", digits, d);
+    if (strtod(text, NULL) == d || d != d) break;
+  }
+  return snprintf(buf, len, "%s", text);
+}
+
+/* Key value v as text into buf (len bytes of room), as snprintf: its
+ * length, len or more when it did not fit; *cut when a string was cut. */
+static int print_key_value(char *buf, size_t len, const msgpack_object *v, bool *cut)
+{
+  *cut = false;
+  switch (v->type) {
+  case MSGPACK_OBJECT_STR: case MSGPACK_OBJECT_BIN: return (int)print_key_string(buf, len, v, cut);
+  case MSGPACK_OBJECT_FLOAT32: case MSGPACK_OBJECT_FLOAT64: return print_key_float(buf, len, v->via.f64);
+  case MSGPACK_OBJECT_POSITIVE_INTEGER: return snprintf(buf, len, "%" PRIu64, v->via.u64);
+  case MSGPACK_OBJECT_NEGATIVE_INTEGER: return snprintf(buf, len, "%" PRId64, v->via.i64);
+  case MSGPACK_OBJECT_BOOLEAN: return snprintf(buf, len, "%s", v->via.boolean ? "true" : "false");
+  default: return msgpack_object_print_buffer(buf, len, *v);
+  }
+}
+
 void rn_key_format(const rn_schema *s, const msgpack_object *vals, char *buf, size_t len)
 {
   size_t off = 0;
@@ -556,11 +585,10 @@ void rn_key_format(const rn_schema *s, const msgpack_object *vals, char *buf, si
     const rn_column *c = &s->cols[s->key_slots[i]];
     off += (size_t)snprintf(buf + off, len - off, "%s%s = ", i ? ", " : "", c->name);
     if (off + 1 >= len) break;
-    const msgpack_object *v = &vals[s->key_slots[i]];
-    bool cut = false;
-    int n = v->type == MSGPACK_OBJECT_STR ? (int)print_key_string(buf + off, len - off, v, &cut)
-                                          : msgpack_object_print_buffer(buf + off, len - off, *v);
-    if (n > 0) off += (size_t)n;
+    bool cut;
+    int n = print_key_value(buf + off, len - off, &vals[s->key_slots[i]], &cut);
+    if (n < 0 || (size_t)n >= len - off) { buf[off] = '\0'; break; } /* no shorter value: it would name another key */
+    off += (size_t)n;
     if (cut) break; /* no later column after a key cut short */
   }
 }

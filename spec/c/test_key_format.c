@@ -53,9 +53,38 @@ static void test_ends_within_any_buffer(void)
   rn_schema_free(s);
 }
 
+/* Floats as the shortest text that reads back (msgpack-c's %f printed 300
+ * digits for 1e300, or nothing when they did not fit), bytes escaped past
+ * ASCII too. */
+static void test_floats_and_bytes(void)
+{
+  rn_err e;
+  rn_schema *s = rn_schema_new();
+  rn_schema_add(s, "f", 1, RN_T_FLOAT, false, NULL, &e);
+  rn_schema_add(s, "b", 1, RN_T_BYTES, false, NULL, &e);
+  int key[2] = { 0, 1 };
+  rn_schema_set_key(s, key, 2, "t", &e);
+  static const struct { double f; const char *want; } cases[] = {
+    { 1.5, "f = 1.5, b = \"\\0\\xff\"" }, { 1e300, "f = 1e+300, b = \"\\0\\xff\"" },
+    { -0.0, "f = -0, b = \"\\0\\xff\"" }, { 0.1, "f = 0.1, b = \"\\0\\xff\"" },
+    { 1.0 / 3, "f = 0.3333333333333333, b = \"\\0\\xff\"" }, { -1.0 / 0.0, "f = -inf, b = \"\\0\\xff\"" } };
+  for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+    msgpack_object vals[2] = { { .type = MSGPACK_OBJECT_FLOAT64, .via.f64 = cases[i].f },
+                               { .type = MSGPACK_OBJECT_BIN, .via.bin = { 2, "\0\xff" } } };
+    char buf[256];
+    rn_key_format(s, vals, buf, sizeof buf);
+    CHECK(strcmp(buf, cases[i].want) == 0);
+    /* cut short: never a shorter number */
+    rn_key_format(s, vals, buf, 7);
+    CHECK(strcmp(buf, "f = ") == 0 || strcmp(buf, "f = -0") == 0);
+  }
+  rn_schema_free(s);
+}
+
 int main(void)
 {
   RUN(test_escapes_string_keys);
   RUN(test_ends_within_any_buffer);
+  RUN(test_floats_and_bytes);
   return CHECK_REPORT();
 }

@@ -291,3 +291,55 @@ describe("mappers and their memo", function()
     p:close()
   end)
 end)
+
+describe("long right keys fanning out", function()
+  -- Keys past 400 bytes sit in the index under their first 400 bytes and a
+  -- hash: a fan-out checks each left row's key against the row itself
+  -- (through the mapper, or its memo, for a mapped join).
+  it("reach exactly the left rows of their key, through on and a mapper", function()
+    local p = runnel.open()
+    local codes = p:table("codes", { {"code","string"}, {"label","string"}, key = "code" })
+    local refs = p:table("refs", { {"id","int"}, {"code","string", null = true}, {"x","int", default = 0}, key = "id" })
+    local calls = 0
+    local on = refs:join(codes, { on = "code", kind = "left", name = "on" })
+    local mapped = refs:join(codes, { kind = "left", name = "mapped",
+      mapper = function(r) calls = calls + 1; return r.code end,
+      joiner = function(l, c) return l.id, c and c.label end,
+      columns = { {"id","int"}, {"label","string", null = true}, key = "id" } })
+    local fo, fm = E.follow(on), E.follow(mapped)
+    local prefix = ("k"):rep(400)
+    local keys = { prefix .. "a", prefix .. "b", prefix, prefix .. "a\0", ("k"):rep(700) }
+    local function check(label)
+      local labels = {}
+      for c in codes:rows() do labels[c.code] = c.label end
+      local want_on, want_m = {}, {}
+      for r in refs:rows() do
+        local l = r.code and labels[r.code]
+        want_on[#want_on + 1] = { id = r.id, code = r.code, x = r.x, ["codes.code"] = l and r.code, label = l }
+        want_m[#want_m + 1] = { id = r.id, label = l }
+      end
+      fo.settle(label)
+      fm.settle(label)
+      assert.same(E.map_lines(want_on, fo.names), fo.lines(), label .. ": on")
+      assert.same(E.map_lines(want_m, fm.names), fm.lines(), label .. ": mapped")
+      assert.same(E.map_lines(want_on, fo.names), E.rows_lines(on, fo.names), label .. ": on rows")
+    end
+    p:batch(function()
+      for i = 1, 200 do refs:insert{ id = i, code = fresh(keys[i % #keys + 1]) } end
+      refs:insert{ id = 201, code = null }
+    end)
+    check("seeded")
+    for round = 1, 3 do
+      for k, key in ipairs(keys) do
+        codes:upsert{ code = fresh(key), label = "L" .. round .. "." .. k }
+        check(("round %d key %d"):format(round, k))
+      end
+      refs:update{ id = round, code = fresh(keys[round + 1]) }
+      refs:update{ id = 10 + round, x = round } -- the key's bytes stay
+      codes:delete{ code = fresh(keys[round]) }
+      check("round " .. round .. " moved")
+    end
+    assert.is_true(calls > 0)
+    p:close()
+  end)
+end)

@@ -352,3 +352,50 @@ describe("a fused select whose join gains a reader later", function()
     p:close()
   end)
 end)
+
+describe("a keyless left table fanning out", function()
+  it("keeps one result per left row, equal rows included, through a fused select", function()
+    local p = runnel.open()
+    local teams = p:table("teams", { {"id","int"}, {"name","string"}, key = "id" })
+    local kl = p:table("kl", { {"a","int"}, {"team","int", null = true} })
+    local j = kl:join(teams, { on = "team", kind = "left", name = "klj" })
+    local sel = kl:join(teams, { on = "team", kind = "inner", name = "klj2" }):select({ "name", "a" }, "klj_sel")
+    local fj, fs = E.follow(j), E.follow(sel)
+    local function check(label)
+      local want, want_sel = {}, {}
+      for r in kl:rows() do
+        local t = r.team and teams:get(r.team)
+        want[#want + 1] = { a = r.a, team = r.team, id = t and t.id, name = t and t.name }
+        if t then want_sel[#want_sel + 1] = { name = t.name, a = r.a } end
+      end
+      fj.settle(label)
+      fs.settle(label)
+      assert.same(E.map_lines(want, fj.names), fj.lines(), label)
+      assert.same(E.map_lines(want, fj.names), E.rows_lines(j, fj.names), label .. " rows")
+      assert.same(E.map_lines(want_sel, fs.names), fs.lines(), label .. " select")
+      assert.equal(#want_sel, sel:count(), label .. " select count")
+    end
+    teams:insert{ id = 7, name = "seven" }
+    p:batch(function()
+      for _ = 1, 40 do kl:insert{ a = 1, team = 7 } end
+      for i = 1, 10 do kl:insert{ a = i, team = 8 } end
+      kl:insert{ a = 0 }
+    end)
+    check("seeded")
+    teams:update{ id = 7, name = "renamed" }
+    check("renamed")
+    kl:delete{ a = 1, team = 7 }
+    kl:update({ a = 1, team = 7 }, { a = 1, team = 8 })
+    check("one gone, one moved")
+    teams:insert{ id = 8, name = "eight" }
+    check("eight")
+    p:begin()
+    teams:delete{ id = 7 }
+    for _ = 1, 5 do kl:delete{ a = 1, team = 7 } end
+    p:rollback()
+    check("rolled back")
+    teams:delete{ id = 7 }
+    check("seven gone")
+    p:close()
+  end)
+end)

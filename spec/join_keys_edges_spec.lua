@@ -399,3 +399,42 @@ describe("outer joins on composite keys", function()
     p:close()
   end)
 end)
+
+describe("a joiner's table rows", function()
+  local LONG = ("result_column_name_past_forty_bytes_"):rep(2)
+  -- Built while the join is declared over existing rows (no relinfo yet),
+  -- then per change: short names by their very strings, long ones by bytes.
+  it("are read alike while the join is built from existing rows and after", function()
+    local p = runnel.open()
+    local teams, players = E.tables(p)
+    teams:insert{ id = 1, name = "one" }
+    for i = 1, 40 do players:insert{ id = i, name = "p" .. i, team_id = i % 3 } end
+    local function joiner(l, t)
+      local row = { pid = l.id }
+      row[LONG .. "x"] = t and t.name -- a new string object each call
+      if l.id % 2 == 0 then row.score = l.score end
+      return row
+    end
+    local cols = { {"pid","int"}, {LONG .. "x","string", null = true}, {"score","int", default = -1}, key = "pid" }
+    local j = players:join(teams, { on = "team_id", kind = "left", joiner = joiner, columns = cols })
+    local f = E.follow(j)
+    local function check(label)
+      local want = {}
+      for pl in players:rows() do
+        local t = pl.team_id and teams:get(pl.team_id)
+        want[#want + 1] = { pid = pl.id, [LONG .. "x"] = t and t.name, score = pl.id % 2 == 0 and pl.score or -1 }
+      end
+      f.settle(label)
+      assert.same(E.map_lines(want, f.names), E.rows_lines(j, f.names), label .. " rows")
+      if label ~= "built" then assert.same(E.map_lines(want, f.names), f.lines(), label .. " events") end
+    end
+    check("built")
+    for r, id in j:rows() do f.rows[id] = E.line(r, f.names) end -- the build emitted nothing
+    teams:insert{ id = 2, name = "two" }
+    teams:update{ id = 1, name = "uno" }
+    players:update{ id = 4, score = 9 }
+    players:update{ id = 5, score = 9 }
+    check("changed")
+    p:close()
+  end)
+end)

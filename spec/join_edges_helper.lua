@@ -183,6 +183,12 @@ function E.shapes(p, players, teams, only)
   add("selected", players:join(teams, { on = "team_id", kind = "left", name = "selected",
       selector = function(lk, rk) return lk * 1000 + (rk or 0) end }),
     function(pl, t) return joined(pl, t) end, false)
+  if not only or only.selected_sel then
+    local spec = { {"tn","teams.name"}, "id", "score" }
+    add("selected_sel", players:join(teams, { on = "team_id", kind = "inner", name = "j_selected_sel",
+        selector = function(lk, rk) return { rk, lk } end }):select(spec, "selected_sel"),
+      function(pl, t) return t and project(joined(pl, t), spec) end, false)
+  end
   return s
 end
 

@@ -13,7 +13,7 @@ local null = runnel.null
 
 -- Compares every shape with the recomputation; with n_changed, asserts the
 -- group gave each shape exactly one event per result that changed.
-local function check(env, label, one_change)
+local function check(env, label, one_change, attach_now)
   local want = E.expected(env.shapes, env.players, env.teams)
   for _, sh in ipairs(env.shapes) do
     local f = env.follow[sh.name]
@@ -35,7 +35,7 @@ local function check(env, label, one_change)
     assert.same(want.mapped_inner[pid], env.by_name.mapped_inner.rel:get(pid), label .. ": mapped_inner:get(" .. pid .. ")")
   end
   env.checks = (env.checks or 0) + 1
-  if env.attach and env.checks % 3 == 0 then -- carried groups are flushed for attach to see them
+  if env.attach and (attach_now or env.checks % 3 == 0) then -- carried groups are flushed for attach to see them
     env.p:flush()
     for _, name in ipairs{ "left", "sel_rename", "mapped_inner" } do
       local att = runnel.attach(env.dir, name)
@@ -100,7 +100,7 @@ local function fails(env, trap, at, fn)
   assert.matches("trap sprung", tostring(err))
   assert.is_false(env.p:in_group())
   assert.same(before, snapshot(env))
-  check(env, "after a failed group")
+  check(env, "after a failed group", false, true)
 end
 
 describe("a right change fanning out", function()

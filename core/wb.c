@@ -326,10 +326,13 @@ int rn_wb_del(rn_store *s, MDB_txn *txn, MDB_dbi dbi, const MDB_val *key)
     return rc == MDB_NOTFOUND ? 0 : rc;
   }
   wb_db *db = db_of(s->wb, dbi);
-  wb_node *n;
-  int rc = db ? claim(s->wb, db, key, &n) : ENOMEM;
-  if (rc) return rc;
-  if (n->tomb && !n->dirty) return 0; /* read absent: LMDB has nothing to delete */
+  if (!db) return ENOMEM;
+  uint32_t h = hash_key(key->mv_data, key->mv_size);
+  wb_node *n = find(db, key, h);
+  if (n && n->tomb && !n->dirty) return 0; /* read absent (or its delete flushed): LMDB has nothing to delete */
+  /* A key with no entry may still be in LMDB (the entries were forgotten,
+   * or never read): its delete must reach LMDB, as a dirty tombstone. */
+  if (!n && !(n = insert(s->wb, db, key, h))) return ENOMEM;
   n->tomb = 1;
   n->vlen = 0;
   if (!n->dirty) rn_store_wrote(s, dbi);

@@ -74,7 +74,8 @@ static const char *const STEPS =
  * joiner join (RN_JOIN_KEPT entries), an aggregate, a top dropped in phase 1
  * and declared again in phase 2 (p:drop first), an aggregate missing from
  * phase 1 (stale in phase 2: its groups reset and rebuilt), an index, a keyless table
- * with a distinct, a join with a lookup, and in phase 2 a new column of players (evolve: its rows
+ * with a distinct, a join with a lookup, a join whose right side is derived
+ * (its copy of the right rows), and in phase 2 a new column of players (evolve: its rows
  * rewritten, what reads them rebuilt). */
 static const char *const DECLARE_ALL =
   "runnel = runnel or require('runnel')\n"
@@ -97,6 +98,8 @@ static const char *const DECLARE_ALL =
   "byscore = players:index{ 'score', 'desc', name = 'byscore' }\n"
   "logged(tags:distinct('dtags'), 'd')\n"
   "logged(tags:join(teams, { on = 'team_id', kind = 'left' }), 'tj')\n"
+  "logged(players:join(teams:filter(function(t) return t.region ~= 'r1' end, 'not_r1'),\n"
+  "                    { on = 'team_id', kind = 'left', name = 'jd' }), 'jd')\n"
   "local names = p:lookup('names', { {'k','int'}, {'label','string'}, key = 'k',\n"
   "                                  source = function(k) return { label = 'L' .. (k % 7) } end })\n"
   "logged(players:join(names, { on = 'team_id', kind = 'left' }), 'lk')\n";

@@ -520,6 +520,9 @@ void rn_agg_next_extremes(const rn_aggregate *a, const msgpack_object *before, c
       int c = cur.type == MSGPACK_OBJECT_NIL ? -1 : cmp_value(&av[s->slot], &cur);
       if (s->kind == RN_AGG_MAX ? c > 0 || cur.type == MSGPACK_OBJECT_NIL : c < 0) cur = av[s->slot];
     }
+    /* as the value counts hold it (key.c: -0.0 and 0.0 are one key), so a
+     * group's row does not depend on whether its extreme was looked up */
+    if ((cur.type == MSGPACK_OBJECT_FLOAT64 || cur.type == MSGPACK_OBJECT_FLOAT32) && cur.via.f64 == 0) cur.via.f64 = 0.0;
     after[i] = cur;
   }
 }

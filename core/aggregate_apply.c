@@ -54,9 +54,14 @@ int rn_agg_group_keys(rn_aggregate *a, const msgpack_object *v, gkey *keys, int 
         if (!keys[(*n)++].k) rc = nomem(a);
       }
     } else {
-      double ts = as_double(t);
-      for (double k = floor((ts - a->w.size) / a->w.step) + 1; k <= floor(ts / a->w.step) && !rc; k++) {
-        if (k * a->w.step + a->w.size <= ts) continue; /* float rounding at the edge */
+      /* With size a multiple m of step (tumbling: 1) an event is in the m
+       * windows up to floor(ts / step), counted from that one index: bounds
+       * rounded apart (ts - size, or start + size) put it in one window
+       * too many or in none. */
+      double ts = as_double(t), hi = floor(ts / a->w.step), m = a->w.size / a->w.step;
+      bool multiple = m == floor(m);
+      for (double k = multiple ? hi - m + 1 : floor((ts - a->w.size) / a->w.step) + 1; k <= hi && !rc; k++) {
+        if (!multiple && k * a->w.step + a->w.size <= ts) continue; /* float rounding at the edge */
         b.size = base;
         msgpack_object s = num_obj(a, k * a->w.step, 0);
         rn_key_append(&b, &s);

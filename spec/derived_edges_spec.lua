@@ -808,3 +808,29 @@ describe("values too long for a key", function()
     end)
   end
 end)
+
+describe("windows over a float time", function()
+  -- An event belongs to floor(ts / size) * size's tumbling window, and to
+  -- size / step hopping windows when size is a multiple of step: counted
+  -- once per window, never dropped nor doubled by a rounded bound.
+  it("puts each event in one tumbling window and size/step hopping ones, whatever the rounding", function()
+    local p = runnel.open()
+    local ev = p:stream("ev", { {"ts","float"} })
+    local tw = ev:aggregate{ window = runnel.tumbling(0.1, "ts"), n = runnel.count(), name = "tw" }
+    local hw = ev:aggregate{ window = runnel.hopping(0.3, 0.1, "ts"), n = runnel.count(), name = "hw" }
+    local events = { 0.6, 1.7, 4.1, 0.3, 2.0, -0.7, 12.3, 0.05 }
+    for i = 1, 200 do events[#events + 1] = i * 0.017 end
+    local want = {}
+    for _, ts in ipairs(events) do
+      ev:insert{ ts = ts }
+      local start = math.floor(ts / 0.1) * 0.1
+      want[start] = (want[start] or 0) + 1
+    end
+    local got, total = {}, 0
+    for r in tw:rows() do got[r.window_start] = r.n end
+    assert.same(want, got)
+    for r in hw:rows() do total = total + r.n end
+    assert.equal(3 * #events, total)
+    p:close()
+  end)
+end)

@@ -211,6 +211,30 @@ static int reset_groups(rn_aggregate *a, MDB_txn *txn)
   return rc;
 }
 
+/* After a rebuild: every group's int sums fit int64 (rn_agg_sums_fit). */
+static int check_rebuilt_sums(rn_aggregate *a, MDB_txn *txn)
+{
+  bool int_sums = false;
+  for (int i = 0; i < a->naggs; i++) int_sums |= rn_agg_int_sum(a, i);
+  if (!int_sums) return 0;
+  MDB_cursor *cur;
+  int rc = rn_wb_cursor_open(&a->out->p->store, txn, a->groups_dbi, false, &cur);
+  if (rc) return store_fail(a, rc);
+  MDB_val k, d;
+  int err = 0;
+  for (rc = mdb_cursor_get(cur, &k, &d, MDB_FIRST); !err && rc == 0; rc = mdb_cursor_get(cur, &k, &d, MDB_NEXT)) {
+    uint64_t rows;
+    if (reserved(&k) || d.mv_size <= 16 || ((const char *)d.mv_data)[16] == FINAL_MARK) continue;
+    memcpy(&rows, (const char *)d.mv_data + 8, 8);
+    msgpack_object *st;
+    if (rows > 0 && !(err = rn_agg_decode_state(a, &d, &st))) err = rn_agg_sums_fit(a, st);
+    msgpack_zone_clear(zone_of(a));
+  }
+  mdb_cursor_close(cur);
+  if (err) return err;
+  return rc == MDB_NOTFOUND ? 0 : store_fail(a, rc);
+}
+
 /* Rebuilds from the input's current rows: group ids stay (the entries are
  * reset, not removed), state restarts. */
 static int rebuild(rn_aggregate *a, bool created)
@@ -226,7 +250,10 @@ static int rebuild(rn_aggregate *a, bool created)
   if (rc) return store_fail(a, rc);
   rc = reset_groups(a, txn);
   if (rc) return rc;
-  return rn_rel_scan(a->in, rebuild_row, a);
+  a->rebuilding = true;
+  rc = rn_rel_scan(a->in, rebuild_row, a);
+  a->rebuilding = false;
+  return rc ? rc : check_rebuilt_sums(a, txn);
 }
 
 /* State written before format 2 holds float sums as doubles, drifted (or

@@ -7,6 +7,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#define MAX_GROUP_KEY 511 /* LMDB's default MDB_MAXKEYSIZE */
+
 /* The group keys a row belongs to, ascending: one without a window, the
  * windows holding its event time with one. */
 int rn_agg_group_keys(rn_aggregate *a, const msgpack_object *v, gkey *keys, int *n)
@@ -17,8 +19,20 @@ int rn_agg_group_keys(rn_aggregate *a, const msgpack_object *v, gkey *keys, int 
                         a->out->name, a->in->schema->cols[a->by[i]].name);
   msgpack_sbuffer b;
   msgpack_sbuffer_init(&b);
-  for (int i = 0; i < a->nby; i++) rn_key_append(&b, &v[a->by[i]]);
+  int longest = 0;
+  size_t longest_len = 0;
+  for (int i = 0; i < a->nby; i++) {
+    size_t at = b.size;
+    rn_key_append(&b, &v[a->by[i]]);
+    if (b.size - at > longest_len) { longest = i; longest_len = b.size - at; }
+  }
   size_t base = b.size;
+  size_t room = MAX_GROUP_KEY - (a->w.kind == RN_WINDOW_NONE ? 0 : 9); /* a window start takes 9 bytes */
+  if (base > room) {
+    msgpack_sbuffer_destroy(&b);
+    return rn_err_set(err_of(a), RN_EINVAL, "%s: by column \"%s\": a group's values take %zu bytes, more than "
+                      "the %zu a group key holds", a->out->name, a->in->schema->cols[a->by[longest]].name, base, room);
+  }
   int rc = 0;
   *n = 0;
   if (a->w.kind == RN_WINDOW_NONE) {
@@ -40,9 +54,14 @@ int rn_agg_group_keys(rn_aggregate *a, const msgpack_object *v, gkey *keys, int 
         if (!keys[(*n)++].k) rc = nomem(a);
       }
     } else {
-      double ts = as_double(t);
-      for (double k = floor((ts - a->w.size) / a->w.step) + 1; k <= floor(ts / a->w.step) && !rc; k++) {
-        if (k * a->w.step + a->w.size <= ts) continue; /* float rounding at the edge */
+      /* With size a multiple m of step (tumbling: 1) an event is in the m
+       * windows up to floor(ts / step), counted from that one index: bounds
+       * rounded apart (ts - size, or start + size) put it in one window
+       * too many or in none. */
+      double ts = as_double(t), hi = floor(ts / a->w.step), m = a->w.size / a->w.step;
+      bool multiple = m == floor(m);
+      for (double k = multiple ? hi - m + 1 : floor((ts - a->w.size) / a->w.step) + 1; k <= hi && !rc; k++) {
+        if (!multiple && k * a->w.step + a->w.size <= ts) continue; /* float rounding at the edge */
         b.size = base;
         msgpack_object s = num_obj(a, k * a->w.step, 0);
         rn_key_append(&b, &s);

@@ -108,6 +108,47 @@ static void user_call_buffers(rn_aggregate *a, const msgpack_object *st)
   msgpack_pack_object(&pk, *st);
 }
 
+/* An int sum's value: an int64, or while a rebuild runs one past it (16
+ * bytes, little-endian): a rebuild takes the rows in key order, and a sum
+ * that fits may leave int64 on the way there. */
+static __int128 int_sum_of(const msgpack_object *sum)
+{
+  __int128 r;
+  if (sum->type != MSGPACK_OBJECT_BIN || sum->via.bin.size != sizeof r) return as_int(sum);
+  memcpy(&r, sum->via.bin.ptr, sizeof r);
+  return r;
+}
+
+static int sum_overflows(rn_aggregate *a, int i)
+{
+  return rn_err_set(err_of(a), RN_EINVAL, "%s: sum \"%s\" of column \"%s\" overflows 64 bits", a->out->name,
+                    a->aggs[i].name, a->in->schema->cols[a->aggs[i].slot].name);
+}
+
+/* Stores r as aggregate i's int sum: past int64 an error, except in a
+ * rebuild, which checks the sums it ends with (rn_agg_sums_fit). */
+static int int_sum_put(rn_aggregate *a, int i, __int128 r, msgpack_object *sum)
+{
+  if (r >= 0 && r <= INT64_MAX) { sum->type = MSGPACK_OBJECT_POSITIVE_INTEGER; sum->via.u64 = (uint64_t)r; return 0; }
+  if (r < 0 && r >= INT64_MIN) { sum->type = MSGPACK_OBJECT_NEGATIVE_INTEGER; sum->via.i64 = (int64_t)r; return 0; }
+  if (!a->rebuilding) return sum_overflows(a, i);
+  const char *copy = rn_scratch_copy(a->out->p, (const char *)&r, sizeof r);
+  if (!copy) return nomem(a);
+  sum->type = MSGPACK_OBJECT_BIN;
+  sum->via.bin.ptr = copy;
+  sum->via.bin.size = sizeof r;
+  return 0;
+}
+
+int rn_agg_sums_fit(rn_aggregate *a, const msgpack_object *st)
+{
+  for (int i = 0; i < a->naggs; i++)
+    if (rn_agg_int_sum(a, i) && st[i].type == MSGPACK_OBJECT_ARRAY && st[i].via.array.size == 2 &&
+        st[i].via.array.ptr[0].type == MSGPACK_OBJECT_BIN)
+      return sum_overflows(a, i);
+  return 0;
+}
+
 /* Moves the value rx (a row's, or NULL) out of a sum or avg state and ax
  * (or NULL) into it, in one step: an int sum fails only when the result
  * leaves int64, not on the way (nulls are skipped, AGG-1). */
@@ -117,15 +158,8 @@ int rn_agg_sum_step(rn_aggregate *a, int i, msgpack_object *st, const msgpack_ob
   if (rx && rx->type == MSGPACK_OBJECT_NIL) rx = NULL;
   if (ax && ax->type == MSGPACK_OBJECT_NIL) ax = NULL;
   set_count(n, as_int(n) - (rx != NULL) + (ax != NULL));
-  if (rn_agg_int_sum(a, i)) {
-    __int128 r = (__int128)as_int(sum) - (rx ? as_int(rx) : 0) + (ax ? as_int(ax) : 0);
-    if (r > INT64_MAX || r < INT64_MIN)
-      return rn_err_set(err_of(a), RN_EINVAL, "%s: sum \"%s\" of column \"%s\" overflows 64 bits", a->out->name,
-                        a->aggs[i].name, a->in->schema->cols[a->aggs[i].slot].name);
-    if (r >= 0) { sum->type = MSGPACK_OBJECT_POSITIVE_INTEGER; sum->via.u64 = (uint64_t)r; }
-    else { sum->type = MSGPACK_OBJECT_NEGATIVE_INTEGER; sum->via.i64 = (int64_t)r; }
-    return 0;
-  }
+  if (rn_agg_int_sum(a, i))
+    return int_sum_put(a, i, int_sum_of(sum) - (rx ? as_int(rx) : 0) + (ax ? as_int(ax) : 0), sum);
   rn_fsum f;
   int rc = fsum_get(a, i, sum, &f);
   if (rc) return rc;
@@ -486,6 +520,9 @@ void rn_agg_next_extremes(const rn_aggregate *a, const msgpack_object *before, c
       int c = cur.type == MSGPACK_OBJECT_NIL ? -1 : cmp_value(&av[s->slot], &cur);
       if (s->kind == RN_AGG_MAX ? c > 0 || cur.type == MSGPACK_OBJECT_NIL : c < 0) cur = av[s->slot];
     }
+    /* as the value counts hold it (key.c: -0.0 and 0.0 are one key), so a
+     * group's row does not depend on whether its extreme was looked up */
+    if ((cur.type == MSGPACK_OBJECT_FLOAT64 || cur.type == MSGPACK_OBJECT_FLOAT32) && cur.via.f64 == 0) cur.via.f64 = 0.0;
     after[i] = cur;
   }
 }

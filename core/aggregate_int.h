@@ -61,6 +61,7 @@ typedef struct rn_aggregate {
   uint64_t next_final_txn;  /* the store's txn_serial next_final was worked out in (0: none) */
   double next_final;        /* the largest event time below which no open window is final */
   MDB_txn *reading;       /* a scan's read transaction, or NULL: the group's */
+  bool rebuilding;        /* a rebuild runs: int sums may leave int64 on the way (rn_agg_sums_fit) */
   msgpack_sbuffer buf;    /* scratch: a group's value */
   msgpack_sbuffer state, answer; /* scratch: a user aggregate's state in, its answer out */
 } rn_aggregate;
@@ -150,6 +151,9 @@ int rn_agg_step_state(rn_aggregate *a, int i, const gkey *g, msgpack_object *st,
 int rn_agg_sum_step(rn_aggregate *a, int i, msgpack_object *st, const msgpack_object *rx, const msgpack_object *ax);
 /* Aggregate i keeps a sum (sum, avg): stepped by rn_agg_sum_step. */
 bool rn_agg_summing(const rn_aggregate *a, int i);
+/* 0 when every int sum of the group state st fits int64, else the
+ * overflow error: a rebuild's sums, once every row is in. */
+int rn_agg_sums_fit(rn_aggregate *a, const msgpack_object *st);
 
 /* ---- aggregate_window.c ---- */
 

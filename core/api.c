@@ -589,6 +589,7 @@ RN_API int rn_subscribe_durable(rn_pipeline *p, rn_rel *rel, const char *name, r
   if (rc) free_csub(s);
   else rc = rn_outbox_sink_add(p, rel, key, false, &ops, s, free_csub, m.found ? m.delivered : p->seq, 0);
   free(key);
+  if (!rc) rn_err_clear(&p->err); /* what it was refused delivering the waiting groups is not its message */
   return rc;
 }
 

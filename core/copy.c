@@ -34,7 +34,7 @@ RN_API int rn_state_copy(const char *path, const char *dest, char *errbuf, size_
   MDB_env *env = NULL;
   int rc = mdb_env_create(&env);
   if (!rc) rc = mdb_env_set_maxdbs(env, 4096);
-  if (!rc) rc = mdb_env_open(env, path, MDB_RDONLY | MDB_NOTLS, 0644);
+  if (!rc) rc = mdb_env_open(env, path, MDB_RDONLY | MDB_NOTLS | rn_store_reader_flags(path), 0644);
   if (!rc) rc = mdb_env_copy2(env, dest, MDB_CP_COMPACT); /* one read transaction */
   if (env) mdb_env_close(env);
   if (rc) return copy_fail(errbuf, errlen, rn_store_read_code(rc), "copying %s: %s", path, mdb_strerror(rc));

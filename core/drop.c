@@ -120,10 +120,22 @@ RN_API int rn_drop(rn_pipeline *p, const char *name)
   return rc ? rn_store_write_fail(&p->store, &p->err, rc, name) : 0;
 }
 
-RN_API int rn_undeclared(rn_pipeline *p, rn_undeclared_fn fn, void *ctx)
+/* A relation rn_undeclared tells of. */
+typedef struct undeclared {
+  char *name;
+  const char *kind;
+} undeclared;
+
+static void undeclared_free(undeclared *list, size_t n)
 {
-  if (!p || !fn) return RN_EINVAL;
-  rn_err_clear(&p->err);
+  for (size_t i = 0; i < n; i++) free(list[i].name);
+  free(list);
+}
+
+/* The relations the state holds that p has not declared, in name order,
+ * into *list (*n of them), read in one walk of the catalogue. */
+static int undeclared_read(rn_pipeline *p, undeclared **list, size_t *n)
+{
   MDB_txn *txn;
   int rc = rn_store_reader(&p->store, &txn, &p->err);
   if (rc) return rc;
@@ -132,16 +144,41 @@ RN_API int rn_undeclared(rn_pipeline *p, rn_undeclared_fn fn, void *ctx)
     rn_store_reader_done(&p->store);
     return rn_store_fail(&p->err, rc, "undeclared");
   }
+  size_t cap = 0;
   MDB_val k = { 2, (void *)RN_META_RELATION }, v;
   int mrc = mdb_cursor_get(cur, &k, &v, MDB_SET_RANGE);
   for (; mrc == 0 && !rc; mrc = mdb_cursor_get(cur, &k, &v, MDB_NEXT)) {
     if (k.mv_size < 2 || memcmp(k.mv_data, RN_META_RELATION, 2) != 0) break;
     char name[RN_NAME_MAX + 1];
     snprintf(name, sizeof name, "%.*s", (int)(k.mv_size - 2), (const char *)k.mv_data + 2);
+    if (rn_find(p, name)) continue;
     int64_t kind = v.mv_size > 1 ? ((const unsigned char *)v.mv_data)[1] : -1; /* [kind (a fixint), …] */
-    if (!rn_find(p, name)) rc = fn(ctx, name, rn_relkind_name(kind));
+    if (*n == cap) {
+      undeclared *grown = realloc(*list, sizeof **list * (cap ? cap * 2 : 16));
+      if (!grown) { rc = rn_err_set(&p->err, RN_ENOMEM, "out of memory"); break; }
+      *list = grown;
+      cap = cap ? cap * 2 : 16;
+    }
+    if (!((*list)[*n].name = strdup(name))) rc = rn_err_set(&p->err, RN_ENOMEM, "out of memory");
+    else (*list)[(*n)++].kind = rn_relkind_name(kind);
   }
   mdb_cursor_close(cur);
   rn_store_reader_done(&p->store);
+  return rc;
+}
+
+/* fn runs after the walk: it may drop what it is told of (rn_drop commits
+ * carried groups, and LMDB frees a cursor of that transaction) or read
+ * (which ends the shared read transaction the walk would use). */
+RN_API int rn_undeclared(rn_pipeline *p, rn_undeclared_fn fn, void *ctx)
+{
+  if (!p || !fn) return RN_EINVAL;
+  rn_err_clear(&p->err);
+  undeclared *list = NULL;
+  size_t n = 0;
+  int rc = undeclared_read(p, &list, &n);
+  for (size_t i = 0; !rc && i < n; i++)
+    if (!rn_find(p, list[i].name)) rc = fn(ctx, list[i].name, list[i].kind); /* fn may have declared it */
+  undeclared_free(list, n);
   return rc;
 }

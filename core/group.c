@@ -376,7 +376,11 @@ RN_API int rn_flush(rn_pipeline *p)
     return rn_err_set(&p->err, RN_EMISUSE, "flush: not from inside a callback");
   rn_err_clear(&p->err);
   if (p->state == RN_OPEN) return 0;
-  if (!p->store.wtxn) { rn_outbox_after_commit(p); return 0; } /* retries a failed delivery (OUTBOX-4) */
+  if (!p->store.wtxn) { /* retries a failed delivery (OUTBOX-4) */
+    rn_outbox_after_commit(p);
+    rn_err_clear(&p->err); /* what callbacks were refused is not the flush's message */
+    return 0;
+  }
   int rc = commit_lmdb(p);
   if (!rc) rn_outbox_after_commit(p);
   if (rc) { /* the carried groups are lost, as in a crash: say so, with the cause */
@@ -393,6 +397,7 @@ RN_API int rn_flush(rn_pipeline *p)
     forget_carried(p);
   } else {
     rn_durable_reached(p, p->seq);
+    rn_err_clear(&p->err); /* what hooks and durable subscribers were refused is not the flush's message */
   }
   return rc;
 }

@@ -119,7 +119,7 @@ static int open_reader(const char *path, MDB_env **env, MDB_txn **txn, MDB_dbi *
   if (rn_store_check_file(path, e)) return e->code;
   int rc = mdb_env_create(env);
   if (!rc) rc = mdb_env_set_maxdbs(*env, 4096);
-  if (!rc) rc = mdb_env_open(*env, path, MDB_RDONLY | MDB_NOTLS, 0644);
+  if (!rc) rc = mdb_env_open(*env, path, MDB_RDONLY | MDB_NOTLS | rn_store_reader_flags(path), 0644);
   if (!rc) rc = rn_store_txn(*env, MDB_RDONLY, txn);
   if (!rc) rc = mdb_dbi_open(*txn, RN_DB_META, 0, meta);
   if (rc == MDB_NOTFOUND) return rn_store_no_catalogue(*txn, path, e);

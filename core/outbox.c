@@ -498,6 +498,7 @@ RN_API int rn_deliver(rn_pipeline *p)
     p->err = ob->err;
     return p->err.code ? p->err.code : RN_ECALLBACK;
   }
+  rn_err_clear(&p->err); /* what its subscribers were refused is not the delivery's message */
   return 0;
 }
 

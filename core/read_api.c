@@ -163,18 +163,27 @@ static int got_row(void *ctx, uint64_t id, const char *row, size_t len)
 /* rn_get of a relation that is not a table: *found, *id and p->getbuf. */
 static int derived_get(rn_pipeline *p, rn_rel *rel, const void *key, size_t key_len, int *found, uint64_t *id)
 {
+  /* The key may be the last rn_get's row, in getbuf, which the durability
+   * hooks of the view's flush may read into: it is copied first. */
+  char *own = malloc(key_len ? key_len : 1);
+  if (!own) return rn_err_set(&p->err, RN_ENOMEM, "out of memory");
+  memcpy(own, key, key_len);
   view v;
   int rc = view_open(p, rel, "rn_get", &v); /* first: a flush or a regrow may use the scratch zone */
-  if (rc) return rc;
+  if (rc) {
+    free(own);
+    return rc;
+  }
   msgpack_object m;
   size_t off = 0;
-  if (rn_unpack(key, key_len, &off, &p->scratch, &m) != MSGPACK_UNPACK_SUCCESS)
+  if (rn_unpack(own, key_len, &off, &p->scratch, &m) != MSGPACK_UNPACK_SUCCESS)
     rc = rn_err_set(&p->err, RN_EINVAL, "%s: rn_get: the key is not one msgpack value", rel->name);
   if (!rc) rc = key_not_map(p, rel, &m);
   if (!rc) rc = derived_key(p, rel, v.r, &m);
   got g = { p, v.r, 0, 0 };
   if (!rc) rc = rn_reader_get(v.r, v.txn, p->keybuf.data, p->keybuf.size, got_row, &g, &p->err);
   view_close(&v);
+  free(own); /* after the read: the decoded key's strings point into it */
   *found = g.found;
   *id = g.id;
   return rc;

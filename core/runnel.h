@@ -332,7 +332,8 @@ RN_API int rn_drop(rn_pipeline *p, const char *name);
 
 /* Calls fn once per relation the state holds that p has not declared (so
  * far), in name order; kind is "table", "aggregate" … Strings are valid
- * during the call. A nonzero return of fn stops the walk and is returned. */
+ * during the call. A nonzero return of fn stops the walk and is returned.
+ * fn may read, and drop (rn_drop) the relation it is told of. */
 typedef int (*rn_undeclared_fn)(void *ctx, const char *name, const char *kind);
 RN_API int rn_undeclared(rn_pipeline *p, rn_undeclared_fn fn, void *ctx);
 

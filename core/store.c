@@ -103,6 +103,17 @@ static int lock_writer(rn_store *s, rn_err *e)
   return 0;
 }
 
+unsigned rn_store_reader_flags(const char *path)
+{
+  char lockpath[strlen(path) + sizeof "/writer.lock"];
+  snprintf(lockpath, sizeof lockpath, "%s/writer.lock", path);
+  int fd = open(lockpath, O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return 0;
+  long pid = lock_holder(fd); /* not flock: even a moment's shared lock would refuse a writer elsewhere */
+  close(fd);
+  return pid == (long)getpid() ? MDB_NOLOCK : 0;
+}
+
 /* LMDB's meta pages (lmdb.h's MDB_meta behind a 16-byte page header), as far
  * as the size check needs them, on 64-bit hosts:
  *     |u32 magic|u32 version|u64 address|u64 mapsize|MDB_db free (48)|MDB_db main (48)|u64 last_pgno|u64 txnid|

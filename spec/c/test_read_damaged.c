@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "check.h"
+#include "damage.h"
 #include "pipeline.h"
 #include "store.h"
 #include "store_sink.h"
@@ -33,27 +34,7 @@ static void make_state(const char *dir)
 }
 
 /* Replaces the value of t's first stored row by the n bytes of value. */
-static void damage(const char *dir, const char *value, size_t n)
-{
-  MDB_env *env;
-  MDB_txn *txn;
-  MDB_dbi dbi;
-  MDB_cursor *cur;
-  CHECK(mdb_env_create(&env) == 0);
-  mdb_env_set_maxdbs(env, 64);
-  CHECK(mdb_env_open(env, dir, 0, 0644) == 0);
-  CHECK(mdb_txn_begin(env, NULL, 0, &txn) == 0);
-  CHECK(mdb_dbi_open(txn, RN_DB_ROWS "t", 0, &dbi) == 0);
-  CHECK(mdb_set_compare(txn, dbi, rn_store_key_cmp) == 0);
-  CHECK(mdb_cursor_open(txn, dbi, &cur) == 0);
-  MDB_val k, v;
-  CHECK(mdb_cursor_get(cur, &k, &v, MDB_FIRST) == 0);
-  v = (MDB_val){ n, (void *)value };
-  CHECK(mdb_cursor_put(cur, &k, &v, MDB_CURRENT) == 0);
-  mdb_cursor_close(cur);
-  CHECK(mdb_txn_commit(txn) == 0);
-  mdb_env_close(env);
-}
+static void damage(const char *dir, const char *value, size_t n) { damage_first_row(dir, "t", 0, value, n); }
 
 static int count_row(void *ctx, uint64_t id, const char *row, size_t len)
 {

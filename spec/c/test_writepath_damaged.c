@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "check.h"
+#include "damage.h"
 #include "pipeline.h"
 #include "store.h"
 
@@ -60,32 +61,8 @@ static void make_state(const char *dir)
   rn_pipeline_close(p);
 }
 
-/* Replaces the row of t's first entry (id 1) by the n bytes of row. */
-static void damage(const char *dir, const char *row, size_t n)
-{
-  MDB_env *env;
-  MDB_txn *txn;
-  MDB_dbi dbi;
-  MDB_cursor *cur;
-  CHECK(mdb_env_create(&env) == 0);
-  mdb_env_set_maxdbs(env, 64);
-  CHECK(mdb_env_open(env, dir, 0, 0644) == 0);
-  CHECK(mdb_txn_begin(env, NULL, 0, &txn) == 0);
-  CHECK(mdb_dbi_open(txn, RN_DB_ROWS "t", 0, &dbi) == 0);
-  CHECK(mdb_set_compare(txn, dbi, rn_store_key_cmp) == 0);
-  CHECK(mdb_cursor_open(txn, dbi, &cur) == 0);
-  MDB_val k, v;
-  CHECK(mdb_cursor_get(cur, &k, &v, MDB_FIRST) == 0);
-  char value[64];
-  CHECK(v.mv_size >= 9 && 9 + n <= sizeof value);
-  memcpy(value, v.mv_data, 9); /* |id|flags| kept */
-  memcpy(value + 9, row, n);
-  v = (MDB_val){ 9 + n, value };
-  CHECK(mdb_cursor_put(cur, &k, &v, MDB_CURRENT) == 0);
-  mdb_cursor_close(cur);
-  CHECK(mdb_txn_commit(txn) == 0);
-  mdb_env_close(env);
-}
+/* Damages the row of t's first entry (id 1): its |id|flags| head kept, the n bytes of row after it. */
+static void damage(const char *dir, const char *row, size_t n) { damage_first_row(dir, "t", 9, row, n); }
 
 static void remove_dir(const char *dir)
 {

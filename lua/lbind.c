@@ -95,7 +95,7 @@ static int relinfo_body(lua_State *L)
   lua_createtable(L, s->ncols, 0);
   lua_createtable(L, 0, s->ncols);
   for (int i = 0; i < s->ncols; i++) {
-    ri->names[i] = lua_pushlstring(L, s->cols[i].name, s->cols[i].name_len);
+    lua_pushlstring(L, s->cols[i].name, s->cols[i].name_len);
     ri->keys[i] = lua_topointer(L, -1);
     lua_pushvalue(L, -1);
     lua_rawseti(L, -4, i + 1);
@@ -111,12 +111,10 @@ int rn_lua_relinfo(lua_State *L, rn_rel *rel)
 {
   if (rel->udata) return 0;
   size_t n = (size_t)rel->schema->ncols;
-  lrelinfo *ri = malloc(sizeof *ri + (sizeof *ri->names + sizeof *ri->keys + sizeof *ri->after) * n +
-                        sizeof *ri->after);
+  lrelinfo *ri = malloc(sizeof *ri + (sizeof *ri->keys + sizeof *ri->after) * n + sizeof *ri->after);
   if (!ri) return rn_lua_error(L, "out of memory");
   ri->lp = rel->p->binding;
   ri->ncols = rel->schema->ncols;
-  ri->keys = (const void **)(ri->names + n);
   ri->after = (int *)(ri->keys + n);
   memset(ri->after, 0, sizeof *ri->after * (n + 1));
   ri->slots_ref = ri->names_ref = LUA_NOREF;

@@ -39,13 +39,12 @@ typedef struct lrelinfo {
   int names_ref;         /* registry: slot (1-based) -> name string */
   int slots_ref;         /* registry: name -> slot (1-based) */
   int ncols;
-  const void **keys;     /* lua_topointer of each name string (after names): a row key
-                            that is one of these very objects needs no type check or lookup */
   int *after;            /* (after keys) after[s + 1]: the slot of the key that followed slot
                             s's in the last row rn_lua_torow read, after[0] its first: rows
                             built alike iterate alike, so this guess is usually right */
-  const char *names[];   /* the name strings' bytes, kept alive by names_ref: a row key
-                            that is one of these very strings needs no table lookup */
+  const void *keys[];    /* lua_topointer of each name string, kept alive by names_ref: a
+                            row key that is one of these very objects needs no type check
+                            or table lookup */
 } lrelinfo;
 
 typedef struct lrel {

@@ -469,7 +469,7 @@ static int joiner_results_body(lua_State *L, void *ud, rn_err *e)
 
 /* The name objects of out's columns (its relinfo's keys), or NULL: none
  * yet (a join being declared has no relinfo). */
-static const void **out_names(rn_rel *out)
+static const void *const *out_names(rn_rel *out)
 {
   const lrelinfo *ri = out->udata;
   return ri ? ri->keys : NULL;
@@ -482,7 +482,7 @@ static const void **out_names(rn_rel *out)
 static bool scalar_row(lcall *c, lua_State *L, int idx, msgpack_object **vals, uint8_t **given)
 {
   lpipe *lp = c->cb->lp;
-  const void **names = out_names(c->out);
+  const void *const *names = out_names(c->out);
   int ncols = c->out->schema->ncols;
   *vals = names ? rn_zone_malloc(&lp->p->scratch, (sizeof **vals + 1) * (size_t)ncols) : NULL;
   if (!*vals) return false;

@@ -30,8 +30,8 @@ static int slot_of(lua_State *L, lrow *r, int idx)
 {
   if (lua_type(L, idx) != LUA_TSTRING) return -1;
   const lrelinfo *ri = r->rel->udata;
-  const char *k = lua_tostring(L, idx);
-  for (int i = 0; i < ri->ncols; i++) if (ri->names[i] == k) return i; /* the very name string */
+  const void *k = lua_topointer(L, idx);
+  for (int i = 0; i < ri->ncols; i++) if (ri->keys[i] == k) return i; /* the very name string */
   lua_rawgeti(L, LUA_REGISTRYINDEX, ri->slots_ref);
   lua_pushvalue(L, idx);
   lua_rawget(L, -2);
@@ -174,13 +174,9 @@ lrow *rn_lua_newrow(lua_State *L, lpipe *lp, rn_rel *rel)
                                    name_len + 1, 0);
   r->names = (const void **)(r->spans + ncols + 1);
   r->rel_name = memcpy(r->names + ncols + 1, rel->name, name_len + 1);
-  lua_rawgeti(L, LUA_REGISTRYINDEX, ((const lrelinfo *)rel->udata)->names_ref);
-  for (int i = 0; i < ncols; i++) {
-    lua_rawgeti(L, -1, i + 1);
-    r->names[i] = lua_topointer(L, -1); /* kept alive by names_ref, as long as rel */
-    lua_pop(L, 1);
-  }
-  lua_pop(L, 1);
+  /* the relinfo's name objects, copied: a Row may outlive rel (and them,
+   * though it reads them only while lent, while rel lives) */
+  memcpy(r->names, ((const lrelinfo *)rel->udata)->keys, sizeof *r->names * (size_t)ncols);
   r->lp = lp;
   r->rel = rel;
   r->row = NULL;

@@ -6,25 +6,14 @@
 
 #include "row.h"
 
-/* u as 8 big-endian bytes at b. */
-static void store_be64(unsigned char *b, uint64_t u)
-{
-#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
-  u = __builtin_bswap64(u);
-  memcpy(b, &u, 8);
-#else
-  for (int i = 0; i < 8; i++) b[i] = (unsigned char)(u >> (56 - 8 * i));
-#endif
-}
-
 /* Written into reserved room, not through rn_buf_write: keys are encoded
  * per change and an int key is most of them. */
 static void put_be64(msgpack_sbuffer *out, uint8_t tag, uint64_t u)
 {
   if (rn_sbuf_reserve(out, 9)) return; /* noted as out of memory */
-  unsigned char *b = (unsigned char *)out->data + out->size;
-  b[0] = tag;
-  store_be64(b + 1, u);
+  char *b = out->data + out->size;
+  b[0] = (char)tag;
+  rn_be64_put(b + 1, u);
   out->size += 9;
 }
 

@@ -20,6 +20,7 @@
 
 #include <msgpack.h>
 #include <stdint.h>
+#include <string.h>
 
 #include "schema.h"
 
@@ -39,7 +40,12 @@ int rn_key_decode(const char *k, size_t len, msgpack_object *out, int max, msgpa
 /* Big-endian u64s: ids in keys sort as numbers. */
 static inline void rn_be64_put(char out[8], uint64_t u)
 {
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+  u = __builtin_bswap64(u); /* one store, not eight */
+  memcpy(out, &u, 8);
+#else
   for (int i = 0; i < 8; i++) out[i] = (char)(u >> (56 - 8 * i));
+#endif
 }
 
 static inline uint64_t rn_be64_get(const char *d)

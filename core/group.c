@@ -442,17 +442,6 @@ int rn_change_leave(rn_pipeline *p, int rc)
   return 0;
 }
 
-/* *bytes, len bytes, copied into z (NULL stays NULL); -1 out of memory. */
-static int keep_bytes(msgpack_zone *z, const char **bytes, size_t len)
-{
-  if (!*bytes) return 0;
-  char *copy = rn_zone_malloc_no_align(z, len ? len : 1);
-  if (!copy) return -1;
-  memcpy(copy, *bytes, len);
-  *bytes = copy;
-  return 0;
-}
-
 /* rn_source_reapply reads a logged change's new row, and its old one only
  * for a delete or a keyless table's update (a keyed insert or update is
  * applied again as an upsert of its new row): the log keeps no more. */
@@ -469,10 +458,10 @@ int rn_source_emit(rn_rel *src, const rn_change *c)
   }
   rn_logged *kept = &r->items[r->n];
   kept->rel = src;
-  kept->c = *c;
-  if (c->verb != RN_DELETE && (c->verb != RN_UPDATE || src->schema->nkey)) kept->c.old = NULL, kept->c.old_len = 0;
-  if (keep_bytes(&p->carry_zone, &kept->c.row, c->row_len) || keep_bytes(&p->carry_zone, &kept->c.old, kept->c.old_len))
-    return rn_err_set(&p->err, RN_ENOMEM, "out of memory");
+  rn_change logged = *c;
+  if (c->verb != RN_DELETE && (c->verb != RN_UPDATE || src->schema->nkey)) logged.old = NULL, logged.old_len = 0;
+  int rc = rn_change_keep(p, &p->carry_zone, &logged, &kept->c);
+  if (rc) return rc;
   r->n++;
   rn_change now = *c;
   now.row = kept->c.row; /* kept until the LMDB commit: c->row may be a buffer reused meanwhile */

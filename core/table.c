@@ -140,8 +140,8 @@ static int value_head(rn_rel *t, uint64_t id, bool live, const char *key, size_t
 }
 
 /* Writes valbuf (value_head, then the row of row_len bytes, if any, at its
- * end) for the located key. */
-static int put_value(rn_rel *t, const located *l, uint64_t id, const char *key, size_t klen, size_t row_len)
+ * end) for the located key (the one in keybuf). */
+static int put_value(rn_rel *t, const located *l, size_t row_len)
 {
   msgpack_sbuffer *b = &t->p->valbuf;
   MDB_val k = l->key, v = { b->size, b->data };
@@ -155,8 +155,10 @@ static int put_value(rn_rel *t, const located *l, uint64_t id, const char *key, 
   rn_store *s = &t->p->store;
   if (s->rowcache) { /* rowcache.h (2) */
     bool live = b->data[8] & RN_FLAG_LIVE;
+    uint64_t id;
+    memcpy(&id, b->data, 8); /* value_head's */
     rn_cached_row now = { true, live, id, live ? b->data + b->size - row_len : NULL, row_len };
-    rn_rowcache_wrote(s->rowcache, t->rows_dbi, key, klen, &now);
+    rn_rowcache_wrote(s->rowcache, t->rows_dbi, t->p->keybuf.data, t->p->keybuf.size, &now);
   }
   return 0;
 }
@@ -202,7 +204,7 @@ static int keyed_write(rn_rel *t, located *l, size_t row_at)
   const char *old = l->live ? rn_scratch_copy(p, l->row, l->row_len) : NULL; /* the put overwrites it */
   if (l->live && !old) return rn_err_set(&p->err, RN_ENOMEM, "out of memory");
   uint64_t id = l->found ? l->id : t->next_id++;                             /* (1), (2) */
-  int rc = put_value(t, l, id, p->keybuf.data, p->keybuf.size, len);
+  int rc = put_value(t, l, len);
   if (rc) return rc;
   rn_change c = { old ? RN_UPDATE : RN_INSERT, id, row, len, old, l->row_len };
   if (!old) t->count++;
@@ -272,7 +274,7 @@ static int keyed_delete(rn_rel *t, msgpack_object *vals, uint8_t *given)
   const char *old = rn_scratch_copy(p, l.row, l.row_len);
   if (!old) return rn_err_set(&p->err, RN_ENOMEM, "out of memory");
   rc = keyed_head(t, &l, false); /* a tombstone (1) */
-  if (!rc) rc = put_value(t, &l, l.id, p->keybuf.data, p->keybuf.size, 0);
+  if (!rc) rc = put_value(t, &l, 0);
   if (rc) return rc;
   t->count--;
   p->stats.changes++;

@@ -166,7 +166,7 @@ static int spans_of(rn_join *j, const side *res, int which, const size_t **start
 /* The bytes of a fused result's column s of the default layout; sp: its
  * rows' offsets (spans_of). */
 static inline const char *column_at(const rn_join_proj *pr, const side *res, const size_t *const sp[2], int s,
-                             size_t *len)
+                                    size_t *len)
 {
   static const char nil = (char)0xc0;
   const side *l = res->made_of[0], *r = res->made_of[1];

@@ -211,9 +211,7 @@ int rn_join_right_key(rn_join *j, side *r, fk *f)
 /* The current right row with key f (NULL when absent or f is null). */
 int rn_join_right_current(rn_join *j, const fk *f, side *r)
 {
-  r->row = NULL;
-  r->vals = NULL;
-  r->starts = NULL;
+  *r = (side){ 0 };
   if (f->null) return 0;
   const char *row;
   size_t len;
@@ -255,7 +253,7 @@ int rn_join_right_before(rn_join *j, const fk *f, const rn_change *undo, side *r
     }
     if (n.row) {
       if (rn_join_right_key(j, &n, &kn)) return err_of(j)->code;
-      if (same_fk(&kn, f)) { r->row = NULL; r->vals = NULL; r->starts = NULL; return 0; }
+      if (same_fk(&kn, f)) { *r = (side){ 0 }; return 0; }
     }
   }
   return rn_join_right_current(j, f, r);

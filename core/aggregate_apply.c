@@ -7,8 +7,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define MAX_GROUP_KEY 511 /* LMDB's default MDB_MAXKEYSIZE */
-
 /* The group keys a row belongs to, ascending: one without a window, the
  * windows holding its event time with one. */
 int rn_agg_group_keys(rn_aggregate *a, const msgpack_object *v, gkey *keys, int *n)
@@ -27,7 +25,7 @@ int rn_agg_group_keys(rn_aggregate *a, const msgpack_object *v, gkey *keys, int 
     if (b.size - at > longest_len) { longest = i; longest_len = b.size - at; }
   }
   size_t base = b.size;
-  size_t room = MAX_GROUP_KEY - (a->w.kind == RN_WINDOW_NONE ? 0 : 9); /* a window start takes 9 bytes */
+  size_t room = RN_STORE_KEY_MAX - (a->w.kind == RN_WINDOW_NONE ? 0 : 9); /* a window start takes 9 bytes */
   if (base > room) {
     msgpack_sbuffer_destroy(&b);
     return rn_err_set(err_of(a), RN_EINVAL, "%s: by column \"%s\": a group's values take %zu bytes, more than "

@@ -24,7 +24,6 @@
 #include "snapshot.h"
 #include "top.h"
 
-#define MAX_KEY 511
 
 typedef struct rn_index {
   rn_rel *out;
@@ -55,9 +54,9 @@ static int row_key(rn_index *x, const char *row, size_t len, uint64_t id)
   char idk[8];
   rn_be64_put(idk, id);
   rn_buf_write(&x->kbuf, idk, 8);
-  if (x->kbuf.size > MAX_KEY)
+  if (x->kbuf.size > RN_STORE_KEY_MAX)
     return rn_err_set(&p->err, RN_EINVAL, "%s: row id %llu: its order values take %zu bytes, more than the %d "
-                      "an LMDB key holds", x->out->name, (unsigned long long)id, x->kbuf.size - 8, MAX_KEY - 8);
+                      "an LMDB key holds", x->out->name, (unsigned long long)id, x->kbuf.size - 8, RN_STORE_KEY_MAX - 8);
   return rn_group_oom(p, 0);
 }
 

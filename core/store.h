@@ -65,10 +65,13 @@
 
 #include "error.h"
 
+/* The longest LMDB key, in bytes: its default MDB_MAXKEYSIZE. */
+#define RN_STORE_KEY_MAX 511
+
 /* The longest relation or store name, in bytes. Names become LMDB keys
- * ("r:" name in meta) and database names ("ji:" name), and LMDB keys are at
- * most 511 bytes (its default MDB_MAXKEYSIZE): 511 less the longest prefix.
- * A constant, so that a state one build writes every build can open. */
+ * ("r:" name in meta) and database names ("ji:" name): RN_STORE_KEY_MAX less
+ * the longest prefix. A constant, so that a state one build writes every
+ * build can open. */
 #define RN_NAME_MAX 508
 
 /* Named databases (drawn above). */

@@ -9,6 +9,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "envs.h"
 #include "store.h"
 
 static int copy_fail(char *errbuf, size_t errlen, int code, const char *fmt, const char *a, const char *b)
@@ -30,13 +31,10 @@ RN_API int rn_state_copy(const char *path, const char *dest, char *errbuf, size_
     return copy_fail(errbuf, errlen, RN_EIO, "%s: %s", dest, strerror(errno));
   rn_err e;
   rn_err_clear(&e);
-  if (rn_store_check_file(path, &e)) return copy_fail(errbuf, errlen, e.code, "%s%s", e.msg, "");
   MDB_env *env = NULL;
-  int rc = mdb_env_create(&env);
-  if (!rc) rc = mdb_env_set_maxdbs(env, 4096);
-  if (!rc) rc = mdb_env_open(env, path, MDB_RDONLY | MDB_NOTLS | rn_store_reader_flags(path), 0644);
-  if (!rc) rc = mdb_env_copy2(env, dest, MDB_CP_COMPACT); /* one read transaction */
-  if (env) mdb_env_close(env);
+  if (rn_envs_read(path, &env, &e)) return copy_fail(errbuf, errlen, e.code, "%s%s", e.msg, "");
+  int rc = mdb_env_copy2(env, dest, MDB_CP_COMPACT); /* one read transaction */
+  rn_envs_read_done(env);
   if (rc) return copy_fail(errbuf, errlen, rn_store_read_code(rc), "copying %s: %s", path, mdb_strerror(rc));
   return 0;
 }

@@ -6,6 +6,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "envs.h"
 #include "pipeline.h"
 #include "row.h"
 #include "verify.h"
@@ -116,11 +117,8 @@ static int report(MDB_txn *txn, MDB_dbi meta, const char *path, const MDB_val *k
  * no catalogue. */
 static int open_reader(const char *path, MDB_env **env, MDB_txn **txn, MDB_dbi *meta, rn_err *e)
 {
-  if (rn_store_check_file(path, e)) return e->code;
-  int rc = mdb_env_create(env);
-  if (!rc) rc = mdb_env_set_maxdbs(*env, 4096);
-  if (!rc) rc = mdb_env_open(*env, path, MDB_RDONLY | MDB_NOTLS | rn_store_reader_flags(path), 0644);
-  if (!rc) rc = rn_store_txn(*env, MDB_RDONLY, txn);
+  if (rn_envs_read(path, env, e)) return e->code;
+  int rc = rn_store_txn(*env, MDB_RDONLY, txn);
   if (!rc) rc = mdb_dbi_open(*txn, RN_DB_META, 0, meta);
   if (rc == MDB_NOTFOUND) return rn_store_no_catalogue(*txn, path, e);
   return rc ? rn_err_set(e, rn_store_read_code(rc), "%s: %s", path, mdb_strerror(rc)) : 0;
@@ -149,7 +147,7 @@ RN_API int rn_inspect(const char *path, rn_inspect_fn fn, void *ctx, rn_inspect_
   rn_err_clear(&e);
   if (open_reader(path, &env, &txn, &meta, &e)) {
     if (txn) mdb_txn_abort(txn);
-    mdb_env_close(env);
+    rn_envs_read_done(env);
     return fail(errbuf, errlen, e.msg, e.code);
   }
   MDB_envinfo info;
@@ -182,7 +180,7 @@ RN_API int rn_inspect(const char *path, rn_inspect_fn fn, void *ctx, rn_inspect_
   rn_zone_destroy(&z);
   if (cur) mdb_cursor_close(cur);
   mdb_txn_abort(txn);
-  mdb_env_close(env);
+  rn_envs_read_done(env);
   if (rc && e.msg[0]) return fail(errbuf, errlen, e.msg, rc);
   return rc;
 }

@@ -103,7 +103,10 @@ typedef struct rn_open_opts {
  * process or another, fails with RN_EMISUSE ("state st is open for writing
  * by process 1234") while readers (rn_inspect, runnel.attach, runnel
  * verify) are never refused; the lock goes with the process, so a killed
- * writer never blocks the next. A truncated, damaged or foreign state is
+ * writer never blocks the next. RN_EMISUSE too while this process itself
+ * holds runnel.attach handles on the state ("state st is open for reading
+ * in this process"): LMDB allows one environment per state per process.
+ * A truncated, damaged or foreign state is
  * refused with a message saying so. Destructor: rn_pipeline_close. */
 RN_API int rn_pipeline_open(const rn_open_opts *opts, rn_pipeline **out,
                             char *errbuf, size_t errlen);

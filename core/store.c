@@ -1,5 +1,6 @@
 /* store.c — the LMDB environment: open, transactions, map growth. */
 #include "store.h"
+#include "envs.h"
 #include "rowcache.h"
 #include "wb.h"
 
@@ -101,17 +102,6 @@ static int lock_writer(rn_store *s, rn_err *e)
   if (ftruncate(fd, 0) != 0 || pwrite(fd, pid, (size_t)n, 0) != n) { /* the lock holds without its note */ }
   s->lock_fd = fd;
   return 0;
-}
-
-unsigned rn_store_reader_flags(const char *path)
-{
-  char lockpath[strlen(path) + sizeof "/writer.lock"];
-  snprintf(lockpath, sizeof lockpath, "%s/writer.lock", path);
-  int fd = open(lockpath, O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return 0;
-  long pid = lock_holder(fd); /* not flock: even a moment's shared lock would refuse a writer elsewhere */
-  close(fd);
-  return pid == (long)getpid() ? MDB_NOLOCK : 0;
 }
 
 /* LMDB's meta pages (lmdb.h's MDB_meta behind a 16-byte page header), as far
@@ -238,6 +228,7 @@ int rn_store_open(rn_store *s, const char *path, bool nosync, bool writemap, siz
   s->lock_fd = -1;
   int rc = make_dir(s, path, e);
   if (!rc) rc = lock_writer(s, e);
+  if (!rc) rc = rn_envs_claim(s->path, s, e); /* the process's one environment on it (envs.h) */
   if (!rc) rc = rn_store_check_file(s->path, e);
   if (rc) {
     rn_store_close(s);
@@ -282,6 +273,7 @@ void rn_store_close(rn_store *s)
   if (s->wtxn) mdb_txn_abort(s->wtxn);
   if (s->rtxn) mdb_txn_abort(s->rtxn);
   if (s->env) mdb_env_close(s->env);
+  rn_envs_unclaim(s);
   if (s->lock_fd >= 0) close(s->lock_fd); /* after LMDB let go: the next writer may start */
   if (s->temp && s->path) nftw(s->path, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
   free(s->path);

@@ -217,16 +217,4 @@ static inline void rn_store_wrote(rn_store *s, MDB_dbi dbi)
 uint64_t rn_store_entries(MDB_txn *txn, const char *name);
 
 
-/* ---- readers of a state this process writes (rcapi) ----
- * The flags a read-only environment on path adds: MDB_NOLOCK when this
- * process is the state's writer (writer.lock's note names it), else 0.
- * LMDB forbids a second environment on a state in one process: its locks
- * are the process's, so the second takes the lock file for unused and
- * resets the reader table under the writer (whose next reads then pick a
- * stale meta page and whose open readers no longer hold their pages), and
- * closing it drops the writer's locks for every other process. Without the
- * lock file a reader (rn_inspect, rn_state_copy) reads what the writer
- * committed, and the writer, called by this thread, writes nothing meanwhile. */
-unsigned rn_store_reader_flags(const char *path);
-
 #endif

@@ -15,11 +15,13 @@
 #include "store_sink.h"
 
 #include <limits.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "aggregate.h"
+#include "envs.h"
 #include "key.h"
 #include "reader.h"
 #include "row.h"
@@ -339,7 +341,10 @@ int rn_attach(const char *path, const char *name, rn_pipeline *owner, rn_attache
     free(key);
     return rn_err_set(e, RN_ENOMEM, "out of memory");
   }
-  if (!owner && rn_store_check_file(path, e)) { /* mapping a truncated file dies of SIGBUS */
+  rn_store *writer = owner ? NULL : rn_envs_writer(path);
+  if (writer) /* the process writes it: read through its pipeline, the one environment on it (envs.h) */
+    owner = (rn_pipeline *)((char *)writer - offsetof(rn_pipeline, store));
+  else if (!owner && rn_envs_acquire(path, &a->env, e)) {
     free(key);
     rn_attach_close(a);
     return e->code;
@@ -351,9 +356,6 @@ int rn_attach(const char *path, const char *name, rn_pipeline *owner, rn_attache
     a->next = owner->borrowers;
     owner->borrowers = a;
   } else {
-    rc = mdb_env_create(&a->env);
-    if (!rc) mdb_env_set_maxdbs(a->env, 4096);
-    if (!rc) rc = mdb_env_open(a->env, path, MDB_RDONLY | MDB_NOTLS, 0644);
     a->shared = a->env;
   }
   MDB_txn *txn = NULL;
@@ -688,7 +690,7 @@ void rn_attach_close(rn_attached *a)
     while (*at && *at != a) at = &(*at)->next;
     if (*at) *at = a->next;
   }
-  if (a->env) mdb_env_close(a->env);
+  rn_envs_release(a->env);
   rn_agg_reader_free(a->agg);
   rn_reader_free(a->reader);
   rn_schema_free(a->schema);

@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "envs.h"
 #include "row.h"
 #include "runnel.h"
 #include "join.h"
@@ -527,17 +528,14 @@ int rn_verify(const char *path, FILE *out)
   rn_err_clear(&e);
   walk w = { path, NULL, out, NULL, 0, 0, 0, 0, 0, 0 };
   MDB_env *env = NULL;
-  int rc = rn_store_check_file(path, &e) ? -1 : mdb_env_create(&env);
-  if (!rc) rc = mdb_env_set_maxdbs(env, 4096);
-  if (!rc) rc = mdb_env_open(env, path, MDB_RDONLY | MDB_NOTLS, 0644);
-  if (!rc) rc = rn_store_txn(env, MDB_RDONLY, &w.txn);
+  int rc = rn_envs_read(path, &env, &e) ? -1 : rn_store_txn(env, MDB_RDONLY, &w.txn);
   if (!rc) rc = mdb_dbi_open(w.txn, RN_DB_META, 0, &w.meta);
   if (rc == MDB_NOTFOUND) rn_store_no_catalogue(w.txn, path, &e);
   else if (rc > 0 || (rc < 0 && rc != -1)) rn_err_set(&e, RN_EIO, "%s: %s", path, mdb_strerror(rc));
   if (rc) {
     fprintf(out, "runnel: %s\n", e.msg);
     if (w.txn) mdb_txn_abort(w.txn);
-    if (env) mdb_env_close(env);
+    rn_envs_read_done(env);
     return e.code ? e.code : RN_EIO;
   }
   int relations = 0;
@@ -545,7 +543,7 @@ int rn_verify(const char *path, FILE *out)
   if (walk_all(&w) == 0) check_catalogue(&w, &relations);
   else damaged(&w, "%s: the state cannot be read any further%s", path, "");
   if (w.txn) mdb_txn_abort(w.txn);
-  mdb_env_close(env);
+  rn_envs_read_done(env);
   fprintf(out, "%s: %d relations, %llu databases, %llu entries, last group %llu: %s (%d damaged, %d notes)\n",
           path, relations, (unsigned long long)w.databases, (unsigned long long)w.entries,
           (unsigned long long)w.seq, w.damages ? "DAMAGED" : "whole", w.damages, w.notes);

@@ -7,6 +7,7 @@
 #include "aggregate.h"
 #include "cdc.h"
 #include "distinct.h"
+#include "envs.h"
 #include "lbind.h"
 #include "outbox.h"
 #include "row.h"
@@ -31,6 +32,9 @@ int rn_lua_open(lua_State *L)
   lp->clock_ref = LUA_NOREF;
   luaL_setmetatable(L, RN_PIPELINE_MT); /* closed until open succeeds */
   char err[RN_ERRMSG_MAX];
+  /* Attaches of the state that are garbage but not yet collected would
+   * refuse the writer (envs.h): collected first. */
+  if (opts.path && rn_envs_readers(opts.path)) lua_gc(L, LUA_GCCOLLECT);
   if (rn_pipeline_open(&opts, &lp->p, err, sizeof err) != 0) return rn_lua_nil_error(L, err);
   if (!msgpack_zone_init(&lp->zone, 4096)) { /* a failed zone cannot even be destroyed */
     rn_pipeline_close(lp->p);

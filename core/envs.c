@@ -1,0 +1,179 @@
+/* envs.c — one LMDB environment per state per process (envs.h says why). */
+#include "envs.h"
+#include "store.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+/* A shared reader environment maps this much: address space, not memory
+ * (pages are read as they are touched), and far beyond any state's file. */
+#define RN_ENVS_READ_MAP ((size_t)1 << 40)
+
+typedef struct entry {
+  dev_t dev;
+  ino_t ino;
+  pid_t pid;             /* the process that opened it: a forked child holds no lock of it */
+  void *writer;          /* the state's writer (rn_envs_claim), or NULL */
+  MDB_env *env;          /* the readers' shared environment, or NULL */
+  int readers;           /* users of env */
+  struct entry *next;
+} entry;
+
+static entry *entries;   /* states this process writes or reads */
+static pthread_mutex_t entries_lock = PTHREAD_MUTEX_INITIALIZER;
+
+/* The entry of the state whose directory is st (NULL: none yet). Entries
+ * a forked child inherited are not its own: LMDB's locks do not pass to a
+ * child, nor may it use the parent's environments. */
+static entry *find(const struct stat *st)
+{
+  pid_t self = getpid();
+  for (entry *x = entries; x; x = x->next)
+    if (x->dev == st->st_dev && x->ino == st->st_ino && x->pid == self) return x;
+  return NULL;
+}
+
+static entry *add(const struct stat *st)
+{
+  entry *x = calloc(1, sizeof *x);
+  if (!x) return NULL;
+  x->dev = st->st_dev;
+  x->ino = st->st_ino;
+  x->pid = getpid();
+  x->next = entries;
+  entries = x;
+  return x;
+}
+
+static void drop(entry *gone)
+{
+  for (entry **at = &entries; *at; at = &(*at)->next)
+    if (*at == gone) {
+      *at = gone->next;
+      free(gone);
+      return;
+    }
+}
+
+int rn_envs_claim(const char *dir, void *writer, rn_err *e)
+{
+  struct stat st;
+  if (stat(dir, &st) != 0) return rn_err_set(e, RN_EIO, "cannot open the state at %s: %s", dir, strerror(errno));
+  pthread_mutex_lock(&entries_lock);
+  entry *x = find(&st);
+  int rc = 0;
+  if (x && x->readers)
+    rc = rn_err_set(e, RN_EMISUSE, "state %s is open for reading in this process (runnel.attach, a lookup's "
+                    "source); close those first, or open the pipeline first: an attach then reads through it", dir);
+  else if (!x && !(x = add(&st)))
+    rc = rn_err_set(e, RN_ENOMEM, "out of memory");
+  else
+    x->writer = writer;
+  pthread_mutex_unlock(&entries_lock);
+  return rc;
+}
+
+void rn_envs_unclaim(void *writer)
+{
+  pthread_mutex_lock(&entries_lock);
+  for (entry *x = entries; x; x = x->next)
+    if (x->writer == writer) {
+      drop(x); /* a writer's entry has no readers */
+      break;
+    }
+  pthread_mutex_unlock(&entries_lock);
+}
+
+void *rn_envs_writer(const char *dir)
+{
+  struct stat st;
+  if (stat(dir, &st) != 0) return NULL;
+  pthread_mutex_lock(&entries_lock);
+  entry *x = find(&st);
+  void *writer = x ? x->writer : NULL;
+  pthread_mutex_unlock(&entries_lock);
+  return writer;
+}
+
+int rn_envs_readers(const char *dir)
+{
+  struct stat st;
+  if (stat(dir, &st) != 0) return 0;
+  pthread_mutex_lock(&entries_lock);
+  entry *x = find(&st);
+  int n = x ? x->readers : 0;
+  pthread_mutex_unlock(&entries_lock);
+  return n;
+}
+
+static int open_env(const char *dir, unsigned flags, size_t mapsize, MDB_env **env, rn_err *e)
+{
+  if (rn_store_check_file(dir, e)) return e->code; /* mapping a truncated file dies of SIGBUS */
+  int rc = mdb_env_create(env);
+  if (!rc) rc = mdb_env_set_maxdbs(*env, 4096);
+  if (!rc && mapsize) rc = mdb_env_set_mapsize(*env, mapsize);
+  if (!rc) rc = mdb_env_open(*env, dir, MDB_RDONLY | MDB_NOTLS | flags, 0644);
+  if (!rc) return 0;
+  if (*env) mdb_env_close(*env);
+  *env = NULL;
+  return rn_err_set(e, rn_store_read_code(rc), "%s: %s", dir, mdb_strerror(rc));
+}
+
+int rn_envs_acquire(const char *dir, MDB_env **env, rn_err *e)
+{
+  struct stat st;
+  *env = NULL;
+  if (stat(dir, &st) != 0) return rn_err_set(e, RN_EIO, "%s: %s", dir, strerror(errno));
+  pthread_mutex_lock(&entries_lock);
+  entry *x = find(&st);
+  int rc = 0;
+  if (x && x->writer)
+    rc = rn_err_set(e, RN_EMISUSE, "state %s is open for writing in this process: read it through its pipeline", dir);
+  else if (!x && !(x = add(&st)))
+    rc = rn_err_set(e, RN_ENOMEM, "out of memory");
+  if (!rc && !x->env && (rc = open_env(dir, 0, RN_ENVS_READ_MAP, &x->env, e)) && !x->readers) drop(x);
+  if (!rc) {
+    x->readers++;
+    *env = x->env;
+  }
+  pthread_mutex_unlock(&entries_lock);
+  return rc;
+}
+
+void rn_envs_release(MDB_env *env)
+{
+  if (!env) return;
+  pthread_mutex_lock(&entries_lock);
+  for (entry *x = entries; x; x = x->next)
+    if (x->env == env) {
+      if (--x->readers == 0) {
+        mdb_env_close(env);
+        drop(x);
+      }
+      break;
+    }
+  pthread_mutex_unlock(&entries_lock);
+}
+
+int rn_envs_read(const char *dir, MDB_env **env, rn_err *e)
+{
+  *env = NULL;
+  if (rn_envs_writer(dir)) return open_env(dir, MDB_NOLOCK, 0, env, e);
+  return rn_envs_acquire(dir, env, e);
+}
+
+void rn_envs_read_done(MDB_env *env)
+{
+  if (!env) return;
+  bool shared = false;
+  pthread_mutex_lock(&entries_lock);
+  for (entry *x = entries; x; x = x->next) shared = shared || x->env == env;
+  pthread_mutex_unlock(&entries_lock);
+  if (shared) rn_envs_release(env);
+  else mdb_env_close(env);
+}

@@ -1,0 +1,53 @@
+/* envs.h — the LMDB environments this process holds on states, one per
+ * state. LMDB's locks on lock.mdb belong to the process, not to an
+ * environment: a second environment on a state takes the lock file for
+ * unused and resets the reader table under the first (its readers no
+ * longer hold their pages), and closing either drops the locks of both, so
+ * another process's open resets the table again while this one reads or
+ * writes. Every environment runnel opens on a state comes from here:
+ *   - the writer's (rn_store_open) is registered as the state's writer;
+ *     readers in the process read through its pipeline (an attach borrows
+ *     it) or, for one call between pipeline calls (inspect, verify, copy),
+ *     through an environment without the lock file (MDB_NOLOCK), which
+ *     touches no lock and reads what the writer committed;
+ *   - readers without a writer in the process share one environment,
+ *     counted, closed with the last of them; its map is as large as the
+ *     address space allows (RN_ENVS_READ_MAP), so a writer elsewhere that
+ *     grows the file never leaves it behind (LMDB's MDB_MAP_RESIZED, which
+ *     only a process with no read transaction open could answer);
+ *   - a writer is refused while readers share such an environment: it
+ *     would be a second one. */
+#ifndef RN_ENVS_H
+#define RN_ENVS_H
+
+#include <lmdb.h>
+
+#include "error.h"
+
+/* Registers writer (an opaque pointer, the rn_store) as the state at dir's
+ * writer in this process, before its environment opens. RN_EMISUSE ("state
+ * dir is open for reading in this process …") while readers share an
+ * environment on it; RN_EIO when dir cannot be looked at. */
+int rn_envs_claim(const char *dir, void *writer, rn_err *e);
+/* Ends what rn_envs_claim registered (the environment is closed). */
+void rn_envs_unclaim(void *writer);
+/* The writer registered for the state at dir, or NULL. */
+void *rn_envs_writer(const char *dir);
+
+/* A read-only environment on the state at dir for a reader in a process
+ * that does not write it, shared with the process's other such readers;
+ * RN_EMISUSE if the process writes it (read through the pipeline). The
+ * file is checked first (rn_store_check_file). Release with rn_envs_release. */
+int rn_envs_acquire(const char *dir, MDB_env **env, rn_err *e);
+void rn_envs_release(MDB_env *env);
+/* Readers sharing an environment on the state at dir (0: none, or a writer). */
+int rn_envs_readers(const char *dir);
+
+/* An environment to read the state at dir within one call: the shared one
+ * above, or, when this process writes the state, one without the lock file
+ * (MDB_NOLOCK: the pipeline is between calls and commits nothing
+ * meanwhile). End with rn_envs_read_done. */
+int rn_envs_read(const char *dir, MDB_env **env, rn_err *e);
+void rn_envs_read_done(MDB_env *env);
+
+#endif

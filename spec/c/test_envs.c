@@ -1,0 +1,188 @@
+/* test_envs.c — one LMDB environment per state in a process (envs.c).
+ * LMDB's locks on lock.mdb are the process's: a second environment on the
+ * same state resets the reader table under the first, and closing either
+ * drops the locks of both. A child process looks at the lock the way
+ * LMDB's own open does (F_GETLK on byte 0 of lock.mdb): while the state is
+ * open in the parent, the child must find the lock held. */
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "check.h"
+#include "pipeline.h"
+#include "store_sink.h"
+#include "verify.h"
+
+static const rn_column_def cols[] = { { .name = "k", .type = "int" }, { .name = "v", .type = "string" } };
+static const char *const key[] = { "k" };
+
+static int insert(rn_pipeline *p, rn_rel *t, int k, size_t vlen)
+{
+  static char map[70000] = { (char)0x82, (char)0xa1, 'k', (char)0xcd, 0, 0, (char)0xa1, 'v', (char)0xda };
+  map[4] = (char)(k >> 8), map[5] = (char)k; /* {"k": k, "v": "xx…"}, k < 65536, vlen < 65536 */
+  map[9] = (char)(vlen >> 8), map[10] = (char)vlen;
+  memset(map + 11, 'x', vlen);
+  return rn_insert(p, t, map, 11 + vlen);
+}
+
+/* A state at dir with table t holding keys 1..n (map_size: its first map). */
+static void make_state(const char *dir, int n, size_t map_size)
+{
+  rn_open_opts o = { .path = dir, .map_size = map_size };
+  rn_pipeline *p = NULL;
+  CHECK(rn_pipeline_open(&o, &p, NULL, 0) == 0);
+  rn_rel *t = NULL;
+  CHECK(rn_declare_table(p, "t", cols, 2, key, 1, &t) == 0);
+  for (int k = 1; k <= n; k++) CHECK(insert(p, t, k, 10) == 0);
+  CHECK(rn_pipeline_close(p) == 0);
+}
+
+/* Whether another process finds LMDB's lock on the state at dir held. */
+static int lock_held_elsewhere(const char *dir)
+{
+  pid_t pid = fork();
+  if (pid == 0) {
+    char path[256];
+    snprintf(path, sizeof path, "%s/lock.mdb", dir);
+    int fd = open(path, O_RDWR);
+    struct flock l = { .l_type = F_WRLCK, .l_whence = SEEK_SET, .l_start = 0, .l_len = 1 };
+    _exit(fd < 0 || fcntl(fd, F_GETLK, &l) != 0 ? 2 : l.l_type == F_UNLCK ? 0 : 1);
+  }
+  int status = 0;
+  waitpid(pid, &status, 0);
+  return WIFEXITED(status) ? WEXITSTATUS(status) : 3;
+}
+
+static void remove_state(const char *dir)
+{
+  char cmd[128];
+  snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+  CHECK(system(cmd) == 0);
+}
+
+static int count_rows(void *ctx, uint64_t id, const char *row, size_t len)
+{
+  (void)id, (void)row, (void)len;
+  (*(int *)ctx)++;
+  return 0;
+}
+
+static int rows(rn_attached *a)
+{
+  int n = 0;
+  rn_err e = { 0 };
+  if (rn_attach_each(a, count_rows, &n, &e) == 0) return n;
+  fprintf(stderr, "%s\n", e.msg);
+  return -1;
+}
+
+/* Two attaches of one state; closing the first leaves the second's locks. */
+static void test_two_attaches(void)
+{
+  char dir[] = "/tmp/rn_envs_XXXXXX";
+  CHECK(mkdtemp(dir) != NULL);
+  make_state(dir, 3, 0);
+  rn_attached *a1 = NULL, *a2 = NULL;
+  rn_err e = { 0 };
+  CHECK(rn_attach(dir, "t", NULL, &a1, &e) == 0);
+  CHECK(rn_attach(dir, "t", NULL, &a2, &e) == 0);
+  CHECK(lock_held_elsewhere(dir) == 1);
+  rn_attach_close(a1);
+  CHECK(lock_held_elsewhere(dir) == 1);
+  CHECK(rows(a2) == 3);
+  rn_attach_close(a2);
+  CHECK(lock_held_elsewhere(dir) == 0);
+  remove_state(dir);
+}
+
+/* An attach without its owner, and rn_verify, in the writing process: the
+ * writer keeps its locks after they are done. */
+static void test_readers_beside_the_writer(void)
+{
+  char dir[] = "/tmp/rn_envs_XXXXXX";
+  CHECK(mkdtemp(dir) != NULL);
+  make_state(dir, 3, 0);
+  rn_open_opts o = { .path = dir, .nosync = 1 };
+  rn_pipeline *p = NULL;
+  CHECK(rn_pipeline_open(&o, &p, NULL, 0) == 0);
+  rn_rel *t = NULL;
+  CHECK(rn_declare_table(p, "t", cols, 2, key, 1, &t) == 0);
+  CHECK(insert(p, t, 4, 10) == 0); /* carried */
+  rn_attached *a = NULL;
+  rn_err e = { 0 };
+  CHECK(rn_attach(dir, "t", NULL, &a, &e) == 0);
+  CHECK(rows(a) == 4); /* it reads through the pipeline: the carried group too */
+  rn_attach_close(a);
+  CHECK(lock_held_elsewhere(dir) == 1);
+  FILE *devnull = fopen("/dev/null", "w");
+  CHECK(rn_verify(dir, devnull) == 0);
+  fclose(devnull);
+  CHECK(lock_held_elsewhere(dir) == 1);
+  CHECK(insert(p, t, 5, 10) == 0);
+  CHECK(rn_pipeline_close(p) == 0);
+  remove_state(dir);
+}
+
+/* The writer is refused while the process reads the state through an
+ * environment of its own, and opens once that is closed. */
+static void test_writer_after_an_attach(void)
+{
+  char dir[] = "/tmp/rn_envs_XXXXXX";
+  CHECK(mkdtemp(dir) != NULL);
+  make_state(dir, 3, 0);
+  rn_attached *a = NULL;
+  rn_err e = { 0 };
+  CHECK(rn_attach(dir, "t", NULL, &a, &e) == 0);
+  rn_open_opts o = { .path = dir };
+  rn_pipeline *p = NULL;
+  char err[512] = "";
+  CHECK(rn_pipeline_open(&o, &p, err, sizeof err) == RN_EMISUSE);
+  CHECK(strstr(err, "open for reading in this process") != NULL);
+  CHECK(lock_held_elsewhere(dir) == 1);
+  CHECK(rows(a) == 3);
+  rn_attach_close(a);
+  CHECK(rn_pipeline_open(&o, &p, err, sizeof err) == 0);
+  CHECK(rn_pipeline_close(p) == 0);
+  remove_state(dir);
+}
+
+/* A writer in another process grows the map past what an attach opened
+ * with: the attach reads on (LMDB says MDB_MAP_RESIZED until the reader
+ * takes the new size). */
+static void test_map_grown_elsewhere(void)
+{
+  char dir[] = "/tmp/rn_envs_XXXXXX";
+  CHECK(mkdtemp(dir) != NULL);
+  make_state(dir, 3, (size_t)1 << 20);
+  rn_attached *a = NULL;
+  rn_err e = { 0 };
+  CHECK(rn_attach(dir, "t", NULL, &a, &e) == 0);
+  CHECK(rows(a) == 3);
+  pid_t pid = fork();
+  if (pid == 0) {
+    rn_open_opts o = { .path = dir };
+    rn_pipeline *p = NULL;
+    rn_rel *t = NULL;
+    int rc = rn_pipeline_open(&o, &p, NULL, 0) || rn_declare_table(p, "t", cols, 2, key, 1, &t);
+    for (int k = 4; k <= 200 && !rc; k++) rc = insert(p, t, k, 60000); /* 12 MB: the map doubles 4 times */
+    _exit(rc || rn_pipeline_close(p) ? 1 : 0);
+  }
+  int status = 0;
+  waitpid(pid, &status, 0);
+  CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+  CHECK(rows(a) == 200);
+  rn_attach_close(a);
+  remove_state(dir);
+}
+
+int main(void)
+{
+  RUN(test_two_attaches);
+  RUN(test_readers_beside_the_writer);
+  RUN(test_writer_after_an_attach);
+  RUN(test_map_grown_elsewhere);
+  return CHECK_REPORT();
+}

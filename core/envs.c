@@ -10,9 +10,11 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-/* A shared reader environment maps this much: address space, not memory
- * (pages are read as they are touched), and far beyond any state's file. */
-#define RN_ENVS_READ_MAP ((size_t)1 << 40)
+/* A shared reader environment maps as much as it can of these: address
+ * space, not memory (pages are read as they are touched), and far beyond
+ * any state's file. A limit on address space (ulimit -v, valgrind) takes a
+ * smaller one, down to the map the file records (0). */
+static const size_t read_maps[] = { (size_t)1 << 40, (size_t)1 << 36, (size_t)1 << 33, 0 };
 
 typedef struct entry {
   dev_t dev;
@@ -111,16 +113,21 @@ int rn_envs_readers(const char *dir)
   return n;
 }
 
-static int open_env(const char *dir, unsigned flags, size_t mapsize, MDB_env **env, rn_err *e)
+/* A read-only environment on dir mapping the first of maps[0..n) the
+ * address space allows (mmap refuses with ENOMEM, or EINVAL under valgrind). */
+static int open_env(const char *dir, unsigned flags, const size_t *maps, size_t n, MDB_env **env, rn_err *e)
 {
   if (rn_store_check_file(dir, e)) return e->code; /* mapping a truncated file dies of SIGBUS */
-  int rc = mdb_env_create(env);
-  if (!rc) rc = mdb_env_set_maxdbs(*env, 4096);
-  if (!rc && mapsize) rc = mdb_env_set_mapsize(*env, mapsize);
-  if (!rc) rc = mdb_env_open(*env, dir, MDB_RDONLY | MDB_NOTLS | flags, 0644);
-  if (!rc) return 0;
-  if (*env) mdb_env_close(*env);
-  *env = NULL;
+  int rc = EINVAL;
+  for (size_t i = 0; i < n && (rc == ENOMEM || rc == EINVAL); i++) {
+    rc = mdb_env_create(env);
+    if (!rc) rc = mdb_env_set_maxdbs(*env, 4096);
+    if (!rc && maps[i]) rc = mdb_env_set_mapsize(*env, maps[i]);
+    if (!rc) rc = mdb_env_open(*env, dir, MDB_RDONLY | MDB_NOTLS | flags, 0644);
+    if (!rc) return 0;
+    if (*env) mdb_env_close(*env);
+    *env = NULL;
+  }
   return rn_err_set(e, rn_store_read_code(rc), "%s: %s", dir, mdb_strerror(rc));
 }
 
@@ -136,7 +143,8 @@ int rn_envs_acquire(const char *dir, MDB_env **env, rn_err *e)
     rc = rn_err_set(e, RN_EMISUSE, "state %s is open for writing in this process: read it through its pipeline", dir);
   else if (!x && !(x = add(&st)))
     rc = rn_err_set(e, RN_ENOMEM, "out of memory");
-  if (!rc && !x->env && (rc = open_env(dir, 0, RN_ENVS_READ_MAP, &x->env, e)) && !x->readers) drop(x);
+  if (!rc && !x->env && (rc = open_env(dir, 0, read_maps, sizeof read_maps / sizeof *read_maps, &x->env, e)))
+    drop(x); /* it had no readers: it was new */
   if (!rc) {
     x->readers++;
     *env = x->env;
@@ -163,7 +171,8 @@ void rn_envs_release(MDB_env *env)
 int rn_envs_read(const char *dir, MDB_env **env, rn_err *e)
 {
   *env = NULL;
-  if (rn_envs_writer(dir)) return open_env(dir, MDB_NOLOCK, 0, env, e);
+  static const size_t file_map[] = { 0 };
+  if (rn_envs_writer(dir)) return open_env(dir, MDB_NOLOCK, file_map, 1, env, e);
   return rn_envs_acquire(dir, env, e);
 }
 

@@ -12,7 +12,7 @@
  *     touches no lock and reads what the writer committed;
  *   - readers without a writer in the process share one environment,
  *     counted, closed with the last of them; its map is as large as the
- *     address space allows (RN_ENVS_READ_MAP), so a writer elsewhere that
+ *     address space allows (up to 1 TiB), so a writer elsewhere that
  *     grows the file never leaves it behind (LMDB's MDB_MAP_RESIZED, which
  *     only a process with no read transaction open could answer);
  *   - a writer is refused while readers share such an environment: it

@@ -77,9 +77,9 @@ static int value_count(rn_aggregate *a, const gkey *g, int i, const msgpack_obje
   char idx = (char)a->aggs[i].slot;
   rn_buf_write(&b, &idx, 1);
   int rc = rn_key_append(&b, v) ? rn_err_set(err_of(a), RN_EINVAL, "%s: NaN has no place among min and max", a->out->name) : 0;
-  if (!rc && b.size > 511)
-    rc = rn_err_set(err_of(a), RN_EINVAL, "%s: %s: a value and its group key are longer than 511 bytes",
-                    a->out->name, a->aggs[i].name);
+  if (!rc && b.size > RN_STORE_KEY_MAX)
+    rc = rn_err_set(err_of(a), RN_EINVAL, "%s: %s: a value and its group key are longer than %d bytes",
+                    a->out->name, a->aggs[i].name, RN_STORE_KEY_MAX);
   if (!rc) {
     MDB_val k = { b.size, b.data }, d;
     uint64_t count = 0;

@@ -57,9 +57,9 @@ int rn_agg_window_index_put(rn_aggregate *a, const gkey *g)
   rn_key_append(&b, &s);
   rn_buf_write(&b, g->k, g->len);
   MDB_val k = { b.size, b.data }, d = { g->len, g->k };
-  rc = b.size > 511 ? 0 : mdb_put(txn_of(a), a->windows_dbi, &k, &d, 0); /* too long: stays open */
+  rc = b.size > RN_STORE_KEY_MAX ? 0 : mdb_put(txn_of(a), a->windows_dbi, &k, &d, 0); /* too long: stays open */
   double at = start + a->w.size + a->w.grace;
-  if (!rc && b.size <= 511 && at < a->next_final) a->next_final = at;
+  if (!rc && b.size <= RN_STORE_KEY_MAX && at < a->next_final) a->next_final = at;
   msgpack_sbuffer_destroy(&b);
   return rc ? store_fail(a, rc) : 0;
 }

@@ -204,11 +204,11 @@ int rn_join_right_copy(rn_join *j, const fk *ko, const fk *kn, const rn_change *
   if (j->right_native) return 0;
   int rc = 0;
   if (c->old && (!c->row || !same_fk(ko, kn))) {
-    MDB_val k = { ko->len > 511 ? ko->part_len : ko->len, (void *)(ko->len > 511 ? ko->part : ko->enc) };
+    MDB_val k = { ko->len > RN_STORE_KEY_MAX ? ko->part_len : ko->len, (void *)(ko->len > RN_STORE_KEY_MAX ? ko->part : ko->enc) };
     rc = rn_wb_del(&j->out->p->store, txn_of(j), j->right_dbi, &k);
   }
   if (!rc && c->row) {
-    MDB_val k = { kn->len > 511 ? kn->part_len : kn->len, (void *)(kn->len > 511 ? kn->part : kn->enc) };
+    MDB_val k = { kn->len > RN_STORE_KEY_MAX ? kn->part_len : kn->len, (void *)(kn->len > RN_STORE_KEY_MAX ? kn->part : kn->enc) };
     MDB_val v = { c->row_len, (void *)c->row };
     rc = rn_wb_put(&j->out->p->store, txn_of(j), j->right_dbi, &k, &v, 0);
   }

@@ -225,7 +225,7 @@ int rn_join_right_current(rn_join *j, const fk *f, side *r)
     if (rc) return rc;
   } else {
     MDB_val k = { f->len, (void *)f->enc }, v;
-    if (f->len > 511) { /* the copy is keyed by the fk part for long keys */
+    if (f->len > RN_STORE_KEY_MAX) { /* the copy is keyed by the fk part for long keys */
       k.mv_size = f->part_len;
       k.mv_data = (void *)f->part;
     }
@@ -388,7 +388,8 @@ int rn_join_result_key(rn_join *j, uint64_t lid, side *l, const fk *f, msgpack_s
  * left rows may not hold one key at once. */
 int rn_join_result_id(rn_join *j, const msgpack_sbuffer *k, uint64_t owner, bool take, uint64_t *id)
 {
-  if (k->size > 511) return rn_err_set(err_of(j), RN_EINVAL, "%s: a result key longer than 511 bytes", j->out->name);
+  if (k->size > RN_STORE_KEY_MAX)
+    return rn_err_set(err_of(j), RN_EINVAL, "%s: a result key longer than %d bytes", j->out->name, RN_STORE_KEY_MAX);
   MDB_val key = { k->size, k->data }, v;
   if (!j->fns.selector) { /* no owners to track: one descent puts a new key or finds its id */
     uint64_t fresh[2] = { j->out->next_id, 0 };

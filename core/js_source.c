@@ -121,7 +121,7 @@ static keeper *keeper_of(rn_pipeline *p)
 static int position_key(const char *stream, const char *subject, char **key, size_t *klen)
 {
   *klen = RN_PREFIX_LEN(RN_META_JS_POSITION) + strlen(stream) + 1 + strlen(subject);
-  if (*klen > 511) return RN_EINVAL;
+  if (*klen > RN_STORE_KEY_MAX) return RN_EINVAL;
   if (!(*key = malloc(*klen + 1))) return RN_ENOMEM;
   size_t pl = RN_PREFIX_LEN(RN_META_JS_POSITION), sl = strlen(stream);
   memcpy(*key, RN_META_JS_POSITION, pl);

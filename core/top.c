@@ -39,7 +39,7 @@
 #include "scan.h"
 #include "snapshot.h"
 
-#define MAX_KEY 511       /* LMDB's default MDB_MAXKEYSIZE */
+#define MAX_KEY RN_STORE_KEY_MAX
 #define NULL_LAST 0xFF    /* an order key's null: after every tag, inverted or not */
 #define ORDER_INT_ZERO 0x11 /* the tag of the int 0 in an order key (put_compact_int) */
 

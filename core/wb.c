@@ -279,7 +279,7 @@ static bool layered(const rn_store *s, MDB_txn *txn)
  * it answers as it always did. */
 static bool layered_key(const rn_store *s, MDB_txn *txn, const MDB_val *key)
 {
-  return layered(s, txn) && key->mv_size > 0 && key->mv_size <= 511;
+  return layered(s, txn) && key->mv_size > 0 && key->mv_size <= RN_STORE_KEY_MAX;
 }
 
 /* ---- reads and writes ---- */

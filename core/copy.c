@@ -3,11 +3,19 @@
  * writer is never blocked). The copy holds everything the state holds: its
  * relations, its outbox and marks, its JetStream positions and its id, so
  * a partition restored from it elsewhere resumes where the copy was
- * taken, exactly once (its sources re-read from the positions in it). */
+ * taken, exactly once (its sources re-read from the positions in it).
+ * The copy is written to a file of its own beside where it goes, made
+ * durable, and only then named data.mdb: a copy that fails (a full disk)
+ * or is killed midway leaves no state behind, nothing a later open would
+ * take for one, and nothing that refuses the next copy (a killed copy
+ * leaves its data.mdb.copy-PID-N, which may be removed). */
 #include <errno.h>
+#include <fcntl.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "envs.h"
 #include "store.h"
@@ -16,6 +24,37 @@ static int copy_fail(char *errbuf, size_t errlen, int code, const char *fmt, con
 {
   if (errbuf && errlen) snprintf(errbuf, errlen, fmt, a, b);
   return code;
+}
+
+/* Writes env's state into dest/data.mdb as said above; an errno or LMDB
+ * code, and *what says which step failed. */
+static int copy_into(MDB_env *env, const char *dest, const char **what)
+{
+  static unsigned serial; /* with the pid: a name no other copy uses */
+  char tmp[4096], final[4096];
+  snprintf(tmp, sizeof tmp, "%s/data.mdb.copy-%ld-%u", dest, (long)getpid(), serial++);
+  snprintf(final, sizeof final, "%s/data.mdb", dest);
+  *what = "creating the copy";
+  int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+  if (fd < 0 && errno == EEXIST && unlink(tmp) == 0) /* a killed copy's, whose pid this process has now */
+    fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+  if (fd < 0) return errno == EEXIST ? EAGAIN : errno;
+  *what = "copying";
+  int rc = mdb_env_copyfd2(env, fd, MDB_CP_COMPACT); /* one read transaction */
+  if (!rc && fsync(fd) != 0) rc = errno, *what = "writing the copy to disk";
+  if (close(fd) != 0 && !rc) rc = errno, *what = "writing the copy to disk";
+  if (!rc && renameat2(AT_FDCWD, tmp, AT_FDCWD, final, RENAME_NOREPLACE) != 0) { /* never over a state */
+    rc = errno;
+    if (rc == EINVAL) rc = access(final, F_OK) == 0 ? EEXIST : rename(tmp, final) != 0 ? errno : 0; /* no NOREPLACE here */
+    *what = "naming the copy data.mdb";
+  }
+  if (rc) unlink(tmp);
+  int dir = rc ? -1 : open(dest, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (dir >= 0) { /* the name is durable too */
+    if (fsync(dir) != 0) rc = errno, *what = "writing the copy's name to disk";
+    close(dir);
+  }
+  return rc;
 }
 
 RN_API int rn_state_copy(const char *path, const char *dest, char *errbuf, size_t errlen)
@@ -33,8 +72,11 @@ RN_API int rn_state_copy(const char *path, const char *dest, char *errbuf, size_
   rn_err_clear(&e);
   MDB_env *env = NULL;
   if (rn_envs_read(path, &env, &e)) return copy_fail(errbuf, errlen, e.code, "%s%s", e.msg, "");
-  int rc = mdb_env_copy2(env, dest, MDB_CP_COMPACT); /* one read transaction */
+  const char *what = NULL;
+  int rc = copy_into(env, dest, &what);
   rn_envs_read_done(env);
-  if (rc) return copy_fail(errbuf, errlen, rn_store_read_code(rc), "copying %s: %s", path, mdb_strerror(rc));
-  return 0;
+  if (rc == EEXIST) return copy_fail(errbuf, errlen, RN_EMISUSE, "%s: holds a state already (%s/data.mdb)", dest, dest);
+  int code = rn_store_write_code(rc, UINT64_MAX);
+  if (rc && errbuf && errlen) snprintf(errbuf, errlen, "%s %s into %s: %s", what, path, dest, mdb_strerror(rc));
+  return rc ? (code ? code : rn_store_read_code(rc)) : 0;
 }

@@ -444,7 +444,10 @@ RN_API int rn_jetstream_run(rn_pipeline *p, const rn_js_source_opts *o, uint64_t
  * dest (created if absent; one holding a state is refused, RN_EMISUSE),
  * from one LMDB read transaction: the state's writer, in any process,
  * keeps running. The copy is a whole state with its positions, outbox and
- * id: open it elsewhere and it resumes where the copy was taken. */
+ * id: open it elsewhere and it resumes where the copy was taken. It is
+ * written beside, made durable (fsync), then named dest/data.mdb: a copy
+ * that fails (a full disk: RN_EFULL) or is killed leaves no state in dest,
+ * and the next copy there is not refused. */
 RN_API int rn_state_copy(const char *path, const char *dest, char *errbuf, size_t errlen);
 
 /* ---- Lua ---------------------------------------------------------------

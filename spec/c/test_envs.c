@@ -179,11 +179,46 @@ static void test_map_grown_elsewhere(void)
   remove_state(dir);
 }
 
+/* A relation declared while the pipeline carries groups, then an attach in
+ * the process of a relation the pipeline did not declare: LMDB forbids
+ * opening databases in two transactions at once (the second takes the
+ * first's new slot). A declaration commits a transaction of its own
+ * (relation.c), so the attach never meets one still open; this holds it. */
+static void test_attach_while_a_declaration_is_carried(void)
+{
+  char dir[] = "/tmp/rn_envs_XXXXXX";
+  CHECK(mkdtemp(dir) != NULL);
+  make_state(dir, 3, 0);
+  rn_open_opts o = { .path = dir, .nosync = 1 };
+  rn_pipeline *p = NULL;
+  CHECK(rn_pipeline_open(&o, &p, NULL, 0) == 0);
+  rn_rel *v = NULL, *u = NULL;
+  CHECK(rn_declare_table(p, "v", cols, 2, key, 1, &v) == 0);
+  CHECK(insert(p, v, 1, 10) == 0); /* carried */
+  CHECK(rn_declare_table(p, "u", cols, 2, key, 1, &u) == 0);
+  CHECK(insert(p, u, 1, 10) == 0); /* carried */
+  rn_attached *a = NULL;
+  rn_err e = { 0 };
+  CHECK(rn_attach(dir, "t", NULL, &a, &e) == 0);
+  CHECK(rows(a) == 3);
+  CHECK(insert(p, u, 2, 10) == 0);
+  if (a) rn_attach_close(a);
+  CHECK(rn_pipeline_close(p) == 0);
+  CHECK(rn_pipeline_open(&o, &p, NULL, 0) == 0);
+  CHECK(rn_declare_table(p, "u", cols, 2, key, 1, &u) == 0);
+  CHECK(rn_attach(dir, "u", NULL, &a, &e) == 0);
+  CHECK(rows(a) == 2);
+  if (a) rn_attach_close(a);
+  CHECK(rn_pipeline_close(p) == 0);
+  remove_state(dir);
+}
+
 int main(void)
 {
   RUN(test_two_attaches);
   RUN(test_readers_beside_the_writer);
   RUN(test_writer_after_an_attach);
   RUN(test_map_grown_elsewhere);
+  RUN(test_attach_while_a_declaration_is_carried);
   return CHECK_REPORT();
 }

@@ -21,6 +21,7 @@ typedef struct entry {
   ino_t ino;
   pid_t pid;             /* the process that opened it: a forked child holds no lock of it */
   void *writer;          /* the state's writer (rn_envs_claim), or NULL */
+  pthread_t thread;      /* the writer's thread */
   MDB_env *env;          /* the readers' shared environment, or NULL */
   int readers;           /* users of env */
   struct entry *next;
@@ -74,8 +75,10 @@ int rn_envs_claim(const char *dir, void *writer, rn_err *e)
                     "source); close those first, or open the pipeline first: an attach then reads through it", dir);
   else if (!x && !(x = add(&st)))
     rc = rn_err_set(e, RN_ENOMEM, "out of memory");
-  else
+  if (!rc) {
     x->writer = writer;
+    x->thread = pthread_self();
+  }
   pthread_mutex_unlock(&entries_lock);
   return rc;
 }
@@ -91,15 +94,20 @@ void rn_envs_unclaim(void *writer)
   pthread_mutex_unlock(&entries_lock);
 }
 
-void *rn_envs_writer(const char *dir)
+int rn_envs_writer(const char *dir, void **writer, rn_err *e)
 {
   struct stat st;
-  if (stat(dir, &st) != 0) return NULL;
+  *writer = NULL;
+  if (stat(dir, &st) != 0) return 0; /* no state: the caller's open says so */
   pthread_mutex_lock(&entries_lock);
   entry *x = find(&st);
-  void *writer = x ? x->writer : NULL;
+  int rc = 0;
+  if (x && x->writer && pthread_equal(x->thread, pthread_self())) *writer = x->writer;
+  else if (x && x->writer)
+    rc = rn_err_set(e, RN_EMISUSE, "state %s is written by this process in another thread: read it in that "
+                    "thread, between its pipeline calls (or from another process)", dir);
   pthread_mutex_unlock(&entries_lock);
-  return writer;
+  return rc;
 }
 
 int rn_envs_readers(const char *dir)
@@ -172,7 +180,9 @@ int rn_envs_read(const char *dir, MDB_env **env, rn_err *e)
 {
   *env = NULL;
   static const size_t file_map[] = { 0 };
-  if (rn_envs_writer(dir)) return open_env(dir, MDB_NOLOCK, file_map, 1, env, e);
+  void *writer;
+  if (rn_envs_writer(dir, &writer, e)) return e->code;
+  if (writer) return open_env(dir, MDB_NOLOCK, file_map, 1, env, e);
   return rn_envs_acquire(dir, env, e);
 }
 

@@ -5,11 +5,15 @@
  * longer hold their pages), and closing either drops the locks of both, so
  * another process's open resets the table again while this one reads or
  * writes. Every environment runnel opens on a state comes from here:
- *   - the writer's (rn_store_open) is registered as the state's writer;
- *     readers in the process read through its pipeline (an attach borrows
- *     it) or, for one call between pipeline calls (inspect, verify, copy),
- *     through an environment without the lock file (MDB_NOLOCK), which
- *     touches no lock and reads what the writer committed;
+ *   - the writer's (rn_store_open) is registered as the state's writer,
+ *     with its thread. In that thread readers read through its pipeline
+ *     (an attach borrows it) or, for one call between pipeline calls
+ *     (inspect, verify, copy), through an environment without the lock
+ *     file (MDB_NOLOCK), which touches no lock and reads what the writer
+ *     committed. Other threads are refused (RN_EMISUSE): the pipeline is
+ *     its thread's (runnel.h), LMDB forbids opening databases in two
+ *     transactions at once, and a map the writer grows is remapped under
+ *     any read in flight;
  *   - readers without a writer in the process share one environment,
  *     counted, closed with the last of them; its map is as large as the
  *     address space allows (up to 1 TiB), so a writer elsewhere that
@@ -25,18 +29,20 @@
 #include "error.h"
 
 /* Registers writer (an opaque pointer, the rn_store) as the state at dir's
- * writer in this process, before its environment opens. RN_EMISUSE ("state
+ * writer in this process and thread, before its environment opens. RN_EMISUSE ("state
  * dir is open for reading in this process …") while readers share an
  * environment on it; RN_EIO when dir cannot be looked at. */
 int rn_envs_claim(const char *dir, void *writer, rn_err *e);
 /* Ends what rn_envs_claim registered (the environment is closed). */
 void rn_envs_unclaim(void *writer);
-/* The writer registered for the state at dir, or NULL. */
-void *rn_envs_writer(const char *dir);
+/* The writer of the state at dir in this thread (*writer), or none (NULL);
+ * RN_EMISUSE when another thread of the process writes it. */
+int rn_envs_writer(const char *dir, void **writer, rn_err *e);
 
 /* A read-only environment on the state at dir for a reader in a process
  * that does not write it, shared with the process's other such readers;
- * RN_EMISUSE if the process writes it (read through the pipeline). The
+ * RN_EMISUSE if the process writes it (read through the pipeline, in its
+ * thread). The
  * file is checked first (rn_store_check_file). Release with rn_envs_release. */
 int rn_envs_acquire(const char *dir, MDB_env **env, rn_err *e);
 void rn_envs_release(MDB_env *env);
@@ -46,7 +52,8 @@ int rn_envs_readers(const char *dir);
 /* An environment to read the state at dir within one call: the shared one
  * above, or, when this process writes the state, one without the lock file
  * (MDB_NOLOCK: the pipeline is between calls and commits nothing
- * meanwhile). End with rn_envs_read_done. */
+ * meanwhile); RN_EMISUSE when another thread writes it. End with
+ * rn_envs_read_done. */
 int rn_envs_read(const char *dir, MDB_env **env, rn_err *e);
 void rn_envs_read_done(MDB_env *env);
 

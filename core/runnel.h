@@ -14,7 +14,12 @@
  * ------------
  * - One pipeline, one thread: runnel never starts threads and no call may
  *   run concurrently with another on the same pipeline. Two pipelines in one
- *   process are independent.
+ *   process are independent. A state this process writes is read in the
+ *   process only from the pipeline's thread (rn_inspect, rn_verify,
+ *   rn_state_copy, attaches); other threads get RN_EMISUSE ("written by
+ *   this process in another thread"): LMDB allows one environment per
+ *   state per process, and reads beside the pipeline would race with its
+ *   commits. Another process reads it at any time.
  * - A function returns 0 or a negative RN_E… code. After a failure,
  *   rn_errmsg() holds the detailed message until the next call; a call that
  *   succeeds empties it (the getters rn_errmsg, rn_seq, rn_relation and

@@ -341,8 +341,13 @@ int rn_attach(const char *path, const char *name, rn_pipeline *owner, rn_attache
     free(key);
     return rn_err_set(e, RN_ENOMEM, "out of memory");
   }
-  rn_store *writer = owner ? NULL : rn_envs_writer(path);
-  if (writer) /* the process writes it: read through its pipeline, the one environment on it (envs.h) */
+  void *writer = NULL;
+  if (!owner && rn_envs_writer(path, &writer, e)) {
+    free(key);
+    rn_attach_close(a);
+    return e->code;
+  }
+  if (writer) /* this thread writes it: read through its pipeline, the one environment on it (envs.h) */
     owner = (rn_pipeline *)((char *)writer - offsetof(rn_pipeline, store));
   else if (!owner && rn_envs_acquire(path, &a->env, e)) {
     free(key);

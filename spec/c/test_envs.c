@@ -5,6 +5,7 @@
  * LMDB's own open does (F_GETLK on byte 0 of lock.mdb): while the state is
  * open in the parent, the child must find the lock held. */
 #include <fcntl.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -213,6 +214,57 @@ static void test_attach_while_a_declaration_is_carried(void)
   remove_state(dir);
 }
 
+typedef struct other_thread {
+  const char *dir;
+  int attach_rc, inspect_rc, copy_rc;
+  char inspect_err[512];
+} other_thread;
+
+static void *read_from_another_thread(void *arg)
+{
+  other_thread *o = arg;
+  rn_attached *a = NULL;
+  rn_err e = { 0 };
+  o->attach_rc = rn_attach(o->dir, "t", NULL, &a, &e);
+  if (a) rn_attach_close(a);
+  rn_inspect_state st;
+  o->inspect_rc = rn_inspect(o->dir, NULL, NULL, &st, o->inspect_err, sizeof o->inspect_err);
+  char dest[64];
+  snprintf(dest, sizeof dest, "%s-copy", o->dir);
+  o->copy_rc = rn_state_copy(o->dir, dest, NULL, 0);
+  return NULL;
+}
+
+/* Readers in a thread other than the writer's are refused with a message
+ * (the pipeline is its thread's; a read through it, or beside it without
+ * the lock file, would race with its commits and its map's growth), and
+ * the writer's locks are untouched. */
+static void test_reader_in_another_thread(void)
+{
+  char dir[] = "/tmp/rn_envs_XXXXXX";
+  CHECK(mkdtemp(dir) != NULL);
+  make_state(dir, 3, 0);
+  rn_open_opts o = { .path = dir, .nosync = 1 };
+  rn_pipeline *p = NULL;
+  CHECK(rn_pipeline_open(&o, &p, NULL, 0) == 0);
+  other_thread t = { .dir = dir };
+  pthread_t th;
+  CHECK(pthread_create(&th, NULL, read_from_another_thread, &t) == 0);
+  pthread_join(th, NULL);
+  CHECK(t.attach_rc == RN_EMISUSE && t.inspect_rc == RN_EMISUSE && t.copy_rc == RN_EMISUSE);
+  CHECK(strstr(t.inspect_err, "written by this process in another thread") != NULL);
+  CHECK(lock_held_elsewhere(dir) == 1);
+  CHECK(rn_pipeline_close(p) == 0);
+  /* the writer gone, the other thread reads */
+  CHECK(pthread_create(&th, NULL, read_from_another_thread, &t) == 0);
+  pthread_join(th, NULL);
+  CHECK(t.attach_rc == 0 && t.inspect_rc == 0 && t.copy_rc == 0);
+  char cmd[128];
+  snprintf(cmd, sizeof cmd, "rm -rf %s-copy", dir);
+  CHECK(system(cmd) == 0);
+  remove_state(dir);
+}
+
 int main(void)
 {
   RUN(test_two_attaches);
@@ -220,5 +272,6 @@ int main(void)
   RUN(test_writer_after_an_attach);
   RUN(test_map_grown_elsewhere);
   RUN(test_attach_while_a_declaration_is_carried);
+  RUN(test_reader_in_another_thread);
   return CHECK_REPORT();
 }

@@ -43,7 +43,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define RN_VERSION "0.14"   /* the one place the version is written */
+#define RN_VERSION "0.15"   /* the one place the version is written */
 
 #if defined(__GNUC__)
 #define RN_API __attribute__((visibility("default")))

@@ -88,15 +88,26 @@ RN_API int rn_pipeline_open(const rn_open_opts *opts, rn_pipeline **out, char *e
   return 0;
 }
 
-RN_API int rn_pipeline_close(rn_pipeline *p)
+/* rn_pipeline_close_report; *closed says whether p is gone. */
+static int close_pipeline(rn_pipeline *p, char *errbuf, size_t errlen, bool *closed)
 {
+  *closed = false;
   if (!p) return 0;
   /* Inside a callback the core's frames below it still use the pipeline:
    * freeing it now would have them return into freed memory. */
-  if (p->state == RN_APPLYING || p->state == RN_COMMITTING)
-    return rn_err_set(&p->err, RN_EMISUSE, "close: not from inside a callback");
+  if (p->state == RN_APPLYING || p->state == RN_COMMITTING) {
+    rn_err_set(&p->err, RN_EMISUSE, "close: not from inside a callback");
+    if (errbuf && errlen) snprintf(errbuf, errlen, "%s", p->err.msg);
+    return RN_EMISUSE;
+  }
+  *closed = true;
   if (p->state == RN_OPEN) rn_rollback(p);
-  rn_flush(p); /* carried groups are committed, as a close promises */
+  uint64_t seq = p->seq, durable = p->durable_seq;
+  int rc = rn_flush(p); /* carried groups are committed, as a close promises */
+  if (rc && errbuf && errlen)
+    snprintf(errbuf, errlen, "close: groups %llu to %llu, carried in LMDB's open transaction (sync = false), could not "
+             "be committed and are lost; the state holds group %llu: %s", (unsigned long long)durable + 1,
+             (unsigned long long)seq, (unsigned long long)durable, p->err.msg);
   rn_outbox_close(p); /* the delivered marks, then the durable sinks go */
   rn_cursors_end_all(p);
   rn_read_cursors_orphan(p);
@@ -123,7 +134,20 @@ RN_API int rn_pipeline_close(rn_pipeline *p)
   void *ctx = p->binding;
   free(p);
   if (on_close) on_close(ctx);
-  return 0;
+  return rc;
+}
+
+RN_API int rn_pipeline_close_report(rn_pipeline *p, char *errbuf, size_t errlen)
+{
+  bool closed;
+  return close_pipeline(p, errbuf, errlen, &closed);
+}
+
+RN_API int rn_pipeline_close(rn_pipeline *p)
+{
+  bool closed;
+  int rc = close_pipeline(p, NULL, 0, &closed);
+  return closed ? 0 : rc; /* closed: its callers must not close it again */
 }
 
 RN_API const char *rn_errmsg(const rn_pipeline *p)

@@ -123,6 +123,15 @@ RN_API int rn_pipeline_open(const rn_open_opts *opts, rn_pipeline **out,
  * closed then, the pipeline keeps working, and the caller closes it after
  * the call into runnel that ran the callback has returned. */
 RN_API int rn_pipeline_close(rn_pipeline *p);
+/* rn_pipeline_close, saying whether the groups it commits made it: with
+ * nosync, close commits the groups carried in LMDB's open transaction; if
+ * that commit fails (a full disk: RN_EFULL, RN_EIO) the pipeline is closed
+ * all the same, those groups are lost, and this returns the code with
+ * errbuf saying which ("close: groups 5 to 9, carried …, could not be
+ * committed and are lost; the state holds group 4: disk full …").
+ * rn_pipeline_close returns 0 then. RN_EMISUSE from inside a callback, as
+ * rn_pipeline_close: nothing closed. Only RN_EMISUSE leaves p open. */
+RN_API int rn_pipeline_close_report(rn_pipeline *p, char *errbuf, size_t errlen);
 
 /* The last error's message; owned by the pipeline, valid until the next call
  * on it. Never NULL (empty when there was none); for a NULL p, a static text. */

@@ -65,7 +65,9 @@ void rn_lua_detach(lpipe *lp)
 /* Closes lp's pipeline unless a callback of it is running: 0, or -1 with
  * the refusal in p->err. A host's pipeline is the host's to close: Lua lets
  * go of it. */
-static int close_pipe(lua_State *L, lpipe *lp)
+/* -1: refused, nothing closed (lp->p->err says why); 1: closed, but the
+ * groups it carried were lost (lost says which); 0: closed. */
+static int close_pipe(lua_State *L, lpipe *lp, char *lost, size_t lostlen)
 {
   if (!lp->p) return 0;
   lp->L = L;
@@ -74,9 +76,10 @@ static int close_pipe(lua_State *L, lpipe *lp)
     rn_err_set(&lp->p->err, RN_EMISUSE, "close: not from inside a callback");
     return -1;
   }
-  if (rn_pipeline_close(lp->p)) return -1; /* frees callback contexts and relinfos through lp->L */
+  int rc = rn_pipeline_close_report(lp->p, lost, lostlen); /* frees callback contexts and relinfos through lp->L */
+  if (rc == RN_EMISUSE) return -1;
   rn_lua_detach(lp);
-  return 0;
+  return rc ? 1 : 0;
 }
 
 /* close() and __close: safe to call twice; refused from inside a callback,
@@ -84,13 +87,18 @@ static int close_pipe(lua_State *L, lpipe *lp)
 static int l_close(lua_State *L)
 {
   lpipe *lp = luaL_checkudata(L, 1, RN_PIPELINE_MT);
-  return close_pipe(L, lp) ? rn_lua_raise(L, lp) : 0;
+  char lost[RN_ERRMSG_MAX];
+  int rc = close_pipe(L, lp, lost, sizeof lost);
+  if (rc < 0) return rn_lua_raise(L, lp);
+  return rc ? rn_lua_error(L, "%s", lost) : 0;
 }
 
-/* __gc never raises: an unreachable pipeline has no callback running. */
+/* __gc never raises: an unreachable pipeline has no callback running.
+ * Groups its close could not commit are said on stderr. */
 static int l_gc(lua_State *L)
 {
-  close_pipe(L, luaL_checkudata(L, 1, RN_PIPELINE_MT));
+  char lost[RN_ERRMSG_MAX];
+  if (close_pipe(L, luaL_checkudata(L, 1, RN_PIPELINE_MT), lost, sizeof lost) > 0) fprintf(stderr, "runnel: %s\n", lost);
   return 0;
 }
 

@@ -1,7 +1,12 @@
 /* test_close.c — rn_pipeline_close from inside a callback is refused
  * (RN_EMISUSE) and leaves the pipeline working (issue 10, defect 2). */
 #include <msgpack.h>
+#include <signal.h>
+#include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include "check.h"
 #include "runnel.h"
@@ -63,9 +68,52 @@ static void test_close_null(void)
   CHECK(rn_pipeline_close(NULL) == 0);
 }
 
+/* Close commits the groups carried with nosync; when that commit fails
+ * (the file may not grow: a full disk), the pipeline is closed all the
+ * same and rn_pipeline_close_report says which groups were lost (it was
+ * silent: the caller believed them stored). Run in a child whose files may
+ * not grow past their size once the state is made. */
+static void test_close_whose_flush_fails(void)
+{
+  char dir[] = "/tmp/rn_close_XXXXXX";
+  CHECK(mkdtemp(dir) != NULL);
+  pid_t pid = fork();
+  if (pid == 0) {
+    rn_open_opts o = { .path = dir, .nosync = 1, .carry_groups = 1000000, .carry_changes = 1000000,
+                       .carry_seconds = 1e6 };
+    rn_pipeline *p = NULL;
+    static const rn_column_def cols[] = { { .name = "id", .type = "int" } };
+    static const char *const key[] = { "id" };
+    rn_rel *t = NULL;
+    if (rn_pipeline_open(&o, &p, NULL, 0) || rn_declare_table(p, "t", cols, 1, key, 1, &t)) _exit(10);
+    signal(SIGXFSZ, SIG_IGN);
+    char data[64];
+    snprintf(data, sizeof data, "%s/data.mdb", dir);
+    FILE *f = fopen(data, "r");
+    fseek(f, 0, SEEK_END);
+    struct rlimit r = { (rlim_t)ftell(f), (rlim_t)ftell(f) };
+    fclose(f);
+    setrlimit(RLIMIT_FSIZE, &r);
+    for (int64_t id = 0; id < 20000; id++)
+      if (insert_id(p, t, id)) _exit(11); /* carried: nothing written yet */
+    char err[512] = "";
+    int rc = rn_pipeline_close_report(p, err, sizeof err);
+    if (rc != RN_EFULL || !strstr(err, "groups 1 to 20000") || !strstr(err, "could not be committed"))
+      fprintf(stderr, "close: %d %s\n", rc, err);
+    _exit(rc == RN_EFULL && strstr(err, "groups 1 to 20000") && strstr(err, "could not be committed") ? 0 : 12);
+  }
+  int status = 0;
+  waitpid(pid, &status, 0);
+  CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+  char cmd[64];
+  snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+  CHECK(system(cmd) == 0);
+}
+
 int main(void)
 {
   RUN(test_close_from_subscriber);
   RUN(test_close_null);
+  RUN(test_close_whose_flush_fails);
   return CHECK_REPORT();
 }

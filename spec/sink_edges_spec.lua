@@ -1,0 +1,73 @@
+-- Adversarial edges of sinks and the outbox (DESIGN §5, §8, §13; OUTBOX-n in
+-- core/outbox.c, SINKS-1 in core/sink.c): a sink never shows a group that
+-- rolled back, durable sinks get every committed group exactly once, and
+-- what they get is read right.
+local runnel = require "runnel"
+local H = require "helper"
+
+local function read(path) return H.read(path) or "" end
+
+describe("a durable sink with groups waiting (OUTBOX-8)", function()
+  local dir
+  before_each(function() dir = H.tmpdir() end)
+  after_each(H.cleanup)
+
+  -- A session whose durable sink "d" on t refuses every group: they wait.
+  local function leave_waiting(cols)
+    local p = runnel.open(dir .. "/s")
+    local t = p:table("t", cols)
+    p:table("u", { {"x","string"}, {"y","int"}, key = "x" })
+    t:sink(function() error("down") end, { durable = true, name = "d" })
+    t:insert{ k = 1, a = "A", b = "B" }
+    p:close()
+  end
+
+  it("is refused on another relation, naming both, and delivers them once declared as it was", function()
+    local cols = { {"k","int"}, {"a","string"}, {"b","string"}, key = "k" }
+    leave_waiting(cols)
+    local p = runnel.open(dir .. "/s")
+    local t = p:table("t", cols)
+    local u = p:table("u", { {"x","string"}, {"y","int"}, key = "x" })
+    local got = {}
+    local err = H.error_of(u.sink, u, function(_, row) got[#got + 1] = row end, { durable = true, name = "d" })
+    assert.matches("u: durable sink sink:d: group 1 waits for it, recorded for another relation", err, 1, true)
+    assert.same({}, got) -- before: t's row read as u's, { x = 1, y = "A" }
+    t:sink(function(verb, row, _, info) got[#got + 1] = ("%d %s %s%s"):format(info.seq, verb, row.a, row.b) end,
+           { durable = true, name = "d" })
+    assert.same({ "1 INSERT AB" }, got)
+    p:close()
+  end)
+
+  it("is refused when its table was declared again with its columns reordered", function()
+    leave_waiting({ {"k","int"}, {"a","string"}, {"b","string"}, key = "k" })
+    local p = runnel.open(dir .. "/s")
+    local t = p:table("t", { {"k","int"}, {"b","string"}, {"a","string"}, key = "k" })
+    local got = {}
+    local err = H.error_of(t.sink, t, function(_, row) got[#got + 1] = row.a .. row.b end, { durable = true, name = "d" })
+    assert.matches("another declaration of t", err, 1, true)
+    assert.same({}, got) -- before: "BA", the columns swapped
+    -- under a new name it starts with the next group
+    t:sink(function(_, row) got[#got + 1] = row.a .. row.b end, { durable = true, name = "d2" })
+    t:insert{ k = 2, a = "C", b = "D" }
+    assert.same({ "CD" }, got)
+    p:close()
+  end)
+
+  it("on an NDJSON path is refused on another relation; the file keeps only t's lines", function()
+    local log = dir .. "/out.ndjson"
+    local p = runnel.open(dir .. "/s")
+    local t = p:table("t", { {"k","int"}, {"a","string"}, key = "k" })
+    p:table("u", { {"x","string"}, {"y","int"}, key = "x" })
+    t:sink(runnel.ndjson(log))
+    t:insert{ k = 1, a = "A" }
+    p:close()
+    os.remove(log) -- vanished: cut back to nothing, group 1 is not waiting
+    p = runnel.open(dir .. "/s")
+    t = p:table("t", { {"k","int"}, {"a","string"}, key = "k" })
+    local u = p:table("u", { {"x","string"}, {"y","int"}, key = "x" })
+    u:sink(runnel.ndjson(log)) -- nothing waits: no refusal
+    u:insert{ x = "q", y = 2 }
+    p:close()
+    assert.equal('{"verb":"INSERT","x":"q","y":2}\n', read(log))
+  end)
+end)

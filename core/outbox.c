@@ -544,23 +544,42 @@ static uint64_t entry_layout(const MDB_val *v)
   return get_be64((const char *)b + head + 1);
 }
 
+/* The first group after `after` waiting under tag with a layout other
+ * than `layout`, or 0 (none, or the outbox cannot be read). */
+static uint64_t first_stale(MDB_txn *txn, MDB_dbi dbi, uint64_t tag, uint64_t after, uint64_t layout)
+{
+  MDB_cursor *cur;
+  if (mdb_cursor_open(txn, dbi, &cur)) return 0;
+  char from[16];
+  put_be64(from, tag);
+  put_be64(from + 8, after + 1);
+  MDB_val k = { 16, from }, v;
+  uint64_t stale = 0;
+  for (int rc = mdb_cursor_get(cur, &k, &v, MDB_SET_RANGE); rc == 0 && !stale; rc = mdb_cursor_get(cur, &k, &v, MDB_NEXT)) {
+    if (k.mv_size != 16 || get_be64(k.mv_data) != tag) break;
+    uint64_t had = entry_layout(&v);
+    if (had && had != layout) stale = get_be64((char *)k.mv_data + 8);
+  }
+  mdb_cursor_close(cur);
+  return stale;
+}
+
+uint64_t rn_outbox_stale(rn_pipeline *p, const char *name, const rn_rel *rel, uint64_t after)
+{
+  MDB_txn *txn;
+  MDB_dbi dbi;
+  uint64_t stale = 0;
+  if (rn_store_txn(p->store.env, MDB_RDONLY, &txn)) return 0;
+  if (mdb_dbi_open(txn, RN_DB_OUTBOX, 0, &dbi) == 0 && mdb_set_compare(txn, dbi, rn_store_key_cmp) == 0)
+    stale = first_stale(txn, dbi, rn_hash64(name, strlen(name)), after, layout_of(rel));
+  mdb_txn_abort(txn);
+  return stale;
+}
+
 /* (8): refuses s while a group recorded with another layout waits for it. */
 static int check_waiting(rn_pipeline *p, rn_outbox *ob, obsink *s, MDB_txn *txn)
 {
-  MDB_cursor *cur;
-  int rc = mdb_cursor_open(txn, ob->dbi, &cur);
-  if (rc) return rn_store_fail(&p->err, rc, s->name);
-  char from[16];
-  put_be64(from, s->tag);
-  put_be64(from + 8, s->delivered + 1);
-  MDB_val k = { 16, from }, v;
-  uint64_t stale = 0;
-  for (rc = mdb_cursor_get(cur, &k, &v, MDB_SET_RANGE); rc == 0 && !stale; rc = mdb_cursor_get(cur, &k, &v, MDB_NEXT)) {
-    if (k.mv_size != 16 || get_be64(k.mv_data) != s->tag) break;
-    uint64_t layout = entry_layout(&v);
-    if (layout && layout != s->layout) stale = get_be64((char *)k.mv_data + 8);
-  }
-  mdb_cursor_close(cur);
+  uint64_t stale = first_stale(txn, ob->dbi, s->tag, s->delivered, s->layout);
   if (!stale) return 0;
   return rn_err_set(&p->err, RN_EINVAL,
                     "%s: durable sink %s: group %llu waits for it, recorded for another relation or another "

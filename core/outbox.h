@@ -51,6 +51,11 @@ int rn_outbox_sink_add(rn_pipeline *p, rn_rel *rel, const char *name, bool conso
                        const rn_outbox_ops *ops, void *ctx, rn_free_fn free_ctx,
                        uint64_t delivered, uint64_t position);
 
+/* The first group after `after` waiting for the sink called name that was
+ * recorded for another relation or another declaration of rel (OUTBOX-8),
+ * or 0. Reads committed state: call it after rn_outbox_mark_read. */
+uint64_t rn_outbox_stale(rn_pipeline *p, const char *name, const rn_rel *rel, uint64_t after);
+
 /* ---- hooks of group.c ---- */
 /* In the group's transaction: records the group's changes for every
  * durable sink, the sinks' marks, and deletes the entries delivered. */

@@ -23,9 +23,10 @@
  * (2) At declaration the table is in step when the outbox holds every
  *     group after SQLite's mark (its record's delivered <= the mark <= the
  *     pipeline's seq) and, for a table-like relation, the sink saw every
- *     group (record's seen = the pipeline's seq). Otherwise (the sink was
- *     not declared for some groups, the database file was replaced or is
- *     an older copy) the table's rows are deleted and the relation's
+ *     group (record's seen = the pipeline's seq) and no group waiting was
+ *     recorded before its relation was declared otherwise (OUTBOX-8).
+ *     Otherwise (the sink was not declared for some groups, the relation
+ *     changed, the database file was replaced or is an older copy) the table's rows are deleted and the relation's
  *     current rows written, with the mark, in one SQLite transaction.
  * (3) A state with no record for the sink (a new sink, or a new state on
  *     an old file) writes the relation's current rows and deletes nothing:
@@ -536,7 +537,8 @@ static int check_marks(ssink *s, const char *name, rn_err *e)
   bool table = s->rel->tablelike;
   /* In step: the outbox holds every group after SQLite's mark. A table
    * must also have seen every group (a stream's log just goes on). */
-  if (in_sqlite && m.found && m.delivered <= w && w <= p->seq && (m.seen == p->seq || !table)) {
+  if (in_sqlite && m.found && m.delivered <= w && w <= p->seq && (m.seen == p->seq || !table) &&
+      !(table && rn_outbox_stale(p, name, s->rel, w))) { /* groups recorded before the relation changed: rewrite */
     s->written = s->staged = w;
     return 0;
   }

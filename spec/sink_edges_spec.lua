@@ -71,3 +71,29 @@ describe("a durable sink with groups waiting (OUTBOX-8)", function()
     assert.equal('{"verb":"INSERT","x":"q","y":2}\n', read(log))
   end)
 end)
+
+describe("an SQLite sink with groups waiting when its table is declared otherwise", function()
+  local dir, db
+  before_each(function() dir = H.tmpdir(); db = dir .. "/out.db" end)
+  after_each(H.cleanup)
+
+  it("rewrites its table from the relation instead of being refused (OUTBOX-8, SINK-2)", function()
+    local p = runnel.open(dir .. "/s")
+    local t = p:table("t", { {"k","int"}, {"v","string"}, key = "k" })
+    t:sink(runnel.sqlite(db, "t"))
+    t:insert{ k = 1, v = "a" }
+    -- SQLite refuses every write from here: group 2 waits in the outbox (OUTBOX-4)
+    H.sql(db, "CREATE TRIGGER no BEFORE INSERT ON t BEGIN SELECT RAISE(ABORT, 'refused'); END;")
+    t:insert{ k = 2, v = "b" }
+    assert.matches("refused", H.error_of(p.deliver, p), 1, true)
+    p:close()
+    H.sql(db, "DROP TRIGGER no;")
+    p = runnel.open(dir .. "/s")
+    t = p:table("t", { {"k","int"}, {"v","string", null = true}, key = "k" }) -- same SQLite shape
+    t:sink(runnel.sqlite(db, "t"))
+    assert.equal("1|a\n2|b\n", H.sql(db, "select * from t order by k"))
+    t:insert{ k = 3 }
+    assert.equal("1|a\n2|b\n3|\n", H.sql(db, "select * from t order by k"))
+    p:close()
+  end)
+end)

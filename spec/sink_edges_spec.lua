@@ -97,3 +97,23 @@ describe("an SQLite sink with groups waiting when its table is declared otherwis
     p:close()
   end)
 end)
+
+describe("an SQLite sink's table name", function()
+  after_each(H.cleanup)
+
+  it("is refused when it is runnel's own runnel_sinks, in any case, and the file stays usable", function()
+    local dir = H.tmpdir()
+    local db = dir .. "/e.db"
+    local p = runnel.open()
+    local t = p:table("t", { {"k","int"}, {"v","string"}, key = "k" })
+    for _, name in ipairs{ "runnel_sinks", "Runnel_Sinks" } do
+      local err = H.error_of(t.sink, t, runnel.sqlite(db, name))
+      assert.matches(('t: sqlite: table "%s" in %s: runnel keeps its marks in runnel_sinks; name another table')
+                     :format(name, db), err, 1, true)
+    end
+    t:sink(runnel.sqlite(db, "t")) -- before: "table runnel_sinks has no column named tbl", the file spoiled
+    t:insert{ k = 1, v = "a" }
+    p:close()
+    assert.equal("1|a\n", H.sql(db, "select * from t"))
+  end)
+end)

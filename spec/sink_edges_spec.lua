@@ -117,3 +117,38 @@ describe("an SQLite sink's table name", function()
     assert.equal("1|a\n", H.sql(db, "select * from t"))
   end)
 end)
+
+describe("a durable Lua sink's name", function()
+  it("is refused when it holds a NUL byte, rather than cut at it", function()
+    local p = runnel.open()
+    local t = p:table("t", { {"k","int"}, key = "k" })
+    local err = H.error_of(t.sink, t, function() end, { durable = true, name = "a\0b" })
+    assert.matches("sink: a durable sink's name cannot hold a NUL byte", err, 1, true)
+    -- before: "a\0b" was kept as "a", so "a\0c" was "already declared" as sink:a
+    t:sink(function() end, { durable = true, name = "a" })
+    p:close()
+  end)
+
+  it("works at LMDB's key limit and past it (hashed), each kept apart", function()
+    local dir = H.tmpdir()
+    local names = { string.rep("x", 395), string.rep("x", 396), string.rep("y", 5000), string.rep("y", 4999) .. "z" }
+    local got = {}
+    local function open()
+      local p = runnel.open(dir .. "/s")
+      local t = p:table("t", { {"k","int"}, key = "k" })
+      for i, name in ipairs(names) do
+        t:sink(function(_, row, _, info) got[#got + 1] = ("%d:%d:%d"):format(i, info.seq, row.k) end,
+               { durable = true, name = name })
+      end
+      return p, t
+    end
+    local p, t = open()
+    t:insert{ k = 1 }
+    p:close()
+    p, t = open() -- nothing delivered again
+    t:insert{ k = 2 }
+    p:close()
+    assert.same({ "1:1:1", "2:1:1", "3:1:1", "4:1:1", "1:2:2", "2:2:2", "3:2:2", "4:2:2" }, got)
+    H.cleanup()
+  end)
+end)

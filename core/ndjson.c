@@ -181,6 +181,7 @@ typedef struct nsink {
   msgpack_zone zone;
   uint64_t length;        /* a path sink's file length after the last run of groups written */
   uint64_t run;           /* bytes of the current run written so far */
+  uint64_t kept;          /* an open file's last group written: no failure takes it back */
   rn_free_fn release;     /* releases the caller's hold on f (a Lua file), or NULL */
   void *release_ctx;
 } nsink;
@@ -236,10 +237,14 @@ static int write_lines(nsink *s, rn_err *e)
 /* A group's lines wait for the end of the run, unless they grow large. */
 static int nsink_commit(void *ctx, uint64_t seq, rn_err *e)
 {
-  (void)seq;
   nsink *s = ctx;
-  return s->lines.size >= ((size_t)1 << 20) ? write_lines(s, e) : 0;
+  if (s->lines.size < ((size_t)1 << 20)) return 0;
+  int rc = write_lines(s, e);
+  if (!rc && s->fd < 0) s->kept = seq; /* a path sink cuts a failed run back; an open file cannot */
+  return rc;
 }
+
+static uint64_t nsink_kept(void *ctx) { return ((nsink *)ctx)->kept; }
 
 static int nsink_finish(void *ctx, rn_err *e)
 {
@@ -270,7 +275,7 @@ static int nsink_sync(void *ctx, rn_err *e)
 static uint64_t nsink_position(void *ctx) { return ((nsink *)ctx)->length; }
 
 static const rn_outbox_ops nsink_ops = { nsink_change, nsink_commit, nsink_finish, nsink_discard, nsink_sync,
-                                         nsink_position, NULL };
+                                         nsink_position, NULL, nsink_kept };
 
 static nsink *new_nsink(const char *verb_field)
 {

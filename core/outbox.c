@@ -377,8 +377,9 @@ static int deliver_entry(rn_outbox *ob, obsink *s, uint64_t seq, const char *dat
  * one SQLite file; most sinks share with none): finish makes their groups
  * durable outside in one go (one SQLite transaction, one write). If any
  * run failed, or a finish does, none of them counts: each sink discards
- * what it staged and its mark goes back to before its run (4). A sink
- * without finish took each group for good as it went. */
+ * what it staged and its mark goes back to before its run (4), or to the
+ * last group it could not take back (kept). A sink without finish took
+ * each group for good as it went. */
 static void end_runs(rn_outbox *ob, obsink **v, const uint64_t *before, int n, bool failed)
 {
   rn_err e = { .code = RN_OK };
@@ -394,7 +395,8 @@ static void end_runs(rn_outbox *ob, obsink **v, const uint64_t *before, int n, b
     obsink *s = v[i];
     if (failed) {
       if (s->ops.discard) s->ops.discard(s->ctx);
-      if (s->ops.finish) s->delivered = before[i];
+      uint64_t kept = s->ops.kept ? s->ops.kept(s->ctx) : 0; /* never twice: it is out there */
+      if (s->ops.finish) s->delivered = kept > before[i] ? kept : before[i];
     } else if (s->ops.position) {
       s->position = s->ops.position(s->ctx);
     }

@@ -29,6 +29,9 @@ typedef struct rn_outbox_ops {
   void *(*shared)(void *ctx);             /* sinks returning the same non-NULL pointer share one
                                              outside transaction: their runs stage together and
                                              count together (the sinks of one SQLite file); may be NULL */
+  uint64_t (*kept)(void *ctx);            /* the last group it put out for good in a run that then failed
+                                             (an NDJSON sink on an open file cannot cut it back):
+                                             delivered, not retried; may be NULL */
 } rn_outbox_ops;
 
 /* A durable sink's record in the state ("od:" name in meta). */

@@ -629,7 +629,7 @@ static char *name_of(const char *path, const char *table)
 }
 
 static const rn_outbox_ops ssink_ops = { ssink_change, ssink_commit, ssink_finish, ssink_discard, NULL, NULL,
-                                         ssink_shared };
+                                         ssink_shared, NULL };
 
 int rn_sqlite_sink(rn_pipeline *p, rn_rel *rel, const char *path, const char *table, int busy_ms)
 {

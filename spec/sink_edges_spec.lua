@@ -152,3 +152,35 @@ describe("a durable Lua sink's name", function()
     H.cleanup()
   end)
 end)
+
+describe("an NDJSON sink on an open file whose write fails mid-run (OUTBOX-6)", function()
+  after_each(H.cleanup)
+
+  it("never writes a group twice: the group written before the failure stays delivered", function()
+    local dir = H.tmpdir()
+    local log, script = dir .. "/out.ndjson", dir .. "/run.lua"
+    H.write(script, ([[
+local runnel = require "runnel"
+local p = runnel.open{ sync = false }
+local s = p:stream("s", { {"k","int"}, {"pad","string"} })
+local f = assert(io.open(%q, "a"))
+s:sink(runnel.ndjson(f, { verb = false }))
+local pad = string.rep("x", 1200000)
+s:insert{ k = 1, pad = pad } -- carried: both groups go out in one run at the flush
+s:insert{ k = 2, pad = pad }
+p:flush()                    -- group 1 is written (over 1 MB), group 2 passes the file size limit
+assert(not pcall(p.deliver, p))
+io.open(%q, "w"):close()     -- room again: only group 2 may be written now
+p:deliver()
+p:close()
+f:close()
+]]):format(log, log))
+    -- the file may not grow past 2,048,000 bytes (ulimit -f counts 512-byte blocks in sh)
+    local _, err, code = H.sh(("sh -c \"trap '' XFSZ; ulimit -f 4000; exec lua5.4 %s\""):format(script))
+    assert.equal("", err)
+    assert.equal(0, code)
+    local ks = {}
+    for l in io.lines(log) do ks[#ks + 1] = l:match('^{"k":(%d+),') or "torn" end
+    assert.same({ "2" }, ks) -- before: { "1", "torn" }, group 1 written again at every retry
+  end)
+end)

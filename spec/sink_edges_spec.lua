@@ -184,3 +184,26 @@ f:close()
     assert.same({ "2" }, ks) -- before: { "1", "torn" }, group 1 written again at every retry
   end)
 end)
+
+describe("an NDJSON sink's verb field", function()
+  after_each(H.cleanup)
+
+  it("is refused when a column has its name: the name would be in each line twice", function()
+    local dir = H.tmpdir()
+    local p = runnel.open()
+    local t = p:table("t", { {"verb","string"}, {"op","int"}, key = "verb" })
+    for _, target in ipairs{ dir .. "/o.ndjson", io.stdout } do
+      local err = H.error_of(t.sink, t, runnel.ndjson(target)) -- before: {"verb":"DELETE","verb":"x"}
+      assert.matches('t: ndjson: the verb field "verb" is also a column of t', err, 1, true)
+      err = H.error_of(t.sink, t, runnel.ndjson(target, { verb = "op" }))
+      assert.matches('the verb field "op" is also a column of t', err, 1, true)
+    end
+    t:sink(runnel.ndjson(dir .. "/o.ndjson", { verb = "change" }))
+    t:sink(runnel.ndjson(dir .. "/plain.ndjson", { verb = false }))
+    t:insert{ verb = "x", op = 1 }
+    t:delete{ verb = "x" }
+    p:close()
+    assert.equal('{"change":"INSERT","verb":"x","op":1}\n{"change":"DELETE","verb":"x"}\n', read(dir .. "/o.ndjson"))
+    assert.equal('{"verb":"x","op":1}\n{"verb":"x"}\n', read(dir .. "/plain.ndjson"))
+  end)
+end)

@@ -322,6 +322,7 @@ RN_API int rn_jetstream_sink(rn_pipeline *p, rn_rel *rel, const rn_js_sink_opts 
   if (p->state != RN_IDLE) return rn_err_set(&p->err, RN_EMISUSE, "%s: sinks are added outside groups", rel->name);
   if (!o->url || !o->subject || !*o->subject)
     return rn_err_set(&p->err, RN_EINVAL, "%s: jetstream: needs url and subject", rel->name);
+  if (rn_ndjson_verb_clash(p, rel, o->verb_field)) return p->err.code;
   jsink *s = calloc(1, sizeof *s);
   if (!s || !msgpack_zone_init(&s->zone, 4096)) { free(s); return rn_err_set(&p->err, RN_ENOMEM, "out of memory"); }
   msgpack_sbuffer_init(&s->data);

@@ -288,13 +288,11 @@ static nsink *new_nsink(const char *verb_field)
   return s;
 }
 
-/* A verb field named like a column would put that name twice in a line,
- * and a reader keeps one of the two (the verb, or the value, is lost). */
-static int verb_clash(rn_pipeline *p, const rn_rel *rel, const char *verb_field)
+int rn_ndjson_verb_clash(rn_pipeline *p, const rn_rel *rel, const char *verb_field)
 {
   if (!verb_field || rn_schema_slot(rel->schema, verb_field, strlen(verb_field)) < 0) return 0;
   return rn_err_set(&p->err, RN_EINVAL,
-                    "%s: ndjson: the verb field \"%s\" is also a column of %s, so its lines would hold \"%s\" "
+                    "%s: the verb field \"%s\" is also a column of %s, so each line or message would hold \"%s\" "
                     "twice: name another field ({ verb = \"…\" }) or leave the verb out (verb = false)",
                     rel->name, verb_field, rel->name, verb_field);
 }
@@ -302,7 +300,7 @@ static int verb_clash(rn_pipeline *p, const rn_rel *rel, const char *verb_field)
 int rn_ndjson_sink(rn_pipeline *p, rn_rel *rel, FILE *f, bool own, const char *verb_field,
                    rn_free_fn release, void *release_ctx)
 {
-  int rc = verb_clash(p, rel, verb_field);
+  int rc = rn_ndjson_verb_clash(p, rel, verb_field);
   nsink *s = rc ? NULL : new_nsink(verb_field);
   if (!s) {
     if (own) fclose(f);
@@ -334,7 +332,7 @@ static uint64_t complete_length(int fd, uint64_t size)
 
 int rn_ndjson_sink_path(rn_pipeline *p, rn_rel *rel, const char *path, const char *verb_field)
 {
-  if (verb_clash(p, rel, verb_field)) return p->err.code;
+  if (rn_ndjson_verb_clash(p, rel, verb_field)) return p->err.code;
   int fd = open(path, O_RDWR | O_CREAT | O_APPEND | O_CLOEXEC, 0666);
   if (fd < 0) return rn_err_set(&p->err, RN_EIO, "ndjson: cannot open %s: %s", path, strerror(errno));
   nsink *s = new_nsink(verb_field);

@@ -194,7 +194,7 @@ describe("an NDJSON sink's verb field", function()
     local t = p:table("t", { {"verb","string"}, {"op","int"}, key = "verb" })
     for _, target in ipairs{ dir .. "/o.ndjson", io.stdout } do
       local err = H.error_of(t.sink, t, runnel.ndjson(target)) -- before: {"verb":"DELETE","verb":"x"}
-      assert.matches('t: ndjson: the verb field "verb" is also a column of t', err, 1, true)
+      assert.matches('t: the verb field "verb" is also a column of t', err, 1, true)
       err = H.error_of(t.sink, t, runnel.ndjson(target, { verb = "op" }))
       assert.matches('the verb field "op" is also a column of t', err, 1, true)
     end
@@ -205,5 +205,15 @@ describe("an NDJSON sink's verb field", function()
     p:close()
     assert.equal('{"change":"INSERT","verb":"x","op":1}\n{"change":"DELETE","verb":"x"}\n', read(dir .. "/o.ndjson"))
     assert.equal('{"verb":"x","op":1}\n{"verb":"x"}\n', read(dir .. "/plain.ndjson"))
+  end)
+end)
+
+describe("a JetStream sink's verb field", function()
+  it("is refused when a column has its name, before any connection is tried", function()
+    local p = runnel.open()
+    local t = p:table("t", { {"verb","string"}, key = "verb" })
+    local err = H.error_of(t.sink, t, runnel.jetstream{ url = "nats://127.0.0.1:1", subject = "s" })
+    assert.matches('t: the verb field "verb" is also a column of t', err, 1, true) -- before: a connection error
+    p:close()
   end)
 end)

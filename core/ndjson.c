@@ -348,8 +348,9 @@ int rn_ndjson_sink_path(rn_pipeline *p, rn_rel *rel, const char *path, const cha
     rc = rn_err_set(&p->err, RN_ENOMEM, "out of memory");
   if (!rc) {
     sprintf(name, RN_SINK_NDJSON "%s", real);
-    rc = rn_outbox_mark_read(p, name, &m);
+    rc = rn_outbox_sink_check(p, rel, name); /* before the file is cut back: it may be a live sink's */
   }
+  if (!rc) rc = rn_outbox_mark_read(p, name, &m);
   uint64_t size = rc ? 0 : (uint64_t)st.st_size, delivered = 0;
   if (!rc && m.found && m.position <= size) { /* back to the last group recorded */
     s->length = m.position;

@@ -627,6 +627,17 @@ static int add_sink(rn_outbox *ob, obsink *s)
   return 0;
 }
 
+int rn_outbox_sink_check(rn_pipeline *p, const rn_rel *rel, const char *name)
+{
+  if (p->state != RN_IDLE) return rn_err_set(&p->err, RN_EMISUSE, "%s: sinks are added outside groups", rel->name);
+  rn_outbox *ob = p->outbox;
+  uint64_t tag = name ? rn_hash64(name, strlen(name)) : 0;
+  for (int i = 0; name && ob && i < ob->n; i++)
+    if (ob->sinks[i]->name && (ob->sinks[i]->tag == tag || strcmp(ob->sinks[i]->name, name) == 0))
+      return rn_err_set(&p->err, RN_EINVAL, "%s: a durable sink named %s is already declared", rel->name, name);
+  return 0;
+}
+
 int rn_outbox_sink_add(rn_pipeline *p, rn_rel *rel, const char *name, bool consolidate,
                        const rn_outbox_ops *ops, void *ctx, rn_free_fn free_ctx,
                        uint64_t delivered, uint64_t position)
@@ -640,14 +651,10 @@ int rn_outbox_sink_add(rn_pipeline *p, rn_rel *rel, const char *name, bool conso
   }
   *s = (obsink){ .rel = rel, .consolidate = consolidate, .ops = *ops, .ctx = ctx, .free_ctx = free_ctx,
                  .delivered = delivered, .position = position, .layout = layout_of(rel) };
-  int rc = 0;
-  if (p->state != RN_IDLE) rc = rn_err_set(&p->err, RN_EMISUSE, "%s: sinks are added outside groups", rel->name);
+  int rc = rn_outbox_sink_check(p, rel, name);
   if (!rc && name) {
     s->tag = rn_hash64(name, strlen(name));
-    for (int i = 0; i < ob->n && !rc; i++)
-      if (ob->sinks[i]->name && (ob->sinks[i]->tag == s->tag || strcmp(ob->sinks[i]->name, name) == 0))
-        rc = rn_err_set(&p->err, RN_EINVAL, "%s: a durable sink named %s is already declared", rel->name, name);
-    if (!rc && (!(s->name = strdup(name)) || !(s->mkey = mark_key(name, &s->mklen))))
+    if (!(s->name = strdup(name)) || !(s->mkey = mark_key(name, &s->mklen)))
       rc = rn_err_set(&p->err, RN_ENOMEM, "out of memory");
     if (!rc) rc = declare_record(p, ob, s);
   }

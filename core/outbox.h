@@ -59,6 +59,12 @@ int rn_outbox_sink_add(rn_pipeline *p, rn_rel *rel, const char *name, bool conso
  * or 0. Reads committed state: call it after rn_outbox_mark_read. */
 uint64_t rn_outbox_stale(rn_pipeline *p, const char *name, const rn_rel *rel, uint64_t after);
 
+/* What rn_outbox_sink_add refuses (inside a group, a name already
+ * declared in this pipeline), checked first by a sink that acts on its
+ * target before it is added (an NDJSON file cut back to its mark, an
+ * SQLite table rewritten): a refused declaration must leave it alone. */
+int rn_outbox_sink_check(rn_pipeline *p, const rn_rel *rel, const char *name);
+
 /* ---- hooks of group.c ---- */
 /* In the group's transaction: records the group's changes for every
  * durable sink, the sinks' marks, and deletes the entries delivered. */

@@ -648,14 +648,14 @@ int rn_sqlite_sink(rn_pipeline *p, rn_rel *rel, const char *path, const char *ta
   s->keyless = rel->schema->nkey == 0;
   int rc = 0;
   char *name = NULL;
-  if (!(s->table = strdup(table))) rc = rn_err_set(&p->err, RN_ENOMEM, "out of memory");
+  if (!(s->table = strdup(table)) || !(name = name_of(path, table))) rc = rn_err_set(&p->err, RN_ENOMEM, "out of memory");
+  if (!rc) rc = rn_outbox_sink_check(p, rel, name); /* before the table is dropped or rewritten: it may be a live sink's */
   if (!rc && !(s->conn = conn_get(p, path, &p->err))) rc = p->err.code;
   if (!rc) {
     s->db = s->conn->db;
     if (busy_ms >= 0) sqlite3_busy_timeout(s->db, busy_ms); /* the file's connection: the last one given */
     rc = prepare(s, table, path, &p->err);
   }
-  if (!rc && !(name = name_of(path, table))) rc = rn_err_set(&p->err, RN_ENOMEM, "out of memory");
   if (!rc) rc = check_marks(s, name, &p->err);
   if (rc) {
     free(name);

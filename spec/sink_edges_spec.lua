@@ -217,3 +217,50 @@ describe("a JetStream sink's verb field", function()
     p:close()
   end)
 end)
+
+describe("a durable sink declared again on a target a live sink holds", function()
+  after_each(H.cleanup)
+
+  it("is refused before it touches the NDJSON file: no delivered group is cut away", function()
+    local dir = H.tmpdir()
+    local log = dir .. "/o.ndjson"
+    local p = runnel.open(dir .. "/s")
+    local t = p:table("t", { {"k","int"}, key = "k" })
+    local u = p:table("u", { {"k","int"}, key = "k" })
+    t:sink(runnel.ndjson(log))
+    t:insert{ k = 1 }
+    t:insert{ k = 2 } -- written; its mark rides with the next group
+    local err = H.error_of(u.sink, u, runnel.ndjson(log))
+    assert.matches("u: a durable sink named ndjson:", err, 1, true)
+    p:begin()
+    err = H.error_of(u.sink, u, runnel.ndjson(log))
+    assert.matches("u: sinks are added outside groups", err, 1, true)
+    p:commit()
+    t:insert{ k = 3 }
+    p:close()
+    -- before: the refused declaration cut the file back to group 1's mark; group 2 was gone
+    assert.equal('{"verb":"INSERT","k":1}\n{"verb":"INSERT","k":2}\n{"verb":"INSERT","k":3}\n', read(log))
+  end)
+end)
+
+describe("an SQLite sink declared again on a table a live sink holds", function()
+  after_each(H.cleanup)
+
+  it("is refused before it touches the table: the live sink's rows stay", function()
+    local dir = H.tmpdir()
+    local db = dir .. "/o.db"
+    local p = runnel.open(dir .. "/s")
+    local t = p:table("t", { {"k","int"}, key = "k" })
+    local u = p:table("u", { {"k","int"}, {"w","string"}, key = "k" })
+    t:sink(runnel.sqlite(db, "x"))
+    t:insert{ k = 1 }
+    u:insert{ k = 7, w = "u" }
+    -- before: u's columns differ, so the mirror t's sink made was dropped and made again with u's rows
+    local err = H.error_of(u.sink, u, runnel.sqlite(db, "x"))
+    assert.matches("u: a durable sink named sqlite:", err, 1, true)
+    assert.equal("1\n", H.sql(db, "select * from x"))
+    t:insert{ k = 2 }
+    p:close()
+    assert.equal("1\n2\n", H.sql(db, "select * from x order by k"))
+  end)
+end)

@@ -26,6 +26,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -330,6 +331,18 @@ static uint64_t complete_length(int fd, uint64_t size)
   return 0;
 }
 
+/* One durable sink per file: each cuts the file back to its own mark at
+ * open, which would cut away another's lines. An exclusive flock, held
+ * while fd is open (a filesystem without flock goes unguarded). */
+static int lock_file(rn_pipeline *p, const rn_rel *rel, int fd, const char *path)
+{
+  if (flock(fd, LOCK_EX | LOCK_NB) == 0 || errno != EWOULDBLOCK) return 0;
+  return rn_err_set(&p->err, RN_EMISUSE,
+                    "%s: ndjson: %s is the file of another durable sink (of another state, in this process "
+                    "or another): each cuts it back to its own last group at open, so one state writes a file",
+                    rel->name, path);
+}
+
 int rn_ndjson_sink_path(rn_pipeline *p, rn_rel *rel, const char *path, const char *verb_field)
 {
   if (rn_ndjson_verb_clash(p, rel, verb_field)) return p->err.code;
@@ -350,6 +363,7 @@ int rn_ndjson_sink_path(rn_pipeline *p, rn_rel *rel, const char *path, const cha
     sprintf(name, RN_SINK_NDJSON "%s", real);
     rc = rn_outbox_sink_check(p, rel, name); /* before the file is cut back: it may be a live sink's */
   }
+  if (!rc) rc = lock_file(p, rel, fd, path);
   if (!rc) rc = rn_outbox_mark_read(p, name, &m);
   uint64_t size = rc ? 0 : (uint64_t)st.st_size, delivered = 0;
   if (!rc && m.found && m.position <= size) { /* back to the last group recorded */

@@ -264,3 +264,31 @@ describe("an SQLite sink declared again on a table a live sink holds", function(
     assert.equal("1\n2\n", H.sql(db, "select * from x order by k"))
   end)
 end)
+
+describe("an NDJSON file", function()
+  after_each(H.cleanup)
+
+  it("is written by one state at a time: another's sink on it is refused while the first lives", function()
+    local dir = H.tmpdir()
+    local log = dir .. "/o.ndjson"
+    local function open(name)
+      local p = runnel.open(dir .. "/" .. name)
+      return p, p:table("t", { {"k","int"}, key = "k" })
+    end
+    local p1, t1 = open("a")
+    t1:sink(runnel.ndjson(log))
+    t1:insert{ k = 1 }
+    t1:insert{ k = 2 } -- its mark rides with the next group
+    local p2, t2 = open("b")
+    local err = H.error_of(t2.sink, t2, runnel.ndjson(log))
+    assert.matches("is the file of another durable sink", err, 1, true)
+    t2:insert{ k = 20 }
+    p1:close()
+    t2:sink(runnel.ndjson(log)) -- the first one is gone: b may take the file over
+    t2:insert{ k = 21 }
+    p2:close()
+    -- before: b's sink was taken while a's lived, both appended, and the next open of
+    -- either cut the file back to its own mark, losing the other's lines
+    assert.equal('{"verb":"INSERT","k":1}\n{"verb":"INSERT","k":2}\n{"verb":"INSERT","k":21}\n', read(log))
+  end)
+end)

@@ -327,9 +327,10 @@ void rn_outbox_forget(rn_pipeline *p)
 
 /* ---- delivery (2, 4) ---- */
 
+/* Keeps the pass's first failure: rn_deliver reports that one. */
 static void delivery_failed(rn_outbox *ob, const rn_err *e)
 {
-  ob->err = *e;
+  if (!ob->failed) ob->err = *e;
   ob->failed = ob->backlog = true;
 }
 

@@ -292,3 +292,17 @@ describe("an NDJSON file", function()
     assert.equal('{"verb":"INSERT","k":1}\n{"verb":"INSERT","k":2}\n{"verb":"INSERT","k":21}\n', read(log))
   end)
 end)
+
+describe("p:deliver()", function()
+  it("reports the first delivery that failed, as runnel.h promises, not the last", function()
+    local p = runnel.open()
+    local t = p:table("t", { {"k","int"}, key = "k" })
+    t:sink(function() error("first down") end, { durable = true, name = "d" })
+    t:sink{ commit = function() error("second down") end, insert = function() end, durable = true, name = "e" }
+    t:insert{ k = 1 }
+    local err = H.error_of(p.deliver, p)
+    assert.matches("first down", err, 1, true) -- before: "second down"
+    assert.same({ ["sink:d"] = 1, ["sink:e"] = 1 }, p:stats().outbox)
+    p:close()
+  end)
+end)

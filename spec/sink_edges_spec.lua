@@ -306,3 +306,25 @@ describe("p:deliver()", function()
     p:close()
   end)
 end)
+
+describe("sink output of awkward values", function()
+  after_each(H.cleanup)
+
+  it("keeps keys with NUL bytes apart and writes -0.0, 1e300 and bytes with NULs exactly", function()
+    local dir = H.tmpdir()
+    local p = runnel.open()
+    local t = p:table("t", { {"k","string"}, {"f","float"}, {"b","bytes", null = true}, key = "k" })
+    t:sink(runnel.ndjson(dir .. "/o.ndjson"))
+    t:sink(runnel.sqlite(dir .. "/o.db", "t"))
+    t:insert{ k = "a\0b", f = -0.0 }
+    t:insert{ k = "a\0c", f = 1e300, b = "x\0y" }
+    t:insert{ k = "a", f = 0.1 }
+    t:delete{ k = "a\0b" }
+    p:close()
+    assert.equal('{"verb":"INSERT","k":"a\\u0000b","f":-0.0,"b":null}\n'
+              .. '{"verb":"INSERT","k":"a\\u0000c","f":1e+300,"b":"eAB5"}\n'
+              .. '{"verb":"INSERT","k":"a","f":0.1,"b":null}\n'
+              .. '{"verb":"DELETE","k":"a\\u0000b"}\n', read(dir .. "/o.ndjson"))
+    assert.equal("61|0.1|\n610063|1.0e+300|780079\n", H.sql(dir .. "/o.db", "select hex(k), f, hex(b) from t order by k"))
+  end)
+end)

@@ -585,7 +585,7 @@ RN_API int rn_subscribe_durable(rn_pipeline *p, rn_rel *rel, const char *name, r
   sprintf(key, RN_SINK_NAMED "%s", name);
   rn_outbox_mark m;
   rc = rn_outbox_mark_read(p, key, &m);
-  static const rn_outbox_ops ops = { csub_change, NULL, NULL, NULL, NULL, NULL, NULL };
+  static const rn_outbox_ops ops = { csub_change, NULL, NULL, NULL, NULL, NULL, NULL, NULL };
   if (rc) free_csub(s);
   else rc = rn_outbox_sink_add(p, rel, key, false, &ops, s, free_csub, m.found ? m.delivered : p->seq, 0);
   free(key);

@@ -201,7 +201,7 @@ static int jsink_finish(void *ctx, rn_err *e)
 
 static void jsink_discard(void *ctx) { clear_run(ctx); }
 
-static const rn_outbox_ops jsink_ops = { jsink_change, NULL, jsink_finish, jsink_discard, NULL, NULL, NULL };
+static const rn_outbox_ops jsink_ops = { jsink_change, NULL, jsink_finish, jsink_discard, NULL, NULL, NULL, NULL };
 
 /* Parses "<id>:<seq>:<n>" of this state into done (JS-3). */
 static void note_published(jsink *s, const char *msgid)
@@ -322,6 +322,7 @@ RN_API int rn_jetstream_sink(rn_pipeline *p, rn_rel *rel, const rn_js_sink_opts 
   if (p->state != RN_IDLE) return rn_err_set(&p->err, RN_EMISUSE, "%s: sinks are added outside groups", rel->name);
   if (!o->url || !o->subject || !*o->subject)
     return rn_err_set(&p->err, RN_EINVAL, "%s: jetstream: needs url and subject", rel->name);
+  if (rn_ndjson_verb_clash(p, rel, o->verb_field)) return p->err.code;
   jsink *s = calloc(1, sizeof *s);
   if (!s || !msgpack_zone_init(&s->zone, 4096)) { free(s); return rn_err_set(&p->err, RN_ENOMEM, "out of memory"); }
   msgpack_sbuffer_init(&s->data);

@@ -26,6 +26,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -181,6 +182,7 @@ typedef struct nsink {
   msgpack_zone zone;
   uint64_t length;        /* a path sink's file length after the last run of groups written */
   uint64_t run;           /* bytes of the current run written so far */
+  uint64_t kept;          /* an open file's last group written: no failure takes it back */
   rn_free_fn release;     /* releases the caller's hold on f (a Lua file), or NULL */
   void *release_ctx;
 } nsink;
@@ -236,10 +238,14 @@ static int write_lines(nsink *s, rn_err *e)
 /* A group's lines wait for the end of the run, unless they grow large. */
 static int nsink_commit(void *ctx, uint64_t seq, rn_err *e)
 {
-  (void)seq;
   nsink *s = ctx;
-  return s->lines.size >= ((size_t)1 << 20) ? write_lines(s, e) : 0;
+  if (s->lines.size < ((size_t)1 << 20)) return 0;
+  int rc = write_lines(s, e);
+  if (!rc && s->fd < 0) s->kept = seq; /* a path sink cuts a failed run back; an open file cannot */
+  return rc;
 }
+
+static uint64_t nsink_kept(void *ctx) { return ((nsink *)ctx)->kept; }
 
 static int nsink_finish(void *ctx, rn_err *e)
 {
@@ -270,7 +276,7 @@ static int nsink_sync(void *ctx, rn_err *e)
 static uint64_t nsink_position(void *ctx) { return ((nsink *)ctx)->length; }
 
 static const rn_outbox_ops nsink_ops = { nsink_change, nsink_commit, nsink_finish, nsink_discard, nsink_sync,
-                                         nsink_position, NULL };
+                                         nsink_position, NULL, nsink_kept };
 
 static nsink *new_nsink(const char *verb_field)
 {
@@ -283,14 +289,24 @@ static nsink *new_nsink(const char *verb_field)
   return s;
 }
 
+int rn_ndjson_verb_clash(rn_pipeline *p, const rn_rel *rel, const char *verb_field)
+{
+  if (!verb_field || rn_schema_slot(rel->schema, verb_field, strlen(verb_field)) < 0) return 0;
+  return rn_err_set(&p->err, RN_EINVAL,
+                    "%s: the verb field \"%s\" is also a column of %s, so each line or message would hold \"%s\" "
+                    "twice: name another field ({ verb = \"…\" }) or leave the verb out (verb = false)",
+                    rel->name, verb_field, rel->name, verb_field);
+}
+
 int rn_ndjson_sink(rn_pipeline *p, rn_rel *rel, FILE *f, bool own, const char *verb_field,
                    rn_free_fn release, void *release_ctx)
 {
-  nsink *s = new_nsink(verb_field);
+  int rc = rn_ndjson_verb_clash(p, rel, verb_field);
+  nsink *s = rc ? NULL : new_nsink(verb_field);
   if (!s) {
     if (own) fclose(f);
     if (release) release(release_ctx);
-    return rn_err_set(&p->err, RN_ENOMEM, "out of memory");
+    return rc ? rc : rn_err_set(&p->err, RN_ENOMEM, "out of memory");
   }
   s->f = f;
   s->own = own;
@@ -315,8 +331,21 @@ static uint64_t complete_length(int fd, uint64_t size)
   return 0;
 }
 
+/* One durable sink per file: each cuts the file back to its own mark at
+ * open, which would cut away another's lines. An exclusive flock, held
+ * while fd is open (a filesystem without flock goes unguarded). */
+static int lock_file(rn_pipeline *p, const rn_rel *rel, int fd, const char *path)
+{
+  if (flock(fd, LOCK_EX | LOCK_NB) == 0 || errno != EWOULDBLOCK) return 0;
+  return rn_err_set(&p->err, RN_EMISUSE,
+                    "%s: ndjson: %s is the file of another durable sink (of another state, in this process "
+                    "or another): each cuts it back to its own last group at open, so one state writes a file",
+                    rel->name, path);
+}
+
 int rn_ndjson_sink_path(rn_pipeline *p, rn_rel *rel, const char *path, const char *verb_field)
 {
+  if (rn_ndjson_verb_clash(p, rel, verb_field)) return p->err.code;
   int fd = open(path, O_RDWR | O_CREAT | O_APPEND | O_CLOEXEC, 0666);
   if (fd < 0) return rn_err_set(&p->err, RN_EIO, "ndjson: cannot open %s: %s", path, strerror(errno));
   nsink *s = new_nsink(verb_field);
@@ -332,8 +361,10 @@ int rn_ndjson_sink_path(rn_pipeline *p, rn_rel *rel, const char *path, const cha
     rc = rn_err_set(&p->err, RN_ENOMEM, "out of memory");
   if (!rc) {
     sprintf(name, RN_SINK_NDJSON "%s", real);
-    rc = rn_outbox_mark_read(p, name, &m);
+    rc = rn_outbox_sink_check(p, rel, name); /* before the file is cut back: it may be a live sink's */
   }
+  if (!rc) rc = lock_file(p, rel, fd, path);
+  if (!rc) rc = rn_outbox_mark_read(p, name, &m);
   uint64_t size = rc ? 0 : (uint64_t)st.st_size, delivered = 0;
   if (!rc && m.found && m.position <= size) { /* back to the last group recorded */
     s->length = m.position;

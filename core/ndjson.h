@@ -14,6 +14,11 @@ void rn_json_value(msgpack_sbuffer *b, const msgpack_object *v, const rn_column 
 int rn_ndjson_line(const rn_schema *s, const char *row, size_t len, bool key_only, const char *verb_field,
                    const char *verb, msgpack_zone *z, msgpack_sbuffer *out);
 
+/* Refuses (RN_EINVAL, naming both) a verb field named like a column of
+ * rel: the name would be in each line twice, and a reader keeps one of the
+ * two (the verb, or the value, is lost). 0 when verb_field is NULL or free. */
+int rn_ndjson_verb_clash(rn_pipeline *p, const rn_rel *rel, const char *verb_field);
+
 /* A durable sink writing rel's changes to f (closed with the sink when own;
  * release(release_ctx) is called when the sink goes, for a caller that
  * keeps f alive). Its groups wait in memory: a crash loses the ones not

@@ -2,11 +2,13 @@
  * the group's own LMDB transaction, and delivered once that transaction
  * is durable.
  *
- *     named database "outbox"   |u64 tag BE|u64 seq BE| -> msgpack [[verb, id, row|nil, old|nil] …]
+ *     named database "outbox"   |u64 tag BE|u64 seq BE| -> msgpack [layout, [verb, id, row|nil, old|nil] …]
  *     meta "od:" name           |u64 seen|u64 delivered|u64 position|
  *
  * (tag: a hash of the sink's name; rows are the relation's stored rows as
- * msgpack bin; a name too long for an LMDB key is "od#" and its hash.)
+ * msgpack bin; layout: a hash of the relation's name and declaration, as
+ * a fixed uint64 (entries of older states start with a change instead);
+ * a name too long for an LMDB key is "od#" and its hash.)
  *
  * Invariants (OUTBOX-n in specs):
  * (1) A durable sink gets nothing while its group runs and cannot fail it.
@@ -50,6 +52,10 @@
  * (6) A sink with no name (an NDJSON sink on an already open file) keeps
  *     its entries in memory only: delivered after durability like the
  *     others, lost in a crash, never delivered twice.
+ * (8) Rows are read back with the schema of the relation the sink is on
+ *     now, so a named sink is refused at declaration while groups recorded
+ *     for another relation, or another declaration of its relation, wait
+ *     for it: read with the wrong schema they would be wrong data.
  * (7) on_durable hooks (durable.c) run after the deliveries of the LMDB
  *     commit that made their groups durable (group.c). */
 #include "outbox.h"
@@ -70,6 +76,7 @@ typedef struct obsink {
   char *mkey;             /* meta key of its record */
   size_t mklen;
   uint64_t tag;           /* the key prefix of its entries */
+  uint64_t layout;        /* its relation's name and declaration, hashed (8) */
   uint64_t delivered;     /* the last group delivered (3) */
   uint64_t position;      /* the sink's position after it */
   uint64_t marking;       /* delivered as written in the open transaction */
@@ -213,7 +220,8 @@ static int pack_group(rn_pipeline *p, rn_outbox *ob, obsink *s, size_t *n)
   msgpack_sbuffer_clear(&ob->buf);
   msgpack_packer pk;
   msgpack_packer_init(&pk, &ob->buf, rn_buf_write);
-  msgpack_pack_array(&pk, *n);
+  msgpack_pack_array(&pk, *n + 1);
+  msgpack_pack_fix_uint64(&pk, s->layout); /* (8) */
   for (size_t i = 0; i < *n; i++) {
     const rn_change *c = &items[i];
     msgpack_pack_array(&pk, 4);
@@ -319,9 +327,10 @@ void rn_outbox_forget(rn_pipeline *p)
 
 /* ---- delivery (2, 4) ---- */
 
+/* Keeps the pass's first failure: rn_deliver reports that one. */
 static void delivery_failed(rn_outbox *ob, const rn_err *e)
 {
-  ob->err = *e;
+  if (!ob->failed) ob->err = *e;
   ob->failed = ob->backlog = true;
 }
 
@@ -338,7 +347,8 @@ static int deliver_entry(rn_outbox *ob, obsink *s, uint64_t seq, const char *dat
   else if (rn_unpack(data, len, &off, &z, &o) != MSGPACK_UNPACK_SUCCESS || o.type != MSGPACK_OBJECT_ARRAY)
     rc = rn_oom() ? rn_err_set(&e, RN_ENOMEM, "out of memory")
                   : rn_err_set(&e, RN_ESTORE, "%s: outbox: group %llu is damaged", s->rel->name, (unsigned long long)seq);
-  for (uint32_t i = 0; !rc && i < o.via.array.size; i++) {
+  uint32_t first = !rc && o.via.array.size && o.via.array.ptr[0].type == MSGPACK_OBJECT_POSITIVE_INTEGER; /* (8) */
+  for (uint32_t i = first; !rc && i < o.via.array.size; i++) {
     const msgpack_object *c = &o.via.array.ptr[i], *f = c->via.array.ptr;
     if (c->type != MSGPACK_OBJECT_ARRAY || c->via.array.size != 4 || f[0].type != MSGPACK_OBJECT_POSITIVE_INTEGER ||
         f[0].via.u64 < RN_INSERT || f[0].via.u64 > RN_DELETE || f[1].type != MSGPACK_OBJECT_POSITIVE_INTEGER) {
@@ -348,7 +358,7 @@ static int deliver_entry(rn_outbox *ob, obsink *s, uint64_t seq, const char *dat
     rn_change ch = { (rn_verb)f[0].via.u64, f[1].via.u64,
                      f[2].type == MSGPACK_OBJECT_BIN ? f[2].via.bin.ptr : NULL, f[2].type == MSGPACK_OBJECT_BIN ? f[2].via.bin.size : 0,
                      f[3].type == MSGPACK_OBJECT_BIN ? f[3].via.bin.ptr : NULL, f[3].type == MSGPACK_OBJECT_BIN ? f[3].via.bin.size : 0 };
-    rn_sink_info info = { ch.id, seq, i + 1 };
+    rn_sink_info info = { ch.id, seq, i + 1 - first };
     rc = s->ops.change(s->ctx, s->rel, &ch, &info, &e);
   }
   if (!rc && s->ops.commit) rc = s->ops.commit(s->ctx, seq, &e);
@@ -368,8 +378,9 @@ static int deliver_entry(rn_outbox *ob, obsink *s, uint64_t seq, const char *dat
  * one SQLite file; most sinks share with none): finish makes their groups
  * durable outside in one go (one SQLite transaction, one write). If any
  * run failed, or a finish does, none of them counts: each sink discards
- * what it staged and its mark goes back to before its run (4). A sink
- * without finish took each group for good as it went. */
+ * what it staged and its mark goes back to before its run (4), or to the
+ * last group it could not take back (kept). A sink without finish took
+ * each group for good as it went. */
 static void end_runs(rn_outbox *ob, obsink **v, const uint64_t *before, int n, bool failed)
 {
   rn_err e = { .code = RN_OK };
@@ -385,7 +396,8 @@ static void end_runs(rn_outbox *ob, obsink **v, const uint64_t *before, int n, b
     obsink *s = v[i];
     if (failed) {
       if (s->ops.discard) s->ops.discard(s->ctx);
-      if (s->ops.finish) s->delivered = before[i];
+      uint64_t kept = s->ops.kept ? s->ops.kept(s->ctx) : 0; /* never twice: it is out there */
+      if (s->ops.finish) s->delivered = kept > before[i] ? kept : before[i];
     } else if (s->ops.position) {
       s->position = s->ops.position(s->ctx);
     }
@@ -512,8 +524,76 @@ static void free_sink(obsink *s)
   free(s);
 }
 
-/* In a transaction of its own: opens the outbox, writes s's record and
- * deletes the entries its mark covers (a rewrite may have passed them). */
+/* A hash of rel's name and declaration: what its entries' rows are read with (8). */
+static uint64_t layout_of(const rn_rel *rel)
+{
+  msgpack_sbuffer b;
+  msgpack_sbuffer_init(&b);
+  msgpack_packer pk;
+  msgpack_packer_init(&pk, &b, rn_buf_write);
+  msgpack_pack_str_with_body(&pk, rel->name, strlen(rel->name));
+  rn_schema_describe(rel->schema, &pk);
+  uint64_t h = rn_hash64(b.data, b.size);
+  msgpack_sbuffer_destroy(&b);
+  return h;
+}
+
+/* The layout an entry was recorded with, or 0 (a state older than (8)). */
+static uint64_t entry_layout(const MDB_val *v)
+{
+  const unsigned char *b = v->mv_data;
+  size_t head = v->mv_size == 0 ? 0 : (b[0] & 0xf0) == 0x90 ? 1 : b[0] == 0xdc ? 3 : b[0] == 0xdd ? 5 : 0;
+  if (!head || v->mv_size < head + 9 || b[head] != 0xcf) return 0;
+  return get_be64((const char *)b + head + 1);
+}
+
+/* The first group after `after` waiting under tag with a layout other
+ * than `layout`, or 0 (none, or the outbox cannot be read). */
+static uint64_t first_stale(MDB_txn *txn, MDB_dbi dbi, uint64_t tag, uint64_t after, uint64_t layout)
+{
+  MDB_cursor *cur;
+  if (mdb_cursor_open(txn, dbi, &cur)) return 0;
+  char from[16];
+  put_be64(from, tag);
+  put_be64(from + 8, after + 1);
+  MDB_val k = { 16, from }, v;
+  uint64_t stale = 0;
+  for (int rc = mdb_cursor_get(cur, &k, &v, MDB_SET_RANGE); rc == 0 && !stale; rc = mdb_cursor_get(cur, &k, &v, MDB_NEXT)) {
+    if (k.mv_size != 16 || get_be64(k.mv_data) != tag) break;
+    uint64_t had = entry_layout(&v);
+    if (had && had != layout) stale = get_be64((char *)k.mv_data + 8);
+  }
+  mdb_cursor_close(cur);
+  return stale;
+}
+
+uint64_t rn_outbox_stale(rn_pipeline *p, const char *name, const rn_rel *rel, uint64_t after)
+{
+  MDB_txn *txn;
+  MDB_dbi dbi;
+  uint64_t stale = 0;
+  if (rn_store_txn(p->store.env, MDB_RDONLY, &txn)) return 0;
+  if (mdb_dbi_open(txn, RN_DB_OUTBOX, 0, &dbi) == 0 && mdb_set_compare(txn, dbi, rn_store_key_cmp) == 0)
+    stale = first_stale(txn, dbi, rn_hash64(name, strlen(name)), after, layout_of(rel));
+  mdb_txn_abort(txn);
+  return stale;
+}
+
+/* (8): refuses s while a group recorded with another layout waits for it. */
+static int check_waiting(rn_pipeline *p, rn_outbox *ob, obsink *s, MDB_txn *txn)
+{
+  uint64_t stale = first_stale(txn, ob->dbi, s->tag, s->delivered, s->layout);
+  if (!stale) return 0;
+  return rn_err_set(&p->err, RN_EINVAL,
+                    "%s: durable sink %s: group %llu waits for it, recorded for another relation or another "
+                    "declaration of %s; its rows would be read wrong: declare the sink as it was to deliver "
+                    "the waiting groups, or give it a new name",
+                    s->rel->name, s->name, (unsigned long long)stale, s->rel->name);
+}
+
+/* In a transaction of its own: opens the outbox, checks what waits (8),
+ * writes s's record and deletes the entries its mark covers (a rewrite
+ * may have passed them). */
 static int declare_record(rn_pipeline *p, rn_outbox *ob, obsink *s)
 {
   int rc = rn_flush(p);
@@ -526,7 +606,8 @@ static int declare_record(rn_pipeline *p, rn_outbox *ob, obsink *s)
     if (rc) { mdb_txn_abort(txn); return rn_store_fail(&p->err, rc, RN_DB_OUTBOX); }
   }
   s->marked = 0; /* delete whatever an older mark left */
-  rc = write_mark(p, ob, s, txn, p->seq);
+  rc = check_waiting(p, ob, s, txn);
+  if (!rc) rc = write_mark(p, ob, s, txn, p->seq);
   if (rc) { mdb_txn_abort(txn); return rc; }
   if ((rc = mdb_txn_commit(txn))) return rn_store_fail(&p->err, rc, s->name);
   ob->has_dbi = true;
@@ -547,6 +628,17 @@ static int add_sink(rn_outbox *ob, obsink *s)
   return 0;
 }
 
+int rn_outbox_sink_check(rn_pipeline *p, const rn_rel *rel, const char *name)
+{
+  if (p->state != RN_IDLE) return rn_err_set(&p->err, RN_EMISUSE, "%s: sinks are added outside groups", rel->name);
+  rn_outbox *ob = p->outbox;
+  uint64_t tag = name ? rn_hash64(name, strlen(name)) : 0;
+  for (int i = 0; name && ob && i < ob->n; i++)
+    if (ob->sinks[i]->name && (ob->sinks[i]->tag == tag || strcmp(ob->sinks[i]->name, name) == 0))
+      return rn_err_set(&p->err, RN_EINVAL, "%s: a durable sink named %s is already declared", rel->name, name);
+  return 0;
+}
+
 int rn_outbox_sink_add(rn_pipeline *p, rn_rel *rel, const char *name, bool consolidate,
                        const rn_outbox_ops *ops, void *ctx, rn_free_fn free_ctx,
                        uint64_t delivered, uint64_t position)
@@ -559,15 +651,11 @@ int rn_outbox_sink_add(rn_pipeline *p, rn_rel *rel, const char *name, bool conso
     return rn_err_set(&p->err, RN_ENOMEM, "out of memory");
   }
   *s = (obsink){ .rel = rel, .consolidate = consolidate, .ops = *ops, .ctx = ctx, .free_ctx = free_ctx,
-                 .delivered = delivered, .position = position };
-  int rc = 0;
-  if (p->state != RN_IDLE) rc = rn_err_set(&p->err, RN_EMISUSE, "%s: sinks are added outside groups", rel->name);
+                 .delivered = delivered, .position = position, .layout = layout_of(rel) };
+  int rc = rn_outbox_sink_check(p, rel, name);
   if (!rc && name) {
     s->tag = rn_hash64(name, strlen(name));
-    for (int i = 0; i < ob->n && !rc; i++)
-      if (ob->sinks[i]->name && (ob->sinks[i]->tag == s->tag || strcmp(ob->sinks[i]->name, name) == 0))
-        rc = rn_err_set(&p->err, RN_EINVAL, "%s: a durable sink named %s is already declared", rel->name, name);
-    if (!rc && (!(s->name = strdup(name)) || !(s->mkey = mark_key(name, &s->mklen))))
+    if (!(s->name = strdup(name)) || !(s->mkey = mark_key(name, &s->mklen)))
       rc = rn_err_set(&p->err, RN_ENOMEM, "out of memory");
     if (!rc) rc = declare_record(p, ob, s);
   }

@@ -29,6 +29,9 @@ typedef struct rn_outbox_ops {
   void *(*shared)(void *ctx);             /* sinks returning the same non-NULL pointer share one
                                              outside transaction: their runs stage together and
                                              count together (the sinks of one SQLite file); may be NULL */
+  uint64_t (*kept)(void *ctx);            /* the last group it put out for good in a run that then failed
+                                             (an NDJSON sink on an open file cannot cut it back):
+                                             delivered, not retried; may be NULL */
 } rn_outbox_ops;
 
 /* A durable sink's record in the state ("od:" name in meta). */
@@ -50,6 +53,17 @@ int rn_outbox_mark_read(rn_pipeline *p, const char *name, rn_outbox_mark *m);
 int rn_outbox_sink_add(rn_pipeline *p, rn_rel *rel, const char *name, bool consolidate,
                        const rn_outbox_ops *ops, void *ctx, rn_free_fn free_ctx,
                        uint64_t delivered, uint64_t position);
+
+/* The first group after `after` waiting for the sink called name that was
+ * recorded for another relation or another declaration of rel (OUTBOX-8),
+ * or 0. Reads committed state: call it after rn_outbox_mark_read. */
+uint64_t rn_outbox_stale(rn_pipeline *p, const char *name, const rn_rel *rel, uint64_t after);
+
+/* What rn_outbox_sink_add refuses (inside a group, a name already
+ * declared in this pipeline), checked first by a sink that acts on its
+ * target before it is added (an NDJSON file cut back to its mark, an
+ * SQLite table rewritten): a refused declaration must leave it alone. */
+int rn_outbox_sink_check(rn_pipeline *p, const rn_rel *rel, const char *name);
 
 /* ---- hooks of group.c ---- */
 /* In the group's transaction: records the group's changes for every

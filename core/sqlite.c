@@ -23,9 +23,10 @@
  * (2) At declaration the table is in step when the outbox holds every
  *     group after SQLite's mark (its record's delivered <= the mark <= the
  *     pipeline's seq) and, for a table-like relation, the sink saw every
- *     group (record's seen = the pipeline's seq). Otherwise (the sink was
- *     not declared for some groups, the database file was replaced or is
- *     an older copy) the table's rows are deleted and the relation's
+ *     group (record's seen = the pipeline's seq) and no group waiting was
+ *     recorded before its relation was declared otherwise (OUTBOX-8).
+ *     Otherwise (the sink was not declared for some groups, the relation
+ *     changed, the database file was replaced or is an older copy) the table's rows are deleted and the relation's
  *     current rows written, with the mark, in one SQLite transaction.
  * (3) A state with no record for the sink (a new sink, or a new state on
  *     an old file) writes the relation's current rows and deletes nothing:
@@ -536,7 +537,8 @@ static int check_marks(ssink *s, const char *name, rn_err *e)
   bool table = s->rel->tablelike;
   /* In step: the outbox holds every group after SQLite's mark. A table
    * must also have seen every group (a stream's log just goes on). */
-  if (in_sqlite && m.found && m.delivered <= w && w <= p->seq && (m.seen == p->seq || !table)) {
+  if (in_sqlite && m.found && m.delivered <= w && w <= p->seq && (m.seen == p->seq || !table) &&
+      !(table && rn_outbox_stale(p, name, s->rel, w))) { /* groups recorded before the relation changed: rewrite */
     s->written = s->staged = w;
     return 0;
   }
@@ -627,12 +629,15 @@ static char *name_of(const char *path, const char *table)
 }
 
 static const rn_outbox_ops ssink_ops = { ssink_change, ssink_commit, ssink_finish, ssink_discard, NULL, NULL,
-                                         ssink_shared };
+                                         ssink_shared, NULL };
 
 int rn_sqlite_sink(rn_pipeline *p, rn_rel *rel, const char *path, const char *table, int busy_ms)
 {
   if (p->state != RN_IDLE) /* the marks are checked, and maybe repaired, outside groups */
     return rn_err_set(&p->err, RN_EMISUSE, "%s: sinks are added outside groups", rel->name);
+  if (sqlite3_stricmp(table, "runnel_sinks") == 0) /* made as a mirror, it left no room for the marks (SINK-1) */
+    return rn_err_set(&p->err, RN_EINVAL, "%s: sqlite: table \"%s\" in %s: runnel keeps its marks in runnel_sinks; "
+                      "name another table", rel->name, table, path);
   ssink *s = calloc(1, sizeof *s);
   if (!s || !msgpack_zone_init(&s->zone, 4096)) {
     free(s);
@@ -643,14 +648,14 @@ int rn_sqlite_sink(rn_pipeline *p, rn_rel *rel, const char *path, const char *ta
   s->keyless = rel->schema->nkey == 0;
   int rc = 0;
   char *name = NULL;
-  if (!(s->table = strdup(table))) rc = rn_err_set(&p->err, RN_ENOMEM, "out of memory");
+  if (!(s->table = strdup(table)) || !(name = name_of(path, table))) rc = rn_err_set(&p->err, RN_ENOMEM, "out of memory");
+  if (!rc) rc = rn_outbox_sink_check(p, rel, name); /* before the table is dropped or rewritten: it may be a live sink's */
   if (!rc && !(s->conn = conn_get(p, path, &p->err))) rc = p->err.code;
   if (!rc) {
     s->db = s->conn->db;
     if (busy_ms >= 0) sqlite3_busy_timeout(s->db, busy_ms); /* the file's connection: the last one given */
     rc = prepare(s, table, path, &p->err);
   }
-  if (!rc && !(name = name_of(path, table))) rc = rn_err_set(&p->err, RN_ENOMEM, "out of memory");
   if (!rc) rc = check_marks(s, name, &p->err);
   if (rc) {
     free(name);

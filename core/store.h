@@ -34,6 +34,7 @@
  * Named database "outbox" (RN_DB_OUTBOX), durable sinks' pending groups:
  *
  *     |u64 tag BE|u64 seq BE| -> msgpack [[verb, id, row|nil, old|nil] …]
+ *     (newer entries start with a fixed uint64, the layout: outbox.c (8))
  *
  * Named databases of a relation or store called name, "<prefix>" name:
  *

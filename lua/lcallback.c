@@ -677,7 +677,7 @@ int rn_lua_declare_map(lua_State *L)
  * mark again (at least once; info.seq tells them apart). */
 static int add_durable_sink(lpipe *lp, rn_rel *rel, const char *name, bool consolidate, lcb *cb)
 {
-  static const rn_outbox_ops ops = { sink_cb, sink_commit_cb, NULL, NULL, NULL, NULL, NULL };
+  static const rn_outbox_ops ops = { sink_cb, sink_commit_cb, NULL, NULL, NULL, NULL, NULL, NULL };
   char *key = malloc(strlen(name) + 6);
   if (!key) { free_cb(cb); return rn_err_set(&lp->p->err, RN_ENOMEM, "out of memory"); }
   sprintf(key, RN_SINK_NAMED "%s", name);

@@ -575,6 +575,9 @@ local function durable_name(o)
   if type(o.name) ~= "string" or o.name == "" then
     raise("sink: a durable sink needs a name, unique in the pipeline (name = \"…\")")
   end
+  if o.name:find("\0", 1, true) then -- the state keeps it as a C string: "a\0b" would be "a"
+    raise(("sink: a durable sink's name cannot hold a NUL byte (%q)"):format(o.name))
+  end
   if o.rollback ~= nil then raise("sink: a durable sink never sees a group that rolls back (no rollback)") end
   return o.name
 end

@@ -1,0 +1,264 @@
+-- Lifetimes and reentrancy of the Lua binding: what a callback may do with
+-- the pipeline that called it, with the rows it was lent and with the error
+-- it raises; iterators kept across groups; values at the edges of every
+-- converter; the order in which lua_close collects what a script kept.
+-- misuse_spec covers each forbidden call from each kind of callback; this
+-- file covers what happens around them.
+local runnel = require "runnel"
+local H = require "helper"
+
+local COLS = { {"id","int"}, {"a","int", null = true}, key = "id" }
+
+-- A pipeline with t (id, a) holding rows 1 and 2, and u (uid, name) with 1 and 2.
+local function fresh()
+  local p = runnel.open()
+  local t = p:table("t", COLS)
+  local u = p:table("u", { {"uid","int"}, {"name","string", null = true}, key = "uid" })
+  p:batch(function()
+    t:insert{ id = 1, a = 1 }
+    t:insert{ id = 2, a = 2 }
+    u:insert{ uid = 1, name = "one" }
+    u:insert{ uid = 2, name = "two" }
+  end)
+  return p, t, u
+end
+
+local function ids(rel)
+  local seen = {}
+  for row in rel:rows() do seen[#seen + 1] = row.id or row.uid end
+  return seen
+end
+
+-- Runs a Lua chunk in a lua5.4 of its own (the environment of this one:
+-- the sanitizer runtime and its options under make asan); its output and
+-- whether it exited 0.
+local function own_process(chunk)
+  local path = H.tmpdir() .. "/chunk.lua"
+  H.write(path, chunk)
+  local out, err, code = H.sh("lua5.4 " .. path .. " 2>&1")
+  return code == 0, out .. err
+end
+
+describe("a callback that yields", function()
+  after_each(H.cleanup)
+
+  it("fails its group with a clear error; the pipeline keeps working", function()
+    local p, t = fresh()
+    t:sink(function() coroutine.yield() end)
+    local co = coroutine.wrap(function() return pcall(t.insert, t, { id = 3 }) end)
+    local ok, err = co()
+    assert.is_false(ok)
+    assert.matches("t: sink: attempt to yield across a C%-call boundary", err)
+    assert.same({ 1, 2 }, ids(t))
+    assert.is_false(p:in_group())
+    assert.equal(1, p:seq())
+    p:close()
+  end)
+
+  it("a change made inside a coroutine that ended, then collected, leaves later changes working", function()
+    local p, t = fresh()
+    local log = {}
+    t:sink(function(verb, row) log[#log + 1] = verb .. " " .. (row and row.id or "") end)
+    coroutine.wrap(function() t:insert{ id = 3 } end)()
+    collectgarbage()
+    collectgarbage()
+    t:insert{ id = 4 }
+    assert.same({ "INSERT 3", "INSERT 4" }, log)
+    p:close()
+  end)
+end)
+
+describe("a callback's error that is no string", function()
+  after_each(H.cleanup)
+
+  local VALUES = {
+    table = function() return {} end,
+    ["nil"] = function() return nil end,
+    number = function() return 42 end,
+    ["table with __tostring"] = function() return setmetatable({}, { __tostring = function() return "told" end }) end,
+    ["table whose __tostring raises"] = function()
+      return setmetatable({}, { __tostring = function() error("tostring refused") end })
+    end,
+    ["table whose __gc raises"] = function()
+      return setmetatable({}, { __gc = function() error("gc refused") end })
+    end,
+  }
+  local CALLBACKS = {
+    sink = function(t, u, raise) t:sink(function() raise() end) end,
+    filter = function(t, u, raise) t:filter(function() raise() end):sink(function() end) end,
+    map = function(t, u, raise) t:map(function() raise() end, COLS):sink(function() end) end,
+    -- (it reads the row: a mapper that reads nothing is a constant, called once)
+    mapper = function(t, u, raise) t:join(u, { mapper = function(r) raise(r.id) end, kind = "left" }) end,
+    joiner = function(t, u, raise)
+      t:join(u, { on = "a", kind = "left", columns = { {"id","int"}, key = "id" }, joiner = function() raise() end })
+    end,
+  }
+
+  for cb_name, hook in pairs(CALLBACKS) do
+    for v_name, value in pairs(VALUES) do
+      it(("from a %s (%s) rolls the group back and names the callback"):format(cb_name, v_name), function()
+        local p, t, u = fresh()
+        local armed = false
+        hook(t, u, function() if armed then error(value()) end return true end)
+        armed = true
+        local ok, err = pcall(function() p:batch(function() t:insert{ id = 3, a = 1 } end) end)
+        armed = false
+        assert.is_false(ok)
+        assert.equal("string", type(err))
+        assert.matches(cb_name == "sink" and "t: sink" or cb_name, err, 1, true)
+        assert.same({ 1, 2 }, ids(t))
+        collectgarbage()
+        t:insert{ id = 5, a = 1 }
+        assert.same({ 1, 2, 5 }, ids(t))
+        p:close()
+      end)
+    end
+  end
+end)
+
+describe("a row lent to a mapper or joiner", function()
+  after_each(H.cleanup)
+
+  -- Each read the callback makes between two reads of its row.
+  local READS = {
+    ["get of its own table"] = function(t, u) return t:get(1) and t:get(2) and t:get(3) end,
+    ["get of the other table"] = function(t, u) return u:get(1) and u:get(2) end,
+    ["rows of its own table"] = function(t, u) local n = 0 for _ in t:rows() do n = n + 1 end return n end,
+    ["rows of the other table"] = function(t, u) local n = 0 for _ in u:rows() do n = n + 1 end return n end,
+    ["count and id_of"] = function(t, u) return t:count() + (t:id_of(2) or 0) + (u:id_of(1) or 0) end,
+    collectgarbage = function() collectgarbage() collectgarbage() end,
+  }
+
+  for name, read in pairs(READS) do
+    it(("keeps its values across a %s inside the call"):format(name), function()
+      local p, t, u = fresh()
+      local seen = {}
+      t:join(u, { kind = "left", mapper = function(r)
+        local before = { r.id, r.a }
+        read(t, u)
+        seen[#seen + 1] = before[1] .. ":" .. tostring(before[2]) .. "=" .. r.id .. ":" .. tostring(r.a)
+        return r.a
+      end, joiner = function(l, r)
+        local before = { l.id, l.a, r and r.name }
+        read(t, u)
+        seen[#seen + 1] = ("%s:%s:%s=%s:%s:%s"):format(before[1], tostring(before[2]), tostring(before[3]),
+                                                       l.id, tostring(l.a), tostring(r and r.name))
+        return { id = l.id }
+      end, columns = { {"id","int"}, key = "id" } })
+      seen = {}
+      p:batch(function()
+        t:insert{ id = 3, a = 2 }
+        u:upsert{ uid = 2, name = "TWO" } -- fans out to 2 and 3, rows read from the store
+        t:update{ id = 1, a = 2 }
+      end)
+      for _, s in ipairs(seen) do
+        local a, b = s:match("^(.*)=(.*)$")
+        assert.equal(a, b)
+      end
+      assert.is_true(#seen >= 5)
+      p:close()
+    end)
+  end
+end)
+
+describe("iterators kept across groups", function()
+  after_each(H.cleanup)
+
+  it("rows() opened outside a group goes on reading its snapshot after a commit", function()
+    local p, t = fresh()
+    local next_row, state, ctl, closing = t:rows()
+    local r = next_row(state, ctl)
+    t:insert{ id = 3 }
+    local r2 = next_row(state, ctl)
+    assert.equal(1, r.id)
+    assert.equal(2, r2.id)
+    assert.is_nil(next_row(state, ctl))
+    local _ = closing
+    p:close()
+  end)
+
+  it("rows() opened inside a group is refused once the group ended, committed or rolled back", function()
+    for _, finish in ipairs{ "commit", "rollback" } do
+      local p, t = fresh()
+      p:begin()
+      t:insert{ id = 3 }
+      local next_row, state = t:rows()
+      next_row(state)
+      p[finish](p)
+      local ok, err = pcall(next_row, state)
+      assert.is_false(ok)
+      assert.matches("t: rows(): the group this iteration ran in has ended", err, 1, true)
+      p:begin() -- a new group: the old iteration stays ended
+      assert.is_nil(next_row(state))
+      p:rollback()
+      p:close()
+    end
+  end)
+
+  it("rows() kept past close ends, and is collected after its pipeline", function()
+    local p, t = fresh()
+    local next_row, state = t:rows()
+    p:close()
+    assert.is_nil(next_row(state))
+    p, t = nil, nil
+    collectgarbage()
+    assert.is_nil(next_row(state))
+  end)
+
+  it("scan, get and rows of a derived relation from inside its own mapper read the open group", function()
+    local p, t, u = fresh()
+    local j
+    local counts = {}
+    j = t:join(u, { on = "a", kind = "left", mapper = nil, joiner = function(l, r)
+      counts[#counts + 1] = j and j:count() or -1
+      return { id = l.id, name = r and r.name }
+    end, columns = { {"id","int"}, {"name","string", null = true}, key = "id" } })
+    t:insert{ id = 3, a = 1 }
+    assert.equal(3, j:count())
+    p:close()
+  end)
+end)
+
+describe("lua_close collects what a script kept, in any order", function()
+  after_each(H.cleanup)
+
+  local CHUNK = [[
+package.path = %q
+package.cpath = %q
+local runnel = require "runnel"
+local p = runnel.open()
+local t = p:table("t", { {"id","int"}, {"a","int", null = true}, key = "id" })
+local u = p:table("u", { {"uid","int"}, key = "uid" })
+kept = {}
+t:join(u, { kind = "left", mapper = function(r) kept.row = r return r.a end,
+            joiner = function(l, r) kept.left = l return { id = l.id } end, columns = { {"id","int"}, key = "id" } })
+t:sink(function(verb, row, old, info) kept.sinkrow = row kept.info = info end)
+t:filter(function(r) kept.frow = r return true end):sink{ insert = function(r) kept.irow = r end }
+local l = p:lookup("l", { {"uid","int"}, key = "uid", source = function(k) kept.key = k return nil end })
+t:join(l, { on = "a", kind = "left", name = "tl" })
+t:aggregate{ by = "a", n = runnel.count(), x = runnel.agg{ add = function(s, r) kept.arow = r return (s or 0) + 1 end,
+                                                           remove = function(s) return s - 1 end } }
+for i = 1, 5 do t:insert{ id = i, a = i %% 2 } end
+kept.rows = { t:rows() }
+kept.rel, kept.p = t, p
+%s
+]]
+
+  local ENDINGS = {
+    ["nothing closed"] = "",
+    ["the pipeline dropped first"] = "p = nil; t = nil; kept.p = nil; collectgarbage()",
+    ["the relations dropped first"] = "t = nil; u = nil; kept.rel = nil; collectgarbage()",
+    ["the rows dropped first"] = "kept.rows = nil; collectgarbage()",
+    ["closed, then collected"] = "p:close(); collectgarbage()",
+    ["closed inside a coroutine"] = "coroutine.wrap(function() p:close() end)(); collectgarbage()",
+    ["a change made in a coroutine last"] = "coroutine.wrap(function() t:insert{ id = 9, a = 1 } end)(); collectgarbage()",
+    ["a rows() loop open at exit"] = "local f, s = t:rows(); f(s); kept.loop = { f, s }",
+  }
+
+  for name, ending in pairs(ENDINGS) do
+    it(name, function()
+      local ok, out = own_process(CHUNK:format(package.path, package.cpath, ending) .. "\nos.exit(0, true)\n")
+      assert.is_true(ok, out)
+    end)
+  end
+end)

@@ -262,3 +262,30 @@ kept.rel, kept.p = t, p
     end)
   end
 end)
+
+describe("a mapper's key given as a table whose __index makes the values", function()
+  after_each(H.cleanup)
+
+  it("keeps each value made until the key is encoded (a collection between two reads)", function()
+    local p = runnel.open()
+    local t = p:table("t", { {"id","int"}, key = "id" })
+    local u = p:table("u", { {"k1","string"}, {"k2","string"}, {"v","int"}, key = { "k1", "k2" } })
+    local long = ("x"):rep(60) -- not interned: each call makes a new string
+    u:insert{ k1 = long .. "1", k2 = long .. "2", v = 7 }
+    local j = t:join(u, { kind = "left", mapper = function(r)
+      local _ = r.id
+      return setmetatable({}, { __index = function(_, name)
+        local s = long .. (name == "k1" and "1" or "2")
+        collectgarbage()
+        local junk = {}
+        for i = 1, 200 do junk[i] = long .. i end -- the freed string's memory is taken again
+        return s
+      end })
+    end })
+    local found = {}
+    j:sink(function(verb, row) found[#found + 1] = row.v end)
+    for i = 1, 10 do t:insert{ id = i } end
+    assert.same({ 7, 7, 7, 7, 7, 7, 7, 7, 7, 7 }, found)
+    p:close()
+  end)
+end)

@@ -289,3 +289,21 @@ describe("a mapper's key given as a table whose __index makes the values", funct
     p:close()
   end)
 end)
+
+describe("the REPL given values whose metamethods raise", function()
+  it("prints the error and goes on, for a result, an error object and a new p", function()
+    local input = table.concat({
+      'x = setmetatable({}, { __tostring = function() error("tostring refused") end })',
+      "x", 'print("after a result")',
+      'setmetatable({}, { __pairs = function() error("pairs refused") end })', 'print("after pairs")',
+      'error(setmetatable({}, { __pairs = function() error("pairs refused") end }))', 'print("after an error")',
+      "p = x", 'print("after p")',
+    }, "\n") .. "\n"
+    local out, err, code = H.sh(H.runnel_bin, input)
+    assert.equal(0, code, err)
+    assert.matches("error: printing the value: stdin:1: tostring refused\nafter a result\n", out, 1, true)
+    assert.matches("error: printing the value: stdin:1: pairs refused\nafter pairs\n", out, 1, true)
+    assert.matches("error: (error object is a table value)\nafter an error\n", out, 1, true)
+    assert.matches("after p\n", out, 1, true)
+  end)
+end)

@@ -127,20 +127,33 @@ describe("a row lent to a mapper or joiner", function()
     ["rows of the other table"] = function(t, u) local n = 0 for _ in u:rows() do n = n + 1 end return n end,
     ["count and id_of"] = function(t, u) return t:count() + (t:id_of(2) or 0) + (u:id_of(1) or 0) end,
     collectgarbage = function() collectgarbage() collectgarbage() end,
+    -- the join's own rows: a scan that calls this very mapper and joiner again
+    ["rows, get and count of the join itself"] = function(t, u, j)
+      local n = 0
+      for _ in j:rows() do n = n + 1 end
+      return n + j:count() + (j:get(1) and 1 or 0)
+    end,
+    ["scan of the join that keeps the rows it is given"] = function(t, u, j)
+      local kept = {}
+      j:scan(function(row) kept[#kept + 1] = row end)
+      collectgarbage()
+      return #kept
+    end,
   }
 
   for name, read in pairs(READS) do
     it(("keeps its values across a %s inside the call"):format(name), function()
       local p, t, u = fresh()
       local seen = {}
-      t:join(u, { kind = "left", mapper = function(r)
+      local j
+      j = t:join(u, { kind = "left", mapper = function(r)
         local before = { r.id, r.a }
-        read(t, u)
+        if j then read(t, u, j) end
         seen[#seen + 1] = before[1] .. ":" .. tostring(before[2]) .. "=" .. r.id .. ":" .. tostring(r.a)
         return r.a
       end, joiner = function(l, r)
         local before = { l.id, l.a, r and r.name }
-        read(t, u)
+        if j then read(t, u, j) end
         seen[#seen + 1] = ("%s:%s:%s=%s:%s:%s"):format(before[1], tostring(before[2]), tostring(before[3]),
                                                        l.id, tostring(l.a), tostring(r and r.name))
         return { id = l.id }

@@ -266,6 +266,30 @@ kept.rel, kept.p = t, p
     ["closed inside a coroutine"] = "coroutine.wrap(function() p:close() end)(); collectgarbage()",
     ["a change made in a coroutine last"] = "coroutine.wrap(function() t:insert{ id = 9, a = 1 } end)(); collectgarbage()",
     ["a rows() loop open at exit"] = "local f, s = t:rows(); f(s); kept.loop = { f, s }",
+    -- a state with a store, attached (sharing this process's environment),
+    -- read by a lookup of another pipeline
+    ["attach handles kept past their pipeline"] = [[
+      local dir = os.tmpname(); os.remove(dir); os.execute("mkdir " .. dir)
+      local q = runnel.open(dir)
+      local s = q:table("s", { {"k","int"}, {"v","string"}, key = "k" })
+      s:sink(runnel.store("st"))
+      s:insert{ k = 1, v = "one" }
+      kept.att = runnel.attach(dir, "st")
+      local names = p:lookup("names", { {"k","int"}, {"v","string"}, key = "k", source = runnel.attach(dir, "st") })
+      kept.j = t:join(names, { on = "a", kind = "left", name = "tn" })
+      t:insert{ id = 10, a = 1 }
+      kept.q = q
+      q:close()
+      collectgarbage()]],
+    ["attach handles with their pipeline open at exit"] = [[
+      local dir = os.tmpname(); os.remove(dir); os.execute("mkdir " .. dir)
+      local q = runnel.open(dir)
+      local s = q:table("s", { {"k","int"}, {"v","string"}, key = "k" })
+      s:sink(runnel.store("st"))
+      s:insert{ k = 1, v = "one" }
+      kept.att = runnel.attach(dir, "st")
+      kept.rows = kept.att:rows()
+      kept.q = q]],
   }
 
   for name, ending in pairs(ENDINGS) do
@@ -318,5 +342,68 @@ describe("the REPL given values whose metamethods raise", function()
     assert.matches("error: printing the value: stdin:1: pairs refused\nafter pairs\n", out, 1, true)
     assert.matches("error: (error object is a table value)\nafter an error\n", out, 1, true)
     assert.matches("after p\n", out, 1, true)
+  end)
+end)
+
+describe("collectgarbage() inside every kind of callback", function()
+  after_each(H.cleanup)
+
+  -- The same changes through every kind of callback, collecting (and making
+  -- garbage) in each call or not; what the sinks saw.
+  local function run(collect)
+    local function churn()
+      if collect then
+        local junk = {}
+        for i = 1, 50 do junk[i] = ("g"):rep(50) .. i end
+        collectgarbage()
+      end
+    end
+    local p = runnel.open{ clock = function() churn() return 0 end }
+    local t = p:table("t", { {"id","int"}, {"a","int", null = true}, {"s","string", null = true}, key = "id" })
+    local u = p:table("u", { {"uid","int"}, {"name","string"}, key = "uid" })
+    local l = p:lookup("l", { {"lk","int"}, {"lv","string"}, key = "lk", cache = { ttl = 5 },
+                              source = function(k) churn() return { lk = k, lv = ("v"):rep(45) .. k } end })
+    local seen = {}
+    local function watch(rel)
+      rel:sink(function(verb, row, old, info)
+        churn()
+        local r = row or old
+        local parts = {}
+        for k, v in pairs(r) do parts[#parts + 1] = k .. "=" .. tostring(v) end
+        table.sort(parts)
+        seen[#seen + 1] = rel:name() .. " " .. verb .. " " .. info.id .. " " .. table.concat(parts, ",")
+      end)
+    end
+    watch(t:filter(function(r) churn() return r.a ~= 3 end, "f"))
+    watch(t:map(function(r) churn() return { id = r.id, s = (r.s or "") .. ("m"):rep(45) } end,
+                { {"id","int"}, {"s","string"}, key = "id" }, "m"))
+    watch(t:join(u, { kind = "left", name = "j",
+      mapper = function(r) churn() return r.a end,
+      joiner = function(lr, rr) churn() return { id = lr.id, name = rr and rr.name .. ("j"):rep(45) } end,
+      columns = { {"id","int"}, {"name","string", null = true}, key = "id" } }))
+    watch(t:join(u, { on = "a", kind = "left", name = "sel",
+      selector = function(lk, rk) churn() return { lk, rk or 0 } end }))
+    watch(t:join(l, { on = "a", kind = "left", name = "tl" }))
+    watch(t:aggregate{ by = "a", name = "agg", n = runnel.count(),
+      x = runnel.agg{ init = function() churn() return ("i"):rep(45) end,
+                      add = function(st, r) churn() return st .. (r.s or "-") end,
+                      remove = function(st, r) churn() return st:sub(1, #st - #(r.s or "-")) end,
+                      result = function(st) churn() return #st end } })
+    for i = 1, 4 do
+      p:batch(function()
+        u:upsert{ uid = i, name = "u" .. i }
+        t:insert{ id = i, a = i % 3 + 1, s = ("s"):rep(i * 20) }
+        if i > 1 then t:update{ id = i - 1, a = i, s = "x" } end
+        if i > 2 then t:delete{ id = i - 2 } end
+      end)
+    end
+    p:close()
+    return seen
+  end
+
+  it("changes nothing the sinks see", function()
+    local plain = run(false)
+    assert.is_true(#plain > 40)
+    assert.same(plain, run(true))
   end)
 end)

@@ -80,6 +80,7 @@ static int close_pipe(lua_State *L, lpipe *lp)
 static int l_close(lua_State *L)
 {
   lpipe *lp = luaL_checkudata(L, 1, RN_PIPELINE_MT);
+  if (lp->p) rn_lua_not_in_finalizer(L);
   return close_pipe(L, lp) ? rn_lua_raise(L, lp) : 0;
 }
 

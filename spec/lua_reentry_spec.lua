@@ -407,3 +407,69 @@ describe("collectgarbage() inside every kind of callback", function()
     assert.same(plain, run(true))
   end)
 end)
+
+describe("a finalizer that closes the pipeline while runnel reads it", function()
+  after_each(H.cleanup)
+
+  -- Each read, in a process of its own (a small heap: a collection cycle
+  -- ends within a few allocations), made while objects whose __gc closes p
+  -- are collected at the allocations of the rows it builds (and of the
+  -- schema get reads): a finalizer may not call runnel, the close is
+  -- refused, and the read completes. (Closing there freed the row, schema
+  -- or zone runnel was reading: a use after free.)
+  local READS = {
+    rows = "for _ in t:rows() do n = n + 1 bombs() end",
+    scan = "t:scan(function() n = n + 1 bombs() end)",
+    get = "for i = 1, 60 do if t:get(i) then n = n + 1 end bombs() end",
+    ["rows of a filter (a scan)"] = "for _ in f:rows() do n = n + 1 bombs() end",
+    ["an index's range"] = "for _ = 1, 20 do bombs() n = #idx:_range(nil, nil, 0, 0) end",
+    -- a finalizer reading the row lent to a mapper while the mapper reads t
+    ["a lent row"] = [[p:table("u", { {"uid","int"}, key = "uid" })
+      t:join(p:relation("u"), { kind = "left", mapper = function(r)
+        for _ = 1, 30 do
+          setmetatable({}, { __gc = function()
+            local ok, err = pcall(function() return r.l end)
+            if not ok then refusal = err end
+          end })
+        end
+        for i = 1, 5 do t:get(i) end
+        n = n + 1
+        return r.id
+      end })]],
+    ["schema, stats and relations"] = "for _ = 1, 20 do bombs() t:schema() p:stats() p:relations() end n = 60",
+  }
+  local CHUNK = [[
+package.path = %q
+package.cpath = %q
+local runnel = require "runnel"
+local p = runnel.open()
+local t = p:table("t", { {"id","int"}, {"s","string"}, {"l","list", null = true}, key = "id" })
+local f = t:filter(function() return true end)
+local idx = t:index{ "s" }
+p:batch(function()
+  for i = 1, 60 do t:insert{ id = i, s = ("s"):rep(60) .. i, l = { i, ("x"):rep(60), { i } } } end
+end)
+local closed, n, refusal = 0, 0, "none"
+local function bombs()
+  for _ = 1, 30 do
+    setmetatable({}, { __gc = function()
+      local ok, err = pcall(p.close, p)
+      if ok then closed = closed + 1 else refusal = err end
+    end })
+  end
+end
+collectgarbage("incremental", 1, 1000) -- a cycle at once, a step at every allocation
+local ok, err = pcall(function() %s end)
+assert(ok, err)
+print(closed, n, refusal)
+p:close()
+]]
+
+  for name, read in pairs(READS) do
+    it(name, function()
+      local ok, out = own_process(CHUNK:format(package.path, package.cpath, read))
+      assert.is_true(ok, out)
+      assert.matches("^0\t60\t.-runnel: not from a finalizer %(__gc%): it may run in the middle of a runnel call\n", out)
+    end)
+  end
+end)

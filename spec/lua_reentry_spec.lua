@@ -473,3 +473,74 @@ p:close()
     end)
   end
 end)
+
+describe("values at the edges", function()
+  after_each(H.cleanup)
+
+  local EDGES = { math.mininteger, math.maxinteger, -0.0, 1 / 0, -1 / 0, 2^53, -2^63 }
+
+  it("pass unchanged through a row, a lent row, a joiner, a sink, get and a lookup", function()
+    local p = runnel.open()
+    local t = p:table("t", { {"id","int"}, {"i","int", null = true}, {"f","float", null = true},
+                             {"x","any", null = true}, {"l","list", null = true}, key = "id" })
+    local l = p:lookup("l", { {"k","int"}, {"v","float"}, key = "k", source = function(k) return { k = k, v = -0.0 } end })
+    local lent, sunk = {}, {}
+    local j = t:join(l, { kind = "left", mapper = function(r)
+      lent[r.id] = { r.i, r.f, r.x, r.l and r.l[1] }
+      return r.i
+    end, joiner = function(a, b) return { id = a.id, i = a.i, f = a.f, v = b and b.v } end,
+       columns = { {"id","int"}, {"i","int", null = true}, {"f","float", null = true}, {"v","float", null = true}, key = "id" } })
+    j:sink(function(verb, row) sunk[row.id] = { row.i, row.f, row.v } end)
+    for n, v in ipairs(EDGES) do
+      local int, fv = math.tointeger(v), v * 1.0 -- (v + 0.0 would make -0.0 a 0.0)
+      t:insert{ id = n, i = int, f = v, x = v, l = { v, v } }
+      local got = t:get(n)
+      assert.equal(int, got.i)
+      assert.equal(math.type(int), math.type(got.i))
+      assert.equal(fv, got.f)
+      assert.equal(1 / fv, 1 / got.f) -- -0.0 stays -0.0
+      assert.equal(math.type(v), math.type(got.x))
+      assert.equal(v, got.l[1])
+      assert.same({ int, fv, v, v }, lent[n])
+      assert.equal(int, sunk[n][1])
+      assert.equal(1 / fv, 1 / sunk[n][2])
+      if int then assert.equal(-1 / 0, 1 / sunk[n][3]) end -- the lookup's -0.0
+    end
+    local nan = t:insert{ id = 99, f = 0 / 0, x = 0 / 0 }
+    local got = t:get(99)
+    assert.is_true(got.f ~= got.f and got.x ~= got.x)
+    local _ = nan
+    p:close()
+  end)
+
+  it("a row table's metatable is not consulted: its own fields are the row", function()
+    local p = runnel.open()
+    local t = p:table("t", COLS)
+    local called = false
+    local mt = { __index = function() called = true error("no") end,
+                 __pairs = function() called = true error("no") end,
+                 __len = function() called = true error("no") end }
+    t:insert(setmetatable({ id = 1, a = 2 }, mt))
+    t:update(setmetatable({ id = 1, a = 3 }, mt))
+    assert.equal(3, t:get(setmetatable({ id = 1 }, mt)).a)
+    t:delete(setmetatable({ id = 1 }, mt))
+    assert.is_false(called)
+    assert.equal(0, t:count())
+    p:close()
+  end)
+
+  it("a table that holds itself is refused as too deep, and the group rolls back", function()
+    local p = runnel.open()
+    local t = p:table("t", { {"id","int"}, {"x","any", null = true}, key = "id" })
+    local cyc = {}
+    cyc[1] = cyc
+    p:begin()
+    t:insert{ id = 1 }
+    local ok, err = pcall(t.insert, t, { id = 2, x = cyc })
+    assert.is_false(ok)
+    assert.matches("t: column \"?\": value nested more than 64 deep", err, 1, true) -- (the column is not named)
+    assert.is_false(p:in_group())
+    assert.equal(0, t:count())
+    p:close()
+  end)
+end)

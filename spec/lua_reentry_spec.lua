@@ -549,3 +549,53 @@ describe("values at the edges", function()
     p:close()
   end)
 end)
+
+describe("a Lua file runnel writes or reads, closed by the program meanwhile", function()
+  after_each(H.cleanup)
+
+  it("an NDJSON sink's: Lua sees it closed, runnel writes on and closes it at its own close", function()
+    local path = H.tmpdir() .. "/out.ndjson"
+    local p = runnel.open()
+    local t = p:table("t", { {"id","int"}, key = "id" })
+    local f = assert(io.open(path, "w"))
+    t:sink(runnel.ndjson(f))
+    t:cdc{}:sink(runnel.ndjson(f, { verb = false })) -- a second holder of the same file
+    t:insert{ id = 1 }
+    assert.is_true(f:close())
+    assert.equal("closed file", io.type(f))
+    assert.is_false(pcall(f.write, f, "x"))
+    t:insert{ id = 2 }
+    collectgarbage()
+    t:insert{ id = 3 }
+    p:close()
+    local ids = {}
+    for line in H.read(path):gmatch("[^\n]+") do
+      if line:find('"verb"', 1, true) then ids[#ids + 1] = tonumber(line:match('"id":(%d+)')) end
+    end
+    assert.same({ 1, 2, 3 }, ids)
+    local g = assert(io.open(path, "w")) -- a file given back its close function when left open
+    local q = runnel.open()
+    q:table("t", { {"id","int"}, key = "id" }):sink(runnel.ndjson(g))
+    q:close()
+    assert.is_true(g:close())
+  end)
+
+  it("p:run's input and rejects: the run reads and writes to the end", function()
+    local dir = H.tmpdir()
+    local lines = {}
+    for i = 1, 20 do lines[i] = ('{"rel":"t","op":"insert","row":{"id":%d}}'):format(i) end
+    lines[21] = "not json"
+    H.write(dir .. "/in.ndjson", table.concat(lines, "\n") .. "\n")
+    local p = runnel.open()
+    local t = p:table("t", { {"id","int"}, key = "id" })
+    local input, rejects = assert(io.open(dir .. "/in.ndjson")), assert(io.open(dir .. "/rejects", "w"))
+    t:sink(function(verb, row) if row.id == 2 then input:close() rejects:close() end end)
+    local stats = p:run(runnel.ndjson_source(input), { batch = 1, on_error = "skip", rejects = rejects, progress = false })
+    assert.equal(20, stats.applied)
+    assert.equal(1, stats.rejected)
+    assert.equal(20, t:count())
+    assert.equal("closed file", io.type(input))
+    assert.matches("not json", H.read(dir .. "/rejects"), 1, true)
+    p:close()
+  end)
+end)

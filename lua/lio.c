@@ -42,10 +42,12 @@ static int held_close(lua_State *L)
 }
 
 /* Holds the open Lua file at idx (lua_file gave its FILE*). May raise:
- * the entry is complete before the close function is swapped. */
+ * the entry is complete before the close function is swapped. The
+ * standard files are left alone: Lua refuses to close them. */
 static void hold_file(lua_State *L, int idx)
 {
   luaL_Stream *st = lua_touserdata(L, idx);
+  if (st->f == stdin || st->f == stdout || st->f == stderr) return;
   if (push_held_entry(L, idx) != LUA_TTABLE) {
     lua_pop(L, 1);
     lua_createtable(L, 0, 3);

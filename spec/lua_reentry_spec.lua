@@ -273,8 +273,18 @@ kept.rel, kept.p = t, p
     ["a rows() loop open at exit"] = "local f, s = t:rows(); f(s); kept.loop = { f, s }",
     -- a state with a store, attached (sharing this process's environment),
     -- read by a lookup of another pipeline
+    ["a file an NDJSON sink holds, closed by the program"] = [[
+      local f = io.open(arg[0]:match("(.*)/") .. "/out.ndjson", "w")
+      t:sink(runnel.ndjson(f))
+      t:insert{ id = 20, a = 1 }
+      f:close()
+      kept.f = f]],
+    ["a file an NDJSON sink holds, left open"] = [[
+      kept.f = io.open(arg[0]:match("(.*)/") .. "/out.ndjson", "w")
+      t:sink(runnel.ndjson(kept.f))
+      t:insert{ id = 20, a = 1 }]],
     ["attach handles kept past their pipeline"] = [[
-      local dir = os.tmpname(); os.remove(dir); os.execute("mkdir " .. dir)
+      local dir = arg[0]:match("(.*)/") .. "/state"; os.execute("mkdir " .. dir)
       local q = runnel.open(dir)
       local s = q:table("s", { {"k","int"}, {"v","string"}, key = "k" })
       s:sink(runnel.store("st"))
@@ -287,7 +297,7 @@ kept.rel, kept.p = t, p
       q:close()
       collectgarbage()]],
     ["attach handles with their pipeline open at exit"] = [[
-      local dir = os.tmpname(); os.remove(dir); os.execute("mkdir " .. dir)
+      local dir = arg[0]:match("(.*)/") .. "/state"; os.execute("mkdir " .. dir)
       local q = runnel.open(dir)
       local s = q:table("s", { {"k","int"}, {"v","string"}, key = "k" })
       s:sink(runnel.store("st"))
@@ -578,6 +588,10 @@ describe("a Lua file runnel writes or reads, closed by the program meanwhile", f
     q:table("t", { {"id","int"}, key = "id" }):sink(runnel.ndjson(g))
     q:close()
     assert.is_true(g:close())
+    local r = runnel.open() -- a standard file is not held: Lua still refuses to close it
+    r:table("t", { {"id","int"}, key = "id" }):sink(runnel.ndjson(io.stderr))
+    assert.same({ nil, "cannot close standard file" }, { io.stderr:close() })
+    r:close()
   end)
 
   it("p:run's input and rejects: the run reads and writes to the end", function()

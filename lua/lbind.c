@@ -70,10 +70,17 @@ int rn_lua_fail(lua_State *L, lpipe *lp)
 
 /* ---- pipelines and relations ---- */
 
+void rn_lua_not_in_finalizer(lua_State *L)
+{
+  if (lua_gc(L, LUA_GCISRUNNING) < 0)
+    rn_lua_error(L, "runnel: not from a finalizer (__gc): it may run in the middle of a runnel call");
+}
+
 lpipe *rn_lua_checkpipe(lua_State *L, int idx)
 {
   lpipe *lp = luaL_checkudata(L, idx, RN_PIPELINE_MT);
   if (!lp->p) rn_lua_error(L, "runnel: the pipeline is closed");
+  rn_lua_not_in_finalizer(L);
   lp->L = L;
   return lp;
 }
@@ -168,6 +175,7 @@ lrel *rn_lua_checkrel(lua_State *L, int idx)
 {
   lrel *r = luaL_checkudata(L, idx, RN_RELATION_MT);
   if (!r->lp->p) rn_lua_error(L, "runnel: the pipeline of this relation is closed");
+  rn_lua_not_in_finalizer(L);
   r->lp->L = L;
   return r;
 }

@@ -76,13 +76,21 @@ int rn_lua_raise(lua_State *L, lpipe *lp);
 /* Reports a failure found by the binding before the core ran: rolls back
  * the open group, then raises. */
 int rn_lua_fail(lua_State *L, lpipe *lp);
-/* The open pipeline at idx; raises when it is closed. */
+/* Raises when L is running a finalizer (__gc). A finalizer runs at any
+ * allocation, also in the middle of a runnel call that holds the
+ * pipeline's memory (a row being made, a scan, a schema): closing,
+ * changing or even reading the pipeline there frees or reuses that
+ * memory. Every method checks (lua_gc answers -1 inside a finalizer, Lua
+ * 5.4.4 on); a pipeline's own __gc does not come here. */
+void rn_lua_not_in_finalizer(lua_State *L);
+/* The open pipeline at idx; raises when it is closed or called from a
+ * finalizer. */
 lpipe *rn_lua_checkpipe(lua_State *L, int idx);
 /* Records the binding's per-relation data (once) for a relation. */
 int rn_lua_relinfo(lua_State *L, rn_rel *rel);
 /* Pushes a new Relation userdata for rel; the pipeline userdata is at pidx. */
 void rn_lua_pushrel(lua_State *L, int pidx, rn_rel *rel);
-/* The relation at idx, of an open pipeline; raises otherwise. */
+/* The relation at idx, of an open pipeline, not from a finalizer; raises otherwise. */
 lrel *rn_lua_checkrel(lua_State *L, int idx);
 /* As rn_lua_checkrel, for a relation that must belong to lp. */
 lrel *rn_lua_checkrel_of(lua_State *L, int idx, lpipe *lp);

@@ -310,11 +310,14 @@ static int mapper_key(lcall *c, lua_State *L, rn_err *e)
   if (*has_key && nkey == 1 && !lua_istable(L, -1))
     return rn_lua_tovalue(lp, L, -1, &rs->cols[rs->key_slots[0]], &c->key[0], 0);
   if (*has_key && lua_istable(L, -1)) {
+    int key = lua_gettop(L);
+    luaL_checkstack(L, nkey, "mapper key"); /* protected: a table is read under rn_lua_protect */
     for (int i = 0; i < nkey; i++) {
       const rn_column *kc = &rs->cols[rs->key_slots[i]];
-      if (lua_rawgeti(L, -1, i + 1) == LUA_TNIL) { lua_pop(L, 1); lua_getfield(L, -1, kc->name); }
+      if (lua_rawgeti(L, key, i + 1) == LUA_TNIL) { lua_pop(L, 1); lua_getfield(L, key, kc->name); }
+      /* the value stays on the stack: a string an __index made would
+       * otherwise be collected while the next one is read */
       int rc = rn_lua_tovalue(lp, L, -1, kc, &c->key[i], 0);
-      lua_pop(L, 1);
       if (rc) return rc;
     }
     return 0;

@@ -148,6 +148,9 @@ static int run(rn_pipeline *p, lua_State *L, const char *path, const char *chunk
     if ((st = lua_pcall(L, 1, 0, 0)) != LUA_OK)
       rc = rn_err_set(&p->err, st == LUA_ERRMEM ? RN_ENOMEM : RN_ECALLBACK, "%s",
                       lua_tostring(L, -1) ? lua_tostring(L, -1) : "error");
+    /* The host's next push runs Lua callbacks on lp->L: the script may have
+     * left it at a coroutine, since ended and freed, or suspended. */
+    ((lpipe *)p->binding)->L = L;
   }
   lua_settop(L, top);
   return rc;

@@ -10,10 +10,114 @@
 
 typedef struct held { lpipe *lp; int ref; } held;
 
+/* ---- Lua files runnel keeps the FILE* of ----
+ * An NDJSON sink writes to its Lua file until the pipeline closes; p:run
+ * reads its input (and writes rejects) until it returns, while sinks run.
+ * f:close() meanwhile would free the FILE under runnel. So while runnel
+ * holds a file, the handle's close function is held_close: Lua sees the
+ * file closed at once, and the FILE is closed (by the io library's own
+ * close function) when the last holder lets go.
+ *     registry[HELD_FILES][handle] = { close = io's close function,
+ *                                      n = holders, closed = Lua closed it } */
+#define HELD_FILES "runnel.held_files"
+
+/* The held entry of the handle at idx pushed (nil when not held), after
+ * the HELD_FILES table. */
+static int push_held_entry(lua_State *L, int idx)
+{
+  idx = lua_absindex(L, idx);
+  luaL_getsubtable(L, LUA_REGISTRYINDEX, HELD_FILES);
+  lua_pushvalue(L, idx);
+  return lua_rawget(L, -2);
+}
+
+/* f:close() while runnel holds f (called by the io library, f at 1). */
+static int held_close(lua_State *L)
+{
+  if (push_held_entry(L, 1) == LUA_TTABLE) {
+    lua_pushboolean(L, 1);
+    lua_setfield(L, -2, "closed"); /* an existing field: raises nothing */
+  }
+  return luaL_fileresult(L, 1, NULL);
+}
+
+/* Holds the open Lua file at idx (lua_file gave its FILE*). May raise:
+ * the entry is complete before the close function is swapped. The
+ * standard files are left alone: Lua refuses to close them. */
+static void hold_file(lua_State *L, int idx)
+{
+  luaL_Stream *st = lua_touserdata(L, idx);
+  if (st->f == stdin || st->f == stdout || st->f == stderr) return;
+  if (push_held_entry(L, idx) != LUA_TTABLE) {
+    lua_pop(L, 1);
+    lua_createtable(L, 0, 3);
+    lua_pushcfunction(L, st->closef);
+    lua_setfield(L, -2, "close");
+    lua_pushboolean(L, 0);
+    lua_setfield(L, -2, "closed");
+    lua_pushinteger(L, 0);
+    lua_setfield(L, -2, "n");
+    lua_pushvalue(L, idx);
+    lua_pushvalue(L, -2);
+    lua_rawset(L, -4);
+  }
+  lua_getfield(L, -1, "n");
+  lua_Integer n = lua_tointeger(L, -1) + 1;
+  lua_pop(L, 1);
+  lua_pushinteger(L, n);
+  lua_setfield(L, -2, "n");
+  lua_pop(L, 2);
+  st->closef = held_close;
+}
+
+/* Lets go of the handle at 1; the last holder gives the handle its close
+ * function back, or closes the FILE when Lua closed the handle meanwhile. */
+static int release_body(lua_State *L)
+{
+  luaL_Stream *st = lua_touserdata(L, 1);
+  if (push_held_entry(L, 1) != LUA_TTABLE) return 0;
+  lua_getfield(L, -1, "n");
+  lua_Integer n = lua_tointeger(L, -1) - 1;
+  lua_pop(L, 1);
+  lua_pushinteger(L, n);
+  lua_setfield(L, -2, "n");
+  if (n > 0) return 0;
+  lua_getfield(L, -1, "close");
+  lua_CFunction close = lua_tocfunction(L, -1);
+  lua_getfield(L, -2, "closed");
+  bool closed = lua_toboolean(L, -1);
+  lua_pop(L, 3);
+  lua_pushvalue(L, 1);
+  lua_pushnil(L);
+  lua_rawset(L, -3);
+  if (!closed) { st->closef = close; return 0; }
+  lua_pushcfunction(L, close); /* what f:close() would have done */
+  lua_pushvalue(L, 1);
+  lua_call(L, 1, 0);
+  return 0;
+}
+
+/* Lets go of the Lua file at idx, raising nothing (a core free callback
+ * calls it): an error closing it is written to stderr. */
+static void release_file(lua_State *L, int idx)
+{
+  idx = lua_absindex(L, idx);
+  lua_pushcfunction(L, release_body);
+  lua_pushvalue(L, idx);
+  if (lua_pcall(L, 1, 0, 0) != LUA_OK) {
+    fprintf(stderr, "runnel: closing a file: %s\n", lua_tostring(L, -1) ? lua_tostring(L, -1) : "error");
+    lua_pop(L, 1);
+  }
+}
+
 static void release_held(void *ctx)
 {
   held *h = ctx;
-  luaL_unref(h->lp->L, LUA_REGISTRYINDEX, h->ref);
+  lua_State *L = h->lp->L;
+  lua_rawgeti(L, LUA_REGISTRYINDEX, h->ref);
+  release_file(L, -1);
+  lua_pop(L, 1);
+  luaL_unref(L, LUA_REGISTRYINDEX, h->ref);
   free(h);
 }
 
@@ -38,6 +142,7 @@ static int l_ndjson_sink(lua_State *L)
     h->lp = lp;
     lua_pushvalue(L, 3);
     h->ref = luaL_ref(L, LUA_REGISTRYINDEX);
+    hold_file(L, 3); /* may raise: h would leak, but f is not held (out of memory only) */
     rc = rn_ndjson_sink(lp->p, r->rel, f, false, verb, release_held, h);
   } else if (lua_type(L, 3) == LUA_TSTRING) { /* exactly once across crashes: the path names it */
     rc = rn_ndjson_sink_path(lp->p, r->rel, rn_lua_checkname(L, 3, "ndjson"), verb);
@@ -75,7 +180,12 @@ static int l_run(lua_State *L)
   rn_run_opts o = { (size_t)luaL_optinteger(L, 4, 1000), lua_toboolean(L, 5), rejects, lua_toboolean(L, 7), name,
                     max_rejects > 0 ? (uint64_t)max_rejects : 0 };
   rn_run_stats st;
+  bool hold_in = !own && lua_file(L, 2), hold_rejects = !own_rejects && rejects;
+  if (hold_in) hold_file(L, 2); /* a sink may close them while the run reads and writes */
+  if (hold_rejects) hold_file(L, 6);
   int rc = rn_run_ndjson(lp->p, in, &o, &st);
+  if (hold_in) release_file(L, 2);
+  if (hold_rejects) release_file(L, 6);
   if (own) fclose(in);
   if (own_rejects) fclose(rejects);
   lp->L = L;

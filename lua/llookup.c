@@ -208,6 +208,7 @@ static lattached *check_attached(lua_State *L)
 {
   lattached *la = luaL_checkudata(L, 1, RN_ATTACHED_MT);
   if (!la->a) rn_lua_error(L, "runnel: the attached store is closed");
+  rn_lua_not_in_finalizer(L);
   return la;
 }
 
@@ -554,6 +555,15 @@ static int l_attached_close(lua_State *L)
   return 0;
 }
 
+/* att:close(): as __gc, but not from another object's finalizer (it may
+ * run inside a read of att). */
+static int l_attached_close_method(lua_State *L)
+{
+  lattached *la = luaL_checkudata(L, 1, RN_ATTACHED_MT);
+  if (la->path) rn_lua_not_in_finalizer(L);
+  return l_attached_close(L);
+}
+
 /* p:stats().lookups: { [name] = { hits, misses, evictions, source_calls } } */
 void rn_lua_push_lookup_stats(lua_State *L, rn_pipeline *p)
 {
@@ -579,7 +589,7 @@ void rn_lua_lookup_open(lua_State *L, int methods, int module)
   static const luaL_Reg module_funcs[] = { { "attach", l_attach }, { NULL, NULL } };
   static const luaL_Reg attached_methods[] = {
     { "get", l_attached_get }, { "_source", l_attached_source }, { "rows", l_attached_rows },
-    { "count", l_attached_count }, { "columns", l_attached_columns }, { "close", l_attached_close },
+    { "count", l_attached_count }, { "columns", l_attached_columns }, { "close", l_attached_close_method },
     { "range", l_attached_range }, { "rank", l_attached_rank }, /* an index */
     { NULL, NULL }
   };

@@ -87,6 +87,7 @@ static int close_pipe(lua_State *L, lpipe *lp, char *lost, size_t lostlen)
 static int l_close(lua_State *L)
 {
   lpipe *lp = luaL_checkudata(L, 1, RN_PIPELINE_MT);
+  if (lp->p) rn_lua_not_in_finalizer(L);
   char lost[RN_ERRMSG_MAX];
   int rc = close_pipe(L, lp, lost, sizeof lost);
   if (rc < 0) return rn_lua_raise(L, lp);

@@ -28,7 +28,7 @@ static lrel *self_rel(lua_State *L)
   if (r && lua_getmetatable(L, 1)) {
     int same = lua_rawequal(L, -1, lua_upvalueindex(1));
     lua_pop(L, 1);
-    if (same && r->lp->p) {
+    if (same && r->lp->p && lua_gc(L, LUA_GCISRUNNING) >= 0) { /* rn_lua_not_in_finalizer */
       r->lp->L = L;
       return r;
     }
@@ -204,6 +204,7 @@ static int rows_next(lua_State *L)
 {
   lrows *it = luaL_checkudata(L, 1, RN_ROWS_MT);
   if (!it->cur || !it->lp->p) return 0;
+  rn_lua_not_in_finalizer(L);
   uint64_t id;
   const char *row;
   size_t len;

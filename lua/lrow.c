@@ -95,6 +95,7 @@ static void push_slot(lua_State *L, lrow *r, int slot)
   }
   const char *at = r->row + r->spans[slot];
   if (push_scalar(L, (const unsigned char *)at, r->spans[slot + 1] - r->spans[slot])) return;
+  rn_lua_not_in_finalizer(L); /* the zone may hold a row being made (rn_lua_pushrow) */
   msgpack_object v;
   size_t off = 0;
   if (rn_unpack(r->row + r->spans[slot], r->spans[slot + 1] - r->spans[slot], &off, &r->lp->zone, &v) !=

@@ -357,7 +357,9 @@ end
 local function run_chunk(fn, traceback, ...)
   local p = _G.p
   local results = table.pack(rl.call(function(e)
-    local msg = type(e) == "string" and e or pretty(e)
+    local ok, msg = true, e
+    if type(e) ~= "string" then ok, msg = pcall(pretty, e) end -- its metamethods may raise too
+    if not ok then msg = "(error object is a " .. type(e) .. " value)" end
     return traceback and debug.traceback(msg, 2) or msg
   end, fn, ...))
   local before = p and getmetatable(p) ~= Browse and changes_of(p) or 0
@@ -371,17 +373,23 @@ local function run_chunk(fn, traceback, ...)
   return results
 end
 
+-- A value whose metamethods (__tostring, __index, __pairs …) raise prints
+-- as the error they raised: the session goes on.
 local function print_results(results)
   if not results then return end
-  for i = 2, results.n do print(show(results[i])) end
+  for i = 2, results.n do
+    local ok, text = pcall(show, results[i])
+    print(ok and text or "error: printing the value: " .. (type(text) == "string" and text or type(text)))
+  end
 end
 
 -- After a chunk or script: a pipeline it returned, or a new global p,
 -- becomes the current one.
 local function follow(results)
-  if results and results.n >= 2 and tostring(results[2]):match("^runnel%.Pipeline ") then adopt(results[2]) end
+  local function pipeline(v) local ok, s = pcall(tostring, v) return ok and type(s) == "string" and s:match("^runnel%.Pipeline ") end
+  if results and results.n >= 2 and pipeline(results[2]) then adopt(results[2]) end
   local p = _G.p
-  if p ~= nil and (tostring(p):match("^runnel%.Pipeline ") or getmetatable(p) == Browse) then adopt(p) end
+  if p ~= nil and (pipeline(p) or getmetatable(p) == Browse) then adopt(p) end
 end
 
 local function run_file(file, ...)

@@ -612,6 +612,40 @@ static void test_cdc_log_rows_alone_and_followed(void)
   msgpack_sbuffer_destroy(&followed);
 }
 
+/* A script that changed a table from inside a coroutine leaves the host's
+ * pushes running their Lua sinks on the state's own thread, not on the
+ * coroutine: it may have been collected since (a use after free), be
+ * suspended (a call on it would break its resume) or dead of an error; and
+ * the host's next script runs in the host's state without being refused as
+ * "another lua_State". */
+static void test_lua_script_with_a_coroutine(void)
+{
+  static const char *const scripts[] = {
+    "coroutine.wrap(function() t:insert{ id = 1, name = 'ann' } end)()",
+    "kept = coroutine.create(function() t:insert{ id = 1, name = 'ann' }; coroutine.yield(); resumed = true end)\n"
+    "assert(coroutine.resume(kept))",
+    "assert(not pcall(coroutine.wrap(function() t:insert{ id = 1, name = 'ann' }; error('ended') end)))",
+  };
+  for (int hosts = 0; hosts < 2; hosts++)
+    for (int i = 0; i < 3; i++) {
+      lua_State *L = hosts ? luaL_newstate() : NULL;
+      if (L) luaL_openlibs(L);
+      rn_pipeline *p;
+      CHECK(rn_pipeline_open(NULL, &p, NULL, 0) == 0);
+      CHECK(rn_run_lua_string(p, L,
+            "t = p:table('players', { {'id','int'}, {'name','string'}, {'score','int', null = true}, key = 'id' })\n"
+            "seen = 0; t:sink(function() seen = seen + 1 end)\n", "=setup") == 0);
+      CHECK(rn_run_lua_string(p, L, scripts[i], "=co") == 0);
+      if (L) lua_gc(L, LUA_GCCOLLECT, 0); /* the host's own Lua: the ended coroutine is freed */
+      rn_rel *players = rn_relation(p, "players");
+      CHECK(players && push1(p, players, RN_OP_INSERT, 2, "bob", 1) == 0);
+      CHECK(rn_run_lua_string(p, L, "assert(seen == 2, seen)\n"
+                                    "if kept then assert(coroutine.resume(kept)); assert(resumed) end", "=check") == 0);
+      rn_pipeline_close(p);
+      if (L) lua_close(L);
+    }
+}
+
 int main(void)
 {
   RUN(test_garbage_pushes);
@@ -622,6 +656,7 @@ int main(void)
   RUN(test_lua_in_the_hosts_state);
   RUN(test_lua_in_a_state_runnel_owns);
   RUN(test_failing_join_scan);
+  RUN(test_lua_script_with_a_coroutine);
   RUN(test_lua_entry_points_check_pointers);
   RUN(test_subscription_maps_are_exact);
   RUN(test_cdc_log_maps_are_exact);

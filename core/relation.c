@@ -312,7 +312,13 @@ int rn_declare_derived(rn_pipeline *p, const char *name, rn_relkind kind, rn_rel
   }
   r->input = in;
   r->tablelike = in->tablelike;
-  if ((rc = rn_rel_record(p, r))) { /* in the catalogue: inspect lists it, drop and undeclared see it */
+  /* A filter or map goes in the catalogue here (inspect lists it, drop and
+   * undeclared see it); a distinct, top or index when its state opens
+   * (rn_open_derived_state), in the transaction that sees whether its
+   * declaration changed and rebuilds it: recorded here first, the change
+   * was committed unseen and the old state kept. */
+  bool own_state = kind != RN_REL_FILTER && kind != RN_REL_MAP;
+  if (!own_state && (rc = rn_rel_record(p, r))) {
     in->noutputs--;
     rn_rel_discard_last(p);
     return rc;

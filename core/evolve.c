@@ -536,6 +536,22 @@ bool rn_evolve_rebuilds(const rn_rel *r)
   return r->p->evolved && r->stateful && replayable(r);
 }
 
+/* RN_ESCHEMA: r, stateful over a stream, cannot be replayed. */
+static int not_replayable(rn_pipeline *p, const rn_rel *r)
+{
+  return rn_err_set(&p->err, RN_ESCHEMA,
+                    "relation \"%s\": its declaration changed, and %s %s over the stream \"%s\" cannot be rebuilt "
+                    "(the stream's events are not kept): drop it to start it empty (p:drop(\"%s\") or runnel drop "
+                    "%s %s), or keep its old declaration", r->name, r->kind == RN_REL_AGGREGATE ? "an" : "a",
+                    rn_relkind_name(r->kind), r->input->name, r->name, p->store.path, r->name);
+}
+
+int rn_evolve_decl_changed(rn_pipeline *p, rn_rel *r)
+{
+  if (!replayable(r)) return not_replayable(p, r);
+  return add_note(p, "%s: its declaration changed: rebuilt from its inputs", r->name);
+}
+
 int rn_evolve(rn_pipeline *p, rn_rel *r, MDB_txn *txn, const MDB_val *k, const MDB_val *stored,
               const msgpack_sbuffer *declared, bool *rebuild)
 {
@@ -557,12 +573,7 @@ int rn_evolve(rn_pipeline *p, rn_rel *r, MDB_txn *txn, const MDB_val *k, const M
   else if (!rc && r->kind == RN_REL_TABLE)
     rc = evolve_table(p, r, txn, &old, &now);
   else if (!rc && r->stateful && !replayable(r))
-    rc = rn_err_set(&p->err, RN_ESCHEMA,
-                    "relation \"%s\": its declaration changed, and %s %s over the stream \"%s\" cannot be rebuilt "
-                    "(the stream's events are not kept): drop it to start it empty (p:drop(\"%s\") or runnel drop "
-                    "%s %s), or keep its old declaration", r->name, r->kind == RN_REL_AGGREGATE ? "an" : "a",
-                    rn_relkind_name(r->kind), r->input->name,
-                    r->name, p->store.path, r->name);
+    rc = not_replayable(p, r);
   else if (!rc && r->stateful) {
     *rebuild = true; /* as stale state: rebuilt keeping the ids of rows whose key stays (setup) */
     rc = add_note(p, "%s: its declaration changed: rebuilt from its inputs", r->name);

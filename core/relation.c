@@ -188,6 +188,8 @@ int rn_state_save_counters(rn_pipeline *p, rn_rel *r, MDB_txn *txn, uint64_t seq
 int rn_open_derived_state(rn_pipeline *p, rn_rel *r, rn_state_setup_fn setup, void *ctx)
 {
   bool created, stale;
+  int notes = p->nnotes; /* taken back if the declaration fails */
+  bool evolved = p->evolved;
   rn_oom_clear();
   int rc = rn_store_begin(&p->store, &p->err);
   if (rc) return rc;
@@ -202,6 +204,7 @@ int rn_open_derived_state(rn_pipeline *p, rn_rel *r, rn_state_setup_fn setup, vo
   if (!rc) rc = rn_store_commit(&p->store, &p->err);
   else rn_store_abort(&p->store);
   if (!rc) r->saved_next_id = r->lmdb_next_id = r->next_id;
+  else rn_evolve_forget(p, notes, evolved);
   return rc;
 }
 

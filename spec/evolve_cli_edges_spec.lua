@@ -181,6 +181,28 @@ describe("a join or aggregate declared again with the same columns", function()
     p:close()
   end)
 
+  it("a distinct, top or index is rebuilt when it reads another input", function()
+    local dir = H.tmpdir()
+    local C = { {"id","int"}, {"g","int"}, key = "id" }
+    local p = open(dir)
+    local t = p:table("t", C)
+    t:distinct("d")
+    t:top{ n = 10, order = "g", name = "tp" }
+    t:index{ "g", name = "ix" }
+    for i = 1, 4 do t:insert{ id = i, g = i } end
+    p:close()
+    p = open(dir)
+    t = p:table("t", C)
+    local f = t:filter(function(r) return r.id > 2 end, "f")
+    local d, tp, ix = f:distinct("d"), f:top{ n = 10, order = "g", name = "tp" }, f:index{ "g", name = "ix" }
+    assert.same({ 2, 2, 2 }, { d:count(), tp:count(), ix:count() })
+    t:delete{ id = 3 }
+    assert.same({ 1, 1, 1 }, { d:count(), tp:count(), ix:count() })
+    p:close()
+    local out, _, code = H.sh(bin .. " verify " .. dir)
+    assert.equal(0, code, out)
+  end)
+
   it("a join is rebuilt when it joins on another column", function()
     local dir = H.tmpdir()
     local p = open(dir)

@@ -279,3 +279,79 @@ describe("a join or aggregate declared again with the same columns", function()
     p:close()
   end)
 end)
+
+describe("the runnel command given hostile arguments", function()
+  local dir
+  before_each(function() dir = H.tmpdir() end)
+  after_each(H.cleanup)
+
+  local function run(args, stdin) return H.sh(bin .. " " .. args, stdin) end
+
+  -- A script that returns a pipeline with one table, for --input.
+  local function game()
+    H.write(dir .. "/game.lua", 'local runnel = require "runnel"\nlocal p = runnel.open()\n' ..
+            'p:table("players", { {"id","int"}, {"name","string"}, key = "id" })\nreturn p\n')
+    return dir .. "/game.lua"
+  end
+
+  -- Regression: the source was made outside any protected call, so a bad
+  -- nats:// address raised through the C API: "PANIC: unprotected error",
+  -- abort, exit 134.
+  it("says what is wrong with a bad --input address, exit 1", function()
+    local out, err, code = run(("run %s --input nats://nowhere"):format(game()))
+    assert.equal(1, code)
+    assert.equal("", out)
+    assert.equal("runnel: jetstream_source: expects nats://host:port/STREAM/subject[,subject…][?batch=N&idle=S]\n",
+                 err)
+  end)
+
+  it("names a missing --input file, and a directory given as one, exit 1", function()
+    local script = game()
+    assert.same({ "", "runnel: run: cannot open " .. dir .. "/none.ndjson: No such file or directory\n", 1 },
+                { run(("%s --input %s/none.ndjson"):format(script, dir)) })
+    assert.same({ "", "runnel: " .. dir .. ": reading: Is a directory\n", 1 }, { run(("%s --input %s"):format(script, dir)) })
+    assert.same({ "", "runnel: " .. dir .. "/game.lua:1: malformed JSON at column 5: invalid token near 'local'\n", 1 },
+                { run(("%s --input %s"):format(script, script)) })
+  end)
+
+  it("names a missing script, a directory and a syntax error, exit 1; an empty script runs", function()
+    assert.same({ "", "runnel: cannot open " .. dir .. "/none.lua: No such file or directory\n", 1 },
+                { run("run " .. dir .. "/none.lua") })
+    assert.same({ "", "runnel: cannot read " .. dir .. ": Is a directory\n", 1 }, { run("run " .. dir) })
+    H.write(dir .. "/empty.lua", "")
+    assert.same({ "", "", 0 }, { run("run " .. dir .. "/empty.lua") })
+    H.write(dir .. "/syn.lua", 'print("x"')
+    assert.same({ "", "runnel: " .. dir .. "/syn.lua:1: ')' expected near <eof>\n", 1 }, { run(dir .. "/syn.lua") })
+  end)
+
+  it("reports an error at declaration and in a callback with the script's line, exit 1", function()
+    H.write(dir .. "/decl.lua", 'local runnel = require "runnel"\nlocal p = runnel.open()\n' ..
+            'p:table("t", { {"id","nope"}, key = "id" })\n')
+    local out, err, code = run(dir .. "/decl.lua")
+    assert.equal(1, code)
+    assert.equal("", out)
+    assert.equal("runnel: " .. dir .. '/decl.lua:3: t: column "id": unknown type nope (int, float, string, bool, '
+                 .. "bytes, list, map, any or a column list)\n", err)
+    H.write(dir .. "/cb.lua", 'local runnel = require "runnel"\nlocal p = runnel.open()\n' ..
+            'local t = p:table("t", { {"id","int"}, key = "id" })\n' ..
+            't:sink(function() error("sink says no") end)\nt:insert{ id = 1 }\n')
+    out, err, code = run(dir .. "/cb.lua")
+    assert.equal(1, code)
+    assert.matches(dir .. "/cb.lua:4: sink says no", err, 1, true)
+  end)
+
+  it("runs a script whose path has a space or a newline, and one after --", function()
+    for _, name in ipairs{ "a b.lua", "a\nb.lua", "--x.lua" } do
+      H.write(dir .. "/" .. name, 'print(select("#", ...), ...)\n')
+    end
+    assert.same({ "1\tx y\n", "", 0 }, { run(("'%s/a b.lua' 'x y'"):format(dir)) })
+    assert.same({ "0\n", "", 0 }, { run(("run '%s/a\nb.lua'"):format(dir)) })
+    assert.same({ "1\t--input\n", "", 0 }, { run(("run -- '%s/--x.lua' --input"):format(dir)) })
+  end)
+
+  it("refuses a number too large for --batch, exit 2", function()
+    assert.same({ "", 'runnel: --batch needs a number of lines, got "99999999999999999999999"\n', 2 },
+                { run(("run %s --batch 99999999999999999999999"):format(game())) })
+  end)
+
+end)

@@ -354,4 +354,26 @@ describe("the runnel command given hostile arguments", function()
                 { run(("run %s --batch 99999999999999999999999"):format(game())) })
   end)
 
+  -- Regression: runnel query and runnel drop said a usage error with exit 1
+  -- (runnel help: 2 is a usage error), and query took an unknown --option
+  -- for a key ("column "id": expected int, got string").
+  it("query and drop: a usage error or an unknown option exits 2", function()
+    local state = dir .. "/st"
+    local p = runnel.open(state)
+    p:table("players", { {"id","int"}, {"name","string"}, key = "id" }):insert{ id = 1, name = "ann" }
+    p:close()
+    local usage_q = "runnel: usage: runnel query STATE REL [KEY…] [--limit N] [--format grid|ndjson|csv]\n"
+    assert.same({ "", usage_q, 2 }, { run("query") })
+    assert.same({ "", usage_q, 2 }, { run("query " .. state) })
+    assert.same({ "", "runnel: usage: runnel drop STATE NAME\n", 2 }, { run("drop " .. state) })
+    assert.same({ "", "runnel: usage: runnel drop STATE NAME\n", 2 }, { run("drop " .. state .. " a b") })
+    assert.same({ "", "runnel: query: --limit takes a count of rows\n", 2 }, { run("query " .. state .. " players --limit -3") })
+    assert.same({ "", "runnel: query: unknown option --bogus (--limit N, --format grid|ndjson|csv; -- before a KEY that "
+                      .. "starts with --)\n", 2 }, { run("query " .. state .. " players --bogus") })
+    local out, err, code = run("query " .. state .. " players --format ndjson -- 1")
+    assert.same({ '{"id":1,"name":"ann"}\n', "", 0 }, { out, err, code })
+    -- a failure that is not a usage error stays 1
+    assert.same({ "", "runnel: " .. dir .. "/none: not a runnel state (no data.mdb)\n", 1 },
+                { run("drop " .. dir .. "/none players") })
+  end)
 end)

@@ -377,3 +377,112 @@ describe("the runnel command given hostile arguments", function()
                 { run("drop " .. dir .. "/none players") })
   end)
 end)
+
+describe("NDJSON input with hostile bytes", function()
+  local dir, p, t
+  before_each(function()
+    dir = H.tmpdir()
+    p = runnel.open()
+    t = p:table("t", { {"id","int"}, {"s","string", null = true}, {"f","float", null = true},
+                       {"l","list", null = true}, key = "id" })
+  end)
+  after_each(function() p:close(); H.cleanup() end)
+
+  local function line(id, extra) return ('{"rel":"t","op":"insert","row":{"id":%s%s}}'):format(id, extra or "") end
+
+  -- Runs text as the input file in groups of 2; returns ok, the stats or
+  -- the error without the directory, and the ids stored.
+  local function run(text, opts)
+    H.write(dir .. "/in.ndjson", text)
+    local ok, res = pcall(p.run, p, runnel.ndjson_source(dir .. "/in.ndjson"), opts or { batch = 2 })
+    local ids = {}
+    for row in t:rows() do ids[#ids + 1] = row.id end
+    assert.is_false(p:in_group())
+    if not ok then res = res:gsub("^" .. dir:gsub("%p", "%%%0") .. "/", "") end
+    return ok, res, ids
+  end
+
+  -- Regression: a file saved with a byte order mark (Windows editors) was
+  -- refused at line 1, "invalid token near '<BOM>'" showing nothing.
+  it("takes a UTF-8 byte order mark at the start of the file", function()
+    local ok, st, ids = run("\239\187\191" .. line(1) .. "\n" .. line(2) .. "\n")
+    assert.is_true(ok)
+    assert.same({ lines = 2, applied = 2, rejected = 0, groups = 1 }, st)
+    assert.same({ 1, 2 }, ids)
+    local ok2, err = run(line(3) .. "\n\239\187\191" .. line(4) .. "\n") -- only at the start
+    assert.is_false(ok2)
+    assert.matches("^in%.ndjson:2: malformed JSON at column 1", err)
+  end)
+
+  -- Regression: an empty line was skipped but a line of spaces was refused
+  -- as "malformed JSON ... unexpected token near end of file".
+  it("skips blank lines, of spaces and tabs too, counting them", function()
+    local ok, st, ids = run(line(1) .. "\n\n   \n\t \r\n" .. line(2) .. "\n")
+    assert.is_true(ok)
+    assert.same({ lines = 5, applied = 2, rejected = 0, groups = 1 }, st)
+    assert.same({ 1, 2 }, ids)
+  end)
+
+  it("takes CRLF line ends and a last line without a newline", function()
+    local ok, st, ids = run(line(1) .. "\r\n" .. line(2) .. "\r\n" .. line(3))
+    assert.is_true(ok)
+    assert.same({ lines = 3, applied = 3, rejected = 0, groups = 2 }, st)
+    assert.same({ 1, 2, 3 }, ids)
+  end)
+
+  -- Regression: a "row" that is not an object was "a change is a msgpack
+  -- map keyed by column names, got table": words of the C API and of Lua.
+  it("says a row that is not an object is not one, in JSON's words", function()
+    assert.same({ false, 'in.ndjson:1: t: "row" must be an object of column values, got an array', {} },
+                { run('{"rel":"t","op":"insert","row":[1]}\n') })
+    assert.same({ false, 'in.ndjson:1: t: "row" must be an object of column values, got null', {} },
+                { run('{"rel":"t","op":"delete","row":null}\n') })
+  end)
+
+  it("keeps the int64 edges exact and refuses one past them naming the line", function()
+    local ok, _, ids = run(line("9223372036854775807") .. "\n" .. line("-9223372036854775808") .. "\n" .. line("-0") .. "\n")
+    assert.is_true(ok)
+    assert.same({ math.mininteger, 0, math.maxinteger }, ids)
+    local ok1, err1, ids1 = run(line(5) .. "\n" .. line("9223372036854775808") .. "\n")
+    assert.same({ false, "in.ndjson:2: malformed JSON at column 56: too big integer near '9223372036854775808'" },
+                { ok1, err1 })
+    assert.same(ids, ids1) -- line 1 went with its group
+    local ok2, err = run(line(6, ',"f":1e400') .. "\n")
+    assert.is_false(ok2)
+    assert.equal("in.ndjson:1: malformed JSON at column 48: real number overflow near '1e400'", err)
+  end)
+
+  it("refuses invalid UTF-8, lone surrogates, duplicate keys and objects for scalars, by line", function()
+    local cases = {
+      { line(2, ',"s":"\255"'), "malformed JSON at column 44: unable to decode byte 0xff near '\"'" },
+      { line(2, ',"s":"\\ud800"'), "malformed JSON at column 51: invalid Unicode '\\uD800' near '\"\\ud800\"'" },
+      { line(2, ',"s":"\\udc00x"'), "malformed JSON at column 52: invalid Unicode '\\uDC00' near '\"\\udc00x\"'" },
+      { line(2, ',"id":3'), 't: duplicate key "id" at column 40' },
+      { line(2, ',"s":{"x":1}'), 't: column "s": expected string, got table' },
+      { line(2, ',"f":[1]'), 't: column "f": expected float, got table' },
+    }
+    for _, c in ipairs(cases) do
+      -- line 1 is committed in the first group before line 3 fails in the second
+      local ok, err, ids = run(line(1) .. "\n" .. line(9) .. "\n" .. c[1] .. "\n" .. line(4) .. "\n")
+      assert.is_false(ok)
+      assert.equal("in.ndjson:3: " .. c[2], err)
+      assert.same({ 1, 9 }, ids)
+      p:begin()
+      t:delete{ id = 1 }
+      t:delete{ id = 9 }
+      p:commit()
+    end
+  end)
+
+  it("takes a very long line, and skips the bad ones into rejects keeping the group's others", function()
+    local long = ("x"):rep(3 * 1024 * 1024)
+    local ok, st = run(line(1, ',"s":"' .. long .. '"') .. "\n" .. line(2, ',"s":{"x":1}') .. "\n" .. line(3) .. "\n",
+                       { batch = 2, on_error = "skip", rejects = dir .. "/rej" })
+    assert.is_true(ok)
+    assert.same({ lines = 3, applied = 2, rejected = 1, groups = 2 }, st)
+    assert.equal(#long, #t:get(1).s)
+    assert.is_not_nil(t:get(3))
+    assert.equal(dir .. '/in.ndjson:2: t: column "s": expected string, got table\t' .. line(2, ',"s":{"x":1}') .. "\n",
+                 H.read(dir .. "/rej"))
+  end)
+end)

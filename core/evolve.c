@@ -225,6 +225,12 @@ static int make_plan(rn_pipeline *p, rn_rel *r, const desc *old, const desc *now
     int s = match_column(p, r, old, &r->schema->cols[j], &renamed);
     pl->src[j] = s;
     if (s < 0) { rc = plan_new(p, r, pl, j); continue; }
+    for (int k = 0; k < j && !rc; k++) /* one stored column renamed to two: it would be copied */
+      if (pl->src[k] == s)
+        rc = rn_err_set(&p->err, RN_ESCHEMA, "relation \"%s\": columns \"%s\" and \"%s\" both continue the stored "
+                        "column \"%.*s\" (a rename names one new column)", r->name, r->schema->cols[k].name,
+                        r->schema->cols[j].name, (int)col_of(old, (uint32_t)s).name.size, col_of(old, (uint32_t)s).name.ptr);
+    if (rc) break;
     if (renamed) {
       dcol o = col_of(old, (uint32_t)s);
       note(pl, "renamed \"%.*s\" to \"%s\"", (int)o.name.size, o.name.ptr, r->schema->cols[j].name);

@@ -115,6 +115,34 @@ describe("a state reopened with another script", function()
     p:close()
   end)
 
+  -- Regression: was = "a" on two new columns copied a into both, with
+  -- the note 'renamed "a" to "c"; renamed "a" to "d"'.
+  it("refuses one stored column renamed to two, applying nothing", function()
+    local dir = H.tmpdir()
+    local p = open(dir)
+    p:table("t", { {"id","int"}, {"a","int"}, key = "id" }):insert{ id = 1, a = 10 }
+    p:close()
+    local lines
+    p, lines = open(dir)
+    assert.equal('relation "t": columns "c" and "d" both continue the stored column "a" (a rename names one new column)',
+                 H.error_of(p.table, p, "t", { {"id","int"}, {"c","int", was = "a"}, {"d","int", was = "a"}, key = "id" }))
+    assert.same({}, lines)
+    assert.same({ id = 1, a = 10 }, p:table("t", { {"id","int"}, {"a","int"}, key = "id" }):get(1))
+    p:close()
+  end)
+
+  it("refuses a swap of two names by was = (each name is still stored), naming the column", function()
+    local dir = H.tmpdir()
+    local p = open(dir)
+    p:table("t", { {"id","int"}, {"a","int"}, {"b","string"}, key = "id" }):insert{ id = 1, a = 10, b = "x" }
+    p:close()
+    p = open(dir)
+    assert.equal('relation "t": column "a": stored as int, declared string; only int to float and any type to any '
+                 .. 'are applied (they convert every value exactly)',
+                 H.error_of(p.table, p, "t", { {"id","int"}, {"a","string", was = "b"}, {"b","int", was = "a"}, key = "id" }))
+    p:close()
+  end)
+
   it("evolves, rebuilds and drops relations whose names are at the limit", function()
     local dir = H.tmpdir()
     local tname, aname = ("t"):rep(508), ("a"):rep(508)

@@ -514,3 +514,36 @@ describe("NDJSON input with hostile bytes", function()
                  H.read(dir .. "/rej"))
   end)
 end)
+
+describe("the REPL's .open and .load given hostile paths", function()
+  local dir
+  before_each(function() dir = H.tmpdir() end)
+  after_each(H.cleanup)
+
+  -- Regression: .open split its argument at spaces, so .open "my state"
+  -- created a state in a directory named `"my` and ran `state"` as a
+  -- script; and .open of a file said "cannot open FILE/writer.lock: Not a
+  -- directory".
+  it("takes quoted paths with spaces, and says a file is not a state", function()
+    H.write(dir .. "/a b.lua", 'print("loaded", p ~= nil)\n')
+    local input = table.concat({
+      ('.open "%s/my state" "%s/a b.lua"'):format(dir, dir),
+      (".load '%s/a b.lua'"):format(dir),
+      (".load %s/a b.lua"):format(dir),
+      (".open '%s/a b.lua'"):format(dir),
+      ".open a b c",
+      '.open "unclosed',
+      ".load",
+    }, "\n") .. "\n"
+    local out, err, code = H.sh(("cd '%s' && %s"):format(dir, bin), input)
+    assert.equal("", err)
+    assert.equal(0, code)
+    assert.equal(("`p` is the state at %s/my state\nloaded\ttrue\nloaded\ttrue\nloaded\ttrue\n"
+                  .. "error: %s/a b.lua is a file; a state is a directory (.load runs a script)\n"
+                  .. "error: .open takes DIR [FILE] (quote a path with spaces)\n"
+                  .. 'error: a path opened with " is not closed\n'
+                  .. "error: .load takes FILE (quote a path with spaces)\n"):format(dir, dir), out)
+    assert.is_not_nil(H.read(dir .. "/my state/data.mdb"))
+    assert.equal("a b.lua\nmy state\n", (H.sh("ls -A '" .. dir .. "'")))
+  end)
+end)

@@ -526,6 +526,21 @@ static bool blank(const char *text, size_t len)
   return true;
 }
 
+/* Commits the open group, which holds input lines first to last. A
+ * group refused at its commit (an in-group sink or callback raised) is
+ * rolled back whole, and the error names its lines: a commit cannot tell
+ * which line's change was refused. */
+static int commit_lines(rn_pipeline *p, const rn_run_opts *o, uint64_t first, uint64_t last)
+{
+  int rc = rn_commit(p);
+  if (!rc) return 0;
+  char why[RN_ERRMSG_MAX];
+  snprintf(why, sizeof why, "%s", p->err.msg);
+  if (first == last) return rn_err_set(&p->err, rc, "%s:%llu: %s", o->name, (unsigned long long)last, why);
+  return rn_err_set(&p->err, rc, "%s:%llu: the group of lines %llu to %llu was rolled back: %s", o->name,
+                    (unsigned long long)first, (unsigned long long)first, (unsigned long long)last, why);
+}
+
 int rn_run_ndjson(rn_pipeline *p, FILE *in, const rn_run_opts *o, rn_run_stats *st)
 {
   memset(st, 0, sizeof *st);
@@ -533,6 +548,7 @@ int rn_run_ndjson(rn_pipeline *p, FILE *in, const rn_run_opts *o, rn_run_stats *
   size_t batch = o->batch ? o->batch : 1000;
   char *line = NULL;
   size_t cap = 0, in_group = 0;
+  uint64_t group_first = 0, group_last = 0; /* the open group's first and last lines */
   ssize_t got;
   pending kept = { NULL, NULL, 0, 0 };
   int rc = 0;
@@ -547,6 +563,8 @@ int rn_run_ndjson(rn_pipeline *p, FILE *in, const rn_run_opts *o, rn_run_stats *
     if (st->lines == 1 && len >= 3 && memcmp(text, "\xEF\xBB\xBF", 3) == 0) text += 3, len -= 3; /* a UTF-8 BOM */
     if (blank(text, len)) continue; /* blank lines (spaces and tabs too) are not changes */
     if (!in_group && (rc = rn_begin(p))) break;
+    if (!in_group) group_first = st->lines;
+    group_last = st->lines;
     in_group++;
     int arc = apply_line(p, text, len);
     if (arc && !o->skip) {
@@ -582,7 +600,7 @@ int rn_run_ndjson(rn_pipeline *p, FILE *in, const rn_run_opts *o, rn_run_stats *
       if (o->skip && (rc = keep_line(&kept, text, len))) { rn_err_set(&p->err, rc, "out of memory"); break; }
     }
     if (in_group >= batch) {
-      if ((rc = rn_commit(p))) break;
+      if ((rc = commit_lines(p, o, group_first, group_last))) break;
       st->groups++;
       in_group = 0;
       drop_lines(&kept);
@@ -596,7 +614,7 @@ int rn_run_ndjson(rn_pipeline *p, FILE *in, const rn_run_opts *o, rn_run_stats *
   if (!rc && ferror(in)) rc = rn_err_set(&p->err, RN_EIO, "%s: reading: %s", o->name, strerror(errno));
   if (rc && p->state == RN_OPEN) rn_rollback(p);
   if (!rc && p->state == RN_OPEN) {
-    if (!(rc = rn_commit(p))) st->groups++;
+    if (!(rc = commit_lines(p, o, group_first, group_last))) st->groups++;
   }
   p->tolerate_bad_input = false;
   if (progress) /* the summary replaces the progress line (\033[K: what is left of it) */

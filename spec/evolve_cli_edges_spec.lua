@@ -502,6 +502,21 @@ describe("NDJSON input with hostile bytes", function()
     end
   end)
 
+  -- Regression: a group refused at its commit (a sink raised) stopped the
+  -- run with the sink's message alone, naming no input line.
+  it("names the lines of a group a sink refused at its commit, keeping the groups before", function()
+    local seen = 0
+    t:sink(function(_, row) seen = seen + 1; if row.id == 3 then error("no three") end end)
+    local ok, err, ids = run(line(1) .. "\n" .. line(2) .. "\n" .. line(3) .. "\n" .. line(4) .. "\n\n")
+    assert.is_false(ok)
+    assert.matches("^in%.ndjson:3: the group of lines 3 to 4 was rolled back: t: sink: .*: no three$", err)
+    assert.same({ 1, 2 }, ids)
+    ok, err, ids = run(line(3) .. "\n", { batch = 1 })
+    assert.is_false(ok)
+    assert.matches("^in%.ndjson:1: t: sink: .*: no three$", err)
+    assert.same({ 1, 2 }, ids)
+  end)
+
   it("takes a very long line, and skips the bad ones into rejects keeping the group's others", function()
     local long = ("x"):rep(3 * 1024 * 1024)
     local ok, st = run(line(1, ',"s":"' .. long .. '"') .. "\n" .. line(2, ',"s":{"x":1}') .. "\n" .. line(3) .. "\n",

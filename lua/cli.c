@@ -397,6 +397,24 @@ static int take_option(int argc, char **argv, int *i, run_opts *o)
   return 1;
 }
 
+/* The options that shape --input without it, or skip's options without
+ * skip, would be ignored (an empty rejects file made): a usage error. */
+static bool run_opts_fit(const run_opts *o)
+{
+  const char *alone = o->batch ? "--batch" : o->on_error ? "--on-error" : o->rejects ? "--rejects"
+                    : o->max_rejects ? "--max-rejects" : NULL;
+  if (alone && !o->input) {
+    fprintf(stderr, "runnel: %s goes with --input (runnel help)\n", alone);
+    return false;
+  }
+  bool skip = o->on_error && strcmp(o->on_error, "skip") == 0;
+  if ((o->rejects || o->max_rejects) && !skip) {
+    fprintf(stderr, "runnel: %s goes with --on-error skip (runnel help)\n", o->rejects ? "--rejects" : "--max-rejects");
+    return false;
+  }
+  return true;
+}
+
 /* runnel run [OPTIONS] FILE [ARGS…]: runnel's own options may come before
  * or after FILE; "--" ends them (what follows goes to the script as it is). */
 static int run_script(lua_State *L, int argc, char **argv, int first)
@@ -422,6 +440,7 @@ static int run_script(lua_State *L, int argc, char **argv, int first)
     fprintf(stderr, "runnel: run needs a script: runnel run FILE.lua [ARGS…] (runnel help)\n");
     return 2;
   }
+  if (!run_opts_fit(&o)) return 2;
   lua_createtable(L, nargs, file + 1);
   for (int i = 0; i <= file; i++) {
     lua_pushstring(L, argv[i]);

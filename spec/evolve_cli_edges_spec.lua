@@ -382,6 +382,27 @@ describe("the runnel command given hostile arguments", function()
                 { run(("run %s --batch 99999999999999999999999"):format(game())) })
   end)
 
+  -- Regression: --rejects without --on-error skip made an empty rejects
+  -- file and stopped at the first bad line without writing it there;
+  -- --batch without --input was ignored.
+  it("refuses run's input options without what they go with, exit 2", function()
+    local script = game()
+    H.write(dir .. "/in.ndjson", '{"rel":"players","op":"insert","row":{"id":1,"name":"a"}}\n{"bad\n')
+    local input = dir .. "/in.ndjson"
+    for args, msg in pairs{
+      [("--input %s --rejects %s/rej"):format(input, dir)] = "--rejects goes with --on-error skip",
+      [("--input %s --on-error stop --max-rejects 2"):format(input)] = "--max-rejects goes with --on-error skip",
+      ["--batch 5"] = "--batch goes with --input",
+      ["--on-error skip"] = "--on-error goes with --input",
+    } do
+      assert.same({ "", "runnel: " .. msg .. " (runnel help)\n", 2 }, { run(("run %s %s"):format(script, args)) }, args)
+    end
+    assert.is_nil(H.read(dir .. "/rej"))
+    assert.same({ "", "runnel: " .. input .. ": 2 lines, 1 applied, 1 rejected, 1 group\n", 0 },
+                { run(("run %s --input %s --on-error skip --rejects %s/rej"):format(script, input, dir)) })
+    assert.matches(":2: malformed JSON", H.read(dir .. "/rej"), 1, true)
+  end)
+
   -- Regression: runnel query and runnel drop said a usage error with exit 1
   -- (runnel help: 2 is a usage error), and query took an unknown --option
   -- for a key ("column "id": expected int, got string").

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "evolve.h"
 #include "scan.h"
 #include "snapshot.h"
 #include "wb.h"
@@ -285,7 +286,9 @@ static int setup_state(void *ctx, bool created, bool rebuild_it)
   if (!rc) rc = rn_state_dbi(p, p->store.wtxn, RN_DB_AGG_VALUES, a->out->name, 0, &a->values_dbi);
   if (!rc && a->w.has_grace) rc = rn_state_dbi(p, p->store.wtxn, RN_DB_AGG_WINDOWS, a->out->name, 0, &a->windows_dbi);
   if (!rc) rc = check_format(a, &rebuild_it);
-  if (!rc) rc = rn_agg_decl_record(a, p->store.wtxn); /* for readers in other processes */
+  bool changed = false; /* another declaration with the same columns (sum of another column) */
+  if (!rc) rc = rn_agg_decl_record(a, p->store.wtxn, &changed); /* also for readers in other processes */
+  if (!rc && changed && !created && !(rc = rn_evolve_decl_changed(p, a->out))) rebuild_it = true;
   if (!rc && rebuild_it) rc = rebuild(a, created);
   return rc;
 }

@@ -196,6 +196,6 @@ int rn_agg_operator_apply(rn_rel *r, rn_rel *from, const rn_change *c);
 /* ---- aggregate_read.c ---- */
 
 /* Records a's declaration record under "d:" name (aggregate.h) in txn. */
-int rn_agg_decl_record(rn_aggregate *a, MDB_txn *txn);
+int rn_agg_decl_record(rn_aggregate *a, MDB_txn *txn, bool *changed);
 
 #endif

@@ -5,8 +5,16 @@
  * (store.h):
  *
  *     [1, [input column types], [by slots], [[kind, slot]…], window kind,
- *      window size, time int]
+ *      window size, time int, identity]
  *
+ * where identity, for the declaring pipeline only, is the msgpack bytes of
+ *
+ *     [input name, [by names], [[kind, column name | nil]…], window kind,
+ *      size, step, time column name | nil]
+ *
+ * by names, not slots: a column added to the input moves slots, not what
+ * the state counts. When it changed, the state is rebuilt (or, over a
+ * stream, the declaration refused). A record without it is read the same.
  * (a slot of -1: none). The reader rebuilds an aggregate over a stand-in
  * input of those types and a stand-in pipeline for its scratch and errors.
  * A runnel.agg aggregate (computed by Lua functions) cannot be read. */
@@ -21,8 +29,55 @@
 
 enum { DECL_FORMAT = 1 };
 
+static void pack_name(msgpack_packer *pk, const rn_schema *s, int slot)
+{
+  if (slot < 0) { msgpack_pack_nil(pk); return; }
+  msgpack_pack_str(pk, s->cols[slot].name_len);
+  msgpack_pack_str_body(pk, s->cols[slot].name, s->cols[slot].name_len);
+}
 
-int rn_agg_decl_record(rn_aggregate *a, MDB_txn *txn)
+/* What the state was built from (the identity drawn above) into b. */
+static void pack_identity(const rn_aggregate *a, msgpack_sbuffer *b)
+{
+  const rn_schema *in = a->in->schema;
+  msgpack_packer pk;
+  msgpack_packer_init(&pk, b, rn_buf_write);
+  msgpack_pack_array(&pk, 7);
+  msgpack_pack_str(&pk, strlen(a->in->name));
+  msgpack_pack_str_body(&pk, a->in->name, strlen(a->in->name));
+  msgpack_pack_array(&pk, (size_t)a->nby);
+  for (int i = 0; i < a->nby; i++) pack_name(&pk, in, a->by[i]);
+  msgpack_pack_array(&pk, (size_t)a->naggs);
+  for (int i = 0; i < a->naggs; i++) {
+    msgpack_pack_array(&pk, 2);
+    msgpack_pack_int(&pk, a->aggs[i].kind);
+    pack_name(&pk, in, a->aggs[i].slot);
+  }
+  msgpack_pack_int(&pk, a->w.kind);
+  msgpack_pack_double(&pk, a->w.size);
+  msgpack_pack_double(&pk, a->w.step);
+  pack_name(&pk, in, a->w.kind ? a->w.slot : -1);
+}
+
+/* Whether the record stored for a holds an identity other than id (one
+ * without an identity, or unreadable, says nothing: false). */
+static bool identity_changed(rn_aggregate *a, MDB_txn *txn, const msgpack_sbuffer *id)
+{
+  rn_pipeline *p = a->out->p;
+  char key[RN_NAME_MAX + 8];
+  MDB_val k = { (size_t)rn_decl_key(key, sizeof key, a->out->name), key }, v;
+  msgpack_object d;
+  size_t off = 0;
+  if (mdb_get(txn, p->store.meta, &k, &v) != 0 || rn_msgpack_size(v.mv_data, v.mv_size) != v.mv_size ||
+      rn_unpack(v.mv_data, v.mv_size, &off, &p->scratch, &d) != MSGPACK_UNPACK_SUCCESS ||
+      d.type != MSGPACK_OBJECT_ARRAY || d.via.array.size != 8 || d.via.array.ptr[7].type != MSGPACK_OBJECT_BIN)
+    return false;
+  const msgpack_object_bin *old = &d.via.array.ptr[7].via.bin;
+  return old->size != id->size || memcmp(old->ptr, id->data, id->size) != 0;
+}
+
+
+int rn_agg_decl_record(rn_aggregate *a, MDB_txn *txn, bool *changed)
 {
   rn_pipeline *p = a->out->p;
   const rn_schema *in = a->in->schema;
@@ -30,7 +85,7 @@ int rn_agg_decl_record(rn_aggregate *a, MDB_txn *txn)
   msgpack_sbuffer_init(&b);
   msgpack_packer pk;
   msgpack_packer_init(&pk, &b, rn_buf_write);
-  msgpack_pack_array(&pk, 7);
+  msgpack_pack_array(&pk, 8);
   msgpack_pack_int(&pk, DECL_FORMAT);
   msgpack_pack_array(&pk, (size_t)in->ncols);
   for (int i = 0; i < in->ncols; i++) msgpack_pack_int(&pk, in->cols[i].type == RN_T_STRUCT ? RN_T_ANY : in->cols[i].type);
@@ -46,11 +101,16 @@ int rn_agg_decl_record(rn_aggregate *a, MDB_txn *txn)
   msgpack_pack_double(&pk, a->w.size);
   if (a->time_int) msgpack_pack_true(&pk);
   else msgpack_pack_false(&pk);
-  char key[RN_NAME_MAX + 8];
-  MDB_val k = { (size_t)rn_decl_key(key, sizeof key, a->out->name), key }, v = { b.size, b.data };
-  int rc = b.data ? mdb_put(txn, p->store.meta, &k, &v, 0) : ENOMEM;
+  msgpack_sbuffer id;
+  msgpack_sbuffer_init(&id);
+  pack_identity(a, &id);
+  msgpack_pack_bin(&pk, id.size);
+  msgpack_pack_bin_body(&pk, id.data, id.size);
+  *changed = identity_changed(a, txn, &id);
+  int rc = rn_decl_put(p, txn, a->out->name, &b, NULL);
+  msgpack_sbuffer_destroy(&id);
   msgpack_sbuffer_destroy(&b);
-  return rc ? rn_store_fail(&p->err, rc, a->out->name) : 0;
+  return rc;
 }
 
 struct rn_agg_reader {
@@ -103,7 +163,7 @@ static bool slot_of(const rn_agg_reader *r, const msgpack_object *o, bool none, 
 static int read_decl(rn_agg_reader *r, const msgpack_object *d, rn_err *e)
 {
   const msgpack_object *f = d->via.array.ptr;
-  if (d->type != MSGPACK_OBJECT_ARRAY || d->via.array.size != 7 || !is_int(&f[0]) || f[0].via.u64 != DECL_FORMAT ||
+  if (d->type != MSGPACK_OBJECT_ARRAY || (d->via.array.size != 7 && d->via.array.size != 8) || !is_int(&f[0]) || f[0].via.u64 != DECL_FORMAT ||
       f[1].type != MSGPACK_OBJECT_ARRAY || f[2].type != MSGPACK_OBJECT_ARRAY || f[3].type != MSGPACK_OBJECT_ARRAY ||
       !is_int(&f[4]) || f[4].via.u64 > RN_WINDOW_HOPPING || f[5].type != MSGPACK_OBJECT_FLOAT64 ||
       f[6].type != MSGPACK_OBJECT_BOOLEAN)

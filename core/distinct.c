@@ -27,8 +27,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "buf.h"
 #include "key.h"
 #include "ops.h"
+#include "reader.h"
 #include "scan.h"
 #include "snapshot.h"
 
@@ -207,15 +209,34 @@ static int rebuild_row(void *ctx, uint64_t id, const char *row, size_t len)
   return rc;
 }
 
+/* Records [1, input name] under "d:" name (reader.h); *changed when the
+ * state was built from another input (of the same columns). */
+static int record_input(rn_distinct *d, MDB_txn *txn, bool *changed)
+{
+  const char *in = d->out->input->name;
+  msgpack_sbuffer b;
+  msgpack_sbuffer_init(&b);
+  msgpack_packer pk;
+  msgpack_packer_init(&pk, &b, rn_buf_write);
+  msgpack_pack_array(&pk, 2);
+  msgpack_pack_int(&pk, 1);
+  msgpack_pack_str(&pk, strlen(in));
+  msgpack_pack_str_body(&pk, in, strlen(in));
+  int rc = rn_decl_put(d->out->p, txn, d->out->name, &b, changed);
+  msgpack_sbuffer_destroy(&b);
+  return rc;
+}
+
 static int setup_state(void *ctx, bool created, bool rebuild_it)
 {
-  (void)created;
   rn_distinct *d = ctx;
   rn_pipeline *p = d->out->p;
   MDB_txn *txn = p->store.wtxn;
+  bool changed = false;
   int rc = rn_state_dbi(p, txn, RN_DB_DISTINCT_ROWS, d->out->name, 0, &d->rows_dbi);
   if (!rc) rc = rn_state_dbi(p, txn, RN_DB_DISTINCT_HASHES, d->out->name, MDB_DUPSORT | MDB_DUPFIXED, &d->hash_dbi);
-  if (rc || !rebuild_it) return rc;
+  if (!rc) rc = record_input(d, txn, &changed);
+  if (rc || !(rebuild_it || (changed && !created))) return rc;
   rc = reset_or_sweep(d, txn, false);
   if (!rc) rc = rn_rel_scan(d->out->input, rebuild_row, d);
   d->out->count = 0;

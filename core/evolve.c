@@ -225,6 +225,12 @@ static int make_plan(rn_pipeline *p, rn_rel *r, const desc *old, const desc *now
     int s = match_column(p, r, old, &r->schema->cols[j], &renamed);
     pl->src[j] = s;
     if (s < 0) { rc = plan_new(p, r, pl, j); continue; }
+    for (int k = 0; k < j && !rc; k++) /* one stored column renamed to two: it would be copied */
+      if (pl->src[k] == s)
+        rc = rn_err_set(&p->err, RN_ESCHEMA, "relation \"%s\": columns \"%s\" and \"%s\" both continue the stored "
+                        "column \"%.*s\" (a rename names one new column)", r->name, r->schema->cols[k].name,
+                        r->schema->cols[j].name, (int)col_of(old, (uint32_t)s).name.size, col_of(old, (uint32_t)s).name.ptr);
+    if (rc) break;
     if (renamed) {
       dcol o = col_of(old, (uint32_t)s);
       note(pl, "renamed \"%.*s\" to \"%s\"", (int)o.name.size, o.name.ptr, r->schema->cols[j].name);
@@ -536,6 +542,22 @@ bool rn_evolve_rebuilds(const rn_rel *r)
   return r->p->evolved && r->stateful && replayable(r);
 }
 
+/* RN_ESCHEMA: r, stateful over a stream, cannot be replayed. */
+static int not_replayable(rn_pipeline *p, const rn_rel *r)
+{
+  return rn_err_set(&p->err, RN_ESCHEMA,
+                    "relation \"%s\": its declaration changed, and %s %s over the stream \"%s\" cannot be rebuilt "
+                    "(the stream's events are not kept): drop it to start it empty (p:drop(\"%s\") or runnel drop "
+                    "%s %s), or keep its old declaration", r->name, r->kind == RN_REL_AGGREGATE ? "an" : "a",
+                    rn_relkind_name(r->kind), r->input->name, r->name, p->store.path, r->name);
+}
+
+int rn_evolve_decl_changed(rn_pipeline *p, rn_rel *r)
+{
+  if (!replayable(r)) return not_replayable(p, r);
+  return add_note(p, "%s: its declaration changed: rebuilt from its inputs", r->name);
+}
+
 int rn_evolve(rn_pipeline *p, rn_rel *r, MDB_txn *txn, const MDB_val *k, const MDB_val *stored,
               const msgpack_sbuffer *declared, bool *rebuild)
 {
@@ -557,12 +579,7 @@ int rn_evolve(rn_pipeline *p, rn_rel *r, MDB_txn *txn, const MDB_val *k, const M
   else if (!rc && r->kind == RN_REL_TABLE)
     rc = evolve_table(p, r, txn, &old, &now);
   else if (!rc && r->stateful && !replayable(r))
-    rc = rn_err_set(&p->err, RN_ESCHEMA,
-                    "relation \"%s\": its declaration changed, and %s %s over the stream \"%s\" cannot be rebuilt "
-                    "(the stream's events are not kept): drop it to start it empty (p:drop(\"%s\") or runnel drop "
-                    "%s %s), or keep its old declaration", r->name, r->kind == RN_REL_AGGREGATE ? "an" : "a",
-                    rn_relkind_name(r->kind), r->input->name,
-                    r->name, p->store.path, r->name);
+    rc = not_replayable(p, r);
   else if (!rc && r->stateful) {
     *rebuild = true; /* as stale state: rebuilt keeping the ids of rows whose key stays (setup) */
     rc = add_note(p, "%s: its declaration changed: rebuilt from its inputs", r->name);

@@ -31,6 +31,12 @@
 int rn_evolve(rn_pipeline *p, rn_rel *r, MDB_txn *txn, const MDB_val *k, const MDB_val *stored,
               const msgpack_sbuffer *declared, bool *rebuild);
 
+/* r's declaration record ("d:", reader.h) changed though its catalogue
+ * entry did not (another column summed, another join column of the same
+ * type): a note that r is rebuilt, or the refusal of an aggregate over a
+ * stream (p->err). */
+int rn_evolve_decl_changed(rn_pipeline *p, rn_rel *r);
+
 /* A source table changed since open and r is stateful derived state that
  * can be replayed: its state may hold the table's old rows, so it is rebuilt
  * (the relation need not read that table; a rebuild gives the same rows). */

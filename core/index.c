@@ -307,7 +307,7 @@ static int setup_state(void *ctx, bool created, bool rebuild_it)
   int rc = rn_state_dbi(p, txn, RN_DB_INDEX, x->out->name, 0, &x->rows_dbi);
   if (!rc) rc = rn_state_dbi(p, txn, RN_DB_TOP_DECL, x->out->name, 0, &x->decl_dbi);
   if (!rc) rc = record_decl(x, txn, &changed);
-  if (!rc) rc = rn_order_record_input(x->out, txn, x->decl_dbi);
+  if (!rc) rc = rn_order_record_input(x->out, txn, x->decl_dbi, &changed);
   if (rc || !(rebuild_it || changed)) return rc;
   if ((rc = mdb_drop(txn, x->rows_dbi, 0))) return store_fail(x, rc);
   x->out->count = 0;

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "derive.h"
+#include "evolve.h"
 #include "lookup.h"
 #include "scan.h"
 #include "wb.h"
@@ -204,7 +205,9 @@ static int setup_state(void *ctx, bool created, bool rebuild_it)
   if (!rc && !j->stream) rc = rn_state_dbi(p, p->store.wtxn, RN_DB_JOIN_RESULTS, name, 0, &j->result_dbi);
   if (!rc && !j->right_native && !j->lookup) rc = rn_state_dbi(p, p->store.wtxn, RN_DB_JOIN_RIGHT, name, 0, &j->right_dbi);
   (void)created; /* a new join is built like a stale one: from its inputs */
-  if (!rc) rc = rn_join_decl_record(j->out, p->store.wtxn); /* for readers in other processes */
+  bool changed = false; /* another declaration with the same columns (another `on` column) */
+  if (!rc) rc = rn_join_decl_record(j->out, p->store.wtxn, &changed); /* also for readers in other processes */
+  if (!rc && changed && !created && j->out->stateful && !(rc = rn_evolve_decl_changed(p, j->out))) rebuild_it = true;
   if (!rc && rebuild_it && j->out->stateful) rc = rebuild(j);
   return rc;
 }

@@ -100,7 +100,7 @@ int rn_join_scan(rn_rel *join, rn_scan_fn fn, void *ctx);
  * read transaction; its declaration is kept for them under "d:" name. */
 
 /* Records join's declaration in txn (its declaring transaction). */
-int rn_join_decl_record(rn_rel *join, MDB_txn *txn);
+int rn_join_decl_record(rn_rel *join, MDB_txn *txn, bool *changed);
 
 typedef struct rn_join_reader rn_join_reader;
 /* Reads join name's declaration record in txn (and opens its databases

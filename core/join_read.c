@@ -57,7 +57,7 @@ static void pack_side(msgpack_packer *pk, const rn_rel *r)
   msgpack_sbuffer_destroy(&d);
 }
 
-int rn_join_decl_record(rn_rel *join, MDB_txn *txn)
+int rn_join_decl_record(rn_rel *join, MDB_txn *txn, bool *changed)
 {
   rn_join *j = join->ctx;
   rn_pipeline *p = join->p;
@@ -76,11 +76,9 @@ int rn_join_decl_record(rn_rel *join, MDB_txn *txn)
   pack_bool(&pk, j->fns.joiner != NULL);
   pack_side(&pk, j->left);
   pack_side(&pk, j->right);
-  char key[RN_NAME_MAX + 8];
-  MDB_val k = { (size_t)rn_decl_key(key, sizeof key, join->name), key }, v = { b.size, b.data };
-  int rc = b.data ? mdb_put(txn, p->store.meta, &k, &v, 0) : ENOMEM;
+  int rc = rn_decl_put(p, txn, join->name, &b, changed);
   msgpack_sbuffer_destroy(&b);
-  return rc ? rn_store_fail(&p->err, rc, join->name) : 0;
+  return rc;
 }
 
 /* ---- the reader ---- */

@@ -440,6 +440,19 @@ static int apply_line(rn_pipeline *p, const char *line, size_t len)
   return rn_apply_change(p, rel, op, row);
 }
 
+/* The JSON name of v's type. */
+static const char *json_kind(const msgpack_object *v)
+{
+  switch (v->type) {
+  case MSGPACK_OBJECT_NIL: return "null";
+  case MSGPACK_OBJECT_BOOLEAN: return "a boolean";
+  case MSGPACK_OBJECT_STR: return "a string";
+  case MSGPACK_OBJECT_ARRAY: return "an array";
+  case MSGPACK_OBJECT_MAP: return "an object";
+  default: return "a number";
+  }
+}
+
 /* Applies one change from its rel, op and row values (NULL or of the wrong
  * type: an error). Returns 0 or an RN_E… code, the group failed (p->err
  * says why). */
@@ -464,6 +477,10 @@ int rn_apply_change(rn_pipeline *p, const msgpack_object *rel, const msgpack_obj
   if (!o) {
     rn_err_set(&p->err, RN_EINVAL, "%s: unknown op %s (insert, update, upsert, delete)", r->name,
                rn_json_quote(quoted, sizeof quoted, op->via.str.ptr, op->via.str.size));
+    return rn_group_fail(p, RN_EINVAL, p->err.msg);
+  }
+  if (row->type != MSGPACK_OBJECT_MAP) { /* said in JSON's words: rn_push_object would say "msgpack map", "table" */
+    rn_err_set(&p->err, RN_EINVAL, "%s: \"row\" must be an object of column values, got %s", r->name, json_kind(row));
     return rn_group_fail(p, RN_EINVAL, p->err.msg);
   }
   return rn_push_object(p, r, o, row);
@@ -532,6 +549,29 @@ static void reject(const rn_run_opts *o, uint64_t line_no, const char *why, cons
   fflush(o->rejects);
 }
 
+/* Whether text holds only JSON whitespace (or nothing). */
+static bool blank(const char *text, size_t len)
+{
+  for (size_t i = 0; i < len; i++)
+    if (text[i] != ' ' && text[i] != '\t' && text[i] != '\r') return false;
+  return true;
+}
+
+/* Commits the open group, which holds input lines first to last. A
+ * group refused at its commit (an in-group sink or callback raised) is
+ * rolled back whole, and the error names its lines: a commit cannot tell
+ * which line's change was refused. */
+static int commit_lines(rn_pipeline *p, const rn_run_opts *o, uint64_t first, uint64_t last)
+{
+  int rc = rn_commit(p);
+  if (!rc) return 0;
+  char why[RN_ERRMSG_MAX];
+  snprintf(why, sizeof why, "%s", p->err.msg);
+  if (first == last) return rn_err_set(&p->err, rc, "%s:%llu: %s", o->name, (unsigned long long)last, why);
+  return rn_err_set(&p->err, rc, "%s:%llu: the group of lines %llu to %llu was rolled back: %s", o->name,
+                    (unsigned long long)first, (unsigned long long)first, (unsigned long long)last, why);
+}
+
 int rn_run_ndjson(rn_pipeline *p, FILE *in, const rn_run_opts *o, rn_run_stats *st)
 {
   memset(st, 0, sizeof *st);
@@ -539,6 +579,7 @@ int rn_run_ndjson(rn_pipeline *p, FILE *in, const rn_run_opts *o, rn_run_stats *
   size_t batch = o->batch ? o->batch : 1000;
   char *line = NULL;
   size_t cap = 0, in_group = 0;
+  uint64_t group_first = 0, group_last = 0; /* the open group's first and last lines */
   ssize_t got;
   pending kept = { NULL, NULL, 0, 0 };
   int rc = 0;
@@ -549,10 +590,14 @@ int rn_run_ndjson(rn_pipeline *p, FILE *in, const rn_run_opts *o, rn_run_stats *
     st->lines++;
     size_t len = (size_t)got;
     while (len && (line[len - 1] == '\n' || line[len - 1] == '\r')) len--;
-    if (len == 0) continue; /* blank lines are not changes */
+    char *text = line;
+    if (st->lines == 1 && len >= 3 && memcmp(text, "\xEF\xBB\xBF", 3) == 0) text += 3, len -= 3; /* a UTF-8 BOM */
+    if (blank(text, len)) continue; /* blank lines (spaces and tabs too) are not changes */
     if (!in_group && (rc = rn_begin(p))) break;
+    if (!in_group) group_first = st->lines;
+    group_last = st->lines;
     in_group++;
-    int arc = apply_line(p, line, len);
+    int arc = apply_line(p, text, len);
     if (arc && !o->skip) {
       char why[RN_ERRMSG_MAX];
       snprintf(why, sizeof why, "%s", p->err.msg);
@@ -562,7 +607,7 @@ int rn_run_ndjson(rn_pipeline *p, FILE *in, const rn_run_opts *o, rn_run_stats *
     }
     if (arc) {
       st->rejected++;
-      reject(o, st->lines, p->err.msg, line, len);
+      reject(o, st->lines, p->err.msg, text, len);
       if (o->max_rejects && st->rejected > o->max_rejects) { /* the group holding it is rolled back */
         if (p->state == RN_OPEN) rn_rollback(p); /* first: it clears the error */
         in_group = 0;
@@ -583,10 +628,10 @@ int rn_run_ndjson(rn_pipeline *p, FILE *in, const rn_run_opts *o, rn_run_stats *
       }
     } else {
       st->applied++;
-      if (o->skip && (rc = keep_line(&kept, line, len))) { rn_err_set(&p->err, rc, "out of memory"); break; }
+      if (o->skip && (rc = keep_line(&kept, text, len))) { rn_err_set(&p->err, rc, "out of memory"); break; }
     }
     if (in_group >= batch) {
-      if ((rc = rn_commit(p))) break;
+      if ((rc = commit_lines(p, o, group_first, group_last))) break;
       st->groups++;
       in_group = 0;
       drop_lines(&kept);
@@ -600,7 +645,7 @@ int rn_run_ndjson(rn_pipeline *p, FILE *in, const rn_run_opts *o, rn_run_stats *
   if (!rc && ferror(in)) rc = rn_err_set(&p->err, RN_EIO, "%s: reading: %s", o->name, strerror(errno));
   if (rc && p->state == RN_OPEN) rn_rollback(p);
   if (!rc && p->state == RN_OPEN) {
-    if (!(rc = rn_commit(p))) st->groups++;
+    if (!(rc = commit_lines(p, o, group_first, group_last))) st->groups++;
   }
   p->tolerate_bad_input = false;
   if (progress) /* the summary replaces the progress line (\033[K: what is left of it) */

@@ -538,6 +538,27 @@ int rn_decl_key(char *key, size_t size, const char *name)
   return snprintf(key, size, "%s%s", RN_META_AGG_DECL, name);
 }
 
+/* A record starts with its array header and format number: of another
+ * format, it says nothing about whether the declaration changed. */
+static bool same_format(const MDB_val *stored, const msgpack_sbuffer *now)
+{
+  return stored->mv_size >= 2 && now->size >= 2 && memcmp(stored->mv_data, now->data, 2) == 0;
+}
+
+int rn_decl_put(rn_pipeline *p, MDB_txn *txn, const char *name, const msgpack_sbuffer *record, bool *changed)
+{
+  if (changed) *changed = false;
+  if (!record->data) return rn_err_set(&p->err, RN_ENOMEM, "out of memory");
+  char key[RN_NAME_MAX + 8];
+  MDB_val k = { (size_t)rn_decl_key(key, sizeof key, name), key }, v;
+  int rc = changed ? mdb_get(txn, p->store.meta, &k, &v) : MDB_NOTFOUND;
+  if (rc == 0)
+    *changed = same_format(&v, record) && (v.mv_size != record->size || memcmp(v.mv_data, record->data, v.mv_size) != 0);
+  v = (MDB_val){ record->size, record->data };
+  if (rc == 0 || rc == MDB_NOTFOUND) rc = mdb_put(txn, p->store.meta, &k, &v, 0);
+  return rc ? rn_store_fail(&p->err, rc, name) : 0;
+}
+
 int rn_decl_malformed(rn_err *e)
 {
   return rn_err_set(e, RN_ESTORE, "its declaration record is malformed");

@@ -47,6 +47,10 @@ int rn_select_decl_record(rn_rel *r, MDB_txn *txn);
 /* The "d:" name key of a derived relation's declaration record into key
  * (snprintf's result). */
 int rn_decl_key(char *key, size_t size, const char *name);
+/* Puts record (a join's or aggregate's declaration) under "d:" name in
+ * txn; unless changed is NULL, *changed when a record of its format was
+ * there with other bytes (the state was built for another declaration). */
+int rn_decl_put(rn_pipeline *p, MDB_txn *txn, const char *name, const msgpack_sbuffer *record, bool *changed);
 /* RN_ESTORE "its declaration record is malformed". */
 int rn_decl_malformed(rn_err *e);
 /* Prefixes e with `what "name"`, after "state damaged: " for RN_ESTORE;

@@ -188,6 +188,8 @@ int rn_state_save_counters(rn_pipeline *p, rn_rel *r, MDB_txn *txn, uint64_t seq
 int rn_open_derived_state(rn_pipeline *p, rn_rel *r, rn_state_setup_fn setup, void *ctx)
 {
   bool created, stale;
+  int notes = p->nnotes; /* taken back if the declaration fails */
+  bool evolved = p->evolved;
   rn_oom_clear();
   int rc = rn_store_begin(&p->store, &p->err);
   if (rc) return rc;
@@ -202,6 +204,7 @@ int rn_open_derived_state(rn_pipeline *p, rn_rel *r, rn_state_setup_fn setup, vo
   if (!rc) rc = rn_store_commit(&p->store, &p->err);
   else rn_store_abort(&p->store);
   if (!rc) r->saved_next_id = r->lmdb_next_id = r->next_id;
+  else rn_evolve_forget(p, notes, evolved);
   return rc;
 }
 
@@ -312,7 +315,13 @@ int rn_declare_derived(rn_pipeline *p, const char *name, rn_relkind kind, rn_rel
   }
   r->input = in;
   r->tablelike = in->tablelike;
-  if ((rc = rn_rel_record(p, r))) { /* in the catalogue: inspect lists it, drop and undeclared see it */
+  /* A filter or map goes in the catalogue here (inspect lists it, drop and
+   * undeclared see it); a distinct, top or index when its state opens
+   * (rn_open_derived_state), in the transaction that sees whether its
+   * declaration changed and rebuilds it: recorded here first, the change
+   * was committed unseen and the old state kept. */
+  bool own_state = kind != RN_REL_FILTER && kind != RN_REL_MAP;
+  if (!own_state && (rc = rn_rel_record(p, r))) {
     in->noutputs--;
     rn_rel_discard_last(p);
     return rc;

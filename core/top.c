@@ -163,12 +163,14 @@ int rn_order_resolve(rn_pipeline *p, const char *what, const rn_schema *s, int n
   return 0;
 }
 
-int rn_order_record_input(rn_rel *out, MDB_txn *txn, MDB_dbi decl_dbi)
+int rn_order_record_input(rn_rel *out, MDB_txn *txn, MDB_dbi decl_dbi, bool *changed)
 {
   static char input_key[] = "input";
-  MDB_val k = { 5, input_key }, v = { strlen(out->input->name), (void *)out->input->name };
+  MDB_val k = { 5, input_key }, v = { strlen(out->input->name), (void *)out->input->name }, old;
   if (rn_group_oom(out->p, 0)) return out->p->err.code;
-  int rc = mdb_put(txn, decl_dbi, &k, &v, 0);
+  int rc = mdb_get(txn, decl_dbi, &k, &old);
+  if (rc == 0 && (old.mv_size != v.mv_size || memcmp(old.mv_data, v.mv_data, v.mv_size) != 0)) *changed = true;
+  rc = rc == 0 || rc == MDB_NOTFOUND ? mdb_put(txn, decl_dbi, &k, &v, 0) : rc;
   return rc ? rn_store_fail(&out->p->err, rc, out->name) : 0;
 }
 
@@ -642,7 +644,7 @@ static int setup_state(void *ctx, bool created, bool rebuild_it)
   if (!rc) rc = rn_state_dbi(p, txn, RN_DB_TOP_REST, t->out->name, 0, &t->rest_dbi);
   if (!rc) rc = rn_state_dbi(p, txn, RN_DB_TOP_DECL, t->out->name, 0, &t->decl_dbi);
   if (!rc) rc = record_decl(t, txn, &changed);
-  if (!rc) rc = rn_order_record_input(t->out, txn, t->decl_dbi);
+  if (!rc) rc = rn_order_record_input(t->out, txn, t->decl_dbi, &changed);
   if (rc || !(rebuild_it || changed)) return rc;
   if ((rc = mdb_drop(txn, t->top_dbi, 0)) || (rc = mdb_drop(txn, t->rest_dbi, 0))) return store_fail(t, rc);
   t->out->count = 0;

@@ -56,7 +56,8 @@ int rn_order_value_append(msgpack_sbuffer *out, const msgpack_object *v);
 int rn_order_append_one(const rn_order *o, int i, const msgpack_object *v, msgpack_sbuffer *out);
 
 /* Records under "tp:" "input" the name of out's input, for runnel verify
- * (a top's and an index's: verify_order.c). */
-int rn_order_record_input(rn_rel *out, MDB_txn *txn, MDB_dbi decl_dbi);
+ * (a top's and an index's: verify_order.c); *changed is set when another
+ * name was recorded (the state was built from another input). */
+int rn_order_record_input(rn_rel *out, MDB_txn *txn, MDB_dbi decl_dbi, bool *changed);
 
 #endif

@@ -314,11 +314,11 @@ static int run_input(lua_State *L, const run_opts *o)
   lua_insert(L, -2);
   lua_getglobal(L, "require");
   lua_pushliteral(L, "runnel");
-  lua_call(L, 1, 1);
+  if (lua_pcall(L, 1, 1, 0) != LUA_OK) goto fail;
   lua_getfield(L, -1, strncmp(o->input, "nats://", 7) == 0 ? "jetstream_source" : "ndjson_source");
   lua_remove(L, -2);
   lua_pushstring(L, o->input);
-  lua_call(L, 1, 1);
+  if (lua_pcall(L, 1, 1, 0) != LUA_OK) goto fail; /* a bad nats:// address raises (unprotected: a panic) */
   lua_createtable(L, 0, 4);
   if (o->batch) { lua_pushinteger(L, o->batch); lua_setfield(L, -2, "batch"); }
   if (o->on_error) { lua_pushstring(L, o->on_error); lua_setfield(L, -2, "on_error"); }
@@ -330,10 +330,7 @@ static int run_input(lua_State *L, const run_opts *o)
     lua_remove(L, -2);
   } else lua_pushnil(L);
   lua_setfield(L, -2, "rejects");
-  if (lua_pcall(L, 3, 1, 0) != LUA_OK) {
-    fprintf(stderr, "runnel: %s\n", lua_tostring(L, -1));
-    return 1;
-  }
+  if (lua_pcall(L, 3, 1, 0) != LUA_OK) goto fail;
   if (isatty(STDERR_FILENO)) return 0; /* the progress line became the summary (core/ndjson.c) */
   lua_getfield(L, -1, "lines");
   lua_getfield(L, -2, "applied");
@@ -345,6 +342,9 @@ static int run_input(lua_State *L, const run_opts *o)
           (long long)lua_tointeger(L, -4), (long long)lua_tointeger(L, -3), (long long)lua_tointeger(L, -2),
           groups, groups == 1 ? "" : "s");
   return 0;
+fail:
+  fprintf(stderr, "runnel: %s\n", lua_tostring(L, -1));
+  return 1;
 }
 
 /* A positive count for an option, or -1. */
@@ -397,6 +397,24 @@ static int take_option(int argc, char **argv, int *i, run_opts *o)
   return 1;
 }
 
+/* The options that shape --input without it, or skip's options without
+ * skip, would be ignored (an empty rejects file made): a usage error. */
+static bool run_opts_fit(const run_opts *o)
+{
+  const char *alone = o->batch ? "--batch" : o->on_error ? "--on-error" : o->rejects ? "--rejects"
+                    : o->max_rejects ? "--max-rejects" : NULL;
+  if (alone && !o->input) {
+    fprintf(stderr, "runnel: %s goes with --input (runnel help)\n", alone);
+    return false;
+  }
+  bool skip = o->on_error && strcmp(o->on_error, "skip") == 0;
+  if ((o->rejects || o->max_rejects) && !skip) {
+    fprintf(stderr, "runnel: %s goes with --on-error skip (runnel help)\n", o->rejects ? "--rejects" : "--max-rejects");
+    return false;
+  }
+  return true;
+}
+
 /* runnel run [OPTIONS] FILE [ARGS…]: runnel's own options may come before
  * or after FILE; "--" ends them (what follows goes to the script as it is). */
 static int run_script(lua_State *L, int argc, char **argv, int first)
@@ -422,6 +440,7 @@ static int run_script(lua_State *L, int argc, char **argv, int first)
     fprintf(stderr, "runnel: run needs a script: runnel run FILE.lua [ARGS…] (runnel help)\n");
     return 2;
   }
+  if (!run_opts_fit(&o)) return 2;
   lua_createtable(L, nargs, file + 1);
   for (int i = 0; i <= file; i++) {
     lua_pushstring(L, argv[i]);

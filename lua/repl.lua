@@ -407,8 +407,18 @@ end
 -- .open DIR [FILE]: with FILE, the state at DIR opens as `p` and FILE
 -- declares its relations on it (as rn_run_lua gives a script `p`); without
 -- one, an existing state is browsed read-only and a new one opened empty.
+-- Whether path names a file, not a directory (reading it fails EISDIR).
+local function is_file(path)
+  local f = io.open(path)
+  if not f then return false end
+  local _, _, code = f:read(1)
+  f:close()
+  return code ~= 21
+end
+
 local function open_state(dir, file, quiet)
   if dir == nil or dir == "" then print("error: .open needs a state directory") return end
+  if is_file(dir) then print(("error: %s is a file; a state is a directory (.load runs a script)"):format(dir)) return end
   local ok, p
   if not file and file_exists(dir .. "/data.mdb") then
     ok, p = pcall(browse, dir)
@@ -504,6 +514,32 @@ local function banner(p)
   print(("%s — a stream processor in your program. %s; .help for help."):format(runnel._VERSION, describe(p)))
 end
 
+-- The words of a command's argument: "…" or '…' quote one with spaces.
+-- nil and a message for an unclosed quote.
+local function words(argument)
+  local out, rest = {}, argument
+  while true do
+    rest = rest:match("^%s*(.*)$")
+    if rest == "" then return out end
+    local q = rest:sub(1, 1)
+    local word, after
+    if q == '"' or q == "'" then
+      word, after = rest:match("^" .. q .. "(.-)" .. q .. "(.*)$")
+      if not word then return nil, "error: a path opened with " .. q .. " is not closed" end
+    else
+      word, after = rest:match("^(%S+)(.*)$")
+    end
+    out[#out + 1], rest = word, after
+  end
+end
+
+-- .open DIR [FILE] and .load FILE: their paths, or nil after saying why.
+local function paths(cmd, argument, most)
+  local list, err = words(argument)
+  if list and #list >= 1 and #list <= most then return list end
+  print(err or ("error: .%s takes %s (quote a path with spaces)"):format(cmd, most == 2 and "DIR [FILE]" or "FILE"))
+end
+
 local function command(cmd, argument, state)
   local p = _G.p
   if cmd == "quit" or cmd == "exit" then return "quit"
@@ -511,10 +547,12 @@ local function command(cmd, argument, state)
   elseif cmd == "tables" then tables(p)
   elseif cmd == "schema" then schema(p, argument)
   elseif cmd == "open" then
-    local dir, file = argument:match("^(%S+)%s*(%S*)$")
-    open_state(dir, file ~= "" and file or nil)
+    local list = paths("open", argument, 2)
+    if list then open_state(list[1], list[2]) end
   elseif cmd == "load" then
-    if argument == "" then print("error: .load needs a file") else run_file(argument, p) end
+    local q, list = argument:sub(1, 1), { argument } -- unquoted, the whole argument is the path
+    if q == '"' or q == "'" or argument == "" then list = paths("load", argument, 1) end
+    if list then run_file(list[1], p) end
   elseif cmd == "watch" then set_watch(argument)
   elseif cmd == "limit" then set_limit(argument)
   elseif cmd == "traceback" then

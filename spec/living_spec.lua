@@ -158,7 +158,7 @@ describe("runnel query", function()
     local out, err, code = H.sh(("%s query %s nope"):format(bin, dir))
     assert.same({ "", ('runnel: attach %s: no relation or store "nope" there\n'):format(dir), 1 }, { out, err, code })
     out, err, code = H.sh(("%s query %s players --format xml"):format(bin, dir))
-    assert.same({ "", "runnel: query: --format takes grid, ndjson or csv\n", 1 }, { out, err, code })
+    assert.same({ "", "runnel: query: --format takes grid, ndjson or csv\n", 2 }, { out, err, code }) -- a usage error
   end)
 
   -- Runs a writer of table "pairs" (and what derive, Lua source declaring

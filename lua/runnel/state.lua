@@ -7,9 +7,10 @@ local runnel = require "runnel"
 
 local M = {}
 
-local function fail(msg)
+-- code: 1 by default, 2 for a usage error (as runnel help says).
+local function fail(msg, code)
   io.stderr:write("runnel: ", msg, "\n")
-  return 1
+  return code or 1
 end
 
 local function is_state(dir)
@@ -73,14 +74,18 @@ local FORMATS = { grid = true, ndjson = true, csv = true }
 
 local function query_args(args)
   local o = { keys = {}, format = "grid" }
-  local i = 1
+  local i, options = 1, true
   while i <= #args do
     local a = args[i]
-    if a == "--limit" then
+    if options and a == "--" then options, i = false, i + 1 -- what follows is a KEY even if it starts with --
+    elseif options and a:sub(1, 2) == "--" and a ~= "--limit" and a ~= "--format" then
+      return nil, ("query: unknown option %s (--limit N, --format grid|ndjson|csv; -- before a KEY that starts "
+                   .. "with --)"):format(a)
+    elseif options and a == "--limit" then
       o.limit = math.tointeger(tonumber(args[i + 1]))
       if not o.limit or o.limit < 0 then return nil, "query: --limit takes a count of rows" end
       i = i + 2
-    elseif a == "--format" then
+    elseif options and a == "--format" then
       o.format = args[i + 1]
       if not FORMATS[o.format] then return nil, "query: --format takes grid, ndjson or csv" end
       i = i + 2
@@ -206,7 +211,7 @@ end
 
 function M.query(args)
   local o, err = query_args(args)
-  if not o then return fail(err) end
+  if not o then return fail(err, 2) end
   if not is_state(o.state) then return fail(o.state .. ": not a runnel state (no data.mdb)") end
   local ok, att = pcall(runnel.attach, o.state, o.rel)
   if not ok then return fail((tostring(att):gsub("^[^:]*:%d+: ", ""))) end
@@ -223,7 +228,7 @@ end
 -- ---- runnel drop STATE NAME ----
 
 function M.drop(args)
-  if #args ~= 2 then return fail("usage: runnel drop STATE NAME") end
+  if #args ~= 2 then return fail("usage: runnel drop STATE NAME", 2) end
   local state, name = args[1], args[2]
   if not is_state(state) then return fail(state .. ": not a runnel state (no data.mdb)") end
   local ok, p = pcall(runnel.open, { path = state, notes = false })

@@ -29,6 +29,7 @@ typedef struct entry {
 
 static entry *entries;   /* states this process writes or reads */
 static pthread_mutex_t entries_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_mutex_t dbis_lock = PTHREAD_RECURSIVE_MUTEX_INITIALIZER_NP; /* rn_envs_dbis_lock */
 
 /* The entry of the state whose directory is st (NULL: none yet). Entries
  * a forked child inherited are not its own: LMDB's locks do not pass to a
@@ -196,3 +197,6 @@ void rn_envs_read_done(MDB_env *env)
   if (shared) rn_envs_release(env);
   else mdb_env_close(env);
 }
+
+void rn_envs_dbis_lock(void) { pthread_mutex_lock(&dbis_lock); }
+void rn_envs_dbis_unlock(void) { pthread_mutex_unlock(&dbis_lock); }

@@ -57,4 +57,12 @@ int rn_envs_readers(const char *dir);
 int rn_envs_read(const char *dir, MDB_env **env, rn_err *e);
 void rn_envs_read_done(MDB_env *env);
 
+/* Around a read transaction that opens databases (mdb_dbi_open), from its
+ * begin to its commit or abort: LMDB forbids two such transactions at once
+ * on one environment (the second takes the handle slot the first is
+ * filling, and a handle then reads another database), and threads share
+ * the readers' environment. Recursive: an rn_inspect callback may attach. */
+void rn_envs_dbis_lock(void);
+void rn_envs_dbis_unlock(void);
+
 #endif

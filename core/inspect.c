@@ -124,8 +124,8 @@ static int open_reader(const char *path, MDB_env **env, MDB_txn **txn, MDB_dbi *
   return rc ? rn_err_set(e, rn_store_read_code(rc), "%s: %s", path, mdb_strerror(rc)) : 0;
 }
 
-RN_API int rn_inspect(const char *path, rn_inspect_fn fn, void *ctx, rn_inspect_state *out,
-                      char *errbuf, size_t errlen)
+static int inspect(const char *path, rn_inspect_fn fn, void *ctx, rn_inspect_state *out, char *errbuf,
+                   size_t errlen)
 {
   if (!path || !out) {
     if (errbuf && errlen) snprintf(errbuf, errlen, "rn_inspect: %s is NULL", path ? "out" : "the path");
@@ -182,5 +182,15 @@ RN_API int rn_inspect(const char *path, rn_inspect_fn fn, void *ctx, rn_inspect_
   mdb_txn_abort(txn);
   rn_envs_read_done(env);
   if (rc && e.msg[0]) return fail(errbuf, errlen, e.msg, rc);
+  return rc;
+}
+
+/* Its transaction opens databases (rn_store_entries): one such at a time (envs.h). */
+RN_API int rn_inspect(const char *path, rn_inspect_fn fn, void *ctx, rn_inspect_state *out,
+                      char *errbuf, size_t errlen)
+{
+  rn_envs_dbis_lock();
+  int rc = inspect(path, fn, ctx, out, errbuf, errlen);
+  rn_envs_dbis_unlock();
   return rc;
 }

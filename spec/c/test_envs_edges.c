@@ -1,0 +1,188 @@
+/* test_envs_edges.c — the edges of one LMDB environment per state per
+ * process (envs.c): threads sharing one reader environment, a forked child
+ * holding its parent's handles, a state directory replaced under a handle. */
+#include <fcntl.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "check.h"
+#include "envs.h"
+#include "pipeline.h"
+#include "store_sink.h"
+#include "verify.h"
+
+static const rn_column_def cols[] = { { .name = "k", .type = "int" }, { .name = "v", .type = "string" } };
+static const char *const key[] = { "k" };
+
+#define TABLES 24
+
+static int insert(rn_pipeline *p, rn_rel *t, int k)
+{
+  char map[] = { (char)0x82, (char)0xa1, 'k', (char)0xcd, 0, 0, (char)0xa1, 'v', (char)0xa1, 'x' };
+  map[4] = (char)(k >> 8), map[5] = (char)k; /* {"k": k, "v": "x"}, k < 65536 */
+  return rn_insert(p, t, map, sizeof map);
+}
+
+/* A state at dir with tables t0..t<tables-1>, table ti holding i + 1 rows:
+ * a read of the wrong table shows in its count. */
+static void make_state(const char *dir, int tables)
+{
+  rn_open_opts o = { .path = dir };
+  rn_pipeline *p = NULL;
+  CHECK(rn_pipeline_open(&o, &p, NULL, 0) == 0);
+  for (int i = 0; i < tables; i++) {
+    char name[16];
+    snprintf(name, sizeof name, "t%d", i);
+    rn_rel *t = NULL;
+    CHECK(rn_declare_table(p, name, cols, 2, key, 1, &t) == 0);
+    CHECK(rn_begin(p) == 0);
+    for (int k = 1; k <= i + 1; k++) CHECK(insert(p, t, k) == 0);
+    CHECK(rn_commit(p) == 0);
+  }
+  CHECK(rn_pipeline_close(p) == 0);
+}
+
+static void remove_state(const char *dir)
+{
+  char cmd[128];
+  snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+  CHECK(system(cmd) == 0);
+}
+
+static int count_rows(void *ctx, uint64_t id, const char *row, size_t len)
+{
+  (void)id, (void)row, (void)len;
+  (*(int *)ctx)++;
+  return 0;
+}
+
+static int rows(rn_attached *a)
+{
+  int n = 0;
+  rn_err e = { 0 };
+  if (rn_attach_each(a, count_rows, &n, &e) == 0) return n;
+  fprintf(stderr, "%s\n", e.msg);
+  return -1;
+}
+
+/* ---- threads sharing the readers' environment ---- */
+
+typedef struct race {
+  const char *dir;
+  pthread_barrier_t start;   /* both threads attach at once, then close at once */
+  struct timespec until;     /* rounds run until then, or until a read goes wrong */
+  bool stop;                 /* set by thread 0 between rounds */
+  int rounds, wrong;         /* rounds run; attaches that failed or read another table's rows */
+  pthread_mutex_t lock;      /* over wrong */
+} race;
+
+typedef struct racer {
+  race *r;
+  int role;                  /* 0: attaches t0 first, 1: the last table first, 2: verifies and inspects */
+} racer;
+
+static bool past(const struct timespec *until)
+{
+  struct timespec now;
+  clock_gettime(CLOCK_MONOTONIC, &now);
+  return now.tv_sec > until->tv_sec || (now.tv_sec == until->tv_sec && now.tv_nsec >= until->tv_nsec);
+}
+
+/* Attaches every table, in this thread's order, and reads each. */
+static void attach_all(racer *me, rn_attached **a)
+{
+  for (int j = 0; j < TABLES; j++) {
+    int i = me->role ? TABLES - 1 - j : j;
+    char name[16];
+    snprintf(name, sizeof name, "t%d", i);
+    rn_err e = { 0 };
+    int n = rn_attach(me->r->dir, name, NULL, &a[i], &e) == 0 ? rows(a[i]) : -1;
+    if (n == i + 1) continue;
+    pthread_mutex_lock(&me->r->lock);
+    if (!me->r->wrong++) fprintf(stderr, "%s: %d rows %s\n", name, n, e.msg);
+    pthread_mutex_unlock(&me->r->lock);
+  }
+}
+
+/* rn_verify and rn_inspect of the state, which open every database. */
+static void verify_and_inspect(racer *me)
+{
+  FILE *devnull = fopen("/dev/null", "w");
+  rn_inspect_state st;
+  char err[256] = "";
+  int bad = rn_verify(me->r->dir, devnull) != 0 || rn_inspect(me->r->dir, NULL, NULL, &st, err, sizeof err) != 0 ||
+            st.relations != TABLES;
+  fclose(devnull);
+  pthread_mutex_lock(&me->r->lock);
+  if (bad && !me->r->wrong++) fprintf(stderr, "verify or inspect: %s\n", err);
+  pthread_mutex_unlock(&me->r->lock);
+}
+
+/* Each round both threads attach every table (or verify) into an environment the
+ * round opened anew (the last close of the one before closed it), so the
+ * two open LMDB databases on it at the same time. */
+static void *attach_tables(void *arg)
+{
+  racer *me = arg;
+  race *r = me->r;
+  while (!r->stop) {
+    rn_attached *a[TABLES] = { 0 };
+    pthread_barrier_wait(&r->start);
+    if (me->role == 2) verify_and_inspect(me);
+    else attach_all(me, a);
+    for (int i = 0; i < TABLES; i++) rn_attach_close(a[i]);
+    if (pthread_barrier_wait(&r->start) == PTHREAD_BARRIER_SERIAL_THREAD) { /* both closed */
+      r->rounds++;
+      r->stop = past(&r->until) || r->wrong;
+    }
+    pthread_barrier_wait(&r->start); /* both see stop alike */
+  }
+  return NULL;
+}
+
+/* Two threads at once, racer roles a and b, for a second and a half. */
+static void race_two(int a, int b)
+{
+  char dir[] = "/tmp/rn_envs_XXXXXX";
+  CHECK(mkdtemp(dir) != NULL);
+  make_state(dir, TABLES);
+  race r = { .dir = dir };
+  pthread_barrier_init(&r.start, NULL, 2);
+  pthread_mutex_init(&r.lock, NULL);
+  clock_gettime(CLOCK_MONOTONIC, &r.until);
+  r.until.tv_nsec += 500000000;
+  r.until.tv_sec += 1 + r.until.tv_nsec / 1000000000;
+  r.until.tv_nsec %= 1000000000;
+  racer me[2] = { { &r, a }, { &r, b } };
+  pthread_t th[2];
+  for (int i = 0; i < 2; i++) CHECK(pthread_create(&th[i], NULL, attach_tables, &me[i]) == 0);
+  for (int i = 0; i < 2; i++) pthread_join(th[i], NULL);
+  pthread_barrier_destroy(&r.start);
+  pthread_mutex_destroy(&r.lock);
+  CHECK(r.wrong == 0);
+  if (r.wrong) fprintf(stderr, "%d wrong reads in %d rounds\n", r.wrong, r.rounds);
+  CHECK(rn_envs_readers(dir) == 0);
+  remove_state(dir);
+}
+
+/* Two threads attach a state no thread writes, at once: they share one
+ * environment, and LMDB forbids opening databases in two transactions at
+ * once (the second takes the slot the first is filling, and a handle then
+ * reads another table). */
+static void test_threads_attach_at_once(void) { race_two(0, 1); }
+
+/* rn_verify and rn_inspect in one thread, attaches in another: they open
+ * databases on the shared environment too. */
+static void test_threads_verify_beside_attaches(void) { race_two(0, 2); }
+
+int main(void)
+{
+  RUN(test_threads_attach_at_once);
+  RUN(test_threads_verify_beside_attaches);
+  return CHECK_REPORT();
+}

@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -180,9 +181,110 @@ static void test_threads_attach_at_once(void) { race_two(0, 1); }
  * databases on the shared environment too. */
 static void test_threads_verify_beside_attaches(void) { race_two(0, 2); }
 
+/* ---- a forked child ---- */
+
+/* Reader slots of LMDB's table on env that name this process. */
+static int readers_of_mine(const char *msg, void *ctx)
+{
+  char mine[32];
+  snprintf(mine, sizeof mine, "%10d ", (int)getpid()); /* mdb_reader_list: "%10d %zx %-20s\n", pid … */
+  if (strncmp(msg, mine, strlen(mine)) == 0) (*(int *)ctx)++;
+  return 0;
+}
+
+static int my_readers(const char *dir)
+{
+  MDB_env *env = NULL;
+  rn_err e = { 0 };
+  int n = 0;
+  if (rn_envs_acquire(dir, &env, &e) != 0) return -1;
+  mdb_reader_list(env, readers_of_mine, &n);
+  rn_envs_release(env);
+  return n;
+}
+
+typedef struct forking {
+  const char *dir;
+  rn_attached *a;
+  int seen, readers_before, readers_after, child_status;
+} forking;
+
+/* On the first row, with the walk's read transaction open: a child that
+ * closes what it inherited (the attach), then attaches on its own. */
+static int fork_on_first_row(void *ctx, uint64_t id, const char *row, size_t len)
+{
+  forking *f = ctx;
+  (void)id, (void)row, (void)len;
+  if (f->seen++) return 0;
+  f->readers_before = my_readers(f->dir);
+  pid_t pid = fork();
+  if (pid == 0) {
+    rn_attach_close(f->a); /* not its own: LMDB's environment is the parent's */
+    rn_attached *mine = NULL;
+    rn_err e = { 0 };
+    int ok = rn_attach(f->dir, "t2", NULL, &mine, &e) == 0 && rows(mine) == 3;
+    rn_attach_close(mine);
+    _exit(ok ? 0 : 1);
+  }
+  waitpid(pid, &f->child_status, 0);
+  f->readers_after = my_readers(f->dir);
+  return 0;
+}
+
+/* A child forked while the parent reads closes the handle it inherited and
+ * attaches on its own: the parent's read keeps its slot in LMDB's reader
+ * table (else a writer elsewhere may reuse the pages it reads), and its
+ * environment stays open. */
+static void test_child_closes_an_inherited_attach(void)
+{
+  char dir[] = "/tmp/rn_envs_XXXXXX";
+  CHECK(mkdtemp(dir) != NULL);
+  make_state(dir, 3);
+  forking f = { .dir = dir };
+  rn_err e = { 0 };
+  CHECK(rn_attach(dir, "t2", NULL, &f.a, &e) == 0);
+  CHECK(rn_attach_each(f.a, fork_on_first_row, &f, &e) == 0);
+  CHECK(WIFEXITED(f.child_status) && WEXITSTATUS(f.child_status) == 0);
+  CHECK(f.readers_before == 1);
+  CHECK(f.readers_after == 1);
+  CHECK(rows(f.a) == 3);
+  CHECK(rn_envs_readers(dir) == 1);
+  rn_attach_close(f.a);
+  remove_state(dir);
+}
+
+/* ---- a state directory removed and made again ---- */
+
+/* A state removed while an attach of it is open, and a new one made at
+ * the same path: the new one's writer is not refused, an attach reads the
+ * new one, and the old attach reads on what it had. (The registry keys a
+ * state by its directory's inode; ext4 does not give the new directory
+ * the old one's while files in it are open, so the two never meet.) */
+static void test_state_made_again_under_an_attach(void)
+{
+  char dir[] = "/tmp/rn_envs_XXXXXX";
+  CHECK(mkdtemp(dir) != NULL);
+  make_state(dir, 3);
+  rn_attached *old = NULL, *fresh = NULL;
+  rn_err e = { 0 };
+  CHECK(rn_attach(dir, "t2", NULL, &old, &e) == 0);
+  remove_state(dir);
+  CHECK(mkdir(dir, 0700) == 0);
+  make_state(dir, 5); /* its writer */
+  CHECK(rn_attach(dir, "t4", NULL, &fresh, &e) == 0);
+  CHECK(fresh && rows(fresh) == 5);
+  CHECK(old && rows(old) == 3);
+  rn_attach_close(old);
+  rn_attach_close(fresh);
+  CHECK(rn_envs_readers(dir) == 0);
+  remove_state(dir);
+}
+
 int main(void)
 {
   RUN(test_threads_attach_at_once);
   RUN(test_threads_verify_beside_attaches);
+  RUN(test_child_closes_an_inherited_attach);
+  RUN(test_state_made_again_under_an_attach);
   return CHECK_REPORT();
 }

@@ -154,7 +154,8 @@ static int inspect(const char *path, rn_inspect_fn fn, void *ctx, rn_inspect_sta
   MDB_stat est;
   mdb_env_info(env, &info);
   mdb_env_stat(env, &est);
-  out->map_size = info.me_mapsize;
+  uint64_t state_map = rn_store_file_map(path); /* not the readers' environment's larger map (envs.h) */
+  out->map_size = state_map ? state_map : info.me_mapsize;
   out->used = (uint64_t)(info.me_last_pgno + 1) * est.ms_psize;
   out->page_size = est.ms_psize;
   out->free = free_pages(txn) * est.ms_psize;

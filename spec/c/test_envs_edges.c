@@ -253,6 +253,52 @@ static void test_child_closes_an_inherited_attach(void)
   remove_state(dir);
 }
 
+/* Whether another process finds LMDB's lock on the state at dir held
+ * (as test_envs.c: F_GETLK on byte 0 of lock.mdb, as LMDB's open does). */
+static int lock_held_elsewhere(const char *dir)
+{
+  pid_t pid = fork();
+  if (pid == 0) {
+    char path[256];
+    snprintf(path, sizeof path, "%s/lock.mdb", dir);
+    int fd = open(path, O_RDWR);
+    struct flock l = { .l_type = F_WRLCK, .l_whence = SEEK_SET, .l_start = 0, .l_len = 1 };
+    _exit(fd < 0 || fcntl(fd, F_GETLK, &l) != 0 ? 2 : l.l_type == F_UNLCK ? 0 : 1);
+  }
+  int status = 0;
+  waitpid(pid, &status, 0);
+  return WIFEXITED(status) ? WEXITSTATUS(status) : 3;
+}
+
+/* A child forked while its parent holds an attach writes the state: the
+ * parent's handles are not its own, so its writer is not refused; the
+ * parent keeps its locks and reads what the child wrote. */
+static void test_child_writes_beside_the_parents_attach(void)
+{
+  char dir[] = "/tmp/rn_envs_XXXXXX";
+  CHECK(mkdtemp(dir) != NULL);
+  make_state(dir, 3);
+  rn_attached *a = NULL;
+  rn_err e = { 0 };
+  CHECK(rn_attach(dir, "t2", NULL, &a, &e) == 0);
+  pid_t pid = fork();
+  if (pid == 0) {
+    rn_open_opts o = { .path = dir };
+    rn_pipeline *p = NULL;
+    rn_rel *t = NULL;
+    int rc = rn_pipeline_open(&o, &p, NULL, 0) || rn_declare_table(p, "t2", cols, 2, key, 1, &t) || insert(p, t, 4);
+    _exit(rc || rn_pipeline_close(p) ? 1 : 0);
+  }
+  int status = 0;
+  waitpid(pid, &status, 0);
+  CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+  CHECK(lock_held_elsewhere(dir) == 1);
+  CHECK(rows(a) == 4);
+  rn_attach_close(a);
+  CHECK(lock_held_elsewhere(dir) == 0);
+  remove_state(dir);
+}
+
 /* ---- a state directory removed and made again ---- */
 
 /* A state removed while an attach of it is open, and a new one made at
@@ -280,11 +326,45 @@ static void test_state_made_again_under_an_attach(void)
   remove_state(dir);
 }
 
+/* ---- what rn_inspect reports ---- */
+
+/* rn_inspect reads through the readers' environment, which maps far more
+ * than the state: it reports the state's own map (what its writer maps),
+ * as it did with an environment of its own, not the reader's mapping. */
+static void test_inspect_reports_the_states_map(void)
+{
+  char dir[] = "/tmp/rn_envs_XXXXXX";
+  CHECK(mkdtemp(dir) != NULL);
+  rn_open_opts o = { .path = dir, .map_size = (size_t)8 << 20 };
+  rn_pipeline *p = NULL;
+  rn_rel *t = NULL;
+  CHECK(rn_pipeline_open(&o, &p, NULL, 0) == 0);
+  CHECK(rn_declare_table(p, "t", cols, 2, key, 1, &t) == 0);
+  CHECK(insert(p, t, 1) == 0);
+  rn_inspect_state st;
+  char err[256] = "";
+  CHECK(rn_inspect(dir, NULL, NULL, &st, err, sizeof err) == 0); /* beside the writer: no lock file */
+  CHECK(st.map_size == (uint64_t)8 << 20);
+  CHECK(rn_pipeline_close(p) == 0);
+  rn_attached *a = NULL;
+  rn_err e = { 0 };
+  CHECK(rn_attach(dir, "t", NULL, &a, &e) == 0); /* the readers' environment is open */
+  CHECK(rn_inspect(dir, NULL, NULL, &st, err, sizeof err) == 0);
+  if (st.map_size != (uint64_t)8 << 20) fprintf(stderr, "map %llu\n", (unsigned long long)st.map_size);
+  CHECK(st.map_size == (uint64_t)8 << 20);
+  rn_attach_close(a);
+  CHECK(rn_inspect(dir, NULL, NULL, &st, err, sizeof err) == 0);
+  CHECK(st.map_size == (uint64_t)8 << 20);
+  remove_state(dir);
+}
+
 int main(void)
 {
   RUN(test_threads_attach_at_once);
   RUN(test_threads_verify_beside_attaches);
   RUN(test_child_closes_an_inherited_attach);
+  RUN(test_child_writes_beside_the_parents_attach);
   RUN(test_state_made_again_under_an_attach);
+  RUN(test_inspect_reports_the_states_map);
   return CHECK_REPORT();
 }

@@ -358,6 +358,55 @@ static void test_inspect_reports_the_states_map(void)
   remove_state(dir);
 }
 
+/* ---- copies in two threads ---- */
+
+typedef struct copier {
+  const char *dir;
+  char dest[64];
+  int rc[8];
+} copier;
+
+/* Eight copies of the state, each into a directory of its own. */
+static void *copy_eight(void *arg)
+{
+  copier *c = arg;
+  for (int i = 0; i < 8; i++) {
+    char dest[96];
+    snprintf(dest, sizeof dest, "%s-%d", c->dest, i);
+    c->rc[i] = rn_state_copy(c->dir, dest, NULL, 0);
+  }
+  return NULL;
+}
+
+/* Two threads copy one state no thread writes, at once: each copy's file
+ * written beside has a name of its own (a name both took would have one
+ * thread remove the other's file as a killed copy's). */
+static void test_threads_copy_at_once(void)
+{
+  char dir[] = "/tmp/rn_envs_XXXXXX";
+  CHECK(mkdtemp(dir) != NULL);
+  make_state(dir, 3);
+  copier c[2] = { { .dir = dir }, { .dir = dir } };
+  pthread_t th[2];
+  for (int i = 0; i < 2; i++) {
+    snprintf(c[i].dest, sizeof c[i].dest, "%s-copy%d", dir, i);
+    CHECK(pthread_create(&th[i], NULL, copy_eight, &c[i]) == 0);
+  }
+  for (int i = 0; i < 2; i++) pthread_join(th[i], NULL);
+  FILE *devnull = fopen("/dev/null", "w");
+  for (int i = 0; i < 2; i++)
+    for (int j = 0; j < 8; j++) {
+      char dest[96];
+      snprintf(dest, sizeof dest, "%s-%d", c[i].dest, j);
+      CHECK(c[i].rc[j] == 0 && rn_verify(dest, devnull) == 0);
+    }
+  fclose(devnull);
+  char cmd[128];
+  snprintf(cmd, sizeof cmd, "rm -rf %s-copy*", dir);
+  CHECK(system(cmd) == 0);
+  remove_state(dir);
+}
+
 int main(void)
 {
   RUN(test_threads_attach_at_once);
@@ -366,5 +415,6 @@ int main(void)
   RUN(test_child_writes_beside_the_parents_attach);
   RUN(test_state_made_again_under_an_attach);
   RUN(test_inspect_reports_the_states_map);
+  RUN(test_threads_copy_at_once);
   return CHECK_REPORT();
 }

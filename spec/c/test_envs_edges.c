@@ -299,6 +299,75 @@ static void test_child_writes_beside_the_parents_attach(void)
   remove_state(dir);
 }
 
+/* ---- attaches that fail, and paths that name one state ---- */
+
+/* Attaches that fail after the environment was taken (no such relation)
+ * or while it opens (not a state) give it back: the last close lets go of
+ * LMDB's lock, and the writer is not refused afterwards. */
+static void test_failed_attaches_give_the_environment_back(void)
+{
+  char dir[] = "/tmp/rn_envs_XXXXXX", empty[] = "/tmp/rn_envs_XXXXXX";
+  CHECK(mkdtemp(dir) != NULL && mkdtemp(empty) != NULL);
+  make_state(dir, 3);
+  rn_attached *a = NULL, *b = NULL;
+  rn_err e = { 0 };
+  CHECK(rn_attach(dir, "t1", NULL, &a, &e) == 0);
+  CHECK(rn_attach(dir, "nope", NULL, &b, &e) == RN_ENOTFOUND && !b);
+  CHECK(rn_envs_readers(dir) == 1);
+  CHECK(rn_attach(empty, "t1", NULL, &b, &e) != 0 && !b);
+  CHECK(rn_envs_readers(empty) == 0);
+  rn_attach_close(a);
+  CHECK(rn_envs_readers(dir) == 0);
+  CHECK(rn_attach(dir, "nope", NULL, &b, &e) == RN_ENOTFOUND && !b);
+  CHECK(rn_envs_readers(dir) == 0);
+  CHECK(lock_held_elsewhere(dir) == 0);
+  rn_open_opts o = { .path = dir };
+  rn_pipeline *p = NULL;
+  CHECK(rn_pipeline_open(&o, &p, NULL, 0) == 0);
+  CHECK(rn_pipeline_close(p) == 0);
+  remove_state(dir);
+  remove_state(empty);
+}
+
+/* A state named by a symbolic link and by a relative path is one state:
+ * its writer is refused beside an attach through the link, and an attach
+ * through either, beside its writer, reads through the pipeline (the
+ * carried group too) and leaves the writer's locks. */
+static void test_one_state_by_several_paths(void)
+{
+  char dir[] = "/tmp/rn_envs_XXXXXX", link[64], cwd[4096];
+  CHECK(mkdtemp(dir) != NULL);
+  make_state(dir, 3);
+  snprintf(link, sizeof link, "%s-link", dir);
+  CHECK(symlink(dir, link) == 0);
+  rn_attached *a = NULL;
+  rn_err e = { 0 };
+  CHECK(rn_attach(link, "t2", NULL, &a, &e) == 0);
+  rn_open_opts o = { .path = dir, .nosync = 1 };
+  rn_pipeline *p = NULL;
+  char err[512] = "";
+  CHECK(rn_pipeline_open(&o, &p, err, sizeof err) == RN_EMISUSE);
+  rn_attach_close(a);
+  CHECK(rn_pipeline_open(&o, &p, err, sizeof err) == 0);
+  rn_rel *t = NULL;
+  CHECK(rn_declare_table(p, "t2", cols, 2, key, 1, &t) == 0);
+  CHECK(insert(p, t, 4) == 0); /* carried */
+  CHECK(getcwd(cwd, sizeof cwd) != NULL && chdir("/tmp") == 0);
+  const char *paths[] = { link, dir + strlen("/tmp/"), link + strlen("/tmp/") };
+  for (int i = 0; i < 3; i++) {
+    a = NULL;
+    CHECK(rn_attach(paths[i], "t2", NULL, &a, &e) == 0);
+    CHECK(a && rows(a) == 4);
+    rn_attach_close(a);
+    CHECK(rn_envs_readers(paths[i]) == 0);
+  }
+  CHECK(chdir(cwd) == 0);
+  CHECK(lock_held_elsewhere(dir) == 1);
+  CHECK(rn_pipeline_close(p) == 0);
+  CHECK(unlink(link) == 0);
+  remove_state(dir);
+}
+
 /* ---- a state directory removed and made again ---- */
 
 /* A state removed while an attach of it is open, and a new one made at
@@ -413,6 +482,8 @@ int main(void)
   RUN(test_threads_verify_beside_attaches);
   RUN(test_child_closes_an_inherited_attach);
   RUN(test_child_writes_beside_the_parents_attach);
+  RUN(test_failed_attaches_give_the_environment_back);
+  RUN(test_one_state_by_several_paths);
   RUN(test_state_made_again_under_an_attach);
   RUN(test_inspect_reports_the_states_map);
   RUN(test_threads_copy_at_once);

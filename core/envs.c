@@ -137,6 +137,7 @@ static int open_env(const char *dir, unsigned flags, const size_t *maps, size_t 
     if (*env) mdb_env_close(*env);
     *env = NULL;
   }
+  if (rc == ENOENT) return rn_err_set(e, rn_store_read_code(rc), "%s: not a runnel state (no data.mdb)", dir);
   return rn_err_set(e, rn_store_read_code(rc), "%s: %s", dir, mdb_strerror(rc));
 }
 

@@ -96,3 +96,15 @@ describe("an attach of the state a pipeline of this thread writes", function()
     p2:close()
   end)
 end)
+
+describe("runnel.attach of no state", function()
+  after_each(H.cleanup)
+
+  it("names the attach and says what is missing", function()
+    local dir = H.tmpdir()
+    assert.are.equal(("attach %s/nope: No such file or directory"):format(dir),
+                     H.error_of(function() local a = runnel.attach(dir .. "/nope", "t"); return a end))
+    assert.are.equal(("attach %s: not a runnel state (no data.mdb)"):format(dir),
+                     H.error_of(function() local a = runnel.attach(dir, "t"); return a end))
+  end)
+end)

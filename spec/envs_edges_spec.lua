@@ -108,3 +108,29 @@ describe("runnel.attach of no state", function()
                      H.error_of(function() local a = runnel.attach(dir, "t"); return a end))
   end)
 end)
+
+describe("a script's handles at its end", function()
+  after_each(H.cleanup)
+
+  it("are closed whatever the order Lua collects them in: pipeline, attaches through it, a lookup's", function()
+    local dir = H.tmpdir()
+    state(dir)
+    local script = dir .. "/end.lua"
+    H.write(script, ([[
+local runnel = require "runnel"
+other = runnel.attach(%q, "t")
+other:close()
+p = runnel.open(%q)
+t = p:table("t", { {"k","int"}, {"v","string"}, key = "k" })
+a = runnel.attach(%q, "t")
+q = runnel.open()
+q:lookup("names", { {"k","int"}, {"v","string"}, key = "k", source = runnel.attach(%q, "t") })
+t:insert{ k = 3, v = "c" }
+print(a:count())
+]]):format(dir, dir, dir, dir))
+    local out, err, code = H.sh(("%s run %s"):format(H.runnel_bin, script))
+    assert.are.equal("", err)
+    assert.are.equal(0, code)
+    assert.are.equal("3\n", out)
+  end)
+end)

@@ -368,6 +368,46 @@ static void test_one_state_by_several_paths(void)
   remove_state(dir);
 }
 
+/* ---- rn_verify in a thread other than the writer's ---- */
+
+typedef struct verifier {
+  const char *dir;
+  int rc;
+} verifier;
+
+static void *verify_elsewhere(void *arg)
+{
+  verifier *v = arg;
+  FILE *devnull = fopen("/dev/null", "w");
+  v->rc = rn_verify(v->dir, devnull);
+  fclose(devnull);
+  return NULL;
+}
+
+/* rn_verify from a thread other than the writer's is refused, as rn_attach,
+ * rn_inspect and rn_state_copy are (test_envs.c), and leaves the writer's
+ * locks; once the writer closed, it verifies. */
+static void test_verify_in_another_thread(void)
+{
+  char dir[] = "/tmp/rn_envs_XXXXXX";
+  CHECK(mkdtemp(dir) != NULL);
+  make_state(dir, 3);
+  rn_open_opts o = { .path = dir };
+  rn_pipeline *p = NULL;
+  CHECK(rn_pipeline_open(&o, &p, NULL, 0) == 0);
+  verifier v = { dir, 1 };
+  pthread_t th;
+  CHECK(pthread_create(&th, NULL, verify_elsewhere, &v) == 0);
+  pthread_join(th, NULL);
+  CHECK(v.rc == RN_EMISUSE);
+  CHECK(lock_held_elsewhere(dir) == 1);
+  CHECK(rn_pipeline_close(p) == 0);
+  CHECK(pthread_create(&th, NULL, verify_elsewhere, &v) == 0);
+  pthread_join(th, NULL);
+  CHECK(v.rc == 0);
+  remove_state(dir);
+}
+
 /* ---- a state directory removed and made again ---- */
 
 /* A state removed while an attach of it is open, and a new one made at
@@ -484,6 +524,7 @@ int main(void)
   RUN(test_child_writes_beside_the_parents_attach);
   RUN(test_failed_attaches_give_the_environment_back);
   RUN(test_one_state_by_several_paths);
+  RUN(test_verify_in_another_thread);
   RUN(test_state_made_again_under_an_attach);
   RUN(test_inspect_reports_the_states_map);
   RUN(test_threads_copy_at_once);

@@ -127,7 +127,7 @@ int rn_envs_readers(const char *dir)
 static int open_env(const char *dir, unsigned flags, const size_t *maps, size_t n, MDB_env **env, rn_err *e)
 {
   if (rn_store_check_file(dir, e)) return e->code; /* mapping a truncated file dies of SIGBUS */
-  int rc = EINVAL;
+  int rc = EINVAL; /* enters the loop; it goes on only while the map was refused */
   for (size_t i = 0; i < n && (rc == ENOMEM || rc == EINVAL); i++) {
     rc = mdb_env_create(env);
     if (!rc) rc = mdb_env_set_maxdbs(*env, 4096);
@@ -178,13 +178,31 @@ void rn_envs_release(MDB_env *env)
   pthread_mutex_unlock(&entries_lock);
 }
 
+/* Beside this thread's writer: an environment without the lock file, whose
+ * readers LMDB's reader table does not know, so a read transaction on the
+ * writer's own environment (its user context, ended by rn_envs_read_done)
+ * holds the same snapshot's pages there: groups the writer commits
+ * meanwhile (an rn_inspect callback may write) do not take them. */
+static int open_beside(const char *dir, rn_store *writer, MDB_env **env, rn_err *e)
+{
+  static const size_t file_map[] = { 0 };
+  MDB_txn *pin = NULL;
+  int rc = rn_store_txn(writer->env, MDB_RDONLY, &pin);
+  if (rc) return rn_err_set(e, rn_store_read_code(rc), "%s: %s", dir, mdb_strerror(rc));
+  if (open_env(dir, MDB_NOLOCK, file_map, 1, env, e)) {
+    mdb_txn_abort(pin);
+    return e->code;
+  }
+  mdb_env_set_userctx(*env, pin);
+  return 0;
+}
+
 int rn_envs_read(const char *dir, MDB_env **env, rn_err *e)
 {
   *env = NULL;
-  static const size_t file_map[] = { 0 };
   void *writer;
   if (rn_envs_writer(dir, &writer, e)) return e->code;
-  if (writer) return open_env(dir, MDB_NOLOCK, file_map, 1, env, e);
+  if (writer) return open_beside(dir, writer, env, e);
   return rn_envs_acquire(dir, env, e);
 }
 
@@ -195,8 +213,13 @@ void rn_envs_read_done(MDB_env *env)
   pthread_mutex_lock(&entries_lock);
   for (entry *x = entries; x; x = x->next) shared = shared || x->env == env;
   pthread_mutex_unlock(&entries_lock);
-  if (shared) rn_envs_release(env);
-  else mdb_env_close(env);
+  if (shared) {
+    rn_envs_release(env);
+    return;
+  }
+  MDB_txn *pin = mdb_env_get_userctx(env); /* open_beside's */
+  if (pin) mdb_txn_abort(pin);
+  mdb_env_close(env);
 }
 
 void rn_envs_dbis_lock(void) { pthread_mutex_lock(&dbis_lock); }

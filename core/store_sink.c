@@ -352,6 +352,7 @@ static int attach(const char *path, const char *name, rn_pipeline *owner, rn_att
   else if (!owner && rn_envs_acquire(path, &a->env, e)) {
     free(key);
     rn_attach_close(a);
+    if (e->code == RN_ESTORE) return e->code; /* "state damaged: …", as open and inspect say it */
     char why[sizeof e->msg];
     memcpy(why, e->msg, sizeof why);
     return rn_err_set(e, e->code, "attach %s", why); /* "attach st: not a runnel state (no data.mdb)" */

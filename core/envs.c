@@ -24,8 +24,16 @@ typedef struct entry {
   pthread_t thread;      /* the writer's thread */
   MDB_env *env;          /* the readers' shared environment, or NULL */
   int readers;           /* users of env */
+  struct pinned *pins;   /* reads beside the writer (open_beside), ended by its close */
   struct entry *next;
 } entry;
+
+/* A read beside this thread's writer: its read transaction on the
+ * writer's environment, NULL once the writer's close ended it. */
+typedef struct pinned {
+  MDB_txn *txn;
+  struct pinned *next;   /* in entry.pins */
+} pinned;
 
 static entry *entries;   /* states this process writes or reads */
 static pthread_mutex_t entries_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -186,15 +194,48 @@ void rn_envs_release(MDB_env *env)
 static int open_beside(const char *dir, rn_store *writer, MDB_env **env, rn_err *e)
 {
   static const size_t file_map[] = { 0 };
-  MDB_txn *pin = NULL;
-  int rc = rn_store_txn(writer->env, MDB_RDONLY, &pin);
-  if (rc) return rn_err_set(e, rn_store_read_code(rc), "%s: %s", dir, mdb_strerror(rc));
-  if (open_env(dir, MDB_NOLOCK, file_map, 1, env, e)) {
-    mdb_txn_abort(pin);
+  pinned *pin = calloc(1, sizeof *pin);
+  if (!pin) return rn_err_set(e, RN_ENOMEM, "out of memory");
+  int rc = rn_store_txn(writer->env, MDB_RDONLY, &pin->txn);
+  if (rc) rn_err_set(e, rn_store_read_code(rc), "%s: %s", dir, mdb_strerror(rc));
+  if (rc || open_env(dir, MDB_NOLOCK, file_map, 1, env, e)) {
+    if (pin->txn) mdb_txn_abort(pin->txn);
+    free(pin);
     return e->code;
   }
+  pthread_mutex_lock(&entries_lock);
+  for (entry *x = entries; x; x = x->next)
+    if (x->writer == writer) pin->next = x->pins, x->pins = pin;
+  pthread_mutex_unlock(&entries_lock);
   mdb_env_set_userctx(*env, pin);
   return 0;
+}
+
+/* Ends open_beside's pin (unless the writer's close did) and forgets it. */
+static void unpin(pinned *pin)
+{
+  pthread_mutex_lock(&entries_lock);
+  for (entry *x = entries; x; x = x->next)
+    for (pinned **at = &x->pins; *at; at = &(*at)->next)
+      if (*at == pin) {
+        *at = pin->next;
+        break;
+      }
+  pthread_mutex_unlock(&entries_lock);
+  if (pin->txn) mdb_txn_abort(pin->txn);
+  free(pin);
+}
+
+void rn_envs_writer_closing(void *writer)
+{
+  pthread_mutex_lock(&entries_lock);
+  for (entry *x = entries; x; x = x->next)
+    if (x->writer == writer)
+      for (pinned *pin = x->pins; pin; pin = pin->next) {
+        mdb_txn_abort(pin->txn);
+        pin->txn = NULL;
+      }
+  pthread_mutex_unlock(&entries_lock);
 }
 
 int rn_envs_read(const char *dir, MDB_env **env, rn_err *e)
@@ -217,8 +258,8 @@ void rn_envs_read_done(MDB_env *env)
     rn_envs_release(env);
     return;
   }
-  MDB_txn *pin = mdb_env_get_userctx(env); /* open_beside's */
-  if (pin) mdb_txn_abort(pin);
+  pinned *pin = mdb_env_get_userctx(env); /* open_beside's */
+  if (pin) unpin(pin);
   mdb_env_close(env);
 }
 

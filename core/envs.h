@@ -34,6 +34,10 @@
  * for reading in this process …") while readers share an environment on
  * it; RN_EIO when dir cannot be looked at. */
 int rn_envs_claim(const char *dir, void *writer, rn_err *e);
+/* Before the writer's environment closes: ends the read transactions that
+ * hold snapshots on it for reads beside it (rn_envs_read), as when an
+ * rn_inspect callback closes the pipeline. */
+void rn_envs_writer_closing(void *writer);
 /* Ends what rn_envs_claim registered (the environment is closed). */
 void rn_envs_unclaim(void *writer);
 /* The writer of the state at dir in this thread (*writer), or none (NULL);

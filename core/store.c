@@ -288,6 +288,7 @@ void rn_store_close(rn_store *s)
   rn_rowcache_free(s->rowcache);
   if (s->wtxn) mdb_txn_abort(s->wtxn);
   if (s->rtxn) mdb_txn_abort(s->rtxn);
+  rn_envs_writer_closing(s);
   if (s->env) mdb_env_close(s->env);
   rn_envs_unclaim(s);
   if (s->lock_fd >= 0) close(s->lock_fd); /* after LMDB let go: the next writer may start */

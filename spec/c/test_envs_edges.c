@@ -562,6 +562,33 @@ static void test_inspect_callback_writes(void)
   remove_state(dir);
 }
 
+/* rn_inspect's callback closes the pipeline writing the state: the walk
+ * reads on from its own environment, and ends without touching the
+ * closed one's. */
+static int close_while_inspected(void *ctx, const rn_inspect_relation *rel)
+{
+  rn_pipeline **p = ctx;
+  (void)rel;
+  if (*p) CHECK(rn_pipeline_close(*p) == 0);
+  *p = NULL;
+  return 0;
+}
+
+static void test_inspect_callback_closes_the_writer(void)
+{
+  char dir[] = "/tmp/rn_envs_XXXXXX";
+  CHECK(mkdtemp(dir) != NULL);
+  make_state(dir, 3);
+  rn_open_opts o = { .path = dir };
+  rn_pipeline *p = NULL;
+  CHECK(rn_pipeline_open(&o, &p, NULL, 0) == 0);
+  rn_inspect_state st;
+  char err[256] = "";
+  CHECK(rn_inspect(dir, close_while_inspected, &p, &st, err, sizeof err) == 0 && st.relations == 3);
+  CHECK(p == NULL);
+  remove_state(dir);
+}
+
 int main(void)
 {
   RUN(test_threads_attach_at_once);
@@ -575,5 +602,6 @@ int main(void)
   RUN(test_inspect_reports_the_states_map);
   RUN(test_threads_copy_at_once);
   RUN(test_inspect_callback_writes);
+  RUN(test_inspect_callback_closes_the_writer);
   return CHECK_REPORT();
 }

@@ -11,6 +11,7 @@
  * leaves its data.mdb.copy-PID-N, which may be removed). */
 #include <errno.h>
 #include <fcntl.h>
+#include <stdatomic.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
@@ -30,9 +31,9 @@ static int copy_fail(char *errbuf, size_t errlen, int code, const char *fmt, con
  * code, and *what says which step failed. */
 static int copy_into(MDB_env *env, const char *dest, const char **what)
 {
-  static unsigned serial; /* with the pid: a name no other copy uses */
+  static atomic_uint serial; /* with the pid: a name no other copy uses, in any thread */
   char tmp[4096], final[4096];
-  snprintf(tmp, sizeof tmp, "%s/data.mdb.copy-%ld-%u", dest, (long)getpid(), serial++);
+  snprintf(tmp, sizeof tmp, "%s/data.mdb.copy-%ld-%u", dest, (long)getpid(), atomic_fetch_add(&serial, 1));
   snprintf(final, sizeof final, "%s/data.mdb", dest);
   *what = "creating the copy";
   int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);

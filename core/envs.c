@@ -24,11 +24,20 @@ typedef struct entry {
   pthread_t thread;      /* the writer's thread */
   MDB_env *env;          /* the readers' shared environment, or NULL */
   int readers;           /* users of env */
+  struct pinned *pins;   /* reads beside the writer (open_beside), ended by its close */
   struct entry *next;
 } entry;
 
+/* A read beside this thread's writer: its read transaction on the
+ * writer's environment, NULL once the writer's close ended it. */
+typedef struct pinned {
+  MDB_txn *txn;
+  struct pinned *next;   /* in entry.pins */
+} pinned;
+
 static entry *entries;   /* states this process writes or reads */
 static pthread_mutex_t entries_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_mutex_t dbis_lock = PTHREAD_RECURSIVE_MUTEX_INITIALIZER_NP; /* rn_envs_dbis_lock */
 
 /* The entry of the state whose directory is st (NULL: none yet). Entries
  * a forked child inherited are not its own: LMDB's locks do not pass to a
@@ -126,7 +135,7 @@ int rn_envs_readers(const char *dir)
 static int open_env(const char *dir, unsigned flags, const size_t *maps, size_t n, MDB_env **env, rn_err *e)
 {
   if (rn_store_check_file(dir, e)) return e->code; /* mapping a truncated file dies of SIGBUS */
-  int rc = EINVAL;
+  int rc = EINVAL; /* enters the loop; it goes on only while the map was refused */
   for (size_t i = 0; i < n && (rc == ENOMEM || rc == EINVAL); i++) {
     rc = mdb_env_create(env);
     if (!rc) rc = mdb_env_set_maxdbs(*env, 4096);
@@ -136,6 +145,7 @@ static int open_env(const char *dir, unsigned flags, const size_t *maps, size_t 
     if (*env) mdb_env_close(*env);
     *env = NULL;
   }
+  if (rc == ENOENT) return rn_err_set(e, rn_store_read_code(rc), "%s: not a runnel state (no data.mdb)", dir);
   return rn_err_set(e, rn_store_read_code(rc), "%s: %s", dir, mdb_strerror(rc));
 }
 
@@ -176,13 +186,64 @@ void rn_envs_release(MDB_env *env)
   pthread_mutex_unlock(&entries_lock);
 }
 
+/* Beside this thread's writer: an environment without the lock file, whose
+ * readers LMDB's reader table does not know, so a read transaction on the
+ * writer's own environment (its user context, ended by rn_envs_read_done)
+ * holds the same snapshot's pages there: groups the writer commits
+ * meanwhile (an rn_inspect callback may write) do not take them. */
+static int open_beside(const char *dir, rn_store *writer, MDB_env **env, rn_err *e)
+{
+  static const size_t file_map[] = { 0 };
+  pinned *pin = calloc(1, sizeof *pin);
+  if (!pin) return rn_err_set(e, RN_ENOMEM, "out of memory");
+  int rc = rn_store_txn(writer->env, MDB_RDONLY, &pin->txn);
+  if (rc) rn_err_set(e, rn_store_read_code(rc), "%s: %s", dir, mdb_strerror(rc));
+  if (rc || open_env(dir, MDB_NOLOCK, file_map, 1, env, e)) {
+    if (pin->txn) mdb_txn_abort(pin->txn);
+    free(pin);
+    return e->code;
+  }
+  pthread_mutex_lock(&entries_lock);
+  for (entry *x = entries; x; x = x->next)
+    if (x->writer == writer) pin->next = x->pins, x->pins = pin;
+  pthread_mutex_unlock(&entries_lock);
+  mdb_env_set_userctx(*env, pin);
+  return 0;
+}
+
+/* Ends open_beside's pin (unless the writer's close did) and forgets it. */
+static void unpin(pinned *pin)
+{
+  pthread_mutex_lock(&entries_lock);
+  for (entry *x = entries; x; x = x->next)
+    for (pinned **at = &x->pins; *at; at = &(*at)->next)
+      if (*at == pin) {
+        *at = pin->next;
+        break;
+      }
+  pthread_mutex_unlock(&entries_lock);
+  if (pin->txn) mdb_txn_abort(pin->txn);
+  free(pin);
+}
+
+void rn_envs_writer_closing(void *writer)
+{
+  pthread_mutex_lock(&entries_lock);
+  for (entry *x = entries; x; x = x->next)
+    if (x->writer == writer)
+      for (pinned *pin = x->pins; pin; pin = pin->next) {
+        mdb_txn_abort(pin->txn);
+        pin->txn = NULL;
+      }
+  pthread_mutex_unlock(&entries_lock);
+}
+
 int rn_envs_read(const char *dir, MDB_env **env, rn_err *e)
 {
   *env = NULL;
-  static const size_t file_map[] = { 0 };
   void *writer;
   if (rn_envs_writer(dir, &writer, e)) return e->code;
-  if (writer) return open_env(dir, MDB_NOLOCK, file_map, 1, env, e);
+  if (writer) return open_beside(dir, writer, env, e);
   return rn_envs_acquire(dir, env, e);
 }
 
@@ -193,6 +254,14 @@ void rn_envs_read_done(MDB_env *env)
   pthread_mutex_lock(&entries_lock);
   for (entry *x = entries; x; x = x->next) shared = shared || x->env == env;
   pthread_mutex_unlock(&entries_lock);
-  if (shared) rn_envs_release(env);
-  else mdb_env_close(env);
+  if (shared) {
+    rn_envs_release(env);
+    return;
+  }
+  pinned *pin = mdb_env_get_userctx(env); /* open_beside's */
+  if (pin) unpin(pin);
+  mdb_env_close(env);
 }
+
+void rn_envs_dbis_lock(void) { pthread_mutex_lock(&dbis_lock); }
+void rn_envs_dbis_unlock(void) { pthread_mutex_unlock(&dbis_lock); }

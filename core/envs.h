@@ -28,11 +28,16 @@
 
 #include "error.h"
 
-/* Registers writer (an opaque pointer, the rn_store) as the state at dir's
- * writer in this process and thread, before its environment opens. RN_EMISUSE ("state
- * dir is open for reading in this process …") while readers share an
- * environment on it; RN_EIO when dir cannot be looked at. */
+/* Registers writer (an opaque pointer: a pipeline's rn_store, rn_attach
+ * finds the pipeline from it) as the state at dir's writer in this process
+ * and thread, before its environment opens. RN_EMISUSE ("state dir is open
+ * for reading in this process …") while readers share an environment on
+ * it; RN_EIO when dir cannot be looked at. */
 int rn_envs_claim(const char *dir, void *writer, rn_err *e);
+/* Before the writer's environment closes: ends the read transactions that
+ * hold snapshots on it for reads beside it (rn_envs_read), as when an
+ * rn_inspect callback closes the pipeline. */
+void rn_envs_writer_closing(void *writer);
 /* Ends what rn_envs_claim registered (the environment is closed). */
 void rn_envs_unclaim(void *writer);
 /* The writer of the state at dir in this thread (*writer), or none (NULL);
@@ -42,19 +47,28 @@ int rn_envs_writer(const char *dir, void **writer, rn_err *e);
 /* A read-only environment on the state at dir for a reader in a process
  * that does not write it, shared with the process's other such readers;
  * RN_EMISUSE if the process writes it (read through the pipeline, in its
- * thread). The
- * file is checked first (rn_store_check_file). Release with rn_envs_release. */
+ * thread). The file is checked first (rn_store_check_file). Release with
+ * rn_envs_release. */
 int rn_envs_acquire(const char *dir, MDB_env **env, rn_err *e);
 void rn_envs_release(MDB_env *env);
 /* Readers sharing an environment on the state at dir (0: none, or a writer). */
 int rn_envs_readers(const char *dir);
 
 /* An environment to read the state at dir within one call: the shared one
- * above, or, when this process writes the state, one without the lock file
- * (MDB_NOLOCK: the pipeline is between calls and commits nothing
- * meanwhile); RN_EMISUSE when another thread writes it. End with
- * rn_envs_read_done. */
+ * above, or, when this thread writes the state, one without the lock file
+ * (MDB_NOLOCK), whose snapshot a read transaction on the writer's
+ * environment holds (groups the pipeline commits meanwhile, from an
+ * rn_inspect callback, leave its pages); RN_EMISUSE when another thread
+ * writes it. End with rn_envs_read_done. */
 int rn_envs_read(const char *dir, MDB_env **env, rn_err *e);
 void rn_envs_read_done(MDB_env *env);
+
+/* Around a read transaction that opens databases (mdb_dbi_open), from its
+ * begin to its commit or abort: LMDB forbids two such transactions at once
+ * on one environment (the second takes the handle slot the first is
+ * filling, and a handle then reads another database), and threads share
+ * the readers' environment. Recursive: an rn_inspect callback may attach. */
+void rn_envs_dbis_lock(void);
+void rn_envs_dbis_unlock(void);
 
 #endif

@@ -124,8 +124,8 @@ static int open_reader(const char *path, MDB_env **env, MDB_txn **txn, MDB_dbi *
   return rc ? rn_err_set(e, rn_store_read_code(rc), "%s: %s", path, mdb_strerror(rc)) : 0;
 }
 
-RN_API int rn_inspect(const char *path, rn_inspect_fn fn, void *ctx, rn_inspect_state *out,
-                      char *errbuf, size_t errlen)
+static int inspect(const char *path, rn_inspect_fn fn, void *ctx, rn_inspect_state *out, char *errbuf,
+                   size_t errlen)
 {
   if (!path || !out) {
     if (errbuf && errlen) snprintf(errbuf, errlen, "rn_inspect: %s is NULL", path ? "out" : "the path");
@@ -154,7 +154,8 @@ RN_API int rn_inspect(const char *path, rn_inspect_fn fn, void *ctx, rn_inspect_
   MDB_stat est;
   mdb_env_info(env, &info);
   mdb_env_stat(env, &est);
-  out->map_size = info.me_mapsize;
+  uint64_t state_map = rn_store_file_map(path); /* not the readers' environment's larger map (envs.h) */
+  out->map_size = state_map ? state_map : info.me_mapsize;
   out->used = (uint64_t)(info.me_last_pgno + 1) * est.ms_psize;
   out->page_size = est.ms_psize;
   out->free = free_pages(txn) * est.ms_psize;
@@ -182,5 +183,15 @@ RN_API int rn_inspect(const char *path, rn_inspect_fn fn, void *ctx, rn_inspect_
   mdb_txn_abort(txn);
   rn_envs_read_done(env);
   if (rc && e.msg[0]) return fail(errbuf, errlen, e.msg, rc);
+  return rc;
+}
+
+/* Its transaction opens databases (rn_store_entries): one such at a time (envs.h). */
+RN_API int rn_inspect(const char *path, rn_inspect_fn fn, void *ctx, rn_inspect_state *out,
+                      char *errbuf, size_t errlen)
+{
+  rn_envs_dbis_lock();
+  int rc = inspect(path, fn, ctx, out, errbuf, errlen);
+  rn_envs_dbis_unlock();
   return rc;
 }

@@ -117,13 +117,14 @@ static int lock_writer(rn_store *s, rn_err *e)
 
 /* The page a meta's trees start from that lies furthest into the file
  * (their roots: every other page of them hangs below one). */
-static bool read_meta(int fd, off_t at, uint32_t *psize, uint64_t *top_root, uint64_t *txnid)
+static bool read_meta(int fd, off_t at, uint32_t *psize, uint64_t *top_root, uint64_t *txnid, uint64_t *mapsize)
 {
   unsigned char m[META_LEN];
   uint32_t magic;
   uint64_t free_root, main_root;
   if (pread(fd, m, sizeof m, at + META_AT) != (ssize_t)sizeof m) return false;
   memcpy(&magic, m, 4);
+  memcpy(mapsize, m + 16, 8);
   memcpy(psize, m + 24, 4);
   memcpy(&free_root, m + META_FREE_ROOT, 8);
   memcpy(&main_root, m + META_MAIN_ROOT, 8);
@@ -147,15 +148,30 @@ int rn_store_check_file(const char *dir, rn_err *e)
   if (fd < 0) return 0; /* absent: LMDB makes it, or says why not */
   struct stat st;
   uint32_t psize, psize1;
-  uint64_t top = 0, top1, txnid = 0, txnid1;
-  bool ok = fstat(fd, &st) == 0 && read_meta(fd, 0, &psize, &top, &txnid);
-  if (ok && read_meta(fd, (off_t)psize, &psize1, &top1, &txnid1) && txnid1 > txnid) top = top1;
+  uint64_t top = 0, top1, txnid = 0, txnid1, map, map1;
+  bool ok = fstat(fd, &st) == 0 && read_meta(fd, 0, &psize, &top, &txnid, &map);
+  if (ok && read_meta(fd, (off_t)psize, &psize1, &top1, &txnid1, &map1) && txnid1 > txnid) top = top1;
   close(fd);
   if (!ok || top >= (UINT64_MAX >> 17)) return 0; /* not LMDB's: mdb_env_open says so */
   uint64_t need = (top + 1) * psize;
   if ((uint64_t)st.st_size >= need) return 0;
   return rn_err_set(e, RN_ESTORE, "state damaged: %s is truncated (%llu bytes; its last transaction "
                     "needs %llu)", data, (unsigned long long)st.st_size, (unsigned long long)need);
+}
+
+uint64_t rn_store_file_map(const char *dir)
+{
+  if (sizeof(void *) != 8) return 0; /* the layout above is the 64-bit one */
+  char data[strlen(dir) + sizeof "/data.mdb"];
+  snprintf(data, sizeof data, "%s/data.mdb", dir);
+  int fd = open(data, O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return 0;
+  uint32_t psize, psize1;
+  uint64_t top, top1, txnid, txnid1, map = 0, map1;
+  bool ok = read_meta(fd, 0, &psize, &top, &txnid, &map);
+  if (ok && read_meta(fd, (off_t)psize, &psize1, &top1, &txnid1, &map1) && txnid1 > txnid) map = map1;
+  close(fd);
+  return ok ? map : 0;
 }
 
 int rn_store_txn(MDB_env *env, unsigned flags, MDB_txn **txn)
@@ -272,6 +288,7 @@ void rn_store_close(rn_store *s)
   rn_rowcache_free(s->rowcache);
   if (s->wtxn) mdb_txn_abort(s->wtxn);
   if (s->rtxn) mdb_txn_abort(s->rtxn);
+  rn_envs_writer_closing(s);
   if (s->env) mdb_env_close(s->env);
   rn_envs_unclaim(s);
   if (s->lock_fd >= 0) close(s->lock_fd); /* after LMDB let go: the next writer may start */

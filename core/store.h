@@ -167,6 +167,9 @@ int rn_store_write_fail(rn_store *s, rn_err *e, int rc, const char *what);
  * root pages its newest meta page records: mapping it would die of SIGBUS.
  * 0 when it is whole, absent, or not LMDB's (mdb_env_open says so then). */
 int rn_store_check_file(const char *dir, rn_err *e);
+/* The map size the last transaction of the state at dir recorded (what its
+ * writer maps; a reader's environment may map more), or 0 if unreadable. */
+uint64_t rn_store_file_map(const char *dir);
 
 /* mdb_txn_begin; on MDB_READERS_FULL reclaims dead processes' reader slots
  * (mdb_reader_check) and tries once more. *txn is NULL on failure. */

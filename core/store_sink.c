@@ -327,7 +327,7 @@ static int open_index(rn_attached *a, MDB_txn *txn, MDB_dbi meta, const char *pa
   return 0;
 }
 
-int rn_attach(const char *path, const char *name, rn_pipeline *owner, rn_attached **out, rn_err *e)
+static int attach(const char *path, const char *name, rn_pipeline *owner, rn_attached **out, rn_err *e)
 {
   *out = NULL;
   size_t nlen = strlen(name);
@@ -352,7 +352,10 @@ int rn_attach(const char *path, const char *name, rn_pipeline *owner, rn_attache
   else if (!owner && rn_envs_acquire(path, &a->env, e)) {
     free(key);
     rn_attach_close(a);
-    return e->code;
+    if (e->code == RN_ESTORE) return e->code; /* "state damaged: …", as open and inspect say it */
+    char why[sizeof e->msg];
+    memcpy(why, e->msg, sizeof why);
+    return rn_err_set(e, e->code, "attach %s", why); /* "attach st: not a runnel state (no data.mdb)" */
   }
   int rc = 0;
   if (owner) {
@@ -443,6 +446,15 @@ fail:
   free(key);
   rn_attach_close(a);
   return e->code;
+}
+
+/* The attach's transaction opens databases: one such at a time (envs.h). */
+int rn_attach(const char *path, const char *name, rn_pipeline *owner, rn_attached **out, rn_err *e)
+{
+  rn_envs_dbis_lock();
+  int rc = attach(path, name, owner, out, e);
+  rn_envs_dbis_unlock();
+  return rc;
 }
 
 const rn_schema *rn_attach_schema(const rn_attached *a) { return a->reader ? rn_reader_schema(a->reader) : a->schema; }

@@ -522,7 +522,7 @@ static void check_catalogue(walk *w, int *relations)
   mdb_cursor_close(cur);
 }
 
-int rn_verify(const char *path, FILE *out)
+static int verify(const char *path, FILE *out)
 {
   rn_err e;
   rn_err_clear(&e);
@@ -548,4 +548,13 @@ int rn_verify(const char *path, FILE *out)
           path, relations, (unsigned long long)w.databases, (unsigned long long)w.entries,
           (unsigned long long)w.seq, w.damages ? "DAMAGED" : "whole", w.damages, w.notes);
   return w.damages;
+}
+
+/* Its transaction opens every database: one such at a time (envs.h). */
+int rn_verify(const char *path, FILE *out)
+{
+  rn_envs_dbis_lock();
+  int rc = verify(path, out);
+  rn_envs_dbis_unlock();
+  return rc;
 }

@@ -9,25 +9,9 @@
 #include <string.h>
 
 #include "check.h"
+#include "attach_fixture.h"
 #include "pipeline.h"
 #include "store_sink.h"
-
-static int counted(void *ctx, uint64_t id, const char *row, size_t len)
-{
-  (void)id, (void)row, (void)len;
-  (*(int *)ctx)++;
-  return 0;
-}
-
-/* Rows of a, or -1 (the error printed). */
-static int rows(rn_attached *a)
-{
-  int n = 0;
-  rn_err e = { 0 };
-  if (rn_attach_each(a, counted, &n, &e) == 0) return n;
-  fprintf(stderr, "%s\n", e.msg);
-  return -1;
-}
 
 static int insert(rn_pipeline *p, rn_rel *t, int k)
 {

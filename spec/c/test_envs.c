@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "check.h"
+#include "attach_fixture.h"
 #include "pipeline.h"
 #include "store_sink.h"
 #include "verify.h"
@@ -39,46 +40,6 @@ static void make_state(const char *dir, int n, size_t map_size)
   CHECK(rn_declare_table(p, "t", cols, 2, key, 1, &t) == 0);
   for (int k = 1; k <= n; k++) CHECK(insert(p, t, k, 10) == 0);
   CHECK(rn_pipeline_close(p) == 0);
-}
-
-/* Whether another process finds LMDB's lock on the state at dir held. */
-static int lock_held_elsewhere(const char *dir)
-{
-  pid_t pid = fork();
-  if (pid == 0) {
-    char path[256];
-    snprintf(path, sizeof path, "%s/lock.mdb", dir);
-    int fd = open(path, O_RDWR);
-    struct flock l = { .l_type = F_WRLCK, .l_whence = SEEK_SET, .l_start = 0, .l_len = 1 };
-    _exit(fd < 0 || fcntl(fd, F_GETLK, &l) != 0 ? 2 : l.l_type == F_UNLCK ? 0 : 1);
-  }
-  int status = 0;
-  waitpid(pid, &status, 0);
-  return WIFEXITED(status) ? WEXITSTATUS(status) : 3;
-}
-
-static void remove_state(const char *dir)
-{
-  char cmd[128];
-  snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
-  CHECK(system(cmd) == 0);
-}
-
-static int count_rows(void *ctx, uint64_t id, const char *row, size_t len)
-{
-  (void)id, (void)row, (void)len;
-  (*(int *)ctx)++;
-  return 0;
-}
-
-static int rows(rn_attached *a)
-{
-  if (!a) return -1; /* the attach failed (CHECKed) */
-  int n = 0;
-  rn_err e = { 0 };
-  if (rn_attach_each(a, count_rows, &n, &e) == 0) return n;
-  fprintf(stderr, "%s\n", e.msg);
-  return -1;
 }
 
 /* Two attaches of one state; closing the first leaves the second's locks. */

@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "check.h"
+#include "attach_fixture.h"
 #include "envs.h"
 #include "pipeline.h"
 #include "store_sink.h"
@@ -46,29 +47,6 @@ static void make_state(const char *dir, int tables)
     CHECK(rn_commit(p) == 0);
   }
   CHECK(rn_pipeline_close(p) == 0);
-}
-
-static void remove_state(const char *dir)
-{
-  char cmd[128];
-  snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
-  CHECK(system(cmd) == 0);
-}
-
-static int count_rows(void *ctx, uint64_t id, const char *row, size_t len)
-{
-  (void)id, (void)row, (void)len;
-  (*(int *)ctx)++;
-  return 0;
-}
-
-static int rows(rn_attached *a)
-{
-  int n = 0;
-  rn_err e = { 0 };
-  if (rn_attach_each(a, count_rows, &n, &e) == 0) return n;
-  fprintf(stderr, "%s\n", e.msg);
-  return -1;
 }
 
 /* ---- threads sharing the readers' environment ---- */
@@ -251,23 +229,6 @@ static void test_child_closes_an_inherited_attach(void)
   CHECK(rn_envs_readers(dir) == 1);
   rn_attach_close(f.a);
   remove_state(dir);
-}
-
-/* Whether another process finds LMDB's lock on the state at dir held
- * (as test_envs.c: F_GETLK on byte 0 of lock.mdb, as LMDB's open does). */
-static int lock_held_elsewhere(const char *dir)
-{
-  pid_t pid = fork();
-  if (pid == 0) {
-    char path[256];
-    snprintf(path, sizeof path, "%s/lock.mdb", dir);
-    int fd = open(path, O_RDWR);
-    struct flock l = { .l_type = F_WRLCK, .l_whence = SEEK_SET, .l_start = 0, .l_len = 1 };
-    _exit(fd < 0 || fcntl(fd, F_GETLK, &l) != 0 ? 2 : l.l_type == F_UNLCK ? 0 : 1);
-  }
-  int status = 0;
-  waitpid(pid, &status, 0);
-  return WIFEXITED(status) ? WEXITSTATUS(status) : 3;
 }
 
 /* A child forked while its parent holds an attach writes the state: the

@@ -139,39 +139,46 @@ static bool read_meta(int fd, off_t at, uint32_t *psize, uint64_t *top_root, uin
  * mapping it would die of SIGBUS at the first read. (Not last_pgno: pages
  * a transaction allocated and freed again are never written, so a whole
  * file may legitimately end before it — the crash test found such states.) */
+/* The newer of data.mdb's two meta pages in dir, as far as the callers
+ * below need it (its page size, furthest root and map size); false when
+ * there is no data.mdb, or it is not LMDB's on a 64-bit host. *size: the
+ * file's length. */
+typedef struct newest_meta { uint32_t psize; uint64_t top, map, size; } newest_meta;
+
+static bool read_newest_meta(const char *dir, char *data, size_t dlen, newest_meta *m)
+{
+  if (sizeof(void *) != 8) return false; /* the layout above is the 64-bit one */
+  snprintf(data, dlen, "%s/data.mdb", dir);
+  int fd = open(data, O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return false;
+  struct stat st;
+  uint32_t psize1;
+  uint64_t top1, txnid = 0, txnid1, map1;
+  bool ok = fstat(fd, &st) == 0 && read_meta(fd, 0, &m->psize, &m->top, &txnid, &m->map);
+  if (ok && read_meta(fd, (off_t)m->psize, &psize1, &top1, &txnid1, &map1) && txnid1 > txnid)
+    m->top = top1, m->map = map1;
+  close(fd);
+  m->size = ok ? (uint64_t)st.st_size : 0;
+  return ok;
+}
+
 int rn_store_check_file(const char *dir, rn_err *e)
 {
-  if (sizeof(void *) != 8) return 0; /* the layout above is the 64-bit one */
   char data[strlen(dir) + sizeof "/data.mdb"];
-  snprintf(data, sizeof data, "%s/data.mdb", dir);
-  int fd = open(data, O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return 0; /* absent: LMDB makes it, or says why not */
-  struct stat st;
-  uint32_t psize, psize1;
-  uint64_t top = 0, top1, txnid = 0, txnid1, map, map1;
-  bool ok = fstat(fd, &st) == 0 && read_meta(fd, 0, &psize, &top, &txnid, &map);
-  if (ok && read_meta(fd, (off_t)psize, &psize1, &top1, &txnid1, &map1) && txnid1 > txnid) top = top1;
-  close(fd);
-  if (!ok || top >= (UINT64_MAX >> 17)) return 0; /* not LMDB's: mdb_env_open says so */
-  uint64_t need = (top + 1) * psize;
-  if ((uint64_t)st.st_size >= need) return 0;
+  newest_meta m;
+  /* absent: LMDB makes it, or says why not; not LMDB's: mdb_env_open says so */
+  if (!read_newest_meta(dir, data, sizeof data, &m) || m.top >= (UINT64_MAX >> 17)) return 0;
+  uint64_t need = (m.top + 1) * m.psize;
+  if (m.size >= need) return 0;
   return rn_err_set(e, RN_ESTORE, "state damaged: %s is truncated (%llu bytes; its last transaction "
-                    "needs %llu)", data, (unsigned long long)st.st_size, (unsigned long long)need);
+                    "needs %llu)", data, (unsigned long long)m.size, (unsigned long long)need);
 }
 
 uint64_t rn_store_file_map(const char *dir)
 {
-  if (sizeof(void *) != 8) return 0; /* the layout above is the 64-bit one */
   char data[strlen(dir) + sizeof "/data.mdb"];
-  snprintf(data, sizeof data, "%s/data.mdb", dir);
-  int fd = open(data, O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return 0;
-  uint32_t psize, psize1;
-  uint64_t top, top1, txnid, txnid1, map = 0, map1;
-  bool ok = read_meta(fd, 0, &psize, &top, &txnid, &map);
-  if (ok && read_meta(fd, (off_t)psize, &psize1, &top1, &txnid1, &map1) && txnid1 > txnid) map = map1;
-  close(fd);
-  return ok ? map : 0;
+  newest_meta m;
+  return read_newest_meta(dir, data, sizeof data, &m) ? m.map : 0;
 }
 
 int rn_store_txn(MDB_env *env, unsigned flags, MDB_txn **txn)

@@ -114,6 +114,59 @@ static rn_join_proj *references(rn_pipeline *p, const char *name, const rn_join_
   return pr;
 }
 
+/* Whether a and b describe the same columns and key (rn_schema_describe). */
+static bool same_schema(const rn_schema *a, const rn_schema *b)
+{
+  msgpack_sbuffer x, y;
+  msgpack_sbuffer_init(&x);
+  msgpack_sbuffer_init(&y);
+  msgpack_packer px, py;
+  msgpack_packer_init(&px, &x, rn_buf_write);
+  msgpack_packer_init(&py, &y, rn_buf_write);
+  rn_schema_describe(a, &px);
+  rn_schema_describe(b, &py);
+  bool same = x.size == y.size && x.data && y.data && memcmp(x.data, y.data, x.size) == 0;
+  msgpack_sbuffer_destroy(&x);
+  msgpack_sbuffer_destroy(&y);
+  return same;
+}
+
+/* A joiner function recognised as copying columns (spec->copies): the
+ * projection doing it in C when it gives exactly the declared *schema
+ * (then replaced by the projection's own), copying scalars only (the
+ * joiner would hand them through Lua unchanged), in the order of the
+ * default result's columns; NULL otherwise, with p->err as it was: the
+ * join then calls the joiner. Only table-to-table inner and left joins. */
+static rn_join_proj *copies(rn_pipeline *p, const char *name, rn_rel *left, rn_rel *right, const rn_join_spec *spec,
+                            bool keyed, rn_schema **schema)
+{
+  if (!spec->copies || !*schema || spec->nproject || spec->kind == RN_JOIN_OUTER || !left->tablelike ||
+      right->kind == RN_REL_LOOKUP)
+    return NULL;
+  rn_err was = p->err;
+  int n = (*schema)->ncols;
+  rn_schema *whole = default_schema(p, name, left, right, false, false, spec->kind == RN_JOIN_INNER, keyed);
+  bool ok = whole && n > 0;
+  const char *names[n > 0 ? n : 1];
+  for (int i = 0; ok && i < n; i++) {
+    int at = spec->copies[i];
+    ok = at >= 0 && at < whole->ncols && (i == 0 || at > spec->copies[i - 1]) && rn_type_is_scalar(whole->cols[at].type);
+    names[i] = (*schema)->cols[i].name;
+  }
+  rn_schema *projected = ok ? rn_select_schema(p, name, whole, spec->copies, names, n, NULL, 0) : NULL;
+  rn_join_proj *pr = projected && same_schema(projected, *schema) ? rn_join_proj_new(spec->copies, n, left->schema->ncols)
+                                                                   : NULL;
+  rn_schema_free(whole);
+  if (!pr) {
+    rn_schema_free(projected);
+    p->err = was;
+    return NULL;
+  }
+  rn_schema_free(*schema);
+  *schema = projected;
+  return pr;
+}
+
 static int check_spec(rn_pipeline *p, const char *name, rn_rel *left, rn_rel *right,
                       const rn_join_spec *spec, const rn_join_fns *fns, bool *key_join)
 {
@@ -229,6 +282,8 @@ int rn_declare_join(rn_pipeline *p, const char *name, rn_rel *left, rn_rel *righ
                                  spec->kind == RN_JOIN_INNER, !fns->selector)))
     rc = p->err.code;
   if (!rc && spec->nproject && !(j->proj = references(p, name, spec, left->schema->ncols, &schema))) rc = p->err.code;
+  rn_join_fns f = *fns;
+  if (!rc && fns->joiner && (j->proj = copies(p, name, left, right, spec, !fns->selector, &schema))) f.joiner = NULL;
   if (rc) {
     if (j) free(j->proj);
     if (j) free(j->on);
@@ -243,14 +298,14 @@ int rn_declare_join(rn_pipeline *p, const char *name, rn_rel *left, rn_rel *righ
   j->non = spec->on ? spec->non : 0;
   if (spec->on) memcpy(j->on, spec->on, sizeof *j->on * (size_t)spec->non);
   for (int i = 0; i < j->non; i++) if (j->on[i] + 1 > j->on_upto) j->on_upto = j->on[i] + 1;
-  j->fns = *fns;
+  j->fns = f;
   j->left = left;
   j->right = right;
   msgpack_sbuffer_init(&j->keybuf);
   msgpack_sbuffer_init(&j->resultbuf);
   j->right_native = right->kind == RN_REL_TABLE;
   j->lookup = right->kind == RN_REL_LOOKUP;
-  j->keeps_results = j->lookup || fns->joiner;
+  j->keeps_results = j->lookup || f.joiner;
   rn_rel *r = rn_rel_new(p, name, RN_REL_JOIN, schema);
   if (!r) {
     free_join(j);

@@ -83,6 +83,13 @@ typedef struct rn_join_spec {
    * Borrowed for the call. */
   const char *const *project_from, *const *project_to;
   int nproject;
+  /* A joiner function recognised as copying columns (the binding reads
+   * its code): result column i of schema copies column copies[i] of the
+   * default result. The join copies them in C instead of calling the
+   * joiner only when that gives exactly schema (names, order, types,
+   * nullability, defaults, key) from scalar columns; else it calls the
+   * joiner. NULL: not recognised. Borrowed for the call. */
+  const int *copies;
 } rn_join_spec;
 
 /* Declares left ⋈ right. Takes ownership of spec->schema and fns->ctx. */

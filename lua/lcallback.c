@@ -580,15 +580,55 @@ static void joiner_references(lua_State *L, int idx, rn_join_spec *spec, const c
   spec->project_to = to;
 }
 
+/* The slot in the default result (left columns, then right ones) of the
+ * column a recognised joiner copies (an entry of runnel/joiner.lua's list
+ * at the stack's top: side 0 or 1, col); -1 when it names none. */
+static int copied_slot(lua_State *L, const rn_schema *left, const rn_schema *right)
+{
+  lua_getfield(L, -1, "side");
+  lua_getfield(L, -2, "col");
+  int side = (int)lua_tointeger(L, -2), slot = -1;
+  size_t len;
+  const char *col = lua_tolstring(L, -1, &len);
+  if (col && side == 0) slot = rn_schema_slot(left, col, len);
+  else if (col && side == 1 && (slot = rn_schema_slot(right, col, len)) >= 0) slot += left->ncols;
+  lua_pop(L, 2);
+  return slot;
+}
+
+/* What a joiner recognised as copying columns copies (p:_join's copies
+ * list at idx, from runnel/joiner.lua: a table's fields by name, or values
+ * in column order), as default-result slots in the order of schema's
+ * columns; false unless it gives each of them exactly once. */
+static bool joiner_copies(lua_State *L, int idx, const rn_schema *schema, const rn_schema *left,
+                          const rn_schema *right, int *slots)
+{
+  int n = (int)lua_rawlen(L, idx);
+  if (n != schema->ncols) return false;
+  for (int i = 0; i < n; i++) slots[i] = -1;
+  bool ok = true;
+  for (int i = 0; ok && i < n; i++) {
+    lua_rawgeti(L, idx, i + 1);
+    size_t len;
+    lua_getfield(L, -1, "out");
+    const char *out = lua_tolstring(L, -1, &len);
+    int at = out ? rn_schema_slot(schema, out, len) : i;
+    lua_pop(L, 1);
+    ok = lua_istable(L, -1) && at >= 0 && slots[at] < 0 && (slots[at] = copied_slot(L, left, right)) >= 0;
+    lua_pop(L, 1);
+  }
+  return ok;
+}
+
 /* p:_join(left, right, name, kind, on|nil, mapper, selector, joiner, cols|nil, key|nil,
- *         from|nil, to|nil) -> relation | nil, err */
+ *         from|nil, to|nil, copies|nil) -> relation | nil, err */
 int rn_lua_declare_join(lua_State *L)
 {
   lpipe *lp = rn_lua_checkpipe(L, 1);
   lrel *left = rn_lua_checkrel_of(L, 2, lp), *right = rn_lua_checkrel(L, 3); /* right: the core names both */
   const char *name = rn_lua_checkname(L, 4, "join");
   static const char *const kinds[] = { "inner", "left", "outer", NULL };
-  rn_join_spec spec = { (rn_join_kind)luaL_checkoption(L, 5, "inner", kinds), NULL, 0, NULL, NULL, NULL, 0 };
+  rn_join_spec spec = { (rn_join_kind)luaL_checkoption(L, 5, "inner", kinds), NULL, 0, NULL, NULL, NULL, 0, NULL };
   int nrefs = lua_istable(L, 12) ? (int)lua_rawlen(L, 12) : 0;
   if (nrefs > 1024 || (nrefs && (!lua_istable(L, 13) || (int)lua_rawlen(L, 13) != nrefs)))
     return rn_lua_error(L, "%s: a joiner of column references names 1 to 1024 columns", name);
@@ -636,6 +676,10 @@ int rn_lua_declare_join(lua_State *L)
     if (cb) free_cb(cb);
     return rn_lua_nil_error(L, e.msg);
   }
+  int copies[spec.schema ? spec.schema->ncols : 1];
+  if (spec.schema && lua_istable(L, 14) &&
+      joiner_copies(L, 14, spec.schema, left->rel->schema, right->rel->schema, copies))
+    spec.copies = copies;
   rn_rel *rel = NULL;
   int rc = rn_declare_join(lp->p, name, left->rel, right->rel, &spec, &fns, &rel);
   return rn_lua_declared(L, lp, rc, rel);

@@ -265,6 +265,8 @@ function Relation:cdc(opts)
   return declared(self:pipeline(), rel)
 end
 
+local joiner_copies = require("runnel.joiner")()
+
 local JOIN_FIELDS = { on = true, mapper = true, selector = true, joiner = true, kind = true,
                       columns = true, name = true }
 local JOIN_KINDS = { inner = true, left = true, outer = true }
@@ -328,7 +330,9 @@ function Relation:join(right, opts)
   end
   local rel
   local joiner = type(opts.joiner) == "function" and opts.joiner or nil
-  rel, err = self:pipeline():_join(self, right, n, kind, on, opts.mapper, opts.selector, joiner, cols, key, from, to)
+  local copies = joiner and joiner_copies(joiner, kind) -- done in C when it gives exactly cols
+  rel, err = self:pipeline():_join(self, right, n, kind, on, opts.mapper, opts.selector, joiner, cols, key, from, to,
+                                   copies)
   if not rel then raise(err) end
   return declared(self:pipeline(), rel)
 end

@@ -1,10 +1,12 @@
--- fkjoin.lua FILE.ndjson [--mapper] [--writemap] [--run] [--state=DIR] — the
+-- fkjoin.lua FILE.ndjson [--mapper] [--lua-joiner] [--writemap] [--run] [--state=DIR] — the
 -- fkjoin workload (shared/bench/fkjoin.md): maintain players LEFT JOIN teams
 -- ON players.team_id = teams.id as (pid, pname, score, tname, region),
 -- applying the file's changes in groups of 1,000 with sync = false. The
 -- file is read and parsed first; only the applying is timed. The default is
 -- declarative (on = "team_id", then select: no Lua per row); --mapper joins
--- through a Lua mapper and joiner; --writemap opens the state with
+-- through a Lua mapper and joiner (a joiner that copies columns, which
+-- runnel does in C); --lua-joiner the same with a joiner that calls a
+-- function, so Lua runs it for every result row; --writemap opens the state with
 -- writemap = true; --run applies the file with p:run (the scanner parses,
 -- C applies: no Lua per change) and times reading and parsing too, so it is
 -- not apply-only. --state=DIR keeps the state there (it must not exist), so
@@ -20,7 +22,7 @@ for i = 2, #arg do
   state_dir = arg[i]:match("^%-%-state=(.+)$") or state_dir
   flags[arg[i]] = true
 end
-local use_mapper = flags["--mapper"]
+local use_mapper = flags["--mapper"] or flags["--lua-joiner"]
 local GROUP = 1000
 
 local changes = {}
@@ -40,12 +42,19 @@ local rels = {
   players = p:table("players", { {"id","int"}, {"name","string"}, {"team_id","int", null = true},
                                  {"score","int"}, key = "id" }),
 }
+-- --lua-joiner: the same result through a function call, so the joiner is
+-- not a plain copy of columns and runs in Lua for every result row (the
+-- joiner above is done in C: lua/runnel/joiner.lua)
+local function column_of(t, col) return t and t[col] end
+local function lua_joiner(pl, t)
+  return { pid = pl.id, pname = pl.name, score = pl.score, tname = column_of(t, "name"), region = column_of(t, "region") }
+end
 local result
 if use_mapper then
   result = rels.players:join(rels.teams, {
     kind = "left",
     mapper = function(pl) return pl.team_id end,
-    joiner = function(pl, t)
+    joiner = flags["--lua-joiner"] and lua_joiner or function(pl, t)
       return { pid = pl.id, pname = pl.name, score = pl.score, tname = t and t.name, region = t and t.region }
     end,
     columns = { {"pid","int"}, {"pname","string"}, {"score","int"}, {"tname","string", null = true},

@@ -69,6 +69,8 @@ echo "# runnel, on = \"team_id\", the file through p:run (parsing included, no L
 figures run $BIN run scripts/bench/fkjoin.lua "$FKJOIN" --run
 echo "# runnel, --mapper (a Lua mapper and joiner)"
 figures mapper $BIN run scripts/bench/fkjoin.lua "$FKJOIN" --mapper
+echo "# runnel, --lua-joiner (a Lua mapper, and a joiner that calls a function: Lua runs it per result row)"
+figures mapperlua $BIN run scripts/bench/fkjoin.lua "$FKJOIN" --lua-joiner
 echo "# the plain-Lua version again: the table sets each path against the mean of its two runs, which"
 echo "# bracket them, so a machine that sped up or slowed down during the runnel paths biases no ratio"
 $BIN run scripts/bench/fkjoin_lua.lua "$FKJOIN" > build/bench/out.txt 2>&1 || echo "# FAILED: plain Lua, second run"

@@ -1,0 +1,150 @@
+-- runnel/joiner.lua — recognises a Lua joiner that only copies columns of
+-- its two rows, so that the join can do it in C (as a joiner given as
+-- column references is done) instead of calling Lua for every result row.
+--
+-- It reads the function's own bytecode (string.dump) and accepts exactly
+-- these shapes, with no upvalues, no nested functions and nothing else in
+-- the body:
+--     function(l, r) return { out = l.col, …, out = r and r.col, … } end
+--     function(l, r) return l.col, …, r and r.col end
+-- A shape it does not know, or a dump of another Lua build than 5.4's, is
+-- not recognised and the joiner runs in Lua as before: recognising less is
+-- always safe. Whether the copy gives exactly the declared columns (names,
+-- order, types, nullability, key) the core checks (rn_join_spec.compiled).
+-- Loaded by runnel.lua.
+return function()
+  -- Lua 5.4's opcodes (lopcodes.h) that the accepted shapes use.
+  local GETFIELD, SETFIELD, NEWTABLE, JMP, TESTSET, RETURN, RETURN1, EXTRAARG = 14, 18, 19, 56, 67, 70, 72, 82
+  local HEADER = "\27Lua\x54\0\x19\x93\r\n\x1a\n\4\8\8" .. string.pack("=j", 0x5678) .. string.pack("=n", 370.5)
+  local STRING_TAGS = { [0x04] = true, [0x14] = true } -- short and long strings
+
+  -- A reader of the dump s: its bytes, its sizes (7-bit groups, most
+  -- significant first, the last one marked) and its strings.
+  local function reader(s, at)
+    local r = {}
+    function r.byte()
+      local b = s:byte(at)
+      if not b then error("short dump", 0) end
+      at = at + 1
+      return b
+    end
+    function r.size()
+      local x = 0
+      repeat
+        local b = r.byte()
+        x = x * 128 + (b & 0x7f)
+        if x > 0x7fffffff then error("size out of range", 0) end
+      until b & 0x80 ~= 0
+      return x
+    end
+    function r.bytes(n)
+      if at + n - 1 > #s then error("short dump", 0) end
+      local v = s:sub(at, at + n - 1)
+      at = at + n
+      return v
+    end
+    function r.string()
+      local n = r.size()
+      return n > 0 and r.bytes(n - 1) or nil
+    end
+    return r
+  end
+
+  -- The function's parameters, code and constants (nil for a dump this
+  -- does not read: another build, upvalues, nested functions, varargs).
+  local function prototype(fn)
+    local ok, s = pcall(string.dump, fn, true)
+    if not ok or s:sub(1, #HEADER) ~= HEADER then return nil end
+    local r = reader(s, #HEADER + 1)
+    local ok2, f = pcall(function()
+      if r.byte() ~= 0 then return nil end -- the closure's upvalues
+      r.string()                            -- source (stripped)
+      r.size(); r.size()                    -- lines defined
+      local f = { nparams = r.byte() }
+      if r.byte() ~= 0 then return nil end  -- vararg
+      r.byte()                              -- stack size
+      f.code = {}
+      for i = 1, r.size() do f.code[i] = string.unpack("=I4", r.bytes(4)) end
+      f.k = {}
+      for i = 1, r.size() do
+        local tag = r.byte()
+        if STRING_TAGS[tag] then f.k[i - 1] = r.string()
+        elseif tag == 0x03 or tag == 0x13 then r.bytes(8); f.k[i - 1] = false
+        elseif tag == 0x00 or tag == 0x01 or tag == 0x11 then f.k[i - 1] = false
+        else return nil end
+      end
+      if r.size() ~= 0 or r.size() ~= 0 then return nil end -- upvalues, nested functions
+      return f
+    end)
+    return ok2 and f or nil
+  end
+
+  local function decode(i)
+    return i & 0x7f, (i >> 7) & 0xff, (i >> 15) & 1, (i >> 16) & 0xff, (i >> 24) & 0xff
+  end
+
+  -- The columns fn copies, in the order it gives them: a list of
+  -- { out = name or nil (values in column order), side = 0 (left) | 1
+  -- (right), col = name }, or nil when fn is not such a copy. A right
+  -- column read without `r and` is accepted only in an inner join, where
+  -- every result has its right row; an outer join's left row may be
+  -- missing too, so none is recognised there.
+  return function(fn, kind)
+    if kind == "outer" then return nil end
+    local f = prototype(fn)
+    if not f or f.nparams < 1 or f.nparams > 2 then return nil end
+    local reg, code, k = { [0] = { param = 0 }, [1] = f.nparams == 2 and { param = 1 } or nil }, f.code, f.k
+    local function column(b, c, guarded)
+      local from = reg[b]
+      local name = k[c]
+      if not from or not from.param or type(name) ~= "string" then return nil end
+      if from.param == 1 and not guarded and kind ~= "inner" then return nil end
+      return { side = from.param, col = name }
+    end
+    local pc = 1
+    while code[pc] do
+      local op, a, kb, b, c = decode(code[pc])
+      if op == NEWTABLE then
+        if not code[pc + 1] or decode(code[pc + 1]) ~= EXTRAARG then return nil end
+        reg[a] = { fields = {}, n = 0 }
+        pc = pc + 2
+      elseif op == GETFIELD then
+        reg[a] = column(b, c, false)
+        if not reg[a] then return nil end
+        pc = pc + 1
+      elseif op == TESTSET then -- r and r.col: TESTSET a r 0; JMP +1; GETFIELD a r col
+        local jop, jarg = code[pc + 1] and code[pc + 1] & 0x7f, code[pc + 1] and (code[pc + 1] >> 7) - 0xffffff
+        local gop, ga, _, gb, gc = decode(code[pc + 2] or 0)
+        if kb ~= 0 or jop ~= JMP or jarg ~= 1 or gop ~= GETFIELD or ga ~= a or gb ~= b then return nil end
+        reg[a] = column(b, gc, true)
+        if not reg[a] then return nil end
+        pc = pc + 3
+      elseif op == SETFIELD then
+        local t, key, v = reg[a], k[b], reg[c]
+        if kb ~= 0 or not t or not t.fields or type(key) ~= "string" or t.fields[key] or not v or not v.col then
+          return nil
+        end
+        t.fields[key] = true
+        t.n = t.n + 1
+        t[t.n] = { out = key, side = v.side, col = v.col }
+        pc = pc + 1
+      elseif op == RETURN1 then
+        local v = reg[a]
+        if v and v.fields then return v.n > 0 and { table.unpack(v, 1, v.n) } or nil end
+        return v and v.col and { v } or nil
+      elseif op == RETURN then
+        if b < 2 or kb ~= 0 then return nil end
+        local out = {}
+        for i = 0, b - 2 do
+          local v = reg[a + i]
+          if not v or not v.col then return nil end
+          out[i + 1] = v
+        end
+        return out
+      else
+        return nil
+      end
+    end
+    return nil
+  end
+end

@@ -22,7 +22,7 @@ describe("the example host", function()
     assert.matches("commit_ms: p50 [%d.]+ p99 [%d.]+ max [%d.]+", out)
   end)
 
-  it("hands its subscribers the same events, byte for byte, whatever the rate and the carry", function()
+  it("hands its subscribers the same events, byte for byte, whatever the rate (write-back) and the carry", function()
     -- RUNNEL_HOST_HASH: a hash of every event (verb, id, seq, n, row and
     -- old bytes); the value is pinned, so a speed change that alters what
     -- subscribers receive fails here.

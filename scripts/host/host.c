@@ -12,8 +12,9 @@
  * temporary, with sync = false. carry_groups bounds how many ticks share
  * one LMDB transaction (rn_open_opts; 0: the default): 1 spreads the LMDB
  * writes evenly over the ticks, a larger bound batches them. With a tick
- * rate, the host commits LMDB in the idle time after a tick (rn_flush)
- * when the next tick is far enough away, so no tick pays for the commit;
+ * rate, the host keeps a tick's writes in memory (write_back) and commits
+ * them to LMDB in the idle time after the tick (rn_flush) when the next
+ * tick is far enough away, so no tick pays for the LMDB writes;
  * back to back (hz = 0) the carry bounds decide. With RUNNEL_HOST_HASH set
  * in the environment it also prints a hash of every event its subscribers
  * received (a check that a change to runnel kept them byte for byte).
@@ -144,7 +145,13 @@ int main(int argc, char **argv)
   const char *script = argc > 4 ? argv[4] : "scripts/host/game.lua";
   if (ticks < 1 || per_tick < 1) { fprintf(stderr, "usage: host [ticks] [changes_per_tick] [hz] [script]\n"); return 2; }
 
-  rn_open_opts opts = { .nosync = 1, .carry_groups = argc > 5 ? atoi(argv[5]) : 0 };
+  /* With a tick rate there is idle time after each tick: the tick keeps its
+   * writes in memory (write-back, read-your-writes) and the commit in the
+   * idle time writes them to LMDB, so the B-tree writes and page copies
+   * leave the tick (about a quarter of its instructions). Back to back
+   * there is no idle time, and the commit that ends a carried transaction
+   * would write 256 ticks' keys at once: write-back stays off. */
+  rn_open_opts opts = { .nosync = 1, .carry_groups = argc > 5 ? atoi(argv[5]) : 0, .write_back = hz > 0 ? 1 : -1 };
   rn_pipeline *p;
   char err[512];
   if (rn_pipeline_open(&opts, &p, err, sizeof err)) { fprintf(stderr, "host: %s\n", err); return 1; }

@@ -27,8 +27,9 @@ int rn_ndjson_sink(rn_pipeline *p, rn_rel *rel, FILE *f, bool own, const char *v
                    rn_free_fn release, void *release_ctx);
 
 /* A durable sink appending rel's changes to the file at path, exactly
- * once across crashes: the file is cut back to the last group recorded,
- * then the groups after it are written. */
+ * once across crashes: the groups after the last one recorded are found
+ * in the file (written before a crash) or appended; lines another state
+ * wrote are never cut (ndjson.c, "Ownership"). */
 int rn_ndjson_sink_path(rn_pipeline *p, rn_rel *rel, const char *path, const char *verb_field);
 
 /* A change's "rel", "op" and "row" values from its map form {rel, op, row}

@@ -64,8 +64,8 @@ p:close()
     assert.equal("", err)
     assert.equal(0, code)
     local text = read(log)
-    assert.is_nil(text:find("\0", 1, true)) -- before: padded up to the length it had before the cut
-    assert.equal(range(31, 33), ks(text)) -- the failed group is cut away, whole
+    assert.is_nil(text:find("\0", 1, true)) -- a cut back to the length before copytruncate would pad
+    assert.equal(range(31, 33), ks(text)) -- before: the failed group's first lines stayed (cut back to a stale length)
     local p = open() -- no limit now: the waiting group goes out, once
     p:close()
     text = read(log)

@@ -547,6 +547,8 @@ static rn_rel *find_rel(const rn_pipeline *p, const char *name, size_t len)
   return NULL;
 }
 
+rn_rel *rn_rel_named(const rn_pipeline *p, const char *name, size_t len) { return find_rel(p, name, len); }
+
 /* The known relation a line that failed to parse names in "rel", read
  * leniently, so a duplicate-key error can say which relation it was for. */
 static rn_rel *rel_named_in(const rn_pipeline *p, const char *line, size_t len)
@@ -568,11 +570,12 @@ static int apply_line(rn_pipeline *p, const char *line, size_t len)
     rn_rel *r = strncmp(p->err.msg, dup, strlen(dup)) == 0 && strncmp(p->err.msg, dup_rel, strlen(dup_rel)) != 0
               ? rel_named_in(p, line, len) : NULL;
     if (r) rn_err_prefix(&p->err, r->name);
+    else rn_json_change_refused(p, line, len);
     return rn_group_fail(p, RN_EINVAL, p->err.msg);
   }
   const msgpack_object *rel, *op, *row;
   rn_change_fields(&obj, &rel, &op, &row);
-  return rn_apply_change(p, rel, op, row);
+  return rn_apply_json_change(p, rel, op, row);
 }
 
 /* The JSON name of v's type. */

@@ -458,7 +458,7 @@ static int lock_file(rn_pipeline *p, const rn_rel *rel, int fd, const char *path
   if (flock(fd, LOCK_EX | LOCK_NB) == 0 || errno != EWOULDBLOCK) return 0;
   return rn_err_set(&p->err, RN_EMISUSE,
                     "%s: ndjson: %s is the file of another durable sink (of another state, in this process "
-                    "or another): each cuts it back to its own last group at open, so one state writes a file",
+                    "or another): one state writes a file at a time (in turn, each appends after the other's lines)",
                     rel->name, path);
 }
 

@@ -22,11 +22,11 @@ describe("an NDJSON file shared by two states in turn", function()
 
   -- A child process on state `name` runs body after declaring the sink (an
   -- exit without close is a crash: its last group's mark is not recorded).
-  local function child(name, body)
+  local function child(name, body, sync)
     local script = dir .. "/child.lua"
     H.write(script, ([[
 local runnel = require "runnel"
-local p = runnel.open{ path = %q }
+local p = runnel.open{ path = %q, sync = ]] .. tostring(sync ~= false) .. [[ }
 local t = p:table("t", { {"k","int"}, {"v","string"}, key = "k" })
 t:sink(runnel.ndjson(%q))
 ]]):format(dir .. "/" .. name, log) .. body)
@@ -66,6 +66,24 @@ t:sink(runnel.ndjson(%q))
     b:close()
     assert.equal(line("INSERT", 1, "a1") .. line("INSERT", 10, "b1") .. line("INSERT", 11, "b2")
                  .. line("INSERT", 2, "a2"), read(log))
+  end)
+
+  it("keeps the lines of a state with sync = false that crashed with groups carried", function()
+    local a, ta = open("a")
+    ta:insert{ k = 1, v = "a1" }
+    a:close()
+    -- b1 and b2 committed and written (b2's mark would ride with a later group); b3 carried: lost
+    child("b", 't:insert{ k = 10, v = "b1" }; t:insert{ k = 11, v = "b2" }; p:flush(); t:insert{ k = 12, v = "b3" }; '
+               .. 'os.exit(0, false)', false)
+    assert.equal(line("INSERT", 1, "a1") .. line("INSERT", 10, "b1") .. line("INSERT", 11, "b2"), read(log))
+    a, ta = open("a", false)
+    ta:insert{ k = 2, v = "a2" }
+    a:close()
+    local b, tb = open("b", false)
+    tb:insert{ k = 13, v = "b4" }
+    b:close()
+    assert.equal(line("INSERT", 1, "a1") .. line("INSERT", 10, "b1") .. line("INSERT", 11, "b2")
+                 .. line("INSERT", 2, "a2") .. line("INSERT", 13, "b4"), read(log))
   end)
 
   it("has a state whose crash cut its group short write it whole after another's lines", function()

@@ -146,6 +146,8 @@ static int open_env(const char *dir, unsigned flags, const size_t *maps, size_t 
     *env = NULL;
   }
   if (rc == ENOENT) return rn_err_set(e, rn_store_read_code(rc), "%s: not a runnel state (no data.mdb)", dir);
+  if (rc == ENOTDIR) /* LMDB's "Not a directory" names no path of the user's */
+    return rn_err_set(e, rn_store_read_code(rc), "%s: not a runnel state (a file, not a state directory)", dir);
   return rn_err_set(e, rn_store_read_code(rc), "%s: %s", dir, mdb_strerror(rc));
 }
 

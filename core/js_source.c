@@ -327,7 +327,7 @@ static feed *first_ready(source *s, natsMsg **m, uint64_t *seq)
 
 /* One change, {rel, op, row} or [rel, op, row], applied as an NDJSON
  * line is (ndjson.c). */
-static int apply_change(rn_pipeline *p, const msgpack_object *c)
+static int apply_change(rn_pipeline *p, const msgpack_object *c, bool json)
 {
   const msgpack_object *rel = NULL, *op = NULL, *row = NULL;
   if (c->type == MSGPACK_OBJECT_ARRAY && c->via.array.size == 3) {
@@ -337,7 +337,7 @@ static int apply_change(rn_pipeline *p, const msgpack_object *c)
   } else {
     rn_change_fields(c, &rel, &op, &row);
   }
-  return rn_apply_change(p, rel, op, row);
+  return json ? rn_apply_json_change(p, rel, op, row) : rn_apply_change(p, rel, op, row);
 }
 
 static int apply_ndjson(source *s, const char *data, size_t len, uint64_t *changes)
@@ -354,8 +354,13 @@ static int apply_ndjson(source *s, const char *data, size_t len, uint64_t *chang
     if (n == 0) continue;
     msgpack_object obj;
     msgpack_zone_clear(&s->zone);
-    int rc = rn_json_parse(line, n, &obj, &s->zone, &p->err) ? rn_group_fail(p, RN_EINVAL, p->err.msg)
-                                                                : apply_change(p, &obj);
+    int rc = 0;
+    if (rn_json_parse(line, n, &obj, &s->zone, &p->err)) {
+      rn_json_change_refused(p, line, n);
+      rc = rn_group_fail(p, RN_EINVAL, p->err.msg);
+    } else {
+      rc = apply_change(p, &obj, true);
+    }
     if (rc) {
       char why[RN_ERRMSG_MAX];
       snprintf(why, sizeof why, "%s", p->err.msg);
@@ -375,7 +380,7 @@ static int apply_msgpack(source *s, const char *data, size_t len, uint64_t *chan
   if (msgpack_unpack(data, len, &off, &s->zone, &obj) != MSGPACK_UNPACK_SUCCESS || obj.type != MSGPACK_OBJECT_ARRAY)
     return rn_group_fail(p, RN_EINVAL, "expected NDJSON lines or a msgpack array of changes");
   for (uint32_t i = 0; i < obj.via.array.size; i++) {
-    int rc = apply_change(p, &obj.via.array.ptr[i]);
+    int rc = apply_change(p, &obj.via.array.ptr[i], false);
     if (rc) {
       char why[RN_ERRMSG_MAX];
       snprintf(why, sizeof why, "%s", p->err.msg);

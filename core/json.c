@@ -181,3 +181,20 @@ const char *rn_json_quote(char *buf, size_t cap, const char *s, size_t len)
   buf[o] = '\0';
   return buf;
 }
+
+/* jansson stops just after the number it could not hold (its error's
+ * position); the number starts after the last byte no number holds. */
+bool rn_json_overflow_at(const char *text, size_t len, size_t *start, size_t *n)
+{
+  json_error_t jerr = { 0 };
+  json_t *j = json_loadb(text, len, JSON_DECODE_ANY | JSON_ALLOW_NUL | JSON_REJECT_DUPLICATES, &jerr);
+  json_decref(j);
+  if (j || json_error_code(&jerr) != json_error_numeric_overflow || jerr.position <= 0 || (size_t)jerr.position > len)
+    return false;
+  size_t end = (size_t)jerr.position, at = end;
+  while (at > 0 && strchr("0123456789+-.eE", text[at - 1]) && text[at - 1]) at--;
+  if (at == end) return false;
+  *start = at;
+  *n = end - at;
+  return true;
+}

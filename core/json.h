@@ -15,6 +15,12 @@
  * key twice to "duplicate key "K" at column C" (K as written in text). */
 int rn_json_parse(const char *text, size_t len, msgpack_object *out, msgpack_zone *z, rn_err *e);
 
+/* Where text holds a number out of range, if that is why rn_json_parse
+ * refuses it (an integer beyond int64, a real beyond a double: "too big
+ * integer", "real number overflow"): the first such number's offset and
+ * length; false if text is refused for another reason, or accepted. */
+bool rn_json_overflow_at(const char *text, size_t len, size_t *start, size_t *n);
+
 /* The same through jansson alone (strings copied into z): what the
  * scanner is checked against (fuzz/fuzz_json.c). */
 int rn_json_parse_jansson(const char *text, size_t len, msgpack_object *out, msgpack_zone *z, rn_err *e);

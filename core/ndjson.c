@@ -169,10 +169,37 @@ int rn_ndjson_line(const rn_schema *s, const char *row, size_t len, bool key_onl
 
 /* A durable sink (outbox.c): a group's lines are written after the LMDB
  * transaction holding it committed. A sink on a path is named by the
- * file's real path; its mark keeps the file's length after the last group
- * written, and at declaration the file is cut back to it (a crash after a
- * write and before its mark was committed, a torn last line), then the
- * groups after the mark are written again: each group once, whole. */
+ * file's real path, and its mark keeps the offset just after the last line
+ * it wrote for good (its position).
+ *
+ * Ownership. A state removes or rewrites only lines it wrote itself, and
+ * another state (or logrotate) may have touched the file while it was
+ * closed. What it wrote itself after its mark can only be the lines of
+ * the groups still waiting for it at open (written before a crash took
+ * the mark that would have recorded them), from its position on, in
+ * order: nothing else writes the file while its flock is held. So at open
+ * the waiting groups are checked against the file's bytes at the
+ * position rather than cut away: a group found there whole is not
+ * written again; one whose lines run to the end of the file is that
+ * state's own group cut short by the crash, cut and written again whole;
+ * one not there (other lines follow the position: another state's, after
+ * this one closed) stops the check, and every later group is appended at
+ * the end. A group whose first lines are there and then other lines
+ * follow cannot be reconciled (cutting would remove another writer's
+ * lines, appending would write its first lines twice): the sink says so,
+ * naming the file, the relation, the group and the bytes. Content decides
+ * (no owner mark lives in or beside the user's file): a group whose lines
+ * another writer appended byte for byte at the position would count as
+ * written.
+ *
+ * An incomplete last line (no newline) is no line: a writer that crashed
+ * mid-write left it, and it is cut at open (its own writer's check then
+ * finds other lines there and appends its group again whole).
+ *
+ * Offsets are the file's own: lines go at the file's end (O_APPEND) and
+ * the sink reads where they went, so a file cut shorter (logrotate's
+ * copytruncate) between groups or while the state was closed is continued
+ * at its new end, never padded with zeros nor cut further. */
 typedef struct nsink {
   FILE *f;                /* a caller's open file, or NULL */
   int fd;                 /* a path sink's descriptor, or -1 */
@@ -180,9 +207,16 @@ typedef struct nsink {
   char *verb_field;       /* NULL: no verb in the lines */
   msgpack_sbuffer lines;  /* the group's lines, written at its commit */
   msgpack_zone zone;
-  uint64_t length;        /* a path sink's file length after the last run of groups written */
-  uint64_t run;           /* bytes of the current run written so far */
-  uint64_t kept;          /* an open file's last group written: no failure takes it back */
+  uint64_t length;        /* a path sink's position: just after its last line for good */
+  bool writing;           /* a path sink's current run has written (from run_start to end) */
+  uint64_t run_start, end;
+  uint64_t kept;          /* the last group put out for good in a run: no failure takes it back */
+  uint64_t check_upto;    /* groups up to this seq may be in the file already (0: none) */
+  uint64_t check_at;      /* where the next of them would start */
+  uint64_t check_end;     /* the file's length at open */
+  char *path;             /* a path sink's file and relation, for messages */
+  char *rel_name;
+  rn_err conflict;        /* the check found a group it cannot reconcile */
   rn_free_fn release;     /* releases the caller's hold on f (a Lua file), or NULL */
   void *release_ctx;
 } nsink;
@@ -194,6 +228,8 @@ static void free_nsink(void *ctx)
   if (s->fd >= 0) close(s->fd);
   if (s->release) s->release(s->release_ctx);
   free(s->verb_field);
+  free(s->path);
+  free(s->rel_name);
   msgpack_sbuffer_destroy(&s->lines);
   msgpack_zone_destroy(&s->zone);
   free(s);
@@ -224,21 +260,99 @@ static bool write_all(int fd, const char *data, size_t n)
   return true;
 }
 
+/* Appends the staged lines at the file's end, wherever it is now, and
+ * notes where they went (the run's first write notes where it began). */
+static bool append_lines(nsink *s)
+{
+  if (!s->writing) {
+    off_t at = lseek(s->fd, 0, SEEK_END);
+    if (at < 0) return false;
+    s->run_start = s->end = (uint64_t)at;
+    s->writing = true;
+  }
+  bool ok = write_all(s->fd, s->lines.data, s->lines.size);
+  off_t at = lseek(s->fd, 0, SEEK_CUR);
+  if (at >= 0) s->end = (uint64_t)at;
+  return ok && at >= 0;
+}
+
 /* Writes the staged lines (after the run's bytes already written). */
 static int write_lines(nsink *s, rn_err *e)
 {
   size_t n = s->lines.size;
-  bool ok = n == 0 || (s->fd >= 0 ? write_all(s->fd, s->lines.data, n)
-                                  : fwrite(s->lines.data, 1, n, s->f) == n && fflush(s->f) == 0);
-  if (ok) s->run += n;
+  bool ok = n == 0 || (s->fd >= 0 ? append_lines(s) : fwrite(s->lines.data, 1, n, s->f) == n && fflush(s->f) == 0);
   msgpack_sbuffer_clear(&s->lines);
   return ok ? 0 : rn_err_set(e, RN_EIO, "ndjson: writing: %s", strerror(errno));
+}
+
+/* How many of want's n bytes the file holds from at on. */
+static size_t same_bytes(int fd, uint64_t at, const char *want, size_t n)
+{
+  char buf[4096];
+  size_t same = 0;
+  while (same < n) {
+    size_t k = n - same < sizeof buf ? n - same : sizeof buf;
+    ssize_t got = pread(fd, buf, k, (off_t)(at + same));
+    if (got <= 0) return same;
+    for (ssize_t i = 0; i < got; i++, same++)
+      if (buf[i] != want[same]) return same;
+  }
+  return same;
+}
+
+/* The length of the whole lines at the start of text's n bytes. */
+static size_t whole_lines(const char *text, size_t n)
+{
+  while (n > 0 && text[n - 1] != '\n') n--;
+  return n;
+}
+
+/* Group seq, staged, waited at open: whether a crash left its lines in
+ * the file at check_at (see the ownership note above). 1: they are there
+ * (not written again, kept for good); 0: write it (appended at the end);
+ * else the error. */
+static int check_group(nsink *s, uint64_t seq, rn_err *e)
+{
+  size_t n = s->lines.size;
+  uint64_t there = s->check_end - s->check_at;
+  size_t same = same_bytes(s->fd, s->check_at, s->lines.data, n);
+  if (same == n) {
+    s->check_at += n;
+    s->length = s->check_at;
+    s->kept = seq;
+    msgpack_sbuffer_clear(&s->lines);
+    return 1;
+  }
+  uint64_t from = s->check_at;
+  s->check_upto = 0; /* the groups after it are not in the file */
+  if (same == there) { /* its first lines end the file: its own group, cut short by the crash */
+    if (ftruncate(s->fd, (off_t)from) != 0)
+      return rn_err_set(e, RN_EIO, "%s: ndjson: cutting %s back to its last group: %s", s->rel_name, s->path,
+                        strerror(errno));
+    s->length = from;
+    return 0;
+  }
+  size_t first = whole_lines(s->lines.data, same);
+  if (first == 0) return 0; /* another writer's lines: this group was never written */
+  rn_err_set(&s->conflict, RN_EIO,
+             "%s: ndjson: %s: bytes %llu to %llu hold the first lines of group %llu of %s, which a crash cut "
+             "short, and other lines (another state's or program's) follow them: this state neither cuts lines "
+             "it did not write nor writes a line twice; remove those bytes to have group %llu written again whole",
+             s->rel_name, s->path, (unsigned long long)from, (unsigned long long)(from + first), (unsigned long long)seq,
+             s->rel_name, (unsigned long long)seq);
+  s->check_upto = seq; /* says so again at each delivery */
+  *e = s->conflict;
+  return e->code;
 }
 
 /* A group's lines wait for the end of the run, unless they grow large. */
 static int nsink_commit(void *ctx, uint64_t seq, rn_err *e)
 {
   nsink *s = ctx;
+  if (seq <= s->check_upto && s->check_at < s->check_end) {
+    int rc = check_group(s, seq, e);
+    if (rc) return rc == 1 ? 0 : rc;
+  }
   if (s->lines.size < ((size_t)1 << 20)) return 0;
   int rc = write_lines(s, e);
   if (!rc && s->fd < 0) s->kept = seq; /* a path sink cuts a failed run back; an open file cannot */
@@ -251,19 +365,23 @@ static int nsink_finish(void *ctx, rn_err *e)
 {
   nsink *s = ctx;
   int rc = write_lines(s, e);
-  if (!rc) s->length += s->run;
-  s->run = 0;
+  if (!rc && s->writing) s->length = s->end;
+  if (!rc) s->writing = false; /* else discard cuts the run away */
   return rc;
 }
 
-/* The run failed: a path sink cuts its file back to the last whole run. */
+/* The run failed: a path sink cuts its file back to where the run began
+ * (its bytes are the file's end: nothing else writes it while its lock is
+ * held), unless the file was cut shorter meanwhile (no zeros). */
 static void nsink_discard(void *ctx)
 {
   nsink *s = ctx;
+  struct stat st;
   msgpack_sbuffer_clear(&s->lines);
   msgpack_zone_clear(&s->zone);
-  if (s->fd >= 0 && ftruncate(s->fd, (off_t)s->length) != 0) { /* the next open cuts it back */ }
-  s->run = 0;
+  if (s->fd >= 0 && s->writing && fstat(s->fd, &st) == 0 && (uint64_t)st.st_size >= s->run_start &&
+      ftruncate(s->fd, (off_t)s->run_start) != 0) { /* the next open's check finds the group cut short */ }
+  s->writing = false;
 }
 
 static int nsink_sync(void *ctx, rn_err *e)
@@ -331,16 +449,35 @@ static uint64_t complete_length(int fd, uint64_t size)
   return 0;
 }
 
-/* One durable sink per file: each cuts the file back to its own mark at
- * open, which would cut away another's lines. An exclusive flock, held
- * while fd is open (a filesystem without flock goes unguarded). */
+/* One durable sink per file at a time: a sink's lines after its mark are
+ * told from others' by where they are (ndjson.c, "Ownership"), which
+ * holds only while no one else appends. An exclusive flock, held while fd
+ * is open (a filesystem without flock goes unguarded). */
 static int lock_file(rn_pipeline *p, const rn_rel *rel, int fd, const char *path)
 {
   if (flock(fd, LOCK_EX | LOCK_NB) == 0 || errno != EWOULDBLOCK) return 0;
   return rn_err_set(&p->err, RN_EMISUSE,
                     "%s: ndjson: %s is the file of another durable sink (of another state, in this process "
-                    "or another): each cuts it back to its own last group at open, so one state writes a file",
+                    "or another): one state writes a file at a time (in turn, each appends after the other's lines)",
                     rel->name, path);
+}
+
+/* Where a path sink starts (see the ownership note above): an incomplete
+ * last line is cut; with a mark whose position the file still reaches,
+ * the groups waiting now are checked against the file from there. */
+static int place_sink(rn_pipeline *p, rn_rel *rel, nsink *s, const rn_outbox_mark *m, uint64_t size)
+{
+  uint64_t whole = complete_length(s->fd, size);
+  if (whole < size && ftruncate(s->fd, (off_t)whole) != 0)
+    return rn_err_set(&p->err, RN_EIO, "%s: ndjson: cutting the incomplete last line of %s: %s", rel->name, s->path,
+                      strerror(errno));
+  s->length = whole;
+  if (m->found && m->position <= whole) {
+    s->length = s->check_at = m->position;
+    s->check_end = whole;
+    s->check_upto = p->seq;
+  }
+  return 0;
 }
 
 int rn_ndjson_sink_path(rn_pipeline *p, rn_rel *rel, const char *path, const char *verb_field)
@@ -355,33 +492,31 @@ int rn_ndjson_sink_path(rn_pipeline *p, rn_rel *rel, const char *path, const cha
   rn_outbox_mark m;
   struct stat st;
   int rc = 0;
-  if (!realpath(path, real) || fstat(fd, &st) != 0)
+  if (!(s->path = strdup(path)) || !(s->rel_name = strdup(rel->name)))
+    rc = rn_err_set(&p->err, RN_ENOMEM, "out of memory");
+  else if (!realpath(path, real) || fstat(fd, &st) != 0)
     rc = rn_err_set(&p->err, RN_EIO, "ndjson: %s: %s", path, strerror(errno));
   else if (!(name = malloc(strlen(real) + 8)))
     rc = rn_err_set(&p->err, RN_ENOMEM, "out of memory");
   if (!rc) {
     sprintf(name, RN_SINK_NDJSON "%s", real);
-    rc = rn_outbox_sink_check(p, rel, name); /* before the file is cut back: it may be a live sink's */
+    rc = rn_outbox_sink_check(p, rel, name); /* before the file is cut: it may be a live sink's */
   }
   if (!rc) rc = lock_file(p, rel, fd, path);
   if (!rc) rc = rn_outbox_mark_read(p, name, &m);
-  uint64_t size = rc ? 0 : (uint64_t)st.st_size, delivered = 0;
-  if (!rc && m.found && m.position <= size) { /* back to the last group recorded */
-    s->length = m.position;
-    delivered = m.delivered;
-  } else if (!rc) { /* new, or cut shorter by someone else: its complete lines stay */
-    s->length = complete_length(fd, size);
-    delivered = m.found ? m.delivered : p->seq;
-  }
-  if (!rc && s->length < size && ftruncate(fd, (off_t)s->length) != 0)
-    rc = rn_err_set(&p->err, RN_EIO, "ndjson: cutting %s back to its last group: %s", path, strerror(errno));
+  if (!rc) rc = place_sink(p, rel, s, &m, (uint64_t)st.st_size);
   if (rc) {
     free(name);
     free_nsink(s);
     return rc;
   }
-  rc = rn_outbox_sink_add(p, rel, name, false, &nsink_ops, s, free_nsink, delivered, s->length);
+  /* without a mark: a new sink, the groups before it are not its own */
+  rc = rn_outbox_sink_add(p, rel, name, false, &nsink_ops, s, free_nsink, m.found ? m.delivered : p->seq, s->length);
   free(name);
+  /* the waiting groups were delivered (and checked) just now: a group the
+   * check cannot reconcile fails the declaration too (the sink stays, its
+   * groups wait, each delivery says so again, until the file is mended) */
+  if (!rc && s->conflict.code) rc = rn_err_set(&p->err, s->conflict.code, "%s", s->conflict.msg);
   return rc;
 }
 
@@ -412,6 +547,8 @@ static rn_rel *find_rel(const rn_pipeline *p, const char *name, size_t len)
   return NULL;
 }
 
+rn_rel *rn_rel_named(const rn_pipeline *p, const char *name, size_t len) { return find_rel(p, name, len); }
+
 /* The known relation a line that failed to parse names in "rel", read
  * leniently, so a duplicate-key error can say which relation it was for. */
 static rn_rel *rel_named_in(const rn_pipeline *p, const char *line, size_t len)
@@ -433,11 +570,12 @@ static int apply_line(rn_pipeline *p, const char *line, size_t len)
     rn_rel *r = strncmp(p->err.msg, dup, strlen(dup)) == 0 && strncmp(p->err.msg, dup_rel, strlen(dup_rel)) != 0
               ? rel_named_in(p, line, len) : NULL;
     if (r) rn_err_prefix(&p->err, r->name);
+    else rn_json_change_refused(p, line, len);
     return rn_group_fail(p, RN_EINVAL, p->err.msg);
   }
   const msgpack_object *rel, *op, *row;
   rn_change_fields(&obj, &rel, &op, &row);
-  return rn_apply_change(p, rel, op, row);
+  return rn_apply_json_change(p, rel, op, row);
 }
 
 /* The JSON name of v's type. */

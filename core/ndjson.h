@@ -27,8 +27,9 @@ int rn_ndjson_sink(rn_pipeline *p, rn_rel *rel, FILE *f, bool own, const char *v
                    rn_free_fn release, void *release_ctx);
 
 /* A durable sink appending rel's changes to the file at path, exactly
- * once across crashes: the file is cut back to the last group recorded,
- * then the groups after it are written. */
+ * once across crashes: the groups after the last one recorded are found
+ * in the file (written before a crash) or appended; lines another state
+ * wrote are never cut (ndjson.c, "Ownership"). */
 int rn_ndjson_sink_path(rn_pipeline *p, rn_rel *rel, const char *path, const char *verb_field);
 
 /* A change's "rel", "op" and "row" values from its map form {rel, op, row}
@@ -41,6 +42,21 @@ void rn_change_fields(const msgpack_object *obj, const msgpack_object **rel, con
  * of the wrong type, an unknown relation or op, or a bad row fails the
  * group. Returns 0 or an RN_E… code (p->err says why). */
 int rn_apply_change(rn_pipeline *p, const msgpack_object *rel, const msgpack_object *op, const msgpack_object *row);
+
+/* ---- changes read from JSON text (json_change.c) ---- */
+/* The relation named exactly (length and bytes), or NULL. */
+rn_rel *rn_rel_named(const rn_pipeline *p, const char *name, size_t len);
+
+/* rn_apply_change for a change read from JSON text: an int column given a
+ * number with a fraction part or exponent beyond ±2^53 (not exact) fails
+ * the group, naming the relation and the column. */
+int rn_apply_json_change(rn_pipeline *p, const msgpack_object *rel, const msgpack_object *op,
+                         const msgpack_object *row);
+
+/* After rn_json_parse refused a change's text (p->err says why): a number
+ * out of range (beyond int64, or a double's range) is said again naming
+ * the relation and the column; any other reason is left as it is. */
+void rn_json_change_refused(rn_pipeline *p, const char *line, size_t len);
 
 typedef struct rn_run_opts {
   size_t batch;           /* lines per group (0: 1000) */

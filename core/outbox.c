@@ -38,7 +38,7 @@
  *     file's fsync), so a recorded mark never covers output a crash can
  *     take back. The state's mark may lag: after a crash the groups after
  *     it are delivered again, and each sink makes that exactly once its
- *     own way (NDJSON cuts its file back to the mark's position; SQLite
+ *     own way (NDJSON finds them in its file after the mark's position; SQLite
  *     skips a seq its runnel_sinks row already holds) or documents at
  *     least once (Lua and C sinks: the seq in info lets them dedupe).
  * (4) A delivery that fails leaves its entry (its run), and every later one
@@ -398,6 +398,7 @@ static void end_runs(rn_outbox *ob, obsink **v, const uint64_t *before, int n, b
       if (s->ops.discard) s->ops.discard(s->ctx);
       uint64_t kept = s->ops.kept ? s->ops.kept(s->ctx) : 0; /* never twice: it is out there */
       if (s->ops.finish) s->delivered = kept > before[i] ? kept : before[i];
+      if (kept > before[i] && s->ops.position) s->position = s->ops.position(s->ctx); /* it covers them */
     } else if (s->ops.position) {
       s->position = s->ops.position(s->ctx);
     }

@@ -230,8 +230,12 @@ static int open_catalogue(rn_store *s, rn_err *e)
 static int make_dir(rn_store *s, const char *path, rn_err *e)
 {
   if (path) {
+    struct stat st;
     if (mkdir(path, 0755) != 0 && errno != EEXIST)
       return rn_err_set(e, RN_EIO, "cannot create state directory %s: %s", path, strerror(errno));
+    if (stat(path, &st) == 0 && !S_ISDIR(st.st_mode)) /* else writer.lock's open says "Not a directory" */
+      return rn_err_set(e, RN_EIO, "cannot open state %s: %s (a state is a directory, new or empty at first)", path,
+                        S_ISREG(st.st_mode) ? "it is a file, not a state directory" : "it is not a directory");
     s->path = strdup(path);
   } else {
     const char *tmp = getenv("TMPDIR");

@@ -200,6 +200,23 @@ describe("jetstream", function()
       p:close()
     end)
 
+    it("names the relation and column of a number a message's JSON cannot hold exactly (json_change.c)", function()
+      local name, subj = stream()
+      publish(url, subj .. ".0", { '{"rel":"scores","op":"insert","row":{"id":1,"player":"a","points":1e400}}' })
+      publish(url, subj .. ".1", { '{"rel":"scores","op":"insert","row":{"id":2,"player":"b","points":9007199254740993.0}}' })
+      local p = runnel.open()
+      local t = scores(p)
+      local function run(s) p:run(runnel.jetstream_source{ url = url, stream = name, subjects = { s }, batch = 1 }) end
+      local err = H.error_of(run, subj .. ".0")
+      -- before: malformed JSON at column 62: real number overflow near '1e400'
+      assert.matches(subj .. '.0 seq 1: line 1: scores: column "points": the number 1e400 is beyond a float\'s range',
+                     err, 1, true)
+      err = H.error_of(run, subj .. ".1") -- before: stored 9007199254740992
+      assert.matches('scores: column "points": expected int, got a number with a fraction part or an exponent', err, 1, true)
+      assert.equal(0, t:count())
+      p:close()
+    end)
+
     it("is an error when retention discarded messages not yet applied", function()
       local name, subj = stream("maxmsgs=3")
       publish(url, subj .. ".0", { change("scores", "insert", { id = 1, player = "a", points = 1 }) })

@@ -1,0 +1,117 @@
+/* json_change.c — changes read from JSON text (an NDJSON input line, a
+ * JetStream message): what JSON numbers cannot say exactly is said here,
+ * naming the relation and the column (the caller adds file and line).
+ *
+ * JSON integers become ints, other numbers doubles (json.h), and an int
+ * column takes a whole double (3.0 is 3; 3.5 is refused: row.c). Beyond
+ * ±2^53 a double cannot hold every integer: 9007199254740993.0 reads as
+ * 9007199254740992, so a number with a fraction part or an exponent that
+ * large is refused for an int column rather than stored as another
+ * integer (a Lua or msgpack float is the caller's exact value: row.c takes
+ * it). A number no int64 or double holds (99999999999999999999, 1e400)
+ * makes the parser refuse the line, saying only where in it: the line is
+ * read again with that number as a marker string to find its column. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "json.h"
+#include "ndjson.h"
+#include "pipeline.h"
+#include "schema.h"
+
+static const char marker[] = "\\u0000runnel number\\u0000";      /* as JSON text */
+static const char marker_value[] = "\0runnel number";            /* as read (with its last NUL) */
+#define MARKER_LEN (sizeof marker_value)
+
+static bool is_marker(const msgpack_object *v)
+{
+  return v->type == MSGPACK_OBJECT_STR && v->via.str.size == MARKER_LEN &&
+         memcmp(v->via.str.ptr, marker_value, MARKER_LEN) == 0;
+}
+
+/* Whether v is the marker or holds it. */
+static bool holds_marker(const msgpack_object *v)
+{
+  if (is_marker(v)) return true;
+  if (v->type == MSGPACK_OBJECT_ARRAY)
+    for (uint32_t i = 0; i < v->via.array.size; i++)
+      if (holds_marker(&v->via.array.ptr[i])) return true;
+  if (v->type == MSGPACK_OBJECT_MAP)
+    for (uint32_t i = 0; i < v->via.map.size; i++)
+      if (holds_marker(&v->via.map.ptr[i].val)) return true;
+  return false;
+}
+
+/* The column of row whose value holds the marker: its key, or NULL. */
+static const msgpack_object *marked_column(const msgpack_object *row)
+{
+  if (!row || row->type != MSGPACK_OBJECT_MAP) return NULL;
+  for (uint32_t i = 0; i < row->via.map.size; i++)
+    if (row->via.map.ptr[i].key.type == MSGPACK_OBJECT_STR && holds_marker(&row->via.map.ptr[i].val))
+      return &row->via.map.ptr[i].key;
+  return NULL;
+}
+
+/* Says that number (n bytes) in column key of r is out of range. */
+static void number_error(rn_pipeline *p, const rn_rel *r, const msgpack_object *key, const char *number, size_t n)
+{
+  char quoted[256];
+  int slot = rn_schema_slot(r->schema, key->via.str.ptr, key->via.str.size);
+  bool real = memchr(number, '.', n) || memchr(number, 'e', n) || memchr(number, 'E', n);
+  int shown = n > 64 ? 64 : (int)n;
+  const char *more = n > 64 ? "…" : "";
+  const char *column = rn_json_quote(quoted, sizeof quoted, key->via.str.ptr, key->via.str.size);
+  if (real)
+    rn_err_set(&p->err, RN_EINVAL, "%s: column %s: the number %.*s%s is beyond a float's range (about ±1.8e308)",
+               r->name, column, shown, number, more);
+  else if (slot >= 0 && r->schema->cols[slot].type == RN_T_FLOAT)
+    rn_err_set(&p->err, RN_EINVAL, "%s: column %s: the integer %.*s%s is beyond int64, which a JSON integer must fit "
+               "in: for a float column write it with a fraction part or an exponent (%.*s%s.0)",
+               r->name, column, shown, number, more, shown, number, more);
+  else
+    rn_err_set(&p->err, RN_EINVAL, "%s: column %s: the integer %.*s%s is beyond int64 (-9223372036854775808 to "
+               "9223372036854775807)", r->name, column, shown, number, more);
+}
+
+void rn_json_change_refused(rn_pipeline *p, const char *line, size_t len)
+{
+  size_t at, n;
+  if (!rn_json_overflow_at(line, len, &at, &n)) return;
+  size_t mlen = sizeof marker - 1 + 2, cap = len - n + mlen;
+  char *copy = malloc(cap);
+  msgpack_zone z;
+  if (!copy) return;
+  if (!rn_zone_init(&z, 1024)) { free(copy); return; }
+  memcpy(copy, line, at);
+  copy[at] = '"';
+  memcpy(copy + at + 1, marker, sizeof marker - 1);
+  copy[at + mlen - 1] = '"';
+  memcpy(copy + at + mlen, line + at + n, len - at - n);
+  msgpack_object obj;
+  rn_err ignored = { .code = RN_OK };
+  const msgpack_object *rel = NULL, *op = NULL, *row = NULL, *key;
+  if (!rn_json_parse(copy, cap, &obj, &z, &ignored)) rn_change_fields(&obj, &rel, &op, &row);
+  rn_rel *r = rel && rel->type == MSGPACK_OBJECT_STR ? rn_rel_named(p, rel->via.str.ptr, rel->via.str.size) : NULL;
+  if (r && (key = marked_column(row))) number_error(p, r, key, line + at, n);
+  rn_zone_destroy(&z);
+  free(copy);
+}
+
+int rn_apply_json_change(rn_pipeline *p, const msgpack_object *rel, const msgpack_object *op,
+                         const msgpack_object *row)
+{
+  rn_rel *r = rel && rel->type == MSGPACK_OBJECT_STR ? rn_rel_named(p, rel->via.str.ptr, rel->via.str.size) : NULL;
+  for (uint32_t i = 0; r && row && row->type == MSGPACK_OBJECT_MAP && i < row->via.map.size; i++) {
+    const msgpack_object *k = &row->via.map.ptr[i].key, *v = &row->via.map.ptr[i].val;
+    int slot = k->type == MSGPACK_OBJECT_STR ? rn_schema_slot(r->schema, k->via.str.ptr, k->via.str.size) : -1;
+    if (slot < 0 || r->schema->cols[slot].type != RN_T_INT || v->type != MSGPACK_OBJECT_FLOAT64) continue;
+    double d = v->via.f64;
+    if (d != floor(d) || fabs(d) < 9007199254740992.0) continue; /* row.c takes it, or says why not */
+    rn_err_set(&p->err, RN_EINVAL, "%s: column \"%s\": expected int, got a number with a fraction part or an "
+               "exponent that reads as %.17g: beyond ±2^53 such a number is not exact (9007199254740993.0 reads as "
+               "9007199254740992 too): write the integer without them", r->name, r->schema->cols[slot].name, d);
+    return rn_group_fail(p, RN_EINVAL, p->err.msg);
+  }
+  return rn_apply_change(p, rel, op, row);
+}

@@ -92,7 +92,9 @@ typedef struct rn_open_opts {
    * writes it to LMDB, sorted, at its commit (the same state either way).
    * 1: on; -1: off (every read and write straight to LMDB); 0: as the
    * environment says (RUNNEL_WRITE_BACK=1 turns it on), else off: at large
-   * working sets the plain path is faster (README, Performance). */
+   * working sets the plain path is faster (README, Performance). A host
+   * that commits in its idle time (rn_flush after each tick) gains: the
+   * LMDB writes move from the tick into the flush. */
   int write_back;
   /* The file bound of carried transactions: N > 0 ends one before its
    * writes would copy (by estimate) 1/N of the pages of the databases they

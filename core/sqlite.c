@@ -672,6 +672,7 @@ int rn_sqlite_sink(rn_pipeline *p, rn_rel *rel, const char *path, const char *ta
 typedef struct ssource {
   sqlite3 *db;
   sqlite3_stmt *select;
+  char *table;            /* for errors */
 } ssource;
 
 static void free_ssource(void *ctx)
@@ -679,7 +680,42 @@ static void free_ssource(void *ctx)
   ssource *s = ctx;
   sqlite3_finalize(s->select);
   sqlite3_close(s->db);
+  free(s->table);
   free(s);
+}
+
+/* Column i of the selected row as the lookup's column c (text and blobs
+ * copied into z: the statement's memory moves on; lists, maps, structs
+ * and any parsed from their JSON text). */
+static int read_column(ssource *s, int i, const rn_column *c, const char *rel, msgpack_object *v, msgpack_zone *z,
+                       rn_err *e)
+{
+  switch (sqlite3_column_type(s->select, i)) {
+  case SQLITE_NULL: v->type = MSGPACK_OBJECT_NIL; return 0;
+  case SQLITE_INTEGER: {
+    sqlite3_int64 x = sqlite3_column_int64(s->select, i);
+    if (c->type == RN_T_BOOL) { v->type = MSGPACK_OBJECT_BOOLEAN; v->via.boolean = x != 0; }
+    else if (x >= 0) { v->type = MSGPACK_OBJECT_POSITIVE_INTEGER; v->via.u64 = (uint64_t)x; }
+    else { v->type = MSGPACK_OBJECT_NEGATIVE_INTEGER; v->via.i64 = x; }
+    return 0;
+  }
+  case SQLITE_FLOAT: v->type = MSGPACK_OBJECT_FLOAT64; v->via.f64 = sqlite3_column_double(s->select, i); return 0;
+  default: break;
+  }
+  bool blob = sqlite3_column_type(s->select, i) == SQLITE_BLOB;
+  int n = sqlite3_column_bytes(s->select, i);
+  const void *d = blob ? sqlite3_column_blob(s->select, i) : (const void *)sqlite3_column_text(s->select, i);
+  char *copy = rn_zone_malloc_no_align(z, (size_t)(n ? n : 1));
+  if (!copy) return rn_err_set(e, RN_ENOMEM, "out of memory");
+  if (n) memcpy(copy, d, (size_t)n);
+  v->type = blob ? MSGPACK_OBJECT_BIN : MSGPACK_OBJECT_STR;
+  v->via.str.ptr = copy;
+  v->via.str.size = (uint32_t)n;
+  if (c->type != RN_T_LIST && c->type != RN_T_MAP && c->type != RN_T_ANY && c->type != RN_T_STRUCT) return 0;
+  if (!rn_json_parse(copy, (size_t)n, v, z, e)) return 0;
+  char why[RN_ERRMSG_MAX];
+  snprintf(why, sizeof why, "%s", e->msg);
+  return rn_err_set(e, e->code, "%s: column \"%s\": sqlite_source table \"%s\": %s", rel, c->name, s->table, why);
 }
 
 static int ssource_fetch(void *ctx, rn_rel *lk, const msgpack_object *key, int nkey, msgpack_sbuffer *row,
@@ -696,38 +732,14 @@ static int ssource_fetch(void *ctx, rn_rel *lk, const msgpack_object *key, int n
   if (rc != SQLITE_ROW) return fail(e, s->db, lk->name, "looking up");
   msgpack_object *v = rn_zone_malloc(&p->scratch, sizeof *v * (size_t)ls->ncols);
   uint8_t *given = rn_zone_malloc(&p->scratch, (size_t)ls->ncols);
-  if (!v || !given) return rn_err_set(e, RN_ENOMEM, "out of memory");
-  for (int i = 0; i < ls->ncols; i++) {
+  rc = v && given ? 0 : rn_err_set(e, RN_ENOMEM, "out of memory");
+  for (int i = 0; i < ls->ncols && !rc; i++) {
     given[i] = 1;
-    switch (sqlite3_column_type(s->select, i)) {
-    case SQLITE_NULL: v[i].type = MSGPACK_OBJECT_NIL; break;
-    case SQLITE_INTEGER: {
-      sqlite3_int64 x = sqlite3_column_int64(s->select, i);
-      if (ls->cols[i].type == RN_T_BOOL) { v[i].type = MSGPACK_OBJECT_BOOLEAN; v[i].via.boolean = x != 0; }
-      else if (x >= 0) { v[i].type = MSGPACK_OBJECT_POSITIVE_INTEGER; v[i].via.u64 = (uint64_t)x; }
-      else { v[i].type = MSGPACK_OBJECT_NEGATIVE_INTEGER; v[i].via.i64 = x; }
-      break;
-    }
-    case SQLITE_FLOAT: v[i].type = MSGPACK_OBJECT_FLOAT64; v[i].via.f64 = sqlite3_column_double(s->select, i); break;
-    default: { /* text and blobs, copied: the statement's memory moves on */
-      int n = sqlite3_column_bytes(s->select, i);
-      const void *d = sqlite3_column_type(s->select, i) == SQLITE_BLOB ? sqlite3_column_blob(s->select, i)
-                                                                       : (const void *)sqlite3_column_text(s->select, i);
-      char *copy = rn_zone_malloc_no_align(&p->scratch, (size_t)(n ? n : 1));
-      if (!copy) return rn_err_set(e, RN_ENOMEM, "out of memory");
-      if (n) memcpy(copy, d, (size_t)n);
-      v[i].type = sqlite3_column_type(s->select, i) == SQLITE_BLOB ? MSGPACK_OBJECT_BIN : MSGPACK_OBJECT_STR;
-      v[i].via.str.ptr = copy;
-      v[i].via.str.size = (uint32_t)n;
-      if ((ls->cols[i].type == RN_T_LIST || ls->cols[i].type == RN_T_MAP || ls->cols[i].type == RN_T_ANY ||
-           ls->cols[i].type == RN_T_STRUCT) && rn_json_parse(copy, (size_t)n, &v[i], &p->scratch, e))
-        return e->code;
-    }
-    }
+    rc = read_column(s, i, &ls->cols[i], lk->name, &v[i], &p->scratch, e);
   }
-  rc = rn_row_normalize(ls, lk->name, RN_ROW_FULL, v, given, &p->scratch, e);
+  if (!rc) rc = rn_row_normalize(ls, lk->name, RN_ROW_FULL, v, given, &p->scratch, e);
   if (!rc) rn_row_pack(ls, v, row);
-  sqlite3_reset(s->select);
+  sqlite3_reset(s->select); /* on every path: a statement left stepping holds the file's read lock */
   return rc;
 }
 
@@ -735,7 +747,10 @@ int rn_sqlite_source(const char *path, const char *table, const rn_schema *ls, c
                      rn_lookup_fetch *fetch, void **ctx, rn_free_fn *free_ctx, rn_err *e)
 {
   ssource *s = calloc(1, sizeof *s);
-  if (!s) return rn_err_set(e, RN_ENOMEM, "out of memory");
+  if (!s || !(s->table = strdup(table))) {
+    free(s);
+    return rn_err_set(e, RN_ENOMEM, "out of memory");
+  }
   if (sqlite3_open_v2(path, &s->db, SQLITE_OPEN_READONLY, NULL) != SQLITE_OK) {
     rn_err_set(e, RN_EIO, "%s: sqlite_source: %s: %s", rel, path, s->db ? sqlite3_errmsg(s->db) : "out of memory");
     free_ssource(s);

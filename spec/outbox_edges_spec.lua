@@ -1,0 +1,147 @@
+-- Exactly once at the edges (DESIGN §13): the outbox and SQLite under
+-- kills placed at each step between the LMDB commit and the outside write,
+-- SQLite files that fight back (locks, a full disk, constraints, tables of
+-- another shape) and values SQLite stores its own way. Checked through
+-- SQLite itself (the sqlite3 tool) and the NDJSON file's bytes.
+local runnel = require "runnel"
+local H = require "helper"
+
+local sql = H.sql
+local function read(path) return H.read(path) or "" end
+
+-- Group i inserts k = i and negates k = i - 1 (as outbox_crash_spec).
+local function expected_log(n)
+  local out = {}
+  for i = 1, n do
+    out[#out + 1] = ('{"verb":"INSERT","k":%d,"v":%d}\n'):format(i, i)
+    if i > 1 then out[#out + 1] = ('{"verb":"UPDATE","k":%d,"v":%d}\n'):format(i - 1, -(i - 1)) end
+  end
+  return table.concat(out)
+end
+
+local function expected_rows(n)
+  local out = {}
+  for i = 1, n do out[#out + 1] = ("%d|%d\n"):format(i, i == n and i or -i) end
+  return table.concat(out)
+end
+
+-- The child: sinks declared in the order `order` gives ("kill" is a durable
+-- Lua sink that sends SIGKILL to its own process when it is handed group
+-- `at`), then groups until it dies. With sync = false it flushes every
+-- third group, so deliveries come in runs.
+local CHILD = [[
+local runnel = require "runnel"
+local pid = assert(io.open("/proc/self/stat")):read("a"):match("^(%%d+)")
+local p = runnel.open{ path = %q, sync = %s }
+local t = p:table("t", { {"k","int"}, {"v","int"}, key = "k" })
+for _, which in ipairs{ %s } do
+  if which == "ndjson" then t:sink(runnel.ndjson(%q))
+  elseif which == "sqlite" then t:sink(runnel.sqlite(%q, "t"))
+  else
+    t:sink{ durable = true, name = "kill", insert = function(_, info)
+      if info.seq == %d then os.execute("kill -9 " .. pid) end
+    end }
+  end
+end
+local i = p:seq()
+while true do
+  i = i + 1
+  p:batch(function()
+    t:insert{ k = i, v = i }
+    if i > 1 then t:update{ k = i - 1, v = -(i - 1) } end
+  end)
+  if i %% 3 == 0 then p:flush() end
+  if i > %d + 10 then error("never killed") end
+end
+]]
+
+describe("durable sinks killed at each step between the LMDB commit and the outside write", function()
+  local dir
+  before_each(function() dir = H.tmpdir() end)
+  after_each(H.cleanup)
+
+  -- kill first: LMDB holds group `at`, no sink has it; kill between: the
+  -- NDJSON file has it, SQLite not; kill last: both have it, no mark in
+  -- LMDB says so (the marks ride with the next group's transaction).
+  local orders = {
+    first = '"kill", "ndjson", "sqlite"',
+    between = '"ndjson", "kill", "sqlite"',
+    last = '"ndjson", "sqlite", "kill"',
+  }
+  for _, sync in ipairs{ true, false } do
+    for _, where in ipairs{ "first", "between", "last" } do
+      it(("lose and double nothing (kill %s, sync = %s)"):format(where, tostring(sync)), function()
+        local state, log, db, script = dir .. "/st", dir .. "/out.ndjson", dir .. "/out.db", dir .. "/child.lua"
+        local last = 0
+        for round = 1, 2 do
+          local at = last + 2 + round -- 3, then 4 past the first round's end
+          H.write(script, CHILD:format(state, tostring(sync), orders[where], log, db, at, at))
+          local _, err, code = H.sh("lua5.4 " .. script)
+          assert.equal(137, code, err) -- the shell reports SIGKILL as 128 + 9
+          -- before the reopen: nothing ahead of LMDB, nothing twice
+          local p = runnel.open{ path = state, sync = sync }
+          local n = p:seq()
+          assert.is_true(n >= at, ("round %d: group %d was handed to a sink, LMDB holds %d"):format(round, at, n))
+          local text = read(log)
+          assert.equal(expected_log(n):sub(1, #text), text)
+          local marked = tonumber(sql(db, "select seq from runnel_sinks"):match("%d+") or "0")
+          assert.is_true(marked <= n, ("round %d: SQLite holds group %d, LMDB %d"):format(round, marked, n))
+          local t = p:table("t", { {"k","int"}, {"v","int"}, key = "k" })
+          t:sink(runnel.ndjson(log))
+          t:sink(runnel.sqlite(db, "t"))
+          assert.equal(expected_log(n), read(log))
+          assert.equal(expected_rows(n), sql(db, "select * from t order by k"))
+          assert.equal("t|" .. n .. "\n", sql(db, "select * from runnel_sinks"))
+          p:close()
+          last = n
+        end
+      end)
+    end
+  end
+end)
+
+describe("runnel.sqlite_source", function()
+  local dir, db, p
+  before_each(function()
+    dir = H.tmpdir()
+    db = dir .. "/src.db"
+    p = runnel.open()
+  end)
+  after_each(function() p:close(); H.cleanup() end)
+
+  local function lookup_on(cols)
+    cols.key = "k"
+    cols.source = runnel.sqlite_source(db, "src")
+    local lk = p:lookup("lk", cols)
+    local s = p:stream("s", { {"k","int"} })
+    local got = {}
+    s:join(lk, { on = "k", kind = "left" }):sink(function(_, row) got[#got + 1] = row end)
+    return s, got
+  end
+
+  -- A row the lookup refuses left its SELECT stepping: SQLite's read lock
+  -- stayed on the file until the next lookup, so every writer got "database
+  -- is locked". And bad JSON named neither the lookup nor the column.
+  it("names the lookup, the column and the table for a bad row, and leaves the file unlocked", function()
+    sql(db, "create table src(k integer primary key, l text, v integer); insert into src values (1, 'not json', 1), (2, '[1,2]', 2), (3, '[]', 'three')")
+    local s, got = lookup_on{ {"k","int"}, {"l","list"}, {"v","int"} }
+    local ok, err = pcall(function() s:insert{ k = 1 } end)
+    assert.is_false(ok)
+    assert.matches('outbox_edges_spec.lua:%d+: lk: column "l": sqlite_source table "src": malformed JSON', err)
+    -- another process writes the file at once (a 0.2 s busy timeout, not 5 s)
+    local _, serr, code = H.sh(("sqlite3 -cmd '.timeout 200' %s \"insert into src values (9, '[]', 9)\""):format(db))
+    assert.equal("", serr)
+    assert.equal(0, code)
+    ok, err = pcall(function() s:insert{ k = 3 } end)
+    assert.is_false(ok)
+    assert.matches('lk: column "v": expected int, got string', err, 1, true)
+    _, serr, code = H.sh(("sqlite3 -cmd '.timeout 200' %s \"insert into src values (10, '[]', 10)\""):format(db))
+    assert.equal("", serr)
+    assert.equal(0, code)
+    s:insert{ k = 2 }
+    s:insert{ k = 9 }
+    assert.same({ 1, 2 }, got[1].l)
+    assert.same({ }, got[2].l)
+    assert.equal(9, got[2].v)
+  end)
+end)

@@ -29,7 +29,6 @@
 #include <string.h>
 #include <time.h>
 
-#include "json.h"
 
 /* ---- the keeper: positions written with the group (JSSRC-1) ---- */
 
@@ -352,10 +351,8 @@ static int apply_ndjson(source *s, const char *data, size_t len, uint64_t *chang
     line_no++;
     while (n && (line[n - 1] == '\r' || line[n - 1] == ' ')) n--;
     if (n == 0) continue;
-    msgpack_object obj;
     msgpack_zone_clear(&s->zone);
-    int rc = rn_json_parse(line, n, &obj, &s->zone, &p->err) ? rn_group_fail(p, RN_EINVAL, p->err.msg)
-                                                                : apply_change(p, &obj);
+    int rc = rn_ndjson_apply_line(p, line, n, &s->zone);
     if (rc) {
       char why[RN_ERRMSG_MAX];
       snprintf(why, sizeof why, "%s", p->err.msg);
@@ -391,8 +388,9 @@ static int apply_message(source *s, feed *f, natsMsg *m, uint64_t seq, rn_run_st
   const char *data = natsMsg_GetData(m);
   size_t len = (size_t)natsMsg_GetDataLength(m), i = 0;
   while (i < len && (data[i] == ' ' || data[i] == '\n' || data[i] == '\r' || data[i] == '\t')) i++;
-  int rc = i < len && data[i] == '{' ? apply_ndjson(s, data, len, &st->applied)
-                                     : apply_msgpack(s, data, len, &st->applied);
+  /* an empty message is NDJSON of no lines: no change, but its place is taken */
+  int rc = i == len || data[i] == '{' ? apply_ndjson(s, data, len, &st->applied)
+                                      : apply_msgpack(s, data, len, &st->applied);
   if (rc) {
     char why[RN_ERRMSG_MAX];
     snprintf(why, sizeof why, "%s", s->p->err.msg);

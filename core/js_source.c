@@ -485,7 +485,10 @@ static int run_loop(source *s, rn_run_stats *st)
     double quiet = now() - quiet_since;
     if (s->o->idle >= 0 && quiet >= s->o->idle) return 0;
     bool ready;
-    double left = s->o->idle < 0 ? 1.0 : s->o->idle - quiet;
+    /* at most a second per wait: a pull request the server lost (it
+     * restarted) goes unanswered until it expires, and a long idle made
+     * the run deaf that long */
+    double left = s->o->idle < 0 || s->o->idle - quiet > 1.0 ? 1.0 : s->o->idle - quiet;
     if ((rc = wait_any(s, (int64_t)(left * 1000 > 20 ? left * 1000 : 20), &ready))) return rc;
   }
 }

@@ -143,4 +143,141 @@ describe("jetstream edges", function()
       p:close()
     end)
   end)
+
+  -- The worker: scores from subject `input` (groups of 2 messages) with a
+  -- JetStream sink to `output`; it sends itself SIGKILL when the row of
+  -- id `kill` reaches the sink `mode` names: "in" (an in-group sink: the
+  -- group is not committed), "before" (a durable sink delivered before the
+  -- JetStream sink: committed, not published), "after" (delivered after
+  -- it: published, the marks not yet in the state). Prints its seq.
+  local WORKER = [[
+local runnel = require "runnel"
+local pid = assert(io.open("/proc/self/stat")):read("a"):match("^(%%d+)")
+local mode, kill = %q, %d
+local function maybe_die(row, when) if mode == when and row.id == kill then os.execute("kill -9 " .. pid) end end
+local p = runnel.open{ path = %q, sync = %s }
+local t = p:table("scores", ]] .. SCORES .. [[)
+t:sink{ durable = true, name = "before", insert = function(row) maybe_die(row, "before") end }
+t:sink(runnel.jetstream{ url = %q, subject = %q })
+t:sink{ durable = true, name = "after", insert = function(row) maybe_die(row, "after") end }
+t:sink(function(_, row) maybe_die(row, "in") end)
+p:run(runnel.jetstream_source{ url = %q, stream = %q, subjects = { %q }, batch = 2, limit = %s, idle = %s })
+io.write(p:seq())
+p:close()
+]]
+
+  local function worker(dir, mode, kill, sync, name, input, output)
+    local script = dir .. "/worker.lua"
+    H.write(script, WORKER:format(mode, kill, dir .. "/st", tostring(sync), url, output, url, name, input, "nil", "0"))
+    return H.sh("timeout 20 lua5.4 " .. script)
+  end
+
+  local function ids_of(t)
+    local ids = {}
+    for r in t:rows() do ids[#ids + 1] = r.id end
+    return ids
+  end
+
+  local function one_to(n)
+    local out = {}
+    for i = 1, n do out[i] = i end
+    return out
+  end
+
+  -- The output subject holds each insert once, under distinct ids, in order.
+  local function assert_published_once(name, subject, n)
+    local msgs, ids = dump(url, name, subject), {}
+    for i, m in ipairs(msgs) do
+      assert.is_nil(ids[m[2]], "published twice: " .. m[2])
+      ids[m[2]] = true
+      assert.equal(('{"verb":"INSERT","id":%d,"player":"p%d","points":%d}'):format(i, i, i), m[3])
+    end
+    assert.equal(n, #msgs)
+  end
+
+  describe("a worker killed", function()
+    for _, sync in ipairs{ true, false } do
+      for _, mode in ipairs{ "in", "before", "after" } do
+        it(("%s its group's commit applies every message once, publishes every change once (sync = %s)"):format(
+             mode == "in" and "before" or mode == "before" and "after, before publishing" or "after publishing,",
+             tostring(sync)), function()
+          local name, subj = stream()
+          local lines = {}
+          for i = 1, 12 do lines[i] = insert(i) end
+          publish(url, subj .. ".in", lines)
+          local dir = H.tmpdir()
+          local _, err, code = worker(dir, mode, 5, sync, name, subj .. ".in", subj .. ".out")
+          assert.equal(137, code, err) -- the shell says SIGKILL as 128 + 9
+          -- what the state holds, and nothing published ahead of it
+          local p = runnel.open{ path = dir .. "/st", sync = sync }
+          local t = scores(p)
+          local at = p:_js_position(name, subj .. ".in")
+          assert.same(one_to(at), ids_of(t))
+          if mode ~= "in" then assert.is_true(at >= 5, "the killed group was committed: " .. at) end
+          assert.is_true(#dump(url, name, subj .. ".out") <= at)
+          p:close()
+          -- the run again, to the end
+          local out
+          out, err, code = worker(dir, "none", 0, sync, name, subj .. ".in", subj .. ".out")
+          assert.equal(0, code, err)
+          p = runnel.open{ path = dir .. "/st", sync = sync }
+          t = scores(p)
+          assert.same(one_to(12), ids_of(t))
+          assert.equal(12, p:_js_position(name, subj .. ".in"))
+          assert.equal(tonumber(out), p:seq())
+          p:close()
+          assert_published_once(name, subj .. ".out", 12)
+        end)
+      end
+    end
+  end)
+
+  describe("the server restarted mid-run", function()
+    it("loses and doubles nothing: the worker reconnects, reads on from its position, publishes what waited", function()
+      local name, subj = stream()
+      local lines = {}
+      for i = 1, 5 do lines[i] = insert(i) end
+      publish(url, subj .. ".in", lines)
+      local dir = H.tmpdir()
+      local script = dir .. "/worker.lua"
+      local ready = dir .. "/five"
+      -- the worker stops after 10 messages (or 20 s without one); it tells when it applied the 5th
+      H.write(script, WORKER:format("none", 0, dir .. "/st", "true", url, subj .. ".out", url, name, subj .. ".in", "10", "20")
+                        :gsub("t:sink%(function%(_, row%) maybe_die%(row, \"in\"%) end%)",
+                              ('t:sink(function(_, row) if row.id == 5 then io.open(%q, "w"):close() end end)'):format(ready)))
+      local done = dir .. "/done"
+      os.execute(("(timeout 30 lua5.4 %s > %s/out 2> %s/err; echo $? > %s) &"):format(script, dir, dir, done))
+      local seen = false
+      for _ = 1, 500 do -- up to 10 s
+        if H.read(ready) then seen = true; break end
+        os.execute("sleep 0.02")
+      end
+      assert.is_true(seen, "the worker never applied message 5: " .. tostring(H.read(dir .. "/err")))
+      local node = server.servers[1]
+      node:kill("TERM")
+      assert(node:start())
+      lines = {}
+      for i = 6, 10 do lines[#lines + 1] = insert(i) end
+      publish(url, subj .. ".in", lines)
+      local code
+      -- a pull request the restarted server lost went unanswered until it
+      -- expired: the worker, idle up to 20 s, was deaf that long
+      local deadline = os.time() + 10
+      while os.time() <= deadline do
+        code = H.read(done)
+        if code then break end
+        os.execute("sleep 0.02")
+      end
+      assert.equal("0\n", code, H.read(dir .. "/err"))
+      local p = runnel.open(dir .. "/st")
+      local t = scores(p)
+      assert.same(one_to(10), ids_of(t))
+      local input = dump(url, name, subj .. ".in")
+      assert.equal(10, #input)
+      assert.equal(input[10][1], p:_js_position(name, subj .. ".in")) -- a stream sequence: the output's are among them
+      t:sink(runnel.jetstream{ url = url, subject = subj .. ".out" }) -- publishes what waits, if anything
+      p:close()
+      assert_published_once(name, subj .. ".out", 10)
+    end)
+  end)
 end)

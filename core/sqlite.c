@@ -26,7 +26,8 @@
  *     group (record's seen = the pipeline's seq) and no group waiting was
  *     recorded before its relation was declared otherwise (OUTBOX-8).
  *     Otherwise (the sink was not declared for some groups, the relation
- *     changed, the database file was replaced or is an older copy) the table's rows are deleted and the relation's
+ *     changed, the database file was replaced or is an older copy, the
+ *     table was dropped) the table's rows are deleted and the relation's
  *     current rows written, with the mark, in one SQLite transaction.
  * (3) A state with no record for the sink (a new sink, or a new state on
  *     an old file) writes the relation's current rows and deletes nothing:
@@ -110,6 +111,7 @@ typedef struct ssink {
   rn_rel *rel;
   char *table;
   bool keyless;           /* keyed by runnel_id */
+  bool made;              /* the table did not exist at declaration: runnel made it empty */
   uint64_t written;       /* SQLite's mark: the last group committed to the table */
   uint64_t staged;        /* the last group written into the open transaction */
   op *dels, *ups;
@@ -260,6 +262,7 @@ static int follow_shape(ssink *s, const char *table, const char *path, rn_err *e
   msgpack_sbuffer_init(&have);
   shape_wanted(s, &want);
   int rc = shape_held(s, table, &have, e);
+  s->made = have.size == 0; /* a dropped mirror holds none of its rows, whatever runnel_sinks says */
   if (!rc && have.size && strcmp(want.data, have.data) != 0) {
     if (s->rel->tablelike && marked(s, table)) {
       rc = drop_mirror(s, table, e);
@@ -537,7 +540,7 @@ static int check_marks(ssink *s, const char *name, rn_err *e)
   bool table = s->rel->tablelike;
   /* In step: the outbox holds every group after SQLite's mark. A table
    * must also have seen every group (a stream's log just goes on). */
-  if (in_sqlite && m.found && m.delivered <= w && w <= p->seq && (m.seen == p->seq || !table) &&
+  if (in_sqlite && !(table && s->made) && m.found && m.delivered <= w && w <= p->seq && (m.seen == p->seq || !table) &&
       !(table && rn_outbox_stale(p, name, s->rel, w))) { /* groups recorded before the relation changed: rewrite */
     s->written = s->staged = w;
     return 0;

@@ -280,4 +280,30 @@ p:close()
       assert_published_once(name, subj .. ".out", 10)
     end)
   end)
+
+  describe("the sink while the server is down", function()
+    it("keeps the groups committed meanwhile waiting and publishes each once when it is back", function()
+      local name, subj = stream()
+      local p = runnel.open(H.tmpdir())
+      local t = scores(p)
+      t:sink(runnel.jetstream{ url = url, subject = subj .. ".out", timeout = 1 })
+      t:insert{ id = 1, player = "p1", points = 1 }
+      local node = server.servers[1]
+      node:kill("TERM")
+      t:insert{ id = 2, player = "p2", points = 2 } -- committed in LMDB; the publish waits
+      t:insert{ id = 3, player = "p3", points = 3 }
+      assert.matches("jetstream " .. subj .. ".out: ", H.error_of(p.deliver, p), 1, true)
+      assert.equal(3, p:seq())
+      assert(node:start())
+      local deadline, ok, err = os.time() + 10, false, nil
+      repeat -- the client reconnects within a second or so
+        ok, err = pcall(p.deliver, p)
+        if not ok then os.execute("sleep 0.1") end
+      until ok or os.time() > deadline
+      assert.is_true(ok, err)
+      t:insert{ id = 4, player = "p4", points = 4 }
+      p:close()
+      assert_published_once(name, subj .. ".out", 4)
+    end)
+  end)
 end)

@@ -67,9 +67,10 @@ describe("durable sinks killed at each step between the LMDB commit and the outs
     first = '"kill", "ndjson", "sqlite"',
     between = '"ndjson", "kill", "sqlite"',
     last = '"ndjson", "sqlite", "kill"',
+    ["between, SQLite first"] = '"sqlite", "kill", "ndjson"',
   }
   for _, sync in ipairs{ true, false } do
-    for _, where in ipairs{ "first", "between", "last" } do
+    for _, where in ipairs{ "first", "between", "between, SQLite first", "last" } do
       it(("lose and double nothing (kill %s, sync = %s)"):format(where, tostring(sync)), function()
         local state, log, db, script = dir .. "/st", dir .. "/out.ndjson", dir .. "/out.db", dir .. "/child.lua"
         local last = 0
@@ -133,6 +134,53 @@ describe("runnel.sqlite against its file", function()
     p = open()
     assert.equal("1|1\n2|2\n3|3\n4|4\n", sql(db, "select * from t order by k"))
     assert.equal("t|4\n", sql(db, "select * from runnel_sinks"))
+    p:close()
+  end)
+
+  it("refuses a declaration while another connection holds the write lock, naming the relation; nothing is lost", function()
+    sql(db, "create table other(x)")
+    local p = runnel.open(state)
+    local t = p:table("t", { {"k","int"}, {"v","int"}, key = "k" })
+    t:insert{ k = 1, v = 1 }
+    local marker = dir .. "/locked"
+    local holder = io.popen(("sqlite3 %s > /dev/null"):format(db), "w")
+    holder:write(("BEGIN IMMEDIATE;\nINSERT INTO other VALUES (1);\n.shell touch %s\n"):format(marker))
+    holder:flush()
+    local locked = false
+    for _ = 1, 500 do -- up to 10 s on a slow machine, not a timing assertion
+      if H.read(marker) then locked = true; break end
+      os.execute("sleep 0.02")
+    end
+    local ok, err = pcall(function() t:sink(runnel.sqlite(db, "t", { busy_timeout = 0.2 })) end)
+    t:insert{ k = 2, v = 2 }
+    holder:write("COMMIT;\n")
+    holder:close()
+    assert.is_true(locked, "the other connection never locked the file")
+    assert.is_false(ok)
+    assert.matches("outbox_edges_spec.lua:%d+: t: sqlite: preparing the table: database is locked", err)
+    t:sink(runnel.sqlite(db, "t", { busy_timeout = 0.2 }))
+    t:insert{ k = 3, v = 3 }
+    assert.equal("1|1\n2|2\n3|3\n", sql(db, "select * from t order by k"))
+    assert.equal("t|3\n", sql(db, "select * from runnel_sinks"))
+    p:close()
+  end)
+
+  -- SQLite has no NaN (it stores NULL) and keeps 64-bit integers, blobs
+  -- and infinities exactly; lists go as JSON text
+  it("stores NULLs, blobs, the int extremes, infinities and NaN as SQLite can", function()
+    local p = runnel.open(state)
+    local t = p:table("t", { {"k","int"}, {"f","float", null = true}, {"b","bytes", null = true},
+                             {"i","int", null = true}, {"l","list", null = true}, key = "k" })
+    t:sink(runnel.sqlite(db, "t"))
+    t:insert{ k = 1, f = 0/0, b = "\0\1\255", i = math.maxinteger }
+    t:insert{ k = 2, f = 1/0, i = math.mininteger, l = { 1, runnel.null, "x" } }
+    t:insert{ k = 3, f = -1/0 }
+    t:insert{ k = math.mininteger, f = 2.5 }
+    assert.equal("-9223372036854775808|2.5|real|||\n" ..
+                 "1||null|0001FF|9223372036854775807|\n" ..
+                 "2|Inf|real||-9223372036854775808|[1,null,\"x\"]\n" ..
+                 "3|-Inf|real|||\n",
+                 sql(db, "select k, f, typeof(f), hex(b), i, l from t order by k"))
     p:close()
   end)
 

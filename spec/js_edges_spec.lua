@@ -130,6 +130,27 @@ describe("jetstream edges", function()
     end)
   end)
 
+  -- C read them cut at the NUL: "s.x\0y" published to s.x, a source read
+  -- stream S and kept its position under the cut name
+  it("refuses a subject, stream, url, verb or id holding a NUL byte", function()
+    local name, subj = stream()
+    local p = runnel.open()
+    local t = scores(p)
+    local function refused(fn, what)
+      local ok, err = pcall(fn)
+      assert.is_false(ok)
+      assert.matches("js_edges_spec.lua:%d+: " .. what .. ': the name ".-\\0.-" holds a NUL byte', err)
+    end
+    refused(function() t:sink(runnel.jetstream{ url = url, subject = subj .. ".x\0y" }) end, "jetstream")
+    refused(function() t:sink(runnel.jetstream{ url = url .. "\0", subject = subj .. ".x" }) end, "jetstream")
+    refused(function() t:sink(runnel.jetstream{ url = url, subject = subj .. ".x", verb = "v\0" }) end, "jetstream")
+    refused(function() t:sink(runnel.jetstream{ url = url, subject = subj .. ".x", id = "a\0b" }) end, "jetstream")
+    refused(function() p:run(source(name .. "\0x", subj .. ".0")) end, "jetstream_source")
+    refused(function() p:run(source(name, subj .. ".0\0x")) end, "jetstream_source")
+    assert.equal(0, #dump(url, name, subj .. ".x"))
+    p:close()
+  end)
+
   describe("duplicates", function()
     it("published again under the same message ids are applied once (the server drops them)", function()
       local name, subj = stream("dupe=60")

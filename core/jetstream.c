@@ -314,6 +314,21 @@ static int open_jsink(rn_pipeline *p, jsink *s, const rn_js_sink_opts *o)
   return read_last(s, &p->err);
 }
 
+/* Whether subject can be published to: tokens between dots non-empty,
+ * no white space, no wildcard token ("*", ">"). A wildcard was taken as a
+ * literal subject, and the subject's last message (JS-3) was then any
+ * subject's it matched. */
+static bool publishable(const char *subject)
+{
+  if (subject[strcspn(subject, " \t\r\n")]) return false;
+  for (const char *tok = subject;;) {
+    size_t n = strcspn(tok, ".");
+    if (n == 0 || (n == 1 && (tok[0] == '*' || tok[0] == '>'))) return false;
+    if (!tok[n]) return true;
+    tok += n + 1;
+  }
+}
+
 RN_API int rn_jetstream_sink(rn_pipeline *p, rn_rel *rel, const rn_js_sink_opts *o)
 {
   if (!p) return RN_EINVAL;
@@ -322,6 +337,9 @@ RN_API int rn_jetstream_sink(rn_pipeline *p, rn_rel *rel, const rn_js_sink_opts 
   if (p->state != RN_IDLE) return rn_err_set(&p->err, RN_EMISUSE, "%s: sinks are added outside groups", rel->name);
   if (!o->url || !o->subject || !*o->subject)
     return rn_err_set(&p->err, RN_EINVAL, "%s: jetstream: needs url and subject", rel->name);
+  if (!publishable(o->subject))
+    return rn_err_set(&p->err, RN_EINVAL, "%s: jetstream: cannot publish to subject \"%s\" (empty tokens, white space "
+                      "and the wildcards * and > are not allowed)", rel->name, o->subject);
   if (rn_ndjson_verb_clash(p, rel, o->verb_field)) return p->err.code;
   jsink *s = calloc(1, sizeof *s);
   if (!s || !msgpack_zone_init(&s->zone, 4096)) { free(s); return rn_err_set(&p->err, RN_ENOMEM, "out of memory"); }

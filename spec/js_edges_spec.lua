@@ -65,6 +65,29 @@ describe("jetstream edges", function()
     return runnel.jetstream_source{ url = url, stream = name, subjects = { subject }, batch = batch or 10 }
   end
 
+  local function ids_of(t)
+    local ids = {}
+    for r in t:rows() do ids[#ids + 1] = r.id end
+    return ids
+  end
+
+  local function one_to(n)
+    local out = {}
+    for i = 1, n do out[i] = i end
+    return out
+  end
+
+  -- The output subject holds each insert once, under distinct ids, in order.
+  local function assert_published_once(name, subject, n)
+    local msgs, ids = dump(url, name, subject), {}
+    for i, m in ipairs(msgs) do
+      assert.is_nil(ids[m[2]], "published twice: " .. m[2])
+      ids[m[2]] = true
+      assert.equal(('{"verb":"INSERT","id":%d,"player":"p%d","points":%d}'):format(i, i, i), m[3])
+    end
+    assert.equal(n, #msgs)
+  end
+
   -- Publishes text as one message (lines=99: the file's lines together).
   local function publish_one(subject, text)
     local dir = H.tmpdir()
@@ -151,6 +174,23 @@ describe("jetstream edges", function()
     p:close()
   end)
 
+  -- a wildcard was published to as a literal subject, and JS-3 took the
+  -- last message of any subject it matched for the sink's own
+  it("refuses a sink subject no message can be published to, naming the relation", function()
+    local name, subj = stream()
+    local p = runnel.open()
+    local t = scores(p)
+    for _, bad in ipairs{ subj .. ".*", subj .. ".>", subj .. "..x", subj .. ".a b", subj .. "." } do
+      local err = H.error_of(function() t:sink(runnel.jetstream{ url = url, subject = bad }) end)
+      assert.equal(('scores: jetstream: cannot publish to subject "%s" (empty tokens, white space and the wildcards '
+                    .. '* and > are not allowed)'):format(bad), err)
+    end
+    t:sink(runnel.jetstream{ url = url, subject = subj .. ".a*b" }) -- a * inside a token is a plain character
+    t:insert{ id = 1, player = "p1", points = 1 }
+    p:close()
+    assert_published_once(name, subj .. ".a*b", 1)
+  end)
+
   describe("duplicates", function()
     it("published again under the same message ids are applied once (the server drops them)", function()
       local name, subj = stream("dupe=60")
@@ -191,29 +231,6 @@ p:close()
     local script = dir .. "/worker.lua"
     H.write(script, WORKER:format(mode, kill, dir .. "/st", tostring(sync), url, output, url, name, input, "nil", "0"))
     return H.sh("timeout 20 lua5.4 " .. script)
-  end
-
-  local function ids_of(t)
-    local ids = {}
-    for r in t:rows() do ids[#ids + 1] = r.id end
-    return ids
-  end
-
-  local function one_to(n)
-    local out = {}
-    for i = 1, n do out[i] = i end
-    return out
-  end
-
-  -- The output subject holds each insert once, under distinct ids, in order.
-  local function assert_published_once(name, subject, n)
-    local msgs, ids = dump(url, name, subject), {}
-    for i, m in ipairs(msgs) do
-      assert.is_nil(ids[m[2]], "published twice: " .. m[2])
-      ids[m[2]] = true
-      assert.equal(('{"verb":"INSERT","id":%d,"player":"p%d","points":%d}'):format(i, i, i), m[3])
-    end
-    assert.equal(n, #msgs)
   end
 
   describe("a worker killed", function()

@@ -23,7 +23,10 @@
  *     leader election that drops event k but stores k+1 of the same async
  *     run, followed by a crash before the run's re-send succeeds, loses k
  *     (documented in docs/api.md, runnel.jetstream; not fixed).
- * (4) nats.c's threads touch only the sink's failure counter. */
+ * (4) nats.c's threads touch only the sink's failure counter.
+ * (5) A subject holding this state's events of a group past the state's
+ *     seq (a state restored from an older copy) refuses the sink: its
+ *     next groups would reuse those ids for other events. */
 #include "jetstream.h"
 
 #include <nats/nats.h>
@@ -329,6 +332,21 @@ static bool publishable(const char *subject)
   }
 }
 
+/* JS-5: the subject holds this state's events of groups the state does
+ * not have: it went back in time (restored from an older snapshot). Its
+ * next groups, made anew from its inputs, need not hold what the ones
+ * published under their seqs held, and JS-3 (or the server's duplicate
+ * window) would drop them as published: refused, never lost silently. */
+static int from_the_past(rn_pipeline *p, const rn_rel *rel, const jsink *s)
+{
+  return rn_err_set(&p->err, RN_EINVAL,
+                    "%s: jetstream %s: the subject holds this state's group %llu, but the state holds groups up to "
+                    "%llu (restored from an older copy?): its next groups would take message ids already used, and "
+                    "be dropped as published; give the sink a new id (id = …: those groups go out again under it), "
+                    "or rebuild the state",
+                    rel->name, s->subject, (unsigned long long)s->done_seq, (unsigned long long)p->seq);
+}
+
 RN_API int rn_jetstream_sink(rn_pipeline *p, rn_rel *rel, const rn_js_sink_opts *o)
 {
   if (!p) return RN_EINVAL;
@@ -345,6 +363,7 @@ RN_API int rn_jetstream_sink(rn_pipeline *p, rn_rel *rel, const rn_js_sink_opts 
   if (!s || !msgpack_zone_init(&s->zone, 4096)) { free(s); return rn_err_set(&p->err, RN_ENOMEM, "out of memory"); }
   msgpack_sbuffer_init(&s->data);
   int rc = open_jsink(p, s, o);
+  if (!rc && s->done_seq > p->seq) rc = from_the_past(p, rel, s);
   char *name = rc ? NULL : malloc(strlen(o->subject) + sizeof RN_SINK_JETSTREAM);
   if (!rc && !name) rc = rn_err_set(&p->err, RN_ENOMEM, "out of memory");
   rn_outbox_mark m = { 0 };

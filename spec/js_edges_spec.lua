@@ -191,6 +191,42 @@ describe("jetstream edges", function()
     assert_published_once(name, subj .. ".a*b", 1)
   end)
 
+  -- the copy's group 2 (id 4) has the message id of the original's group 2
+  -- (id 2): JS-3 skipped it as published, and id 4 never went out
+  it("refuses a sink on a state restored from an older copy (JS-5); with a new id it publishes from there", function()
+    local name, subj = stream()
+    local dir = H.tmpdir()
+    local function open(at, id)
+      local p = runnel.open(dir .. "/" .. at)
+      local t = scores(p)
+      t:sink(runnel.jetstream{ url = url, subject = subj .. ".out", id = id })
+      return p, t
+    end
+    local p, t = open("st")
+    t:insert{ id = 1, player = "p1", points = 1 }
+    local sid = p:state_id()
+    p:close()
+    os.execute(("cp -r '%s/st' '%s/old'"):format(dir, dir)) -- a backup at group 1
+    p, t = open("st")
+    t:insert{ id = 2, player = "p2", points = 2 }
+    t:insert{ id = 3, player = "p3", points = 3 }
+    p:close()
+    p = runnel.open(dir .. "/old")
+    t = scores(p)
+    local err = H.error_of(function() t:sink(runnel.jetstream{ url = url, subject = subj .. ".out" }) end)
+    assert.equal(("scores: jetstream %s.out: the subject holds this state's group 3, but the state holds groups up to 1 "
+                  .. "(restored from an older copy?): its next groups would take message ids already used, and be "
+                  .. "dropped as published; give the sink a new id (id = …: those groups go out again under it), or "
+                  .. "rebuild the state"):format(subj), err)
+    t:sink(runnel.jetstream{ url = url, subject = subj .. ".out", id = "restored" })
+    t:insert{ id = 4, player = "p4", points = 4 }
+    p:close()
+    local msgs = dump(url, name, subj .. ".out")
+    assert.same({ sid .. ":1:1", sid .. ":2:1", sid .. ":3:1", "restored:2:1" },
+                { msgs[1][2], msgs[2][2], msgs[3][2], msgs[4][2] })
+    assert.matches('"id":4', msgs[4][3], 1, true)
+  end)
+
   describe("duplicates", function()
     it("published again under the same message ids are applied once (the server drops them)", function()
       local name, subj = stream("dupe=60")

@@ -18,7 +18,8 @@
  *     ephemeral pull consumer per subject that needs no acks.
  * (3) A stored position below the stream's first sequence minus one
  *     means messages were discarded before they were applied: an error,
- *     never a silent jump. A state with no position yet starts at the
+ *     never a silent jump; so is one past the stream's last sequence (the
+ *     stream was deleted and made again: its sequences start over). A state with no position yet starts at the
  *     stream's first message (Kafka's auto.offset.reset = earliest).
  * (4) Messages of several subjects are applied in stream order among those
  *     fetched; one message is never split between groups. */
@@ -244,10 +245,17 @@ static int check_retention(source *s)
   if (st != NATS_OK)
     return rn_err_set(&s->p->err, RN_EIO, "%s: stream %s: %s", s->o->name, s->o->stream,
                       jerr == JSStreamNotFoundErr ? "no such stream" : natsStatus_GetText(st));
-  uint64_t first = si->State.FirstSeq;
+  uint64_t first = si->State.FirstSeq, last = si->State.LastSeq;
   jsStreamInfo_Destroy(si);
   for (int i = 0; i < s->o->nsubjects; i++) {
     uint64_t at = s->feeds[i].at->committed;
+    if (at > last) /* the consumer would wait for sequence at + 1 and pass over everything before it */
+      return rn_err_set(&s->p->err, RN_EINVAL,
+                        "%s: stream %s: the state's position for %s is %llu but the stream ends at %llu: the stream "
+                        "was made again (its sequences start over), and messages 1..%llu would be passed over; "
+                        "rebuild the state",
+                        s->o->name, s->o->stream, s->feeds[i].subject, (unsigned long long)at,
+                        (unsigned long long)last, (unsigned long long)at);
     if (at > 0 && at + 1 < first)
       return rn_err_set(&s->p->err, RN_EINVAL,
                         "%s: stream %s: the state's position for %s is %llu but the stream starts at %llu: "

@@ -281,11 +281,30 @@ static int follow_shape(ssink *s, const char *table, const char *path, rn_err *e
   return rc;
 }
 
+/* SQLite compares column names without ASCII case: two columns of rel
+ * that differ only there (or one named like the row id column a keyless
+ * relation's table gets) are one column to it. */
+static int names_clash(const ssink *s, rn_err *e)
+{
+  const rn_schema *sc = s->rel->schema;
+  for (int i = 0; i < sc->ncols; i++) {
+    if (s->keyless && sqlite3_stricmp(sc->cols[i].name, "runnel_id") == 0)
+      return rn_err_set(e, RN_EINVAL, "%s: sqlite: column \"%s\" is the name of the row id column that keys the table "
+                        "of a relation without a key; rename it (select) or give the relation a key",
+                        s->rel->name, sc->cols[i].name);
+    for (int j = 0; j < i; j++)
+      if (sqlite3_stricmp(sc->cols[i].name, sc->cols[j].name) == 0)
+        return rn_err_set(e, RN_EINVAL, "%s: sqlite: columns \"%s\" and \"%s\" are one column to SQLite (its names "
+                          "ignore ASCII case); rename one (select)", s->rel->name, sc->cols[j].name, sc->cols[i].name);
+  }
+  return 0;
+}
+
 /* CREATE TABLE IF NOT EXISTS, and the two statements. */
 static int prepare(ssink *s, const char *table, const char *path, rn_err *e)
 {
   const rn_schema *sc = s->rel->schema;
-  if (follow_shape(s, table, path, e)) return e->code;
+  if (names_clash(s, e) || follow_shape(s, table, path, e)) return e->code;
   msgpack_sbuffer b;
   msgpack_sbuffer_init(&b);
   add(&b, "CREATE TABLE IF NOT EXISTS ");

@@ -165,6 +165,25 @@ describe("runnel.sqlite against its file", function()
     p:close()
   end)
 
+  -- SQLite said "duplicate column name: k" from deep in its CREATE TABLE
+  it("refuses columns SQLite takes for one (names differing in ASCII case, runnel_id without a key), naming them", function()
+    local p = runnel.open(state)
+    local u = p:table("u", { {"K","int"}, {"k","int"}, key = "K" })
+    local ok, err = pcall(function() u:sink(runnel.sqlite(db, "u")) end)
+    assert.is_false(ok)
+    assert.matches('outbox_edges_spec.lua:%d+: u: sqlite: columns "K" and "k" are one column to SQLite %(its names '
+                   .. 'ignore ASCII case%); rename one %(select%)', err)
+    local v = p:table("v", { {"Runnel_ID","int"}, {"x","int"} })
+    err = H.error_of(function() v:sink(runnel.sqlite(db, "v")) end)
+    assert.equal('v: sqlite: column "Runnel_ID" is the name of the row id column that keys the table of a relation '
+                 .. 'without a key; rename it (select) or give the relation a key', err)
+    v:select{ {"rid","Runnel_ID"}, "x" }:sink(runnel.sqlite(db, "v"))
+    v:insert{ Runnel_ID = 7, x = 1 }
+    assert.equal("1|7|1\n", sql(db, "select * from v"))
+    assert.equal("", sql(db, "select name from sqlite_master where name = 'u'"))
+    p:close()
+  end)
+
   -- SQLite has no NaN (it stores NULL) and keeps 64-bit integers, blobs
   -- and infinities exactly; lists go as JSON text
   it("stores NULLs, blobs, the int extremes, infinities and NaN as SQLite can", function()

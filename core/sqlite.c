@@ -61,25 +61,36 @@ typedef struct op {
 /* One connection per database file per pipeline, shared by its sinks, so
  * a group's writes to one file are one SQLite transaction. */
 typedef struct rn_sqlite_conn {
-  char *path;
+  char *path;             /* the file's real path (as given while it has none) */
   sqlite3 *db;
   int refs;
   bool open_txn;          /* a delivery's transaction is open */
+  struct ssink *sinks;    /* the sinks writing through it */
   struct rn_sqlite_conn *next;
 } rn_sqlite_conn;
 
+static char *real_path_of(const char *path)
+{
+  char real[PATH_MAX];
+  return strdup(realpath(path, real) ? real : path);
+}
+
+/* The connection of the file at path (however the path spells it). */
 static rn_sqlite_conn *conn_get(rn_pipeline *p, const char *path, rn_err *e)
 {
-  for (rn_sqlite_conn *c = p->sqlite_conns; c; c = c->next)
-    if (strcmp(c->path, path) == 0) { c->refs++; return c; }
-  rn_sqlite_conn *c = calloc(1, sizeof *c);
-  if (!c || !(c->path = strdup(path))) {
-    free(c);
+  char *where = real_path_of(path);
+  for (rn_sqlite_conn *c = p->sqlite_conns; c && where; c = c->next)
+    if (strcmp(c->path, where) == 0) { c->refs++; free(where); return c; }
+  rn_sqlite_conn *c = where ? calloc(1, sizeof *c) : NULL;
+  free(where);
+  if (!c) {
     rn_err_set(e, RN_ENOMEM, "out of memory");
     return NULL;
   }
-  if (sqlite3_open_v2(path, &c->db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, NULL) != SQLITE_OK) {
-    rn_err_set(e, RN_EIO, "sqlite: %s: %s", path, c->db ? sqlite3_errmsg(c->db) : "out of memory");
+  int rc = sqlite3_open_v2(path, &c->db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, NULL);
+  if (rc != SQLITE_OK) rn_err_set(e, RN_EIO, "sqlite: %s: %s", path, c->db ? sqlite3_errmsg(c->db) : "out of memory");
+  else if (!(c->path = real_path_of(path))) rn_err_set(e, RN_ENOMEM, "out of memory"); /* the file may be new: now it has one */
+  if (!c->path) {
     sqlite3_close(c->db);
     free(c->path);
     free(c);
@@ -106,6 +117,7 @@ static void conn_put(rn_pipeline *p, rn_sqlite_conn *c)
 typedef struct ssink {
   rn_pipeline *p;
   rn_sqlite_conn *conn;
+  struct ssink *next_on_conn;
   sqlite3 *db;            /* conn->db */
   sqlite3_stmt *upsert, *del, *mark;
   rn_rel *rel;
@@ -630,6 +642,8 @@ static void free_ssink(void *ctx)
   sqlite3_finalize(s->upsert);
   sqlite3_finalize(s->del);
   sqlite3_finalize(s->mark);
+  for (ssink **at = s->conn ? &s->conn->sinks : NULL; at && *at; at = &(*at)->next_on_conn)
+    if (*at == s) { *at = s->next_on_conn; break; }
   if (s->conn) conn_put(s->p, s->conn);
   free(s->dels);
   free(s->ups);
@@ -648,6 +662,18 @@ static char *name_of(const char *path, const char *table)
   char *k = malloc(n + 1);
   if (k) snprintf(k, n + 1, RN_SINK_SQLITE "%s\x1f%s", where, table);
   return k;
+}
+
+/* SQLite compares table names without ASCII case: a table another sink
+ * of the file keeps, spelled otherwise, is that table. */
+static int table_taken(const ssink *s, const char *path, rn_err *e)
+{
+  for (const ssink *o = s->conn->sinks; o; o = o->next_on_conn)
+    if (sqlite3_stricmp(o->table, s->table) == 0)
+      return rn_err_set(e, RN_EINVAL, "%s: sqlite: table \"%s\" in %s is table \"%s\" to SQLite (its names ignore "
+                        "ASCII case), which a sink of %s keeps; name another table",
+                        s->rel->name, s->table, path, o->table, o->rel->name);
+  return 0;
 }
 
 static const rn_outbox_ops ssink_ops = { ssink_change, ssink_commit, ssink_finish, ssink_discard, NULL, NULL,
@@ -673,7 +699,7 @@ int rn_sqlite_sink(rn_pipeline *p, rn_rel *rel, const char *path, const char *ta
   if (!(s->table = strdup(table)) || !(name = name_of(path, table))) rc = rn_err_set(&p->err, RN_ENOMEM, "out of memory");
   if (!rc) rc = rn_outbox_sink_check(p, rel, name); /* before the table is dropped or rewritten: it may be a live sink's */
   if (!rc && !(s->conn = conn_get(p, path, &p->err))) rc = p->err.code;
-  if (!rc) {
+  if (!rc && !(rc = table_taken(s, path, &p->err))) {
     s->db = s->conn->db;
     if (busy_ms >= 0) sqlite3_busy_timeout(s->db, busy_ms); /* the file's connection: the last one given */
     rc = prepare(s, table, path, &p->err);
@@ -684,6 +710,8 @@ int rn_sqlite_sink(rn_pipeline *p, rn_rel *rel, const char *path, const char *ta
     free_ssink(s);
     return rc;
   }
+  s->next_on_conn = s->conn->sinks;
+  s->conn->sinks = s;
   rc = rn_outbox_sink_add(p, rel, name, true, &ssink_ops, s, free_ssink, s->written, 0);
   free(name);
   return rc;

@@ -165,6 +165,30 @@ describe("runnel.sqlite against its file", function()
     p:close()
   end)
 
+  -- "T" and "t" were two sinks writing one table (each relation's rows
+  -- overwrote the other's); a file spelled two ways had two connections,
+  -- so its tables' groups were no longer one SQLite transaction
+  it("refuses a table another sink keeps under another case, and writes one file's tables together however it is spelled", function()
+    local p = runnel.open(state)
+    local a = p:table("a", { {"k","int"}, {"v","int"}, key = "k" })
+    local b = p:table("b", { {"k","int"}, {"v","int"}, key = "k" })
+    a:sink(runnel.sqlite(db, "T"))
+    local other = dir .. "/./../" .. dir:match("[^/]+$") .. "/out.db"
+    local err = H.error_of(function() b:sink(runnel.sqlite(other, "t")) end)
+    assert.equal(('b: sqlite: table "t" in %s is table "T" to SQLite (its names ignore ASCII case), which a sink of '
+                  .. 'a keeps; name another table'):format(other), err)
+    b:sink(runnel.sqlite(other, "u"))
+    sql(db, "create trigger no_3 before insert on u when new.k = 3 begin select raise(abort, 'not 3'); end")
+    p:batch(function() a:insert{ k = 3, v = 3 }; b:insert{ k = 3, v = 3 } end)
+    assert.matches("b: sqlite: writing: not 3", H.error_of(p.deliver, p), 1, true)
+    assert.equal("", sql(db, "select * from T")) -- one transaction: a's write went back with b's
+    sql(db, "drop trigger no_3")
+    p:deliver()
+    assert.equal("3|3\n", sql(db, "select * from T"))
+    assert.equal("3|3\n", sql(db, "select * from u"))
+    p:close()
+  end)
+
   -- SQLite said "duplicate column name: k" from deep in its CREATE TABLE
   it("refuses columns SQLite takes for one (names differing in ASCII case, runnel_id without a key), naming them", function()
     local p = runnel.open(state)

@@ -19,8 +19,9 @@
  * (3) A stored position below the stream's first sequence minus one
  *     means messages were discarded before they were applied: an error,
  *     never a silent jump; so is one past the stream's last sequence (the
- *     stream was deleted and made again: its sequences start over). A state with no position yet starts at the
- *     stream's first message (Kafka's auto.offset.reset = earliest).
+ *     stream was deleted and made again: its sequences start over). A
+ *     state with no position yet starts at the stream's first message
+ *     (Kafka's auto.offset.reset = earliest).
  * (4) Messages of several subjects are applied in stream order among those
  *     fetched; one message is never split between groups. */
 #include "jetstream.h"
@@ -29,7 +30,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
-
 
 /* ---- the keeper: positions written with the group (JSSRC-1) ---- */
 

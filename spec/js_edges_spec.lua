@@ -1,7 +1,7 @@
 -- js_edges_spec.lua — JetStream at the edges of exactly once (JSSRC-n in
 -- core/js_source.c, JS-n in core/jetstream.c; DESIGN §13): bad messages,
--- duplicates, a worker killed at each step of a group, the server killed
--- and started again mid-run. One nats-server on 127.0.0.1 of its own, on a
+-- duplicates, a worker killed at each step of a group, the server stopped
+-- and started again mid-run, names that cannot work. One nats-server on 127.0.0.1 of its own, on a
 -- free port, always stopped; every wait is bounded.
 local runnel = require "runnel"
 local H = require "spec.helper"
@@ -132,7 +132,7 @@ describe("jetstream edges", function()
           assert.matches(("/%s: %s.0 seq 3: %s"):format(name, subj, c[3]), err, 1, true)
         end
         assert.same({ "insert 1" }, told) -- sinks get a group's verbs at its commit: none of the failed ones
-        assert.same({ 1 }, (function() local ids = {}; for r in t:rows() do ids[#ids + 1] = r.id end; return ids end)())
+        assert.same({ 1 }, ids_of(t))
         assert.equal(1, p:seq())
         assert.equal(1, p:_js_position(name, subj .. ".0"))
         p:close()

@@ -23,7 +23,10 @@
  *     leader election that drops event k but stores k+1 of the same async
  *     run, followed by a crash before the run's re-send succeeds, loses k
  *     (documented in docs/api.md, runnel.jetstream; not fixed).
- * (4) nats.c's threads touch only the sink's failure counter. */
+ * (4) nats.c's threads touch only the sink's failure counter.
+ * (5) A subject holding this state's events of a group past the state's
+ *     seq (a state restored from an older copy) refuses the sink: its
+ *     next groups would reuse those ids for other events. */
 #include "jetstream.h"
 
 #include <nats/nats.h>
@@ -267,9 +270,13 @@ natsStatus rn_js_set_servers(natsOptions *o, const char *urls)
 
 static atomic_bool nats_used; /* nats.c was opened: rn_js_shutdown has something to tear down */
 
+/* Waits for nats.c's threads to let go (up to 2 s): nats_Close left them
+ * running, and a Lua host unloads libnats with runnel's module right
+ * after, so one of them ran unmapped code (SEGV at exit, 2 runs in 25
+ * under make asan). Every NATS object is destroyed by then. */
 void rn_js_shutdown(void)
 {
-  if (atomic_exchange(&nats_used, false)) nats_Close();
+  if (atomic_exchange(&nats_used, false)) nats_CloseAndWait(2000);
 }
 
 int rn_js_connect(const char *url, natsConnection **nc, jsCtx **js, rn_err *e)
@@ -314,6 +321,36 @@ static int open_jsink(rn_pipeline *p, jsink *s, const rn_js_sink_opts *o)
   return read_last(s, &p->err);
 }
 
+/* Whether subject can be published to: tokens between dots non-empty,
+ * no white space, no wildcard token ("*", ">"). A wildcard was taken as a
+ * literal subject, and the subject's last message (JS-3) was then any
+ * subject's it matched. */
+static bool publishable(const char *subject)
+{
+  if (subject[strcspn(subject, " \t\r\n")]) return false;
+  for (const char *tok = subject;;) {
+    size_t n = strcspn(tok, ".");
+    if (n == 0 || (n == 1 && (tok[0] == '*' || tok[0] == '>'))) return false;
+    if (!tok[n]) return true;
+    tok += n + 1;
+  }
+}
+
+/* JS-5: the subject holds this state's events of groups the state does
+ * not have: it went back in time (restored from an older snapshot). Its
+ * next groups, made anew from its inputs, need not hold what the ones
+ * published under their seqs held, and JS-3 (or the server's duplicate
+ * window) would drop them as published: refused, never lost silently. */
+static int from_the_past(rn_pipeline *p, const rn_rel *rel, const jsink *s)
+{
+  return rn_err_set(&p->err, RN_EINVAL,
+                    "%s: jetstream %s: the subject holds this state's group %llu, but the state holds groups up to "
+                    "%llu (restored from an older copy?): its next groups would take message ids already used, and "
+                    "be dropped as published; give the sink a new id (id = …: those groups go out again under it), "
+                    "or rebuild the state",
+                    rel->name, s->subject, (unsigned long long)s->done_seq, (unsigned long long)p->seq);
+}
+
 RN_API int rn_jetstream_sink(rn_pipeline *p, rn_rel *rel, const rn_js_sink_opts *o)
 {
   if (!p) return RN_EINVAL;
@@ -322,11 +359,15 @@ RN_API int rn_jetstream_sink(rn_pipeline *p, rn_rel *rel, const rn_js_sink_opts 
   if (p->state != RN_IDLE) return rn_err_set(&p->err, RN_EMISUSE, "%s: sinks are added outside groups", rel->name);
   if (!o->url || !o->subject || !*o->subject)
     return rn_err_set(&p->err, RN_EINVAL, "%s: jetstream: needs url and subject", rel->name);
+  if (!publishable(o->subject))
+    return rn_err_set(&p->err, RN_EINVAL, "%s: jetstream: cannot publish to subject \"%s\" (empty tokens, white space "
+                      "and the wildcards * and > are not allowed)", rel->name, o->subject);
   if (rn_ndjson_verb_clash(p, rel, o->verb_field)) return p->err.code;
   jsink *s = calloc(1, sizeof *s);
   if (!s || !msgpack_zone_init(&s->zone, 4096)) { free(s); return rn_err_set(&p->err, RN_ENOMEM, "out of memory"); }
   msgpack_sbuffer_init(&s->data);
   int rc = open_jsink(p, s, o);
+  if (!rc && s->done_seq > p->seq) rc = from_the_past(p, rel, s);
   char *name = rc ? NULL : malloc(strlen(o->subject) + sizeof RN_SINK_JETSTREAM);
   if (!rc && !name) rc = rn_err_set(&p->err, RN_ENOMEM, "out of memory");
   rn_outbox_mark m = { 0 };

@@ -40,9 +40,9 @@ natsStatus rn_js_set_servers(natsOptions *o, const char *urls);
  * context. Destructors: jsCtx_Destroy, natsConnection_Destroy. */
 int rn_js_connect(const char *url, natsConnection **nc, jsCtx **js, rn_err *e);
 
-/* Tears nats.c down (its library state and threads) if it was used; for
- * the end of a process, when no connection is left (a later connection
- * opens it again). */
+/* Tears nats.c down (its library state and threads, waiting up to 2 s
+ * for them) if it was used; for the end of a process, when no connection
+ * is left (a later connection opens it again). */
 void rn_js_shutdown(void);
 
 /* The position the state holds for subject of stream (0: none). */

@@ -18,8 +18,10 @@
  *     ephemeral pull consumer per subject that needs no acks.
  * (3) A stored position below the stream's first sequence minus one
  *     means messages were discarded before they were applied: an error,
- *     never a silent jump. A state with no position yet starts at the
- *     stream's first message (Kafka's auto.offset.reset = earliest).
+ *     never a silent jump; so is one past the stream's last sequence (the
+ *     stream was deleted and made again: its sequences start over). A
+ *     state with no position yet starts at the stream's first message
+ *     (Kafka's auto.offset.reset = earliest).
  * (4) Messages of several subjects are applied in stream order among those
  *     fetched; one message is never split between groups. */
 #include "jetstream.h"
@@ -28,8 +30,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
-
-#include "json.h"
 
 /* ---- the keeper: positions written with the group (JSSRC-1) ---- */
 
@@ -245,10 +245,17 @@ static int check_retention(source *s)
   if (st != NATS_OK)
     return rn_err_set(&s->p->err, RN_EIO, "%s: stream %s: %s", s->o->name, s->o->stream,
                       jerr == JSStreamNotFoundErr ? "no such stream" : natsStatus_GetText(st));
-  uint64_t first = si->State.FirstSeq;
+  uint64_t first = si->State.FirstSeq, last = si->State.LastSeq;
   jsStreamInfo_Destroy(si);
   for (int i = 0; i < s->o->nsubjects; i++) {
     uint64_t at = s->feeds[i].at->committed;
+    if (at > last) /* the consumer would wait for sequence at + 1 and pass over everything before it */
+      return rn_err_set(&s->p->err, RN_EINVAL,
+                        "%s: stream %s: the state's position for %s is %llu but the stream ends at %llu: the stream "
+                        "was made again (its sequences start over), and messages 1..%llu would be passed over; "
+                        "rebuild the state",
+                        s->o->name, s->o->stream, s->feeds[i].subject, (unsigned long long)at,
+                        (unsigned long long)last, (unsigned long long)at);
     if (at > 0 && at + 1 < first)
       return rn_err_set(&s->p->err, RN_EINVAL,
                         "%s: stream %s: the state's position for %s is %llu but the stream starts at %llu: "
@@ -327,7 +334,7 @@ static feed *first_ready(source *s, natsMsg **m, uint64_t *seq)
 
 /* One change, {rel, op, row} or [rel, op, row], applied as an NDJSON
  * line is (ndjson.c). */
-static int apply_change(rn_pipeline *p, const msgpack_object *c, bool json)
+static int apply_change(rn_pipeline *p, const msgpack_object *c)
 {
   const msgpack_object *rel = NULL, *op = NULL, *row = NULL;
   if (c->type == MSGPACK_OBJECT_ARRAY && c->via.array.size == 3) {
@@ -337,7 +344,7 @@ static int apply_change(rn_pipeline *p, const msgpack_object *c, bool json)
   } else {
     rn_change_fields(c, &rel, &op, &row);
   }
-  return json ? rn_apply_json_change(p, rel, op, row) : rn_apply_change(p, rel, op, row);
+  return rn_apply_change(p, rel, op, row);
 }
 
 static int apply_ndjson(source *s, const char *data, size_t len, uint64_t *changes)
@@ -352,15 +359,8 @@ static int apply_ndjson(source *s, const char *data, size_t len, uint64_t *chang
     line_no++;
     while (n && (line[n - 1] == '\r' || line[n - 1] == ' ')) n--;
     if (n == 0) continue;
-    msgpack_object obj;
     msgpack_zone_clear(&s->zone);
-    int rc = 0;
-    if (rn_json_parse(line, n, &obj, &s->zone, &p->err)) {
-      rn_json_change_refused(p, line, n);
-      rc = rn_group_fail(p, RN_EINVAL, p->err.msg);
-    } else {
-      rc = apply_change(p, &obj, true);
-    }
+    int rc = rn_ndjson_apply_line(p, line, n, &s->zone);
     if (rc) {
       char why[RN_ERRMSG_MAX];
       snprintf(why, sizeof why, "%s", p->err.msg);
@@ -380,7 +380,7 @@ static int apply_msgpack(source *s, const char *data, size_t len, uint64_t *chan
   if (msgpack_unpack(data, len, &off, &s->zone, &obj) != MSGPACK_UNPACK_SUCCESS || obj.type != MSGPACK_OBJECT_ARRAY)
     return rn_group_fail(p, RN_EINVAL, "expected NDJSON lines or a msgpack array of changes");
   for (uint32_t i = 0; i < obj.via.array.size; i++) {
-    int rc = apply_change(p, &obj.via.array.ptr[i], false);
+    int rc = apply_change(p, &obj.via.array.ptr[i]);
     if (rc) {
       char why[RN_ERRMSG_MAX];
       snprintf(why, sizeof why, "%s", p->err.msg);
@@ -396,8 +396,9 @@ static int apply_message(source *s, feed *f, natsMsg *m, uint64_t seq, rn_run_st
   const char *data = natsMsg_GetData(m);
   size_t len = (size_t)natsMsg_GetDataLength(m), i = 0;
   while (i < len && (data[i] == ' ' || data[i] == '\n' || data[i] == '\r' || data[i] == '\t')) i++;
-  int rc = i < len && data[i] == '{' ? apply_ndjson(s, data, len, &st->applied)
-                                     : apply_msgpack(s, data, len, &st->applied);
+  /* an empty message is NDJSON of no lines: no change, but its place is taken */
+  int rc = i == len || data[i] == '{' ? apply_ndjson(s, data, len, &st->applied)
+                                      : apply_msgpack(s, data, len, &st->applied);
   if (rc) {
     char why[RN_ERRMSG_MAX];
     snprintf(why, sizeof why, "%s", s->p->err.msg);
@@ -492,7 +493,10 @@ static int run_loop(source *s, rn_run_stats *st)
     double quiet = now() - quiet_since;
     if (s->o->idle >= 0 && quiet >= s->o->idle) return 0;
     bool ready;
-    double left = s->o->idle < 0 ? 1.0 : s->o->idle - quiet;
+    /* at most a second per wait: a pull request the server lost (it
+     * restarted) goes unanswered until it expires, and a long idle made
+     * the run deaf that long */
+    double left = s->o->idle < 0 || s->o->idle - quiet > 1.0 ? 1.0 : s->o->idle - quiet;
     if ((rc = wait_any(s, (int64_t)(left * 1000 > 20 ? left * 1000 : 20), &ready))) return rc;
   }
 }

@@ -560,12 +560,11 @@ static rn_rel *rel_named_in(const rn_pipeline *p, const char *line, size_t len)
   return r;
 }
 
-/* Applies one input line. Returns 0 or an RN_E… code (p->err says why). */
-static int apply_line(rn_pipeline *p, const char *line, size_t len)
+int rn_ndjson_apply_line(rn_pipeline *p, const char *line, size_t len, msgpack_zone *z)
 {
   msgpack_object obj;
   rn_err_clear(&p->err);
-  if (rn_json_parse(line, len, &obj, &p->scratch, &p->err)) {
+  if (rn_json_parse(line, len, &obj, z, &p->err)) {
     static const char dup[] = "duplicate key ", dup_rel[] = "duplicate key \"rel\" ";
     rn_rel *r = strncmp(p->err.msg, dup, strlen(dup)) == 0 && strncmp(p->err.msg, dup_rel, strlen(dup_rel)) != 0
               ? rel_named_in(p, line, len) : NULL;
@@ -576,6 +575,12 @@ static int apply_line(rn_pipeline *p, const char *line, size_t len)
   const msgpack_object *rel, *op, *row;
   rn_change_fields(&obj, &rel, &op, &row);
   return rn_apply_json_change(p, rel, op, row);
+}
+
+/* Applies one input line. Returns 0 or an RN_E… code (p->err says why). */
+static int apply_line(rn_pipeline *p, const char *line, size_t len)
+{
+  return rn_ndjson_apply_line(p, line, len, &p->scratch);
 }
 
 /* The JSON name of v's type. */

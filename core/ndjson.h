@@ -58,6 +58,12 @@ int rn_apply_json_change(rn_pipeline *p, const msgpack_object *rel, const msgpac
  * the relation and the column; any other reason is left as it is. */
 void rn_json_change_refused(rn_pipeline *p, const char *line, size_t len);
 
+/* Applies one NDJSON input line {rel, op, row}, decoded into z: a line
+ * that is not JSON, or whose change is bad, fails the group (a duplicate
+ * key in a row names the relation). Returns 0 or an RN_E… code (p->err
+ * says why). */
+int rn_ndjson_apply_line(rn_pipeline *p, const char *line, size_t len, msgpack_zone *z);
+
 typedef struct rn_run_opts {
   size_t batch;           /* lines per group (0: 1000) */
   bool skip;              /* bad lines go to rejects; otherwise the first stops the run */

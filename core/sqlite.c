@@ -26,7 +26,8 @@
  *     group (record's seen = the pipeline's seq) and no group waiting was
  *     recorded before its relation was declared otherwise (OUTBOX-8).
  *     Otherwise (the sink was not declared for some groups, the relation
- *     changed, the database file was replaced or is an older copy) the table's rows are deleted and the relation's
+ *     changed, the database file was replaced or is an older copy, the
+ *     table was dropped) the table's rows are deleted and the relation's
  *     current rows written, with the mark, in one SQLite transaction.
  * (3) A state with no record for the sink (a new sink, or a new state on
  *     an old file) writes the relation's current rows and deletes nothing:
@@ -60,25 +61,36 @@ typedef struct op {
 /* One connection per database file per pipeline, shared by its sinks, so
  * a group's writes to one file are one SQLite transaction. */
 typedef struct rn_sqlite_conn {
-  char *path;
+  char *path;             /* the file's real path (as given while it has none) */
   sqlite3 *db;
   int refs;
   bool open_txn;          /* a delivery's transaction is open */
+  struct ssink *sinks;    /* the sinks writing through it */
   struct rn_sqlite_conn *next;
 } rn_sqlite_conn;
 
+static char *real_path_of(const char *path)
+{
+  char real[PATH_MAX];
+  return strdup(realpath(path, real) ? real : path);
+}
+
+/* The connection of the file at path (however the path spells it). */
 static rn_sqlite_conn *conn_get(rn_pipeline *p, const char *path, rn_err *e)
 {
-  for (rn_sqlite_conn *c = p->sqlite_conns; c; c = c->next)
-    if (strcmp(c->path, path) == 0) { c->refs++; return c; }
-  rn_sqlite_conn *c = calloc(1, sizeof *c);
-  if (!c || !(c->path = strdup(path))) {
-    free(c);
+  char *where = real_path_of(path);
+  for (rn_sqlite_conn *c = p->sqlite_conns; c && where; c = c->next)
+    if (strcmp(c->path, where) == 0) { c->refs++; free(where); return c; }
+  rn_sqlite_conn *c = where ? calloc(1, sizeof *c) : NULL;
+  free(where);
+  if (!c) {
     rn_err_set(e, RN_ENOMEM, "out of memory");
     return NULL;
   }
-  if (sqlite3_open_v2(path, &c->db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, NULL) != SQLITE_OK) {
-    rn_err_set(e, RN_EIO, "sqlite: %s: %s", path, c->db ? sqlite3_errmsg(c->db) : "out of memory");
+  int rc = sqlite3_open_v2(path, &c->db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, NULL);
+  if (rc != SQLITE_OK) rn_err_set(e, RN_EIO, "sqlite: %s: %s", path, c->db ? sqlite3_errmsg(c->db) : "out of memory");
+  else if (!(c->path = real_path_of(path))) rn_err_set(e, RN_ENOMEM, "out of memory"); /* the file may be new: now it has one */
+  if (!c->path) {
     sqlite3_close(c->db);
     free(c->path);
     free(c);
@@ -105,11 +117,13 @@ static void conn_put(rn_pipeline *p, rn_sqlite_conn *c)
 typedef struct ssink {
   rn_pipeline *p;
   rn_sqlite_conn *conn;
+  struct ssink *next_on_conn;
   sqlite3 *db;            /* conn->db */
   sqlite3_stmt *upsert, *del, *mark;
   rn_rel *rel;
   char *table;
   bool keyless;           /* keyed by runnel_id */
+  bool made;              /* the table did not exist at declaration: runnel made it empty */
   uint64_t written;       /* SQLite's mark: the last group committed to the table */
   uint64_t staged;        /* the last group written into the open transaction */
   op *dels, *ups;
@@ -260,6 +274,7 @@ static int follow_shape(ssink *s, const char *table, const char *path, rn_err *e
   msgpack_sbuffer_init(&have);
   shape_wanted(s, &want);
   int rc = shape_held(s, table, &have, e);
+  s->made = have.size == 0; /* a dropped mirror holds none of its rows, whatever runnel_sinks says */
   if (!rc && have.size && strcmp(want.data, have.data) != 0) {
     if (s->rel->tablelike && marked(s, table)) {
       rc = drop_mirror(s, table, e);
@@ -278,11 +293,30 @@ static int follow_shape(ssink *s, const char *table, const char *path, rn_err *e
   return rc;
 }
 
+/* SQLite compares column names without ASCII case: two columns of rel
+ * that differ only there (or one named like the row id column a keyless
+ * relation's table gets) are one column to it. */
+static int names_clash(const ssink *s, rn_err *e)
+{
+  const rn_schema *sc = s->rel->schema;
+  for (int i = 0; i < sc->ncols; i++) {
+    if (s->keyless && sqlite3_stricmp(sc->cols[i].name, "runnel_id") == 0)
+      return rn_err_set(e, RN_EINVAL, "%s: sqlite: column \"%s\" is the name of the row id column that keys the table "
+                        "of a relation without a key; rename it (select) or give the relation a key",
+                        s->rel->name, sc->cols[i].name);
+    for (int j = 0; j < i; j++)
+      if (sqlite3_stricmp(sc->cols[i].name, sc->cols[j].name) == 0)
+        return rn_err_set(e, RN_EINVAL, "%s: sqlite: columns \"%s\" and \"%s\" are one column to SQLite (its names "
+                          "ignore ASCII case); rename one (select)", s->rel->name, sc->cols[j].name, sc->cols[i].name);
+  }
+  return 0;
+}
+
 /* CREATE TABLE IF NOT EXISTS, and the two statements. */
 static int prepare(ssink *s, const char *table, const char *path, rn_err *e)
 {
   const rn_schema *sc = s->rel->schema;
-  if (follow_shape(s, table, path, e)) return e->code;
+  if (names_clash(s, e) || follow_shape(s, table, path, e)) return e->code;
   msgpack_sbuffer b;
   msgpack_sbuffer_init(&b);
   add(&b, "CREATE TABLE IF NOT EXISTS ");
@@ -537,7 +571,7 @@ static int check_marks(ssink *s, const char *name, rn_err *e)
   bool table = s->rel->tablelike;
   /* In step: the outbox holds every group after SQLite's mark. A table
    * must also have seen every group (a stream's log just goes on). */
-  if (in_sqlite && m.found && m.delivered <= w && w <= p->seq && (m.seen == p->seq || !table) &&
+  if (in_sqlite && !(table && s->made) && m.found && m.delivered <= w && w <= p->seq && (m.seen == p->seq || !table) &&
       !(table && rn_outbox_stale(p, name, s->rel, w))) { /* groups recorded before the relation changed: rewrite */
     s->written = s->staged = w;
     return 0;
@@ -608,6 +642,8 @@ static void free_ssink(void *ctx)
   sqlite3_finalize(s->upsert);
   sqlite3_finalize(s->del);
   sqlite3_finalize(s->mark);
+  for (ssink **at = s->conn ? &s->conn->sinks : NULL; at && *at; at = &(*at)->next_on_conn)
+    if (*at == s) { *at = s->next_on_conn; break; }
   if (s->conn) conn_put(s->p, s->conn);
   free(s->dels);
   free(s->ups);
@@ -626,6 +662,18 @@ static char *name_of(const char *path, const char *table)
   char *k = malloc(n + 1);
   if (k) snprintf(k, n + 1, RN_SINK_SQLITE "%s\x1f%s", where, table);
   return k;
+}
+
+/* SQLite compares table names without ASCII case: a table another sink
+ * of the file keeps, spelled otherwise, is that table. */
+static int table_taken(const ssink *s, const char *path, rn_err *e)
+{
+  for (const ssink *o = s->conn->sinks; o; o = o->next_on_conn)
+    if (sqlite3_stricmp(o->table, s->table) == 0)
+      return rn_err_set(e, RN_EINVAL, "%s: sqlite: table \"%s\" in %s is table \"%s\" to SQLite (its names ignore "
+                        "ASCII case), which a sink of %s keeps; name another table",
+                        s->rel->name, s->table, path, o->table, o->rel->name);
+  return 0;
 }
 
 static const rn_outbox_ops ssink_ops = { ssink_change, ssink_commit, ssink_finish, ssink_discard, NULL, NULL,
@@ -651,7 +699,7 @@ int rn_sqlite_sink(rn_pipeline *p, rn_rel *rel, const char *path, const char *ta
   if (!(s->table = strdup(table)) || !(name = name_of(path, table))) rc = rn_err_set(&p->err, RN_ENOMEM, "out of memory");
   if (!rc) rc = rn_outbox_sink_check(p, rel, name); /* before the table is dropped or rewritten: it may be a live sink's */
   if (!rc && !(s->conn = conn_get(p, path, &p->err))) rc = p->err.code;
-  if (!rc) {
+  if (!rc && !(rc = table_taken(s, path, &p->err))) {
     s->db = s->conn->db;
     if (busy_ms >= 0) sqlite3_busy_timeout(s->db, busy_ms); /* the file's connection: the last one given */
     rc = prepare(s, table, path, &p->err);
@@ -662,6 +710,8 @@ int rn_sqlite_sink(rn_pipeline *p, rn_rel *rel, const char *path, const char *ta
     free_ssink(s);
     return rc;
   }
+  s->next_on_conn = s->conn->sinks;
+  s->conn->sinks = s;
   rc = rn_outbox_sink_add(p, rel, name, true, &ssink_ops, s, free_ssink, s->written, 0);
   free(name);
   return rc;
@@ -672,6 +722,7 @@ int rn_sqlite_sink(rn_pipeline *p, rn_rel *rel, const char *path, const char *ta
 typedef struct ssource {
   sqlite3 *db;
   sqlite3_stmt *select;
+  char *table;            /* for errors */
 } ssource;
 
 static void free_ssource(void *ctx)
@@ -679,7 +730,42 @@ static void free_ssource(void *ctx)
   ssource *s = ctx;
   sqlite3_finalize(s->select);
   sqlite3_close(s->db);
+  free(s->table);
   free(s);
+}
+
+/* Column i of the selected row as the lookup's column c (text and blobs
+ * copied into z: the statement's memory moves on; lists, maps, structs
+ * and any parsed from their JSON text). */
+static int read_column(ssource *s, int i, const rn_column *c, const char *rel, msgpack_object *v, msgpack_zone *z,
+                       rn_err *e)
+{
+  switch (sqlite3_column_type(s->select, i)) {
+  case SQLITE_NULL: v->type = MSGPACK_OBJECT_NIL; return 0;
+  case SQLITE_INTEGER: {
+    sqlite3_int64 x = sqlite3_column_int64(s->select, i);
+    if (c->type == RN_T_BOOL) { v->type = MSGPACK_OBJECT_BOOLEAN; v->via.boolean = x != 0; }
+    else if (x >= 0) { v->type = MSGPACK_OBJECT_POSITIVE_INTEGER; v->via.u64 = (uint64_t)x; }
+    else { v->type = MSGPACK_OBJECT_NEGATIVE_INTEGER; v->via.i64 = x; }
+    return 0;
+  }
+  case SQLITE_FLOAT: v->type = MSGPACK_OBJECT_FLOAT64; v->via.f64 = sqlite3_column_double(s->select, i); return 0;
+  default: break;
+  }
+  bool blob = sqlite3_column_type(s->select, i) == SQLITE_BLOB;
+  int n = sqlite3_column_bytes(s->select, i);
+  const void *d = blob ? sqlite3_column_blob(s->select, i) : (const void *)sqlite3_column_text(s->select, i);
+  char *copy = rn_zone_malloc_no_align(z, (size_t)(n ? n : 1));
+  if (!copy) return rn_err_set(e, RN_ENOMEM, "out of memory");
+  if (n) memcpy(copy, d, (size_t)n);
+  v->type = blob ? MSGPACK_OBJECT_BIN : MSGPACK_OBJECT_STR;
+  v->via.str.ptr = copy;
+  v->via.str.size = (uint32_t)n;
+  if (c->type != RN_T_LIST && c->type != RN_T_MAP && c->type != RN_T_ANY && c->type != RN_T_STRUCT) return 0;
+  if (!rn_json_parse(copy, (size_t)n, v, z, e)) return 0;
+  char why[RN_ERRMSG_MAX];
+  snprintf(why, sizeof why, "%s", e->msg);
+  return rn_err_set(e, e->code, "%s: column \"%s\": sqlite_source table \"%s\": %s", rel, c->name, s->table, why);
 }
 
 static int ssource_fetch(void *ctx, rn_rel *lk, const msgpack_object *key, int nkey, msgpack_sbuffer *row,
@@ -696,38 +782,14 @@ static int ssource_fetch(void *ctx, rn_rel *lk, const msgpack_object *key, int n
   if (rc != SQLITE_ROW) return fail(e, s->db, lk->name, "looking up");
   msgpack_object *v = rn_zone_malloc(&p->scratch, sizeof *v * (size_t)ls->ncols);
   uint8_t *given = rn_zone_malloc(&p->scratch, (size_t)ls->ncols);
-  if (!v || !given) return rn_err_set(e, RN_ENOMEM, "out of memory");
-  for (int i = 0; i < ls->ncols; i++) {
+  rc = v && given ? 0 : rn_err_set(e, RN_ENOMEM, "out of memory");
+  for (int i = 0; i < ls->ncols && !rc; i++) {
     given[i] = 1;
-    switch (sqlite3_column_type(s->select, i)) {
-    case SQLITE_NULL: v[i].type = MSGPACK_OBJECT_NIL; break;
-    case SQLITE_INTEGER: {
-      sqlite3_int64 x = sqlite3_column_int64(s->select, i);
-      if (ls->cols[i].type == RN_T_BOOL) { v[i].type = MSGPACK_OBJECT_BOOLEAN; v[i].via.boolean = x != 0; }
-      else if (x >= 0) { v[i].type = MSGPACK_OBJECT_POSITIVE_INTEGER; v[i].via.u64 = (uint64_t)x; }
-      else { v[i].type = MSGPACK_OBJECT_NEGATIVE_INTEGER; v[i].via.i64 = x; }
-      break;
-    }
-    case SQLITE_FLOAT: v[i].type = MSGPACK_OBJECT_FLOAT64; v[i].via.f64 = sqlite3_column_double(s->select, i); break;
-    default: { /* text and blobs, copied: the statement's memory moves on */
-      int n = sqlite3_column_bytes(s->select, i);
-      const void *d = sqlite3_column_type(s->select, i) == SQLITE_BLOB ? sqlite3_column_blob(s->select, i)
-                                                                       : (const void *)sqlite3_column_text(s->select, i);
-      char *copy = rn_zone_malloc_no_align(&p->scratch, (size_t)(n ? n : 1));
-      if (!copy) return rn_err_set(e, RN_ENOMEM, "out of memory");
-      if (n) memcpy(copy, d, (size_t)n);
-      v[i].type = sqlite3_column_type(s->select, i) == SQLITE_BLOB ? MSGPACK_OBJECT_BIN : MSGPACK_OBJECT_STR;
-      v[i].via.str.ptr = copy;
-      v[i].via.str.size = (uint32_t)n;
-      if ((ls->cols[i].type == RN_T_LIST || ls->cols[i].type == RN_T_MAP || ls->cols[i].type == RN_T_ANY ||
-           ls->cols[i].type == RN_T_STRUCT) && rn_json_parse(copy, (size_t)n, &v[i], &p->scratch, e))
-        return e->code;
-    }
-    }
+    rc = read_column(s, i, &ls->cols[i], lk->name, &v[i], &p->scratch, e);
   }
-  rc = rn_row_normalize(ls, lk->name, RN_ROW_FULL, v, given, &p->scratch, e);
+  if (!rc) rc = rn_row_normalize(ls, lk->name, RN_ROW_FULL, v, given, &p->scratch, e);
   if (!rc) rn_row_pack(ls, v, row);
-  sqlite3_reset(s->select);
+  sqlite3_reset(s->select); /* on every path: a statement left stepping holds the file's read lock */
   return rc;
 }
 
@@ -735,7 +797,10 @@ int rn_sqlite_source(const char *path, const char *table, const rn_schema *ls, c
                      rn_lookup_fetch *fetch, void **ctx, rn_free_fn *free_ctx, rn_err *e)
 {
   ssource *s = calloc(1, sizeof *s);
-  if (!s) return rn_err_set(e, RN_ENOMEM, "out of memory");
+  if (!s || !(s->table = strdup(table))) {
+    free(s);
+    return rn_err_set(e, RN_ENOMEM, "out of memory");
+  }
   if (sqlite3_open_v2(path, &s->db, SQLITE_OPEN_READONLY, NULL) != SQLITE_OK) {
     rn_err_set(e, RN_EIO, "%s: sqlite_source: %s: %s", rel, path, s->db ? sqlite3_errmsg(s->db) : "out of memory");
     free_ssource(s);

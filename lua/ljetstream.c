@@ -12,8 +12,10 @@ static int l_jetstream_sink(lua_State *L)
 {
   lpipe *lp = rn_lua_checkpipe(L, 1);
   lrel *r = rn_lua_checkrel_of(L, 2, lp);
-  rn_js_sink_opts o = { luaL_checkstring(L, 3), luaL_checkstring(L, 4),
-                        lua_isstring(L, 5) ? lua_tostring(L, 5) : NULL, luaL_optstring(L, 6, NULL),
+  /* names with a NUL byte are refused: C would read them cut short (another subject) */
+  rn_js_sink_opts o = { rn_lua_checkname(L, 3, "jetstream"), rn_lua_checkname(L, 4, "jetstream"),
+                        lua_isstring(L, 5) ? rn_lua_checkname(L, 5, "jetstream") : NULL,
+                        lua_isnoneornil(L, 6) ? NULL : rn_lua_checkname(L, 6, "jetstream"),
                         luaL_optnumber(L, 7, 0) };
   if (rn_jetstream_sink(lp->p, r->rel, &o)) return rn_lua_nil_error(L, rn_errmsg(lp->p));
   lua_pushboolean(L, 1);
@@ -29,10 +31,11 @@ static int l_run_jetstream(lua_State *L)
   const char **subjects = lua_newuserdatauv(L, (size_t)(n ? n : 1) * sizeof *subjects, 0); /* freed by Lua */
   for (int i = 0; i < n; i++) {
     lua_rawgeti(L, 4, i + 1);
-    subjects[i] = luaL_checkstring(L, -1);
+    subjects[i] = rn_lua_checkname(L, -1, "jetstream_source");
     lua_pop(L, 1); /* the string stays alive in the table */
   }
-  rn_js_source_opts o = { luaL_checkstring(L, 2), luaL_checkstring(L, 3), subjects, n,
+  rn_js_source_opts o = { rn_lua_checkname(L, 2, "jetstream_source"), rn_lua_checkname(L, 3, "jetstream_source"),
+                          subjects, n,
                           (size_t)luaL_optinteger(L, 5, 100), luaL_optnumber(L, 6, 0),
                           (uint64_t)luaL_optinteger(L, 7, 0), luaL_checkstring(L, 8) };
   rn_run_stats st;
@@ -48,7 +51,7 @@ static int l_js_position(lua_State *L)
 {
   lpipe *lp = rn_lua_checkpipe(L, 1);
   uint64_t seq;
-  if (rn_js_position(lp->p, luaL_checkstring(L, 2), luaL_checkstring(L, 3), &seq))
+  if (rn_js_position(lp->p, rn_lua_checkname(L, 2, "jetstream position"), rn_lua_checkname(L, 3, "jetstream position"), &seq))
     return rn_lua_nil_error(L, rn_errmsg(lp->p));
   lua_pushinteger(L, (lua_Integer)seq);
   return 1;

@@ -8,6 +8,7 @@
  *       nothing twice; mp=1 packs the K changes as one msgpack array
  *   jsctl URL dump STREAM SUBJECT     "<seq>\t<msg id>\t<data>" per message
  *   jsctl URL purge STREAM            discards every message
+ *   jsctl URL delete STREAM           deletes the stream (made again, it counts from 1)
  *   jsctl URL info STREAM             "first last messages leader consumers"
  *   jsctl URL wait STREAM SECONDS     waits until the stream has a leader
  * Exit 0 on success, 1 with a message on stderr. */
@@ -241,7 +242,7 @@ static int cmd_info(char **argv, double wait)
 int main(int argc, char **argv)
 {
   if (argc < 4) {
-    fprintf(stderr, "usage: jsctl URL add|pub|dump|purge|info|wait …\n");
+    fprintf(stderr, "usage: jsctl URL add|pub|dump|purge|delete|info|wait …\n");
     return 2;
   }
   natsOptions *o = NULL;
@@ -263,6 +264,7 @@ int main(int argc, char **argv)
   else if (strcmp(cmd, "pub") == 0 && argc >= 5) rc = cmd_pub(argc - 3, argv + 3);
   else if (strcmp(cmd, "dump") == 0 && argc >= 5) rc = cmd_dump(argv + 3);
   else if (strcmp(cmd, "purge") == 0) rc = (st = js_PurgeStream(js, argv[3], NULL, NULL)) ? fail("purge", st) : 0;
+  else if (strcmp(cmd, "delete") == 0) rc = (st = js_DeleteStream(js, argv[3], NULL, NULL)) ? fail("delete", st) : 0;
   else if (strcmp(cmd, "info") == 0) rc = cmd_info(argv + 3, 0);
   else if (strcmp(cmd, "wait") == 0 && argc >= 5) rc = cmd_info(argv + 3, atof(argv[4]));
   else fprintf(stderr, "jsctl: unknown command or missing arguments: %s\n", cmd);

@@ -116,6 +116,10 @@ $(BUILD)/spec/test_api $(BUILD)/spec/test_oom: $(BUILD)/spec/%: spec/c/%.c $(wil
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS) $(LUA_INC) -Icore -Ispec/c -o $@ $< $(BUILD)/librunnel.a $(ALL_LIBS) $(LDFLAGS)
 
+# test_durable_sync defines fsync, fdatasync and msync to count LMDB's syncs:
+# exported, so that liblmdb's calls reach them.
+$(BUILD)/spec/test_durable_sync: LDFLAGS += -rdynamic
+
 # jsctl: the JetStream chores of the cluster tests, demo and benchmark (nats.c, and the core for its server list)
 all: $(BUILD)/jsctl
 $(BUILD)/jsctl: scripts/cluster/jsctl.c $(BUILD)/librunnel_core.a $(FLAGS_STAMP)

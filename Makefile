@@ -268,3 +268,8 @@ all: $(BUILD)/fkjoin_floor
 $(BUILD)/fkjoin_floor: scripts/bench/fkjoin_floor.c $(FLAGS_STAMP)
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS) -o $@ $< -llmdb $(LDFLAGS)
+
+# test_lua_threads drives one lua_State from two threads: it embeds Lua too.
+$(BUILD)/spec/test_lua_threads: spec/c/test_lua_threads.c $(wildcard spec/c/*.h) $(BUILD)/librunnel.a $(FLAGS_STAMP)
+	@mkdir -p $(@D)
+	$(CC) $(CFLAGS) $(LUA_INC) -Icore -Ispec/c -o $@ $< $(BUILD)/librunnel.a $(ALL_LIBS) -lpthread $(LDFLAGS)

@@ -103,6 +103,12 @@ void rn_envs_unclaim(void *writer)
   pthread_mutex_unlock(&entries_lock);
 }
 
+static int another_thread(const char *dir, rn_err *e)
+{
+  return rn_err_set(e, RN_EMISUSE, "state %s is written by this process in another thread: read it in that "
+                    "thread, between its pipeline calls (or from another process)", dir);
+}
+
 int rn_envs_writer(const char *dir, void **writer, rn_err *e)
 {
   struct stat st;
@@ -113,10 +119,19 @@ int rn_envs_writer(const char *dir, void **writer, rn_err *e)
   int rc = 0;
   if (x && x->writer && pthread_equal(x->thread, pthread_self())) *writer = x->writer;
   else if (x && x->writer)
-    rc = rn_err_set(e, RN_EMISUSE, "state %s is written by this process in another thread: read it in that "
-                    "thread, between its pipeline calls (or from another process)", dir);
+    rc = another_thread(dir, e);
   pthread_mutex_unlock(&entries_lock);
   return rc;
+}
+
+int rn_envs_writer_here(void *writer, const char *dir, rn_err *e)
+{
+  bool here = true;
+  pthread_mutex_lock(&entries_lock);
+  for (entry *x = entries; x; x = x->next)
+    if (x->writer == writer) here = pthread_equal(x->thread, pthread_self());
+  pthread_mutex_unlock(&entries_lock);
+  return here ? 0 : another_thread(dir, e);
 }
 
 int rn_envs_readers(const char *dir)

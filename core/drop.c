@@ -86,6 +86,7 @@ RN_API int rn_drop(rn_pipeline *p, const char *name)
 {
   if (!p) return RN_EINVAL;
   rn_err_clear(&p->err);
+  if (rn_store_forked(&p->store, &p->err)) return p->err.code; /* a child's use of its parent's LMDB */
   if (!name) return rn_err_set(&p->err, RN_EINVAL, "drop: the name is NULL");
   if (p->state != RN_IDLE) return rn_err_set(&p->err, RN_EMISUSE, "drop \"%s\": not inside a group", name);
   if (strlen(name) > RN_NAME_MAX) return rn_err_set(&p->err, RN_ENOTFOUND, "drop: no relation \"%.24s…\"", name);

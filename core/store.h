@@ -63,6 +63,7 @@
 #include <lmdb.h>
 #include <stdbool.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 #include "error.h"
 
@@ -136,6 +137,8 @@ typedef struct rn_store {
   /* Keyed rows read by key in the write transaction (rowcache.h), made
    * at the first such read; NULL: none yet. */
   struct rn_rowcache *rowcache;
+  /* ---- forks ---- */
+  pid_t pid;               /* the process that opened it: a forked child may not use it (rn_store_forked) */
 } rn_store;
 
 /* mapsize 0: the default initial map (64 MiB), and never less than 1 MiB;
@@ -147,6 +150,15 @@ typedef struct rn_store {
  * crash may damage the environment, not only lose its last transactions). */
 int rn_store_open(rn_store *s, const char *path, bool nosync, bool writemap, size_t mapsize, rn_err *e);
 void rn_store_close(rn_store *s);
+/* ---- forks ----
+ * LMDB forbids using an environment across fork(): a child's use of the
+ * parent's write or read transaction, or of its reader slots, is undefined
+ * and may corrupt the parent's state. 0 in the process that opened s;
+ * in a forked child RN_EMISUSE ("state st was opened by process 1234
+ * before a fork; open it again in this process"). rn_store_close in the
+ * child releases the child's memory and descriptors only: it ends no
+ * transaction, and a temporary state's directory stays (the parent's). */
+int rn_store_forked(const rn_store *s, rn_err *e);
 
 /* Maps an LMDB or errno code to an RN_E… code and sets e ("what: reason"). */
 int rn_store_fail(rn_err *e, int mdb_rc, const char *what);

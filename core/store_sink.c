@@ -19,6 +19,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "aggregate.h"
 #include "envs.h"
@@ -219,6 +220,7 @@ struct rn_attached {
   char record_key[RN_NAME_MAX + 3];
   size_t record_klen;
   bool reopen;            /* its owner dropped a relation: its handles may be closed or another's */
+  pid_t pid;              /* the process that attached it: a forked child may not read through it */
 };
 
 /* Rebuilds a schema from its description (schema.c's rn_schema_describe). */
@@ -341,6 +343,8 @@ static int attach(const char *path, const char *name, rn_pipeline *owner, rn_att
     free(key);
     return rn_err_set(e, RN_ENOMEM, "out of memory");
   }
+  a->pid = getpid();
+  if (owner && owner->store.pid != a->pid) owner = NULL; /* a parent's pipeline (Lua's registry): open our own */
   void *writer = NULL;
   if (rn_envs_writer(path, &writer, e)) { /* an owner given (the Lua state's pipeline) is checked too */
     free(key);
@@ -522,6 +526,9 @@ static int named(const rn_attached *a, rn_err *e)
 static int owner_flushed(rn_attached *a, rn_err *e)
 {
   rn_pipeline *o = a->owner;
+  if (a->pid != getpid())
+    return rn_err_set(e, RN_EMISUSE, "attach %s: opened by process %ld before a fork; attach it again in this process",
+                      a->name, (long)a->pid);
   if (!a->shared) return orphaned(a, e);
   if (o && rn_envs_writer_here(&o->store, o->store.path, e)) /* attached in its thread, read in another */
     return named(a, e);

@@ -34,6 +34,10 @@
  * for reading in this process …") while readers share an environment on
  * it; RN_EIO when dir cannot be looked at. */
 int rn_envs_claim(const char *dir, void *writer, rn_err *e);
+/* The writer's environment is open on env: the state's data.mdb joins its
+ * key (envs.c), so files made in its directory after these were removed
+ * are another state. */
+void rn_envs_writer_opened(void *writer, MDB_env *env);
 /* Before the writer's environment closes: ends the read transactions that
  * hold snapshots on it for reads beside it (rn_envs_read), as when an
  * rn_inspect callback closes the pipeline. */

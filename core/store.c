@@ -274,6 +274,7 @@ int rn_store_open(rn_store *s, const char *path, bool nosync, bool writemap, siz
   unsigned flags = MDB_NOTLS | (nosync ? MDB_NOSYNC : 0) | (writemap ? MDB_WRITEMAP : 0);
   rc = mdb_env_open(s->env, s->path, flags, 0644);
   if (rc) goto fail;
+  rn_envs_writer_opened(s, s->env);
   int dead;
   mdb_reader_check(s->env, &dead); /* slots of killed processes would lock writers out */
   MDB_envinfo info;

@@ -298,6 +298,12 @@ int rn_store_forked(const rn_store *s, rn_err *e)
                     s->path ? s->path : "(closed)", (long)s->pid);
 }
 
+void rn_store_remove_temp(rn_store *s)
+{
+  if (s->temp && s->path && s->pid == getpid()) nftw(s->path, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
+  s->temp = false;
+}
+
 /* In a forked child (rn_store_forked) the transactions are the parent's:
  * aborting a read transaction would clear the parent's reader slot in
  * lock.mdb (a writer elsewhere may then reuse the pages it reads), and a

@@ -159,6 +159,13 @@ void rn_store_close(rn_store *s);
  * child releases the child's memory and descriptors only: it ends no
  * transaction, and a temporary state's directory stays (the parent's). */
 int rn_store_forked(const rn_store *s, rn_err *e);
+/* ---- a pipeline that will never be closed ----
+ * Its Lua state closes under one of its callbacks (os.exit(code, true) in
+ * a sink, a mapper, a filter): the close is refused (core frames below
+ * still use it) and the process ends after. A temporary state's directory
+ * is removed now (in the process that made it; its environment reads on
+ * from the removed files); a later close does not try again. */
+void rn_store_remove_temp(rn_store *s);
 
 /* Maps an LMDB or errno code to an RN_E… code and sets e ("what: reason"). */
 int rn_store_fail(rn_err *e, int mdb_rc, const char *what);

@@ -94,12 +94,18 @@ static int l_close(lua_State *L)
   return rc ? rn_lua_error(L, "%s", lost) : 0;
 }
 
-/* __gc never raises: an unreachable pipeline has no callback running.
+/* __gc never raises: an unreachable pipeline has no callback running,
+ * unless the Lua state closes under one (os.exit(code, true) in a sink or
+ * a mapper): the pipeline cannot be closed then (its frames are below), and
+ * the process ends, so a temporary state's directory is removed now.
  * Groups its close could not commit are said on stderr. */
 static int l_gc(lua_State *L)
 {
   char lost[RN_ERRMSG_MAX];
-  if (close_pipe(L, luaL_checkudata(L, 1, RN_PIPELINE_MT), lost, sizeof lost) > 0) fprintf(stderr, "runnel: %s\n", lost);
+  lpipe *lp = luaL_checkudata(L, 1, RN_PIPELINE_MT);
+  int rc = close_pipe(L, lp, lost, sizeof lost);
+  if (rc > 0) fprintf(stderr, "runnel: %s\n", lost);
+  if (rc < 0) rn_store_remove_temp(&lp->p->store);
   return 0;
 }
 

@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "evolve_code.h"
 #include "pipeline.h"
 #include "store_sink.h"
 
@@ -110,6 +111,7 @@ RN_API int rn_drop(rn_pipeline *p, const char *name)
   if (!rc) rc = del_meta(p, txn, RN_META_COUNTERS, name, &found);
   bool decl = false;
   if (!rc) rc = del_meta(p, txn, RN_META_AGG_DECL, name, &decl);
+  if (!rc) rc = del_meta(p, txn, RN_META_CODE, name, &decl); /* its functions' fingerprint (evolve_code.h) */
   if (!rc && !found) rc = del_meta(p, txn, RN_META_STORE, name, &store); /* no relation: a store of that name */
   if (!rc && (found || store)) rc = del_databases(p, txn, name, store, &found);
   found |= store;

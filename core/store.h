@@ -27,6 +27,8 @@
  *                     "sqlite:" real path "\x1f" table
  *     "sid"           32 hex digits                    the state's id (jetstream.c):
  *                     message ids of JetStream sinks begin with it
+ *     "fn:" name      |u64 hash|                       the fingerprint of the Lua functions a
+ *                     derived relation runs (evolve_code.h)
  *     "jp:" stream "\x1f" subject  |u64 seq|           a JetStream source's position:
  *                     the last stream sequence applied, written in the
  *                     group that applied it (js_source.c)
@@ -96,6 +98,7 @@
 /* JetStream (jetstream.h). */
 #define RN_META_STATE_ID  "sid"     /* the state's id */
 #define RN_META_JS_POSITION "jp:"   /* a source's position: "jp:" stream "\x1f" subject */
+#define RN_META_CODE      "fn:"     /* a derived relation's functions: |u64 hash of their fingerprint| (evolve_code.h) */
 #define RN_SINK_JETSTREAM "jetstream:" /* "jetstream:" subject */
 /* Prefixes of per-relation databases: the prefix then the name. */
 #define RN_DB_ROWS        "t:"      /* a table's rows */

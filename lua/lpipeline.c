@@ -8,6 +8,7 @@
 #include "cdc.h"
 #include "distinct.h"
 #include "envs.h"
+#include "evolve_code.h"
 #include "lbind.h"
 #include "outbox.h"
 #include "row.h"
@@ -280,7 +281,21 @@ static int l_relations(lua_State *L)
   return 1;
 }
 
+/* p:_code(name, fingerprint) -> true | nil, err: before relation name is
+ * declared, its functions' fingerprint (evolve_code.h) */
+static int l_code(lua_State *L)
+{
+  lpipe *lp = rn_lua_checkpipe(L, 1);
+  const char *name = luaL_checkstring(L, 2);
+  size_t len;
+  const char *fingerprint = luaL_checklstring(L, 3, &len);
+  if (rn_code_record(lp->p, name, fingerprint, len)) return rn_lua_nil_error(L, rn_errmsg(lp->p));
+  lua_pushboolean(L, 1);
+  return 1;
+}
+
 static const luaL_Reg pipeline_methods[] = {
+  { "_code", l_code },
   { "_declare", l_declare },
   { "_filter", rn_lua_declare_filter },
   { "_map", rn_lua_declare_map },

@@ -554,6 +554,11 @@ function Relation:aggregate(spec)
   if #aggs == 0 then raise("aggregate: name at least one aggregate, e.g. n = runnel.count()") end
   local n, err = derived_name(self, "aggregate", type(spec.name) == "string" and spec.name or nil)
   if not n then raise(err) end
+  local fns = {} -- runnel.agg{…}'s functions, in column order
+  for _, a in ipairs(aggs) do
+    if a.fns then for _, f in ipairs{ "init", "add", "remove", "result" } do fns[#fns + 1] = a.fns[f] or false end end
+  end
+  if #fns > 0 then record_code(self:pipeline(), n, table.unpack(fns)) end
   local rel
   rel, err = self:pipeline():_aggregate(self, n, by, window, aggs, aggregate_key(spec.key, by))
   if not rel then raise(err) end

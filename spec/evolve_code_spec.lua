@@ -98,6 +98,34 @@ describe("a changed map function", function()
   end)
 end)
 
+describe("a changed runnel.agg function", function()
+  after_each(H.cleanup)
+
+  local function summed(dir, times)
+    local p, lines = open(dir)
+    local t = p:table("t", T)
+    local a = t:aggregate{ by = "g", x = runnel.agg{ init = function() return 0 end,
+                                                     add = function(s, r) return s + times * r.v end,
+                                                     remove = function(s, r) return s - times * r.v end }, name = "a" }
+    return p, t, a, lines
+  end
+
+  it("rebuilds the aggregate", function()
+    local dir = H.tmpdir()
+    local p, t, a = summed(dir, 1)
+    seed(t)
+    assert.same({ g = 0, x = 60 }, a:get{ g = 0 })
+    p:close()
+    local lines
+    p, t, a, lines = summed(dir, 2) -- an upvalue the functions read
+    assert.same({ g = 0, x = 120 }, a:get{ g = 0 })
+    assert.truthy(table.concat(lines, "\n"):find("a: its function changed", 1, true), table.concat(lines, "\n"))
+    t:delete{ k = 4 }
+    assert.same({ g = 0, x = 40 }, a:get{ g = 0 })
+    p:close()
+  end)
+end)
+
 describe("a changed join mapper", function()
   after_each(H.cleanup)
 

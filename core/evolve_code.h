@@ -1,9 +1,9 @@
 /* evolve_code.h — the Lua functions a derived relation runs (a filter's or
  * map's function, a join's mapper, selector and joiner, an aggregate's
- * runnel.agg functions), changed between
- * runs over one state. Their rows, or the rows built from them downstream,
- * were made by the old functions: like a declaration that changed
- * (evolve.h), a new function has the state built from it rebuilt.
+ * runnel.agg functions), changed between runs over one state. Their rows,
+ * or the rows built from them downstream, were made by the old functions:
+ * like a declaration that changed (evolve.h), a new function has the state
+ * built from it rebuilt.
  *
  * The binding gives a fingerprint of the functions (lua/runnel.lua: their
  * bytecode without debug information, and the values of the upvalues they

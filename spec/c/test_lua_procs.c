@@ -148,11 +148,21 @@ static void test_forked_child(void)
   char tmp[256];
   snprintf(tmp, sizeof tmp, "%s", lua_tostring(L, -1));
   lua_pop(L, 1);
+  /* the child's result comes through a pipe, not its exit status: it
+   * leaves the parent's transactions and its Lua state unfreed on purpose,
+   * which valgrind (make valgrind) counts as leaks in the child's status */
+  int fds[2];
+  CHECK(pipe(fds) == 0);
   pid_t pid = fork();
-  if (pid == 0) _exit(lua_child(L));
-  int status = 0;
-  waitpid(pid, &status, 0);
-  CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+  if (pid == 0) {
+    unsigned char step = (unsigned char)lua_child(L);
+    _exit(write(fds[1], &step, 1) == 1 ? 0 : 1);
+  }
+  close(fds[1]);
+  unsigned char step = 0xff;
+  CHECK(read(fds[0], &step, 1) == 1 && step == 0);
+  close(fds[0]);
+  waitpid(pid, NULL, 0);
   struct stat st;
   CHECK(stat(tmp, &st) == 0);
   CHECK(luaL_dostring(L, "t:insert{ sku = 'd', price = 4 } prices:flush()\n"

@@ -60,6 +60,7 @@ static int declare(rn_pipeline *p, const char *name, rn_relkind kind, const rn_c
 {
   if (!p) return RN_EINVAL;
   rn_err_clear(&p->err);
+  if (rn_store_forked(&p->store, &p->err)) return p->err.code; /* a child's use of its parent's LMDB */
   int rc = check_declaration(p, name, cols, ncols, key, nkey, out);
   if (rc) return rc;
   rn_schema *s = rn_schema_new();
@@ -239,6 +240,7 @@ RN_API int rn_push(rn_pipeline *p, rn_rel *rel, rn_op op, const void *map, size_
 {
   if (!p) return RN_EINVAL;
   rn_err_clear(&p->err);
+  if (rn_store_forked(&p->store, &p->err)) return p->err.code; /* a child's use of its parent's LMDB */
   int rc = check_change_target(p, rel, op);
   if (rc) return rc;
   msgpack_object *vals;
@@ -544,6 +546,7 @@ static csub *new_csub(rn_callback fn, rn_rollback_fn on_rollback, void *ctx)
 static int check_subscription(rn_pipeline *p, rn_rel *rel, rn_callback fn, const char *what)
 {
   rn_err_clear(&p->err);
+  if (rn_store_forked(&p->store, &p->err)) return p->err.code; /* a child's use of its parent's LMDB */
   if (!rel) return rn_err_set(&p->err, RN_EINVAL, "%s: the relation is NULL (did rn_relation find it?)", what);
   if (rel->p != p)
     return rn_err_set(&p->err, RN_EINVAL, "%s: %s: the relation belongs to another pipeline", rel->name, what);

@@ -24,6 +24,7 @@ RN_API int rn_top_declare(rn_pipeline *p, const char *name, rn_rel *in, const rn
 {
   if (!p) return RN_EINVAL;
   rn_err_clear(&p->err);
+  if (rn_store_forked(&p->store, &p->err)) return p->err.code; /* a child's use of its parent's LMDB */
   if (!def) return rn_err_set(&p->err, RN_EINVAL, "%s: the top's definition is NULL", name ? name : "top");
   int rc = check_order(p, name, in, def->order, def->norder, out);
   if (rc) return rc;
@@ -49,6 +50,7 @@ RN_API int rn_index_declare(rn_pipeline *p, const char *name, rn_rel *in, const 
 {
   if (!p) return RN_EINVAL;
   rn_err_clear(&p->err);
+  if (rn_store_forked(&p->store, &p->err)) return p->err.code; /* a child's use of its parent's LMDB */
   int rc = check_order(p, name, in, order, norder, out);
   if (rc) return rc;
   const char *cols[RN_TOP_COLS];

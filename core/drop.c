@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "evolve_code.h"
 #include "pipeline.h"
 #include "store_sink.h"
 
@@ -86,6 +87,7 @@ RN_API int rn_drop(rn_pipeline *p, const char *name)
 {
   if (!p) return RN_EINVAL;
   rn_err_clear(&p->err);
+  if (rn_store_forked(&p->store, &p->err)) return p->err.code; /* a child's use of its parent's LMDB */
   if (!name) return rn_err_set(&p->err, RN_EINVAL, "drop: the name is NULL");
   if (p->state != RN_IDLE) return rn_err_set(&p->err, RN_EMISUSE, "drop \"%s\": not inside a group", name);
   if (strlen(name) > RN_NAME_MAX) return rn_err_set(&p->err, RN_ENOTFOUND, "drop: no relation \"%.24s…\"", name);
@@ -109,6 +111,7 @@ RN_API int rn_drop(rn_pipeline *p, const char *name)
   if (!rc) rc = del_meta(p, txn, RN_META_COUNTERS, name, &found);
   bool decl = false;
   if (!rc) rc = del_meta(p, txn, RN_META_AGG_DECL, name, &decl);
+  if (!rc) rc = del_meta(p, txn, RN_META_CODE, name, &decl); /* its functions' fingerprint (evolve_code.h) */
   if (!rc && !found) rc = del_meta(p, txn, RN_META_STORE, name, &store); /* no relation: a store of that name */
   if (!rc && (found || store)) rc = del_databases(p, txn, name, store, &found);
   found |= store;

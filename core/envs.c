@@ -5,6 +5,7 @@
 #include <errno.h>
 #include <pthread.h>
 #include <stdbool.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -16,9 +17,20 @@
  * smaller one, down to the map the file records (0). */
 static const size_t read_maps[] = { (size_t)1 << 40, (size_t)1 << 36, (size_t)1 << 33, 0 };
 
+/* An entry is found by its directory's device and inode (every path
+ * naming the state, through a link or relative, finds it) and, once its
+ * environment is open, by its data.mdb's: a state whose files were removed
+ * while this process held its environment, and another made in the same
+ * directory (or in a new one given the removed one's inode number), is
+ * another entry, never taken for the removed one (whose writer an attach
+ * would borrow, whose readers' environment on deleted files it would read,
+ * beside which its writer would be refused). */
 typedef struct entry {
   dev_t dev;
   ino_t ino;
+  bool data_known;       /* data_dev and data_ino hold the data.mdb its environment opened */
+  dev_t data_dev;
+  ino_t data_ino;
   pid_t pid;             /* the process that opened it: a forked child holds no lock of it */
   void *writer;          /* the state's writer (rn_envs_claim), or NULL */
   pthread_t thread;      /* the writer's thread */
@@ -39,23 +51,58 @@ static entry *entries;   /* states this process writes or reads */
 static pthread_mutex_t entries_lock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_mutex_t dbis_lock = PTHREAD_RECURSIVE_MUTEX_INITIALIZER_NP; /* rn_envs_dbis_lock */
 
-/* The entry of the state whose directory is st (NULL: none yet). Entries
- * a forked child inherited are not its own: LMDB's locks do not pass to a
- * child, nor may it use the parent's environments. */
-static entry *find(const struct stat *st)
+/* What names a state at a path now: its directory, and its data.mdb if it has one. */
+typedef struct state_id {
+  struct stat dir;
+  bool has_data;
+  struct stat data;
+} state_id;
+
+/* -1 (errno set) when dir cannot be looked at. */
+static int state_at(const char *dir, state_id *id)
+{
+  if (stat(dir, &id->dir) != 0) return -1;
+  char data[strlen(dir) + sizeof "/data.mdb"];
+  snprintf(data, sizeof data, "%s/data.mdb", dir);
+  id->has_data = stat(data, &id->data) == 0;
+  return 0;
+}
+
+/* Whether x is the state id names, for this process (entries a forked
+ * child inherited are not its own: LMDB's locks do not pass to a child,
+ * nor may it use the parent's environments). */
+static bool same_state(const entry *x, const state_id *id, pid_t self)
+{
+  if (x->dev != id->dir.st_dev || x->ino != id->dir.st_ino || x->pid != self) return false;
+  return !x->data_known || (id->has_data && x->data_dev == id->data.st_dev && x->data_ino == id->data.st_ino);
+}
+
+/* The entry of the state id names (NULL: none yet). */
+static entry *find(const state_id *id)
 {
   pid_t self = getpid();
   for (entry *x = entries; x; x = x->next)
-    if (x->dev == st->st_dev && x->ino == st->st_ino && x->pid == self) return x;
+    if (same_state(x, id, self)) return x;
   return NULL;
 }
 
-static entry *add(const struct stat *st)
+/* x's environment is open on env: its data.mdb becomes part of its key. */
+static void know_data(entry *x, MDB_env *env)
+{
+  int fd;
+  struct stat st;
+  if (mdb_env_get_fd(env, &fd) != 0 || fstat(fd, &st) != 0) return;
+  x->data_known = true;
+  x->data_dev = st.st_dev;
+  x->data_ino = st.st_ino;
+}
+
+static entry *add(const state_id *id)
 {
   entry *x = calloc(1, sizeof *x);
   if (!x) return NULL;
-  x->dev = st->st_dev;
-  x->ino = st->st_ino;
+  x->dev = id->dir.st_dev;
+  x->ino = id->dir.st_ino;
   x->pid = getpid();
   x->next = entries;
   entries = x;
@@ -74,8 +121,8 @@ static void drop(entry *gone)
 
 int rn_envs_claim(const char *dir, void *writer, rn_err *e)
 {
-  struct stat st;
-  if (stat(dir, &st) != 0) return rn_err_set(e, RN_EIO, "cannot open the state at %s: %s", dir, strerror(errno));
+  state_id st;
+  if (state_at(dir, &st) != 0) return rn_err_set(e, RN_EIO, "cannot open the state at %s: %s", dir, strerror(errno));
   pthread_mutex_lock(&entries_lock);
   entry *x = find(&st);
   int rc = 0;
@@ -92,6 +139,14 @@ int rn_envs_claim(const char *dir, void *writer, rn_err *e)
   return rc;
 }
 
+void rn_envs_writer_opened(void *writer, MDB_env *env)
+{
+  pthread_mutex_lock(&entries_lock);
+  for (entry *x = entries; x; x = x->next)
+    if (x->writer == writer) know_data(x, env);
+  pthread_mutex_unlock(&entries_lock);
+}
+
 void rn_envs_unclaim(void *writer)
 {
   pthread_mutex_lock(&entries_lock);
@@ -103,26 +158,41 @@ void rn_envs_unclaim(void *writer)
   pthread_mutex_unlock(&entries_lock);
 }
 
+static int another_thread(const char *dir, rn_err *e)
+{
+  return rn_err_set(e, RN_EMISUSE, "state %s is written by this process in another thread: read it in that "
+                    "thread, between its pipeline calls (or from another process)", dir);
+}
+
 int rn_envs_writer(const char *dir, void **writer, rn_err *e)
 {
-  struct stat st;
+  state_id st;
   *writer = NULL;
-  if (stat(dir, &st) != 0) return 0; /* no state: the caller's open says so */
+  if (state_at(dir, &st) != 0) return 0; /* no state: the caller's open says so */
   pthread_mutex_lock(&entries_lock);
   entry *x = find(&st);
   int rc = 0;
   if (x && x->writer && pthread_equal(x->thread, pthread_self())) *writer = x->writer;
   else if (x && x->writer)
-    rc = rn_err_set(e, RN_EMISUSE, "state %s is written by this process in another thread: read it in that "
-                    "thread, between its pipeline calls (or from another process)", dir);
+    rc = another_thread(dir, e);
   pthread_mutex_unlock(&entries_lock);
   return rc;
 }
 
+int rn_envs_writer_here(void *writer, const char *dir, rn_err *e)
+{
+  bool here = true;
+  pthread_mutex_lock(&entries_lock);
+  for (entry *x = entries; x; x = x->next)
+    if (x->writer == writer) here = pthread_equal(x->thread, pthread_self());
+  pthread_mutex_unlock(&entries_lock);
+  return here ? 0 : another_thread(dir, e);
+}
+
 int rn_envs_readers(const char *dir)
 {
-  struct stat st;
-  if (stat(dir, &st) != 0) return 0;
+  state_id st;
+  if (state_at(dir, &st) != 0) return 0;
   pthread_mutex_lock(&entries_lock);
   entry *x = find(&st);
   int n = x ? x->readers : 0;
@@ -153,9 +223,9 @@ static int open_env(const char *dir, unsigned flags, const size_t *maps, size_t 
 
 int rn_envs_acquire(const char *dir, MDB_env **env, rn_err *e)
 {
-  struct stat st;
+  state_id st;
   *env = NULL;
-  if (stat(dir, &st) != 0) return rn_err_set(e, RN_EIO, "%s: %s", dir, strerror(errno));
+  if (state_at(dir, &st) != 0) return rn_err_set(e, RN_EIO, "%s: %s", dir, strerror(errno));
   pthread_mutex_lock(&entries_lock);
   entry *x = find(&st);
   int rc = 0;
@@ -165,6 +235,8 @@ int rn_envs_acquire(const char *dir, MDB_env **env, rn_err *e)
     rc = rn_err_set(e, RN_ENOMEM, "out of memory");
   if (!rc && !x->env && (rc = open_env(dir, 0, read_maps, sizeof read_maps / sizeof *read_maps, &x->env, e)))
     drop(x); /* it had no readers: it was new */
+  else if (!rc && !x->data_known)
+    know_data(x, x->env);
   if (!rc) {
     x->readers++;
     *env = x->env;

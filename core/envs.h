@@ -34,6 +34,10 @@
  * for reading in this process …") while readers share an environment on
  * it; RN_EIO when dir cannot be looked at. */
 int rn_envs_claim(const char *dir, void *writer, rn_err *e);
+/* The writer's environment is open on env: the state's data.mdb joins its
+ * key (envs.c), so files made in its directory after these were removed
+ * are another state. */
+void rn_envs_writer_opened(void *writer, MDB_env *env);
 /* Before the writer's environment closes: ends the read transactions that
  * hold snapshots on it for reads beside it (rn_envs_read), as when an
  * rn_inspect callback closes the pipeline. */
@@ -43,6 +47,11 @@ void rn_envs_unclaim(void *writer);
 /* The writer of the state at dir in this thread (*writer), or none (NULL);
  * RN_EMISUSE when another thread of the process writes it. */
 int rn_envs_writer(const char *dir, void **writer, rn_err *e);
+/* 0 when this thread is writer's (registered by rn_envs_claim), else
+ * RN_EMISUSE as rn_envs_writer says it: a read through the writer's
+ * environment (an attach that borrows it) checks this each time, since a
+ * lua_State, and the attaches it holds, may be driven from several threads. */
+int rn_envs_writer_here(void *writer, const char *dir, rn_err *e);
 
 /* A read-only environment on the state at dir for a reader in a process
  * that does not write it, shared with the process's other such readers;

@@ -532,6 +532,12 @@ static int evolve_table(rn_pipeline *p, rn_rel *r, MDB_txn *txn, const desc *old
   return rc;
 }
 
+int rn_evolve_code_changed(rn_pipeline *p, MDB_txn *txn, const char *name)
+{
+  int rc = keep_evolved(p, txn);
+  return rc ? rc : add_note(p, "%s: its function changed: the state built from it is rebuilt", name);
+}
+
 static bool replayable(const rn_rel *r)
 {
   return r->kind == RN_REL_JOIN || !r->input || r->input->tablelike;

@@ -37,6 +37,11 @@ int rn_evolve(rn_pipeline *p, rn_rel *r, MDB_txn *txn, const MDB_val *k, const M
  * stream (p->err). */
 int rn_evolve_decl_changed(rn_pipeline *p, rn_rel *r);
 
+/* The functions of relation name changed (evolve_code.h): the note that
+ * says so, and the evolved mark in txn (as keep_evolved's), so that the
+ * stateful derived relations declared after it are rebuilt. */
+int rn_evolve_code_changed(rn_pipeline *p, MDB_txn *txn, const char *name);
+
 /* A source table changed since open and r is stateful derived state that
  * can be replayed: its state may hold the table's old rows, so it is rebuilt
  * (the relation need not read that table; a rebuild gives the same rows). */

@@ -74,6 +74,7 @@ RN_API int rn_begin(rn_pipeline *p)
 {
   if (!p) return RN_EINVAL;
   rn_err_clear(&p->err);
+  if (rn_store_forked(&p->store, &p->err)) return p->err.code; /* a child's use of its parent's LMDB */
   if (p->state != RN_IDLE)
     return rn_err_set(&p->err, RN_EMISUSE, p->state == RN_OPEN ? "begin: a group is already open; it stays open"
                                                                : "begin: not from inside a callback");
@@ -204,6 +205,7 @@ static void rollback_group(rn_pipeline *p)
 RN_API int rn_rollback(rn_pipeline *p)
 {
   if (!p) return RN_EINVAL;
+  if (rn_store_forked(&p->store, &p->err)) return p->err.code; /* a child's use of its parent's LMDB */
   if (p->state == RN_APPLYING || p->state == RN_COMMITTING)
     return rn_err_set(&p->err, RN_EMISUSE, "rollback: not from inside a callback");
   rn_err_clear(&p->err);
@@ -333,6 +335,7 @@ static int seal_group(rn_pipeline *p, uint64_t seq, bool to_lmdb)
 RN_API int rn_commit(rn_pipeline *p)
 {
   if (!p) return RN_EINVAL;
+  if (rn_store_forked(&p->store, &p->err)) return p->err.code; /* a child's use of its parent's LMDB */
   if (p->state != RN_OPEN) {
     return rn_err_set(&p->err, RN_EMISUSE, p->state == RN_IDLE ? "commit: no group is open"
                                                                : "commit: not from inside a callback");
@@ -372,6 +375,7 @@ RN_API int rn_commit(rn_pipeline *p)
 RN_API int rn_flush(rn_pipeline *p)
 {
   if (!p) return RN_EINVAL;
+  if (rn_store_forked(&p->store, &p->err)) return p->err.code; /* a child's use of its parent's LMDB */
   if (p->state == RN_APPLYING || p->state == RN_COMMITTING)
     return rn_err_set(&p->err, RN_EMISUSE, "flush: not from inside a callback");
   rn_err_clear(&p->err);

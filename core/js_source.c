@@ -541,6 +541,7 @@ RN_API int rn_jetstream_run(rn_pipeline *p, const rn_js_source_opts *o, uint64_t
 {
   if (!p) return RN_EINVAL;
   rn_err_clear(&p->err);
+  if (rn_store_forked(&p->store, &p->err)) return p->err.code; /* a child's use of its parent's LMDB */
   if (!o) return rn_err_set(&p->err, RN_EINVAL, "rn_jetstream_run: the options are NULL");
   rn_js_source_opts named = *o;
   if (!named.name) named.name = o->url ? o->url : "jetstream";

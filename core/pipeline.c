@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "outbox.h"
 #include "wb.h"
@@ -88,6 +89,15 @@ RN_API int rn_pipeline_open(const rn_open_opts *opts, rn_pipeline **out, char *e
   return 0;
 }
 
+static void free_pipeline(rn_pipeline *p);
+static int forget_pipeline(rn_pipeline *p);
+
+/* Whether p was opened by the process this forked from (rn_store_forked). */
+static bool forked_child(const rn_pipeline *p)
+{
+  return p->store.env && p->store.pid != getpid();
+}
+
 /* rn_pipeline_close_report; *closed says whether p is gone. */
 static int close_pipeline(rn_pipeline *p, char *errbuf, size_t errlen, bool *closed)
 {
@@ -101,6 +111,7 @@ static int close_pipeline(rn_pipeline *p, char *errbuf, size_t errlen, bool *clo
     return RN_EMISUSE;
   }
   *closed = true;
+  if (forked_child(p)) return forget_pipeline(p);
   if (p->state == RN_OPEN) rn_rollback(p);
   uint64_t seq = p->seq, durable = p->durable_seq;
   int rc = rn_flush(p); /* carried groups are committed, as a close promises */
@@ -109,6 +120,26 @@ static int close_pipeline(rn_pipeline *p, char *errbuf, size_t errlen, bool *clo
              "be committed and are lost; the state holds group %llu: %s", (unsigned long long)durable + 1,
              (unsigned long long)seq, (unsigned long long)durable, p->err.msg);
   rn_outbox_close(p); /* the delivered marks, then the durable sinks go */
+  free_pipeline(p);
+  return rc;
+}
+
+/* A pipeline a forked child inherited (rn_store_forked): its close, or its
+ * collection by Lua, commits nothing (the carried groups and the open group
+ * are the parent's), rolls nothing back, writes no delivered marks and
+ * delivers nothing (the durable sinks' files and databases are the
+ * parent's: their memory is left to the child's exit), and leaves a
+ * temporary state's directory to the parent (rn_store_close). */
+static int forget_pipeline(rn_pipeline *p)
+{
+  p->outbox = NULL;
+  free_pipeline(p);
+  return 0;
+}
+
+/* What a close frees once the groups are settled. */
+static void free_pipeline(rn_pipeline *p)
+{
   rn_cursors_end_all(p);
   rn_read_cursors_orphan(p);
   for (int i = 0; i < p->nsinks; i++) {
@@ -134,7 +165,6 @@ static int close_pipeline(rn_pipeline *p, char *errbuf, size_t errlen, bool *clo
   void *ctx = p->binding;
   free(p);
   if (on_close) on_close(ctx);
-  return rc;
 }
 
 RN_API int rn_pipeline_close_report(rn_pipeline *p, char *errbuf, size_t errlen)

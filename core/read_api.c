@@ -46,6 +46,7 @@ struct rn_cursor {
 static int check_read(rn_pipeline *p, rn_rel *rel, const char *what)
 {
   rn_err_clear(&p->err);
+  if (rn_store_forked(&p->store, &p->err)) return p->err.code; /* a child's use of its parent's LMDB */
   if (!rel) return rn_err_set(&p->err, RN_EINVAL, "%s: the relation is NULL (did rn_relation find it?)", what);
   if (rel->p != p) return rn_err_set(&p->err, RN_EINVAL, "%s: %s: the relation belongs to another pipeline",
                                      rel->name, what);
@@ -333,6 +334,7 @@ RN_API int rn_cursor_next(rn_cursor *c, const void **row, size_t *row_len, uint6
   if (!c->p) return RN_EMISUSE; /* its pipeline was closed: no message, there is nowhere to keep one */
   rn_pipeline *p = c->p;
   rn_err_clear(&p->err);
+  if (rn_store_forked(&p->store, &p->err)) return p->err.code; /* a child's use of its parent's LMDB */
   if (c->in_group && (p->state == RN_IDLE || p->group_serial != c->group)) /* committed or rolled back */
     return rn_err_set(&p->err, RN_EMISUSE, "%s: rn_cursor_next: the group this cursor was opened in has ended "
                       "(its rows were that group's: open another)", c->rel->name);

@@ -20,6 +20,12 @@
  *   this process in another thread"): LMDB allows one environment per
  *   state per process, and reads beside the pipeline would race with its
  *   commits. Another process reads it at any time.
+ * - Fork: LMDB forbids using an environment across fork(). A child's
+ *   calls on a pipeline (or a cursor, or an attach) its parent opened
+ *   return RN_EMISUSE ("state st was opened by process 1234 before a
+ *   fork; open it again in this process"); rn_pipeline_close in the child
+ *   frees it without touching the parent's groups, reader slots, locks or
+ *   temporary state.
  * - A function returns 0 or a negative RN_E… code. After a failure,
  *   rn_errmsg() holds the detailed message until the next call; a call that
  *   succeeds empties it (the getters rn_errmsg, rn_seq, rn_relation and

@@ -253,6 +253,7 @@ int rn_store_open(rn_store *s, const char *path, bool nosync, bool writemap, siz
 {
   memset(s, 0, sizeof *s);
   s->lock_fd = -1;
+  s->pid = getpid();
   int rc = make_dir(s, path, e);
   if (!rc) rc = lock_writer(s, e);
   if (!rc) rc = rn_envs_claim(s->path, s, e); /* the process's one environment on it (envs.h) */
@@ -277,6 +278,7 @@ int rn_store_open(rn_store *s, const char *path, bool nosync, bool writemap, siz
   unsigned flags = MDB_NOTLS | (nosync ? MDB_NOSYNC : 0) | (writemap ? MDB_WRITEMAP : 0);
   rc = mdb_env_open(s->env, s->path, flags, 0644);
   if (rc) goto fail;
+  rn_envs_writer_opened(s, s->env);
   int dead;
   mdb_reader_check(s->env, &dead); /* slots of killed processes would lock writers out */
   MDB_envinfo info;
@@ -293,17 +295,39 @@ fail:
   return e->code;
 }
 
+int rn_store_forked(const rn_store *s, rn_err *e)
+{
+  if (s->pid == getpid()) return 0;
+  return rn_err_set(e, RN_EMISUSE, "state %s was opened by process %ld before a fork; open it again in this process",
+                    s->path ? s->path : "(closed)", (long)s->pid);
+}
+
+void rn_store_remove_temp(rn_store *s)
+{
+  if (s->temp && s->path && s->pid == getpid()) nftw(s->path, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
+  s->temp = false;
+}
+
+/* In a forked child (rn_store_forked) the transactions are the parent's:
+ * aborting a read transaction would clear the parent's reader slot in
+ * lock.mdb (a writer elsewhere may then reuse the pages it reads), and a
+ * write transaction's pages are its own. mdb_env_close touches only the
+ * reader slots of the calling process (none in the child), and closing the
+ * inherited descriptors releases none of the parent's locks (fcntl locks
+ * are the parent's; the writer.lock flock stays with the parent's open
+ * file). */
 void rn_store_close(rn_store *s)
 {
+  bool child = s->pid != getpid();
   rn_wb_free(s->wb);
   rn_rowcache_free(s->rowcache);
-  if (s->wtxn) mdb_txn_abort(s->wtxn);
-  if (s->rtxn) mdb_txn_abort(s->rtxn);
-  rn_envs_writer_closing(s);
+  if (s->wtxn && !child) mdb_txn_abort(s->wtxn);
+  if (s->rtxn && !child) mdb_txn_abort(s->rtxn);
+  if (!child) rn_envs_writer_closing(s);
   if (s->env) mdb_env_close(s->env);
   rn_envs_unclaim(s);
   if (s->lock_fd >= 0) close(s->lock_fd); /* after LMDB let go: the next writer may start */
-  if (s->temp && s->path) nftw(s->path, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
+  if (s->temp && s->path && !child) nftw(s->path, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
   free(s->path);
   free(s->written);
   memset(s, 0, sizeof *s);

@@ -27,6 +27,8 @@
  *                     "sqlite:" real path "\x1f" table
  *     "sid"           32 hex digits                    the state's id (jetstream.c):
  *                     message ids of JetStream sinks begin with it
+ *     "fn:" name      |u64 hash|                       the fingerprint of the Lua functions a
+ *                     derived relation runs (evolve_code.h)
  *     "jp:" stream "\x1f" subject  |u64 seq|           a JetStream source's position:
  *                     the last stream sequence applied, written in the
  *                     group that applied it (js_source.c)
@@ -63,6 +65,7 @@
 #include <lmdb.h>
 #include <stdbool.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 #include "error.h"
 
@@ -95,6 +98,7 @@
 /* JetStream (jetstream.h). */
 #define RN_META_STATE_ID  "sid"     /* the state's id */
 #define RN_META_JS_POSITION "jp:"   /* a source's position: "jp:" stream "\x1f" subject */
+#define RN_META_CODE      "fn:"     /* a derived relation's functions: |u64 hash of their fingerprint| (evolve_code.h) */
 #define RN_SINK_JETSTREAM "jetstream:" /* "jetstream:" subject */
 /* Prefixes of per-relation databases: the prefix then the name. */
 #define RN_DB_ROWS        "t:"      /* a table's rows */
@@ -136,6 +140,8 @@ typedef struct rn_store {
   /* Keyed rows read by key in the write transaction (rowcache.h), made
    * at the first such read; NULL: none yet. */
   struct rn_rowcache *rowcache;
+  /* ---- forks ---- */
+  pid_t pid;               /* the process that opened it: a forked child may not use it (rn_store_forked) */
 } rn_store;
 
 /* mapsize 0: the default initial map (64 MiB), and never less than 1 MiB;
@@ -147,6 +153,22 @@ typedef struct rn_store {
  * crash may damage the environment, not only lose its last transactions). */
 int rn_store_open(rn_store *s, const char *path, bool nosync, bool writemap, size_t mapsize, rn_err *e);
 void rn_store_close(rn_store *s);
+/* ---- forks ----
+ * LMDB forbids using an environment across fork(): a child's use of the
+ * parent's write or read transaction, or of its reader slots, is undefined
+ * and may corrupt the parent's state. 0 in the process that opened s;
+ * in a forked child RN_EMISUSE ("state st was opened by process 1234
+ * before a fork; open it again in this process"). rn_store_close in the
+ * child releases the child's memory and descriptors only: it ends no
+ * transaction, and a temporary state's directory stays (the parent's). */
+int rn_store_forked(const rn_store *s, rn_err *e);
+/* ---- a pipeline that will never be closed ----
+ * Its Lua state closes under one of its callbacks (os.exit(code, true) in
+ * a sink, a mapper, a filter): the close is refused (core frames below
+ * still use it) and the process ends after. A temporary state's directory
+ * is removed now (in the process that made it; its environment reads on
+ * from the removed files); a later close does not try again. */
+void rn_store_remove_temp(rn_store *s);
 
 /* Maps an LMDB or errno code to an RN_E… code and sets e ("what: reason"). */
 int rn_store_fail(rn_err *e, int mdb_rc, const char *what);

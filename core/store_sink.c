@@ -19,6 +19,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "aggregate.h"
 #include "envs.h"
@@ -219,6 +220,7 @@ struct rn_attached {
   char record_key[RN_NAME_MAX + 3];
   size_t record_klen;
   bool reopen;            /* its owner dropped a relation: its handles may be closed or another's */
+  pid_t pid;              /* the process that attached it: a forked child may not read through it */
 };
 
 /* Rebuilds a schema from its description (schema.c's rn_schema_describe). */
@@ -341,8 +343,10 @@ static int attach(const char *path, const char *name, rn_pipeline *owner, rn_att
     free(key);
     return rn_err_set(e, RN_ENOMEM, "out of memory");
   }
+  a->pid = getpid();
+  if (owner && owner->store.pid != a->pid) owner = NULL; /* a parent's pipeline (Lua's registry): open our own */
   void *writer = NULL;
-  if (!owner && rn_envs_writer(path, &writer, e)) {
+  if (rn_envs_writer(path, &writer, e)) { /* an owner given (the Lua state's pipeline) is checked too */
     free(key);
     rn_attach_close(a);
     return e->code;
@@ -504,6 +508,15 @@ void rn_attach_handles_closed(rn_pipeline *owner)
   for (rn_attached *a = owner->borrowers; a; a = a->next) a->reopen = true;
 }
 
+/* e's message, "attach NAME: " before it. */
+static int named(const rn_attached *a, rn_err *e)
+{
+  char prefix[RN_NAME_MAX + 16];
+  snprintf(prefix, sizeof prefix, "attach %s", a->name);
+  rn_err_prefix(e, prefix);
+  return e->code;
+}
+
 /* Before a read through an owner's environment: the groups its pipeline
  * committed but carries in its open LMDB transaction (sync = false) are
  * committed (rn_flush), so the read transaction sees every group the
@@ -513,17 +526,19 @@ void rn_attach_handles_closed(rn_pipeline *owner)
 static int owner_flushed(rn_attached *a, rn_err *e)
 {
   rn_pipeline *o = a->owner;
+  if (a->pid != getpid())
+    return rn_err_set(e, RN_EMISUSE, "attach %s: opened by process %ld before a fork; attach it again in this process",
+                      a->name, (long)a->pid);
   if (!a->shared) return orphaned(a, e);
+  if (o && rn_envs_writer_here(&o->store, o->store.path, e)) /* attached in its thread, read in another */
+    return named(a, e);
   if (a->reopen) {
     int rc = reopen((rn_attached *)a, e);
     if (rc) return rc;
   }
   if (!o || o->state != RN_IDLE || !o->store.wtxn || rn_flush(o) == 0) return 0;
   *e = o->err;
-  char prefix[RN_NAME_MAX + 16];
-  snprintf(prefix, sizeof prefix, "attach %s", a->name);
-  rn_err_prefix(e, prefix);
-  return e->code;
+  return named(a, e);
 }
 
 typedef struct copied {

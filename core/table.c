@@ -24,6 +24,7 @@
 #include <assert.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "key.h"
 #include "ops.h"
@@ -667,6 +668,7 @@ static void cursor_end(rn_table_cursor *c)
 {
   rn_pipeline *p = c->t->p;
   if (c->cur && !group_cursor_dead(c)) mdb_cursor_close(c->cur);
+  if (c->view.own && p->store.pid != getpid()) c->view.own = NULL; /* a forked child's: the parent's reader slot */
   rn_snapshot_close(&c->view);
   if (c->prev) c->prev->next = c->next; else p->cursors = c->next;
   if (c->next) c->next->prev = c->prev;

@@ -76,11 +76,20 @@ void rn_lua_not_in_finalizer(lua_State *L)
     rn_lua_error(L, "runnel: not from a finalizer (__gc): it may run in the middle of a runnel call");
 }
 
+/* A pipeline a forked child inherited is not the child's to use (store.h,
+ * rn_store_forked); closing or collecting it is harmless. */
+static void not_forked(lua_State *L, lpipe *lp)
+{
+  rn_err e = { .code = RN_OK };
+  if (rn_store_forked(&lp->p->store, &e)) rn_lua_error(L, "runnel: %s", e.msg);
+}
+
 lpipe *rn_lua_checkpipe(lua_State *L, int idx)
 {
   lpipe *lp = luaL_checkudata(L, idx, RN_PIPELINE_MT);
   if (!lp->p) rn_lua_error(L, "runnel: the pipeline is closed");
   rn_lua_not_in_finalizer(L);
+  not_forked(L, lp);
   lp->L = L;
   return lp;
 }
@@ -176,6 +185,7 @@ lrel *rn_lua_checkrel(lua_State *L, int idx)
   lrel *r = luaL_checkudata(L, idx, RN_RELATION_MT);
   if (!r->lp->p) rn_lua_error(L, "runnel: the pipeline of this relation is closed");
   rn_lua_not_in_finalizer(L);
+  not_forked(L, r->lp);
   r->lp->L = L;
   return r;
 }

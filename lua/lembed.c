@@ -160,6 +160,8 @@ RN_API int rn_run_lua(rn_pipeline *p, lua_State *L, const char *path)
 {
   if (!p) return RN_EINVAL;
   if (!path) return rn_err_set(&p->err, RN_EINVAL, "rn_run_lua: the path is NULL");
+  if (rn_store_forked(&p->store, &p->err)) return p->err.code; /* a child's use of its parent's LMDB */
+
   int rc = run(p, L, path, NULL, NULL);
   if (!rc) rn_err_clear(&p->err); /* calls the script caught are not its message */
   return rc;
@@ -169,6 +171,8 @@ RN_API int rn_run_lua_string(rn_pipeline *p, lua_State *L, const char *chunk, co
 {
   if (!p) return RN_EINVAL;
   if (!chunk) return rn_err_set(&p->err, RN_EINVAL, "rn_run_lua_string: the chunk is NULL");
+  if (rn_store_forked(&p->store, &p->err)) return p->err.code; /* a child's use of its parent's LMDB */
+
   int rc = run(p, L, NULL, chunk, name ? name : "=chunk");
   if (!rc) rn_err_clear(&p->err); /* calls the script caught are not its message */
   return rc;

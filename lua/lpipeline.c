@@ -8,6 +8,7 @@
 #include "cdc.h"
 #include "distinct.h"
 #include "envs.h"
+#include "evolve_code.h"
 #include "lbind.h"
 #include "outbox.h"
 #include "row.h"
@@ -94,12 +95,18 @@ static int l_close(lua_State *L)
   return rc ? rn_lua_error(L, "%s", lost) : 0;
 }
 
-/* __gc never raises: an unreachable pipeline has no callback running.
+/* __gc never raises: an unreachable pipeline has no callback running,
+ * unless the Lua state closes under one (os.exit(code, true) in a sink or
+ * a mapper): the pipeline cannot be closed then (its frames are below), and
+ * the process ends, so a temporary state's directory is removed now.
  * Groups its close could not commit are said on stderr. */
 static int l_gc(lua_State *L)
 {
   char lost[RN_ERRMSG_MAX];
-  if (close_pipe(L, luaL_checkudata(L, 1, RN_PIPELINE_MT), lost, sizeof lost) > 0) fprintf(stderr, "runnel: %s\n", lost);
+  lpipe *lp = luaL_checkudata(L, 1, RN_PIPELINE_MT);
+  int rc = close_pipe(L, lp, lost, sizeof lost);
+  if (rc > 0) fprintf(stderr, "runnel: %s\n", lost);
+  if (rc < 0) rn_store_remove_temp(&lp->p->store);
   return 0;
 }
 
@@ -274,7 +281,21 @@ static int l_relations(lua_State *L)
   return 1;
 }
 
+/* p:_code(name, fingerprint) -> true | nil, err: before relation name is
+ * declared, its functions' fingerprint (evolve_code.h) */
+static int l_code(lua_State *L)
+{
+  lpipe *lp = rn_lua_checkpipe(L, 1);
+  const char *name = luaL_checkstring(L, 2);
+  size_t len;
+  const char *fingerprint = luaL_checklstring(L, 3, &len);
+  if (rn_code_record(lp->p, name, fingerprint, len)) return rn_lua_nil_error(L, rn_errmsg(lp->p));
+  lua_pushboolean(L, 1);
+  return 1;
+}
+
 static const luaL_Reg pipeline_methods[] = {
+  { "_code", l_code },
   { "_declare", l_declare },
   { "_filter", rn_lua_declare_filter },
   { "_map", rn_lua_declare_map },

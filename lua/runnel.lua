@@ -190,12 +190,70 @@ local function derived_name(rel, what, name)
   return candidate
 end
 
+-- ---- the functions a derived relation runs, between runs (core/evolve_code.h) ----
+
+-- string.dump keeps the lines a function was defined between, stripped or
+-- not: they are cut (Lua 5.4's layout: a 31-byte header, the upvalue
+-- count, the stripped source's empty string 0x80, then the two lines as
+-- varints, each ending with the byte whose high bit is set), so a function
+-- moved to other lines keeps its fingerprint. A function defined inside it
+-- keeps its own lines.
+local function without_lines(code)
+  if code:sub(1, 5) ~= "\27Lua\x54" or #code < 36 or code:byte(33) ~= 0x80 then return code end
+  local at = 34
+  for _ = 1, 2 do
+    while at <= #code and code:byte(at) < 0x80 do at = at + 1 end
+    at = at + 1
+  end
+  return code:sub(1, 33) .. code:sub(at)
+end
+
+-- A fingerprint of fn that stays while its behaviour does: its bytecode
+-- without debug information (string.dump(fn, true) less its lines: the
+-- same function elsewhere or under another name is the same), then each upvalue it
+-- reads: a number, string, boolean or nil by value, a Lua function by its
+-- own fingerprint (a local helper), anything else (a table, userdata, a C
+-- function) by its type only: a change inside a table it reads, or in a
+-- global (_ENV), is not seen.
+local function fingerprint(fn, depth)
+  local ok, code = pcall(string.dump, fn, true)
+  if not ok then return "C function" end
+  code = without_lines(code)
+  local parts = { #code, ":", code }
+  for i = 1, math.huge do
+    local name, value = debug.getupvalue(fn, i)
+    if name == nil then break end
+    local kind = name == "_ENV" and "_ENV" or math.type(value) or type(value)
+    local shown = ""
+    if kind == "integer" or kind == "boolean" then shown = tostring(value)
+    elseif kind == "float" then shown = ("%a"):format(value)
+    elseif kind == "string" then shown = #value .. ":" .. value
+    elseif kind == "function" and depth < 4 then shown = fingerprint(value, depth + 1) end
+    parts[#parts + 1] = ("|%s %d:%s"):format(kind, #shown, shown)
+  end
+  return table.concat(parts)
+end
+
+-- Before relation name is declared: its functions' fingerprint, in the
+-- order given (a join's mapper, selector and joiner; nil where absent),
+-- kept by the state; a new one has what is built from it rebuilt.
+local function record_code(p, name, ...)
+  local parts = {}
+  for i = 1, select("#", ...) do
+    local fn = select(i, ...)
+    parts[i] = type(fn) == "function" and fingerprint(fn, 0) or "-"
+  end
+  local ok, err = p:_code(name, table.concat(parts, "\0"))
+  if not ok then raise(err) end
+end
+
 --- rel:filter(fn [, name]) -> relation of the rows for which fn(row) is true.
 function Relation:filter(fn, name)
   check_relation(self, "filter")
   if type(fn) ~= "function" then raise("filter: expects a function, got " .. type(fn)) end
   local n, err = derived_name(self, "filter", name)
   if not n then raise(err) end
+  record_code(self:pipeline(), n, fn)
   local rel
   rel, err = self:pipeline():_filter(self, n, fn)
   if not rel then raise(err) end
@@ -213,6 +271,7 @@ function Relation:map(fn, decl, name)
   if not cols then raise(err) end
   key, err = key_spec(n, decl.key)
   if err then raise(err) end
+  record_code(self:pipeline(), n, fn)
   local rel
   rel, err = self:pipeline():_map(self, n, fn, cols, key)
   if not rel then raise(err) end
@@ -331,6 +390,7 @@ function Relation:join(right, opts)
   local rel
   local joiner = type(opts.joiner) == "function" and opts.joiner or nil
   local copies = joiner and joiner_copies(joiner, kind) -- done in C when it gives exactly cols
+  if opts.mapper or opts.selector or joiner then record_code(self:pipeline(), n, opts.mapper, opts.selector, joiner) end
   rel, err = self:pipeline():_join(self, right, n, kind, on, opts.mapper, opts.selector, joiner, cols, key, from, to,
                                    copies)
   if not rel then raise(err) end
@@ -498,6 +558,11 @@ function Relation:aggregate(spec)
   if #aggs == 0 then raise("aggregate: name at least one aggregate, e.g. n = runnel.count()") end
   local n, err = derived_name(self, "aggregate", type(spec.name) == "string" and spec.name or nil)
   if not n then raise(err) end
+  local fns = {} -- runnel.agg{…}'s functions, in column order
+  for _, a in ipairs(aggs) do
+    if a.fns then for _, f in ipairs{ "init", "add", "remove", "result" } do fns[#fns + 1] = a.fns[f] or false end end
+  end
+  if #fns > 0 then record_code(self:pipeline(), n, table.unpack(fns)) end
   local rel
   rel, err = self:pipeline():_aggregate(self, n, by, window, aggs, aggregate_key(spec.key, by))
   if not rel then raise(err) end

@@ -396,6 +396,35 @@ static void test_state_made_again_under_an_attach(void)
   remove_state(dir);
 }
 
+/* A state's files removed (the directory kept) while an attach of it is
+ * open, and a new state made in the directory: the registry took the new
+ * one for the old (one directory inode), refusing its writer in this
+ * process ("open for reading") and giving a new attach the old one's
+ * environment on deleted files (no "t4" there). The old attach reads on
+ * what it had. */
+static void test_state_files_made_again_under_an_attach(void)
+{
+  char dir[] = "/tmp/rn_envs_XXXXXX";
+  CHECK(mkdtemp(dir) != NULL);
+  make_state(dir, 3);
+  rn_attached *old = NULL, *fresh = NULL;
+  rn_err e = { 0 };
+  CHECK(rn_attach(dir, "t2", NULL, &old, &e) == 0);
+  char cmd[128];
+  snprintf(cmd, sizeof cmd, "rm -f %s/*", dir);
+  CHECK(system(cmd) == 0);
+  make_state(dir, 5); /* its writer, in this process */
+  CHECK(rn_attach(dir, "t4", NULL, &fresh, &e) == 0);
+  CHECK(rows(fresh) == 5);
+  CHECK(rows(old) == 3);
+  rn_attach_close(old);
+  CHECK(rn_envs_readers(dir) == 1);
+  rn_attach_close(fresh);
+  CHECK(rn_envs_readers(dir) == 0);
+  CHECK(lock_held_elsewhere(dir) == 0);
+  remove_state(dir);
+}
+
 /* ---- what rn_inspect reports ---- */
 
 /* rn_inspect reads through the readers' environment, which maps far more
@@ -560,6 +589,7 @@ int main(void)
   RUN(test_one_state_by_several_paths);
   RUN(test_verify_in_another_thread);
   RUN(test_state_made_again_under_an_attach);
+  RUN(test_state_files_made_again_under_an_attach);
   RUN(test_inspect_reports_the_states_map);
   RUN(test_threads_copy_at_once);
   RUN(test_inspect_callback_writes);

@@ -1,0 +1,31 @@
+/* evolve_code.h — the Lua functions a derived relation runs (a filter's or
+ * map's function, a join's mapper, selector and joiner, an aggregate's
+ * runnel.agg functions), changed between runs over one state. Their rows,
+ * or the rows built from them downstream, were made by the old functions:
+ * like a declaration that changed (evolve.h), a new function has the state
+ * built from it rebuilt.
+ *
+ * The binding gives a fingerprint of the functions (lua/runnel.lua: their
+ * bytecode without debug information, and the values of the upvalues they
+ * read); the state keeps its hash:
+ *
+ *     meta "fn:" name   |u64 rn_hash64(fingerprint)|
+ *
+ * A fingerprint that differs from the one kept marks the state evolved
+ * (store.h's "ev", in the same transaction): every stateful derived
+ * relation declared after it (a join, aggregate, distinct, top or index)
+ * is rebuilt from its inputs, this one and those fed by it among them, as
+ * after a source table's rewrite. None kept (a new relation, or a state an
+ * older runnel wrote) is recorded without a rebuild. */
+#ifndef RN_EVOLVE_CODE_H
+#define RN_EVOLVE_CODE_H
+
+#include "pipeline.h"
+
+/* Before relation name is declared (outside groups): records the hash of
+ * its functions' fingerprint (len bytes); when it differs from the one the
+ * state keeps, adds the note "name: its function changed: …" and marks
+ * the state evolved. Errors as a declaration's (rn_check_declarable). */
+int rn_code_record(rn_pipeline *p, const char *name, const char *fingerprint, size_t len);
+
+#endif

@@ -77,10 +77,26 @@ static bool same_state(const entry *x, const state_id *id, pid_t self)
   return !x->data_known || (id->has_data && x->data_dev == id->data.st_dev && x->data_ino == id->data.st_ino);
 }
 
+static _Atomic pid_t self_pid;
+static pthread_once_t self_once = PTHREAD_ONCE_INIT;
+
+static void note_self(void) { self_pid = getpid(); }
+static void watch_self(void)
+{
+  note_self();
+  pthread_atfork(NULL, NULL, note_self); /* in the child, after the fork */
+}
+
+pid_t rn_envs_self(void)
+{
+  pthread_once(&self_once, watch_self);
+  return self_pid;
+}
+
 /* The entry of the state id names (NULL: none yet). */
 static entry *find(const state_id *id)
 {
-  pid_t self = getpid();
+  pid_t self = rn_envs_self();
   for (entry *x = entries; x; x = x->next)
     if (same_state(x, id, self)) return x;
   return NULL;
@@ -103,7 +119,7 @@ static entry *add(const state_id *id)
   if (!x) return NULL;
   x->dev = id->dir.st_dev;
   x->ino = id->dir.st_ino;
-  x->pid = getpid();
+  x->pid = rn_envs_self();
   x->next = entries;
   entries = x;
   return x;

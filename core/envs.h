@@ -25,6 +25,7 @@
 #define RN_ENVS_H
 
 #include <lmdb.h>
+#include <sys/types.h>
 
 #include "error.h"
 
@@ -79,5 +80,11 @@ void rn_envs_read_done(MDB_env *env);
  * the readers' environment. Recursive: an rn_inspect callback may attach. */
 void rn_envs_dbis_lock(void);
 void rn_envs_dbis_unlock(void);
+
+/* This process's id, as getpid() says it, for the checks on every call
+ * that a handle is used in the process that opened it (a forked child may
+ * not use its parent's LMDB): a load, not a system call (glibc no longer
+ * caches getpid); a fork handler keeps it right in the child. */
+pid_t rn_envs_self(void);
 
 #endif

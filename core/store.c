@@ -253,7 +253,7 @@ int rn_store_open(rn_store *s, const char *path, bool nosync, bool writemap, siz
 {
   memset(s, 0, sizeof *s);
   s->lock_fd = -1;
-  s->pid = getpid();
+  s->pid = rn_envs_self();
   int rc = make_dir(s, path, e);
   if (!rc) rc = lock_writer(s, e);
   if (!rc) rc = rn_envs_claim(s->path, s, e); /* the process's one environment on it (envs.h) */
@@ -297,14 +297,14 @@ fail:
 
 int rn_store_forked(const rn_store *s, rn_err *e)
 {
-  if (s->pid == getpid()) return 0;
+  if (s->pid == rn_envs_self()) return 0;
   return rn_err_set(e, RN_EMISUSE, "state %s was opened by process %ld before a fork; open it again in this process",
                     s->path ? s->path : "(closed)", (long)s->pid);
 }
 
 void rn_store_remove_temp(rn_store *s)
 {
-  if (s->temp && s->path && s->pid == getpid()) nftw(s->path, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
+  if (s->temp && s->path && s->pid == rn_envs_self()) nftw(s->path, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
   s->temp = false;
 }
 
@@ -318,7 +318,7 @@ void rn_store_remove_temp(rn_store *s)
  * file). */
 void rn_store_close(rn_store *s)
 {
-  bool child = s->pid != getpid();
+  bool child = s->pid != rn_envs_self();
   rn_wb_free(s->wb);
   rn_rowcache_free(s->rowcache);
   if (s->wtxn && !child) mdb_txn_abort(s->wtxn);

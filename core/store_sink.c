@@ -343,7 +343,7 @@ static int attach(const char *path, const char *name, rn_pipeline *owner, rn_att
     free(key);
     return rn_err_set(e, RN_ENOMEM, "out of memory");
   }
-  a->pid = getpid();
+  a->pid = rn_envs_self();
   if (owner && owner->store.pid != a->pid) owner = NULL; /* a parent's pipeline (Lua's registry): open our own */
   void *writer = NULL;
   if (rn_envs_writer(path, &writer, e)) { /* an owner given (the Lua state's pipeline) is checked too */
@@ -526,7 +526,7 @@ static int named(const rn_attached *a, rn_err *e)
 static int owner_flushed(rn_attached *a, rn_err *e)
 {
   rn_pipeline *o = a->owner;
-  if (a->pid != getpid())
+  if (a->pid != rn_envs_self())
     return rn_err_set(e, RN_EMISUSE, "attach %s: opened by process %ld before a fork; attach it again in this process",
                       a->name, (long)a->pid);
   if (!a->shared) return orphaned(a, e);

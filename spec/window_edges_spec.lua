@@ -1,0 +1,115 @@
+-- Windows and aggregates at their edges (adversarial review): event times
+-- that have no window, window bounds past the int range, window sizes that
+-- are not finite, min/max of NaN.
+local runnel = require "runnel"
+local H = require "helper"
+
+-- Runs body (Lua text, with `runnel` and a pipeline `p` open) in a child
+-- `runnel run`, so that a crash fails this spec instead of ending it.
+-- Returns the child's stdout, stderr and exit code.
+local function child(body)
+  local dir = H.tmpdir()
+  local script = dir .. "/w.lua"
+  H.write(script, 'local runnel = require "runnel"\nlocal p = runnel.open()\n' .. body .. "\np:close()\n")
+  return H.sh(("timeout 20 %s run %s"):format(H.runnel_bin, script))
+end
+
+-- A stream ev(k, ts, v) with a tumbling (or hopping) window aggregate over
+-- it, then one insert of ts (Lua text), printing "ok <count>" or the error.
+local function one_event(ts_type, window, ts)
+  return child(([[
+local s = p:stream("ev", { {"k","string"}, {"ts","%s"}, {"v","int"} })
+local w = s:aggregate{ by = "k", window = %s, n = runnel.count() }
+local ok, err = pcall(function() s:insert{ k = "a", ts = %s, v = 1 } end)
+print(ok and ("ok " .. w:count()) or err)
+for r in w:rows() do print(r.window_start, r.window_end) end]]):format(ts_type, window, ts))
+end
+
+describe("window edges", function()
+  teardown(H.cleanup)
+
+  it("refuses an event time with no window (NaN, infinite, too far for exact window numbers), naming the column", function()
+    for _, case in ipairs{
+      { "0/0", 'the event time column "ts" is NaN' },
+      { "math.huge", 'the event time column "ts" is inf' },
+      { "-math.huge", 'the event time column "ts" is -inf' },
+      { "1e20", 'the event time column "ts" is 1e+20: too far from 0 for windows of step 10' },
+    } do
+      for _, window in ipairs{ 'runnel.tumbling(10, "ts")', 'runnel.hopping(10, 5, "ts")' } do
+        local out, err, code = one_event("float", window, case[1])
+        assert.equal(0, code, err)
+        if window:find("hopping") then case[2] = case[2]:gsub("step 10", "step 5") end
+        assert.matches("w.lua:5: ev.aggregate: " .. case[2], out, 1, true)
+      end
+    end
+  end)
+
+  it("keeps float event times near the exact limit in their windows", function()
+    local out, err, code = one_event("float", 'runnel.tumbling(10, "ts")', "2^52 * 10 + 20")
+    assert.equal(0, code, err)
+    assert.equal("ok 1\n4.5035996273705e+16\t4.5035996273705e+16\n", out)
+  end)
+
+  it("refuses an int event time whose window passes the int range instead of wrapping it", function()
+    local cases = {
+      { "math.maxinteger", 'runnel.tumbling(10, "ts")', "9223372036854775807: its window of size 10 passes the 64-bit int range" },
+      { "math.mininteger", 'runnel.tumbling(10, "ts")', "-9223372036854775808: its window of size 10 passes the 64-bit int range" },
+      { "math.mininteger + 2", 'runnel.hopping(10, 5, "ts")', "-9223372036854775806: its window of size 10 passes the 64-bit int range" },
+      { "math.maxinteger - 3", 'runnel.hopping(10, 5, "ts")', "9223372036854775804: its window of size 10 passes the 64-bit int range" },
+    }
+    for _, case in ipairs(cases) do
+      local out, err, code = one_event("int", case[2], case[1])
+      assert.equal(0, code, err)
+      assert.matches('w.lua:5: ev.aggregate: the event time column "ts" is ' .. case[3], out, 1, true)
+    end
+    -- the windows that fit are kept, to the last one
+    local out, err, code = one_event("int", 'runnel.tumbling(10, "ts")', "math.mininteger + 8")
+    assert.equal(0, code, err)
+    assert.equal("ok 1\n-9223372036854775800\t-9223372036854775790\n", out)
+    out, err, code = one_event("int", 'runnel.tumbling(10, "ts")', "9223372036854775797 - 10")
+    assert.equal(0, code, err)
+    assert.equal("ok 1\n9223372036854775780\t9223372036854775790\n", out)
+  end)
+
+  it("keeps the group whole after a refused event time", function()
+    local p = runnel.open()
+    local s = p:stream("ev", { {"k","string"}, {"ts","float"} })
+    local w = s:aggregate{ by = "k", window = runnel.tumbling(10, "ts"), n = runnel.count() }
+    s:insert{ k = "a", ts = 1 }
+    p:begin()
+    s:insert{ k = "a", ts = 2 }
+    assert.matches('ev.aggregate: the event time column "ts" is NaN', H.error_of(s.insert, s, { k = "b", ts = 0 / 0 }))
+    assert.is_false(p:in_group())                      -- the group was rolled back
+    assert.same({ { k = "a", window_start = 0.0, window_end = 10.0, n = 1 } }, (function()
+      local out = {}
+      for r in w:rows() do out[#out + 1] = r end
+      return out
+    end)())
+    p:close()
+  end)
+
+  it("refuses window sizes and steps that are not finite, or past what an int time column holds", function()
+    local p = runnel.open()
+    local s = p:stream("ev", { {"ts","float"}, {"t","int"} })
+    assert.matches("ev.aggregate: a window needs a finite size and step",
+                   H.error_of(function() s:aggregate{ window = runnel.tumbling(math.huge, "ts"), n = runnel.count() } end), 1, true)
+    assert.matches("ev.aggregate: a window needs a finite size and step",
+                   H.error_of(function() s:aggregate{ window = runnel.hopping(math.huge, math.huge, "ts"), n = runnel.count() } end), 1, true)
+    assert.matches("ev.aggregate: an int time column takes window sizes and steps up to 2^62",
+                   H.error_of(function() s:aggregate{ window = runnel.tumbling(2^63, "t"), n = runnel.count() } end), 1, true)
+    p:close()
+  end)
+end)
+
+describe("aggregate edges", function()
+  it("names the aggregate and the column of a NaN refused by min or max", function()
+    local p = runnel.open()
+    local t = p:table("t", { {"id","int"}, {"f","float", null = true}, key = "id" })
+    t:aggregate{ low = runnel.min("f") }
+    t:insert{ id = 1, f = 1.5 }
+    assert.equal('t.aggregate: min "low" of column "f" is NaN: NaN has no place among min and max',
+                 H.error_of(function() t:update{ id = 1, f = 0 / 0 } end))
+    assert.equal(1.5, t:get(1).f)
+    p:close()
+  end)
+end)

@@ -44,6 +44,7 @@
 
 #include "key.h"
 #include "json.h"
+#include "lookup.h"
 #include "ndjson.h"
 #include "outbox.h"
 #include "row.h"
@@ -720,13 +721,20 @@ static int ssource_fetch(void *ctx, rn_rel *lk, const msgpack_object *key, int n
       v[i].via.str.ptr = copy;
       v[i].via.str.size = (uint32_t)n;
       if ((ls->cols[i].type == RN_T_LIST || ls->cols[i].type == RN_T_MAP || ls->cols[i].type == RN_T_ANY ||
-           ls->cols[i].type == RN_T_STRUCT) && rn_json_parse(copy, (size_t)n, &v[i], &p->scratch, e))
+           ls->cols[i].type == RN_T_STRUCT) && rn_json_parse(copy, (size_t)n, &v[i], &p->scratch, e)) {
+        char what[sizeof e->msg];
+        snprintf(what, sizeof what, "%s", e->msg);
+        rn_err_set(e, e->code, "column \"%s\": %s", ls->cols[i].name, what);
+        rn_lookup_bad_row(lk, key, e);
+        sqlite3_reset(s->select); /* else the statement holds its read on the database */
         return e->code;
+      }
     }
     }
   }
   rc = rn_row_normalize(ls, lk->name, RN_ROW_FULL, v, given, &p->scratch, e);
   if (!rc) rn_row_pack(ls, v, row);
+  else rn_lookup_bad_row(lk, key, e);
   sqlite3_reset(s->select);
   return rc;
 }

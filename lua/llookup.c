@@ -125,7 +125,7 @@ static int fetch_body(lua_State *L, void *ud, rn_err *e)
     if (!given[ls->key_slots[i]]) { vals[ls->key_slots[i]] = c->key[i]; given[ls->key_slots[i]] = 1; }
   if (!rc) rc = rn_row_normalize(ls, lk->name, RN_ROW_FULL, vals, given, &lp->p->scratch, e);
   if (!rc) rn_row_pack(ls, vals, c->row);
-  else rn_err_prefix(e, "source returned a bad row");
+  else rn_lookup_bad_row(lk, c->key, e);
   return rc;
 }
 

@@ -113,3 +113,28 @@ describe("aggregate edges", function()
     p:close()
   end)
 end)
+
+describe("runnel.agg edges", function()
+  it("names the aggregate and the function that failed, and the column of a value it cannot keep", function()
+    local p = runnel.open()
+    local t = p:table("t", { {"id","int"}, {"v","int"}, key = "id" })
+    local mode
+    t:aggregate{ n = runnel.count(), u = runnel.agg{
+      init = function() if mode == "init" then error("init boom", 0) end return 0 end,
+      add = function(st, row) if mode == "add" then return print end return st + row.v end,
+      remove = function(st, row) return st - row.v end,
+      result = function(st) if mode == "result" then return { f = print } end return st end } }
+    t:insert{ id = 1, v = 1 }
+    t:delete{ id = 1 }                                   -- the group empties: the next insert inits again
+    mode = "init"
+    assert.equal('t.aggregate: aggregate "u": init: init boom', H.error_of(t.insert, t, { id = 2, v = 1 }))
+    mode = "add"
+    assert.equal('t.aggregate: aggregate "u": add: column "u": expected a storable value, got function',
+                 H.error_of(t.insert, t, { id = 2, v = 1 }))
+    mode = "result"
+    assert.equal('t.aggregate: aggregate "u": result: column "u": expected a storable value, got function',
+                 H.error_of(t.insert, t, { id = 2, v = 1 }))
+    assert.equal(0, t:count())
+    p:close()
+  end)
+end)

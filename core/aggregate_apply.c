@@ -55,8 +55,8 @@ static int float_windows(rn_aggregate *a, double ts, msgpack_sbuffer *b, size_t 
                       a->out->name, time_col(a), isnan(ts) ? "NaN" : ts > 0 ? "inf" : "-inf");
   double hi = floor(ts / a->w.step), m = a->w.size / a->w.step;
   if (!(fabs(hi) + m + 2 < EXACT_WINDOWS) || !isfinite(hi * a->w.step + a->w.size))
-    return rn_err_set(err_of(a), RN_EINVAL, "%s: the event time column \"%s\" is %.17g: too far from 0 for "
-                      "windows of step %.17g (window numbers past 2^53 are not exact)",
+    return rn_err_set(err_of(a), RN_EINVAL, "%s: the event time column \"%s\" is %.15g: too far from 0 for "
+                      "windows of step %.15g (window numbers past 2^53 are not exact)",
                       a->out->name, time_col(a), ts, a->w.step);
   bool multiple = m == floor(m);
   int rc = 0;

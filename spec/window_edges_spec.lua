@@ -88,6 +88,24 @@ describe("window edges", function()
     p:close()
   end)
 
+  it("names the input file and line of an event time refused in p:run, keeping the groups before it", function()
+    local dir = H.tmpdir()
+    local input = dir .. "/in.ndjson"
+    H.write(input, '{"rel":"ev","op":"insert","row":{"k":"a","ts":1}}\n{"rel":"ev","op":"insert","row":{"k":"a","ts":2}}\n'
+                   .. '{"rel":"ev","op":"insert","row":{"k":"a","ts":3}}\n{"rel":"ev","op":"insert","row":{"k":"b","ts":1e300}}\n')
+    local p = runnel.open()
+    local s = p:stream("ev", { {"k","string"}, {"ts","float"} })
+    local w = s:aggregate{ by = "k", window = runnel.tumbling(10, "ts"), n = runnel.count() }
+    local ok, err = pcall(p.run, p, runnel.ndjson_source(input), { batch = 2 })
+    assert.is_false(ok)
+    assert.equal(input .. ':4: ev.aggregate: the event time column "ts" is 1e+300: too far from 0 for windows of step 10 '
+                 .. "(window numbers past 2^53 are not exact)", err)
+    local rows = {}
+    for r in w:rows() do rows[#rows + 1] = r.k .. " " .. r.n end
+    assert.same({ "a 2" }, rows)                         -- the first group; the second rolled back
+    p:close()
+  end)
+
   it("refuses window sizes and steps that are not finite, or past what an int time column holds", function()
     local p = runnel.open()
     local s = p:stream("ev", { {"ts","float"}, {"t","int"} })

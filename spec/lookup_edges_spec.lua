@@ -108,3 +108,31 @@ describe("a SQLite lookup source with rows that do not fit", function()
     p:close()
   end)
 end)
+
+describe("a lookup's cache options", function()
+  it("are refused at the user's line, naming the lookup, when they are not a size >= 1 and a ttl > 0", function()
+    local p = runnel.open()
+    local line = debug.getinfo(1, "l").currentline + 2
+    local function declare(cache)
+      local l = p:lookup("l", { {"n","int"}, {"v","string"}, key = "n", source = function() end, cache = cache })
+      return l
+    end
+    for _, case in ipairs{
+      { { ttl = 1, size = 10.5 }, "l: cache: size must be a whole number >= 1, got 10.5" },
+      { { ttl = 1, size = -1 }, "l: cache: size must be a whole number >= 1, got -1" },
+      { { ttl = 1, size = 0 }, "l: cache: size must be a whole number >= 1, got 0" },
+      { { ttl = 1, size = 2^70 }, "l: cache: size must be a whole number >= 1, got 1.1805916207174e+21" },
+      { { ttl = 1, size = "10" }, "l: cache: size must be a whole number >= 1, got 10" },
+      { { ttl = "x", size = 1 }, "l: cache: ttl must be a number of seconds > 0, got x" },
+      { { ttl = 0 / 0, size = 1 }, "l: cache: ttl must be a number of seconds > 0, got " .. tostring(0 / 0) },
+      { { ttl = -1 }, "l: cache: ttl must be a number of seconds > 0, got -1" },
+    } do
+      local ok, err = pcall(declare, case[1])
+      assert.is_false(ok)
+      assert.equal(debug.getinfo(1, "S").short_src .. ":" .. line .. ": " .. case[2], err)
+    end
+    local l = declare{ size = 1e3 }                        -- a whole float is a size; no ttl: never stale
+    assert.equal("lookup", l:schema().kind)
+    p:close()
+  end)
+end)

@@ -470,8 +470,8 @@ function Relation:aggregate(spec)
   elseif spec.grace ~= nil then
     raise("aggregate: grace needs a window")
   end
-  if spec.grace ~= nil and (type(spec.grace) ~= "number" or spec.grace < 0) then
-    raise("aggregate: grace must be a number of seconds >= 0")
+  if spec.grace ~= nil and (type(spec.grace) ~= "number" or not (spec.grace >= 0)) then -- NaN too
+    raise("aggregate: grace must be a number of seconds >= 0, got " .. tostring(spec.grace))
   end
   local aggs = {}
   for k, v in pairs(spec) do

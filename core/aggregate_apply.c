@@ -81,7 +81,11 @@ int rn_agg_group_keys(rn_aggregate *a, const msgpack_object *v, gkey *keys, int 
   size_t longest_len = 0;
   for (int i = 0; i < a->nby; i++) {
     size_t at = b.size;
-    rn_key_append(&b, &v[a->by[i]]);
+    if (rn_key_append(&b, &v[a->by[i]]) != 0) { /* NaN: no key holds it */
+      msgpack_sbuffer_destroy(&b);
+      return rn_err_set(err_of(a), RN_EINVAL, "%s: by column \"%s\" is NaN: NaN has no place in a group key",
+                        a->out->name, a->in->schema->cols[a->by[i]].name);
+    }
     if (b.size - at > longest_len) { longest = i; longest_len = b.size - at; }
   }
   size_t base = b.size;

@@ -136,6 +136,28 @@ describe("aggregate edges", function()
   end)
 end)
 
+describe("aggregate by a float column", function()
+  it("refuses a NaN group value naming the column, windowed or not, and rolls the group back", function()
+    local p = runnel.open()
+    local t = p:table("t", { {"id","int"}, {"f","float", null = true}, key = "id" })
+    local a = t:aggregate{ by = "f", n = runnel.count() }
+    t:insert{ id = 1, f = 1.5 }
+    assert.equal('t.aggregate: by column "f" is NaN: NaN has no place in a group key',
+                 H.error_of(function() t:insert{ id = 2, f = 0 / 0 } end))
+    assert.equal(1, t:count())
+    assert.equal(1, a:count())
+    local s = p:stream("s", { {"k","float"}, {"ts","int"} })
+    s:aggregate{ by = "k", window = runnel.tumbling(10, "ts"), n = runnel.count() }
+    assert.equal('s.aggregate: by column "k" is NaN: NaN has no place in a group key',
+                 H.error_of(function() s:insert{ k = 0 / 0, ts = 1 } end))
+    local u = p:table("u", { {"id","int"}, {"f","float"}, key = "id" })
+    u:insert{ id = 1, f = 0 / 0 }                        -- declared over a table holding NaN: refused as well
+    assert.equal('u.aggregate: by column "f" is NaN: NaN has no place in a group key',
+                 H.error_of(function() u:aggregate{ by = "f", n = runnel.count() } end))
+    p:close()
+  end)
+end)
+
 describe("runnel.agg edges", function()
   it("names the aggregate and the function that failed, and the column of a value it cannot keep", function()
     local p = runnel.open()

@@ -298,7 +298,8 @@ static int attach_fetch(void *ctx, rn_rel *lk, const msgpack_object *key, int nk
       given[i] = slot >= 0;
       if (slot >= 0) lv[i] = sv[slot];
     }
-    if (!rc) rc = rn_row_normalize(ls, lk->name, RN_ROW_FULL, lv, given, &p->scratch, e);
+    if (!rc && (rc = rn_row_normalize(ls, lk->name, RN_ROW_FULL, lv, given, &p->scratch, e)))
+      rn_lookup_bad_row(lk, key, e);
     if (!rc) rn_row_pack(ls, lv, row);
   }
   msgpack_sbuffer_destroy(&k);

@@ -48,7 +48,11 @@ static int pack_top(laggs *g, lua_State *L, const char *what, int agg, msgpack_s
 {
   msgpack_object v;
   rn_column any = { .name = g->names[agg], .type = RN_T_ANY };
-  int rc = rn_lua_tovalue(g->lp, L, -1, NULL, &v, 0);
+  int rc = rn_lua_tovalue(g->lp, L, -1, &any, &v, 0);
+  if (rc) { /* its message (in the pipeline's error) names the column only */
+    if (e != &g->lp->p->err) *e = g->lp->p->err;
+    rn_err_prefix(e, what);
+  }
   if (!rc && v.type != MSGPACK_OBJECT_NIL) rc = rn_value_normalize(&any, &v, &g->lp->p->scratch, what, e);
   lua_pop(L, 1);
   if (rc) return rc;

@@ -176,3 +176,24 @@ describe("a lookup of another state's store whose rows do not fit it", function(
     w:close()
   end)
 end)
+
+describe("a value nested too deep", function()
+  it("names the column it is in, from a lookup's source, a table's row and a runnel.agg's state", function()
+    local p = runnel.open()
+    local cyc = {}
+    cyc[1] = cyc
+    local o = p:table("o", { {"id","int"}, {"k","int"}, {"any","any", null = true}, key = "id" })
+    local l = p:lookup("l", { {"k","int"}, {"tags","list", null = true}, key = "k", source = function() return { tags = { cyc } } end })
+    o:join(l, { on = "k", kind = "left" })
+    assert.equal('l: source returned a bad row for key (k = 1): column "tags": value nested more than 64 deep',
+                 H.error_of(function() o:insert{ id = 1, k = 1 } end))
+    assert.equal('o: column "any": value nested more than 64 deep', H.error_of(function() o:insert{ id = 1, k = 1, any = { x = cyc } } end))
+    local q = runnel.open()
+    local t = q:table("t", { {"id","int"}, key = "id" })
+    t:aggregate{ u = runnel.agg{ add = function() return { cyc } end } }
+    assert.equal('t.aggregate: aggregate "u": add: column "u": value nested more than 64 deep',
+                 H.error_of(function() t:insert{ id = 1 } end))
+    q:close()
+    p:close()
+  end)
+end)

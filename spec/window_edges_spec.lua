@@ -123,6 +123,67 @@ describe("window edges", function()
   end)
 end)
 
+describe("grace over int event times past 2^53 (nanoseconds)", function()
+  it("drops as late only events whose window is final, to the nanosecond", function()
+    local p = runnel.open()
+    local s = p:stream("ev", { {"k","string"}, {"ts","int"} })
+    local w = s:aggregate{ by = "k", window = runnel.tumbling(1000000000, "ts"), grace = 0, n = runnel.count() }
+    local base = 1700000000000000000
+    s:insert{ k = "a", ts = base + 999999990 }
+    s:insert{ k = "a", ts = base + 999999999 }          -- 9 ns later, the same window: not late
+    s:insert{ k = "a", ts = base + 1000000000 }         -- the next window: the first is final now
+    s:insert{ k = "a", ts = base + 999999995 }          -- late
+    local rows = {}
+    for r in w:rows() do rows[#rows + 1] = r.window_start .. " " .. r.n end
+    assert.same({ "1700000000000000000 2", "1700000001000000000 1" }, rows)
+    assert.equal(1, w:late())
+    assert.equal(1, p:stats().final["ev.aggregate"])
+    p:close()
+  end)
+
+  it("gives random late events at 1.7e18 what it gives them at 0, through rollbacks", function()
+    local function run(base, seed)
+      math.randomseed(seed)
+      local p = runnel.open()
+      local s = p:stream("ev", { {"k","int"}, {"ts","int"} })
+      local w = s:aggregate{ by = "k", window = runnel.hopping(10, 5, "ts"), grace = 3, n = runnel.count() }
+      local now = 0
+      for _ = 1, 60 do
+        pcall(p.batch, p, function()
+          for _ = 1, math.random(1, 6) do
+            now = now + math.random(0, 3)
+            s:insert{ k = math.random(1, 2), ts = base + now - (math.random() < 0.3 and math.random(0, 20) or 0) }
+          end
+          if math.random(8) == 1 then error("rolled back") end
+        end)
+      end
+      local out = {}
+      for r in w:rows() do out[#out + 1] = ("%d %d %d"):format(r.k, r.window_start - base, r.n) end
+      table.sort(out)
+      out[#out + 1] = ("late %d final %d"):format(w:late(), p:stats().final["ev.aggregate"])
+      p:close()
+      return out
+    end
+    for seed = 1, 8 do assert.same(run(0, seed), run(1700000000000000000, seed)) end
+  end)
+
+  it("keeps windows next to the int range's end exact", function()
+    local p = runnel.open()
+    local s = p:stream("ev", { {"k","string"}, {"ts","int"} })
+    local w = s:aggregate{ by = "k", window = runnel.tumbling(10, "ts"), grace = 5, n = runnel.count() }
+    s:insert{ k = "a", ts = math.maxinteger - 30 }      -- ..777: [..770, ..780)
+    s:insert{ k = "a", ts = math.maxinteger - 24 }      -- ..783: [..780, ..790)
+    s:insert{ k = "a", ts = math.maxinteger - 35 }      -- ..772: ..783 < ..780 + 5, not late
+    s:insert{ k = "a", ts = math.maxinteger - 22 }      -- ..785: ..770 is final now
+    s:insert{ k = "a", ts = math.maxinteger - 36 }      -- ..771: late
+    local rows = {}
+    for r in w:rows() do rows[#rows + 1] = r.window_start .. " " .. r.n end
+    assert.same({ "9223372036854775770 2", "9223372036854775780 2" }, rows)
+    assert.equal(1, w:late())
+    p:close()
+  end)
+end)
+
 describe("aggregate edges", function()
   it("names the aggregate and the column of a NaN refused by min or max", function()
     local p = runnel.open()

@@ -164,7 +164,7 @@ describe("grace over int event times past 2^53 (nanoseconds)", function()
       p:close()
       return out
     end
-    for seed = 1, 8 do assert.same(run(0, seed), run(1700000000000000000, seed)) end
+    for seed = 1, 5 do assert.same(run(0, seed), run(1700000000000000000, seed)) end
   end)
 
   it("keeps windows next to the int range's end exact", function()

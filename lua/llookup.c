@@ -1,6 +1,7 @@
 /* llookup.c — lookups and stores from Lua: p:_lookup with its three kinds
  * of source, p:_store_sink, runnel.attach readers, and the pipeline clock. */
 #include <limits.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -27,6 +28,9 @@ static int clock_body(lua_State *L, void *ud, rn_err *e)
   if (lua_type(L, -1) != LUA_TNUMBER)
     return rn_err_set(e, RN_ECALLBACK, "clock: returned %s, expected a number of seconds", luaL_typename(L, -1));
   *c->now = lua_tonumber(L, -1);
+  if (!isfinite(*c->now)) /* NaN would make every entry stale, an infinity every one fresh or stale for good */
+    return rn_err_set(e, RN_ECALLBACK, "clock: returned %s, expected a finite number of seconds",
+                      lua_tostring(L, -1));
   return 0;
 }
 

@@ -197,3 +197,21 @@ describe("a value nested too deep", function()
     p:close()
   end)
 end)
+
+describe("a pipeline clock that is not finite", function()
+  it("fails the lookup that asked the time, naming the clock; the next time is asked again", function()
+    local now = 0 / 0
+    local p = runnel.open{ clock = function() return now end }
+    local o = p:table("o", { {"id","int"}, {"k","int"}, key = "id" })
+    local l = p:lookup("l", { {"k","int"}, {"v","string"}, key = "k", source = function() return { v = "x" } end,
+                             cache = { ttl = 10, size = 5 } })
+    o:join(l, { on = "k", kind = "left" })
+    assert.matches("l: clock: returned [-]?nan, expected a finite number of seconds", H.error_of(function() o:insert{ id = 1, k = 1 } end))
+    now = math.huge
+    assert.matches("l: clock: returned inf, expected a finite number of seconds", H.error_of(function() o:insert{ id = 1, k = 1 } end))
+    now = 5
+    o:insert{ id = 1, k = 1 }
+    assert.equal(1, o:count())
+    p:close()
+  end)
+end)

@@ -156,11 +156,15 @@ static int check_aggs(rn_pipeline *p, const char *name, rn_rel *in, const rn_agg
     if (t->type != RN_T_INT && t->type != RN_T_FLOAT)
       return rn_err_set(&p->err, RN_EINVAL, "%s: the window's time column \"%s\" is %s; it must be int or float",
                         name, t->name, rn_type_name(t->type));
+    if (!isfinite(w->size) || !isfinite(w->step))
+      return rn_err_set(&p->err, RN_EINVAL, "%s: a window needs a finite size and step", name);
     if (!(w->size > 0) || !(w->step > 0) || w->size / w->step > MAX_WINDOWS)
       return rn_err_set(&p->err, RN_EINVAL, "%s: a window needs size > 0 and step > 0, size/step at most %d",
                         name, MAX_WINDOWS);
     if (t->type == RN_T_INT && (w->size != floor(w->size) || w->step != floor(w->step)))
       return rn_err_set(&p->err, RN_EINVAL, "%s: an int time column takes whole window sizes and steps", name);
+    if (t->type == RN_T_INT && (w->size > 0x1p62 || w->step > 0x1p62)) /* int window math stays in 128 bits */
+      return rn_err_set(&p->err, RN_EINVAL, "%s: an int time column takes window sizes and steps up to 2^62", name);
     if (w->has_grace && in->tablelike)
       return rn_err_set(&p->err, RN_EINVAL, "%s: grace is for windows over streams", name);
   }

@@ -7,6 +7,66 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* Appends to keys the group key (b's first base bytes, then start) of one
+ * window. */
+static int window_key(rn_aggregate *a, msgpack_sbuffer *b, size_t base, double start, int64_t istart,
+                      gkey *keys, int *n)
+{
+  b->size = base;
+  msgpack_object s = num_obj(a, start, istart);
+  rn_key_append(b, &s);
+  keys[*n].len = b->size;
+  keys[*n].k = (char *)rn_scratch_copy(a->out->p, b->data, b->size);
+  return keys[(*n)++].k ? 0 : nomem(a);
+}
+
+static const char *time_col(const rn_aggregate *a)
+{
+  return a->in->schema->cols[a->w.slot].name;
+}
+
+/* The windows of an int event time ts, counted in 128 bits: a window whose
+ * start or end leaves int64 is an error, never a wrapped bound. */
+static int int_windows(rn_aggregate *a, int64_t ts, msgpack_sbuffer *b, size_t base, gkey *keys, int *n)
+{
+  int64_t size = (int64_t)a->w.size, step = (int64_t)a->w.step; /* at most 2^62 (check_aggs) */
+  __int128 from = (__int128)ts - size, k = from / step - (from % step < 0) + 1, hi = ts / step - (ts % step < 0);
+  if (k * step < INT64_MIN || hi * step + size > INT64_MAX)
+    return rn_err_set(err_of(a), RN_EINVAL, "%s: the event time column \"%s\" is %lld: its window of size %lld "
+                      "passes the 64-bit int range", a->out->name, time_col(a), (long long)ts, (long long)size);
+  int rc = 0;
+  for (; k <= hi && !rc; k++) rc = window_key(a, b, base, 0, (int64_t)(k * step), keys, n);
+  return rc;
+}
+
+/* Window numbers (ts / step) are exact below 2^53: past it k + 1 == k. */
+#define EXACT_WINDOWS 9007199254740992.0
+
+/* The windows of a float event time ts. With size a multiple m of step
+ * (tumbling: 1) an event is in the m windows up to floor(ts / step),
+ * counted from that one index: bounds rounded apart (ts - size, or start +
+ * size) put it in one window too many or in none. NaN, an infinity or a
+ * time too far for exact window numbers is an error (it is in no window
+ * the key could name; the loop would never end). */
+static int float_windows(rn_aggregate *a, double ts, msgpack_sbuffer *b, size_t base, gkey *keys, int *n)
+{
+  if (isnan(ts) || isinf(ts))
+    return rn_err_set(err_of(a), RN_EINVAL, "%s: the event time column \"%s\" is %s: it falls in no window",
+                      a->out->name, time_col(a), isnan(ts) ? "NaN" : ts > 0 ? "inf" : "-inf");
+  double hi = floor(ts / a->w.step), m = a->w.size / a->w.step;
+  if (!(fabs(hi) + m + 2 < EXACT_WINDOWS) || !isfinite(hi * a->w.step + a->w.size))
+    return rn_err_set(err_of(a), RN_EINVAL, "%s: the event time column \"%s\" is %.15g: too far from 0 for "
+                      "windows of step %.15g (window numbers past 2^53 are not exact)",
+                      a->out->name, time_col(a), ts, a->w.step);
+  bool multiple = m == floor(m);
+  int rc = 0;
+  for (double k = multiple ? hi - m + 1 : floor((ts - a->w.size) / a->w.step) + 1; k <= hi && !rc; k++) {
+    if (!multiple && k * a->w.step + a->w.size <= ts) continue; /* float rounding at the edge */
+    rc = window_key(a, b, base, k * a->w.step, 0, keys, n);
+  }
+  return rc;
+}
+
 /* The group keys a row belongs to, ascending: one without a window, the
  * windows holding its event time with one. */
 int rn_agg_group_keys(rn_aggregate *a, const msgpack_object *v, gkey *keys, int *n)
@@ -21,7 +81,11 @@ int rn_agg_group_keys(rn_aggregate *a, const msgpack_object *v, gkey *keys, int 
   size_t longest_len = 0;
   for (int i = 0; i < a->nby; i++) {
     size_t at = b.size;
-    rn_key_append(&b, &v[a->by[i]]);
+    if (rn_key_append(&b, &v[a->by[i]]) != 0) { /* NaN: no key holds it */
+      msgpack_sbuffer_destroy(&b);
+      return rn_err_set(err_of(a), RN_EINVAL, "%s: by column \"%s\" is NaN: NaN has no place in a group key",
+                        a->out->name, a->in->schema->cols[a->by[i]].name);
+    }
     if (b.size - at > longest_len) { longest = i; longest_len = b.size - at; }
   }
   size_t base = b.size;
@@ -38,36 +102,10 @@ int rn_agg_group_keys(rn_aggregate *a, const msgpack_object *v, gkey *keys, int 
     keys[(*n)++] = (gkey){ NULL, b.size };
   } else {
     const msgpack_object *t = &v[a->w.slot];
-    if (t->type == MSGPACK_OBJECT_NIL) {
+    if (t->type == MSGPACK_OBJECT_NIL)
       rc = rn_err_set(err_of(a), RN_EINVAL, "%s: the event time column \"%s\" is null", a->out->name,
                       a->in->schema->cols[a->w.slot].name);
-    } else if (a->time_int) {
-      int64_t ts = as_int(t), size = (int64_t)a->w.size, step = (int64_t)a->w.step;
-      for (int64_t k = floor_div(ts - size, step) + 1; k <= floor_div(ts, step) && !rc; k++) {
-        b.size = base;
-        msgpack_object s = num_obj(a, 0, k * step);
-        rn_key_append(&b, &s);
-        keys[*n].len = b.size;
-        keys[*n].k = (char *)rn_scratch_copy(a->out->p, b.data, b.size);
-        if (!keys[(*n)++].k) rc = nomem(a);
-      }
-    } else {
-      /* With size a multiple m of step (tumbling: 1) an event is in the m
-       * windows up to floor(ts / step), counted from that one index: bounds
-       * rounded apart (ts - size, or start + size) put it in one window
-       * too many or in none. */
-      double ts = as_double(t), hi = floor(ts / a->w.step), m = a->w.size / a->w.step;
-      bool multiple = m == floor(m);
-      for (double k = multiple ? hi - m + 1 : floor((ts - a->w.size) / a->w.step) + 1; k <= hi && !rc; k++) {
-        if (!multiple && k * a->w.step + a->w.size <= ts) continue; /* float rounding at the edge */
-        b.size = base;
-        msgpack_object s = num_obj(a, k * a->w.step, 0);
-        rn_key_append(&b, &s);
-        keys[*n].len = b.size;
-        keys[*n].k = (char *)rn_scratch_copy(a->out->p, b.data, b.size);
-        if (!keys[(*n)++].k) rc = nomem(a);
-      }
-    }
+    else rc = a->time_int ? int_windows(a, as_int(t), &b, base, keys, n) : float_windows(a, as_double(t), &b, base, keys, n);
     msgpack_sbuffer_destroy(&b);
     return rc;
   }

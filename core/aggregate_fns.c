@@ -76,7 +76,10 @@ static int value_count(rn_aggregate *a, const gkey *g, int i, const msgpack_obje
   rn_buf_write(&b, g->k, g->len);
   char idx = (char)a->aggs[i].slot;
   rn_buf_write(&b, &idx, 1);
-  int rc = rn_key_append(&b, v) ? rn_err_set(err_of(a), RN_EINVAL, "%s: NaN has no place among min and max", a->out->name) : 0;
+  int rc = rn_key_append(&b, v) ? rn_err_set(err_of(a), RN_EINVAL, "%s: %s \"%s\" of column \"%s\" is NaN: NaN has no "
+                                              "place among min and max", a->out->name,
+                                              a->aggs[i].kind == RN_AGG_MAX ? "max" : "min", a->aggs[i].name,
+                                              a->in->schema->cols[a->aggs[i].slot].name) : 0;
   if (!rc && b.size > RN_STORE_KEY_MAX)
     rc = rn_err_set(err_of(a), RN_EINVAL, "%s: %s: a value and its group key are longer than %d bytes",
                     a->out->name, a->aggs[i].name, RN_STORE_KEY_MAX);

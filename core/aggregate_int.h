@@ -60,11 +60,19 @@ typedef struct rn_aggregate {
   MDB_dbi groups_dbi, values_dbi, windows_dbi; /* windows_dbi: with grace only */
   uint64_t next_final_txn;  /* the store's txn_serial next_final was worked out in (0: none) */
   double next_final;        /* the largest event time below which no open window is final */
+  __int128 next_final_int;  /* the same for an int time column, exact (rn_agg_window_final) */
   MDB_txn *reading;       /* a scan's read transaction, or NULL: the group's */
   bool rebuilding;        /* a rebuild runs: int sums may leave int64 on the way (rn_agg_sums_fit) */
   msgpack_sbuffer buf;    /* scratch: a group's value */
   msgpack_sbuffer state, answer; /* scratch: a user aggregate's state in, its answer out */
 } rn_aggregate;
+
+/* An event time or window start: as a double, and exactly for an int time
+ * column (i; 0 for a float one). */
+typedef struct rn_agg_time {
+  double d;
+  int64_t i;
+} rn_agg_time;
 
 typedef struct gkey {
   char *k;                /* scratch */
@@ -164,13 +172,13 @@ int rn_agg_decode_state(rn_aggregate *a, const MDB_val *d, msgpack_object **st);
  * Within one LMDB transaction next_final says when the oldest open window
  * becomes final, so most events skip the index; a new transaction (a
  * commit, or a rollback that may bring windows back) works it out again. */
-int rn_agg_finalize_windows(rn_aggregate *a, double max_ts);
+int rn_agg_finalize_windows(rn_aggregate *a, rn_agg_time max_ts);
 /* The window at start is final once max_ts passed its end plus grace (AGG-3). */
-bool rn_agg_window_final(const rn_aggregate *a, double start, double max_ts);
+bool rn_agg_window_final(const rn_aggregate *a, rn_agg_time start, rn_agg_time max_ts);
 /* Lists window g in "aw:" as not final yet. */
 int rn_agg_window_index_put(rn_aggregate *a, const gkey *g);
 /* *start: the window start of group key g (its last key part). */
-int rn_agg_window_start_of(rn_aggregate *a, const char *g, size_t len, double *start);
+int rn_agg_window_start_of(rn_aggregate *a, const char *g, size_t len, rn_agg_time *start);
 /* Adds by to the reserved counter key (late or final windows). */
 int rn_agg_counter_add(rn_aggregate *a, const char *key, double by);
 /* Drops the windows of an event that are final (AGG-3); keeps the largest

@@ -29,37 +29,52 @@ int rn_agg_decode_state(rn_aggregate *a, const MDB_val *d, msgpack_object **st)
 }
 
 /* *start: the window start of group key g (its last key part). */
-int rn_agg_window_start_of(rn_aggregate *a, const char *g, size_t len, double *start)
+int rn_agg_window_start_of(rn_aggregate *a, const char *g, size_t len, rn_agg_time *start)
 {
   int nk = a->nby + 1;
   msgpack_object kv[nk];
   if (rn_key_decode(g, len, kv, nk, zone_of(a)) != nk)
     return rn_err_set(err_of(a), RN_ESTORE, "%s: a group key could not be decoded", a->out->name);
-  *start = as_double(&kv[a->nby]);
+  *start = (rn_agg_time){ as_double(&kv[a->nby]), a->time_int ? as_int(&kv[a->nby]) : 0 };
   return 0;
 }
 
-/* The window at start is final once max_ts passed its end plus grace (AGG-3). */
-bool rn_agg_window_final(const rn_aggregate *a, double start, double max_ts)
+/* For an int time column: the least largest time at which the window at
+ * start is final, start + size + ceil(grace) (times are whole: past its
+ * end by grace is past it by ceil(grace)); past int64 when it never is. */
+static __int128 int_final_at(const rn_aggregate *a, int64_t start)
 {
-  return max_ts >= start + a->w.size + a->w.grace;
+  double grace = ceil(a->w.grace);
+  __int128 whole = grace > 0x1p100 ? (__int128)1 << 100 : (__int128)grace;
+  return (__int128)start + (int64_t)a->w.size + whole;
+}
+
+/* The window at start is final once max_ts passed its end plus grace
+ * (AGG-3); an int time column compares exactly (its times pass 2^53, where
+ * doubles would round a nanosecond's event into a final window). */
+bool rn_agg_window_final(const rn_aggregate *a, rn_agg_time start, rn_agg_time max_ts)
+{
+  if (!a->time_int) return max_ts.d >= start.d + a->w.size + a->w.grace;
+  return max_ts.i >= int_final_at(a, start.i);
 }
 
 /* Lists window g in "aw:" as not final yet. */
 int rn_agg_window_index_put(rn_aggregate *a, const gkey *g)
 {
-  double start;
+  rn_agg_time start;
   int rc = rn_agg_window_start_of(a, g->k, g->len, &start);
   if (rc) return rc;
   msgpack_sbuffer b;
   msgpack_sbuffer_init(&b);
-  msgpack_object s = num_obj(a, start, (int64_t)start);
+  msgpack_object s = num_obj(a, start.d, start.i);
   rn_key_append(&b, &s);
   rn_buf_write(&b, g->k, g->len);
   MDB_val k = { b.size, b.data }, d = { g->len, g->k };
   rc = b.size > RN_STORE_KEY_MAX ? 0 : mdb_put(txn_of(a), a->windows_dbi, &k, &d, 0); /* too long: stays open */
-  double at = start + a->w.size + a->w.grace;
-  if (!rc && b.size <= RN_STORE_KEY_MAX && at < a->next_final) a->next_final = at;
+  double at = start.d + a->w.size + a->w.grace;
+  bool listed = !rc && b.size <= RN_STORE_KEY_MAX;
+  if (listed && at < a->next_final) a->next_final = at;
+  if (listed && a->time_int && int_final_at(a, start.i) < a->next_final_int) a->next_final_int = int_final_at(a, start.i);
   msgpack_sbuffer_destroy(&b);
   return rc ? store_fail(a, rc) : 0;
 }
@@ -103,16 +118,18 @@ static int finalize_window(rn_aggregate *a, const gkey *g)
  * Within one LMDB transaction next_final says when the oldest open window
  * becomes final, so most events skip the index; a new transaction (a
  * commit, or a rollback that may bring windows back) works it out again. */
-int rn_agg_finalize_windows(rn_aggregate *a, double max_ts)
+int rn_agg_finalize_windows(rn_aggregate *a, rn_agg_time max_ts)
 {
   uint64_t serial = a->out->p->store.txn_serial;
-  if (a->next_final_txn == serial && max_ts < a->next_final) return 0;
+  bool none_final = a->time_int ? max_ts.i < a->next_final_int : max_ts.d < a->next_final;
+  if (a->next_final_txn == serial && none_final) return 0;
   MDB_cursor *cur;
   int rc = mdb_cursor_open(txn_of(a), a->windows_dbi, &cur);
   if (rc) return store_fail(a, rc);
   MDB_val k, d;
   int err = 0, made = 0; /* err is runnel's error; rc stays LMDB's */
   double next = HUGE_VAL;
+  __int128 next_int = (__int128)1 << 120; /* none open: never */
   while (!err && (rc = mdb_cursor_get(cur, &k, &d, MDB_FIRST)) == 0) {
     int nk = a->nby + 2; /* the start, then the group key's values */
     msgpack_object kv[nk];
@@ -120,8 +137,10 @@ int rn_agg_finalize_windows(rn_aggregate *a, double max_ts)
       err = rn_err_set(err_of(a), RN_ESTORE, "%s: a window index key could not be decoded", a->out->name);
       break;
     }
-    if (!rn_agg_window_final(a, as_double(&kv[0]), max_ts)) {
-      next = as_double(&kv[0]) + a->w.size + a->w.grace;
+    rn_agg_time start = { as_double(&kv[0]), a->time_int ? as_int(&kv[0]) : 0 };
+    if (!rn_agg_window_final(a, start, max_ts)) {
+      next = start.d + a->w.size + a->w.grace;
+      if (a->time_int) next_int = int_final_at(a, start.i);
       break;
     }
     gkey g = { (char *)rn_scratch_copy(a->out->p, d.mv_data, d.mv_size), d.mv_size };
@@ -135,6 +154,7 @@ int rn_agg_finalize_windows(rn_aggregate *a, double max_ts)
   if (rc != 0 && rc != MDB_NOTFOUND) return store_fail(a, rc);
   a->next_final_txn = serial;
   a->next_final = next;
+  a->next_final_int = next_int;
   return 0;
 }
 
@@ -165,26 +185,51 @@ int rn_agg_counter_add(rn_aggregate *a, const char *key, double by)
   return rc ? rc : reserved_put(a, key, v + by);
 }
 
+/* The largest event time seen, under MAX_TS_KEY: |double| for a float
+ * time column, |double|int64| for an int one (a state written before holds
+ * the double alone: read as it is, clamped to int64). */
+static int max_ts_get(rn_aggregate *a, rn_agg_time *max_ts, bool *seen)
+{
+  MDB_val k = { 1, (void *)MAX_TS_KEY }, d;
+  int rc = rn_wb_get(&a->out->p->store, txn_of(a), a->groups_dbi, &k, &d);
+  *seen = rc == 0;
+  if (rc) return rc == MDB_NOTFOUND ? 0 : store_fail(a, rc);
+  memcpy(&max_ts->d, d.mv_data, sizeof max_ts->d);
+  if (d.mv_size >= 16) memcpy(&max_ts->i, (const char *)d.mv_data + 8, sizeof max_ts->i);
+  else max_ts->i = max_ts->d >= 0x1p63 ? INT64_MAX : max_ts->d < -0x1p63 ? INT64_MIN : (int64_t)max_ts->d;
+  return 0;
+}
+
+static int max_ts_put(rn_aggregate *a, rn_agg_time ts)
+{
+  char v[16];
+  memcpy(v, &ts.d, 8);
+  memcpy(v + 8, &ts.i, 8);
+  MDB_val k = { 1, (void *)MAX_TS_KEY }, d = { a->time_int ? 16 : 8, v };
+  int rc = rn_wb_put(&a->out->p->store, txn_of(a), a->groups_dbi, &k, &d, 0);
+  return rc ? store_fail(a, rc) : 0;
+}
+
 /* Drops the windows of an event that are final (AGG-3); keeps the largest
  * event time seen and the late count in the aggregate's own database, so a
  * rollback rolls them back too. */
 int rn_agg_drop_late(rn_aggregate *a, const msgpack_object *v, gkey *keys, int *n)
 {
-  double max_ts = 0, ts = as_double(&v[a->w.slot]);
+  rn_agg_time max_ts = { 0, 0 }, ts = { as_double(&v[a->w.slot]), a->time_int ? as_int(&v[a->w.slot]) : 0 };
   bool seen;
-  int rc = reserved_get(a, MAX_TS_KEY, &max_ts, &seen);
+  int rc = max_ts_get(a, &max_ts, &seen);
   if (rc) return rc;
   int kept = 0;
   for (int i = 0; i < *n; i++) {
-    double start;
+    rn_agg_time start;
     if ((rc = rn_agg_window_start_of(a, keys[i].k, keys[i].len, &start))) return rc;
     if (seen && rn_agg_window_final(a, start, max_ts)) continue;
     keys[kept++] = keys[i];
   }
   if (kept < *n && (rc = rn_agg_counter_add(a, LATE_KEY, 1))) return rc;
   *n = kept;
-  if (seen && ts <= max_ts) return 0;
-  if ((rc = reserved_put(a, MAX_TS_KEY, ts))) return rc;
+  if (seen && (a->time_int ? ts.i <= max_ts.i : ts.d <= max_ts.d)) return 0;
+  if ((rc = max_ts_put(a, ts))) return rc;
   return rn_agg_finalize_windows(a, ts); /* none of this event's own windows is final at ts */
 }
 

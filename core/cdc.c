@@ -69,8 +69,33 @@ static int flink_schema(rn_schema *s, const rn_schema *in, rn_err *e)
   return rn_schema_copy_columns(s, in, false, e);
 }
 
+/* The name of a column the format adds that a column of in already has,
+ * or NULL: the log's meta columns and cdc$deleted_ flags, flink's rowkind
+ * (debezium nests in's columns, so nothing clashes). */
+static const char *clashing(const rn_schema *in, rn_cdc_format format)
+{
+  static const char *const meta[LOG_META_COLS] = { "cdc$seq", "cdc$batch_seq_no", "cdc$operation", "cdc$id" };
+  static const char prefix[] = "cdc$deleted_";
+  for (int i = 0; i < in->ncols; i++) {
+    const char *c = in->cols[i].name;
+    if (format == RN_CDC_FLINK && strcmp(c, "rowkind") == 0) return c;
+    if (format != RN_CDC_LOG) continue;
+    for (int m = 0; m < LOG_META_COLS; m++)
+      if (strcmp(c, meta[m]) == 0) return c;
+    if (strncmp(c, prefix, sizeof prefix - 1) != 0) continue;
+    int flagged = rn_schema_slot(in, c + sizeof prefix - 1, strlen(c + sizeof prefix - 1));
+    if (flagged >= 0 && !in->cols[flagged].is_key && in->cols[flagged].nullable) return c;
+  }
+  return NULL;
+}
+
 int rn_declare_cdc(rn_pipeline *p, const char *name, rn_rel *in, const rn_cdc_opts *opts, rn_rel **out)
 {
+  const char *clash = clashing(in->schema, opts->format);
+  if (clash)
+    return rn_err_set(&p->err, RN_EINVAL, "%s: column \"%s\" of %s has the name of a column the %s format adds: "
+                      "rename it, or choose another format", name, clash, in->name,
+                      opts->format == RN_CDC_LOG ? "log" : "flink");
   rn_schema *s = rn_schema_new();
   rn_cdc_opts *ctx = malloc(sizeof *ctx);
   if (!s || !ctx) {
@@ -100,7 +125,7 @@ typedef struct builder {
   uint64_t batch;         /* cdc$batch_seq_no of the next log row */
   msgpack_sbuffer buf;
   msgpack_packer pk;
-  size_t *at;             /* a row's value offsets (rn_row_spans), in->ncols + 1 */
+  size_t *at;             /* two rows' value offsets (rn_row_spans), 2 * (in->ncols + 1) */
   int *flagged;           /* the input's columns with a cdc$deleted_ flag, in order */
   int nflagged;
 } builder;
@@ -173,6 +198,30 @@ static void mark_modified(builder *b, const rn_change *c, const size_t *ov, cons
   if (c->verb != RN_UPDATE) { memset(mod, 1, (size_t)n); return; }
   for (int i = 0; i < n; i++)
     if (!same_value(c->old, ov, c->row, nv, i)) mod[i] = 1;
+}
+
+/* Whether update c moves its row to another key (its rows' spans ov and
+ * nv): DESIGN §4, the key of a row never changes, so the images show it as
+ * the delete of the old key and the insert of the new one, never as an
+ * update a consumer keyed by the key would apply to a row it lacks. A
+ * keyed map passes such a change on under one id. */
+static bool key_moved(const builder *b, const rn_change *c, const size_t *ov, const size_t *nv)
+{
+  for (int i = 0; c->verb == RN_UPDATE && i < b->in->ncols; i++)
+    if (b->in->cols[i].is_key && !same_value(c->old, ov, c->row, nv, i)) return true;
+  return false;
+}
+
+/* key_moved for a change whose rows' spans are not known yet (debezium,
+ * flink): they are walked into b->at. */
+static int key_moved_walk(builder *b, const rn_change *c, bool *moved)
+{
+  *moved = false;
+  if (c->verb != RN_UPDATE || b->in->nkey == 0) return 0;
+  size_t *ov = b->at, *nv = b->at + b->in->ncols + 1;
+  if (spans(b, c->old, c->old_len, ov) || spans(b, c->row, c->row_len, nv)) return b->cdc->p->err.code;
+  *moved = key_moved(b, c, ov, nv);
+  return 0;
 }
 
 /* One update's log row: the key and the columns it changed; a nullable
@@ -289,6 +338,10 @@ static int build_log(builder *b, const rn_log *log, const rn_cdc_opts *o)
     if (!nv) rc = p->err.code;
     else if (c->verb == RN_INSERT) rc = log_row(b, OP_INSERT, c->id, c->row, nv, NULL, NULL);
     else if (c->verb == RN_DELETE) rc = log_row(b, OP_DELETE, c->id, c->old, ov, key, NULL);
+    else if (key_moved(b, c, ov, nv)) { /* a delete and an insert (key_moved) */
+      rc = log_row(b, OP_DELETE, c->id, c->old, ov, key, NULL);
+      if (!rc) rc = log_row(b, OP_INSERT, c->id, c->row, nv, NULL, NULL);
+    }
     else rc = log_update(b, c, ov, nv, key);
   }
   for (size_t i = 0; !rc && o->postimage && i < nnet; i++) {     /* (3) */
@@ -307,23 +360,36 @@ static int build_log(builder *b, const rn_log *log, const rn_cdc_opts *o)
 
 /* |op|before|after|source| — before/after are the rows' own encodings,
  * which are exactly the struct encoding of the input's columns. */
+static int debezium_event(builder *b, const char *op, uint64_t id, const char *before, size_t blen,
+                          const char *after, size_t alen)
+{
+  msgpack_packer *pk = &b->pk;
+  msgpack_pack_array(pk, 4);
+  msgpack_pack_str_with_body(pk, op, 1);
+  if (before) rn_buf_write(&b->buf, before, blen); else msgpack_pack_nil(pk);
+  if (after) rn_buf_write(&b->buf, after, alen); else msgpack_pack_nil(pk);
+  const char *rel = b->cdc->input->name;
+  msgpack_pack_array(pk, 3);
+  msgpack_pack_str_with_body(pk, rel, strlen(rel));
+  msgpack_pack_uint64(pk, b->seq);
+  msgpack_pack_uint64(pk, id);
+  return emit(b);
+}
+
 static int build_debezium(builder *b, const rn_log *log)
 {
   int rc = 0;
   for (size_t i = 0; !rc && i < log->n; i++) {
     const rn_change *c = &log->items[i];
-    msgpack_packer *pk = &b->pk;
+    bool moved;
+    if ((rc = key_moved_walk(b, c, &moved))) break;
+    if (moved) { /* "d" then "c", as Debezium writes a primary key's change */
+      rc = debezium_event(b, "d", c->id, c->old, c->old_len, NULL, 0);
+      if (!rc) rc = debezium_event(b, "c", c->id, NULL, 0, c->row, c->row_len);
+      continue;
+    }
     const char *op = c->verb == RN_INSERT ? "c" : c->verb == RN_UPDATE ? "u" : "d";
-    msgpack_pack_array(pk, 4);
-    msgpack_pack_str_with_body(pk, op, 1);
-    if (c->old) rn_buf_write(&b->buf, c->old, c->old_len); else msgpack_pack_nil(pk);
-    if (c->row) rn_buf_write(&b->buf, c->row, c->row_len); else msgpack_pack_nil(pk);
-    const char *rel = b->cdc->input->name;
-    msgpack_pack_array(pk, 3);
-    msgpack_pack_str_with_body(pk, rel, strlen(rel));
-    msgpack_pack_uint64(pk, b->seq);
-    msgpack_pack_uint64(pk, c->id);
-    rc = emit(b);
+    rc = debezium_event(b, op, c->id, c->old, c->old_len, c->row, c->row_len);
   }
   return rc;
 }
@@ -345,8 +411,10 @@ static int build_flink(builder *b, const rn_log *log)
     if (c->verb == RN_INSERT) rc = flink_row(b, "+I", c->row, c->row_len);
     else if (c->verb == RN_DELETE) rc = flink_row(b, "-D", c->old, c->old_len);
     else {
-      rc = flink_row(b, "-U", c->old, c->old_len);
-      if (!rc) rc = flink_row(b, "+U", c->row, c->row_len);
+      bool moved;
+      if ((rc = key_moved_walk(b, c, &moved))) break;
+      rc = flink_row(b, moved ? "-D" : "-U", c->old, c->old_len);
+      if (!rc) rc = flink_row(b, moved ? "+I" : "+U", c->row, c->row_len);
     }
   }
   return rc;
@@ -359,7 +427,7 @@ static int cdc_seal(rn_rel *cdc, uint64_t seq)
   const rn_cdc_opts *o = cdc->ctx;
   builder b = { cdc, cdc->input->schema, seq, 0, { 0, NULL, 0 }, { NULL, NULL }, NULL, NULL, 0 };
   size_t na = (size_t)b.in->ncols + 1;
-  size_t *at = malloc(na * sizeof *at);
+  size_t *at = malloc(2 * na * sizeof *at);
   int *flagged = malloc(na * sizeof *flagged);
   if (!at || !flagged) {
     free(at);

@@ -106,7 +106,8 @@ static int encode_right_key(rn_join *j, msgpack_object *vals, fk *f)
     int rc = rn_value_normalize(&rs->cols[rs->key_slots[i]], &vals[i], zone_of(j), j->out->name, err_of(j));
     if (rc) return rc;
     if (rn_key_append(b, &vals[i]) != 0)
-      return rn_err_set(err_of(j), RN_EINVAL, "%s: NaN cannot be part of a key", j->out->name);
+      return rn_err_set(err_of(j), RN_EINVAL, "%s: NaN for key column \"%s\" of %s: NaN cannot be part of a key",
+                        j->out->name, rs->cols[rs->key_slots[i]].name, j->right->name);
   }
   return keep_encoding(j, f, b);
 }

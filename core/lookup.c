@@ -127,6 +127,47 @@ static int remember(rn_lookup *lk, centry *c, const char *key, size_t klen, uint
   return 0;
 }
 
+/* The key of kv (the key columns' values), as rn_key_format writes it. */
+static void key_text(const rn_schema *s, const msgpack_object *kv, char *buf, size_t len)
+{
+  msgpack_object vals[s->ncols];
+  for (int i = 0; i < s->nkey; i++) vals[s->key_slots[i]] = kv[i];
+  rn_key_format(s, vals, buf, len);
+}
+
+void rn_lookup_bad_row(const rn_rel *lk, const msgpack_object *key, rn_err *e)
+{
+  char asked[256], what[sizeof e->msg];
+  key_text(lk->schema, key, asked, sizeof asked);
+  size_t nl = strlen(lk->name);
+  const char *m = e->msg;
+  if (strncmp(m, lk->name, nl) == 0 && m[nl] == ':' && m[nl + 1] == ' ') m += nl + 2;
+  snprintf(what, sizeof what, "%s", m);
+  rn_err_set(e, e->code ? e->code : RN_EINVAL, "%s: source returned a bad row for key (%s): %s", lk->name, asked, what);
+}
+
+/* The row a source found (lk->buf) must be the key's asked: one of another
+ * key would be joined, and cached, under the key asked. Compared encoded,
+ * so 7.0 given for the int key 7 is the same key. */
+static int check_row_key(rn_lookup *lk, const char *key, size_t klen, const msgpack_object *kv)
+{
+  rn_rel *rel = lk->rel;
+  rn_pipeline *p = rel->p;
+  const rn_schema *s = rel->schema;
+  const msgpack_object *vals = rn_row_unpack(lk->buf.data, lk->buf.size, s->ncols, &p->scratch);
+  if (!vals) return rn_err_set(&p->err, RN_ESTORE, "%s: a row its source returned could not be decoded", rel->name);
+  msgpack_sbuffer b;
+  msgpack_sbuffer_init(&b);
+  bool same = rn_key_encode(s, vals, &b) == 0 && b.size == klen && memcmp(b.data, key, klen) == 0;
+  msgpack_sbuffer_destroy(&b);
+  if (same) return 0;
+  char got[256];
+  rn_key_format(s, vals, got, sizeof got);
+  rn_err_set(&p->err, RN_EINVAL, "%s: its key is (%s)", rel->name, got);
+  rn_lookup_bad_row(rel, kv, &p->err);
+  return p->err.code;
+}
+
 int rn_lookup_get(rn_rel *rel, const char *key, size_t klen, const char **row, size_t *len)
 {
   rn_lookup *lk = rel->ctx;
@@ -160,6 +201,7 @@ int rn_lookup_get(rn_rel *rel, const char *key, size_t klen, const char **row, s
   int found = 0;
   lk->st.source_calls++;
   int rc = lk->fetch(lk->ctx, rel, kv, s->nkey, &lk->buf, &found, &p->err);
+  if (!rc && found) rc = check_row_key(lk, key, klen, kv);
   if (rc) return rc;
   if (found) {
     *row = rn_scratch_copy(p, lk->buf.data, lk->buf.size);
@@ -256,7 +298,8 @@ static int attach_fetch(void *ctx, rn_rel *lk, const msgpack_object *key, int nk
       given[i] = slot >= 0;
       if (slot >= 0) lv[i] = sv[slot];
     }
-    if (!rc) rc = rn_row_normalize(ls, lk->name, RN_ROW_FULL, lv, given, &p->scratch, e);
+    if (!rc && (rc = rn_row_normalize(ls, lk->name, RN_ROW_FULL, lv, given, &p->scratch, e)))
+      rn_lookup_bad_row(lk, key, e);
     if (!rc) rn_row_pack(ls, lv, row);
   }
   msgpack_sbuffer_destroy(&k);

@@ -27,6 +27,10 @@ int rn_declare_lookup(rn_pipeline *p, const char *name, rn_schema *schema, rn_lo
 /* The row of an encoded key (into scratch), or *row NULL. */
 int rn_lookup_get(rn_rel *lk, const char *key, size_t klen, const char **row, size_t *len);
 const rn_lookup_stats *rn_lookup_stats_of(const rn_rel *lk);
+/* Rewrites e, the error of a row a source returned for key (nkey values)
+ * that does not fit lk, as "<lk>: source returned a bad row for key (…):
+ * <what was wrong>" (a leading "<lk>: " of e's message dropped). */
+void rn_lookup_bad_row(const rn_rel *lk, const msgpack_object *key, rn_err *e);
 /* A fetch reading a store through an attached reader (takes a). */
 int rn_lookup_attach_source(rn_attached *a, rn_lookup_fetch *fetch, void **ctx, rn_free_fn *free_ctx);
 

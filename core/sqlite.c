@@ -45,6 +45,7 @@
 
 #include "key.h"
 #include "json.h"
+#include "lookup.h"
 #include "ndjson.h"
 #include "outbox.h"
 #include "row.h"
@@ -789,6 +790,7 @@ static int ssource_fetch(void *ctx, rn_rel *lk, const msgpack_object *key, int n
   }
   if (!rc) rc = rn_row_normalize(ls, lk->name, RN_ROW_FULL, v, given, &p->scratch, e);
   if (!rc) rn_row_pack(ls, v, row);
+  else if (rc != RN_ENOMEM) rn_lookup_bad_row(lk, key, e);
   sqlite3_reset(s->select); /* on every path: a statement left stepping holds the file's read lock */
   return rc;
 }

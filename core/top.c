@@ -176,6 +176,26 @@ int rn_order_record_input(rn_rel *out, MDB_txn *txn, MDB_dbi decl_dbi, bool *cha
 
 /* ---- keys and rows ---- */
 
+/* The refusal of a row whose group and order values take len bytes, more
+ * than a key holds: it names the column whose value takes the most. */
+static int too_long(rn_top *t, const msgpack_object *vals, uint64_t id, size_t len)
+{
+  msgpack_sbuffer one;
+  msgpack_sbuffer_init(&one);
+  int longest = t->nby ? t->by[0] : t->order.slots[0];
+  size_t most = 0;
+  for (int i = 0; i < t->nby + t->order.n; i++) {
+    int slot = i < t->nby ? t->by[i] : t->order.slots[i - t->nby];
+    one.size = 0;
+    rn_order_value_append(&one, &vals[slot]);
+    if (one.size > most) { most = one.size; longest = slot; }
+  }
+  msgpack_sbuffer_destroy(&one);
+  return rn_err_set(&t->out->p->err, RN_EINVAL, "%s: row id %llu: its group and order values take %zu bytes, "
+                    "more than the %d an LMDB key holds (column \"%s\" takes %zu)", t->out->name,
+                    (unsigned long long)id, len, MAX_KEY - 8, t->out->input->schema->cols[longest].name, most);
+}
+
 /* The place of row (of id) in t's state, in scratch. */
 static int row_key(rn_top *t, const char *row, size_t len, uint64_t id, tkey *key)
 {
@@ -197,10 +217,7 @@ static int row_key(rn_top *t, const char *row, size_t len, uint64_t id, tkey *ke
   char idk[8];
   rn_be64_put(idk, id);
   rn_buf_write(b, idk, 8);
-  if (b->size > MAX_KEY)
-    return rn_err_set(&p->err, RN_EINVAL, "%s: row id %llu: its group and order values take %zu bytes, "
-                      "more than the %d an LMDB key holds", t->out->name, (unsigned long long)id,
-                      b->size - 8, MAX_KEY - 8);
+  if (b->size > MAX_KEY) return too_long(t, vals, id, b->size - 8);
   if (rn_group_oom(p, 0)) return p->err.code;
   key->k = rn_scratch_copy(p, b->data, b->size);
   key->len = b->size;

@@ -15,6 +15,7 @@ typedef struct laggs {
   char *name;             /* the aggregate's name (for messages; set before any call) */
   int n;                  /* aggregates */
   int (*refs)[F_N];       /* per aggregate: registry refs (LUA_NOREF: none) */
+  char **names;           /* per aggregate: its column's name (for messages) */
 } laggs;
 
 static void free_laggs(void *ctx)
@@ -23,6 +24,8 @@ static void free_laggs(void *ctx)
   for (int i = 0; i < g->n; i++)
     for (int f = 0; f < F_N; f++) luaL_unref(g->lp->L, LUA_REGISTRYINDEX, g->refs[i][f]);
   free(g->refs);
+  for (int i = 0; g->names && i < g->n; i++) free(g->names[i]);
+  free(g->names);
   free(g->name);
   free(g);
 }
@@ -39,19 +42,23 @@ static void push_state(lua_State *L, const char *data, size_t len, msgpack_zone 
   msgpack_zone_clear(z);
 }
 
-/* Packs the value on top of L (then pops it) as a state or result. */
+/* Packs the value on top of L (then pops it) as a state or result; one
+ * it cannot keep is refused as "<relation>: <what>: column "<aggregate>"…". */
 static int pack_top(laggs *g, lua_State *L, const char *what, int agg, msgpack_sbuffer *out, rn_err *e)
 {
   msgpack_object v;
-  rn_column any = { .name = (char *)what, .type = RN_T_ANY };
-  int rc = rn_lua_tovalue(g->lp, L, -1, NULL, &v, 0);
-  if (!rc && v.type != MSGPACK_OBJECT_NIL) rc = rn_value_normalize(&any, &v, &g->lp->p->scratch, g->name, e);
+  rn_column any = { .name = g->names[agg], .type = RN_T_ANY };
+  int rc = rn_lua_tovalue(g->lp, L, -1, &any, &v, 0);
+  if (rc) { /* its message (in the pipeline's error) names the column only */
+    if (e != &g->lp->p->err) *e = g->lp->p->err;
+    rn_err_prefix(e, what);
+  }
+  if (!rc && v.type != MSGPACK_OBJECT_NIL) rc = rn_value_normalize(&any, &v, &g->lp->p->scratch, what, e);
   lua_pop(L, 1);
-  if (rc) { rn_err_prefix(e, what); return rc; }
+  if (rc) return rc;
   msgpack_packer pk;
   msgpack_packer_init(&pk, out, rn_buf_write);
   msgpack_pack_object(&pk, v);
-  (void)agg;
   return 0;
 }
 
@@ -78,13 +85,19 @@ static int agg_body(lua_State *L, void *ud, rn_err *e)
   if (c->fn != F_INIT) { push_state(L, c->state, c->slen, &g->lp->zone); nargs++; }
   if (c->row) { rn_lua_pushrow(g->lp, L, c->in, c->row, c->rlen); nargs++; }
   lua_call(L, nargs, 1);
-  return pack_top(g, L, c->what, c->agg, c->out, e);
+  char what[512]; /* the value's refusal: "<relation>: aggregate "<name>": <fn>" */
+  snprintf(what, sizeof what, "%s: aggregate \"%s\": %s", g->name, g->names[c->agg], c->what);
+  return pack_top(g, L, what, c->agg, c->out, e);
 }
 
+/* Errors name the aggregate and the function: "<relation>: aggregate
+ * "<name>": add: …". */
 static int call(aggcall *c, rn_err *e)
 {
   lpipe *lp = c->g->lp;
-  return rn_lua_protect(lp, lp->L, agg_body, c, c->g->name, c->what, e);
+  char what[320];
+  snprintf(what, sizeof what, "aggregate \"%s\": %s", c->g->names[c->agg], c->what);
+  return rn_lua_protect(lp, lp->L, agg_body, c, c->g->name, what, e);
 }
 
 static int init_cb(void *ctx, int agg, msgpack_sbuffer *state, rn_err *e)
@@ -182,12 +195,23 @@ int rn_lua_declare_aggregate(lua_State *L)
   if (user) {
     laggs *g = calloc(1, sizeof *g);
     int (*refs)[F_N] = g ? malloc(sizeof *refs * (size_t)naggs) : NULL;
-    char *gname = refs ? strdup(name) : NULL;
-    if (!gname) { free(refs); free(g); return rn_lua_error(L, "out of memory"); }
+    char **names = refs ? calloc((size_t)naggs, sizeof *names) : NULL;
+    char *gname = names ? strdup(name) : NULL;
+    bool named = gname != NULL;
+    for (int i = 0; named && i < naggs; i++) named = (names[i] = strdup(specs[i].name ? specs[i].name : "?")) != NULL;
+    if (!named) {
+      for (int i = 0; names && i < naggs; i++) free(names[i]);
+      free(names);
+      free(gname);
+      free(refs);
+      free(g);
+      return rn_lua_error(L, "out of memory");
+    }
     g->name = gname;
     g->lp = lp;
     g->n = naggs;
     g->refs = refs;
+    g->names = names;
     static const char *const fields[F_N] = { "init", "add", "remove", "result" };
     for (int i = 0; i < naggs; i++) {
       lua_rawgeti(L, 6, i + 1);

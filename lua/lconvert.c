@@ -18,19 +18,24 @@ static int foreign(msgpack_object *out, const char *type_name)
   return 0;
 }
 
-static int too_deep(lpipe *lp, const rn_column *col)
+/* top: the name of the row's column the value is inside of (NULL: none). */
+static int too_deep(lpipe *lp, const char *top)
 {
-  return rn_err_set(&lp->p->err, RN_EINVAL, "column \"%s\": value nested more than 64 deep",
-                    col ? col->name : "?");
+  return rn_err_set(&lp->p->err, RN_EINVAL, "column \"%s\": value nested more than 64 deep", top ? top : "?");
 }
 
-static int table_as_array(lpipe *lp, lua_State *L, int idx, lua_Unsigned n, msgpack_object *out, int depth)
+/* rn_lua_tovalue inside the value of the row's column named top. */
+static int tovalue(lpipe *lp, lua_State *L, int idx, const rn_column *col, const char *top,
+                   msgpack_object *out, int depth);
+
+static int table_as_array(lpipe *lp, lua_State *L, int idx, lua_Unsigned n, const char *top, msgpack_object *out,
+                          int depth)
 {
   msgpack_object *items = rn_zone_malloc(&lp->p->scratch, sizeof *items * (n ? n : 1));
   if (!items) return rn_err_set(&lp->p->err, RN_ENOMEM, "out of memory");
   for (lua_Unsigned i = 0; i < n; i++) {
     lua_rawgeti(L, idx, (lua_Integer)i + 1);
-    int rc = rn_lua_tovalue(lp, L, -1, NULL, &items[i], depth + 1);
+    int rc = tovalue(lp, L, -1, NULL, top, &items[i], depth + 1);
     lua_pop(L, 1);
     if (rc) return rc;
   }
@@ -41,7 +46,7 @@ static int table_as_array(lpipe *lp, lua_State *L, int idx, lua_Unsigned n, msgp
 }
 
 /* fields: for a struct, the nested schema whose columns shape the values. */
-static int table_as_map(lpipe *lp, lua_State *L, int idx, size_t n, const rn_schema *fields,
+static int table_as_map(lpipe *lp, lua_State *L, int idx, size_t n, const rn_schema *fields, const char *top,
                         msgpack_object *out, int depth)
 {
   msgpack_object_kv *kv = rn_zone_malloc(&lp->p->scratch, sizeof *kv * (n ? n : 1));
@@ -56,8 +61,8 @@ static int table_as_map(lpipe *lp, lua_State *L, int idx, size_t n, const rn_sch
       int slot = rn_schema_slot(fields, name, len);
       if (slot >= 0) fc = &fields->cols[slot];
     }
-    int rc = rn_lua_tovalue(lp, L, -2, NULL, &kv[i].key, depth + 1);
-    if (!rc) rc = rn_lua_tovalue(lp, L, -1, fc, &kv[i].val, depth + 1);
+    int rc = tovalue(lp, L, -2, NULL, top, &kv[i].key, depth + 1);
+    if (!rc) rc = tovalue(lp, L, -1, fc, top, &kv[i].val, depth + 1);
     lua_pop(L, 1);
     if (rc) { lua_pop(L, 1); return rc; }
     i++;
@@ -68,10 +73,10 @@ static int table_as_map(lpipe *lp, lua_State *L, int idx, size_t n, const rn_sch
   return 0;
 }
 
-static int table_value(lpipe *lp, lua_State *L, int idx, const rn_column *col,
+static int table_value(lpipe *lp, lua_State *L, int idx, const rn_column *col, const char *top,
                        msgpack_object *out, int depth)
 {
-  if (depth > 64) return too_deep(lp, col);
+  if (depth > 64) return too_deep(lp, top);
   luaL_checkstack(L, 4, "nested value");
   lua_Unsigned len = lua_rawlen(L, idx);
   size_t count = 0;
@@ -85,13 +90,13 @@ static int table_value(lpipe *lp, lua_State *L, int idx, const rn_column *col,
   }
   sequence &= count == len;
   rn_type t = col ? col->type : RN_T_ANY;
-  if (t == RN_T_STRUCT) return table_as_map(lp, L, idx, count, col->fields, out, depth);
+  if (t == RN_T_STRUCT) return table_as_map(lp, L, idx, count, col->fields, top, out, depth);
   if (t == RN_T_LIST && !sequence) /* storing its sequence part would lose the rest silently */
     return rn_err_set(&lp->p->err, RN_EINVAL, "column \"%s\": expected list, got a table with non-sequence keys",
                       col->name);
   if (t == RN_T_LIST || (t != RN_T_MAP && sequence)) /* empty is a list unless declared map */
-    return table_as_array(lp, L, idx, len, out, depth);
-  return table_as_map(lp, L, idx, count, NULL, out, depth);
+    return table_as_array(lp, L, idx, len, top, out, depth);
+  return table_as_map(lp, L, idx, count, NULL, top, out, depth);
 }
 
 static void integer_value(lua_Integer i, msgpack_object *out)
@@ -135,6 +140,12 @@ static bool scalar_value(lua_State *L, int idx, int t, msgpack_object *out)
 int rn_lua_tovalue(lpipe *lp, lua_State *L, int idx, const rn_column *col,
                    msgpack_object *out, int depth)
 {
+  return tovalue(lp, L, idx, col, col ? col->name : NULL, out, depth);
+}
+
+static int tovalue(lpipe *lp, lua_State *L, int idx, const rn_column *col, const char *top,
+                   msgpack_object *out, int depth)
+{
   idx = lua_absindex(L, idx);
   int t = lua_type(L, idx);
   if (scalar_value(L, idx, t, out)) return 0;
@@ -143,7 +154,7 @@ int rn_lua_tovalue(lpipe *lp, lua_State *L, int idx, const rn_column *col,
     if (lua_touserdata(L, idx) == RN_LUA_NULL) { out->type = MSGPACK_OBJECT_NIL; return 0; }
     return foreign(out, "userdata");
   case LUA_TTABLE:
-    return table_value(lp, L, idx, col, out, depth);
+    return table_value(lp, L, idx, col, top, out, depth);
   default:
     return foreign(out, lua_typename(L, t));
   }

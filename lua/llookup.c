@@ -1,6 +1,7 @@
 /* llookup.c — lookups and stores from Lua: p:_lookup with its three kinds
  * of source, p:_store_sink, runnel.attach readers, and the pipeline clock. */
 #include <limits.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -27,6 +28,9 @@ static int clock_body(lua_State *L, void *ud, rn_err *e)
   if (lua_type(L, -1) != LUA_TNUMBER)
     return rn_err_set(e, RN_ECALLBACK, "clock: returned %s, expected a number of seconds", luaL_typename(L, -1));
   *c->now = lua_tonumber(L, -1);
+  if (!isfinite(*c->now)) /* NaN would make every entry stale, an infinity every one fresh or stale for good */
+    return rn_err_set(e, RN_ECALLBACK, "clock: returned %s, expected a finite number of seconds",
+                      lua_tostring(L, -1));
   return 0;
 }
 
@@ -125,7 +129,7 @@ static int fetch_body(lua_State *L, void *ud, rn_err *e)
     if (!given[ls->key_slots[i]]) { vals[ls->key_slots[i]] = c->key[i]; given[ls->key_slots[i]] = 1; }
   if (!rc) rc = rn_row_normalize(ls, lk->name, RN_ROW_FULL, vals, given, &lp->p->scratch, e);
   if (!rc) rn_row_pack(ls, vals, c->row);
-  else rn_err_prefix(e, "source returned a bad row");
+  else rn_lookup_bad_row(lk, c->key, e);
   return rc;
 }
 

@@ -534,8 +534,8 @@ function Relation:aggregate(spec)
   elseif spec.grace ~= nil then
     raise("aggregate: grace needs a window")
   end
-  if spec.grace ~= nil and (type(spec.grace) ~= "number" or spec.grace < 0) then
-    raise("aggregate: grace must be a number of seconds >= 0")
+  if spec.grace ~= nil and (type(spec.grace) ~= "number" or not (spec.grace >= 0)) then -- NaN too
+    raise("aggregate: grace must be a number of seconds >= 0, got " .. tostring(spec.grace))
   end
   local aggs = {}
   for k, v in pairs(spec) do
@@ -842,10 +842,17 @@ function Pipeline:lookup(name, decl)
     for k in pairs(cache) do
       if not CACHE_FIELDS[k] then raise(("%s: cache: unknown field %s (ttl, size, missing)"):format(name, tostring(k))) end
     end
+    local size, ttl = cache.size, cache.ttl
+    if size ~= nil and not (type(size) == "number" and math.tointeger(size) and size >= 1) then -- a whole float is a size too
+      raise(("%s: cache: size must be a whole number >= 1, got %s"):format(name, tostring(size)))
+    end
+    if ttl ~= nil and not (type(ttl) == "number" and ttl > 0) then
+      raise(("%s: cache: ttl must be a number of seconds > 0, got %s"):format(name, tostring(ttl)))
+    end
   end
   local rel
   rel, err = self:_lookup(name, cols, key, kind, a, b, cache ~= nil, cache and (cache.ttl or math.huge),
-                          cache and (cache.size or 10000), cache and cache.missing ~= false)
+                          cache and math.tointeger(cache.size or 10000), cache and cache.missing ~= false)
   if not rel then raise(err) end
   return rel
 end

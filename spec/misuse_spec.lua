@@ -243,7 +243,7 @@ describe("wrong arguments", function()
     refused(function() p:lookup("l") end, "lookup: expects a column list")
     refused(function() p:lookup("l", { {"k","int"}, key = "k" }) end, "source must be")
     refused(function() p:lookup("l", { {"k","int"}, key = "k", source = print, cache = { ttl = 0 } }) end,
-            "a cache needs size >= 1 and ttl > 0")
+            "l: cache: ttl must be a number of seconds > 0, got 0")
     assert.equal(2, #p:relations())
   end)
 

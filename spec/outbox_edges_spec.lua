@@ -288,7 +288,7 @@ describe("runnel.sqlite_source", function()
     local s, got = lookup_on{ {"k","int"}, {"l","list"}, {"v","int"} }
     local ok, err = pcall(function() s:insert{ k = 1 } end)
     assert.is_false(ok)
-    assert.matches('outbox_edges_spec.lua:%d+: lk: column "l": sqlite_source table "src": malformed JSON', err)
+    assert.matches('outbox_edges_spec.lua:%d+: lk: source returned a bad row for key %(k = 1%): column "l": sqlite_source table "src": malformed JSON', err)
     -- another process writes the file at once (a 0.2 s busy timeout, not 5 s)
     local _, serr, code = H.sh(("sqlite3 -cmd '.timeout 200' %s \"insert into src values (9, '[]', 9)\""):format(db))
     assert.equal("", serr)

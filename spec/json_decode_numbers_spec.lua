@@ -1,0 +1,37 @@
+-- runnel.json_decode and numbers (core/json.c): a number no int64 or
+-- double holds is said as the NDJSON input says it, with where it starts;
+-- a whole number beyond ±2^53 comes back as the float it reads as.
+local runnel = require "runnel"
+
+describe("runnel.json_decode's numbers", function()
+  it("says a real beyond a double's range plainly, with its position", function()
+    local v, err = runnel.json_decode('{"n":1e400}')
+    assert.is_nil(v)
+    -- before: malformed JSON at column 10: real number overflow near '1e400'
+    assert.equal("the number 1e400 is beyond a float's range (about ±1.8e308) at column 6", err)
+    v, err = runnel.json_decode('[1,\n -2.5e999]')
+    assert.is_nil(v)
+    assert.equal("the number -2.5e999 is beyond a float's range (about ±1.8e308) at line 2, column 2", err)
+  end)
+
+  it("says an integer beyond int64 plainly, with its position", function()
+    local v, err = runnel.json_decode('{"n":99999999999999999999}')
+    assert.is_nil(v)
+    assert.equal("the integer 99999999999999999999 is beyond int64 (-9223372036854775808 to "
+                 .. "9223372036854775807) at column 6", err)
+    local long = string.rep("9", 100)
+    v, err = runnel.json_decode(long)
+    assert.is_nil(v)
+    assert.equal("the integer " .. long:sub(1, 64) .. "… is beyond int64 (-9223372036854775808 to "
+                 .. "9223372036854775807) at column 1", err)
+  end)
+
+  it("gives a whole number with a fraction part as a float, beyond ±2^53 the float it reads as", function()
+    local v = runnel.json_decode('{"a":3.0,"b":9007199254740993.0,"c":9007199254740993}')
+    assert.equal("float", math.type(v.a))
+    assert.equal(9007199254740992.0, v.b)
+    assert.equal("float", math.type(v.b))
+    assert.equal(9007199254740993, v.c) -- an integer is exact
+    assert.equal("integer", math.type(v.c))
+  end)
+end)

@@ -7,9 +7,9 @@
  * ±2^53 a double cannot hold every integer: 9007199254740993.0 reads as
  * 9007199254740992, so a number with a fraction part or an exponent that
  * large is refused for an int column (or an int field of a struct, at any
- * depth) rather than stored as another
- * integer (a Lua or msgpack float is the caller's exact value: row.c takes
- * it). A number no int64 or double holds (99999999999999999999, 1e400)
+ * depth) rather than stored as another integer, saying how it was written
+ * (row.c refuses any whole float beyond ±2^53 for an int, a Lua or msgpack
+ * one too). A number no int64 or double holds (99999999999999999999, 1e400)
  * makes the parser refuse the line, saying only where in it: the line is
  * read again with that number as a marker string to find its column. */
 #include <math.h>

@@ -79,6 +79,45 @@ static int convert(json_t *j, msgpack_object *out, msgpack_zone *z, int depth)
   return -1;
 }
 
+/* Where offset `at` of text is, for a message: "column C", or "line L,
+ * column C" past the first line. */
+static void position_of(const char *text, size_t at, char *buf, size_t cap)
+{
+  size_t line = 1, line_start = 0;
+  for (size_t i = 0; i < at; i++)
+    if (text[i] == '\n') line++, line_start = i + 1;
+  if (line > 1) snprintf(buf, cap, "line %zu, column %zu", line, at - line_start + 1);
+  else snprintf(buf, cap, "column %zu", at + 1);
+}
+
+/* Where the number jansson could not hold starts: it stops just after it
+ * (its error's position, end); the number starts after the last byte no
+ * number holds. */
+static size_t number_start(const char *text, size_t end)
+{
+  size_t at = end;
+  while (at > 0 && text[at - 1] && strchr("0123456789+-.eE", text[at - 1])) at--;
+  return at;
+}
+
+/* A number no int64 or double holds (jansson's "too big integer", "real
+ * number overflow"), said as the NDJSON input says it (json_change.c),
+ * with where it starts. */
+static int number_overflow(const char *text, size_t end, rn_err *e)
+{
+  size_t start = number_start(text, end), n = end - start;
+  char at[64];
+  position_of(text, start, at, sizeof at);
+  int shown = n > 64 ? 64 : (int)n;
+  const char *more = n > 64 ? "…" : "";
+  const char *number = text + start;
+  if (memchr(number, '.', n) || memchr(number, 'e', n) || memchr(number, 'E', n))
+    return rn_err_set(e, RN_EINVAL, "the number %.*s%s is beyond a float's range (about ±1.8e308) at %s", shown,
+                      number, more, at);
+  return rn_err_set(e, RN_EINVAL, "the integer %.*s%s is beyond int64 (-9223372036854775808 to "
+                    "9223372036854775807) at %s", shown, number, more, at);
+}
+
 /* The key token jansson stopped at (it ends just before `end`), as the
  * user wrote it: the duplicate-key error gives only a position. */
 static int duplicate_key(const char *text, size_t end, rn_err *e)
@@ -91,12 +130,8 @@ static int duplicate_key(const char *text, size_t end, rn_err *e)
     while (slashes < start && text[start - 1 - slashes] == '\\') slashes++;
     if (slashes % 2 == 0) break; /* not an escaped quote: the token's opening one */
   }
-  size_t line = 1, line_start = 0;
-  for (size_t i = 0; i < start; i++)
-    if (text[i] == '\n') line++, line_start = i + 1;
   char at[64];
-  if (line > 1) snprintf(at, sizeof at, "line %zu, column %zu", line, start - line_start + 1);
-  else snprintf(at, sizeof at, "column %zu", start + 1);
+  position_of(text, start, at, sizeof at);
   int n = end - start > 200 ? 200 : (int)(end - start);
   while (n < (int)(end - start) && n > 0 && ((unsigned char)text[start + n] & 0xc0) == 0x80)
     n--; /* a cut never splits a UTF-8 character */
@@ -112,6 +147,9 @@ static int jansson_parse(const char *text, size_t len, msgpack_object *out, msgp
   json_t *j = json_loadb(text, len, JSON_DECODE_ANY | JSON_ALLOW_NUL | JSON_REJECT_DUPLICATES, &jerr);
   if (!j && json_error_code(&jerr) == json_error_duplicate_key && jerr.position > 0 && (size_t)jerr.position <= len)
     return duplicate_key(text, (size_t)jerr.position, e);
+  if (!j && json_error_code(&jerr) == json_error_numeric_overflow && jerr.position > 0 && (size_t)jerr.position <= len &&
+      number_start(text, (size_t)jerr.position) < (size_t)jerr.position)
+    return number_overflow(text, (size_t)jerr.position, e);
   if (!j && (json_error_code(&jerr) == json_error_out_of_memory || !jerr.text[0]))
     return rn_err_set(e, RN_ENOMEM, "out of memory");
   if (!j) return rn_err_set(e, RN_EINVAL, "malformed JSON at column %d: %s", jerr.column, jerr.text);
@@ -182,8 +220,6 @@ const char *rn_json_quote(char *buf, size_t cap, const char *s, size_t len)
   return buf;
 }
 
-/* jansson stops just after the number it could not hold (its error's
- * position); the number starts after the last byte no number holds. */
 bool rn_json_overflow_at(const char *text, size_t len, size_t *start, size_t *n)
 {
   json_error_t jerr = { 0 };
@@ -191,8 +227,7 @@ bool rn_json_overflow_at(const char *text, size_t len, size_t *start, size_t *n)
   json_decref(j);
   if (j || json_error_code(&jerr) != json_error_numeric_overflow || jerr.position <= 0 || (size_t)jerr.position > len)
     return false;
-  size_t end = (size_t)jerr.position, at = end;
-  while (at > 0 && strchr("0123456789+-.eE", text[at - 1]) && text[at - 1]) at--;
+  size_t end = (size_t)jerr.position, at = number_start(text, end);
   if (at == end) return false;
   *start = at;
   *n = end - at;

@@ -12,7 +12,10 @@
 /* Parses one JSON text; memory of out comes from z, except strings
  * without escapes, which point into text (it must outlive out). On failure
  * sets e to "malformed JSON at column C: reason", or for an object with a
- * key twice to "duplicate key "K" at column C" (K as written in text). */
+ * key twice to "duplicate key "K" at column C" (K as written in text), for
+ * a number no int64 or double holds to "the number 1e400 is beyond a
+ * float's range (about ±1.8e308) at column C" (or "the integer … is
+ * beyond int64 (…) at column C"). */
 int rn_json_parse(const char *text, size_t len, msgpack_object *out, msgpack_zone *z, rn_err *e);
 
 /* Where text holds a number out of range, if that is why rn_json_parse

@@ -6,12 +6,14 @@
  * column takes a whole double (3.0 is 3; 3.5 is refused: row.c). Beyond
  * ±2^53 a double cannot hold every integer: 9007199254740993.0 reads as
  * 9007199254740992, so a number with a fraction part or an exponent that
- * large is refused for an int column rather than stored as another
- * integer (a Lua or msgpack float is the caller's exact value: row.c takes
- * it). A number no int64 or double holds (99999999999999999999, 1e400)
+ * large is refused for an int column (or an int field of a struct, at any
+ * depth) rather than stored as another integer, saying how it was written
+ * (row.c refuses any whole float beyond ±2^53 for an int, a Lua or msgpack
+ * one too). A number no int64 or double holds (99999999999999999999, 1e400)
  * makes the parser refuse the line, saying only where in it: the line is
  * read again with that number as a marker string to find its column. */
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -98,6 +100,44 @@ void rn_json_change_refused(rn_pipeline *p, const char *line, size_t len)
   free(copy);
 }
 
+/* Whether the number v, for an int column or field, is a whole double
+ * beyond ±2^53 (a fraction part or an exponent made it one: the integer
+ * written may not be the one read); row.c takes or refuses the others. */
+static bool inexact_int(const msgpack_object *v)
+{
+  if (v->type != MSGPACK_OBJECT_FLOAT64) return false;
+  double d = v->via.f64;
+  return d == floor(d) && fabs(d) >= 9007199254740992.0;
+}
+
+/* Refuses an inexact int (above) in v, the value of column or field c
+ * (at: its path, as row.c words it), or in the fields of a struct, given
+ * as a map of field names or an array in slot order. */
+static int check_ints(rn_pipeline *p, const rn_rel *r, const rn_column *c, const msgpack_object *v, const char *at)
+{
+  if (c->type == RN_T_INT && inexact_int(v)) {
+    rn_err_set(&p->err, RN_EINVAL, "%s: %s: expected int, got a number with a fraction part or an exponent that "
+               "reads as %.17g: beyond ±2^53 such a number is not exact (9007199254740993.0 reads as "
+               "9007199254740992 too): write the integer without them", r->name, at, v->via.f64);
+    return rn_group_fail(p, RN_EINVAL, p->err.msg);
+  }
+  if (c->type != RN_T_STRUCT) return 0;
+  const rn_schema *fields = c->fields;
+  bool in_order = v->type == MSGPACK_OBJECT_ARRAY && v->via.array.size == (uint32_t)fields->ncols;
+  uint32_t n = in_order ? v->via.array.size : v->type == MSGPACK_OBJECT_MAP ? v->via.map.size : 0;
+  for (uint32_t i = 0; i < n; i++) {
+    const msgpack_object *k = in_order ? NULL : &v->via.map.ptr[i].key;
+    int slot = in_order ? (int)i
+             : k->type == MSGPACK_OBJECT_STR ? rn_schema_slot(fields, k->via.str.ptr, k->via.str.size) : -1;
+    if (slot < 0) continue; /* row.c says why */
+    char inner[512];
+    snprintf(inner, sizeof inner, "%s field \"%s\"", at, fields->cols[slot].name);
+    int rc = check_ints(p, r, &fields->cols[slot], in_order ? &v->via.array.ptr[i] : &v->via.map.ptr[i].val, inner);
+    if (rc) return rc;
+  }
+  return 0;
+}
+
 int rn_apply_json_change(rn_pipeline *p, const msgpack_object *rel, const msgpack_object *op,
                          const msgpack_object *row)
 {
@@ -105,13 +145,11 @@ int rn_apply_json_change(rn_pipeline *p, const msgpack_object *rel, const msgpac
   for (uint32_t i = 0; r && row && row->type == MSGPACK_OBJECT_MAP && i < row->via.map.size; i++) {
     const msgpack_object *k = &row->via.map.ptr[i].key, *v = &row->via.map.ptr[i].val;
     int slot = k->type == MSGPACK_OBJECT_STR ? rn_schema_slot(r->schema, k->via.str.ptr, k->via.str.size) : -1;
-    if (slot < 0 || r->schema->cols[slot].type != RN_T_INT || v->type != MSGPACK_OBJECT_FLOAT64) continue;
-    double d = v->via.f64;
-    if (d != floor(d) || fabs(d) < 9007199254740992.0) continue; /* row.c takes it, or says why not */
-    rn_err_set(&p->err, RN_EINVAL, "%s: column \"%s\": expected int, got a number with a fraction part or an "
-               "exponent that reads as %.17g: beyond ±2^53 such a number is not exact (9007199254740993.0 reads as "
-               "9007199254740992 too): write the integer without them", r->name, r->schema->cols[slot].name, d);
-    return rn_group_fail(p, RN_EINVAL, p->err.msg);
+    if (slot < 0) continue;
+    char at[512];
+    snprintf(at, sizeof at, "column \"%s\"", r->schema->cols[slot].name);
+    int rc = check_ints(p, r, &r->schema->cols[slot], v, at);
+    if (rc) return rc;
   }
   return rn_apply_change(p, rel, op, row);
 }

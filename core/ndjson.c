@@ -199,7 +199,18 @@ int rn_ndjson_line(const rn_schema *s, const char *row, size_t len, bool key_onl
  * Offsets are the file's own: lines go at the file's end (O_APPEND) and
  * the sink reads where they went, so a file cut shorter (logrotate's
  * copytruncate) between groups or while the state was closed is continued
- * at its new end, never padded with zeros nor cut further. */
+ * at its new end, never padded with zeros nor cut further.
+ *
+ * A file shorter than the position at open was cut after the mark: the
+ * waiting groups written after the cut are somewhere in it, those written
+ * before are in the rotated copy. So each waiting group is looked for at
+ * every line start: the first found whole is there (and the groups before
+ * it, not found, went out before the cut: none is written again), and the
+ * groups after it are checked from its end as above; one whose first lines
+ * end the file is cut there and written again whole (the groups before it
+ * likewise count as written). Groups none of which is found are written at
+ * the end: a group the cut took away cannot be told from one never
+ * written, so it may be in the rotated copy and the file both. */
 typedef struct nsink {
   FILE *f;                /* a caller's open file, or NULL */
   int fd;                 /* a path sink's descriptor, or -1 */
@@ -214,6 +225,8 @@ typedef struct nsink {
   uint64_t check_upto;    /* groups up to this seq may be in the file already (0: none) */
   uint64_t check_at;      /* where the next of them would start */
   uint64_t check_end;     /* the file's length at open */
+  bool searching;         /* the file was cut shorter than the position: look for the waiting groups anywhere */
+  size_t group_at;        /* where the group being staged starts in lines (the earlier ones were not found) */
   char *path;             /* a path sink's file and relation, for messages */
   char *rel_name;
   rn_err conflict;        /* the check found a group it cannot reconcile */
@@ -282,6 +295,7 @@ static int write_lines(nsink *s, rn_err *e)
   size_t n = s->lines.size;
   bool ok = n == 0 || (s->fd >= 0 ? append_lines(s) : fwrite(s->lines.data, 1, n, s->f) == n && fflush(s->f) == 0);
   msgpack_sbuffer_clear(&s->lines);
+  s->group_at = 0;
   return ok ? 0 : rn_err_set(e, RN_EIO, "ndjson: writing: %s", strerror(errno));
 }
 
@@ -345,16 +359,67 @@ static int check_group(nsink *s, uint64_t seq, rn_err *e)
   return e->code;
 }
 
+/* Where the line after the one at `at` starts (end: none). */
+static uint64_t next_line(int fd, uint64_t at, uint64_t end)
+{
+  char buf[4096];
+  while (at < end) {
+    size_t k = end - at < sizeof buf ? (size_t)(end - at) : sizeof buf;
+    ssize_t got = pread(fd, buf, k, (off_t)at);
+    if (got <= 0) return end;
+    const char *nl = memchr(buf, '\n', (size_t)got);
+    if (nl) return at + (uint64_t)(nl - buf) + 1;
+    at += (uint64_t)got;
+  }
+  return end;
+}
+
+/* Group seq, staged after the waiting groups not found before it, with
+ * the file cut shorter than the position (see the ownership note above):
+ * looked for at each line start. 1: found whole (neither it nor those
+ * before it is written; the next groups are checked from its end); 0:
+ * write what is staged (not found, or its first lines end the file: cut
+ * there, it alone is written); else the error. */
+static int search_group(nsink *s, uint64_t seq, rn_err *e)
+{
+  const char *group = s->lines.data + s->group_at;
+  size_t n = s->lines.size - s->group_at;
+  for (uint64_t at = 0; at < s->check_end; at = next_line(s->fd, at, s->check_end)) {
+    size_t same = same_bytes(s->fd, at, group, n);
+    if (same == n) {
+      s->searching = false;
+      s->check_at = s->length = at + n;
+      s->kept = seq;
+      msgpack_sbuffer_clear(&s->lines);
+      return 1;
+    }
+    if (same == s->check_end - at) { /* the file ends in a newline: same ends a line */
+      s->searching = false;
+      s->check_upto = 0;
+      if (ftruncate(s->fd, (off_t)at) != 0)
+        return rn_err_set(e, RN_EIO, "%s: ndjson: cutting %s back to its last group: %s", s->rel_name, s->path,
+                          strerror(errno));
+      s->length = at;
+      memmove(s->lines.data, group, n);
+      s->lines.size = n;
+      return 0;
+    }
+  }
+  return 0;
+}
+
 /* A group's lines wait for the end of the run, unless they grow large. */
 static int nsink_commit(void *ctx, uint64_t seq, rn_err *e)
 {
   nsink *s = ctx;
-  if (seq <= s->check_upto && s->check_at < s->check_end) {
-    int rc = check_group(s, seq, e);
-    if (rc) return rc == 1 ? 0 : rc;
-  }
+  int rc = 0;
+  if (seq <= s->check_upto && s->searching) rc = search_group(s, seq, e);
+  else if (seq <= s->check_upto && s->check_at < s->check_end) rc = check_group(s, seq, e);
+  if (rc) return rc == 1 ? 0 : rc;
+  s->group_at = s->lines.size;
   if (s->lines.size < ((size_t)1 << 20)) return 0;
-  int rc = write_lines(s, e);
+  s->searching = false; /* what is written stays written */
+  rc = write_lines(s, e);
   if (!rc && s->fd < 0) s->kept = seq; /* a path sink cuts a failed run back; an open file cannot */
   return rc;
 }
@@ -378,6 +443,7 @@ static void nsink_discard(void *ctx)
   nsink *s = ctx;
   struct stat st;
   msgpack_sbuffer_clear(&s->lines);
+  s->group_at = 0;
   msgpack_zone_clear(&s->zone);
   if (s->fd >= 0 && s->writing && fstat(s->fd, &st) == 0 && (uint64_t)st.st_size >= s->run_start &&
       ftruncate(s->fd, (off_t)s->run_start) != 0) { /* the next open's check finds the group cut short */ }
@@ -471,10 +537,12 @@ static int place_sink(rn_pipeline *p, rn_rel *rel, nsink *s, const rn_outbox_mar
   if (whole < size && ftruncate(s->fd, (off_t)whole) != 0)
     return rn_err_set(&p->err, RN_EIO, "%s: ndjson: cutting the incomplete last line of %s: %s", rel->name, s->path,
                       strerror(errno));
-  s->length = whole;
+  s->length = s->check_end = whole;
   if (m->found && m->position <= whole) {
     s->length = s->check_at = m->position;
-    s->check_end = whole;
+    s->check_upto = p->seq;
+  } else if (m->found) { /* cut shorter after the mark */
+    s->searching = true;
     s->check_upto = p->seq;
   }
   return 0;

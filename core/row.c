@@ -92,6 +92,18 @@ static int type_error(rn_err *e, const char *rel, const path *p, const char *wan
                     rn_value_kind(v), extra ? extra : "");
 }
 
+/* A whole float in int64 but beyond ±2^53 for an int: every integer
+ * there is not a double (9007199254740993 becomes 9007199254740992), so
+ * the float may not be the integer meant; an int column takes a float
+ * only where it is exact. */
+static int inexact_int(rn_err *e, const char *rel, const path *p, const msgpack_object *v)
+{
+  char extra[256];
+  snprintf(extra, sizeof extra, " %.17g as a float: beyond ±2^53 a float is not exact (9007199254740993 would be "
+           "9007199254740992 too): give it as an integer", v->via.f64);
+  return type_error(e, rel, p, "int", v, extra);
+}
+
 /* depth counts the containers around v within its column's value. */
 static int too_deep(rn_err *e, const char *rel, const path *p, const msgpack_object *v)
 {
@@ -117,10 +129,12 @@ static int normalize_typed(rn_type t, const rn_schema *fields, msgpack_object *v
     if (v->type == MSGPACK_OBJECT_NEGATIVE_INTEGER) return 0;
     if (v->type == MSGPACK_OBJECT_FLOAT32 || v->type == MSGPACK_OBJECT_FLOAT64) {
       double d = v->via.f64;
-      if (d == floor(d) && d >= -9223372036854775808.0 && d < 9223372036854775808.0) {
+      if (d == floor(d) && fabs(d) < 9007199254740992.0) {
         set_int(v, (int64_t)d);
         return 0;
       }
+      if (d == floor(d) && d >= -9223372036854775808.0 && d < 9223372036854775808.0)
+        return inexact_int(e, rel, p, v);
       char num[64];
       snprintf(num, sizeof num, " %.17g", d);
       return type_error(e, rel, p, "int", v, num);

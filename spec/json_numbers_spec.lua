@@ -75,4 +75,27 @@ describe("a JSON change's numbers", function()
     assert.equal(9007199254740993, t:get(5).n)
     assert.is_nil(one('{"k":5,"f":9007199254740993.0}')) -- a float column takes the float
   end)
+
+  it("refuses a whole number beyond ±2^53 for an int field inside a struct too, naming its path", function()
+    local q = runnel.open(dir .. "/st2")
+    local s = q:table("s", { {"k","int"}, {"pos", { {"x","int"}, {"in", { {"y","int"} }, null = true} }, null = true},
+                             key = "k" })
+    local function line(row)
+      H.write(input, ('{"rel":"s","op":"upsert","row":%s}\n'):format(row))
+      local ok, err = pcall(q.run, q, runnel.ndjson_source(input))
+      return not ok and tostring(err) or nil
+    end
+    -- before: stored 9007199254740992
+    assert.matches(input .. ':1: s: column "pos" field "x": expected int, got a number with a fraction part or an '
+                   .. "exponent that reads as 9007199254740992: beyond ±2^53 such a number is not exact",
+                   line('{"k":1,"pos":{"x":9007199254740993.0}}'), 1, true)
+    assert.matches(input .. ':1: s: column "pos" field "in" field "y": expected int, got a number with a fraction '
+                   .. "part or an exponent that reads as -1e+18", line('{"k":1,"pos":{"x":1,"in":{"y":-1e18}}}'), 1, true)
+    assert.matches(input .. ':1: s: column "pos" field "x": expected int', line('{"k":1,"pos":[9007199254740993.0,null]}'),
+                   1, true)
+    assert.is_nil(s:get(1))
+    assert.is_nil(line('{"k":1,"pos":{"x":3.0,"in":{"y":9007199254740991.0}}}'))
+    assert.same({ x = 3, ["in"] = { y = 9007199254740991 } }, s:get(1).pos)
+    q:close()
+  end)
 end)

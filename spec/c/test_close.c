@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "check.h"
+#include "push_fixture.h"
 #include "runnel.h"
 
 typedef struct closer {
@@ -26,20 +27,6 @@ static int close_inside(void *ctx, const rn_event *ev)
   snprintf(c->msg, sizeof c->msg, "%s", rn_errmsg(c->p));
   c->calls++;
   return 0;
-}
-
-static int insert_id(rn_pipeline *p, rn_rel *t, int64_t id)
-{
-  msgpack_sbuffer sb;
-  msgpack_packer pk;
-  msgpack_sbuffer_init(&sb);
-  msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
-  msgpack_pack_map(&pk, 1);
-  msgpack_pack_str_with_body(&pk, "id", 2);
-  msgpack_pack_int64(&pk, id);
-  int rc = rn_insert(p, t, sb.data, sb.size);
-  msgpack_sbuffer_destroy(&sb);
-  return rc;
 }
 
 static void test_close_from_subscriber(void)

@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "check.h"
+#include "push_fixture.h"
 #include "runnel.h"
 
 static int syncs;
@@ -35,20 +36,6 @@ static int on_durable_row(void *ctx, const rn_event *ev)
   s->deliveries++;
   if (syncs == s->from) s->unsynced++;
   return 0;
-}
-
-static int insert_id(rn_pipeline *p, rn_rel *t, int64_t id)
-{
-  msgpack_sbuffer sb;
-  msgpack_packer pk;
-  msgpack_sbuffer_init(&sb);
-  msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
-  msgpack_pack_map(&pk, 1);
-  msgpack_pack_str_with_body(&pk, "id", 2);
-  msgpack_pack_int64(&pk, id);
-  int rc = rn_insert(p, t, sb.data, sb.size);
-  msgpack_sbuffer_destroy(&sb);
-  return rc;
 }
 
 static void delivers_after_sync(int writemap)

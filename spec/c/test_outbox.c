@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include "check.h"
+#include "push_fixture.h"
 #include "runnel.h"
 
 static const rn_column_def cols[] = { { "id", "int", 0, NULL, 0, NULL } };
@@ -32,20 +33,6 @@ static void on_durable(void *ctx, uint64_t seq)
   if (g->ndurable < 16) g->durable[g->ndurable++] = seq;
 }
 
-static int insert(rn_pipeline *p, rn_rel *r, int64_t id)
-{
-  msgpack_sbuffer sb;
-  msgpack_packer pk;
-  msgpack_sbuffer_init(&sb);
-  msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
-  msgpack_pack_map(&pk, 1);
-  msgpack_pack_str_with_body(&pk, "id", 2);
-  msgpack_pack_int64(&pk, id);
-  int rc = rn_insert(p, r, sb.data, sb.size);
-  msgpack_sbuffer_destroy(&sb);
-  return rc;
-}
-
 static rn_pipeline *open_at(const char *dir, rn_rel **t)
 {
   rn_open_opts o = { 0 };
@@ -70,14 +57,14 @@ static void test_after_durability(void)
   CHECK(rn_subscribe_durable(p, t, "audit", on_event, &g) == 0);
   CHECK(rn_subscribe_durable(p, t, "audit", on_event, &g) == RN_EINVAL);
   CHECK(rn_on_durable(p, on_durable, &g) == 0);
-  CHECK(insert(p, t, 1) == 0);
-  CHECK(insert(p, t, 2) == 0);
+  CHECK(insert_id(p, t, 1) == 0);
+  CHECK(insert_id(p, t, 2) == 0);
   CHECK(g.n == 0 && g.ndurable == 0);            /* carried: not durable yet */
   CHECK(rn_flush(p) == 0);
   CHECK(g.n == 2 && g.seqs[0] == 1 && g.seqs[1] == 2);
   CHECK(g.ndurable == 1 && g.durable[0] == 2);
   g.fail = 1;                                    /* the subscriber refuses: the group stands */
-  CHECK(insert(p, t, 3) == 0);
+  CHECK(insert_id(p, t, 3) == 0);
   CHECK(rn_flush(p) == 0);
   CHECK(rn_seq(p) == 3 && g.n == 2);
   CHECK(rn_deliver(p) == RN_ECALLBACK);
@@ -91,7 +78,7 @@ static void test_after_durability(void)
   got again = { 0 };
   CHECK(rn_subscribe_durable(p, t, "audit", on_event, &again) == 0);
   CHECK(again.n == 0);
-  CHECK(insert(p, t, 4) == 0);
+  CHECK(insert_id(p, t, 4) == 0);
   CHECK(rn_flush(p) == 0);
   CHECK(again.n == 1 && again.seqs[0] == 4);
   rn_pipeline_close(p);

@@ -66,3 +66,49 @@ describe("a joiner that looks like a copy", function()
     end)
   end)
 end)
+
+describe("the bytecode reader", function()
+  after_each(H.cleanup)
+
+  local cols = { {"id","int"}, {"tname","string", null = true}, key = "id" }
+  local shapes = {
+    reused = function(l, r) local a = l.id; a = r and r.name; return { id = l.id, tname = a } end,
+    own_register = function(l, r) local t = { id = l.id }; t = { id = l.id, tname = r and r.name }; return t end,
+    into_param = function(l, r) r = r and r.name; return { id = l.id, tname = r } end,
+    left_guard = function(l, r) return { id = l and l.id, tname = r and r.name } end,
+    other_guard = function(l, r) return { id = l.id, tname = l and r.name } end,
+    long_jump = function(l, r) return { id = l.id, tname = r and r.name and r.name } end,
+    or_guard = function(l, r) return { id = l.id, tname = r or r.name } end,
+    no_column = function(l, r) return { id = l.id, tname = r and r.nick } end,
+    left_not_right = function(l, r) return { id = l.id, tname = r and l.name } end,
+    nested = function(l, r) return { id = l.id, tname = r and r.name.x } end,
+    values = function(l, r) return l.id, r and r.name end,
+    values_three = function(l, r) return l.id, r and r.name, l.nick end,
+    loaded = load("return function(l, r) return { id = l.id, tname = r and r.name } end")(),
+    stripped = load(string.dump(function(l, r) return { id = l.id, tname = r and r.name } end, true)),
+    with_lines = load(string.dump(function(l, r) return { id = l.id, tname = r and r.name } end)),
+    long_key = function(l, r)
+      return { id = l.id, tname = r and r.name, a_column_name_that_is_longer_than_forty_bytes = l.name }
+    end,
+  }
+
+  it("reads a dump of every shape without raising", function()
+    for name, fn in pairs(shapes) do
+      for _, kind in ipairs{ "inner", "left", "outer" } do
+        local ok, got = pcall(copies, fn, kind)
+        assert.is_true(ok, name .. " " .. kind)
+        assert.is_true(got == nil or type(got) == "table", name)
+      end
+    end
+  end)
+
+  for name, fn in pairs(shapes) do
+    for _, kind in ipairs{ "inner", "left" } do
+      it("gives what calling it gives: " .. name .. ", " .. kind, function()
+        same_as_called(fn, function(j)
+          return { on = "team", kind = kind, joiner = j, columns = cols }
+        end)
+      end)
+    end
+  end
+end)

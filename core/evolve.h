@@ -12,9 +12,11 @@
  *                      refused naming the column and both types.
  *     stream, cdc      no rows are kept: the new description is recorded
  *     stateful derived its state is rebuilt from its inputs, as stale state
- *     (join, aggregate, (ids of rows whose key stays are kept);
- *      distinct)       an aggregate or distinct over a stream cannot be
- *                      replayed: refused, naming the choices.
+ *     (join, aggregate, (ids of rows whose key stays are kept), and so is
+ *      distinct)       every stateful relation declared after it (those over
+ *                      it hold its old rows); an aggregate or distinct over
+ *                      a stream cannot be replayed: refused, naming the
+ *                      choices.
  *     another kind     refused: drop it first.
  *
  * Each change applied leaves one line in p's notes (rn_notes), e.g.
@@ -33,8 +35,8 @@ int rn_evolve(rn_pipeline *p, rn_rel *r, MDB_txn *txn, const MDB_val *k, const M
 
 /* r's declaration record ("d:", reader.h) changed though its catalogue
  * entry did not (another column summed, another join column of the same
- * type): a note that r is rebuilt, or the refusal of an aggregate over a
- * stream (p->err). */
+ * type): a note that r is rebuilt (and with it every stateful relation
+ * declared after it), or the refusal of an aggregate over a stream (p->err). */
 int rn_evolve_decl_changed(rn_pipeline *p, rn_rel *r);
 
 /* A source table changed since open and r is stateful derived state that

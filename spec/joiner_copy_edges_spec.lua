@@ -112,3 +112,54 @@ describe("the bytecode reader", function()
     end
   end
 end)
+
+describe("a join whose joiner changes between opens", function()
+  after_each(H.cleanup)
+
+  -- The join's rows counted by tname, as agg should hold them.
+  local function counted(j)
+    local n = {}
+    for r in j:rows() do n[r.tname] = (n[r.tname] or 0) + 1 end
+    return n
+  end
+  local function held(agg)
+    local n = {}
+    for r in agg:rows() do n[r.tname] = r.n end
+    return n
+  end
+
+  -- A state made with first, opened again with second: the join is
+  -- rebuilt, and so is an aggregate over it, which holds its old rows.
+  local function reopened(first, second)
+    local dir = H.tmpdir()
+    local function open(joiner)
+      local p = runnel.open{ path = dir }
+      local teams = p:table("teams", { {"id","int"}, {"name","string"}, {"nick","string"}, key = "id" })
+      local players = p:table("players", { {"id","int"}, {"team","int", null = true}, key = "id" })
+      local j = players:join(teams, { on = "team", kind = "left", joiner = joiner, name = "j",
+                                      columns = { {"id","int"}, {"tname","string", null = true}, key = "id" } })
+      return p, teams, players, j, j:aggregate{ by = "tname", n = runnel.count(), name = "agg" }
+    end
+    local p, teams, players, j, agg = open(first)
+    teams:insert{ id = 1, name = "N", nick = "K" }
+    players:insert{ id = 1, team = 1 }
+    players:insert{ id = 2, team = 1 }
+    p:close()
+    p, teams, players, j, agg = open(second)
+    assert.same({ K = 2 }, counted(j))
+    assert.same(counted(j), held(agg))
+    players:delete{ id = 1 }
+    assert.same({ K = 1 }, held(agg))
+    p:close()
+  end
+
+  it("rebuilds what is declared over it: from one copy to another", function()
+    reopened(function(l, r) return { id = l.id, tname = r and r.name } end,
+             function(l, r) return { id = l.id, tname = r and r.nick } end)
+  end)
+
+  it("rebuilds what is declared over it: from a joiner called to a copy", function()
+    reopened(function(l, r) return { id = l.id, tname = r and pass(r.name) } end,
+             function(l, r) return { id = l.id, tname = r and r.nick } end)
+  end)
+end)

@@ -587,12 +587,19 @@ int rn_evolve(rn_pipeline *p, rn_rel *r, MDB_txn *txn, const MDB_val *k, const M
     if (!rc) rc = keep_evolved(p, txn); /* what is declared over r holds its old rows: rebuilt too */
   } else if (!rc) {
     rc = add_note(p, "%s: its declaration changed", r->name);
+    if (!rc) rc = keep_evolved(p, txn); /* state declared over it holds rows made from its old ones */
   }
   MDB_val v = { declared->size, declared->data };
   if (!rc && (rc = mdb_put(txn, p->store.meta, (MDB_val *)k, &v, 0))) rc = rn_store_fail(&p->err, rc, r->name);
   free(copy);
   rn_zone_destroy(&z);
   return rc;
+}
+
+int rn_evolve_select_changed(rn_pipeline *p, rn_rel *r, MDB_txn *txn)
+{
+  int rc = add_note(p, "%s: its declaration changed", r->name);
+  return rc ? rc : keep_evolved(p, txn); /* state declared over it holds rows made from its old ones */
 }
 
 /* ---- renames ---- */

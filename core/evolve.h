@@ -39,6 +39,10 @@ int rn_evolve(rn_pipeline *p, rn_rel *r, MDB_txn *txn, const MDB_val *k, const M
  * declared after it), or the refusal of an aggregate over a stream (p->err). */
 int rn_evolve_decl_changed(rn_pipeline *p, rn_rel *r);
 
+/* A select (reader.h) declared again over other columns of the same
+ * types: a note, and every stateful relation declared after it rebuilt. */
+int rn_evolve_select_changed(rn_pipeline *p, rn_rel *r, MDB_txn *txn);
+
 /* A source table changed since open and r is stateful derived state that
  * can be replayed: its state may hold the table's old rows, so it is rebuilt
  * (the relation need not read that table; a rebuild gives the same rows). */

@@ -163,3 +163,29 @@ describe("a join whose joiner changes between opens", function()
              function(l, r) return { id = l.id, tname = r and r.nick } end)
   end)
 end)
+
+describe("a select declared again over another column of the same type", function()
+  after_each(H.cleanup)
+
+  it("has what is declared over it rebuilt", function()
+    local dir = H.tmpdir()
+    local notes = {}
+    local function open(col)
+      local p = runnel.open{ path = dir, notes = function(line) notes[#notes + 1] = line end }
+      local t = p:table("t", { {"id","int"}, {"a","string"}, {"b","string"}, key = "id" })
+      local s = t:select({ "id", {"x", col} }, "s")
+      return p, t, s:aggregate{ by = "x", n = runnel.count(), name = "agg" }
+    end
+    local p, t, agg = open("a")
+    t:insert{ id = 1, a = "A", b = "B" }
+    p:close()
+    p, t, agg = open("b")
+    local held = {}
+    for r in agg:rows() do held[r.x] = r.n end
+    assert.same({ B = 1 }, held)
+    assert.matches("s: its declaration changed", table.concat(notes, "\n"), 1, true)
+    t:delete{ id = 1 }
+    assert.equal(0, agg:count())
+    p:close()
+  end)
+end)

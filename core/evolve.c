@@ -561,7 +561,8 @@ static int not_replayable(rn_pipeline *p, const rn_rel *r)
 int rn_evolve_decl_changed(rn_pipeline *p, rn_rel *r)
 {
   if (!replayable(r)) return not_replayable(p, r);
-  return add_note(p, "%s: its declaration changed: rebuilt from its inputs", r->name);
+  int rc = add_note(p, "%s: its declaration changed: rebuilt from its inputs", r->name);
+  return rc ? rc : keep_evolved(p, p->store.wtxn); /* what is declared over r holds its old rows */
 }
 
 int rn_evolve(rn_pipeline *p, rn_rel *r, MDB_txn *txn, const MDB_val *k, const MDB_val *stored,
@@ -589,14 +590,22 @@ int rn_evolve(rn_pipeline *p, rn_rel *r, MDB_txn *txn, const MDB_val *k, const M
   else if (!rc && r->stateful) {
     *rebuild = true; /* as stale state: rebuilt keeping the ids of rows whose key stays (setup) */
     rc = add_note(p, "%s: its declaration changed: rebuilt from its inputs", r->name);
+    if (!rc) rc = keep_evolved(p, txn); /* what is declared over r holds its old rows: rebuilt too */
   } else if (!rc) {
     rc = add_note(p, "%s: its declaration changed", r->name);
+    if (!rc) rc = keep_evolved(p, txn); /* state declared over it holds rows made from its old ones */
   }
   MDB_val v = { declared->size, declared->data };
   if (!rc && (rc = mdb_put(txn, p->store.meta, (MDB_val *)k, &v, 0))) rc = rn_store_fail(&p->err, rc, r->name);
   free(copy);
   rn_zone_destroy(&z);
   return rc;
+}
+
+int rn_evolve_select_changed(rn_pipeline *p, rn_rel *r, MDB_txn *txn)
+{
+  int rc = add_note(p, "%s: its declaration changed", r->name);
+  return rc ? rc : keep_evolved(p, txn); /* state declared over it holds rows made from its old ones */
 }
 
 /* ---- renames ---- */

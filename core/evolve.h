@@ -12,9 +12,11 @@
  *                      refused naming the column and both types.
  *     stream, cdc      no rows are kept: the new description is recorded
  *     stateful derived its state is rebuilt from its inputs, as stale state
- *     (join, aggregate, (ids of rows whose key stays are kept);
- *      distinct)       an aggregate or distinct over a stream cannot be
- *                      replayed: refused, naming the choices.
+ *     (join, aggregate, (ids of rows whose key stays are kept), and so is
+ *      distinct)       every stateful relation declared after it (those over
+ *                      it hold its old rows); an aggregate or distinct over
+ *                      a stream cannot be replayed: refused, naming the
+ *                      choices.
  *     another kind     refused: drop it first.
  *
  * Each change applied leaves one line in p's notes (rn_notes), e.g.
@@ -33,14 +35,17 @@ int rn_evolve(rn_pipeline *p, rn_rel *r, MDB_txn *txn, const MDB_val *k, const M
 
 /* r's declaration record ("d:", reader.h) changed though its catalogue
  * entry did not (another column summed, another join column of the same
- * type): a note that r is rebuilt, or the refusal of an aggregate over a
- * stream (p->err). */
+ * type): a note that r is rebuilt (and with it every stateful relation
+ * declared after it), or the refusal of an aggregate over a stream (p->err). */
 int rn_evolve_decl_changed(rn_pipeline *p, rn_rel *r);
 
 /* The functions of relation name changed (evolve_code.h): the note that
  * says so, and the evolved mark in txn (as keep_evolved's), so that the
  * stateful derived relations declared after it are rebuilt. */
 int rn_evolve_code_changed(rn_pipeline *p, MDB_txn *txn, const char *name);
+/* A select (reader.h) declared again over other columns of the same
+ * types: a note, and every stateful relation declared after it rebuilt. */
+int rn_evolve_select_changed(rn_pipeline *p, rn_rel *r, MDB_txn *txn);
 
 /* A source table changed since open and r is stateful derived state that
  * can be replayed: its state may hold the table's old rows, so it is rebuilt

@@ -11,6 +11,7 @@
 #include "aggregate.h"
 #include "buf.h"
 #include "derive.h"
+#include "evolve.h"
 #include "join.h"
 #include "key.h"
 #include "row.h"
@@ -527,10 +528,14 @@ int rn_select_decl_record(rn_rel *r, MDB_txn *txn)
   msgpack_pack_str_body(&pk, r->input->name, strlen(r->input->name));
   msgpack_pack_array(&pk, (size_t)n);
   for (int i = 0; i < n; i++) msgpack_pack_int(&pk, slots[i]);
-  MDB_val v = { b.size, b.data };
-  int rc = b.data ? mdb_put(txn, p->store.meta, &k, &v, 0) : ENOMEM;
+  MDB_val v = { b.size, b.data }, was;
+  int rc = b.data ? mdb_get(txn, p->store.meta, &k, &was) : ENOMEM;
+  bool changed = rc == 0 && (was.mv_size != v.mv_size || memcmp(was.mv_data, v.mv_data, v.mv_size) != 0);
+  if (rc == MDB_NOTFOUND) rc = 0;
+  if (!rc) rc = mdb_put(txn, p->store.meta, &k, &v, 0);
   msgpack_sbuffer_destroy(&b);
-  return rc ? rn_store_fail(&p->err, rc, r->name) : 0;
+  if (rc) return rn_store_fail(&p->err, rc, r->name);
+  return changed ? rn_evolve_select_changed(p, r, txn) : 0;
 }
 
 int rn_decl_key(char *key, size_t size, const char *name)

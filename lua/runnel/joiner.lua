@@ -6,7 +6,8 @@
 -- these shapes, with no upvalues, no nested functions and nothing else in
 -- the body:
 --     function(l, r) return { out = l.col, …, out = r and r.col, … } end
---     function(l, r) return l.col, …, r and r.col end
+--     function(l, r) return l.col, l.col2, …, r and r.col end
+-- (two values at least: a single nil value is no result, not a null column)
 -- A shape it does not know, or a dump of another Lua build than 5.4's, is
 -- not recognised and the joiner runs in Lua as before: recognising less is
 -- always safe. Whether the copy gives exactly the declared columns (names,
@@ -128,12 +129,11 @@ return function()
         t.n = t.n + 1
         t[t.n] = { out = key, side = v.side, col = v.col }
         pc = pc + 1
-      elseif op == RETURN1 then
+      elseif op == RETURN1 then -- a table: one value alone is no result when nil, so is not a copy
         local v = reg[a]
-        if v and v.fields then return v.n > 0 and { table.unpack(v, 1, v.n) } or nil end
-        return v and v.col and { v } or nil
+        return v and v.fields and v.n > 0 and { table.unpack(v, 1, v.n) } or nil
       elseif op == RETURN then
-        if b < 2 or kb ~= 0 then return nil end
+        if b < 3 or kb ~= 0 then return nil end -- two values or more (see RETURN1)
         local out = {}
         for i = 0, b - 2 do
           local v = reg[a + i]

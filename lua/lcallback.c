@@ -589,7 +589,7 @@ static int copied_slot(lua_State *L, const rn_schema *left, const rn_schema *rig
   lua_getfield(L, -2, "col");
   int side = (int)lua_tointeger(L, -2), slot = -1;
   size_t len;
-  const char *col = lua_tolstring(L, -1, &len);
+  const char *col = lua_type(L, -1) == LUA_TSTRING ? lua_tolstring(L, -1, &len) : NULL;
   if (col && side == 0) slot = rn_schema_slot(left, col, len);
   else if (col && side == 1 && (slot = rn_schema_slot(right, col, len)) >= 0) slot += left->ncols;
   lua_pop(L, 2);
@@ -608,13 +608,16 @@ static bool joiner_copies(lua_State *L, int idx, const rn_schema *schema, const 
   for (int i = 0; i < n; i++) slots[i] = -1;
   bool ok = true;
   for (int i = 0; ok && i < n; i++) {
-    lua_rawgeti(L, idx, i + 1);
+    if (lua_rawgeti(L, idx, i + 1) != LUA_TTABLE) { /* not joiner.lua's list: nothing may raise here */
+      lua_pop(L, 1);
+      return false;
+    }
     size_t len;
     lua_getfield(L, -1, "out");
-    const char *out = lua_tolstring(L, -1, &len);
+    const char *out = lua_type(L, -1) == LUA_TSTRING ? lua_tolstring(L, -1, &len) : NULL;
     int at = out ? rn_schema_slot(schema, out, len) : i;
     lua_pop(L, 1);
-    ok = lua_istable(L, -1) && at >= 0 && slots[at] < 0 && (slots[at] = copied_slot(L, left, right)) >= 0;
+    ok = at >= 0 && slots[at] < 0 && (slots[at] = copied_slot(L, left, right)) >= 0;
     lua_pop(L, 1);
   }
   return ok;

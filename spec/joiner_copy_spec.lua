@@ -174,6 +174,22 @@ describe("a joiner done in C", function()
     end)
   end
 
+  it("takes a copies list that is not joiner.lua's as no copy (p:_join raised, leaking the declaration)", function()
+    local p = runnel.open()
+    local teams = p:table("teams", { {"id","int"}, {"name","string"}, key = "id" })
+    local players = p:table("players", { {"id","int"}, {"team","int", null = true}, key = "id" })
+    local function j(l, t) return { pid = l.id, tname = t and t.name } end
+    local cols = { { name = "pid", type = "int", null = false }, { name = "tname", type = "string", null = true } }
+    for i, copies in ipairs{ { 1, 2 }, { {}, "x" }, { { out = 5, side = "a", col = {} }, {} } } do
+      local rel = assert(p:_join(players, teams, "j" .. i, "left", { "team" }, nil, nil, j, cols, { "pid" }, nil, nil,
+                                 copies))
+      teams:upsert{ id = 1, name = "one" }
+      players:upsert{ id = i, team = 1 }
+      assert.same({ pid = i, tname = "one" }, rel:get(i))
+    end
+    p:close()
+  end)
+
   it("is called when its copy would not give the declared columns", function()
     local p = runnel.open()
     local teams = p:table("teams", { {"id","int"}, {"name","string"}, key = "id" })

@@ -135,6 +135,31 @@ function H.item_join_lines(rel, items, teams)
   return out
 end
 
+--- The k values of an NDJSON file's lines ({"k":N,…}), in order, as one
+--- string "1,2,…" ("?" for a line without one).
+function H.ndjson_ks(text)
+  local got = {}
+  for l in text:gmatch("[^\n]+") do got[#got + 1] = l:match('^{"k":(%d+),') or "?" end
+  return table.concat(got, ",")
+end
+
+--- The outbox specs' groups: group i inserts k = i and negates k = i - 1.
+--- Their NDJSON log for groups 1..n, and their rows as "k|v" lines.
+function H.outbox_log(n)
+  local out = {}
+  for i = 1, n do
+    out[#out + 1] = ('{"verb":"INSERT","k":%d,"v":%d}\n'):format(i, i)
+    if i > 1 then out[#out + 1] = ('{"verb":"UPDATE","k":%d,"v":%d}\n'):format(i - 1, -(i - 1)) end
+  end
+  return table.concat(out)
+end
+
+function H.outbox_rows(n)
+  local out = {}
+  for i = 1, n do out[#out + 1] = ("%d|%d\n"):format(i, i == n and i or -i) end
+  return table.concat(out)
+end
+
 H.runnel_bin = os.getenv("RUNNEL_BIN") or "build/runnel"
 H.root = (H.sh("pwd"):gsub("\n$", "")) -- specs run from the repository's root
 

@@ -6,12 +6,7 @@ local H = require "helper"
 
 local function read(path) return H.read(path) or "" end
 
--- The k values of the file's lines, in order, as one string "1,2,…".
-local function ks(text)
-  local got = {}
-  for l in text:gmatch("[^\n]+") do got[#got + 1] = l:match('^{"k":(%d+),') or "?" end
-  return table.concat(got, ",")
-end
+local ks = H.ndjson_ks
 
 local function range(a, b)
   local v = {}

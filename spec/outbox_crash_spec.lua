@@ -12,20 +12,7 @@ local function read(path) return H.read(path) or "" end
 local sql = H.sql
 
 -- Group i inserts k = i and negates k = i - 1: the log of groups 1..n.
-local function expected_log(n)
-  local out = {}
-  for i = 1, n do
-    out[#out + 1] = ('{"verb":"INSERT","k":%d,"v":%d}\n'):format(i, i)
-    if i > 1 then out[#out + 1] = ('{"verb":"UPDATE","k":%d,"v":%d}\n'):format(i - 1, -(i - 1)) end
-  end
-  return table.concat(out)
-end
-
-local function expected_rows(n)
-  local out = {}
-  for i = 1, n do out[#out + 1] = ("%d|%d\n"):format(i, i == n and i or -i) end
-  return table.concat(out)
-end
+local expected_log, expected_rows = H.outbox_log, H.outbox_rows
 
 local CHILD = [[
 local runnel = require "runnel"

@@ -10,20 +10,7 @@ local sql = H.sql
 local function read(path) return H.read(path) or "" end
 
 -- Group i inserts k = i and negates k = i - 1 (as outbox_crash_spec).
-local function expected_log(n)
-  local out = {}
-  for i = 1, n do
-    out[#out + 1] = ('{"verb":"INSERT","k":%d,"v":%d}\n'):format(i, i)
-    if i > 1 then out[#out + 1] = ('{"verb":"UPDATE","k":%d,"v":%d}\n'):format(i - 1, -(i - 1)) end
-  end
-  return table.concat(out)
-end
-
-local function expected_rows(n)
-  local out = {}
-  for i = 1, n do out[#out + 1] = ("%d|%d\n"):format(i, i == n and i or -i) end
-  return table.concat(out)
-end
+local expected_log, expected_rows = H.outbox_log, H.outbox_rows
 
 -- The child: sinks declared in the order `order` gives ("kill" is a durable
 -- Lua sink that sends SIGKILL to its own process when it is handed group

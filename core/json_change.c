@@ -110,15 +110,38 @@ static bool inexact_int(const msgpack_object *v)
   return d == floor(d) && fabs(d) >= 9007199254740992.0;
 }
 
+/* The path to a value being checked: its column, then the struct fields
+ * inside it, spelled only when a refusal needs it (a change's columns are
+ * walked for every line p:run applies). */
+typedef struct int_path {
+  const struct int_path *up; /* NULL: name is the column's */
+  const char *name;
+} int_path;
+
+static size_t spell_path(const int_path *at, char *buf, size_t cap)
+{
+  size_t n = at->up ? spell_path(at->up, buf, cap) : 0;
+  int w = snprintf(buf + n, cap - n, at->up ? " field \"%s\"" : "column \"%s\"", at->name);
+  return w < 0 ? n : n + (size_t)w < cap ? n + (size_t)w : cap - 1;
+}
+
+/* Whether v can hold an inexact int: a float, or a struct's map or array. */
+static bool may_hold_float(const msgpack_object *v)
+{
+  return v->type == MSGPACK_OBJECT_FLOAT64 || v->type == MSGPACK_OBJECT_MAP || v->type == MSGPACK_OBJECT_ARRAY;
+}
+
 /* Refuses an inexact int (above) in v, the value of column or field c
  * (at: its path, as row.c words it), or in the fields of a struct, given
  * as a map of field names or an array in slot order. */
-static int check_ints(rn_pipeline *p, const rn_rel *r, const rn_column *c, const msgpack_object *v, const char *at)
+static int check_ints(rn_pipeline *p, const rn_rel *r, const rn_column *c, const msgpack_object *v, const int_path *at)
 {
   if (c->type == RN_T_INT && inexact_int(v)) {
+    char path[512];
+    spell_path(at, path, sizeof path);
     rn_err_set(&p->err, RN_EINVAL, "%s: %s: expected int, got a number with a fraction part or an exponent that "
                "reads as %.17g: beyond ±2^53 such a number is not exact (9007199254740993.0 reads as "
-               "9007199254740992 too): write the integer without them", r->name, at, v->via.f64);
+               "9007199254740992 too): write the integer without them", r->name, path, v->via.f64);
     return rn_group_fail(p, RN_EINVAL, p->err.msg);
   }
   if (c->type != RN_T_STRUCT) return 0;
@@ -127,12 +150,13 @@ static int check_ints(rn_pipeline *p, const rn_rel *r, const rn_column *c, const
   uint32_t n = in_order ? v->via.array.size : v->type == MSGPACK_OBJECT_MAP ? v->via.map.size : 0;
   for (uint32_t i = 0; i < n; i++) {
     const msgpack_object *k = in_order ? NULL : &v->via.map.ptr[i].key;
+    const msgpack_object *fv = in_order ? &v->via.array.ptr[i] : &v->via.map.ptr[i].val;
+    if (!may_hold_float(fv)) continue;
     int slot = in_order ? (int)i
              : k->type == MSGPACK_OBJECT_STR ? rn_schema_slot(fields, k->via.str.ptr, k->via.str.size) : -1;
     if (slot < 0) continue; /* row.c says why */
-    char inner[512];
-    snprintf(inner, sizeof inner, "%s field \"%s\"", at, fields->cols[slot].name);
-    int rc = check_ints(p, r, &fields->cols[slot], in_order ? &v->via.array.ptr[i] : &v->via.map.ptr[i].val, inner);
+    int_path inner = { at, fields->cols[slot].name };
+    int rc = check_ints(p, r, &fields->cols[slot], fv, &inner);
     if (rc) return rc;
   }
   return 0;
@@ -144,11 +168,11 @@ int rn_apply_json_change(rn_pipeline *p, const msgpack_object *rel, const msgpac
   rn_rel *r = rel && rel->type == MSGPACK_OBJECT_STR ? rn_rel_named(p, rel->via.str.ptr, rel->via.str.size) : NULL;
   for (uint32_t i = 0; r && row && row->type == MSGPACK_OBJECT_MAP && i < row->via.map.size; i++) {
     const msgpack_object *k = &row->via.map.ptr[i].key, *v = &row->via.map.ptr[i].val;
+    if (!may_hold_float(v)) continue; /* ints, strings, null: nothing to refuse here */
     int slot = k->type == MSGPACK_OBJECT_STR ? rn_schema_slot(r->schema, k->via.str.ptr, k->via.str.size) : -1;
     if (slot < 0) continue;
-    char at[512];
-    snprintf(at, sizeof at, "column \"%s\"", r->schema->cols[slot].name);
-    int rc = check_ints(p, r, &r->schema->cols[slot], v, at);
+    int_path at = { NULL, r->schema->cols[slot].name };
+    int rc = check_ints(p, r, &r->schema->cols[slot], v, &at);
     if (rc) return rc;
   }
   return rn_apply_change(p, rel, op, row);

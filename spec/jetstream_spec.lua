@@ -4,35 +4,9 @@
 -- and always stopped.
 local runnel = require "runnel"
 local H = require "spec.helper"
-package.path = "scripts/cluster/?.lua;" .. package.path
-local N = require "nats"
-
+local J = require "spec.js_helper"
 local RUNNEL = os.getenv("RUNNEL_BIN") or "build/runnel"
-local JSCTL = RUNNEL:gsub("runnel$", "jsctl")
-
--- jsctl is test tooling: nats.c 3.4.1 now and then leaks a published
--- message it was acked for, which a sanitized run must not count as runnel's.
-local function jsctl(url, ...)
-  local out, err, code = H.sh(("ASAN_OPTIONS=detect_leaks=0 %s '%s' %s"):format(JSCTL, url, table.concat({ ... }, " ")))
-  assert(code == 0, err)
-  return out
-end
-
--- The messages of a subject: { {seq, id, data}, … }.
-local function dump(url, stream, subject)
-  local msgs = {}
-  for line in jsctl(url, "dump", stream, subject):gmatch("[^\n]+") do
-    local seq, id, data = line:match("^(%d+)\t([^\t]*)\t(.*)$")
-    msgs[#msgs + 1] = { tonumber(seq), id, data }
-  end
-  return msgs
-end
-
-local function publish(url, subject, lines, per, id)
-  local dir = H.tmpdir()
-  H.write(dir .. "/in.ndjson", table.concat(lines, "\n") .. "\n")
-  jsctl(url, "pub", subject, dir .. "/in.ndjson", "lines=" .. (per or 1), id and ("id=" .. id) or "")
-end
+local jsctl, dump, publish = J.jsctl, J.dump, J.publish
 
 local function change(rel, op, row)
   local fields = {}
@@ -41,20 +15,15 @@ local function change(rel, op, row)
   return ('{"rel":%q,"op":%q,"row":{%s}}'):format(rel, op, table.concat(fields, ","))
 end
 
-math.randomseed(os.time() + tonumber(tostring({}):match("0x(%x+)"), 16) % 1000)
--- The server's directory is not the helper's: other specs clean those.
-local home = os.tmpname()
-os.remove(home)
-local server, why = nil, nil
-if N.available() then server, why = N.single(home) else why = "nats-server is not installed" end
+local server, why = J.start()
 
 describe("jetstream", function()
   if not server then
-    it("needs nats-server", function() pending("skipped: nats-server cannot start: " .. tostring(why)) end)
+    J.cannot_start(why)
     return
   end
   local url = server.url
-  teardown(function() server.stop(); os.execute("rm -rf '" .. home .. "'"); H.cleanup() end)
+  teardown(function() J.stop(server); H.cleanup() end)
 
   local streams = 0
   -- A fresh stream with its own subjects: "<name>.>"; returns its name.

@@ -5,53 +5,23 @@
 -- free port, always stopped; every wait is bounded.
 local runnel = require "runnel"
 local H = require "spec.helper"
-package.path = "scripts/cluster/?.lua;" .. package.path
-local N = require "nats"
-
-local JSCTL = (os.getenv("RUNNEL_BIN") or "build/runnel"):gsub("runnel$", "jsctl")
-
-local function jsctl(url, ...)
-  local out, err, code = H.sh(("ASAN_OPTIONS=detect_leaks=0 %s '%s' %s"):format(JSCTL, url, table.concat({ ... }, " ")))
-  assert(code == 0, err)
-  return out
-end
-
--- { {seq, id, data}, … } of a subject.
-local function dump(url, stream, subject)
-  local msgs = {}
-  for line in jsctl(url, "dump", stream, subject):gmatch("[^\n]+") do
-    local seq, id, data = line:match("^(%d+)\t([^\t]*)\t(.*)$")
-    msgs[#msgs + 1] = { tonumber(seq), id, data }
-  end
-  return msgs
-end
-
--- Publishes each text as one message (its lines joined), with ids
--- "<id>:<n>" when id is given.
-local function publish(url, subject, texts, id)
-  local dir = H.tmpdir()
-  H.write(dir .. "/in", table.concat(texts, "\n") .. "\n")
-  jsctl(url, "pub", subject, dir .. "/in", "lines=1", id and ("id=" .. id) or "")
-end
+local J = require "spec.js_helper"
+local jsctl, dump, publish = J.jsctl, J.dump, J.publish
 
 local function insert(id) return ('{"rel":"scores","op":"insert","row":{"id":%d,"player":"p%d","points":%d}}'):format(id, id, id) end
 
 local SCORES = '{ {"id","int"}, {"player","string"}, {"points","int"}, key = "id" }'
 local function scores(p) return p:table("scores", load("return " .. SCORES)()) end
 
-math.randomseed(os.time() + tonumber(tostring({}):match("0x(%x+)"), 16) % 1000)
-local home = os.tmpname()
-os.remove(home)
-local server, why = nil, nil
-if N.available() then server, why = N.single(home) else why = "nats-server is not installed" end
+local server, why = J.start()
 
 describe("jetstream edges", function()
   if not server then
-    it("needs nats-server", function() pending("skipped: nats-server cannot start: " .. tostring(why)) end)
+    J.cannot_start(why)
     return
   end
   local url = server.url
-  teardown(function() server.stop(); os.execute("rm -rf '" .. home .. "'"); H.cleanup() end)
+  teardown(function() J.stop(server); H.cleanup() end)
 
   local streams = 0
   local function stream(opts)
@@ -248,9 +218,9 @@ describe("jetstream edges", function()
   describe("duplicates", function()
     it("published again under the same message ids are applied once (the server drops them)", function()
       local name, subj = stream("dupe=60")
-      publish(url, subj .. ".0", { insert(1), insert(2) }, "shard7")
-      publish(url, subj .. ".0", { insert(1), insert(2) }, "shard7")
-      publish(url, subj .. ".0", { insert(3) }, "shard8")
+      publish(url, subj .. ".0", { insert(1), insert(2) }, 1, "shard7")
+      publish(url, subj .. ".0", { insert(1), insert(2) }, 1, "shard7")
+      publish(url, subj .. ".0", { insert(3) }, 1, "shard8")
       local p = runnel.open()
       local t = scores(p)
       assert.equal(3, p:run(source(name, subj .. ".0")).messages)

@@ -20,7 +20,9 @@
  *            entry under |group key|slot| is the minimum, the last the
  *            maximum, so deleting
  *            the current extreme falls back to the next value exactly,
- *            without rescanning the input.
+ *            without rescanning the input. A value too long for the key
+ *            (a long string or bytes) is kept in a bucket of the values
+ *            sharing its first bytes (drawn in aggregate_fns.c).
  *
  * Invariants (AGG-n):
  * (1) After every change each group's row equals the aggregate of the

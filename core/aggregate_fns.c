@@ -67,6 +67,80 @@ static void set_count(msgpack_object *o, int64_t n)
   o->via.u64 = (uint64_t)n;
 }
 
+/* ---- value counts ("am:", aggregate.h) ----
+ *
+ * |group key|u8 column|value| -> |u64 count|, the value key-encoded (key.h),
+ * so the first entry under |group key|u8 column| is the minimum and the last
+ * the maximum. A value whose encoding is longer than the room left after
+ * |group key|u8 column| less one byte (a string or bytes value of some
+ * hundred bytes) shares a bucket with every value of the same first room - 1
+ * bytes:
+ *
+ *     |group key|u8 column|its first room - 1 bytes|0xff| ->
+ *         (|u64 count|u32 len|the whole encoded value|)…
+ *
+ * Every other entry's value part is shorter than a bucket's, and two values
+ * whose encodings agree on a bucket's bytes are both in it (an encoding is
+ * never a prefix of another), so entries keep value order: the extreme is
+ * the first or last entry, or the least or greatest value of its bucket.
+ * A bucket holds the values that share that long a prefix: most often one. */
+
+/* Room for the value part of a key under |group key|u8 column|. */
+static size_t value_room(const gkey *g)
+{
+  return g->len + 1 < RN_STORE_KEY_MAX ? RN_STORE_KEY_MAX - g->len - 1 : 0;
+}
+
+enum { BUCKET_MIN_ROOM = 16 }; /* a shorter room is a group key of almost 511 bytes: refused */
+
+/* Moves value enc's count in bucket (data d, at key k) by delta. */
+static int bucket_count(rn_aggregate *a, const MDB_val *k, const MDB_val *d, bool found, const char *enc,
+                        size_t len, int delta)
+{
+  msgpack_sbuffer b; /* the bucket rewritten */
+  msgpack_sbuffer_init(&b);
+  bool seen = false;
+  const char *p = found ? d->mv_data : NULL, *end = found ? (const char *)d->mv_data + d->mv_size : NULL;
+  int rc = 0;
+  while (p && p < end && !rc) {
+    uint64_t count;
+    uint32_t n;
+    if ((size_t)(end - p) < 12) { rc = -1; break; }
+    memcpy(&count, p, 8);
+    memcpy(&n, p + 8, 4);
+    if ((size_t)(end - p - 12) < n) { rc = -1; break; }
+    if (n == len && memcmp(p + 12, enc, len) == 0) {
+      seen = true;
+      count = (uint64_t)((int64_t)count + delta);
+    }
+    if (count) {
+      rn_buf_write(&b, (const char *)&count, 8);
+      rn_buf_write(&b, p + 8, 4 + (size_t)n);
+    }
+    p += 12 + n;
+  }
+  if (rc) {
+    msgpack_sbuffer_destroy(&b);
+    return rn_err_set(err_of(a), RN_ESTORE, "%s: a group's value counts could not be decoded", a->out->name);
+  }
+  if (!seen && delta > 0) {
+    uint64_t count = (uint64_t)delta;
+    uint32_t n = (uint32_t)len;
+    rn_buf_write(&b, (const char *)&count, 8);
+    rn_buf_write(&b, (const char *)&n, 4);
+    rn_buf_write(&b, enc, len);
+  }
+  int mrc;
+  if (rn_oom()) { msgpack_sbuffer_destroy(&b); return nomem(a); }
+  if (b.size == 0) mrc = rn_wb_del(&a->out->p->store, txn_of(a), a->values_dbi, k);
+  else {
+    MDB_val nd = { b.size, b.data };
+    mrc = rn_wb_put(&a->out->p->store, txn_of(a), a->values_dbi, k, &nd, 0);
+  }
+  msgpack_sbuffer_destroy(&b);
+  return mrc && mrc != MDB_NOTFOUND ? store_fail(a, mrc) : 0;
+}
+
 /* |group key|u8 column|value| -> count, moved by delta. min and max of one
  * column share the counts. */
 static int value_count(rn_aggregate *a, const gkey *g, int i, const msgpack_object *v, int delta)
@@ -76,20 +150,29 @@ static int value_count(rn_aggregate *a, const gkey *g, int i, const msgpack_obje
   rn_buf_write(&b, g->k, g->len);
   char idx = (char)a->aggs[i].slot;
   rn_buf_write(&b, &idx, 1);
+  const char *col = a->in->schema->cols[a->aggs[i].slot].name;
   int rc = rn_key_append(&b, v) ? rn_err_set(err_of(a), RN_EINVAL, "%s: %s \"%s\" of column \"%s\" is NaN: NaN has no "
                                               "place among min and max", a->out->name,
-                                              a->aggs[i].kind == RN_AGG_MAX ? "max" : "min", a->aggs[i].name,
-                                              a->in->schema->cols[a->aggs[i].slot].name) : 0;
-  if (!rc && b.size > RN_STORE_KEY_MAX)
-    rc = rn_err_set(err_of(a), RN_EINVAL, "%s: %s: a value and its group key are longer than %d bytes",
-                    a->out->name, a->aggs[i].name, RN_STORE_KEY_MAX);
+                                              a->aggs[i].kind == RN_AGG_MAX ? "max" : "min", a->aggs[i].name, col) : 0;
+  size_t room = value_room(g), at = g->len + 1;
+  bool bucket = !rc && b.size - at >= room;
+  if (bucket && room < BUCKET_MIN_ROOM)
+    rc = rn_err_set(err_of(a), RN_EINVAL, "%s: %s \"%s\" of column \"%s\": its group key takes %zu bytes, too many "
+                    "to keep values beside it", a->out->name, a->aggs[i].kind == RN_AGG_MAX ? "max" : "min",
+                    a->aggs[i].name, col, g->len);
+  if (rn_oom() && !rc) rc = nomem(a);
   if (!rc) {
+    char *enc = NULL;
+    size_t len = b.size - at;
+    if (bucket && !(enc = (char *)rn_scratch_copy(a->out->p, b.data + at, len))) rc = nomem(a);
+    if (bucket && !rc) { b.size = at + room - 1; b.data[b.size++] = (char)0xff; } /* the bucket's key */
     MDB_val k = { b.size, b.data }, d;
     uint64_t count = 0;
-    int mrc = rn_wb_get(&a->out->p->store, txn_of(a), a->values_dbi, &k, &d);
-    if (mrc == 0) memcpy(&count, d.mv_data, 8);
-    else if (mrc != MDB_NOTFOUND) rc = store_fail(a, mrc);
-    if (!rc) {
+    int mrc = rc ? 0 : rn_wb_get(&a->out->p->store, txn_of(a), a->values_dbi, &k, &d);
+    if (mrc != 0 && mrc != MDB_NOTFOUND) rc = store_fail(a, mrc);
+    else if (!rc && bucket) rc = bucket_count(a, &k, &d, mrc == 0, enc, len, delta);
+    else if (!rc) {
+      if (mrc == 0) memcpy(&count, d.mv_data, 8);
       count = (uint64_t)((int64_t)count + delta);
       if (count == 0) mrc = rn_wb_del(&a->out->p->store, txn_of(a), a->values_dbi, &k);
       else { d.mv_size = 8; d.mv_data = &count; mrc = rn_wb_put(&a->out->p->store, txn_of(a), a->values_dbi, &k, &d, 0); }
@@ -98,6 +181,31 @@ static int value_count(rn_aggregate *a, const gkey *g, int i, const msgpack_obje
   }
   msgpack_sbuffer_destroy(&b);
   return rc;
+}
+
+/* The least (or, max, the greatest) encoded value of bucket d into *enc. */
+static int bucket_extreme(rn_aggregate *a, const MDB_val *d, bool max, const char **enc, size_t *len)
+{
+  const char *p = d->mv_data, *end = p + d->mv_size;
+  *enc = NULL;
+  while (p < end) {
+    uint32_t n;
+    if ((size_t)(end - p) < 12) break;
+    memcpy(&n, p + 8, 4);
+    if ((size_t)(end - p - 12) < n) break;
+    const char *e = p + 12;
+    if (!*enc) { *enc = e; *len = n; }
+    else {
+      size_t m = n < *len ? n : *len;
+      int c = memcmp(e, *enc, m);
+      if (!c) c = (n > *len) - (n < *len);
+      if (max ? c > 0 : c < 0) { *enc = e; *len = n; }
+    }
+    p += 12 + n;
+  }
+  if (p != end || !*enc)
+    return rn_err_set(err_of(a), RN_ESTORE, "%s: a group's value counts could not be decoded", a->out->name);
+  return 0;
 }
 
 /* Packs a user aggregate's state for its step or result function and
@@ -192,7 +300,10 @@ static int extreme(rn_aggregate *a, const gkey *g, int i, bool max, msgpack_obje
   if (max) rc = rc == 0 ? mdb_cursor_get(cur, &k, &d, MDB_PREV) : mdb_cursor_get(cur, &k, &d, MDB_LAST);
   prefix[g->len] = (char)col;
   if (rc == 0 && k.mv_size > g->len + 1 && memcmp(k.mv_data, prefix, g->len + 1) == 0) {
-    if (rn_key_decode((const char *)k.mv_data + g->len + 1, k.mv_size - g->len - 1, out, 1, zone_of(a)) != 1)
+    const char *enc = (const char *)k.mv_data + g->len + 1;
+    size_t len = k.mv_size - g->len - 1;
+    if (len >= value_room(g)) rc = bucket_extreme(a, &d, max, &enc, &len); /* a bucket of long values */
+    if (!rc && rn_key_decode(enc, len, out, 1, zone_of(a)) != 1)
       rc = rn_err_set(err_of(a), RN_ESTORE, "%s: a stored value could not be decoded", a->out->name);
   } else if (rc == MDB_NOTFOUND || rc == 0) {
     rc = 0;

@@ -26,6 +26,7 @@
 #include "key.h"
 #include "reader.h"
 #include "row.h"
+#include "scan.h"
 
 /* With sync = false the groups carried in one LMDB transaction are replayed
  * into a new one when a later group fails (group.c, GROUP-6), without
@@ -147,6 +148,40 @@ static int st_change(void *ctx, rn_rel *rel, const rn_change *c, const rn_sink_i
   return rc ? rn_store_fail(e, rc, rel->name) : 0;
 }
 
+static int rewrite_row(void *ctx, uint64_t id, const char *row, size_t len)
+{
+  stsink *s = ctx;
+  rn_pipeline *p = s->p;
+  msgpack_sbuffer k;
+  msgpack_sbuffer_init(&k);
+  int rc = key_of(s->rel->schema, id, row, len, &p->scratch, &k);
+  if (rc) rc = rn_err_set(&p->err, RN_EINVAL, "%s: store: a key longer than 511 bytes", s->rel->name);
+  MDB_val key = { k.size, k.data }, v = { len, (void *)row };
+  if (!rc && (rc = mdb_put(p->store.wtxn, s->dbi, &key, &v, 0))) rc = rn_store_fail(&p->err, rc, s->rel->name);
+  msgpack_sbuffer_destroy(&k);
+  return rc;
+}
+
+/* rel's rows changed with no change emitted (evolve.h: its function or
+ * declaration, or one it reads, changed since the last group): the store is
+ * written again from them, in a transaction of its own (all or nothing). */
+static int rewrite(rn_pipeline *p, stsink *s)
+{
+  rn_oom_clear();
+  int rc = rn_store_begin(&p->store, &p->err);
+  if (rc) return rc;
+  p->group_serial++;
+  p->state = RN_APPLYING; /* the scan may run filters and maps */
+  if ((rc = mdb_drop(p->store.wtxn, s->dbi, 0))) rc = rn_store_fail(&p->err, rc, s->rel->name);
+  if (!rc) rc = rn_rel_scan(s->rel, rewrite_row, s);
+  rc = rn_group_oom(p, rc);
+  msgpack_zone_clear(&p->scratch);
+  p->state = RN_IDLE;
+  if (!rc) return rn_store_commit(&p->store, &p->err);
+  rn_store_abort(&p->store);
+  return rc;
+}
+
 int rn_store_sink(rn_pipeline *p, rn_rel *rel, const char *name)
 {
   if (p->state != RN_IDLE) return rn_err_set(&p->err, RN_EMISUSE, "%s: stores are added outside groups", rel->name);
@@ -191,6 +226,10 @@ int rn_store_sink(rn_pipeline *p, rn_rel *rel, const char *name)
   if (rc) {
     free_stsink(s);
     return rc == -1 ? p->err.code : rn_store_fail(&p->err, rc, name);
+  }
+  if (rel->evolved && rel->tablelike && (rc = rewrite(p, s))) { /* its old rows, not what it holds now */
+    free_stsink(s);
+    return rc;
   }
   rc = rn_sink_add(p, rel, true, st_change, NULL, s, free_stsink);
   if (!rc) {

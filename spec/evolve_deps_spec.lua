@@ -152,3 +152,82 @@ describe("a mirror of a relation rebuilt or recomputed after a change", function
     assert.equal("0=4 1=8", store_rows(dir, "a_store", "total"))
   end)
 end)
+
+describe("a relation dropped and declared again", function()
+  after_each(H.cleanup)
+
+  local function declared(dir)
+    local p, lines = open(dir)
+    local t = p:table("t", T)
+    local a = t:aggregate{ by = "g", n = runnel.count(), name = "a" }
+    return p, t, a, lines
+  end
+
+  it("has what was built over it rebuilt: the aggregate over a dropped table counts nothing", function()
+    local dir = H.tmpdir()
+    local p, t, a = declared(dir)
+    p:batch(function() for k = 1, 3 do t:insert{ k = k, v = k, g = 1 } end end)
+    assert.same({ g = 1, n = 3 }, a:get{ g = 1 })
+    p:close()
+    local lines
+    p = open(dir)
+    p:drop("t") -- its rows go; a, not declared yet, still holds its groups
+    p:close()
+    p, t, a, lines = declared(dir)
+    assert.is_nil(a:get{ g = 1 })
+    assert.same({ 'a: rebuilt from its inputs ("t" changed)' }, lines)
+    t:insert{ k = 1, v = 1, g = 1 }
+    assert.same({ g = 1, n = 1 }, a:get{ g = 1 })
+    p:close()
+  end)
+
+  it("has it rebuilt after runnel drop too", function()
+    local dir = H.tmpdir()
+    local p, t, a = declared(dir)
+    p:batch(function() for k = 1, 3 do t:insert{ k = k, v = k, g = 1 } end end)
+    p:close()
+    local _, err, code = H.sh(H.runnel_bin .. " drop " .. dir .. " t")
+    assert.equal(0, code, err)
+    p, t, a = declared(dir)
+    assert.equal(0, a:count())
+    p:close()
+  end)
+end)
+
+describe("a crash after a table's rewrite, before what reads it is declared", function()
+  after_each(H.cleanup)
+
+  local V1 = { {"k","int"}, {"g","int"}, key = "k" }
+  local V2 = { {"k","int"}, {"g","int"}, {"x","int", default = 5}, key = "k" }
+
+  local function declared(p, cols)
+    local t = p:table("t", cols)
+    local m = t:map(function(r) return { k = r.k, g = r.g, w = r.x or 1 } end,
+                    { {"k","int"}, {"g","int"}, {"w","int"}, key = "k" }, "m")
+    return t, m:aggregate{ by = "g", s = runnel.sum("w"), name = "a" }
+  end
+
+  it("has it rebuilt at the next open: the mark names the table", function()
+    local dir = H.tmpdir()
+    local p = open(dir)
+    local t, a = declared(p, V1)
+    p:batch(function() for k = 1, 3 do t:insert{ k = k, g = 1 } end end)
+    assert.same({ g = 1, s = 3 }, a:get{ g = 1 })
+    p:close()
+    local script = dir .. "/v2.lua"
+    H.write(script, ([[
+      local runnel = require "runnel"
+      local p = runnel.open{ path = %q, notes = false }
+      p:table("t", { {"k","int"}, {"g","int"}, {"x","int", default = 5}, key = "k" })
+      os.exit(9) -- before m and a are declared
+    ]]):format(dir))
+    local _, _, code = H.sh(H.runnel_bin .. " run " .. script)
+    assert.equal(9, code)
+    local lines
+    p, lines = open(dir)
+    t, a = declared(p, V2)
+    assert.same({ g = 1, s = 15 }, a:get{ g = 1 })
+    assert.same({ 'a: rebuilt from its inputs ("t" changed)' }, lines)
+    p:close()
+  end)
+end)

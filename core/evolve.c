@@ -216,10 +216,41 @@ static int plan_new(rn_pipeline *p, const rn_rel *r, plan *pl, int slot)
   return 0;
 }
 
+/* "id, lvl, score": the stored columns, into buf. */
+static void columns_text(const desc *d, char *buf, size_t len)
+{
+  size_t off = 0;
+  buf[0] = '\0';
+  for (uint32_t i = 0; i < d->ncols && off + 1 < len; i++) {
+    dcol c = col_of(d, i);
+    off += (size_t)snprintf(buf + off, len - off, "%s%.*s", i ? ", " : "", (int)c.name.size, c.name.ptr);
+  }
+}
+
+/* A pending rename of r's to a declared column must name a stored one,
+ * unless the state holds the new name already (applied before): applied
+ * as a new column, it dropped the stored one's values. */
+static int check_renames(rn_pipeline *p, const rn_rel *r, const desc *old)
+{
+  for (int i = 0; i < p->nrenames; i++) {
+    const rn_rename *rn = &p->renames[i];
+    if (strcmp(rn->rel, r->name) != 0 || rn_schema_slot(r->schema, rn->to, strlen(rn->to)) < 0 ||
+        stored_slot(old, rn->to, strlen(rn->to)) >= 0 || stored_slot(old, rn->from, strlen(rn->from)) >= 0)
+      continue;
+    char held[1024];
+    columns_text(old, held, sizeof held);
+    return rn_err_set(&p->err, RN_ESCHEMA,
+                      "relation \"%s\": column \"%s\" is renamed from \"%s\", but the state holds no column \"%s\" "
+                      "(it holds %s): name a stored column, or drop the rename", r->name, rn->to, rn->from, rn->from,
+                      held);
+  }
+  return 0;
+}
+
 /* Plans every declared column, then the stored ones dropped. */
 static int make_plan(rn_pipeline *p, rn_rel *r, const desc *old, const desc *now, plan *pl)
 {
-  int n = r->schema->ncols, rc = 0;
+  int n = r->schema->ncols, rc = check_renames(p, r, old);
   for (int j = 0; j < n && !rc; j++) {
     bool renamed;
     int s = match_column(p, r, old, &r->schema->cols[j], &renamed);

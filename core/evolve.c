@@ -673,11 +673,15 @@ int rn_evolve_opened(rn_pipeline *p, rn_rel *r, bool created, bool *stale)
 /* RN_ESCHEMA: r, stateful over a stream, cannot be replayed. */
 static int not_replayable(rn_pipeline *p, const rn_rel *r)
 {
+  char over[2 * RN_NAME_MAX + 64]; /* the stream, or what it reads that reads one */
+  const rn_rel *s = stream_of(r);
+  if (s == r->input) snprintf(over, sizeof over, "the stream \"%s\"", s->name);
+  else snprintf(over, sizeof over, "\"%s\", which reads the stream \"%s\",", r->input->name, s->name);
   return rn_err_set(&p->err, RN_ESCHEMA,
-                    "relation \"%s\": its declaration changed, and %s %s over the stream \"%s\" cannot be rebuilt "
+                    "relation \"%s\": its declaration changed, and %s %s over %s cannot be rebuilt "
                     "(the stream's events are not kept): drop it to start it empty (p:drop(\"%s\") or runnel drop "
                     "%s %s), or keep its old declaration", r->name, r->kind == RN_REL_AGGREGATE ? "an" : "a",
-                    rn_relkind_name(r->kind), r->input->name, r->name, p->store.path, r->name);
+                    rn_relkind_name(r->kind), over, r->name, p->store.path, r->name);
 }
 
 int rn_evolve_decl_changed(rn_pipeline *p, rn_rel *r)

@@ -231,3 +231,27 @@ describe("a crash after a table's rewrite, before what reads it is declared", fu
     p:close()
   end)
 end)
+
+describe("an aggregate over a map of a stream declared again otherwise", function()
+  after_each(H.cleanup)
+
+  it("is refused naming the map and the stream it reads", function()
+    local dir = H.tmpdir()
+    local function declare(p, extra)
+      local s = p:stream("s", { {"g","int"}, {"v","int"} })
+      local m = s:map(function(r) return r end, { {"g","int"}, {"v","int"} }, "m")
+      local spec = { by = "g", n = runnel.count(), name = "a" }
+      if extra then spec.total = runnel.sum("v") end
+      return m:aggregate(spec)
+    end
+    local p = open(dir)
+    declare(p, false)
+    p:close()
+    p = open(dir)
+    local err = H.error_of(declare, p, true)
+    assert.equal(('relation "a": its declaration changed, and an aggregate over "m", which reads the stream "s", '
+                  .. 'cannot be rebuilt (the stream\'s events are not kept): drop it to start it empty (p:drop("a") '
+                  .. 'or runnel drop %s a), or keep its old declaration'):format(dir), err)
+    p:close()
+  end)
+end)

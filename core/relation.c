@@ -186,11 +186,9 @@ int rn_state_save_counters(rn_pipeline *p, rn_rel *r, MDB_txn *txn, uint64_t seq
   return rc ? rn_store_fail(&p->err, rc, r->name) : 0;
 }
 
-int rn_open_derived_state(rn_pipeline *p, rn_rel *r, rn_state_setup_fn setup, void *ctx)
+static int try_open_derived_state(rn_pipeline *p, rn_rel *r, rn_state_setup_fn setup, void *ctx)
 {
   bool created, stale;
-  int notes = p->nnotes; /* taken back if the declaration fails */
-  size_t marks = p->evolved_len;
   rn_oom_clear();
   int rc = rn_store_begin(&p->store, &p->err);
   if (rc) return rc;
@@ -204,9 +202,29 @@ int rn_open_derived_state(rn_pipeline *p, rn_rel *r, rn_state_setup_fn setup, vo
   p->state = RN_IDLE;
   if (!rc) rc = rn_store_commit(&p->store, &p->err);
   else rn_store_abort(&p->store);
-  if (!rc) r->saved_next_id = r->lmdb_next_id = r->next_id;
-  else rn_evolve_forget(p, notes, marks);
   return rc;
+}
+
+/* try_open_derived_state, again after growing the map when LMDB filled it:
+ * a rebuild (a relation declared over existing rows, or over one that
+ * changed) writes all its state in that one transaction. A failed try is
+ * taken back whole: its notes, marks and r's counters. */
+int rn_open_derived_state(rn_pipeline *p, rn_rel *r, rn_state_setup_fn setup, void *ctx)
+{
+  uint64_t next_id = r->next_id, count = r->count;
+  for (int tries = 0;; tries++) {
+    int notes = p->nnotes; /* taken back if the declaration fails */
+    size_t marks = p->evolved_len;
+    int rc = try_open_derived_state(p, r, setup, ctx);
+    if (!rc) {
+      r->saved_next_id = r->lmdb_next_id = r->next_id;
+      return 0;
+    }
+    rn_evolve_forget(p, notes, marks);
+    r->next_id = next_id, r->count = count;
+    if (p->err.code != RN_EFULL || p->err.cause != MDB_MAP_FULL || tries >= 16) return rc;
+    if (rn_store_grow(&p->store, &p->err)) return p->err.code;
+  }
 }
 
 /* A source's meta and databases, in one transaction of its own. */

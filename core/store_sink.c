@@ -189,7 +189,7 @@ static int rewrite_row(void *ctx, uint64_t id, const char *row, size_t len)
 /* The store may not hold rel's rows (it missed groups, or they changed with
  * no change emitted: evolve.h): it is written again from them, with its
  * mark, in a transaction of its own (all or nothing). */
-static int rewrite(rn_pipeline *p, stsink *s)
+static int try_rewrite(rn_pipeline *p, stsink *s)
 {
   rn_oom_clear();
   int rc = rn_store_begin(&p->store, &p->err);
@@ -205,6 +205,16 @@ static int rewrite(rn_pipeline *p, stsink *s)
   if (!rc) return rn_store_commit(&p->store, &p->err);
   rn_store_abort(&p->store);
   return rc;
+}
+
+/* try_rewrite, again after growing the map when LMDB filled it. */
+static int rewrite(rn_pipeline *p, stsink *s)
+{
+  for (int tries = 0;; tries++) {
+    int rc = try_rewrite(p, s);
+    if (!rc || p->err.code != RN_EFULL || p->err.cause != MDB_MAP_FULL || tries >= 16) return rc;
+    if (rn_store_grow(&p->store, &p->err)) return p->err.code;
+  }
 }
 
 int rn_store_sink(rn_pipeline *p, rn_rel *rel, const char *name)

@@ -51,4 +51,16 @@ describe("a rebuild that outgrows the map", function()
     assert.equal(4000, ix:count())
     p:close()
   end)
+
+  it("grows it: a store written again from its relation", function()
+    local dir = H.tmpdir()
+    filled(dir)
+    local p = runnel.open{ path = dir, map_size = MAP, notes = false }
+    local t = p:table("t", COLS)
+    t:sink(runnel.store("ts"))
+    p:close()
+    local n = 0
+    for _ in runnel.attach(dir, "ts"):rows() do n = n + 1 end
+    assert.equal(8000, n)
+  end)
 end)

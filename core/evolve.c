@@ -740,6 +740,15 @@ int rn_evolve_select_changed(rn_pipeline *p, rn_rel *r, MDB_txn *txn)
 
 /* ---- renames ---- */
 
+int rn_evolve_alter(rn_pipeline *p, const char *rel, const char *from, const char *to)
+{
+  if (rn_find(p, rel)) /* it is not declared again in p: the rename would wait for nothing */
+    return rn_err_set(&p->err, RN_EMISUSE,
+                      "alter: relation \"%s\" is declared already in this pipeline, and a rename applies when it is "
+                      "declared: call p:alter before declaring it", rel);
+  return rn_evolve_rename(p, rel, from, to);
+}
+
 int rn_evolve_rename(rn_pipeline *p, const char *rel, const char *from, const char *to)
 {
   if (p->nrenames == p->renamecap) {

@@ -10,7 +10,7 @@ static int l_rename(lua_State *L)
 {
   lpipe *lp = rn_lua_checkpipe(L, 1);
   const char *rel = luaL_checkstring(L, 2), *from = luaL_checkstring(L, 3), *to = luaL_checkstring(L, 4);
-  return rn_evolve_rename(lp->p, rel, from, to) ? rn_lua_raise(L, lp) : 0;
+  return rn_evolve_alter(lp->p, rel, from, to) ? rn_lua_raise(L, lp) : 0;
 }
 
 /* p:_notes() -> { line… }, the schema changes applied since open. */

@@ -58,3 +58,18 @@ describe("a rename of a column the state does not hold", function()
     p:close()
   end)
 end)
+
+describe("p:alter on a relation this pipeline declared already", function()
+  after_each(H.cleanup)
+
+  it("is refused: the rename would apply at a declaration that cannot come", function()
+    local dir = H.tmpdir()
+    seeded(dir)
+    local p = runnel.open{ path = dir, notes = false }
+    p:table("players", V1)
+    local err = H.error_of(p.alter, p, "players", { rename = { lvl = "level" } })
+    assert.equal('alter: relation "players" is declared already in this pipeline, and a rename applies when it '
+                 .. 'is declared: call p:alter before declaring it', err)
+    p:close()
+  end)
+end)

@@ -73,3 +73,18 @@ describe("p:alter on a relation this pipeline declared already", function()
     p:close()
   end)
 end)
+
+describe("a table declared twice with was =", function()
+  after_each(H.cleanup)
+
+  it("is refused as declared twice, not as an alter", function()
+    local dir = H.tmpdir()
+    seeded(dir)
+    local p = runnel.open{ path = dir, notes = false }
+    p:table("players", V1)
+    local err = H.error_of(p.table, p, "players",
+                           { {"id","int"}, {"level","int", was = "lvl"}, {"score","int"}, key = "id" })
+    assert.is_nil(err:find("alter", 1, true), err)
+    p:close()
+  end)
+end)

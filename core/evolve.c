@@ -216,10 +216,41 @@ static int plan_new(rn_pipeline *p, const rn_rel *r, plan *pl, int slot)
   return 0;
 }
 
+/* "id, lvl, score": the stored columns, into buf. */
+static void columns_text(const desc *d, char *buf, size_t len)
+{
+  size_t off = 0;
+  buf[0] = '\0';
+  for (uint32_t i = 0; i < d->ncols && off + 1 < len; i++) {
+    dcol c = col_of(d, i);
+    off += (size_t)snprintf(buf + off, len - off, "%s%.*s", i ? ", " : "", (int)c.name.size, c.name.ptr);
+  }
+}
+
+/* A pending rename of r's to a declared column must name a stored one,
+ * unless the state holds the new name already (applied before): applied
+ * as a new column, it dropped the stored one's values. */
+static int check_renames(rn_pipeline *p, const rn_rel *r, const desc *old)
+{
+  for (int i = 0; i < p->nrenames; i++) {
+    const rn_rename *rn = &p->renames[i];
+    if (strcmp(rn->rel, r->name) != 0 || rn_schema_slot(r->schema, rn->to, strlen(rn->to)) < 0 ||
+        stored_slot(old, rn->to, strlen(rn->to)) >= 0 || stored_slot(old, rn->from, strlen(rn->from)) >= 0)
+      continue;
+    char held[1024];
+    columns_text(old, held, sizeof held);
+    return rn_err_set(&p->err, RN_ESCHEMA,
+                      "relation \"%s\": column \"%s\" is renamed from \"%s\", but the state holds no column \"%s\" "
+                      "(it holds %s): name a stored column, or drop the rename", r->name, rn->to, rn->from, rn->from,
+                      held);
+  }
+  return 0;
+}
+
 /* Plans every declared column, then the stored ones dropped. */
 static int make_plan(rn_pipeline *p, rn_rel *r, const desc *old, const desc *now, plan *pl)
 {
-  int n = r->schema->ncols, rc = 0;
+  int n = r->schema->ncols, rc = check_renames(p, r, old);
   for (int j = 0; j < n && !rc; j++) {
     bool renamed;
     int s = match_column(p, r, old, &r->schema->cols[j], &renamed);
@@ -499,16 +530,72 @@ int rn_notes(const rn_pipeline *p, const char *const **lines)
 
 /* ---- by kind ---- */
 
-/* Derived state may hold a rewritten table's old rows: the mark that has
- * stateful derived relations rebuilt goes into txn with the rewrite, so a
- * crash before they are declared again does not lose it (store.h's "ev"). */
-static int keep_evolved(rn_pipeline *p, MDB_txn *txn)
+/* ---- the evolved marks ----
+ *
+ * meta "ev" (store.h) names the relations that changed since the last
+ * group: a table rewritten, a derived relation declared again, a function
+ * changed. It is written in the transaction that makes the change, so a
+ * crash before the relations over it are declared again does not lose it,
+ * and deleted by the next group (group.c): every stateful relation not
+ * declared by then missed that group and is rebuilt anyway.
+ *
+ *     meta "ev"   |name|\0|name|\0|…|   (empty, from runnel 0.16: every one)
+ *
+ * A relation declared later reads the marks and its inputs' (rn_evolve_opened):
+ * marked, or reading one that is (directly or through others), it is
+ * evolved; a stateful one over an evolved input is rebuilt from its inputs,
+ * and one over a stream, which cannot be replayed, is kept and said so. */
+
+static bool marked(const rn_pipeline *p, const char *name)
 {
-  MDB_val k = { RN_PREFIX_LEN(RN_META_EVOLVED), (void *)RN_META_EVOLVED }, v = { 0, NULL };
+  for (size_t off = 0; off < p->evolved_len; off += strlen(p->evolved_marks + off) + 1)
+    if (strcmp(p->evolved_marks + off, name) == 0) return true;
+  return false;
+}
+
+int rn_evolve_load(rn_pipeline *p, const MDB_val *v)
+{
+  p->evolved_kept = true;
+  if (!v->mv_size || ((const char *)v->mv_data)[v->mv_size - 1] != '\0') { /* 0.16's, or damaged: all */
+    p->evolved_all = true;
+    return 0;
+  }
+  if (!(p->evolved_marks = malloc(v->mv_size))) return rn_err_set(&p->err, RN_ENOMEM, "out of memory");
+  memcpy(p->evolved_marks, v->mv_data, v->mv_size);
+  p->evolved_len = p->evolved_cap = v->mv_size;
+  return 0;
+}
+
+/* Marks relation name changed, in txn (the marks, as p holds them, are
+ * written whole: a few names) and in p (rn_evolve_forget takes it back). */
+static int keep_evolved(rn_pipeline *p, MDB_txn *txn, const char *name)
+{
+  size_t len = strlen(name) + 1;
+  if (!p->evolved_all && !marked(p, name)) {
+    if (p->evolved_len + len > p->evolved_cap) {
+      size_t cap = (p->evolved_len + len) * 2;
+      char *a = realloc(p->evolved_marks, cap);
+      if (!a) return rn_err_set(&p->err, RN_ENOMEM, "out of memory");
+      p->evolved_marks = a;
+      p->evolved_cap = cap;
+    }
+    memcpy(p->evolved_marks + p->evolved_len, name, len);
+    p->evolved_len += len;
+  }
+  MDB_val k = { RN_PREFIX_LEN(RN_META_EVOLVED), (void *)RN_META_EVOLVED };
+  MDB_val v = { p->evolved_all ? 0 : p->evolved_len, p->evolved_marks };
   int rc = mdb_put(txn, p->store.meta, &k, &v, 0);
   if (rc) return rn_store_fail(&p->err, rc, RN_META_EVOLVED);
-  p->evolved = p->evolved_kept = true;
+  p->evolved_kept = true;
   return 0;
+}
+
+/* r changed: the stateful relations over it are rebuilt. */
+static int evolved(rn_pipeline *p, rn_rel *r, MDB_txn *txn)
+{
+  r->evolved = true;
+  r->evolved_by = r->name;
+  return keep_evolved(p, txn, r->name);
 }
 
 static int evolve_table(rn_pipeline *p, rn_rel *r, MDB_txn *txn, const desc *old, const desc *now)
@@ -526,7 +613,7 @@ static int evolve_table(rn_pipeline *p, rn_rel *r, MDB_txn *txn, const desc *old
   for (int j = 0; pl && pl->null_check && j < n; j++) check |= pl->null_check[j];
   if (!rc && (pl->rewrite || check)) rc = rewrite_rows(p, r, txn, old, pl);
   if (!rc && pl->len) rc = add_note(p, "%s: %s", r->name, pl->line);
-  if (!rc && pl->rewrite) rc = keep_evolved(p, txn); /* derived state may hold its old rows */
+  if (!rc && pl->rewrite) rc = evolved(p, r, txn); /* derived state may hold its old rows */
   if (pl) free(pl->src), free(pl->conv), free(pl->null_check);
   free(pl);
   return rc;
@@ -534,8 +621,8 @@ static int evolve_table(rn_pipeline *p, rn_rel *r, MDB_txn *txn, const desc *old
 
 int rn_evolve_code_changed(rn_pipeline *p, MDB_txn *txn, const char *name)
 {
-  int rc = keep_evolved(p, txn);
-  return rc ? rc : add_note(p, "%s: its function changed: the state built from it is rebuilt", name);
+  int rc = keep_evolved(p, txn, name); /* r is declared next: rn_evolve_opened reads the mark */
+  return rc ? rc : add_note(p, "%s: its function changed", name);
 }
 
 static bool replayable(const rn_rel *r)
@@ -543,26 +630,69 @@ static bool replayable(const rn_rel *r)
   return r->kind == RN_REL_JOIN || !r->input || r->input->tablelike;
 }
 
-bool rn_evolve_rebuilds(const rn_rel *r)
+/* The stream r's events come from (r is stateful, not replayable). */
+static const rn_rel *stream_of(const rn_rel *r)
 {
-  return r->p->evolved && r->stateful && replayable(r);
+  const rn_rel *s = r->input;
+  while (s->input && s->kind != RN_REL_STREAM) s = s->input;
+  return s;
+}
+
+/* The evolved input of r, if any (the left first). */
+static const rn_rel *evolved_input(const rn_rel *r)
+{
+  if (r->input && r->input->evolved) return r->input;
+  if (r->right && r->right->evolved) return r->right;
+  return NULL;
+}
+
+int rn_evolve_opened(rn_pipeline *p, rn_rel *r, bool created, bool *stale)
+{
+  const rn_rel *in = evolved_input(r);
+  bool own = marked(p, r->name);
+  if (own || created) r->evolved = true, r->evolved_by = r->name; /* new: what a drop left over it is stale */
+  else if (in) r->evolved = true, r->evolved_by = in->evolved_by;
+  if (!r->stateful || created || !(own || in || p->evolved_all)) return 0;
+  if (replayable(r)) {
+    *stale = true;
+    r->evolved = true; /* its rows may change: rebuilt, keeping the ids of rows whose key stays */
+    if (!r->evolved_by) r->evolved_by = r->name;
+    if (own || !in || !in->evolved_by) return add_note(p, "%s: rebuilt from its inputs", r->name);
+    return add_note(p, "%s: rebuilt from its inputs (\"%s\" changed)", r->name, in->evolved_by);
+  }
+  r->evolved = false; /* kept as it is: what reads it reads what it holds */
+  r->evolved_by = NULL;
+  const char *by = in && in->evolved_by ? in->evolved_by : own ? r->name : NULL;
+  char what[RN_NAME_MAX + 8];
+  snprintf(what, sizeof what, by ? "\"%s\"" : "%s", by ? by : "a table");
+  return add_note(p, "%s: kept, not rebuilt: %s changed, but a rebuild would replay the stream \"%s\", whose "
+                  "events are not kept; it holds what it counted before (p:drop(\"%s\") or runnel drop %s %s starts "
+                  "it empty)", r->name, what, stream_of(r)->name, r->name, p->store.path, r->name);
 }
 
 /* RN_ESCHEMA: r, stateful over a stream, cannot be replayed. */
 static int not_replayable(rn_pipeline *p, const rn_rel *r)
 {
+  char over[2 * RN_NAME_MAX + 64]; /* the stream, or what it reads that reads one */
+  const rn_rel *s = stream_of(r);
+  if (s == r->input) snprintf(over, sizeof over, "the stream \"%s\"", s->name);
+  else snprintf(over, sizeof over, "\"%s\", which reads the stream \"%s\",", r->input->name, s->name);
   return rn_err_set(&p->err, RN_ESCHEMA,
-                    "relation \"%s\": its declaration changed, and %s %s over the stream \"%s\" cannot be rebuilt "
+                    "relation \"%s\": its declaration changed, and %s %s over %s cannot be rebuilt "
                     "(the stream's events are not kept): drop it to start it empty (p:drop(\"%s\") or runnel drop "
                     "%s %s), or keep its old declaration", r->name, r->kind == RN_REL_AGGREGATE ? "an" : "a",
-                    rn_relkind_name(r->kind), r->input->name, r->name, p->store.path, r->name);
+                    rn_relkind_name(r->kind), over, r->name, p->store.path, r->name);
 }
 
 int rn_evolve_decl_changed(rn_pipeline *p, rn_rel *r)
 {
   if (!replayable(r)) return not_replayable(p, r);
+  size_t len = strlen(r->name);
+  char *last = p->nnotes ? p->notes[p->nnotes - 1] : NULL; /* rn_evolve_opened's, in this declaration */
+  if (last && strncmp(last, r->name, len) == 0 && strncmp(last + len, ": rebuilt from its inputs", 25) == 0)
+    free(p->notes[--p->nnotes]); /* this one says it */
   int rc = add_note(p, "%s: its declaration changed: rebuilt from its inputs", r->name);
-  return rc ? rc : keep_evolved(p, p->store.wtxn); /* what is declared over r holds its old rows */
+  return rc ? rc : evolved(p, r, p->store.wtxn); /* what is declared over r holds its old rows */
 }
 
 int rn_evolve(rn_pipeline *p, rn_rel *r, MDB_txn *txn, const MDB_val *k, const MDB_val *stored,
@@ -590,10 +720,10 @@ int rn_evolve(rn_pipeline *p, rn_rel *r, MDB_txn *txn, const MDB_val *k, const M
   else if (!rc && r->stateful) {
     *rebuild = true; /* as stale state: rebuilt keeping the ids of rows whose key stays (setup) */
     rc = add_note(p, "%s: its declaration changed: rebuilt from its inputs", r->name);
-    if (!rc) rc = keep_evolved(p, txn); /* what is declared over r holds its old rows: rebuilt too */
+    if (!rc) rc = evolved(p, r, txn); /* what is declared over r holds its old rows: rebuilt too */
   } else if (!rc) {
     rc = add_note(p, "%s: its declaration changed", r->name);
-    if (!rc) rc = keep_evolved(p, txn); /* state declared over it holds rows made from its old ones */
+    if (!rc) rc = evolved(p, r, txn); /* state declared over it holds rows made from its old ones */
   }
   MDB_val v = { declared->size, declared->data };
   if (!rc && (rc = mdb_put(txn, p->store.meta, (MDB_val *)k, &v, 0))) rc = rn_store_fail(&p->err, rc, r->name);
@@ -605,10 +735,19 @@ int rn_evolve(rn_pipeline *p, rn_rel *r, MDB_txn *txn, const MDB_val *k, const M
 int rn_evolve_select_changed(rn_pipeline *p, rn_rel *r, MDB_txn *txn)
 {
   int rc = add_note(p, "%s: its declaration changed", r->name);
-  return rc ? rc : keep_evolved(p, txn); /* state declared over it holds rows made from its old ones */
+  return rc ? rc : evolved(p, r, txn); /* state declared over it holds rows made from its old ones */
 }
 
 /* ---- renames ---- */
+
+int rn_evolve_alter(rn_pipeline *p, const char *rel, const char *from, const char *to)
+{
+  if (rn_find(p, rel)) /* it is not declared again in p: the rename would wait for nothing */
+    return rn_err_set(&p->err, RN_EMISUSE,
+                      "alter: relation \"%s\" is declared already in this pipeline, and a rename applies when it is "
+                      "declared: call p:alter before declaring it", rel);
+  return rn_evolve_rename(p, rel, from, to);
+}
 
 int rn_evolve_rename(rn_pipeline *p, const char *rel, const char *from, const char *to)
 {
@@ -629,10 +768,10 @@ int rn_evolve_rename(rn_pipeline *p, const char *rel, const char *from, const ch
   return 0;
 }
 
-void rn_evolve_forget(rn_pipeline *p, int nnotes, bool evolved)
+void rn_evolve_forget(rn_pipeline *p, int nnotes, size_t nmarks)
 {
   while (p->nnotes > nnotes) free(p->notes[--p->nnotes]);
-  p->evolved = evolved;
+  p->evolved_len = nmarks;
 }
 
 void rn_evolve_free(rn_pipeline *p)
@@ -641,4 +780,5 @@ void rn_evolve_free(rn_pipeline *p)
   free(p->renames);
   for (int i = 0; i < p->nnotes; i++) free(p->notes[i]);
   free(p->notes);
+  free(p->evolved_marks);
 }

@@ -12,12 +12,16 @@
  *                      refused naming the column and both types.
  *     stream, cdc      no rows are kept: the new description is recorded
  *     stateful derived its state is rebuilt from its inputs, as stale state
- *     (join, aggregate, (ids of rows whose key stays are kept), and so is
- *      distinct)       every stateful relation declared after it (those over
- *                      it hold its old rows); an aggregate or distinct over
- *                      a stream cannot be replayed: refused, naming the
- *                      choices.
+ *     (join, aggregate, (ids of rows whose key stays are kept); an aggregate or
+ *      distinct)       distinct over a stream cannot be replayed: refused,
+ *                      naming the choices.
  *     another kind     refused: drop it first.
+ *
+ * Each of these marks the relation changed (meta "ev", evolve.c), and the
+ * stateful relations declared over it, directly or through others, are
+ * rebuilt from their inputs (their state holds what it gave before); those
+ * that read a stream are kept as they are (rn_evolve_opened). Relations
+ * that do not read it keep their state.
  *
  * Each change applied leaves one line in p's notes (rn_notes), e.g.
  * `players: added column "level" int = 1; renamed "lvl" to "rank"`. */
@@ -35,35 +39,43 @@ int rn_evolve(rn_pipeline *p, rn_rel *r, MDB_txn *txn, const MDB_val *k, const M
 
 /* r's declaration record ("d:", reader.h) changed though its catalogue
  * entry did not (another column summed, another join column of the same
- * type): a note that r is rebuilt (and with it every stateful relation
- * declared after it), or the refusal of an aggregate over a stream (p->err). */
+ * type): a note that r is rebuilt (and with it the stateful relations over
+ * it), or the refusal of an aggregate over a stream (p->err). */
 int rn_evolve_decl_changed(rn_pipeline *p, rn_rel *r);
 
 /* The functions of relation name changed (evolve_code.h): the note that
- * says so, and the evolved mark in txn (as keep_evolved's), so that the
- * stateful derived relations declared after it are rebuilt. */
+ * says so, and its evolved mark in txn, so that it and the stateful
+ * relations over it are rebuilt when declared. */
 int rn_evolve_code_changed(rn_pipeline *p, MDB_txn *txn, const char *name);
 /* A select (reader.h) declared again over other columns of the same
- * types: a note, and every stateful relation declared after it rebuilt. */
+ * types: a note, and the stateful relations over it rebuilt. */
 int rn_evolve_select_changed(rn_pipeline *p, rn_rel *r, MDB_txn *txn);
 
-/* A source table changed since open and r is stateful derived state that
- * can be replayed: its state may hold the table's old rows, so it is rebuilt
- * (the relation need not read that table; a rebuild gives the same rows). */
-bool rn_evolve_rebuilds(const rn_rel *r);
+/* r's state was opened in its declaring transaction (rn_state_open;
+ * created: it is new, or rebuilt as new): sets r->evolved when r or an
+ * input is marked changed, and, when r is stateful over an evolved input
+ * (or marked itself), sets *stale so it is rebuilt, with a note; over a
+ * stream it is kept, and the note says so and why. */
+int rn_evolve_opened(rn_pipeline *p, rn_rel *r, bool created, bool *stale);
+
+/* Reads the marks meta "ev" holds (v, at open). */
+int rn_evolve_load(rn_pipeline *p, const MDB_val *v);
 
 /* Registers a rename of a column of source table rel, applied when rel is
  * next declared and its state holds `from` but no `to` (p:alter, was =). */
 int rn_evolve_rename(rn_pipeline *p, const char *rel, const char *from, const char *to);
+/* p:alter's rename: refused (RN_EMISUSE) once rel is declared in p. */
+int rn_evolve_alter(rn_pipeline *p, const char *rel, const char *from, const char *to);
 
 /* The lines of the changes applied since open, oldest first (owned by p). */
 int rn_notes(const rn_pipeline *p, const char *const **lines);
 
 /* A declaration's transaction failed: its notes (those after the first
- * nnotes) and its evolved mark are taken back. */
-void rn_evolve_forget(rn_pipeline *p, int nnotes, bool evolved);
+ * nnotes) and its evolved marks (after the first nmarks bytes of
+ * p->evolved_marks) are taken back. */
+void rn_evolve_forget(rn_pipeline *p, int nnotes, size_t nmarks);
 
-/* Frees the renames and notes (rn_pipeline_close). */
+/* Frees the renames, notes and marks (rn_pipeline_close). */
 void rn_evolve_free(rn_pipeline *p);
 
 #endif

@@ -26,7 +26,8 @@ int rn_code_record(rn_pipeline *p, const char *name, const char *fingerprint, si
   int rc = rn_check_declarable(p, name); /* also commits carried groups: a transaction of our own follows */
   if (rc) return rc;
   int notes = p->nnotes;
-  bool evolved = p->evolved, changed = false;
+  size_t marks = p->evolved_len;
+  bool changed = false;
   MDB_txn *txn;
   if ((rc = rn_store_txn(p->store.env, 0, &txn))) return rn_store_fail(&p->err, rc, name);
   rc = put_hash(p, txn, name, rn_hash64(fingerprint, len), &changed);
@@ -36,6 +37,6 @@ int rn_code_record(rn_pipeline *p, const char *name, const char *fingerprint, si
   } else if ((rc = mdb_txn_commit(txn))) {
     rc = rn_store_write_fail(&p->store, &p->err, rc, name);
   }
-  if (rc) rn_evolve_forget(p, notes, evolved);
+  if (rc) rn_evolve_forget(p, notes, marks);
   return rc;
 }

@@ -11,12 +11,13 @@
  *
  *     meta "fn:" name   |u64 rn_hash64(fingerprint)|
  *
- * A fingerprint that differs from the one kept marks the state evolved
- * (store.h's "ev", in the same transaction): every stateful derived
- * relation declared after it (a join, aggregate, distinct, top or index)
- * is rebuilt from its inputs, this one and those fed by it among them, as
- * after a source table's rewrite. None kept (a new relation, or a state an
- * older runnel wrote) is recorded without a rebuild. */
+ * A fingerprint that differs from the one kept marks the relation changed
+ * (store.h's "ev", in the same transaction, evolve.h): it, when stateful,
+ * and every stateful relation that reads it, directly or through others (a
+ * join, aggregate, distinct, top or index), is rebuilt from its inputs, as
+ * after a source table's rewrite; one over a stream is kept, with a note
+ * saying why. None kept (a new relation, or a state an older runnel wrote)
+ * is recorded without a rebuild. */
 #ifndef RN_EVOLVE_CODE_H
 #define RN_EVOLVE_CODE_H
 
@@ -24,8 +25,8 @@
 
 /* Before relation name is declared (outside groups): records the hash of
  * its functions' fingerprint (len bytes); when it differs from the one the
- * state keeps, adds the note "name: its function changed: …" and marks
- * the state evolved. Errors as a declaration's (rn_check_declarable). */
+ * state keeps, adds the note "name: its function changed" and marks name
+ * changed. Errors as a declaration's (rn_check_declarable). */
 int rn_code_record(rn_pipeline *p, const char *name, const char *fingerprint, size_t len);
 
 #endif

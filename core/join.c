@@ -315,6 +315,7 @@ int rn_declare_join(rn_pipeline *p, const char *name, rn_rel *left, rn_rel *righ
   j->out = r;
   r->ctx = j;
   r->input = left;
+  r->right = right; /* an evolved right side rebuilds it too (rn_evolve_opened) */
   r->tablelike = !stream;
   r->persistent = true;
   r->stateful = !stream || (!j->right_native && !j->lookup);

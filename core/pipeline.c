@@ -12,7 +12,7 @@
 #include "wb.h"
 
 /* The last committed group's number (absent in a new state), and whether
- * a source table's rewrite is still marked (store.h's "ev"). */
+ * a change is still marked (store.h's "ev", evolve.c). */
 static int read_seq(rn_pipeline *p)
 {
   MDB_txn *txn;
@@ -26,7 +26,7 @@ static int read_seq(rn_pipeline *p)
   else if (rc != MDB_NOTFOUND) rn_store_fail(&p->err, rc, p->store.path);
   MDB_val ek = { RN_PREFIX_LEN(RN_META_EVOLVED), (void *)RN_META_EVOLVED }, ev;
   if ((rc == 0 || rc == MDB_NOTFOUND) && mdb_get(txn, p->store.meta, &ek, &ev) == 0)
-    p->evolved = p->evolved_kept = true; /* a rewrite whose dependants may not have been rebuilt yet */
+    rn_evolve_load(p, &ev); /* changes whose dependants may not have been rebuilt yet */
   mdb_txn_abort(txn);
   return p->err.code; /* RN_OK unless set above */
 }

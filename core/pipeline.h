@@ -91,6 +91,10 @@ struct rn_rel {
   uint64_t lmdb_next_id;  /* values at the last LMDB commit (replays start there) */
   uint64_t lmdb_count;
   rn_rel *input;          /* derived: the relation it reads */
+  rn_rel *right;          /* a join: its right side (input is its left) */
+  bool evolved;           /* changed since the last group, or reads one that did: the stateful
+                             relations over it are rebuilt (evolve.h) */
+  const char *evolved_by; /* then the name of the relation that changed (NULL: not known) */
   void *ctx;              /* the operator's own state (its kind's struct); ops->free frees it */
   rn_rel **outputs;       /* relations derived from this one */
   int noutputs, outcap;
@@ -214,9 +218,12 @@ struct rn_pipeline {
   int nrenames, renamecap;
   char **notes;           /* lines of the schema changes applied since open */
   int nnotes, notecap;
-  bool evolved;           /* a source table changed since open: stateful derived relations declared
-                             after it are rebuilt from their inputs (their state may hold its old rows) */
-  bool evolved_kept;      /* meta "ev" holds that mark (store.h): the next group deletes it */
+  char *evolved_marks;    /* |name\0|…|: the relations that changed since the last group (meta "ev",
+                             evolve.h): the stateful relations over them are rebuilt from their inputs */
+  size_t evolved_len, evolved_cap;
+  bool evolved_all;       /* meta "ev" written by runnel 0.16 or older (empty): every stateful
+                             relation declared is rebuilt */
+  bool evolved_kept;      /* meta "ev" holds marks (store.h): the next group deletes it */
   rn_free_fn on_close;    /* the binding's hook, called with binding last by rn_pipeline_close */
   void *binding;          /* the binding's pipeline object (a Lua lpipe), or NULL */
   struct rn_cursor *read_cursors; /* rn_cursor_open's open cursors (read_api.c) */

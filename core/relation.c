@@ -151,7 +151,7 @@ int rn_state_open(rn_pipeline *p, rn_rel *r, MDB_txn *txn, bool *created, bool *
     memcpy(&last_seq, (char *)v.mv_data + 16, 8);
     r->saved_next_id = r->lmdb_next_id = r->next_id;
     r->saved_count = r->lmdb_count = r->count;
-    *stale = (r->stateful && last_seq != p->seq) || rn_evolve_rebuilds(r);
+    *stale = r->stateful && last_seq != p->seq;
   } else if (rc == MDB_NOTFOUND) {
     *stale = r->stateful && !*created; /* never saw a group: rebuild */
   } else if (rc == 0) { /* never read a malformed record as counters */
@@ -161,6 +161,7 @@ int rn_state_open(rn_pipeline *p, rn_rel *r, MDB_txn *txn, bool *created, bool *
   } else {
     goto lmdb_fail;
   }
+  if (rn_evolve_opened(p, r, *created, stale)) goto fail; /* over a relation that changed: rebuilt */
   free(mkey);
   msgpack_sbuffer_destroy(&desc);
   return 0;
@@ -185,11 +186,9 @@ int rn_state_save_counters(rn_pipeline *p, rn_rel *r, MDB_txn *txn, uint64_t seq
   return rc ? rn_store_fail(&p->err, rc, r->name) : 0;
 }
 
-int rn_open_derived_state(rn_pipeline *p, rn_rel *r, rn_state_setup_fn setup, void *ctx)
+static int try_open_derived_state(rn_pipeline *p, rn_rel *r, rn_state_setup_fn setup, void *ctx)
 {
   bool created, stale;
-  int notes = p->nnotes; /* taken back if the declaration fails */
-  bool evolved = p->evolved;
   rn_oom_clear();
   int rc = rn_store_begin(&p->store, &p->err);
   if (rc) return rc;
@@ -203,9 +202,29 @@ int rn_open_derived_state(rn_pipeline *p, rn_rel *r, rn_state_setup_fn setup, vo
   p->state = RN_IDLE;
   if (!rc) rc = rn_store_commit(&p->store, &p->err);
   else rn_store_abort(&p->store);
-  if (!rc) r->saved_next_id = r->lmdb_next_id = r->next_id;
-  else rn_evolve_forget(p, notes, evolved);
   return rc;
+}
+
+/* try_open_derived_state, again after growing the map when LMDB filled it:
+ * a rebuild (a relation declared over existing rows, or over one that
+ * changed) writes all its state in that one transaction. A failed try is
+ * taken back whole: its notes, marks and r's counters. */
+int rn_open_derived_state(rn_pipeline *p, rn_rel *r, rn_state_setup_fn setup, void *ctx)
+{
+  uint64_t next_id = r->next_id, count = r->count;
+  for (int tries = 0;; tries++) {
+    int notes = p->nnotes; /* taken back if the declaration fails */
+    size_t marks = p->evolved_len;
+    int rc = try_open_derived_state(p, r, setup, ctx);
+    if (!rc) {
+      r->saved_next_id = r->lmdb_next_id = r->next_id;
+      return 0;
+    }
+    rn_evolve_forget(p, notes, marks);
+    r->next_id = next_id, r->count = count;
+    if (p->err.code != RN_EFULL || p->err.cause != MDB_MAP_FULL || tries >= 16) return rc;
+    if (rn_store_grow(&p->store, &p->err)) return p->err.code;
+  }
 }
 
 /* A source's meta and databases, in one transaction of its own. */
@@ -237,10 +256,10 @@ static int open_source_state(rn_pipeline *p, rn_rel *r)
 {
   for (int tries = 0;; tries++) {
     int notes = p->nnotes;
-    bool evolved = p->evolved;
+    size_t marks = p->evolved_len;
     int rc = try_open_source_state(p, r);
     if (!rc) return 0;
-    rn_evolve_forget(p, notes, evolved);
+    rn_evolve_forget(p, notes, marks);
     if (p->err.code != RN_EFULL || p->err.cause != MDB_MAP_FULL || tries >= 16) return rc;
     if (rn_store_grow(&p->store, &p->err)) return p->err.code;
   }

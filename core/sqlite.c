@@ -26,7 +26,7 @@
  *     group (record's seen = the pipeline's seq) and no group waiting was
  *     recorded before its relation was declared otherwise (OUTBOX-8).
  *     Otherwise (the sink was not declared for some groups, the relation
- *     changed, the database file was replaced or is an older copy, the
+ *     changed or was rebuilt (evolve.h), the database file was replaced or is an older copy, the
  *     table was dropped) the table's rows are deleted and the relation's
  *     current rows written, with the mark, in one SQLite transaction.
  * (3) A state with no record for the sink (a new sink, or a new state on
@@ -573,6 +573,7 @@ static int check_marks(ssink *s, const char *name, rn_err *e)
   /* In step: the outbox holds every group after SQLite's mark. A table
    * must also have seen every group (a stream's log just goes on). */
   if (in_sqlite && !(table && s->made) && m.found && m.delivered <= w && w <= p->seq && (m.seen == p->seq || !table) &&
+      !(table && s->rel->evolved) && /* its rows changed with no change emitted (evolve.h): rewrite */
       !(table && rn_outbox_stale(p, name, s->rel, w))) { /* groups recorded before the relation changed: rewrite */
     s->written = s->staged = w;
     return 0;

@@ -86,9 +86,11 @@
 #define RN_META_RELATION  "r:"      /* a relation's kind and schema */
 #define RN_META_COUNTERS  "n:"      /* a relation's three counters */
 #define RN_META_STORE     "S:"      /* a permanent store's schema */
+#define RN_META_STORE_SEEN "Ss:"    /* a store's last group: |u64 seq| (store_sink.c) */
 #define RN_META_AGG_DECL  "d:"      /* a derived relation's declaration, for readers (aggregate_read.c,
                                        join_read.c, reader.h) */
-#define RN_META_EVOLVED   "ev"      /* a source table was rewritten; no group committed since */
+#define RN_META_EVOLVED   "ev"      /* |name|\0|…|: the relations that changed; no group committed since
+                                       (evolve.c) */
 #define RN_META_DURABLE   "od:"     /* a durable sink's record */
 #define RN_META_DURABLE_HASHED "od#" /* the same, for a name too long for a key */
 /* Durable sinks' names (the sink part of "od:" sink). */

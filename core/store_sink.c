@@ -5,7 +5,12 @@
  * a reader sees whole groups only:
  *
  *     meta  "S:" name  -> msgpack [schema description]   (for readers)
+ *     meta  "Ss:" name -> |u64 seq|: the last group it saw
  *     "st:" name       |encoded key| -> |row|   (keyless: |u64 id BE| -> |row|)
+ *
+ * A store declared on a table-like relation whose rows it may not hold (it
+ * missed groups, is new to them, or they changed with no change emitted:
+ * evolve.h) is written again from the relation, in one transaction.
  *
  * A group's net effect per key is written as for SQLite: keys gone first,
  * then the final rows. runnel.attach(state_path, name) opens a reader:
@@ -26,6 +31,7 @@
 #include "key.h"
 #include "reader.h"
 #include "row.h"
+#include "scan.h"
 
 /* With sync = false the groups carried in one LMDB transaction are replayed
  * into a new one when a later group fails (group.c, GROUP-6), without
@@ -39,6 +45,9 @@ typedef struct stsink {
   MDB_dbi dbi;
   msgpack_sbuffer carried; /* its writes since LMDB's last commit (only while groups are carried) */
   size_t group_at;        /* carried.size where the open group's writes begin */
+  uint64_t carried_seq;   /* the last group carried (its "Ss:" mark is redone with them) */
+  char seen_key[RN_NAME_MAX + 4]; /* meta "Ss:" name */
+  size_t seen_klen;
 } stsink;
 
 static void free_stsink(void *ctx)
@@ -60,6 +69,14 @@ static void journal(stsink *s, bool put, const MDB_val *k, const MDB_val *v)
   if (put) rn_buf_write(&s->carried, v->mv_data, vlen);
 }
 
+/* meta "Ss:" name := seq, in the group's transaction. */
+static int put_seen(stsink *s, MDB_txn *txn, uint64_t seq, rn_err *e)
+{
+  MDB_val k = { s->seen_klen, s->seen_key }, v = { sizeof seq, &seq };
+  int rc = mdb_put(txn, s->p->store.meta, &k, &v, 0);
+  return rc ? rn_store_fail(e, rc, s->rel->name) : 0;
+}
+
 /* The carried groups were applied again in a new transaction: their rows
  * in the store too — not the open group's, which is being rolled back or
  * regrown and writes its rows again if it commits. */
@@ -79,7 +96,13 @@ static int st_replay(void *ctx, rn_err *e)
     int rc = put ? mdb_put(s->p->store.wtxn, s->dbi, &k, &v, 0) : mdb_del(s->p->store.wtxn, s->dbi, &k, NULL);
     if (rc && rc != MDB_NOTFOUND) return rn_store_fail(e, rc, s->rel->name);
   }
-  return 0;
+  return s->carried_seq ? put_seen(s, s->p->store.wtxn, s->carried_seq, e) : 0;
+}
+
+static int st_commit(void *ctx, uint64_t seq, rn_err *e)
+{
+  stsink *s = ctx;
+  return put_seen(s, s->p->store.wtxn, seq, e);
 }
 
 static void st_forget(void *ctx)
@@ -87,6 +110,7 @@ static void st_forget(void *ctx)
   stsink *s = ctx;
   msgpack_sbuffer_clear(&s->carried);
   s->group_at = 0;
+  s->carried_seq = 0;
 }
 
 /* A rolled-back group's writes went with LMDB's transaction: not redone. */
@@ -95,6 +119,7 @@ static void st_done(void *ctx, uint64_t seq, bool committed)
   (void)seq;
   stsink *s = ctx;
   if (!committed) s->carried.size = s->group_at;
+  else if (s->p->carry) s->carried_seq = seq;
   s->group_at = s->carried.size;
 }
 
@@ -147,6 +172,51 @@ static int st_change(void *ctx, rn_rel *rel, const rn_change *c, const rn_sink_i
   return rc ? rn_store_fail(e, rc, rel->name) : 0;
 }
 
+static int rewrite_row(void *ctx, uint64_t id, const char *row, size_t len)
+{
+  stsink *s = ctx;
+  rn_pipeline *p = s->p;
+  msgpack_sbuffer k;
+  msgpack_sbuffer_init(&k);
+  int rc = key_of(s->rel->schema, id, row, len, &p->scratch, &k);
+  if (rc) rc = rn_err_set(&p->err, RN_EINVAL, "%s: store: a key longer than 511 bytes", s->rel->name);
+  MDB_val key = { k.size, k.data }, v = { len, (void *)row };
+  if (!rc && (rc = mdb_put(p->store.wtxn, s->dbi, &key, &v, 0))) rc = rn_store_fail(&p->err, rc, s->rel->name);
+  msgpack_sbuffer_destroy(&k);
+  return rc;
+}
+
+/* The store may not hold rel's rows (it missed groups, or they changed with
+ * no change emitted: evolve.h): it is written again from them, with its
+ * mark, in a transaction of its own (all or nothing). */
+static int try_rewrite(rn_pipeline *p, stsink *s)
+{
+  rn_oom_clear();
+  int rc = rn_store_begin(&p->store, &p->err);
+  if (rc) return rc;
+  p->group_serial++;
+  p->state = RN_APPLYING; /* the scan may run filters and maps */
+  if ((rc = mdb_drop(p->store.wtxn, s->dbi, 0))) rc = rn_store_fail(&p->err, rc, s->rel->name);
+  if (!rc) rc = rn_rel_scan(s->rel, rewrite_row, s);
+  if (!rc) rc = put_seen(s, p->store.wtxn, p->seq, &p->err);
+  rc = rn_group_oom(p, rc);
+  msgpack_zone_clear(&p->scratch);
+  p->state = RN_IDLE;
+  if (!rc) return rn_store_commit(&p->store, &p->err);
+  rn_store_abort(&p->store);
+  return rc;
+}
+
+/* try_rewrite, again after growing the map when LMDB filled it. */
+static int rewrite(rn_pipeline *p, stsink *s)
+{
+  for (int tries = 0;; tries++) {
+    int rc = try_rewrite(p, s);
+    if (!rc || p->err.code != RN_EFULL || p->err.cause != MDB_MAP_FULL || tries >= 16) return rc;
+    if (rn_store_grow(&p->store, &p->err)) return p->err.code;
+  }
+}
+
 int rn_store_sink(rn_pipeline *p, rn_rel *rel, const char *name)
 {
   if (p->state != RN_IDLE) return rn_err_set(&p->err, RN_EMISUSE, "%s: stores are added outside groups", rel->name);
@@ -167,6 +237,7 @@ int rn_store_sink(rn_pipeline *p, rn_rel *rel, const char *name)
   msgpack_packer_init(&pk, &desc, rn_buf_write);
   rn_schema_describe(rel->schema, &pk);
   MDB_txn *txn;
+  bool in_step = false; /* it saw the last group */
   rc = mdb_txn_begin(p->store.env, NULL, 0, &txn);
   if (!rc) {
     char mk[2 + RN_NAME_MAX];
@@ -180,6 +251,9 @@ int rn_store_sink(rn_pipeline *p, rn_rel *rel, const char *name)
       free_stsink(s);
       return rn_err_set(&p->err, RN_ESCHEMA, "store \"%s\": the state holds it with another schema", name);
     }
+    s->seen_klen = (size_t)snprintf(s->seen_key, sizeof s->seen_key, "%s%s", RN_META_STORE_SEEN, name);
+    MDB_val sk = { s->seen_klen, s->seen_key }, sv;
+    in_step = mdb_get(txn, p->store.meta, &sk, &sv) == 0 && sv.mv_size == 8 && memcmp(sv.mv_data, &p->seq, 8) == 0;
     v.mv_size = desc.size;
     v.mv_data = desc.data;
     rc = mdb_put(txn, p->store.meta, &k, &v, 0);
@@ -192,7 +266,11 @@ int rn_store_sink(rn_pipeline *p, rn_rel *rel, const char *name)
     free_stsink(s);
     return rc == -1 ? p->err.code : rn_store_fail(&p->err, rc, name);
   }
-  rc = rn_sink_add(p, rel, true, st_change, NULL, s, free_stsink);
+  if (rel->tablelike && (!in_step || rel->evolved) && (rc = rewrite(p, s))) { /* not rel's rows: written again */
+    free_stsink(s);
+    return rc;
+  }
+  rc = rn_sink_add(p, rel, true, st_change, st_commit, s, free_stsink);
   if (!rc) {
     rn_sink_set_hooks(p, NULL, st_done);
     rn_sink_set_carry(p, st_replay, st_forget);

@@ -5,12 +5,14 @@
 #include "evolve.h"
 #include "lbind.h"
 
-/* p:_rename(rel, from, to): applied when rel is next declared (evolve.h). */
+/* p:_rename(rel, from, to, alter): applied when rel is next declared
+ * (evolve.h); alter (p:alter's, not was ='s): refused once rel is declared. */
 static int l_rename(lua_State *L)
 {
   lpipe *lp = rn_lua_checkpipe(L, 1);
   const char *rel = luaL_checkstring(L, 2), *from = luaL_checkstring(L, 3), *to = luaL_checkstring(L, 4);
-  return rn_evolve_rename(lp->p, rel, from, to) ? rn_lua_raise(L, lp) : 0;
+  int rc = lua_toboolean(L, 5) ? rn_evolve_alter(lp->p, rel, from, to) : rn_evolve_rename(lp->p, rel, from, to);
+  return rc ? rn_lua_raise(L, lp) : 0;
 }
 
 /* p:_notes() -> { line… }, the schema changes applied since open. */

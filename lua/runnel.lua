@@ -780,7 +780,7 @@ function Pipeline:alter(name, spec)
     if type(from) ~= "string" or type(to) ~= "string" or from == "" or to == "" then
       raise("alter: rename takes column names, old = \"new\"")
     end
-    self:_rename(name, from, to)
+    self:_rename(name, from, to, true)
   end
   return self
 end

@@ -42,7 +42,7 @@ describe("a state reopened with another script", function()
     t = p:table("t", { {"id","int"}, {"g","int"}, key = "id" })
     m = t:map(function(r) return { g = r.g, h = r.id % 2 } end, { {"g","int"}, {"h","int"} }, "m")
     local d = m:distinct("d")
-    assert.same({ "m: its function changed: the state built from it is rebuilt", "m: its declaration changed",
+    assert.same({ "m: its function changed", "m: its declaration changed",
                   "d: its declaration changed: rebuilt from its inputs" }, lines)
     -- rows of the new shape are new rows: new ids
     assert.same({ { 3, { g = 1, h = 1 } }, { 4, { g = 1, h = 0 } } , { 5, { g = 2, h = 1 } } }, rows_of(d))
@@ -303,7 +303,7 @@ describe("a join or aggregate declared again with the same columns", function()
     local t = p:table("t", COLS)
     local m = t:map(function(r) return r end, COLS, "m")
     local a = m:aggregate{ by = "g", s = runnel.sum("y"), name = "a" }
-    assert.same({ "m: its function changed: the state built from it is rebuilt", -- not the one that exited
+    assert.same({ "m: its function changed", -- not the one that exited
                   "a: its declaration changed: rebuilt from its inputs" }, lines) -- m was recorded before
     assert.same({ g = 1, s = 1000 }, a:get(1))
     p:close()

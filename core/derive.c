@@ -88,6 +88,21 @@ int rn_derive_row(rn_rel *d, const char *row, size_t len, const char **out, size
   return rc;
 }
 
+/* Do rows a and b of d hold different keys? Rows are normalized: equal
+ * values are equal bytes. A row that cannot be walked counts as moved. */
+static bool key_moved(const rn_rel *d, const char *a, size_t alen, const char *b, size_t blen)
+{
+  const rn_schema *s = d->schema;
+  size_t as[s->ncols + 1], bs[s->ncols + 1];
+  if (rn_row_spans(a, alen, s->ncols, s->ncols, as) || rn_row_spans(b, blen, s->ncols, s->ncols, bs)) return true;
+  for (int k = 0; k < s->nkey; k++) {
+    int i = s->key_slots[k];
+    size_t n = as[i + 1] - as[i];
+    if (n != bs[i + 1] - bs[i] || memcmp(a + as[i], b + bs[i], n) != 0) return true;
+  }
+  return false;
+}
+
 int rn_derive_apply(rn_rel *d, rn_rel *from, const rn_change *c)
 {
   (void)from;
@@ -98,6 +113,15 @@ int rn_derive_apply(rn_rel *d, rn_rel *from, const rn_change *c)
   if (rc) return rc;
   if (out.old && out.row) {
     if (out.old_len == out.row_len && memcmp(out.old, out.row, out.row_len) == 0) return 0;
+    if (d->schema->nkey && !((rn_derive *)d->ctx)->filter &&
+        key_moved(d, out.old, out.old_len, out.row, out.row_len)) { /* a key never changes (DESIGN 4) */
+      rn_change gone = { .verb = RN_DELETE, .id = c->id, .old = out.old, .old_len = out.old_len };
+      if ((rc = rn_emit(d, &gone))) return rc;
+      out.old = NULL;
+      out.old_len = 0;
+      out.verb = RN_INSERT;
+      return rn_emit(d, &out);
+    }
     out.verb = RN_UPDATE;
   } else if (out.old) {
     out.verb = RN_DELETE;

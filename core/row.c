@@ -146,6 +146,7 @@ static int normalize_typed(rn_type t, const rn_schema *fields, msgpack_object *v
     else if (v->type != MSGPACK_OBJECT_FLOAT32 && v->type != MSGPACK_OBJECT_FLOAT64)
       return type_error(e, rel, p, "float", v, NULL);
     v->type = MSGPACK_OBJECT_FLOAT64;
+    v->via.f64 = rn_float_canon(v->via.f64);
     return 0;
   case RN_T_STRING:
     if (v->type != MSGPACK_OBJECT_STR && v->type != MSGPACK_OBJECT_BIN)
@@ -240,8 +241,9 @@ static int normalize_any(msgpack_object *v, msgpack_zone *z, const char *rel,
   case MSGPACK_OBJECT_NEGATIVE_INTEGER:
     if (v->via.i64 >= 0) set_int(v, v->via.i64);
     return 0;
-  case MSGPACK_OBJECT_FLOAT32:
+  case MSGPACK_OBJECT_FLOAT32: case MSGPACK_OBJECT_FLOAT64:
     v->type = MSGPACK_OBJECT_FLOAT64;
+    v->via.f64 = rn_float_canon(v->via.f64);
     return 0;
   case MSGPACK_OBJECT_EXT:
     return type_error(e, rel, p, "a storable value", v, NULL);

@@ -6,7 +6,7 @@
  *
  * Each value is normalized against its column before it is packed, so the
  * same logical row always has the same bytes: ints are msgpack ints, floats
- * float64, bytes bin, strings valid UTF-8 str, map entries sorted by key,
+ * float64 (-0.0 as 0.0, one NaN: rn_float_canon), bytes bin, strings valid UTF-8 str, map entries sorted by key,
  * struct values arrays in their fields' slot order. Equal rows are equal
  * bytes; no-op detection and keyless matching compare bytes.
  *
@@ -34,6 +34,20 @@ typedef enum rn_rowmode {
   RN_ROW_PATCH,  /* key plus the columns to set */
   RN_ROW_KEY     /* key columns only; other given columns are ignored */
 } rn_rowmode;
+
+/* The one encoding of a float: -0.0 as 0.0 (they are equal in Lua and
+ * SQL) and every NaN as the one quiet NaN 0x7ff8000000000000, so that
+ * equal values are equal bytes in rows (a keyless delete, a distinct, a
+ * no-op update compare bytes) as they are in keys (key.h). */
+static inline double rn_float_canon(double d)
+{
+  if (d == 0) return 0.0;
+  if (d != d) {
+    uint64_t bits = 0x7ff8000000000000ULL;
+    memcpy(&d, &bits, sizeof d);
+  }
+  return d;
+}
 
 /* Normalizes vals[0..ncols) in place; given[i] says whether slot i was given
  * (absent and null differ in a patch). Nested memory comes from z. Errors name

@@ -175,7 +175,16 @@ static void free_derive(void *ctx)
 }
 
 const rn_rel_ops rn_filter_ops = { .name = "filter", .apply = rn_derive_apply, .scan = derive_scan, .free = free_derive };
-const rn_rel_ops rn_map_ops = { .name = "map", .apply = rn_derive_apply, .scan = derive_scan, .free = free_derive };
+/* The group ends: a keyed map's unsettled claims fail it (mapkey.h). */
+static int map_seal(rn_rel *d, uint64_t seq)
+{
+  (void)seq;
+  rn_derive *f = d->ctx;
+  return f->keyed ? rn_mapkey_seal(&f->keys, d) : 0;
+}
+
+const rn_rel_ops rn_map_ops = { .name = "map", .apply = rn_derive_apply, .scan = derive_scan, .seal = map_seal,
+                                .free = free_derive };
 
 /* Does map f over in, of schema s, keep its keys (mapkey.c)? A keyed map
  * of a table-like input does, unless it is a select keyed by its input's

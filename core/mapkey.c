@@ -5,9 +5,14 @@
  * key would be two rows of one key downstream, and a consumer keyed by it
  * (NDJSON, SQLite, a store, a join on it) would keep one and lose it again
  * when the other goes. Rules (MAPKEY-n in specs):
- * (1) Each key the map holds names the one input row id that gives it; a
- *     change that would give a held key to another row fails its group
- *     with an error naming the map, the key and both row ids.
+ * (1) Each key the map holds names the one input row id that gives it. At
+ *     the end of a group no key is given by two rows: a change that gives
+ *     a held key to another row claims it, the claim is settled when the
+ *     holder lets the key go in the same group (rows that swap keys), and
+ *     a claim left at the group's end fails the group with an error naming
+ *     the map, the key and both rows. (As a table's, a sink that takes the
+ *     group change by change may see a key held twice on the way; a
+ *     consolidating one, SQLite's, never does.)
  * (2) The keys are rebuilt from the input whenever the map's state is
  *     stale: a group it did not see, a changed function or declaration
  *     (the map is stateful derived state, evolve.h).
@@ -23,6 +28,7 @@
 #include "mapkey.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "derive.h"
@@ -38,8 +44,25 @@ void rn_mapkey_init(rn_mapkey *k)
   msgpack_sbuffer_init(&k->new_key);
 }
 
+static void drop_claim(rn_mapkey *k, size_t i)
+{
+  free(k->claims[i].key);
+  k->claims[i] = k->claims[--k->nclaims];
+}
+
+/* Forgets the claims of an earlier group (it committed, failed or rolled
+ * back: none is settled by this one). */
+static void claims_of(rn_mapkey *k, uint64_t serial)
+{
+  if (k->serial == serial) return;
+  while (k->nclaims) drop_claim(k, k->nclaims - 1);
+  k->serial = serial;
+}
+
 void rn_mapkey_destroy(rn_mapkey *k)
 {
+  while (k->nclaims) drop_claim(k, k->nclaims - 1);
+  free(k->claims);
   msgpack_sbuffer_destroy(&k->old_key);
   msgpack_sbuffer_destroy(&k->new_key);
 }
@@ -83,9 +106,10 @@ static int holder(rn_rel *d, rn_mapkey *k, const msgpack_sbuffer *key, uint64_t 
   return 0;
 }
 
-/* A key held by another row (1); in: the input row of id, named by its
- * key when the input has one. */
-static int taken(rn_rel *d, const msgpack_object *vals, uint64_t held, uint64_t id, const char *in, size_t in_len)
+/* What a claim says: the key, the row id holding it and id (with in, its
+ * input row, named by its key when the input has one). */
+static void claim_text(rn_rel *d, const msgpack_object *vals, uint64_t held, uint64_t id, const char *in,
+                       size_t in_len, char *out, size_t size)
 {
   char kbuf[256], inbuf[300] = "";
   rn_key_format(d->schema, vals, kbuf, sizeof kbuf);
@@ -96,39 +120,97 @@ static int taken(rn_rel *d, const msgpack_object *vals, uint64_t held, uint64_t 
     rn_key_format(is, ivals, ikey, sizeof ikey);
     snprintf(inbuf, sizeof inbuf, " (%s)", ikey);
   }
-  return rn_err_set(&d->p->err, RN_EEXIST,
-                    "%s: key (%s) is given by row id %llu of %s already; row id %llu%s gives it too: a keyed map "
-                    "gives each key from one input row", d->name, kbuf, (unsigned long long)held, d->input->name,
-                    (unsigned long long)id, inbuf);
+  snprintf(out, size, "key (%s) is given by row id %llu of %s already; row id %llu%s gives it too", kbuf,
+           (unsigned long long)held, d->input->name, (unsigned long long)id, inbuf);
 }
 
-/* Gives key (of row values vals) to id, or fails when another holds it. */
+static int taken(rn_rel *d, const char *text)
+{
+  return rn_err_set(&d->p->err, RN_EEXIST, "%s: %s: a keyed map gives each key from one input row", d->name, text);
+}
+
+/* id claims key, which another row holds (1); at once an error when strict. */
+static int claim(rn_rel *d, rn_mapkey *k, const msgpack_sbuffer *key, const msgpack_object *vals, uint64_t held,
+                 uint64_t id, const char *in, size_t in_len)
+{
+  char text[sizeof k->claims->text];
+  claim_text(d, vals, held, id, in, in_len, text, sizeof text);
+  if (k->strict) return taken(d, text);
+  for (size_t i = 0; i < k->nclaims; i++)
+    if (k->claims[i].id == id && k->claims[i].klen == key->size && !memcmp(k->claims[i].key, key->data, key->size))
+      return 0;
+  if (k->nclaims == k->cap) {
+    size_t cap = k->cap ? 2 * k->cap : 4;
+    rn_mapkey_claim *grown = realloc(k->claims, cap * sizeof *grown);
+    if (!grown) return rn_err_set(&d->p->err, RN_ENOMEM, "out of memory");
+    k->claims = grown;
+    k->cap = cap;
+  }
+  rn_mapkey_claim *c = &k->claims[k->nclaims];
+  if (!(c->key = malloc(key->size ? key->size : 1))) return rn_err_set(&d->p->err, RN_ENOMEM, "out of memory");
+  memcpy(c->key, key->data, key->size);
+  c->klen = key->size;
+  c->id = id;
+  memcpy(c->text, text, sizeof text);
+  k->nclaims++;
+  return 0;
+}
+
+/* Puts key -> id. */
+static int put_holder(rn_rel *d, rn_mapkey *k, const char *key, size_t klen, uint64_t id)
+{
+  msgpack_sbuffer kb = { .size = klen, .data = (char *)key, .alloc = klen };
+  char buf[MAPKEY_INLINE_MAX + 8];
+  MDB_val sk = stored_key(&kb, buf), v = { 8 + (klen > MAPKEY_INLINE_MAX ? klen : 0), NULL };
+  int rc = mdb_put(d->p->store.wtxn, k->dbi, &sk, &v, MDB_RESERVE);
+  if (rc) return rn_store_fail(&d->p->err, rc, d->name);
+  rn_be64_put(v.mv_data, id);
+  if (v.mv_size > 8) memcpy((char *)v.mv_data + 8, key, klen);
+  return 0;
+}
+
+/* Gives key (of row values vals) to id, or claims it from its holder. */
 static int take(rn_rel *d, rn_mapkey *k, const msgpack_sbuffer *key, const msgpack_object *vals, uint64_t id,
                 const char *in, size_t in_len)
 {
   uint64_t held;
   int rc = holder(d, k, key, &held);
   if (rc || held == id) return rc;
-  if (held) return taken(d, vals, held, id, in, in_len);
-  char buf[MAPKEY_INLINE_MAX + 8];
-  MDB_val sk = stored_key(key, buf), v = { 8 + (key->size > MAPKEY_INLINE_MAX ? key->size : 0), NULL };
-  rc = mdb_put(d->p->store.wtxn, k->dbi, &sk, &v, MDB_RESERVE);
-  if (rc) return rn_store_fail(&d->p->err, rc, d->name);
-  rn_be64_put(v.mv_data, id);
-  if (v.mv_size > 8) memcpy((char *)v.mv_data + 8, key->data, key->size);
-  return 0;
+  if (held) return claim(d, k, key, vals, held, id, in, in_len);
+  return put_holder(d, k, key->data, key->size, id);
 }
 
-/* Frees key if id holds it. */
+/* Frees key if id holds it, for the row claiming it if one does; else
+ * drops id's claim on it. */
 static int release(rn_rel *d, rn_mapkey *k, const msgpack_sbuffer *key, uint64_t id)
 {
   uint64_t held;
   int rc = holder(d, k, key, &held);
-  if (rc || held != id) return rc;
+  if (rc) return rc;
+  for (size_t i = 0; i < k->nclaims; i++) {
+    rn_mapkey_claim *c = &k->claims[i];
+    if (c->klen != key->size || memcmp(c->key, key->data, key->size)) continue;
+    if (held == id) { /* the claim is settled: it holds the key now */
+      rc = put_holder(d, k, c->key, c->klen, c->id);
+      drop_claim(k, i);
+      return rc;
+    }
+    if (c->id == id) { drop_claim(k, i); return 0; }
+  }
+  if (held != id) return 0;
   char buf[MAPKEY_INLINE_MAX + 8];
   MDB_val sk = stored_key(key, buf);
   rc = mdb_del(d->p->store.wtxn, k->dbi, &sk, NULL);
   return rc ? rn_store_fail(&d->p->err, rc, d->name) : 0;
+}
+
+int rn_mapkey_seal(rn_mapkey *k, rn_rel *d)
+{
+  claims_of(k, d->p->group_serial);
+  if (!k->nclaims) return 0;
+  int rc = taken(d, k->claims[0].text);
+  claims_of(k, 0); /* the group fails: its claims go with it */
+  return rc;
 }
 
 int rn_mapkey_change(rn_mapkey *k, rn_rel *d, uint64_t id, const char *old, size_t old_len, const char *row,
@@ -138,6 +220,7 @@ int rn_mapkey_change(rn_mapkey *k, rn_rel *d, uint64_t id, const char *old, size
   int rc = old ? encode(d, old, old_len, &k->old_key, &old_vals) : 0;
   if (!rc && row) rc = encode(d, row, row_len, &k->new_key, &vals);
   if (rc) return rc;
+  claims_of(k, d->p->group_serial);
   if (old && row && k->old_key.size == k->new_key.size && memcmp(k->old_key.data, k->new_key.data, k->old_key.size) == 0)
     return 0;
   if (old && (rc = release(d, k, &k->old_key, id))) return rc;
@@ -166,5 +249,8 @@ int rn_mapkey_open(rn_mapkey *k, rn_rel *d, MDB_txn *txn, bool rebuild)
   if (rc || !rebuild) return rc;
   if ((rc = mdb_drop(txn, k->dbi, 0))) return rn_store_fail(&d->p->err, rc, d->name);
   rebuild_ctx b = { k, d };
-  return rn_rel_scan(d->input, rebuild_row, &b);
+  k->strict = true; /* the rows as they are: no group to settle a claim */
+  rc = rn_rel_scan(d->input, rebuild_row, &b);
+  k->strict = false;
+  return rc;
 }

@@ -32,14 +32,15 @@ describe("a keyed map", function()
                  '{"verb":"INSERT","k":"b","id":1,"v":2}\n', H.read(dir .. "/m.ndjson"))
   end)
 
-  it("refuses a key another input row gives, rolling the group back (MAPKEY-1)", function()
+  it("refuses a group that ends with a key two input rows give, rolling it back (MAPKEY-1)", function()
     p = runnel.open()
     local t, m = keyed(p)
     local log = H.record(m)
     t:insert{ id = 1, k = "a", v = 1 }
     p:begin()
     t:insert{ id = 3, k = "c", v = 3 }
-    local err = H.error_of(t.insert, t, { id = 2, k = "a", v = 2 })
+    t:insert{ id = 2, k = "a", v = 2 }
+    local err = H.error_of(p.commit, p)
     assert.equal('m: key (k = "a") is given by row id 1 of t already; row id 3 (id = 2) gives it too: ' ..
                  'a keyed map gives each key from one input row', err)
     assert.is_false(p:in_group())
@@ -61,6 +62,39 @@ describe("a keyed map", function()
       return out
     end)())
     assert.same({ "INSERT 1", "DELETE 1", "INSERT 1", "INSERT 2", "DELETE 1", "INSERT 3" }, H.verbs(log))
+  end)
+
+  it("lets rows swap keys within a group, and a claimed key go to its claimer (MAPKEY-1)", function()
+    p = runnel.open()
+    local t, m = keyed(p)
+    local log = H.record(m)
+    t:insert{ id = 1, k = "a", v = 1 }
+    t:insert{ id = 2, k = "b", v = 2 }
+    p:batch(function()
+      t:update{ id = 1, k = "b" }
+      t:update{ id = 2, k = "a" }
+    end)
+    p:batch(function()
+      t:insert{ id = 3, k = "a", v = 3 } -- claims a from row 2 …
+      t:update{ id = 2, k = "c" }        -- … which lets it go
+    end)
+    local held = {}
+    for r in m:rows() do held[r.k] = r.id end
+    assert.same({ a = 3, b = 1, c = 2 }, held)
+    assert.matches("^m: key %(k = \"c\"%) is given by row id 2 of t already; row id 1 %(id = 1%) gives it too",
+                   H.error_of(p.batch, p, function()
+                     t:update{ id = 1, k = "c" }
+                     t:update{ id = 3, k = "b" } -- b is free: c is still held twice at the end
+                   end))
+    assert.equal("b", t:get(1).k)
+    p:batch(function() -- a claim dropped by its claimer settles nothing
+      t:update{ id = 1, k = "c" }
+      t:update{ id = 1, k = "d" }
+    end)
+    held = {}
+    for r in m:rows() do held[r.k] = r.id end
+    assert.same({ a = 3, c = 2, d = 1 }, held)
+    assert.equal(13, #log)
   end)
 
   it("refuses a select keyed by a column two rows share", function()
@@ -205,5 +239,20 @@ describe("-0.0 and NaN in rows", function()
     assert.equal(1, t:get(-0.0).v)
     assert.matches("fk: .*NaN", H.error_of(t.insert, t, { k = nan, v = 2 }))
     assert.equal(1, t:count())
+  end)
+end)
+
+describe("a store", function()
+  after_each(function() H.cleanup() end)
+
+  it("refuses a key past LMDB's limit naming the store and the key", function()
+    local p = runnel.open(H.tmpdir() .. "/state")
+    local t = p:table("t", { {"k","string"}, {"v","int"}, key = "k" })
+    t:sink(runnel.store("kept"))
+    t:insert{ k = "short", v = 1 }
+    local err = H.error_of(t.insert, t, { k = ("y"):rep(600), v = 2 })
+    assert.matches('^t: store "kept": key %(k = "yyy.*%.%.%."%) takes 603 bytes, more than the 511 a store\'s key holds$', err)
+    assert.equal(1, t:count())
+    p:close()
   end)
 end)

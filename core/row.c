@@ -259,6 +259,8 @@ static int normalize_any(msgpack_object *v, msgpack_zone *z, const char *rel,
       if (normalize_any(&kv[i].key, z, rel, p, depth + 1, e)) return e->code;
       if (key_rank(&kv[i].key) == 4)
         return type_error(e, rel, p, "map keys that are strings, numbers or booleans", &kv[i].key, NULL);
+      if (kv[i].key.type == MSGPACK_OBJECT_FLOAT64 && isnan(kv[i].key.via.f64)) /* no order, no Lua table key */
+        return type_error(e, rel, p, "map keys other than NaN", &kv[i].key, " NaN");
       if (normalize_any(&kv[i].val, z, rel, p, depth + 1, e)) return e->code;
     }
     qsort(kv, n, sizeof *kv, cmp_map_keys);

@@ -452,7 +452,7 @@ static int sum_or_avg_result(rn_aggregate *a, int i, const msgpack_object *st, a
   if (n <= 0) msgpack_pack_nil(at->pk);
   else if (rn_agg_int_sum(a, i)) msgpack_pack_object(at->pk, *sum);
   else if (!(rc = fsum_get(a, i, sum, &f)))
-    msgpack_pack_double(at->pk, avg ? rn_fsum_div(&f, (uint64_t)n) : rn_fsum_value(&f));
+    msgpack_pack_double(at->pk, rn_float_canon(avg ? rn_fsum_div(&f, (uint64_t)n) : rn_fsum_value(&f)));
   return rc;
 }
 

@@ -1,7 +1,10 @@
 /* derive.c — filter and map (see derive.h for the rule). */
 #include "derive.h"
+#include "mapkey.h"
 #include "ops.h"
 #include "row.h"
+#include "evolve.h"
+#include "reader.h"
 #include "scan.h"
 
 #include <stdlib.h>
@@ -30,6 +33,8 @@ typedef struct rn_derive {
   bool outbuf_busy;       /* a callback re-entered this map (a scan of itself) */
   void *ctx;              /* filter's or map's context */
   rn_free_fn free_ctx;    /* frees ctx; may be NULL */
+  bool keyed;             /* a keyed map that keeps its keys (mapkey.c) */
+  rn_mapkey keys;         /* its keys' state, when keyed */
 } rn_derive;
 
 /* The selected values' bytes, as they are, under a new array header. */
@@ -88,6 +93,21 @@ int rn_derive_row(rn_rel *d, const char *row, size_t len, const char **out, size
   return rc;
 }
 
+/* Do rows a and b of d hold different keys? Rows are normalized: equal
+ * values are equal bytes. A row that cannot be walked counts as moved. */
+static bool key_moved(const rn_rel *d, const char *a, size_t alen, const char *b, size_t blen)
+{
+  const rn_schema *s = d->schema;
+  size_t as[s->ncols + 1], bs[s->ncols + 1];
+  if (rn_row_spans(a, alen, s->ncols, s->ncols, as) || rn_row_spans(b, blen, s->ncols, s->ncols, bs)) return true;
+  for (int k = 0; k < s->nkey; k++) {
+    int i = s->key_slots[k];
+    size_t n = as[i + 1] - as[i];
+    if (n != bs[i + 1] - bs[i] || memcmp(a + as[i], b + bs[i], n) != 0) return true;
+  }
+  return false;
+}
+
 int rn_derive_apply(rn_rel *d, rn_rel *from, const rn_change *c)
 {
   (void)from;
@@ -96,8 +116,21 @@ int rn_derive_apply(rn_rel *d, rn_rel *from, const rn_change *c)
   if (rc) return rc;
   rc = rn_derive_row(d, c->row, c->row_len, &out.row, &out.row_len);
   if (rc) return rc;
+  if (out.old && out.row && out.old_len == out.row_len && memcmp(out.old, out.row, out.row_len) == 0) return 0;
+  rn_derive *f = d->ctx;
+  if (f->keyed && (out.old || out.row) &&
+      (rc = rn_mapkey_change(&f->keys, d, c->id, out.old, out.old_len, out.row, out.row_len, c->row, c->row_len)))
+    return rc;
   if (out.old && out.row) {
-    if (out.old_len == out.row_len && memcmp(out.old, out.row, out.row_len) == 0) return 0;
+    if (d->schema->nkey && !f->filter &&
+        key_moved(d, out.old, out.old_len, out.row, out.row_len)) { /* a key never changes (DESIGN 4) */
+      rn_change gone = { .verb = RN_DELETE, .id = c->id, .old = out.old, .old_len = out.old_len };
+      if ((rc = rn_emit(d, &gone))) return rc;
+      out.old = NULL;
+      out.old_len = 0;
+      out.verb = RN_INSERT;
+      return rn_emit(d, &out);
+    }
     out.verb = RN_UPDATE;
   } else if (out.old) {
     out.verb = RN_DELETE;
@@ -135,13 +168,55 @@ static void free_derive(void *ctx)
 {
   rn_derive *f = ctx;
   if (f->free_ctx) f->free_ctx(f->ctx);
+  rn_mapkey_destroy(&f->keys);
   msgpack_sbuffer_destroy(&f->outbuf);
   free(f->select);
   free(f);
 }
 
 const rn_rel_ops rn_filter_ops = { .name = "filter", .apply = rn_derive_apply, .scan = derive_scan, .free = free_derive };
-const rn_rel_ops rn_map_ops = { .name = "map", .apply = rn_derive_apply, .scan = derive_scan, .free = free_derive };
+/* The group ends: a keyed map's unsettled claims fail it (mapkey.h). */
+static int map_seal(rn_rel *d, uint64_t seq)
+{
+  (void)seq;
+  rn_derive *f = d->ctx;
+  return f->keyed ? rn_mapkey_seal(&f->keys, d) : 0;
+}
+
+const rn_rel_ops rn_map_ops = { .name = "map", .apply = rn_derive_apply, .scan = derive_scan, .seal = map_seal,
+                                .free = free_derive };
+
+/* Does map f over in, of schema s, keep its keys (mapkey.c)? A keyed map
+ * of a table-like input does, unless it is a select keyed by its input's
+ * key columns, which are unique already. */
+static bool keeps_keys(const rn_derive *f, const rn_rel *in, const rn_schema *s)
+{
+  if (!s || !s->nkey || !in->tablelike) return false;
+  if (!f->select || s->nkey != in->schema->nkey) return true;
+  for (int k = 0; k < s->nkey; k++) {
+    bool of_input_key = false;
+    for (int j = 0; j < in->schema->nkey; j++)
+      of_input_key |= f->select->slots[s->key_slots[k]] == in->schema->key_slots[j];
+    if (!of_input_key) return true;
+  }
+  return false;
+}
+
+bool rn_derive_keeps_keys(const void *ctx)
+{
+  return ((const rn_derive *)ctx)->keyed;
+}
+
+/* The state of a keyed map (rn_open_derived_state's setup): a select's
+ * record, as a map's without keys has it made (relation.c), and its keys. */
+static int setup_keys(void *ctx, bool created, bool rebuild_it)
+{
+  (void)created;
+  rn_rel *d = ctx;
+  MDB_txn *txn = d->p->store.wtxn;
+  int rc = rn_select_decl_record(d, txn);
+  return rc ? rc : rn_mapkey_open(&((rn_derive *)d->ctx)->keys, d, txn, rebuild_it || d->evolved); /* its rows may have changed (evolve.h) */
+}
 
 /* Declares filter or map of in whose ctx is f (NULL: out of memory, and
  * ctx, free_ctx and sel are released); takes ownership of schema. */
@@ -153,7 +228,18 @@ static int declare(rn_pipeline *p, const char *name, rn_relkind kind, rn_rel *in
     return rn_err_set(&p->err, RN_ENOMEM, "out of memory");
   }
   msgpack_sbuffer_init(&f->outbuf);
-  return rn_declare_derived(p, name, kind, in, schema, f, out);
+  rn_mapkey_init(&f->keys);
+  f->keyed = kind == RN_REL_MAP && keeps_keys(f, in, schema);
+  int rc = rn_declare_derived(p, name, kind, in, schema, f, out);
+  if (rc || !f->keyed) return rc;
+  rn_rel *r = *out;
+  r->persistent = r->stateful = true; /* MAPKEY-2: rebuilt when it missed a group */
+  if ((rc = rn_open_derived_state(p, r, setup_keys, r))) {
+    in->noutputs--; /* rn_declare_derived made r its last output */
+    rn_rel_discard_last(p);
+    *out = NULL;
+  }
+  return rc;
 }
 
 static rn_derive *new_derive(void *ctx, rn_free_fn free_ctx)

@@ -37,6 +37,9 @@ const int *rn_select_slots(const rn_rel *d, int *n);
  * p->err set on failure. */
 rn_schema *rn_select_schema(rn_pipeline *p, const char *name, const rn_schema *in, const int *slots,
                             const char *const *names, int n, const int *key, int nkey);
+/* Whether a map's ctx keeps its keys' state (mapkey.c): such a map's
+ * state opens with rn_open_derived_state, not at rn_declare_derived. */
+bool rn_derive_keeps_keys(const void *ctx);
 /* A filter's or map's apply (ops.h): d's input (from) made change c. */
 int rn_derive_apply(rn_rel *d, rn_rel *from, const rn_change *c);
 

@@ -30,6 +30,7 @@
 #include "buf.h"
 #include "key.h"
 #include "ops.h"
+#include "row.h"
 #include "reader.h"
 #include "scan.h"
 #include "snapshot.h"
@@ -45,11 +46,15 @@ static int store_fail(rn_distinct *d, int rc)
   return rn_store_fail(&d->out->p->err, rc, d->out->name);
 }
 
-/* The id and copies of the stored row equal to row; *id = 0 if none. */
-static int find(rn_distinct *d, MDB_txn *txn, const char *row, size_t len, uint64_t *id, uint64_t *copies)
+/* The id and copies of the stored row equal to row (rn_row_same); *id = 0
+ * if none. stored (may be NULL): that row as stored (its zeros may have
+ * another sign than row's), copied into the scratch zone. */
+static int find(rn_distinct *d, MDB_txn *txn, const char *row, size_t len, uint64_t *id, uint64_t *copies,
+                const char **stored)
 {
   *id = 0;
-  uint64_t h = rn_hash64(row, len);
+  uint64_t h = rn_row_hash(row, len);
+  bool nomem = false;
   MDB_val k = { 8, &h }, v;
   MDB_cursor *cur;
   int rc = mdb_cursor_open(txn, d->hash_dbi, &cur);
@@ -57,13 +62,16 @@ static int find(rn_distinct *d, MDB_txn *txn, const char *row, size_t len, uint6
   for (rc = mdb_cursor_get(cur, &k, &v, MDB_SET_KEY); rc == 0; rc = mdb_cursor_get(cur, &k, &v, MDB_NEXT_DUP)) {
     MDB_val rk = { 8, v.mv_data }, rv;
     if (mdb_get(txn, d->rows_dbi, &rk, &rv) == 0 && rv.mv_size == 8 + len &&
-        memcmp((const char *)rv.mv_data + 8, row, len) == 0) {
+        rn_row_same((const char *)rv.mv_data + 8, len, row, len)) {
       *id = rn_be64_get(v.mv_data);
       memcpy(copies, rv.mv_data, 8);
+      if (stored) *stored = rn_scratch_copy(d->out->p, (const char *)rv.mv_data + 8, len);
+      nomem = stored && !*stored;
       break;
     }
   }
   mdb_cursor_close(cur);
+  if (nomem) return rn_err_set(&d->out->p->err, RN_ENOMEM, "out of memory");
   return rc == 0 || rc == MDB_NOTFOUND ? 0 : store_fail(d, rc);
 }
 
@@ -85,7 +93,7 @@ static int link_row(rn_distinct *d, MDB_txn *txn, uint64_t id, const char *row, 
 {
   char idk[8];
   rn_be64_put(idk, id);
-  uint64_t h = rn_hash64(row, len);
+  uint64_t h = rn_row_hash(row, len);
   MDB_val hk = { 8, &h }, hv = { 8, idk }, rk = { 8, idk };
   int rc = add ? put_row(d, txn, id, 1, row, len) : mdb_del(txn, d->rows_dbi, &rk, NULL);
   if (rc && add) return rc;
@@ -100,8 +108,9 @@ static int add_copy(rn_distinct *d, const char *row, size_t len, bool emit)
   rn_rel *r = d->out;
   MDB_txn *txn = r->p->store.wtxn;
   uint64_t id, copies = 0;
-  int rc = find(d, txn, row, len, &id, &copies);
-  if (rc || id) return rc ? rc : put_row(d, txn, id, copies + 1, row, len);
+  const char *held = NULL;
+  int rc = find(d, txn, row, len, &id, &copies, &held);
+  if (rc || id) return rc ? rc : put_row(d, txn, id, copies + 1, held, len); /* the row as it came in (2) */
   id = r->next_id++;
   rc = link_row(d, txn, id, row, len, true);
   if (rc) return rc;
@@ -116,7 +125,7 @@ static int remove_copy(rn_distinct *d, const char *row, size_t len)
   rn_rel *r = d->out;
   MDB_txn *txn = r->p->store.wtxn;
   uint64_t id, copies = 0;
-  int rc = find(d, txn, row, len, &id, &copies);
+  int rc = find(d, txn, row, len, &id, &copies, &row); /* the row as held: the one its INSERT gave */
   if (rc) return rc;
   if (!id)
     return rn_err_set(&r->p->err, RN_ESTORE, "state damaged: %s: %s deleted a row it never held",
@@ -133,7 +142,7 @@ static int remove_copy(rn_distinct *d, const char *row, size_t len)
 static int distinct_apply(rn_rel *r, rn_rel *from, const rn_change *c)
 {
   (void)from;
-  if (c->old && c->row && c->old_len == c->row_len && memcmp(c->old, c->row, c->row_len) == 0) return 0;
+  if (c->old && c->row && rn_row_same(c->old, c->old_len, c->row, c->row_len)) return 0;
   int rc = c->old ? remove_copy(r->ctx, c->old, c->old_len) : 0;
   return !rc && c->row ? add_copy(r->ctx, c->row, c->row_len, true) : rc;
 }
@@ -185,7 +194,7 @@ static int reset_or_sweep(rn_distinct *d, MDB_txn *txn, bool sweep)
     char *row = (char *)rn_scratch_copy(d->out->p, (const char *)v.mv_data + 8, len); /* not the page itself */
     if (!row) { rc = rn_err_set(&d->out->p->err, RN_ENOMEM, "out of memory"); break; }
     if (sweep && copies == 0) {
-      uint64_t h = rn_hash64(row, len);
+      uint64_t h = rn_row_hash(row, len);
       MDB_val hk = { 8, &h }, hv = { 8, k.mv_data };
       if ((rc = mdb_del(txn, d->hash_dbi, &hk, &hv)) || (rc = mdb_cursor_del(cur, 0))) break;
     } else if (sweep) {

@@ -391,7 +391,7 @@ static int keyless_entry(rewrite *w, const MDB_val *k, const MDB_val *v, msgpack
   *skip = rc || w->blocked;
   if (*skip) return rc;
   rn_buf_write(out, w->out.data, w->out.size);
-  uint64_t h = rn_hash64(w->out.data, w->out.size);
+  uint64_t h = rn_row_hash(w->out.data, w->out.size);
   MDB_val hk = { 8, &h }, hv = { 8, k->mv_data };
   rc = mdb_put(w->txn, w->hashes, &hk, &hv, 0);
   return rc ? rn_store_fail(&w->p->err, rc, w->r->name) : 0;

@@ -12,7 +12,7 @@
  *     table      rn_table_ops        table.c        -      rows by cursor         -       yes
  *     stream     rn_stream_ops       table.c        -      -                      -       yes
  *     filter     rn_filter_ops       derive.c       yes    input's rows, filtered -       -
- *     map        rn_map_ops          derive.c       yes    input's rows, mapped   -       -
+ *     map        rn_map_ops          derive.c       yes    input's rows, mapped   claims  -
  *     cdc        rn_cdc_ops          cdc.c          -      -                      images  -
  *     join       rn_join_ops         join.c         yes    from its index         -       -
  *     aggregate  rn_aggregate_ops    aggregate.c    yes    its groups             -       -
@@ -44,7 +44,8 @@ struct rn_rel_ops {
   /* Calls fn for every current row of a table-like rel (scan.h). */
   int (*scan)(rn_rel *rel, rn_scan_fn fn, void *ctx);
   /* Group seq ends: last writes of the group from what it logged (a cdc
-   * relation's images). Called for every relation in declaration order,
+   * relation's images), last checks (a keyed map's unsettled key claims
+   * fail it, mapkey.h). Called for every relation in declaration order,
    * before the counters are saved and the sinks are told (group.c). */
   int (*seal)(rn_rel *rel, uint64_t seq);
   /* A source's logged change c applied again, to the same starting state,

@@ -339,7 +339,7 @@ int rn_declare_derived(rn_pipeline *p, const char *name, rn_relkind kind, rn_rel
    * (rn_open_derived_state), in the transaction that sees whether its
    * declaration changed and rebuilds it: recorded here first, the change
    * was committed unseen and the old state kept. */
-  bool own_state = kind != RN_REL_FILTER && kind != RN_REL_MAP;
+  bool own_state = kind != RN_REL_FILTER && (kind != RN_REL_MAP || rn_derive_keeps_keys(ctx));
   if (!own_state && (rc = rn_rel_record(p, r))) {
     in->noutputs--;
     rn_rel_discard_last(p);

@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "json.h"
+#include "key.h"
 
 bool rn_utf8_valid(const char *str, size_t len)
 {
@@ -146,6 +147,7 @@ static int normalize_typed(rn_type t, const rn_schema *fields, msgpack_object *v
     else if (v->type != MSGPACK_OBJECT_FLOAT32 && v->type != MSGPACK_OBJECT_FLOAT64)
       return type_error(e, rel, p, "float", v, NULL);
     v->type = MSGPACK_OBJECT_FLOAT64;
+    v->via.f64 = rn_float_canon(v->via.f64);
     return 0;
   case RN_T_STRING:
     if (v->type != MSGPACK_OBJECT_STR && v->type != MSGPACK_OBJECT_BIN)
@@ -240,8 +242,9 @@ static int normalize_any(msgpack_object *v, msgpack_zone *z, const char *rel,
   case MSGPACK_OBJECT_NEGATIVE_INTEGER:
     if (v->via.i64 >= 0) set_int(v, v->via.i64);
     return 0;
-  case MSGPACK_OBJECT_FLOAT32:
+  case MSGPACK_OBJECT_FLOAT32: case MSGPACK_OBJECT_FLOAT64:
     v->type = MSGPACK_OBJECT_FLOAT64;
+    v->via.f64 = rn_float_canon(v->via.f64);
     return 0;
   case MSGPACK_OBJECT_EXT:
     return type_error(e, rel, p, "a storable value", v, NULL);
@@ -256,6 +259,8 @@ static int normalize_any(msgpack_object *v, msgpack_zone *z, const char *rel,
       if (normalize_any(&kv[i].key, z, rel, p, depth + 1, e)) return e->code;
       if (key_rank(&kv[i].key) == 4)
         return type_error(e, rel, p, "map keys that are strings, numbers or booleans", &kv[i].key, NULL);
+      if (kv[i].key.type == MSGPACK_OBJECT_FLOAT64 && isnan(kv[i].key.via.f64)) /* no order, no Lua table key */
+        return type_error(e, rel, p, "map keys other than NaN", &kv[i].key, " NaN");
       if (normalize_any(&kv[i].val, z, rel, p, depth + 1, e)) return e->code;
     }
     qsort(kv, n, sizeof *kv, cmp_map_keys);
@@ -665,6 +670,93 @@ static size_t element_size(const unsigned char *p, const unsigned char *end)
     left += children;
   }
   return (size_t)(p - start);
+}
+
+/* The header of the msgpack element at p: its size, with *body the bytes
+ * of payload that follow it (strings, bins, exts, fixed scalars); a
+ * container's elements follow its header. 0 when not well formed. */
+static size_t header_size(const unsigned char *p, const unsigned char *end, size_t *body)
+{
+  unsigned b = *p;
+  *body = 0;
+  if (b <= 0x7f || b >= 0xe0 || (b >= 0x80 && b <= 0x9f) || b == 0xc0 || b == 0xc2 || b == 0xc3) return 1;
+  if (b >= 0xa0 && b <= 0xbf) { *body = b & 0x1f; return 1; }
+  size_t head, n = 0;
+  switch (b) {
+  case 0xc4: case 0xd9: head = 2; n = 1; break;
+  case 0xc5: case 0xda: head = 3; n = 2; break;
+  case 0xc6: case 0xdb: head = 5; n = 4; break;
+  case 0xc7: head = 3; n = 1; break;
+  case 0xc8: head = 4; n = 2; break;
+  case 0xc9: head = 6; n = 4; break;
+  case 0xca: case 0xce: case 0xd2: head = 5; break;
+  case 0xcb: case 0xcf: case 0xd3: head = 9; break;
+  case 0xcc: case 0xd0: head = 2; break;
+  case 0xcd: case 0xd1: head = 3; break;
+  case 0xd4: head = 3; break;
+  case 0xd5: head = 4; break;
+  case 0xd6: head = 6; break;
+  case 0xd7: head = 10; break;
+  case 0xd8: head = 18; break;
+  case 0xdc: head = 3; break;
+  case 0xdd: case 0xdf: head = 5; break;
+  case 0xde: head = 3; break;
+  default: return 0;
+  }
+  if ((size_t)(end - p) < head) return 0;
+  if (n) *body = (size_t)read_be(p + 1, (int)n);
+  return head;
+}
+
+/* Rewrites every float64 -0.0 in the msgpack at p as 0.0; false when the
+ * bytes are not well formed (left as they are). */
+static bool zero_signs(unsigned char *p, size_t len)
+{
+  const unsigned char *end = p + len;
+  while (p < end) {
+    size_t body, head = header_size(p, end, &body);
+    if (!head || body > (size_t)(end - p) - head) return false;
+    if (*p == 0xcb && read_be(p + 1, 8) == 0x8000000000000000ULL) memset(p + 1, 0, 8);
+    p += head + body;
+  }
+  return true;
+}
+
+/* May row hold a -0.0? (0xcb, a float64's tag, somewhere in it.) */
+static bool may_hold_floats(const char *row, size_t len)
+{
+  return len && memchr(row, 0xcb, len) != NULL;
+}
+
+/* A copy of row with its -0.0 as 0.0 (malloc'd; NULL when out of memory). */
+static unsigned char *zeroed_copy(const char *row, size_t len)
+{
+  unsigned char *c = malloc(len);
+  if (!c) { rn_oom_note(); return NULL; }
+  memcpy(c, row, len);
+  zero_signs(c, len);
+  return c;
+}
+
+bool rn_row_same(const char *a, size_t alen, const char *b, size_t blen)
+{
+  if (alen != blen) return false; /* -0.0 and 0.0 are 9 bytes each */
+  if (memcmp(a, b, alen) == 0) return true;
+  if (!may_hold_floats(a, alen) || !may_hold_floats(b, blen)) return false;
+  unsigned char *x = zeroed_copy(a, alen), *y = x ? zeroed_copy(b, blen) : NULL;
+  bool same = y && memcmp(x, y, alen) == 0;
+  free(x);
+  free(y);
+  return same;
+}
+
+uint64_t rn_row_hash(const char *row, size_t len)
+{
+  if (!may_hold_floats(row, len)) return rn_hash64(row, len);
+  unsigned char *c = zeroed_copy(row, len);
+  uint64_t h = c ? rn_hash64(c, len) : rn_hash64(row, len); /* out of memory is noted: the group fails */
+  free(c);
+  return h;
 }
 
 size_t rn_msgpack_size(const char *data, size_t len)

@@ -6,9 +6,10 @@
  *
  * Each value is normalized against its column before it is packed, so the
  * same logical row always has the same bytes: ints are msgpack ints, floats
- * float64, bytes bin, strings valid UTF-8 str, map entries sorted by key,
+ * float64 (one NaN: rn_float_canon), bytes bin, strings valid UTF-8 str, map entries sorted by key,
  * struct values arrays in their fields' slot order. Equal rows are equal
- * bytes; no-op detection and keyless matching compare bytes.
+ * bytes; no-op detection compares bytes, keyless matching and distinct
+ * also take -0.0 as 0.0 (rn_row_same).
  *
  * Input values that runnel cannot hold at all (a Lua function, say) arrive
  * as an ext object of type RN_EXT_FOREIGN whose payload names their type, so
@@ -34,6 +35,25 @@ typedef enum rn_rowmode {
   RN_ROW_PATCH,  /* key plus the columns to set */
   RN_ROW_KEY     /* key columns only; other given columns are ignored */
 } rn_rowmode;
+
+/* Every NaN as the one quiet NaN 0x7ff8000000000000: their bits say
+ * nothing (0/0 and -(0/0) differ in sign only), so a row holding NaN has
+ * one encoding, and a keyless delete or a distinct finds it by its bytes. */
+static inline double rn_float_canon(double d)
+{
+  if (d != d) {
+    uint64_t bits = 0x7ff8000000000000ULL;
+    memcpy(&d, &bits, sizeof d);
+  }
+  return d;
+}
+
+/* Rows as a keyless table and a distinct compare them: equal bytes, or
+ * equal once every float -0.0 in them is read as 0.0 (they are equal in
+ * Lua and SQL; a row keeps the sign it was given). rn_row_hash is the hash
+ * that equal rows share. */
+bool rn_row_same(const char *a, size_t alen, const char *b, size_t blen);
+uint64_t rn_row_hash(const char *row, size_t len);
 
 /* Normalizes vals[0..ncols) in place; given[i] says whether slot i was given
  * (absent and null differ in a patch). Nested memory comes from z. Errors name

@@ -114,6 +114,7 @@
 #define RN_DB_DISTINCT_ROWS "dr:"   /* a distinct's rows and their copies */
 #define RN_DB_DISTINCT_HASHES "dh:" /* a distinct's row ids by hash */
 #define RN_DB_STORE       "st:"     /* a permanent store's rows */
+#define RN_DB_MAP_KEYS    "mk:"     /* a keyed map's row id per key (mapkey.c) */
 /* Ordered access (top.c, index.c). */
 #define RN_DB_TOP_ROWS    "tt:"     /* a top's ranked rows */
 #define RN_DB_TOP_REST    "tx:"     /* a top's other rows, in order */

@@ -48,6 +48,7 @@ typedef struct stsink {
   uint64_t carried_seq;   /* the last group carried (its "Ss:" mark is redone with them) */
   char seen_key[RN_NAME_MAX + 4]; /* meta "Ss:" name */
   size_t seen_klen;
+  char name[RN_NAME_MAX + 1]; /* the store's, for errors */
 } stsink;
 
 static void free_stsink(void *ctx)
@@ -138,6 +139,16 @@ static int key_of(const rn_schema *s, uint64_t id, const char *row, size_t len, 
   return k->size > 511 ? -1 : 0;
 }
 
+/* A row whose key the store cannot hold: the store, the key and its size. */
+static int long_key(const stsink *s, rn_rel *rel, const char *row, size_t len, size_t klen, rn_err *e)
+{
+  char kbuf[256] = "?";
+  const msgpack_object *v = rn_row_unpack(row, len, rel->schema->ncols, &rel->p->scratch);
+  if (v) rn_key_format(rel->schema, v, kbuf, sizeof kbuf);
+  return rn_err_set(e, RN_EINVAL, "%s: store \"%s\": key (%s) takes %zu bytes, more than the 511 a store's key holds",
+                    rel->name, s->name, kbuf, klen);
+}
+
 /* Net changes (consolidated): a DELETE removes the old key; an UPDATE whose
  * key moved removes the old key unless another row of the group holds it
  * now — so deletes are applied first, then upserts overwrite (the sink sees
@@ -161,8 +172,9 @@ static int st_change(void *ctx, rn_rel *rel, const rn_change *c, const rn_sink_i
   }
   if (!rc && c->row) {
     if (key_of(rel->schema, info->id, c->row, c->row_len, &p->scratch, &k) != 0) {
+      size_t klen = k.size;
       msgpack_sbuffer_destroy(&k);
-      return rn_err_set(e, RN_EINVAL, "%s: store: a key longer than 511 bytes", rel->name);
+      return long_key(s, rel, c->row, c->row_len, klen, e);
     }
     MDB_val key = { k.size, k.data }, v = { c->row_len, (void *)c->row };
     rc = mdb_put(p->store.wtxn, s->dbi, &key, &v, 0);
@@ -230,6 +242,7 @@ int rn_store_sink(rn_pipeline *p, rn_rel *rel, const char *name)
   if (!s) return rn_err_set(&p->err, RN_ENOMEM, "out of memory");
   s->p = p;
   s->rel = rel;
+  memcpy(s->name, name, nlen + 1);
   msgpack_sbuffer_init(&s->carried);
   msgpack_sbuffer desc;
   msgpack_sbuffer_init(&desc);

@@ -285,11 +285,14 @@ static int keyed_delete(rn_rel *t, msgpack_object *vals, uint8_t *given)
 
 /* ---- keyless tables ---- */
 
-/* Finds the stored row equal to row with the smallest id (3); *id = 0 if none. */
-static int keyless_find(rn_rel *t, MDB_txn *txn, const char *row, size_t len, uint64_t *id)
+/* Finds the stored row equal to row (rn_row_same) with the smallest id (3);
+ * *id = 0 if none. stored (may be NULL): that row as stored, which may
+ * differ from row in the sign of a zero, copied into the scratch zone. */
+static int keyless_find(rn_rel *t, MDB_txn *txn, const char *row, size_t len, uint64_t *id, const char **stored)
 {
   *id = 0;
-  uint64_t h = rn_hash64(row, len);
+  bool nomem = false;
+  uint64_t h = rn_row_hash(row, len);
   MDB_val k = { 8, &h }, v;
   MDB_cursor *cur;
   int rc = mdb_cursor_open(txn, t->hash_dbi, &cur);
@@ -297,13 +300,15 @@ static int keyless_find(rn_rel *t, MDB_txn *txn, const char *row, size_t len, ui
   for (rc = mdb_cursor_get(cur, &k, &v, MDB_SET_KEY); rc == 0;
        rc = mdb_cursor_get(cur, &k, &v, MDB_NEXT_DUP)) {
     MDB_val rk = { 8, v.mv_data }, rv;
-    if (mdb_get(txn, t->rows_dbi, &rk, &rv) == 0 && rv.mv_size == len &&
-        memcmp(rv.mv_data, row, len) == 0) {
+    if (mdb_get(txn, t->rows_dbi, &rk, &rv) == 0 && rn_row_same(rv.mv_data, rv.mv_size, row, len)) {
       *id = rn_be64_get(v.mv_data);
+      if (stored) *stored = memcmp(rv.mv_data, row, len) ? rn_scratch_copy(t->p, rv.mv_data, len) : row;
+      nomem = stored && !*stored;
       break;
     }
   }
   mdb_cursor_close(cur);
+  if (nomem) return rn_err_set(&t->p->err, RN_ENOMEM, "out of memory");
   return rc == 0 || rc == MDB_NOTFOUND ? 0 : rn_store_fail(&t->p->err, rc, t->name);
 }
 
@@ -312,7 +317,7 @@ static int keyless_link(rn_rel *t, uint64_t id, const char *row, size_t len, boo
   MDB_txn *txn = t->p->store.wtxn;
   char idk[8];
   rn_be64_put(idk, id);
-  uint64_t h = rn_hash64(row, len);
+  uint64_t h = rn_row_hash(row, len);
   MDB_val rk = { 8, idk }, rv = { len, (void *)row }, hk = { 8, &h }, hv = { 8, idk };
   int rc;
   if (add) {
@@ -360,7 +365,7 @@ static int keyless_delete(rn_rel *t, msgpack_object *vals, uint8_t *given)
   size_t len;
   uint64_t id;
   int rc = keyless_row(t, vals, given, &row, &len);
-  if (!rc) rc = keyless_find(t, t->p->store.wtxn, row, len, &id);
+  if (!rc) rc = keyless_find(t, t->p->store.wtxn, row, len, &id, &row); /* the row deleted is the stored one */
   if (rc) return rc;
   if (!id) return no_equal_row(t, "delete");
   rc = keyless_link(t, id, row, len, false);
@@ -379,7 +384,7 @@ static int keyless_replace(rn_rel *t, msgpack_object *old, uint8_t *old_given,
   uint64_t id;
   int rc = keyless_row(t, old, old_given, &orow, &olen);
   if (!rc) rc = keyless_row(t, vals, given, &row, &len);
-  if (!rc) rc = keyless_find(t, t->p->store.wtxn, orow, olen, &id);
+  if (!rc) rc = keyless_find(t, t->p->store.wtxn, orow, olen, &id, &orow);
   if (rc) return rc;
   if (!id) return no_equal_row(t, "update");
   if (olen == len && memcmp(orow, row, len) == 0) return 0; /* (4) */
@@ -515,7 +520,7 @@ static int get_in(rn_rel *t, MDB_txn *txn, msgpack_object *vals, uint8_t *given,
   msgpack_sbuffer_clear(&p->rowbuf);
   if (!t->schema->nkey) {
     rn_row_pack(t->schema, vals, &p->rowbuf);
-    rc = keyless_find(t, txn, p->rowbuf.data, p->rowbuf.size, id);
+    rc = keyless_find(t, txn, p->rowbuf.data, p->rowbuf.size, id, NULL);
     *found = !rc && *id;
     *row = p->rowbuf.data;
     *len = p->rowbuf.size;

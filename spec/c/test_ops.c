@@ -28,14 +28,15 @@ static void test_apply_is_for_derived_kinds(void)
   }
 }
 
-/* Only sources are replayed (reapply) and only cdc seals; an operator with
- * state of its own frees it. */
+/* Only sources are replayed (reapply); cdc seals (its images) and map (a
+ * keyed map's key claims, mapkey.h); an operator with state of its own
+ * frees it. */
 static void test_seal_reapply_free(void)
 {
   for (int k = RN_REL_TABLE; k <= RN_REL_DISTINCT; k++) {
     const rn_rel_ops *ops = rn_rel_ops_of((rn_relkind)k);
     CHECK((ops->reapply != NULL) == (k == RN_REL_TABLE || k == RN_REL_STREAM));
-    CHECK((ops->seal != NULL) == (k == RN_REL_CDC));
+    CHECK((ops->seal != NULL) == (k == RN_REL_CDC || k == RN_REL_MAP));
     CHECK((ops->free != NULL) == (k != RN_REL_TABLE && k != RN_REL_STREAM));
     CHECK(ops->name != NULL && strcmp(rn_relkind_name(k), ops->name) == 0);
   }

@@ -326,6 +326,7 @@ static int seal_group(rn_pipeline *p, uint64_t seq, bool to_lmdb)
     if (!rc && !to_lmdb && rn_wb_bytes(&p->store) > RN_WB_MAX_BYTES) rc = flush_write_back_bounded(p);
     if (!rc) rc = rn_outbox_record(p, seq); /* durable sinks get it after LMDB commits (outbox.c) */
     if (!rc) rc = rn_sinks_deliver(p, seq); /* (4) */
+    rc = rn_group_check_store(p, rc); /* a subscriber's read may have filled the map */
     if (rc != RN_EFULL) return rc;
     sinks_told_of_rollback(p, seq);
     if (rn_group_regrow(p) != 0) return p->err.code; /* the replay cleared the cdc logs */
@@ -499,6 +500,13 @@ int rn_group_fail(rn_pipeline *p, int code, const char *msg)
   if (msg != p->err.msg) rn_err_set(&p->err, code, "%s", msg);
   p->err.code = code;
   return code;
+}
+
+int rn_group_check_store(rn_pipeline *p, int rc)
+{
+  int failed = p->store.wb_failed;
+  if (!failed || (rc == RN_EFULL && p->err.cause == failed)) return rc;
+  return rn_store_fail(&p->err, failed, "writing the state");
 }
 
 int rn_group_oom(rn_pipeline *p, int rc)

@@ -426,8 +426,8 @@ static int insert_any(rn_rel *t, msgpack_object *vals, uint8_t *given, bool upse
 #define RUN_CHANGE(p, call) do { \
     int rc_ = rn_change_enter(p); \
     if (rc_) return rc_; \
-    rc_ = (call); \
-    while (rc_ == RN_EFULL && rn_group_regrow_change(p) == 0) rc_ = (call); \
+    rc_ = rn_group_check_store(p, (call)); /* a callback's read may have filled the map */ \
+    while (rc_ == RN_EFULL && rn_group_regrow_change(p) == 0) rc_ = rn_group_check_store(p, (call)); \
     return rn_change_leave(p, rc_); \
   } while (0)
 

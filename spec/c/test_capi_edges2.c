@@ -1,0 +1,184 @@
+/* test_capi_edges2.c — the C API at its edges, as a game host drives it:
+ * groups pushed every tick with sync = false (carried), the write-back
+ * layer on and off, subscribers that read while a group commits, a map
+ * small enough to fill. The same sequence must give the same groups, rows
+ * and errors whichever way write_back is set. Regressions it guards (each
+ * failed before its fix) are named on their tests. */
+#include <msgpack.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "check.h"
+#include "runnel.h"
+
+static const rn_column_def cols[] = { { .name = "id", .type = "int" },
+                                      { .name = "name", .type = "string" },
+                                      { .name = "n", .type = "int" } };
+static const char *const key[] = { "id" };
+
+typedef struct host {
+  char dir[64];
+  rn_open_opts opts;
+  rn_pipeline *p;
+  rn_rel *t, *top;
+  int events, read_errors;
+  int unexcused;          /* read errors not followed by a rollback notice */
+  int fail_on_read_error; /* the subscriber returns the read's error */
+  int rollbacks;
+} host;
+
+static int count_rows(rn_pipeline *p, rn_rel *r)
+{
+  rn_cursor *c;
+  if (rn_cursor_open(p, r, &c) != 0) return -1;
+  const void *row;
+  size_t len;
+  uint64_t id;
+  int done = 0, n = 0;
+  while (rn_cursor_next(c, &row, &len, &id, &done) == 0 && !done) n++;
+  rn_cursor_close(c);
+  return done ? n : -1;
+}
+
+/* Reads the top (a derived relation: its rows are made from the state, so
+ * the write-back layer's entries go into LMDB's transaction first). */
+static int read_top(void *ctx, const rn_event *ev)
+{
+  host *h = ctx;
+  h->events++;
+  unsigned char k[] = { 0x81, 0xa2, 'i', 'd', (unsigned char)(ev->id & 0x3f) };
+  const void *row;
+  size_t len;
+  int rc = rn_get(h->p, h->top, k, sizeof k, &row, &len, NULL);
+  if (rc) h->read_errors++, h->unexcused++;
+  return h->fail_on_read_error ? rc : 0;
+}
+
+/* Opens a cursor on the table itself from the subscriber. */
+static int read_table(void *ctx, const rn_event *ev)
+{
+  host *h = ctx;
+  (void)ev;
+  h->events++;
+  rn_cursor *c;
+  int rc = rn_cursor_open(h->p, h->t, &c);
+  if (rc) h->read_errors++, h->unexcused++;
+  else rn_cursor_close(c);
+  return h->fail_on_read_error ? rc : 0;
+}
+
+static void told(void *ctx, uint64_t seq)
+{
+  (void)seq;
+  ((host *)ctx)->rollbacks++;
+  ((host *)ctx)->unexcused = 0; /* the group runs again */
+}
+
+static void host_declare(host *h)
+{
+  CHECK(rn_pipeline_open(&h->opts, &h->p, NULL, 0) == 0);
+  CHECK(rn_declare_table(h->p, "t", cols, 3, key, 1, &h->t) == 0);
+  static const rn_order_def order[] = { { "n", 1 } };
+  rn_top_def def = { .n = 3, .order = order, .norder = 1 };
+  CHECK(rn_top_declare(h->p, "top", h->t, &def, &h->top) == 0);
+}
+
+static void host_open(host *h, int write_back, int nosync, size_t map_size)
+{
+  memset(h, 0, sizeof *h);
+  snprintf(h->dir, sizeof h->dir, "/tmp/runnel-edges2-XXXXXX");
+  CHECK(mkdtemp(h->dir) != NULL);
+  h->opts = (rn_open_opts){ .path = h->dir, .nosync = nosync, .write_back = write_back, .map_size = map_size };
+  host_declare(h);
+}
+
+static void host_close(host *h)
+{
+  CHECK(rn_pipeline_close(h->p) == 0);
+  char cmd[128];
+  snprintf(cmd, sizeof cmd, "rm -rf %s", h->dir);
+  CHECK(system(cmd) == 0);
+}
+
+/* Row id of t with a name of len bytes. */
+static int insert_row(host *h, int64_t id, size_t len)
+{
+  static char name[8192];
+  memset(name, 'x', sizeof name);
+  msgpack_sbuffer sb;
+  msgpack_packer pk;
+  msgpack_sbuffer_init(&sb);
+  msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
+  msgpack_pack_map(&pk, 3);
+  msgpack_pack_str_with_body(&pk, "id", 2);
+  msgpack_pack_int64(&pk, id);
+  msgpack_pack_str_with_body(&pk, "name", 4);
+  msgpack_pack_str_with_body(&pk, name, len < sizeof name ? len : sizeof name);
+  msgpack_pack_str_with_body(&pk, "n", 1);
+  msgpack_pack_int64(&pk, id % 97);
+  int rc = rn_insert(h->p, h->t, sb.data, sb.size);
+  msgpack_sbuffer_destroy(&sb);
+  return rc;
+}
+
+/* ---- a subscriber's read fills the map ---- */
+
+/* Ticks of 10 rows of 4 KB each, carried (sync = false) in a 1 MiB map: the
+ * carried transaction's writes outgrow the map. A subscriber reads the top
+ * (or opens a table cursor) as each group commits: with the write-back
+ * layer on, that read writes the layer's entries into LMDB's transaction
+ * first, and the map fills there. Regression: the read failed and left
+ * LMDB's transaction unusable while the group went on to commit, so the
+ * next group's change failed ("MDB_BAD_TXN: Transaction must abort"), one
+ * group in two refused, where with the layer off every group committed.
+ * Now the group whose callback filled the map grows it and runs again, as
+ * a sink's writes that fill it at commit do (group.c (5)): every group
+ * commits either way; a subscriber whose read failed is told the group
+ * rolled back and gets it again, and that read succeeds. */
+static void reads_fill_the_map(int write_back, rn_callback fn, int fail_on_read_error)
+{
+  host h;
+  host_open(&h, write_back, 1, (size_t)1 << 20);
+  h.fail_on_read_error = fail_on_read_error;
+  CHECK(rn_subscribe_rollback(h.p, h.t, fn, told, &h) == 0);
+  int64_t id = 0;
+  int refused = 0;
+  for (int g = 0; g < 60; g++) {
+    CHECK(rn_begin(h.p) == 0);
+    int rc = 0;
+    for (int i = 0; i < 10 && !rc; i++) rc = insert_row(&h, ++id, 4000);
+    if (!rc) rc = rn_commit(h.p);
+    CHECK(h.unexcused == 0); /* a group whose read failed did not commit as it was */
+    if (rc) {
+      if (!refused) fprintf(stderr, "  group %d refused: %s\n", g + 1, rn_errmsg(h.p));
+      refused++;
+    }
+  }
+  CHECK(refused == 0);
+  CHECK(h.events >= 600 && (h.read_errors > 0) == (h.rollbacks > 0)); /* every failed read was excused */
+  if (write_back < 0) CHECK(h.read_errors == 0 && h.rollbacks == 0);
+  CHECK(rn_flush(h.p) == 0);
+  CHECK(rn_seq(h.p) == 60);
+  CHECK(count_rows(h.p, h.t) == 600);
+  CHECK(rn_pipeline_close(h.p) == 0);
+  host_declare(&h);
+  CHECK(rn_seq(h.p) == 60 && count_rows(h.p, h.t) == 600 && count_rows(h.p, h.top) == 3);
+  host_close(&h);
+}
+
+static void test_subscriber_read_that_fills_the_map(void)
+{
+  for (int wb = -1; wb <= 1; wb += 2) {
+    reads_fill_the_map(wb, read_top, 0);
+    reads_fill_the_map(wb, read_top, 1);
+    reads_fill_the_map(wb, read_table, 0);
+  }
+}
+
+int main(void)
+{
+  RUN(test_subscriber_read_that_fills_the_map);
+  return CHECK_REPORT();
+}

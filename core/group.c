@@ -256,14 +256,16 @@ static int flush_write_back_bounded(rn_pipeline *p)
 }
 
 /* The same outside a group (rn_flush): a full map grows and every carried
- * group is applied again, as (5) does inside one. */
+ * group is applied again, as (5) does inside one — also when the map
+ * filled before, in a read between groups that left the transaction
+ * unusable (a durable subscriber's rn_get: rn_group_check_store). */
 static int flush_write_back_idle(rn_pipeline *p)
 {
-  int rc = flush_write_back(p);
+  int rc = rn_group_check_store(p, flush_write_back(p));
   for (int attempt = 0; rc == RN_EFULL && p->state == RN_IDLE && attempt < 16; attempt++) {
     p->replay_mark = p->replay.n; /* no open group: every logged change is carried */
     if (rn_group_regrow(p) != 0) return p->err.code;
-    rc = flush_write_back(p);
+    rc = rn_group_check_store(p, flush_write_back(p));
   }
   return rc;
 }

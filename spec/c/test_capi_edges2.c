@@ -177,8 +177,67 @@ static void test_subscriber_read_that_fills_the_map(void)
   }
 }
 
+/* A durable subscriber that fails is tried again after each later commit
+ * (OUTBOX-4), while the LMDB transaction carries the group just committed:
+ * its read of the top writes the write-back layer's entries into that
+ * transaction, and the map fills there, outside any group. Regression: the
+ * flush that followed failed on the unusable transaction (MDB_BAD_TXN) and
+ * the carried groups were lost (or the next group's change failed); now
+ * the carried groups are applied again into a grown map, as a flush or a
+ * change that fills the map does. */
+typedef struct durable_reader {
+  host *h;
+  int calls, read_errors, fail_first;
+} durable_reader;
+
+static int read_top_durably(void *ctx, const rn_event *ev)
+{
+  durable_reader *d = ctx;
+  (void)ev;
+  d->calls++;
+  unsigned char k[] = { 0x81, 0xa2, 'i', 'd', 0x01 };
+  const void *row;
+  size_t len;
+  if (rn_get(d->h->p, d->h->top, k, sizeof k, &row, &len, NULL)) d->read_errors++;
+  return d->calls <= d->fail_first; /* waits: tried again after the next commit */
+}
+
+static void test_durable_subscriber_read_that_fills_the_map(void)
+{
+  for (int mode = 0; mode < 4; mode++) {
+    int wb = mode & 1 ? 1 : -1, flush_after = mode & 2; /* or the next group's change finds the transaction unusable */
+    host h;
+    host_open(&h, wb, 1, (size_t)1 << 20);
+    durable_reader d = { &h, 0, 0, 1000000 };
+    CHECK(rn_subscribe_durable(h.p, h.t, "reader", read_top_durably, &d) == 0);
+    int64_t id = 0;
+    CHECK(insert_row(&h, ++id, 10) == 0 && rn_flush(h.p) == 0); /* group 1 durable: waiting for the reader */
+    int failed = 0;
+    for (int g = 0; g < 60 && !failed; g++) {
+      int errors = d.read_errors;
+      CHECK(rn_begin(h.p) == 0);
+      int rc = 0;
+      for (int i = 0; i < 10 && !rc; i++) rc = insert_row(&h, ++id, 4000);
+      if (!rc) rc = rn_commit(h.p); /* carried; the reader is tried again after it */
+      if (!rc && flush_after && d.read_errors > errors) rc = rn_flush(h.p); /* right after the read that failed */
+      if (rc) fprintf(stderr, "  group %d: %s\n", g + 2, rn_errmsg(h.p));
+      failed = rc != 0;
+    }
+    CHECK(!failed);
+    if (wb < 0) CHECK(d.read_errors == 0);
+    d.fail_first = 0;
+    CHECK(rn_flush(h.p) == 0 && rn_deliver(h.p) == 0);
+    CHECK(rn_seq(h.p) == 61 && count_rows(h.p, h.t) == 601);
+    CHECK(rn_pipeline_close(h.p) == 0);
+    host_declare(&h);
+    CHECK(rn_seq(h.p) == 61 && count_rows(h.p, h.t) == 601);
+    host_close(&h);
+  }
+}
+
 int main(void)
 {
   RUN(test_subscriber_read_that_fills_the_map);
+  RUN(test_durable_subscriber_read_that_fills_the_map);
   return CHECK_REPORT();
 }

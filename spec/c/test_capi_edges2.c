@@ -235,8 +235,75 @@ static void test_durable_subscriber_read_that_fills_the_map(void)
   }
 }
 
+/* ---- hostile msgpack ---- */
+
+/* {"id": 1, col: a list nesting depth lists deep (around an int)} */
+static size_t deep_change(unsigned char *b, const char *col, int depth)
+{
+  size_t n = 0, clen = strlen(col);
+  b[n++] = 0x82;
+  b[n++] = 0xa2, b[n++] = 'i', b[n++] = 'd', b[n++] = 0x01;
+  b[n++] = (unsigned char)(0xa0 | clen);
+  memcpy(b + n, col, clen);
+  n += clen;
+  for (int i = 0; i < depth; i++) b[n++] = 0x91;
+  b[n++] = 0x07;
+  return n;
+}
+
+/* A value nested deeper than msgpack-c's unpacker goes (32 containers)
+ * is valid msgpack too: it is refused naming the relation and the
+ * column, as one nested 25 deep is. Regression: "t: the change is not
+ * valid msgpack", naming neither (nor the bound). Inside a group the
+ * refusal rolls the group back, as every bad change does. */
+static void test_deep_values_name_their_column(void)
+{
+  rn_pipeline *p;
+  rn_rel *t;
+  CHECK(rn_pipeline_open(&(rn_open_opts){ .write_back = -1 }, &p, NULL, 0) == 0);
+  static const rn_column_def any_cols[] = { { .name = "id", .type = "int" },
+                                            { .name = "a", .type = "any", .nullable = 1 },
+                                            { .name = "l", .type = "list", .nullable = 1 } };
+  CHECK(rn_declare_table(p, "t", any_cols, 3, key, 1, &t) == 0);
+  static unsigned char b[300000];
+  const int depths[] = { 24, 25, 31, 32, 40, 1000, 100000 };
+  for (size_t i = 0; i < sizeof depths / sizeof *depths; i++) {
+    for (int c = 0; c < 2; c++) {
+      const char *col = c ? "l" : "a";
+      size_t n = deep_change(b, col, depths[i]);
+      int rc = rn_insert(p, t, b, n);
+      if (depths[i] <= 24) {
+        CHECK(rc == 0);
+        unsigned char del[] = { 0x81, 0xa2, 'i', 'd', 0x01 };
+        CHECK(rn_delete(p, t, del, sizeof del) == 0);
+        continue;
+      }
+      char want[128];
+      snprintf(want, sizeof want, "t: column \"%s\": expected a value nesting at most 24 lists, maps or structs", col);
+      CHECK(rc == RN_EINVAL);
+      if (strncmp(rn_errmsg(p), want, strlen(want)) != 0)
+        fprintf(stderr, "  depth %d: %s\n", depths[i], rn_errmsg(p));
+      CHECK(strncmp(rn_errmsg(p), want, strlen(want)) == 0);
+    }
+  }
+  /* In a group: rolled back, the group's earlier change with it. */
+  CHECK(rn_begin(p) == 0);
+  unsigned char ok[] = { 0x81, 0xa2, 'i', 'd', 0x02 };
+  CHECK(rn_insert(p, t, ok, sizeof ok) == 0);
+  size_t n = deep_change(b, "a", 500);
+  CHECK(rn_insert(p, t, b, n) == RN_EINVAL);
+  CHECK(rn_commit(p) == RN_EMISUSE); /* no group is open */
+  CHECK(count_rows(p, t) == 0 && rn_seq(p) == 4); /* the two inserts and deletes at depth 24 */
+  /* Under a column that is not there: that is what is wrong with it. */
+  n = deep_change(b, "zz", 500);
+  CHECK(rn_insert(p, t, b, n) == RN_EINVAL);
+  CHECK(strncmp(rn_errmsg(p), "t: unknown column \"zz\"", 22) == 0);
+  CHECK(rn_pipeline_close(p) == 0);
+}
+
 int main(void)
 {
+  RUN(test_deep_values_name_their_column);
   RUN(test_subscriber_read_that_fills_the_map);
   RUN(test_durable_subscriber_read_that_fills_the_map);
   return CHECK_REPORT();

@@ -654,6 +654,8 @@ RN_API int rn_subscribe_durable(rn_pipeline *p, rn_rel *rel, const char *name, r
   int rc = check_subscription(p, rel, fn, "rn_subscribe_durable");
   if (rc) return rc;
   if (!name || !*name) return rn_err_set(&p->err, RN_EINVAL, "%s: a durable subscriber needs a name", rel->name);
+  if (p->state != RN_IDLE) /* before the flush that reads its mark: that refusal would name the flush */
+    return rn_err_set(&p->err, RN_EMISUSE, "%s: rn_subscribe_durable: not inside a group or a callback", rel->name);
   csub *s = new_csub(fn, NULL, ctx);
   char *key = s ? malloc(strlen(name) + 6) : NULL;
   if (!key) {

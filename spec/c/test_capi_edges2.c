@@ -301,8 +301,48 @@ static void test_deep_values_name_their_column(void)
   CHECK(rn_pipeline_close(p) == 0);
 }
 
+/* ---- refusals from inside callbacks name what was refused ---- */
+
+typedef struct inner {
+  host *h;
+  int rc;
+  char msg[256];
+} inner;
+
+static int noop(void *ctx, const rn_event *ev) { (void)ctx; (void)ev; return 0; }
+
+static int subscribe_durably_inside(void *ctx, const rn_event *ev)
+{
+  inner *in = ctx;
+  (void)ev;
+  in->rc = rn_subscribe_durable(in->h->p, in->h->t, "late", noop, NULL);
+  snprintf(in->msg, sizeof in->msg, "%s", rn_errmsg(in->h->p));
+  return 0;
+}
+
+/* rn_subscribe_durable from a subscriber is refused as rn_subscribe is,
+ * naming the relation and the call. Regression: the message was the
+ * flush it makes first ("flush: not from inside a callback"). */
+static void test_durable_subscription_from_a_callback(void)
+{
+  host h;
+  host_open(&h, -1, 0, 0);
+  inner in = { &h, 0, "" };
+  CHECK(rn_subscribe(h.p, h.t, subscribe_durably_inside, &in) == 0);
+  CHECK(insert_row(&h, 1, 3) == 0);
+  CHECK(in.rc == RN_EMISUSE);
+  CHECK(strcmp(in.msg, "t: rn_subscribe_durable: not inside a group or a callback") == 0);
+  CHECK(rn_begin(h.p) == 0);
+  CHECK(rn_subscribe_durable(h.p, h.t, "late", noop, NULL) == RN_EMISUSE);
+  CHECK(strcmp(rn_errmsg(h.p), "t: rn_subscribe_durable: not inside a group or a callback") == 0);
+  CHECK(insert_row(&h, 2, 3) == 0 && rn_commit(h.p) == 0); /* the group stayed open */
+  CHECK(rn_subscribe_durable(h.p, h.t, "late", noop, NULL) == 0);
+  host_close(&h);
+}
+
 int main(void)
 {
+  RUN(test_durable_subscription_from_a_callback);
   RUN(test_deep_values_name_their_column);
   RUN(test_subscriber_read_that_fills_the_map);
   RUN(test_durable_subscriber_read_that_fills_the_map);

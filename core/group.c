@@ -147,7 +147,7 @@ static int restart(rn_pipeline *p, size_t upto, bool grow)
   }
   int rc = grow ? rn_store_grow(&p->store, &p->err) : 0;
   if (!rc) rc = rn_store_begin(&p->store, &p->err);
-  if (!rc) p->group_serial++;
+  if (!rc && (!grow || p->state == RN_IDLE)) p->group_serial++; /* a regrow goes on with the open group: its cursors too */
   rn_gstate state = p->state;
   p->state = RN_APPLYING; /* callbacks run again; they may not change tables */
   size_t n = upto < old.n ? upto : old.n, carried_end = mark < n ? mark : n;

@@ -235,6 +235,110 @@ static void test_durable_subscriber_read_that_fills_the_map(void)
   }
 }
 
+/* ---- a cursor in a group whose map grows ---- */
+
+/* A cursor opened inside a group over 50 rows of t, each step followed by
+ * ten 4 KB rows into u: the group outgrows the 1 MiB map, which grows and
+ * has the group's changes applied again in a new LMDB transaction (group.c
+ * (5)) — the same group, still open. Regression: with write_back = -1 the
+ * cursor failed half-way (RN_EMISUSE, "the group this cursor was opened
+ * in has ended") though the group went on and committed; with the layer on
+ * it read every row. Now it reads on in the new transaction from the key
+ * it had reached (or, that row deleted since, from the next), either way.
+ * A row the group deletes, and one it inserts, past the cursor are seen as
+ * an LMDB cursor sees them. */
+static void test_group_cursor_across_a_regrow(void)
+{
+  for (int mode = 0; mode < 8; mode++) {
+    int delete_each = mode & 4; /* the row the cursor is on goes before the regrow */
+    host h;
+    host_open(&h, mode & 1 ? 1 : -1, mode & 2 ? 1 : 0, (size_t)1 << 20);
+    rn_rel *u;
+    CHECK(rn_declare_table(h.p, "u", cols, 3, key, 1, &u) == 0);
+    CHECK(rn_begin(h.p) == 0);
+    for (int64_t id = 1; id <= 50; id++) CHECK(insert_row(&h, 2 * id, 10) == 0); /* even ids 2 … 100 */
+    CHECK(rn_commit(h.p) == 0);
+    CHECK(rn_begin(h.p) == 0);
+    rn_cursor *c;
+    CHECK(rn_cursor_open(h.p, h.t, &c) == 0);
+    const void *row;
+    size_t len;
+    uint64_t rid;
+    int done = 0, rc, n = 0;
+    int64_t uid = 0, last = 0;
+    host into_u = h;
+    into_u.t = u;
+    while ((rc = rn_cursor_next(c, &row, &len, &rid, &done)) == 0 && !done) {
+      char f[16] = "";
+      msgpack_unpacked m;
+      msgpack_unpacked_init(&m);
+      if (msgpack_unpack_next(&m, row, len, NULL) == MSGPACK_UNPACK_SUCCESS) {
+        int64_t id = m.data.via.map.ptr[0].val.via.i64;
+        CHECK(id > last);
+        last = id;
+        snprintf(f, sizeof f, "%lld", (long long)id);
+      }
+      msgpack_unpacked_destroy(&m);
+      n++;
+      unsigned char this_one[] = { 0x81, 0xa2, 'i', 'd', (unsigned char)last };
+      if (delete_each) CHECK(rn_delete(h.p, h.t, this_one, sizeof this_one) == 0);
+      for (int i = 0; i < 10; i++) CHECK(insert_row(&into_u, ++uid, 4000) == 0);
+      if (last == 20) { /* past the cursor: 22 goes, 23 comes */
+        unsigned char del[] = { 0x81, 0xa2, 'i', 'd', 22 };
+        CHECK(rn_delete(h.p, h.t, del, sizeof del) == 0);
+        CHECK(insert_row(&h, 23, 10) == 0);
+      }
+    }
+    if (rc) fprintf(stderr, "  mode %d: row %d: %s\n", mode, n + 1, rn_errmsg(h.p));
+    CHECK(rc == 0 && done && n == 50 && last == 100);
+    rn_cursor_close(c);
+    CHECK(rn_commit(h.p) == 0);
+    CHECK(count_rows(h.p, u) == 500 && count_rows(h.p, h.t) == (delete_each ? 0 : 50));
+    host_close(&h);
+  }
+}
+
+/* The same over a keyless table, whose deleted rows leave no entry: the
+ * row the cursor was on is gone when the regrow comes, and it goes on
+ * from the next. */
+static void test_keyless_group_cursor_across_a_regrow(void)
+{
+  for (int wb = -1; wb <= 1; wb += 2) {
+    host h;
+    host_open(&h, wb, 0, (size_t)1 << 20);
+    rn_rel *k, *u;
+    CHECK(rn_declare_table(h.p, "k", cols, 3, NULL, 0, &k) == 0);
+    CHECK(rn_declare_table(h.p, "u", cols, 3, key, 1, &u) == 0);
+    host in_k = h, in_u = h;
+    in_k.t = k;
+    in_u.t = u;
+    CHECK(rn_begin(h.p) == 0);
+    for (int64_t id = 1; id <= 50; id++) CHECK(insert_row(&in_k, id, 10) == 0);
+    CHECK(rn_commit(h.p) == 0);
+    CHECK(rn_begin(h.p) == 0);
+    rn_cursor *c;
+    CHECK(rn_cursor_open(h.p, k, &c) == 0);
+    const void *row;
+    size_t len;
+    uint64_t rid, last = 0;
+    int done = 0, rc, n = 0;
+    int64_t uid = 0;
+    while ((rc = rn_cursor_next(c, &row, &len, &rid, &done)) == 0 && !done) {
+      CHECK(rid > last);
+      last = rid;
+      n++;
+      CHECK(rn_delete(h.p, k, row, len) == 0); /* the whole row: the keyless delete */
+      for (int i = 0; i < 10; i++) CHECK(insert_row(&in_u, ++uid, 4000) == 0);
+    }
+    if (rc) fprintf(stderr, "  write_back %d: row %d: %s\n", wb, n + 1, rn_errmsg(h.p));
+    CHECK(rc == 0 && done && n == 50 && last == 50);
+    rn_cursor_close(c);
+    CHECK(rn_commit(h.p) == 0);
+    CHECK(count_rows(h.p, k) == 0 && count_rows(h.p, u) == 500);
+    host_close(&h);
+  }
+}
+
 /* ---- hostile msgpack ---- */
 
 /* {"id": 1, col: a list nesting depth lists deep (around an int)} */
@@ -342,6 +446,8 @@ static void test_durable_subscription_from_a_callback(void)
 
 int main(void)
 {
+  RUN(test_group_cursor_across_a_regrow);
+  RUN(test_keyless_group_cursor_across_a_regrow);
   RUN(test_durable_subscription_from_a_callback);
   RUN(test_deep_values_name_their_column);
   RUN(test_subscriber_read_that_fills_the_map);

@@ -444,8 +444,45 @@ static void test_durable_subscription_from_a_callback(void)
   host_close(&h);
 }
 
+/* ---- durability hooks registered from a hook ---- */
+
+typedef struct rearm {
+  rn_pipeline *p;
+  int calls;
+  uint64_t seqs[64];
+} rearm;
+
+/* "Tell me when the next group is durable": each call registers the next. */
+static void rearming_hook(void *ctx, uint64_t seq)
+{
+  rearm *r = ctx;
+  if (r->calls < 64) r->seqs[r->calls] = seq;
+  if (++r->calls >= 1000) return; /* bounds the test: it looped before the fix */
+  CHECK(rn_on_durable(r->p, rearming_hook, r) == 0);
+}
+
+/* A hook registered from inside a hook is called from the next LMDB
+ * commit on, not in the pass that is running. Regression: the pass ran
+ * every hook added during it too, so a hook that registers its successor
+ * looped without end inside rn_commit. */
+static void test_hook_registered_from_a_hook(void)
+{
+  for (int nosync = 0; nosync < 2; nosync++) {
+    host h;
+    host_open(&h, -1, nosync, 0);
+    rearm r = { h.p, 0, { 0 } };
+    CHECK(rn_on_durable(h.p, rearming_hook, &r) == 0);
+    CHECK(insert_row(&h, 1, 3) == 0 && rn_flush(h.p) == 0);
+    CHECK(r.calls == 1 && r.seqs[0] == 1);
+    CHECK(insert_row(&h, 2, 3) == 0 && rn_flush(h.p) == 0); /* the first hook and the one it added */
+    CHECK(r.calls == 3 && r.seqs[1] == 2 && r.seqs[2] == 2);
+    host_close(&h);
+  }
+}
+
 int main(void)
 {
+  RUN(test_hook_registered_from_a_hook);
   RUN(test_group_cursor_across_a_regrow);
   RUN(test_keyless_group_cursor_across_a_regrow);
   RUN(test_durable_subscription_from_a_callback);

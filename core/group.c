@@ -19,8 +19,11 @@
  *     transaction's source changes are replayed into a new one
  *     (rn_group_regrow); callbacks may run again for them, sinks do not,
  *     since they only run at commit — unless the map fills at commit (a
- *     store sink's writes): then the sinks reached hear that the group
- *     rolled back, the map grows and they get it again (seal_group).
+ *     store sink's writes, or a subscriber's read that writes the
+ *     write-back layer's entries: rn_group_check_store): then the sinks
+ *     reached hear that the group rolled back, the map grows and they get
+ *     it again (seal_group). A regrow goes on with the same group: its
+ *     cursors read on in the new transaction (table.c).
  * (6) With sync = false several groups may share one LMDB transaction
  *     ("carried" groups, committed to the caller, not yet to LMDB): it
  *     commits when carry_groups groups or carry_changes changes or

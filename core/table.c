@@ -704,7 +704,8 @@ int rn_table_cursor_next(rn_table_cursor *c, uint64_t *id, const char **row, siz
 static void cursor_end(rn_table_cursor *c)
 {
   rn_pipeline *p = c->t->p;
-  if (c->cur && !group_cursor_dead(c)) mdb_cursor_close(c->cur);
+  bool gone = !c->view.own && c->txn != p->store.txn_serial; /* its transaction a regrow replaced freed it */
+  if (c->cur && !gone && !group_cursor_dead(c)) mdb_cursor_close(c->cur);
   if (c->view.own && p->store.pid != getpid()) c->view.own = NULL; /* a forked child's: the parent's reader slot */
   rn_snapshot_close(&c->view);
   if (c->prev) c->prev->next = c->next; else p->cursors = c->next;

@@ -298,6 +298,37 @@ static void test_group_cursor_across_a_regrow(void)
   }
 }
 
+/* A cursor closed after the regrow without another step: its LMDB cursor
+ * went with the old transaction and is not closed again (under ASan: a
+ * use after free before the fix). */
+static void test_group_cursor_closed_after_a_regrow(void)
+{
+  for (int wb = -1; wb <= 1; wb += 2) {
+    host h;
+    host_open(&h, wb, 0, (size_t)1 << 20);
+    rn_rel *u;
+    CHECK(rn_declare_table(h.p, "u", cols, 3, key, 1, &u) == 0);
+    host in_u = h;
+    in_u.t = u;
+    CHECK(insert_row(&h, 1, 10) == 0 && insert_row(&h, 2, 10) == 0);
+    CHECK(rn_begin(h.p) == 0);
+    rn_cursor *c;
+    const void *row;
+    size_t len;
+    uint64_t rid;
+    int done = 0;
+    CHECK(rn_cursor_open(h.p, h.t, &c) == 0 && rn_cursor_next(c, &row, &len, &rid, &done) == 0 && !done);
+    rn_cursor *d; /* opened, never stepped */
+    CHECK(rn_cursor_open(h.p, h.t, &d) == 0);
+    for (int64_t id = 1; id <= 400; id++) CHECK(insert_row(&in_u, id, 4000) == 0); /* 1.6 MB: the map grows */
+    rn_cursor_close(c);
+    CHECK(rn_cursor_next(d, &row, &len, &rid, &done) == 0 && !done && rid == 1);
+    rn_cursor_close(d);
+    CHECK(rn_commit(h.p) == 0 && count_rows(h.p, u) == 400);
+    host_close(&h);
+  }
+}
+
 /* The same over a keyless table, whose deleted rows leave no entry: the
  * row the cursor was on is gone when the regrow comes, and it goes on
  * from the next. */
@@ -485,6 +516,7 @@ int main(void)
   RUN(test_hook_registered_from_a_hook);
   RUN(test_group_cursor_across_a_regrow);
   RUN(test_keyless_group_cursor_across_a_regrow);
+  RUN(test_group_cursor_closed_after_a_regrow);
   RUN(test_durable_subscription_from_a_callback);
   RUN(test_deep_values_name_their_column);
   RUN(test_subscriber_read_that_fills_the_map);

@@ -117,6 +117,18 @@ RN_API const char *rn_relation_name(const rn_rel *rel)
   return rel ? rel->name : NULL;
 }
 
+/* The refusal of map key k, which names no column of rel. */
+static int not_a_column(rn_pipeline *p, const rn_rel *rel, const msgpack_object *k)
+{
+  if (k->type != MSGPACK_OBJECT_STR)
+    return rn_err_set(&p->err, RN_EINVAL, "%s: column names are strings, got %s", rel->name, rn_value_kind(k));
+  char quoted[256]; /* the name with its NUL and control bytes escaped */
+  rn_err_set(&p->err, RN_EINVAL, "%s: unknown column %s", rel->name,
+             rn_json_quote(quoted, sizeof quoted, k->via.str.ptr, k->via.str.size));
+  rn_suggest_append_column(p->err.msg, sizeof p->err.msg, rel->schema, k->via.str.ptr, k->via.str.size);
+  return RN_EINVAL;
+}
+
 /* A map keyed by external names into slot values (in the scratch zone). */
 static int map_to_slots(rn_pipeline *p, rn_rel *rel, const msgpack_object *m,
                         msgpack_object **vals, uint8_t **given)
@@ -134,15 +146,7 @@ static int map_to_slots(rn_pipeline *p, rn_rel *rel, const msgpack_object *m,
     const msgpack_object *k = &m->via.map.ptr[i].key;
     int slot = k->type == MSGPACK_OBJECT_STR ? rn_schema_slot(s, k->via.str.ptr, k->via.str.size) : -1;
     char quoted[256]; /* the name with its NUL and control bytes escaped */
-    if (slot < 0) {
-      if (k->type == MSGPACK_OBJECT_STR) {
-        rn_err_set(&p->err, RN_EINVAL, "%s: unknown column %s", rel->name,
-                   rn_json_quote(quoted, sizeof quoted, k->via.str.ptr, k->via.str.size));
-        rn_suggest_append_column(p->err.msg, sizeof p->err.msg, s, k->via.str.ptr, k->via.str.size);
-        return RN_EINVAL;
-      }
-      return rn_err_set(&p->err, RN_EINVAL, "%s: column names are strings, got %s", rel->name, rn_value_kind(k));
-    }
+    if (slot < 0) return not_a_column(p, rel, k);
     if ((*given)[slot]) /* last-wins would drop a value silently */
       return rn_err_set(&p->err, RN_EINVAL, "%s: duplicate column %s", rel->name,
                         rn_json_quote(quoted, sizeof quoted, k->via.str.ptr, k->via.str.size));
@@ -221,6 +225,76 @@ static int check_change_target(rn_pipeline *p, const rn_rel *rel, rn_op op)
   return rn_group_fail(p, RN_EINVAL, p->err.msg);
 }
 
+/* The container header at v: its size into *head, its elements (a map's
+ * keys and values) into *children; false for any other value. */
+static bool container_header(const unsigned char *v, const unsigned char *end, size_t *head, uint64_t *children)
+{
+  size_t have = (size_t)(end - v);
+  unsigned b = *v;
+  uint64_t n;
+  if (b >= 0x80 && b <= 0x9f) { *head = 1; n = b & 0x0f; }
+  else if ((b == 0xdc || b == 0xde) && have >= 3) { *head = 3; n = (uint64_t)v[1] << 8 | v[2]; }
+  else if ((b == 0xdd || b == 0xdf) && have >= 5)
+    { *head = 5; n = (uint64_t)v[1] << 24 | (uint64_t)v[2] << 16 | (uint64_t)v[3] << 8 | v[4]; }
+  else return false;
+  *children = b <= 0x8f || b >= 0xde ? 2 * n : n;
+  return true;
+}
+
+/* Whether the msgpack value at v (whole: rn_msgpack_size) nests more than
+ * RN_MAX_NESTING lists and maps. Iterative, with one count per level: the
+ * values this finds are the ones too deep for a recursion. */
+static bool nests_too_deep(const unsigned char *v, const unsigned char *end)
+{
+  uint64_t left[RN_MAX_NESTING + 1] = { 1 }; /* elements still to walk, per level */
+  int depth = 0;
+  while (depth >= 0) {
+    if (!left[depth]) { depth--; continue; }
+    left[depth]--;
+    size_t head;
+    uint64_t children;
+    if (v < end && container_header(v, end, &head, &children)) {
+      if (depth == RN_MAX_NESTING) return true;
+      left[++depth] = children;
+      v += head;
+      continue;
+    }
+    size_t sz = v < end ? rn_msgpack_size((const char *)v, (size_t)(end - v)) : 0;
+    if (!sz) return false;
+    v += sz;
+  }
+  return false;
+}
+
+/* A change that is whole msgpack (rn_msgpack_size) but that msgpack-c does
+ * not decode: a value nested deeper than its unpacker goes. Refused naming
+ * the column as row.c refuses one nested a little less deep; 0 (nothing
+ * set) when that is not what is wrong with it. */
+static int refuse_nesting(rn_pipeline *p, rn_rel *rel, const char *map, size_t len)
+{
+  const unsigned char *at = (const unsigned char *)map, *end = at + len;
+  size_t head;
+  uint64_t n;
+  bool map_header = len && ((*at >= 0x80 && *at <= 0x8f) || *at == 0xde || *at == 0xdf);
+  if (!map_header || !container_header(at, end, &head, &n)) return 0; /* not a map: said as before */
+  for (at += head; n >= 2; n -= 2) {
+    size_t ksz = rn_msgpack_size((const char *)at, (size_t)(end - at)), vsz;
+    msgpack_object k;
+    if (!ksz || !(vsz = rn_msgpack_size((const char *)at + ksz, (size_t)(end - at - ksz)))) return 0;
+    if (nests_too_deep(at + ksz, at + ksz + vsz)) {
+      if (!rn_scalar_object(at, ksz, &k) || k.type != MSGPACK_OBJECT_STR) return not_a_column(p, rel, &k);
+      int slot = rn_schema_slot(rel->schema, k.via.str.ptr, k.via.str.size);
+      if (slot < 0) return not_a_column(p, rel, &k);
+      char quoted[256];
+      return rn_err_set(&p->err, RN_EINVAL, "%s: column %s: expected a value nesting at most %d lists, maps or "
+                        "structs, got one nested deeper", rel->name,
+                        rn_json_quote(quoted, sizeof quoted, k.via.str.ptr, k.via.str.size), RN_MAX_NESTING);
+    }
+    at += ksz + vsz;
+  }
+  return 0;
+}
+
 /* A change of any shape decoded into objects (rn_push_object says what is
  * wrong with it, if anything). */
 static int push_decoded(rn_pipeline *p, rn_rel *rel, rn_op op, const char *map, size_t len)
@@ -230,7 +304,8 @@ static int push_decoded(rn_pipeline *p, rn_rel *rel, rn_op op, const char *map, 
   /* Checked before decoding: msgpack-c allocates what a header claims. */
   int flat = map && rn_msgpack_size(map, len) == len ? rn_unpack_flat_map(map, len, &p->scratch, &m) : -1;
   if (!map || flat < 0 || (!flat && rn_unpack(map, len, &off, &p->scratch, &m) != MSGPACK_UNPACK_SUCCESS)) {
-    rn_err_set(&p->err, RN_EINVAL, "%s: the change is not valid msgpack", rel->name);
+    if (flat < 0 || !refuse_nesting(p, rel, map, len))
+      rn_err_set(&p->err, RN_EINVAL, "%s: the change is not valid msgpack", rel->name);
     return rn_group_fail(p, RN_EINVAL, p->err.msg);
   }
   return rn_push_object(p, rel, op, &m);
@@ -579,6 +654,8 @@ RN_API int rn_subscribe_durable(rn_pipeline *p, rn_rel *rel, const char *name, r
   int rc = check_subscription(p, rel, fn, "rn_subscribe_durable");
   if (rc) return rc;
   if (!name || !*name) return rn_err_set(&p->err, RN_EINVAL, "%s: a durable subscriber needs a name", rel->name);
+  if (p->state != RN_IDLE) /* before the flush that reads its mark: that refusal would name the flush */
+    return rn_err_set(&p->err, RN_EMISUSE, "%s: rn_subscribe_durable: not inside a group or a callback", rel->name);
   csub *s = new_csub(fn, NULL, ctx);
   char *key = s ? malloc(strlen(name) + 6) : NULL;
   if (!key) {

@@ -45,7 +45,8 @@ void rn_durable_reached(rn_pipeline *p, uint64_t seq)
   p->durable_seq = seq;
   rn_gstate state = p->state;
   p->state = RN_COMMITTING; /* a hook may read, not change tables */
-  for (int i = 0; i < p->ndurables; i++) p->durables[i].fn(p->durables[i].ctx, seq);
+  int n = p->ndurables; /* a hook added by one of them hears from the next commit on: one that re-arms would loop */
+  for (int i = 0; i < n; i++) p->durables[i].fn(p->durables[i].ctx, seq); /* p->durables moves as hooks are added */
   p->state = state;
 }
 

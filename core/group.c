@@ -19,8 +19,11 @@
  *     transaction's source changes are replayed into a new one
  *     (rn_group_regrow); callbacks may run again for them, sinks do not,
  *     since they only run at commit — unless the map fills at commit (a
- *     store sink's writes): then the sinks reached hear that the group
- *     rolled back, the map grows and they get it again (seal_group).
+ *     store sink's writes, or a subscriber's read that writes the
+ *     write-back layer's entries: rn_group_check_store): then the sinks
+ *     reached hear that the group rolled back, the map grows and they get
+ *     it again (seal_group). A regrow goes on with the same group: its
+ *     cursors read on in the new transaction (table.c).
  * (6) With sync = false several groups may share one LMDB transaction
  *     ("carried" groups, committed to the caller, not yet to LMDB): it
  *     commits when carry_groups groups or carry_changes changes or
@@ -147,7 +150,7 @@ static int restart(rn_pipeline *p, size_t upto, bool grow)
   }
   int rc = grow ? rn_store_grow(&p->store, &p->err) : 0;
   if (!rc) rc = rn_store_begin(&p->store, &p->err);
-  if (!rc) p->group_serial++;
+  if (!rc && (!grow || p->state == RN_IDLE)) p->group_serial++; /* a regrow goes on with the open group: its cursors too */
   rn_gstate state = p->state;
   p->state = RN_APPLYING; /* callbacks run again; they may not change tables */
   size_t n = upto < old.n ? upto : old.n, carried_end = mark < n ? mark : n;
@@ -256,14 +259,16 @@ static int flush_write_back_bounded(rn_pipeline *p)
 }
 
 /* The same outside a group (rn_flush): a full map grows and every carried
- * group is applied again, as (5) does inside one. */
+ * group is applied again, as (5) does inside one — also when the map
+ * filled before, in a read between groups that left the transaction
+ * unusable (a durable subscriber's rn_get: rn_group_check_store). */
 static int flush_write_back_idle(rn_pipeline *p)
 {
-  int rc = flush_write_back(p);
+  int rc = rn_group_check_store(p, flush_write_back(p));
   for (int attempt = 0; rc == RN_EFULL && p->state == RN_IDLE && attempt < 16; attempt++) {
     p->replay_mark = p->replay.n; /* no open group: every logged change is carried */
     if (rn_group_regrow(p) != 0) return p->err.code;
-    rc = flush_write_back(p);
+    rc = rn_group_check_store(p, flush_write_back(p));
   }
   return rc;
 }
@@ -326,6 +331,7 @@ static int seal_group(rn_pipeline *p, uint64_t seq, bool to_lmdb)
     if (!rc && !to_lmdb && rn_wb_bytes(&p->store) > RN_WB_MAX_BYTES) rc = flush_write_back_bounded(p);
     if (!rc) rc = rn_outbox_record(p, seq); /* durable sinks get it after LMDB commits (outbox.c) */
     if (!rc) rc = rn_sinks_deliver(p, seq); /* (4) */
+    rc = rn_group_check_store(p, rc); /* a subscriber's read may have filled the map */
     if (rc != RN_EFULL) return rc;
     sinks_told_of_rollback(p, seq);
     if (rn_group_regrow(p) != 0) return p->err.code; /* the replay cleared the cdc logs */
@@ -499,6 +505,13 @@ int rn_group_fail(rn_pipeline *p, int code, const char *msg)
   if (msg != p->err.msg) rn_err_set(&p->err, code, "%s", msg);
   p->err.code = code;
   return code;
+}
+
+int rn_group_check_store(rn_pipeline *p, int rc)
+{
+  int failed = p->store.wb_failed;
+  if (!failed || (rc == RN_EFULL && p->err.cause == failed)) return rc;
+  return rn_store_fail(&p->err, failed, "writing the state");
 }
 
 int rn_group_oom(rn_pipeline *p, int rc)

@@ -336,6 +336,12 @@ int rn_group_fail(rn_pipeline *p, int code, const char *msg);
 /* rc, or RN_ENOMEM "out of memory" if an allocation failed since the step
  * began (buf.h), whatever rc says: a step that lost bytes did not succeed. */
 int rn_group_oom(rn_pipeline *p, int rc);
+/* rc, or the failure of a write of the write-back layer's entries into the
+ * group's LMDB transaction since it began (store.h's wb_failed: a read
+ * from a callback that went on), whatever rc says: LMDB refuses the
+ * transaction's further writes. A full map is RN_EFULL with cause
+ * MDB_MAP_FULL, so the caller grows it and runs the group again (5). */
+int rn_group_check_store(rn_pipeline *p, int rc);
 /* After a change failed with LMDB's map full: grows the map and replays the
  * group's source changes in a new transaction. 0 means the caller may try
  * its change again; otherwise the error stands. */

@@ -78,8 +78,11 @@ static void view_close(view *v)
 /* The write-back layer's entries into the write transaction (they stay,
  * clean). A full map inside an open group grows it, the group's changes
  * applied again (group.c (5)); if that fails too the group is rolled back,
- * its transaction being unusable. From a callback, the error returns: the
- * group it runs in then fails at its commit. */
+ * its transaction being unusable. From a callback, the error returns, and
+ * the store notes it (store.h's wb_failed): whatever the callback returns,
+ * the group it runs in then grows the map and runs again (a subscriber is
+ * told it rolled back first), or, between groups, the carried ones are
+ * applied again at the next change or flush (rn_group_check_store). */
 static int write_back_out(rn_pipeline *p, const char *name)
 {
   for (;;) {

@@ -365,6 +365,7 @@ int rn_store_begin(rn_store *s, rn_err *e)
   if (rc) return rc;
   rc = rn_store_txn(s->env, 0, &s->wtxn);
   if (rc) return rn_store_fail(e, rc, "beginning a group");
+  s->wb_failed = 0;
   s->txn_serial++;
   rn_rowcache_began(s->rowcache, mdb_txn_id(s->wtxn));
   return 0;
@@ -390,6 +391,7 @@ static int commit(rn_store *s, bool keep, rn_err *e)
   size_t txnid = mdb_txn_id(s->wtxn);
   rc = mdb_txn_commit(s->wtxn);
   s->wtxn = NULL;
+  s->wb_failed = 0;
   forget_written(s);
   if (rc) rn_rowcache_aborted(s->rowcache);
   else rn_rowcache_committed(s->rowcache, txnid);
@@ -430,6 +432,7 @@ void rn_store_abort(rn_store *s)
   rn_wb_clear(s->wb);
   if (s->wtxn) mdb_txn_abort(s->wtxn);
   s->wtxn = NULL;
+  s->wb_failed = 0;
 }
 
 int rn_store_reader(rn_store *s, MDB_txn **txn, rn_err *e)

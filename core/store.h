@@ -135,6 +135,12 @@ typedef struct rn_store {
   uint64_t txn_serial;     /* counts write transactions begun: cursors know theirs */
   int lock_fd;             /* writer.lock, flocked for the store's life; -1 when closed */
   struct rn_wb *wb;        /* the write-back layer (wb.h), or NULL: off */
+  /* The LMDB code of a failed write of the layer's entries into wtxn (0:
+   * none). LMDB then refuses the transaction's further writes: whoever
+   * ran the write (a read from a callback, read_api.c) may not have ended
+   * the group, so group.c checks it (rn_group_check_store). Cleared when
+   * wtxn ends. */
+  int wb_failed;
   /* Keys written in the open write transaction, by dbi (rn_store_wrote),
    * for the bound on the pages a carried transaction copies
    * (rn_wb_dirtied_over); written_end: one past the highest dbi counted. */

@@ -431,8 +431,8 @@ static int insert_any(rn_rel *t, msgpack_object *vals, uint8_t *given, bool upse
 #define RUN_CHANGE(p, call) do { \
     int rc_ = rn_change_enter(p); \
     if (rc_) return rc_; \
-    rc_ = (call); \
-    while (rc_ == RN_EFULL && rn_group_regrow_change(p) == 0) rc_ = (call); \
+    rc_ = rn_group_check_store(p, (call)); /* a callback's read may have filled the map */ \
+    while (rc_ == RN_EFULL && rn_group_regrow_change(p) == 0) rc_ = rn_group_check_store(p, (call)); \
     return rn_change_leave(p, rc_); \
   } while (0)
 
@@ -597,6 +597,13 @@ struct rn_table_cursor {
   uint64_t group;         /* the group it runs in (0: none) */
   MDB_cursor *cur;
   bool started;
+  /* A group's cursor: the write transaction cur belongs to (the store's
+   * txn_serial) and the key it returned last. A regrow goes on with the
+   * group in a new transaction (group.c (5)): cur is opened again there,
+   * after that key. */
+  uint64_t txn;
+  uint16_t last_len;
+  char last[512];
 };
 
 int rn_table_cursor_open(rn_rel *t, rn_table_cursor **out)
@@ -614,6 +621,7 @@ int rn_table_cursor_open(rn_rel *t, rn_table_cursor **out)
   c->t = t;
   c->view = view;
   if (!view.own) c->group = p->group_serial;
+  c->txn = p->store.txn_serial;
   rc = rn_wb_cursor_open(&p->store, view.txn, t->rows_dbi, false, &c->cur);
   if (rc) {
     rn_snapshot_close(&c->view);
@@ -634,6 +642,26 @@ static bool group_cursor_dead(const rn_table_cursor *c)
   return !c->view.own && (!p->store.wtxn || c->group != p->group_serial);
 }
 
+/* A group's cursor whose transaction a regrow replaced (its cursor went
+ * with it): opened in the new one, on the last key it returned — or,
+ * that row gone since, before the first one past it (so the next step
+ * reads it), or not started when there is none before. */
+static int cursor_reopen(rn_table_cursor *c)
+{
+  rn_pipeline *p = c->t->p;
+  c->view.txn = p->store.wtxn;
+  c->txn = p->store.txn_serial;
+  int rc = rn_wb_cursor_open(&p->store, c->view.txn, c->t->rows_dbi, false, &c->cur);
+  if (rc || !c->started) return rc;
+  MDB_val k = { c->last_len, c->last }, v;
+  rc = mdb_cursor_get(c->cur, &k, &v, MDB_SET_RANGE);
+  if (rc == MDB_NOTFOUND) rc = mdb_cursor_get(c->cur, &k, &v, MDB_LAST); /* every key is before it */
+  else if (!rc && (k.mv_size != c->last_len || memcmp(k.mv_data, c->last, c->last_len) != 0))
+    rc = mdb_cursor_get(c->cur, &k, &v, MDB_PREV);
+  if (rc == MDB_NOTFOUND) c->started = false, rc = 0; /* nothing before it: start at the first */
+  return rc;
+}
+
 int rn_table_cursor_next(rn_table_cursor *c, uint64_t *id, const char **row, size_t *len, int *done)
 {
   rn_rel *t = c->t;
@@ -644,14 +672,23 @@ int rn_table_cursor_next(rn_table_cursor *c, uint64_t *id, const char **row, siz
     return rn_err_set(&t->p->err, RN_EMISUSE, "%s: rows(): the group this iteration ran in has ended", t->name);
   }
   MDB_val k, v;
+  int wrc = !c->view.own && c->txn != t->p->store.txn_serial ? cursor_reopen(c) : 0;
+  if (wrc) {
+    c->cur = NULL;
+    return rn_store_fail(&t->p->err, wrc, t->name);
+  }
   /* the group's writes since the last step reach LMDB, where the cursor reads */
-  int wrc = c->view.own ? 0 : rn_wb_sync(&t->p->store, c->view.txn, t->rows_dbi);
+  wrc = c->view.own ? 0 : rn_wb_sync(&t->p->store, c->view.txn, t->rows_dbi);
   if (wrc) return rn_store_fail(&t->p->err, wrc, t->name);
   for (;;) {
     int rc = mdb_cursor_get(c->cur, &k, &v, c->started ? MDB_NEXT : MDB_FIRST);
     c->started = true;
     if (rc == MDB_NOTFOUND) { *done = 1; return 0; }
     if (rc) return rn_store_fail(&t->p->err, rc, t->name);
+    if (!c->view.own && k.mv_size <= sizeof c->last) { /* where a regrow's new cursor goes on from */
+      memcpy(c->last, k.mv_data, k.mv_size);
+      c->last_len = (uint16_t)k.mv_size;
+    }
     if (!t->schema->nkey) {
       *id = rn_be64_get(k.mv_data);
       *row = v.mv_data;
@@ -672,7 +709,8 @@ int rn_table_cursor_next(rn_table_cursor *c, uint64_t *id, const char **row, siz
 static void cursor_end(rn_table_cursor *c)
 {
   rn_pipeline *p = c->t->p;
-  if (c->cur && !group_cursor_dead(c)) mdb_cursor_close(c->cur);
+  bool gone = !c->view.own && c->txn != p->store.txn_serial; /* its transaction a regrow replaced freed it */
+  if (c->cur && !gone && !group_cursor_dead(c)) mdb_cursor_close(c->cur);
   if (c->view.own && p->store.pid != getpid()) c->view.own = NULL; /* a forked child's: the parent's reader slot */
   rn_snapshot_close(&c->view);
   if (c->prev) c->prev->next = c->next; else p->cursors = c->next;

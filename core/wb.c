@@ -396,13 +396,20 @@ static int flush_db(MDB_txn *txn, MDB_dbi dbi, wb_db *db)
   return rc;
 }
 
+/* rc of a write into s's write transaction, noted when it failed (store.h's wb_failed). */
+static int noted(rn_store *s, MDB_txn *txn, int rc)
+{
+  if (rc && txn == s->wtxn && !s->wb_failed) s->wb_failed = rc;
+  return rc;
+}
+
 int rn_wb_flush(rn_store *s)
 {
   if (!s->wb || !s->wtxn) return 0;
   for (size_t i = 0; i < s->wb->ndbs; i++) {
     wb_db *db = s->wb->dbs[i];
     int rc = db ? flush_db(s->wtxn, (MDB_dbi)i, db) : 0;
-    if (rc) return rc;
+    if (rc) return noted(s, s->wtxn, rc);
   }
   return 0;
 }
@@ -422,7 +429,7 @@ int rn_wb_cursor_open(rn_store *s, MDB_txn *txn, MDB_dbi dbi, bool writes, MDB_c
   if (layered(s, txn) && dbi < s->wb->ndbs && s->wb->dbs[dbi]) {
     wb_db *db = s->wb->dbs[dbi];
     int rc = flush_db(txn, dbi, db);
-    if (rc) return rc;
+    if (rc) return noted(s, txn, rc);
     if (writes) forget_db(db);
   }
   return mdb_cursor_open(txn, dbi, cur);
@@ -431,7 +438,7 @@ int rn_wb_cursor_open(rn_store *s, MDB_txn *txn, MDB_dbi dbi, bool writes, MDB_c
 int rn_wb_sync(rn_store *s, MDB_txn *txn, MDB_dbi dbi)
 {
   if (!layered(s, txn) || dbi >= s->wb->ndbs || !s->wb->dbs[dbi]) return 0;
-  return flush_db(txn, dbi, s->wb->dbs[dbi]);
+  return noted(s, txn, flush_db(txn, dbi, s->wb->dbs[dbi]));
 }
 
 int rn_wb_drop(rn_store *s, MDB_txn *txn, MDB_dbi dbi, int del)

@@ -38,6 +38,10 @@ return function(runnel, raise, core)
   -- missed groups or the file was replaced. busy_timeout (default 5) bounds
   -- the wait for another connection's lock; past it the delivery fails, the
   -- group stays committed and waits (p:deliver() retries and says why).
+  -- One state writes a table (another is refused while the first is still
+  -- there); a mirror changed outside runnel is refused, never dropped; a
+  -- row the table refuses (CHECK, NOT NULL) keeps its group waiting, named
+  -- in the error, until the row or the table is fixed.
   function runnel.sqlite(path, tname, opts)
     if type(path) ~= "string" or type(tname) ~= "string" then raise("sqlite: expects (path, table)") end
     local busy = opts and opts.busy_timeout

@@ -1,0 +1,222 @@
+-- runnel.sqlite at its edges (round 2): a mirror the user changed, two
+-- states and one table, rows SQLite refuses. Checked through SQLite itself
+-- (the sqlite3 tool).
+local runnel = require "runnel"
+local H = require "helper"
+
+local sql = H.sql
+
+local function decl(p, extra)
+  local cols = { {"k","int"}, {"v","int"}, key = "k" }
+  if extra then cols[#cols + 1] = extra end
+  return p:table("t", cols)
+end
+
+describe("runnel.sqlite: a mirror changed outside runnel", function()
+  local dir, db
+  before_each(function() dir = H.tmpdir(); db = dir .. "/out.db" end)
+  after_each(H.cleanup)
+  local function open() return runnel.open{ path = dir .. "/st", notes = false } end
+
+  -- it was dropped and made again, silently: the user's column and its values gone
+  it("is refused, naming the table and what differs, when the user added a column; nothing is dropped", function()
+    local p = open()
+    local t = decl(p)
+    t:sink(runnel.sqlite(db, "t"))
+    t:insert{ k = 1, v = 1 }
+    p:close()
+    sql(db, "alter table t add column note text; update t set note = 'mine' where k = 1")
+    p = open()
+    t = decl(p)
+    local err = H.error_of(t.sink, t, runnel.sqlite(db, "t"))
+    assert.equal(('t: sqlite table "t" in %s was changed since runnel made it: it has column "note" TEXT, which the '
+                  .. 'relation has not; runnel drops no table it did not make as it is: drop or rename it (runnel then '
+                  .. "makes it and writes the relation's rows), or name another table"):format(db), err)
+    assert.equal("1|1|mine\n", sql(db, "select * from t"))
+    t:insert{ k = 2, v = 2 } -- the state goes on; the table waits for the user
+    p:close()
+    assert.equal("1|1|mine\n", sql(db, "select * from t"))
+  end)
+
+  it("is refused when the user changed a column's type, even as the relation changes too", function()
+    local p = open()
+    local t = decl(p)
+    t:sink(runnel.sqlite(db, "t"))
+    t:insert{ k = 1, v = 1 }
+    p:close()
+    sql(db, "alter table t rename column v to w")
+    p = open()
+    t = decl(p, {"x","int", null = true})
+    local err = H.error_of(t.sink, t, runnel.sqlite(db, "t"))
+    assert.matches('t: sqlite table "t" in .- was changed since runnel made it: it has column "w" INTEGER, which the '
+                   .. 'relation has not; it lacks the relation\'s columns "v" INTEGER, "x" INTEGER; ', err)
+    assert.equal("1|1\n", sql(db, "select * from t"))
+    p:close()
+  end)
+
+  it("is refused when the relation changed but the user added a constraint or an index to the mirror", function()
+    local p = open()
+    local t = decl(p)
+    t:sink(runnel.sqlite(db, "t"))
+    t:insert{ k = 1, v = 1 }
+    p:close()
+    sql(db, "create index by_v on t (v)")
+    p = open()
+    t = decl(p, {"x","int", null = true})
+    assert.matches('t: sqlite table "t" in .- has index "by_v", which runnel did not make: to follow the relation\'s '
+                   .. 'columns runnel would drop the table, and it with it: drop the index %(runnel then makes the '
+                   .. 'table anew%), or name another table', H.error_of(t.sink, t, runnel.sqlite(db, "t")))
+    assert.equal("1\n", sql(db, "select count(*) from sqlite_master where name = 'by_v'"))
+    sql(db, "drop index by_v")
+    t:sink(runnel.sqlite(db, "t")) -- now it follows the relation
+    assert.equal("1|1|\n", sql(db, "select * from t"))
+    p:close()
+  end)
+
+  it("still follows the relation when nobody touched the mirror, also one an older runnel made", function()
+    local p = open()
+    local t = decl(p)
+    t:sink(runnel.sqlite(db, "t"))
+    t:insert{ k = 1, v = 1 }
+    p:close()
+    -- an older runnel's runnel_sinks: (tbl, seq) only, no record of what it made
+    sql(db, "create table old as select tbl, seq from runnel_sinks; drop table runnel_sinks; "
+            .. "create table runnel_sinks (tbl TEXT PRIMARY KEY, seq INTEGER NOT NULL); "
+            .. "insert into runnel_sinks select * from old; drop table old")
+    p = open()
+    t = decl(p)
+    t:sink(runnel.sqlite(db, "t")) -- as made: recorded now
+    p:close()
+    p = open()
+    t = decl(p, {"x","int", null = true})
+    t:sink(runnel.sqlite(db, "t"))
+    t:insert{ k = 2, v = 2, x = 3 }
+    assert.equal("1|1|\n2|2|3\n", sql(db, "select * from t order by k"))
+    p:close()
+  end)
+end)
+
+describe("runnel.sqlite: two states and one table", function()
+  local dir, db
+  before_each(function() dir = H.tmpdir(); db = dir .. "/out.db" end)
+  after_each(H.cleanup)
+
+  -- runnel_sinks was keyed by the table alone: the second state's mark was
+  -- read as the first's, which then skipped its groups or wiped the table
+  it("refuses a second state writing a table, naming the table, the file and the other state", function()
+    local one = runnel.open(dir .. "/one")
+    local t1 = decl(one)
+    t1:sink(runnel.sqlite(db, "t"))
+    t1:insert{ k = 1, v = 1 }
+    local two = runnel.open(dir .. "/two")
+    local t2 = decl(two)
+    for k = 10, 14 do t2:insert{ k = k, v = k } end
+    local err = H.error_of(t2.sink, t2, runnel.sqlite(db, "t"))
+    assert.equal(('t: sqlite table "t" in %s is written by another runnel state (%s, id ID); one state writes a table: '
+                  .. 'name another table (or, when that state is no more, remove its directory: the table then goes to '
+                  .. 'the next state that declares it)'):format(db, dir .. "/one"), (err:gsub("id %x+%)", "id ID)")))
+    assert.equal("1|1\n", sql(db, "select * from t order by k"))
+    one:close()
+    assert.matches("is written by another runnel state", H.error_of(t2.sink, t2, runnel.sqlite(db, "t"))) -- closed, not gone
+    two:close()
+    one = runnel.open(dir .. "/one")
+    t1 = decl(one)
+    t1:sink(runnel.sqlite(db, "t"))
+    t1:insert{ k = 2, v = 2 }
+    one:close()
+    assert.equal("1|1\n2|2\n", sql(db, "select * from t order by k"))
+  end)
+
+  it("hands the table to a new state once the state that wrote it is gone, deleting none of its rows", function()
+    local one = runnel.open(dir .. "/one")
+    local t1 = decl(one)
+    t1:sink(runnel.sqlite(db, "t"))
+    t1:insert{ k = 1, v = 1 }
+    one:close()
+    H.sh("rm -rf " .. dir .. "/one")
+    local two = runnel.open(dir .. "/two")
+    local t2 = decl(two)
+    t2:insert{ k = 2, v = 2 }
+    t2:sink(runnel.sqlite(db, "t"))
+    t2:insert{ k = 3, v = 3 }
+    two:close()
+    assert.equal("1|1\n2|2\n3|3\n", sql(db, "select * from t order by k"))
+    H.sh("rm -rf " .. dir .. "/two")
+    -- temporary states are gone once closed
+    for k = 4, 5 do
+      local p = runnel.open()
+      local t = decl(p)
+      t:sink(runnel.sqlite(db, "t"))
+      t:insert{ k = k, v = k }
+      p:close()
+    end
+    assert.equal("1|1\n2|2\n3|3\n4|4\n5|5\n", sql(db, "select * from t order by k"))
+  end)
+
+  it("upgrades an older runnel's runnel_sinks in place: the table stays in step, its state is recorded", function()
+    local one = runnel.open(dir .. "/one")
+    local t1 = decl(one)
+    t1:sink(runnel.sqlite(db, "t"))
+    t1:insert{ k = 1, v = 1 }
+    t1:insert{ k = 2, v = 2 }
+    one:close()
+    sql(db, "create table old as select tbl, seq from runnel_sinks; drop table runnel_sinks; "
+            .. "create table runnel_sinks (tbl TEXT PRIMARY KEY, seq INTEGER NOT NULL); "
+            .. "insert into runnel_sinks select * from old; drop table old; insert into t values (7, 7)")
+    one = runnel.open(dir .. "/one")
+    t1 = decl(one)
+    t1:sink(runnel.sqlite(db, "t")) -- in step: no rewrite (row 7, not runnel's, stays)
+    t1:insert{ k = 3, v = 3 }
+    assert.equal("1|1\n2|2\n3|3\n7|7\n", sql(db, "select * from t order by k"))
+    assert.equal("t|3|1\n", sql(db, "select tbl, seq, state is not null from runnel_sinks"))
+    local two = runnel.open(dir .. "/two")
+    local t2 = decl(two)
+    assert.matches("is written by another runnel state", H.error_of(t2.sink, t2, runnel.sqlite(db, "t")))
+    two:close()
+    one:close()
+  end)
+end)
+
+describe("runnel.sqlite: rows the table refuses", function()
+  local dir, db, p
+  before_each(function()
+    dir = H.tmpdir()
+    db = dir .. "/out.db"
+    p = runnel.open(dir .. "/st")
+  end)
+  after_each(function() p:close(); H.cleanup() end)
+
+  -- the group waited behind its bad row for good: a later group fixing the
+  -- row in runnel was delivered with it and refused with it, every time
+  it("names the table, the group and the row; a later group fixing the row lets both through, once", function()
+    sql(db, "create table t (k INTEGER, v INTEGER CHECK (v >= 0), PRIMARY KEY (k))")
+    local t = decl(p)
+    t:sink(runnel.sqlite(db, "t"))
+    t:insert{ k = 1, v = 1 }
+    p:batch(function() t:insert{ k = 2, v = -5 }; t:insert{ k = 3, v = 3 } end) -- committed in runnel
+    local seq = p:seq()
+    local err = H.error_of(p.deliver, p)
+    assert.equal(('t: sqlite: writing: CHECK constraint failed: v >= 0 (table "t" in %s, group %d, row k = 2); the group '
+                  .. 'waits in the outbox: fix the row or the table, and a later delivery writes it'):format(db, seq), err)
+    assert.equal(err, H.error_of(p.deliver, p)) -- every attempt says it
+    assert.equal("1|1\n", sql(db, "select * from t order by k")) -- nothing of the group: row 3 waits too
+    t:update{ k = 2, v = 5 } -- the fix rides in the same SQLite transaction
+    p:deliver()
+    assert.equal("1|1\n2|5\n3|3\n", sql(db, "select * from t order by k"))
+    assert.equal(0, p:stats().outbox[next(p:stats().outbox)])
+    assert.equal("t|" .. p:seq() .. "\n", sql(db, "select tbl, seq from runnel_sinks"))
+  end)
+
+  it("names the column of a NOT NULL the table adds; deleting the row fixes it too", function()
+    sql(db, "create table t (k INTEGER, v INTEGER NOT NULL, PRIMARY KEY (k))")
+    local t = p:table("t", { {"k","int"}, {"v","int", null = true}, key = "k" })
+    t:sink(runnel.sqlite(db, "t"))
+    t:insert{ k = 1 }
+    assert.matches("t: sqlite: writing: NOT NULL constraint failed: t.v (table \"t\" in " .. db .. ", group 1, row k = 1)",
+                   H.error_of(p.deliver, p), 1, true)
+    t:insert{ k = 2, v = 2 }
+    t:delete{ k = 1 }
+    p:deliver()
+    assert.equal("2|2\n", sql(db, "select * from t order by k"))
+  end)
+end)

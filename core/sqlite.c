@@ -706,9 +706,13 @@ static int prepare(ssink *s, const char *table, const char *path, rn_err *e)
   return rc == SQLITE_OK ? 0 : fail(e, s->db, s->rel->name, "preparing the table");
 }
 
+/* Binds v, a value of column c (NULL: a key the lookup source binds).
+ * An "any" value is JSON text whatever it holds, as lists, maps and
+ * structs are: a string written as it is would read back as JSON (the
+ * string "[1]" as a list), true as 1. */
 static int bind_value(ssink *s, sqlite3_stmt *st, int at, const msgpack_object *v, const rn_column *c)
 {
-  switch (v->type) {
+  switch (v->type == MSGPACK_OBJECT_NIL || !c || c->type != RN_T_ANY ? v->type : MSGPACK_OBJECT_ARRAY) {
   case MSGPACK_OBJECT_NIL: return sqlite3_bind_null(st, at);
   case MSGPACK_OBJECT_BOOLEAN: return sqlite3_bind_int(st, at, v->via.boolean);
   case MSGPACK_OBJECT_POSITIVE_INTEGER: return sqlite3_bind_int64(st, at, (sqlite3_int64)v->via.u64);
@@ -718,7 +722,7 @@ static int bind_value(ssink *s, sqlite3_stmt *st, int at, const msgpack_object *
     return sqlite3_bind_text(st, at, v->via.str.size ? v->via.str.ptr : "", (int)v->via.str.size, SQLITE_TRANSIENT);
   case MSGPACK_OBJECT_BIN:
     return sqlite3_bind_blob(st, at, v->via.bin.size ? v->via.bin.ptr : "", (int)v->via.bin.size, SQLITE_TRANSIENT);
-  default: { /* lists, maps, structs: JSON text */
+  default: { /* lists, maps, structs, any: JSON text */
     msgpack_sbuffer j;
     msgpack_sbuffer_init(&j);
     rn_json_value(&j, v, c);

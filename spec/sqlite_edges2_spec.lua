@@ -220,3 +220,32 @@ describe("runnel.sqlite: rows the table refuses", function()
     assert.equal("2|2\n", sql(db, "select * from t order by k"))
   end)
 end)
+
+describe("runnel.sqlite: values of any type", function()
+  local dir, db, p
+  before_each(function()
+    dir = H.tmpdir()
+    db = dir .. "/out.db"
+    p = runnel.open()
+  end)
+  after_each(function() p:close(); H.cleanup() end)
+
+  -- a string was written as it is: "hello" was no JSON, and the string
+  -- "[1,2]" read back as a list; true was written as 1
+  it("writes them as JSON text, as documented, so sqlite_source reads back what was written", function()
+    local cols = { {"k","int"}, {"a","any", null = true}, key = "k" }
+    local t = p:table("t", cols)
+    t:sink(runnel.sqlite(db, "t"))
+    local values = { "hello", true, { 1, 2 }, "[1,2]", 2.5, 7, false }
+    for k = 1, 7 do t:insert{ k = k, a = values[k] } end
+    t:insert{ k = 8 }
+    assert.equal('1|"hello"\n2|true\n3|[1,2]\n4|"[1,2]"\n5|2.5\n6|7\n7|false\n8|\n', sql(db, "select k, a from t order by k"))
+    cols.source = runnel.sqlite_source(db, "t")
+    local lk = p:lookup("lk", cols)
+    local s = p:stream("s", { {"k","int"} })
+    local got = {}
+    s:join(lk, { on = "k", kind = "left" }):sink(function(_, row) got[row.k] = row.a end)
+    for k = 1, 8 do s:insert{ k = k } end
+    assert.same({ "hello", true, { 1, 2 }, "[1,2]", 2.5, 7, false }, got)
+  end)
+end)

@@ -104,7 +104,7 @@ static char *real_path_of(const char *path)
 }
 
 /* The connection of the file at path (however the path spells it). */
-static rn_sqlite_conn *conn_get(rn_pipeline *p, const char *path, rn_err *e)
+static rn_sqlite_conn *conn_get(rn_pipeline *p, const char *path, const char *rel, rn_err *e)
 {
   char *where = real_path_of(path);
   for (rn_sqlite_conn *c = p->sqlite_conns; c && where; c = c->next)
@@ -116,7 +116,7 @@ static rn_sqlite_conn *conn_get(rn_pipeline *p, const char *path, rn_err *e)
     return NULL;
   }
   int rc = sqlite3_open_v2(path, &c->db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, NULL);
-  if (rc != SQLITE_OK) rn_err_set(e, RN_EIO, "sqlite: %s: %s", path, c->db ? sqlite3_errmsg(c->db) : "out of memory");
+  if (rc != SQLITE_OK) rn_err_set(e, RN_EIO, "%s: sqlite: %s: %s", rel, path, c->db ? sqlite3_errmsg(c->db) : "out of memory");
   else if (!(c->path = real_path_of(path))) rn_err_set(e, RN_ENOMEM, "out of memory"); /* the file may be new: now it has one */
   if (!c->path) {
     sqlite3_close(c->db);
@@ -1174,7 +1174,7 @@ int rn_sqlite_sink(rn_pipeline *p, rn_rel *rel, const char *path, const char *ta
     rc = rn_err_set(&p->err, RN_ENOMEM, "out of memory");
   if (!rc) rc = rn_outbox_sink_check(p, rel, name); /* before the table is dropped or rewritten: it may be a live sink's */
   if (!rc) rc = rn_state_id(p, s->state);
-  if (!rc && !(s->conn = conn_get(p, path, &p->err))) rc = p->err.code;
+  if (!rc && !(s->conn = conn_get(p, path, rel->name, &p->err))) rc = p->err.code;
   if (!rc && !(rc = table_taken(s, path, &p->err))) {
     s->db = s->conn->db;
     if (busy_ms >= 0) sqlite3_busy_timeout(s->db, busy_ms); /* the file's connection: the last one given */

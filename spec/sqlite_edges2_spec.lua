@@ -249,3 +249,22 @@ describe("runnel.sqlite: values of any type", function()
     assert.same({ "hello", true, { 1, 2 }, "[1,2]", 2.5, 7, false }, got)
   end)
 end)
+
+describe("runnel.sqlite: a database that cannot be opened", function()
+  after_each(H.cleanup)
+
+  -- the message named the file only: "sqlite: /…/x.db: unable to open database file"
+  it("is refused naming the relation, the line and the file", function()
+    local dir = H.tmpdir()
+    local p = runnel.open()
+    local t = p:table("t", { {"k","int"}, key = "k" })
+    local ok, err = pcall(function() t:sink(runnel.sqlite(dir .. "/no/such/dir/x.db", "t")) end)
+    assert.is_false(ok)
+    assert.equal(("sqlite_edges2_spec.lua:%d: t: sqlite: %s/no/such/dir/x.db: unable to open database file")
+                 :format(debug.getinfo(1, "l").currentline - 3, dir), (err:gsub("^.-(sqlite_edges2)", "%1")))
+    t:sink(runnel.sqlite(dir .. "/x.db", "t")) -- the pipeline goes on
+    t:insert{ k = 1 }
+    assert.equal("1\n", sql(dir .. "/x.db", "select k from t"))
+    p:close()
+  end)
+end)

@@ -346,8 +346,12 @@ static int read_mark(ssink *s, rn_err *e)
     s->m.state = dup_column(st, 1);
     s->m.state_path = dup_column(st, 2);
     s->m.made = dup_column(st, 3);
+    for (int i = 1; i <= 3; i++) /* a null read for a value would hand another state's table over */
+      if ((i == 1 ? !s->m.state : i == 2 ? !s->m.state_path : !s->m.made) && sqlite3_column_type(st, i) != SQLITE_NULL)
+        rc = SQLITE_NOMEM;
   }
   sqlite3_finalize(st);
+  if (rc == SQLITE_NOMEM) return rn_err_set(e, RN_ENOMEM, "out of memory");
   return rc == SQLITE_ROW || rc == SQLITE_DONE ? 0 : fail(e, s->db, s->rel->name, "reading its mark");
 }
 

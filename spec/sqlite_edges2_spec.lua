@@ -268,3 +268,30 @@ describe("runnel.sqlite: a database that cannot be opened", function()
     p:close()
   end)
 end)
+
+describe("runnel.sqlite: its options", function()
+  after_each(H.cleanup)
+
+  -- math.huge and NaN failed inside runnel ("io.lua:52: bad argument #4 to
+  -- '_sqlite_sink'"), options not a table with "attempt to index a number
+  -- value", and an unknown option was ignored
+  it("refuses what is no option at the user's line, and waits as long as it can for math.huge", function()
+    local dir = H.tmpdir()
+    local db = dir .. "/out.db"
+    local p = runnel.open()
+    local t = p:table("t", { {"k","int"}, key = "k" })
+    local function refused(opts, want)
+      local ok, err = pcall(function() t:sink(runnel.sqlite(db, "t", opts)) end)
+      assert.is_false(ok)
+      assert.equal("sqlite_edges2_spec.lua:" .. (debug.getinfo(1, "l").currentline - 2) .. ": " .. want,
+                   err:match("[^/]*$"))
+    end
+    refused(0/0, "sqlite: options must be a table")
+    refused({ busy_timeout = 0/0 }, "sqlite: busy_timeout must be a number of seconds, at least 0")
+    refused({ busy = 1 }, "sqlite: unknown option busy (busy_timeout)")
+    t:sink(runnel.sqlite(db, "t", { busy_timeout = math.huge }))
+    t:insert{ k = 1 }
+    assert.equal("1\n", sql(db, "select k from t"))
+    p:close()
+  end)
+end)

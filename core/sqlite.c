@@ -567,6 +567,27 @@ static int drop_mirror(ssink *s, const char *table, rn_err *e)
   return rc;
 }
 
+/* A table with runnel's columns whose key compares other than bytewise
+ * (COLLATE NOCASE, RTRIM) holds keys the relation keeps apart ("A", "a")
+ * as one row: the upsert of one overwrites the other, deleting one
+ * deletes both. Refused, naming the column. */
+static int key_collation(ssink *s, const char *table, const char *path, rn_err *e)
+{
+  sqlite3_stmt *st;
+  if (sqlite3_prepare_v2(s->db, "SELECT x.name, x.coll FROM pragma_index_list(?) l, pragma_index_xinfo(l.name) x "
+                         "WHERE l.origin = 'pk' AND x.key = 1 AND x.coll <> 'BINARY' COLLATE NOCASE", -1, &st, NULL) != SQLITE_OK)
+    return fail(e, s->db, s->rel->name, "reading the table's key");
+  sqlite3_bind_text(st, 1, table, -1, SQLITE_STATIC);
+  int rc = 0;
+  if (sqlite3_step(st) == SQLITE_ROW)
+    rc = rn_err_set(e, RN_ESCHEMA, "%s: sqlite table \"%s\" in %s compares its key column \"%s\" with collation %s: keys "
+                    "the relation holds apart would be one row there; make the key BINARY (drop the table: runnel then "
+                    "makes it), or name another table", s->rel->name, table, path,
+                    (const char *)sqlite3_column_text(st, 0), (const char *)sqlite3_column_text(st, 1));
+  sqlite3_finalize(st);
+  return rc;
+}
+
 /* A mirror runnel made for a table-like relation whose columns or key
  * changed is dropped, with its mark, so that it is created anew and written
  * whole (check_marks: no mark, a rewrite) - only when it is exactly as
@@ -584,6 +605,7 @@ static int follow_shape(ssink *s, const char *table, const char *path, rn_err *e
   int rc = shape_held(s, table, &have, e);
   s->made = have.size == 0; /* a dropped mirror holds none of its rows, whatever runnel_sinks says */
   char *sql = NULL;
+  if (!rc && have.size && strcmp(want.data, have.data) == 0) rc = key_collation(s, table, path, e);
   if (!rc && have.size && strcmp(want.data, have.data) != 0) {
     if (!s->rel->tablelike || !marked(s)) {
       rc = rn_err_set(e, RN_ESCHEMA,

@@ -295,3 +295,27 @@ describe("runnel.sqlite: its options", function()
     p:close()
   end)
 end)
+
+describe("runnel.sqlite: a table whose key compares otherwise", function()
+  after_each(H.cleanup)
+
+  -- keys "A" and "a" were one row to the table: the upsert of "a"
+  -- overwrote "A", and deleting "a" deleted both
+  it("is refused when a key column's collation is not BINARY, naming the column", function()
+    local dir = H.tmpdir()
+    local db = dir .. "/out.db"
+    sql(db, "create table t (k TEXT COLLATE NOCASE, v INTEGER, PRIMARY KEY (k))")
+    local p = runnel.open()
+    local t = p:table("t", { {"k","string"}, {"v","int"}, key = "k" })
+    t:insert{ k = "A", v = 1 }
+    t:insert{ k = "a", v = 2 }
+    assert.equal(('t: sqlite table "t" in %s compares its key column "k" with collation NOCASE: keys the relation '
+                  .. 'holds apart would be one row there; make the key BINARY (drop the table: runnel then makes '
+                  .. 'it), or name another table'):format(db), H.error_of(t.sink, t, runnel.sqlite(db, "t")))
+    assert.equal("", sql(db, "select * from t"))
+    sql(db, "create table u (k TEXT, v INTEGER, PRIMARY KEY (k COLLATE BINARY))") -- as good as runnel's own
+    t:sink(runnel.sqlite(db, "u"))
+    assert.equal("A|1\na|2\n", sql(db, "select * from u order by k"))
+    p:close()
+  end)
+end)

@@ -621,8 +621,9 @@ static int follow_shape(ssink *s, const char *table, const char *path, rn_err *e
       rc = rn_err_set(e, RN_ESCHEMA, "%s: sqlite table \"%s\" in %s %s: %s; runnel drops no table it did not make as it "
                       "is: drop or rename it (runnel then makes it and writes the relation's rows), or name another table",
                       s->rel->name, table, path,
-                      s->m.made ? "was changed since runnel made it" : "differs from the relation, and an older runnel "
-                                  "made it, so runnel cannot tell whether it was changed since",
+                      s->m.made ? "was changed since runnel made it"
+                                : "differs from the relation, and runnel has no record of making it as it is (an older "
+                                  "runnel made it, or it was changed, or it was there before the sink)",
                       why.data);
     } else if (user_object(s, table, &why)) {
       rc = rn_err_set(e, RN_ESCHEMA, "%s: sqlite table \"%s\" in %s has %s, which runnel did not make: to follow the "

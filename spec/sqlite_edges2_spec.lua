@@ -84,6 +84,12 @@ describe("runnel.sqlite: a mirror changed outside runnel", function()
             .. "create table runnel_sinks (tbl TEXT PRIMARY KEY, seq INTEGER NOT NULL); "
             .. "insert into runnel_sinks select * from old; drop table old")
     p = open()
+    t = decl(p, {"x","int", null = true})
+    assert.matches('t: sqlite table "t" in .- differs from the relation, and runnel has no record of making it as it '
+                   .. 'is %(an older runnel made it, or it was changed, or it was there before the sink%): it lacks the '
+                   .. 'relation\'s column "x" INTEGER; ', H.error_of(t.sink, t, runnel.sqlite(db, "t")))
+    p:close()
+    p = open()
     t = decl(p)
     t:sink(runnel.sqlite(db, "t")) -- as made: recorded now
     p:close()

@@ -17,7 +17,7 @@
  *
  * Marks (SINK-n):
  * (1) Each SQLite transaction writes the group's seq into the table
- *     "runnel_sinks" (tbl, seq), with the group's rows: a group delivered
+ *     "runnel_sinks" (tbl, seq, …), with the group's rows: a group delivered
  *     again after a crash (the outbox's mark lags, OUTBOX-3) is skipped
  *     when SQLite's mark covers it. Exactly once, with no rewrite.
  * (2) At declaration the table is in step when the outbox holds every
@@ -32,19 +32,46 @@
  * (3) A state with no record for the sink (a new sink, or a new state on
  *     an old file) writes the relation's current rows and deletes nothing:
  *     rows already in the table may be another state's or the user's.
+ * (4) One state writes a table: the row of runnel_sinks names the state
+ *     (its id, rn_state_id, and its directory). Another state declaring
+ *     the table is refused while that state is still there (a runnel
+ *     state in its directory); once it is gone (its directory removed, a
+ *     temporary state closed) the next state to declare the table takes it
+ *     over as in (3). Each mark is written only over the state's own row:
+ *     a table taken meanwhile fails the delivery. A row of an older runnel
+ *     (no state) goes to the first state that declares the table.
+ * (5) A mirror is dropped and made anew (a table-like relation whose
+ *     columns or key changed) only when it is exactly as runnel made it:
+ *     its CREATE TABLE is the one runnel_sinks recorded ("made", written at
+ *     each declaration while the table is exactly what runnel would make)
+ *     and it has no index or trigger the user made. Otherwise the sink is
+ *     refused, naming the table and what differs: runnel never drops a
+ *     column, constraint, index or table of the user's.
+ * (6) A row SQLite refuses (a CHECK, NOT NULL or UNIQUE constraint the
+ *     user put on the table, a trigger's RAISE(ABORT)) does not fail its run
+ *     at once: a later group of the same run (one SQLite transaction) that
+ *     writes or deletes that key settles it, so fixing the row in runnel
+ *     lets the waiting groups through. A refusal nothing settled fails the
+ *     run at its end, naming the relation, the table, the group and the
+ *     row's key: every group of the run waits in the outbox and is tried
+ *     again at every delivery (each attempt reports it), until the row or
+ *     the table is fixed. Nothing is lost or written twice: the run counts
+ *     whole or not at all. At most RN_SQLITE_REFUSED_MAX rows wait so.
  * A stream holds no rows to rewrite: its table is a log keyed by row id,
  * marked like the others; a new or out of step one starts with the next
  * group. */
 #include "sqlite.h"
 
 #include <limits.h>
+#include <sys/stat.h>
 #include <sqlite3.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "key.h"
+#include "jetstream.h"
 #include "json.h"
+#include "key.h"
 #include "lookup.h"
 #include "ndjson.h"
 #include "outbox.h"
@@ -77,7 +104,7 @@ static char *real_path_of(const char *path)
 }
 
 /* The connection of the file at path (however the path spells it). */
-static rn_sqlite_conn *conn_get(rn_pipeline *p, const char *path, rn_err *e)
+static rn_sqlite_conn *conn_get(rn_pipeline *p, const char *path, const char *rel, rn_err *e)
 {
   char *where = real_path_of(path);
   for (rn_sqlite_conn *c = p->sqlite_conns; c && where; c = c->next)
@@ -89,7 +116,7 @@ static rn_sqlite_conn *conn_get(rn_pipeline *p, const char *path, rn_err *e)
     return NULL;
   }
   int rc = sqlite3_open_v2(path, &c->db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, NULL);
-  if (rc != SQLITE_OK) rn_err_set(e, RN_EIO, "sqlite: %s: %s", path, c->db ? sqlite3_errmsg(c->db) : "out of memory");
+  if (rc != SQLITE_OK) rn_err_set(e, RN_EIO, "%s: sqlite: %s: %s", rel, path, c->db ? sqlite3_errmsg(c->db) : "out of memory");
   else if (!(c->path = real_path_of(path))) rn_err_set(e, RN_ENOMEM, "out of memory"); /* the file may be new: now it has one */
   if (!c->path) {
     sqlite3_close(c->db);
@@ -115,6 +142,26 @@ static void conn_put(rn_pipeline *p, rn_sqlite_conn *c)
   free(c);
 }
 
+/* The table's row in runnel_sinks, as read at declaration. */
+typedef struct smark {
+  bool found;             /* runnel_sinks has a row for the table */
+  uint64_t seq;           /* the last group committed to the table */
+  char *state;            /* the id of the state writing it (NULL: an older runnel wrote the row) */
+  char *state_path;       /* that state's directory when it last declared the sink, or NULL */
+  char *made;             /* the CREATE TABLE runnel made the table with, or NULL: not known (SINK-5) */
+} smark;
+
+/* A row SQLite refused (a CHECK, NOT NULL, UNIQUE, a trigger's RAISE)
+ * while a run was written: a later group of the run may still fix it
+ * (SINK-6). */
+typedef struct refused {
+  char *key;              /* the row's encoded key (malloc'd) */
+  size_t klen;
+  char *msg;              /* the error, naming the table, the group and the row (malloc'd) */
+} refused;
+
+#define RN_SQLITE_REFUSED_MAX 1000 /* rows refused in one run before it fails at once: bounds the list and its scans */
+
 typedef struct ssink {
   rn_pipeline *p;
   rn_sqlite_conn *conn;
@@ -123,6 +170,15 @@ typedef struct ssink {
   sqlite3_stmt *upsert, *del, *mark;
   rn_rel *rel;
   char *table;
+  char *path;             /* the database as given, for errors */
+  char *create;           /* the CREATE TABLE runnel makes the table with */
+  char state[33];         /* this state's id (SINK-4) */
+  char *state_path;       /* this state's directory (its real path) */
+  smark m;                /* the table's row in runnel_sinks */
+  bool adopt;             /* the row is a state's that is gone: this one takes the table over (SINK-4) */
+  refused *bad;           /* the run's refused rows no later group fixed yet (SINK-6) */
+  size_t nbad, capbad;
+  int last_rc;            /* the extended code of run's last failed step */
   bool keyless;           /* keyed by runnel_id */
   bool made;              /* the table did not exist at declaration: runnel made it empty */
   uint64_t written;       /* SQLite's mark: the last group committed to the table */
@@ -228,14 +284,261 @@ static int shape_held(ssink *s, const char *table, msgpack_sbuffer *b, rn_err *e
   return rc;
 }
 
-/* Whether runnel_sinks marks table: a mirror runnel made (not the user's). */
-static bool marked(ssink *s, const char *table)
+/* ---- runnel_sinks: the marks (SINK-1, 4, 5) ----
+ *
+ *     runnel_sinks (tbl TEXT PRIMARY KEY, seq INTEGER NOT NULL, state TEXT, state_path TEXT, made TEXT)
+ *
+ * An older runnel made (tbl, seq) only: the other columns are added in
+ * place, null in its rows (state null: the first state to declare the
+ * table takes it, as the older runnel did). */
+
+static char *dup_column(sqlite3_stmt *st, int i)
+{
+  const char *t = (const char *)sqlite3_column_text(st, i);
+  return t ? strdup(t) : NULL;
+}
+
+static void smark_clear(smark *m)
+{
+  free(m->state);
+  free(m->state_path);
+  free(m->made);
+  memset(m, 0, sizeof *m);
+}
+
+/* Creates runnel_sinks, or adds the columns an older runnel's lacks. */
+static int marks_table(ssink *s, rn_err *e)
+{
+  static const char *const added[] = { "state", "state_path", "made" };
+  int rc = sqlite3_exec(s->db, "CREATE TABLE IF NOT EXISTS runnel_sinks (tbl TEXT PRIMARY KEY, seq INTEGER NOT NULL, "
+                        "state TEXT, state_path TEXT, made TEXT)", NULL, NULL, NULL);
+  for (size_t i = 0; i < sizeof added / sizeof *added && rc == SQLITE_OK; i++) {
+    sqlite3_stmt *st;
+    if ((rc = sqlite3_prepare_v2(s->db, "SELECT 1 FROM pragma_table_info('runnel_sinks') WHERE name = ?", -1, &st,
+                                 NULL)) != SQLITE_OK)
+      break;
+    sqlite3_bind_text(st, 1, added[i], -1, SQLITE_STATIC);
+    rc = sqlite3_step(st);
+    sqlite3_finalize(st);
+    if (rc == SQLITE_ROW) rc = SQLITE_OK;
+    else if (rc == SQLITE_DONE) {
+      char alter[80];
+      snprintf(alter, sizeof alter, "ALTER TABLE runnel_sinks ADD COLUMN %s TEXT", added[i]);
+      rc = sqlite3_exec(s->db, alter, NULL, NULL, NULL);
+    }
+  }
+  return rc == SQLITE_OK ? 0 : fail(e, s->db, s->rel->name, "preparing the table");
+}
+
+/* Reads the table's row of runnel_sinks into s->m. */
+static int read_mark(ssink *s, rn_err *e)
+{
+  smark_clear(&s->m);
+  sqlite3_stmt *st;
+  if (sqlite3_prepare_v2(s->db, "SELECT seq, state, state_path, made FROM runnel_sinks WHERE tbl = ?", -1, &st, NULL) !=
+      SQLITE_OK)
+    return fail(e, s->db, s->rel->name, "reading its mark");
+  sqlite3_bind_text(st, 1, s->table, -1, SQLITE_STATIC);
+  int rc = sqlite3_step(st);
+  if (rc == SQLITE_ROW) {
+    s->m.found = true;
+    s->m.seq = (uint64_t)sqlite3_column_int64(st, 0);
+    s->m.state = dup_column(st, 1);
+    s->m.state_path = dup_column(st, 2);
+    s->m.made = dup_column(st, 3);
+    for (int i = 1; i <= 3; i++) /* a null read for a value would hand another state's table over */
+      if ((i == 1 ? !s->m.state : i == 2 ? !s->m.state_path : !s->m.made) && sqlite3_column_type(st, i) != SQLITE_NULL)
+        rc = SQLITE_NOMEM;
+  }
+  sqlite3_finalize(st);
+  if (rc == SQLITE_NOMEM) return rn_err_set(e, RN_ENOMEM, "out of memory");
+  return rc == SQLITE_ROW || rc == SQLITE_DONE ? 0 : fail(e, s->db, s->rel->name, "reading its mark");
+}
+
+/* Whether the state that wrote the row is still there: a runnel state
+ * (its data.mdb) in its directory, and that directory not this state's
+ * (a path holds one state: one made anew there is another). */
+static bool owner_there(const ssink *s)
+{
+  if (!s->m.state_path || (s->state_path && strcmp(s->m.state_path, s->state_path) == 0)) return false;
+  size_t n = strlen(s->m.state_path) + sizeof "/data.mdb";
+  char *data = malloc(n);
+  if (!data) return true; /* not known: the safe answer */
+  snprintf(data, n, "%s/data.mdb", s->m.state_path);
+  struct stat st;
+  bool there = stat(data, &st) == 0;
+  free(data);
+  return there;
+}
+
+/* SINK-4: one state writes a table. The row of another state that is
+ * still there refuses the sink; one of a state gone is taken over. */
+static int check_owner(ssink *s, rn_err *e)
+{
+  s->adopt = false;
+  if (!s->m.found || !s->m.state || strcmp(s->m.state, s->state) == 0) return 0;
+  if (!owner_there(s)) {
+    s->adopt = true;
+    return 0;
+  }
+  return rn_err_set(e, RN_EINVAL, "%s: sqlite table \"%s\" in %s is written by another runnel state (%s, id %s); one "
+                    "state writes a table: name another table (or, when that state is no more, remove its directory: "
+                    "the table then goes to the next state that declares it)",
+                    s->rel->name, s->table, s->path, s->m.state_path, s->m.state);
+}
+
+/* Whether runnel_sinks marks table for this state: a mirror it made (not
+ * the user's, nor another state's). */
+static bool marked(const ssink *s) { return s->m.found && !s->adopt; }
+
+/* The CREATE TABLE the table has in sqlite_master (malloc'd), or NULL. */
+static char *table_sql(ssink *s, const char *table)
 {
   sqlite3_stmt *st;
-  if (sqlite3_prepare_v2(s->db, "SELECT 1 FROM runnel_sinks WHERE tbl = ?", -1, &st, NULL) != SQLITE_OK) return false;
+  char *sql = NULL;
+  if (sqlite3_prepare_v2(s->db, "SELECT sql FROM sqlite_master WHERE type = 'table' AND name = ? COLLATE NOCASE", -1, &st,
+                         NULL) != SQLITE_OK)
+    return NULL;
   sqlite3_bind_text(st, 1, table, -1, SQLITE_STATIC);
-  bool found = sqlite3_step(st) == SQLITE_ROW;
+  if (sqlite3_step(st) == SQLITE_ROW) sql = dup_column(st, 0);
   sqlite3_finalize(st);
+  return sql;
+}
+
+/* ---- a mirror the user changed (SINK-5) ---- */
+
+typedef struct held_col {
+  char *name, *type;
+  int pk;                 /* its place in the primary key from 1, or 0 */
+} held_col;
+
+/* Appends to b what differs between the table's columns and the ones
+ * the relation wants: columns the relation has not, columns it lacks,
+ * other types, another key. */
+static void shape_diff(ssink *s, const char *table, msgpack_sbuffer *b)
+{
+  const rn_schema *sc = s->rel->schema;
+  held_col *h = NULL;
+  int nh = 0, caph = 0;
+  sqlite3_stmt *st;
+  if (sqlite3_prepare_v2(s->db, "SELECT name, type, pk FROM pragma_table_info(?) ORDER BY cid", -1, &st, NULL) == SQLITE_OK) {
+    sqlite3_bind_text(st, 1, table, -1, SQLITE_STATIC);
+    while (sqlite3_step(st) == SQLITE_ROW) {
+      if (nh == caph) {
+        held_col *g = realloc(h, (size_t)(caph = caph ? 2 * caph : 8) * sizeof *h);
+        if (!g) break;
+        h = g;
+      }
+      h[nh].name = dup_column(st, 0);
+      h[nh].type = dup_column(st, 1);
+      h[nh].pk = sqlite3_column_int(st, 2);
+      if (h[nh].name && h[nh].type) nh++;
+      else { free(h[nh].name); free(h[nh].type); }
+    }
+    sqlite3_finalize(st);
+  }
+  int nw = sc->ncols + s->keyless;
+  const char *wname[nw > 0 ? nw : 1], *wtype[nw > 0 ? nw : 1];
+  for (int i = 0; i < nw; i++) {
+    bool id = s->keyless && i == 0;
+    wname[i] = id ? "runnel_id" : sc->cols[i - s->keyless].name;
+    wtype[i] = id ? "INTEGER" : sql_type(sc->cols[i - s->keyless].type);
+  }
+  const char *sep = "";
+  msgpack_sbuffer l;
+  msgpack_sbuffer_init(&l);
+  int n = 0;
+  for (int i = 0; i < nh; i++) { /* columns the relation has not */
+    int j = 0;
+    while (j < nw && sqlite3_stricmp(h[i].name, wname[j]) != 0) j++;
+    if (j < nw) continue;
+    if (n++) add(&l, ", ");
+    quote(&l, h[i].name);
+    add(&l, " ");
+    add(&l, h[i].type);
+  }
+  rn_buf_write(&l, "", 1);
+  if (n) {
+    add(b, n > 1 ? "it has columns " : "it has column ");
+    add(b, l.data);
+    add(b, ", which the relation has not");
+    sep = "; ";
+  }
+  msgpack_sbuffer_clear(&l);
+  n = 0;
+  for (int j = 0; j < nw; j++) { /* columns it lacks */
+    int i = 0;
+    while (i < nh && sqlite3_stricmp(h[i].name, wname[j]) != 0) i++;
+    if (i < nh) continue;
+    if (n++) add(&l, ", ");
+    quote(&l, wname[j]);
+    add(&l, " ");
+    add(&l, wtype[j]);
+  }
+  rn_buf_write(&l, "", 1);
+  if (n) {
+    add(b, sep);
+    add(b, n > 1 ? "it lacks the relation's columns " : "it lacks the relation's column ");
+    add(b, l.data);
+    sep = "; ";
+  }
+  msgpack_sbuffer_destroy(&l);
+  for (int j = 0; j < nw; j++) /* other types */
+    for (int i = 0; i < nh; i++)
+      if (sqlite3_stricmp(h[i].name, wname[j]) == 0 && strcmp(h[i].type, wtype[j]) != 0) {
+        add(b, sep);
+        add(b, "column ");
+        quote(b, h[i].name);
+        add(b, " is ");
+        add(b, h[i].type[0] ? h[i].type : "untyped");
+        add(b, ", the relation's ");
+        add(b, wtype[j]);
+        sep = "; ";
+      }
+  msgpack_sbuffer hk, wk; /* the keys, quoted, in order */
+  msgpack_sbuffer_init(&hk);
+  msgpack_sbuffer_init(&wk);
+  for (int k = 1; k <= nh; k++)
+    for (int i = 0; i < nh; i++)
+      if (h[i].pk == k) { if (hk.size) add(&hk, ", "); quote(&hk, h[i].name); }
+  if (s->keyless) add(&wk, "\"runnel_id\"");
+  else names(&wk, sc, true, ", ", "");
+  rn_buf_write(&hk, "", 1);
+  rn_buf_write(&wk, "", 1);
+  if (sqlite3_stricmp(hk.data, wk.data) != 0) {
+    add(b, sep);
+    add(b, "its key is (");
+    add(b, hk.data);
+    add(b, "), the relation's (");
+    add(b, wk.data);
+    add(b, ")");
+    sep = "; ";
+  }
+  if (!*sep) add(b, "its columns are the relation's, spelled otherwise");
+  msgpack_sbuffer_destroy(&hk);
+  msgpack_sbuffer_destroy(&wk);
+  for (int i = 0; i < nh; i++) { free(h[i].name); free(h[i].type); }
+  free(h);
+}
+
+/* The first index or trigger on table that runnel did not make (an
+ * automatic index has no sql), into b as `index "x"`; false: none. */
+static bool user_object(ssink *s, const char *table, msgpack_sbuffer *b)
+{
+  sqlite3_stmt *st;
+  bool found = false;
+  if (sqlite3_prepare_v2(s->db, "SELECT type, name FROM sqlite_master WHERE type IN ('index', 'trigger') AND "
+                         "sql IS NOT NULL AND tbl_name = ? COLLATE NOCASE ORDER BY type, name", -1, &st, NULL) != SQLITE_OK)
+    return true; /* not known: the safe answer */
+  sqlite3_bind_text(st, 1, table, -1, SQLITE_STATIC);
+  if (sqlite3_step(st) == SQLITE_ROW) {
+    found = true;
+    add(b, (const char *)sqlite3_column_text(st, 0));
+    add(b, " ");
+    quote(b, (const char *)sqlite3_column_text(st, 1));
+  }
+  sqlite3_finalize(st);
+  rn_buf_write(b, "", 1);
   return found;
 }
 
@@ -264,22 +567,47 @@ static int drop_mirror(ssink *s, const char *table, rn_err *e)
   return rc;
 }
 
+/* A table with runnel's columns whose key compares other than bytewise
+ * (COLLATE NOCASE, RTRIM) holds keys the relation keeps apart ("A", "a")
+ * as one row: the upsert of one overwrites the other, deleting one
+ * deletes both. Refused, naming the column. */
+static int key_collation(ssink *s, const char *table, const char *path, rn_err *e)
+{
+  sqlite3_stmt *st;
+  if (sqlite3_prepare_v2(s->db, "SELECT x.name, x.coll FROM pragma_index_list(?) l, pragma_index_xinfo(l.name) x "
+                         "WHERE l.origin = 'pk' AND x.key = 1 AND x.coll <> 'BINARY' COLLATE NOCASE", -1, &st, NULL) != SQLITE_OK)
+    return fail(e, s->db, s->rel->name, "reading the table's key");
+  sqlite3_bind_text(st, 1, table, -1, SQLITE_STATIC);
+  int rc = 0;
+  if (sqlite3_step(st) == SQLITE_ROW)
+    rc = rn_err_set(e, RN_ESCHEMA, "%s: sqlite table \"%s\" in %s compares its key column \"%s\" with collation %s: keys "
+                    "the relation holds apart would be one row there; make the key BINARY (drop the table: runnel then "
+                    "makes it), or name another table", s->rel->name, table, path,
+                    (const char *)sqlite3_column_text(st, 0), (const char *)sqlite3_column_text(st, 1));
+  sqlite3_finalize(st);
+  return rc;
+}
+
 /* A mirror runnel made for a table-like relation whose columns or key
  * changed is dropped, with its mark, so that it is created anew and written
- * whole (check_marks: no mark, a rewrite); a stream's log or a table runnel
- * did not make is refused, saying what differs and what to do. */
+ * whole (check_marks: no mark, a rewrite) - only when it is exactly as
+ * runnel made it (SINK-5) and holds no index or trigger of the user's. A
+ * mirror changed since, one an older runnel made (what it made is not
+ * known), a stream's log or a table runnel did not make is refused, saying
+ * what differs and what to do: runnel drops no user's table or column. */
 static int follow_shape(ssink *s, const char *table, const char *path, rn_err *e)
 {
-  msgpack_sbuffer want, have;
+  msgpack_sbuffer want, have, why;
   msgpack_sbuffer_init(&want);
   msgpack_sbuffer_init(&have);
+  msgpack_sbuffer_init(&why);
   shape_wanted(s, &want);
   int rc = shape_held(s, table, &have, e);
   s->made = have.size == 0; /* a dropped mirror holds none of its rows, whatever runnel_sinks says */
+  char *sql = NULL;
+  if (!rc && have.size && strcmp(want.data, have.data) == 0) rc = key_collation(s, table, path, e);
   if (!rc && have.size && strcmp(want.data, have.data) != 0) {
-    if (s->rel->tablelike && marked(s, table)) {
-      rc = drop_mirror(s, table, e);
-    } else {
+    if (!s->rel->tablelike || !marked(s)) {
       rc = rn_err_set(e, RN_ESCHEMA,
                       "%s: sqlite table \"%s\" in %s has columns %s, the relation %s: %s", s->rel->name, table,
                       path, have.data, want.data,
@@ -287,10 +615,32 @@ static int follow_shape(ssink *s, const char *table, const char *path, rn_err *e
                                           "(runnel then makes it and writes the relation's rows), or name another table"
                                         : "a stream's table is its log, kept as written: rename it (or drop it), "
                                           "or name another table");
+    } else if (!s->m.made || !(sql = table_sql(s, table)) || strcmp(sql, s->m.made) != 0) {
+      shape_diff(s, table, &why);
+      rn_buf_write(&why, "", 1);
+      rc = rn_err_set(e, RN_ESCHEMA, "%s: sqlite table \"%s\" in %s %s: %s; runnel drops no table it did not make as it "
+                      "is: drop or rename it (runnel then makes it and writes the relation's rows), or name another table",
+                      s->rel->name, table, path,
+                      s->m.made ? "was changed since runnel made it"
+                                : "differs from the relation, and runnel has no record of making it as it is (an older "
+                                  "runnel made it, or it was changed, or it was there before the sink)",
+                      why.data);
+    } else if (user_object(s, table, &why)) {
+      rc = rn_err_set(e, RN_ESCHEMA, "%s: sqlite table \"%s\" in %s has %s, which runnel did not make: to follow the "
+                      "relation's columns runnel would drop the table, and it with it: drop the %s (runnel then makes "
+                      "the table anew), or name another table",
+                      s->rel->name, table, path, why.size > 1 ? why.data : "an index or trigger",
+                      strncmp(why.data ? why.data : "", "trigger", 7) == 0 ? "trigger" : "index");
+    } else {
+      rc = drop_mirror(s, table, e);
+      s->made = !rc;
+      if (!rc) smark_clear(&s->m);
     }
   }
+  free(sql);
   msgpack_sbuffer_destroy(&want);
   msgpack_sbuffer_destroy(&have);
+  msgpack_sbuffer_destroy(&why);
   return rc;
 }
 
@@ -320,7 +670,7 @@ static int prepare(ssink *s, const char *table, const char *path, rn_err *e)
   if (names_clash(s, e) || follow_shape(s, table, path, e)) return e->code;
   msgpack_sbuffer b;
   msgpack_sbuffer_init(&b);
-  add(&b, "CREATE TABLE IF NOT EXISTS ");
+  add(&b, "CREATE TABLE IF NOT EXISTS "); /* sqlite_master keeps it without IF NOT EXISTS: SINK-5 compares it */
   quote(&b, table);
   add(&b, " (");
   if (s->keyless) add(&b, "\"runnel_id\" INTEGER PRIMARY KEY, ");
@@ -338,6 +688,10 @@ static int prepare(ssink *s, const char *table, const char *path, rn_err *e)
   add(&b, ")");
   rn_buf_write(&b, "", 1);
   int rc = sqlite3_exec(s->db, b.data, NULL, NULL, NULL);
+  const char *rest = b.data + strlen("CREATE TABLE IF NOT EXISTS ");
+  if ((s->create = malloc(strlen("CREATE TABLE ") + strlen(rest) + 1))) /* as sqlite_master keeps it */
+    strcat(strcpy(s->create, "CREATE TABLE "), rest);
+  else rc = SQLITE_NOMEM;
   /* INSERT INTO t (keys…, cols…) VALUES (?…) ON CONFLICT (keys) DO UPDATE SET c = excluded.c */
   msgpack_sbuffer_clear(&b);
   add(&b, "INSERT INTO ");
@@ -371,20 +725,21 @@ static int prepare(ssink *s, const char *table, const char *path, rn_err *e)
   else names(&b, sc, true, " AND ", " = ?");
   rn_buf_write(&b, "", 1);
   if (rc == SQLITE_OK) rc = sqlite3_prepare_v3(s->db, b.data, -1, SQLITE_PREPARE_PERSISTENT, &s->del, NULL);
-  if (rc == SQLITE_OK)
-    rc = sqlite3_exec(s->db, "CREATE TABLE IF NOT EXISTS runnel_sinks (tbl TEXT PRIMARY KEY, seq INTEGER NOT NULL)",
-                      NULL, NULL, NULL);
-  if (rc == SQLITE_OK)
-    rc = sqlite3_prepare_v3(s->db, "INSERT INTO runnel_sinks (tbl, seq) VALUES (?, ?) "
-                            "ON CONFLICT (tbl) DO UPDATE SET seq = excluded.seq",
+  if (rc == SQLITE_OK) /* SINK-4: a row another state took meanwhile is left as it is (no change: refused) */
+    rc = sqlite3_prepare_v3(s->db, "INSERT INTO runnel_sinks (tbl, seq, state, state_path) VALUES (?, ?, ?, ?) "
+                            "ON CONFLICT (tbl) DO UPDATE SET seq = excluded.seq WHERE state IS excluded.state",
                             -1, SQLITE_PREPARE_PERSISTENT, &s->mark, NULL);
   msgpack_sbuffer_destroy(&b);
   return rc == SQLITE_OK ? 0 : fail(e, s->db, s->rel->name, "preparing the table");
 }
 
+/* Binds v, a value of column c (NULL: a key the lookup source binds).
+ * An "any" value is JSON text whatever it holds, as lists, maps and
+ * structs are: a string written as it is would read back as JSON (the
+ * string "[1]" as a list), true as 1. */
 static int bind_value(ssink *s, sqlite3_stmt *st, int at, const msgpack_object *v, const rn_column *c)
 {
-  switch (v->type) {
+  switch (v->type == MSGPACK_OBJECT_NIL || !c || c->type != RN_T_ANY ? v->type : MSGPACK_OBJECT_ARRAY) {
   case MSGPACK_OBJECT_NIL: return sqlite3_bind_null(st, at);
   case MSGPACK_OBJECT_BOOLEAN: return sqlite3_bind_int(st, at, v->via.boolean);
   case MSGPACK_OBJECT_POSITIVE_INTEGER: return sqlite3_bind_int64(st, at, (sqlite3_int64)v->via.u64);
@@ -394,7 +749,7 @@ static int bind_value(ssink *s, sqlite3_stmt *st, int at, const msgpack_object *
     return sqlite3_bind_text(st, at, v->via.str.size ? v->via.str.ptr : "", (int)v->via.str.size, SQLITE_TRANSIENT);
   case MSGPACK_OBJECT_BIN:
     return sqlite3_bind_blob(st, at, v->via.bin.size ? v->via.bin.ptr : "", (int)v->via.bin.size, SQLITE_TRANSIENT);
-  default: { /* lists, maps, structs: JSON text */
+  default: { /* lists, maps, structs, any: JSON text */
     msgpack_sbuffer j;
     msgpack_sbuffer_init(&j);
     rn_json_value(&j, v, c);
@@ -463,7 +818,10 @@ static bool upserted(const ssink *s, const op *d)
   return s->nups && bsearch(d, s->ups, s->nups, sizeof *s->ups, cmp_op_key) != NULL;
 }
 
-static int run(ssink *s, sqlite3_stmt *st, const op *o, bool key_only, rn_err *e)
+/* Writes o's row (or deletes its key) with st. A failure names the table,
+ * the group (seq; 0: the rewrite at declaration, which has none) and the
+ * row; s->last_rc is its extended code. */
+static int run(ssink *s, sqlite3_stmt *st, const op *o, bool key_only, uint64_t seq, rn_err *e)
 {
   const rn_schema *sc = s->rel->schema;
   const msgpack_object *v = rn_row_unpack(o->row, o->len, sc->ncols, &s->zone);
@@ -477,9 +835,77 @@ static int run(ssink *s, sqlite3_stmt *st, const op *o, bool key_only, rn_err *e
     for (int i = 0; i < sc->ncols && rc == SQLITE_OK; i++) rc = bind_value(s, st, at++, &v[i], &sc->cols[i]);
   if (rc == SQLITE_OK) rc = sqlite3_step(st);
   if (rc == SQLITE_DONE) return 0;
-  rc = fail(e, s->db, s->rel->name, key_only ? "deleting" : "writing");
+  s->last_rc = sqlite3_extended_errcode(s->db);
+  char row[256], group[40] = "";
+  if (s->keyless) snprintf(row, sizeof row, "runnel_id = %llu", (unsigned long long)o->id);
+  else rn_key_format(sc, v, row, sizeof row);
+  if (seq) snprintf(group, sizeof group, ", group %llu", (unsigned long long)seq);
+  bool constraint = (s->last_rc & 0xff) == SQLITE_CONSTRAINT;
+  rc = rn_err_set(e, RN_EIO, "%s: sqlite: %s: %s (table \"%s\" in %s%s, row %s)%s", s->rel->name,
+                  key_only ? "deleting" : "writing", sqlite3_errmsg(s->db), s->table, s->path, group, row,
+                  !seq ? "" : constraint ? "; the group waits in the outbox: fix the row or the table, and a later delivery writes it"
+                                      : "; the group waits in the outbox, and a later delivery tries it again");
   sqlite3_reset(st); /* a failed step keeps the statement busy until reset */
   return rc;
+}
+
+/* ---- rows SQLite refuses (SINK-6) ---- */
+
+static void forgive(ssink *s)
+{
+  for (size_t i = 0; i < s->nbad; i++) {
+    free(s->bad[i].key);
+    free(s->bad[i].msg);
+  }
+  s->nbad = 0;
+}
+
+static refused *refused_of(ssink *s, const op *o)
+{
+  for (size_t i = 0; i < s->nbad; i++)
+    if (s->bad[i].klen == o->klen && memcmp(s->bad[i].key, o->key, o->klen) == 0) return &s->bad[i];
+  return NULL;
+}
+
+/* After run wrote o's key: a refusal of it earlier in the run is fixed. */
+static void settled(ssink *s, const op *o)
+{
+  refused *r = s->nbad ? refused_of(s, o) : NULL;
+  if (!r) return;
+  free(r->key);
+  free(r->msg);
+  *r = s->bad[--s->nbad];
+}
+
+/* run failed on o (e): a row SQLite refused, with the run's transaction
+ * still open, is kept aside (0), as a later group of the run may fix it;
+ * anything else fails the run (e's code). */
+static int refuse(ssink *s, const op *o, rn_err *e)
+{
+  if ((s->last_rc & 0xff) != SQLITE_CONSTRAINT || sqlite3_get_autocommit(s->db)) return e->code;
+  refused *r = refused_of(s, o);
+  if (!r) {
+    if (s->nbad == RN_SQLITE_REFUSED_MAX) return e->code;
+    if (s->nbad == s->capbad) {
+      size_t c = s->capbad ? 2 * s->capbad : 8;
+      refused *g = realloc(s->bad, c * sizeof *g);
+      if (!g) return rn_err_set(e, RN_ENOMEM, "out of memory");
+      s->bad = g;
+      s->capbad = c;
+    }
+    r = &s->bad[s->nbad];
+    if (!(r->key = malloc(o->klen ? o->klen : 1))) return rn_err_set(e, RN_ENOMEM, "out of memory");
+    memcpy(r->key, o->key, o->klen);
+    r->klen = o->klen;
+    r->msg = NULL;
+    s->nbad++;
+  }
+  char *msg = strdup(e->msg); /* the latest refusal of the key: the row a delivery would write */
+  if (!msg) return rn_err_set(e, RN_ENOMEM, "out of memory");
+  free(r->msg);
+  r->msg = msg;
+  rn_err_clear(e);
+  return 0;
 }
 
 static void clear_group(ssink *s)
@@ -521,17 +947,61 @@ static int mark_sqlite(ssink *s, uint64_t seq, rn_err *e)
   sqlite3_reset(s->mark);
   sqlite3_bind_text(s->mark, 1, s->table, -1, SQLITE_STATIC);
   sqlite3_bind_int64(s->mark, 2, (sqlite3_int64)seq);
-  if (sqlite3_step(s->mark) == SQLITE_DONE) return 0;
+  sqlite3_bind_text(s->mark, 3, s->state, -1, SQLITE_STATIC);
+  sqlite3_bind_text(s->mark, 4, s->state_path, -1, SQLITE_STATIC);
+  if (sqlite3_step(s->mark) == SQLITE_DONE) {
+    if (sqlite3_changes(s->db) == 1) return 0;
+    return rn_err_set(e, RN_EIO, "%s: sqlite table \"%s\" in %s was taken by another runnel state while this one "
+                      "wrote it; one state writes a table: name another table", s->rel->name, s->table, s->path);
+  }
   int rc = fail(e, s->db, s->rel->name, "writing its mark");
   sqlite3_reset(s->mark);
   return rc;
+}
+
+/* At declaration, in the open transaction: the table's row, this state's
+ * (SINK-4), with what runnel made the table with when the table is still
+ * exactly that (SINK-5; else null: not runnel's as it is). */
+static const char *made_now(ssink *s, char *now) { return now && s->create && strcmp(now, s->create) == 0 ? s->create : NULL; }
+
+static bool same_text(const char *a, const char *b) { return a ? b && strcmp(a, b) == 0 : !b; }
+
+/* Whether the table's row is already what claim(s, seq) would write. */
+static bool claimed(ssink *s, uint64_t seq)
+{
+  if (!s->m.found || s->m.seq != seq || !same_text(s->m.state, s->state) || !same_text(s->m.state_path, s->state_path))
+    return false;
+  char *now = table_sql(s, s->table);
+  bool same = same_text(s->m.made, made_now(s, now));
+  free(now);
+  return same;
+}
+
+static int claim(ssink *s, uint64_t seq, rn_err *e)
+{
+  char *now = table_sql(s, s->table);
+  sqlite3_stmt *st;
+  int rc = sqlite3_prepare_v2(s->db, "INSERT INTO runnel_sinks (tbl, seq, state, state_path, made) VALUES (?, ?, ?, ?, ?) "
+                              "ON CONFLICT (tbl) DO UPDATE SET seq = excluded.seq, state = excluded.state, "
+                              "state_path = excluded.state_path, made = excluded.made", -1, &st, NULL);
+  if (rc == SQLITE_OK) {
+    sqlite3_bind_text(st, 1, s->table, -1, SQLITE_STATIC);
+    sqlite3_bind_int64(st, 2, (sqlite3_int64)seq);
+    sqlite3_bind_text(st, 3, s->state, -1, SQLITE_STATIC);
+    sqlite3_bind_text(st, 4, s->state_path, -1, SQLITE_STATIC);
+    sqlite3_bind_text(st, 5, made_now(s, now), -1, SQLITE_STATIC); /* NULL binds null */
+    rc = sqlite3_step(st) == SQLITE_DONE ? SQLITE_OK : SQLITE_ERROR;
+  }
+  sqlite3_finalize(st);
+  free(now);
+  return rc == SQLITE_OK ? 0 : fail(e, s->db, s->rel->name, "writing its mark");
 }
 
 static int rewrite_row(void *ctx, uint64_t id, const char *row, size_t len)
 {
   ssink *s = ctx;
   op o = { id, row, len, NULL, 0 };
-  int rc = run(s, s->upsert, &o, false, &s->p->err);
+  int rc = run(s, s->upsert, &o, false, 0, &s->p->err);
   msgpack_zone_clear(&s->zone);
   return rc;
 }
@@ -561,30 +1031,43 @@ static int check_marks(ssink *s, const char *name, rn_err *e)
   rn_outbox_mark m;
   int rc = rn_outbox_mark_read(p, name, &m); /* commits carried groups first */
   if (rc) return rc;
-  bool in_sqlite = false;
-  uint64_t w = 0;
-  sqlite3_stmt *st;
-  if (sqlite3_prepare_v2(s->db, "SELECT seq FROM runnel_sinks WHERE tbl = ?", -1, &st, NULL) != SQLITE_OK)
-    return fail(e, s->db, s->rel->name, "reading its mark");
-  sqlite3_bind_text(st, 1, s->table, -1, SQLITE_STATIC);
-  if ((in_sqlite = sqlite3_step(st) == SQLITE_ROW)) w = (uint64_t)sqlite3_column_int64(st, 0);
-  sqlite3_finalize(st);
   bool table = s->rel->tablelike;
   /* In step: the outbox holds every group after SQLite's mark. A table
-   * must also have seen every group (a stream's log just goes on). */
-  if (in_sqlite && !(table && s->made) && m.found && m.delivered <= w && w <= p->seq && (m.seen == p->seq || !table) &&
-      !(table && s->rel->evolved) && /* its rows changed with no change emitted (evolve.h): rewrite */
-      !(table && rn_outbox_stale(p, name, s->rel, w))) { /* groups recorded before the relation changed: rewrite */
-    s->written = s->staged = w;
+   * must also have seen every group (a stream's log just goes on); groups
+   * recorded before the relation changed want a rewrite. */
+#define IN_STEP(w)                                                                                                      \
+  (marked(s) && !(table && s->made) && m.found && m.delivered <= (w) && (w) <= p->seq &&                               \
+   (m.seen == p->seq || !table) && !(table && s->rel->evolved) /* rows changed, no change emitted (evolve.h) */ && \
+   !(table && rn_outbox_stale(p, name, s->rel, (w))))
+  /* a table in step whose row says all it should needs no write, so no
+   * lock: a reader of the file never holds up the declaration */
+  if ((rc = read_mark(s, e)) || (rc = check_owner(s, e))) return rc;
+  if (IN_STEP(s->m.seq) && claimed(s, s->m.seq)) {
+    s->written = s->staged = s->m.seq;
     return 0;
   }
+  if ((rc = begin(s, e))) return rc; /* the row read again, checked and written in one transaction (SINK-4) */
+  if ((rc = read_mark(s, e)) || (rc = check_owner(s, e))) {
+    rollback(s);
+    return rc;
+  }
+  uint64_t w = s->m.seq;
+  if (IN_STEP(w)) {
+    if (!(rc = claim(s, w, e)) && !(rc = commit(s, e))) {
+      s->written = s->staged = w;
+      return 0;
+    }
+    rollback(s);
+    return rc;
+  }
+#undef IN_STEP
   /* A state that kept the table and is out of step with it (the sink was
    * left out of some groups, the file was replaced) rewrites it; a state
-   * new to the sink writes its rows (if it has any) and deletes nothing:
-   * the table's rows may be another state's or the user's. */
-  if ((rc = begin(s, e))) return rc;
-  if (table && (m.found || p->seq > 0)) rc = rewrite(s, m.found, e);
-  if (!rc) rc = mark_sqlite(s, p->seq, e);
+   * new to the sink, or taking it over from a state gone, writes its rows
+   * (if it has any) and deletes nothing: the table's rows may be another
+   * state's or the user's. */
+  if (table && (m.found || p->seq > 0)) rc = rewrite(s, m.found && !s->adopt, e);
+  if (!rc) rc = claim(s, p->seq, e);
   if (!rc) rc = commit(s, e);
   if (rc) {
     rollback(s);
@@ -607,9 +1090,15 @@ static int ssink_commit(void *ctx, uint64_t seq, rn_err *e)
   }
   int rc = begin(s, e);
   if (s->nups) qsort(s->ups, s->nups, sizeof *s->ups, cmp_op_key); /* one net row per key: order is free; ups may be NULL */
-  for (size_t i = 0; i < s->ndels && !rc; i++)
-    if (!upserted(s, &s->dels[i])) rc = run(s, s->del, &s->dels[i], true, e);
-  for (size_t i = 0; i < s->nups && !rc; i++) rc = run(s, s->upsert, &s->ups[i], false, e);
+  for (size_t i = 0; i < s->ndels && !rc; i++) {
+    if (upserted(s, &s->dels[i])) continue;
+    if (!(rc = run(s, s->del, &s->dels[i], true, seq, e))) settled(s, &s->dels[i]);
+    else rc = refuse(s, &s->dels[i], e);
+  }
+  for (size_t i = 0; i < s->nups && !rc; i++) {
+    if (!(rc = run(s, s->upsert, &s->ups[i], false, seq, e))) settled(s, &s->ups[i]);
+    else rc = refuse(s, &s->ups[i], e);
+  }
   if (!rc) rc = mark_sqlite(s, seq, e);
   if (!rc) s->staged = seq;
   clear_group(s);
@@ -622,7 +1111,10 @@ static int ssink_commit(void *ctx, uint64_t seq, rn_err *e)
 static int ssink_finish(void *ctx, rn_err *e)
 {
   ssink *s = ctx;
-  int rc = s->conn->open_txn ? commit(s, e) : 0;
+  int rc = 0;
+  for (ssink *o = s->conn->sinks; o && !rc && s->conn->open_txn; o = o->next_on_conn)
+    if (o->nbad) rc = rn_err_set(e, RN_EIO, "%s", o->bad[0].msg); /* refused, and no later group fixed it (SINK-6) */
+  if (!rc) rc = s->conn->open_txn ? commit(s, e) : 0;
   if (rc) rollback(s);
   else s->written = s->staged;
   return rc;
@@ -633,6 +1125,7 @@ static void ssink_discard(void *ctx)
   ssink *s = ctx;
   rollback(s);
   clear_group(s);
+  forgive(s);
   s->staged = s->written;
 }
 
@@ -650,6 +1143,12 @@ static void free_ssink(void *ctx)
   free(s->dels);
   free(s->ups);
   free(s->table);
+  free(s->path);
+  free(s->create);
+  free(s->state_path);
+  smark_clear(&s->m);
+  forgive(s);
+  free(s->bad);
   msgpack_zone_destroy(&s->zone);
   free(s);
 }
@@ -698,13 +1197,18 @@ int rn_sqlite_sink(rn_pipeline *p, rn_rel *rel, const char *path, const char *ta
   s->keyless = rel->schema->nkey == 0;
   int rc = 0;
   char *name = NULL;
-  if (!(s->table = strdup(table)) || !(name = name_of(path, table))) rc = rn_err_set(&p->err, RN_ENOMEM, "out of memory");
+  if (!(s->table = strdup(table)) || !(s->path = strdup(path)) || !(s->state_path = real_path_of(p->store.path)) ||
+      !(name = name_of(path, table)))
+    rc = rn_err_set(&p->err, RN_ENOMEM, "out of memory");
   if (!rc) rc = rn_outbox_sink_check(p, rel, name); /* before the table is dropped or rewritten: it may be a live sink's */
-  if (!rc && !(s->conn = conn_get(p, path, &p->err))) rc = p->err.code;
+  if (!rc) rc = rn_state_id(p, s->state);
+  if (!rc && !(s->conn = conn_get(p, path, rel->name, &p->err))) rc = p->err.code;
   if (!rc && !(rc = table_taken(s, path, &p->err))) {
     s->db = s->conn->db;
     if (busy_ms >= 0) sqlite3_busy_timeout(s->db, busy_ms); /* the file's connection: the last one given */
-    rc = prepare(s, table, path, &p->err);
+    /* another state's table is refused before anything is dropped or written (SINK-4) */
+    if (!(rc = marks_table(s, &p->err)) && !(rc = read_mark(s, &p->err)) && !(rc = check_owner(s, &p->err)))
+      rc = prepare(s, table, path, &p->err);
   }
   if (!rc) rc = check_marks(s, name, &p->err);
   if (rc) {

@@ -38,14 +38,23 @@ return function(runnel, raise, core)
   -- missed groups or the file was replaced. busy_timeout (default 5) bounds
   -- the wait for another connection's lock; past it the delivery fails, the
   -- group stays committed and waits (p:deliver() retries and says why).
+  -- One state writes a table (another is refused while the first is still
+  -- there); a mirror changed outside runnel is refused, never dropped; a
+  -- row the table refuses (CHECK, NOT NULL) keeps its group waiting, named
+  -- in the error, until the row or the table is fixed.
   function runnel.sqlite(path, tname, opts)
     if type(path) ~= "string" or type(tname) ~= "string" then raise("sqlite: expects (path, table)") end
+    if opts ~= nil and type(opts) ~= "table" then raise("sqlite: options must be a table") end
+    for k in pairs(opts or {}) do
+      if k ~= "busy_timeout" then raise("sqlite: unknown option " .. tostring(k) .. " (busy_timeout)") end
+    end
     local busy = opts and opts.busy_timeout
-    if busy ~= nil and (type(busy) ~= "number" or busy < 0) then
+    if busy ~= nil and (type(busy) ~= "number" or not (busy >= 0)) then -- not (>=): NaN too
       raise("sqlite: busy_timeout must be a number of seconds, at least 0")
     end
+    local busy_ms = busy and math.min(busy * 1000 + 0.5, 0x7fffffff) // 1 -- math.huge: as long as SQLite waits
     return { attach = function(_, rel)
-      local ok, err = rel:pipeline():_sqlite_sink(rel, path, tname, busy and math.floor(busy * 1000 + 0.5) or -1)
+      local ok, err = rel:pipeline():_sqlite_sink(rel, path, tname, busy_ms and math.tointeger(busy_ms) or -1)
       if not ok then error(err, 0) end
     end }
   end

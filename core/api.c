@@ -590,7 +590,8 @@ RN_API int rn_subscribe_durable(rn_pipeline *p, rn_rel *rel, const char *name, r
   rc = rn_outbox_mark_read(p, key, &m);
   static const rn_outbox_ops ops = { csub_change, NULL, NULL, NULL, NULL, NULL, NULL, NULL };
   if (rc) free_csub(s);
-  else rc = rn_outbox_sink_add(p, rel, key, false, &ops, s, free_csub, m.found ? m.delivered : p->seq, 0);
+  else rc = rn_outbox_sink_add(p, rel, key, false, &ops, s, free_csub, m.found ? m.delivered : p->seq,
+                               m.found ? m.position : 0); /* resumes mid-group (OUTBOX-9) */
   free(key);
   if (!rc) rn_err_clear(&p->err); /* what it was refused delivering the waiting groups is not its message */
   return rc;

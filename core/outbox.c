@@ -57,7 +57,16 @@
  *     for another relation, or another declaration of its relation, wait
  *     for it: read with the wrong schema they would be wrong data.
  * (7) on_durable hooks (durable.c) run after the deliveries of the LMDB
- *     commit that made their groups durable (group.c). */
+ *     commit that made their groups durable (group.c).
+ * (9) A sink that takes each group for good as it goes (no finish: Lua
+ *     and C sinks) takes each change for good too: a change it returned
+ *     from is acknowledged, and its position counts the changes of the
+ *     first waiting group it acknowledged (kept in its mark like NDJSON's
+ *     offset). A delivery that fails on change n of group seq resumes at
+ *     change n, numbered n as before, then commit(seq); one that fails in
+ *     commit(seq) gets commit(seq) alone again. So within a process each
+ *     change reaches it exactly once; after a crash the changes after the
+ *     recorded mark come again, (info.seq, info.n) naming each one. */
 #include "outbox.h"
 
 #include <stdio.h>
@@ -78,9 +87,11 @@ typedef struct obsink {
   uint64_t tag;           /* the key prefix of its entries */
   uint64_t layout;        /* its relation's name and declaration, hashed (8) */
   uint64_t delivered;     /* the last group delivered (3) */
-  uint64_t position;      /* the sink's position after it */
+  uint64_t position;      /* the sink's position after it (9: the changes of the next group it took) */
   uint64_t marking;       /* delivered as written in the open transaction */
   uint64_t marked;        /* delivered as committed in the state */
+  uint64_t position_marking; /* position as written in the open transaction */
+  uint64_t position_marked; /* position as committed in the state (9: it moves within a group) */
 } obsink;
 
 /* An entry not yet committed to LMDB, or one of a nameless sink (6). */
@@ -201,7 +212,15 @@ static int write_mark(rn_pipeline *p, rn_outbox *ob, obsink *s, MDB_txn *txn, ui
     if (rc && rc != MDB_NOTFOUND) return rn_store_fail(&p->err, rc, s->name);
   }
   s->marking = s->delivered;
+  s->position_marking = s->position;
   return 0;
+}
+
+/* The record written in the transaction that just committed is the state's. */
+static void mark_committed(obsink *s)
+{
+  s->marked = s->marking;
+  s->position_marked = s->position_marking;
 }
 
 /* ---- recording (1) ---- */
@@ -300,7 +319,7 @@ void rn_outbox_committed(rn_pipeline *p)
     at = &e->next;
   }
   ob->tail = at;
-  for (int i = 0; i < ob->n; i++) ob->sinks[i]->marked = ob->sinks[i]->marking;
+  for (int i = 0; i < ob->n; i++) mark_committed(ob->sinks[i]);
   ob->fresh = ob->unsynced = true;
 }
 
@@ -344,6 +363,7 @@ static int deliver_entry(rn_outbox *ob, obsink *s, uint64_t seq, const char *dat
   msgpack_object o = { .type = MSGPACK_OBJECT_NIL };
   size_t off = 0;
   int rc = 0;
+  bool resumes = !s->ops.finish; /* it takes each change for good as it goes (9) */
   rn_oom_clear(); /* what the sink writes (an NDJSON line) must not be cut short silently */
   if (!rn_zone_init(&z, 4096)) rc = rn_err_set(&e, RN_ENOMEM, "out of memory");
   else if (rn_unpack(data, len, &off, &z, &o) != MSGPACK_UNPACK_SUCCESS || o.type != MSGPACK_OBJECT_ARRAY)
@@ -361,11 +381,15 @@ static int deliver_entry(rn_outbox *ob, obsink *s, uint64_t seq, const char *dat
                      f[2].type == MSGPACK_OBJECT_BIN ? f[2].via.bin.ptr : NULL, f[2].type == MSGPACK_OBJECT_BIN ? f[2].via.bin.size : 0,
                      f[3].type == MSGPACK_OBJECT_BIN ? f[3].via.bin.ptr : NULL, f[3].type == MSGPACK_OBJECT_BIN ? f[3].via.bin.size : 0 };
     rn_sink_info info = { ch.id, seq, i + 1 - first };
+    if (resumes && info.n <= s->position) continue; /* acknowledged before (9) */
     rc = s->ops.change(s->ctx, s->rel, &ch, &info, &e);
+    if (!rc && resumes && rn_oom()) rc = rn_err_set(&e, RN_ENOMEM, "%s: out of memory delivering group %llu",
+                                                   s->rel->name, (unsigned long long)seq);
+    if (!rc && resumes) s->position = info.n;
   }
   if (!rc && s->ops.commit) rc = s->ops.commit(s->ctx, seq, &e);
-  if (!rc && rn_oom()) rc = rn_err_set(&e, RN_ENOMEM, "%s: out of memory delivering group %llu", s->rel->name,
-                                       (unsigned long long)seq);
+  if (!rc && !resumes && rn_oom()) rc = rn_err_set(&e, RN_ENOMEM, "%s: out of memory delivering group %llu",
+                                                   s->rel->name, (unsigned long long)seq);
   rn_zone_destroy(&z);
   if (rc) {
     if (!e.code) rn_err_set(&e, rc, "%s: delivery of group %llu failed", s->rel->name, (unsigned long long)seq);
@@ -373,6 +397,7 @@ static int deliver_entry(rn_outbox *ob, obsink *s, uint64_t seq, const char *dat
     return rc;
   }
   s->delivered = seq;
+  if (resumes) s->position = 0;
   return 0;
 }
 
@@ -633,7 +658,7 @@ static int declare_record(rn_pipeline *p, rn_outbox *ob, obsink *s)
   if (rc) { mdb_txn_abort(txn); return rc; }
   if ((rc = mdb_txn_commit(txn))) return rn_store_fail(&p->err, rc, s->name);
   ob->has_dbi = true;
-  s->marked = s->marking;
+  mark_committed(s);
   return 0;
 }
 
@@ -733,7 +758,10 @@ int rn_outbox_pending(rn_pipeline *p, void (*fn)(void *ctx, const char *name, ui
 static void write_marks(rn_pipeline *p, rn_outbox *ob)
 {
   bool moved = false;
-  for (int i = 0; i < ob->n; i++) moved |= ob->sinks[i]->name && ob->sinks[i]->delivered > ob->sinks[i]->marked;
+  for (int i = 0; i < ob->n; i++) {
+    const obsink *s = ob->sinks[i];
+    moved |= s->name && (s->delivered > s->marked || (!s->ops.finish && s->position != s->position_marked)); /* (9) */
+  }
   if (!moved || p->store.wtxn || !ob->has_dbi) return;
   MDB_txn *txn;
   if (mdb_txn_begin(p->store.env, NULL, 0, &txn)) return;
@@ -741,7 +769,7 @@ static void write_marks(rn_pipeline *p, rn_outbox *ob)
   for (int i = 0; i < ob->n && !rc; i++)
     if (ob->sinks[i]->name) rc = write_mark(p, ob, ob->sinks[i], txn, p->seq);
   if (rc || mdb_txn_commit(txn)) { if (rc) mdb_txn_abort(txn); return; }
-  for (int i = 0; i < ob->n; i++) ob->sinks[i]->marked = ob->sinks[i]->marking;
+  for (int i = 0; i < ob->n; i++) mark_committed(ob->sinks[i]);
 }
 
 void rn_outbox_close(rn_pipeline *p)

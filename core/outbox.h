@@ -39,7 +39,8 @@ typedef struct rn_outbox_mark {
   bool found;             /* the state has a record for the name */
   uint64_t seen;          /* the last group committed while the sink was declared */
   uint64_t delivered;     /* the last group delivered (as committed with a later group) */
-  uint64_t position;      /* the sink's position after it */
+  uint64_t position;      /* the sink's position after it (a sink without finish: how many
+                             changes of the first waiting group it acknowledged) */
 } rn_outbox_mark;
 
 /* Commits carried groups, then reads the record of name. */

@@ -300,10 +300,13 @@ RN_API int rn_subscribe_rollback(rn_pipeline *p, rn_rel *rel, rn_callback fn, rn
  * declaration or close), from an outbox kept in the state: it cannot fail
  * the group, and after a crash it gets again, in order, every group after
  * the last one it was known to have taken — at least once, so dedupe by
- * ev->seq. name identifies it in the state (unique in the pipeline,
- * required). A nonzero return leaves the group (and the later ones)
- * waiting: they are delivered again at the next commit, rn_flush or
- * rn_deliver. Not inside a group (RN_EMISUSE). */
+ * (ev->seq, ev->n). name identifies it in the state (unique in the
+ * pipeline, required). A change it returned 0 for is taken: a nonzero
+ * return leaves that change, the rest of its group and the later groups
+ * waiting, and the retry (the next commit, rn_flush, rn_deliver, or the
+ * next open once it subscribes again) starts at the refused change, with
+ * the same ev->n: within a process each change reaches it once. Not
+ * inside a group (RN_EMISUSE). */
 RN_API int rn_subscribe_durable(rn_pipeline *p, rn_rel *rel, const char *name, rn_callback fn, void *ctx);
 
 /* Delivers every group waiting for a durable sink (NDJSON, SQLite,

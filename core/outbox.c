@@ -824,6 +824,26 @@ int rn_outbox_pending(rn_pipeline *p, void (*fn)(void *ctx, const char *name, ui
   return 0;
 }
 
+int rn_outbox_lost(rn_pipeline *p, rn_err *e)
+{
+  rn_outbox *ob = p->outbox;
+  for (int i = 0; ob && i < ob->n; i++) {
+    const obsink *s = ob->sinks[i];
+    uint64_t first = 0, last = 0;
+    for (const entry *en = ob->head; !s->name && en; en = en->next)
+      if (en->sink == s && en->committed && en->seq > s->delivered) {
+        if (!first) first = en->seq;
+        last = en->seq;
+      }
+    if (first)
+      return rn_err_set(e, RN_EIO, "close: %s: groups %llu to %llu waiting for its NDJSON sink on an open file were "
+                        "not delivered and are lost (it keeps them in memory only): %s", s->rel->name,
+                        (unsigned long long)first, (unsigned long long)last,
+                        ob->err.code ? ob->err.msg : "its delivery failed");
+  }
+  return 0;
+}
+
 /* Writes every mark that moved since the last commit, in a small
  * transaction (3): only when no group is carried (their transaction holds
  * the marks then). */

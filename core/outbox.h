@@ -86,6 +86,11 @@ void rn_outbox_after_commit(rn_pipeline *p);
 /* fn once per durable sink with its name (or "(unnamed)") and how many
  * groups wait for it. */
 int rn_outbox_pending(rn_pipeline *p, void (*fn)(void *ctx, const char *name, uint64_t groups), void *ctx);
+/* At close, after the last flush: whether groups still wait for a sink
+ * without a name (6), which keeps them in memory only: they are lost with
+ * it. 0, or RN_EIO with e saying which groups of which relation, and the
+ * last delivery failure. */
+int rn_outbox_lost(rn_pipeline *p, rn_err *e);
 /* At close, after the last flush: writes the marks, frees the sinks. */
 void rn_outbox_close(rn_pipeline *p);
 

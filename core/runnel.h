@@ -137,6 +137,9 @@ RN_API int rn_pipeline_close(rn_pipeline *p);
  * all the same, those groups are lost, and this returns the code with
  * errbuf saying which ("close: groups 5 to 9, carried …, could not be
  * committed and are lost; the state holds group 4: disk full …").
+ * Likewise groups waiting for an NDJSON sink on an open file (kept in
+ * memory only) that the close's last delivery could not write are lost:
+ * RN_EIO, errbuf naming them and the write's failure.
  * rn_pipeline_close returns 0 then. RN_EMISUSE from inside a callback, as
  * rn_pipeline_close: nothing closed. Only RN_EMISUSE leaves p open. */
 RN_API int rn_pipeline_close_report(rn_pipeline *p, char *errbuf, size_t errlen);

@@ -613,6 +613,13 @@ RN_API int rn_subscribe_flags(rn_pipeline *p, rn_rel *rel, int flags, rn_callbac
   return rc;
 }
 
+/* Whether a durable sink is the subscriber want describes (its fn and ctx). */
+static bool same_csub(rn_sink_fn change, void *ctx, void *arg)
+{
+  const csub *s = ctx, *want = arg;
+  return change == csub_change && s->fn == want->fn && s->ctx == want->ctx;
+}
+
 RN_API int rn_unsubscribe(rn_pipeline *p, rn_rel *rel, rn_callback fn, void *ctx)
 {
   if (!p) return RN_EINVAL;
@@ -630,6 +637,8 @@ RN_API int rn_unsubscribe(rn_pipeline *p, rn_rel *rel, rn_callback fn, void *ctx
     free(k);
     return 0;
   }
+  csub want = { .fn = fn, .ctx = ctx };
+  if ((rc = rn_outbox_sink_remove(p, rel, same_csub, &want)) != RN_ENOTFOUND) return rc; /* a durable one */
   return rn_err_set(&p->err, RN_ENOTFOUND, "%s: rn_unsubscribe: no subscriber with this callback and context",
                     rel->name);
 }

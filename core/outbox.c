@@ -864,6 +864,31 @@ static void write_marks(rn_pipeline *p, rn_outbox *ob)
   for (int i = 0; i < ob->n; i++) mark_committed(ob->sinks[i]);
 }
 
+int rn_outbox_sink_remove(rn_pipeline *p, rn_rel *rel, bool (*match)(rn_sink_fn change, void *ctx, void *arg),
+                          void *arg)
+{
+  rn_outbox *ob = p->outbox;
+  int i = 0;
+  while (ob && i < ob->n && (ob->sinks[i]->rel != rel || !match(ob->sinks[i]->ops.change, ob->sinks[i]->ctx, arg))) i++;
+  if (!ob || i == ob->n) return RN_ENOTFOUND;
+  int rc = rn_flush(p); /* the carried groups' entries are in LMDB: its mark can be written now */
+  if (rc) return rc;
+  obsink *s = ob->sinks[i];
+  write_marks(p, ob);
+  entry **at = &ob->head; /* a nameless sink's groups go with it, as at close */
+  while (*at) {
+    entry *e = *at;
+    if (e->sink == s) { *at = e->next; free(e); }
+    else at = &e->next;
+  }
+  ob->tail = at;
+  memmove(&ob->sinks[i], &ob->sinks[i + 1], sizeof *ob->sinks * (size_t)(ob->n - i - 1));
+  ob->n--;
+  rel->listeners--;
+  free_sink(s);
+  return 0;
+}
+
 void rn_outbox_close(rn_pipeline *p)
 {
   rn_outbox *ob = p->outbox;

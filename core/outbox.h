@@ -82,6 +82,14 @@ void rn_outbox_forget(rn_pipeline *p);
  * rn_deliver, never returned: the groups are committed. */
 void rn_outbox_after_commit(rn_pipeline *p);
 
+/* Removes the first durable sink of rel for which match(change, ctx, arg)
+ * holds, after committing carried groups and writing its mark: the groups
+ * waiting for it stay in the state, delivered when a sink of its name is
+ * declared again. 0; RN_ENOTFOUND (p->err untouched) when none matches;
+ * else the error (p->err says why). Outside groups and callbacks. */
+int rn_outbox_sink_remove(rn_pipeline *p, rn_rel *rel, bool (*match)(rn_sink_fn change, void *ctx, void *arg),
+                          void *arg);
+
 /* ---- the host's side ---- */
 /* fn once per durable sink with its name (or "(unnamed)") and how many
  * groups wait for it. */

@@ -421,9 +421,12 @@ RN_API void rn_cursor_close(rn_cursor *c);
 enum { RN_SUBSCRIBE_CONSOLIDATE = 1 };
 RN_API int rn_subscribe_flags(rn_pipeline *p, rn_rel *rel, int flags, rn_callback fn, rn_rollback_fn on_rollback,
                               void *ctx);
-/* Removes the in-group subscriber of rel registered with fn and ctx (the
- * first, if several): it gets nothing of later groups. Errors: RN_ENOTFOUND
- * (no such subscriber), RN_EMISUSE (inside a group or a callback). */
+/* Removes the subscriber of rel registered with fn and ctx (the first, if
+ * several; in-group ones first): it gets nothing of later groups. A durable
+ * one's mark is written first (carried groups are committed for it), and
+ * the groups waiting for it stay in the state until a subscriber of its
+ * name comes again. Errors: RN_ENOTFOUND (no such subscriber), RN_EMISUSE
+ * (inside a group or a callback). */
 RN_API int rn_unsubscribe(rn_pipeline *p, rn_rel *rel, rn_callback fn, void *ctx);
 
 /* ---- NATS JetStream (jetstream.c, js_source.c) ---------------------------

@@ -71,8 +71,47 @@ static void test_resumes_after_last_taken(void)
   CHECK(system(cmd) == 0);
 }
 
+/* rn_unsubscribe removes a durable subscriber too (it returned
+ * RN_ENOTFOUND, and the subscriber went on being called with a context its
+ * host may have freed); what waits for it stays for its next subscription. */
+static void test_unsubscribe_durable(void)
+{
+  char dir[] = "/tmp/runnel-resume-XXXXXX";
+  CHECK(mkdtemp(dir) != NULL);
+  rn_rel *t;
+  rn_open_opts o = { 0 };
+  o.path = dir;
+  o.nosync = 1;                                  /* groups are carried: the unsubscribe commits them */
+  rn_pipeline *p = NULL;
+  CHECK(rn_pipeline_open(&o, &p, NULL, 0) == 0);
+  CHECK(rn_declare_table(p, "t", cols, 1, key, 1, &t) == 0);
+  got g = { .fail_at = 0 }, other = { 0 };
+  CHECK(rn_subscribe_durable(p, t, "audit", on_event, &g) == 0);
+  CHECK(insert_id(p, t, 1) == 0);
+  CHECK(rn_flush(p) == 0);
+  CHECK(g.n == 1);
+  g.fail_at = 1;
+  CHECK(insert_id(p, t, 2) == 0);                /* group 2 waits: refused */
+  CHECK(rn_flush(p) == 0);
+  CHECK(rn_unsubscribe(p, t, on_event, &other) == RN_ENOTFOUND);
+  CHECK(rn_unsubscribe(p, t, on_event, &g) == 0);
+  CHECK(rn_unsubscribe(p, t, on_event, &g) == RN_ENOTFOUND);
+  g.fail_at = 0;
+  CHECK(insert_id(p, t, 3) == 0);
+  CHECK(rn_flush(p) == 0);
+  CHECK(rn_deliver(p) == 0);
+  CHECK(g.n == 1);                               /* gone: nothing more */
+  CHECK(rn_subscribe_durable(p, t, "audit", on_event, &other) == 0);
+  CHECK(other.n == 1 && other.seq[0] == 2);      /* what waited for it, once; group 3 came while it was away */
+  rn_pipeline_close(p);
+  char cmd[64];
+  snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+  CHECK(system(cmd) == 0);
+}
+
 int main(void)
 {
   RUN(test_resumes_after_last_taken);
+  RUN(test_unsubscribe_durable);
   return CHECK_REPORT();
 }

@@ -103,6 +103,12 @@ static void test_unsubscribe_durable(void)
   CHECK(g.n == 1);                               /* gone: nothing more */
   CHECK(rn_subscribe_durable(p, t, "audit", on_event, &other) == 0);
   CHECK(other.n == 1 && other.seq[0] == 2);      /* what waited for it, once; group 3 came while it was away */
+  CHECK(insert_id(p, t, 4) == 0);                /* carried: the unsubscribe commits it, delivers it, marks it */
+  CHECK(rn_unsubscribe(p, t, on_event, &other) == 0);
+  CHECK(other.n == 2 && other.seq[1] == 4);
+  got last = { 0 };
+  CHECK(rn_subscribe_durable(p, t, "audit", on_event, &last) == 0);
+  CHECK(last.n == 0);                            /* its mark covers group 4: not again */
   rn_pipeline_close(p);
   char cmd[64];
   snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);

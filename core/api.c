@@ -587,7 +587,8 @@ RN_API int rn_subscribe_durable(rn_pipeline *p, rn_rel *rel, const char *name, r
   }
   sprintf(key, RN_SINK_NAMED "%s", name);
   rn_outbox_mark m;
-  rc = rn_outbox_mark_read(p, key, &m);
+  rc = rn_outbox_sink_check(p, rel, key); /* before the mark's read, whose flush a callback is refused */
+  if (!rc) rc = rn_outbox_mark_read(p, key, &m);
   static const rn_outbox_ops ops = { csub_change, NULL, NULL, NULL, NULL, NULL, NULL, NULL };
   if (rc) free_csub(s);
   else rc = rn_outbox_sink_add(p, rel, key, false, &ops, s, free_csub, m.found ? m.delivered : p->seq,

@@ -54,3 +54,19 @@ describe("closing with groups waiting", function()
     p:close()
   end)
 end)
+
+describe("a durable sink declared from inside a callback", function()
+  it("is refused as added inside a group, not as a flush", function()
+    local p = runnel.open()
+    local t = p:table("t", { {"k","int"}, key = "k" })
+    local err
+    t:sink(function()
+      local ok, e = pcall(t.sink, t, function() end, { durable = true, name = "late" })
+      err = not ok and e or "declared"
+    end, { durable = true, name = "d" })
+    t:insert{ k = 1 }
+    assert.matches("t: sinks are added outside groups", err, 1, true)
+    assert.same({ ["sink:d"] = 0 }, p:stats().outbox)
+    p:close()
+  end)
+end)

@@ -98,6 +98,7 @@ typedef struct obsink {
   uint64_t marked;        /* delivered as committed in the state */
   uint64_t position_marking; /* position as written in the open transaction */
   uint64_t position_marked; /* position as committed in the state (9: it moves within a group) */
+  rn_err failure;         /* its last delivery failure (said when a close loses its groups, (6)) */
 } obsink;
 
 /* An entry not yet committed to LMDB, or one of a nameless sink (6). */
@@ -399,6 +400,7 @@ static int deliver_entry(rn_outbox *ob, obsink *s, uint64_t seq, const char *dat
   rn_zone_destroy(&z);
   if (rc) {
     if (!e.code) rn_err_set(&e, rc, "%s: delivery of group %llu failed", s->rel->name, (unsigned long long)seq);
+    s->failure = e;
     delivery_failed(ob, &e);
     return rc;
   }
@@ -422,6 +424,7 @@ static void end_runs(rn_outbox *ob, obsink **v, const uint64_t *before, int n, b
     if (v[i]->delivered != before[i] && v[i]->ops.finish &&
         (v[i]->ops.finish(v[i]->ctx, &e) || (rn_oom() && rn_err_set(&e, RN_ENOMEM, "out of memory")))) {
       if (!e.code) rn_err_set(&e, RN_EIO, "%s: delivery failed", v[i]->rel->name);
+      v[i]->failure = e;
       delivery_failed(ob, &e);
       failed = true;
     }
@@ -840,7 +843,7 @@ int rn_outbox_lost(rn_pipeline *p, rn_err *e)
       return rn_err_set(e, RN_EIO, "close: %s: groups %llu to %llu waiting for its NDJSON sink on an open file were "
                         "not delivered and are lost (it keeps them in memory only): %s", s->rel->name,
                         (unsigned long long)first, (unsigned long long)last,
-                        ob->err.code ? ob->err.msg : "its delivery failed");
+                        s->failure.code ? s->failure.msg : "its delivery failed");
   }
   return 0;
 }

@@ -28,6 +28,21 @@ describe("closing with groups waiting", function()
     full:close()
   end)
 
+  it("says the open file's own failure, not another sink's", function()
+    local p = runnel.open(dir .. "/s")
+    local t = p:table("t", { {"k","int"}, key = "k" })
+    t:sink(function() error("the other sink is down") end, { durable = true, name = "other" }) -- fails first
+    local full = assert(io.open("/dev/full", "w"))
+    t:sink(runnel.ndjson(full))
+    t:insert{ k = 1 }
+    local ok, err = pcall(p.close, p)
+    assert.is_false(ok)
+    assert.matches("close: t: groups 1 to 1 waiting for its NDJSON sink on an open file were not delivered "
+                   .. "and are lost (it keeps them in memory only): ndjson: writing: No space left on device",
+                   err, 1, true)
+    full:close()
+  end)
+
   it("closes quietly once the open file took every group", function()
     local p = runnel.open()
     local t = p:table("t", { {"k","int"}, key = "k" })

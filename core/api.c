@@ -664,10 +664,12 @@ RN_API int rn_subscribe_durable(rn_pipeline *p, rn_rel *rel, const char *name, r
   }
   sprintf(key, RN_SINK_NAMED "%s", name);
   rn_outbox_mark m;
-  rc = rn_outbox_mark_read(p, key, &m);
+  rc = rn_outbox_sink_check(p, rel, key); /* before the mark's read, whose flush a callback is refused */
+  if (!rc) rc = rn_outbox_mark_read(p, key, &m);
   static const rn_outbox_ops ops = { csub_change, NULL, NULL, NULL, NULL, NULL, NULL, NULL };
   if (rc) free_csub(s);
-  else rc = rn_outbox_sink_add(p, rel, key, false, &ops, s, free_csub, m.found ? m.delivered : p->seq, 0);
+  else rc = rn_outbox_sink_add(p, rel, key, false, &ops, s, free_csub, m.found ? m.delivered : p->seq,
+                               m.found ? m.position : 0); /* resumes mid-group (OUTBOX-9) */
   free(key);
   if (!rc) rn_err_clear(&p->err); /* what it was refused delivering the waiting groups is not its message */
   return rc;
@@ -689,6 +691,13 @@ RN_API int rn_subscribe_flags(rn_pipeline *p, rn_rel *rel, int flags, rn_callbac
   return rc;
 }
 
+/* Whether a durable sink is the subscriber want describes (its fn and ctx). */
+static bool same_csub(rn_sink_fn change, void *ctx, void *arg)
+{
+  const csub *s = ctx, *want = arg;
+  return change == csub_change && s->fn == want->fn && s->ctx == want->ctx;
+}
+
 RN_API int rn_unsubscribe(rn_pipeline *p, rn_rel *rel, rn_callback fn, void *ctx)
 {
   if (!p) return RN_EINVAL;
@@ -706,6 +715,8 @@ RN_API int rn_unsubscribe(rn_pipeline *p, rn_rel *rel, rn_callback fn, void *ctx
     free(k);
     return 0;
   }
+  csub want = { .fn = fn, .ctx = ctx };
+  if ((rc = rn_outbox_sink_remove(p, rel, same_csub, &want)) != RN_ENOTFOUND) return rc; /* a durable one */
   return rn_err_set(&p->err, RN_ENOTFOUND, "%s: rn_unsubscribe: no subscriber with this callback and context",
                     rel->name);
 }

@@ -149,7 +149,7 @@ static int jsink_change(void *ctx, rn_rel *rel, const rn_change *c, const rn_sin
   bool del = c->verb == RN_DELETE;
   size_t at = s->data.size;
   int rc = rn_ndjson_line(rel->schema, del ? c->old : c->row, del ? c->old_len : c->row_len,
-                          del && s->verb_field, s->verb_field, verb_names[c->verb], &s->zone, &s->data);
+                          del && s->verb_field, s->verb_field, verb_names[c->verb], NULL, NULL, &s->zone, &s->data);
   msgpack_zone_clear(&s->zone);
   if (rc) return rn_err_set(e, RN_ESTORE, "%s: jetstream: a row could not be decoded", rel->name);
   size_t len = s->data.size - at;

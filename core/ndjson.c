@@ -30,6 +30,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "jetstream.h"
 #include "json.h"
 #include "outbox.h"
 #include "row.h"
@@ -143,7 +144,7 @@ void rn_json_value(msgpack_sbuffer *b, const msgpack_object *v, const rn_column 
 }
 
 int rn_ndjson_line(const rn_schema *s, const char *row, size_t len, bool key_only, const char *verb_field,
-                   const char *verb, msgpack_zone *z, msgpack_sbuffer *out)
+                   const char *verb, const char *id_field, const char *id, msgpack_zone *z, msgpack_sbuffer *out)
 {
   const msgpack_object *v = rn_row_unpack(row, len, s->ncols, z);
   if (!v) return -1;
@@ -153,6 +154,13 @@ int rn_ndjson_line(const rn_schema *s, const char *row, size_t len, bool key_onl
     json_str(out, verb_field, strlen(verb_field));
     put(out, ":", 1);
     json_str(out, verb, strlen(verb));
+    first = false;
+  }
+  if (id_field) {
+    if (!first) put(out, ",", 1);
+    json_str(out, id_field, strlen(id_field));
+    put(out, ":", 1);
+    json_str(out, id, strlen(id));
     first = false;
   }
   for (int i = 0; i < s->ncols; i++) {
@@ -188,9 +196,15 @@ int rn_ndjson_line(const rn_schema *s, const char *row, size_t len, bool key_onl
  * follow cannot be reconciled (cutting would remove another writer's
  * lines, appending would write its first lines twice): the sink says so,
  * naming the file, the relation, the group and the bytes. Content decides
- * (no owner mark lives in or beside the user's file): a group whose lines
+ * (no owner mark lives beside the user's file): a group whose lines
  * another writer appended byte for byte at the position would count as
- * written.
+ * written. No record can close that gap: the state cannot record that
+ * its write happened in the same step as the write, and a crash between
+ * the two leaves "it wrote, then another writer appended" and "it did
+ * not, another writer appended the same bytes" as the same file. Only the
+ * lines can tell: with an id field (runnel.ndjson(path, { id = "…" })),
+ * every line holds "<state id>:<seq>:<n>", which no other writer's line
+ * holds, so the same check matches this state's own lines only.
  *
  * An incomplete last line (no newline) is no line: a writer that crashed
  * mid-write left it, and it is cut at open (its own writer's check then
@@ -216,6 +230,8 @@ typedef struct nsink {
   int fd;                 /* a path sink's descriptor, or -1 */
   bool own;               /* close f when the sink goes */
   char *verb_field;       /* NULL: no verb in the lines */
+  char *id_field;         /* NULL: no id in the lines; else each says "<state id>:<seq>:<n>" there */
+  char state_id[33];
   msgpack_sbuffer lines;  /* the group's lines, written at its commit */
   msgpack_zone zone;
   uint64_t length;        /* a path sink's position: just after its last line for good */
@@ -241,6 +257,7 @@ static void free_nsink(void *ctx)
   if (s->fd >= 0) close(s->fd);
   if (s->release) s->release(s->release_ctx);
   free(s->verb_field);
+  free(s->id_field);
   free(s->path);
   free(s->rel_name);
   msgpack_sbuffer_destroy(&s->lines);
@@ -252,11 +269,13 @@ static const char *const verb_names[] = { "", "INSERT", "UPDATE", "DELETE" };
 
 static int nsink_change(void *ctx, rn_rel *rel, const rn_change *c, const rn_sink_info *info, rn_err *e)
 {
-  (void)info;
   nsink *s = ctx;
   bool del = c->verb == RN_DELETE;
+  char id[64];
+  if (s->id_field)
+    snprintf(id, sizeof id, "%s:%llu:%llu", s->state_id, (unsigned long long)info->seq, (unsigned long long)info->n);
   int rc = rn_ndjson_line(rel->schema, del ? c->old : c->row, del ? c->old_len : c->row_len, del,
-                          s->verb_field, verb_names[c->verb], &s->zone, &s->lines);
+                          s->verb_field, verb_names[c->verb], s->id_field, id, &s->zone, &s->lines);
   msgpack_zone_clear(&s->zone);
   return rc ? rn_err_set(e, RN_ESTORE, "%s: ndjson: a row could not be decoded", rel->name) : 0;
 }
@@ -462,15 +481,42 @@ static uint64_t nsink_position(void *ctx) { return ((nsink *)ctx)->length; }
 static const rn_outbox_ops nsink_ops = { nsink_change, nsink_commit, nsink_finish, nsink_discard, nsink_sync,
                                          nsink_position, NULL, nsink_kept };
 
-static nsink *new_nsink(const char *verb_field)
+static nsink *new_nsink(const char *verb_field, const char *id_field)
 {
   nsink *s = calloc(1, sizeof *s);
   if (!s) return NULL;
   s->fd = -1;
   msgpack_sbuffer_init(&s->lines);
   if (!msgpack_zone_init(&s->zone, 4096)) { free(s); return NULL; }
-  if (verb_field && !(s->verb_field = strdup(verb_field))) { free_nsink(s); return NULL; }
+  if ((verb_field && !(s->verb_field = strdup(verb_field))) || (id_field && !(s->id_field = strdup(id_field)))) {
+    free_nsink(s);
+    return NULL;
+  }
   return s;
+}
+
+int rn_ndjson_id_clash(rn_pipeline *p, const rn_rel *rel, const char *verb_field, const char *id_field)
+{
+  if (!id_field) return 0;
+  if (verb_field && strcmp(verb_field, id_field) == 0)
+    return rn_err_set(&p->err, RN_EINVAL, "%s: the id field \"%s\" is also the verb field: name them apart",
+                      rel->name, id_field);
+  if (rn_schema_slot(rel->schema, id_field, strlen(id_field)) < 0) return 0;
+  return rn_err_set(&p->err, RN_EINVAL,
+                    "%s: the id field \"%s\" is also a column of %s, so each line would hold \"%s\" twice: name "
+                    "another field ({ id = \"…\" })", rel->name, id_field, rel->name, id_field);
+}
+
+/* The checks of both kinds of NDJSON sink, and the state's id for lines
+ * that carry one (read before the sink acts on its file). */
+static int check_fields(rn_pipeline *p, const rn_rel *rel, const char *verb_field, const char *id_field,
+                        char state_id[33])
+{
+  if (p->state != RN_IDLE) return rn_outbox_sink_check(p, rel, NULL); /* says sinks are added outside groups */
+  int rc = rn_ndjson_verb_clash(p, rel, verb_field);
+  if (!rc) rc = rn_ndjson_id_clash(p, rel, verb_field, id_field);
+  if (!rc && id_field) rc = rn_state_id(p, state_id);
+  return rc;
 }
 
 int rn_ndjson_verb_clash(rn_pipeline *p, const rn_rel *rel, const char *verb_field)
@@ -482,16 +528,18 @@ int rn_ndjson_verb_clash(rn_pipeline *p, const rn_rel *rel, const char *verb_fie
                     rel->name, verb_field, rel->name, verb_field);
 }
 
-int rn_ndjson_sink(rn_pipeline *p, rn_rel *rel, FILE *f, bool own, const char *verb_field,
+int rn_ndjson_sink(rn_pipeline *p, rn_rel *rel, FILE *f, bool own, const char *verb_field, const char *id_field,
                    rn_free_fn release, void *release_ctx)
 {
-  int rc = rn_ndjson_verb_clash(p, rel, verb_field);
-  nsink *s = rc ? NULL : new_nsink(verb_field);
+  char state_id[33] = "";
+  int rc = check_fields(p, rel, verb_field, id_field, state_id);
+  nsink *s = rc ? NULL : new_nsink(verb_field, id_field);
   if (!s) {
     if (own) fclose(f);
     if (release) release(release_ctx);
     return rc ? rc : rn_err_set(&p->err, RN_ENOMEM, "out of memory");
   }
+  memcpy(s->state_id, state_id, sizeof state_id);
   s->f = f;
   s->own = own;
   s->release = release;
@@ -548,13 +596,16 @@ static int place_sink(rn_pipeline *p, rn_rel *rel, nsink *s, const rn_outbox_mar
   return 0;
 }
 
-int rn_ndjson_sink_path(rn_pipeline *p, rn_rel *rel, const char *path, const char *verb_field)
+int rn_ndjson_sink_path(rn_pipeline *p, rn_rel *rel, const char *path, const char *verb_field,
+                        const char *id_field)
 {
-  if (rn_ndjson_verb_clash(p, rel, verb_field)) return p->err.code;
+  char state_id[33] = "";
+  if (check_fields(p, rel, verb_field, id_field, state_id)) return p->err.code;
   int fd = open(path, O_RDWR | O_CREAT | O_APPEND | O_CLOEXEC, 0666);
   if (fd < 0) return rn_err_set(&p->err, RN_EIO, "ndjson: cannot open %s: %s", path, strerror(errno));
-  nsink *s = new_nsink(verb_field);
+  nsink *s = new_nsink(verb_field, id_field);
   if (!s) { close(fd); return rn_err_set(&p->err, RN_ENOMEM, "out of memory"); }
+  memcpy(s->state_id, state_id, sizeof state_id);
   s->fd = fd;
   char real[PATH_MAX], *name = NULL;
   rn_outbox_mark m;

@@ -10,27 +10,34 @@
 void rn_json_value(msgpack_sbuffer *b, const msgpack_object *v, const rn_column *c);
 
 /* Appends one JSON line for a row of s (key_only: only the key columns of a
- * keyed s). verb_field NULL: no verb. -1 if row is not a row of s. */
+ * keyed s). verb_field NULL: no verb. id_field NULL: no id; else the
+ * string id after the verb. -1 if row is not a row of s. */
 int rn_ndjson_line(const rn_schema *s, const char *row, size_t len, bool key_only, const char *verb_field,
-                   const char *verb, msgpack_zone *z, msgpack_sbuffer *out);
+                   const char *verb, const char *id_field, const char *id, msgpack_zone *z, msgpack_sbuffer *out);
 
 /* Refuses (RN_EINVAL, naming both) a verb field named like a column of
  * rel: the name would be in each line twice, and a reader keeps one of the
  * two (the verb, or the value, is lost). 0 when verb_field is NULL or free. */
 int rn_ndjson_verb_clash(rn_pipeline *p, const rn_rel *rel, const char *verb_field);
 
+/* Refuses (RN_EINVAL) an id field named like a column of rel or like the
+ * verb field; 0 when id_field is NULL or free. */
+int rn_ndjson_id_clash(rn_pipeline *p, const rn_rel *rel, const char *verb_field, const char *id_field);
+
 /* A durable sink writing rel's changes to f (closed with the sink when own;
  * release(release_ctx) is called when the sink goes, for a caller that
  * keeps f alive). Its groups wait in memory: a crash loses the ones not
- * written yet, never writes one twice. */
-int rn_ndjson_sink(rn_pipeline *p, rn_rel *rel, FILE *f, bool own, const char *verb_field,
+ * written yet, never writes one twice. id_field: NULL, or the field each
+ * line names its change in, "<state id>:<seq>:<n>". */
+int rn_ndjson_sink(rn_pipeline *p, rn_rel *rel, FILE *f, bool own, const char *verb_field, const char *id_field,
                    rn_free_fn release, void *release_ctx);
 
 /* A durable sink appending rel's changes to the file at path, exactly
  * once across crashes: the groups after the last one recorded are found
  * in the file (written before a crash) or appended; lines another state
  * wrote are never cut (ndjson.c, "Ownership"). */
-int rn_ndjson_sink_path(rn_pipeline *p, rn_rel *rel, const char *path, const char *verb_field);
+int rn_ndjson_sink_path(rn_pipeline *p, rn_rel *rel, const char *path, const char *verb_field,
+                        const char *id_field);
 
 /* A change's "rel", "op" and "row" values from its map form {rel, op, row}
  * (NULL where absent), as an NDJSON input line holds it. */

@@ -6,8 +6,9 @@
  *     meta "od:" name           |u64 seen|u64 delivered|u64 position|
  *
  * (tag: a hash of the sink's name; rows are the relation's stored rows as
- * msgpack bin; layout: a hash of the relation's name and declaration, as
- * a fixed uint64 (entries of older states start with a change instead);
+ * msgpack bin; layout: a hash of what decides how the relation's rows
+ * read (layout_of), as a fixed uint64 (states before 0.17 hashed the whole
+ * declaration; older ones start with a change instead);
  * a name too long for an LMDB key is "od#" and its hash.)
  *
  * Invariants (OUTBOX-n in specs):
@@ -51,13 +52,26 @@
  *     SQLite sink then rewrites its table).
  * (6) A sink with no name (an NDJSON sink on an already open file) keeps
  *     its entries in memory only: delivered after durability like the
- *     others, lost in a crash, never delivered twice.
+ *     others, lost in a crash, never delivered twice; a close whose last
+ *     delivery cannot write them says they are lost (rn_outbox_lost).
  * (8) Rows are read back with the schema of the relation the sink is on
- *     now, so a named sink is refused at declaration while groups recorded
- *     for another relation, or another declaration of its relation, wait
- *     for it: read with the wrong schema they would be wrong data.
+ *     now, so a named sink is refused at declaration while groups wait for
+ *     it that this schema would read wrong: recorded for another relation,
+ *     or another layout of its rows (a column retyped, added, dropped,
+ *     moved), or holding null in a column now declared not null. A
+ *     declaration that changed only defaults or made columns nullable
+ *     reads them right: they are delivered.
  * (7) on_durable hooks (durable.c) run after the deliveries of the LMDB
- *     commit that made their groups durable (group.c). */
+ *     commit that made their groups durable (group.c).
+ * (9) A sink that takes each group for good as it goes (no finish: Lua
+ *     and C sinks) takes each change for good too: a change it returned
+ *     from is acknowledged, and its position counts the changes of the
+ *     first waiting group it acknowledged (kept in its mark like NDJSON's
+ *     offset). A delivery that fails on change n of group seq resumes at
+ *     change n, numbered n as before, then commit(seq); one that fails in
+ *     commit(seq) gets commit(seq) alone again. So within a process each
+ *     change reaches it exactly once; after a crash the changes after the
+ *     recorded mark come again, (info.seq, info.n) naming each one. */
 #include "outbox.h"
 
 #include <stdio.h>
@@ -65,6 +79,7 @@
 #include <string.h>
 
 #include "key.h"
+#include "row.h"
 
 typedef struct obsink {
   rn_rel *rel;
@@ -76,11 +91,14 @@ typedef struct obsink {
   char *mkey;             /* meta key of its record */
   size_t mklen;
   uint64_t tag;           /* the key prefix of its entries */
-  uint64_t layout;        /* its relation's name and declaration, hashed (8) */
+  uint64_t layout;        /* the layout of its relation's rows, hashed (8) */
   uint64_t delivered;     /* the last group delivered (3) */
-  uint64_t position;      /* the sink's position after it */
+  uint64_t position;      /* the sink's position after it (9: the changes of the next group it took) */
   uint64_t marking;       /* delivered as written in the open transaction */
   uint64_t marked;        /* delivered as committed in the state */
+  uint64_t position_marking; /* position as written in the open transaction */
+  uint64_t position_marked; /* position as committed in the state (9: it moves within a group) */
+  rn_err failure;         /* its last delivery failure (said when a close loses its groups, (6)) */
 } obsink;
 
 /* An entry not yet committed to LMDB, or one of a nameless sink (6). */
@@ -201,7 +219,15 @@ static int write_mark(rn_pipeline *p, rn_outbox *ob, obsink *s, MDB_txn *txn, ui
     if (rc && rc != MDB_NOTFOUND) return rn_store_fail(&p->err, rc, s->name);
   }
   s->marking = s->delivered;
+  s->position_marking = s->position;
   return 0;
+}
+
+/* The record written in the transaction that just committed is the state's. */
+static void mark_committed(obsink *s)
+{
+  s->marked = s->marking;
+  s->position_marked = s->position_marking;
 }
 
 /* ---- recording (1) ---- */
@@ -300,7 +326,7 @@ void rn_outbox_committed(rn_pipeline *p)
     at = &e->next;
   }
   ob->tail = at;
-  for (int i = 0; i < ob->n; i++) ob->sinks[i]->marked = ob->sinks[i]->marking;
+  for (int i = 0; i < ob->n; i++) mark_committed(ob->sinks[i]);
   ob->fresh = ob->unsynced = true;
 }
 
@@ -344,6 +370,7 @@ static int deliver_entry(rn_outbox *ob, obsink *s, uint64_t seq, const char *dat
   msgpack_object o = { .type = MSGPACK_OBJECT_NIL };
   size_t off = 0;
   int rc = 0;
+  bool resumes = !s->ops.finish; /* it takes each change for good as it goes (9) */
   rn_oom_clear(); /* what the sink writes (an NDJSON line) must not be cut short silently */
   if (!rn_zone_init(&z, 4096)) rc = rn_err_set(&e, RN_ENOMEM, "out of memory");
   else if (rn_unpack(data, len, &off, &z, &o) != MSGPACK_UNPACK_SUCCESS || o.type != MSGPACK_OBJECT_ARRAY)
@@ -361,18 +388,24 @@ static int deliver_entry(rn_outbox *ob, obsink *s, uint64_t seq, const char *dat
                      f[2].type == MSGPACK_OBJECT_BIN ? f[2].via.bin.ptr : NULL, f[2].type == MSGPACK_OBJECT_BIN ? f[2].via.bin.size : 0,
                      f[3].type == MSGPACK_OBJECT_BIN ? f[3].via.bin.ptr : NULL, f[3].type == MSGPACK_OBJECT_BIN ? f[3].via.bin.size : 0 };
     rn_sink_info info = { ch.id, seq, i + 1 - first };
+    if (resumes && info.n <= s->position) continue; /* acknowledged before (9) */
     rc = s->ops.change(s->ctx, s->rel, &ch, &info, &e);
+    if (!rc && resumes && rn_oom()) rc = rn_err_set(&e, RN_ENOMEM, "%s: out of memory delivering group %llu",
+                                                   s->rel->name, (unsigned long long)seq);
+    if (!rc && resumes) s->position = info.n;
   }
   if (!rc && s->ops.commit) rc = s->ops.commit(s->ctx, seq, &e);
-  if (!rc && rn_oom()) rc = rn_err_set(&e, RN_ENOMEM, "%s: out of memory delivering group %llu", s->rel->name,
-                                       (unsigned long long)seq);
+  if (!rc && !resumes && rn_oom()) rc = rn_err_set(&e, RN_ENOMEM, "%s: out of memory delivering group %llu",
+                                                   s->rel->name, (unsigned long long)seq);
   rn_zone_destroy(&z);
   if (rc) {
     if (!e.code) rn_err_set(&e, rc, "%s: delivery of group %llu failed", s->rel->name, (unsigned long long)seq);
+    s->failure = e;
     delivery_failed(ob, &e);
     return rc;
   }
   s->delivered = seq;
+  if (resumes) s->position = 0;
   return 0;
 }
 
@@ -391,6 +424,7 @@ static void end_runs(rn_outbox *ob, obsink **v, const uint64_t *before, int n, b
     if (v[i]->delivered != before[i] && v[i]->ops.finish &&
         (v[i]->ops.finish(v[i]->ctx, &e) || (rn_oom() && rn_err_set(&e, RN_ENOMEM, "out of memory")))) {
       if (!e.code) rn_err_set(&e, RN_EIO, "%s: delivery failed", v[i]->rel->name);
+      v[i]->failure = e;
       delivery_failed(ob, &e);
       failed = true;
     }
@@ -546,15 +580,31 @@ static void free_sink(obsink *s)
   free(s);
 }
 
-/* A hash of rel's name and declaration: what its entries' rows are read with (8). */
-static uint64_t layout_of(const rn_rel *rel)
+/* The layout of rel's rows (8): a hash of what decides how a stored row
+ * reads, tagged "rows1": the relation's name, each column's name and
+ * type (a struct's fields whole), the key. Not a column's nullability nor
+ * its default: a default only fills rows as they are made, and a column
+ * made nullable reads every waiting row the same; one made not null reads
+ * them the same unless a waiting row holds null there (waiting_null).
+ * full: the hash of the whole declaration, which states before this one
+ * recorded (an entry with it waits for the same declaration). */
+static uint64_t layout_of(const rn_rel *rel, bool full)
 {
+  const rn_schema *sc = rel->schema;
   msgpack_sbuffer b;
   msgpack_sbuffer_init(&b);
   msgpack_packer pk;
   msgpack_packer_init(&pk, &b, rn_buf_write);
+  if (!full) msgpack_pack_str_with_body(&pk, "rows1", 5);
   msgpack_pack_str_with_body(&pk, rel->name, strlen(rel->name));
-  rn_schema_describe(rel->schema, &pk);
+  if (full) rn_schema_describe(sc, &pk);
+  for (int i = 0; !full && i < sc->ncols; i++) {
+    const rn_column *c = &sc->cols[i];
+    msgpack_pack_str_with_body(&pk, c->name, c->name_len);
+    msgpack_pack_str_with_body(&pk, rn_type_name(c->type), strlen(rn_type_name(c->type)));
+    if (c->fields) rn_schema_describe(c->fields, &pk); else msgpack_pack_nil(&pk);
+  }
+  for (int i = 0; !full && i < sc->nkey; i++) msgpack_pack_int(&pk, sc->key_slots[i]);
   uint64_t h = rn_hash64(b.data, b.size);
   msgpack_sbuffer_destroy(&b);
   return h;
@@ -569,48 +619,99 @@ static uint64_t entry_layout(const MDB_val *v)
   return get_be64((const char *)b + head + 1);
 }
 
-/* The first group after `after` waiting under tag with a layout other
- * than `layout`, or 0 (none, or the outbox cannot be read). */
-static uint64_t first_stale(MDB_txn *txn, MDB_dbi dbi, uint64_t tag, uint64_t after, uint64_t layout)
+/* Whether one stored row holds null in a column sc declares not null;
+ * *col: the first such column. (A row that does not decode is left to
+ * its delivery, which says the group is damaged.) */
+static bool row_null(const rn_schema *sc, const msgpack_object *row, msgpack_zone *z, int *col)
 {
+  if (row->type != MSGPACK_OBJECT_BIN) return false;
+  const msgpack_object *v = rn_row_unpack(row->via.bin.ptr, row->via.bin.size, sc->ncols, z);
+  for (int i = 0; v && i < sc->ncols; i++)
+    if (!sc->cols[i].nullable && v[i].type == MSGPACK_OBJECT_NIL) { *col = i; return true; }
+  return false;
+}
+
+/* Whether an entry recorded with rel's row layout holds a row with null
+ * in a column rel now declares not null (8); *col: that column. Reads
+ * every row of the entry: once per waiting group at declaration. */
+static bool waiting_null(const rn_rel *rel, const MDB_val *v, int *col)
+{
+  const rn_schema *sc = rel->schema;
+  bool strict = false, found = false;
+  for (int i = 0; i < sc->ncols; i++) strict |= !sc->cols[i].nullable && !sc->cols[i].is_key;
+  if (!strict) return false; /* every column may hold null (a key never does) */
+  msgpack_zone z;
+  msgpack_object o;
+  size_t off = 0;
+  if (!rn_zone_init(&z, 4096)) return false; /* its delivery says so */
+  if (rn_unpack(v->mv_data, v->mv_size, &off, &z, &o) != MSGPACK_UNPACK_SUCCESS || o.type != MSGPACK_OBJECT_ARRAY)
+    o.via.array.size = 0; /* damaged: its delivery says so */
+  for (uint32_t i = 1; !found && i < o.via.array.size; i++) {
+    const msgpack_object *c = &o.via.array.ptr[i];
+    if (c->type == MSGPACK_OBJECT_ARRAY && c->via.array.size == 4)
+      found = row_null(sc, &c->via.array.ptr[2], &z, col) || row_null(sc, &c->via.array.ptr[3], &z, col);
+  }
+  rn_zone_destroy(&z);
+  return found;
+}
+
+/* What waits for a sink that its relation's declaration would read wrong (8). */
+typedef struct stale {
+  uint64_t seq;           /* the first such group, or 0 */
+  int col;                /* its column holding null, now not null; -1: another layout */
+} stale;
+
+/* The first group after `after` waiting under tag that rel's declaration
+ * would read wrong: recorded with another layout, or holding null in a
+ * column now not null. seq 0: none, or the outbox cannot be read. */
+static stale first_stale(MDB_txn *txn, MDB_dbi dbi, uint64_t tag, uint64_t after, const rn_rel *rel)
+{
+  stale st = { 0, -1 };
   MDB_cursor *cur;
-  if (mdb_cursor_open(txn, dbi, &cur)) return 0;
+  if (mdb_cursor_open(txn, dbi, &cur)) return st;
+  uint64_t rows = layout_of(rel, false), full = layout_of(rel, true);
   char from[16];
   put_be64(from, tag);
   put_be64(from + 8, after + 1);
   MDB_val k = { 16, from }, v;
-  uint64_t stale = 0;
-  for (int rc = mdb_cursor_get(cur, &k, &v, MDB_SET_RANGE); rc == 0 && !stale; rc = mdb_cursor_get(cur, &k, &v, MDB_NEXT)) {
+  for (int rc = mdb_cursor_get(cur, &k, &v, MDB_SET_RANGE); rc == 0 && !st.seq; rc = mdb_cursor_get(cur, &k, &v, MDB_NEXT)) {
     if (k.mv_size != 16 || get_be64(k.mv_data) != tag) break;
     uint64_t had = entry_layout(&v);
-    if (had && had != layout) stale = get_be64((char *)k.mv_data + 8);
+    if (!had || had == full) continue; /* a state older than (8), or the same declaration */
+    if (had != rows || waiting_null(rel, &v, &st.col)) st.seq = get_be64((char *)k.mv_data + 8);
   }
   mdb_cursor_close(cur);
-  return stale;
+  return st;
 }
 
 uint64_t rn_outbox_stale(rn_pipeline *p, const char *name, const rn_rel *rel, uint64_t after)
 {
   MDB_txn *txn;
   MDB_dbi dbi;
-  uint64_t stale = 0;
+  stale st = { 0, -1 };
   if (rn_store_txn(p->store.env, MDB_RDONLY, &txn)) return 0;
   if (mdb_dbi_open(txn, RN_DB_OUTBOX, 0, &dbi) == 0 && mdb_set_compare(txn, dbi, rn_store_key_cmp) == 0)
-    stale = first_stale(txn, dbi, rn_hash64(name, strlen(name)), after, layout_of(rel));
+    st = first_stale(txn, dbi, rn_hash64(name, strlen(name)), after, rel);
   mdb_txn_abort(txn);
-  return stale;
+  return st.seq;
 }
 
-/* (8): refuses s while a group recorded with another layout waits for it. */
+/* (8): refuses s while a group waits for it that its relation's
+ * declaration would read wrong. */
 static int check_waiting(rn_pipeline *p, rn_outbox *ob, obsink *s, MDB_txn *txn)
 {
-  uint64_t stale = first_stale(txn, ob->dbi, s->tag, s->delivered, s->layout);
-  if (!stale) return 0;
+  stale st = first_stale(txn, ob->dbi, s->tag, s->delivered, s->rel);
+  if (!st.seq) return 0;
+  if (st.col >= 0)
+    return rn_err_set(&p->err, RN_EINVAL,
+                      "%s: durable sink %s: group %llu waits for it with null in column \"%s\", now not null; "
+                      "declare the column null = true to deliver the waiting groups, or give the sink a new name",
+                      s->rel->name, s->name, (unsigned long long)st.seq, s->rel->schema->cols[st.col].name);
   return rn_err_set(&p->err, RN_EINVAL,
                     "%s: durable sink %s: group %llu waits for it, recorded for another relation or another "
                     "declaration of %s; its rows would be read wrong: declare the sink as it was to deliver "
                     "the waiting groups, or give it a new name",
-                    s->rel->name, s->name, (unsigned long long)stale, s->rel->name);
+                    s->rel->name, s->name, (unsigned long long)st.seq, s->rel->name);
 }
 
 /* In a transaction of its own: opens the outbox, checks what waits (8),
@@ -633,7 +734,7 @@ static int declare_record(rn_pipeline *p, rn_outbox *ob, obsink *s)
   if (rc) { mdb_txn_abort(txn); return rc; }
   if ((rc = mdb_txn_commit(txn))) return rn_store_fail(&p->err, rc, s->name);
   ob->has_dbi = true;
-  s->marked = s->marking;
+  mark_committed(s);
   return 0;
 }
 
@@ -673,7 +774,7 @@ int rn_outbox_sink_add(rn_pipeline *p, rn_rel *rel, const char *name, bool conso
     return rn_err_set(&p->err, RN_ENOMEM, "out of memory");
   }
   *s = (obsink){ .rel = rel, .consolidate = consolidate, .ops = *ops, .ctx = ctx, .free_ctx = free_ctx,
-                 .delivered = delivered, .position = position, .layout = layout_of(rel) };
+                 .delivered = delivered, .position = position, .layout = layout_of(rel, false) };
   int rc = rn_outbox_sink_check(p, rel, name);
   if (!rc && name) {
     s->tag = rn_hash64(name, strlen(name));
@@ -727,13 +828,36 @@ int rn_outbox_pending(rn_pipeline *p, void (*fn)(void *ctx, const char *name, ui
   return 0;
 }
 
+int rn_outbox_lost(rn_pipeline *p, rn_err *e)
+{
+  rn_outbox *ob = p->outbox;
+  for (int i = 0; ob && i < ob->n; i++) {
+    const obsink *s = ob->sinks[i];
+    uint64_t first = 0, last = 0;
+    for (const entry *en = ob->head; !s->name && en; en = en->next)
+      if (en->sink == s && en->committed && en->seq > s->delivered) {
+        if (!first) first = en->seq;
+        last = en->seq;
+      }
+    if (first)
+      return rn_err_set(e, RN_EIO, "close: %s: groups %llu to %llu waiting for its NDJSON sink on an open file were "
+                        "not delivered and are lost (it keeps them in memory only): %s", s->rel->name,
+                        (unsigned long long)first, (unsigned long long)last,
+                        s->failure.code ? s->failure.msg : "its delivery failed");
+  }
+  return 0;
+}
+
 /* Writes every mark that moved since the last commit, in a small
  * transaction (3): only when no group is carried (their transaction holds
  * the marks then). */
 static void write_marks(rn_pipeline *p, rn_outbox *ob)
 {
   bool moved = false;
-  for (int i = 0; i < ob->n; i++) moved |= ob->sinks[i]->name && ob->sinks[i]->delivered > ob->sinks[i]->marked;
+  for (int i = 0; i < ob->n; i++) {
+    const obsink *s = ob->sinks[i];
+    moved |= s->name && (s->delivered > s->marked || (!s->ops.finish && s->position != s->position_marked)); /* (9) */
+  }
   if (!moved || p->store.wtxn || !ob->has_dbi) return;
   MDB_txn *txn;
   if (mdb_txn_begin(p->store.env, NULL, 0, &txn)) return;
@@ -741,7 +865,32 @@ static void write_marks(rn_pipeline *p, rn_outbox *ob)
   for (int i = 0; i < ob->n && !rc; i++)
     if (ob->sinks[i]->name) rc = write_mark(p, ob, ob->sinks[i], txn, p->seq);
   if (rc || mdb_txn_commit(txn)) { if (rc) mdb_txn_abort(txn); return; }
-  for (int i = 0; i < ob->n; i++) ob->sinks[i]->marked = ob->sinks[i]->marking;
+  for (int i = 0; i < ob->n; i++) mark_committed(ob->sinks[i]);
+}
+
+int rn_outbox_sink_remove(rn_pipeline *p, rn_rel *rel, bool (*match)(rn_sink_fn change, void *ctx, void *arg),
+                          void *arg)
+{
+  rn_outbox *ob = p->outbox;
+  int i = 0;
+  while (ob && i < ob->n && (ob->sinks[i]->rel != rel || !match(ob->sinks[i]->ops.change, ob->sinks[i]->ctx, arg))) i++;
+  if (!ob || i == ob->n) return RN_ENOTFOUND;
+  int rc = rn_flush(p); /* the carried groups' entries are in LMDB: its mark can be written now */
+  if (rc) return rc;
+  obsink *s = ob->sinks[i];
+  write_marks(p, ob);
+  entry **at = &ob->head; /* a nameless sink's groups go with it, as at close */
+  while (*at) {
+    entry *e = *at;
+    if (e->sink == s) { *at = e->next; free(e); }
+    else at = &e->next;
+  }
+  ob->tail = at;
+  memmove(&ob->sinks[i], &ob->sinks[i + 1], sizeof *ob->sinks * (size_t)(ob->n - i - 1));
+  ob->n--;
+  rel->listeners--;
+  free_sink(s);
+  return 0;
 }
 
 void rn_outbox_close(rn_pipeline *p)

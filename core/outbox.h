@@ -39,7 +39,8 @@ typedef struct rn_outbox_mark {
   bool found;             /* the state has a record for the name */
   uint64_t seen;          /* the last group committed while the sink was declared */
   uint64_t delivered;     /* the last group delivered (as committed with a later group) */
-  uint64_t position;      /* the sink's position after it */
+  uint64_t position;      /* the sink's position after it (a sink without finish: how many
+                             changes of the first waiting group it acknowledged) */
 } rn_outbox_mark;
 
 /* Commits carried groups, then reads the record of name. */
@@ -81,10 +82,23 @@ void rn_outbox_forget(rn_pipeline *p);
  * rn_deliver, never returned: the groups are committed. */
 void rn_outbox_after_commit(rn_pipeline *p);
 
+/* Removes the first durable sink of rel for which match(change, ctx, arg)
+ * holds, after committing carried groups and writing its mark: the groups
+ * waiting for it stay in the state, delivered when a sink of its name is
+ * declared again. 0; RN_ENOTFOUND (p->err untouched) when none matches;
+ * else the error (p->err says why). Outside groups and callbacks. */
+int rn_outbox_sink_remove(rn_pipeline *p, rn_rel *rel, bool (*match)(rn_sink_fn change, void *ctx, void *arg),
+                          void *arg);
+
 /* ---- the host's side ---- */
 /* fn once per durable sink with its name (or "(unnamed)") and how many
  * groups wait for it. */
 int rn_outbox_pending(rn_pipeline *p, void (*fn)(void *ctx, const char *name, uint64_t groups), void *ctx);
+/* At close, after the last flush: whether groups still wait for a sink
+ * without a name (6), which keeps them in memory only: they are lost with
+ * it. 0, or RN_EIO with e saying which groups of which relation, and the
+ * last delivery failure. */
+int rn_outbox_lost(rn_pipeline *p, rn_err *e);
 /* At close, after the last flush: writes the marks, frees the sinks. */
 void rn_outbox_close(rn_pipeline *p);
 

@@ -119,6 +119,7 @@ static int close_pipeline(rn_pipeline *p, char *errbuf, size_t errlen, bool *clo
     snprintf(errbuf, errlen, "close: groups %llu to %llu, carried in LMDB's open transaction (sync = false), could not "
              "be committed and are lost; the state holds group %llu: %s", (unsigned long long)durable + 1,
              (unsigned long long)seq, (unsigned long long)durable, p->err.msg);
+  if (!rc && (rc = rn_outbox_lost(p, &p->err)) && errbuf && errlen) snprintf(errbuf, errlen, "%s", p->err.msg);
   rn_outbox_close(p); /* the delivered marks, then the durable sinks go */
   free_pipeline(p);
   return rc;

@@ -137,6 +137,9 @@ RN_API int rn_pipeline_close(rn_pipeline *p);
  * all the same, those groups are lost, and this returns the code with
  * errbuf saying which ("close: groups 5 to 9, carried …, could not be
  * committed and are lost; the state holds group 4: disk full …").
+ * Likewise groups waiting for an NDJSON sink on an open file (kept in
+ * memory only) that the close's last delivery could not write are lost:
+ * RN_EIO, errbuf naming them and the write's failure.
  * rn_pipeline_close returns 0 then. RN_EMISUSE from inside a callback, as
  * rn_pipeline_close: nothing closed. Only RN_EMISUSE leaves p open. */
 RN_API int rn_pipeline_close_report(rn_pipeline *p, char *errbuf, size_t errlen);
@@ -300,10 +303,13 @@ RN_API int rn_subscribe_rollback(rn_pipeline *p, rn_rel *rel, rn_callback fn, rn
  * declaration or close), from an outbox kept in the state: it cannot fail
  * the group, and after a crash it gets again, in order, every group after
  * the last one it was known to have taken — at least once, so dedupe by
- * ev->seq. name identifies it in the state (unique in the pipeline,
- * required). A nonzero return leaves the group (and the later ones)
- * waiting: they are delivered again at the next commit, rn_flush or
- * rn_deliver. Not inside a group (RN_EMISUSE). */
+ * (ev->seq, ev->n). name identifies it in the state (unique in the
+ * pipeline, required). A change it returned 0 for is taken: a nonzero
+ * return leaves that change, the rest of its group and the later groups
+ * waiting, and the retry (the next commit, rn_flush, rn_deliver, or the
+ * next open once it subscribes again) starts at the refused change, with
+ * the same ev->n: within a process each change reaches it once. Not
+ * inside a group (RN_EMISUSE). */
 RN_API int rn_subscribe_durable(rn_pipeline *p, rn_rel *rel, const char *name, rn_callback fn, void *ctx);
 
 /* Delivers every group waiting for a durable sink (NDJSON, SQLite,
@@ -415,9 +421,12 @@ RN_API void rn_cursor_close(rn_cursor *c);
 enum { RN_SUBSCRIBE_CONSOLIDATE = 1 };
 RN_API int rn_subscribe_flags(rn_pipeline *p, rn_rel *rel, int flags, rn_callback fn, rn_rollback_fn on_rollback,
                               void *ctx);
-/* Removes the in-group subscriber of rel registered with fn and ctx (the
- * first, if several): it gets nothing of later groups. Errors: RN_ENOTFOUND
- * (no such subscriber), RN_EMISUSE (inside a group or a callback). */
+/* Removes the subscriber of rel registered with fn and ctx (the first, if
+ * several; in-group ones first): it gets nothing of later groups. A durable
+ * one's mark is written first (carried groups are committed for it), and
+ * the groups waiting for it stay in the state until a subscriber of its
+ * name comes again. Errors: RN_ENOTFOUND (no such subscriber), RN_EMISUSE
+ * (inside a group or a callback). */
 RN_API int rn_unsubscribe(rn_pipeline *p, rn_rel *rel, rn_callback fn, void *ctx);
 
 /* ---- NATS JetStream (jetstream.c, js_source.c) ---------------------------

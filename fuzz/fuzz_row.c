@@ -137,8 +137,8 @@ static void check_normalized(const rn_schema *s, const char *d, size_t len, msgp
     MUST(rn_msgpack_size(once.data, once.size) == once.size);
     MUST(normalize_packed(s, once.data, once.size, z, &twice) == 0);
     MUST(once.size == twice.size && memcmp(once.data, twice.data, once.size) == 0);
-    MUST(rn_ndjson_line(s, once.data, once.size, false, "verb", "INSERT", z, &line) == 0);
-    MUST(s->ncols == 0 || rn_ndjson_line(s, once.data, once.size, true, NULL, NULL, z, &line) == 0);
+    MUST(rn_ndjson_line(s, once.data, once.size, false, "verb", "INSERT", NULL, NULL, z, &line) == 0);
+    MUST(s->ncols == 0 || rn_ndjson_line(s, once.data, once.size, true, NULL, NULL, NULL, NULL, z, &line) == 0);
   }
   msgpack_sbuffer_destroy(&once);
   msgpack_sbuffer_destroy(&twice);

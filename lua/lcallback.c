@@ -724,7 +724,8 @@ int rn_lua_declare_map(lua_State *L)
 
 /* A sink delivered after durability from the outbox, as "sink:" name in
  * the state: after a crash it gets the groups after its last recorded
- * mark again (at least once; info.seq tells them apart). */
+ * mark again (info.seq and info.n name each change); within a process
+ * a delivery that failed resumes after the last change it took (OUTBOX-9). */
 static int add_durable_sink(lpipe *lp, rn_rel *rel, const char *name, bool consolidate, lcb *cb)
 {
   static const rn_outbox_ops ops = { sink_cb, sink_commit_cb, NULL, NULL, NULL, NULL, NULL, NULL };
@@ -732,9 +733,11 @@ static int add_durable_sink(lpipe *lp, rn_rel *rel, const char *name, bool conso
   if (!key) { free_cb(cb); return rn_err_set(&lp->p->err, RN_ENOMEM, "out of memory"); }
   sprintf(key, RN_SINK_NAMED "%s", name);
   rn_outbox_mark m;
-  int rc = rn_outbox_mark_read(lp->p, key, &m);
+  int rc = rn_outbox_sink_check(lp->p, rel, key); /* before the mark's read, whose flush a callback is refused */
+  if (!rc) rc = rn_outbox_mark_read(lp->p, key, &m);
   if (rc) free_cb(cb);
-  else rc = rn_outbox_sink_add(lp->p, rel, key, consolidate, &ops, cb, free_cb, m.found ? m.delivered : lp->p->seq, 0);
+  else rc = rn_outbox_sink_add(lp->p, rel, key, consolidate, &ops, cb, free_cb, m.found ? m.delivered : lp->p->seq,
+                               m.found ? m.position : 0); /* resumes mid-group (OUTBOX-9) */
   free(key);
   return rc;
 }

@@ -128,12 +128,13 @@ static FILE *lua_file(lua_State *L, int idx)
   return s && s->closef ? s->f : NULL;
 }
 
-/* p:_ndjson_sink(rel, path|file, verb_field|false) -> true | nil, err */
+/* p:_ndjson_sink(rel, path|file, verb_field|false, id_field|nil) -> true | nil, err */
 static int l_ndjson_sink(lua_State *L)
 {
   lpipe *lp = rn_lua_checkpipe(L, 1);
   lrel *r = rn_lua_checkrel_of(L, 2, lp);
   const char *verb = lua_isstring(L, 4) ? lua_tostring(L, 4) : NULL;
+  const char *id = lua_isstring(L, 5) ? lua_tostring(L, 5) : NULL;
   FILE *f = lua_file(L, 3);
   int rc;
   if (f) {
@@ -143,9 +144,9 @@ static int l_ndjson_sink(lua_State *L)
     lua_pushvalue(L, 3);
     h->ref = luaL_ref(L, LUA_REGISTRYINDEX);
     hold_file(L, 3); /* may raise: h would leak, but f is not held (out of memory only) */
-    rc = rn_ndjson_sink(lp->p, r->rel, f, false, verb, release_held, h);
+    rc = rn_ndjson_sink(lp->p, r->rel, f, false, verb, id, release_held, h);
   } else if (lua_type(L, 3) == LUA_TSTRING) { /* exactly once across crashes: the path names it */
-    rc = rn_ndjson_sink_path(lp->p, r->rel, rn_lua_checkname(L, 3, "ndjson"), verb);
+    rc = rn_ndjson_sink_path(lp->p, r->rel, rn_lua_checkname(L, 3, "ndjson"), verb, id);
   } else {
     lua_pushnil(L);
     lua_pushfstring(L, "ndjson: expects a path or a file, got %s", luaL_typename(L, 3));

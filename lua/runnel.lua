@@ -659,7 +659,10 @@ end
 -- Durable (durable = true): gets each group after it is durable in LMDB,
 -- from the state's outbox (OUTBOX-n in core/outbox.c); it cannot fail the
 -- group, and after a crash it gets the groups after its last recorded one
--- again. A value with an `attach` method (runnel.ndjson …) attaches itself.
+-- again (info.seq and info.n name each change). A change it returned from
+-- is taken: one that raises is retried from that change on (same info.n),
+-- then commit(seq); a commit that raised is called again alone.
+-- A value with an `attach` method (runnel.ndjson …) attaches itself.
 function Relation:sink(s, opts)
   check_relation(self, "sink")
   local p, ok, err = self:pipeline()

@@ -4,28 +4,35 @@
 return function(runnel, raise, core)
   core._dsl(function() end) -- a file of the DSL: errors raised here name the user's line
 
-  --- runnel.ndjson(path_or_file [, { verb = "verb" | false }]) -> a sink for rel:sink(…)
+  --- runnel.ndjson(path_or_file [, { verb = "verb" | false, id = "field" }]) -> a sink for rel:sink(…)
   -- One JSON object per change; the verb in the named field ("verb" unless
   -- verb = false; a cdc relation's events say what happened themselves, so
   -- for one the default is false); a DELETE line carries the key columns. A durable sink: a
   -- group's lines are written once it is durable in LMDB. A path is appended
   -- to, exactly once across crashes (cut back to the last group recorded,
   -- never a torn line); an open file gets the groups durable while it runs.
+  -- id = "field": each line names its change there, "<state id>:<seq>:<n>"
+  -- (after the verb), so a path sink back from a crash tells its own waiting
+  -- lines from identical lines another writer appended (without it, content
+  -- decides: ndjson.c, "Ownership").
   function runnel.ndjson(target, opts)
     opts = opts or {}
     if type(opts) ~= "table" then raise("ndjson: options must be a table") end
     for k in pairs(opts) do
-      if k ~= "verb" then raise("ndjson: unknown option " .. tostring(k) .. " (verb)") end
+      if k ~= "verb" and k ~= "id" then raise("ndjson: unknown option " .. tostring(k) .. " (verb, id)") end
     end
-    local verb = opts.verb
+    local verb, id = opts.verb, opts.id
     if verb ~= nil and verb ~= false and type(verb) ~= "string" then raise("ndjson: verb must be a field name or false") end
+    if id ~= nil and (type(id) ~= "string" or id == "" or id:find("\0", 1, true)) then
+      raise("ndjson: id must be a field name")
+    end
     if type(target) ~= "string" and io.type(target) ~= "file" then
       raise("ndjson: expects a path or an open file, got " .. type(target))
     end
     return { attach = function(_, rel)
       local field = verb
       if field == nil then field = rel:schema().kind ~= "cdc" and "verb" end -- every cdc event is an INSERT
-      local ok, err = rel:pipeline():_ndjson_sink(rel, target, field)
+      local ok, err = rel:pipeline():_ndjson_sink(rel, target, field, id)
       if not ok then error(err, 0) end
     end }
   end

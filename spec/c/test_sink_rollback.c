@@ -184,7 +184,7 @@ static void ndjson_case(bool stream, enum phase ph, bool before)
   CHECK(fd >= 0);
   FILE *f = fdopen(fd, "w");
   if (before) add_failing(w.p, w.t, ph);
-  CHECK(rn_ndjson_sink(w.p, w.t, f, true, "verb", NULL, NULL) == 0);
+  CHECK(rn_ndjson_sink(w.p, w.t, f, true, "verb", NULL, NULL, NULL) == 0);
   if (!before) add_failing(w.p, w.t, ph);
   run_groups(&w);
   rn_pipeline_close(w.p); /* closes f */

@@ -624,64 +624,21 @@ const uint8_t rn_scalar_size[256] = { /* row.h */
 };
 #undef RN_X16
 
-/* The byte length of the msgpack element at p, or 0 if it runs past end.
- * Iterative: `left` counts the elements still to walk. */
-static size_t element_size(const unsigned char *p, const unsigned char *end)
-{
-  if (p < end && rn_scalar_size[*p]) /* the common scalars, without the walk */
-    return (size_t)(end - p) >= rn_scalar_size[*p] ? rn_scalar_size[*p] : 0;
-  const unsigned char *start = p;
-  uint64_t left = 1;
-  while (left--) {
-    if (p >= end) return 0;
-    unsigned b = *p;
-    size_t head = 1, body = 0;
-    uint64_t children = 0;
-#define RN_BE(n) ((size_t)(p + 1 + (n) <= end ? read_be(p + 1, n) : (size_t)-1))
-    if (b <= 0x7f || b >= 0xe0 || b == 0xc0 || b == 0xc2 || b == 0xc3) { /* fixints, nil, bool */ }
-    else if (b >= 0x80 && b <= 0x8f) children = 2 * (uint64_t)(b & 0x0f);
-    else if (b >= 0x90 && b <= 0x9f) children = b & 0x0f;
-    else if (b >= 0xa0 && b <= 0xbf) body = b & 0x1f;
-    else switch (b) {
-    case 0xc4: case 0xd9: head = 2; body = RN_BE(1); break;
-    case 0xc5: case 0xda: head = 3; body = RN_BE(2); break;
-    case 0xc6: case 0xdb: head = 5; body = RN_BE(4); break;
-    case 0xc7: head = 3; body = RN_BE(1); break;
-    case 0xc8: head = 4; body = RN_BE(2); break;
-    case 0xc9: head = 6; body = RN_BE(4); break;
-    case 0xca: case 0xce: case 0xd2: head = 5; break;
-    case 0xcb: case 0xcf: case 0xd3: head = 9; break;
-    case 0xcc: case 0xd0: head = 2; break;
-    case 0xcd: case 0xd1: head = 3; break;
-    case 0xd4: head = 3; break;
-    case 0xd5: head = 4; break;
-    case 0xd6: head = 6; break;
-    case 0xd7: head = 10; break;
-    case 0xd8: head = 18; break;
-    case 0xdc: head = 3; children = RN_BE(2); break;
-    case 0xdd: head = 5; children = RN_BE(4); break;
-    case 0xde: head = 3; children = 2 * (uint64_t)RN_BE(2); break;
-    case 0xdf: head = 5; children = 2 * (uint64_t)RN_BE(4); break;
-    default: return 0; /* 0xc1 is never used */
-    }
-#undef RN_BE
-    if (body == (size_t)-1 || children == (uint64_t)-1 || (size_t)(end - p) < head + body) return 0;
-    p += head + body;
-    left += children;
-  }
-  return (size_t)(p - start);
-}
-
-/* The header of the msgpack element at p: its size, with *body the bytes
- * of payload that follow it (strings, bins, exts, fixed scalars); a
- * container's elements follow its header. 0 when not well formed. */
-static size_t header_size(const unsigned char *p, const unsigned char *end, size_t *body)
+/* The header of the msgpack element at p (p < end): its size, with *body
+ * the bytes of payload that follow it (strings, bins, exts, fixed scalars)
+ * and *children the elements that follow it (an array's; a map's keys and
+ * values). 0 when the header runs past end or is no msgpack (0xc1). */
+static size_t header_of(const unsigned char *p, const unsigned char *end, size_t *body, uint64_t *children)
 {
   unsigned b = *p;
   *body = 0;
-  if (b <= 0x7f || b >= 0xe0 || (b >= 0x80 && b <= 0x9f) || b == 0xc0 || b == 0xc2 || b == 0xc3) return 1;
-  if (b >= 0xa0 && b <= 0xbf) { *body = b & 0x1f; return 1; }
+  *children = 0;
+  if (b <= 0x7f || b >= 0xe0 || b == 0xc0 || b == 0xc2 || b == 0xc3) return 1; /* fixints, nil, bool */
+  if (b <= 0x8f) { *children = 2 * (uint64_t)(b & 0x0f); return 1; }
+  if (b <= 0x9f) { *children = b & 0x0f; return 1; }
+  if (b <= 0xbf) { *body = b & 0x1f; return 1; }
   size_t head, n = 0;
+  int counts = 0; /* the n bytes after the type: 0 the body's length, 1 an array's, 2 a map's elements */
   switch (b) {
   case 0xc4: case 0xd9: head = 2; n = 1; break;
   case 0xc5: case 0xda: head = 3; n = 2; break;
@@ -698,14 +655,37 @@ static size_t header_size(const unsigned char *p, const unsigned char *end, size
   case 0xd6: head = 6; break;
   case 0xd7: head = 10; break;
   case 0xd8: head = 18; break;
-  case 0xdc: head = 3; break;
-  case 0xdd: case 0xdf: head = 5; break;
-  case 0xde: head = 3; break;
+  case 0xdc: head = 3; n = 2; counts = 1; break;
+  case 0xdd: head = 5; n = 4; counts = 1; break;
+  case 0xde: head = 3; n = 2; counts = 2; break;
+  case 0xdf: head = 5; n = 4; counts = 2; break;
   default: return 0;
   }
   if ((size_t)(end - p) < head) return 0;
-  if (n) *body = (size_t)read_be(p + 1, (int)n);
+  uint64_t v = n ? read_be(p + 1, (int)n) : 0;
+  if (counts) *children = (uint64_t)counts * v;
+  else *body = (size_t)v;
   return head;
+}
+
+/* The byte length of the msgpack element at p, or 0 if it runs past end.
+ * Iterative: `left` counts the elements still to walk. */
+static size_t element_size(const unsigned char *p, const unsigned char *end)
+{
+  if (p < end && rn_scalar_size[*p]) /* the common scalars, without the walk */
+    return (size_t)(end - p) >= rn_scalar_size[*p] ? rn_scalar_size[*p] : 0;
+  const unsigned char *start = p;
+  uint64_t left = 1;
+  while (left--) {
+    if (p >= end) return 0;
+    size_t body;
+    uint64_t children;
+    size_t head = header_of(p, end, &body, &children);
+    if (!head || body > (size_t)(end - p) - head) return 0;
+    p += head + body;
+    left += children;
+  }
+  return (size_t)(p - start);
 }
 
 /* Rewrites every float64 -0.0 in the msgpack at p as 0.0; false when the
@@ -714,7 +694,9 @@ static bool zero_signs(unsigned char *p, size_t len)
 {
   const unsigned char *end = p + len;
   while (p < end) {
-    size_t body, head = header_size(p, end, &body);
+    size_t body;
+    uint64_t children; /* walked in turn: zero_signs reads every element's header */
+    size_t head = header_of(p, end, &body, &children);
     if (!head || body > (size_t)(end - p) - head) return false;
     if (*p == 0xcb && read_be(p + 1, 8) == 0x8000000000000000ULL) memset(p + 1, 0, 8);
     p += head + body;

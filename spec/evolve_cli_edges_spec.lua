@@ -7,12 +7,7 @@ local H = require "helper"
 
 local bin = H.runnel_bin
 
--- Opens dir, collecting the notes of the changes applied.
-local function open(dir)
-  local lines = {}
-  local p = runnel.open{ path = dir, notes = function(line) lines[#lines + 1] = line end }
-  return p, lines
-end
+local open = H.open_noting
 
 local function rows_of(rel)
   local out = {}

@@ -6,11 +6,7 @@
 local runnel = require "runnel"
 local H = require "helper"
 
-local function open(dir)
-  local lines = {}
-  local p = runnel.open{ path = dir, notes = function(line) lines[#lines + 1] = line end }
-  return p, lines
-end
+local open = H.open_noting
 
 local T = { {"k","int"}, {"v","int"}, {"g","int"}, key = "k" }
 

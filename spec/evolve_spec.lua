@@ -6,12 +6,7 @@
 local runnel = require "runnel"
 local H = require "helper"
 
--- Opens dir quietly, collecting the lines of the changes applied.
-local function open(dir)
-  local lines = {}
-  local p = runnel.open{ path = dir, notes = function(line) lines[#lines + 1] = line end }
-  return p, lines
-end
+local open = H.open_noting
 
 local function rows_of(rel)
   local out = {}

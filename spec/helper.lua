@@ -163,4 +163,12 @@ end
 H.runnel_bin = os.getenv("RUNNEL_BIN") or "build/runnel"
 H.root = (H.sh("pwd"):gsub("\n$", "")) -- specs run from the repository's root
 
+-- Opens the state at dir, collecting the notes of the changes applied
+-- (evolution): the pipeline and the list the notes go to.
+function H.open_noting(dir)
+  local lines = {}
+  local p = require("runnel").open{ path = dir, notes = function(line) lines[#lines + 1] = line end }
+  return p, lines
+end
+
 return H

@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "check.h"
+#include "cursor_fixture.h"
 #include "runnel.h"
 
 static const rn_column_def cols[] = { { .name = "id", .type = "int" },
@@ -28,19 +29,6 @@ typedef struct host {
   int fail_on_read_error; /* the subscriber returns the read's error */
   int rollbacks;
 } host;
-
-static int count_rows(rn_pipeline *p, rn_rel *r)
-{
-  rn_cursor *c;
-  if (rn_cursor_open(p, r, &c) != 0) return -1;
-  const void *row;
-  size_t len;
-  uint64_t id;
-  int done = 0, n = 0;
-  while (rn_cursor_next(c, &row, &len, &id, &done) == 0 && !done) n++;
-  rn_cursor_close(c);
-  return done ? n : -1;
-}
 
 /* Reads the top (a derived relation: its rows are made from the state, so
  * the write-back layer's entries go into LMDB's transaction first). */

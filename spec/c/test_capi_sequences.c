@@ -24,6 +24,7 @@
 #include <unistd.h>
 
 #include "check.h"
+#include "cursor_fixture.h"
 #include "runnel.h"
 
 static const rn_column_def cols[] = { { .name = "id", .type = "int" },
@@ -175,20 +176,6 @@ static int get_name_in(fx *f, mp *buf, rn_rel *r, int64_t id, char *name, size_t
 static int get_name(fx *f, rn_rel *r, int64_t id, char *name, size_t len)
 {
   return get_name_in(f, &f->key, r, id, name, len);
-}
-
-/* The rows of r a cursor reads (-1 on an error). */
-static int count_rows(rn_pipeline *p, rn_rel *r)
-{
-  rn_cursor *c;
-  if (rn_cursor_open(p, r, &c) != 0) return -1;
-  const void *row;
-  size_t len;
-  uint64_t id;
-  int done = 0, n = 0;
-  while (rn_cursor_next(c, &row, &len, &id, &done) == 0 && !done) n++;
-  rn_cursor_close(c);
-  return done ? n : -1;
 }
 
 /* ---- handed-out rows given straight back ---- */

@@ -118,10 +118,11 @@ static void claim_text(rn_rel *d, const msgpack_object *vals, uint64_t held, uin
   if (ivals) {
     char ikey[256];
     rn_key_format(is, ivals, ikey, sizeof ikey);
-    snprintf(inbuf, sizeof inbuf, " (%s)", ikey);
+    if (snprintf(inbuf, sizeof inbuf, " (%s)", ikey) < 0) inbuf[0] = '\0';
   }
-  snprintf(out, size, "key (%s) is given by row id %llu of %s already; row id %llu%s gives it too", kbuf,
-           (unsigned long long)held, d->input->name, (unsigned long long)id, inbuf);
+  int n = snprintf(out, size, "key (%s) is given by row id %llu of %s already; row id %llu%s gives it too", kbuf,
+                   (unsigned long long)held, d->input->name, (unsigned long long)id, inbuf);
+  if (n < 0 && size) out[0] = '\0'; /* a long key is cut short in the message, as rn_err_set cuts */
 }
 
 static int taken(rn_rel *d, const char *text)

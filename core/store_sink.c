@@ -24,6 +24,7 @@
 #include "aggregate.h"
 #include "envs.h"
 #include "key.h"
+#include "longkey.h"
 #include "reader.h"
 #include "row.h"
 
@@ -590,8 +591,15 @@ int rn_attach_get(rn_attached *a, const char *key, size_t klen, msgpack_sbuffer 
     mdb_txn_abort(txn);
     return rc;
   }
-  rc = mdb_get(txn, a->dbi, &k, &v);
+  char stored[RN_LONGKEY_STORED];
+  rc = a->agg && a->schema->nkey ? rn_agg_reader_seek(a->agg, txn, a->dbi, key, klen, &k, &v, e)
+     : a->table == RN_ATTACH_KEYED ? rn_attach_table_find(txn, a->dbi, key, klen, stored, &v)
+                                  : mdb_get(txn, a->dbi, &k, &v);
   uint64_t id = 0;
+  if (rc && rc != MDB_NOTFOUND && a->agg) {
+    mdb_txn_abort(txn);
+    return e->code;
+  }
   if (a->agg && !a->schema->nkey) {
     mdb_txn_abort(txn);
     return rn_err_set(e, RN_EINVAL, "attach %s: get: a keyless aggregate has no key to read by (rows() reads it)",

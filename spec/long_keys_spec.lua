@@ -1,0 +1,189 @@
+-- Keys longer than an LMDB key (511 bytes) work everywhere a key does
+-- (DESIGN.md §2: "hash them and keep the full key beside the id, with an
+-- equality check"; longkey.h). Each relation kind gets group keys, keys and
+-- join values of 600 and 5000 bytes, and pairs of long values that share
+-- their first 500 (or 4990) bytes, which must stay distinct: a hashed key
+-- keeps its first 480 bytes, so those pairs differ only in what is hashed.
+local runnel = require "runnel"
+local H = require "helper"
+
+local A600 = string.rep("a", 599) .. "1"
+local B600 = string.rep("a", 599) .. "2"     -- A600's first 599 bytes
+local C5000 = string.rep("c", 4999) .. "x"
+local D5000 = string.rep("c", 4999) .. "y"   -- C5000's first 4999 bytes
+local SHORT = "s"
+
+-- rows of rel (or an attach) as sorted "by|n|s" text
+local function groups(rel, col)
+  local out = {}
+  for r in rel:rows() do
+    out[#out + 1] = ("%d:%s|n=%s|s=%s|lo=%s|hi=%s"):format(#r[col], r[col]:sub(-3), tostring(r.n), tostring(r.s),
+                                                          tostring(r.lo), tostring(r.hi))
+  end
+  table.sort(out)
+  return out
+end
+
+-- the same from a plain Lua recomputation over the table's rows
+local function expected(items)
+  local by = {}
+  for _, r in pairs(items) do
+    local e = by[r.g] or { n = 0, s = 0 }
+    by[r.g] = e
+    e.n, e.s = e.n + 1, e.s + r.v
+    e.lo = (not e.lo or r.v < e.lo) and r.v or e.lo
+    e.hi = (not e.hi or r.v > e.hi) and r.v or e.hi
+  end
+  local out = {}
+  for g, e in pairs(by) do
+    out[#out + 1] = ("%d:%s|n=%s|s=%s|lo=%s|hi=%s"):format(#g, g:sub(-3), e.n, e.s, e.lo, e.hi)
+  end
+  table.sort(out)
+  return out
+end
+
+describe("an aggregate grouped by a value longer than an LMDB key", function()
+  local p
+  after_each(function() if p then p:close() end p = nil; H.cleanup() end)
+
+  local function declare(path)
+    p = runnel.open{ path = path, sync = false }
+    local t = p:table("t", { {"id","int"}, {"g","string"}, {"v","int"}, key = "id" })
+    local a = t:aggregate{ name = "a", by = "g", n = runnel.count(), s = runnel.sum("v"), lo = runnel.min("v"),
+                           hi = runnel.max("v") }
+    return t, a
+  end
+
+  it("keeps long groups sharing their first bytes apart, through updates, deletes, rollback, reopen and attach", function()
+    local dir = H.tmpdir()
+    local t, a = declare(dir .. "/st")
+    local log = H.record(a)
+    local items = {}
+    local function put(id, g, v) items[id] = { g = g, v = v }; t:upsert{ id = id, g = g, v = v } end
+    put(1, A600, 1); put(2, B600, 2); put(3, C5000, 3); put(4, D5000, 4); put(5, SHORT, 5); put(6, A600, 10)
+    assert.same(expected(items), groups(a, "g"))
+    assert.equal(2, a:get(A600).n)
+    assert.equal(11, a:get(A600).s)
+    assert.equal(2, a:get(B600).s)
+    assert.equal(4, a:get(D5000).hi)
+    assert.is_nil(a:get(string.rep("a", 599) .. "3"))
+    -- a row moves between two long groups that share 599 bytes
+    put(2, A600, 7)
+    assert.same(expected(items), groups(a, "g"))
+    assert.is_nil(a:get(B600))
+    local deleted = log[#log - 1]
+    assert.equal("DELETE", deleted[1])
+    assert.equal(B600, deleted[4].g)
+    -- the group comes back with its old id (a tombstone, AGG-2)
+    local b_id = deleted[2]
+    put(7, B600, 8)
+    assert.same({ "INSERT", b_id }, { log[#log][1], log[#log][2] })
+    -- rollback leaves no trace
+    p:begin()
+    put(8, string.rep("a", 599) .. "3", 1)
+    t:delete{ id = 3 }
+    p:rollback()
+    items[8] = nil
+    assert.same(expected(items), groups(a, "g"))
+    -- deletes
+    t:delete{ id = 4 }
+    items[4] = nil
+    assert.same(expected(items), groups(a, "g"))
+    assert.is_nil(a:get(D5000))
+    assert.equal(3, a:get(C5000).n and a:get(C5000).s)
+    -- attach reads the same rows, and gets each group
+    local att = runnel.attach(dir .. "/st", "a")
+    assert.same(expected(items), groups(att, "g"))
+    assert.equal(18, att:get(A600).s)
+    assert.equal(8, att:get(B600).s)
+    assert.equal(3, att:get(C5000).s)
+    assert.is_nil(att:get(D5000))
+    att:close()
+    -- reopened, the groups are found again by their long keys
+    p:close()
+    t, a = declare(dir .. "/st")
+    assert.same(expected(items), groups(a, "g"))
+    put(9, D5000, 40)
+    put(1, B600, 1)
+    assert.same(expected(items), groups(a, "g"))
+    assert.equal(40, a:get(D5000).s)
+  end)
+
+  it("stores keys of every length around the limit as distinct groups", function()
+    local dir = H.tmpdir()
+    local t, a = declare(dir .. "/st")
+    local items = {}
+    for len = 470, 530 do
+      items[len] = { g = string.rep("z", len), v = len }
+      t:insert{ id = len, g = items[len].g, v = len }
+    end
+    assert.same(expected(items), groups(a, "g"))
+    for len = 470, 530, 3 do
+      items[len].v = 1
+      t:update{ id = len, v = 1 }
+    end
+    assert.same(expected(items), groups(a, "g"))
+    assert.same(expected(items), groups(runnel.attach(dir .. "/st", "a"), "g"))
+  end)
+
+  it("takes long values of several by columns, and a rebuild keeps the groups' ids", function()
+    local dir = H.tmpdir()
+    p = runnel.open{ path = dir .. "/st", sync = false }
+    local t = p:table("t", { {"id","int"}, {"g","string"}, {"h","bytes"}, {"v","int"}, key = "id" })
+    local a = t:aggregate{ name = "a", by = { "g", "h" }, n = runnel.count() }
+    t:insert{ id = 1, g = A600, h = C5000, v = 1 }
+    t:insert{ id = 2, g = A600, h = D5000, v = 1 }
+    t:insert{ id = 3, g = A600, h = D5000, v = 1 }
+    local ids = {}
+    for r, id in a:rows() do ids[#r.h .. r.h:sub(-1)] = id end
+    assert.equal(2, a:get{ g = A600, h = D5000 }.n)
+    assert.equal(1, a:get{ g = A600, h = C5000 }.n)
+    p:close()
+    -- declared with another aggregate column: rebuilt from the table
+    p = runnel.open{ path = dir .. "/st", sync = false }
+    t = p:table("t", { {"id","int"}, {"g","string"}, {"h","bytes"}, {"v","int"}, key = "id" })
+    a = t:aggregate{ name = "a", by = { "g", "h" }, n = runnel.count(), s = runnel.sum("v") }
+    local after = {}
+    for r, id in a:rows() do after[#r.h .. r.h:sub(-1)] = id; assert.equal(r.n, r.s) end
+    assert.same(ids, after)
+    assert.equal(2, a:get{ g = A600, h = D5000 }.s)
+  end)
+
+  it("keeps min and max of long values beside a long group key", function()
+    p = runnel.open{ sync = false }
+    local t = p:table("t", { {"id","int"}, {"g","string"}, {"s","string"}, key = "id" })
+    local a = t:aggregate{ by = "g", lo = runnel.min("s"), hi = runnel.max("s") }
+    t:insert{ id = 1, g = A600, s = C5000 }
+    t:insert{ id = 2, g = A600, s = D5000 }
+    t:insert{ id = 3, g = B600, s = "b" }
+    assert.equal(C5000, a:get(A600).lo)
+    assert.equal(D5000, a:get(A600).hi)
+    t:delete{ id = 2 }
+    assert.equal(C5000, a:get(A600).hi)
+    assert.equal("b", a:get(B600).hi)
+  end)
+
+  it("windows a stream by a long group key, and makes its windows final past their grace", function()
+    local dir = H.tmpdir()
+    p = runnel.open{ path = dir .. "/st", sync = false }
+    local ev = p:stream("ev", { {"g","string"}, {"ts","int"} })
+    local w = ev:aggregate{ name = "w", by = "g", window = runnel.tumbling(10, "ts"), grace = 0, n = runnel.count() }
+    ev:insert{ g = A600, ts = 1 }
+    ev:insert{ g = B600, ts = 2 }
+    ev:insert{ g = A600, ts = 3 }
+    ev:insert{ g = C5000, ts = 11 }
+    assert.equal(2, w:get{ g = A600, window_start = 0 }.n)
+    assert.equal(1, w:get{ g = B600, window_start = 0 }.n)
+    ev:insert{ g = A600, ts = 25 } -- windows [0, 10) and [10, 20) are final now
+    assert.equal(3, p:stats().final.w)
+    ev:insert{ g = A600, ts = 4 }  -- late: dropped
+    assert.equal(1, w:late())
+    assert.equal(2, w:get{ g = A600, window_start = 0 }.n)
+    local att = runnel.attach(dir .. "/st", "w")
+    assert.equal(1, att:get{ g = C5000, window_start = 10 }.n)
+    assert.equal(1, att:get{ g = B600, window_start = 0 }.n)
+    local n = 0
+    for _ in att:rows() do n = n + 1 end
+    assert.equal(4, n)
+  end)
+end)

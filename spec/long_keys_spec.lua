@@ -187,3 +187,43 @@ describe("an aggregate grouped by a value longer than an LMDB key", function()
     assert.equal(4, n)
   end)
 end)
+
+describe("a table keyed by a value longer than an LMDB key", function()
+  local p
+  after_each(function() if p then p:close() end p = nil; H.cleanup() end)
+
+  it("keeps keys sharing their first bytes apart, and attach gets each by its key", function()
+    local dir = H.tmpdir()
+    p = runnel.open{ path = dir .. "/st", sync = false }
+    local t = p:table("t", { {"k","string"}, {"v","int"}, key = "k" })
+    local log = H.record(t)
+    t:insert{ k = A600, v = 1 }
+    t:insert{ k = B600, v = 2 }
+    t:insert{ k = C5000, v = 3 }
+    t:insert{ k = D5000, v = 4 }
+    t:update{ k = B600, v = 20 }
+    t:delete{ k = C5000 }
+    p:begin()
+    t:insert{ k = C5000, v = 30 }
+    t:delete{ k = A600 }
+    p:rollback()
+    assert.equal(1, t:get(A600).v)
+    assert.equal(20, t:get(B600).v)
+    assert.is_nil(t:get(C5000))
+    t:insert{ k = C5000, v = 5 }
+    assert.equal(log[3][2], t:id_of(C5000)) -- its old id back (ROWID-1)
+    p:close()
+    p = runnel.open{ path = dir .. "/st", sync = false }
+    t = p:table("t", { {"k","string"}, {"v","int"}, key = "k" })
+    assert.equal(4, t:get(D5000).v)
+    assert.equal(4, t:count())
+    local att = runnel.attach(dir .. "/st", "t")
+    assert.equal(1, att:get(A600).v)
+    assert.equal(20, att:get(B600).v)
+    assert.equal(5, att:get(C5000).v)
+    assert.equal(4, att:get(D5000).v)
+    assert.is_nil(att:get(string.rep("a", 599) .. "3"))
+    assert.equal(4, att:count())
+    att:close()
+  end)
+end)

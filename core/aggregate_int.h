@@ -197,7 +197,7 @@ int rn_agg_sums_fit(rn_aggregate *a, const msgpack_object *st);
  * malformed. */
 bool rn_agg_entry_parse(const MDB_val *k, const MDB_val *d, group_entry *e);
 /* The whole key a hashed group's entry value keeps (rn_longkey_whole_fn). */
-bool rn_agg_entry_whole(const MDB_val *d, const char **key, size_t *klen);
+bool rn_agg_entry_whole(void *ctx, const MDB_val *d, const char **key, size_t *klen);
 /* Finds group g's entry in dbi (the "ag:" of a) in txn: sets g->sk and
  * g->slen to where it is, or where it goes when *found is false; *d its
  * value. A key of at most inline_max bytes goes under itself, a longer one

@@ -44,8 +44,9 @@ bool rn_agg_entry_parse(const MDB_val *k, const MDB_val *d, group_entry *e)
   return true;
 }
 
-bool rn_agg_entry_whole(const MDB_val *d, const char **key, size_t *klen)
+bool rn_agg_entry_whole(void *ctx, const MDB_val *d, const char **key, size_t *klen)
 {
+  (void)ctx;
   static const MDB_val none = { 0, NULL };
   group_entry e;
   if (!rn_agg_entry_parse(&none, d, &e) || !e.head_len) return false;
@@ -72,7 +73,7 @@ int rn_agg_group_find(rn_aggregate *a, MDB_txn *txn, MDB_dbi dbi, size_t inline_
   } /* longer, or its place holds a hashed group: hashed (LONGKEY-2) */
   char *stored = rn_zone_malloc(zone_of(a), RN_LONGKEY_STORED);
   if (!stored) return nomem(a);
-  int rc = rn_longkey_find(s, txn, dbi, g->k, g->len, rn_agg_entry_whole, stored, d);
+  int rc = rn_longkey_find(s, txn, dbi, g->k, g->len, rn_agg_entry_whole, NULL, stored, d);
   g->sk = stored;
   g->slen = RN_LONGKEY_STORED;
   if (rc == RN_LONGKEY_FULL)

@@ -28,9 +28,9 @@
 #define RN_LONGKEY_PROBES 256
 enum { RN_LONGKEY_FULL = -1 };  /* rn_longkey_find: every probe holds another key */
 
-/* The whole key an entry's value v keeps: false when it keeps none (an
- * entry of a key stored as it is). */
-typedef bool (*rn_longkey_whole_fn)(const MDB_val *v, const char **key, size_t *klen);
+/* The whole key of the entry whose value is v (ctx: the owner's): false
+ * when it keeps none (an entry of a key stored as it is). */
+typedef bool (*rn_longkey_whole_fn)(void *ctx, const MDB_val *v, const char **key, size_t *klen);
 
 /* Writes key's stored form, probe 0, into out (RN_LONGKEY_STORED bytes). */
 void rn_longkey_form(const char *key, size_t klen, char *out);
@@ -41,6 +41,13 @@ void rn_longkey_form(const char *key, size_t klen, char *out);
  * (owned by LMDB, valid until the next write), MDB_NOTFOUND with out the
  * first free probe, RN_LONGKEY_FULL, or an LMDB error. */
 int rn_longkey_find(rn_store *s, MDB_txn *txn, MDB_dbi dbi, const char *key, size_t klen, rn_longkey_whole_fn whole,
+                    void *ctx, char *out, MDB_val *v);
+
+/* rn_longkey_find for an owner that removes entries (a store, which
+ * breaks LONGKEY-1): walks with a cursor in txn every entry sharing key's
+ * first bytes and hash, so a removed probe hides none; MDB_NOTFOUND leaves
+ * out at the least free probe. */
+int rn_longkey_seek(MDB_txn *txn, MDB_dbi dbi, const char *key, size_t klen, rn_longkey_whole_fn whole, void *ctx,
                     char *out, MDB_val *v);
 
 #endif

@@ -42,8 +42,9 @@ int rn_attach_table_key(int table, const char *name, size_t klen, rn_err *e)
 }
 
 /* The whole key a keyed table's long-key entry keeps (table.c's layout). */
-static bool table_long_key(const MDB_val *v, const char **key, size_t *klen)
+static bool table_long_key(void *ctx, const MDB_val *v, const char **key, size_t *klen)
 {
+  (void)ctx;
   const char *d = v->mv_data;
   uint32_t n;
   if (v->mv_size < 13 || !(d[8] & 2)) return false;
@@ -57,7 +58,7 @@ static bool table_long_key(const MDB_val *v, const char **key, size_t *klen)
 int rn_attach_table_find(MDB_txn *txn, MDB_dbi dbi, const char *key, size_t klen, char *stored, MDB_val *v)
 {
   if (klen <= TABLE_KEY_INLINE_MAX) return mdb_get(txn, dbi, &(MDB_val){ klen, (void *)key }, v);
-  int rc = rn_longkey_find(NULL, txn, dbi, key, klen, table_long_key, stored, v);
+  int rc = rn_longkey_find(NULL, txn, dbi, key, klen, table_long_key, NULL, stored, v);
   return rc == RN_LONGKEY_FULL ? MDB_NOTFOUND : rc; /* every probe holds another key: not there */
 }
 

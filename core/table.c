@@ -69,8 +69,9 @@ static void parse_value(const MDB_val *v, located *l)
 }
 
 /* The whole key a long key's entry keeps (longkey.h). */
-static bool long_key_of(const MDB_val *v, const char **key, size_t *klen)
+static bool long_key_of(void *ctx, const MDB_val *v, const char **key, size_t *klen)
 {
+  (void)ctx;
   const char *d = v->mv_data;
   uint32_t stored_len;
   if (v->mv_size < 13 || !(d[8] & RN_FLAG_LONGKEY)) return false;
@@ -113,7 +114,7 @@ static int locate(rn_rel *t, MDB_txn *txn, const char *key, size_t klen, located
   }
   l->key.mv_data = l->stored;
   l->key.mv_size = sizeof l->stored;
-  int rc = rn_longkey_find(&t->p->store, txn, t->rows_dbi, key, klen, long_key_of, l->stored, &v);
+  int rc = rn_longkey_find(&t->p->store, txn, t->rows_dbi, key, klen, long_key_of, NULL, l->stored, &v);
   if (rc == 0) parse_value(&v, l);
   if (rc == RN_LONGKEY_FULL) return rn_err_set(&t->p->err, RN_ESTORE, "%s: too many long keys share one hash", t->name);
   return rc == 0 || rc == MDB_NOTFOUND ? 0 : rn_store_fail(&t->p->err, rc, t->name);

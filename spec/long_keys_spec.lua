@@ -227,3 +227,80 @@ describe("a table keyed by a value longer than an LMDB key", function()
     att:close()
   end)
 end)
+
+describe("a store of a relation keyed by a value longer than an LMDB key", function()
+  local p
+  after_each(function() if p then p:close() end p = nil; H.cleanup() end)
+
+  local function stored(att)
+    local out = {}
+    for r in att:rows() do out[#out + 1] = #r.k .. ":" .. r.k:sub(-1) .. "=" .. r.v end
+    table.sort(out)
+    return out
+  end
+
+  it("keeps, updates and removes rows of long keys sharing their first bytes, as attach reads them", function()
+    local dir = H.tmpdir()
+    local function declare()
+      p = runnel.open{ path = dir .. "/st", sync = false }
+      local t = p:table("t", { {"k","string"}, {"v","int"}, key = "k" })
+      t:sink(runnel.store("kept"))
+      return t
+    end
+    local t = declare()
+    t:insert{ k = A600, v = 1 }
+    t:insert{ k = B600, v = 2 }
+    t:insert{ k = C5000, v = 3 }
+    t:insert{ k = D5000, v = 4 }
+    t:insert{ k = SHORT, v = 5 }
+    t:update{ k = B600, v = 20 }
+    t:delete{ k = A600 }  -- a removed entry hides no other
+    p:begin()
+    t:delete{ k = D5000 }
+    t:insert{ k = A600, v = 9 }
+    p:rollback()
+    local att = runnel.attach(dir .. "/st", "kept")
+    assert.same({ "1:s=5", "5000:x=3", "5000:y=4", "600:2=20" }, stored(att))
+    assert.is_nil(att:get(A600))
+    assert.equal(20, att:get(B600).v)
+    assert.equal(4, att:get(D5000).v)
+    att:close()
+    p:close()
+    t = declare()
+    t:insert{ k = A600, v = 7 }
+    t:update{ k = D5000, v = 40 }
+    t:delete{ k = C5000 }
+    att = runnel.attach(dir .. "/st", "kept")
+    assert.same({ "1:s=5", "5000:y=40", "600:1=7", "600:2=20" }, stored(att))
+    assert.equal(7, att:get(A600).v)
+    assert.is_nil(att:get(C5000))
+    assert.equal(4, att:count())
+    att:close()
+  end)
+
+  it("keeps an aggregate grouped by long values, and a lookup reads it by its long key", function()
+    local dir = H.tmpdir()
+    p = runnel.open{ path = dir .. "/st", sync = false }
+    local t = p:table("t", { {"id","int"}, {"g","string"}, key = "id" })
+    t:aggregate{ name = "a", by = "g", n = runnel.count() }:sink(runnel.store("counts"))
+    t:insert{ id = 1, g = A600 }
+    t:insert{ id = 2, g = B600 }
+    t:insert{ id = 3, g = B600 }
+    t:update{ id = 1, g = C5000 }
+    local att = runnel.attach(dir .. "/st", "counts")
+    assert.is_nil(att:get(A600))
+    assert.equal(2, att:get(B600).n)
+    assert.equal(1, att:get(C5000).n)
+    local q = runnel.open{ sync = false }
+    local lk = q:lookup("lk", { {"g","string"}, {"n","int"}, key = "g", source = att })
+    local ev = q:table("ev", { {"id","int"}, {"g","string"}, key = "id" })
+    local j = ev:join(lk, { on = "g", kind = "left" })
+    ev:insert{ id = 1, g = B600 }
+    ev:insert{ id = 2, g = A600 }
+    local seen = {}
+    for r in j:rows() do seen[r.id] = r.n == nil and "none" or r.n end
+    assert.same({ 2, "none" }, seen)
+    q:close()
+    att:close()
+  end)
+end)

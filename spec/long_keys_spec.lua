@@ -304,3 +304,73 @@ describe("a store of a relation keyed by a value longer than an LMDB key", funct
     att:close()
   end)
 end)
+
+describe("joins of rows keyed or joined by values longer than an LMDB key", function()
+  local p
+  after_each(function() if p then p:close() end p = nil; H.cleanup() end)
+
+  local function rows_text(rel)
+    local out = {}
+    for r, id in rel:rows() do
+      local s = {}
+      for k, v in pairs(r) do -- the right key's copy ("sites.site") left out
+        if not k:find(".", 1, true) then s[#s + 1] = k .. "=" .. (type(v) == "string" and (#v .. v:sub(-1)) or tostring(v)) end
+      end
+      table.sort(s)
+      out[#out + 1] = id .. ":" .. table.concat(s, ",")
+    end
+    table.sort(out)
+    return out
+  end
+
+  local function declare(path)
+    p = runnel.open{ path = path, sync = false }
+    local pages = p:table("pages", { {"url","string"}, {"site","string"}, key = "url" })
+    local sites = p:table("sites", { {"site","string"}, {"owner","string"}, key = "site" })
+    local meta = p:table("meta", { {"url","string"}, {"title","string"}, key = "url" })
+    local by_site = pages:join(sites, { on = "site", kind = "left", name = "by_site" })
+    local both = pages:join(meta, { on = "url", kind = "outer", name = "both" })
+    return pages, sites, meta, by_site, both
+  end
+
+  it("gives a left row of a long key its result, a long join value its right row, and an outer join both", function()
+    local dir = H.tmpdir()
+    local pages, sites, meta, by_site, both = declare(dir .. "/st")
+    sites:insert{ site = C5000, owner = "c" }
+    sites:insert{ site = D5000, owner = "d" }
+    pages:insert{ url = A600, site = C5000 }
+    pages:insert{ url = B600, site = D5000 }
+    meta:insert{ url = B600, title = "b" }
+    meta:insert{ url = C5000, title = "c" }
+    local want_by_site = { "1:owner=1c,site=5000x,url=6001", "2:owner=1d,site=5000y,url=6002" }
+    assert.same(want_by_site, rows_text(by_site))
+    assert.same({ "1:site=5000x,url=6001", "2:site=5000y,title=1b,url=6002", "3:title=1c,url=5000x" },
+                rows_text(both))
+    assert.equal("d", by_site:get(B600).owner)
+    -- updates on either side, a rollback, a delete
+    sites:update{ site = C5000, owner = "cc" }
+    pages:update{ url = B600, site = C5000 }
+    p:begin()
+    pages:delete{ url = A600 }
+    meta:delete{ url = C5000 }
+    p:rollback()
+    meta:delete{ url = B600 }
+    want_by_site = { "1:owner=2c,site=5000x,url=6001", "2:owner=2c,site=5000x,url=6002" }
+    assert.same(want_by_site, rows_text(by_site))
+    local want_both = { "1:site=5000x,url=6001", "2:site=5000x,url=6002",
+                        "3:title=1c,url=5000x" }
+    assert.same(want_both, rows_text(both))
+    -- attach makes the same rows, and reopening keeps the ids
+    assert.same(want_by_site, rows_text(runnel.attach(dir .. "/st", "by_site")))
+    assert.same(want_both, rows_text(runnel.attach(dir .. "/st", "both")))
+    assert.equal("cc", runnel.attach(dir .. "/st", "by_site"):get(A600).owner)
+    p:close()
+    pages, sites, meta, by_site, both = declare(dir .. "/st")
+    meta:insert{ url = A600, title = "a" }
+    pages:insert{ url = C5000, site = D5000 }
+    assert.same({ "1:site=5000x,title=1a,url=6001", "2:site=5000x,url=6002", "3:site=5000y,title=1c,url=5000x" },
+                rows_text(both))
+    assert.same({ "1:owner=2c,site=5000x,url=6001", "2:owner=2c,site=5000x,url=6002", "3:owner=1d,site=5000y,url=5000x" },
+                rows_text(by_site))
+  end)
+end)

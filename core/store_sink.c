@@ -665,7 +665,7 @@ int rn_attach_get(rn_attached *a, const char *key, size_t klen, msgpack_sbuffer 
      : !a->table && !a->is_index && a->schema->nkey ? store_get(a, txn, key, klen, stored, &v)
                                   : mdb_get(txn, a->dbi, &k, &v);
   uint64_t id = 0;
-  if (rc && rc != MDB_NOTFOUND && a->agg) {
+  if (rc && rc != MDB_NOTFOUND && a->agg && a->schema->nkey) { /* rn_agg_reader_seek set e */
     mdb_txn_abort(txn);
     return e->code;
   }

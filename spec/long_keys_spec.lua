@@ -186,6 +186,22 @@ describe("an aggregate grouped by a value longer than an LMDB key", function()
     for _ in att:rows() do n = n + 1 end
     assert.equal(4, n)
   end)
+
+  it("puts an event of a long group key in each of its hopping windows", function()
+    p = runnel.open{ sync = false }
+    local t = p:table("t", { {"id","int"}, {"g","string"}, {"ts","int"}, key = "id" })
+    local w = t:aggregate{ name = "w", by = "g", window = runnel.hopping(10, 5, "ts"), n = runnel.count() }
+    t:insert{ id = 1, g = A600, ts = 7 }
+    t:insert{ id = 2, g = B600, ts = 7 }
+    t:insert{ id = 3, g = A600, ts = 12 }
+    assert.equal(1, w:get{ g = A600, window_start = 0 }.n)
+    assert.equal(2, w:get{ g = A600, window_start = 5 }.n)
+    assert.equal(1, w:get{ g = A600, window_start = 10 }.n)
+    assert.equal(1, w:get{ g = B600, window_start = 5 }.n)
+    t:update{ id = 2, g = A600 }
+    assert.is_nil(w:get{ g = B600, window_start = 5 })
+    assert.equal(3, w:get{ g = A600, window_start = 5 }.n)
+  end)
 end)
 
 describe("a table keyed by a value longer than an LMDB key", function()

@@ -149,6 +149,29 @@ describe("an aggregate grouped by a value longer than an LMDB key", function()
     assert.equal(2, a:get{ g = A600, h = D5000 }.s)
   end)
 
+  it("finds a group where a key that fit was stored, after a redeclaration stores such keys hashed", function()
+    -- without min or max a 500-byte group key is stored as it is (as before
+    -- longkey.h); with one it leaves its values too little room and a new
+    -- one is hashed, but the group already stored keeps its place and id
+    local dir = H.tmpdir()
+    local g500 = string.rep("g", 497)
+    p = runnel.open{ path = dir .. "/st", sync = false, notes = false }
+    local t = p:table("t", { {"id","int"}, {"g","string"}, {"v","int"}, key = "id" })
+    local a = t:aggregate{ name = "a", by = "g", n = runnel.count() }
+    t:insert{ id = 1, g = g500, v = 5 }
+    local _, id = a:rows()()
+    p:close()
+    p = runnel.open{ path = dir .. "/st", sync = false, notes = false }
+    t = p:table("t", { {"id","int"}, {"g","string"}, {"v","int"}, key = "id" })
+    a = t:aggregate{ name = "a", by = "g", n = runnel.count(), lo = runnel.min("v") }
+    t:insert{ id = 2, g = g500, v = 3 }
+    local rows = {}
+    for r, rid in a:rows() do rows[#rows + 1] = { rid, r.n, r.lo } end
+    assert.same({ { id, 2, 3 } }, rows)
+    t:delete{ id = 2 }
+    assert.same({ g = g500, n = 1, lo = 5 }, a:get(g500))
+  end)
+
   it("keeps min and max of long values beside a long group key", function()
     p = runnel.open{ sync = false }
     local t = p:table("t", { {"id","int"}, {"g","string"}, {"s","string"}, key = "id" })

@@ -24,19 +24,21 @@ typedef struct aggregate_scan {
 static int scan_group(rn_aggregate *a, const MDB_val *k, const MDB_val *d, rn_scan_fn fn, void *ctx)
 {
   rn_pipeline *p = a->out->p;
-  uint64_t rid, rows;
-  memcpy(&rid, d->mv_data, 8);
-  memcpy(&rows, (char *)d->mv_data + 8, 8);
-  if (rows == 0) return 0;
-  if (d->mv_size > 16 && ((const char *)d->mv_data)[16] == FINAL_MARK) { /* the row, as stored */
-    const char *row = rn_scratch_copy(p, (const char *)d->mv_data + 17, d->mv_size - 17);
-    return row ? fn(ctx, rid, row, d->mv_size - 17) : nomem(a);
+  group_entry e;
+  if (!rn_agg_entry_parse(k, d, &e))
+    return rn_err_set(err_of(a), RN_ESTORE, "%s: a group's state could not be decoded", a->out->name);
+  if (e.rows == 0) return 0;
+  if (e.final) { /* the row, as stored */
+    const char *row = rn_scratch_copy(p, e.rest + 1, e.rest_len - 1);
+    return row ? fn(ctx, e.rid, row, e.rest_len - 1) : nomem(a);
   }
-  gkey g = { (char *)rn_scratch_copy(p, k->mv_data, k->mv_size), k->mv_size };
+  gkey g = { (char *)rn_scratch_copy(p, e.key, e.klen), e.klen, (char *)rn_scratch_copy(p, k->mv_data, k->mv_size),
+             k->mv_size };
   msgpack_object *st = NULL;
   const char *row;
   size_t len;
-  int rc = g.k ? rn_agg_decode_state(a, d, &st) : nomem(a);
+  uint64_t rid = e.rid, rows = e.rows;
+  int rc = g.k && g.sk ? rn_agg_decode_state(a, &e, &st) : nomem(a);
   msgpack_object ext[a->naggs ? a->naggs : 1];
   for (int i = 0; i < a->naggs; i++) ext[i] = UNKNOWN;
   if (!rc) rc = rn_agg_result_row(a, &g, rows, st, ext, &row, &len);
@@ -186,31 +188,37 @@ static int rebuild_row(void *ctx, uint64_t id, const char *row, size_t len)
  * no lookup, and its group got a new id). */
 static int reset_groups(rn_aggregate *a, MDB_txn *txn)
 {
-  msgpack_sbuffer keys; /* |u32 klen|key|u64 rid| … */
+  msgpack_sbuffer keys; /* |u32 klen|key|u32 vlen|u64 rid|u64 0|[hashed key]|0x90| … */
   msgpack_sbuffer_init(&keys);
   MDB_cursor *cur;
   int rc = rn_wb_cursor_open(&a->out->p->store, txn, a->groups_dbi, false, &cur);
   if (rc) return store_fail(a, rc);
   MDB_val k, d;
+  static const uint64_t no_rows = 0;
   for (rc = mdb_cursor_get(cur, &k, &d, MDB_FIRST); rc == 0; rc = mdb_cursor_get(cur, &k, &d, MDB_NEXT)) {
+    group_entry e;
     if (reserved(&k)) continue;
-    uint32_t klen = (uint32_t)k.mv_size;
+    if (!rn_agg_entry_parse(&k, &d, &e)) { rc = -1; break; }
+    uint32_t klen = (uint32_t)k.mv_size, vlen = (uint32_t)(17 + e.head_len);
     rn_buf_write(&keys, (const char *)&klen, 4);
     rn_buf_write(&keys, k.mv_data, k.mv_size);
+    rn_buf_write(&keys, (const char *)&vlen, 4);
     rn_buf_write(&keys, d.mv_data, 8);
+    rn_buf_write(&keys, (const char *)&no_rows, 8);
+    rn_buf_write(&keys, e.head, e.head_len); /* a hashed group keeps its whole key */
+    rn_buf_write(&keys, "\x90", 1); /* an empty array: no state */
   }
   mdb_cursor_close(cur);
   if (rc == MDB_NOTFOUND) rc = rn_oom() ? nomem(a) : 0;
+  else if (rc == -1) rc = rn_err_set(err_of(a), RN_ESTORE, "%s: a group's state could not be decoded", a->out->name);
   else rc = store_fail(a, rc);
   for (size_t off = 0; !rc && off < keys.size;) {
-    uint32_t klen;
+    uint32_t klen, vlen;
     memcpy(&klen, keys.data + off, 4);
-    char v[17] = { 0 };
-    memcpy(v, keys.data + off + 4 + klen, 8);
-    v[16] = (char)0x90; /* an empty array: no state */
-    MDB_val gk = { klen, keys.data + off + 4 }, nd = { 17, v };
+    memcpy(&vlen, keys.data + off + 4 + klen, 4);
+    MDB_val gk = { klen, keys.data + off + 4 }, nd = { vlen, keys.data + off + 8 + klen };
     if ((rc = rn_wb_put(&a->out->p->store, txn, a->groups_dbi, &gk, &nd, 0))) rc = store_fail(a, rc);
-    off += 4 + klen + 8;
+    off += 8 + klen + vlen;
   }
   msgpack_sbuffer_destroy(&keys);
   return rc;
@@ -228,11 +236,10 @@ static int check_rebuilt_sums(rn_aggregate *a, MDB_txn *txn)
   MDB_val k, d;
   int err = 0;
   for (rc = mdb_cursor_get(cur, &k, &d, MDB_FIRST); !err && rc == 0; rc = mdb_cursor_get(cur, &k, &d, MDB_NEXT)) {
-    uint64_t rows;
-    if (reserved(&k) || d.mv_size <= 16 || ((const char *)d.mv_data)[16] == FINAL_MARK) continue;
-    memcpy(&rows, (const char *)d.mv_data + 8, 8);
+    group_entry e;
+    if (reserved(&k) || !rn_agg_entry_parse(&k, &d, &e) || !e.rest_len || e.final) continue;
     msgpack_object *st;
-    if (rows > 0 && !(err = rn_agg_decode_state(a, &d, &st))) err = rn_agg_sums_fit(a, st);
+    if (e.rows > 0 && !(err = rn_agg_decode_state(a, &e, &st))) err = rn_agg_sums_fit(a, st);
     msgpack_zone_clear(zone_of(a));
   }
   mdb_cursor_close(cur);
@@ -331,6 +338,13 @@ static int declare_aggregate(rn_pipeline *p, const char *name, rn_rel *in, const
     for (int q = 0; q < i && counts; q++)
       if (rn_agg_decl_of(aggs[q].kind)->value_counts && aggs[q].slot == aggs[i].slot) a->counts_owner[i] = false;
   }
+  /* Group keys stored as they are, as before, up to where a min or max
+   * would leave its values no room (AGG_VALUE_ROOM_MIN) or a grace window
+   * no room in "aw:" (9 bytes of start); longer ones hashed (longkey.h). */
+  a->key_inline = RN_STORE_KEY_MAX;
+  for (int i = 0; i < naggs; i++)
+    if (a->counts_owner[i]) a->key_inline = RN_STORE_KEY_MAX - 1 - AGG_VALUE_ROOM_MIN;
+  if (w->has_grace && a->key_inline > RN_STORE_KEY_MAX - 9) a->key_inline = RN_STORE_KEY_MAX - 9;
   if (nby) memcpy(a->by, by, sizeof *by * (size_t)nby); /* by may be NULL without by columns */
   for (int i = 0; i < naggs; i++) {
     a->aggs[i] = aggs[i];

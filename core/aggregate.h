@@ -7,6 +7,9 @@
  *
  *     "ag:"  |group key| -> |u64 result id|u64 rows|state: msgpack array,
  *            one entry per aggregate|
+ *            (a group key too long to store as it is goes under its
+ *            hashed form, longkey.h, its whole key in the value: drawn as
+ *            group_entry in aggregate_int.h)
  *            group key: the by values then the window start, key-encoded
  *            (key.h); the global group (no by, no window) is |0x00|. A group
  *            whose rows fall to 0 stays as a tombstone: it gets its id back.
@@ -120,6 +123,13 @@ int rn_agg_reader_open(MDB_txn *txn, MDB_dbi meta, const char *name, const rn_sc
  * nothing for a tombstone or a counter. */
 int rn_agg_reader_row(rn_agg_reader *r, MDB_txn *txn, const MDB_val *k, const MDB_val *d,
                       int (*fn)(void *ctx, uint64_t id, const char *row, size_t len), void *ctx, rn_err *e);
+/* Finds the group whose whole key (the by values, then a window's start,
+ * key-encoded) is key in groups ("ag:" name, opened in txn): 0 with k -> d
+ * its entry, for rn_agg_reader_row (k valid until the reader's next row, d
+ * owned by LMDB), MDB_NOTFOUND, or an error code with *e set. A long key is
+ * stored hashed (longkey.h). */
+int rn_agg_reader_seek(rn_agg_reader *r, MDB_txn *txn, MDB_dbi groups, const char *key, size_t klen, MDB_val *k,
+                       MDB_val *d, rn_err *e);
 void rn_agg_reader_free(rn_agg_reader *r);
 
 #endif

@@ -15,8 +15,7 @@ static int window_key(rn_aggregate *a, msgpack_sbuffer *b, size_t base, double s
   b->size = base;
   msgpack_object s = num_obj(a, start, istart);
   rn_key_append(b, &s);
-  keys[*n].len = b->size;
-  keys[*n].k = (char *)rn_scratch_copy(a->out->p, b->data, b->size);
+  keys[*n] = (gkey){ (char *)rn_scratch_copy(a->out->p, b->data, b->size), b->size, NULL, 0 };
   return keys[(*n)++].k ? 0 : nomem(a);
 }
 
@@ -77,29 +76,23 @@ int rn_agg_group_keys(rn_aggregate *a, const msgpack_object *v, gkey *keys, int 
                         a->out->name, a->in->schema->cols[a->by[i]].name);
   msgpack_sbuffer b;
   msgpack_sbuffer_init(&b);
-  int longest = 0;
-  size_t longest_len = 0;
   for (int i = 0; i < a->nby; i++) {
-    size_t at = b.size;
     if (rn_key_append(&b, &v[a->by[i]]) != 0) { /* NaN: no key holds it */
       msgpack_sbuffer_destroy(&b);
       return rn_err_set(err_of(a), RN_EINVAL, "%s: by column \"%s\" is NaN: NaN has no place in a group key",
                         a->out->name, a->in->schema->cols[a->by[i]].name);
     }
-    if (b.size - at > longest_len) { longest = i; longest_len = b.size - at; }
   }
-  size_t base = b.size;
-  size_t room = RN_STORE_KEY_MAX - (a->w.kind == RN_WINDOW_NONE ? 0 : 9); /* a window start takes 9 bytes */
-  if (base > room) {
+  size_t base = b.size; /* of any length: a long one is stored hashed (rn_agg_group_find) */
+  if (rn_oom()) {
     msgpack_sbuffer_destroy(&b);
-    return rn_err_set(err_of(a), RN_EINVAL, "%s: by column \"%s\": a group's values take %zu bytes, more than "
-                      "the %zu a group key holds", a->out->name, a->in->schema->cols[a->by[longest]].name, base, room);
+    return nomem(a);
   }
   int rc = 0;
   *n = 0;
   if (a->w.kind == RN_WINDOW_NONE) {
     if (a->nby == 0) rn_buf_write(&b, GLOBAL_KEY, 1);
-    keys[(*n)++] = (gkey){ NULL, b.size };
+    keys[(*n)++] = (gkey){ NULL, b.size, NULL, 0 };
   } else {
     const msgpack_object *t = &v[a->w.slot];
     if (t->type == MSGPACK_OBJECT_NIL)
@@ -118,31 +111,33 @@ int rn_agg_group_keys(rn_aggregate *a, const msgpack_object *v, gkey *keys, int 
 /* Moves rem out of and add into group g (either may be NULL), then emits
  * the group's change: one UPDATE, or INSERT / DELETE as it appears or
  * empties (AGG-2). */
-int rn_agg_group_apply(rn_aggregate *a, const gkey *g, const msgpack_object *rv, const char *rrow, size_t rlen,
+int rn_agg_group_apply(rn_aggregate *a, const gkey *whole, const msgpack_object *rv, const char *rrow, size_t rlen,
                        const msgpack_object *av, const char *arow, size_t alen, bool quiet)
 {
-  MDB_val k = { g->len, g->k }, d;
+  gkey found_at = *whole, *g = &found_at;
+  MDB_val d;
   uint64_t rid = 0, rows = 0;
   msgpack_object *st = rn_zone_malloc(zone_of(a), sizeof *st * (size_t)(a->naggs ? a->naggs : 1));
   if (!st) return nomem(a);
-  int rc = rn_wb_get(&a->out->p->store, txn_of(a), a->groups_dbi, &k, &d);
-  if (rc == 0) {
-    memcpy(&rid, d.mv_data, 8);
-    memcpy(&rows, (char *)d.mv_data + 8, 8);
-    if (d.mv_size > 16 && ((const char *)d.mv_data)[16] == FINAL_MARK) /* drop_late keeps events out */
+  bool found;
+  int rc = rn_agg_group_find(a, txn_of(a), a->groups_dbi, a->key_inline, g, &d, &found);
+  if (rc) return rc;
+  group_entry e;
+  if (found && !rn_agg_entry_parse(&(MDB_val){ g->slen, g->sk }, &d, &e))
+    return rn_err_set(err_of(a), RN_ESTORE, "%s: a group's state could not be decoded", a->out->name);
+  if (found) {
+    rid = e.rid;
+    rows = e.rows;
+    if (e.final) /* drop_late keeps events out */
       return rn_err_set(err_of(a), RN_ESTORE, "%s: a change reached a final window", a->out->name);
-  } else if (rc == MDB_NOTFOUND && a->w.has_grace) {
-    if ((rc = rn_agg_window_index_put(a, g))) return rc;
-    rc = MDB_NOTFOUND;
+  } else if (a->w.has_grace && (rc = rn_agg_window_index_put(a, g))) {
+    return rc;
   }
-  if (rc == 0 && rows > 0) { /* a tombstone (0 rows) has no state */
+  if (found && rows > 0) { /* a tombstone (0 rows) has no state */
     msgpack_object *stored;
-    if ((rc = rn_agg_decode_state(a, &d, &stored))) return rc;
+    if ((rc = rn_agg_decode_state(a, &e, &stored))) return rc;
     memcpy(st, stored, sizeof *st * (size_t)a->naggs);
-  } else if (rc != 0 && rc != MDB_NOTFOUND) {
-    return store_fail(a, rc);
   }
-  rc = 0;
   if (rows == 0)
     for (int i = 0; i < a->naggs && !rc; i++) rc = rn_agg_init_state(a, i, &st[i]);
   const char *old = NULL, *now = NULL;
@@ -171,11 +166,17 @@ int rn_agg_group_apply(rn_aggregate *a, const gkey *g, const msgpack_object *rv,
   }
   if (rc) return rc;
   if (!rid && rows > 0) rid = a->out->next_id++;
-  /* |rid|rows|state| — a group at 0 rows keeps its id (a tombstone). */
+  /* |rid|rows|[hashed key]|state| — a group at 0 rows keeps its id (a tombstone). */
   msgpack_sbuffer *b = &a->buf;
   msgpack_sbuffer_clear(b);
   rn_buf_write(b, (const char *)&rid, 8);
   rn_buf_write(b, (const char *)&rows, 8);
+  if (g->sk != g->k) { /* hashed: the whole key beside the state (group_entry) */
+    uint32_t klen = (uint32_t)g->len;
+    rn_buf_write(b, (const char[2]){ (char)0xc1, (char)0xfe }, 2);
+    rn_buf_write(b, (const char *)&klen, 4);
+    rn_buf_write(b, g->k, g->len);
+  }
   msgpack_packer pk;
   msgpack_packer_init(&pk, b, rn_buf_write);
   msgpack_pack_array(&pk, (size_t)a->naggs);
@@ -185,6 +186,7 @@ int rn_agg_group_apply(rn_aggregate *a, const gkey *g, const msgpack_object *rv,
   }
   d.mv_size = b->size;
   d.mv_data = b->data;
+  MDB_val k = { g->slen, g->sk };
   rc = rn_wb_put(&a->out->p->store, txn_of(a), a->groups_dbi, &k, &d, 0);
   if (rc) return store_fail(a, rc);
   if (quiet) return 0;

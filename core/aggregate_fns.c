@@ -69,7 +69,8 @@ static void set_count(msgpack_object *o, int64_t n)
 
 /* ---- value counts ("am:", aggregate.h) ----
  *
- * |group key|u8 column|value| -> |u64 count|, the value key-encoded (key.h),
+ * |group key|u8 column|value| -> |u64 count|, the group key as its entry in
+ * "ag:" is stored (hashed when long), the value key-encoded (key.h),
  * so the first entry under |group key|u8 column| is the minimum and the last
  * the maximum. A value whose encoding is longer than the room left after
  * |group key|u8 column| less one byte (a string or bytes value of some
@@ -85,13 +86,14 @@ static void set_count(msgpack_object *o, int64_t n)
  * the first or last entry, or the least or greatest value of its bucket.
  * A bucket holds the values that share that long a prefix: most often one. */
 
-/* Room for the value part of a key under |group key|u8 column|. */
+/* Room for the value part of a key under |stored group key|u8 column| (a
+ * long group key is stored hashed, aggregate_int.h: room stays). */
 static size_t value_room(const gkey *g)
 {
-  return g->len + 1 < RN_STORE_KEY_MAX ? RN_STORE_KEY_MAX - g->len - 1 : 0;
+  return g->slen + 1 < RN_STORE_KEY_MAX ? RN_STORE_KEY_MAX - g->slen - 1 : 0;
 }
 
-enum { BUCKET_MIN_ROOM = 16 }; /* a shorter room is a group key of almost 511 bytes: refused */
+
 
 /* Moves value enc's count in bucket (data d, at key k) by delta. */
 static int bucket_count(rn_aggregate *a, const MDB_val *k, const MDB_val *d, bool found, const char *enc,
@@ -147,19 +149,19 @@ static int value_count(rn_aggregate *a, const gkey *g, int i, const msgpack_obje
 {
   msgpack_sbuffer b;
   msgpack_sbuffer_init(&b);
-  rn_buf_write(&b, g->k, g->len);
+  rn_buf_write(&b, g->sk, g->slen);
   char idx = (char)a->aggs[i].slot;
   rn_buf_write(&b, &idx, 1);
   const char *col = a->in->schema->cols[a->aggs[i].slot].name;
   int rc = rn_key_append(&b, v) ? rn_err_set(err_of(a), RN_EINVAL, "%s: %s \"%s\" of column \"%s\" is NaN: NaN has no "
                                               "place among min and max", a->out->name,
                                               a->aggs[i].kind == RN_AGG_MAX ? "max" : "min", a->aggs[i].name, col) : 0;
-  size_t room = value_room(g), at = g->len + 1;
+  size_t room = value_room(g), at = g->slen + 1;
   bool bucket = !rc && b.size - at >= room;
-  if (bucket && room < BUCKET_MIN_ROOM)
+  if (bucket && room < AGG_VALUE_ROOM_MIN)
     rc = rn_err_set(err_of(a), RN_EINVAL, "%s: %s \"%s\" of column \"%s\": its group key takes %zu bytes, too many "
                     "to keep values beside it", a->out->name, a->aggs[i].kind == RN_AGG_MAX ? "max" : "min",
-                    a->aggs[i].name, col, g->len);
+                    a->aggs[i].name, col, g->slen);
   if (rn_oom() && !rc) rc = nomem(a);
   if (!rc) {
     char *enc = NULL;
@@ -288,20 +290,20 @@ int rn_agg_sum_step(rn_aggregate *a, int i, msgpack_object *st, const msgpack_ob
 static int extreme(rn_aggregate *a, const gkey *g, int i, bool max, msgpack_object *out)
 {
   out->type = MSGPACK_OBJECT_NIL;
-  char prefix[g->len + 1];
+  char prefix[g->slen + 1];
   int col = a->aggs[i].slot;
-  memcpy(prefix, g->k, g->len);
-  prefix[g->len] = (char)(max ? col + 1 : col);
+  memcpy(prefix, g->sk, g->slen);
+  prefix[g->slen] = (char)(max ? col + 1 : col);
   MDB_cursor *cur;
   int rc = rn_wb_cursor_open(&a->out->p->store, txn_of(a), a->values_dbi, false, &cur);
   if (rc) return store_fail(a, rc);
-  MDB_val k = { g->len + 1, prefix }, d;
+  MDB_val k = { g->slen + 1, prefix }, d;
   rc = mdb_cursor_get(cur, &k, &d, MDB_SET_RANGE);
   if (max) rc = rc == 0 ? mdb_cursor_get(cur, &k, &d, MDB_PREV) : mdb_cursor_get(cur, &k, &d, MDB_LAST);
-  prefix[g->len] = (char)col;
-  if (rc == 0 && k.mv_size > g->len + 1 && memcmp(k.mv_data, prefix, g->len + 1) == 0) {
-    const char *enc = (const char *)k.mv_data + g->len + 1;
-    size_t len = k.mv_size - g->len - 1;
+  prefix[g->slen] = (char)col;
+  if (rc == 0 && k.mv_size > g->slen + 1 && memcmp(k.mv_data, prefix, g->slen + 1) == 0) {
+    const char *enc = (const char *)k.mv_data + g->slen + 1;
+    size_t len = k.mv_size - g->slen - 1;
     if (len >= value_room(g)) rc = bucket_extreme(a, &d, max, &enc, &len); /* a bucket of long values */
     if (!rc && rn_key_decode(enc, len, out, 1, zone_of(a)) != 1)
       rc = rn_err_set(err_of(a), RN_ESTORE, "%s: a stored value could not be decoded", a->out->name);

@@ -18,6 +18,7 @@
 
 #include "fsum.h"
 #include "key.h"
+#include "longkey.h"
 #include "row.h"
 
 #define MAX_WINDOWS 1024            /* windows one event may fall in */
@@ -30,6 +31,9 @@ static const char FINAL_MARK = (char)0xc1;         /* never a msgpack byte: a fi
  * as an empty group so that older versions pass over it. */
 static const char FORMAT_KEY[1] = { (char)0xfc };
 enum { STATE_FORMAT = 2 };
+/* The least room for a min's or max's value beside its group key in "am:"
+ * (aggregate_fns.c): a group key leaving less is stored hashed. */
+enum { AGG_VALUE_ROOM_MIN = 16 };
 
 /* One-byte keys other than the global group's are counters, not groups. */
 static inline bool reserved(const MDB_val *k)
@@ -58,6 +62,7 @@ typedef struct rn_aggregate {
   bool *counts_owner;     /* per aggregate: the min/max that keeps its column's value counts */
   struct fsum_seen *fseen; /* per aggregate: the float sum read or written last */
   MDB_dbi groups_dbi, values_dbi, windows_dbi; /* windows_dbi: with grace only */
+  size_t key_inline;      /* the longest group key stored as it is (rn_agg_group_find) */
   uint64_t next_final_txn;  /* the store's txn_serial next_final was worked out in (0: none) */
   double next_final;        /* the largest event time below which no open window is final */
   __int128 next_final_int;  /* the same for an int time column, exact (rn_agg_window_final) */
@@ -74,10 +79,33 @@ typedef struct rn_agg_time {
   int64_t i;
 } rn_agg_time;
 
+/* A group's key: its whole encoding, and the key its entry is stored
+ * under in "ag:" (and its value counts under, in "am:"): the whole key
+ * when it fits, else its hashed form (longkey.h, rn_agg_group_find). */
 typedef struct gkey {
-  char *k;                /* scratch */
+  char *k;                /* the whole key: scratch */
   size_t len;
+  char *sk;               /* the stored key: k, or a hashed form in scratch; NULL until found */
+  size_t slen;
 } gkey;
+
+/* A group entry's value (aggregate.h) read in place:
+ *
+ *     |u64 rid|u64 rows|[0xc1 0xfe|u32 klen|whole group key]|state or 0xc1 final row|
+ *
+ * the bracket present when the group key is hashed (longkey.h). 0xc1 is
+ * never a msgpack byte, and a final window's row after it is an array,
+ * whose first byte is never 0xfe. */
+typedef struct group_entry {
+  uint64_t rid, rows;
+  const char *key;        /* the whole group key: the entry's LMDB key unless hashed */
+  size_t klen;
+  const char *head;       /* |0xc1 0xfe|klen|key| of a hashed group (head_len 0: none) */
+  size_t head_len;
+  const char *rest;       /* the state, or |0xc1|row| of a final window */
+  size_t rest_len;
+  bool final;             /* rest is |0xc1|row| */
+} group_entry;
 
 /* Where the aggregate reads and writes: the group's transaction, or a scan's. */
 static inline MDB_txn *txn_of(rn_aggregate *a) { return a->reading ? a->reading : a->out->p->store.wtxn; }
@@ -165,9 +193,20 @@ int rn_agg_sums_fit(rn_aggregate *a, const msgpack_object *st);
 
 /* ---- aggregate_window.c ---- */
 
-/* The aggregates' states in a group entry |rid|rows|state|, decoded into
- * scratch. */
-int rn_agg_decode_state(rn_aggregate *a, const MDB_val *d, msgpack_object **st);
+/* Group entry k -> d (not a reserved key) into *e: false when its value is
+ * malformed. */
+bool rn_agg_entry_parse(const MDB_val *k, const MDB_val *d, group_entry *e);
+/* The whole key a hashed group's entry value keeps (rn_longkey_whole_fn). */
+bool rn_agg_entry_whole(void *ctx, const MDB_val *d, const char **key, size_t *klen);
+/* Finds group g's entry in dbi (the "ag:" of a) in txn: sets g->sk and
+ * g->slen to where it is, or where it goes when *found is false; *d its
+ * value. A key of at most inline_max bytes goes under itself, a longer one
+ * under its hashed form; an entry written under a key up to 511 bytes long
+ * by an older runnel is found there. */
+int rn_agg_group_find(rn_aggregate *a, MDB_txn *txn, MDB_dbi dbi, size_t inline_max, gkey *g, MDB_val *d,
+                      bool *found);
+/* The aggregates' states of a group entry (e->rest), decoded into scratch. */
+int rn_agg_decode_state(rn_aggregate *a, const group_entry *e, msgpack_object **st);
 /* Makes final, oldest first, every window max_ts has passed by its grace.
  * Within one LMDB transaction next_final says when the oldest open window
  * becomes final, so most events skip the index; a new transaction (a

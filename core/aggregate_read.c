@@ -234,26 +234,41 @@ int rn_agg_reader_row(rn_agg_reader *r, MDB_txn *txn, const MDB_val *k, const MD
                       int (*fn)(void *ctx, uint64_t id, const char *row, size_t len), void *ctx, rn_err *e)
 {
   rn_aggregate *a = &r->a;
-  if (reserved(k) || d->mv_size < 16) return 0;
-  uint64_t rid, rows;
-  memcpy(&rid, d->mv_data, 8);
-  memcpy(&rows, (char *)d->mv_data + 8, 8);
+  group_entry en;
+  if (reserved(k) || !rn_agg_entry_parse(k, d, &en)) return 0;
+  uint64_t rid = en.rid, rows = en.rows;
   if (rows == 0) return 0; /* a tombstone */
-  if (d->mv_size > 16 && ((const char *)d->mv_data)[16] == FINAL_MARK) /* a final window's row, as stored */
-    return fn(ctx, rid, (const char *)d->mv_data + 17, d->mv_size - 17);
+  if (en.final) /* a final window's row, as stored */
+    return fn(ctx, rid, en.rest + 1, en.rest_len - 1);
   int rc;
   a->reading = txn;
-  gkey g = { (char *)rn_scratch_copy(&r->p, k->mv_data, k->mv_size), k->mv_size };
+  gkey g = { (char *)rn_scratch_copy(&r->p, en.key, en.klen), en.klen,
+             (char *)rn_scratch_copy(&r->p, k->mv_data, k->mv_size), k->mv_size };
   msgpack_object *st = NULL;
   const char *row;
   size_t len;
   msgpack_object ext[a->naggs ? a->naggs : 1];
   for (int i = 0; i < a->naggs; i++) ext[i] = UNKNOWN;
   rn_err_clear(&r->p.err);
-  rc = g.k ? rn_agg_decode_state(a, d, &st) : nomem(a);
+  rc = g.k && g.sk ? rn_agg_decode_state(a, &en, &st) : nomem(a);
   if (!rc) rc = rn_agg_result_row(a, &g, rows, st, ext, &row, &len);
   if (!rc) rc = fn(ctx, rid, row, len);
   else *e = r->p.err;
   msgpack_zone_clear(&r->p.scratch);
   return rc;
+}
+
+int rn_agg_reader_seek(rn_agg_reader *r, MDB_txn *txn, MDB_dbi groups, const char *key, size_t klen, MDB_val *k,
+                       MDB_val *d, rn_err *e)
+{
+  gkey g = { (char *)key, klen, NULL, 0 };
+  bool found;
+  rn_err_clear(&r->p.err);
+  int rc = rn_agg_group_find(&r->a, txn, groups, 0, &g, d, &found); /* 0: a group of any length may be hashed */
+  if (!rc && found) {
+    k->mv_data = g.sk;
+    k->mv_size = g.slen; /* g.sk: key, or in scratch until the reader's next row */
+  }
+  if (rc) *e = r->p.err;
+  return rc ? rc : found ? 0 : MDB_NOTFOUND;
 }

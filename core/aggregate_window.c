@@ -8,20 +8,87 @@
 
 /* ---- final windows (windowed streams with grace) ----
  *
- * "aw:" |encoded window start|group key| -> |group key| lists the windows
+ * "aw:" |encoded window start|stored group key| -> |stored group key| (the
+ * key of its entry in "ag:": hashed when long, aggregate_int.h) lists the windows
  * not final yet, oldest first. When the largest event time passes a
  * window's end plus grace, no event can reach it again (AGG-3): its value
  * counts go and its entry in "ag:" becomes |rid|rows|0xc1|result row|, the
  * row it will always have. State then grows with the open windows only. */
 
-/* The aggregates' states in a group entry |rid|rows|state|, decoded into
- * scratch. */
-int rn_agg_decode_state(rn_aggregate *a, const MDB_val *d, msgpack_object **st)
+/* |0xc1 0xfe|: a hashed group's whole key follows (group_entry). */
+static const char LONG_HEAD[2] = { (char)0xc1, (char)0xfe };
+
+bool rn_agg_entry_parse(const MDB_val *k, const MDB_val *d, group_entry *e)
+{
+  const char *v = d->mv_data;
+  if (d->mv_size < 16) return false;
+  memcpy(&e->rid, v, 8);
+  memcpy(&e->rows, v + 8, 8);
+  e->key = k->mv_data;
+  e->klen = k->mv_size;
+  e->head = v + 16;
+  e->head_len = 0;
+  size_t off = 16;
+  if (d->mv_size >= 22 && memcmp(v + 16, LONG_HEAD, 2) == 0) {
+    uint32_t klen;
+    memcpy(&klen, v + 18, 4);
+    if (d->mv_size - 22 < klen) return false;
+    e->key = v + 22;
+    e->klen = klen;
+    off = 22 + (size_t)klen;
+    e->head_len = off - 16;
+  }
+  e->rest = v + off;
+  e->rest_len = d->mv_size - off;
+  e->final = e->rest_len > 0 && e->rest[0] == FINAL_MARK;
+  return true;
+}
+
+bool rn_agg_entry_whole(void *ctx, const MDB_val *d, const char **key, size_t *klen)
+{
+  (void)ctx;
+  static const MDB_val none = { 0, NULL };
+  group_entry e;
+  if (!rn_agg_entry_parse(&none, d, &e) || !e.head_len) return false;
+  *key = e.key;
+  *klen = e.klen;
+  return true;
+}
+
+/* Looks at most at one key as it is, then at RN_LONGKEY_PROBES hashed forms. */
+int rn_agg_group_find(rn_aggregate *a, MDB_txn *txn, MDB_dbi dbi, size_t inline_max, gkey *g, MDB_val *d,
+                      bool *found)
+{
+  rn_store *s = &a->out->p->store;
+  *found = false;
+  g->sk = g->k;
+  g->slen = g->len;
+  if (g->len <= RN_STORE_KEY_MAX) {
+    MDB_val k = { g->len, g->k };
+    int rc = rn_wb_get(s, txn, dbi, &k, d);
+    if (rc && rc != MDB_NOTFOUND) return store_fail(a, rc);
+    group_entry e;
+    if (rc == 0 && rn_agg_entry_parse(&k, d, &e) && !e.head_len) return *found = true, 0;
+    if (rc == MDB_NOTFOUND && g->len <= inline_max) return 0;
+  } /* longer, or its place holds a hashed group: hashed (LONGKEY-2) */
+  char *stored = rn_zone_malloc(zone_of(a), RN_LONGKEY_STORED);
+  if (!stored) return nomem(a);
+  int rc = rn_longkey_find(s, txn, dbi, g->k, g->len, rn_agg_entry_whole, NULL, stored, d);
+  g->sk = stored;
+  g->slen = RN_LONGKEY_STORED;
+  if (rc == RN_LONGKEY_FULL)
+    return rn_err_set(err_of(a), RN_ESTORE, "%s: too many long group keys share one hash", a->out->name);
+  if (rc && rc != MDB_NOTFOUND) return store_fail(a, rc);
+  *found = rc == 0;
+  return 0;
+}
+
+int rn_agg_decode_state(rn_aggregate *a, const group_entry *e, msgpack_object **st)
 {
   msgpack_object arr;
   size_t off = 0;
-  const char *copy = rn_scratch_copy(a->out->p, (const char *)d->mv_data + 16, d->mv_size - 16);
-  if (!copy || rn_unpack(copy, d->mv_size - 16, &off, zone_of(a), &arr) != MSGPACK_UNPACK_SUCCESS ||
+  const char *copy = rn_scratch_copy(a->out->p, e->rest, e->rest_len);
+  if (!copy || rn_unpack(copy, e->rest_len, &off, zone_of(a), &arr) != MSGPACK_UNPACK_SUCCESS ||
       arr.type != MSGPACK_OBJECT_ARRAY || arr.via.array.size != (uint32_t)a->naggs)
     return rn_err_set(err_of(a), RN_ESTORE, "%s: a group's state could not be decoded", a->out->name);
   *st = arr.via.array.ptr;
@@ -68,8 +135,8 @@ int rn_agg_window_index_put(rn_aggregate *a, const gkey *g)
   msgpack_sbuffer_init(&b);
   msgpack_object s = num_obj(a, start.d, start.i);
   rn_key_append(&b, &s);
-  rn_buf_write(&b, g->k, g->len);
-  MDB_val k = { b.size, b.data }, d = { g->len, g->k };
+  rn_buf_write(&b, g->sk, g->slen);
+  MDB_val k = { b.size, b.data }, d = { g->slen, g->sk };
   rc = b.size > RN_STORE_KEY_MAX ? 0 : mdb_put(txn_of(a), a->windows_dbi, &k, &d, 0); /* too long: stays open */
   double at = start.d + a->w.size + a->w.grace;
   bool listed = !rc && b.size <= RN_STORE_KEY_MAX;
@@ -79,34 +146,39 @@ int rn_agg_window_index_put(rn_aggregate *a, const gkey *g)
   return rc ? store_fail(a, rc) : 0;
 }
 
-/* Makes window g final: its row is stored as it is, its state dropped. */
-static int finalize_window(rn_aggregate *a, const gkey *g)
+/* Makes the window stored under sk final: its row is stored as it is,
+ * its state dropped. */
+static int finalize_window(rn_aggregate *a, char *sk, size_t slen)
 {
-  MDB_val k = { g->len, g->k }, d;
+  MDB_val k = { slen, sk }, d;
   int rc = rn_wb_get(&a->out->p->store, txn_of(a), a->groups_dbi, &k, &d);
   if (rc) return rc == MDB_NOTFOUND ? 0 : store_fail(a, rc);
-  uint64_t head[2];
-  memcpy(head, d.mv_data, 16);
+  group_entry e;
+  if (!rn_agg_entry_parse(&k, &d, &e) || e.final)
+    return rn_err_set(err_of(a), RN_ESTORE, "%s: a group's state could not be decoded", a->out->name);
+  gkey g = { (char *)rn_scratch_copy(a->out->p, e.key, e.klen), e.klen, sk, slen };
+  const char *head = rn_scratch_copy(a->out->p, d.mv_data, 16 + e.head_len); /* |rid|rows|[hashed key]| */
+  if (!g.k || !head) return nomem(a);
   msgpack_object *st;
-  if ((rc = rn_agg_decode_state(a, &d, &st))) return rc;
+  if ((rc = rn_agg_decode_state(a, &e, &st))) return rc;
   msgpack_object ext[a->naggs ? a->naggs : 1];
   for (int i = 0; i < a->naggs; i++) ext[i] = UNKNOWN;
   const char *row;
   size_t len;
-  if ((rc = rn_agg_result_row(a, g, head[1], st, ext, &row, &len))) return rc;
+  if ((rc = rn_agg_result_row(a, &g, e.rows, st, ext, &row, &len))) return rc;
   MDB_cursor *cur; /* the value counts under |group key| */
   if ((rc = rn_wb_cursor_open(&a->out->p->store, txn_of(a), a->values_dbi, true, &cur))) return store_fail(a, rc);
   for (;;) { /* seek again after each delete: LMDB's cursor may sit past a page's end */
-    MDB_val vk = { g->len, g->k }, vd;
+    MDB_val vk = { slen, sk }, vd;
     rc = mdb_cursor_get(cur, &vk, &vd, MDB_SET_RANGE);
-    if (rc || vk.mv_size <= g->len || memcmp(vk.mv_data, g->k, g->len) != 0) break;
+    if (rc || vk.mv_size <= slen || memcmp(vk.mv_data, sk, slen) != 0) break;
     if ((rc = mdb_cursor_del(cur, 0))) break;
   }
   mdb_cursor_close(cur);
   if (rc && rc != MDB_NOTFOUND) return store_fail(a, rc);
   msgpack_sbuffer *b = &a->buf;
   msgpack_sbuffer_clear(b);
-  rn_buf_write(b, (const char *)head, 16);
+  rn_buf_write(b, head, 16 + e.head_len);
   rn_buf_write(b, &FINAL_MARK, 1);
   rn_buf_write(b, row, len);
   d = (MDB_val){ b->size, b->data };
@@ -131,9 +203,8 @@ int rn_agg_finalize_windows(rn_aggregate *a, rn_agg_time max_ts)
   double next = HUGE_VAL;
   __int128 next_int = (__int128)1 << 120; /* none open: never */
   while (!err && (rc = mdb_cursor_get(cur, &k, &d, MDB_FIRST)) == 0) {
-    int nk = a->nby + 2; /* the start, then the group key's values */
-    msgpack_object kv[nk];
-    if (rn_key_decode(k.mv_data, k.mv_size, kv, nk, zone_of(a)) != nk) {
+    msgpack_object kv[1]; /* the start (an int or a float: 9 bytes), then the stored group key */
+    if (k.mv_size <= 9 || rn_key_decode(k.mv_data, 9, kv, 1, zone_of(a)) != 1) {
       err = rn_err_set(err_of(a), RN_ESTORE, "%s: a window index key could not be decoded", a->out->name);
       break;
     }
@@ -143,10 +214,11 @@ int rn_agg_finalize_windows(rn_aggregate *a, rn_agg_time max_ts)
       if (a->time_int) next_int = int_final_at(a, start.i);
       break;
     }
-    gkey g = { (char *)rn_scratch_copy(a->out->p, d.mv_data, d.mv_size), d.mv_size };
-    if (!g.k) err = nomem(a);
+    char *sk = (char *)rn_scratch_copy(a->out->p, d.mv_data, d.mv_size); /* the group's stored key */
+    size_t slen = d.mv_size;
+    if (!sk) err = nomem(a);
     else if ((rc = mdb_cursor_del(cur, 0))) break;
-    else if (!(err = finalize_window(a, &g))) made++;
+    else if (!(err = finalize_window(a, sk, slen))) made++;
   }
   mdb_cursor_close(cur);
   if (!err && made) err = rn_agg_counter_add(a, FINAL_KEY, made);

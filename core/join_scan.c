@@ -81,7 +81,9 @@ static int scan_lone_right_rows(rn_join *j, MDB_txn *txn, bool own_scratch, rn_s
   MDB_val k, v;
   int mrc = rc ? MDB_NOTFOUND : mdb_cursor_get(cur, &k, &v, MDB_FIRST);
   for (; !rc && mrc == 0; mrc = mdb_cursor_get(cur, &k, &v, MDB_NEXT)) {
-    fk f = { .null = false, .enc = k.mv_data, .len = k.mv_size };
+    bool hashed = v.mv_size > 16; /* |id|owner|whole key| (join_state.c) */
+    fk f = { .null = false, .enc = hashed ? (const char *)v.mv_data + 16 : k.mv_data,
+             .len = hashed ? v.mv_size - 16 : k.mv_size };
     rn_join_set_part(&f);
     side none = { 0 }, r = { 0 }, res = { 0 };
     entries es = { .items = NULL }; /* stack NULL: collect allocates */

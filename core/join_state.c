@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "longkey.h"
 #include "lookup.h"
 #include "wb.h"
 
@@ -384,27 +385,24 @@ int rn_join_result_key(rn_join *j, uint64_t lid, side *l, const fk *f, msgpack_s
   return 0;
 }
 
-/* The id of result key k: its old id if it ever had one, else the next.
- * owner: the left id that now holds it (0: release); with a selector two
- * left rows may not hold one key at once. */
-int rn_join_result_id(rn_join *j, const msgpack_sbuffer *k, uint64_t owner, bool take, uint64_t *id)
+/* "jr:" |result key| -> |u64 id|u64 owner|[whole key]|: a result key
+ * longer than an LMDB key goes under its hashed form (longkey.h), its
+ * whole key after the id and owner (entries are never removed:
+ * LONGKEY-1). */
+static bool result_whole(void *ctx, const MDB_val *v, const char **key, size_t *klen)
 {
-  if (k->size > RN_STORE_KEY_MAX)
-    return rn_err_set(err_of(j), RN_EINVAL, "%s: a result key longer than %d bytes", j->out->name, RN_STORE_KEY_MAX);
-  MDB_val key = { k->size, k->data }, v;
-  if (!j->fns.selector) { /* no owners to track: one descent puts a new key or finds its id */
-    uint64_t fresh[2] = { j->out->next_id, 0 };
-    v = (MDB_val){ sizeof fresh, fresh };
-    int rc = rn_wb_put(&j->out->p->store, txn_of(j), j->result_dbi, &key, &v, MDB_NOOVERWRITE);
-    if (rc == 0) { *id = j->out->next_id++; return 0; }
-    if (rc != MDB_KEYEXIST) return rn_store_fail(err_of(j), rc, j->out->name);
-    memcpy(id, v.mv_data, sizeof *id); /* LMDB points v at the stored value */
-    return 0;
-  }
-  int rc = rn_wb_get(&j->out->p->store, txn_of(j), j->result_dbi, &key, &v);
-  if (rc && rc != MDB_NOTFOUND) return rn_store_fail(err_of(j), rc, j->out->name);
-  uint64_t val[2] = { 0, 0 };
-  if (rc == 0) memcpy(val, v.mv_data, sizeof val);
+  (void)ctx;
+  if (v->mv_size <= 16) return false;
+  *key = (const char *)v->mv_data + 16;
+  *klen = v->mv_size - 16;
+  return true;
+}
+
+/* Settles the id of result key k found (val, from its entry) or not (val
+ * zero) at key; hashed: key is k's hashed form. */
+static int result_id_at(rn_join *j, const msgpack_sbuffer *k, MDB_val key, bool hashed, uint64_t val[2],
+                        uint64_t owner, bool take, uint64_t *id)
+{
   if (j->fns.selector && take && val[1] && val[1] != owner) {
     char kbuf[128];
     msgpack_object kv[8];
@@ -422,10 +420,58 @@ int rn_join_result_id(rn_join *j, const msgpack_sbuffer *k, uint64_t owner, bool
   }
   *id = val[0];
   if (!changed) return 0;
-  v.mv_size = sizeof val;
-  v.mv_data = val;
-  rc = rn_wb_put(&j->out->p->store, txn_of(j), j->result_dbi, &key, &v, 0);
+  MDB_val v = { sizeof *val * 2, val };
+  char *whole = NULL;
+  if (hashed) { /* |id|owner|whole key| */
+    if (!(whole = malloc(16 + k->size))) return nomem(j);
+    memcpy(whole, val, 16);
+    memcpy(whole + 16, k->data, k->size);
+    v = (MDB_val){ 16 + k->size, whole };
+  }
+  int rc = rn_wb_put(&j->out->p->store, txn_of(j), j->result_dbi, &key, &v, 0);
+  free(whole);
   return rc ? rn_store_fail(err_of(j), rc, j->out->name) : 0;
+}
+
+/* The id of a result key stored hashed: longer than an LMDB key, or one
+ * whose place a hashed key holds (a key as long as a hashed form). */
+static int long_result_id(rn_join *j, const msgpack_sbuffer *k, uint64_t owner, bool take, uint64_t *id)
+{
+  char stored[RN_LONGKEY_STORED];
+  MDB_val v;
+  int rc = rn_longkey_find(&j->out->p->store, txn_of(j), j->result_dbi, k->data, k->size, result_whole, NULL, stored,
+                           &v);
+  if (rc == RN_LONGKEY_FULL) return rn_err_set(err_of(j), RN_ESTORE, "%s: too many long result keys share one hash",
+                                               j->out->name);
+  if (rc && rc != MDB_NOTFOUND) return rn_store_fail(err_of(j), rc, j->out->name);
+  uint64_t val[2] = { 0, 0 };
+  if (rc == 0) memcpy(val, v.mv_data, sizeof val);
+  return result_id_at(j, k, (MDB_val){ sizeof stored, stored }, true, val, owner, take, id);
+}
+
+/* The id of result key k: its old id if it ever had one, else the next.
+ * owner: the left id that now holds it (0: release); with a selector two
+ * left rows may not hold one key at once. */
+int rn_join_result_id(rn_join *j, const msgpack_sbuffer *k, uint64_t owner, bool take, uint64_t *id)
+{
+  if (k->size > RN_STORE_KEY_MAX) return long_result_id(j, k, owner, take, id);
+  MDB_val key = { k->size, k->data }, v;
+  if (!j->fns.selector) { /* no owners to track: one descent puts a new key or finds its id */
+    uint64_t fresh[2] = { j->out->next_id, 0 };
+    v = (MDB_val){ sizeof fresh, fresh };
+    int rc = rn_wb_put(&j->out->p->store, txn_of(j), j->result_dbi, &key, &v, MDB_NOOVERWRITE);
+    if (rc == 0) { *id = j->out->next_id++; return 0; }
+    if (rc != MDB_KEYEXIST) return rn_store_fail(err_of(j), rc, j->out->name);
+    if (v.mv_size > 16) return long_result_id(j, k, owner, take, id); /* a hashed key's place */
+    memcpy(id, v.mv_data, sizeof *id); /* LMDB points v at the stored value */
+    return 0;
+  }
+  int rc = rn_wb_get(&j->out->p->store, txn_of(j), j->result_dbi, &key, &v);
+  if (rc && rc != MDB_NOTFOUND) return rn_store_fail(err_of(j), rc, j->out->name);
+  if (rc == 0 && v.mv_size > 16) return long_result_id(j, k, owner, take, id); /* a hashed key's place */
+  uint64_t val[2] = { 0, 0 };
+  if (rc == 0) memcpy(val, v.mv_data, sizeof val);
+  return result_id_at(j, k, key, false, val, owner, take, id);
 }
 
 /* Emits the change from result old (id old_id) to result now (id new_id):

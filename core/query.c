@@ -6,9 +6,10 @@
 #include <string.h>
 
 #include "key.h"
+#include "longkey.h"
 #include "store_sink.h"
 
-#define TABLE_KEY_INLINE_MAX 480 /* table.c's RN_KEY_INLINE_MAX: longer keys are stored hashed */
+#define TABLE_KEY_INLINE_MAX RN_LONGKEY_INLINE /* table.c's RN_KEY_INLINE_MAX: longer keys are stored hashed */
 
 int rn_attach_table_entry(MDB_txn *txn, MDB_dbi meta, const char *path, const char *name, MDB_val *v, int *table,
                           rn_err *e)
@@ -36,10 +37,29 @@ int rn_attach_table_key(int table, const char *name, size_t klen, rn_err *e)
   if (table == RN_ATTACH_KEYLESS || table == RN_ATTACH_DISTINCT)
     return rn_err_set(e, RN_EINVAL, "attach %s: get: a keyless %s has no key to read by (rows() reads it)", name,
                       table == RN_ATTACH_DISTINCT ? "distinct" : "table");
-  if (klen > TABLE_KEY_INLINE_MAX)
-    return rn_err_set(e, RN_EINVAL, "attach %s: get: a key of %zu bytes is read only by the pipeline itself", name,
-                      klen);
+  (void)name, (void)klen; /* a long key is found hashed (rn_attach_table_find) */
   return 0;
+}
+
+/* The whole key a keyed table's long-key entry keeps (table.c's layout). */
+static bool table_long_key(void *ctx, const MDB_val *v, const char **key, size_t *klen)
+{
+  (void)ctx;
+  const char *d = v->mv_data;
+  uint32_t n;
+  if (v->mv_size < 13 || !(d[8] & 2)) return false;
+  memcpy(&n, d + 9, 4);
+  if (v->mv_size - 13 < n) return false;
+  *key = d + 13;
+  *klen = n;
+  return true;
+}
+
+int rn_attach_table_find(MDB_txn *txn, MDB_dbi dbi, const char *key, size_t klen, char *stored, MDB_val *v)
+{
+  if (klen <= TABLE_KEY_INLINE_MAX) return mdb_get(txn, dbi, &(MDB_val){ klen, (void *)key }, v);
+  int rc = rn_longkey_find(NULL, txn, dbi, key, klen, table_long_key, NULL, stored, v);
+  return rc == RN_LONGKEY_FULL ? MDB_NOTFOUND : rc; /* every probe holds another key: not there */
 }
 
 /* Keyed: |u64 id|u8 flags|[u32 klen|key]|row|, flags 1 = live, 2 = long

@@ -482,13 +482,13 @@ static int match(void *ctx, uint64_t id, const char *row, size_t len)
 }
 
 /* An aggregate's group is stored under its key ("ag:", the by columns then
- * a window's start, encoded as the key is): one seek. */
+ * a window's start, encoded as the key is; hashed when long): one seek. */
 static int seek_group(rn_reader *r, MDB_txn *txn, matching *m)
 {
-  MDB_val k = { m->klen, (void *)m->key }, v;
-  int rc = mdb_get(txn, r->dbi, &k, &v);
+  MDB_val k, v;
+  int rc = rn_agg_reader_seek(r->agg, txn, r->dbi, m->key, m->klen, &k, &v, m->e);
   if (rc == MDB_NOTFOUND) return 0;
-  if (rc) return rn_err_set(m->e, rn_store_read_code(rc), "%s: %s", r->name, mdb_strerror(rc));
+  if (rc) return m->e->code ? m->e->code : rn_err_set(m->e, RN_ESTORE, "%s: a group could not be read", r->name);
   return rn_agg_reader_row(r->agg, txn, &k, &v, match, m, m->e);
 }
 

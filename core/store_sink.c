@@ -19,6 +19,7 @@
  * whose carried groups a read commits first (owner_flushed). */
 #include "store_sink.h"
 
+#include <errno.h>
 #include <limits.h>
 #include <stddef.h>
 #include <stdio.h>
@@ -29,6 +30,7 @@
 #include "aggregate.h"
 #include "envs.h"
 #include "key.h"
+#include "longkey.h"
 #include "reader.h"
 #include "row.h"
 #include "scan.h"
@@ -135,18 +137,55 @@ static int key_of(const rn_schema *s, uint64_t id, const char *row, size_t len, 
   }
   const msgpack_object *v = rn_row_unpack(row, len, s->ncols, z);
   if (!v) return -1;
-  rn_key_encode(s, v, k);
-  return k->size > 511 ? -1 : 0;
+  return rn_key_encode(s, v, k) ? -1 : 0;
 }
 
-/* A row whose key the store cannot hold: the store, the key and its size. */
-static int long_key(const stsink *s, rn_rel *rel, const char *row, size_t len, size_t klen, rn_err *e)
+/* A store's rows hold their keys: the whole key of an entry is its row's. */
+typedef struct row_key {
+  const rn_schema *s;
+  msgpack_zone *z;
+  msgpack_sbuffer *k;
+} row_key;
+
+static bool row_key_of(void *ctx, const MDB_val *v, const char **key, size_t *klen)
 {
-  char kbuf[256] = "?";
-  const msgpack_object *v = rn_row_unpack(row, len, rel->schema->ncols, &rel->p->scratch);
-  if (v) rn_key_format(rel->schema, v, kbuf, sizeof kbuf);
-  return rn_err_set(e, RN_EINVAL, "%s: store \"%s\": key (%s) takes %zu bytes, more than the 511 a store's key holds",
-                    rel->name, s->name, kbuf, klen);
+  row_key *r = ctx;
+  if (key_of(r->s, 0, v->mv_data, v->mv_size, r->z, r->k)) return false;
+  *key = r->k->data;
+  *klen = r->k->size;
+  return true;
+}
+
+/* A key that fits is stored as it is (as before); a longer one, or one
+ * whose place a hashed entry holds (only a key as long as a hashed form
+ * can meet one), under its hashed form: store rows are removed, so the
+ * hashed entries are walked with a cursor (rn_longkey_seek). */
+int rn_store_row_find(MDB_txn *txn, MDB_dbi dbi, const rn_schema *s, msgpack_zone *z, const char *key, size_t klen,
+                      char *stored, MDB_val *at, MDB_val *v)
+{
+  msgpack_sbuffer buf;
+  msgpack_sbuffer_init(&buf);
+  row_key rk = { s, z, &buf };
+  const char *whole;
+  size_t wlen;
+  bool exact_free = false;
+  int rc = MDB_NOTFOUND;
+  *at = (MDB_val){ klen, (void *)key };
+  if (klen <= RN_STORE_KEY_MAX) {
+    rc = mdb_get(txn, dbi, at, v);
+    bool may_be_other = rc == 0 && klen == RN_LONGKEY_STORED; /* a hashed entry's place (LONGKEY-2) */
+    if ((rc == 0 && !may_be_other) || (rc && rc != MDB_NOTFOUND)) goto done;
+    if (may_be_other && row_key_of(&rk, v, &whole, &wlen) && wlen == klen && memcmp(whole, key, klen) == 0) goto done;
+    exact_free = rc == MDB_NOTFOUND;
+    rc = MDB_NOTFOUND;
+    if (exact_free && klen != RN_LONGKEY_STORED) goto done;
+  }
+  rc = rn_longkey_seek(txn, dbi, key, klen, row_key_of, &rk, stored, v);
+  if (rc == 0 || !exact_free) *at = (MDB_val){ RN_LONGKEY_STORED, stored };
+  if (rc == RN_LONGKEY_FULL && exact_free) rc = MDB_NOTFOUND;
+done:
+  msgpack_sbuffer_destroy(&buf);
+  return rc;
 }
 
 /* Net changes (consolidated): a DELETE removes the old key; an UPDATE whose
@@ -160,11 +199,12 @@ static int st_change(void *ctx, rn_rel *rel, const rn_change *c, const rn_sink_i
   msgpack_sbuffer k;
   msgpack_sbuffer_init(&k);
   int rc = 0;
+  char stored[RN_LONGKEY_STORED];
   if (c->old && key_of(rel->schema, info->id, c->old, c->old_len, &p->scratch, &k) == 0) {
-    MDB_val key = { k.size, k.data }, v;
+    MDB_val key, v;
     /* delete only if the stored row is still this one: a key another row
      * took over earlier in this group stays */
-    int g = mdb_get(p->store.wtxn, s->dbi, &key, &v);
+    int g = rn_store_row_find(p->store.wtxn, s->dbi, rel->schema, &p->scratch, k.data, k.size, stored, &key, &v);
     if (g == 0 && v.mv_size == c->old_len && memcmp(v.mv_data, c->old, c->old_len) == 0) {
       rc = mdb_del(p->store.wtxn, s->dbi, &key, NULL);
       if (!rc) journal(s, false, &key, NULL);
@@ -172,12 +212,19 @@ static int st_change(void *ctx, rn_rel *rel, const rn_change *c, const rn_sink_i
   }
   if (!rc && c->row) {
     if (key_of(rel->schema, info->id, c->row, c->row_len, &p->scratch, &k) != 0) {
-      size_t klen = k.size;
       msgpack_sbuffer_destroy(&k);
-      return long_key(s, rel, c->row, c->row_len, klen, e);
+      return rn_err_set(e, RN_EINVAL, "%s: store \"%s\": a row whose key could not be encoded", rel->name, s->name);
     }
-    MDB_val key = { k.size, k.data }, v = { c->row_len, (void *)c->row };
-    rc = mdb_put(p->store.wtxn, s->dbi, &key, &v, 0);
+    MDB_val key, v;
+    rc = rn_store_row_find(p->store.wtxn, s->dbi, rel->schema, &p->scratch, k.data, k.size, stored, &key, &v);
+    if (rc == RN_LONGKEY_FULL) {
+      msgpack_sbuffer_destroy(&k);
+      return rn_err_set(e, RN_ESTORE, "%s: store \"%s\": too many long keys share one hash", rel->name, s->name);
+    }
+    if (rc == MDB_NOTFOUND || rc == 0) {
+      v = (MDB_val){ c->row_len, (void *)c->row };
+      rc = mdb_put(p->store.wtxn, s->dbi, &key, &v, 0);
+    }
     if (!rc) journal(s, true, &key, &v);
   }
   msgpack_sbuffer_destroy(&k);
@@ -659,6 +706,17 @@ static int row_only(void *ctx, uint64_t id, const char *row, size_t len)
   return r->fn(r->ctx, row, len);
 }
 
+/* A keyed store's row under key (rn_store_row_find), in txn. */
+static int store_get(rn_attached *a, MDB_txn *txn, const char *key, size_t klen, char *stored, MDB_val *v)
+{
+  msgpack_zone z;
+  if (!msgpack_zone_init(&z, 1024)) return ENOMEM;
+  MDB_val at;
+  int rc = rn_store_row_find(txn, a->dbi, a->schema, &z, key, klen, stored, &at, v);
+  msgpack_zone_destroy(&z);
+  return rc == RN_LONGKEY_FULL ? MDB_NOTFOUND : rc;
+}
+
 int rn_attach_get(rn_attached *a, const char *key, size_t klen, msgpack_sbuffer *row, int *found, rn_err *e)
 {
   MDB_txn *txn;
@@ -681,8 +739,16 @@ int rn_attach_get(rn_attached *a, const char *key, size_t klen, msgpack_sbuffer 
     mdb_txn_abort(txn);
     return rc;
   }
-  rc = mdb_get(txn, a->dbi, &k, &v);
+  char stored[RN_LONGKEY_STORED];
+  rc = a->agg && a->schema->nkey ? rn_agg_reader_seek(a->agg, txn, a->dbi, key, klen, &k, &v, e)
+     : a->table == RN_ATTACH_KEYED ? rn_attach_table_find(txn, a->dbi, key, klen, stored, &v)
+     : !a->table && !a->is_index && a->schema->nkey ? store_get(a, txn, key, klen, stored, &v)
+                                  : mdb_get(txn, a->dbi, &k, &v);
   uint64_t id = 0;
+  if (rc && rc != MDB_NOTFOUND && a->agg && a->schema->nkey) { /* rn_agg_reader_seek set e */
+    mdb_txn_abort(txn);
+    return e->code;
+  }
   if (a->agg && !a->schema->nkey) {
     mdb_txn_abort(txn);
     return rn_err_set(e, RN_EINVAL, "attach %s: get: a keyless aggregate has no key to read by (rows() reads it)",

@@ -65,9 +65,18 @@ rn_schema *rn_attach_schema_of(const msgpack_object *d, rn_err *e);
  * reader reads it), or sets e: no such relation. */
 int rn_attach_table_entry(MDB_txn *txn, MDB_dbi meta, const char *path, const char *name, MDB_val *v, int *table,
                           rn_err *e);
-/* A get by a key longer than a table stores inline is refused (its entry is
- * found by hash probes only inside a pipeline). */
+/* The row of encoded key key in a keyed store's dbi (schema s; z for
+ * scratch), in txn: *at is its LMDB key (key itself when it fits, else its
+ * hashed form in stored, RN_LONGKEY_STORED bytes: longkey.h), or where it
+ * goes. 0 with *v the row, MDB_NOTFOUND, RN_LONGKEY_FULL, or an LMDB code. */
+int rn_store_row_find(MDB_txn *txn, MDB_dbi dbi, const rn_schema *s, msgpack_zone *z, const char *key, size_t klen,
+                      char *stored, MDB_val *at, MDB_val *v);
+/* A get of a keyless table or a distinct is refused (no key to read by). */
 int rn_attach_table_key(int table, const char *name, size_t klen, rn_err *e);
+/* The entry of a keyed table's encoded key in dbi (in txn): a key longer
+ * than the table stores inline is found among its hashed forms (longkey.h;
+ * stored, RN_LONGKEY_STORED bytes, holds the one found). mdb_get's codes. */
+int rn_attach_table_find(MDB_txn *txn, MDB_dbi dbi, const char *key, size_t klen, char *stored, MDB_val *v);
 /* A stored table entry: *v becomes its row and *id its id (RN_ENTRY_LIVE);
  * RN_ENTRY_GONE for a tombstone; RN_ENTRY_DAMAGED for an entry too short
  * for what its header says (rn_attach_damaged's error). */

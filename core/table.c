@@ -27,6 +27,7 @@
 #include <unistd.h>
 
 #include "key.h"
+#include "longkey.h"
 #include "ops.h"
 #include "pipeline.h"
 #include "row.h"
@@ -34,7 +35,7 @@
 #include "snapshot.h"
 #include "wb.h"
 
-#define RN_KEY_INLINE_MAX 480
+#define RN_KEY_INLINE_MAX RN_LONGKEY_INLINE /* longer keys are stored hashed (longkey.h) */
 #define RN_FLAG_LIVE 1
 #define RN_FLAG_LONGKEY 2
 
@@ -67,12 +68,18 @@ static void parse_value(const MDB_val *v, located *l)
   l->row_len = l->live ? v->mv_size - off : 0;
 }
 
-static bool long_key_matches(const MDB_val *v, const char *key, size_t klen)
+/* The whole key a long key's entry keeps (longkey.h). */
+static bool long_key_of(void *ctx, const MDB_val *v, const char **key, size_t *klen)
 {
+  (void)ctx;
   const char *d = v->mv_data;
   uint32_t stored_len;
+  if (v->mv_size < 13 || !(d[8] & RN_FLAG_LONGKEY)) return false;
   memcpy(&stored_len, d + 9, 4);
-  return stored_len == klen && memcmp(d + 13, key, klen) == 0;
+  if (v->mv_size - 13 < stored_len) return false;
+  *key = d + 13;
+  *klen = stored_len;
+  return true;
 }
 
 /* The table's cursor in the open write transaction (one per transaction:
@@ -105,19 +112,12 @@ static int locate(rn_rel *t, MDB_txn *txn, const char *key, size_t klen, located
     parse_value(&v, l);
     return 0;
   }
-  uint64_t h = rn_hash64(key, klen);
-  memcpy(l->stored, key, RN_KEY_INLINE_MAX);
-  for (int i = 0; i < 8; i++) l->stored[RN_KEY_INLINE_MAX + i] = (char)(h >> (56 - 8 * i));
   l->key.mv_data = l->stored;
   l->key.mv_size = sizeof l->stored;
-  for (int probe = 0; probe < 256; probe++) {
-    l->stored[RN_KEY_INLINE_MAX + 8] = (char)probe;
-    int rc = rn_wb_get(&t->p->store, txn, t->rows_dbi, &l->key, &v);
-    if (rc == MDB_NOTFOUND) return 0;
-    if (rc) return rn_store_fail(&t->p->err, rc, t->name);
-    if (long_key_matches(&v, key, klen)) { parse_value(&v, l); return 0; }
-  }
-  return rn_err_set(&t->p->err, RN_ESTORE, "%s: too many long keys share one hash", t->name);
+  int rc = rn_longkey_find(&t->p->store, txn, t->rows_dbi, key, klen, long_key_of, NULL, l->stored, &v);
+  if (rc == 0) parse_value(&v, l);
+  if (rc == RN_LONGKEY_FULL) return rn_err_set(&t->p->err, RN_ESTORE, "%s: too many long keys share one hash", t->name);
+  return rc == 0 || rc == MDB_NOTFOUND ? 0 : rn_store_fail(&t->p->err, rc, t->name);
 }
 
 /* Starts the entry's value in valbuf: |id|flags|[klen|key]|, the row (when

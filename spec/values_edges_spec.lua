@@ -241,18 +241,3 @@ describe("-0.0 and NaN in rows", function()
     assert.equal(1, t:count())
   end)
 end)
-
-describe("a store", function()
-  after_each(function() H.cleanup() end)
-
-  it("refuses a key past LMDB's limit naming the store and the key", function()
-    local p = runnel.open(H.tmpdir() .. "/state")
-    local t = p:table("t", { {"k","string"}, {"v","int"}, key = "k" })
-    t:sink(runnel.store("kept"))
-    t:insert{ k = "short", v = 1 }
-    local err = H.error_of(t.insert, t, { k = ("y"):rep(600), v = 2 })
-    assert.matches('^t: store "kept": key %(k = "yyy.*%.%.%."%) takes 603 bytes, more than the 511 a store\'s key holds$', err)
-    assert.equal(1, t:count())
-    p:close()
-  end)
-end)

@@ -105,6 +105,10 @@ int rn_aggregate_scan(rn_rel *agg, int (*fn)(void *ctx, uint64_t id, const char 
 /* Events dropped as late, and windows made final, over the state's life. */
 uint64_t rn_aggregate_late(const rn_rel *agg);
 uint64_t rn_aggregate_final(const rn_rel *agg);
+/* Whether k, a key of an aggregate's groups database, holds one of its
+ * counters (largest event time, late events, final windows, the state's
+ * format) rather than a group: runnel verify passes over those. */
+bool rn_aggregate_counter_key(const MDB_val *k);
 
 /* ---- reading an aggregate from outside its pipeline (aggregate_read.c) ----
  * runnel.attach and runnel query compute its rows from its groups in their

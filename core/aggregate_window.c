@@ -320,4 +320,5 @@ static uint64_t counter_read(const rn_rel *r, const char *key)
 
 uint64_t rn_aggregate_late(const rn_rel *r) { return counter_read(r, LATE_KEY); }
 uint64_t rn_aggregate_final(const rn_rel *r) { return counter_read(r, FINAL_KEY); }
+bool rn_aggregate_counter_key(const MDB_val *k) { return reserved(k); }
 

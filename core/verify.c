@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "aggregate.h"
 #include "envs.h"
 #include "row.h"
 #include "runnel.h"
@@ -198,8 +199,9 @@ static bool ids_has(const ids *s, uint64_t id)
 }
 
 /* Collects from each entry of "<prefix><name>" the u64 at value offset
- * `at` (nonzero ones) and, with left, the big-endian u64 ending the key.
- * Values shorter than min are damage. */
+ * `at` (nonzero ones) and, with left, the big-endian u64 ending the key;
+ * entries whose key `skip` takes (may be NULL) are passed over. Values
+ * shorter than min are damage. */
 /* A "ji:" entry's left length (join.h) stays inside the entry. */
 static bool join_entry_fits(const MDB_val *v)
 {
@@ -209,7 +211,8 @@ static bool join_entry_fits(const MDB_val *v)
   return (size_t)(llen & ~RN_JOIN_KEPT) <= v->mv_size - 12;
 }
 
-static int collect(walk *w, const char *prefix, const char *name, size_t at, size_t min, ids *out, ids *left)
+static int collect(walk *w, const char *prefix, const char *name, size_t at, size_t min, bool (*skip)(const MDB_val *k),
+                   ids *out, ids *left)
 {
   char dbname[4096];
   MDB_dbi dbi;
@@ -223,6 +226,7 @@ static int collect(walk *w, const char *prefix, const char *name, size_t at, siz
   int mrc = mdb_cursor_get(cur, &k, &v, MDB_FIRST);
   for (; mrc == 0; mrc = mdb_cursor_get(cur, &k, &v, MDB_NEXT)) {
     uint64_t id, lid = 0;
+    if (skip && skip(&k)) continue;
     if (v.mv_size < min || (left && k.mv_size < 8)) {
       damaged(w, "database \"%s\": an entry is too short%s", dbname, "");
       break;
@@ -260,8 +264,8 @@ static void check_ids(walk *w, const char *what, const char *name, const ids *s,
 static void check_join(walk *w, const char *name, const uint64_t counters[3])
 {
   ids results = { 0 }, used = { 0 }, lefts = { 0 };
-  int rc = collect(w, RN_DB_JOIN_RESULTS, name, 0, 16, &results, NULL);
-  if (!rc) rc = collect(w, RN_DB_JOIN_INDEX, name, 0, 8, &used, &lefts);
+  int rc = collect(w, RN_DB_JOIN_RESULTS, name, 0, 16, NULL, &results, NULL);
+  if (!rc) rc = collect(w, RN_DB_JOIN_INDEX, name, 0, 8, NULL, &used, &lefts);
   if (rc) {
     damaged(w, "join \"%s\": its index: %s", name, mdb_strerror(rc));
     renew(w);
@@ -285,7 +289,7 @@ static void check_join(walk *w, const char *name, const uint64_t counters[3])
 static void check_aggregate(walk *w, const char *name, const uint64_t counters[3])
 {
   ids groups = { 0 };
-  int rc = collect(w, RN_DB_AGG_GROUPS, name, 0, 16, &groups, NULL);
+  int rc = collect(w, RN_DB_AGG_GROUPS, name, 0, 16, rn_aggregate_counter_key, &groups, NULL);
   if (rc) {
     damaged(w, "aggregate \"%s\": its groups: %s", name, mdb_strerror(rc));
     renew(w);
@@ -351,7 +355,7 @@ static void check_distinct_rows(walk *w, const char *name, const uint64_t counte
 static void check_distinct(walk *w, const char *name, const uint64_t counters[3])
 {
   ids copies = { 0 }, rows = { 0 }, hashed = { 0 };
-  int rc = collect(w, RN_DB_DISTINCT_ROWS, name, 0, 8, &copies, &rows);
+  int rc = collect(w, RN_DB_DISTINCT_ROWS, name, 0, 8, NULL, &copies, &rows);
   if (!rc) rc = collect_be_values(w, RN_DB_DISTINCT_HASHES, name, &hashed);
   if (rc) {
     damaged(w, "distinct \"%s\": its rows: %s", name, mdb_strerror(rc));

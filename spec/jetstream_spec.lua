@@ -19,20 +19,13 @@ local server, why = J.start()
 
 describe("jetstream", function()
   if not server then
-    J.cannot_start(why)
+    it("starts nats-server on 127.0.0.1", function() error(why) end)
     return
   end
   local url = server.url
   teardown(function() J.stop(server); H.cleanup() end)
-
-  local streams = 0
-  -- A fresh stream with its own subjects: "<name>.>"; returns its name.
-  local function stream(opts)
-    streams = streams + 1
-    local name = "S" .. streams
-    jsctl(url, "add", name, "'" .. name:lower() .. ".>'", opts or "")
-    return name, name:lower()
-  end
+  -- A fresh stream with its own subjects: "<name>.>"; returns its name and subject prefix.
+  local stream = J.streams(url, "S")
 
   local function scores(p)
     return p:table("scores", { {"id","int"}, {"player","string"}, {"points","int"}, key = "id" })

@@ -37,14 +37,17 @@ end
 
 -- Starts the server: it, or nil and why not. Its directory is not the
 -- helper's scratch directory (other specs clean those); J.stop removes it.
+-- A spec that cannot have its server fails (an it that raises why): make
+-- test installs nats-server, so a server that does not start is a failure
+-- to see, not a test to skip.
 function J.start()
   math.randomseed(os.time() + tonumber(tostring({}):match("0x(%x+)"), 16) % 1000)
-  if not N.available() then return nil, "nats-server is not installed (make deps installs it)" end
+  if not N.available() then return nil, "nats-server cannot start: it is not installed (make deps installs it)" end
   local home = os.tmpname()
   os.remove(home)
   local server, why = N.single(home)
   if server then server.home = home else os.execute("rm -rf '" .. home .. "'") end
-  return server, why
+  return server, server == nil and "nats-server cannot start: " .. tostring(why) or nil
 end
 
 function J.stop(server)
@@ -52,10 +55,17 @@ function J.stop(server)
   os.execute("rm -rf '" .. server.home .. "'")
 end
 
--- A spec that cannot have its server fails: make test installs nats-server,
--- so a server that does not start is a failure to see, not a test to skip.
-function J.cannot_start(why)
-  it("starts nats-server on 127.0.0.1", function() error("nats-server cannot start: " .. tostring(why)) end)
+-- A maker of fresh streams named prefix1, prefix2 …, each with its own
+-- subjects "<name in lower case>.>": make(opts) returns the name and that
+-- subject prefix.
+function J.streams(url, prefix)
+  local n = 0
+  return function(opts)
+    n = n + 1
+    local name = prefix .. n
+    J.jsctl(url, "add", name, "'" .. name:lower() .. ".>'", opts or "")
+    return name, name:lower()
+  end
 end
 
 return J

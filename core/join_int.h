@@ -38,7 +38,8 @@ typedef struct rn_join {
   rn_join_fns fns;
   rn_join_proj *proj;     /* the result is this projection of the default layout (a joiner of
                              column references), or NULL; owned */
-  rn_rel *fused;          /* the select the join emits for while it is the join's only reader
+  rn_rel *fused;          /* the select the join emits for while it is the join's only reader,
+                             or the join itself when nothing reads its projection
                              (join_project.c); valid only while projecting */
   rn_join_proj *fuse;     /* its projection (kept while the select's columns stay); owned */
   bool projecting;        /* this change's results are fused's rows */

@@ -104,23 +104,32 @@ int rn_join_project(rn_join *j, const rn_join_proj *pr, side *l, side *r, const 
  * relation) needs no row of the join: the join builds the select's row
  * from the left and right rows and emits it on the select, counting its
  * own change as it would have emitted it (rel:changes() stays exact).
+ * A join whose joiner is a projection (j->proj) and that nothing reads is
+ * fused with itself the same way: its rows are neither made nor walked,
+ * only its changes counted, exactly as rn_join_emit_result would (an
+ * UPDATE whose projected bytes stayed is none).
  * Checked per change, so a reader added later ends it. */
 void rn_join_fuse_begin(rn_join *j)
 {
   rn_rel *out = j->out;
   j->projecting = false;
-  if (j->stream || j->kind == RN_JOIN_OUTER || j->fns.joiner || j->proj || j->lookup || out->listeners ||
-      out->noutputs != 1)
-    return;
+  if (j->stream || j->kind == RN_JOIN_OUTER || j->fns.joiner || j->lookup || out->listeners) return;
   int n = 0;
-  const int *slots = rn_select_slots(out->outputs[0], &n);
-  if (!slots) return;
+  const int *slots;
+  rn_rel *fused;
+  if (j->proj) { /* a joiner of column references that nothing reads: its own rows are only counted */
+    if (out->noutputs != 0) return;
+    slots = j->proj->slots, n = j->proj->n, fused = out;
+  } else {
+    if (out->noutputs != 1 || !(slots = rn_select_slots(out->outputs[0], &n))) return;
+    fused = out->outputs[0];
+  }
   if (!j->fuse || j->fuse->n != n || memcmp(j->fuse->slots, slots, sizeof *slots * (size_t)n) != 0) {
     free(j->fuse);
     j->fuse = rn_join_proj_new(slots, n, j->left->schema->ncols);
     if (!j->fuse) return; /* unfused is slower, not wrong */
   }
-  j->fused = out->outputs[0];
+  j->fused = fused;
   j->projecting = true;
 }
 
@@ -138,9 +147,11 @@ static bool same_made(const side *a, const side *b)
   return same_bytes(a->made_of[0], b->made_of[0]) && same_bytes(a->made_of[1], b->made_of[1]);
 }
 
+/* Counts the join's own change, as rn_emit counts; a join fused with
+ * itself (a projection nothing reads) counts it in emit_select. */
 static void count(rn_join *j, rn_verb verb)
 {
-  if (!j->out->p->replaying) j->out->emitted[verb - 1]++; /* as rn_emit counts */
+  if (j->fused != j->out && !j->out->p->replaying) j->out->emitted[verb - 1]++;
 }
 
 /* Where each of a fused result's columns lies: the bytes of each column. */

@@ -142,3 +142,71 @@ describe("a select that follows a join", function()
     p:close()
   end)
 end)
+
+describe("a projecting join that nothing reads", function()
+  -- A joiner of column references (or a Lua joiner done in C) whose join
+  -- nothing reads makes no rows, only counts its changes: the counts, and
+  -- the rows once something reads them, must be those of the same join
+  -- with a reader. A reader added halfway ends the counting-only path.
+  local function random_groups(p, teams, players, seed, steps)
+    math.randomseed(seed)
+    local rng = math.random
+    for step = 1, steps do
+      p:begin()
+      for _ = 1, 5 do
+        local id, op = rng(1, 25), rng(1, 12)
+        local ok = pcall(function()
+          if op <= 2 then players:upsert{ id = id, name = "p" .. id, team_id = rng(0, 6) == 0 and runnel.null or rng(1, 6) }
+          elseif op <= 4 then players:update{ id = id, score = rng(0, 3) }
+          elseif op == 5 then players:update{ id = id, team_id = rng(1, 6) }
+          elseif op == 6 then players:delete{ id = id }
+          elseif op <= 8 then teams:upsert{ id = rng(1, 6), name = "t" .. step, region = rng(1, 2) == 1 and "eu" or runnel.null }
+          elseif op == 9 then teams:upsert{ id = rng(1, 6), name = "t" .. rng(1, 2) } -- often the bytes it had
+          elseif op == 10 then teams:delete{ id = rng(1, 6) }
+          else players:update{ id = id, name = "q" .. rng(1, 2) } end -- not projected: no change of the join
+        end)
+        if not ok then break end -- the group was rolled back
+      end
+      if p:in_group() then p:commit() end
+    end
+  end
+  local function rows(rel)
+    local out = {}
+    for r in rel:rows() do out[#out + 1] = ("%d %d %s %s"):format(r.pid, r.score, tostring(r.tname), tostring(r.region)) end
+    table.sort(out)
+    return out
+  end
+
+  for _, how in ipairs{ "references", "copying function" } do
+    it(("counts what the same join with a reader emits (%s, randomized)"):format(how), function()
+      local p = runnel.open()
+      local teams, players = tables(p)
+      local function join(name)
+        if how == "references" then
+          return players:join(teams, { on = "team_id", kind = "left", name = name,
+                                       joiner = { pid = "id", score = "score", tname = "teams.name", region = "region" } })
+        end
+        return players:join(teams, { mapper = function(pl) return pl.team_id end, kind = "left", name = name,
+          joiner = function(pl, t) return { pid = pl.id, score = pl.score, tname = t and t.name, region = t and t.region } end,
+          columns = { {"pid","int"}, {"score","int"}, {"tname","string", null = true}, {"region","string", null = true},
+                      key = "pid" } })
+      end
+      local alone, read = join("alone"), join("read")
+      local log = log_of(read)
+      random_groups(p, teams, players, 7, 300)
+      local c = read:changes()
+      assert.is_true(c.updates > 100 and c.inserts > 20 and c.deletes > 10, runnel.format_value(c))
+      assert.same(c, alone:changes())
+      assert.same(rows(read), rows(alone))
+      local late = log_of(alone) -- a reader from now on: alone makes its rows again
+      random_groups(p, teams, players, 8, 200)
+      assert.same(read:changes(), alone:changes())
+      assert.same(rows(read), rows(alone))
+      assert.is_true(#late > 100)
+      local tail = {}
+      for i = #log - #late + 1, #log do tail[#tail + 1] = log[i] end
+      assert.same(tail, late)
+      p:close()
+    end)
+  end
+end)

@@ -36,6 +36,7 @@ typedef struct wb_db {
   wb_node *head;                /* skip list sentinel, WB_LEVELS pointers */
   wb_node **slots;              /* open-addressing hash table of the nodes */
   size_t cap, used;             /* slots, nodes in them */
+  size_t added;                 /* nodes inserted since the last commit (rn_wb_committed grows ahead) */
   wb_node **dirty;              /* the nodes with dirty set, in the order written */
   size_t ndirty, dcap;
   bool ordered;                 /* iterated once: written entries join the skip list */
@@ -198,6 +199,7 @@ static wb_node *insert(rn_wb *wb, wb_db *db, const MDB_val *key, uint32_t h)
   memcpy(node_key(n), key->mv_data, key->mv_size);
   slot_in(db->slots, db->cap, n);
   db->used++;
+  db->added++;
   return n;
 }
 
@@ -528,7 +530,7 @@ void rn_wb_forget(rn_wb *wb)
     free(db->dirty);
     db->slots = NULL;
     db->dirty = NULL;
-    db->cap = db->dcap = 0;
+    db->cap = db->dcap = db->added = 0;
   }
   while (wb->chunks) {
     wb_chunk *c = wb->chunks;
@@ -549,7 +551,22 @@ void rn_wb_committed(rn_wb *wb)
     memset(db->head->next, 0, WB_LEVELS * sizeof db->head->next[0]);
     db->ordered = false;
     db->ndirty = 0; /* flushed before the commit: none is left */
+    /* The entries stay as a cache, so the table fills over the commits;
+     * doubling it rehashes every entry at once (milliseconds at tens of
+     * thousands), which a group that happens to cross the line would pay.
+     * It grows here instead, at the commit (a host's idle time), until it
+     * takes twice what this transaction added without growing. */
+    size_t need = db->used + 2 * db->added + 64;
+    while (need * 2 > db->cap && !grow_slots(wb, db)) {}
+    db->added = 0;
   }
+}
+
+size_t rn_wb_room(const rn_store *s, MDB_dbi dbi)
+{
+  if (!s->wb || dbi >= s->wb->ndbs || !s->wb->dbs[dbi]) return 0;
+  const wb_db *db = s->wb->dbs[dbi];
+  return db->cap / 2 > db->used ? db->cap / 2 - db->used : 0;
 }
 
 void rn_wb_free(rn_wb *wb)

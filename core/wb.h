@@ -113,5 +113,8 @@ void rn_wb_forget(rn_wb *wb);
 bool rn_wb_dirtied_over(rn_store *s, unsigned share, unsigned groups);
 /* Bytes the entries hold (4). */
 size_t rn_wb_bytes(const rn_store *s);
+/* How many entries dbi's table takes before it must grow (rehashing every
+ * entry): after a commit, at least twice what that transaction added. */
+size_t rn_wb_room(const rn_store *s, MDB_dbi dbi);
 
 #endif

@@ -313,28 +313,61 @@ static void smark_clear(smark *m)
   memset(m, 0, sizeof *m);
 }
 
-/* Creates runnel_sinks, or adds the columns an older runnel's lacks. */
+static const char *const marks_added[] = { "state", "state_path", "made" }; /* the columns an older runnel's lacks */
+
+/* Whether runnel_sinks has column name (*has): SQLITE_OK, or the code
+ * that kept it from being read. */
+static int marks_column(sqlite3 *db, const char *name, bool *has)
+{
+  sqlite3_stmt *st;
+  int rc = sqlite3_prepare_v2(db, "SELECT 1 FROM pragma_table_info('runnel_sinks') WHERE name = ?", -1, &st, NULL);
+  if (rc == SQLITE_OK) {
+    sqlite3_bind_text(st, 1, name, -1, SQLITE_STATIC);
+    rc = sqlite3_step(st);
+    *has = rc == SQLITE_ROW;
+    rc = rc == SQLITE_ROW || rc == SQLITE_DONE ? SQLITE_OK : rc;
+  }
+  sqlite3_finalize(st);
+  return rc;
+}
+
+/* Whether runnel_sinks is there with all its columns (*whole). */
+static int marks_whole(sqlite3 *db, bool *whole)
+{
+  int rc = marks_column(db, "tbl", whole);
+  for (size_t i = 0; i < sizeof marks_added / sizeof *marks_added && rc == SQLITE_OK && *whole; i++)
+    rc = marks_column(db, marks_added[i], whole);
+  return rc;
+}
+
+/* Creates runnel_sinks, or adds the columns an older runnel's lacks.
+ * Several processes may declare sinks on one file at once: the layout is
+ * read again, and changed, under SQLite's write lock (BEGIN IMMEDIATE
+ * waits for it up to the busy timeout), so what one adds the other sees
+ * and does not add again ("duplicate column name"). A file already in
+ * this layout is only read: a reader of it never holds up a declaration. */
 static int marks_table(ssink *s, rn_err *e)
 {
-  static const char *const added[] = { "state", "state_path", "made" };
-  int rc = sqlite3_exec(s->db, "CREATE TABLE IF NOT EXISTS runnel_sinks (tbl TEXT PRIMARY KEY, seq INTEGER NOT NULL, "
-                        "state TEXT, state_path TEXT, made TEXT)", NULL, NULL, NULL);
-  for (size_t i = 0; i < sizeof added / sizeof *added && rc == SQLITE_OK; i++) {
-    sqlite3_stmt *st;
-    if ((rc = sqlite3_prepare_v2(s->db, "SELECT 1 FROM pragma_table_info('runnel_sinks') WHERE name = ?", -1, &st,
-                                 NULL)) != SQLITE_OK)
-      break;
-    sqlite3_bind_text(st, 1, added[i], -1, SQLITE_STATIC);
-    rc = sqlite3_step(st);
-    sqlite3_finalize(st);
-    if (rc == SQLITE_ROW) rc = SQLITE_OK;
-    else if (rc == SQLITE_DONE) {
+  bool whole = false, own = sqlite3_get_autocommit(s->db); /* an open transaction (BEGIN IMMEDIATE) has the lock */
+  int rc = marks_whole(s->db, &whole);
+  if (rc == SQLITE_OK && whole) return 0;
+  if (rc == SQLITE_OK && own) rc = sqlite3_exec(s->db, "BEGIN IMMEDIATE", NULL, NULL, NULL);
+  if (rc == SQLITE_OK)
+    rc = sqlite3_exec(s->db, "CREATE TABLE IF NOT EXISTS runnel_sinks (tbl TEXT PRIMARY KEY, seq INTEGER NOT NULL, "
+                      "state TEXT, state_path TEXT, made TEXT)", NULL, NULL, NULL);
+  for (size_t i = 0; i < sizeof marks_added / sizeof *marks_added && rc == SQLITE_OK; i++) {
+    bool has = false;
+    if ((rc = marks_column(s->db, marks_added[i], &has)) == SQLITE_OK && !has) {
       char alter[80];
-      snprintf(alter, sizeof alter, "ALTER TABLE runnel_sinks ADD COLUMN %s TEXT", added[i]);
+      snprintf(alter, sizeof alter, "ALTER TABLE runnel_sinks ADD COLUMN %s TEXT", marks_added[i]);
       rc = sqlite3_exec(s->db, alter, NULL, NULL, NULL);
     }
   }
-  return rc == SQLITE_OK ? 0 : fail(e, s->db, s->rel->name, "preparing the table");
+  if (rc == SQLITE_OK && own) rc = sqlite3_exec(s->db, "COMMIT", NULL, NULL, NULL);
+  if (rc == SQLITE_OK) return 0;
+  rc = fail(e, s->db, s->rel->name, "preparing the table"); /* before ROLLBACK, which would take SQLite's message */
+  if (own && !sqlite3_get_autocommit(s->db)) sqlite3_exec(s->db, "ROLLBACK", NULL, NULL, NULL);
+  return rc;
 }
 
 /* Reads the table's row of runnel_sinks into s->m. */

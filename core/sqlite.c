@@ -37,8 +37,14 @@
  *     the table is refused while that state is still there (a runnel
  *     state in its directory); once it is gone (its directory removed, a
  *     temporary state closed) the next state to declare the table takes it
- *     over as in (3). Each mark is written only over the state's own row:
- *     a table taken meanwhile fails the delivery. A row of an older runnel
+ *     over as in (3). A copy of a state (cp, runnel snapshot) keeps its id,
+ *     so a state is its id and its directory: a row of this id from another
+ *     directory that still holds a state of this id is the state's copy's
+ *     (or the original's), and refused likewise; from a directory holding
+ *     none (the state was moved, or the original of this copy removed) it
+ *     is this state's, which records its new directory (check_copy). Each
+ *     mark is written only over the state's own row (id and directory): a
+ *     table taken meanwhile fails the delivery. A row of an older runnel
  *     (no state) goes to the first state that declares the table.
  * (5) A mirror is dropped and made anew (a table-like relation whose
  *     columns or key changed) only when it is exactly as runnel made it:
@@ -69,6 +75,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "envs.h"
 #include "jetstream.h"
 #include "json.h"
 #include "key.h"
@@ -306,28 +313,61 @@ static void smark_clear(smark *m)
   memset(m, 0, sizeof *m);
 }
 
-/* Creates runnel_sinks, or adds the columns an older runnel's lacks. */
+static const char *const marks_added[] = { "state", "state_path", "made" }; /* the columns an older runnel's lacks */
+
+/* Whether runnel_sinks has column name (*has): SQLITE_OK, or the code
+ * that kept it from being read. */
+static int marks_column(sqlite3 *db, const char *name, bool *has)
+{
+  sqlite3_stmt *st;
+  int rc = sqlite3_prepare_v2(db, "SELECT 1 FROM pragma_table_info('runnel_sinks') WHERE name = ?", -1, &st, NULL);
+  if (rc == SQLITE_OK) {
+    sqlite3_bind_text(st, 1, name, -1, SQLITE_STATIC);
+    rc = sqlite3_step(st);
+    *has = rc == SQLITE_ROW;
+    rc = rc == SQLITE_ROW || rc == SQLITE_DONE ? SQLITE_OK : rc;
+  }
+  sqlite3_finalize(st);
+  return rc;
+}
+
+/* Whether runnel_sinks is there with all its columns (*whole). */
+static int marks_whole(sqlite3 *db, bool *whole)
+{
+  int rc = marks_column(db, "tbl", whole);
+  for (size_t i = 0; i < sizeof marks_added / sizeof *marks_added && rc == SQLITE_OK && *whole; i++)
+    rc = marks_column(db, marks_added[i], whole);
+  return rc;
+}
+
+/* Creates runnel_sinks, or adds the columns an older runnel's lacks.
+ * Several processes may declare sinks on one file at once: the layout is
+ * read again, and changed, under SQLite's write lock (BEGIN IMMEDIATE
+ * waits for it up to the busy timeout), so what one adds the other sees
+ * and does not add again ("duplicate column name"). A file already in
+ * this layout is only read: a reader of it never holds up a declaration. */
 static int marks_table(ssink *s, rn_err *e)
 {
-  static const char *const added[] = { "state", "state_path", "made" };
-  int rc = sqlite3_exec(s->db, "CREATE TABLE IF NOT EXISTS runnel_sinks (tbl TEXT PRIMARY KEY, seq INTEGER NOT NULL, "
-                        "state TEXT, state_path TEXT, made TEXT)", NULL, NULL, NULL);
-  for (size_t i = 0; i < sizeof added / sizeof *added && rc == SQLITE_OK; i++) {
-    sqlite3_stmt *st;
-    if ((rc = sqlite3_prepare_v2(s->db, "SELECT 1 FROM pragma_table_info('runnel_sinks') WHERE name = ?", -1, &st,
-                                 NULL)) != SQLITE_OK)
-      break;
-    sqlite3_bind_text(st, 1, added[i], -1, SQLITE_STATIC);
-    rc = sqlite3_step(st);
-    sqlite3_finalize(st);
-    if (rc == SQLITE_ROW) rc = SQLITE_OK;
-    else if (rc == SQLITE_DONE) {
+  bool whole = false, own = sqlite3_get_autocommit(s->db); /* an open transaction (BEGIN IMMEDIATE) has the lock */
+  int rc = marks_whole(s->db, &whole);
+  if (rc == SQLITE_OK && whole) return 0;
+  if (rc == SQLITE_OK && own) rc = sqlite3_exec(s->db, "BEGIN IMMEDIATE", NULL, NULL, NULL);
+  if (rc == SQLITE_OK)
+    rc = sqlite3_exec(s->db, "CREATE TABLE IF NOT EXISTS runnel_sinks (tbl TEXT PRIMARY KEY, seq INTEGER NOT NULL, "
+                      "state TEXT, state_path TEXT, made TEXT)", NULL, NULL, NULL);
+  for (size_t i = 0; i < sizeof marks_added / sizeof *marks_added && rc == SQLITE_OK; i++) {
+    bool has = false;
+    if ((rc = marks_column(s->db, marks_added[i], &has)) == SQLITE_OK && !has) {
       char alter[80];
-      snprintf(alter, sizeof alter, "ALTER TABLE runnel_sinks ADD COLUMN %s TEXT", added[i]);
+      snprintf(alter, sizeof alter, "ALTER TABLE runnel_sinks ADD COLUMN %s TEXT", marks_added[i]);
       rc = sqlite3_exec(s->db, alter, NULL, NULL, NULL);
     }
   }
-  return rc == SQLITE_OK ? 0 : fail(e, s->db, s->rel->name, "preparing the table");
+  if (rc == SQLITE_OK && own) rc = sqlite3_exec(s->db, "COMMIT", NULL, NULL, NULL);
+  if (rc == SQLITE_OK) return 0;
+  rc = fail(e, s->db, s->rel->name, "preparing the table"); /* before ROLLBACK, which would take SQLite's message */
+  if (own && !sqlite3_get_autocommit(s->db)) sqlite3_exec(s->db, "ROLLBACK", NULL, NULL, NULL);
+  return rc;
 }
 
 /* Reads the table's row of runnel_sinks into s->m. */
@@ -371,12 +411,65 @@ static bool owner_there(const ssink *s)
   return there;
 }
 
+/* The id of the state at dir (rn_state_id's, as its catalogue holds it)
+ * into out: 0, RN_ENOTFOUND when it has none yet, else the reason it could
+ * not be read. One read transaction, which opens a database (envs.h). */
+static int id_at(const char *dir, char out[33])
+{
+  rn_err e;
+  rn_err_clear(&e);
+  MDB_env *env = NULL;
+  MDB_txn *txn = NULL;
+  MDB_dbi meta;
+  rn_envs_dbis_lock();
+  int rc = rn_envs_read(dir, &env, &e) ? e.code : rn_store_txn(env, MDB_RDONLY, &txn);
+  if (!rc) rc = mdb_dbi_open(txn, RN_DB_META, 0, &meta);
+  MDB_val k = { RN_PREFIX_LEN(RN_META_STATE_ID), (void *)RN_META_STATE_ID }, v;
+  if (!rc) rc = mdb_get(txn, meta, &k, &v);
+  if (!rc) {
+    size_t n = v.mv_size < 32 ? v.mv_size : 32;
+    memcpy(out, v.mv_data, n);
+    out[n] = 0;
+  } else if (rc == MDB_NOTFOUND) {
+    rc = RN_ENOTFOUND;
+  }
+  if (txn) mdb_txn_abort(txn);
+  rn_envs_read_done(env);
+  rn_envs_dbis_unlock();
+  return rc;
+}
+
+/* SINK-4 for a row of this state's id written from another directory. A
+ * state keeps its id when it is copied (cp, runnel snapshot, rn_state_copy:
+ * JetStream's message ids need it), so the id alone does not tell the
+ * state that writes the table from its copy. The row's directory says
+ * which: when it holds no state (this state was moved from there, or the
+ * original of this copy was removed) or a state of another id (made there
+ * after this one moved), this state is the table's and takes its row
+ * (check_marks then writes its directory); when it holds a state of this
+ * id (or one whose id cannot be read: the safe answer), the two are a
+ * state and its copy, and the one declaring the table second is refused:
+ * two states writing one table would leave it a mixture of both. */
+static int check_copy(ssink *s, rn_err *e)
+{
+  if (!s->m.state_path || !s->state_path || strcmp(s->m.state_path, s->state_path) == 0 || !owner_there(s)) return 0;
+  char there[33];
+  int rc = id_at(s->m.state_path, there);
+  if (rc == RN_ENOTFOUND || (rc == 0 && strcmp(there, s->state) != 0)) return 0;
+  return rn_err_set(e, RN_EINVAL, "%s: sqlite table \"%s\" in %s is written by the runnel state at %s, and the state "
+                    "at %s has its state id (%s): one is a copy of the other (cp, runnel snapshot); one state writes "
+                    "a table: name another table, or remove the state at %s (a state moved, not copied, keeps its "
+                    "tables)", s->rel->name, s->table, s->path, s->m.state_path, s->state_path, s->state,
+                    s->m.state_path);
+}
+
 /* SINK-4: one state writes a table. The row of another state that is
  * still there refuses the sink; one of a state gone is taken over. */
 static int check_owner(ssink *s, rn_err *e)
 {
   s->adopt = false;
-  if (!s->m.found || !s->m.state || strcmp(s->m.state, s->state) == 0) return 0;
+  if (!s->m.found || !s->m.state) return 0;
+  if (strcmp(s->m.state, s->state) == 0) return check_copy(s, e);
   if (!owner_there(s)) {
     s->adopt = true;
     return 0;
@@ -725,9 +818,10 @@ static int prepare(ssink *s, const char *table, const char *path, rn_err *e)
   else names(&b, sc, true, " AND ", " = ?");
   rn_buf_write(&b, "", 1);
   if (rc == SQLITE_OK) rc = sqlite3_prepare_v3(s->db, b.data, -1, SQLITE_PREPARE_PERSISTENT, &s->del, NULL);
-  if (rc == SQLITE_OK) /* SINK-4: a row another state took meanwhile is left as it is (no change: refused) */
+  if (rc == SQLITE_OK) /* SINK-4: a row another state (or a copy of this one) took meanwhile is left as it is (no change: refused) */
     rc = sqlite3_prepare_v3(s->db, "INSERT INTO runnel_sinks (tbl, seq, state, state_path) VALUES (?, ?, ?, ?) "
-                            "ON CONFLICT (tbl) DO UPDATE SET seq = excluded.seq WHERE state IS excluded.state",
+                            "ON CONFLICT (tbl) DO UPDATE SET seq = excluded.seq WHERE state IS excluded.state "
+                            "AND state_path IS excluded.state_path",
                             -1, SQLITE_PREPARE_PERSISTENT, &s->mark, NULL);
   msgpack_sbuffer_destroy(&b);
   return rc == SQLITE_OK ? 0 : fail(e, s->db, s->rel->name, "preparing the table");

@@ -14,7 +14,8 @@
  *     neighbour (the same first bytes and hash) takes the next probe.
  * Long keys sort by their first RN_LONGKEY_INLINE bytes, then in hash order.
  * Owners: source tables (table.c), aggregate groups (aggregate_apply.c),
- * and their readers (query.c, aggregate_read.c). */
+ * join results (join_state.c), stores (store_sink.c) and keyed maps' keys
+ * (mapkey.c), and their readers (query.c, aggregate_read.c). */
 #ifndef RN_LONGKEY_H
 #define RN_LONGKEY_H
 

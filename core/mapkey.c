@@ -20,23 +20,28 @@
  *
  * State, named database "mk:" name (store.h):
  *
- *     |encoded key (key.h)|                  -> |u64 id BE|
- *     |its first 480 bytes|u64 hash(key) BE| -> |u64 id BE|full key|
+ *     |encoded key (key.h)|                          -> |u64 id BE|
+ *     |its first 480 bytes|u64 hash(key) BE|u8 probe| -> |u64 id BE|whole key|
  *
- * the second form for keys longer than 480 bytes (LMDB's keys stop at 511);
- * two long keys of one prefix and hash are refused, never confused. */
+ * the second form (longkey.h's, as tables', aggregates' and stores') for
+ * keys longer than RN_LONGKEY_INLINE bytes (LMDB's keys stop at 511). Keys
+ * are removed, so long ones are found with rn_longkey_seek. States of
+ * format 0 (store.h's "fmt") had the second form without its probe byte:
+ * rn_mapkey_upgrade moves them. */
 #include "mapkey.h"
 
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "derive.h"
 #include "key.h"
+#include "longkey.h"
 #include "row.h"
 #include "scan.h"
 
-#define MAPKEY_INLINE_MAX 480
+#define MAPKEY_INLINE_MAX RN_LONGKEY_INLINE /* longer keys are stored hashed (longkey.h) */
 
 void rn_mapkey_init(rn_mapkey *k)
 {
@@ -79,31 +84,47 @@ static int encode(rn_rel *d, const char *row, size_t len, msgpack_sbuffer *out, 
   return rn_oom() ? rn_err_set(&p->err, RN_ENOMEM, "out of memory") : 0;
 }
 
-/* The stored form of an encoded key (into buf for a long one). */
-static MDB_val stored_key(const msgpack_sbuffer *key, char buf[MAPKEY_INLINE_MAX + 8])
+/* The whole key of an entry under a hashed form (rn_longkey_whole_fn). */
+static bool whole_key(void *ctx, const MDB_val *v, const char **key, size_t *klen)
 {
-  if (key->size <= MAPKEY_INLINE_MAX) return (MDB_val){ key->size, key->data };
-  memcpy(buf, key->data, MAPKEY_INLINE_MAX);
-  rn_be64_put(buf + MAPKEY_INLINE_MAX, rn_hash64(key->data, key->size));
-  return (MDB_val){ MAPKEY_INLINE_MAX + 8, buf };
+  (void)ctx;
+  if (v->mv_size <= 8) return false;
+  *key = (const char *)v->mv_data + 8;
+  *klen = v->mv_size - 8;
+  return true;
 }
 
-/* The id holding key (0: none); RN_ESTORE when a long key of the same
- * stored form does. */
+/* Where key is, or would go: *at its stored form (in buf for a long key),
+ * *v its entry when found. 0 found, MDB_NOTFOUND, or an error set. */
+static int locate(rn_rel *d, rn_mapkey *k, const char *key, size_t klen, char buf[RN_LONGKEY_STORED], MDB_val *at,
+                  MDB_val *v)
+{
+  MDB_txn *txn = d->p->store.wtxn;
+  int rc;
+  if (klen <= MAPKEY_INLINE_MAX) {
+    *at = (MDB_val){ klen, (void *)key };
+    rc = mdb_get(txn, k->dbi, at, v);
+  } else {
+    *at = (MDB_val){ RN_LONGKEY_STORED, buf };
+    rc = rn_longkey_seek(txn, k->dbi, key, klen, whole_key, NULL, buf, v);
+    if (rc == RN_LONGKEY_FULL)
+      return rn_err_set(&d->p->err, RN_ESTORE, "%s: too many keys longer than %d bytes share one hash", d->name,
+                        MAPKEY_INLINE_MAX);
+  }
+  if (rc == 0 && v->mv_size < 8)
+    return rn_err_set(&d->p->err, RN_ESTORE, "state damaged: %s: a key entry is malformed", d->name);
+  return rc == 0 || rc == MDB_NOTFOUND ? rc : rn_store_fail(&d->p->err, rc, d->name);
+}
+
+/* The id holding key (0: none). */
 static int holder(rn_rel *d, rn_mapkey *k, const msgpack_sbuffer *key, uint64_t *id)
 {
-  char buf[MAPKEY_INLINE_MAX + 8];
-  MDB_val sk = stored_key(key, buf), v;
+  char buf[RN_LONGKEY_STORED];
+  MDB_val at, v;
   *id = 0;
-  int rc = mdb_get(d->p->store.wtxn, k->dbi, &sk, &v);
-  if (rc == MDB_NOTFOUND) return 0;
-  if (rc) return rn_store_fail(&d->p->err, rc, d->name);
-  if (v.mv_size < 8) return rn_err_set(&d->p->err, RN_ESTORE, "state damaged: %s: a key entry is malformed", d->name);
-  if (key->size > MAPKEY_INLINE_MAX && (v.mv_size != 8 + key->size || memcmp((char *)v.mv_data + 8, key->data, key->size)))
-    return rn_err_set(&d->p->err, RN_ESTORE, "%s: two keys longer than %d bytes share their start and hash",
-                      d->name, MAPKEY_INLINE_MAX);
-  *id = rn_be64_get(v.mv_data);
-  return 0;
+  int rc = locate(d, k, key->data, key->size, buf, &at, &v);
+  if (rc == 0) *id = rn_be64_get(v.mv_data);
+  return rc == MDB_NOTFOUND ? 0 : rc;
 }
 
 /* What a claim says: the key, the row id holding it and id (with in, its
@@ -157,13 +178,15 @@ static int claim(rn_rel *d, rn_mapkey *k, const msgpack_sbuffer *key, const msgp
   return 0;
 }
 
-/* Puts key -> id. */
+/* Puts key -> id, over key's entry or at its free place. */
 static int put_holder(rn_rel *d, rn_mapkey *k, const char *key, size_t klen, uint64_t id)
 {
-  msgpack_sbuffer kb = { .size = klen, .data = (char *)key, .alloc = klen };
-  char buf[MAPKEY_INLINE_MAX + 8];
-  MDB_val sk = stored_key(&kb, buf), v = { 8 + (klen > MAPKEY_INLINE_MAX ? klen : 0), NULL };
-  int rc = mdb_put(d->p->store.wtxn, k->dbi, &sk, &v, MDB_RESERVE);
+  char buf[RN_LONGKEY_STORED];
+  MDB_val at, v;
+  int rc = locate(d, k, key, klen, buf, &at, &v);
+  if (rc && rc != MDB_NOTFOUND) return rc;
+  v = (MDB_val){ 8 + (klen > MAPKEY_INLINE_MAX ? klen : 0), NULL };
+  rc = mdb_put(d->p->store.wtxn, k->dbi, &at, &v, MDB_RESERVE);
   if (rc) return rn_store_fail(&d->p->err, rc, d->name);
   rn_be64_put(v.mv_data, id);
   if (v.mv_size > 8) memcpy((char *)v.mv_data + 8, key, klen);
@@ -199,9 +222,10 @@ static int release(rn_rel *d, rn_mapkey *k, const msgpack_sbuffer *key, uint64_t
     if (c->id == id) { drop_claim(k, i); return 0; }
   }
   if (held != id) return 0;
-  char buf[MAPKEY_INLINE_MAX + 8];
-  MDB_val sk = stored_key(key, buf);
-  rc = mdb_del(d->p->store.wtxn, k->dbi, &sk, NULL);
+  char buf[RN_LONGKEY_STORED];
+  MDB_val at, v;
+  if ((rc = locate(d, k, key->data, key->size, buf, &at, &v))) return rc == MDB_NOTFOUND ? 0 : rc;
+  rc = mdb_del(d->p->store.wtxn, k->dbi, &at, NULL);
   return rc ? rn_store_fail(&d->p->err, rc, d->name) : 0;
 }
 
@@ -253,5 +277,47 @@ int rn_mapkey_open(rn_mapkey *k, rn_rel *d, MDB_txn *txn, bool rebuild)
   k->strict = true; /* the rows as they are: no group to settle a claim */
   rc = rn_rel_scan(d->input, rebuild_row, &b);
   k->strict = false;
+  return rc;
+}
+
+/* Format 0's hashed form, |first 480 bytes|u64 hash(key) BE|, without the probe byte. */
+#define MAPKEY_FORMAT0_HASHED (RN_LONGKEY_INLINE + 8)
+
+int rn_mapkey_upgrade(MDB_txn *txn, MDB_dbi dbi)
+{
+  MDB_cursor *cur;
+  int rc = mdb_cursor_open(txn, dbi, &cur);
+  if (rc) return rc;
+  char **moved = NULL; /* |u64 id BE|whole key| of each format-0 entry, removed as it is read */
+  size_t *lens = NULL, n = 0, cap = 0;
+  MDB_val k, v;
+  for (rc = mdb_cursor_get(cur, &k, &v, MDB_FIRST); rc == 0; rc = mdb_cursor_get(cur, &k, &v, MDB_NEXT)) {
+    if (k.mv_size != MAPKEY_FORMAT0_HASHED || v.mv_size <= 8) continue;
+    if (n == cap) {
+      size_t c = cap ? 2 * cap : 16;
+      char **m = realloc(moved, c * sizeof *m);
+      size_t *l = m ? realloc(lens, c * sizeof *l) : NULL;
+      if (m) moved = m;
+      if (!l) { rc = ENOMEM; break; }
+      lens = l;
+      cap = c;
+    }
+    if (!(moved[n] = malloc(v.mv_size))) { rc = ENOMEM; break; }
+    memcpy(moved[n], v.mv_data, v.mv_size);
+    lens[n++] = v.mv_size;
+    if ((rc = mdb_cursor_del(cur, 0))) break;
+  }
+  mdb_cursor_close(cur);
+  if (rc == MDB_NOTFOUND) rc = 0;
+  for (size_t i = 0; i < n && !rc; i++) {
+    char at[RN_LONGKEY_STORED];
+    MDB_val found, sk = { RN_LONGKEY_STORED, at }, d = { lens[i], moved[i] };
+    rc = rn_longkey_seek(txn, dbi, moved[i] + 8, lens[i] - 8, whole_key, NULL, at, &found);
+    if (rc == MDB_NOTFOUND) rc = mdb_put(txn, dbi, &sk, &d, 0);
+    else if (rc == 0 || rc == RN_LONGKEY_FULL) rc = MDB_CORRUPTED; /* format 0 held each key once */
+  }
+  for (size_t i = 0; i < n; i++) free(moved[i]);
+  free(moved);
+  free(lens);
   return rc;
 }

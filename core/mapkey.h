@@ -42,4 +42,9 @@ int rn_mapkey_change(rn_mapkey *k, rn_rel *d, uint64_t id, const char *old, size
  * the key, the row id that holds it and the one that claims it. */
 int rn_mapkey_seal(rn_mapkey *k, rn_rel *d);
 
+/* Brings "mk:" database dbi of a state of format 0 (store.h) to format 1
+ * in txn: a long key's entry moves to longkey.h's form. An LMDB code (or
+ * ENOMEM) on failure. */
+int rn_mapkey_upgrade(MDB_txn *txn, MDB_dbi dbi);
+
 #endif

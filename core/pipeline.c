@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "outbox.h"
+#include "upgrade.h"
 #include "wb.h"
 
 /* The last committed group's number (absent in a new state), and whether
@@ -70,6 +71,7 @@ RN_API int rn_pipeline_open(const rn_open_opts *opts, rn_pipeline **out, char *e
                   : rn_store_open(&p->store, opts ? opts->path : NULL, opts && opts->nosync,
                                   opts && opts->writemap, opts ? opts->map_size : 0, &p->err);
   if (!rc && write_back_on(opts) && !(p->store.wb = rn_wb_new())) rc = rn_err_set(&p->err, RN_ENOMEM, "out of memory");
+  if (!rc) rc = rn_upgrade_state(&p->store, &p->err); /* a state of an older build (upgrade.c) */
   if (!rc) rc = read_seq(p);
   if (rc) {
     if (errbuf) snprintf(errbuf, errlen, "%s", p->err.msg);

@@ -688,8 +688,9 @@ static size_t element_size(const unsigned char *p, const unsigned char *end)
   return (size_t)(p - start);
 }
 
-/* Rewrites every float64 -0.0 in the msgpack at p as 0.0; false when the
- * bytes are not well formed (left as they are). */
+/* Rewrites every float64 -0.0 in the msgpack at p as 0.0 and every NaN
+ * as rn_float_canon's (rows written before 0.17 may hold any NaN's bits);
+ * false when the bytes are not well formed (left as they are). */
 static bool zero_signs(unsigned char *p, size_t len)
 {
   const unsigned char *end = p + len;
@@ -698,19 +699,23 @@ static bool zero_signs(unsigned char *p, size_t len)
     uint64_t children; /* walked in turn: zero_signs reads every element's header */
     size_t head = header_of(p, end, &body, &children);
     if (!head || body > (size_t)(end - p) - head) return false;
-    if (*p == 0xcb && read_be(p + 1, 8) == 0x8000000000000000ULL) memset(p + 1, 0, 8);
+    uint64_t bits = *p == 0xcb ? read_be(p + 1, 8) : 0;
+    if (bits == 0x8000000000000000ULL) memset(p + 1, 0, 8);
+    else if ((bits & 0x7ff0000000000000ULL) == 0x7ff0000000000000ULL && (bits & 0x000fffffffffffffULL) &&
+             bits != 0x7ff8000000000000ULL)
+      memcpy(p + 1, "\x7f\xf8\0\0\0\0\0\0", 8); /* rn_float_canon's NaN, big-endian */
     p += head + body;
   }
   return true;
 }
 
-/* May row hold a -0.0? (0xcb, a float64's tag, somewhere in it.) */
+/* May row hold a -0.0 or a NaN? (0xcb, a float64's tag, somewhere in it.) */
 static bool may_hold_floats(const char *row, size_t len)
 {
   return len && memchr(row, 0xcb, len) != NULL;
 }
 
-/* A copy of row with its -0.0 as 0.0 (malloc'd; NULL when out of memory). */
+/* A copy of row with its -0.0 as 0.0 and one NaN (malloc'd; NULL when out of memory). */
 static unsigned char *zeroed_copy(const char *row, size_t len)
 {
   unsigned char *c = malloc(len);

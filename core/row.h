@@ -50,8 +50,10 @@ static inline double rn_float_canon(double d)
 
 /* Rows as a keyless table and a distinct compare them: equal bytes, or
  * equal once every float -0.0 in them is read as 0.0 (they are equal in
- * Lua and SQL; a row keeps the sign it was given). rn_row_hash is the hash
- * that equal rows share. */
+ * Lua and SQL; a row keeps the sign it was given) and every NaN as
+ * rn_float_canon's (rows stored before 0.17 kept any NaN's bits).
+ * rn_row_hash is the hash that equal rows share; a state of format 0
+ * (store.h's "fmt") hashed the bytes as they were (upgrade.c). */
 bool rn_row_same(const char *a, size_t alen, const char *b, size_t blen);
 uint64_t rn_row_hash(const char *row, size_t len);
 

@@ -29,6 +29,9 @@
  *                     message ids of JetStream sinks begin with it
  *     "fn:" name      |u64 hash|                       the fingerprint of the Lua functions a
  *                     derived relation runs (evolve_code.h)
+ *     "fmt"           |u32 format|                     the state's format (RN_STATE_FORMAT);
+ *                     absent: 0 (runnel 0.17 and older). An older format
+ *                     is brought up to date at open (upgrade.c)
  *     "jp:" stream "\x1f" subject  |u64 seq|           a JetStream source's position:
  *                     the last stream sequence applied, written in the
  *                     group that applied it (js_source.c)
@@ -100,6 +103,8 @@
 /* JetStream (jetstream.h). */
 #define RN_META_STATE_ID  "sid"     /* the state's id */
 #define RN_META_JS_POSITION "jp:"   /* a source's position: "jp:" stream "\x1f" subject */
+#define RN_META_FORMAT    "fmt"     /* |u32 format|: the state's format (upgrade.c) */
+#define RN_STATE_FORMAT   1         /* the format this build writes (upgrade.c says what each changed) */
 #define RN_META_CODE      "fn:"     /* a derived relation's functions: |u64 hash of their fingerprint| (evolve_code.h) */
 #define RN_SINK_JETSTREAM "jetstream:" /* "jetstream:" subject */
 /* Prefixes of per-relation databases: the prefix then the name. */

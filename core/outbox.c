@@ -54,7 +54,8 @@
  *     other is told, by a note naming it and the groups (note_missed).
  * (6) A sink with no name (an NDJSON sink on an already open file) keeps
  *     its entries in memory only: delivered after durability like the
- *     others, lost in a crash, never delivered twice; a close whose last
+ *     others, lost in a crash, never delivered twice (a write that stops
+ *     inside a group: ndjson.c, "An open file"); a close whose last
  *     delivery cannot write them says they are lost (rn_outbox_lost).
  * (8) Rows are read back with the schema of the relation the sink is on
  *     now, so a named sink is refused at declaration while groups wait for

@@ -224,7 +224,23 @@ int rn_ndjson_line(const rn_schema *s, const char *row, size_t len, bool key_onl
  * end the file is cut there and written again whole (the groups before it
  * likewise count as written). Groups none of which is found are written at
  * the end: a group the cut took away cannot be told from one never
- * written, so it may be in the rotated copy and the file both. */
+ * written, so it may be in the rotated copy and the file both.
+ *
+ * An open file (a caller's FILE: io.stdout, a pipe) keeps its groups in
+ * memory (OUTBOX-6). Its lines go out through its descriptor, after the
+ * caller's own buffered output, so the sink knows how many bytes of a run
+ * went out when a write fails partway (disk full, a non-blocking pipe
+ * full): the groups before the failure went out whole and are delivered
+ * (kept); the group cut short is never written twice nor left torn where
+ * it can be helped. A regular file whose end is still the sink's last byte
+ * is cut back to that group's start, and the retry writes it whole. A
+ * stream that cannot be cut (a pipe, a terminal, a socket, or a file
+ * another writer appended to meanwhile) holds the group's first bytes:
+ * the retry writes only the rest, so its reader gets every line once, the
+ * torn one completed by the retry; the failure says so, naming the group
+ * and the bytes, and so does a close that loses it. (A FILE without a
+ * descriptor goes through stdio, which cannot tell how much went out: a
+ * failed write counts as none.) */
 typedef struct nsink {
   FILE *f;                /* a caller's open file, or NULL */
   int fd;                 /* a path sink's descriptor, or -1 */
@@ -243,6 +259,14 @@ typedef struct nsink {
   uint64_t check_end;     /* the file's length at open */
   bool searching;         /* the file was cut shorter than the position: look for the waiting groups anywhere */
   size_t group_at;        /* where the group being staged starts in lines (the earlier ones were not found) */
+  struct staged {         /* an open file's groups in lines (its run, or its last 1 MiB of it) */
+    uint64_t seq;
+    size_t end;           /* just after its text in lines */
+    size_t skip;          /* its first bytes, out before (torn_bytes): not in lines */
+  } *staged;
+  size_t nstaged, capstaged;
+  uint64_t torn_seq;      /* an open file that cannot be cut back holds this group's first torn_bytes */
+  size_t torn_bytes;
   char *path;             /* a path sink's file and relation, for messages */
   char *rel_name;
   rn_err conflict;        /* the check found a group it cannot reconcile */
@@ -260,6 +284,7 @@ static void free_nsink(void *ctx)
   free(s->id_field);
   free(s->path);
   free(s->rel_name);
+  free(s->staged);
   msgpack_sbuffer_destroy(&s->lines);
   msgpack_zone_destroy(&s->zone);
   free(s);
@@ -308,14 +333,109 @@ static bool append_lines(nsink *s)
   return ok && at >= 0;
 }
 
+/* Writes n bytes to the caller's open file f after its own buffered
+ * output; *out: how many went out (see "An open file" above). */
+static bool put_file(FILE *f, const char *data, size_t n, size_t *out)
+{
+  *out = 0;
+  if (fflush(f) != 0) return false; /* the caller's output first: none of ours went */
+  int fd = fileno(f);
+  if (fd < 0) { /* no descriptor (a memory or cookie stream): stdio cannot tell how much went */
+    bool ok = fwrite(data, 1, n, f) == n && fflush(f) == 0;
+    if (ok) *out = n;
+    return ok;
+  }
+  bool seekable = lseek(fd, 0, SEEK_CUR) >= 0;
+  bool ok = true;
+  while (*out < n) {
+    ssize_t w = write(fd, data + *out, n - *out);
+    if (w < 0 && errno == EINTR) continue;
+    if (w <= 0) {
+      if (w == 0) errno = EIO;
+      ok = false;
+      break;
+    }
+    *out += (size_t)w;
+  }
+  int err = errno;
+  off_t at = seekable ? lseek(fd, 0, SEEK_CUR) : -1;
+  if (at >= 0) fseeko(f, at, SEEK_SET); /* stdio's idea of the position follows the descriptor's */
+  errno = err;
+  return ok;
+}
+
+/* Cuts the last `part` bytes written to the caller's file away, if it is a
+ * regular file that ends with them (nobody appended since). */
+static bool cut_back(FILE *f, size_t part)
+{
+  int fd = fileno(f);
+  struct stat st;
+  off_t at = fd >= 0 ? lseek(fd, 0, SEEK_CUR) : -1;
+  if (at < (off_t)part || fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || st.st_size != at) return false;
+  at -= (off_t)part;
+  if (ftruncate(fd, at) != 0 || lseek(fd, at, SEEK_SET) != at) return false;
+  fseeko(f, at, SEEK_SET);
+  return true;
+}
+
+/* A write to the caller's file failed after `out` bytes of lines went
+ * out: the groups it holds whole are kept; the group it cut short is cut
+ * back, or its first bytes noted, so that the retry writes only the rest. */
+static int short_write(nsink *s, size_t out, int err, rn_err *e)
+{
+  size_t i = 0, start = 0;
+  while (i < s->nstaged && s->staged[i].end <= out) start = s->staged[i++].end;
+  if (i) s->kept = s->staged[i - 1].seq;
+  char note[256] = "";
+  if (i < s->nstaged) {
+    const struct staged *g = &s->staged[i];
+    size_t part = out - start, torn = g->skip + part;
+    s->torn_seq = 0;
+    if (torn && !(g->skip == 0 && cut_back(s->f, part))) {
+      s->torn_seq = g->seq;
+      s->torn_bytes = torn;
+      snprintf(note, sizeof note, " (group %llu: its first %zu bytes were written (they end in a torn line), "
+               "and it cannot be cut back: the rest goes out first when its delivery is retried)",
+               (unsigned long long)g->seq, torn);
+    }
+  }
+  return rn_err_set(e, RN_EIO, "ndjson: writing: %s%s", strerror(err), note);
+}
+
 /* Writes the staged lines (after the run's bytes already written). */
 static int write_lines(nsink *s, rn_err *e)
 {
-  size_t n = s->lines.size;
-  bool ok = n == 0 || (s->fd >= 0 ? append_lines(s) : fwrite(s->lines.data, 1, n, s->f) == n && fflush(s->f) == 0);
+  size_t n = s->lines.size, out = 0;
+  int rc = 0;
+  if (n && s->fd >= 0 && !append_lines(s)) rc = rn_err_set(e, RN_EIO, "ndjson: writing: %s", strerror(errno));
+  else if (n && s->fd < 0 && !put_file(s->f, s->lines.data, n, &out)) rc = short_write(s, out, errno, e);
+  else if (n && s->fd < 0) {
+    if (s->nstaged) s->kept = s->staged[s->nstaged - 1].seq; /* out for good: a failure later in the run cannot take it back */
+    s->torn_seq = 0;
+  }
   msgpack_sbuffer_clear(&s->lines);
   s->group_at = 0;
-  return ok ? 0 : rn_err_set(e, RN_EIO, "ndjson: writing: %s", strerror(errno));
+  s->nstaged = 0;
+  return rc;
+}
+
+/* An open file's group seq, its lines staged from group_at: the bytes of
+ * it already out (torn_seq) are dropped, and where it ends is noted. */
+static int stage_open(nsink *s, uint64_t seq, rn_err *e)
+{
+  size_t len = s->lines.size - s->group_at;
+  size_t skip = seq == s->torn_seq ? (s->torn_bytes < len ? s->torn_bytes : len) : 0;
+  if (s->nstaged == s->capstaged) {
+    size_t cap = s->capstaged ? s->capstaged * 2 : 16;
+    struct staged *a = realloc(s->staged, cap * sizeof *a);
+    if (!a) return rn_err_set(e, RN_ENOMEM, "out of memory");
+    s->staged = a;
+    s->capstaged = cap;
+  }
+  memmove(s->lines.data + s->group_at, s->lines.data + s->group_at + skip, len - skip);
+  s->lines.size -= skip;
+  s->staged[s->nstaged++] = (struct staged){ seq, s->lines.size, skip };
+  return 0;
 }
 
 /* How many of want's n bytes the file holds from at on. */
@@ -435,12 +555,11 @@ static int nsink_commit(void *ctx, uint64_t seq, rn_err *e)
   if (seq <= s->check_upto && s->searching) rc = search_group(s, seq, e);
   else if (seq <= s->check_upto && s->check_at < s->check_end) rc = check_group(s, seq, e);
   if (rc) return rc == 1 ? 0 : rc;
+  if (s->fd < 0 && (rc = stage_open(s, seq, e))) return rc;
   s->group_at = s->lines.size;
   if (s->lines.size < ((size_t)1 << 20)) return 0;
   s->searching = false; /* what is written stays written */
-  rc = write_lines(s, e);
-  if (!rc && s->fd < 0) s->kept = seq; /* a path sink cuts a failed run back; an open file cannot */
-  return rc;
+  return write_lines(s, e); /* an open file keeps it (a path sink cuts a failed run back) */
 }
 
 static uint64_t nsink_kept(void *ctx) { return ((nsink *)ctx)->kept; }
@@ -463,6 +582,7 @@ static void nsink_discard(void *ctx)
   struct stat st;
   msgpack_sbuffer_clear(&s->lines);
   s->group_at = 0;
+  s->nstaged = 0;
   msgpack_zone_clear(&s->zone);
   if (s->fd >= 0 && s->writing && fstat(s->fd, &st) == 0 && (uint64_t)st.st_size >= s->run_start &&
       ftruncate(s->fd, (off_t)s->run_start) != 0) { /* the next open's check finds the group cut short */ }

@@ -48,11 +48,14 @@
  *     which reports the failure; at the next open once the sink is
  *     declared again.
  * (5) "seen" is the last group committed while the sink was declared:
- *     a sink declared on a state whose seq is past it missed groups (the
- *     SQLite sink then rewrites its table).
+ *     a sink declared on a state whose seq is past it missed groups, which
+ *     the outbox never recorded for it (it records only for the sinks
+ *     declared). The SQLite sink of a table then rewrites its table; any
+ *     other is told, by a note naming it and the groups (note_missed).
  * (6) A sink with no name (an NDJSON sink on an already open file) keeps
  *     its entries in memory only: delivered after durability like the
- *     others, lost in a crash, never delivered twice; a close whose last
+ *     others, lost in a crash, never delivered twice (a write that stops
+ *     inside a group: ndjson.c, "An open file"); a close whose last
  *     delivery cannot write them says they are lost (rn_outbox_lost).
  * (8) Rows are read back with the schema of the relation the sink is on
  *     now, so a named sink is refused at declaration while groups wait for
@@ -714,6 +717,37 @@ static int check_waiting(rn_pipeline *p, rn_outbox *ob, obsink *s, MDB_txn *txn)
                     s->rel->name, s->name, (unsigned long long)st.seq, s->rel->name);
 }
 
+/* The last group committed while s's name was declared (5), as its record
+ * in txn says; the state's seq when it has none (a new sink misses nothing). */
+static uint64_t seen_of(const rn_pipeline *p, const obsink *s, MDB_txn *txn)
+{
+  MDB_val k = { s->mklen, s->mkey }, v;
+  uint64_t r[3];
+  if (mdb_get(txn, p->store.meta, &k, &v) != 0 || v.mv_size != sizeof r) return p->seq;
+  memcpy(r, v.mv_data, sizeof r);
+  return r[0];
+}
+
+/* (5): the groups after seen were committed while s was not declared, so
+ * the outbox holds none of them for it. A sink that covered them its own
+ * way starts past them (an SQLite table rewritten: delivered = seq); any
+ * other is told, in the pipeline's notes (runnel.open{ notes }), and goes
+ * on from the next group. */
+static int note_missed(rn_pipeline *p, const obsink *s, uint64_t seen)
+{
+  char line[1024];
+  snprintf(line, sizeof line, "%s: durable sink %.600s missed groups %llu to %llu: they were committed while it was "
+           "not declared, and the outbox keeps a group only for the durable sinks declared when it commits; it goes "
+           "on from group %llu", s->rel->name, s->name, (unsigned long long)seen + 1, (unsigned long long)p->seq,
+           (unsigned long long)p->seq + 1);
+  char *copy = strdup(line);
+  if (!copy || rn_push_ptr((void ***)&p->notes, &p->nnotes, &p->notecap, copy)) {
+    free(copy);
+    return rn_err_set(&p->err, RN_ENOMEM, "out of memory");
+  }
+  return 0;
+}
+
 /* In a transaction of its own: opens the outbox, checks what waits (8),
  * writes s's record and deletes the entries its mark covers (a rewrite
  * may have passed them). */
@@ -729,13 +763,14 @@ static int declare_record(rn_pipeline *p, rn_outbox *ob, obsink *s)
     if (rc) { mdb_txn_abort(txn); return rn_store_fail(&p->err, rc, RN_DB_OUTBOX); }
   }
   s->marked = 0; /* delete whatever an older mark left */
+  uint64_t seen = seen_of(p, s, txn);
   rc = check_waiting(p, ob, s, txn);
   if (!rc) rc = write_mark(p, ob, s, txn, p->seq);
   if (rc) { mdb_txn_abort(txn); return rc; }
   if ((rc = mdb_txn_commit(txn))) return rn_store_fail(&p->err, rc, s->name);
   ob->has_dbi = true;
   mark_committed(s);
-  return 0;
+  return seen < p->seq && s->delivered < p->seq ? note_missed(p, s, seen) : 0;
 }
 
 static int add_sink(rn_outbox *ob, obsink *s)

@@ -688,6 +688,7 @@ function Relation:sink(s, opts)
   else
     raise("sink: expects a function or a table of functions, got " .. type(s))
   end
+  tell_changes(p) -- a durable sink that missed groups says so (OUTBOX-5)
   if not ok then raise(err) end
   return self
 end

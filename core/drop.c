@@ -179,6 +179,7 @@ RN_API int rn_undeclared(rn_pipeline *p, rn_undeclared_fn fn, void *ctx)
 {
   if (!p || !fn) return RN_EINVAL;
   rn_err_clear(&p->err);
+  if (rn_store_forked(&p->store, &p->err)) return p->err.code; /* a child's use of its parent's LMDB */
   undeclared *list = NULL;
   size_t n = 0;
   int rc = undeclared_read(p, &list, &n);

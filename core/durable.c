@@ -35,6 +35,7 @@ RN_API int rn_on_durable(rn_pipeline *p, rn_durable_fn fn, void *ctx)
 {
   if (!p) return RN_EINVAL;
   rn_err_clear(&p->err);
+  if (rn_store_forked(&p->store, &p->err)) return p->err.code; /* a child's hook would never be called */
   if (!fn) return rn_err_set(&p->err, RN_EINVAL, "rn_on_durable needs a callback");
   return rn_durable_add(p, fn, ctx, NULL);
 }

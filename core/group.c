@@ -273,6 +273,11 @@ static int flush_write_back_idle(rn_pipeline *p)
   return rc;
 }
 
+int rn_group_write_back_idle(rn_pipeline *p)
+{
+  return p->state == RN_IDLE && p->store.wtxn && p->store.wb ? flush_write_back_idle(p) : 0;
+}
+
 static int commit_lmdb(rn_pipeline *p)
 {
   int rc = flush_write_back_idle(p);

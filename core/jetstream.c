@@ -355,6 +355,7 @@ RN_API int rn_jetstream_sink(rn_pipeline *p, rn_rel *rel, const rn_js_sink_opts 
 {
   if (!p) return RN_EINVAL;
   rn_err_clear(&p->err);
+  if (rn_store_forked(&p->store, &p->err)) return p->err.code; /* a child's use of its parent's LMDB */
   if (!rel || !o) return rn_err_set(&p->err, RN_EINVAL, "rn_jetstream_sink: %s is NULL", rel ? "o" : "rel");
   if (p->state != RN_IDLE) return rn_err_set(&p->err, RN_EMISUSE, "%s: sinks are added outside groups", rel->name);
   if (!o->url || !o->subject || !*o->subject)

@@ -323,6 +323,14 @@ void rn_cursors_end_all(rn_pipeline *p);
 /* At close: every open rn_cursor forgets p (rn_cursor_next then refuses;
  * rn_cursor_close still frees it). read_api.c. */
 void rn_read_cursors_orphan(rn_pipeline *p);
+/* fn(ctx, name, entries) for each relation of p, in declaration order: the
+ * LMDB entries it keeps (rows, indexes, operator state), as p:stats()
+ * reports them. The write-back layer's entries are written into the open
+ * LMDB transaction first so they count, a full map grown as a change
+ * grows it; when that fails, the error returns (rn_errmsg) and fn is not
+ * called: counts of a transaction LMDB refused would be wrong. read_api.c. */
+typedef void (*rn_entries_fn)(void *ctx, const char *name, uint64_t entries);
+int rn_state_entries(rn_pipeline *p, rn_entries_fn fn, void *ctx);
 
 /* ---- groups (group.c) ---- */
 /* Brackets every change to a source: opens an autocommit group if needed,
@@ -351,6 +359,10 @@ int rn_group_regrow(rn_pipeline *p);
  * logged before it are applied again, not the change itself, whose source
  * write may have been logged before a derived write filled the map. */
 int rn_group_regrow_change(rn_pipeline *p);
+/* Between groups, the write-back layer's entries into the transaction
+ * carrying committed groups (it goes on); a full map grows and the
+ * carried groups are applied again, as rn_flush does. 0 without one. */
+int rn_group_write_back_idle(rn_pipeline *p);
 /* Records a source change for replay, then emits it with the record's copy
  * of its new row (c->row need only last until the call). */
 int rn_source_emit(rn_rel *src, const rn_change *c);

@@ -94,6 +94,19 @@ static int write_back_out(rn_pipeline *p, const char *name)
   }
 }
 
+int rn_state_entries(rn_pipeline *p, rn_entries_fn fn, void *ctx)
+{
+  int rc = 0;
+  if (p->store.wtxn && p->store.wb)
+    rc = p->state == RN_IDLE ? rn_group_write_back_idle(p) : write_back_out(p, "stats");
+  MDB_txn *txn;
+  if (!rc) rc = rn_store_reader(&p->store, &txn, &p->err);
+  if (rc) return rc;
+  for (int i = 0; i < p->nrels; i++) fn(ctx, p->rels[i]->name, rn_store_entries(txn, p->rels[i]->name));
+  rn_store_reader_done(&p->store);
+  return 0;
+}
+
 /* Opens a reader of rel over the view the file comment describes; what
  * ("rn_get", "rn_cursor_open") prefixes a refusal. Closed by view_close
  * (nothing to close on failure). */

@@ -105,6 +105,36 @@ static int inexact_int(rn_err *e, const char *rel, const path *p, const msgpack_
   return type_error(e, rel, p, "int", v, extra);
 }
 
+/* Whether the integer v is a double exactly: always within ±2^53; beyond,
+ * only when the nearest double converts back to it (2^60 does,
+ * 2^53 + 1 does not). The bounds keep the casts back defined. */
+static bool int_is_float(const msgpack_object *v)
+{
+  if (v->type == MSGPACK_OBJECT_POSITIVE_INTEGER) {
+    if (v->via.u64 <= 9007199254740992ULL) return true;
+    double d = (double)v->via.u64;
+    return d < 18446744073709551616.0 && (uint64_t)d == v->via.u64;
+  }
+  if (v->via.i64 >= -9007199254740992LL) return true;
+  double d = (double)v->via.i64;
+  return d >= -9223372036854775808.0 && (int64_t)d == v->via.i64; /* -2^63 is a double */
+}
+
+/* An integer for a float column that no double holds (int_is_float): it
+ * would be stored as its nearest double, another number; a float given
+ * as such is the caller's rounding. Worded as JSON's refusals are
+ * (json_change.c): the value as written, and how to say the float. */
+static int inexact_float(rn_err *e, const char *rel, const path *p, const msgpack_object *v)
+{
+  char num[24], extra[320];
+  double d = v->type == MSGPACK_OBJECT_POSITIVE_INTEGER ? (double)v->via.u64 : (double)v->via.i64;
+  if (v->type == MSGPACK_OBJECT_POSITIVE_INTEGER) snprintf(num, sizeof num, "%llu", (unsigned long long)v->via.u64);
+  else snprintf(num, sizeof num, "%lld", (long long)v->via.i64);
+  snprintf(extra, sizeof extra, " %s, an integer no float holds: beyond ±2^53 not every integer is a float (this "
+           "one would be stored as %.0f): give it as a float (%s.0) to store the nearest one", num, d, num);
+  return type_error(e, rel, p, "float", v, extra);
+}
+
 /* depth counts the containers around v within its column's value. */
 static int too_deep(rn_err *e, const char *rel, const path *p, const msgpack_object *v)
 {
@@ -142,9 +172,10 @@ static int normalize_typed(rn_type t, const rn_schema *fields, msgpack_object *v
     }
     return type_error(e, rel, p, "int", v, NULL);
   case RN_T_FLOAT:
-    if (v->type == MSGPACK_OBJECT_POSITIVE_INTEGER) v->via.f64 = (double)v->via.u64;
-    else if (v->type == MSGPACK_OBJECT_NEGATIVE_INTEGER) v->via.f64 = (double)v->via.i64;
-    else if (v->type != MSGPACK_OBJECT_FLOAT32 && v->type != MSGPACK_OBJECT_FLOAT64)
+    if (v->type == MSGPACK_OBJECT_POSITIVE_INTEGER || v->type == MSGPACK_OBJECT_NEGATIVE_INTEGER) {
+      if (!int_is_float(v)) return inexact_float(e, rel, p, v);
+      v->via.f64 = v->type == MSGPACK_OBJECT_POSITIVE_INTEGER ? (double)v->via.u64 : (double)v->via.i64;
+    } else if (v->type != MSGPACK_OBJECT_FLOAT32 && v->type != MSGPACK_OBJECT_FLOAT64)
       return type_error(e, rel, p, "float", v, NULL);
     v->type = MSGPACK_OBJECT_FLOAT64;
     v->via.f64 = rn_float_canon(v->via.f64);
@@ -380,7 +411,9 @@ int rn_row_normalize(const rn_schema *s, const char *rel, rn_rowmode mode,
       }
       continue;
     }
-    if (mode == RN_ROW_KEY && !c->is_key) continue;
+    /* RN_ROW_KEY: a given column that is no key column is checked all the
+     * same (a whole row may be the key; a wrong one is bad input), then
+     * not used: the key finds the row. */
     if (vals[i].type == MSGPACK_OBJECT_NIL) {
       if (!c->nullable) return null_error(e, rel, c);
       continue;

@@ -33,7 +33,7 @@
 typedef enum rn_rowmode {
   RN_ROW_FULL,   /* a whole row: missing columns take their default or null */
   RN_ROW_PATCH,  /* key plus the columns to set */
-  RN_ROW_KEY     /* key columns only; other given columns are ignored */
+  RN_ROW_KEY     /* the key columns; other given columns are checked, then not used */
 } rn_rowmode;
 
 /* Every NaN as the one quiet NaN 0x7ff8000000000000: their bits say

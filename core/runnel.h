@@ -84,7 +84,9 @@ RN_API const char *rn_strerror(int code);
 typedef struct rn_open_opts {
   const char *path;   /* state directory; NULL: a temporary one removed at close */
   int nosync;         /* 1: commits are not flushed (MDB_NOSYNC) */
-  size_t map_size;    /* initial LMDB map size in bytes; 0: 64 MiB. It grows by itself */
+  size_t map_size;    /* initial LMDB map size in bytes; 0: 64 MiB. It grows by itself.
+                         Above SIZE_MAX / 2: RN_EINVAL ("open: map_size N is too large …");
+                         one LMDB cannot map: its code, the message naming map_size */
   int writemap;       /* 1: MDB_WRITEMAP. Faster writes, but with nosync an OS crash
                          may damage the state rather than only lose its last groups */
   /* With nosync, groups are carried in one LMDB transaction until one of
@@ -170,7 +172,8 @@ RN_API uint64_t rn_seq(const rn_pipeline *p);
  * the carry bounds). Called once per such commit, seq increasing, after
  * the call that committed it has done its work; fn cannot fail and may not
  * change tables (it may read them). Any number of hooks, called in the
- * order given. RN_EINVAL without fn. */
+ * order given. RN_EINVAL without fn; RN_EMISUSE in a forked child (as
+ * every call on its parent's pipeline). */
 typedef void (*rn_durable_fn)(void *ctx, uint64_t seq);
 RN_API int rn_on_durable(rn_pipeline *p, rn_durable_fn fn, void *ctx);
 
@@ -249,7 +252,15 @@ RN_API int rn_index_declare(rn_pipeline *p, const char *name, rn_rel *in, const 
  * A change is a msgpack map keyed by external column names (the buffer is
  * the caller's and only read during the call): a whole row for insert and
  * upsert, the key plus the columns to set for update, the key for delete
- * (a keyless table's delete takes the whole row). A change made with no
+ * (a keyless table's delete takes the whole row). A delete's map (and
+ * rn_get's) may hold other columns of the relation too, a whole row say:
+ * each is checked as an insert checks it (a wrong type, a null where the
+ * column takes none: RN_EINVAL), then not used, the key alone finds the
+ * row; a name that is no column of the relation is refused ("t: unknown
+ * column \"x\""). An integer for a float column must be one a double
+ * holds exactly (any within ±2^53; beyond, 2^60 is, 2^53 + 1 is not):
+ * another is refused naming the column, rather than stored as its
+ * nearest double (give a float to store that). A change made with no
  * group open is a group of its own. Errors: RN_EINVAL (not a map, unknown
  * column, wrong type, null key …; a NULL relation or one of another
  * pipeline, an op that is no rn_op), RN_EEXIST, RN_ENOTFOUND, RN_ECALLBACK,
@@ -382,7 +393,8 @@ RN_API int rn_undeclared(rn_pipeline *p, rn_undeclared_fn fn, void *ctx);
  * rel:get and rel:rows in Lua). Rows are msgpack maps keyed by external
  * names (nulls as nil), as subscribers get them. */
 
-/* The row of rel under key, a msgpack map of the key columns: a table's by
+/* The row of rel under key, a msgpack map of the key columns (other
+ * columns of rel may be given: checked, then not used, as for rn_delete): a table's by
  * its key (a keyless table's by the whole row: the stored row equal to it
  * with the smallest id), an aggregate's by its group key (one seek), a
  * top's and an index's by their input's key, a join's or a select's by

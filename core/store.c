@@ -17,6 +17,7 @@
 
 #define RN_MAP_INITIAL ((size_t)64 << 20)
 #define RN_MAP_MIN ((size_t)1 << 20)    /* below this the first declarations fill the map */
+#define RN_MAP_MAX (SIZE_MAX / 2)        /* the map doubles as it grows (rn_store_grow) */
 #define RN_FULL_SLACK ((uint64_t)1 << 20) /* less free than this after a short write: the disk is full */
 #define RN_MAX_DBS 4096 /* RN_STORE_MAX_DBI follows it */
 
@@ -249,11 +250,28 @@ static int make_dir(rn_store *s, const char *path, rn_err *e)
   return s->path ? 0 : rn_err_set(e, RN_ENOMEM, "out of memory");
 }
 
+/* The map_size option's refusal when LMDB could not map (or, with
+ * writemap, size the file to) what it asked for: the option named, as the
+ * host wrote it, rather than only LMDB's errno. 0 when rc is not such a
+ * failure or the size was not the host's. */
+static int map_size_refused(rn_err *e, int rc, size_t mapsize)
+{
+  if (!mapsize || (rc != ENOMEM && rc != EINVAL && rc != EFBIG && rc != EOVERFLOW)) return 0;
+  int code = rn_store_fail(e, rc, "open"); /* the code any failure of LMDB's open gets */
+  rn_err_set(e, code, "open: map_size %zu: LMDB could not map that many bytes (%s): give a smaller one (0: 64 MiB; "
+             "the map grows by itself)", mapsize, mdb_strerror(rc));
+  e->cause = rc;
+  return code;
+}
+
 int rn_store_open(rn_store *s, const char *path, bool nosync, bool writemap, size_t mapsize, rn_err *e)
 {
   memset(s, 0, sizeof *s);
   s->lock_fd = -1;
   s->pid = rn_envs_self();
+  if (mapsize > RN_MAP_MAX) /* before anything is made: a size LMDB's rounding and the doubling would overflow */
+    return rn_err_set(e, RN_EINVAL, "open: map_size %zu is too large: at most %zu bytes (0: 64 MiB; the map grows "
+                      "by itself)", mapsize, RN_MAP_MAX);
   int rc = make_dir(s, path, e);
   if (!rc) rc = lock_writer(s, e);
   if (!rc) rc = rn_envs_claim(s->path, s, e); /* the process's one environment on it (envs.h) */
@@ -277,6 +295,10 @@ int rn_store_open(rn_store *s, const char *path, bool nosync, bool writemap, siz
   mdb_env_set_mapsize(s->env, s->mapsize);
   unsigned flags = MDB_NOTLS | (nosync ? MDB_NOSYNC : 0) | (writemap ? MDB_WRITEMAP : 0);
   rc = mdb_env_open(s->env, s->path, flags, 0644);
+  if (rc && map_size_refused(e, rc, mapsize)) {
+    rn_store_close(s);
+    return e->code;
+  }
   if (rc) goto fail;
   rn_envs_writer_opened(s, s->env);
   int dead;
@@ -338,6 +360,8 @@ int rn_store_grow(rn_store *s, rn_err *e)
 {
   MDB_envinfo info;
   mdb_env_info(s->env, &info);
+  if (info.me_mapsize > RN_MAP_MAX) return rn_err_set(e, RN_EFULL, "growing the map: it is %zu bytes already",
+                                                      info.me_mapsize);
   size_t want = info.me_mapsize * 2;
   if (s->rtxn) { mdb_txn_abort(s->rtxn); s->rtxn = NULL; s->rtxn_live = false; }
   int rc = mdb_env_set_mapsize(s->env, want);

@@ -222,24 +222,19 @@ static void push_per_aggregate(lua_State *L, rn_pipeline *p, uint64_t (*count)(c
   }
 }
 
-/* { [relation name] = LMDB entries it keeps } (rows, indexes, operator state). */
-static void push_state_entries(lua_State *L, rn_pipeline *p)
+static void set_entries(void *ctx, const char *name, uint64_t entries)
 {
-  lua_newtable(L);
-  MDB_txn *txn;
-  if (rn_store_reader(&p->store, &txn, &p->err)) return;
-  if (txn == p->store.wtxn) rn_wb_flush(&p->store); /* the write-back layer's entries count too */
-  for (int i = 0; i < p->nrels; i++) {
-    lua_pushinteger(L, (lua_Integer)rn_store_entries(txn, p->rels[i]->name));
-    lua_setfield(L, -2, p->rels[i]->name);
-  }
-  rn_store_reader_done(&p->store);
+  lua_State *L = ctx;
+  lua_pushinteger(L, (lua_Integer)entries);
+  lua_setfield(L, -2, name);
 }
 
 static int l_stats(lua_State *L)
 {
   lpipe *lp = rn_lua_checkpipe(L, 1);
   const rn_stats *st = &lp->p->stats;
+  lua_createtable(L, 0, lp->p->nrels);
+  if (rn_state_entries(lp->p, set_entries, L)) return rn_lua_raise(L, lp); /* first: it may grow the map, replay */
   lua_createtable(L, 0, 5);
   rn_lua_setint(L, "seq", (lua_Integer)rn_seq(lp->p));
   rn_lua_setint(L, "groups", (lua_Integer)st->groups);
@@ -253,7 +248,7 @@ static int l_stats(lua_State *L)
   lua_setfield(L, -2, "late");
   push_per_aggregate(L, lp->p, rn_aggregate_final);
   lua_setfield(L, -2, "final");
-  push_state_entries(L, lp->p);
+  lua_rotate(L, -2, 1); /* the entries, made first, into the result */
   lua_setfield(L, -2, "state");
   lua_newtable(L); /* groups waiting per durable sink */
   rn_outbox_pending(lp->p, set_pending, L);

@@ -738,6 +738,9 @@ function runnel.open(opts)
     if write_back ~= nil and type(write_back) ~= "boolean" then raise("open: write_back must be a boolean") end
     if clock ~= nil and type(clock) ~= "function" then raise("open: clock must be a function") end
     if map_size ~= nil and math.type(map_size) ~= "integer" then raise("open: map_size must be an integer") end
+    if map_size and map_size < 0 then -- C takes it as a size_t: -1 would be 2^64 - 1
+      raise(("open: map_size must be 0 (64 MiB) or more bytes, got %d"):format(map_size))
+    end
   elseif opts ~= nil then
     raise("open: expects a path or an options table, got " .. type(opts))
   end

@@ -508,7 +508,8 @@ describe("values at the edges", function()
     j:sink(function(verb, row) sunk[row.id] = { row.i, row.f, row.v } end)
     for n, v in ipairs(EDGES) do
       local int, fv = math.tointeger(v), v * 1.0 -- (v + 0.0 would make -0.0 a 0.0)
-      t:insert{ id = n, i = int, f = v, x = v, l = { v, v } }
+      -- math.maxinteger is no float: a float column refuses it as an integer (capi_edges3_spec), takes 2^63
+      t:insert{ id = n, i = int, f = v == math.maxinteger and fv or v, x = v, l = { v, v } }
       local got = t:get(n)
       assert.equal(int, got.i)
       assert.equal(math.type(int), math.type(got.i))

@@ -560,6 +560,7 @@ RN_API int rn_deliver(rn_pipeline *p)
 {
   if (!p) return RN_EINVAL;
   rn_err_clear(&p->err);
+  if (rn_store_forked(&p->store, &p->err)) return p->err.code; /* before any state: a child's is its parent's */
   if (p->state != RN_IDLE) return rn_err_set(&p->err, RN_EMISUSE, "deliver: not inside a group or a callback");
   int rc = rn_flush(p);
   if (rc) return rc;

@@ -308,6 +308,25 @@ static void test_forked_child_calls_are_refused(void)
   CHECK(rn_pipeline_close(p) == 0);
 }
 
+/* Regression: rn_deliver looked at the group state before the fork: a
+ * child whose parent had a group open was told "not inside a group"
+ * instead of the fork message every other call gives. */
+static void test_forked_child_deliver_names_the_fork(void)
+{
+  rn_pipeline *p;
+  rn_rel *t;
+  open_table(&p, &t);
+  CHECK(rn_begin(p) == 0);
+  pid_t pid = fork();
+  if (pid == 0) _exit(rn_deliver(p) == RN_EMISUSE && strstr(rn_errmsg(p), FORKED) ? 0 : 1);
+  int status = -1;
+  CHECK(pid > 0 && waitpid(pid, &status, 0) == pid);
+  CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+  CHECK(rn_commit(p) == 0);
+  CHECK(rn_deliver(p) == 0);
+  CHECK(rn_pipeline_close(p) == 0);
+}
+
 /* ---- 5. integers for a float column ---- */
 
 static double stored_f(rn_pipeline *p, rn_rel *t, int64_t id)
@@ -393,6 +412,7 @@ int main(void)
   RUN(test_derived_key_map_columns);
   RUN(test_map_size_too_large_is_named);
   RUN(test_forked_child_calls_are_refused);
+  RUN(test_forked_child_deliver_names_the_fork);
   RUN(test_float_column_refuses_an_integer_no_float_holds);
   return CHECK_REPORT();
 }

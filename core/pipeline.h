@@ -102,6 +102,11 @@ struct rn_rel {
   rn_log log;             /* this group's changes (when listeners > 0) */
   bool persistent;        /* has counters in meta (sources, cdc, joins) */
   bool stateful;          /* derived state that must see every group (joins) */
+  bool rebuild_tells;     /* while its state opens: a rebuild keeps what it changed (evolve_log.h) */
+  bool rebuilt_open;      /* rebuilt_dbi ("rb:" name) is open */
+  bool rebuilt_pending;   /* it holds a rebuild's changes the next group tells */
+  bool rebuilt_unflushed; /* a group told them, in an LMDB transaction not yet committed */
+  MDB_dbi rebuilt_dbi;
   uint64_t emitted[3];    /* INSERTs, UPDATEs, DELETEs emitted since open */
   void *udata;            /* the binding's data; runnel only hands it to udata_free */
   rn_free_fn udata_free;  /* frees udata when the relation is freed, or NULL */

@@ -5,6 +5,7 @@
 
 #include "derive.h"
 #include "evolve.h"
+#include "evolve_log.h"
 #include "ops.h"
 #include "pipeline.h"
 #include "reader.h"
@@ -195,7 +196,10 @@ static int try_open_derived_state(rn_pipeline *p, rn_rel *r, rn_state_setup_fn s
   p->group_serial++;
   p->state = RN_APPLYING; /* callbacks may read, not change tables */
   rc = rn_state_open(p, r, p->store.wtxn, &created, &stale);
+  r->rebuild_tells = !created; /* its rows before a rebuild are read in its layout */
   if (!rc) rc = setup(ctx, created, stale || created);
+  r->rebuild_tells = false;
+  if (!rc) rc = rn_rebuild_opened(r, created);
   if (!rc) rc = rn_state_save_counters(p, r, p->store.wtxn, p->seq); /* current as of this seq */
   rc = rn_group_oom(p, rc); /* a truncated descriptor or rebuilt row must not be stored */
   msgpack_zone_clear(&p->scratch);
@@ -222,6 +226,7 @@ int rn_open_derived_state(rn_pipeline *p, rn_rel *r, rn_state_setup_fn setup, vo
     }
     rn_evolve_forget(p, notes, marks);
     r->next_id = next_id, r->count = count;
+    r->rebuilt_open = r->rebuilt_pending = false;
     if (p->err.code != RN_EFULL || p->err.cause != MDB_MAP_FULL || tries >= 16) return rc;
     if (rn_store_grow(&p->store, &p->err)) return p->err.code;
   }

@@ -52,6 +52,8 @@
  *            "decl" -> msgpack [n, [by slots], [order slots], [desc flags]]
  *     "ix:"  an index's rows in its order (index.c):
  *            |order key|u64 id BE| -> |row|
+ *     "rb:"  a rebuild's changes the next group tells the sinks (evolve_log.c):
+ *            |u64 id BE| -> |u8 has|u32 told_len|told row|now row|
  *     "st:"  a permanent store's rows (store_sink.c; not a relation):
  *            |encoded key| -> |row|   (keyless: |u64 id BE| -> |row|)
  *
@@ -120,6 +122,7 @@
 #define RN_DB_TOP_REST    "tx:"     /* a top's other rows, in order */
 #define RN_DB_TOP_DECL    "tp:"     /* a top's declaration */
 #define RN_DB_INDEX       "ix:"     /* an index's rows in order */
+#define RN_DB_REBUILT     "rb:"     /* a rebuild's changes, not yet told to sinks (evolve_log.c) */
 /* The length of a prefix constant above, without its NUL. */
 #define RN_PREFIX_LEN(prefix) (sizeof(prefix) - 1)
 

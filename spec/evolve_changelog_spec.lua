@@ -1,0 +1,185 @@
+-- A rebuild's changes reach the change logs (core/evolve_log.c): a stateful
+-- relation rebuilt at declaration (its function or declaration changed, or
+-- an input's) tells its sinks, in the next group and before that group's
+-- own changes, what the rebuild changed — DELETE of rows gone, INSERT of new
+-- rows, UPDATE (old and new) where the id stays — so a consumer that keeps
+-- a copy from the log stays equal to the relation.
+local runnel = require "runnel"
+local H = require "helper"
+local json = require "dkjson"
+
+local T = { {"k","int"}, {"v","int"}, {"g","int"}, key = "k" }
+local U = { {"id","int"}, {"name","string"}, key = "id" }
+
+-- Declares t, u and j = t joined with u by mapper, on the state at dir.
+local function joined(dir, mapper)
+  local p = runnel.open(dir)
+  local t = p:table("t", T)
+  local u = p:table("u", U)
+  local j = t:join(u, { mapper = mapper, name = "j" })
+  return p, t, u, j
+end
+
+-- A copy of a relation kept from its change log: key k -> row.
+local function applier()
+  local copy = {}
+  return copy, function(verb, row, old)
+    if verb == "DELETE" then copy[old.k] = nil else copy[row.k] = row end
+  end
+end
+
+local function rows_of(rel)
+  local out = {}
+  for row in rel:rows() do out[row.k] = row end
+  return out
+end
+
+-- The copy an NDJSON log of j gives (DELETE lines carry the key).
+local function from_ndjson(path)
+  local copy = {}
+  for line in io.lines(path) do
+    local o = json.decode(line)
+    local verb = o.verb
+    o.verb = nil
+    if verb == "DELETE" then copy[o.k] = nil else copy[o.k] = o end
+  end
+  return copy
+end
+
+local function seed(t, u)
+  u:insert{ id = 0, name = "even" }
+  u:insert{ id = 1, name = "odd" }
+  u:insert{ id = 2, name = "two" }
+  for k = 1, 4 do t:insert{ k = k, v = 10 * k, g = k % 2 } end
+end
+
+describe("a join rebuilt for a changed mapper", function()
+  after_each(H.cleanup)
+
+  it("tells a function sink and an NDJSON sink what changed, so a copy from the log equals its rows", function()
+    local dir = H.tmpdir()
+    local path = dir .. "/j.ndjson"
+    local copy, apply = applier()
+    local p, t, u, j = joined(dir, function(r) return r.g end)
+    j:sink(apply)
+    j:sink(runnel.ndjson(path))
+    seed(t, u)
+    p:close()
+
+    p, t, u, j = joined(dir, function(r) if r.k ~= 4 then return r.k % 3 end end) -- k = 3 now matches 0, k = 4 nothing
+    local log = H.record(j)
+    j:sink(apply)
+    j:sink(runnel.ndjson(path))
+    t:insert{ k = 5, v = 50, g = 1 }
+    assert.same({ "UPDATE 2", "UPDATE 3", "DELETE 4", "INSERT 5" }, H.verbs(log)) -- k = 1 stays as it was
+    assert.same({ k = 3, v = 30, g = 1, id = 0, name = "even" }, log[2][3])
+    assert.same({ k = 3, v = 30, g = 1, id = 1, name = "odd" }, log[2][4])
+    assert.same({ k = 4, v = 40, g = 0, id = 0, name = "even" }, log[3][4])
+    assert.same(rows_of(j), copy)
+    p:close()
+    assert.same({ [1] = { k = 1, v = 10, g = 1, id = 1, name = "odd" }, [2] = { k = 2, v = 20, g = 0, id = 2, name = "two" },
+                  [3] = { k = 3, v = 30, g = 1, id = 0, name = "even" }, [5] = { k = 5, v = 50, g = 1, id = 2, name = "two" } },
+                from_ndjson(path))
+  end)
+
+  it("tells them once: the group after gets only its own changes", function()
+    local dir = H.tmpdir()
+    local p, t, u = joined(dir, function(r) return r.g end)
+    seed(t, u)
+    p:close()
+    local j
+    p, t, u, j = joined(dir, function(r) return r.k % 3 end)
+    local log = H.record(j)
+    t:insert{ k = 6, v = 60, g = 0 }
+    assert.same({ "UPDATE 2", "UPDATE 3", "UPDATE 4", "INSERT 5" }, H.verbs(log))
+    H.clear(log)
+    t:insert{ k = 7, v = 70, g = 1 }
+    assert.same({ "INSERT 6" }, H.verbs(log))
+    p:close()
+    p, t, u, j = joined(dir, function(r) return r.k % 3 end) -- the same mapper: nothing to tell
+    log = H.record(j)
+    t:delete{ k = 7 }
+    assert.same({ "DELETE 6" }, H.verbs(log))
+    p:close()
+  end)
+
+  it("keeps them for the next group when the first one rolls back, and across a reopen before any group", function()
+    local dir = H.tmpdir()
+    local p, t, u = joined(dir, function(r) return r.g end)
+    seed(t, u)
+    p:close()
+    p = select(1, joined(dir, function(r) return r.k % 3 end)) -- rebuilt, closed before any group
+    p:close()
+    local j
+    p, t, u, j = joined(dir, function(r) return r.k % 3 end)
+    local copy, apply = applier()
+    for row in j:rows() do copy[row.k] = row end -- what a consumer held before: the rows before the rebuilds
+    local log = H.record(j)
+    p:begin()
+    t:insert{ k = 9, v = 90, g = 1 }
+    p:rollback()
+    assert.same({}, log)
+    t:insert{ k = 8, v = 80, g = 0 }
+    assert.same({ "UPDATE 2", "UPDATE 3", "UPDATE 4", "INSERT 5" }, H.verbs(log))
+    for _, e in ipairs(log) do apply(e[1], e[3], e[4]) end
+    assert.same(rows_of(j), copy)
+    p:close()
+  end)
+
+  it("tells what sinks were told before two rebuilds with no group between", function()
+    local dir = H.tmpdir()
+    local p, t, u, j = joined(dir, function(r) return r.g end)
+    local copy, apply = applier()
+    j:sink(apply)
+    seed(t, u)
+    p:close()
+    p = select(1, joined(dir, function(r) return r.k % 3 end))
+    p:close()
+    p, t, u, j = joined(dir, function(r) return 2 end)
+    j:sink(apply)
+    t:update{ k = 1, v = 11 }
+    assert.same(rows_of(j), copy)
+    p:close()
+  end)
+
+  it("goes through the outbox to a durable sink, and into a cdc log of the relation", function()
+    local dir = H.tmpdir()
+    local p, t, u = joined(dir, function(r) return r.g end)
+    seed(t, u)
+    p:close()
+    local j
+    p, t, u, j = joined(dir, function(r) return r.k % 3 end)
+    local cdc = {}
+    j:cdc{}:sink(function(_, row) cdc[#cdc + 1] = row["cdc$operation"] .. " " .. row.k end)
+    local durable = {}
+    j:sink(function(verb, row, old, info) durable[#durable + 1] = verb .. " " .. info.id end, { durable = true, name = "d" })
+    t:insert{ k = 6, v = 60, g = 0 }
+    p:flush()
+    assert.same({ "1 2", "1 3", "1 4", "2 6" }, cdc)
+    assert.same({ "UPDATE 2", "UPDATE 3", "UPDATE 4", "INSERT 5" }, durable)
+    p:close()
+  end)
+end)
+
+describe("an aggregate rebuilt for a changed declaration", function()
+  after_each(H.cleanup)
+
+  it("tells its sinks each group whose row changed", function()
+    local dir = H.tmpdir()
+    local p = runnel.open(dir)
+    local t = p:table("t", T)
+    local a = t:aggregate{ by = "g", total = runnel.sum("v"), name = "a" }
+    for k = 1, 4 do t:insert{ k = k, v = 10 * k, g = k % 2 } end
+    p:close()
+    p = runnel.open(dir)
+    t = p:table("t", T)
+    a = t:aggregate{ by = "g", total = runnel.sum("k"), name = "a" }
+    local log = H.record(a)
+    t:insert{ k = 6, v = 60, g = 0 }
+    assert.same({ "UPDATE 1", "UPDATE 2", "UPDATE 2" }, H.verbs(log))
+    assert.same({ g = 0, total = 60 }, log[2][4])
+    assert.same({ g = 0, total = 6 }, log[2][3])
+    assert.same({ g = 0, total = 12 }, log[3][3])
+    p:close()
+  end)
+end)

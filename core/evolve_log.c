@@ -225,7 +225,13 @@ static int tell_one(rn_pipeline *p, rn_rel *r)
     rn_change c = { has == TOLD ? RN_DELETE : has == NOW ? RN_INSERT : RN_UPDATE, rn_be64_get(k.mv_data),
                     (has & NOW) ? now : NULL, (has & NOW) ? now_len : 0,
                     (has & TOLD) ? told : NULL, (has & TOLD) ? told_len : 0 };
-    int lrc = rn_log_append(p, r, &c);
+    p->telling = true;
+    rn_gstate state = p->state;
+    p->state = RN_APPLYING; /* a filter or map over r runs its function */
+    int lrc = rn_emit(r, &c);
+    p->state = state;
+    p->telling = false;
+    msgpack_zone_clear(&p->scratch);
     if (lrc) { mdb_cursor_close(cur); return lrc; }
   }
   mdb_cursor_close(cur);
@@ -236,7 +242,7 @@ int rn_rebuild_tell(rn_pipeline *p)
 {
   for (int i = 0; i < p->nrels; i++) {
     rn_rel *r = p->rels[i];
-    if (!r->rebuilt_pending || !r->listeners) continue;
+    if (!r->rebuilt_pending) continue;
     int rc = tell_one(p, r);
     if (rc) return rc;
   }

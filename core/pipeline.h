@@ -199,6 +199,8 @@ struct rn_pipeline {
   uint32_t carried;       /* groups committed but still in the open LMDB transaction */
   double carried_since;   /* monotonic time of the first of them */
   bool replaying;         /* re-applying carried groups: sinks and cdc saw them already */
+  bool telling;           /* a rebuild's changes go to sinks and stateless relations only: the
+                             stateful ones were rebuilt (evolve_log.h) */
   bool tolerate_bad_input;/* p:run's skip mode: a change refused before it wrote
                              anything leaves its group open (see rn_change_leave) */
   size_t replay_at_enter; /* replay.n when the current change began */

@@ -384,6 +384,7 @@ int rn_emit(rn_rel *rel, const rn_change *c)
   }
   for (int i = 0; i < rel->noutputs; i++) {
     rn_rel *out = rel->outputs[i];
+    if (out->stateful && rel->p->telling) continue; /* rebuilt: it holds them already */
     int rc = out->ops->apply(out, rel, c);
     if (rc) return rc;
   }

@@ -183,3 +183,37 @@ describe("an aggregate rebuilt for a changed declaration", function()
     p:close()
   end)
 end)
+
+describe("the relations over a rebuilt one", function()
+  after_each(H.cleanup)
+
+  -- t ⋈ u by mapper, a filter of the result, and a count per name over it.
+  local function declared(dir, mapper)
+    local p, t, u, j = joined(dir, mapper)
+    local f = j:filter(function(r) return r.name ~= "two" end, "f")
+    local a = j:aggregate{ by = "name", n = runnel.count(), name = "a" }
+    return p, t, u, j, f, a
+  end
+
+  it("a filter's sinks hear what passes it; an aggregate, rebuilt too, counts nothing twice", function()
+    local dir = H.tmpdir()
+    local p, t, u, j, f, a = declared(dir, function(r) return r.g end)
+    local copy, apply = applier()
+    f:sink(apply)
+    seed(t, u)
+    assert.same({ name = "even", n = 2 }, a:get{ name = "even" })
+    p:close()
+    p, t, u, j, f, a = declared(dir, function(r) return r.k % 3 end)
+    f:sink(apply)
+    local log = H.record(f)
+    local counts = H.record(a)
+    t:insert{ k = 6, v = 60, g = 0 }
+    assert.same({ "DELETE 2", "UPDATE 3", "UPDATE 4", "INSERT 5" }, H.verbs(log)) -- k = 2 now joins "two"
+    assert.same(rows_of(f), copy)
+    assert.same({ name = "even", n = 2 }, a:get{ name = "even" }) -- k = 3 and 6
+    assert.same({ name = "odd", n = 2 }, a:get{ name = "odd" })
+    assert.same({ name = "two", n = 1 }, a:get{ name = "two" })
+    assert.same({ "UPDATE 2", "INSERT 3", "UPDATE 2" }, H.verbs(counts)) -- even 2 -> 1, two 1 (odd stays 2); then even 2
+    p:close()
+  end)
+end)

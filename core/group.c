@@ -47,6 +47,7 @@
 
 #include "buf.h"
 #include "evolve_log.h"
+#include "evolve_reads.h"
 #include "ops.h"
 #include "outbox.h"
 #include "pipeline.h"
@@ -240,6 +241,7 @@ static int save_counters(rn_pipeline *p, uint64_t seq, bool all)
   MDB_val k = { RN_PREFIX_LEN(RN_META_SEQ), (void *)RN_META_SEQ }, v = { 8, &seq };
   int rc = mdb_put(txn, p->store.meta, &k, &v, 0);
   if (!rc && (rc = rn_rebuild_told(p, txn))) return rc; /* a rebuild's changes went to the sinks with the group */
+  if (!rc && (rc = rn_reads_save(p, txn))) return rc; /* what functions were seen to read (evolve_reads.h) */
   if (!rc && p->evolved_kept) { /* every derived relation now is rebuilt or stale (store.h's "ev") */
     MDB_val ek = { RN_PREFIX_LEN(RN_META_EVOLVED), (void *)RN_META_EVOLVED };
     rc = mdb_del(txn, p->store.meta, &ek, NULL);
@@ -289,6 +291,7 @@ static int commit_lmdb(rn_pipeline *p)
   if (rc) return rc;
   if (p->carry) rn_store_release_pages(&p->store); /* LMDB reuses freed pages from the transaction after next */
   forget_carried(p);
+  rn_reads_saved(p);
   rn_outbox_committed(p);
   p->stats.lmdb_commits++;
   return 0;

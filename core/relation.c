@@ -6,6 +6,7 @@
 #include "derive.h"
 #include "evolve.h"
 #include "evolve_log.h"
+#include "evolve_reads.h"
 #include "ops.h"
 #include "pipeline.h"
 #include "reader.h"
@@ -72,6 +73,7 @@ void rn_rel_free(rn_rel *r)
   if (r->kind != RN_REL_FILTER) rn_schema_free(r->schema);
   free(r->outputs);
   free(r->log.items);
+  free(r->reads);
   free(r->name);
   free(r);
 }
@@ -162,6 +164,7 @@ int rn_state_open(rn_pipeline *p, rn_rel *r, MDB_txn *txn, bool *created, bool *
   } else {
     goto lmdb_fail;
   }
+  if (rn_reads_load(p, r, txn)) goto fail; /* what its functions read: changed ones rebuild it too */
   if (rn_evolve_opened(p, r, *created, stale)) goto fail; /* over a relation that changed: rebuilt */
   free(mkey);
   msgpack_sbuffer_destroy(&desc);

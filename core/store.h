@@ -29,6 +29,8 @@
  *                     message ids of JetStream sinks begin with it
  *     "fn:" name      |u64 hash|                       the fingerprint of the Lua functions a
  *                     derived relation runs (evolve_code.h)
+ *     "rd:" name      |read name\0|…|                  the relations its functions were seen
+ *                     to read (other:get(k) in a mapper: evolve_reads.h)
  *     "jp:" stream "\x1f" subject  |u64 seq|           a JetStream source's position:
  *                     the last stream sequence applied, written in the
  *                     group that applied it (js_source.c)
@@ -102,6 +104,7 @@
 /* JetStream (jetstream.h). */
 #define RN_META_STATE_ID  "sid"     /* the state's id */
 #define RN_META_JS_POSITION "jp:"   /* a source's position: "jp:" stream "\x1f" subject */
+#define RN_META_READS     "rd:"     /* the relations a derived relation's functions read: |name\0|…| (evolve_reads.h) */
 #define RN_META_CODE      "fn:"     /* a derived relation's functions: |u64 hash of their fingerprint| (evolve_code.h) */
 #define RN_SINK_JETSTREAM "jetstream:" /* "jetstream:" subject */
 /* Prefixes of per-relation databases: the prefix then the name. */

@@ -11,6 +11,7 @@
  * State, "<prefix>" name (store.h): "ix:" |order key|u64 id BE| -> |row|,
  * and its declaration in "tp:" ("decl" -> [order slots, desc flags, order
  * key format]), so a changed order or encoding rebuilds it at open. */
+#include "evolve_log.h"
 #include "index.h"
 
 #include <errno.h>
@@ -309,9 +310,11 @@ static int setup_state(void *ctx, bool created, bool rebuild_it)
   if (!rc) rc = record_decl(x, txn, &changed);
   if (!rc) rc = rn_order_record_input(x->out, txn, x->decl_dbi, &changed);
   if (rc || !(rebuild_it || changed)) return rc;
+  if ((rc = rn_rebuild_before(x->out))) return rc; /* its rows as its sinks were told (evolve_log.h) */
   if ((rc = mdb_drop(txn, x->rows_dbi, 0))) return store_fail(x, rc);
   x->out->count = 0;
-  return rn_rel_scan(x->out->input, rebuild_row, x);
+  rc = rn_rel_scan(x->out->input, rebuild_row, x);
+  return rc ? rc : rn_rebuild_after(x->out);
 }
 
 static void free_index(void *ctx)

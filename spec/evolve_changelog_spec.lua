@@ -217,3 +217,31 @@ describe("the relations over a rebuilt one", function()
     p:close()
   end)
 end)
+
+describe("a distinct and an index rebuilt over a changed map", function()
+  after_each(H.cleanup)
+
+  local function declared(dir, fn)
+    local p = runnel.open(dir)
+    local t = p:table("t", T)
+    local m = t:map(function(r) return { g = fn(r) } end, { {"g","int"} }, "m")
+    local d = m:distinct("d")
+    local x = t:filter(function(r) return fn(r) > 0 end, "big"):index{ "v", name = "x" }
+    return p, t, d, x
+  end
+
+  it("tell their sinks what changed", function()
+    local dir = H.tmpdir()
+    local p, t = declared(dir, function(r) return r.g end)
+    for k = 1, 4 do t:insert{ k = k, v = 10 * k, g = k % 2 } end
+    p:close()
+    local d, x
+    p, t, d, x = declared(dir, function(r) return r.k % 3 end)
+    local dl, xl = H.record(d), H.record(x)
+    t:insert{ k = 6, v = 60, g = 0 } -- k % 3 = 0: nothing new in either
+    assert.same({ "INSERT 3" }, H.verbs(dl)) -- the value 2 (k = 2) is new, under a new id; 0 and 1 were there
+    assert.same({ g = 2 }, dl[1][3])
+    assert.same({ "INSERT 2", "DELETE 3", "INSERT 4" }, H.verbs(xl)) -- k = 1, 2, 4 pass now, not k = 3
+    p:close()
+  end)
+end)

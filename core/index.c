@@ -182,6 +182,7 @@ static int walk_in(void *ctx, MDB_txn *txn, bool own_scratch)
   wk->w.zone = &p->scratch;
   wk->w.clear_zone = own_scratch;
   int lmdb_rc, rc = rn_index_walk_db(txn, wk->x->rows_dbi, &wk->w, &lmdb_rc);
+  if (rc && rc != lmdb_rc) return rc; /* the callback's error: the cursor's next step after it may only echo it */
   return lmdb_rc == ENOMEM ? rn_err_set(&p->err, RN_ENOMEM, "out of memory") : lmdb_rc ? store_fail(wk->x, lmdb_rc) : rc;
 }
 

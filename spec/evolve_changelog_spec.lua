@@ -245,3 +245,33 @@ describe("a distinct and an index rebuilt over a changed map", function()
     p:close()
   end)
 end)
+
+describe("a rebuild whose changes outgrow the map", function()
+  after_each(H.cleanup)
+
+  it("grows it, and tells every change", function()
+    local dir = H.tmpdir()
+    local MAP = 1024 * 1024
+    local function declare(mapper)
+      local p = runnel.open{ path = dir, map_size = MAP, notes = false }
+      local t = p:table("t", { {"k","int"}, {"s","string"}, key = "k" })
+      local u = p:table("u", U)
+      return p, t, u, t:join(u, { mapper = mapper, name = "j", kind = "left" })
+    end
+    local p, t, u = declare(function(r) return r.k % 2 end)
+    local pad = string.rep("x", 100)
+    u:insert{ id = 0, name = "even" }
+    u:insert{ id = 1, name = "odd" }
+    for b = 0, 3 do
+      p:batch(function() for k = b * 1000 + 1, b * 1000 + 1000 do t:insert{ k = k, s = pad .. k } end end)
+    end
+    p:close()
+    local j
+    p, t, u, j = declare(function(r) return (r.k + 1) % 2 end)
+    local n = 0
+    j:sink(function(verb, row, old) if verb == "UPDATE" and row.name ~= old.name then n = n + 1 end end)
+    t:insert{ k = 0, s = "zero" }
+    assert.equal(4000, n)
+    p:close()
+  end)
+end)

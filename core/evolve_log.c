@@ -189,6 +189,7 @@ int rn_rebuild_after(rn_rel *r)
   bool left = false;
   if (!rc) rc = drop_equal(r, &left);
   if (!rc) r->rebuilt_pending = left;
+  if (left) r->p->rebuilt_any = true;
   return rc;
 }
 
@@ -207,6 +208,7 @@ int rn_rebuild_opened(rn_rel *r, bool created)
   if (rc) return fail(r, rc);
   r->rebuilt_open = true;
   r->rebuilt_pending = st.ms_entries > 0; /* a rebuild no group told of yet */
+  if (r->rebuilt_pending) r->p->rebuilt_any = true;
   return 0;
 }
 
@@ -240,6 +242,7 @@ static int tell_one(rn_pipeline *p, rn_rel *r)
 
 int rn_rebuild_tell(rn_pipeline *p)
 {
+  if (!p->rebuilt_any) return 0;
   for (int i = 0; i < p->nrels; i++) {
     rn_rel *r = p->rels[i];
     if (!r->rebuilt_pending) continue;
@@ -251,6 +254,7 @@ int rn_rebuild_tell(rn_pipeline *p)
 
 int rn_rebuild_told(rn_pipeline *p, MDB_txn *txn)
 {
+  if (!p->rebuilt_any) return 0;
   for (int i = 0; i < p->nrels; i++) {
     rn_rel *r = p->rels[i];
     if (!r->rebuilt_pending && !r->rebuilt_unflushed) continue;
@@ -262,6 +266,7 @@ int rn_rebuild_told(rn_pipeline *p, MDB_txn *txn)
 
 void rn_rebuild_committed(rn_pipeline *p)
 {
+  if (!p->rebuilt_any) return;
   for (int i = 0; i < p->nrels; i++) {
     rn_rel *r = p->rels[i];
     if (r->rebuilt_pending) r->rebuilt_unflushed = true; /* a carried group replayed empties it again */
@@ -271,5 +276,11 @@ void rn_rebuild_committed(rn_pipeline *p)
 
 void rn_rebuild_flushed(rn_pipeline *p)
 {
-  for (int i = 0; i < p->nrels; i++) p->rels[i]->rebuilt_unflushed = false;
+  if (!p->rebuilt_any) return;
+  bool any = false;
+  for (int i = 0; i < p->nrels; i++) {
+    p->rels[i]->rebuilt_unflushed = false;
+    any |= p->rels[i]->rebuilt_pending;
+  }
+  p->rebuilt_any = any; /* the groups after it skip the three loops */
 }

@@ -203,6 +203,8 @@ struct rn_pipeline {
   double carried_since;   /* monotonic time of the first of them */
   bool replaying;         /* re-applying carried groups: sinks and cdc saw them already */
   bool reads_dirty;       /* some relation's reads are not yet written (evolve_reads.h) */
+  bool rebuilt_any;       /* some relation may hold a rebuild's changes (evolve_log.h): the group
+                             checks them */
   bool telling;           /* a rebuild's changes go to sinks and stateless relations only: the
                              stateful ones were rebuilt (evolve_log.h) */
   bool tolerate_bad_input;/* p:run's skip mode: a change refused before it wrote

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "evolve.h"
+#include "evolve_log.h"
 #include "scan.h"
 #include "snapshot.h"
 #include "wb.h"
@@ -258,14 +259,17 @@ static int rebuild(rn_aggregate *a, bool created)
                       "declare it in every session (or remove the state)", a->out->name, a->in->name);
   }
   MDB_txn *txn = txn_of(a);
-  int rc = rn_wb_drop(&a->out->p->store, txn, a->values_dbi, 0);
+  int rc = rn_rebuild_before(a->out); /* its rows as its sinks were told */
+  if (rc) return rc;
+  rc = rn_wb_drop(&a->out->p->store, txn, a->values_dbi, 0);
   if (rc) return store_fail(a, rc);
   rc = reset_groups(a, txn);
   if (rc) return rc;
   a->rebuilding = true;
   rc = rn_rel_scan(a->in, rebuild_row, a);
   a->rebuilding = false;
-  return rc ? rc : check_rebuilt_sums(a, txn);
+  if (!rc) rc = check_rebuilt_sums(a, txn);
+  return rc ? rc : rn_rebuild_after(a->out); /* what changed, for its sinks (evolve_log.h) */
 }
 
 /* State written before format 2 holds float sums as doubles, drifted (or

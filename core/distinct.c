@@ -22,6 +22,7 @@
  * its header: the kind's pinned value (pipeline.h), its two prefixes
  * (store.h), one line in ops.c and one in inspect.c's stored kinds; the
  * graph (relation.c, group.c, scan.c) did not change. Lua: p:_distinct (lpipeline.c) and Relation:distinct. */
+#include "evolve_log.h"
 #include "distinct.h"
 
 #include <stdlib.h>
@@ -246,10 +247,12 @@ static int setup_state(void *ctx, bool created, bool rebuild_it)
   if (!rc) rc = rn_state_dbi(p, txn, RN_DB_DISTINCT_HASHES, d->out->name, MDB_DUPSORT | MDB_DUPFIXED, &d->hash_dbi);
   if (!rc) rc = record_input(d, txn, &changed);
   if (rc || !(rebuild_it || (changed && !created))) return rc;
-  rc = reset_or_sweep(d, txn, false);
+  rc = rn_rebuild_before(d->out); /* its rows as its sinks were told (evolve_log.h) */
+  if (!rc) rc = reset_or_sweep(d, txn, false);
   if (!rc) rc = rn_rel_scan(d->out->input, rebuild_row, d);
   d->out->count = 0;
-  return rc ? rc : reset_or_sweep(d, txn, true);
+  if (!rc) rc = reset_or_sweep(d, txn, true);
+  return rc ? rc : rn_rebuild_after(d->out);
 }
 
 /* ---- declaration ---- */

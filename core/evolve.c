@@ -22,6 +22,7 @@
 #include <string.h>
 
 #include "evolve.h"
+#include "evolve_reads.h"
 #include "key.h"
 #include "ops.h"
 #include "row.h"
@@ -643,7 +644,7 @@ static const rn_rel *evolved_input(const rn_rel *r)
 {
   if (r->input && r->input->evolved) return r->input;
   if (r->right && r->right->evolved) return r->right;
-  return NULL;
+  return rn_reads_evolved(r); /* a relation its functions read (evolve_reads.h) */
 }
 
 int rn_evolve_opened(rn_pipeline *p, rn_rel *r, bool created, bool *stale)

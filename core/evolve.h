@@ -21,7 +21,10 @@
  * stateful relations declared over it, directly or through others, are
  * rebuilt from their inputs (their state holds what it gave before); those
  * that read a stream are kept as they are (rn_evolve_opened). Relations
- * that do not read it keep their state.
+ * that do not read it keep their state. A relation a Lua function reads
+ * (other:get in a mapper) counts as read (evolve_reads.h). What a rebuild
+ * changed reaches the rebuilt relation's sinks, cdc logs and the filters
+ * and maps over it at the start of the next group (evolve_log.h).
  *
  * Each change applied leaves one line in p's notes (rn_notes), e.g.
  * `players: added column "level" int = 1; renamed "lvl" to "rank"`. */

@@ -46,6 +46,8 @@
 #include <time.h>
 
 #include "buf.h"
+#include "evolve_log.h"
+#include "evolve_reads.h"
 #include "ops.h"
 #include "outbox.h"
 #include "pipeline.h"
@@ -59,6 +61,9 @@ static double now(void)
   return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
 }
 
+static void rollback_group(rn_pipeline *p);
+
+/* A rebuild's changes (evolve_log.h) open the group's logs. */
 static int open_group(rn_pipeline *p)
 {
   if (!p->store.wtxn) {
@@ -68,7 +73,9 @@ static int open_group(rn_pipeline *p)
   p->group_serial++;
   p->replay_mark = p->replay.n;
   p->state = RN_OPEN;
-  return 0;
+  int rc = rn_rebuild_tell(p);
+  if (rc) rollback_group(p);
+  return rc;
 }
 
 /* A misuse leaves the open group as it was: the caller may still commit it
@@ -98,6 +105,7 @@ static void forget_carried(rn_pipeline *p)
   p->carried = 0;
   msgpack_zone_clear(&p->carry_zone);
   rn_sinks_forget(p);
+  rn_rebuild_flushed(p);
 }
 
 static int save_counters(rn_pipeline *p, uint64_t seq, bool all);
@@ -157,6 +165,7 @@ static int restart(rn_pipeline *p, size_t upto, bool grow)
   if (!rc) rc = reapply(p, &old, 0, carried_end, true, grow);
   if (!rc && p->carried) rc = keep_carried(p);
   if (!rc) rc = rn_outbox_replay(p); /* the carried groups' outbox entries, again */
+  if (!rc && grow && state != RN_IDLE) rc = rn_rebuild_tell(p); /* the open group's logs start with them again */
   if (!rc) rc = reapply(p, &old, carried_end, n, false, grow);
   p->state = state;
   p->replay_mark = mark < p->replay.n ? mark : p->replay.n;
@@ -231,6 +240,8 @@ static int save_counters(rn_pipeline *p, uint64_t seq, bool all)
   }
   MDB_val k = { RN_PREFIX_LEN(RN_META_SEQ), (void *)RN_META_SEQ }, v = { 8, &seq };
   int rc = mdb_put(txn, p->store.meta, &k, &v, 0);
+  if (!rc && (rc = rn_rebuild_told(p, txn))) return rc; /* a rebuild's changes went to the sinks with the group */
+  if (!rc && (rc = rn_reads_save(p, txn))) return rc; /* what functions were seen to read (evolve_reads.h) */
   if (!rc && p->evolved_kept) { /* every derived relation now is rebuilt or stale (store.h's "ev") */
     MDB_val ek = { RN_PREFIX_LEN(RN_META_EVOLVED), (void *)RN_META_EVOLVED };
     rc = mdb_del(txn, p->store.meta, &ek, NULL);
@@ -285,6 +296,7 @@ static int commit_lmdb(rn_pipeline *p)
   if (rc) return rc;
   if (p->carry) rn_store_release_pages(&p->store); /* LMDB reuses freed pages from the transaction after next */
   forget_carried(p);
+  rn_reads_saved(p);
   rn_outbox_committed(p);
   p->stats.lmdb_commits++;
   return 0;
@@ -365,6 +377,7 @@ RN_API int rn_commit(rn_pipeline *p)
     return rc;
   }
   rn_sinks_done(p, seq, true);
+  rn_rebuild_committed(p);
   if (carried) p->carried++;
   p->seq = seq;
   for (int i = 0; i < p->nrels; i++) {

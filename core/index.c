@@ -11,6 +11,7 @@
  * State, "<prefix>" name (store.h): "ix:" |order key|u64 id BE| -> |row|,
  * and its declaration in "tp:" ("decl" -> [order slots, desc flags, order
  * key format]), so a changed order or encoding rebuilds it at open. */
+#include "evolve_log.h"
 #include "index.h"
 
 #include <errno.h>
@@ -181,6 +182,7 @@ static int walk_in(void *ctx, MDB_txn *txn, bool own_scratch)
   wk->w.zone = &p->scratch;
   wk->w.clear_zone = own_scratch;
   int lmdb_rc, rc = rn_index_walk_db(txn, wk->x->rows_dbi, &wk->w, &lmdb_rc);
+  if (rc && rc != lmdb_rc) return rc; /* the callback's error: the cursor's next step after it may only echo it */
   return lmdb_rc == ENOMEM ? rn_err_set(&p->err, RN_ENOMEM, "out of memory") : lmdb_rc ? store_fail(wk->x, lmdb_rc) : rc;
 }
 
@@ -309,9 +311,11 @@ static int setup_state(void *ctx, bool created, bool rebuild_it)
   if (!rc) rc = record_decl(x, txn, &changed);
   if (!rc) rc = rn_order_record_input(x->out, txn, x->decl_dbi, &changed);
   if (rc || !(rebuild_it || changed)) return rc;
+  if ((rc = rn_rebuild_before(x->out))) return rc; /* its rows as its sinks were told (evolve_log.h) */
   if ((rc = mdb_drop(txn, x->rows_dbi, 0))) return store_fail(x, rc);
   x->out->count = 0;
-  return rn_rel_scan(x->out->input, rebuild_row, x);
+  rc = rn_rel_scan(x->out->input, rebuild_row, x);
+  return rc ? rc : rn_rebuild_after(x->out);
 }
 
 static void free_index(void *ctx)

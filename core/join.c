@@ -7,6 +7,7 @@
 
 #include "derive.h"
 #include "evolve.h"
+#include "evolve_log.h"
 #include "lookup.h"
 #include "scan.h"
 #include "wb.h"
@@ -237,13 +238,20 @@ static int rebuild(rn_join *j)
 {
   MDB_txn *txn = txn_of(j);
   rn_store *s = &j->out->p->store;
-  int rc = j->stream ? 0 : rn_wb_drop(s, txn, j->index_dbi, 0);
+  bool by_fn = j->fk_of_index;
+  j->fk_of_index = true; /* the right key each left row was filed under, not what the mapper says now */
+  int rc = j->stream ? 0 : rn_rebuild_before(j->out); /* its rows as its sinks were told */
+  j->fk_of_index = by_fn;
+  if (rc == RN_EINVAL && !j->on) rc = rn_rebuild_untold(j->out); /* a mapper's long key: not readable back */
+  if (rc) return rc;
+  rc = j->stream ? 0 : rn_wb_drop(s, txn, j->index_dbi, 0);
   if (!rc && !j->right_native && !j->lookup) rc = rn_wb_drop(s, txn, j->right_dbi, 0);
   if (rc) return rn_store_fail(err_of(j), rc, j->out->name);
   boot b = { j };
   if (!j->right_native && !j->lookup && (rc = rn_rel_scan(j->right, boot_right, &b))) return rc;
   if (j->stream) return 0;
-  return rn_rel_scan(j->left, boot_left, &b);
+  rc = rn_rel_scan(j->left, boot_left, &b);
+  return rc ? rc : rn_rebuild_after(j->out); /* what changed, for its sinks (evolve_log.h) */
 }
 
 /* Opens the join's databases and, when its state is new or stale,

@@ -102,6 +102,14 @@ struct rn_rel {
   rn_log log;             /* this group's changes (when listeners > 0) */
   bool persistent;        /* has counters in meta (sources, cdc, joins) */
   bool stateful;          /* derived state that must see every group (joins) */
+  bool rebuild_tells;     /* while its state opens: a rebuild keeps what it changed (evolve_log.h) */
+  bool rebuilt_open;      /* rebuilt_dbi ("rb:" name) is open */
+  bool rebuilt_pending;   /* it holds a rebuild's changes the next group tells */
+  bool rebuilt_unflushed; /* a group told them, in an LMDB transaction not yet committed */
+  MDB_dbi rebuilt_dbi;
+  char *reads;            /* |name\0|…|: the relations its Lua functions read (evolve_reads.h), owned */
+  size_t reads_len;
+  bool reads_dirty;       /* a read not yet written to meta "rd:" */
   uint64_t emitted[3];    /* INSERTs, UPDATEs, DELETEs emitted since open */
   void *udata;            /* the binding's data; runnel only hands it to udata_free */
   rn_free_fn udata_free;  /* frees udata when the relation is freed, or NULL */
@@ -194,6 +202,11 @@ struct rn_pipeline {
   uint32_t carried;       /* groups committed but still in the open LMDB transaction */
   double carried_since;   /* monotonic time of the first of them */
   bool replaying;         /* re-applying carried groups: sinks and cdc saw them already */
+  bool reads_dirty;       /* some relation's reads are not yet written (evolve_reads.h) */
+  bool rebuilt_any;       /* some relation may hold a rebuild's changes (evolve_log.h): the group
+                             checks them */
+  bool telling;           /* a rebuild's changes go to sinks and stateless relations only: the
+                             stateful ones were rebuilt (evolve_log.h) */
   bool tolerate_bad_input;/* p:run's skip mode: a change refused before it wrote
                              anything leaves its group open (see rn_change_leave) */
   size_t replay_at_enter; /* replay.n when the current change began */

@@ -5,6 +5,8 @@
 
 #include "derive.h"
 #include "evolve.h"
+#include "evolve_log.h"
+#include "evolve_reads.h"
 #include "ops.h"
 #include "pipeline.h"
 #include "reader.h"
@@ -71,6 +73,7 @@ void rn_rel_free(rn_rel *r)
   if (r->kind != RN_REL_FILTER) rn_schema_free(r->schema);
   free(r->outputs);
   free(r->log.items);
+  free(r->reads);
   free(r->name);
   free(r);
 }
@@ -161,6 +164,7 @@ int rn_state_open(rn_pipeline *p, rn_rel *r, MDB_txn *txn, bool *created, bool *
   } else {
     goto lmdb_fail;
   }
+  if (rn_reads_load(p, r, txn)) goto fail; /* what its functions read: changed ones rebuild it too */
   if (rn_evolve_opened(p, r, *created, stale)) goto fail; /* over a relation that changed: rebuilt */
   free(mkey);
   msgpack_sbuffer_destroy(&desc);
@@ -195,7 +199,10 @@ static int try_open_derived_state(rn_pipeline *p, rn_rel *r, rn_state_setup_fn s
   p->group_serial++;
   p->state = RN_APPLYING; /* callbacks may read, not change tables */
   rc = rn_state_open(p, r, p->store.wtxn, &created, &stale);
+  r->rebuild_tells = !created; /* its rows before a rebuild are read in its layout */
   if (!rc) rc = setup(ctx, created, stale || created);
+  r->rebuild_tells = false;
+  if (!rc) rc = rn_rebuild_opened(r, created);
   if (!rc) rc = rn_state_save_counters(p, r, p->store.wtxn, p->seq); /* current as of this seq */
   rc = rn_group_oom(p, rc); /* a truncated descriptor or rebuilt row must not be stored */
   msgpack_zone_clear(&p->scratch);
@@ -222,6 +229,7 @@ int rn_open_derived_state(rn_pipeline *p, rn_rel *r, rn_state_setup_fn setup, vo
     }
     rn_evolve_forget(p, notes, marks);
     r->next_id = next_id, r->count = count;
+    r->rebuilt_open = r->rebuilt_pending = false;
     if (p->err.code != RN_EFULL || p->err.cause != MDB_MAP_FULL || tries >= 16) return rc;
     if (rn_store_grow(&p->store, &p->err)) return p->err.code;
   }
@@ -379,6 +387,7 @@ int rn_emit(rn_rel *rel, const rn_change *c)
   }
   for (int i = 0; i < rel->noutputs; i++) {
     rn_rel *out = rel->outputs[i];
+    if (out->stateful && rel->p->telling) continue; /* rebuilt: it holds them already */
     int rc = out->ops->apply(out, rel, c);
     if (rc) return rc;
   }

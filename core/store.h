@@ -32,6 +32,8 @@
  *     "fmt"           |u32 format|                     the state's format (RN_STATE_FORMAT);
  *                     absent: 0 (runnel 0.17 and older). An older format
  *                     is brought up to date at open (upgrade.c)
+ *     "rd:" name      |read name\0|…|                  the relations its functions were seen
+ *                     to read (other:get(k) in a mapper: evolve_reads.h)
  *     "jp:" stream "\x1f" subject  |u64 seq|           a JetStream source's position:
  *                     the last stream sequence applied, written in the
  *                     group that applied it (js_source.c)
@@ -55,6 +57,8 @@
  *            "decl" -> msgpack [n, [by slots], [order slots], [desc flags]]
  *     "ix:"  an index's rows in its order (index.c):
  *            |order key|u64 id BE| -> |row|
+ *     "rb:"  a rebuild's changes the next group tells the sinks (evolve_log.c):
+ *            |u64 id BE| -> |u8 has|u32 told_len|told row|now row|
  *     "st:"  a permanent store's rows (store_sink.c; not a relation):
  *            |encoded key| -> |row|   (keyless: |u64 id BE| -> |row|)
  *
@@ -105,6 +109,7 @@
 #define RN_META_JS_POSITION "jp:"   /* a source's position: "jp:" stream "\x1f" subject */
 #define RN_META_FORMAT    "fmt"     /* |u32 format|: the state's format (upgrade.c) */
 #define RN_STATE_FORMAT   1         /* the format this build writes (upgrade.c says what each changed) */
+#define RN_META_READS     "rd:"     /* the relations a derived relation's functions read: |name\0|…| (evolve_reads.h) */
 #define RN_META_CODE      "fn:"     /* a derived relation's functions: |u64 hash of their fingerprint| (evolve_code.h) */
 #define RN_SINK_JETSTREAM "jetstream:" /* "jetstream:" subject */
 /* Prefixes of per-relation databases: the prefix then the name. */
@@ -125,6 +130,7 @@
 #define RN_DB_TOP_REST    "tx:"     /* a top's other rows, in order */
 #define RN_DB_TOP_DECL    "tp:"     /* a top's declaration */
 #define RN_DB_INDEX       "ix:"     /* an index's rows in order */
+#define RN_DB_REBUILT     "rb:"     /* a rebuild's changes, not yet told to sinks (evolve_log.c) */
 /* The length of a prefix constant above, without its NUL. */
 #define RN_PREFIX_LEN(prefix) (sizeof(prefix) - 1)
 

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "lbind.h"
+#include "evolve_reads.h"
 
 /* ---- errors at the user's line ---- */
 
@@ -223,11 +224,30 @@ static int run_body(lua_State *L)
   return 0;
 }
 
+/* Is what (rn_lua_pcall's) a derived relation's own function, whose
+ * reads are its dependencies? Sinks, sources and clocks are not. */
+static bool relation_fn(const char *what)
+{
+  return strcmp(what, "filter") == 0 || strcmp(what, "map") == 0 || strcmp(what, "mapper") == 0 ||
+         strcmp(what, "selector") == 0 || strcmp(what, "joiner") == 0 || strncmp(what, "aggregate ", 10) == 0;
+}
+
+void rn_lua_note_read(lua_State *L, lpipe *lp, const rn_rel *rel)
+{
+  if (!lp->fn_rel || !lp->p || (lp->noted_by == lp->fn_rel && lp->noted_of == rel)) return;
+  if (rn_reads_note(lp->p, lp->fn_rel, rel)) rn_lua_raise(L, lp);
+  lp->noted_by = lp->fn_rel;
+  lp->noted_of = rel;
+}
+
 int rn_lua_pcall(lpipe *lp, lua_State *L, int nargs, int nresults, const char *rel, const char *what, rn_err *e)
 {
+  const char *outer = lp->fn_rel;
+  lp->fn_rel = rel && relation_fn(what) ? rel : NULL;
   lp->depth++;
   int st = lua_pcall(L, nargs, nresults, 0);
   lp->depth--;
+  lp->fn_rel = outer;
   lp->L = L; /* the thread that called into runnel */
   if (st == LUA_OK) return 0;
   const char *msg = lua_tostring(L, -1);

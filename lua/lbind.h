@@ -30,6 +30,10 @@ typedef struct lpipe {
   msgpack_zone zone;     /* decoding rows for Lua; cleared after each push */
   int clock_ref;         /* runnel.open{ clock = fn }, or LUA_NOREF */
   int depth;             /* user functions running now (close is refused inside one) */
+  const char *fn_rel;    /* the relation whose function (filter, map, mapper, selector, joiner,
+                            aggregate) runs now, or NULL: what it reads is noted (evolve_reads.h) */
+  const char *noted_by;  /* the last read noted: by fn_rel … */
+  const void *noted_of;  /* … of this relation (the same read again is not looked up) */
 } lpipe;
 
 /* rn_rel->udata: what the binding keeps per relation (freed by the core
@@ -128,6 +132,10 @@ int rn_lua_protect_on(lpipe *lp, lua_State *L, int nargs, rn_lua_body body, void
  * raising (or hand them to rn_lua_protect_on). An error is turned into e
  * as rn_lua_protect does (the message popped); lp->L is restored. */
 int rn_lua_pcall(lpipe *lp, lua_State *L, int nargs, int nresults, const char *rel, const char *what, rn_err *e);
+/* rel is read (get, id_of, count, rows, scan): from inside a relation's
+ * function, the core notes it as that relation's dependency
+ * (evolve_reads.h). Raises on failure. */
+void rn_lua_note_read(lua_State *L, lpipe *lp, const rn_rel *rel);
 
 /* lconvert.c */
 /* Converts the row table at idx (a full row or a patch, keyed by external

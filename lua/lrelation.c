@@ -76,6 +76,7 @@ static int read_key(lua_State *L, lrel *r, uint64_t *id, const char **row, size_
 static int l_get(lua_State *L)
 {
   lrel *r = rn_lua_checkrel(L, 1);
+  rn_lua_note_read(L, r->lp, r->rel);
   uint64_t id;
   const char *row;
   size_t len;
@@ -88,6 +89,7 @@ static int l_get(lua_State *L)
 static int l_id_of(lua_State *L)
 {
   lrel *r = rn_lua_checkrel(L, 1);
+  rn_lua_note_read(L, r->lp, r->rel);
   uint64_t id;
   const char *row;
   size_t len;
@@ -101,6 +103,7 @@ static int l_count(lua_State *L)
   lrel *r = rn_lua_checkrel(L, 1);
   if (r->rel->kind != RN_REL_TABLE)
     return rn_lua_error(L, "%s: count: only tables hold rows to count", r->rel->name);
+  rn_lua_note_read(L, r->lp, r->rel);
   lua_pushinteger(L, (lua_Integer)r->rel->count);
   return 1;
 }
@@ -228,6 +231,7 @@ static int rows_next(lua_State *L)
 static int l_rows(lua_State *L)
 {
   lrel *r = rn_lua_checkrel(L, 1);
+  rn_lua_note_read(L, r->lp, r->rel);
   lua_pushcfunction(L, rows_next);
   lrows *it = lua_newuserdatauv(L, sizeof *it, 1);
   it->cur = NULL;
@@ -270,6 +274,7 @@ static int l_scan(lua_State *L)
 {
   lrel *r = rn_lua_checkrel(L, 1);
   luaL_checktype(L, 2, LUA_TFUNCTION);
+  rn_lua_note_read(L, r->lp, r->rel);
   lscan s = { L, r };
   if (rn_rel_scan(r->rel, scan_row, &s)) return rn_lua_raise(L, r->lp);
   return 0;

@@ -22,7 +22,7 @@ typedef struct heard {
   int n;
   char line[8][1024];
   rn_pipeline *p;          /* set: the callback tries what it may not do */
-  int close_rc, declare_rc;
+  int close_rc, declare_rc, take_rc;
 } heard;
 
 static void on_note(void *ctx, const char *line)
@@ -34,6 +34,7 @@ static void on_note(void *ctx, const char *line)
     rn_rel *r;
     h->close_rc = rn_pipeline_close(h->p);
     h->declare_rc = rn_declare_table(h->p, "other", cols, 1, key, 1, &r);
+    h->take_rc = rn_take_notes(h->p, on_note, NULL);
   }
 }
 
@@ -177,6 +178,7 @@ static void test_callback_limits(void)
   CHECK(h.n == 1);
   CHECK(h.close_rc == RN_EMISUSE);
   CHECK(h.declare_rc == RN_EMISUSE);
+  CHECK(h.take_rc == RN_EMISUSE);
   CHECK(rn_relation(p, "other") == NULL);
   CHECK(insert_id(p, t, 1) == 0);                /* p works on */
   CHECK(rn_pipeline_close(p) == 0);

@@ -269,6 +269,11 @@ $(BUILD)/spec/test_read_derived: spec/c/test_read_derived.c spec/c/check.h $(BUI
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS) $(LUA_INC) -Icore -Ispec/c -o $@ $< $(BUILD)/librunnel.a $(ALL_LIBS) $(LDFLAGS)
 
+# test_notes embeds Lua too (a script's notes reach the host's callback).
+$(BUILD)/spec/test_notes: spec/c/test_notes.c $(wildcard spec/c/*.h) $(BUILD)/librunnel.a $(FLAGS_STAMP)
+	@mkdir -p $(@D)
+	$(CC) $(CFLAGS) $(LUA_INC) -Icore -Ispec/c -o $@ $< $(BUILD)/librunnel.a $(ALL_LIBS) $(LDFLAGS)
+
 # fkjoin_floor: fkjoin's LMDB calls alone, timed (scripts/bench/fkjoin_floor.c; make bench runs it)
 all: $(BUILD)/fkjoin_floor
 $(BUILD)/fkjoin_floor: scripts/bench/fkjoin_floor.c $(FLAGS_STAMP)

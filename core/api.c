@@ -5,6 +5,7 @@
 
 #include "evolve.h"
 #include "json.h"
+#include "notes.h"
 #include "outbox.h"
 #include "pipeline.h"
 #include "row.h"
@@ -98,13 +99,17 @@ static int declare(rn_pipeline *p, const char *name, rn_relkind kind, const rn_c
 RN_API int rn_declare_table(rn_pipeline *p, const char *name, const rn_column_def *cols, int ncols,
                             const char *const *key, int nkey, rn_rel **out)
 {
-  return declare(p, name, RN_REL_TABLE, cols, ncols, key, nkey, out);
+  int rc = declare(p, name, RN_REL_TABLE, cols, ncols, key, nkey, out);
+  rn_notes_tell(p); /* the schema changes it applied */
+  return rc;
 }
 
 RN_API int rn_declare_stream(rn_pipeline *p, const char *name, const rn_column_def *cols, int ncols,
                              rn_rel **out)
 {
-  return declare(p, name, RN_REL_STREAM, cols, ncols, NULL, 0, out);
+  int rc = declare(p, name, RN_REL_STREAM, cols, ncols, NULL, 0, out);
+  rn_notes_tell(p);
+  return rc;
 }
 
 RN_API rn_rel *rn_relation(const rn_pipeline *p, const char *name)
@@ -647,8 +652,17 @@ RN_API int rn_subscribe(rn_pipeline *p, rn_rel *rel, rn_callback fn, void *ctx)
   return rn_subscribe_rollback(p, rel, fn, NULL, ctx);
 }
 
+static int subscribe_durable(rn_pipeline *p, rn_rel *rel, const char *name, rn_callback fn, void *ctx);
+
 /* Named "sink:" name in the state, like a Lua durable sink. */
 RN_API int rn_subscribe_durable(rn_pipeline *p, rn_rel *rel, const char *name, rn_callback fn, void *ctx)
+{
+  int rc = subscribe_durable(p, rel, name, fn, ctx);
+  rn_notes_tell(p); /* the groups it missed (outbox.c) */
+  return rc;
+}
+
+static int subscribe_durable(rn_pipeline *p, rn_rel *rel, const char *name, rn_callback fn, void *ctx)
 {
   if (!p) return RN_EINVAL;
   int rc = check_subscription(p, rel, fn, "rn_subscribe_durable");

@@ -2,6 +2,7 @@
  * rn_top_declare, rn_index_declare): the public structs into top.h's and
  * index.h's declarations, NULLs and bounds checked first. */
 #include "index.h"
+#include "notes.h"
 #include "top.h"
 
 /* The shared checks: names, out, in of p, 1..RN_TOP_COLS order columns. */
@@ -41,6 +42,7 @@ RN_API int rn_top_declare(rn_pipeline *p, const char *name, rn_rel *in, const rn
     spec.desc[i] = def->order[i].desc != 0;
   }
   rc = rn_declare_top(p, name, in, &spec, out);
+  rn_notes_tell(p); /* it rebuilt, say */
   if (!rc) rn_err_clear(&p->err);
   return rc;
 }
@@ -60,6 +62,7 @@ RN_API int rn_index_declare(rn_pipeline *p, const char *name, rn_rel *in, const 
     desc[i] = order[i].desc != 0;
   }
   rc = rn_declare_index(p, name, in, norder, cols, desc, out);
+  rn_notes_tell(p);
   if (!rc) rn_err_clear(&p->err);
   return rc;
 }

@@ -37,6 +37,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "notes.h"
 #include "outbox.h"
 
 /* ---- the state's id ---- */
@@ -384,5 +385,6 @@ RN_API int rn_jetstream_sink(rn_pipeline *p, rn_rel *rel, const rn_js_sink_opts 
   /* a new sink starts with the next group; a known one where it was */
   rc = rn_outbox_sink_add(p, rel, name, false, &jsink_ops, s, free_jsink, m.found ? m.delivered : p->seq, 0);
   free(name);
+  rn_notes_tell(p); /* the groups it missed (outbox.c) */
   return rc;
 }

@@ -79,6 +79,7 @@ RN_API int rn_pipeline_open(const rn_open_opts *opts, rn_pipeline **out, char *e
     return rc;
   }
   p->durable_seq = p->seq;
+  if (opts) p->note_fn = opts->notes, p->note_ctx = opts->notes_ctx;
   p->carry = opts && opts->nosync;
   p->carry_groups = opts && opts->carry_groups > 0 ? (uint32_t)opts->carry_groups : RN_CARRY_GROUPS;
   p->carry_changes = opts && opts->carry_changes > 0 ? opts->carry_changes : RN_CARRY_CHANGES;

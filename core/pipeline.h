@@ -240,6 +240,11 @@ struct rn_pipeline {
   rn_free_fn on_close;    /* the binding's hook, called with binding last by rn_pipeline_close */
   void *binding;          /* the binding's pipeline object (a Lua lpipe), or NULL */
   struct rn_cursor *read_cursors; /* rn_cursor_open's open cursors (read_api.c) */
+  /* The host's notes (notes.c): the callback of rn_open_opts, and how many
+   * of the notes (p->notes) were told to it or taken (rn_take_notes). */
+  rn_note_fn note_fn;
+  void *note_ctx;
+  int notes_told;
 };
 
 /* ---- relations (relation.c) ---- */

@@ -80,6 +80,16 @@ typedef struct rn_rel rn_rel;
 /* The code's name and a sentence; static, never NULL. */
 RN_API const char *rn_strerror(int code);
 
+/* A note: one line saying what a declaration did that the host should
+ * know, though it succeeded: a schema change applied ("players: added
+ * \"level\" int = 1"), a relation rebuilt from its inputs, a durable sink
+ * or subscriber that missed groups ("orders: durable sink audit missed
+ * groups 3 to 7: …"). The same lines as Lua's runnel.open{ notes } and
+ * p:changes(). line is owned by runnel and valid during the call only. fn
+ * cannot fail; it may read tables (rn_get, cursors), not change them,
+ * declare or close the pipeline (RN_EMISUSE). */
+typedef void (*rn_note_fn)(void *ctx, const char *line);
+
 /* Options of rn_pipeline_open. Zero-initialise, then set what you need. */
 typedef struct rn_open_opts {
   const char *path;   /* state directory; NULL: a temporary one removed at close */
@@ -110,6 +120,15 @@ typedef struct rn_open_opts {
    * a price in write speed on large states (README, Performance); -1: off;
    * 0: RUNNEL_CARRY_PAGE_SHARE=N says, else off. */
   int carry_page_share;
+  /* Told each note (ctx: notes_ctx, passed back as is) once, oldest first,
+   * before the call that made it returns (rn_declare_table, rn_top_declare,
+   * rn_subscribe_durable, rn_run_lua …), once that call's declarations
+   * stand: a declaration that fails and is taken back tells nothing. Lua
+   * scripts run on p (rn_run_lua) tell theirs here too, each when its
+   * declaration returns, and no longer to stderr. NULL: the notes wait
+   * for rn_take_notes. */
+  rn_note_fn notes;
+  void *notes_ctx;
 } rn_open_opts;
 
 /* Opens (creating if needed) a pipeline. On failure returns a negative code
@@ -176,6 +195,16 @@ RN_API uint64_t rn_seq(const rn_pipeline *p);
  * every call on its parent's pipeline). */
 typedef void (*rn_durable_fn)(void *ctx, uint64_t seq);
 RN_API int rn_on_durable(rn_pipeline *p, rn_durable_fn fn, void *ctx);
+
+/* Calls fn (ctx passed back as is) with each note not yet told, to the
+ * notes callback of rn_open_opts or an earlier rn_take_notes, oldest first,
+ * and counts them told; returns how many (0: none waiting, always with a
+ * notes callback). Not from inside a callback of p (RN_EMISUSE). RN_EINVAL
+ * without fn. Notes of a pipeline Lua opened (runnel.open) go to its
+ * notes function instead; so do those of a Lua script run on a pipeline
+ * opened without a notes callback (rn_run_lua: to stderr by default), as
+ * each declaration returns. */
+RN_API int rn_take_notes(rn_pipeline *p, rn_note_fn fn, void *ctx);
 
 /* ---- Relations from C ---------------------------------------------------
  * A column: its external name, its type ("int", "float", "string", "bool",

@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "lbind.h"
+#include "notes.h"
 
 typedef struct { const char *name, *chunk; const char *src; size_t len; } rn_embedded_module;
 extern const rn_embedded_module rn_embedded[];
@@ -164,6 +165,7 @@ RN_API int rn_run_lua(rn_pipeline *p, lua_State *L, const char *path)
 
   int rc = run(p, L, path, NULL, NULL);
   if (!rc) rn_err_clear(&p->err); /* calls the script caught are not its message */
+  rn_notes_tell(p); /* those of its declarations the binding did not tell yet */
   return rc;
 }
 
@@ -175,5 +177,6 @@ RN_API int rn_run_lua_string(rn_pipeline *p, lua_State *L, const char *chunk, co
 
   int rc = run(p, L, NULL, chunk, name ? name : "=chunk");
   if (!rc) rn_err_clear(&p->err); /* calls the script caught are not its message */
+  rn_notes_tell(p); /* those of its declarations the binding did not tell yet */
   return rc;
 }

@@ -4,6 +4,7 @@
 
 #include "evolve.h"
 #include "lbind.h"
+#include "notes.h"
 
 /* p:_rename(rel, from, to, alter): applied when rel is next declared
  * (evolve.h); alter (p:alter's, not was ='s): refused once rel is declared. */
@@ -26,6 +27,27 @@ static int l_notes(lua_State *L)
     lua_pushstring(L, lines[i]);
     lua_rawseti(L, -2, i + 1);
   }
+  return 1;
+}
+
+/* p:_take_notes() -> { line… }, the notes not yet told (notes.h), now
+ * counted told; none when the host that opened p set a notes callback
+ * (rn_open_opts): it is told them instead, here. */
+static int l_take_notes(lua_State *L)
+{
+  lpipe *lp = rn_lua_checkpipe(L, 1);
+  if (rn_notes_tell(lp->p)) {
+    lua_newtable(L);
+    return 1;
+  }
+  const char *const *lines;
+  int n = rn_notes_pending(lp->p, &lines);
+  lua_createtable(L, n, 0);
+  for (int i = 0; i < n; i++) {
+    lua_pushstring(L, lines[i]);
+    lua_rawseti(L, -2, i + 1);
+  }
+  rn_notes_taken(lp->p, n); /* after the table is whole: Lua's memory error leaves them waiting */
   return 1;
 }
 
@@ -59,6 +81,7 @@ static const luaL_Reg live_methods[] = {
   { "_undeclared", l_undeclared },
   { "_rename", l_rename },
   { "_notes", l_notes },
+  { "_take_notes", l_take_notes },
   { NULL, NULL }
 };
 

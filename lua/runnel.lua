@@ -756,14 +756,15 @@ end
 -- Each schema change a declaration applied is one line (evolve.h), handed
 -- to runnel.open{ notes = fn(line) } (false: kept quiet), by default
 -- written to stderr: a deploy says what it changed.
+-- The lines are taken from the core (notes.h): a C host that set a notes
+-- callback at open is told them there instead, and Lua gets none.
 function tell_changes(p)
   local e = extra_of(p)
-  local lines = p:_notes()
-  for i = (e.notes_told or 0) + 1, #lines do
+  local lines = p:_take_notes()
+  for i = 1, #lines do
     if e.notes == nil then io.stderr:write("runnel: ", lines[i], "\n")
     elseif e.notes then e.notes(lines[i]) end
   end
-  e.notes_told = #lines
 end
 
 --- p:changes() -> { line… }: the schema changes applied since open.

@@ -33,6 +33,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "evolve_log.h"
 #include "key.h"
 #include "ops.h"
 #include "row.h"
@@ -663,9 +664,11 @@ static int setup_state(void *ctx, bool created, bool rebuild_it)
   if (!rc) rc = record_decl(t, txn, &changed);
   if (!rc) rc = rn_order_record_input(t->out, txn, t->decl_dbi, &changed);
   if (rc || !(rebuild_it || changed)) return rc;
+  if ((rc = rn_rebuild_before(t->out))) return rc; /* its rows as its sinks were told (evolve_log.h) */
   if ((rc = mdb_drop(txn, t->top_dbi, 0)) || (rc = mdb_drop(txn, t->rest_dbi, 0))) return store_fail(t, rc);
   t->out->count = 0;
-  return rn_rel_scan(t->out->input, rebuild_row, t);
+  rc = rn_rel_scan(t->out->input, rebuild_row, t);
+  return rc ? rc : rn_rebuild_after(t->out);
 }
 
 /* ---- declaration ---- */

@@ -297,9 +297,21 @@ static msgpack_object *pop_items(scan *sc, size_t base)
   return a;
 }
 
+/* Keys are short: compared here, not by memcmp's call. */
 static bool same_key(const msgpack_object *a, const msgpack_object *b)
 {
-  return a->via.str.size == b->via.str.size && memcmp(a->via.str.ptr, b->via.str.ptr, a->via.str.size) == 0;
+  if (a->via.str.size != b->via.str.size) return false;
+  const char *x = a->via.str.ptr, *y = b->via.str.ptr;
+  size_t n = a->via.str.size, i = 0;
+  for (; i + 8 <= n; i += 8) {
+    uint64_t u, v;
+    memcpy(&u, x + i, 8);
+    memcpy(&v, y + i, 8);
+    if (u != v) return false;
+  }
+  for (; i < n; i++)
+    if (x[i] != y[i]) return false;
+  return true;
 }
 
 static int key_order(const void *x, const void *y)

@@ -174,13 +174,38 @@ static int escaped_string(scan *sc, const unsigned char *start, msgpack_object *
   return 0;
 }
 
+/* The bytes of the 8 at p that string_special marks, as their high bits
+ * (a false mark only ever follows a true one: the lowest is exact). */
+static inline uint64_t specials8(const unsigned char *p)
+{
+  const uint64_t ones = 0x0101010101010101u, highs = ones << 7;
+  uint64_t w, quote, bslash;
+  memcpy(&w, p, 8);
+  quote = w ^ (ones * '"');
+  bslash = w ^ (ones * '\\');
+  return (((quote - ones) & ~quote) | ((bslash - ones) & ~bslash) | (w - ones * 0x20) | w) & highs;
+}
+
+/* The first byte from p that string_special marks, or end. */
+static inline const unsigned char *plain_run(const unsigned char *p, const unsigned char *end)
+{
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+  for (; end - p >= 8; p += 8) {
+    uint64_t m = specials8(p);
+    if (m) return p + (__builtin_ctzll(m) >> 3); /* the lowest byte is the first */
+  }
+#endif
+  while (p < end && !string_special[*p]) p++;
+  return p;
+}
+
 /* A string at sc->at (its opening quote). Without escapes it stays in the
  * text. */
-static int string(scan *sc, msgpack_object *out, bool key)
+static inline __attribute__((always_inline)) int string(scan *sc, msgpack_object *out, bool key)
 {
   const unsigned char *start = ++sc->at, *p = start, *end = sc->end;
   for (;;) {
-    while (p < end && !string_special[*p]) p++;
+    p = plain_run(p, end);
     if (p >= end || *p < 0x20) return RN_JSCAN_REFUSED;
     if (*p == '"') break;
     if (*p == '\\') return escaped_string(sc, start, out, key);

@@ -57,7 +57,7 @@ static const unsigned char string_special[256] = {
   1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1,
 };
 
-static int value(scan *sc, msgpack_object *out, int depth);
+static int container(scan *sc, msgpack_object *out, int depth, bool is_object);
 
 static void skip_spaces(scan *sc)
 {
@@ -259,8 +259,9 @@ static int number(scan *sc, msgpack_object *out)
   bool negative = p < end && *p == '-', real = false;
   p += negative;
   const unsigned char *digits = p;
+  uint64_t u = 0; /* the digits' value, used when there are at most 18 (it may wrap beyond) */
   if (p < end && *p == '0') p++;
-  else while (p < end && is_digit(*p)) p++;
+  else while (p < end && is_digit(*p)) u = u * 10 + (uint64_t)(*p++ - '0');
   if (p == digits || (*digits == '0' && p < end && is_digit(*p))) return RN_JSCAN_REFUSED;
   size_t ndigits = (size_t)(p - digits);
   if (p < end && *p == '.') {
@@ -277,8 +278,6 @@ static int number(scan *sc, msgpack_object *out)
   }
   sc->at = p;
   if (!real && ndigits <= 18) { /* fits in int64 whatever the digits: no strtoll */
-    uint64_t u = 0;
-    for (const unsigned char *d = digits; d < p; d++) u = u * 10 + (uint64_t)(*d - '0');
     if (negative && u) { out->type = MSGPACK_OBJECT_NEGATIVE_INTEGER; out->via.i64 = -(int64_t)u; }
     else { out->type = MSGPACK_OBJECT_POSITIVE_INTEGER; out->via.u64 = u; }
     return 0;
@@ -360,22 +359,61 @@ static int has_duplicate(const msgpack_object *keys, size_t n)
   return dup;
 }
 
-/* The next key of an object at sc->at; the object's first LINEAR_DUP_CHECK
- * keys are checked against each other here, the rest when it closes. */
-static int object_key(scan *sc, size_t base, msgpack_object *key)
+/* Whether sc->at, after any space, is at c (most often there is none). */
+static inline bool at_char(scan *sc, unsigned char c)
 {
+  if (sc->at < sc->end && *sc->at == c) return true;
   skip_space(sc);
-  if (sc->at >= sc->end || *sc->at != '"') return RN_JSCAN_REFUSED;
+  return sc->at < sc->end && *sc->at == c;
+}
+
+/* A key's bit in an object's filter of the keys read: only a key whose bit
+ * is set already (same length, first and last bytes alike) is compared. */
+static inline uint64_t key_bit(const msgpack_object *k)
+{
+  uint32_t n = k->via.str.size;
+  const unsigned char *s = (const unsigned char *)k->via.str.ptr;
+  unsigned h = n ? n * 7u + s[0] * 3u + s[n - 1] : 0;
+  return (uint64_t)1 << (h & 63);
+}
+
+/* The next key of an object at sc->at; the object's first LINEAR_DUP_CHECK
+ * keys are checked against each other here (seen: their key_bits), the
+ * rest when it closes. */
+static inline __attribute__((always_inline)) int object_key(scan *sc, size_t base, msgpack_object *key,
+                                                            uint64_t *seen)
+{
+  if (!at_char(sc, '"')) return RN_JSCAN_REFUSED;
   int rc = string(sc, key, true);
   if (rc) return rc;
   size_t have = (sc->top - base) / 2;
-  if (have < LINEAR_DUP_CHECK)
-    for (size_t i = base; i < sc->top; i += 2)
-      if (same_key(&sc->items[i], key)) return RN_JSCAN_REFUSED;
-  skip_space(sc);
-  if (sc->at >= sc->end || *sc->at != ':') return RN_JSCAN_REFUSED;
+  if (have < LINEAR_DUP_CHECK) {
+    uint64_t bit = key_bit(key);
+    if (*seen & bit)
+      for (size_t i = base; i < sc->top; i += 2)
+        if (same_key(&sc->items[i], key)) return RN_JSCAN_REFUSED;
+    *seen |= bit;
+  }
+  if (!at_char(sc, ':')) return RN_JSCAN_REFUSED;
   sc->at++;
   return 0;
+}
+
+/* One value at sc->at (after any space), nested depth deep. */
+static inline __attribute__((always_inline)) int value(scan *sc, msgpack_object *out, int depth)
+{
+  if (depth > RN_JSCAN_MAX_DEPTH) return RN_JSCAN_REFUSED;
+  skip_space(sc);
+  if (sc->at >= sc->end) return RN_JSCAN_REFUSED;
+  switch (*sc->at) {
+  case '"': return string(sc, out, false);
+  case '{': return container(sc, out, depth, true);
+  case '[': return container(sc, out, depth, false);
+  case 't': return literal(sc, "true", 4, out, MSGPACK_OBJECT_BOOLEAN, true);
+  case 'f': return literal(sc, "false", 5, out, MSGPACK_OBJECT_BOOLEAN, false);
+  case 'n': return literal(sc, "null", 4, out, MSGPACK_OBJECT_NIL, false);
+  default: return *sc->at == '-' || is_digit(*sc->at) ? number(sc, out) : RN_JSCAN_REFUSED;
+  }
 }
 
 /* An object or array at sc->at, its elements at depth + 1. */
@@ -385,11 +423,13 @@ static int container(scan *sc, msgpack_object *out, int depth, bool is_object)
   size_t base = sc->top;
   sc->at++;
   skip_space(sc);
+  uint64_t seen = 0;
   if (sc->at < sc->end && *sc->at == close) sc->at++;
   else for (;;) {
     msgpack_object key, v;
-    int rc = is_object ? object_key(sc, base, &key) : 0;
-    if (!rc) rc = value(sc, &v, depth + 1);
+    int rc = is_object ? object_key(sc, base, &key, &seen) : 0;
+    if (rc) return rc;
+    rc = value(sc, &v, depth + 1);
     if (!rc) rc = reserve(sc, 2);
     if (rc) return rc;
     if (is_object) sc->items[sc->top++] = key;
@@ -416,23 +456,6 @@ static int container(scan *sc, msgpack_object *out, int depth, bool is_object)
     out->via.array.ptr = items;
   }
   return 0;
-}
-
-/* One value at sc->at (after any space), nested depth deep. */
-static int value(scan *sc, msgpack_object *out, int depth)
-{
-  if (depth > RN_JSCAN_MAX_DEPTH) return RN_JSCAN_REFUSED;
-  skip_space(sc);
-  if (sc->at >= sc->end) return RN_JSCAN_REFUSED;
-  switch (*sc->at) {
-  case '"': return string(sc, out, false);
-  case '{': return container(sc, out, depth, true);
-  case '[': return container(sc, out, depth, false);
-  case 't': return literal(sc, "true", 4, out, MSGPACK_OBJECT_BOOLEAN, true);
-  case 'f': return literal(sc, "false", 5, out, MSGPACK_OBJECT_BOOLEAN, false);
-  case 'n': return literal(sc, "null", 4, out, MSGPACK_OBJECT_NIL, false);
-  default: return *sc->at == '-' || is_digit(*sc->at) ? number(sc, out) : RN_JSCAN_REFUSED;
-  }
 }
 
 rn_jscan_rc rn_jscan(const char *text, size_t len, msgpack_object *out, msgpack_zone *z)

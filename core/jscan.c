@@ -253,7 +253,7 @@ static bool read_number(const char *text, size_t n, bool real, msgpack_object *o
 }
 
 /* A number at sc->at: -?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)? */
-static int number(scan *sc, msgpack_object *out)
+static inline __attribute__((always_inline)) int number(scan *sc, msgpack_object *out)
 {
   const unsigned char *p = sc->at, *end = sc->end, *start = p;
   bool negative = p < end && *p == '-', real = false;
@@ -373,7 +373,7 @@ static inline uint64_t key_bit(const msgpack_object *k)
 {
   uint32_t n = k->via.str.size;
   const unsigned char *s = (const unsigned char *)k->via.str.ptr;
-  unsigned h = n ? n * 7u + s[0] * 3u + s[n - 1] : 0;
+  unsigned h = n ? n + s[0] * 3u + s[n - 1] : 0;
   return (uint64_t)1 << (h & 63);
 }
 

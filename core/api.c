@@ -149,7 +149,9 @@ static int map_to_slots(rn_pipeline *p, rn_rel *rel, const msgpack_object *m,
   memset(*given, 0, n);
   for (uint32_t i = 0; i < m->via.map.size; i++) {
     const msgpack_object *k = &m->via.map.ptr[i].key;
-    int slot = k->type == MSGPACK_OBJECT_STR ? rn_schema_slot(s, k->via.str.ptr, k->via.str.size) : -1;
+    int slot = k->type != MSGPACK_OBJECT_STR ? -1
+             : i < RN_SLOT_HINTS ? rn_schema_slot_hinted(s, k->via.str.ptr, k->via.str.size, &rel->slot_hint[i])
+             : rn_schema_slot(s, k->via.str.ptr, k->via.str.size);
     char quoted[256]; /* the name with its NUL and control bytes escaped */
     if (slot < 0) return not_a_column(p, rel, k);
     if ((*given)[slot]) /* last-wins would drop a value silently */

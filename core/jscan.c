@@ -57,7 +57,7 @@ static const unsigned char string_special[256] = {
   1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1,
 };
 
-static int value(scan *sc, msgpack_object *out, int depth);
+static int container(scan *sc, msgpack_object *out, int depth, bool is_object);
 
 static void skip_spaces(scan *sc)
 {
@@ -174,13 +174,38 @@ static int escaped_string(scan *sc, const unsigned char *start, msgpack_object *
   return 0;
 }
 
+/* The bytes of the 8 at p that string_special marks, as their high bits
+ * (a false mark only ever follows a true one: the lowest is exact). */
+static inline uint64_t specials8(const unsigned char *p)
+{
+  const uint64_t ones = 0x0101010101010101u, highs = ones << 7;
+  uint64_t w, quote, bslash;
+  memcpy(&w, p, 8);
+  quote = w ^ (ones * '"');
+  bslash = w ^ (ones * '\\');
+  return (((quote - ones) & ~quote) | ((bslash - ones) & ~bslash) | (w - ones * 0x20) | w) & highs;
+}
+
+/* The first byte from p that string_special marks, or end. */
+static inline const unsigned char *plain_run(const unsigned char *p, const unsigned char *end)
+{
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+  for (; end - p >= 8; p += 8) {
+    uint64_t m = specials8(p);
+    if (m) return p + (__builtin_ctzll(m) >> 3); /* the lowest byte is the first */
+  }
+#endif
+  while (p < end && !string_special[*p]) p++;
+  return p;
+}
+
 /* A string at sc->at (its opening quote). Without escapes it stays in the
  * text. */
-static int string(scan *sc, msgpack_object *out, bool key)
+static inline __attribute__((always_inline)) int string(scan *sc, msgpack_object *out, bool key)
 {
   const unsigned char *start = ++sc->at, *p = start, *end = sc->end;
   for (;;) {
-    while (p < end && !string_special[*p]) p++;
+    p = plain_run(p, end);
     if (p >= end || *p < 0x20) return RN_JSCAN_REFUSED;
     if (*p == '"') break;
     if (*p == '\\') return escaped_string(sc, start, out, key);
@@ -228,14 +253,15 @@ static bool read_number(const char *text, size_t n, bool real, msgpack_object *o
 }
 
 /* A number at sc->at: -?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)? */
-static int number(scan *sc, msgpack_object *out)
+static inline __attribute__((always_inline)) int number(scan *sc, msgpack_object *out)
 {
   const unsigned char *p = sc->at, *end = sc->end, *start = p;
   bool negative = p < end && *p == '-', real = false;
   p += negative;
   const unsigned char *digits = p;
+  uint64_t u = 0; /* the digits' value, used when there are at most 18 (it may wrap beyond) */
   if (p < end && *p == '0') p++;
-  else while (p < end && is_digit(*p)) p++;
+  else while (p < end && is_digit(*p)) u = u * 10 + (uint64_t)(*p++ - '0');
   if (p == digits || (*digits == '0' && p < end && is_digit(*p))) return RN_JSCAN_REFUSED;
   size_t ndigits = (size_t)(p - digits);
   if (p < end && *p == '.') {
@@ -252,8 +278,6 @@ static int number(scan *sc, msgpack_object *out)
   }
   sc->at = p;
   if (!real && ndigits <= 18) { /* fits in int64 whatever the digits: no strtoll */
-    uint64_t u = 0;
-    for (const unsigned char *d = digits; d < p; d++) u = u * 10 + (uint64_t)(*d - '0');
     if (negative && u) { out->type = MSGPACK_OBJECT_NEGATIVE_INTEGER; out->via.i64 = -(int64_t)u; }
     else { out->type = MSGPACK_OBJECT_POSITIVE_INTEGER; out->via.u64 = u; }
     return 0;
@@ -297,9 +321,21 @@ static msgpack_object *pop_items(scan *sc, size_t base)
   return a;
 }
 
+/* Keys are short: compared here, not by memcmp's call. */
 static bool same_key(const msgpack_object *a, const msgpack_object *b)
 {
-  return a->via.str.size == b->via.str.size && memcmp(a->via.str.ptr, b->via.str.ptr, a->via.str.size) == 0;
+  if (a->via.str.size != b->via.str.size) return false;
+  const char *x = a->via.str.ptr, *y = b->via.str.ptr;
+  size_t n = a->via.str.size, i = 0;
+  for (; i + 8 <= n; i += 8) {
+    uint64_t u, v;
+    memcpy(&u, x + i, 8);
+    memcpy(&v, y + i, 8);
+    if (u != v) return false;
+  }
+  for (; i < n; i++)
+    if (x[i] != y[i]) return false;
+  return true;
 }
 
 static int key_order(const void *x, const void *y)
@@ -323,22 +359,61 @@ static int has_duplicate(const msgpack_object *keys, size_t n)
   return dup;
 }
 
-/* The next key of an object at sc->at; the object's first LINEAR_DUP_CHECK
- * keys are checked against each other here, the rest when it closes. */
-static int object_key(scan *sc, size_t base, msgpack_object *key)
+/* Whether sc->at, after any space, is at c (most often there is none). */
+static inline bool at_char(scan *sc, unsigned char c)
 {
+  if (sc->at < sc->end && *sc->at == c) return true;
   skip_space(sc);
-  if (sc->at >= sc->end || *sc->at != '"') return RN_JSCAN_REFUSED;
+  return sc->at < sc->end && *sc->at == c;
+}
+
+/* A key's bit in an object's filter of the keys read: only a key whose bit
+ * is set already (same length, first and last bytes alike) is compared. */
+static inline uint64_t key_bit(const msgpack_object *k)
+{
+  uint32_t n = k->via.str.size;
+  const unsigned char *s = (const unsigned char *)k->via.str.ptr;
+  unsigned h = n ? n + s[0] * 3u + s[n - 1] : 0;
+  return (uint64_t)1 << (h & 63);
+}
+
+/* The next key of an object at sc->at; the object's first LINEAR_DUP_CHECK
+ * keys are checked against each other here (seen: their key_bits), the
+ * rest when it closes. */
+static inline __attribute__((always_inline)) int object_key(scan *sc, size_t base, msgpack_object *key,
+                                                            uint64_t *seen)
+{
+  if (!at_char(sc, '"')) return RN_JSCAN_REFUSED;
   int rc = string(sc, key, true);
   if (rc) return rc;
   size_t have = (sc->top - base) / 2;
-  if (have < LINEAR_DUP_CHECK)
-    for (size_t i = base; i < sc->top; i += 2)
-      if (same_key(&sc->items[i], key)) return RN_JSCAN_REFUSED;
-  skip_space(sc);
-  if (sc->at >= sc->end || *sc->at != ':') return RN_JSCAN_REFUSED;
+  if (have < LINEAR_DUP_CHECK) {
+    uint64_t bit = key_bit(key);
+    if (*seen & bit)
+      for (size_t i = base; i < sc->top; i += 2)
+        if (same_key(&sc->items[i], key)) return RN_JSCAN_REFUSED;
+    *seen |= bit;
+  }
+  if (!at_char(sc, ':')) return RN_JSCAN_REFUSED;
   sc->at++;
   return 0;
+}
+
+/* One value at sc->at (after any space), nested depth deep. */
+static inline __attribute__((always_inline)) int value(scan *sc, msgpack_object *out, int depth)
+{
+  if (depth > RN_JSCAN_MAX_DEPTH) return RN_JSCAN_REFUSED;
+  skip_space(sc);
+  if (sc->at >= sc->end) return RN_JSCAN_REFUSED;
+  switch (*sc->at) {
+  case '"': return string(sc, out, false);
+  case '{': return container(sc, out, depth, true);
+  case '[': return container(sc, out, depth, false);
+  case 't': return literal(sc, "true", 4, out, MSGPACK_OBJECT_BOOLEAN, true);
+  case 'f': return literal(sc, "false", 5, out, MSGPACK_OBJECT_BOOLEAN, false);
+  case 'n': return literal(sc, "null", 4, out, MSGPACK_OBJECT_NIL, false);
+  default: return *sc->at == '-' || is_digit(*sc->at) ? number(sc, out) : RN_JSCAN_REFUSED;
+  }
 }
 
 /* An object or array at sc->at, its elements at depth + 1. */
@@ -348,11 +423,13 @@ static int container(scan *sc, msgpack_object *out, int depth, bool is_object)
   size_t base = sc->top;
   sc->at++;
   skip_space(sc);
+  uint64_t seen = 0;
   if (sc->at < sc->end && *sc->at == close) sc->at++;
   else for (;;) {
     msgpack_object key, v;
-    int rc = is_object ? object_key(sc, base, &key) : 0;
-    if (!rc) rc = value(sc, &v, depth + 1);
+    int rc = is_object ? object_key(sc, base, &key, &seen) : 0;
+    if (rc) return rc;
+    rc = value(sc, &v, depth + 1);
     if (!rc) rc = reserve(sc, 2);
     if (rc) return rc;
     if (is_object) sc->items[sc->top++] = key;
@@ -379,23 +456,6 @@ static int container(scan *sc, msgpack_object *out, int depth, bool is_object)
     out->via.array.ptr = items;
   }
   return 0;
-}
-
-/* One value at sc->at (after any space), nested depth deep. */
-static int value(scan *sc, msgpack_object *out, int depth)
-{
-  if (depth > RN_JSCAN_MAX_DEPTH) return RN_JSCAN_REFUSED;
-  skip_space(sc);
-  if (sc->at >= sc->end) return RN_JSCAN_REFUSED;
-  switch (*sc->at) {
-  case '"': return string(sc, out, false);
-  case '{': return container(sc, out, depth, true);
-  case '[': return container(sc, out, depth, false);
-  case 't': return literal(sc, "true", 4, out, MSGPACK_OBJECT_BOOLEAN, true);
-  case 'f': return literal(sc, "false", 5, out, MSGPACK_OBJECT_BOOLEAN, false);
-  case 'n': return literal(sc, "null", 4, out, MSGPACK_OBJECT_NIL, false);
-  default: return *sc->at == '-' || is_digit(*sc->at) ? number(sc, out) : RN_JSCAN_REFUSED;
-  }
 }
 
 rn_jscan_rc rn_jscan(const char *text, size_t len, msgpack_object *out, msgpack_zone *z)

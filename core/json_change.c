@@ -175,5 +175,5 @@ int rn_apply_json_change(rn_pipeline *p, const msgpack_object *rel, const msgpac
     int rc = check_ints(p, r, &r->schema->cols[slot], v, &at);
     if (rc) return rc;
   }
-  return rn_apply_change(p, rel, op, row);
+  return rn_apply_change_to(p, r, rel, op, row);
 }

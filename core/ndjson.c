@@ -779,10 +779,17 @@ void rn_change_fields(const msgpack_object *obj, const msgpack_object **rel, con
 
 /* The relation named exactly (length and bytes: a name with a NUL byte
  * names none), or NULL. */
+static bool named(const char *cname, const char *name, size_t len)
+{
+  for (size_t i = 0; i < len; i++)
+    if (cname[i] != name[i] || !cname[i]) return false; /* !cname[i]: cname is shorter */
+  return !cname[len];
+}
+
 static rn_rel *find_rel(const rn_pipeline *p, const char *name, size_t len)
 {
   for (int i = 0; i < p->nrels; i++)
-    if (strlen(p->rels[i]->name) == len && memcmp(p->rels[i]->name, name, len) == 0) return p->rels[i];
+    if (named(p->rels[i]->name, name, len)) return p->rels[i];
   return NULL;
 }
 
@@ -840,12 +847,18 @@ static const char *json_kind(const msgpack_object *v)
  * says why). */
 int rn_apply_change(rn_pipeline *p, const msgpack_object *rel, const msgpack_object *op, const msgpack_object *row)
 {
+  rn_rel *r = rel && rel->type == MSGPACK_OBJECT_STR ? find_rel(p, rel->via.str.ptr, rel->via.str.size) : NULL;
+  return rn_apply_change_to(p, r, rel, op, row);
+}
+
+int rn_apply_change_to(rn_pipeline *p, rn_rel *r, const msgpack_object *rel, const msgpack_object *op,
+                       const msgpack_object *row)
+{
   if (!rel || rel->type != MSGPACK_OBJECT_STR || !op || op->type != MSGPACK_OBJECT_STR || !row) {
     rn_err_set(&p->err, RN_EINVAL, "expected {\"rel\": name, \"op\": \"insert\"|\"update\"|\"upsert\"|\"delete\", \"row\": {…}}");
     return rn_group_fail(p, RN_EINVAL, p->err.msg);
   }
   char quoted[256];
-  rn_rel *r = find_rel(p, rel->via.str.ptr, rel->via.str.size);
   if (!r) {
     rn_err_set(&p->err, RN_EINVAL, "unknown relation %s",
                rn_json_quote(quoted, sizeof quoted, rel->via.str.ptr, rel->via.str.size));

@@ -50,6 +50,11 @@ void rn_change_fields(const msgpack_object *obj, const msgpack_object **rel, con
  * group. Returns 0 or an RN_E… code (p->err says why). */
 int rn_apply_change(rn_pipeline *p, const msgpack_object *rel, const msgpack_object *op, const msgpack_object *row);
 
+/* rn_apply_change when the caller has looked rel up already: r is the
+ * relation it names, or NULL (none, or rel is not a string). */
+int rn_apply_change_to(rn_pipeline *p, rn_rel *r, const msgpack_object *rel, const msgpack_object *op,
+                       const msgpack_object *row);
+
 /* ---- changes read from JSON text (json_change.c) ---- */
 /* The relation named exactly (length and bytes), or NULL. */
 rn_rel *rn_rel_named(const rn_pipeline *p, const char *name, size_t len);

@@ -113,6 +113,8 @@ struct rn_rel {
   uint64_t emitted[3];    /* INSERTs, UPDATEs, DELETEs emitted since open */
   void *udata;            /* the binding's data; runnel only hands it to udata_free */
   rn_free_fn udata_free;  /* frees udata when the relation is freed, or NULL */
+  uint16_t slot_hint[RN_SLOT_HINTS]; /* the slot of the column named i-th in the last change pushed
+                                        as a map (a guess, checked: rn_schema_slot_hinted) */
 };
 
 typedef struct rn_sink_info {

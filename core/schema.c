@@ -50,7 +50,7 @@ void rn_schema_free(rn_schema *s)
 int rn_schema_slot(const rn_schema *s, const char *name, size_t len)
 {
   for (int i = 0; i < s->ncols; i++)
-    if (s->cols[i].name_len == len && memcmp(s->cols[i].name, name, len) == 0)
+    if (s->cols[i].name_len == len && rn_same_bytes(s->cols[i].name, name, len))
       return i;
   return -1;
 }

@@ -14,6 +14,7 @@
 #include <msgpack.h>
 #include <stdbool.h>
 #include <stdint.h>
+#include <string.h>
 
 #include "buf.h"
 #include "error.h"
@@ -73,6 +74,34 @@ int rn_schema_copy_columns(rn_schema *dst, const rn_schema *src, bool all_nullab
 /* Slot of a name, or -1. Linear: schemas are declared once and the Lua
  * binding resolves names through its own hash. */
 int rn_schema_slot(const rn_schema *s, const char *name, size_t len);
+
+/* memcmp(a, b, n) == 0 for names of a few words, without its call. */
+static inline bool rn_same_bytes(const char *a, const char *b, size_t n)
+{
+  size_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    uint64_t x, y;
+    memcpy(&x, a + i, 8);
+    memcpy(&y, b + i, 8);
+    if (x != y) return false;
+  }
+  for (; i < n; i++)
+    if (a[i] != b[i]) return false;
+  return true;
+}
+
+/* rn_schema_slot, trying *hint first and leaving the slot found there: the
+ * changes of one input name their columns in the same order line after
+ * line, so one comparison finds most. */
+#define RN_SLOT_HINTS 16
+static inline int rn_schema_slot_hinted(const rn_schema *s, const char *name, size_t len, uint16_t *hint)
+{
+  unsigned h = *hint;
+  if (h < (unsigned)s->ncols && s->cols[h].name_len == len && rn_same_bytes(s->cols[h].name, name, len)) return (int)h;
+  int slot = rn_schema_slot(s, name, len);
+  if (slot >= 0) *hint = (uint16_t)slot;
+  return slot;
+}
 
 /* A canonical msgpack description (names, types, nullability, defaults,
  * key), compared with the stored one when a relation is declared again. */

@@ -31,6 +31,7 @@
 #include <string.h>
 
 #include "buf.h"
+#include "bytes.h"
 
 enum { INLINE_ITEMS = 64, LINEAR_DUP_CHECK = 16 };
 
@@ -324,18 +325,7 @@ static msgpack_object *pop_items(scan *sc, size_t base)
 /* Keys are short: compared here, not by memcmp's call. */
 static bool same_key(const msgpack_object *a, const msgpack_object *b)
 {
-  if (a->via.str.size != b->via.str.size) return false;
-  const char *x = a->via.str.ptr, *y = b->via.str.ptr;
-  size_t n = a->via.str.size, i = 0;
-  for (; i + 8 <= n; i += 8) {
-    uint64_t u, v;
-    memcpy(&u, x + i, 8);
-    memcpy(&v, y + i, 8);
-    if (u != v) return false;
-  }
-  for (; i < n; i++)
-    if (x[i] != y[i]) return false;
-  return true;
+  return a->via.str.size == b->via.str.size && rn_same_bytes(a->via.str.ptr, b->via.str.ptr, a->via.str.size);
 }
 
 static int key_order(const void *x, const void *y)

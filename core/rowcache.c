@@ -1,6 +1,8 @@
 /* rowcache.c — keyed rows read in the write transaction (rowcache.h). */
 #include "rowcache.h"
 
+#include "bytes.h"
+
 #include <stdlib.h>
 #include <string.h>
 
@@ -75,26 +77,11 @@ static slot *slot_of(rn_rowcache *c, MDB_dbi dbi, const char *key, size_t klen)
   return &c->slots[h >> (64 - RN_ROWCACHE_BITS)];
 }
 
-/* memcmp's answer for keys of a few words, without its call. */
-static bool same_key(const char *a, const char *b, size_t n)
-{
-  size_t i = 0;
-  for (; i + 8 <= n; i += 8) {
-    uint64_t x, y;
-    memcpy(&x, a + i, 8);
-    memcpy(&y, b + i, 8);
-    if (x != y) return false;
-  }
-  for (; i < n; i++)
-    if (a[i] != b[i]) return false;
-  return true;
-}
-
 bool rn_rowcache_get(rn_rowcache *c, MDB_dbi dbi, const char *key, size_t klen, rn_cached_row *out)
 {
   if (klen > RN_ROWCACHE_KEY_MAX) return false;
   const slot *s = slot_of(c, dbi, key, klen);
-  if (s->gen != c->gen || s->dbi != dbi || s->klen != klen || !same_key(s->key, key, klen)) return false;
+  if (s->gen != c->gen || s->dbi != dbi || s->klen != klen || !rn_same_bytes(s->key, key, klen)) return false;
   *out = (rn_cached_row){ s->found, s->live, s->id, s->live ? s->row : NULL, s->row_len };
   return true;
 }
@@ -128,7 +115,7 @@ void rn_rowcache_wrote(rn_rowcache *c, MDB_dbi dbi, const char *key, size_t klen
 {
   if (dbi >= RN_ROWCACHE_MAX_DBI || !(c->filled[dbi / 64] >> (dbi % 64) & 1) || klen > RN_ROWCACHE_KEY_MAX) return;
   slot *s = slot_of(c, dbi, key, klen);
-  if (s->dbi != dbi || s->klen != klen || !same_key(s->key, key, klen)) return;
+  if (s->dbi != dbi || s->klen != klen || !rn_same_bytes(s->key, key, klen)) return;
   if (fits(dbi, klen, now)) keep(s, c->gen, dbi, key, klen, now);
   else s->gen = 0;
 }

@@ -17,6 +17,7 @@
 #include <string.h>
 
 #include "buf.h"
+#include "bytes.h"
 #include "error.h"
 
 typedef enum rn_type {
@@ -74,21 +75,6 @@ int rn_schema_copy_columns(rn_schema *dst, const rn_schema *src, bool all_nullab
 /* Slot of a name, or -1. Linear: schemas are declared once and the Lua
  * binding resolves names through its own hash. */
 int rn_schema_slot(const rn_schema *s, const char *name, size_t len);
-
-/* memcmp(a, b, n) == 0 for names of a few words, without its call. */
-static inline bool rn_same_bytes(const char *a, const char *b, size_t n)
-{
-  size_t i = 0;
-  for (; i + 8 <= n; i += 8) {
-    uint64_t x, y;
-    memcpy(&x, a + i, 8);
-    memcpy(&y, b + i, 8);
-    if (x != y) return false;
-  }
-  for (; i < n; i++)
-    if (a[i] != b[i]) return false;
-  return true;
-}
 
 /* rn_schema_slot, trying *hint first and leaving the slot found there: the
  * changes of one input name their columns in the same order line after

@@ -192,14 +192,14 @@ int rn_state_save_counters(rn_pipeline *p, rn_rel *r, MDB_txn *txn, uint64_t seq
 
 static int try_open_derived_state(rn_pipeline *p, rn_rel *r, rn_state_setup_fn setup, void *ctx)
 {
-  bool created, stale;
+  bool created = false, stale = false; /* read only when rn_state_open succeeds */
   rn_oom_clear();
   int rc = rn_store_begin(&p->store, &p->err);
   if (rc) return rc;
   p->group_serial++;
   p->state = RN_APPLYING; /* callbacks may read, not change tables */
   rc = rn_state_open(p, r, p->store.wtxn, &created, &stale);
-  r->rebuild_tells = !created; /* its rows before a rebuild are read in its layout */
+  r->rebuild_tells = !rc && !created; /* its rows before a rebuild are read in its layout */
   if (!rc) rc = setup(ctx, created, stale || created);
   r->rebuild_tells = false;
   if (!rc) rc = rn_rebuild_opened(r, created);

@@ -24,6 +24,7 @@
  *     rows in the new layout: nothing is told, and a database left from
  *     before is dropped. */
 #include <stdio.h>
+#include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -93,34 +94,47 @@ static int told_row(void *ctx, uint64_t id, const char *row, size_t len)
   return put_entry(r, id, TOLD, row, len, NULL, 0);
 }
 
-/* The entries left from an earlier rebuild forget what they held now. */
-static int forget_now(rn_rel *r)
-{
+/* One entry of r's "rb:" database, parsed, with the cursor standing on it. */
+typedef struct entry_at {
   MDB_cursor *cur;
-  int rc = mdb_cursor_open(r->p->store.wtxn, r->rebuilt_dbi, &cur);
-  if (rc) return fail(r, rc);
   MDB_val k, v;
-  for (rc = mdb_cursor_get(cur, &k, &v, MDB_FIRST); rc == 0; rc = mdb_cursor_get(cur, &k, &v, MDB_NEXT)) {
-    int has;
-    const char *told, *now;
-    size_t told_len, now_len;
-    if (!entry_parse(&v, &has, &told, &told_len, &now, &now_len)) { rc = MDB_CORRUPTED; break; }
-    if (!(has & NOW)) continue;
-    char *copy = malloc(5 + told_len); /* LMDB's bytes are read-only: a copy is written back */
-    if (!copy) { mdb_cursor_close(cur); return rn_err_set(&r->p->err, RN_ENOMEM, "out of memory"); }
-    memcpy(copy, v.mv_data, 5 + told_len);
-    copy[0] = (char)(has & TOLD);
-    MDB_val nv = { 5 + told_len, copy };
-    char kb[8]; /* the key's bytes move within the page as the entry shrinks */
-    if (k.mv_size != 8) { free(copy); rc = MDB_CORRUPTED; break; }
-    memcpy(kb, k.mv_data, 8);
-    MDB_val key = { 8, kb };
-    rc = mdb_cursor_put(cur, &key, &nv, MDB_CURRENT);
-    free(copy);
-    if (rc) break;
+  int has;
+  const char *told, *now;
+  size_t told_len, now_len;
+} entry_at;
+
+/* fn(r, e, ctx) for every entry, in key order; fn may rewrite or delete
+ * the entry under the cursor, and returns 0 or an LMDB or errno code. */
+static int each_entry(rn_rel *r, int (*fn)(rn_rel *r, entry_at *e, void *ctx), void *ctx)
+{
+  entry_at e;
+  int rc = mdb_cursor_open(r->p->store.wtxn, r->rebuilt_dbi, &e.cur);
+  if (rc) return fail(r, rc);
+  for (rc = mdb_cursor_get(e.cur, &e.k, &e.v, MDB_FIRST); rc == 0; rc = mdb_cursor_get(e.cur, &e.k, &e.v, MDB_NEXT)) {
+    if (!entry_parse(&e.v, &e.has, &e.told, &e.told_len, &e.now, &e.now_len)) { rc = MDB_CORRUPTED; break; }
+    if ((rc = fn(r, &e, ctx))) break;
   }
-  mdb_cursor_close(cur);
+  mdb_cursor_close(e.cur);
   return rc == MDB_NOTFOUND ? 0 : fail(r, rc);
+}
+
+/* An entry left from an earlier rebuild forgets what it held now. */
+static int forget_now_of(rn_rel *r, entry_at *e, void *ctx)
+{
+  (void)r, (void)ctx;
+  if (!(e->has & NOW)) return 0;
+  if (e->k.mv_size != 8) return MDB_CORRUPTED;
+  char *copy = malloc(5 + e->told_len); /* LMDB's bytes are read-only: a copy is written back */
+  if (!copy) return ENOMEM;
+  memcpy(copy, e->v.mv_data, 5 + e->told_len);
+  copy[0] = (char)(e->has & TOLD);
+  MDB_val nv = { 5 + e->told_len, copy };
+  char kb[8]; /* the key's bytes move within the page as the entry shrinks */
+  memcpy(kb, e->k.mv_data, 8);
+  MDB_val key = { 8, kb };
+  int rc = mdb_cursor_put(e->cur, &key, &nv, MDB_CURRENT);
+  free(copy);
+  return rc;
 }
 
 int rn_rebuild_before(rn_rel *r)
@@ -129,7 +143,7 @@ int rn_rebuild_before(rn_rel *r)
   int rc = rn_state_dbi(r->p, r->p->store.wtxn, RN_DB_REBUILT, r->name, 0, &r->rebuilt_dbi);
   if (rc) return rc;
   r->rebuilt_open = true;
-  if ((rc = forget_now(r))) return rc;
+  if ((rc = each_entry(r, forget_now_of, NULL))) return rc;
   return rn_rel_scan(r, told_row, r);
 }
 
@@ -161,25 +175,15 @@ static int now_row(void *ctx, uint64_t id, const char *row, size_t len)
   return rc;
 }
 
-/* Removes the entries whose told and now rows are the same; *left: some stay. */
-static int drop_equal(rn_rel *r, bool *left)
+/* Removes an entry whose told and now rows are the same; *left (ctx):
+ * some stay. */
+static int drop_equal_of(rn_rel *r, entry_at *e, void *left)
 {
-  MDB_cursor *cur;
-  int rc = mdb_cursor_open(r->p->store.wtxn, r->rebuilt_dbi, &cur);
-  if (rc) return fail(r, rc);
-  MDB_val k, v;
-  *left = false;
-  for (rc = mdb_cursor_get(cur, &k, &v, MDB_FIRST); rc == 0; rc = mdb_cursor_get(cur, &k, &v, MDB_NEXT)) {
-    int has;
-    const char *told, *now;
-    size_t told_len, now_len;
-    if (!entry_parse(&v, &has, &told, &told_len, &now, &now_len)) { rc = MDB_CORRUPTED; break; }
-    bool same = has == 0 || (has == (TOLD | NOW) && told_len == now_len && memcmp(told, now, now_len) == 0);
-    if (!same) { *left = true; continue; }
-    if ((rc = mdb_cursor_del(cur, 0))) break;
-  }
-  mdb_cursor_close(cur);
-  return rc == MDB_NOTFOUND ? 0 : fail(r, rc);
+  (void)r;
+  bool same = e->has == 0 ||
+              (e->has == (TOLD | NOW) && e->told_len == e->now_len && memcmp(e->told, e->now, e->now_len) == 0);
+  if (!same) { *(bool *)left = true; return 0; }
+  return mdb_cursor_del(e->cur, 0);
 }
 
 int rn_rebuild_after(rn_rel *r)
@@ -187,7 +191,7 @@ int rn_rebuild_after(rn_rel *r)
   if (!r->rebuild_tells || !r->tablelike) return 0;
   int rc = rn_rel_scan(r, now_row, r);
   bool left = false;
-  if (!rc) rc = drop_equal(r, &left);
+  if (!rc) rc = each_entry(r, drop_equal_of, &left);
   if (!rc) r->rebuilt_pending = left;
   if (left) r->p->rebuilt_any = true;
   return rc;

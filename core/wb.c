@@ -32,9 +32,17 @@ typedef struct wb_node {
   struct wb_node *next[];       /* then the key */
 } wb_node;
 
+/* A hash table slot: the node and its key's hash, so a probe that meets
+ * another key compares the hash here and leaves the node (elsewhere in
+ * the arena, cold after a host's idle time) unread. */
+typedef struct wb_slot {
+  wb_node *node;                /* NULL: empty */
+  uint32_t hash;
+} wb_slot;
+
 typedef struct wb_db {
   wb_node *head;                /* skip list sentinel, WB_LEVELS pointers */
-  wb_node **slots;              /* open-addressing hash table of the nodes */
+  wb_slot *slots;               /* open-addressing hash table of the nodes */
   size_t cap, used;             /* slots, nodes in them */
   size_t added;                 /* nodes inserted since the last commit (rn_wb_committed grows ahead) */
   wb_node **dirty;              /* the nodes with dirty set, in the order written */
@@ -134,25 +142,27 @@ static wb_node *find(const wb_db *db, const MDB_val *key, uint32_t h)
   if (!db->cap) return NULL;
   size_t mask = db->cap - 1;
   for (size_t i = h & mask;; i = (i + 1) & mask) {
-    wb_node *n = db->slots[i];
-    if (!n) return NULL;
-    if (n->hash == h && n->klen == key->mv_size && memcmp(node_key(n), key->mv_data, key->mv_size) == 0) return n;
+    const wb_slot *sl = &db->slots[i];
+    if (!sl->node) return NULL;
+    if (sl->hash != h) continue;
+    wb_node *n = sl->node;
+    if (n->klen == key->mv_size && memcmp(node_key(n), key->mv_data, key->mv_size) == 0) return n;
   }
 }
 
-static void slot_in(wb_node **slots, size_t cap, wb_node *n)
+static void slot_in(wb_slot *slots, size_t cap, wb_node *n)
 {
   size_t i = n->hash & (cap - 1);
-  while (slots[i]) i = (i + 1) & (cap - 1);
-  slots[i] = n;
+  while (slots[i].node) i = (i + 1) & (cap - 1);
+  slots[i] = (wb_slot){ n, n->hash };
 }
 
 static int grow_slots(rn_wb *wb, wb_db *db)
 {
   size_t cap = db->cap ? db->cap * 2 : 256;
-  wb_node **slots = calloc(cap, sizeof *slots);
+  wb_slot *slots = calloc(cap, sizeof *slots);
   if (!slots) return ENOMEM;
-  for (size_t i = 0; i < db->cap; i++) if (db->slots[i]) slot_in(slots, cap, db->slots[i]);
+  for (size_t i = 0; i < db->cap; i++) if (db->slots[i].node) slot_in(slots, cap, db->slots[i].node);
   free(db->slots);
   wb->bytes += (cap - db->cap) * sizeof *slots;
   db->slots = slots;

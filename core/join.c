@@ -209,6 +209,21 @@ static int check_spec(rn_pipeline *p, const char *name, rn_rel *left, rn_rel *ri
   return 0;
 }
 
+/* The left column a mapper recognised as returning one (spec->mapper_column)
+ * gives, read from the row, exactly the key the mapper gives when the
+ * right key is one column of that column's scalar type: the value goes
+ * into Lua and back unchanged, and the same normalizing encodes it. -1
+ * otherwise: the mapper is called. */
+static int mapper_column(const rn_rel *left, const rn_rel *right, const rn_join_spec *spec, const rn_join_fns *fns)
+{
+  const rn_schema *ls = left->schema, *rs = right->schema;
+  if (!spec->mapper_column || !fns->mapper || spec->on || rs->nkey != 1) return -1;
+  int slot = *spec->mapper_column;
+  if (slot < 0 || slot >= ls->ncols) return -1;
+  rn_type t = ls->cols[slot].type;
+  return t == rs->cols[rs->key_slots[0]].type && rn_type_is_scalar(t) ? slot : -1;
+}
+
 /* Builds the join's state from its inputs' current contents: at the first
  * declaration over existing rows, or when the state missed groups. */
 typedef struct boot { rn_join *j; } boot;
@@ -305,6 +320,7 @@ int rn_declare_join(rn_pipeline *p, const char *name, rn_rel *left, rn_rel *righ
   j->key_join = key_join;
   j->non = spec->on ? spec->non : 0;
   if (spec->on) memcpy(j->on, spec->on, sizeof *j->on * (size_t)spec->non);
+  j->mapper_column = mapper_column(left, right, spec, fns);
   for (int i = 0; i < j->non; i++) if (j->on[i] + 1 > j->on_upto) j->on_upto = j->on[i] + 1;
   j->fns = f;
   j->left = left;

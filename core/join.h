@@ -90,6 +90,13 @@ typedef struct rn_join_spec {
    * nullability, defaults, key) from scalar columns; else it calls the
    * joiner. NULL: not recognised. Borrowed for the call. */
   const int *copies;
+  /* A mapper recognised as returning one left column as it is (the
+   * binding reads its code): that column's slot. The join reads the key
+   * from the row, as on = that column does, instead of calling the mapper,
+   * when that gives exactly the mapper's key: the right key is one column
+   * of the left column's scalar type. The declaration is the mapper's
+   * still (the state is the same either way). NULL: not recognised. */
+  const int *mapper_column;
 } rn_join_spec;
 
 /* Declares left ⋈ right. Takes ownership of spec->schema and fns->ctx. */

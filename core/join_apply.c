@@ -56,6 +56,7 @@ static uint64_t key_columns(rn_join *j, bool *known)
     for (int i = 0; i < j->non; i++) mask |= 1ULL << (j->on[i] < 63 ? j->on[i] : 63);
     return mask;
   }
+  if (j->mapper_column >= 0) return 1ULL << (j->mapper_column < 63 ? j->mapper_column : 63);
   if (j->fns.mapper && j->fns.mapper_reads) return j->mapper_read;
   *known = false;
   return 0;

@@ -63,6 +63,9 @@ typedef struct rn_join {
   rn_fkmemo *fkmemo;      /* the mapper's keys by the bytes it read (join_fkmemo.h), or NULL; owned */
   uint64_t mapper_read;   /* the columns the mapper read (or, from the memo, would have read)
                              for the last rn_join_left_fk */
+  int mapper_column;      /* >= 0: the mapper is recognised as returning this left column
+                             (rn_join_spec.mapper_column): its key is read from the row as
+                             on = that column reads it, with no call; -1: it is called */
 } rn_join;
 
 /* A right key, encoded, with its fk part as the index uses it. */

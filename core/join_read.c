@@ -172,6 +172,7 @@ static int read_decl(rn_join_reader *r, const msgpack_object *d, rn_err *e)
   if (rc) return rc;
   rn_buf_write(&r->right_desc, f[11].via.bin.ptr, f[11].via.bin.size);
   rn_join *j = &r->j;
+  j->mapper_column = -1; /* a reader calls no mapper: its keys come from the index (fk_of_index) */
   const rn_schema *ls = r->left.schema, *rs = r->right.schema;
   int nproj = 0, *proj = NULL;
   if (!read_slots(&f[5], ls->ncols, &j->on, &j->non) || (j->on && j->non != rs->nkey) ||

@@ -116,9 +116,8 @@ static int encode_right_key(rn_join *j, msgpack_object *vals, fk *f)
 /* rn_join_left_fk of a single int column naming an int right key, read
  * from the row's bytes (no decoding, no normalizing: an int column holds
  * int64s); 1 when the bytes are not such an int (the general path then). */
-static int int_fk(rn_join *j, side *l, fk *f)
+static int int_fk(rn_join *j, side *l, int slot, fk *f)
 {
-  int slot = j->on[0];
   const size_t *starts;
   msgpack_object o;
   int rc = rn_join_spans(j, j->left, l, slot + 1, &starts);
@@ -141,10 +140,10 @@ static int int_fk(rn_join *j, side *l, fk *f)
   return 0;
 }
 
-static bool int_on_int(const rn_join *j)
+static bool int_on_int(const rn_join *j, const int *on, int non)
 {
   const rn_schema *rs = j->right->schema;
-  return j->on && j->non == 1 && rs->nkey == 1 && j->left->schema->cols[j->on[0]].type == RN_T_INT &&
+  return non == 1 && rs->nkey == 1 && j->left->schema->cols[on[0]].type == RN_T_INT &&
          rs->cols[rs->key_slots[0]].type == RN_T_INT;
 }
 
@@ -184,16 +183,22 @@ static int mapper_fk(rn_join *j, side *l, fk *f)
 /* The right key a left row points at. */
 int rn_join_left_fk(rn_join *j, side *l, fk *f)
 {
-  if (!j->fns.mapper && int_on_int(j)) {
-    int rc = int_fk(j, l, f);
+  const int *on = j->on;
+  int non = j->non;
+  if (j->mapper_column >= 0) { /* the mapper returns this column: read as on = it reads it */
+    on = &j->mapper_column;
+    non = 1;
+  } else if (j->fns.mapper)
+    return mapper_fk(j, l, f);
+  if (int_on_int(j, on, non)) {
+    int rc = int_fk(j, l, on[0], f);
     if (rc != 1) return rc;
   }
-  if (j->fns.mapper) return mapper_fk(j, l, f);
   int nkey = j->right->schema->nkey;
   msgpack_object *vals = rn_zone_malloc(zone_of(j), sizeof *vals * (size_t)nkey);
   if (!vals) return nomem(j);
   f->null = false;
-  int rc = slot_values(j, j->left, l, j->on, nkey, vals);
+  int rc = slot_values(j, j->left, l, on, nkey, vals);
   return rc ? rc : encode_right_key(j, vals, f);
 }
 

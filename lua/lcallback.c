@@ -624,14 +624,16 @@ static bool joiner_copies(lua_State *L, int idx, const rn_schema *schema, const 
 }
 
 /* p:_join(left, right, name, kind, on|nil, mapper, selector, joiner, cols|nil, key|nil,
- *         from|nil, to|nil, copies|nil) -> relation | nil, err */
+ *         from|nil, to|nil, copies|nil, mapper_column|nil) -> relation | nil, err
+ * mapper_column: the left column a mapper was recognised as returning
+ * (runnel/joiner.lua); the core decides whether reading it is the same. */
 int rn_lua_declare_join(lua_State *L)
 {
   lpipe *lp = rn_lua_checkpipe(L, 1);
   lrel *left = rn_lua_checkrel_of(L, 2, lp), *right = rn_lua_checkrel(L, 3); /* right: the core names both */
   const char *name = rn_lua_checkname(L, 4, "join");
   static const char *const kinds[] = { "inner", "left", "outer", NULL };
-  rn_join_spec spec = { (rn_join_kind)luaL_checkoption(L, 5, "inner", kinds), NULL, 0, NULL, NULL, NULL, 0, NULL };
+  rn_join_spec spec = { (rn_join_kind)luaL_checkoption(L, 5, "inner", kinds), NULL, 0, NULL, NULL, NULL, 0, NULL, NULL };
   int nrefs = lua_istable(L, 12) ? (int)lua_rawlen(L, 12) : 0;
   if (nrefs > 1024 || (nrefs && (!lua_istable(L, 13) || (int)lua_rawlen(L, 13) != nrefs)))
     return rn_lua_error(L, "%s: a joiner of column references names 1 to 1024 columns", name);
@@ -683,6 +685,10 @@ int rn_lua_declare_join(lua_State *L)
   if (spec.schema && lua_istable(L, 14) &&
       joiner_copies(L, 14, spec.schema, left->rel->schema, right->rel->schema, copies))
     spec.copies = copies;
+  size_t mlen;
+  const char *mcol = lua_type(L, 15) == LUA_TSTRING ? lua_tolstring(L, 15, &mlen) : NULL;
+  int mslot = mcol ? rn_schema_slot(left->rel->schema, mcol, mlen) : -1;
+  if (mslot >= 0) spec.mapper_column = &mslot;
   rn_rel *rel = NULL;
   int rc = rn_declare_join(lp->p, name, left->rel, right->rel, &spec, &fns, &rel);
   return rn_lua_declared(L, lp, rc, rel);

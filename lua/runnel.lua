@@ -324,7 +324,7 @@ function Relation:cdc(opts)
   return declared(self:pipeline(), rel)
 end
 
-local joiner_copies = require("runnel.joiner")()
+local joiner_copies, mapper_column = require("runnel.joiner")()
 
 local JOIN_FIELDS = { on = true, mapper = true, selector = true, joiner = true, kind = true,
                       columns = true, name = true }
@@ -391,8 +391,9 @@ function Relation:join(right, opts)
   local joiner = type(opts.joiner) == "function" and opts.joiner or nil
   local copies = joiner and joiner_copies(joiner, kind) -- done in C when it gives exactly cols
   if opts.mapper or opts.selector or joiner then record_code(self:pipeline(), n, opts.mapper, opts.selector, joiner) end
+  local mapped = opts.mapper and mapper_column(opts.mapper) -- read in C when that gives the mapper's key
   rel, err = self:pipeline():_join(self, right, n, kind, on, opts.mapper, opts.selector, joiner, cols, key, from, to,
-                                   copies)
+                                   copies, mapped)
   if not rel then raise(err) end
   return declared(self:pipeline(), rel)
 end

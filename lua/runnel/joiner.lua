@@ -1,6 +1,8 @@
--- runnel/joiner.lua — recognises a Lua joiner that only copies columns of
--- its two rows, so that the join can do it in C (as a joiner given as
--- column references is done) instead of calling Lua for every result row.
+-- runnel/joiner.lua — recognises a join's Lua functions that only copy
+-- columns of their rows, so that the join does it in C (as a joiner given
+-- as column references, or `on`, is done) instead of calling Lua for every
+-- row: a joiner that copies columns of its two rows, and a mapper that
+-- returns one column of its row.
 --
 -- It reads the function's own bytecode (string.dump) and accepts exactly
 -- these shapes, with no upvalues, no nested functions and nothing else in
@@ -8,11 +10,13 @@
 --     function(l, r) return { out = l.col, …, out = r and r.col, … } end
 --     function(l, r) return l.col, l.col2, …, r and r.col end
 -- (two values at least: a single nil value is no result, not a null column)
+--     function(l) return l.col end                      (a mapper)
 -- A shape it does not know, or a dump of another Lua build than 5.4's, is
--- not recognised and the joiner runs in Lua as before: recognising less is
--- always safe. Whether the copy gives exactly the declared columns (names,
--- order, types, nullability, key) the core checks (rn_join_spec.compiled).
--- Loaded by runnel.lua.
+-- not recognised and the function runs in Lua as before: recognising less
+-- is always safe. Whether the copy gives exactly the declared columns
+-- (names, order, types, nullability, key), or the mapper's very key, the
+-- core checks (rn_join_spec.copies, rn_join_spec.mapper_column).
+-- Loaded by runnel.lua: local joiner_copies, mapper_column = require(…)().
 return function()
   -- Lua 5.4's opcodes (lopcodes.h) that the accepted shapes use.
   local GETFIELD, SETFIELD, NEWTABLE, JMP, TESTSET, RETURN, RETURN1, EXTRAARG = 14, 18, 19, 56, 67, 70, 72, 82
@@ -84,13 +88,26 @@ return function()
     return i & 0x7f, (i >> 7) & 0xff, (i >> 15) & 1, (i >> 16) & 0xff, (i >> 24) & 0xff
   end
 
+  -- The column name a mapper fn returns as it is (function(l) return
+  -- l.col end), or nil.
+  local function mapper_column(fn)
+    local f = prototype(fn)
+    if not f or f.nparams ~= 1 then return nil end
+    local op, a, _, b, c = decode(f.code[1] or 0)
+    local rop, ra, rk = decode(f.code[2] or 0)
+    if op ~= GETFIELD or b ~= 0 or type(f.k[c]) ~= "string" or rop ~= RETURN1 or ra ~= a or rk ~= 0 then
+      return nil
+    end
+    return f.k[c]
+  end
+
   -- The columns fn copies, in the order it gives them: a list of
   -- { out = name or nil (values in column order), side = 0 (left) | 1
   -- (right), col = name }, or nil when fn is not such a copy. A right
   -- column read without `r and` is accepted only in an inner join, where
   -- every result has its right row; an outer join's left row may be
   -- missing too, so none is recognised there.
-  return function(fn, kind)
+  local function copies(fn, kind)
     if kind == "outer" then return nil end
     local f = prototype(fn)
     if not f or f.nparams < 1 or f.nparams > 2 then return nil end
@@ -147,4 +164,5 @@ return function()
     end
     return nil
   end
+  return copies, mapper_column
 end

@@ -57,7 +57,7 @@ static rn_pipeline *open_state(const char *dir)
   rn_schema_add(s, "tname", 5, RN_T_STRING, true, NULL, &p->err);
   int key = 0, on = 1;
   rn_schema_set_key(s, &key, 1, "tj", &p->err);
-  rn_join_spec spec = { RN_JOIN_LEFT, &on, 1, s, NULL, NULL, 0, NULL };
+  rn_join_spec spec = { RN_JOIN_LEFT, &on, 1, s, NULL, NULL, 0, NULL, NULL };
   rn_join_fns fns = { .joiner = pid_tname_joiner, .ctx = &joiner_calls };
   CHECK(rn_declare_join(p, "tj", players, teams, &spec, &fns, &joined) == 0);
   CHECK(rn_sink_add(p, joined, false, sink, NULL, NULL, NULL) == 0);

@@ -54,7 +54,7 @@ static rn_rel *join(rn_pipeline *p, const char *name, rn_rel *left, rn_rel *righ
     rn_schema_set_key(s, &key, 1, name, &p->err);
   }
   int on = 1;
-  rn_join_spec spec = { RN_JOIN_LEFT, mapped ? NULL : &on, mapped ? 0 : 1, s, NULL, NULL, 0, NULL };
+  rn_join_spec spec = { RN_JOIN_LEFT, mapped ? NULL : &on, mapped ? 0 : 1, s, NULL, NULL, 0, NULL, NULL };
   rn_join_fns fns = { .joiner = kept ? pid_tname_joiner : NULL, .mapper = mapped ? mapper : NULL };
   rn_rel *j = NULL;
   CHECK(rn_declare_join(p, name, left, right, &spec, &fns, &j) == 0);

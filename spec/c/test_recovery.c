@@ -421,7 +421,7 @@ static void test_verify_checks_join_ids(void)
   int key = 0, on = 1;
   rn_schema_set_key(s, &key, 1, "refs", &p->err);
   CHECK(rn_declare_source(p, "refs", RN_REL_TABLE, s, &refs) == 0);
-  rn_join_spec spec = { RN_JOIN_INNER, &on, 1, NULL, NULL, NULL, 0, NULL };
+  rn_join_spec spec = { RN_JOIN_INNER, &on, 1, NULL, NULL, NULL, 0, NULL, NULL };
   rn_join_fns fns = { 0 };
   CHECK(rn_declare_join(p, "tj", refs, docs, &spec, &fns, &joined) == 0);
   for (int i = 1; i <= 3; i++) {

@@ -22,7 +22,9 @@
  *     abort forget them all.
  * (3) Nothing here is seen by other processes or read transactions: they
  *     see LMDB's committed state, which only whole groups reach.
- * (4) Memory is the entries' bytes (rn_wb_bytes): past RN_WB_MAX_BYTES at a
+ * (4) Memory is the entries' bytes and their hash tables' (rn_wb_bytes; a
+ *     slot is 16 bytes, a pointer and a hash, and a table is at most half
+ *     full: 32 to 64 bytes an entry besides its own): past RN_WB_MAX_BYTES at a
  *     group's end, group.c writes them into the carried LMDB transaction
  *     and forgets them (the transaction carries on); past it at a commit,
  *     the cache goes too.

@@ -382,8 +382,11 @@ static int shift(rn_top *t, MDB_txn *txn, const tkey *from, const tkey *stop, in
     char *val = (char *)rn_scratch_copy(p, v.mv_data, v.mv_size);
     if (!val) { rc = no_memory(t); break; }
     memcpy(val, &rank, 8);
-    MDB_val nv = { v.mv_size, val };
-    if ((rc = mdb_cursor_put(cur, &k, &nv, MDB_CURRENT))) { rc = store_fail(t, rc); break; }
+    /* the key as copied, not k: a row on an overflow page LMDB cannot
+     * rewrite in place has its node deleted from the page k points into,
+     * then added again with the key given */
+    MDB_val nv = { v.mv_size, val }, ck = { e.key.len, (void *)e.key.k };
+    if ((rc = mdb_cursor_put(cur, &ck, &nv, MDB_CURRENT))) { rc = store_fail(t, rc); break; }
     if ((rc = queue(t, RN_UPDATE, key_id(&e.key), e.row, e.len, e.rank, e.row, e.len, rank))) break;
   }
   return rc == MDB_NOTFOUND ? 0 : rc;

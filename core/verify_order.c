@@ -283,7 +283,7 @@ static bool input_table(ocheck *c, const char *input, bool *keyless)
 }
 
 /* The row ids of table input ("t:"; keyed: the value's first 8 bytes,
- * keyless: the big-endian key), sorted, into *out. */
+ * tombstones skipped; keyless: the big-endian key), sorted, into *out. */
 static int table_ids(ocheck *c, const char *input, bool keyless, uint64_t **out, size_t *n)
 {
   MDB_dbi dbi;
@@ -296,6 +296,8 @@ static int table_ids(ocheck *c, const char *input, bool keyless, uint64_t **out,
   if (rc || (rc = mdb_cursor_open(c->txn, dbi, &cur))) return rc;
   MDB_val k, v;
   for (rc = mdb_cursor_get(cur, &k, &v, MDB_FIRST); rc == 0; rc = mdb_cursor_get(cur, &k, &v, MDB_NEXT)) {
+    /* a keyed table's tombstone, a deleted row's (flags byte 8, bit 0 clear: rn_attach_table_row) */
+    if (!keyless && v.mv_size >= 9 && !(((const unsigned char *)v.mv_data)[8] & 1)) continue;
     if (*n == cap) {
       cap = cap ? 2 * cap : 256;
       uint64_t *more = realloc(*out, cap * sizeof *more);

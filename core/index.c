@@ -7,8 +7,11 @@
  * (2) The index is a relation: its rows and ids are the input's, its
  *     changes the input's, passed on as they came; rows() walks it in order.
  * (3) Reads go through a snapshot: inside a group they see its writes.
+ * (4) Order values may be of any length, compared whole, in ranges and
+ *     bounds too (longorder.h).
  *
- * State, "<prefix>" name (store.h): "ix:" |order key|u64 id BE| -> |row|,
+ * State, "<prefix>" name (store.h): "ix:" |order key|u64 id BE| -> |row|
+ * (an order key longer than a key holds: longorder.h),
  * and its declaration in "tp:" ("decl" -> [order slots, desc flags, order
  * key format]), so a changed order or encoding rebuilds it at open. */
 #include "evolve_log.h"
@@ -19,6 +22,7 @@
 #include <string.h>
 
 #include "key.h"
+#include "longorder.h"
 #include "ops.h"
 #include "row.h"
 #include "scan.h"
@@ -32,6 +36,7 @@ typedef struct rn_index {
   MDB_dbi decl_dbi;       /* "tp:" */
   rn_order order;
   int ncols;
+  rn_longorder lo;        /* its long keys' (longorder.h) */
   msgpack_sbuffer kbuf;
 } rn_index;
 
@@ -40,8 +45,22 @@ static int store_fail(rn_index *x, int rc)
   return rn_store_fail(&x->out->p->err, rc, x->out->name);
 }
 
-/* The key of row (of id) in kbuf. */
-static int row_key(rn_index *x, const char *row, size_t len, uint64_t id)
+/* The error of rn_longorder_key's rc. */
+static int longorder_fail(rn_rel *r, int rc)
+{
+  rn_pipeline *p = r->p;
+  if (rc == RN_LONGORDER_DAMAGED)
+    return rn_err_set(&p->err, RN_ESTORE, "state damaged: %s: an entry of its order does not decode", r->name);
+  if (rc == MDB_NOTFOUND)
+    return rn_err_set(&p->err, RN_ESTORE, "state damaged: %s: %s deleted a row it never held", r->name,
+                      r->input->name);
+  if (rc == ENOMEM) return rn_err_set(&p->err, RN_ENOMEM, "out of memory");
+  return rn_store_fail(&p->err, rc, r->name);
+}
+
+/* The key of row (of id) in kbuf; *lng: a long one (longorder.h), whose
+ * entry is found (place: or placed) in txn. */
+static int row_key(rn_index *x, MDB_txn *txn, const char *row, size_t len, uint64_t id, bool place, bool *lng)
 {
   rn_pipeline *p = x->out->p;
   const msgpack_object *vals = rn_row_unpack(row, len, x->ncols, &p->scratch);
@@ -52,21 +71,35 @@ static int row_key(rn_index *x, const char *row, size_t len, uint64_t id)
   if (rn_order_append(&x->order, vals, &x->kbuf, &bad) != 0)
     return rn_err_set(&p->err, RN_EINVAL, "%s: column \"%s\" of row id %llu is NaN: NaN has no place in an order",
                       x->out->name, x->out->input->schema->cols[bad].name, (unsigned long long)id);
+  if (rn_group_oom(p, 0)) return p->err.code;
+  *lng = x->kbuf.size > RN_LONGORDER_INLINE;
+  if (*lng) {
+    char key[RN_STORE_KEY_MAX];
+    bool moved;
+    int rc = rn_longorder_key(txn, &x->lo, x->kbuf.data, x->kbuf.size, id, place, key, &moved);
+    if (rc) return longorder_fail(x->out, rc);
+    x->kbuf.size = 0;
+    rn_buf_write(&x->kbuf, key, sizeof key);
+    return rn_group_oom(p, 0);
+  }
   char idk[8];
   rn_be64_put(idk, id);
   rn_buf_write(&x->kbuf, idk, 8);
-  if (x->kbuf.size > RN_STORE_KEY_MAX)
-    return rn_err_set(&p->err, RN_EINVAL, "%s: row id %llu: its order values take %zu bytes, more than the %d "
-                      "an LMDB key holds", x->out->name, (unsigned long long)id, x->kbuf.size - 8, RN_STORE_KEY_MAX - 8);
   return rn_group_oom(p, 0);
 }
 
 static int link_row(rn_index *x, MDB_txn *txn, uint64_t id, const char *row, size_t len, bool add)
 {
-  int rc = row_key(x, row, len, id);
+  bool lng = false;
+  int rc = row_key(x, txn, row, len, id, add, &lng);
   if (rc) return rc;
-  MDB_val k = { x->kbuf.size, x->kbuf.data }, v = { len, (void *)row };
-  rc = add ? mdb_put(txn, x->rows_dbi, &k, &v, 0) : mdb_del(txn, x->rows_dbi, &k, NULL);
+  MDB_val k = { x->kbuf.size, x->kbuf.data }, v = { len + (lng ? 8 : 0), (void *)row };
+  if (!add) rc = mdb_del(txn, x->rows_dbi, &k, NULL);
+  else if (!lng) rc = mdb_put(txn, x->rows_dbi, &k, &v, 0);
+  else if (!(rc = mdb_put(txn, x->rows_dbi, &k, &v, MDB_RESERVE))) { /* the row, then its id (longorder.h) */
+    memcpy(v.mv_data, row, len);
+    rn_be64_put((char *)v.mv_data + len, id);
+  }
   if (rc == MDB_NOTFOUND)
     return rn_err_set(&x->out->p->err, RN_ESTORE, "state damaged: %s: %s deleted a row it never held",
                       x->out->name, x->out->input->name);
@@ -129,8 +162,8 @@ static int encode_bound(rn_index *x, rn_index_bound *b, const char **out, size_t
   return 0;
 }
 
-/* Whether key k (an entry) sorts after the bound to (inclusive of rows
- * whose values start with to's). */
+/* Whether key k (an entry's, or its whole order key then id) sorts after
+ * the bound to (inclusive of rows whose values start with to's). */
 static bool past(const rn_index_walk *w, const MDB_val *k)
 {
   if (!w->to) return false;
@@ -139,11 +172,17 @@ static bool past(const rn_index_walk *w, const MDB_val *k)
   return c > 0 || (c == 0 && k->mv_size < w->to_len);
 }
 
-/* Whether the walk ends before key k (an entry). */
+/* Whether k (as above) sorts before the bound from. */
+static bool before_from(const rn_index_walk *w, const MDB_val *k)
+{
+  return memcmp(k->mv_data, w->from, k->mv_size < w->from_len ? k->mv_size : w->from_len) < 0;
+}
+
+/* Whether the walk ends before key k (as above). */
 static bool walk_ends(const rn_index_walk *w, const MDB_val *k)
 {
   if (!w->before) return past(w, k);
-  return memcmp(k->mv_data, w->from, k->mv_size < w->from_len ? k->mv_size : w->from_len) >= 0;
+  return !before_from(w, k);
 }
 
 int rn_index_walk_db(MDB_txn *txn, MDB_dbi dbi, rn_index_walk *w, int *lmdb_rc)
@@ -153,24 +192,53 @@ int rn_index_walk_db(MDB_txn *txn, MDB_dbi dbi, rn_index_walk *w, int *lmdb_rc)
   if (*lmdb_rc) return *lmdb_rc;
   int rc = 0;
   uint64_t skipped = 0;
-  MDB_val k = { w->before ? 0 : w->from_len, (void *)(w->before ? NULL : w->from) }, v;
+  /* a long entry's key holds its order key's first RN_LONGORDER_INLINE
+   * bytes (longorder.h): a longer from seeks there, then skips on */
+  size_t seek = w->before || !w->from ? 0 : w->from_len < RN_LONGORDER_INLINE ? w->from_len : RN_LONGORDER_INLINE;
+  bool skip_before = seek < w->from_len && !w->before;
+  rn_longorder lo = { .order = w->order, .ncols = w->ncols };
+  msgpack_sbuffer full;
+  msgpack_sbuffer_init(&full);
+  msgpack_zone z;
+  bool zoned = false;
+  MDB_val k = { seek, (void *)(seek ? w->from : NULL) }, v;
   int mrc = k.mv_size ? mdb_cursor_get(cur, &k, &v, MDB_SET_RANGE) : mdb_cursor_get(cur, &k, &v, MDB_FIRST);
   for (; !rc && mrc == 0; mrc = mdb_cursor_get(cur, &k, &v, MDB_NEXT)) {
-    if (walk_ends(w, &k)) break;
+    uint64_t id;
+    size_t len = v.mv_size;
+    MDB_val at = k; /* what the bounds compare with */
+    if (k.mv_size < 8) { mrc = MDB_CORRUPTED; break; }
+    if (rn_longorder_entry(&k, &v, 0, &id, &len)) {
+      if (w->order && (w->from || w->to)) {
+        if (!zoned && !(zoned = rn_zone_init(&z, 1024))) { mrc = ENOMEM; break; }
+        msgpack_zone_clear(&z);
+        full.size = 0;
+        char idk[8];
+        rn_be64_put(idk, id);
+        if (rn_longorder_full(&lo, v.mv_data, len, &z, &full) != 0) { mrc = rn_oom() ? ENOMEM : MDB_CORRUPTED; break; }
+        rn_buf_write(&full, idk, 8);
+        if (rn_oom()) { mrc = ENOMEM; break; }
+        at = (MDB_val){ full.size, full.data };
+      }
+    } else id = rn_be64_get((const char *)k.mv_data + k.mv_size - 8);
+    if (skip_before && before_from(w, &at)) continue;
+    if (walk_ends(w, &at)) break;
     if (skipped < w->offset) { skipped++; continue; }
     if (w->limit && w->count == w->limit) break;
     w->count++;
     if (!w->fn) continue;
     const char *row = v.mv_data;
-    if (w->zone && !(row = rn_zone_malloc_no_align(w->zone, v.mv_size ? v.mv_size : 1))) {
+    if (w->zone && !(row = rn_zone_malloc_no_align(w->zone, len ? len : 1))) {
       mrc = ENOMEM;
       break;
     }
-    if (w->zone) memcpy((char *)row, v.mv_data, v.mv_size); /* fn may read on */
-    rc = w->fn(w->ctx, rn_be64_get((const char *)k.mv_data + k.mv_size - 8), row, v.mv_size);
+    if (w->zone) memcpy((char *)row, v.mv_data, len); /* fn may read on */
+    rc = w->fn(w->ctx, id, row, len);
     if (w->zone && w->clear_zone) msgpack_zone_clear(w->zone);
   }
   mdb_cursor_close(cur);
+  msgpack_sbuffer_destroy(&full);
+  if (zoned) rn_zone_destroy(&z);
   *lmdb_rc = mrc == MDB_NOTFOUND ? 0 : mrc;
   return rc ? rc : *lmdb_rc;
 }
@@ -193,6 +261,8 @@ static int run_walk(rn_rel *ix, walk *wk, rn_index_bound *from, rn_index_bound *
   wk->x = ix->ctx;
   int rc = encode_bound(wk->x, from, &wk->w.from, &wk->w.from_len);
   if (!rc) rc = encode_bound(wk->x, to, &wk->w.to, &wk->w.to_len);
+  wk->w.order = &wk->x->order;
+  wk->w.ncols = wk->x->ncols;
   if (!rc) rc = rn_snapshot_read(p, ix->name, NULL, walk_in, wk);
   free((char *)wk->w.from);
   free((char *)wk->w.to);
@@ -307,6 +377,7 @@ static int setup_state(void *ctx, bool created, bool rebuild_it)
   MDB_txn *txn = p->store.wtxn;
   bool changed = false;
   int rc = rn_state_dbi(p, txn, RN_DB_INDEX, x->out->name, 0, &x->rows_dbi);
+  x->lo = (rn_longorder){ .dbi = { x->rows_dbi }, .ndbi = 1, .order = &x->order, .ncols = x->ncols };
   if (!rc) rc = rn_state_dbi(p, txn, RN_DB_TOP_DECL, x->out->name, 0, &x->decl_dbi);
   if (!rc) rc = record_decl(x, txn, &changed);
   if (!rc) rc = rn_order_record_input(x->out, txn, x->decl_dbi, &changed);

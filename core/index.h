@@ -49,6 +49,8 @@ typedef struct rn_index_walk {
   msgpack_zone *zone;     /* rows are copied here for fn (NULL: fn gets LMDB's bytes) */
   bool clear_zone;        /* … and the zone cleared after each */
   uint64_t count;         /* out: the rows walked (after offset) */
+  const struct rn_order *order; /* the index's order, and its input's columns: a long */
+  int ncols;              /* entry's order key is its row's (longorder.h) */
 } rn_index_walk;
 
 /* Walks dbi in txn. Returns fn's nonzero return, or an LMDB code (also in

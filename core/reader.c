@@ -14,6 +14,7 @@
 #include "evolve.h"
 #include "join.h"
 #include "key.h"
+#include "longorder.h"
 #include "row.h"
 #include "verify.h"
 
@@ -303,7 +304,9 @@ static int walk_db(rn_reader *r, MDB_txn *txn, rn_attach_each_fn fn, void *ctx, 
     }
     if (r->how == READ_INDEX || r->how == READ_TOP) {
       if (k.mv_size < 8) continue;
-      id = rn_be64_get((const char *)k.mv_data + k.mv_size - 8);
+      size_t skip = r->how == READ_TOP ? 8 : 0, rlen;
+      if (rn_longorder_entry(&k, &v, skip, &id, &rlen)) len = v.mv_size = skip + rlen; /* its id after its row */
+      else id = rn_be64_get((const char *)k.mv_data + k.mv_size - 8);
       if (r->how == READ_TOP && (frc = ranked(r, &v, &row, &len, e))) break;
     } else {
       int entry = rn_attach_table_row(table, &k, &v, &id);

@@ -832,6 +832,8 @@ int rn_attach_index(rn_attached *a, rn_index_bound *from, rn_index_bound *to, rn
   w->from_len = fk.size;
   w->to = tk.size ? tk.data : NULL;
   w->to_len = tk.size;
+  w->order = &a->order;
+  w->ncols = a->schema->ncols;
   MDB_txn *txn = NULL;
   int lmdb_rc = rc ? 0 : mdb_txn_begin(a->shared, NULL, MDB_RDONLY, &txn);
   if (!rc && !lmdb_rc) rc = still_attached(a, txn, e);

@@ -15,12 +15,16 @@
  *     only the rows whose rank really changes (plus one row filling in or
  *     pushed out). A group is never rescanned; a new or stale state, or a
  *     changed declaration, is rebuilt from the input at open.
+ * (4) Order values may be of any length, compared whole (longorder.h: a
+ *     row whose values pass a key walks its bucket too); the group values
+ *     take at most RN_LONGORDER_INLINE bytes, else the row is refused.
  *
  * State, "<prefix>" name (store.h); g: the by values' key encoding (key.h),
  * o: the order key (rn_order_append), id: the input row id:
  *
  *     "tt:"  the tops       |g|o|u64 id BE| -> |u64 rank|row|
  *     "tx:"  the rest       |g|o|u64 id BE| -> |row|
+ *     (g and o longer than a key holds: longorder.h; g at most 503 bytes)
  *     "tp:"  "decl" -> msgpack [n, [by slots], [order slots], [desc flags], format]
  *            "input" -> the input's name (for runnel verify)
  *
@@ -30,11 +34,13 @@
  * and its boundary, and its first "tx:" entry (one seek) fills a vacancy. */
 #include "top.h"
 
+#include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "evolve_log.h"
 #include "key.h"
+#include "longorder.h"
 #include "ops.h"
 #include "row.h"
 #include "scan.h"
@@ -59,12 +65,16 @@ typedef struct rn_top {
   rn_change *pending;     /* this change's output changes, emitted at its end */
   size_t npending, cap;
   msgpack_sbuffer kbuf;   /* building keys and ranked rows */
+  rn_longorder lo;        /* its long keys' (longorder.h) */
 } rn_top;
 
-/* A row's place: its key and the length of its group prefix. */
+/* A row's place: its key and the length of its group prefix; a long key
+ * (longorder.h) holds no id: its entry's value ends with it. */
 typedef struct tkey {
   const char *k;
   size_t len, glen;
+  bool lng;
+  uint64_t id;            /* a long key's */
 } tkey;
 
 static int store_fail(rn_top *t, int rc)
@@ -177,29 +187,44 @@ int rn_order_record_input(rn_rel *out, MDB_txn *txn, MDB_dbi decl_dbi, bool *cha
 
 /* ---- keys and rows ---- */
 
-/* The refusal of a row whose group and order values take len bytes, more
- * than a key holds: it names the column whose value takes the most. */
+/* The refusal of a row whose group values take len bytes, more than a
+ * long key keeps whole (longorder.h): it names the column whose value
+ * takes the most. */
 static int too_long(rn_top *t, const msgpack_object *vals, uint64_t id, size_t len)
 {
   msgpack_sbuffer one;
   msgpack_sbuffer_init(&one);
-  int longest = t->nby ? t->by[0] : t->order.slots[0];
+  int longest = t->by[0];
   size_t most = 0;
-  for (int i = 0; i < t->nby + t->order.n; i++) {
-    int slot = i < t->nby ? t->by[i] : t->order.slots[i - t->nby];
+  for (int i = 0; i < t->nby; i++) {
+    int slot = t->by[i];
     one.size = 0;
     rn_order_value_append(&one, &vals[slot]);
     if (one.size > most) { most = one.size; longest = slot; }
   }
   msgpack_sbuffer_destroy(&one);
-  return rn_err_set(&t->out->p->err, RN_EINVAL, "%s: row id %llu: its group and order values take %zu bytes, "
-                    "more than the %d an LMDB key holds (column \"%s\" takes %zu)", t->out->name,
-                    (unsigned long long)id, len, MAX_KEY - 8, t->out->input->schema->cols[longest].name, most);
+  return rn_err_set(&t->out->p->err, RN_EINVAL, "%s: row id %llu: its group values take %zu bytes, "
+                    "more than the %d a top's group may take (column \"%s\" takes %zu)", t->out->name,
+                    (unsigned long long)id, len, RN_LONGORDER_INLINE, t->out->input->schema->cols[longest].name, most);
 }
 
-/* The place of row (of id) in t's state, in scratch. */
-static int row_key(rn_top *t, const char *row, size_t len, uint64_t id, tkey *key)
+/* The error of rn_longorder_key's rc. */
+static int longorder_fail(rn_top *t, int rc)
 {
+  rn_pipeline *p = t->out->p;
+  if (rc == RN_LONGORDER_DAMAGED)
+    return rn_err_set(&p->err, RN_ESTORE, "state damaged: %s: an entry of its order does not decode", t->out->name);
+  return rc == ENOMEM ? no_memory(t) : store_fail(t, rc);
+}
+
+/* The place of row (of id) in t's state, in scratch. A long key's
+ * (longorder.h) is its entry's, or when it has none (a row not yet
+ * placed: place) a new one made in txn; *moved: other entries' keys
+ * changed for it. */
+static int row_key(rn_top *t, MDB_txn *txn, const char *row, size_t len, uint64_t id, bool place, tkey *key,
+                   bool *moved)
+{
+  *moved = false;
   rn_pipeline *p = t->out->p;
   const msgpack_object *vals = rn_row_unpack(row, len, t->in_ncols, &p->scratch);
   if (!vals) return rn_err_set(&p->err, RN_ESTORE, "state damaged: %s: a row of %s does not decode",
@@ -215,10 +240,24 @@ static int row_key(rn_top *t, const char *row, size_t len, uint64_t id, tkey *ke
   if (rn_order_append(&t->order, vals, b, &bad) != 0)
     return rn_err_set(&p->err, RN_EINVAL, "%s: column \"%s\" of row id %llu is NaN: NaN has no place in an order",
                       t->out->name, t->out->input->schema->cols[bad].name, (unsigned long long)id);
+  if (key->glen > RN_LONGORDER_INLINE) return too_long(t, vals, id, key->glen);
+  if (rn_group_oom(p, 0)) return p->err.code;
+  key->lng = b->size > RN_LONGORDER_INLINE;
+  key->id = id;
+  if (key->lng) {
+    char lk[MAX_KEY];
+    int rc = rn_longorder_key(txn, &t->lo, b->data, b->size, id, place, lk, moved);
+    if (rc == MDB_NOTFOUND)
+      return rn_err_set(&p->err, RN_ESTORE, "state damaged: %s: %s changed a row it never held", t->out->name,
+                        t->out->input->name);
+    if (rc) return longorder_fail(t, rc);
+    key->k = rn_scratch_copy(p, lk, MAX_KEY);
+    key->len = MAX_KEY;
+    return key->k ? 0 : no_memory(t);
+  }
   char idk[8];
   rn_be64_put(idk, id);
   rn_buf_write(b, idk, 8);
-  if (b->size > MAX_KEY) return too_long(t, vals, id, b->size - 8);
   if (rn_group_oom(p, 0)) return p->err.code;
   key->k = rn_scratch_copy(p, b->data, b->size);
   key->len = b->size;
@@ -274,20 +313,26 @@ static int queue(rn_top *t, rn_verb verb, uint64_t id, const char *old, size_t o
 
 /* ---- the state's entries ---- */
 
+/* A long key's entry's value ends with its id (longorder.h). */
 static int put_top(rn_top *t, MDB_txn *txn, const tkey *k, uint64_t rank, const char *row, size_t len)
 {
-  MDB_val key = { k->len, (void *)k->k }, v = { 8 + len, NULL };
+  MDB_val key = { k->len, (void *)k->k }, v = { 8 + len + (k->lng ? 8 : 0), NULL };
   int rc = mdb_put(txn, t->top_dbi, &key, &v, MDB_RESERVE);
   if (rc) return store_fail(t, rc);
   memcpy(v.mv_data, &rank, 8);
   memcpy((char *)v.mv_data + 8, row, len);
+  if (k->lng) rn_be64_put((char *)v.mv_data + 8 + len, k->id);
   return 0;
 }
 
 static int put_rest(rn_top *t, MDB_txn *txn, const tkey *k, const char *row, size_t len)
 {
-  MDB_val key = { k->len, (void *)k->k }, v = { len, (void *)row };
-  int rc = mdb_put(txn, t->rest_dbi, &key, &v, 0);
+  MDB_val key = { k->len, (void *)k->k }, v = { len + (k->lng ? 8 : 0), (void *)row };
+  int rc = k->lng ? mdb_put(txn, t->rest_dbi, &key, &v, MDB_RESERVE) : mdb_put(txn, t->rest_dbi, &key, &v, 0);
+  if (!rc && k->lng) {
+    memcpy(v.mv_data, row, len);
+    rn_be64_put((char *)v.mv_data + len, k->id);
+  }
   return rc ? store_fail(t, rc) : 0;
 }
 
@@ -310,7 +355,9 @@ static int copy_entry(rn_top *t, const MDB_val *k, const MDB_val *v, bool ranked
   e->key.glen = glen;
   e->key.len = k->mv_size;
   e->key.k = rn_scratch_copy(p, k->mv_data, k->mv_size);
-  e->len = v->mv_size - skip;
+  size_t row_len;
+  e->key.lng = rn_longorder_entry(k, v, skip, &e->key.id, &row_len);
+  e->len = e->key.lng ? row_len : v->mv_size - skip;
   e->row = rn_scratch_copy(p, (const char *)v->mv_data + skip, e->len);
   e->rank = 0;
   if (ranked_value) memcpy(&e->rank, v->mv_data, 8);
@@ -319,7 +366,7 @@ static int copy_entry(rn_top *t, const MDB_val *k, const MDB_val *v, bool ranked
 
 static uint64_t key_id(const tkey *k)
 {
-  return rn_be64_get(k->k + k->len - 8);
+  return k->lng ? k->id : rn_be64_get(k->k + k->len - 8);
 }
 
 /* The first "tx:" entry of g's group (a seek). */
@@ -382,8 +429,11 @@ static int shift(rn_top *t, MDB_txn *txn, const tkey *from, const tkey *stop, in
     char *val = (char *)rn_scratch_copy(p, v.mv_data, v.mv_size);
     if (!val) { rc = no_memory(t); break; }
     memcpy(val, &rank, 8);
-    MDB_val nv = { v.mv_size, val };
-    if ((rc = mdb_cursor_put(cur, &k, &nv, MDB_CURRENT))) { rc = store_fail(t, rc); break; }
+    /* the key as copied, not k: a row on an overflow page LMDB cannot
+     * rewrite in place has its node deleted from the page k points into,
+     * then added again with the key given */
+    MDB_val nv = { v.mv_size, val }, ck = { e.key.len, (void *)e.key.k };
+    if ((rc = mdb_cursor_put(cur, &ck, &nv, MDB_CURRENT))) { rc = store_fail(t, rc); break; }
     if ((rc = queue(t, RN_UPDATE, key_id(&e.key), e.row, e.len, e.rank, e.row, e.len, rank))) break;
   }
   return rc == MDB_NOTFOUND ? 0 : rc;
@@ -521,8 +571,10 @@ static int move_in_top(rn_top *t, MDB_txn *txn, const rn_change *c, const tkey *
 static int place(rn_top *t, MDB_txn *txn, const rn_change *c)
 {
   tkey ko = { 0 }, kn = { 0 };
-  int rc = c->old ? row_key(t, c->old, c->old_len, c->id, &ko) : 0;
-  if (!rc && c->row) rc = row_key(t, c->row, c->row_len, c->id, &kn);
+  bool moved = false, ignored;
+  int rc = c->old ? row_key(t, txn, c->old, c->old_len, c->id, false, &ko, &ignored) : 0;
+  if (!rc && c->row) rc = row_key(t, txn, c->row, c->row_len, c->id, true, &kn, &moved);
+  if (!rc && moved && c->old) rc = row_key(t, txn, c->old, c->old_len, c->id, false, &ko, &ignored); /* relabelled */
   if (rc) return rc;
   uint64_t a = 0, b = 0;
   bool same_group = c->old && c->row && ko.glen == kn.glen && memcmp(ko.k, kn.k, ko.glen) == 0;
@@ -584,11 +636,14 @@ static int scan_in(void *ctx, MDB_txn *txn, bool own_scratch)
     uint64_t rank = 0;
     size_t len = 0;
     const char *row = NULL;
+    uint64_t id = 0;
+    size_t row_len = v.mv_size - 8;
     if (v.mv_size >= 8 && k.mv_size >= 8) {
       memcpy(&rank, v.mv_data, 8);
-      row = ranked(t, (const char *)v.mv_data + 8, v.mv_size - 8, rank, &len);
+      if (!rn_longorder_entry(&k, &v, 8, &id, &row_len)) id = rn_be64_get((const char *)k.mv_data + k.mv_size - 8);
+      row = ranked(t, (const char *)v.mv_data + 8, row_len, rank, &len);
     }
-    rc = row ? s->fn(s->ctx, rn_be64_get((const char *)k.mv_data + k.mv_size - 8), row, len)
+    rc = row ? s->fn(s->ctx, id, row, len)
              : rn_err_set(&p->err, RN_ESTORE, "state damaged: %s: a row of its top does not decode", t->out->name);
     if (own_scratch) msgpack_zone_clear(&p->scratch);
   }
@@ -660,6 +715,8 @@ static int setup_state(void *ctx, bool created, bool rebuild_it)
   bool changed = false;
   int rc = rn_state_dbi(p, txn, RN_DB_TOP_ROWS, t->out->name, 0, &t->top_dbi);
   if (!rc) rc = rn_state_dbi(p, txn, RN_DB_TOP_REST, t->out->name, 0, &t->rest_dbi);
+  t->lo = (rn_longorder){ .dbi = { t->top_dbi, t->rest_dbi }, .skip = { 8, 0 }, .ndbi = 2, .nby = t->nby,
+                          .by = t->by, .order = &t->order, .ncols = t->in_ncols };
   if (!rc) rc = rn_state_dbi(p, txn, RN_DB_TOP_DECL, t->out->name, 0, &t->decl_dbi);
   if (!rc) rc = record_decl(t, txn, &changed);
   if (!rc) rc = rn_order_record_input(t->out, txn, t->decl_dbi, &changed);

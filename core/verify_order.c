@@ -13,6 +13,7 @@
 #include "buf.h"
 #include "index.h"
 #include "key.h"
+#include "longorder.h"
 #include "row.h"
 #include "store.h"
 #include "top.h"
@@ -29,6 +30,7 @@ typedef struct ocheck {
   rn_order order;
   msgpack_zone zone;
   msgpack_sbuffer key;
+  msgpack_sbuffer prev;   /* the key before, in the database walked (empty: none) */
   uint64_t *ids;          /* every row id held, to find one held twice */
   size_t nids, cap;
 } ocheck;
@@ -77,8 +79,17 @@ static int expected_key(ocheck *c, const char *row, size_t len, uint64_t id, siz
   return 0;
 }
 
-/* The entry k -> row (a rank of 8 bytes first when ranked) at its key;
- * false (said) when not. */
+/* The row id of entry k -> v (longorder.h). */
+static uint64_t entry_id(const MDB_val *k, const MDB_val *v, size_t skip)
+{
+  uint64_t id;
+  size_t row_len;
+  return rn_longorder_entry(k, v, skip, &id, &row_len) ? id : rn_be64_get((const char *)k->mv_data + k->mv_size - 8);
+}
+
+/* The entry k -> row (a rank of 8 bytes first when ranked) at its key (a
+ * long one: in its bucket, after the entry before: longorder.h); false
+ * (said) when not. */
 static bool entry_in_place(ocheck *c, const char *db, const MDB_val *k, const MDB_val *v, size_t skip,
                            size_t *glen)
 {
@@ -88,9 +99,20 @@ static bool entry_in_place(ocheck *c, const char *db, const MDB_val *k, const MD
     damaged(c, "order", detail);
     return false;
   }
-  uint64_t id = rn_be64_get((const char *)k->mv_data + k->mv_size - 8);
-  if (expected_key(c, (const char *)v->mv_data + skip, v->mv_size - skip, id, glen) != 0 ||
-      c->key.size != k->mv_size || memcmp(c->key.data, k->mv_data, k->mv_size) != 0) {
+  uint64_t id;
+  size_t row_len = v->mv_size - skip;
+  bool lng = rn_longorder_entry(k, v, skip, &id, &row_len);
+  if (!lng) id = rn_be64_get((const char *)k->mv_data + k->mv_size - 8);
+  int bad = expected_key(c, (const char *)v->mv_data + skip, row_len, id, glen);
+  if (!bad && lng)
+    bad = c->key.size - 8 <= RN_LONGORDER_INLINE || memcmp(c->key.data, k->mv_data, RN_LONGORDER_INLINE) != 0 ||
+          (c->prev.size && memcmp(c->prev.data, c->key.data, c->prev.size < c->key.size ? c->prev.size
+                                                                                           : c->key.size) >= 0);
+  else if (!bad)
+    bad = c->key.size != k->mv_size || memcmp(c->key.data, k->mv_data, k->mv_size) != 0;
+  c->prev.size = 0;
+  rn_buf_write(&c->prev, c->key.data, c->key.size);
+  if (bad) {
     snprintf(detail, sizeof detail, "row id %llu of \"%s\" is not at the key its row gives",
              (unsigned long long)id, db);
     damaged(c, "order", detail);
@@ -169,6 +191,7 @@ static int check_tops(ocheck *c, MDB_dbi dbi, uint64_t *held)
   uint64_t want = 1;
   MDB_val k, v;
   *held = 0;
+  c->prev.size = 0;
   for (rc = mdb_cursor_get(cur, &k, &v, MDB_FIRST); rc == 0; rc = mdb_cursor_get(cur, &k, &v, MDB_NEXT)) {
     ++*held;
     if (!entry_in_place(c, "tt:", &k, &v, 8, &glen)) continue;
@@ -181,7 +204,7 @@ static int check_tops(ocheck *c, MDB_dbi dbi, uint64_t *held)
     memcpy(&rank, v.mv_data, 8);
     if (rank != want || rank > c->n) {
       snprintf(detail, sizeof detail, "row id %llu has rank %llu where %llu was due (n = %llu)",
-               (unsigned long long)rn_be64_get((const char *)k.mv_data + k.mv_size - 8), (unsigned long long)rank,
+               (unsigned long long)entry_id(&k, &v, 8), (unsigned long long)rank,
                (unsigned long long)want, (unsigned long long)c->n);
       damaged(c, "top", detail);
     }
@@ -201,6 +224,7 @@ static int check_rest(ocheck *c, MDB_dbi rest, MDB_dbi tops)
   char detail[200];
   size_t glen;
   MDB_val k, v;
+  c->prev.size = 0;
   for (rc = mdb_cursor_get(cur, &k, &v, MDB_FIRST); rc == 0; rc = mdb_cursor_get(cur, &k, &v, MDB_NEXT)) {
     if (!entry_in_place(c, "tx:", &k, &v, 0, &glen)) continue;
     MDB_val tk = k, tv;
@@ -212,7 +236,7 @@ static int check_rest(ocheck *c, MDB_dbi rest, MDB_dbi tops)
       memcpy(&last_rank, tv.mv_data, 8);
     if (after && last_rank == c->n) continue;
     snprintf(detail, sizeof detail, "row id %llu is out of the top while %s",
-             (unsigned long long)rn_be64_get((const char *)k.mv_data + k.mv_size - 8),
+             (unsigned long long)entry_id(&k, &v, 0),
              after ? "its group's top is not full" : "it sorts before a row of the top");
     damaged(c, "top", detail);
   }
@@ -230,6 +254,7 @@ static int check_entries(ocheck *c, MDB_dbi dbi, uint64_t *held)
   size_t glen;
   MDB_val k, v;
   *held = 0;
+  c->prev.size = 0;
   for (rc = mdb_cursor_get(cur, &k, &v, MDB_FIRST); rc == 0; rc = mdb_cursor_get(cur, &k, &v, MDB_NEXT)) {
     ++*held;
     entry_in_place(c, "ix:", &k, &v, 0, &glen);
@@ -283,7 +308,7 @@ static bool input_table(ocheck *c, const char *input, bool *keyless)
 }
 
 /* The row ids of table input ("t:"; keyed: the value's first 8 bytes,
- * keyless: the big-endian key), sorted, into *out. */
+ * tombstones skipped; keyless: the big-endian key), sorted, into *out. */
 static int table_ids(ocheck *c, const char *input, bool keyless, uint64_t **out, size_t *n)
 {
   MDB_dbi dbi;
@@ -296,6 +321,8 @@ static int table_ids(ocheck *c, const char *input, bool keyless, uint64_t **out,
   if (rc || (rc = mdb_cursor_open(c->txn, dbi, &cur))) return rc;
   MDB_val k, v;
   for (rc = mdb_cursor_get(cur, &k, &v, MDB_FIRST); rc == 0; rc = mdb_cursor_get(cur, &k, &v, MDB_NEXT)) {
+    /* a keyed table's tombstone, a deleted row's (flags byte 8, bit 0 clear: rn_attach_table_row) */
+    if (!keyless && v.mv_size >= 9 && !(((const unsigned char *)v.mv_data)[8] & 1)) continue;
     if (*n == cap) {
       cap = cap ? 2 * cap : 256;
       uint64_t *more = realloc(*out, cap * sizeof *more);
@@ -384,9 +411,11 @@ int rn_verify_ordered(MDB_txn *txn, const char *name, bool top, int ncols, const
   ocheck c = { .txn = txn, .out = out, .name = name, .ncols = top ? ncols - 1 : ncols };
   if (!rn_zone_init(&c.zone, 4096)) { fprintf(out, "damaged: %s: out of memory\n", name); return 1; }
   msgpack_sbuffer_init(&c.key);
+  msgpack_sbuffer_init(&c.prev);
   if (top) check_top(&c, counters);
   else check_index(&c, counters);
   msgpack_sbuffer_destroy(&c.key);
+  msgpack_sbuffer_destroy(&c.prev);
   rn_zone_destroy(&c.zone);
   free(c.ids);
   return c.damages;

@@ -1,7 +1,7 @@
 -- rel:top{} at its edges (adversarial review): n of 1 and past every row,
 -- descending floats with -0, infinities and nulls, strings holding NUL
 -- bytes, bool groups with nulls, rollbacks in the middle of groups; and the
--- refusal of a row too long for a key, naming its column.
+-- refusal of a row whose group values are too long for a key, naming its column.
 local runnel = require "runnel"
 local H = require "helper"
 
@@ -112,8 +112,8 @@ describe("top edges", function()
     t:insert{ id = 1, team = "a", name = "short" }
     p:begin()
     t:insert{ id = 2, team = "b", name = "fine" }
-    assert.equal('long.top: row id 3: its group and order values take 607 bytes, more than the 503 an LMDB key holds '
-                 .. '(column "name" takes 603)', H.error_of(t.insert, t, { id = 3, team = "a", name = ("x"):rep(600) }))
+    assert.equal('long.top: row id 3: its group values take 603 bytes, more than the 503 a top\'s group may take '
+                 .. '(column "team" takes 603)', H.error_of(t.insert, t, { id = 3, team = ("x"):rep(600), name = "a" }))
     assert.is_false(p:in_group())
     assert.equal(1, t:count())
     assert.equal(1, top:count())

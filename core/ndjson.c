@@ -664,7 +664,7 @@ int rn_ndjson_sink(rn_pipeline *p, rn_rel *rel, FILE *f, bool own, const char *v
   s->own = own;
   s->release = release;
   s->release_ctx = release_ctx;
-  return rn_outbox_sink_add(p, rel, NULL, false, &nsink_ops, s, free_nsink, 0, 0);
+  return rn_outbox_sink_add(p, rel, NULL, NULL, false, &nsink_ops, s, free_nsink, 0, 0);
 }
 
 /* The length of fd's complete lines (size bytes): a torn last line is
@@ -735,7 +735,7 @@ int rn_ndjson_sink_path(rn_pipeline *p, rn_rel *rel, const char *path, const cha
     rc = rn_err_set(&p->err, RN_ENOMEM, "out of memory");
   else if (!realpath(path, real) || fstat(fd, &st) != 0)
     rc = rn_err_set(&p->err, RN_EIO, "ndjson: %s: %s", path, strerror(errno));
-  else if (!(name = malloc(strlen(real) + 8)))
+  else if (!(name = malloc(2 * strlen(real) + 32)))
     rc = rn_err_set(&p->err, RN_ENOMEM, "out of memory");
   if (!rc) {
     sprintf(name, RN_SINK_NDJSON "%s", real);
@@ -750,7 +750,9 @@ int rn_ndjson_sink_path(rn_pipeline *p, rn_rel *rel, const char *path, const cha
     return rc;
   }
   /* without a mark: a new sink, the groups before it are not its own */
-  rc = rn_outbox_sink_add(p, rel, name, false, &nsink_ops, s, free_nsink, m.found ? m.delivered : p->seq, s->length);
+  char *label = name + strlen(name) + 1; /* the file, not its key in the state */
+  sprintf(label, "durable sink to %s", real);
+  rc = rn_outbox_sink_add(p, rel, name, label, false, &nsink_ops, s, free_nsink, m.found ? m.delivered : p->seq, s->length);
   free(name);
   /* the waiting groups were delivered (and checked) just now: a group the
    * check cannot reconcile fails the declaration too (the sink stays, its

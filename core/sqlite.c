@@ -1312,7 +1312,13 @@ int rn_sqlite_sink(rn_pipeline *p, rn_rel *rel, const char *path, const char *ta
   }
   s->next_on_conn = s->conn->sinks;
   s->conn->sinks = s;
-  rc = rn_outbox_sink_add(p, rel, name, true, &ssink_ops, s, free_ssink, s->written, 0);
+  size_t n = strlen(name) + 40; /* the label: the table and its file, not the key holding a \x1f */
+  char *label = malloc(n);
+  if (label) snprintf(label, n, "durable sink to table \"%s\" in %s", table, name + RN_PREFIX_LEN(RN_SINK_SQLITE));
+  if (label) label[strcspn(label, "\x1f")] = '\0';
+  rc = label ? rn_outbox_sink_add(p, rel, name, label, true, &ssink_ops, s, free_ssink, s->written, 0)
+             : (free_ssink(s), rn_err_set(&p->err, RN_ENOMEM, "out of memory"));
+  free(label);
   free(name);
   return rc;
 }

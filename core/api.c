@@ -673,20 +673,23 @@ static int subscribe_durable(rn_pipeline *p, rn_rel *rel, const char *name, rn_c
   if (p->state != RN_IDLE) /* before the flush that reads its mark: that refusal would name the flush */
     return rn_err_set(&p->err, RN_EMISUSE, "%s: rn_subscribe_durable: not inside a group or a callback", rel->name);
   csub *s = new_csub(fn, NULL, ctx);
-  char *key = s ? malloc(strlen(name) + 6) : NULL;
-  if (!key) {
+  char *key = s ? malloc(strlen(name) + 6) : NULL, *label = key ? malloc(strlen(name) + 32) : NULL;
+  if (!label) {
+    free(key);
     if (s) free_csub(s);
     return rn_err_set(&p->err, RN_ENOMEM, "out of memory");
   }
   sprintf(key, RN_SINK_NAMED "%s", name);
+  sprintf(label, "durable subscriber %s", name); /* as the host named it, not its key in the state */
   rn_outbox_mark m;
   rc = rn_outbox_sink_check(p, rel, key); /* before the mark's read, whose flush a callback is refused */
   if (!rc) rc = rn_outbox_mark_read(p, key, &m);
   static const rn_outbox_ops ops = { csub_change, NULL, NULL, NULL, NULL, NULL, NULL, NULL };
   if (rc) free_csub(s);
-  else rc = rn_outbox_sink_add(p, rel, key, false, &ops, s, free_csub, m.found ? m.delivered : p->seq,
+  else rc = rn_outbox_sink_add(p, rel, key, label, false, &ops, s, free_csub, m.found ? m.delivered : p->seq,
                                m.found ? m.position : 0); /* resumes mid-group (OUTBOX-9) */
   free(key);
+  free(label);
   if (!rc) rn_err_clear(&p->err); /* what it was refused delivering the waiting groups is not its message */
   return rc;
 }

@@ -227,12 +227,15 @@ RN_API int rn_rollback(rn_pipeline *p)
 
 /* Writes |next_id|count|seq| of every persistent relation whose counters
  * moved (stateful ones every time: they saw the group; all of them when
- * all), and the seq. */
+ * all), the "ch:" record of every relation the group changed, and the
+ * seq with the span the "ch:" records know (store.h). */
 static int save_counters(rn_pipeline *p, uint64_t seq, bool all)
 {
   MDB_txn *txn = p->store.wtxn;
   for (int i = 0; i < p->nrels; i++) {
     rn_rel *r = p->rels[i];
+    int crc = rn_state_save_changed(p, r, txn, seq, all);
+    if (crc) return crc;
     if (!r->persistent) continue;
     if (!all && !r->stateful && r->next_id == r->saved_next_id && r->count == r->saved_count) continue;
     int rc = rn_state_save_counters(p, r, txn, seq);
@@ -240,6 +243,9 @@ static int save_counters(rn_pipeline *p, uint64_t seq, bool all)
   }
   MDB_val k = { RN_PREFIX_LEN(RN_META_SEQ), (void *)RN_META_SEQ }, v = { 8, &seq };
   int rc = mdb_put(txn, p->store.meta, &k, &v, 0);
+  uint64_t span[2] = { p->changes_from, seq };
+  MDB_val sk = { RN_PREFIX_LEN(RN_META_CHANGED_SPAN), (void *)RN_META_CHANGED_SPAN }, sv = { sizeof span, span };
+  if (!rc) rc = mdb_put(txn, p->store.meta, &sk, &sv, 0);
   if (!rc && (rc = rn_rebuild_told(p, txn))) return rc; /* a rebuild's changes went to the sinks with the group */
   if (!rc && (rc = rn_reads_save(p, txn))) return rc; /* what functions were seen to read (evolve_reads.h) */
   if (!rc && p->evolved_kept) { /* every derived relation now is rebuilt or stale (store.h's "ev") */

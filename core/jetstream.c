@@ -383,7 +383,11 @@ RN_API int rn_jetstream_sink(rn_pipeline *p, rn_rel *rel, const rn_js_sink_opts 
     return rc;
   }
   /* a new sink starts with the next group; a known one where it was */
-  rc = rn_outbox_sink_add(p, rel, name, false, &jsink_ops, s, free_jsink, m.found ? m.delivered : p->seq, 0);
+  char *label = malloc(strlen(o->subject) + 48);
+  if (label) sprintf(label, "durable sink to JetStream subject %s", o->subject);
+  rc = label ? rn_outbox_sink_add(p, rel, name, label, false, &jsink_ops, s, free_jsink, m.found ? m.delivered : p->seq, 0)
+             : (free_jsink(s), rn_err_set(&p->err, RN_ENOMEM, "out of memory"));
+  free(label);
   free(name);
   rn_notes_tell(p); /* the groups it missed (outbox.c) */
   return rc;

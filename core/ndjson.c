@@ -238,9 +238,9 @@ int rn_ndjson_line(const rn_schema *s, const char *row, size_t len, bool key_onl
  * another writer appended to meanwhile) holds the group's first bytes:
  * the retry writes only the rest, so its reader gets every line once, the
  * torn one completed by the retry; the failure says so, naming the group
- * and the bytes, and so does a close that loses it. (A FILE without a
- * descriptor goes through stdio, which cannot tell how much went out: a
- * failed write counts as none.) */
+ * and the bytes, and so does a close that loses it. A FILE without a
+ * descriptor (a memory or cookie stream) is written through stdio so that
+ * it, too, tells how much went out (put_stdio), and is treated the same. */
 typedef struct nsink {
   FILE *f;                /* a caller's open file, or NULL */
   int fd;                 /* a path sink's descriptor, or -1 */
@@ -333,6 +333,32 @@ static bool append_lines(nsink *s)
   return ok && at >= 0;
 }
 
+/* Writes n bytes to a stream without a descriptor (a memory or cookie
+ * stream), its buffer empty; *out: how many went out. A flush that fails
+ * does not say how many of its bytes went (glibc drops the rest of its
+ * buffer). A stream with a position says it: the bytes go in one write,
+ * and after a failure the position moved by what went. One without goes a
+ * byte per flush, each all or nothing (slow, but exact: such a stream is
+ * a host's own). */
+static bool put_stdio(FILE *f, const char *data, size_t n, size_t *out)
+{
+  off_t from = ftello(f);
+  if (from < 0) {
+    for (*out = 0; *out < n; ++*out)
+      if (fputc((unsigned char)data[*out], f) == EOF || fflush(f) != 0) return false;
+    return true;
+  }
+  if (fwrite(data, 1, n, f) == n && fflush(f) == 0) {
+    *out = n;
+    return true;
+  }
+  int err = errno;
+  off_t at = ftello(f);
+  *out = at >= from && (uint64_t)(at - from) <= n ? (size_t)(at - from) : 0; /* its position lost: none, as before */
+  errno = err;
+  return false;
+}
+
 /* Writes n bytes to the caller's open file f after its own buffered
  * output; *out: how many went out (see "An open file" above). */
 static bool put_file(FILE *f, const char *data, size_t n, size_t *out)
@@ -340,11 +366,7 @@ static bool put_file(FILE *f, const char *data, size_t n, size_t *out)
   *out = 0;
   if (fflush(f) != 0) return false; /* the caller's output first: none of ours went */
   int fd = fileno(f);
-  if (fd < 0) { /* no descriptor (a memory or cookie stream): stdio cannot tell how much went */
-    bool ok = fwrite(data, 1, n, f) == n && fflush(f) == 0;
-    if (ok) *out = n;
-    return ok;
-  }
+  if (fd < 0) return put_stdio(f, data, n, out);
   bool seekable = lseek(fd, 0, SEEK_CUR) >= 0;
   bool ok = true;
   while (*out < n) {
@@ -664,7 +686,7 @@ int rn_ndjson_sink(rn_pipeline *p, rn_rel *rel, FILE *f, bool own, const char *v
   s->own = own;
   s->release = release;
   s->release_ctx = release_ctx;
-  return rn_outbox_sink_add(p, rel, NULL, false, &nsink_ops, s, free_nsink, 0, 0);
+  return rn_outbox_sink_add(p, rel, NULL, NULL, false, &nsink_ops, s, free_nsink, 0, 0);
 }
 
 /* The length of fd's complete lines (size bytes): a torn last line is
@@ -735,7 +757,7 @@ int rn_ndjson_sink_path(rn_pipeline *p, rn_rel *rel, const char *path, const cha
     rc = rn_err_set(&p->err, RN_ENOMEM, "out of memory");
   else if (!realpath(path, real) || fstat(fd, &st) != 0)
     rc = rn_err_set(&p->err, RN_EIO, "ndjson: %s: %s", path, strerror(errno));
-  else if (!(name = malloc(strlen(real) + 8)))
+  else if (!(name = malloc(2 * strlen(real) + 32)))
     rc = rn_err_set(&p->err, RN_ENOMEM, "out of memory");
   if (!rc) {
     sprintf(name, RN_SINK_NDJSON "%s", real);
@@ -750,7 +772,9 @@ int rn_ndjson_sink_path(rn_pipeline *p, rn_rel *rel, const char *path, const cha
     return rc;
   }
   /* without a mark: a new sink, the groups before it are not its own */
-  rc = rn_outbox_sink_add(p, rel, name, false, &nsink_ops, s, free_nsink, m.found ? m.delivered : p->seq, s->length);
+  char *label = name + strlen(name) + 1; /* the file, not its key in the state */
+  sprintf(label, "durable sink to %s", real);
+  rc = rn_outbox_sink_add(p, rel, name, label, false, &nsink_ops, s, free_nsink, m.found ? m.delivered : p->seq, s->length);
   free(name);
   /* the waiting groups were delivered (and checked) just now: a group the
    * check cannot reconcile fails the declaration too (the sink stays, its

@@ -51,7 +51,9 @@
  *     a sink declared on a state whose seq is past it missed groups, which
  *     the outbox never recorded for it (it records only for the sinks
  *     declared). The SQLite sink of a table then rewrites its table; any
- *     other is told, by a note naming it and the groups (note_missed).
+ *     other is told, by a note naming it as its user knows it, its
+ *     relation and the groups (note_missed), unless none of those groups
+ *     changed what it reads (missed_upto: the relations' "ch:" records).
  * (6) A sink with no name (an NDJSON sink on an already open file) keeps
  *     its entries in memory only: delivered after durability like the
  *     others, lost in a crash, never delivered twice (a write that stops
@@ -91,6 +93,7 @@ typedef struct obsink {
   void *ctx;
   rn_free_fn free_ctx;
   char *name;             /* NULL: entries in memory only (6) */
+  char *label;            /* the sink as its user knows it, for notes ("durable subscriber audit") */
   char *mkey;             /* meta key of its record */
   size_t mklen;
   uint64_t tag;           /* the key prefix of its entries */
@@ -580,6 +583,7 @@ static void free_sink(obsink *s)
 {
   if (s->free_ctx) s->free_ctx(s->ctx);
   free(s->name);
+  free(s->label);
   free(s->mkey);
   free(s);
 }
@@ -730,17 +734,32 @@ static uint64_t seen_of(const rn_pipeline *p, const obsink *s, MDB_txn *txn)
 }
 
 /* (5): the groups after seen were committed while s was not declared, so
- * the outbox holds none of them for it. A sink that covered them its own
- * way starts past them (an SQLite table rewritten: delivered = seq); any
- * other is told, in the pipeline's notes (runnel.open{ notes }), and goes
- * on from the next group. */
-static int note_missed(rn_pipeline *p, const obsink *s, uint64_t seen)
+ * the outbox holds none of them for it. Those that changed nothing s
+ * reads (rn_state_changed: its relation's "ch:" records, store.h) it
+ * missed nothing of; the last that may have: its *upto, or 0 when none.
+ * The groups before the records' span (an older build committed them)
+ * are counted as changing it. */
+static uint64_t missed_upto(rn_pipeline *p, const obsink *s, MDB_txn *txn, uint64_t seen)
 {
-  char line[1024];
-  snprintf(line, sizeof line, "%s: durable sink %.600s missed groups %llu to %llu: they were committed while it was "
+  if (seen >= p->seq) return 0;
+  uint64_t last = rn_state_changed(p, s->rel, txn), upto = last > seen ? last : 0;
+  if (seen < p->changes_from && p->changes_from > upto) upto = p->changes_from; /* not known: they may have */
+  return upto < p->seq ? upto : p->seq;
+}
+
+/* (5): the changes of s's relation in groups seen+1 to upto never reached
+ * s. A sink that covered them its own way starts past them (an SQLite
+ * table rewritten: delivered = seq); any other is told, in the pipeline's
+ * notes (runnel.open{ notes }), naming it as its user knows it (label) and
+ * the relation it reads, and goes on from the next group. */
+static int note_missed(rn_pipeline *p, const obsink *s, uint64_t seen, uint64_t upto)
+{
+  char line[2048], groups[64];
+  if (upto == seen + 1) snprintf(groups, sizeof groups, "group %llu", (unsigned long long)upto);
+  else snprintf(groups, sizeof groups, "groups %llu to %llu", (unsigned long long)seen + 1, (unsigned long long)upto);
+  snprintf(line, sizeof line, "%.520s: %.600s missed the changes of %.300s in %s: they were committed while it was "
            "not declared, and the outbox keeps a group only for the durable sinks declared when it commits; it goes "
-           "on from group %llu", s->rel->name, s->name, (unsigned long long)seen + 1, (unsigned long long)p->seq,
-           (unsigned long long)p->seq + 1);
+           "on from group %llu", s->rel->name, s->label, s->rel->name, groups, (unsigned long long)p->seq + 1);
   char *copy = strdup(line);
   if (!copy || rn_push_ptr((void ***)&p->notes, &p->nnotes, &p->notecap, copy)) {
     free(copy);
@@ -764,14 +783,14 @@ static int declare_record(rn_pipeline *p, rn_outbox *ob, obsink *s)
     if (rc) { mdb_txn_abort(txn); return rn_store_fail(&p->err, rc, RN_DB_OUTBOX); }
   }
   s->marked = 0; /* delete whatever an older mark left */
-  uint64_t seen = seen_of(p, s, txn);
+  uint64_t seen = seen_of(p, s, txn), upto = missed_upto(p, s, txn, seen);
   rc = check_waiting(p, ob, s, txn);
   if (!rc) rc = write_mark(p, ob, s, txn, p->seq);
   if (rc) { mdb_txn_abort(txn); return rc; }
   if ((rc = mdb_txn_commit(txn))) return rn_store_fail(&p->err, rc, s->name);
   ob->has_dbi = true;
   mark_committed(s);
-  return seen < p->seq && s->delivered < p->seq ? note_missed(p, s, seen) : 0;
+  return upto && s->delivered < upto ? note_missed(p, s, seen, upto) : 0;
 }
 
 static int add_sink(rn_outbox *ob, obsink *s)
@@ -798,7 +817,7 @@ int rn_outbox_sink_check(rn_pipeline *p, const rn_rel *rel, const char *name)
   return 0;
 }
 
-int rn_outbox_sink_add(rn_pipeline *p, rn_rel *rel, const char *name, bool consolidate,
+int rn_outbox_sink_add(rn_pipeline *p, rn_rel *rel, const char *name, const char *label, bool consolidate,
                        const rn_outbox_ops *ops, void *ctx, rn_free_fn free_ctx,
                        uint64_t delivered, uint64_t position)
 {
@@ -814,7 +833,8 @@ int rn_outbox_sink_add(rn_pipeline *p, rn_rel *rel, const char *name, bool conso
   int rc = rn_outbox_sink_check(p, rel, name);
   if (!rc && name) {
     s->tag = rn_hash64(name, strlen(name));
-    if (!(s->name = strdup(name)) || !(s->mkey = mark_key(name, &s->mklen)))
+    if (!(s->name = strdup(name)) || !(s->label = strdup(label ? label : name)) ||
+        !(s->mkey = mark_key(name, &s->mklen)))
       rc = rn_err_set(&p->err, RN_ENOMEM, "out of memory");
     if (!rc) rc = declare_record(p, ob, s);
   }

@@ -49,9 +49,11 @@ int rn_outbox_mark_read(rn_pipeline *p, const char *name, rn_outbox_mark *m);
 /* Registers a durable sink of rel; takes ownership of ctx. name NULL: its
  * groups wait in memory, not in the state (a sink with nothing to resume,
  * such as an NDJSON sink on an open file). delivered/position: where the
- * sink is (the groups after delivered are delivered now). Errors: a name
+ * sink is (the groups after delivered are delivered now). label: the
+ * sink as its user knows it, for the note of the groups it missed
+ * ("durable subscriber audit"; NULL: name). Errors: a name
  * already used in this pipeline, inside a group. */
-int rn_outbox_sink_add(rn_pipeline *p, rn_rel *rel, const char *name, bool consolidate,
+int rn_outbox_sink_add(rn_pipeline *p, rn_rel *rel, const char *name, const char *label, bool consolidate,
                        const rn_outbox_ops *ops, void *ctx, rn_free_fn free_ctx,
                        uint64_t delivered, uint64_t position);
 

@@ -25,6 +25,11 @@ static int read_seq(rn_pipeline *p)
   else if (rc == 0) rn_err_set(&p->err, RN_ESTORE, "state damaged: %s: the sequence number is %zu bytes, not 8",
                                p->store.path, v.mv_size);
   else if (rc != MDB_NOTFOUND) rn_store_fail(&p->err, rc, p->store.path);
+  uint64_t span[2];
+  MDB_val sk = { RN_PREFIX_LEN(RN_META_CHANGED_SPAN), (void *)RN_META_CHANGED_SPAN }, sv;
+  bool known = (rc == 0 || rc == MDB_NOTFOUND) && mdb_get(txn, p->store.meta, &sk, &sv) == 0 && sv.mv_size == sizeof span;
+  if (known) memcpy(span, sv.mv_data, sizeof span);
+  p->changes_from = known && span[1] == p->seq ? span[0] : p->seq; /* an older build's groups are not known */
   MDB_val ek = { RN_PREFIX_LEN(RN_META_EVOLVED), (void *)RN_META_EVOLVED }, ev;
   if ((rc == 0 || rc == MDB_NOTFOUND) && mdb_get(txn, p->store.meta, &ek, &ev) == 0)
     rn_evolve_load(p, &ev); /* changes whose dependants may not have been rebuilt yet */

@@ -111,6 +111,8 @@ struct rn_rel {
   size_t reads_len;
   bool reads_dirty;       /* a read not yet written to meta "rd:" */
   uint64_t emitted[3];    /* INSERTs, UPDATEs, DELETEs emitted since open */
+  uint64_t emitted_saved; /* their sum when the last group's "ch:" record was written (store.h) */
+  uint64_t changed_seq;   /* the last group since open in which it emitted a change, or 0 */
   void *udata;            /* the binding's data; runnel only hands it to udata_free */
   rn_free_fn udata_free;  /* frees udata when the relation is freed, or NULL */
   uint16_t slot_hint[RN_SLOT_HINTS]; /* the slot of the column named i-th in the last change pushed
@@ -179,6 +181,7 @@ struct rn_pipeline {
   struct rn_table_cursor *cursors; /* open cursors, ended at close */
   bool autocommit;        /* the open group was opened by a change for itself */
   uint64_t seq;           /* last committed sequence number */
+  uint64_t changes_from;  /* the "ch:" records know every change after this group (store.h's "chs") */
   msgpack_zone scratch;   /* per top-level change: decoded rows, derived rows */
   msgpack_zone group_zone;/* per group: logged row bytes */
   rn_replay replay;       /* source changes of the carried groups and the open one */
@@ -289,6 +292,17 @@ int rn_state_dbi(rn_pipeline *p, MDB_txn *txn, const char *prefix, const char *n
                  unsigned flags, MDB_dbi *out);
 /* Writes r's |next_id|count|seq| record in txn. */
 int rn_state_save_counters(rn_pipeline *p, rn_rel *r, MDB_txn *txn, uint64_t seq);
+/* Writes r's "ch:" record (store.h) in txn when r emitted a change since
+ * the last one: group seq changed it. all: also when it did not, if it
+ * changed since open (a replay writes again what the carried groups did). */
+int rn_state_save_changed(rn_pipeline *p, rn_rel *r, MDB_txn *txn, uint64_t seq, bool all);
+/* The last group that may have changed what a sink of r reads, as txn's
+ * "ch:" records say: r's own, and for a relation that is not rebuilt when
+ * it missed groups (a source, a filter, a map, a cdc, a stream join) its
+ * inputs' too, as it would have changed with them had it been declared. A
+ * stateful relation rebuilt over groups it missed tells its sinks what
+ * changed (evolve_log.c), so they miss nothing of its inputs. */
+uint64_t rn_state_changed(rn_pipeline *p, const rn_rel *r, MDB_txn *txn);
 /* Opens a stateful derived relation's state in a transaction of its own:
  * its catalogue entry, then setup(ctx, created, rebuild) to open its
  * databases (and, when rebuild, rebuild them from its inputs: new state, or

@@ -190,6 +190,43 @@ int rn_state_save_counters(rn_pipeline *p, rn_rel *r, MDB_txn *txn, uint64_t seq
   return rc ? rn_store_fail(&p->err, rc, r->name) : 0;
 }
 
+/* "ch:" name of r into key; its length. */
+static size_t changed_key(const rn_rel *r, char *key)
+{
+  size_t nlen = strlen(r->name); /* names are checked at declaration (rn_check_declarable) */
+  memcpy(key, RN_META_CHANGED, RN_PREFIX_LEN(RN_META_CHANGED));
+  memcpy(key + RN_PREFIX_LEN(RN_META_CHANGED), r->name, nlen);
+  return RN_PREFIX_LEN(RN_META_CHANGED) + nlen;
+}
+
+int rn_state_save_changed(rn_pipeline *p, rn_rel *r, MDB_txn *txn, uint64_t seq, bool all)
+{
+  uint64_t emitted = r->emitted[0] + r->emitted[1] + r->emitted[2]; /* a replay counts none (rn_emit) */
+  if (emitted != r->emitted_saved) {
+    r->emitted_saved = emitted;
+    r->changed_seq = seq;
+  } else if (!all || !r->changed_seq) {
+    return 0;
+  }
+  uint64_t last = r->changed_seq < seq ? r->changed_seq : seq; /* a group rolled back may have left it at seq + 1 */
+  char key[RN_PREFIX_LEN(RN_META_CHANGED) + RN_NAME_MAX];
+  MDB_val k = { changed_key(r, key), key }, v = { sizeof last, &last };
+  int rc = mdb_put(txn, p->store.meta, &k, &v, 0);
+  return rc ? rn_store_fail(&p->err, rc, r->name) : 0;
+}
+
+uint64_t rn_state_changed(rn_pipeline *p, const rn_rel *r, MDB_txn *txn)
+{
+  char key[RN_PREFIX_LEN(RN_META_CHANGED) + RN_NAME_MAX];
+  MDB_val k = { changed_key(r, key), key }, v;
+  uint64_t last = 0;
+  if (mdb_get(txn, p->store.meta, &k, &v) == 0 && v.mv_size == sizeof last) memcpy(&last, v.mv_data, sizeof last);
+  if (r->stateful) return last; /* rebuilt over what it missed, and told (evolve_log.c) */
+  uint64_t in = r->input ? rn_state_changed(p, r->input, txn) : 0, right = r->right ? rn_state_changed(p, r->right, txn) : 0;
+  if (in > last) last = in;
+  return right > last ? right : last;
+}
+
 static int try_open_derived_state(rn_pipeline *p, rn_rel *r, rn_state_setup_fn setup, void *ctx)
 {
   bool created = false, stale = false; /* read only when rn_state_open succeeds */

@@ -83,11 +83,13 @@ RN_API const char *rn_strerror(int code);
 /* A note: one line saying what a declaration did that the host should
  * know, though it succeeded: a schema change applied ("players: added
  * \"level\" int = 1"), a relation rebuilt from its inputs, a durable sink
- * or subscriber that missed groups ("orders: durable sink audit missed
- * groups 3 to 7: …"). The same lines as Lua's runnel.open{ notes } and
- * p:changes(). line is owned by runnel and valid during the call only. fn
- * cannot fail; it may read tables (rn_get, cursors), not change them,
- * declare or close the pipeline (RN_EMISUSE). */
+ * or subscriber that missed groups that changed its relation ("orders:
+ * durable subscriber audit missed the changes of orders in groups 3 to 7:
+ * …"; none when no group it missed changed orders). The same lines as
+ * Lua's runnel.open{ notes } and p:changes(). line is owned by runnel
+ * and valid during the call only. fn cannot fail; it may read tables
+ * (rn_get, cursors), not change them, declare or close the pipeline
+ * (RN_EMISUSE). */
 typedef void (*rn_note_fn)(void *ctx, const char *line);
 
 /* Options of rn_pipeline_open. Zero-initialise, then set what you need. */

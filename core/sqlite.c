@@ -65,7 +65,16 @@
  *     whole or not at all. At most RN_SQLITE_REFUSED_MAX rows wait so.
  * A stream holds no rows to rewrite: its table is a log keyed by row id,
  * marked like the others; a new or out of step one starts with the next
- * group. */
+ * group.
+ *
+ * Fork: SQLite forbids using a connection in a child of the process that
+ * opened it (its file locks are the process's; its record of them, its
+ * open transaction and its statements are memory the child inherits). So
+ * each connection knows the process that opened it (rn_envs_self), and a
+ * child never steps, finalizes, rolls back or closes one of its parent's:
+ * a lookup it asks opens a connection of its own, a sink it declares
+ * never shares the parent's, and freeing the parent's (closing the
+ * pipeline it inherited) only forgets them, to go with the child's exit. */
 #include "sqlite.h"
 
 #include <limits.h>
@@ -100,6 +109,7 @@ typedef struct rn_sqlite_conn {
   sqlite3 *db;
   int refs;
   bool open_txn;          /* a delivery's transaction is open */
+  pid_t pid;              /* the process that opened db: only it uses db (see "Fork" above) */
   struct ssink *sinks;    /* the sinks writing through it */
   struct rn_sqlite_conn *next;
 } rn_sqlite_conn;
@@ -115,7 +125,7 @@ static rn_sqlite_conn *conn_get(rn_pipeline *p, const char *path, const char *re
 {
   char *where = real_path_of(path);
   for (rn_sqlite_conn *c = p->sqlite_conns; c && where; c = c->next)
-    if (strcmp(c->path, where) == 0) { c->refs++; free(where); return c; }
+    if (c->pid == rn_envs_self() && strcmp(c->path, where) == 0) { c->refs++; free(where); return c; }
   rn_sqlite_conn *c = where ? calloc(1, sizeof *c) : NULL;
   free(where);
   if (!c) {
@@ -133,6 +143,7 @@ static rn_sqlite_conn *conn_get(rn_pipeline *p, const char *path, const char *re
   }
   sqlite3_busy_timeout(c->db, 5000); /* another process may be reading it */
   c->refs = 1;
+  c->pid = rn_envs_self();
   c->next = p->sqlite_conns;
   p->sqlite_conns = c;
   return c;
@@ -143,8 +154,10 @@ static void conn_put(rn_pipeline *p, rn_sqlite_conn *c)
   if (--c->refs > 0) return;
   for (rn_sqlite_conn **at = (rn_sqlite_conn **)&p->sqlite_conns; *at; at = &(*at)->next)
     if (*at == c) { *at = c->next; break; }
-  if (c->open_txn) sqlite3_exec(c->db, "ROLLBACK", NULL, NULL, NULL);
-  sqlite3_close(c->db);
+  if (c->pid == rn_envs_self()) { /* a parent's: its rollback would rewrite the file under the parent ("Fork") */
+    if (c->open_txn) sqlite3_exec(c->db, "ROLLBACK", NULL, NULL, NULL);
+    sqlite3_close(c->db);
+  }
   free(c->path);
   free(c);
 }
@@ -1228,9 +1241,11 @@ static void *ssink_shared(void *ctx) { return ((ssink *)ctx)->conn; }
 static void free_ssink(void *ctx)
 {
   ssink *s = ctx;
-  sqlite3_finalize(s->upsert);
-  sqlite3_finalize(s->del);
-  sqlite3_finalize(s->mark);
+  if (!s->conn || s->conn->pid == rn_envs_self()) { /* a parent's statements are left alone ("Fork") */
+    sqlite3_finalize(s->upsert);
+    sqlite3_finalize(s->del);
+    sqlite3_finalize(s->mark);
+  }
   for (ssink **at = s->conn ? &s->conn->sinks : NULL; at && *at; at = &(*at)->next_on_conn)
     if (*at == s) { *at = s->next_on_conn; break; }
   if (s->conn) conn_put(s->p, s->conn);
@@ -1312,7 +1327,13 @@ int rn_sqlite_sink(rn_pipeline *p, rn_rel *rel, const char *path, const char *ta
   }
   s->next_on_conn = s->conn->sinks;
   s->conn->sinks = s;
-  rc = rn_outbox_sink_add(p, rel, name, true, &ssink_ops, s, free_ssink, s->written, 0);
+  size_t n = strlen(name) + 40; /* the label: the table and its file, not the key holding a \x1f */
+  char *label = malloc(n);
+  if (label) snprintf(label, n, "durable sink to table \"%s\" in %s", table, name + RN_PREFIX_LEN(RN_SINK_SQLITE));
+  if (label) label[strcspn(label, "\x1f")] = '\0';
+  rc = label ? rn_outbox_sink_add(p, rel, name, label, true, &ssink_ops, s, free_ssink, s->written, 0)
+             : (free_ssink(s), rn_err_set(&p->err, RN_ENOMEM, "out of memory"));
+  free(label);
   free(name);
   return rc;
 }
@@ -1322,16 +1343,46 @@ int rn_sqlite_sink(rn_pipeline *p, rn_rel *rel, const char *path, const char *ta
 typedef struct ssource {
   sqlite3 *db;
   sqlite3_stmt *select;
+  pid_t pid;              /* the process that opened db (see "Fork" above) */
+  char *path;             /* the database as given */
+  char *sql;              /* the SELECT */
   char *table;            /* for errors */
 } ssource;
 
 static void free_ssource(void *ctx)
 {
   ssource *s = ctx;
-  sqlite3_finalize(s->select);
-  sqlite3_close(s->db);
+  if (s->pid == rn_envs_self()) { /* a parent's connection is left alone ("Fork") */
+    sqlite3_finalize(s->select);
+    sqlite3_close(s->db);
+  }
+  free(s->path);
+  free(s->sql);
   free(s->table);
   free(s);
+}
+
+/* Opens s's own connection and prepares its SELECT; rel names the lookup
+ * in errors. The connection it had (a parent's, in a forked child) is
+ * left alone. */
+static int ssource_open(ssource *s, const char *rel, rn_err *e)
+{
+  sqlite3 *db = NULL;
+  sqlite3_stmt *select = NULL;
+  int rc = 0;
+  if (sqlite3_open_v2(s->path, &db, SQLITE_OPEN_READONLY, NULL) != SQLITE_OK)
+    rc = rn_err_set(e, RN_EIO, "%s: sqlite_source: %s: %s", rel, s->path, db ? sqlite3_errmsg(db) : "out of memory");
+  else if (sqlite3_busy_timeout(db, 5000),
+           sqlite3_prepare_v3(db, s->sql, -1, SQLITE_PREPARE_PERSISTENT, &select, NULL) != SQLITE_OK)
+    rc = rn_err_set(e, RN_EINVAL, "%s: sqlite_source: %s: %s", rel, s->path, sqlite3_errmsg(db));
+  if (rc) {
+    sqlite3_close(db); /* its own: the one it had stays as it was */
+    return rc;
+  }
+  s->db = db;
+  s->select = select;
+  s->pid = rn_envs_self();
+  return 0;
 }
 
 /* Column i of the selected row as the lookup's column c (text and blobs
@@ -1374,6 +1425,7 @@ static int ssource_fetch(void *ctx, rn_rel *lk, const msgpack_object *key, int n
   ssource *s = ctx;
   const rn_schema *ls = lk->schema;
   rn_pipeline *p = lk->p;
+  if (s->pid != rn_envs_self() && ssource_open(s, lk->name, e)) return e->code; /* a forked child's own ("Fork") */
   sqlite3_reset(s->select);
   for (int i = 0; i < nkey; i++) bind_value(NULL, s->select, i + 1, &key[i], NULL);
   int rc = sqlite3_step(s->select);
@@ -1398,16 +1450,12 @@ int rn_sqlite_source(const char *path, const char *table, const rn_schema *ls, c
                      rn_lookup_fetch *fetch, void **ctx, rn_free_fn *free_ctx, rn_err *e)
 {
   ssource *s = calloc(1, sizeof *s);
-  if (!s || !(s->table = strdup(table))) {
+  if (!s || !(s->table = strdup(table)) || !(s->path = strdup(path))) {
+    if (s) free(s->table);
     free(s);
     return rn_err_set(e, RN_ENOMEM, "out of memory");
   }
-  if (sqlite3_open_v2(path, &s->db, SQLITE_OPEN_READONLY, NULL) != SQLITE_OK) {
-    rn_err_set(e, RN_EIO, "%s: sqlite_source: %s: %s", rel, path, s->db ? sqlite3_errmsg(s->db) : "out of memory");
-    free_ssource(s);
-    return e->code;
-  }
-  sqlite3_busy_timeout(s->db, 5000);
+  s->pid = rn_envs_self();
   msgpack_sbuffer b;
   msgpack_sbuffer_init(&b);
   add(&b, "SELECT ");
@@ -1417,12 +1465,12 @@ int rn_sqlite_source(const char *path, const char *table, const rn_schema *ls, c
   add(&b, " WHERE ");
   names(&b, ls, true, " AND ", " = ?");
   rn_buf_write(&b, "", 1);
-  int rc = sqlite3_prepare_v3(s->db, b.data, -1, SQLITE_PREPARE_PERSISTENT, &s->select, NULL);
+  s->sql = b.data ? strdup(b.data) : NULL;
   msgpack_sbuffer_destroy(&b);
-  if (rc != SQLITE_OK) {
-    rn_err_set(e, RN_EINVAL, "%s: sqlite_source: %s: %s", rel, path, sqlite3_errmsg(s->db));
+  int rc = s->sql ? ssource_open(s, rel, e) : rn_err_set(e, RN_ENOMEM, "out of memory");
+  if (rc) {
     free_ssource(s);
-    return e->code;
+    return rc;
   }
   *fetch = ssource_fetch;
   *ctx = s;

@@ -37,6 +37,13 @@
  *     "jp:" stream "\x1f" subject  |u64 seq|           a JetStream source's position:
  *                     the last stream sequence applied, written in the
  *                     group that applied it (js_source.c)
+ *     "ch:" name      |u64 seq|                        the last group in which the relation
+ *                     emitted a change (written by runnel 0.19 and later)
+ *     "chs"           |u64 from|u64 upto|              the "ch:" records know every change of
+ *                     groups from+1 to upto; upto is not "seq" when an
+ *                     older build committed groups since: then only the
+ *                     groups after the open's seq are known (outbox.c's
+ *                     note of the groups a durable sink missed)
  *
  * Named database "outbox" (RN_DB_OUTBOX), durable sinks' pending groups:
  *
@@ -112,6 +119,8 @@
 #define RN_META_READS     "rd:"     /* the relations a derived relation's functions read: |name\0|…| (evolve_reads.h) */
 #define RN_META_CODE      "fn:"     /* a derived relation's functions: |u64 hash of their fingerprint| (evolve_code.h) */
 #define RN_SINK_JETSTREAM "jetstream:" /* "jetstream:" subject */
+#define RN_META_CHANGED   "ch:"     /* the last group that changed a relation: |u64 seq| */
+#define RN_META_CHANGED_SPAN "chs"  /* the groups the "ch:" records know: |u64 from|u64 upto| */
 /* Prefixes of per-relation databases: the prefix then the name. */
 #define RN_DB_ROWS        "t:"      /* a table's rows */
 #define RN_DB_ROW_HASHES  "h:"      /* a keyless table's rows by hash */

@@ -735,16 +735,18 @@ int rn_lua_declare_map(lua_State *L)
 static int add_durable_sink(lpipe *lp, rn_rel *rel, const char *name, bool consolidate, lcb *cb)
 {
   static const rn_outbox_ops ops = { sink_cb, sink_commit_cb, NULL, NULL, NULL, NULL, NULL, NULL };
-  char *key = malloc(strlen(name) + 6);
-  if (!key) { free_cb(cb); return rn_err_set(&lp->p->err, RN_ENOMEM, "out of memory"); }
+  char *key = malloc(strlen(name) + 6), *label = key ? malloc(strlen(name) + 16) : NULL;
+  if (!label) { free(key); free_cb(cb); return rn_err_set(&lp->p->err, RN_ENOMEM, "out of memory"); }
   sprintf(key, RN_SINK_NAMED "%s", name);
+  sprintf(label, "durable sink %s", name); /* as the script named it, not its key in the state */
   rn_outbox_mark m;
   int rc = rn_outbox_sink_check(lp->p, rel, key); /* before the mark's read, whose flush a callback is refused */
   if (!rc) rc = rn_outbox_mark_read(lp->p, key, &m);
   if (rc) free_cb(cb);
-  else rc = rn_outbox_sink_add(lp->p, rel, key, consolidate, &ops, cb, free_cb, m.found ? m.delivered : lp->p->seq,
+  else rc = rn_outbox_sink_add(lp->p, rel, key, label, consolidate, &ops, cb, free_cb, m.found ? m.delivered : lp->p->seq,
                                m.found ? m.position : 0); /* resumes mid-group (OUTBOX-9) */
   free(key);
+  free(label);
   return rc;
 }
 

@@ -42,7 +42,7 @@ describe("a durable sink declared again after groups committed without it", func
     local notes = sinks_notes(session(lua_sink, { 4 }))
     assert.same({ "1:1", "4:4" }, got)
     -- before: no word; groups 2 and 3 were skipped silently
-    assert.same({ "t: durable sink sink:d missed groups 2 to 3: they were committed while it was not declared, "
+    assert.same({ "t: durable sink d missed the changes of t in groups 2 to 3: they were committed while it was not declared, "
                   .. "and the outbox keeps a group only for the durable sinks declared when it commits; "
                   .. "it goes on from group 4" }, notes)
     assert.same({}, sinks_notes(session(lua_sink, { 5 }))) -- in step again: no note
@@ -63,7 +63,7 @@ describe("a durable sink declared again after groups committed without it", func
     local notes = sinks_notes(session(lua_sink, {}))
     assert.same({ "1:1" }, got)
     assert.equal(1, #notes)
-    assert.matches("t: durable sink sink:d missed groups 2 to 2: ", notes[1], 1, true)
+    assert.matches("t: durable sink d missed the changes of t in group 2: ", notes[1], 1, true)
     assert.matches("it goes on from group 3", notes[1], 1, true)
   end)
 
@@ -76,7 +76,7 @@ describe("a durable sink declared again after groups committed without it", func
     assert.equal('{"k":1}\n{"k":3}\n', H.read(log))
     assert.equal(1, #notes)
     local real = H.sh("realpath " .. log):gsub("\n$", "")
-    assert.matches("t: durable sink ndjson:" .. real .. " missed groups 2 to 2: ", notes[1], 1, true)
+    assert.matches("t: durable sink to " .. real .. " missed the changes of t in group 2: ", notes[1], 1, true)
   end)
 
   it("says nothing of an SQLite table: it is written again whole from the relation", function()
@@ -113,6 +113,6 @@ p:close()
     assert.equal("", err)
     H.sh(run .. "without 2")
     _, err = H.sh(run .. "with 3")
-    assert.matches("runnel: t: durable sink sink:d missed groups 2 to 2: ", err, 1, true)
+    assert.matches("runnel: t: durable sink d missed the changes of t in group 2: ", err, 1, true)
   end)
 end)

@@ -746,6 +746,7 @@ int rn_attach_identity(rn_attached *a, msgpack_sbuffer *out, rn_err *e)
       rc = rn_err_set(e, RN_ENOMEM, "out of memory");
     if (!rc) rc = identity_part(a, txn, RN_META_AGG_DECL, out, e);
     if (!rc) rc = identity_part(a, txn, RN_META_CODE, out, e);
+    if (!rc) rc = identity_part(a, txn, RN_META_CHANGED_AT, out, e); /* rebuilt since, for whatever reason */
   }
   mdb_txn_abort(txn);
   return rc;

@@ -34,10 +34,10 @@ int rn_attach_rows(rn_attached *a, int (*fn)(void *ctx, const char *row, size_t 
 void rn_attach_close(rn_attached *a);
 /* What identifies what a reads, now, appended to out: its catalogue
  * record ("r:" or "S:" name: kind and columns), its declaration record
- * ("d:") and its functions' fingerprint ("fn:"), in one read transaction.
- * Another relation, or the same declared again otherwise, gives other
- * bytes; its rows do not count, nor a change of what it is built over that
- * left these records as they were (its input's function, say). */
+ * ("d:"), its functions' fingerprint ("fn:") and when its rows last changed
+ * wholesale ("eg:": made, rebuilt, over a changed input), in one read
+ * transaction. Another relation, the same declared again otherwise, or
+ * rebuilt since, gives other bytes; its rows' own changes do not count. */
 int rn_attach_identity(rn_attached *a, msgpack_sbuffer *out, rn_err *e);
 
 /* An index relation (index.h) attached by its name, when no store has it:

@@ -230,12 +230,14 @@ static lattached *check_attached(lua_State *L)
  * declaration instead: an attach a function holds (an upvalue, or one of
  * a local helper function's) counts in the function's fingerprint by its
  * state's real path, its name and what identifies what it reads
- * (rn_attach_identity: kind and columns, declaration, functions), so
- * attaching another relation or state, or the same relation declared
- * again otherwise, rebuilds the reader ("its function changed"). Not
- * seen: an attach held in a table, a global or made inside the function;
- * the attached relation rebuilt because what it is built over changed;
- * a store's rows (not a relation: nothing is noted for one). */
+ * (rn_attach_identity: kind and columns, declaration, functions, its last
+ * rebuild), so attaching another relation or state, or the same relation
+ * declared again otherwise or rebuilt there since (over an input that
+ * changed, say), rebuilds the reader at its next declaration ("its
+ * function changed"). Not seen: an attach held in a table, a global or
+ * made inside the function; the attached rows' own changes; what the
+ * other pipeline changes while ours runs (seen at our next declaration);
+ * a store of our own state (not a relation: nothing is noted for one). */
 static lattached *read_attached(lua_State *L)
 {
   lattached *la = check_attached(L);
@@ -249,13 +251,16 @@ static lattached *read_attached(lua_State *L)
   return la;
 }
 
-/* core._attached_identity(v) -> what identifies attach v now (its state's
- * real path, its name, rn_attach_identity's bytes), or nil when v is not
- * an attach: runnel.lua's function fingerprint (read_attached). */
+/* core._attached_identity(v, p) -> what identifies attach v now (its
+ * state's real path, its name, rn_attach_identity's bytes; only the first
+ * two for an attach of p's own state, whose reads are noted), or nil when
+ * v is not an attach: runnel.lua's function fingerprint (read_attached). */
 static int l_attached_identity(lua_State *L)
 {
   lattached *la = luaL_testudata(L, 1, RN_ATTACHED_MT);
   if (!la) return 0;
+  bool own = lua_getiuservalue(L, 1, 1) == LUA_TUSERDATA && lua_rawequal(L, -1, 2);
+  lua_settop(L, 1);
   char real[PATH_MAX];
   luaL_Buffer b;
   luaL_buffinit(L, &b);
@@ -263,8 +268,8 @@ static int l_attached_identity(lua_State *L)
   luaL_addchar(&b, '\x1f');
   luaL_addstring(&b, la->name ? la->name : "");
   luaL_addchar(&b, '\x1f');
-  if (!la->a) {
-    luaL_addstring(&b, "closed");
+  if (own || !la->a) {
+    luaL_addstring(&b, own ? "own" : "closed");
     luaL_pushresult(&b);
     return 1;
   }

@@ -2,8 +2,8 @@
 -- (lua/llookup.c, read_attached): an attach of its own pipeline's state
 -- reads a relation of that pipeline, a dependency as other:get's; an
 -- attach of another state is taken at declaration, in the function's
--- fingerprint: another relation attached, or the same declared again
--- otherwise, rebuilds the reader. The attached rows' own changes are not
+-- fingerprint: another relation attached, the same declared again
+-- otherwise, or rebuilt there since, rebuilds the reader. The attached rows' own changes are not
 -- observed (as a lookup's source's).
 local runnel = require "runnel"
 local H = require "helper"
@@ -147,6 +147,23 @@ describe("a joiner that reads another state through runnel.attach", function()
     other(odir2, { "eins" })
     first(dir, odir, "names", name_of, "one")
     rebuilt(dir, odir2, "names", name_of, "eins")
+  end)
+
+  it("is rebuilt when the attached relation was rebuilt because what it is built over changed", function()
+    local dir, odir = H.tmpdir(), H.tmpdir()
+    local function labels(prefix) -- the other state: idx, an index over a map of u's rows
+      local q = runnel.open{ path = odir, notes = function() end }
+      local u = q:table("u", U)
+      local nm = u:map(function(r) return { id = r.id, label = prefix .. r.name } end, NM, "nm")
+      nm:index{ "label", name = "idx" }
+      u:upsert{ id = 1, name = "one" }
+      q:close()
+    end
+    local function first_label(att) local f = att:range{ limit = 1 }() return f and f.label end
+    labels("A:")
+    first(dir, odir, "idx", first_label, "A:one")
+    labels("B:") -- idx's own records stay; its rows were rebuilt
+    rebuilt(dir, odir, "idx", first_label, "B:one")
   end)
 
   it("keeps what it made when only the attached rows changed (they are not observed)", function()

@@ -113,6 +113,7 @@ RN_API int rn_drop(rn_pipeline *p, const char *name)
   if (!rc) rc = del_meta(p, txn, RN_META_AGG_DECL, name, &decl);
   if (!rc) rc = del_meta(p, txn, RN_META_CODE, name, &decl); /* its functions' fingerprint (evolve_code.h) */
   if (!rc) rc = del_meta(p, txn, RN_META_READS, name, &decl); /* what they read (evolve_reads.h) */
+  if (!rc) rc = del_meta(p, txn, RN_META_CHANGED_AT, name, &decl); /* its last wholesale change (evolve.c) */
   if (!rc && !found) rc = del_meta(p, txn, RN_META_STORE, name, &store); /* no relation: a store of that name */
   bool seen = false;
   if (!rc && store) rc = del_meta(p, txn, RN_META_STORE_SEEN, name, &seen);

@@ -647,7 +647,33 @@ static const rn_rel *evolved_input(const rn_rel *r)
   return rn_reads_evolved(r); /* a relation its functions read (evolve_reads.h) */
 }
 
-int rn_evolve_opened(rn_pipeline *p, rn_rel *r, bool created, bool *stale)
+/* r's rows changed wholesale: a new "eg:" stamp (store.h) in txn. */
+static int stamp_changed(rn_pipeline *p, const rn_rel *r, MDB_txn *txn)
+{
+  MDB_val k = { RN_PREFIX_LEN(RN_META_CHANGED_N), (void *)RN_META_CHANGED_N }, v;
+  uint64_t n = 0;
+  int rc = mdb_get(txn, p->store.meta, &k, &v);
+  if (rc == 0 && v.mv_size == sizeof n) memcpy(&n, v.mv_data, sizeof n);
+  else if (rc && rc != MDB_NOTFOUND) return rn_store_fail(&p->err, rc, r->name);
+  n++;
+  v = (MDB_val){ sizeof n, &n };
+  if ((rc = mdb_put(txn, p->store.meta, &k, &v, 0))) return rn_store_fail(&p->err, rc, r->name);
+  char key[RN_NAME_MAX + 8];
+  MDB_val nk = { (size_t)snprintf(key, sizeof key, "%s%s", RN_META_CHANGED_AT, r->name), key };
+  v = (MDB_val){ sizeof n, &n };
+  rc = mdb_put(txn, p->store.meta, &nk, &v, 0);
+  return rc ? rn_store_fail(&p->err, rc, r->name) : 0;
+}
+
+static int opened(rn_pipeline *p, rn_rel *r, bool created, bool *stale);
+
+int rn_evolve_opened(rn_pipeline *p, rn_rel *r, MDB_txn *txn, bool created, bool *stale)
+{
+  int rc = opened(p, r, created, stale);
+  return rc || !r->evolved ? rc : stamp_changed(p, r, txn);
+}
+
+static int opened(rn_pipeline *p, rn_rel *r, bool created, bool *stale)
 {
   const rn_rel *in = evolved_input(r);
   bool own = marked(p, r->name);

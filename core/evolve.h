@@ -58,8 +58,10 @@ int rn_evolve_select_changed(rn_pipeline *p, rn_rel *r, MDB_txn *txn);
  * created: it is new, or rebuilt as new): sets r->evolved when r or an
  * input is marked changed, and, when r is stateful over an evolved input
  * (or marked itself), sets *stale so it is rebuilt, with a note; over a
- * stream it is kept, and the note says so and why. */
-int rn_evolve_opened(rn_pipeline *p, rn_rel *r, bool created, bool *stale);
+ * stream it is kept, and the note says so and why. A relation that comes
+ * out evolved gets a new "eg:" stamp in txn (store.h): readers of the state
+ * elsewhere (an attach a function holds) see that its rows changed. */
+int rn_evolve_opened(rn_pipeline *p, rn_rel *r, MDB_txn *txn, bool created, bool *stale);
 
 /* Reads the marks meta "ev" holds (v, at open). */
 int rn_evolve_load(rn_pipeline *p, const MDB_val *v);

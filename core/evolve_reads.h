@@ -11,7 +11,14 @@
  * A read is recorded when first seen and written with the next group that
  * commits (save_counters, group.c). The relation read must be declared
  * before the one reading it for its change to be seen then (a Lua function
- * holds the relation it reads, so it is). */
+ * holds the relation it reads, so it is).
+ *
+ * Every read method of a relation counts (get, rows, scan, count, an
+ * index's range and rank …: rn_lua_note_read, lua/lbind.h), and a read
+ * through runnel.attach of the pipeline's own state is a read of its
+ * relation of that name; an attach of another state cannot be one (its
+ * evolution rebuilds nothing here): lua/llookup.c, read_attached, says
+ * what is done instead and what is not seen. */
 #ifndef RN_EVOLVE_READS_H
 #define RN_EVOLVE_READS_H
 

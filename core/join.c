@@ -20,6 +20,7 @@ static void free_join(void *ctx)
   if (j->fns.free_ctx) j->fns.free_ctx(j->fns.ctx);
   msgpack_sbuffer_destroy(&j->keybuf);
   msgpack_sbuffer_destroy(&j->resultbuf);
+  rn_join_longfks_free(j);
   free(j->on);
   free(j->proj);
   free(j->fuse);
@@ -255,9 +256,15 @@ static int rebuild(rn_join *j)
   rn_store *s = &j->out->p->store;
   bool by_fn = j->fk_of_index;
   j->fk_of_index = true; /* the right key each left row was filed under, not what the mapper says now */
+  j->longfk_unread = false;
   int rc = j->stream ? 0 : rn_rebuild_before(j->out); /* its rows as its sinks were told */
+  if (rc == RN_EINVAL && j->longfk_unread) { /* a mapper's long key, filed under its first bytes and a hash */
+    rn_err_clear(err_of(j));
+    rc = rn_join_longfks_build(j); /* the whole keys, from the right rows (what an entry told stays) */
+    if (!rc) rc = rn_rebuild_before(j->out);
+    rn_join_longfks_free(j);
+  }
   j->fk_of_index = by_fn;
-  if (rc == RN_EINVAL && !j->on) rc = rn_rebuild_untold(j->out); /* a mapper's long key: not readable back */
   if (rc) return rc;
   rc = j->stream ? 0 : rn_wb_drop(s, txn, j->index_dbi, 0);
   if (!rc && !j->right_native && !j->lookup) rc = rn_wb_drop(s, txn, j->right_dbi, 0);

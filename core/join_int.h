@@ -66,6 +66,9 @@ typedef struct rn_join {
   int mapper_column;      /* >= 0: the mapper is recognised as returning this left column
                              (rn_join_spec.mapper_column): its key is read from the row as
                              on = that column reads it, with no call; -1: it is called */
+  struct rn_join_longfks *longfks; /* a rebuild's long right keys by their index part
+                             (join_scan.c), or NULL; owned while the rebuild reads */
+  bool longfk_unread;     /* a scan by index part met a long one it could not read back */
 } rn_join;
 
 /* A right key, encoded, with its fk part as the index uses it. */
@@ -179,6 +182,16 @@ int rn_join_concat(rn_join *j, side *l, side *r, const fk *f, side *res);
 /* Calls fn for every current result, read in txn (j->reading while it
  * runs); scratch is cleared after each row. */
 int rn_join_scan_txn(rn_join *j, MDB_txn *txn, rn_scan_fn fn, void *ctx);
+/* A rebuild of a mapper join reads its results as its sinks were told
+ * (fk_of_index): each left row's right key is the one its index entry is
+ * filed under, which for a key longer than RN_JOIN_FK_INLINE bytes is its
+ * first bytes and a hash (join.h). These find the whole key again: every
+ * right row the join joins with (a keyed source table's rows, else the
+ * join's own copy of the right side) is keyed, and the long keys are kept
+ * by their part, until rn_join_longfks_free. A part no right row holds is
+ * a key without a right row (the result without a match). */
+int rn_join_longfks_build(rn_join *j);
+void rn_join_longfks_free(rn_join *j);
 
 /* ---- join_project.c ---- */
 

@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "scan.h"
 #include "snapshot.h"
 #include "wb.h"
 
@@ -19,9 +20,91 @@ static MDB_cursor *scan_cursor(rn_rel *d, MDB_txn *txn, MDB_dbi dbi, int *rc)
   return NULL;
 }
 
+/* ---- long right keys by their index part (rn_join_longfks_build) ---- */
+
+typedef struct longfk {
+  char part[RN_JOIN_FK_INLINE + 8];
+  size_t off, len;        /* the whole key in encs */
+} longfk;
+
+struct rn_join_longfks {
+  longfk *items;          /* sorted by part once built */
+  size_t n, cap;
+  msgpack_sbuffer encs;   /* the whole keys, one after another */
+};
+
+static int longfk_cmp(const void *a, const void *b)
+{
+  return memcmp(((const longfk *)a)->part, ((const longfk *)b)->part, RN_JOIN_FK_INLINE + 8);
+}
+
+/* Keeps right row `row`'s key when it is long. */
+static int longfk_add(rn_join *j, const char *row, size_t len)
+{
+  struct rn_join_longfks *m = j->longfks;
+  side r = { .row = row, .len = len };
+  fk f;
+  int rc = rn_join_right_key(j, &r, &f);
+  if (rc || f.null || f.part_len != sizeof f.part) return rc;
+  if (m->n == m->cap) {
+    size_t cap = m->cap ? 2 * m->cap : 16;
+    longfk *items = realloc(m->items, cap * sizeof *items);
+    if (!items) return nomem(j);
+    m->items = items;
+    m->cap = cap;
+  }
+  longfk *e = &m->items[m->n];
+  memcpy(e->part, f.part, sizeof e->part);
+  e->off = m->encs.size;
+  e->len = f.len;
+  if (rn_buf_write(&m->encs, f.enc, f.len)) return nomem(j);
+  m->n++;
+  return 0;
+}
+
+static int longfk_row(void *ctx, uint64_t id, const char *row, size_t len)
+{
+  (void)id;
+  return longfk_add(ctx, row, len);
+}
+
+int rn_join_longfks_build(rn_join *j)
+{
+  rn_join_longfks_free(j);
+  struct rn_join_longfks *m = calloc(1, sizeof *m);
+  if (!m) return nomem(j);
+  msgpack_sbuffer_init(&m->encs);
+  j->longfks = m;
+  int rc = 0;
+  if (j->right_native) {
+    rc = rn_rel_scan(j->right, longfk_row, j); /* the rows its results were made with */
+  } else { /* its copy of the right side: what it joined with, though the right side was rebuilt since */
+    MDB_cursor *cur = scan_cursor(j->out, txn_of(j), j->right_dbi, &rc);
+    MDB_val k, v;
+    int mrc = rc ? MDB_NOTFOUND : mdb_cursor_get(cur, &k, &v, MDB_FIRST);
+    for (; !rc && mrc == 0; mrc = mdb_cursor_get(cur, &k, &v, MDB_NEXT)) rc = longfk_add(j, v.mv_data, v.mv_size);
+    if (!rc && mrc != MDB_NOTFOUND) rc = rn_store_fail(err_of(j), mrc, j->out->name);
+    if (cur) mdb_cursor_close(cur);
+  }
+  if (!rc) qsort(m->items, m->n, sizeof *m->items, longfk_cmp);
+  else rn_join_longfks_free(j);
+  return rc;
+}
+
+void rn_join_longfks_free(rn_join *j)
+{
+  if (!j->longfks) return;
+  free(j->longfks->items);
+  msgpack_sbuffer_destroy(&j->longfks->encs);
+  free(j->longfks);
+  j->longfks = NULL;
+}
+
 /* The right key an index entry k is filed under (join.h's fk part): a
  * reader's, for a join whose mapper it cannot call. A long key's part is
- * hashed: then on slots recompute it, and a mapper's cannot be read. */
+ * hashed: then on slots recompute it, and a mapper's is found among the
+ * right rows' keys when a rebuild kept them (rn_join_longfks_build), else
+ * cannot be read (longfk_unread). */
 static int index_fk(rn_join *j, const MDB_val *k, side *l, fk *f)
 {
   size_t part_len = k->mv_size - 8;
@@ -33,6 +116,16 @@ static int index_fk(rn_join *j, const MDB_val *k, side *l, fk *f)
   }
   if (part_len == RN_JOIN_FK_INLINE + 8) { /* the first RN_JOIN_FK_INLINE bytes and a hash */
     if (j->on) return rn_join_left_fk(j, l, f);
+    if (j->longfks) {
+      longfk want;
+      memcpy(want.part, part, sizeof want.part);
+      const longfk *e = bsearch(&want, j->longfks->items, j->longfks->n, sizeof *e, longfk_cmp);
+      if (e) f->enc = j->longfks->encs.data + e->off, f->len = e->len;
+      else f->null = true; /* no right row holds it: the result without a match */
+      rn_join_set_part(f);
+      return 0;
+    }
+    j->longfk_unread = true;
     return rn_err_set(err_of(j), RN_EINVAL, "%s: a right key longer than %d bytes, made by the mapper (a Lua "
                       "function in the script), is read only by its pipeline", j->out->name, RN_JOIN_FK_INLINE);
   }

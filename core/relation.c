@@ -165,7 +165,7 @@ int rn_state_open(rn_pipeline *p, rn_rel *r, MDB_txn *txn, bool *created, bool *
     goto lmdb_fail;
   }
   if (rn_reads_load(p, r, txn)) goto fail; /* what its functions read: changed ones rebuild it too */
-  if (rn_evolve_opened(p, r, *created, stale)) goto fail; /* over a relation that changed: rebuilt */
+  if (rn_evolve_opened(p, r, txn, *created, stale)) goto fail; /* over a relation that changed: rebuilt */
   free(mkey);
   msgpack_sbuffer_destroy(&desc);
   return 0;

@@ -34,6 +34,12 @@
  *                     is brought up to date at open (upgrade.c)
  *     "rd:" name      |read name\0|…|                  the relations its functions were seen
  *                     to read (other:get(k) in a mapper: evolve_reads.h)
+ *     "eg:" name      |u64 n|                          when its rows last changed wholesale:
+ *                     declared new or again, or marked changed at declaration
+ *                     (rebuilt, rewritten, over a changed input: evolve.h);
+ *                     n is unique in the state ("egn"). An attach of it in
+ *                     another state reads it (rn_attach_identity)
+ *     "egn"           |u64 n|                          the last "eg:" n given
  *     "jp:" stream "\x1f" subject  |u64 seq|           a JetStream source's position:
  *                     the last stream sequence applied, written in the
  *                     group that applied it (js_source.c)
@@ -117,6 +123,8 @@
 #define RN_META_FORMAT    "fmt"     /* |u32 format|: the state's format (upgrade.c) */
 #define RN_STATE_FORMAT   1         /* the format this build writes (upgrade.c says what each changed) */
 #define RN_META_READS     "rd:"     /* the relations a derived relation's functions read: |name\0|…| (evolve_reads.h) */
+#define RN_META_CHANGED_AT "eg:"    /* when a relation's rows last changed wholesale: |u64 n| (evolve.c) */
+#define RN_META_CHANGED_N "egn"     /* the last n given to one: |u64 n| */
 #define RN_META_CODE      "fn:"     /* a derived relation's functions: |u64 hash of their fingerprint| (evolve_code.h) */
 #define RN_SINK_JETSTREAM "jetstream:" /* "jetstream:" subject */
 #define RN_META_CHANGED   "ch:"     /* the last group that changed a relation: |u64 seq| */

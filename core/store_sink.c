@@ -717,6 +717,41 @@ static int store_get(rn_attached *a, MDB_txn *txn, const char *key, size_t klen,
   return rc == RN_LONGKEY_FULL ? MDB_NOTFOUND : rc;
 }
 
+/* Appends meta prefix name's value (nothing when absent) after its length. */
+static int identity_part(const rn_attached *a, MDB_txn *txn, const char *prefix, msgpack_sbuffer *out, rn_err *e)
+{
+  char key[RN_NAME_MAX + 8];
+  MDB_val k = { (size_t)snprintf(key, sizeof key, "%s%s", prefix, a->name), key }, v = { 0, NULL };
+  int rc = mdb_get(txn, a->meta, &k, &v);
+  if (rc && rc != MDB_NOTFOUND) return rn_err_set(e, rn_store_read_code(rc), "attach %s: %s", a->name, mdb_strerror(rc));
+  char len[24];
+  if (rn_buf_write(out, len, (size_t)snprintf(len, sizeof len, "|%zu:", rc ? (size_t)0 : v.mv_size)) ||
+      (!rc && rn_buf_write(out, v.mv_data, v.mv_size)))
+    return rn_err_set(e, RN_ENOMEM, "out of memory");
+  return 0;
+}
+
+int rn_attach_identity(rn_attached *a, msgpack_sbuffer *out, rn_err *e)
+{
+  MDB_txn *txn;
+  int rc = owner_flushed(a, e);
+  if (rc) return rc;
+  rc = mdb_txn_begin(a->shared, NULL, MDB_RDONLY, &txn);
+  if (rc) return rn_err_set(e, rn_store_read_code(rc), "attach %s: %s", a->name, mdb_strerror(rc));
+  if (!(rc = still_attached(a, txn, e))) {
+    char len[24];
+    if (rn_buf_write(out, a->record_key, a->record_klen) ||
+        rn_buf_write(out, len, (size_t)snprintf(len, sizeof len, "|%zu:", a->record.mv_size)) ||
+        rn_buf_write(out, a->record.mv_data, a->record.mv_size))
+      rc = rn_err_set(e, RN_ENOMEM, "out of memory");
+    if (!rc) rc = identity_part(a, txn, RN_META_AGG_DECL, out, e);
+    if (!rc) rc = identity_part(a, txn, RN_META_CODE, out, e);
+    if (!rc) rc = identity_part(a, txn, RN_META_CHANGED_AT, out, e); /* rebuilt since, for whatever reason */
+  }
+  mdb_txn_abort(txn);
+  return rc;
+}
+
 int rn_attach_get(rn_attached *a, const char *key, size_t klen, msgpack_sbuffer *row, int *found, rn_err *e)
 {
   MDB_txn *txn;

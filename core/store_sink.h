@@ -32,6 +32,13 @@ int rn_attach_get(rn_attached *a, const char *key, size_t klen, msgpack_sbuffer 
  * state, never part of one. */
 int rn_attach_rows(rn_attached *a, int (*fn)(void *ctx, const char *row, size_t len), void *ctx, rn_err *e);
 void rn_attach_close(rn_attached *a);
+/* What identifies what a reads, now, appended to out: its catalogue
+ * record ("r:" or "S:" name: kind and columns), its declaration record
+ * ("d:"), its functions' fingerprint ("fn:") and when its rows last changed
+ * wholesale ("eg:": made, rebuilt, over a changed input), in one read
+ * transaction. Another relation, the same declared again otherwise, or
+ * rebuilt since, gives other bytes; its rows' own changes do not count. */
+int rn_attach_identity(rn_attached *a, msgpack_sbuffer *out, rn_err *e);
 
 /* An index relation (index.h) attached by its name, when no store has it:
  * rn_attach_rows walks it in index order, and rn_attach_index walks the

@@ -238,6 +238,7 @@ int rn_lua_declare_aggregate(lua_State *L)
 int rn_lua_aggregate_late(lua_State *L)
 {
   lrel *r = rn_lua_checkrel(L, 1);
+  rn_lua_note_read(L, r->lp, r->rel);
   lua_pushinteger(L, r->rel->kind == RN_REL_AGGREGATE ? (lua_Integer)rn_aggregate_late(r->rel) : 0);
   return 1;
 }

@@ -132,7 +132,8 @@ int rn_lua_protect_on(lpipe *lp, lua_State *L, int nargs, rn_lua_body body, void
  * raising (or hand them to rn_lua_protect_on). An error is turned into e
  * as rn_lua_protect does (the message popped); lp->L is restored. */
 int rn_lua_pcall(lpipe *lp, lua_State *L, int nargs, int nresults, const char *rel, const char *what, rn_err *e);
-/* rel is read (get, id_of, count, rows, scan): from inside a relation's
+/* rel is read (get, id_of, count, rows, scan, schema, changes, late; an
+ * index's range, count and rank; a top's count): from inside a relation's
  * function, the core notes it as that relation's dependency
  * (evolve_reads.h). Raises on failure. */
 void rn_lua_note_read(lua_State *L, lpipe *lp, const rn_rel *rel);

@@ -216,6 +216,77 @@ static lattached *check_attached(lua_State *L)
   return la;
 }
 
+/* check_attached for a read of its rows (get, rows, count, range, rank).
+ *
+ * Reads of attached states as dependencies (evolve_reads.h): an attach of
+ * the state of the pipeline whose function runs now (runnel.attach(path)
+ * of its own path, read from inside its mapper, joiner, filter …) reads
+ * that pipeline's relation of the same name: the read is noted as
+ * other:get's is, and the reader is rebuilt when that relation changes.
+ * An attach of another state cannot be a dependency of that kind: its
+ * relation evolves when its own pipeline declares it, which rebuilds
+ * nothing here, and its rows change as that pipeline runs, unobserved (as
+ * a lookup's source). What can be seen is taken at the reader's
+ * declaration instead: an attach a function holds (an upvalue, or one of
+ * a local helper function's) counts in the function's fingerprint by its
+ * state's real path, its name and what identifies what it reads
+ * (rn_attach_identity: kind and columns, declaration, functions, its last
+ * rebuild), so attaching another relation or state, or the same relation
+ * declared again otherwise or rebuilt there since (over an input that
+ * changed, say), rebuilds the reader at its next declaration ("its
+ * function changed"). Not seen: an attach held in a table, a global or
+ * made inside the function; the attached rows' own changes; what the
+ * other pipeline changes while ours runs (seen at our next declaration);
+ * a store of our own state (not a relation: nothing is noted for one). */
+static lattached *read_attached(lua_State *L)
+{
+  lattached *la = check_attached(L);
+  if (lua_getiuservalue(L, 1, 1) == LUA_TUSERDATA) { /* the pipeline of this process that has its state open */
+    lpipe *lp = luaL_testudata(L, -1, RN_PIPELINE_MT);
+    rn_rel *rel = lp && lp->p && lp->fn_rel && strcmp(rn_attach_kind(la->a), "store") != 0 ? rn_find(lp->p, la->name)
+                                                                                          : NULL;
+    if (rel) rn_lua_note_read(L, lp, rel);
+  }
+  lua_pop(L, 1);
+  return la;
+}
+
+/* core._attached_identity(v, p) -> what identifies attach v now (its
+ * state's real path, its name, rn_attach_identity's bytes; only the first
+ * two for an attach of p's own state, whose reads are noted), or nil when
+ * v is not an attach: runnel.lua's function fingerprint (read_attached). */
+static int l_attached_identity(lua_State *L)
+{
+  lattached *la = luaL_testudata(L, 1, RN_ATTACHED_MT);
+  if (!la) return 0;
+  bool own = lua_getiuservalue(L, 1, 1) == LUA_TUSERDATA && lua_rawequal(L, -1, 2);
+  lua_settop(L, 1);
+  char real[PATH_MAX];
+  luaL_Buffer b;
+  luaL_buffinit(L, &b);
+  luaL_addstring(&b, la->path && realpath(la->path, real) ? real : la->path ? la->path : "");
+  luaL_addchar(&b, '\x1f');
+  luaL_addstring(&b, la->name ? la->name : "");
+  luaL_addchar(&b, '\x1f');
+  if (own || !la->a) {
+    luaL_addstring(&b, own ? "own" : "closed");
+    luaL_pushresult(&b);
+    return 1;
+  }
+  rn_lua_not_in_finalizer(L);
+  msgpack_sbuffer id;
+  msgpack_sbuffer_init(&id);
+  rn_err e = { .code = RN_OK };
+  if (rn_attach_identity(la->a, &id, &e)) {
+    msgpack_sbuffer_destroy(&id);
+    return rn_lua_error(L, "%s", e.msg);
+  }
+  luaL_addlstring(&b, id.data ? id.data : "", id.size);
+  msgpack_sbuffer_destroy(&id);
+  luaL_pushresult(&b);
+  return 1;
+}
+
 static int l_attach(lua_State *L)
 {
   const char *path = rn_lua_checkname(L, 1, "attach"), *name = rn_lua_checkname(L, 2, "attach");
@@ -268,7 +339,7 @@ static void check_key_names(lua_State *L, int at, const lattached *la, const rn_
 /* att:get(key) -> row | nil, in one read transaction */
 static int l_attached_get(lua_State *L)
 {
-  lattached *la = check_attached(L);
+  lattached *la = read_attached(L);
   const rn_schema *s = rn_attach_schema(la->a);
   if (lua_istable(L, 2)) check_key_names(L, 2, la, s);
   msgpack_sbuffer k, row;
@@ -378,7 +449,7 @@ static int rows_next(lua_State *L)
  * iterator (for row, id in att:rows() do, as rel:rows(); id 0 for a store's rows). */
 static int l_attached_rows(lua_State *L)
 {
-  lattached *la = check_attached(L);
+  lattached *la = read_attached(L);
   rows_ctx r = { L, la, 0 };
   rn_err e = { .code = RN_OK };
   lua_newtable(L); /* the ids */
@@ -427,7 +498,7 @@ static int l_attached_index_count(lua_State *L);
  * the rows between its bounds (att:count{ from =, to = }). */
 static int l_attached_count(lua_State *L)
 {
-  lattached *la = check_attached(L);
+  lattached *la = read_attached(L);
   if (rn_attach_is_index(la->a)) return l_attached_index_count(L);
   rn_err e = { .code = RN_OK };
   lua_Integer n = 0;
@@ -514,7 +585,7 @@ static int next_row(lua_State *L)
 /* att:range{ from =, to =, offset =, limit = } -> iterator of rows in index order */
 static int l_attached_range(lua_State *L)
 {
-  lattached *la = check_attached(L);
+  lattached *la = read_attached(L);
   spread_opts(L, "range");
   lua_Integer offset = luaL_optinteger(L, 4, 0), limit = luaL_optinteger(L, 5, 0);
   if (offset < 0 || limit < 0) return rn_lua_error(L, "attach %s: range: offset and limit must not be negative", la->name);
@@ -528,7 +599,7 @@ static int l_attached_range(lua_State *L)
 /* att:count{ from =, to = } -> the rows between */
 static int l_attached_index_count(lua_State *L)
 {
-  lattached *la = check_attached(L);
+  lattached *la = read_attached(L);
   spread_opts(L, "count");
   rn_index_walk w = { 0 };
   lua_pushinteger(L, (lua_Integer)attached_walk(L, la, &w, false, false));
@@ -538,7 +609,7 @@ static int l_attached_index_count(lua_State *L)
 /* att:rank(values) -> 1 + the rows before values */
 static int l_attached_rank(lua_State *L)
 {
-  lattached *la = check_attached(L);
+  lattached *la = read_attached(L);
   rn_index_walk w = { .before = true };
   lua_settop(L, 2);
   lua_pushinteger(L, (lua_Integer)attached_walk(L, la, &w, false, true) + 1);
@@ -590,7 +661,8 @@ void rn_lua_lookup_open(lua_State *L, int methods, int module)
   static const luaL_Reg lookup_methods[] = {
     { "_lookup", l_lookup }, { "_store_sink", l_store_sink }, { NULL, NULL }
   };
-  static const luaL_Reg module_funcs[] = { { "attach", l_attach }, { NULL, NULL } };
+  static const luaL_Reg module_funcs[] = { { "attach", l_attach }, { "_attached_identity", l_attached_identity },
+                                           { NULL, NULL } };
   static const luaL_Reg attached_methods[] = {
     { "get", l_attached_get }, { "_source", l_attached_source }, { "rows", l_attached_rows },
     { "count", l_attached_count }, { "columns", l_attached_columns }, { "close", l_attached_close_method },

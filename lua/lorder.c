@@ -66,11 +66,13 @@ int rn_lua_declare_index(lua_State *L)
   return rn_lua_declared(L, lp, rc, rel);
 }
 
-/* The index relation at 1. */
+/* The index relation at 1, whose read (range, count, rank) is noted when
+ * a relation's function makes it (rn_lua_note_read). */
 static lrel *check_index(lua_State *L)
 {
   lrel *r = rn_lua_checkrel(L, 1);
   if (r->rel->kind != RN_REL_INDEX) rn_lua_error(L, "%s: not an index (rel:index{})", r->rel->name);
+  rn_lua_note_read(L, r->lp, r->rel);
   return r;
 }
 
@@ -161,6 +163,7 @@ int rn_lua_ordered_count(lua_State *L)
   lrel *r = rn_lua_checkrel(L, 1);
   if (r->rel->kind != RN_REL_INDEX && r->rel->kind != RN_REL_TOP)
     return rn_lua_error(L, "%s: count: only tables hold rows to count", r->rel->name);
+  rn_lua_note_read(L, r->lp, r->rel);
   lua_pushinteger(L, (lua_Integer)r->rel->count);
   return 1;
 }

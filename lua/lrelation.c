@@ -145,6 +145,7 @@ static void push_columns(lua_State *L, const rn_schema *s)
 static int l_schema(lua_State *L)
 {
   lrel *r = rn_lua_checkrel(L, 1);
+  rn_lua_note_read(L, r->lp, r->rel); /* its declaration: what evolution changes */
   const rn_schema *s = r->rel->schema;
   lua_createtable(L, 0, 5);
   lua_pushstring(L, rn_relkind_name(r->rel->kind));
@@ -284,6 +285,7 @@ static int l_scan(lua_State *L)
 static int l_changes(lua_State *L)
 {
   lrel *r = rn_lua_checkrel(L, 1);
+  rn_lua_note_read(L, r->lp, r->rel); /* a rebuild's changes count too */
   lua_createtable(L, 0, 3);
   static const char *const names[] = { "inserts", "updates", "deletes" };
   for (int i = 0; i < 3; i++) {

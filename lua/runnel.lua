@@ -212,10 +212,13 @@ end
 -- without debug information (string.dump(fn, true) less its lines: the
 -- same function elsewhere or under another name is the same), then each upvalue it
 -- reads: a number, string, boolean or nil by value, a Lua function by its
--- own fingerprint (a local helper), anything else (a table, userdata, a C
--- function) by its type only: a change inside a table it reads, or in a
--- global (_ENV), is not seen.
-local function fingerprint(fn, depth)
+-- own fingerprint (a local helper), a runnel.attach(…) by the state's real
+-- path, the name and what identifies the relation it reads now (another one
+-- attached, the same declared again otherwise or rebuilt since, is another
+-- function; of p's own state, by path and name: its reads are noted),
+-- anything else (a table, userdata, a C function) by its type only: a
+-- change inside a table it reads, or in a global (_ENV), is not seen.
+local function fingerprint(fn, depth, p)
   local ok, code = pcall(string.dump, fn, true)
   if not ok then return "C function" end
   code = without_lines(code)
@@ -228,7 +231,11 @@ local function fingerprint(fn, depth)
     if kind == "integer" or kind == "boolean" then shown = tostring(value)
     elseif kind == "float" then shown = ("%a"):format(value)
     elseif kind == "string" then shown = #value .. ":" .. value
-    elseif kind == "function" and depth < 4 then shown = fingerprint(value, depth + 1) end
+    elseif kind == "function" and depth < 4 then shown = fingerprint(value, depth + 1, p)
+    elseif kind == "userdata" then
+      local id = core._attached_identity(value, p) -- an attach: what it reads (lua/llookup.c, read_attached)
+      if id then kind, shown = "attached", id end
+    end
     parts[#parts + 1] = ("|%s %d:%s"):format(kind, #shown, shown)
   end
   return table.concat(parts)
@@ -241,7 +248,7 @@ local function record_code(p, name, ...)
   local parts = {}
   for i = 1, select("#", ...) do
     local fn = select(i, ...)
-    parts[i] = type(fn) == "function" and fingerprint(fn, 0) or "-"
+    parts[i] = type(fn) == "function" and fingerprint(fn, 0, p) or "-"
   end
   local ok, err = p:_code(name, table.concat(parts, "\0"))
   if not ok then raise(err) end

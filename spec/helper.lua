@@ -160,6 +160,24 @@ function H.outbox_rows(n)
   return table.concat(out)
 end
 
+--- Every change a sink of rel receives as one line, "VERB id new <- old",
+--- each row its columns' values in order (tostring), for comparing logs.
+function H.line_log(rel)
+  local log = {}
+  rel:sink(function(verb, row, old, info)
+    local parts = {}
+    for _, r in ipairs{ row or false, old or false } do
+      if r then
+        local cols = {}
+        for _, c in ipairs(rel:schema().columns) do cols[#cols + 1] = tostring(r[c.name]) end
+        parts[#parts + 1] = table.concat(cols, ",")
+      end
+    end
+    log[#log + 1] = verb .. " " .. info.id .. " " .. table.concat(parts, " <- ")
+  end)
+  return log
+end
+
 H.runnel_bin = os.getenv("RUNNEL_BIN") or "build/runnel"
 H.root = (H.sh("pwd"):gsub("\n$", "")) -- specs run from the repository's root
 

@@ -3,6 +3,7 @@
 -- when that is exactly the mapper's key; any other mapper is called.
 -- DESIGN §6 (mapper), runnel/joiner.lua.
 local runnel = require "runnel"
+local H = require "helper"
 
 -- How many times fn is called from now until stop() (a call hook).
 local function count_calls(fn)
@@ -16,21 +17,7 @@ local function count_calls(fn)
   end
 end
 
-local function log_of(rel)
-  local log = {}
-  rel:sink(function(verb, row, old, info)
-    local parts = {}
-    for _, r in ipairs{ row or false, old or false } do
-      if r then
-        local cols = {}
-        for _, c in ipairs(rel:schema().columns) do cols[#cols + 1] = tostring(r[c.name]) end
-        parts[#parts + 1] = table.concat(cols, ",")
-      end
-    end
-    log[#log + 1] = verb .. " " .. info.id .. " " .. table.concat(parts, " <- ")
-  end)
-  return log
-end
+local log_of = H.line_log
 
 local function rows_of(rel)
   local rows = {}

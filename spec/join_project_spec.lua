@@ -11,21 +11,7 @@ local function tables(p)
   return teams, players
 end
 
-local function log_of(rel)
-  local log = {}
-  rel:sink(function(verb, row, old, info)
-    local parts = {}
-    for _, r in ipairs{ row or false, old or false } do
-      if r then
-        local cols = {}
-        for _, c in ipairs(rel:schema().columns) do cols[#cols + 1] = tostring(r[c.name]) end
-        parts[#parts + 1] = table.concat(cols, ",")
-      end
-    end
-    log[#log + 1] = verb .. " " .. info.id .. " " .. table.concat(parts, " <- ")
-  end)
-  return log
-end
+local log_of = H.line_log
 
 describe("a joiner of column references", function()
   it("takes its columns from the columns it names, in their order, keyed like the join", function()

@@ -69,6 +69,8 @@ typedef struct rn_join {
   struct rn_join_longfks *longfks; /* a rebuild's long right keys by their index part
                              (join_scan.c), or NULL; owned while the rebuild reads */
   bool longfk_unread;     /* a scan by index part met a long one it could not read back */
+  bool longfk_lazy;       /* a reader of the state (join_read.c): longfks is built in its read
+                             transaction when a scan first meets a long key, and freed after it */
 } rn_join;
 
 /* A right key, encoded, with its fk part as the index uses it. */
@@ -191,6 +193,8 @@ int rn_join_scan_txn(rn_join *j, MDB_txn *txn, rn_scan_fn fn, void *ctx);
  * by their part, until rn_join_longfks_free. A part no right row holds is
  * a key without a right row (the result without a match). */
 int rn_join_longfks_build(rn_join *j);
+/* A reader builds them in its read transaction (j->reading) the first time
+ * a scan meets a long key (longfk_lazy). */
 void rn_join_longfks_free(rn_join *j);
 
 /* ---- join_project.c ---- */

@@ -95,6 +95,7 @@ struct rn_join_reader {
 void rn_join_reader_free(rn_join_reader *r)
 {
   if (!r) return;
+  rn_join_longfks_free(&r->j);
   free(r->j.on);
   free(r->j.proj);
   msgpack_sbuffer_destroy(&r->j.keybuf);
@@ -196,6 +197,7 @@ static int read_decl(rn_join_reader *r, const msgpack_object *d, rn_err *e)
   j->fns.joiner = f[7].via.boolean ? joiner_gone : NULL;
   j->keeps_results = j->lookup || j->fns.joiner;
   j->fk_of_index = !j->on;
+  j->longfk_lazy = !j->on && !j->lookup; /* a mapper's long keys, found among the right rows (join_scan.c) */
   r->right.kind = j->right_native ? RN_REL_TABLE : j->lookup ? RN_REL_LOOKUP : RN_REL_JOIN;
   if (!j->right_native && rs->nkey == 0) return rn_decl_malformed(e);
   return 0;
@@ -316,6 +318,7 @@ int rn_join_reader_each(rn_join_reader *r, MDB_txn *txn, MDB_dbi meta, rn_scan_f
   if (rc) return rc;
   rn_err_clear(&r->p.err);
   rc = rn_join_scan_txn(&r->j, txn, fn, ctx);
+  rn_join_longfks_free(&r->j); /* the right rows of this read transaction */
   msgpack_zone_clear(&r->p.scratch);
   if (rc && r->p.err.code) {
     *e = r->p.err;

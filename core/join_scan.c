@@ -65,7 +65,10 @@ static int longfk_add(rn_join *j, const char *row, size_t len)
 static int longfk_row(void *ctx, uint64_t id, const char *row, size_t len)
 {
   (void)id;
-  return longfk_add(ctx, row, len);
+  rn_join *j = ctx;
+  int rc = longfk_add(j, row, len);
+  if (j->longfk_lazy) msgpack_zone_clear(zone_of(j)); /* its own zone while it builds (longfks_read) */
+  return rc;
 }
 
 int rn_join_longfks_build(rn_join *j)
@@ -76,13 +79,15 @@ int rn_join_longfks_build(rn_join *j)
   msgpack_sbuffer_init(&m->encs);
   j->longfks = m;
   int rc = 0;
-  if (j->right_native) {
+  if (j->right_native && j->longfk_lazy) {
+    rc = rn_table_scan_txn(j->right, txn_of(j), longfk_row, j); /* a reader's: in its read transaction */
+  } else if (j->right_native) {
     rc = rn_rel_scan(j->right, longfk_row, j); /* the rows its results were made with */
   } else { /* its copy of the right side: what it joined with, though the right side was rebuilt since */
     MDB_cursor *cur = scan_cursor(j->out, txn_of(j), j->right_dbi, &rc);
     MDB_val k, v;
     int mrc = rc ? MDB_NOTFOUND : mdb_cursor_get(cur, &k, &v, MDB_FIRST);
-    for (; !rc && mrc == 0; mrc = mdb_cursor_get(cur, &k, &v, MDB_NEXT)) rc = longfk_add(j, v.mv_data, v.mv_size);
+    for (; !rc && mrc == 0; mrc = mdb_cursor_get(cur, &k, &v, MDB_NEXT)) rc = longfk_row(j, 0, v.mv_data, v.mv_size);
     if (!rc && mrc != MDB_NOTFOUND) rc = rn_store_fail(err_of(j), mrc, j->out->name);
     if (cur) mdb_cursor_close(cur);
   }
@@ -100,11 +105,27 @@ void rn_join_longfks_free(rn_join *j)
   j->longfks = NULL;
 }
 
+/* A reader's long keys (longfk_lazy), built in the middle of a scan: the
+ * right rows' keys are made in a zone of their own, so the scan's scratch
+ * keeps what its row holds there. */
+static int longfks_read(rn_join *j)
+{
+  msgpack_zone own, *z = zone_of(j);
+  if (!rn_zone_init(&own, 1024)) return nomem(j);
+  msgpack_zone kept = *z; /* a zone holds no pointer to itself */
+  *z = own;
+  int rc = rn_join_longfks_build(j);
+  own = *z;
+  *z = kept;
+  rn_zone_destroy(&own);
+  return rc;
+}
+
 /* The right key an index entry k is filed under (join.h's fk part): a
  * reader's, for a join whose mapper it cannot call. A long key's part is
  * hashed: then on slots recompute it, and a mapper's is found among the
- * right rows' keys when a rebuild kept them (rn_join_longfks_build), else
- * cannot be read (longfk_unread). */
+ * right rows' keys when a rebuild kept them (rn_join_longfks_build) or a
+ * reader finds them (longfks_read), else cannot be read (longfk_unread). */
 static int index_fk(rn_join *j, const MDB_val *k, side *l, fk *f)
 {
   size_t part_len = k->mv_size - 8;
@@ -116,6 +137,8 @@ static int index_fk(rn_join *j, const MDB_val *k, side *l, fk *f)
   }
   if (part_len == RN_JOIN_FK_INLINE + 8) { /* the first RN_JOIN_FK_INLINE bytes and a hash */
     if (j->on) return rn_join_left_fk(j, l, f);
+    int rc = !j->longfks && j->longfk_lazy ? longfks_read(j) : 0;
+    if (rc) return rc;
     if (j->longfks) {
       longfk want;
       memcpy(want.part, part, sizeof want.part);

@@ -342,6 +342,10 @@ int rn_table_get(rn_rel *t, msgpack_object *vals, uint8_t *given, int *found,
  * when absent. */
 int rn_table_row_by_key(rn_rel *t, MDB_txn *txn, const char *key, size_t klen,
                         uint64_t *id, const char **row, size_t *len);
+/* Calls fn for each live row, in key order, read in txn straight from LMDB
+ * (a reader's read transaction: no group's write buffer to see). */
+int rn_table_scan_txn(rn_rel *t, MDB_txn *txn, int (*fn)(void *ctx, uint64_t id, const char *row, size_t len),
+                      void *ctx);
 
 /* Iteration over a table's live rows in key order (id order when keyless).
  * Destructor: rn_table_cursor_close; valid only while no group opens or closes

@@ -588,6 +588,27 @@ int rn_table_row_by_key(rn_rel *t, MDB_txn *txn, const char *key, size_t klen,
   return rc;
 }
 
+int rn_table_scan_txn(rn_rel *t, MDB_txn *txn, rn_scan_fn fn, void *ctx)
+{
+  MDB_cursor *cur;
+  int rc = mdb_cursor_open(txn, t->rows_dbi, &cur);
+  if (rc) return rn_store_fail(&t->p->err, rc, t->name);
+  MDB_val k, v;
+  int mrc = mdb_cursor_get(cur, &k, &v, MDB_FIRST);
+  for (; !rc && mrc == 0; mrc = mdb_cursor_get(cur, &k, &v, MDB_NEXT)) {
+    if (!t->schema->nkey) {
+      rc = fn(ctx, rn_be64_get(k.mv_data), v.mv_data, v.mv_size);
+      continue;
+    }
+    located l;
+    parse_value(&v, &l);
+    if (l.live) rc = fn(ctx, l.id, l.row, l.row_len);
+  }
+  if (!rc && mrc != MDB_NOTFOUND) rc = rn_store_fail(&t->p->err, mrc, t->name);
+  mdb_cursor_close(cur);
+  return rc;
+}
+
 /* ---- cursors ---- */
 
 struct rn_table_cursor {

@@ -683,7 +683,7 @@ static int subscribe_durable(rn_pipeline *p, rn_rel *rel, const char *name, rn_c
   sprintf(label, "durable subscriber %s", name); /* as the host named it, not its key in the state */
   rn_outbox_mark m;
   rc = rn_outbox_sink_check(p, rel, key); /* before the mark's read, whose flush a callback is refused */
-  if (!rc) rc = rn_outbox_mark_read(p, key, &m);
+  if (!rc) rc = rn_outbox_mark_read(p, key, label, &m);
   static const rn_outbox_ops ops = { csub_change, NULL, NULL, NULL, NULL, NULL, NULL, NULL };
   if (rc) free_csub(s);
   else rc = rn_outbox_sink_add(p, rel, key, label, false, &ops, s, free_csub, m.found ? m.delivered : p->seq,

@@ -375,7 +375,7 @@ RN_API int rn_jetstream_sink(rn_pipeline *p, rn_rel *rel, const rn_js_sink_opts 
   rn_outbox_mark m = { 0 };
   if (!rc) {
     sprintf(name, RN_SINK_JETSTREAM "%s", o->subject);
-    rc = rn_outbox_mark_read(p, name, &m);
+    rc = rn_outbox_mark_read(p, name, NULL, &m);
   }
   if (rc) {
     free(name);

@@ -764,7 +764,7 @@ int rn_ndjson_sink_path(rn_pipeline *p, rn_rel *rel, const char *path, const cha
     rc = rn_outbox_sink_check(p, rel, name); /* before the file is cut: it may be a live sink's */
   }
   if (!rc) rc = lock_file(p, rel, fd, path);
-  if (!rc) rc = rn_outbox_mark_read(p, name, &m);
+  if (!rc) rc = rn_outbox_mark_read(p, name, NULL, &m);
   if (!rc) rc = place_sink(p, rel, s, &m, (uint64_t)st.st_size);
   if (rc) {
     free(name);

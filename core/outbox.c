@@ -79,6 +79,7 @@
  *     recorded mark come again, (info.seq, info.n) naming each one. */
 #include "outbox.h"
 
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -169,9 +170,31 @@ static char *mark_key(const char *name, size_t *len)
 
 /* ---- the record of a sink (3, 5) ---- */
 
-int rn_outbox_mark_read(rn_pipeline *p, const char *name, rn_outbox_mark *m)
+/* The sink a key in the state stands for, as its user knows it: the label
+ * its declaration gives rn_outbox_sink_add ("sink:" name is a Lua sink's
+ * or a subscriber's: "durable sink name"). */
+static void key_label(const char *key, char *out, size_t n)
+{
+  const char *at;
+  if (!strncmp(key, RN_SINK_NAMED, RN_PREFIX_LEN(RN_SINK_NAMED))) {
+    snprintf(out, n, "durable sink %s", key + RN_PREFIX_LEN(RN_SINK_NAMED));
+  } else if (!strncmp(key, RN_SINK_NDJSON, RN_PREFIX_LEN(RN_SINK_NDJSON))) {
+    snprintf(out, n, "durable sink to %s", key + RN_PREFIX_LEN(RN_SINK_NDJSON));
+  } else if (!strncmp(key, RN_SINK_SQLITE, RN_PREFIX_LEN(RN_SINK_SQLITE)) && (at = strchr(key, '\x1f'))) {
+    const char *path = key + RN_PREFIX_LEN(RN_SINK_SQLITE);
+    snprintf(out, n, "durable sink to table \"%s\" in %.*s", at + 1, (int)(at - path), path);
+  } else if (!strncmp(key, RN_SINK_JETSTREAM, RN_PREFIX_LEN(RN_SINK_JETSTREAM))) {
+    snprintf(out, n, "durable sink to JetStream subject %s", key + RN_PREFIX_LEN(RN_SINK_JETSTREAM));
+  } else {
+    snprintf(out, n, "durable sink %s", key);
+  }
+}
+
+int rn_outbox_mark_read(rn_pipeline *p, const char *name, const char *label, rn_outbox_mark *m)
 {
   memset(m, 0, sizeof *m);
+  char derived[2 * PATH_MAX];
+  if (!label) key_label(name, derived, sizeof derived), label = derived;
   int rc = rn_flush(p);
   if (rc) return rc;
   size_t klen;
@@ -180,7 +203,7 @@ int rn_outbox_mark_read(rn_pipeline *p, const char *name, rn_outbox_mark *m)
   MDB_txn *txn;
   if ((rc = rn_store_txn(p->store.env, MDB_RDONLY, &txn))) {
     free(key);
-    return rn_store_fail(&p->err, rc, name);
+    return rn_store_fail(&p->err, rc, label);
   }
   MDB_val k = { klen, key }, v;
   rc = mdb_get(txn, p->store.meta, &k, &v);
@@ -190,10 +213,10 @@ int rn_outbox_mark_read(rn_pipeline *p, const char *name, rn_outbox_mark *m)
     *m = (rn_outbox_mark){ true, r[0], r[1], r[2] };
   }
   if (rc == 0 && v.mv_size != 24) /* read as absent, its waiting groups would vanish */
-    rc = rn_err_set(&p->err, RN_ESTORE, "state damaged: %s: the mark of durable sink %s is %zu bytes, not 24",
-                    p->store.path, name, v.mv_size);
+    rc = rn_err_set(&p->err, RN_ESTORE, "state damaged: %s: the mark of %s is %zu bytes, not 24",
+                    p->store.path, label, v.mv_size);
   else if (rc && rc != MDB_NOTFOUND)
-    rc = rn_store_fail(&p->err, rc, name);
+    rc = rn_store_fail(&p->err, rc, label);
   else
     rc = 0;
   mdb_txn_abort(txn);
@@ -209,20 +232,20 @@ static int write_mark(rn_pipeline *p, rn_outbox *ob, obsink *s, MDB_txn *txn, ui
   if (s->delivered > s->marked && s->ops.sync && !p->carry && (rc = s->ops.sync(s->ctx, &p->err))) return rc;
   uint64_t r[3] = { seen, s->delivered, s->position };
   MDB_val k = { s->mklen, s->mkey }, v = { sizeof r, r };
-  if ((rc = mdb_put(txn, p->store.meta, &k, &v, 0))) return rn_store_fail(&p->err, rc, s->name);
+  if ((rc = mdb_put(txn, p->store.meta, &k, &v, 0))) return rn_store_fail(&p->err, rc, s->label);
   if (s->delivered > s->marked) {
     MDB_cursor *cur;
     char from[16];
     put_be64(from, s->tag);
     put_be64(from + 8, s->marked + 1);
     MDB_val ck = { 16, from }, cv;
-    if ((rc = mdb_cursor_open(txn, ob->dbi, &cur))) return rn_store_fail(&p->err, rc, s->name);
+    if ((rc = mdb_cursor_open(txn, ob->dbi, &cur))) return rn_store_fail(&p->err, rc, s->label);
     for (rc = mdb_cursor_get(cur, &ck, &cv, MDB_SET_RANGE); rc == 0; rc = mdb_cursor_get(cur, &ck, &cv, MDB_NEXT)) {
       if (ck.mv_size != 16 || get_be64(ck.mv_data) != s->tag || get_be64((char *)ck.mv_data + 8) > s->delivered) break;
       if ((rc = mdb_cursor_del(cur, 0))) break;
     }
     mdb_cursor_close(cur);
-    if (rc && rc != MDB_NOTFOUND) return rn_store_fail(&p->err, rc, s->name);
+    if (rc && rc != MDB_NOTFOUND) return rn_store_fail(&p->err, rc, s->label);
   }
   s->marking = s->delivered;
   s->position_marking = s->position;
@@ -288,7 +311,7 @@ static int put_entry(rn_pipeline *p, rn_outbox *ob, obsink *s, uint64_t seq, con
   put_be64(key + 8, seq);
   MDB_val k = { 16, key }, v = { len, (void *)data };
   int rc = mdb_put(p->store.wtxn, ob->dbi, &k, &v, 0);
-  return rc ? rn_store_fail(&p->err, rc, s->name) : 0;
+  return rc ? rn_store_fail(&p->err, rc, s->label) : 0;
 }
 
 /* Drops the uncommitted entries of the groups after `after` (0: all). */
@@ -477,7 +500,7 @@ static bool stage_sink(rn_pipeline *p, rn_outbox *ob, obsink *s)
   if (!rc && (rc = mdb_cursor_open(txn, ob->dbi, &cur))) mdb_txn_abort(txn);
   if (rc) {
     rn_err e;
-    rn_store_fail(&e, rc, s->name);
+    rn_store_fail(&e, rc, s->label);
     delivery_failed(ob, &e);
     return true;
   }
@@ -712,14 +735,14 @@ static int check_waiting(rn_pipeline *p, rn_outbox *ob, obsink *s, MDB_txn *txn)
   if (!st.seq) return 0;
   if (st.col >= 0)
     return rn_err_set(&p->err, RN_EINVAL,
-                      "%s: durable sink %s: group %llu waits for it with null in column \"%s\", now not null; "
+                      "%s: %s: group %llu waits for it with null in column \"%s\", now not null; "
                       "declare the column null = true to deliver the waiting groups, or give the sink a new name",
-                      s->rel->name, s->name, (unsigned long long)st.seq, s->rel->schema->cols[st.col].name);
+                      s->rel->name, s->label, (unsigned long long)st.seq, s->rel->schema->cols[st.col].name);
   return rn_err_set(&p->err, RN_EINVAL,
-                    "%s: durable sink %s: group %llu waits for it, recorded for another relation or another "
+                    "%s: %s: group %llu waits for it, recorded for another relation or another "
                     "declaration of %s; its rows would be read wrong: declare the sink as it was to deliver "
                     "the waiting groups, or give it a new name",
-                    s->rel->name, s->name, (unsigned long long)st.seq, s->rel->name);
+                    s->rel->name, s->label, (unsigned long long)st.seq, s->rel->name);
 }
 
 /* The last group committed while s's name was declared (5), as its record
@@ -776,7 +799,7 @@ static int declare_record(rn_pipeline *p, rn_outbox *ob, obsink *s)
   int rc = rn_flush(p);
   if (rc) return rc;
   MDB_txn *txn;
-  if ((rc = mdb_txn_begin(p->store.env, NULL, 0, &txn))) return rn_store_fail(&p->err, rc, s->name);
+  if ((rc = mdb_txn_begin(p->store.env, NULL, 0, &txn))) return rn_store_fail(&p->err, rc, s->label);
   if (!ob->has_dbi) {
     rc = mdb_dbi_open(txn, RN_DB_OUTBOX, MDB_CREATE, &ob->dbi);
     if (!rc) rc = mdb_set_compare(txn, ob->dbi, rn_store_key_cmp);
@@ -787,7 +810,7 @@ static int declare_record(rn_pipeline *p, rn_outbox *ob, obsink *s)
   rc = check_waiting(p, ob, s, txn);
   if (!rc) rc = write_mark(p, ob, s, txn, p->seq);
   if (rc) { mdb_txn_abort(txn); return rc; }
-  if ((rc = mdb_txn_commit(txn))) return rn_store_fail(&p->err, rc, s->name);
+  if ((rc = mdb_txn_commit(txn))) return rn_store_fail(&p->err, rc, s->label);
   ob->has_dbi = true;
   mark_committed(s);
   return upto && s->delivered < upto ? note_missed(p, s, seen, upto) : 0;
@@ -813,7 +836,7 @@ int rn_outbox_sink_check(rn_pipeline *p, const rn_rel *rel, const char *name)
   uint64_t tag = name ? rn_hash64(name, strlen(name)) : 0;
   for (int i = 0; name && ob && i < ob->n; i++)
     if (ob->sinks[i]->name && (ob->sinks[i]->tag == tag || strcmp(ob->sinks[i]->name, name) == 0))
-      return rn_err_set(&p->err, RN_EINVAL, "%s: a durable sink named %s is already declared", rel->name, name);
+      return rn_err_set(&p->err, RN_EINVAL, "%s: %s is already declared", rel->name, ob->sinks[i]->label);
   return 0;
 }
 

@@ -43,15 +43,18 @@ typedef struct rn_outbox_mark {
                              changes of the first waiting group it acknowledged) */
 } rn_outbox_mark;
 
-/* Commits carried groups, then reads the record of name. */
-int rn_outbox_mark_read(rn_pipeline *p, const char *name, rn_outbox_mark *m);
+/* Commits carried groups, then reads the record of name. label: the sink
+ * as its user knows it, for its errors (NULL: made from name, as the
+ * sinks of runnel make their labels). */
+int rn_outbox_mark_read(rn_pipeline *p, const char *name, const char *label, rn_outbox_mark *m);
 
 /* Registers a durable sink of rel; takes ownership of ctx. name NULL: its
  * groups wait in memory, not in the state (a sink with nothing to resume,
  * such as an NDJSON sink on an open file). delivered/position: where the
  * sink is (the groups after delivered are delivered now). label: the
- * sink as its user knows it, for the note of the groups it missed
- * ("durable subscriber audit"; NULL: name). Errors: a name
+ * sink as its user knows it, for every message naming it (the note of
+ * the groups it missed, refusals, store failures: "durable subscriber
+ * audit"; NULL: name). Errors: a name
  * already used in this pipeline, inside a group. */
 int rn_outbox_sink_add(rn_pipeline *p, rn_rel *rel, const char *name, const char *label, bool consolidate,
                        const rn_outbox_ops *ops, void *ctx, rn_free_fn free_ctx,

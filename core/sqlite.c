@@ -1136,7 +1136,7 @@ static int check_marks(ssink *s, const char *name, rn_err *e)
 {
   rn_pipeline *p = s->p;
   rn_outbox_mark m;
-  int rc = rn_outbox_mark_read(p, name, &m); /* commits carried groups first */
+  int rc = rn_outbox_mark_read(p, name, NULL, &m); /* commits carried groups first */
   if (rc) return rc;
   bool table = s->rel->tablelike;
   /* In step: the outbox holds every group after SQLite's mark. A table

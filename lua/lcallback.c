@@ -741,7 +741,7 @@ static int add_durable_sink(lpipe *lp, rn_rel *rel, const char *name, bool conso
   sprintf(label, "durable sink %s", name); /* as the script named it, not its key in the state */
   rn_outbox_mark m;
   int rc = rn_outbox_sink_check(lp->p, rel, key); /* before the mark's read, whose flush a callback is refused */
-  if (!rc) rc = rn_outbox_mark_read(lp->p, key, &m);
+  if (!rc) rc = rn_outbox_mark_read(lp->p, key, label, &m);
   if (rc) free_cb(cb);
   else rc = rn_outbox_sink_add(lp->p, rel, key, label, consolidate, &ops, cb, free_cb, m.found ? m.delivered : lp->p->seq,
                                m.found ? m.position : 0); /* resumes mid-group (OUTBOX-9) */

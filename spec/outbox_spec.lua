@@ -167,10 +167,10 @@ describe("durable sinks", function()
     assert.matches("needs a name", H.error_of(t.sink, t, function() end, { durable = true }))
     assert.matches("name is for durable sinks", H.error_of(t.sink, t, function() end, { name = "x" }))
     t:sink(function() end, { durable = true, name = "x" })
-    assert.matches("a durable sink named sink:x is already declared",
+    assert.matches("t: durable sink x is already declared",
                    H.error_of(t.sink, t, { durable = true, name = "x", insert = function() end }))
     t:sink(runnel.ndjson(log))
-    assert.matches("a durable sink named ndjson:.*out.ndjson is already declared", H.error_of(t.sink, t, runnel.ndjson(log)))
+    assert.matches("t: durable sink to .*out.ndjson is already declared", H.error_of(t.sink, t, runnel.ndjson(log)))
     p:close()
   end)
 

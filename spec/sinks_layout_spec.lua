@@ -64,7 +64,7 @@ describe("a durable sink with groups waiting, its relation declared again", func
       t:update{ k = 1, a = "x" } -- group 2: the table holds no null any more
     end)
     local p, t, got, err = reopen({ {"k","int"}, {"a","string"}, key = "k" })
-    assert.matches('t: durable sink sink:d: group 1 waits for it with null in column "a", now not null', err, 1, true)
+    assert.matches('t: durable sink d: group 1 waits for it with null in column "a", now not null', err, 1, true)
     assert.same({}, got)
     -- declared as it was, it gets them
     p:close()

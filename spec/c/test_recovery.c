@@ -300,7 +300,7 @@ static void test_malformed_outbox_mark(void)
   CHECK(rn_pipeline_open(&opts, &p, NULL, 0) == 0);
   docs = declare_docs(p);
   CHECK(rn_subscribe_durable(p, docs, "refuser", refuse_event, NULL) == RN_ESTORE);
-  snprintf(want, sizeof want, "state damaged: %s: the mark of durable sink sink:refuser is 8 bytes, not 24", dir);
+  snprintf(want, sizeof want, "state damaged: %s: the mark of durable subscriber refuser is 8 bytes, not 24", dir);
   CHECK(strcmp(rn_errmsg(p), want) == 0);
   rn_pipeline_close(p);
   remove_state(dir);

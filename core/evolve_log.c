@@ -17,6 +17,11 @@
  * and cdc of it gets them through the normal path — durable sinks through
  * the outbox — in that group, under its seq. The group empties the
  * database (save_counters); a group rolled back leaves it for the next.
+ * A filter or map whose own function changed (derive.c, rn_derive_tell_old)
+ * keeps its changes the same way: its rows before are its old function
+ * over its input's rows as their sinks were told, after its new one over
+ * them now. While they are told, the changes of its input do not pass
+ * through it (relation.c, rn_emit): its own say what both did.
  * Invariants:
  * (1) A second rebuild before any group keeps the told rows of the first:
  *     the sinks still hold them.

@@ -29,6 +29,11 @@
  *                     message ids of JetStream sinks begin with it
  *     "fn:" name      |u64 hash|                       the fingerprint of the Lua functions a
  *                     derived relation runs (evolve_code.h)
+ *     "fc:" name      |code|                           a filter's or map's function, to run
+ *                     again (lua/runnel.lua's format; empty: it cannot be)
+ *     "fo:" name      |code|                           the function its sinks' rows came from,
+ *                     from a change of function until what it changed is kept
+ *                     for them ("rb:", evolve_log.c; evolve_code.h)
  *     "fmt"           |u32 format|                     the state's format (RN_STATE_FORMAT);
  *                     absent: 0 (runnel 0.17 and older). An older format
  *                     is brought up to date at open (upgrade.c)

@@ -245,6 +245,22 @@ describe("a filter whose function changed", function()
     p:close()
   end)
 
+  it("a store of it holds its rows after the group that tells them", function()
+    local dir = H.tmpdir()
+    local p, t, f = opened(dir, function(t) return t:filter(function(r) return r.g == 1 end, "f") end)
+    f:sink(runnel.store("fs"))
+    seed(t)
+    p:close()
+    p, t, f = opened(dir, function(t) return t:filter(function(r) return r.k >= 3 end, "f") end)
+    f:sink(runnel.store("fs"))
+    t:insert{ k = 5, v = 50, g = 0 }
+    local keys = {}
+    for row in runnel.attach(dir, "fs"):rows() do keys[#keys + 1] = row.k end
+    table.sort(keys)
+    assert.same({ 3, 4, 5 }, keys)
+    p:close()
+  end)
+
   it("over a stream tells nothing: its outputs were events", function()
     local dir = H.tmpdir()
     local p = runnel.open(dir)

@@ -4,6 +4,8 @@
 #include "ops.h"
 #include "row.h"
 #include "evolve.h"
+#include "evolve_log.h"
+#include <stdio.h>
 #include "reader.h"
 #include "scan.h"
 
@@ -95,9 +97,10 @@ int rn_derive_row(rn_rel *d, const char *row, size_t len, const char **out, size
 
 /* Do rows a and b of d hold different keys? Rows are normalized: equal
  * values are equal bytes. A row that cannot be walked counts as moved. */
-static bool key_moved(const rn_rel *d, const char *a, size_t alen, const char *b, size_t blen)
+bool rn_key_moved(const rn_rel *d, const char *a, size_t alen, const char *b, size_t blen)
 {
   const rn_schema *s = d->schema;
+  if (!s || !s->nkey) return false;
   size_t as[s->ncols + 1], bs[s->ncols + 1];
   if (rn_row_spans(a, alen, s->ncols, s->ncols, as) || rn_row_spans(b, blen, s->ncols, s->ncols, bs)) return true;
   for (int k = 0; k < s->nkey; k++) {
@@ -123,7 +126,7 @@ int rn_derive_apply(rn_rel *d, rn_rel *from, const rn_change *c)
     return rc;
   if (out.old && out.row) {
     if (d->schema->nkey && !f->filter &&
-        key_moved(d, out.old, out.old_len, out.row, out.row_len)) { /* a key never changes (DESIGN 4) */
+        rn_key_moved(d, out.old, out.old_len, out.row, out.row_len)) { /* a key never changes (DESIGN 4) */
       rn_change gone = { .verb = RN_DELETE, .id = c->id, .old = out.old, .old_len = out.old_len };
       if ((rc = rn_emit(d, &gone))) return rc;
       out.old = NULL;
@@ -334,4 +337,89 @@ int rn_declare_select(rn_pipeline *p, const char *name, rn_rel *in, const int *s
   if (f) { f->project = project; f->select = sel; }
   else free(sel);
   return declare(p, name, RN_REL_MAP, in, s, f, out);
+}
+
+/* ---- a filter's or map's function changed: what its sinks are told ---- */
+
+static int untold(rn_rel *d, const char *why)
+{
+  return rn_evolve_note(d->p, "%s: its sinks were not told what its new function changed (%s)", d->name, why);
+}
+
+/* In the transaction of rn_derive_tell_old: d's rows by its old function,
+ * then by its new one, kept for its sinks; *failed: the old one failed
+ * (its error, cleared, is in why). */
+static int tell_old_in(rn_rel *d, rn_filter_fn ofilter, rn_map_fn omap, void *octx, char *why, size_t whylen)
+{
+  rn_pipeline *p = d->p;
+  rn_derive *f = d->ctx;
+  rn_filter_fn nf = f->filter;
+  rn_map_fn nm = f->map;
+  void *nctx = f->ctx;
+  f->filter = nf ? ofilter : NULL;
+  f->map = nm ? omap : NULL;
+  f->ctx = octx;
+  d->rebuild_tells = true;
+  int rc = rn_rebuild_before(d);
+  f->filter = nf, f->map = nm, f->ctx = nctx;
+  msgpack_zone_clear(&p->scratch);
+  if (rc && rc != RN_ESTORE && rc != RN_EFULL && rc != RN_ENOMEM) { /* the old function failed: it is not told */
+    snprintf(why, whylen, "its old function failed: %s", p->err.msg);
+    rc = rn_rebuild_untold(d);
+  } else if (!rc) {
+    rc = rn_rebuild_after(d); /* the new function failing fails the declaration (its error names d) */
+  }
+  d->rebuild_tells = false;
+  msgpack_zone_clear(&p->scratch);
+  if (!rc) rc = rn_code_told(p, p->store.wtxn, d->name);
+  return rc;
+}
+
+/* rn_derive_tell_old's transaction, once; *why: a note to add after it. */
+static int try_tell_old(rn_rel *d, rn_filter_fn ofilter, rn_map_fn omap, void *octx, char *why, size_t whylen)
+{
+  rn_pipeline *p = d->p;
+  int rc = rn_store_begin(&p->store, &p->err);
+  if (rc) return rc;
+  why[0] = 0;
+  p->group_serial++;
+  p->state = RN_APPLYING; /* callbacks may read, not change tables */
+  if (d->tablelike && !(d->decl_changed && d->kind == RN_REL_MAP) && (ofilter || omap)) {
+    rc = tell_old_in(d, ofilter, omap, octx, why, whylen);
+  } else { /* a stream's events: nothing to tell; a map whose columns changed too: its old rows do not fit
+            * them (a filter's are its input's, in their layout now), and "its declaration changed" says its sinks get later changes in the new layout only
+            * (a schema change is not a change of rows); or rn_derive_untold */
+    rc = rn_code_told(p, p->store.wtxn, d->name);
+  }
+  p->state = RN_IDLE;
+  if (!rc) rc = rn_store_commit(&p->store, &p->err);
+  else rn_store_abort(&p->store);
+  return rc;
+}
+
+int rn_derive_tell_old(rn_rel *d, rn_code_kind told, rn_filter_fn ofilter, rn_map_fn omap, void *octx)
+{
+  rn_pipeline *p = d->p;
+  if (told == RN_CODE_NONE) return 0;
+  if (told == RN_CODE_UNKEPT && d->tablelike)
+    return untold(d, "its old function held a table, a function or userdata: it cannot be run again");
+  if (told == RN_CODE_ABSENT && d->tablelike)
+    return untold(d, "the state holds no copy of its old function: runnel 0.19 or older wrote it");
+  if (told != RN_CODE_KEPT) return 0;
+  char why[1536];
+  bool open = d->rebuilt_open, pending = d->rebuilt_pending;
+  for (int tries = 0;; tries++) { /* again after growing the map when LMDB filled it */
+    int rc = try_tell_old(d, ofilter, omap, octx, why, sizeof why);
+    if (!rc) break;
+    d->rebuilt_open = open, d->rebuilt_pending = pending; /* nothing of it was kept */
+    if (p->err.code != RN_EFULL || p->err.cause != MDB_MAP_FULL || tries >= 16) return rc;
+    if (rn_store_grow(&p->store, &p->err)) return p->err.code;
+  }
+  return why[0] ? untold(d, why) : 0;
+}
+
+int rn_derive_untold(rn_rel *d, const char *why)
+{
+  int rc = rn_derive_tell_old(d, RN_CODE_KEPT, NULL, NULL, NULL);
+  return rc || !d->tablelike ? rc : untold(d, why);
 }

@@ -14,6 +14,7 @@
 #define RN_DERIVE_H
 
 #include "pipeline.h"
+#include "evolve_code.h"
 
 /* Computes filter or map d's row for one input row. *out is NULL when there
  * is none; else it points into the scratch zone (or is row itself). */
@@ -40,6 +41,24 @@ rn_schema *rn_select_schema(rn_pipeline *p, const char *name, const rn_schema *i
 /* Whether a map's ctx keeps its keys' state (mapkey.c): such a map's
  * state opens with rn_open_derived_state, not at rn_declare_derived. */
 bool rn_derive_keeps_keys(const void *ctx);
+/* Do rows a and b of r (normalized) hold different keys? A row that
+ * cannot be walked counts as moved; a keyless r's never move. */
+bool rn_key_moved(const rn_rel *r, const char *a, size_t alen, const char *b, size_t blen);
+/* Filter or map d, just declared, had its function changed (evolve_code.h:
+ * told says what its sinks' rows came from). KEPT: ofilter or omap (the
+ * one of d's kind) over octx, the old function, is run over d's input's
+ * rows, as is the new one, and what differs is kept for d's sinks, told
+ * at the start of the next group (evolve_log.h), in one transaction that
+ * also forgets the old function ("fo:"). UNKEPT, ABSENT, the old function
+ * failing on a row: a note says its sinks were not told. Over a stream
+ * (events), or d's columns changed too ("its declaration changed": later
+ * changes come in the new layout): nothing is told. The new function
+ * failing fails the declaration, naming d; the old one stays kept, to be
+ * worked out at the next. */
+int rn_derive_tell_old(rn_rel *d, rn_code_kind told, rn_filter_fn ofilter, rn_map_fn omap, void *octx);
+/* KEPT, but the binding could not make the old function again (why):
+ * a note says d's sinks were not told, and the old function is forgotten. */
+int rn_derive_untold(rn_rel *d, const char *why);
 /* A filter's or map's apply (ops.h): d's input (from) made change c. */
 int rn_derive_apply(rn_rel *d, rn_rel *from, const rn_change *c);
 

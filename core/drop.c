@@ -112,6 +112,8 @@ RN_API int rn_drop(rn_pipeline *p, const char *name)
   bool decl = false;
   if (!rc) rc = del_meta(p, txn, RN_META_AGG_DECL, name, &decl);
   if (!rc) rc = del_meta(p, txn, RN_META_CODE, name, &decl); /* its functions' fingerprint (evolve_code.h) */
+  if (!rc) rc = del_meta(p, txn, RN_META_FN_NOW, name, &decl); /* the function to run again */
+  if (!rc) rc = del_meta(p, txn, RN_META_FN_TOLD, name, &decl);
   if (!rc) rc = del_meta(p, txn, RN_META_READS, name, &decl); /* what they read (evolve_reads.h) */
   if (!rc) rc = del_meta(p, txn, RN_META_CHANGED_AT, name, &decl); /* its last wholesale change (evolve.c) */
   if (!rc && !found) rc = del_meta(p, txn, RN_META_STORE, name, &store); /* no relation: a store of that name */

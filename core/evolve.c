@@ -523,6 +523,16 @@ static int add_note(rn_pipeline *p, const char *fmt, ...)
   return 0;
 }
 
+int rn_evolve_note(rn_pipeline *p, const char *fmt, ...)
+{
+  char line[3072];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(line, sizeof line, fmt, ap);
+  va_end(ap);
+  return add_note(p, "%s", line);
+}
+
 int rn_notes(const rn_pipeline *p, const char *const **lines)
 {
   *lines = (const char *const *)p->notes;

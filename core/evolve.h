@@ -80,6 +80,9 @@ int rn_notes(const rn_pipeline *p, const char *const **lines);
  * p->evolved_marks) are taken back. */
 void rn_evolve_forget(rn_pipeline *p, int nnotes, size_t nmarks);
 
+/* Adds a note (a line told to the host, notes.h). */
+int rn_evolve_note(rn_pipeline *p, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
 /* Frees the renames, notes and marks (rn_pipeline_close). */
 void rn_evolve_free(rn_pipeline *p);
 

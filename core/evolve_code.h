@@ -29,4 +29,27 @@
  * changed. Errors as a declaration's (rn_check_declarable). */
 int rn_code_record(rn_pipeline *p, const char *name, const char *fingerprint, size_t len);
 
+/* What a filter's or map's function is, to run again. */
+typedef enum {
+  RN_CODE_NONE,   /* nothing to tell: unchanged, nothing pending */
+  RN_CODE_KEPT,   /* code: the function, to run again (the binding's format) */
+  RN_CODE_UNKEPT, /* it cannot be run again */
+  RN_CODE_ABSENT  /* the state holds no copy (a state of runnel 0.19 or older) */
+} rn_code_kind;
+
+typedef struct rn_code_again {
+  rn_code_kind kind;
+  char *code;     /* KEPT: malloc'd (told) or borrowed (again) */
+  size_t len;
+} rn_code_again;
+
+/* rn_code_record for a filter or map: keeps again (KEPT or UNKEPT) as its
+ * function now; *told: the function its sinks' rows came from when they
+ * were not told yet what a change of function did (KEPT, code the
+ * caller's to free), or why they cannot be (UNKEPT, ABSENT), else NONE. */
+int rn_code_record_again(rn_pipeline *p, const char *name, const char *fingerprint, size_t len,
+                         const rn_code_again *again, rn_code_again *told);
+/* In txn: name's sinks were told (or cannot be): "fo:" name goes. */
+int rn_code_told(rn_pipeline *p, MDB_txn *txn, const char *name);
+
 #endif

@@ -17,6 +17,11 @@
  * and cdc of it gets them through the normal path — durable sinks through
  * the outbox — in that group, under its seq. The group empties the
  * database (save_counters); a group rolled back leaves it for the next.
+ * A filter or map whose own function changed (derive.c, rn_derive_tell_old)
+ * keeps its changes the same way: its rows before are its old function
+ * over its input's rows as their sinks were told, after its new one over
+ * them now. While they are told, the changes of its input do not pass
+ * through it (relation.c, rn_emit): its own say what both did.
  * Invariants:
  * (1) A second rebuild before any group keeps the told rows of the first:
  *     the sinks still hold them.
@@ -29,6 +34,7 @@
 #include <string.h>
 
 #include "evolve_log.h"
+#include "derive.h"
 #include "key.h"
 #include "ops.h"
 #include "scan.h"
@@ -137,6 +143,74 @@ static int forget_now_of(rn_rel *r, entry_at *e, void *ctx)
   return rc;
 }
 
+/* ---- a filter's or map's rows as its sinks were told (rn_derive_tell_old) ----
+ * Its old function over its input's rows as the input's sinks were told:
+ * an input whose own changes are still to tell (a rebuild, or a filter or
+ * map whose function changed) was told its rows before them; those
+ * changes are not passed through r when told (relation.c, rn_emit): r's
+ * own tell the difference whole. */
+
+static bool is_derived(const rn_rel *r)
+{
+  return r->input && (r->kind == RN_REL_FILTER || r->kind == RN_REL_MAP);
+}
+
+typedef struct told_scan {
+  rn_rel *r;          /* the relation scanned */
+  rn_scan_fn fn;
+  void *ctx;
+} told_scan;
+
+static int scan_as_told(rn_rel *r, rn_scan_fn fn, void *ctx);
+
+/* Through r's function (derive_told's step). */
+static int derive_one_told(void *ctx, uint64_t id, const char *row, size_t len)
+{
+  told_scan *s = ctx;
+  const char *out;
+  size_t out_len;
+  int rc = rn_derive_row(s->r, row, len, &out, &out_len);
+  return rc || !out ? rc : s->fn(s->ctx, id, out, out_len);
+}
+
+static int derive_told(rn_rel *r, rn_scan_fn fn, void *ctx)
+{
+  told_scan s = { r, fn, ctx };
+  return scan_as_told(r->input, derive_one_told, &s);
+}
+
+/* A row of r now, or the one its sinks were told when an entry says. */
+static int overlay_one(void *ctx, uint64_t id, const char *row, size_t len)
+{
+  told_scan *s = ctx;
+  MDB_val v;
+  int rc = get_entry(s->r, id, &v);
+  if (rc == MDB_NOTFOUND) return s->fn(s->ctx, id, row, len);
+  if (rc) return fail(s->r, rc);
+  return 0; /* given from its entry (overlay_entry) */
+}
+
+static int overlay_entry(rn_rel *r, entry_at *e, void *ctx)
+{
+  (void)r;
+  told_scan *s = ctx;
+  if (!(e->has & TOLD)) return 0;
+  if (e->k.mv_size != 8) return MDB_CORRUPTED;
+  int rc = s->fn(s->ctx, rn_be64_get(e->k.mv_data), e->told, e->told_len);
+  return rc ? rc : 0;
+}
+
+static int scan_as_told(rn_rel *r, rn_scan_fn fn, void *ctx)
+{
+  if (r->rebuilt_pending && r->rebuilt_open) {
+    told_scan s = { r, fn, ctx };
+    int rc = rn_rel_scan(r, overlay_one, &s);
+    return rc ? rc : each_entry(r, overlay_entry, &s);
+  }
+  if (is_derived(r)) return derive_told(r, fn, ctx);
+  return rn_rel_scan(r, fn, ctx);
+}
+
 int rn_rebuild_before(rn_rel *r)
 {
   if (!r->rebuild_tells || !r->tablelike) return 0;
@@ -144,6 +218,7 @@ int rn_rebuild_before(rn_rel *r)
   if (rc) return rc;
   r->rebuilt_open = true;
   if ((rc = each_entry(r, forget_now_of, NULL))) return rc;
+  if (is_derived(r)) return derive_told(r, told_row, r); /* its function is the old one now */
   return rn_rel_scan(r, told_row, r);
 }
 
@@ -197,12 +272,11 @@ int rn_rebuild_after(rn_rel *r)
   return rc;
 }
 
-int rn_rebuild_opened(rn_rel *r, bool created)
+int rn_rebuild_opened(rn_rel *r, MDB_txn *txn, bool created)
 {
   if (!r->tablelike || r->rebuilt_open) return 0;
   char name[RN_NAME_MAX + 8];
   snprintf(name, sizeof name, "%s%s", RN_DB_REBUILT, r->name);
-  MDB_txn *txn = r->p->store.wtxn;
   int rc = mdb_dbi_open(txn, name, 0, &r->rebuilt_dbi);
   if (rc == MDB_NOTFOUND) return 0; /* no rebuild left anything to tell */
   if (!rc) rc = mdb_set_compare(txn, r->rebuilt_dbi, rn_store_key_cmp);
@@ -234,7 +308,13 @@ static int tell_one(rn_pipeline *p, rn_rel *r)
     p->telling = true;
     rn_gstate state = p->state;
     p->state = RN_APPLYING; /* a filter or map over r runs its function */
-    int lrc = rn_emit(r, &c);
+    int lrc = 0;
+    if (c.verb == RN_UPDATE && rn_key_moved(r, told, told_len, now, now_len)) { /* a keyed map's new function */
+      rn_change gone = { RN_DELETE, c.id, NULL, 0, told, told_len };
+      lrc = rn_emit(r, &gone);
+      c.verb = RN_INSERT, c.old = NULL, c.old_len = 0;
+    }
+    if (!lrc) lrc = rn_emit(r, &c);
     p->state = state;
     p->telling = false;
     msgpack_zone_clear(&p->scratch);

@@ -7,7 +7,10 @@
 
 /* In the rebuilding transaction, around a stateful relation's rebuild
  * (join.c, aggregate.c …): its rows before (what sinks were told) and
- * after; no-ops unless r->rebuild_tells (state kept, not created). */
+ * after; no-ops unless r->rebuild_tells (state kept, not created). A
+ * filter or map whose function changed (derive.c, rn_derive_tell_old)
+ * has its old function when before is called: its rows before are that
+ * function over its input's rows as their sinks were told. */
 int rn_rebuild_before(rn_rel *r);
 int rn_rebuild_after(rn_rel *r);
 /* rn_rebuild_before could not read r's rows as they were: the error is
@@ -15,7 +18,7 @@ int rn_rebuild_after(rn_rel *r);
 int rn_rebuild_untold(rn_rel *r);
 /* After r's state opened (rn_open_derived_state): finds what an earlier
  * rebuild left untold; created: dropped, the rows' layout changed. */
-int rn_rebuild_opened(rn_rel *r, bool created);
+int rn_rebuild_opened(rn_rel *r, MDB_txn *txn, bool created);
 
 /* A group opened (or its changes are applied again, group.c): every
  * pending rebuild's changes into its relation's log, first. */

@@ -104,6 +104,7 @@ struct rn_rel {
   bool stateful;          /* derived state that must see every group (joins) */
   bool rebuild_tells;     /* while its state opens: a rebuild keeps what it changed (evolve_log.h) */
   bool rebuilt_open;      /* rebuilt_dbi ("rb:" name) is open */
+  bool decl_changed;      /* its catalogue entry was new or changed when declared (rn_state_open) */
   bool rebuilt_pending;   /* it holds a rebuild's changes the next group tells */
   bool rebuilt_unflushed; /* a group told them, in an LMDB transaction not yet committed */
   MDB_dbi rebuilt_dbi;

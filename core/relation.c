@@ -134,10 +134,12 @@ int rn_state_open(rn_pipeline *p, rn_rel *r, MDB_txn *txn, bool *created, bool *
       goto fail;
     }
     if (v.mv_size != desc.size || memcmp(v.mv_data, desc.data, desc.size) != 0) {
+      r->decl_changed = true;
       if (rn_evolve(p, r, txn, &k, &v, &desc, created)) goto fail; /* a rebuild is built as new state */
     }
   } else if (rc == MDB_NOTFOUND) {
     *created = true;
+    r->decl_changed = true;
     v.mv_size = desc.size;
     v.mv_data = desc.data;
     rc = mdb_put(txn, p->store.meta, &k, &v, 0);
@@ -239,7 +241,7 @@ static int try_open_derived_state(rn_pipeline *p, rn_rel *r, rn_state_setup_fn s
   r->rebuild_tells = !rc && !created; /* its rows before a rebuild are read in its layout */
   if (!rc) rc = setup(ctx, created, stale || created);
   r->rebuild_tells = false;
-  if (!rc) rc = rn_rebuild_opened(r, created);
+  if (!rc) rc = rn_rebuild_opened(r, p->store.wtxn, created);
   if (!rc) rc = rn_state_save_counters(p, r, p->store.wtxn, p->seq); /* current as of this seq */
   rc = rn_group_oom(p, rc); /* a truncated descriptor or rebuilt row must not be stored */
   msgpack_zone_clear(&p->scratch);
@@ -283,6 +285,9 @@ static int try_open_source_state(rn_pipeline *p, rn_rel *r)
   rc = rn_state_open(p, r, txn, &created, &stale);
   if (!rc && (r->kind == RN_REL_MAP || r->kind == RN_REL_FILTER))
     rc = rn_select_decl_record(r, txn); /* a select is read from outside through its input (reader.h) */
+  if (!rc && (r->kind == RN_REL_MAP || r->kind == RN_REL_FILTER)) {
+    rc = rn_rebuild_opened(r, txn, created); /* what a change of its function left untold (evolve_log.h) */
+  }
   if (!rc && r->kind == RN_REL_TABLE) {
     rc = rn_state_dbi(p, txn, RN_DB_ROWS, r->name, 0, &r->rows_dbi);
     if (!rc && r->schema->nkey == 0)
@@ -305,6 +310,7 @@ static int open_source_state(rn_pipeline *p, rn_rel *r)
     int rc = try_open_source_state(p, r);
     if (!rc) return 0;
     rn_evolve_forget(p, notes, marks);
+    r->rebuilt_open = r->rebuilt_pending = false; /* opened in the transaction taken back */
     if (p->err.code != RN_EFULL || p->err.cause != MDB_MAP_FULL || tries >= 16) return rc;
     if (rn_store_grow(&p->store, &p->err)) return p->err.code;
   }
@@ -424,7 +430,8 @@ int rn_emit(rn_rel *rel, const rn_change *c)
   }
   for (int i = 0; i < rel->noutputs; i++) {
     rn_rel *out = rel->outputs[i];
-    if (out->stateful && rel->p->telling) continue; /* rebuilt: it holds them already */
+    if (rel->p->telling && (out->stateful || out->rebuilt_pending))
+      continue; /* rebuilt, or a filter or map whose own changes tell these too: it holds them already */
     int rc = out->ops->apply(out, rel, c);
     if (rc) return rc;
   }

@@ -694,22 +694,64 @@ int rn_lua_declare_join(lua_State *L)
   return rn_lua_declared(L, lp, rc, rel);
 }
 
-/* p:_filter(in, name, fn) -> relation | nil, err */
+/* A filter's or map's old function (evolve_code.h), from runnel.lua:
+ * told (at idx: nil, "kept", "unkept" or "absent") and, when kept, the
+ * old function made again (idx + 1), or why it could not be (a string). */
+typedef struct told_arg {
+  rn_code_kind kind;
+  lcb *cb;                /* the old function's context */
+  const char *why;        /* kept, not made again */
+} told_arg;
+
+static told_arg told_check(lua_State *L, int idx, lpipe *lp, const char *name)
+{
+  static const char *const kinds[] = { "none", "kept", "unkept", "absent", NULL };
+  told_arg t = { RN_CODE_NONE, NULL, NULL };
+  if (lua_isnoneornil(L, idx)) return t;
+  t.kind = (rn_code_kind)luaL_checkoption(L, idx, NULL, kinds);
+  if (t.kind != RN_CODE_KEPT) return t;
+  if (lua_type(L, idx + 1) == LUA_TSTRING) { t.why = lua_tostring(L, idx + 1); return t; }
+  luaL_checktype(L, idx + 1, LUA_TFUNCTION);
+  int fn = ref_function(L, idx + 1);
+  t.cb = new_cb(L, lp, name); /* may raise: the ref stays in the registry */
+  t.cb->refs[CB_FN] = fn;
+  return t;
+}
+
+/* After filter or map rel was declared (rc): its sinks told what its new
+ * function changed (derive.h); failing, rel is taken back. */
+static int told_tell(lua_State *L, lpipe *lp, int rc, rn_rel *rel, told_arg *t, bool map)
+{
+  if (!rc && t->kind != RN_CODE_NONE) {
+    if (t->why) rc = rn_derive_untold(rel, t->why);
+    else rc = rn_derive_tell_old(rel, t->kind, map ? NULL : filter_cb, map ? map_cb : NULL, t->cb);
+    if (rc) {
+      rel->input->noutputs--; /* rn_declare_derived made rel its last output */
+      rn_rel_discard_last(lp->p);
+      rel = NULL;
+    }
+  }
+  if (t->cb) free_cb(t->cb);
+  return rn_lua_declared(L, lp, rc, rel);
+}
+
+/* p:_filter(in, name, fn, told|nil, old|nil) -> relation | nil, err */
 int rn_lua_declare_filter(lua_State *L)
 {
   lpipe *lp = rn_lua_checkpipe(L, 1);
   lrel *in = rn_lua_checkrel_of(L, 2, lp);
   const char *name = rn_lua_checkname(L, 3, "filter");
   luaL_checktype(L, 4, LUA_TFUNCTION);
+  told_arg t = told_check(L, 5, lp, name);
   int fn = ref_function(L, 4); /* may raise: before the context, which would leak */
   lcb *cb = new_cb(L, lp, name);
   cb->refs[CB_FN] = fn;
   rn_rel *rel = NULL;
   int rc = rn_declare_filter(lp->p, name, in->rel, filter_cb, cb, free_cb, &rel);
-  return rn_lua_declared(L, lp, rc, rel);
+  return told_tell(L, lp, rc, rel, &t, false);
 }
 
-/* p:_map(in, name, fn, cols, key|nil) -> relation | nil, err */
+/* p:_map(in, name, fn, cols, key|nil, told|nil, old|nil) -> relation | nil, err */
 int rn_lua_declare_map(lua_State *L)
 {
   lpipe *lp = rn_lua_checkpipe(L, 1);
@@ -717,15 +759,16 @@ int rn_lua_declare_map(lua_State *L)
   const char *name = rn_lua_checkname(L, 3, "map");
   luaL_checktype(L, 4, LUA_TFUNCTION);
   luaL_checktype(L, 5, LUA_TTABLE);
+  told_arg t = told_check(L, 7, lp, name); /* may raise: before anything is allocated */
   int fn = ref_function(L, 4); /* may raise: nothing is allocated yet, the registry holds it */
   lcb *cb = new_cb(L, lp, name); /* may raise: before the schema, which nothing would free */
   cb->refs[CB_FN] = fn;
   rn_err e = { .code = RN_OK };
   rn_schema *s = rn_lua_toschema(lp, L, 5, lua_istable(L, 6) ? 6 : 0, name, &e);
-  if (!s) { free_cb(cb); return rn_lua_nil_error(L, e.msg); }
+  if (!s) { free_cb(cb); if (t.cb) free_cb(t.cb); return rn_lua_nil_error(L, e.msg); }
   rn_rel *rel = NULL;
   int rc = rn_declare_map(lp->p, name, in->rel, s, map_cb, cb, free_cb, &rel);
-  return rn_lua_declared(L, lp, rc, rel);
+  return told_tell(L, lp, rc, rel, &t, true);
 }
 
 /* A sink delivered after durability from the outbox, as "sink:" name in

@@ -276,17 +276,36 @@ static int l_relations(lua_State *L)
   return 1;
 }
 
-/* p:_code(name, fingerprint) -> true | nil, err: before relation name is
- * declared, its functions' fingerprint (evolve_code.h) */
+/* p:_code(name, fingerprint [, code|false]) -> true [, told, old code] |
+ * nil, err: before relation name is declared, its functions' fingerprint
+ * (evolve_code.h); a filter's or map's function to run again (code; false:
+ * it cannot be). told ("kept", "unkept", "absent" or nil) and old code:
+ * what its sinks' rows came from, when they are to be told a change. */
 static int l_code(lua_State *L)
 {
   lpipe *lp = rn_lua_checkpipe(L, 1);
   const char *name = luaL_checkstring(L, 2);
   size_t len;
   const char *fingerprint = luaL_checklstring(L, 3, &len);
-  if (rn_code_record(lp->p, name, fingerprint, len)) return rn_lua_nil_error(L, rn_errmsg(lp->p));
+  if (lua_isnoneornil(L, 4)) {
+    if (rn_code_record(lp->p, name, fingerprint, len)) return rn_lua_nil_error(L, rn_errmsg(lp->p));
+    lua_pushboolean(L, 1);
+    return 1;
+  }
+  rn_code_again again = { RN_CODE_UNKEPT, NULL, 0 }, told;
+  if (lua_type(L, 4) == LUA_TSTRING) {
+    again.kind = RN_CODE_KEPT;
+    again.code = (char *)lua_tolstring(L, 4, &again.len);
+  }
+  if (rn_code_record_again(lp->p, name, fingerprint, len, &again, &told)) return rn_lua_nil_error(L, rn_errmsg(lp->p));
+  static const char *const kinds[] = { NULL, "kept", "unkept", "absent" };
   lua_pushboolean(L, 1);
-  return 1;
+  if (told.kind == RN_CODE_NONE) return 1;
+  lua_pushstring(L, kinds[told.kind]);
+  if (told.code) lua_pushlstring(L, told.code, told.len); /* a copy: free it before anything may raise */
+  else lua_pushnil(L);
+  free(told.code);
+  return 3;
 }
 
 static const luaL_Reg pipeline_methods[] = {

@@ -254,15 +254,83 @@ local function record_code(p, name, ...)
   if not ok then raise(err) end
 end
 
+-- A filter's or map's function as the state keeps it, to run it again
+-- (core/evolve_code.h, "fc:"): its bytecode without debug information, then
+-- each upvalue's value: nil, a boolean, number or string, or _ENV (made
+-- again, it reads the globals as they are then, not as they were). false
+-- when it cannot be made again: it holds another upvalue (a table, a
+-- function, userdata), or is a C function.
+local function code_again(fn)
+  local ok, code = pcall(string.dump, fn, true)
+  if not ok then return false end
+  local parts = { string.pack("<s4", code) }
+  for i = 1, math.huge do
+    local name, value = debug.getupvalue(fn, i)
+    if name == nil then break end
+    local kind = math.type(value) or type(value)
+    if name == "_ENV" and kind == "table" then parts[#parts + 1] = "E"
+    elseif kind == "nil" then parts[#parts + 1] = "N"
+    elseif kind == "boolean" then parts[#parts + 1] = value and "T" or "F"
+    elseif kind == "integer" then parts[#parts + 1] = "I" .. string.pack("<j", value)
+    elseif kind == "float" then parts[#parts + 1] = "D" .. string.pack("<n", value)
+    elseif kind == "string" then parts[#parts + 1] = "S" .. string.pack("<s4", value)
+    else return false end
+  end
+  return table.concat(parts)
+end
+
+-- The function code_again kept, made again (its _ENV: the globals of fn,
+-- the new function, as they are now); nil and why when it cannot be (a
+-- Lua that does not load its bytecode).
+local function made_again(code, fn)
+  local ok, body, at = pcall(string.unpack, "<s4", code)
+  if not ok then return nil, "its old function could not be read" end
+  local old, err = load(body, "=(its old function)", "b")
+  if not old then return nil, "its old function could not be loaded: " .. tostring(err) end
+  local env = _G
+  for i = 1, math.huge do
+    local name, value = debug.getupvalue(fn, i)
+    if name == nil then break end
+    if name == "_ENV" then env = value break end
+  end
+  local i = 0
+  while at <= #code do
+    i = i + 1
+    local kind, value = code:sub(at, at), nil
+    at = at + 1
+    if kind == "E" then value = env
+    elseif kind == "T" then value = true
+    elseif kind == "F" then value = false
+    elseif kind == "I" then value, at = string.unpack("<j", code, at)
+    elseif kind == "D" then value, at = string.unpack("<n", code, at)
+    elseif kind == "S" then value, at = string.unpack("<s4", code, at)
+    elseif kind ~= "N" then return nil, "its old function could not be read" end
+    debug.setupvalue(old, i, value)
+  end
+  return old
+end
+
+-- record_code for a filter or map: also keeps its function to run again;
+-- what its sinks' rows came from when they are to be told a change: told
+-- ("kept", "unkept", "absent" or nil) and the old function made again, or
+-- why it could not be (for p:_filter and p:_map, core/derive.h).
+local function record_fn(p, name, fn)
+  local ok, told, code = p:_code(name, fingerprint(fn, 0, p), code_again(fn))
+  if not ok then raise(told) end
+  if told ~= "kept" then return told end
+  local old, why = made_again(code, fn)
+  return told, old or why
+end
+
 --- rel:filter(fn [, name]) -> relation of the rows for which fn(row) is true.
 function Relation:filter(fn, name)
   check_relation(self, "filter")
   if type(fn) ~= "function" then raise("filter: expects a function, got " .. type(fn)) end
   local n, err = derived_name(self, "filter", name)
   if not n then raise(err) end
-  record_code(self:pipeline(), n, fn)
+  local told, old = record_fn(self:pipeline(), n, fn)
   local rel
-  rel, err = self:pipeline():_filter(self, n, fn)
+  rel, err = self:pipeline():_filter(self, n, fn, told, old)
   if not rel then raise(err) end
   return declared(self:pipeline(), rel)
 end
@@ -278,9 +346,9 @@ function Relation:map(fn, decl, name)
   if not cols then raise(err) end
   key, err = key_spec(n, decl.key)
   if err then raise(err) end
-  record_code(self:pipeline(), n, fn)
+  local told, old = record_fn(self:pipeline(), n, fn)
   local rel
-  rel, err = self:pipeline():_map(self, n, fn, cols, key)
+  rel, err = self:pipeline():_map(self, n, fn, cols, key, told, old)
   if not rel then raise(err) end
   return declared(self:pipeline(), rel)
 end

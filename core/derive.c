@@ -404,7 +404,7 @@ int rn_derive_tell_old(rn_rel *d, rn_code_kind told, rn_filter_fn ofilter, rn_ma
   if (told == RN_CODE_UNKEPT && d->tablelike)
     return untold(d, "its old function held a table, a function or userdata: it cannot be run again");
   if (told == RN_CODE_ABSENT && d->tablelike)
-    return untold(d, "the state holds no copy of its old function: runnel 0.19 or older wrote it");
+    return untold(d, "the state holds no copy of its old function: runnel 0.18 or older wrote it");
   if (told != RN_CODE_KEPT) return 0;
   char why[1536];
   bool open = d->rebuilt_open, pending = d->rebuilt_pending;

@@ -34,7 +34,7 @@ typedef enum {
   RN_CODE_NONE,   /* nothing to tell: unchanged, nothing pending */
   RN_CODE_KEPT,   /* code: the function, to run again (the binding's format) */
   RN_CODE_UNKEPT, /* it cannot be run again */
-  RN_CODE_ABSENT  /* the state holds no copy (a state of runnel 0.19 or older) */
+  RN_CODE_ABSENT  /* the state holds no copy (a state of runnel 0.18 or older) */
 } rn_code_kind;
 
 typedef struct rn_code_again {

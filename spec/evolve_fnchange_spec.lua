@@ -141,11 +141,11 @@ describe("a filter whose function changed", function()
     p:close()
   end)
 
-  it("does not tell, and says so, over a state that kept no copy of its old function (0.19)", function()
+  it("does not tell, and says so, over a state that kept no copy of its old function (0.18)", function()
     local dir = H.tmpdir()
     local p, notes = H.open_noting(dir)
     local t = p:table("t", T)
-    assert(p:_code("f", "a fingerprint of 0.19")) -- as 0.19 recorded it: the hash only
+    assert(p:_code("f", "a fingerprint of 0.18")) -- as 0.18 recorded it: the hash only
     assert(p:_filter(t, "f", function(r) return r.g == 1 end))
     seed(t)
     p:close()

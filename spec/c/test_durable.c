@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include "check.h"
+#include "push_fixture.h"
 #include "runnel.h"
 
 typedef struct heard {
@@ -26,16 +27,7 @@ static const char *const key[] = { "k" };
 
 static int insert(rn_pipeline *p, rn_rel *t, int64_t k)
 {
-  msgpack_sbuffer b;
-  msgpack_sbuffer_init(&b);
-  msgpack_packer pk;
-  msgpack_packer_init(&pk, &b, msgpack_sbuffer_write);
-  msgpack_pack_map(&pk, 1);
-  msgpack_pack_str_with_body(&pk, "k", 1);
-  msgpack_pack_int64(&pk, k);
-  int rc = rn_insert(p, t, b.data, b.size);
-  msgpack_sbuffer_destroy(&b);
-  return rc;
+  return insert_int(p, t, "k", k);
 }
 
 static rn_pipeline *open_at(const char *dir, bool nosync, int carry_groups, rn_rel **t)

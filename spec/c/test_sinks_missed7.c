@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "check.h"
+#include "push_fixture.h"
 #include "runnel.h"
 
 static const rn_column_def cols[] = { { "k", "int", 0, NULL, 0, NULL } };
@@ -35,16 +36,7 @@ static int noop(void *ctx, const rn_event *ev)
 
 static int insert(rn_pipeline *p, rn_rel *t, int64_t k)
 {
-  msgpack_sbuffer b;
-  msgpack_sbuffer_init(&b);
-  msgpack_packer pk;
-  msgpack_packer_init(&pk, &b, msgpack_sbuffer_write);
-  msgpack_pack_map(&pk, 1);
-  msgpack_pack_str_with_body(&pk, "k", 1);
-  msgpack_pack_int64(&pk, k);
-  int rc = rn_insert(p, t, b.data, b.size);
-  msgpack_sbuffer_destroy(&b);
-  return rc;
+  return insert_int(p, t, "k", k);
 }
 
 /* One session: orders and other declared, subscribed as "audit" when sub,

@@ -5,10 +5,10 @@
 #include "row.h"
 #include "evolve.h"
 #include "evolve_log.h"
-#include <stdio.h>
 #include "reader.h"
 #include "scan.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 

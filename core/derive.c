@@ -210,15 +210,43 @@ bool rn_derive_keeps_keys(const void *ctx)
   return ((const rn_derive *)ctx)->keyed;
 }
 
+static int untold(rn_rel *d, const char *why);
+
+/* A keyed map rebuilt (its input changed, or it missed groups): around
+ * its keys' rebuild, its rows as its sinks were told (its function over
+ * its input's rows as their sinks were told: a rebuilt input's changes do
+ * not pass through it, relation.c's rn_emit) and now, kept for its sinks
+ * (evolve_log.h). Not when its own function changed (rn_derive_tell_old
+ * tells that, with what changed under it), nor when its state is new. */
+static int rebuild_keys(rn_rel *d, MDB_txn *txn, bool created)
+{
+  rn_pipeline *p = d->p;
+  rn_mapkey *keys = &((rn_derive *)d->ctx)->keys;
+  bool tells = !created && d->rebuild_tells && !rn_code_untold(p, txn, d->name);
+  int rc = tells ? rn_rebuild_before(d) : 0;
+  msgpack_zone_clear(&p->scratch);
+  char why[1536] = "";
+  if (rc && rc != RN_ESTORE && rc != RN_EFULL && rc != RN_ENOMEM) { /* its function failed on a row as told */
+    snprintf(why, sizeof why, "its function failed on a row its sinks were told of: %s", p->err.msg);
+    rc = rn_rebuild_untold(d);
+    tells = false;
+  }
+  if (!rc) rc = rn_mapkey_open(keys, d, txn, true);
+  if (!rc && tells) rc = rn_rebuild_after(d);
+  msgpack_zone_clear(&p->scratch);
+  return rc || !why[0] ? rc : untold(d, why);
+}
+
 /* The state of a keyed map (rn_open_derived_state's setup): a select's
  * record, as a map's without keys has it made (relation.c), and its keys. */
 static int setup_keys(void *ctx, bool created, bool rebuild_it)
 {
-  (void)created;
   rn_rel *d = ctx;
   MDB_txn *txn = d->p->store.wtxn;
   int rc = rn_select_decl_record(d, txn);
-  return rc ? rc : rn_mapkey_open(&((rn_derive *)d->ctx)->keys, d, txn, rebuild_it || d->evolved); /* its rows may have changed (evolve.h) */
+  if (rc) return rc;
+  if (rebuild_it || d->evolved) return rebuild_keys(d, txn, created); /* its rows may have changed (evolve.h) */
+  return rn_mapkey_open(&((rn_derive *)d->ctx)->keys, d, txn, false);
 }
 
 /* Declares filter or map of in whose ctx is f (NULL: out of memory, and

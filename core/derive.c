@@ -388,7 +388,11 @@ static int tell_old_in(rn_rel *d, rn_filter_fn ofilter, rn_map_fn omap, void *oc
   f->map = nm ? omap : NULL;
   f->ctx = octx;
   d->rebuild_tells = true;
-  int rc = rn_rebuild_before(d);
+  int rc = 0;
+  if (d->decl_changed && d->kind == RN_REL_MAP && d->rebuilt_open && /* told rows of an earlier layout: made again */
+      (rc = mdb_drop(p->store.wtxn, d->rebuilt_dbi, 0)))
+    rc = rn_store_fail(&p->err, rc, d->name);
+  if (!rc) rc = rn_rebuild_before(d);
   f->filter = nf, f->map = nm, f->ctx = nctx;
   msgpack_zone_clear(&p->scratch);
   if (rc && rc != RN_ESTORE && rc != RN_EFULL && rc != RN_ENOMEM) { /* the old function failed: it is not told */
@@ -412,11 +416,12 @@ static int try_tell_old(rn_rel *d, rn_filter_fn ofilter, rn_map_fn omap, void *o
   why[0] = 0;
   p->group_serial++;
   p->state = RN_APPLYING; /* callbacks may read, not change tables */
-  if (d->tablelike && !(d->decl_changed && d->kind == RN_REL_MAP) && (ofilter || omap)) {
+  if (d->tablelike && !d->decl_new && (ofilter || omap)) { /* a map whose columns changed too: its old
+                                                             * function's rows are given in the new columns
+                                                             * by name (the binding's) */
     rc = tell_old_in(d, ofilter, omap, octx, why, whylen);
-  } else { /* a stream's events: nothing to tell; a map whose columns changed too: its old rows do not fit
-            * them (a filter's are its input's, in their layout now), and "its declaration changed" says its sinks get later changes in the new layout only
-            * (a schema change is not a change of rows); or rn_derive_untold */
+  } else { /* a stream's events, or a relation the state never held (its first declaration failed after
+            * its function was kept): nothing to tell; or rn_derive_untold */
     rc = rn_code_told(p, p->store.wtxn, d->name);
   }
   p->state = RN_IDLE;
@@ -428,7 +433,7 @@ static int try_tell_old(rn_rel *d, rn_filter_fn ofilter, rn_map_fn omap, void *o
 int rn_derive_tell_old(rn_rel *d, rn_code_kind told, rn_filter_fn ofilter, rn_map_fn omap, void *octx)
 {
   rn_pipeline *p = d->p;
-  if (told == RN_CODE_NONE) return 0;
+  if (told == RN_CODE_NONE || (told != RN_CODE_KEPT && d->decl_new)) return 0; /* new: its sinks saw nothing */
   if (told == RN_CODE_UNKEPT && d->tablelike)
     return untold(d, "its old function held a table, a function or userdata: it cannot be run again");
   if (told == RN_CODE_ABSENT && d->tablelike)
@@ -449,5 +454,5 @@ int rn_derive_tell_old(rn_rel *d, rn_code_kind told, rn_filter_fn ofilter, rn_ma
 int rn_derive_untold(rn_rel *d, const char *why)
 {
   int rc = rn_derive_tell_old(d, RN_CODE_KEPT, NULL, NULL, NULL);
-  return rc || !d->tablelike ? rc : untold(d, why);
+  return rc || !d->tablelike || d->decl_new ? rc : untold(d, why);
 }

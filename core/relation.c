@@ -139,7 +139,7 @@ int rn_state_open(rn_pipeline *p, rn_rel *r, MDB_txn *txn, bool *created, bool *
     }
   } else if (rc == MDB_NOTFOUND) {
     *created = true;
-    r->decl_changed = true;
+    r->decl_changed = r->decl_new = true;
     v.mv_size = desc.size;
     v.mv_data = desc.data;
     rc = mdb_put(txn, p->store.meta, &k, &v, 0);

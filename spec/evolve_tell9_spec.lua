@@ -107,3 +107,122 @@ describe("a keyed map rebuilt because its input changed", function()
     p:close()
   end)
 end)
+
+describe("a map whose columns and function both changed", function()
+  after_each(H.cleanup)
+
+  local function opened(dir, fn, cols)
+    local p, notes = H.open_noting(dir)
+    local t = p:table("t", T)
+    return p, t, t:map(fn, cols, "m"), notes
+  end
+
+  local function noted(notes, pattern)
+    for _, line in ipairs(notes) do if line:find(pattern) then return line end end
+    return nil
+  end
+
+  it("tells its sinks what changed, its old rows given in the new columns by name", function()
+    local dir = H.tmpdir()
+    local copy, apply = applier()
+    local cols1 = { {"k","int"}, {"w","int"}, {"x","int"}, key = "k" }
+    local p, t, m = opened(dir, function(r) return { k = r.k, w = r.v * 2, x = 0 } end, cols1)
+    m:sink(apply)
+    seed(t)
+    p:close()
+    local cols2 = { {"k","int"}, {"w","int"}, {"tag","string", null = true}, key = "k" }
+    local notes
+    p, t, m, notes = opened(dir, function(r)
+      if r.k ~= 4 then return { k = r.k, w = r.k == 1 and 20 or r.v * 3, tag = r.k == 3 and "three" or nil } end
+    end, cols2)
+    assert.truthy(noted(notes, "^m: its function changed"))
+    assert.is_nil(noted(notes, "not told"))
+    local log = H.record(m)
+    m:sink(apply)
+    t:insert{ k = 5, v = 50, g = 0 }
+    assert.same({ "UPDATE 2", "UPDATE 3", "DELETE 4", "INSERT 5" }, H.verbs(log)) -- k = 1 gives { k = 1, w = 20 } still
+    assert.same({ k = 2, w = 60 }, log[1][3])
+    assert.same({ k = 2, w = 40 }, log[1][4])                -- x is gone from its columns
+    assert.same({ k = 3, w = 90, tag = "three" }, log[2][3])
+    assert.same({ k = 4, w = 80 }, log[3][4])
+    for _, row in pairs(copy) do row.x = nil end            -- a column dropped is not a change of rows
+    assert.same(rows_by_id(m), copy)
+    H.clear(log)
+    t:insert{ k = 6, v = 60, g = 0 }
+    assert.same({ "INSERT 6" }, H.verbs(log))               -- told once
+    p:close()
+  end)
+
+  it("goes through the outbox to a durable sink, and into a cdc log of it", function()
+    local dir = H.tmpdir()
+    local p, t = opened(dir, function(r) return { k = r.k, w = r.v } end, { {"k","int"}, {"w","int"}, key = "k" })
+    seed(t)
+    p:close()
+    local m
+    p, t, m = opened(dir, function(r) return { k = r.k, w = r.v, half = r.v // 2 } end,
+                     { {"k","int"}, {"w","int"}, {"half","int", null = true}, key = "k" })
+    local cdc = {}
+    m:cdc{}:sink(function(_, row) cdc[#cdc + 1] = row["cdc$operation"] .. " " .. row.k end)
+    local durable = {}
+    m:sink(function(verb, _, _, info) durable[#durable + 1] = verb .. " " .. info.id end, { durable = true, name = "d" })
+    t:insert{ k = 5, v = 50, g = 0 }
+    p:flush()
+    assert.same({ "UPDATE 1", "UPDATE 2", "UPDATE 3", "UPDATE 4", "INSERT 5" }, durable)
+    assert.same({ "1 1", "1 2", "1 3", "1 4", "2 5" }, cdc)
+    p:close()
+  end)
+
+  it("with a key of its own: a new column that holds no null is not a change, a changed value is", function()
+    local dir = H.tmpdir()
+    local copy, apply = applier()
+    local p, t, m = opened(dir, function(r) return { kk = r.k * 10, v = r.v } end,
+                           { {"kk","int"}, {"v","int"}, key = "kk" })
+    m:sink(apply)
+    seed(t)
+    p:close()
+    local notes
+    p, t, m, notes = opened(dir, function(r) return { kk = r.k * 10, v = r.v + (r.k == 3 and 1 or 0), odd = r.k % 2 == 1 } end,
+                            { {"kk","int"}, {"v","int"}, {"odd","bool"}, key = "kk" })
+    assert.is_nil(noted(notes, "not told"))
+    local log = H.record(m)
+    m:sink(apply)
+    t:update{ k = 2, v = 21 }
+    assert.same({ "UPDATE 3", "UPDATE 2" }, H.verbs(log))
+    assert.same({ kk = 30, v = 30, odd = true }, log[1][4])
+    assert.same({ kk = 30, v = 31, odd = true }, log[1][3])
+    for id, row in pairs(copy) do if row.odd == nil then row.odd = id % 2 == 1 end end
+    assert.same(rows_by_id(m), copy)
+    p:close()
+  end)
+
+  it("with its key renamed: tells by row id under the new name", function()
+    local dir = H.tmpdir()
+    local p, t = opened(dir, function(r) return { kk = r.k, v = r.v } end, { {"kk","int"}, {"v","int"}, key = "kk" })
+    seed(t)
+    p:close()
+    local m, notes
+    p, t, m, notes = opened(dir, function(r) return { id = r.k, v = r.k == 2 and 0 or r.v } end,
+                            { {"id","int"}, {"v","int"}, key = "id" })
+    assert.is_nil(noted(notes, "not told"))
+    local log = H.record(m)
+    t:insert{ k = 5, v = 50, g = 0 }
+    assert.same({ "UPDATE 2", "INSERT 5" }, H.verbs(log))
+    assert.same({ id = 2, v = 20 }, log[1][4])
+    p:close()
+  end)
+
+  it("says its sinks were not told when its old rows do not fit the new columns (a column of another type)", function()
+    local dir = H.tmpdir()
+    local p, t = opened(dir, function(r) return { k = r.k, w = r.v } end, { {"k","int"}, {"w","int"}, key = "k" })
+    seed(t)
+    p:close()
+    local m, notes
+    p, t, m, notes = opened(dir, function(r) return { k = r.k, w = tostring(r.v) } end,
+                            { {"k","int"}, {"w","string"}, key = "k" })
+    assert.truthy(noted(notes, '^m: its sinks were not told what its new function changed %(its old function failed: .*"w"'))
+    local log = H.record(m)
+    t:insert{ k = 5, v = 50, g = 0 }
+    assert.same({ "INSERT 5" }, H.verbs(log))
+    p:close()
+  end)
+end)

@@ -226,3 +226,32 @@ describe("a map whose columns and function both changed", function()
     p:close()
   end)
 end)
+
+describe("a keyed map declared again after groups ran without it", function()
+  after_each(H.cleanup)
+
+  it("has its durable sink told which groups it missed, as a map without a key does", function()
+    local dir = H.tmpdir()
+    local got = {}
+    local function session(with_map, k)
+      local p, notes = H.open_noting(dir)
+      local t = p:table("t", T)
+      if with_map then
+        t:map(function(r) return { kk = r.k * 10, v = r.v } end, { {"kk","int"}, {"v","int"}, key = "kk" }, "m")
+         :sink(function(v, row, _, info) got[#got + 1] = info.seq .. ":" .. v .. ":" .. row.kk end,
+               { durable = true, name = "d" })
+      end
+      if k then t:insert{ k = k, v = k, g = 0 } end
+      p:close()
+      local out = {}
+      for _, l in ipairs(notes) do if l:find(" missed ", 1, true) then out[#out + 1] = l end end
+      return out
+    end
+    session(true, 1)
+    session(false, 2)                       -- group 2 changes t, which m reads; m is not declared
+    local notes = session(true, 3)
+    assert.equal(1, #notes)                 -- before: none, and the row k = 2 never reached d
+    assert.matches("m: durable sink d missed the changes of m in group 2: ", notes[1], 1, true)
+    assert.same({ "1:INSERT:10", "3:INSERT:30" }, got)
+  end)
+end)

@@ -108,6 +108,34 @@ describe("a keyed map rebuilt because its input changed", function()
   end)
 end)
 
+describe("a keyed map over a keyed map whose function changed", function()
+  after_each(H.cleanup)
+
+  it("tells its sinks what the change gave it", function()
+    local dir = H.tmpdir()
+    local copy, apply = applier()
+    local function decl(f1)
+      local p = runnel.open{ path = dir, notes = false }
+      local t = p:table("t", T)
+      local m1 = t:map(f1, { {"a","int"}, {"v","int"}, key = "a" }, "m1")
+      local m2 = m1:map(function(r) return { b = -r.a, v = r.v } end, { {"b","int"}, {"v","int"}, key = "b" }, "m2")
+      return p, t, m2
+    end
+    local p, t, m2 = decl(function(r) return { a = r.k, v = r.v } end)
+    m2:sink(apply)
+    seed(t)
+    p:close()
+    p, t, m2 = decl(function(r) if r.k ~= 1 then return { a = r.k, v = r.k == 3 and 0 or r.v } end end)
+    local log = H.record(m2)
+    m2:sink(apply)
+    t:insert{ k = 5, v = 50, g = 0 }
+    assert.same({ "DELETE 1", "UPDATE 3", "INSERT 5" }, H.verbs(log))
+    assert.same({ b = -3, v = 0 }, log[2][3])
+    assert.same(rows_by_id(m2), copy)
+    p:close()
+  end)
+end)
+
 describe("a map whose columns and function both changed", function()
   after_each(H.cleanup)
 

@@ -210,15 +210,43 @@ bool rn_derive_keeps_keys(const void *ctx)
   return ((const rn_derive *)ctx)->keyed;
 }
 
+static int untold(rn_rel *d, const char *why);
+
+/* A keyed map rebuilt (its input changed, or it missed groups): around
+ * its keys' rebuild, its rows as its sinks were told (its function over
+ * its input's rows as their sinks were told: a rebuilt input's changes do
+ * not pass through it, relation.c's rn_emit) and now, kept for its sinks
+ * (evolve_log.h). Not when its own function changed (rn_derive_tell_old
+ * tells that, with what changed under it), nor when its state is new. */
+static int rebuild_keys(rn_rel *d, MDB_txn *txn, bool created)
+{
+  rn_pipeline *p = d->p;
+  rn_mapkey *keys = &((rn_derive *)d->ctx)->keys;
+  bool tells = !created && d->rebuild_tells && !rn_code_untold(p, txn, d->name);
+  int rc = tells ? rn_rebuild_before(d) : 0;
+  msgpack_zone_clear(&p->scratch);
+  char why[1536] = "";
+  if (rc && rc != RN_ESTORE && rc != RN_EFULL && rc != RN_ENOMEM) { /* its function failed on a row as told */
+    snprintf(why, sizeof why, "its function failed on a row its sinks were told of: %s", p->err.msg);
+    rc = rn_rebuild_untold(d);
+    tells = false;
+  }
+  if (!rc) rc = rn_mapkey_open(keys, d, txn, true);
+  if (!rc && tells) rc = rn_rebuild_after(d);
+  msgpack_zone_clear(&p->scratch);
+  return rc || !why[0] ? rc : untold(d, why);
+}
+
 /* The state of a keyed map (rn_open_derived_state's setup): a select's
  * record, as a map's without keys has it made (relation.c), and its keys. */
 static int setup_keys(void *ctx, bool created, bool rebuild_it)
 {
-  (void)created;
   rn_rel *d = ctx;
   MDB_txn *txn = d->p->store.wtxn;
   int rc = rn_select_decl_record(d, txn);
-  return rc ? rc : rn_mapkey_open(&((rn_derive *)d->ctx)->keys, d, txn, rebuild_it || d->evolved); /* its rows may have changed (evolve.h) */
+  if (rc) return rc;
+  if (rebuild_it || d->evolved) return rebuild_keys(d, txn, created); /* its rows may have changed (evolve.h) */
+  return rn_mapkey_open(&((rn_derive *)d->ctx)->keys, d, txn, false);
 }
 
 /* Declares filter or map of in whose ctx is f (NULL: out of memory, and
@@ -360,7 +388,11 @@ static int tell_old_in(rn_rel *d, rn_filter_fn ofilter, rn_map_fn omap, void *oc
   f->map = nm ? omap : NULL;
   f->ctx = octx;
   d->rebuild_tells = true;
-  int rc = rn_rebuild_before(d);
+  int rc = 0;
+  if (d->decl_changed && d->kind == RN_REL_MAP && d->rebuilt_open && /* told rows of an earlier layout: made again */
+      (rc = mdb_drop(p->store.wtxn, d->rebuilt_dbi, 0)))
+    rc = rn_store_fail(&p->err, rc, d->name);
+  if (!rc) rc = rn_rebuild_before(d);
   f->filter = nf, f->map = nm, f->ctx = nctx;
   msgpack_zone_clear(&p->scratch);
   if (rc && rc != RN_ESTORE && rc != RN_EFULL && rc != RN_ENOMEM) { /* the old function failed: it is not told */
@@ -384,11 +416,12 @@ static int try_tell_old(rn_rel *d, rn_filter_fn ofilter, rn_map_fn omap, void *o
   why[0] = 0;
   p->group_serial++;
   p->state = RN_APPLYING; /* callbacks may read, not change tables */
-  if (d->tablelike && !(d->decl_changed && d->kind == RN_REL_MAP) && (ofilter || omap)) {
+  if (d->tablelike && !d->decl_new && (ofilter || omap)) { /* a map whose columns changed too: its old
+                                                             * function's rows are given in the new columns
+                                                             * by name (the binding's) */
     rc = tell_old_in(d, ofilter, omap, octx, why, whylen);
-  } else { /* a stream's events: nothing to tell; a map whose columns changed too: its old rows do not fit
-            * them (a filter's are its input's, in their layout now), and "its declaration changed" says its sinks get later changes in the new layout only
-            * (a schema change is not a change of rows); or rn_derive_untold */
+  } else { /* a stream's events, or a relation the state never held (its first declaration failed after
+            * its function was kept): nothing to tell; or rn_derive_untold */
     rc = rn_code_told(p, p->store.wtxn, d->name);
   }
   p->state = RN_IDLE;
@@ -400,7 +433,7 @@ static int try_tell_old(rn_rel *d, rn_filter_fn ofilter, rn_map_fn omap, void *o
 int rn_derive_tell_old(rn_rel *d, rn_code_kind told, rn_filter_fn ofilter, rn_map_fn omap, void *octx)
 {
   rn_pipeline *p = d->p;
-  if (told == RN_CODE_NONE) return 0;
+  if (told == RN_CODE_NONE || (told != RN_CODE_KEPT && d->decl_new)) return 0; /* new: its sinks saw nothing */
   if (told == RN_CODE_UNKEPT && d->tablelike)
     return untold(d, "its old function held a table, a function or userdata: it cannot be run again");
   if (told == RN_CODE_ABSENT && d->tablelike)
@@ -421,5 +454,5 @@ int rn_derive_tell_old(rn_rel *d, rn_code_kind told, rn_filter_fn ofilter, rn_ma
 int rn_derive_untold(rn_rel *d, const char *why)
 {
   int rc = rn_derive_tell_old(d, RN_CODE_KEPT, NULL, NULL, NULL);
-  return rc || !d->tablelike ? rc : untold(d, why);
+  return rc || !d->tablelike || d->decl_new ? rc : untold(d, why);
 }

@@ -105,3 +105,9 @@ int rn_code_told(rn_pipeline *p, MDB_txn *txn, const char *name)
   int rc = mdb_del(txn, p->store.meta, &k, NULL);
   return rc == 0 || rc == MDB_NOTFOUND ? 0 : rn_store_fail(&p->err, rc, name);
 }
+
+bool rn_code_untold(rn_pipeline *p, MDB_txn *txn, const char *name)
+{
+  MDB_val v;
+  return get_meta(p, txn, RN_META_FN_TOLD, name, &v) == 0;
+}

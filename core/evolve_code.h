@@ -51,5 +51,8 @@ int rn_code_record_again(rn_pipeline *p, const char *name, const char *fingerpri
                          const rn_code_again *again, rn_code_again *told);
 /* In txn: name's sinks were told (or cannot be): "fo:" name goes. */
 int rn_code_told(rn_pipeline *p, MDB_txn *txn, const char *name);
+/* In txn: does "fo:" name say a change of its function is still to be
+ * told (rn_derive_tell_old tells it, with all that changed under it)? */
+bool rn_code_untold(rn_pipeline *p, MDB_txn *txn, const char *name);
 
 #endif

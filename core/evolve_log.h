@@ -6,7 +6,8 @@
 #include "pipeline.h"
 
 /* In the rebuilding transaction, around a stateful relation's rebuild
- * (join.c, aggregate.c …): its rows before (what sinks were told) and
+ * (join.c, aggregate.c …, a keyed map's keys in derive.c): its rows
+ * before (what sinks were told) and
  * after; no-ops unless r->rebuild_tells (state kept, not created). A
  * filter or map whose function changed (derive.c, rn_derive_tell_old)
  * has its old function when before is called: its rows before are that

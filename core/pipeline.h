@@ -105,6 +105,7 @@ struct rn_rel {
   bool rebuild_tells;     /* while its state opens: a rebuild keeps what it changed (evolve_log.h) */
   bool rebuilt_open;      /* rebuilt_dbi ("rb:" name) is open */
   bool decl_changed;      /* its catalogue entry was new or changed when declared (rn_state_open) */
+  bool decl_new;          /* its catalogue entry was new: the state never held it, its sinks saw nothing */
   bool rebuilt_pending;   /* it holds a rebuild's changes the next group tells */
   bool rebuilt_unflushed; /* a group told them, in an LMDB transaction not yet committed */
   MDB_dbi rebuilt_dbi;

@@ -139,7 +139,7 @@ int rn_state_open(rn_pipeline *p, rn_rel *r, MDB_txn *txn, bool *created, bool *
     }
   } else if (rc == MDB_NOTFOUND) {
     *created = true;
-    r->decl_changed = true;
+    r->decl_changed = r->decl_new = true;
     v.mv_size = desc.size;
     v.mv_data = desc.data;
     rc = mdb_put(txn, p->store.meta, &k, &v, 0);
@@ -223,7 +223,8 @@ uint64_t rn_state_changed(rn_pipeline *p, const rn_rel *r, MDB_txn *txn)
   MDB_val k = { changed_key(r, key), key }, v;
   uint64_t last = 0;
   if (mdb_get(txn, p->store.meta, &k, &v) == 0 && v.mv_size == sizeof last) memcpy(&last, v.mv_data, sizeof last);
-  if (r->stateful) return last; /* rebuilt over what it missed, and told (evolve_log.c) */
+  if (r->stateful && r->kind != RN_REL_MAP) return last; /* rebuilt over what it missed, and told (evolve_log.c) */
+  /* a keyed map keeps no rows: its rebuild sees its input's rows only as they are now */
   uint64_t in = r->input ? rn_state_changed(p, r->input, txn) : 0, right = r->right ? rn_state_changed(p, r->right, txn) : 0;
   if (in > last) last = in;
   return right > last ? right : last;

@@ -413,22 +413,38 @@ static void check_relation(walk *w, const char *name, const MDB_val *v, msgpack_
   }
 }
 
-/* Every "n:" record names a relation of the catalogue. */
-static void check_orphans(walk *w, MDB_cursor *cur)
+/* Every "n:" record names a relation of the catalogue; a "ch:" record
+ * that names none (a drop before 0.19's fix left it) is a note: it only
+ * made a durable sink of a new relation of that name told of groups that
+ * changed the dropped one. */
+static void check_orphans_of(walk *w, MDB_cursor *cur, const char *prefix, bool damage)
 {
-  MDB_val k = { RN_PREFIX_LEN(RN_META_COUNTERS), (void *)RN_META_COUNTERS }, v;
+  size_t plen = strlen(prefix);
+  MDB_val k = { plen, (void *)prefix }, v;
   int mrc = mdb_cursor_get(cur, &k, &v, MDB_SET_RANGE);
-  for (; mrc == 0 && k.mv_size >= 2 && memcmp(k.mv_data, RN_META_COUNTERS, RN_PREFIX_LEN(RN_META_COUNTERS)) == 0;
+  for (; mrc == 0 && k.mv_size >= plen && memcmp(k.mv_data, prefix, plen) == 0;
        mrc = mdb_cursor_get(cur, &k, &v, MDB_NEXT)) {
     char rkey[4096];
-    if (k.mv_size >= sizeof rkey) continue;
-    memcpy(rkey, k.mv_data, k.mv_size);
-    rkey[0] = 'r';
-    MDB_val rk = { k.mv_size, rkey }, rv;
-    rkey[k.mv_size] = '\0';
-    if (mdb_get(w->txn, w->meta, &rk, &rv) == MDB_NOTFOUND)
+    if (k.mv_size - plen + 2 >= sizeof rkey) continue;
+    memcpy(rkey, RN_META_RELATION, 2);
+    memcpy(rkey + 2, (const char *)k.mv_data + plen, k.mv_size - plen);
+    MDB_val rk = { k.mv_size - plen + 2, rkey }, rv;
+    rkey[rk.mv_size] = '\0';
+    if (mdb_get(w->txn, w->meta, &rk, &rv) != MDB_NOTFOUND) continue;
+    if (damage) {
       damaged(w, "counters \"%s\" belong to no relation%s", rkey + 2, "");
+    } else {
+      fprintf(w->out, "note: the record of the last group that changed \"%s\" (meta %s) belongs to no relation\n",
+              rkey + 2, prefix);
+      w->notes++;
+    }
   }
+}
+
+static void check_orphans(walk *w, MDB_cursor *cur)
+{
+  check_orphans_of(w, cur, RN_META_COUNTERS, true);
+  check_orphans_of(w, cur, RN_META_CHANGED, false);
 }
 
 /* A durable sink's record as the outbox writes it: meta "od:" name or

@@ -335,6 +335,32 @@ function Relation:filter(fn, name)
   return declared(self:pipeline(), rel)
 end
 
+-- A map's old function made again (record_fn), giving its rows in the
+-- columns declared now (cols, key): each by its name (or the name it was),
+-- one it no longer has left out, a new nullable one nil. A new column that
+-- can hold no null and has no default takes the new function's value: it
+-- was not there to change. Its sinks hold the old rows; they are told
+-- against the new ones in this layout.
+local function in_columns(old, new, cols, key)
+  local keyed = {}
+  for _, k in ipairs(key or {}) do keyed[k] = true end
+  return function(row)
+    local out = old(row)
+    if out == nil then return nil end
+    local given, now = {}, nil
+    for _, c in ipairs(cols) do
+      local v = out[c.name]
+      if v == nil and c.was then v = out[c.was] end
+      if v == nil and (keyed[c.name] or not c.null) and not c.has_default then
+        if now == nil then now = new(row) or false end
+        v = now and now[c.name]
+      end
+      given[c.name] = v
+    end
+    return given
+  end
+end
+
 --- rel:map(fn, columns [, name]) -> relation of fn(row) (nil: no row), ids passed through.
 function Relation:map(fn, decl, name)
   check_relation(self, "map")
@@ -347,6 +373,7 @@ function Relation:map(fn, decl, name)
   key, err = key_spec(n, decl.key)
   if err then raise(err) end
   local told, old = record_fn(self:pipeline(), n, fn)
+  if type(old) == "function" then old = in_columns(old, fn, cols, key) end
   local rel
   rel, err = self:pipeline():_map(self, n, fn, cols, key, told, old)
   if not rel then raise(err) end

@@ -265,6 +265,12 @@ static int key_cmp(const char *a, size_t alen, const char *b, size_t blen)
   return c ? c : (alen > blen) - (alen < blen);
 }
 
+/* Whether key k starts with short group g's values. */
+static bool group_key_in(const MDB_val *k, const tkey *g)
+{
+  return k->mv_size >= g->glen && memcmp(k->mv_data, g->k, g->glen) == 0;
+}
+
 /* Where entry k -> v (its row after skip bytes) sorts against g's group
  * into *where: < 0 before it, 0 in it, > 0 after it. Its key's prefix
  * tells, and in a long group's bucket its row's group values (4). */
@@ -387,45 +393,60 @@ static uint64_t key_id(const tkey *k)
   return k->lng ? k->id : rn_be64_get(k->k + k->len - 8);
 }
 
-/* The first "tx:" entry of g's group (a seek; a long group's: a walk of
- * its bucket's entries before it too). */
+/* What a long group's search of its bucket compares entries with (4). */
+typedef struct group_target {
+  rn_top *t;
+  const tkey *g;
+  int at;                 /* what an entry of the group is: -1 before what is sought, +1 after */
+  bool failed;            /* group_cmp's error (said) */
+} group_target;
+
+static int cmp_group(void *ctx, int d, const MDB_val *k, const MDB_val *v, int *c)
+{
+  group_target *gt = ctx;
+  int where, rc = group_cmp(gt->t, k, v, gt->t->lo.skip[d], gt->g, &where);
+  *c = where < 0 ? -1 : where > 0 ? 1 : gt->at;
+  gt->failed = rc != 0;
+  return rc;
+}
+
+/* The entry of a long group g in dbi index d ("tt:" 0, "tx:" 1) that is
+ * first (last false) or last in it, by a search of its bucket: O(64)
+ * seeks, however many rows the long groups sharing its first bytes hold. */
+static int long_group_end(rn_top *t, MDB_txn *txn, const tkey *g, int d, bool last, entry *e)
+{
+  e->found = false;
+  group_target gt = { t, g, last ? -1 : 1, false };
+  rn_longorder_near near;
+  int rc = rn_longorder_search(txn, &t->lo, g->k, 1u << d, cmp_group, &gt, &near);
+  if (rc) return gt.failed ? rc : store_fail(t, rc);
+  bool has = last ? near.has_below : near.has_above;
+  if (!has) return 0;
+  char key[MAX_KEY];
+  memcpy(key, g->k, RN_LONGORDER_INLINE);
+  rn_be64_put(key + RN_LONGORDER_INLINE, last ? near.below : near.above);
+  MDB_val k = { MAX_KEY, key }, v;
+  rc = mdb_get(txn, t->lo.dbi[d], &k, &v);
+  if (rc) return store_fail(t, rc);
+  int where;
+  if ((rc = group_cmp(t, &k, &v, t->lo.skip[d], g, &where)) || where != 0) return rc;
+  return copy_entry(t, &k, &v, d == 0, g, e);
+}
+
+/* The first "tx:" entry of g's group (a seek; a long group's: a search). */
 static int group_first_rest(rn_top *t, MDB_txn *txn, const tkey *g, entry *e)
 {
   e->found = false;
+  if (g->lgroup) return long_group_end(t, txn, g, 1, false, e);
   MDB_cursor *cur;
   int rc = cursor(t, txn, t->rest_dbi, &cur);
   if (rc) return rc;
   MDB_val k = { g->glen, (void *)g->k }, v;
-  int where = 1, mrc;
-  for (mrc = mdb_cursor_get(cur, &k, &v, g->glen ? MDB_SET_RANGE : MDB_FIRST); mrc == 0;
-       mrc = mdb_cursor_get(cur, &k, &v, MDB_NEXT))
-    if ((rc = group_cmp(t, &k, &v, 0, g, &where)) || where >= 0) break;
-  if (rc) return rc;
-  if (mrc == 0 && where == 0) return copy_entry(t, &k, &v, false, g, e);
-  return mrc == 0 || mrc == MDB_NOTFOUND ? 0 : store_fail(t, mrc);
-}
-
-/* Whether key k starts with short group g's values. */
-static bool group_key_in(const MDB_val *k, const tkey *g)
-{
-  return k->mv_size >= g->glen && memcmp(k->mv_data, g->k, g->glen) == 0;
-}
-
-/* group_last_top of a long group: its bucket's "tt:" entries walked from
- * the first up to the group's end (each group's at most n). */
-static int long_group_last_top(rn_top *t, MDB_txn *txn, const tkey *g, entry *e)
-{
-  MDB_cursor *cur;
-  int rc = cursor(t, txn, t->top_dbi, &cur);
-  if (rc) return rc;
-  MDB_val k = { g->glen, (void *)g->k }, v;
-  int where, mrc;
-  for (mrc = mdb_cursor_get(cur, &k, &v, MDB_SET_RANGE); mrc == 0; mrc = mdb_cursor_get(cur, &k, &v, MDB_NEXT)) {
-    if ((rc = group_cmp(t, &k, &v, 8, g, &where)) || where > 0) break;
-    if (where == 0 && (rc = copy_entry(t, &k, &v, true, g, e))) break;
-  }
-  if (rc) return rc;
-  return mrc == 0 || mrc == MDB_NOTFOUND ? 0 : store_fail(t, mrc);
+  rc = mdb_cursor_get(cur, &k, &v, g->glen ? MDB_SET_RANGE : MDB_FIRST);
+  if (rc == 0 && group_key_in(&k, g)) rc = copy_entry(t, &k, &v, false, g, e);
+  else if (rc == 0 || rc == MDB_NOTFOUND) rc = 0;
+  else rc = store_fail(t, rc);
+  return rc;
 }
 
 /* The last "tt:" entry of g's group (a seek just past the group, one step
@@ -433,7 +454,7 @@ static int long_group_last_top(rn_top *t, MDB_txn *txn, const tkey *g, entry *e)
 static int group_last_top(rn_top *t, MDB_txn *txn, const tkey *g, entry *e)
 {
   e->found = false;
-  if (g->lgroup) return long_group_last_top(t, txn, g, e);
+  if (g->lgroup) return long_group_end(t, txn, g, 0, true, e);
   char end[MAX_KEY];
   size_t elen = g->glen;
   memcpy(end, g->k, elen);

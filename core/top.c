@@ -16,11 +16,12 @@
  *     pushed out). A group is never rescanned; a new or stale state, or a
  *     changed declaration, is rebuilt from the input at open.
  * (4) Group and order values may be of any length, compared whole
- *     (longorder.h: a row whose values pass a key walks its bucket too). A
- *     group whose values take more than RN_LONGORDER_INLINE bytes (a long
+ *     (longorder.h: a row whose values pass a key is found in its bucket).
+ *     A group whose values take more than RN_LONGORDER_INLINE bytes (a long
  *     group) has its rows in the bucket of its first RN_LONGORDER_INLINE
- *     bytes, with the other long groups sharing them: there a row's group
- *     is told by its row's values, so a seek of its group walks the bucket.
+ *     bytes, with the other long groups sharing them: there an entry's
+ *     group is told by its row's values, and a seek of its group's first
+ *     or last entry is a search of the bucket by label (O(64) seeks).
  *
  * State, "<prefix>" name (store.h); g: the by values' key encoding (key.h),
  * o: the order key (rn_order_append), id: the input row id:

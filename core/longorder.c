@@ -10,6 +10,7 @@
 #include "row.h"
 
 #define STEP ((uint64_t)1 << 32) /* a label's distance from a lone neighbour: appends in order stay cheap */
+#define WALK_MAX 8 /* entries of a bucket walked before it is searched by label instead (4) */
 
 bool rn_longorder_entry(const MDB_val *k, const MDB_val *v, size_t skip, uint64_t *id, size_t *row_len)
 {
@@ -140,6 +141,87 @@ static int relabel(MDB_txn *txn, const rn_longorder *lo, const char *prefix, con
   return rc;
 }
 
+int rn_longorder_search(MDB_txn *txn, const rn_longorder *lo, const char *prefix, unsigned mask,
+                        rn_longorder_cmp_fn cmp, void *ctx, rn_longorder_near *out)
+{
+  *out = (rn_longorder_near){ .d = -1, .d_below = -1, .d_above = -1 };
+  MDB_cursor *cur[2] = { NULL, NULL };
+  char key[RN_STORE_KEY_MAX];
+  memcpy(key, prefix, RN_LONGORDER_INLINE);
+  int rc = 0;
+  for (int d = 0; !rc && d < lo->ndbi; d++)
+    if (mask & (1u << d)) rc = mdb_cursor_open(txn, lo->dbi[d], &cur[d]);
+  uint64_t least = 0, most = UINT64_MAX; /* the labels not yet ruled out */
+  while (!rc && least <= most) {
+    uint64_t mid = least + (most - least) / 2;
+    int best = -1;
+    uint64_t label = 0;
+    MDB_val bk[2], bv[2];
+    for (int d = 0; !rc && d < lo->ndbi; d++) { /* the first entry at or after mid, in any dbi */
+      if (!cur[d]) continue;
+      rn_be64_put(key + RN_LONGORDER_INLINE, mid);
+      bk[d] = (MDB_val){ RN_STORE_KEY_MAX, key };
+      int mrc = mdb_cursor_get(cur[d], &bk[d], &bv[d], MDB_SET_RANGE);
+      if (mrc == MDB_NOTFOUND) continue;
+      if (mrc) { rc = mrc; break; }
+      if (bk[d].mv_size != RN_STORE_KEY_MAX || memcmp(bk[d].mv_data, prefix, RN_LONGORDER_INLINE) != 0) continue;
+      uint64_t l = rn_be64_get((const char *)bk[d].mv_data + RN_LONGORDER_INLINE);
+      if (l <= most && (best < 0 || l < label)) { best = d; label = l; }
+    }
+    if (rc) break;
+    int c = 1;
+    if (best >= 0 && (rc = cmp(ctx, best, &bk[best], &bv[best], &c))) break;
+    if (best >= 0 && c == 0) {
+      out->found = true;
+      out->label = label;
+      out->d = best;
+      break;
+    }
+    if (best >= 0 && c < 0) {
+      out->has_below = true;
+      out->below = label;
+      out->d_below = best;
+      if (label == UINT64_MAX) break;
+      least = label + 1;
+      continue;
+    }
+    if (best >= 0) { /* none between mid and it */
+      out->has_above = true;
+      out->above = label;
+      out->d_above = best;
+    }
+    if (mid == 0) break;
+    most = mid - 1;
+  }
+  for (int d = 0; d < 2; d++)
+    if (cur[d]) mdb_cursor_close(cur[d]);
+  return rc;
+}
+
+/* What rn_longorder_key's search compares entries with. */
+typedef struct full_target {
+  const rn_longorder *lo;
+  const char *f;
+  size_t flen;
+  uint64_t id;
+  msgpack_zone *z;
+  msgpack_sbuffer *fb;
+} full_target;
+
+static int cmp_target(void *ctx, int d, const MDB_val *k, const MDB_val *v, int *c)
+{
+  full_target *t = ctx;
+  uint64_t eid;
+  size_t rlen;
+  if (!rn_longorder_entry(k, v, t->lo->skip[d], &eid, &rlen)) return RN_LONGORDER_DAMAGED;
+  t->fb->size = 0;
+  msgpack_zone_clear(t->z);
+  if (rn_longorder_full(t->lo, (const char *)v->mv_data + t->lo->skip[d], rlen, t->z, t->fb) != 0 || rn_oom())
+    return rn_oom() ? ENOMEM : RN_LONGORDER_DAMAGED;
+  *c = cmp_full(t->fb->data, t->fb->size, eid, t->f, t->flen, t->id);
+  return 0;
+}
+
 int rn_longorder_key(MDB_txn *txn, const rn_longorder *lo, const char *f, size_t flen, uint64_t id, bool place,
                      char *out, bool *moved)
 {
@@ -150,16 +232,17 @@ int rn_longorder_key(MDB_txn *txn, const rn_longorder *lo, const char *f, size_t
   if (!rn_zone_init(&z, 1024)) return ENOMEM;
   msgpack_sbuffer fb;
   msgpack_sbuffer_init(&fb);
-  bool has_lo = false, has_hi = false, found = false;
+  bool has_lo = false, has_hi = false, found = false, big = false;
   uint64_t below = 0, above = 0, label = 0;
-  int rc = 0;
-  for (int d = 0; !rc && !found && d < lo->ndbi; d++) {
+  int rc = 0, seen = 0;
+  for (int d = 0; !rc && !found && !big && d < lo->ndbi; d++) {
     MDB_cursor *cur;
     if ((rc = mdb_cursor_open(txn, lo->dbi[d], &cur))) break;
     MDB_val k = { RN_LONGORDER_INLINE, out }, v;
     int mrc;
     for (mrc = mdb_cursor_get(cur, &k, &v, MDB_SET_RANGE); mrc == 0; mrc = mdb_cursor_get(cur, &k, &v, MDB_NEXT)) {
       if (k.mv_size != RN_STORE_KEY_MAX || memcmp(k.mv_data, out, RN_LONGORDER_INLINE) != 0) break;
+      if (++seen > WALK_MAX) { big = true; break; }
       uint64_t eid;
       size_t rlen;
       if (!rn_longorder_entry(&k, &v, lo->skip[d], &eid, &rlen)) { rc = RN_LONGORDER_DAMAGED; break; }
@@ -177,6 +260,17 @@ int rn_longorder_key(MDB_txn *txn, const rn_longorder *lo, const char *f, size_t
     }
     mdb_cursor_close(cur);
     if (!rc && mrc != MDB_NOTFOUND && mrc != 0) rc = mrc;
+  }
+  if (!rc && big) { /* a big bucket: its neighbours found by label (4) */
+    full_target target = { lo, f, flen, id, &z, &fb };
+    rn_longorder_near near;
+    rc = rn_longorder_search(txn, lo, out, (1u << lo->ndbi) - 1, cmp_target, &target, &near);
+    found = near.found;
+    label = near.label;
+    has_lo = near.has_below;
+    below = near.below;
+    has_hi = near.has_above;
+    above = near.above;
   }
   if (!rc && !found && !place) rc = MDB_NOTFOUND;
   if (!rc && !found) {

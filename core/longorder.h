@@ -18,7 +18,10 @@
  * (2) A row's entry is found by walking its bucket for its id and its
  *     whole o (each entry's recomputed from its row): O(bucket).
  * (3) A long entry is told by its key's length (511) and its value, one
- *     row then 8 bytes: a short entry's value is its row alone. */
+ *     row then 8 bytes: a short entry's value is its row alone.
+ * (4) A bucket of a few entries is walked; in a bigger one (the rows of a
+ *     top's long group, say) an entry and its neighbours are found by
+ *     halving the labels still possible: O(64) seeks, whatever its size. */
 #ifndef RN_LONGORDER_H
 #define RN_LONGORDER_H
 
@@ -58,5 +61,25 @@ int rn_longorder_full(const rn_longorder *lo, const char *row, size_t len, msgpa
  * MDB_NOTFOUND, RN_LONGORDER_DAMAGED, ENOMEM or an LMDB error. */
 int rn_longorder_key(MDB_txn *txn, const rn_longorder *lo, const char *f, size_t flen, uint64_t id, bool place,
                      char *out, bool *moved);
+
+/* Where rn_longorder_search stands: the entry found (found: its label and
+ * dbi index), else its neighbours' labels and dbi indexes. */
+typedef struct rn_longorder_near {
+  bool found, has_below, has_above;
+  uint64_t label, below, above;
+  int d, d_below, d_above;
+} rn_longorder_near;
+
+/* Compares entry k -> v of dbi index d with what is sought: *c < 0 when it
+ * sorts before, 0 when it is the one, > 0 after; returns 0 or an error. */
+typedef int (*rn_longorder_cmp_fn)(void *ctx, int d, const MDB_val *k, const MDB_val *v, int *c);
+
+/* Searches the bucket of prefix (RN_LONGORDER_INLINE bytes) in the dbis of
+ * lo in mask (bit d: lo->dbi[d]) by label (4), cmp telling each entry
+ * seen against what is sought (the bucket in label order must be in cmp's
+ * order): the entry found, or the last entry before it and the first
+ * after it. Returns 0, cmp's error or an LMDB error. */
+int rn_longorder_search(MDB_txn *txn, const rn_longorder *lo, const char *prefix, unsigned mask,
+                        rn_longorder_cmp_fn cmp, void *ctx, rn_longorder_near *out);
 
 #endif

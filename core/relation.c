@@ -263,8 +263,9 @@ int rn_open_derived_state(rn_pipeline *p, rn_rel *r, rn_state_setup_fn setup, vo
     int notes = p->nnotes; /* taken back if the declaration fails */
     size_t marks = p->evolved_len;
     int rc = try_open_derived_state(p, r, setup, ctx);
-    if (!rc) {
+    if (!rc) { /* committed, a rebuild's rows counted: what a rollback goes back to */
       r->saved_next_id = r->lmdb_next_id = r->next_id;
+      r->saved_count = r->lmdb_count = r->count;
       return 0;
     }
     rn_evolve_forget(p, notes, marks);

@@ -15,16 +15,21 @@
  *     only the rows whose rank really changes (plus one row filling in or
  *     pushed out). A group is never rescanned; a new or stale state, or a
  *     changed declaration, is rebuilt from the input at open.
- * (4) Order values may be of any length, compared whole (longorder.h: a
- *     row whose values pass a key walks its bucket too); the group values
- *     take at most RN_LONGORDER_INLINE bytes, else the row is refused.
+ * (4) Group and order values may be of any length, compared whole
+ *     (longorder.h: a row whose values pass a key is found in its bucket).
+ *     A group whose values take more than RN_LONGORDER_INLINE bytes (a long
+ *     group) has its rows in the bucket of its first RN_LONGORDER_INLINE
+ *     bytes, with the other long groups sharing them: there an entry's
+ *     group is told by its row's values, and a seek of its group's first
+ *     or last entry is a search of the bucket by label (O(64) seeks).
  *
  * State, "<prefix>" name (store.h); g: the by values' key encoding (key.h),
  * o: the order key (rn_order_append), id: the input row id:
  *
  *     "tt:"  the tops       |g|o|u64 id BE| -> |u64 rank|row|
  *     "tx:"  the rest       |g|o|u64 id BE| -> |row|
- *     (g and o longer than a key holds: longorder.h; g at most 503 bytes)
+ *     (g and o longer than a key holds: longorder.h; a long g's rows are
+ *     in the bucket of its first 503 bytes, in (g, o, id) order)
  *     "tp:"  "decl" -> msgpack [n, [by slots], [order slots], [desc flags], format]
  *            "input" -> the input's name (for runnel verify)
  *
@@ -66,15 +71,21 @@ typedef struct rn_top {
   size_t npending, cap;
   msgpack_sbuffer kbuf;   /* building keys and ranked rows */
   rn_longorder lo;        /* its long keys' (longorder.h) */
+  msgpack_sbuffer gbuf;   /* an entry's group values (a long group's walk) */
+  msgpack_zone gzone;     /* its row, decoded */
 } rn_top;
 
 /* A row's place: its key and the length of its group prefix; a long key
- * (longorder.h) holds no id: its entry's value ends with it. */
+ * (longorder.h) holds no id: its entry's value ends with it. A long group
+ * (4): glen is its bucket's prefix, g its whole group values. */
 typedef struct tkey {
   const char *k;
   size_t len, glen;
   bool lng;
   uint64_t id;            /* a long key's */
+  bool lgroup;            /* a long group's */
+  const char *g;          /* the group values' encoding (a short group's: k's first glen bytes) */
+  size_t gl;
 } tkey;
 
 static int store_fail(rn_top *t, int rc)
@@ -187,27 +198,6 @@ int rn_order_record_input(rn_rel *out, MDB_txn *txn, MDB_dbi decl_dbi, bool *cha
 
 /* ---- keys and rows ---- */
 
-/* The refusal of a row whose group values take len bytes, more than a
- * long key keeps whole (longorder.h): it names the column whose value
- * takes the most. */
-static int too_long(rn_top *t, const msgpack_object *vals, uint64_t id, size_t len)
-{
-  msgpack_sbuffer one;
-  msgpack_sbuffer_init(&one);
-  int longest = t->by[0];
-  size_t most = 0;
-  for (int i = 0; i < t->nby; i++) {
-    int slot = t->by[i];
-    one.size = 0;
-    rn_order_value_append(&one, &vals[slot]);
-    if (one.size > most) { most = one.size; longest = slot; }
-  }
-  msgpack_sbuffer_destroy(&one);
-  return rn_err_set(&t->out->p->err, RN_EINVAL, "%s: row id %llu: its group values take %zu bytes, "
-                    "more than the %d a top's group may take (column \"%s\" takes %zu)", t->out->name,
-                    (unsigned long long)id, len, RN_LONGORDER_INLINE, t->out->input->schema->cols[longest].name, most);
-}
-
 /* The error of rn_longorder_key's rc. */
 static int longorder_fail(rn_top *t, int rc)
 {
@@ -235,12 +225,15 @@ static int row_key(rn_top *t, MDB_txn *txn, const char *row, size_t len, uint64_
     if (rn_order_value_append(b, &vals[t->by[i]]) != 0)
       return rn_err_set(&p->err, RN_EINVAL, "%s: column \"%s\" of row id %llu is NaN: not a group",
                         t->out->name, t->out->input->schema->cols[t->by[i]].name, (unsigned long long)id);
-  key->glen = b->size;
+  key->gl = b->size;
+  key->lgroup = key->gl > RN_LONGORDER_INLINE;
+  key->glen = key->lgroup ? RN_LONGORDER_INLINE : key->gl;
+  key->g = key->lgroup ? rn_scratch_copy(p, b->data, key->gl) : NULL;
+  if (key->lgroup && !key->g) return no_memory(t);
   int bad = 0;
   if (rn_order_append(&t->order, vals, b, &bad) != 0)
     return rn_err_set(&p->err, RN_EINVAL, "%s: column \"%s\" of row id %llu is NaN: NaN has no place in an order",
                       t->out->name, t->out->input->schema->cols[bad].name, (unsigned long long)id);
-  if (key->glen > RN_LONGORDER_INLINE) return too_long(t, vals, id, key->glen);
   if (rn_group_oom(p, 0)) return p->err.code;
   key->lng = b->size > RN_LONGORDER_INLINE;
   key->id = id;
@@ -253,6 +246,7 @@ static int row_key(rn_top *t, MDB_txn *txn, const char *row, size_t len, uint64_
     if (rc) return longorder_fail(t, rc);
     key->k = rn_scratch_copy(p, lk, MAX_KEY);
     key->len = MAX_KEY;
+    if (!key->lgroup) key->g = key->k;
     return key->k ? 0 : no_memory(t);
   }
   char idk[8];
@@ -261,6 +255,7 @@ static int row_key(rn_top *t, MDB_txn *txn, const char *row, size_t len, uint64_
   if (rn_group_oom(p, 0)) return p->err.code;
   key->k = rn_scratch_copy(p, b->data, b->size);
   key->len = b->size;
+  key->g = key->k;
   return key->k ? 0 : no_memory(t);
 }
 
@@ -271,9 +266,36 @@ static int key_cmp(const char *a, size_t alen, const char *b, size_t blen)
   return c ? c : (alen > blen) - (alen < blen);
 }
 
-static bool in_group(const MDB_val *k, const tkey *g)
+/* Whether key k starts with short group g's values. */
+static bool group_key_in(const MDB_val *k, const tkey *g)
 {
   return k->mv_size >= g->glen && memcmp(k->mv_data, g->k, g->glen) == 0;
+}
+
+/* Where entry k -> v (its row after skip bytes) sorts against g's group
+ * into *where: < 0 before it, 0 in it, > 0 after it. Its key's prefix
+ * tells, and in a long group's bucket its row's group values (4). */
+static int group_cmp(rn_top *t, const MDB_val *k, const MDB_val *v, size_t skip, const tkey *g, int *where)
+{
+  *where = key_cmp(k->mv_data, k->mv_size < g->glen ? k->mv_size : g->glen, g->k, g->glen);
+  if (*where || !g->lgroup) return 0;
+  uint64_t id;
+  size_t len;
+  const msgpack_object *vals = NULL;
+  if (rn_longorder_entry(k, v, skip, &id, &len)) {
+    msgpack_zone_clear(&t->gzone);
+    vals = rn_row_unpack((const char *)v->mv_data + skip, len, t->in_ncols, &t->gzone);
+  }
+  msgpack_sbuffer *b = &t->gbuf;
+  b->size = 0;
+  for (int i = 0; vals && i < t->nby; i++)
+    if (rn_order_value_append(b, &vals[t->by[i]]) != 0) vals = NULL;
+  if (rn_group_oom(t->out->p, 0)) return t->out->p->err.code;
+  if (!vals)
+    return rn_err_set(&t->out->p->err, RN_ESTORE, "state damaged: %s: an entry of its order does not decode",
+                      t->out->name);
+  *where = key_cmp(b->data, b->size, g->g, g->gl);
+  return 0;
 }
 
 /* row with rank appended as a last column, in scratch. */
@@ -345,14 +367,17 @@ typedef struct entry {
   size_t len;
 } entry;
 
-static int copy_entry(rn_top *t, const MDB_val *k, const MDB_val *v, bool ranked_value, size_t glen, entry *e)
+static int copy_entry(rn_top *t, const MDB_val *k, const MDB_val *v, bool ranked_value, const tkey *g, entry *e)
 {
   rn_pipeline *p = t->out->p;
   size_t skip = ranked_value ? 8 : 0;
-  if (v->mv_size < skip || k->mv_size < glen + 8)
+  if (v->mv_size < skip || k->mv_size < g->glen + 8)
     return rn_err_set(&p->err, RN_ESTORE, "state damaged: %s: an entry of its order is malformed", t->out->name);
   e->found = true;
-  e->key.glen = glen;
+  e->key.glen = g->glen;
+  e->key.lgroup = g->lgroup;
+  e->key.g = g->g;
+  e->key.gl = g->gl;
   e->key.len = k->mv_size;
   e->key.k = rn_scratch_copy(p, k->mv_data, k->mv_size);
   size_t row_len;
@@ -369,16 +394,57 @@ static uint64_t key_id(const tkey *k)
   return k->lng ? k->id : rn_be64_get(k->k + k->len - 8);
 }
 
-/* The first "tx:" entry of g's group (a seek). */
+/* What a long group's search of its bucket compares entries with (4). */
+typedef struct group_target {
+  rn_top *t;
+  const tkey *g;
+  int at;                 /* what an entry of the group is: -1 before what is sought, +1 after */
+  bool failed;            /* group_cmp's error (said) */
+} group_target;
+
+static int cmp_group(void *ctx, int d, const MDB_val *k, const MDB_val *v, int *c)
+{
+  group_target *gt = ctx;
+  int where, rc = group_cmp(gt->t, k, v, gt->t->lo.skip[d], gt->g, &where);
+  *c = where < 0 ? -1 : where > 0 ? 1 : gt->at;
+  gt->failed = rc != 0;
+  return rc;
+}
+
+/* The entry of a long group g in dbi index d ("tt:" 0, "tx:" 1) that is
+ * first (last false) or last in it, by a search of its bucket: O(64)
+ * seeks, however many rows the long groups sharing its first bytes hold. */
+static int long_group_end(rn_top *t, MDB_txn *txn, const tkey *g, int d, bool last, entry *e)
+{
+  e->found = false;
+  group_target gt = { t, g, last ? -1 : 1, false };
+  rn_longorder_near near;
+  int rc = rn_longorder_search(txn, &t->lo, g->k, 1u << d, cmp_group, &gt, &near);
+  if (rc) return gt.failed ? rc : store_fail(t, rc);
+  bool has = last ? near.has_below : near.has_above;
+  if (!has) return 0;
+  char key[MAX_KEY];
+  memcpy(key, g->k, RN_LONGORDER_INLINE);
+  rn_be64_put(key + RN_LONGORDER_INLINE, last ? near.below : near.above);
+  MDB_val k = { MAX_KEY, key }, v;
+  rc = mdb_get(txn, t->lo.dbi[d], &k, &v);
+  if (rc) return store_fail(t, rc);
+  int where;
+  if ((rc = group_cmp(t, &k, &v, t->lo.skip[d], g, &where)) || where != 0) return rc;
+  return copy_entry(t, &k, &v, d == 0, g, e);
+}
+
+/* The first "tx:" entry of g's group (a seek; a long group's: a search). */
 static int group_first_rest(rn_top *t, MDB_txn *txn, const tkey *g, entry *e)
 {
   e->found = false;
+  if (g->lgroup) return long_group_end(t, txn, g, 1, false, e);
   MDB_cursor *cur;
   int rc = cursor(t, txn, t->rest_dbi, &cur);
   if (rc) return rc;
   MDB_val k = { g->glen, (void *)g->k }, v;
   rc = mdb_cursor_get(cur, &k, &v, g->glen ? MDB_SET_RANGE : MDB_FIRST);
-  if (rc == 0 && in_group(&k, g)) rc = copy_entry(t, &k, &v, false, g->glen, e);
+  if (rc == 0 && group_key_in(&k, g)) rc = copy_entry(t, &k, &v, false, g, e);
   else if (rc == 0 || rc == MDB_NOTFOUND) rc = 0;
   else rc = store_fail(t, rc);
   return rc;
@@ -389,6 +455,7 @@ static int group_first_rest(rn_top *t, MDB_txn *txn, const tkey *g, entry *e)
 static int group_last_top(rn_top *t, MDB_txn *txn, const tkey *g, entry *e)
 {
   e->found = false;
+  if (g->lgroup) return long_group_end(t, txn, g, 0, true, e);
   char end[MAX_KEY];
   size_t elen = g->glen;
   memcpy(end, g->k, elen);
@@ -400,7 +467,7 @@ static int group_last_top(rn_top *t, MDB_txn *txn, const tkey *g, entry *e)
   MDB_val k = { elen, end }, v;
   rc = elen ? mdb_cursor_get(cur, &k, &v, MDB_SET_RANGE) : MDB_NOTFOUND;
   rc = rc == 0 ? mdb_cursor_get(cur, &k, &v, MDB_PREV) : rc == MDB_NOTFOUND ? mdb_cursor_get(cur, &k, &v, MDB_LAST) : rc;
-  if (rc == 0 && in_group(&k, g)) rc = copy_entry(t, &k, &v, true, g->glen, e);
+  if (rc == 0 && group_key_in(&k, g)) rc = copy_entry(t, &k, &v, true, g, e);
   else if (rc == 0 || rc == MDB_NOTFOUND) rc = 0;
   else rc = store_fail(t, rc);
   return rc;
@@ -419,10 +486,12 @@ static int shift(rn_top *t, MDB_txn *txn, const tkey *from, const tkey *stop, in
   int rc = cursor(t, txn, t->top_dbi, &cur);
   if (rc) return rc;
   MDB_val k = { from->len, (void *)from->k }, v;
+  int where;
   for (rc = mdb_cursor_get(cur, &k, &v, MDB_SET_RANGE); rc == 0; rc = mdb_cursor_get(cur, &k, &v, MDB_NEXT)) {
-    if (!in_group(&k, from) || (stop && key_cmp(k.mv_data, k.mv_size, stop->k, stop->len) >= 0)) break;
+    if (stop && key_cmp(k.mv_data, k.mv_size, stop->k, stop->len) >= 0) break;
+    if ((rc = group_cmp(t, &k, &v, 8, from, &where)) || where != 0) break;
     entry e;
-    if ((rc = copy_entry(t, &k, &v, true, from->glen, &e))) break;
+    if ((rc = copy_entry(t, &k, &v, true, from, &e))) break;
     uint64_t rank = e.rank + (uint64_t)(int64_t)delta;
     if (!*moved) *first = e.rank;
     ++*moved;
@@ -577,7 +646,7 @@ static int place(rn_top *t, MDB_txn *txn, const rn_change *c)
   if (!rc && moved && c->old) rc = row_key(t, txn, c->old, c->old_len, c->id, false, &ko, &ignored); /* relabelled */
   if (rc) return rc;
   uint64_t a = 0, b = 0;
-  bool same_group = c->old && c->row && ko.glen == kn.glen && memcmp(ko.k, kn.k, ko.glen) == 0;
+  bool same_group = c->old && c->row && ko.gl == kn.gl && memcmp(ko.g, kn.g, ko.gl) == 0;
   entry last = { .found = false };
   if (same_group && (rc = group_last_top(t, txn, &ko, &last))) return rc;
   /* a row after the group's last top row is in the rest: one seek says so */
@@ -768,6 +837,8 @@ static void free_top(void *ctx)
   rn_top *t = ctx;
   free(t->pending);
   msgpack_sbuffer_destroy(&t->kbuf);
+  msgpack_sbuffer_destroy(&t->gbuf);
+  rn_zone_destroy(&t->gzone);
   free(t);
 }
 
@@ -780,6 +851,8 @@ int rn_declare_top(rn_pipeline *p, const char *name, rn_rel *in, const rn_top_sp
   rn_top *t = calloc(1, sizeof *t);
   if (!t) return rn_err_set(&p->err, RN_ENOMEM, "out of memory");
   msgpack_sbuffer_init(&t->kbuf);
+  msgpack_sbuffer_init(&t->gbuf);
+  if (!rn_zone_init(&t->gzone, 1024)) { free_top(t); return rn_err_set(&p->err, RN_ENOMEM, "out of memory"); }
   rn_schema *s = NULL;
   int rc = resolve(p, name, in, spec, t);
   if (!rc) rc = output_schema(p, name, in, spec->rank, &s);

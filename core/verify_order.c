@@ -31,6 +31,8 @@ typedef struct ocheck {
   msgpack_zone zone;
   msgpack_sbuffer key;
   msgpack_sbuffer prev;   /* the key before, in the database walked (empty: none) */
+  msgpack_sbuffer group;  /* a group's values (check_tops, check_rest) */
+  msgpack_sbuffer other;  /* another entry's (check_rest) */
   uint64_t *ids;          /* every row id held, to find one held twice */
   size_t nids, cap;
 } ocheck;
@@ -180,14 +182,33 @@ static int top_decl(ocheck *c, const MDB_val *v)
   return 0;
 }
 
+/* Whether the "tt:" entry k -> v holds a row of the group whose values'
+ * encoding is g (glen bytes): a short group's key starts with it, a long
+ * group's row has them (top.c (4)). */
+static bool top_in_group(ocheck *c, const MDB_val *k, const MDB_val *v, const char *g, size_t glen)
+{
+  if (glen <= RN_LONGORDER_INLINE) return k->mv_size >= glen && memcmp(k->mv_data, g, glen) == 0;
+  uint64_t id;
+  size_t len;
+  if (!rn_longorder_entry(k, v, 8, &id, &len)) return false;
+  msgpack_zone_clear(&c->zone);
+  const msgpack_object *vals = rn_row_unpack((const char *)v->mv_data + 8, len, c->ncols, &c->zone);
+  if (!vals) return false;
+  c->other.size = 0;
+  for (int i = 0; i < c->nby; i++)
+    if (rn_order_value_append(&c->other, &vals[c->by[i]]) != 0) return false;
+  return c->other.size == glen && memcmp(c->other.data, g, glen) == 0;
+}
+
 /* "tt:": in each group (in key order) ranks 1, 2, … up to at most n. */
 static int check_tops(ocheck *c, MDB_dbi dbi, uint64_t *held)
 {
   MDB_cursor *cur;
   int rc = mdb_cursor_open(c->txn, dbi, &cur);
   if (rc) return rc;
-  char group[512], detail[200];
-  size_t group_len = SIZE_MAX, glen;
+  char detail[200];
+  size_t glen;
+  bool any = false;
   uint64_t want = 1;
   MDB_val k, v;
   *held = 0;
@@ -195,9 +216,12 @@ static int check_tops(ocheck *c, MDB_dbi dbi, uint64_t *held)
   for (rc = mdb_cursor_get(cur, &k, &v, MDB_FIRST); rc == 0; rc = mdb_cursor_get(cur, &k, &v, MDB_NEXT)) {
     ++*held;
     if (!entry_in_place(c, "tt:", &k, &v, 8, &glen)) continue;
-    if (group_len != glen || memcmp(group, k.mv_data, glen) != 0) {
-      memcpy(group, k.mv_data, glen);
-      group_len = glen;
+    /* the group's values are c->key's first glen bytes (a long group's
+     * more than its key holds) */
+    if (!any || c->group.size != glen || memcmp(c->group.data, c->key.data, glen) != 0) {
+      c->group.size = 0;
+      rn_buf_write(&c->group, c->key.data, glen);
+      any = true;
       want = 1;
     }
     uint64_t rank;
@@ -227,12 +251,14 @@ static int check_rest(ocheck *c, MDB_dbi rest, MDB_dbi tops)
   c->prev.size = 0;
   for (rc = mdb_cursor_get(cur, &k, &v, MDB_FIRST); rc == 0; rc = mdb_cursor_get(cur, &k, &v, MDB_NEXT)) {
     if (!entry_in_place(c, "tx:", &k, &v, 0, &glen)) continue;
+    c->group.size = 0;
+    rn_buf_write(&c->group, c->key.data, glen); /* its group's values */
     MDB_val tk = k, tv;
     int trc = mdb_cursor_get(tcur, &tk, &tv, MDB_SET_RANGE);
-    bool after = trc == MDB_NOTFOUND || (trc == 0 && (tk.mv_size < glen || memcmp(tk.mv_data, k.mv_data, glen)));
+    bool after = trc == MDB_NOTFOUND || (trc == 0 && !top_in_group(c, &tk, &tv, c->group.data, glen));
     trc = trc == 0 ? mdb_cursor_get(tcur, &tk, &tv, MDB_PREV) : mdb_cursor_get(tcur, &tk, &tv, MDB_LAST);
     uint64_t last_rank = 0;
-    if (trc == 0 && tk.mv_size >= glen && memcmp(tk.mv_data, k.mv_data, glen) == 0 && tv.mv_size >= 8)
+    if (trc == 0 && top_in_group(c, &tk, &tv, c->group.data, glen) && tv.mv_size >= 8)
       memcpy(&last_rank, tv.mv_data, 8);
     if (after && last_rank == c->n) continue;
     snprintf(detail, sizeof detail, "row id %llu is out of the top while %s",
@@ -412,10 +438,14 @@ int rn_verify_ordered(MDB_txn *txn, const char *name, bool top, int ncols, const
   if (!rn_zone_init(&c.zone, 4096)) { fprintf(out, "damaged: %s: out of memory\n", name); return 1; }
   msgpack_sbuffer_init(&c.key);
   msgpack_sbuffer_init(&c.prev);
+  msgpack_sbuffer_init(&c.group);
+  msgpack_sbuffer_init(&c.other);
   if (top) check_top(&c, counters);
   else check_index(&c, counters);
   msgpack_sbuffer_destroy(&c.key);
   msgpack_sbuffer_destroy(&c.prev);
+  msgpack_sbuffer_destroy(&c.group);
+  msgpack_sbuffer_destroy(&c.other);
   rn_zone_destroy(&c.zone);
   free(c.ids);
   return c.damages;

@@ -253,14 +253,13 @@ describe("a top and an index ordered by values longer than an LMDB key", functio
     assert.equal(0, ix:count{ from = Z .. "z" })
   end)
 
-  it("still refuses group values longer than a key keeps whole, naming the column", function()
+  it("takes group values longer than a key keeps whole too (top_longgroup_spec)", function()
     p = runnel.open()
     local t = p:table("long", { {"id","int"}, {"team","string"}, {"name","string"}, key = "id" })
     local top = t:top{ n = 1, by = "team", order = { "name" } }
     t:insert{ id = 1, team = "a", name = string.rep("x", 900) }
-    assert.equal('long.top: row id 2: its group values take 603 bytes, more than the 503 a top\'s group may take '
-                 .. '(column "team" takes 603)', H.error_of(t.insert, t, { id = 2, team = string.rep("y", 600), name = "a" }))
-    assert.equal(1, top:count())
+    t:insert{ id = 2, team = string.rep("y", 600), name = "a" }
+    assert.equal(2, top:count())
     assert.equal(null, null)
   end)
 end)

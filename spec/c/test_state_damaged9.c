@@ -1,0 +1,265 @@
+/* test_state_damaged9.c — meta records read back from a damaged state.
+ *
+ * A filter's or map's kept function ("fc:", "fo:"; core/evolve_code.h) is
+ * Lua bytecode, which Lua does not verify: a copy that does not match its
+ * check (a flipped byte, a cut, another shape, a copy runnel 0.19 wrote
+ * without one) is never handed back to be run; the binding says its
+ * sinks were not told. */
+#include <lmdb.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "check.h"
+#include "evolve_code.h"
+#include "pipeline.h"
+#include "runnel.h"
+#include "store.h"
+
+static void cleanup(const char *dir)
+{
+  char cmd[96];
+  snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+  CHECK(system(cmd) == 0);
+}
+
+/* ---- meta records rewritten through LMDB (no process has the state open) ---- */
+
+static MDB_env *raw_open(const char *dir, MDB_txn **txn, MDB_dbi *dbi)
+{
+  MDB_env *env;
+  CHECK(mdb_env_create(&env) == 0);
+  mdb_env_set_maxdbs(env, 64);
+  CHECK(mdb_env_open(env, dir, 0, 0644) == 0);
+  CHECK(mdb_txn_begin(env, NULL, 0, txn) == 0);
+  CHECK(mdb_dbi_open(*txn, RN_DB_META, 0, dbi) == 0);
+  return env;
+}
+
+static void raw_close(MDB_env *env, MDB_txn *txn)
+{
+  CHECK(mdb_txn_commit(txn) == 0);
+  mdb_env_close(env);
+}
+
+static void raw_put(const char *dir, const char *key, const void *val, size_t len)
+{
+  MDB_txn *txn;
+  MDB_dbi dbi;
+  MDB_env *env = raw_open(dir, &txn, &dbi);
+  MDB_val k = { strlen(key), (void *)key }, v = { len, (void *)val };
+  CHECK(mdb_put(txn, dbi, &k, &v, 0) == 0);
+  raw_close(env, txn);
+}
+
+/* The value of key, malloc'd, in *len (NULL: none). */
+static char *raw_get(const char *dir, const char *key, size_t *len)
+{
+  MDB_txn *txn;
+  MDB_dbi dbi;
+  MDB_env *env = raw_open(dir, &txn, &dbi);
+  MDB_val k = { strlen(key), (void *)key }, v;
+  char *out = NULL;
+  if (mdb_get(txn, dbi, &k, &v) == 0 && (out = malloc(v.mv_size + 1))) memcpy(out, v.mv_data, v.mv_size);
+  *len = out ? v.mv_size : 0;
+  raw_close(env, txn);
+  return out;
+}
+
+/* key's value with its byte at (from the end when negative) xored with x. */
+static void raw_flip(const char *dir, const char *key, long at, unsigned char x)
+{
+  size_t len;
+  char *v = raw_get(dir, key, &len);
+  CHECK(v && len > 0);
+  if (!v || !len) return;
+  size_t i = at < 0 ? len - (size_t)-at : (size_t)at;
+  v[i] = (char)(v[i] ^ x);
+  raw_put(dir, key, v, len);
+  free(v);
+}
+
+/* key's value cut to its first len - cut bytes. */
+static void raw_cut(const char *dir, const char *key, size_t cut)
+{
+  size_t len;
+  char *v = raw_get(dir, key, &len);
+  CHECK(v && len >= cut);
+  if (v && len >= cut) raw_put(dir, key, v, len - cut);
+  free(v);
+}
+
+/* ---- a filter's function kept, changed, and read back ---- */
+
+/* Stands for the binding's copy of a function (lua/runnel.lua's format:
+ * |u32 n|bytecode|upvalues…|). */
+static const char code_v1[] = "\x0c\0\0\0\x1bLuaT\0 v1 bytecode N";
+#define CODE_V1_LEN (sizeof code_v1 - 1)
+
+static rn_pipeline *open_at(const char *dir)
+{
+  rn_open_opts o = { 0 };
+  o.path = dir;
+  rn_pipeline *p = NULL;
+  CHECK(rn_pipeline_open(&o, &p, NULL, 0) == 0);
+  return p;
+}
+
+/* Records f's function as the fingerprint fp and code (NULL: one that
+ * cannot be run again); what its sinks' rows came from, in *told. */
+static int record(rn_pipeline *p, const char *fp, const char *code, size_t len, rn_code_again *told)
+{
+  rn_code_again again = { code ? RN_CODE_KEPT : RN_CODE_UNKEPT, (char *)code, code ? len : 0, NULL };
+  return rn_code_record_again(p, "f", fp, strlen(fp), &again, told);
+}
+
+/* A state whose f kept code_v1. */
+static void make_state(const char *dir)
+{
+  rn_pipeline *p = open_at(dir);
+  if (!p) return;
+  rn_code_again told;
+  CHECK(record(p, "fp1", code_v1, CODE_V1_LEN, &told) == 0);
+  CHECK(told.kind == RN_CODE_NONE);
+  rn_pipeline_close(p);
+}
+
+/* f declared with another function over dir: what is told. */
+static rn_code_again changed(const char *dir)
+{
+  rn_code_again told = { RN_CODE_NONE, NULL, 0, NULL };
+  rn_pipeline *p = open_at(dir);
+  if (!p) return told;
+  CHECK(record(p, "fp2", "v2", 2, &told) == 0);
+  rn_pipeline_close(p);
+  return told;
+}
+
+static const char damaged[] = "the state's copy of its old function is damaged: it was not run";
+
+/* The kept copy is refused, never handed back to be run, saying why. */
+static void check_refused(rn_code_again told, const char *why)
+{
+  CHECK(told.kind == RN_CODE_KEPT);
+  CHECK(told.code == NULL);
+  CHECK(told.why && strcmp(told.why, why) == 0);
+  free(told.code);
+}
+
+static void test_intact_copy_is_handed_back(void)
+{
+  char dir[] = "/tmp/runnel_damaged9_XXXXXX";
+  CHECK(mkdtemp(dir) != NULL);
+  make_state(dir);
+  rn_code_again told = changed(dir);
+  CHECK(told.kind == RN_CODE_KEPT && told.why == NULL);
+  CHECK(told.code && told.len == CODE_V1_LEN && memcmp(told.code, code_v1, CODE_V1_LEN) == 0);
+  free(told.code);
+  cleanup(dir);
+}
+
+static void test_flipped_byte_is_refused(void)
+{
+  char dir[] = "/tmp/runnel_damaged9_XXXXXX";
+  CHECK(mkdtemp(dir) != NULL);
+  make_state(dir);
+  raw_flip(dir, "fc:f", -3, 0x20); /* inside the bytecode */
+  check_refused(changed(dir), damaged);
+  cleanup(dir);
+}
+
+static void test_cut_copy_is_refused(void)
+{
+  char dir[] = "/tmp/runnel_damaged9_XXXXXX";
+  CHECK(mkdtemp(dir) != NULL);
+  make_state(dir);
+  raw_cut(dir, "fc:f", 5);
+  check_refused(changed(dir), damaged);
+  cleanup(dir);
+}
+
+static void test_other_shape_is_refused(void)
+{
+  char dir[] = "/tmp/runnel_damaged9_XXXXXX";
+  CHECK(mkdtemp(dir) != NULL);
+  make_state(dir);
+  raw_put(dir, "fc:f", "\x01\x02\x03", 3);
+  check_refused(changed(dir), damaged);
+  cleanup(dir);
+}
+
+/* The copy of a change not yet told ("fo:"), damaged: refused too. */
+static void test_damaged_pending_copy_is_refused(void)
+{
+  char dir[] = "/tmp/runnel_damaged9_XXXXXX";
+  CHECK(mkdtemp(dir) != NULL);
+  make_state(dir);
+  rn_code_again told = changed(dir); /* not told: "fo:f" holds v1's copy */
+  free(told.code);
+  raw_flip(dir, "fo:f", -2, 0x01);
+  rn_pipeline *p = open_at(dir);
+  if (p) {
+    CHECK(record(p, "fp3", "v3", 2, &told) == 0);
+    check_refused(told, damaged);
+    rn_pipeline_close(p);
+  }
+  cleanup(dir);
+}
+
+/* runnel 0.19 kept the binding's copy as it is, without a check: it cannot
+ * be told from a damaged one, and is not run. */
+static void test_unchecked_copy_of_019_is_refused(void)
+{
+  char dir[] = "/tmp/runnel_damaged9_XXXXXX";
+  CHECK(mkdtemp(dir) != NULL);
+  make_state(dir);
+  raw_put(dir, "fc:f", code_v1, CODE_V1_LEN);
+  check_refused(changed(dir), "the state's copy of its old function has no check (runnel 0.19 wrote it): it was not run");
+  cleanup(dir);
+}
+
+/* runnel 0.19's empty copy: a function that could not be run again. */
+static void test_empty_copy_of_019_is_unkept(void)
+{
+  char dir[] = "/tmp/runnel_damaged9_XXXXXX";
+  CHECK(mkdtemp(dir) != NULL);
+  make_state(dir);
+  raw_put(dir, "fc:f", "", 0);
+  rn_code_again told = changed(dir);
+  CHECK(told.kind == RN_CODE_UNKEPT && told.code == NULL);
+  cleanup(dir);
+}
+
+/* An unchanged function's copy of 0.19 is kept again with its check: the
+ * next change is told. */
+static void test_unchecked_copy_is_checked_once_seen(void)
+{
+  char dir[] = "/tmp/runnel_damaged9_XXXXXX";
+  CHECK(mkdtemp(dir) != NULL);
+  make_state(dir);
+  raw_put(dir, "fc:f", code_v1, CODE_V1_LEN);
+  rn_pipeline *p = open_at(dir);
+  if (p) {
+    rn_code_again told;
+    CHECK(record(p, "fp1", code_v1, CODE_V1_LEN, &told) == 0 && told.kind == RN_CODE_NONE);
+    rn_pipeline_close(p);
+  }
+  rn_code_again told = changed(dir);
+  CHECK(told.kind == RN_CODE_KEPT && told.why == NULL);
+  CHECK(told.code && told.len == CODE_V1_LEN && memcmp(told.code, code_v1, CODE_V1_LEN) == 0);
+  free(told.code);
+  cleanup(dir);
+}
+
+int main(void)
+{
+  RUN(test_intact_copy_is_handed_back);
+  RUN(test_flipped_byte_is_refused);
+  RUN(test_cut_copy_is_refused);
+  RUN(test_other_shape_is_refused);
+  RUN(test_damaged_pending_copy_is_refused);
+  RUN(test_unchecked_copy_of_019_is_refused);
+  RUN(test_empty_copy_of_019_is_unkept);
+  RUN(test_unchecked_copy_is_checked_once_seen);
+  return CHECK_REPORT();
+}

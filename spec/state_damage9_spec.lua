@@ -83,3 +83,44 @@ describe("a filter's kept function damaged in the state", function()
                      "INSERT 5\n", out)
   end)
 end)
+
+describe("a filter's kept function of another shape", function()
+  after_each(H.cleanup)
+
+  -- Kept through p:_code as given (its check matches): what runnel.lua
+  -- makes of copies it did not write.
+  local function told_over(code)
+    local dir = H.tmpdir()
+    local p = H.open_noting(dir)
+    local t = p:table("t", { {"k","int"}, key = "k" })
+    assert(p:_code("f", "a fingerprint", code))
+    t:insert{ k = 1 }
+    p:close()
+    local notes
+    p, notes = H.open_noting(dir)
+    t = p:table("t", { {"k","int"}, key = "k" })
+    local f = t:filter(function(r) return r.k > 1 end, "f")
+    assert.are.equal(0, f:count())
+    p:close()
+    return notes[#notes]
+  end
+
+  local dump = string.pack("<s4", string.dump(function(r) return r.k > 0 end, true))
+  local untold = "f: its sinks were not told what its new function changed (its old function could not be read)"
+
+  it("is not run when an upvalue's value is cut short (string.unpack raised from the declaration)", function()
+    assert.are.equal(untold, told_over(dump .. "I\1\2"))
+    assert.are.equal(untold, told_over(dump .. "S\9\0\0\0abc"))
+  end)
+
+  it("is not run when it holds more or fewer upvalues than its function", function()
+    assert.are.equal(untold, told_over(dump .. "N"))
+    local up = 7
+    local with_one = string.pack("<s4", string.dump(function(r) return r.k > up end, true))
+    assert.are.equal(untold, told_over(with_one))
+  end)
+
+  it("is run when whole", function()
+    assert.are.equal("f: its function changed", told_over(dump))
+  end)
+end)

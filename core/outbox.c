@@ -170,10 +170,9 @@ static char *mark_key(const char *name, size_t *len)
 
 /* ---- the record of a sink (3, 5) ---- */
 
-/* The sink a key in the state stands for, as its user knows it: the label
- * its declaration gives rn_outbox_sink_add ("sink:" name is a Lua sink's
- * or a subscriber's: "durable sink name"). */
-static void key_label(const char *key, char *out, size_t n)
+/* The label its declaration gives rn_outbox_sink_add ("sink:" name is a
+ * Lua sink's or a subscriber's: "durable sink name"; outbox.h). */
+void rn_outbox_key_label(const char *key, char *out, size_t n)
 {
   const char *at;
   if (!strncmp(key, RN_SINK_NAMED, RN_PREFIX_LEN(RN_SINK_NAMED))) {
@@ -194,7 +193,7 @@ int rn_outbox_mark_read(rn_pipeline *p, const char *name, const char *label, rn_
 {
   memset(m, 0, sizeof *m);
   char derived[2 * PATH_MAX];
-  if (!label) key_label(name, derived, sizeof derived), label = derived;
+  if (!label) rn_outbox_key_label(name, derived, sizeof derived), label = derived;
   int rc = rn_flush(p);
   if (rc) return rc;
   size_t klen;

@@ -13,8 +13,10 @@
 #include "check.h"
 #include "evolve_code.h"
 #include "pipeline.h"
+#include "push_fixture.h"
 #include "runnel.h"
 #include "store.h"
+#include "verify.h"
 
 static void cleanup(const char *dir)
 {
@@ -251,6 +253,52 @@ static void test_unchecked_copy_is_checked_once_seen(void)
   cleanup(dir);
 }
 
+/* ---- runnel verify ---- */
+
+static const rn_column_def k_col[] = { { "k", "int", 0, NULL, 0, NULL } };
+static const char *const k_key[] = { "k" };
+
+/* A state whose table t had one group. */
+static void make_table_state(const char *dir)
+{
+  rn_pipeline *p = open_at(dir);
+  if (!p) return;
+  rn_rel *t = NULL;
+  CHECK(rn_declare_table(p, "t", k_col, 1, k_key, 1, &t) == 0);
+  CHECK(t && insert_int(p, t, "k", 1) == 0);
+  rn_pipeline_close(p);
+}
+
+/* The text rn_verify writes about dir, and its result. */
+static int verify_text(const char *dir, char *text, size_t len)
+{
+  FILE *out = fmemopen(text, len, "w");
+  int rc = rn_verify(dir, out);
+  fclose(out);
+  return rc;
+}
+
+/* A bad durable sink's mark is named by the sink as its user knows it
+ * (0.19's refusals and notes do), not by its key in the state: it said
+ * "the mark of durable sink od:sink:audit". */
+static void test_verify_names_sinks_as_users_know_them(void)
+{
+  char dir[] = "/tmp/runnel_damaged9_XXXXXX", text[4096];
+  CHECK(mkdtemp(dir) != NULL);
+  make_table_state(dir);
+  uint64_t past[3] = { 9, 0, 0 };
+  raw_put(dir, "od:sink:audit", "\1\0\0\0\0\0\0\0", 8);
+  raw_put(dir, "od:ndjson:/tmp/out.ndjson", past, sizeof past);
+  raw_put(dir, "od:sqlite:/tmp/out.db\x1forders", past, sizeof past);
+  CHECK(verify_text(dir, text, sizeof text) == 3);
+  CHECK(strstr(text, "damaged: the mark of durable sink audit is not 24 bytes\n") != NULL);
+  CHECK(strstr(text, "damaged: the mark of durable sink to /tmp/out.ndjson is past the last group\n") != NULL);
+  CHECK(strstr(text, "damaged: the mark of durable sink to table \"orders\" in /tmp/out.db is past the last group\n")
+        != NULL);
+  if (check_failed_now) fprintf(stderr, "%s", text);
+  cleanup(dir);
+}
+
 int main(void)
 {
   RUN(test_intact_copy_is_handed_back);
@@ -261,5 +309,6 @@ int main(void)
   RUN(test_unchecked_copy_of_019_is_refused);
   RUN(test_empty_copy_of_019_is_unkept);
   RUN(test_unchecked_copy_is_checked_once_seen);
+  RUN(test_verify_names_sinks_as_users_know_them);
   return CHECK_REPORT();
 }

@@ -12,6 +12,7 @@
 
 #include "check.h"
 #include "evolve_code.h"
+#include "jetstream.h"
 #include "pipeline.h"
 #include "push_fixture.h"
 #include "runnel.h"
@@ -299,6 +300,56 @@ static void test_verify_names_sinks_as_users_know_them(void)
   cleanup(dir);
 }
 
+/* ---- records of other kinds, damaged: refused naming them ---- */
+
+/* A JetStream source's position of another size: it was read as 0, and
+ * the source applied its stream again from the start. */
+static void test_damaged_js_position_is_refused(void)
+{
+  char dir[] = "/tmp/runnel_damaged9_XXXXXX", want[300];
+  CHECK(mkdtemp(dir) != NULL);
+  make_table_state(dir);
+  raw_put(dir, "jp:orders\x1forders.new", "\7\0\0", 3);
+  rn_pipeline *p = open_at(dir);
+  rn_rel *t = NULL;
+  if (p) {
+    CHECK(rn_declare_table(p, "t", k_col, 1, k_key, 1, &t) == 0);
+    uint64_t seq = 99;
+    CHECK(rn_js_position(p, "orders", "orders.new", &seq) == RN_ESTORE);
+    snprintf(want, sizeof want,
+             "state damaged: %s: the position of JetStream stream orders subject orders.new is 3 bytes, not 8", dir);
+    CHECK(strcmp(rn_errmsg(p), want) == 0);
+    CHECK(rn_js_position(p, "orders", "orders.new", &seq) == RN_ESTORE); /* not remembered as 0 */
+    CHECK(rn_js_position(p, "orders", "other", &seq) == 0 && seq == 0);
+    rn_pipeline_close(p);
+  }
+  cleanup(dir);
+}
+
+/* The state's id cut or not hex: JetStream's message ids (and NDJSON's,
+ * SQLite's rows) were made of what was left. */
+static void test_damaged_state_id_is_refused(void)
+{
+  char dir[] = "/tmp/runnel_damaged9_XXXXXX", want[300], id[33];
+  CHECK(mkdtemp(dir) != NULL);
+  make_table_state(dir);
+  rn_pipeline *p = open_at(dir);
+  if (p) {
+    CHECK(rn_state_id(p, id) == 0 && strlen(id) == 32);
+    rn_pipeline_close(p);
+  }
+  const char *bad[] = { "0123456789abcdef0123", "0123456789abcdef0123456789abcdeX" };
+  for (int i = 0; i < 2; i++) {
+    raw_put(dir, "sid", bad[i], strlen(bad[i]));
+    if (!(p = open_at(dir))) continue;
+    CHECK(rn_state_id(p, id) == RN_ESTORE);
+    snprintf(want, sizeof want, "state damaged: %s: its id is not 32 hex digits (%zu bytes)", dir, strlen(bad[i]));
+    CHECK(strcmp(rn_errmsg(p), want) == 0);
+    rn_pipeline_close(p);
+  }
+  cleanup(dir);
+}
+
 int main(void)
 {
   RUN(test_intact_copy_is_handed_back);
@@ -310,5 +361,7 @@ int main(void)
   RUN(test_empty_copy_of_019_is_unkept);
   RUN(test_unchecked_copy_is_checked_once_seen);
   RUN(test_verify_names_sinks_as_users_know_them);
+  RUN(test_damaged_js_position_is_refused);
+  RUN(test_damaged_state_id_is_refused);
   return CHECK_REPORT();
 }

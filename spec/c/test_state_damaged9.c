@@ -392,6 +392,36 @@ static void test_damaged_last_change_counts_as_changed(void)
   cleanup(dir);
 }
 
+/* The last "eg:" stamp given ("egn"), of another size: counting began
+ * again from 1, and a relation's new stamp could be the one it had, so an
+ * attach in another state did not see that its rows changed wholesale. */
+static void test_damaged_stamp_count_stays_unique(void)
+{
+  char dir[] = "/tmp/runnel_damaged9_XXXXXX";
+  CHECK(mkdtemp(dir) != NULL);
+  make_table_state(dir);
+  size_t len;
+  char *before = raw_get(dir, "eg:t", &len);
+  CHECK(before && len == 8);
+  raw_put(dir, "egn", "\1\0\0", 3);
+  rn_pipeline *p = open_at(dir);
+  if (p) {
+    static const rn_column_def wider[] = { { "k", "int", 0, NULL, 0, NULL }, { "x", "int", 1, NULL, 0, NULL } };
+    rn_rel *t = NULL;
+    CHECK(rn_declare_table(p, "t", wider, 2, k_key, 1, &t) == 0); /* its rows rewritten: a new stamp */
+    rn_pipeline_close(p);
+  }
+  char *after = raw_get(dir, "eg:t", &len);
+  CHECK(after && len == 8 && before && memcmp(before, after, 8) != 0);
+  uint64_t b = 0, a = 0;
+  if (before) memcpy(&b, before, 8);
+  if (after) memcpy(&a, after, 8);
+  CHECK(a > b);
+  free(before);
+  free(after);
+  cleanup(dir);
+}
+
 int main(void)
 {
   RUN(test_intact_copy_is_handed_back);
@@ -406,5 +436,6 @@ int main(void)
   RUN(test_damaged_js_position_is_refused);
   RUN(test_damaged_state_id_is_refused);
   RUN(test_damaged_last_change_counts_as_changed);
+  RUN(test_damaged_stamp_count_stays_unique);
   return CHECK_REPORT();
 }

@@ -214,6 +214,10 @@ int rn_outbox_mark_read(rn_pipeline *p, const char *name, const char *label, rn_
   if (rc == 0 && v.mv_size != 24) /* read as absent, its waiting groups would vanish */
     rc = rn_err_set(&p->err, RN_ESTORE, "state damaged: %s: the mark of %s is %zu bytes, not 24",
                     p->store.path, label, v.mv_size);
+  else if (rc == 0 && (m->delivered > m->seen || m->seen > p->seq)) /* the groups up to it would never be delivered */
+    rc = rn_err_set(&p->err, RN_ESTORE, "state damaged: %s: the mark of %s is past the last group "
+                    "(seen %llu, delivered %llu, last group %llu)", p->store.path, label,
+                    (unsigned long long)m->seen, (unsigned long long)m->delivered, (unsigned long long)p->seq);
   else if (rc && rc != MDB_NOTFOUND)
     rc = rn_store_fail(&p->err, rc, label);
   else

@@ -422,6 +422,38 @@ static void test_damaged_stamp_count_stays_unique(void)
   cleanup(dir);
 }
 
+static int counted(void *ctx, const rn_event *ev)
+{
+  (void)ev;
+  ++*(int *)ctx;
+  return 0;
+}
+
+/* A durable sink's mark past the last group: it was taken as delivered up
+ * to there, and the groups committed next never reached the sink. */
+static void test_mark_past_last_group_is_refused(void)
+{
+  char dir[] = "/tmp/runnel_damaged9_XXXXXX", want[400];
+  CHECK(mkdtemp(dir) != NULL);
+  session(dir, true, 1, NULL);
+  uint64_t marks[][3] = { { 1, 5, 0 }, { 7, 1, 0 } }; /* delivered past seen; seen past the last group */
+  for (int i = 0; i < 2; i++) {
+    raw_put(dir, "od:sink:audit", marks[i], sizeof marks[i]);
+    rn_pipeline *p = open_at(dir);
+    if (!p) continue;
+    rn_rel *t = NULL;
+    int n = 0;
+    CHECK(rn_declare_table(p, "t", k_col, 1, k_key, 1, &t) == 0);
+    CHECK(rn_subscribe_durable(p, t, "audit", counted, &n) == RN_ESTORE);
+    snprintf(want, sizeof want, "state damaged: %s: the mark of durable subscriber audit is past the last group "
+             "(seen %d, delivered %d, last group 1)", dir, (int)marks[i][0], (int)marks[i][1]);
+    CHECK(strcmp(rn_errmsg(p), want) == 0);
+    if (check_failed_now) fprintf(stderr, "got: %s\n", rn_errmsg(p));
+    rn_pipeline_close(p);
+  }
+  cleanup(dir);
+}
+
 int main(void)
 {
   RUN(test_intact_copy_is_handed_back);
@@ -437,5 +469,6 @@ int main(void)
   RUN(test_damaged_state_id_is_refused);
   RUN(test_damaged_last_change_counts_as_changed);
   RUN(test_damaged_stamp_count_stays_unique);
+  RUN(test_mark_past_last_group_is_refused);
   return CHECK_REPORT();
 }

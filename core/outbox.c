@@ -412,7 +412,9 @@ static int deliver_entry(rn_outbox *ob, obsink *s, uint64_t seq, const char *dat
   for (uint32_t i = first; !rc && i < o.via.array.size; i++) {
     const msgpack_object *c = &o.via.array.ptr[i], *f = c->via.array.ptr;
     if (c->type != MSGPACK_OBJECT_ARRAY || c->via.array.size != 4 || f[0].type != MSGPACK_OBJECT_POSITIVE_INTEGER ||
-        f[0].via.u64 < RN_INSERT || f[0].via.u64 > RN_DELETE || f[1].type != MSGPACK_OBJECT_POSITIVE_INTEGER) {
+        f[0].via.u64 < RN_INSERT || f[0].via.u64 > RN_DELETE || f[1].type != MSGPACK_OBJECT_POSITIVE_INTEGER ||
+        (f[0].via.u64 != RN_DELETE && f[2].type != MSGPACK_OBJECT_BIN) || /* the rows its verb has (a sink reads them) */
+        (f[0].via.u64 != RN_INSERT && f[3].type != MSGPACK_OBJECT_BIN)) {
       rc = rn_err_set(&e, RN_ESTORE, "%s: outbox: group %llu is damaged", s->rel->name, (unsigned long long)seq);
       break;
     }

@@ -18,6 +18,7 @@
 #include "push_fixture.h"
 #include "runnel.h"
 #include "store.h"
+#include "store_sink.h"
 #include "verify.h"
 
 static void cleanup(const char *dir)
@@ -524,6 +525,32 @@ static void test_outbox_change_without_its_row_is_refused(void)
   }
 }
 
+/* A permanent store's schema that cannot be read was said to be "another
+ * schema", as if it had been declared with other columns. */
+static void test_unreadable_store_schema_is_damage(void)
+{
+  char dir[] = "/tmp/runnel_damaged9_XXXXXX", want[300];
+  CHECK(mkdtemp(dir) != NULL);
+  for (int round = 0; round < 2; round++) {
+    if (round) raw_put(dir, "S:kept", "\x92\xc1", 2);
+    rn_pipeline *p = open_at(dir);
+    if (!p) continue;
+    rn_rel *t = NULL;
+    CHECK(rn_declare_table(p, "t", k_col, 1, k_key, 1, &t) == 0);
+    int rc = rn_store_sink(p, t, "kept");
+    if (!round) {
+      CHECK(rc == 0 && insert_int(p, t, "k", 1) == 0);
+    } else {
+      CHECK(rc == RN_ESTORE);
+      snprintf(want, sizeof want, "state damaged: %s: store \"kept\" has a description that cannot be read", dir);
+      CHECK(strcmp(rn_errmsg(p), want) == 0);
+      if (check_failed_now) fprintf(stderr, "got: %s\n", rn_errmsg(p));
+    }
+    rn_pipeline_close(p);
+  }
+  cleanup(dir);
+}
+
 int main(void)
 {
   RUN(test_intact_copy_is_handed_back);
@@ -541,5 +568,6 @@ int main(void)
   RUN(test_damaged_stamp_count_stays_unique);
   RUN(test_mark_past_last_group_is_refused);
   RUN(test_outbox_change_without_its_row_is_refused);
+  RUN(test_unreadable_store_schema_is_damage);
   return CHECK_REPORT();
 }

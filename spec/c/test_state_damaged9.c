@@ -551,6 +551,42 @@ static void test_unreadable_store_schema_is_damage(void)
   cleanup(dir);
 }
 
+/* A keyless table's counters behind its rows (a damaged "n:" record of the
+ * right size): the next insert took a stored row's id and wrote over that
+ * row, unsaid. */
+static void test_keyless_counters_behind_rows_are_refused(void)
+{
+  char dir[] = "/tmp/runnel_damaged9_XXXXXX", want[300];
+  CHECK(mkdtemp(dir) != NULL);
+  rn_pipeline *p = open_at(dir);
+  rn_rel *t = NULL;
+  if (!p) return;
+  CHECK(rn_declare_table(p, "t", k_col, 1, NULL, 0, &t) == 0);
+  for (int k = 1; k <= 3; k++) CHECK(insert_int(p, t, "k", k) == 0);
+  rn_pipeline_close(p);
+  uint64_t counters[3] = { 2, 3, 3 }; /* next id 2: rows 1 to 3 are stored */
+  raw_put(dir, "n:t", counters, sizeof counters);
+  if (!(p = open_at(dir))) return;
+  CHECK(rn_declare_table(p, "t", k_col, 1, NULL, 0, &t) == 0);
+  CHECK(insert_int(p, t, "k", 9) == RN_ESTORE);
+  snprintf(want, sizeof want, "state damaged: %s: t: row id 2 is taken (its counters are behind its rows)", dir);
+  CHECK(strcmp(rn_errmsg(p), want) == 0);
+  if (check_failed_now) fprintf(stderr, "got: %s\n", rn_errmsg(p));
+  rn_pipeline_close(p);
+  size_t len = 0;
+  char *row2 = NULL;
+  MDB_txn *txn;
+  MDB_dbi rows;
+  MDB_env *env = raw_open(dir, &txn, &rows);
+  CHECK(mdb_dbi_open(txn, "t:t", 0, &rows) == 0);
+  MDB_val k = { 8, (void *)"\0\0\0\0\0\0\0\2" }, v;
+  if (mdb_get(txn, rows, &k, &v) == 0 && (row2 = malloc(v.mv_size))) memcpy(row2, v.mv_data, len = v.mv_size);
+  raw_close(env, txn);
+  CHECK(row2 && len >= 1 && row2[len - 1] == 2); /* row 2 ({k: 2}) is still there */
+  free(row2);
+  cleanup(dir);
+}
+
 int main(void)
 {
   RUN(test_intact_copy_is_handed_back);
@@ -569,5 +605,6 @@ int main(void)
   RUN(test_mark_past_last_group_is_refused);
   RUN(test_outbox_change_without_its_row_is_refused);
   RUN(test_unreadable_store_schema_is_damage);
+  RUN(test_keyless_counters_behind_rows_are_refused);
   return CHECK_REPORT();
 }

@@ -11,11 +11,13 @@
 #include <string.h>
 
 #include "check.h"
+#include "distinct.h"
 #include "evolve_code.h"
 #include "jetstream.h"
 #include "key.h"
 #include "pipeline.h"
 #include "push_fixture.h"
+#include "scan.h"
 #include "runnel.h"
 #include "store.h"
 #include "store_sink.h"
@@ -587,6 +589,51 @@ static void test_keyless_counters_behind_rows_are_refused(void)
   cleanup(dir);
 }
 
+static int count_row(void *ctx, uint64_t id, const char *row, size_t len)
+{
+  (void)id;
+  (void)row;
+  (void)len;
+  ++*(int *)ctx;
+  return 0;
+}
+
+/* A distinct's stored row cut inside its |u64 copies| head: its length
+ * was taken as 2^64 - 5, and reading it said "out of memory" (or read
+ * past its end). */
+static void test_cut_distinct_row_is_damage(void)
+{
+  char dir[] = "/tmp/runnel_damaged9_XXXXXX", want[300];
+  CHECK(mkdtemp(dir) != NULL);
+  for (int round = 0; round < 2; round++) {
+    rn_pipeline *p = open_at(dir);
+    if (!p) continue;
+    rn_rel *t = NULL, *d = NULL;
+    CHECK(rn_declare_table(p, "t", k_col, 1, k_key, 1, &t) == 0);
+    CHECK(rn_declare_distinct(p, "d", t, &d) == 0);
+    if (!round) {
+      CHECK(insert_int(p, t, "k", 1) == 0);
+    } else {
+      int n = 0;
+      CHECK(d && rn_rel_scan(d, count_row, &n) == RN_ESTORE);
+      snprintf(want, sizeof want, "state damaged: %s: distinct \"d\": stored row 1 is 3 bytes, shorter than its head",
+               dir);
+      CHECK(strcmp(rn_errmsg(p), want) == 0);
+      if (check_failed_now) fprintf(stderr, "got: %s\n", rn_errmsg(p));
+    }
+    rn_pipeline_close(p);
+    if (round) continue;
+    MDB_txn *txn;
+    MDB_dbi rows;
+    MDB_env *env = raw_open(dir, &txn, &rows);
+    CHECK(mdb_dbi_open(txn, "dr:d", 0, &rows) == 0);
+    MDB_val k = { 8, (void *)"\0\0\0\0\0\0\0\1" }, v = { 3, (void *)"\1\0\0" };
+    CHECK(mdb_put(txn, rows, &k, &v, 0) == 0);
+    raw_close(env, txn);
+  }
+  cleanup(dir);
+}
+
 int main(void)
 {
   RUN(test_intact_copy_is_handed_back);
@@ -606,5 +653,6 @@ int main(void)
   RUN(test_outbox_change_without_its_row_is_refused);
   RUN(test_unreadable_store_schema_is_damage);
   RUN(test_keyless_counters_behind_rows_are_refused);
+  RUN(test_cut_distinct_row_is_damage);
   return CHECK_REPORT();
 }

@@ -164,18 +164,22 @@ static position *position_read(rn_pipeline *p, keeper *k, const char *stream, co
     rn_err_set(&p->err, rc, rc == RN_ENOMEM ? "out of memory" : "jetstream: stream and subject names too long");
     return NULL;
   }
-  for (int i = 0; i < k->n; i++)
-    if (k->pos[i]->klen == klen && memcmp(k->pos[i]->key, key, klen) == 0) { free(key); return k->pos[i]; }
-  uint64_t seq;
+  uint64_t seq; /* read again each time: as committed, whatever a run rolled back left in memory */
   if (position_stored(p, key, klen, stream, subject, &seq)) { free(key); return NULL; }
-  position *at = malloc(sizeof *at);
-  if (!at || rn_push_ptr((void ***)&k->pos, &k->n, &k->cap, at) != 0) {
+  position *at = NULL;
+  for (int i = 0; i < k->n && !at; i++)
+    if (k->pos[i]->klen == klen && memcmp(k->pos[i]->key, key, klen) == 0) at = k->pos[i];
+  if (at) {
+    free(key);
+  } else if (!(at = malloc(sizeof *at)) || rn_push_ptr((void ***)&k->pos, &k->n, &k->cap, at) != 0) {
     free(at);
     free(key);
     rn_err_set(&p->err, RN_ENOMEM, "out of memory");
     return NULL;
+  } else {
+    at->key = key, at->klen = klen;
   }
-  *at = (position){ key, klen, seq, seq };
+  at->committed = at->applied = seq;
   return at;
 }
 

@@ -173,6 +173,9 @@ static int value_count(rn_aggregate *a, const gkey *g, int i, const msgpack_obje
     int mrc = rc ? 0 : rn_wb_get(&a->out->p->store, txn_of(a), a->values_dbi, &k, &d);
     if (mrc != 0 && mrc != MDB_NOTFOUND) rc = store_fail(a, mrc);
     else if (!rc && bucket) rc = bucket_count(a, &k, &d, mrc == 0, enc, len, delta);
+    else if (!rc && mrc == 0 && d.mv_size != sizeof count) /* never read past its end */
+      rc = rn_err_set(&a->out->p->err, RN_ESTORE, "state damaged: %s: aggregate \"%s\": a value's count is %zu bytes, "
+                      "not 8", a->out->p->store.path, a->out->name, d.mv_size);
     else if (!rc) {
       if (mrc == 0) memcpy(&count, d.mv_data, 8);
       count = (uint64_t)((int64_t)count + delta);

@@ -47,6 +47,16 @@ static int store_fail(rn_distinct *d, int rc)
   return rn_store_fail(&d->out->p->err, rc, d->out->name);
 }
 
+/* A stored row ("dr:") holds its id and its |u64 copies| head: else it is
+ * damage, never read past its end. */
+static int stored_row_damaged(rn_distinct *d, const MDB_val *k, const MDB_val *v)
+{
+  if (k->mv_size == 8 && v->mv_size >= 8) return 0;
+  return rn_err_set(&d->out->p->err, RN_ESTORE, "state damaged: %s: distinct \"%s\": stored row %llu is %zu bytes, "
+                    "shorter than its head", d->out->p->store.path, d->out->name,
+                    (unsigned long long)(k->mv_size == 8 ? rn_be64_get(k->mv_data) : 0), v->mv_size);
+}
+
 /* The id and copies of the stored row equal to row (rn_row_same); *id = 0
  * if none. stored (may be NULL): that row as stored (its zeros may have
  * another sign than row's), copied into the scratch zone. */
@@ -62,7 +72,7 @@ static int find(rn_distinct *d, MDB_txn *txn, const char *row, size_t len, uint6
   if (rc) return store_fail(d, rc);
   for (rc = mdb_cursor_get(cur, &k, &v, MDB_SET_KEY); rc == 0; rc = mdb_cursor_get(cur, &k, &v, MDB_NEXT_DUP)) {
     MDB_val rk = { 8, v.mv_data }, rv;
-    if (mdb_get(txn, d->rows_dbi, &rk, &rv) == 0 && rv.mv_size == 8 + len &&
+    if (v.mv_size == 8 && mdb_get(txn, d->rows_dbi, &rk, &rv) == 0 && rv.mv_size == 8 + len && /* else damaged: not it */
         rn_row_same((const char *)rv.mv_data + 8, len, row, len)) {
       *id = rn_be64_get(v.mv_data);
       memcpy(copies, rv.mv_data, 8);
@@ -163,6 +173,7 @@ static int scan_in(void *ctx, MDB_txn *txn, bool own_scratch)
   if (rc) return store_fail(s->d, rc);
   MDB_val k, v;
   for (int mrc = mdb_cursor_get(cur, &k, &v, MDB_FIRST); !rc && mrc == 0; mrc = mdb_cursor_get(cur, &k, &v, MDB_NEXT)) {
+    if ((rc = stored_row_damaged(s->d, &k, &v))) break;
     const char *row = rn_scratch_copy(p, (const char *)v.mv_data + 8, v.mv_size - 8); /* fn may read on */
     rc = row ? s->fn(s->ctx, rn_be64_get(k.mv_data), row, v.mv_size - 8)
              : rn_err_set(&p->err, RN_ENOMEM, "out of memory");
@@ -189,6 +200,7 @@ static int reset_or_sweep(rn_distinct *d, MDB_txn *txn, bool sweep)
   if (rc) return store_fail(d, rc);
   MDB_val k, v;
   for (rc = mdb_cursor_get(cur, &k, &v, MDB_FIRST); rc == 0; rc = mdb_cursor_get(cur, &k, &v, MDB_NEXT)) {
+    if (stored_row_damaged(d, &k, &v)) break; /* said: the error below */
     uint64_t copies, id = rn_be64_get(k.mv_data);
     memcpy(&copies, v.mv_data, 8);
     size_t len = v.mv_size - 8;

@@ -657,6 +657,25 @@ static const rn_rel *evolved_input(const rn_rel *r)
   return rn_reads_evolved(r); /* a relation its functions read (evolve_reads.h) */
 }
 
+/* In txn: the largest "eg:" stamp given, read from the stamps themselves
+ * ("egn" damaged: counting again from 1 could give a relation the stamp
+ * it had, and an attach would not see its rows changed). */
+static int last_stamp_given(rn_pipeline *p, const rn_rel *r, MDB_txn *txn, uint64_t *n)
+{
+  MDB_cursor *cur;
+  int rc = mdb_cursor_open(txn, p->store.meta, &cur);
+  if (rc) return rn_store_fail(&p->err, rc, r->name);
+  size_t plen = RN_PREFIX_LEN(RN_META_CHANGED_AT);
+  MDB_val k = { plen, (void *)RN_META_CHANGED_AT }, v;
+  for (rc = mdb_cursor_get(cur, &k, &v, MDB_SET_RANGE); rc == 0 && k.mv_size >= plen &&
+       memcmp(k.mv_data, RN_META_CHANGED_AT, plen) == 0; rc = mdb_cursor_get(cur, &k, &v, MDB_NEXT)) {
+    uint64_t at;
+    if (v.mv_size == sizeof at && (memcpy(&at, v.mv_data, sizeof at), at > *n)) *n = at;
+  }
+  mdb_cursor_close(cur);
+  return rc && rc != MDB_NOTFOUND ? rn_store_fail(&p->err, rc, r->name) : 0;
+}
+
 /* r's rows changed wholesale: a new "eg:" stamp (store.h) in txn. */
 static int stamp_changed(rn_pipeline *p, const rn_rel *r, MDB_txn *txn)
 {
@@ -664,7 +683,9 @@ static int stamp_changed(rn_pipeline *p, const rn_rel *r, MDB_txn *txn)
   uint64_t n = 0;
   int rc = mdb_get(txn, p->store.meta, &k, &v);
   if (rc == 0 && v.mv_size == sizeof n) memcpy(&n, v.mv_data, sizeof n);
-  else if (rc && rc != MDB_NOTFOUND) return rn_store_fail(&p->err, rc, r->name);
+  else if (rc == 0) rc = last_stamp_given(p, r, txn, &n); /* damaged */
+  else if (rc != MDB_NOTFOUND) return rn_store_fail(&p->err, rc, r->name);
+  if (rc && rc != MDB_NOTFOUND) return rc;
   n++;
   v = (MDB_val){ sizeof n, &n };
   if ((rc = mdb_put(txn, p->store.meta, &k, &v, 0))) return rn_store_fail(&p->err, rc, r->name);

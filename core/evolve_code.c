@@ -38,6 +38,93 @@ static int put_meta(rn_pipeline *p, MDB_txn *txn, const char *prefix, const char
   return rc ? rn_store_fail(&p->err, rc, name) : 0;
 }
 
+/* ---- a filter's or map's function, kept to run again ("fc:", "fo:") ----
+ *
+ *     |"\xff" "fc1"|u64 check|code|     check: code_check(code); code empty:
+ *                                       the function cannot be run again
+ *
+ * The code is Lua bytecode, which Lua loads without verifying it: a flipped
+ * byte may crash the process or run garbage. A copy is handed back to be
+ * run only when its check matches. runnel 0.19 kept |code| alone (|u32 n|
+ * then a dump beginning "\x1bLua"; empty: cannot be run again): without a
+ * check it cannot be told from a damaged copy, and is not run either (its
+ * sinks are not told, as over a state of 0.18; the copy is kept again with
+ * its check at the next declaration of an unchanged function). A copy of
+ * 0.19 begins with the dump's length, |u32 n|: the marker would be one of
+ * 4 GB. */
+#define CODE_MARKER "\xff" "fc1"
+#define CODE_HEAD (4 + 8)
+
+/* CRC-64/XZ (ECMA-182, reflected): every burst of up to 64 flipped bits is
+ * caught, and any other damage but once in 2^64. Bytewise: a function's
+ * copy is a few kilobytes, checked once per declaration. */
+static uint64_t code_check(const void *data, size_t len)
+{
+  const unsigned char *at = data;
+  uint64_t crc = ~(uint64_t)0;
+  for (size_t i = 0; i < len; i++) {
+    crc ^= at[i];
+    for (int bit = 0; bit < 8; bit++) crc = crc & 1 ? (crc >> 1) ^ 0xC96C5795D7870F42ULL : crc >> 1;
+  }
+  return ~crc;
+}
+
+/* The record keeping again (KEPT or UNKEPT), malloc'd, in *len. */
+static char *code_framed(const rn_code_again *again, size_t *len)
+{
+  size_t n = again->kind == RN_CODE_KEPT ? again->len : 0; /* empty: it cannot be run again */
+  char *out = malloc(CODE_HEAD + n);
+  if (!out) return NULL;
+  uint64_t check = code_check(again->code, n);
+  memcpy(out, CODE_MARKER, 4);
+  memcpy(out + 4, &check, 8);
+  if (n) memcpy(out + CODE_HEAD, again->code, n);
+  *len = CODE_HEAD + n;
+  return out;
+}
+
+/* Why a kept copy is not run (rn_code_again.why). */
+static const char damaged_copy[] = "the state's copy of its old function is damaged: it was not run";
+static const char unchecked_copy[] = "the state's copy of its old function has no check (runnel 0.19 wrote it): "
+                                     "it was not run";
+
+/* What record v says of a function (told: "fo:", the copy of a change not
+ * yet told, which is never empty): KEPT with a malloc'd copy of its code,
+ * or with why it is not run; UNKEPT. */
+static int code_read(rn_pipeline *p, const MDB_val *v, bool told, rn_code_again *out)
+{
+  const char *at = v->mv_data;
+  *out = (rn_code_again){ RN_CODE_KEPT, NULL, 0, NULL };
+  if (v->mv_size == 0 && !told) {
+    out->kind = RN_CODE_UNKEPT; /* runnel 0.19's: it cannot be run again */
+  } else if (v->mv_size >= CODE_HEAD && memcmp(at, CODE_MARKER, 4) == 0) {
+    uint64_t check;
+    size_t n = v->mv_size - CODE_HEAD;
+    memcpy(&check, at + 4, 8);
+    if (check != code_check(at + CODE_HEAD, n) || (n == 0 && told)) out->why = damaged_copy;
+    else if (n == 0) out->kind = RN_CODE_UNKEPT;
+    else if (!(out->code = malloc(n))) return rn_err_set(&p->err, RN_ENOMEM, "out of memory");
+    else memcpy(out->code, at + CODE_HEAD, n), out->len = n;
+  } else if (v->mv_size >= 8 && memcmp(at + 4, "\x1bLua", 4) == 0) {
+    out->why = unchecked_copy;
+  } else {
+    out->why = damaged_copy; /* cut, or of no shape runnel wrote */
+  }
+  return 0;
+}
+
+/* In txn: meta prefix name becomes a copy of v (LMDB's bytes: a put may
+ * move them). */
+static int put_copy(rn_pipeline *p, MDB_txn *txn, const char *prefix, const char *name, const MDB_val *v)
+{
+  char *copy = malloc(v->mv_size ? v->mv_size : 1);
+  if (!copy) return rn_err_set(&p->err, RN_ENOMEM, "out of memory");
+  memcpy(copy, v->mv_data, v->mv_size);
+  int rc = put_meta(p, txn, prefix, name, copy, v->mv_size);
+  free(copy);
+  return rc;
+}
+
 /* A filter's or map's function to run again (again), in txn after its
  * fingerprint (changed: it differs from the one kept). LMDB's bytes are
  * copied before any write: a put may move them. */
@@ -48,23 +135,30 @@ static int keep_code(rn_pipeline *p, MDB_txn *txn, const char *name, const rn_co
   int rc = get_meta(p, txn, RN_META_FN_NOW, name, &now);
   if (rc && rc != MDB_NOTFOUND) return rn_store_fail(&p->err, rc, name);
   bool had = rc == 0;
-  size_t len = again->kind == RN_CODE_KEPT ? again->len : 0; /* empty: it cannot be run again */
-  bool same = had && now.mv_size == len && (len == 0 || memcmp(now.mv_data, again->code, len) == 0);
   rc = get_meta(p, txn, RN_META_FN_TOLD, name, &old);
   if (rc && rc != MDB_NOTFOUND) return rn_store_fail(&p->err, rc, name);
   bool pending = rc == 0; /* an earlier change not yet worked out: the sinks hold that one's rows */
-  if (changed && !pending) {
-    told->kind = !had ? RN_CODE_ABSENT : now.mv_size == 0 ? RN_CODE_UNKEPT : RN_CODE_KEPT;
-    if (told->kind == RN_CODE_KEPT) old = now, pending = true;
-  }
+  rc = 0;
   if (pending) {
-    told->kind = RN_CODE_KEPT;
-    if (!(told->code = malloc(old.mv_size ? old.mv_size : 1))) return rn_err_set(&p->err, RN_ENOMEM, "out of memory");
-    memcpy(told->code, old.mv_data, old.mv_size);
-    told->len = old.mv_size;
-    if (changed && (rc = put_meta(p, txn, RN_META_FN_TOLD, name, told->code, told->len))) return rc;
+    rc = code_read(p, &old, true, told);
+  } else if (changed && !had) {
+    told->kind = RN_CODE_ABSENT;
+  } else if (changed) {
+    rc = code_read(p, &now, false, told);
+    if (!rc && told->kind == RN_CODE_KEPT) rc = put_copy(p, txn, RN_META_FN_TOLD, name, &now); /* now pending */
   }
-  return same ? 0 : put_meta(p, txn, RN_META_FN_NOW, name, len ? again->code : "", len);
+  if (rc) return rc;
+  size_t len;
+  char *framed = code_framed(again, &len);
+  if (!framed) return rn_err_set(&p->err, RN_ENOMEM, "out of memory");
+  if ((rc = get_meta(p, txn, RN_META_FN_NOW, name, &now)) && rc != MDB_NOTFOUND) {
+    rc = rn_store_fail(&p->err, rc, name);
+  } else {
+    bool same = rc == 0 && now.mv_size == len && memcmp(now.mv_data, framed, len) == 0;
+    rc = same ? 0 : put_meta(p, txn, RN_META_FN_NOW, name, framed, len);
+  }
+  free(framed);
+  return rc;
 }
 
 int rn_code_record(rn_pipeline *p, const char *name, const char *fingerprint, size_t len)
@@ -75,7 +169,7 @@ int rn_code_record(rn_pipeline *p, const char *name, const char *fingerprint, si
 int rn_code_record_again(rn_pipeline *p, const char *name, const char *fingerprint, size_t len,
                          const rn_code_again *again, rn_code_again *told)
 {
-  if (told) *told = (rn_code_again){ RN_CODE_NONE, NULL, 0 };
+  if (told) *told = (rn_code_again){ RN_CODE_NONE, NULL, 0, NULL };
   int rc = rn_check_declarable(p, name); /* also commits carried groups: a transaction of our own follows */
   if (rc) return rc;
   int notes = p->nnotes;
@@ -93,7 +187,7 @@ int rn_code_record_again(rn_pipeline *p, const char *name, const char *fingerpri
   }
   if (rc) {
     rn_evolve_forget(p, notes, marks);
-    if (told) free(told->code), *told = (rn_code_again){ RN_CODE_NONE, NULL, 0 };
+    if (told) free(told->code), *told = (rn_code_again){ RN_CODE_NONE, NULL, 0, NULL };
   }
   return rc;
 }

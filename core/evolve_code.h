@@ -39,14 +39,18 @@ typedef enum {
 
 typedef struct rn_code_again {
   rn_code_kind kind;
-  char *code;     /* KEPT: malloc'd (told) or borrowed (again) */
+  char *code;     /* KEPT: malloc'd (told) or borrowed (again); told: NULL when why */
   size_t len;
+  const char *why; /* told, KEPT: why the state's copy is not run (damaged, or kept without
+                      a check by runnel 0.19; evolve_code.c), a static string; else NULL */
 } rn_code_again;
 
 /* rn_code_record for a filter or map: keeps again (KEPT or UNKEPT) as its
- * function now; *told: the function its sinks' rows came from when they
- * were not told yet what a change of function did (KEPT, code the
- * caller's to free), or why they cannot be (UNKEPT, ABSENT), else NONE. */
+ * function now, with a check of it; *told: the function its sinks' rows
+ * came from when they were not told yet what a change of function did
+ * (KEPT, code the caller's to free; or no code and why: the state's copy
+ * does not match its check, or has none, and is not to be run), or why
+ * they cannot be (UNKEPT, ABSENT), else NONE. */
 int rn_code_record_again(rn_pipeline *p, const char *name, const char *fingerprint, size_t len,
                          const rn_code_again *again, rn_code_again *told);
 /* In txn: name's sinks were told (or cannot be): "fo:" name goes. */

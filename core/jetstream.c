@@ -42,14 +42,22 @@
 
 /* ---- the state's id ---- */
 
-static int read_id(MDB_txn *txn, MDB_dbi meta, char out[33])
+/* The id p's state holds into out: 0, MDB_NOTFOUND (none yet), another
+ * LMDB code, or RN_ESTORE (said) when it is not 32 hex digits: message
+ * ids of another id would not be deduplicated against those sent. */
+static int read_id(rn_pipeline *p, MDB_txn *txn, char out[33])
 {
   MDB_val k = { RN_PREFIX_LEN(RN_META_STATE_ID), (void *)RN_META_STATE_ID }, v;
-  int rc = mdb_get(txn, meta, &k, &v);
+  int rc = mdb_get(txn, p->store.meta, &k, &v);
   if (rc) return rc;
-  size_t n = v.mv_size < 32 ? v.mv_size : 32;
-  memcpy(out, v.mv_data, n);
-  out[n] = 0;
+  const char *id = v.mv_data;
+  bool hex = v.mv_size == 32;
+  for (size_t i = 0; hex && i < 32; i++) hex = (id[i] >= '0' && id[i] <= '9') || (id[i] >= 'a' && id[i] <= 'f');
+  if (!hex)
+    return rn_err_set(&p->err, RN_ESTORE, "state damaged: %s: its id is not 32 hex digits (%zu bytes)", p->store.path,
+                      v.mv_size);
+  memcpy(out, v.mv_data, 32);
+  out[32] = 0;
   return 0;
 }
 
@@ -74,13 +82,14 @@ int rn_state_id(rn_pipeline *p, char out[33])
   if (rc) return rc;
   MDB_txn *txn;
   if ((rc = rn_store_txn(p->store.env, 0, &txn))) return rn_store_fail(&p->err, rc, "state id");
-  if ((rc = read_id(txn, p->store.meta, out)) == MDB_NOTFOUND) {
+  if ((rc = read_id(p, txn, out)) == MDB_NOTFOUND) {
     new_id(out);
     MDB_val k = { RN_PREFIX_LEN(RN_META_STATE_ID), (void *)RN_META_STATE_ID }, v = { 32, out };
     rc = mdb_put(txn, p->store.meta, &k, &v, 0);
     if (!rc) return (rc = mdb_txn_commit(txn)) ? rn_store_fail(&p->err, rc, "state id") : 0;
   }
   mdb_txn_abort(txn);
+  if (rc == RN_ESTORE) return rc; /* damaged: said by read_id */
   return rc ? rn_store_fail(&p->err, rc, "state id") : 0;
 }
 

@@ -162,6 +162,7 @@ int rn_join_collect(rn_join *j, const fk *f, entries *out)
   int rc = rn_wb_iter_seek(&j->out->p->store, txn_of(j), j->index_dbi, &cur, &from, &k, &v);
   for (; rc == 0; rc = rn_wb_iter_next(&cur, &k, &v)) {
     if (k.mv_size != f->part_len + 8 || memcmp(k.mv_data, f->part, f->part_len) != 0) break;
+    if (!rn_join_entry_whole(&v)) { rn_wb_iter_close(&cur); return rn_join_entry_damaged(j); }
     if (out->n == out->cap) {
       size_t cap = out->cap ? out->cap * 2 : 64;
       bool first = out->items == out->stack; /* grows off the caller's stack */

@@ -99,6 +99,22 @@ static inline msgpack_zone *zone_of(rn_join *j) { return &j->out->p->scratch; }
 
 static inline int nomem(rn_join *j) { return rn_err_set(err_of(j), RN_ENOMEM, "out of memory"); }
 
+/* A fan-out index entry ("ji:", join.h) holds its head and the left row
+ * its length says: else it is damage, never read past its end. */
+static inline bool rn_join_entry_whole(const MDB_val *v)
+{
+  uint32_t llen;
+  if (v->mv_size < 12) return false;
+  memcpy(&llen, (const char *)v->mv_data + 8, 4);
+  return (llen & ~RN_JOIN_KEPT) <= v->mv_size - 12;
+}
+
+static inline int rn_join_entry_damaged(rn_join *j)
+{
+  return rn_err_set(err_of(j), RN_ESTORE, "state damaged: %s: join \"%s\": an entry of its fan-out index is malformed",
+                    j->out->p->store.path, j->out->name);
+}
+
 static inline bool same_fk(const fk *a, const fk *b)
 {
   if (a->null || b->null) return a->null && b->null;

@@ -167,6 +167,7 @@ static int scan_left_rows(rn_join *j, MDB_txn *txn, bool own_scratch, rn_scan_fn
   MDB_val k, v;
   int mrc = rc ? MDB_NOTFOUND : mdb_cursor_get(cur, &k, &v, MDB_FIRST);
   for (; !rc && mrc == 0; mrc = mdb_cursor_get(cur, &k, &v, MDB_NEXT)) {
+    if (k.mv_size < 8 || !rn_join_entry_whole(&v)) { rc = rn_join_entry_damaged(j); break; }
     uint32_t llen;
     memcpy(&llen, (const char *)v.mv_data + 8, 4);
     size_t left_len = llen & ~RN_JOIN_KEPT;

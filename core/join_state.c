@@ -619,6 +619,7 @@ int rn_join_index_entry(rn_join *j, const fk *f, uint64_t lid, uint64_t *rid, si
   *rid = 0;
   if (stored) *stored = (side){ 0 };
   if (kept) *kept = j->lookup; /* a lookup join's entries always hold theirs */
+  if (rc == 0 && !rn_join_entry_whole(&v)) return rn_join_entry_damaged(j);
   if (rc == 0) {
     uint32_t llen;
     memcpy(rid, v.mv_data, 8);

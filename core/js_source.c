@@ -131,6 +131,29 @@ static int position_key(const char *stream, const char *subject, char **key, siz
   return 0;
 }
 
+/* In a read transaction: the position recorded under key (0: none). A
+ * record of another size is damage, said so: read as 0, the source would
+ * apply its stream again from the start. */
+static int position_stored(rn_pipeline *p, const char *key, size_t klen, const char *stream, const char *subject,
+                           uint64_t *seq)
+{
+  MDB_txn *txn;
+  int rc = rn_store_txn(p->store.env, MDB_RDONLY, &txn);
+  if (rc) return rn_store_fail(&p->err, rc, "jetstream position");
+  MDB_val mk = { klen, (void *)key }, v;
+  *seq = 0;
+  if ((rc = mdb_get(txn, p->store.meta, &mk, &v)) == 0 && v.mv_size == sizeof *seq) memcpy(seq, v.mv_data, sizeof *seq);
+  if (rc == 0 && v.mv_size != sizeof *seq)
+    rc = rn_err_set(&p->err, RN_ESTORE, "state damaged: %s: the position of JetStream stream %s subject %s is %zu bytes, not 8",
+                    p->store.path, stream, subject, v.mv_size);
+  else if (rc && rc != MDB_NOTFOUND)
+    rc = rn_store_fail(&p->err, rc, "jetstream position");
+  else
+    rc = 0;
+  mdb_txn_abort(txn);
+  return rc;
+}
+
 /* The keeper's entry for subject, read from the state (JSSRC-2). */
 static position *position_read(rn_pipeline *p, keeper *k, const char *stream, const char *subject)
 {
@@ -141,26 +164,21 @@ static position *position_read(rn_pipeline *p, keeper *k, const char *stream, co
     rn_err_set(&p->err, rc, rc == RN_ENOMEM ? "out of memory" : "jetstream: stream and subject names too long");
     return NULL;
   }
+  uint64_t seq; /* read again each time: as committed, whatever a run rolled back left in memory */
+  if (position_stored(p, key, klen, stream, subject, &seq)) { free(key); return NULL; }
   position *at = NULL;
   for (int i = 0; i < k->n && !at; i++)
     if (k->pos[i]->klen == klen && memcmp(k->pos[i]->key, key, klen) == 0) at = k->pos[i];
-  if (at) free(key);
-  else if ((at = malloc(sizeof *at)) && rn_push_ptr((void ***)&k->pos, &k->n, &k->cap, at) == 0) {
-    *at = (position){ key, klen, 0, 0 };
-  } else {
+  if (at) {
+    free(key);
+  } else if (!(at = malloc(sizeof *at)) || rn_push_ptr((void ***)&k->pos, &k->n, &k->cap, at) != 0) {
     free(at);
-    at = NULL;
     free(key);
     rn_err_set(&p->err, RN_ENOMEM, "out of memory");
     return NULL;
+  } else {
+    at->key = key, at->klen = klen;
   }
-  MDB_txn *txn;
-  if ((rc = rn_store_txn(p->store.env, MDB_RDONLY, &txn))) { rn_store_fail(&p->err, rc, "jetstream position"); return NULL; }
-  MDB_val mk = { at->klen, at->key }, v;
-  uint64_t seq = 0;
-  if ((rc = mdb_get(txn, p->store.meta, &mk, &v)) == 0 && v.mv_size == sizeof seq) memcpy(&seq, v.mv_data, sizeof seq);
-  mdb_txn_abort(txn);
-  if (rc && rc != MDB_NOTFOUND) { rn_store_fail(&p->err, rc, "jetstream position"); return NULL; }
   at->committed = at->applied = seq;
   return at;
 }

@@ -170,10 +170,9 @@ static char *mark_key(const char *name, size_t *len)
 
 /* ---- the record of a sink (3, 5) ---- */
 
-/* The sink a key in the state stands for, as its user knows it: the label
- * its declaration gives rn_outbox_sink_add ("sink:" name is a Lua sink's
- * or a subscriber's: "durable sink name"). */
-static void key_label(const char *key, char *out, size_t n)
+/* The label its declaration gives rn_outbox_sink_add ("sink:" name is a
+ * Lua sink's or a subscriber's: "durable sink name"; outbox.h). */
+void rn_outbox_key_label(const char *key, char *out, size_t n)
 {
   const char *at;
   if (!strncmp(key, RN_SINK_NAMED, RN_PREFIX_LEN(RN_SINK_NAMED))) {
@@ -194,7 +193,7 @@ int rn_outbox_mark_read(rn_pipeline *p, const char *name, const char *label, rn_
 {
   memset(m, 0, sizeof *m);
   char derived[2 * PATH_MAX];
-  if (!label) key_label(name, derived, sizeof derived), label = derived;
+  if (!label) rn_outbox_key_label(name, derived, sizeof derived), label = derived;
   int rc = rn_flush(p);
   if (rc) return rc;
   size_t klen;
@@ -215,6 +214,10 @@ int rn_outbox_mark_read(rn_pipeline *p, const char *name, const char *label, rn_
   if (rc == 0 && v.mv_size != 24) /* read as absent, its waiting groups would vanish */
     rc = rn_err_set(&p->err, RN_ESTORE, "state damaged: %s: the mark of %s is %zu bytes, not 24",
                     p->store.path, label, v.mv_size);
+  else if (rc == 0 && (m->delivered > m->seen || m->seen > p->seq)) /* the groups up to it would never be delivered */
+    rc = rn_err_set(&p->err, RN_ESTORE, "state damaged: %s: the mark of %s is past the last group "
+                    "(seen %llu, delivered %llu, last group %llu)", p->store.path, label,
+                    (unsigned long long)m->seen, (unsigned long long)m->delivered, (unsigned long long)p->seq);
   else if (rc && rc != MDB_NOTFOUND)
     rc = rn_store_fail(&p->err, rc, label);
   else
@@ -409,7 +412,9 @@ static int deliver_entry(rn_outbox *ob, obsink *s, uint64_t seq, const char *dat
   for (uint32_t i = first; !rc && i < o.via.array.size; i++) {
     const msgpack_object *c = &o.via.array.ptr[i], *f = c->via.array.ptr;
     if (c->type != MSGPACK_OBJECT_ARRAY || c->via.array.size != 4 || f[0].type != MSGPACK_OBJECT_POSITIVE_INTEGER ||
-        f[0].via.u64 < RN_INSERT || f[0].via.u64 > RN_DELETE || f[1].type != MSGPACK_OBJECT_POSITIVE_INTEGER) {
+        f[0].via.u64 < RN_INSERT || f[0].via.u64 > RN_DELETE || f[1].type != MSGPACK_OBJECT_POSITIVE_INTEGER ||
+        (f[0].via.u64 != RN_DELETE && f[2].type != MSGPACK_OBJECT_BIN) || /* the rows its verb has (a sink reads them) */
+        (f[0].via.u64 != RN_INSERT && f[3].type != MSGPACK_OBJECT_BIN)) {
       rc = rn_err_set(&e, RN_ESTORE, "%s: outbox: group %llu is damaged", s->rel->name, (unsigned long long)seq);
       break;
     }

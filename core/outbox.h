@@ -43,6 +43,11 @@ typedef struct rn_outbox_mark {
                              changes of the first waiting group it acknowledged) */
 } rn_outbox_mark;
 
+/* The sink a durable sink's name in the state stands for ("sink:" name,
+ * "ndjson:" path …, the key of its mark less "od:"), as its user knows it,
+ * into out (n bytes): "durable sink to /tmp/out.ndjson". */
+void rn_outbox_key_label(const char *key, char *out, size_t n);
+
 /* Commits carried groups, then reads the record of name. label: the sink
  * as its user knows it, for its errors (NULL: made from name, as the
  * sinks of runnel make their labels). */

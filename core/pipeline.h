@@ -303,7 +303,8 @@ int rn_state_save_changed(rn_pipeline *p, rn_rel *r, MDB_txn *txn, uint64_t seq,
  * it missed groups (a source, a filter, a map, a cdc, a stream join) its
  * inputs' too, as it would have changed with them had it been declared. A
  * stateful relation rebuilt over groups it missed tells its sinks what
- * changed (evolve_log.c), so they miss nothing of its inputs. */
+ * changed (evolve_log.c), so they miss nothing of its inputs. A damaged
+ * record: UINT64_MAX (any group may have). */
 uint64_t rn_state_changed(rn_pipeline *p, const rn_rel *r, MDB_txn *txn);
 /* Opens a stateful derived relation's state in a transaction of its own:
  * its catalogue entry, then setup(ctx, created, rebuild) to open its

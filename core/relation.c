@@ -222,7 +222,10 @@ uint64_t rn_state_changed(rn_pipeline *p, const rn_rel *r, MDB_txn *txn)
   char key[RN_PREFIX_LEN(RN_META_CHANGED) + RN_NAME_MAX];
   MDB_val k = { changed_key(r, key), key }, v;
   uint64_t last = 0;
-  if (mdb_get(txn, p->store.meta, &k, &v) == 0 && v.mv_size == sizeof last) memcpy(&last, v.mv_data, sizeof last);
+  if (mdb_get(txn, p->store.meta, &k, &v) == 0) {
+    if (v.mv_size != sizeof last) return UINT64_MAX; /* damaged: any group may have changed it, not none */
+    memcpy(&last, v.mv_data, sizeof last);
+  }
   if (r->stateful && r->kind != RN_REL_MAP) return last; /* rebuilt over what it missed, and told (evolve_log.c) */
   /* a keyed map keeps no rows: its rebuild sees its input's rows only as they are now */
   uint64_t in = r->input ? rn_state_changed(p, r->input, txn) : 0, right = r->right ? rn_state_changed(p, r->right, txn) : 0;

@@ -29,9 +29,11 @@
  *                     message ids of JetStream sinks begin with it
  *     "fn:" name      |u64 hash|                       the fingerprint of the Lua functions a
  *                     derived relation runs (evolve_code.h)
- *     "fc:" name      |code|                           a filter's or map's function, to run
- *                     again (lua/runnel.lua's format; empty: it cannot be)
- *     "fo:" name      |code|                           the function its sinks' rows came from,
+ *     "fc:" name      |"\xff" "fc1"|u64 check|code|   a filter's or map's function, to run
+ *                     again (lua/runnel.lua's format; empty: it cannot be);
+ *                     check: its CRC-64, a copy that fails it is not run
+ *                     (evolve_code.c; runnel 0.19 kept |code| alone)
+ *     "fo:" name      the same                         the function its sinks' rows came from,
  *                     from a change of function until what it changed is kept
  *                     for them ("rb:", evolve_log.c; evolve_code.h)
  *     "fmt"           |u32 format|                     the state's format (RN_STATE_FORMAT);
@@ -131,7 +133,7 @@
 #define RN_META_CHANGED_AT "eg:"    /* when a relation's rows last changed wholesale: |u64 n| (evolve.c) */
 #define RN_META_CHANGED_N "egn"     /* the last n given to one: |u64 n| */
 #define RN_META_CODE      "fn:"     /* a derived relation's functions: |u64 hash of their fingerprint| (evolve_code.h) */
-#define RN_META_FN_NOW    "fc:"     /* a filter's or map's function, to run again: |code| (evolve_code.h) */
+#define RN_META_FN_NOW    "fc:"     /* a filter's or map's function, to run again: |marker|check|code| (evolve_code.c) */
 #define RN_META_FN_TOLD   "fo:"     /* the function its sinks' rows came from, until they are told (evolve_code.h) */
 #define RN_SINK_JETSTREAM "jetstream:" /* "jetstream:" subject */
 #define RN_META_CHANGED   "ch:"     /* the last group that changed a relation: |u64 seq| */

@@ -276,6 +276,19 @@ static int rewrite(rn_pipeline *p, stsink *s)
   }
 }
 
+/* A store's description ("S:" name) as the state holds it decodes. */
+static bool desc_readable(const MDB_val *v)
+{
+  msgpack_zone z;
+  msgpack_object d;
+  size_t off = 0;
+  if (!rn_zone_init(&z, 1024)) return true; /* out of memory: not known to be damaged */
+  bool ok = rn_msgpack_size(v->mv_data, v->mv_size) == v->mv_size && /* before msgpack-c allocates what it claims */
+            rn_unpack(v->mv_data, v->mv_size, &off, &z, &d) == MSGPACK_UNPACK_SUCCESS && rn_schema_desc_valid(&d, 0);
+  rn_zone_destroy(&z);
+  return ok;
+}
+
 int rn_store_sink(rn_pipeline *p, rn_rel *rel, const char *name)
 {
   if (p->state != RN_IDLE) return rn_err_set(&p->err, RN_EMISUSE, "%s: stores are added outside groups", rel->name);
@@ -306,9 +319,13 @@ int rn_store_sink(rn_pipeline *p, rn_rel *rel, const char *name)
     MDB_val k = { nlen + 2, mk }, v;
     int g = mdb_get(txn, p->store.meta, &k, &v);
     if (g == 0 && (v.mv_size != desc.size || memcmp(v.mv_data, desc.data, desc.size) != 0)) {
+      bool readable = desc_readable(&v);
       mdb_txn_abort(txn);
       msgpack_sbuffer_destroy(&desc);
       free_stsink(s);
+      if (!readable)
+        return rn_err_set(&p->err, RN_ESTORE, "state damaged: %s: store \"%s\" has a description that cannot be read",
+                          p->store.path, name);
       return rn_err_set(&p->err, RN_ESCHEMA, "store \"%s\": the state holds it with another schema", name);
     }
     s->seen_klen = (size_t)snprintf(s->seen_key, sizeof s->seen_key, "%s%s", RN_META_STORE_SEEN, name);

@@ -321,7 +321,10 @@ static int keyless_link(rn_rel *t, uint64_t id, const char *row, size_t len, boo
   MDB_val rk = { 8, idk }, rv = { len, (void *)row }, hk = { 8, &h }, hv = { 8, idk };
   int rc;
   if (add) {
-    rc = mdb_put(txn, t->rows_dbi, &rk, &rv, 0);
+    rc = mdb_put(txn, t->rows_dbi, &rk, &rv, MDB_NOOVERWRITE); /* never over a stored row */
+    if (rc == MDB_KEYEXIST) /* only a damaged "n:" record gives a stored row's id */
+      return rn_err_set(&t->p->err, RN_ESTORE, "state damaged: %s: %s: row id %llu is taken (its counters are behind "
+                        "its rows)", t->p->store.path, t->name, (unsigned long long)id);
     if (!rc) rc = mdb_put(txn, t->hash_dbi, &hk, &hv, 0);
   } else {
     rc = mdb_del(txn, t->hash_dbi, &hk, &hv);

@@ -13,6 +13,7 @@
 #include "runnel.h"
 #include "join.h"
 #include "key.h"
+#include "outbox.h"
 #include "store.h"
 
 typedef struct walk {
@@ -467,12 +468,14 @@ static size_t outbox_marks(walk *w, MDB_cursor *cur, outbox_mark *out, size_t ca
        mrc == 0 && k.mv_size >= 3 && memcmp(k.mv_data, "od", 2) == 0; mrc = mdb_cursor_get(cur, &k, &v, MDB_NEXT)) {
     const char *key = k.mv_data;
     if (key[2] != ':' && key[2] != '#') continue;
-    char name[600];
+    char name[600], label[1300];
     snprintf(name, sizeof name, "%.*s", (int)(k.mv_size < 500 ? k.mv_size : 500), key);
+    if (key[2] == ':') rn_outbox_key_label(name + 3, label, sizeof label); /* as its user knows it (outbox.c) */
+    else snprintf(label, sizeof label, "durable sink of a name too long for a key (%s)", name);
     uint64_t r[3];
-    if (v.mv_size != sizeof r) { damaged(w, "the mark of durable sink %s is not 24 bytes%s", name, ""); continue; }
+    if (v.mv_size != sizeof r) { damaged(w, "the mark of %s is not 24 bytes%s", label, ""); continue; }
     memcpy(r, v.mv_data, sizeof r);
-    if (r[1] > r[0] || r[0] > w->seq) damaged(w, "the mark of durable sink %s is past the last group%s", name, "");
+    if (r[1] > r[0] || r[0] > w->seq) damaged(w, "the mark of %s is past the last group%s", label, "");
     uint64_t tag = key[2] == ':' ? rn_hash64(key + 3, k.mv_size - 3) : strtoull(name + 3, NULL, 16);
     if (n < cap) out[n++] = (outbox_mark){ tag, r[1] };
   }

@@ -276,11 +276,12 @@ static int l_relations(lua_State *L)
   return 1;
 }
 
-/* p:_code(name, fingerprint [, code|false]) -> true [, told, old code] |
- * nil, err: before relation name is declared, its functions' fingerprint
- * (evolve_code.h); a filter's or map's function to run again (code; false:
- * it cannot be). told ("kept", "unkept", "absent" or nil) and old code:
- * what its sinks' rows came from, when they are to be told a change. */
+/* p:_code(name, fingerprint [, code|false]) -> true [, told, old code|nil
+ * [, why]] | nil, err: before relation name is declared, its functions'
+ * fingerprint (evolve_code.h); a filter's or map's function to run again
+ * (code; false: it cannot be). told ("kept", "unkept", "absent" or nil)
+ * and old code: what its sinks' rows came from, when they are to be told a
+ * change; kept without old code: why the state's copy is not run. */
 static int l_code(lua_State *L)
 {
   lpipe *lp = rn_lua_checkpipe(L, 1);
@@ -292,7 +293,7 @@ static int l_code(lua_State *L)
     lua_pushboolean(L, 1);
     return 1;
   }
-  rn_code_again again = { RN_CODE_UNKEPT, NULL, 0 }, told;
+  rn_code_again again = { RN_CODE_UNKEPT, NULL, 0, NULL }, told;
   if (lua_type(L, 4) == LUA_TSTRING) {
     again.kind = RN_CODE_KEPT;
     again.code = (char *)lua_tolstring(L, 4, &again.len);
@@ -305,7 +306,9 @@ static int l_code(lua_State *L)
   if (told.code) lua_pushlstring(L, told.code, told.len); /* a copy: free it before anything may raise */
   else lua_pushnil(L);
   free(told.code);
-  return 3;
+  if (!told.why) return 3;
+  lua_pushstring(L, told.why);
+  return 4;
 }
 
 static const luaL_Reg pipeline_methods[] = {

@@ -281,10 +281,12 @@ end
 
 -- The function code_again kept, made again (its _ENV: the globals of fn,
 -- the new function, as they are now); nil and why when it cannot be (a
--- Lua that does not load its bytecode).
+-- Lua that does not load its bytecode, a copy of another shape). The
+-- state hands back only a copy that matches its check (evolve_code.c).
 local function made_again(code, fn)
+  local unreadable = "its old function could not be read"
   local ok, body, at = pcall(string.unpack, "<s4", code)
-  if not ok then return nil, "its old function could not be read" end
+  if not ok then return nil, unreadable end
   local old, err = load(body, "=(its old function)", "b")
   if not old then return nil, "its old function could not be loaded: " .. tostring(err) end
   local env = _G
@@ -301,12 +303,13 @@ local function made_again(code, fn)
     if kind == "E" then value = env
     elseif kind == "T" then value = true
     elseif kind == "F" then value = false
-    elseif kind == "I" then value, at = string.unpack("<j", code, at)
-    elseif kind == "D" then value, at = string.unpack("<n", code, at)
-    elseif kind == "S" then value, at = string.unpack("<s4", code, at)
-    elseif kind ~= "N" then return nil, "its old function could not be read" end
-    debug.setupvalue(old, i, value)
+    elseif kind == "I" then ok, value, at = pcall(string.unpack, "<j", code, at)
+    elseif kind == "D" then ok, value, at = pcall(string.unpack, "<n", code, at)
+    elseif kind == "S" then ok, value, at = pcall(string.unpack, "<s4", code, at)
+    elseif kind ~= "N" then ok = false end
+    if not ok or not debug.setupvalue(old, i, value) then return nil, unreadable end -- cut, or too many
   end
+  if debug.getupvalue(old, i + 1) ~= nil then return nil, unreadable end -- too few
   return old
 end
 
@@ -315,10 +318,12 @@ end
 -- ("kept", "unkept", "absent" or nil) and the old function made again, or
 -- why it could not be (for p:_filter and p:_map, core/derive.h).
 local function record_fn(p, name, fn)
-  local ok, told, code = p:_code(name, fingerprint(fn, 0, p), code_again(fn))
+  local ok, told, code, why = p:_code(name, fingerprint(fn, 0, p), code_again(fn))
   if not ok then raise(told) end
   if told ~= "kept" then return told end
-  local old, why = made_again(code, fn)
+  if not code then return told, why end -- the state's copy is damaged, or has no check
+  local old
+  old, why = made_again(code, fn)
   return told, old or why
 end
 

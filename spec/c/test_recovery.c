@@ -378,7 +378,7 @@ static void test_verify_checks_the_outbox(void)
   CHECK(strstr(text, "damaged: the outbox entry of group 2 belongs to no durable sink\n") != NULL);
   raw_put(dir, "meta", "od:sink:refuser", "\1\0\0\0\0\0\0\0", 8);
   CHECK(verify_text(dir, text, sizeof text) >= 1);
-  CHECK(strstr(text, "damaged: the mark of durable sink od:sink:refuser is not 24 bytes\n") != NULL);
+  CHECK(strstr(text, "damaged: the mark of durable sink refuser is not 24 bytes\n") != NULL);
   remove_state(dir);
 }
 

@@ -141,3 +141,34 @@ local rows = {
   str8 = "\x92\xd9\x03abc\xc4\x00", trailing = mp(arr{ 1 }) .. "\xc0",
 }
 for name, data in pairs(rows) do write("row", name, data) end
+
+-- ops: |config|operations (fuzz/fuzz_ops.c); a change is ctl = op-1 | rel << 3,
+-- |len8|msgpack|; 4 begin, 5 commit, 6 rollback, 7 | n << 3: flush, reopen, read, deliver.
+local OREL = { t = 0, teams = 1, kl = 2, c = 3, ev = 4 }
+local function op(rel, verb, map)
+  local body = mp(map)
+  return string.char(OP[verb] | OREL[rel] << 3, #body) .. body
+end
+local BEGIN, COMMIT, ROLLBACK = "\4", "\5", "\6"
+local FLUSH, REOPEN, READ, DELIVER = "\7", "\15", "\23", "\31"
+local team7 = op("teams", "insert", { {"tid", 7}, {"name", "red"} })
+local ann = op("t", "insert", { {"id", 1}, {"team", 7}, {"score", 10}, {"s", "ann"}, {"m", { {"k", 1} }} })
+local ops = {
+  commit = "\0" .. BEGIN .. team7 .. ann .. COMMIT .. REOPEN,
+  rollback = "\0" .. team7 .. BEGIN .. ann .. op("t", "update", { {"id", 1}, {"score", 3} }) .. READ .. ROLLBACK .. READ,
+  failed_push = "\2" .. BEGIN .. team7 .. ann .. op("t", "insert", { {"id", 1} }) .. BEGIN .. ann .. COMMIT,
+  refused = "\1" .. ann .. BEGIN .. op("t", "update", { {"id", 1}, {"score", 13} }) .. team7 .. COMMIT .. FLUSH,
+  lua_error = "\3" .. BEGIN .. ann .. op("t", "insert", { {"id", 2}, {"s", "boom"} }) .. COMMIT .. REOPEN,
+  stream = "\4" .. BEGIN .. ann .. op("ev", "insert", { {"player", 1}, {"ts", 61}, {"v", 2.5} })
+    .. op("ev", "insert", { {"player", 1}, {"ts", 200}, {"v", 1.0} }) .. COMMIT
+    .. BEGIN .. op("ev", "insert", { {"player", 1}, {"ts", 62} }) .. ROLLBACK
+    .. op("ev", "insert", { {"player", 1}, {"ts", 0} }) .. READ,
+  keyless = "\6" .. BEGIN .. op("kl", "insert", { {"a", 1}, {"b", "x"} }) .. op("kl", "insert", { {"a", 1}, {"b", "x"} })
+    .. COMMIT .. BEGIN .. op("kl", "delete", { {"a", 1}, {"b", "x"} }) .. ROLLBACK .. op("kl", "delete", { {"a", 1}, {"b", "x"} }),
+  composite = "\0" .. op("c", "insert", { {"k1", "a"}, {"k2", 1}, {"v", arr{ 1, "x" }} })
+    .. BEGIN .. op("c", "upsert", { {"k1", "a"}, {"k2", 1}, {"v", NIL} }) .. op("c", "delete", { {"k1", "b"}, {"k2", 1} }) .. COMMIT,
+  top = "\7" .. team7 .. BEGIN .. ann .. op("t", "insert", { {"id", 2}, {"team", 7}, {"score", 20} })
+    .. op("t", "insert", { {"id", 3}, {"team", 7}, {"score", 30} }) .. COMMIT
+    .. BEGIN .. op("t", "delete", { {"id", 3} }) .. op("teams", "delete", { {"tid", 7} }) .. DELIVER .. ROLLBACK .. REOPEN,
+}
+for name, data in pairs(ops) do write("ops", name, data) end

@@ -20,7 +20,8 @@
  * the subscribers were given for the group that committed (applied to the
  * rows as they were: an insert of an absent id, an update or delete of the
  * row as it was), and rn_seq moved by one group at most, only on a commit.
- * A reopen reads what was committed. RUNNEL_FUZZ_TRACE=1 prints each call
+ * A reopen reads what was committed. At the end, the committed groups
+ * replayed alone into a fresh state make the same rows, ids and seq. RUNNEL_FUZZ_TRACE=1 prints each call
  * and its answer. */
 #include <errno.h>
 #include <ftw.h>
@@ -92,6 +93,12 @@ typedef struct fuzz {
   size_t npending, pendcap;
   bool told_rollback[NREAD];
   int cfg;
+  /* The changes of the open group, then of every committed group, each
+   * |rel|op|len (4 bytes)|msgpack|; a group in the log is |count (4 bytes)|
+   * changes|. Replayed alone into a fresh state at the end, they must
+   * make the same state: what failed or was rolled back left nothing. */
+  msgpack_sbuffer group, log;
+  uint32_t ngroup;
 } fuzz;
 
 static char *dup_bytes(const void *d, size_t n)
@@ -183,6 +190,40 @@ static void scan(fuzz *f, int i, rows *out)
   rn_cursor_close(c);
 }
 
+static void put_u32(msgpack_sbuffer *b, uint32_t v)
+{
+  char w[4] = { (char)(v >> 24), (char)(v >> 16), (char)(v >> 8), (char)v };
+  msgpack_sbuffer_write(b, w, 4);
+}
+
+static uint32_t get_u32(const char *d)
+{
+  const unsigned char *u = (const unsigned char *)d;
+  return (uint32_t)u[0] << 24 | (uint32_t)u[1] << 16 | (uint32_t)u[2] << 8 | u[3];
+}
+
+static void group_add(fuzz *f, int rel, rn_op op, const uint8_t *d, size_t len)
+{
+  char head[2] = { (char)rel, (char)op };
+  msgpack_sbuffer_write(&f->group, head, 2);
+  put_u32(&f->group, (uint32_t)len);
+  if (len) msgpack_sbuffer_write(&f->group, (const char *)d, len);
+  f->ngroup++;
+}
+
+static void group_drop(fuzz *f)
+{
+  msgpack_sbuffer_clear(&f->group);
+  f->ngroup = 0;
+}
+
+static void group_log(fuzz *f)
+{
+  put_u32(&f->log, f->ngroup);
+  if (f->group.size) msgpack_sbuffer_write(&f->log, f->group.data, f->group.size);
+  group_drop(f);
+}
+
 static void pending_clear(fuzz *f)
 {
   for (size_t i = 0; i < f->npending; i++) {
@@ -259,21 +300,28 @@ static int rm_entry(const char *path, const struct stat *st, int flag, struct FT
   return 0;
 }
 
+/* The directory of the states, removed at exit. */
+static void remove_base(void)
+{
+  nftw(base, rm_entry, 8, FTW_DEPTH | FTW_PHYS);
+}
+
 static const char *state_path(void)
 {
   static char path[96];
   if (!base[0]) {
     snprintf(base, sizeof base, "%s/runnel-fuzz-ops-XXXXXX", getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp");
     MUST(mkdtemp(base));
+    atexit(remove_base);
   }
   snprintf(path, sizeof path, "%s/st", base);
   return path;
 }
 
-static void open_state(fuzz *f)
+static void open_state_at(fuzz *f, const char *path)
 {
   static const int carry[] = { 1, 2, 4, 256 };
-  rn_open_opts o = { .path = state_path(), .nosync = 1, .carry_groups = carry[f->cfg >> 1 & 3],
+  rn_open_opts o = { .path = path, .nosync = 1, .carry_groups = carry[f->cfg >> 1 & 3],
                      .write_back = f->cfg & 1 ? 1 : -1 };
   char err[256];
   if (rn_pipeline_open(&o, &f->p, err, sizeof err)) { fprintf(stderr, "fuzz: open: %s\n", err); abort(); }
@@ -289,6 +337,11 @@ static void open_state(fuzz *f)
   }
   MUST(rn_subscribe(f->p, f->push[0], refuse_13, NULL) == 0);
   f->open = false;
+}
+
+static void open_state(fuzz *f)
+{
+  open_state_at(f, state_path());
 }
 
 /* A failing call: an RN_E… code other than the store's, and a message. */
@@ -324,6 +377,7 @@ static void check_unchanged(fuzz *f, const char *what)
   }
   rows_free(&now);
   pending_clear(f);
+  group_drop(f);
 }
 
 /* The subscriber's change c applied to the rows m as they were. */
@@ -384,6 +438,7 @@ static void check_committed(fuzz *f)
   }
   rows_free(&model);
   pending_clear(f);
+  group_log(f);
 }
 
 /* A group that failed: rolled back, the subscribers that had its changes
@@ -414,6 +469,64 @@ static void reopen(fuzz *f)
   check_unchanged(f, "a reopen");
 }
 
+/* The committed groups replayed alone into a fresh temporary state read
+ * as the fuzzed state does: the same rows under the same ids, the same
+ * seq. */
+static void check_replay(fuzz *f)
+{
+  fuzz r = { .cfg = f->cfg };
+  current = &r;
+  open_state_at(&r, NULL);
+  uint64_t groups = 0;
+  for (size_t at = 0; at < f->log.size; groups++) {
+    uint32_t n = get_u32(f->log.data + at);
+    at += 4;
+    MUST(rn_begin(r.p) == 0);
+    for (uint32_t i = 0; i < n; i++) {
+      int rel = f->log.data[at], op = f->log.data[at + 1];
+      uint32_t len = get_u32(f->log.data + at + 2);
+      at += 6;
+      int rc = rn_push(r.p, r.push[rel], (rn_op)op, f->log.data + at, len);
+      if (rc) {
+        fprintf(stderr, "fuzz: replayed alone, a change of committed group %llu to %s fails: %s\n",
+                (unsigned long long)groups + 1, push_names[rel], rn_errmsg(r.p));
+        abort();
+      }
+      at += len;
+    }
+    int rc = rn_commit(r.p);
+    if (rc) {
+      fprintf(stderr, "fuzz: replayed alone, committed group %llu fails: %s\n", (unsigned long long)groups + 1,
+              rn_errmsg(r.p));
+      abort();
+    }
+    pending_clear(&r);
+  }
+  if (rn_seq(r.p) != f->seq) {
+    fprintf(stderr, "fuzz: the %llu committed groups replayed alone end at seq %llu, not %llu\n",
+            (unsigned long long)groups, (unsigned long long)rn_seq(r.p), (unsigned long long)f->seq);
+    abort();
+  }
+  rows now = { 0 };
+  for (int i = 0; i < NREAD; i++) {
+    scan(&r, i, &now);
+    if (!rows_equal(&now, &f->committed[i])) {
+      fprintf(stderr, "fuzz: the committed groups replayed alone make %s otherwise (%zu rows, %zu here)\n",
+              read_names[i], now.n, f->committed[i].n);
+      for (size_t k = 0; tracing && k < now.n; k++)
+        fprintf(stderr, "  replayed id %llu %zu bytes | here id %llu %zu bytes\n", (unsigned long long)now.e[k].id,
+                now.e[k].len, k < f->committed[i].n ? (unsigned long long)f->committed[i].e[k].id : 0ULL,
+                k < f->committed[i].n ? f->committed[i].e[k].len : 0);
+      abort();
+    }
+  }
+  rows_free(&now);
+  rn_pipeline_close(r.p);
+  pending_clear(&r);
+  free(r.pending);
+  current = f;
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
@@ -433,6 +546,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
       if (len > size - at) len = size - at;
       rn_op op = (rn_op)(RN_OP_INSERT + (ctl & 3));
       rc = rn_push(f.p, f.push[(ctl >> 3) % NPUSH], op, data + at, len);
+      if (!rc) group_add(&f, (ctl >> 3) % NPUSH, op, data + at, len);
       TRACE("push %s op %d (%zu bytes): %d\n", push_names[(ctl >> 3) % NPUSH], (int)op, len, rc);
       at += len;
       if (rc) failed_group(&f, rc, "rn_push");
@@ -444,6 +558,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     case 4:
       rc = rn_begin(f.p);
       MUST(f.open ? rc == RN_EMISUSE : rc == 0);
+      if (!f.open) group_drop(&f);
       f.open = true;
       break;
     case 5:
@@ -482,7 +597,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     if (rc) failed_group(&f, rc, "rn_commit");
     else check_committed(&f);
   }
+  check_replay(&f);
   rn_pipeline_close(f.p);
+  msgpack_sbuffer_destroy(&f.group);
+  msgpack_sbuffer_destroy(&f.log);
   for (int i = 0; i < NREAD; i++) rows_free(&f.committed[i]);
   pending_clear(&f);
   free(f.pending);

@@ -5,14 +5,18 @@
  * distinct), with a Lua filter and a C subscriber that fail some groups.
  *
  * The input: one configuration byte (bit 0: write-back on; bits 1-2:
- * carry_groups 1, 2, 4 or 256), then operations, each a ctl byte:
+ * carry_groups 1, 2, 4 or 256; bit 3: a 64 KiB map, so that it fills and
+ * grows, the open group and the carried ones applied again; bit 4:
+ * carry_page_share 2), then operations, each a ctl byte:
  *
  *   ctl & 7 < 4: a change, op RN_OP_INSERT + (ctl & 3), to the relation
  *                (ctl >> 3) % NPUSH of push_names, then |len (1 byte)|len
  *                bytes of msgpack| (running past the end takes the rest)
  *   4: rn_begin   5: rn_commit   6: rn_rollback
  *   7: by (ctl >> 3) & 3: rn_flush, a close and reopen, a cursor read of
- *      every relation (inside a group: its changes so far), rn_deliver
+ *      every relation (inside a group: its changes so far), rn_deliver;
+ *      with bit 5 instead, fill (big rows into t, or kl with bit 6) from
+ *      the base the next byte gives
  *
  * The all-or-nothing promise, checked after every call that ends a group
  * (a commit, a rollback, a failing change or commit): every relation reads
@@ -322,7 +326,8 @@ static void open_state_at(fuzz *f, const char *path)
 {
   static const int carry[] = { 1, 2, 4, 256 };
   rn_open_opts o = { .path = path, .nosync = 1, .carry_groups = carry[f->cfg >> 1 & 3],
-                     .write_back = f->cfg & 1 ? 1 : -1 };
+                     .write_back = f->cfg & 1 ? 1 : -1, .map_size = f->cfg & 8 ? 64 << 10 : 0,
+                     .carry_page_share = f->cfg & 16 ? 2 : -1 };
   char err[256];
   if (rn_pipeline_open(&o, &f->p, err, sizeof err)) { fprintf(stderr, "fuzz: open: %s\n", err); abort(); }
   if (rn_run_lua_string(f->p, NULL, SCRIPT, "=fuzz-ops")) {
@@ -527,6 +532,58 @@ static void check_replay(fuzz *f)
   current = f;
 }
 
+/* FILL_ROWS upserts of FILL_BYTES-byte rows into t (or kl) under ids from
+ * from * FILL_ROWS on, in the open group or one of their own: a few fill
+ * the 1 MiB map a 64 KiB map_size gives, so it grows. */
+#define FILL_ROWS 128
+#define FILL_BYTES 480
+static void fill(fuzz *f, uint8_t from, int keyless)
+{
+  bool own = !f->open;
+  if (own) {
+    MUST(rn_begin(f->p) == 0);
+    f->open = true;
+    group_drop(f);
+  }
+  char text[FILL_BYTES];
+  memset(text, 'a' + from % 26, sizeof text);
+  msgpack_sbuffer b;
+  msgpack_sbuffer_init(&b);
+  for (int i = 0; i < FILL_ROWS; i++) {
+    msgpack_sbuffer_clear(&b);
+    msgpack_packer pk;
+    msgpack_packer_init(&pk, &b, msgpack_sbuffer_write);
+    int64_t id = (int64_t)from * FILL_ROWS + i;
+    msgpack_pack_map(&pk, keyless ? 2 : 4);
+    msgpack_pack_str_with_body(&pk, keyless ? "a" : "id", keyless ? 1 : 2);
+    msgpack_pack_int64(&pk, id);
+    msgpack_pack_str_with_body(&pk, keyless ? "b" : "s", 1);
+    msgpack_pack_str_with_body(&pk, text, sizeof text);
+    if (!keyless) {
+      msgpack_pack_str_with_body(&pk, "team", 4);
+      msgpack_pack_int64(&pk, i % 4);
+      msgpack_pack_str_with_body(&pk, "score", 5);
+      msgpack_pack_int64(&pk, i);
+    }
+    rn_op op = keyless ? RN_OP_INSERT : RN_OP_UPSERT;
+    int rel = keyless ? 2 : 0;
+    int rc = rn_push(f->p, f->push[rel], op, b.data, b.size);
+    TRACE("fill %s %lld: %d\n", push_names[rel], (long long)id, rc);
+    if (rc) {
+      msgpack_sbuffer_destroy(&b);
+      failed_group(f, rc, "rn_push");
+      return;
+    }
+    group_add(f, rel, op, (const uint8_t *)b.data, b.size);
+  }
+  msgpack_sbuffer_destroy(&b);
+  if (!own) return;
+  int rc = rn_commit(f->p);
+  f->open = false;
+  if (rc) failed_group(f, rc, "rn_commit");
+  else check_committed(f);
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
@@ -576,6 +633,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
       check_unchanged(&f, "rn_rollback");
       break;
     default:
+      if (ctl & 0x20) {
+        fill(&f, at < size ? data[at++] : 0, ctl & 0x40);
+        break;
+      }
       switch (ctl >> 3 & 3) {
       case 0: MUST(rn_flush(f.p) == 0); break;
       case 1: reopen(&f); break;

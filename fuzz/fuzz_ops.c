@@ -16,7 +16,7 @@
  *   7: by (ctl >> 3) & 3: rn_flush, a close and reopen, a cursor read of
  *      every relation (inside a group: its changes so far), rn_deliver;
  *      with bit 5 instead, fill (big rows into t, or kl with bit 6) from
- *      the base the next byte gives
+ *      the base the next byte gives (the first MAX_FILLS fills only)
  *
  * The all-or-nothing promise, checked after every call that ends a group
  * (a commit, a rollback, a failing change or commit): every relation reads
@@ -536,6 +536,7 @@ static void check_replay(fuzz *f)
  * from * FILL_ROWS on, in the open group or one of their own: a few fill
  * the 1 MiB map a 64 KiB map_size gives, so it grows. */
 #define FILL_ROWS 128
+#define MAX_FILLS 8
 #define FILL_BYTES 480
 static void fill(fuzz *f, uint8_t from, int keyless)
 {
@@ -595,6 +596,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
   f.seq = rn_seq(f.p);
   for (int i = 0; i < NREAD; i++) scan(&f, i, &f.committed[i]);
   size_t at = size ? 1 : 0;
+  int fills = 0;
   while (at < size) {
     uint8_t ctl = data[at++];
     int rc;
@@ -634,7 +636,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
       break;
     default:
       if (ctl & 0x20) {
-        fill(&f, at < size ? data[at++] : 0, ctl & 0x40);
+        uint8_t from = at < size ? data[at++] : 0;
+        if (fills++ < MAX_FILLS) fill(&f, from, ctl & 0x40); /* more would be slow, not new */
         break;
       }
       switch (ctl >> 3 & 3) {

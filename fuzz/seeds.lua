@@ -172,15 +172,6 @@ local ops = {
     .. BEGIN .. op("t", "delete", { {"id", 3} }) .. op("teams", "delete", { {"tid", 7} }) .. DELIVER .. ROLLBACK .. REOPEN,
 }
 for name, data in pairs(ops) do write("ops", name, data) end
--- a group too large for a 64 KiB map (config bit 3): it grows mid-group
-local big = { "\8", BEGIN }
-for i = 1, 24 do
-  big[#big + 1] = op("t", "insert", { {"id", i}, {"team", i % 3}, {"s", ("x"):rep(200)} })
-end
-big[#big + 1] = COMMIT
-for i = 25, 40 do big[#big + 1] = op("kl", "insert", { {"a", i}, {"b", ("y"):rep(200)} }) end
-big[#big + 1] = BEGIN .. op("t", "update", { {"id", 1}, {"score", 13} }) .. COMMIT .. REOPEN
-write("ops", "map_grows", table.concat(big))
 -- fills (ctl 7 | 0x20, a base byte; 0x40: kl) past the 1 MiB map, carried and in one group
 local FILL, FILLKL = "\39", "\103"
 write("ops", "fill_carried", "\12" .. FILL .. "\0" .. FILL .. "\1" .. FILLKL .. "\2" .. FILL .. "\3" .. FILL .. "\4"

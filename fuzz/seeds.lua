@@ -179,3 +179,35 @@ write("ops", "fill_carried", "\12" .. FILL .. "\0" .. FILL .. "\1" .. FILLKL .. 
   .. FILL .. "\7" .. FILLKL .. "\8" .. REOPEN)
 write("ops", "fill_group", "\8" .. BEGIN .. FILL .. "\0" .. FILL .. "\1" .. FILLKL .. "\2" .. FILL .. "\3"
   .. FILL .. "\4" .. FILL .. "\5" .. FILL .. "\6" .. COMMIT .. FILL .. "\0" .. FLUSH)
+
+-- meta: edits of the pristine state's meta records (fuzz/fuzz_meta.c), each
+-- |k|m|…|; k as RUNNEL_FUZZ_TRACE=1 lists them.
+local M = { chs = 7, ["d:per_team"] = 10, ["d:roster"] = 11, egn = 22, ["fc:high"] = 23, fmt = 24, ["fn:high"] = 25,
+  ["n:per_team"] = 30, ["n:t"] = 32, ["od:sink:c-durable"] = 33, ["od:sink:d"] = 34, ["r:best"] = 35, ["r:kd"] = 38,
+  ["r:kl"] = 39, ["r:per_min"] = 40, ["r:per_team"] = 41, ["r:roster"] = 42, ["r:t"] = 43, seq = 45 }
+local function replace(k, bytes) return string.char(M[k], #bytes) .. bytes end
+local function delete(k) return string.char(M[k], 0xff) end
+local function truncate(k, n) return string.char(M[k], 0xfe, n) end
+local function flip(k, at, x) return string.char(M[k], 0x80 | at, x) end
+local meta = {
+  none = "",
+  seq_short = replace("seq", "\1\2\3"),
+  seq_ahead = replace("seq", string.pack("<I8", 1000)),
+  seq_gone = delete("seq"),
+  fmt_future = replace("fmt", string.pack("<I4", 99)),
+  fmt_gone = delete("fmt"),
+  t_schema = truncate("r:t", 9) .. flip("r:kl", 5, 0x20),
+  t_gone = delete("r:t") .. delete("n:t"),
+  t_counters = replace("n:t", string.pack("<I8I8I8", 0, 1 << 62, 2)),
+  agg_decl = flip("d:per_team", 3, 0xff) .. truncate("r:per_team", 4) .. replace("n:per_team", "x"),
+  join = flip("r:roster", 2, 1) .. delete("d:roster"),
+  top = flip("r:best", 7, 0x80),
+  window = truncate("r:per_min", 20),
+  distinct = replace("r:kd", mp(arr{ 99, arr{} })),
+  fn_changed = flip("fn:high", 0, 1),
+  fn_code = flip("fn:high", 0, 1) .. flip("fc:high", 40, 0x55),
+  fn_code_cut = flip("fn:high", 1, 1) .. truncate("fc:high", 30),
+  durable = replace("od:sink:d", string.pack("<I8I8I8", 7, 9, 1 << 40)) .. truncate("od:sink:c-durable", 12),
+  chs = replace("chs", string.pack("<I8I8", 5, 2)) .. replace("egn", "\0"),
+}
+for name, data in pairs(meta) do write("meta", name, data) end

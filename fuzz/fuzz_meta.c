@@ -235,6 +235,15 @@ static void note(void *ctx, const char *line)
   MUST(line);
 }
 
+#define MAXROWS 4096
+static uint64_t ids[MAXROWS];
+
+static int by_value(const void *a, const void *b)
+{
+  uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+  return (x > y) - (x < y);
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
@@ -291,7 +300,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
       rn_cursor *c = NULL;
       rc = rn_cursor_open(p, rn_relation(p, read_names[i]), &c);
       if (rc) { failed(p, rc, "rn_cursor_open"); continue; }
-      for (int n = 0; n < 100000; n++) {
+      size_t nids = 0;
+      for (int n = 0; n < MAXROWS; n++) {
         const void *row;
         size_t len;
         uint64_t id;
@@ -299,8 +309,16 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         rc = rn_cursor_next(c, &row, &len, &id, &done);
         if (rc) { failed(p, rc, "rn_cursor_next"); break; }
         if (done) break;
+        ids[nids++] = id;
       }
       rn_cursor_close(c);
+      /* Whatever the damage, a relation never shows two rows under one id. */
+      qsort(ids, nids, sizeof *ids, by_value);
+      for (size_t k = 1; k < nids; k++)
+        if (ids[k] == ids[k - 1]) {
+          fprintf(stderr, "fuzz: %s has two rows with id %llu\n", read_names[i], (unsigned long long)ids[k]);
+          abort();
+        }
     }
     rc = rn_flush(p);
     if (rc) failed(p, rc, "rn_flush");

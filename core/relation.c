@@ -158,8 +158,13 @@ int rn_state_open(rn_pipeline *p, rn_rel *r, MDB_txn *txn, bool *created, bool *
     r->saved_next_id = r->lmdb_next_id = r->next_id;
     r->saved_count = r->lmdb_count = r->count;
     *stale = r->stateful && last_seq != p->seq;
+  } else if (rc == MDB_NOTFOUND && r->stateful && !*created) {
+    /* Written with its catalogue entry (rn_open_derived_state): lost, the
+     * state it keeps (a join's result ids) would meet ids given again. */
+    rn_err_set(&p->err, RN_ESTORE, "state damaged: %s: the counters of relation \"%s\" are missing", p->store.path,
+               r->name);
+    goto fail;
   } else if (rc == MDB_NOTFOUND) {
-    *stale = r->stateful && !*created; /* never saw a group: rebuild */
   } else if (rc == 0) { /* never read a malformed record as counters */
     rn_err_set(&p->err, RN_ESTORE, "state damaged: %s: the counters of relation \"%s\" are %zu bytes, not 24",
                p->store.path, r->name, v.mv_size);
@@ -275,7 +280,6 @@ int rn_open_derived_state(rn_pipeline *p, rn_rel *r, rn_state_setup_fn setup, vo
   }
 }
 
-/* A source's meta and databases, in one transaction of its own. */
 /* A table's counters against its rows, as a damaged catalogue leaves
  * them ("n:" lost, cut or rewritten; "r:" lost over rows kept): new rows
  * would get ids that rows hold. Cheap checks only, on what LMDB counts:
@@ -307,6 +311,7 @@ static int check_counters(rn_pipeline *p, rn_rel *r, MDB_txn *txn)
                     (unsigned long long)r->next_id);
 }
 
+/* A source's meta and databases, in one transaction of its own. */
 static int try_open_source_state(rn_pipeline *p, rn_rel *r)
 {
   MDB_txn *txn;

@@ -161,7 +161,7 @@ demo: deps
 # through the targets linked with fuzz/replay.c by the usual compiler, so
 # make asan replays them sanitized. make fuzz builds them with Debian's
 # clang and libFuzzer in build/fuzz and fuzzes each for FUZZ_SECONDS.
-FUZZ_TARGETS  := push ndjson json key row
+FUZZ_TARGETS  := push ndjson json key row ops meta
 FUZZ_SECONDS  ?= 60
 FUZZ_PACKAGES := clang libclang-rt-dev
 FUZZ_SAN      := -fsanitize=fuzzer-no-link,address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer

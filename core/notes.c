@@ -29,7 +29,9 @@ bool rn_notes_tell(rn_pipeline *p)
 int rn_notes_pending(const rn_pipeline *p, const char *const **lines)
 {
   int told = p->notes_told < p->nnotes ? p->notes_told : p->nnotes;
-  *lines = (const char *const *)p->notes + told;
+  /* Before the first note, notes is NULL: NULL + 0 is undefined behaviour
+   * (clang's UBSan stops make fuzz on it), so no offset then. */
+  *lines = p->nnotes > told ? (const char *const *)p->notes + told : NULL;
   return p->nnotes - told;
 }
 

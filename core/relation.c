@@ -7,6 +7,7 @@
 #include "evolve.h"
 #include "evolve_log.h"
 #include "evolve_reads.h"
+#include "key.h"
 #include "ops.h"
 #include "pipeline.h"
 #include "reader.h"
@@ -157,8 +158,13 @@ int rn_state_open(rn_pipeline *p, rn_rel *r, MDB_txn *txn, bool *created, bool *
     r->saved_next_id = r->lmdb_next_id = r->next_id;
     r->saved_count = r->lmdb_count = r->count;
     *stale = r->stateful && last_seq != p->seq;
+  } else if (rc == MDB_NOTFOUND && r->stateful && !*created) {
+    /* Written with its catalogue entry (rn_open_derived_state): lost, the
+     * state it keeps (a join's result ids) would meet ids given again. */
+    rn_err_set(&p->err, RN_ESTORE, "state damaged: %s: the counters of relation \"%s\" are missing", p->store.path,
+               r->name);
+    goto fail;
   } else if (rc == MDB_NOTFOUND) {
-    *stale = r->stateful && !*created; /* never saw a group: rebuild */
   } else if (rc == 0) { /* never read a malformed record as counters */
     rn_err_set(&p->err, RN_ESTORE, "state damaged: %s: the counters of relation \"%s\" are %zu bytes, not 24",
                p->store.path, r->name, v.mv_size);
@@ -279,6 +285,37 @@ int rn_open_derived_state(rn_pipeline *p, rn_rel *r, rn_state_setup_fn setup, vo
   }
 }
 
+/* A table's counters against its rows, as a damaged catalogue leaves
+ * them ("n:" lost, cut or rewritten; "r:" lost over rows kept): new rows
+ * would get ids that rows hold. Cheap checks only, on what LMDB counts:
+ * a keyed table's entries (rows and the tombstones of deleted keys, each
+ * under an id of its own, given from 1 up) number at least its rows and
+ * fewer than next_id; a keyless table's are its rows, its last key its
+ * largest id. */
+static int check_counters(rn_pipeline *p, rn_rel *r, MDB_txn *txn)
+{
+  MDB_stat st;
+  int rc = mdb_stat(txn, r->rows_dbi, &st);
+  if (rc) return rn_store_fail(&p->err, rc, r->name);
+  uint64_t entries = st.ms_entries, top = entries;
+  bool ok = r->count <= entries;
+  if (entries && r->schema->nkey == 0) {
+    MDB_cursor *cur;
+    MDB_val k, v;
+    rc = mdb_cursor_open(txn, r->rows_dbi, &cur);
+    if (!rc) rc = mdb_cursor_get(cur, &k, &v, MDB_LAST);
+    if (!rc) top = k.mv_size == 8 ? rn_be64_get(k.mv_data) : UINT64_MAX;
+    mdb_cursor_close(cur);
+    if (rc) return rn_store_fail(&p->err, rc, r->name);
+    ok = r->count == entries;
+  }
+  if (ok && r->next_id > top) return 0;
+  return rn_err_set(&p->err, RN_ESTORE,
+                    "state damaged: %s: relation \"%s\" holds %llu entries, its counters say %llu rows and next id %llu",
+                    p->store.path, r->name, (unsigned long long)entries, (unsigned long long)r->count,
+                    (unsigned long long)r->next_id);
+}
+
 /* A source's meta and databases, in one transaction of its own. */
 static int try_open_source_state(rn_pipeline *p, rn_rel *r)
 {
@@ -297,6 +334,7 @@ static int try_open_source_state(rn_pipeline *p, rn_rel *r)
     rc = rn_state_dbi(p, txn, RN_DB_ROWS, r->name, 0, &r->rows_dbi);
     if (!rc && r->schema->nkey == 0)
       rc = rn_state_dbi(p, txn, RN_DB_ROW_HASHES, r->name, MDB_DUPSORT | MDB_DUPFIXED, &r->hash_dbi);
+    if (!rc) rc = check_counters(p, r, txn);
   }
   rc = rn_group_oom(p, rc);
   if (rc) { mdb_txn_abort(txn); return rc; }

@@ -141,3 +141,73 @@ local rows = {
   str8 = "\x92\xd9\x03abc\xc4\x00", trailing = mp(arr{ 1 }) .. "\xc0",
 }
 for name, data in pairs(rows) do write("row", name, data) end
+
+-- ops: |config|operations (fuzz/fuzz_ops.c); a change is ctl = op-1 | rel << 3,
+-- |len8|msgpack|; 4 begin, 5 commit, 6 rollback, 7 | n << 3: flush, reopen, read, deliver.
+local OREL = { t = 0, teams = 1, kl = 2, c = 3, ev = 4 }
+local function op(rel, verb, map)
+  local body = mp(map)
+  return string.char(OP[verb] | OREL[rel] << 3, #body) .. body
+end
+local BEGIN, COMMIT, ROLLBACK = "\4", "\5", "\6"
+local FLUSH, REOPEN, READ, DELIVER = "\7", "\15", "\23", "\31"
+local team7 = op("teams", "insert", { {"tid", 7}, {"name", "red"} })
+local ann = op("t", "insert", { {"id", 1}, {"team", 7}, {"score", 10}, {"s", "ann"}, {"m", { {"k", 1} }} })
+local ops = {
+  commit = "\0" .. BEGIN .. team7 .. ann .. COMMIT .. REOPEN,
+  rollback = "\0" .. team7 .. BEGIN .. ann .. op("t", "update", { {"id", 1}, {"score", 3} }) .. READ .. ROLLBACK .. READ,
+  failed_push = "\2" .. BEGIN .. team7 .. ann .. op("t", "insert", { {"id", 1} }) .. BEGIN .. ann .. COMMIT,
+  refused = "\1" .. ann .. BEGIN .. op("t", "update", { {"id", 1}, {"score", 13} }) .. team7 .. COMMIT .. FLUSH,
+  lua_error = "\3" .. BEGIN .. ann .. op("t", "insert", { {"id", 2}, {"s", "boom"} }) .. COMMIT .. REOPEN,
+  stream = "\4" .. BEGIN .. ann .. op("ev", "insert", { {"player", 1}, {"ts", 61}, {"v", 2.5} })
+    .. op("ev", "insert", { {"player", 1}, {"ts", 200}, {"v", 1.0} }) .. COMMIT
+    .. BEGIN .. op("ev", "insert", { {"player", 1}, {"ts", 62} }) .. ROLLBACK
+    .. op("ev", "insert", { {"player", 1}, {"ts", 0} }) .. READ,
+  keyless = "\6" .. BEGIN .. op("kl", "insert", { {"a", 1}, {"b", "x"} }) .. op("kl", "insert", { {"a", 1}, {"b", "x"} })
+    .. COMMIT .. BEGIN .. op("kl", "delete", { {"a", 1}, {"b", "x"} }) .. ROLLBACK .. op("kl", "delete", { {"a", 1}, {"b", "x"} }),
+  composite = "\0" .. op("c", "insert", { {"k1", "a"}, {"k2", 1}, {"v", arr{ 1, "x" }} })
+    .. BEGIN .. op("c", "upsert", { {"k1", "a"}, {"k2", 1}, {"v", NIL} }) .. op("c", "delete", { {"k1", "b"}, {"k2", 1} }) .. COMMIT,
+  top = "\7" .. team7 .. BEGIN .. ann .. op("t", "insert", { {"id", 2}, {"team", 7}, {"score", 20} })
+    .. op("t", "insert", { {"id", 3}, {"team", 7}, {"score", 30} }) .. COMMIT
+    .. BEGIN .. op("t", "delete", { {"id", 3} }) .. op("teams", "delete", { {"tid", 7} }) .. DELIVER .. ROLLBACK .. REOPEN,
+}
+for name, data in pairs(ops) do write("ops", name, data) end
+-- fills (ctl 7 | 0x20, a base byte; 0x40: kl) past the 1 MiB map, carried and in one group
+local FILL, FILLKL = "\39", "\103"
+write("ops", "fill_carried", "\12" .. FILL .. "\0" .. FILL .. "\1" .. FILLKL .. "\2" .. FILL .. "\3" .. FILL .. "\4"
+  .. BEGIN .. FILL .. "\5" .. FILLKL .. "\6" .. op("t", "update", { {"id", 1}, {"score", 13} }) .. COMMIT
+  .. FILL .. "\7" .. FILLKL .. "\8" .. REOPEN)
+write("ops", "fill_group", "\8" .. BEGIN .. FILL .. "\0" .. FILL .. "\1" .. FILLKL .. "\2" .. FILL .. "\3"
+  .. FILL .. "\4" .. FILL .. "\5" .. FILL .. "\6" .. COMMIT .. FILL .. "\0" .. FLUSH)
+
+-- meta: edits of the pristine state's meta records (fuzz/fuzz_meta.c), each
+-- |k|m|…|; k as RUNNEL_FUZZ_TRACE=1 lists them.
+local M = { chs = 7, ["d:per_team"] = 10, ["d:roster"] = 11, egn = 22, ["fc:high"] = 23, fmt = 24, ["fn:high"] = 25,
+  ["n:per_team"] = 30, ["n:t"] = 32, ["od:sink:c-durable"] = 33, ["od:sink:d"] = 34, ["r:best"] = 35, ["r:kd"] = 38,
+  ["r:kl"] = 39, ["r:per_min"] = 40, ["r:per_team"] = 41, ["r:roster"] = 42, ["r:t"] = 43, seq = 45 }
+local function replace(k, bytes) return string.char(M[k], #bytes) .. bytes end
+local function delete(k) return string.char(M[k], 0xff) end
+local function truncate(k, n) return string.char(M[k], 0xfe, n) end
+local function flip(k, at, x) return string.char(M[k], 0x80 | at, x) end
+local meta = {
+  none = "",
+  seq_short = replace("seq", "\1\2\3"),
+  seq_ahead = replace("seq", string.pack("<I8", 1000)),
+  seq_gone = delete("seq"),
+  fmt_future = replace("fmt", string.pack("<I4", 99)),
+  fmt_gone = delete("fmt"),
+  t_schema = truncate("r:t", 9) .. flip("r:kl", 5, 0x20),
+  t_gone = delete("r:t") .. delete("n:t"),
+  t_counters = replace("n:t", string.pack("<I8I8I8", 0, 1 << 62, 2)),
+  agg_decl = flip("d:per_team", 3, 0xff) .. truncate("r:per_team", 4) .. replace("n:per_team", "x"),
+  join = flip("r:roster", 2, 1) .. delete("d:roster"),
+  top = flip("r:best", 7, 0x80),
+  window = truncate("r:per_min", 20),
+  distinct = replace("r:kd", mp(arr{ 99, arr{} })),
+  fn_changed = flip("fn:high", 0, 1),
+  fn_code = flip("fn:high", 0, 1) .. flip("fc:high", 40, 0x55),
+  fn_code_cut = flip("fn:high", 1, 1) .. truncate("fc:high", 30),
+  durable = replace("od:sink:d", string.pack("<I8I8I8", 7, 9, 1 << 40)) .. truncate("od:sink:c-durable", 12),
+  chs = replace("chs", string.pack("<I8I8", 5, 2)) .. replace("egn", "\0"),
+}
+for name, data in pairs(meta) do write("meta", name, data) end

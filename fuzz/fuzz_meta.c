@@ -14,8 +14,7 @@
  *     0xfe, n     truncated to n % (its length + 1) bytes
  *     else, x     its byte at (m & 0x7f) % its length xor x
  *
- * (not "fc:" and "fo:" records, unless RUNNEL_FUZZ_BYTECODE is set: see
- * damaged_copy). Then rn_inspect reads the state,
+ * Then rn_inspect reads the state,
  * and rn_pipeline_open, the declarations, a group of changes and cursors
  * over the relations run on it, each failing cleanly or working. */
 #include <fcntl.h>
@@ -182,17 +181,10 @@ static void damaged_copy(const uint8_t *data, size_t size)
   for (size_t at = 0; at < size;) {
     uint8_t k = data[at++], m = at < size ? data[at++] : 0xff;
     MDB_val key = { key_lens[k % nkeys], keys[k % nkeys] }, v;
-    /* Known, not fixed: a filter's or map's function kept as Lua bytecode
-     * ("fc:", "fo:") is loaded and run when its fingerprint ("fn:")
-     * differs, and damaged bytecode crashes the Lua VM (Lua does not
-     * verify bytecode). Those records are left alone until the state
-     * guards them (a checksum), so the fuzzer looks past that crash:
-     * input 19 81 01 17 b1 fe shows it. */
-    bool bytecode = key.mv_size > 3 && (memcmp(key.mv_data, "fc:", 3) == 0 || memcmp(key.mv_data, "fo:", 3) == 0);
-    if (bytecode && !getenv("RUNNEL_FUZZ_BYTECODE")) {
-      if (m != 0xff) at += m >= 0x80 ? 1 : m;
-      continue;
-    }
+    /* "fc:" and "fo:" hold Lua bytecode, which Lua does not verify: a
+     * damaged copy crashed the VM (input 19 81 01 17 b1 fe, in
+     * fuzz/regressions/meta) until the copies carried a CRC-64
+     * (core/evolve_code.c); they are fuzzed like every other record. */
     if (m == 0xff) { /* deleted */
       mdb_del(txn, dbi, &key, NULL);
       continue;

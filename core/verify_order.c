@@ -187,7 +187,7 @@ static int top_decl(ocheck *c, const MDB_val *v)
  * group's row has them (top.c (4)). */
 static bool top_in_group(ocheck *c, const MDB_val *k, const MDB_val *v, const char *g, size_t glen)
 {
-  if (glen <= RN_LONGORDER_INLINE) return k->mv_size >= glen && memcmp(k->mv_data, g, glen) == 0;
+  if (glen <= RN_LONGORDER_INLINE) return k->mv_size >= glen && (!glen || memcmp(k->mv_data, g, glen) == 0);
   uint64_t id;
   size_t len;
   if (!rn_longorder_entry(k, v, 8, &id, &len)) return false;
@@ -218,7 +218,7 @@ static int check_tops(ocheck *c, MDB_dbi dbi, uint64_t *held)
     if (!entry_in_place(c, "tt:", &k, &v, 8, &glen)) continue;
     /* the group's values are c->key's first glen bytes (a long group's
      * more than its key holds) */
-    if (!any || c->group.size != glen || memcmp(c->group.data, c->key.data, glen) != 0) {
+    if (!any || c->group.size != glen || (glen && memcmp(c->group.data, c->key.data, glen) != 0)) { /* no group: no bytes */
       c->group.size = 0;
       rn_buf_write(&c->group, c->key.data, glen);
       any = true;

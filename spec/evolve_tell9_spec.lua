@@ -9,19 +9,7 @@ local H = require "helper"
 local T = { {"k","int"}, {"v","int"}, {"g","int"}, key = "k" }
 local U = { {"id","int"}, {"name","string"}, key = "id" }
 
--- A copy of a relation kept from its change log: id -> row.
-local function applier()
-  local copy = {}
-  return copy, function(verb, row, _, info)
-    if verb == "DELETE" then copy[info.id] = nil else copy[info.id] = row end
-  end
-end
-
-local function rows_by_id(rel)
-  local out = {}
-  for row, id in rel:rows() do out[id] = row end
-  return out
-end
+local applier, rows_by_id = H.id_applier, H.rows_by_id -- spec/helper.lua
 
 local function seed(t, u)
   if u then

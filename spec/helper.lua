@@ -189,4 +189,20 @@ function H.open_noting(dir)
   return p, lines
 end
 
+-- A copy of a relation kept from its change log, by row id: copy, and the
+-- sink that keeps it (rel:sink(fn)).
+function H.id_applier()
+  local copy = {}
+  return copy, function(verb, row, _, info)
+    if verb == "DELETE" then copy[info.id] = nil else copy[info.id] = row end
+  end
+end
+
+-- A relation's rows by row id.
+function H.rows_by_id(rel)
+  local out = {}
+  for row, id in rel:rows() do out[id] = row end
+  return out
+end
+
 return H

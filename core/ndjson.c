@@ -686,7 +686,7 @@ int rn_ndjson_sink(rn_pipeline *p, rn_rel *rel, FILE *f, bool own, const char *v
   s->own = own;
   s->release = release;
   s->release_ctx = release_ctx;
-  return rn_outbox_sink_add(p, rel, NULL, NULL, false, &nsink_ops, s, free_nsink, 0, 0);
+  return rn_outbox_sink_add(p, rel, NULL, "NDJSON sink on an open file", false, &nsink_ops, s, free_nsink, 0, 0);
 }
 
 /* The length of fd's complete lines (size bytes): a torn last line is

@@ -865,6 +865,8 @@ int rn_outbox_sink_add(rn_pipeline *p, rn_rel *rel, const char *name, const char
         !(s->mkey = mark_key(name, &s->mklen)))
       rc = rn_err_set(&p->err, RN_ENOMEM, "out of memory");
     if (!rc) rc = declare_record(p, ob, s);
+  } else if (!rc && label && !(s->label = strdup(label))) {
+    rc = rn_err_set(&p->err, RN_ENOMEM, "out of memory");
   }
   if (!rc && add_sink(ob, s)) rc = rn_err_set(&p->err, RN_ENOMEM, "out of memory");
   if (rc) {
@@ -900,14 +902,31 @@ static uint64_t count_stored(rn_pipeline *p, rn_outbox *ob, obsink *s)
   return n;
 }
 
-int rn_outbox_pending(rn_pipeline *p, void (*fn)(void *ctx, const char *name, uint64_t groups), void *ctx)
+/* How many sinks before the i-th share its relation and label: only
+ * nameless ones can (a name is declared once). */
+static int same_shown_before(const rn_outbox *ob, int i)
+{
+  const obsink *s = ob->sinks[i];
+  int n = 0;
+  for (int j = 0; j < i; j++) {
+    const obsink *o = ob->sinks[j];
+    n += o->rel == s->rel && !o->name && !s->name && (o->label && s->label ? !strcmp(o->label, s->label) : o->label == s->label);
+  }
+  return n;
+}
+
+int rn_outbox_pending(rn_pipeline *p, rn_outbox_pending_fn fn, void *ctx)
 {
   rn_outbox *ob = p->outbox;
   for (int i = 0; ob && i < ob->n; i++) {
     obsink *s = ob->sinks[i];
     uint64_t n = s->name ? count_stored(p, ob, s) : 0;
     for (entry *e = ob->head; e; e = e->next) n += e->sink == s && (!s->name || !e->committed);
-    fn(ctx, s->name ? s->name : "(unnamed)", n);
+    char shown[1200], nth[24] = "";
+    int before = same_shown_before(ob, i);
+    if (before) snprintf(nth, sizeof nth, " (%d)", before + 1);
+    snprintf(shown, sizeof shown, "%.300s: %.860s%s", s->rel->name, s->label ? s->label : "durable sink", nth);
+    fn(ctx, shown, s->name ? s->name : "(unnamed)", n);
   }
   return 0;
 }

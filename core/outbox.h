@@ -101,9 +101,13 @@ int rn_outbox_sink_remove(rn_pipeline *p, rn_rel *rel, bool (*match)(rn_sink_fn 
                           void *arg);
 
 /* ---- the host's side ---- */
-/* fn once per durable sink with its name (or "(unnamed)") and how many
- * groups wait for it. */
-int rn_outbox_pending(rn_pipeline *p, void (*fn)(void *ctx, const char *name, uint64_t groups), void *ctx);
+/* fn once per durable sink, in declaration order, with how many groups
+ * wait for it: shown names it as errors and notes do, its relation then its
+ * label ("t: durable sink d"; a nameless sink's label, and " (2)", " (3)" …
+ * after the first of one relation with the same label); key is its key in
+ * the state ("sink:d"), or "(unnamed)" (what p:stats() said before 0.21). */
+typedef void (*rn_outbox_pending_fn)(void *ctx, const char *shown, const char *key, uint64_t groups);
+int rn_outbox_pending(rn_pipeline *p, rn_outbox_pending_fn fn, void *ctx);
 /* At close, after the last flush: whether groups still wait for a sink
  * without a name (6), which keeps them in memory only: they are lost with
  * it. 0, or RN_EIO with e saying which groups of which relation, and the

@@ -190,10 +190,17 @@ static int l_deliver(lua_State *L)
   return rn_deliver(lp->p) ? rn_lua_raise(L, lp) : 0;
 }
 
-static void set_pending(void *ctx, const char *name, uint64_t groups)
+/* outbox[shown] = groups (the table at -3); the keys before 0.21 in the
+ * table at -1, the __index of the first: a sum for "(unnamed)". */
+static void set_pending(void *ctx, const char *shown, const char *key, uint64_t groups)
 {
   lua_State *L = ctx;
-  rn_lua_setint(L, name, (lua_Integer)groups);
+  lua_pushinteger(L, (lua_Integer)groups);
+  lua_setfield(L, -4, shown);
+  lua_getfield(L, -1, key);
+  lua_Integer before = lua_tointeger(L, -1);
+  lua_pop(L, 1);
+  rn_lua_setint(L, key, before + (lua_Integer)groups);
 }
 
 static int l_seq(lua_State *L)
@@ -251,7 +258,11 @@ static int l_stats(lua_State *L)
   lua_rotate(L, -2, 1); /* the entries, made first, into the result */
   lua_setfield(L, -2, "state");
   lua_newtable(L); /* groups waiting per durable sink */
+  lua_createtable(L, 0, 1); /* its metatable */
+  lua_newtable(L); /* the keys before 0.21, still read */
   rn_outbox_pending(lp->p, set_pending, L);
+  lua_setfield(L, -2, "__index");
+  lua_setmetatable(L, -2);
   lua_setfield(L, -2, "outbox");
   return 1;
 }

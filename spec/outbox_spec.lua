@@ -139,12 +139,12 @@ describe("durable sinks", function()
     t:insert{ k = 1 } -- committed, however the sink feels
     t:insert{ k = 2 }
     assert.equal(2, t:count())
-    assert.same({ ["sink:picky"] = 2 }, p:stats().outbox)
+    assert.same({ ["t: durable sink picky"] = 2 }, p:stats().outbox)
     assert.matches("t: sink: .*not now", H.error_of(p.deliver, p))
     refuse = false
     p:deliver()
     assert.same({ "1:1", "commit 1", "2:2", "commit 2" }, got)
-    assert.same({ ["sink:picky"] = 0 }, p:stats().outbox)
+    assert.same({ ["t: durable sink picky"] = 0 }, p:stats().outbox)
     p:close()
   end)
 

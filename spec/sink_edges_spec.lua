@@ -302,7 +302,7 @@ describe("p:deliver()", function()
     t:insert{ k = 1 }
     local err = H.error_of(p.deliver, p)
     assert.matches("first down", err, 1, true) -- before: "second down"
-    assert.same({ ["sink:d"] = 1, ["sink:e"] = 1 }, p:stats().outbox)
+    assert.same({ ["t: durable sink d"] = 1, ["t: durable sink e"] = 1 }, p:stats().outbox)
     p:close()
   end)
 end)

@@ -17,7 +17,7 @@ describe("closing with groups waiting", function()
     t:sink(runnel.ndjson(full))
     t:insert{ k = 1 }
     t:insert{ k = 2 }
-    assert.same({ ["(unnamed)"] = 2 }, p:stats().outbox)
+    assert.same({ ["t: NDJSON sink on an open file"] = 2 }, p:stats().outbox)
     local ok, err = pcall(p.close, p)
     assert.is_false(ok)
     assert.matches("close: t: groups 1 to 2 waiting for its NDJSON sink on an open file were not delivered "
@@ -81,7 +81,7 @@ describe("a durable sink declared from inside a callback", function()
     end, { durable = true, name = "d" })
     t:insert{ k = 1 }
     assert.matches("t: sinks are added outside groups", err, 1, true)
-    assert.same({ ["sink:d"] = 0 }, p:stats().outbox)
+    assert.same({ ["t: durable sink d"] = 0 }, p:stats().outbox)
     p:close()
   end)
 end)

@@ -33,10 +33,10 @@ describe("a durable Lua sink failing on the k-th change of a group", function()
     arm.fail_on = 3
     p:batch(function() for k = 1, 5 do t:insert{ k = k } end end)
     assert.same({ "1:1:1", "1:2:2" }, got)
-    assert.same({ ["sink:flaky"] = 1 }, p:stats().outbox)
+    assert.same({ ["t: durable sink flaky"] = 1 }, p:stats().outbox)
     p:deliver()
     assert.same({ "1:1:1", "1:2:2", "1:3:3", "1:4:4", "1:5:5", "commit 1" }, got)
-    assert.same({ ["sink:flaky"] = 0 }, p:stats().outbox)
+    assert.same({ ["t: durable sink flaky"] = 0 }, p:stats().outbox)
     t:insert{ k = 6 }
     assert.same("2:1:6", got[7])
     p:close()

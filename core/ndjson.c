@@ -333,14 +333,13 @@ static bool append_lines(nsink *s)
   return ok && at >= 0;
 }
 
-/* Writes n bytes to a stream without a descriptor (a memory or cookie
- * stream), its buffer empty; *out: how many went out. A flush that fails
- * does not say how many of its bytes went (glibc drops the rest of its
+/* One try of put_stdio: *out, how many went. A flush that fails does
+ * not say how many of its bytes went (glibc drops the rest of its
  * buffer). A stream with a position says it: the bytes go in one write,
  * and after a failure the position moved by what went. One without goes a
  * byte per flush, each all or nothing (slow, but exact: such a stream is
  * a host's own). */
-static bool put_stdio(FILE *f, const char *data, size_t n, size_t *out)
+static bool put_stdio_once(FILE *f, const char *data, size_t n, size_t *out)
 {
   off_t from = ftello(f);
   if (from < 0) {
@@ -348,6 +347,7 @@ static bool put_stdio(FILE *f, const char *data, size_t n, size_t *out)
       if (fputc((unsigned char)data[*out], f) == EOF || fflush(f) != 0) return false;
     return true;
   }
+  *out = 0;
   if (fwrite(data, 1, n, f) == n && fflush(f) == 0) {
     *out = n;
     return true;
@@ -359,12 +359,42 @@ static bool put_stdio(FILE *f, const char *data, size_t n, size_t *out)
   return false;
 }
 
+/* Writes n bytes to a stream without a descriptor (a memory or cookie
+ * stream), its buffer empty; *out: how many went out. Its write function
+ * may take fewer bytes than it is given, as write(2) may: stdio calls that
+ * a failure, so the rest is tried again while a try moves on (at most n
+ * tries); a try that moves nothing is the failure, with EIO when the
+ * stream set no errno. The error flag stdio set on the way is cleared
+ * when every byte went (unless the stream had it before). */
+static bool put_stdio(FILE *f, const char *data, size_t n, size_t *out)
+{
+  bool had_error = ferror(f) != 0;
+  size_t went = 0;
+  *out = 0;
+  while (*out < n) {
+    errno = 0;
+    bool ok = put_stdio_once(f, data + *out, n - *out, &went);
+    *out += went;
+    if (ok) break;
+    if (went == 0) {
+      if (errno == 0) errno = EIO;
+      return false;
+    }
+  }
+  if (!had_error) clearerr(f);
+  return true;
+}
+
 /* Writes n bytes to the caller's open file f after its own buffered
  * output; *out: how many went out (see "An open file" above). */
 static bool put_file(FILE *f, const char *data, size_t n, size_t *out)
 {
   *out = 0;
-  if (fflush(f) != 0) return false; /* the caller's output first: none of ours went */
+  errno = 0;
+  if (fflush(f) != 0) { /* the caller's output first: none of ours went */
+    if (errno == 0) errno = EIO;
+    return false;
+  }
   int fd = fileno(f);
   if (fd < 0) return put_stdio(f, data, n, out);
   bool seekable = lseek(fd, 0, SEEK_CUR) >= 0;

@@ -1,0 +1,189 @@
+/* test_ndjson_short10.c — an NDJSON sink on a stream without a file
+ * descriptor (a fopencookie stream) whose write function takes fewer bytes
+ * than it is given, as write(2) may: the sink goes on with the rest, as it
+ * does on a descriptor, so a group is delivered whole in one delivery,
+ * every line once. Before, stdio counted the short write as a failure (it
+ * drops the rest of its buffer and says nothing of how many went): on a
+ * stream with a position each delivery failed after one short write,
+ * moving a few bytes on, with the last errno left by anything as its
+ * reason, and the stream was left in error (ferror) after lines that all
+ * went out. Without a position (a byte per flush) a write that takes
+ * nothing and sets no errno said "Success". */
+#include <errno.h>
+#include <msgpack.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/types.h>
+
+#include "check.h"
+#include "ndjson.h"
+#include "runnel.h"
+
+enum { ROWS = 10 };
+
+/* A stream that keeps what it is given in memory, at most `per_call`
+ * bytes of each write (0: all), at most `room` in all; a write that takes
+ * nothing sets errno to `err` (0: leaves it as it was set to 0). */
+typedef struct sink_mem {
+  char buf[65536];
+  size_t len;
+  size_t room;
+  size_t per_call;
+  int err;
+  int calls;
+} sink_mem;
+
+static ssize_t mem_write(void *cookie, const char *data, size_t n)
+{
+  sink_mem *m = cookie;
+  size_t k = n < m->room ? n : m->room;
+  if (m->per_call && k > m->per_call) k = m->per_call;
+  if (k > sizeof m->buf - m->len) k = sizeof m->buf - m->len;
+  memcpy(m->buf + m->len, data, k);
+  m->len += k;
+  m->room -= k;
+  m->calls++;
+  if (k == 0) errno = m->err;
+  return (ssize_t)k;
+}
+
+static int mem_seek(void *cookie, off64_t *at, int whence)
+{
+  sink_mem *m = cookie;
+  if (whence == SEEK_CUR && *at == 0) { *at = (off64_t)m->len; return 0; }
+  if (whence == SEEK_SET && *at == (off64_t)m->len) return 0;
+  errno = ESPIPE;
+  return -1;
+}
+
+static int insert_row(rn_pipeline *p, rn_rel *s, int64_t k)
+{
+  msgpack_sbuffer sb;
+  msgpack_packer pk;
+  msgpack_sbuffer_init(&sb);
+  msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
+  msgpack_pack_map(&pk, 2);
+  msgpack_pack_str_with_body(&pk, "k", 1);
+  msgpack_pack_int64(&pk, k);
+  msgpack_pack_str_with_body(&pk, "pad", 3);
+  msgpack_pack_str_with_body(&pk, "abcdefghijklmnopqrstuvwxyz", 26);
+  int rc = rn_insert(p, s, sb.data, sb.size);
+  msgpack_sbuffer_destroy(&sb);
+  return rc;
+}
+
+static int lines_are(const sink_mem *m, int from, int to)
+{
+  char want[65536];
+  size_t n = 0;
+  for (int k = from; k <= to; k++)
+    n += (size_t)snprintf(want + n, sizeof want - n, "{\"k\":%d,\"pad\":\"abcdefghijklmnopqrstuvwxyz\"}\n", k);
+  if (m->len != n || memcmp(m->buf, want, n) != 0) {
+    fprintf(stderr, "got %zu bytes: %.*s\n", m->len, (int)m->len, m->buf);
+    return 0;
+  }
+  return 1;
+}
+
+typedef struct fixture {
+  rn_pipeline *p;
+  rn_rel *s;
+  sink_mem *m;
+  FILE *f;
+} fixture;
+
+static fixture open_fixture(bool seekable, size_t per_call, size_t room, int err)
+{
+  fixture x = { 0 };
+  CHECK(rn_pipeline_open(&(rn_open_opts){ 0 }, &x.p, NULL, 0) == 0);
+  static const rn_column_def cols[] = { { "k", "int", 0, NULL, 0, NULL }, { "pad", "string", 0, NULL, 0, NULL } };
+  CHECK(rn_declare_stream(x.p, "s", cols, 2, &x.s) == 0);
+  x.m = calloc(1, sizeof *x.m);
+  x.m->room = room;
+  x.m->per_call = per_call;
+  x.m->err = err;
+  cookie_io_functions_t io = { NULL, mem_write, seekable ? mem_seek : NULL, NULL };
+  x.f = fopencookie(x.m, "w", io);
+  CHECK(x.f != NULL && fileno(x.f) < 0);
+  CHECK(rn_ndjson_sink(x.p, x.s, x.f, false, NULL, NULL, NULL, NULL) == 0);
+  return x;
+}
+
+static void close_fixture(fixture *x)
+{
+  CHECK(rn_pipeline_close(x->p) == 0);
+  fclose(x->f);
+  free(x->m);
+}
+
+static void group_of_rows(fixture *x)
+{
+  CHECK(rn_begin(x->p) == 0);
+  for (int k = 1; k <= ROWS; k++) CHECK(insert_row(x->p, x->s, k) == 0);
+  CHECK(rn_commit(x->p) == 0);
+}
+
+/* Each write takes 7 bytes: the group goes out whole at its commit. */
+static void short_writes_go_on(bool seekable)
+{
+  fixture x = open_fixture(seekable, 7, sizeof x.m->buf, 0);
+  group_of_rows(&x);
+  CHECK(lines_are(x.m, 1, ROWS));                 /* before: 7 bytes, and the delivery failed */
+  CHECK(rn_deliver(x.p) == 0);
+  CHECK(!ferror(x.f));                            /* every byte went: the host's stream is not left in error */
+  CHECK(insert_row(x.p, x.s, ROWS + 1) == 0);
+  CHECK(lines_are(x.m, 1, ROWS + 1));
+  close_fixture(&x);
+}
+
+static void test_short_writes_with_position(void) { short_writes_go_on(true); }
+static void test_short_writes_without_position(void) { short_writes_go_on(false); }
+
+/* Short writes, then none: the failure says why (ENOSPC), the bytes that
+ * went are not written again, the rest goes once there is room. */
+static void short_then_full(bool seekable)
+{
+  fixture x = open_fixture(seekable, 5, 123, ENOSPC);
+  group_of_rows(&x);
+  CHECK(x.m->len == 123);
+  CHECK(rn_deliver(x.p) == RN_EIO);
+  CHECK(strstr(rn_errmsg(x.p), "ndjson: writing: No space left on device") != NULL);
+  x.m->room = sizeof x.m->buf;
+  CHECK(rn_deliver(x.p) == 0);
+  CHECK(lines_are(x.m, 1, ROWS));
+  close_fixture(&x);
+}
+
+static void test_short_then_full_with_position(void) { short_then_full(true); }
+static void test_short_then_full_without_position(void) { short_then_full(false); }
+
+/* A write that takes nothing and sets no errno: an I/O error, not
+ * "Success" nor whatever errno held before. */
+static void nothing_taken_no_errno(bool seekable)
+{
+  fixture x = open_fixture(seekable, 0, 0, 0);
+  group_of_rows(&x);
+  CHECK(x.m->len == 0);
+  errno = ERANGE;
+  CHECK(rn_deliver(x.p) == RN_EIO);
+  CHECK(strstr(rn_errmsg(x.p), "ndjson: writing: Input/output error") != NULL);
+  x.m->room = sizeof x.m->buf;
+  CHECK(rn_deliver(x.p) == 0);
+  CHECK(lines_are(x.m, 1, ROWS));
+  close_fixture(&x);
+}
+
+static void test_nothing_taken_with_position(void) { nothing_taken_no_errno(true); }
+static void test_nothing_taken_without_position(void) { nothing_taken_no_errno(false); }
+
+int main(void)
+{
+  RUN(test_short_writes_with_position);
+  RUN(test_short_writes_without_position);
+  RUN(test_short_then_full_with_position);
+  RUN(test_short_then_full_without_position);
+  RUN(test_nothing_taken_with_position);
+  RUN(test_nothing_taken_without_position);
+  return CHECK_REPORT();
+}

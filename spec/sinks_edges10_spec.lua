@@ -196,6 +196,43 @@ describe("a source table whose declaration changed its rows", function()
     p:close()
   end)
 
+  it("tells them once with sync = false, the group carried and flushed at close", function()
+    local dir = H.tmpdir()
+    seeded(dir, A)
+    local p = runnel.open{ path = dir, notes = false, sync = false }
+    local t = p:table("t", AB)
+    local log = H.record(t)
+    local got = {}
+    t:sink(function(verb, _, _, info) got[#got + 1] = verb .. " " .. info.id end, { durable = true, name = "d" })
+    t:insert{ k = 3, a = "x3" }
+    t:insert{ k = 4, a = "x4" }
+    p:close()
+    assert.same({ "UPDATE 1", "UPDATE 2", "INSERT 3", "INSERT 4" }, H.verbs(log))
+    assert.same({ "UPDATE 1", "UPDATE 2", "INSERT 3", "INSERT 4" }, got)
+    p = runnel.open{ path = dir, notes = false }
+    t = p:table("t", AB)
+    log = H.record(t)
+    t:insert{ k = 5, a = "x5" }
+    assert.same({ "INSERT 5" }, H.verbs(log))
+    p:close()
+  end)
+
+  it("nets them with the group's own changes for a consolidating sink", function()
+    local dir = H.tmpdir()
+    seeded(dir, A)
+    local p = runnel.open{ path = dir, notes = false }
+    local t = p:table("t", AB)
+    local log = H.record(t, true)
+    p:batch(function()
+      t:update{ k = 1, b = 7 }
+      t:delete{ k = 2 }
+    end)
+    assert.same({ "UPDATE 1", "DELETE 2" }, H.verbs(log))
+    assert.same({ { k = 1, a = "x1", b = 7 }, { k = 1, a = "x1" } }, { log[1][3], log[1][4] })
+    assert.same({ k = 2, a = "x2" }, log[2][4]) -- the row before the group, as its sinks had it
+    p:close()
+  end)
+
   it("of a keyless table too", function()
     local dir = H.tmpdir()
     local p = runnel.open{ path = dir, notes = false }

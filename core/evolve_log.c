@@ -26,8 +26,11 @@
  * (1) A second rebuild before any group keeps the told rows of the first:
  *     the sinks still hold them.
  * (2) A state whose catalogue entry changed (created) cannot read the old
- *     rows in the new layout: nothing is told, and a database left from
- *     before is dropped. */
+ *     rows in the new layout: they are read before the entry is replaced,
+ *     in the old one, and given in the new columns (rn_rebuild_capture,
+ *     which gives an earlier rebuild's told rows so too); when they cannot
+ *     be, nothing is told, a database left from before is dropped, and a
+ *     note names the relation. */
 #include <stdio.h>
 #include <errno.h>
 #include <stdlib.h>

@@ -39,6 +39,7 @@
 #include "evolve_log.h"
 #include "derive.h"
 #include "evolve.h"
+#include "join.h"
 #include "key.h"
 #include "ops.h"
 #include "reader.h"
@@ -633,7 +634,15 @@ static int capture_rows(capture *c)
   rn_pipeline *p = r->p;
   rn_reader *rd = NULL;
   rn_err e = { .code = RN_OK };
-  int rc = rn_reader_open(p->store.wtxn, p->store.meta, p->store.path, r->name, &rd, &e);
+  bool right_changed = false; /* a join's results hold rows of its right table as they were */
+  int rc = r->kind == RN_REL_JOIN ? rn_join_right_changed(p->store.wtxn, p->store.meta, r->name, &right_changed) : 0;
+  if (rc) return rc == ENOMEM ? rn_err_set(&p->err, RN_ENOMEM, "out of memory") : fail(r, rc);
+  if (right_changed) {
+    snprintf(c->why, sizeof c->why, "its old rows were made with rows of \"%s\" in the columns that table had "
+             "before its own change: the state no longer holds them", r->right->name);
+    return MISFIT;
+  }
+  rc = rn_reader_open(p->store.wtxn, p->store.meta, p->store.path, r->name, &rd, &e);
   if (!rc) {
     c->old = rn_reader_schema(rd);
     int n = r->schema->ncols;

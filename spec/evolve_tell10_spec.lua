@@ -177,10 +177,31 @@ describe("a join whose columns changed", function()
     p:close()
     local j, notes
     p, t, u, j, notes = decl({ {"id","int"}, {"name","string"}, {"size","int", null = true}, key = "id" })
-    assert.truthy(noted(notes, "^j: its sinks were not told what its rebuild changed %("))
+    assert.truthy(noted(notes, '^j: its sinks were not told what its rebuild changed %(its old rows were made with ' ..
+                               'rows of "u" in the columns that table had before its own change'))
     local log = H.record(j)
     t:insert{ k = 5, v = 50, g = 0 }
     assert.same({ "INSERT 5" }, H.verbs(log))
+    p:close()
+  end)
+
+  it("and a keyed map over it says its sinks were not told either", function()
+    local dir = H.tmpdir()
+    local function decl(ucols)
+      local p, notes = H.open_noting(dir)
+      local t = p:table("t", T)
+      local u = p:table("u", ucols)
+      local j = t:join(u, { on = "g", name = "j" })
+      j:map(function(r) return { kk = -r.k, name = r.name } end, { {"kk","int"}, {"name","string"}, key = "kk" }, "m")
+      return p, t, u, notes
+    end
+    local p, t, u = decl(U)
+    seed(t, u)
+    p:close()
+    local notes
+    p, t, u, notes = decl({ {"id","int"}, {"name","string"}, {"size","int", null = true}, key = "id" })
+    assert.truthy(noted(notes, "^j: its sinks were not told what its rebuild changed %("))
+    assert.truthy(noted(notes, '^m: its sinks were not told what its rebuild changed %(what "j" under it gave before'))
     p:close()
   end)
 end)

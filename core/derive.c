@@ -211,6 +211,7 @@ bool rn_derive_keeps_keys(const void *ctx)
 }
 
 static int untold(rn_rel *d, const char *why);
+static const char *unknown_under(const rn_rel *d, char *buf, size_t len);
 
 /* A keyed map rebuilt (its input changed, or it missed groups): around
  * its keys' rebuild, its rows as its sinks were told (its function over
@@ -223,9 +224,10 @@ static int rebuild_keys(rn_rel *d, MDB_txn *txn, bool created)
   rn_pipeline *p = d->p;
   rn_mapkey *keys = &((rn_derive *)d->ctx)->keys;
   bool tells = !created && d->rebuild_tells && !rn_code_untold(p, txn, d->name);
+  char why[1536] = "";
+  if (tells && unknown_under(d, why, sizeof why)) tells = false; /* its rows as told cannot be made */
   int rc = tells ? rn_rebuild_before(d) : 0;
   msgpack_zone_clear(&p->scratch);
-  char why[1536] = "";
   if (rc && rc != RN_ESTORE && rc != RN_EFULL && rc != RN_ENOMEM) { /* its function failed on a row as told */
     snprintf(why, sizeof why, "its function failed on a row its sinks were told of: %s", p->err.msg);
     rc = rn_rebuild_untold(d);
@@ -234,7 +236,10 @@ static int rebuild_keys(rn_rel *d, MDB_txn *txn, bool created)
   if (!rc) rc = rn_mapkey_open(keys, d, txn, true);
   if (!rc && tells) rc = rn_rebuild_after(d);
   msgpack_zone_clear(&p->scratch);
-  return rc || !why[0] ? rc : untold(d, why);
+  if (rc || !why[0]) return rc;
+  if (d->told_unknown) return 0;
+  d->told_unknown = true;
+  return rn_evolve_note(p, "%s: its sinks were not told what its rebuild changed (%s)", d->name, why);
 }
 
 /* The state of a keyed map (rn_open_derived_state's setup): a select's
@@ -262,10 +267,14 @@ static int declare(rn_pipeline *p, const char *name, rn_relkind kind, rn_rel *in
   rn_mapkey_init(&f->keys);
   f->keyed = kind == RN_REL_MAP && keeps_keys(f, in, schema);
   int rc = rn_declare_derived(p, name, kind, in, schema, f, out);
-  if (rc || !f->keyed) return rc;
+  if (rc) return rc;
   rn_rel *r = *out;
-  r->persistent = r->stateful = true; /* MAPKEY-2: rebuilt when it missed a group */
-  if ((rc = rn_open_derived_state(p, r, setup_keys, r))) {
+  if (f->keyed) {
+    r->persistent = r->stateful = true; /* MAPKEY-2: rebuilt when it missed a group */
+    rc = rn_open_derived_state(p, r, setup_keys, r);
+  }
+  if (!rc) rc = rn_derive_told_unknown(r); /* over a relation whose sinks were not told */
+  if (rc) {
     in->noutputs--; /* rn_declare_derived made r its last output */
     rn_rel_discard_last(p);
     *out = NULL;
@@ -371,7 +380,27 @@ int rn_declare_select(rn_pipeline *p, const char *name, rn_rel *in, const int *s
 
 static int untold(rn_rel *d, const char *why)
 {
+  if (d->told_unknown) return 0; /* a note said so already */
+  d->told_unknown = true; /* what is over it cannot be told either (rn_told_unknown_under) */
   return rn_evolve_note(d->p, "%s: its sinks were not told what its new function changed (%s)", d->name, why);
+}
+
+/* d's rows as its sinks were told cannot be made: what under stands on
+ * was not told (why, into buf), or NULL. */
+static const char *unknown_under(const rn_rel *d, char *buf, size_t len)
+{
+  const rn_rel *under = d->tablelike && !d->decl_new ? rn_told_unknown_under(d) : NULL;
+  if (!under) return NULL;
+  snprintf(buf, len, "what \"%s\" under it gave before is not known: its sinks were not told either", under->name);
+  return buf;
+}
+
+int rn_derive_told_unknown(rn_rel *d)
+{
+  char buf[RN_NAME_MAX + 128];
+  if (d->told_unknown || !unknown_under(d, buf, sizeof buf)) return 0;
+  d->told_unknown = true;
+  return rn_evolve_note(d->p, "%s: its sinks were not told what changed under it (%s)", d->name, buf);
 }
 
 /* In the transaction of rn_derive_tell_old: d's rows by its old function,
@@ -439,7 +468,9 @@ int rn_derive_tell_old(rn_rel *d, rn_code_kind told, rn_filter_fn ofilter, rn_ma
   if (told == RN_CODE_ABSENT && d->tablelike)
     return untold(d, "the state holds no copy of its old function: runnel 0.18 or older wrote it");
   if (told != RN_CODE_KEPT) return 0;
-  char why[1536];
+  char why[1536], under[RN_NAME_MAX + 128];
+  bool below = unknown_under(d, under, sizeof under) != NULL;
+  if (below) ofilter = NULL, omap = NULL; /* its old rows cannot be made */
   bool open = d->rebuilt_open, pending = d->rebuilt_pending;
   for (int tries = 0;; tries++) { /* again after growing the map when LMDB filled it */
     int rc = try_tell_old(d, ofilter, omap, octx, why, sizeof why);
@@ -448,7 +479,7 @@ int rn_derive_tell_old(rn_rel *d, rn_code_kind told, rn_filter_fn ofilter, rn_ma
     if (p->err.code != RN_EFULL || p->err.cause != MDB_MAP_FULL || tries >= 16) return rc;
     if (rn_store_grow(&p->store, &p->err)) return p->err.code;
   }
-  return why[0] ? untold(d, why) : 0;
+  return why[0] ? untold(d, why) : below ? untold(d, under) : 0;
 }
 
 int rn_derive_untold(rn_rel *d, const char *why)

@@ -61,6 +61,10 @@ int rn_derive_tell_old(rn_rel *d, rn_code_kind told, rn_filter_fn ofilter, rn_ma
 /* KEPT, but the binding could not make the old function again (why):
  * a note says d's sinks were not told, and the old function is forgotten. */
 int rn_derive_untold(rn_rel *d, const char *why);
+/* d, just declared, over a relation whose sinks were not told what its
+ * declaration changed (rn_told_unknown_under): a note says d's were not
+ * either, and d counts as such for what is declared over it. */
+int rn_derive_told_unknown(rn_rel *d);
 /* A filter's or map's apply (ops.h): d's input (from) made change c. */
 int rn_derive_apply(rn_rel *d, rn_rel *from, const rn_change *c);
 

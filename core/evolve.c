@@ -844,6 +844,13 @@ int rn_evolve_alter(rn_pipeline *p, const char *rel, const char *from, const cha
   return rn_evolve_rename(p, rel, from, to);
 }
 
+const char *rn_evolve_renamed_from(const rn_pipeline *p, const char *rel, const char *to)
+{
+  for (int i = 0; i < p->nrenames; i++)
+    if (strcmp(p->renames[i].rel, rel) == 0 && strcmp(p->renames[i].to, to) == 0) return p->renames[i].from;
+  return NULL;
+}
+
 int rn_evolve_rename(rn_pipeline *p, const char *rel, const char *from, const char *to)
 {
   if (p->nrenames == p->renamecap) {

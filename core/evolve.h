@@ -72,6 +72,9 @@ int rn_evolve_load(rn_pipeline *p, const MDB_val *v);
 /* Registers a rename of a column of source table rel, applied when rel is
  * next declared and its state holds `from` but no `to` (p:alter, was =). */
 int rn_evolve_rename(rn_pipeline *p, const char *rel, const char *from, const char *to);
+/* The column a rename registered for rel names `to` from (p:alter, was =),
+ * or NULL. */
+const char *rn_evolve_renamed_from(const rn_pipeline *p, const char *rel, const char *to);
 /* p:alter's rename: refused (RN_EMISUSE) once rel is declared in p. */
 int rn_evolve_alter(rn_pipeline *p, const char *rel, const char *from, const char *to);
 

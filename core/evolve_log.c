@@ -31,8 +31,11 @@
  * (1) A second rebuild before any group keeps the told rows of the first:
  *     the sinks still hold them.
  * (2) A state whose catalogue entry changed (created) cannot read the old
- *     rows in the new layout: nothing is told, and a database left from
- *     before is dropped. */
+ *     rows in the new layout: they are read before the entry is replaced,
+ *     in the old one, and given in the new columns (rn_rebuild_capture,
+ *     which gives an earlier rebuild's told rows so too); when they cannot
+ *     be, nothing is told, a database left from before is dropped, and a
+ *     note names the relation. */
 #include <stdio.h>
 #include <errno.h>
 #include <stdlib.h>
@@ -40,8 +43,12 @@
 
 #include "evolve_log.h"
 #include "derive.h"
+#include "evolve.h"
+#include "join.h"
 #include "key.h"
 #include "ops.h"
+#include "reader.h"
+#include "row.h"
 #include "scan.h"
 
 enum { TOLD = 1, NOW = 2 };
@@ -278,6 +285,7 @@ static int scan_as_told(rn_rel *r, rn_scan_fn fn, void *ctx)
 int rn_rebuild_before(rn_rel *r)
 {
   if (!r->rebuild_tells || !r->tablelike) return 0;
+  if (r->rebuild_captured) return 0; /* read in the layout the state held them in (rn_rebuild_capture) */
   int rc = rn_state_dbi(r->p, r->p->store.wtxn, RN_DB_REBUILT, r->name, 0, &r->rebuilt_dbi);
   if (rc) return rc;
   r->rebuilt_open = true;
@@ -325,10 +333,64 @@ static int drop_equal_of(rn_rel *r, entry_at *e, void *left)
   return mdb_cursor_del(e->cur, 0);
 }
 
+/* A captured told row that lacks columns (r->rebuild_fill) takes them from
+ * the row r holds now under its id: they were not there to change. */
+typedef struct filling {
+  rn_rel *r;
+  msgpack_zone z;
+  msgpack_sbuffer out;
+  msgpack_object *vals;
+} filling;
+
+static int now_row_filling(void *ctx, uint64_t id, const char *row, size_t len)
+{
+  filling *f = ctx;
+  rn_rel *r = f->r;
+  MDB_val v;
+  int rc = get_entry(r, id, &v), has;
+  if (rc == MDB_NOTFOUND) return put_entry(r, id, NOW, NULL, 0, row, len);
+  if (rc) return fail(r, rc);
+  const char *told, *now;
+  size_t told_len, now_len;
+  if (!entry_parse(&v, &has, &told, &told_len, &now, &now_len)) return fail(r, MDB_CORRUPTED);
+  if (!(has & TOLD)) return now_row(r, id, row, len);
+  int n = r->schema->ncols;
+  const msgpack_object *tv = rn_row_unpack(told, told_len, n, &f->z), *nv = rn_row_unpack(row, len, n, &f->z);
+  if (!tv || !nv) { msgpack_zone_clear(&f->z); return fail(r, MDB_CORRUPTED); }
+  memcpy(f->vals, tv, sizeof *f->vals * (size_t)n);
+  for (int i = 0; i < r->nfill; i++) f->vals[r->rebuild_fill[i]] = nv[r->rebuild_fill[i]];
+  f->out.size = 0;
+  rn_row_pack(r->schema, f->vals, &f->out); /* a copy: LMDB's bytes move with the put */
+  rc = put_entry(r, id, TOLD | NOW, f->out.data, f->out.size, row, len);
+  msgpack_zone_clear(&f->z);
+  return rc;
+}
+
+static int scan_now(rn_rel *r)
+{
+  if (!r->nfill) return rn_rel_scan(r, now_row, r);
+  filling f = { .r = r };
+  f.vals = calloc((size_t)r->schema->ncols, sizeof *f.vals);
+  if (!f.vals || !rn_zone_init(&f.z, 4096)) {
+    free(f.vals);
+    return rn_err_set(&r->p->err, RN_ENOMEM, "out of memory");
+  }
+  msgpack_sbuffer_init(&f.out);
+  int rc = rn_rel_scan(r, now_row_filling, &f);
+  msgpack_sbuffer_destroy(&f.out);
+  rn_zone_destroy(&f.z);
+  free(f.vals);
+  return rc;
+}
+
 int rn_rebuild_after(rn_rel *r)
 {
   if (!r->rebuild_tells || !r->tablelike) return 0;
-  int rc = rn_rel_scan(r, now_row, r);
+  int rc = scan_now(r);
+  r->rebuild_captured = false; /* compared */
+  free(r->rebuild_fill);
+  r->rebuild_fill = NULL;
+  r->nfill = 0;
   bool left = false;
   if (!rc) rc = each_entry(r, drop_equal_of, &left);
   if (!rc) r->rebuilt_pending = left;
@@ -431,4 +493,313 @@ void rn_rebuild_flushed(rn_pipeline *p)
     any |= p->rels[i]->rebuilt_pending;
   }
   p->rebuilt_any = any; /* the groups after it skip the three loops */
+}
+
+/* ---- a rebuild whose columns changed (rn_rebuild_capture) ----
+ * Its state is rebuilt as new, and the rows it holds are in the layout of
+ * its old catalogue entry, which the new columns cannot read: they are
+ * read as a reader of the state reads them (reader.h), before the entry is
+ * replaced, and given in the new columns by name, as what its sinks were
+ * told. */
+
+enum { GIVE_COPY, GIVE_FLOAT, GIVE_NULL, GIVE_DEFAULT, GIVE_FILL };
+
+typedef struct capture {
+  rn_rel *r;
+  const rn_schema *old;   /* the columns the state holds its rows in */
+  int *src;               /* per new slot: the old slot, or -1 */
+  uint8_t *give;          /* per new slot: GIVE_… */
+  msgpack_object *vals;
+  msgpack_zone z;
+  msgpack_sbuffer out;    /* the row given in the new columns */
+  int rc;                 /* a write failed (r's error) */
+  char why[1536];         /* its old rows cannot be told: why */
+} capture;
+
+static bool same_column_type(const rn_column *a, const rn_column *b)
+{
+  if (a->type != b->type) return false;
+  if (a->type != RN_T_STRUCT) return true;
+  if (!a->fields || !b->fields || a->fields->ncols != b->fields->ncols) return false;
+  for (int i = 0; i < a->fields->ncols; i++) {
+    const rn_column *x = &a->fields->cols[i], *y = &b->fields->cols[i];
+    if (strcmp(x->name, y->name) != 0 || x->nullable != y->nullable || !same_column_type(x, y)) return false;
+  }
+  return true;
+}
+
+/* Whether r's columns are its input's (a rename of the input's column is
+ * one of r's). */
+static bool columns_of_input(const rn_rel *r)
+{
+  return r->kind == RN_REL_DISTINCT || r->kind == RN_REL_TOP || r->kind == RN_REL_INDEX || r->kind == RN_REL_FILTER;
+}
+
+/* The old slot new column name continues: the same name, else the column a
+ * rename (was =, p:alter) of r's, or of the input its columns are, names it
+ * from, when the new columns no longer hold that name. */
+static int old_slot(const rn_rel *r, const rn_schema *old, const char *name)
+{
+  int s = rn_schema_slot(old, name, strlen(name));
+  for (const rn_rel *at = r; s < 0 && at; at = columns_of_input(at) ? at->input : NULL) {
+    const char *from = rn_evolve_renamed_from(r->p, at->name, name);
+    if (from && rn_schema_slot(r->schema, from, strlen(from)) < 0) s = rn_schema_slot(old, from, strlen(from));
+  }
+  return s;
+}
+
+/* How each new column is given from an old row; false (why) when a column
+ * holds values of a type the new one cannot. */
+static bool plan_capture(capture *c)
+{
+  const rn_schema *now = c->r->schema;
+  for (int j = 0; j < now->ncols; j++) {
+    const rn_column *n = &now->cols[j];
+    int s = c->src[j] = old_slot(c->r, c->old, n->name);
+    if (s < 0) {
+      c->give[j] = n->has_default ? GIVE_DEFAULT : n->nullable ? GIVE_NULL : GIVE_FILL;
+      continue;
+    }
+    const rn_column *o = &c->old->cols[s];
+    if (n->type == RN_T_ANY || same_column_type(o, n)) c->give[j] = GIVE_COPY;
+    else if (o->type == RN_T_INT && n->type == RN_T_FLOAT) c->give[j] = GIVE_FLOAT;
+    else {
+      snprintf(c->why, sizeof c->why, "its old rows do not fit its new columns: column \"%s\" held %s, is %s now",
+               n->name, o->type == RN_T_STRUCT ? "a struct of other fields" : rn_type_name(o->type),
+               rn_type_name(n->type));
+      return false;
+    }
+  }
+  return true;
+}
+
+/* An int a double holds exactly. */
+static bool exact_float(const msgpack_object *v)
+{
+  if (v->type == MSGPACK_OBJECT_POSITIVE_INTEGER) {
+    double d = (double)v->via.u64;
+    return d < 18446744073709551616.0 && (uint64_t)d == v->via.u64;
+  }
+  if (v->type == MSGPACK_OBJECT_NEGATIVE_INTEGER) return (int64_t)(double)v->via.i64 == v->via.i64;
+  return true;
+}
+
+/* Old row id in the new columns, into c->out; false (why) when it does not
+ * fit them. */
+static bool give_row(capture *c, uint64_t id, const char *row, size_t len)
+{
+  const rn_schema *now = c->r->schema;
+  const msgpack_object *ov = rn_row_unpack(row, len, c->old->ncols, &c->z);
+  if (!ov) {
+    snprintf(c->why, sizeof c->why, "its old row %llu does not decode", (unsigned long long)id);
+    return false;
+  }
+  for (int j = 0; j < now->ncols; j++) {
+    msgpack_object *v = &c->vals[j];
+    const rn_column *n = &now->cols[j];
+    v->type = MSGPACK_OBJECT_NIL;
+    if (c->give[j] == GIVE_DEFAULT) *v = n->defval;
+    if (c->give[j] != GIVE_COPY && c->give[j] != GIVE_FLOAT) continue;
+    *v = ov[c->src[j]];
+    if (v->type == MSGPACK_OBJECT_NIL && !n->nullable) {
+      snprintf(c->why, sizeof c->why, "its old rows do not fit its new columns: row %llu holds null in column "
+               "\"%s\", which is not null now", (unsigned long long)id, n->name);
+      return false;
+    }
+    if (c->give[j] == GIVE_FLOAT && v->type != MSGPACK_OBJECT_NIL && v->type != MSGPACK_OBJECT_FLOAT64 &&
+        v->type != MSGPACK_OBJECT_FLOAT32) {
+      if (!exact_float(v)) {
+        snprintf(c->why, sizeof c->why, "its old rows do not fit its new columns: row %llu holds in column \"%s\" "
+                 "an integer no float holds exactly", (unsigned long long)id, n->name);
+        return false;
+      }
+      double d = v->type == MSGPACK_OBJECT_POSITIVE_INTEGER ? (double)v->via.u64 : (double)v->via.i64;
+      v->type = MSGPACK_OBJECT_FLOAT64;
+      v->via.f64 = d;
+    }
+  }
+  c->out.size = 0;
+  rn_row_pack(now, c->vals, &c->out);
+  return true;
+}
+
+enum { MISFIT = -77 }; /* give_row said why: the walk stops */
+
+/* A row the reader gives: kept as told, unless an entry of an earlier
+ * rebuild says what the sinks were told of its id (1). */
+static int capture_row(void *ctx, uint64_t id, const char *row, size_t len)
+{
+  capture *c = ctx;
+  MDB_val v;
+  int rc = get_entry(c->r, id, &v);
+  if (rc == 0) return 0;
+  if (rc != MDB_NOTFOUND) return c->rc = fail(c->r, rc);
+  bool fits = give_row(c, id, row, len);
+  msgpack_zone_clear(&c->z);
+  if (!fits) return MISFIT;
+  return (c->rc = put_entry(c->r, id, TOLD, c->out.data, c->out.size, NULL, 0));
+}
+
+/* The entries an earlier rebuild left untold hold rows in the old layout:
+ * given in the new one (those without a told row stay, saying the sinks
+ * hold no row of that id). Read whole first: rewritten under a cursor,
+ * LMDB loses entries whose size changes. */
+static int capture_pending(capture *c)
+{
+  rn_rel *r = c->r;
+  msgpack_sbuffer kept; /* |u64 id|u8 has|u32 len|row|… */
+  msgpack_sbuffer_init(&kept);
+  MDB_cursor *cur;
+  MDB_val k, v;
+  int rc = mdb_cursor_open(r->p->store.wtxn, r->rebuilt_dbi, &cur), misfit = 0;
+  if (rc) return fail(r, rc);
+  for (rc = mdb_cursor_get(cur, &k, &v, MDB_FIRST); rc == 0 && !misfit; rc = mdb_cursor_get(cur, &k, &v, MDB_NEXT)) {
+    int has;
+    const char *told, *now;
+    size_t told_len, now_len;
+    if (k.mv_size != 8 || !entry_parse(&v, &has, &told, &told_len, &now, &now_len)) { rc = MDB_CORRUPTED; break; }
+    uint64_t id = rn_be64_get(k.mv_data);
+    uint32_t len = 0;
+    uint8_t h = 0;
+    if ((has & TOLD) && !give_row(c, id, told, told_len)) misfit = 1;
+    else if (has & TOLD) h = TOLD, len = (uint32_t)c->out.size;
+    rn_buf_write(&kept, (const char *)&id, 8);
+    rn_buf_write(&kept, (const char *)&h, 1);
+    rn_buf_write(&kept, (const char *)&len, 4);
+    if (len) rn_buf_write(&kept, c->out.data, len);
+    msgpack_zone_clear(&c->z);
+  }
+  mdb_cursor_close(cur);
+  if (rc == MDB_NOTFOUND) rc = 0;
+  if (!rc) rc = mdb_drop(r->p->store.wtxn, r->rebuilt_dbi, 0);
+  rc = rc ? fail(r, rc) : 0;
+  for (size_t off = 0; !rc && !misfit && off < kept.size;) {
+    uint64_t id;
+    uint32_t len;
+    memcpy(&id, kept.data + off, 8);
+    memcpy(&len, kept.data + off + 9, 4);
+    rc = put_entry(r, id, (uint8_t)kept.data[off + 8], kept.data + off + 13, len, NULL, 0);
+    off += 13 + len;
+  }
+  msgpack_sbuffer_destroy(&kept);
+  return rc ? rc : misfit ? MISFIT : 0;
+}
+
+/* Errors that fail the declaration (tried again, or told the caller);
+ * any other reading the old rows says only that they cannot be told. */
+static bool fatal(int code)
+{
+  return code == RN_ENOMEM || code == RN_EFULL || code == RN_EIO;
+}
+
+static int capture_rows(capture *c)
+{
+  rn_rel *r = c->r;
+  rn_pipeline *p = r->p;
+  rn_reader *rd = NULL;
+  rn_err e = { .code = RN_OK };
+  bool right_changed = false; /* a join's results hold rows of its right table as they were */
+  int rc = r->kind == RN_REL_JOIN ? rn_join_right_changed(p->store.wtxn, p->store.meta, r->name, &right_changed) : 0;
+  if (rc) return rc == ENOMEM ? rn_err_set(&p->err, RN_ENOMEM, "out of memory") : fail(r, rc);
+  if (right_changed) {
+    snprintf(c->why, sizeof c->why, "its old rows were made with rows of \"%s\" in the columns that table had "
+             "before its own change: the state no longer holds them", r->right->name);
+    return MISFIT;
+  }
+  rc = rn_reader_open(p->store.wtxn, p->store.meta, p->store.path, r->name, &rd, &e);
+  if (!rc) {
+    c->old = rn_reader_schema(rd);
+    int n = r->schema->ncols;
+    c->src = calloc((size_t)n, sizeof *c->src);
+    c->give = calloc((size_t)n, 1);
+    c->vals = calloc((size_t)n, sizeof *c->vals);
+    if (!c->src || !c->give || !c->vals) rc = rn_err_set(&p->err, RN_ENOMEM, "out of memory");
+    else if (!plan_capture(c)) rc = MISFIT;
+  } else if (fatal(rc)) {
+    p->err = e;
+  } else {
+    snprintf(c->why, sizeof c->why, "its old rows could not be read: %.1400s", e.msg);
+    rc = MISFIT;
+  }
+  if (!rc) rc = rn_state_dbi(p, p->store.wtxn, RN_DB_REBUILT, r->name, 0, &r->rebuilt_dbi);
+  if (!rc) r->rebuilt_open = true;
+  if (!rc) rc = capture_pending(c);
+  if (!rc) {
+    rc = rn_reader_each(rd, p->store.wtxn, capture_row, c, &e);
+    if (rc && rc != MISFIT && c->rc) rc = c->rc; /* a write failed: r's error */
+    else if (rc && rc != MISFIT && fatal(rc)) p->err = e;
+    else if (rc && rc != MISFIT) snprintf(c->why, sizeof c->why, "its old rows could not be read: %.1400s", e.msg), rc = MISFIT;
+  }
+  if (!rc) {
+    for (int j = 0; j < r->schema->ncols; j++)
+      if (c->give[j] == GIVE_FILL) c->src[r->nfill++] = j; /* src no longer needed: the fill slots */
+    r->rebuild_fill = c->src;
+    c->src = NULL;
+  }
+  rn_reader_free(rd);
+  return rc;
+}
+
+int rn_rebuild_capture(rn_rel *r)
+{
+  if (!r->stateful || r->kind == RN_REL_MAP || !r->input || !r->tablelike || !r->input->tablelike) return 0;
+  rn_pipeline *p = r->p;
+  free(r->rebuild_fill);
+  free(r->untold_why);
+  r->rebuild_fill = NULL, r->untold_why = NULL, r->nfill = 0;
+  capture c = { .r = r };
+  if (!rn_zone_init(&c.z, 4096)) return rn_err_set(&p->err, RN_ENOMEM, "out of memory");
+  msgpack_sbuffer_init(&c.out);
+  int rc = capture_rows(&c);
+  if (!rc && rn_oom()) rc = rn_err_set(&p->err, RN_ENOMEM, "out of memory");
+  if (!rc) r->rebuild_captured = true;
+  if (rc == MISFIT) { /* a note says so (rn_rebuild_untold_note); nothing is told */
+    rc = r->rebuilt_open ? mdb_drop(p->store.wtxn, r->rebuilt_dbi, 0) : 0;
+    rc = rc ? fail(r, rc) : 0;
+    r->rebuilt_pending = false;
+    r->told_unknown = true;
+    free(r->rebuild_fill);
+    r->rebuild_fill = NULL, r->nfill = 0;
+    if (!rc && !(r->untold_why = strdup(c.why))) rc = rn_err_set(&p->err, RN_ENOMEM, "out of memory");
+  }
+  msgpack_sbuffer_destroy(&c.out);
+  rn_zone_destroy(&c.z);
+  free(c.src);
+  free(c.give);
+  free(c.vals);
+  return rc;
+}
+
+int rn_rebuild_captured_done(rn_rel *r)
+{
+  if (r->rebuild_captured) { /* its setup did not rebuild it: nothing is compared */
+    r->rebuild_captured = false;
+    int rc = rn_rebuild_untold(r);
+    r->told_unknown = true;
+    if (rc) return rc;
+    if (!r->untold_why && !(r->untold_why = strdup("its rebuild was not compared with them")))
+      return rn_err_set(&r->p->err, RN_ENOMEM, "out of memory");
+  }
+  if (!r->untold_why) return 0;
+  int rc = rn_evolve_note(r->p, "%s: its sinks were not told what its rebuild changed (%s)", r->name, r->untold_why);
+  free(r->untold_why);
+  r->untold_why = NULL;
+  return rc;
+}
+
+void rn_rebuild_capture_forget(rn_rel *r)
+{
+  r->rebuild_captured = r->told_unknown = false;
+  free(r->rebuild_fill);
+  free(r->untold_why);
+  r->rebuild_fill = NULL, r->untold_why = NULL, r->nfill = 0;
+}
+
+const rn_rel *rn_told_unknown_under(const rn_rel *r)
+{
+  for (const rn_rel *at = r->input; at; at = is_derived(at) ? at->input : NULL) {
+    if (at->rebuilt_pending) return NULL; /* what its sinks were told is kept */
+    if (at->told_unknown) return at;
+  }
+  return NULL;
 }

@@ -17,6 +17,27 @@ int rn_rebuild_after(rn_rel *r);
 /* rn_rebuild_before could not read r's rows as they were: the error is
  * cleared and nothing is told (the sinks are not told wrong changes). */
 int rn_rebuild_untold(rn_rel *r);
+/* In r's declaring transaction, before its catalogue entry, which its
+ * columns changed, is replaced (rn_state_open): the rows it holds, read
+ * as a reader of the state reads them (reader.h) in the columns the entry
+ * held, given in r's new columns by name (the was = of its own columns,
+ * or of its input's when its columns are its input's; a new column: its
+ * default, else null when nullable, else the rebuilt row's value under its
+ * id) as what its sinks were told; the rebuild's rn_rebuild_after compares
+ * them with its new rows. Rows that cannot be read or do not fit leave
+ * nothing to tell and r->untold_why for the note. Not for a keyed map
+ * (its function gives its old rows, derive.h) nor over a stream. */
+int rn_rebuild_capture(rn_rel *r);
+/* After r's setup: a capture nothing compared is dropped; the note that
+ * r's sinks were not told, when they were not. */
+int rn_rebuild_captured_done(rn_rel *r);
+/* A failed declaration forgets what the capture kept in memory. */
+void rn_rebuild_capture_forget(rn_rel *r);
+/* The relation under r (its input, through filters and maps) whose sinks
+ * were not told what its declaration changed, or NULL: r's rows as its
+ * sinks were told cannot be made from it. */
+const rn_rel *rn_told_unknown_under(const rn_rel *r);
+
 /* After r's state opened (rn_open_derived_state): finds what an earlier
  * rebuild left untold; created: dropped, the rows' layout changed. */
 int rn_rebuild_opened(rn_rel *r, MDB_txn *txn, bool created);

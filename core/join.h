@@ -116,6 +116,12 @@ int rn_join_scan(rn_rel *join, rn_scan_fn fn, void *ctx);
 /* Records join's declaration in txn (its declaring transaction). */
 int rn_join_decl_record(rn_rel *join, MDB_txn *txn, bool *changed);
 
+/* In txn: *changed when join name's right side is a source table whose
+ * catalogue entry no longer describes the schema its declaration record
+ * holds (its columns changed since the join was made): its state holds
+ * results made from rows no longer stored. 0, or an LMDB code. */
+int rn_join_right_changed(MDB_txn *txn, MDB_dbi meta, const char *name, bool *changed);
+
 typedef struct rn_join_reader rn_join_reader;
 /* Reads join name's declaration record in txn (and opens its databases
  * there: commit txn to keep them); name and out, its schema from the

@@ -280,6 +280,33 @@ static int same_schema(MDB_txn *txn, MDB_dbi meta, const char *name, const msgpa
   return rc == MDB_NOTFOUND ? 0 : rc;
 }
 
+int rn_join_right_changed(MDB_txn *txn, MDB_dbi meta, const char *name, bool *changed)
+{
+  *changed = false;
+  char key[RN_NAME_MAX + 8];
+  MDB_val k = { (size_t)rn_decl_key(key, sizeof key, name), key }, v;
+  int rc = mdb_get(txn, meta, &k, &v);
+  if (rc) return rc == MDB_NOTFOUND ? 0 : rc;
+  msgpack_zone z;
+  if (!rn_zone_init(&z, 1024)) return ENOMEM;
+  msgpack_object d;
+  size_t off = 0;
+  const msgpack_object *f = NULL;
+  if (rn_msgpack_size(v.mv_data, v.mv_size) == v.mv_size &&
+      rn_unpack(v.mv_data, v.mv_size, &off, &z, &d) == MSGPACK_UNPACK_SUCCESS && d.type == MSGPACK_OBJECT_ARRAY &&
+      d.via.array.size == DECL_FIELDS && (f = d.via.array.ptr, is_uint(&f[3])) && f[3].via.u64 == RIGHT_TABLE &&
+      f[10].type == MSGPACK_OBJECT_STR && f[10].via.str.size <= RN_NAME_MAX && f[11].type == MSGPACK_OBJECT_BIN) {
+    char right[RN_NAME_MAX + 1];
+    snprintf(right, sizeof right, "%.*s", (int)f[10].via.str.size, f[10].via.str.ptr);
+    msgpack_sbuffer desc = { .size = f[11].via.bin.size, .data = (char *)f[11].via.bin.ptr };
+    bool same = true;
+    rc = same_schema(txn, meta, right, &desc, &same);
+    *changed = !rc && !same;
+  }
+  rn_zone_destroy(&z);
+  return rc;
+}
+
 /* In txn, the state holds what the reader was opened on, and the join's
  * state is as current as the right table it reads beside it: a join its
  * pipeline stopped declaring (or did not declare again since its right

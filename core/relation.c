@@ -75,6 +75,8 @@ void rn_rel_free(rn_rel *r)
   free(r->outputs);
   free(r->log.items);
   free(r->reads);
+  free(r->rebuild_fill);
+  free(r->untold_why);
   free(r->name);
   free(r);
 }
@@ -136,6 +138,10 @@ int rn_state_open(rn_pipeline *p, rn_rel *r, MDB_txn *txn, bool *created, bool *
     }
     if (v.mv_size != desc.size || memcmp(v.mv_data, desc.data, desc.size) != 0) {
       r->decl_changed = true;
+      if (txn == p->store.wtxn) { /* derived: its rows as its sinks were told, before the entry changes */
+        if (rn_rebuild_capture(r)) goto fail;
+        if ((rc = mdb_get(txn, p->store.meta, &k, &v))) goto lmdb_fail; /* the capture wrote: bytes may move */
+      }
       if (rn_evolve(p, r, txn, &k, &v, &desc, created)) goto fail; /* a rebuild is built as new state */
     }
   } else if (rc == MDB_NOTFOUND) {
@@ -248,9 +254,11 @@ static int try_open_derived_state(rn_pipeline *p, rn_rel *r, rn_state_setup_fn s
   p->group_serial++;
   p->state = RN_APPLYING; /* callbacks may read, not change tables */
   rc = rn_state_open(p, r, p->store.wtxn, &created, &stale);
-  r->rebuild_tells = !rc && !created; /* its rows before a rebuild are read in its layout */
+  r->rebuild_tells = !rc && (!created || r->rebuild_captured); /* its rows before a rebuild: read in its layout
+                                                                  * now, or captured in the old one */
   if (!rc) rc = setup(ctx, created, stale || created);
   r->rebuild_tells = false;
+  if (!rc) rc = rn_rebuild_captured_done(r);
   if (!rc) rc = rn_rebuild_opened(r, p->store.wtxn, created);
   if (!rc) rc = rn_state_save_counters(p, r, p->store.wtxn, p->seq); /* current as of this seq */
   rc = rn_group_oom(p, rc); /* a truncated descriptor or rebuilt row must not be stored */
@@ -280,6 +288,7 @@ int rn_open_derived_state(rn_pipeline *p, rn_rel *r, rn_state_setup_fn setup, vo
     rn_evolve_forget(p, notes, marks);
     r->next_id = next_id, r->count = count;
     r->rebuilt_open = r->rebuilt_pending = false;
+    rn_rebuild_capture_forget(r);
     if (p->err.code != RN_EFULL || p->err.cause != MDB_MAP_FULL || tries >= 16) return rc;
     if (rn_store_grow(&p->store, &p->err)) return p->err.code;
   }

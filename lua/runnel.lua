@@ -493,6 +493,9 @@ function Relation:join(right, opts)
     if not cols then raise(err) end
     key, err = key_spec(n, opts.columns.key)
     if err then raise(err) end
+    for _, c in ipairs(cols) do -- what its sinks were told is given in these columns (core/evolve_log.c)
+      if c.was then self:pipeline():_rename(n, c.was, c.name) end
+    end
   end
   local rel
   local joiner = type(opts.joiner) == "function" and opts.joiner or nil

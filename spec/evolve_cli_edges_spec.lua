@@ -43,7 +43,10 @@ describe("a state reopened with another script", function()
     assert.same({ { 3, { g = 1, h = 1 } }, { 4, { g = 1, h = 0 } } , { 5, { g = 2, h = 1 } } }, rows_of(d))
     local log = H.record(d)
     t:delete{ id = 1 }
-    assert.same({ { "DELETE", 3, nil, { g = 1, h = 1 } } }, log)
+    -- what the rebuild changed first (evolve_tell10: the old rows lack h, which no new row of their id holds)
+    assert.same({ { "DELETE", 1, nil, { g = 1 } }, { "DELETE", 2, nil, { g = 2 } },
+                  { "INSERT", 3, { g = 1, h = 1 } }, { "INSERT", 4, { g = 1, h = 0 } },
+                  { "INSERT", 5, { g = 2, h = 1 } }, { "DELETE", 3, nil, { g = 1, h = 1 } } }, log)
     p:close()
   end)
 

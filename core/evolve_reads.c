@@ -41,6 +41,18 @@ static size_t meta_key(char *key, const char *name)
   return RN_PREFIX_LEN(RN_META_READS) + nlen;
 }
 
+/* RN_ESTORE: r's "rd:" record (v_size bytes) cannot be read. Dropping r
+ * deletes it (drop.c); declared again, r is built anew from its inputs and
+ * its functions' reads are seen again. */
+static int damaged(rn_pipeline *p, const rn_rel *r, size_t v_size)
+{
+  return rn_err_set(&p->err, RN_ESTORE,
+                    "state damaged: %s: the list of the relations that relation \"%s\"'s functions read is malformed "
+                    "(%zu bytes): a change of one of them might not rebuild it; drop it to build it anew "
+                    "(p:drop(\"%s\") or runnel drop %s %s)", p->store.path, r->name, v_size, r->name, p->store.path,
+                    r->name);
+}
+
 int rn_reads_load(rn_pipeline *p, rn_rel *r, MDB_txn *txn)
 {
   char key[8 + RN_NAME_MAX]; /* names are checked at declaration (rn_check_declarable) */
@@ -49,14 +61,17 @@ int rn_reads_load(rn_pipeline *p, rn_rel *r, MDB_txn *txn)
   if (rc == MDB_NOTFOUND) return 0;
   if (rc) return rn_store_fail(&p->err, rc, r->name);
   const char *names = v.mv_data;
-  for (size_t off = 0; off < v.mv_size;) { /* |name\0|…|: a name without its \0 ends the list */
+  for (size_t off = 0; off < v.mv_size;) { /* |name\0|…| */
     const char *end = memchr(names + off, '\0', v.mv_size - off);
-    if (!end) break;
-    size_t len = (size_t)(end - (names + off));
-    if (len && !holds(r, names + off) && (rc = add(p, r, names + off, len))) return rc;
+    size_t len = end ? (size_t)(end - (names + off)) : 0;
+    /* Damaged (cut, a name without its \0; a \0 flipped in, an empty one;
+     * or empty, which is never written): a name read wrong is a read whose
+     * change would not rebuild r, and its rows would stay wrong, unsaid. */
+    if (!end || !len || len > RN_NAME_MAX) return damaged(p, r, v.mv_size);
+    if (!holds(r, names + off) && (rc = add(p, r, names + off, len))) return rc;
     off += len + 1;
   }
-  return 0;
+  return v.mv_size ? 0 : damaged(p, r, 0);
 }
 
 const rn_rel *rn_reads_evolved(const rn_rel *r)

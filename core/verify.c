@@ -43,15 +43,17 @@ static int cmp_u64(const void *a, const void *b)
 }
 
 /* Reads every entry of database dbname; *n gets their number. With ids,
- * collects each row's id (keyed: the value's first 8 bytes; keyless: the
- * big-endian key) into a malloc'd *ids, and counts rows only: a keyed
- * table's tombstone (a deleted row's entry, kept for its id: table.c's
- * ROWID-1, flags byte without live) is none. */
-static int walk_db(walk *w, const char *dbname, bool keyless, uint64_t **ids, uint64_t *n)
+ * collects each entry's id (keyed: the value's first 8 bytes; keyless: the
+ * big-endian key) into a malloc'd *ids, and *rows counts rows only: a
+ * keyed table's tombstone (a deleted row's entry, kept for its id: table.c's
+ * ROWID-1, flags byte without live) is none, but its id is one (the key
+ * put back takes it again: no other row may hold it). */
+static int walk_db(walk *w, const char *dbname, bool keyless, uint64_t **ids, uint64_t *n, uint64_t *rows)
 {
   MDB_dbi dbi;
   MDB_cursor *cur;
   *n = 0;
+  if (rows) *rows = 0;
   int rc = mdb_dbi_open(w->txn, dbname, 0, &dbi);
   if (rc == MDB_NOTFOUND) return MDB_NOTFOUND;
   if (!rc) rc = mdb_cursor_open(w->txn, dbi, &cur);
@@ -60,7 +62,7 @@ static int walk_db(walk *w, const char *dbname, bool keyless, uint64_t **ids, ui
   MDB_val k, v;
   int mrc = mdb_cursor_get(cur, &k, &v, MDB_FIRST);
   for (; mrc == 0; mrc = mdb_cursor_get(cur, &k, &v, MDB_NEXT)) {
-    if (ids && !keyless && v.mv_size >= 9 && !(((const unsigned char *)v.mv_data)[8] & 1)) continue; /* tombstone */
+    if (rows && !(!keyless && v.mv_size >= 9 && !(((const unsigned char *)v.mv_data)[8] & 1))) (*rows)++; /* not a tombstone */
     if (ids) {
       if (*n == cap) {
         cap = cap ? cap * 2 : 1024;
@@ -125,7 +127,7 @@ static int walk_all(walk *w)
   const char *name = names;
   for (size_t i = 0; i < count; i++, name += strlen(name) + 1) {
     uint64_t n;
-    int rc = walk_db(w, name, false, NULL, &n);
+    int rc = walk_db(w, name, false, NULL, &n, NULL);
     w->databases++;
     w->entries += n;
     if (!rc) continue;
@@ -140,9 +142,9 @@ static int walk_all(walk *w)
 static void check_table(walk *w, const char *name, const uint64_t counters[3], bool keyless)
 {
   char dbname[4096], detail[200];
-  uint64_t *ids = NULL, n = 0, hashed;
+  uint64_t *ids = NULL, n = 0, rows = 0, hashed;
   snprintf(dbname, sizeof dbname, RN_DB_ROWS "%s", name);
-  int rc = walk_db(w, dbname, keyless, &ids, &n);
+  int rc = walk_db(w, dbname, keyless, &ids, &n, &rows);
   if (rc == MDB_NOTFOUND && counters[1] == 0) { free(ids); return; }
   if (rc) {
     damaged(w, "table \"%s\": its rows: %s", name, mdb_strerror(rc));
@@ -150,8 +152,8 @@ static void check_table(walk *w, const char *name, const uint64_t counters[3], b
     renew(w); /* the walk of every database said what else fails */
     return;
   }
-  if (n != counters[1]) {
-    snprintf(detail, sizeof detail, "%llu rows stored, %llu counted", (unsigned long long)n,
+  if (rows != counters[1]) {
+    snprintf(detail, sizeof detail, "%llu rows stored, %llu counted", (unsigned long long)rows,
              (unsigned long long)counters[1]);
     damaged(w, "table \"%s\": %s", name, detail);
   }
@@ -167,7 +169,7 @@ static void check_table(walk *w, const char *name, const uint64_t counters[3], b
   }
   free(ids);
   snprintf(dbname, sizeof dbname, RN_DB_ROW_HASHES "%s", name);
-  if (keyless && walk_db(w, dbname, false, NULL, &hashed) == 0 && hashed != n) {
+  if (keyless && walk_db(w, dbname, false, NULL, &hashed, NULL) == 0 && hashed != n) {
     snprintf(detail, sizeof detail, "%llu rows, %llu in its hash index", (unsigned long long)n,
              (unsigned long long)hashed);
     damaged(w, "table \"%s\": %s", name, detail);

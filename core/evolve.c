@@ -565,18 +565,6 @@ static bool marked(const rn_pipeline *p, const char *name)
   return false;
 }
 
-/* Whether v is |name|\0|…| (each name 1 to RN_NAME_MAX bytes). */
-static bool marks_readable(const MDB_val *v)
-{
-  const char *at = v->mv_data, *end = at + v->mv_size;
-  while (at < end) {
-    const char *nul = memchr(at, '\0', (size_t)(end - at));
-    if (!nul || nul == at || nul - at > RN_NAME_MAX) return false;
-    at = nul + 1;
-  }
-  return true;
-}
-
 int rn_evolve_load(rn_pipeline *p, const MDB_val *v)
 {
   p->evolved_kept = true;
@@ -584,8 +572,8 @@ int rn_evolve_load(rn_pipeline *p, const MDB_val *v)
     p->evolved_all = true;
     return 0;
   }
-  if (!marks_readable(v)) { /* damaged (cut, a \0 flipped in): a name read wrong would be neither rebuilt nor */
-    p->evolved_unread = true; /* rebuilt over, unsaid; the safe answer: every relation counts as marked */
+  if (!rn_names_readable(v->mv_data, v->mv_size)) { /* damaged (cut, a \0 flipped in): a name read wrong */
+    p->evolved_unread = true; /* would be neither rebuilt nor rebuilt over, unsaid; every relation counts as marked */
     return add_note(p, "state damaged: %s: the record of the relations changed since the last group is malformed "
                     "(%zu bytes): every relation declared counts as changed (stateful ones are rebuilt from their "
                     "inputs)", p->store.path, v->mv_size);

@@ -33,6 +33,18 @@ int rn_reads_note(rn_pipeline *p, const char *reader, const rn_rel *read)
   return rc;
 }
 
+bool rn_names_readable(const void *data, size_t len)
+{
+  const char *at = data, *end = at + len;
+  if (!len) return false;
+  while (at < end) {
+    const char *nul = memchr(at, '\0', (size_t)(end - at));
+    if (!nul || nul == at || nul - at > RN_NAME_MAX) return false;
+    at = nul + 1;
+  }
+  return true;
+}
+
 static size_t meta_key(char *key, const char *name)
 {
   size_t nlen = strlen(name);
@@ -60,18 +72,17 @@ int rn_reads_load(rn_pipeline *p, rn_rel *r, MDB_txn *txn)
   int rc = mdb_get(txn, p->store.meta, &k, &v);
   if (rc == MDB_NOTFOUND) return 0;
   if (rc) return rn_store_fail(&p->err, rc, r->name);
+  /* Damaged (cut, a name without its \0; a \0 flipped in, an empty one;
+   * or empty, which is never written): a name read wrong is a read whose
+   * change would not rebuild r, and its rows would stay wrong, unsaid. */
+  if (!rn_names_readable(v.mv_data, v.mv_size)) return damaged(p, r, v.mv_size);
   const char *names = v.mv_data;
   for (size_t off = 0; off < v.mv_size;) { /* |name\0|…| */
-    const char *end = memchr(names + off, '\0', v.mv_size - off);
-    size_t len = end ? (size_t)(end - (names + off)) : 0;
-    /* Damaged (cut, a name without its \0; a \0 flipped in, an empty one;
-     * or empty, which is never written): a name read wrong is a read whose
-     * change would not rebuild r, and its rows would stay wrong, unsaid. */
-    if (!end || !len || len > RN_NAME_MAX) return damaged(p, r, v.mv_size);
+    size_t len = strlen(names + off);
     if (!holds(r, names + off) && (rc = add(p, r, names + off, len))) return rc;
     off += len + 1;
   }
-  return v.mv_size ? 0 : damaged(p, r, 0);
+  return 0;
 }
 
 const rn_rel *rn_reads_evolved(const rn_rel *r)

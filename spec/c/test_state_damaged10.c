@@ -11,6 +11,7 @@
 #include "check.h"
 #include "distinct.h"
 #include "evolve_reads.h"
+#include "jetstream.h"
 #include "pipeline.h"
 #include "push_fixture.h"
 #include "runnel.h"
@@ -528,6 +529,54 @@ static void test_verify_sees_a_tombstone_past_the_counters(void)
   cleanup(dir);
 }
 
+/* runnel verify passed each of these records damaged ("rd:", "Ss:",
+ * "ch:", "chs", "ev", "sid"): a state it called whole was refused at its
+ * next open, or went on the safe way with a note. */
+static void test_verify_names_damaged_records(void)
+{
+  char dir[] = "/tmp/runnel_damaged10_XXXXXX", text[8192];
+  CHECK(mkdtemp(dir) != NULL);
+  make_reads_state(dir); /* "rd:u", "ch:t", "chs" */
+  rn_pipeline *p = open_at(dir);
+  if (p) {
+    rn_rel *t = NULL;
+    char id[33];
+    CHECK(rn_declare_table(p, "t", k_col, 1, k_key, 1, &t) == 0);
+    CHECK(rn_store_sink(p, t, "kept") == 0); /* "Ss:kept" */
+    CHECK(rn_state_id(p, id) == 0);          /* "sid" */
+    rn_pipeline_close(p);
+  }
+  FILE *out = fmemopen(text, sizeof text, "w");
+  CHECK(rn_verify(dir, out) == 0);
+  fclose(out);
+  if (check_failed_now) fprintf(stderr, "%s", text);
+  raw_put(dir, "rd:u", "t", 1);
+  raw_put(dir, "Ss:kept", "\1\0\0", 3);
+  raw_put(dir, "ch:t", "\x07\0\0\0\0\0\0\0", 8);
+  raw_put(dir, "chs", "\0\0\0", 3);
+  raw_put(dir, "ev", "t", 1);
+  raw_put(dir, "sid", "0123456789abcdef0123", 20);
+  out = fmemopen(text, sizeof text, "w");
+  CHECK(rn_verify(dir, out) == 6);
+  fclose(out);
+  static const char *const lines[] = {
+    "damaged: relation \"u\": the list of the relations its functions read is malformed\n",
+    "damaged: store \"kept\": its last group is not 8 bytes\n",
+    "damaged: relation \"t\": the record of the last group that changed it is past the last group\n",
+  };
+  for (int i = 0; i < 3; i++) CHECK(strstr(text, lines[i]) != NULL);
+  char line[300];
+  snprintf(line, sizeof line, "damaged: %s: the span of groups its change records know is not 16 bytes\n", dir);
+  CHECK(strstr(text, line) != NULL);
+  snprintf(line, sizeof line, "damaged: %s: the record of the relations changed since the last group is malformed\n",
+           dir);
+  CHECK(strstr(text, line) != NULL);
+  snprintf(line, sizeof line, "damaged: %s: its id is not 32 hex digits\n", dir);
+  CHECK(strstr(text, line) != NULL);
+  if (check_failed_now) fprintf(stderr, "%s", text);
+  cleanup(dir);
+}
+
 int main(void)
 {
   RUN(test_damaged_reads_are_refused);
@@ -539,5 +588,6 @@ int main(void)
   RUN(test_index_and_distinct_damage_name_state_and_relation);
   RUN(test_keyed_counters_behind_an_id_are_refused);
   RUN(test_verify_sees_a_tombstone_past_the_counters);
+  RUN(test_verify_names_damaged_records);
   return CHECK_REPORT();
 }

@@ -63,7 +63,8 @@ static int walk_db(walk *w, const char *dbname, bool keyless, uint64_t **ids, ui
   MDB_val k, v;
   int mrc = mdb_cursor_get(cur, &k, &v, MDB_FIRST);
   for (; mrc == 0; mrc = mdb_cursor_get(cur, &k, &v, MDB_NEXT)) {
-    if (rows && !(!keyless && v.mv_size >= 9 && !(((const unsigned char *)v.mv_data)[8] & 1))) (*rows)++; /* not a tombstone */
+    bool tombstone = !keyless && v.mv_size >= 9 && !(((const unsigned char *)v.mv_data)[8] & 1);
+    if (rows && !tombstone) (*rows)++;
     if (ids) {
       if (*n == cap) {
         cap = cap ? cap * 2 : 1024;

@@ -139,8 +139,8 @@ static int remove_copy(rn_distinct *d, const char *row, size_t len)
   int rc = find(d, txn, row, len, &id, &copies, &row); /* the row as held: the one its INSERT gave */
   if (rc) return rc;
   if (!id)
-    return rn_err_set(&r->p->err, RN_ESTORE, "state damaged: %s: %s deleted a row it never held",
-                      r->name, r->input->name);
+    return rn_err_set(&r->p->err, RN_ESTORE, "state damaged: %s: distinct \"%s\": %s deleted a row it never held",
+                      r->p->store.path, r->name, r->input->name);
   if (copies > 1) return put_row(d, txn, id, copies - 1, row, len);
   rc = link_row(d, txn, id, row, len, false);
   if (rc) return rc;

@@ -596,6 +596,7 @@ int rn_notes(const rn_pipeline *p, const char *const **lines)
 
 static bool marked(const rn_pipeline *p, const char *name)
 {
+  if (p->evolved_unread) return true;
   for (size_t off = 0; off < p->evolved_len; off += strlen(p->evolved_marks + off) + 1)
     if (strcmp(p->evolved_marks + off, name) == 0) return true;
   return false;
@@ -604,9 +605,15 @@ static bool marked(const rn_pipeline *p, const char *name)
 int rn_evolve_load(rn_pipeline *p, const MDB_val *v)
 {
   p->evolved_kept = true;
-  if (!v->mv_size || ((const char *)v->mv_data)[v->mv_size - 1] != '\0') { /* 0.16's, or damaged: all */
+  if (!v->mv_size) { /* 0.16's: all */
     p->evolved_all = true;
     return 0;
+  }
+  if (!rn_names_readable(v->mv_data, v->mv_size)) { /* damaged (cut, a \0 flipped in): a name read wrong */
+    p->evolved_unread = true; /* would be neither rebuilt nor rebuilt over, unsaid; every relation counts as marked */
+    return add_note(p, "state damaged: %s: the record of the relations changed since the last group is malformed "
+                    "(%zu bytes): every relation declared counts as changed (stateful ones are rebuilt from their "
+                    "inputs)", p->store.path, v->mv_size);
   }
   if (!(p->evolved_marks = malloc(v->mv_size))) return rn_err_set(&p->err, RN_ENOMEM, "out of memory");
   memcpy(p->evolved_marks, v->mv_data, v->mv_size);
@@ -618,6 +625,10 @@ int rn_evolve_load(rn_pipeline *p, const MDB_val *v)
  * written whole: a few names) and in p (rn_evolve_forget takes it back). */
 static int keep_evolved(rn_pipeline *p, MDB_txn *txn, const char *name)
 {
+  if (p->evolved_unread) { /* the damaged record stays as it is (every relation marked) until the next group */
+    p->evolved_kept = true;
+    return 0;
+  }
   size_t len = strlen(name) + 1;
   if (!p->evolved_all && !marked(p, name)) {
     if (p->evolved_len + len > p->evolved_cap) {

@@ -33,12 +33,36 @@ int rn_reads_note(rn_pipeline *p, const char *reader, const rn_rel *read)
   return rc;
 }
 
+bool rn_names_readable(const void *data, size_t len)
+{
+  const char *at = data, *end = at + len;
+  if (!len) return false;
+  while (at < end) {
+    const char *nul = memchr(at, '\0', (size_t)(end - at));
+    if (!nul || nul == at || nul - at > RN_NAME_MAX) return false;
+    at = nul + 1;
+  }
+  return true;
+}
+
 static size_t meta_key(char *key, const char *name)
 {
   size_t nlen = strlen(name);
   memcpy(key, RN_META_READS, RN_PREFIX_LEN(RN_META_READS));
   memcpy(key + RN_PREFIX_LEN(RN_META_READS), name, nlen);
   return RN_PREFIX_LEN(RN_META_READS) + nlen;
+}
+
+/* RN_ESTORE: r's "rd:" record (v_size bytes) cannot be read. Dropping r
+ * deletes it (drop.c); declared again, r is built anew from its inputs and
+ * its functions' reads are seen again. */
+static int damaged(rn_pipeline *p, const rn_rel *r, size_t v_size)
+{
+  return rn_err_set(&p->err, RN_ESTORE,
+                    "state damaged: %s: the list of the relations that relation \"%s\"'s functions read is malformed "
+                    "(%zu bytes): a change of one of them might not rebuild it; drop it to build it anew "
+                    "(p:drop(\"%s\") or runnel drop %s %s)", p->store.path, r->name, v_size, r->name, p->store.path,
+                    r->name);
 }
 
 int rn_reads_load(rn_pipeline *p, rn_rel *r, MDB_txn *txn)
@@ -48,12 +72,14 @@ int rn_reads_load(rn_pipeline *p, rn_rel *r, MDB_txn *txn)
   int rc = mdb_get(txn, p->store.meta, &k, &v);
   if (rc == MDB_NOTFOUND) return 0;
   if (rc) return rn_store_fail(&p->err, rc, r->name);
+  /* Damaged (cut, a name without its \0; a \0 flipped in, an empty one;
+   * or empty, which is never written): a name read wrong is a read whose
+   * change would not rebuild r, and its rows would stay wrong, unsaid. */
+  if (!rn_names_readable(v.mv_data, v.mv_size)) return damaged(p, r, v.mv_size);
   const char *names = v.mv_data;
-  for (size_t off = 0; off < v.mv_size;) { /* |name\0|…|: a name without its \0 ends the list */
-    const char *end = memchr(names + off, '\0', v.mv_size - off);
-    if (!end) break;
-    size_t len = (size_t)(end - (names + off));
-    if (len && !holds(r, names + off) && (rc = add(p, r, names + off, len))) return rc;
+  for (size_t off = 0; off < v.mv_size;) { /* |name\0|…| */
+    size_t len = strlen(names + off);
+    if (!holds(r, names + off) && (rc = add(p, r, names + off, len))) return rc;
     off += len + 1;
   }
   return 0;

@@ -24,6 +24,9 @@
 
 #include "pipeline.h"
 
+/* Whether the len bytes at data are a list |name\0|…| of one or more
+ * names of 1 to RN_NAME_MAX bytes: what "rd:" and "ev" records hold. */
+bool rn_names_readable(const void *data, size_t len);
 /* r's function (reader: the name of the relation running it) read
  * relation read: recorded, unless known already. */
 int rn_reads_note(rn_pipeline *p, const char *reader, const rn_rel *read);

@@ -50,10 +50,11 @@ static int longorder_fail(rn_rel *r, int rc)
 {
   rn_pipeline *p = r->p;
   if (rc == RN_LONGORDER_DAMAGED)
-    return rn_err_set(&p->err, RN_ESTORE, "state damaged: %s: an entry of its order does not decode", r->name);
+    return rn_err_set(&p->err, RN_ESTORE, "state damaged: %s: index \"%s\": an entry of its order does not decode",
+                      p->store.path, r->name);
   if (rc == MDB_NOTFOUND)
-    return rn_err_set(&p->err, RN_ESTORE, "state damaged: %s: %s deleted a row it never held", r->name,
-                      r->input->name);
+    return rn_err_set(&p->err, RN_ESTORE, "state damaged: %s: index \"%s\": %s deleted a row it never held",
+                      p->store.path, r->name, r->input->name);
   if (rc == ENOMEM) return rn_err_set(&p->err, RN_ENOMEM, "out of memory");
   return rn_store_fail(&p->err, rc, r->name);
 }
@@ -64,8 +65,8 @@ static int row_key(rn_index *x, MDB_txn *txn, const char *row, size_t len, uint6
 {
   rn_pipeline *p = x->out->p;
   const msgpack_object *vals = rn_row_unpack(row, len, x->ncols, &p->scratch);
-  if (!vals) return rn_err_set(&p->err, RN_ESTORE, "state damaged: %s: a row of %s does not decode",
-                               x->out->name, x->out->input->name);
+  if (!vals) return rn_err_set(&p->err, RN_ESTORE, "state damaged: %s: index \"%s\": a row of %s does not decode",
+                               p->store.path, x->out->name, x->out->input->name);
   x->kbuf.size = 0;
   int bad = 0;
   if (rn_order_append(&x->order, vals, &x->kbuf, &bad) != 0)
@@ -101,8 +102,8 @@ static int link_row(rn_index *x, MDB_txn *txn, uint64_t id, const char *row, siz
     rn_be64_put((char *)v.mv_data + len, id);
   }
   if (rc == MDB_NOTFOUND)
-    return rn_err_set(&x->out->p->err, RN_ESTORE, "state damaged: %s: %s deleted a row it never held",
-                      x->out->name, x->out->input->name);
+    return rn_err_set(&x->out->p->err, RN_ESTORE, "state damaged: %s: index \"%s\": %s deleted a row it never held",
+                      x->out->p->store.path, x->out->name, x->out->input->name);
   return rc ? store_fail(x, rc) : 0;
 }
 

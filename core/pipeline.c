@@ -12,6 +12,22 @@
 #include "upgrade.h"
 #include "wb.h"
 
+/* The "chs" record (store.h) damaged (len bytes; span: as read when 16):
+ * what the "ch:" records know is not known, so every group before this
+ * open counts as changing every relation (outbox.c's note of the groups
+ * a durable sink declared again missed says too much, never too little). */
+static void note_span_damaged(rn_pipeline *p, size_t len, const uint64_t *span)
+{
+  char what[128];
+  p->changes_from = p->seq;
+  if (span) snprintf(what, sizeof what, "says groups %llu to %llu, the last group being %llu",
+                     (unsigned long long)span[0] + 1, (unsigned long long)span[1], (unsigned long long)p->seq);
+  else snprintf(what, sizeof what, "is %zu bytes, not 16", len);
+  rn_evolve_note(p, "state damaged: %s: the span of groups its change records know %s: every group up to %llu "
+                 "counts as changing every relation (a durable sink declared again is told it may have missed them)",
+                 p->store.path, what, (unsigned long long)p->seq); /* out of memory: said in p->err */
+}
+
 /* The last committed group's number (absent in a new state), and whether
  * a change is still marked (store.h's "ev", evolve.c). */
 static int read_seq(rn_pipeline *p)
@@ -27,9 +43,12 @@ static int read_seq(rn_pipeline *p)
   else if (rc != MDB_NOTFOUND) rn_store_fail(&p->err, rc, p->store.path);
   uint64_t span[2];
   MDB_val sk = { RN_PREFIX_LEN(RN_META_CHANGED_SPAN), (void *)RN_META_CHANGED_SPAN }, sv;
-  bool known = (rc == 0 || rc == MDB_NOTFOUND) && mdb_get(txn, p->store.meta, &sk, &sv) == 0 && sv.mv_size == sizeof span;
+  bool found = (rc == 0 || rc == MDB_NOTFOUND) && mdb_get(txn, p->store.meta, &sk, &sv) == 0;
+  bool known = found && sv.mv_size == sizeof span;
   if (known) memcpy(span, sv.mv_data, sizeof span);
-  p->changes_from = known && span[1] == p->seq ? span[0] : p->seq; /* an older build's groups are not known */
+  if (found && (!known || span[0] > span[1] || span[1] > p->seq)) /* damaged: */
+    note_span_damaged(p, sv.mv_size, known ? span : NULL);
+  else p->changes_from = known && span[1] == p->seq ? span[0] : p->seq; /* an older build's groups are not known */
   MDB_val ek = { RN_PREFIX_LEN(RN_META_EVOLVED), (void *)RN_META_EVOLVED }, ev;
   if ((rc == 0 || rc == MDB_NOTFOUND) && mdb_get(txn, p->store.meta, &ek, &ev) == 0)
     rn_evolve_load(p, &ev); /* changes whose dependants may not have been rebuilt yet */

@@ -249,6 +249,7 @@ struct rn_pipeline {
   size_t evolved_len, evolved_cap;
   bool evolved_all;       /* meta "ev" written by runnel 0.16 or older (empty): every stateful
                              relation declared is rebuilt */
+  bool evolved_unread;    /* meta "ev" damaged (evolve.c): every relation counts as marked */
   bool evolved_kept;      /* meta "ev" holds marks (store.h): the next group deletes it */
   rn_free_fn on_close;    /* the binding's hook, called with binding last by rn_pipeline_close */
   void *binding;          /* the binding's pipeline object (a Lua lpipe), or NULL */

@@ -300,7 +300,26 @@ int rn_open_derived_state(rn_pipeline *p, rn_rel *r, rn_state_setup_fn setup, vo
  * a keyed table's entries (rows and the tombstones of deleted keys, each
  * under an id of its own, given from 1 up) number at least its rows and
  * fewer than next_id; a keyless table's are its rows, its last key its
- * largest id. */
+ * largest id. A keyed table's ids are 1..n (its n entries: ROWID-1, -2)
+ * unless its counters once said more than it held: then, only then, its
+ * largest id is read from every entry, as new ids at or below it would be
+ * given twice (two keys under one id), unsaid. */
+static int largest_keyed_id(rn_pipeline *p, const rn_rel *r, MDB_txn *txn, uint64_t *top)
+{
+  MDB_cursor *cur;
+  MDB_val k, v;
+  int rc = mdb_cursor_open(txn, r->rows_dbi, &cur);
+  if (rc) return rn_store_fail(&p->err, rc, r->name);
+  *top = 0;
+  for (rc = mdb_cursor_get(cur, &k, &v, MDB_FIRST); rc == 0; rc = mdb_cursor_get(cur, &k, &v, MDB_NEXT)) {
+    uint64_t id = UINT64_MAX; /* an entry too short to hold one: damaged, refused */
+    if (v.mv_size >= 9) memcpy(&id, v.mv_data, 8);
+    if (id > *top) *top = id;
+  }
+  mdb_cursor_close(cur);
+  return rc == MDB_NOTFOUND ? 0 : rn_store_fail(&p->err, rc, r->name);
+}
+
 static int check_counters(rn_pipeline *p, rn_rel *r, MDB_txn *txn)
 {
   MDB_stat st;
@@ -317,6 +336,13 @@ static int check_counters(rn_pipeline *p, rn_rel *r, MDB_txn *txn)
     mdb_cursor_close(cur);
     if (rc) return rn_store_fail(&p->err, rc, r->name);
     ok = r->count == entries;
+  }
+  if (ok && r->next_id > top && r->schema->nkey && entries + 1 != r->next_id) { /* ids not 1..n: */
+    if ((rc = largest_keyed_id(p, r, txn, &top))) return rc;
+    if (r->next_id <= top)
+      return rn_err_set(&p->err, RN_ESTORE, "state damaged: %s: relation \"%s\" holds row id %llu, its counters say "
+                        "next id %llu", p->store.path, r->name, (unsigned long long)top,
+                        (unsigned long long)r->next_id);
   }
   if (ok && r->next_id > top) return 0;
   return rn_err_set(&p->err, RN_ESTORE,

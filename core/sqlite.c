@@ -425,9 +425,11 @@ static bool owner_there(const ssink *s)
 }
 
 /* The id of the state at dir (rn_state_id's, as its catalogue holds it)
- * into out: 0, RN_ENOTFOUND when it has none yet, else the reason it could
- * not be read. One read transaction, which opens a database (envs.h). */
-static int id_at(const char *dir, char out[33])
+ * into out: 0, RN_ENOTFOUND when it has none yet, RN_ESTORE when it is not
+ * 32 hex digits (damaged: *len bytes; jetstream.c's read_id refuses it
+ * too), else the reason it could not be read. One read transaction, which
+ * opens a database (envs.h). */
+static int id_at(const char *dir, char out[33], size_t *len)
 {
   rn_err e;
   rn_err_clear(&e);
@@ -440,9 +442,12 @@ static int id_at(const char *dir, char out[33])
   MDB_val k = { RN_PREFIX_LEN(RN_META_STATE_ID), (void *)RN_META_STATE_ID }, v;
   if (!rc) rc = mdb_get(txn, meta, &k, &v);
   if (!rc) {
-    size_t n = v.mv_size < 32 ? v.mv_size : 32;
-    memcpy(out, v.mv_data, n);
-    out[n] = 0;
+    const char *id = v.mv_data;
+    bool hex = v.mv_size == 32;
+    for (size_t i = 0; hex && i < 32; i++) hex = (id[i] >= '0' && id[i] <= '9') || (id[i] >= 'a' && id[i] <= 'f');
+    *len = v.mv_size;
+    if (hex) memcpy(out, id, 32), out[32] = 0;
+    else rc = RN_ESTORE; /* its first digits are not its id: another state's, or this one's cut */
   } else if (rc == MDB_NOTFOUND) {
     rc = RN_ENOTFOUND;
   }
@@ -467,8 +472,14 @@ static int check_copy(ssink *s, rn_err *e)
 {
   if (!s->m.state_path || !s->state_path || strcmp(s->m.state_path, s->state_path) == 0 || !owner_there(s)) return 0;
   char there[33];
-  int rc = id_at(s->m.state_path, there);
+  size_t len = 0;
+  int rc = id_at(s->m.state_path, there, &len);
   if (rc == RN_ENOTFOUND || (rc == 0 && strcmp(there, s->state) != 0)) return 0;
+  if (rc == RN_ESTORE)
+    return rn_err_set(e, RN_ESTORE, "%s: sqlite table \"%s\" in %s is written by the runnel state at %s, whose id is "
+                      "damaged (not 32 hex digits: %zu bytes): whether the state at %s is its copy cannot be told, "
+                      "and one state writes a table: name another table, or remove the state at %s", s->rel->name,
+                      s->table, s->path, s->m.state_path, len, s->state_path, s->m.state_path);
   return rn_err_set(e, RN_EINVAL, "%s: sqlite table \"%s\" in %s is written by the runnel state at %s, and the state "
                     "at %s has its state id (%s): one is a copy of the other (cp, runnel snapshot); one state writes "
                     "a table: name another table, or remove the state at %s (a state moved, not copied, keeps its "

@@ -12,10 +12,15 @@
  *                     last seq: the group a derived relation's state is
  *                     current as of (stale otherwise: rebuilt at open)
  *     "S:" name       msgpack [schema description]     a permanent store
- *     "ev"            (empty) a source table's rows were rewritten to a new
- *                     schema and no group committed since: stateful derived
- *                     relations declared meanwhile are rebuilt, also after
- *                     a crash between the rewrite and their declaration
+ *     "ev"            |name\0|…| the relations changed (a table's rows rewritten
+ *                     to a new schema, a declaration or function changed)
+ *                     and no group committed since: what is declared over
+ *                     them meanwhile is rebuilt, also after a crash between
+ *                     the change and their declaration (evolve.c); empty
+ *                     (runnel 0.16): every stateful relation; malformed
+ *                     (damaged): every relation counts as changed, noted
+ *     "Ss:" name      |u64 seq|                        the last group a permanent store saw
+ *                     (store_sink.c; damaged: written again, noted)
  *     "d:" name       msgpack: a derived relation's declaration, for readers
  *                     in other processes: an aggregate's (drawn in
  *                     aggregate_read.c), a join's (join_read.c), a
@@ -40,7 +45,8 @@
  *                     absent: 0 (runnel 0.17 and older). An older format
  *                     is brought up to date at open (upgrade.c)
  *     "rd:" name      |read name\0|…|                  the relations its functions were seen
- *                     to read (other:get(k) in a mapper: evolve_reads.h)
+ *                     to read (other:get(k) in a mapper: evolve_reads.h);
+ *                     malformed (damaged): its declaration is refused
  *     "eg:" name      |u64 n|                          when its rows last changed wholesale:
  *                     declared new or again, or marked changed at declaration
  *                     (rebuilt, rewritten, over a changed input: evolve.h);
@@ -56,7 +62,8 @@
  *                     groups from+1 to upto; upto is not "seq" when an
  *                     older build committed groups since: then only the
  *                     groups after the open's seq are known (outbox.c's
- *                     note of the groups a durable sink missed)
+ *                     note of the groups a durable sink missed); damaged
+ *                     (another size, backwards, past "seq"): not known, noted
  *
  * Named database "outbox" (RN_DB_OUTBOX), durable sinks' pending groups:
  *

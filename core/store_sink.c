@@ -29,6 +29,7 @@
 
 #include "aggregate.h"
 #include "envs.h"
+#include "evolve.h"
 #include "key.h"
 #include "longkey.h"
 #include "reader.h"
@@ -311,6 +312,7 @@ int rn_store_sink(rn_pipeline *p, rn_rel *rel, const char *name)
   rn_schema_describe(rel->schema, &pk);
   MDB_txn *txn;
   bool in_step = false; /* it saw the last group */
+  char bad_mark[96] = ""; /* what is wrong with its "Ss:" mark: damaged */
   rc = mdb_txn_begin(p->store.env, NULL, 0, &txn);
   if (!rc) {
     char mk[2 + RN_NAME_MAX];
@@ -330,7 +332,15 @@ int rn_store_sink(rn_pipeline *p, rn_rel *rel, const char *name)
     }
     s->seen_klen = (size_t)snprintf(s->seen_key, sizeof s->seen_key, "%s%s", RN_META_STORE_SEEN, name);
     MDB_val sk = { s->seen_klen, s->seen_key }, sv;
-    in_step = mdb_get(txn, p->store.meta, &sk, &sv) == 0 && sv.mv_size == 8 && memcmp(sv.mv_data, &p->seq, 8) == 0;
+    if (mdb_get(txn, p->store.meta, &sk, &sv) == 0) {
+      uint64_t seen = 0;
+      if (sv.mv_size == 8) memcpy(&seen, sv.mv_data, 8);
+      in_step = sv.mv_size == 8 && seen == p->seq;
+      if (sv.mv_size != 8) snprintf(bad_mark, sizeof bad_mark, "is %zu bytes, not 8", sv.mv_size);
+      else if (seen > p->seq)
+        snprintf(bad_mark, sizeof bad_mark, "(%llu) is past the state's (%llu)", (unsigned long long)seen,
+                 (unsigned long long)p->seq);
+    }
     v.mv_size = desc.size;
     v.mv_data = desc.data;
     rc = mdb_put(txn, p->store.meta, &k, &v, 0);
@@ -342,6 +352,15 @@ int rn_store_sink(rn_pipeline *p, rn_rel *rel, const char *name)
   if (rc) {
     free_stsink(s);
     return rc == -1 ? p->err.code : rn_store_fail(&p->err, rc, name);
+  }
+  /* A damaged mark is not in step: the store is written again from rel
+   * (the safe answer; a store of a stream has no rows to compare, its mark
+   * is written with the next group), said in a note. */
+  if (bad_mark[0] && rn_evolve_note(p, "state damaged: %s: store \"%s\": its last group %s: %s", p->store.path, name,
+                                    bad_mark, rel->tablelike ? "written again from its relation" :
+                                    "written again with the next group")) {
+    free_stsink(s);
+    return p->err.code;
   }
   if (rel->tablelike && (!in_step || rel->evolved) && (rc = rewrite(p, s))) { /* not rel's rows: written again */
     free_stsink(s);

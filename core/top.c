@@ -40,6 +40,8 @@
 #include "top.h"
 
 #include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -91,6 +93,21 @@ typedef struct tkey {
 static int store_fail(rn_top *t, int rc)
 {
   return rn_store_fail(&t->out->p->err, rc, t->out->name);
+}
+
+/* RN_ESTORE: t's state is damaged, as detail (a printf format) says;
+ * named as the other damage messages name theirs: the state's path, then
+ * the top. */
+static int damaged(rn_top *t, const char *detail, ...) __attribute__((format(printf, 2, 3)));
+static int damaged(rn_top *t, const char *detail, ...)
+{
+  char what[1200];
+  va_list ap;
+  va_start(ap, detail);
+  vsnprintf(what, sizeof what, detail, ap);
+  va_end(ap);
+  return rn_err_set(&t->out->p->err, RN_ESTORE, "state damaged: %s: top \"%s\": %s", t->out->p->store.path,
+                    t->out->name, what);
 }
 
 static int no_memory(rn_top *t)
@@ -201,9 +218,8 @@ int rn_order_record_input(rn_rel *out, MDB_txn *txn, MDB_dbi decl_dbi, bool *cha
 /* The error of rn_longorder_key's rc. */
 static int longorder_fail(rn_top *t, int rc)
 {
-  rn_pipeline *p = t->out->p;
   if (rc == RN_LONGORDER_DAMAGED)
-    return rn_err_set(&p->err, RN_ESTORE, "state damaged: %s: an entry of its order does not decode", t->out->name);
+    return damaged(t, "an entry of its order does not decode");
   return rc == ENOMEM ? no_memory(t) : store_fail(t, rc);
 }
 
@@ -217,8 +233,7 @@ static int row_key(rn_top *t, MDB_txn *txn, const char *row, size_t len, uint64_
   *moved = false;
   rn_pipeline *p = t->out->p;
   const msgpack_object *vals = rn_row_unpack(row, len, t->in_ncols, &p->scratch);
-  if (!vals) return rn_err_set(&p->err, RN_ESTORE, "state damaged: %s: a row of %s does not decode",
-                               t->out->name, t->out->input->name);
+  if (!vals) return damaged(t, "a row of %s does not decode", t->out->input->name);
   msgpack_sbuffer *b = &t->kbuf;
   b->size = 0;
   for (int i = 0; i < t->nby; i++)
@@ -241,8 +256,7 @@ static int row_key(rn_top *t, MDB_txn *txn, const char *row, size_t len, uint64_
     char lk[MAX_KEY];
     int rc = rn_longorder_key(txn, &t->lo, b->data, b->size, id, place, lk, moved);
     if (rc == MDB_NOTFOUND)
-      return rn_err_set(&p->err, RN_ESTORE, "state damaged: %s: %s changed a row it never held", t->out->name,
-                        t->out->input->name);
+      return damaged(t, "%s changed a row it never held", t->out->input->name);
     if (rc) return longorder_fail(t, rc);
     key->k = rn_scratch_copy(p, lk, MAX_KEY);
     key->len = MAX_KEY;
@@ -292,8 +306,7 @@ static int group_cmp(rn_top *t, const MDB_val *k, const MDB_val *v, size_t skip,
     if (rn_order_value_append(b, &vals[t->by[i]]) != 0) vals = NULL;
   if (rn_group_oom(t->out->p, 0)) return t->out->p->err.code;
   if (!vals)
-    return rn_err_set(&t->out->p->err, RN_ESTORE, "state damaged: %s: an entry of its order does not decode",
-                      t->out->name);
+    return damaged(t, "an entry of its order does not decode");
   *where = key_cmp(b->data, b->size, g->g, g->gl);
   return 0;
 }
@@ -372,7 +385,7 @@ static int copy_entry(rn_top *t, const MDB_val *k, const MDB_val *v, bool ranked
   rn_pipeline *p = t->out->p;
   size_t skip = ranked_value ? 8 : 0;
   if (v->mv_size < skip || k->mv_size < g->glen + 8)
-    return rn_err_set(&p->err, RN_ESTORE, "state damaged: %s: an entry of its order is malformed", t->out->name);
+    return damaged(t, "an entry of its order is malformed");
   e->found = true;
   e->key.glen = g->glen;
   e->key.lgroup = g->lgroup;
@@ -551,8 +564,7 @@ static int take_out(rn_top *t, MDB_txn *txn, const tkey *k, bool known, uint64_t
   if (!*rank) {
     rc = mdb_del(txn, t->rest_dbi, &key, NULL);
     if (rc == MDB_NOTFOUND)
-      return rn_err_set(&t->out->p->err, RN_ESTORE, "state damaged: %s: %s deleted a row it never held",
-                        t->out->name, t->out->input->name);
+      return damaged(t, "%s deleted a row it never held", t->out->input->name);
     return rc ? store_fail(t, rc) : 0;
   }
   if ((rc = mdb_del(txn, t->top_dbi, &key, NULL))) return store_fail(t, rc);
@@ -713,7 +725,7 @@ static int scan_in(void *ctx, MDB_txn *txn, bool own_scratch)
       row = ranked(t, (const char *)v.mv_data + 8, row_len, rank, &len);
     }
     rc = row ? s->fn(s->ctx, id, row, len)
-             : rn_err_set(&p->err, RN_ESTORE, "state damaged: %s: a row of its top does not decode", t->out->name);
+             : damaged(t, "a row of its top does not decode");
     if (own_scratch) msgpack_zone_clear(&p->scratch);
   }
   mdb_cursor_close(cur);

@@ -9,6 +9,7 @@
 
 #include "aggregate.h"
 #include "envs.h"
+#include "evolve_reads.h"
 #include "row.h"
 #include "runnel.h"
 #include "join.h"
@@ -43,15 +44,17 @@ static int cmp_u64(const void *a, const void *b)
 }
 
 /* Reads every entry of database dbname; *n gets their number. With ids,
- * collects each row's id (keyed: the value's first 8 bytes; keyless: the
- * big-endian key) into a malloc'd *ids, and counts rows only: a keyed
- * table's tombstone (a deleted row's entry, kept for its id: table.c's
- * ROWID-1, flags byte without live) is none. */
-static int walk_db(walk *w, const char *dbname, bool keyless, uint64_t **ids, uint64_t *n)
+ * collects each entry's id (keyed: the value's first 8 bytes; keyless: the
+ * big-endian key) into a malloc'd *ids, and *rows counts rows only: a
+ * keyed table's tombstone (a deleted row's entry, kept for its id: table.c's
+ * ROWID-1, flags byte without live) is none, but its id is one (the key
+ * put back takes it again: no other row may hold it). */
+static int walk_db(walk *w, const char *dbname, bool keyless, uint64_t **ids, uint64_t *n, uint64_t *rows)
 {
   MDB_dbi dbi;
   MDB_cursor *cur;
   *n = 0;
+  if (rows) *rows = 0;
   int rc = mdb_dbi_open(w->txn, dbname, 0, &dbi);
   if (rc == MDB_NOTFOUND) return MDB_NOTFOUND;
   if (!rc) rc = mdb_cursor_open(w->txn, dbi, &cur);
@@ -60,7 +63,8 @@ static int walk_db(walk *w, const char *dbname, bool keyless, uint64_t **ids, ui
   MDB_val k, v;
   int mrc = mdb_cursor_get(cur, &k, &v, MDB_FIRST);
   for (; mrc == 0; mrc = mdb_cursor_get(cur, &k, &v, MDB_NEXT)) {
-    if (ids && !keyless && v.mv_size >= 9 && !(((const unsigned char *)v.mv_data)[8] & 1)) continue; /* tombstone */
+    bool tombstone = !keyless && v.mv_size >= 9 && !(((const unsigned char *)v.mv_data)[8] & 1);
+    if (rows && !tombstone) (*rows)++;
     if (ids) {
       if (*n == cap) {
         cap = cap ? cap * 2 : 1024;
@@ -125,7 +129,7 @@ static int walk_all(walk *w)
   const char *name = names;
   for (size_t i = 0; i < count; i++, name += strlen(name) + 1) {
     uint64_t n;
-    int rc = walk_db(w, name, false, NULL, &n);
+    int rc = walk_db(w, name, false, NULL, &n, NULL);
     w->databases++;
     w->entries += n;
     if (!rc) continue;
@@ -140,9 +144,9 @@ static int walk_all(walk *w)
 static void check_table(walk *w, const char *name, const uint64_t counters[3], bool keyless)
 {
   char dbname[4096], detail[200];
-  uint64_t *ids = NULL, n = 0, hashed;
+  uint64_t *ids = NULL, n = 0, rows = 0, hashed;
   snprintf(dbname, sizeof dbname, RN_DB_ROWS "%s", name);
-  int rc = walk_db(w, dbname, keyless, &ids, &n);
+  int rc = walk_db(w, dbname, keyless, &ids, &n, &rows);
   if (rc == MDB_NOTFOUND && counters[1] == 0) { free(ids); return; }
   if (rc) {
     damaged(w, "table \"%s\": its rows: %s", name, mdb_strerror(rc));
@@ -150,8 +154,8 @@ static void check_table(walk *w, const char *name, const uint64_t counters[3], b
     renew(w); /* the walk of every database said what else fails */
     return;
   }
-  if (n != counters[1]) {
-    snprintf(detail, sizeof detail, "%llu rows stored, %llu counted", (unsigned long long)n,
+  if (rows != counters[1]) {
+    snprintf(detail, sizeof detail, "%llu rows stored, %llu counted", (unsigned long long)rows,
              (unsigned long long)counters[1]);
     damaged(w, "table \"%s\": %s", name, detail);
   }
@@ -167,7 +171,7 @@ static void check_table(walk *w, const char *name, const uint64_t counters[3], b
   }
   free(ids);
   snprintf(dbname, sizeof dbname, RN_DB_ROW_HASHES "%s", name);
-  if (keyless && walk_db(w, dbname, false, NULL, &hashed) == 0 && hashed != n) {
+  if (keyless && walk_db(w, dbname, false, NULL, &hashed, NULL) == 0 && hashed != n) {
     snprintf(detail, sizeof detail, "%llu rows, %llu in its hash index", (unsigned long long)n,
              (unsigned long long)hashed);
     damaged(w, "table \"%s\": %s", name, detail);
@@ -510,6 +514,75 @@ static void check_outbox(walk *w, MDB_cursor *meta_cur)
   mdb_cursor_close(cur);
 }
 
+/* Each record of meta under prefix, named by what follows it: fn says
+ * what is wrong with its value v (NULL: nothing). */
+static void check_records_of(walk *w, MDB_cursor *cur, const char *prefix, const char *what,
+                             const char *(*fn)(const walk *w, const MDB_val *v))
+{
+  size_t plen = strlen(prefix);
+  MDB_val k = { plen, (void *)prefix }, v;
+  int mrc = mdb_cursor_get(cur, &k, &v, MDB_SET_RANGE);
+  for (; mrc == 0 && k.mv_size >= plen && memcmp(k.mv_data, prefix, plen) == 0;
+       mrc = mdb_cursor_get(cur, &k, &v, MDB_NEXT)) {
+    const char *wrong = fn(w, &v);
+    if (!wrong) continue;
+    char name[600];
+    snprintf(name, sizeof name, "%.*s", (int)(k.mv_size - plen > 512 ? 512 : k.mv_size - plen),
+             (const char *)k.mv_data + plen);
+    fprintf(w->out, "damaged: %s \"%s\": %s\n", what, name, wrong);
+    w->damages++;
+  }
+}
+
+static const char *reads_wrong(const walk *w, const MDB_val *v)
+{
+  (void)w;
+  return rn_names_readable(v->mv_data, v->mv_size) ? NULL : "the list of the relations its functions read is malformed";
+}
+
+static const char *store_seen_wrong(const walk *w, const MDB_val *v)
+{
+  uint64_t seen;
+  if (v->mv_size != sizeof seen) return "its last group is not 8 bytes";
+  memcpy(&seen, v->mv_data, sizeof seen);
+  return seen > w->seq ? "its last group is past the state's" : NULL;
+}
+
+static const char *changed_wrong(const walk *w, const MDB_val *v)
+{
+  uint64_t last;
+  if (v->mv_size != sizeof last) return "the record of the last group that changed it is not 8 bytes";
+  memcpy(&last, v->mv_data, sizeof last);
+  return last > w->seq ? "the record of the last group that changed it is past the last group" : NULL;
+}
+
+/* The records runnel reads back the safe way when damaged (a note), or
+ * refuses: "rd:", "Ss:", "ch:", "chs", "ev", "sid" (store.h). */
+static void check_records(walk *w, MDB_cursor *cur)
+{
+  check_records_of(w, cur, RN_META_READS, "relation", reads_wrong);
+  check_records_of(w, cur, RN_META_STORE_SEEN, "store", store_seen_wrong);
+  check_records_of(w, cur, RN_META_CHANGED, "relation", changed_wrong);
+  MDB_val k = { RN_PREFIX_LEN(RN_META_CHANGED_SPAN), (void *)RN_META_CHANGED_SPAN }, v;
+  uint64_t span[2];
+  if (mdb_get(w->txn, w->meta, &k, &v) == 0) {
+    if (v.mv_size != sizeof span) damaged(w, "%s: the span of groups its change records know is not 16 bytes%s",
+                                          w->path, "");
+    else if (memcpy(span, v.mv_data, sizeof span), span[0] > span[1] || span[1] > w->seq)
+      damaged(w, "%s: the span of groups its change records know is backwards or past the last group%s", w->path, "");
+  }
+  k = (MDB_val){ RN_PREFIX_LEN(RN_META_EVOLVED), (void *)RN_META_EVOLVED };
+  if (mdb_get(w->txn, w->meta, &k, &v) == 0 && v.mv_size && !rn_names_readable(v.mv_data, v.mv_size))
+    damaged(w, "%s: the record of the relations changed since the last group is malformed%s", w->path, "");
+  k = (MDB_val){ RN_PREFIX_LEN(RN_META_STATE_ID), (void *)RN_META_STATE_ID };
+  if (mdb_get(w->txn, w->meta, &k, &v) == 0) {
+    const char *id = v.mv_data;
+    bool hex = v.mv_size == 32;
+    for (size_t i = 0; hex && i < 32; i++) hex = (id[i] >= '0' && id[i] <= '9') || (id[i] >= 'a' && id[i] <= 'f');
+    if (!hex) damaged(w, "%s: its id is not 32 hex digits%s", w->path, "");
+  }
+}
+
 static void check_catalogue(walk *w, int *relations)
 {
   MDB_val k = { RN_PREFIX_LEN(RN_META_SEQ), (void *)RN_META_SEQ }, v;
@@ -542,6 +615,7 @@ static void check_catalogue(walk *w, int *relations)
   rn_zone_destroy(&z);
   check_orphans(w, cur);
   check_outbox(w, cur);
+  check_records(w, cur);
   mdb_cursor_close(cur);
 }
 

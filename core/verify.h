@@ -6,7 +6,11 @@
  * what the state says about itself:
  *   - the catalogue: every "r:" entry decodes, every "n:" record is 24
  *     bytes and belongs to a relation, the sequence number is 8 bytes;
- *   - tables: the rows stored equal the count recorded, every row id is
+ *     the "rd:" and "ev" lists of names read, the "Ss:", "ch:" and "chs"
+ *     groups are of their size and not past the last group, the state's
+ *     id is 32 hex digits;
+ *   - tables: the rows stored equal the count recorded, every row id (a
+ *     keyed table's tombstones' too: the key put back takes it again) is
  *     below the next id and no id is used twice, a keyless table's hash
  *     index has one entry per row;
  *   - derived state (cdc, joins, aggregates): recorded as of the last group

@@ -15,20 +15,13 @@
  * (2) All or nothing: the rewrite and the new catalogue entry are written
  *     in the transaction that declares the table; a refusal aborts it.
  * (3) A refusal names the column, its stored and declared type, and for a
- *     conversion that some rows block, their count and the first one's key.
- * (4) A rewrite tells the table's sinks what it changed in each row's
- *     values as they read now (a column added with a default): an UPDATE
- *     per such row, kept in the same transaction (evolve_log.c) and told
- *     first in the next group. A drop, rename or widening changes no value
- *     of the new columns: nothing to tell. One pass over the rows, with
- *     the rewrite; nothing afterwards. */
+ *     conversion that some rows block, their count and the first one's key. */
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "evolve.h"
-#include "evolve_log.h"
 #include "evolve_reads.h"
 #include "key.h"
 #include "ops.h"
@@ -313,8 +306,6 @@ typedef struct rewrite {
   uint64_t rows;          /* rows rewritten */
   MDB_txn *txn;           /* the declaring transaction */
   MDB_dbi hashes;         /* keyless: the hash index, rebuilt */
-  bool tells;             /* the rows change shape: what changed is kept for the sinks (tell_row) */
-  msgpack_sbuffer told;   /* the row before, as the sinks read it now */
 } rewrite;
 
 /* An int a double holds exactly (|v| <= 2^53 always does). */
@@ -337,11 +328,8 @@ static void block(rewrite *w, int slot, uint64_t id)
   }
 }
 
-/* Packs the declared row of one stored row into dst: as it is rewritten,
- * or (told) as the table's sinks read the row before, in the new columns:
- * a new column null (its default is what changed), a kept one converted
- * as it is rewritten (a widened int is the same number). */
-static int convert_into(rewrite *w, uint64_t id, const char *row, size_t len, bool told, msgpack_sbuffer *dst)
+/* Packs the declared row of one stored row into w->out. */
+static int convert_row(rewrite *w, uint64_t id, const char *row, size_t len)
 {
   const msgpack_object *old = rn_row_unpack(row, len, w->old_ncols, w->z);
   if (!old) return rn_err_set(&w->p->err, RN_ESTORE, "state damaged: %s: a row of \"%s\" (id %llu) is malformed",
@@ -351,41 +339,23 @@ static int convert_into(rewrite *w, uint64_t id, const char *row, size_t len, bo
   for (int j = 0; j < s->ncols; j++) {
     msgpack_object *v = &w->vals[j];
     if (w->pl->conv[j] == CONV_NEW) {
-      if (s->cols[j].has_default && !told) *v = s->cols[j].defval;
+      if (s->cols[j].has_default) *v = s->cols[j].defval;
       else v->type = MSGPACK_OBJECT_NIL;
       continue;
     }
     *v = old[w->pl->src[j]];
-    if (w->pl->null_check[j] && v->type == MSGPACK_OBJECT_NIL && bad < 0 && !told) bad = j;
+    if (w->pl->null_check[j] && v->type == MSGPACK_OBJECT_NIL && bad < 0) bad = j;
     if (w->pl->conv[j] == CONV_TO_FLOAT && v->type != MSGPACK_OBJECT_NIL) {
-      if (!exact_float(v) && bad < 0 && !told) bad = j;
+      if (!exact_float(v) && bad < 0) bad = j;
       double d = v->type == MSGPACK_OBJECT_POSITIVE_INTEGER ? (double)v->via.u64 : (double)v->via.i64;
       v->type = MSGPACK_OBJECT_FLOAT64;
       v->via.f64 = d;
     }
   }
   if (bad >= 0) block(w, bad, id);
-  dst->size = 0;
-  rn_row_pack(s, w->vals, dst);
+  w->out.size = 0;
+  rn_row_pack(s, w->vals, &w->out);
   return 0;
-}
-
-static int convert_row(rewrite *w, uint64_t id, const char *row, size_t len)
-{
-  return convert_into(w, id, row, len, false, &w->out);
-}
-
-/* After convert_row of id's stored row: keeps what the table's sinks are
- * to be told of it (evolve_log.h), from the row an earlier declaration
- * left told, if any (in the layout of the stored rows), else this one. */
-static int tell_row(rewrite *w, uint64_t id, const char *row, size_t len)
-{
-  const char *told = row;
-  size_t told_len = len;
-  int rc = rn_rebuild_table_told(w->r, w->txn, id, &told, &told_len);
-  if (rc < 0) return rc;
-  if ((rc = convert_into(w, id, told, told_len, true, &w->told))) return rc;
-  return rn_rebuild_table_row(w->r, w->txn, id, w->told.data, w->told.size, w->out.data, w->out.size);
 }
 
 /* The new value of one stored entry into out, or *skip (a tombstone, or a
@@ -412,18 +382,16 @@ static int keyed_entry(rewrite *w, const MDB_val *k, const MDB_val *v, msgpack_s
   if (*skip) return rc;
   rn_buf_write(out, d, off);
   rn_buf_write(out, w->out.data, w->out.size);
-  return w->tells ? tell_row(w, id, d + off, v->mv_size - off) : 0;
+  return 0;
 }
 
 /* Keyless: |u64 id BE| -> |row|, and the row's entry in the hash index. */
 static int keyless_entry(rewrite *w, const MDB_val *k, const MDB_val *v, msgpack_sbuffer *out, bool *skip)
 {
-  uint64_t id = rn_be64_get(k->mv_data);
-  int rc = convert_row(w, id, v->mv_data, v->mv_size);
+  int rc = convert_row(w, rn_be64_get(k->mv_data), v->mv_data, v->mv_size);
   *skip = rc || w->blocked;
   if (*skip) return rc;
   rn_buf_write(out, w->out.data, w->out.size);
-  if (w->tells && (rc = tell_row(w, id, v->mv_data, v->mv_size))) return rc; /* before the put: v is LMDB's */
   uint64_t h = rn_row_hash(w->out.data, w->out.size);
   MDB_val hk = { 8, &h }, hv = { 8, k->mv_data };
   rc = mdb_put(w->txn, w->hashes, &hk, &hv, 0);
@@ -527,16 +495,11 @@ static int rewrite_rows(rn_pipeline *p, rn_rel *r, MDB_txn *txn, const desc *old
     return rn_err_set(&p->err, RN_ENOMEM, "out of memory");
   }
   msgpack_sbuffer_init(&w.out);
-  msgpack_sbuffer_init(&w.told);
-  w.tells = pl->rewrite;
-  if (w.tells) rc = rn_rebuild_table_open(r, txn);
-  if (!rc && !old->nkey && (rc = mdb_drop(txn, hashes, 0))) rc = rn_store_fail(&p->err, rc, r->name);
+  if (!old->nkey && (rc = mdb_drop(txn, hashes, 0))) rc = rn_store_fail(&p->err, rc, r->name);
   if (!rc) rc = rewrite_db(&w, rows, old->nkey ? keyed_entry : keyless_entry);
   if (!rc && w.blocked) rc = blocked_error(&w, old);
-  if (!rc && w.tells) rc = rn_rebuild_table_done(r, txn);
   if (!rc && rn_oom()) rc = rn_err_set(&p->err, RN_ENOMEM, "out of memory");
   msgpack_sbuffer_destroy(&w.out);
-  msgpack_sbuffer_destroy(&w.told);
   rn_zone_destroy(&z);
   free(w.vals);
   return rc;

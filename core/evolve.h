@@ -24,10 +24,7 @@
  * that do not read it keep their state. A relation a Lua function reads
  * (other:get in a mapper) counts as read (evolve_reads.h). What a rebuild
  * changed reaches the rebuilt relation's sinks, cdc logs and the filters
- * and maps over it at the start of the next group (evolve_log.h), and so
- * does what a source table's rewrite changed in its rows' values as they
- * read now (a column added with a default: an UPDATE per row, the old row
- * with that column null; evolve.c (4)).
+ * and maps over it at the start of the next group (evolve_log.h).
  *
  * Each change applied leaves one line in p's notes (rn_notes), e.g.
  * `players: added column "level" int = 1; renamed "lvl" to "rank"`. */

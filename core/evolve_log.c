@@ -22,11 +22,6 @@
  * over its input's rows as their sinks were told, after its new one over
  * them now. While they are told, the changes of its input do not pass
  * through it (relation.c, rn_emit): its own say what both did.
- * A source table whose declaration rewrote its rows (evolve.c) keeps its
- * entries the same way, made as the rows are rewritten: an UPDATE from
- * each row as it read before, in the new columns (a new one null), to the
- * row now; told to its sinks and to the filters and maps over it (the
- * stateful relations over it were rebuilt from its rows now).
  * Invariants:
  * (1) A second rebuild before any group keeps the told rows of the first:
  *     the sinks still hold them.
@@ -58,9 +53,9 @@ static int fail(rn_rel *r, int rc)
   return rn_store_fail(&r->p->err, rc, r->name);
 }
 
-/* Puts |has|told_len|told|now| under id, in txn. */
-static int put_entry_in(rn_rel *r, MDB_txn *txn, uint64_t id, int has, const char *told, size_t told_len,
-                        const char *now, size_t now_len)
+/* Puts |has|told_len|told|now| under id. */
+static int put_entry(rn_rel *r, uint64_t id, int has, const char *told, size_t told_len, const char *now,
+                     size_t now_len)
 {
   size_t len = 5 + told_len + now_len;
   char kb[8], *v = malloc(len);
@@ -72,15 +67,9 @@ static int put_entry_in(rn_rel *r, MDB_txn *txn, uint64_t id, int has, const cha
   if (now_len) memcpy(v + 5 + told_len, now, now_len);
   rn_be64_put(kb, id);
   MDB_val k = { 8, kb }, val = { len, v };
-  int rc = mdb_put(txn, r->rebuilt_dbi, &k, &val, 0);
+  int rc = mdb_put(r->p->store.wtxn, r->rebuilt_dbi, &k, &val, 0);
   free(v);
   return rc ? fail(r, rc) : 0;
-}
-
-static int put_entry(rn_rel *r, uint64_t id, int has, const char *told, size_t told_len, const char *now,
-                     size_t now_len)
-{
-  return put_entry_in(r, r->p->store.wtxn, id, has, told, told_len, now, now_len);
 }
 
 static bool entry_parse(const MDB_val *v, int *has, const char **told, size_t *told_len, const char **now,
@@ -116,59 +105,6 @@ static int told_row(void *ctx, uint64_t id, const char *row, size_t len)
   if (rc == 0) return 0;
   if (rc != MDB_NOTFOUND) return fail(r, rc);
   return put_entry(r, id, TOLD, row, len, NULL, 0);
-}
-
-/* ---- a source table's rows rewritten by its declaration (evolve.c) ----
- * The same entries, made while the rows are rewritten: told is the row
- * before, read in the new layout (a new column null), now the row after;
- * a row whose two are equal has none. A second declaration before any
- * group reads the told row of the first's entry instead (1), in the
- * layout before it, as the rows. */
-
-int rn_rebuild_table_open(rn_rel *r, MDB_txn *txn)
-{
-  if (r->rebuilt_open) return 0;
-  int rc = rn_state_dbi(r->p, txn, RN_DB_REBUILT, r->name, 0, &r->rebuilt_dbi);
-  if (!rc) r->rebuilt_open = true;
-  return rc;
-}
-
-int rn_rebuild_table_told(rn_rel *r, MDB_txn *txn, uint64_t id, const char **told, size_t *told_len)
-{
-  char kb[8];
-  rn_be64_put(kb, id);
-  MDB_val k = { 8, kb }, v;
-  int rc = mdb_get(txn, r->rebuilt_dbi, &k, &v);
-  if (rc == MDB_NOTFOUND) return 0;
-  int has;
-  const char *now;
-  size_t now_len;
-  if (!rc && !entry_parse(&v, &has, told, told_len, &now, &now_len)) rc = MDB_CORRUPTED;
-  if (!rc && !(has & TOLD)) *told = NULL; /* not told of: a table's entries always are; damaged */
-  if (!rc && !*told) rc = MDB_CORRUPTED;
-  return rc ? fail(r, rc) : 1;
-}
-
-int rn_rebuild_table_row(rn_rel *r, MDB_txn *txn, uint64_t id, const char *told, size_t told_len, const char *now,
-                         size_t now_len)
-{
-  if (told_len != now_len || memcmp(told, now, now_len) != 0)
-    return put_entry_in(r, txn, id, TOLD | NOW, told, told_len, now, now_len);
-  char kb[8];
-  rn_be64_put(kb, id);
-  MDB_val k = { 8, kb };
-  int rc = mdb_del(txn, r->rebuilt_dbi, &k, NULL); /* told again what it holds: nothing left to tell */
-  return rc && rc != MDB_NOTFOUND ? fail(r, rc) : 0;
-}
-
-int rn_rebuild_table_done(rn_rel *r, MDB_txn *txn)
-{
-  MDB_stat st;
-  int rc = mdb_stat(txn, r->rebuilt_dbi, &st);
-  if (rc) return fail(r, rc);
-  r->rebuilt_pending = st.ms_entries > 0;
-  if (r->rebuilt_pending) r->p->rebuilt_any = true;
-  return 0;
 }
 
 /* One entry of r's "rb:" database, parsed, with the cursor standing on it. */

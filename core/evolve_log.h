@@ -42,19 +42,6 @@ const rn_rel *rn_told_unknown_under(const rn_rel *r);
  * rebuild left untold; created: dropped, the rows' layout changed. */
 int rn_rebuild_opened(rn_rel *r, MDB_txn *txn, bool created);
 
-/* A source table whose declaration rewrites its rows (evolve.c), in the
- * declaring transaction txn: open opens its "rb:" database; told finds the
- * row an entry left from an earlier declaration says its sinks were told
- * (1: 1 and *told set, 0 none; LMDB's bytes, valid until the next write);
- * row keeps id's told row (before, in the new layout) and now row (a
- * table's row ids never change: an UPDATE), or none when they are equal;
- * done sees whether any is left for the next group to tell. */
-int rn_rebuild_table_open(rn_rel *r, MDB_txn *txn);
-int rn_rebuild_table_told(rn_rel *r, MDB_txn *txn, uint64_t id, const char **told, size_t *told_len);
-int rn_rebuild_table_row(rn_rel *r, MDB_txn *txn, uint64_t id, const char *told, size_t told_len, const char *now,
-                         size_t now_len);
-int rn_rebuild_table_done(rn_rel *r, MDB_txn *txn);
-
 /* A group opened (or its changes are applied again, group.c): every
  * pending rebuild's changes into its relation's log, first. */
 int rn_rebuild_tell(rn_pipeline *p);

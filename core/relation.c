@@ -362,8 +362,8 @@ static int try_open_source_state(rn_pipeline *p, rn_rel *r)
   rc = rn_state_open(p, r, txn, &created, &stale);
   if (!rc && (r->kind == RN_REL_MAP || r->kind == RN_REL_FILTER))
     rc = rn_select_decl_record(r, txn); /* a select is read from outside through its input (reader.h) */
-  if (!rc && (r->kind == RN_REL_MAP || r->kind == RN_REL_FILTER || r->kind == RN_REL_TABLE)) {
-    rc = rn_rebuild_opened(r, txn, created); /* what a change of its function or columns left untold (evolve_log.h) */
+  if (!rc && (r->kind == RN_REL_MAP || r->kind == RN_REL_FILTER)) {
+    rc = rn_rebuild_opened(r, txn, created); /* what a change of its function left untold (evolve_log.h) */
   }
   if (!rc && r->kind == RN_REL_TABLE) {
     rc = rn_state_dbi(p, txn, RN_DB_ROWS, r->name, 0, &r->rows_dbi);

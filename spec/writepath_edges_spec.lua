@@ -285,16 +285,6 @@ local function run_groups(ctx, groups, seed)
     local u_start = {}
     for k, v in pairs(ctx.u_model) do u_start[k] = v end
     local events = {}
-    local told_start = start.rows -- the rows as t's sinks had them when the group began
-    if ctx.untold then -- a column added since: each row's UPDATE comes first, by id (0.21, evolve.c (4))
-      told_start = ctx.untold
-      local ks = {}
-      for k in pairs(ctx.untold) do ks[#ks + 1] = k end
-      table.sort(ks, function(a, b) return m.ids[a] < m.ids[b] end)
-      for _, k in ipairs(ks) do
-        events[#events + 1] = { verb = "UPDATE", id = m.ids[k], k = k, row = m.rows[k], old = ctx.untold[k] }
-      end
-    end
     local mode = rng(1, 10) -- 1..6 commit, 7 rollback, 8 error in batch, 9 sink raises, 10 refused change
     local refused_msg
     local function change(step)
@@ -396,9 +386,8 @@ local function run_groups(ctx, groups, seed)
     end
     if committed then
       if #events > 0 or true then
-        transcript[#transcript + 1] = { start = told_start, events = events }
+        transcript[#transcript + 1] = { start = start.rows, events = events }
       end
-      ctx.untold = nil
     else
       restore(m, start)
       ctx.u_model = u_start
@@ -531,7 +520,6 @@ describe("the 0.13 write path at its edges", function()
         ctx2.m.rows[k] = r2
       end
       ctx2.m.ids, ctx2.m.next_id, ctx2.m.count = m.ids, m.next_id, m.count
-      ctx2.untold = m.rows -- the rows as the sinks had them, without e: told at the first group
       ctx2.u_model = ctx.u_model
       check_state(ctx2.m, ctx2.t)
       check_join(ctx2.m, ctx2.u_model, ctx2.j)

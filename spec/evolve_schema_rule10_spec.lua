@@ -1,0 +1,100 @@
+-- One rule for what sinks hear of a column they were never told of (0.21):
+-- a row is told as it stands in the new columns where a new column holds
+-- its default (else null when nullable): that is what the declaration's
+-- note describes ("t: added "w" int = 5"), so a copy that applies the note
+-- holds exactly the relation's rows. A source table that gains a column
+-- with a default tells its sinks nothing, and neither does a join whose
+-- columns gained it from that table; a value that differs from the rule's
+-- is told (an aggregate's new column, computed from the rows). The two
+-- merged in 0.21 disagreed: the table told an UPDATE per row with the new
+-- column null while the join over it told nothing.
+local runnel = require "runnel"
+local H = require "helper"
+
+local function declare(dir, with_w)
+  local p, notes = H.open_noting(dir)
+  local cols = { {"id","int"}, {"v","string"}, {"u_id","int", null = true}, key = "id" }
+  if with_w then cols[#cols + 1] = {"w","int", default = 5} end
+  local t = p:table("t", cols)
+  local u = p:table("u", { {"id","int"}, {"name","string"}, key = "id" })
+  local j = t:join(u, { on = "u_id", kind = "left", name = "j" })
+  local odd = t:filter(function(r) return r.id % 2 == 1 end, "odd")
+  local agg_cols = { by = "u_id", name = "a", {"n", runnel.count()} }
+  if with_w then agg_cols[#agg_cols + 1] = {"total_w", runnel.sum("w")} end
+  local a = t:aggregate(agg_cols)
+  return p, { t = t, u = u, j = j, odd = odd, a = a }, notes
+end
+
+describe("a column added with a default", function()
+  after_each(H.cleanup)
+
+  it("is no change of rows: the table, a join and a filter over it tell nothing; copies hold the rows once the note is applied", function()
+    local dir = H.tmpdir()
+    local p, r = declare(dir, false)
+    local copies = {}
+    for _, name in ipairs{ "t", "j", "odd" } do
+      local copy, apply = H.id_applier()
+      copies[name] = copy
+      r[name]:sink(apply)
+    end
+    p:begin()
+    r.t:insert{ id = 1, v = "a", u_id = 1 }
+    r.t:insert{ id = 2, v = "b", u_id = 1 }
+    r.t:insert{ id = 3, v = "c" }
+    p:commit()
+    p:close()
+
+    local notes
+    p, r, notes = declare(dir, true)
+    local added
+    for _, line in ipairs(notes) do if line:find('^t: added "w" int = 5') then added = line end end
+    assert.truthy(added, table.concat(notes, "\n"))
+    local logs = {}
+    for _, name in ipairs{ "t", "j", "odd" } do logs[name] = H.record(r[name]) end
+    p:begin()
+    r.u:insert{ id = 1, name = "U1" } -- the join's rows change: told as this group's own changes
+    p:commit()
+    assert.same({}, logs.t)
+    assert.same({}, logs.odd)
+    for _, e in ipairs(logs.j) do
+      assert.equal("UPDATE", e[1])
+      assert.equal("U1", e[3].name)
+      assert.equal(5, e[3].w)
+      assert.equal(5, e[4].w) -- the row the sinks hold, as the note gives it
+    end
+    assert.equal(2, #logs.j)
+    -- the copies, with the note applied (w = 5 where a row lacks it), hold the rows
+    for _, name in ipairs{ "t", "j", "odd" } do
+      for id, row in pairs(copies[name]) do
+        if row.w == nil then row.w = 5 end
+        copies[name][id] = row
+      end
+      local now = H.rows_by_id(r[name])
+      for id, row in pairs(now) do
+        assert.equal(row.w, copies[name][id].w, name .. " row " .. id)
+        assert.equal(row.v, copies[name][id].v, name .. " row " .. id)
+      end
+    end
+    p:close()
+  end)
+
+  it("is told where a derived column's values are new (an aggregate's added sum)", function()
+    local dir = H.tmpdir()
+    local p, r = declare(dir, false)
+    p:begin()
+    r.t:insert{ id = 1, v = "a", u_id = 1 }
+    r.t:insert{ id = 2, v = "b", u_id = 1 }
+    p:commit()
+    p:close()
+    p, r = declare(dir, true)
+    local log = H.record(r.a)
+    p:begin()
+    r.u:insert{ id = 9, name = "nine" }
+    p:commit()
+    assert.equal(1, #log)
+    assert.equal("UPDATE", log[1][1])
+    assert.equal(10, log[1][3].total_w)
+    assert.is_nil(log[1][4].total_w)
+    p:close()
+  end)
+end)

@@ -226,7 +226,12 @@ int rn_rebuild_before(rn_rel *r)
   if (rc) return rc;
   r->rebuilt_open = true;
   if ((rc = each_entry(r, forget_now_of, NULL))) return rc;
-  if (is_derived(r)) return derive_told(r, told_row, r); /* its function is the old one now */
+  if (is_derived(r)) { /* its function is the old one now; a column its rows lack is null (RN_ROW_TOLD) */
+    r->told_rows = true;
+    rc = derive_told(r, told_row, r);
+    r->told_rows = false;
+    return rc;
+  }
   return rn_rel_scan(r, told_row, r);
 }
 
@@ -493,7 +498,9 @@ static bool plan_capture(capture *c)
     const rn_column *n = &now->cols[j];
     int s = c->src[j] = old_slot(c->r, c->old, n->name);
     if (s < 0) {
-      c->give[j] = n->has_default ? GIVE_DEFAULT : n->nullable ? GIVE_NULL : GIVE_FILL;
+      /* null even with a default, even when not nullable: the sinks were told no value of it (a key column's
+       * says which row it was) */
+      c->give[j] = !n->is_key ? GIVE_NULL : n->has_default ? GIVE_DEFAULT : GIVE_FILL;
       continue;
     }
     const rn_column *o = &c->old->cols[s];

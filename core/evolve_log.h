@@ -21,9 +21,10 @@ int rn_rebuild_untold(rn_rel *r);
  * columns changed, is replaced (rn_state_open): the rows it holds, read
  * as a reader of the state reads them (reader.h) in the columns the entry
  * held, given in r's new columns by name (the was = of its own columns,
- * or of its input's when its columns are its input's; a new column: its
- * default, else null when nullable, else the rebuilt row's value under its
- * id) as what its sinks were told; the rebuild's rn_rebuild_after compares
+ * or of its input's when its columns are its input's; a new column null,
+ * even with a default or where not nullable: the sinks were told no value
+ * of it; a new key column its default, else the rebuilt row's value under
+ * its id) as what its sinks were told; the rebuild's rn_rebuild_after compares
  * them with its new rows. Rows that cannot be read or do not fit leave
  * nothing to tell and r->untold_why for the note. Not for a keyed map
  * (its function gives its old rows, derive.h) nor over a stream. */

@@ -108,10 +108,11 @@ struct rn_rel {
   bool decl_new;          /* its catalogue entry was new: the state never held it, its sinks saw nothing */
   bool rebuilt_pending;   /* it holds a rebuild's changes the next group tells */
   bool rebuilt_unflushed; /* a group told them, in an LMDB transaction not yet committed */
+  bool told_rows;         /* its old function is making the rows its sinks were told (RN_ROW_TOLD) */
   bool rebuild_captured;  /* its old rows, in its new columns, are in rebuilt_dbi already (evolve_log.h) */
   bool told_unknown;      /* its sinks were not told what its declaration changed: what they hold is not
                              known, nor what relations over it were told (evolve_log.h) */
-  int *rebuild_fill;      /* captured: the slots its old rows lack that take the rebuilt row's value */
+  int *rebuild_fill;      /* captured: the key slots its old rows lack that take the rebuilt row's value */
   int nfill;
   char *untold_why;       /* the capture found its old rows cannot be told: why (for the note) */
   MDB_dbi rebuilt_dbi;

@@ -101,7 +101,8 @@ static int filter_cb(void *ctx, rn_rel *in, const char *row, size_t len, int *pa
 static int pack_row(lpipe *lp, rn_rel *out, msgpack_object *vals, uint8_t *given, const char *bad_prefix,
                     msgpack_sbuffer *result, rn_err *e)
 {
-  int rc = rn_row_normalize(out->schema, out->name, RN_ROW_FULL, vals, given, &lp->p->scratch, e);
+  rn_rowmode mode = out->told_rows ? RN_ROW_TOLD : RN_ROW_FULL;
+  int rc = rn_row_normalize(out->schema, out->name, mode, vals, given, &lp->p->scratch, e);
   if (rc) rn_err_prefix(e, bad_prefix);
   else rn_row_pack(out->schema, vals, result);
   return rc;

@@ -342,10 +342,11 @@ end
 
 -- A map's old function made again (record_fn), giving its rows in the
 -- columns declared now (cols, key): each by its name (or the name it was),
--- one it no longer has left out, a new nullable one nil. A new column that
--- can hold no null and has no default takes the new function's value: it
--- was not there to change. Its sinks hold the old rows; they are told
--- against the new ones in this layout.
+-- one it no longer has left out, a new one nil (null, even where it has a
+-- default or is not nullable: the sinks were told no value of it; the
+-- binding packs these rows as RN_ROW_TOLD). A new key column takes the
+-- new function's value: it says which row the old one was. Its sinks hold
+-- the old rows; they are told against the new ones in this layout.
 local function in_columns(old, new, cols, key)
   local keyed = {}
   for _, k in ipairs(key or {}) do keyed[k] = true end
@@ -356,7 +357,7 @@ local function in_columns(old, new, cols, key)
     for _, c in ipairs(cols) do
       local v = out[c.name]
       if v == nil and c.was then v = out[c.was] end
-      if v == nil and (keyed[c.name] or not c.null) and not c.has_default then
+      if v == nil and keyed[c.name] and not c.has_default then
         if now == nil then now = new(row) or false end
         v = now and now[c.name]
       end

@@ -308,17 +308,6 @@ typedef struct rewrite {
   MDB_dbi hashes;         /* keyless: the hash index, rebuilt */
 } rewrite;
 
-/* An int a double holds exactly (|v| <= 2^53 always does). */
-static bool exact_float(const msgpack_object *v)
-{
-  if (v->type == MSGPACK_OBJECT_POSITIVE_INTEGER) {
-    double d = (double)v->via.u64;
-    return d < 18446744073709551616.0 && (uint64_t)d == v->via.u64;
-  }
-  if (v->type == MSGPACK_OBJECT_NEGATIVE_INTEGER) return (int64_t)(double)v->via.i64 == v->via.i64;
-  return true;
-}
-
 static void block(rewrite *w, int slot, uint64_t id)
 {
   if (!w->blocked++) {
@@ -346,7 +335,7 @@ static int convert_row(rewrite *w, uint64_t id, const char *row, size_t len)
     *v = old[w->pl->src[j]];
     if (w->pl->null_check[j] && v->type == MSGPACK_OBJECT_NIL && bad < 0) bad = j;
     if (w->pl->conv[j] == CONV_TO_FLOAT && v->type != MSGPACK_OBJECT_NIL) {
-      if (!exact_float(v) && bad < 0) bad = j;
+      if (!rn_int_is_float(v) && bad < 0) bad = j;
       double d = v->type == MSGPACK_OBJECT_POSITIVE_INTEGER ? (double)v->via.u64 : (double)v->via.i64;
       v->type = MSGPACK_OBJECT_FLOAT64;
       v->via.f64 = d;

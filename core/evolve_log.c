@@ -516,17 +516,6 @@ static bool plan_capture(capture *c)
   return true;
 }
 
-/* An int a double holds exactly. */
-static bool exact_float(const msgpack_object *v)
-{
-  if (v->type == MSGPACK_OBJECT_POSITIVE_INTEGER) {
-    double d = (double)v->via.u64;
-    return d < 18446744073709551616.0 && (uint64_t)d == v->via.u64;
-  }
-  if (v->type == MSGPACK_OBJECT_NEGATIVE_INTEGER) return (int64_t)(double)v->via.i64 == v->via.i64;
-  return true;
-}
-
 /* Old row id in the new columns, into c->out; false (why) when it does not
  * fit them. */
 static bool give_row(capture *c, uint64_t id, const char *row, size_t len)
@@ -551,7 +540,7 @@ static bool give_row(capture *c, uint64_t id, const char *row, size_t len)
     }
     if (c->give[j] == GIVE_FLOAT && v->type != MSGPACK_OBJECT_NIL && v->type != MSGPACK_OBJECT_FLOAT64 &&
         v->type != MSGPACK_OBJECT_FLOAT32) {
-      if (!exact_float(v)) {
+      if (!rn_int_is_float(v)) {
         snprintf(c->why, sizeof c->why, "its old rows do not fit its new columns: row %llu holds in column \"%s\" "
                  "an integer no float holds exactly", (unsigned long long)id, n->name);
         return false;

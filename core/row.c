@@ -105,11 +105,12 @@ static int inexact_int(rn_err *e, const char *rel, const path *p, const msgpack_
   return type_error(e, rel, p, "int", v, extra);
 }
 
-/* Whether the integer v is a double exactly: always within ±2^53; beyond,
- * only when the nearest double converts back to it (2^60 does,
+/* Whether the integer v is a double exactly (row.h): always within ±2^53;
+ * beyond, only when the nearest double converts back to it (2^60 does,
  * 2^53 + 1 does not). The bounds keep the casts back defined. */
-static bool int_is_float(const msgpack_object *v)
+bool rn_int_is_float(const msgpack_object *v)
 {
+  if (v->type != MSGPACK_OBJECT_POSITIVE_INTEGER && v->type != MSGPACK_OBJECT_NEGATIVE_INTEGER) return true;
   if (v->type == MSGPACK_OBJECT_POSITIVE_INTEGER) {
     if (v->via.u64 <= 9007199254740992ULL) return true;
     double d = (double)v->via.u64;
@@ -120,7 +121,7 @@ static bool int_is_float(const msgpack_object *v)
   return d >= -9223372036854775808.0 && (int64_t)d == v->via.i64; /* -2^63 is a double */
 }
 
-/* An integer for a float column that no double holds (int_is_float): it
+/* An integer for a float column that no double holds (rn_int_is_float): it
  * would be stored as its nearest double, another number; a float given
  * as such is the caller's rounding. Worded as JSON's refusals are
  * (json_change.c): the value as written, and how to say the float. */
@@ -173,7 +174,7 @@ static int normalize_typed(rn_type t, const rn_schema *fields, msgpack_object *v
     return type_error(e, rel, p, "int", v, NULL);
   case RN_T_FLOAT:
     if (v->type == MSGPACK_OBJECT_POSITIVE_INTEGER || v->type == MSGPACK_OBJECT_NEGATIVE_INTEGER) {
-      if (!int_is_float(v)) return inexact_float(e, rel, p, v);
+      if (!rn_int_is_float(v)) return inexact_float(e, rel, p, v);
       v->via.f64 = v->type == MSGPACK_OBJECT_POSITIVE_INTEGER ? (double)v->via.u64 : (double)v->via.i64;
     } else if (v->type != MSGPACK_OBJECT_FLOAT32 && v->type != MSGPACK_OBJECT_FLOAT64)
       return type_error(e, rel, p, "float", v, NULL);

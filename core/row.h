@@ -75,6 +75,10 @@ int rn_value_normalize(const rn_column *c, msgpack_object *v, msgpack_zone *z,
 /* Appends the row's encoding to out. */
 void rn_row_pack(const rn_schema *s, const msgpack_object *vals, msgpack_sbuffer *out);
 
+/* Whether v, an integer, is a double exactly, so int -> float keeps its
+ * number (any other value: true). */
+bool rn_int_is_float(const msgpack_object *v);
+
 /* Decodes a row into its slot values (pointing into data, which must outlive
  * them; arrays from z). Returns the ncols values, or NULL if data is not a
  * row of ncols columns. */

@@ -17,61 +17,14 @@
 #include "key.h"
 #include "pipeline.h"
 #include "push_fixture.h"
+#include "raw_meta_fixture.h"
 #include "scan.h"
 #include "runnel.h"
 #include "store.h"
 #include "store_sink.h"
 #include "verify.h"
 
-static void cleanup(const char *dir)
-{
-  char cmd[96];
-  snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
-  CHECK(system(cmd) == 0);
-}
-
-/* ---- meta records rewritten through LMDB (no process has the state open) ---- */
-
-static MDB_env *raw_open(const char *dir, MDB_txn **txn, MDB_dbi *dbi)
-{
-  MDB_env *env;
-  CHECK(mdb_env_create(&env) == 0);
-  mdb_env_set_maxdbs(env, 64);
-  CHECK(mdb_env_open(env, dir, 0, 0644) == 0);
-  CHECK(mdb_txn_begin(env, NULL, 0, txn) == 0);
-  CHECK(mdb_dbi_open(*txn, RN_DB_META, 0, dbi) == 0);
-  return env;
-}
-
-static void raw_close(MDB_env *env, MDB_txn *txn)
-{
-  CHECK(mdb_txn_commit(txn) == 0);
-  mdb_env_close(env);
-}
-
-static void raw_put(const char *dir, const char *key, const void *val, size_t len)
-{
-  MDB_txn *txn;
-  MDB_dbi dbi;
-  MDB_env *env = raw_open(dir, &txn, &dbi);
-  MDB_val k = { strlen(key), (void *)key }, v = { len, (void *)val };
-  CHECK(mdb_put(txn, dbi, &k, &v, 0) == 0);
-  raw_close(env, txn);
-}
-
-/* The value of key, malloc'd, in *len (NULL: none). */
-static char *raw_get(const char *dir, const char *key, size_t *len)
-{
-  MDB_txn *txn;
-  MDB_dbi dbi;
-  MDB_env *env = raw_open(dir, &txn, &dbi);
-  MDB_val k = { strlen(key), (void *)key }, v;
-  char *out = NULL;
-  if (mdb_get(txn, dbi, &k, &v) == 0 && (out = malloc(v.mv_size + 1))) memcpy(out, v.mv_data, v.mv_size);
-  *len = out ? v.mv_size : 0;
-  raw_close(env, txn);
-  return out;
-}
+/* ---- meta records rewritten through LMDB (raw_meta_fixture.h) ---- */
 
 /* key's value with its byte at (from the end when negative) xored with x. */
 static void raw_flip(const char *dir, const char *key, long at, unsigned char x)

@@ -159,7 +159,7 @@ static void check_table(walk *w, const char *name, const uint64_t counters[3], b
              (unsigned long long)counters[1]);
     damaged(w, "table \"%s\": %s", name, detail);
   }
-  qsort(ids, n, sizeof *ids, cmp_u64);
+  if (n) qsort(ids, n, sizeof *ids, cmp_u64); /* none: ids is NULL, which qsort may not take */
   for (uint64_t i = 0; i < n; i++) {
     if (ids[i] == 0 || ids[i] >= counters[0] || (i > 0 && ids[i] == ids[i - 1])) {
       snprintf(detail, sizeof detail, "row id %llu is %s (next id %llu)", (unsigned long long)ids[i],

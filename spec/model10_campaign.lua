@@ -17,6 +17,8 @@ local null = runnel.null
 
 local M = {}
 
+local LONG = string.rep("L", 600)
+
 -- ---- random numbers (own LCG: independent of math.random) ----------------
 local function rng_new(seed)
   local s = (seed * 2654435761 + 12345) & 0x7fffffffffffffff
@@ -34,7 +36,10 @@ end
 -- ---- rows: plain tables, nil for null; canonical strings -----------------
 local function fmt(v)
   if v == nil then return "~" end
-  if type(v) == "string" then return ("%q"):format(v) end
+  if type(v) == "string" then
+    if #v > 24 then return ("%q"):format(v:sub(1, 3) .. "…(" .. #v .. ")…" .. v:sub(-3)) end
+    return ("%q"):format(v)
+  end
   if math.type(v) == "float" then return ("%.17g"):format(v) .. "f" end
   return tostring(v)
 end
@@ -76,7 +81,7 @@ local BCOLS = { "bid", "name", "w" }
 local KCOLS = { "x", "y" }
 local ECOLS = { "k", "ts", "v", "tf" }
 
-local function declare(p)
+local function declare(p, variant)
   local R = {}
   R.A = p:table("A", { {"id","int"}, {"g","string", null = true}, {"v","int", null = true},
                        {"s","string"}, {"b","int", null = true}, {"c","int", default = 7}, key = "id" })
@@ -84,7 +89,7 @@ local function declare(p)
   R.K = p:table("K", { {"x","int"}, {"y","string", null = true} })
   R.E = p:stream("E", { {"k","string"}, {"ts","int"}, {"v","int"}, {"tf","float"} })
   R.top1 = R.A:top{ n = 2, by = "g", order = { {"v", "desc"} }, name = "top1" }
-  R.top2 = R.A:top{ n = 3, order = { "v", "asc", "s", "desc" }, rank = "pos", name = "top2" }
+  R.top2 = R.A:top{ n = variant.top2n, order = { "v", "asc", "s", "desc" }, rank = "pos", name = "top2" }
   R.ix1 = R.A:index{ "v", "desc", "s", name = "ix1" }
   R.ix2 = R.K:index{ "y", "x", "desc", name = "ix2" }
   R.d1 = R.A:select({ "g", "v" }, "A.sel"):distinct("d1")
@@ -100,13 +105,18 @@ local function declare(p)
   R.kj = R.K:join(R.B, { on = "x", kind = "left", name = "kj" })
   R.ka = R.K:aggregate{ by = "y", n = runnel.count(), sx = runnel.sum("x"), name = "ka" }
   R.fA = R.A:filter(function(r) return r.v ~= nil end, "fA")
-  R.ftop = R.fA:top{ n = 2, by = "b", order = { {"s", "desc"} }, name = "ftop" }
+  R.ftop = R.fA:top{ n = variant.ftopn, by = "b", order = { {"s", "desc"} }, name = "ftop" }
   R.jix = R.jm:index{ "tot", "desc", name = "jix" }
   R.w1 = R.E:aggregate{ by = "k", window = runnel.tumbling(10, "ts"), grace = 5,
                         n = runnel.count(), sm = runnel.sum("v"), name = "w1" }
   R.w4 = R.E:aggregate{ window = runnel.tumbling(4, "tf"), grace = 1.5, n = runnel.count(), name = "w4" }
   R.top3 = R.A:top{ n = 1, by = { "g", "b" }, order = { "s", { "v", "desc" } }, name = "top3" }
   R.d3 = R.j:select({ "name", "g" }, "j.sel"):distinct("d3")
+  R.ktop = R.K:top{ n = 2, by = "y", order = { {"x", "desc"} }, name = "ktop" }
+  R.atop = R.ka:top{ n = 1, order = { {"n", "desc"} }, name = "atop" }
+  R.jaf = R.ja:filter(function(r) return r.n >= 2 end, "jaf")
+  R.d4 = R.top1:select({ "g", "rank" }, "top1.sel"):distinct("d4")
+  R.wj = R.w1:join(R.B, { mapper = function(r) return r.n % 5 end, kind = "left", name = "wj" })
   R.w2 = R.E:aggregate{ window = runnel.hopping(10, 4, "ts"), n = runnel.count(), mx = runnel.max("v"), name = "w2" }
   R.w3 = R.E:aggregate{ by = "k", window = runnel.hopping(6, 3, "ts"), grace = 2, n = runnel.count(), name = "w3" }
   R.es = R.E:join(R.B, { mapper = function(r) return r.v % 5 end, name = "es" })
@@ -115,6 +125,11 @@ local function declare(p)
   R.cJ = R.jm:cdc{ preimage = "full", postimage = true, name = "cJ" }
   R.cT = R.top1:cdc{ preimage = "full", postimage = true, name = "cT" }
   R.cK = R.K:cdc{ preimage = "full", postimage = true, name = "cK" }
+  R.zT = R.top1:cdc{ format = "debezium", name = "zT" }
+  R.zD = R.d1:cdc{ format = "debezium", name = "zD" }
+  R.fJ = R.jm:cdc{ format = "flink", name = "fJ" }
+  R.fT = R.top2:cdc{ format = "flink", name = "fT" }
+  R.cKa = R.ka:cdc{ preimage = true, postimage = true, name = "cKa" }
   R.cD = R.d1:cdc{ preimage = "full", postimage = true, name = "cD" }
   R.cW = R.w1:cdc{ preimage = true, postimage = true, name = "cW" }
   return R
@@ -123,12 +138,14 @@ end
 -- Relations whose events are mirrored (table-like), and the CDC streams
 -- with the relation each one reads.
 local TABLELIKE = { "A", "B", "K", "top1", "top2", "ix1", "ix2", "d1", "d2", "j", "jf", "jm", "ja",
-                    "ji", "jtop", "w1", "w2", "w3", "kj", "ka", "fA", "ftop", "jix", "w4", "top3", "d3" }
+                    "ji", "jtop", "w1", "w2", "w3", "kj", "ka", "fA", "ftop", "jix", "w4", "top3", "d3", "ktop", "atop", "jaf", "d4", "wj" }
 local CDCS = { cA = { "A", "full" }, cA2 = { "A", true }, cJ = { "jm", "full" }, cT = { "top1", "full" },
                cK = { "K", "full" }, cW = { "w1", true } }
-local CDCNAMES = { "cA", "cA2", "cJ", "cT", "cK", "cW", "cD" }
+local CDCNAMES = { "cA", "cA2", "cJ", "cT", "cK", "cW", "cD", "cKa" }
+CDCS.cKa = { "ka", true }
 CDCS.cD = { "d1", "full" }
 
+local FMTS = { zT = { "top1", "debezium" }, zD = { "d1", "debezium" }, fJ = { "jm", "flink" }, fT = { "top2", "flink" } }
 local DURABLE = { "A", "top1", "d2", "jm", "w1", "kj", "ftop" }
 local function rel_sink_durable(rel, t) rel:sink(t) end
 
@@ -186,6 +203,24 @@ local function attach_sinks(R, S)
           cur = {}
         end })
     end
+  end
+  -- debezium and flink logs: their rows as text
+  S.fmtpending = {}
+  for name, of in pairs(FMTS) do
+    S.fmtpending[name] = {}
+    local cols = S.cols[of[1]]
+    R[name]:sink{
+      insert = function(row)
+        local t
+        if of[2] == "debezium" then
+          t = ("%s %s <- %s %s/%s/%s"):format(row.op, ser(copy_row(row.after, cols), cols),
+            ser(copy_row(row.before, cols), cols), tostring(row.source.relation), tostring(row.source.seq), tostring(row.source.id))
+        else
+          t = row.rowkind .. " " .. ser(copy_row(row, cols), cols)
+        end
+        S.fmtpending[name][#S.fmtpending[name] + 1] = t
+      end,
+      rollback = function() S.fmtpending[name] = {} end }
   end
   -- the stream join's events
   S.espending = {}
@@ -424,7 +459,7 @@ local function model_expect(st)
   W.K = {}
   for id, r in pairs(m.K) do W.K[id] = r end
   W.top1 = model_top(alist, "g", { {"v", "desc"} }, 2, "rank")
-  W.top2 = model_top(alist, nil, { {"v", "asc"}, {"s", "desc"} }, 3, "pos")
+  W.top2 = model_top(alist, nil, { {"v", "asc"}, {"s", "desc"} }, st.variant.top2n, "pos")
   W.ix1 = W.A
   W.ix2 = W.K
   return W, alist
@@ -502,9 +537,9 @@ local function check_index(ctx, st, name, idx, list, order)
   local function boundv(i)
     local c = order[i][1]
     if c == "v" then return st.rng.int(-1, 6) end
-    if c == "s" then return st.rng.pick{ "p", "q", "r", "a", "z" } end
+    if c == "s" then return st.rng.pick{ "p", "q", "r", "a", "z", LONG, LONG .. "p", LONG .. "q", LONG .. "pp" } end
     if c == "x" then return st.rng.int(0, 4) end
-    if c == "y" then return st.rng.pick{ "u", "v", "t", "w" } end
+    if c == "y" then return st.rng.pick{ "u", "v", "t", "w", LONG .. "u", LONG, LONG .. "v" } end
     if c == "tot" then return st.rng.int(-1, 13) end
   end
   for _ = 1, 3 do
@@ -822,19 +857,71 @@ local function check_all(st, ctx, seq, group_committed, midgroup)
     if r.v ~= nil then faw[m.Aid[k]] = r; flist[#flist + 1] = { id = m.Aid[k], row = r } end
   end
   compare_by_id(ctx, "fA", got.fA, faw, S.cols.fA)
-  compare_by_id(ctx, "ftop", got.ftop, model_top(flist, "b", { {"s", "desc"} }, 2, "rank"), S.cols.ftop)
+  compare_by_id(ctx, "ftop", got.ftop, model_top(flist, "b", { {"s", "desc"} }, st.variant.ftopn, "rank"), S.cols.ftop)
   local jmid = {}
   for id, r in pairs(got.jm) do jmid[id] = r end
   compare_by_id(ctx, "jix", got.jix, jmid, S.cols.jix)
   local jlist2 = {}
   for id, r in pairs(got.jm) do jlist2[#jlist2 + 1] = { id = id, row = r } end
   check_index(ctx, st, "jix", R.jix, jlist2, { {"tot", "desc"} })
+  do
+    local kl = {}
+    for id, r in pairs(m.K) do kl[#kl + 1] = { id = id, row = r } end
+    compare_by_id(ctx, "ktop", got.ktop, model_top(kl, "y", { {"x", "desc"} }, 2, "rank"), S.cols.ktop)
+    local al = {}
+    for id, r in pairs(got.ka) do al[#al + 1] = { id = id, row = r } end
+    compare_by_id(ctx, "atop", got.atop, model_top(al, nil, { {"n", "desc"} }, 1, "rank"), S.cols.atop)
+    local jafw = {}
+    for id, r in pairs(got.ja) do if r.n >= 2 then jafw[id] = r end end
+    compare_by_id(ctx, "jaf", got.jaf, jafw, S.cols.jaf)
+    check_distinct(ctx, st, "d4", got.d4, distinct_of(got.top1, { "g", "rank" }), { "g", "rank" })
+    local wjw = {}
+    local w1w = window_rows(m, "w1", "k", { sm = true })
+    for _, r in pairs(w1w) do
+      local b = m.B[r.n % 5]
+      local t = deepcopy(r)
+      if b then t.bid, t.name, t.w = b.bid, b.name, b.w end
+      wjw[fmt(r.k) .. "|" .. fmt(r.window_start)] = t
+    end
+    local ids2 = compare_by_key(ctx, "wj", got.wj, wjw, S.cols.wj, function(r) return fmt(r.k) .. "|" .. fmt(r.window_start) end)
+    check_stable_ids(ctx, st, "wj", ids2)
+  end
   for _, w in ipairs{ { "w1", "k", { sm = true } }, { "w2", nil, { mx = true } }, { "w3", "k", {} }, { "w4", nil, {} } } do
     local want, kf = window_rows(m, w[1], w[2], w[3])
     ids = compare_by_key(ctx, w[1], got[w[1]], want, S.cols[w[1]], kf)
     check_stable_ids(ctx, st, w[1], ids)
     if R[w[1]]:late() ~= m.wins[w[1]].late then
       fail(ctx, "%s: late() %d, model %d", w[1], R[w[1]]:late(), m.wins[w[1]].late)
+    end
+  end
+  for _, x in ipairs(st.extras) do
+    local g = rows_by_id(x.rel, x.cols)
+    local al, kl = {}, {}
+    for k, r in pairs(m.A) do al[#al + 1] = { id = m.Aid[k], row = r } end
+    for id, r in pairs(m.K) do kl[#kl + 1] = { id = id, row = r } end
+    if x.kind == 1 then compare_by_id(ctx, x.name, g, model_top(al, "b", { {"c", "asc"}, {"s", "desc"} }, x.n, "rank"), x.cols)
+    elseif x.kind == 2 then compare_by_id(ctx, x.name, g, model_top(kl, nil, { {"y", "desc"}, {"x", "asc"} }, x.n, "rank"), x.cols)
+    elseif x.kind == 3 then
+      local seen = {}
+      for _, r in pairs(g) do
+        local k = ser(r, x.cols)
+        if seen[k] then fail(ctx, "%s: row %s twice", x.name, k) end
+        seen[k] = true
+      end
+      local want = distinct_of(m.K, { "x", "y" })
+      for k in pairs(want) do if not seen[k] then fail(ctx, "%s: row %s missing", x.name, k) end end
+      for k in pairs(seen) do if not want[k] then fail(ctx, "%s: row %s not in the model", x.name, k) end end
+    else
+      compare_by_id(ctx, x.name, g, got.jm, x.cols)
+      local jl = {}
+      for id, r in pairs(got.jm) do jl[#jl + 1] = { id = id, row = r } end
+      table.sort(jl, function(a, b) return order_cmp(a.row, b.row, { {"label", "desc"} }, a.id, b.id) end)
+      local ws, gs = {}, {}
+      for i, e in ipairs(jl) do ws[i] = e.row.id end
+      for r in x.rel:range{} do gs[#gs + 1] = r.id end
+      if table.concat(ws, ",") ~= table.concat(gs, ",") then
+        fail(ctx, "%s: range{} gave %s, model %s", x.name, table.concat(gs, ","), table.concat(ws, ","))
+      end
     end
   end
   if midgroup then return end
@@ -844,11 +931,29 @@ local function check_all(st, ctx, seq, group_committed, midgroup)
     local before = st.prev[name] or {}
     if not group_committed then
       if #evs > 0 or #cevs > 0 then fail(ctx, "%s: a group that did not commit left %d events", name, #evs + #cevs) end
-      compare_by_id(ctx, name .. " (rows vs rows before the group)", got[name], before, S.cols[name])
+      if not st.stale[name] then
+        compare_by_id(ctx, name .. " (rows vs rows before the group)", got[name], before, S.cols[name])
+      end
     else
       check_events(ctx, name, evs, before, got[name], S.cols[name], seq)
       check_consolidated(ctx, name, cevs, evs, before, got[name], S.cols[name])
     end
+  end
+  for name, of in pairs(FMTS) do
+    local want = {}
+    local cols = S.cols[of[1]]
+    for _, e in ipairs(S.pending[of[1]]) do
+      if of[2] == "debezium" then
+        local op = e.verb == "INSERT" and "c" or e.verb == "UPDATE" and "u" or "d"
+        want[#want + 1] = ("%s %s <- %s %s/%s/%s"):format(op, ser(e.row, cols), ser(e.old, cols), of[1], seq, e.id)
+      else
+        if e.old then want[#want + 1] = (e.verb == "UPDATE" and "-U " or "-D ") .. ser(e.old, cols) end
+        if e.row then want[#want + 1] = (e.verb == "UPDATE" and "+U " or "+I ") .. ser(e.row, cols) end
+      end
+    end
+    local gs, ws = table.concat(S.fmtpending[name], "\n  "), table.concat(want, "\n  ")
+    if gs ~= ws then fail(ctx, "%s:\n got\n  %s\n want\n  %s", name, gs, ws) end
+    S.fmtpending[name] = {}
   end
   -- streams number their events 1, 2, 3 … across groups
   for _, cname in ipairs(CDCNAMES) do
@@ -892,12 +997,16 @@ local function check_all(st, ctx, seq, group_committed, midgroup)
   check_durable(ctx, st, false)
   for _, name in ipairs(TABLELIKE) do S.pending[name], S.cpending[name] = {}, {} end
   for _, name in ipairs(CDCNAMES) do S.cdcpending[name] = {} end
+  if group_committed then st.stale = {} end
+  for name in pairs(st.stale) do got[name] = st.prev[name] end
   st.prev = got
 end
 
 -- ---- random changes -------------------------------------------------------
-local GS = { "a", "b", "c" }
-local SS = { "p", "q", "r" }
+-- long values share their first 600 bytes (keys and order values longer
+-- than LMDB's key limit)
+local GS = { "a", "b", "c", "a", "b", "c", LONG .. "a", LONG .. "b" }
+local SS = { "p", "q", "r", "p", "q", "r", LONG .. "p", LONG .. "q", "L" }
 
 local function rnd_a(rng, id)
   local r = { id = id, s = rng.pick(SS) }
@@ -993,7 +1102,7 @@ local function random_change(st)
   elseif which <= 60 then
     local id = rng.int(1, 4)
     local op = rng.int(1, 100)
-    local r = { bid = id, name = rng.pick{ "n1", "n2", "n3" } }
+    local r = { bid = id, name = rng.pick{ "n1", "n2", "n3", "n1", "n2", LONG .. "n", LONG .. "m" } }
     if rng.chance(80) then r.w = rng.int(0, 6) end
     if op > 55 and m.B[id] == nil and rng.chance(80) then
       for i = 1, 4 do if m.B[i] then id = i; r.bid = i end end
@@ -1035,7 +1144,7 @@ local function random_change(st)
         end
     end
   elseif which <= 80 then
-    local function rk() local r = { x = rng.int(1, 3) }; if rng.chance(70) then r.y = rng.pick{ "u", "v" } end; return r end
+    local function rk() local r = { x = rng.int(1, 3) }; if rng.chance(70) then r.y = rng.pick{ "u", "v", "u", "v", LONG .. "u", LONG .. "v" } end; return r end
     local op = rng.int(1, 100)
     local function find(r)
       local best
@@ -1091,9 +1200,34 @@ local function open_state(st)
   local p = runnel.open{ path = st.dir, clock = function() return st.clock end, notes = false,
                          sync = st.openopts.sync, write_back = st.openopts.write_back }
   st.p = p
-  st.R = declare(p)
+  local old = st.variant
+  st.variant = { top2n = st.rng.int(2, 4), ftopn = st.rng.int(1, 3) }
+  if not old then st.variant = { top2n = 3, ftopn = 2 } end
+  st.R = declare(p, st.variant)
   st.S.cols = {}
   for _, name in ipairs(TABLELIKE) do st.S.cols[name] = cols_of(st.R[name]) end
+  -- a changed declaration is rebuilt at open: its rows are checked, and
+  -- the mirrors start again from them
+  -- (README, Rebuilt: its sinks are told what the rebuild changed at the
+  -- start of the next group, so the mirrors stay as they were until then)
+  st.stale = st.stale or {}
+  if old and old.top2n ~= st.variant.top2n then st.stale.top2 = true end
+  if old and old.ftopn ~= st.variant.ftopn then st.stale.ftop = true end
+  -- relations declared for the first time on a state that holds rows
+  st.extras = {}
+  local ne = st.rng.int(0, 2)
+  for _ = 1, ne do
+    st.nextra = (st.nextra or 0) + 1
+    local name = "x" .. st.nextra
+    local kind = st.rng.int(1, 4)
+    local x = { name = name, kind = kind, n = st.rng.int(1, 3) }
+    if kind == 1 then x.rel = st.R.A:top{ n = x.n, by = "b", order = { {"c", "asc"}, {"s", "desc"} }, name = name }
+    elseif kind == 2 then x.rel = st.R.K:top{ n = x.n, order = { {"y", "desc"}, "x" }, name = name }
+    elseif kind == 3 then x.rel = st.R.K:distinct(name)
+    else x.rel = st.R.jm:index{ "label", "desc", name = name } end
+    x.cols = cols_of(x.rel)
+    st.extras[#st.extras + 1] = x
+  end
   attach_sinks(st.R, st.S)
 end
 
@@ -1119,7 +1253,9 @@ function M.run(opts)
         st.p:close()
         check_durable(ctx, st, true)
         open_state(st)
-        log[#log + 1] = "close + reopen"
+        local xs = {}
+        for _, x in ipairs(st.extras) do xs[#xs + 1] = x.name .. "(kind " .. x.kind .. ", n " .. x.n .. ")" end
+        log[#log + 1] = ("close + reopen (top2 n=%d, ftop n=%d; new: %s)"):format(st.variant.top2n, st.variant.ftopn, table.concat(xs, " "))
         st.stats.reopen = (st.stats.reopen or 0) + 1
         st.cur = log
         check_all(st, ctx, st.p:seq(), false)
@@ -1136,6 +1272,7 @@ function M.run(opts)
         changes[i] = { desc, run, model }
       end
       st.cur = log
+      local in_group
       local function apply_all(raise_after)
         for _, c in ipairs(changes) do
           log[#log + 1] = c[1]
@@ -1150,11 +1287,18 @@ function M.run(opts)
             return false
           end
           if mboom then boom = true end
+          if in_group and rng.chance(12) then
+            log[#log + 1] = "(reads inside the group)"
+            st.midgroup = true
+            check_all(st, ctx .. " (inside the group, after " .. c[1] .. ")", nil, false, true)
+            st.midgroup = false
+          end
         end
         if raise_after then error("fn raises") end
         return true
       end
       local committed = false
+      in_group = mode <= 16 or mode > 22
       if mode <= 8 then
         log[#log + 1] = "begin … rollback"
         st.p:begin()
@@ -1189,12 +1333,6 @@ function M.run(opts)
         log[#log + 1] = "begin … commit"
         st.p:begin()
         if apply_all() then
-          if rng.chance(30) then
-            log[#log + 1] = "(reads inside the group)"
-            st.midgroup = true
-            check_all(st, ctx .. " (inside the group)", nil, false, true)
-            st.midgroup = false
-          end
           local cok, cerr = pcall(st.p.commit, st.p)
           if cok and boom then fail(ctx, "commit took a group whose A sink raises") end
           if not cok and not boom then fail(ctx, "commit raised: %s", tostring(cerr)) end

@@ -88,14 +88,15 @@ local function declare(p, variant)
   R.B = p:table("B", { {"bid","int"}, {"name","string"}, {"w","int", null = true}, key = "bid" })
   R.K = p:table("K", { {"x","int"}, {"y","string", null = true} })
   R.E = p:stream("E", { {"k","string"}, {"ts","int"}, {"v","int"}, {"tf","float"} })
-  R.top1 = R.A:top{ n = 2, by = "g", order = { {"v", "desc"} }, name = "top1" }
+  R.top1 = R.A:top{ n = variant.top1n, by = "g", order = { {"v", "desc"} }, name = "top1" }
   R.top2 = R.A:top{ n = variant.top2n, order = { "v", "asc", "s", "desc" }, rank = "pos", name = "top2" }
   R.ix1 = R.A:index{ "v", "desc", "s", name = "ix1" }
   R.ix2 = R.K:index{ "y", "x", "desc", name = "ix2" }
   R.d1 = R.A:select({ "g", "v" }, "A.sel"):distinct("d1")
   R.d2 = R.K:distinct("d2")
   R.j = R.A:join(R.B, { on = "b", kind = "left", name = "j" })
-  R.jf = R.j:filter(function(r) return r.w == nil or r.w % 3 ~= 0 end, "jf")
+  local mod = variant.jfmod
+  R.jf = R.j:filter(function(r) return r.w == nil or r.w % mod ~= 0 end, "jf")
   R.jm = R.jf:map(function(r)
     return { id = r.id, label = (r.name or "-") .. ":" .. r.s, tot = (r.v or 0) + (r.w or 0) }
   end, { {"id","int"}, {"label","string"}, {"tot","int"}, key = "id" }, "jm")
@@ -458,7 +459,7 @@ local function model_expect(st)
   for k, r in pairs(m.B) do W.B[m.Bid[k]] = r end
   W.K = {}
   for id, r in pairs(m.K) do W.K[id] = r end
-  W.top1 = model_top(alist, "g", { {"v", "desc"} }, 2, "rank")
+  W.top1 = model_top(alist, "g", { {"v", "desc"} }, st.variant.top1n, "rank")
   W.top2 = model_top(alist, nil, { {"v", "asc"}, {"s", "desc"} }, st.variant.top2n, "pos")
   W.ix1 = W.A
   W.ix2 = W.K
@@ -803,7 +804,7 @@ local function check_all(st, ctx, seq, group_committed, midgroup)
   local ids = compare_by_key(ctx, "j", got.j, jwk, S.cols.j, kid)
   check_stable_ids(ctx, st, "j", ids)
   local jfw = {}
-  for k, r in pairs(jwk) do if r.w == nil or r.w % 3 ~= 0 then jfw[k] = r end end
+  for k, r in pairs(jwk) do if r.w == nil or r.w % st.variant.jfmod ~= 0 then jfw[k] = r end end
   compare_by_key(ctx, "jf", got.jf, jfw, S.cols.jf, kid)
   for id in pairs(got.jf) do
     if not got.j[id] then fail(ctx, "jf: id %d is no id of j", id) end
@@ -1201,8 +1202,8 @@ local function open_state(st)
                          sync = st.openopts.sync, write_back = st.openopts.write_back }
   st.p = p
   local old = st.variant
-  st.variant = { top2n = st.rng.int(2, 4), ftopn = st.rng.int(1, 3) }
-  if not old then st.variant = { top2n = 3, ftopn = 2 } end
+  st.variant = { top2n = st.rng.int(2, 4), ftopn = st.rng.int(1, 3), top1n = st.rng.int(2, 3), jfmod = st.rng.int(2, 3) }
+  if not old then st.variant = { top2n = 3, ftopn = 2, top1n = 2, jfmod = 3 } end
   st.R = declare(p, st.variant)
   st.S.cols = {}
   for _, name in ipairs(TABLELIKE) do st.S.cols[name] = cols_of(st.R[name]) end
@@ -1213,6 +1214,10 @@ local function open_state(st)
   st.stale = st.stale or {}
   if old and old.top2n ~= st.variant.top2n then st.stale.top2 = true end
   if old and old.ftopn ~= st.variant.ftopn then st.stale.ftop = true end
+  if old and old.top1n ~= st.variant.top1n then st.stale.top1, st.stale.d4 = true, true end
+  if old and old.jfmod ~= st.variant.jfmod then
+    for _, n in ipairs{ "jf", "jm", "ja", "jaf", "jix" } do st.stale[n] = true end
+  end
   -- relations declared for the first time on a state that holds rows
   st.extras = {}
   local ne = st.rng.int(0, 2)
@@ -1255,7 +1260,7 @@ function M.run(opts)
         open_state(st)
         local xs = {}
         for _, x in ipairs(st.extras) do xs[#xs + 1] = x.name .. "(kind " .. x.kind .. ", n " .. x.n .. ")" end
-        log[#log + 1] = ("close + reopen (top2 n=%d, ftop n=%d; new: %s)"):format(st.variant.top2n, st.variant.ftopn, table.concat(xs, " "))
+        log[#log + 1] = ("close + reopen (top1 n=%d, top2 n=%d, ftop n=%d, jf mod %d; new: %s)"):format(st.variant.top1n, st.variant.top2n, st.variant.ftopn, st.variant.jfmod, table.concat(xs, " "))
         st.stats.reopen = (st.stats.reopen or 0) + 1
         st.cur = log
         check_all(st, ctx, st.p:seq(), false)

@@ -1355,6 +1355,7 @@ function M.run(opts)
       elseif st.p:seq() ~= seq0 + 1 then
         fail(ctx, "seq %d after a commit, was %d", st.p:seq(), seq0)
       end
+      if opts.trace then io.stderr:write(("%d%s: %s\n"):format(gi, committed and "" or " (not committed)", table.concat(log, "; "))) end
       check_all(st, ctx, st.p:seq(), committed)
     end
   end)

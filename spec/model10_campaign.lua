@@ -1200,7 +1200,8 @@ end
 
 local function open_state(st)
   local p = runnel.open{ path = st.dir, clock = function() return st.clock end, notes = false,
-                         sync = st.openopts.sync, write_back = st.openopts.write_back }
+                         sync = st.openopts.sync, write_back = st.openopts.write_back,
+                         map_size = st.openopts.map_size, carry = st.openopts.carry }
   st.p = p
   local old = st.variant
   st.variant = { top2n = st.rng.int(2, 4), ftopn = st.rng.int(1, 3), top1n = st.rng.int(2, 3), jfmod = st.rng.int(2, 3),
@@ -1251,7 +1252,8 @@ function M.run(opts)
   st.dir = opts.dir
   for _, name in ipairs(DURABLE) do st.S.dwant[name], st.S.dwant[name .. "+c"] = {}, {} end
   local orng = rng_new(seed + 7777)
-  st.openopts = { sync = orng.chance(50), write_back = orng.chance(30) }
+  st.openopts = { sync = orng.chance(50), write_back = orng.chance(30),
+                  map_size = orng.chance(40) and 64 * 1024 or nil, carry = orng.chance(50) and { groups = orng.int(1, 6) } or nil }
   if opts.sync ~= nil then st.openopts.sync = opts.sync end
   open_state(st)
   local rng = st.rng
@@ -1373,7 +1375,8 @@ function M.run(opts)
   for _, w in ipairs{ "w1", "w3", "w4" } do st.stats["late " .. w] = st.m.wins[w].late end
   if ok then return nil, st.stats end
   local msg = type(err) == "table" and err.diff or tostring(err)
-  return ("seed %d (sync=%s, write_back=%s) %s\n  changes: %s"):format(seed, tostring(st.openopts.sync), tostring(st.openopts.write_back), msg, table.concat(st.cur or log, "; "))
+  return ("seed %d (sync=%s, write_back=%s, map_size=%s, carry=%s) %s\n  changes: %s"):format(seed, tostring(st.openopts.sync), tostring(st.openopts.write_back),
+    tostring(st.openopts.map_size), st.openopts.carry and st.openopts.carry.groups or "-", msg, table.concat(st.cur or log, "; "))
 end
 
 return M

@@ -758,6 +758,37 @@ local function check_all(st, ctx, seq, group_committed, midgroup)
   local W, alist = model_expect(st)
   local got = {}
   for _, name in ipairs(TABLELIKE) do got[name] = rows_by_id(R[name], S.cols[name]) end
+  -- count(), scan() and get(key) agree with rows()
+  for _, name in ipairs(TABLELIKE) do
+    local rel, cols, rows = R[name], S.cols[name], got[name]
+    local n = 0
+    for _ in pairs(rows) do n = n + 1 end
+    if rel:count() ~= n then fail(ctx, "%s: count() %d, rows() gave %d", name, rel:count(), n) end
+    local scanned = 0
+    rel:scan(function(row, id)
+      scanned = scanned + 1
+      if not rows[id] or not rows_equal(copy_row(row, cols), rows[id], cols) then
+        fail(ctx, "%s: scan gave id %s %s, rows() %s", name, tostring(id), ser(copy_row(row, cols), cols), ser(rows[id], cols))
+      end
+    end)
+    if scanned ~= n then fail(ctx, "%s: scan gave %d rows, rows() %d", name, scanned, n) end
+    local keys = rel:schema().key
+    if keys and name ~= "ix1" and name ~= "ix2" and name ~= "jix" then
+      for id, r in pairs(rows) do
+        local k = {}
+        for _, c in ipairs(keys) do k[c] = r[c] == nil and null or r[c] end
+        local g = copy_row(rel:get(k), cols)
+        if not g or not rows_equal(g, r, cols) then
+          fail(ctx, "%s: get(%s) gave %s, rows() has id %d %s", name, keyf_of(keys)(r), ser(g, cols), id, ser(r, cols))
+        end
+      end
+    end
+  end
+  for _, name in ipairs{ "j", "jf", "jm" } do
+    for k = 1, 10 do
+      if not m.A[k] and R[name]:get(k) ~= nil then fail(ctx, "%s: get(%d) gave a row, A has no key %d", name, k, k) end
+    end
+  end
   -- sources by id (row ids §4)
   compare_by_id(ctx, "A", got.A, W.A, S.cols.A)
   compare_by_id(ctx, "B", got.B, W.B, S.cols.B)

@@ -758,8 +758,8 @@ local function check_all(st, ctx, seq, group_committed, midgroup)
   local W, alist = model_expect(st)
   local got = {}
   for _, name in ipairs(TABLELIKE) do got[name] = rows_by_id(R[name], S.cols[name]) end
-  -- count(), scan() and get(key) agree with rows()
-  for _, name in ipairs(TABLELIKE) do
+  -- count(), scan() and get(key) agree with rows() (every third group)
+  for _, name in ipairs(st.heavy and TABLELIKE or {}) do
     local rel, cols, rows = R[name], S.cols[name], got[name]
     local n = 0
     for _ in pairs(rows) do n = n + 1 end
@@ -1293,6 +1293,7 @@ function M.run(opts)
     check_all(st, "start", 0, false)
     for gi = 1, groups do
       local ctx = ("group %d"):format(gi)
+      st.heavy = gi % 3 == 0
       log = {}
       st.clock = st.clock + rng.int(0, 5)
       if opts.reopen_every and gi % opts.reopen_every == 0 then

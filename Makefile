@@ -212,6 +212,17 @@ crash: deps
 	@$(MAKE) -s all
 	@eval "$$($(MAKE) -s env)"; $(LUA) scripts/crash/run.lua $(or $(N),1000)
 
+# The model campaign: random groups of changes (failing ones, rollbacks,
+# batches, a failing sink, close and reopen) applied to a pipeline of tops,
+# indexes, distincts, joins, windows, CDC images and sinks, each group
+# checked against a plain-Lua model (spec/model10_campaign.lua; the same
+# campaign, bounded, is spec/model10_spec.lua). N groups (default 2000) per
+# seed, seeds SEED (default: the time) to SEED+SEEDS-1 (default 1 seed).
+.PHONY: model
+model: deps
+	@$(MAKE) -s all
+	@eval "$$($(MAKE) -s env)"; $(LUA) scripts/model/run.lua $(or $(N),2000) $(SEED) $(SEEDS)
+
 # ---- packaging (issue 15) --------------------------------------------------
 # repl.lua is not installed as a module: it needs the runnel binary's
 # runnel.readline, so the REPL is `runnel repl` (it is compiled in).

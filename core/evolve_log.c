@@ -37,6 +37,7 @@
 #include <string.h>
 
 #include "evolve_log.h"
+#include "buf.h"
 #include "derive.h"
 #include "evolve.h"
 #include "join.h"
@@ -391,16 +392,30 @@ static int tell_one(rn_pipeline *p, rn_rel *r)
   return rc == MDB_NOTFOUND ? 0 : fail(r, rc);
 }
 
+/* The telling runs in a scratch zone of its own (tell_one clears it after
+ * each change): the group may be opened by a change whose row is already
+ * in p->scratch (rn_change_enter of a change outside begin/commit, or one
+ * retried after a regrow), and clearing that zone under it read the row
+ * from reused memory. */
 int rn_rebuild_tell(rn_pipeline *p)
 {
   if (!p->rebuilt_any) return 0;
-  for (int i = 0; i < p->nrels; i++) {
-    rn_rel *r = p->rels[i];
-    if (!r->rebuilt_pending) continue;
-    int rc = tell_one(p, r);
-    if (rc) return rc;
+  bool any = false;
+  for (int i = 0; i < p->nrels && !any; i++) any = p->rels[i]->rebuilt_pending;
+  if (!any) return 0;
+  msgpack_zone held = p->scratch;
+  if (!rn_zone_init(&p->scratch, 64 * 1024)) {
+    p->scratch = held;
+    return rn_err_set(&p->err, RN_ENOMEM, "out of memory");
   }
-  return 0;
+  int rc = 0;
+  for (int i = 0; !rc && i < p->nrels; i++) {
+    rn_rel *r = p->rels[i];
+    if (r->rebuilt_pending) rc = tell_one(p, r);
+  }
+  rn_zone_destroy(&p->scratch);
+  p->scratch = held;
+  return rc;
 }
 
 int rn_rebuild_told(rn_pipeline *p, MDB_txn *txn)

@@ -45,6 +45,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "evolve.h"
 #include "evolve_log.h"
 #include "key.h"
 #include "longorder.h"
@@ -789,7 +790,6 @@ static int rebuild_row(void *ctx, uint64_t id, const char *row, size_t len)
 
 static int setup_state(void *ctx, bool created, bool rebuild_it)
 {
-  (void)created;
   rn_top *t = ctx;
   rn_pipeline *p = t->out->p;
   MDB_txn *txn = p->store.wtxn;
@@ -801,6 +801,10 @@ static int setup_state(void *ctx, bool created, bool rebuild_it)
   if (!rc) rc = rn_state_dbi(p, txn, RN_DB_TOP_DECL, t->out->name, 0, &t->decl_dbi);
   if (!rc) rc = record_decl(t, txn, &changed);
   if (!rc) rc = rn_order_record_input(t->out, txn, t->decl_dbi, &changed);
+  /* another n, by, order or input: its rows change, so what is declared over
+   * it holds rows made from its old ones and is rebuilt too (as for an
+   * aggregate declared again) */
+  if (!rc && changed && !created) rc = rn_evolve_decl_changed(p, t->out);
   if (rc || !(rebuild_it || changed)) return rc;
   if ((rc = rn_rebuild_before(t->out))) return rc; /* its rows as its sinks were told (evolve_log.h) */
   if ((rc = mdb_drop(txn, t->top_dbi, 0)) || (rc = mdb_drop(txn, t->rest_dbi, 0))) return store_fail(t, rc);

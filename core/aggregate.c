@@ -293,6 +293,23 @@ static int check_format(rn_aggregate *a, bool *rebuild_it)
   return rc ? store_fail(a, rc) : 0;
 }
 
+/* A runnel.agg column whose own functions changed (evolve_code.h marks a):
+ * the rows its sinks were told came from the old functions, which cannot
+ * be run again, and reading its stored states with the new ones would make
+ * the new rows: nothing is told, and a note says so (evolve_log.h). */
+static int untold_if_functions_changed(rn_aggregate *a, bool created)
+{
+  rn_rel *r = a->out;
+  bool user = false;
+  for (int i = 0; i < a->naggs; i++) user |= a->aggs[i].kind == RN_AGG_USER;
+  if (created || !user || !r->rebuild_tells || r->rebuild_captured || r->evolved_by != r->name) return 0;
+  int rc = rn_rebuild_untold(r);
+  r->told_unknown = true;
+  free(r->untold_why);
+  r->untold_why = strdup("its runnel.agg functions changed: the old ones cannot be run again");
+  return rc ? rc : r->untold_why ? 0 : rn_err_set(&r->p->err, RN_ENOMEM, "out of memory");
+}
+
 static int setup_state(void *ctx, bool created, bool rebuild_it)
 {
   rn_aggregate *a = ctx;
@@ -302,8 +319,10 @@ static int setup_state(void *ctx, bool created, bool rebuild_it)
   if (!rc && a->w.has_grace) rc = rn_state_dbi(p, p->store.wtxn, RN_DB_AGG_WINDOWS, a->out->name, 0, &a->windows_dbi);
   if (!rc) rc = check_format(a, &rebuild_it);
   bool changed = false; /* another declaration with the same columns (sum of another column) */
-  if (!rc) rc = rn_agg_decl_record(a, p->store.wtxn, &changed); /* also for readers in other processes */
+  if (!rc) rc = rn_agg_decl_record(a, p->store.wtxn, !created && a->out->rebuild_tells, &changed); /* also for
+                                                                                                   * readers */
   if (!rc && changed && !created && !(rc = rn_evolve_decl_changed(p, a->out))) rebuild_it = true;
+  if (!rc && rebuild_it) rc = untold_if_functions_changed(a, created);
   if (!rc && rebuild_it) rc = rebuild(a, created);
   return rc;
 }

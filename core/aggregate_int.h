@@ -242,7 +242,11 @@ int rn_agg_operator_apply(rn_rel *r, rn_rel *from, const rn_change *c);
 
 /* ---- aggregate_read.c ---- */
 
-/* Records a's declaration record under "d:" name (aggregate.h) in txn. */
-int rn_agg_decl_record(rn_aggregate *a, MDB_txn *txn, bool *changed);
+/* Records a's declaration record under "d:" name (aggregate.h) in txn;
+ * *changed: the state held another (the same columns, another result:
+ * min for max, a sum of another column). With capture, a's rows are first
+ * read as that record gives them, as what its sinks were told
+ * (rn_rebuild_capture): the rebuild tells them what changed. */
+int rn_agg_decl_record(rn_aggregate *a, MDB_txn *txn, bool capture, bool *changed);
 
 #endif

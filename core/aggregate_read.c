@@ -25,6 +25,7 @@
 #include <stdlib.h>
 
 #include "buf.h"
+#include "evolve_log.h"
 #include "reader.h"
 
 enum { DECL_FORMAT = 1 };
@@ -77,7 +78,7 @@ static bool identity_changed(rn_aggregate *a, MDB_txn *txn, const msgpack_sbuffe
 }
 
 
-int rn_agg_decl_record(rn_aggregate *a, MDB_txn *txn, bool *changed)
+int rn_agg_decl_record(rn_aggregate *a, MDB_txn *txn, bool capture, bool *changed)
 {
   rn_pipeline *p = a->out->p;
   const rn_schema *in = a->in->schema;
@@ -107,7 +108,10 @@ int rn_agg_decl_record(rn_aggregate *a, MDB_txn *txn, bool *changed)
   msgpack_pack_bin(&pk, id.size);
   msgpack_pack_bin_body(&pk, id.data, id.size);
   *changed = identity_changed(a, txn, &id);
-  int rc = rn_decl_put(p, txn, a->out->name, &b, NULL);
+  /* before the record is replaced: what the old one made is what the sinks were told (its rows read with the
+   * new one would be the new rows, and the rebuild would tell nothing) */
+  int rc = *changed && capture && !a->out->rebuild_captured ? rn_rebuild_capture(a->out) : 0;
+  if (!rc) rc = rn_decl_put(p, txn, a->out->name, &b, NULL);
   msgpack_sbuffer_destroy(&id);
   msgpack_sbuffer_destroy(&b);
   return rc;

@@ -1236,10 +1236,10 @@ local function open_state(st)
   st.p = p
   local old = st.variant
   st.variant = { top2n = st.rng.int(2, 4), ftopn = st.rng.int(1, 3), top1n = st.rng.int(2, 3), jfmod = st.rng.int(2, 3),
-                 ix1s = st.rng.pick{ "asc", "desc" }, sep = st.rng.pick{ ":", "/" }, jamin = true }
-  -- (jamin stays true: an aggregate declared again with max for min is
-  -- rebuilt, but its sinks are told nothing, its rows before being read
-  -- with the new declaration; reported, not fixed)
+                 ix1s = st.rng.pick{ "asc", "desc" }, sep = st.rng.pick{ ":", "/" },
+                 jamin = st.rng.pick{ true, false } }
+  -- (jamin: an aggregate declared again with max for min was rebuilt
+  -- unsaid until 0.21 read its told rows with the old declaration)
   if not old then st.variant = { top2n = 3, ftopn = 2, top1n = 2, jfmod = 3, ix1s = "asc", sep = ":", jamin = true } end
   st.R = declare(p, st.variant)
   st.S.cols = {}

@@ -9,6 +9,18 @@
 -- in a column now not null is still refused, naming the column.
 local H = require "helper"
 
+-- Declares the durable sink "d" on rel: it fails every delivery when
+-- `fail`, else keeps show(verb, row, old, info) of each change in got.
+-- got, and the declaration's error or nil.
+local function sink_d(rel, fail, show)
+  local got = {}
+  local ok, err = pcall(rel.sink, rel, function(verb, row, old, info)
+    if fail then error("down") end
+    got[#got + 1] = show(verb, row, old, info)
+  end, { durable = true, name = "d" })
+  return got, not ok and err or nil
+end
+
 describe("a durable sink with told groups waiting, its relation declared again", function()
   local dir
   before_each(function() dir = H.tmpdir() end)
@@ -24,13 +36,10 @@ describe("a durable sink with told groups waiting, its relation declared again",
     local t = p:table("t", cols)
     local u = p:table("u", { {"id","int"}, {"name","string"}, key = "id" })
     local j = t:join(u, { on = "u_id", kind = "left", name = "j" })
-    local got = {}
-    local ok, err = pcall(j.sink, j, function(verb, row, old, info)
-      if fail then error("down") end
-      got[#got + 1] = ("%d %s %d %s %s"):format(info.seq, verb, (row or old).id, tostring(row and row.w),
-                                                tostring(old and old.w))
-    end, { durable = true, name = "d" })
-    return p, { t = t, u = u, j = j }, got, not ok and err or nil
+    local got, err = sink_d(j, fail, function(verb, row, old, info)
+      return ("%d %s %d %s %s"):format(info.seq, verb, (row or old).id, tostring(row and row.w), tostring(old and old.w))
+    end)
+    return p, { t = t, u = u, j = j }, got, err
   end
 
   -- Session 1 fills t with its sink working; session 2 adds w (default 5)
@@ -106,12 +115,10 @@ describe("a durable sink with groups waiting whose old images hold null in a col
   local function session(strict, fail)
     local p = H.open_noting(dir .. "/s")
     local t = p:table("t", { {"k","int"}, {"a","string", null = not strict}, key = "k" })
-    local got = {}
-    local ok, err = pcall(t.sink, t, function(verb, row, old, info)
-      if fail then error("down") end
-      got[#got + 1] = ("%d %s %s %s"):format(info.seq, verb, tostring(row and row.a), tostring(old and old.a))
-    end, { durable = true, name = "d" })
-    return p, t, got, not ok and err or nil
+    local got, err = sink_d(t, fail, function(verb, row, old, info)
+      return ("%d %s %s %s"):format(info.seq, verb, tostring(row and row.a), tostring(old and old.a))
+    end)
+    return p, t, got, err
   end
 
   it("delivers an UPDATE and a DELETE whose old rows hold it", function()

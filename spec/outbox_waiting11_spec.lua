@@ -81,6 +81,28 @@ describe("a durable sink with told groups waiting, its relation declared again",
     p:close()
   end)
 
+  it("as an SQLite mirror of j: holds j's rows once declared again with another default", function()
+    local db = dir .. "/j.db"
+    local function mirror(w)
+      local p, r = session(w, false)
+      r.j:sink(require("runnel").sqlite(db, "j"))
+      return p, r
+    end
+    local p, r = mirror(nil)
+    r.t:insert{ id = 1, v = "a", u_id = 1 }
+    r.t:insert{ id = 2, v = "b" }
+    p:close()
+    p, r = mirror(5)
+    H.sql(db, "create trigger no before update on j begin select raise(abort, 'down'); end")
+    r.u:insert{ id = 1, name = "U1" } -- the rebuild's told rows and u 1's change wait
+    assert.equal(1, p:stats().outbox['j: durable sink to table "j" in ' .. H.sh("realpath " .. db):gsub("\n$", "")])
+    p:close()
+    H.sql(db, "drop trigger no")
+    p, r = mirror(6)
+    assert.equal("1|a|1|5|1|U1\n2|b||5||\n", H.sql(db, "select * from j order by id"))
+    p:close()
+  end)
+
   it("still refuses them when a waiting new row holds null in a column made not null, naming it", function()
     -- group 2's told new row 2 holds u_id null; group 3 leaves t no null u_id
     leave_told_waiting(function(r) r.t:update{ id = 2, u_id = 1 } end)

@@ -622,8 +622,8 @@ static void free_sink(obsink *s)
  * type (a struct's fields whole), the key. Not a column's nullability nor
  * its default: a default only fills rows as they are made, and a column
  * made nullable reads every waiting row the same; one made not null reads
- * them the same unless a waiting row holds null there (waiting_null:
- * new rows only). full: the hash of the whole declaration, which states before this one
+ * them the same unless a waiting new row holds null there (waiting_null).
+ * full: the hash of the whole declaration, which states before this one
  * recorded (an entry with it waits for the same declaration). */
 static uint64_t layout_of(const rn_rel *rel, bool full)
 {
@@ -673,14 +673,17 @@ static bool row_null(const rn_schema *sc, const msgpack_object *row, msgpack_zon
  * (8); *col: that column. Reads every change of the entry: once per
  * waiting group at declaration.
  *
- * Old images are not read: they are rows the sink was told before, as it
- * was told them, not rows it will hold, and null in a not null column is
- * one the very declaration that records them tells (a derived relation's
- * new column is null in the old rows its rebuild tells: RN_ROW_TOLD,
- * 0.21), so no declaration that keeps the layout makes one unreadable.
- * Refusing them refused a sink whose told group waited at any declaration
- * of its relation, the same one too. A sink may take null in an old image
- * for "not known then"; a DELETE's row is the one it held. */
+ * Old images (an UPDATE's old row, a DELETE's row) are not read, by
+ * choice: they are rows the sink was told before, as it was told them,
+ * not rows it will hold, and the very declaration that records them may
+ * tell null in a not null column (a derived relation's new column is
+ * null in the old rows its rebuild tells: RN_ROW_TOLD, 0.21), so a sink
+ * takes such nulls already and no declaration that keeps the layout
+ * makes one unreadable. What a user declaring a column not null asks is
+ * that the rows the sink goes on to hold have a value there: the new
+ * rows. Reading old images refused a sink whose told group waited at any
+ * declaration of its relation, the same one too, and one whose waiting
+ * UPDATE only replaced a null the sink was told before. */
 static bool waiting_null(const rn_rel *rel, const MDB_val *v, int *col)
 {
   const rn_schema *sc = rel->schema;

@@ -81,6 +81,38 @@ describe("a durable sink with told groups waiting, its relation declared again",
     p:close()
   end)
 
+  -- The told group is committed by a process that exits without closing.
+  it("delivers them once after a process left them and was killed, j's input declared with another default", function()
+    local p, r = session(nil, false)
+    r.t:insert{ id = 1, v = "a", u_id = 1 }
+    r.t:insert{ id = 2, v = "b" }
+    p:close()
+    local script = dir .. "/child.lua"
+    H.write(script, ([[
+local runnel = require "runnel"
+local p = runnel.open{ path = %q, notes = function() end }
+local t = p:table("t", { {"id","int"}, {"v","string"}, {"u_id","int", null = true}, {"w","int", default = 5}, key = "id" })
+local u = p:table("u", { {"id","int"}, {"name","string"}, key = "id" })
+local j = t:join(u, { on = "u_id", kind = "left", name = "j" })
+j:sink(function() error("down") end, { durable = true, name = "d" })
+u:insert{ id = 1, name = "U1" }
+os.exit(0, false)
+]]):format(dir .. "/s"))
+    local _, err, code = H.sh(("%s run %s"):format(H.runnel_bin, script))
+    assert.equal("", err)
+    assert.equal(0, code)
+    local got
+    p, r, got, err = session(6, false)
+    assert.is_nil(err)
+    assert.same({ "3 UPDATE 1 5 nil", "3 UPDATE 2 5 nil", "3 UPDATE 1 5 5" }, got)
+    p:close()
+    p, r, got, err = session(6, false)   -- taken: not again, and the rebuild is not told again
+    assert.is_nil(err)
+    r.u:insert{ id = 2, name = "U2" }
+    assert.same({}, got)
+    p:close()
+  end)
+
   it("as an SQLite mirror of j: holds j's rows once declared again with another default", function()
     local db = dir .. "/j.db"
     local function mirror(w)

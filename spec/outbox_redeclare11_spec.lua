@@ -41,6 +41,13 @@ describe("a durable sink with groups waiting", function()
     p:close()
   end
 
+  -- Drops t in a pipeline of its own (before declaring it, as p:drop asks).
+  local function drop_t()
+    local p = open()
+    p:drop("t")
+    p:close()
+  end
+
   it("declared under another name leaves them waiting for its old name, which gets them with the missed note", function()
     leave_waiting()
     local got = {}
@@ -67,11 +74,9 @@ describe("a durable sink with groups waiting", function()
   -- those delivered before the drop), then the new relation's.
   it("on a relation dropped and declared again with its columns: gets them once, then the new relation's", function()
     leave_waiting()
-    local p = open()
-    p:drop("t")
-    p:close()
+    drop_t()
     local got = {}
-    p = open()
+    local p = open()
     local t = p:table("t", cols)
     assert.equal(0, t:count())
     assert.is_nil(sink(t, "d", got))
@@ -84,11 +89,9 @@ describe("a durable sink with groups waiting", function()
 
   it("on a relation dropped and declared again with other columns: refused, naming the group; as it was, delivered", function()
     leave_waiting()
-    local p = open()
-    p:drop("t")
-    p:close()
+    drop_t()
     local got = {}
-    p = open()
+    local p = open()
     local t = p:table("t", { {"k","int"}, {"g","string"}, key = "k" })
     assert.equal("t: durable sink d: group 1 waits for it, recorded for another relation or another declaration of t; "
                  .. "its rows would be read wrong: declare the sink as it was to deliver the waiting groups, or give it "
@@ -96,9 +99,7 @@ describe("a durable sink with groups waiting", function()
     assert.is_nil(sink(t, "e", got))      -- another name is another sink
     assert.same({}, got)
     p:close()
-    p = open()                            -- nothing of d is lost: t with the columns it had gets them
-    p:drop("t")
-    p:close()
+    drop_t()                              -- nothing of d is lost: t with the columns it had gets them
     p = open()
     t = p:table("t", cols)
     assert.is_nil(sink(t, "d", got))
@@ -119,9 +120,7 @@ describe("a durable sink with groups waiting", function()
     assert.equal(1, p:stats().outbox[next(p:stats().outbox)])
     p:close()
     H.sql(db, "drop trigger no_2")
-    p = open()
-    p:drop("t")
-    p:close()
+    drop_t()
     p = open()
     t = p:table("t", cols)
     t:sink(runnel.sqlite(db, "t"))
@@ -136,8 +135,7 @@ describe("a durable sink with groups waiting", function()
   -- exits without closing; the next process, declaring t again with only a
   -- default changed, delivers each group once.
   it("left by a process killed without close: delivered once, t declared again with another default", function()
-    local script = dir .. "/child.lua"
-    H.write(script, ([[
+    H.run_script(dir .. "/child.lua", ([[
 local runnel = require "runnel"
 local p = runnel.open{ path = %q, notes = function() end }
 local t = p:table("t", { {"k","int"}, {"g","int", default = 1}, key = "k" })
@@ -148,9 +146,6 @@ p:flush()
 t:update{ k = 1, g = 3 }
 os.exit(0, false)
 ]]):format(dir .. "/s"))
-    local _, err, code = H.sh(("%s run %s"):format(H.runnel_bin, script))
-    assert.equal("", err)
-    assert.equal(0, code)
     local got = {}
     local p = open()
     local t = p:table("t", { {"k","int"}, {"g","int", default = 9}, key = "k" })

@@ -87,8 +87,7 @@ describe("a durable sink with told groups waiting, its relation declared again",
     r.t:insert{ id = 1, v = "a", u_id = 1 }
     r.t:insert{ id = 2, v = "b" }
     p:close()
-    local script = dir .. "/child.lua"
-    H.write(script, ([[
+    H.run_script(dir .. "/child.lua", ([[
 local runnel = require "runnel"
 local p = runnel.open{ path = %q, notes = function() end }
 local t = p:table("t", { {"id","int"}, {"v","string"}, {"u_id","int", null = true}, {"w","int", default = 5}, key = "id" })
@@ -98,10 +97,7 @@ j:sink(function() error("down") end, { durable = true, name = "d" })
 u:insert{ id = 1, name = "U1" }
 os.exit(0, false)
 ]]):format(dir .. "/s"))
-    local _, err, code = H.sh(("%s run %s"):format(H.runnel_bin, script))
-    assert.equal("", err)
-    assert.equal(0, code)
-    local got
+    local got, err
     p, r, got, err = session(6, false)
     assert.is_nil(err)
     assert.same({ "3 UPDATE 1 5 nil", "3 UPDATE 2 5 nil", "3 UPDATE 1 5 5" }, got)

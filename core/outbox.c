@@ -63,7 +63,8 @@
  *     now, so a named sink is refused at declaration while groups wait for
  *     it that this schema would read wrong: recorded for another relation,
  *     or another layout of its rows (a column retyped, added, dropped,
- *     moved), or holding null in a column now declared not null. A
+ *     moved), or holding a new row with null in a column now declared
+ *     not null (an old image's null is as the sink was told it). A
  *     declaration that changed only defaults or made columns nullable
  *     reads them right: they are delivered.
  * (7) on_durable hooks (durable.c) run after the deliveries of the LMDB
@@ -621,7 +622,7 @@ static void free_sink(obsink *s)
  * type (a struct's fields whole), the key. Not a column's nullability nor
  * its default: a default only fills rows as they are made, and a column
  * made nullable reads every waiting row the same; one made not null reads
- * them the same unless a waiting row holds null there (waiting_null).
+ * them the same unless a waiting new row holds null there (waiting_null).
  * full: the hash of the whole declaration, which states before this one
  * recorded (an entry with it waits for the same declaration). */
 static uint64_t layout_of(const rn_rel *rel, bool full)
@@ -667,9 +668,22 @@ static bool row_null(const rn_schema *sc, const msgpack_object *row, msgpack_zon
   return false;
 }
 
-/* Whether an entry recorded with rel's row layout holds a row with null
- * in a column rel now declares not null (8); *col: that column. Reads
- * every row of the entry: once per waiting group at declaration. */
+/* Whether an entry recorded with rel's row layout holds a new row (an
+ * INSERT's or UPDATE's) with null in a column rel now declares not null
+ * (8); *col: that column. Reads every change of the entry: once per
+ * waiting group at declaration.
+ *
+ * Old images (an UPDATE's old row, a DELETE's row) are not read, by
+ * choice: they are rows the sink was told before, as it was told them,
+ * not rows it will hold, and the very declaration that records them may
+ * tell null in a not null column (a derived relation's new column is
+ * null in the old rows its rebuild tells: RN_ROW_TOLD, 0.21), so a sink
+ * takes such nulls already and no declaration that keeps the layout
+ * makes one unreadable. What a user declaring a column not null asks is
+ * that the rows the sink goes on to hold have a value there: the new
+ * rows. Reading old images refused a sink whose told group waited at any
+ * declaration of its relation, the same one too, and one whose waiting
+ * UPDATE only replaced a null the sink was told before. */
 static bool waiting_null(const rn_rel *rel, const MDB_val *v, int *col)
 {
   const rn_schema *sc = rel->schema;
@@ -685,7 +699,7 @@ static bool waiting_null(const rn_rel *rel, const MDB_val *v, int *col)
   for (uint32_t i = 1; !found && i < o.via.array.size; i++) {
     const msgpack_object *c = &o.via.array.ptr[i];
     if (c->type == MSGPACK_OBJECT_ARRAY && c->via.array.size == 4)
-      found = row_null(sc, &c->via.array.ptr[2], &z, col) || row_null(sc, &c->via.array.ptr[3], &z, col);
+      found = row_null(sc, &c->via.array.ptr[2], &z, col);
   }
   rn_zone_destroy(&z);
   return found;

@@ -205,4 +205,13 @@ function H.rows_by_id(rel)
   return out
 end
 
+-- Writes text to path and runs it as a script (runnel run) in a process
+-- of its own, which must exit 0 saying nothing on stderr: its stdout.
+function H.run_script(path, text)
+  H.write(path, text)
+  local out, err, code = H.sh(("%s run %s"):format(H.runnel_bin, path))
+  assert(err == "" and code == 0, ("%s: exit %s: %s"):format(path, tostring(code), err))
+  return out
+end
+
 return H

@@ -10,81 +10,16 @@
  * went out. Without a position (a byte per flush) a write that takes
  * nothing and sets no errno said "Success". */
 #include <errno.h>
-#include <msgpack.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/types.h>
 
 #include "check.h"
+#include "ndjson_stream_fixture.h"
 #include "ndjson.h"
 #include "runnel.h"
 
 enum { ROWS = 10 };
-
-/* A stream that keeps what it is given in memory, at most `per_call`
- * bytes of each write (0: all), at most `room` in all; a write that takes
- * nothing sets errno to `err` (0: leaves it as it was set to 0). */
-typedef struct sink_mem {
-  char buf[65536];
-  size_t len;
-  size_t room;
-  size_t per_call;
-  int err;
-  int calls;
-} sink_mem;
-
-static ssize_t mem_write(void *cookie, const char *data, size_t n)
-{
-  sink_mem *m = cookie;
-  size_t k = n < m->room ? n : m->room;
-  if (m->per_call && k > m->per_call) k = m->per_call;
-  if (k > sizeof m->buf - m->len) k = sizeof m->buf - m->len;
-  memcpy(m->buf + m->len, data, k);
-  m->len += k;
-  m->room -= k;
-  m->calls++;
-  if (k == 0) errno = m->err;
-  return (ssize_t)k;
-}
-
-static int mem_seek(void *cookie, off64_t *at, int whence)
-{
-  sink_mem *m = cookie;
-  if (whence == SEEK_CUR && *at == 0) { *at = (off64_t)m->len; return 0; }
-  if (whence == SEEK_SET && *at == (off64_t)m->len) return 0;
-  errno = ESPIPE;
-  return -1;
-}
-
-static int insert_row(rn_pipeline *p, rn_rel *s, int64_t k)
-{
-  msgpack_sbuffer sb;
-  msgpack_packer pk;
-  msgpack_sbuffer_init(&sb);
-  msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
-  msgpack_pack_map(&pk, 2);
-  msgpack_pack_str_with_body(&pk, "k", 1);
-  msgpack_pack_int64(&pk, k);
-  msgpack_pack_str_with_body(&pk, "pad", 3);
-  msgpack_pack_str_with_body(&pk, "abcdefghijklmnopqrstuvwxyz", 26);
-  int rc = rn_insert(p, s, sb.data, sb.size);
-  msgpack_sbuffer_destroy(&sb);
-  return rc;
-}
-
-static int lines_are(const sink_mem *m, int from, int to)
-{
-  char want[65536];
-  size_t n = 0;
-  for (int k = from; k <= to; k++)
-    n += (size_t)snprintf(want + n, sizeof want - n, "{\"k\":%d,\"pad\":\"abcdefghijklmnopqrstuvwxyz\"}\n", k);
-  if (m->len != n || memcmp(m->buf, want, n) != 0) {
-    fprintf(stderr, "got %zu bytes: %.*s\n", m->len, (int)m->len, m->buf);
-    return 0;
-  }
-  return 1;
-}
 
 typedef struct fixture {
   rn_pipeline *p;
@@ -96,16 +31,12 @@ typedef struct fixture {
 static fixture open_fixture(bool seekable, size_t per_call, size_t room, int err)
 {
   fixture x = { 0 };
-  CHECK(rn_pipeline_open(&(rn_open_opts){ 0 }, &x.p, NULL, 0) == 0);
-  static const rn_column_def cols[] = { { "k", "int", 0, NULL, 0, NULL }, { "pad", "string", 0, NULL, 0, NULL } };
-  CHECK(rn_declare_stream(x.p, "s", cols, 2, &x.s) == 0);
+  x.p = open_with_stream(&x.s);
   x.m = calloc(1, sizeof *x.m);
   x.m->room = room;
   x.m->per_call = per_call;
   x.m->err = err;
-  cookie_io_functions_t io = { NULL, mem_write, seekable ? mem_seek : NULL, NULL };
-  x.f = fopencookie(x.m, "w", io);
-  CHECK(x.f != NULL && fileno(x.f) < 0);
+  x.f = mem_stream(x.m, seekable);
   CHECK(rn_ndjson_sink(x.p, x.s, x.f, false, NULL, NULL, NULL, NULL) == 0);
   return x;
 }

@@ -5,34 +5,23 @@
  * is non-blocking: a write fills it, then fails (EAGAIN) until it is read. */
 #include <errno.h>
 #include <fcntl.h>
-#include <msgpack.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
 #include "check.h"
+#include "ndjson_stream_fixture.h"
 #include "ndjson.h"
 #include "runnel.h"
 
 enum { ROWS = 40, PAD = 3000 };  /* 120 kB in one group: over a pipe's 64 kB */
 
-static int insert_row(rn_pipeline *p, rn_rel *s, int64_t k)
+static int insert_row_x(rn_pipeline *p, rn_rel *s, int64_t k)
 {
   static char pad[PAD];
   memset(pad, 'x', sizeof pad);
-  msgpack_sbuffer sb;
-  msgpack_packer pk;
-  msgpack_sbuffer_init(&sb);
-  msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
-  msgpack_pack_map(&pk, 2);
-  msgpack_pack_str_with_body(&pk, "k", 1);
-  msgpack_pack_int64(&pk, k);
-  msgpack_pack_str_with_body(&pk, "pad", 3);
-  msgpack_pack_str_with_body(&pk, pad, sizeof pad);
-  int rc = rn_insert(p, s, sb.data, sb.size);
-  msgpack_sbuffer_destroy(&sb);
-  return rc;
+  return insert_padded(p, s, k, pad, sizeof pad);
 }
 
 /* Reads what the pipe holds now onto *out. */
@@ -49,7 +38,7 @@ static void drain(int fd, char **out, size_t *len)
 }
 
 /* Whether text is exactly the lines {"k":from,…} … {"k":to,…}, each once. */
-static int lines_are(const char *text, int from, int to)
+static int pipe_lines_are(const char *text, int from, int to)
 {
   const char *at = text;
   for (int k = from; k <= to; k++) {
@@ -67,19 +56,16 @@ static int lines_are(const char *text, int from, int to)
 
 static void test_pipe_gets_the_rest_of_a_torn_group(void)
 {
-  rn_pipeline *p = NULL;
   rn_rel *s = NULL;
+  rn_pipeline *p = open_with_stream(&s);
   int fds[2];
-  CHECK(rn_pipeline_open(&(rn_open_opts){ 0 }, &p, NULL, 0) == 0);
-  static const rn_column_def cols[] = { { "k", "int", 0, NULL, 0, NULL }, { "pad", "string", 0, NULL, 0, NULL } };
-  CHECK(rn_declare_stream(p, "s", cols, 2, &s) == 0);
   CHECK(pipe(fds) == 0);
   CHECK(fcntl(fds[0], F_SETFL, O_NONBLOCK) == 0 && fcntl(fds[1], F_SETFL, O_NONBLOCK) == 0);
   FILE *f = fdopen(fds[1], "w");
   CHECK(f != NULL);
   CHECK(rn_ndjson_sink(p, s, f, true, NULL, NULL, NULL, NULL) == 0);
   CHECK(rn_begin(p) == 0);
-  for (int k = 1; k <= ROWS; k++) CHECK(insert_row(p, s, k) == 0);
+  for (int k = 1; k <= ROWS; k++) CHECK(insert_row_x(p, s, k) == 0);
   CHECK(rn_commit(p) == 0);                     /* committed; its delivery filled the pipe */
   char *got = NULL;
   size_t len = 0;
@@ -91,11 +77,11 @@ static void test_pipe_gets_the_rest_of_a_torn_group(void)
   } while (rc && ++tries < 10);
   CHECK(rc == 0);                               /* before: each retry wrote the group's first 64 kB again */
   drain(fds[0], &got, &len);
-  CHECK(got && lines_are(got, 1, ROWS));
-  CHECK(insert_row(p, s, ROWS + 1) == 0);       /* the next group follows on a line of its own */
+  CHECK(got && pipe_lines_are(got, 1, ROWS));
+  CHECK(insert_row_x(p, s, ROWS + 1) == 0);     /* the next group follows on a line of its own */
   size_t before = len;
   drain(fds[0], &got, &len);
-  CHECK(got && lines_are(got + before, ROWS + 1, ROWS + 1));
+  CHECK(got && pipe_lines_are(got + before, ROWS + 1, ROWS + 1));
   CHECK(rn_pipeline_close(p) == 0);
   close(fds[0]);
   free(got);
@@ -105,18 +91,15 @@ static void test_pipe_gets_the_rest_of_a_torn_group(void)
  * line, and the message names the group and the bytes. */
 static void test_close_names_a_torn_group(void)
 {
-  rn_pipeline *p = NULL;
   rn_rel *s = NULL;
+  rn_pipeline *p = open_with_stream(&s);
   int fds[2];
-  CHECK(rn_pipeline_open(&(rn_open_opts){ 0 }, &p, NULL, 0) == 0);
-  static const rn_column_def cols[] = { { "k", "int", 0, NULL, 0, NULL }, { "pad", "string", 0, NULL, 0, NULL } };
-  CHECK(rn_declare_stream(p, "s", cols, 2, &s) == 0);
   CHECK(pipe(fds) == 0);
   CHECK(fcntl(fds[1], F_SETFL, O_NONBLOCK) == 0);
   FILE *f = fdopen(fds[1], "w");
   CHECK(rn_ndjson_sink(p, s, f, true, NULL, NULL, NULL, NULL) == 0);
   CHECK(rn_begin(p) == 0);
-  for (int k = 1; k <= ROWS; k++) CHECK(insert_row(p, s, k) == 0);
+  for (int k = 1; k <= ROWS; k++) CHECK(insert_row_x(p, s, k) == 0);
   CHECK(rn_commit(p) == 0);
   char err[1024] = "";
   CHECK(rn_pipeline_close_report(p, err, sizeof err) == RN_EIO);

@@ -1,0 +1,113 @@
+/* ndjson_stream_fixture.h — for the C tests of an NDJSON sink on an open
+ * stream (test_ndjson_nofd7.c, test_ndjson_short10.c, test_ndjson_torn.c):
+ * a pipeline with a stream "s" of rows {k, pad} to write to it, and a
+ * stream with no file descriptor (fileno fails: a fopencookie stream) that
+ * keeps what it is given in memory and takes fewer bytes than it is given
+ * when told to. Include it once per test. */
+#ifndef NDJSON_STREAM_FIXTURE_H
+#define NDJSON_STREAM_FIXTURE_H
+
+#include <errno.h>
+#include <msgpack.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/types.h>
+
+#include "check.h"
+#include "runnel.h"
+
+/* What the stream keeps: at most `per_call` bytes of each write (0: all),
+ * at most `room` more in all (then a short write, as a full device or a
+ * quota would); a write that takes nothing sets errno to `err` (0: leaves
+ * it set to 0). */
+typedef struct sink_mem {
+  char buf[65536];
+  size_t len;
+  size_t room;
+  size_t per_call;
+  int err;
+} sink_mem;
+
+static inline ssize_t mem_write(void *cookie, const char *data, size_t n)
+{
+  sink_mem *m = cookie;
+  size_t k = n < m->room ? n : m->room;
+  if (m->per_call && k > m->per_call) k = m->per_call;
+  if (k > sizeof m->buf - m->len) k = sizeof m->buf - m->len;
+  memcpy(m->buf + m->len, data, k);
+  m->len += k;
+  m->room -= k;
+  if (k == 0) errno = m->err;
+  return (ssize_t)k; /* fewer than n: stdio fails the flush, not saying how many went */
+}
+
+static inline int mem_seek(void *cookie, off64_t *at, int whence)
+{
+  sink_mem *m = cookie;
+  if (whence == SEEK_CUR && *at == 0) { *at = (off64_t)m->len; return 0; } /* where the writes are: its length */
+  if (whence == SEEK_SET && *at == (off64_t)m->len) return 0;
+  errno = ESPIPE;
+  return -1;
+}
+
+/* A stream writing to m, with a position (mem_seek) when seekable; it has
+ * no file descriptor. */
+static inline FILE *mem_stream(sink_mem *m, bool seekable)
+{
+  cookie_io_functions_t io = { NULL, mem_write, seekable ? mem_seek : NULL, NULL };
+  FILE *f = fopencookie(m, "w", io);
+  CHECK(f != NULL && fileno(f) < 0);
+  return f;
+}
+
+/* A new pipeline in memory with the stream "s" of rows {k int, pad string}. */
+static inline rn_pipeline *open_with_stream(rn_rel **s)
+{
+  rn_pipeline *p = NULL;
+  CHECK(rn_pipeline_open(&(rn_open_opts){ 0 }, &p, NULL, 0) == 0);
+  static const rn_column_def cols[] = { { "k", "int", 0, NULL, 0, NULL }, { "pad", "string", 0, NULL, 0, NULL } };
+  CHECK(rn_declare_stream(p, "s", cols, 2, s) == 0);
+  return p;
+}
+
+/* Inserts {k, pad} into s: pad is len bytes at pad. */
+static inline int insert_padded(rn_pipeline *p, rn_rel *s, int64_t k, const char *pad, size_t len)
+{
+  msgpack_sbuffer sb;
+  msgpack_packer pk;
+  msgpack_sbuffer_init(&sb);
+  msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
+  msgpack_pack_map(&pk, 2);
+  msgpack_pack_str_with_body(&pk, "k", 1);
+  msgpack_pack_int64(&pk, k);
+  msgpack_pack_str_with_body(&pk, "pad", 3);
+  msgpack_pack_str_with_body(&pk, pad, len);
+  int rc = rn_insert(p, s, sb.data, sb.size);
+  msgpack_sbuffer_destroy(&sb);
+  return rc;
+}
+
+/* Inserts {k, pad = the alphabet} into s: the lines lines_are expects. */
+static inline int insert_row(rn_pipeline *p, rn_rel *s, int64_t k)
+{
+  return insert_padded(p, s, k, "abcdefghijklmnopqrstuvwxyz", 26);
+}
+
+/* Whether m holds exactly the lines insert_row writes for k = from … to,
+ * each once. */
+static inline int lines_are(const sink_mem *m, int from, int to)
+{
+  char want[65536];
+  size_t n = 0;
+  for (int k = from; k <= to; k++)
+    n += (size_t)snprintf(want + n, sizeof want - n, "{\"k\":%d,\"pad\":\"abcdefghijklmnopqrstuvwxyz\"}\n", k);
+  if (m->len != n || memcmp(m->buf, want, n) != 0) {
+    fprintf(stderr, "got %zu bytes: %.*s\n", m->len, (int)m->len, m->buf);
+    return 0;
+  }
+  return 1;
+}
+
+#endif

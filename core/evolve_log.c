@@ -30,7 +30,13 @@
  *     in the old one, and given in the new columns (rn_rebuild_capture,
  *     which gives an earlier rebuild's told rows so too); when they cannot
  *     be, nothing is told, a database left from before is dropped, and a
- *     note names the relation. */
+ *     note names the relation.
+ * (3) A join's old rows are made from its right table's rows, which that
+ *     table rewrote in its new columns when it was declared, before the
+ *     join: its reader reads them back in the columns the join was declared
+ *     with (read_right_as_declared). A column dropped there is gone: an old
+ *     column that held its values and that a new one continues cannot be
+ *     told (right_value_kept); nor can a column whose type changed. */
 #include <stdio.h>
 #include <errno.h>
 #include <stdlib.h>
@@ -464,6 +470,8 @@ typedef struct capture {
   rn_rel *r;
   const rn_schema *old;   /* the columns the state holds its rows in */
   rn_join_reader *jr;     /* r is a join: the reader of its state, or NULL */
+  int *right_from;        /* its right table's columns changed: per right column as declared, its
+                             column now, or -1 (dropped) (read_right_as_declared); else NULL */
   int *src;               /* per new slot: the old slot, or -1 */
   uint8_t *give;          /* per new slot: GIVE_… */
   msgpack_object *vals;
@@ -544,6 +552,20 @@ static int join_old_slot(const capture *c, int j)
   return rn_schema_slot(r->schema, was, strlen(was)) < 0 ? i : -1;
 }
 
+/* Whether old column s of a join holds values the state still has: not
+ * those of a column its right table dropped (why). */
+static bool right_value_kept(capture *c, int s)
+{
+  if (!c->right_from) return true;
+  const char *rname;
+  int nl = rn_join_reader_side(c->jr, false, NULL)->ncols, o = rn_join_reader_origin(c->jr, s);
+  const rn_schema *rs = rn_join_reader_side(c->jr, true, &rname);
+  if (o < nl || o - nl >= rs->ncols || c->right_from[o - nl] >= 0) return true;
+  snprintf(c->why, sizeof c->why, "its old rows held in column \"%s\" the values of column \"%s\" of \"%s\", which "
+           "that table dropped: the state no longer holds them", c->old->cols[s].name, rs->cols[o - nl].name, rname);
+  return false;
+}
+
 /* How each new column is given from an old row; false (why) when a column
  * holds values of a type the new one cannot. */
 static bool plan_capture(capture *c)
@@ -554,6 +576,7 @@ static bool plan_capture(capture *c)
     int s = old_slot(c->r, c->old, n->name);
     if (s < 0) s = join_old_slot(c, j);
     c->src[j] = s;
+    if (s >= 0 && !right_value_kept(c, s)) return false;
     if (s < 0) {
       /* null even with a default, even when not nullable: the sinks were told no value of it (a key column's
        * says which row it was) */
@@ -715,7 +738,8 @@ static int read_right_as_declared(capture *c)
     from[s] = j;
   }
   if (!rc && rn_join_reader_right_now(c->jr, from, now->ncols)) rc = rn_err_set(&r->p->err, RN_ENOMEM, "out of memory");
-  free(from);
+  if (!rc) c->right_from = from;
+  else free(from);
   return rc;
 }
 
@@ -791,6 +815,7 @@ int rn_rebuild_capture(rn_rel *r)
   free(c.src);
   free(c.give);
   free(c.vals);
+  free(c.right_from);
   return rc;
 }
 

@@ -191,6 +191,18 @@ for _, kind in ipairs{ "inner", "left" } do
       verified(r.dir)
     end)
 
+    it("still says its sinks were not told when a column it keeps took its values from a right column dropped", function()
+      local r = evolve(kind, { {"id","int"}, {"name","string"}, key = "id" }, nil, nil,
+                       { {"id","int"}, {"team","int", null = true}, {"score","int"}, {"city","string", null = true},
+                         key = "id" }) -- the join's "city" comes from t now: u's old values are gone
+      assert.truthy(noted(r.notes, '^j: its sinks were not told what its rebuild changed %(its old rows held in column ' ..
+                                   '"city" the values of column "city" of "u", which that table dropped'),
+                    table.concat(r.notes, "\n"))
+      assert.same({ NEW }, H.verbs(r.log))
+      r.p:close()
+      verified(r.dir)
+    end)
+
     it("still says its sinks were not told when a right column's type changed", function()
       local dir = H.tmpdir()
       local copies = {}
@@ -281,6 +293,38 @@ describe("what reads a join whose right table's columns changed", function()
       if row.name then row.label, row.name = row.name, nil end
     end
     assert.same(H.rows_by_id(j), copy)
+    p:close()
+    verified(dir)
+  end)
+end)
+
+describe("a join whose right table's columns changed twice before any group", function()
+  after_each(H.cleanup)
+
+  it("tells once what both changed, against what its sinks were told", function()
+    local dir = H.tmpdir()
+    local copies = {}
+    local p, t, u = declared(dir, "left", U, nil, copies)
+    seed(t, u)
+    p:close()
+    local notes, _
+    p, t, u, _, _, _, notes = declared(dir, "left", { {"id","int"}, {"name","string"}, {"city","string"},
+                                                     {"tier","string", default = "a"}, key = "id" }, nil, copies)
+    assert.is_nil(untold(notes), table.concat(notes, "\n"))
+    p:close()
+    local heard, log
+    p, t, u, heard, log, _, notes = declared(dir, "left", { {"id","int"}, {"label","string", was = "name"},
+                                                           {"tier","string", default = "a"}, key = "id" }, nil, copies)
+    assert.is_nil(untold(notes), table.concat(notes, "\n"))
+    t:insert{ id = 5, team = 2, score = 50 }
+    assert.same({ "UPDATE 1", "UPDATE 2", "UPDATE 3", "INSERT 5" }, H.verbs(log))
+    assert.same({ id = 1, team = 1, score = 10, ["u.id"] = 1, label = "red" }, log[1][4])
+    assert.same({ id = 1, team = 1, score = 10, ["u.id"] = 1, label = "red", tier = "a" }, log[1][3])
+    for _, row in pairs(copies.copy) do
+      row.city = nil
+      if row.name then row.label, row.name = row.name, nil end
+    end
+    assert.same(H.rows_by_id(heard), copies.copy)
     p:close()
     verified(dir)
   end)

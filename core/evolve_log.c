@@ -30,7 +30,13 @@
  *     in the old one, and given in the new columns (rn_rebuild_capture,
  *     which gives an earlier rebuild's told rows so too); when they cannot
  *     be, nothing is told, a database left from before is dropped, and a
- *     note names the relation. */
+ *     note names the relation.
+ * (3) A join's old rows are made from its right table's rows, which that
+ *     table rewrote in its new columns when it was declared, before the
+ *     join: its reader reads them back in the columns the join was declared
+ *     with (read_right_as_declared). A column dropped there is gone: an old
+ *     column that held its values and that a new one continues cannot be
+ *     told (right_value_kept); nor can a column whose type changed. */
 #include <stdio.h>
 #include <errno.h>
 #include <stdlib.h>
@@ -463,6 +469,9 @@ enum { GIVE_COPY, GIVE_FLOAT, GIVE_NULL, GIVE_DEFAULT, GIVE_FILL };
 typedef struct capture {
   rn_rel *r;
   const rn_schema *old;   /* the columns the state holds its rows in */
+  rn_join_reader *jr;     /* r is a join: the reader of its state, or NULL */
+  int *right_from;        /* its right table's columns changed: per right column as declared, its
+                             column now, or -1 (dropped) (read_right_as_declared); else NULL */
   int *src;               /* per new slot: the old slot, or -1 */
   uint8_t *give;          /* per new slot: GIVE_… */
   msgpack_object *vals;
@@ -504,6 +513,59 @@ static int old_slot(const rn_rel *r, const rn_schema *old, const char *name)
   return s;
 }
 
+/* The slot of column name in side's columns old, the side's columns now,
+ * following a rename (was =, p:alter) of side's; -1: a new column. */
+static int side_slot(const rn_rel *side, const rn_schema *old, const char *name)
+{
+  int s = rn_schema_slot(old, name, strlen(name));
+  const char *from = s < 0 ? rn_evolve_renamed_from(side->p, side->name, name) : NULL;
+  if (from && rn_schema_slot(side->schema, from, strlen(from)) < 0) s = rn_schema_slot(old, from, strlen(from));
+  return s;
+}
+
+/* The old slot a join's new column j, whose name its old columns lack,
+ * continues by where both come from: the column of its left or right
+ * table it holds, that table's rename followed ("name" to "label", or
+ * "u.name" to "name" where the clash went), when neither the old nor the
+ * new result is a Lua joiner's and its sides are the tables they were;
+ * -1: a new one. An old column whose name the new columns hold is theirs. */
+static int join_old_slot(const capture *c, int j)
+{
+  int i = -1;
+  const rn_rel *r = c->r;
+  int o = c->jr ? rn_join_origin(r, j) : -1;
+  if (o < 0 || rn_join_reader_origin(c->jr, 0) < 0) return -1;
+  const char *lname, *rname;
+  const rn_schema *ol = rn_join_reader_side(c->jr, false, &lname), *orr = rn_join_reader_side(c->jr, true, &rname);
+  if (strcmp(lname, r->input->name) != 0 || strcmp(rname, r->right->name) != 0) return -1;
+  bool right = o >= r->input->schema->ncols;
+  const rn_rel *side = right ? r->right : r->input;
+  const rn_schema *ns = side->schema;
+  int at = right ? o - r->input->schema->ncols : o;
+  if (at >= ns->ncols) return -1;
+  int os = side_slot(side, right ? orr : ol, ns->cols[at].name);
+  if (os < 0) return -1;
+  int want = right ? ol->ncols + os : os;
+  for (i = 0; i < c->old->ncols && rn_join_reader_origin(c->jr, i) != want; i++) {}
+  if (i == c->old->ncols) return -1;
+  const char *was = c->old->cols[i].name;
+  return rn_schema_slot(r->schema, was, strlen(was)) < 0 ? i : -1;
+}
+
+/* Whether old column s of a join holds values the state still has: not
+ * those of a column its right table dropped (why). */
+static bool right_value_kept(capture *c, int s)
+{
+  if (!c->right_from) return true;
+  const char *rname;
+  int nl = rn_join_reader_side(c->jr, false, NULL)->ncols, o = rn_join_reader_origin(c->jr, s);
+  const rn_schema *rs = rn_join_reader_side(c->jr, true, &rname);
+  if (o < nl || o - nl >= rs->ncols || c->right_from[o - nl] >= 0) return true;
+  snprintf(c->why, sizeof c->why, "its old rows held in column \"%s\" the values of column \"%s\" of \"%s\", which "
+           "that table dropped: the state no longer holds them", c->old->cols[s].name, rs->cols[o - nl].name, rname);
+  return false;
+}
+
 /* How each new column is given from an old row; false (why) when a column
  * holds values of a type the new one cannot. */
 static bool plan_capture(capture *c)
@@ -511,7 +573,10 @@ static bool plan_capture(capture *c)
   const rn_schema *now = c->r->schema;
   for (int j = 0; j < now->ncols; j++) {
     const rn_column *n = &now->cols[j];
-    int s = c->src[j] = old_slot(c->r, c->old, n->name);
+    int s = old_slot(c->r, c->old, n->name);
+    if (s < 0) s = join_old_slot(c, j);
+    c->src[j] = s;
+    if (s >= 0 && !right_value_kept(c, s)) return false;
     if (s < 0) {
       /* null even with a default, even when not nullable: the sinks were told no value of it (a key column's
        * says which row it was) */
@@ -639,6 +704,45 @@ static bool fatal(int code)
   return code == RN_ENOMEM || code == RN_EFULL || code == RN_EIO;
 }
 
+/* A join whose right table's columns changed before it was declared
+ * again: that table's rows were rewritten in its new columns, and its old
+ * rows were made with them in the columns its declaration record holds.
+ * Each right row is read back in those (rn_join_reader_right_now), a
+ * column by the name it has now (a rename followed), one dropped null:
+ * no new column continues it (join_old_slot). A column of another type
+ * now, or another right table, cannot be read back: MISFIT (why). */
+static int read_right_as_declared(capture *c)
+{
+  rn_rel *r = c->r;
+  const char *name;
+  const rn_schema *old = rn_join_reader_side(c->jr, true, &name), *now = r->right->schema;
+  if (!rn_join_reader_right_is_table(c->jr) || strcmp(name, r->right->name) != 0) {
+    snprintf(c->why, sizeof c->why, "its old rows were made with rows of \"%s\" in the columns that table had "
+             "before its own change: the state no longer holds them", name);
+    return MISFIT;
+  }
+  int *from = malloc(sizeof *from * (size_t)(old->ncols ? old->ncols : 1)), rc = 0;
+  if (!from) return rn_err_set(&r->p->err, RN_ENOMEM, "out of memory");
+  for (int i = 0; i < old->ncols; i++) from[i] = -1;
+  for (int j = 0; j < now->ncols && !rc; j++) {
+    int s = side_slot(r->right, old, now->cols[j].name);
+    if (s < 0) continue;
+    const rn_column *o = &old->cols[s], *n = &now->cols[j];
+    if (!same_column_type(o, n)) {
+      snprintf(c->why, sizeof c->why, "its old rows were made with rows of \"%s\" whose column \"%s\" held %s, "
+               "and holds %s now: the state no longer holds them", name, o->name,
+               o->type == RN_T_STRUCT ? "a struct of other fields" : rn_type_name(o->type),
+               n->type == RN_T_STRUCT && o->type == RN_T_STRUCT ? "one of other fields" : rn_type_name(n->type));
+      rc = MISFIT;
+    }
+    from[s] = j;
+  }
+  if (!rc && rn_join_reader_right_now(c->jr, from, now->ncols)) rc = rn_err_set(&r->p->err, RN_ENOMEM, "out of memory");
+  if (!rc) c->right_from = from;
+  else free(from);
+  return rc;
+}
+
 static int capture_rows(capture *c)
 {
   rn_rel *r = c->r;
@@ -648,20 +752,17 @@ static int capture_rows(capture *c)
   bool right_changed = false; /* a join's results hold rows of its right table as they were */
   int rc = r->kind == RN_REL_JOIN ? rn_join_right_changed(p->store.wtxn, p->store.meta, r->name, &right_changed) : 0;
   if (rc) return rc == ENOMEM ? rn_err_set(&p->err, RN_ENOMEM, "out of memory") : fail(r, rc);
-  if (right_changed) {
-    snprintf(c->why, sizeof c->why, "its old rows were made with rows of \"%s\" in the columns that table had "
-             "before its own change: the state no longer holds them", r->right->name);
-    return MISFIT;
-  }
   rc = rn_reader_open(p->store.wtxn, p->store.meta, p->store.path, r->name, &rd, &e);
   if (!rc) {
+    c->jr = rn_reader_join(rd);
     c->old = rn_reader_schema(rd);
     int n = r->schema->ncols;
     c->src = calloc((size_t)n, sizeof *c->src);
     c->give = calloc((size_t)n, 1);
     c->vals = calloc((size_t)n, sizeof *c->vals);
     if (!c->src || !c->give || !c->vals) rc = rn_err_set(&p->err, RN_ENOMEM, "out of memory");
-    else if (!plan_capture(c)) rc = MISFIT;
+    else if (right_changed && c->jr) rc = read_right_as_declared(c);
+    if (!rc && !plan_capture(c)) rc = MISFIT;
   } else if (fatal(rc)) {
     p->err = e;
   } else {
@@ -714,6 +815,7 @@ int rn_rebuild_capture(rn_rel *r)
   free(c.src);
   free(c.give);
   free(c.vals);
+  free(c.right_from);
   return rc;
 }
 

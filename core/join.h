@@ -136,4 +136,23 @@ int rn_join_reader_open(MDB_txn *txn, MDB_dbi meta, const char *name, const rn_s
 int rn_join_reader_each(rn_join_reader *r, MDB_txn *txn, MDB_dbi meta, rn_scan_fn fn, void *ctx, rn_err *e);
 void rn_join_reader_free(rn_join_reader *r);
 
+/* ---- a join whose input tables' columns changed, read by its rebuild
+ * (evolve_log.c) before its declaration record is replaced ---- */
+
+/* The columns (and *name, unless NULL) of its left or right side as the
+ * join was declared. */
+const rn_schema *rn_join_reader_side(const rn_join_reader *r, bool right, const char **name);
+/* Whether its right side is a keyed source table (read from "t:" right). */
+bool rn_join_reader_right_is_table(const rn_join_reader *r);
+/* Its right table's rows are stored in now_ncols columns since: right
+ * column i as declared is now's column from[i] (-1: dropped, read as
+ * null). Rows are read so, and the check that the table's schema is the
+ * declared one is not made. 0 or RN_ENOMEM. */
+int rn_join_reader_right_now(rn_join_reader *r, const int *from, int now_ncols);
+/* The slot of the default layout (left columns, then right ones) that its
+ * result column slot holds, or -1 (a Lua joiner's result): of the join as
+ * the reader read its declaration, or of the declared join. */
+int rn_join_reader_origin(const rn_join_reader *r, int slot);
+int rn_join_origin(const rn_rel *join, int slot);
+
 #endif

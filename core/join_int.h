@@ -71,6 +71,10 @@ typedef struct rn_join {
   bool longfk_unread;     /* a scan by index part met a long one it could not read back */
   bool longfk_lazy;       /* a reader of the state (join_read.c): longfks is built in its read
                              transaction when a scan first meets a long key, and freed after it */
+  int *right_from;        /* a reader's (rn_join_reader_right_now): per right column as declared,
+                             the column of the right table's stored rows that holds it now (-1:
+                             dropped: null), or NULL: the rows are stored as declared; owned */
+  int right_now_ncols;    /* the stored rows' columns then */
 } rn_join;
 
 /* A right key, encoded, with its fk part as the index uses it. */
@@ -159,6 +163,10 @@ int rn_join_left_fk(rn_join *j, side *l, fk *f);
 int rn_join_right_key(rn_join *j, side *r, fk *f);
 /* The current right row with key f (NULL when absent or f is null). */
 int rn_join_right_current(rn_join *j, const fk *f, side *r);
+/* A right table's stored row (*row, *len) in the columns the join was
+ * declared with, into scratch, when a reader's right_from says they moved
+ * (join_read.c); else left as it is. */
+int rn_join_right_as_declared(rn_join *j, const char **row, size_t *len);
 /* The right row with key f as it was before change undo (a self-join sees
  * its own change on both sides). */
 int rn_join_right_before(rn_join *j, const fk *f, const rn_change *undo, side *r);

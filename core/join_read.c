@@ -96,6 +96,7 @@ void rn_join_reader_free(rn_join_reader *r)
 {
   if (!r) return;
   rn_join_longfks_free(&r->j);
+  free(r->j.right_from);
   free(r->j.on);
   free(r->j.proj);
   msgpack_sbuffer_destroy(&r->j.keybuf);
@@ -323,10 +324,11 @@ static int check_current(rn_join_reader *r, MDB_txn *txn, MDB_dbi meta, rn_err *
                       "again", name);
   if (!r->j.right_native) return 0;
   uint64_t seq = 0, last = 0;
-  bool has_seq, has_last, same;
+  bool has_seq, has_last, same = true;
   rc = meta_u64(txn, meta, RN_META_SEQ, "", 0, &seq, &has_seq);
   if (!rc) rc = meta_u64(txn, meta, RN_META_COUNTERS, name, 16, &last, &has_last);
-  if (!rc) rc = same_schema(txn, meta, r->right.name, &r->right_desc, &same);
+  if (!rc && !r->j.right_from) rc = same_schema(txn, meta, r->right.name, &r->right_desc, &same); /* else read as it
+                                                                                                     * was declared */
   if (rc) return rn_err_set(e, rn_store_read_code(rc), "join \"%s\": %s", name, mdb_strerror(rc));
   if (!same)
     return rn_err_set(e, RN_EINVAL, "join \"%s\": table \"%s\" has another schema than when the join was last "
@@ -354,4 +356,71 @@ int rn_join_reader_each(rn_join_reader *r, MDB_txn *txn, MDB_dbi meta, rn_scan_f
     if (!strstr(e->msg, r->out.name)) rn_err_prefix(e, prefix);
   }
   return rc;
+}
+
+/* ---- a right table whose columns changed (rn_join_reader_right_now) ---- */
+
+int rn_join_right_as_declared(rn_join *j, const char **row, size_t *len)
+{
+  const rn_schema *rs = j->right->schema;
+  msgpack_zone *z = zone_of(j);
+  const msgpack_object *now = rn_row_unpack(*row, *len, j->right_now_ncols, z);
+  if (!now) return rn_err_set(err_of(j), RN_ESTORE, "%s: a row of \"%s\" could not be decoded", j->out->name,
+                              j->right->name);
+  msgpack_object *vals = rn_zone_malloc(z, sizeof *vals * (size_t)(rs->ncols ? rs->ncols : 1));
+  if (!vals) return nomem(j);
+  for (int i = 0; i < rs->ncols; i++) {
+    vals[i].type = MSGPACK_OBJECT_NIL;
+    if (j->right_from[i] >= 0) vals[i] = now[j->right_from[i]];
+  }
+  msgpack_sbuffer b;
+  msgpack_sbuffer_init(&b);
+  rn_row_pack(rs, vals, &b);
+  *row = b.data ? rn_scratch_copy(j->out->p, b.data, b.size) : NULL;
+  *len = b.size;
+  msgpack_sbuffer_destroy(&b);
+  return *row ? 0 : nomem(j);
+}
+
+const rn_schema *rn_join_reader_side(const rn_join_reader *r, bool right, const char **name)
+{
+  const rn_rel *s = right ? &r->right : &r->left;
+  if (name) *name = s->name;
+  return s->schema;
+}
+
+bool rn_join_reader_right_is_table(const rn_join_reader *r)
+{
+  return r->right_side == RIGHT_TABLE;
+}
+
+int rn_join_reader_right_now(rn_join_reader *r, const int *from, int now_ncols)
+{
+  int n = r->right.schema->ncols;
+  int *a = malloc(sizeof *a * (size_t)(n ? n : 1));
+  if (!a) return RN_ENOMEM;
+  memcpy(a, from, sizeof *a * (size_t)n);
+  free(r->j.right_from);
+  r->j.right_from = a;
+  r->j.right_now_ncols = now_ncols;
+  return 0;
+}
+
+/* The default layout's slot (left columns, then right ones) result column
+ * slot of j holds, or -1 (a joiner's result). */
+static int origin_of(const rn_join *j, int slot)
+{
+  if (j->fns.joiner) return -1;
+  if (j->proj) return slot < j->proj->n ? j->proj->slots[slot] : -1;
+  return slot < j->left->schema->ncols + j->right->schema->ncols ? slot : -1;
+}
+
+int rn_join_reader_origin(const rn_join_reader *r, int slot)
+{
+  return origin_of(&r->j, slot);
+}
+
+int rn_join_origin(const rn_rel *join, int slot)
+{
+  return join->kind == RN_REL_JOIN && join->ctx ? origin_of(join->ctx, slot) : -1;
 }

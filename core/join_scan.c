@@ -66,7 +66,8 @@ static int longfk_row(void *ctx, uint64_t id, const char *row, size_t len)
 {
   (void)id;
   rn_join *j = ctx;
-  int rc = longfk_add(j, row, len);
+  int rc = j->right_native && j->right_from ? rn_join_right_as_declared(j, &row, &len) : 0;
+  if (!rc) rc = longfk_add(j, row, len);
   if (j->longfk_lazy) msgpack_zone_clear(zone_of(j)); /* its own zone while it builds (longfks_read) */
   return rc;
 }

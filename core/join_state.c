@@ -229,7 +229,13 @@ int rn_join_right_current(rn_join *j, const fk *f, side *r)
   if (j->right_native) {
     uint64_t id;
     int rc = rn_table_row_by_key(j->right, txn_of(j), f->enc, f->len, &id, &row, &len);
+    if (!rc && row && j->right_from) rc = rn_join_right_as_declared(j, &row, &len); /* in scratch already */
     if (rc) return rc;
+    if (row && j->right_from) {
+      r->row = row;
+      r->len = len;
+      return 0;
+    }
   } else {
     MDB_val k = { f->len, (void *)f->enc }, v;
     if (f->len > RN_STORE_KEY_MAX) { /* the copy is keyed by the fk part for long keys */

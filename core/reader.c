@@ -56,6 +56,8 @@ void rn_reader_free(rn_reader *r)
 
 const rn_schema *rn_reader_schema(const rn_reader *r) { return r->schema; }
 
+struct rn_join_reader *rn_reader_join(rn_reader *r) { return r->how == READ_JOIN ? r->join : NULL; }
+
 const char *rn_reader_kind(const rn_reader *r)
 {
   return r->how == READ_SELECT ? "select" : rn_relkind_name(r->kind);

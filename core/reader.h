@@ -34,6 +34,8 @@ int rn_reader_each(rn_reader *r, MDB_txn *txn, rn_attach_each_fn fn, void *ctx, 
 int rn_reader_get(rn_reader *r, MDB_txn *txn, const char *key, size_t klen, rn_attach_each_fn fn, void *ctx,
                   rn_err *e);
 void rn_reader_free(rn_reader *r);
+/* A join's reader (join.h), or NULL: r reads no join. */
+struct rn_join_reader *rn_reader_join(rn_reader *r);
 
 /* Records under "d:" name what a reader needs of a select (rel:select{}: a
  * map done in C), in txn, its declaring transaction:

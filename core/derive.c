@@ -254,6 +254,72 @@ static int setup_keys(void *ctx, bool created, bool rebuild_it)
   return rn_mapkey_open(&((rn_derive *)d->ctx)->keys, d, txn, false);
 }
 
+/* ---- a map declared again with other columns, its function as it was ----
+ * Its rows as its sinks were told are its function over its input's rows
+ * as told, made in the columns it had (rn_rebuild_capture_told), told
+ * against its rows now at the start of the next group, as a rebuild's
+ * changes are (evolve_log.h). Not when its function changed too ("fo:"
+ * kept: rn_derive_tell_old tells both), nor for a select (its rows are its
+ * input's values in other columns), nor over a relation whose sinks were
+ * not told (rn_derive_told_unknown said so). */
+
+/* In tell_columns's transaction; *why: its sinks cannot be told. */
+static int tell_columns_in(rn_rel *d, char *why, size_t whylen)
+{
+  rn_pipeline *p = d->p;
+  rn_derive *f = d->ctx;
+  if (rn_code_untold(p, p->store.wtxn, d->name)) return 0; /* rn_derive_tell_old, next */
+  if (!f->map || d->told_unknown || unknown_under(d, why, whylen)) { /* nothing told: told rows of an earlier
+                                                                       * layout go too */
+    why[0] = 0;
+    return d->rebuilt_open ? rn_rebuild_untold(d) : 0;
+  }
+  d->rebuild_tells = true;
+  int rc = rn_rebuild_capture_told(d);
+  msgpack_zone_clear(&p->scratch);
+  if (rc && rc != RN_ESTORE && rc != RN_EFULL && rc != RN_ENOMEM && rc != RN_EIO) { /* its function failed */
+    snprintf(why, whylen, "its function failed on a row its sinks were told of: %s", p->err.msg);
+    rc = rn_rebuild_untold(d);
+  } else if (!rc && d->rebuild_captured) {
+    rc = rn_rebuild_after(d);
+  } else if (!rc && d->untold_why) { /* its old rows do not fit its new columns */
+    snprintf(why, whylen, "%s", d->untold_why);
+  }
+  d->rebuild_tells = false;
+  msgpack_zone_clear(&p->scratch);
+  return rc;
+}
+
+static int tell_columns(rn_rel *d)
+{
+  rn_pipeline *p = d->p;
+  char why[1536] = "";
+  bool open = d->rebuilt_open, pending = d->rebuilt_pending, unknown = d->told_unknown;
+  int rc;
+  for (int tries = 0;; tries++) { /* again after growing the map when LMDB filled it */
+    d->told_unknown = unknown;
+    if (!(rc = rn_store_begin(&p->store, &p->err))) {
+      p->group_serial++;
+      p->state = RN_APPLYING; /* callbacks may read, not change tables */
+      rc = tell_columns_in(d, why, sizeof why);
+      p->state = RN_IDLE;
+      if (!rc) rc = rn_store_commit(&p->store, &p->err);
+      else rn_store_abort(&p->store);
+    }
+    free(d->rebuild_fill), free(d->untold_why); /* compared, or not to be */
+    d->rebuild_fill = NULL, d->untold_why = NULL, d->nfill = 0, d->rebuild_captured = false;
+    if (!rc) break;
+    d->rebuilt_open = open, d->rebuilt_pending = pending; /* nothing of it was kept */
+    if (p->err.code != RN_EFULL || p->err.cause != MDB_MAP_FULL || tries >= 16) break;
+    if ((rc = rn_store_grow(&p->store, &p->err))) break;
+  }
+  rn_schema_free(d->told_schema);
+  d->told_schema = NULL;
+  if (rc || !why[0]) return rc;
+  d->told_unknown = true; /* what is over it cannot be told either (rn_told_unknown_under) */
+  return rn_evolve_note(p, "%s: its sinks were not told what its rebuild changed (%s)", d->name, why);
+}
+
 /* Declares filter or map of in whose ctx is f (NULL: out of memory, and
  * ctx, free_ctx and sel are released); takes ownership of schema. */
 static int declare(rn_pipeline *p, const char *name, rn_relkind kind, rn_rel *in, rn_schema *schema,
@@ -274,6 +340,7 @@ static int declare(rn_pipeline *p, const char *name, rn_relkind kind, rn_rel *in
     rc = rn_open_derived_state(p, r, setup_keys, r);
   }
   if (!rc) rc = rn_derive_told_unknown(r); /* over a relation whose sinks were not told */
+  if (!rc && r->told_schema) rc = tell_columns(r); /* other columns, its function as it was */
   if (rc) {
     in->noutputs--; /* rn_declare_derived made r its last output */
     rn_rel_discard_last(p);

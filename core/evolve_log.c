@@ -348,7 +348,7 @@ int rn_rebuild_opened(rn_rel *r, MDB_txn *txn, bool created)
   int rc = mdb_dbi_open(txn, name, 0, &r->rebuilt_dbi);
   if (rc == MDB_NOTFOUND) return 0; /* no rebuild left anything to tell */
   if (!rc) rc = mdb_set_compare(txn, r->rebuilt_dbi, rn_store_key_cmp);
-  if (!rc && created) return (rc = mdb_drop(txn, r->rebuilt_dbi, 1)) ? fail(r, rc) : 0; /* (2) */
+  if (!rc && created && !r->told_schema) return (rc = mdb_drop(txn, r->rebuilt_dbi, 1)) ? fail(r, rc) : 0; /* (2) */
   MDB_stat st;
   if (!rc) rc = mdb_stat(txn, r->rebuilt_dbi, &st);
   if (rc) return fail(r, rc);
@@ -639,6 +639,35 @@ static bool fatal(int code)
   return code == RN_ENOMEM || code == RN_EFULL || code == RN_EIO;
 }
 
+/* c's plan for r's new columns from c->old, r's "rb:" database open, and
+ * the entries an earlier rebuild left in the old columns given in the new
+ * ones; MISFIT (c->why) when they do not fit. */
+static int capture_begin(capture *c)
+{
+  rn_rel *r = c->r;
+  rn_pipeline *p = r->p;
+  int n = r->schema->ncols;
+  c->src = calloc((size_t)n, sizeof *c->src);
+  c->give = calloc((size_t)n, 1);
+  c->vals = calloc((size_t)n, sizeof *c->vals);
+  if (!c->src || !c->give || !c->vals) return rn_err_set(&p->err, RN_ENOMEM, "out of memory");
+  if (!plan_capture(c)) return MISFIT;
+  int rc = rn_state_dbi(p, p->store.wtxn, RN_DB_REBUILT, r->name, 0, &r->rebuilt_dbi);
+  if (!rc) r->rebuilt_open = true;
+  return rc ? rc : capture_pending(c);
+}
+
+/* The captured rows lack the new key columns: rn_rebuild_after gives them
+ * the rebuilt rows' values (c->src is no longer needed: the fill slots). */
+static void capture_fill(capture *c)
+{
+  rn_rel *r = c->r;
+  for (int j = 0; j < r->schema->ncols; j++)
+    if (c->give[j] == GIVE_FILL) c->src[r->nfill++] = j;
+  r->rebuild_fill = c->src;
+  c->src = NULL;
+}
+
 static int capture_rows(capture *c)
 {
   rn_rel *r = c->r;
@@ -656,40 +685,51 @@ static int capture_rows(capture *c)
   rc = rn_reader_open(p->store.wtxn, p->store.meta, p->store.path, r->name, &rd, &e);
   if (!rc) {
     c->old = rn_reader_schema(rd);
-    int n = r->schema->ncols;
-    c->src = calloc((size_t)n, sizeof *c->src);
-    c->give = calloc((size_t)n, 1);
-    c->vals = calloc((size_t)n, sizeof *c->vals);
-    if (!c->src || !c->give || !c->vals) rc = rn_err_set(&p->err, RN_ENOMEM, "out of memory");
-    else if (!plan_capture(c)) rc = MISFIT;
+    rc = capture_begin(c);
   } else if (fatal(rc)) {
     p->err = e;
   } else {
     snprintf(c->why, sizeof c->why, "its old rows could not be read: %.1400s", e.msg);
     rc = MISFIT;
   }
-  if (!rc) rc = rn_state_dbi(p, p->store.wtxn, RN_DB_REBUILT, r->name, 0, &r->rebuilt_dbi);
-  if (!rc) r->rebuilt_open = true;
-  if (!rc) rc = capture_pending(c);
   if (!rc) {
     rc = rn_reader_each(rd, p->store.wtxn, capture_row, c, &e);
     if (rc && rc != MISFIT && c->rc) rc = c->rc; /* a write failed: r's error */
     else if (rc && rc != MISFIT && fatal(rc)) p->err = e;
     else if (rc && rc != MISFIT) snprintf(c->why, sizeof c->why, "its old rows could not be read: %.1400s", e.msg), rc = MISFIT;
   }
-  if (!rc) {
-    for (int j = 0; j < r->schema->ncols; j++)
-      if (c->give[j] == GIVE_FILL) c->src[r->nfill++] = j; /* src no longer needed: the fill slots */
-    r->rebuild_fill = c->src;
-    c->src = NULL;
-  }
+  if (!rc) capture_fill(c);
   rn_reader_free(rd);
   return rc;
 }
 
-int rn_rebuild_capture(rn_rel *r)
+/* A map's rows as its sinks were told (rn_rebuild_capture_told): its
+ * function over its input's rows as told, made by a stand-in for it whose
+ * columns are the ones it had (the binding packs them there, with their
+ * defaults, leaving out names they lack), then given in the new ones. */
+static int capture_made(capture *c)
 {
-  if (!r->stateful || r->kind == RN_REL_MAP || !r->input || !r->tablelike || !r->input->tablelike) return 0;
+  rn_rel *r = c->r;
+  c->old = r->told_schema;
+  int rc = capture_begin(c);
+  if (rc) return rc;
+  rn_rel as_told = *r; /* r as its sinks hold it; nothing of it is freed but the binding's data */
+  as_told.schema = r->told_schema;
+  as_told.udata = NULL, as_told.udata_free = NULL;
+  as_told.as_told = true, as_told.told_rows = false;
+  memset(as_told.slot_hint, 0, sizeof as_told.slot_hint);
+  rc = derive_told(&as_told, capture_row, c);
+  if (as_told.udata_free) as_told.udata_free(as_told.udata);
+  if (rc && rc != MISFIT && c->rc) rc = c->rc; /* a write failed: r's error */
+  if (!rc) capture_fill(c);
+  return rc;
+}
+
+/* Runs how over a capture of r, keeping what it found: its rows in
+ * rebuilt_dbi (r->rebuild_captured), or, when they cannot be told
+ * (MISFIT), nothing, with r->untold_why for the note. */
+static int capture_with(rn_rel *r, int (*how)(capture *c))
+{
   rn_pipeline *p = r->p;
   free(r->rebuild_fill);
   free(r->untold_why);
@@ -697,7 +737,7 @@ int rn_rebuild_capture(rn_rel *r)
   capture c = { .r = r };
   if (!rn_zone_init(&c.z, 4096)) return rn_err_set(&p->err, RN_ENOMEM, "out of memory");
   msgpack_sbuffer_init(&c.out);
-  int rc = capture_rows(&c);
+  int rc = how(&c);
   if (!rc && rn_oom()) rc = rn_err_set(&p->err, RN_ENOMEM, "out of memory");
   if (!rc) r->rebuild_captured = true;
   if (rc == MISFIT) { /* a note says so (rn_rebuild_untold_note); nothing is told */
@@ -715,6 +755,18 @@ int rn_rebuild_capture(rn_rel *r)
   free(c.give);
   free(c.vals);
   return rc;
+}
+
+int rn_rebuild_capture_told(rn_rel *r)
+{
+  if (!r->told_schema || !is_derived(r) || !r->tablelike) return 0;
+  return capture_with(r, capture_made);
+}
+
+int rn_rebuild_capture(rn_rel *r)
+{
+  if (!r->stateful || r->kind == RN_REL_MAP || !r->input || !r->tablelike || !r->input->tablelike) return 0;
+  return capture_with(r, capture_rows);
 }
 
 int rn_rebuild_captured_done(rn_rel *r)

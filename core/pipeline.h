@@ -115,6 +115,10 @@ struct rn_rel {
   int *rebuild_fill;      /* captured: the key slots its old rows lack that take the rebuilt row's value */
   int nfill;
   char *untold_why;       /* the capture found its old rows cannot be told: why (for the note) */
+  rn_schema *told_schema; /* a map declared again with other columns: the columns (and defaults) its
+                             rows had, read at rn_state_open, until its sinks are told (derive.c), owned */
+  bool as_told;           /* a stand-in for a map making its rows in told_schema (evolve_log.c): names
+                             its function gives that those columns lack are left out */
   MDB_dbi rebuilt_dbi;
   char *reads;            /* |name\0|…|: the relations its Lua functions read (evolve_reads.h), owned */
   size_t reads_len;

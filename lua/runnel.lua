@@ -378,6 +378,9 @@ function Relation:map(fn, decl, name)
   if not cols then raise(err) end
   key, err = key_spec(n, decl.key)
   if err then raise(err) end
+  for _, c in ipairs(cols) do -- what its sinks were told is given in these columns (core/evolve_log.c)
+    if c.was then self:pipeline():_rename(n, c.was, c.name) end
+  end
   local told, old = record_fn(self:pipeline(), n, fn)
   if type(old) == "function" then old = in_columns(old, fn, cols, key) end
   local rel

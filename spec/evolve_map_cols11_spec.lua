@@ -1,0 +1,356 @@
+-- A map declared again with other columns but the same function (0.22).
+-- Its rows as its sinks were told are its function over its input's rows
+-- as told, made in the columns it had (their defaults too), given in the
+-- new columns by name, as a rebuild's are (core/evolve_log.c): a new
+-- column is null in them (even with a default: its sinks were told no
+-- value of it), a column given a default it did not have takes it now.
+-- What differs is told at the start of the next group, by row id, keyed
+-- or not, and passes through a filter or map over it. Before, nothing
+-- was told: a copy kept from the log lacked every value the new
+-- declaration gave (0.21).
+local runnel = require "runnel"
+local H = require "helper"
+
+local T = { {"k","int"}, {"v","int"}, {"g","int"}, key = "k" }
+
+local applier, rows_by_id = H.id_applier, H.rows_by_id -- spec/helper.lua
+
+local function seed(t)
+  for k = 1, 3 do t:insert{ k = k, v = 10 * k, g = k % 2 } end
+end
+
+local function noted(notes, pattern)
+  for _, line in ipairs(notes) do if line:find(pattern) then return line end end
+  return nil
+end
+
+local F = function(r) return { id = r.k, a = r.v } end -- the same function in every run
+local AB = { {"id","int"}, {"a","int"}, key = "id" }
+local ABD = { {"id","int"}, {"a","int"}, {"b","int", default = 7}, key = "id" }
+
+local function opened(dir, cols, fn)
+  local p, notes = H.open_noting(dir)
+  local t = p:table("t", T)
+  return p, t, t:map(fn or F, cols, "m"), notes
+end
+
+describe("a keyed map whose columns changed but its function did not", function()
+  after_each(H.cleanup)
+
+  it("tells its sinks the new column's values, so a copy from the log equals its rows", function()
+    local dir = H.tmpdir()
+    local copy, apply = applier()
+    local p, t, m = opened(dir, AB)
+    m:sink(apply)
+    seed(t)
+    p:close()
+    local notes
+    p, t, m, notes = opened(dir, ABD)
+    assert.truthy(noted(notes, "^m: its declaration changed"))
+    assert.is_nil(noted(notes, "not told"))
+    local log = H.record(m)
+    m:sink(apply)
+    t:insert{ k = 4, v = 40, g = 0 }
+    assert.same({ "UPDATE 1", "UPDATE 2", "UPDATE 3", "INSERT 4" }, H.verbs(log))
+    assert.same({ id = 1, a = 10 }, log[1][4])                 -- b: its sinks were told no value of it
+    assert.same({ id = 1, a = 10, b = 7 }, log[1][3])
+    assert.same(rows_by_id(m), copy)                           -- before: the copy lacked b = 7 (0.21)
+    H.clear(log)
+    t:insert{ k = 5, v = 50, g = 1 }
+    assert.same({ "INSERT 5" }, H.verbs(log))                  -- told once
+    p:close()
+  end)
+
+  it("goes through the outbox to a durable sink, and into a cdc log of it", function()
+    local dir = H.tmpdir()
+    local p, t = opened(dir, AB)
+    seed(t)
+    p:close()
+    local m
+    p, t, m = opened(dir, ABD)
+    local cdc = {}
+    m:cdc{}:sink(function(_, row) cdc[#cdc + 1] = row["cdc$operation"] .. " " .. row.id .. " " .. tostring(row.b) end)
+    local durable = {}
+    m:sink(function(verb, row, _, info) durable[#durable + 1] = verb .. " " .. info.id .. " " .. row.b end,
+           { durable = true, name = "d" })
+    t:insert{ k = 4, v = 40, g = 0 }
+    p:flush()
+    assert.same({ "UPDATE 1 7", "UPDATE 2 7", "UPDATE 3 7", "INSERT 4 7" }, durable)
+    assert.same({ "1 1 7", "1 2 7", "1 3 7", "2 4 7" }, cdc)
+    p:close()
+  end)
+
+  it("tells a default given to a column it had, and nothing for a column whose default stayed", function()
+    local dir = H.tmpdir()
+    local copy, apply = applier()
+    local fn = function(r) return { id = r.k, a = r.v, c = r.k == 2 and 5 or nil } end
+    local p, t, m = opened(dir, { {"id","int"}, {"a","int"}, {"c","int", null = true}, {"d","int", default = 3},
+                                  key = "id" }, fn)
+    m:sink(apply)
+    seed(t)
+    p:close()
+    local notes
+    p, t, m, notes = opened(dir, { {"id","int"}, {"a","int"}, {"c","int", null = true, default = 9},
+                                   {"d","int", default = 3}, key = "id" }, fn)
+    assert.is_nil(noted(notes, "not told"))
+    local log = H.record(m)
+    m:sink(apply)
+    t:insert{ k = 4, v = 40, g = 0 }
+    assert.same({ "UPDATE 1", "UPDATE 3", "INSERT 4" }, H.verbs(log)) -- row 2 gives c = 5 itself; d kept its 3
+    assert.same({ id = 1, a = 10, d = 3 }, log[1][4])
+    assert.same({ id = 1, a = 10, c = 9, d = 3 }, log[1][3])
+    assert.same(rows_by_id(m), copy)
+    p:close()
+  end)
+
+  it("with another key: tells by row id what changed, nothing where a row stayed", function()
+    local dir = H.tmpdir()
+    local copy, apply = applier()
+    local p, t, m = opened(dir, AB)
+    m:sink(apply)
+    seed(t)
+    p:close()
+    local notes
+    p, t, m, notes = opened(dir, { {"id","int"}, {"a","int"}, key = "a" })
+    assert.is_nil(noted(notes, "not told"))
+    local log = H.record(m)
+    m:sink(apply)
+    t:insert{ k = 4, v = 40, g = 0 }
+    assert.same({ "INSERT 4" }, H.verbs(log))                  -- the rows are the same
+    assert.same(rows_by_id(m), copy)
+    p:close()
+    p, t, m, notes = opened(dir, { {"id","int"}, {"a","int"}, {"b","int", default = 7}, key = "id" })
+    assert.is_nil(noted(notes, "not told"))
+    log = H.record(m)
+    m:sink(apply)
+    t:update{ k = 2, v = 21 }
+    assert.same({ "UPDATE 1", "UPDATE 2", "UPDATE 3", "UPDATE 4", "UPDATE 2" }, H.verbs(log))
+    assert.same(rows_by_id(m), copy)
+    p:close()
+  end)
+
+  it("with a column made float: its values convert exactly, nothing is told", function()
+    local dir = H.tmpdir()
+    local copy, apply = applier()
+    local p, t, m = opened(dir, AB)
+    m:sink(apply)
+    seed(t)
+    p:close()
+    local notes
+    p, t, m, notes = opened(dir, { {"id","int"}, {"a","float"}, key = "id" })
+    assert.is_nil(noted(notes, "not told"))
+    local log = H.record(m)
+    m:sink(apply)
+    t:insert{ k = 4, v = 40, g = 0 }
+    assert.same({ "INSERT 4" }, H.verbs(log))
+    assert.equal("float", math.type(log[1][3].a))
+    p:close()
+  end)
+
+  it("a new column given a value only by its input's new column is told too", function()
+    local dir = H.tmpdir()
+    local copy, apply = applier()
+    local function decl(tcols, mcols)
+      local p, notes = H.open_noting(dir)
+      local t = p:table("t", tcols)
+      return p, t, t:map(function(r) return r end, mcols, "m"), notes -- the input's row as it is
+    end
+    local p, t, m = decl(T, { {"k","int"}, {"v","int"}, {"g","int"}, key = "k" })
+    m:sink(apply)
+    seed(t)
+    p:close()
+    local TW = { {"k","int"}, {"v","int"}, {"g","int"}, {"w","int", default = 5}, key = "k" }
+    local notes
+    p, t, m, notes = decl(TW, { {"k","int"}, {"v","int"}, {"g","int"}, {"w","int", null = true}, key = "k" })
+    assert.truthy(noted(notes, '^t: added "w" int = 5'))
+    assert.is_nil(noted(notes, "not told"))
+    local log = H.record(m)
+    m:sink(apply)
+    t:insert{ k = 4, v = 40, g = 0 }
+    -- the table's new column is no change of its rows (a note gives it), but no note gives the map's
+    assert.same({ "UPDATE 1", "UPDATE 2", "UPDATE 3", "INSERT 4" }, H.verbs(log))
+    assert.same({ k = 1, v = 10, g = 1 }, log[1][4])
+    assert.same({ k = 1, v = 10, g = 1, w = 5 }, log[1][3])
+    assert.same(rows_by_id(m), copy)
+    p:close()
+  end)
+end)
+
+describe("a map passing its input's rows on, whose input renamed a column", function()
+  after_each(H.cleanup)
+
+  it("tells nothing when its own column follows the rename with was =: a rename is no change of rows", function()
+    for _, key in ipairs{ "k", false } do
+      local dir = H.tmpdir()
+      local copy, apply = applier()
+      local function decl(tcols, mcols)
+        local p, notes = H.open_noting(dir)
+        local t = p:table("t", tcols)
+        mcols.key = key or nil
+        return p, t, t:map(function(r) return r end, mcols, "m"), notes
+      end
+      local p, t, m = decl(T, { {"k","int"}, {"v","int"}, {"g","int"} })
+      m:sink(apply)
+      seed(t)
+      p:close()
+      local notes
+      p, t, m, notes = decl({ {"k","int"}, {"w","int", was = "v"}, {"g","int"}, key = "k" },
+                            { {"k","int"}, {"w","int", was = "v"}, {"g","int"} })
+      assert.truthy(noted(notes, '^t: renamed "v" to "w"'))
+      assert.is_nil(noted(notes, "not told"), tostring(key))
+      local log = H.record(m)
+      m:sink(apply)
+      t:insert{ k = 4, w = 40, g = 0 }
+      assert.same({ "INSERT 4" }, H.verbs(log))
+      for _, row in pairs(copy) do if row.v then row.w, row.v = row.v, nil end end
+      assert.same(rows_by_id(m), copy)
+      p:close()
+    end
+  end)
+end)
+
+describe("a map passing its input's rows on, whose input dropped a column", function()
+  after_each(H.cleanup)
+
+  it("tells nothing when it drops the column too: a dropped column is no change of rows", function()
+    for _, key in ipairs{ "k", false } do
+      local dir = H.tmpdir()
+      local copy, apply = applier()
+      local function decl(tcols, mcols)
+        local p, notes = H.open_noting(dir)
+        local t = p:table("t", tcols)
+        mcols.key = key or nil
+        return p, t, t:map(function(r) return r end, mcols, "m"), notes
+      end
+      local p, t, m = decl(T, { {"k","int"}, {"v","int"}, {"g","int"} })
+      m:sink(apply)
+      seed(t)
+      p:close()
+      local notes
+      p, t, m, notes = decl({ {"k","int"}, {"v","int"}, key = "k" }, { {"k","int"}, {"v","int"} })
+      assert.truthy(noted(notes, '^t: dropped "g"'))
+      assert.is_nil(noted(notes, "not told"), tostring(key))
+      local log = H.record(m)
+      m:sink(apply)
+      t:insert{ k = 4, v = 40 }
+      assert.same({ "INSERT 4" }, H.verbs(log))
+      for _, row in pairs(copy) do row.g = nil end
+      assert.same(rows_by_id(m), copy)
+      p:close()
+    end
+  end)
+end)
+
+describe("a map without a key whose columns changed but its function did not", function()
+  after_each(H.cleanup)
+
+  it("tells its sinks the new column's values", function()
+    local dir = H.tmpdir()
+    local copy, apply = applier()
+    local p, t, m = opened(dir, { {"id","int"}, {"a","int"} })
+    m:sink(apply)
+    seed(t)
+    p:close()
+    local notes
+    p, t, m, notes = opened(dir, { {"id","int"}, {"a","int"}, {"b","int", default = 7} })
+    assert.truthy(noted(notes, "^m: its declaration changed"))
+    assert.is_nil(noted(notes, "not told"))
+    local log = H.record(m)
+    m:sink(apply)
+    t:insert{ k = 4, v = 40, g = 0 }
+    assert.same({ "UPDATE 1", "UPDATE 2", "UPDATE 3", "INSERT 4" }, H.verbs(log))
+    assert.same({ id = 2, a = 20 }, log[2][4])
+    assert.same({ id = 2, a = 20, b = 7 }, log[2][3])
+    assert.same(rows_by_id(m), copy)
+    p:close()
+  end)
+end)
+
+describe("a filter over a map whose columns changed but its function did not", function()
+  after_each(H.cleanup)
+
+  it("passes on what the map tells, of the rows it passes", function()
+    local dir = H.tmpdir()
+    for _, cols in ipairs{ { AB, ABD }, { { {"id","int"}, {"a","int"} }, { {"id","int"}, {"a","int"}, {"b","int", default = 7} } } } do
+      local copy, apply = applier()
+      local function decl(mcols)
+        local p, notes = H.open_noting(dir)
+        local t = p:table("t", T)
+        return p, t, t:map(F, mcols, "m"):filter(function(r) return r.a >= 20 end, "f"), notes
+      end
+      local p, t, f = decl(cols[1])
+      f:sink(apply)
+      seed(t)
+      p:close()
+      local notes
+      p, t, f, notes = decl(cols[2])
+      assert.is_nil(noted(notes, "not told"))
+      local log = H.record(f)
+      f:sink(apply)
+      t:insert{ k = 4, v = 40, g = 0 }
+      assert.same({ "UPDATE 2", "UPDATE 3", "INSERT 4" }, H.verbs(log))
+      assert.same({ id = 3, a = 30, b = 7 }, log[2][3])
+      assert.same(rows_by_id(f), copy)
+      p:close()
+      p = runnel.open{ path = dir, notes = false }
+      p:drop("f")
+      p:drop("m")
+      p:drop("t")
+      p:close()
+    end
+  end)
+end)
+
+describe("a map whose function and columns did not change, over a map whose columns changed", function()
+  after_each(H.cleanup)
+
+  it("tells what its input's change gave it, keyed or not", function()
+    for _, key in ipairs{ "x", false } do
+      local dir = H.tmpdir()
+      local copy, apply = applier()
+      local function decl(m1cols)
+        local p, notes = H.open_noting(dir)
+        local t = p:table("t", T)
+        local m1 = t:map(F, m1cols, "m1")
+        local m2 = m1:map(function(r) return { x = -r.id, b = r.b } end,
+                          { {"x","int"}, {"b","int", null = true}, key = key or nil }, "m2")
+        return p, t, m2, notes
+      end
+      local p, t, m2 = decl(AB) -- r.b: nil
+      m2:sink(apply)
+      seed(t)
+      p:close()
+      local notes
+      p, t, m2, notes = decl(ABD) -- m1 gains b = 7 in every row, and so m2
+      assert.is_nil(noted(notes, "not told"))
+      local log = H.record(m2)
+      m2:sink(apply)
+      t:insert{ k = 4, v = 40, g = 0 }
+      assert.same({ "UPDATE 1", "UPDATE 2", "UPDATE 3", "INSERT 4" }, H.verbs(log), tostring(key))
+      assert.same({ x = -1 }, log[1][4])
+      assert.same({ x = -1, b = 7 }, log[1][3])
+      assert.same(rows_by_id(m2), copy)
+      p:close()
+    end
+  end)
+end)
+
+describe("a map whose columns changed but its function did not, its old rows not fitting", function()
+  after_each(H.cleanup)
+
+  it("says its sinks were not told (a null told in a column now not null)", function()
+    local dir = H.tmpdir()
+    local fn = function(r) return { id = r.k, c = r.k == 2 and 5 or nil } end
+    local p, t = opened(dir, { {"id","int"}, {"c","int", null = true}, key = "id" }, fn)
+    seed(t)
+    p:close()
+    local m, notes
+    p, t, m, notes = opened(dir, { {"id","int"}, {"c","int", default = 9}, key = "id" }, fn)
+    assert.truthy(noted(notes, '^m: its sinks were not told what its rebuild changed %(its old rows do not fit ' ..
+                               'its new columns: row 1 holds null in column "c", which is not null now%)'))
+    local log = H.record(m)
+    t:insert{ k = 4, v = 40, g = 0 }
+    assert.same({ "INSERT 4" }, H.verbs(log))
+    p:close()
+  end)
+end)

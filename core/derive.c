@@ -264,11 +264,14 @@ static int setup_keys(void *ctx, bool created, bool rebuild_it)
  * not told (rn_derive_told_unknown said so). */
 
 /* In tell_columns's transaction; *why: its sinks cannot be told. */
-static int tell_columns_in(rn_rel *d, char *why, size_t whylen)
+static int tell_columns_in(rn_rel *d, char *why, size_t whylen, bool *later)
 {
   rn_pipeline *p = d->p;
   rn_derive *f = d->ctx;
-  if (rn_code_untold(p, p->store.wtxn, d->name)) return 0; /* rn_derive_tell_old, next */
+  if (rn_code_untold(p, p->store.wtxn, d->name)) { /* rn_derive_tell_old, next, with told_schema */
+    *later = true;
+    return 0;
+  }
   if (!f->map || d->told_unknown || unknown_under(d, why, whylen)) { /* nothing told: told rows of an earlier
                                                                        * layout go too */
     why[0] = 0;
@@ -294,14 +297,14 @@ static int tell_columns(rn_rel *d)
 {
   rn_pipeline *p = d->p;
   char why[1536] = "";
-  bool open = d->rebuilt_open, pending = d->rebuilt_pending, unknown = d->told_unknown;
+  bool open = d->rebuilt_open, pending = d->rebuilt_pending, unknown = d->told_unknown, later = false;
   int rc;
   for (int tries = 0;; tries++) { /* again after growing the map when LMDB filled it */
     d->told_unknown = unknown;
     if (!(rc = rn_store_begin(&p->store, &p->err))) {
       p->group_serial++;
       p->state = RN_APPLYING; /* callbacks may read, not change tables */
-      rc = tell_columns_in(d, why, sizeof why);
+      rc = tell_columns_in(d, why, sizeof why, &later);
       p->state = RN_IDLE;
       if (!rc) rc = rn_store_commit(&p->store, &p->err);
       else rn_store_abort(&p->store);
@@ -313,8 +316,7 @@ static int tell_columns(rn_rel *d)
     if (p->err.code != RN_EFULL || p->err.cause != MDB_MAP_FULL || tries >= 16) break;
     if ((rc = rn_store_grow(&p->store, &p->err))) break;
   }
-  rn_schema_free(d->told_schema);
-  d->told_schema = NULL;
+  if (!later) rn_schema_free(d->told_schema), d->told_schema = NULL;
   if (rc || !why[0]) return rc;
   d->told_unknown = true; /* what is over it cannot be told either (rn_told_unknown_under) */
   return rn_evolve_note(p, "%s: its sinks were not told what its rebuild changed (%s)", d->name, why);
@@ -488,12 +490,19 @@ static int tell_old_in(rn_rel *d, rn_filter_fn ofilter, rn_map_fn omap, void *oc
   if (d->decl_changed && d->kind == RN_REL_MAP && d->rebuilt_open && /* told rows of an earlier layout: made again */
       (rc = mdb_drop(p->store.wtxn, d->rebuilt_dbi, 0)))
     rc = rn_store_fail(&p->err, rc, d->name);
-  if (!rc) rc = rn_rebuild_before(d);
+  bool unknown = d->told_unknown;
+  if (!rc) rc = d->told_schema ? rn_rebuild_capture_told(d) : rn_rebuild_before(d); /* its columns changed too:
+                                                                                     * made in the ones it had */
+  d->told_unknown = unknown; /* untold() says so, when so */
   f->filter = nf, f->map = nm, f->ctx = nctx;
   msgpack_zone_clear(&p->scratch);
-  if (rc && rc != RN_ESTORE && rc != RN_EFULL && rc != RN_ENOMEM) { /* the old function failed: it is not told */
+  if (rc && rc != RN_ESTORE && rc != RN_EFULL && rc != RN_ENOMEM && rc != RN_EIO) { /* the old function failed */
     snprintf(why, whylen, "its old function failed: %s", p->err.msg);
     rc = rn_rebuild_untold(d);
+  } else if (!rc && d->told_schema && !d->rebuild_captured) { /* its old rows do not fit its new columns */
+    snprintf(why, whylen, "%s", d->untold_why ? d->untold_why : "its old rows could not be made");
+    free(d->untold_why);
+    d->untold_why = NULL;
   } else if (!rc) {
     rc = rn_rebuild_after(d); /* the new function failing fails the declaration (its error names d) */
   }
@@ -526,7 +535,7 @@ static int try_tell_old(rn_rel *d, rn_filter_fn ofilter, rn_map_fn omap, void *o
   return rc;
 }
 
-int rn_derive_tell_old(rn_rel *d, rn_code_kind told, rn_filter_fn ofilter, rn_map_fn omap, void *octx)
+static int tell_old(rn_rel *d, rn_code_kind told, rn_filter_fn ofilter, rn_map_fn omap, void *octx)
 {
   rn_pipeline *p = d->p;
   if (told == RN_CODE_NONE || (told != RN_CODE_KEPT && d->decl_new)) return 0; /* new: its sinks saw nothing */
@@ -547,6 +556,16 @@ int rn_derive_tell_old(rn_rel *d, rn_code_kind told, rn_filter_fn ofilter, rn_ma
     if (rn_store_grow(&p->store, &p->err)) return p->err.code;
   }
   return why[0] ? untold(d, why) : below ? untold(d, under) : 0;
+}
+
+int rn_derive_tell_old(rn_rel *d, rn_code_kind told, rn_filter_fn ofilter, rn_map_fn omap, void *octx)
+{
+  int rc = tell_old(d, told, ofilter, omap, octx);
+  free(d->rebuild_fill), free(d->untold_why); /* compared, or not to be */
+  d->rebuild_fill = NULL, d->untold_why = NULL, d->nfill = 0, d->rebuild_captured = false;
+  rn_schema_free(d->told_schema); /* kept for it by tell_columns */
+  d->told_schema = NULL;
+  return rc;
 }
 
 int rn_derive_untold(rn_rel *d, const char *why)

@@ -227,7 +227,8 @@ int rn_rebuild_before(rn_rel *r)
   if (rc) return rc;
   r->rebuilt_open = true;
   if ((rc = each_entry(r, forget_now_of, NULL))) return rc;
-  if (is_derived(r)) { /* its function is the old one now; a column its rows lack is null (RN_ROW_TOLD) */
+  if (is_derived(r)) { /* its function may be the old one now; a column its rows lack takes its default, else
+                        * null (RN_ROW_AS_TOLD) */
     r->told_rows = true;
     rc = derive_told(r, told_row, r);
     r->told_rows = false;

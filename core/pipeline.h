@@ -108,7 +108,8 @@ struct rn_rel {
   bool decl_new;          /* its catalogue entry was new: the state never held it, its sinks saw nothing */
   bool rebuilt_pending;   /* it holds a rebuild's changes the next group tells */
   bool rebuilt_unflushed; /* a group told them, in an LMDB transaction not yet committed */
-  bool told_rows;         /* its old function is making the rows its sinks were told (RN_ROW_TOLD) */
+  bool told_rows;         /* its function (or its old one) is making the rows its sinks were told
+                             (RN_ROW_AS_TOLD) */
   bool rebuild_captured;  /* its old rows, in its new columns, are in rebuilt_dbi already (evolve_log.h) */
   bool told_unknown;      /* its sinks were not told what its declaration changed: what they hold is not
                              known, nor what relations over it were told (evolve_log.h) */

@@ -354,3 +354,100 @@ describe("a map whose columns changed but its function did not, its old rows not
     p:close()
   end)
 end)
+
+-- A column with a default that a map's function does not give holds the
+-- default in every row its sinks were told: its old function's rows, or
+-- its rows over what its input told, are made with it (0.21 made them with
+-- null there, and told every row as an UPDATE to the default).
+describe("a map with a column its function leaves to its default", function()
+  after_each(H.cleanup)
+
+  local COLS = { {"k","int"}, {"w","int"}, {"d","int", default = 3} }
+
+  it("tells only the rows its new function changed, keyed or not", function()
+    for _, key in ipairs{ "k", false } do
+      local dir = H.tmpdir()
+      local copy, apply = applier()
+      local function decl(fn)
+        local p, notes = H.open_noting(dir)
+        local t = p:table("t", T)
+        COLS.key = key or nil
+        return p, t, t:map(fn, COLS, "m"), notes
+      end
+      local p, t, m = decl(function(r) return { k = r.k, w = r.v } end)
+      m:sink(apply)
+      seed(t)
+      p:close()
+      local notes
+      p, t, m, notes = decl(function(r) return { k = r.k, w = r.k == 1 and 99 or r.v } end)
+      assert.is_nil(noted(notes, "not told"))
+      local log = H.record(m)
+      m:sink(apply)
+      t:insert{ k = 4, v = 40, g = 0 }
+      assert.same({ "UPDATE 1", "INSERT 4" }, H.verbs(log), tostring(key))
+      assert.same({ k = 1, w = 10, d = 3 }, log[1][4])
+      assert.same(rows_by_id(m), copy)
+      p:close()
+    end
+  end)
+
+  it("whose columns changed too: the default is in the rows its sinks were told", function()
+    local dir = H.tmpdir()
+    local copy, apply = applier()
+    local function decl(fn, cols)
+      local p, notes = H.open_noting(dir)
+      local t = p:table("t", T)
+      return p, t, t:map(fn, cols, "m"), notes
+    end
+    local p, t, m = decl(function(r) return { k = r.k, w = r.v } end,
+                         { {"k","int"}, {"w","int"}, {"d","int", default = 3}, key = "k" })
+    m:sink(apply)
+    seed(t)
+    p:close()
+    local notes
+    p, t, m, notes = decl(function(r) return { k = r.k, w = r.k == 1 and 99 or r.v, e = r.k == 2 and 1 or nil } end,
+                          { {"k","int"}, {"w","int"}, {"d","int", default = 3}, {"e","int", null = true}, key = "k" })
+    assert.is_nil(noted(notes, "not told"))
+    local log = H.record(m)
+    m:sink(apply)
+    t:insert{ k = 4, v = 40, g = 0 }
+    assert.same({ "UPDATE 1", "UPDATE 2", "INSERT 4" }, H.verbs(log))
+    assert.same({ k = 1, w = 10, d = 3 }, log[1][4])
+    assert.same({ k = 2, w = 20, d = 3, e = 1 }, log[2][3])
+    assert.same(rows_by_id(m), copy)
+    p:close()
+  end)
+
+  it("keyed, rebuilt because its input changed: tells only the rows that changed", function()
+    local dir = H.tmpdir()
+    local copy, apply = applier()
+    local U = { {"id","int"}, {"name","string"}, key = "id" }
+    local function decl(mapper)
+      local p, notes = H.open_noting(dir)
+      local t = p:table("t", T)
+      local u = p:table("u", U)
+      local j = t:join(u, { mapper = mapper, name = "j" })
+      local m = j:map(function(r) return { kk = r.k * 100, name = r.name } end,
+                      { {"kk","int"}, {"name","string"}, {"d","int", default = 3}, key = "kk" }, "m")
+      return p, t, u, m, notes
+    end
+    local p, t, u, m = decl(function(r) return r.g end)
+    m:sink(apply)
+    u:insert{ id = 0, name = "even" }
+    u:insert{ id = 1, name = "odd" }
+    u:insert{ id = 2, name = "two" }
+    seed(t)
+    p:close()
+    local notes
+    p, t, u, m, notes = decl(function(r) if r.k ~= 3 then return r.k % 3 end end)
+    assert.is_nil(noted(notes, "not told"))
+    local log = H.record(m)
+    m:sink(apply)
+    t:insert{ k = 4, v = 40, g = 0 }
+    -- k = 1 joins 1 still; k = 2 now 2 ("two"); k = 3 no longer joins
+    assert.same({ "UPDATE 2", "DELETE 3", "INSERT 4" }, H.verbs(log))
+    assert.same({ kk = 200, name = "even", d = 3 }, log[1][4])
+    assert.same(rows_by_id(m), copy)
+    p:close()
+  end)
+end)

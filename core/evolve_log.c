@@ -533,8 +533,9 @@ static bool plan_capture(capture *c)
 }
 
 /* Old row id in the new columns, into c->out; false (why) when it does not
- * fit them. */
-static bool give_row(capture *c, uint64_t id, const char *row, size_t len)
+ * fit them. told: a row as an earlier capture gave it, whose nulls may be
+ * columns its sinks were told no value of: they fit any column. */
+static bool give_row(capture *c, uint64_t id, const char *row, size_t len, bool told)
 {
   const rn_schema *now = c->r->schema;
   const msgpack_object *ov = rn_row_unpack(row, len, c->old->ncols, &c->z);
@@ -549,7 +550,7 @@ static bool give_row(capture *c, uint64_t id, const char *row, size_t len)
     if (c->give[j] == GIVE_DEFAULT) *v = n->defval;
     if (c->give[j] != GIVE_COPY && c->give[j] != GIVE_FLOAT) continue;
     *v = ov[c->src[j]];
-    if (v->type == MSGPACK_OBJECT_NIL && !n->nullable) {
+    if (v->type == MSGPACK_OBJECT_NIL && !n->nullable && !told) {
       snprintf(c->why, sizeof c->why, "its old rows do not fit its new columns: row %llu holds null in column "
                "\"%s\", which is not null now", (unsigned long long)id, n->name);
       return false;
@@ -582,7 +583,7 @@ static int capture_row(void *ctx, uint64_t id, const char *row, size_t len)
   int rc = get_entry(c->r, id, &v);
   if (rc == 0) return 0;
   if (rc != MDB_NOTFOUND) return c->rc = fail(c->r, rc);
-  bool fits = give_row(c, id, row, len);
+  bool fits = give_row(c, id, row, len, false);
   msgpack_zone_clear(&c->z);
   if (!fits) return MISFIT;
   return (c->rc = put_entry(c->r, id, TOLD, c->out.data, c->out.size, NULL, 0));
@@ -609,7 +610,7 @@ static int capture_pending(capture *c)
     uint64_t id = rn_be64_get(k.mv_data);
     uint32_t len = 0;
     uint8_t h = 0;
-    if ((has & TOLD) && !give_row(c, id, told, told_len)) misfit = 1;
+    if ((has & TOLD) && !give_row(c, id, told, told_len, true)) misfit = 1;
     else if (has & TOLD) h = TOLD, len = (uint32_t)c->out.size;
     rn_buf_write(&kept, (const char *)&id, 8);
     rn_buf_write(&kept, (const char *)&h, 1);

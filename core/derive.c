@@ -268,9 +268,11 @@ static int tell_columns_in(rn_rel *d, char *why, size_t whylen, bool *later)
 {
   rn_pipeline *p = d->p;
   rn_derive *f = d->ctx;
-  if (rn_code_untold(p, p->store.wtxn, d->name)) { /* rn_derive_tell_old, next, with told_schema */
+  /* its function changed: rn_derive_tell_old, next, tells with told_schema, or notes it cannot; told rows of
+   * an earlier layout go (it makes them again, or tells nothing) */
+  if (rn_code_untold(p, p->store.wtxn, d->name) || rn_code_changed_since_open(p, d->name)) {
     *later = true;
-    return 0;
+    return d->rebuilt_open ? rn_rebuild_untold(d) : 0;
   }
   if (!f->map || d->told_unknown || unknown_under(d, why, whylen)) { /* nothing told: told rows of an earlier
                                                                        * layout go too */

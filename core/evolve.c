@@ -846,4 +846,5 @@ void rn_evolve_free(rn_pipeline *p)
   for (int i = 0; i < p->nnotes; i++) free(p->notes[i]);
   free(p->notes);
   free(p->evolved_marks);
+  free(p->code_changed);
 }

@@ -257,6 +257,8 @@ struct rn_pipeline {
                              relation declared is rebuilt */
   bool evolved_unread;    /* meta "ev" damaged (evolve.c): every relation counts as marked */
   bool evolved_kept;      /* meta "ev" holds marks (store.h): the next group deletes it */
+  char *code_changed;     /* |name\0|…|: the relations whose functions changed since open (evolve_code.h) */
+  size_t code_changed_len;
   rn_free_fn on_close;    /* the binding's hook, called with binding last by rn_pipeline_close */
   void *binding;          /* the binding's pipeline object (a Lua lpipe), or NULL */
   struct rn_cursor *read_cursors; /* rn_cursor_open's open cursors (read_api.c) */

@@ -551,3 +551,26 @@ describe("an aggregate whose columns changed twice before any group, gaining a c
     p:close()
   end)
 end)
+
+describe("a keyed map told nothing yet of a change of columns, declared again with a function that cannot be run again", function()
+  after_each(H.cleanup)
+
+  it("says its sinks were not told, and tells nothing of the rows kept in the columns before", function()
+    local dir = H.tmpdir()
+    local scale = { 10 } -- a table upvalue: the function cannot be kept to run again
+    local fn1 = function(r) return { kk = r.k, v = r.v * scale[1] } end
+    local p, t = opened(dir, { {"kk","int"}, {"v","int"}, key = "kk" }, fn1)
+    seed(t)
+    p:close()
+    p = opened(dir, { {"kk","int"}, {"v","int"}, {"b","int", default = 7}, key = "kk" }, fn1) -- no group follows
+    p:close()
+    local m, notes
+    p, t, m, notes = opened(dir, { {"kk","int"}, {"w","string", null = true}, key = "kk" },
+                            function(r) return { kk = r.k, w = tostring(r.v) } end)
+    assert.truthy(noted(notes, "^m: its sinks were not told what its new function changed %(its old function held"))
+    local log = H.record(m)
+    t:insert{ k = 5, v = 50, g = 0 }
+    assert.same({ "INSERT 4" }, H.verbs(log)) -- the rows kept in the columns before are not told in these
+    p:close()
+  end)
+end)

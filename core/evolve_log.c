@@ -20,7 +20,9 @@
  * A filter or map whose own function changed (derive.c, rn_derive_tell_old)
  * keeps its changes the same way: its rows before are its old function
  * over its input's rows as their sinks were told, after its new one over
- * them now. While they are told, the changes of its input do not pass
+ * them now; a map whose columns changed, its function or not, makes them
+ * in the columns it had and gives them in the new ones (rn_rebuild_capture_told,
+ * (2)). While they are told, the changes of its input do not pass
  * through it (relation.c, rn_emit): its own say what both did.
  * Invariants:
  * (1) A second rebuild before any group keeps the told rows of the first:

@@ -26,8 +26,9 @@ int rn_rebuild_untold(rn_rel *r);
  * of it; a new key column its default, else the rebuilt row's value under
  * its id) as what its sinks were told; the rebuild's rn_rebuild_after compares
  * them with its new rows. Rows that cannot be read or do not fit leave
- * nothing to tell and r->untold_why for the note. Not for a keyed map
- * (its function gives its old rows, derive.h) nor over a stream. */
+ * nothing to tell and r->untold_why for the note. Not for a map (its
+ * function gives its old rows: rn_rebuild_capture_told) nor over a
+ * stream. */
 int rn_rebuild_capture(rn_rel *r);
 /* In a transaction of its own after map r's declaration, which changed
  * its columns but not its function (derive.c): its rows as its sinks were

@@ -258,10 +258,23 @@ static int setup_keys(void *ctx, bool created, bool rebuild_it)
  * Its rows as its sinks were told are its function over its input's rows
  * as told, made in the columns it had (rn_rebuild_capture_told), told
  * against its rows now at the start of the next group, as a rebuild's
- * changes are (evolve_log.h). Not when its function changed too ("fo:"
+ * changes are (evolve_log.h). So too one without a key whose columns
+ * stayed, over a table that gained columns (added_under). Not when its function changed too ("fo:"
  * kept: rn_derive_tell_old tells both), nor for a select (its rows are its
  * input's values in other columns), nor over a relation whose sinks were
  * not told (rn_derive_told_unknown said so). */
+
+/* Whether the table under map d (through filters and maps) gained columns
+ * in this run: what d's function makes of them is no change of the
+ * table's rows, which a note gives, but of d's (evolve_log.c,
+ * scan_as_told). A keyed map is rebuilt over it and tells it so. */
+static bool added_under(const rn_rel *d)
+{
+  if (d->kind != RN_REL_MAP || d->decl_new || !d->tablelike) return false;
+  const rn_rel *at = d->input;
+  while (at->input && (at->kind == RN_REL_FILTER || at->kind == RN_REL_MAP)) at = at->input;
+  return at->nadded > 0;
+}
 
 /* In tell_columns's transaction; *why: its sinks cannot be told. */
 static int tell_columns_in(rn_rel *d, char *why, size_t whylen, bool *later)
@@ -270,22 +283,23 @@ static int tell_columns_in(rn_rel *d, char *why, size_t whylen, bool *later)
   rn_derive *f = d->ctx;
   /* its function changed: rn_derive_tell_old, next, tells with told_schema, or notes it cannot; told rows of
    * an earlier layout go (it makes them again, or tells nothing) */
+  bool layout = d->told_schema && d->rebuilt_open; /* told rows kept in the columns before */
   if (rn_code_untold(p, p->store.wtxn, d->name) || rn_code_changed_since_open(p, d->name)) {
     *later = true;
-    return d->rebuilt_open ? rn_rebuild_untold(d) : 0;
+    return layout ? rn_rebuild_untold(d) : 0;
   }
   if (!f->map || d->told_unknown || unknown_under(d, why, whylen)) { /* nothing told: told rows of an earlier
                                                                        * layout go too */
     why[0] = 0;
-    return d->rebuilt_open ? rn_rebuild_untold(d) : 0;
+    return layout ? rn_rebuild_untold(d) : 0;
   }
   d->rebuild_tells = true;
-  int rc = rn_rebuild_capture_told(d);
+  int rc = d->told_schema ? rn_rebuild_capture_told(d) : rn_rebuild_before(d); /* its columns as they were */
   msgpack_zone_clear(&p->scratch);
   if (rc && rc != RN_ESTORE && rc != RN_EFULL && rc != RN_ENOMEM && rc != RN_EIO) { /* its function failed */
     snprintf(why, whylen, "its function failed on a row its sinks were told of: %s", p->err.msg);
     rc = rn_rebuild_untold(d);
-  } else if (!rc && d->rebuild_captured) {
+  } else if (!rc && (d->rebuild_captured || !d->told_schema)) {
     rc = rn_rebuild_after(d);
   } else if (!rc && d->untold_why) { /* its old rows do not fit its new columns */
     snprintf(why, whylen, "%s", d->untold_why);
@@ -344,7 +358,10 @@ static int declare(rn_pipeline *p, const char *name, rn_relkind kind, rn_rel *in
     rc = rn_open_derived_state(p, r, setup_keys, r);
   }
   if (!rc) rc = rn_derive_told_unknown(r); /* over a relation whose sinks were not told */
-  if (!rc && r->told_schema) rc = tell_columns(r); /* other columns, its function as it was */
+  if (!rc && (r->told_schema || (!f->keyed && added_under(r)))) rc = tell_columns(r); /* other columns, or a
+                                                                                       * table under it gained
+                                                                                       * some: its function
+                                                                                       * as it was */
   if (rc) {
     in->noutputs--; /* rn_declare_derived made r its last output */
     rn_rel_discard_last(p);

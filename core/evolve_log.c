@@ -171,7 +171,7 @@ typedef struct told_scan {
   void *ctx;
 } told_scan;
 
-static int scan_as_told(rn_rel *r, rn_scan_fn fn, void *ctx);
+static int scan_as_told(rn_rel *r, rn_scan_fn fn, void *ctx, bool for_map);
 
 /* Through r's function (derive_told's step). */
 static int derive_one_told(void *ctx, uint64_t id, const char *row, size_t len)
@@ -183,10 +183,55 @@ static int derive_one_told(void *ctx, uint64_t id, const char *row, size_t len)
   return rc || !out ? rc : s->fn(s->ctx, id, out, out_len);
 }
 
-static int derive_told(rn_rel *r, rn_scan_fn fn, void *ctx)
+/* for_map: a map is over r, through filters and maps (scan_as_told). */
+static int derive_told(rn_rel *r, rn_scan_fn fn, void *ctx, bool for_map)
 {
   told_scan s = { r, fn, ctx };
-  return scan_as_told(r->input, derive_one_told, &s);
+  return scan_as_told(r->input, derive_one_told, &s, for_map || r->kind == RN_REL_MAP);
+}
+
+/* A table's rows without the columns its declaration added in this run
+ * (r->added_slots): as a map over it saw them when it made the rows its
+ * sinks were told. Its rows as they are hold them (a note gives their
+ * values: no change of its rows), but no note gives what a map's function
+ * makes of them: they are told as the change they make (0.22). */
+typedef struct without_added {
+  rn_rel *t;
+  rn_scan_fn fn;
+  void *ctx;
+  msgpack_zone z;
+  msgpack_sbuffer out;
+  msgpack_object *vals;
+} without_added;
+
+static int without_added_one(void *ctx, uint64_t id, const char *row, size_t len)
+{
+  without_added *w = ctx;
+  int n = w->t->schema->ncols;
+  const msgpack_object *v = rn_row_unpack(row, len, n, &w->z);
+  if (!v) { msgpack_zone_clear(&w->z); return fail(w->t, MDB_CORRUPTED); }
+  memcpy(w->vals, v, sizeof *v * (size_t)n);
+  for (int i = 0; i < w->t->nadded; i++) w->vals[w->t->added_slots[i]].type = MSGPACK_OBJECT_NIL;
+  w->out.size = 0;
+  rn_row_pack(w->t->schema, w->vals, &w->out);
+  msgpack_zone_clear(&w->z);
+  return w->fn(w->ctx, id, w->out.data, w->out.size);
+}
+
+static int scan_without_added(rn_rel *t, rn_scan_fn fn, void *ctx)
+{
+  without_added w = { .t = t, .fn = fn, .ctx = ctx };
+  w.vals = calloc((size_t)t->schema->ncols, sizeof *w.vals);
+  if (!w.vals || !rn_zone_init(&w.z, 4096)) {
+    free(w.vals);
+    return rn_err_set(&t->p->err, RN_ENOMEM, "out of memory");
+  }
+  msgpack_sbuffer_init(&w.out);
+  int rc = rn_rel_scan(t, without_added_one, &w);
+  msgpack_sbuffer_destroy(&w.out);
+  rn_zone_destroy(&w.z);
+  free(w.vals);
+  return rc;
 }
 
 /* A row of r now, or the one its sinks were told when an entry says. */
@@ -210,14 +255,15 @@ static int overlay_entry(rn_rel *r, entry_at *e, void *ctx)
   return rc ? rc : 0;
 }
 
-static int scan_as_told(rn_rel *r, rn_scan_fn fn, void *ctx)
+static int scan_as_told(rn_rel *r, rn_scan_fn fn, void *ctx, bool for_map)
 {
   if (r->rebuilt_pending && r->rebuilt_open) {
     told_scan s = { r, fn, ctx };
     int rc = rn_rel_scan(r, overlay_one, &s);
     return rc ? rc : each_entry(r, overlay_entry, &s);
   }
-  if (is_derived(r)) return derive_told(r, fn, ctx);
+  if (is_derived(r)) return derive_told(r, fn, ctx, for_map);
+  if (for_map && r->nadded) return scan_without_added(r, fn, ctx);
   return rn_rel_scan(r, fn, ctx);
 }
 
@@ -232,7 +278,7 @@ int rn_rebuild_before(rn_rel *r)
   if (is_derived(r)) { /* its function may be the old one now; a column its rows lack takes its default, else
                         * null (RN_ROW_AS_TOLD) */
     r->told_rows = true;
-    rc = derive_told(r, told_row, r);
+    rc = derive_told(r, told_row, r, false);
     r->told_rows = false;
     return rc;
   }
@@ -722,7 +768,7 @@ static int capture_made(capture *c)
   as_told.udata = NULL, as_told.udata_free = NULL;
   as_told.as_told = true, as_told.told_rows = false;
   memset(as_told.slot_hint, 0, sizeof as_told.slot_hint);
-  rc = derive_told(&as_told, capture_row, c);
+  rc = derive_told(&as_told, capture_row, c, false);
   if (as_told.udata_free) as_told.udata_free(as_told.udata);
   if (rc && rc != MISFIT && c->rc) rc = c->rc; /* a write failed: r's error */
   if (!rc) capture_fill(c);

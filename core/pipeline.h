@@ -118,6 +118,9 @@ struct rn_rel {
   char *untold_why;       /* the capture found its old rows cannot be told: why (for the note) */
   rn_schema *told_schema; /* a map declared again with other columns: the columns (and defaults) its
                              rows had, read at rn_state_open, until its sinks are told (derive.c), owned */
+  int *added_slots;       /* a source table: the columns its declaration added in this run (evolve.c), owned;
+                             a map over it made them as nothing when its sinks were told its rows */
+  int nadded;
   bool as_told;           /* a stand-in for a map making its rows in told_schema (evolve_log.c): names
                              its function gives that those columns lack are left out */
   MDB_dbi rebuilt_dbi;

@@ -79,6 +79,7 @@ void rn_rel_free(rn_rel *r)
   free(r->rebuild_fill);
   free(r->untold_why);
   rn_schema_free(r->told_schema);
+  free(r->added_slots);
   free(r->name);
   free(r);
 }

@@ -574,3 +574,63 @@ describe("a keyed map told nothing yet of a change of columns, declared again wi
     p:close()
   end)
 end)
+
+-- A table's new column is no change of its rows (a note gives its values),
+-- but what a map's function makes of it is a change of the map's rows, which
+-- no note gives: told as a join's is (its joiner read the column), 0.22.
+describe("a map whose declaration and function stayed, over a table that gained a column", function()
+  after_each(H.cleanup)
+
+  local T1 = { {"k","int"}, {"v","int"}, key = "k" }
+  local T2 = { {"k","int"}, {"v","int"}, {"w","int", default = 5}, key = "k" }
+
+  local function decl(dir, tcols, fn, mcols)
+    local p, notes = H.open_noting(dir)
+    local t = p:table("t", tcols)
+    return p, t, t:map(fn, mcols, "m"), t:filter(function(r) return r.k ~= 2 end, "f"), notes
+  end
+
+  it("tells what its function makes of it, keyed or not; a filter over the table tells nothing", function()
+    for _, key in ipairs{ "k", false } do
+      local dir = H.tmpdir()
+      local copy, apply = applier()
+      local fn = function(r) return { k = r.k, w = r.w } end
+      local cols = { {"k","int"}, {"w","int", null = true}, key = key or nil }
+      local p, t, m = decl(dir, T1, fn, cols)
+      m:sink(apply)
+      for k = 1, 2 do t:insert{ k = k, v = 10 * k } end
+      p:close()
+      local f, notes
+      p, t, m, f, notes = decl(dir, T2, fn, cols)
+      assert.truthy(noted(notes, '^t: added "w" int = 5'))
+      assert.is_nil(noted(notes, "not told"))
+      local log, flog = H.record(m), H.record(f)
+      m:sink(apply)
+      t:insert{ k = 3, v = 30 }
+      assert.same({ "UPDATE 1", "UPDATE 2", "INSERT 3" }, H.verbs(log), tostring(key))
+      assert.same({ k = 1 }, log[1][4])
+      assert.same({ k = 1, w = 5 }, log[1][3])
+      assert.same({ "INSERT 3" }, H.verbs(flog))
+      assert.same(rows_by_id(m), copy)
+      p:close()
+    end
+  end)
+
+  it("tells nothing when its function does not read it", function()
+    for _, key in ipairs{ "k", false } do
+      local dir = H.tmpdir()
+      local fn = function(r) return { k = r.k, v = r.v } end
+      local cols = { {"k","int"}, {"v","int"}, key = key or nil }
+      local p, t = decl(dir, T1, fn, cols)
+      for k = 1, 2 do t:insert{ k = k, v = 10 * k } end
+      p:close()
+      local m, notes
+      p, t, m, _, notes = decl(dir, T2, fn, cols)
+      assert.is_nil(noted(notes, "not told"))
+      local log = H.record(m)
+      t:insert{ k = 3, v = 30 }
+      assert.same({ "INSERT 3" }, H.verbs(log), tostring(key))
+      p:close()
+    end
+  end)
+end)

@@ -254,6 +254,90 @@ static int setup_keys(void *ctx, bool created, bool rebuild_it)
   return rn_mapkey_open(&((rn_derive *)d->ctx)->keys, d, txn, false);
 }
 
+/* ---- a map declared again with other columns, its function as it was ----
+ * Its rows as its sinks were told are its function over its input's rows
+ * as told, made in the columns it had (rn_rebuild_capture_told), told
+ * against its rows now at the start of the next group, as a rebuild's
+ * changes are (evolve_log.h). So too one without a key whose columns
+ * stayed, over a table that gained columns (added_under). Not when its function changed too ("fo:"
+ * kept: rn_derive_tell_old tells both), nor for a select (its rows are its
+ * input's values in other columns), nor over a relation whose sinks were
+ * not told (rn_derive_told_unknown said so). */
+
+/* Whether the table under map d (through filters and maps) gained columns
+ * in this run: what d's function makes of them is no change of the
+ * table's rows, which a note gives, but of d's (evolve_log.c,
+ * scan_as_told). A keyed map is rebuilt over it and tells it so. */
+static bool added_under(const rn_rel *d)
+{
+  if (d->kind != RN_REL_MAP || d->decl_new || !d->tablelike) return false;
+  const rn_rel *at = d->input;
+  while (at->input && (at->kind == RN_REL_FILTER || at->kind == RN_REL_MAP)) at = at->input;
+  return at->nadded > 0;
+}
+
+/* In tell_columns's transaction; *why: its sinks cannot be told. */
+static int tell_columns_in(rn_rel *d, char *why, size_t whylen, bool *later)
+{
+  rn_pipeline *p = d->p;
+  rn_derive *f = d->ctx;
+  /* its function changed: rn_derive_tell_old, next, tells with told_schema, or notes it cannot; told rows of
+   * an earlier layout go (it makes them again, or tells nothing) */
+  bool layout = d->told_schema && d->rebuilt_open; /* told rows kept in the columns before */
+  if (rn_code_untold(p, p->store.wtxn, d->name) || rn_code_changed_since_open(p, d->name)) {
+    *later = true;
+    return layout ? rn_rebuild_untold(d) : 0;
+  }
+  if (!f->map || d->told_unknown || unknown_under(d, why, whylen)) { /* nothing told: told rows of an earlier
+                                                                       * layout go too */
+    why[0] = 0;
+    return layout ? rn_rebuild_untold(d) : 0;
+  }
+  d->rebuild_tells = true;
+  int rc = d->told_schema ? rn_rebuild_capture_told(d) : rn_rebuild_before(d); /* its columns as they were */
+  msgpack_zone_clear(&p->scratch);
+  if (rc && rc != RN_ESTORE && rc != RN_EFULL && rc != RN_ENOMEM && rc != RN_EIO) { /* its function failed */
+    snprintf(why, whylen, "its function failed on a row its sinks were told of: %s", p->err.msg);
+    rc = rn_rebuild_untold(d);
+  } else if (!rc && (d->rebuild_captured || !d->told_schema)) {
+    rc = rn_rebuild_after(d);
+  } else if (!rc && d->untold_why) { /* its old rows do not fit its new columns */
+    snprintf(why, whylen, "%s", d->untold_why);
+  }
+  d->rebuild_tells = false;
+  msgpack_zone_clear(&p->scratch);
+  return rc;
+}
+
+static int tell_columns(rn_rel *d)
+{
+  rn_pipeline *p = d->p;
+  char why[1536] = "";
+  bool open = d->rebuilt_open, pending = d->rebuilt_pending, unknown = d->told_unknown, later = false;
+  int rc;
+  for (int tries = 0;; tries++) { /* again after growing the map when LMDB filled it */
+    d->told_unknown = unknown;
+    if (!(rc = rn_store_begin(&p->store, &p->err))) {
+      p->group_serial++;
+      p->state = RN_APPLYING; /* callbacks may read, not change tables */
+      rc = tell_columns_in(d, why, sizeof why, &later);
+      p->state = RN_IDLE;
+      if (!rc) rc = rn_store_commit(&p->store, &p->err);
+      else rn_store_abort(&p->store);
+    }
+    free(d->rebuild_fill), free(d->untold_why); /* compared, or not to be */
+    d->rebuild_fill = NULL, d->untold_why = NULL, d->nfill = 0, d->rebuild_captured = false;
+    if (!rc) break;
+    d->rebuilt_open = open, d->rebuilt_pending = pending; /* nothing of it was kept */
+    if (p->err.code != RN_EFULL || p->err.cause != MDB_MAP_FULL || tries >= 16) break;
+    if ((rc = rn_store_grow(&p->store, &p->err))) break;
+  }
+  if (!later) rn_schema_free(d->told_schema), d->told_schema = NULL;
+  if (rc || !why[0]) return rc;
+  d->told_unknown = true; /* what is over it cannot be told either (rn_told_unknown_under) */
+  return rn_evolve_note(p, "%s: its sinks were not told what its rebuild changed (%s)", d->name, why);
+}
+
 /* Declares filter or map of in whose ctx is f (NULL: out of memory, and
  * ctx, free_ctx and sel are released); takes ownership of schema. */
 static int declare(rn_pipeline *p, const char *name, rn_relkind kind, rn_rel *in, rn_schema *schema,
@@ -274,6 +358,10 @@ static int declare(rn_pipeline *p, const char *name, rn_relkind kind, rn_rel *in
     rc = rn_open_derived_state(p, r, setup_keys, r);
   }
   if (!rc) rc = rn_derive_told_unknown(r); /* over a relation whose sinks were not told */
+  if (!rc && (r->told_schema || (!f->keyed && added_under(r)))) rc = tell_columns(r); /* other columns, or a
+                                                                                       * table under it gained
+                                                                                       * some: its function
+                                                                                       * as it was */
   if (rc) {
     in->noutputs--; /* rn_declare_derived made r its last output */
     rn_rel_discard_last(p);
@@ -421,12 +509,19 @@ static int tell_old_in(rn_rel *d, rn_filter_fn ofilter, rn_map_fn omap, void *oc
   if (d->decl_changed && d->kind == RN_REL_MAP && d->rebuilt_open && /* told rows of an earlier layout: made again */
       (rc = mdb_drop(p->store.wtxn, d->rebuilt_dbi, 0)))
     rc = rn_store_fail(&p->err, rc, d->name);
-  if (!rc) rc = rn_rebuild_before(d);
+  bool unknown = d->told_unknown;
+  if (!rc) rc = d->told_schema ? rn_rebuild_capture_told(d) : rn_rebuild_before(d); /* its columns changed too:
+                                                                                     * made in the ones it had */
+  d->told_unknown = unknown; /* untold() says so, when so */
   f->filter = nf, f->map = nm, f->ctx = nctx;
   msgpack_zone_clear(&p->scratch);
-  if (rc && rc != RN_ESTORE && rc != RN_EFULL && rc != RN_ENOMEM) { /* the old function failed: it is not told */
+  if (rc && rc != RN_ESTORE && rc != RN_EFULL && rc != RN_ENOMEM && rc != RN_EIO) { /* the old function failed */
     snprintf(why, whylen, "its old function failed: %s", p->err.msg);
     rc = rn_rebuild_untold(d);
+  } else if (!rc && d->told_schema && !d->rebuild_captured) { /* its old rows do not fit its new columns */
+    snprintf(why, whylen, "%s", d->untold_why ? d->untold_why : "its old rows could not be made");
+    free(d->untold_why);
+    d->untold_why = NULL;
   } else if (!rc) {
     rc = rn_rebuild_after(d); /* the new function failing fails the declaration (its error names d) */
   }
@@ -459,7 +554,7 @@ static int try_tell_old(rn_rel *d, rn_filter_fn ofilter, rn_map_fn omap, void *o
   return rc;
 }
 
-int rn_derive_tell_old(rn_rel *d, rn_code_kind told, rn_filter_fn ofilter, rn_map_fn omap, void *octx)
+static int tell_old(rn_rel *d, rn_code_kind told, rn_filter_fn ofilter, rn_map_fn omap, void *octx)
 {
   rn_pipeline *p = d->p;
   if (told == RN_CODE_NONE || (told != RN_CODE_KEPT && d->decl_new)) return 0; /* new: its sinks saw nothing */
@@ -480,6 +575,16 @@ int rn_derive_tell_old(rn_rel *d, rn_code_kind told, rn_filter_fn ofilter, rn_ma
     if (rn_store_grow(&p->store, &p->err)) return p->err.code;
   }
   return why[0] ? untold(d, why) : below ? untold(d, under) : 0;
+}
+
+int rn_derive_tell_old(rn_rel *d, rn_code_kind told, rn_filter_fn ofilter, rn_map_fn omap, void *octx)
+{
+  int rc = tell_old(d, told, ofilter, omap, octx);
+  free(d->rebuild_fill), free(d->untold_why); /* compared, or not to be */
+  d->rebuild_fill = NULL, d->untold_why = NULL, d->nfill = 0, d->rebuild_captured = false;
+  rn_schema_free(d->told_schema); /* kept for it by tell_columns */
+  d->told_schema = NULL;
+  return rc;
 }
 
 int rn_derive_untold(rn_rel *d, const char *why)

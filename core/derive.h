@@ -52,9 +52,10 @@ bool rn_key_moved(const rn_rel *r, const char *a, size_t alen, const char *b, si
  * also forgets the old function ("fo:"). UNKEPT, ABSENT, the old function
  * failing on a row: a note says its sinks were not told. Over a stream
  * (events) nothing is told. A map whose columns changed too has its old
- * function's rows given in the new columns by name (the binding's, e.g.
- * lua/runnel.lua's in_columns), and any told rows kept in the old layout
- * made again so. The new function
+ * function's rows made in the columns it had (d->told_schema) and given in
+ * the new ones by name (rn_rebuild_capture_told), any told rows kept in
+ * the old layout made again so; one whose function stayed is told the same
+ * way at its declaration (derive.c, tell_columns). The new function
  * failing fails the declaration, naming d; the old one stays kept, to be
  * worked out at the next. */
 int rn_derive_tell_old(rn_rel *d, rn_code_kind told, rn_filter_fn ofilter, rn_map_fn omap, void *octx);

@@ -609,6 +609,22 @@ static int evolved(rn_pipeline *p, rn_rel *r, MDB_txn *txn)
   return keep_evolved(p, txn, r->name);
 }
 
+/* The columns pl adds to table r, kept in r->added_slots: a map over r
+ * made its rows, as its sinks were told them, with none of them
+ * (evolve_log.c, scan_as_told). */
+static int keep_added(rn_pipeline *p, rn_rel *r, const plan *pl)
+{
+  free(r->added_slots);
+  r->added_slots = NULL, r->nadded = 0;
+  int n = 0;
+  for (int j = 0; j < r->schema->ncols; j++) n += pl->src[j] < 0;
+  if (!n) return 0;
+  if (!(r->added_slots = malloc(sizeof *r->added_slots * (size_t)n))) return rn_err_set(&p->err, RN_ENOMEM, "out of memory");
+  for (int j = 0; j < r->schema->ncols; j++)
+    if (pl->src[j] < 0) r->added_slots[r->nadded++] = j;
+  return 0;
+}
+
 static int evolve_table(rn_pipeline *p, rn_rel *r, MDB_txn *txn, const desc *old, const desc *now)
 {
   int n = r->schema->ncols;
@@ -625,6 +641,7 @@ static int evolve_table(rn_pipeline *p, rn_rel *r, MDB_txn *txn, const desc *old
   if (!rc && (pl->rewrite || check)) rc = rewrite_rows(p, r, txn, old, pl);
   if (!rc && pl->len) rc = add_note(p, "%s: %s", r->name, pl->line);
   if (!rc && pl->rewrite) rc = evolved(p, r, txn); /* derived state may hold its old rows */
+  if (!rc) rc = keep_added(p, r, pl);
   if (pl) free(pl->src), free(pl->conv), free(pl->null_check);
   free(pl);
   return rc;
@@ -846,4 +863,5 @@ void rn_evolve_free(rn_pipeline *p)
   for (int i = 0; i < p->nnotes; i++) free(p->notes[i]);
   free(p->notes);
   free(p->evolved_marks);
+  free(p->code_changed);
 }

@@ -161,6 +161,26 @@ static int keep_code(rn_pipeline *p, MDB_txn *txn, const char *name, const rn_co
   return rc;
 }
 
+/* Adds name to p->code_changed (an allocation failing only forgets it:
+ * its map is then told what changed as if its function had stayed). */
+static void note_changed(rn_pipeline *p, const char *name)
+{
+  if (rn_code_changed_since_open(p, name)) return;
+  size_t len = strlen(name) + 1;
+  char *a = realloc(p->code_changed, p->code_changed_len + len);
+  if (!a) return;
+  memcpy(a + p->code_changed_len, name, len);
+  p->code_changed = a;
+  p->code_changed_len += len;
+}
+
+bool rn_code_changed_since_open(const rn_pipeline *p, const char *name)
+{
+  for (size_t off = 0; off < p->code_changed_len; off += strlen(p->code_changed + off) + 1)
+    if (strcmp(p->code_changed + off, name) == 0) return true;
+  return false;
+}
+
 int rn_code_record(rn_pipeline *p, const char *name, const char *fingerprint, size_t len)
 {
   return rn_code_record_again(p, name, fingerprint, len, NULL, NULL);
@@ -188,6 +208,8 @@ int rn_code_record_again(rn_pipeline *p, const char *name, const char *fingerpri
   if (rc) {
     rn_evolve_forget(p, notes, marks);
     if (told) free(told->code), *told = (rn_code_again){ RN_CODE_NONE, NULL, 0, NULL };
+  } else if (changed) {
+    note_changed(p, name);
   }
   return rc;
 }

@@ -53,6 +53,10 @@ typedef struct rn_code_again {
  * they cannot be (UNKEPT, ABSENT), else NONE. */
 int rn_code_record_again(rn_pipeline *p, const char *name, const char *fingerprint, size_t len,
                          const rn_code_again *again, rn_code_again *told);
+/* Did rn_code_record find relation name's functions changed since p
+ * opened? (A map declared again with other columns then tells what
+ * changed with its old function, rn_derive_tell_old, not its new one.) */
+bool rn_code_changed_since_open(const rn_pipeline *p, const char *name);
 /* In txn: name's sinks were told (or cannot be): "fo:" name goes. */
 int rn_code_told(rn_pipeline *p, MDB_txn *txn, const char *name);
 /* In txn: does "fo:" name say a change of its function is still to be

@@ -20,7 +20,9 @@
  * A filter or map whose own function changed (derive.c, rn_derive_tell_old)
  * keeps its changes the same way: its rows before are its old function
  * over its input's rows as their sinks were told, after its new one over
- * them now. While they are told, the changes of its input do not pass
+ * them now; a map whose columns changed, its function or not, makes them
+ * in the columns it had and gives them in the new ones (rn_rebuild_capture_told,
+ * (2)). While they are told, the changes of its input do not pass
  * through it (relation.c, rn_emit): its own say what both did.
  * Invariants:
  * (1) A second rebuild before any group keeps the told rows of the first:
@@ -175,7 +177,7 @@ typedef struct told_scan {
   void *ctx;
 } told_scan;
 
-static int scan_as_told(rn_rel *r, rn_scan_fn fn, void *ctx);
+static int scan_as_told(rn_rel *r, rn_scan_fn fn, void *ctx, bool for_map);
 
 /* Through r's function (derive_told's step). */
 static int derive_one_told(void *ctx, uint64_t id, const char *row, size_t len)
@@ -187,10 +189,55 @@ static int derive_one_told(void *ctx, uint64_t id, const char *row, size_t len)
   return rc || !out ? rc : s->fn(s->ctx, id, out, out_len);
 }
 
-static int derive_told(rn_rel *r, rn_scan_fn fn, void *ctx)
+/* for_map: a map is over r, through filters and maps (scan_as_told). */
+static int derive_told(rn_rel *r, rn_scan_fn fn, void *ctx, bool for_map)
 {
   told_scan s = { r, fn, ctx };
-  return scan_as_told(r->input, derive_one_told, &s);
+  return scan_as_told(r->input, derive_one_told, &s, for_map || r->kind == RN_REL_MAP);
+}
+
+/* A table's rows without the columns its declaration added in this run
+ * (r->added_slots): as a map over it saw them when it made the rows its
+ * sinks were told. Its rows as they are hold them (a note gives their
+ * values: no change of its rows), but no note gives what a map's function
+ * makes of them: they are told as the change they make (0.22). */
+typedef struct without_added {
+  rn_rel *t;
+  rn_scan_fn fn;
+  void *ctx;
+  msgpack_zone z;
+  msgpack_sbuffer out;
+  msgpack_object *vals;
+} without_added;
+
+static int without_added_one(void *ctx, uint64_t id, const char *row, size_t len)
+{
+  without_added *w = ctx;
+  int n = w->t->schema->ncols;
+  const msgpack_object *v = rn_row_unpack(row, len, n, &w->z);
+  if (!v) { msgpack_zone_clear(&w->z); return fail(w->t, MDB_CORRUPTED); }
+  memcpy(w->vals, v, sizeof *v * (size_t)n);
+  for (int i = 0; i < w->t->nadded; i++) w->vals[w->t->added_slots[i]].type = MSGPACK_OBJECT_NIL;
+  w->out.size = 0;
+  rn_row_pack(w->t->schema, w->vals, &w->out);
+  msgpack_zone_clear(&w->z);
+  return w->fn(w->ctx, id, w->out.data, w->out.size);
+}
+
+static int scan_without_added(rn_rel *t, rn_scan_fn fn, void *ctx)
+{
+  without_added w = { .t = t, .fn = fn, .ctx = ctx };
+  w.vals = calloc((size_t)t->schema->ncols, sizeof *w.vals);
+  if (!w.vals || !rn_zone_init(&w.z, 4096)) {
+    free(w.vals);
+    return rn_err_set(&t->p->err, RN_ENOMEM, "out of memory");
+  }
+  msgpack_sbuffer_init(&w.out);
+  int rc = rn_rel_scan(t, without_added_one, &w);
+  msgpack_sbuffer_destroy(&w.out);
+  rn_zone_destroy(&w.z);
+  free(w.vals);
+  return rc;
 }
 
 /* A row of r now, or the one its sinks were told when an entry says. */
@@ -214,14 +261,15 @@ static int overlay_entry(rn_rel *r, entry_at *e, void *ctx)
   return rc ? rc : 0;
 }
 
-static int scan_as_told(rn_rel *r, rn_scan_fn fn, void *ctx)
+static int scan_as_told(rn_rel *r, rn_scan_fn fn, void *ctx, bool for_map)
 {
   if (r->rebuilt_pending && r->rebuilt_open) {
     told_scan s = { r, fn, ctx };
     int rc = rn_rel_scan(r, overlay_one, &s);
     return rc ? rc : each_entry(r, overlay_entry, &s);
   }
-  if (is_derived(r)) return derive_told(r, fn, ctx);
+  if (is_derived(r)) return derive_told(r, fn, ctx, for_map);
+  if (for_map && r->nadded) return scan_without_added(r, fn, ctx);
   return rn_rel_scan(r, fn, ctx);
 }
 
@@ -233,9 +281,10 @@ int rn_rebuild_before(rn_rel *r)
   if (rc) return rc;
   r->rebuilt_open = true;
   if ((rc = each_entry(r, forget_now_of, NULL))) return rc;
-  if (is_derived(r)) { /* its function is the old one now; a column its rows lack is null (RN_ROW_TOLD) */
+  if (is_derived(r)) { /* its function may be the old one now; a column its rows lack takes its default, else
+                        * null (RN_ROW_AS_TOLD) */
     r->told_rows = true;
-    rc = derive_told(r, told_row, r);
+    rc = derive_told(r, told_row, r, false);
     r->told_rows = false;
     return rc;
   }
@@ -354,7 +403,7 @@ int rn_rebuild_opened(rn_rel *r, MDB_txn *txn, bool created)
   int rc = mdb_dbi_open(txn, name, 0, &r->rebuilt_dbi);
   if (rc == MDB_NOTFOUND) return 0; /* no rebuild left anything to tell */
   if (!rc) rc = mdb_set_compare(txn, r->rebuilt_dbi, rn_store_key_cmp);
-  if (!rc && created) return (rc = mdb_drop(txn, r->rebuilt_dbi, 1)) ? fail(r, rc) : 0; /* (2) */
+  if (!rc && created && !r->told_schema) return (rc = mdb_drop(txn, r->rebuilt_dbi, 1)) ? fail(r, rc) : 0; /* (2) */
   MDB_stat st;
   if (!rc) rc = mdb_stat(txn, r->rebuilt_dbi, &st);
   if (rc) return fail(r, rc);
@@ -597,8 +646,9 @@ static bool plan_capture(capture *c)
 }
 
 /* Old row id in the new columns, into c->out; false (why) when it does not
- * fit them. */
-static bool give_row(capture *c, uint64_t id, const char *row, size_t len)
+ * fit them. told: a row as an earlier capture gave it, whose nulls may be
+ * columns its sinks were told no value of: they fit any column. */
+static bool give_row(capture *c, uint64_t id, const char *row, size_t len, bool told)
 {
   const rn_schema *now = c->r->schema;
   const msgpack_object *ov = rn_row_unpack(row, len, c->old->ncols, &c->z);
@@ -613,7 +663,7 @@ static bool give_row(capture *c, uint64_t id, const char *row, size_t len)
     if (c->give[j] == GIVE_DEFAULT) *v = n->defval;
     if (c->give[j] != GIVE_COPY && c->give[j] != GIVE_FLOAT) continue;
     *v = ov[c->src[j]];
-    if (v->type == MSGPACK_OBJECT_NIL && !n->nullable) {
+    if (v->type == MSGPACK_OBJECT_NIL && !n->nullable && !told) {
       snprintf(c->why, sizeof c->why, "its old rows do not fit its new columns: row %llu holds null in column "
                "\"%s\", which is not null now", (unsigned long long)id, n->name);
       return false;
@@ -646,7 +696,7 @@ static int capture_row(void *ctx, uint64_t id, const char *row, size_t len)
   int rc = get_entry(c->r, id, &v);
   if (rc == 0) return 0;
   if (rc != MDB_NOTFOUND) return c->rc = fail(c->r, rc);
-  bool fits = give_row(c, id, row, len);
+  bool fits = give_row(c, id, row, len, false);
   msgpack_zone_clear(&c->z);
   if (!fits) return MISFIT;
   return (c->rc = put_entry(c->r, id, TOLD, c->out.data, c->out.size, NULL, 0));
@@ -673,7 +723,7 @@ static int capture_pending(capture *c)
     uint64_t id = rn_be64_get(k.mv_data);
     uint32_t len = 0;
     uint8_t h = 0;
-    if ((has & TOLD) && !give_row(c, id, told, told_len)) misfit = 1;
+    if ((has & TOLD) && !give_row(c, id, told, told_len, true)) misfit = 1;
     else if (has & TOLD) h = TOLD, len = (uint32_t)c->out.size;
     rn_buf_write(&kept, (const char *)&id, 8);
     rn_buf_write(&kept, (const char *)&h, 1);
@@ -743,6 +793,38 @@ static int read_right_as_declared(capture *c)
   return rc;
 }
 
+/* c's plan for r's new columns from c->old (a join's right rows read back
+ * in the columns it was declared with when right_as_declared), r's "rb:"
+ * database open, and the entries an earlier rebuild left in the old
+ * columns given in the new ones; MISFIT (c->why) when they do not fit. */
+static int capture_begin(capture *c, bool right_as_declared)
+{
+  rn_rel *r = c->r;
+  rn_pipeline *p = r->p;
+  int n = r->schema->ncols;
+  c->src = calloc((size_t)n, sizeof *c->src);
+  c->give = calloc((size_t)n, 1);
+  c->vals = calloc((size_t)n, sizeof *c->vals);
+  if (!c->src || !c->give || !c->vals) return rn_err_set(&p->err, RN_ENOMEM, "out of memory");
+  int rc = right_as_declared ? read_right_as_declared(c) : 0;
+  if (rc) return rc;
+  if (!plan_capture(c)) return MISFIT;
+  rc = rn_state_dbi(p, p->store.wtxn, RN_DB_REBUILT, r->name, 0, &r->rebuilt_dbi);
+  if (!rc) r->rebuilt_open = true;
+  return rc ? rc : capture_pending(c);
+}
+
+/* The captured rows lack the new key columns: rn_rebuild_after gives them
+ * the rebuilt rows' values (c->src is no longer needed: the fill slots). */
+static void capture_fill(capture *c)
+{
+  rn_rel *r = c->r;
+  for (int j = 0; j < r->schema->ncols; j++)
+    if (c->give[j] == GIVE_FILL) c->src[r->nfill++] = j;
+  r->rebuild_fill = c->src;
+  c->src = NULL;
+}
+
 static int capture_rows(capture *c)
 {
   rn_rel *r = c->r;
@@ -756,41 +838,51 @@ static int capture_rows(capture *c)
   if (!rc) {
     c->jr = rn_reader_join(rd);
     c->old = rn_reader_schema(rd);
-    int n = r->schema->ncols;
-    c->src = calloc((size_t)n, sizeof *c->src);
-    c->give = calloc((size_t)n, 1);
-    c->vals = calloc((size_t)n, sizeof *c->vals);
-    if (!c->src || !c->give || !c->vals) rc = rn_err_set(&p->err, RN_ENOMEM, "out of memory");
-    else if (right_changed && c->jr) rc = read_right_as_declared(c);
-    if (!rc && !plan_capture(c)) rc = MISFIT;
+    rc = capture_begin(c, right_changed && c->jr);
   } else if (fatal(rc)) {
     p->err = e;
   } else {
     snprintf(c->why, sizeof c->why, "its old rows could not be read: %.1400s", e.msg);
     rc = MISFIT;
   }
-  if (!rc) rc = rn_state_dbi(p, p->store.wtxn, RN_DB_REBUILT, r->name, 0, &r->rebuilt_dbi);
-  if (!rc) r->rebuilt_open = true;
-  if (!rc) rc = capture_pending(c);
   if (!rc) {
     rc = rn_reader_each(rd, p->store.wtxn, capture_row, c, &e);
     if (rc && rc != MISFIT && c->rc) rc = c->rc; /* a write failed: r's error */
     else if (rc && rc != MISFIT && fatal(rc)) p->err = e;
     else if (rc && rc != MISFIT) snprintf(c->why, sizeof c->why, "its old rows could not be read: %.1400s", e.msg), rc = MISFIT;
   }
-  if (!rc) {
-    for (int j = 0; j < r->schema->ncols; j++)
-      if (c->give[j] == GIVE_FILL) c->src[r->nfill++] = j; /* src no longer needed: the fill slots */
-    r->rebuild_fill = c->src;
-    c->src = NULL;
-  }
+  if (!rc) capture_fill(c);
   rn_reader_free(rd);
   return rc;
 }
 
-int rn_rebuild_capture(rn_rel *r)
+/* A map's rows as its sinks were told (rn_rebuild_capture_told): its
+ * function over its input's rows as told, made by a stand-in for it whose
+ * columns are the ones it had (the binding packs them there, with their
+ * defaults, leaving out names they lack), then given in the new ones. */
+static int capture_made(capture *c)
 {
-  if (!r->stateful || r->kind == RN_REL_MAP || !r->input || !r->tablelike || !r->input->tablelike) return 0;
+  rn_rel *r = c->r;
+  c->old = r->told_schema;
+  int rc = capture_begin(c, false);
+  if (rc) return rc;
+  rn_rel as_told = *r; /* r as its sinks hold it; nothing of it is freed but the binding's data */
+  as_told.schema = r->told_schema;
+  as_told.udata = NULL, as_told.udata_free = NULL;
+  as_told.as_told = true, as_told.told_rows = false;
+  memset(as_told.slot_hint, 0, sizeof as_told.slot_hint);
+  rc = derive_told(&as_told, capture_row, c, false);
+  if (as_told.udata_free) as_told.udata_free(as_told.udata);
+  if (rc && rc != MISFIT && c->rc) rc = c->rc; /* a write failed: r's error */
+  if (!rc) capture_fill(c);
+  return rc;
+}
+
+/* Runs how over a capture of r, keeping what it found: its rows in
+ * rebuilt_dbi (r->rebuild_captured), or, when they cannot be told
+ * (MISFIT), nothing, with r->untold_why for the note. */
+static int capture_with(rn_rel *r, int (*how)(capture *c))
+{
   rn_pipeline *p = r->p;
   free(r->rebuild_fill);
   free(r->untold_why);
@@ -798,7 +890,7 @@ int rn_rebuild_capture(rn_rel *r)
   capture c = { .r = r };
   if (!rn_zone_init(&c.z, 4096)) return rn_err_set(&p->err, RN_ENOMEM, "out of memory");
   msgpack_sbuffer_init(&c.out);
-  int rc = capture_rows(&c);
+  int rc = how(&c);
   if (!rc && rn_oom()) rc = rn_err_set(&p->err, RN_ENOMEM, "out of memory");
   if (!rc) r->rebuild_captured = true;
   if (rc == MISFIT) { /* a note says so (rn_rebuild_untold_note); nothing is told */
@@ -817,6 +909,18 @@ int rn_rebuild_capture(rn_rel *r)
   free(c.vals);
   free(c.right_from);
   return rc;
+}
+
+int rn_rebuild_capture_told(rn_rel *r)
+{
+  if (!r->told_schema || !is_derived(r) || !r->tablelike) return 0;
+  return capture_with(r, capture_made);
+}
+
+int rn_rebuild_capture(rn_rel *r)
+{
+  if (!r->stateful || r->kind == RN_REL_MAP || !r->input || !r->tablelike || !r->input->tablelike) return 0;
+  return capture_with(r, capture_rows);
 }
 
 int rn_rebuild_captured_done(rn_rel *r)

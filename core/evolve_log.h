@@ -26,9 +26,19 @@ int rn_rebuild_untold(rn_rel *r);
  * of it; a new key column its default, else the rebuilt row's value under
  * its id) as what its sinks were told; the rebuild's rn_rebuild_after compares
  * them with its new rows. Rows that cannot be read or do not fit leave
- * nothing to tell and r->untold_why for the note. Not for a keyed map
- * (its function gives its old rows, derive.h) nor over a stream. */
+ * nothing to tell and r->untold_why for the note. Not for a map (its
+ * function gives its old rows: rn_rebuild_capture_told) nor over a
+ * stream. */
 int rn_rebuild_capture(rn_rel *r);
+/* In a transaction of its own after map r's declaration, which changed
+ * its columns but not its function (derive.c): its rows as its sinks were
+ * told are its function over its input's rows as told (their sinks'),
+ * made in the columns it had (r->told_schema, read by rn_state_open; their
+ * defaults too, names they lack left out) and given in its new columns as
+ * rn_rebuild_capture gives them; rn_rebuild_after compares them with its
+ * rows now. MISFIT-like outcomes as rn_rebuild_capture's (r->untold_why);
+ * its function failing on a row returns that error (p->err). */
+int rn_rebuild_capture_told(rn_rel *r);
 /* After r's setup: a capture nothing compared is dropped; the note that
  * r's sinks were not told, when they were not. */
 int rn_rebuild_captured_done(rn_rel *r);

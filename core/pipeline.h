@@ -108,13 +108,21 @@ struct rn_rel {
   bool decl_new;          /* its catalogue entry was new: the state never held it, its sinks saw nothing */
   bool rebuilt_pending;   /* it holds a rebuild's changes the next group tells */
   bool rebuilt_unflushed; /* a group told them, in an LMDB transaction not yet committed */
-  bool told_rows;         /* its old function is making the rows its sinks were told (RN_ROW_TOLD) */
+  bool told_rows;         /* its function (or its old one) is making the rows its sinks were told
+                             (RN_ROW_AS_TOLD) */
   bool rebuild_captured;  /* its old rows, in its new columns, are in rebuilt_dbi already (evolve_log.h) */
   bool told_unknown;      /* its sinks were not told what its declaration changed: what they hold is not
                              known, nor what relations over it were told (evolve_log.h) */
   int *rebuild_fill;      /* captured: the key slots its old rows lack that take the rebuilt row's value */
   int nfill;
   char *untold_why;       /* the capture found its old rows cannot be told: why (for the note) */
+  rn_schema *told_schema; /* a map declared again with other columns: the columns (and defaults) its
+                             rows had, read at rn_state_open, until its sinks are told (derive.c), owned */
+  int *added_slots;       /* a source table: the columns its declaration added in this run (evolve.c), owned;
+                             a map over it made them as nothing when its sinks were told its rows */
+  int nadded;
+  bool as_told;           /* a stand-in for a map making its rows in told_schema (evolve_log.c): names
+                             its function gives that those columns lack are left out */
   MDB_dbi rebuilt_dbi;
   char *reads;            /* |name\0|…|: the relations its Lua functions read (evolve_reads.h), owned */
   size_t reads_len;
@@ -252,6 +260,8 @@ struct rn_pipeline {
                              relation declared is rebuilt */
   bool evolved_unread;    /* meta "ev" damaged (evolve.c): every relation counts as marked */
   bool evolved_kept;      /* meta "ev" holds marks (store.h): the next group deletes it */
+  char *code_changed;     /* |name\0|…|: the relations whose functions changed since open (evolve_code.h) */
+  size_t code_changed_len;
   rn_free_fn on_close;    /* the binding's hook, called with binding last by rn_pipeline_close */
   void *binding;          /* the binding's pipeline object (a Lua lpipe), or NULL */
   struct rn_cursor *read_cursors; /* rn_cursor_open's open cursors (read_api.c) */

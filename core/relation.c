@@ -12,6 +12,7 @@
 #include "pipeline.h"
 #include "reader.h"
 #include "row.h"
+#include "verify.h"
 
 rn_rel *rn_find(const rn_pipeline *p, const char *name)
 {
@@ -77,6 +78,8 @@ void rn_rel_free(rn_rel *r)
   free(r->reads);
   free(r->rebuild_fill);
   free(r->untold_why);
+  rn_schema_free(r->told_schema);
+  free(r->added_slots);
   free(r->name);
   free(r);
 }
@@ -105,6 +108,35 @@ static bool entry_decodes(rn_pipeline *p, const MDB_val *v)
          rn_unpack(v->mv_data, v->mv_size, &off, &p->scratch, &d) == MSGPACK_UNPACK_SUCCESS &&
          off == v->mv_size && d.type == MSGPACK_OBJECT_ARRAY && d.via.array.size == 2 &&
          d.via.array.ptr[0].type == MSGPACK_OBJECT_POSITIVE_INTEGER;
+}
+
+/* A map declared again with other columns: the columns its stored entry
+ * v describes, with their defaults, kept in r->told_schema until its sinks
+ * are told what the change gave (derive.c). An entry that does not read
+ * back keeps none: nothing is told. */
+static int keep_told_schema(rn_pipeline *p, rn_rel *r, const MDB_val *v)
+{
+  rn_schema_free(r->told_schema);
+  r->told_schema = NULL;
+  if (r->kind != RN_REL_MAP || !r->tablelike) return 0;
+  msgpack_object d;
+  size_t off = 0;
+  if (rn_unpack(v->mv_data, v->mv_size, &off, &p->scratch, &d) != MSGPACK_UNPACK_SUCCESS ||
+      !rn_catalogue_entry_valid(&d))
+    return 0;
+  rn_err e = { .code = RN_OK };
+  rn_schema *s = rn_attach_schema_of(&d.via.array.ptr[1], &e);
+  if (!s) return e.code == RN_ENOMEM ? rn_err_set(&p->err, RN_ENOMEM, "out of memory") : 0;
+  const msgpack_object *cols = &d.via.array.ptr[1].via.array.ptr[0];
+  for (int i = 0; i < s->ncols; i++) {
+    const msgpack_object *dv = &cols->via.array.ptr[i].via.array.ptr[3];
+    if (dv->type != MSGPACK_OBJECT_NIL && rn_schema_set_default(s, i, dv, r->name, &e)) {
+      rn_schema_free(s);
+      return e.code == RN_ENOMEM ? rn_err_set(&p->err, RN_ENOMEM, "out of memory") : 0;
+    }
+  }
+  r->told_schema = s;
+  return 0;
 }
 
 /* Reads or records |kind|schema| under "r:" name and the counters
@@ -138,6 +170,7 @@ int rn_state_open(rn_pipeline *p, rn_rel *r, MDB_txn *txn, bool *created, bool *
     }
     if (v.mv_size != desc.size || memcmp(v.mv_data, desc.data, desc.size) != 0) {
       r->decl_changed = true;
+      if (keep_told_schema(p, r, &v)) goto fail;
       if (txn == p->store.wtxn) { /* derived: its rows as its sinks were told, before the entry changes */
         if (rn_rebuild_capture(r)) goto fail;
         if ((rc = mdb_get(txn, p->store.meta, &k, &v))) goto lmdb_fail; /* the capture wrote: bytes may move */

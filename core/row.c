@@ -403,11 +403,9 @@ int rn_row_normalize(const rn_schema *s, const char *rel, rn_rowmode mode,
   for (int i = 0; i < s->ncols; i++) {
     const rn_column *c = &s->cols[i];
     if (!given[i]) {
-      if (mode == RN_ROW_TOLD && !c->is_key) {
-        vals[i].type = MSGPACK_OBJECT_NIL;
-      } else if (mode == RN_ROW_FULL || mode == RN_ROW_TOLD) {
+      if (mode == RN_ROW_FULL || mode == RN_ROW_AS_TOLD) {
         if (c->has_default) vals[i] = c->defval;
-        else if (c->nullable) vals[i].type = MSGPACK_OBJECT_NIL;
+        else if (c->nullable || mode == RN_ROW_AS_TOLD) vals[i].type = MSGPACK_OBJECT_NIL;
         else return missing_error(e, rel, NULL, c);
       } else if (c->is_key) {
         return missing_error(e, rel, NULL, c);

@@ -34,10 +34,11 @@ typedef enum rn_rowmode {
   RN_ROW_FULL,   /* a whole row: missing columns take their default or null */
   RN_ROW_PATCH,  /* key plus the columns to set */
   RN_ROW_KEY,    /* the key columns; other given columns are checked, then not used */
-  RN_ROW_TOLD    /* a row as sinks were told it, in columns it did not have: as
-                  * RN_ROW_FULL, but a missing non-key column is null, even
-                  * when it has a default or is not nullable: the sinks were
-                  * told no value of it (evolve_log.h) */
+  RN_ROW_AS_TOLD /* a row made again as its sinks were told it (evolve_log.c:
+                  * an old function's, or one over rows as told, in the
+                  * columns they had): as RN_ROW_FULL, but a missing column
+                  * without a default is null (what made it may be gone: its
+                  * input's column was dropped, or is null as told) */
 } rn_rowmode;
 
 /* Every NaN as the one quiet NaN 0x7ff8000000000000: their bits say

@@ -101,7 +101,7 @@ static int filter_cb(void *ctx, rn_rel *in, const char *row, size_t len, int *pa
 static int pack_row(lpipe *lp, rn_rel *out, msgpack_object *vals, uint8_t *given, const char *bad_prefix,
                     msgpack_sbuffer *result, rn_err *e)
 {
-  rn_rowmode mode = out->told_rows ? RN_ROW_TOLD : RN_ROW_FULL;
+  rn_rowmode mode = out->told_rows || out->as_told ? RN_ROW_AS_TOLD : RN_ROW_FULL;
   int rc = rn_row_normalize(out->schema, out->name, mode, vals, given, &lp->p->scratch, e);
   if (rc) rn_err_prefix(e, bad_prefix);
   else rn_row_pack(out->schema, vals, result);

@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "lbind.h"
+#include "evolve.h"
 #include "row.h"
 #include "suggest.h"
 
@@ -222,6 +223,16 @@ int rn_lua_torow(lpipe *lp, lua_State *L, int idx, rn_rel *rel,
       lua_rawget(L, slots);
       slot = (int)lua_tointeger(L, -1) - 1;
       lua_pop(L, 1);
+    }
+    if (slot < 0 && rel->as_told && lua_type(L, -2) == LUA_TSTRING) { /* in the columns its sinks were told
+                                                                         * (evolve_log.c): under the name it
+                                                                         * was renamed from, else left out */
+      const char *from = rn_evolve_renamed_from(p, rel->name, lua_tostring(L, -2));
+      if (from) slot = rn_schema_slot(rel->schema, from, strlen(from));
+      if (slot < 0) {
+        lua_pop(L, 1);
+        continue;
+      }
     }
     if (slot < 0) {
       if (lua_type(L, -2) == LUA_TSTRING) {

@@ -340,33 +340,6 @@ function Relation:filter(fn, name)
   return declared(self:pipeline(), rel)
 end
 
--- A map's old function made again (record_fn), giving its rows in the
--- columns declared now (cols, key): each by its name (or the name it was),
--- one it no longer has left out, a new one nil (null, even where it has a
--- default or is not nullable: the sinks were told no value of it; the
--- binding packs these rows as RN_ROW_TOLD). A new key column takes the
--- new function's value: it says which row the old one was. Its sinks hold
--- the old rows; they are told against the new ones in this layout.
-local function in_columns(old, new, cols, key)
-  local keyed = {}
-  for _, k in ipairs(key or {}) do keyed[k] = true end
-  return function(row)
-    local out = old(row)
-    if out == nil then return nil end
-    local given, now = {}, nil
-    for _, c in ipairs(cols) do
-      local v = out[c.name]
-      if v == nil and c.was then v = out[c.was] end
-      if v == nil and keyed[c.name] and not c.has_default then
-        if now == nil then now = new(row) or false end
-        v = now and now[c.name]
-      end
-      given[c.name] = v
-    end
-    return given
-  end
-end
-
 --- rel:map(fn, columns [, name]) -> relation of fn(row) (nil: no row), ids passed through.
 function Relation:map(fn, decl, name)
   check_relation(self, "map")
@@ -378,8 +351,10 @@ function Relation:map(fn, decl, name)
   if not cols then raise(err) end
   key, err = key_spec(n, decl.key)
   if err then raise(err) end
-  local told, old = record_fn(self:pipeline(), n, fn)
-  if type(old) == "function" then old = in_columns(old, fn, cols, key) end
+  for _, c in ipairs(cols) do -- what its sinks were told is given in these columns (core/evolve_log.c)
+    if c.was then self:pipeline():_rename(n, c.was, c.name) end
+  end
+  local told, old = record_fn(self:pipeline(), n, fn) -- its rows in the columns it had: core/evolve_log.c
   local rel
   rel, err = self:pipeline():_map(self, n, fn, cols, key, told, old)
   if not rel then raise(err) end

@@ -16,7 +16,7 @@ for s = seed, seed + seeds - 1 do
   os.remove(dir)
   assert(os.execute("mkdir -p '" .. dir .. "'"))
   local t0 = os.time()
-  local err, stats = C.run{ seed = s, groups = groups, dir = dir, reopen_every = 40 }
+  local err, stats = C.run{ seed = s, groups = groups, dir = dir, reopen_every = 40, version = tonumber(os.getenv("MODEL_VERSION")) or 11 }
   os.execute("rm -rf '" .. dir .. "'")
   if err then
     failed = failed + 1

@@ -227,8 +227,10 @@ int rn_rebuild_before(rn_rel *r)
   if (rc) return rc;
   r->rebuilt_open = true;
   if ((rc = each_entry(r, forget_now_of, NULL))) return rc;
-  if (is_derived(r)) { /* its function is the old one now; a column its rows lack is null (RN_ROW_TOLD) */
-    r->told_rows = true;
+  if (is_derived(r)) { /* its function is the old one now; a column its rows lack is null (RN_ROW_TOLD) when
+                        * its columns changed: no note gave the sinks its value; in the same columns they were
+                        * told its default, as its rows are made */
+    r->told_rows = r->decl_changed;
     rc = derive_told(r, told_row, r);
     r->told_rows = false;
     return rc;

@@ -100,4 +100,48 @@ describe("model11 regressions", function()
     assert.same(rows_of(t, cols), copy)
     p:close()
   end)
+
+  -- A keyed map's rows take the default of a column its function does not
+  -- return; when its function (or its input's filter) changed and the
+  -- columns did not, the rows its sinks had been told were made again by
+  -- the old function with that column null, so every unchanged row was
+  -- told as an UPDATE from null to the default, and a DELETE's old row
+  -- lacked it (seed 14 of `make model`).
+  it("gives a keyed map's told rows their column defaults when only a function changed", function()
+    local dir = H.tmpdir()
+    local cols = { "id", "x", "note" }
+    local copy, log, bad = {}, {}, {}
+    local function open(mod, sep)
+      local p = runnel.open{ path = dir, notes = false }
+      local T = p:table("T", { {"id","int"}, {"v","int"}, key = "id" })
+      local f = T:filter(function(r) return r.v % mod ~= 0 end, "f")
+      local m = f:map(function(r) return { id = r.id, x = r.v .. sep } end,
+        { {"id","int"}, {"x","string"}, {"note","string", null = true, default = "d"}, key = "id" }, "m")
+      m:sink(function(verb, row, old, info)
+        local o = copy[info.id]
+        if old and not (o and o.x == old.x and o.note == old.note) then
+          bad[#bad + 1] = ("%s %d: old note %s, the copy holds %s"):format(verb, info.id, tostring(old.note), tostring(o and o.note))
+        end
+        copy[info.id] = row and { id = row.id, x = row.x, note = row.note } or nil
+        log[#log + 1] = verb .. " " .. info.id
+      end)
+      return p, T, m
+    end
+    local p, T, m = open(2, ":")
+    T:insert{ id = 1, v = 1 }
+    T:insert{ id = 2, v = 3 }
+    p:close()
+    p, T, m = open(3, ":") -- the filter's function changed
+    T:insert{ id = 3, v = 5 }
+    assert.same({}, bad)
+    assert.same({ "INSERT 1", "INSERT 2", "DELETE 2", "INSERT 3" }, log)
+    assert.same(rows_of(m, cols), copy)
+    p:close()
+    p, T, m = open(3, "/") -- the map's function changed
+    T:insert{ id = 4, v = 7 }
+    assert.same({}, bad)
+    assert.same({ "INSERT 1", "INSERT 2", "DELETE 2", "INSERT 3", "UPDATE 1", "UPDATE 3", "INSERT 4" }, log)
+    assert.same(rows_of(m, cols), copy)
+    p:close()
+  end)
 end)

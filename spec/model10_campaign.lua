@@ -108,9 +108,10 @@ local function declare(p, variant)
   local sep = variant.sep
   R.jm = R.jf:map(function(r)
     return { id = r.id, label = (r.name or "-") .. sep .. r.s, tot = (r.v or 0) + (r.w or 0) }
-  end, { {"id","int"}, {"label","string"}, {"tot","int"}, key = "id" }, "jm")
+  end, variant.jmx and { {"id","int"}, {"label","string"}, {"tot","int"}, {"note","string", null = true, default = variant.jmx.default }, key = "id" }
+       or { {"id","int"}, {"label","string"}, {"tot","int"}, key = "id" }, "jm")
   R.ja = R.jf:aggregate{ by = "name", n = runnel.count(), sm = runnel.sum("v"), mn = variant.jamin and runnel.min("w") or runnel.max("w"), name = "ja" }
-  R.ji = R.A:join(R.B, { on = "b", name = "ji" })
+  R.ji = R.A:join(R.B, { on = variant.jion or "b", kind = variant.jikind, name = "ji" })
   R.jtop = R.ji:top{ n = 2, by = "name", order = { {"w", "desc"}, {"v", "asc"} }, name = "jtop" }
   R.kj = R.K:join(R.B, { on = "x", kind = "left", name = "kj" })
   R.ka = R.K:aggregate{ by = "y", n = runnel.count(), sx = runnel.sum("x"), name = "ka" }
@@ -378,10 +379,10 @@ local function model_top(list, by, order, n, rankcol)
   return out
 end
 
-local function join_rows(m, inner)
+local function join_rows(m, inner, on)
   local out = {}
   for k, a in pairs(m.A) do
-    local b = a.b and m.B[a.b]
+    local b = a[on or "b"] and m.B[a[on or "b"]]
     if b or not inner then
       local r = deepcopy(a)
       if b then for _, c in ipairs(m.bcols) do r[c] = b[c] end end
@@ -598,6 +599,7 @@ end
 -- Events of one relation in one group against its rows before and after.
 local function check_events(ctx, name, evs, before, after, cols, seq)
   if os.getenv("M11DEBUG") == name then
+    io.stderr:write(ctx, "\n")
     for id, r in pairs(before) do io.stderr:write("  before ", id, " ", ser(r, cols), "\n") end
     for _, e in ipairs(evs) do io.stderr:write("  ", e.verb, " ", e.id, " ", ser(e.row, cols), " <- ", ser(e.old, cols), "\n") end
   end
@@ -860,7 +862,10 @@ local function check_all(st, ctx, seq, group_committed, midgroup)
     if not got.j[id] then fail(ctx, "jf: id %d is no id of j", id) end
   end
   local jmw = {}
-  for k, r in pairs(jfw) do jmw[k] = { id = r.id, label = (r.name or "-") .. st.variant.sep .. r.s, tot = (r.v or 0) + (r.w or 0) } end
+  for k, r in pairs(jfw) do
+    jmw[k] = { id = r.id, label = (r.name or "-") .. st.variant.sep .. r.s, tot = (r.v or 0) + (r.w or 0),
+               note = st.variant.jmx and st.variant.jmx.default }
+  end
   compare_by_key(ctx, "jm", got.jm, jmw, S.cols.jm, kid)
   for id, r in pairs(got.jm) do
     if not got.jf[id] or got.jf[id].id ~= r.id then fail(ctx, "jm: id %d does not pass jf's id through", id) end
@@ -877,7 +882,7 @@ local function check_all(st, ctx, seq, group_committed, midgroup)
   ids = compare_by_key(ctx, "ja", got.ja, jaw, S.cols.ja, keyf_of{ "name" })
   check_stable_ids(ctx, st, "ja", ids)
   local jiw = {}
-  for k, r in pairs(join_rows(m, true)) do jiw[fmt(k)] = r end
+  for k, r in pairs(join_rows(m, st.variant.jikind ~= "left", st.variant.jion)) do jiw[fmt(k)] = r end
   ids = compare_by_key(ctx, "ji", got.ji, jiw, S.cols.ji, kid)
   check_stable_ids(ctx, st, "ji", ids)
   local jlist = {}
@@ -1365,6 +1370,37 @@ local function open_state(st)
       end
     end
   end
+  if st.v11 then
+    -- the inner join's on and kind change now and then (rebuilt and told)
+    st.variant.jion, st.variant.jikind = old and old.jion, old and old.jikind
+    if old and st.rng2.chance(20) then
+      st.variant.jion = st.rng2.pick{ "b", "v" }
+      st.variant.jikind = st.rng2.pick{ "inner", "left" }
+      if st.variant.jion ~= (old.jion or "b") or (st.variant.jikind or "inner") ~= (old.jikind or "inner") then
+        st.stale = st.stale or {}
+        st.stale.ji, st.stale.jtop = true, true
+        st.reopenlog[#st.reopenlog + 1] = ("ji: on %s, %s"):format(st.variant.jion, st.variant.jikind)
+      end
+    end
+  end
+  if st.v11 then
+    -- the keyed map's columns change, its function does not (a column
+    -- added, with a default or not, or dropped)
+    st.variant.jmx = old and old.jmx
+    if old and st.rng2.chance(15) then
+      st.variant.jmx = st.rng2.pick{ false, { default = "x" }, { default = nil } } or nil
+      if (old.jmx and (old.jmx.default or "-")) ~= (st.variant.jmx and (st.variant.jmx.default or "-")) then
+        st.stale = st.stale or {}
+        st.stale.jm, st.stale.jix = true, true
+        -- (a keyed map whose columns changed and function did not told its
+        -- sinks nothing, another helper's fix: its copies start again)
+        -- (also when its input's function changed: it told nothing of
+        -- that either; when its own function changed too, it tells)
+        st.jmresync = old.sep == st.variant.sep
+        st.reopenlog[#st.reopenlog + 1] = ("jm: note column %s"):format(st.variant.jmx and tostring(st.variant.jmx.default) or "dropped")
+      end
+    end
+  end
   st.R = declare(p, st.variant)
   st.acols, st.bcols = cols_of(st.R.A), cols_of(st.R.B)
   st.m.bcols = st.bcols
@@ -1398,6 +1434,7 @@ local function open_state(st)
   -- a note that a relation's sinks were not told what its rebuild changed:
   -- the mirrors start again from its rows (README, Rebuilt)
   st.resync = {}
+  if st.jmresync then st.resync.jm, st.jmresync = true, nil end
   for _, line in ipairs(p:changes()) do
     if os.getenv("M11DEBUG") then io.stderr:write("CHANGES ", line, "\n") end
     local name = line:match("^([^:]+): its sinks were not told")

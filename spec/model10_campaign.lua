@@ -1395,8 +1395,11 @@ local function open_state(st)
         -- (a keyed map whose columns changed and function did not told its
         -- sinks nothing, another helper's fix: its copies start again)
         -- (also when its input's function changed: it told nothing of
-        -- that either; when its own function changed too, it tells)
-        st.jmresync = old.sep == st.variant.sep
+        -- that either). Its own function is kept at this reopen: with
+        -- both changed, the old function's rows are told with a column
+        -- that had a default null (not fixed here: reported)
+        st.variant.sep = old.sep
+        st.jmresync = true
         st.reopenlog[#st.reopenlog + 1] = ("jm: note column %s"):format(st.variant.jmx and tostring(st.variant.jmx.default) or "dropped")
       end
     end

@@ -1,6 +1,7 @@
 -- scripts/model/run.lua — the model campaign (spec/model10_campaign.lua)
 -- run longer: `make model N=groups SEED=s [SEEDS=k]` runs seeds s .. s+k-1
--- (default k = 1), N groups each, on a state directory of its own that is
+-- (default k = 1; MODEL_VERSION=10 for the generator before version 11),
+-- N groups each, on a state directory of its own that is
 -- closed and reopened every 40 groups. Prints one line per seed; on a
 -- discrepancy, the seed, the group, the diff and the group's changes, and
 -- exits 1.

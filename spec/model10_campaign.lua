@@ -94,7 +94,9 @@ local function declare(p, variant)
   end
   R.A = p:table("A", adecl)
   R.B = p:table("B", bdecl)
-  R.K = p:table("K", { {"x","int"}, {"y","string", null = true} })
+  local kdecl = { {"x","int"}, {"y","string", null = true} }
+  if variant.kz then table.insert(kdecl, variant.kz.pos, { variant.kz.name, "int", null = true, was = variant.kz.was }) end
+  R.K = p:table("K", kdecl)
   R.E = p:stream("E", { {"k","string"}, {"ts","int"}, {"v","int"}, {"tf","float"} })
   R.top1 = R.A:top{ n = variant.top1n, by = "g", order = { {"v", "desc"} }, name = "top1" }
   R.top2 = R.A:top{ n = variant.top2n, order = { "v", "asc", "s", "desc" }, rank = "pos", name = "top2" }
@@ -847,7 +849,7 @@ local function check_all(st, ctx, seq, group_committed, midgroup)
   for id, r in pairs(m.K) do klist[#klist + 1] = { id = id, row = r } end
   check_index(ctx, st, "ix2", R.ix2, klist, { {"y", "asc"}, {"x", "desc"} })
   check_distinct(ctx, st, "d1", got.d1, distinct_of(m.A, { "g", "v" }), { "g", "v" })
-  check_distinct(ctx, st, "d2", got.d2, distinct_of(m.K, { "x", "y" }), { "x", "y" })
+  check_distinct(ctx, st, "d2", got.d2, distinct_of(m.K, st.kcols), st.kcols)
   check_distinct(ctx, st, "d3", got.d3, distinct_of(join_rows(m, false), { "name", "g" }), { "name", "g" })
   local kid = keyf_of{ "id" }
   local jw = join_rows(m, false)
@@ -892,7 +894,8 @@ local function check_all(st, ctx, seq, group_committed, midgroup)
   local kjw, kjg = {}, {}
   for _, r in pairs(m.K) do
     local b = m.B[r.x]
-    local t = { x = r.x, y = r.y }
+    local t = {}
+    for _, c in ipairs(st.kcols) do t[c] = r[c] end
     if b then for _, c in ipairs(m.bcols) do t[c] = b[c] end end
     kjw[#kjw + 1] = ser(t, S.cols.kj)
   end
@@ -966,7 +969,7 @@ local function check_all(st, ctx, seq, group_committed, midgroup)
         if seen[k] then fail(ctx, "%s: row %s twice", x.name, k) end
         seen[k] = true
       end
-      local want = distinct_of(m.K, { "x", "y" })
+      local want = distinct_of(m.K, st.kcols)
       for k in pairs(want) do if not seen[k] then fail(ctx, "%s: row %s missing", x.name, k) end end
       for k in pairs(seen) do if not want[k] then fail(ctx, "%s: row %s not in the model", x.name, k) end end
     else
@@ -1272,11 +1275,16 @@ local function random_change(st)
         end
     end
   elseif which <= 80 then
-    local function rk() local r = { x = rng.int(1, 3) }; if rng.chance(70) then r.y = rng.pick{ "u", "v", "u", "v", LONG .. "u", LONG .. "v" } end; return r end
+    local function rk()
+      local r = { x = rng.int(1, 3) }
+      if rng.chance(70) then r.y = rng.pick{ "u", "v", "u", "v", LONG .. "u", LONG .. "v" } end
+      add_x(st, r, "kz")
+      return r
+    end
     local op = rng.int(1, 100)
     local function find(r)
       local best
-      for id, row in pairs(m.K) do if rows_equal(row, r, KCOLS) and (not best or id < best) then best = id end end
+      for id, row in pairs(m.K) do if rows_equal(row, r, st.kcols) and (not best or id < best) then best = id end end
       return best
     end
     local function existing()
@@ -1288,13 +1296,13 @@ local function random_change(st)
     end
     if op <= 45 then
       local r = rk()
-      st.json = jline("K", "insert", to_runnel(r, KCOLS), KCOLS)
-      return ("K:insert%s"):format(ser(r, KCOLS)), function() st.R.K:insert(to_runnel(r, KCOLS)) end,
+      st.json = jline("K", "insert", to_runnel(r, st.kcols), st.kcols)
+      return ("K:insert%s"):format(ser(r, st.kcols)), function() st.R.K:insert(to_runnel(r, st.kcols)) end,
         function() m.K[m.Knext] = r; m.Knext = m.Knext + 1; return true end
     elseif op <= 75 then
       local r = existing()
-      st.json = jline("K", "delete", to_runnel(r, KCOLS), KCOLS)
-      return ("K:delete%s"):format(ser(r, KCOLS)), function() st.R.K:delete(to_runnel(r, KCOLS)) end,
+      st.json = jline("K", "delete", to_runnel(r, st.kcols), st.kcols)
+      return ("K:delete%s"):format(ser(r, st.kcols)), function() st.R.K:delete(to_runnel(r, st.kcols)) end,
         function()
           local id = find(r)
           if not id then return false end
@@ -1303,8 +1311,8 @@ local function random_change(st)
         end
     else
       local old, new = existing(), rk()
-      return ("K:update(%s, %s)"):format(ser(old, KCOLS), ser(new, KCOLS)),
-        function() st.R.K:update(to_runnel(old, KCOLS), to_runnel(new, KCOLS)) end,
+      return ("K:update(%s, %s)"):format(ser(old, st.kcols), ser(new, st.kcols)),
+        function() st.R.K:update(to_runnel(old, st.kcols), to_runnel(new, st.kcols)) end,
         function()
           local id = find(old)
           if not id then return false end
@@ -1344,7 +1352,7 @@ local function open_state(st)
   if st.v11 then
     -- a column of A (the joins' left) or B (their right) added, dropped,
     -- renamed with was (or without: dropped and another added)
-    for _, w in ipairs{ { "az", "e" }, { "bz", "z" } } do
+    for _, w in ipairs{ { "az", "e" }, { "bz", "z" }, { "kz", "q" } } do
       local which, base = w[1], w[2]
       local oz = old and old[which]
       local nz = oz
@@ -1352,10 +1360,13 @@ local function open_state(st)
       if old and r <= 30 then
         if not oz then
           nz = { name = st.rng2.pick{ base, base .. "2" }, default = st.rng2.pick{ false, 5 } or nil, pos = st.rng2.int(2, which == "az" and 7 or 4) }
+          -- (K is keyless: its column goes anywhere, and has no default,
+          -- so that a delete's omitted column is the null it holds)
+          if which == "kz" then nz.default, nz.pos = nil, st.rng2.int(1, 3) end
         elseif r <= 10 then nz = nil
         else
           local other = oz.name == base and base .. "2" or base
-          nz = { name = other, default = oz.default, pos = st.rng2.int(2, which == "az" and 7 or 4) }
+          nz = { name = other, default = oz.default, pos = st.rng2.int(which == "kz" and 1 or 2, which == "az" and 7 or which == "kz" and 3 or 4) }
           if r <= 22 then nz.was = oz.name end
         end
       elseif oz then
@@ -1364,7 +1375,7 @@ local function open_state(st)
       st.variant[which] = nz
       if (oz and oz.name) ~= (nz and nz.name) or (oz and oz.pos) ~= (nz and nz.pos) then
         evolved[which] = { old = oz, new = nz }
-        st.reopenlog[#st.reopenlog + 1] = ("%s: %s -> %s"):format(which == "az" and "A" or "B",
+        st.reopenlog[#st.reopenlog + 1] = ("%s: %s -> %s"):format(which == "az" and "A" or which == "bz" and "B" or "K",
           oz and (oz.name .. "@" .. oz.pos .. (oz.default and "=" .. oz.default or "")) or "-",
           nz and (nz.name .. "@" .. nz.pos .. (nz.default and "=" .. nz.default or "") .. (nz.was and " was " .. nz.was or "")) or "-")
       end
@@ -1405,7 +1416,7 @@ local function open_state(st)
     end
   end
   st.R = declare(p, st.variant)
-  st.acols, st.bcols = cols_of(st.R.A), cols_of(st.R.B)
+  st.acols, st.bcols, st.kcols = cols_of(st.R.A), cols_of(st.R.B), cols_of(st.R.K)
   st.m.bcols = st.bcols
   -- the model's rows, and the mirrors' copies, take the schema change: the
   -- source's copies as its note says (a new column at its default), the
@@ -1413,6 +1424,8 @@ local function open_state(st)
   -- name, renames followed, a new column null) at the next group
   local CARRY = { az = { src = "A", rows = { "A", "top1", "top2", "ix1", "top3", "fA", "ftop", "j", "jf", "ji", "jtop" },
                          stale = { "top1", "top2", "ix1", "top3", "ftop", "j", "jf", "jm", "ja", "jaf", "jix", "ji", "jtop", "d1", "d3", "d4" } },
+                  kz = { src = "K", rows = { "K", "ix2", "ktop", "kj", "d2" },
+                         stale = { "ix2", "ktop", "kj", "d2", "ka", "atop" } },
                   bz = { src = "B", rows = { "B", "j", "jf", "ji", "jtop", "kj", "wj" },
                          stale = { "j", "jf", "jm", "ja", "jaf", "jix", "ji", "jtop", "kj", "wj", "d3" } } }
   for which, ev in pairs(evolved) do
@@ -1426,7 +1439,7 @@ local function open_state(st)
         if nz and nz.name ~= (oz and oz.name) then row[nz.name] = src and nz.default or nil end
       end
     end
-    for _, row in pairs(which == "az" and st.m.A or st.m.B) do change(row, true) end
+    for _, row in pairs(which == "az" and st.m.A or which == "bz" and st.m.B or st.m.K) do change(row, true) end
     for _, name in ipairs(c.rows) do
       -- (a filter over the table holds no rows: its copies take the
       -- table's note as the table's do)

@@ -145,13 +145,18 @@ local function declare(p, variant)
   R.cKa = R.ka:cdc{ preimage = true, postimage = true, name = "cKa" }
   R.cD = R.d1:cdc{ preimage = "full", postimage = true, name = "cD" }
   R.cW = R.w1:cdc{ preimage = true, postimage = true, name = "cW" }
+  -- a plain (keyless) map over the keyless table; version 11 changes its
+  -- columns at reopens, its function staying
+  local kmcols = { {"x","int"}, {"yy","string", null = true} }
+  if variant.kmx then table.insert(kmcols, variant.kmx.pos, { "extra", "int", null = true, default = variant.kmx.default }) end
+  R.km = R.K:map(function(r) return { x = r.x, yy = r.y } end, kmcols, "km")
   return R
 end
 
 -- Relations whose events are mirrored (table-like), and the CDC streams
 -- with the relation each one reads.
 local TABLELIKE = { "A", "B", "K", "top1", "top2", "ix1", "ix2", "d1", "d2", "j", "jf", "jm", "ja",
-                    "ji", "jtop", "w1", "w2", "w3", "kj", "ka", "fA", "ftop", "jix", "w4", "top3", "d3", "ktop", "atop", "jaf", "d4", "wj" }
+                    "ji", "jtop", "w1", "w2", "w3", "kj", "ka", "fA", "ftop", "jix", "w4", "top3", "d3", "ktop", "atop", "jaf", "d4", "wj", "km" }
 local CDCS = { cA = { "A", "full" }, cA2 = { "A", true }, cJ = { "jm", "full" }, cT = { "top1", "full" },
                cK = { "K", "full" }, cW = { "w1", true } }
 local CDCNAMES = { "cA", "cA2", "cJ", "cT", "cK", "cW", "cD", "cKa" }
@@ -955,6 +960,11 @@ local function check_all(st, ctx, seq, group_committed, midgroup)
       fail(ctx, "%s: late() %d, model %d", w[1], R[w[1]]:late(), m.wins[w[1]].late)
     end
   end
+  do
+    local kmw = {}
+    for id, r in pairs(m.K) do kmw[id] = { x = r.x, yy = r.y, extra = st.variant.kmx and st.variant.kmx.default } end
+    compare_by_id(ctx, "km", got.km, kmw, S.cols.km)
+  end
   for _, x in ipairs(st.extras) do
     local g = rows_by_id(x.rel, x.cols)
     local al, kl = {}, {}
@@ -1395,6 +1405,22 @@ local function open_state(st)
     end
   end
   if st.v11 then
+    -- the plain map's columns change (a defaulted column added, moved,
+    -- dropped), its function staying: told as a rebuild over its input
+    st.variant.kmx = old and old.kmx
+    if old and st.rng2.chance(20) then
+      st.variant.kmx = st.rng2.pick{ false, { default = 4, pos = st.rng2.int(1, 3) }, { pos = st.rng2.int(1, 3) } } or nil
+      local a, b = old.kmx, st.variant.kmx
+      if (a and (a.default or "-") .. a.pos) ~= (b and (b.default or "-") .. b.pos) then
+        st.stale = st.stale or {}
+        st.stale.km = true
+        -- (README: a map whose columns alone changed has its declaration
+        -- just recorded: nothing is told, its copies start again; the
+        -- keyed case is another helper's fix)
+        st.kmresync = true
+        st.reopenlog[#st.reopenlog + 1] = ("km: extra %s"):format(b and (tostring(b.default) .. "@" .. b.pos) or "dropped")
+      end
+    end
     -- the keyed map's columns change, its function does not (a column
     -- added, with a default or not, or dropped)
     st.variant.jmx = old and old.jmx
@@ -1425,7 +1451,7 @@ local function open_state(st)
   local CARRY = { az = { src = "A", rows = { "A", "top1", "top2", "ix1", "top3", "fA", "ftop", "j", "jf", "ji", "jtop" },
                          stale = { "top1", "top2", "ix1", "top3", "ftop", "j", "jf", "jm", "ja", "jaf", "jix", "ji", "jtop", "d1", "d3", "d4" } },
                   kz = { src = "K", rows = { "K", "ix2", "ktop", "kj", "d2" },
-                         stale = { "ix2", "ktop", "kj", "d2", "ka", "atop" } },
+                         stale = { "ix2", "ktop", "kj", "d2", "ka", "atop", "km" } },
                   bz = { src = "B", rows = { "B", "j", "jf", "ji", "jtop", "kj", "wj" },
                          stale = { "j", "jf", "jm", "ja", "jaf", "jix", "ji", "jtop", "kj", "wj", "d3" } } }
   for which, ev in pairs(evolved) do
@@ -1451,6 +1477,7 @@ local function open_state(st)
   -- the mirrors start again from its rows (README, Rebuilt)
   st.resync = {}
   if st.jmresync then st.resync.jm, st.jmresync = true, nil end
+  if st.kmresync then st.resync.km, st.kmresync = true, nil end
   for _, line in ipairs(p:changes()) do
     if os.getenv("M11DEBUG") then io.stderr:write("CHANGES ", line, "\n") end
     local name = line:match("^([^:]+): its sinks were not told")

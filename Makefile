@@ -218,6 +218,9 @@ crash: deps
 # checked against a plain-Lua model (spec/model10_campaign.lua; the same
 # campaign, bounded, is spec/model10_spec.lua). N groups (default 2000) per
 # seed, seeds SEED (default: the time) to SEED+SEEDS-1 (default 1 seed).
+# The generator's version 11 (the default; MODEL_VERSION=10 replays the
+# earlier one's seeds) adds p:run of NDJSON, attach reads, second opens,
+# drops, and columns of the joins' tables and of the map changing.
 .PHONY: model
 model: deps
 	@$(MAKE) -s all

@@ -60,6 +60,17 @@ static void pack_identity(const rn_aggregate *a, msgpack_sbuffer *b)
   pack_name(&pk, in, a->w.kind ? a->w.slot : -1);
 }
 
+/* Whether the state holds a record for a other than rec (its input's
+ * columns moved, were added or dropped: its values are kept under the old
+ * positions of the columns it reads). */
+static bool record_differs(rn_aggregate *a, MDB_txn *txn, const msgpack_sbuffer *rec)
+{
+  char key[RN_NAME_MAX + 8];
+  MDB_val k = { (size_t)rn_decl_key(key, sizeof key, a->out->name), key }, v;
+  if (mdb_get(txn, a->out->p->store.meta, &k, &v) != 0) return false;
+  return v.mv_size != rec->size || memcmp(v.mv_data, rec->data, rec->size) != 0;
+}
+
 /* Whether the record stored for a holds an identity other than id (one
  * without an identity, or unreadable, says nothing: false). */
 static bool identity_changed(rn_aggregate *a, MDB_txn *txn, const msgpack_sbuffer *id)
@@ -109,8 +120,11 @@ int rn_agg_decl_record(rn_aggregate *a, MDB_txn *txn, bool capture, bool *change
   msgpack_pack_bin_body(&pk, id.data, id.size);
   *changed = identity_changed(a, txn, &id);
   /* before the record is replaced: what the old one made is what the sinks were told (its rows read with the
-   * new one would be the new rows, and the rebuild would tell nothing) */
-  int rc = *changed && capture && !a->out->rebuild_captured ? rn_rebuild_capture(a->out) : 0;
+   * new one would be the new rows, and the rebuild would tell nothing); so too when only the input's columns
+   * moved: min and max keep their values under the old positions, read at the new ones they are not found
+   * (and the rebuild would tell every minimum as new) */
+  bool moved = !*changed && capture && a->in->tablelike && record_differs(a, txn, &b);
+  int rc = (*changed || moved) && capture && !a->out->rebuild_captured ? rn_rebuild_capture(a->out) : 0;
   if (!rc) rc = rn_decl_put(p, txn, a->out->name, &b, NULL);
   msgpack_sbuffer_destroy(&id);
   msgpack_sbuffer_destroy(&b);

@@ -549,16 +549,32 @@ static bool columns_of_input(const rn_rel *r)
   return r->kind == RN_REL_DISTINCT || r->kind == RN_REL_TOP || r->kind == RN_REL_INDEX || r->kind == RN_REL_FILTER;
 }
 
+/* The name column `name` of at had before a rename (was =, p:alter) of
+ * at's own, or of the relation its columns are: its input's, through
+ * distincts, tops, indexes and filters, or a join's left or right table's
+ * (a join's column is its table's of the same name); NULL when none. */
+static const char *renamed_from(const rn_rel *at, const char *name, int depth)
+{
+  if (!at || depth > 16) return NULL;
+  const char *from = rn_evolve_renamed_from(at->p, at->name, name);
+  if (from) return from;
+  if (columns_of_input(at)) return renamed_from(at->input, name, depth + 1);
+  if (at->kind != RN_REL_JOIN) return NULL;
+  from = renamed_from(at->input, name, depth + 1);
+  if (from && rn_schema_slot(at->input->schema, name, strlen(name)) >= 0) return from;
+  from = at->right ? renamed_from(at->right, name, depth + 1) : NULL;
+  return from && rn_schema_slot(at->right->schema, name, strlen(name)) >= 0 ? from : NULL;
+}
+
 /* The old slot new column name continues: the same name, else the column a
- * rename (was =, p:alter) of r's, or of the input its columns are, names it
- * from, when the new columns no longer hold that name. */
+ * rename of r's, or of the relations its columns come from (renamed_from),
+ * names it from, when the new columns no longer hold that name. */
 static int old_slot(const rn_rel *r, const rn_schema *old, const char *name)
 {
   int s = rn_schema_slot(old, name, strlen(name));
-  for (const rn_rel *at = r; s < 0 && at; at = columns_of_input(at) ? at->input : NULL) {
-    const char *from = rn_evolve_renamed_from(r->p, at->name, name);
-    if (from && rn_schema_slot(r->schema, from, strlen(from)) < 0) s = rn_schema_slot(old, from, strlen(from));
-  }
+  if (s >= 0) return s;
+  const char *from = renamed_from(r, name, 0);
+  if (from && rn_schema_slot(r->schema, from, strlen(from)) < 0) s = rn_schema_slot(old, from, strlen(from));
   return s;
 }
 

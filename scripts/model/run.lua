@@ -1,6 +1,7 @@
 -- scripts/model/run.lua — the model campaign (spec/model10_campaign.lua)
 -- run longer: `make model N=groups SEED=s [SEEDS=k]` runs seeds s .. s+k-1
--- (default k = 1), N groups each, on a state directory of its own that is
+-- (default k = 1; MODEL_VERSION=10 for the generator before version 11),
+-- N groups each, on a state directory of its own that is
 -- closed and reopened every 40 groups. Prints one line per seed; on a
 -- discrepancy, the seed, the group, the diff and the group's changes, and
 -- exits 1.
@@ -16,7 +17,7 @@ for s = seed, seed + seeds - 1 do
   os.remove(dir)
   assert(os.execute("mkdir -p '" .. dir .. "'"))
   local t0 = os.time()
-  local err, stats = C.run{ seed = s, groups = groups, dir = dir, reopen_every = 40 }
+  local err, stats = C.run{ seed = s, groups = groups, dir = dir, reopen_every = 40, version = tonumber(os.getenv("MODEL_VERSION")) or 11 }
   os.execute("rm -rf '" .. dir .. "'")
   if err then
     failed = failed + 1

@@ -1423,10 +1423,10 @@ local function open_state(st)
       if (a and (a.default or "-") .. a.pos) ~= (b and (b.default or "-") .. b.pos) then
         st.stale = st.stale or {}
         st.stale.km = true
-        -- (README: a map whose columns alone changed has its declaration
-        -- just recorded: nothing is told, its copies start again; the
-        -- keyed case is another helper's fix)
-        st.kmresync = true
+        -- (README: a map declared again with other columns and the same
+        -- function tells what that changed: its copies keep their rows as
+        -- told, a dropped column gone, a new one null until told)
+        if not b then st.kmdropped = true end
         st.reopenlog[#st.reopenlog + 1] = ("km: extra %s"):format(b and (tostring(b.default) .. "@" .. b.pos) or "dropped")
       end
     end
@@ -1438,14 +1438,11 @@ local function open_state(st)
       if (old.jmx and (old.jmx.default or "-")) ~= (st.variant.jmx and (st.variant.jmx.default or "-")) then
         st.stale = st.stale or {}
         st.stale.jm, st.stale.jix = true, true
-        -- (a keyed map whose columns changed and function did not told its
-        -- sinks nothing, another helper's fix: its copies start again)
-        -- (also when its input's function changed: it told nothing of
-        -- that either). Its own function is kept at this reopen: with
-        -- both changed, the old function's rows are told with a column
-        -- that had a default null (not fixed here: reported)
+        -- (a keyed map whose columns changed and function did not tells
+        -- what that changed, as the plain one does). Its own function is
+        -- kept at this reopen.
         st.variant.sep = old.sep
-        st.jmresync = true
+        if not st.variant.jmx then st.jmdropped = true end
         st.reopenlog[#st.reopenlog + 1] = ("jm: note column %s"):format(st.variant.jmx and tostring(st.variant.jmx.default) or "dropped")
       end
     end
@@ -1485,8 +1482,8 @@ local function open_state(st)
   -- a note that a relation's sinks were not told what its rebuild changed:
   -- the mirrors start again from its rows (README, Rebuilt)
   st.resync = {}
-  if st.jmresync then st.resync.jm, st.jmresync = true, nil end
-  if st.kmresync then st.resync.km, st.kmresync = true, nil end
+  if st.jmdropped then for _, row in pairs(st.prev.jm or {}) do row.note = nil end; st.jmdropped = nil end
+  if st.kmdropped then for _, row in pairs(st.prev.km or {}) do row.extra = nil end; st.kmdropped = nil end
   for _, line in ipairs(p:changes()) do
     if os.getenv("M11DEBUG") then io.stderr:write("CHANGES ", line, "\n") end
     local name = line:match("^([^:]+): its sinks were not told")

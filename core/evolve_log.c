@@ -201,42 +201,61 @@ static int derive_told(rn_rel *r, rn_scan_fn fn, void *ctx, bool for_map)
  * sinks were told. Its rows as they are hold them (a note gives their
  * values: no change of its rows), but no note gives what a map's function
  * makes of them: they are told as the change they make (0.22). */
+/* What a scan that packs each row again needs: a row's values, its zone
+ * and the packed row. */
+typedef struct repack {
+  msgpack_zone z;
+  msgpack_sbuffer out;
+  msgpack_object *vals;
+} repack;
+
+/* 0, or RN_ENOMEM (r's error set), nothing kept. */
+static int repack_init(repack *k, rn_rel *r)
+{
+  k->vals = calloc((size_t)(r->schema->ncols ? r->schema->ncols : 1), sizeof *k->vals);
+  if (!k->vals || !rn_zone_init(&k->z, 4096)) {
+    free(k->vals);
+    return rn_err_set(&r->p->err, RN_ENOMEM, "out of memory");
+  }
+  msgpack_sbuffer_init(&k->out);
+  return 0;
+}
+
+static void repack_free(repack *k)
+{
+  msgpack_sbuffer_destroy(&k->out);
+  rn_zone_destroy(&k->z);
+  free(k->vals);
+}
+
 typedef struct without_added {
   rn_rel *t;
   rn_scan_fn fn;
   void *ctx;
-  msgpack_zone z;
-  msgpack_sbuffer out;
-  msgpack_object *vals;
+  repack k;
 } without_added;
 
 static int without_added_one(void *ctx, uint64_t id, const char *row, size_t len)
 {
   without_added *w = ctx;
   int n = w->t->schema->ncols;
-  const msgpack_object *v = rn_row_unpack(row, len, n, &w->z);
-  if (!v) { msgpack_zone_clear(&w->z); return fail(w->t, MDB_CORRUPTED); }
-  memcpy(w->vals, v, sizeof *v * (size_t)n);
-  for (int i = 0; i < w->t->nadded; i++) w->vals[w->t->added_slots[i]].type = MSGPACK_OBJECT_NIL;
-  w->out.size = 0;
-  rn_row_pack(w->t->schema, w->vals, &w->out);
-  msgpack_zone_clear(&w->z);
-  return w->fn(w->ctx, id, w->out.data, w->out.size);
+  const msgpack_object *v = rn_row_unpack(row, len, n, &w->k.z);
+  if (!v) { msgpack_zone_clear(&w->k.z); return fail(w->t, MDB_CORRUPTED); }
+  memcpy(w->k.vals, v, sizeof *v * (size_t)n);
+  for (int i = 0; i < w->t->nadded; i++) w->k.vals[w->t->added_slots[i]].type = MSGPACK_OBJECT_NIL;
+  w->k.out.size = 0;
+  rn_row_pack(w->t->schema, w->k.vals, &w->k.out);
+  msgpack_zone_clear(&w->k.z);
+  return w->fn(w->ctx, id, w->k.out.data, w->k.out.size);
 }
 
 static int scan_without_added(rn_rel *t, rn_scan_fn fn, void *ctx)
 {
   without_added w = { .t = t, .fn = fn, .ctx = ctx };
-  w.vals = calloc((size_t)t->schema->ncols, sizeof *w.vals);
-  if (!w.vals || !rn_zone_init(&w.z, 4096)) {
-    free(w.vals);
-    return rn_err_set(&t->p->err, RN_ENOMEM, "out of memory");
-  }
-  msgpack_sbuffer_init(&w.out);
-  int rc = rn_rel_scan(t, without_added_one, &w);
-  msgpack_sbuffer_destroy(&w.out);
-  rn_zone_destroy(&w.z);
-  free(w.vals);
+  int rc = repack_init(&w.k, t);
+  if (rc) return rc;
+  rc = rn_rel_scan(t, without_added_one, &w);
+  repack_free(&w.k);
   return rc;
 }
 
@@ -334,9 +353,7 @@ static int drop_equal_of(rn_rel *r, entry_at *e, void *left)
  * the row r holds now under its id: they were not there to change. */
 typedef struct filling {
   rn_rel *r;
-  msgpack_zone z;
-  msgpack_sbuffer out;
-  msgpack_object *vals;
+  repack k;
 } filling;
 
 static int now_row_filling(void *ctx, uint64_t id, const char *row, size_t len)
@@ -352,14 +369,14 @@ static int now_row_filling(void *ctx, uint64_t id, const char *row, size_t len)
   if (!entry_parse(&v, &has, &told, &told_len, &now, &now_len)) return fail(r, MDB_CORRUPTED);
   if (!(has & TOLD)) return now_row(r, id, row, len);
   int n = r->schema->ncols;
-  const msgpack_object *tv = rn_row_unpack(told, told_len, n, &f->z), *nv = rn_row_unpack(row, len, n, &f->z);
-  if (!tv || !nv) { msgpack_zone_clear(&f->z); return fail(r, MDB_CORRUPTED); }
-  memcpy(f->vals, tv, sizeof *f->vals * (size_t)n);
-  for (int i = 0; i < r->nfill; i++) f->vals[r->rebuild_fill[i]] = nv[r->rebuild_fill[i]];
-  f->out.size = 0;
-  rn_row_pack(r->schema, f->vals, &f->out); /* a copy: LMDB's bytes move with the put */
-  rc = put_entry(r, id, TOLD | NOW, f->out.data, f->out.size, row, len);
-  msgpack_zone_clear(&f->z);
+  const msgpack_object *tv = rn_row_unpack(told, told_len, n, &f->k.z), *nv = rn_row_unpack(row, len, n, &f->k.z);
+  if (!tv || !nv) { msgpack_zone_clear(&f->k.z); return fail(r, MDB_CORRUPTED); }
+  memcpy(f->k.vals, tv, sizeof *f->k.vals * (size_t)n);
+  for (int i = 0; i < r->nfill; i++) f->k.vals[r->rebuild_fill[i]] = nv[r->rebuild_fill[i]];
+  f->k.out.size = 0;
+  rn_row_pack(r->schema, f->k.vals, &f->k.out); /* a copy: LMDB's bytes move with the put */
+  rc = put_entry(r, id, TOLD | NOW, f->k.out.data, f->k.out.size, row, len);
+  msgpack_zone_clear(&f->k.z);
   return rc;
 }
 
@@ -367,16 +384,10 @@ static int scan_now(rn_rel *r)
 {
   if (!r->nfill) return rn_rel_scan(r, now_row, r);
   filling f = { .r = r };
-  f.vals = calloc((size_t)r->schema->ncols, sizeof *f.vals);
-  if (!f.vals || !rn_zone_init(&f.z, 4096)) {
-    free(f.vals);
-    return rn_err_set(&r->p->err, RN_ENOMEM, "out of memory");
-  }
-  msgpack_sbuffer_init(&f.out);
-  int rc = rn_rel_scan(r, now_row_filling, &f);
-  msgpack_sbuffer_destroy(&f.out);
-  rn_zone_destroy(&f.z);
-  free(f.vals);
+  int rc = repack_init(&f.k, r);
+  if (rc) return rc;
+  rc = rn_rel_scan(r, now_row_filling, &f);
+  repack_free(&f.k);
   return rc;
 }
 

@@ -13,7 +13,7 @@
  * one LMDB transaction (rn_open_opts; 0: the default): 1 spreads the LMDB
  * writes evenly over the ticks, a larger bound batches them. With a tick
  * rate, the host keeps a tick's writes in memory (write_back) and commits
- * them to LMDB in the idle time before the next tick (rn_flush) when that
+ * them to LMDB in the idle time after the tick (rn_flush) when the next
  * tick is far enough away, so no tick pays for the LMDB writes;
  * back to back (hz = 0) the carry bounds decide. With RUNNEL_HOST_HASH set
  * in the environment it also prints a hash of every event its subscribers
@@ -33,15 +33,8 @@
 
 /* Seconds of idle time before the next tick in which the host commits the
  * carried LMDB transaction (rn_flush): the tick that would have ended it
- * pays nothing, and a crash loses at most the last tick. The commit is made
- * IDLE_FLUSH_LEAD seconds before the next tick, not just after the last:
- * the next tick then finds the B-tree pages it reads (which the commit has
- * just written) in the cache, where after 16 ms of sleep it found them
- * cold (six alternating pairs of 1,000 ticks at 60 Hz: the median tick
- * 4-9% faster in each). A tick's group becomes durable up to a tick later,
- * still before the next tick begins. */
+ * pays nothing, and a crash loses at most the last tick. */
 #define IDLE_FLUSH_SLACK 0.004
-#define IDLE_FLUSH_LEAD 0.003
 
 typedef struct counts {
   long leaderboard[4];    /* by verb */
@@ -99,12 +92,6 @@ static double cpu_now(void)
   struct timespec ts;
   clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
   return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
-
-static void sleep_until(double when)
-{
-  double wait = when - now();
-  if (wait > 0) nanosleep(&(struct timespec){ (time_t)wait, (long)((wait - (time_t)wait) * 1e9) }, NULL);
 }
 
 static uint64_t rng = 12345;
@@ -197,13 +184,8 @@ int main(int argc, char **argv)
   double start = now();
   for (int t = 0; t < ticks; t++) {
     if (hz > 0) { /* the fixed rate: wait for this tick's moment */
-      double due = start + t / hz;
-      if (t > 0 && due - now() > IDLE_FLUSH_SLACK) { /* idle: the last tick's commit, just before this one */
-        sleep_until(due - IDLE_FLUSH_LEAD);
-        if (rn_flush(p)) return fail(p, "flush");
-        idle_flushes++;
-      }
-      sleep_until(due);
+      double due = start + t / hz, wait = due - now();
+      if (wait > 0) nanosleep(&(struct timespec){ (time_t)wait, (long)((wait - (time_t)wait) * 1e9) }, NULL);
     }
     double t0 = now(), c0 = cpu_now();
     if (rn_begin(p)) return fail(p, "begin");
@@ -244,6 +226,10 @@ int main(int argc, char **argv)
     cpu_ms[t] = (cpu_now() - c0) * 1e3;
     group_ms[t] = (t2 - t0) * 1e3;
     preempted += group_ms[t] > 1.0 && cpu_ms[t] <= 1.0;
+    if (hz > 0 && start + (t + 1) / hz - now() > IDLE_FLUSH_SLACK) { /* idle until the next tick */
+      if (rn_flush(p)) return fail(p, "flush");
+      idle_flushes++;
+    }
     commit_ms[t] = (t2 - t1) * 1e3;
   }
   printf("ticks: %d, changes per tick: %d, hz: %g\n", ticks, per_tick, hz);

@@ -677,7 +677,7 @@ static bool row_null(const rn_schema *sc, const msgpack_object *row, msgpack_zon
  * choice: they are rows the sink was told before, as it was told them,
  * not rows it will hold, and the very declaration that records them may
  * tell null in a not null column (a derived relation's new column is
- * null in the old rows its rebuild tells: RN_ROW_TOLD, 0.21), so a sink
+ * null in the old rows its rebuild tells: evolve_log.c, 0.21), so a sink
  * takes such nulls already and no declaration that keeps the layout
  * makes one unreadable. What a user declaring a column not null asks is
  * that the rows the sink goes on to hold have a value there: the new

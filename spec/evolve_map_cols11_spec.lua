@@ -15,6 +15,16 @@ local T = { {"k","int"}, {"v","int"}, {"g","int"}, key = "k" }
 
 local applier, rows_by_id = H.id_applier, H.rows_by_id -- spec/helper.lua
 
+-- The state at dir opened, its table t declared with tcols and a map m
+-- passing t's rows on as they are, declared with mcols keyed by key (or
+-- not keyed for nil): p, t, m and the notes the open gave.
+local function passing_map(dir, tcols, mcols, key)
+  local p, notes = H.open_noting(dir)
+  local t = p:table("t", tcols)
+  mcols.key = key or mcols.key
+  return p, t, t:map(function(r) return r end, mcols, "m"), notes
+end
+
 local function seed(t)
   for k = 1, 3 do t:insert{ k = k, v = 10 * k, g = k % 2 } end
 end
@@ -150,11 +160,7 @@ describe("a keyed map whose columns changed but its function did not", function(
   it("a new column given a value only by its input's new column is told too", function()
     local dir = H.tmpdir()
     local copy, apply = applier()
-    local function decl(tcols, mcols)
-      local p, notes = H.open_noting(dir)
-      local t = p:table("t", tcols)
-      return p, t, t:map(function(r) return r end, mcols, "m"), notes -- the input's row as it is
-    end
+    local function decl(tcols, mcols) return passing_map(dir, tcols, mcols) end
     local p, t, m = decl(T, { {"k","int"}, {"v","int"}, {"g","int"}, key = "k" })
     m:sink(apply)
     seed(t)
@@ -183,12 +189,7 @@ describe("a map passing its input's rows on, whose input renamed a column", func
     for _, key in ipairs{ "k", false } do
       local dir = H.tmpdir()
       local copy, apply = applier()
-      local function decl(tcols, mcols)
-        local p, notes = H.open_noting(dir)
-        local t = p:table("t", tcols)
-        mcols.key = key or nil
-        return p, t, t:map(function(r) return r end, mcols, "m"), notes
-      end
+      local function decl(tcols, mcols) mcols.key = nil; return passing_map(dir, tcols, mcols, key) end
       local p, t, m = decl(T, { {"k","int"}, {"v","int"}, {"g","int"} })
       m:sink(apply)
       seed(t)
@@ -216,12 +217,7 @@ describe("a map passing its input's rows on, whose input dropped a column", func
     for _, key in ipairs{ "k", false } do
       local dir = H.tmpdir()
       local copy, apply = applier()
-      local function decl(tcols, mcols)
-        local p, notes = H.open_noting(dir)
-        local t = p:table("t", tcols)
-        mcols.key = key or nil
-        return p, t, t:map(function(r) return r end, mcols, "m"), notes
-      end
+      local function decl(tcols, mcols) mcols.key = nil; return passing_map(dir, tcols, mcols, key) end
       local p, t, m = decl(T, { {"k","int"}, {"v","int"}, {"g","int"} })
       m:sink(apply)
       seed(t)

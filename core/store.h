@@ -64,6 +64,11 @@
  *                     groups after the open's seq are known (outbox.c's
  *                     note of the groups a durable sink missed); damaged
  *                     (another size, backwards, past "seq"): not known, noted
+ *     "ig:" name      |u64 id|                         a keyed table whose ids are not 1..n: its
+ *                     counters were once past its entries + 1 (a damaged "n:"
+ *                     raised them) and id, its largest then, was below them
+ *                     (relation.c, check_counters): every open reads its
+ *                     largest id, as its next id being entries + 1 proves nothing
  *
  * Named database "outbox" (RN_DB_OUTBOX), durable sinks' pending groups:
  *
@@ -145,6 +150,7 @@
 #define RN_SINK_JETSTREAM "jetstream:" /* "jetstream:" subject */
 #define RN_META_CHANGED   "ch:"     /* the last group that changed a relation: |u64 seq| */
 #define RN_META_CHANGED_SPAN "chs"  /* the groups the "ch:" records know: |u64 from|u64 upto| */
+#define RN_META_ID_GAPS   "ig:"     /* a keyed table whose ids are not 1..n: |u64 id| (relation.c) */
 /* Prefixes of per-relation databases: the prefix then the name. */
 #define RN_DB_ROWS        "t:"      /* a table's rows */
 #define RN_DB_ROW_HASHES  "h:"      /* a keyless table's rows by hash */

@@ -539,8 +539,8 @@ int rn_notes(const rn_pipeline *p, const char *const **lines)
  * and deleted by the next group (group.c): every stateful relation not
  * declared by then missed that group and is rebuilt anyway.
  *
- *     meta "ev"   |"\xff" "nl1"|u64 check|name|\0|…|   (evolve_reads.h; empty, from
- *                 runnel 0.16: every one; without the check head: 0.22's)
+ *     meta "ev"   |name|\0|name|\0|…|check\0|   (its check: evolve_reads.h; without
+ *                 it: 0.22's; empty, from runnel 0.16: every one)
  *
  * A relation declared later reads the marks and its inputs' (rn_evolve_opened):
  * marked, or reading one that is (directly or through others), it is

@@ -1,5 +1,6 @@
 /* evolve_reads.c — the relations a derived relation's functions read
  * (evolve_reads.h). */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -57,32 +58,50 @@ uint64_t rn_check64(const void *data, size_t len)
 }
 
 #define NAMES_MARKER "\xff" "nl1"
-#define NAMES_HEAD (4 + 8)
+#define NAMES_CHECK (4 + 16 + 1) /* the check's name: marker, 16 hex digits, its \0 */
+
+static void check_name(char *out, const char *names, size_t len)
+{
+  char hex[17];
+  snprintf(hex, sizeof hex, "%016llx", (unsigned long long)rn_check64(names, len));
+  memcpy(out, NAMES_MARKER, 4);
+  memcpy(out + 4, hex, 17); /* with its \0 */
+}
+
+/* A name beginning "\xff" is a check: of its shape, or damaged. */
+static bool check_shaped(const char *name, size_t len)
+{
+  if (len != NAMES_CHECK - 1 || memcmp(name, NAMES_MARKER, 4) != 0) return false;
+  for (size_t i = 4; i < len; i++)
+    if (!((name[i] >= '0' && name[i] <= '9') || (name[i] >= 'a' && name[i] <= 'f'))) return false;
+  return true;
+}
 
 rn_names_state rn_names_read(const MDB_val *v, const char **names, size_t *len)
 {
   const char *at = v->mv_data;
-  if (v->mv_size >= NAMES_HEAD && memcmp(at, NAMES_MARKER, 4) == 0) {
-    uint64_t check;
-    memcpy(&check, at + 4, 8);
-    *names = at + NAMES_HEAD, *len = v->mv_size - NAMES_HEAD;
-    if (check != rn_check64(*names, *len)) return RN_NAMES_FAILED;
-    return rn_names_readable(*names, *len) ? RN_NAMES_CHECKED : RN_NAMES_MALFORMED; /* never written so */
-  }
   *names = at, *len = v->mv_size;
-  if (v->mv_size && (unsigned char)at[0] == 0xff) return RN_NAMES_MALFORMED; /* a head damaged: no name begins so */
-  return rn_names_readable(at, v->mv_size) ? RN_NAMES_UNCHECKED : RN_NAMES_MALFORMED;
+  if (!rn_names_readable(at, v->mv_size)) return RN_NAMES_MALFORMED;
+  size_t last = 0, nlen = 0;
+  for (size_t off = 0; off < v->mv_size; off += nlen + 1) {
+    last = off, nlen = strlen(at + off);
+    if ((unsigned char)at[off] == 0xff && !check_shaped(at + off, nlen)) return RN_NAMES_MALFORMED; /* damaged */
+  }
+  if ((unsigned char)at[last] != 0xff) return RN_NAMES_UNCHECKED; /* 0.22's (a check before: 0.22 added names) */
+  if (!last) return RN_NAMES_MALFORMED; /* a check of no names: never written */
+  char want[NAMES_CHECK];
+  check_name(want, at, last);
+  *len = last;
+  return memcmp(at + last, want, NAMES_CHECK) == 0 ? RN_NAMES_CHECKED : RN_NAMES_FAILED;
 }
 
 int rn_names_put(MDB_txn *txn, MDB_dbi meta, MDB_val *k, const char *names, size_t len)
 {
-  MDB_val v = { NAMES_HEAD + len, NULL };
-  int rc = mdb_put(txn, meta, k, &v, MDB_RESERVE); /* written in place: no copy to frame it */
+  MDB_val v = { len + NAMES_CHECK, NULL };
+  int rc = mdb_put(txn, meta, k, &v, MDB_RESERVE); /* written in place: no copy to append the check to */
   if (rc) return rc;
-  uint64_t check = rn_check64(names, len);
-  memcpy(v.mv_data, NAMES_MARKER, 4);
-  memcpy((char *)v.mv_data + 4, &check, 8);
-  memcpy((char *)v.mv_data + NAMES_HEAD, names, len);
+  memcpy(v.mv_data, names, len);
+  check_name((char *)v.mv_data + len, names, len);
   return 0;
 }
 
@@ -125,7 +144,8 @@ int rn_reads_load(rn_pipeline *p, rn_rel *r, MDB_txn *txn)
   if (state == RN_NAMES_FAILED) return damaged(p, r, "fails its check", v.mv_size);
   for (size_t off = 0; off < len;) { /* |name\0|…| */
     size_t nlen = strlen(names + off);
-    if (!holds(r, names + off) && (rc = add(p, r, names + off, nlen))) return rc;
+    bool check = (unsigned char)names[off] == 0xff; /* an older check, 0.22 having added names after it */
+    if (!check && !holds(r, names + off) && (rc = add(p, r, names + off, nlen))) return rc;
     off += nlen + 1;
   }
   if (state == RN_NAMES_UNCHECKED) r->reads_dirty = p->reads_dirty = true; /* the next group writes its check */

@@ -30,14 +30,18 @@ bool rn_names_readable(const void *data, size_t len);
 
 /* ---- a list of names kept with its check ("rd:", "ev") ----
  *
- *     |"\xff" "nl1"|u64 check|name\0|…|   check: rn_check64 of the names
+ *     |name\0|…|"\xff" "nl1" check\0|   check: rn_check64 of the names
+ *                                         before it, 16 lowercase hex digits
  *
  * A letter flipped inside a name still makes a list rn_names_readable: a
  * read of a relation that does not exist, or of the wrong one; a changed
- * relation no longer marked. The check catches it. runnel 0.22 and older
- * wrote the names alone: read as before ("unchecked"), unless the first
- * begins "\xff", which no UTF-8 name does (a damaged head), and written
- * again with the check. */
+ * relation no longer marked. The check catches it. It is a name of its
+ * own, last: runnel 0.22 and older read it as one more name, of no
+ * relation (no UTF-8 name begins "\xff"), and pass it by. They wrote the
+ * names alone: read as before ("unchecked"), and written again with the
+ * check. A name beginning "\xff" is a check, never a relation's: one not
+ * of its shape is damage; one before the last name, an older check that
+ * 0.22 added names after (the list is unchecked then). */
 typedef enum rn_names_state {
   RN_NAMES_CHECKED,   /* the names, their check matching */
   RN_NAMES_UNCHECKED, /* the names, of runnel 0.22 or older */

@@ -12,15 +12,16 @@
  *                     last seq: the group a derived relation's state is
  *                     current as of (stale otherwise: rebuilt at open)
  *     "S:" name       msgpack [schema description]     a permanent store
- *     "ev"            |head|name\0|…| the relations changed (a table's rows rewritten
+ *     "ev"            |name\0|…|check\0| the relations changed (a table's rows rewritten
  *                     to a new schema, a declaration or function changed)
  *                     and no group committed since: what is declared over
  *                     them meanwhile is rebuilt, also after a crash between
  *                     the change and their declaration (evolve.c); empty
  *                     (runnel 0.16): every stateful relation; malformed
  *                     or failing its check (damaged): every relation counts as
- *                     changed, noted. head: |"\xff" "nl1"|u64 check| (evolve_reads.h;
- *                     absent in runnel 0.22 and older: read as before)
+ *                     changed, noted. check: "\xff" "nl1" and 16 hex digits
+ *                     (evolve_reads.h; absent in runnel 0.22 and older: read
+ *                     as before)
  *     "Ss:" name      |u64 seq|                        the last group a permanent store saw
  *                     (store_sink.c; damaged: written again, noted)
  *     "d:" name       msgpack: a derived relation's declaration, for readers
@@ -46,10 +47,10 @@
  *     "fmt"           |u32 format|                     the state's format (RN_STATE_FORMAT);
  *                     absent: 0 (runnel 0.17 and older). An older format
  *                     is brought up to date at open (upgrade.c)
- *     "rd:" name      |head|read name\0|…|             the relations its functions were seen
+ *     "rd:" name      |read name\0|…|check\0|         the relations its functions were seen
  *                     to read (other:get(k) in a mapper: evolve_reads.h);
  *                     malformed or failing its check (damaged): its
- *                     declaration is refused. head as "ev"'s
+ *                     declaration is refused. check as "ev"'s
  *     "eg:" name      |u64 n|                          when its rows last changed wholesale:
  *                     declared new or again, or marked changed at declaration
  *                     (rebuilt, rewritten, over a changed input: evolve.h);

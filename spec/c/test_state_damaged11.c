@@ -175,16 +175,15 @@ static uint64_t crc64(const void *data, size_t len)
   return ~crc;
 }
 
-/* Record key as this build writes a list: |"\xff" "nl1"|u64 check|names|,
- * the check over checked (len bytes), the names stored being names. */
+/* Record key as this build writes a list: |names|"\xff" "nl1" check\0|,
+ * check the 16 hex digits of crc64 over checked (len bytes), the names
+ * stored being names. */
 static void put_checked(const char *dir, const char *key, const char *checked, const char *names, size_t len)
 {
   char rec[256];
-  uint64_t check = crc64(checked, len);
-  memcpy(rec, "\xff" "nl1", 4);
-  memcpy(rec + 4, &check, 8);
-  memcpy(rec + 12, names, len);
-  raw_put(dir, key, rec, 12 + len);
+  memcpy(rec, names, len);
+  snprintf(rec + len, sizeof rec - len, "\xff" "nl1" "%016llx", (unsigned long long)crc64(checked, len));
+  raw_put(dir, key, rec, len + 21);
 }
 
 /* A state where u's functions were seen to read src: "rd:u" names it. */
@@ -211,9 +210,9 @@ static void test_flipped_read_name_is_refused(void)
   make_reads_state(dir);
   size_t len;
   char *rec = raw_get(dir, "rd:u", &len);
-  CHECK(rec && len == 16 && memcmp(rec, "\xff" "nl1", 4) == 0 && memcmp(rec + 12, "src", 4) == 0);
-  if (!rec || len != 16) return;
-  rec[13] ^= 0x01; /* "src" -> "ssc" */
+  CHECK(rec && len == 25 && memcmp(rec, "src", 4) == 0 && memcmp(rec + 4, "\xff" "nl1", 4) == 0);
+  if (!rec || len != 25) return;
+  rec[1] ^= 0x01; /* "src" -> "ssc" */
   raw_put(dir, "rd:u", rec, len);
   free(rec);
   FILE *out = fmemopen(text, sizeof text, "w");
@@ -227,7 +226,7 @@ static void test_flipped_read_name_is_refused(void)
   CHECK(rn_declare_table(p, "src", k_col, 1, k_key, 1, &src) == 0);
   CHECK(rn_declare_table(p, "u", k_col, 1, k_key, 1, &u) == RN_ESTORE);
   snprintf(want, sizeof want, "state damaged: %s: the list of the relations that relation \"u\"'s functions read "
-           "fails its check (16 bytes): a change of one of them might not rebuild it; drop it to build it anew "
+           "fails its check (25 bytes): a change of one of them might not rebuild it; drop it to build it anew "
            "(p:drop(\"u\") or runnel drop %s u)", dir, dir);
   CHECK(strcmp(rn_errmsg(p), want) == 0);
   if (check_failed_now) fprintf(stderr, "got: %s\n", rn_errmsg(p));
@@ -238,9 +237,9 @@ static void test_flipped_read_name_is_refused(void)
 }
 
 /* A list without a check (runnel 0.22 and older wrote it so) is read as
- * before and written again with its check by the next group; one
- * beginning with "\xff" (no UTF-8 name does: a damaged check's head) is
- * refused as malformed. */
+ * before and written again with its check by the next group; a name
+ * beginning with "\xff" (no UTF-8 name does) that is not a whole check
+ * is refused as malformed. */
 static void test_unchecked_reads_are_read_and_checked_again(void)
 {
   char dir[] = "/tmp/runnel_damaged11_XXXXXX", want[600];
@@ -256,19 +255,25 @@ static void test_unchecked_reads_are_read_and_checked_again(void)
   rn_pipeline_close(p);
   size_t len;
   char *rec = raw_get(dir, "rd:u", &len);
-  CHECK(rec && len == 16 && memcmp(rec, "\xff" "nl1", 4) == 0 && memcmp(rec + 12, "src", 4) == 0);
+  CHECK(rec && len == 25 && memcmp(rec, "src", 4) == 0 && memcmp(rec + 4, "\xff" "nl1", 4) == 0);
+  char older[64]; /* runnel 0.22 read the check as a name and wrote it back with a read it saw: "v" */
+  if (rec && len == 25) memcpy(older, rec, 25), memcpy(older + 25, "v", 2);
   free(rec);
-  raw_put(dir, "rd:u", "\xfenl1src", 8);
+  raw_put(dir, "rd:u", older, 27);
   if (!(p = open_at(dir))) return;
   CHECK(rn_declare_table(p, "src", k_col, 1, k_key, 1, &src) == 0);
-  CHECK(rn_declare_table(p, "u", k_col, 1, k_key, 1, &u) == 0); /* "\xfe": an unchecked list, readable */
+  CHECK(rn_declare_table(p, "u", k_col, 1, k_key, 1, &u) == 0);
+  CHECK(insert_int(p, src, "k", 3) == 0);
   rn_pipeline_close(p);
-  raw_put(dir, "rd:u", "\xffnl0src", 8);
+  rec = raw_get(dir, "rd:u", &len); /* the older check left out, checked again */
+  CHECK(rec && len == 27 && memcmp(rec, "src\0v", 6) == 0 && memcmp(rec + 6, "\xff" "nl1", 4) == 0);
+  free(rec);
+  raw_put(dir, "rd:u", "src\0\xff" "nl1", 9); /* a check cut to its marker */
   if (!(p = open_at(dir))) return;
   CHECK(rn_declare_table(p, "src", k_col, 1, k_key, 1, &src) == 0);
   CHECK(rn_declare_table(p, "u", k_col, 1, k_key, 1, &u) == RN_ESTORE);
   snprintf(want, sizeof want, "state damaged: %s: the list of the relations that relation \"u\"'s functions read "
-           "is malformed (8 bytes): a change of one of them might not rebuild it; drop it to build it anew "
+           "is malformed (9 bytes): a change of one of them might not rebuild it; drop it to build it anew "
            "(p:drop(\"u\") or runnel drop %s u)", dir, dir);
   CHECK(strcmp(rn_errmsg(p), want) == 0);
   if (check_failed_now) fprintf(stderr, "got: %s\n", rn_errmsg(p));
@@ -297,7 +302,7 @@ static void test_flipped_mark_counts_every_relation(void)
   rn_pipeline_close(p);
   size_t len;
   char *rec = raw_get(dir, "ev", &len);
-  CHECK(rec && len == 14 && memcmp(rec, "\xff" "nl1", 4) == 0 && memcmp(rec + 12, "t", 2) == 0);
+  CHECK(rec && len == 23 && memcmp(rec, "t", 2) == 0 && memcmp(rec + 2, "\xff" "nl1", 4) == 0);
   free(rec);
   put_checked(dir, "ev", "t", "u", 2);
   FILE *out = fmemopen(text, sizeof text, "w");
@@ -311,7 +316,7 @@ static void test_flipped_mark_counts_every_relation(void)
   CHECK(rn_declare_table(p, "t", kv_cols, 2, k_key, 1, &t) == 0);
   take_notes(p, notes);
   snprintf(want, sizeof want, "state damaged: %s: the record of the relations changed since the last group fails "
-           "its check (14 bytes): every relation declared counts as changed (stateful ones are rebuilt from their "
+           "its check (23 bytes): every relation declared counts as changed (stateful ones are rebuilt from their "
            "inputs)\n", dir);
   CHECK(strcmp(notes, want) == 0);
   if (check_failed_now) fprintf(stderr, "notes: %s", notes);

@@ -117,6 +117,7 @@ RN_API int rn_drop(rn_pipeline *p, const char *name)
   if (!rc) rc = del_meta(p, txn, RN_META_READS, name, &decl); /* what they read (evolve_reads.h) */
   if (!rc) rc = del_meta(p, txn, RN_META_CHANGED_AT, name, &decl); /* its last wholesale change (evolve.c) */
   if (!rc) rc = del_meta(p, txn, RN_META_CHANGED, name, &decl); /* its last changing group: one declared again is new */
+  if (!rc) rc = del_meta(p, txn, RN_META_ID_GAPS, name, &decl); /* its ids' gaps: one declared again has none */
   if (!rc && !found) rc = del_meta(p, txn, RN_META_STORE, name, &store); /* no relation: a store of that name */
   bool seen = false;
   if (!rc && store) rc = del_meta(p, txn, RN_META_STORE_SEEN, name, &seen);

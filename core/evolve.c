@@ -539,7 +539,8 @@ int rn_notes(const rn_pipeline *p, const char *const **lines)
  * and deleted by the next group (group.c): every stateful relation not
  * declared by then missed that group and is rebuilt anyway.
  *
- *     meta "ev"   |name|\0|name|\0|…|   (empty, from runnel 0.16: every one)
+ *     meta "ev"   |name|\0|name|\0|…|check\0|   (its check: evolve_reads.h; without
+ *                 it: 0.22's; empty, from runnel 0.16: every one)
  *
  * A relation declared later reads the marks and its inputs' (rn_evolve_opened):
  * marked, or reading one that is (directly or through others), it is
@@ -561,15 +562,18 @@ int rn_evolve_load(rn_pipeline *p, const MDB_val *v)
     p->evolved_all = true;
     return 0;
   }
-  if (!rn_names_readable(v->mv_data, v->mv_size)) { /* damaged (cut, a \0 flipped in): a name read wrong */
+  const char *names;
+  size_t len;
+  rn_names_state state = rn_names_read(v, &names, &len);
+  if (state == RN_NAMES_MALFORMED || state == RN_NAMES_FAILED) { /* cut, a \0 or a letter flipped: a name read wrong */
     p->evolved_unread = true; /* would be neither rebuilt nor rebuilt over, unsaid; every relation counts as marked */
-    return add_note(p, "state damaged: %s: the record of the relations changed since the last group is malformed "
-                    "(%zu bytes): every relation declared counts as changed (stateful ones are rebuilt from their "
-                    "inputs)", p->store.path, v->mv_size);
+    return add_note(p, "state damaged: %s: the record of the relations changed since the last group %s (%zu bytes): "
+                    "every relation declared counts as changed (stateful ones are rebuilt from their inputs)",
+                    p->store.path, state == RN_NAMES_FAILED ? "fails its check" : "is malformed", v->mv_size);
   }
-  if (!(p->evolved_marks = malloc(v->mv_size))) return rn_err_set(&p->err, RN_ENOMEM, "out of memory");
-  memcpy(p->evolved_marks, v->mv_data, v->mv_size);
-  p->evolved_len = p->evolved_cap = v->mv_size;
+  if (!(p->evolved_marks = malloc(len))) return rn_err_set(&p->err, RN_ENOMEM, "out of memory");
+  memcpy(p->evolved_marks, names, len);
+  p->evolved_len = p->evolved_cap = len;
   return 0;
 }
 
@@ -593,9 +597,9 @@ static int keep_evolved(rn_pipeline *p, MDB_txn *txn, const char *name)
     memcpy(p->evolved_marks + p->evolved_len, name, len);
     p->evolved_len += len;
   }
-  MDB_val k = { RN_PREFIX_LEN(RN_META_EVOLVED), (void *)RN_META_EVOLVED };
-  MDB_val v = { p->evolved_all ? 0 : p->evolved_len, p->evolved_marks };
-  int rc = mdb_put(txn, p->store.meta, &k, &v, 0);
+  MDB_val k = { RN_PREFIX_LEN(RN_META_EVOLVED), (void *)RN_META_EVOLVED }, all = { 0, NULL };
+  int rc = p->evolved_all ? mdb_put(txn, p->store.meta, &k, &all, 0) /* empty: every one, as 0.16 wrote */
+                          : rn_names_put(txn, p->store.meta, &k, p->evolved_marks, p->evolved_len);
   if (rc) return rn_store_fail(&p->err, rc, RN_META_EVOLVED);
   p->evolved_kept = true;
   return 0;

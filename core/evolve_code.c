@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "evolve.h"
+#include "evolve_reads.h"
 #include "key.h"
 
 /* In txn: "fn:" name becomes hash; *changed when it held another. */
@@ -60,13 +61,7 @@ static int put_meta(rn_pipeline *p, MDB_txn *txn, const char *prefix, const char
  * copy is a few kilobytes, checked once per declaration. */
 static uint64_t code_check(const void *data, size_t len)
 {
-  const unsigned char *at = data;
-  uint64_t crc = ~(uint64_t)0;
-  for (size_t i = 0; i < len; i++) {
-    crc ^= at[i];
-    for (int bit = 0; bit < 8; bit++) crc = crc & 1 ? (crc >> 1) ^ 0xC96C5795D7870F42ULL : crc >> 1;
-  }
-  return ~crc;
+  return rn_check64(data, len); /* the check of the name lists too (evolve_reads.h) */
 }
 
 /* The record keeping again (KEPT or UNKEPT), malloc'd, in *len. */

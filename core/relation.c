@@ -336,7 +336,10 @@ int rn_open_derived_state(rn_pipeline *p, rn_rel *r, rn_state_setup_fn setup, vo
  * largest id. A keyed table's ids are 1..n (its n entries: ROWID-1, -2)
  * unless its counters once said more than it held: then, only then, its
  * largest id is read from every entry, as new ids at or below it would be
- * given twice (two keys under one id), unsaid. */
+ * given twice (two keys under one id), unsaid. The first such open marks
+ * the table (meta "ig:", store.h), and a marked table's largest id is
+ * read at every open: its counters damaged again to exactly entries + 1
+ * look like 1..n. An unmarked table costs one more lookup. */
 static int largest_keyed_id(rn_pipeline *p, const rn_rel *r, MDB_txn *txn, uint64_t *top)
 {
   MDB_cursor *cur;
@@ -351,6 +354,35 @@ static int largest_keyed_id(rn_pipeline *p, const rn_rel *r, MDB_txn *txn, uint6
   }
   mdb_cursor_close(cur);
   return rc == MDB_NOTFOUND ? 0 : rn_store_fail(&p->err, rc, r->name);
+}
+
+/* Reads (mark: NULL) or writes (top) keyed table r's gap mark "ig:" in
+ * txn; *marked says whether it is there. */
+static int gap_mark(rn_pipeline *p, const rn_rel *r, MDB_txn *txn, const uint64_t *top, bool *marked)
+{
+  char key[8 + RN_NAME_MAX];
+  size_t nlen = strlen(r->name); /* names are checked at declaration (rn_check_declarable) */
+  memcpy(key, RN_META_ID_GAPS, RN_PREFIX_LEN(RN_META_ID_GAPS));
+  memcpy(key + RN_PREFIX_LEN(RN_META_ID_GAPS), r->name, nlen);
+  MDB_val k = { RN_PREFIX_LEN(RN_META_ID_GAPS) + nlen, key }, v = { sizeof *top, (void *)top };
+  int rc = top ? mdb_put(txn, p->store.meta, &k, &v, 0) : mdb_get(txn, p->store.meta, &k, &v);
+  if (marked) *marked = rc == 0; /* of any size: a damaged mark still says "walk" */
+  return rc == 0 || rc == MDB_NOTFOUND ? 0 : rn_store_fail(&p->err, rc, r->name);
+}
+
+/* A keyed table's largest id against its counters (a walk: the table is
+ * marked, or its counters are past entries + 1); marks it when not yet. */
+static int check_keyed_ids(rn_pipeline *p, rn_rel *r, MDB_txn *txn, uint64_t entries, uint64_t *top)
+{
+  bool marked = false;
+  int rc = gap_mark(p, r, txn, NULL, &marked);
+  if (rc || (!marked && (r->next_id <= entries || entries + 1 == r->next_id))) return rc; /* ids 1..n */
+  if ((rc = largest_keyed_id(p, r, txn, top))) return rc;
+  if (r->next_id <= *top)
+    return rn_err_set(&p->err, RN_ESTORE, "state damaged: %s: relation \"%s\" holds row id %llu, its counters say "
+                      "next id %llu", p->store.path, r->name, (unsigned long long)*top,
+                      (unsigned long long)r->next_id);
+  return marked ? 0 : gap_mark(p, r, txn, top, NULL);
 }
 
 static int check_counters(rn_pipeline *p, rn_rel *r, MDB_txn *txn)
@@ -370,13 +402,7 @@ static int check_counters(rn_pipeline *p, rn_rel *r, MDB_txn *txn)
     if (rc) return rn_store_fail(&p->err, rc, r->name);
     ok = r->count == entries;
   }
-  if (ok && r->next_id > top && r->schema->nkey && entries + 1 != r->next_id) { /* ids not 1..n: */
-    if ((rc = largest_keyed_id(p, r, txn, &top))) return rc;
-    if (r->next_id <= top)
-      return rn_err_set(&p->err, RN_ESTORE, "state damaged: %s: relation \"%s\" holds row id %llu, its counters say "
-                        "next id %llu", p->store.path, r->name, (unsigned long long)top,
-                        (unsigned long long)r->next_id);
-  }
+  if (ok && r->schema->nkey && (rc = check_keyed_ids(p, r, txn, entries, &top))) return rc;
   if (ok && r->next_id > top) return 0;
   return rn_err_set(&p->err, RN_ESTORE,
                     "state damaged: %s: relation \"%s\" holds %llu entries, its counters say %llu rows and next id %llu",

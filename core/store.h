@@ -12,13 +12,16 @@
  *                     last seq: the group a derived relation's state is
  *                     current as of (stale otherwise: rebuilt at open)
  *     "S:" name       msgpack [schema description]     a permanent store
- *     "ev"            |name\0|…| the relations changed (a table's rows rewritten
+ *     "ev"            |name\0|…|check\0| the relations changed (a table's rows rewritten
  *                     to a new schema, a declaration or function changed)
  *                     and no group committed since: what is declared over
  *                     them meanwhile is rebuilt, also after a crash between
  *                     the change and their declaration (evolve.c); empty
  *                     (runnel 0.16): every stateful relation; malformed
- *                     (damaged): every relation counts as changed, noted
+ *                     or failing its check (damaged): every relation counts as
+ *                     changed, noted. check: "\xff" "nl1" and 16 hex digits
+ *                     (evolve_reads.h; absent in runnel 0.22 and older: read
+ *                     as before)
  *     "Ss:" name      |u64 seq|                        the last group a permanent store saw
  *                     (store_sink.c; damaged: written again, noted)
  *     "d:" name       msgpack: a derived relation's declaration, for readers
@@ -44,9 +47,10 @@
  *     "fmt"           |u32 format|                     the state's format (RN_STATE_FORMAT);
  *                     absent: 0 (runnel 0.17 and older). An older format
  *                     is brought up to date at open (upgrade.c)
- *     "rd:" name      |read name\0|…|                  the relations its functions were seen
+ *     "rd:" name      |read name\0|…|check\0|         the relations its functions were seen
  *                     to read (other:get(k) in a mapper: evolve_reads.h);
- *                     malformed (damaged): its declaration is refused
+ *                     malformed or failing its check (damaged): its
+ *                     declaration is refused. check as "ev"'s
  *     "eg:" name      |u64 n|                          when its rows last changed wholesale:
  *                     declared new or again, or marked changed at declaration
  *                     (rebuilt, rewritten, over a changed input: evolve.h);
@@ -64,6 +68,11 @@
  *                     groups after the open's seq are known (outbox.c's
  *                     note of the groups a durable sink missed); damaged
  *                     (another size, backwards, past "seq"): not known, noted
+ *     "ig:" name      |u64 id|                         a keyed table whose ids are not 1..n: its
+ *                     counters were once past its entries + 1 (a damaged "n:"
+ *                     raised them) and id, its largest then, was below them
+ *                     (relation.c, check_counters): every open reads its
+ *                     largest id, as its next id being entries + 1 proves nothing
  *
  * Named database "outbox" (RN_DB_OUTBOX), durable sinks' pending groups:
  *
@@ -145,6 +154,7 @@
 #define RN_SINK_JETSTREAM "jetstream:" /* "jetstream:" subject */
 #define RN_META_CHANGED   "ch:"     /* the last group that changed a relation: |u64 seq| */
 #define RN_META_CHANGED_SPAN "chs"  /* the groups the "ch:" records know: |u64 from|u64 upto| */
+#define RN_META_ID_GAPS   "ig:"     /* a keyed table whose ids are not 1..n: |u64 id| (relation.c) */
 /* Prefixes of per-relation databases: the prefix then the name. */
 #define RN_DB_ROWS        "t:"      /* a table's rows */
 #define RN_DB_ROW_HASHES  "h:"      /* a keyless table's rows by hash */

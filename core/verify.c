@@ -537,7 +537,13 @@ static void check_records_of(walk *w, MDB_cursor *cur, const char *prefix, const
 static const char *reads_wrong(const walk *w, const MDB_val *v)
 {
   (void)w;
-  return rn_names_readable(v->mv_data, v->mv_size) ? NULL : "the list of the relations its functions read is malformed";
+  const char *names;
+  size_t len;
+  switch (rn_names_read(v, &names, &len)) {
+  case RN_NAMES_MALFORMED: return "the list of the relations its functions read is malformed";
+  case RN_NAMES_FAILED: return "the list of the relations its functions read fails its check";
+  default: return NULL;
+  }
 }
 
 static const char *store_seen_wrong(const walk *w, const MDB_val *v)
@@ -572,8 +578,13 @@ static void check_records(walk *w, MDB_cursor *cur)
       damaged(w, "%s: the span of groups its change records know is backwards or past the last group%s", w->path, "");
   }
   k = (MDB_val){ RN_PREFIX_LEN(RN_META_EVOLVED), (void *)RN_META_EVOLVED };
-  if (mdb_get(w->txn, w->meta, &k, &v) == 0 && v.mv_size && !rn_names_readable(v.mv_data, v.mv_size))
-    damaged(w, "%s: the record of the relations changed since the last group is malformed%s", w->path, "");
+  const char *names;
+  size_t len;
+  rn_names_state marks = RN_NAMES_CHECKED;
+  if (mdb_get(w->txn, w->meta, &k, &v) == 0 && v.mv_size) marks = rn_names_read(&v, &names, &len);
+  if (marks == RN_NAMES_MALFORMED || marks == RN_NAMES_FAILED)
+    damaged(w, "%s: the record of the relations changed since the last group %s", w->path,
+            marks == RN_NAMES_FAILED ? "fails its check" : "is malformed");
   k = (MDB_val){ RN_PREFIX_LEN(RN_META_STATE_ID), (void *)RN_META_STATE_ID };
   if (mdb_get(w->txn, w->meta, &k, &v) == 0) {
     const char *id = v.mv_data;

@@ -4,6 +4,7 @@
  *
  *     named database "outbox"   |u64 tag BE|u64 seq BE| -> msgpack [layout, [verb, id, row|nil, old|nil] …]
  *     meta "od:" name           |u64 seen|u64 delivered|u64 position|
+ *     meta "oi:" name           msgpack [relation, [format bin …]]   (0.22; absent before)
  *
  * (tag: a hash of the sink's name; rows are the relation's stored rows as
  * msgpack bin; layout: a hash of what decides how the relation's rows
@@ -77,7 +78,16 @@
  *     change n, numbered n as before, then commit(seq); one that fails in
  *     commit(seq) gets commit(seq) alone again. So within a process each
  *     change reaches it exactly once; after a crash the changes after the
- *     recorded mark come again, (info.seq, info.n) naming each one. */
+ *     recorded mark come again, (info.seq, info.n) naming each one.
+ * (10) A sink's "oi:" record names its relation as last declared, and the
+ *     forms its output after the mark may take (an NDJSON sink's line
+ *     formats), written with its mark at declaration: the sink's own
+ *     format, plus those recorded before while groups wait (a crash may
+ *     have left their output in any of them), so the check at open
+ *     compares its file with the formats the lines were written in. A
+ *     state without it (before 0.22) reads as no format recorded: the
+ *     declaration's own. The record also lets a state name the relation
+ *     of a sink no declaration collects (rn_outbox_sinks). */
 #include "outbox.h"
 
 #include <limits.h>
@@ -107,6 +117,8 @@ typedef struct obsink {
   uint64_t position_marking; /* position as written in the open transaction */
   uint64_t position_marked; /* position as committed in the state (9: it moves within a group) */
   rn_err failure;         /* its last delivery failure (said when a close loses its groups, (6)) */
+  unsigned char *fmt;     /* the form of its output its declaration chose, or NULL (10) */
+  size_t flen;
 } obsink;
 
 /* An entry not yet committed to LMDB, or one of a nameless sink (6). */
@@ -169,6 +181,51 @@ static char *mark_key(const char *name, size_t *len)
   return k;
 }
 
+static char *info_key(const char *name, size_t *len)
+{
+  char *k = mark_key(name, len);
+  if (k) k[1] = 'i'; /* "od:" / "od#" -> "oi:" / "oi#" */
+  return k;
+}
+
+/* Reads the "oi:" record at key in txn (10): its relation into rel (n
+ * bytes) and its formats array, whole, into fmts (*flen bytes; 0: none or
+ * too long). False when absent or malformed (read as absent: it only
+ * names and compares, never decides what is delivered). */
+static bool info_read(MDB_txn *txn, MDB_dbi meta, const char *key, size_t klen, char *rel, size_t n,
+                      unsigned char *fmts, size_t cap, size_t *flen)
+{
+  MDB_val k = { klen, (void *)key }, v;
+  rel[0] = '\0';
+  *flen = 0;
+  if (mdb_get(txn, meta, &k, &v) != 0) return false;
+  msgpack_zone z;
+  msgpack_object o;
+  size_t off = 0;
+  bool ok = false;
+  if (!rn_zone_init(&z, 1024)) return false;
+  if (rn_msgpack_size(v.mv_data, v.mv_size) == v.mv_size &&
+      rn_unpack(v.mv_data, v.mv_size, &off, &z, &o) == MSGPACK_UNPACK_SUCCESS && o.type == MSGPACK_OBJECT_ARRAY &&
+      o.via.array.size == 2 && o.via.array.ptr[0].type == MSGPACK_OBJECT_STR &&
+      o.via.array.ptr[1].type == MSGPACK_OBJECT_ARRAY && o.via.array.ptr[0].via.str.size < n) {
+    ok = true;
+    memcpy(rel, o.via.array.ptr[0].via.str.ptr, o.via.array.ptr[0].via.str.size);
+    rel[o.via.array.ptr[0].via.str.size] = '\0';
+    const msgpack_object *f = &o.via.array.ptr[1];
+    for (uint32_t i = 0; i < f->via.array.size; i++) ok &= f->via.array.ptr[i].type == MSGPACK_OBJECT_BIN;
+    /* the formats array is the record's tail: its bytes as they are */
+    size_t head = 0, rlen = o.via.array.ptr[0].via.str.size;
+    head = 1 + (rlen < 32 ? 1 : rlen < 256 ? 2 : rlen < 65536 ? 3 : 5) + rlen;
+    if (ok && head < v.mv_size && v.mv_size - head <= cap) {
+      memcpy(fmts, (const char *)v.mv_data + head, v.mv_size - head);
+      *flen = v.mv_size - head;
+    }
+    if (!ok) rel[0] = '\0';
+  }
+  rn_zone_destroy(&z);
+  return ok;
+}
+
 /* ---- the record of a sink (3, 5) ---- */
 
 /* The label its declaration gives rn_outbox_sink_add ("sink:" name is a
@@ -210,7 +267,7 @@ int rn_outbox_mark_read(rn_pipeline *p, const char *name, const char *label, rn_
   if (rc == 0 && v.mv_size == 24) {
     uint64_t r[3];
     memcpy(r, v.mv_data, sizeof r);
-    *m = (rn_outbox_mark){ true, r[0], r[1], r[2] };
+    m->found = true, m->seen = r[0], m->delivered = r[1], m->position = r[2];
   }
   if (rc == 0 && v.mv_size != 24) /* read as absent, its waiting groups would vanish */
     rc = rn_err_set(&p->err, RN_ESTORE, "state damaged: %s: the mark of %s is %zu bytes, not 24",
@@ -223,7 +280,59 @@ int rn_outbox_mark_read(rn_pipeline *p, const char *name, const char *label, rn_
     rc = rn_store_fail(&p->err, rc, label);
   else
     rc = 0;
+  if (!rc && m->found) {
+    char *ik = info_key(name, &klen);
+    if (ik) info_read(txn, p->store.meta, ik, klen, m->relation, sizeof m->relation, m->formats,
+                      sizeof m->formats, &m->formats_len);
+    free(ik);
+  }
   mdb_txn_abort(txn);
+  free(key);
+  return rc;
+}
+
+/* Writes s's "oi:" record in txn (10): its relation, its format, and the
+ * formats recorded before while groups wait for it (the last 8). */
+static int write_info(rn_pipeline *p, obsink *s, MDB_txn *txn)
+{
+  size_t klen;
+  char *key = info_key(s->name, &klen);
+  if (!key) return rn_err_set(&p->err, RN_ENOMEM, "out of memory");
+  char rel[RN_NAME_MAX + 1];
+  unsigned char old[2048];
+  size_t olen = 0;
+  msgpack_zone z;
+  msgpack_object o = { .type = MSGPACK_OBJECT_NIL };
+  size_t off = 0;
+  bool zone = rn_zone_init(&z, 1024);
+  if (zone && s->fmt && s->delivered < p->seq && /* groups wait: their output may be in the old formats */
+      info_read(txn, p->store.meta, key, klen, rel, sizeof rel, old, sizeof old, &olen) && olen &&
+      rn_unpack((const char *)old, olen, &off, &z, &o) != MSGPACK_UNPACK_SUCCESS)
+    o.type = MSGPACK_OBJECT_NIL;
+  const msgpack_object *keep[8];
+  uint32_t nkeep = 0;
+  for (uint32_t i = 0; o.type == MSGPACK_OBJECT_ARRAY && i < o.via.array.size; i++) {
+    const msgpack_object *f = &o.via.array.ptr[i];
+    if (f->type != MSGPACK_OBJECT_BIN || (f->via.bin.size == s->flen && !memcmp(f->via.bin.ptr, s->fmt, s->flen)))
+      continue;
+    if (nkeep == 7) memmove(keep, keep + 1, 6 * sizeof *keep), nkeep = 6; /* the oldest goes */
+    keep[nkeep++] = f;
+  }
+  msgpack_sbuffer b;
+  msgpack_sbuffer_init(&b);
+  msgpack_packer pk;
+  msgpack_packer_init(&pk, &b, rn_buf_write);
+  rn_oom_clear();
+  msgpack_pack_array(&pk, 2);
+  msgpack_pack_str_with_body(&pk, s->rel->name, strlen(s->rel->name));
+  msgpack_pack_array(&pk, nkeep + (s->fmt != NULL));
+  for (uint32_t i = 0; i < nkeep; i++) msgpack_pack_bin_with_body(&pk, keep[i]->via.bin.ptr, keep[i]->via.bin.size);
+  if (s->fmt) msgpack_pack_bin_with_body(&pk, s->fmt, s->flen);
+  MDB_val k = { klen, key }, v = { b.size, b.data };
+  int rc = !zone || rn_oom() ? rn_err_set(&p->err, RN_ENOMEM, "out of memory") : 0;
+  if (!rc && (rc = mdb_put(txn, p->store.meta, &k, &v, 0))) rc = rn_store_fail(&p->err, rc, s->label);
+  msgpack_sbuffer_destroy(&b);
+  if (zone) rn_zone_destroy(&z);
   free(key);
   return rc;
 }
@@ -614,6 +723,7 @@ static void free_sink(obsink *s)
   free(s->name);
   free(s->label);
   free(s->mkey);
+  free(s->fmt);
   free(s);
 }
 
@@ -828,6 +938,7 @@ static int declare_record(rn_pipeline *p, rn_outbox *ob, obsink *s)
   uint64_t seen = seen_of(p, s, txn), upto = missed_upto(p, s, txn, seen);
   rc = check_waiting(p, ob, s, txn);
   if (!rc) rc = write_mark(p, ob, s, txn, p->seq);
+  if (!rc) rc = write_info(p, s, txn);
   if (rc) { mdb_txn_abort(txn); return rc; }
   if ((rc = mdb_txn_commit(txn))) return rn_store_fail(&p->err, rc, s->label);
   ob->has_dbi = true;
@@ -863,6 +974,14 @@ int rn_outbox_sink_add(rn_pipeline *p, rn_rel *rel, const char *name, const char
                        const rn_outbox_ops *ops, void *ctx, rn_free_fn free_ctx,
                        uint64_t delivered, uint64_t position)
 {
+  return rn_outbox_sink_add_formatted(p, rel, name, label, consolidate, ops, ctx, free_ctx, delivered, position,
+                                      NULL, 0);
+}
+
+int rn_outbox_sink_add_formatted(rn_pipeline *p, rn_rel *rel, const char *name, const char *label, bool consolidate,
+                                 const rn_outbox_ops *ops, void *ctx, rn_free_fn free_ctx,
+                                 uint64_t delivered, uint64_t position, const void *fmt, size_t flen)
+{
   rn_outbox *ob = outbox_of(p);
   obsink *s = calloc(1, sizeof *s);
   if (!ob || !s) {
@@ -873,6 +992,8 @@ int rn_outbox_sink_add(rn_pipeline *p, rn_rel *rel, const char *name, const char
   *s = (obsink){ .rel = rel, .consolidate = consolidate, .ops = *ops, .ctx = ctx, .free_ctx = free_ctx,
                  .delivered = delivered, .position = position, .layout = layout_of(rel, false) };
   int rc = rn_outbox_sink_check(p, rel, name);
+  if (!rc && fmt && !(s->fmt = malloc(flen ? flen : 1))) rc = rn_err_set(&p->err, RN_ENOMEM, "out of memory");
+  else if (!rc && fmt) memcpy(s->fmt, fmt, flen), s->flen = flen;
   if (!rc && name) {
     s->tag = rn_hash64(name, strlen(name));
     if (!(s->name = strdup(name)) || !(s->label = strdup(label ? label : name)) ||

@@ -41,6 +41,10 @@ typedef struct rn_outbox_mark {
   uint64_t delivered;     /* the last group delivered (as committed with a later group) */
   uint64_t position;      /* the sink's position after it (a sink without finish: how many
                              changes of the first waiting group it acknowledged) */
+  char relation[RN_NAME_MAX + 1]; /* its relation when last declared ("": not recorded, before 0.22) */
+  unsigned char formats[2048]; /* the formats its output after the mark may be in, as recorded:
+                             a msgpack array of bin (rn_outbox_sink_add_formatted) */
+  size_t formats_len;     /* 0: none recorded (a state before 0.22, or a sink without formats) */
 } rn_outbox_mark;
 
 /* The sink a durable sink's name in the state stands for ("sink:" name,
@@ -64,6 +68,16 @@ int rn_outbox_mark_read(rn_pipeline *p, const char *name, const char *label, rn_
 int rn_outbox_sink_add(rn_pipeline *p, rn_rel *rel, const char *name, const char *label, bool consolidate,
                        const rn_outbox_ops *ops, void *ctx, rn_free_fn free_ctx,
                        uint64_t delivered, uint64_t position);
+
+/* rn_outbox_sink_add for a sink whose output after its mark takes a form
+ * its declaration chooses (an NDJSON file's line format): fmt (flen
+ * bytes) is recorded with its mark, at declaration, and read back by
+ * rn_outbox_mark_read into m->formats. While groups wait (delivered <
+ * the state's seq) the formats recorded before are kept too: a crash may
+ * have left those groups' output in any of them (OUTBOX-10). */
+int rn_outbox_sink_add_formatted(rn_pipeline *p, rn_rel *rel, const char *name, const char *label, bool consolidate,
+                                 const rn_outbox_ops *ops, void *ctx, rn_free_fn free_ctx,
+                                 uint64_t delivered, uint64_t position, const void *fmt, size_t flen);
 
 /* The first group after `after` waiting for the sink called name that was
  * recorded for another relation or another declaration of rel (OUTBOX-8),

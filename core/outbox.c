@@ -1147,3 +1147,174 @@ void rn_outbox_close(rn_pipeline *p)
   free(ob);
   p->outbox = NULL;
 }
+
+/* ---- the sinks a state keeps records of (10) ---- */
+
+/* How many changes an entry holds: its list less the layout (8). */
+static uint64_t entry_changes(const MDB_val *v)
+{
+  const unsigned char *b = v->mv_data;
+  uint64_t n = 0;
+  if (v->mv_size >= 1 && (b[0] & 0xf0) == 0x90) n = b[0] & 0x0f;
+  else if (v->mv_size >= 3 && b[0] == 0xdc) n = (uint64_t)b[1] << 8 | b[2];
+  else if (v->mv_size >= 5 && b[0] == 0xdd) n = (uint64_t)b[1] << 24 | (uint64_t)b[2] << 16 | (uint64_t)b[3] << 8 | b[4];
+  return n && entry_layout(v) ? n - 1 : n;
+}
+
+int rn_outbox_sinks_txn(MDB_txn *txn, MDB_dbi meta, rn_outbox_kept_fn fn, void *ctx)
+{
+  MDB_cursor *cur, *ocur = NULL;
+  MDB_dbi dbi;
+  int rc = mdb_cursor_open(txn, meta, &cur);
+  if (rc) return rc;
+  if (mdb_dbi_open(txn, RN_DB_OUTBOX, 0, &dbi) == 0 && mdb_set_compare(txn, dbi, rn_store_key_cmp) == 0 &&
+      mdb_cursor_open(txn, dbi, &ocur))
+    ocur = NULL;
+  MDB_val k = { 2, (void *)RN_META_DURABLE }, v;
+  int mrc;
+  for (mrc = mdb_cursor_get(cur, &k, &v, MDB_SET_RANGE); mrc == 0 && !rc && k.mv_size >= 3 &&
+       memcmp(k.mv_data, RN_META_DURABLE, 2) == 0; mrc = mdb_cursor_get(cur, &k, &v, MDB_NEXT)) {
+    const char *key = k.mv_data;
+    uint64_t r[3];
+    if ((key[2] != ':' && key[2] != '#') || v.mv_size != sizeof r || k.mv_size > 600) continue;
+    memcpy(r, v.mv_data, sizeof r);
+    char name[600], whole[610], label[1300], rel[RN_NAME_MAX + 1], shown[1900], ikey[600];
+    unsigned char fmts[1];
+    size_t flen;
+    snprintf(name, sizeof name, "%.*s", (int)k.mv_size - 3, key + 3);
+    snprintf(whole, sizeof whole, "%.*s", (int)k.mv_size, key);
+    if (key[2] == ':') rn_outbox_key_label(name, label, sizeof label);
+    else snprintf(label, sizeof label, "durable sink of a name too long for a key (od#%s)", name);
+    memcpy(ikey, key, k.mv_size);
+    ikey[1] = 'i';
+    info_read(txn, meta, ikey, k.mv_size, rel, sizeof rel, fmts, 0, &flen);
+    if (rel[0]) snprintf(shown, sizeof shown, "%s: %s", rel, label);
+    else snprintf(shown, sizeof shown, "%s", label);
+    rn_outbox_kept kept = { key[2] == ':' ? name : whole, label, rel, shown, r[0], r[1], 0, 0, 0, false };
+    if (rel[0]) {
+      char rk[RN_NAME_MAX + 8];
+      int rl = snprintf(rk, sizeof rk, RN_META_RELATION "%s", rel);
+      MDB_val relk = { (size_t)rl, rk }, relv;
+      kept.relation_gone = mdb_get(txn, meta, &relk, &relv) != 0;
+    }
+    uint64_t tag = key[2] == ':' ? rn_hash64(key + 3, k.mv_size - 3) : strtoull(name, NULL, 16);
+    char from[16];
+    put_be64(from, tag);
+    put_be64(from + 8, r[1] + 1);
+    MDB_val ek = { 16, from }, ev;
+    for (int erc = ocur ? mdb_cursor_get(ocur, &ek, &ev, MDB_SET_RANGE) : MDB_NOTFOUND;
+         erc == 0 && ek.mv_size == 16 && get_be64(ek.mv_data) == tag; erc = mdb_cursor_get(ocur, &ek, &ev, MDB_NEXT)) {
+      if (!kept.since) kept.since = get_be64((const char *)ek.mv_data + 8);
+      kept.groups++;
+      kept.rows += entry_changes(&ev);
+    }
+    rc = fn(ctx, &kept);
+  }
+  if (ocur) mdb_cursor_close(ocur);
+  mdb_cursor_close(cur);
+  return rc;
+}
+
+/* Whether p declared the sink of record k. */
+static bool declared(const rn_pipeline *p, const rn_outbox_kept *k)
+{
+  const rn_outbox *ob = p->outbox;
+  for (int i = 0; ob && i < ob->n; i++) {
+    const obsink *s = ob->sinks[i];
+    if (!s->name) continue;
+    if (!strcmp(s->name, k->key)) return true;
+    if (!strncmp(k->key, RN_META_DURABLE_HASHED, 3) &&
+        s->tag == strtoull(k->key + RN_PREFIX_LEN(RN_META_DURABLE_HASHED), NULL, 16))
+      return true;
+  }
+  return false;
+}
+
+typedef struct undeclared_walk {
+  const rn_pipeline *p;
+  rn_outbox_kept_fn fn;
+  void *ctx;
+} undeclared_walk;
+
+static int undeclared_one(void *ctx, const rn_outbox_kept *k)
+{
+  undeclared_walk *w = ctx;
+  return k->groups && !declared(w->p, k) ? w->fn(w->ctx, k) : 0;
+}
+
+int rn_outbox_undeclared(rn_pipeline *p, rn_outbox_kept_fn fn, void *ctx)
+{
+  int rc = rn_flush(p);
+  if (rc) return rc;
+  MDB_txn *txn;
+  if ((rc = rn_store_txn(p->store.env, MDB_RDONLY, &txn))) return rn_store_fail(&p->err, rc, RN_DB_OUTBOX);
+  undeclared_walk w = { p, fn, ctx };
+  rc = rn_outbox_sinks_txn(txn, p->store.meta, undeclared_one, &w);
+  mdb_txn_abort(txn);
+  return rc ? rn_store_fail(&p->err, rc, RN_DB_OUTBOX) : 0;
+}
+
+typedef struct drop_walk {
+  const char *want;
+  const rn_pipeline *p;
+  bool found, declared;
+  char key[600], shown[1900];
+} drop_walk;
+
+static int drop_find(void *ctx, const rn_outbox_kept *k)
+{
+  drop_walk *w = ctx;
+  if (strcmp(w->want, k->shown) && strcmp(w->want, k->label) && strcmp(w->want, k->key)) return 0;
+  w->found = true;
+  w->declared = declared(w->p, k);
+  snprintf(w->key, sizeof w->key, "%s", k->key);
+  snprintf(w->shown, sizeof w->shown, "%s", k->shown);
+  return 1; /* the first that answers to the name */
+}
+
+int rn_outbox_drop(rn_pipeline *p, const char *sink)
+{
+  if (p->state != RN_IDLE) return rn_err_set(&p->err, RN_EMISUSE, "drop_outbox: not inside a group or a callback");
+  int rc = rn_flush(p);
+  if (rc) return rc;
+  drop_walk w = { .want = sink, .p = p };
+  MDB_txn *txn;
+  if ((rc = mdb_txn_begin(p->store.env, NULL, 0, &txn))) return rn_store_fail(&p->err, rc, RN_DB_OUTBOX);
+  rc = rn_outbox_sinks_txn(txn, p->store.meta, drop_find, &w);
+  if (rc != 0 && rc != 1) { mdb_txn_abort(txn); return rn_store_fail(&p->err, rc, RN_DB_OUTBOX); }
+  if (!w.found) {
+    mdb_txn_abort(txn);
+    return rn_err_set(&p->err, RN_ENOTFOUND, "drop_outbox: no durable sink \"%s\" in the state (p:stats().outbox "
+                      "and runnel inspect name them)", sink);
+  }
+  if (w.declared) {
+    mdb_txn_abort(txn);
+    return rn_err_set(&p->err, RN_EINVAL, "drop_outbox \"%s\": it is declared in this pipeline (its groups are "
+                      "delivered to it)", w.shown);
+  }
+  bool hashed = !strncmp(w.key, RN_META_DURABLE_HASHED, 3);
+  uint64_t tag = hashed ? strtoull(w.key + 3, NULL, 16) : rn_hash64(w.key, strlen(w.key));
+  char mk[610];
+  int ml = hashed ? snprintf(mk, sizeof mk, "%s", w.key) : snprintf(mk, sizeof mk, RN_META_DURABLE "%s", w.key);
+  MDB_val k = { (size_t)ml, mk };
+  rc = mdb_del(txn, p->store.meta, &k, NULL);
+  mk[1] = 'i'; /* its "oi:" record */
+  if (!rc && (rc = mdb_del(txn, p->store.meta, &k, NULL)) == MDB_NOTFOUND) rc = 0;
+  MDB_dbi dbi;
+  MDB_cursor *cur;
+  int orc = rc ? rc : mdb_dbi_open(txn, RN_DB_OUTBOX, 0, &dbi);
+  if (!rc && !orc && !(rc = mdb_set_compare(txn, dbi, rn_store_key_cmp)) && !(rc = mdb_cursor_open(txn, dbi, &cur))) {
+    char from[16];
+    put_be64(from, tag);
+    put_be64(from + 8, 0);
+    MDB_val ek = { 16, from }, ev;
+    for (rc = mdb_cursor_get(cur, &ek, &ev, MDB_SET_RANGE); rc == 0 && ek.mv_size == 16 && get_be64(ek.mv_data) == tag;
+         rc = mdb_cursor_get(cur, &ek, &ev, MDB_NEXT))
+      if ((rc = mdb_cursor_del(cur, 0))) break;
+    if (rc == MDB_NOTFOUND || rc == 0) rc = 0;
+    mdb_cursor_close(cur);
+  }
+  if (!rc) rc = mdb_txn_commit(txn);
+  else mdb_txn_abort(txn);
+  return rc ? rn_store_fail(&p->err, rc, RN_DB_OUTBOX) : 0;
+}

@@ -1244,9 +1244,8 @@ static int undeclared_one(void *ctx, const rn_outbox_kept *k)
 
 int rn_outbox_undeclared(rn_pipeline *p, rn_outbox_kept_fn fn, void *ctx)
 {
-  int rc = rn_flush(p);
-  if (rc) return rc;
-  MDB_txn *txn;
+  MDB_txn *txn; /* what is committed: an undeclared sink gets no entry from carried groups (1) */
+  int rc;
   if ((rc = rn_store_txn(p->store.env, MDB_RDONLY, &txn))) return rn_store_fail(&p->err, rc, RN_DB_OUTBOX);
   undeclared_walk w = { p, fn, ctx };
   rc = rn_outbox_sinks_txn(txn, p->store.meta, undeclared_one, &w);

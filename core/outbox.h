@@ -146,7 +146,8 @@ typedef int (*rn_outbox_kept_fn)(void *ctx, const rn_outbox_kept *k);
  * the walk and is returned); a malformed mark is skipped (verify says it). */
 int rn_outbox_sinks_txn(MDB_txn *txn, MDB_dbi meta, rn_outbox_kept_fn fn, void *ctx);
 /* The records of p's state whose sink this pipeline has not declared and
- * for which groups wait. 0, or the store failure (p->err). */
+ * for which groups wait, as committed (no flush: p:stats() may ask from a
+ * callback). 0, or the store failure (p->err). */
 int rn_outbox_undeclared(rn_pipeline *p, rn_outbox_kept_fn fn, void *ctx);
 /* rn_outbox_sinks_txn over the state at path, opened for reading
  * (inspect.c: runnel inspect). 0, or the error (its message in errbuf). */

@@ -7,6 +7,7 @@
 #include <sys/stat.h>
 
 #include "envs.h"
+#include "outbox.h"
 #include "pipeline.h"
 #include "row.h"
 #include "verify.h"
@@ -194,4 +195,23 @@ RN_API int rn_inspect(const char *path, rn_inspect_fn fn, void *ctx, rn_inspect_
   int rc = inspect(path, fn, ctx, out, errbuf, errlen);
   rn_envs_dbis_unlock();
   return rc;
+}
+
+/* The durable sinks' records of the state at path (rn_outbox_sinks_txn),
+ * in one read transaction: what runnel inspect lists of the outbox. */
+int rn_inspect_outbox(const char *path, rn_outbox_kept_fn fn, void *ctx, char *errbuf, size_t errlen)
+{
+  rn_envs_dbis_lock();
+  MDB_env *env = NULL;
+  MDB_txn *txn = NULL;
+  MDB_dbi meta;
+  rn_err e;
+  rn_err_clear(&e);
+  int rc = open_reader(path, &env, &txn, &meta, &e);
+  if (!rc && (rc = rn_outbox_sinks_txn(txn, meta, fn, ctx)) != 0 && rc != RN_ENOMEM)
+    rc = rn_err_set(&e, rn_store_read_code(rc), "%s: the outbox: %s", path, mdb_strerror(rc));
+  if (txn) mdb_txn_abort(txn);
+  rn_envs_read_done(env);
+  rn_envs_dbis_unlock();
+  return rc ? fail(errbuf, errlen, e.msg[0] ? e.msg : rn_strerror(rc), rc) : 0;
 }

@@ -272,7 +272,29 @@ typedef struct nsink {
   rn_err conflict;        /* the check found a group it cannot reconcile */
   rn_free_fn release;     /* releases the caller's hold on f (a Lua file), or NULL */
   void *release_ctx;
+  struct alt {            /* another line format the state recorded for the lines after the mark
+                             (OUTBOX-10): a waiting group is looked for in the file in each */
+    char *verb_field, *id_field;
+    msgpack_sbuffer lines;  /* the group being checked, in that format */
+  } alt[8];
+  int nalt;
 } nsink;
+
+/* A line format as the state records it (OUTBOX-10): msgpack [verb field
+ * | nil, id field | nil]. */
+static void format_of(const char *verb_field, const char *id_field, msgpack_sbuffer *b)
+{
+  msgpack_packer pk;
+  msgpack_packer_init(&pk, b, rn_buf_write);
+  msgpack_pack_array(&pk, 2);
+  if (verb_field) msgpack_pack_str_with_body(&pk, verb_field, strlen(verb_field)); else msgpack_pack_nil(&pk);
+  if (id_field) msgpack_pack_str_with_body(&pk, id_field, strlen(id_field)); else msgpack_pack_nil(&pk);
+}
+
+static void clear_alts(nsink *s)
+{
+  for (int i = 0; i < s->nalt; i++) msgpack_sbuffer_clear(&s->alt[i].lines);
+}
 
 static void free_nsink(void *ctx)
 {
@@ -285,6 +307,11 @@ static void free_nsink(void *ctx)
   free(s->path);
   free(s->rel_name);
   free(s->staged);
+  for (int i = 0; i < s->nalt; i++) {
+    free(s->alt[i].verb_field);
+    free(s->alt[i].id_field);
+    msgpack_sbuffer_destroy(&s->alt[i].lines);
+  }
   msgpack_sbuffer_destroy(&s->lines);
   msgpack_zone_destroy(&s->zone);
   free(s);
@@ -302,6 +329,14 @@ static int nsink_change(void *ctx, rn_rel *rel, const rn_change *c, const rn_sin
   int rc = rn_ndjson_line(rel->schema, del ? c->old : c->row, del ? c->old_len : c->row_len, del,
                           s->verb_field, verb_names[c->verb], s->id_field, id, &s->zone, &s->lines);
   msgpack_zone_clear(&s->zone);
+  for (int i = 0; !rc && info->seq <= s->check_upto && i < s->nalt; i++) { /* as a crashed run may have written it */
+    struct alt *a = &s->alt[i];
+    if (a->id_field)
+      snprintf(id, sizeof id, "%s:%llu:%llu", s->state_id, (unsigned long long)info->seq, (unsigned long long)info->n);
+    rc = rn_ndjson_line(rel->schema, del ? c->old : c->row, del ? c->old_len : c->row_len, del,
+                        a->verb_field, verb_names[c->verb], a->id_field, id, &s->zone, &a->lines);
+    msgpack_zone_clear(&s->zone);
+  }
   return rc ? rn_err_set(e, RN_ESTORE, "%s: ndjson: a row could not be decoded", rel->name) : 0;
 }
 
@@ -518,26 +553,32 @@ static size_t whole_lines(const char *text, size_t n)
  * else the error. */
 static int check_group(nsink *s, uint64_t seq, rn_err *e)
 {
-  size_t n = s->lines.size;
   uint64_t there = s->check_end - s->check_at;
-  size_t same = same_bytes(s->fd, s->check_at, s->lines.data, n);
-  if (same == n) {
-    s->check_at += n;
-    s->length = s->check_at;
-    s->kept = seq;
-    msgpack_sbuffer_clear(&s->lines);
-    return 1;
+  size_t first = 0; /* the most whole lines of it the file holds, in any format */
+  bool tail = false;
+  for (int c = -1; c < s->nalt; c++) { /* its declaration's format, then those recorded (OUTBOX-10) */
+    const msgpack_sbuffer *b = c < 0 ? &s->lines : &s->alt[c].lines;
+    size_t same = same_bytes(s->fd, s->check_at, b->data, b->size);
+    if (same == b->size) {
+      s->check_at += b->size;
+      s->length = s->check_at;
+      s->kept = seq;
+      msgpack_sbuffer_clear(&s->lines);
+      return 1;
+    }
+    tail |= same == there;
+    size_t whole = whole_lines(b->data, same);
+    if (whole > first) first = whole;
   }
   uint64_t from = s->check_at;
   s->check_upto = 0; /* the groups after it are not in the file */
-  if (same == there) { /* its first lines end the file: its own group, cut short by the crash */
+  if (tail) { /* its first lines end the file: its own group, cut short by the crash */
     if (ftruncate(s->fd, (off_t)from) != 0)
       return rn_err_set(e, RN_EIO, "%s: ndjson: cutting %s back to its last group: %s", s->rel_name, s->path,
                         strerror(errno));
     s->length = from;
     return 0;
   }
-  size_t first = whole_lines(s->lines.data, same);
   if (first == 0) return 0; /* another writer's lines: this group was never written */
   rn_err_set(&s->conflict, RN_EIO,
              "%s: ndjson: %s: bytes %llu to %llu hold the first lines of group %llu of %s, which a crash cut "
@@ -576,24 +617,28 @@ static int search_group(nsink *s, uint64_t seq, rn_err *e)
   const char *group = s->lines.data + s->group_at;
   size_t n = s->lines.size - s->group_at;
   for (uint64_t at = 0; at < s->check_end; at = next_line(s->fd, at, s->check_end)) {
-    size_t same = same_bytes(s->fd, at, group, n);
-    if (same == n) {
-      s->searching = false;
-      s->check_at = s->length = at + n;
-      s->kept = seq;
-      msgpack_sbuffer_clear(&s->lines);
-      return 1;
-    }
-    if (same == s->check_end - at) { /* the file ends in a newline: same ends a line */
-      s->searching = false;
-      s->check_upto = 0;
-      if (ftruncate(s->fd, (off_t)at) != 0)
-        return rn_err_set(e, RN_EIO, "%s: ndjson: cutting %s back to its last group: %s", s->rel_name, s->path,
-                          strerror(errno));
-      s->length = at;
-      memmove(s->lines.data, group, n);
-      s->lines.size = n;
-      return 0;
+    for (int c = -1; c < s->nalt; c++) { /* its declaration's format, then those recorded (OUTBOX-10) */
+      const char *want = c < 0 ? group : s->alt[c].lines.data;
+      size_t wn = c < 0 ? n : s->alt[c].lines.size;
+      size_t same = same_bytes(s->fd, at, want, wn);
+      if (same == wn) {
+        s->searching = false;
+        s->check_at = s->length = at + wn;
+        s->kept = seq;
+        msgpack_sbuffer_clear(&s->lines);
+        return 1;
+      }
+      if (same == s->check_end - at) { /* the file ends in a newline: same ends a line */
+        s->searching = false;
+        s->check_upto = 0;
+        if (ftruncate(s->fd, (off_t)at) != 0)
+          return rn_err_set(e, RN_EIO, "%s: ndjson: cutting %s back to its last group: %s", s->rel_name, s->path,
+                            strerror(errno));
+        s->length = at;
+        memmove(s->lines.data, group, n);
+        s->lines.size = n;
+        return 0;
+      }
     }
   }
   return 0;
@@ -606,6 +651,7 @@ static int nsink_commit(void *ctx, uint64_t seq, rn_err *e)
   int rc = 0;
   if (seq <= s->check_upto && s->searching) rc = search_group(s, seq, e);
   else if (seq <= s->check_upto && s->check_at < s->check_end) rc = check_group(s, seq, e);
+  clear_alts(s); /* they hold the one group checked */
   if (rc) return rc == 1 ? 0 : rc;
   if (s->fd < 0 && (rc = stage_open(s, seq, e))) return rc;
   s->group_at = s->lines.size;
@@ -633,6 +679,7 @@ static void nsink_discard(void *ctx)
   nsink *s = ctx;
   struct stat st;
   msgpack_sbuffer_clear(&s->lines);
+  clear_alts(s);
   s->group_at = 0;
   s->nstaged = 0;
   msgpack_zone_clear(&s->zone);
@@ -768,6 +815,45 @@ static int place_sink(rn_pipeline *p, rn_rel *rel, nsink *s, const rn_outbox_mar
   return 0;
 }
 
+/* The line formats the state recorded with the mark (OUTBOX-10) other than
+ * own (the declaration's, as format_of packs it): a waiting group's lines
+ * are looked for in each. A record that does not read adds none (as a
+ * state before 0.22: the declaration's format alone). -1: out of memory. */
+static int recorded_formats(nsink *s, const rn_outbox_mark *m, const char *own, size_t olen)
+{
+  msgpack_zone z;
+  msgpack_object o;
+  size_t off = 0;
+  if (!m->formats_len) return 0;
+  if (!rn_zone_init(&z, 1024)) return -1;
+  int rc = 0;
+  if (rn_unpack((const char *)m->formats, m->formats_len, &off, &z, &o) == MSGPACK_UNPACK_SUCCESS &&
+      o.type == MSGPACK_OBJECT_ARRAY)
+    for (uint32_t i = 0; !rc && i < o.via.array.size && s->nalt < 8; i++) {
+      const msgpack_object *b = &o.via.array.ptr[i], *f;
+      msgpack_object fo;
+      size_t foff = 0;
+      if (b->type != MSGPACK_OBJECT_BIN || (b->via.bin.size == olen && !memcmp(b->via.bin.ptr, own, olen)))
+        continue;
+      if (rn_unpack(b->via.bin.ptr, b->via.bin.size, &foff, &z, &fo) != MSGPACK_UNPACK_SUCCESS ||
+          fo.type != MSGPACK_OBJECT_ARRAY || fo.via.array.size != 2)
+        continue;
+      f = fo.via.array.ptr;
+      if ((f[0].type != MSGPACK_OBJECT_STR && f[0].type != MSGPACK_OBJECT_NIL) ||
+          (f[1].type != MSGPACK_OBJECT_STR && f[1].type != MSGPACK_OBJECT_NIL))
+        continue;
+      struct alt *a = &s->alt[s->nalt];
+      memset(a, 0, sizeof *a);
+      msgpack_sbuffer_init(&a->lines);
+      s->nalt++;
+      if ((f[0].type == MSGPACK_OBJECT_STR && !(a->verb_field = strndup(f[0].via.str.ptr, f[0].via.str.size))) ||
+          (f[1].type == MSGPACK_OBJECT_STR && !(a->id_field = strndup(f[1].via.str.ptr, f[1].via.str.size))))
+        rc = -1;
+    }
+  rn_zone_destroy(&z);
+  return rc;
+}
+
 int rn_ndjson_sink_path(rn_pipeline *p, rn_rel *rel, const char *path, const char *verb_field,
                         const char *id_field)
 {
@@ -801,10 +887,24 @@ int rn_ndjson_sink_path(rn_pipeline *p, rn_rel *rel, const char *path, const cha
     free_nsink(s);
     return rc;
   }
+  msgpack_sbuffer fmt;
+  msgpack_sbuffer_init(&fmt);
+  rn_oom_clear();
+  format_of(verb_field, id_field, &fmt);
+  if (rn_oom() || (m.found && m.delivered < p->seq && recorded_formats(s, &m, fmt.data, fmt.size)))
+    rc = rn_err_set(&p->err, RN_ENOMEM, "out of memory");
+  if (rc) {
+    msgpack_sbuffer_destroy(&fmt);
+    free(name);
+    free_nsink(s);
+    return rc;
+  }
   /* without a mark: a new sink, the groups before it are not its own */
   char *label = name + strlen(name) + 1; /* the file, not its key in the state */
   sprintf(label, "durable sink to %s", real);
-  rc = rn_outbox_sink_add(p, rel, name, label, false, &nsink_ops, s, free_nsink, m.found ? m.delivered : p->seq, s->length);
+  rc = rn_outbox_sink_add_formatted(p, rel, name, label, false, &nsink_ops, s, free_nsink,
+                                    m.found ? m.delivered : p->seq, s->length, fmt.data, fmt.size);
+  msgpack_sbuffer_destroy(&fmt);
   free(name);
   /* the waiting groups were delivered (and checked) just now: a group the
    * check cannot reconcile fails the declaration too (the sink stays, its

@@ -4,6 +4,7 @@
  *
  *     named database "outbox"   |u64 tag BE|u64 seq BE| -> msgpack [layout, [verb, id, row|nil, old|nil] …]
  *     meta "od:" name           |u64 seen|u64 delivered|u64 position|
+ *     meta "oi:" name           msgpack [relation, [format bin …]]   (0.22; absent before)
  *
  * (tag: a hash of the sink's name; rows are the relation's stored rows as
  * msgpack bin; layout: a hash of what decides how the relation's rows
@@ -77,7 +78,16 @@
  *     change n, numbered n as before, then commit(seq); one that fails in
  *     commit(seq) gets commit(seq) alone again. So within a process each
  *     change reaches it exactly once; after a crash the changes after the
- *     recorded mark come again, (info.seq, info.n) naming each one. */
+ *     recorded mark come again, (info.seq, info.n) naming each one.
+ * (10) A sink's "oi:" record names its relation as last declared, and the
+ *     forms its output after the mark may take (an NDJSON sink's line
+ *     formats), written with its mark at declaration: the sink's own
+ *     format, plus those recorded before while groups wait (a crash may
+ *     have left their output in any of them), so the check at open
+ *     compares its file with the formats the lines were written in. A
+ *     state without it (before 0.22) reads as no format recorded: the
+ *     declaration's own. The record also lets a state name the relation
+ *     of a sink no declaration collects (rn_outbox_sinks). */
 #include "outbox.h"
 
 #include <limits.h>
@@ -107,6 +117,8 @@ typedef struct obsink {
   uint64_t position_marking; /* position as written in the open transaction */
   uint64_t position_marked; /* position as committed in the state (9: it moves within a group) */
   rn_err failure;         /* its last delivery failure (said when a close loses its groups, (6)) */
+  unsigned char *fmt;     /* the form of its output its declaration chose, or NULL (10) */
+  size_t flen;
 } obsink;
 
 /* An entry not yet committed to LMDB, or one of a nameless sink (6). */
@@ -169,6 +181,51 @@ static char *mark_key(const char *name, size_t *len)
   return k;
 }
 
+static char *info_key(const char *name, size_t *len)
+{
+  char *k = mark_key(name, len);
+  if (k) k[1] = 'i'; /* "od:" / "od#" -> "oi:" / "oi#" */
+  return k;
+}
+
+/* Reads the "oi:" record at key in txn (10): its relation into rel (n
+ * bytes) and its formats array, whole, into fmts (*flen bytes; 0: none or
+ * too long). False when absent or malformed (read as absent: it only
+ * names and compares, never decides what is delivered). */
+static bool info_read(MDB_txn *txn, MDB_dbi meta, const char *key, size_t klen, char *rel, size_t n,
+                      unsigned char *fmts, size_t cap, size_t *flen)
+{
+  MDB_val k = { klen, (void *)key }, v;
+  rel[0] = '\0';
+  *flen = 0;
+  if (mdb_get(txn, meta, &k, &v) != 0) return false;
+  msgpack_zone z;
+  msgpack_object o;
+  size_t off = 0;
+  bool ok = false;
+  if (!rn_zone_init(&z, 1024)) return false;
+  if (rn_msgpack_size(v.mv_data, v.mv_size) == v.mv_size &&
+      rn_unpack(v.mv_data, v.mv_size, &off, &z, &o) == MSGPACK_UNPACK_SUCCESS && o.type == MSGPACK_OBJECT_ARRAY &&
+      o.via.array.size == 2 && o.via.array.ptr[0].type == MSGPACK_OBJECT_STR &&
+      o.via.array.ptr[1].type == MSGPACK_OBJECT_ARRAY && o.via.array.ptr[0].via.str.size < n) {
+    ok = true;
+    memcpy(rel, o.via.array.ptr[0].via.str.ptr, o.via.array.ptr[0].via.str.size);
+    rel[o.via.array.ptr[0].via.str.size] = '\0';
+    const msgpack_object *f = &o.via.array.ptr[1];
+    for (uint32_t i = 0; i < f->via.array.size; i++) ok &= f->via.array.ptr[i].type == MSGPACK_OBJECT_BIN;
+    /* the formats array is the record's tail: its bytes as they are */
+    size_t head = 0, rlen = o.via.array.ptr[0].via.str.size;
+    head = 1 + (rlen < 32 ? 1 : rlen < 256 ? 2 : rlen < 65536 ? 3 : 5) + rlen;
+    if (ok && head < v.mv_size && v.mv_size - head <= cap) {
+      memcpy(fmts, (const char *)v.mv_data + head, v.mv_size - head);
+      *flen = v.mv_size - head;
+    }
+    if (!ok) rel[0] = '\0';
+  }
+  rn_zone_destroy(&z);
+  return ok;
+}
+
 /* ---- the record of a sink (3, 5) ---- */
 
 /* The label its declaration gives rn_outbox_sink_add ("sink:" name is a
@@ -210,7 +267,7 @@ int rn_outbox_mark_read(rn_pipeline *p, const char *name, const char *label, rn_
   if (rc == 0 && v.mv_size == 24) {
     uint64_t r[3];
     memcpy(r, v.mv_data, sizeof r);
-    *m = (rn_outbox_mark){ true, r[0], r[1], r[2] };
+    m->found = true, m->seen = r[0], m->delivered = r[1], m->position = r[2];
   }
   if (rc == 0 && v.mv_size != 24) /* read as absent, its waiting groups would vanish */
     rc = rn_err_set(&p->err, RN_ESTORE, "state damaged: %s: the mark of %s is %zu bytes, not 24",
@@ -223,7 +280,59 @@ int rn_outbox_mark_read(rn_pipeline *p, const char *name, const char *label, rn_
     rc = rn_store_fail(&p->err, rc, label);
   else
     rc = 0;
+  if (!rc && m->found) {
+    char *ik = info_key(name, &klen);
+    if (ik) info_read(txn, p->store.meta, ik, klen, m->relation, sizeof m->relation, m->formats,
+                      sizeof m->formats, &m->formats_len);
+    free(ik);
+  }
   mdb_txn_abort(txn);
+  free(key);
+  return rc;
+}
+
+/* Writes s's "oi:" record in txn (10): its relation, its format, and the
+ * formats recorded before while groups wait for it (the last 8). */
+static int write_info(rn_pipeline *p, obsink *s, MDB_txn *txn)
+{
+  size_t klen;
+  char *key = info_key(s->name, &klen);
+  if (!key) return rn_err_set(&p->err, RN_ENOMEM, "out of memory");
+  char rel[RN_NAME_MAX + 1];
+  unsigned char old[2048];
+  size_t olen = 0;
+  msgpack_zone z;
+  msgpack_object o = { .type = MSGPACK_OBJECT_NIL };
+  size_t off = 0;
+  bool zone = rn_zone_init(&z, 1024);
+  if (zone && s->fmt && s->delivered < p->seq && /* groups wait: their output may be in the old formats */
+      info_read(txn, p->store.meta, key, klen, rel, sizeof rel, old, sizeof old, &olen) && olen &&
+      rn_unpack((const char *)old, olen, &off, &z, &o) != MSGPACK_UNPACK_SUCCESS)
+    o.type = MSGPACK_OBJECT_NIL;
+  const msgpack_object *keep[8];
+  uint32_t nkeep = 0;
+  for (uint32_t i = 0; o.type == MSGPACK_OBJECT_ARRAY && i < o.via.array.size; i++) {
+    const msgpack_object *f = &o.via.array.ptr[i];
+    if (f->type != MSGPACK_OBJECT_BIN || (f->via.bin.size == s->flen && !memcmp(f->via.bin.ptr, s->fmt, s->flen)))
+      continue;
+    if (nkeep == 7) memmove(keep, keep + 1, 6 * sizeof *keep), nkeep = 6; /* the oldest goes */
+    keep[nkeep++] = f;
+  }
+  msgpack_sbuffer b;
+  msgpack_sbuffer_init(&b);
+  msgpack_packer pk;
+  msgpack_packer_init(&pk, &b, rn_buf_write);
+  rn_oom_clear();
+  msgpack_pack_array(&pk, 2);
+  msgpack_pack_str_with_body(&pk, s->rel->name, strlen(s->rel->name));
+  msgpack_pack_array(&pk, nkeep + (s->fmt != NULL));
+  for (uint32_t i = 0; i < nkeep; i++) msgpack_pack_bin_with_body(&pk, keep[i]->via.bin.ptr, keep[i]->via.bin.size);
+  if (s->fmt) msgpack_pack_bin_with_body(&pk, s->fmt, s->flen);
+  MDB_val k = { klen, key }, v = { b.size, b.data };
+  int rc = !zone || rn_oom() ? rn_err_set(&p->err, RN_ENOMEM, "out of memory") : 0;
+  if (!rc && (rc = mdb_put(txn, p->store.meta, &k, &v, 0))) rc = rn_store_fail(&p->err, rc, s->label);
+  msgpack_sbuffer_destroy(&b);
+  if (zone) rn_zone_destroy(&z);
   free(key);
   return rc;
 }
@@ -614,6 +723,7 @@ static void free_sink(obsink *s)
   free(s->name);
   free(s->label);
   free(s->mkey);
+  free(s->fmt);
   free(s);
 }
 
@@ -828,6 +938,7 @@ static int declare_record(rn_pipeline *p, rn_outbox *ob, obsink *s)
   uint64_t seen = seen_of(p, s, txn), upto = missed_upto(p, s, txn, seen);
   rc = check_waiting(p, ob, s, txn);
   if (!rc) rc = write_mark(p, ob, s, txn, p->seq);
+  if (!rc) rc = write_info(p, s, txn);
   if (rc) { mdb_txn_abort(txn); return rc; }
   if ((rc = mdb_txn_commit(txn))) return rn_store_fail(&p->err, rc, s->label);
   ob->has_dbi = true;
@@ -863,6 +974,14 @@ int rn_outbox_sink_add(rn_pipeline *p, rn_rel *rel, const char *name, const char
                        const rn_outbox_ops *ops, void *ctx, rn_free_fn free_ctx,
                        uint64_t delivered, uint64_t position)
 {
+  return rn_outbox_sink_add_formatted(p, rel, name, label, consolidate, ops, ctx, free_ctx, delivered, position,
+                                      NULL, 0);
+}
+
+int rn_outbox_sink_add_formatted(rn_pipeline *p, rn_rel *rel, const char *name, const char *label, bool consolidate,
+                                 const rn_outbox_ops *ops, void *ctx, rn_free_fn free_ctx,
+                                 uint64_t delivered, uint64_t position, const void *fmt, size_t flen)
+{
   rn_outbox *ob = outbox_of(p);
   obsink *s = calloc(1, sizeof *s);
   if (!ob || !s) {
@@ -873,6 +992,8 @@ int rn_outbox_sink_add(rn_pipeline *p, rn_rel *rel, const char *name, const char
   *s = (obsink){ .rel = rel, .consolidate = consolidate, .ops = *ops, .ctx = ctx, .free_ctx = free_ctx,
                  .delivered = delivered, .position = position, .layout = layout_of(rel, false) };
   int rc = rn_outbox_sink_check(p, rel, name);
+  if (!rc && fmt && !(s->fmt = malloc(flen ? flen : 1))) rc = rn_err_set(&p->err, RN_ENOMEM, "out of memory");
+  else if (!rc && fmt) memcpy(s->fmt, fmt, flen), s->flen = flen;
   if (!rc && name) {
     s->tag = rn_hash64(name, strlen(name));
     if (!(s->name = strdup(name)) || !(s->label = strdup(label ? label : name)) ||
@@ -1025,4 +1146,174 @@ void rn_outbox_close(rn_pipeline *p)
   msgpack_sbuffer_destroy(&ob->buf);
   free(ob);
   p->outbox = NULL;
+}
+
+/* ---- the sinks a state keeps records of (10) ---- */
+
+/* How many changes an entry holds: its list less the layout (8). */
+static uint64_t entry_changes(const MDB_val *v)
+{
+  const unsigned char *b = v->mv_data;
+  uint64_t n = 0;
+  if (v->mv_size >= 1 && (b[0] & 0xf0) == 0x90) n = b[0] & 0x0f;
+  else if (v->mv_size >= 3 && b[0] == 0xdc) n = (uint64_t)b[1] << 8 | b[2];
+  else if (v->mv_size >= 5 && b[0] == 0xdd) n = (uint64_t)b[1] << 24 | (uint64_t)b[2] << 16 | (uint64_t)b[3] << 8 | b[4];
+  return n && entry_layout(v) ? n - 1 : n;
+}
+
+int rn_outbox_sinks_txn(MDB_txn *txn, MDB_dbi meta, rn_outbox_kept_fn fn, void *ctx)
+{
+  MDB_cursor *cur, *ocur = NULL;
+  MDB_dbi dbi;
+  int rc = mdb_cursor_open(txn, meta, &cur);
+  if (rc) return rc;
+  if (mdb_dbi_open(txn, RN_DB_OUTBOX, 0, &dbi) == 0 && mdb_set_compare(txn, dbi, rn_store_key_cmp) == 0 &&
+      mdb_cursor_open(txn, dbi, &ocur))
+    ocur = NULL;
+  MDB_val k = { 2, (void *)RN_META_DURABLE }, v;
+  int mrc;
+  for (mrc = mdb_cursor_get(cur, &k, &v, MDB_SET_RANGE); mrc == 0 && !rc && k.mv_size >= 3 &&
+       memcmp(k.mv_data, RN_META_DURABLE, 2) == 0; mrc = mdb_cursor_get(cur, &k, &v, MDB_NEXT)) {
+    const char *key = k.mv_data;
+    uint64_t r[3];
+    if ((key[2] != ':' && key[2] != '#') || v.mv_size != sizeof r || k.mv_size > 600) continue;
+    memcpy(r, v.mv_data, sizeof r);
+    char name[600], whole[610], label[1300], rel[RN_NAME_MAX + 1], shown[1900], ikey[600];
+    unsigned char fmts[1];
+    size_t flen;
+    snprintf(name, sizeof name, "%.*s", (int)k.mv_size - 3, key + 3);
+    snprintf(whole, sizeof whole, "%.*s", (int)k.mv_size, key);
+    if (key[2] == ':') rn_outbox_key_label(name, label, sizeof label);
+    else snprintf(label, sizeof label, "durable sink of a name too long for a key (od#%s)", name);
+    memcpy(ikey, key, k.mv_size);
+    ikey[1] = 'i';
+    info_read(txn, meta, ikey, k.mv_size, rel, sizeof rel, fmts, 0, &flen);
+    if (rel[0]) snprintf(shown, sizeof shown, "%s: %s", rel, label);
+    else snprintf(shown, sizeof shown, "%s", label);
+    rn_outbox_kept kept = { key[2] == ':' ? name : whole, label, rel, shown, r[0], r[1], 0, 0, 0, false };
+    if (rel[0]) {
+      char rk[RN_NAME_MAX + 8];
+      int rl = snprintf(rk, sizeof rk, RN_META_RELATION "%s", rel);
+      MDB_val relk = { (size_t)rl, rk }, relv;
+      kept.relation_gone = mdb_get(txn, meta, &relk, &relv) != 0;
+    }
+    uint64_t tag = key[2] == ':' ? rn_hash64(key + 3, k.mv_size - 3) : strtoull(name, NULL, 16);
+    char from[16];
+    put_be64(from, tag);
+    put_be64(from + 8, r[1] + 1);
+    MDB_val ek = { 16, from }, ev;
+    for (int erc = ocur ? mdb_cursor_get(ocur, &ek, &ev, MDB_SET_RANGE) : MDB_NOTFOUND;
+         erc == 0 && ek.mv_size == 16 && get_be64(ek.mv_data) == tag; erc = mdb_cursor_get(ocur, &ek, &ev, MDB_NEXT)) {
+      if (!kept.since) kept.since = get_be64((const char *)ek.mv_data + 8);
+      kept.groups++;
+      kept.rows += entry_changes(&ev);
+    }
+    rc = fn(ctx, &kept);
+  }
+  if (ocur) mdb_cursor_close(ocur);
+  mdb_cursor_close(cur);
+  return rc;
+}
+
+/* Whether p declared the sink of record k. */
+static bool declared(const rn_pipeline *p, const rn_outbox_kept *k)
+{
+  const rn_outbox *ob = p->outbox;
+  for (int i = 0; ob && i < ob->n; i++) {
+    const obsink *s = ob->sinks[i];
+    if (!s->name) continue;
+    if (!strcmp(s->name, k->key)) return true;
+    if (!strncmp(k->key, RN_META_DURABLE_HASHED, 3) &&
+        s->tag == strtoull(k->key + RN_PREFIX_LEN(RN_META_DURABLE_HASHED), NULL, 16))
+      return true;
+  }
+  return false;
+}
+
+typedef struct undeclared_walk {
+  const rn_pipeline *p;
+  rn_outbox_kept_fn fn;
+  void *ctx;
+} undeclared_walk;
+
+static int undeclared_one(void *ctx, const rn_outbox_kept *k)
+{
+  undeclared_walk *w = ctx;
+  return k->groups && !declared(w->p, k) ? w->fn(w->ctx, k) : 0;
+}
+
+int rn_outbox_undeclared(rn_pipeline *p, rn_outbox_kept_fn fn, void *ctx)
+{
+  MDB_txn *txn; /* what is committed: an undeclared sink gets no entry from carried groups (1) */
+  int rc;
+  if ((rc = rn_store_txn(p->store.env, MDB_RDONLY, &txn))) return rn_store_fail(&p->err, rc, RN_DB_OUTBOX);
+  undeclared_walk w = { p, fn, ctx };
+  rc = rn_outbox_sinks_txn(txn, p->store.meta, undeclared_one, &w);
+  mdb_txn_abort(txn);
+  return rc ? rn_store_fail(&p->err, rc, RN_DB_OUTBOX) : 0;
+}
+
+typedef struct drop_walk {
+  const char *want;
+  const rn_pipeline *p;
+  bool found, declared;
+  char key[600], shown[1900];
+} drop_walk;
+
+static int drop_find(void *ctx, const rn_outbox_kept *k)
+{
+  drop_walk *w = ctx;
+  if (strcmp(w->want, k->shown) && strcmp(w->want, k->label) && strcmp(w->want, k->key)) return 0;
+  w->found = true;
+  w->declared = declared(w->p, k);
+  snprintf(w->key, sizeof w->key, "%s", k->key);
+  snprintf(w->shown, sizeof w->shown, "%s", k->shown);
+  return 1; /* the first that answers to the name */
+}
+
+int rn_outbox_drop(rn_pipeline *p, const char *sink)
+{
+  if (p->state != RN_IDLE) return rn_err_set(&p->err, RN_EMISUSE, "drop_outbox: not inside a group or a callback");
+  int rc = rn_flush(p);
+  if (rc) return rc;
+  drop_walk w = { .want = sink, .p = p };
+  MDB_txn *txn;
+  if ((rc = mdb_txn_begin(p->store.env, NULL, 0, &txn))) return rn_store_fail(&p->err, rc, RN_DB_OUTBOX);
+  rc = rn_outbox_sinks_txn(txn, p->store.meta, drop_find, &w);
+  if (rc != 0 && rc != 1) { mdb_txn_abort(txn); return rn_store_fail(&p->err, rc, RN_DB_OUTBOX); }
+  if (!w.found) {
+    mdb_txn_abort(txn);
+    return rn_err_set(&p->err, RN_ENOTFOUND, "drop_outbox: no durable sink \"%s\" in the state (p:stats().outbox "
+                      "and runnel inspect name them)", sink);
+  }
+  if (w.declared) {
+    mdb_txn_abort(txn);
+    return rn_err_set(&p->err, RN_EINVAL, "drop_outbox \"%s\": it is declared in this pipeline (its groups are "
+                      "delivered to it)", w.shown);
+  }
+  bool hashed = !strncmp(w.key, RN_META_DURABLE_HASHED, 3);
+  uint64_t tag = hashed ? strtoull(w.key + 3, NULL, 16) : rn_hash64(w.key, strlen(w.key));
+  char mk[610];
+  int ml = hashed ? snprintf(mk, sizeof mk, "%s", w.key) : snprintf(mk, sizeof mk, RN_META_DURABLE "%s", w.key);
+  MDB_val k = { (size_t)ml, mk };
+  rc = mdb_del(txn, p->store.meta, &k, NULL);
+  mk[1] = 'i'; /* its "oi:" record */
+  if (!rc && (rc = mdb_del(txn, p->store.meta, &k, NULL)) == MDB_NOTFOUND) rc = 0;
+  MDB_dbi dbi;
+  MDB_cursor *cur;
+  int orc = rc ? rc : mdb_dbi_open(txn, RN_DB_OUTBOX, 0, &dbi);
+  if (!rc && !orc && !(rc = mdb_set_compare(txn, dbi, rn_store_key_cmp)) && !(rc = mdb_cursor_open(txn, dbi, &cur))) {
+    char from[16];
+    put_be64(from, tag);
+    put_be64(from + 8, 0);
+    MDB_val ek = { 16, from }, ev;
+    for (rc = mdb_cursor_get(cur, &ek, &ev, MDB_SET_RANGE); rc == 0 && ek.mv_size == 16 && get_be64(ek.mv_data) == tag;
+         rc = mdb_cursor_get(cur, &ek, &ev, MDB_NEXT))
+      if ((rc = mdb_cursor_del(cur, 0))) break;
+    if (rc == MDB_NOTFOUND || rc == 0) rc = 0;
+    mdb_cursor_close(cur);
+  }
+  if (!rc) rc = mdb_txn_commit(txn);
+  else mdb_txn_abort(txn);
+  return rc ? rn_store_fail(&p->err, rc, RN_DB_OUTBOX) : 0;
 }

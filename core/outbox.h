@@ -41,6 +41,10 @@ typedef struct rn_outbox_mark {
   uint64_t delivered;     /* the last group delivered (as committed with a later group) */
   uint64_t position;      /* the sink's position after it (a sink without finish: how many
                              changes of the first waiting group it acknowledged) */
+  char relation[RN_NAME_MAX + 1]; /* its relation when last declared ("": not recorded, before 0.22) */
+  unsigned char formats[2048]; /* the formats its output after the mark may be in, as recorded:
+                             a msgpack array of bin (rn_outbox_sink_add_formatted) */
+  size_t formats_len;     /* 0: none recorded (a state before 0.22, or a sink without formats) */
 } rn_outbox_mark;
 
 /* The sink a durable sink's name in the state stands for ("sink:" name,
@@ -64,6 +68,16 @@ int rn_outbox_mark_read(rn_pipeline *p, const char *name, const char *label, rn_
 int rn_outbox_sink_add(rn_pipeline *p, rn_rel *rel, const char *name, const char *label, bool consolidate,
                        const rn_outbox_ops *ops, void *ctx, rn_free_fn free_ctx,
                        uint64_t delivered, uint64_t position);
+
+/* rn_outbox_sink_add for a sink whose output after its mark takes a form
+ * its declaration chooses (an NDJSON file's line format): fmt (flen
+ * bytes) is recorded with its mark, at declaration, and read back by
+ * rn_outbox_mark_read into m->formats. While groups wait (delivered <
+ * the state's seq) the formats recorded before are kept too: a crash may
+ * have left those groups' output in any of them (OUTBOX-10). */
+int rn_outbox_sink_add_formatted(rn_pipeline *p, rn_rel *rel, const char *name, const char *label, bool consolidate,
+                                 const rn_outbox_ops *ops, void *ctx, rn_free_fn free_ctx,
+                                 uint64_t delivered, uint64_t position, const void *fmt, size_t flen);
 
 /* The first group after `after` waiting for the sink called name that was
  * recorded for another relation or another declaration of rel (OUTBOX-8),
@@ -113,6 +127,38 @@ int rn_outbox_pending(rn_pipeline *p, rn_outbox_pending_fn fn, void *ctx);
  * it. 0, or RN_EIO with e saying which groups of which relation, and the
  * last delivery failure. */
 int rn_outbox_lost(rn_pipeline *p, rn_err *e);
+/* ---- the sinks a state keeps records of (OUTBOX-10) ---- */
+/* A durable sink's record and what waits for it, as rn_outbox_sinks_txn
+ * reads them. The strings are valid during the call only. */
+typedef struct rn_outbox_kept {
+  const char *key;        /* its name in the state ("sink:d", "ndjson:/path"; "od#…" for a hashed one) */
+  const char *label;      /* as its user knows it: "durable sink d" */
+  const char *relation;   /* its relation when last declared; "" when not recorded (before 0.22) */
+  const char *shown;      /* as p:stats() names it: "t: durable sink d" (the label alone without relation) */
+  uint64_t seen;          /* the last group committed while it was declared (5) */
+  uint64_t delivered;     /* its mark */
+  uint64_t groups, rows;  /* the groups waiting for it (entries after the mark), their changes */
+  uint64_t since;         /* the first of them; 0: none */
+  bool relation_gone;     /* its relation is recorded and is not in the catalogue */
+} rn_outbox_kept;
+typedef int (*rn_outbox_kept_fn)(void *ctx, const rn_outbox_kept *k);
+/* fn once per record of meta in txn, in key order (a nonzero return stops
+ * the walk and is returned); a malformed mark is skipped (verify says it). */
+int rn_outbox_sinks_txn(MDB_txn *txn, MDB_dbi meta, rn_outbox_kept_fn fn, void *ctx);
+/* The records of p's state whose sink this pipeline has not declared and
+ * for which groups wait, as committed (no flush: p:stats() may ask from a
+ * callback). 0, or the store failure (p->err). */
+int rn_outbox_undeclared(rn_pipeline *p, rn_outbox_kept_fn fn, void *ctx);
+/* rn_outbox_sinks_txn over the state at path, opened for reading
+ * (inspect.c: runnel inspect). 0, or the error (its message in errbuf). */
+int rn_inspect_outbox(const char *path, rn_outbox_kept_fn fn, void *ctx, char *errbuf, size_t errlen);
+/* Drops the record of the sink named sink (its shown name, its label or its
+ * key, as rn_outbox_undeclared gives them) and every group waiting for it,
+ * in one transaction: a sink declared again under its name starts afresh.
+ * Errors (p->err): inside a group; no such record (RN_ENOTFOUND); the sink
+ * declared in this pipeline (RN_EINVAL). */
+int rn_outbox_drop(rn_pipeline *p, const char *sink);
+
 /* At close, after the last flush: writes the marks, frees the sinks. */
 void rn_outbox_close(rn_pipeline *p);
 

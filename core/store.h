@@ -136,6 +136,9 @@
                                        (evolve.c) */
 #define RN_META_DURABLE   "od:"     /* a durable sink's record */
 #define RN_META_DURABLE_HASHED "od#" /* the same, for a name too long for a key */
+#define RN_META_DURABLE_INFO "oi:"  /* what a durable sink's mark does not say: msgpack [relation, [format…]]
+                                       (outbox.c); "oi#" hash for a name too long for a key */
+#define RN_META_DURABLE_INFO_HASHED "oi#"
 /* Durable sinks' names (the sink part of "od:" sink). */
 #define RN_SINK_NAMED     "sink:"   /* Lua and C durable sinks: "sink:" name */
 #define RN_SINK_NDJSON    "ndjson:" /* "ndjson:" real path */

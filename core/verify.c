@@ -514,6 +514,24 @@ static void check_outbox(walk *w, MDB_cursor *meta_cur)
   mdb_cursor_close(cur);
 }
 
+/* Groups waiting for a durable sink that no pipeline may collect
+ * (OUTBOX-10): its relation is gone, or groups committed since it was last
+ * declared. A note, not damage: declaring it again delivers them. */
+static int note_undeclared_sink(void *ctx, const rn_outbox_kept *k)
+{
+  walk *w = ctx;
+  if (!k->groups || (!k->relation_gone && k->seen >= w->seq)) return 0;
+  fprintf(w->out, "note: %llu group%s (%llu row%s) since group %llu wait for %s, ", (unsigned long long)k->groups,
+          k->groups == 1 ? "" : "s", (unsigned long long)k->rows, k->rows == 1 ? "" : "s",
+          (unsigned long long)k->since, k->shown);
+  if (k->relation_gone) fprintf(w->out, "whose relation %s is not in the state", k->relation);
+  else fprintf(w->out, "not declared since group %llu (the last is %llu)", (unsigned long long)k->seen,
+               (unsigned long long)w->seq);
+  fprintf(w->out, ": declare it again to deliver them, or drop them (runnel drop-outbox STATE SINK)\n");
+  w->notes++;
+  return 0;
+}
+
 /* Each record of meta under prefix, named by what follows it: fn says
  * what is wrong with its value v (NULL: nothing). */
 static void check_records_of(walk *w, MDB_cursor *cur, const char *prefix, const char *what,
@@ -626,6 +644,7 @@ static void check_catalogue(walk *w, int *relations)
   rn_zone_destroy(&z);
   check_orphans(w, cur);
   check_outbox(w, cur);
+  rn_outbox_sinks_txn(w->txn, w->meta, note_undeclared_sink, w);
   check_records(w, cur);
   mdb_cursor_close(cur);
 }

@@ -31,6 +31,7 @@
 #include <readline/readline.h>
 
 #include "lbind.h"
+#include "outbox.h"
 #include "verify.h"
 
 /* The state the SIGINT handler interrupts: the CLI's one global. */
@@ -534,6 +535,21 @@ static size_t text_width(const char *s)
   return w;
 }
 
+/* One durable sink's waiting groups (OUTBOX-10), as runnel inspect lists them. */
+static int print_waiting(void *ctx, const rn_outbox_kept *k)
+{
+  bool *head = ctx;
+  if (!k->groups) return 0;
+  if (!*head) printf("groups waiting for durable sinks:\n");
+  *head = true;
+  printf("  %s: %llu group%s (%llu row%s) wait since group %llu, last declared at group %llu", k->shown,
+         (unsigned long long)k->groups, k->groups == 1 ? "" : "s", (unsigned long long)k->rows,
+         k->rows == 1 ? "" : "s", (unsigned long long)k->since, (unsigned long long)k->seen);
+  if (k->relation_gone) printf("; its relation %s is not in the state", k->relation);
+  printf("\n");
+  return 0;
+}
+
 static int inspect(const char *path)
 {
   inspected in = { 0, 0, NULL };
@@ -582,6 +598,12 @@ static int inspect(const char *path)
   }
   for (int r = 0; r < in.n; r++) for (int c = 0; c < 6; c++) free(in.cells[r][c]);
   free(in.cells);
+  bool waiting = false;
+  if ((rc = rn_inspect_outbox(path, print_waiting, &waiting, err, sizeof err))) {
+    fprintf(stderr, "runnel: %s\n", err[0] ? err : rn_strerror(rc));
+    return 1;
+  }
+  if (waiting) printf("(runnel drop-outbox STATE SINK drops the groups of a sink no pipeline declares any more)\n");
   return 0;
 }
 
@@ -658,6 +680,7 @@ static const char HELP[] =
   "  runnel inspect|verify STATE_DIR\n"
   "  runnel query STATE_DIR REL [KEY...] [--limit N] [--format grid|ndjson|csv]\n"
   "  runnel drop STATE_DIR NAME\n"
+  "  runnel drop-outbox STATE_DIR SINK\n"
   "  runnel snapshot STATE_DIR DEST\n"
   "  runnel help|version\n"
   "\n"
@@ -677,6 +700,8 @@ static const char HELP[] =
   "                             select (by key, or all), read in one read transaction while another\n"
   "                             process may be writing: whole groups only.\n"
   "  drop STATE_DIR NAME        Remove a relation and its state (refused while others read it).\n"
+  "  drop-outbox STATE_DIR SINK Drop the groups waiting for a durable sink no pipeline declares any\n"
+  "                             more, named as inspect lists it (\"t: durable sink d\").\n"
   "  snapshot STATE_DIR DEST    A consistent, compacted copy of a state (positions, outbox and id\n"
   "                             included) from one read transaction; the writer keeps running.\n"
   "  help, --help, -h           This text, on stdout.\n"
@@ -739,6 +764,7 @@ static int command(lua_State *L, int argc, char **argv)
     return cmd[0] == 'i' ? inspect(argv[2]) : verify(argv[2]);
   }
   if (strcmp(cmd, "query") == 0 || strcmp(cmd, "drop") == 0) return state_command(L, argc, argv);
+  if (strcmp(cmd, "drop-outbox") == 0) return state_command(L, argc, argv);
   if (strcmp(cmd, "snapshot") == 0) {
     if (argc != 4) { fprintf(stderr, "runnel: snapshot takes STATE_DIR DEST (runnel help)\n"); return 2; }
     return snapshot(argv[2], argv[3]);

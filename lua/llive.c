@@ -5,6 +5,7 @@
 #include "evolve.h"
 #include "lbind.h"
 #include "notes.h"
+#include "outbox.h"
 
 /* p:_rename(rel, from, to, alter): applied when rel is next declared
  * (evolve.h); alter (p:alter's, not was ='s): refused once rel is declared. */
@@ -59,6 +60,15 @@ static int l_drop(lua_State *L)
   return rn_drop(lp->p, name) ? rn_lua_raise(L, lp) : 0;
 }
 
+/* p:_drop_outbox(sink): a durable sink's record and waiting groups
+ * dropped (rn_outbox_drop; runnel drop-outbox). */
+static int l_drop_outbox(lua_State *L)
+{
+  lpipe *lp = rn_lua_checkpipe(L, 1);
+  const char *sink = luaL_checkstring(L, 2);
+  return rn_outbox_drop(lp->p, sink) ? rn_lua_raise(L, lp) : 0;
+}
+
 static int push_name(void *ctx, const char *name, const char *kind)
 {
   lua_State *L = ctx;
@@ -79,6 +89,7 @@ static int l_undeclared(lua_State *L)
 static const luaL_Reg live_methods[] = {
   { "drop", l_drop },
   { "_undeclared", l_undeclared },
+  { "_drop_outbox", l_drop_outbox },
   { "_rename", l_rename },
   { "_notes", l_notes },
   { "_take_notes", l_take_notes },

@@ -203,6 +203,35 @@ static void set_pending(void *ctx, const char *shown, const char *key, uint64_t 
   rn_lua_setint(L, key, before + (lua_Integer)groups);
 }
 
+/* The sinks the state keeps groups for that p did not declare (OUTBOX-10):
+ * outbox[shown] = groups in the table at -2, and a row of their list, the
+ * table at -1. */
+static int set_undeclared(void *ctx, const rn_outbox_kept *k)
+{
+  lua_State *L = ctx;
+  lua_pushinteger(L, (lua_Integer)k->groups);
+  lua_setfield(L, -3, k->shown);
+  lua_createtable(L, 0, 7);
+  lua_pushstring(L, k->shown);
+  lua_setfield(L, -2, "sink");
+  lua_pushstring(L, k->key);
+  lua_setfield(L, -2, "key");
+  if (k->relation[0]) {
+    lua_pushstring(L, k->relation);
+    lua_setfield(L, -2, "relation");
+  }
+  if (k->relation_gone) {
+    lua_pushboolean(L, 1);
+    lua_setfield(L, -2, "relation_gone");
+  }
+  rn_lua_setint(L, "groups", (lua_Integer)k->groups);
+  rn_lua_setint(L, "rows", (lua_Integer)k->rows);
+  rn_lua_setint(L, "since", (lua_Integer)k->since);
+  rn_lua_setint(L, "seen", (lua_Integer)k->seen);
+  lua_rawseti(L, -2, (lua_Integer)lua_rawlen(L, -2) + 1);
+  return 0;
+}
+
 static int l_seq(lua_State *L)
 {
   lpipe *lp = rn_lua_checkpipe(L, 1);
@@ -263,6 +292,9 @@ static int l_stats(lua_State *L)
   rn_outbox_pending(lp->p, set_pending, L);
   lua_setfield(L, -2, "__index");
   lua_setmetatable(L, -2);
+  lua_newtable(L); /* outbox_undeclared: the groups no declared sink collects */
+  if (rn_outbox_undeclared(lp->p, set_undeclared, L)) return rn_lua_raise(L, lp);
+  lua_setfield(L, -3, "outbox_undeclared");
   lua_setfield(L, -2, "outbox");
   return 1;
 }

@@ -1,0 +1,86 @@
+/* test_ndjson_format12.c — the line formats an NDJSON sink records with its
+ * mark (meta "oi:", OUTBOX-10 in outbox.c): a crash before the mark of the
+ * last groups is recorded leaves their lines in the file, found at the
+ * reopen. A state without the record (written before 0.22) opens as
+ * before: the declaration's own format is compared. The crash is a child
+ * that _exits without closing. */
+#include <limits.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "ndjson_stream_fixture.h"
+#include "raw_meta_fixture.h"
+#include "ndjson.h"
+#include "runnel.h"
+
+static rn_pipeline *open_sink(const char *dir, const char *log, rn_rel **s)
+{
+  rn_pipeline *p = NULL;
+  rn_open_opts o = { 0 };
+  o.path = dir;
+  CHECK(rn_pipeline_open(&o, &p, NULL, 0) == 0);
+  static const rn_column_def cols[] = { { "k", "int", 0, NULL, 0, NULL }, { "pad", "string", 0, NULL, 0, NULL } };
+  CHECK(p && rn_declare_stream(p, "s", cols, 2, s) == 0);
+  CHECK(rn_ndjson_sink_path(p, *s, log, "verb", NULL) == 0);
+  return p;
+}
+
+static int count_lines(const char *path)
+{
+  FILE *f = fopen(path, "r");
+  int n = 0, c;
+  if (!f) return -1;
+  while ((c = fgetc(f)) != EOF) n += c == '\n';
+  fclose(f);
+  return n;
+}
+
+/* A child writes groups 1..3 and exits without close; the "oi:" record
+ * of its sink is then removed, as in a state before 0.22. */
+static void test_a_state_without_the_record_opens_as_before(void)
+{
+  char dir[] = "/tmp/runnel_format12_XXXXXX", log[64], key[PATH_MAX + 16], real[PATH_MAX];
+  CHECK(mkdtemp(dir) != NULL);
+  snprintf(log, sizeof log, "%s/out.ndjson", dir);
+  fflush(NULL);
+  pid_t child = fork();
+  if (child == 0) {
+    rn_rel *s = NULL;
+    rn_pipeline *p = open_sink(dir, log, &s);
+    for (int k = 1; k <= 3; k++) CHECK(insert_row(p, s, k) == 0);
+    _exit(check_failed_now);
+  }
+  int status;
+  CHECK(waitpid(child, &status, 0) == child && WIFEXITED(status) && WEXITSTATUS(status) == 0);
+  CHECK(count_lines(log) == 3);
+  CHECK(realpath(log, real) != NULL);
+  snprintf(key, sizeof key, RN_META_DURABLE_INFO RN_SINK_NDJSON "%s", real);
+  size_t len;
+  char *had = raw_get(dir, key, &len);
+  CHECK(had != NULL && len > 0);                 /* recorded with the mark */
+  free(had);
+  MDB_txn *txn;
+  MDB_dbi meta;
+  MDB_env *env = raw_open(dir, &txn, &meta);
+  MDB_val k = { strlen(key), key };
+  CHECK(mdb_del(txn, meta, &k, NULL) == 0);
+  raw_close(env, txn);
+  rn_rel *s = NULL;
+  rn_pipeline *p = open_sink(dir, log, &s);       /* group 3 waits: found in the file, not written again */
+  CHECK(count_lines(log) == 3);
+  CHECK(insert_row(p, s, 4) == 0);
+  CHECK(rn_pipeline_close(p) == 0);
+  CHECK(count_lines(log) == 4);
+  had = raw_get(dir, key, &len);
+  CHECK(had != NULL);                            /* the declaration wrote it again */
+  free(had);
+  cleanup(dir);
+}
+
+int main(void)
+{
+  RUN(test_a_state_without_the_record_opens_as_before);
+  return CHECK_REPORT();
+}

@@ -818,7 +818,7 @@ static int place_sink(rn_pipeline *p, rn_rel *rel, nsink *s, const rn_outbox_mar
 /* The line formats the state recorded with the mark (OUTBOX-10) other than
  * own (the declaration's, as format_of packs it): a waiting group's lines
  * are looked for in each. A record that does not read adds none (as a
- * state before 0.22: the declaration's format alone). -1: out of memory. */
+ * state before 0.23: the declaration's format alone). -1: out of memory. */
 static int recorded_formats(nsink *s, const rn_outbox_mark *m, const char *own, size_t olen)
 {
   msgpack_zone z;

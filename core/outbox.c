@@ -4,7 +4,7 @@
  *
  *     named database "outbox"   |u64 tag BE|u64 seq BE| -> msgpack [layout, [verb, id, row|nil, old|nil] …]
  *     meta "od:" name           |u64 seen|u64 delivered|u64 position|
- *     meta "oi:" name           msgpack [relation, [format bin …]]   (0.22; absent before)
+ *     meta "oi:" name           msgpack [relation, [format bin …]]   (0.23; absent before)
  *
  * (tag: a hash of the sink's name; rows are the relation's stored rows as
  * msgpack bin; layout: a hash of what decides how the relation's rows
@@ -85,7 +85,7 @@
  *     format, plus those recorded before while groups wait (a crash may
  *     have left their output in any of them), so the check at open
  *     compares its file with the formats the lines were written in. A
- *     state without it (before 0.22) reads as no format recorded: the
+ *     state without it (before 0.23) reads as no format recorded: the
  *     declaration's own. The record also lets a state name the relation
  *     of a sink no declaration collects (rn_outbox_sinks). */
 #include "outbox.h"

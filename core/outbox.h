@@ -41,10 +41,10 @@ typedef struct rn_outbox_mark {
   uint64_t delivered;     /* the last group delivered (as committed with a later group) */
   uint64_t position;      /* the sink's position after it (a sink without finish: how many
                              changes of the first waiting group it acknowledged) */
-  char relation[RN_NAME_MAX + 1]; /* its relation when last declared ("": not recorded, before 0.22) */
+  char relation[RN_NAME_MAX + 1]; /* its relation when last declared ("": not recorded, before 0.23) */
   unsigned char formats[2048]; /* the formats its output after the mark may be in, as recorded:
                              a msgpack array of bin (rn_outbox_sink_add_formatted) */
-  size_t formats_len;     /* 0: none recorded (a state before 0.22, or a sink without formats) */
+  size_t formats_len;     /* 0: none recorded (a state before 0.23, or a sink without formats) */
 } rn_outbox_mark;
 
 /* The sink a durable sink's name in the state stands for ("sink:" name,
@@ -133,7 +133,7 @@ int rn_outbox_lost(rn_pipeline *p, rn_err *e);
 typedef struct rn_outbox_kept {
   const char *key;        /* its name in the state ("sink:d", "ndjson:/path"; "od#…" for a hashed one) */
   const char *label;      /* as its user knows it: "durable sink d" */
-  const char *relation;   /* its relation when last declared; "" when not recorded (before 0.22) */
+  const char *relation;   /* its relation when last declared; "" when not recorded (before 0.23) */
   const char *shown;      /* as p:stats() names it: "t: durable sink d" (the label alone without relation) */
   uint64_t seen;          /* the last group committed while it was declared (5) */
   uint64_t delivered;     /* its mark */

@@ -60,7 +60,7 @@ static int l_drop(lua_State *L)
   return rn_drop(lp->p, name) ? rn_lua_raise(L, lp) : 0;
 }
 
-/* p:_drop_outbox(sink): a durable sink's record and waiting groups
+/* p:drop_outbox(sink): a durable sink's record and waiting groups
  * dropped (rn_outbox_drop; runnel drop-outbox). */
 static int l_drop_outbox(lua_State *L)
 {
@@ -89,7 +89,7 @@ static int l_undeclared(lua_State *L)
 static const luaL_Reg live_methods[] = {
   { "drop", l_drop },
   { "_undeclared", l_undeclared },
-  { "_drop_outbox", l_drop_outbox },
+  { "drop_outbox", l_drop_outbox },
   { "_rename", l_rename },
   { "_notes", l_notes },
   { "_take_notes", l_take_notes },

@@ -3,7 +3,7 @@
 -- The outbox keeps them (OUTBOX-4: a committed group is never dropped
 -- unsaid), so they must be seen — p:stats().outbox and .outbox_undeclared,
 -- runnel inspect, runnel verify — and can be dropped on purpose: runnel
--- drop-outbox STATE SINK (p:_drop_outbox(sink) in Lua).
+-- drop-outbox STATE SINK (p:drop_outbox(sink) in Lua).
 local runnel = require "runnel"
 local H = require "helper"
 
@@ -49,14 +49,14 @@ describe("groups waiting for a durable sink no declaration collects", function()
     p:close()
   end)
 
-  it("p:_drop_outbox drops them, and a sink declared again under the name starts afresh", function()
+  it("p:drop_outbox drops them, and a sink declared again under the name starts afresh", function()
     leave_waiting()
     local p = open()
     local t = p:table("t", cols)
-    local ok, err = pcall(p._drop_outbox, p, "t: durable sink nope")
+    local ok, err = pcall(p.drop_outbox, p, "t: durable sink nope")
     assert.is_false(ok)
     assert.matches('drop_outbox: no durable sink "t: durable sink nope" in the state', err, 1, true)
-    p:_drop_outbox("t: durable sink d")
+    p:drop_outbox("t: durable sink d")
     assert.same({}, p:stats().outbox_undeclared)
     assert.is_nil(p:stats().outbox["t: durable sink d"])
     local got = {}
@@ -64,7 +64,7 @@ describe("groups waiting for a durable sink no declaration collects", function()
     t:insert{ k = 4, g = 1 }
     assert.same({ 4 }, got) -- groups 1 and 2 are gone
     -- a declared sink is refused, as p:drop refuses a declared relation
-    ok, err = pcall(p._drop_outbox, p, "sink:d")
+    ok, err = pcall(p.drop_outbox, p, "sink:d")
     assert.is_false(ok)
     assert.matches('drop_outbox "t: durable sink d": it is declared in this pipeline', err, 1, true)
     p:close()

@@ -244,14 +244,14 @@ end
 
 -- The groups waiting for a durable sink no pipeline declares any more
 -- (renamed, or its relation dropped), and its record, dropped
--- (p:_drop_outbox; OUTBOX-10 in core/outbox.c).
+-- (p:drop_outbox; OUTBOX-10 in core/outbox.c).
 M["drop-outbox"] = function(args)
   if #args ~= 2 then return fail("usage: runnel drop-outbox STATE SINK", 2) end
   local state, sink = args[1], args[2]
   if not is_state(state) then return fail(state .. ": not a runnel state (no data.mdb)") end
   local ok, p = pcall(runnel.open, { path = state, notes = false })
   if not ok then return fail((tostring(p):gsub("^[^:]*:%d+: ", ""))) end
-  local dropped, err = pcall(p._drop_outbox, p, sink)
+  local dropped, err = pcall(p.drop_outbox, p, sink)
   p:close()
   if not dropped then return fail((tostring(err):gsub("^[^:]*:%d+: ", ""))) end
   io.stdout:write(("dropped the groups waiting for %s from %s\n"):format(sink, state))

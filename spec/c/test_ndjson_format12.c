@@ -1,7 +1,7 @@
 /* test_ndjson_format12.c — the line formats an NDJSON sink records with its
  * mark (meta "oi:", OUTBOX-10 in outbox.c): a crash before the mark of the
  * last groups is recorded leaves their lines in the file, found at the
- * reopen. A state without the record (written before 0.22) opens as
+ * reopen. A state without the record (written before 0.23) opens as
  * before: the declaration's own format is compared. The crash is a child
  * that _exits without closing. */
 #include <limits.h>
@@ -38,7 +38,7 @@ static int count_lines(const char *path)
 }
 
 /* A child writes groups 1..3 and exits without close; the "oi:" record
- * of its sink is then removed, as in a state before 0.22. */
+ * of its sink is then removed, as in a state before 0.23. */
 static void test_a_state_without_the_record_opens_as_before(void)
 {
   char dir[] = "/tmp/runnel_format12_XXXXXX", log[64], key[PATH_MAX + 16], real[PATH_MAX];

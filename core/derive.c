@@ -276,6 +276,36 @@ static bool added_under(const rn_rel *d)
   return at->nadded > 0;
 }
 
+/* Runs once(d, ctx) in a write transaction of its own, committed when
+ * it returns 0, again (up to 16 times) after growing the map when LMDB
+ * filled it. Each try starts from d as it was: the told rows it kept
+ * (rebuilt_open, rebuilt_pending) and told_unknown are put back, and what
+ * a try compared (rebuild_fill, untold_why) is freed after it. once runs
+ * in RN_APPLYING: callbacks may read, not change tables. */
+static int in_own_txn(rn_rel *d, int (*once)(rn_rel *d, void *ctx), void *ctx)
+{
+  rn_pipeline *p = d->p;
+  bool open = d->rebuilt_open, pending = d->rebuilt_pending, unknown = d->told_unknown;
+  for (int tries = 0;; tries++) {
+    d->told_unknown = unknown;
+    int rc = rn_store_begin(&p->store, &p->err);
+    if (!rc) {
+      p->group_serial++;
+      p->state = RN_APPLYING;
+      rc = once(d, ctx);
+      p->state = RN_IDLE;
+      if (!rc) rc = rn_store_commit(&p->store, &p->err);
+      else rn_store_abort(&p->store);
+    }
+    free(d->rebuild_fill), free(d->untold_why); /* compared, or not to be */
+    d->rebuild_fill = NULL, d->untold_why = NULL, d->nfill = 0, d->rebuild_captured = false;
+    if (!rc) return 0;
+    d->rebuilt_open = open, d->rebuilt_pending = pending; /* nothing of it was kept */
+    if (p->err.code != RN_EFULL || p->err.cause != MDB_MAP_FULL || tries >= 16) return rc;
+    if ((rc = rn_store_grow(&p->store, &p->err))) return rc;
+  }
+}
+
 /* In tell_columns's transaction; *why: its sinks cannot be told. */
 static int tell_columns_in(rn_rel *d, char *why, size_t whylen, bool *later)
 {
@@ -309,33 +339,28 @@ static int tell_columns_in(rn_rel *d, char *why, size_t whylen, bool *later)
   return rc;
 }
 
+/* tell_columns's try: tell_columns_in with what a try finds reset. */
+typedef struct columns_try {
+  char why[1536]; /* its sinks cannot be told: why */
+  bool later;     /* its function changed: rn_derive_tell_old tells */
+} columns_try;
+
+static int columns_once(rn_rel *d, void *ctx)
+{
+  columns_try *t = ctx;
+  t->why[0] = 0, t->later = false;
+  return tell_columns_in(d, t->why, sizeof t->why, &t->later);
+}
+
 static int tell_columns(rn_rel *d)
 {
   rn_pipeline *p = d->p;
-  char why[1536] = "";
-  bool open = d->rebuilt_open, pending = d->rebuilt_pending, unknown = d->told_unknown, later = false;
-  int rc;
-  for (int tries = 0;; tries++) { /* again after growing the map when LMDB filled it */
-    d->told_unknown = unknown;
-    if (!(rc = rn_store_begin(&p->store, &p->err))) {
-      p->group_serial++;
-      p->state = RN_APPLYING; /* callbacks may read, not change tables */
-      rc = tell_columns_in(d, why, sizeof why, &later);
-      p->state = RN_IDLE;
-      if (!rc) rc = rn_store_commit(&p->store, &p->err);
-      else rn_store_abort(&p->store);
-    }
-    free(d->rebuild_fill), free(d->untold_why); /* compared, or not to be */
-    d->rebuild_fill = NULL, d->untold_why = NULL, d->nfill = 0, d->rebuild_captured = false;
-    if (!rc) break;
-    d->rebuilt_open = open, d->rebuilt_pending = pending; /* nothing of it was kept */
-    if (p->err.code != RN_EFULL || p->err.cause != MDB_MAP_FULL || tries >= 16) break;
-    if ((rc = rn_store_grow(&p->store, &p->err))) break;
-  }
-  if (!later) rn_schema_free(d->told_schema), d->told_schema = NULL;
-  if (rc || !why[0]) return rc;
+  columns_try t = { .why = "" };
+  int rc = in_own_txn(d, columns_once, &t);
+  if (!t.later) rn_schema_free(d->told_schema), d->told_schema = NULL;
+  if (rc || !t.why[0]) return rc;
   d->told_unknown = true; /* what is over it cannot be told either (rn_told_unknown_under) */
-  return rn_evolve_note(p, "%s: its sinks were not told what its rebuild changed (%s)", d->name, why);
+  return rn_evolve_note(p, "%s: its sinks were not told what its rebuild changed (%s)", d->name, t.why);
 }
 
 /* Declares filter or map of in whose ctx is f (NULL: out of memory, and
@@ -531,50 +556,44 @@ static int tell_old_in(rn_rel *d, rn_filter_fn ofilter, rn_map_fn omap, void *oc
   return rc;
 }
 
-/* rn_derive_tell_old's transaction, once; *why: a note to add after it. */
-static int try_tell_old(rn_rel *d, rn_filter_fn ofilter, rn_map_fn omap, void *octx, char *why, size_t whylen)
+/* rn_derive_tell_old's try: what the old function gives, against the new
+ * one; why: a note to add after it. */
+typedef struct old_try {
+  rn_filter_fn filter;
+  rn_map_fn map;
+  void *ctx;
+  char why[1536];
+} old_try;
+
+static int old_once(rn_rel *d, void *ctx)
 {
-  rn_pipeline *p = d->p;
-  int rc = rn_store_begin(&p->store, &p->err);
-  if (rc) return rc;
-  why[0] = 0;
-  p->group_serial++;
-  p->state = RN_APPLYING; /* callbacks may read, not change tables */
-  if (d->tablelike && !d->decl_new && (ofilter || omap)) { /* a map whose columns changed too: its old
-                                                             * function's rows are given in the new columns
-                                                             * by name (the binding's) */
-    rc = tell_old_in(d, ofilter, omap, octx, why, whylen);
-  } else { /* a stream's events, or a relation the state never held (its first declaration failed after
-            * its function was kept): nothing to tell; or rn_derive_untold */
-    rc = rn_code_told(p, p->store.wtxn, d->name);
-  }
-  p->state = RN_IDLE;
-  if (!rc) rc = rn_store_commit(&p->store, &p->err);
-  else rn_store_abort(&p->store);
-  return rc;
+  old_try *t = ctx;
+  t->why[0] = 0;
+  if (d->tablelike && !d->decl_new && (t->filter || t->map)) /* a map whose columns changed too: its old
+                                                               * function's rows are given in the new columns
+                                                               * by name (the binding's) */
+    return tell_old_in(d, t->filter, t->map, t->ctx, t->why, sizeof t->why);
+  /* a stream's events, or a relation the state never held (its first declaration failed after its function
+   * was kept): nothing to tell; or rn_derive_untold */
+  return rn_code_told(d->p, d->p->store.wtxn, d->name);
 }
 
 static int tell_old(rn_rel *d, rn_code_kind told, rn_filter_fn ofilter, rn_map_fn omap, void *octx)
 {
-  rn_pipeline *p = d->p;
   if (told == RN_CODE_NONE || (told != RN_CODE_KEPT && d->decl_new)) return 0; /* new: its sinks saw nothing */
   if (told == RN_CODE_UNKEPT && d->tablelike)
     return untold(d, "its old function held a table, a function or userdata: it cannot be run again");
   if (told == RN_CODE_ABSENT && d->tablelike)
     return untold(d, "the state holds no copy of its old function: runnel 0.18 or older wrote it");
   if (told != RN_CODE_KEPT) return 0;
-  char why[1536], under[RN_NAME_MAX + 128];
+  char under[RN_NAME_MAX + 128];
   bool below = unknown_under(d, under, sizeof under) != NULL;
-  if (below) ofilter = NULL, omap = NULL; /* its old rows cannot be made */
-  bool open = d->rebuilt_open, pending = d->rebuilt_pending;
-  for (int tries = 0;; tries++) { /* again after growing the map when LMDB filled it */
-    int rc = try_tell_old(d, ofilter, omap, octx, why, sizeof why);
-    if (!rc) break;
-    d->rebuilt_open = open, d->rebuilt_pending = pending; /* nothing of it was kept */
-    if (p->err.code != RN_EFULL || p->err.cause != MDB_MAP_FULL || tries >= 16) return rc;
-    if (rn_store_grow(&p->store, &p->err)) return p->err.code;
-  }
-  return why[0] ? untold(d, why) : below ? untold(d, under) : 0;
+  old_try t = { .filter = below ? NULL : ofilter, .map = below ? NULL : omap, .ctx = octx }; /* below: its old
+                                                                                               * rows cannot be
+                                                                                               * made */
+  int rc = in_own_txn(d, old_once, &t);
+  if (rc) return rc;
+  return t.why[0] ? untold(d, t.why) : below ? untold(d, under) : 0;
 }
 
 int rn_derive_tell_old(rn_rel *d, rn_code_kind told, rn_filter_fn ofilter, rn_map_fn omap, void *octx)

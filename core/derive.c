@@ -20,6 +20,8 @@ typedef struct rn_select {
   int slots[];            /* the input slot of each */
 } rn_select;
 
+static rn_select *new_select(const int *slots, int n);
+
 /* A map done in C: the output row of row (a row of d->input), written
  * straight into the pipeline's scratch zone; *out = NULL for no row. */
 typedef int (*project_fn)(rn_rel *d, const rn_select *s, const char *row, size_t len,
@@ -31,6 +33,8 @@ typedef struct rn_derive {
   rn_map_fn map;          /* a map's function (a callback: Lua) */
   project_fn project;     /* a map in C (select): used instead of map */
   rn_select *select;      /* project's columns, owned */
+  rn_select *told;        /* a select declared over other columns: the ones its sinks were told, in its input's
+                             layout now once tell_columns mapped them, owned; NULL: none */
   msgpack_sbuffer outbuf; /* map: the row being built, reused per row */
   bool outbuf_busy;       /* a callback re-entered this map (a scan of itself) */
   void *ctx;              /* filter's or map's context */
@@ -78,7 +82,7 @@ int rn_derive_row(rn_rel *d, const char *row, size_t len, const char **out, size
     if (pass) { *out = row; *out_len = len; }
     return 0;
   }
-  if (f->project) return f->project(d, f->select, row, len, out, out_len);
+  if (f->project) return f->project(d, d->as_told && f->told ? f->told : f->select, row, len, out, out_len);
   msgpack_sbuffer local, *result = f->outbuf_busy ? &local : &f->outbuf;
   if (f->outbuf_busy) msgpack_sbuffer_init(&local);
   msgpack_sbuffer_clear(result);
@@ -174,6 +178,7 @@ static void free_derive(void *ctx)
   rn_mapkey_destroy(&f->keys);
   msgpack_sbuffer_destroy(&f->outbuf);
   free(f->select);
+  free(f->told);
   free(f);
 }
 
@@ -306,6 +311,67 @@ static int in_own_txn(rn_rel *d, int (*once)(rn_rel *d, void *ctx), void *ctx)
   }
 }
 
+/* The relation whose columns select d's input has: through filters. */
+static const rn_rel *columns_of(const rn_rel *d)
+{
+  const rn_rel *at = d->input;
+  while (at->kind == RN_REL_FILTER && at->input) at = at->input;
+  return at;
+}
+
+/* Can select d's old columns be found in its input now? Not when they are
+ * a derived relation's whose declaration changed: its rebuild tells what
+ * it changed, in its new columns, through d's new ones, as before 0.23. */
+static bool told_findable(const rn_rel *d)
+{
+  const rn_rel *at = columns_of(d);
+  return at->kind == RN_REL_TABLE || !at->decl_changed;
+}
+
+/* Select d's old columns (f->told, its input's stored slots) as its
+ * input holds them now: through filters to the relation whose columns
+ * they are, following what a table's declaration moved in this run
+ * (now_slots); and the columns its sinks were told (told_schema, d's own
+ * when only the slots changed). A why, into why, when they cannot be
+ * made; an error code. */
+static int told_where(rn_rel *d, rn_select *told, char *why, size_t whylen)
+{
+  rn_pipeline *p = d->p;
+  const rn_rel *at = columns_of(d);
+  if (!d->told_schema) { /* its columns stayed: only the input columns they come from changed */
+    rn_schema *s = rn_schema_new();
+    if (!s || rn_schema_copy_columns(s, d->schema, false, &p->err) ||
+        (d->schema->nkey && rn_schema_set_key(s, d->schema->key_slots, d->schema->nkey, d->name, &p->err))) {
+      rn_schema_free(s);
+      return p->err.code ? p->err.code : rn_err_set(&p->err, RN_ENOMEM, "out of memory");
+    }
+    d->told_schema = s;
+  }
+  if (told->n != d->told_schema->ncols) {
+    snprintf(why, whylen, "its declaration record does not match the columns it had");
+    return 0;
+  }
+  told->upto = 0;
+  for (int i = 0; i < told->n; i++) {
+    int slot = told->slots[i];
+    const rn_column *was = &d->told_schema->cols[i];
+    if (at->now_slots) slot = slot < at->nstored ? at->now_slots[slot] : -1;
+    if (slot < 0 || slot >= d->input->schema->ncols) {
+      snprintf(why, whylen, "the column its column \"%s\" came from was dropped from \"%s\"", was->name, at->name);
+      return 0;
+    }
+    const rn_column *now = &d->input->schema->cols[slot];
+    if (now->type != was->type) {
+      snprintf(why, whylen, "column \"%s\": its sinks were told it as %s, \"%s\" now holds %s", was->name,
+               rn_type_name(was->type), d->input->name, rn_type_name(now->type));
+      return 0;
+    }
+    told->slots[i] = slot;
+    if (slot + 1 > told->upto) told->upto = slot + 1;
+  }
+  return 0;
+}
+
 /* In tell_columns's transaction; *why: its sinks cannot be told. */
 static int tell_columns_in(rn_rel *d, char *why, size_t whylen, bool *later)
 {
@@ -318,10 +384,31 @@ static int tell_columns_in(rn_rel *d, char *why, size_t whylen, bool *later)
     *later = true;
     return layout ? rn_rebuild_untold(d) : 0;
   }
-  if (!f->map || d->told_unknown || unknown_under(d, why, whylen)) { /* nothing told: told rows of an earlier
-                                                                       * layout go too */
+  if ((!f->map && !(f->told && told_findable(d))) || d->told_unknown || unknown_under(d, why, whylen)) { /* nothing told: told rows
+                                                                                     * of an earlier layout go
+                                                                                     * too */
     why[0] = 0;
     return layout ? rn_rebuild_untold(d) : 0;
+  }
+  if (f->told) { /* a select: its old columns, where its input holds them now */
+    rn_select *told = new_select(f->told->slots, f->told->n); /* mapped afresh at each try */
+    if (!told) return rn_err_set(&p->err, RN_ENOMEM, "out of memory");
+    int rc = told_where(d, told, why, whylen);
+    if (rc || why[0]) {
+      free(told);
+      return rc ? rc : layout ? rn_rebuild_untold(d) : 0;
+    }
+    rn_select *stored = f->told;
+    f->told = told;
+    d->rebuild_tells = true;
+    rc = rn_rebuild_capture_told(d);
+    if (!rc && d->rebuild_captured) rc = rn_rebuild_after(d);
+    else if (!rc && d->untold_why) snprintf(why, whylen, "%s", d->untold_why);
+    d->rebuild_tells = false;
+    f->told = stored;
+    free(told);
+    msgpack_zone_clear(&p->scratch);
+    return rc;
   }
   d->rebuild_tells = true;
   int rc = d->told_schema ? rn_rebuild_capture_told(d) : rn_rebuild_before(d); /* its columns as they were */
@@ -355,8 +442,11 @@ static int columns_once(rn_rel *d, void *ctx)
 static int tell_columns(rn_rel *d)
 {
   rn_pipeline *p = d->p;
+  rn_derive *f = d->ctx;
   columns_try t = { .why = "" };
   int rc = in_own_txn(d, columns_once, &t);
+  free(f->told); /* told, or not to be */
+  f->told = NULL;
   if (!t.later) rn_schema_free(d->told_schema), d->told_schema = NULL;
   if (rc || !t.why[0]) return rc;
   d->told_unknown = true; /* what is over it cannot be told either (rn_told_unknown_under) */
@@ -383,7 +473,7 @@ static int declare(rn_pipeline *p, const char *name, rn_relkind kind, rn_rel *in
     rc = rn_open_derived_state(p, r, setup_keys, r);
   }
   if (!rc) rc = rn_derive_told_unknown(r); /* over a relation whose sinks were not told */
-  if (!rc && (r->told_schema || (!f->keyed && added_under(r)))) rc = tell_columns(r); /* other columns, or a
+  if (!rc && (r->told_schema || f->told || (!f->keyed && added_under(r)))) rc = tell_columns(r); /* other columns, or a
                                                                                        * table under it gained
                                                                                        * some: its function
                                                                                        * as it was */
@@ -469,20 +559,37 @@ rn_schema *rn_select_schema(rn_pipeline *p, const char *name, const rn_schema *i
   return s;
 }
 
+/* A select's columns: input slots slots[0..n) (NULL: out of memory). */
+static rn_select *new_select(const int *slots, int n)
+{
+  rn_select *sel = malloc(sizeof *sel + sizeof *sel->slots * (size_t)n);
+  if (!sel) return NULL;
+  sel->n = n;
+  sel->upto = 0;
+  for (int i = 0; i < n; i++) if (slots[i] + 1 > sel->upto) sel->upto = slots[i] + 1;
+  memcpy(sel->slots, slots, sizeof *slots * (size_t)n);
+  return sel;
+}
+
+int rn_select_told(rn_rel *d, const int *stored, int n)
+{
+  rn_derive *f = d->ctx;
+  if (!f || !f->project) return 0;
+  free(f->told);
+  if (!(f->told = new_select(stored, n))) return rn_err_set(&d->p->err, RN_ENOMEM, "out of memory");
+  return 0;
+}
+
 int rn_declare_select(rn_pipeline *p, const char *name, rn_rel *in, const int *slots,
                       const char *const *names, int n, const int *key, int nkey, rn_rel **out)
 {
   rn_schema *s = rn_select_schema(p, name, in->schema, slots, names, n, key, nkey);
   if (!s) return p->err.code;
-  rn_select *sel = malloc(sizeof *sel + sizeof *sel->slots * (size_t)n);
+  rn_select *sel = new_select(slots, n);
   if (!sel) {
     rn_schema_free(s);
     return rn_err_set(&p->err, RN_ENOMEM, "out of memory");
   }
-  sel->n = n;
-  sel->upto = 0;
-  for (int i = 0; i < n; i++) if (slots[i] + 1 > sel->upto) sel->upto = slots[i] + 1;
-  memcpy(sel->slots, slots, sizeof *slots * (size_t)n);
   rn_derive *f = new_derive(NULL, NULL);
   if (f) { f->project = project; f->select = sel; }
   else free(sel);

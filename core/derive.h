@@ -33,6 +33,10 @@ int rn_declare_select(rn_pipeline *p, const char *name, rn_rel *in, const int *s
 /* The input slots a select's columns come from (n of them), or NULL when d
  * is not a select. Owned by d. */
 const int *rn_select_slots(const rn_rel *d, int *n);
+/* Select d was declared over other input slots before (stored: the n
+ * slots its record held, in its input's stored layout): keeps them, so
+ * its sinks are told what the change gave (derive.c). 0 or RN_ENOMEM. */
+int rn_select_told(rn_rel *d, const int *stored, int n);
 /* Builds a select's schema: output column i is in's column slots[i] named
  * names[i]; key: output positions (NULL: in's key if all kept). NULL with
  * p->err set on failure. */

@@ -611,13 +611,22 @@ static int evolved(rn_pipeline *p, rn_rel *r, MDB_txn *txn)
 
 /* The columns pl adds to table r, kept in r->added_slots: a map over r
  * made its rows, as its sinks were told them, with none of them
- * (evolve_log.c, scan_as_told). */
-static int keep_added(rn_pipeline *p, rn_rel *r, const plan *pl)
+ * (evolve_log.c, scan_as_told). And where each of its nstored stored
+ * columns is now, in r->now_slots: a select over r reads its old columns
+ * there (derive.c). */
+static int keep_added(rn_pipeline *p, rn_rel *r, const plan *pl, int nstored)
 {
-  free(r->added_slots);
-  r->added_slots = NULL, r->nadded = 0;
+  free(r->added_slots), free(r->now_slots);
+  r->added_slots = NULL, r->nadded = 0, r->now_slots = NULL, r->nstored = 0;
+  if (!(r->now_slots = malloc(sizeof *r->now_slots * (size_t)(nstored ? nstored : 1))))
+    return rn_err_set(&p->err, RN_ENOMEM, "out of memory");
+  r->nstored = nstored;
+  for (int i = 0; i < nstored; i++) r->now_slots[i] = -1;
   int n = 0;
-  for (int j = 0; j < r->schema->ncols; j++) n += pl->src[j] < 0;
+  for (int j = 0; j < r->schema->ncols; j++) {
+    n += pl->src[j] < 0;
+    if (pl->src[j] >= 0 && pl->src[j] < nstored) r->now_slots[pl->src[j]] = j;
+  }
   if (!n) return 0;
   if (!(r->added_slots = malloc(sizeof *r->added_slots * (size_t)n))) return rn_err_set(&p->err, RN_ENOMEM, "out of memory");
   for (int j = 0; j < r->schema->ncols; j++)
@@ -641,7 +650,7 @@ static int evolve_table(rn_pipeline *p, rn_rel *r, MDB_txn *txn, const desc *old
   if (!rc && (pl->rewrite || check)) rc = rewrite_rows(p, r, txn, old, pl);
   if (!rc && pl->len) rc = add_note(p, "%s: %s", r->name, pl->line);
   if (!rc && pl->rewrite) rc = evolved(p, r, txn); /* derived state may hold its old rows */
-  if (!rc) rc = keep_added(p, r, pl);
+  if (!rc) rc = keep_added(p, r, pl, (int)old->ncols);
   if (pl) free(pl->src), free(pl->conv), free(pl->null_check);
   free(pl);
   return rc;

@@ -80,6 +80,7 @@ void rn_rel_free(rn_rel *r)
   free(r->untold_why);
   rn_schema_free(r->told_schema);
   free(r->added_slots);
+  free(r->now_slots);
   free(r->name);
   free(r);
 }

@@ -39,6 +39,9 @@ typedef struct rn_derive {
   bool outbuf_busy;       /* a callback re-entered this map (a scan of itself) */
   void *ctx;              /* filter's or map's context */
   rn_free_fn free_ctx;    /* frees ctx; may be NULL */
+  char gone_told[512];    /* its function, making the rows its sinks were told, read a column its table
+                             dropped in this run (rn_derive_read_gone): why they cannot be told, or "" */
+  char gone_now[512];     /* its function read a column its table renamed or dropped in this run: the note */
   bool keyed;             /* a keyed map that keeps its keys (mapkey.c) */
   rn_mapkey keys;         /* its keys' state, when keyed */
 } rn_derive;
@@ -216,6 +219,7 @@ bool rn_derive_keeps_keys(const void *ctx)
 }
 
 static int untold(rn_rel *d, const char *why);
+static bool added_under(const rn_rel *d);
 static const char *unknown_under(const rn_rel *d, char *buf, size_t len);
 
 /* A keyed map rebuilt (its input changed, or it missed groups): around
@@ -237,6 +241,10 @@ static int rebuild_keys(rn_rel *d, MDB_txn *txn, bool created)
     snprintf(why, sizeof why, "its function failed on a row its sinks were told of: %s", p->err.msg);
     rc = rn_rebuild_untold(d);
     tells = false;
+  } else if (!rc && tells && ((rn_derive *)d->ctx)->gone_told[0]) { /* it read a column its table dropped */
+    snprintf(why, sizeof why, "%s", ((rn_derive *)d->ctx)->gone_told);
+    rc = rn_rebuild_untold(d);
+    tells = false;
   }
   if (!rc) rc = rn_mapkey_open(keys, d, txn, true);
   if (!rc && tells) rc = rn_rebuild_after(d);
@@ -255,7 +263,9 @@ static int setup_keys(void *ctx, bool created, bool rebuild_it)
   MDB_txn *txn = d->p->store.wtxn;
   int rc = rn_select_decl_record(d, txn);
   if (rc) return rc;
-  if (rebuild_it || d->evolved) return rebuild_keys(d, txn, created); /* its rows may have changed (evolve.h) */
+  if (rebuild_it || d->evolved || added_under(d)) /* its rows may have changed (evolve.h; a table under it moved
+                                                   * columns its function reads) */
+    return rebuild_keys(d, txn, created);
   return rn_mapkey_open(&((rn_derive *)d->ctx)->keys, d, txn, false);
 }
 
@@ -269,16 +279,54 @@ static int setup_keys(void *ctx, bool created, bool rebuild_it)
  * input's values in other columns), nor over a relation whose sinks were
  * not told (rn_derive_told_unknown said so). */
 
-/* Whether the table under map d (through filters and maps) gained columns
- * in this run: what d's function makes of them is no change of the
- * table's rows, which a note gives, but of d's (evolve_log.c,
- * scan_as_told). A keyed map is rebuilt over it and tells it so. */
+/* Whether the table under map d (through filters and maps) gained,
+ * renamed, dropped or moved columns in this run: what d's function makes
+ * of them is no change of the table's rows, which a note gives, but of
+ * d's (evolve_log.c, scan_as_told; rn_derive_read_gone). A keyed map is
+ * rebuilt over it and tells it so. */
 static bool added_under(const rn_rel *d)
 {
   if (d->kind != RN_REL_MAP || d->decl_new || !d->tablelike) return false;
   const rn_rel *at = d->input;
   while (at->input && (at->kind == RN_REL_FILTER || at->kind == RN_REL_MAP)) at = at->input;
-  return at->nadded > 0;
+  return at->nadded > 0 || at->now_slots;
+}
+
+const rn_rel *rn_columns_moved(const rn_rel *in)
+{
+  while (in->kind == RN_REL_FILTER && in->input) in = in->input;
+  return in->now_slots ? in : NULL;
+}
+
+int rn_derive_read_gone(rn_rel *d, const rn_rel *t, const char *name, size_t len)
+{
+  rn_derive *f = d->ctx;
+  for (int i = 0; i < t->nstored; i++) {
+    if (strlen(t->stored_names[i]) != len || memcmp(t->stored_names[i], name, len) != 0) continue;
+    int now = t->now_slots[i];
+    if ((d->told_rows || d->as_told) && now >= 0) return now; /* as its sinks were told it */
+    if (d->told_rows || d->as_told) {
+      if (!f->gone_told[0])
+        snprintf(f->gone_told, sizeof f->gone_told, "the rows its sinks were told were made from column \"%.*s\", "
+                 "which \"%s\" dropped: its values are gone", (int)len, name, t->name);
+    } else if (!f->gone_now[0]) {
+      snprintf(f->gone_now, sizeof f->gone_now, "%s: its function reads column \"%.*s\", which \"%s\" %s%s%s: it "
+               "is nil there now", d->name, (int)len, name, t->name, now >= 0 ? "renamed to \"" : "dropped",
+               now >= 0 ? t->schema->cols[now].name : "", now >= 0 ? "\"" : "");
+    }
+    return -1;
+  }
+  return -1;
+}
+
+/* The note rn_derive_read_gone left for d, given once. */
+static int gone_note(rn_rel *d)
+{
+  rn_derive *f = d->ctx;
+  if (!f || !f->gone_now[0]) return 0;
+  int rc = rn_evolve_note(d->p, "%s", f->gone_now);
+  f->gone_now[0] = 0;
+  return rc;
 }
 
 /* Runs once(d, ctx) in a write transaction of its own, committed when
@@ -293,6 +341,7 @@ static int in_own_txn(rn_rel *d, int (*once)(rn_rel *d, void *ctx), void *ctx)
   bool open = d->rebuilt_open, pending = d->rebuilt_pending, unknown = d->told_unknown;
   for (int tries = 0;; tries++) {
     d->told_unknown = unknown;
+    ((rn_derive *)d->ctx)->gone_told[0] = 0;
     int rc = rn_store_begin(&p->store, &p->err);
     if (!rc) {
       p->group_serial++;
@@ -416,6 +465,9 @@ static int tell_columns_in(rn_rel *d, char *why, size_t whylen, bool *later)
   if (rc && rc != RN_ESTORE && rc != RN_EFULL && rc != RN_ENOMEM && rc != RN_EIO) { /* its function failed */
     snprintf(why, whylen, "its function failed on a row its sinks were told of: %s", p->err.msg);
     rc = rn_rebuild_untold(d);
+  } else if (!rc && f->gone_told[0]) { /* it read a column its table dropped */
+    snprintf(why, whylen, "%s", f->gone_told);
+    rc = rn_rebuild_untold(d);
   } else if (!rc && (d->rebuild_captured || !d->told_schema)) {
     rc = rn_rebuild_after(d);
   } else if (!rc && d->untold_why) { /* its old rows do not fit its new columns */
@@ -477,6 +529,7 @@ static int declare(rn_pipeline *p, const char *name, rn_relkind kind, rn_rel *in
                                                                                        * table under it gained
                                                                                        * some: its function
                                                                                        * as it was */
+  if (!rc) rc = gone_note(r);
   if (rc) {
     in->noutputs--; /* rn_declare_derived made r its last output */
     rn_rel_discard_last(p);
@@ -650,6 +703,9 @@ static int tell_old_in(rn_rel *d, rn_filter_fn ofilter, rn_map_fn omap, void *oc
   if (rc && rc != RN_ESTORE && rc != RN_EFULL && rc != RN_ENOMEM && rc != RN_EIO) { /* the old function failed */
     snprintf(why, whylen, "its old function failed: %s", p->err.msg);
     rc = rn_rebuild_untold(d);
+  } else if (!rc && f->gone_told[0]) { /* it read a column its table dropped */
+    snprintf(why, whylen, "%s", f->gone_told);
+    rc = rn_rebuild_untold(d);
   } else if (!rc && d->told_schema && !d->rebuild_captured) { /* its old rows do not fit its new columns */
     snprintf(why, whylen, "%s", d->untold_why ? d->untold_why : "its old rows could not be made");
     free(d->untold_why);
@@ -706,6 +762,7 @@ static int tell_old(rn_rel *d, rn_code_kind told, rn_filter_fn ofilter, rn_map_f
 int rn_derive_tell_old(rn_rel *d, rn_code_kind told, rn_filter_fn ofilter, rn_map_fn omap, void *octx)
 {
   int rc = tell_old(d, told, ofilter, omap, octx);
+  if (!rc) rc = gone_note(d);
   free(d->rebuild_fill), free(d->untold_why); /* compared, or not to be */
   d->rebuild_fill = NULL, d->untold_why = NULL, d->nfill = 0, d->rebuild_captured = false;
   rn_schema_free(d->told_schema); /* kept for it by tell_columns */

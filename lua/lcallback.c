@@ -130,12 +130,46 @@ static int returned_row(lpipe *lp, lua_State *L, rn_rel *out, const char *bad_pr
   return rc;
 }
 
+/* A row's __index while a map's sinks are told at its declaration, over
+ * a table that moved its columns in this run (upvalues: the map, the
+ * table): a name its table had before, read (derive.h,
+ * rn_derive_read_gone). */
+static int gone_index(lua_State *L)
+{
+  rn_rel *d = lua_touserdata(L, lua_upvalueindex(1));
+  const rn_rel *t = lua_touserdata(L, lua_upvalueindex(2));
+  size_t len;
+  const char *name = lua_type(L, 2) == LUA_TSTRING ? lua_tolstring(L, 2, &len) : NULL;
+  int slot = name ? rn_derive_read_gone(d, t, name, len) : -1;
+  if (slot < 0) return 0;
+  lua_pushstring(L, t->schema->cols[slot].name);
+  lua_rawget(L, 1);
+  return 1;
+}
+
+/* The row on top of the stack, given to map out's function over in: at
+ * out's declaration over a table whose columns moved, the names it had
+ * are watched (gone_index). */
+static void watch_gone(lua_State *L, rn_rel *in, rn_rel *out)
+{
+  if (!(out->told_rows || out->as_told || out->rebuild_tells) || !lua_istable(L, -1)) return;
+  const rn_rel *t = rn_columns_moved(in);
+  if (!t) return;
+  lua_createtable(L, 0, 1);
+  lua_pushlightuserdata(L, out);
+  lua_pushlightuserdata(L, (void *)t);
+  lua_pushcclosure(L, gone_index, 2);
+  lua_setfield(L, -2, "__index");
+  lua_setmetatable(L, -2);
+}
+
 static int map_body(lua_State *L, void *ud, rn_err *e)
 {
   lcall *c = ud;
   lpipe *lp = c->cb->lp;
   lua_rawgeti(L, LUA_REGISTRYINDEX, c->cb->refs[CB_FN]);
   rn_lua_pushrow(lp, L, c->in, c->row, c->len);
+  watch_gone(L, c->in, c->out);
   lua_call(L, 1, 1);
   return returned_row(lp, L, c->out, "map returned a bad row", c->result, c->flag, e);
 }

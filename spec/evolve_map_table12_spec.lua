@@ -1,0 +1,149 @@
+-- A map over a table that renamed (was =) or dropped a column in the same
+-- reopen (0.23). The table's rows are rewritten first; a map's function
+-- that reads the column by its old name then reads nil. Before, such a map
+-- told nothing and said nothing, and one whose function followed the rename
+-- (r.city to r.town) told every row as an UPDATE from null: its old
+-- function, run again over the rewritten rows, read nil (0.22).
+-- Now, while a map's sinks are told at its declaration, a name its table
+-- had before this run reads, in the rows as its sinks were told them, the
+-- value that column held (a rename followed); a dropped column's values are
+-- gone, and a note says its sinks were not told. Its function reading a
+-- name that is gone now gives a note naming the map, the column and what
+-- became of it, and what that changed is told.
+local H = require "helper"
+
+local A = { {"k","int"}, {"city","string"}, {"n","int"}, key = "k" }
+local RENAMED = { {"k","int"}, {"town","string", was = "city"}, {"n","int"}, key = "k" }
+local DROPPED = { {"k","int"}, {"n","int"}, key = "k" }
+local M = { {"k","int"}, {"c","string", null = true}, {"n","int"}, key = "k" }
+local READS_CITY = function(r) return { k = r.k, c = r.city, n = r.n } end
+local READS_TOWN = function(r) return { k = r.k, c = r.town, n = r.n } end
+
+local function noted(notes, pattern)
+  for _, line in ipairs(notes) do if line:find(pattern) then return line end end
+  return nil
+end
+
+-- First run: t declared A, map m of t by fn1 (columns mcols), two rows.
+-- Second: t declared tcols, m by fn2. p, t, m, notes, log, copy.
+local function reopened(tcols, fn1, fn2, mcols)
+  local dir = H.tmpdir()
+  mcols = mcols or M
+  local copy, apply = H.id_applier()
+  local p, notes = H.open_noting(dir)
+  local t = p:table("t", A)
+  local m = t:map(fn1, mcols, "m")
+  m:sink(apply)
+  t:insert{ k = 1, city = "oslo", n = 1 }
+  t:insert{ k = 2, city = "rome", n = 2 }
+  p:close()
+  p, notes = H.open_noting(dir)
+  t = p:table("t", tcols)
+  m = t:map(fn2, mcols, "m")
+  local log = H.record(m)
+  m:sink(apply)
+  return p, t, m, notes, log, copy
+end
+
+describe("a map over a table that renamed a column", function()
+  after_each(H.cleanup)
+
+  it("whose function followed the rename tells nothing for a row whose output stayed", function()
+    local p, t, m, notes, log, copy = reopened(RENAMED, READS_CITY, READS_TOWN)
+    assert.truthy(noted(notes, '^m: its function changed'))
+    assert.is_nil(noted(notes, "not told"), table.concat(notes, "\n"))
+    assert.is_nil(noted(notes, "reads column"), table.concat(notes, "\n"))
+    t:insert{ k = 3, town = "lima", n = 3 }
+    assert.same({ "INSERT 3" }, H.verbs(log))                  -- before: UPDATE 1, UPDATE 2 from c = nil
+    assert.same(H.rows_by_id(m), copy)
+    p:close()
+  end)
+
+  it("whose function followed the rename and changed otherwise tells only that change", function()
+    local p, t, m, notes, log, copy = reopened(RENAMED, READS_CITY,
+                                               function(r) return { k = r.k, c = r.town, n = r.n * 10 } end)
+    assert.is_nil(noted(notes, "not told"), table.concat(notes, "\n"))
+    t:insert{ k = 3, town = "lima", n = 3 }
+    assert.same({ "UPDATE 1", "UPDATE 2", "INSERT 3" }, H.verbs(log))
+    assert.same({ k = 1, c = "oslo", n = 1 }, log[1][4])
+    assert.same({ k = 1, c = "oslo", n = 10 }, log[1][3])
+    assert.same(H.rows_by_id(m), copy)
+    p:close()
+  end)
+
+  for _, keyed in ipairs{ true, false } do
+    it((keyed and "keyed" or "without a key") .. ", whose function still reads the old name: a note names it, " ..
+       "and the change is told", function()
+      local cols = keyed and M or { {"k","int"}, {"c","string", null = true}, {"n","int"} }
+      local p, t, m, notes, log, copy = reopened(RENAMED, READS_CITY, READS_CITY, cols)
+      assert.truthy(noted(notes, '^m: its function reads column "city", which "t" renamed to "town"'),
+                    table.concat(notes, "\n"))
+      assert.is_nil(noted(notes, "not told"), table.concat(notes, "\n"))
+      t:insert{ k = 3, town = "lima", n = 3 }
+      assert.same({ "UPDATE 1", "UPDATE 2", "INSERT 3" }, H.verbs(log)) -- before: silence, the copy kept "oslo"
+      assert.same({ k = 1, c = "oslo", n = 1 }, log[1][4])
+      assert.same({ k = 1, n = 1 }, log[1][3])
+      assert.same(H.rows_by_id(m), copy)
+      p:close()
+    end)
+  end
+
+  it("through a filter: the same", function()
+    local dir = H.tmpdir()
+    local copy, apply = H.id_applier()
+    local function open(tcols, fn)
+      local p, notes = H.open_noting(dir)
+      local t = p:table("t", tcols)
+      local m = t:filter(function(r) return r.n > 0 end, "f"):map(fn, M, "m")
+      return p, t, m, notes
+    end
+    local p, t, m = open(A, READS_CITY)
+    m:sink(apply)
+    t:insert{ k = 1, city = "oslo", n = 1 }
+    p:close()
+    local notes
+    p, t, m, notes = open(RENAMED, READS_TOWN)
+    local log = H.record(m)
+    m:sink(apply)
+    assert.is_nil(noted(notes, "not told"), table.concat(notes, "\n"))
+    t:insert{ k = 3, town = "lima", n = 3 }
+    assert.same({ "INSERT 2" }, H.verbs(log))                  -- the second row through the filter
+    assert.same(H.rows_by_id(m), copy)
+    p:close()
+  end)
+end)
+
+describe("a map over a table that dropped a column its function reads", function()
+  after_each(H.cleanup)
+
+  it("says its sinks were not told, naming the dropped column", function()
+    local p, t, m, notes, log = reopened(DROPPED, READS_CITY, READS_CITY)
+    local untold = noted(notes, "^m: its sinks were not told")
+    assert.truthy(untold, table.concat(notes, "\n"))
+    assert.truthy(untold:find('made from column "city", which "t" dropped', 1, true), untold)
+    t:insert{ k = 3, n = 3 }
+    assert.same({ "INSERT 3" }, H.verbs(log))
+    p:close()
+  end)
+
+  it("whose function stopped reading it: its sinks were not told what it gave before", function()
+    local p, t, m, notes, log = reopened(DROPPED, READS_CITY, function(r) return { k = r.k, n = r.n } end)
+    local untold = noted(notes, "^m: its sinks were not told")
+    assert.truthy(untold, table.concat(notes, "\n"))
+    assert.truthy(untold:find('made from column "city", which "t" dropped', 1, true), untold)
+    assert.is_nil(noted(notes, "^m: its function reads"), table.concat(notes, "\n"))
+    t:insert{ k = 3, n = 3 }
+    assert.same({ "INSERT 3" }, H.verbs(log))
+    p:close()
+  end)
+
+  it("that it does not read: tells nothing, says nothing", function()
+    local p, t, m, notes, log = reopened(DROPPED, function(r) return { k = r.k, n = r.n } end,
+                                         function(r) return { k = r.k, n = r.n } end)
+    assert.is_nil(noted(notes, "not told"), table.concat(notes, "\n"))
+    assert.is_nil(noted(notes, "reads column"), table.concat(notes, "\n"))
+    t:insert{ k = 3, n = 3 }
+    assert.same({ "INSERT 3" }, H.verbs(log))
+    p:close()
+  end)
+end)

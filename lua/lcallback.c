@@ -23,6 +23,7 @@ typedef struct lcb {
   lrow *rows[2];          /* the Rows lent to a mapper or joiner (left, right), or NULL */
   int row_refs[2];        /* registry refs keeping them */
   uint64_t mapper_read;   /* the left columns the last mapper call read */
+  rn_rel *self;           /* a filter's function (new or old): the filter, once declared (watch_gone) */
 } lcb;
 
 enum { CB_FN, CB_INSERT = 0, CB_UPDATE, CB_DELETE, CB_COMMIT, CB_ALL, CB_ROLLBACK, CB_NREFS };
@@ -78,12 +79,46 @@ static int ref_function(lua_State *L, int idx)
   return luaL_ref(L, LUA_REGISTRYINDEX);
 }
 
+/* A row's __index while a filter's or map's sinks are told at its declaration, over
+ * a table that moved its columns in this run (upvalues: the map, the
+ * table): a name its table had before, read (derive.h,
+ * rn_derive_read_gone). */
+static int gone_index(lua_State *L)
+{
+  rn_rel *d = lua_touserdata(L, lua_upvalueindex(1));
+  const rn_rel *t = lua_touserdata(L, lua_upvalueindex(2));
+  size_t len;
+  const char *name = lua_type(L, 2) == LUA_TSTRING ? lua_tolstring(L, 2, &len) : NULL;
+  int slot = name ? rn_derive_read_gone(d, t, name, len) : -1;
+  if (slot < 0) return 0;
+  lua_pushstring(L, t->schema->cols[slot].name);
+  lua_rawget(L, 1);
+  return 1;
+}
+
+/* The row on top of the stack, given to filter or map out's function over
+ * in: at out's declaration over a table whose columns moved, the names it
+ * had are watched (gone_index). */
+static void watch_gone(lua_State *L, rn_rel *in, rn_rel *out)
+{
+  if (!(out->told_rows || out->as_told || out->rebuild_tells) || !lua_istable(L, -1)) return;
+  const rn_rel *t = rn_columns_moved(in);
+  if (!t) return;
+  lua_createtable(L, 0, 1);
+  lua_pushlightuserdata(L, out);
+  lua_pushlightuserdata(L, (void *)t);
+  lua_pushcclosure(L, gone_index, 2);
+  lua_setfield(L, -2, "__index");
+  lua_setmetatable(L, -2);
+}
+
 static int filter_body(lua_State *L, void *ud, rn_err *e)
 {
   (void)e;
   lcall *c = ud;
   lua_rawgeti(L, LUA_REGISTRYINDEX, c->cb->refs[CB_FN]);
   rn_lua_pushrow(c->cb->lp, L, c->in, c->row, c->len);
+  if (c->cb->self) watch_gone(L, c->in, c->cb->self);
   lua_call(L, 1, 1);
   *c->flag = lua_toboolean(L, -1);
   return 0;
@@ -128,39 +163,6 @@ static int returned_row(lpipe *lp, lua_State *L, rn_rel *out, const char *bad_pr
     else rc = pack_row(lp, out, vals, given, bad_prefix, result, e);
   }
   return rc;
-}
-
-/* A row's __index while a map's sinks are told at its declaration, over
- * a table that moved its columns in this run (upvalues: the map, the
- * table): a name its table had before, read (derive.h,
- * rn_derive_read_gone). */
-static int gone_index(lua_State *L)
-{
-  rn_rel *d = lua_touserdata(L, lua_upvalueindex(1));
-  const rn_rel *t = lua_touserdata(L, lua_upvalueindex(2));
-  size_t len;
-  const char *name = lua_type(L, 2) == LUA_TSTRING ? lua_tolstring(L, 2, &len) : NULL;
-  int slot = name ? rn_derive_read_gone(d, t, name, len) : -1;
-  if (slot < 0) return 0;
-  lua_pushstring(L, t->schema->cols[slot].name);
-  lua_rawget(L, 1);
-  return 1;
-}
-
-/* The row on top of the stack, given to map out's function over in: at
- * out's declaration over a table whose columns moved, the names it had
- * are watched (gone_index). */
-static void watch_gone(lua_State *L, rn_rel *in, rn_rel *out)
-{
-  if (!(out->told_rows || out->as_told || out->rebuild_tells) || !lua_istable(L, -1)) return;
-  const rn_rel *t = rn_columns_moved(in);
-  if (!t) return;
-  lua_createtable(L, 0, 1);
-  lua_pushlightuserdata(L, out);
-  lua_pushlightuserdata(L, (void *)t);
-  lua_pushcclosure(L, gone_index, 2);
-  lua_setfield(L, -2, "__index");
-  lua_setmetatable(L, -2);
 }
 
 static int map_body(lua_State *L, void *ud, rn_err *e)
@@ -757,6 +759,7 @@ static told_arg told_check(lua_State *L, int idx, lpipe *lp, const char *name)
  * function changed (derive.h); failing, rel is taken back. */
 static int told_tell(lua_State *L, lpipe *lp, int rc, rn_rel *rel, told_arg *t, bool map)
 {
+  if (!rc && t->cb && !map) t->cb->self = rel;
   if (!rc && t->kind != RN_CODE_NONE) {
     if (t->why) rc = rn_derive_untold(rel, t->why);
     else rc = rn_derive_tell_old(rel, t->kind, map ? NULL : filter_cb, map ? map_cb : NULL, t->cb);
@@ -783,6 +786,7 @@ int rn_lua_declare_filter(lua_State *L)
   cb->refs[CB_FN] = fn;
   rn_rel *rel = NULL;
   int rc = rn_declare_filter(lp->p, name, in->rel, filter_cb, cb, free_cb, &rel);
+  if (!rc) cb->self = rel; /* its old function, if any, runs next (told_tell) */
   return told_tell(L, lp, rc, rel, &t, false);
 }
 

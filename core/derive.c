@@ -627,7 +627,7 @@ static rn_select *new_select(const int *slots, int n)
 int rn_select_told(rn_rel *d, const int *stored, int n)
 {
   rn_derive *f = d->ctx;
-  if (!f || !f->project) return 0;
+  if (!f || !f->project || !d->tablelike) return 0; /* a stream's select: no rows to tell */
   free(f->told);
   if (!(f->told = new_select(stored, n))) return rn_err_set(&d->p->err, RN_ENOMEM, "out of memory");
   return 0;

@@ -30,6 +30,14 @@ enum { CB_FN, CB_INSERT = 0, CB_UPDATE, CB_DELETE, CB_COMMIT, CB_ALL, CB_ROLLBAC
 enum { CB_MAPPER = 0, CB_SELECTOR = 1, CB_JOINER = 2 };
 
 /* One call of a callback: the callback and the core's arguments. */
+/* What a row's gone_index reads for: the filter or map and its table,
+ * until the call it was made for returns (d NULL after: a row its
+ * function kept reads as any other). */
+typedef struct gone_watch {
+  rn_rel *d;
+  const rn_rel *t;
+} gone_watch;
+
 typedef struct lcall {
   lcb *cb;
   rn_rel *in, *out;       /* where rows come from, where results go */
@@ -43,6 +51,7 @@ typedef struct lcall {
   msgpack_object *key;    /* a mapper's output key */
   int nkey;
   int *flag;              /* filter: pass; map, joiner: has_row; mapper: has_key */
+  gone_watch *watch;      /* filter, map: the row's watch (watch_gone), cleared after the call */
   msgpack_sbuffer *result;
   lrow *lent[2];          /* Rows lent for this call: taken back when it returns */
 } lcall;
@@ -79,37 +88,37 @@ static int ref_function(lua_State *L, int idx)
   return luaL_ref(L, LUA_REGISTRYINDEX);
 }
 
-/* A row's __index while a filter's or map's sinks are told at its declaration, over
- * a table that moved its columns in this run (upvalues: the map, the
- * table): a name its table had before, read (derive.h,
+/* A row's __index while a filter's or map's sinks are told at its
+ * declaration, over a table that moved its columns in this run (upvalue:
+ * its gone_watch): a name its table had before, read (derive.h,
  * rn_derive_read_gone). */
 static int gone_index(lua_State *L)
 {
-  rn_rel *d = lua_touserdata(L, lua_upvalueindex(1));
-  const rn_rel *t = lua_touserdata(L, lua_upvalueindex(2));
+  gone_watch *w = lua_touserdata(L, lua_upvalueindex(1));
   size_t len;
-  const char *name = lua_type(L, 2) == LUA_TSTRING ? lua_tolstring(L, 2, &len) : NULL;
-  int slot = name ? rn_derive_read_gone(d, t, name, len) : -1;
+  const char *name = w->d && lua_type(L, 2) == LUA_TSTRING ? lua_tolstring(L, 2, &len) : NULL;
+  int slot = name ? rn_derive_read_gone(w->d, w->t, name, len) : -1;
   if (slot < 0) return 0;
-  lua_pushstring(L, t->schema->cols[slot].name);
+  lua_pushstring(L, w->t->schema->cols[slot].name);
   lua_rawget(L, 1);
   return 1;
 }
 
 /* The row on top of the stack, given to filter or map out's function over
  * in: at out's declaration over a table whose columns moved, the names it
- * had are watched (gone_index). */
-static void watch_gone(lua_State *L, rn_rel *in, rn_rel *out)
+ * had are watched (gone_index) until the caller clears what this returns. */
+static gone_watch *watch_gone(lua_State *L, rn_rel *in, rn_rel *out)
 {
-  if (!(out->told_rows || out->as_told || out->rebuild_tells) || !lua_istable(L, -1)) return;
+  if (!(out->told_rows || out->as_told || out->rebuild_tells) || !lua_istable(L, -1)) return NULL;
   const rn_rel *t = rn_columns_moved(in);
-  if (!t) return;
+  if (!t) return NULL;
   lua_createtable(L, 0, 1);
-  lua_pushlightuserdata(L, out);
-  lua_pushlightuserdata(L, (void *)t);
-  lua_pushcclosure(L, gone_index, 2);
+  gone_watch *w = lua_newuserdatauv(L, sizeof *w, 0);
+  w->d = out, w->t = t;
+  lua_pushcclosure(L, gone_index, 1);
   lua_setfield(L, -2, "__index");
   lua_setmetatable(L, -2);
+  return w;
 }
 
 static int filter_body(lua_State *L, void *ud, rn_err *e)
@@ -118,7 +127,7 @@ static int filter_body(lua_State *L, void *ud, rn_err *e)
   lcall *c = ud;
   lua_rawgeti(L, LUA_REGISTRYINDEX, c->cb->refs[CB_FN]);
   rn_lua_pushrow(c->cb->lp, L, c->in, c->row, c->len);
-  if (c->cb->self) watch_gone(L, c->in, c->cb->self);
+  if (c->cb->self) c->watch = watch_gone(L, c->in, c->cb->self);
   lua_call(L, 1, 1);
   *c->flag = lua_toboolean(L, -1);
   return 0;
@@ -128,7 +137,9 @@ static int filter_cb(void *ctx, rn_rel *in, const char *row, size_t len, int *pa
 {
   lcb *cb = ctx;
   lcall c = { .cb = cb, .in = in, .row = row, .len = len, .flag = pass };
-  return rn_lua_protect(cb->lp, cb->lp->L, filter_body, &c, cb->name, "filter", e);
+  int rc = rn_lua_protect(cb->lp, cb->lp->L, filter_body, &c, cb->name, "filter", e);
+  if (c.watch) c.watch->d = NULL;
+  return rc;
 }
 
 /* A returned row's values (out's slots), checked against out's schema and
@@ -171,7 +182,7 @@ static int map_body(lua_State *L, void *ud, rn_err *e)
   lpipe *lp = c->cb->lp;
   lua_rawgeti(L, LUA_REGISTRYINDEX, c->cb->refs[CB_FN]);
   rn_lua_pushrow(lp, L, c->in, c->row, c->len);
-  watch_gone(L, c->in, c->out);
+  c->watch = watch_gone(L, c->in, c->out);
   lua_call(L, 1, 1);
   return returned_row(lp, L, c->out, "map returned a bad row", c->result, c->flag, e);
 }
@@ -181,7 +192,9 @@ static int map_cb(void *ctx, rn_rel *in, rn_rel *out, const char *row, size_t le
 {
   lcb *cb = ctx;
   lcall c = { .cb = cb, .in = in, .out = out, .row = row, .len = len, .flag = has_row, .result = result };
-  return rn_lua_protect(cb->lp, cb->lp->L, map_body, &c, cb->name, "map", e);
+  int rc = rn_lua_protect(cb->lp, cb->lp->L, map_body, &c, cb->name, "map", e);
+  if (c.watch) c.watch->d = NULL;
+  return rc;
 }
 
 static const char *const verb_names[] = { "", "INSERT", "UPDATE", "DELETE" };

@@ -292,6 +292,15 @@ static bool added_under(const rn_rel *d)
   return at->nadded > 0 || at->now_slots;
 }
 
+/* Whether filter d, declared as it was, is over a table (through filters)
+ * that moved columns in this run: its function may read one by a name
+ * the table had (rn_derive_read_gone). Not for a column the table gained:
+ * its rows carry it, which is no change of them (a note gives it). */
+static bool renamed_under(const rn_rel *d)
+{
+  return d->kind == RN_REL_FILTER && !d->decl_new && d->tablelike && rn_columns_moved(d->input);
+}
+
 const rn_rel *rn_columns_moved(const rn_rel *in)
 {
   while (in->kind == RN_REL_FILTER && in->input) in = in->input;
@@ -433,7 +442,7 @@ static int tell_columns_in(rn_rel *d, char *why, size_t whylen, bool *later)
     *later = true;
     return layout ? rn_rebuild_untold(d) : 0;
   }
-  if ((!f->map && !(f->told && told_findable(d))) || d->told_unknown || unknown_under(d, why, whylen)) { /* nothing told: told rows
+  if ((!f->map && !f->filter && !(f->told && told_findable(d))) || d->told_unknown || unknown_under(d, why, whylen)) { /* nothing told: told rows
                                                                                      * of an earlier layout go
                                                                                      * too */
     why[0] = 0;
@@ -525,7 +534,7 @@ static int declare(rn_pipeline *p, const char *name, rn_relkind kind, rn_rel *in
     rc = rn_open_derived_state(p, r, setup_keys, r);
   }
   if (!rc) rc = rn_derive_told_unknown(r); /* over a relation whose sinks were not told */
-  if (!rc && (r->told_schema || f->told || (!f->keyed && added_under(r)))) rc = tell_columns(r); /* other columns, or a
+  if (!rc && (r->told_schema || f->told || (!f->keyed && (added_under(r) || renamed_under(r))))) rc = tell_columns(r); /* other columns, or a
                                                                                        * table under it gained
                                                                                        * some: its function
                                                                                        * as it was */

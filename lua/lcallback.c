@@ -77,6 +77,7 @@ static lcb *new_cb(lua_State *L, lpipe *lp, const char *name)
   cb->rows[0] = cb->rows[1] = NULL;
   cb->row_refs[0] = cb->row_refs[1] = LUA_NOREF;
   cb->mapper_read = ~0ULL;
+  cb->self = NULL;
   return cb;
 }
 
@@ -136,6 +137,7 @@ static int filter_body(lua_State *L, void *ud, rn_err *e)
 static int filter_cb(void *ctx, rn_rel *in, const char *row, size_t len, int *pass, rn_err *e)
 {
   lcb *cb = ctx;
+  if (!cb->self && rn_columns_moved(in)) cb->self = rn_find(cb->lp->p, cb->name); /* while it is declared */
   lcall c = { .cb = cb, .in = in, .row = row, .len = len, .flag = pass };
   int rc = rn_lua_protect(cb->lp, cb->lp->L, filter_body, &c, cb->name, "filter", e);
   if (c.watch) c.watch->d = NULL;

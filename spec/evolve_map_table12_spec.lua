@@ -140,6 +140,32 @@ describe("a filter over a table that renamed a column", function()
     assert.same(H.rows_by_id(f), copy)
     p:close()
   end)
+
+  it("whose function still reads the old name: a note names it, and the rows it stops passing are told", function()
+    local dir = H.tmpdir()
+    local copy, apply = H.id_applier()
+    local fn = function(r) return r.city ~= "rome" end
+    local p = H.open_noting(dir)
+    local t = p:table("t", A)
+    t:filter(fn, "f"):sink(apply)
+    t:insert{ k = 1, city = "oslo", n = 1 }
+    t:insert{ k = 2, city = "rome", n = 2 }
+    p:close()
+    local notes
+    p, notes = H.open_noting(dir)
+    t = p:table("t", RENAMED)
+    local f = t:filter(fn, "f")
+    local log = H.record(f)
+    f:sink(apply)
+    assert.truthy(noted(notes, '^f: its function reads column "city", which "t" renamed to "town"'),
+                  table.concat(notes, "\n"))
+    assert.is_nil(noted(notes, "not told"), table.concat(notes, "\n"))
+    t:insert{ k = 3, town = "rome", n = 3 }
+    assert.same({ "INSERT 2", "INSERT 3" }, H.verbs(log))      -- rome passes now (city is nil): before, silence
+    for _, row in pairs(copy) do if row.city then row.town, row.city = row.city, nil end end
+    assert.same(H.rows_by_id(f), copy)
+    p:close()
+  end)
 end)
 
 describe("a map over a table that dropped a column its function reads", function()

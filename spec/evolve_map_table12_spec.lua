@@ -113,57 +113,55 @@ describe("a map over a table that renamed a column", function()
   end)
 end)
 
+-- First run: t declared A, filter f of t by fn1, two rows (the second
+-- in "rome"). Second: t renames city to town, f by fn2: p, t, f, notes,
+-- log, copy (its rows by id, city read as town).
+local function filter_reopened(fn1, fn2)
+  local dir = H.tmpdir()
+  local copy, apply = H.id_applier()
+  local p = H.open_noting(dir)
+  local t = p:table("t", A)
+  t:filter(fn1, "f"):sink(apply)
+  t:insert{ k = 1, city = "oslo", n = 1 }
+  t:insert{ k = 2, city = "rome", n = 2 }
+  p:close()
+  local notes
+  p, notes = H.open_noting(dir)
+  t = p:table("t", RENAMED)
+  local f = t:filter(fn2, "f")
+  local log = H.record(f)
+  f:sink(apply)
+  return p, t, f, notes, log, copy
+end
+
+local function as_renamed(copy)
+  for _, row in pairs(copy) do if row.city then row.town, row.city = row.city, nil end end
+  return copy
+end
+
 describe("a filter over a table that renamed a column", function()
   after_each(H.cleanup)
 
   it("whose function followed the rename tells nothing for a row that still passes", function()
-    local dir = H.tmpdir()
-    local copy, apply = H.id_applier()
-    local p = H.open_noting(dir)
-    local t = p:table("t", A)
-    local f = t:filter(function(r) return r.city ~= "rome" end, "f")
-    f:sink(apply)
-    t:insert{ k = 1, city = "oslo", n = 1 }
-    t:insert{ k = 2, city = "rome", n = 2 }
-    p:close()
-    local notes
-    p, notes = H.open_noting(dir)
-    t = p:table("t", RENAMED)
-    f = t:filter(function(r) return r.town ~= "rome" end, "f")
-    local log = H.record(f)
-    f:sink(apply)
+    local p, t, f, notes, log, copy = filter_reopened(function(r) return r.city ~= "rome" end,
+                                                      function(r) return r.town ~= "rome" end)
     assert.truthy(noted(notes, '^f: its function changed'))
     assert.is_nil(noted(notes, "not told"), table.concat(notes, "\n"))
     t:insert{ k = 3, town = "lima", n = 3 }
     assert.same({ "INSERT 3" }, H.verbs(log))                  -- before: INSERT 2, row 2 passing the old one
-    for _, row in pairs(copy) do if row.city then row.town, row.city = row.city, nil end end
-    assert.same(H.rows_by_id(f), copy)
+    assert.same(H.rows_by_id(f), as_renamed(copy))
     p:close()
   end)
 
   it("whose function still reads the old name: a note names it, and the rows it stops passing are told", function()
-    local dir = H.tmpdir()
-    local copy, apply = H.id_applier()
     local fn = function(r) return r.city ~= "rome" end
-    local p = H.open_noting(dir)
-    local t = p:table("t", A)
-    t:filter(fn, "f"):sink(apply)
-    t:insert{ k = 1, city = "oslo", n = 1 }
-    t:insert{ k = 2, city = "rome", n = 2 }
-    p:close()
-    local notes
-    p, notes = H.open_noting(dir)
-    t = p:table("t", RENAMED)
-    local f = t:filter(fn, "f")
-    local log = H.record(f)
-    f:sink(apply)
+    local p, t, f, notes, log, copy = filter_reopened(fn, fn)
     assert.truthy(noted(notes, '^f: its function reads column "city", which "t" renamed to "town"'),
                   table.concat(notes, "\n"))
     assert.is_nil(noted(notes, "not told"), table.concat(notes, "\n"))
     t:insert{ k = 3, town = "rome", n = 3 }
     assert.same({ "INSERT 2", "INSERT 3" }, H.verbs(log))      -- rome passes now (city is nil): before, silence
-    for _, row in pairs(copy) do if row.city then row.town, row.city = row.city, nil end end
-    assert.same(H.rows_by_id(f), copy)
+    assert.same(H.rows_by_id(f), as_renamed(copy))
     p:close()
   end)
 end)

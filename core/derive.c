@@ -20,6 +20,8 @@ typedef struct rn_select {
   int slots[];            /* the input slot of each */
 } rn_select;
 
+static rn_select *new_select(const int *slots, int n);
+
 /* A map done in C: the output row of row (a row of d->input), written
  * straight into the pipeline's scratch zone; *out = NULL for no row. */
 typedef int (*project_fn)(rn_rel *d, const rn_select *s, const char *row, size_t len,
@@ -31,10 +33,15 @@ typedef struct rn_derive {
   rn_map_fn map;          /* a map's function (a callback: Lua) */
   project_fn project;     /* a map in C (select): used instead of map */
   rn_select *select;      /* project's columns, owned */
+  rn_select *told;        /* a select declared over other columns: the ones its sinks were told, in its input's
+                             layout now once tell_columns mapped them, owned; NULL: none */
   msgpack_sbuffer outbuf; /* map: the row being built, reused per row */
   bool outbuf_busy;       /* a callback re-entered this map (a scan of itself) */
   void *ctx;              /* filter's or map's context */
   rn_free_fn free_ctx;    /* frees ctx; may be NULL */
+  char gone_told[512];    /* its function, making the rows its sinks were told, read a column its table
+                             dropped in this run (rn_derive_read_gone): why they cannot be told, or "" */
+  char gone_now[512];     /* its function read a column its table renamed or dropped in this run: the note */
   bool keyed;             /* a keyed map that keeps its keys (mapkey.c) */
   rn_mapkey keys;         /* its keys' state, when keyed */
 } rn_derive;
@@ -78,7 +85,7 @@ int rn_derive_row(rn_rel *d, const char *row, size_t len, const char **out, size
     if (pass) { *out = row; *out_len = len; }
     return 0;
   }
-  if (f->project) return f->project(d, f->select, row, len, out, out_len);
+  if (f->project) return f->project(d, d->as_told && f->told ? f->told : f->select, row, len, out, out_len);
   msgpack_sbuffer local, *result = f->outbuf_busy ? &local : &f->outbuf;
   if (f->outbuf_busy) msgpack_sbuffer_init(&local);
   msgpack_sbuffer_clear(result);
@@ -174,6 +181,7 @@ static void free_derive(void *ctx)
   rn_mapkey_destroy(&f->keys);
   msgpack_sbuffer_destroy(&f->outbuf);
   free(f->select);
+  free(f->told);
   free(f);
 }
 
@@ -211,6 +219,7 @@ bool rn_derive_keeps_keys(const void *ctx)
 }
 
 static int untold(rn_rel *d, const char *why);
+static bool added_under(const rn_rel *d);
 static const char *unknown_under(const rn_rel *d, char *buf, size_t len);
 
 /* A keyed map rebuilt (its input changed, or it missed groups): around
@@ -232,6 +241,10 @@ static int rebuild_keys(rn_rel *d, MDB_txn *txn, bool created)
     snprintf(why, sizeof why, "its function failed on a row its sinks were told of: %s", p->err.msg);
     rc = rn_rebuild_untold(d);
     tells = false;
+  } else if (!rc && tells && ((rn_derive *)d->ctx)->gone_told[0]) { /* it read a column its table dropped */
+    snprintf(why, sizeof why, "%s", ((rn_derive *)d->ctx)->gone_told);
+    rc = rn_rebuild_untold(d);
+    tells = false;
   }
   if (!rc) rc = rn_mapkey_open(keys, d, txn, true);
   if (!rc && tells) rc = rn_rebuild_after(d);
@@ -250,7 +263,9 @@ static int setup_keys(void *ctx, bool created, bool rebuild_it)
   MDB_txn *txn = d->p->store.wtxn;
   int rc = rn_select_decl_record(d, txn);
   if (rc) return rc;
-  if (rebuild_it || d->evolved) return rebuild_keys(d, txn, created); /* its rows may have changed (evolve.h) */
+  if (rebuild_it || d->evolved || added_under(d)) /* its rows may have changed (evolve.h; a table under it moved
+                                                   * columns its function reads) */
+    return rebuild_keys(d, txn, created);
   return rn_mapkey_open(&((rn_derive *)d->ctx)->keys, d, txn, false);
 }
 
@@ -264,16 +279,155 @@ static int setup_keys(void *ctx, bool created, bool rebuild_it)
  * input's values in other columns), nor over a relation whose sinks were
  * not told (rn_derive_told_unknown said so). */
 
-/* Whether the table under map d (through filters and maps) gained columns
- * in this run: what d's function makes of them is no change of the
- * table's rows, which a note gives, but of d's (evolve_log.c,
- * scan_as_told). A keyed map is rebuilt over it and tells it so. */
+/* Whether the table under map d (through filters and maps) gained,
+ * renamed, dropped or moved columns in this run: what d's function makes
+ * of them is no change of the table's rows, which a note gives, but of
+ * d's (evolve_log.c, scan_as_told; rn_derive_read_gone). A keyed map is
+ * rebuilt over it and tells it so. */
 static bool added_under(const rn_rel *d)
 {
   if (d->kind != RN_REL_MAP || d->decl_new || !d->tablelike) return false;
   const rn_rel *at = d->input;
   while (at->input && (at->kind == RN_REL_FILTER || at->kind == RN_REL_MAP)) at = at->input;
-  return at->nadded > 0;
+  return at->nadded > 0 || at->now_slots;
+}
+
+/* Whether filter d, declared as it was, is over a table (through filters)
+ * that moved columns in this run: its function may read one by a name
+ * the table had (rn_derive_read_gone). Not for a column the table gained:
+ * its rows carry it, which is no change of them (a note gives it). */
+static bool renamed_under(const rn_rel *d)
+{
+  return d->kind == RN_REL_FILTER && !d->decl_new && d->tablelike && rn_columns_moved(d->input);
+}
+
+const rn_rel *rn_columns_moved(const rn_rel *in)
+{
+  while (in->kind == RN_REL_FILTER && in->input) in = in->input;
+  return in->now_slots ? in : NULL;
+}
+
+int rn_derive_read_gone(rn_rel *d, const rn_rel *t, const char *name, size_t len)
+{
+  rn_derive *f = d->ctx;
+  for (int i = 0; i < t->nstored; i++) {
+    if (strlen(t->stored_names[i]) != len || memcmp(t->stored_names[i], name, len) != 0) continue;
+    int now = t->now_slots[i];
+    if ((d->told_rows || d->as_told) && now >= 0) return now; /* as its sinks were told it */
+    if (d->told_rows || d->as_told) {
+      if (!f->gone_told[0])
+        snprintf(f->gone_told, sizeof f->gone_told, "the rows its sinks were told were made from column \"%.*s\", "
+                 "which \"%s\" dropped: its values are gone", (int)len, name, t->name);
+    } else if (!f->gone_now[0]) {
+      snprintf(f->gone_now, sizeof f->gone_now, "%s: its function reads column \"%.*s\", which \"%s\" %s%s%s: it "
+               "is nil there now", d->name, (int)len, name, t->name, now >= 0 ? "renamed to \"" : "dropped",
+               now >= 0 ? t->schema->cols[now].name : "", now >= 0 ? "\"" : "");
+    }
+    return -1;
+  }
+  return -1;
+}
+
+/* The note rn_derive_read_gone left for d, given once. */
+static int gone_note(rn_rel *d)
+{
+  rn_derive *f = d->ctx;
+  if (!f || !f->gone_now[0]) return 0;
+  int rc = rn_evolve_note(d->p, "%s", f->gone_now);
+  f->gone_now[0] = 0;
+  return rc;
+}
+
+/* Runs once(d, ctx) in a write transaction of its own, committed when
+ * it returns 0, again (up to 16 times) after growing the map when LMDB
+ * filled it. Each try starts from d as it was: the told rows it kept
+ * (rebuilt_open, rebuilt_pending) and told_unknown are put back, and what
+ * a try compared (rebuild_fill, untold_why) is freed after it. once runs
+ * in RN_APPLYING: callbacks may read, not change tables. */
+static int in_own_txn(rn_rel *d, int (*once)(rn_rel *d, void *ctx), void *ctx)
+{
+  rn_pipeline *p = d->p;
+  bool open = d->rebuilt_open, pending = d->rebuilt_pending, unknown = d->told_unknown;
+  for (int tries = 0;; tries++) {
+    d->told_unknown = unknown;
+    ((rn_derive *)d->ctx)->gone_told[0] = 0;
+    int rc = rn_store_begin(&p->store, &p->err);
+    if (!rc) {
+      p->group_serial++;
+      p->state = RN_APPLYING;
+      rc = once(d, ctx);
+      p->state = RN_IDLE;
+      if (!rc) rc = rn_store_commit(&p->store, &p->err);
+      else rn_store_abort(&p->store);
+    }
+    free(d->rebuild_fill), free(d->untold_why); /* compared, or not to be */
+    d->rebuild_fill = NULL, d->untold_why = NULL, d->nfill = 0, d->rebuild_captured = false;
+    if (!rc) return 0;
+    d->rebuilt_open = open, d->rebuilt_pending = pending; /* nothing of it was kept */
+    if (p->err.code != RN_EFULL || p->err.cause != MDB_MAP_FULL || tries >= 16) return rc;
+    if ((rc = rn_store_grow(&p->store, &p->err))) return rc;
+  }
+}
+
+/* The relation whose columns select d's input has: through filters. */
+static const rn_rel *columns_of(const rn_rel *d)
+{
+  const rn_rel *at = d->input;
+  while (at->kind == RN_REL_FILTER && at->input) at = at->input;
+  return at;
+}
+
+/* Can select d's old columns be found in its input now? Not when they are
+ * a derived relation's whose declaration changed: its rebuild tells what
+ * it changed, in its new columns, through d's new ones, as before 0.23. */
+static bool told_findable(const rn_rel *d)
+{
+  const rn_rel *at = columns_of(d);
+  return at->kind == RN_REL_TABLE || !at->decl_changed;
+}
+
+/* Select d's old columns (f->told, its input's stored slots) as its
+ * input holds them now: through filters to the relation whose columns
+ * they are, following what a table's declaration moved in this run
+ * (now_slots); and the columns its sinks were told (told_schema, d's own
+ * when only the slots changed). A why, into why, when they cannot be
+ * made; an error code. */
+static int told_where(rn_rel *d, rn_select *told, char *why, size_t whylen)
+{
+  rn_pipeline *p = d->p;
+  const rn_rel *at = columns_of(d);
+  if (!d->told_schema) { /* its columns stayed: only the input columns they come from changed */
+    rn_schema *s = rn_schema_new();
+    if (!s || rn_schema_copy_columns(s, d->schema, false, &p->err) ||
+        (d->schema->nkey && rn_schema_set_key(s, d->schema->key_slots, d->schema->nkey, d->name, &p->err))) {
+      rn_schema_free(s);
+      return p->err.code ? p->err.code : rn_err_set(&p->err, RN_ENOMEM, "out of memory");
+    }
+    d->told_schema = s;
+  }
+  if (told->n != d->told_schema->ncols) {
+    snprintf(why, whylen, "its declaration record does not match the columns it had");
+    return 0;
+  }
+  told->upto = 0;
+  for (int i = 0; i < told->n; i++) {
+    int slot = told->slots[i];
+    const rn_column *was = &d->told_schema->cols[i];
+    if (at->now_slots) slot = slot < at->nstored ? at->now_slots[slot] : -1;
+    if (slot < 0 || slot >= d->input->schema->ncols) {
+      snprintf(why, whylen, "the column its column \"%s\" came from was dropped from \"%s\"", was->name, at->name);
+      return 0;
+    }
+    const rn_column *now = &d->input->schema->cols[slot];
+    if (now->type != was->type) {
+      snprintf(why, whylen, "column \"%s\": its sinks were told it as %s, \"%s\" now holds %s", was->name,
+               rn_type_name(was->type), d->input->name, rn_type_name(now->type));
+      return 0;
+    }
+    told->slots[i] = slot;
+    if (slot + 1 > told->upto) told->upto = slot + 1;
+  }
+  return 0;
 }
 
 /* In tell_columns's transaction; *why: its sinks cannot be told. */
@@ -288,16 +442,40 @@ static int tell_columns_in(rn_rel *d, char *why, size_t whylen, bool *later)
     *later = true;
     return layout ? rn_rebuild_untold(d) : 0;
   }
-  if (!f->map || d->told_unknown || unknown_under(d, why, whylen)) { /* nothing told: told rows of an earlier
-                                                                       * layout go too */
+  if ((!f->map && !f->filter && !(f->told && told_findable(d))) || d->told_unknown || unknown_under(d, why, whylen)) { /* nothing told: told rows
+                                                                                     * of an earlier layout go
+                                                                                     * too */
     why[0] = 0;
     return layout ? rn_rebuild_untold(d) : 0;
+  }
+  if (f->told) { /* a select: its old columns, where its input holds them now */
+    rn_select *told = new_select(f->told->slots, f->told->n); /* mapped afresh at each try */
+    if (!told) return rn_err_set(&p->err, RN_ENOMEM, "out of memory");
+    int rc = told_where(d, told, why, whylen);
+    if (rc || why[0]) {
+      free(told);
+      return rc ? rc : layout ? rn_rebuild_untold(d) : 0;
+    }
+    rn_select *stored = f->told;
+    f->told = told;
+    d->rebuild_tells = true;
+    rc = rn_rebuild_capture_told(d);
+    if (!rc && d->rebuild_captured) rc = rn_rebuild_after(d);
+    else if (!rc && d->untold_why) snprintf(why, whylen, "%s", d->untold_why);
+    d->rebuild_tells = false;
+    f->told = stored;
+    free(told);
+    msgpack_zone_clear(&p->scratch);
+    return rc;
   }
   d->rebuild_tells = true;
   int rc = d->told_schema ? rn_rebuild_capture_told(d) : rn_rebuild_before(d); /* its columns as they were */
   msgpack_zone_clear(&p->scratch);
   if (rc && rc != RN_ESTORE && rc != RN_EFULL && rc != RN_ENOMEM && rc != RN_EIO) { /* its function failed */
     snprintf(why, whylen, "its function failed on a row its sinks were told of: %s", p->err.msg);
+    rc = rn_rebuild_untold(d);
+  } else if (!rc && f->gone_told[0]) { /* it read a column its table dropped */
+    snprintf(why, whylen, "%s", f->gone_told);
     rc = rn_rebuild_untold(d);
   } else if (!rc && (d->rebuild_captured || !d->told_schema)) {
     rc = rn_rebuild_after(d);
@@ -309,33 +487,31 @@ static int tell_columns_in(rn_rel *d, char *why, size_t whylen, bool *later)
   return rc;
 }
 
+/* tell_columns's try: tell_columns_in with what a try finds reset. */
+typedef struct columns_try {
+  char why[1536]; /* its sinks cannot be told: why */
+  bool later;     /* its function changed: rn_derive_tell_old tells */
+} columns_try;
+
+static int columns_once(rn_rel *d, void *ctx)
+{
+  columns_try *t = ctx;
+  t->why[0] = 0, t->later = false;
+  return tell_columns_in(d, t->why, sizeof t->why, &t->later);
+}
+
 static int tell_columns(rn_rel *d)
 {
   rn_pipeline *p = d->p;
-  char why[1536] = "";
-  bool open = d->rebuilt_open, pending = d->rebuilt_pending, unknown = d->told_unknown, later = false;
-  int rc;
-  for (int tries = 0;; tries++) { /* again after growing the map when LMDB filled it */
-    d->told_unknown = unknown;
-    if (!(rc = rn_store_begin(&p->store, &p->err))) {
-      p->group_serial++;
-      p->state = RN_APPLYING; /* callbacks may read, not change tables */
-      rc = tell_columns_in(d, why, sizeof why, &later);
-      p->state = RN_IDLE;
-      if (!rc) rc = rn_store_commit(&p->store, &p->err);
-      else rn_store_abort(&p->store);
-    }
-    free(d->rebuild_fill), free(d->untold_why); /* compared, or not to be */
-    d->rebuild_fill = NULL, d->untold_why = NULL, d->nfill = 0, d->rebuild_captured = false;
-    if (!rc) break;
-    d->rebuilt_open = open, d->rebuilt_pending = pending; /* nothing of it was kept */
-    if (p->err.code != RN_EFULL || p->err.cause != MDB_MAP_FULL || tries >= 16) break;
-    if ((rc = rn_store_grow(&p->store, &p->err))) break;
-  }
-  if (!later) rn_schema_free(d->told_schema), d->told_schema = NULL;
-  if (rc || !why[0]) return rc;
+  rn_derive *f = d->ctx;
+  columns_try t = { .why = "" };
+  int rc = in_own_txn(d, columns_once, &t);
+  free(f->told); /* told, or not to be */
+  f->told = NULL;
+  if (!t.later) rn_schema_free(d->told_schema), d->told_schema = NULL;
+  if (rc || !t.why[0]) return rc;
   d->told_unknown = true; /* what is over it cannot be told either (rn_told_unknown_under) */
-  return rn_evolve_note(p, "%s: its sinks were not told what its rebuild changed (%s)", d->name, why);
+  return rn_evolve_note(p, "%s: its sinks were not told what its rebuild changed (%s)", d->name, t.why);
 }
 
 /* Declares filter or map of in whose ctx is f (NULL: out of memory, and
@@ -358,10 +534,11 @@ static int declare(rn_pipeline *p, const char *name, rn_relkind kind, rn_rel *in
     rc = rn_open_derived_state(p, r, setup_keys, r);
   }
   if (!rc) rc = rn_derive_told_unknown(r); /* over a relation whose sinks were not told */
-  if (!rc && (r->told_schema || (!f->keyed && added_under(r)))) rc = tell_columns(r); /* other columns, or a
+  if (!rc && (r->told_schema || f->told || (!f->keyed && (added_under(r) || renamed_under(r))))) rc = tell_columns(r); /* other columns, or a
                                                                                        * table under it gained
                                                                                        * some: its function
                                                                                        * as it was */
+  if (!rc) rc = gone_note(r);
   if (rc) {
     in->noutputs--; /* rn_declare_derived made r its last output */
     rn_rel_discard_last(p);
@@ -444,20 +621,37 @@ rn_schema *rn_select_schema(rn_pipeline *p, const char *name, const rn_schema *i
   return s;
 }
 
+/* A select's columns: input slots slots[0..n) (NULL: out of memory). */
+static rn_select *new_select(const int *slots, int n)
+{
+  rn_select *sel = malloc(sizeof *sel + sizeof *sel->slots * (size_t)n);
+  if (!sel) return NULL;
+  sel->n = n;
+  sel->upto = 0;
+  for (int i = 0; i < n; i++) if (slots[i] + 1 > sel->upto) sel->upto = slots[i] + 1;
+  memcpy(sel->slots, slots, sizeof *slots * (size_t)n);
+  return sel;
+}
+
+int rn_select_told(rn_rel *d, const int *stored, int n)
+{
+  rn_derive *f = d->ctx;
+  if (!f || !f->project || !d->tablelike) return 0; /* a stream's select: no rows to tell */
+  free(f->told);
+  if (!(f->told = new_select(stored, n))) return rn_err_set(&d->p->err, RN_ENOMEM, "out of memory");
+  return 0;
+}
+
 int rn_declare_select(rn_pipeline *p, const char *name, rn_rel *in, const int *slots,
                       const char *const *names, int n, const int *key, int nkey, rn_rel **out)
 {
   rn_schema *s = rn_select_schema(p, name, in->schema, slots, names, n, key, nkey);
   if (!s) return p->err.code;
-  rn_select *sel = malloc(sizeof *sel + sizeof *sel->slots * (size_t)n);
+  rn_select *sel = new_select(slots, n);
   if (!sel) {
     rn_schema_free(s);
     return rn_err_set(&p->err, RN_ENOMEM, "out of memory");
   }
-  sel->n = n;
-  sel->upto = 0;
-  for (int i = 0; i < n; i++) if (slots[i] + 1 > sel->upto) sel->upto = slots[i] + 1;
-  memcpy(sel->slots, slots, sizeof *slots * (size_t)n);
   rn_derive *f = new_derive(NULL, NULL);
   if (f) { f->project = project; f->select = sel; }
   else free(sel);
@@ -518,6 +712,9 @@ static int tell_old_in(rn_rel *d, rn_filter_fn ofilter, rn_map_fn omap, void *oc
   if (rc && rc != RN_ESTORE && rc != RN_EFULL && rc != RN_ENOMEM && rc != RN_EIO) { /* the old function failed */
     snprintf(why, whylen, "its old function failed: %s", p->err.msg);
     rc = rn_rebuild_untold(d);
+  } else if (!rc && f->gone_told[0]) { /* it read a column its table dropped */
+    snprintf(why, whylen, "%s", f->gone_told);
+    rc = rn_rebuild_untold(d);
   } else if (!rc && d->told_schema && !d->rebuild_captured) { /* its old rows do not fit its new columns */
     snprintf(why, whylen, "%s", d->untold_why ? d->untold_why : "its old rows could not be made");
     free(d->untold_why);
@@ -531,55 +728,50 @@ static int tell_old_in(rn_rel *d, rn_filter_fn ofilter, rn_map_fn omap, void *oc
   return rc;
 }
 
-/* rn_derive_tell_old's transaction, once; *why: a note to add after it. */
-static int try_tell_old(rn_rel *d, rn_filter_fn ofilter, rn_map_fn omap, void *octx, char *why, size_t whylen)
+/* rn_derive_tell_old's try: what the old function gives, against the new
+ * one; why: a note to add after it. */
+typedef struct old_try {
+  rn_filter_fn filter;
+  rn_map_fn map;
+  void *ctx;
+  char why[1536];
+} old_try;
+
+static int old_once(rn_rel *d, void *ctx)
 {
-  rn_pipeline *p = d->p;
-  int rc = rn_store_begin(&p->store, &p->err);
-  if (rc) return rc;
-  why[0] = 0;
-  p->group_serial++;
-  p->state = RN_APPLYING; /* callbacks may read, not change tables */
-  if (d->tablelike && !d->decl_new && (ofilter || omap)) { /* a map whose columns changed too: its old
-                                                             * function's rows are given in the new columns
-                                                             * by name (the binding's) */
-    rc = tell_old_in(d, ofilter, omap, octx, why, whylen);
-  } else { /* a stream's events, or a relation the state never held (its first declaration failed after
-            * its function was kept): nothing to tell; or rn_derive_untold */
-    rc = rn_code_told(p, p->store.wtxn, d->name);
-  }
-  p->state = RN_IDLE;
-  if (!rc) rc = rn_store_commit(&p->store, &p->err);
-  else rn_store_abort(&p->store);
-  return rc;
+  old_try *t = ctx;
+  t->why[0] = 0;
+  if (d->tablelike && !d->decl_new && (t->filter || t->map)) /* a map whose columns changed too: its old
+                                                               * function's rows are given in the new columns
+                                                               * by name (the binding's) */
+    return tell_old_in(d, t->filter, t->map, t->ctx, t->why, sizeof t->why);
+  /* a stream's events, or a relation the state never held (its first declaration failed after its function
+   * was kept): nothing to tell; or rn_derive_untold */
+  return rn_code_told(d->p, d->p->store.wtxn, d->name);
 }
 
 static int tell_old(rn_rel *d, rn_code_kind told, rn_filter_fn ofilter, rn_map_fn omap, void *octx)
 {
-  rn_pipeline *p = d->p;
   if (told == RN_CODE_NONE || (told != RN_CODE_KEPT && d->decl_new)) return 0; /* new: its sinks saw nothing */
   if (told == RN_CODE_UNKEPT && d->tablelike)
     return untold(d, "its old function held a table, a function or userdata: it cannot be run again");
   if (told == RN_CODE_ABSENT && d->tablelike)
     return untold(d, "the state holds no copy of its old function: runnel 0.18 or older wrote it");
   if (told != RN_CODE_KEPT) return 0;
-  char why[1536], under[RN_NAME_MAX + 128];
+  char under[RN_NAME_MAX + 128];
   bool below = unknown_under(d, under, sizeof under) != NULL;
-  if (below) ofilter = NULL, omap = NULL; /* its old rows cannot be made */
-  bool open = d->rebuilt_open, pending = d->rebuilt_pending;
-  for (int tries = 0;; tries++) { /* again after growing the map when LMDB filled it */
-    int rc = try_tell_old(d, ofilter, omap, octx, why, sizeof why);
-    if (!rc) break;
-    d->rebuilt_open = open, d->rebuilt_pending = pending; /* nothing of it was kept */
-    if (p->err.code != RN_EFULL || p->err.cause != MDB_MAP_FULL || tries >= 16) return rc;
-    if (rn_store_grow(&p->store, &p->err)) return p->err.code;
-  }
-  return why[0] ? untold(d, why) : below ? untold(d, under) : 0;
+  old_try t = { .filter = below ? NULL : ofilter, .map = below ? NULL : omap, .ctx = octx }; /* below: its old
+                                                                                               * rows cannot be
+                                                                                               * made */
+  int rc = in_own_txn(d, old_once, &t);
+  if (rc) return rc;
+  return t.why[0] ? untold(d, t.why) : below ? untold(d, under) : 0;
 }
 
 int rn_derive_tell_old(rn_rel *d, rn_code_kind told, rn_filter_fn ofilter, rn_map_fn omap, void *octx)
 {
   int rc = tell_old(d, told, ofilter, omap, octx);
+  if (!rc) rc = gone_note(d);
   free(d->rebuild_fill), free(d->untold_why); /* compared, or not to be */
   d->rebuild_fill = NULL, d->untold_why = NULL, d->nfill = 0, d->rebuild_captured = false;
   rn_schema_free(d->told_schema); /* kept for it by tell_columns */

@@ -33,6 +33,10 @@ int rn_declare_select(rn_pipeline *p, const char *name, rn_rel *in, const int *s
 /* The input slots a select's columns come from (n of them), or NULL when d
  * is not a select. Owned by d. */
 const int *rn_select_slots(const rn_rel *d, int *n);
+/* Select d was declared over other input slots before (stored: the n
+ * slots its record held, in its input's stored layout): keeps them, so
+ * its sinks are told what the change gave (derive.c). 0 or RN_ENOMEM. */
+int rn_select_told(rn_rel *d, const int *stored, int n);
 /* Builds a select's schema: output column i is in's column slots[i] named
  * names[i]; key: output positions (NULL: in's key if all kept). NULL with
  * p->err set on failure. */
@@ -66,6 +70,18 @@ int rn_derive_untold(rn_rel *d, const char *why);
  * declaration changed (rn_told_unknown_under): a note says d's were not
  * either, and d counts as such for what is declared over it. */
 int rn_derive_told_unknown(rn_rel *d);
+/* The table under in (in itself, or through filters) whose declaration
+ * moved, renamed, dropped or added columns in this run (its now_slots),
+ * or NULL. */
+const rn_rel *rn_columns_moved(const rn_rel *in);
+/* Map d's function, while d's sinks are told at its declaration, read
+ * name (len bytes), no column of its input, whose table t (rn_columns_moved)
+ * had a column of that name before this run. When d makes the rows its
+ * sinks were told (told_rows, as_told): the slot in t of the column a
+ * rename made of it, to give its value; a dropped one's values are gone:
+ * -1, and d's sinks are not told, a note saying why. Otherwise -1, and a
+ * note after d's declaration names the column. -1 for any other name. */
+int rn_derive_read_gone(rn_rel *d, const rn_rel *t, const char *name, size_t len);
 /* A filter's or map's apply (ops.h): d's input (from) made change c. */
 int rn_derive_apply(rn_rel *d, rn_rel *from, const rn_change *c);
 

@@ -613,15 +613,52 @@ static int evolved(rn_pipeline *p, rn_rel *r, MDB_txn *txn)
   return keep_evolved(p, txn, r->name);
 }
 
+/* Forgets what keep_added kept of r. */
+static void forget_moved(rn_rel *r)
+{
+  for (int i = 0; r->stored_names && i < r->nstored; i++) free(r->stored_names[i]);
+  free(r->added_slots), free(r->now_slots), free(r->stored_names);
+  r->added_slots = NULL, r->nadded = 0, r->now_slots = NULL, r->stored_names = NULL, r->nstored = 0;
+}
+
 /* The columns pl adds to table r, kept in r->added_slots: a map over r
  * made its rows, as its sinks were told them, with none of them
- * (evolve_log.c, scan_as_told). */
-static int keep_added(rn_pipeline *p, rn_rel *r, const plan *pl)
+ * (evolve_log.c, scan_as_told). And, when any column moved, was renamed,
+ * dropped or added, where each of its stored columns (old) is now and
+ * its name then, in r->now_slots and r->stored_names: a select over r
+ * reads its old columns there, and a map's function reading an old name
+ * is given its value as its sinks were told (lua/lcallback.c). */
+static int keep_added(rn_pipeline *p, rn_rel *r, const plan *pl, const desc *old)
 {
-  free(r->added_slots);
-  r->added_slots = NULL, r->nadded = 0;
-  int n = 0;
-  for (int j = 0; j < r->schema->ncols; j++) n += pl->src[j] < 0;
+  forget_moved(r);
+  int n = 0, nstored = (int)old->ncols;
+  bool moved = nstored != r->schema->ncols;
+  for (int j = 0; j < r->schema->ncols; j++) {
+    n += pl->src[j] < 0;
+    moved |= pl->src[j] != j;
+    if (pl->src[j] >= 0) {
+      msgpack_object_str was = col_of(old, (uint32_t)pl->src[j]).name;
+      moved |= !str_is(was, r->schema->cols[j].name, strlen(r->schema->cols[j].name));
+    }
+  }
+  if (moved) {
+    if (!(r->now_slots = malloc(sizeof *r->now_slots * (size_t)(nstored ? nstored : 1))) ||
+        !(r->stored_names = calloc((size_t)(nstored ? nstored : 1), sizeof *r->stored_names))) {
+      forget_moved(r);
+      return rn_err_set(&p->err, RN_ENOMEM, "out of memory");
+    }
+    r->nstored = nstored;
+    for (int i = 0; i < nstored; i++) {
+      msgpack_object_str was = col_of(old, (uint32_t)i).name;
+      r->now_slots[i] = -1;
+      if (!(r->stored_names[i] = strndup(was.ptr, was.size))) {
+        forget_moved(r);
+        return rn_err_set(&p->err, RN_ENOMEM, "out of memory");
+      }
+    }
+    for (int j = 0; j < r->schema->ncols; j++)
+      if (pl->src[j] >= 0 && pl->src[j] < nstored) r->now_slots[pl->src[j]] = j;
+  }
   if (!n) return 0;
   if (!(r->added_slots = malloc(sizeof *r->added_slots * (size_t)n))) return rn_err_set(&p->err, RN_ENOMEM, "out of memory");
   for (int j = 0; j < r->schema->ncols; j++)
@@ -645,7 +682,7 @@ static int evolve_table(rn_pipeline *p, rn_rel *r, MDB_txn *txn, const desc *old
   if (!rc && (pl->rewrite || check)) rc = rewrite_rows(p, r, txn, old, pl);
   if (!rc && pl->len) rc = add_note(p, "%s: %s", r->name, pl->line);
   if (!rc && pl->rewrite) rc = evolved(p, r, txn); /* derived state may hold its old rows */
-  if (!rc) rc = keep_added(p, r, pl);
+  if (!rc) rc = keep_added(p, r, pl, old);
   if (pl) free(pl->src), free(pl->conv), free(pl->null_check);
   free(pl);
   return rc;

@@ -121,6 +121,10 @@ struct rn_rel {
   int *added_slots;       /* a source table: the columns its declaration added in this run (evolve.c), owned;
                              a map over it made them as nothing when its sinks were told its rows */
   int nadded;
+  int *now_slots;         /* a source table whose declaration moved its columns in this run (evolve.c): per
+                             stored slot, where the column is now (-1: dropped), owned; NULL: none moved */
+  int nstored;            /* how many stored slots now_slots has */
+  char **stored_names;    /* with now_slots: the name of each stored column, owned */
   bool as_told;           /* a stand-in for a map making its rows in told_schema (evolve_log.c): names
                              its function gives that those columns lack are left out */
   MDB_dbi rebuilt_dbi;

@@ -512,6 +512,36 @@ int rn_reader_get(rn_reader *r, MDB_txn *txn, const char *key, size_t klen, rn_a
 
 /* ---- the select's record ---- */
 
+/* The slots select r's record was (its old columns, rn_select_told), when
+ * it is over the same input; a record that does not read so keeps none. */
+static int told_slots(rn_rel *r, const MDB_val *was)
+{
+  msgpack_zone z;
+  if (!rn_zone_init(&z, 1024)) return rn_err_set(&r->p->err, RN_ENOMEM, "out of memory");
+  msgpack_object d;
+  size_t off = 0;
+  int rc = 0;
+  if (rn_msgpack_size(was->mv_data, was->mv_size) == was->mv_size &&
+      rn_unpack(was->mv_data, was->mv_size, &off, &z, &d) == MSGPACK_UNPACK_SUCCESS && d.type == MSGPACK_OBJECT_ARRAY &&
+      d.via.array.size == 3 && d.via.array.ptr[0].type == MSGPACK_OBJECT_POSITIVE_INTEGER &&
+      d.via.array.ptr[0].via.u64 == SELECT_FORMAT && d.via.array.ptr[1].type == MSGPACK_OBJECT_STR &&
+      d.via.array.ptr[1].via.str.size == strlen(r->input->name) &&
+      memcmp(d.via.array.ptr[1].via.str.ptr, r->input->name, d.via.array.ptr[1].via.str.size) == 0 &&
+      d.via.array.ptr[2].type == MSGPACK_OBJECT_ARRAY && d.via.array.ptr[2].via.array.size > 0 &&
+      d.via.array.ptr[2].via.array.size <= 1024) {
+    const msgpack_object_array *a = &d.via.array.ptr[2].via.array;
+    int n = (int)a->size, slots[n];
+    bool ok = true;
+    for (int i = 0; i < n; i++) {
+      ok &= a->ptr[i].type == MSGPACK_OBJECT_POSITIVE_INTEGER && a->ptr[i].via.u64 < 65536;
+      slots[i] = ok ? (int)a->ptr[i].via.u64 : 0;
+    }
+    if (ok) rc = rn_select_told(r, slots, n);
+  }
+  rn_zone_destroy(&z);
+  return rc;
+}
+
 int rn_select_decl_record(rn_rel *r, MDB_txn *txn)
 {
   rn_pipeline *p = r->p;
@@ -536,6 +566,10 @@ int rn_select_decl_record(rn_rel *r, MDB_txn *txn)
   MDB_val v = { b.size, b.data }, was;
   int rc = b.data ? mdb_get(txn, p->store.meta, &k, &was) : ENOMEM;
   bool changed = rc == 0 && (was.mv_size != v.mv_size || memcmp(was.mv_data, v.mv_data, v.mv_size) != 0);
+  if (changed && (rc = told_slots(r, &was))) {
+    msgpack_sbuffer_destroy(&b);
+    return rc;
+  }
   if (rc == MDB_NOTFOUND) rc = 0;
   if (!rc) rc = mdb_put(txn, p->store.meta, &k, &v, 0);
   msgpack_sbuffer_destroy(&b);

@@ -80,6 +80,9 @@ void rn_rel_free(rn_rel *r)
   free(r->untold_why);
   rn_schema_free(r->told_schema);
   free(r->added_slots);
+  free(r->now_slots);
+  for (int i = 0; r->stored_names && i < r->nstored; i++) free(r->stored_names[i]);
+  free(r->stored_names);
   free(r->name);
   free(r);
 }

@@ -23,12 +23,21 @@ typedef struct lcb {
   lrow *rows[2];          /* the Rows lent to a mapper or joiner (left, right), or NULL */
   int row_refs[2];        /* registry refs keeping them */
   uint64_t mapper_read;   /* the left columns the last mapper call read */
+  rn_rel *self;           /* a filter's function (new or old): the filter, once declared (watch_gone) */
 } lcb;
 
 enum { CB_FN, CB_INSERT = 0, CB_UPDATE, CB_DELETE, CB_COMMIT, CB_ALL, CB_ROLLBACK, CB_NREFS };
 enum { CB_MAPPER = 0, CB_SELECTOR = 1, CB_JOINER = 2 };
 
 /* One call of a callback: the callback and the core's arguments. */
+/* What a row's gone_index reads for: the filter or map and its table,
+ * until the call it was made for returns (d NULL after: a row its
+ * function kept reads as any other). */
+typedef struct gone_watch {
+  rn_rel *d;
+  const rn_rel *t;
+} gone_watch;
+
 typedef struct lcall {
   lcb *cb;
   rn_rel *in, *out;       /* where rows come from, where results go */
@@ -42,6 +51,7 @@ typedef struct lcall {
   msgpack_object *key;    /* a mapper's output key */
   int nkey;
   int *flag;              /* filter: pass; map, joiner: has_row; mapper: has_key */
+  gone_watch *watch;      /* filter, map: the row's watch (watch_gone), cleared after the call */
   msgpack_sbuffer *result;
   lrow *lent[2];          /* Rows lent for this call: taken back when it returns */
 } lcall;
@@ -67,6 +77,7 @@ static lcb *new_cb(lua_State *L, lpipe *lp, const char *name)
   cb->rows[0] = cb->rows[1] = NULL;
   cb->row_refs[0] = cb->row_refs[1] = LUA_NOREF;
   cb->mapper_read = ~0ULL;
+  cb->self = NULL;
   return cb;
 }
 
@@ -78,12 +89,46 @@ static int ref_function(lua_State *L, int idx)
   return luaL_ref(L, LUA_REGISTRYINDEX);
 }
 
+/* A row's __index while a filter's or map's sinks are told at its
+ * declaration, over a table that moved its columns in this run (upvalue:
+ * its gone_watch): a name its table had before, read (derive.h,
+ * rn_derive_read_gone). */
+static int gone_index(lua_State *L)
+{
+  gone_watch *w = lua_touserdata(L, lua_upvalueindex(1));
+  size_t len;
+  const char *name = w->d && lua_type(L, 2) == LUA_TSTRING ? lua_tolstring(L, 2, &len) : NULL;
+  int slot = name ? rn_derive_read_gone(w->d, w->t, name, len) : -1;
+  if (slot < 0) return 0;
+  lua_pushstring(L, w->t->schema->cols[slot].name);
+  lua_rawget(L, 1);
+  return 1;
+}
+
+/* The row on top of the stack, given to filter or map out's function over
+ * in: at out's declaration over a table whose columns moved, the names it
+ * had are watched (gone_index) until the caller clears what this returns. */
+static gone_watch *watch_gone(lua_State *L, rn_rel *in, rn_rel *out)
+{
+  if (!(out->told_rows || out->as_told || out->rebuild_tells) || !lua_istable(L, -1)) return NULL;
+  const rn_rel *t = rn_columns_moved(in);
+  if (!t) return NULL;
+  lua_createtable(L, 0, 1);
+  gone_watch *w = lua_newuserdatauv(L, sizeof *w, 0);
+  w->d = out, w->t = t;
+  lua_pushcclosure(L, gone_index, 1);
+  lua_setfield(L, -2, "__index");
+  lua_setmetatable(L, -2);
+  return w;
+}
+
 static int filter_body(lua_State *L, void *ud, rn_err *e)
 {
   (void)e;
   lcall *c = ud;
   lua_rawgeti(L, LUA_REGISTRYINDEX, c->cb->refs[CB_FN]);
   rn_lua_pushrow(c->cb->lp, L, c->in, c->row, c->len);
+  if (c->cb->self) c->watch = watch_gone(L, c->in, c->cb->self);
   lua_call(L, 1, 1);
   *c->flag = lua_toboolean(L, -1);
   return 0;
@@ -92,8 +137,11 @@ static int filter_body(lua_State *L, void *ud, rn_err *e)
 static int filter_cb(void *ctx, rn_rel *in, const char *row, size_t len, int *pass, rn_err *e)
 {
   lcb *cb = ctx;
+  if (!cb->self && rn_columns_moved(in)) cb->self = rn_find(cb->lp->p, cb->name); /* while it is declared */
   lcall c = { .cb = cb, .in = in, .row = row, .len = len, .flag = pass };
-  return rn_lua_protect(cb->lp, cb->lp->L, filter_body, &c, cb->name, "filter", e);
+  int rc = rn_lua_protect(cb->lp, cb->lp->L, filter_body, &c, cb->name, "filter", e);
+  if (c.watch) c.watch->d = NULL;
+  return rc;
 }
 
 /* A returned row's values (out's slots), checked against out's schema and
@@ -136,6 +184,7 @@ static int map_body(lua_State *L, void *ud, rn_err *e)
   lpipe *lp = c->cb->lp;
   lua_rawgeti(L, LUA_REGISTRYINDEX, c->cb->refs[CB_FN]);
   rn_lua_pushrow(lp, L, c->in, c->row, c->len);
+  c->watch = watch_gone(L, c->in, c->out);
   lua_call(L, 1, 1);
   return returned_row(lp, L, c->out, "map returned a bad row", c->result, c->flag, e);
 }
@@ -145,7 +194,9 @@ static int map_cb(void *ctx, rn_rel *in, rn_rel *out, const char *row, size_t le
 {
   lcb *cb = ctx;
   lcall c = { .cb = cb, .in = in, .out = out, .row = row, .len = len, .flag = has_row, .result = result };
-  return rn_lua_protect(cb->lp, cb->lp->L, map_body, &c, cb->name, "map", e);
+  int rc = rn_lua_protect(cb->lp, cb->lp->L, map_body, &c, cb->name, "map", e);
+  if (c.watch) c.watch->d = NULL;
+  return rc;
 }
 
 static const char *const verb_names[] = { "", "INSERT", "UPDATE", "DELETE" };
@@ -723,6 +774,7 @@ static told_arg told_check(lua_State *L, int idx, lpipe *lp, const char *name)
  * function changed (derive.h); failing, rel is taken back. */
 static int told_tell(lua_State *L, lpipe *lp, int rc, rn_rel *rel, told_arg *t, bool map)
 {
+  if (!rc && t->cb && !map) t->cb->self = rel;
   if (!rc && t->kind != RN_CODE_NONE) {
     if (t->why) rc = rn_derive_untold(rel, t->why);
     else rc = rn_derive_tell_old(rel, t->kind, map ? NULL : filter_cb, map ? map_cb : NULL, t->cb);
@@ -749,6 +801,7 @@ int rn_lua_declare_filter(lua_State *L)
   cb->refs[CB_FN] = fn;
   rn_rel *rel = NULL;
   int rc = rn_declare_filter(lp->p, name, in->rel, filter_cb, cb, free_cb, &rel);
+  if (!rc) cb->self = rel; /* its old function, if any, runs next (told_tell) */
   return told_tell(L, lp, rc, rel, &t, false);
 }
 

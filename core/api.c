@@ -179,7 +179,7 @@ int rn_flat_map_slots(rn_pipeline *p, rn_rel *rel, const char *map, size_t len, 
     size_t ksz = rn_value_size(at, end), vsz;
     msgpack_object k;
     if (!ksz || !rn_scalar_object((const unsigned char *)at, ksz, &k) || k.type != MSGPACK_OBJECT_STR) return 0;
-    int slot = rn_schema_slot(s, k.via.str.ptr, k.via.str.size);
+    int slot = rn_schema_slot_hinted(s, k.via.str.ptr, k.via.str.size, &rel->slot_hint[i]); /* i < 15 */
     if (slot < 0 || (*given)[slot]) return 0;
     at += ksz;
     if (!(vsz = rn_value_size(at, end)) || !rn_scalar_object((const unsigned char *)at, vsz, &(*vals)[slot])) return 0;

@@ -49,6 +49,8 @@ typedef struct wb_db {
   size_t ndirty, dcap;
   bool ordered;                 /* iterated once: written entries join the skip list */
   uint32_t past_tries, past_found; /* past_last's asks and its answers "absent" (whether it pays) */
+  uint32_t past_skipped;        /* misses it was not asked about */
+  MDB_cursor *last_cur;         /* past_last's, in the open write transaction (LMDB frees it at its end) */
 } wb_db;
 
 typedef struct wb_chunk {
@@ -267,17 +269,12 @@ static int mark_dirty(rn_wb *wb, wb_db *db, wb_node *n)
  * does not know. */
 static bool past_last(wb_db *db, MDB_txn *txn, MDB_dbi dbi, const MDB_val *key)
 {
-  if (db->past_tries >= 16 && db->past_found * 2 < db->past_tries) {
-    db->past_tries++; /* not asked: counted as a miss, so that it is asked again after a while */
-    if (db->past_tries >= 1024) { db->past_tries /= 2; db->past_found /= 2; }
-    return false;
-  }
-  MDB_cursor *cur;
-  if (mdb_cursor_open(txn, dbi, &cur)) return false;
+  /* Not paying: asked once in 64 all the same, to notice when it pays again. */
+  if (db->past_tries >= 16 && db->past_found * 2 < db->past_tries && (++db->past_skipped & 63)) return false;
+  if (!db->last_cur && mdb_cursor_open(txn, dbi, &db->last_cur)) return db->last_cur = NULL, false;
   MDB_val lk, lv;
-  int rc = mdb_cursor_get(cur, &lk, &lv, MDB_LAST);
+  int rc = mdb_cursor_get(db->last_cur, &lk, &lv, MDB_LAST); /* from the root each time: sees every write */
   bool past = rc == MDB_NOTFOUND || (rc == 0 && mdb_cmp(txn, dbi, key, &lk) > 0);
-  mdb_cursor_close(cur);
   db->past_tries++;
   db->past_found += past;
   if (db->past_tries >= 1024) { db->past_tries /= 2; db->past_found /= 2; }
@@ -482,7 +479,12 @@ int rn_wb_sync(rn_store *s, MDB_txn *txn, MDB_dbi dbi)
 
 int rn_wb_drop(rn_store *s, MDB_txn *txn, MDB_dbi dbi, int del)
 {
-  if (layered(s, txn) && dbi < s->wb->ndbs && s->wb->dbs[dbi]) forget_db(s->wb->dbs[dbi]);
+  if (layered(s, txn) && dbi < s->wb->ndbs && s->wb->dbs[dbi]) {
+    wb_db *db = s->wb->dbs[dbi];
+    if (db->last_cur) mdb_cursor_close(db->last_cur); /* the transaction is open: closed here */
+    db->last_cur = NULL;
+    forget_db(db);
+  }
   return mdb_drop(txn, dbi, del);
 }
 
@@ -563,6 +565,7 @@ void rn_wb_forget(rn_wb *wb)
     wb_db *db = wb->dbs[i];
     if (!db) continue;
     forget_db(db);
+    db->last_cur = NULL; /* the transaction ends (or carries on: LMDB frees the cursor at its end) */
     free(db->slots); /* a large transaction's tables go back to the allocator */
     free(db->dirty);
     db->slots = NULL;
@@ -588,6 +591,7 @@ void rn_wb_committed(rn_wb *wb)
     memset(db->head->next, 0, WB_LEVELS * sizeof db->head->next[0]);
     db->ordered = false;
     db->ndirty = 0; /* flushed before the commit: none is left */
+    db->last_cur = NULL; /* LMDB freed it with the transaction */
     /* The entries stay as a cache, so the table fills over the commits;
      * doubling it rehashes every entry at once (milliseconds at tens of
      * thousands), which a group that happens to cross the line would pay.

@@ -13,6 +13,8 @@
  * the new one fits (as LMDB rewrites a value of the same size). */
 #include "wb.h"
 
+#include "bytes.h"
+
 #include <errno.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -109,8 +111,15 @@ static uint32_t hash_key(const void *data, size_t len)
     h = (h ^ w) * 0xff51afd7ed558ccdULL;
     h ^= h >> 32;
   }
-  uint64_t w = 0;
-  if (len) memcpy(&w, p, len);
+  uint64_t w = 0; /* the last 1-7 bytes, each in w (two overlapping loads, or three bytes), no memcpy call */
+  if (len >= 4) {
+    uint32_t a, b;
+    memcpy(&a, p, 4);
+    memcpy(&b, p + len - 4, 4);
+    w = (uint64_t)a << 32 | b;
+  } else if (len) {
+    w = (uint64_t)p[0] | (uint64_t)p[len / 2] << 8 | (uint64_t)p[len - 1] << 16;
+  }
   h ^= w;
   h ^= h >> 33; /* murmur3's finalizer: every key bit reaches the low bits the table uses */
   h *= 0xff51afd7ed558ccdULL;
@@ -119,7 +128,15 @@ static uint32_t hash_key(const void *data, size_t len)
   return (uint32_t)(h ^ (h >> 33));
 }
 
-static wb_db *db_of(rn_wb *wb, MDB_dbi dbi)
+static wb_db *db_new(rn_wb *wb, MDB_dbi dbi);
+
+/* dbi's entries, made on first use; NULL when out of memory. */
+static inline wb_db *db_of(rn_wb *wb, MDB_dbi dbi)
+{
+  return dbi < wb->ndbs && wb->dbs[dbi] ? wb->dbs[dbi] : db_new(wb, dbi);
+}
+
+static wb_db *db_new(rn_wb *wb, MDB_dbi dbi)
 {
   if (dbi >= wb->ndbs) {
     size_t n = (size_t)dbi + 16;
@@ -149,7 +166,7 @@ static wb_node *find(const wb_db *db, const MDB_val *key, uint32_t h)
     if (!sl->node) return NULL;
     if (sl->hash != h) continue;
     wb_node *n = sl->node;
-    if (n->klen == key->mv_size && memcmp(node_key(n), key->mv_data, key->mv_size) == 0) return n;
+    if (n->klen == key->mv_size && rn_same_bytes(node_key(n), key->mv_data, key->mv_size)) return n;
   }
 }
 

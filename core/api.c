@@ -163,6 +163,31 @@ static int map_to_slots(rn_pipeline *p, rn_rel *rel, const msgpack_object *m,
   return 0;
 }
 
+/* rn_scalar_object (sz from rn_value_size), with the host's usual values
+ * told inline: a short name (fixstr), a small or unsigned int. The same
+ * objects, field for field. */
+static inline bool scalar_object(const char *at, size_t sz, msgpack_object *o)
+{
+  unsigned b = (unsigned char)at[0];
+  if (b >= 0xa0 && b <= 0xbf) {
+    *o = (msgpack_object){ .type = MSGPACK_OBJECT_STR };
+    o->via.str.ptr = at + 1;
+    o->via.str.size = (uint32_t)(sz - 1);
+    return true;
+  }
+  if (b <= 0x7f) {
+    *o = (msgpack_object){ .type = MSGPACK_OBJECT_POSITIVE_INTEGER, .via.u64 = b };
+    return true;
+  }
+  if (b >= 0xcc && b <= 0xcf) {
+    uint64_t u = 0;
+    for (size_t k = 1; k < sz; k++) u = u << 8 | (unsigned char)at[k];
+    *o = (msgpack_object){ .type = MSGPACK_OBJECT_POSITIVE_INTEGER, .via.u64 = u };
+    return true;
+  }
+  return rn_scalar_object((const unsigned char *)at, sz, o);
+}
+
 int rn_flat_map_slots(rn_pipeline *p, rn_rel *rel, const char *map, size_t len, msgpack_object **vals,
                       uint8_t **given)
 {
@@ -178,11 +203,11 @@ int rn_flat_map_slots(rn_pipeline *p, rn_rel *rel, const char *map, size_t len, 
   for (unsigned i = 0; i < (b[0] & 0x0fu); i++) {
     size_t ksz = rn_value_size(at, end), vsz;
     msgpack_object k;
-    if (!ksz || !rn_scalar_object((const unsigned char *)at, ksz, &k) || k.type != MSGPACK_OBJECT_STR) return 0;
-    int slot = rn_schema_slot(s, k.via.str.ptr, k.via.str.size);
+    if (!ksz || !scalar_object(at, ksz, &k) || k.type != MSGPACK_OBJECT_STR) return 0;
+    int slot = rn_schema_slot_hinted(s, k.via.str.ptr, k.via.str.size, &rel->slot_hint[i]); /* i < 15 */
     if (slot < 0 || (*given)[slot]) return 0;
     at += ksz;
-    if (!(vsz = rn_value_size(at, end)) || !rn_scalar_object((const unsigned char *)at, vsz, &(*vals)[slot])) return 0;
+    if (!(vsz = rn_value_size(at, end)) || !scalar_object(at, vsz, &(*vals)[slot])) return 0;
     (*given)[slot] = 1;
     at += vsz;
   }

@@ -13,6 +13,8 @@
  * the new one fits (as LMDB rewrites a value of the same size). */
 #include "wb.h"
 
+#include "bytes.h"
+
 #include <errno.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -48,6 +50,9 @@ typedef struct wb_db {
   wb_node **dirty;              /* the nodes with dirty set, in the order written */
   size_t ndirty, dcap;
   bool ordered;                 /* iterated once: written entries join the skip list */
+  uint32_t past_tries, past_found; /* past_last's asks and its answers "absent" (whether it pays) */
+  uint32_t past_skipped;        /* misses it was not asked about */
+  MDB_cursor *last_cur;         /* past_last's, in the open write transaction (LMDB frees it at its end) */
 } wb_db;
 
 typedef struct wb_chunk {
@@ -106,8 +111,15 @@ static uint32_t hash_key(const void *data, size_t len)
     h = (h ^ w) * 0xff51afd7ed558ccdULL;
     h ^= h >> 32;
   }
-  uint64_t w = 0;
-  if (len) memcpy(&w, p, len);
+  uint64_t w = 0; /* the last 1-7 bytes, each in w (two overlapping loads, or three bytes), no memcpy call */
+  if (len >= 4) {
+    uint32_t a, b;
+    memcpy(&a, p, 4);
+    memcpy(&b, p + len - 4, 4);
+    w = (uint64_t)a << 32 | b;
+  } else if (len) {
+    w = (uint64_t)p[0] | (uint64_t)p[len / 2] << 8 | (uint64_t)p[len - 1] << 16;
+  }
   h ^= w;
   h ^= h >> 33; /* murmur3's finalizer: every key bit reaches the low bits the table uses */
   h *= 0xff51afd7ed558ccdULL;
@@ -116,7 +128,15 @@ static uint32_t hash_key(const void *data, size_t len)
   return (uint32_t)(h ^ (h >> 33));
 }
 
-static wb_db *db_of(rn_wb *wb, MDB_dbi dbi)
+static wb_db *db_new(rn_wb *wb, MDB_dbi dbi);
+
+/* dbi's entries, made on first use; NULL when out of memory. */
+static inline wb_db *db_of(rn_wb *wb, MDB_dbi dbi)
+{
+  return dbi < wb->ndbs && wb->dbs[dbi] ? wb->dbs[dbi] : db_new(wb, dbi);
+}
+
+static wb_db *db_new(rn_wb *wb, MDB_dbi dbi)
 {
   if (dbi >= wb->ndbs) {
     size_t n = (size_t)dbi + 16;
@@ -146,7 +166,7 @@ static wb_node *find(const wb_db *db, const MDB_val *key, uint32_t h)
     if (!sl->node) return NULL;
     if (sl->hash != h) continue;
     wb_node *n = sl->node;
-    if (n->klen == key->mv_size && memcmp(node_key(n), key->mv_data, key->mv_size) == 0) return n;
+    if (n->klen == key->mv_size && rn_same_bytes(node_key(n), key->mv_data, key->mv_size)) return n;
   }
 }
 
@@ -257,6 +277,27 @@ static int mark_dirty(rn_wb *wb, wb_db *db, wb_node *n)
   return 0;
 }
 
+/* Whether key sorts after LMDB's last key of dbi (or dbi is empty), so
+ * LMDB cannot hold it: a new row of increasing ids (a player joining, a
+ * match recorded) is then known absent by walking the right edge of the
+ * B-tree, without mdb_get's binary searches. Asked only in a database where
+ * it answered "absent" at least half the time (its counts halve now and
+ * then, so it follows what the database's reads become); false when it
+ * does not know. */
+static bool past_last(wb_db *db, MDB_txn *txn, MDB_dbi dbi, const MDB_val *key)
+{
+  /* Not paying: asked once in 64 all the same, to notice when it pays again. */
+  if (db->past_tries >= 16 && db->past_found * 2 < db->past_tries && (++db->past_skipped & 63)) return false;
+  if (!db->last_cur && mdb_cursor_open(txn, dbi, &db->last_cur)) return db->last_cur = NULL, false;
+  MDB_val lk, lv;
+  int rc = mdb_cursor_get(db->last_cur, &lk, &lv, MDB_LAST); /* from the root each time: sees every write */
+  bool past = rc == MDB_NOTFOUND || (rc == 0 && mdb_cmp(txn, dbi, key, &lk) > 0);
+  db->past_tries++;
+  db->past_found += past;
+  if (db->past_tries >= 1024) { db->past_tries /= 2; db->past_found /= 2; }
+  return past;
+}
+
 /* The node of key, read from LMDB into a clean one when there is none. */
 static int fetch(rn_wb *wb, wb_db *db, MDB_txn *txn, MDB_dbi dbi, const MDB_val *key, wb_node **out)
 {
@@ -264,7 +305,7 @@ static int fetch(rn_wb *wb, wb_db *db, MDB_txn *txn, MDB_dbi dbi, const MDB_val 
   wb_node *n = find(db, key, h);
   if (n) { *out = n; return 0; }
   MDB_val k = *key, v;
-  int rc = mdb_get(txn, dbi, &k, &v);
+  int rc = past_last(db, txn, dbi, key) ? MDB_NOTFOUND : mdb_get(txn, dbi, &k, &v);
   if (rc && rc != MDB_NOTFOUND) return rc;
   n = insert(wb, db, key, h);
   if (!n || (rc == 0 && set_value(wb, n, v.mv_data, v.mv_size))) return ENOMEM;
@@ -455,7 +496,12 @@ int rn_wb_sync(rn_store *s, MDB_txn *txn, MDB_dbi dbi)
 
 int rn_wb_drop(rn_store *s, MDB_txn *txn, MDB_dbi dbi, int del)
 {
-  if (layered(s, txn) && dbi < s->wb->ndbs && s->wb->dbs[dbi]) forget_db(s->wb->dbs[dbi]);
+  if (layered(s, txn) && dbi < s->wb->ndbs && s->wb->dbs[dbi]) {
+    wb_db *db = s->wb->dbs[dbi];
+    if (db->last_cur) mdb_cursor_close(db->last_cur); /* the transaction is open: closed here */
+    db->last_cur = NULL;
+    forget_db(db);
+  }
   return mdb_drop(txn, dbi, del);
 }
 
@@ -536,6 +582,7 @@ void rn_wb_forget(rn_wb *wb)
     wb_db *db = wb->dbs[i];
     if (!db) continue;
     forget_db(db);
+    db->last_cur = NULL; /* the transaction ends (or carries on: LMDB frees the cursor at its end) */
     free(db->slots); /* a large transaction's tables go back to the allocator */
     free(db->dirty);
     db->slots = NULL;
@@ -561,6 +608,7 @@ void rn_wb_committed(rn_wb *wb)
     memset(db->head->next, 0, WB_LEVELS * sizeof db->head->next[0]);
     db->ordered = false;
     db->ndirty = 0; /* flushed before the commit: none is left */
+    db->last_cur = NULL; /* LMDB freed it with the transaction */
     /* The entries stay as a cache, so the table fills over the commits;
      * doubling it rehashes every entry at once (milliseconds at tens of
      * thousands), which a group that happens to cross the line would pay.

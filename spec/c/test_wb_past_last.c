@@ -13,6 +13,7 @@
 #include "check.h"
 #include "store.h"
 #include "wb.h"
+#include "wb_fixture.h"
 
 static MDB_val key_of(char *buf, int i)
 {
@@ -45,18 +46,10 @@ static void put_through_cursor(rn_store *s, MDB_dbi dbi, int i)
 static void test_past_last_reads_lmdb_as_it_is(void)
 {
   char dir[] = "/tmp/rn_wb_lastXXXXXX";
-  CHECK(mkdtemp(dir) != NULL);
   rn_store s;
-  memset(&s, 0, sizeof s);
   rn_err e = { 0 };
-  CHECK(rn_store_open(&s, dir, true, false, 0, &e) == 0);
-  s.wb = rn_wb_new();
-  CHECK(s.wb != NULL);
-  MDB_txn *txn;
   MDB_dbi dbi;
-  CHECK(mdb_txn_begin(s.env, NULL, 0, &txn) == 0);
-  CHECK(mdb_dbi_open(txn, "rows", MDB_CREATE, &dbi) == 0);
-  CHECK(mdb_txn_commit(txn) == 0);
+  wb_store_open(&s, dir, &dbi);
 
   /* An empty database: every key is past its (absent) last one. */
   CHECK(rn_store_begin(&s, &e) == 0);
@@ -98,10 +91,7 @@ static void test_past_last_reads_lmdb_as_it_is(void)
   CHECK(get(&s, dbi, 9001) == MDB_NOTFOUND);
   rn_store_abort(&s);
 
-  rn_store_close(&s);
-  char cmd[64];
-  snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
-  CHECK(system(cmd) == 0);
+  wb_store_close(&s, dir);
 }
 
 int main(void)

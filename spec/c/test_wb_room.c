@@ -12,24 +12,17 @@
 #include "check.h"
 #include "store.h"
 #include "wb.h"
+#include "wb_fixture.h"
 
 #define PER_TXN 100
 
 static void test_room_after_each_commit(void)
 {
   char dir[] = "/tmp/rn_wb_roomXXXXXX";
-  CHECK(mkdtemp(dir) != NULL);
   rn_store s;
-  memset(&s, 0, sizeof s);
   rn_err e = { 0 };
-  CHECK(rn_store_open(&s, dir, true, false, 0, &e) == 0);
-  s.wb = rn_wb_new();
-  CHECK(s.wb != NULL);
-  MDB_txn *txn;
   MDB_dbi dbi;
-  CHECK(mdb_txn_begin(s.env, NULL, 0, &txn) == 0);
-  CHECK(mdb_dbi_open(txn, "rows", MDB_CREATE, &dbi) == 0);
-  CHECK(mdb_txn_commit(txn) == 0);
+  wb_store_open(&s, dir, &dbi);
   int short_of_room = 0;
   for (int t = 0; t < 300 && !check_failed_now; t++) { /* 30,000 keys: the table doubles 7 times */
     CHECK(rn_store_begin(&s, &e) == 0);
@@ -45,10 +38,7 @@ static void test_room_after_each_commit(void)
   CHECK(short_of_room == 0);
   if (short_of_room) fprintf(stderr, "  %d commits left no room for the next %d entries\n", short_of_room, PER_TXN);
   CHECK(rn_wb_bytes(&s) > 0); /* the entries stayed as a cache */
-  rn_store_close(&s);
-  char cmd[64];
-  snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
-  CHECK(system(cmd) == 0);
+  wb_store_close(&s, dir);
 }
 
 int main(void)

@@ -79,8 +79,9 @@ $BIN run scripts/bench/hot_parent.lua
 $BIN run scripts/bench/aggregate.lua "$FKJOIN"
 $BIN run scripts/bench/leaderboard.lua "${LEADERBOARD_N:-1000000}"
 $BIN run scripts/bench/io.lua "$FKJOIN"
-echo "# the example host (scripts/host) at its default 60 Hz: per-tick group latency, sync = false"
-figures host60 build/host "${HOST60_TICKS:-2000}" 100 60
+echo "# the example host (scripts/host) at its default 60 Hz: per-tick group latency, sync = false;"
+echo "# control: a tick of arithmetic alone in each idle time, timed alike (the machine's own stalls)"
+figures host60 env RUNNEL_HOST_CONTROL=1 build/host "${HOST60_TICKS:-2000}" 100 60
 echo "# the same, ticks back to back (hz 0: no idle time to commit in)"
 figures host build/host "${HOST_TICKS:-5000}" 100 0
 echo "# the same, at most 8 ticks per LMDB transaction (carry_groups = 8): smaller spikes"

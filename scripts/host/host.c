@@ -17,7 +17,11 @@
  * tick is far enough away, so no tick pays for the LMDB writes;
  * back to back (hz = 0) the carry bounds decide. With RUNNEL_HOST_HASH set
  * in the environment it also prints a hash of every event its subscribers
- * received (a check that a change to runnel kept them byte for byte).
+ * received (a check that a change to runnel kept them byte for byte). With
+ * RUNNEL_HOST_CONTROL set and a tick rate, it also runs a control tick in
+ * each tick's idle time: arithmetic alone, calibrated to about
+ * CONTROL_TICK_MS, timed the same way, so the report shows how often the
+ * machine itself stretches a tick past 1 ms (make bench prints both).
  *
  * It uses runnel.h and msgpack-c only, as a host built against
  * `pkg-config --cflags --libs runnel` would. It builds under plain -std=c11;
@@ -35,6 +39,9 @@
  * carried LMDB transaction (rn_flush): the tick that would have ended it
  * pays nothing, and a crash loses at most the last tick. */
 #define IDLE_FLUSH_SLACK 0.004
+
+/* The control tick's length (RUNNEL_HOST_CONTROL): about a tick's. */
+#define CONTROL_TICK_MS 0.4
 
 typedef struct counts {
   long leaderboard[4];    /* by verb */
@@ -115,6 +122,33 @@ static void kv_str(change *c, const char *k, const char *v)
   msgpack_pack_str_with_body(&c->pk, v, strlen(v));
 }
 
+/* The control tick: n steps of a generator that touches no memory, so
+ * what stretches it is the machine (other processes, the hypervisor), not
+ * caches or the allocator. Returns the last value (kept, so it runs). */
+static uint64_t control_work(long n)
+{
+  uint64_t x = 88172645463325252ULL;
+  for (long i = 0; i < n; i++) x = x * 6364136223846793005ULL + 1442695040888963407ULL;
+  return x;
+}
+
+/* Steps of control_work that take about CONTROL_TICK_MS: the fastest of a
+ * few timed tries (the least disturbed), scaled. */
+static long control_steps(void)
+{
+  long n = 100000;
+  double best = 1e9;
+  volatile uint64_t keep = 0;
+  for (int i = 0; i < 20; i++) {
+    double t0 = now();
+    keep ^= control_work(n);
+    double dt = now() - t0;
+    if (dt < best) best = dt;
+  }
+  (void)keep;
+  return best > 0 ? (long)((double)n * CONTROL_TICK_MS / 1e3 / best) : n;
+}
+
 static int cmp_double(const void *a, const void *b)
 {
   double x = *(const double *)a, y = *(const double *)b;
@@ -179,6 +213,10 @@ int main(int argc, char **argv)
   long match_id = 0;
   double *group_ms = malloc(sizeof *group_ms * (size_t)ticks), *commit_ms = malloc(sizeof *commit_ms * (size_t)ticks);
   double *cpu_ms = malloc(sizeof *cpu_ms * (size_t)ticks);
+  long control = hz > 0 && getenv("RUNNEL_HOST_CONTROL") ? control_steps() : 0;
+  double *control_ms = malloc(sizeof *control_ms * (size_t)ticks);
+  int controls = 0;
+  volatile uint64_t control_keep = 0;
   int preempted = 0; /* ticks over 1 ms by the clock, under it in CPU time */
   int idle_flushes = 0;
   double start = now();
@@ -231,6 +269,11 @@ int main(int argc, char **argv)
       idle_flushes++;
     }
     commit_ms[t] = (t2 - t1) * 1e3;
+    if (control && start + (t + 1) / hz - now() > 2 * CONTROL_TICK_MS / 1e3) { /* idle: the control tick */
+      double c1 = now();
+      control_keep ^= control_work(control);
+      control_ms[controls++] = (now() - c1) * 1e3;
+    }
   }
   printf("ticks: %d, changes per tick: %d, hz: %g\n", ticks, per_tick, hz);
   printf("players: %d, matches: %ld, last group: %llu\n", nplayers, match_id, (unsigned long long)rn_seq(p));
@@ -242,6 +285,9 @@ int main(int argc, char **argv)
   report("commit", commit_ms, ticks);
   report("group_cpu", cpu_ms, ticks);
   printf("ticks_over_1_ms: %d preempted (under 1 ms of CPU); idle flushes: %d\n", preempted, idle_flushes);
+  if (controls) report("control", control_ms, controls);
+  (void)control_keep;
+  free(control_ms);
   free(cpu_ms);
   free(group_ms);
   free(commit_ms);

@@ -265,6 +265,11 @@ void rn_lua_live_open(lua_State *L, int methods);
 void rn_lua_preload(lua_State *L);
 
 /* linspect.c */
+/* Pushes a durable sink's record and what waits for it (outbox.h) as
+ * { sink, key, relation, groups, rows, since, seen, relation_gone }: the
+ * shape of p:stats().outbox_undeclared and runnel.inspect's outbox_waiting. */
+struct rn_outbox_kept;
+void rn_lua_push_waiting(lua_State *L, const struct rn_outbox_kept *k);
 int rn_lua_inspect(lua_State *L);
 
 #endif

@@ -1,7 +1,10 @@
 /* linspect.c — runnel.inspect(path): what a state holds, read from its
- * catalogue in one LMDB read transaction (rn_inspect), for the REPL's
- * read-only browsing and for scripts that look at a state from outside. */
+ * catalogue in one LMDB read transaction (rn_inspect), and the groups
+ * waiting for its durable sinks in another (rn_inspect_outbox), for the
+ * REPL's read-only browsing and for scripts that look at a state from
+ * outside. */
 #include "lbind.h"
+#include "outbox.h"
 
 static int push_relation(void *ctx, const rn_inspect_relation *r)
 {
@@ -20,8 +23,43 @@ static int push_relation(void *ctx, const rn_inspect_relation *r)
   return 0;
 }
 
+void rn_lua_push_waiting(lua_State *L, const rn_outbox_kept *k)
+{
+  lua_createtable(L, 0, 8);
+  lua_pushstring(L, k->shown);
+  lua_setfield(L, -2, "sink");
+  lua_pushstring(L, k->key);
+  lua_setfield(L, -2, "key");
+  if (k->relation[0]) {
+    lua_pushstring(L, k->relation);
+    lua_setfield(L, -2, "relation");
+  }
+  if (k->relation_gone) {
+    lua_pushboolean(L, 1);
+    lua_setfield(L, -2, "relation_gone");
+  }
+  rn_lua_setint(L, "groups", (lua_Integer)k->groups);
+  rn_lua_setint(L, "rows", (lua_Integer)k->rows);
+  rn_lua_setint(L, "since", (lua_Integer)k->since);
+  rn_lua_setint(L, "seen", (lua_Integer)k->seen);
+}
+
+/* A sink with groups waiting, appended to the list on top of the stack
+ * (runnel inspect lists the same ones). */
+static int push_waiting(void *ctx, const rn_outbox_kept *k)
+{
+  lua_State *L = ctx;
+  if (!k->groups) return 0;
+  if (!lua_checkstack(L, 4)) return RN_ENOMEM;
+  rn_lua_push_waiting(L, k);
+  lua_rawseti(L, -2, (lua_Integer)lua_rawlen(L, -2) + 1);
+  return 0;
+}
+
 /* runnel.inspect(path) -> { seq = n, relations = { { name, kind, columns,
- * rows (nil for relations without a count), next_id }… } } in name order.
+ * rows (nil for relations without a count), next_id }… } in name order,
+ * outbox_waiting = { { sink, key, relation, groups, rows, since, seen,
+ * relation_gone }… } in key order: the durable sinks groups wait for }.
  * Raises when path holds no readable state. */
 int rn_lua_inspect(lua_State *L)
 {
@@ -34,5 +72,9 @@ int rn_lua_inspect(lua_State *L)
   if (rc) return rn_lua_error(L, "inspect: %s", err[0] ? err : rn_strerror(rc));
   lua_setfield(L, -2, "relations");
   rn_lua_setint(L, "seq", (lua_Integer)st.seq);
+  lua_newtable(L);
+  if ((rc = rn_inspect_outbox(path, push_waiting, L, err, sizeof err)))
+    return rn_lua_error(L, "inspect: %s", err[0] ? err : rn_strerror(rc));
+  lua_setfield(L, -2, "outbox_waiting");
   return 1;
 }

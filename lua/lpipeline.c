@@ -211,23 +211,7 @@ static int set_undeclared(void *ctx, const rn_outbox_kept *k)
   lua_State *L = ctx;
   lua_pushinteger(L, (lua_Integer)k->groups);
   lua_setfield(L, -3, k->shown);
-  lua_createtable(L, 0, 7);
-  lua_pushstring(L, k->shown);
-  lua_setfield(L, -2, "sink");
-  lua_pushstring(L, k->key);
-  lua_setfield(L, -2, "key");
-  if (k->relation[0]) {
-    lua_pushstring(L, k->relation);
-    lua_setfield(L, -2, "relation");
-  }
-  if (k->relation_gone) {
-    lua_pushboolean(L, 1);
-    lua_setfield(L, -2, "relation_gone");
-  }
-  rn_lua_setint(L, "groups", (lua_Integer)k->groups);
-  rn_lua_setint(L, "rows", (lua_Integer)k->rows);
-  rn_lua_setint(L, "since", (lua_Integer)k->since);
-  rn_lua_setint(L, "seen", (lua_Integer)k->seen);
+  rn_lua_push_waiting(L, k);
   lua_rawseti(L, -2, (lua_Integer)lua_rawlen(L, -2) + 1);
   return 0;
 }

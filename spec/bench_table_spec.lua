@@ -44,4 +44,17 @@ describe("make bench's issue 13 table", function()
     assert.equal("no", rows[DECL][5])
     assert.equal("n/a", rows[MAPPER][3])
   end)
+
+  it("shows the host's control tick beside its ticks, and judges the host's ticks alone", function()
+    local host = "host60.ticks: 2000\n" ..
+                 "host60.group_ms: p50 0.37 p99 0.45 max 3.10 over_1ms 2\n" ..
+                 "host60.ticks_over_1_ms: 0 preempted (under 1 ms of CPU); idle flushes: 2000\n"
+    local row = "example host at its default 60 Hz, 2,000 ticks of 100 changes"
+    local rows = table_for(host .. "host60.control_ms: p50 0.40 p99 0.71 max 4.07 over_1ms 3\n")
+    assert.equal("p50 0.37 p99 0.45 max 3.10 ms; 2 over 1 ms (0 preempted); "
+                 .. "control tick of arithmetic alone: p50 0.40 p99 0.71 max 4.07 ms, 3 over 1 ms", rows[row][2])
+    assert.equal("no", rows[row][5]) -- the control explains, it does not excuse
+    rows = table_for(host) -- a host without the control (an older build): its figures alone
+    assert.equal("p50 0.37 p99 0.45 max 3.10 ms; 2 over 1 ms (0 preempted)", rows[row][2])
+  end)
 end)

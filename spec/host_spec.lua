@@ -36,6 +36,19 @@ describe("the example host", function()
     assert.same({ "46e16a73f32fe551", "46e16a73f32fe551", "46e16a73f32fe551" }, hashes)
   end)
 
+  it("runs a control tick of arithmetic alone in each idle time when asked, and only at a tick rate", function()
+    local out, err, code = H.sh("RUNNEL_HOST_CONTROL=1 " .. host .. " 20 10 100 scripts/host/game.lua")
+    assert.equal("", err)
+    assert.equal(0, code)
+    local p50 = tonumber(out:match("control_ms: p50 ([%d.]+) p99 [%d.]+ max [%d.]+ over_1ms %d+"))
+    assert.is_truthy(p50, out)
+    assert.is_true(p50 > 0)
+    out = H.sh("RUNNEL_HOST_CONTROL=1 " .. host .. " 20 10 0 scripts/host/game.lua") -- back to back: no idle time
+    assert.is_falsy(out:find("control_ms", 1, true))
+    out = H.sh(host .. " 20 10 100 scripts/host/game.lua") -- not asked
+    assert.is_falsy(out:find("control_ms", 1, true))
+  end)
+
   it("reports a script error and exits 1", function()
     local script = os.tmpname()
     local f = io.open(script, "w")

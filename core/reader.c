@@ -16,6 +16,7 @@
 #include "key.h"
 #include "longorder.h"
 #include "row.h"
+#include "rowsort.h"
 #include "verify.h"
 
 #define READ_DEPTH 32     /* a select of a select of …: deeper is a damaged catalogue */
@@ -366,23 +367,6 @@ static int rows_as_made(rn_reader *r, MDB_txn *txn, rn_attach_each_fn fn, void *
   }
 }
 
-/* ---- sorting: rows collected, then ordered by key or id ---- */
-
-typedef struct item {
-  uint64_t id;
-  size_t key_at, key_len, row_at, row_len; /* in the bytes */
-  const char *key;        /* set once every row is in */
-} item;
-
-typedef struct collected {
-  rn_reader *r;
-  bool by_key;
-  msgpack_sbuffer bytes;
-  item *items;
-  size_t n, cap;
-  rn_err *e;
-} collected;
-
 /* The key of row under r's schema, appended to b. */
 static int key_of(rn_reader *r, const char *row, size_t len, msgpack_sbuffer *b, rn_err *e)
 {
@@ -393,62 +377,15 @@ static int key_of(rn_reader *r, const char *row, size_t len, msgpack_sbuffer *b,
   return rc;
 }
 
-static int collect(void *ctx, uint64_t id, const char *row, size_t len)
-{
-  collected *c = ctx;
-  if (c->n == c->cap) {
-    size_t cap = c->cap ? 2 * c->cap : 256;
-    item *grown = realloc(c->items, cap * sizeof *grown);
-    if (!grown) return no_memory(c->e);
-    c->items = grown;
-    c->cap = cap;
-  }
-  item *it = &c->items[c->n++];
-  it->id = id;
-  it->key_at = c->bytes.size;
-  if (c->by_key) {
-    int rc = key_of(c->r, row, len, &c->bytes, c->e);
-    if (rc) return rc;
-  }
-  it->key_len = c->bytes.size - it->key_at;
-  it->row_at = c->bytes.size;
-  it->row_len = len;
-  rn_buf_write(&c->bytes, row, len);
-  return rn_oom() ? no_memory(c->e) : 0;
-}
-
-/* LMDB's order: bytes, then the shorter first. */
-static int by_key(const void *a, const void *b)
-{
-  const item *x = a, *y = b;
-  size_t n = x->key_len < y->key_len ? x->key_len : y->key_len;
-  int c = memcmp(x->key, y->key, n);
-  if (c) return c;
-  if (x->key_len != y->key_len) return x->key_len < y->key_len ? -1 : 1;
-  return (x->id > y->id) - (x->id < y->id);
-}
-
-static int by_id(const void *a, const void *b)
-{
-  const item *x = a, *y = b;
-  return (x->id > y->id) - (x->id < y->id);
-}
-
 /* Every row of r, made, then handed to fn in key order (id order when r
- * has no key). */
+ * has no key: rowsort.h). */
 static int sorted(rn_reader *r, MDB_txn *txn, rn_attach_each_fn fn, void *ctx, rn_err *e)
 {
-  collected c = { .r = r, .by_key = r->schema->nkey > 0, .e = e };
-  msgpack_sbuffer_init(&c.bytes);
-  int rc = rows_as_made(r, txn, collect, &c, e);
-  for (size_t i = 0; !rc && i < c.n; i++) c.items[i].key = c.bytes.data + c.items[i].key_at;
-  if (!rc && c.n) qsort(c.items, c.n, sizeof *c.items, c.by_key ? by_key : by_id);
-  for (size_t i = 0; !rc && i < c.n; i++) {
-    const item *it = &c.items[i];
-    rc = fn(ctx, it->id, c.bytes.data + it->row_at, it->row_len);
-  }
-  free(c.items);
-  msgpack_sbuffer_destroy(&c.bytes);
+  rn_rowsort s;
+  int rc = rn_rowsort_init(&s, r->schema, r->name, e);
+  if (!rc) rc = rows_as_made(r, txn, rn_rowsort_add, &s, e);
+  if (!rc) rc = rn_rowsort_each(&s, fn, ctx);
+  rn_rowsort_free(&s);
   return rc;
 }
 

@@ -9,5 +9,11 @@
 #include "ops.h"
 
 int rn_rel_scan(rn_rel *rel, rn_scan_fn fn, void *ctx);
+/* rn_rel_scan in the order rows() gives, the same as a read from outside
+ * (runnel.attach, runnel query, rn_cursor_open: reader.h): what is stored
+ * in its order as it is (a table, an aggregate, a distinct: key or id
+ * order; an index: its order; a top: group, then rank); a join, filter,
+ * map or select in key order (rowsort.h), id order without a key. */
+int rn_rel_scan_ordered(rn_rel *rel, rn_scan_fn fn, void *ctx);
 
 #endif

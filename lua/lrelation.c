@@ -281,6 +281,17 @@ static int l_scan(lua_State *L)
   return 0;
 }
 
+/* _scan_ordered(fn): scan in the order rows() gives (scan.h: rn_rel_scan_ordered) */
+static int l_scan_ordered(lua_State *L)
+{
+  lrel *r = rn_lua_checkrel(L, 1);
+  luaL_checktype(L, 2, LUA_TFUNCTION);
+  rn_lua_note_read(L, r->lp, r->rel);
+  lscan s = { L, r };
+  if (rn_rel_scan_ordered(r->rel, scan_row, &s)) return rn_lua_raise(L, r->lp);
+  return 0;
+}
+
 /* changes() -> { inserts, updates, deletes } emitted since the pipeline opened */
 static int l_changes(lua_State *L)
 {
@@ -296,7 +307,7 @@ static int l_changes(lua_State *L)
 }
 
 static const luaL_Reg relation_methods[] = {
-  { "scan", l_scan }, { "changes", l_changes }, { "late", rn_lua_aggregate_late },
+  { "scan", l_scan }, { "_scan_ordered", l_scan_ordered }, { "changes", l_changes }, { "late", rn_lua_aggregate_late },
   { "insert", l_insert }, { "update", l_update }, { "upsert", l_upsert },
   { "delete", l_delete }, { "get", l_get }, { "id_of", l_id_of },
   { "count", l_count }, { "rows", l_rows }, { "name", l_name },

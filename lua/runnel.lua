@@ -658,6 +658,9 @@ end
 
 -- Derived relations have no stored rows of their own: rows(), count() and
 -- get() compute them from their inputs (O(rows)). Sources read LMDB.
+-- rows() come in the order a read from outside gives (runnel.attach,
+-- runnel query): key order (id order without a key), an index's order, a
+-- top's group then rank (core/scan.h, rn_rel_scan_ordered).
 local core_rows, core_count, core_get = Relation.rows, Relation.count, Relation.get
 
 function Relation:rows()
@@ -665,8 +668,7 @@ function Relation:rows()
   local kind = self:schema().kind
   if kind == "table" then return core_rows(self) end
   local list = {}
-  self:scan(function(row, id) list[#list + 1] = { row, id } end)
-  table.sort(list, function(a, b) return a[2] < b[2] end)
+  self:_scan_ordered(function(row, id) list[#list + 1] = { row, id } end)
   local i = 0
   return function()
     i = i + 1

@@ -1674,6 +1674,13 @@ local function check_attach(st, ctx, got)
       if table.concat(a, " ") ~= table.concat(b, " ") then
         fail(ctx, "attach %s: rows\n  %s\n pipeline\n  %s", name, table.concat(a, "\n  "), table.concat(b, "\n  "))
       end
+      local order_a, order_p = {}, {} -- and in the same order (ids listed)
+      for _, id in att:rows() do order_a[#order_a + 1] = id end
+      for _, id in st.R[name]:rows() do order_p[#order_p + 1] = id end
+      if table.concat(order_a, " ") ~= table.concat(order_p, " ") then
+        fail(ctx, "attach %s: rows in the order %s, the pipeline's %s", name, table.concat(order_a, " "),
+             table.concat(order_p, " "))
+      end
       local keys = st.R[name]:schema().key
       if keys and name ~= "ix1" and next(got[name]) and st.rng2.chance(50) then
         local ids = {}

@@ -7,6 +7,10 @@
 int rn_rel_scan(rn_rel *rel, rn_scan_fn fn, void *ctx)
 {
   if (rel->tablelike && rel->ops->scan) return rel->ops->scan(rel, fn, ctx);
+  if (rel->kind == RN_REL_LOOKUP)
+    return rn_err_set(&rel->p->err, RN_EINVAL,
+                      "%s: a lookup holds no rows to read: they are fetched from its source when a join asks for them",
+                      rel->name);
   return rn_err_set(&rel->p->err, RN_EINVAL, "%s: a stream holds no rows to read", rel->name);
 }
 

@@ -121,3 +121,16 @@ describe("a stream", function()
     p:close()
   end)
 end)
+
+describe("a lookup", function()
+  it("says it holds no rows to read, as a lookup, not as a stream", function()
+    local p = runnel.open()
+    local lk = p:lookup("lk", { {"id","int"}, {"x","string"}, key = "id",
+                                source = function(id) return { id = id, x = "v" } end })
+    local want = "lk: a lookup holds no rows to read: they are fetched from its source when a join asks for them"
+    assert.equal(want, H.error_of(lk.rows, lk))
+    assert.equal(want, H.error_of(lk.count, lk))
+    assert.equal(want, H.error_of(lk.scan, lk, function() end))
+    p:close()
+  end)
+end)

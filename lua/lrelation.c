@@ -1,4 +1,5 @@
 /* lrelation.c — the runnel.Relation userdata: changes, reads, iteration. */
+#include <stdio.h>
 #include <string.h>
 
 #include "lbind.h"
@@ -61,11 +62,43 @@ static int l_update(lua_State *L)
 }
 
 /* Reads by key; pushes nothing and returns 0 when absent. */
+/* The message of e, which names from ("from: …"), naming to instead. */
+static void rename_error(rn_err *e, const char *from, const char *to)
+{
+  size_t n = strlen(from);
+  if (strncmp(e->msg, from, n) || strncmp(e->msg + n, ": ", 2)) return;
+  char rest[sizeof e->msg];
+  snprintf(rest, sizeof rest, "%s", e->msg + n);
+  snprintf(e->msg, sizeof e->msg, "%s%s", to, rest);
+}
+
+/* read_key for a derived relation (scan.h: rn_rel_get): its key, or a top's
+ * or an index's input's, read as a table reads its own; errors name it. */
+static int read_derived_key(lua_State *L, lrel *r, uint64_t *id, const char **row, size_t *len)
+{
+  rn_pipeline *p = r->rel->p;
+  rn_rel *kr = rn_rel_key_source(r->rel);
+  if (!kr) return rn_lua_error(L, "%s: get needs a relation with a key", r->rel->name);
+  msgpack_object *vals;
+  uint8_t *given;
+  int found = 0;
+  if (rn_lua_tokey(r->lp, L, 2, kr, &vals, &given)) {
+    rename_error(&p->err, kr->name, r->rel->name);
+    return rn_lua_raise(L, r->lp);
+  }
+  msgpack_sbuffer_clear(&p->rowbuf);
+  if (rn_rel_get(r->rel, vals, given, &p->rowbuf, id, &found)) return rn_lua_raise(L, r->lp);
+  *row = p->rowbuf.data;
+  *len = p->rowbuf.size;
+  return found;
+}
+
 static int read_key(lua_State *L, lrel *r, uint64_t *id, const char **row, size_t *len)
 {
   msgpack_object *vals;
   uint8_t *given;
   int found = 0;
+  if (r->rel->kind != RN_REL_TABLE) return read_derived_key(L, r, id, row, len);
   if (rn_lua_tokey(r->lp, L, 2, r->rel, &vals, &given) ||
       rn_table_get(r->rel, vals, given, &found, id, row, len))
     return rn_lua_raise(L, r->lp);

@@ -685,39 +685,12 @@ function Relation:count()
   return n
 end
 
-local KEY_TYPES = { int = "integer", float = "number", string = "string", bool = "boolean" }
-
--- A key for a derived relation's get is checked as a table's is: every key
--- column given, of its type (an int may come as a float without fraction);
--- a key that cannot be converted is an error, never a silent miss.
-local function check_derived_key(name, s, key)
-  for _, col in ipairs(s.columns) do
-    if col.key then
-      local v, want = key[col.name], KEY_TYPES[col.type]
-      local ok = v ~= nil and (want == nil or
-        (want == "integer" and math.type(v) ~= nil and math.tointeger(v) ~= nil) or
-        (want == "number" and type(v) == "number") or type(v) == want)
-      if not ok then
-        raise(("%s: column %q: expected %s, got %s"):format(name, col.name, col.type,
-              v == nil and "nothing" or math.type(v) or type(v)))
-      end
-    end
-  end
-end
-
+-- A derived relation's get (lrelation.c, core/scan.h: rn_rel_get) checks
+-- its key as a table's get does, and reads a top or an index by its
+-- input's key, as runnel.attach does.
 function Relation:get(key)
   check_relation(self, "get")
-  local s = self:schema()
-  if s.kind == "table" then return core_get(self, key) end
-  if not s.key then raise(self:name() .. ": get needs a relation with a key") end
-  if type(key) ~= "table" then key = { [s.key[1]] = key } end
-  check_derived_key(self:name(), s, key)
-  local found
-  self:scan(function(row)
-    for _, k in ipairs(s.key) do if row[k] ~= key[k] then return end end
-    found = row
-  end)
-  return found
+  return core_get(self, key)
 end
 
 local SINK_FIELDS = { insert = true, update = true, delete = true, commit = true, consolidate = true,

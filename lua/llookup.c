@@ -342,6 +342,9 @@ static int l_attached_get(lua_State *L)
   lattached *la = read_attached(L);
   const rn_schema *s = rn_attach_schema(la->a);
   if (lua_istable(L, 2)) check_key_names(L, 2, la, s);
+  else if (s->nkey > 1) /* as a table's get says it */
+    return rn_lua_error(L, "attach %s: get: a key is a table of its key columns, got %s", la->name,
+                        luaL_typename(L, 2));
   msgpack_sbuffer k, row;
   msgpack_sbuffer_init(&k);
   msgpack_sbuffer_init(&row);

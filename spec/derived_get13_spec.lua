@@ -5,7 +5,8 @@
 -- index is read by its input's key (docs/api.md: idx:get(key)). Before, a
 -- derived get ignored unknown columns, read a scalar as the first of
 -- several key columns, said "expected int, got nothing" for a missing
--- column, refused tops and indexes, and id_of refused every derived relation.
+-- column, refused tops and indexes, and id_of refused every derived relation;
+-- att:get of a scalar for a key of several columns blamed a column's type.
 local runnel = require "runnel"
 local H = require "helper"
 
@@ -65,6 +66,16 @@ describe("get of a derived relation", function()
     assert.equal("c", rels.ix:get{ id = 2 }.s)
     assert.equal(1, rels.top:id_of(3))
     p:close()
+  end)
+
+  it("refuses a scalar for a key of several columns through runnel.attach too", function()
+    local p = runnel.open{ path = state }
+    setup(p)
+    p:close()
+    local att = runnel.attach(state, "a")
+    assert.equal("attach a: get: a key is a table of its key columns, got string", H.error_of(att.get, att, "b"))
+    assert.equal(1, att:get{ s = "b", g = 5 }.n)
+    att:close()
   end)
 
   it("reads what runnel.attach reads, inside a group with its changes", function()

@@ -310,11 +310,33 @@ static int untold_if_functions_changed(rn_aggregate *a, bool created)
   return rc ? rc : r->untold_why ? 0 : rn_err_set(&r->p->err, RN_ENOMEM, "out of memory");
 }
 
+static bool holds_id(const MDB_val *k)
+{
+  return !reserved(k);
+}
+
+/* Its counters against the ids of its groups (a group that empties keeps
+ * its id in "ag:"; the reserved one-byte keys hold none): rn_state_check_ids. */
+static int check_ids(rn_aggregate *a)
+{
+  rn_pipeline *p = a->out->p;
+  size_t not_ids = 0;
+  for (int b = 0xfc; b <= 0xff; b++) {
+    char key = (char)b;
+    MDB_val k = { 1, &key }, d;
+    int rc = mdb_get(p->store.wtxn, a->groups_dbi, &k, &d);
+    if (rc == 0) not_ids++;
+    else if (rc != MDB_NOTFOUND) return store_fail(a, rc);
+  }
+  return rn_state_check_ids(p, a->out, p->store.wtxn, a->groups_dbi, not_ids, holds_id);
+}
+
 static int setup_state(void *ctx, bool created, bool rebuild_it)
 {
   rn_aggregate *a = ctx;
   rn_pipeline *p = a->out->p;
   int rc = rn_state_dbi(p, p->store.wtxn, RN_DB_AGG_GROUPS, a->out->name, 0, &a->groups_dbi);
+  if (!rc) rc = check_ids(a); /* before check_format may write its mark */
   if (!rc) rc = rn_state_dbi(p, p->store.wtxn, RN_DB_AGG_VALUES, a->out->name, 0, &a->values_dbi);
   if (!rc && a->w.has_grace) rc = rn_state_dbi(p, p->store.wtxn, RN_DB_AGG_WINDOWS, a->out->name, 0, &a->windows_dbi);
   if (!rc) rc = check_format(a, &rebuild_it);

@@ -276,37 +276,6 @@ static int rebuild(rn_join *j)
   return rc ? rc : rn_rebuild_after(j->out); /* what changed, for its sinks (evolve_log.h) */
 }
 
-/* Its counters against its result ids, as a damaged catalogue leaves them
- * ("n:" rewritten): every result key ever made keeps its id in "jr:" (never
- * removed, a rebuild included: ids 1..n, one entry each), so a next id at
- * or below their number would give a new result key an id another holds,
- * unsaid. The largest id is read then, and a next id at or below it is
- * refused as a table's is (relation.c, check_counters). */
-static int check_result_ids(rn_join *j)
-{
-  rn_pipeline *p = j->out->p;
-  MDB_txn *txn = p->store.wtxn;
-  MDB_stat st;
-  int rc = mdb_stat(txn, j->result_dbi, &st);
-  if (rc) return rn_store_fail(&p->err, rc, j->out->name);
-  if (j->out->next_id > st.ms_entries) return 0;
-  MDB_cursor *cur;
-  if ((rc = mdb_cursor_open(txn, j->result_dbi, &cur))) return rn_store_fail(&p->err, rc, j->out->name);
-  uint64_t top = 0;
-  MDB_val k, v;
-  for (rc = mdb_cursor_get(cur, &k, &v, MDB_FIRST); rc == 0; rc = mdb_cursor_get(cur, &k, &v, MDB_NEXT)) {
-    uint64_t id = UINT64_MAX; /* an entry too short to hold one: damaged, refused */
-    if (v.mv_size >= 8) memcpy(&id, v.mv_data, 8);
-    if (id > top) top = id;
-  }
-  mdb_cursor_close(cur);
-  if (rc != MDB_NOTFOUND) return rn_store_fail(&p->err, rc, j->out->name);
-  if (j->out->next_id > top) return 0;
-  return rn_err_set(&p->err, RN_ESTORE, "state damaged: %s: relation \"%s\" holds row id %llu, its counters say "
-                    "next id %llu", p->store.path, j->out->name, (unsigned long long)top,
-                    (unsigned long long)j->out->next_id);
-}
-
 /* Opens the join's databases and, when its state is new or stale,
  * rebuilds it (rn_open_derived_state). */
 static int setup_state(void *ctx, bool created, bool rebuild_it)
@@ -317,7 +286,8 @@ static int setup_state(void *ctx, bool created, bool rebuild_it)
   int rc = 0;
   if (!j->stream) rc = rn_state_dbi(p, p->store.wtxn, RN_DB_JOIN_INDEX, name, 0, &j->index_dbi);
   if (!rc && !j->stream) rc = rn_state_dbi(p, p->store.wtxn, RN_DB_JOIN_RESULTS, name, 0, &j->result_dbi);
-  if (!rc && !j->stream) rc = check_result_ids(j);
+  if (!rc && !j->stream) /* every result key ever made keeps its id in "jr:", a rebuild included */
+    rc = rn_state_check_ids(p, j->out, p->store.wtxn, j->result_dbi, 0, NULL);
   if (!rc && !j->right_native && !j->lookup) rc = rn_state_dbi(p, p->store.wtxn, RN_DB_JOIN_RIGHT, name, 0, &j->right_dbi);
   (void)created; /* a new join is built like a stale one: from its inputs */
   bool changed = false; /* another declaration with the same columns (another `on` column) */

@@ -316,6 +316,15 @@ int rn_state_dbi(rn_pipeline *p, MDB_txn *txn, const char *prefix, const char *n
                  unsigned flags, MDB_dbi *out);
 /* Writes r's |next_id|count|seq| record in txn. */
 int rn_state_save_counters(rn_pipeline *p, rn_rel *r, MDB_txn *txn, uint64_t seq);
+/* A derived relation's counters against the ids it keeps in dbi (each
+ * value begins |u64 id|; holds_id, if not NULL, says which keys hold one;
+ * not_ids of its entries do not), as a damaged catalogue ("n:" rewritten)
+ * leaves them: ids are given 1..n and never removed (a key gone keeps its
+ * id for when it comes back), so a next id at or below an id kept would
+ * give it to a second key, unsaid. Read only when next id is not past the
+ * entries holding ids; refused (RN_ESTORE) as a table's counters are. */
+int rn_state_check_ids(rn_pipeline *p, rn_rel *r, MDB_txn *txn, MDB_dbi dbi, size_t not_ids,
+                       bool (*holds_id)(const MDB_val *k));
 /* Writes r's "ch:" record (store.h) in txn when r emitted a change since
  * the last one: group seq changed it. all: also when it did not, if it
  * changed since open (a replay writes again what the carried groups did). */

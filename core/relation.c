@@ -330,6 +330,31 @@ int rn_open_derived_state(rn_pipeline *p, rn_rel *r, rn_state_setup_fn setup, vo
   }
 }
 
+int rn_state_check_ids(rn_pipeline *p, rn_rel *r, MDB_txn *txn, MDB_dbi dbi, size_t not_ids,
+                       bool (*holds_id)(const MDB_val *k))
+{
+  MDB_stat st;
+  int rc = mdb_stat(txn, dbi, &st);
+  if (rc) return rn_store_fail(&p->err, rc, r->name);
+  if (r->next_id + not_ids > st.ms_entries) return 0; /* ids 1..n, or fewer: none at or past next id */
+  MDB_cursor *cur;
+  if ((rc = mdb_cursor_open(txn, dbi, &cur))) return rn_store_fail(&p->err, rc, r->name);
+  uint64_t top = 0;
+  MDB_val k, v;
+  for (rc = mdb_cursor_get(cur, &k, &v, MDB_FIRST); rc == 0; rc = mdb_cursor_get(cur, &k, &v, MDB_NEXT)) {
+    if (holds_id && !holds_id(&k)) continue;
+    uint64_t id = UINT64_MAX; /* an entry too short to hold one: damaged, refused */
+    if (v.mv_size >= 8) memcpy(&id, v.mv_data, 8);
+    if (id > top) top = id;
+  }
+  mdb_cursor_close(cur);
+  if (rc != MDB_NOTFOUND) return rn_store_fail(&p->err, rc, r->name);
+  if (r->next_id > top) return 0;
+  return rn_err_set(&p->err, RN_ESTORE, "state damaged: %s: relation \"%s\" holds row id %llu, its counters say "
+                    "next id %llu", p->store.path, r->name, (unsigned long long)top,
+                    (unsigned long long)r->next_id);
+}
+
 /* A table's counters against its rows, as a damaged catalogue leaves
  * them ("n:" lost, cut or rewritten; "r:" lost over rows kept): new rows
  * would get ids that rows hold. Cheap checks only, on what LMDB counts:

@@ -304,26 +304,21 @@ static int scan_row(void *ctx, uint64_t id, const char *row, size_t len)
   return RN_ECALLBACK;
 }
 
-static int l_scan(lua_State *L)
+/* fn(row, id) for each row, as scan (a core scan of scan.h) gives them. */
+static int scan_with(lua_State *L, int (*scan)(rn_rel *, rn_scan_fn, void *))
 {
   lrel *r = rn_lua_checkrel(L, 1);
   luaL_checktype(L, 2, LUA_TFUNCTION);
   rn_lua_note_read(L, r->lp, r->rel);
   lscan s = { L, r };
-  if (rn_rel_scan(r->rel, scan_row, &s)) return rn_lua_raise(L, r->lp);
+  if (scan(r->rel, scan_row, &s)) return rn_lua_raise(L, r->lp);
   return 0;
 }
 
-/* _scan_ordered(fn): scan in the order rows() gives (scan.h: rn_rel_scan_ordered) */
-static int l_scan_ordered(lua_State *L)
-{
-  lrel *r = rn_lua_checkrel(L, 1);
-  luaL_checktype(L, 2, LUA_TFUNCTION);
-  rn_lua_note_read(L, r->lp, r->rel);
-  lscan s = { L, r };
-  if (rn_rel_scan_ordered(r->rel, scan_row, &s)) return rn_lua_raise(L, r->lp);
-  return 0;
-}
+static int l_scan(lua_State *L) { return scan_with(L, rn_rel_scan); }
+
+/* _scan_ordered(fn): in the order rows() gives (scan.h: rn_rel_scan_ordered) */
+static int l_scan_ordered(lua_State *L) { return scan_with(L, rn_rel_scan_ordered); }
 
 /* changes() -> { inserts, updates, deletes } emitted since the pipeline opened */
 static int l_changes(lua_State *L)

@@ -46,11 +46,13 @@ static rn_rel *table(rn_pipeline *p, const char *name, const char *col, rn_type 
 
 static rn_rel *teams, *players, *joined;
 
-static rn_pipeline *open_state(const char *dir)
+/* The state at dir opened, teams and players declared, then the join tj:
+ * its declaration's code. */
+static int declare_state(const char *dir, rn_pipeline **out)
 {
   rn_open_opts opts = { .path = dir };
-  rn_pipeline *p;
-  CHECK(rn_pipeline_open(&opts, &p, NULL, 0) == 0);
+  CHECK(rn_pipeline_open(&opts, out, NULL, 0) == 0);
+  rn_pipeline *p = *out;
   teams = table(p, "teams", "name", RN_T_STRING);
   players = table(p, "players", "team", RN_T_INT);
   rn_schema *s = rn_schema_new();
@@ -60,7 +62,14 @@ static rn_pipeline *open_state(const char *dir)
   rn_schema_set_key(s, &key, 1, "tj", &p->err);
   rn_join_spec spec = { RN_JOIN_LEFT, &on, 1, s, NULL, NULL, 0, NULL, NULL };
   rn_join_fns fns = { .joiner = pid_tname_joiner, .ctx = &joiner_calls };
-  CHECK(rn_declare_join(p, "tj", players, teams, &spec, &fns, &joined) == 0);
+  joined = NULL;
+  return rn_declare_join(p, "tj", players, teams, &spec, &fns, &joined);
+}
+
+static rn_pipeline *open_state(const char *dir)
+{
+  rn_pipeline *p;
+  CHECK(declare_state(dir, &p) == 0);
   CHECK(rn_sink_add(p, joined, false, sink, NULL, NULL, NULL) == 0);
   return p;
 }

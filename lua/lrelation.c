@@ -61,7 +61,6 @@ static int l_update(lua_State *L)
   return 0;
 }
 
-/* Reads by key; pushes nothing and returns 0 when absent. */
 /* The message of e, which names from ("from: …"), naming to instead. */
 static void rename_error(rn_err *e, const char *from, const char *to)
 {
@@ -93,6 +92,7 @@ static int read_derived_key(lua_State *L, lrel *r, uint64_t *id, const char **ro
   return found;
 }
 
+/* Reads by key; pushes nothing and returns 0 when absent. */
 static int read_key(lua_State *L, lrel *r, uint64_t *id, const char **row, size_t *len)
 {
   msgpack_object *vals;
@@ -335,7 +335,8 @@ static int l_changes(lua_State *L)
 }
 
 static const luaL_Reg relation_methods[] = {
-  { "scan", l_scan }, { "_scan_ordered", l_scan_ordered }, { "changes", l_changes }, { "late", rn_lua_aggregate_late },
+  { "scan", l_scan }, { "_scan_ordered", l_scan_ordered }, { "changes", l_changes },
+  { "late", rn_lua_aggregate_late },
   { "insert", l_insert }, { "update", l_update }, { "upsert", l_upsert },
   { "delete", l_delete }, { "get", l_get }, { "id_of", l_id_of },
   { "count", l_count }, { "rows", l_rows }, { "name", l_name },

@@ -183,14 +183,17 @@ static int undeclared_read(rn_pipeline *p, undeclared **list, size_t *n)
  * (which ends the shared read transaction the walk would use). */
 RN_API int rn_undeclared(rn_pipeline *p, rn_undeclared_fn fn, void *ctx)
 {
-  if (!p || !fn) return RN_EINVAL;
+  if (!p) return RN_EINVAL;
   rn_err_clear(&p->err);
+  if (!fn) return rn_err_set(&p->err, RN_EINVAL, "rn_undeclared needs a callback");
   if (rn_store_forked(&p->store, &p->err)) return p->err.code; /* a child's use of its parent's LMDB */
   undeclared *list = NULL;
   size_t n = 0;
   int rc = undeclared_read(p, &list, &n);
+  p->held++; /* fn may drop, not close: the walk goes on with p */
   for (size_t i = 0; !rc && i < n; i++)
     if (!rn_find(p, list[i].name)) rc = fn(ctx, list[i].name, list[i].kind); /* fn may have declared it */
+  p->held--;
   undeclared_free(list, n);
   return rc;
 }

@@ -132,7 +132,7 @@ static int close_pipeline(rn_pipeline *p, char *errbuf, size_t errlen, bool *clo
   if (!p) return 0;
   /* Inside a callback the core's frames below it still use the pipeline:
    * freeing it now would have them return into freed memory. */
-  if (p->state == RN_APPLYING || p->state == RN_COMMITTING) {
+  if (p->state == RN_APPLYING || p->state == RN_COMMITTING || p->held) {
     rn_err_set(&p->err, RN_EMISUSE, "close: not from inside a callback");
     if (errbuf && errlen) snprintf(errbuf, errlen, "%s", p->err.msg);
     return RN_EMISUSE;

@@ -274,6 +274,9 @@ struct rn_pipeline {
   rn_note_fn note_fn;
   void *note_ctx;
   int notes_told;
+  /* Calls under way that hand control to the host outside a group and go
+   * on with p after (rn_undeclared's walk): a close meanwhile is refused. */
+  int held;
 };
 
 /* ---- relations (relation.c) ---- */

@@ -406,7 +406,8 @@ RN_API int rn_drop(rn_pipeline *p, const char *name);
 /* Calls fn once per relation the state holds that p has not declared (so
  * far), in name order; kind is "table", "aggregate" … Strings are valid
  * during the call. A nonzero return of fn stops the walk and is returned.
- * fn may read, and drop (rn_drop) the relation it is told of. */
+ * fn may read, and drop (rn_drop) the relation it is told of; a close of p
+ * from fn is refused (RN_EMISUSE), as from any callback. */
 typedef int (*rn_undeclared_fn)(void *ctx, const char *name, const char *kind);
 RN_API int rn_undeclared(rn_pipeline *p, rn_undeclared_fn fn, void *ctx);
 
@@ -529,9 +530,12 @@ RN_API int rn_state_copy(const char *path, const char *dest, char *errbuf, size_
  * `p` (and as its first argument), declares relations, sinks and so on,
  * which the host then finds with rn_relation. L is the host's own state
  * (it keeps ownership, and must close p before closing L) or NULL: runnel
- * then creates one, kept until rn_pipeline_close. Errors: RN_EIO (the file),
- * RN_ECALLBACK (the script raised: rn_errmsg has its message), RN_EINVAL (a
- * NULL path or chunk). */
+ * then creates one, kept until rn_pipeline_close. A pipeline runs Lua in
+ * one state: every script after the first must be given the same L (NULL
+ * again for runnel's own). Errors: RN_EIO (the file), RN_ECALLBACK (the
+ * script raised: rn_errmsg has its message), RN_EINVAL (a NULL path or
+ * chunk), RN_EMISUSE (another state than the first script's, or a group
+ * open). */
 struct lua_State;
 RN_API int rn_run_lua(rn_pipeline *p, struct lua_State *L, const char *path);
 /* The same for a chunk of Lua source; name is used in its messages. */

@@ -122,6 +122,8 @@ static int run(rn_pipeline *p, lua_State *L, const char *path, const char *chunk
   bool owned = !L, fresh = false;
   if (owned) {
     lpipe *lp = p->binding;
+    if (lp && lp->host && !lp->host->owned) /* the host's own state: runnel's could not reach its relations */
+      return rn_err_set(&p->err, RN_EMISUSE, "rn_run_lua: this pipeline already runs Lua in another lua_State");
     if (lp && lp->host && lp->host->owned) L = lp->host->owned; /* a second script: the same state */
     else if (!(L = luaL_newstate())) return rn_err_set(&p->err, RN_ENOMEM, "out of memory");
     else fresh = true;

@@ -532,10 +532,11 @@ RN_API int rn_state_copy(const char *path, const char *dest, char *errbuf, size_
  * (it keeps ownership, and must close p before closing L) or NULL: runnel
  * then creates one, kept until rn_pipeline_close. A pipeline runs Lua in
  * one state: every script after the first must be given the same L (NULL
- * again for runnel's own). Errors: RN_EIO (the file), RN_ECALLBACK (the
- * script raised: rn_errmsg has its message), RN_EINVAL (a NULL path or
- * chunk), RN_EMISUSE (another state than the first script's, or a group
- * open). */
+ * again for runnel's own). A script that raises with a group it began
+ * still open has that group rolled back. Errors: RN_EIO (the file),
+ * RN_ECALLBACK (the script raised: rn_errmsg has its message), RN_EINVAL (a
+ * NULL path or chunk), RN_EMISUSE (another state than the first script's,
+ * a group open, or from inside a callback). */
 struct lua_State;
 RN_API int rn_run_lua(rn_pipeline *p, struct lua_State *L, const char *path);
 /* The same for a chunk of Lua source; name is used in its messages. */

@@ -118,6 +118,8 @@ static int prepare_body(lua_State *L)
 static int run(rn_pipeline *p, lua_State *L, const char *path, const char *chunk, const char *name)
 {
   rn_err_clear(&p->err);
+  if (p->state == RN_APPLYING || p->state == RN_COMMITTING)
+    return rn_err_set(&p->err, RN_EMISUSE, "rn_run_lua: not from inside a callback");
   if (p->state != RN_IDLE) return rn_err_set(&p->err, RN_EMISUSE, "rn_run_lua: not inside a group");
   bool owned = !L, fresh = false;
   if (owned) {
@@ -148,9 +150,17 @@ static int run(rn_pipeline *p, lua_State *L, const char *path, const char *chunk
   } else {
     lua_insert(L, -2); /* the chunk, then the pipeline as its argument */
     ((lpipe *)p->binding)->L = L;
-    if ((st = lua_pcall(L, 1, 0, 0)) != LUA_OK)
+    if ((st = lua_pcall(L, 1, 0, 0)) != LUA_OK) {
       rc = rn_err_set(&p->err, st == LUA_ERRMEM ? RN_ENOMEM : RN_ECALLBACK, "%s",
                       lua_tostring(L, -1) ? lua_tostring(L, -1) : "error");
+      /* A group it began (none was open before it ran) goes with it: the
+       * host's next rn_commit must not commit what a failed script left. */
+      if (p->state == RN_OPEN) {
+        rn_err saved = p->err;
+        rn_rollback(p);
+        p->err = saved;
+      }
+    }
     /* The host's next push runs Lua callbacks on lp->L: the script may have
      * left it at a coroutine, since ended and freed, or suspended. */
     ((lpipe *)p->binding)->L = L;

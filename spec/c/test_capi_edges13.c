@@ -8,7 +8,10 @@
  *     from any callback is;
  *   - rn_undeclared without a callback left the last call's message;
  *   - rn_jetstream_run with NULL subjects read through them (after
- *     connecting): now refused before connecting. */
+ *     connecting): now refused before connecting;
+ *   - a script that began a group and raised left it open, and the host's
+ *     next rn_commit committed what the failed script had changed;
+ *   - rn_run_lua from inside a callback said "not inside a group". */
 #include <lauxlib.h>
 #include <lualib.h>
 #include <msgpack.h>
@@ -134,11 +137,55 @@ static void test_jetstream_null_subjects_are_refused_before_connecting(void)
   CHECK(rn_pipeline_close(p) == 0);
 }
 
+/* The script's group is rolled back with it; the host's next group is its own. */
+static void test_failed_script_takes_its_group_back(void)
+{
+  rn_open_opts o = { 0 };
+  rn_pipeline *p;
+  rn_rel *t;
+  CHECK(rn_pipeline_open(&o, &p, NULL, 0) == 0);
+  CHECK(rn_declare_table(p, "t", id_col, 1, id_key, 1, &t) == 0);
+  CHECK(rn_run_lua_string(p, NULL, "p:begin(); p:relation('t'):insert{ id = 1 }; error('half done')", "=s")
+        == RN_ECALLBACK);
+  CHECK(strstr(rn_errmsg(p), "half done") != NULL);
+  CHECK(rn_commit(p) == RN_EMISUSE); /* no group is open */
+  CHECK(rn_seq(p) == 0);
+  const void *row;
+  size_t len;
+  unsigned char key[] = { 0x81, 0xa2, 'i', 'd', 0x01 }; /* {"id": 1} */
+  CHECK(rn_get(p, t, key, sizeof key, &row, &len, NULL) == 0 && row == NULL);
+  CHECK(insert_id(p, t, 2) == 0);
+  CHECK(rn_seq(p) == 1);
+  CHECK(rn_pipeline_close(p) == 0);
+}
+
+static int run_lua_from_subscriber(void *ctx, const rn_event *ev)
+{
+  (void)ev;
+  rn_pipeline *p = ctx;
+  int rc = rn_run_lua_string(p, NULL, "x = 1", "=cb");
+  return rc == RN_EMISUSE && strcmp(rn_errmsg(p), "rn_run_lua: not from inside a callback") == 0 ? 0 : -1;
+}
+
+static void test_run_lua_from_a_callback_says_so(void)
+{
+  rn_open_opts o = { 0 };
+  rn_pipeline *p;
+  rn_rel *t;
+  CHECK(rn_pipeline_open(&o, &p, NULL, 0) == 0);
+  CHECK(rn_declare_table(p, "t", id_col, 1, id_key, 1, &t) == 0);
+  CHECK(rn_subscribe(p, t, run_lua_from_subscriber, p) == 0);
+  CHECK(insert_id(p, t, 1) == 0); /* the subscriber's checks passed */
+  CHECK(rn_pipeline_close(p) == 0);
+}
+
 int main(void)
 {
   RUN(test_null_state_after_the_hosts_is_refused);
   RUN(test_close_from_undeclared_walk_is_refused);
   RUN(test_undeclared_without_a_callback_says_so);
   RUN(test_jetstream_null_subjects_are_refused_before_connecting);
+  RUN(test_failed_script_takes_its_group_back);
+  RUN(test_run_lua_from_a_callback_says_so);
   return CHECK_REPORT();
 }

@@ -21,24 +21,11 @@
 #include <unistd.h>
 
 #include "check.h"
+#include "push_fixture.h"
 #include "runnel.h"
 
 static const rn_column_def id_col[] = { { .name = "id", .type = "int" } };
 static const char *const id_key[] = { "id" };
-
-static int insert_id(rn_pipeline *p, rn_rel *t, int64_t id)
-{
-  msgpack_sbuffer b;
-  msgpack_sbuffer_init(&b);
-  msgpack_packer pk;
-  msgpack_packer_init(&pk, &b, msgpack_sbuffer_write);
-  msgpack_pack_map(&pk, 1);
-  msgpack_pack_str_with_body(&pk, "id", 2);
-  msgpack_pack_int64(&pk, id);
-  int rc = rn_insert(p, t, b.data, b.size);
-  msgpack_sbuffer_destroy(&b);
-  return rc;
-}
 
 static void test_null_state_after_the_hosts_is_refused(void)
 {

@@ -634,6 +634,12 @@ static void csub_done(void *ctx, uint64_t seq, bool committed)
   if (!committed && s->on_rollback) s->on_rollback(s->ctx, seq);
 }
 
+/* A carried group it was told committed was lost (sink.c, SINKS-2). */
+static void csub_lost(void *ctx, uint64_t seq)
+{
+  csub_done(ctx, seq, false);
+}
+
 static csub *new_csub(rn_callback fn, rn_rollback_fn on_rollback, void *ctx)
 {
   csub *s = calloc(1, sizeof *s);
@@ -671,6 +677,7 @@ RN_API int rn_subscribe_rollback(rn_pipeline *p, rn_rel *rel, rn_callback fn, rn
   if (!s) return rn_err_set(&p->err, RN_ENOMEM, "out of memory");
   rc = rn_sink_add(p, rel, false, csub_change, NULL, s, free_csub);
   if (!rc) rn_sink_set_hooks(p, NULL, csub_done);
+  if (!rc && on_rollback) rn_sink_set_lost(p, csub_lost);
   return rc;
 }
 
@@ -732,6 +739,7 @@ RN_API int rn_subscribe_flags(rn_pipeline *p, rn_rel *rel, int flags, rn_callbac
   if (!s) return rn_err_set(&p->err, RN_ENOMEM, "out of memory");
   rc = rn_sink_add(p, rel, flags & RN_SUBSCRIBE_CONSOLIDATE, csub_change, NULL, s, free_csub);
   if (!rc) rn_sink_set_hooks(p, NULL, csub_done);
+  if (!rc && on_rollback) rn_sink_set_lost(p, csub_lost);
   return rc;
 }
 

@@ -61,7 +61,9 @@ static double now(void)
   return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
 }
 
-static void rollback_group(rn_pipeline *p);
+static void rollback_group(rn_pipeline *p, uint64_t told);
+static void sinks_told_of_rollback(rn_pipeline *p, uint64_t seq);
+static void sinks_told_of_loss(rn_pipeline *p, uint64_t last);
 
 /* A rebuild's changes (evolve_log.h) open the group's logs. */
 static int open_group(rn_pipeline *p)
@@ -74,7 +76,7 @@ static int open_group(rn_pipeline *p)
   p->replay_mark = p->replay.n;
   p->state = RN_OPEN;
   int rc = rn_rebuild_tell(p);
-  if (rc) rollback_group(p);
+  if (rc) rollback_group(p, 0);
   return rc;
 }
 
@@ -173,9 +175,13 @@ static int restart(rn_pipeline *p, size_t upto, bool grow)
   return rc;
 }
 
-/* Throws the open group away (2); carried groups are replayed (6). */
-static void rollback_group(rn_pipeline *p)
+/* Throws the open group away (2); carried groups are replayed (6). Sinks
+ * that saw part of group `told` (0: none did) hear that it rolled back,
+ * after it; if the carried groups cannot be replayed they are lost, and
+ * sinks hear of those next (SINKS-2). */
+static void rollback_group(rn_pipeline *p, uint64_t told)
 {
+  uint64_t lost = 0; /* the last carried group, when they are lost */
   if (p->carried) { /* even with no source changes: their seq and counters */
     rn_err keep = p->err;
     if (restart(p, p->replay_mark, false) != 0) {
@@ -191,8 +197,8 @@ static void rollback_group(rn_pipeline *p)
         p->rels[i]->saved_next_id = p->rels[i]->lmdb_next_id;
         p->rels[i]->saved_count = p->rels[i]->lmdb_count;
       }
+      lost = p->seq;
       p->seq -= p->carried; /* LMDB's last group, as a reopen would find it */
-      forget_carried(p);
     }
     p->err = keep;
   } else {
@@ -212,6 +218,11 @@ static void rollback_group(rn_pipeline *p)
   p->state = RN_IDLE;
   p->autocommit = false;
   p->stats.rollbacks++;
+  if (told) sinks_told_of_rollback(p, told); /* after it: they see the state without the group */
+  if (lost) {
+    sinks_told_of_loss(p, lost);
+    forget_carried(p);
+  }
 }
 
 RN_API int rn_rollback(rn_pipeline *p)
@@ -221,7 +232,7 @@ RN_API int rn_rollback(rn_pipeline *p)
   if (p->state == RN_APPLYING || p->state == RN_COMMITTING)
     return rn_err_set(&p->err, RN_EMISUSE, "rollback: not from inside a callback");
   rn_err_clear(&p->err);
-  if (p->state == RN_OPEN) rollback_group(p);
+  if (p->state == RN_OPEN) rollback_group(p, 0);
   return 0;
 }
 
@@ -329,6 +340,18 @@ static void sinks_told_of_rollback(rn_pipeline *p, uint64_t seq)
   p->err = keep;
 }
 
+/* The carried groups up to last were lost: the sinks that were told them
+ * committed hear of each (SINKS-2), as of a rollback. */
+static void sinks_told_of_loss(rn_pipeline *p, uint64_t last)
+{
+  rn_err keep = p->err;
+  rn_gstate state = p->state;
+  p->state = RN_COMMITTING;
+  rn_sinks_lost(p, last);
+  p->state = state;
+  p->err = keep;
+}
+
 /* Every relation's seal (ops.h: a cdc relation builds its images), in
  * declaration order. */
 static int seal_relations(rn_pipeline *p, uint64_t seq)
@@ -378,10 +401,10 @@ RN_API int rn_commit(rn_pipeline *p)
   bool carried = !rc && carry;
   if (!rc && !carried) rc = commit_lmdb(p);
   if (rc) {
-    rollback_group(p);
-    sinks_told_of_rollback(p, seq); /* after it: they see the state without the group */
+    rollback_group(p, seq);
     return rc;
   }
+  if (carried) rn_sinks_carried(p, seq); /* (SINKS-2) */
   rn_sinks_done(p, seq, true);
   rn_rebuild_committed(p);
   if (carried) p->carried++;
@@ -427,7 +450,9 @@ RN_API int rn_flush(rn_pipeline *p)
       r->next_id = r->saved_next_id = r->lmdb_next_id;
       r->count = r->saved_count = r->lmdb_count;
     }
+    uint64_t last = p->seq;
     p->seq -= p->carried; /* LMDB's last group, as a reopen would find it */
+    sinks_told_of_loss(p, last);
     forget_carried(p);
   } else {
     rn_durable_reached(p, p->seq);
@@ -469,7 +494,7 @@ int rn_change_leave(rn_pipeline *p, int rc)
   p->state = RN_OPEN;
   if (rc && harmless(p, rc)) return rc;
   if (rc) {
-    rollback_group(p); /* (2) */
+    rollback_group(p, 0); /* (2) */
     return rc;
   }
   if (p->autocommit) return rn_commit(p);
@@ -525,7 +550,7 @@ int rn_group_regrow_change(rn_pipeline *p)
 int rn_group_fail(rn_pipeline *p, int code, const char *msg)
 {
   p->replay_at_enter = p->replay.n;
-  if (p->state == RN_OPEN && !harmless(p, code)) rollback_group(p);
+  if (p->state == RN_OPEN && !harmless(p, code)) rollback_group(p, 0);
   if (msg != p->err.msg) rn_err_set(&p->err, code, "%s", msg);
   p->err.code = code;
   return code;

@@ -172,6 +172,7 @@ static void free_pipeline(rn_pipeline *p)
   rn_read_cursors_orphan(p);
   for (int i = 0; i < p->nsinks; i++) {
     if (p->sinks[i]->free_ctx) p->sinks[i]->free_ctx(p->sinks[i]->ctx);
+    free(p->sinks[i]->told);
     free(p->sinks[i]);
   }
   free(p->sinks);

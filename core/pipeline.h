@@ -164,6 +164,12 @@ typedef struct rn_sink {
   int (*on_replay)(void *ctx, rn_err *e); /* LMDB's transaction was restarted and the carried
                                              groups applied again: redo its own writes of them (GROUP-6) */
   void (*on_forget)(void *ctx); /* LMDB's transaction committed (or was lost): no group is carried */
+  void (*on_lost)(void *ctx, uint64_t seq); /* a carried group it was told committed will never reach
+                                               LMDB (its commit failed: SINKS-2); may be NULL */
+  uint64_t *told;              /* with on_lost: the carried groups it saw, oldest first */
+  size_t ntold, told_cap;
+  uint64_t told_all_from;      /* with on_lost: 0, or the first carried group it saw that told[] could
+                                  not hold (out of memory): it saw every later one, by assumption */
   bool delivered;              /* some phase reached it in the open group (SINKS-1) */
   void *ctx;
   rn_free_fn free_ctx;
@@ -463,9 +469,18 @@ void rn_sink_set_hooks(rn_pipeline *p, rn_sink_commit_fn on_seal, rn_sink_done_f
 /* Gives the sink added last the hooks of a sink that writes into LMDB's
  * transaction itself (a store): carried groups are replayed without sinks. */
 void rn_sink_set_carry(rn_pipeline *p, int (*on_replay)(void *ctx, rn_err *e), void (*on_forget)(void *ctx));
+/* Gives the sink added last an on_lost hook (SINKS-2). */
+void rn_sink_set_lost(rn_pipeline *p, void (*on_lost)(void *ctx, uint64_t seq));
 /* Calls every on_replay (group.c: restart), every on_forget (LMDB committed). */
 int rn_sinks_replay(rn_pipeline *p);
 void rn_sinks_forget(rn_pipeline *p);
+/* Group seq, which every sink that saw it was just told committed, is
+ * carried: sinks with on_lost keep its seq (SINKS-2). */
+void rn_sinks_carried(rn_pipeline *p, uint64_t seq);
+/* The carried groups up to last were lost (their LMDB commit failed):
+ * every sink with on_lost hears of each one it saw, newest first; then no
+ * group is carried. */
+void rn_sinks_lost(rn_pipeline *p, uint64_t last);
 /* Tells every sink that saw any part of group seq how it ended (group.c). */
 void rn_sinks_done(rn_pipeline *p, uint64_t seq, bool committed);
 int rn_log_append(rn_pipeline *p, rn_rel *rel, const rn_change *c);

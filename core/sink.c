@@ -9,7 +9,16 @@
  * commits). Invariant (SINKS-1): a sink any phase reached for the group has
  * on_done called once the group ended, committed or not, wherever the
  * failure was (a sink before or after it, any phase, LMDB's commit); a
- * rolled-back notice is where a sink drops what it buffered. */
+ * rolled-back notice is where a sink drops what it buffered.
+ *
+ * Invariant (SINKS-2): with sync = false a group is told committed while
+ * carried, before LMDB holds it. When the carried transaction's commit
+ * fails (a full disk), those groups are lost and their seqs are given
+ * again; a sink with on_lost (a rollback notice: Lua's rollback, a C
+ * subscriber's on_rollback) hears of each carried group it saw, newest
+ * first, so that it never holds a group the state lost, nor takes the next
+ * group under a seq it saw as another's. Sinks that write into LMDB's
+ * transaction (stores) lose their writes with it and have no on_lost. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -190,6 +199,52 @@ void rn_sink_set_carry(rn_pipeline *p, int (*on_replay)(void *ctx, rn_err *e), v
   p->sinks[p->nsinks - 1]->on_forget = on_forget;
 }
 
+void rn_sink_set_lost(rn_pipeline *p, void (*on_lost)(void *ctx, uint64_t seq))
+{
+  if (p->nsinks) p->sinks[p->nsinks - 1]->on_lost = on_lost;
+}
+
+void rn_sinks_carried(rn_pipeline *p, uint64_t seq)
+{
+  for (int i = 0; i < p->nsinks; i++) {
+    rn_sink *s = p->sinks[i];
+    if (!s->on_lost || !s->delivered || s->told_all_from) continue;
+    if (s->ntold == s->told_cap) {
+      size_t cap = s->told_cap ? s->told_cap * 2 : 16;
+      uint64_t *a = realloc(s->told, cap * sizeof *a);
+      if (!a) { /* the group stands: if it is lost, tell the sink of it and every later one */
+        s->told_all_from = seq;
+        continue;
+      }
+      s->told = a;
+      s->told_cap = cap;
+    }
+    s->told[s->ntold++] = seq;
+  }
+}
+
+void rn_sinks_lost(rn_pipeline *p, uint64_t last)
+{
+  uint64_t first = last;
+  for (int i = 0; i < p->nsinks; i++) {
+    rn_sink *s = p->sinks[i];
+    if (s->ntold && s->told[0] < first) first = s->told[0];
+    if (s->told_all_from && s->told_all_from < first) first = s->told_all_from;
+  }
+  for (uint64_t seq = last; seq >= first && seq > 0; seq--) {
+    for (int k = p->nsinks - 1; k >= 0; k--) { /* as a rollback: in reverse order */
+      rn_sink *s = p->sinks[k];
+      bool saw = s->ntold && s->told[s->ntold - 1] == seq;
+      if (saw) s->ntold--;
+      if (saw || (s->told_all_from && seq >= s->told_all_from)) s->on_lost(s->ctx, seq);
+    }
+  }
+  for (int i = 0; i < p->nsinks; i++) {
+    p->sinks[i]->ntold = 0;
+    p->sinks[i]->told_all_from = 0;
+  }
+}
+
 int rn_sinks_replay(rn_pipeline *p)
 {
   for (int i = 0; i < p->nsinks; i++) {
@@ -202,8 +257,12 @@ int rn_sinks_replay(rn_pipeline *p)
 
 void rn_sinks_forget(rn_pipeline *p)
 {
-  for (int i = 0; i < p->nsinks; i++)
-    if (p->sinks[i]->on_forget) p->sinks[i]->on_forget(p->sinks[i]->ctx);
+  for (int i = 0; i < p->nsinks; i++) {
+    rn_sink *s = p->sinks[i];
+    if (s->on_forget) s->on_forget(s->ctx);
+    s->ntold = 0; /* LMDB holds what they saw, or rn_sinks_lost told them */
+    s->told_all_from = 0;
+  }
 }
 
 void rn_sinks_done(rn_pipeline *p, uint64_t seq, bool committed)

@@ -295,6 +295,13 @@ static void sink_done_cb(void *ctx, uint64_t seq, bool committed)
   if (!committed && cb->refs[CB_ROLLBACK] != LUA_NOREF) call_after(cb, CB_ROLLBACK, seq, cb->name, "sink rollback");
 }
 
+/* rollback(seq) too for a carried group it was told committed that was
+ * lost (sync = false, its LMDB commit failed: sink.c, SINKS-2). */
+static void sink_lost_cb(void *ctx, uint64_t seq)
+{
+  sink_done_cb(ctx, seq, false);
+}
+
 /* A key as Lua sees it: a scalar for a one-column key, else a table by
  * column names; nil for no key. */
 static void push_key(lua_State *L, const rn_schema *s, const msgpack_object *vals, int n)
@@ -853,6 +860,7 @@ static int add_ingroup_sink(lpipe *lp, rn_rel *rel, bool consolidate, lcb *cb)
   bool commits = cb->refs[CB_COMMIT] != LUA_NOREF; /* else only its changes make it hear of a rollback */
   int rc = rn_sink_add(lp->p, rel, consolidate, sink_cb, commits ? sink_commit_cb : NULL, cb, free_cb);
   if (!rc) rn_sink_set_hooks(lp->p, NULL, sink_done_cb);
+  if (!rc && cb->refs[CB_ROLLBACK] != LUA_NOREF) rn_sink_set_lost(lp->p, sink_lost_cb);
   return rc;
 }
 

@@ -423,8 +423,15 @@ local function open_state(dir, file, quiet)
   if not file and file_exists(dir .. "/data.mdb") then
     ok, p = pcall(browse, dir)
   else
-    close_opened() -- one writer per state: the REPL's own pipelines go first
+    -- The current p stays until the new one opens: a failed .open keeps
+    -- the work (a temporary state is removed when closed). Only a state
+    -- the REPL itself holds (one writer per state) closes its own first.
     ok, p = pcall(runnel.open, dir)
+    if not ok and tostring(p):find(" in this process", 1, true) then
+      close_opened()
+      ok, p = pcall(runnel.open, dir)
+    end
+    if ok then close_opened() end
   end
   if not ok then print("error: " .. tostring(p)) return end
   session.opened[#session.opened + 1] = p

@@ -241,6 +241,20 @@ describe("the REPL on a real state", function()
     assert.is_nil(out:find(" t  ", 1, true)) -- the temporary pipeline is gone
   end)
 
+  it("a failed .open leaves p as it was; .open of the state p is reopens it", function()
+    H.write(dir .. "/decl.lua", DECL)
+    local out, err = H.sh(bin, ('t = p:table("t", { {"k","int"}, key = "k" })\nt:insert{ k = 1 }\n' ..
+      '.open %s/no/such/st\nt:insert{ k = 2 }\n.tables\n.open %s/st %s/decl.lua\n' ..
+      'players:insert{ id = 1, name = "ann" }\n.open %s/st %s/decl.lua\n.tables\n'):format(dir, dir, dir, dir, dir))
+    assert.equal("", err)
+    assert.matches(("error: cannot create state directory %s/no/such/st"):format(dir), out, 1, true)
+    assert.matches("t · group 2", out, 1, true) -- the temporary pipeline took the next change
+    assert.matches(" relation | kind  | rows\n----------+-------+------\n t        | table |    2\n", out, 1, true)
+    local _, reopened = out:gsub(("`p` is the state at %s/st\n"):format(dir:gsub("%p", "%%%0")), "")
+    assert.equal(2, reopened) -- the REPL's own writer closed first, then the state opened again
+    assert.matches(" players  | table  |    1\n", out, 1, true)
+  end)
+
   it("a script that returns its own pipeline makes it p", function()
     H.write(dir .. "/own.lua", ('local runnel = require "runnel"\nlocal p = runnel.open(%q)\n' ..
       'local t = p:table("t", { {"k","int"}, key = "k" })\nt:insert{ k = 1 }\nreturn p\n'):format(dir .. "/own"))

@@ -19,6 +19,7 @@ RN_API const char *rn_strerror(int code)
   case RN_EFULL:     return "RN_EFULL: the disk or the map is full";
   case RN_ENOMEM:    return "RN_ENOMEM: out of memory";
   case RN_EIO:       return "RN_EIO: input/output error";
+  case RN_EINTR:     return "RN_EINTR: the run was interrupted";
   default:           return "RN_E?: unknown error code";
   }
 }

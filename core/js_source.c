@@ -504,6 +504,9 @@ static int run_loop(source *s, rn_run_stats *st)
   double quiet_since = now();
   for (;;) {
     if (s->o->limit && st->lines >= s->o->limit) return 0;
+    if (rn_interrupt_taken()) /* between groups: nothing is open */
+      return rn_err_set(&s->p->err, RN_EINTR, "%s: interrupted after %llu messages: the messages up to there are "
+                        "applied and committed", s->o->name ? s->o->name : "jetstream", (unsigned long long)st->lines);
     size_t applied;
     int rc = run_group(s, st, &applied);
     if (rc) return rc;
@@ -549,7 +552,9 @@ int rn_run_jetstream(rn_pipeline *p, const rn_js_source_opts *o, rn_run_stats *s
   if (!msgpack_zone_init(&s.zone, 4096)) return rn_err_set(&p->err, RN_ENOMEM, "out of memory");
   int rc = rn_js_connect(o->url, &s.nc, &s.js, &p->err);
   if (!rc) rc = open_feeds(&s);
+  rn_interrupt_run_begins();
   if (!rc) rc = run_loop(&s, st);
+  rn_interrupt_run_ends(rc == RN_EINTR);
   for (int i = 0; s.feeds && i < o->nsubjects; i++) feed_drop(&s.feeds[i], rc == 0);
   free(s.feeds);
   if (s.js) jsCtx_Destroy(s.js);

@@ -1135,7 +1135,9 @@ int rn_run_ndjson(rn_pipeline *p, FILE *in, const rn_run_opts *o, rn_run_stats *
   double started = now(), shown = started;
   bool progress = o->progress && isatty(STDERR_FILENO);
   p->tolerate_bad_input = o->skip;
-  while (!rc && (got = getline(&line, &cap, in)) >= 0) {
+  bool stopped = false; /* rn_interrupt_runs: as at the end of the input, then RN_EINTR */
+  rn_interrupt_run_begins();
+  while (!rc && !(stopped = rn_interrupt_taken()) && (got = getline(&line, &cap, in)) >= 0) {
     st->lines++;
     size_t len = (size_t)got;
     while (len && (line[len - 1] == '\n' || line[len - 1] == '\r')) len--;
@@ -1191,11 +1193,19 @@ int rn_run_ndjson(rn_pipeline *p, FILE *in, const rn_run_opts *o, rn_run_stats *
               st->applied / (shown - started));
     }
   }
-  if (!rc && ferror(in)) rc = rn_err_set(&p->err, RN_EIO, "%s: reading: %s", o->name, strerror(errno));
+  if (!rc && !stopped && ferror(in)) {
+    int why = errno; /* a read a signal cut short (no SA_RESTART): the request is read after it */
+    if (why == EINTR && (stopped = rn_interrupt_taken())) clearerr(in);
+    else rc = rn_err_set(&p->err, RN_EIO, "%s: reading: %s", o->name, strerror(why));
+  }
   if (rc && p->state == RN_OPEN) rn_rollback(p);
   if (!rc && p->state == RN_OPEN) {
     if (!(rc = commit_lines(p, o, group_first, group_last))) st->groups++;
   }
+  if (!rc && stopped)
+    rc = rn_err_set(&p->err, RN_EINTR, "%s: interrupted after line %llu: the lines up to it are applied and "
+                    "committed", o->name, (unsigned long long)st->lines);
+  rn_interrupt_run_ends(stopped);
   p->tolerate_bad_input = false;
   if (progress) /* the summary replaces the progress line (\033[K: what is left of it) */
     fprintf(stderr, "\r%s: %llu lines, %llu applied, %llu rejected, %llu group%s\033[K\n", o->name,

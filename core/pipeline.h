@@ -453,6 +453,14 @@ int rn_source_reapply(rn_rel *src, const rn_change *c);
 /* A change given as a map keyed by external names (api.c, ndjson.c). */
 int rn_push_object(rn_pipeline *p, rn_rel *rel, rn_op op, const msgpack_object *map);
 
+/* ---- stopping a run (interrupt.c) ---- */
+/* Whether rn_interrupt_runs asked the run to stop; the request is taken. */
+bool rn_interrupt_taken(void);
+/* Around every run: rn_interrupt_runs says whether one is going; a run
+ * that ends not stopped by a request drops one made meanwhile. */
+void rn_interrupt_run_begins(void);
+void rn_interrupt_run_ends(bool stopped);
+
 /* ---- durability hooks (durable.c) ---- */
 /* rn_on_durable with a destructor for ctx (called at close; also on failure). */
 int rn_durable_add(rn_pipeline *p, rn_durable_fn fn, void *ctx, rn_free_fn free_ctx);

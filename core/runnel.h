@@ -73,6 +73,7 @@ extern "C" {
 #define RN_EFULL    (-30008) /* the disk or the map is full */
 #define RN_ENOMEM   (-30009) /* out of memory */
 #define RN_EIO      (-30010) /* a file could not be read or written */
+#define RN_EINTR    (-30011) /* a run stopped at rn_interrupt_runs (Ctrl-C, SIGTERM) */
 
 typedef struct rn_pipeline rn_pipeline;
 typedef struct rn_rel rn_rel;
@@ -513,6 +514,23 @@ typedef struct rn_js_source_opts {
  * bad message rolls its group back and is an error naming subject and
  * stream sequence; so is a position the stream's retention passed. */
 RN_API int rn_jetstream_run(rn_pipeline *p, const rn_js_source_opts *o, uint64_t *messages);
+
+/* ---- Stopping a run (interrupt.c) ---------------------------------------
+ * Asks the run going in this process (p:run over NDJSON or JetStream,
+ * rn_jetstream_run), or the next one to start, to stop between two
+ * changes, as at the end of its input: what it applied is committed (its
+ * open group too), and it returns RN_EINTR, its message saying where it
+ * stopped. A run blocked reading a pipe or a terminal stops at once when
+ * the signal's handler was installed without SA_RESTART; a JetStream run
+ * within a second. Async-signal-safe: made for a SIGINT or SIGTERM
+ * handler. One request for the process, taken by the run that stops; a
+ * run that ends another way drops it. Returns 1 when a run is going (it
+ * will stop), 0 when none is (a host may then stop its own work, as
+ * `runnel run` raises "interrupted!" in Lua). rn_interrupt_withdraw drops
+ * a request no run has taken. `runnel run` and the REPL call it on Ctrl-C
+ * (and `runnel run` on SIGTERM). */
+RN_API int rn_interrupt_runs(void);
+RN_API void rn_interrupt_withdraw(void);
 
 /* ---- Copying a state (copy.c) -------------------------------------------
  * A consistent, compacted copy of the state at path into the directory

@@ -44,12 +44,37 @@ static void interrupt_hook(lua_State *L, lua_Debug *ar)
   luaL_error(L, "interrupted!");
 }
 
-/* As lua.c: a signal handler may only set a hook; the hook raises. */
-static void on_sigint(int sig)
+/* runnel run's SIGINT and SIGTERM, once each (SA_RESETHAND: the second
+ * ends the process). A run going (p:run, --input) stops between two
+ * changes with what it applied committed (rn_interrupt_runs), and the
+ * pipeline is closed as at the end, its carried groups written; otherwise,
+ * as lua.c, the handler sets a hook and the hook raises in the script. No
+ * SA_RESTART: a run blocked reading stdin stops at once. */
+static volatile sig_atomic_t run_signal; /* the signal that interrupted runnel run, or 0 */
+
+static void on_run_signal(int sig)
 {
-  signal(sig, SIG_DFL);
-  if (running_state)
+  run_signal = sig;
+  if (!rn_interrupt_runs() && running_state)
     lua_sethook(running_state, interrupt_hook, LUA_MASKCALL | LUA_MASKRET | LUA_MASKCOUNT, 1);
+}
+
+static void catch_run_signals(void)
+{
+  struct sigaction sa;
+  memset(&sa, 0, sizeof sa);
+  sa.sa_handler = on_run_signal;
+  sa.sa_flags = SA_RESETHAND;
+  sigemptyset(&sa.sa_mask);
+  sigaction(SIGINT, &sa, NULL);
+  sigaction(SIGTERM, &sa, NULL);
+}
+
+/* runnel run's exit status after a failure: 128 + the signal that
+ * interrupted it (130 for Ctrl-C, 143 for SIGTERM), else 1. */
+static int failed_status(void)
+{
+  return run_signal ? 128 + run_signal : 1;
 }
 
 /* ---- runnel.readline: line editing for the REPL ---- */
@@ -109,7 +134,8 @@ static void on_repl_signal(int sig)
 {
   if (sig == SIGINT) got_sigint = 1;
   else got_terminate = 1;
-  if (running_state) lua_sethook(running_state, interrupt_hook, LUA_MASKCALL | LUA_MASKRET | LUA_MASKCOUNT, 1);
+  if (running_state && !rn_interrupt_runs()) /* a p:run going stops, its lines committed */
+    lua_sethook(running_state, interrupt_hook, LUA_MASKCALL | LUA_MASKRET | LUA_MASKCOUNT, 1);
 }
 
 /* rl.catch_signals(): from now on SIGINT, SIGTERM and SIGHUP go through
@@ -253,6 +279,7 @@ static int l_protected_call(lua_State *L)
   int st = lua_pcall(L, nargs, LUA_MULTRET, 1);
   running_state = NULL;
   lua_sethook(L, NULL, 0, 0);
+  rn_interrupt_withdraw(); /* a Ctrl-C no run took does not stop the next line's */
   lua_pushboolean(L, st == LUA_OK);
   lua_replace(L, 1); /* the handler's slot: status first */
   return lua_gettop(L);
@@ -345,7 +372,7 @@ static int run_input(lua_State *L, const run_opts *o)
   return 0;
 fail:
   fprintf(stderr, "runnel: %s\n", lua_tostring(L, -1));
-  return 1;
+  return failed_status();
 }
 
 /* A positive count for an option, or -1. */
@@ -460,12 +487,12 @@ static int run_script(lua_State *L, int argc, char **argv, int first)
   }
   for (int i = 0; i < nargs; i++) lua_pushstring(L, args[i]);
   running_state = L;
-  signal(SIGINT, on_sigint);
+  catch_run_signals();
   int st = lua_pcall(L, nargs, 1, handler);
   running_state = NULL;
   if (st != LUA_OK) {
     fprintf(stderr, "runnel: %s\n", lua_tostring(L, -1));
-    return 1;
+    return failed_status();
   }
   return o.input ? run_input(L, &o) : 0;
 }
@@ -732,6 +759,9 @@ static const char HELP[] =
   "  1                          The script, the input, or the state failed (the message says\n"
   "                             where); a state verify found damaged.\n"
   "  2                          A usage error: an unknown command or option, a missing value.\n"
+  "  130, 143                   run stopped by Ctrl-C or SIGTERM: a run of its input stops between\n"
+  "                             two lines with what it read committed, and carried groups are\n"
+  "                             written (a second signal ends the process at once).\n"
   "\n"
   "See also:\n"
   "  docs/api.md                Every Lua function and option, and the C API of runnel.h.\n";

@@ -511,6 +511,9 @@ static int run_loop(source *s, rn_run_stats *st)
     int rc = run_group(s, st, &applied);
     if (rc) return rc;
     if (applied) { quiet_since = now(); continue; }
+    /* caught up: carried groups are written before the wait, so that none
+     * waits for the next message to reach LMDB, readers and durable sinks */
+    if (s->p->carried && (rc = rn_flush(s->p))) return rc;
     double quiet = now() - quiet_since;
     if (s->o->idle >= 0 && quiet >= s->o->idle) return 0;
     bool ready;

@@ -22,6 +22,7 @@
 #include <limits.h>
 #include <jansson.h>
 #include <math.h>
+#include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -1121,6 +1122,31 @@ static int commit_lines(rn_pipeline *p, const rn_run_opts *o, uint64_t first, ui
                     (unsigned long long)first, (unsigned long long)first, (unsigned long long)last, why);
 }
 
+/* Whether a read of in would wait: nothing is left in its stdio buffer
+ * and its descriptor (a pipe, a terminal, a socket) has nothing ready.
+ * Only glibc says what its buffer holds; elsewhere a read never counts as
+ * waiting. */
+static bool input_waits(FILE *in)
+{
+#ifdef __GLIBC__
+  if (in->_IO_read_ptr < in->_IO_read_end) return false;
+  struct pollfd fd = { .fd = fileno(in), .events = POLLIN };
+  return fd.fd >= 0 && poll(&fd, 1, 0) == 0;
+#else
+  (void)in;
+  return false;
+#endif
+}
+
+/* Commits the open group of lines (its N lines read, or the input paused
+ * or ended); st counts it. */
+static int commit_group(rn_pipeline *p, const rn_run_opts *o, uint64_t first, uint64_t last, rn_run_stats *st)
+{
+  int rc = commit_lines(p, o, first, last);
+  if (!rc) st->groups++;
+  return rc;
+}
+
 int rn_run_ndjson(rn_pipeline *p, FILE *in, const rn_run_opts *o, rn_run_stats *st)
 {
   memset(st, 0, sizeof *st);
@@ -1136,8 +1162,21 @@ int rn_run_ndjson(rn_pipeline *p, FILE *in, const rn_run_opts *o, rn_run_stats *
   bool progress = o->progress && isatty(STDERR_FILENO);
   p->tolerate_bad_input = o->skip;
   bool stopped = false; /* rn_interrupt_runs: as at the end of the input, then RN_EINTR */
+  struct stat is;
+  bool stream = fstat(fileno(in), &is) == 0 && !S_ISREG(is.st_mode); /* a pipe, a terminal: it may pause */
   rn_interrupt_run_begins();
-  while (!rc && !(stopped = rn_interrupt_taken()) && (got = getline(&line, &cap, in)) >= 0) {
+  for (;;) {
+    if (rc || (stopped = rn_interrupt_taken())) break;
+    /* Input that pauses (a producer writing now and then): what was read
+     * is committed, and carried groups written, before the read waits, so
+     * that no line waits for the next one to be applied and seen. */
+    if (stream && (in_group || p->carried) && input_waits(in)) {
+      if (in_group && (rc = commit_group(p, o, group_first, group_last, st))) break;
+      in_group = 0;
+      drop_lines(&kept);
+      if (p->carried && (rc = rn_flush(p))) break;
+    }
+    if ((got = getline(&line, &cap, in)) < 0) break;
     st->lines++;
     size_t len = (size_t)got;
     while (len && (line[len - 1] == '\n' || line[len - 1] == '\r')) len--;
@@ -1182,8 +1221,7 @@ int rn_run_ndjson(rn_pipeline *p, FILE *in, const rn_run_opts *o, rn_run_stats *
       if (o->skip && (rc = keep_line(&kept, text, len))) { rn_err_set(&p->err, rc, "out of memory"); break; }
     }
     if (in_group >= batch) {
-      if ((rc = commit_lines(p, o, group_first, group_last))) break;
-      st->groups++;
+      if ((rc = commit_group(p, o, group_first, group_last, st))) break;
       in_group = 0;
       drop_lines(&kept);
     }
@@ -1199,9 +1237,7 @@ int rn_run_ndjson(rn_pipeline *p, FILE *in, const rn_run_opts *o, rn_run_stats *
     else rc = rn_err_set(&p->err, RN_EIO, "%s: reading: %s", o->name, strerror(why));
   }
   if (rc && p->state == RN_OPEN) rn_rollback(p);
-  if (!rc && p->state == RN_OPEN) {
-    if (!(rc = commit_lines(p, o, group_first, group_last))) st->groups++;
-  }
+  if (!rc && p->state == RN_OPEN) rc = commit_group(p, o, group_first, group_last, st);
   if (!rc && stopped)
     rc = rn_err_set(&p->err, RN_EINTR, "%s: interrupted after line %llu: the lines up to it are applied and "
                     "committed", o->name, (unsigned long long)st->lines);

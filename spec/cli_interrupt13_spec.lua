@@ -93,6 +93,29 @@ describe("runnel run interrupted", function()
     assert.matches("last group: 2\n", (H.sh(("%s inspect %s/st"):format(H.runnel_bin, dir))), 1, true)
   end)
 
+  it("commits and writes what it read when its input pauses, before waiting for more", function()
+    -- before, the lines waited in the open group for the group's 1000th
+    -- line, and carried groups for the next commit: a reader saw nothing
+    H.write(dir .. "/s.lua", script(dir, 3))
+    H.write(dir .. "/in.ndjson", line(1) .. line(2) .. line(3))
+    os.execute(("mkfifo %s/fifo"):format(dir))
+    os.execute(("sh -c '(cat %s/in.ndjson; exec sleep 20) >%s/fifo & echo $! >%s/writer' >/dev/null 2>&1")
+               :format(dir, dir, dir))
+    start(("%s run %s/s.lua --input - <%s/fifo >%s/out 2>%s/err"):format(H.runnel_bin, dir, dir, dir, dir), dir)
+    wait_for_file(dir .. "/marker")
+    local seen = 0
+    for _ = 1, 200 do -- up to 10 s
+      seen = rows(dir)
+      if seen == 3 then break end
+      os.execute("sleep 0.05")
+    end
+    os.execute("kill -INT " .. runnel_pid(dir))
+    local code = status_of(dir .. "/status")
+    os.execute(("kill %s 2>/dev/null"):format(H.read(dir .. "/writer"):match("%d+")))
+    assert.equal(3, seen)
+    assert.equal(130, code)
+  end)
+
   it("by SIGTERM while it reads a file stops between two lines, writes what it carried and exits 143", function()
     H.write(dir .. "/s.lua", script(dir, 500))
     local lines = {}

@@ -213,6 +213,45 @@ describe("jetstream", function()
       assert.equal(0, code, err)
       assert.matches("1 lines, 1 applied, 0 rejected, 1 group", err, 1, true)
     end)
+
+    it("writes what it applied while it waits, and stops at Ctrl-C with it committed, exiting 130", function()
+      -- idle=-1: before, nothing stopped it but a second Ctrl-C, which
+      -- killed the process (a Lua hook never fires in the run's C loop)
+      local name, subj = stream()
+      publish(url, subj .. ".7", { change("scores", "insert", { id = 9, player = "zed", points = 9 }) })
+      local dir = H.tmpdir()
+      H.write(dir .. "/p.lua", ([[
+        local runnel = require "runnel"
+        local p = runnel.open{ path = %q, sync = false }
+        p:table("scores", { {"id","int"}, {"player","string"}, {"points","int"}, key = "id" })
+        return p
+      ]]):format(dir .. "/st"))
+      os.execute(("sh -c '%s run %s/p.lua --input \"%s/%s/%s.7?idle=-1\" >%s/out 2>%s/err; echo $? >%s/status' " ..
+                  ">/dev/null 2>&1 </dev/null &"):format(RUNNEL, dir, url, name, subj, dir, dir, dir))
+      local pid, seen
+      for _ = 1, 600 do -- the row applied (up to 30 s on a loaded machine), then the signal
+        pid = pid or H.sh(("pgrep -f '^%s run %s/p.lua'"):format(RUNNEL, dir)):match("%d+")
+        local out = H.sh(("%s query %s/st scores --format ndjson 2>/dev/null"):format(RUNNEL, dir))
+        seen = out:find('"zed"', 1, true)
+        if pid and seen then break end
+        os.execute("sleep 0.05")
+      end
+      -- caught up, it wrote its carried group before waiting (sync = false):
+      -- before, the group waited in memory for the next message
+      assert.is_truthy(seen, "the applied message never reached the state while the run waited")
+      os.execute("kill -INT " .. assert(pid, "runnel is not running"))
+      local status
+      for _ = 1, 200 do -- within a second or so: it checks between waits of at most a second
+        local f = io.open(dir .. "/status")
+        status = f and f:read("n")
+        if f then f:close() end
+        if status then break end
+        os.execute("sleep 0.05")
+      end
+      assert.equal(130, status)
+      assert.matches("interrupted after 1 messages: the messages up to there are applied and committed",
+                     H.read(dir .. "/err"), 1, true)
+    end)
   end)
 
   describe("runnel snapshot", function()

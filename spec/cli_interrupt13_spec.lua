@@ -7,15 +7,12 @@
 -- (carried groups written), and the exit status is 128 + the signal.
 local H = require "helper"
 
--- Runs cmd in the background: a shell that writes runnel's exit status
--- to dir/status once it ends.
+-- Runs cmd in the background: a shell that writes its pid to dir/pid and
+-- its exit status to dir/status once it ends. (Not pgrep: under make
+-- asan, LD_PRELOAD reaches it and it can hang.)
 local function start(cmd, dir)
-  os.execute(("sh -c '%s; echo $? >%s/status' >/dev/null 2>&1 </dev/null &"):format(cmd, dir))
-end
-
--- The pid of the runnel that runs dir's script.
-local function runnel_pid(dir)
-  return assert(H.sh(("pgrep -f '^%s run %s/s.lua'"):format(H.runnel_bin, dir)):match("%d+"), "runnel is not running")
+  os.execute(("sh -c '%s & echo $! >%s/pid; wait $!; echo $? >%s/status' >/dev/null 2>&1 </dev/null &")
+             :format(cmd, dir, dir))
 end
 
 local function wait_for_file(path)
@@ -25,6 +22,12 @@ local function wait_for_file(path)
     os.execute("sleep 0.05")
   end
   error("never appeared: " .. path)
+end
+
+-- The pid of the runnel that start ran.
+local function runnel_pid(dir)
+  wait_for_file(dir .. "/pid")
+  return assert(H.read(dir .. "/pid"):match("%d+"), "no pid")
 end
 
 -- The exit status the wrapper recorded, waiting up to about 10 s.

@@ -226,11 +226,15 @@ describe("jetstream", function()
         p:table("scores", { {"id","int"}, {"player","string"}, {"points","int"}, key = "id" })
         return p
       ]]):format(dir .. "/st"))
-      os.execute(("sh -c '%s run %s/p.lua --input \"%s/%s/%s.7?idle=-1\" >%s/out 2>%s/err; echo $? >%s/status' " ..
-                  ">/dev/null 2>&1 </dev/null &"):format(RUNNEL, dir, url, name, subj, dir, dir, dir))
+      -- (its pid from the shell, not pgrep: under make asan LD_PRELOAD reaches pgrep and it can hang)
+      os.execute(("sh -c '%s run %s/p.lua --input \"%s/%s/%s.7?idle=-1\" >%s/out 2>%s/err & echo $! >%s/pid; " ..
+                  "wait $!; echo $? >%s/status' >/dev/null 2>&1 </dev/null &"):format(RUNNEL, dir, url, name, subj, dir,
+                                                                                    dir, dir, dir))
       local pid, seen
       for _ = 1, 600 do -- the row applied (up to 30 s on a loaded machine), then the signal
-        pid = pid or H.sh(("pgrep -f '^%s run %s/p.lua'"):format(RUNNEL, dir)):match("%d+")
+        local f = io.open(dir .. "/pid")
+        pid = pid or f and f:read("n")
+        if f then f:close() end
         local out = H.sh(("%s query %s/st scores --format ndjson 2>/dev/null"):format(RUNNEL, dir))
         seen = out:find('"zed"', 1, true)
         if pid and seen then break end

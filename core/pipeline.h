@@ -486,8 +486,8 @@ void rn_sinks_forget(rn_pipeline *p);
  * carried: sinks with on_lost keep its seq (SINKS-2). */
 void rn_sinks_carried(rn_pipeline *p, uint64_t seq);
 /* The carried groups up to last were lost (their LMDB commit failed):
- * every sink with on_lost hears of each one it saw, newest first; then no
- * group is carried. */
+ * every sink with on_lost hears of each one it saw, newest first. The
+ * caller then forgets them (rn_sinks_forget clears what sinks saw). */
 void rn_sinks_lost(rn_pipeline *p, uint64_t last);
 /* Tells every sink that saw any part of group seq how it ended (group.c). */
 void rn_sinks_done(rn_pipeline *p, uint64_t seq, bool committed);

@@ -239,10 +239,6 @@ void rn_sinks_lost(rn_pipeline *p, uint64_t last)
       if (saw || (s->told_all_from && seq >= s->told_all_from)) s->on_lost(s->ctx, seq);
     }
   }
-  for (int i = 0; i < p->nsinks; i++) {
-    p->sinks[i]->ntold = 0;
-    p->sinks[i]->told_all_from = 0;
-  }
 }
 
 int rn_sinks_replay(rn_pipeline *p)

@@ -252,6 +252,7 @@ describe("jetstream", function()
         if status then break end
         os.execute("sleep 0.05")
       end
+      if not status then os.execute("kill -KILL " .. pid .. " 2>/dev/null") end -- idle=-1: never left running
       assert.equal(130, status)
       assert.matches("interrupted after 1 messages: the messages up to there are applied and committed",
                      H.read(dir .. "/err"), 1, true)

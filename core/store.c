@@ -105,83 +105,6 @@ static int lock_writer(rn_store *s, rn_err *e)
   return 0;
 }
 
-/* LMDB's meta pages (lmdb.h's MDB_meta behind a 16-byte page header), as far
- * as the size check needs them, on 64-bit hosts:
- *     |u32 magic|u32 version|u64 address|u64 mapsize|MDB_db free (48)|MDB_db main (48)|u64 last_pgno|u64 txnid|
- *     MDB_db: |u32 pad (free: the page size)|u16 flags|u16 depth|u64 branch|u64 leaf|u64 overflow|u64 entries|u64 root|
- * Page 0 and page 1 are metas; LMDB uses the one with the larger txnid. */
-#define META_AT 16
-#define META_MAGIC 0xBEEFC0DEu
-#define META_LEN 136
-#define META_FREE_ROOT 64
-#define META_MAIN_ROOT 112
-
-/* The page a meta's trees start from that lies furthest into the file
- * (their roots: every other page of them hangs below one). */
-static bool read_meta(int fd, off_t at, uint32_t *psize, uint64_t *top_root, uint64_t *txnid, uint64_t *mapsize)
-{
-  unsigned char m[META_LEN];
-  uint32_t magic;
-  uint64_t free_root, main_root;
-  if (pread(fd, m, sizeof m, at + META_AT) != (ssize_t)sizeof m) return false;
-  memcpy(&magic, m, 4);
-  memcpy(mapsize, m + 16, 8);
-  memcpy(psize, m + 24, 4);
-  memcpy(&free_root, m + META_FREE_ROOT, 8);
-  memcpy(&main_root, m + META_MAIN_ROOT, 8);
-  memcpy(txnid, m + 128, 8);
-  if (free_root == ~(uint64_t)0) free_root = 0; /* P_INVALID: an empty tree */
-  if (main_root == ~(uint64_t)0) main_root = 0;
-  *top_root = free_root > main_root ? free_root : main_root;
-  return magic == META_MAGIC && *psize >= 512 && *psize <= 65536 && (*psize & (*psize - 1)) == 0;
-}
-
-/* A data.mdb shorter than its last transaction's root pages is truncated:
- * mapping it would die of SIGBUS at the first read. (Not last_pgno: pages
- * a transaction allocated and freed again are never written, so a whole
- * file may legitimately end before it — the crash test found such states.) */
-/* The newer of data.mdb's two meta pages in dir, as far as the callers
- * below need it (its page size, furthest root and map size); false when
- * there is no data.mdb, or it is not LMDB's on a 64-bit host. *size: the
- * file's length. */
-typedef struct newest_meta { uint32_t psize; uint64_t top, map, size; } newest_meta;
-
-static bool read_newest_meta(const char *dir, char *data, size_t dlen, newest_meta *m)
-{
-  if (sizeof(void *) != 8) return false; /* the layout above is the 64-bit one */
-  snprintf(data, dlen, "%s/data.mdb", dir);
-  int fd = open(data, O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return false;
-  struct stat st;
-  uint32_t psize1;
-  uint64_t top1, txnid = 0, txnid1, map1;
-  bool ok = fstat(fd, &st) == 0 && read_meta(fd, 0, &m->psize, &m->top, &txnid, &m->map);
-  if (ok && read_meta(fd, (off_t)m->psize, &psize1, &top1, &txnid1, &map1) && txnid1 > txnid)
-    m->top = top1, m->map = map1;
-  close(fd);
-  m->size = ok ? (uint64_t)st.st_size : 0;
-  return ok;
-}
-
-int rn_store_check_file(const char *dir, rn_err *e)
-{
-  char data[strlen(dir) + sizeof "/data.mdb"];
-  newest_meta m;
-  /* absent: LMDB makes it, or says why not; not LMDB's: mdb_env_open says so */
-  if (!read_newest_meta(dir, data, sizeof data, &m) || m.top >= (UINT64_MAX >> 17)) return 0;
-  uint64_t need = (m.top + 1) * m.psize;
-  if (m.size >= need) return 0;
-  return rn_err_set(e, RN_ESTORE, "state damaged: %s is truncated (%llu bytes; its last transaction "
-                    "needs %llu)", data, (unsigned long long)m.size, (unsigned long long)need);
-}
-
-uint64_t rn_store_file_map(const char *dir)
-{
-  char data[strlen(dir) + sizeof "/data.mdb"];
-  newest_meta m;
-  return read_newest_meta(dir, data, sizeof data, &m) ? m.map : 0;
-}
-
 int rn_store_txn(MDB_env *env, unsigned flags, MDB_txn **txn)
 {
   int rc = mdb_txn_begin(env, NULL, flags, txn);
@@ -275,7 +198,7 @@ int rn_store_open(rn_store *s, const char *path, bool nosync, bool writemap, siz
   int rc = make_dir(s, path, e);
   if (!rc) rc = lock_writer(s, e);
   if (!rc) rc = rn_envs_claim(s->path, s, e); /* the process's one environment on it (envs.h) */
-  if (!rc) rc = rn_store_check_file(s->path, e);
+  if (!rc) rc = rn_store_check_file(s->path, false, e);
   if (rc) {
     rn_store_close(s);
     return rc;

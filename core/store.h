@@ -251,10 +251,12 @@ int rn_store_write_code(int rc, uint64_t free_bytes);
  * other failure as rn_store_fail does. Returns the code. */
 int rn_store_write_fail(rn_store *s, rn_err *e, int rc, const char *what);
 
-/* Refuses (RN_ESTORE, "state damaged: …") a data.mdb in dir shorter than the
- * root pages its newest meta page records: mapping it would die of SIGBUS.
- * 0 when it is whole, absent, or not LMDB's (mdb_env_open says so then). */
-int rn_store_check_file(const char *dir, rn_err *e);
+/* Refuses (RN_ESTORE, "state damaged: …") a data.mdb in dir that is empty,
+ * or shorter than a page its newest transaction reaches: mapping it would
+ * die of SIGBUS (store_file.c). deep: every page of every tree is read
+ * (runnel verify); else only what can reach past the file's end. 0 when it
+ * is whole, absent, or not LMDB's (mdb_env_open says so then). */
+int rn_store_check_file(const char *dir, bool deep, rn_err *e);
 /* The map size the last transaction of the state at dir recorded (what its
  * writer maps; a reader's environment may map more), or 0 if unreadable. */
 uint64_t rn_store_file_map(const char *dir);

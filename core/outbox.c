@@ -504,6 +504,20 @@ static void delivery_failed(rn_outbox *ob, const rn_err *e)
   ob->failed = ob->backlog = true;
 }
 
+bool rn_outbox_change(const msgpack_object *c, rn_change *ch)
+{
+  const msgpack_object *f = c->via.array.ptr;
+  if (c->type != MSGPACK_OBJECT_ARRAY || c->via.array.size != 4 || f[0].type != MSGPACK_OBJECT_POSITIVE_INTEGER ||
+      f[0].via.u64 < RN_INSERT || f[0].via.u64 > RN_DELETE || f[1].type != MSGPACK_OBJECT_POSITIVE_INTEGER ||
+      (f[0].via.u64 != RN_DELETE && f[2].type != MSGPACK_OBJECT_BIN) || /* the rows its verb has (a sink reads them) */
+      (f[0].via.u64 != RN_INSERT && f[3].type != MSGPACK_OBJECT_BIN))
+    return false;
+  bool row = f[2].type == MSGPACK_OBJECT_BIN, old = f[3].type == MSGPACK_OBJECT_BIN;
+  *ch = (rn_change){ (rn_verb)f[0].via.u64, f[1].via.u64, row ? f[2].via.bin.ptr : NULL, row ? f[2].via.bin.size : 0,
+                     old ? f[3].via.bin.ptr : NULL, old ? f[3].via.bin.size : 0 };
+  return true;
+}
+
 /* Delivers one entry to s; 0, or the failure (kept in ob->err). */
 static int deliver_entry(rn_outbox *ob, obsink *s, uint64_t seq, const char *data, size_t len)
 {
@@ -520,17 +534,12 @@ static int deliver_entry(rn_outbox *ob, obsink *s, uint64_t seq, const char *dat
                   : rn_err_set(&e, RN_ESTORE, "%s: outbox: group %llu is damaged", s->rel->name, (unsigned long long)seq);
   uint32_t first = !rc && o.via.array.size && o.via.array.ptr[0].type == MSGPACK_OBJECT_POSITIVE_INTEGER; /* (8) */
   for (uint32_t i = first; !rc && i < o.via.array.size; i++) {
-    const msgpack_object *c = &o.via.array.ptr[i], *f = c->via.array.ptr;
-    if (c->type != MSGPACK_OBJECT_ARRAY || c->via.array.size != 4 || f[0].type != MSGPACK_OBJECT_POSITIVE_INTEGER ||
-        f[0].via.u64 < RN_INSERT || f[0].via.u64 > RN_DELETE || f[1].type != MSGPACK_OBJECT_POSITIVE_INTEGER ||
-        (f[0].via.u64 != RN_DELETE && f[2].type != MSGPACK_OBJECT_BIN) || /* the rows its verb has (a sink reads them) */
-        (f[0].via.u64 != RN_INSERT && f[3].type != MSGPACK_OBJECT_BIN)) {
+    rn_change ch;
+    if (!rn_outbox_change(&o.via.array.ptr[i], &ch) || (ch.row && !rn_row_fits(s->rel->schema, ch.row, ch.row_len)) ||
+        (ch.old && !rn_row_fits(s->rel->schema, ch.old, ch.old_len))) { /* rows a sink would read as nothing */
       rc = rn_err_set(&e, RN_ESTORE, "%s: outbox: group %llu is damaged", s->rel->name, (unsigned long long)seq);
       break;
     }
-    rn_change ch = { (rn_verb)f[0].via.u64, f[1].via.u64,
-                     f[2].type == MSGPACK_OBJECT_BIN ? f[2].via.bin.ptr : NULL, f[2].type == MSGPACK_OBJECT_BIN ? f[2].via.bin.size : 0,
-                     f[3].type == MSGPACK_OBJECT_BIN ? f[3].via.bin.ptr : NULL, f[3].type == MSGPACK_OBJECT_BIN ? f[3].via.bin.size : 0 };
     rn_sink_info info = { ch.id, seq, i + 1 - first };
     if (resumes && info.n <= s->position) continue; /* acknowledged before (9) */
     rc = s->ops.change(s->ctx, s->rel, &ch, &info, &e);
@@ -920,6 +929,36 @@ static int note_missed(rn_pipeline *p, const obsink *s, uint64_t seen, uint64_t 
   return 0;
 }
 
+/* A group waiting for s at or before the mark its record in txn holds:
+ * the mark and the deletion of the entries it covers are written in one
+ * transaction (3), so the record was damaged (moved past groups never
+ * delivered, which the declaration would delete unsaid). Refused, naming
+ * the group, the mark and the ways on. */
+static int check_mark(rn_pipeline *p, rn_outbox *ob, obsink *s, MDB_txn *txn)
+{
+  MDB_val k = { s->mklen, s->mkey }, v;
+  uint64_t r[3];
+  if (mdb_get(txn, p->store.meta, &k, &v) != 0 || v.mv_size != sizeof r) return 0;
+  memcpy(r, v.mv_data, sizeof r);
+  MDB_cursor *cur;
+  int rc = mdb_cursor_open(txn, ob->dbi, &cur);
+  if (rc) return rn_store_fail(&p->err, rc, s->label);
+  char from[16];
+  put_be64(from, s->tag);
+  put_be64(from + 8, 0);
+  MDB_val ek = { 16, from }, ev;
+  uint64_t seq = 0;
+  rc = mdb_cursor_get(cur, &ek, &ev, MDB_SET_RANGE);
+  if (rc == 0 && ek.mv_size == 16 && get_be64(ek.mv_data) == s->tag) seq = get_be64((char *)ek.mv_data + 8);
+  mdb_cursor_close(cur);
+  if (rc && rc != MDB_NOTFOUND) return rn_store_fail(&p->err, rc, s->label);
+  if (!seq || seq > r[1]) return 0;
+  return rn_err_set(&p->err, RN_ESTORE, "state damaged: %s: the mark of %s says groups up to %llu were delivered, "
+                    "but group %llu waits for it (runnel verify shows it); to go on, drop what waits for it "
+                    "(p:drop_outbox or runnel drop-outbox) or give the sink a new name",
+                    p->store.path, s->label, (unsigned long long)r[1], (unsigned long long)seq);
+}
+
 /* In a transaction of its own: opens the outbox, checks what waits (8),
  * writes s's record and deletes the entries its mark covers (a rewrite
  * may have passed them). */
@@ -936,7 +975,8 @@ static int declare_record(rn_pipeline *p, rn_outbox *ob, obsink *s)
   }
   s->marked = 0; /* delete whatever an older mark left */
   uint64_t seen = seen_of(p, s, txn), upto = missed_upto(p, s, txn, seen);
-  rc = check_waiting(p, ob, s, txn);
+  rc = check_mark(p, ob, s, txn);
+  if (!rc) rc = check_waiting(p, ob, s, txn);
   if (!rc) rc = write_mark(p, ob, s, txn, p->seq);
   if (!rc) rc = write_info(p, s, txn);
   if (rc) { mdb_txn_abort(txn); return rc; }

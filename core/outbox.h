@@ -47,6 +47,11 @@ typedef struct rn_outbox_mark {
   size_t formats_len;     /* 0: none recorded (a state before 0.23, or a sink without formats) */
 } rn_outbox_mark;
 
+/* One change c of an outbox entry ([verb, id, row|nil, old|nil], each row
+ * a msgpack bin, present as its verb needs) into *ch, pointing into c;
+ * false when it is not one. Its rows' own bytes are not looked into. */
+bool rn_outbox_change(const msgpack_object *c, rn_change *ch);
+
 /* The sink a durable sink's name in the state stands for ("sink:" name,
  * "ndjson:" path …, the key of its mark less "od:"), as its user knows it,
  * into out (n bytes): "durable sink to /tmp/out.ndjson". */

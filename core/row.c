@@ -828,6 +828,33 @@ int rn_row_spans(const char *row, size_t len, int ncols, int upto, size_t *start
   return 0;
 }
 
+/* Whether the value starting with byte b is of type t at the top. */
+static bool of_type(rn_type t, unsigned char b)
+{
+  switch (t) {
+  case RN_T_INT: return b <= 0x7f || b >= 0xe0 || (b >= 0xcc && b <= 0xd3);
+  case RN_T_FLOAT: return b == 0xca || b == 0xcb;
+  case RN_T_STRING: return (b >= 0xa0 && b <= 0xbf) || (b >= 0xd9 && b <= 0xdb);
+  case RN_T_BOOL: return b == 0xc2 || b == 0xc3;
+  case RN_T_BYTES: return b >= 0xc4 && b <= 0xc6;
+  case RN_T_LIST: case RN_T_STRUCT: return (b >= 0x90 && b <= 0x9f) || b == 0xdc || b == 0xdd;
+  case RN_T_MAP: return (b >= 0x80 && b <= 0x8f) || b == 0xde || b == 0xdf;
+  case RN_T_ANY: return true;
+  }
+  return false;
+}
+
+bool rn_row_fits(const rn_schema *s, const char *row, size_t len)
+{
+  size_t starts[s->ncols + 1];
+  if (rn_row_spans(row, len, s->ncols, s->ncols, starts) || starts[s->ncols] != len) return false;
+  for (int i = 0; i < s->ncols; i++) {
+    unsigned char b = (unsigned char)row[starts[i]];
+    if (b != 0xc0 && !of_type(s->cols[i].type, b)) return false;
+  }
+  return true;
+}
+
 int rn_sbuf_grow(msgpack_sbuffer *out, size_t n)
 {
   size_t size = out->alloc ? out->alloc * 2 : MSGPACK_SBUFFER_INIT_SIZE;

@@ -129,6 +129,13 @@ int rn_row_patch(const rn_schema *s, const char *old, size_t old_len, const msgp
  * well-formed (upto = ncols checks them all). */
 int rn_row_spans(const char *row, size_t len, int ncols, int upto, size_t *starts);
 
+/* Whether row is exactly one stored row of s: an array of its column
+ * count, each value well formed and of its column's type at the top (or
+ * nil: an old image may hold null where the column no longer does),
+ * nothing after it. For rows read back from outside a table's own
+ * database (an outbox entry) before a sink is handed them. */
+bool rn_row_fits(const rn_schema *s, const char *row, size_t len);
+
 /* Appends a stored row of s as a msgpack map keyed by external names
  * (structs as maps too; nulls as nil). -1 if row is not a row of s. */
 int rn_row_to_map(const rn_schema *s, const char *row, size_t len, msgpack_zone *z, msgpack_sbuffer *out);

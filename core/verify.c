@@ -486,8 +486,34 @@ static size_t outbox_marks(walk *w, MDB_cursor *cur, outbox_mark *out, size_t ca
   return n;
 }
 
+/* Whether an outbox entry reads whole: a list of changes (after its
+ * layout), each one rn_outbox_change takes, each row in it one msgpack
+ * list and nothing after it (its columns' types need its relation's
+ * schema: a delivery checks them). */
+static bool entry_whole(const MDB_val *v, msgpack_zone *z)
+{
+  msgpack_object o;
+  size_t off = 0;
+  if (rn_unpack(v->mv_data, v->mv_size, &off, z, &o) != MSGPACK_UNPACK_SUCCESS || o.type != MSGPACK_OBJECT_ARRAY ||
+      off != v->mv_size)
+    return false;
+  uint32_t first = o.via.array.size && o.via.array.ptr[0].type == MSGPACK_OBJECT_POSITIVE_INTEGER;
+  for (uint32_t i = first; i < o.via.array.size; i++) {
+    rn_change ch;
+    if (!rn_outbox_change(&o.via.array.ptr[i], &ch)) return false;
+    const char *rows[2] = { ch.row, ch.old };
+    size_t lens[2] = { ch.row_len, ch.old_len };
+    for (int r = 0; r < 2; r++) {
+      unsigned char b = rows[r] && lens[r] ? (unsigned char)rows[r][0] : 0;
+      if (rows[r] && ((b & 0xf0) != 0x90 && b != 0xdc && b != 0xdd)) return false;
+      if (rows[r] && rn_msgpack_size(rows[r], lens[r]) != lens[r]) return false;
+    }
+  }
+  return true;
+}
+
 /* Every outbox entry belongs to a durable sink, waits (its seq is past the
- * sink's mark, not past the last group) and holds a list of changes. */
+ * sink's mark, not past the last group) and reads whole. */
 static void check_outbox(walk *w, MDB_cursor *meta_cur)
 {
   outbox_mark marks[256];
@@ -495,7 +521,13 @@ static void check_outbox(walk *w, MDB_cursor *meta_cur)
   MDB_dbi dbi;
   if (mdb_dbi_open(w->txn, "outbox", 0, &dbi) != 0) return; /* no durable sink ever */
   MDB_cursor *cur;
-  if (mdb_cursor_open(w->txn, dbi, &cur)) { damaged(w, "%s: the outbox cannot be read%s", w->path, ""); return; }
+  msgpack_zone z;
+  if (!rn_zone_init(&z, 4096)) { damaged(w, "%s: out of memory reading the outbox%s", w->path, ""); return; }
+  if (mdb_cursor_open(w->txn, dbi, &cur)) {
+    rn_zone_destroy(&z);
+    damaged(w, "%s: the outbox cannot be read%s", w->path, "");
+    return;
+  }
   MDB_val k, v;
   for (int mrc = mdb_cursor_get(cur, &k, &v, MDB_FIRST); mrc == 0; mrc = mdb_cursor_get(cur, &k, &v, MDB_NEXT)) {
     char at[64] = "";
@@ -504,13 +536,14 @@ static void check_outbox(walk *w, MDB_cursor *meta_cur)
     snprintf(at, sizeof at, "%llu", (unsigned long long)seq);
     const outbox_mark *m = NULL;
     for (size_t i = 0; i < n && !m; i++) if (marks[i].tag == tag) m = &marks[i];
-    const unsigned char *b = v.mv_data;
     if (!m && n < 256) damaged(w, "the outbox entry of group %s belongs to no durable sink%s", at, "");
     else if (m && (seq <= m->delivered || seq > w->seq))
       damaged(w, "the outbox entry of group %s is outside what its sink waits for%s", at, "");
-    else if (v.mv_size == 0 || !((b[0] & 0xf0) == 0x90 || b[0] == 0xdc || b[0] == 0xdd))
-      damaged(w, "the outbox entry of group %s is not a list of changes%s", at, "");
+    else if (!entry_whole(&v, &z))
+      damaged(w, "the outbox entry of group %s is not a list of whole changes%s", at, "");
+    msgpack_zone_clear(&z);
   }
+  rn_zone_destroy(&z);
   mdb_cursor_close(cur);
 }
 

@@ -187,6 +187,20 @@ static int map_size_refused(rn_err *e, int rc, size_t mapsize)
   return code;
 }
 
+/* mdb_env_open on s->path. A new state's first open that fails before
+ * LMDB wrote its meta pages leaves no empty data.mdb behind:
+ * rn_store_check_file calls one damaged. */
+static int open_env(rn_store *s, unsigned flags)
+{
+  char data[strlen(s->path) + sizeof "/data.mdb"];
+  struct stat st;
+  snprintf(data, sizeof data, "%s/data.mdb", s->path);
+  bool fresh = stat(data, &st) != 0 && errno == ENOENT;
+  int rc = mdb_env_open(s->env, s->path, flags, 0644);
+  if (rc && fresh && stat(data, &st) == 0 && st.st_size == 0) unlink(data);
+  return rc;
+}
+
 int rn_store_open(rn_store *s, const char *path, bool nosync, bool writemap, size_t mapsize, rn_err *e)
 {
   memset(s, 0, sizeof *s);
@@ -217,7 +231,7 @@ int rn_store_open(rn_store *s, const char *path, bool nosync, bool writemap, siz
   if (s->mapsize < RN_MAP_MIN) s->mapsize = RN_MAP_MIN;
   mdb_env_set_mapsize(s->env, s->mapsize);
   unsigned flags = MDB_NOTLS | (nosync ? MDB_NOSYNC : 0) | (writemap ? MDB_WRITEMAP : 0);
-  rc = mdb_env_open(s->env, s->path, flags, 0644);
+  rc = open_env(s, flags);
   if (rc && map_size_refused(e, rc, mapsize)) {
     rn_store_close(s);
     return e->code;

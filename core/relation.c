@@ -142,6 +142,61 @@ static int keep_told_schema(rn_pipeline *p, rn_rel *r, const MDB_val *v)
   return 0;
 }
 
+static size_t changed_key(const rn_rel *r, char *key);
+
+/* Whether r numbers events of its own (a stream, a cdc relation, a stream
+ * join), so ids it gives again meet earlier events in its sinks' logs (an
+ * SQLite log, a consumer's store) where no row of the state shows them. */
+static bool gives_event_ids(const rn_rel *r)
+{
+  return !r->tablelike && (r->kind == RN_REL_STREAM || r->kind == RN_REL_CDC || r->kind == RN_REL_JOIN);
+}
+
+/* The counters of a relation numbering events as a damaged catalogue
+ * leaves them: next id 0 (ids start at 1); none for a stream or a cdc
+ * relation that gave events (its "ch:" record, written in the group that
+ * gave them, with its counters). Either would give ids that earlier
+ * events hold in the logs its sinks keep, where no row of the state shows
+ * them. have: "n:" was read. */
+static int check_event_counters(rn_pipeline *p, rn_rel *r, MDB_txn *txn, bool have)
+{
+  if (!gives_event_ids(r)) return 0;
+  if (have && r->next_id == 0)
+    return rn_err_set(&p->err, RN_ESTORE, "state damaged: %s: the counters of relation \"%s\" give id 0 (ids "
+                      "start at 1)", p->store.path, r->name);
+  if (have || (r->kind != RN_REL_STREAM && r->kind != RN_REL_CDC)) return 0;
+  char key[RN_PREFIX_LEN(RN_META_CHANGED) + RN_NAME_MAX];
+  MDB_val k = { changed_key(r, key), key }, v;
+  uint64_t changed = 0;
+  if (mdb_get(txn, p->store.meta, &k, &v) == 0 && v.mv_size == sizeof changed) memcpy(&changed, v.mv_data, 8);
+  if (!changed) return 0;
+  return rn_err_set(&p->err, RN_ESTORE, "state damaged: %s: the counters of relation \"%s\" are missing, but it "
+                    "gave events in group %llu: it would give their ids again", p->store.path, r->name,
+                    (unsigned long long)changed);
+}
+
+/* A relation numbering events declared again after a drop goes on from
+ * the ids the dropped one gave (meta "nd:", written by rn_drop), so the
+ * logs its sinks kept never meet an id twice. */
+static int continue_dropped(rn_pipeline *p, rn_rel *r, MDB_txn *txn)
+{
+  char key[RN_PREFIX_LEN(RN_META_DROPPED_IDS) + RN_NAME_MAX];
+  size_t nlen = strlen(r->name); /* names are checked at declaration (rn_check_declarable) */
+  memcpy(key, RN_META_DROPPED_IDS, RN_PREFIX_LEN(RN_META_DROPPED_IDS));
+  memcpy(key + RN_PREFIX_LEN(RN_META_DROPPED_IDS), r->name, nlen);
+  MDB_val k = { RN_PREFIX_LEN(RN_META_DROPPED_IDS) + nlen, key }, v;
+  int rc = mdb_get(txn, p->store.meta, &k, &v);
+  if (rc == MDB_NOTFOUND) return 0;
+  if (rc) return rn_store_fail(&p->err, rc, r->name);
+  uint64_t next = 0;
+  if (v.mv_size != sizeof next)
+    return rn_err_set(&p->err, RN_ESTORE, "state damaged: %s: the ids relation \"%s\" gave before it was dropped "
+                      "are %zu bytes, not 8", p->store.path, r->name, v.mv_size);
+  memcpy(&next, v.mv_data, sizeof next);
+  if (next > r->next_id) r->next_id = r->saved_next_id = r->lmdb_next_id = next;
+  return 0;
+}
+
 /* Reads or records |kind|schema| under "r:" name and the counters
  * |next_id|count|last seq| under "n:" name, in txn. *created says the
  * state held no such relation; *stale that derived state missed groups
@@ -200,6 +255,9 @@ int rn_state_open(rn_pipeline *p, rn_rel *r, MDB_txn *txn, bool *created, bool *
     r->saved_next_id = r->lmdb_next_id = r->next_id;
     r->saved_count = r->lmdb_count = r->count;
     *stale = r->stateful && last_seq != p->seq;
+    if (check_event_counters(p, r, txn, true)) goto fail;
+  } else if (rc == MDB_NOTFOUND && !*created && check_event_counters(p, r, txn, false)) {
+    goto fail;
   } else if (rc == MDB_NOTFOUND && r->stateful && !*created) {
     /* Written with its catalogue entry (rn_open_derived_state): lost, the
      * state it keeps (a join's result ids) would meet ids given again. */
@@ -214,6 +272,7 @@ int rn_state_open(rn_pipeline *p, rn_rel *r, MDB_txn *txn, bool *created, bool *
   } else {
     goto lmdb_fail;
   }
+  if (!r->tablelike && continue_dropped(p, r, txn)) goto fail;
   if (rn_reads_load(p, r, txn)) goto fail; /* what its functions read: changed ones rebuild it too */
   if (rn_evolve_opened(p, r, txn, *created, stale)) goto fail; /* over a relation that changed: rebuilt */
   free(mkey);

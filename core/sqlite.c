@@ -780,6 +780,25 @@ static int names_clash(const ssink *s, rn_err *e)
   return 0;
 }
 
+/* " ON CONFLICT (keys) DO UPDATE SET c = excluded.c …" (DO NOTHING without
+ * a column past the key): a table-like relation's row written over its key. */
+static void upsert_tail(msgpack_sbuffer *b, const ssink *s, const rn_schema *sc)
+{
+  add(b, " ON CONFLICT (");
+  if (s->keyless) add(b, "\"runnel_id\"");
+  else names(b, sc, true, ", ", "");
+  int nonkey = 0;
+  for (int i = 0; i < sc->ncols; i++) nonkey += s->keyless || !sc->cols[i].is_key;
+  add(b, nonkey ? ") DO UPDATE SET " : ") DO NOTHING");
+  for (int i = 0, n = 0; i < sc->ncols; i++) {
+    if (!s->keyless && sc->cols[i].is_key) continue;
+    if (n++) add(b, ", ");
+    quote(b, sc->cols[i].name);
+    add(b, " = excluded.");
+    quote(b, sc->cols[i].name);
+  }
+}
+
 /* CREATE TABLE IF NOT EXISTS, and the two statements. */
 static int prepare(ssink *s, const char *table, const char *path, rn_err *e)
 {
@@ -809,7 +828,7 @@ static int prepare(ssink *s, const char *table, const char *path, rn_err *e)
   if ((s->create = malloc(strlen("CREATE TABLE ") + strlen(rest) + 1))) /* as sqlite_master keeps it */
     strcat(strcpy(s->create, "CREATE TABLE "), rest);
   else rc = SQLITE_NOMEM;
-  /* INSERT INTO t (keys…, cols…) VALUES (?…) ON CONFLICT (keys) DO UPDATE SET c = excluded.c */
+  /* INSERT INTO t (keys…, cols…) VALUES (?…), and upsert_tail for a table-like relation */
   msgpack_sbuffer_clear(&b);
   add(&b, "INSERT INTO ");
   quote(&b, table);
@@ -818,19 +837,8 @@ static int prepare(ssink *s, const char *table, const char *path, rn_err *e)
   names(&b, sc, false, ", ", "");
   add(&b, ") VALUES (");
   for (int i = 0; i < sc->ncols + s->keyless; i++) add(&b, i ? ", ?" : "?");
-  add(&b, ") ON CONFLICT (");
-  if (s->keyless) add(&b, "\"runnel_id\"");
-  else names(&b, sc, true, ", ", "");
-  int nonkey = 0;
-  for (int i = 0; i < sc->ncols; i++) nonkey += s->keyless || !sc->cols[i].is_key;
-  add(&b, nonkey ? ") DO UPDATE SET " : ") DO NOTHING");
-  for (int i = 0, n = 0; i < sc->ncols; i++) {
-    if (!s->keyless && sc->cols[i].is_key) continue;
-    if (n++) add(&b, ", ");
-    quote(&b, sc->cols[i].name);
-    add(&b, " = excluded.");
-    quote(&b, sc->cols[i].name);
-  }
+  add(&b, ")");
+  if (s->rel->tablelike || !s->keyless) upsert_tail(&b, s, sc); /* a stream's log is only added to: an id met again is refused */
   rn_buf_write(&b, "", 1);
   if (rc == SQLITE_OK) rc = sqlite3_prepare_v3(s->db, b.data, -1, SQLITE_PREPARE_PERSISTENT, &s->upsert, NULL);
   /* DELETE FROM t WHERE k1 = ? AND … */
@@ -959,10 +967,14 @@ static int run(ssink *s, sqlite3_stmt *st, const op *o, bool key_only, uint64_t 
   else rn_key_format(sc, v, row, sizeof row);
   if (seq) snprintf(group, sizeof group, ", group %llu", (unsigned long long)seq);
   bool constraint = (s->last_rc & 0xff) == SQLITE_CONSTRAINT;
+  bool again = s->last_rc == SQLITE_CONSTRAINT_PRIMARYKEY && !s->rel->tablelike && s->keyless; /* a log's id met twice */
   rc = rn_err_set(e, RN_EIO, "%s: sqlite: %s: %s (table \"%s\" in %s%s, row %s)%s", s->rel->name,
                   key_only ? "deleting" : "writing", sqlite3_errmsg(s->db), s->table, s->path, group, row,
-                  !seq ? "" : constraint ? "; the group waits in the outbox: fix the row or the table, and a later delivery writes it"
-                                      : "; the group waits in the outbox, and a later delivery tries it again");
+                  !seq ? "" : again ? "; the table is the log of its events, and this id is in it already: never "
+                                      "overwritten, the group waits in the outbox (a copy of the state gave its ids "
+                                      "again, or another state wrote the table: runnel verify)"
+                  : constraint ? "; the group waits in the outbox: fix the row or the table, and a later delivery writes it"
+                               : "; the group waits in the outbox, and a later delivery tries it again");
   sqlite3_reset(st); /* a failed step keeps the statement busy until reset */
   return rc;
 }

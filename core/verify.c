@@ -389,6 +389,14 @@ static bool read_counters(walk *w, const char *name, uint64_t counters[3])
   return true;
 }
 
+/* Whether relation name has a "ch:" record: it gave events (relation.c). */
+static bool gave_events(walk *w, const char *name)
+{
+  char key[4096];
+  MDB_val k = { (size_t)snprintf(key, sizeof key, RN_META_CHANGED "%s", name), key }, v;
+  return mdb_get(w->txn, w->meta, &k, &v) == 0;
+}
+
 /* One "r:" entry: it decodes, and what its kind keeps agrees with itself. */
 static void check_relation(walk *w, const char *name, const MDB_val *v, msgpack_zone *z)
 {
@@ -403,6 +411,11 @@ static void check_relation(walk *w, const char *name, const MDB_val *v, msgpack_
   uint64_t kind = d.via.array.ptr[0].via.u64, counters[3];
   bool keyless = d.via.array.ptr[1].via.array.ptr[1].via.array.size == 0;
   bool have = read_counters(w, name, counters);
+  if ((kind == RN_REL_STREAM || kind == RN_REL_CDC) && have && counters[0] == 0)
+    damaged(w, "relation \"%s\": its counters give id 0 (ids start at 1)%s", name, "");
+  if ((kind == RN_REL_STREAM || kind == RN_REL_CDC) && !have && gave_events(w, name))
+    damaged(w, "relation \"%s\": its counters are missing, but it gave events: it would give their ids again%s",
+            name, "");
   if (kind == 0 && have) check_table(w, name, counters, keyless);
   else if (kind == 0) check_table(w, name, (uint64_t[3]){ 1, 0, 0 }, keyless);
   if (kind == 5 && have) check_join(w, name, counters);

@@ -13,6 +13,7 @@
 #include "raw_meta_fixture.h"
 #include "runnel.h"
 #include "store.h"
+#include "verify.h"
 
 static const rn_column_def v_col[] = { { "v", "int", 0, NULL, 0, NULL } };
 
@@ -81,6 +82,12 @@ static void test_damaged_event_counters_are_refused(void)
     if (i == 0) raw_del(dir, "n:ev");
     if (i == 1) counters[0] = 0;
     if (i) raw_put(dir, "n:ev", counters, sizeof counters);
+    char out[2048];
+    FILE *f = fmemopen(out, sizeof out, "w");
+    CHECK(rn_verify(dir, f) > 0);
+    fclose(f);
+    CHECK(strstr(out, i ? "damaged: relation \"ev\": its counters give id 0" :
+                          "damaged: relation \"ev\": its counters are missing, but it gave events") != NULL);
     ids seen = { { 0 }, 0 };
     int rc;
     rn_pipeline *p = open_at(dir);

@@ -356,9 +356,58 @@ static void take_back(lcall *c)
   for (int i = 0; i < 2; i++) if (c->lent[i]) rn_lua_row_lend(c->lent[i], NULL, 0);
 }
 
+/* "file:line" where the mapper is defined (for messages), or "?". Under
+ * protection: it pushes onto the stack. */
+static const char *mapper_where(lcb *cb, lua_State *L)
+{
+  lua_Debug ar;
+  lua_rawgeti(L, LUA_REGISTRYINDEX, cb->refs[CB_MAPPER]);
+  if (lua_getinfo(L, ">S", &ar) && ar.linedefined > 0)
+    return lua_pushfstring(L, "%s:%d", ar.short_src, ar.linedefined);
+  return "?";
+}
+
+/* The slot among the key's columns (0 .. nkey - 1) that a field of a
+ * returned key table names: its position (1 .. nkey) or a key column's
+ * name; -1 for any other field. */
+static int key_field(lua_State *L, int idx, const rn_schema *rs, int nkey)
+{
+  if (lua_isinteger(L, idx)) {
+    lua_Integer i = lua_tointeger(L, idx);
+    return i >= 1 && i <= nkey ? (int)i - 1 : -1;
+  }
+  if (lua_type(L, idx) != LUA_TSTRING) return -1;
+  size_t len;
+  const char *name = lua_tolstring(L, idx, &len);
+  for (int i = 0; i < nkey; i++) {
+    const char *kn = rs->cols[rs->key_slots[i]].name;
+    if (strlen(kn) == len && memcmp(kn, name, len) == 0) return i;
+  }
+  return -1;
+}
+
+/* A key returned as a table at idx: every field names a key column of
+ * the right side (by position or by name), else the key is not what the
+ * mapper meant (a typo, a row of another relation) and would miss
+ * silently: an error naming the field. */
+static int key_table_fields(lcall *c, lua_State *L, int idx, rn_err *e)
+{
+  const rn_schema *rs = c->cb->right->schema;
+  lua_pushnil(L);
+  while (lua_next(L, idx)) {
+    lua_pop(L, 1);
+    if (key_field(L, -1, rs, c->nkey) >= 0) continue;
+    const char *field = lua_type(L, -1) == LUA_TSTRING ? lua_pushfstring(L, "\"%s\"", lua_tostring(L, -1))
+                                                        : luaL_tolstring(L, -1, NULL);
+    return rn_err_set(e, RN_EINVAL, "%s: mapper (%s) returned a key with field %s, which names no key column of %s",
+                      c->cb->name, mapper_where(c->cb, L), field, c->cb->right->name);
+  }
+  return 0;
+}
+
 /* mapper(row) -> the right key: a scalar for a one-column key, else a
  * table by position or by column name (read with lua_getfield: metamethods
- * run, protected). */
+ * run, protected), each key column given, no other field. */
 static int mapper_key(lcall *c, lua_State *L, rn_err *e)
 {
   lcb *cb = c->cb;
@@ -370,16 +419,19 @@ static int mapper_key(lcall *c, lua_State *L, rn_err *e)
     return rn_lua_tovalue(lp, L, -1, &rs->cols[rs->key_slots[0]], &c->key[0], 0);
   if (*has_key && lua_istable(L, -1)) {
     int key = lua_gettop(L);
-    luaL_checkstack(L, nkey, "mapper key"); /* protected: a table is read under rn_lua_protect */
-    for (int i = 0; i < nkey; i++) {
+    luaL_checkstack(L, nkey + 4, "mapper key"); /* protected: a table is read under rn_lua_protect */
+    int rc = key_table_fields(c, L, key, e);
+    for (int i = 0; !rc && i < nkey; i++) {
       const rn_column *kc = &rs->cols[rs->key_slots[i]];
       if (lua_rawgeti(L, key, i + 1) == LUA_TNIL) { lua_pop(L, 1); lua_getfield(L, key, kc->name); }
+      if (lua_isnil(L, -1)) /* runnel.null is a null key part: no match, as a scalar's */
+        return rn_err_set(e, RN_EINVAL, "%s: mapper (%s) returned a key without column \"%s\" of %s", cb->name,
+                          mapper_where(cb, L), kc->name, cb->right->name);
       /* the value stays on the stack: a string an __index made would
        * otherwise be collected while the next one is read */
-      int rc = rn_lua_tovalue(lp, L, -1, kc, &c->key[i], 0);
-      if (rc) return rc;
+      rc = rn_lua_tovalue(lp, L, -1, kc, &c->key[i], 0);
     }
-    return 0;
+    return rc;
   }
   if (*has_key)
     return rn_err_set(e, RN_EINVAL, "%s: mapper: the key of %s has %d columns: return a table, got %s",

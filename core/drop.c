@@ -145,6 +145,7 @@ RN_API int rn_drop(rn_pipeline *p, const char *name)
   if (!rc && !found) rc = del_meta(p, txn, RN_META_STORE, name, &store); /* no relation: a store of that name */
   bool seen = false;
   if (!rc && store) rc = del_meta(p, txn, RN_META_STORE_SEEN, name, &seen);
+  if (!rc && store) rc = del_meta(p, txn, RN_META_STORE_OWNER, name, &seen);
   if (!rc && (found || store)) rc = del_databases(p, txn, name, store, &found);
   found |= store;
   if (!rc && !found) rc = rn_err_set(&p->err, RN_ENOTFOUND, "drop: the state at %s holds no relation or store \"%s\"",

@@ -10,6 +10,7 @@
 #include "key.h"
 #include "ops.h"
 #include "pipeline.h"
+#include "store_sink.h"
 #include "reader.h"
 #include "row.h"
 #include "verify.h"
@@ -47,7 +48,11 @@ int rn_check_declarable(rn_pipeline *p, const char *name)
                       RN_NAME_MAX);
   if (rn_find(p, name))
     return rn_err_set(&p->err, RN_EINVAL, "relation \"%s\" is already declared", name);
-  return 0;
+  MDB_txn *txn;
+  if ((rc = rn_store_reader(&p->store, &txn, &p->err))) return rc;
+  rc = rn_store_owner_check(p, txn, name); /* names are shared with stores */
+  rn_store_reader_done(&p->store);
+  return rc;
 }
 
 rn_rel *rn_rel_new(rn_pipeline *p, const char *name, rn_relkind kind, rn_schema *schema)

@@ -135,6 +135,8 @@
 #define RN_META_COUNTERS  "n:"      /* a relation's three counters */
 #define RN_META_STORE     "S:"      /* a permanent store's schema */
 #define RN_META_STORE_SEEN "Ss:"    /* a store's last group: |u64 seq| (store_sink.c) */
+#define RN_META_STORE_OWNER "So:"   /* the relation a store keeps: its name (store_sink.c; absent in
+                                       states of 0.26 and before) */
 #define RN_META_AGG_DECL  "d:"      /* a derived relation's declaration, for readers (aggregate_read.c,
                                        join_read.c, reader.h) */
 #define RN_META_EVOLVED   "ev"      /* |name|\0|…|: the relations that changed; no group committed since

@@ -6,6 +6,7 @@
  *
  *     meta  "S:" name  -> msgpack [schema description]   (for readers)
  *     meta  "Ss:" name -> |u64 seq|: the last group it saw
+ *     meta  "So:" name -> the name of the relation it keeps
  *     "st:" name       |encoded key| -> |row|   (keyless: |u64 id BE| -> |row|)
  *
  * A store declared on a table-like relation whose rows it may not hold (it
@@ -290,6 +291,42 @@ static bool desc_readable(const MDB_val *v)
   return ok;
 }
 
+/* Relations and stores share one namespace: runnel.attach, inspect and
+ * drop take either by name, a store first. A store may take its own
+ * relation's name (it holds that relation's rows), no other relation's,
+ * declared here or held by the state. */
+static int store_name_free(rn_pipeline *p, MDB_txn *txn, const rn_rel *rel, const char *name, size_t nlen)
+{
+  if (strcmp(name, rel->name) == 0) return 0;
+  char rk[2 + RN_NAME_MAX];
+  memcpy(rk, RN_META_RELATION, RN_PREFIX_LEN(RN_META_RELATION));
+  memcpy(rk + 2, name, nlen);
+  MDB_val k = { nlen + 2, rk }, v;
+  int rc = rn_find(p, name) ? 0 : mdb_get(txn, p->store.meta, &k, &v);
+  if (rc == MDB_NOTFOUND) return 0;
+  if (rc) return rn_store_fail(&p->err, rc, name);
+  return rn_err_set(&p->err, RN_EINVAL,
+                    "%s: store \"%s\": a relation of this state is named \"%s\" (relations and stores share "
+                    "names: a store takes its own relation's name or one no relation has)", rel->name, name, name);
+}
+
+int rn_store_owner_check(rn_pipeline *p, MDB_txn *txn, const char *name)
+{
+  char key[sizeof RN_META_STORE_OWNER + RN_NAME_MAX];
+  size_t nlen = strlen(name), plen = RN_PREFIX_LEN(RN_META_STORE_OWNER);
+  if (nlen > RN_NAME_MAX) return 0; /* no store has it: the caller refuses it */
+  memcpy(key, RN_META_STORE_OWNER, plen);
+  memcpy(key + plen, name, nlen);
+  MDB_val k = { plen + nlen, key }, v;
+  int rc = mdb_get(txn, p->store.meta, &k, &v);
+  if (rc == MDB_NOTFOUND || (rc == 0 && v.mv_size == nlen && memcmp(v.mv_data, name, nlen) == 0)) return 0;
+  if (rc) return rn_store_fail(&p->err, rc, name);
+  return rn_err_set(&p->err, RN_EINVAL,
+                    "relation \"%s\": the state has a store \"%s\" that keeps relation \"%.*s\" (relations and "
+                    "stores share names: name the relation otherwise, or drop the store first)", name, name,
+                    (int)(v.mv_size < RN_NAME_MAX ? v.mv_size : RN_NAME_MAX), (const char *)v.mv_data);
+}
+
 int rn_store_sink(rn_pipeline *p, rn_rel *rel, const char *name)
 {
   if (p->state != RN_IDLE) return rn_err_set(&p->err, RN_EMISUSE, "%s: stores are added outside groups", rel->name);
@@ -314,8 +351,14 @@ int rn_store_sink(rn_pipeline *p, rn_rel *rel, const char *name)
   bool in_step = false; /* it saw the last group */
   char bad_mark[96] = ""; /* what is wrong with its "Ss:" mark: damaged */
   rc = mdb_txn_begin(p->store.env, NULL, 0, &txn);
+  if (!rc && store_name_free(p, txn, rel, name, nlen)) {
+    mdb_txn_abort(txn);
+    msgpack_sbuffer_destroy(&desc);
+    free_stsink(s);
+    return p->err.code;
+  }
   if (!rc) {
-    char mk[2 + RN_NAME_MAX];
+    char mk[3 + RN_NAME_MAX];
     memcpy(mk, RN_META_STORE, RN_PREFIX_LEN(RN_META_STORE));
     memcpy(mk + 2, name, nlen);
     MDB_val k = { nlen + 2, mk }, v;
@@ -344,6 +387,13 @@ int rn_store_sink(rn_pipeline *p, rn_rel *rel, const char *name)
     v.mv_size = desc.size;
     v.mv_data = desc.data;
     rc = mdb_put(txn, p->store.meta, &k, &v, 0);
+    if (!rc) { /* its owner: a relation declared later with its name is refused (rn_store_owner_check) */
+      memcpy(mk, RN_META_STORE_OWNER, RN_PREFIX_LEN(RN_META_STORE_OWNER));
+      memcpy(mk + RN_PREFIX_LEN(RN_META_STORE_OWNER), name, nlen);
+      k = (MDB_val){ nlen + RN_PREFIX_LEN(RN_META_STORE_OWNER), mk };
+      v = (MDB_val){ strlen(rel->name), rel->name };
+      rc = mdb_put(txn, p->store.meta, &k, &v, 0);
+    }
     if (!rc) rc = rn_state_dbi(p, txn, RN_DB_STORE, name, 0, &s->dbi) ? -1 : 0;
     if (!rc) rc = mdb_txn_commit(txn);
     else mdb_txn_abort(txn);

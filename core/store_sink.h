@@ -8,6 +8,10 @@
 
 /* Keeps rel's rows in this pipeline's LMDB state as store `name`. */
 int rn_store_sink(rn_pipeline *p, rn_rel *rel, const char *name);
+/* 0 unless the state (read in txn) holds a store `name` kept for another
+ * relation: a relation may not take its name (p->err says so). Stores of
+ * 0.26 and before have no owner recorded and refuse nothing. */
+int rn_store_owner_check(rn_pipeline *p, MDB_txn *txn, const char *name);
 
 typedef struct rn_attached rn_attached;
 /* Opens a reader of store `name` in the state at path; owner is a pipeline

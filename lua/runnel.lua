@@ -149,16 +149,39 @@ function Pipeline:stream(name, decl)
 end
 
 --- p:batch(fn, …): fn runs inside one group; an error rolls it back and is raised again.
+-- The group is the batch's: p:commit() and p:rollback() inside fn are
+-- refused (fn raises to roll it back), so that no part of fn's changes
+-- is committed while batch raises.
+local core_commit, core_rollback = Pipeline.commit, Pipeline.rollback
 function Pipeline:batch(fn, ...)
   check_pipeline(self, "batch")
   if type(fn) ~= "function" then raise("batch: expects a function") end
   self:begin()
+  local e = extra_of(self)
+  e.batches = (e.batches or 0) + 1
   local ok, err = pcall(fn, ...)
+  e.batches = e.batches - 1
   if not ok then
-    if self:in_group() then self:rollback() end
+    if self:in_group() then core_rollback(self) end
     error(err, 0)
   end
-  return self:commit()
+  return core_commit(self)
+end
+
+local function in_batch(p, method)
+  local e = extra[p]
+  if e and e.batches and e.batches > 0 then
+    raise(("%s: inside p:batch(fn) the group is the batch's: it commits when fn returns; raise an error in fn to "
+           .. "roll it back"):format(method))
+  end
+end
+function Pipeline:commit(...)
+  in_batch(self, "commit")
+  return core_commit(self, ...)
+end
+function Pipeline:rollback(...)
+  in_batch(self, "rollback")
+  return core_rollback(self, ...)
 end
 
 --- p:relation(name) -> relation | nil

@@ -107,9 +107,20 @@ end
 
 local tell_changes -- below: the lines of schema changes a declaration applied
 
+-- fn(…), a notes or on_declare function, told of what is done (a
+-- declaration applied and stored): an error it raises cannot undo it, so
+-- it is written to stderr, naming the hook, and the caller goes on (the
+-- declaration returns its relation; later hooks and lines are still told).
+local function tell_hook(what, fn, ...)
+  local ok, err = pcall(fn, ...)
+  if not ok then
+    io.stderr:write(("runnel: %s raised (what it was told of is done, and kept): %s\n"):format(what, tostring(err)))
+  end
+end
+
 local function declared(p, rel)
   tell_changes(p)
-  for _, hook in ipairs(extra_of(p).on_declare) do hook(rel) end
+  for _, hook in ipairs(extra_of(p).on_declare) do tell_hook("on_declare", hook, rel) end
   return rel
 end
 
@@ -196,6 +207,8 @@ end
 --- p:on_declare(fn): fn(rel) after every later declaration (the REPL uses it).
 function Pipeline:on_declare(fn)
   check_pipeline(self, "on_declare")
+  self:in_group() -- raises when the pipeline is closed
+  if type(fn) ~= "function" then raise("on_declare: expects a function, got " .. type(fn)) end
   table.insert(extra_of(self).on_declare, fn)
 end
 
@@ -848,7 +861,7 @@ function tell_changes(p)
   local lines = p:_take_notes()
   for i = 1, #lines do
     if e.notes == nil then io.stderr:write("runnel: ", lines[i], "\n")
-    elseif e.notes then e.notes(lines[i]) end
+    elseif e.notes then tell_hook("notes", e.notes, lines[i]) end
   end
 end
 
@@ -894,7 +907,7 @@ function Pipeline:close()
   if ok and #names > 0 and e and e.notes ~= false and #self:relations() > 0 then
     local line = ("stored in the state but not declared: %s (p:drop(name) or runnel drop STATE NAME removes one)")
                  :format(table.concat(names, ", "))
-    if e.notes then e.notes(line) else io.stderr:write("runnel: ", line, "\n") end
+    if e.notes then tell_hook("notes", e.notes, line) else io.stderr:write("runnel: ", line, "\n") end
   end
   return core_close(self)
 end

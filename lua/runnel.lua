@@ -43,9 +43,20 @@ end
 local function check_pipeline(self, method) check_self(self, Pipeline, "runnel.Pipeline", method) end
 local function check_relation(self, method) check_self(self, Relation, "runnel.Relation", method) end
 
+-- Containers a value may nest (core/row.h, RN_MAX_NESTING): a struct
+-- column deeper than that could hold no value.
+local MAX_NESTING = 24
+local function struct_depth(fields)
+  local depth = 1
+  for _, f in ipairs(fields) do
+    if f.fields then depth = math.max(depth, 1 + struct_depth(f.fields)) end
+  end
+  return depth
+end
+
 -- Turns { {"id","int"}, {"name","string", null = true}, key = "id" } into
 -- the column specs runnel.core takes; returns nil, message on bad input.
-local function column_specs(where, decl)
+local function column_specs(where, decl, nested)
   if type(decl) ~= "table" then
     return nil, ("%s: columns must be a table, got %s"):format(where, type(decl))
   end
@@ -70,8 +81,13 @@ local function column_specs(where, decl)
     end
     local spec = { name = name, null = c.null == true }
     if type(ty) == "table" then
-      local fields, err = column_specs(('%s: column "%s"'):format(where, name), ty)
+      local fields, err = column_specs(('%s: column "%s"'):format(where, name), ty, true)
       if not fields then return nil, err end
+      local depth = not nested and struct_depth(fields)
+      if depth and depth > MAX_NESTING then
+        return nil, ('%s: column "%s": a struct nested %d deep; a value nests at most %d lists, maps or structs')
+                    :format(where, name, depth, MAX_NESTING)
+      end
       spec.type, spec.fields = "struct", fields
     elseif TYPES[ty] then
       spec.type = ty

@@ -918,6 +918,7 @@ end
 -- did not: they are kept, unchanged, until dropped (never fed, never grown).
 local core_close = Pipeline.close
 function Pipeline:close()
+  check_pipeline(self, "close")
   local ok, names = pcall(self._undeclared, self)
   local e = extra[self]
   if ok and #names > 0 and e and e.notes ~= false and #self:relations() > 0 then
@@ -1018,6 +1019,9 @@ local function iterate_attached(methods)
   if type(rows) ~= "function" or methods._iterating then return end
   methods._iterating = true
   function methods.rows(att, ...)
+    if not is_a(att, methods) then -- checked here: the binding's check would name this file's line
+      raise(("bad argument #1 to 'rows' (runnel.Attached expected, got %s)"):format(type(att)))
+    end
     local list, st, ctl = rows(att, ...)
     if type(list) == "function" then return list, st, ctl end
     local mt = getmetatable(list) -- a list that iterates itself (row, id), and still counts with #
@@ -1126,8 +1130,16 @@ local RANGE_FIELDS = { from = true, to = true, offset = true, limit = true }
 function Relation:range(opts)
   check_relation(self, "range")
   opts = opts or {}
+  if type(opts) ~= "table" then raise("range: expects { from =, to =, offset =, limit = }, got " .. type(opts)) end
   for k in pairs(opts) do
     if not RANGE_FIELDS[k] then raise(("range: unknown option %s (from, to, offset, limit)"):format(tostring(k))) end
+  end
+  for _, k in ipairs{ "offset", "limit" } do -- checked here: the binding's check would name this file's line
+    local v = opts[k]
+    if v ~= nil and not math.tointeger(tonumber(v)) then
+      raise(("%s: range: %s must be an integer, got %s"):format(self:name(), k, type(v) == "string" and ("%q"):format(v)
+                                                                                 or tostring(v)))
+    end
   end
   local rows, i = self:_range(opts.from, opts.to, opts.offset, opts.limit), 0
   return function()

@@ -20,10 +20,12 @@
  *     (rn_group_regrow); callbacks may run again for them, sinks do not,
  *     since they only run at commit — unless the map fills at commit (a
  *     store sink's writes, or a subscriber's read that writes the
- *     write-back layer's entries: rn_group_check_store): then the sinks
- *     reached hear that the group rolled back, the map grows and they get
- *     it again (seal_group). A regrow goes on with the same group: its
- *     cursors read on in the new transaction (table.c).
+ *     write-back layer's entries: rn_group_check_store): then the map
+ *     grows and the group runs again; a sink reached sees no change of it
+ *     twice (sink.c, SINKS-3: those told of rollbacks hear of one and get
+ *     it again whole, the others resume it: seal_group). A regrow goes on
+ *     with the same group: its cursors read on in the new transaction
+ *     (table.c).
  * (6) With sync = false several groups may share one LMDB transaction
  *     ("carried" groups, committed to the caller, not yet to LMDB): it
  *     commits when carry_groups groups or carry_changes changes or
@@ -340,6 +342,18 @@ static void sinks_told_of_rollback(rn_pipeline *p, uint64_t seq)
   p->err = keep;
 }
 
+/* Group seq runs again after the map grew (5): as sinks_told_of_rollback,
+ * for the sinks that get it again whole (SINKS-3). */
+static void sinks_told_of_redo(rn_pipeline *p, uint64_t seq)
+{
+  rn_err keep = p->err;
+  rn_gstate state = p->state;
+  p->state = RN_COMMITTING;
+  rn_sinks_redo(p, seq);
+  p->state = state;
+  p->err = keep;
+}
+
 /* The carried groups up to last were lost: the sinks that were told them
  * committed hear of each (SINKS-2), as of a rollback. */
 static void sinks_told_of_loss(rn_pipeline *p, uint64_t last)
@@ -365,9 +379,9 @@ static int seal_relations(rn_pipeline *p, uint64_t seq)
 }
 
 /* The group's seals (CDC images), counters and sinks. When LMDB's map fills — in
- * any of them, a store sink's writes included — the sinks reached so far
- * are told the group rolled back, the map grows and the group runs again
- * (5), so they may see it twice with a rollback notice between. */
+ * any of them, a store sink's writes included — the map grows and the
+ * group runs again (5): the sinks reached that hear of rollbacks are told
+ * of one and get it again whole, the others resume it (SINKS-3). */
 static int seal_group(rn_pipeline *p, uint64_t seq, bool to_lmdb)
 {
   for (;;) {
@@ -379,7 +393,7 @@ static int seal_group(rn_pipeline *p, uint64_t seq, bool to_lmdb)
     if (!rc) rc = rn_sinks_deliver(p, seq); /* (4) */
     rc = rn_group_check_store(p, rc); /* a subscriber's read may have filled the map */
     if (rc != RN_EFULL) return rc;
-    sinks_told_of_rollback(p, seq);
+    sinks_told_of_redo(p, seq);
     if (rn_group_regrow(p) != 0) return p->err.code; /* the replay cleared the cdc logs */
   }
 }

@@ -171,6 +171,8 @@ typedef struct rn_sink {
   uint64_t told_all_from;      /* with on_lost: 0, or the first carried group it saw that told[] could
                                   not hold (out of memory): it saw every later one, by assumption */
   bool delivered;              /* some phase reached it in the open group (SINKS-1) */
+  size_t took;                 /* the open group's changes it took (SINKS-3) */
+  bool took_commit, took_seal; /* its on_commit, on_seal returned 0 for the open group (SINKS-3) */
   void *ctx;
   rn_free_fn free_ctx;
 } rn_sink;
@@ -477,7 +479,8 @@ void rn_sink_set_hooks(rn_pipeline *p, rn_sink_commit_fn on_seal, rn_sink_done_f
 /* Gives the sink added last the hooks of a sink that writes into LMDB's
  * transaction itself (a store): carried groups are replayed without sinks. */
 void rn_sink_set_carry(rn_pipeline *p, int (*on_replay)(void *ctx, rn_err *e), void (*on_forget)(void *ctx));
-/* Gives the sink added last an on_lost hook (SINKS-2). */
+/* Gives the sink added last an on_lost hook (SINKS-2): it hears of
+ * rollbacks (SINKS-3). */
 void rn_sink_set_lost(rn_pipeline *p, void (*on_lost)(void *ctx, uint64_t seq));
 /* Calls every on_replay (group.c: restart), every on_forget (LMDB committed). */
 int rn_sinks_replay(rn_pipeline *p);
@@ -491,6 +494,9 @@ void rn_sinks_carried(rn_pipeline *p, uint64_t seq);
 void rn_sinks_lost(rn_pipeline *p, uint64_t last);
 /* Tells every sink that saw any part of group seq how it ended (group.c). */
 void rn_sinks_done(rn_pipeline *p, uint64_t seq, bool committed);
+/* Group seq is run again after the map grew (GROUP-5): the sinks that get
+ * it again whole hear it rolled back; the others resume it (SINKS-3). */
+void rn_sinks_redo(rn_pipeline *p, uint64_t seq);
 int rn_log_append(rn_pipeline *p, rn_rel *rel, const rn_change *c);
 /* Copies a change's row bytes into the group zone. */
 int rn_change_keep(rn_pipeline *p, msgpack_zone *z, const rn_change *c, rn_change *dst);

@@ -18,7 +18,16 @@
  * subscriber's on_rollback) hears of each carried group it saw, newest
  * first, so that it never holds a group the state lost, nor takes the next
  * group under a seq it saw as another's. Sinks that write into LMDB's
- * transaction (stores) lose their writes with it and have no on_lost. */
+ * transaction (stores) lose their writes with it and have no on_lost.
+ *
+ * Invariant (SINKS-3): a sink sees each change of a committed group once,
+ * or hears the group rolled back before it sees it again. When the map
+ * fills in the sink phase the group runs again (group.c, GROUP-5). A sink
+ * told of rollbacks (on_lost) hears it rolled back and gets it again
+ * whole; so does one writing into LMDB's transaction (on_replay: its
+ * writes went with it). Any other cannot be told: it resumes after the
+ * changes and phases it took (the group runs again from the same source
+ * changes, so its changes are the same ones, in the same order). */
 #include <stdlib.h>
 #include <string.h>
 
@@ -140,6 +149,28 @@ size_t rn_log_consolidated(const rn_log *log, rn_change *out)
   return consolidate(log, out);
 }
 
+/* SINKS-3: whether s resumes a group run again rather than get it whole. */
+static bool resumes(const rn_sink *s)
+{
+  return !s->on_lost && !s->on_replay;
+}
+
+/* A sink's call returned rc: 0 when it took its change or phase
+ * (SINKS-3). Not when the map filled during it (a read that wrote the
+ * write-back layer's entries: rn_group_check_store): what it read was
+ * refused, so it gets that call again when the group runs again, and no
+ * sink is called before. */
+static int after_call(rn_pipeline *p, int rc)
+{
+  return rc ? rc : rn_group_check_store(p, 0);
+}
+
+static void forget_took(rn_sink *s)
+{
+  s->took = 0;
+  s->took_commit = s->took_seal = false;
+}
+
 static int deliver_one(rn_pipeline *p, rn_sink *s, uint64_t seq)
 {
   const rn_log *log = &s->rel->log;
@@ -154,9 +185,10 @@ static int deliver_one(rn_pipeline *p, rn_sink *s, uint64_t seq)
   }
   int rc = 0;
   if (n && s->on_change) s->delivered = true; /* it holds part of the group from here (SINKS-1) */
-  for (size_t i = 0; i < n && !rc && s->on_change; i++) {
+  for (size_t i = s->took; i < n && !rc && s->on_change; i++) { /* after what it took (SINKS-3) */
     rn_sink_info info = { items[i].id, seq, i + 1 };
-    rc = s->on_change(s->ctx, s->rel, &items[i], &info, &p->err);
+    rc = after_call(p, s->on_change(s->ctx, s->rel, &items[i], &info, &p->err));
+    if (!rc) s->took = i + 1;
   }
   free(net);
   return rc;
@@ -170,17 +202,19 @@ int rn_sinks_deliver(rn_pipeline *p, uint64_t seq)
   }
   for (int i = 0; i < p->nsinks; i++) { /* every sink saw the group: now they may act on it */
     rn_sink *s = p->sinks[i];
-    if (!s->on_commit) continue;
+    if (!s->on_commit || s->took_commit) continue;
     s->delivered = true;
-    int rc = s->on_commit(s->ctx, seq, &p->err);
+    int rc = after_call(p, s->on_commit(s->ctx, seq, &p->err));
     if (rc) return rc;
+    s->took_commit = true;
   }
   for (int i = 0; i < p->nsinks; i++) { /* every sink accepted it: external commits */
     rn_sink *s = p->sinks[i];
-    if (!s->on_seal) continue;
+    if (!s->on_seal || s->took_seal) continue;
     s->delivered = true;
-    int rc = s->on_seal(s->ctx, seq, &p->err);
+    int rc = after_call(p, s->on_seal(s->ctx, seq, &p->err));
     if (rc) return rc;
+    s->took_seal = true;
   }
   return 0;
 }
@@ -267,6 +301,18 @@ void rn_sinks_done(rn_pipeline *p, uint64_t seq, bool committed)
     rn_sink *s = p->sinks[committed ? k : p->nsinks - 1 - k];
     if (s->delivered && s->on_done) s->on_done(s->ctx, seq, committed);
     s->delivered = false;
+    forget_took(s);
+  }
+}
+
+void rn_sinks_redo(rn_pipeline *p, uint64_t seq)
+{
+  for (int k = p->nsinks - 1; k >= 0; k--) { /* as a rollback */
+    rn_sink *s = p->sinks[k];
+    if (resumes(s)) continue; /* it keeps what it took */
+    if (s->delivered && s->on_done) s->on_done(s->ctx, seq, false);
+    s->delivered = false;
+    forget_took(s);
   }
 }
 

@@ -316,6 +316,7 @@ static int commit_lmdb(rn_pipeline *p)
   if (p->carry) rn_store_release_pages(&p->store); /* LMDB reuses freed pages from the transaction after next */
   forget_carried(p);
   rn_reads_saved(p);
+  p->unsynced = true; /* with nosync: until rn_durable_sync */
   rn_outbox_committed(p);
   p->stats.lmdb_commits++;
   return 0;
@@ -447,8 +448,9 @@ RN_API int rn_flush(rn_pipeline *p)
     return rn_err_set(&p->err, RN_EMISUSE, "flush: not from inside a callback");
   rn_err_clear(&p->err);
   if (p->state == RN_OPEN) return 0;
-  if (!p->store.wtxn) { /* retries a failed delivery (OUTBOX-4) */
+  if (!p->store.wtxn) { /* retries a failed delivery (OUTBOX-4), and a failed sync of the hooks' */
     rn_outbox_after_commit(p);
+    rn_durable_reached(p, p->seq);
     rn_err_clear(&p->err); /* what callbacks were refused is not the flush's message */
     return 0;
   }

@@ -139,7 +139,6 @@ struct rn_outbox {
   entry *head;
   entry **tail;           /* the last link of the list (every pass that removes resets it) */
   bool fresh;             /* an LMDB commit since the last delivery pass */
-  bool unsynced;          /* with nosync: LMDB may hold commits the disk does not yet */
   bool backlog;           /* a delivery failed: retry */
   bool delivering;        /* a pass runs (its callbacks may flush) */
   bool failed;            /* this pass failed somewhere; err says what */
@@ -154,7 +153,6 @@ static rn_outbox *outbox_of(rn_pipeline *p)
   if (!ob) return NULL;
   msgpack_sbuffer_init(&ob->buf);
   ob->tail = &ob->head;
-  ob->unsynced = true; /* a crashed writer's commits may be in the page cache only */
   p->outbox = ob;
   return ob;
 }
@@ -469,7 +467,7 @@ void rn_outbox_committed(rn_pipeline *p)
   }
   ob->tail = at;
   for (int i = 0; i < ob->n; i++) mark_committed(ob->sinks[i]);
-  ob->fresh = ob->unsynced = true;
+  ob->fresh = true;
 }
 
 int rn_outbox_replay(rn_pipeline *p)
@@ -669,17 +667,16 @@ static void deliver_joint(rn_pipeline *p, rn_outbox *ob, int from, bool *done)
  * a durable sink fed before then could keep a group that an OS crash
  * takes from the state (and skip the group that later takes its seq). So
  * the file is synced once before a pass delivers groups committed since
- * the last sync. False when it cannot be (the pass then waits, retried). */
+ * the last sync (rn_durable_sync). False when it cannot be (the pass then
+ * waits, retried). */
 static bool synced(rn_pipeline *p, rn_outbox *ob)
 {
-  if (!p->carry || !ob->unsynced || !ob->n) return true;
-  int rc = mdb_env_sync(p->store.env, 1);
+  int rc = ob->n ? rn_durable_sync(p) : 0;
   if (rc) {
     rn_err_set(&ob->err, RN_EIO, "durable sinks wait: syncing the state to disk failed: %s", mdb_strerror(rc));
     ob->failed = ob->backlog = true;
     return false;
   }
-  ob->unsynced = false;
   return true;
 }
 

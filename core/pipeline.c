@@ -103,6 +103,7 @@ RN_API int rn_pipeline_open(const rn_open_opts *opts, rn_pipeline **out, char *e
     return rc;
   }
   p->durable_seq = p->seq;
+  p->unsynced = true; /* with nosync, a crashed writer's commits may be in the page cache only */
   if (opts) p->note_fn = opts->notes, p->note_ctx = opts->notes_ctx;
   p->carry = opts && opts->nosync;
   p->carry_groups = opts && opts->carry_groups > 0 ? (uint32_t)opts->carry_groups : RN_CARRY_GROUPS;
@@ -140,7 +141,7 @@ static int close_pipeline(rn_pipeline *p, char *errbuf, size_t errlen, bool *clo
   *closed = true;
   if (forked_child(p)) return forget_pipeline(p);
   if (p->state == RN_OPEN) rn_rollback(p);
-  uint64_t seq = p->seq, durable = p->durable_seq;
+  uint64_t seq = p->seq, durable = p->seq - p->carried; /* LMDB's last group */
   int rc = rn_flush(p); /* carried groups are committed, as a close promises */
   if (rc && errbuf && errlen)
     snprintf(errbuf, errlen, "close: groups %llu to %llu, carried in LMDB's open transaction (sync = false), could not "

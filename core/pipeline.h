@@ -259,7 +259,8 @@ struct rn_pipeline {
   void *clock_ctx;
   struct rn_durable_hook *durables; /* rn_on_durable's hooks (durable.c) */
   int ndurables;
-  uint64_t durable_seq;   /* the last group the hooks were told is in LMDB */
+  uint64_t durable_seq;   /* the last group the hooks were told is on disk */
+  bool unsynced;          /* with nosync: LMDB may hold commits the disk does not yet (rn_durable_sync) */
   /* A state that lives through deploys (evolve.c, drop.c). */
   struct rn_rename *renames; /* p:alter's and was ='s pending renames */
   int nrenames, renamecap;
@@ -466,8 +467,12 @@ void rn_interrupt_run_ends(bool stopped);
 /* ---- durability hooks (durable.c) ---- */
 /* rn_on_durable with a destructor for ctx (called at close; also on failure). */
 int rn_durable_add(rn_pipeline *p, rn_durable_fn fn, void *ctx, rn_free_fn free_ctx);
-/* The LMDB transaction holding the groups up to seq committed (group.c). */
+/* The LMDB transaction holding the groups up to seq committed (group.c):
+ * the hooks hear of them once they are on disk (rn_durable_sync). */
 void rn_durable_reached(rn_pipeline *p, uint64_t seq);
+/* With nosync, syncs LMDB's file to disk unless no commit came since the
+ * last sync; 0 or LMDB's code (the disk may not hold the commits then). */
+int rn_durable_sync(rn_pipeline *p);
 void rn_durable_free(rn_pipeline *p);
 
 /* ---- sinks (sink.c) ---- */

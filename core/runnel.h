@@ -188,10 +188,13 @@ RN_API int rn_flush(rn_pipeline *p);
 /* Sequence number of the last committed group; 0 before the first (and for NULL). */
 RN_API uint64_t rn_seq(const rn_pipeline *p);
 
-/* Tells fn (ctx passed back as is) when the groups up to seq are in LMDB:
- * after every commit with sync; with nosync when the LMDB transaction
- * carrying them commits (rn_flush, a declaration, a snapshot read, close,
- * the carry bounds). Called once per such commit, seq increasing, after
+/* Tells fn (ctx passed back as is) when the groups up to seq are durable,
+ * in LMDB and on disk: after every commit with sync; with nosync when the
+ * LMDB transaction carrying them commits (rn_flush, a declaration, a
+ * snapshot read, close, the carry bounds) and the state's file has then
+ * been synced (one sync per such commit, shared with the durable sinks';
+ * a sync that fails tells no hook: the next commit or rn_flush syncs
+ * again). Called once per such commit, seq increasing, after
  * the call that committed it has done its work; fn cannot fail and may not
  * change tables (it may read them). Any number of hooks, called in the
  * order given. RN_EINVAL without fn; RN_EMISUSE in a forked child (as

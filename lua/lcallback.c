@@ -940,7 +940,7 @@ int rn_lua_add_sink(lua_State *L)
   return 1;
 }
 
-/* p:on_durable(fn): fn(seq) when the groups up to seq are in LMDB
+/* p:on_durable(fn): fn(seq) when the groups up to seq are on disk
  * (durable.c). It cannot fail them: they are committed; an error it raises
  * is written to stderr. */
 static void durable_cb(void *ctx, uint64_t seq)

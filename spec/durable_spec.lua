@@ -1,4 +1,4 @@
--- p:on_durable(fn): fn(seq) when the groups up to seq are in LMDB (issue
+-- p:on_durable(fn): fn(seq) when the groups up to seq are durable: in LMDB and on disk (issue
 -- 11: the moment an outbox delivers at). With sync after every commit;
 -- with sync = false when the carried transaction commits.
 local runnel = require "runnel"

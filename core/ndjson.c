@@ -207,9 +207,19 @@ int rn_ndjson_line(const rn_schema *s, const char *row, size_t len, bool key_onl
  * every line holds "<state id>:<seq>:<n>", which no other writer's line
  * holds, so the same check matches this state's own lines only.
  *
- * An incomplete last line (no newline) is no line: a writer that crashed
- * mid-write left it, and it is cut at open (its own writer's check then
- * finds other lines there and appends its group again whole).
+ * An incomplete last line (no newline) is cut only when it is this
+ * state's own: a waiting group whose lines, from a line start after the
+ * position, run to the file's end with it (the checks above, and
+ * own_tail when other lines follow the position; a crash cut that group
+ * short). Any other is another writer's (a program, or another state that
+ * crashed mid-write and has not been opened since): the sink neither cuts
+ * it nor appends after it (its first line would continue that one). It
+ * refuses, naming the file, the line and its bytes: at declaration (at
+ * once when no group waits, as no byte after the mark can be its own;
+ * else once the waiting groups were checked) and before each run writes
+ * (foreign_tail: a program that takes no flock may append one while the
+ * sink is open). Its groups wait until the line is ended or removed, or
+ * the state that wrote it mends it by declaring its sink again.
  *
  * Offsets are the file's own: lines go at the file's end (O_APPEND) and
  * the sink reads where they went, so a file cut shorter (logrotate's
@@ -258,6 +268,8 @@ typedef struct nsink {
   uint64_t check_upto;    /* groups up to this seq may be in the file already (0: none) */
   uint64_t check_at;      /* where the next of them would start */
   uint64_t check_end;     /* the file's length at open */
+  uint64_t tail_at;       /* where its incomplete last line starts (check_end: none) */
+  bool tail_only;         /* other lines follow the position: only the incomplete last line is looked at */
   bool searching;         /* the file was cut shorter than the position: look for the waiting groups anywhere */
   size_t group_at;        /* where the group being staged starts in lines (the earlier ones were not found) */
   struct staged {         /* an open file's groups in lines (its run, or its last 1 MiB of it) */
@@ -270,7 +282,7 @@ typedef struct nsink {
   size_t torn_bytes;
   char *path;             /* a path sink's file and relation, for messages */
   char *rel_name;
-  rn_err conflict;        /* the check found a group it cannot reconcile */
+  rn_err conflict;        /* the check found a group it cannot reconcile, or another writer's incomplete line */
   rn_free_fn release;     /* releases the caller's hold on f (a Lua file), or NULL */
   void *release_ctx;
   struct alt {            /* another line format the state recorded for the lines after the mark
@@ -490,12 +502,72 @@ static int short_write(nsink *s, size_t out, int err, rn_err *e)
   return rn_err_set(e, RN_EIO, "ndjson: writing: %s%s", strerror(err), note);
 }
 
+/* The length of fd's complete lines (size bytes): a torn last line is
+ * not counted. */
+static uint64_t complete_length(int fd, uint64_t size)
+{
+  char buf[4096];
+  uint64_t end = size;
+  while (end > 0) {
+    size_t n = end < sizeof buf ? (size_t)end : sizeof buf;
+    if (pread(fd, buf, n, (off_t)(end - n)) != (ssize_t)n) return size;
+    for (size_t i = n; i > 0; i--)
+      if (buf[i - 1] == '\n') return end - n + i;
+    end -= n;
+  }
+  return 0;
+}
+
+/* The line number of the incomplete line that starts at byte `at` (1 +
+ * the newlines before it; an error path: it reads the file up to there). */
+static uint64_t line_at(int fd, uint64_t at)
+{
+  char buf[65536];
+  uint64_t line = 1;
+  for (uint64_t off = 0; off < at;) {
+    size_t k = at - off < sizeof buf ? (size_t)(at - off) : sizeof buf;
+    ssize_t got = pread(fd, buf, k, (off_t)off);
+    if (got <= 0) break;
+    for (ssize_t i = 0; i < got; i++) line += buf[i] == '\n';
+    off += (uint64_t)got;
+  }
+  return line;
+}
+
+/* The refusal of a file whose last line (from `whole` to `size`) is
+ * another writer's incomplete line (see "An incomplete last line"). */
+static int foreign_tail_error(rn_err *e, const char *rel_name, const char *path, int fd, uint64_t whole,
+                              uint64_t size)
+{
+  return rn_err_set(e, RN_EIO,
+                    "%s: ndjson: %s:%llu: the file ends in an incomplete line (bytes %llu to %llu, no newline) "
+                    "that this state did not write (another program's, or another state's cut short by a "
+                    "crash): it neither cuts another writer's bytes nor appends its lines to that line; end the "
+                    "line with a newline, remove it, or first declare the sink of the state that wrote it",
+                    rel_name, path, (unsigned long long)line_at(fd, whole), (unsigned long long)whole,
+                    (unsigned long long)size);
+}
+
+/* Before a path sink's run writes: the file must end in a whole line
+ * (its own torn lines were cut at open: what is left is another's). */
+static int foreign_tail(nsink *s, rn_err *e)
+{
+  struct stat st;
+  char last;
+  if (fstat(s->fd, &st) != 0 || st.st_size == 0 || pread(s->fd, &last, 1, st.st_size - 1) != 1 || last == '\n')
+    return 0; /* what cannot be read is the write's to report */
+  uint64_t size = (uint64_t)st.st_size;
+  return foreign_tail_error(e, s->rel_name, s->path, s->fd, complete_length(s->fd, size), size);
+}
+
 /* Writes the staged lines (after the run's bytes already written). */
 static int write_lines(nsink *s, rn_err *e)
 {
   size_t n = s->lines.size, out = 0;
   int rc = 0;
-  if (n && s->fd >= 0 && !append_lines(s)) rc = rn_err_set(e, RN_EIO, "ndjson: writing: %s", strerror(errno));
+  if (n && s->fd >= 0 && !s->writing && (rc = foreign_tail(s, e))) {
+    s->conflict = *e; /* the run fails, its groups wait; a declaration delivering them fails too */
+  } else if (n && s->fd >= 0 && !append_lines(s)) rc = rn_err_set(e, RN_EIO, "ndjson: writing: %s", strerror(errno));
   else if (n && s->fd < 0 && !put_file(s->f, s->lines.data, n, &out)) rc = short_write(s, out, errno, e);
   else if (n && s->fd < 0) {
     if (s->nstaged) s->kept = s->staged[s->nstaged - 1].seq; /* out for good: a failure later in the run cannot take it back */
@@ -548,9 +620,13 @@ static size_t whole_lines(const char *text, size_t n)
   return n;
 }
 
+static int own_tail(nsink *s, rn_err *e);
+
 /* Group seq, staged, waited at open: whether a crash left its lines in
  * the file at check_at (see the ownership note above). 1: they are there
- * (not written again, kept for good); 0: write it (appended at the end);
+ * (not written again, kept for good); 0: write it (appended at the end;
+ * when other lines are there and the file ends in an incomplete line,
+ * that line is looked at for this group and the later ones: own_tail);
  * else the error. */
 static int check_group(nsink *s, uint64_t seq, rn_err *e)
 {
@@ -571,7 +647,7 @@ static int check_group(nsink *s, uint64_t seq, rn_err *e)
     size_t whole = whole_lines(b->data, same);
     if (whole > first) first = whole;
   }
-  uint64_t from = s->check_at;
+  uint64_t from = s->check_at, seq_upto = s->check_upto;
   s->check_upto = 0; /* the groups after it are not in the file */
   if (tail) { /* its first lines end the file: its own group, cut short by the crash */
     if (ftruncate(s->fd, (off_t)from) != 0)
@@ -579,6 +655,11 @@ static int check_group(nsink *s, uint64_t seq, rn_err *e)
                         strerror(errno));
     s->length = from;
     return 0;
+  }
+  if (first == 0 && s->tail_at < s->check_end) { /* another writer's lines; its own torn line may end the file */
+    s->check_upto = seq_upto;
+    s->tail_only = true;
+    return own_tail(s, e);
   }
   if (first == 0) return 0; /* another writer's lines: this group was never written */
   rn_err_set(&s->conflict, RN_EIO,
@@ -605,6 +686,35 @@ static uint64_t next_line(int fd, uint64_t at, uint64_t end)
     at += (uint64_t)got;
   }
   return end;
+}
+
+/* The staged group (in any format), other lines having followed the
+ * position (check_group): whether its first lines, from a line start
+ * after the position, end the file in its incomplete last line (a crash
+ * cut it short after this state appended it after another's lines). Then
+ * they are cut (it is written again whole) and no later group is looked
+ * for; else the next waiting group may be the one. 0 or the error. */
+static int own_tail(nsink *s, rn_err *e)
+{
+  for (int c = -1; c < s->nalt; c++) {
+    const char *want = c < 0 ? s->lines.data + s->group_at : s->alt[c].lines.data;
+    size_t n = c < 0 ? s->lines.size - s->group_at : s->alt[c].lines.size;
+    uint64_t at = s->check_end - s->check_at > n ? s->check_end - n : s->check_at; /* its text reaches the end */
+    char before;
+    if (at > s->check_at && pread(s->fd, &before, 1, (off_t)at - 1) == 1 && before != '\n')
+      at = next_line(s->fd, at, s->check_end);
+    for (; at < s->check_end; at = next_line(s->fd, at, s->check_end)) {
+      if (same_bytes(s->fd, at, want, n) != s->check_end - at) continue;
+      if (ftruncate(s->fd, (off_t)at) != 0)
+        return rn_err_set(e, RN_EIO, "%s: ndjson: cutting %s back to its last group: %s", s->rel_name, s->path,
+                          strerror(errno));
+      s->check_end = s->tail_at = at;
+      s->tail_only = false;
+      s->check_upto = 0;
+      return 0;
+    }
+  }
+  return 0;
 }
 
 /* Group seq, staged after the waiting groups not found before it, with
@@ -651,6 +761,7 @@ static int nsink_commit(void *ctx, uint64_t seq, rn_err *e)
   nsink *s = ctx;
   int rc = 0;
   if (seq <= s->check_upto && s->searching) rc = search_group(s, seq, e);
+  else if (seq <= s->check_upto && s->tail_only) rc = own_tail(s, e);
   else if (seq <= s->check_upto && s->check_at < s->check_end) rc = check_group(s, seq, e);
   clear_alts(s); /* they hold the one group checked */
   if (rc) return rc == 1 ? 0 : rc;
@@ -767,22 +878,6 @@ int rn_ndjson_sink(rn_pipeline *p, rn_rel *rel, FILE *f, bool own, const char *v
   return rn_outbox_sink_add(p, rel, NULL, "NDJSON sink on an open file", false, &nsink_ops, s, free_nsink, 0, 0);
 }
 
-/* The length of fd's complete lines (size bytes): a torn last line is
- * not counted. */
-static uint64_t complete_length(int fd, uint64_t size)
-{
-  char buf[4096];
-  uint64_t end = size;
-  while (end > 0) {
-    size_t n = end < sizeof buf ? (size_t)end : sizeof buf;
-    if (pread(fd, buf, n, (off_t)(end - n)) != (ssize_t)n) return size;
-    for (size_t i = n; i > 0; i--)
-      if (buf[i - 1] == '\n') return end - n + i;
-    end -= n;
-  }
-  return 0;
-}
-
 /* One durable sink per file at a time: a sink's lines after its mark are
  * told from others' by where they are (ndjson.c, "Ownership"), which
  * holds only while no one else appends. An exclusive flock, held while fd
@@ -796,16 +891,18 @@ static int lock_file(rn_pipeline *p, const rn_rel *rel, int fd, const char *path
                     rel->name, path);
 }
 
-/* Where a path sink starts (see the ownership note above): an incomplete
- * last line is cut; with a mark whose position the file still reaches,
- * the groups waiting now are checked against the file from there. */
+/* Where a path sink starts (see the ownership note above): with a mark
+ * whose position the file still reaches, the groups waiting now are
+ * checked against the file from there. An incomplete last line is left to
+ * those checks (one of them cuts it if it is this state's own); with no
+ * group waiting it cannot be: refused. */
 static int place_sink(rn_pipeline *p, rn_rel *rel, nsink *s, const rn_outbox_mark *m, uint64_t size)
 {
   uint64_t whole = complete_length(s->fd, size);
-  if (whole < size && ftruncate(s->fd, (off_t)whole) != 0)
-    return rn_err_set(&p->err, RN_EIO, "%s: ndjson: cutting the incomplete last line of %s: %s", rel->name, s->path,
-                      strerror(errno));
-  s->length = s->check_end = whole;
+  if (whole < size && !(m->found && m->delivered < p->seq))
+    return foreign_tail_error(&p->err, rel->name, s->path, s->fd, whole, size);
+  s->length = s->tail_at = whole;
+  s->check_end = size; /* the checks compare the incomplete line too */
   if (m->found && m->position <= whole) {
     s->length = s->check_at = m->position;
     s->check_upto = p->seq;
@@ -909,7 +1006,9 @@ int rn_ndjson_sink_path(rn_pipeline *p, rn_rel *rel, const char *path, const cha
   free(name);
   /* the waiting groups were delivered (and checked) just now: a group the
    * check cannot reconcile fails the declaration too (the sink stays, its
-   * groups wait, each delivery says so again, until the file is mended) */
+   * groups wait, each delivery says so again, until the file is mended);
+   * so does an incomplete last line the checks did not find its own */
+  if (!rc && !s->conflict.code) foreign_tail(s, &s->conflict);
   if (!rc && s->conflict.code) rc = rn_err_set(&p->err, s->conflict.code, "%s", s->conflict.msg);
   return rc;
 }

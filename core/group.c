@@ -64,8 +64,8 @@ static double now(void)
 }
 
 static void rollback_group(rn_pipeline *p, uint64_t told);
-static void sinks_told_of_rollback(rn_pipeline *p, uint64_t seq);
-static void sinks_told_of_loss(rn_pipeline *p, uint64_t last);
+static void sinks_told(rn_pipeline *p, void (*tell)(rn_pipeline *, uint64_t), uint64_t seq);
+static void sinks_rolled_back(rn_pipeline *p, uint64_t seq);
 
 /* A rebuild's changes (evolve_log.h) open the group's logs. */
 static int open_group(rn_pipeline *p)
@@ -220,9 +220,9 @@ static void rollback_group(rn_pipeline *p, uint64_t told)
   p->state = RN_IDLE;
   p->autocommit = false;
   p->stats.rollbacks++;
-  if (told) sinks_told_of_rollback(p, told); /* after it: they see the state without the group */
+  if (told) sinks_told(p, sinks_rolled_back, told); /* after it: they see the state without the group */
   if (lost) {
-    sinks_told_of_loss(p, lost);
+    sinks_told(p, rn_sinks_lost, lost); /* carried groups up to lost were lost (SINKS-2) */
     forget_carried(p);
   }
 }
@@ -330,42 +330,22 @@ static bool carry_on(rn_pipeline *p)
          now() - p->carried_since < p->carry_seconds && !rn_wb_dirtied_over(&p->store, p->carry_page_share, p->carried + 1);
 }
 
-/* Sinks that saw part of a group hear that it rolled back; what they do
- * then (a rollback notice that calls runnel and is refused) is not the
- * group's error. */
-static void sinks_told_of_rollback(rn_pipeline *p, uint64_t seq)
-{
-  rn_err keep = p->err;
-  rn_gstate state = p->state;
-  p->state = RN_COMMITTING; /* a notice may read, not change tables, begin, commit or close */
-  rn_sinks_done(p, seq, false);
-  p->state = state;
-  p->err = keep;
-}
-
-/* Group seq runs again after the map grew (5): as sinks_told_of_rollback,
- * for the sinks that get it again whole (SINKS-3). */
-static void sinks_told_of_redo(rn_pipeline *p, uint64_t seq)
+/* Sinks hear of what became of groups (tell: rn_sinks_rolled_back,
+ * rn_sinks_redo, rn_sinks_lost) while the pipeline is COMMITTING: a notice
+ * may read, not change tables, begin, commit or close; what they do then
+ * (a notice that calls runnel and is refused) is not the group's error. */
+static void sinks_told(rn_pipeline *p, void (*tell)(rn_pipeline *, uint64_t), uint64_t seq)
 {
   rn_err keep = p->err;
   rn_gstate state = p->state;
   p->state = RN_COMMITTING;
-  rn_sinks_redo(p, seq);
+  tell(p, seq);
   p->state = state;
   p->err = keep;
 }
 
-/* The carried groups up to last were lost: the sinks that were told them
- * committed hear of each (SINKS-2), as of a rollback. */
-static void sinks_told_of_loss(rn_pipeline *p, uint64_t last)
-{
-  rn_err keep = p->err;
-  rn_gstate state = p->state;
-  p->state = RN_COMMITTING;
-  rn_sinks_lost(p, last);
-  p->state = state;
-  p->err = keep;
-}
+/* Sinks that saw part of group seq hear that it rolled back. */
+static void sinks_rolled_back(rn_pipeline *p, uint64_t seq) { rn_sinks_done(p, seq, false); }
 
 /* Every relation's seal (ops.h: a cdc relation builds its images), in
  * declaration order. */
@@ -394,7 +374,7 @@ static int seal_group(rn_pipeline *p, uint64_t seq, bool to_lmdb)
     if (!rc) rc = rn_sinks_deliver(p, seq); /* (4) */
     rc = rn_group_check_store(p, rc); /* a subscriber's read may have filled the map */
     if (rc != RN_EFULL) return rc;
-    sinks_told_of_redo(p, seq);
+    sinks_told(p, rn_sinks_redo, seq); /* it runs again after the map grew (5, SINKS-3) */
     if (rn_group_regrow(p) != 0) return p->err.code; /* the replay cleared the cdc logs */
   }
 }
@@ -468,7 +448,7 @@ RN_API int rn_flush(rn_pipeline *p)
     }
     uint64_t last = p->seq;
     p->seq -= p->carried; /* LMDB's last group, as a reopen would find it */
-    sinks_told_of_loss(p, last);
+    sinks_told(p, rn_sinks_lost, last);
     forget_carried(p);
   } else {
     rn_durable_reached(p, p->seq);

@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "check.h"
+#include "damaged_fixture.h"
 #include "key.h"
 #include "outbox.h"
 #include "pipeline.h"
@@ -18,31 +19,6 @@
 #include "runnel.h"
 #include "store.h"
 #include "verify.h"
-
-static const rn_column_def k_col[] = { { "k", "int", 0, NULL, 0, NULL } };
-static const char *const k_key[] = { "k" };
-
-static rn_pipeline *open_at(const char *dir)
-{
-  rn_open_opts o = { 0 };
-  o.path = dir;
-  rn_pipeline *p = NULL;
-  CHECK(rn_pipeline_open(&o, &p, NULL, 0) == 0);
-  return p;
-}
-
-/* The number of entries of the named database db. */
-static size_t raw_entries(const char *dir, const char *db)
-{
-  MDB_txn *txn;
-  MDB_dbi meta, dbi;
-  MDB_stat st = { 0 };
-  MDB_env *env = raw_open(dir, &txn, &meta);
-  CHECK(mdb_dbi_open(txn, db, 0, &dbi) == 0);
-  CHECK(mdb_stat(txn, dbi, &st) == 0);
-  raw_close(env, txn);
-  return st.ms_entries;
-}
 
 static void put_be64_at(char *at, uint64_t v)
 {
@@ -177,6 +153,8 @@ static void test_mark_past_a_waiting_group_is_refused(void)
 
 int main(void)
 {
+  (void)make_gapped_state; /* the fixture's: no gapped table here, */
+  (void)take_notes;        /* and no notes */
   RUN(test_row_that_is_not_its_relations_is_not_delivered);
   RUN(test_mark_past_a_waiting_group_is_refused);
   return CHECK_REPORT();

@@ -77,6 +77,14 @@ function H.read(path)
   return s
 end
 
+--- The size of the file at path, in bytes.
+function H.size_of(path)
+  local f = assert(io.open(path))
+  local n = f:seek("end")
+  f:close()
+  return n
+end
+
 --- Runs query on the SQLite database db with the sqlite3 shell; its output.
 function H.sql(db, query)
   local out, err, code = H.sh(("sqlite3 -separator '|' %s %q"):format(db, query))

@@ -6,12 +6,7 @@ local bin = H.runnel_bin
 
 local write = H.write
 
-local function size_of(path)
-  local f = assert(io.open(path))
-  local n = f:seek("end")
-  f:close()
-  return n
-end
+local size_of = H.size_of
 
 describe("a damaged state", function()
   after_each(H.cleanup)

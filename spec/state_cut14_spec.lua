@@ -3,12 +3,7 @@
 local H = require "helper"
 local runnel = require "runnel"
 
-local function size_of(path)
-  local f = assert(io.open(path))
-  local n = f:seek("end")
-  f:close()
-  return n
-end
+local size_of = H.size_of
 
 -- A state whose newest transaction touched one table only, over pages the
 -- others freed: the tables it did not touch lie in older pages, some past

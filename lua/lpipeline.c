@@ -35,8 +35,12 @@ int rn_lua_open(lua_State *L)
   luaL_setmetatable(L, RN_PIPELINE_MT); /* closed until open succeeds */
   char err[RN_ERRMSG_MAX];
   /* Attaches of the state that are garbage but not yet collected would
-   * refuse the writer (envs.h): collected first. */
-  if (opts.path && rn_envs_readers(opts.path)) lua_gc(L, LUA_GCCOLLECT);
+   * refuse the writer (envs.h), and so would a pipeline on it that was
+   * dropped without close: collected first. */
+  void *writer = NULL;
+  rn_err werr = { .code = RN_OK };
+  if (opts.path && (rn_envs_readers(opts.path) || rn_envs_writer(opts.path, &writer, &werr) || writer))
+    lua_gc(L, LUA_GCCOLLECT);
   if (rn_pipeline_open(&opts, &lp->p, err, sizeof err) != 0) return rn_lua_nil_error(L, err);
   if (!msgpack_zone_init(&lp->zone, 4096)) { /* a failed zone cannot even be destroyed */
     rn_pipeline_close(lp->p);

@@ -22,7 +22,7 @@ return function(runnel, raise, core)
       if k ~= "verb" and k ~= "id" then raise("ndjson: unknown option " .. tostring(k) .. " (verb, id)") end
     end
     local verb, id = opts.verb, opts.id
-    if verb ~= nil and verb ~= false and (type(verb) ~= "string" or verb == "" or verb:find("\0", 1, true)) then
+    if verb ~= nil and verb ~= false and (type(verb) ~= "string" or verb == "") then
       raise("ndjson: verb must be a field name or false")
     end
     if id ~= nil and (type(id) ~= "string" or id == "" or id:find("\0", 1, true)) then
@@ -120,7 +120,7 @@ return function(runnel, raise, core)
     end
     local verb = opts.verb
     if verb == nil then verb = "verb" end
-    if verb ~= false and (type(verb) ~= "string" or verb == "" or verb:find("\0", 1, true)) then
+    if verb ~= false and (type(verb) ~= "string" or verb == "") then
       raise("jetstream: verb must be a field name or false")
     end
     if opts.id ~= nil and type(opts.id) ~= "string" then raise("jetstream: id must be a string") end

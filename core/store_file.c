@@ -196,11 +196,11 @@ int rn_store_check_file(const char *dir, bool deep, rn_err *e)
     w.npages = w.size / w.psize;
     w.budget = w.npages;
     if (!deep && u64_at(m + META_LAST_PGNO) < w.npages) break; /* it holds every page there is */
-    rn_err_clear(e);
     rc = tree(&w, m + META_FREE_DB, false, 0);
     if (!rc) rc = tree(&w, m + META_MAIN_DB, true, 0);
-    if (e->code == RN_ENOMEM || !newest_meta(fd, again) || memcmp(m, again, META_LEN) == 0) break;
-    rc = 0; /* a writer committed under the walk: what it read may be newer pages */
+    if (!rc || rc == RN_ENOMEM || !newest_meta(fd, again) || memcmp(m, again, META_LEN) == 0) break;
+    rc = 0; /* a writer committed under the walk: what it found damaged may be its newer pages */
+    rn_err_clear(e);
   }
   close(fd);
   return rc;

@@ -193,12 +193,18 @@ static inline void rn_lua_setint(lua_State *L, const char *field, lua_Integer v)
 struct rn_run_stats;
 void rn_lua_push_run_stats(lua_State *L, const struct rn_run_stats *st, const char *lines);
 
-/* lrow.c: runnel.Row, a stored row lent to one callback call. */
+/* lrow.c: runnel.Row, a stored row lent to one callback call. The
+ * decoding state (an lrow) is kept by the callback and reused call after
+ * call; what Lua sees is a Row leasing it (the Row's uservalue keeps the
+ * lrow alive), valid while the lrow's gen is the one the Row was given
+ * at: a Row kept from an earlier call raises when read, rather than read
+ * the current call's row. */
 typedef struct lrow {
   lpipe *lp;
   rn_rel *rel;           /* whose schema the row follows (read only while lent) */
   const char *row;       /* NULL: not lent (its call has returned) */
   size_t len;
+  uint32_t gen;          /* counts lendings and takings back: a Row given at another gen is stale */
   uint64_t read;         /* the slots read since lent, a bit each (bit 63: slot 63 on, or pairs) */
   int ncols;
   bool spans_ok;         /* spans holds where each column starts */
@@ -207,13 +213,21 @@ typedef struct lrow {
   size_t spans[];        /* ncols + 1 */
 } lrow;
 
-/* Pushes a new Row for rows of rel, lent to nothing yet. May raise. */
+/* Pushes a Row of a new lrow for rows of rel, lent to nothing yet;
+ * returns the lrow. May raise. */
 lrow *rn_lua_newrow(lua_State *L, lpipe *lp, rn_rel *rel);
-/* Lends r the row (NULL: takes it back); clears its read mask. The row
- * must stay valid until it is taken back. */
+/* Lends r the row (NULL: takes it back); clears its read mask and makes
+ * every Row of it stale. The row must stay valid until it is taken back. */
 void rn_lua_row_lend(lrow *r, const char *row, size_t len);
-/* The Row at idx, or NULL. */
-lrow *rn_lua_testrow(lua_State *L, int idx);
+/* The Row at idx (one of ours) made valid for its lrow's current lending:
+ * raises nothing. For a function that cannot keep it past the call. */
+void rn_lua_row_renew(lua_State *L, int idx);
+/* Replaces the Row on top of the stack with a new Row of the same lrow,
+ * valid for its current lending only. May raise (it allocates). */
+void rn_lua_lease(lua_State *L);
+/* The lrow of the Row at idx while that Row is valid; NULL otherwise,
+ * with *stale set when it is a Row whose call has returned. */
+lrow *rn_lua_testrow(lua_State *L, int idx, bool *stale);
 
 /* lrelation.c: the runnel.Relation metatable and methods. */
 void rn_lua_relation_open(lua_State *L);

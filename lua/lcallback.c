@@ -20,8 +20,10 @@ typedef struct lcb {
                              before any call, since a join calls while it is declared */
   rn_rel *left, *right;   /* a join's inputs */
   int refs[6];            /* registry refs: fn | insert, update, delete, commit, all, rollback */
-  lrow *rows[2];          /* the Rows lent to a mapper or joiner (left, right), or NULL */
-  int row_refs[2];        /* registry refs keeping them */
+  lrow *rows[2];          /* the lrows lent to a mapper or joiner (left, right), or NULL */
+  int row_refs[2];        /* registry refs keeping them: a Row of each, reused (may_keep) */
+  bool may_keep[3];       /* by CB_MAPPER .. CB_JOINER: the function may keep a Row past the call
+                             (fresh_rows): each call gets new Rows */
   uint64_t mapper_read;   /* the left columns the last mapper call read */
   rn_rel *self;           /* a filter's function (new or old): the filter, once declared (watch_gone) */
 } lcb;
@@ -76,6 +78,7 @@ static lcb *new_cb(lua_State *L, lpipe *lp, const char *name)
   for (int i = 0; i < CB_NREFS; i++) cb->refs[i] = LUA_NOREF;
   cb->rows[0] = cb->rows[1] = NULL;
   cb->row_refs[0] = cb->row_refs[1] = LUA_NOREF;
+  cb->may_keep[0] = cb->may_keep[1] = cb->may_keep[2] = true;
   cb->mapper_read = ~0ULL;
   cb->self = NULL;
   return cb;
@@ -163,8 +166,12 @@ static int returned_row(lpipe *lp, lua_State *L, rn_rel *out, const char *bad_pr
 {
   *has_row = !lua_isnil(L, -1);
   int rc = 0;
-  lrow *lent = lua_type(L, -1) == LUA_TUSERDATA ? rn_lua_testrow(L, -1) : NULL; /* tables need no metatable check */
-  if (lent && lent->row) { /* a row it was given, returned as it is */
+  bool stale = false;
+  lrow *lent = lua_type(L, -1) == LUA_TUSERDATA ? rn_lua_testrow(L, -1, &stale) : NULL; /* tables need no check */
+  if (stale)
+    return rn_err_set(e, RN_EINVAL, "%s: %s: a row given to a callback can be read only during that call (copy what "
+                      "you keep)", bad_prefix, out->name);
+  if (lent) { /* a row it was given, returned as it is */
     rn_lua_pushrow(lp, L, lent->rel, lent->row, lent->len);
     lua_replace(L, -2);
   }
@@ -324,11 +331,32 @@ static bool row_free(const lcb *cb, int side, const rn_rel *rel)
   return r && !r->row && r->rel == rel && r->ncols == rel->schema->ncols;
 }
 
-/* Pushes row (a row of rel) as the Row the callback keeps for side, lent
- * for this call (nil for no row); a Row still lent (a callback reached
- * again from inside itself, e.g. through a scan) is left alone and a new
- * one is lent. */
-static void push_lent(lcall *c, lua_State *L, int side, rn_rel *rel, const char *row, size_t len)
+/* Whether a Lua function may keep a Row it is given past the call: a
+ * function with no upvalues (not even _ENV: no global) reaches nothing
+ * but its arguments, its locals and what it returns, so a Row given to it
+ * cannot outlive the call (a debug hook aside) and one Row is reused,
+ * renewed per call. Any other function gets new Rows each call, so that
+ * a Row it kept raises when read later (lrow.c). Fn at idx. */
+static bool fresh_rows(lua_State *L, int idx)
+{
+  if (!lua_isfunction(L, idx) || lua_iscfunction(L, idx)) return true;
+  lua_Debug ar;
+  lua_pushvalue(L, idx);
+  return !lua_getinfo(L, ">u", &ar) || ar.nups > 0;
+}
+
+/* How push_lent gives a row to the function. */
+typedef enum lend_mode {
+  LEND_KEPT,              /* the callback's own Row, renewed: its function cannot keep it */
+  LEND_NEW,               /* a new Row (allocates: under protection only) */
+  LEND_LATER              /* the callback's own Row, its call going through lease_call: a new one made there */
+} lend_mode;
+
+/* Pushes row (a row of rel) as a Row of the lrow the callback keeps for
+ * side, lent for this call (nil for no row); an lrow still lent (a
+ * callback reached again from inside itself, e.g. through a scan) is
+ * left alone and a new one is lent. */
+static void push_lent(lcall *c, lua_State *L, int side, rn_rel *rel, const char *row, size_t len, lend_mode mode)
 {
   lcb *cb = c->cb;
   if (!row) { lua_pushnil(L); return; }
@@ -347,6 +375,24 @@ static void push_lent(lcall *c, lua_State *L, int side, rn_rel *rel, const char 
   }
   rn_lua_row_lend(r, row, len);
   c->lent[side] = r;
+  rn_lua_row_renew(L, -1);
+  if (mode == LEND_NEW) rn_lua_lease(L);
+}
+
+/* lease_call(fn, Row | nil, …) -> fn(new Row | nil, …): a callback that
+ * may keep its Rows called under lua_pcall with new Rows made there,
+ * where allocating may raise (its own Rows were pushed without raising). */
+static int lease_call(lua_State *L)
+{
+  int n = lua_gettop(L);
+  for (int i = 2; i <= n; i++) {
+    if (lua_isnil(L, i)) continue;
+    lua_pushvalue(L, i);
+    rn_lua_lease(L);
+    lua_replace(L, i);
+  }
+  lua_call(L, n - 1, LUA_MULTRET);
+  return lua_gettop(L);
 }
 
 /* After the call, whatever it did: the rows lent go back (a Row kept by
@@ -443,7 +489,7 @@ static int mapper_body(lua_State *L, void *ud, rn_err *e)
 {
   lcall *c = ud;
   lua_rawgeti(L, LUA_REGISTRYINDEX, c->cb->refs[CB_MAPPER]);
-  push_lent(c, L, 0, c->in, c->row, c->len);
+  push_lent(c, L, 0, c->in, c->row, c->len, c->cb->may_keep[CB_MAPPER] ? LEND_NEW : LEND_KEPT);
   lua_call(L, 1, 1);
   return mapper_key(c, L, e);
 }
@@ -467,10 +513,12 @@ static int mapper_cb(void *ctx, rn_rel *left, const char *row, size_t len,
   lcall c = { .cb = cb, .in = left, .row = row, .len = len, .key = out, .nkey = nkey, .flag = has_key };
   cb->mapper_read = ~0ULL; /* unknown unless the call completes */
   int rc, base = lua_gettop(L);
-  if (row_free(cb, 0, left) && lua_checkstack(L, 4)) {
+  if (row_free(cb, 0, left) && lua_checkstack(L, 5)) {
+    bool keep = cb->may_keep[CB_MAPPER];
+    if (keep) lua_pushcfunction(L, lease_call);
     lua_rawgeti(L, LUA_REGISTRYINDEX, cb->refs[CB_MAPPER]);
-    push_lent(&c, L, 0, left, row, len);
-    rc = rn_lua_pcall(cb->lp, L, 1, 1, cb->name, "mapper", e);
+    push_lent(&c, L, 0, left, row, len, keep ? LEND_LATER : LEND_KEPT);
+    rc = rn_lua_pcall(cb->lp, L, 1 + keep, 1, cb->name, "mapper", e);
     if (!rc)
       rc = lua_type(L, -1) != LUA_TTABLE ? mapper_key(&c, L, e)
                                           : rn_lua_protect_on(cb->lp, L, 1, mapper_key_body, &c, cb->name, "mapper", e);
@@ -556,7 +604,8 @@ static int joiner_results(lcall *c, lua_State *L, int idx, int n, rn_err *e)
   lpipe *lp = c->cb->lp;
   if (n == 0) { *c->flag = 0; return 0; }
   int t = lua_type(L, idx);
-  if (n == 1 && (t == LUA_TNIL || t == LUA_TTABLE || rn_lua_testrow(L, idx)))
+  bool stale;
+  if (n == 1 && (t == LUA_TNIL || t == LUA_TTABLE || rn_lua_testrow(L, idx, &stale) || stale))
     return returned_row(lp, L, c->out, "joiner returned a bad row", c->result, c->flag, e);
   return returned_values(lp, L, idx, n, c->out, c->result, c->flag, e);
 }
@@ -568,9 +617,10 @@ static int joiner_body(lua_State *L, void *ud, rn_err *e)
   lcall *c = ud;
   lcb *cb = c->cb;
   int base = lua_gettop(L);
+  lend_mode mode = cb->may_keep[CB_JOINER] ? LEND_NEW : LEND_KEPT;
   lua_rawgeti(L, LUA_REGISTRYINDEX, cb->refs[CB_JOINER]);
-  push_lent(c, L, 0, cb->left, c->row, c->len);
-  push_lent(c, L, 1, cb->right, c->row2, c->len2);
+  push_lent(c, L, 0, cb->left, c->row, c->len, mode);
+  push_lent(c, L, 1, cb->right, c->row2, c->len2, mode);
   lua_call(L, 2, LUA_MULTRET);
   return joiner_results(c, L, base + 1, lua_gettop(L) - base, e);
 }
@@ -659,11 +709,13 @@ static int joiner_cb(void *ctx, rn_rel *join, const char *left_row, size_t llen,
               .result = result, .flag = has_row };
   int rc, base = lua_gettop(L);
   if ((!left_row || row_free(cb, 0, cb->left)) && (!right_row || row_free(cb, 1, cb->right)) &&
-      lua_checkstack(L, 8)) {
+      lua_checkstack(L, 9)) {
+    bool keep = cb->may_keep[CB_JOINER];
+    if (keep) lua_pushcfunction(L, lease_call);
     lua_rawgeti(L, LUA_REGISTRYINDEX, cb->refs[CB_JOINER]);
-    push_lent(&c, L, 0, cb->left, left_row, llen);
-    push_lent(&c, L, 1, cb->right, right_row, rlen);
-    rc = rn_lua_pcall(cb->lp, L, 2, LUA_MULTRET, join->name, "joiner", e);
+    push_lent(&c, L, 0, cb->left, left_row, llen, keep ? LEND_LATER : LEND_KEPT);
+    push_lent(&c, L, 1, cb->right, right_row, rlen, keep ? LEND_LATER : LEND_KEPT);
+    rc = rn_lua_pcall(cb->lp, L, 2 + keep, LUA_MULTRET, join->name, "joiner", e);
     int n = lua_gettop(L) - base;
     if (!rc && !joiner_results_quick(&c, L, base + 1, n, e, &rc))
       rc = rn_lua_protect_on(cb->lp, L, n, joiner_results_body, &c, join->name, "joiner", e);
@@ -780,6 +832,8 @@ int rn_lua_declare_join(lua_State *L)
     cb->refs[CB_MAPPER] = mapper;
     cb->refs[CB_SELECTOR] = selector;
     cb->refs[CB_JOINER] = joiner;
+    cb->may_keep[CB_MAPPER] = fresh_rows(L, 7);
+    cb->may_keep[CB_JOINER] = fresh_rows(L, 9);
     fns.mapper = cb->refs[CB_MAPPER] != LUA_NOREF ? mapper_cb : NULL;
     fns.mapper_reads = fns.mapper ? mapper_reads : NULL;
     fns.selector = cb->refs[CB_SELECTOR] != LUA_NOREF ? selector_cb : NULL;

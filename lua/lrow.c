@@ -1,9 +1,11 @@
 /* lrow.c — the runnel.Row userdata: a stored row handed to a mapper or a
  * joiner without building a table. It decodes a column when it is read and
  * notes which columns were read (the join then skips a mapper whose columns
- * kept their bytes). A proxy is lent for one call: the callback's context
- * keeps it and points it at the next call's row; once the call has
- * returned, reading it is an error (copy what you keep). It is read-only.
+ * kept their bytes). The callback's context keeps the decoding state (an
+ * lrow) and points it at the next call's row; each call gets a new small
+ * lease of it (the Row Lua sees), so that once the call has returned,
+ * reading a Row kept from it is an error (copy what you keep), even while
+ * a later call reads another row. It is read-only.
  *
  *     row.name, row["@ID"]   the column's value; nil for null or no such column
  *     pairs(row)             name, value for each non-null column, in column order
@@ -18,11 +20,20 @@
 /* One slot's bit in a read mask; slots from 63 on share bit 63. */
 static uint64_t slot_bit(int slot) { return 1ULL << (slot < 63 ? slot : 63); }
 
+/* A Row as Lua holds it: the lrow, kept alive by uservalue 1, and the
+ * lrow's gen when it was made. */
+typedef struct lease {
+  lrow *r;
+  uint32_t gen;
+} lease;
+
+static bool lease_valid(const lease *l) { return l->gen == l->r->gen && l->r->row; }
+
 static lrow *torow(lua_State *L)
 {
-  lrow *r = lua_touserdata(L, 1); /* __metatable hides the metatable: only rows reach here */
-  if (!r->row) luaL_error(L, "a row given to a callback can be read only during that call (copy what you keep)");
-  return r;
+  const lease *l = lua_touserdata(L, 1); /* __metatable hides the metatable: only Rows reach here */
+  if (!lease_valid(l)) luaL_error(L, "a row given to a callback can be read only during that call (copy what you keep)");
+  return l->r;
 }
 
 /* The slot of the column named by the string at idx, or -1. */
@@ -160,12 +171,23 @@ static int row_pairs(lua_State *L)
 
 static int row_tostring(lua_State *L)
 {
-  lrow *r = lua_touserdata(L, 1);
-  lua_pushfstring(L, r->row ? "row of %s" : "row of %s (its call has returned)", r->rel_name);
+  const lease *l = lua_touserdata(L, 1);
+  lua_pushfstring(L, lease_valid(l) ? "row of %s" : "row of %s (its call has returned)", l->r->rel_name);
   return 1;
 }
 
-/* Pushes a new proxy for rows of rel, pointing at nothing. */
+/* Pushes a new Row of r (at idx), valid for r's current lending. */
+static void push_lease(lua_State *L, int idx, lrow *r)
+{
+  idx = lua_absindex(L, idx);
+  lease *l = lua_newuserdatauv(L, sizeof *l, 1);
+  l->r = r;
+  l->gen = r->gen;
+  luaL_setmetatable(L, RN_ROW_MT); /* made with the first lrow (rn_lua_newrow) */
+  lua_pushvalue(L, idx);
+  lua_setiuservalue(L, -2, 1); /* keeps the lrow alive: a kept Row may outlive the callback */
+}
+
 lrow *rn_lua_newrow(lua_State *L, lpipe *lp, rn_rel *rel)
 {
   rn_lua_relinfo(L, rel);
@@ -182,6 +204,7 @@ lrow *rn_lua_newrow(lua_State *L, lpipe *lp, rn_rel *rel)
   r->rel = rel;
   r->row = NULL;
   r->len = 0;
+  r->gen = 0;
   r->read = 0;
   r->ncols = ncols;
   r->spans_ok = false;
@@ -194,7 +217,9 @@ lrow *rn_lua_newrow(lua_State *L, lpipe *lp, rn_rel *rel)
     lua_pushliteral(L, RN_ROW_MT);
     lua_setfield(L, -2, "__metatable");
   }
-  lua_setmetatable(L, -2);
+  lua_pop(L, 1); /* the lrow itself has none: only its Rows are rows */
+  push_lease(L, -1, r);
+  lua_remove(L, -2);
   return r;
 }
 
@@ -202,12 +227,33 @@ void rn_lua_row_lend(lrow *r, const char *row, size_t len)
 {
   r->row = row;
   r->len = len;
+  r->gen++;
   r->read = 0;
   r->spans_ok = false;
 }
 
-/* A proxy at idx (or NULL): rows returned by callbacks are read from it. */
-lrow *rn_lua_testrow(lua_State *L, int idx)
+void rn_lua_row_renew(lua_State *L, int idx)
 {
-  return luaL_testudata(L, idx, RN_ROW_MT);
+  lease *l = lua_touserdata(L, idx);
+  l->gen = l->r->gen;
+}
+
+void rn_lua_lease(lua_State *L)
+{
+  const lease *kept = lua_touserdata(L, -1);
+  lease *l = lua_newuserdatauv(L, sizeof *l, 1);
+  l->r = kept->r;
+  l->gen = kept->r->gen;
+  lua_getmetatable(L, -2);
+  lua_setmetatable(L, -2);
+  lua_rotate(L, -2, 1);
+  lua_setiuservalue(L, -2, 1); /* the Row it came from keeps the lrow alive */
+}
+
+/* A Row at idx (or NULL): rows returned by callbacks are read from it. */
+lrow *rn_lua_testrow(lua_State *L, int idx, bool *stale)
+{
+  const lease *l = luaL_testudata(L, idx, RN_ROW_MT);
+  *stale = l && !lease_valid(l);
+  return l && !*stale ? l->r : NULL;
 }

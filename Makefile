@@ -90,8 +90,9 @@ $(BUILD)/lua/runnel/core.so: $(CORE_OBJ) $(BIND_OBJ)
 # The DSL is compiled into the CLI so the binary runs from anywhere.
 EMBEDDED := runnel=lua/runnel.lua runnel.io=lua/runnel/io.lua runnel.view=lua/runnel/view.lua \
             runnel.repl=lua/repl.lua
-EMBEDDED += runnel.state=lua/runnel/state.lua runnel.joiner=lua/runnel/joiner.lua
-$(BUILD)/gen/embedded.c: lua/runnel/state.lua lua/runnel/joiner.lua
+EMBEDDED += runnel.state=lua/runnel/state.lua runnel.joiner=lua/runnel/joiner.lua \
+            runnel.bytecode=lua/runnel/bytecode.lua runnel.lent=lua/runnel/lent.lua
+$(BUILD)/gen/embedded.c: lua/runnel/state.lua lua/runnel/joiner.lua lua/runnel/bytecode.lua lua/runnel/lent.lua
 $(BUILD)/gen/embedded.c: lua/runnel.lua lua/runnel/io.lua lua/runnel/view.lua lua/repl.lua scripts/embed.lua
 	@mkdir -p $(@D)
 	$(LUA) scripts/embed.lua $@ $(EMBEDDED)
@@ -197,7 +198,8 @@ install: all
 	install -m 755 $(BUILD)/lua/runnel/core.so $(DESTDIR)$(PREFIX)/lib/lua/5.4/runnel/core.so
 	install -m 644 lua/runnel.lua $(DESTDIR)$(PREFIX)/share/lua/5.4/runnel.lua
 	install -m 644 lua/runnel/io.lua lua/runnel/view.lua $(DESTDIR)$(PREFIX)/share/lua/5.4/runnel/
-	install -m 644 lua/runnel/state.lua lua/runnel/joiner.lua $(DESTDIR)$(PREFIX)/share/lua/5.4/runnel/
+	install -m 644 lua/runnel/state.lua lua/runnel/joiner.lua lua/runnel/bytecode.lua lua/runnel/lent.lua \
+	  $(DESTDIR)$(PREFIX)/share/lua/5.4/runnel/
 
 clean:
 	rm -rf build
@@ -250,6 +252,7 @@ uninstall:
 	  $(DESTDIR)$(PREFIX)/lib/lua/5.4/runnel/core.so $(DESTDIR)$(PREFIX)/share/lua/5.4/runnel.lua \
 	  $(DESTDIR)$(PREFIX)/share/lua/5.4/runnel/io.lua $(DESTDIR)$(PREFIX)/share/lua/5.4/runnel/view.lua \
 	  $(DESTDIR)$(PREFIX)/share/lua/5.4/runnel/state.lua $(DESTDIR)$(PREFIX)/share/lua/5.4/runnel/joiner.lua \
+	  $(DESTDIR)$(PREFIX)/share/lua/5.4/runnel/bytecode.lua $(DESTDIR)$(PREFIX)/share/lua/5.4/runnel/lent.lua \
 	  $(DESTDIR)$(PREFIX)/share/lua/5.4/runnel/repl.lua $(DESTDIR)$(PREFIX)/share/man/man1/runnel.1
 	-rmdir $(DESTDIR)$(PREFIX)/lib/lua/5.4/runnel $(DESTDIR)$(PREFIX)/share/lua/5.4/runnel 2>/dev/null
 
@@ -261,7 +264,7 @@ rock-install: rock
 	install -m 755 $(BUILD)/lua/runnel/core.so $(INST_LIBDIR)/runnel/core.so
 	install -m 644 lua/runnel.lua $(INST_LUADIR)/runnel.lua
 	install -m 644 lua/runnel/io.lua lua/runnel/view.lua $(INST_LUADIR)/runnel/
-	install -m 644 lua/runnel/joiner.lua $(INST_LUADIR)/runnel/
+	install -m 644 lua/runnel/joiner.lua lua/runnel/bytecode.lua lua/runnel/lent.lua $(INST_LUADIR)/runnel/
 
 # The cluster demo (scripts/cluster/demo.lua): a 3-node JetStream cluster on
 # 127.0.0.1 (data under build/cluster-demo), W workers, a worker and a node

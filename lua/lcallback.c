@@ -14,6 +14,18 @@
 #include "outbox.h"
 #include "row.h"
 
+/* What a mapper's or joiner's bytecode tells of the Rows lent to it
+ * (lua/runnel/lent.lua): it keeps none while each upvalue up[i] still
+ * holds the helper fn[i] it held when the join was declared; n < 0: it
+ * may keep them, and each call gets new Rows. */
+enum { LENT_GUARDS = 4 };
+typedef struct lent_guard {
+  int n;
+  int up[LENT_GUARDS];    /* 1-based upvalue indexes */
+  const void *fn[LENT_GUARDS];
+  int ref;                /* registry ref of lent.lua's list: keeps each fn from being collected and its address reused */
+} lent_guard;
+
 typedef struct lcb {
   lpipe *lp;
   char *name;             /* the relation the callback serves (for messages); set
@@ -22,8 +34,7 @@ typedef struct lcb {
   int refs[6];            /* registry refs: fn | insert, update, delete, commit, all, rollback */
   lrow *rows[2];          /* the lrows lent to a mapper or joiner (left, right), or NULL */
   int row_refs[2];        /* registry refs keeping them: a Row of each, reused (may_keep) */
-  bool may_keep[3];       /* by CB_MAPPER .. CB_JOINER: the function may keep a Row past the call
-                             (fresh_rows): each call gets new Rows */
+  lent_guard lent[2];     /* the mapper's, the joiner's */
   uint64_t mapper_read;   /* the left columns the last mapper call read */
   rn_rel *self;           /* a filter's function (new or old): the filter, once declared (watch_gone) */
 } lcb;
@@ -63,6 +74,7 @@ static void free_cb(void *ctx)
   lcb *cb = ctx;
   for (int i = 0; i < CB_NREFS; i++) luaL_unref(cb->lp->L, LUA_REGISTRYINDEX, cb->refs[i]);
   for (int i = 0; i < 2; i++) luaL_unref(cb->lp->L, LUA_REGISTRYINDEX, cb->row_refs[i]);
+  for (int i = 0; i < 2; i++) luaL_unref(cb->lp->L, LUA_REGISTRYINDEX, cb->lent[i].ref);
   free(cb->name);
   free(cb);
 }
@@ -78,7 +90,7 @@ static lcb *new_cb(lua_State *L, lpipe *lp, const char *name)
   for (int i = 0; i < CB_NREFS; i++) cb->refs[i] = LUA_NOREF;
   cb->rows[0] = cb->rows[1] = NULL;
   cb->row_refs[0] = cb->row_refs[1] = LUA_NOREF;
-  cb->may_keep[0] = cb->may_keep[1] = cb->may_keep[2] = true;
+  for (int i = 0; i < 2; i++) cb->lent[i] = (lent_guard){ .n = -1, .ref = LUA_NOREF };
   cb->mapper_read = ~0ULL;
   cb->self = NULL;
   return cb;
@@ -331,18 +343,44 @@ static bool row_free(const lcb *cb, int side, const rn_rel *rel)
   return r && !r->row && r->rel == rel && r->ncols == rel->schema->ncols;
 }
 
-/* Whether a Lua function may keep a Row it is given past the call: a
- * function with no upvalues (not even _ENV: no global) reaches nothing
- * but its arguments, its locals and what it returns, so a Row given to it
- * cannot outlive the call (a debug hook aside) and one Row is reused,
- * renewed per call. Any other function gets new Rows each call, so that
- * a Row it kept raises when read later (lrow.c). Fn at idx. */
-static bool fresh_rows(lua_State *L, int idx)
+/* Reads into g the guards lent.lua found for a function (the list at
+ * idx: upvalue, helper, …; nil when it may keep its Rows), keeping the
+ * list. May raise (out of memory) before g is set. */
+static void read_lent_guards(lua_State *L, int idx, lent_guard *g)
 {
-  if (!lua_isfunction(L, idx) || lua_iscfunction(L, idx)) return true;
-  lua_Debug ar;
+  *g = (lent_guard){ .n = -1, .ref = LUA_NOREF };
+  int n = lua_istable(L, idx) ? (int)lua_rawlen(L, idx) : -1;
+  if (n < 0 || n % 2 || n / 2 > LENT_GUARDS) return;
+  lent_guard read = { .n = n / 2, .ref = LUA_NOREF };
+  for (int i = 0; i < read.n; i++) {
+    lua_rawgeti(L, idx, 2 * i + 1);
+    lua_rawgeti(L, idx, 2 * i + 2);
+    read.up[i] = (int)lua_tointeger(L, -2);
+    read.fn[i] = lua_topointer(L, -1);
+    bool ok = read.up[i] > 0 && lua_isfunction(L, -1);
+    lua_pop(L, 2);
+    if (!ok) return;
+  }
   lua_pushvalue(L, idx);
-  return !lua_getinfo(L, ">u", &ar) || ar.nups > 0;
+  read.ref = luaL_ref(L, LUA_REGISTRYINDEX);
+  *g = read;
+}
+
+/* Whether the function at idx may keep a Row given in this call past it:
+ * one that cannot, while its guards hold (the helpers it passes Rows to
+ * are the ones lent.lua read), reuses the callback's Rows (lrow.c).
+ * Pushes nothing. */
+static bool may_keep(const lent_guard *g, lua_State *L, int idx)
+{
+  if (g->n < 0) return true;
+  idx = lua_absindex(L, idx);
+  for (int i = 0; i < g->n; i++) {
+    if (!lua_getupvalue(L, idx, g->up[i])) return true;
+    bool same = lua_topointer(L, -1) == g->fn[i];
+    lua_pop(L, 1);
+    if (!same) return true;
+  }
+  return false;
 }
 
 /* How push_lent gives a row to the function. */
@@ -489,7 +527,7 @@ static int mapper_body(lua_State *L, void *ud, rn_err *e)
 {
   lcall *c = ud;
   lua_rawgeti(L, LUA_REGISTRYINDEX, c->cb->refs[CB_MAPPER]);
-  push_lent(c, L, 0, c->in, c->row, c->len, c->cb->may_keep[CB_MAPPER] ? LEND_NEW : LEND_KEPT);
+  push_lent(c, L, 0, c->in, c->row, c->len, may_keep(&c->cb->lent[0], L, -1) ? LEND_NEW : LEND_KEPT);
   lua_call(L, 1, 1);
   return mapper_key(c, L, e);
 }
@@ -514,9 +552,9 @@ static int mapper_cb(void *ctx, rn_rel *left, const char *row, size_t len,
   cb->mapper_read = ~0ULL; /* unknown unless the call completes */
   int rc, base = lua_gettop(L);
   if (row_free(cb, 0, left) && lua_checkstack(L, 5)) {
-    bool keep = cb->may_keep[CB_MAPPER];
-    if (keep) lua_pushcfunction(L, lease_call);
     lua_rawgeti(L, LUA_REGISTRYINDEX, cb->refs[CB_MAPPER]);
+    bool keep = may_keep(&cb->lent[0], L, -1);
+    if (keep) { lua_pushcfunction(L, lease_call); lua_insert(L, -2); }
     push_lent(&c, L, 0, left, row, len, keep ? LEND_LATER : LEND_KEPT);
     rc = rn_lua_pcall(cb->lp, L, 1 + keep, 1, cb->name, "mapper", e);
     if (!rc)
@@ -617,8 +655,8 @@ static int joiner_body(lua_State *L, void *ud, rn_err *e)
   lcall *c = ud;
   lcb *cb = c->cb;
   int base = lua_gettop(L);
-  lend_mode mode = cb->may_keep[CB_JOINER] ? LEND_NEW : LEND_KEPT;
   lua_rawgeti(L, LUA_REGISTRYINDEX, cb->refs[CB_JOINER]);
+  lend_mode mode = may_keep(&cb->lent[1], L, -1) ? LEND_NEW : LEND_KEPT;
   push_lent(c, L, 0, cb->left, c->row, c->len, mode);
   push_lent(c, L, 1, cb->right, c->row2, c->len2, mode);
   lua_call(L, 2, LUA_MULTRET);
@@ -710,9 +748,9 @@ static int joiner_cb(void *ctx, rn_rel *join, const char *left_row, size_t llen,
   int rc, base = lua_gettop(L);
   if ((!left_row || row_free(cb, 0, cb->left)) && (!right_row || row_free(cb, 1, cb->right)) &&
       lua_checkstack(L, 9)) {
-    bool keep = cb->may_keep[CB_JOINER];
-    if (keep) lua_pushcfunction(L, lease_call);
     lua_rawgeti(L, LUA_REGISTRYINDEX, cb->refs[CB_JOINER]);
+    bool keep = may_keep(&cb->lent[1], L, -1);
+    if (keep) { lua_pushcfunction(L, lease_call); lua_insert(L, -2); }
     push_lent(&c, L, 0, cb->left, left_row, llen, keep ? LEND_LATER : LEND_KEPT);
     push_lent(&c, L, 1, cb->right, right_row, rlen, keep ? LEND_LATER : LEND_KEPT);
     rc = rn_lua_pcall(cb->lp, L, 2 + keep, LUA_MULTRET, join->name, "joiner", e);
@@ -826,14 +864,17 @@ int rn_lua_declare_join(lua_State *L)
   lcb *cb = NULL;
   if (!lua_isnoneornil(L, 7) || !lua_isnoneornil(L, 8) || !lua_isnoneornil(L, 9)) {
     int mapper = ref_function(L, 7), selector = ref_function(L, 8), joiner = ref_function(L, 9);
+    lent_guard lent[2];
+    read_lent_guards(L, 16, &lent[0]);
+    read_lent_guards(L, 17, &lent[1]);
     cb = new_cb(L, lp, name); /* after the refs and before the schema: whatever raises leaks nothing */
     cb->left = left->rel;
     cb->right = right->rel;
     cb->refs[CB_MAPPER] = mapper;
     cb->refs[CB_SELECTOR] = selector;
     cb->refs[CB_JOINER] = joiner;
-    cb->may_keep[CB_MAPPER] = fresh_rows(L, 7);
-    cb->may_keep[CB_JOINER] = fresh_rows(L, 9);
+    cb->lent[0] = lent[0];
+    cb->lent[1] = lent[1];
     fns.mapper = cb->refs[CB_MAPPER] != LUA_NOREF ? mapper_cb : NULL;
     fns.mapper_reads = fns.mapper ? mapper_reads : NULL;
     fns.selector = cb->refs[CB_SELECTOR] != LUA_NOREF ? selector_cb : NULL;

@@ -460,6 +460,7 @@ function Relation:cdc(opts)
 end
 
 local joiner_copies, mapper_column = require("runnel.joiner")()
+local lent_guards = require "runnel.lent" -- which mappers and joiners may keep the rows lent to them
 
 local JOIN_FIELDS = { on = true, mapper = true, selector = true, joiner = true, kind = true,
                       columns = true, name = true }
@@ -531,7 +532,7 @@ function Relation:join(right, opts)
   if opts.mapper or opts.selector or joiner then record_code(self:pipeline(), n, opts.mapper, opts.selector, joiner) end
   local mapped = opts.mapper and mapper_column(opts.mapper) -- read in C when that gives the mapper's key
   rel, err = self:pipeline():_join(self, right, n, kind, on, opts.mapper, opts.selector, joiner, cols, key, from, to,
-                                   copies, mapped)
+                                   copies, mapped, lent_guards(opts.mapper, 1), lent_guards(joiner, 2))
   if not rel then raise(err) end
   return declared(self:pipeline(), rel)
 end

@@ -4,7 +4,7 @@
 -- row: a joiner that copies columns of its two rows, and a mapper that
 -- returns one column of its row.
 --
--- It reads the function's own bytecode (string.dump) and accepts exactly
+-- It reads the function's own bytecode (runnel/bytecode.lua) and accepts exactly
 -- these shapes, with no upvalues, no nested functions and nothing else in
 -- the body:
 --     function(l, r) return { out = l.col, …, out = r and r.col, … } end
@@ -18,74 +18,17 @@
 -- core checks (rn_join_spec.copies, rn_join_spec.mapper_column).
 -- Loaded by runnel.lua: local joiner_copies, mapper_column = require(…)().
 return function()
-  -- Lua 5.4's opcodes (lopcodes.h) that the accepted shapes use.
-  local GETFIELD, SETFIELD, NEWTABLE, JMP, TESTSET, RETURN, RETURN1, EXTRAARG = 14, 18, 19, 56, 67, 70, 72, 82
-  local HEADER = "\27Lua\x54\0\x19\x93\r\n\x1a\n\4\8\8" .. string.pack("=j", 0x5678) .. string.pack("=n", 370.5)
-  local STRING_TAGS = { [0x04] = true, [0x14] = true } -- short and long strings
+  local bc = require "runnel.bytecode"
+  local GETFIELD, SETFIELD, NEWTABLE, JMP = bc.op.GETFIELD, bc.op.SETFIELD, bc.op.NEWTABLE, bc.op.JMP
+  local TESTSET, RETURN, RETURN1, EXTRAARG = bc.op.TESTSET, bc.op.RETURN, bc.op.RETURN1, bc.op.EXTRAARG
+  local decode = bc.decode
 
-  -- A reader of the dump s: its bytes, its sizes (7-bit groups, most
-  -- significant first, the last one marked) and its strings.
-  local function reader(s, at)
-    local r = {}
-    function r.byte()
-      local b = s:byte(at)
-      if not b then error("short dump", 0) end
-      at = at + 1
-      return b
-    end
-    function r.size()
-      local x = 0
-      repeat
-        local b = r.byte()
-        x = x * 128 + (b & 0x7f)
-        if x > 0x7fffffff then error("size out of range", 0) end
-      until b & 0x80 ~= 0
-      return x
-    end
-    function r.bytes(n)
-      if at + n - 1 > #s then error("short dump", 0) end
-      local v = s:sub(at, at + n - 1)
-      at = at + n
-      return v
-    end
-    function r.string()
-      local n = r.size()
-      return n > 0 and r.bytes(n - 1) or nil
-    end
-    return r
-  end
-
-  -- The function's parameters, code and constants (nil for a dump this
-  -- does not read: another build, upvalues, nested functions, varargs).
+  -- The function's prototype when it has no upvalues, no nested
+  -- functions and no varargs (the shapes above have none), or nil.
   local function prototype(fn)
-    local ok, s = pcall(string.dump, fn, true)
-    if not ok or s:sub(1, #HEADER) ~= HEADER then return nil end
-    local r = reader(s, #HEADER + 1)
-    local ok2, f = pcall(function()
-      if r.byte() ~= 0 then return nil end -- the closure's upvalues
-      r.string()                            -- source (stripped)
-      r.size(); r.size()                    -- lines defined
-      local f = { nparams = r.byte() }
-      if r.byte() ~= 0 then return nil end  -- vararg
-      r.byte()                              -- stack size
-      f.code = {}
-      for i = 1, r.size() do f.code[i] = string.unpack("=I4", r.bytes(4)) end
-      f.k = {}
-      for i = 1, r.size() do
-        local tag = r.byte()
-        if STRING_TAGS[tag] then f.k[i - 1] = r.string()
-        elseif tag == 0x03 or tag == 0x13 then r.bytes(8); f.k[i - 1] = false
-        elseif tag == 0x00 or tag == 0x01 or tag == 0x11 then f.k[i - 1] = false
-        else return nil end
-      end
-      if r.size() ~= 0 or r.size() ~= 0 then return nil end -- upvalues, nested functions
-      return f
-    end)
-    return ok2 and f or nil
-  end
-
-  local function decode(i)
-    return i & 0x7f, (i >> 7) & 0xff, (i >> 15) & 1, (i >> 16) & 0xff, (i >> 24) & 0xff
+    local f = bc.prototype(fn)
+    if not f or f.nups ~= 0 or f.upvals ~= 0 or #f.protos ~= 0 or f.vararg then return nil end
+    return f
   end
 
   -- The column name a mapper fn returns as it is (function(l) return

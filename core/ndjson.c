@@ -32,6 +32,7 @@
 #include <unistd.h>
 
 #include "jetstream.h"
+#include "jscan.h"
 #include "json.h"
 #include "outbox.h"
 #include "row.h"
@@ -1049,13 +1050,55 @@ static rn_rel *find_rel(const rn_pipeline *p, const char *name, size_t len)
 
 rn_rel *rn_rel_named(const rn_pipeline *p, const char *name, size_t len) { return find_rel(p, name, len); }
 
+/* The nesting depth of v (a scalar: 0), counted no further than max + 1. */
+static int json_depth(json_t *v, int max)
+{
+  int d = 0;
+  if (max < 0) return 1;
+  if (json_is_object(v)) {
+    const char *k;
+    json_t *x;
+    json_object_foreach(v, k, x) {
+      int n = json_depth(x, max - 1);
+      if (n > d) d = n;
+      if (d > max) break;
+    }
+  } else if (json_is_array(v)) {
+    size_t i;
+    json_t *x;
+    json_array_foreach(v, i, x) {
+      int n = json_depth(x, max - 1);
+      if (n > d) d = n;
+      if (d > max) break;
+    }
+  } else
+    return 0;
+  return d + 1;
+}
+
 /* The known relation a line that failed to parse names in "rel", read
- * leniently, so a duplicate-key error can say which relation it was for. */
-static rn_rel *rel_named_in(const rn_pipeline *p, const char *line, size_t len)
+ * leniently (jansson reads values nested up to 2048 deep), so that its
+ * error can say which relation it was for; with col, also the "row"
+ * column whose value is nested deepest, quoted into col[cap] ("" when
+ * none is too deep). */
+static rn_rel *rel_named_in(const rn_pipeline *p, const char *line, size_t len, char *col, size_t cap)
 {
   json_t *j = json_loadb(line, len, JSON_ALLOW_NUL, NULL);
-  json_t *rel = json_object_get(j, "rel");
+  json_t *rel = json_object_get(j, "rel"), *row = json_object_get(j, "row");
   rn_rel *r = json_is_string(rel) ? find_rel(p, json_string_value(rel), json_string_length(rel)) : NULL;
+  if (col) {
+    col[0] = 0;
+    int deepest = 0;
+    const char *k;
+    json_t *x;
+    json_object_foreach(json_is_object(row) ? row : NULL, k, x) {
+      int d = json_depth(x, RN_JSCAN_MAX_DEPTH);
+      if (d > deepest && d >= RN_JSCAN_MAX_DEPTH - 1) {
+        deepest = d;
+        rn_json_quote(col, cap, k, strlen(k));
+      }
+    }
+  }
   json_decref(j);
   return r;
 }
@@ -1065,11 +1108,17 @@ int rn_ndjson_apply_line(rn_pipeline *p, const char *line, size_t len, msgpack_z
   msgpack_object obj;
   rn_err_clear(&p->err);
   if (rn_json_parse(line, len, &obj, z, &p->err)) {
-    static const char dup[] = "duplicate key ", dup_rel[] = "duplicate key \"rel\" ";
-    rn_rel *r = strncmp(p->err.msg, dup, strlen(dup)) == 0 && strncmp(p->err.msg, dup_rel, strlen(dup_rel)) != 0
-              ? rel_named_in(p, line, len) : NULL;
-    if (r) rn_err_prefix(&p->err, r->name);
-    else rn_json_change_refused(p, line, len);
+    static const char dup[] = "duplicate key ", dup_rel[] = "duplicate key \"rel\" ", deep[] = "JSON nested more than ";
+    bool is_dup = strncmp(p->err.msg, dup, strlen(dup)) == 0 && strncmp(p->err.msg, dup_rel, strlen(dup_rel)) != 0;
+    bool is_deep = strncmp(p->err.msg, deep, strlen(deep)) == 0;
+    char col[RN_NAME_MAX + 3] = "";
+    rn_rel *r = is_dup || is_deep ? rel_named_in(p, line, len, is_deep ? col : NULL, sizeof col) : NULL;
+    if (r && col[0])
+      rn_err_set(&p->err, RN_EINVAL, "%s: column %s: value nested more than %d deep", r->name, col, RN_JSCAN_MAX_DEPTH);
+    else if (r)
+      rn_err_prefix(&p->err, r->name);
+    else
+      rn_json_change_refused(p, line, len);
     return rn_group_fail(p, RN_EINVAL, p->err.msg);
   }
   const msgpack_object *rel, *op, *row;

@@ -191,10 +191,14 @@ int rn_ndjson_line(const rn_schema *s, const char *row, size_t len, bool key_onl
  * the waiting groups are checked against the file's bytes at the
  * position rather than cut away: a group found there whole is not
  * written again; one whose lines run to the end of the file is that
- * state's own group cut short by the crash, cut and written again whole;
- * one not there (other lines follow the position: another state's, after
- * this one closed) stops the check, and every later group is appended at
- * the end. A group whose first lines are there and then other lines
+ * state's own group cut short by the crash, cut and written again whole.
+ * Other lines may follow the position: another state's, written after
+ * this one closed; this state then appended its groups after them. So a
+ * group not at the position is looked for at each line start after it:
+ * found whole, it is not written again and the next group is checked
+ * from its end; not found, it stops the check, and every later group is
+ * appended at the end (this state writes its groups in order: the later
+ * ones never went out either). A group whose first lines are there and then other lines
  * follow cannot be reconciled (cutting would remove another writer's
  * lines, appending would write its first lines twice): the sink says so,
  * naming the file, the relation, the group and the bytes. Content decides
@@ -622,6 +626,27 @@ static size_t whole_lines(const char *text, size_t n)
 }
 
 static int own_tail(nsink *s, rn_err *e);
+static uint64_t next_line(int fd, uint64_t at, uint64_t end);
+
+/* The staged group seq, not at the position and other lines there (see
+ * the ownership note above): whether it is whole at a line start after
+ * them, where this state appended it after another's lines before a
+ * crash took its mark. Then it is kept for good and the next waiting
+ * group is checked from its end (1); else 0. */
+static int found_after(nsink *s, uint64_t seq)
+{
+  for (uint64_t at = next_line(s->fd, s->check_at, s->check_end); at < s->check_end;
+       at = next_line(s->fd, at, s->check_end))
+    for (int c = -1; c < s->nalt; c++) { /* its declaration's format, then those recorded (OUTBOX-10) */
+      const msgpack_sbuffer *b = c < 0 ? &s->lines : &s->alt[c].lines;
+      if (b->size > s->check_end - at || same_bytes(s->fd, at, b->data, b->size) != b->size) continue;
+      s->check_at = s->length = at + b->size;
+      s->kept = seq;
+      msgpack_sbuffer_clear(&s->lines);
+      return 1;
+    }
+  return 0;
+}
 
 /* Group seq, staged, waited at open: whether a crash left its lines in
  * the file at check_at (see the ownership note above). 1: they are there
@@ -648,6 +673,7 @@ static int check_group(nsink *s, uint64_t seq, rn_err *e)
     size_t whole = whole_lines(b->data, same);
     if (whole > first) first = whole;
   }
+  if (!tail && first == 0 && found_after(s, seq)) return 1;
   uint64_t from = s->check_at, seq_upto = s->check_upto;
   s->check_upto = 0; /* the groups after it are not in the file */
   if (tail) { /* its first lines end the file: its own group, cut short by the crash */

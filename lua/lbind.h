@@ -204,7 +204,7 @@ typedef struct lrow {
   rn_rel *rel;           /* whose schema the row follows (read only while lent) */
   const char *row;       /* NULL: not lent (its call has returned) */
   size_t len;
-  uint32_t gen;          /* counts lendings and takings back: a Row given at another gen is stale */
+  uint64_t gen;          /* counts lendings and takings back: a Row given at another gen is stale (never wraps) */
   uint64_t read;         /* the slots read since lent, a bit each (bit 63: slot 63 on, or pairs) */
   int ncols;
   bool spans_ok;         /* spans holds where each column starts */

@@ -24,7 +24,7 @@ static uint64_t slot_bit(int slot) { return 1ULL << (slot < 63 ? slot : 63); }
  * lrow's gen when it was made. */
 typedef struct lease {
   lrow *r;
-  uint32_t gen;
+  uint64_t gen;
 } lease;
 
 static bool lease_valid(const lease *l) { return l->gen == l->r->gen && l->r->row; }

@@ -11,6 +11,20 @@ local STALE = "a row given to a callback can be read only during that call (copy
 
 local function keeps(fn, nrows) return lent(fn, nrows or 2) == nil end
 
+-- A helper for a join: keeps the row it is given, and notes in seen what
+-- reading the row it kept the call before gives (a value, or the error).
+local function keeper(seen, column)
+  local kept
+  return function(row)
+    if kept then
+      local ok, err = pcall(function() return kept.id end)
+      seen[#seen + 1] = ok and err or tostring(err):gsub("^[^:]*:%d+: ", "")
+    end
+    kept = row
+    return row[column]
+  end
+end
+
 describe("lent.lua: whether a function can keep its rows", function()
   local kept, log = nil, {}
   local function column_of(t, col) return t and t[col] end
@@ -82,25 +96,24 @@ describe("lent.lua: whether a function can keep its rows", function()
 end)
 
 describe("a joiner whose helper is swapped after the join was declared", function()
-  it("gets new Rows from then on, so a Row its new helper keeps raises when read later", function()
+  -- L(id, fk) and R(id, n) with R's rows 1 to 3 (all fk values new, so a
+  -- mapper's memo spares no call)
+  local function setup()
     local p = runnel.open()
     local L = p:table("L", { {"id","int"}, {"fk","int"}, key = "id" })
     local R = p:table("R", { {"id","int"}, {"n","string"}, key = "id" })
-    R:insert{ id = 1, n = "one" }
-    R:insert{ id = 2, n = "two" }
+    for i, n in ipairs{ "one", "two", "three" } do R:insert{ id = i, n = n } end
+    return p, L, R
+  end
+
+  it("gets new Rows from then on, so a Row its new helper keeps raises when read later", function()
+    local p, L, R = setup()
     local function id_of(row) return row.id end
     local j = L:join(R, { on = "fk", name = "j", columns = { {"id","int"}, {"n","string"}, key = "id" },
       joiner = function(l, r) return { id = id_of(l), n = r.n } end })
     L:insert{ id = 1, fk = 1 }
-    local kept, seen = nil, {}
-    id_of = function(row)
-      if kept then
-        local ok, err = pcall(function() return kept.id end)
-        seen[#seen + 1] = ok and err or tostring(err):gsub("^[^:]*:%d+: ", "")
-      end
-      kept = row
-      return row.id
-    end
+    local seen = {}
+    id_of = keeper(seen, "id")
     L:insert{ id = 2, fk = 2 }
     L:insert{ id = 3, fk = 1 }
     assert.same({ STALE }, seen)
@@ -110,22 +123,12 @@ describe("a joiner whose helper is swapped after the join was declared", functio
   end)
 
   it("a mapper's too", function()
-    local p = runnel.open()
-    local L = p:table("L", { {"id","int"}, {"fk","int"}, key = "id" })
-    local R = p:table("R", { {"id","int"}, {"n","string"}, key = "id" })
-    for i = 1, 3 do R:insert{ id = i, n = "n" .. i } end -- fk values all new: a mapper memo spares no call
+    local p, L, R = setup()
     local function fk_of(row) return row.fk end
     L:join(R, { mapper = function(l) return fk_of(l) end, name = "j" })
     L:insert{ id = 1, fk = 1 }
-    local kept, seen = nil, {}
-    fk_of = function(row)
-      if kept then
-        local ok, err = pcall(function() return kept.id end)
-        seen[#seen + 1] = ok and err or tostring(err):gsub("^[^:]*:%d+: ", "")
-      end
-      kept = row
-      return row.fk
-    end
+    local seen = {}
+    fk_of = keeper(seen, "fk")
     L:insert{ id = 2, fk = 2 }
     L:insert{ id = 3, fk = 3 }
     assert.same({ STALE }, seen)

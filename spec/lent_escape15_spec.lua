@@ -3,7 +3,8 @@
 -- Row raises when read later; the others reuse one Row. The analysis must
 -- never call a function that can keep a row safe; the specs after it
 -- check the calls themselves, including a helper swapped after the join
--- was declared (the guard checked at each call).
+-- was declared (one that can be assigned is not trusted; a <const> one
+-- swapped by the debug library fails its guard: lent_escape_review15_spec).
 local runnel = require "runnel"
 local lent = require "runnel.lent"
 
@@ -27,7 +28,7 @@ end
 
 describe("lent.lua: whether a function can keep its rows", function()
   local kept, log = nil, {}
-  local function column_of(t, col) return t and t[col] end
+  local column_of <const> = function(t, col) return t and t[col] end
   local function note(row) log[#log + 1] = row end
   local function passes_on(row) return column_of(row, "id") end
   local M = { column_of = column_of }
@@ -44,12 +45,17 @@ describe("lent.lua: whether a function can keep its rows", function()
     assert.is_false(keeps(function(l, r) return { a = string.upper(l.name), b = tostring(r and r.n) } end))
   end)
 
-  it("a local helper that only reads the row keeps nothing, under one guard per helper", function()
+  it("a local <const> helper that only reads the row keeps nothing, under one guard per helper", function()
     local fn = function(pl, t) return { a = column_of(t, "name"), b = column_of(t, "region"), c = pl.id } end
     local g = lent(fn, 2)
     assert.equal(2, #g)
     assert.same({ "column_of", column_of }, { debug.getupvalue(fn, g[1]) })
     assert.equal(column_of, g[2])
+  end)
+
+  it("a helper in an upvalue that can be assigned may be another function by the time it is called", function()
+    local function name_of(t) return t and t.name end
+    assert.is_true(keeps(function(_, t) return { a = name_of(t) } end))
   end)
 
   it("storing a row anywhere keeps it", function()

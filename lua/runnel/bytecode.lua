@@ -9,7 +9,9 @@
 --     local bc = require "runnel.bytecode"
 --     bc.prototype(fn) -> { nparams, vararg, maxstack, nups (the closure's),
 --                          code = { [1..n] = instruction }, k = { [0..] = string | false },
---                          upvals = n, protos = { nested prototypes } } | nil
+--                          upvals = n, upkind = { [0..] = the variable's kind: 0 one that
+--                          can be assigned, 1 <const>, 2 <close> },
+--                          protos = { nested prototypes } } | nil
 --     bc.decode(i) -> op, a, k, b, c        bc.bx(i), bc.sj(i)
 --     bc.op.NAME                            Lua 5.4's opcodes (lopcodes.h)
 local M = {}
@@ -79,7 +81,11 @@ local function read_function(r)
     else error("unknown constant", 0) end
   end
   f.upvals = r.size()
-  r.bytes(3 * f.upvals)               -- in stack, index, kind
+  f.upkind = {}                       -- [0..]: 0 a variable, 1 <const>, 2 <close>
+  for i = 1, f.upvals do
+    r.bytes(2)                        -- in stack, index
+    f.upkind[i - 1] = r.byte()
+  end
   f.protos = {}
   for i = 1, r.size() do f.protos[i] = read_function(r) end
   r.bytes(r.size())                   -- line info
@@ -89,8 +95,10 @@ local function read_function(r)
   return f
 end
 
+local dump = string.dump -- the library's, whatever string.dump is later made
+
 function M.prototype(fn)
-  local ok, s = pcall(string.dump, fn, true)
+  local ok, s = pcall(dump, fn, true)
   if not ok or s:sub(1, #HEADER) ~= HEADER then return nil end
   local r = reader(s, #HEADER + 1)
   local ok2, f = pcall(function()

@@ -10,8 +10,14 @@
 -- registers may hold a lent row, and calls a row kept when one may be
 --   stored anywhere (an upvalue, a table's key or value, a list);
 --   passed to a function, except a helper held in the function's own
---   upvalue that itself cannot keep rows (checked the same way, one level
---   deep), whose identity the call then checks each time (a guard);
+--   read-only upvalue (a local declared <const>) that itself cannot keep
+--   rows (checked the same way, one level deep), whose identity the call
+--   then checks each time (a guard: only the debug library can assign
+--   it). An upvalue that can be assigned is not trusted: the guard is
+--   checked when the call starts, and the function itself, the helper or
+--   anything either calls (a metamethod, a finalizer) could assign it
+--   another function before the function reads it in that call, which
+--   would then get the one Row reused call after call;
 --   an operand of ==, <, <=, .. or an arithmetic metamethod beside another
 --   value (whose metamethod could receive it), a to-be-closed variable,
 --   or a generic for's state;
@@ -28,12 +34,18 @@
 --        (1-based) still holds fn_i; {} when nothing needs checking
 local bc = require "runnel.bytecode"
 local op, decode = bc.op, bc.decode
+local getupvalue = debug.getupvalue
+local pairs, ipairs, next, type, remove = pairs, ipairs, next, type, table.remove
 
 local MAX_GUARDS = 4 -- lua/lcallback.c checks at most this many per call
 
--- Opcodes that write R[A] with a value that is never a lent row.
+-- The kinds of upvalue no Lua code can assign (<const>, <close>).
+local READ_ONLY = { [1] = true, [2] = true }
+
+-- Opcodes that write R[A] with a value that is never a lent row (and go on
+-- to the next instruction).
 local WRITES_A = {}
-for _, name in ipairs{ "LOADI", "LOADF", "LOADK", "LOADKX", "LOADFALSE", "LFALSESKIP", "LOADTRUE", "GETTABUP",
+for _, name in ipairs{ "LOADI", "LOADF", "LOADK", "LOADKX", "LOADFALSE", "LOADTRUE", "GETTABUP",
                        "GETTABLE", "GETI", "GETFIELD", "NEWTABLE", "UNM", "BNOT", "NOT", "LEN", "CONCAT" } do
   WRITES_A[op[name]] = true
 end
@@ -87,7 +99,7 @@ local function analyse(f, fn, rows, helper)
   end
   states[1] = start
   while #work > 0 do
-    local pc = table.remove(work)
+    local pc = remove(work)
     local i = code[pc]
     if not i then return nil end -- ran off the code: bytecode this does not read
     local o, a, k, b, c = decode(i)
@@ -132,8 +144,8 @@ local function analyse(f, fn, rows, helper)
       end
       if next(passed) then
         local u = st.ups[a]
-        if helper or not u then return nil end
-        local _, g = debug.getupvalue(fn, u + 1)
+        if helper or not u or not READ_ONLY[f.upkind[u]] then return nil end
+        local _, g = getupvalue(fn, u + 1)
         local gf = type(g) == "function" and bc.prototype(g)
         local inner = gf and analyse(gf, g, passed, true)
         if not inner then return nil end

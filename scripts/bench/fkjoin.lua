@@ -44,8 +44,10 @@ local rels = {
 }
 -- --lua-joiner: the same result through a function call, so the joiner is
 -- not a plain copy of columns and runs in Lua for every result row (the
--- joiner above is done in C: lua/runnel/joiner.lua)
-local function column_of(t, col) return t and t[col] end
+-- joiner above is done in C: lua/runnel/joiner.lua); the helper is
+-- <const>, so the joiner cannot keep its rows (lua/runnel/lent.lua) and
+-- reuses one Row
+local column_of <const> = function(t, col) return t and t[col] end
 local function lua_joiner(pl, t)
   return { pid = pl.id, pname = pl.name, score = pl.score, tname = column_of(t, "name"), region = column_of(t, "region") }
 end

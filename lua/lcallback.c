@@ -413,8 +413,8 @@ static void push_lent(lcall *c, lua_State *L, int side, rn_rel *rel, const char 
   }
   rn_lua_row_lend(r, row, len);
   c->lent[side] = r;
-  rn_lua_row_renew(L, -1);
-  if (mode == LEND_NEW) rn_lua_lease(L);
+  if (mode == LEND_KEPT) rn_lua_row_renew(L, -1); /* else the callback's own Row stays stale: only leases of it are lent */
+  else if (mode == LEND_NEW) rn_lua_lease(L);
 }
 
 /* lease_call(fn, Row | nil, …) -> fn(new Row | nil, …): a callback that

@@ -134,4 +134,33 @@ describe("a helper in a read-only upvalue", function()
     assert.same({ STALE }, seen)
     p:close()
   end)
+
+  it("swapped during a call (debug.setupvalue): the reused Row kept then stays stale in later calls", function()
+    local p, L, R = setup()
+    local seen, kept = {}, nil
+    local value_of <const> = function(t, col) return t and t[col] end -- its own: the test above swapped column_of
+    local fn = function(l, r)
+      local id = value_of(l, "id")
+      swap_helper() -- a global called with no row: allowed; it swaps value_of under the call
+      return { id = value_of(l, "id") or id, n = r.n }
+    end
+    local i = 1
+    while debug.getupvalue(fn, i) ~= "value_of" do i = i + 1 end
+    _G.swap_helper = function()
+      debug.setupvalue(fn, i, function(row, col)
+        if kept then seen[#seen + 1] = read(kept) end
+        kept = row
+        return row[col]
+      end)
+    end
+    L:join(R, { on = "fk", name = "j", columns = COLUMNS, joiner = fn })
+    L:insert{ id = 1, fk = 1 } -- the guard holds: the reused Row, kept by the swapped helper
+    L:insert{ id = 2, fk = 2 } -- the guard fails: new Rows; the reused one is not renewed for them
+    L:insert{ id = 3, fk = 3 }
+    _G.swap_helper = nil
+    -- each call reads the Row kept the call before (stale), then the one it
+    -- kept itself earlier in the same call (valid: its id)
+    assert.same({ STALE, 2, STALE, 3 }, seen)
+    p:close()
+  end)
 end)

@@ -222,4 +222,23 @@ function H.run_script(path, text)
   return out
 end
 
+-- The lent-row specs (lua/lrow.c, lua/runnel/lent.lua): what reading a Row
+-- after its call raises; a pipeline with L(id, fk) and R(id, n) holding
+-- rows 1 to 3; and what reading row.id gives (its value, or the error
+-- without its position).
+H.STALE_ROW = "a row given to a callback can be read only during that call (copy what you keep)"
+
+function H.lent_tables()
+  local p = require("runnel").open()
+  local L = p:table("L", { {"id","int"}, {"fk","int"}, key = "id" })
+  local R = p:table("R", { {"id","int"}, {"n","string"}, key = "id" })
+  for i, n in ipairs{ "one", "two", "three" } do R:insert{ id = i, n = n } end
+  return p, L, R
+end
+
+function H.read_id(row)
+  local ok, v = pcall(function() return row.id end)
+  return ok and v or (tostring(v):gsub("^[^:]*:%d+: ", ""))
+end
+
 return H

@@ -7,8 +7,9 @@
 -- swapped by the debug library fails its guard: lent_escape_review15_spec).
 local runnel = require "runnel"
 local lent = require "runnel.lent"
+local H = require "helper"
 
-local STALE = "a row given to a callback can be read only during that call (copy what you keep)"
+local STALE = H.STALE_ROW
 
 local function keeps(fn, nrows) return lent(fn, nrows or 2) == nil end
 
@@ -17,10 +18,7 @@ local function keeps(fn, nrows) return lent(fn, nrows or 2) == nil end
 local function keeper(seen, column)
   local kept
   return function(row)
-    if kept then
-      local ok, err = pcall(function() return kept.id end)
-      seen[#seen + 1] = ok and err or tostring(err):gsub("^[^:]*:%d+: ", "")
-    end
+    if kept then seen[#seen + 1] = H.read_id(kept) end
     kept = row
     return row[column]
   end
@@ -102,15 +100,7 @@ describe("lent.lua: whether a function can keep its rows", function()
 end)
 
 describe("a joiner whose helper is swapped after the join was declared", function()
-  -- L(id, fk) and R(id, n) with R's rows 1 to 3 (all fk values new, so a
-  -- mapper's memo spares no call)
-  local function setup()
-    local p = runnel.open()
-    local L = p:table("L", { {"id","int"}, {"fk","int"}, key = "id" })
-    local R = p:table("R", { {"id","int"}, {"n","string"}, key = "id" })
-    for i, n in ipairs{ "one", "two", "three" } do R:insert{ id = i, n = n } end
-    return p, L, R
-  end
+  local setup = H.lent_tables -- all fk values new: a mapper's memo spares no call
 
   it("gets new Rows from then on, so a Row its new helper keeps raises when read later", function()
     local p, L, R = setup()

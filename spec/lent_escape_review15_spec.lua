@@ -8,23 +8,13 @@
 -- in a read-only (<const>) upvalue can be trusted.
 local runnel = require "runnel"
 local lent = require "runnel.lent"
+local H = require "helper"
 
-local STALE = "a row given to a callback can be read only during that call (copy what you keep)"
+local STALE = H.STALE_ROW
 
 local function keeps(fn, nrows) return lent(fn, nrows or 2) == nil end
 
-local function setup()
-  local p = runnel.open()
-  local L = p:table("L", { {"id","int"}, {"fk","int"}, key = "id" })
-  local R = p:table("R", { {"id","int"}, {"n","string"}, key = "id" })
-  for i, n in ipairs{ "one", "two", "three" } do R:insert{ id = i, n = n } end
-  return p, L, R
-end
-
-local function read(row)
-  local ok, v = pcall(function() return row.id end)
-  return ok and v or (tostring(v):gsub("^[^:]*:%d+: ", ""))
-end
+local setup, read = H.lent_tables, H.read_id
 
 local COLUMNS = { {"id","int"}, {"n","string"}, key = "id" }
 

@@ -6,21 +6,9 @@
 local runnel = require "runnel"
 local H = require "helper"
 
-local STALE = "a row given to a callback can be read only during that call (copy what you keep)"
+local STALE = H.STALE_ROW
 
-local function setup()
-  local p = runnel.open()
-  local L = p:table("L", { {"id","int"}, {"fk","int"}, key = "id" })
-  local R = p:table("R", { {"id","int"}, {"n","string"}, key = "id" })
-  R:insert{ id = 1, n = "one" }
-  R:insert{ id = 2, n = "two" }
-  return p, L, R
-end
-
-local function read(row)
-  local ok, v = pcall(function() return row.id end)
-  return ok and v or (tostring(v):gsub("^[^:]*:%d+: ", ""))
-end
+local setup, read = H.lent_tables, H.read_id
 
 describe("a Row kept from an earlier call", function()
   it("raises when a mapper reads it during a later call", function()

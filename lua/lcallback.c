@@ -383,18 +383,13 @@ static bool may_keep(const lent_guard *g, lua_State *L, int idx)
   return false;
 }
 
-/* How push_lent gives a row to the function. */
-typedef enum lend_mode {
-  LEND_KEPT,              /* the callback's own Row, renewed: its function cannot keep it */
-  LEND_NEW,               /* a new Row (allocates: under protection only) */
-  LEND_LATER              /* the callback's own Row, its call going through lease_call: a new one made there */
-} lend_mode;
-
 /* Pushes row (a row of rel) as a Row of the lrow the callback keeps for
  * side, lent for this call (nil for no row); an lrow still lent (a
  * callback reached again from inside itself, e.g. through a scan) is
- * left alone and a new one is lent. */
-static void push_lent(lcall *c, lua_State *L, int side, rn_rel *rel, const char *row, size_t len, lend_mode mode)
+ * left alone and a new one is lent. The Row is renewed for the call
+ * unless leased: the function may keep it (push_lender), and lease_call
+ * lends new ones. Raises nothing. */
+static void push_lent(lcall *c, lua_State *L, int side, rn_rel *rel, const char *row, size_t len, bool leased)
 {
   lcb *cb = c->cb;
   if (!row) { lua_pushnil(L); return; }
@@ -413,13 +408,13 @@ static void push_lent(lcall *c, lua_State *L, int side, rn_rel *rel, const char 
   }
   rn_lua_row_lend(r, row, len);
   c->lent[side] = r;
-  if (mode == LEND_KEPT) rn_lua_row_renew(L, -1); /* else the callback's own Row stays stale: only leases of it are lent */
-  else if (mode == LEND_NEW) rn_lua_lease(L);
+  if (!leased) rn_lua_row_renew(L, -1); /* else it stays stale: lease_call lends new Rows of its lrow */
 }
 
 /* lease_call(fn, Row | nil, …) -> fn(new Row | nil, …): a callback that
- * may keep its Rows called under lua_pcall with new Rows made there,
- * where allocating may raise (its own Rows were pushed without raising). */
+ * may keep its Rows called with new Rows made here, inside the protected
+ * call, where allocating may raise (its own Rows were pushed without
+ * raising). */
 static int lease_call(lua_State *L)
 {
   int n = lua_gettop(L);
@@ -431,6 +426,20 @@ static int lease_call(lua_State *L)
   }
   lua_call(L, n - 1, LUA_MULTRET);
   return lua_gettop(L);
+}
+
+/* Pushes the function of the callback's mapper or joiner (fn: CB_MAPPER
+ * or CB_JOINER), behind lease_call when it may keep a Row past the call;
+ * returns whether it may (then push_lent its Rows leased). Raises nothing. */
+static bool push_lender(lcb *cb, lua_State *L, int fn)
+{
+  lua_rawgeti(L, LUA_REGISTRYINDEX, cb->refs[fn]);
+  bool keep = may_keep(&cb->lent[fn == CB_MAPPER ? 0 : 1], L, -1);
+  if (keep) {
+    lua_pushcfunction(L, lease_call);
+    lua_insert(L, -2);
+  }
+  return keep;
 }
 
 /* After the call, whatever it did: the rows lent go back (a Row kept by
@@ -526,9 +535,9 @@ static int mapper_key(lcall *c, lua_State *L, rn_err *e)
 static int mapper_body(lua_State *L, void *ud, rn_err *e)
 {
   lcall *c = ud;
-  lua_rawgeti(L, LUA_REGISTRYINDEX, c->cb->refs[CB_MAPPER]);
-  push_lent(c, L, 0, c->in, c->row, c->len, may_keep(&c->cb->lent[0], L, -1) ? LEND_NEW : LEND_KEPT);
-  lua_call(L, 1, 1);
+  bool keep = push_lender(c->cb, L, CB_MAPPER);
+  push_lent(c, L, 0, c->in, c->row, c->len, keep);
+  lua_call(L, 1 + keep, 1);
   return mapper_key(c, L, e);
 }
 
@@ -552,10 +561,8 @@ static int mapper_cb(void *ctx, rn_rel *left, const char *row, size_t len,
   cb->mapper_read = ~0ULL; /* unknown unless the call completes */
   int rc, base = lua_gettop(L);
   if (row_free(cb, 0, left) && lua_checkstack(L, 5)) {
-    lua_rawgeti(L, LUA_REGISTRYINDEX, cb->refs[CB_MAPPER]);
-    bool keep = may_keep(&cb->lent[0], L, -1);
-    if (keep) { lua_pushcfunction(L, lease_call); lua_insert(L, -2); }
-    push_lent(&c, L, 0, left, row, len, keep ? LEND_LATER : LEND_KEPT);
+    bool keep = push_lender(cb, L, CB_MAPPER);
+    push_lent(&c, L, 0, left, row, len, keep);
     rc = rn_lua_pcall(cb->lp, L, 1 + keep, 1, cb->name, "mapper", e);
     if (!rc)
       rc = lua_type(L, -1) != LUA_TTABLE ? mapper_key(&c, L, e)
@@ -655,11 +662,10 @@ static int joiner_body(lua_State *L, void *ud, rn_err *e)
   lcall *c = ud;
   lcb *cb = c->cb;
   int base = lua_gettop(L);
-  lua_rawgeti(L, LUA_REGISTRYINDEX, cb->refs[CB_JOINER]);
-  lend_mode mode = may_keep(&cb->lent[1], L, -1) ? LEND_NEW : LEND_KEPT;
-  push_lent(c, L, 0, cb->left, c->row, c->len, mode);
-  push_lent(c, L, 1, cb->right, c->row2, c->len2, mode);
-  lua_call(L, 2, LUA_MULTRET);
+  bool keep = push_lender(cb, L, CB_JOINER);
+  push_lent(c, L, 0, cb->left, c->row, c->len, keep);
+  push_lent(c, L, 1, cb->right, c->row2, c->len2, keep);
+  lua_call(L, 2 + keep, LUA_MULTRET);
   return joiner_results(c, L, base + 1, lua_gettop(L) - base, e);
 }
 
@@ -748,11 +754,9 @@ static int joiner_cb(void *ctx, rn_rel *join, const char *left_row, size_t llen,
   int rc, base = lua_gettop(L);
   if ((!left_row || row_free(cb, 0, cb->left)) && (!right_row || row_free(cb, 1, cb->right)) &&
       lua_checkstack(L, 9)) {
-    lua_rawgeti(L, LUA_REGISTRYINDEX, cb->refs[CB_JOINER]);
-    bool keep = may_keep(&cb->lent[1], L, -1);
-    if (keep) { lua_pushcfunction(L, lease_call); lua_insert(L, -2); }
-    push_lent(&c, L, 0, cb->left, left_row, llen, keep ? LEND_LATER : LEND_KEPT);
-    push_lent(&c, L, 1, cb->right, right_row, rlen, keep ? LEND_LATER : LEND_KEPT);
+    bool keep = push_lender(cb, L, CB_JOINER);
+    push_lent(&c, L, 0, cb->left, left_row, llen, keep);
+    push_lent(&c, L, 1, cb->right, right_row, rlen, keep);
     rc = rn_lua_pcall(cb->lp, L, 2 + keep, LUA_MULTRET, join->name, "joiner", e);
     int n = lua_gettop(L) - base;
     if (!rc && !joiner_results_quick(&c, L, base + 1, n, e, &rc))

@@ -628,6 +628,24 @@ static size_t whole_lines(const char *text, size_t n)
 static int own_tail(nsink *s, rn_err *e);
 static uint64_t next_line(int fd, uint64_t at, uint64_t end);
 
+/* The staged group seq in line format c (-1: its declaration's; else a
+ * recorded one, OUTBOX-10). */
+static const msgpack_sbuffer *group_lines(const nsink *s, int c)
+{
+  return c < 0 ? &s->lines : &s->alt[c].lines;
+}
+
+/* Group seq, waited at open, was found whole in the file, ending at end:
+ * kept for good, not written again; the next waiting group is checked
+ * from there. Returns 1. */
+static int found_whole(nsink *s, uint64_t seq, uint64_t end)
+{
+  s->check_at = s->length = end;
+  s->kept = seq;
+  msgpack_sbuffer_clear(&s->lines);
+  return 1;
+}
+
 /* The staged group seq, not at the position and other lines there (see
  * the ownership note above): whether it is whole at a line start after
  * them, where this state appended it after another's lines before a
@@ -638,12 +656,9 @@ static int found_after(nsink *s, uint64_t seq)
   for (uint64_t at = next_line(s->fd, s->check_at, s->check_end); at < s->check_end;
        at = next_line(s->fd, at, s->check_end))
     for (int c = -1; c < s->nalt; c++) { /* its declaration's format, then those recorded (OUTBOX-10) */
-      const msgpack_sbuffer *b = c < 0 ? &s->lines : &s->alt[c].lines;
-      if (b->size > s->check_end - at || same_bytes(s->fd, at, b->data, b->size) != b->size) continue;
-      s->check_at = s->length = at + b->size;
-      s->kept = seq;
-      msgpack_sbuffer_clear(&s->lines);
-      return 1;
+      const msgpack_sbuffer *b = group_lines(s, c);
+      if (b->size <= s->check_end - at && same_bytes(s->fd, at, b->data, b->size) == b->size)
+        return found_whole(s, seq, at + b->size);
     }
   return 0;
 }
@@ -660,15 +675,9 @@ static int check_group(nsink *s, uint64_t seq, rn_err *e)
   size_t first = 0; /* the most whole lines of it the file holds, in any format */
   bool tail = false;
   for (int c = -1; c < s->nalt; c++) { /* its declaration's format, then those recorded (OUTBOX-10) */
-    const msgpack_sbuffer *b = c < 0 ? &s->lines : &s->alt[c].lines;
+    const msgpack_sbuffer *b = group_lines(s, c);
     size_t same = same_bytes(s->fd, s->check_at, b->data, b->size);
-    if (same == b->size) {
-      s->check_at += b->size;
-      s->length = s->check_at;
-      s->kept = seq;
-      msgpack_sbuffer_clear(&s->lines);
-      return 1;
-    }
+    if (same == b->size) return found_whole(s, seq, s->check_at + b->size);
     tail |= same == there;
     size_t whole = whole_lines(b->data, same);
     if (whole > first) first = whole;
@@ -761,10 +770,7 @@ static int search_group(nsink *s, uint64_t seq, rn_err *e)
       size_t same = same_bytes(s->fd, at, want, wn);
       if (same == wn) {
         s->searching = false;
-        s->check_at = s->length = at + wn;
-        s->kept = seq;
-        msgpack_sbuffer_clear(&s->lines);
-        return 1;
+        return found_whole(s, seq, at + wn);
       }
       if (same == s->check_end - at) { /* the file ends in a newline: same ends a line */
         s->searching = false;
@@ -1079,26 +1085,17 @@ rn_rel *rn_rel_named(const rn_pipeline *p, const char *name, size_t len) { retur
 /* The nesting depth of v (a scalar: 0), counted no further than max + 1. */
 static int json_depth(json_t *v, int max)
 {
-  int d = 0;
+  if (!json_is_object(v) && !json_is_array(v)) return 0;
   if (max < 0) return 1;
-  if (json_is_object(v)) {
-    const char *k;
-    json_t *x;
-    json_object_foreach(v, k, x) {
-      int n = json_depth(x, max - 1);
-      if (n > d) d = n;
-      if (d > max) break;
-    }
-  } else if (json_is_array(v)) {
-    size_t i;
-    json_t *x;
-    json_array_foreach(v, i, x) {
-      int n = json_depth(x, max - 1);
-      if (n > d) d = n;
-      if (d > max) break;
-    }
-  } else
-    return 0;
+  int d = 0;
+  size_t n = json_is_array(v) ? json_array_size(v) : 0;
+  void *it = json_object_iter(v); /* NULL for an array */
+  for (size_t i = 0; (it || i < n) && d <= max; i++) {
+    json_t *x = it ? json_object_iter_value(it) : json_array_get(v, i);
+    if (it) it = json_object_iter_next(v, it);
+    int c = json_depth(x, max - 1);
+    if (c > d) d = c;
+  }
   return d + 1;
 }
 
@@ -1119,6 +1116,8 @@ static rn_rel *rel_named_in(const rn_pipeline *p, const char *line, size_t len, 
     json_t *x;
     json_object_foreach(json_is_object(row) ? row : NULL, k, x) {
       int d = json_depth(x, RN_JSCAN_MAX_DEPTH);
+      /* a column's value sits two levels in (the change, its row): one
+       * nested MAX - 1 deep or more can pass the limit */
       if (d > deepest && d >= RN_JSCAN_MAX_DEPTH - 1) {
         deepest = d;
         rn_json_quote(col, cap, k, strlen(k));

@@ -74,7 +74,7 @@ return function()
         if not reg[a] then return nil end
         pc = pc + 1
       elseif op == TESTSET then -- r and r.col: TESTSET a r 0; JMP +1; GETFIELD a r col
-        local jop, jarg = code[pc + 1] and code[pc + 1] & 0x7f, code[pc + 1] and (code[pc + 1] >> 7) - 0xffffff
+        local jop, jarg = code[pc + 1] and code[pc + 1] & 0x7f, code[pc + 1] and bc.sj(code[pc + 1])
         local gop, ga, _, gb, gc = decode(code[pc + 2] or 0)
         if kb ~= 0 or jop ~= JMP or jarg ~= 1 or gop ~= GETFIELD or ga ~= a or gb ~= b then return nil end
         reg[a] = column(b, gc, true)

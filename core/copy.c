@@ -19,6 +19,7 @@
 #include <unistd.h>
 
 #include "envs.h"
+#include "pipeline.h"
 #include "store.h"
 
 static int copy_fail(char *errbuf, size_t errlen, int code, const char *fmt, const char *a, const char *b)
@@ -71,6 +72,7 @@ RN_API int rn_state_copy(const char *path, const char *dest, char *errbuf, size_
     return copy_fail(errbuf, errlen, RN_EIO, "%s: %s", dest, strerror(errno));
   rn_err e;
   rn_err_clear(&e);
+  if (rn_flush_before_read(path, &e)) return copy_fail(errbuf, errlen, e.code, "%s%s", e.msg, "");
   MDB_env *env = NULL;
   if (rn_envs_read(path, &env, &e)) return copy_fail(errbuf, errlen, e.code, "%s%s", e.msg, "");
   const char *what = NULL;

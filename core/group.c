@@ -43,11 +43,14 @@
  * then commit or rollback), rn_commit (OPEN→COMMITTING→IDLE), rn_rollback
  * and every failure (→IDLE). */
 #include <assert.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "buf.h"
+#include "envs.h"
 #include "evolve_log.h"
 #include "evolve_reads.h"
 #include "ops.h"
@@ -418,6 +421,17 @@ RN_API int rn_commit(rn_pipeline *p)
   if (!carried) rn_durable_reached(p, seq);
   rn_err_clear(&p->err); /* what callbacks were refused is not the commit's message */
   return 0;
+}
+
+int rn_flush_before_read(const char *dir, rn_err *e)
+{
+  void *writer = NULL;
+  rn_err said;
+  if (!dir || rn_envs_writer(dir, &writer, &said)) return 0; /* the read then says it, as before */
+  rn_pipeline *p = writer ? (rn_pipeline *)((char *)writer - offsetof(rn_pipeline, store)) : NULL;
+  if (!p || p->state != RN_IDLE || !p->store.wtxn || p->store.pid != getpid()) return 0;
+  if (!rn_flush(p)) return 0;
+  return rn_err_set(e, p->err.code, "%s", p->err.msg);
 }
 
 RN_API int rn_flush(rn_pipeline *p)

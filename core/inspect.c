@@ -191,6 +191,9 @@ static int inspect(const char *path, rn_inspect_fn fn, void *ctx, rn_inspect_sta
 RN_API int rn_inspect(const char *path, rn_inspect_fn fn, void *ctx, rn_inspect_state *out,
                       char *errbuf, size_t errlen)
 {
+  rn_err e;
+  rn_err_clear(&e);
+  if (path && out && rn_flush_before_read(path, &e)) return fail(errbuf, errlen, e.msg, e.code);
   rn_envs_dbis_lock();
   int rc = inspect(path, fn, ctx, out, errbuf, errlen);
   rn_envs_dbis_unlock();

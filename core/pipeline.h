@@ -447,6 +447,14 @@ int rn_group_regrow_change(rn_pipeline *p);
  * carrying committed groups (it goes on); a full map grows and the
  * carried groups are applied again, as rn_flush does. 0 without one. */
 int rn_group_write_back_idle(rn_pipeline *p);
+/* Before a read of the state at dir beside its writer (rn_state_copy,
+ * rn_inspect, rn_verify: they read what LMDB holds): a pipeline of this
+ * process and thread that writes dir, between groups, commits the groups
+ * it carries (rn_flush), so the read holds every committed group, as an
+ * attach reads them. Inside a group or one of its callbacks it does
+ * nothing: the read holds the groups LMDB holds. 0, or rn_flush's code
+ * with its message in *e. */
+int rn_flush_before_read(const char *dir, rn_err *e);
 /* Records a source change for replay, then emits it with the record's copy
  * of its new row (c->row need only last until the call). */
 int rn_source_emit(rn_rel *src, const rn_change *c);

@@ -540,7 +540,11 @@ RN_API void rn_interrupt_withdraw(void);
  * dest (created if absent; one holding a state is refused, RN_EMISUSE),
  * from one LMDB read transaction: the state's writer, in any process,
  * keeps running. The copy is a whole state with its positions, outbox and
- * id: open it elsewhere and it resumes where the copy was taken. It is
+ * id: open it elsewhere and it resumes where the copy was taken. Called
+ * between groups by the thread of a pipeline that writes the state, it
+ * first commits the groups that pipeline carries (sync = false: rn_flush),
+ * so the copy holds every group committed so far; inside a group or a
+ * callback it holds those LMDB holds. rn_inspect and rn_verify read alike. It is
  * written beside, made durable (fsync), then named dest/data.mdb: a copy
  * that fails (a full disk: RN_EFULL) or is killed leaves no state in dest,
  * and the next copy there is not refused. */

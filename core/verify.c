@@ -15,6 +15,7 @@
 #include "join.h"
 #include "key.h"
 #include "outbox.h"
+#include "pipeline.h"
 #include "store.h"
 
 typedef struct walk {
@@ -729,6 +730,12 @@ static int verify(const char *path, FILE *out)
 /* Its transaction opens every database: one such at a time (envs.h). */
 int rn_verify(const char *path, FILE *out)
 {
+  rn_err e;
+  rn_err_clear(&e);
+  if (rn_flush_before_read(path, &e)) {
+    fprintf(out, "runnel: %s\n", e.msg);
+    return e.code;
+  }
   rn_envs_dbis_lock();
   int rc = verify(path, out);
   rn_envs_dbis_unlock();

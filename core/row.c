@@ -280,6 +280,10 @@ static int normalize_any(msgpack_object *v, msgpack_zone *z, const char *rel,
     return 0;
   case MSGPACK_OBJECT_EXT:
     return type_error(e, rel, p, "a storable value", v, NULL);
+  case MSGPACK_OBJECT_STR: /* as a string column's: JSON (NDJSON, SQLite's any as text) writes UTF-8 only */
+    if (!rn_utf8_valid(v->via.str.ptr, v->via.str.size))
+      return type_error(e, rel, p, "strings in UTF-8 (bytes hold any bytes)", v, " that is not valid UTF-8");
+    return 0;
   case MSGPACK_OBJECT_ARRAY:
     for (uint32_t i = 0; i < v->via.array.size; i++)
       if (normalize_any(&v->via.array.ptr[i], z, rel, p, depth + 1, e)) return e->code;

@@ -231,10 +231,42 @@ static void test_names_that_are_not_utf8_are_refused(void)
   CHECK(rn_pipeline_close(p) == 0);
 }
 
+/* ---- a durable subscriber that refuses ---- */
+
+static int take(void *ctx, const rn_event *ev) { (void)ev; ++*(int *)ctx; return 0; }
+static int refuse(void *ctx, const rn_event *ev) { (void)ev; ++*(int *)ctx; return 42; }
+
+/* A durable subscriber's refusal, as rn_deliver (or the commit, the flush)
+ * reports it, names the subscriber and where it stopped: it said
+ * "t: subscriber returned 42", and with two durable subscribers on t the
+ * host could not tell which one holds the groups back. */
+static void test_durable_refusal_names_the_subscriber(void)
+{
+  rn_open_opts o = { .nosync = 1 };
+  rn_pipeline *p = NULL;
+  rn_rel *t = NULL;
+  static const rn_column_def id_only[] = { { .name = "id", .type = "int" } };
+  CHECK(rn_pipeline_open(&o, &p, NULL, 0) == 0);
+  CHECK(rn_declare_table(p, "t", id_only, 1, key_id, 1, &t) == 0);
+  int took = 0, refused = 0;
+  CHECK(rn_subscribe_durable(p, t, "audit", take, &took) == 0);
+  CHECK(rn_subscribe_durable(p, t, "billing", refuse, &refused) == 0);
+  CHECK(rn_insert(p, t, "\x81\xa2id\x01", 5) == 0 && rn_insert(p, t, "\x81\xa2id\x02", 5) == 0);
+  CHECK(rn_flush(p) == 0);
+  CHECK(took == 2 && refused == 1);
+  CHECK(rn_deliver(p) == RN_ECALLBACK);
+  if (!strstr(rn_errmsg(p), "billing")) fprintf(stderr, "  %s\n", rn_errmsg(p));
+  CHECK(strstr(rn_errmsg(p), "t: durable subscriber billing: subscriber returned 42 at change 1 of group 1") == rn_errmsg(p));
+  CHECK(strstr(rn_errmsg(p), "group 1") != NULL);
+  CHECK(took == 2 && refused >= 2); /* tried again, taken by the other once */
+  CHECK(rn_pipeline_close(p) == 0);
+}
+
 int main(void)
 {
   RUN(test_nan_key_names_its_column);
   RUN(test_strings_in_loose_columns_are_utf8);
   RUN(test_names_that_are_not_utf8_are_refused);
+  RUN(test_durable_refusal_names_the_subscriber);
   return CHECK_REPORT();
 }

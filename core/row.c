@@ -296,9 +296,8 @@ static int normalize_any(msgpack_object *v, msgpack_zone *z, const char *rel,
     return 0;
   case MSGPACK_OBJECT_EXT:
     return type_error(e, rel, p, "a storable value", v, NULL);
-  case MSGPACK_OBJECT_STR: /* as a string column's: JSON (NDJSON, SQLite's any as text) writes UTF-8 only */
-    if (!rn_utf8_valid(v->via.str.ptr, v->via.str.size))
-      return type_error(e, rel, p, "strings in UTF-8 (bytes hold any bytes)", v, " that is not valid UTF-8");
+  case MSGPACK_OBJECT_STR: /* a string is UTF-8: other bytes are bytes (JSON, which sinks write, holds no other) */
+    if (!rn_utf8_valid(v->via.str.ptr, v->via.str.size)) v->type = MSGPACK_OBJECT_BIN;
     return 0;
   case MSGPACK_OBJECT_ARRAY:
     for (uint32_t i = 0; i < v->via.array.size; i++)

@@ -43,10 +43,22 @@
 static void put(msgpack_sbuffer *b, const char *s, size_t n) { rn_buf_write(b, s, n); }
 static void puts_(msgpack_sbuffer *b, const char *s) { put(b, s, strlen(s)); }
 
+static void base64(msgpack_sbuffer *b, const unsigned char *s, size_t n);
+
 static void json_str(msgpack_sbuffer *b, const char *s, size_t n)
 {
   json_t *j = json_stringn_nocheck(s, n);
   size_t len = j ? json_dumpb(j, NULL, 0, JSON_ENCODE_ANY) : 0;
+  if (j && !len && !rn_utf8_valid(s, n)) {
+    /* Not UTF-8, which jansson refuses to dump: such a string is bytes
+     * (row.c stores it so now; a state written before holds it as a
+     * string), written as bytes are rather than failing the line, and
+     * its sink, for good. Checked here only: the usual string pays
+     * nothing. */
+    json_decref(j);
+    base64(b, (const unsigned char *)s, n);
+    return;
+  }
   char *tmp = len ? malloc(len) : NULL;
   if (tmp && json_dumpb(j, tmp, len, JSON_ENCODE_ANY) == len) put(b, tmp, len);
   else { rn_oom_note(); puts_(b, "null"); } /* out of memory: whatever writes the line fails */

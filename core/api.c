@@ -596,6 +596,7 @@ typedef struct csub {
   msgpack_sbuffer row, old;
   msgpack_zone zone;
   map_names names;            /* the relation's, built at the first change */
+  char *label;                /* a durable one's, as the host named it ("durable subscriber audit"); else NULL */
 } csub;
 
 static void free_csub(void *ctx)
@@ -605,6 +606,7 @@ static void free_csub(void *ctx)
   msgpack_sbuffer_destroy(&s->old);
   msgpack_zone_destroy(&s->zone);
   map_names_free(&s->names);
+  free(s->label);
   free(s);
 }
 
@@ -625,6 +627,9 @@ static int csub_change(void *ctx, rn_rel *rel, const rn_change *c, const rn_sink
                   c->row ? s->row.data : NULL, c->row ? s->row.size : 0,
                   c->old ? s->old.data : NULL, c->old ? s->old.size : 0 };
   int rc = s->fn(s->ctx, &ev);
+  if (rc && s->label) /* the groups wait for this one: say which, and where it stopped */
+    return rn_err_set(e, RN_ECALLBACK, "%s: %s: subscriber returned %d at change %llu of group %llu (delivered again "
+                      "from there)", rel->name, s->label, rc, (unsigned long long)info->n, (unsigned long long)info->seq);
   return rc ? rn_err_set(e, RN_ECALLBACK, "%s: subscriber returned %d", rel->name, rc) : 0;
 }
 
@@ -713,6 +718,13 @@ static int subscribe_durable(rn_pipeline *p, rn_rel *rel, const char *name, rn_c
   }
   sprintf(key, RN_SINK_NAMED "%s", name);
   sprintf(label, "durable subscriber %s", name); /* as the host named it, not its key in the state */
+  s->label = strdup(label);
+  if (!s->label) {
+    free(key);
+    free(label);
+    free_csub(s);
+    return rn_err_set(&p->err, RN_ENOMEM, "out of memory");
+  }
   rn_outbox_mark m;
   rc = rn_outbox_sink_check(p, rel, key); /* before the mark's read, whose flush a callback is refused */
   if (!rc) rc = rn_outbox_mark_read(p, key, label, &m);

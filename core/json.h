@@ -28,6 +28,13 @@ bool rn_json_overflow_at(const char *text, size_t len, size_t *start, size_t *n)
  * scanner is checked against (fuzz/fuzz_json.c). */
 int rn_json_parse_jansson(const char *text, size_t len, msgpack_object *out, msgpack_zone *z, rn_err *e);
 
+/* Whether two keys of a map (kv, n keys, unique as msgpack values) would
+ * be one key in JSON, where they are text: a key that is no string is
+ * written as its value's JSON text (ndjson.c's rn_json_value: 1 as "1",
+ * true as "true", both infinities as "null"), so 1 and "1" clash. The
+ * clashing pair's indices into *x and *y; -1 when out of memory. */
+int rn_json_keys_clash(const msgpack_object_kv *kv, uint32_t n, uint32_t *x, uint32_t *y);
+
 /* Writes s[0..len) into buf as a JSON string literal with its quotes, for
  * quoting a user's name in a message: NUL and control bytes become \u0000,
  * \n…, so the message stays one readable line. Cut with … to fit cap;

@@ -2,8 +2,10 @@
 #include "key.h"
 
 #include <math.h>
+#include <stdio.h>
 #include <string.h>
 
+#include "json.h"
 #include "row.h"
 
 /* Written into reserved room, not through rn_buf_write: keys are encoded
@@ -80,6 +82,21 @@ int rn_key_encode(const rn_schema *s, const msgpack_object *vals, msgpack_sbuffe
       return -1;
   }
   return 0;
+}
+
+const char *rn_key_nan_column(const rn_schema *s, const msgpack_object *vals, char *buf, size_t cap)
+{
+  snprintf(buf, cap, "a key column");
+  for (int i = 0; i < s->nkey; i++) {
+    const msgpack_object *v = &vals[s->key_slots[i]];
+    if ((v->type == MSGPACK_OBJECT_FLOAT32 || v->type == MSGPACK_OBJECT_FLOAT64) && isnan(v->via.f64)) {
+      const rn_column *c = &s->cols[s->key_slots[i]];
+      char quoted[256];
+      snprintf(buf, cap, "column %s", rn_json_quote(quoted, sizeof quoted, c->name, c->name_len));
+      break;
+    }
+  }
+  return buf;
 }
 
 static uint64_t get_be64(const unsigned char *p)

@@ -33,6 +33,12 @@ int rn_key_append(msgpack_sbuffer *out, const msgpack_object *v);
 /* Appends the key columns of a normalized row; -1 as rn_key_append. */
 int rn_key_encode(const rn_schema *s, const msgpack_object *vals, msgpack_sbuffer *out);
 
+/* What rn_key_encode refused, for its message: "column \"x\"", the first
+ * key column of s holding NaN in vals (a key of several columns must say
+ * which), written into buf (its name quoted as JSON); "a key column" when
+ * none does. Returns buf. */
+const char *rn_key_nan_column(const rn_schema *s, const msgpack_object *vals, char *buf, size_t cap);
+
 /* Decodes up to max elements (strings copied into z). Returns the count, or
  * -1 if k is not a valid encoding. */
 int rn_key_decode(const char *k, size_t len, msgpack_object *out, int max, msgpack_zone *z);

@@ -79,8 +79,10 @@ static int encode(rn_rel *d, const char *row, size_t len, msgpack_sbuffer *out, 
   msgpack_sbuffer_clear(out);
   *vals = rn_row_unpack(row, len, d->schema->ncols, &p->scratch);
   if (!*vals) return rn_err_set(&p->err, RN_ESTORE, "%s: a row could not be decoded", d->name);
+  char col[300];
   if (rn_key_encode(d->schema, *vals, out) != 0)
-    return rn_err_set(&p->err, RN_EINVAL, "%s: NaN cannot be part of a key", d->name);
+    return rn_err_set(&p->err, RN_EINVAL, "%s: %s: NaN cannot be part of a key", d->name,
+                      rn_key_nan_column(d->schema, *vals, col, sizeof col));
   return rn_oom() ? rn_err_set(&p->err, RN_ENOMEM, "out of memory") : 0;
 }
 

@@ -43,10 +43,22 @@
 static void put(msgpack_sbuffer *b, const char *s, size_t n) { rn_buf_write(b, s, n); }
 static void puts_(msgpack_sbuffer *b, const char *s) { put(b, s, strlen(s)); }
 
+static void base64(msgpack_sbuffer *b, const unsigned char *s, size_t n);
+
 static void json_str(msgpack_sbuffer *b, const char *s, size_t n)
 {
   json_t *j = json_stringn_nocheck(s, n);
   size_t len = j ? json_dumpb(j, NULL, 0, JSON_ENCODE_ANY) : 0;
+  if (j && !len && !rn_utf8_valid(s, n)) {
+    /* Not UTF-8, which jansson refuses to dump: such a string is bytes
+     * (row.c stores it so now; a state written before holds it as a
+     * string), written as bytes are rather than failing the line, and
+     * its sink, for good. Checked here only: the usual string pays
+     * nothing. */
+    json_decref(j);
+    base64(b, (const unsigned char *)s, n);
+    return;
+  }
   char *tmp = len ? malloc(len) : NULL;
   if (tmp && json_dumpb(j, tmp, len, JSON_ENCODE_ANY) == len) put(b, tmp, len);
   else { rn_oom_note(); puts_(b, "null"); } /* out of memory: whatever writes the line fails */
@@ -143,6 +155,54 @@ void rn_json_value(msgpack_sbuffer *b, const msgpack_object *v, const rn_column 
   default:
     puts_(b, "null");
   }
+}
+
+/* A key's text as a map's writer above writes it, before quoting. */
+typedef struct key_text {
+  const char *s;
+  size_t len;
+  size_t at;              /* a key that is no string: its text's offset in the texts buffer */
+  uint32_t i;             /* the key's index in the map */
+} key_text;
+
+static int cmp_key_text(const void *a, const void *b)
+{
+  const key_text *x = a, *y = b;
+  size_t n = x->len < y->len ? x->len : y->len;
+  int c = n ? memcmp(x->s, y->s, n) : 0;
+  return c ? c : (x->len > y->len) - (x->len < y->len);
+}
+
+int rn_json_keys_clash(const msgpack_object_kv *kv, uint32_t n, uint32_t *x, uint32_t *y)
+{
+  bool texts = false;
+  for (uint32_t i = 0; i < n && !texts; i++) texts = kv[i].key.type != MSGPACK_OBJECT_STR;
+  if (!texts) return 0; /* string keys only: unique as values, unique as text */
+  key_text *k = malloc(sizeof *k * n);
+  if (!k) return -1;
+  msgpack_sbuffer b;
+  msgpack_sbuffer_init(&b);
+  bool oom_before = rn_oom(); /* a flag some earlier failure left is not this walk's */
+  for (uint32_t i = 0; i < n; i++) {
+    const msgpack_object *o = &kv[i].key;
+    size_t at = b.size;
+    if (o->type != MSGPACK_OBJECT_STR) rn_json_value(&b, o, NULL);
+    k[i] = o->type == MSGPACK_OBJECT_STR ? (key_text){ o->via.str.ptr, o->via.str.size, 0, i }
+                                         : (key_text){ NULL, b.size - at, at, i };
+  }
+  for (uint32_t i = 0; i < n; i++)
+    if (!k[i].s) k[i].s = b.data ? b.data + k[i].at : ""; /* the buffer has stopped moving */
+  int rc = !oom_before && rn_oom() ? -1 : 0;
+  if (!rc) qsort(k, n, sizeof *k, cmp_key_text);
+  for (uint32_t i = 1; !rc && i < n; i++)
+    if (cmp_key_text(&k[i - 1], &k[i]) == 0) {
+      *x = k[i - 1].i < k[i].i ? k[i - 1].i : k[i].i;
+      *y = k[i - 1].i < k[i].i ? k[i].i : k[i - 1].i;
+      rc = 1;
+    }
+  msgpack_sbuffer_destroy(&b);
+  free(k);
+  return rc;
 }
 
 int rn_ndjson_line(const rn_schema *s, const char *row, size_t len, bool key_only, const char *verb_field,

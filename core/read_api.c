@@ -153,8 +153,10 @@ static int derived_key(rn_pipeline *p, rn_rel *rel, const rn_reader *r, const ms
   int rc = rn_map_slots(p, &keyed, m, &vals, &given);
   if (!rc) rc = rn_row_normalize(s, rel->name, RN_ROW_KEY, vals, given, &p->scratch, &p->err);
   msgpack_sbuffer_clear(&p->keybuf);
+  char col[300];
   if (!rc && rn_key_encode(s, vals, &p->keybuf) != 0)
-    rc = rn_err_set(&p->err, RN_EINVAL, "%s: rn_get: NaN is no key", rel->name);
+    rc = rn_err_set(&p->err, RN_EINVAL, "%s: rn_get: %s: NaN is no key", rel->name,
+                    rn_key_nan_column(s, vals, col, sizeof col));
   return rc;
 }
 

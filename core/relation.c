@@ -46,6 +46,8 @@ int rn_check_declarable(rn_pipeline *p, const char *name)
   if (len > RN_NAME_MAX)
     return rn_err_set(&p->err, RN_EINVAL, "relation name \"%.24s…\" is %zu bytes; the limit is %d", name, len,
                       RN_NAME_MAX);
+  if (!rn_utf8_valid(name, len)) /* names are UTF-8: they reach JSON (CDC's source, inspect) and messages */
+    return rn_err_set(&p->err, RN_EINVAL, "relation name \"%s\" is not valid UTF-8", name);
   if (rn_find(p, name))
     return rn_err_set(&p->err, RN_EINVAL, "relation \"%s\" is already declared", name);
   MDB_txn *txn;

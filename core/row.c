@@ -265,6 +265,22 @@ static int duplicate_key(rn_err *e, const char *rel, const path *p, const msgpac
   return rn_err_set(e, RN_EINVAL, "%s: %s: duplicate key %s", rel, at, name);
 }
 
+/* Two map keys JSON would write as one (rn_json_keys_clash). */
+static int json_clash(rn_err *e, const char *rel, const path *p, const msgpack_object *a, const msgpack_object *b)
+{
+  char x[128], y[128], at[512];
+  const msgpack_object *k[2] = { a, b };
+  char *out[2] = { x, y };
+  for (int i = 0; i < 2; i++) {
+    if (k[i]->type == MSGPACK_OBJECT_STR || k[i]->type == MSGPACK_OBJECT_BIN)
+      rn_json_quote(out[i], sizeof x, k[i]->via.str.ptr, k[i]->via.str.size);
+    else msgpack_object_print_buffer(out[i], sizeof x, *k[i]);
+  }
+  where(p, at, sizeof at);
+  return rn_err_set(e, RN_EINVAL, "%s: %s: map keys %s and %s are one key in JSON, where keys are text (NDJSON and "
+                    "SQLite sinks write maps as JSON)", rel, at, x, y);
+}
+
 static int normalize_any(msgpack_object *v, msgpack_zone *z, const char *rel,
                          const path *p, int depth, rn_err *e)
 {
@@ -280,6 +296,9 @@ static int normalize_any(msgpack_object *v, msgpack_zone *z, const char *rel,
     return 0;
   case MSGPACK_OBJECT_EXT:
     return type_error(e, rel, p, "a storable value", v, NULL);
+  case MSGPACK_OBJECT_STR: /* a string is UTF-8: other bytes are bytes (JSON, which sinks write, holds no other) */
+    if (!rn_utf8_valid(v->via.str.ptr, v->via.str.size)) v->type = MSGPACK_OBJECT_BIN;
+    return 0;
   case MSGPACK_OBJECT_ARRAY:
     for (uint32_t i = 0; i < v->via.array.size; i++)
       if (normalize_any(&v->via.array.ptr[i], z, rel, p, depth + 1, e)) return e->code;
@@ -298,6 +317,10 @@ static int normalize_any(msgpack_object *v, msgpack_zone *z, const char *rel,
     qsort(kv, n, sizeof *kv, cmp_map_keys);
     for (uint32_t i = 1; i < n; i++)
       if (cmp_map_keys(&kv[i - 1], &kv[i]) == 0) return duplicate_key(e, rel, p, &kv[i].key);
+    uint32_t x, y;
+    int clash = rn_json_keys_clash(kv, n, &x, &y); /* sinks write maps as JSON: keys must stay apart there */
+    if (clash < 0) return rn_err_set(e, RN_ENOMEM, "out of memory");
+    if (clash) return json_clash(e, rel, p, &kv[x].key, &kv[y].key);
     return 0;
   }
   default:

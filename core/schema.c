@@ -62,6 +62,10 @@ int rn_schema_add(rn_schema *s, const char *name, size_t len, rn_type type,
     rn_schema_free(fields);
     return rn_err_set(e, RN_EINVAL, "column names must be non-empty and hold no NUL byte");
   }
+  if (!rn_utf8_valid(name, len)) { /* names are UTF-8: JSON (NDJSON, CDC, SQLite's any) writes no other */
+    rn_schema_free(fields);
+    return rn_err_set(e, RN_EINVAL, "column name \"%.*s\" is not valid UTF-8", (int)len, name);
+  }
   if (s->ncols >= RN_COLUMNS_MAX) {
     rn_schema_free(fields);
     return rn_err_set(e, RN_EINVAL, "too many columns: the limit is %d", RN_COLUMNS_MAX);

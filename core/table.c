@@ -167,8 +167,10 @@ static int put_value(rn_rel *t, const located *l, size_t row_len)
 static int encode_key(rn_rel *t, msgpack_object *vals)
 {
   msgpack_sbuffer_clear(&t->p->keybuf);
+  char col[300];
   if (rn_key_encode(t->schema, vals, &t->p->keybuf) != 0)
-    return rn_err_set(&t->p->err, RN_EINVAL, "%s: NaN cannot be part of a key", t->name);
+    return rn_err_set(&t->p->err, RN_EINVAL, "%s: %s: NaN cannot be part of a key", t->name,
+                      rn_key_nan_column(t->schema, vals, col, sizeof col));
   return 0;
 }
 

@@ -105,7 +105,7 @@ describe("a keyed table", function()
     local got = {}
     for row in t:rows() do got[#got + 1] = row.x end
     assert.same({ -math.huge, -2.25, 0.0, 1e-300, 1.5, math.huge }, got)
-    assert.equal("f: NaN cannot be part of a key", H.error_of(t.insert, t, { x = 0 / 0 }))
+    assert.equal("f: column \"x\": NaN cannot be part of a key", H.error_of(t.insert, t, { x = 0 / 0 }))
   end)
 end)
 

@@ -154,7 +154,7 @@ describe("a keyed map", function()
                    H.error_of(t.insert, t, { id = 3, k = long .. "1" }))
     t:delete{ id = 1 }
     t:insert{ id = 3, k = long .. "1" }
-    assert.equal("m: NaN cannot be part of a key", H.error_of(t.insert, t, { id = 4, k = "n", x = 0/0 }))
+    assert.equal("m: column \"x\": NaN cannot be part of a key", H.error_of(t.insert, t, { id = 4, k = "n", x = 0/0 }))
     t:insert{ id = 4, k = "n", x = 0.0 }
     assert.matches("gives it too", H.error_of(t.insert, t, { id = 5, k = "n", x = -0.0 }))
   end)

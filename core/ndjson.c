@@ -1324,6 +1324,14 @@ int rn_run_ndjson(rn_pipeline *p, FILE *in, const rn_run_opts *o, rn_run_stats *
 {
   memset(st, 0, sizeof *st);
   if (p->state != RN_IDLE) return rn_err_set(&p->err, RN_EMISUSE, "run: not inside a group");
+  struct stat is, rs;
+  bool known = fstat(fileno(in), &is) == 0;
+  bool stream = known && !S_ISREG(is.st_mode); /* a pipe, a terminal: it may pause */
+  /* Rejects written into the file being read would be read again, each
+   * rejected once more with a longer line: a run that never ends. */
+  if (known && S_ISREG(is.st_mode) && o->rejects && fstat(fileno(o->rejects), &rs) == 0 &&
+      rs.st_dev == is.st_dev && rs.st_ino == is.st_ino)
+    return rn_err_set(&p->err, RN_EINVAL, "run: the rejects file is the input itself");
   size_t batch = o->batch ? o->batch : 1000;
   char *line = NULL;
   size_t cap = 0, in_group = 0;
@@ -1335,8 +1343,6 @@ int rn_run_ndjson(rn_pipeline *p, FILE *in, const rn_run_opts *o, rn_run_stats *
   bool progress = o->progress && isatty(STDERR_FILENO);
   p->tolerate_bad_input = o->skip;
   bool stopped = false; /* rn_interrupt_runs: as at the end of the input, then RN_EINTR */
-  struct stat is;
-  bool stream = fstat(fileno(in), &is) == 0 && !S_ISREG(is.st_mode); /* a pipe, a terminal: it may pause */
   rn_interrupt_run_begins();
   for (;;) {
     if (rc || (stopped = rn_interrupt_taken())) break;

@@ -1259,17 +1259,21 @@ static void put_escaped_line(FILE *f, const char *s)
   }
 }
 
-/* One reject, one line: `name:line: reason<TAB>line`. */
-static void reject(const rn_run_opts *o, uint64_t line_no, const char *why, const char *line, size_t len)
+/* One reject, one line: `name:line: reason<TAB>line`. 0, or the errno of
+ * a write that failed (a full disk): the line would be lost in silence. */
+static int reject(const rn_run_opts *o, uint64_t line_no, const char *why, const char *line, size_t len)
 {
-  if (!o->rejects) return;
+  if (!o->rejects) return 0;
+  clearerr(o->rejects); /* an error of the file's before this run is not this line's */
   put_escaped_line(o->rejects, o->name);
   fprintf(o->rejects, ":%llu: ", (unsigned long long)line_no);
   put_escaped_line(o->rejects, why);
   fputc('\t', o->rejects);
   fwrite(line, 1, len, o->rejects); /* the line as it came, NUL bytes too (it holds no newline) */
   fputc('\n', o->rejects);
-  fflush(o->rejects);
+  errno = 0;
+  if (fflush(o->rejects) == 0 && !ferror(o->rejects)) return 0;
+  return errno ? errno : EIO;
 }
 
 /* Whether text holds only JSON whitespace (or nothing). */
@@ -1376,7 +1380,14 @@ int rn_run_ndjson(rn_pipeline *p, FILE *in, const rn_run_opts *o, rn_run_stats *
     }
     if (arc) {
       st->rejected++;
-      reject(o, st->lines, p->err.msg, text, len);
+      int werr = reject(o, st->lines, p->err.msg, text, len);
+      if (werr) { /* as max_rejects: the group holding the line is rolled back, the run stops */
+        if (p->state == RN_OPEN) rn_rollback(p);
+        in_group = 0;
+        rc = rn_err_set(&p->err, RN_EIO, "%s:%llu: writing the rejected line to the rejects file: %s", o->name,
+                        (unsigned long long)st->lines, strerror(werr));
+        break;
+      }
       if (o->max_rejects && st->rejected > o->max_rejects) { /* the group holding it is rolled back */
         if (p->state == RN_OPEN) rn_rollback(p); /* first: it clears the error */
         in_group = 0;

@@ -1,8 +1,10 @@
 -- p:run's rejects file at its edges: one that is the input itself (a
--- path, or another handle on the same file). Before, a rejects path naming
--- the input emptied the input before it was read (the run "succeeded" with
--- 0 lines), and a handle appending to the input read its own rejects back,
--- rejecting each again with a longer line, for as long as the disk lasted.
+-- path, or another handle on the same file), and one that cannot be
+-- written. Before, a rejects path naming the input emptied the input
+-- before it was read (the run "succeeded" with 0 lines), a handle appending
+-- to the input read its own rejects back for as long as the disk lasted,
+-- and a rejects file that refused its writes (a full disk) lost every
+-- rejected line in silence while the run reported them rejected.
 local runnel = require "runnel"
 local H = require "helper"
 
@@ -59,6 +61,31 @@ describe("p:run's rejects", function()
     local stats = p:run(runnel.ndjson_source(path), { on_error = "skip", rejects = dir .. "/rejects.txt" })
     assert.same({ 3, 2, 1, 1 }, { stats.lines, stats.applied, stats.rejected, stats.groups })
     assert.matches("^" .. path:gsub("%p", "%%%0") .. ":2: ", H.read(dir .. "/rejects.txt"))
+  end)
+
+  it("that cannot be written (a full disk) stops the run, naming the line; its group rolled back", function()
+    local f = io.open("/dev/full", "w")
+    if not f then return end -- no /dev/full here
+    f:close()
+    local ok, err = pcall(p.run, p, runnel.ndjson_source(path), { on_error = "skip", rejects = "/dev/full" })
+    assert.is_false(ok)
+    assert.matches(path:gsub("%p", "%%%0") .. ":2: writing the rejected line to the rejects file: ", err)
+    assert.matches("No space left on device", err, 1, true)
+    assert.equal(0, t:count()) -- line 1 was in the same group
+    assert.is_false(p:in_group())
+    t:insert{ id = 7 }
+    assert.equal(1, t:count())
+  end)
+
+  it("that cannot be written stops the run after the groups before it, which stay committed", function()
+    local f = io.open("/dev/full", "w")
+    if not f then return end
+    local ok, err = pcall(p.run, p, runnel.ndjson_source(path), { on_error = "skip", rejects = f, batch = 1 })
+    f:close()
+    assert.is_false(ok)
+    assert.matches(":2: writing the rejected line to the rejects file", err, 1, true)
+    assert.equal(1, t:count())
+    assert.is_not_nil(t:get(1))
   end)
 
   it("runnel run --rejects naming its --input is refused with exit 1, the input whole", function()

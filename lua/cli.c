@@ -307,17 +307,32 @@ static void preload(lua_State *L)
   lua_pop(L, 1);
 }
 
-static int traceback_handler(lua_State *L)
+/* The text of the error object at 1, left on the top: a string (or a
+ * number), else what its __tostring gives, as lua5.4 prints it (error
+ * objects of libraries say what went wrong that way), else its type. The
+ * __tostring runs protected: an error in a message handler would replace
+ * the script's error with "error in error handling". */
+static const char *error_text(lua_State *L)
 {
   const char *msg = lua_tostring(L, 1);
-  if (!msg) msg = lua_pushfstring(L, "(error object is a %s value)", luaL_typename(L, 1));
-  luaL_traceback(L, L, msg, 1);
+  if (msg) return msg;
+  if (luaL_getmetafield(L, 1, "__tostring") != LUA_TNIL) {
+    lua_pushvalue(L, 1);
+    if (lua_pcall(L, 1, 1, 0) == LUA_OK && lua_type(L, -1) == LUA_TSTRING) return lua_tostring(L, -1);
+    lua_pop(L, 1);
+  }
+  return lua_pushfstring(L, "(error object is a %s value)", luaL_typename(L, 1));
+}
+
+static int traceback_handler(lua_State *L)
+{
+  luaL_traceback(L, L, error_text(L), 1);
   return 1;
 }
 
 static int message_handler(lua_State *L)
 {
-  if (!lua_tostring(L, 1)) lua_pushfstring(L, "(error object is a %s value)", luaL_typename(L, 1));
+  error_text(L);
   return 1;
 }
 

@@ -990,6 +990,11 @@ function Pipeline:run(source, opts)
   opts = opts or {}
   if type(source) == "table" and source.jetstream then return self:_run_js(source, opts) end
   if type(source) ~= "table" or source.ndjson == nil then raise("run: expects runnel.ndjson_source(…)") end
+  -- checked here, or the binding's argument errors name this file and _run
+  if io.type(source.ndjson) == "closed file" then raise("run: the source's file is closed") end
+  if (type(source.ndjson) ~= "string" and io.type(source.ndjson) ~= "file") or type(source.name) ~= "string" then
+    raise("run: expects runnel.ndjson_source(…)")
+  end
   for k in pairs(opts) do
     if not RUN_FIELDS[k] then raise("run: unknown option " .. tostring(k) .. " (batch, on_error, rejects, progress, max_rejects)") end
   end

@@ -180,19 +180,34 @@ end
 -- refused (fn raises to roll it back), so that no part of fn's changes
 -- is committed while batch raises.
 local core_commit, core_rollback = Pipeline.commit, Pipeline.rollback
+
+-- p:batch's work, protected whole by batch: an error raised anywhere in it
+-- leaves no group open and no batch counted, whether fn raised it or a hook
+-- did (Ctrl-C in the REPL or runnel run raises "interrupted!" at the next
+-- call, return or instruction, which may be one of these). The commit's own
+-- error is returned, to be raised at the caller's line (under pcall it
+-- would name none).
+local function batch_body(self, e, fn, ...)
+  self:begin()
+  e.batches = e.batches + 1
+  fn(...)
+  e.batches = e.batches - 1
+  return pcall(core_commit, self)
+end
+
 function Pipeline:batch(fn, ...)
   check_pipeline(self, "batch")
   if type(fn) ~= "function" then raise("batch: expects a function") end
-  self:begin()
+  if self:in_group() then self:begin() end -- raises begin's error: the open group is not the batch's
   local e = extra_of(self)
-  e.batches = (e.batches or 0) + 1
-  local ok, err = pcall(fn, ...)
-  e.batches = e.batches - 1
-  if not ok then
-    if self:in_group() then core_rollback(self) end
-    error(err, 0)
-  end
-  return core_commit(self)
+  local before = e.batches or 0
+  e.batches = before
+  local ok, committed, seq = pcall(batch_body, self, e, fn, ...)
+  if ok and committed then return seq end
+  e.batches = before
+  if self:in_group() then core_rollback(self) end
+  if ok then raise(seq) end -- the commit's error
+  error(committed, 0)
 end
 
 local function in_batch(p, method)

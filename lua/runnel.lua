@@ -195,17 +195,28 @@ local function batch_body(self, e, fn, ...)
   return pcall(core_commit, self)
 end
 
+-- A batch that did not finish, closed: its count restored and the group it
+-- began rolled back. As a to-be-closed variable it runs on every way out of
+-- batch, coroutine.close of a coroutine suspended in fn too.
+local BatchGuard = { __close = function(g)
+  if not g.open then return end
+  g.open = false
+  g.e.batches = g.before
+  if g.p:in_group() then core_rollback(g.p) end
+end }
+
 function Pipeline:batch(fn, ...)
   check_pipeline(self, "batch")
   if type(fn) ~= "function" then raise("batch: expects a function") end
   if self:in_group() then self:begin() end -- raises begin's error: the open group is not the batch's
   local e = extra_of(self)
-  local before = e.batches or 0
-  e.batches = before
+  e.batches = e.batches or 0
+  local guard <close> = setmetatable({ p = self, e = e, before = e.batches, open = true }, BatchGuard)
   local ok, committed, seq = pcall(batch_body, self, e, fn, ...)
-  if ok and committed then return seq end
-  e.batches = before
-  if self:in_group() then core_rollback(self) end
+  if ok and committed then
+    guard.open = false
+    return seq
+  end
   if ok then raise(seq) end -- the commit's error
   error(committed, 0)
 end

@@ -56,6 +56,27 @@ describe("p:batch interrupted at its nth hook event", function()
     p:close()
   end)
 
+  it("in a coroutine closed while fn is suspended rolls back and uncounts it", function()
+    -- coroutine.close is Lua 5.4's way to abandon a coroutine (a request
+    -- served by one, cancelled): before, the group stayed open and the
+    -- batch counted, so p:rollback and every later p:batch were refused.
+    local p = runnel.open()
+    local t = p:table("t", { {"id","int"}, key = "id" })
+    local co = coroutine.create(function()
+      p:batch(function() t:insert{ id = 1 }; coroutine.yield(); t:insert{ id = 2 } end)
+    end)
+    assert.is_true(coroutine.resume(co))
+    assert.is_true(p:in_group())
+    assert.is_true(coroutine.close(co))
+    assert.is_false(p:in_group())
+    assert.equal(0, t:count())
+    assert.equal(1, p:batch(function() t:insert{ id = 3 } end))
+    p:begin()
+    p:rollback()
+    assert.same({ 3 }, (function() local ids = {} for r in t:rows() do ids[#ids + 1] = r.id end return ids end)())
+    p:close()
+  end)
+
   it("keeps its errors at the caller's line: fn's, and the commit's", function()
     local p = runnel.open()
     local t = p:table("t", { {"id","int"}, key = "id" })

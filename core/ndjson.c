@@ -1426,7 +1426,11 @@ int rn_run_ndjson(rn_pipeline *p, FILE *in, const rn_run_opts *o, rn_run_stats *
     if (why == EINTR && (stopped = rn_interrupt_taken())) clearerr(in);
     else rc = rn_err_set(&p->err, RN_EIO, "%s: reading: %s", o->name, strerror(why));
   }
-  if (rc && p->state == RN_OPEN) rn_rollback(p);
+  if (rc && p->state == RN_OPEN) { /* rn_rollback clears p->err: the reason the run stopped is kept */
+    rn_err why = p->err;
+    rn_rollback(p);
+    p->err = why;
+  }
   if (!rc && p->state == RN_OPEN) rc = commit_group(p, o, group_first, group_last, st);
   if (!rc && stopped)
     rc = rn_err_set(&p->err, RN_EINTR, "%s: interrupted after line %llu: the lines up to it are applied and "

@@ -1424,7 +1424,10 @@ int rn_run_ndjson(rn_pipeline *p, FILE *in, const rn_run_opts *o, rn_run_stats *
   if (!rc && !stopped && ferror(in)) {
     int why = errno; /* a read a signal cut short (no SA_RESTART): the request is read after it */
     if (why == EINTR && (stopped = rn_interrupt_taken())) clearerr(in);
-    else rc = rn_err_set(&p->err, RN_EIO, "%s: reading: %s", o->name, strerror(why));
+    else if (!st->lines) rc = rn_err_set(&p->err, RN_EIO, "%s: reading: %s", o->name, strerror(why));
+    else /* which lines were read: the groups before are committed, the open one is rolled back */
+      rc = rn_err_set(&p->err, RN_EIO, "%s: reading after line %llu: %s", o->name, (unsigned long long)st->lines,
+                      strerror(why));
   }
   if (rc && p->state == RN_OPEN) { /* rn_rollback clears p->err: the reason the run stopped is kept */
     rn_err why = p->err;

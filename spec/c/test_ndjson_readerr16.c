@@ -1,8 +1,11 @@
 /* test_ndjson_readerr16.c — rn_run_ndjson's input failing to read midway
  * (EIO from a bad disk or a network file system), a group open: the run
- * fails with RN_EIO and says why. Before, the rollback of the open group
- * cleared the message: rn_errmsg was empty, and p:run raised "". The
- * groups before stay committed; the open one is rolled back. */
+ * fails with RN_EIO and says why, naming the line it had reached as every
+ * other error of a run does (which lines were applied). Before, the
+ * rollback of the open group cleared the message: rn_errmsg was empty,
+ * and p:run raised ""; kept, it said no line. The groups before stay
+ * committed; the open one is rolled back. A read failing before any line
+ * (a directory) keeps its message. */
 #include <errno.h>
 #include <stdio.h>
 #include <string.h>
@@ -51,7 +54,7 @@ static void test_read_error_says_why(void)
   rn_run_stats st;
   int rc = rn_run_ndjson(p, in, &o, &st);
   CHECK(rc == RN_EIO);
-  CHECK(strcmp(rn_errmsg(p), "in: reading: Input/output error") == 0);
+  CHECK(strcmp(rn_errmsg(p), "in: reading after line 5: Input/output error") == 0);
   CHECK(st.lines == 5 && st.groups == 2);
   CHECK(rn_seq(p) == 2);      /* lines 1 to 4, two groups; line 5's group rolled back */
   CHECK(rn_begin(p) == 0);    /* no group was left open */

@@ -160,26 +160,26 @@ static int l_terminated(lua_State *L)
   return 1;
 }
 
-/* A line from a pipe or file: nil at the end, false when interrupted. */
+/* A line from a pipe or file: nil at the end, false when interrupted.
+ * getline, not fgets: a line may hold NUL bytes (fgets's strlen would cut
+ * it there and glue the next line on). Its buffer is kept for the next
+ * line, so that lua_pushlstring raising (out of memory) leaks nothing. */
 static int read_plain_line(lua_State *L)
 {
-  luaL_Buffer b;
-  char chunk[4096];
-  luaL_buffinit(L, &b);
-  for (;;) {
-    if (!fgets(chunk, sizeof chunk, stdin)) {
-      bool interrupted = ferror(stdin) && errno == EINTR && got_sigint && !got_terminate;
-      clearerr(stdin);
-      if (interrupted) { got_sigint = 0; lua_pushboolean(L, 0); return 1; }
-      if (luaL_bufflen(&b) == 0 || got_terminate) return 0;
-      break;
-    }
-    size_t n = strlen(chunk);
-    bool end = n && chunk[n - 1] == '\n';
-    luaL_addlstring(&b, chunk, end ? n - 1 : n);
-    if (end) break;
+  static char *line;
+  static size_t cap;
+  errno = 0;
+  ssize_t n = getline(&line, &cap, stdin);
+  if (n < 0) {
+    bool interrupted = ferror(stdin) && errno == EINTR && got_sigint && !got_terminate;
+    clearerr(stdin);
+    if (!interrupted) return 0;
+    got_sigint = 0;
+    lua_pushboolean(L, 0);
+    return 1;
   }
-  luaL_pushresult(&b);
+  if (n && line[n - 1] == '\n') n--;
+  lua_pushlstring(L, line, (size_t)n);
   return 1;
 }
 

@@ -297,6 +297,11 @@ $(BUILD)/fkjoin_floor: scripts/bench/fkjoin_floor.c $(FLAGS_STAMP)
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS) -o $@ $< -llmdb $(LDFLAGS)
 
+# test_lua_errobj16 embeds Lua too (a host's script raises error objects).
+$(BUILD)/spec/test_lua_errobj16: spec/c/test_lua_errobj16.c $(wildcard spec/c/*.h) $(BUILD)/librunnel.a $(FLAGS_STAMP)
+	@mkdir -p $(@D)
+	$(CC) $(CFLAGS) $(LUA_INC) -Icore -Ispec/c -o $@ $< $(BUILD)/librunnel.a $(ALL_LIBS) $(LDFLAGS)
+
 # test_lua_procs drives one lua_State from two threads and a forked child: it embeds Lua too.
 $(BUILD)/spec/test_lua_procs: spec/c/test_lua_procs.c $(wildcard spec/c/*.h) $(BUILD)/librunnel.a $(FLAGS_STAMP)
 	@mkdir -p $(@D)

@@ -1319,17 +1319,21 @@ static void put_escaped_line(FILE *f, const char *s)
   }
 }
 
-/* One reject, one line: `name:line: reason<TAB>line`. */
-static void reject(const rn_run_opts *o, uint64_t line_no, const char *why, const char *line, size_t len)
+/* One reject, one line: `name:line: reason<TAB>line`. 0, or the errno of
+ * a write that failed (a full disk): the line would be lost in silence. */
+static int reject(const rn_run_opts *o, uint64_t line_no, const char *why, const char *line, size_t len)
 {
-  if (!o->rejects) return;
+  if (!o->rejects) return 0;
+  clearerr(o->rejects); /* an error of the file's before this run is not this line's */
   put_escaped_line(o->rejects, o->name);
   fprintf(o->rejects, ":%llu: ", (unsigned long long)line_no);
   put_escaped_line(o->rejects, why);
   fputc('\t', o->rejects);
   fwrite(line, 1, len, o->rejects); /* the line as it came, NUL bytes too (it holds no newline) */
   fputc('\n', o->rejects);
-  fflush(o->rejects);
+  errno = 0;
+  if (fflush(o->rejects) == 0 && !ferror(o->rejects)) return 0;
+  return errno ? errno : EIO;
 }
 
 /* Whether text holds only JSON whitespace (or nothing). */
@@ -1384,6 +1388,14 @@ int rn_run_ndjson(rn_pipeline *p, FILE *in, const rn_run_opts *o, rn_run_stats *
 {
   memset(st, 0, sizeof *st);
   if (p->state != RN_IDLE) return rn_err_set(&p->err, RN_EMISUSE, "run: not inside a group");
+  struct stat is, rs;
+  bool known = fstat(fileno(in), &is) == 0;
+  bool stream = known && !S_ISREG(is.st_mode); /* a pipe, a terminal: it may pause */
+  /* Rejects written into the file being read would be read again, each
+   * rejected once more with a longer line: a run that never ends. */
+  if (known && S_ISREG(is.st_mode) && o->rejects && fstat(fileno(o->rejects), &rs) == 0 &&
+      rs.st_dev == is.st_dev && rs.st_ino == is.st_ino)
+    return rn_err_set(&p->err, RN_EINVAL, "run: the rejects file is the input itself");
   size_t batch = o->batch ? o->batch : 1000;
   char *line = NULL;
   size_t cap = 0, in_group = 0;
@@ -1395,8 +1407,6 @@ int rn_run_ndjson(rn_pipeline *p, FILE *in, const rn_run_opts *o, rn_run_stats *
   bool progress = o->progress && isatty(STDERR_FILENO);
   p->tolerate_bad_input = o->skip;
   bool stopped = false; /* rn_interrupt_runs: as at the end of the input, then RN_EINTR */
-  struct stat is;
-  bool stream = fstat(fileno(in), &is) == 0 && !S_ISREG(is.st_mode); /* a pipe, a terminal: it may pause */
   rn_interrupt_run_begins();
   for (;;) {
     if (rc || (stopped = rn_interrupt_taken())) break;
@@ -1430,7 +1440,14 @@ int rn_run_ndjson(rn_pipeline *p, FILE *in, const rn_run_opts *o, rn_run_stats *
     }
     if (arc) {
       st->rejected++;
-      reject(o, st->lines, p->err.msg, text, len);
+      int werr = reject(o, st->lines, p->err.msg, text, len);
+      if (werr) { /* as max_rejects: the group holding the line is rolled back, the run stops */
+        if (p->state == RN_OPEN) rn_rollback(p);
+        in_group = 0;
+        rc = rn_err_set(&p->err, RN_EIO, "%s:%llu: writing the rejected line to the rejects file: %s", o->name,
+                        (unsigned long long)st->lines, strerror(werr));
+        break;
+      }
       if (o->max_rejects && st->rejected > o->max_rejects) { /* the group holding it is rolled back */
         if (p->state == RN_OPEN) rn_rollback(p); /* first: it clears the error */
         in_group = 0;
@@ -1467,9 +1484,16 @@ int rn_run_ndjson(rn_pipeline *p, FILE *in, const rn_run_opts *o, rn_run_stats *
   if (!rc && !stopped && ferror(in)) {
     int why = errno; /* a read a signal cut short (no SA_RESTART): the request is read after it */
     if (why == EINTR && (stopped = rn_interrupt_taken())) clearerr(in);
-    else rc = rn_err_set(&p->err, RN_EIO, "%s: reading: %s", o->name, strerror(why));
+    else if (!st->lines) rc = rn_err_set(&p->err, RN_EIO, "%s: reading: %s", o->name, strerror(why));
+    else /* which lines were read: the groups before are committed, the open one is rolled back */
+      rc = rn_err_set(&p->err, RN_EIO, "%s: reading after line %llu: %s", o->name, (unsigned long long)st->lines,
+                      strerror(why));
   }
-  if (rc && p->state == RN_OPEN) rn_rollback(p);
+  if (rc && p->state == RN_OPEN) { /* rn_rollback clears p->err: the reason the run stopped is kept */
+    rn_err why = p->err;
+    rn_rollback(p);
+    p->err = why;
+  }
   if (!rc && p->state == RN_OPEN) rc = commit_group(p, o, group_first, group_last, st);
   if (!rc && stopped)
     rc = rn_err_set(&p->err, RN_EINTR, "%s: interrupted after line %llu: the lines up to it are applied and "

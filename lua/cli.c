@@ -160,26 +160,26 @@ static int l_terminated(lua_State *L)
   return 1;
 }
 
-/* A line from a pipe or file: nil at the end, false when interrupted. */
+/* A line from a pipe or file: nil at the end, false when interrupted.
+ * getline, not fgets: a line may hold NUL bytes (fgets's strlen would cut
+ * it there and glue the next line on). Its buffer is kept for the next
+ * line, so that lua_pushlstring raising (out of memory) leaks nothing. */
 static int read_plain_line(lua_State *L)
 {
-  luaL_Buffer b;
-  char chunk[4096];
-  luaL_buffinit(L, &b);
-  for (;;) {
-    if (!fgets(chunk, sizeof chunk, stdin)) {
-      bool interrupted = ferror(stdin) && errno == EINTR && got_sigint && !got_terminate;
-      clearerr(stdin);
-      if (interrupted) { got_sigint = 0; lua_pushboolean(L, 0); return 1; }
-      if (luaL_bufflen(&b) == 0 || got_terminate) return 0;
-      break;
-    }
-    size_t n = strlen(chunk);
-    bool end = n && chunk[n - 1] == '\n';
-    luaL_addlstring(&b, chunk, end ? n - 1 : n);
-    if (end) break;
+  static char *line;
+  static size_t cap;
+  errno = 0;
+  ssize_t n = getline(&line, &cap, stdin);
+  if (n < 0) {
+    bool interrupted = ferror(stdin) && errno == EINTR && got_sigint && !got_terminate;
+    clearerr(stdin);
+    if (!interrupted) return 0;
+    got_sigint = 0;
+    lua_pushboolean(L, 0);
+    return 1;
   }
-  luaL_pushresult(&b);
+  if (n && line[n - 1] == '\n') n--;
+  lua_pushlstring(L, line, (size_t)n);
   return 1;
 }
 
@@ -307,17 +307,32 @@ static void preload(lua_State *L)
   lua_pop(L, 1);
 }
 
-static int traceback_handler(lua_State *L)
+/* The text of the error object at 1, left on the top: a string (or a
+ * number), else what its __tostring gives, as lua5.4 prints it (error
+ * objects of libraries say what went wrong that way), else its type. The
+ * __tostring runs protected: an error in a message handler would replace
+ * the script's error with "error in error handling". */
+static const char *error_text(lua_State *L)
 {
   const char *msg = lua_tostring(L, 1);
-  if (!msg) msg = lua_pushfstring(L, "(error object is a %s value)", luaL_typename(L, 1));
-  luaL_traceback(L, L, msg, 1);
+  if (msg) return msg;
+  if (luaL_getmetafield(L, 1, "__tostring") != LUA_TNIL) {
+    lua_pushvalue(L, 1);
+    if (lua_pcall(L, 1, 1, 0) == LUA_OK && lua_type(L, -1) == LUA_TSTRING) return lua_tostring(L, -1);
+    lua_pop(L, 1);
+  }
+  return lua_pushfstring(L, "(error object is a %s value)", luaL_typename(L, 1));
+}
+
+static int traceback_handler(lua_State *L)
+{
+  luaL_traceback(L, L, error_text(L), 1);
   return 1;
 }
 
 static int message_handler(lua_State *L)
 {
-  if (!lua_tostring(L, 1)) lua_pushfstring(L, "(error object is a %s value)", luaL_typename(L, 1));
+  error_text(L);
   return 1;
 }
 

@@ -246,17 +246,34 @@ void rn_lua_note_read(lua_State *L, lpipe *lp, const rn_rel *rel)
   lp->noted_of = rel;
 }
 
+const char *rn_lua_errtext(lua_State *L)
+{
+  int t = lua_type(L, -1);
+  if (t == LUA_TSTRING || t == LUA_TNUMBER) return lua_tostring(L, -1);
+  /* An error object (a library's) says what went wrong through __tostring,
+   * as lua5.4 prints it. It may raise or allocate: under lua_pcall, which
+   * leaves one value (the text, or an error) on the stack. */
+  if (!lua_checkstack(L, 3) || luaL_getmetafield(L, -1, "__tostring") == LUA_TNIL) return NULL;
+  lua_pushvalue(L, -2);
+  if (lua_pcall(L, 1, 1, 0) == LUA_OK && lua_type(L, -1) == LUA_TSTRING) {
+    lua_replace(L, -2);
+    return lua_tostring(L, -1);
+  }
+  lua_pop(L, 1);
+  return NULL;
+}
+
 int rn_lua_pcall(lpipe *lp, lua_State *L, int nargs, int nresults, const char *rel, const char *what, rn_err *e)
 {
   const char *outer = lp->fn_rel;
   lp->fn_rel = rel && what && relation_fn(what) ? rel : NULL;
   lp->depth++;
   int st = lua_pcall(L, nargs, nresults, 0);
+  const char *msg = st == LUA_OK ? NULL : rn_lua_errtext(L); /* a __tostring runs as the callback's part */
   lp->depth--;
   lp->fn_rel = outer;
   lp->L = L; /* the thread that called into runnel */
   if (st == LUA_OK) return 0;
-  const char *msg = lua_tostring(L, -1);
   if (!msg) msg = luaL_typename(L, -1);
   int code = e->code != RN_OK && strstr(msg, e->msg) ? e->code     /* a runnel error raised inside keeps its code */
              : st == LUA_ERRMEM ? RN_ENOMEM : RN_ECALLBACK;

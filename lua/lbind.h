@@ -132,6 +132,10 @@ int rn_lua_protect_on(lpipe *lp, lua_State *L, int nargs, rn_lua_body body, void
  * raising (or hand them to rn_lua_protect_on). An error is turned into e
  * as rn_lua_protect does (the message popped); lp->L is restored. */
 int rn_lua_pcall(lpipe *lp, lua_State *L, int nargs, int nresults, const char *rel, const char *what, rn_err *e);
+/* The text of the error object on L's top, left in its place: a string (or
+ * a number), what its __tostring gives (called protected), or NULL (no
+ * text: name its type). Raises nothing. */
+const char *rn_lua_errtext(lua_State *L);
 /* rel is read (get, id_of, count, rows, scan, schema, changes, late; an
  * index's range, count and rank; a top's count): from inside a relation's
  * function, the core notes it as that relation's dependency

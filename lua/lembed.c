@@ -151,8 +151,10 @@ static int run(rn_pipeline *p, lua_State *L, const char *path, const char *chunk
     lua_insert(L, -2); /* the chunk, then the pipeline as its argument */
     ((lpipe *)p->binding)->L = L;
     if ((st = lua_pcall(L, 1, 0, 0)) != LUA_OK) {
-      rc = rn_err_set(&p->err, st == LUA_ERRMEM ? RN_ENOMEM : RN_ECALLBACK, "%s",
-                      lua_tostring(L, -1) ? lua_tostring(L, -1) : "error");
+      const char *msg = rn_lua_errtext(L); /* an error object's __tostring: lua5.4 prints it too */
+      int code = st == LUA_ERRMEM ? RN_ENOMEM : RN_ECALLBACK;
+      rc = msg ? rn_err_set(&p->err, code, "%s", msg)
+               : rn_err_set(&p->err, code, "(error object is a %s value)", luaL_typename(L, -1));
       /* A group it began (none was open before it ran) goes with it: the
        * host's next rn_commit must not commit what a failed script left. */
       if (p->state == RN_OPEN) {

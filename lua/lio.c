@@ -1,8 +1,11 @@
 /* lio.c — files for NDJSON sinks and p:run: a path, or a Lua file (io.stdout,
  * io.open(…)) kept alive by a registry reference while runnel uses it. */
 #include <errno.h>
+#include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "lbind.h"
 #include "ndjson.h"
@@ -157,6 +160,30 @@ static int l_ndjson_sink(lua_State *L)
   return 1;
 }
 
+/* The rejects file at path opened for writing, emptied, as fopen(path, "w")
+ * but for the input itself: truncating it would lose the input before it
+ * is read (errno EEXIST then, and the file is left as it was). */
+static FILE *open_rejects(const char *path, FILE *in)
+{
+  int fd = open(path, O_WRONLY | O_CREAT | O_CLOEXEC, 0666);
+  if (fd < 0) return NULL;
+  struct stat rs, is;
+  if (fstat(fd, &rs) == 0 && S_ISREG(rs.st_mode) && fstat(fileno(in), &is) == 0 && rs.st_dev == is.st_dev &&
+      rs.st_ino == is.st_ino) {
+    close(fd);
+    errno = EEXIST;
+    return NULL;
+  }
+  FILE *f;
+  if ((S_ISREG(rs.st_mode) && ftruncate(fd, 0) != 0) || !(f = fdopen(fd, "w"))) {
+    int why = errno;
+    close(fd);
+    errno = why;
+    return NULL;
+  }
+  return f;
+}
+
 /* p:_run(path|file|"-", name, batch, skip, rejects_path|file|nil, progress, max_rejects|nil)
  *   -> stats (raises on error) */
 static int l_run(lua_State *L)
@@ -173,9 +200,12 @@ static int l_run(lua_State *L)
   }
   FILE *rejects = lua_file(L, 6); /* an open file (io.stderr) stays open */
   bool own_rejects = !rejects && lua_isstring(L, 6);
-  if (own_rejects && !(rejects = fopen(lua_tostring(L, 6), "w"))) {
+  if (own_rejects && !(rejects = open_rejects(lua_tostring(L, 6), in))) {
+    int why = errno;
     if (own) fclose(in);
-    return rn_lua_error(L, "run: cannot open %s: %s", lua_tostring(L, 6), strerror(errno));
+    if (why == EEXIST)
+      return rn_lua_error(L, "run: the rejects file %s is the input itself", lua_tostring(L, 6));
+    return rn_lua_error(L, "run: cannot open %s: %s", lua_tostring(L, 6), strerror(why));
   }
   lua_Integer max_rejects = luaL_optinteger(L, 8, 0);
   rn_run_opts o = { (size_t)luaL_optinteger(L, 4, 1000), lua_toboolean(L, 5), rejects, lua_toboolean(L, 7), name,

@@ -296,10 +296,11 @@ static int scan_row(void *ctx, uint64_t id, const char *row, size_t len)
   lua_pushinteger(L, (lua_Integer)id);
   s->r->lp->depth++;
   int st = lua_pcall(L, 2, 0, 0);
+  const char *msg = st == LUA_OK ? NULL : rn_lua_errtext(L);
   s->r->lp->depth--;
   s->r->lp->L = L;
   if (st == LUA_OK) return 0;
-  rn_err_set(&s->r->lp->p->err, RN_ECALLBACK, "%s", lua_tostring(L, -1) ? lua_tostring(L, -1) : "error in scan");
+  rn_err_set(&s->r->lp->p->err, RN_ECALLBACK, "%s", msg ? msg : "error in scan");
   lua_pop(L, 1);
   return RN_ECALLBACK;
 }

@@ -180,19 +180,45 @@ end
 -- refused (fn raises to roll it back), so that no part of fn's changes
 -- is committed while batch raises.
 local core_commit, core_rollback = Pipeline.commit, Pipeline.rollback
+
+-- p:batch's work, protected whole by batch: an error raised anywhere in it
+-- leaves no group open and no batch counted, whether fn raised it or a hook
+-- did (Ctrl-C in the REPL or runnel run raises "interrupted!" at the next
+-- call, return or instruction, which may be one of these). The commit's own
+-- error is returned, to be raised at the caller's line (under pcall it
+-- would name none).
+local function batch_body(self, e, fn, ...)
+  self:begin()
+  e.batches = e.batches + 1
+  fn(...)
+  e.batches = e.batches - 1
+  return pcall(core_commit, self)
+end
+
+-- A batch that did not finish, closed: its count restored and the group it
+-- began rolled back. As a to-be-closed variable it runs on every way out of
+-- batch, coroutine.close of a coroutine suspended in fn too.
+local BatchGuard = { __close = function(g)
+  if not g.open then return end
+  g.open = false
+  g.e.batches = g.before
+  if g.p:in_group() then core_rollback(g.p) end
+end }
+
 function Pipeline:batch(fn, ...)
   check_pipeline(self, "batch")
   if type(fn) ~= "function" then raise("batch: expects a function") end
-  self:begin()
+  if self:in_group() then self:begin() end -- raises begin's error: the open group is not the batch's
   local e = extra_of(self)
-  e.batches = (e.batches or 0) + 1
-  local ok, err = pcall(fn, ...)
-  e.batches = e.batches - 1
-  if not ok then
-    if self:in_group() then core_rollback(self) end
-    error(err, 0)
+  e.batches = e.batches or 0
+  local guard <close> = setmetatable({ p = self, e = e, before = e.batches, open = true }, BatchGuard)
+  local ok, committed, seq = pcall(batch_body, self, e, fn, ...)
+  if ok and committed then
+    guard.open = false
+    return seq
   end
-  return core_commit(self)
+  if ok then raise(seq) end -- the commit's error
+  error(committed, 0)
 end
 
 local function in_batch(p, method)
@@ -990,6 +1016,11 @@ function Pipeline:run(source, opts)
   opts = opts or {}
   if type(source) == "table" and source.jetstream then return self:_run_js(source, opts) end
   if type(source) ~= "table" or source.ndjson == nil then raise("run: expects runnel.ndjson_source(…)") end
+  -- checked here, or the binding's argument errors name this file and _run
+  if io.type(source.ndjson) == "closed file" then raise("run: the source's file is closed") end
+  if (type(source.ndjson) ~= "string" and io.type(source.ndjson) ~= "file") or type(source.name) ~= "string" then
+    raise("run: expects runnel.ndjson_source(…)")
+  end
   for k in pairs(opts) do
     if not RUN_FIELDS[k] then raise("run: unknown option " .. tostring(k) .. " (batch, on_error, rejects, progress, max_rejects)") end
   end

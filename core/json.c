@@ -182,11 +182,25 @@ const char *rn_json_quote(char *buf, size_t cap, const char *s, size_t len)
   size_t o = 0;
   if (cap < 16) { if (cap) buf[0] = '\0'; return buf; }
   buf[o++] = '"';
+  size_t follow = 0; /* the continuation bytes left of a well-formed UTF-8 character */
   for (size_t i = 0; i < len; i++) {
     unsigned char c = (unsigned char)s[i];
     char esc[7] = { '\\', 0 };
     size_t n = 2;
-    switch (c) {
+    if (c >= 0x80 && !follow) { /* a byte of no well-formed character: \xff, not a byte no terminal shows */
+      size_t k = c >= 0xC2 && c <= 0xDF ? 2 : c >= 0xE0 && c <= 0xEF ? 3 : c >= 0xF0 && c <= 0xF4 ? 4 : 0;
+      bool whole = k && i + k <= len;
+      for (size_t j = 1; whole && j < k; j++) whole = ((unsigned char)s[i + j] & 0xC0) == 0x80;
+      if (whole) follow = k;
+      else c = 0; /* escaped below */
+    }
+    if (follow) follow--;
+    if (c == 0 && s[i]) {
+      esc[1] = 'x';
+      esc[2] = hex[(unsigned char)s[i] >> 4];
+      esc[3] = hex[(unsigned char)s[i] & 15];
+      n = 4;
+    } else switch (c) {
     case '"': esc[1] = '"'; break;
     case '\\': esc[1] = '\\'; break;
     case '\n': esc[1] = 'n'; break;

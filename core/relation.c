@@ -7,6 +7,7 @@
 #include "evolve.h"
 #include "evolve_log.h"
 #include "evolve_reads.h"
+#include "json.h"
 #include "key.h"
 #include "ops.h"
 #include "pipeline.h"
@@ -46,8 +47,11 @@ int rn_check_declarable(rn_pipeline *p, const char *name)
   if (len > RN_NAME_MAX)
     return rn_err_set(&p->err, RN_EINVAL, "relation name \"%.24s…\" is %zu bytes; the limit is %d", name, len,
                       RN_NAME_MAX);
-  if (!rn_utf8_valid(name, len)) /* names are UTF-8: they reach JSON (CDC's source, inspect) and messages */
-    return rn_err_set(&p->err, RN_EINVAL, "relation name \"%s\" is not valid UTF-8", name);
+  if (!rn_utf8_valid(name, len)) { /* names are UTF-8: they reach JSON (CDC's source, inspect) and messages */
+    char quoted[RN_NAME_MAX * 4 + 3];
+    return rn_err_set(&p->err, RN_EINVAL, "relation name %s is not valid UTF-8",
+                      rn_json_quote(quoted, sizeof quoted, name, len));
+  }
   if (rn_find(p, name))
     return rn_err_set(&p->err, RN_EINVAL, "relation \"%s\" is already declared", name);
   MDB_txn *txn;

@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "json.h"
 #include "row.h"
 
 static const char *const type_names[] = {
@@ -64,7 +65,8 @@ int rn_schema_add(rn_schema *s, const char *name, size_t len, rn_type type,
   }
   if (!rn_utf8_valid(name, len)) { /* names are UTF-8: JSON (NDJSON, CDC, SQLite's any) writes no other */
     rn_schema_free(fields);
-    return rn_err_set(e, RN_EINVAL, "column name \"%.*s\" is not valid UTF-8", (int)len, name);
+    char quoted[256];
+    return rn_err_set(e, RN_EINVAL, "column name %s is not valid UTF-8", rn_json_quote(quoted, sizeof quoted, name, len));
   }
   if (s->ncols >= RN_COLUMNS_MAX) {
     rn_schema_free(fields);

@@ -5,6 +5,7 @@
 
 #include "lbind.h"
 #include "evolve.h"
+#include "json.h"
 #include "row.h"
 #include "suggest.h"
 
@@ -238,7 +239,9 @@ int rn_lua_torow(lpipe *lp, lua_State *L, int idx, rn_rel *rel,
       if (lua_type(L, -2) == LUA_TSTRING) {
         size_t len;
         const char *name = lua_tolstring(L, -2, &len);
-        rc = rn_err_set(&p->err, RN_EINVAL, "%s: unknown column \"%s\"", rel->name, name);
+        char quoted[256]; /* the name with its NUL, control and stray bytes escaped, as core/api.c says it */
+        rc = rn_err_set(&p->err, RN_EINVAL, "%s: unknown column %s", rel->name,
+                        rn_json_quote(quoted, sizeof quoted, name, len));
         rn_suggest_append_column(p->err.msg, sizeof p->err.msg, rel->schema, name, len);
       } else
         rc = rn_err_set(&p->err, RN_EINVAL, "%s: column names are strings, got %s", rel->name,

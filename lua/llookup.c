@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "json.h"
 #include "key.h"
 #include "lbind.h"
 #include "lookup.h"
@@ -332,7 +333,9 @@ static void check_key_names(lua_State *L, int at, const lattached *la, const rn_
     const char *name = lua_type(L, -1) == LUA_TSTRING ? lua_tolstring(L, -1, &len) : NULL;
     if (!name) rn_lua_error(L, "attach %s: get: a key table is keyed by column names, got a %s key", la->name,
                             luaL_typename(L, -1));
-    if (rn_schema_slot(s, name, len) < 0) rn_lua_error(L, "attach %s: get: unknown column \"%s\"", la->name, name);
+    char quoted[256];
+    if (rn_schema_slot(s, name, len) < 0)
+      rn_lua_error(L, "attach %s: get: unknown column %s", la->name, rn_json_quote(quoted, sizeof quoted, name, len));
   }
 }
 

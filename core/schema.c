@@ -1,6 +1,8 @@
 /* schema.c — declaring columns, keys and defaults. */
 #include "schema.h"
 
+#include <math.h>
+#include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -112,6 +114,20 @@ int rn_schema_copy_columns(rn_schema *dst, const rn_schema *src, bool all_nullab
   return 0;
 }
 
+/* A float default of NaN: no key can hold it (key.c), so a key column
+ * with it would refuse every row that leaves it out. */
+static bool nan_default(const rn_column *c)
+{
+  return c->has_default && (c->defval.type == MSGPACK_OBJECT_FLOAT32 || c->defval.type == MSGPACK_OBJECT_FLOAT64) &&
+         isnan(c->defval.via.f64);
+}
+
+static int nan_key_default(const rn_column *c, const char *rel, rn_err *e)
+{
+  return rn_err_set(e, RN_EINVAL, "%s: key column \"%s\": its default is NaN, which cannot be part of a key", rel,
+                    c->name);
+}
+
 int rn_schema_set_default(rn_schema *s, int slot, const msgpack_object *v,
                           const char *rel, rn_err *e)
 {
@@ -138,7 +154,7 @@ int rn_schema_set_default(rn_schema *s, int slot, const msgpack_object *v,
   msgpack_sbuffer_destroy(&sb);
   if (rc) return rn_err_set(e, rc, "out of memory");
   c->has_default = true;
-  return 0;
+  return c->is_key && nan_default(c) ? nan_key_default(c, rel, e) : 0;
 }
 
 int rn_schema_set_key(rn_schema *s, const int *slots, int n, const char *rel, rn_err *e)
@@ -159,6 +175,10 @@ int rn_schema_set_key(rn_schema *s, const int *slots, int n, const char *rel, rn
     if (c->nullable) {
       free(ks);
       return rn_err_set(e, RN_EINVAL, "%s: key column \"%s\" cannot be nullable", rel, c->name);
+    }
+    if (nan_default(c)) {
+      free(ks);
+      return nan_key_default(c, rel, e);
     }
     c->is_key = true;
     ks[i] = slots[i];

@@ -542,7 +542,7 @@ static int open_feeds(source *s)
 int rn_run_jetstream(rn_pipeline *p, const rn_js_source_opts *o, rn_run_stats *st)
 {
   memset(st, 0, sizeof *st);
-  if (p->state != RN_IDLE) return rn_err_set(&p->err, RN_EMISUSE, "run: not inside a group");
+  if (p->state != RN_IDLE) return rn_err_set(&p->err, RN_EMISUSE, "run: not inside a group or a callback");
   if (!o->url || !o->stream || o->nsubjects < 1 || !o->subjects)
     return rn_err_set(&p->err, RN_EINVAL, "jetstream source: needs url, stream and at least one subject");
   for (int i = 0; i < o->nsubjects; i++) /* before connecting: a bad option is not a server's failure */

@@ -1387,7 +1387,7 @@ static int commit_group(rn_pipeline *p, const rn_run_opts *o, uint64_t first, ui
 int rn_run_ndjson(rn_pipeline *p, FILE *in, const rn_run_opts *o, rn_run_stats *st)
 {
   memset(st, 0, sizeof *st);
-  if (p->state != RN_IDLE) return rn_err_set(&p->err, RN_EMISUSE, "run: not inside a group");
+  if (p->state != RN_IDLE) return rn_err_set(&p->err, RN_EMISUSE, "run: not inside a group or a callback");
   struct stat is, rs;
   bool known = fstat(fileno(in), &is) == 0;
   bool stream = known && !S_ISREG(is.st_mode); /* a pipe, a terminal: it may pause */

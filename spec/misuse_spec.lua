@@ -86,7 +86,7 @@ local ACTIONS = {
   ["p:table"] = { function(p) p:table("late", COLS) end, "relations are declared outside groups" },
   ["t:sink"] = { function(p, t) t:sink(function() end) end, "sinks are added outside groups" },
   ["p:flush()"] = { function(p) p:flush() end, "flush: not from inside a callback" },
-  ["p:run"] = { function(p) p:run(runnel.ndjson_source("-")) end, "run: not inside a group" },
+  ["p:run"] = { function(p) p:run(runnel.ndjson_source("-")) end, "run: not inside a group or a callback" },
   ["p:lookup"] = { function(p) p:lookup("late", { {"k","int"}, key = "k", source = print }) end,
                    "relations are declared outside groups" },
   ["t:update"] = { function(p, t) t:update{ id = 1, a = 5 } end, "tables cannot be changed from inside a callback" },

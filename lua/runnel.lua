@@ -1033,6 +1033,11 @@ function Pipeline:run(source, opts)
   end
   local max = opts.max_rejects
   if max ~= nil and (math.type(max) ~= "integer" or max < 1) then raise("run: max_rejects must be a positive integer") end
+  -- as the CLI's usage: without skip nothing is rejected, and a rejects
+  -- path would only be emptied
+  if (opts.rejects ~= nil or max ~= nil) and on_error ~= "skip" then
+    raise(('run: %s goes with on_error = "skip"'):format(opts.rejects ~= nil and "rejects" or "max_rejects"))
+  end
   -- its errors name the caller's line (runnel.core skips this file's frames)
   return self:_run(source.ndjson, source.name, batch, on_error == "skip", opts.rejects, opts.progress ~= false, max)
 end

@@ -88,6 +88,16 @@ describe("p:run's rejects", function()
     assert.is_not_nil(t:get(1))
   end)
 
+  it("without on_error = \"skip\" is refused, as the CLI refuses it, and an earlier rejects file is kept", function()
+    H.write(dir .. "/rejects.txt", "kept\n")
+    assert.are.equal('run: rejects goes with on_error = "skip"',
+                     H.error_of(p.run, p, runnel.ndjson_source(path), { rejects = dir .. "/rejects.txt" }))
+    assert.are.equal('run: max_rejects goes with on_error = "skip"',
+                     H.error_of(p.run, p, runnel.ndjson_source(path), { on_error = "stop", max_rejects = 2 }))
+    assert.equal("kept\n", H.read(dir .. "/rejects.txt")) -- it was emptied, nothing written
+    assert.equal(0, t:count())
+  end)
+
   it("runnel run --rejects naming its --input is refused with exit 1, the input whole", function()
     local script = dir .. "/p.lua"
     H.write(script, [[

@@ -484,6 +484,11 @@ static int run_script(lua_State *L, int argc, char **argv, int first)
     return 2;
   }
   if (!run_opts_fit(&o)) return 2;
+  bool script_stdin = strcmp(argv[file], "-") == 0; /* as lua5.4 -: the script from stdin */
+  if (script_stdin && o.input && strcmp(o.input, "-") == 0) {
+    fprintf(stderr, "runnel: run - reads the script from stdin: --input - cannot read it too (runnel help)\n");
+    return 2;
+  }
   lua_createtable(L, nargs, file + 1);
   for (int i = 0; i <= file; i++) {
     lua_pushstring(L, argv[i]);
@@ -496,7 +501,7 @@ static int run_script(lua_State *L, int argc, char **argv, int first)
   lua_setglobal(L, "arg");
   lua_pushcfunction(L, o.traceback ? traceback_handler : message_handler);
   int handler = lua_gettop(L);
-  if (luaL_loadfile(L, argv[file]) != LUA_OK) {
+  if (luaL_loadfile(L, script_stdin ? NULL : argv[file]) != LUA_OK) {
     fprintf(stderr, "runnel: %s\n", lua_tostring(L, -1));
     return 1;
   }
@@ -727,7 +732,8 @@ static const char HELP[] =
   "  runnel help|version\n"
   "\n"
   "Commands:\n"
-  "  run FILE.lua [ARGS...]     Run a pipeline script; arg and ... as lua5.4 gives them.\n"
+  "  run FILE.lua [ARGS...]     Run a pipeline script; arg and ... as lua5.4 gives them\n"
+  "                             (FILE.lua - reads it from stdin).\n"
   "  FILE.lua [ARGS...]         The same as run FILE.lua.\n"
   "  repl [STATE_DIR] [FILE.lua]\n"
   "                             The interactive REPL (the default command). p is a temporary\n"

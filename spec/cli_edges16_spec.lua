@@ -48,3 +48,23 @@ describe("runnel run, a script raising an error object", function()
     assert.equal("runnel: (error object is a nil value)\n", err)
   end)
 end)
+
+-- runnel run - read no script: "cannot open -", where lua5.4 - reads the
+-- script from stdin, as pipes give it.
+describe("runnel run -", function()
+  it("reads the script from stdin, its arguments after it", function()
+    local out, err, code = H.sh(("%s run - a b"):format(bin), 'print("got", ...)\nprint(arg[0], arg[1])\n')
+    assert.equal("", err)
+    assert.equal(0, code)
+    assert.equal("got\ta\tb\n-\ta\n", out)
+  end)
+
+  it("names stdin in an error, and refuses --input - beside it", function()
+    local _, err, code = H.sh(("%s run -"):format(bin), 'error("boom")\n')
+    assert.equal(1, code)
+    assert.equal("runnel: stdin:1: boom\n", err)
+    _, err, code = H.sh(("%s run - --input -"):format(bin), 'print(1)\n')
+    assert.equal(2, code)
+    assert.matches("--input - cannot read it too", err, 1, true)
+  end)
+end)

@@ -201,6 +201,7 @@ typedef struct ssink {
   int last_rc;            /* the extended code of run's last failed step */
   bool keyless;           /* keyed by runnel_id */
   bool made;              /* the table did not exist at declaration: runnel made it empty */
+  bool rewritten;         /* written from the relation's rows at declaration (rn_outbox_sink_holds_told) */
   uint64_t written;       /* SQLite's mark: the last group committed to the table */
   uint64_t staged;        /* the last group written into the open transaction */
   op *dels, *ups;
@@ -1196,7 +1197,7 @@ static int check_marks(ssink *s, const char *name, rn_err *e)
    * new to the sink, or taking it over from a state gone, writes its rows
    * (if it has any) and deletes nothing: the table's rows may be another
    * state's or the user's. */
-  if (table && (m.found || p->seq > 0)) rc = rewrite(s, m.found && !s->adopt, e);
+  if (table && (m.found || p->seq > 0)) rc = rewrite(s, m.found && !s->adopt, e), s->rewritten = true;
   if (!rc) rc = claim(s, p->seq, e);
   if (!rc) rc = commit(s, e);
   if (rc) {
@@ -1354,8 +1355,10 @@ int rn_sqlite_sink(rn_pipeline *p, rn_rel *rel, const char *path, const char *ta
   char *label = malloc(n);
   if (label) snprintf(label, n, "durable sink to table \"%s\" in %s", table, name + RN_PREFIX_LEN(RN_SINK_SQLITE));
   if (label) label[strcspn(label, "\x1f")] = '\0';
+  bool rewritten = s->rewritten; /* s is freed when the add fails */
   rc = label ? rn_outbox_sink_add(p, rel, name, label, true, &ssink_ops, s, free_ssink, s->written, 0)
              : (free_ssink(s), rn_err_set(&p->err, RN_ENOMEM, "out of memory"));
+  if (!rc && rewritten) rn_outbox_sink_holds_told(p); /* the rows a pending rebuild made are in the table */
   free(label);
   free(name);
   return rc;

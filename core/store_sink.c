@@ -412,7 +412,8 @@ int rn_store_sink(rn_pipeline *p, rn_rel *rel, const char *name)
     free_stsink(s);
     return p->err.code;
   }
-  if (rel->tablelike && (!in_step || rel->evolved) && (rc = rewrite(p, s))) { /* not rel's rows: written again */
+  bool rewritten = rel->tablelike && (!in_step || rel->evolved);
+  if (rewritten && (rc = rewrite(p, s))) { /* not rel's rows: written again */
     free_stsink(s);
     return rc;
   }
@@ -420,6 +421,7 @@ int rn_store_sink(rn_pipeline *p, rn_rel *rel, const char *name)
   if (!rc) {
     rn_sink_set_hooks(p, NULL, st_done);
     rn_sink_set_carry(p, st_replay, st_forget);
+    if (rewritten) rn_sink_set_holds_told(p); /* the rows a pending rebuild made are in the store */
   }
   return rc;
 }

@@ -31,7 +31,10 @@
  *     current rows written, with the mark, in one SQLite transaction.
  * (3) A state with no record for the sink (a new sink, or a new state on
  *     an old file) writes the relation's current rows and deletes nothing:
- *     rows already in the table may be another state's or the user's.
+ *     rows already in the table may be another state's or the user's. Not
+ *     when runnel_sinks names this state (its record was dropped with the
+ *     groups that waited for it: p:drop_outbox): the rows are this
+ *     state's, and rows those groups deleted are deleted too, as in (2).
  * (4) One state writes a table: the row of runnel_sinks names the state
  *     (its id, rn_state_id, and its directory). Another state declaring
  *     the table is refused while that state is still there (a runnel
@@ -1197,7 +1200,8 @@ static int check_marks(ssink *s, const char *name, rn_err *e)
    * new to the sink, or taking it over from a state gone, writes its rows
    * (if it has any) and deletes nothing: the table's rows may be another
    * state's or the user's. */
-  if (table && (m.found || p->seq > 0)) rc = rewrite(s, m.found && !s->adopt, e), s->rewritten = true;
+  bool own = marked(s) && s->m.state && strcmp(s->m.state, s->state) == 0; /* SINK-3: this state's rows */
+  if (table && (m.found || p->seq > 0)) rc = rewrite(s, (m.found && !s->adopt) || own, e), s->rewritten = true;
   if (!rc) rc = claim(s, p->seq, e);
   if (!rc) rc = commit(s, e);
   if (rc) {

@@ -22,8 +22,9 @@
  *     when SQLite's mark covers it. Exactly once, with no rewrite.
  * (2) At declaration the table is in step when the outbox holds every
  *     group after SQLite's mark (its record's delivered <= the mark <= the
- *     pipeline's seq) and, for a table-like relation, the sink saw every
- *     group (record's seen = the pipeline's seq) and no group waiting was
+ *     pipeline's seq), the record names this relation (a sink moved to
+ *     another one holds the other's rows) and, for a table-like relation,
+ *     the sink saw every group (record's seen = the pipeline's seq) and no group waiting was
  *     recorded before its relation was declared otherwise (OUTBOX-8).
  *     Otherwise (the sink was not declared for some groups, the relation
  *     changed or was rebuilt (evolve.h), the database file was replaced or is an older copy, the
@@ -1157,6 +1158,14 @@ static int rewrite(ssink *s, bool wipe, rn_err *e)
   return rn_rel_scan(s->rel, rewrite_row, s);
 }
 
+/* Whether the outbox's record of the sink names rel as the relation it
+ * was last declared on (a state before 0.23 names none: taken as rel). A
+ * table kept for another relation holds that one's rows (SINK-2). */
+static bool same_relation(const rn_outbox_mark *m, const rn_rel *rel)
+{
+  return !m->relation[0] || strcmp(m->relation, rel->name) == 0;
+}
+
 /* At declaration: SQLite's mark against the outbox's record of the sink
  * (SINK-2, 3); sets s->written, from where the outbox delivers. */
 static int check_marks(ssink *s, const char *name, rn_err *e)
@@ -1170,7 +1179,7 @@ static int check_marks(ssink *s, const char *name, rn_err *e)
    * must also have seen every group (a stream's log just goes on); groups
    * recorded before the relation changed want a rewrite. */
 #define IN_STEP(w)                                                                                                      \
-  (marked(s) && !(table && s->made) && m.found && m.delivered <= (w) && (w) <= p->seq &&                               \
+  (marked(s) && !(table && s->made) && m.found && same_relation(&m, s->rel) && m.delivered <= (w) && (w) <= p->seq &&  \
    (m.seen == p->seq || !table) && !(table && s->rel->evolved) /* rows changed, no change emitted (evolve.h) */ && \
    !(table && rn_outbox_stale(p, name, s->rel, (w))))
   /* a table in step whose row says all it should needs no write, so no

@@ -108,9 +108,9 @@ static rn_schema *result_schema(rn_pipeline *p, const char *name, rn_aggregate *
   bool nullable_key = false;
   for (int i = 0; i < a->nby && !rc; i++) {
     const rn_column *c = &is->cols[a->by[i]];
-    if (!rn_type_is_scalar(c->type))
-      rc = rn_err_set(&p->err, RN_EINVAL, "%s: by column \"%s\" has type %s; groups are keyed by scalars",
-                      name, c->name, rn_type_name(c->type));
+    if (!rn_type_is_scalar(c->type)) /* named below: every failure here gets the relation's name once */
+      rc = rn_err_set(&p->err, RN_EINVAL, "by column \"%s\" has type %s; groups are keyed by scalars", c->name,
+                      rn_type_name(c->type));
     else rc = add_col(s, c->name, c->type, c->nullable && !a->key_stated, NULL, &p->err);
     nullable_key |= c->nullable && !a->key_stated; /* key = …: a null there fails its change (AGG-5) */
   }

@@ -479,6 +479,10 @@ int rn_rebuild_tell(rn_pipeline *p)
     rn_rel *r = p->rels[i];
     if (r->rebuilt_pending) rc = tell_one(p, r);
   }
+  /* what each log holds now was told, through the relations over the
+   * rebuilt ones too: a sink written from the rows the rebuilds made
+   * takes what follows (rn_log_own) */
+  for (int i = 0; !rc && i < p->nrels; i++) p->rels[i]->log_told = p->rels[i]->log.n;
   rn_zone_destroy(&p->scratch);
   p->scratch = held;
   return rc;

@@ -161,7 +161,7 @@ static int restart(rn_pipeline *p, size_t upto, bool grow)
     rn_rel *r = p->rels[i];
     r->next_id = r->lmdb_next_id;
     r->count = r->lmdb_count;
-    r->log.n = 0;
+    r->log.n = r->log_told = 0;
   }
   int rc = grow ? rn_store_grow(&p->store, &p->err) : 0;
   if (!rc) rc = rn_store_begin(&p->store, &p->err);

@@ -116,6 +116,7 @@ typedef struct obsink {
   uint64_t marked;        /* delivered as committed in the state */
   uint64_t position_marking; /* position as written in the open transaction */
   uint64_t position_marked; /* position as committed in the state (9: it moves within a group) */
+  uint64_t holds_told;    /* the group whose rebuild's changes it holds already (rn_log_own) */
   rn_err failure;         /* its last delivery failure (said when a close loses its groups, (6)) */
   unsigned char *fmt;     /* the form of its output its declaration chose, or NULL (10) */
   size_t flen;
@@ -373,9 +374,10 @@ static void mark_committed(obsink *s)
 /* ---- recording (1) ---- */
 
 /* Packs the group's changes of s's relation into ob->buf; *n: how many. */
-static int pack_group(rn_pipeline *p, rn_outbox *ob, obsink *s, size_t *n)
+static int pack_group(rn_pipeline *p, rn_outbox *ob, obsink *s, uint64_t seq, size_t *n)
 {
-  const rn_log *log = &s->rel->log;
+  rn_log own = rn_log_own(s->rel, s->holds_told, seq);
+  const rn_log *log = &own;
   const rn_change *items = log->items;
   rn_change *net = NULL;
   *n = log->n;
@@ -445,7 +447,7 @@ int rn_outbox_record(rn_pipeline *p, uint64_t seq)
   for (int i = 0; i < ob->n && !rc; i++) {
     obsink *s = ob->sinks[i];
     size_t n;
-    rc = pack_group(p, ob, s, &n);
+    rc = pack_group(p, ob, s, seq, &n);
     if (!rc && n) rc = keep_entry(p, ob, s, seq);
     if (!rc && n && s->name) rc = put_entry(p, ob, s, seq, ob->buf.data, ob->buf.size);
     if (!rc && s->name) rc = write_mark(p, ob, s, p->store.wtxn, seq);
@@ -1052,6 +1054,12 @@ int rn_outbox_sink_add_formatted(rn_pipeline *p, rn_rel *rel, const char *name, 
     ob->failed = failed;
   }
   return 0;
+}
+
+void rn_outbox_sink_holds_told(rn_pipeline *p)
+{
+  rn_outbox *ob = p->outbox;
+  if (ob && ob->n) ob->sinks[ob->n - 1]->holds_told = p->seq + 1;
 }
 
 static uint64_t count_stored(rn_pipeline *p, rn_outbox *ob, obsink *s)

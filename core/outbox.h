@@ -84,6 +84,12 @@ int rn_outbox_sink_add_formatted(rn_pipeline *p, rn_rel *rel, const char *name, 
                                  const rn_outbox_ops *ops, void *ctx, rn_free_fn free_ctx,
                                  uint64_t delivered, uint64_t position, const void *fmt, size_t flen);
 
+/* The durable sink added last was just written from its relation's rows
+ * (an SQLite mirror written again at declaration): it holds what a
+ * rebuild's changes, told in the next group, bring, and takes only that
+ * group's own changes (rn_log_own). */
+void rn_outbox_sink_holds_told(rn_pipeline *p);
+
 /* The first group after `after` waiting for the sink called name that was
  * recorded for another relation or another declaration of rel (OUTBOX-8),
  * or 0. Reads committed state: call it after rn_outbox_mark_read. */

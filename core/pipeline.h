@@ -100,6 +100,8 @@ struct rn_rel {
   int noutputs, outcap;
   int listeners;          /* sinks and cdc relations reading its log */
   rn_log log;             /* this group's changes (when listeners > 0) */
+  size_t log_told;        /* the first of them a rebuild told (evolve_log.h): a sink written again
+                             from the rows the rebuild made skips them (rn_log_own) */
   bool persistent;        /* has counters in meta (sources, cdc, joins) */
   bool stateful;          /* derived state that must see every group (joins) */
   bool rebuild_tells;     /* while its state opens: a rebuild keeps what it changed (evolve_log.h) */
@@ -172,6 +174,7 @@ typedef struct rn_sink {
                                   not hold (out of memory): it saw every later one, by assumption */
   bool delivered;              /* some phase reached it in the open group (SINKS-1) */
   size_t took;                 /* the open group's changes it took (SINKS-3) */
+  uint64_t holds_told;         /* the group whose rebuild's changes it holds already (rn_log_own) */
   bool took_commit, took_seal; /* its on_commit, on_seal returned 0 for the open group (SINKS-3) */
   void *ctx;
   rn_free_fn free_ctx;
@@ -495,6 +498,10 @@ void rn_sink_set_carry(rn_pipeline *p, int (*on_replay)(void *ctx, rn_err *e), v
 /* Gives the sink added last an on_lost hook (SINKS-2): it hears of
  * rollbacks (SINKS-3). */
 void rn_sink_set_lost(rn_pipeline *p, void (*on_lost)(void *ctx, uint64_t seq));
+/* The sink added last was just written from its relation's rows (a store
+ * written again at declaration): it holds what a rebuild's changes, told
+ * in the next group, bring (rn_log_own). */
+void rn_sink_set_holds_told(rn_pipeline *p);
 /* Calls every on_replay (group.c: restart), every on_forget (LMDB committed). */
 int rn_sinks_replay(rn_pipeline *p);
 void rn_sinks_forget(rn_pipeline *p);
@@ -528,6 +535,14 @@ size_t rn_log_net(const rn_log *log, rn_net *out, size_t *owner);
 /* A log netted to one change per row id (as a consolidating sink gets it)
  * into out (log->n entries); returns the count, or (size_t)-1 (no memory). */
 size_t rn_log_consolidated(const rn_log *log, rn_change *out);
+/* The part of rel's log of group seq that a sink holding the rows of a
+ * rebuild as of holds_told (rn_sink_set_holds_told, an SQLite mirror
+ * written again at declaration) takes: the whole log, or, in group
+ * holds_told, what follows the rebuild's told changes (rel->log_told).
+ * Told again on top of the rows they made, netted per row id with the
+ * group's own changes, a row the rebuild added and the group deleted
+ * would come to nothing and stay in the sink for good. */
+rn_log rn_log_own(const rn_rel *rel, uint64_t holds_told, uint64_t seq);
 /* Delivers the group's logs to every sink, in registration order, then
  * calls every sink's on_commit, then every on_seal. On failure the caller
  * still calls rn_sinks_done(p, seq, false). */

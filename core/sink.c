@@ -149,6 +149,12 @@ size_t rn_log_consolidated(const rn_log *log, rn_change *out)
   return consolidate(log, out);
 }
 
+rn_log rn_log_own(const rn_rel *rel, uint64_t holds_told, uint64_t seq)
+{
+  size_t skip = holds_told && holds_told == seq && rel->log_told <= rel->log.n ? rel->log_told : 0;
+  return (rn_log){ skip ? rel->log.items + skip : rel->log.items, rel->log.n - skip, 0 }; /* items may be NULL */
+}
+
 /* SINKS-3: whether s resumes a group run again rather than get it whole. */
 static bool resumes(const rn_sink *s)
 {
@@ -173,7 +179,8 @@ static void forget_took(rn_sink *s)
 
 static int deliver_one(rn_pipeline *p, rn_sink *s, uint64_t seq)
 {
-  const rn_log *log = &s->rel->log;
+  rn_log own = rn_log_own(s->rel, s->holds_told, seq);
+  const rn_log *log = &own;
   const rn_change *items = log->items;
   size_t n = log->n;
   rn_change *net = NULL;
@@ -236,6 +243,11 @@ void rn_sink_set_carry(rn_pipeline *p, int (*on_replay)(void *ctx, rn_err *e), v
 void rn_sink_set_lost(rn_pipeline *p, void (*on_lost)(void *ctx, uint64_t seq))
 {
   if (p->nsinks) p->sinks[p->nsinks - 1]->on_lost = on_lost;
+}
+
+void rn_sink_set_holds_told(rn_pipeline *p)
+{
+  if (p->nsinks) p->sinks[p->nsinks - 1]->holds_told = p->seq + 1;
 }
 
 void rn_sinks_carried(rn_pipeline *p, uint64_t seq)
@@ -318,6 +330,6 @@ void rn_sinks_redo(rn_pipeline *p, uint64_t seq)
 
 void rn_logs_clear(rn_pipeline *p)
 {
-  for (int i = 0; i < p->nrels; i++) p->rels[i]->log.n = 0;
+  for (int i = 0; i < p->nrels; i++) p->rels[i]->log.n = p->rels[i]->log_told = 0;
   msgpack_zone_clear(&p->group_zone);
 }

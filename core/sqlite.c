@@ -22,8 +22,9 @@
  *     when SQLite's mark covers it. Exactly once, with no rewrite.
  * (2) At declaration the table is in step when the outbox holds every
  *     group after SQLite's mark (its record's delivered <= the mark <= the
- *     pipeline's seq) and, for a table-like relation, the sink saw every
- *     group (record's seen = the pipeline's seq) and no group waiting was
+ *     pipeline's seq), the record names this relation (a sink moved to
+ *     another one holds the other's rows) and, for a table-like relation,
+ *     the sink saw every group (record's seen = the pipeline's seq) and no group waiting was
  *     recorded before its relation was declared otherwise (OUTBOX-8).
  *     Otherwise (the sink was not declared for some groups, the relation
  *     changed or was rebuilt (evolve.h), the database file was replaced or is an older copy, the
@@ -31,7 +32,10 @@
  *     current rows written, with the mark, in one SQLite transaction.
  * (3) A state with no record for the sink (a new sink, or a new state on
  *     an old file) writes the relation's current rows and deletes nothing:
- *     rows already in the table may be another state's or the user's.
+ *     rows already in the table may be another state's or the user's. Not
+ *     when runnel_sinks names this state (its record was dropped with the
+ *     groups that waited for it: p:drop_outbox): the rows are this
+ *     state's, and rows those groups deleted are deleted too, as in (2).
  * (4) One state writes a table: the row of runnel_sinks names the state
  *     (its id, rn_state_id, and its directory). Another state declaring
  *     the table is refused while that state is still there (a runnel
@@ -201,6 +205,7 @@ typedef struct ssink {
   int last_rc;            /* the extended code of run's last failed step */
   bool keyless;           /* keyed by runnel_id */
   bool made;              /* the table did not exist at declaration: runnel made it empty */
+  bool rewritten;         /* written from the relation's rows at declaration (rn_outbox_sink_holds_told) */
   uint64_t written;       /* SQLite's mark: the last group committed to the table */
   uint64_t staged;        /* the last group written into the open transaction */
   op *dels, *ups;
@@ -1153,6 +1158,14 @@ static int rewrite(ssink *s, bool wipe, rn_err *e)
   return rn_rel_scan(s->rel, rewrite_row, s);
 }
 
+/* Whether the outbox's record of the sink names rel as the relation it
+ * was last declared on (a state before 0.23 names none: taken as rel). A
+ * table kept for another relation holds that one's rows (SINK-2). */
+static bool same_relation(const rn_outbox_mark *m, const rn_rel *rel)
+{
+  return !m->relation[0] || strcmp(m->relation, rel->name) == 0;
+}
+
 /* At declaration: SQLite's mark against the outbox's record of the sink
  * (SINK-2, 3); sets s->written, from where the outbox delivers. */
 static int check_marks(ssink *s, const char *name, rn_err *e)
@@ -1166,7 +1179,7 @@ static int check_marks(ssink *s, const char *name, rn_err *e)
    * must also have seen every group (a stream's log just goes on); groups
    * recorded before the relation changed want a rewrite. */
 #define IN_STEP(w)                                                                                                      \
-  (marked(s) && !(table && s->made) && m.found && m.delivered <= (w) && (w) <= p->seq &&                               \
+  (marked(s) && !(table && s->made) && m.found && same_relation(&m, s->rel) && m.delivered <= (w) && (w) <= p->seq &&  \
    (m.seen == p->seq || !table) && !(table && s->rel->evolved) /* rows changed, no change emitted (evolve.h) */ && \
    !(table && rn_outbox_stale(p, name, s->rel, (w))))
   /* a table in step whose row says all it should needs no write, so no
@@ -1196,7 +1209,8 @@ static int check_marks(ssink *s, const char *name, rn_err *e)
    * new to the sink, or taking it over from a state gone, writes its rows
    * (if it has any) and deletes nothing: the table's rows may be another
    * state's or the user's. */
-  if (table && (m.found || p->seq > 0)) rc = rewrite(s, m.found && !s->adopt, e);
+  bool own = marked(s) && s->m.state && strcmp(s->m.state, s->state) == 0; /* SINK-3: this state's rows */
+  if (table && (m.found || p->seq > 0)) rc = rewrite(s, (m.found && !s->adopt) || own, e), s->rewritten = true;
   if (!rc) rc = claim(s, p->seq, e);
   if (!rc) rc = commit(s, e);
   if (rc) {
@@ -1354,8 +1368,10 @@ int rn_sqlite_sink(rn_pipeline *p, rn_rel *rel, const char *path, const char *ta
   char *label = malloc(n);
   if (label) snprintf(label, n, "durable sink to table \"%s\" in %s", table, name + RN_PREFIX_LEN(RN_SINK_SQLITE));
   if (label) label[strcspn(label, "\x1f")] = '\0';
+  bool rewritten = s->rewritten; /* s is freed when the add fails */
   rc = label ? rn_outbox_sink_add(p, rel, name, label, true, &ssink_ops, s, free_ssink, s->written, 0)
              : (free_ssink(s), rn_err_set(&p->err, RN_ENOMEM, "out of memory"));
+  if (!rc && rewritten) rn_outbox_sink_holds_told(p); /* the rows a pending rebuild made are in the table */
   free(label);
   free(name);
   return rc;

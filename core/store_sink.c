@@ -10,8 +10,9 @@
  *     "st:" name       |encoded key| -> |row|   (keyless: |u64 id BE| -> |row|)
  *
  * A store declared on a table-like relation whose rows it may not hold (it
- * missed groups, is new to them, or they changed with no change emitted:
- * evolve.h) is written again from the relation, in one transaction.
+ * missed groups, is new to them, kept another relation's ("So:"), or they
+ * changed with no change emitted: evolve.h) is written again from the
+ * relation, in one transaction.
  *
  * A group's net effect per key is written as for SQLite: keys gone first,
  * then the final rows. runnel.attach(state_path, name) opens a reader:
@@ -373,12 +374,20 @@ int rn_store_sink(rn_pipeline *p, rn_rel *rel, const char *name)
                           p->store.path, name);
       return rn_err_set(&p->err, RN_ESCHEMA, "store \"%s\": the state holds it with another schema", name);
     }
+    /* kept for another relation (a deploy moved the sink), it holds that one's rows: not in step */
+    bool same_owner = true;
+    char ok[3 + RN_NAME_MAX];
+    memcpy(ok, RN_META_STORE_OWNER, RN_PREFIX_LEN(RN_META_STORE_OWNER));
+    memcpy(ok + RN_PREFIX_LEN(RN_META_STORE_OWNER), name, nlen);
+    MDB_val okk = { nlen + RN_PREFIX_LEN(RN_META_STORE_OWNER), ok }, ov;
+    if (mdb_get(txn, p->store.meta, &okk, &ov) == 0)
+      same_owner = ov.mv_size == strlen(rel->name) && memcmp(ov.mv_data, rel->name, ov.mv_size) == 0;
     s->seen_klen = (size_t)snprintf(s->seen_key, sizeof s->seen_key, "%s%s", RN_META_STORE_SEEN, name);
     MDB_val sk = { s->seen_klen, s->seen_key }, sv;
     if (mdb_get(txn, p->store.meta, &sk, &sv) == 0) {
       uint64_t seen = 0;
       if (sv.mv_size == 8) memcpy(&seen, sv.mv_data, 8);
-      in_step = sv.mv_size == 8 && seen == p->seq;
+      in_step = sv.mv_size == 8 && seen == p->seq && same_owner;
       if (sv.mv_size != 8) snprintf(bad_mark, sizeof bad_mark, "is %zu bytes, not 8", sv.mv_size);
       else if (seen > p->seq)
         snprintf(bad_mark, sizeof bad_mark, "(%llu) is past the state's (%llu)", (unsigned long long)seen,
@@ -412,7 +421,8 @@ int rn_store_sink(rn_pipeline *p, rn_rel *rel, const char *name)
     free_stsink(s);
     return p->err.code;
   }
-  if (rel->tablelike && (!in_step || rel->evolved) && (rc = rewrite(p, s))) { /* not rel's rows: written again */
+  bool rewritten = rel->tablelike && (!in_step || rel->evolved);
+  if (rewritten && (rc = rewrite(p, s))) { /* not rel's rows: written again */
     free_stsink(s);
     return rc;
   }
@@ -420,6 +430,7 @@ int rn_store_sink(rn_pipeline *p, rn_rel *rel, const char *name)
   if (!rc) {
     rn_sink_set_hooks(p, NULL, st_done);
     rn_sink_set_carry(p, st_replay, st_forget);
+    if (rewritten) rn_sink_set_holds_told(p); /* the rows a pending rebuild made are in the store */
   }
   return rc;
 }

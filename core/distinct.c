@@ -4,7 +4,9 @@
  * Rules (DISTINCT-n in specs):
  * (1) A row is in the output while at least one copy of it is in the input:
  *     copies are counted, so deleting one of two equal rows keeps the row.
- *     Rows are equal when their stored bytes are (as a keyless table's).
+ *     Rows are equal when their stored bytes are (as a keyless table's),
+ *     -0.0 being 0.0 (rn_row_same); a distinct row holds the one form of
+ *     its copies, every zero 0.0, whichever copy brought it in.
  * (2) Each distinct row keeps one id from the copy that brought it in until
  *     the last copy leaves; ids come from the relation's own counter and are
  *     never reused. A rebuild at open (stale or new state) keeps the id of
@@ -59,7 +61,8 @@ static int stored_row_damaged(rn_distinct *d, const MDB_val *k, const MDB_val *v
 
 /* The id and copies of the stored row equal to row (rn_row_same); *id = 0
  * if none. stored (may be NULL): that row as stored (its zeros may have
- * another sign than row's), copied into the scratch zone. */
+ * another sign than row's), copied into the scratch zone, its zeros as
+ * 0.0 (add_copy). */
 static int find(rn_distinct *d, MDB_txn *txn, const char *row, size_t len, uint64_t *id, uint64_t *copies,
                 const char **stored)
 {
@@ -78,6 +81,7 @@ static int find(rn_distinct *d, MDB_txn *txn, const char *row, size_t len, uint6
       memcpy(copies, rv.mv_data, 8);
       if (stored) *stored = rn_scratch_copy(d->out->p, (const char *)rv.mv_data + 8, len);
       nomem = stored && !*stored;
+      if (stored && *stored) rn_row_zero_signs((char *)*stored, len); /* a row held before 0.0 was its one form */
       break;
     }
   }
@@ -122,6 +126,15 @@ static int add_copy(rn_distinct *d, const char *row, size_t len, bool emit)
   const char *held = NULL;
   int rc = find(d, txn, row, len, &id, &copies, &held);
   if (rc || id) return rc ? rc : put_row(d, txn, id, copies + 1, held, len); /* the row as it came in (2) */
+  /* A distinct row stands for every equal copy, so it holds their one
+   * form (0.0, one NaN): the -0.0 of a first copy would stay after that
+   * copy left and only 0.0 copies remained, and which sign it showed would
+   * hang on the order copies came in (an aggregate's group values are 0.0
+   * too, and SQL's DISTINCT gives 0.0). */
+  char *canon = (char *)rn_scratch_copy(r->p, row, len);
+  if (!canon) return rn_err_set(&r->p->err, RN_ENOMEM, "out of memory");
+  rn_row_zero_signs(canon, len);
+  row = canon;
   id = r->next_id++;
   rc = link_row(d, txn, id, row, len, true);
   if (rc) return rc;
@@ -174,7 +187,8 @@ static int scan_in(void *ctx, MDB_txn *txn, bool own_scratch)
   MDB_val k, v;
   for (int mrc = mdb_cursor_get(cur, &k, &v, MDB_FIRST); !rc && mrc == 0; mrc = mdb_cursor_get(cur, &k, &v, MDB_NEXT)) {
     if ((rc = stored_row_damaged(s->d, &k, &v))) break;
-    const char *row = rn_scratch_copy(p, (const char *)v.mv_data + 8, v.mv_size - 8); /* fn may read on */
+    char *row = (char *)rn_scratch_copy(p, (const char *)v.mv_data + 8, v.mv_size - 8); /* fn may read on */
+    if (row) rn_row_zero_signs(row, v.mv_size - 8); /* as find: held before add_copy's rule */
     rc = row ? s->fn(s->ctx, rn_be64_get(k.mv_data), row, v.mv_size - 8)
              : rn_err_set(&p->err, RN_ENOMEM, "out of memory");
     if (own_scratch) msgpack_zone_clear(&p->scratch);

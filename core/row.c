@@ -794,6 +794,11 @@ bool rn_row_same(const char *a, size_t alen, const char *b, size_t blen)
   return same;
 }
 
+void rn_row_zero_signs(char *row, size_t len)
+{
+  if (may_hold_floats(row, len)) zero_signs((unsigned char *)row, len);
+}
+
 uint64_t rn_row_hash(const char *row, size_t len)
 {
   if (!may_hold_floats(row, len)) return rn_hash64(row, len);

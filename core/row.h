@@ -62,6 +62,11 @@ static inline double rn_float_canon(double d)
 bool rn_row_same(const char *a, size_t alen, const char *b, size_t blen);
 uint64_t rn_row_hash(const char *row, size_t len);
 
+/* Rewrites row's -0.0 as 0.0 and its NaNs as rn_float_canon's, in place:
+ * the one row of its class rn_row_same finds equal, for a relation whose
+ * rows stand for that class (a distinct), not for one input row. */
+void rn_row_zero_signs(char *row, size_t len);
+
 /* Normalizes vals[0..ncols) in place; given[i] says whether slot i was given
  * (absent and null differ in a patch). Nested memory comes from z. Errors name
  * rel and the column: `players: column "@NAME": expected string, got number`. */

@@ -254,8 +254,9 @@ static int row_op(rn_rel *t, int64_t n, double x, bool del)
 }
 
 /* Rewrites rows db (|id BE| -> |skip|row|) as format 0 left them: a
- * canonical NaN as other_nan's bits, and the hashes in hashes db as the
- * rows' bytes'. */
+ * canonical NaN as other_nan's bits, a distinct's (skip 8) 0.0 as the -0.0
+ * its first copy gave (a distinct holds 0.0 now), and the hashes
+ * in hashes db as the rows' bytes'. */
 static void to_format0_rows(MDB_txn *txn, const char *rows, const char *hashes, size_t skip)
 {
   MDB_dbi rdbi, hdbi;
@@ -274,6 +275,10 @@ static void to_format0_rows(MDB_txn *txn, const char *rows, const char *hashes, 
     for (size_t i = skip; i + 9 <= v.mv_size; i++)
       if ((unsigned char)row[i] == 0xcb && memcmp(row + i + 1, "\x7f\xf8\0\0\0\0\0\0", 8) == 0) {
         rn_be64_put(row + i + 1, other_nan);
+        MDB_val nv = { v.mv_size, row };
+        CHECK(mdb_cursor_put(cur, &k, &nv, MDB_CURRENT) == 0);
+      } else if (skip == 8 && (unsigned char)row[i] == 0xcb && memcmp(row + i + 1, "\0\0\0\0\0\0\0\0", 8) == 0) {
+        row[i + 1] = (char)0x80;
         MDB_val nv = { v.mv_size, row };
         CHECK(mdb_cursor_put(cur, &k, &nv, MDB_CURRENT) == 0);
       }

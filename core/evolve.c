@@ -905,4 +905,5 @@ void rn_evolve_free(rn_pipeline *p)
   free(p->notes);
   free(p->evolved_marks);
   free(p->code_changed);
+  free(p->code_pending.name), free(p->code_pending.framed); /* a record no declaration took */
 }

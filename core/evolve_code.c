@@ -120,10 +120,10 @@ static int put_copy(rn_pipeline *p, MDB_txn *txn, const char *prefix, const char
   return rc;
 }
 
-/* A filter's or map's function to run again (again), in txn after its
- * fingerprint (changed: it differs from the one kept). LMDB's bytes are
- * copied before any write: a put may move them. */
-static int keep_code(rn_pipeline *p, MDB_txn *txn, const char *name, const rn_code_again *again, bool changed,
+/* A filter's or map's function to run again (framed, code_framed's), in
+ * txn after its fingerprint (changed: it differs from the one kept). LMDB's
+ * bytes are copied before any write: a put may move them. */
+static int keep_code(rn_pipeline *p, MDB_txn *txn, const char *name, const char *framed, size_t len, bool changed,
                      rn_code_again *told)
 {
   MDB_val now, old;
@@ -143,16 +143,12 @@ static int keep_code(rn_pipeline *p, MDB_txn *txn, const char *name, const rn_co
     if (!rc && told->kind == RN_CODE_KEPT) rc = put_copy(p, txn, RN_META_FN_TOLD, name, &now); /* now pending */
   }
   if (rc) return rc;
-  size_t len;
-  char *framed = code_framed(again, &len);
-  if (!framed) return rn_err_set(&p->err, RN_ENOMEM, "out of memory");
   if ((rc = get_meta(p, txn, RN_META_FN_NOW, name, &now)) && rc != MDB_NOTFOUND) {
     rc = rn_store_fail(&p->err, rc, name);
   } else {
     bool same = rc == 0 && now.mv_size == len && memcmp(now.mv_data, framed, len) == 0;
     rc = same ? 0 : put_meta(p, txn, RN_META_FN_NOW, name, framed, len);
   }
-  free(framed);
   return rc;
 }
 
@@ -181,32 +177,81 @@ int rn_code_record(rn_pipeline *p, const char *name, const char *fingerprint, si
   return rn_code_record_again(p, name, fingerprint, len, NULL, NULL);
 }
 
+/* In txn: the record of name's functions (hash; framed: a filter's or
+ * map's to run again, or NULL); *told as rn_code_record_again's when not
+ * NULL; *changed: the hash differs from the one kept. */
+static int write_record(rn_pipeline *p, MDB_txn *txn, const char *name, uint64_t hash, const char *framed,
+                        size_t framed_len, rn_code_again *told, bool *changed)
+{
+  int rc = put_hash(p, txn, name, hash, changed);
+  if (!rc && *changed) rc = rn_evolve_code_changed(p, txn, name);
+  if (!rc && framed) {
+    rn_code_again ignored = { RN_CODE_NONE, NULL, 0, NULL };
+    rc = keep_code(p, txn, name, framed, framed_len, *changed, told ? told : &ignored);
+    free(ignored.code);
+  }
+  return rc;
+}
+
+void rn_code_done(rn_pipeline *p, bool ok)
+{
+  if (!ok && p->code_pending.name && p->code_changed_len > p->code_pending.changed_len)
+    p->code_changed_len = p->code_pending.changed_len; /* noted by rn_code_apply: taken back */
+  free(p->code_pending.name);
+  free(p->code_pending.framed);
+  p->code_pending.name = p->code_pending.framed = NULL;
+}
+
+int rn_code_apply(rn_pipeline *p, const char *name, MDB_txn *txn)
+{
+  if (!p->code_pending.name || strcmp(p->code_pending.name, name) != 0) return 0;
+  bool changed = false;
+  int rc = write_record(p, txn, name, p->code_pending.hash, p->code_pending.framed, p->code_pending.framed_len,
+                        NULL, &changed);
+  if (!rc && changed) note_changed(p, name);
+  return rc;
+}
+
 int rn_code_record_again(rn_pipeline *p, const char *name, const char *fingerprint, size_t len,
                          const rn_code_again *again, rn_code_again *told)
 {
   if (told) *told = (rn_code_again){ RN_CODE_NONE, NULL, 0, NULL };
+  rn_code_done(p, true); /* an earlier record no declaration took: dropped */
   int rc = rn_check_declarable(p, name); /* also commits carried groups: a transaction of our own follows */
   if (rc) return rc;
   int notes = p->nnotes;
   size_t marks = p->evolved_len;
-  bool changed = false;
+  bool changed = false, kept_marks = p->evolved_kept;
+  uint64_t hash = rn_hash64(fingerprint, len);
+  size_t framed_len = 0;
+  char *framed = again && told ? code_framed(again, &framed_len) : NULL;
+  char *kept = strdup(name);
+  if (!kept || (again && told && !framed)) {
+    free(kept), free(framed);
+    return rn_err_set(&p->err, RN_ENOMEM, "out of memory");
+  }
+  /* What the record finds (told), in a transaction taken back: the
+   * declaration writes it (rn_code_apply), finding the same. */
   MDB_txn *txn;
-  if ((rc = rn_store_txn(p->store.env, 0, &txn))) return rn_store_fail(&p->err, rc, name);
-  rc = put_hash(p, txn, name, rn_hash64(fingerprint, len), &changed);
-  if (!rc && changed) rc = rn_evolve_code_changed(p, txn, name);
-  if (!rc && again && told) rc = keep_code(p, txn, name, again, changed, told);
-  if (rc) {
-    mdb_txn_abort(txn);
-  } else if ((rc = mdb_txn_commit(txn))) {
-    rc = rn_store_write_fail(&p->store, &p->err, rc, name);
+  if ((rc = rn_store_txn(p->store.env, 0, &txn))) {
+    free(kept), free(framed);
+    return rn_store_fail(&p->err, rc, name);
   }
+  rc = write_record(p, txn, name, hash, framed, framed_len, told, &changed);
+  mdb_txn_abort(txn);
+  rn_evolve_forget(p, notes, marks); /* noted again by rn_code_apply */
+  p->evolved_kept = kept_marks;
   if (rc) {
-    rn_evolve_forget(p, notes, marks);
     if (told) free(told->code), *told = (rn_code_again){ RN_CODE_NONE, NULL, 0, NULL };
-  } else if (changed) {
-    note_changed(p, name);
+    free(kept), free(framed);
+    return rc;
   }
-  return rc;
+  p->code_pending.name = kept;
+  p->code_pending.hash = hash;
+  p->code_pending.framed = framed;
+  p->code_pending.framed_len = framed_len;
+  p->code_pending.changed_len = p->code_changed_len;
+  return 0;
 }
 
 int rn_code_told(rn_pipeline *p, MDB_txn *txn, const char *name)

@@ -26,8 +26,24 @@
 /* Before relation name is declared (outside groups): records the hash of
  * its functions' fingerprint (len bytes); when it differs from the one the
  * state keeps, adds the note "name: its function changed" and marks name
- * changed. Errors as a declaration's (rn_check_declarable). */
+ * changed. Errors as a declaration's (rn_check_declarable).
+ *
+ * The record is written by the declaration that follows, in its own
+ * transaction (rn_code_apply, from rn_state_open): a declaration that
+ * fails, or never comes (an error or an interrupt in between), leaves the
+ * state as it was, not holding the functions of a relation it does not
+ * hold, which the next declaration under that name would take for a
+ * change. */
 int rn_code_record(rn_pipeline *p, const char *name, const char *fingerprint, size_t len);
+
+/* In txn, at the declaration of relation name (rn_state_open): writes what
+ * the last rn_code_record(_again) took for name, if anything, as it would
+ * have been written then. */
+int rn_code_apply(rn_pipeline *p, const char *name, MDB_txn *txn);
+/* The declaration that followed the record ended (ok: committed); the
+ * record is dropped, and what rn_code_apply noted in p taken back if not
+ * ok. Also at close. */
+void rn_code_done(rn_pipeline *p, bool ok);
 
 /* What a filter's or map's function is, to run again. */
 typedef enum {

@@ -278,6 +278,14 @@ struct rn_pipeline {
   bool evolved_kept;      /* meta "ev" holds marks (store.h): the next group deletes it */
   char *code_changed;     /* |name\0|…|: the relations whose functions changed since open (evolve_code.h) */
   size_t code_changed_len;
+  struct {                /* the functions rn_code_record_again took, written by the declaration that
+                             follows, in its transaction (rn_code_apply); name NULL: none */
+    char *name;
+    uint64_t hash;        /* rn_hash64 of the fingerprint */
+    char *framed;         /* a filter's or map's function to run again (code_framed), or NULL */
+    size_t framed_len;
+    size_t changed_len;   /* code_changed_len before rn_code_apply noted it (taken back if it fails) */
+  } code_pending;
   rn_free_fn on_close;    /* the binding's hook, called with binding last by rn_pipeline_close */
   void *binding;          /* the binding's pipeline object (a Lua lpipe), or NULL */
   struct rn_cursor *read_cursors; /* rn_cursor_open's open cursors (read_api.c) */

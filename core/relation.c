@@ -5,6 +5,7 @@
 
 #include "derive.h"
 #include "evolve.h"
+#include "evolve_code.h"
 #include "evolve_log.h"
 #include "evolve_reads.h"
 #include "json.h"
@@ -214,6 +215,11 @@ static int continue_dropped(rn_pipeline *p, rn_rel *r, MDB_txn *txn)
  * (its last seq is not the pipeline's) and must be rebuilt. */
 int rn_state_open(rn_pipeline *p, rn_rel *r, MDB_txn *txn, bool *created, bool *stale)
 {
+  /* its functions, recorded just before: with its entry, or not at all (a
+   * relation of a kind that runs none takes no record left for its name) */
+  bool runs_fns = r->kind == RN_REL_FILTER || r->kind == RN_REL_MAP || r->kind == RN_REL_JOIN ||
+                  r->kind == RN_REL_AGGREGATE;
+  if (runs_fns && rn_code_apply(p, r->name, txn)) return p->err.code;
   size_t nlen = strlen(r->name);
   char *mkey = malloc(nlen + 3);
   if (!mkey) return rn_err_set(&p->err, RN_ENOMEM, "out of memory");
@@ -389,14 +395,17 @@ int rn_open_derived_state(rn_pipeline *p, rn_rel *r, rn_state_setup_fn setup, vo
     if (!rc) { /* committed, a rebuild's rows counted: what a rollback goes back to */
       r->saved_next_id = r->lmdb_next_id = r->next_id;
       r->saved_count = r->lmdb_count = r->count;
+      rn_code_done(p, true);
       return 0;
     }
     rn_evolve_forget(p, notes, marks);
     r->next_id = next_id, r->count = count;
     r->rebuilt_open = r->rebuilt_pending = false;
     rn_rebuild_capture_forget(r);
-    if (p->err.code != RN_EFULL || p->err.cause != MDB_MAP_FULL || tries >= 16) return rc;
-    if (rn_store_grow(&p->store, &p->err)) return p->err.code;
+    if (p->err.code != RN_EFULL || p->err.cause != MDB_MAP_FULL || tries >= 16 || rn_store_grow(&p->store, &p->err)) {
+      rn_code_done(p, false); /* its functions' record goes with it */
+      return p->err.code;
+    }
   }
 }
 
@@ -543,11 +552,16 @@ static int open_source_state(rn_pipeline *p, rn_rel *r)
     int notes = p->nnotes;
     size_t marks = p->evolved_len;
     int rc = try_open_source_state(p, r);
-    if (!rc) return 0;
+    if (!rc) {
+      rn_code_done(p, true);
+      return 0;
+    }
     rn_evolve_forget(p, notes, marks);
     r->rebuilt_open = r->rebuilt_pending = false; /* opened in the transaction taken back */
-    if (p->err.code != RN_EFULL || p->err.cause != MDB_MAP_FULL || tries >= 16) return rc;
-    if (rn_store_grow(&p->store, &p->err)) return p->err.code;
+    if (p->err.code != RN_EFULL || p->err.cause != MDB_MAP_FULL || tries >= 16 || rn_store_grow(&p->store, &p->err)) {
+      rn_code_done(p, false); /* its functions' record goes with it */
+      return p->err.code;
+    }
   }
 }
 

@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "check.h"
+#include "derive.h"
 #include "distinct.h"
 #include "evolve_code.h"
 #include "jetstream.h"
@@ -65,12 +66,28 @@ static rn_pipeline *open_at(const char *dir)
   return p;
 }
 
+static int pass_all(void *ctx, rn_rel *in, const char *row, size_t len, int *pass, rn_err *e)
+{
+  (void)ctx, (void)in, (void)row, (void)len, (void)e;
+  *pass = 1;
+  return 0;
+}
+
+static const rn_column_def f_in_col[] = { { "k", "int", 0, NULL, 0, NULL } };
+static const char *const f_in_key[] = { "k" };
+
 /* Records f's function as the fingerprint fp and code (NULL: one that
- * cannot be run again); what its sinks' rows came from, in *told. */
+ * cannot be run again); what its sinks' rows came from, in *told. Then
+ * declares f, a filter of table t, as the binding does: the record is
+ * written with f's declaration (evolve_code.h). */
 static int record(rn_pipeline *p, const char *fp, const char *code, size_t len, rn_code_again *told)
 {
   rn_code_again again = { code ? RN_CODE_KEPT : RN_CODE_UNKEPT, (char *)code, code ? len : 0, NULL };
-  return rn_code_record_again(p, "f", fp, strlen(fp), &again, told);
+  rn_rel *t = NULL, *f = NULL;
+  int rc = rn_declare_table(p, "t", f_in_col, 1, f_in_key, 1, &t);
+  if (!rc) rc = rn_code_record_again(p, "f", fp, strlen(fp), &again, told);
+  if (!rc) rc = rn_declare_filter(p, "f", t, pass_all, NULL, NULL, &f);
+  return rc;
 }
 
 /* A state whose f kept code_v1. */

@@ -69,6 +69,33 @@ describe("a declaration failing after its functions were recorded", function()
     assert.same({}, log)
   end)
 
+  it("of a join's mapper or an aggregate's functions, interrupted, leaves the state as it was", function()
+    local t = open()
+    local u = p:table("u", { {"id","int"}, {"name","string"}, key = "id" })
+    local mapper = function(r) return r.v end
+    local agg = runnel.agg{ init = function() return 0 end, add = function(a, r) return a + r.v end,
+                            remove = function(a, r) return a - r.v end, result = function(a) return a end }
+    t:join(u, { mapper = mapper, name = "j" })
+    t:aggregate{ total = agg, name = "g" }
+    t:insert{ id = 1, v = 7 }
+    u:insert{ id = 7, name = "seven" }
+    p:close()
+    t = open()
+    u = p:table("u", { {"id","int"}, {"name","string"}, key = "id" })
+    assert.is_false((interrupted_at("_join", t.join, t, u, { mapper = function(r) return r.v + 1 end, name = "j" })))
+    assert.is_false((interrupted_at("_aggregate", t.aggregate, t, { total = runnel.agg{ init = function() return 1 end,
+      add = function(a) return a end, remove = function(a) return a end, result = function(a) return a end },
+      name = "g" })))
+    p:close()
+    t = open()
+    u = p:table("u", { {"id","int"}, {"name","string"}, key = "id" })
+    local j = t:join(u, { mapper = mapper, name = "j" })
+    local g = t:aggregate{ total = agg, name = "g" }
+    assert.same({}, p:changes())
+    assert.equal("seven", j:get(1).name)
+    for r in g:rows() do assert.equal(7, r.total) end
+  end)
+
   it("interrupted, then declared in the same process, acts as if the interrupt never happened", function()
     local t = open()
     t:insert{ id = 1, v = 1 }

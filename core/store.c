@@ -4,6 +4,7 @@
 #include "rowcache.h"
 #include "wb.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <ftw.h>
@@ -151,15 +152,54 @@ static int open_catalogue(rn_store *s, rn_err *e)
   return rc ? rn_store_write_fail(s, e, rc, "creating the catalogue") : 0;
 }
 
+/* A directory that existed before this open and holds no data.mdb becomes
+ * a new state only while it is empty: one holding the user's files (a
+ * project, notes) is refused rather than given LMDB's files among them.
+ * Runnel's own files are no one else's: writer.lock and lock.mdb stay
+ * after a first open that failed or after data.mdb was removed to start
+ * anew, and another process opening the same new state makes data.mdb
+ * while this one reads the directory. */
+static int refuse_foreign_dir(const char *path, rn_err *e)
+{
+  char data[strlen(path) + sizeof "/data.mdb"];
+  struct stat st;
+  snprintf(data, sizeof data, "%s/data.mdb", path);
+  if (lstat(data, &st) == 0 || errno != ENOENT) return 0; /* a state, or LMDB says why not */
+  DIR *d = opendir(path);
+  if (!d) return rn_err_set(e, RN_EIO, "cannot open state %s: cannot list the directory to see it is empty: %s", path,
+                            strerror(errno));
+  char first[256] = "";
+  size_t others = 0;
+  for (struct dirent *de; (de = readdir(d));) {
+    const char *n = de->d_name;
+    if (!strcmp(n, ".") || !strcmp(n, "..") || !strcmp(n, "writer.lock") || !strcmp(n, "lock.mdb") ||
+        !strcmp(n, "data.mdb"))
+      continue;
+    if (!*first) snprintf(first, sizeof first, "%s", n);
+    else {
+      others++;
+      if (strcmp(n, first) < 0) snprintf(first, sizeof first, "%s", n); /* the same name whatever readdir's order */
+    }
+  }
+  closedir(d);
+  if (!*first) return 0;
+  char more[64] = "";
+  if (others) snprintf(more, sizeof more, " and %zu more entr%s", others, others == 1 ? "y" : "ies");
+  return rn_err_set(e, RN_EIO, "cannot open state %s: the directory holds %s%s and no runnel state (a state is a "
+                    "directory, new or empty at first)", path, first, more);
+}
+
 static int make_dir(rn_store *s, const char *path, rn_err *e)
 {
   if (path) {
     struct stat st;
-    if (mkdir(path, 0755) != 0 && errno != EEXIST)
+    bool made = mkdir(path, 0755) == 0;
+    if (!made && errno != EEXIST)
       return rn_err_set(e, RN_EIO, "cannot create state directory %s: %s", path, strerror(errno));
     if (stat(path, &st) == 0 && !S_ISDIR(st.st_mode)) /* else writer.lock's open says "Not a directory" */
       return rn_err_set(e, RN_EIO, "cannot open state %s: %s (a state is a directory, new or empty at first)", path,
                         S_ISREG(st.st_mode) ? "it is a file, not a state directory" : "it is not a directory");
+    if (!made && refuse_foreign_dir(path, e)) return e->code;
     s->path = strdup(path);
   } else {
     const char *tmp = getenv("TMPDIR");

@@ -1,0 +1,69 @@
+-- Opening a state in a directory that holds other files and no state: a new
+-- state is made only in a directory that is new or empty (DESIGN.md 12:
+-- "runnel.open(path) accepts an existing empty directory"); one holding
+-- the user's files is refused, naming the path and a file in it, and
+-- nothing is written among those files (core/store.c make_dir).
+local runnel = require "runnel"
+local H = require "helper"
+
+local function entries(dir)
+  local out = H.sh(("ls -A '%s'"):format(dir))
+  local t = {}
+  for name in out:gmatch("[^\n]+") do t[#t + 1] = name end
+  return t
+end
+
+describe("runnel.open of a directory holding other files", function()
+  local dir
+  before_each(function() dir = H.tmpdir() end)
+  after_each(H.cleanup)
+
+  it("is refused, naming the path and a file in it, and writes nothing there", function()
+    H.write(dir .. "/notes.txt", "my notes\n")
+    local want = ("cannot open state %s: the directory holds notes.txt and no runnel state (a state is a "
+                  .. "directory, new or empty at first)"):format(dir)
+    -- before: it opened, and data.mdb, lock.mdb and writer.lock lay beside notes.txt
+    assert.equal(want, H.error_of(runnel.open, dir))
+    assert.equal(want, H.error_of(runnel.open, { path = dir, sync = false }))
+    assert.same({ "notes.txt" }, entries(dir))
+    assert.equal("my notes\n", H.read(dir .. "/notes.txt"))
+  end)
+
+  it("names one entry and counts the others, a directory among them", function()
+    H.write(dir .. "/b.txt", "b")
+    H.write(dir .. "/a.txt", "a")
+    os.execute(("mkdir '%s/src'"):format(dir))
+    assert.equal(("cannot open state %s: the directory holds a.txt and 2 more entries and no runnel state (a "
+                  .. "state is a directory, new or empty at first)"):format(dir), H.error_of(runnel.open, dir))
+    assert.same({ "a.txt", "b.txt", "src" }, entries(dir))
+  end)
+
+  it("is refused by runnel repl STATE_DIR FILE.lua, which says so and writes nothing there", function()
+    H.write(dir .. "/decl.lua", 't = p:table("t", { {"k","int"}, key = "k" })\n')
+    local out, err = H.sh(("%s repl %s %s/decl.lua"):format(H.runnel_bin, dir, dir), "")
+    assert.matches(("cannot open state %s: the directory holds decl.lua and no runnel state"):format(dir),
+                   out .. err, 1, true)
+    assert.same({ "decl.lua" }, entries(dir))
+  end)
+
+  it("still opens a new, an empty, and an existing state, also one the user put a file in later", function()
+    local p = runnel.open(dir .. "/new")
+    p:table("t", { {"k","int"}, key = "k" }):insert{ k = 1 }
+    p:close()
+    os.execute(("mkdir '%s/empty'"):format(dir))
+    runnel.open(dir .. "/empty"):close()
+    H.write(dir .. "/new/README", "my state\n")
+    p = runnel.open(dir .. "/new")
+    assert.equal(1, p:table("t", { {"k","int"}, key = "k" }):count())
+    p:close()
+  end)
+
+  it("still opens a directory holding only what a first open that failed left (writer.lock, lock.mdb)", function()
+    local p = runnel.open(dir .. "/st")
+    p:close()
+    os.remove(dir .. "/st/data.mdb") -- as README says for an empty data.mdb: remove it to start anew
+    p = runnel.open(dir .. "/st")
+    p:table("t", { {"k","int"}, key = "k" }):insert{ k = 1 }
+    p:close()
+  end)
+end)

@@ -808,6 +808,12 @@ static int command(lua_State *L, int argc, char **argv)
   if (strcmp(cmd, "run") == 0) return run_script(L, argc, argv, 2);
   if (strcmp(cmd, "repl") == 0) {
     if (argc > 4) { fprintf(stderr, "runnel: repl takes [STATE_DIR] [FILE.lua] (runnel help)\n"); return 2; }
+    for (int i = 2; i < argc; i++)
+      if (argv[i][0] == '-') { /* else `runnel repl --help` made a state named --help here */
+        fprintf(stderr, "runnel: repl: unknown option %s (repl takes [STATE_DIR] [FILE.lua]; a path that starts with "
+                "- as ./%s; runnel help)\n", argv[i], argv[i]);
+        return 2;
+      }
     return run_repl(L, argc > 2 ? argv[2] : NULL, argc > 3 ? argv[3] : NULL);
   }
   if (strcmp(cmd, "inspect") == 0 || strcmp(cmd, "verify") == 0) {

@@ -152,37 +152,42 @@ static int open_catalogue(rn_store *s, rn_err *e)
   return rc ? rn_store_write_fail(s, e, rc, "creating the catalogue") : 0;
 }
 
+int rn_store_foreign_entry(const char *dir, char *first, size_t len, size_t *others)
+{
+  DIR *d = opendir(dir);
+  if (!d) return -errno;
+  first[0] = '\0';
+  *others = 0;
+  for (struct dirent *de; (de = readdir(d));) {
+    const char *n = de->d_name;
+    if (!strcmp(n, ".") || !strcmp(n, "..") || !strcmp(n, "writer.lock") || !strcmp(n, "lock.mdb") ||
+        !strcmp(n, "data.mdb") || !strncmp(n, "data.mdb.copy-", sizeof "data.mdb.copy-" - 1))
+      continue;
+    if (!*first) snprintf(first, len, "%s", n);
+    else {
+      ++*others;
+      if (strcmp(n, first) < 0) snprintf(first, len, "%s", n); /* the same name whatever readdir's order */
+    }
+  }
+  closedir(d);
+  return *first != '\0';
+}
+
 /* A directory that existed before this open and holds no data.mdb becomes
  * a new state only while it is empty: one holding the user's files (a
- * project, notes) is refused rather than given LMDB's files among them.
- * Runnel's own files are no one else's: writer.lock and lock.mdb stay
- * after a first open that failed or after data.mdb was removed to start
- * anew, and another process opening the same new state makes data.mdb
- * while this one reads the directory. */
+ * project, notes) is refused rather than given LMDB's files among them. */
 static int refuse_foreign_dir(const char *path, rn_err *e)
 {
   char data[strlen(path) + sizeof "/data.mdb"];
   struct stat st;
   snprintf(data, sizeof data, "%s/data.mdb", path);
   if (lstat(data, &st) == 0 || errno != ENOENT) return 0; /* a state, or LMDB says why not */
-  DIR *d = opendir(path);
-  if (!d) return rn_err_set(e, RN_EIO, "cannot open state %s: cannot list the directory to see it is empty: %s", path,
-                            strerror(errno));
-  char first[256] = "";
-  size_t others = 0;
-  for (struct dirent *de; (de = readdir(d));) {
-    const char *n = de->d_name;
-    if (!strcmp(n, ".") || !strcmp(n, "..") || !strcmp(n, "writer.lock") || !strcmp(n, "lock.mdb") ||
-        !strcmp(n, "data.mdb"))
-      continue;
-    if (!*first) snprintf(first, sizeof first, "%s", n);
-    else {
-      others++;
-      if (strcmp(n, first) < 0) snprintf(first, sizeof first, "%s", n); /* the same name whatever readdir's order */
-    }
-  }
-  closedir(d);
-  if (!*first) return 0;
+  char first[256];
+  size_t others;
+  int rc = rn_store_foreign_entry(path, first, sizeof first, &others);
+  if (rc < 0) return rn_err_set(e, RN_EIO, "cannot open state %s: cannot list the directory to see it is empty: %s",
+                                path, strerror(-rc));
+  if (!rc) return 0;
   char more[64] = "";
   if (others) snprintf(more, sizeof more, " and %zu more entr%s", others, others == 1 ? "y" : "ies");
   return rn_err_set(e, RN_EIO, "cannot open state %s: the directory holds %s%s and no runnel state (a state is a "

@@ -67,3 +67,28 @@ describe("runnel.open of a directory holding other files", function()
     p:close()
   end)
 end)
+
+describe("runnel.open's path", function()
+  local dir
+  before_each(function() dir = H.tmpdir() end)
+  after_each(H.cleanup)
+
+  it("that is no string is refused, not made a directory of its text in the working directory", function()
+    H.write(dir .. "/s.lua", 'local runnel = require "runnel"\n'
+      .. 'for _, v in ipairs{ 5, 1.5, true } do\n  print(pcall(function() local p = runnel.open{ path = v }; return p end))\nend\n')
+    local out, err, code = H.sh(("cd '%s' && %s run s.lua"):format(dir, H.runnel_bin))
+    -- before: true runnel.Pipeline (5), and a state directory named 5 beside s.lua
+    assert.same({ "false\ts.lua:3: open: path must be a string (a state directory), got number\n"
+               .. "false\ts.lua:3: open: path must be a string (a state directory), got number\n"
+               .. "false\ts.lua:3: open: path must be a string (a state directory), got boolean\n", "", 0 },
+                { out, err, code })
+    assert.same({ "s.lua" }, entries(dir))
+  end)
+
+  it("that is empty says the path, not a name, must not be empty", function()
+    local want = "open: the path must not be empty (runnel.open() opens a temporary state)"
+    -- before: "open: a name must not be empty"
+    assert.equal(want, H.error_of(runnel.open, ""))
+    assert.equal(want, H.error_of(runnel.open, { path = "" }))
+  end)
+end)

@@ -342,6 +342,7 @@ typedef struct run_opts {
   bool traceback;
   const char *input, *on_error, *rejects;
   long long batch, max_rejects;     /* 0: not given */
+  unsigned given;                   /* the valued options given, a bit each (take_option) */
 } run_opts;
 
 /* After the script: --input runs an NDJSON file through the pipeline the
@@ -416,6 +417,11 @@ static int take_option(int argc, char **argv, int *i, run_opts *o)
     fprintf(stderr, "runnel: %s needs %s\n", name, wants[k]);
     return -1;
   }
+  if (o->given & 1u << k) { /* the last would win and the first be dropped: --input a --input b read b alone */
+    fprintf(stderr, "runnel: %s given twice (runnel help)\n", name);
+    return -1;
+  }
+  o->given |= 1u << k;
   const char *value = argv[++*i];
   switch (k) {
   case 0: o->input = value; break;
@@ -462,7 +468,7 @@ static bool run_opts_fit(const run_opts *o)
  * or after FILE; "--" ends them (what follows goes to the script as it is). */
 static int run_script(lua_State *L, int argc, char **argv, int first)
 {
-  run_opts o = { false, NULL, NULL, NULL, 0, 0 };
+  run_opts o = { false, NULL, NULL, NULL, 0, 0, 0 };
   int file = -1;
   char *args[argc];
   int nargs = 0;

@@ -31,3 +31,40 @@ describe("runnel repl with an option it does not take", function()
     assert.matches("t%s+|%s+table%s+|%s+1", out)
   end)
 end)
+
+describe("runnel run and runnel query with an option given twice", function()
+  local dir
+  before_each(function()
+    dir = H.tmpdir()
+    H.write(dir .. "/s.lua", 'local runnel = require "runnel"\n'
+      .. ('local p = runnel.open{ path = %q, notes = false }\n'):format(dir .. "/st")
+      .. 'p:table("t", { {"id","int"}, key = "id" })\nreturn p\n')
+    H.write(dir .. "/a.ndjson", '{"rel":"t","op":"insert","row":{"id":1}}\n')
+    H.write(dir .. "/b.ndjson", '{"rel":"t","op":"insert","row":{"id":2}}\n')
+  end)
+  after_each(H.cleanup)
+
+  for _, opt in ipairs{ "--input %s/a.ndjson --input %s/b.ndjson", "--batch 1 --batch 2",
+                        "--on-error skip --on-error stop", "--rejects %s/r1 --rejects %s/r2",
+                        "--max-rejects 1 --max-rejects 2" } do
+    it(("refuses runnel run %s, exit 2, applying nothing"):format(opt:gsub("%%s/", "")), function()
+      local args = opt:gsub("%%s", dir)
+      local name = opt:match("^%-%-[%w-]+")
+      local extra = name == "--input" and "" or ("--input %s/a.ndjson --on-error skip "):format(dir)
+      if name == "--on-error" then extra = ("--input %s/a.ndjson "):format(dir) end
+      local out, err, code = H.sh(("%s run %s%s %s/s.lua"):format(bin, extra, args, dir))
+      -- before: the last one given won and the first was dropped without a word (--input a.ndjson unread)
+      assert.same({ "", ("runnel: %s given twice (runnel help)\n"):format(name), 2 }, { out, err, code })
+      assert.is_nil(H.read(dir .. "/st/data.mdb"))
+    end)
+  end
+
+  it("refuses runnel query --limit or --format given twice, exit 2", function()
+    H.sh(("%s run --input %s/a.ndjson %s/s.lua"):format(bin, dir, dir))
+    for _, opt in ipairs{ "--limit", "--format" } do
+      local v1, v2 = opt == "--limit" and "1" or "csv", opt == "--limit" and "2" or "ndjson"
+      local out, err, code = H.sh(("%s query %s/st t %s %s %s %s"):format(bin, dir, opt, v1, opt, v2))
+      assert.same({ "", ("runnel: query: %s given twice\n"):format(opt), 2 }, { out, err, code })
+    end
+  end)
+end)

@@ -81,12 +81,14 @@ local function query_args(args)
     elseif options and a:sub(1, 2) == "--" and a ~= "--limit" and a ~= "--format" then
       return nil, ("query: unknown option %s (--limit N, --format grid|ndjson|csv; -- before a KEY that starts "
                    .. "with --)"):format(a)
+    elseif options and (a == "--limit" and o.limit or a == "--format" and o.format_given) then
+      return nil, ("query: %s given twice"):format(a) -- the last would win without a word
     elseif options and a == "--limit" then
       o.limit = math.tointeger(tonumber(args[i + 1]))
       if not o.limit or o.limit < 0 then return nil, "query: --limit takes a count of rows" end
       i = i + 2
     elseif options and a == "--format" then
-      o.format = args[i + 1]
+      o.format, o.format_given = args[i + 1], true
       if not FORMATS[o.format] then return nil, "query: --format takes grid, ndjson or csv" end
       i = i + 2
     elseif not o.state then o.state, i = a, i + 1

@@ -561,6 +561,27 @@ static char *dupf(const char *fmt, ...)
   return s;
 }
 
+/* s with its control characters as Lua writes them (\n, \t, \r, \27, and
+ * \u{9b} for a C1 control), as runnel.grid shows cells: a name or column
+ * holding a newline would break inspect's row, an escape sequence would
+ * reach the terminal. NULL when out of memory. */
+static char *shown(const char *s)
+{
+  size_t n = strlen(s);
+  char *out = malloc(n * 6 + 1), *o = out; /* \u{9b} is 6 bytes for 2; \127 4 for 1 */
+  if (!out) return NULL;
+  for (const unsigned char *c = (const unsigned char *)s; *c; c++) {
+    if (*c == '\n') o += sprintf(o, "\\n");
+    else if (*c == '\t') o += sprintf(o, "\\t");
+    else if (*c == '\r') o += sprintf(o, "\\r");
+    else if (*c < 0x20 || *c == 0x7F) o += sprintf(o, "\\%u", *c);
+    else if (*c == 0xC2 && c[1] >= 0x80 && c[1] <= 0x9F) o += sprintf(o, "\\u{%x}", *++c);
+    else *o++ = (char)*c;
+  }
+  *o = '\0';
+  return out;
+}
+
 static int collect_relation(void *ctx, const rn_inspect_relation *r)
 {
   inspected *in = ctx;
@@ -572,12 +593,14 @@ static int collect_relation(void *ctx, const rn_inspect_relation *r)
     in->cap = cap;
   }
   char **row = in->cells[in->n++];
-  row[0] = dupf("%s", r->name);
+  row[0] = shown(r->name);
   row[1] = dupf("%s", r->kind);
   row[2] = r->rows >= 0 ? dupf("%lld", (long long)r->rows) : dupf("%s", "");
   row[3] = dupf("%llu", (unsigned long long)r->next_id);
-  row[4] = dupf("%s", r->columns);
-  row[5] = dupf("%s %llu", r->name, (unsigned long long)r->entries);
+  row[4] = shown(r->columns);
+  row[5] = row[0] ? dupf("%s %llu", row[0], (unsigned long long)r->entries) : NULL;
+  for (int c = 0; c < 6; c++)
+    if (!row[c]) return RN_ENOMEM; /* inspect frees the row's cells */
   return 0;
 }
 
@@ -595,10 +618,17 @@ static int print_waiting(void *ctx, const rn_outbox_kept *k)
   if (!k->groups) return 0;
   if (!*head) printf("groups waiting for durable sinks:\n");
   *head = true;
-  printf("  %s: %llu group%s (%llu row%s) wait since group %llu, last declared at group %llu", k->shown,
+  char *name = shown(k->shown);
+  if (!name) return RN_ENOMEM;
+  printf("  %s: %llu group%s (%llu row%s) wait since group %llu, last declared at group %llu", name,
          (unsigned long long)k->groups, k->groups == 1 ? "" : "s", (unsigned long long)k->rows,
          k->rows == 1 ? "" : "s", (unsigned long long)k->since, (unsigned long long)k->seen);
-  if (k->relation_gone) printf("; its relation %s is not in the state", k->relation);
+  free(name);
+  if (k->relation_gone) {
+    name = shown(k->relation);
+    printf("; its relation %s is not in the state", name ? name : "(out of memory)");
+    free(name);
+  }
   printf("\n");
   return 0;
 }

@@ -68,3 +68,22 @@ describe("runnel run and runnel query with an option given twice", function()
     end
   end)
 end)
+
+describe("runnel inspect of names holding control characters", function()
+  after_each(H.cleanup)
+
+  it("shows them escaped, as a grid does, one line per relation", function()
+    local runnel = require "runnel"
+    local dir = H.tmpdir() .. "/st"
+    local p = runnel.open{ path = dir, notes = false }
+    p:table("a\nb\27[31m", { {"i\td","int"}, key = "i\td" }):insert{ ["i\td"] = 1 }
+    p:close()
+    local out, err, code = H.sh(("%s inspect %s"):format(bin, dir))
+    -- before: the name's newline split its row, and ESC [ 31 m went to the terminal
+    assert.same({ "", 0 }, { err, code })
+    assert.matches(" relation    | kind  | rows | next id | columns\n"
+                .. "-------------+-------+------+---------+--------------\n"
+                .. " a\\nb\\27[31m | table |    1 |       2 | i\\td int key\n"
+                .. "(1 relation)\nstate entries: a\\nb\\27[31m ", out, 1, true)
+  end)
+end)

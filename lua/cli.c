@@ -495,6 +495,12 @@ static int run_script(lua_State *L, int argc, char **argv, int first)
     fprintf(stderr, "runnel: run - reads the script from stdin: --input - cannot read it too (runnel help)\n");
     return 2;
   }
+  struct stat script, rejects; /* the rejects file is opened for writing after the script ran: it would be lost */
+  if (o.rejects && !script_stdin && stat(argv[file], &script) == 0 && stat(o.rejects, &rejects) == 0 &&
+      script.st_dev == rejects.st_dev && script.st_ino == rejects.st_ino) {
+    fprintf(stderr, "runnel: --rejects %s is the script itself (runnel help)\n", o.rejects);
+    return 2;
+  }
   lua_createtable(L, nargs, file + 1);
   for (int i = 0; i <= file; i++) {
     lua_pushstring(L, argv[i]);

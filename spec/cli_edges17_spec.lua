@@ -87,3 +87,26 @@ describe("runnel inspect of names holding control characters", function()
                 .. "(1 relation)\nstate entries: a\\nb\\27[31m ", out, 1, true)
   end)
 end)
+
+describe("runnel run --rejects naming the script", function()
+  after_each(H.cleanup)
+
+  it("is refused with exit 2 before the script runs, the script whole", function()
+    local dir = H.tmpdir()
+    local script = dir .. "/s.lua"
+    local text = 'local runnel = require "runnel"\n'
+      .. ('local p = runnel.open{ path = %q, notes = false }\n'):format(dir .. "/st")
+      .. 'p:table("t", { {"id","int"}, key = "id" })\nreturn p\n'
+    H.write(script, text)
+    H.write(dir .. "/in.ndjson", '{"rel":"t","op":"insert","row":{"id":1}}\nbad\n')
+    for _, rejects in ipairs{ script, dir .. "/./s.lua" } do
+      local out, err, code = H.sh(("%s run --input %s/in.ndjson --on-error skip --rejects %s %s"):format(
+        bin, dir, rejects, script))
+      -- before: exit 0, and s.lua held the rejected line in place of the script
+      assert.same({ "", ("runnel: --rejects %s is the script itself (runnel help)\n"):format(rejects), 2 },
+                  { out, err, code })
+      assert.equal(text, H.read(script))
+      assert.is_nil(H.read(dir .. "/st/data.mdb")) -- the script did not run
+    end
+  end)
+end)

@@ -204,6 +204,13 @@ static int make_dir(rn_store *s, const char *path, rn_err *e)
     if (stat(path, &st) == 0 && !S_ISDIR(st.st_mode)) /* else writer.lock's open says "Not a directory" */
       return rn_err_set(e, RN_EIO, "cannot open state %s: %s (a state is a directory, new or empty at first)", path,
                         S_ISREG(st.st_mode) ? "it is a file, not a state directory" : "it is not a directory");
+    char to[4096];
+    ssize_t n;
+    if (!made && stat(path, &st) != 0 && errno == ENOENT && (n = readlink(path, to, sizeof to - 1)) >= 0) {
+      to[n] = '\0'; /* mkdir found the name taken, by a link leading nowhere */
+      return rn_err_set(e, RN_EIO, "cannot open state %s: it is a symbolic link to %s, which does not exist (a state "
+                        "is a directory, new or empty at first)", path, to);
+    }
     if (!made && refuse_foreign_dir(path, e)) return e->code;
     s->path = strdup(path);
   } else {

@@ -91,4 +91,12 @@ describe("runnel.open's path", function()
     assert.equal(want, H.error_of(runnel.open, ""))
     assert.equal(want, H.error_of(runnel.open, { path = "" }))
   end)
+
+  it("that is a dangling symbolic link says so", function()
+    os.execute(("ln -s '%s/nowhere' '%s/link'"):format(dir, dir))
+    -- before: "… cannot list the directory to see it is empty: No such file or directory"
+    assert.equal(("cannot open state %s/link: it is a symbolic link to %s/nowhere, which does not exist (a state is "
+                  .. "a directory, new or empty at first)"):format(dir, dir), H.error_of(runnel.open, dir .. "/link"))
+    assert.same({ "link" }, entries(dir))
+  end)
 end)

@@ -161,7 +161,8 @@ int rn_store_foreign_entry(const char *dir, char *first, size_t len, size_t *oth
   for (struct dirent *de; (de = readdir(d));) {
     const char *n = de->d_name;
     if (!strcmp(n, ".") || !strcmp(n, "..") || !strcmp(n, "writer.lock") || !strcmp(n, "lock.mdb") ||
-        !strcmp(n, "data.mdb") || !strncmp(n, "data.mdb.copy-", sizeof "data.mdb.copy-" - 1))
+        !strcmp(n, "data.mdb") || !strncmp(n, "data.mdb.copy-", sizeof "data.mdb.copy-" - 1) ||
+        !strcmp(n, "lost+found")) /* a volume of the state's own: the file system's, not the user's */
       continue;
     if (!*first) snprintf(first, len, "%s", n);
     else {

@@ -273,7 +273,8 @@ uint64_t rn_store_file_map(const char *dir);
  * such name in first and the count of the others, 0 when it holds only
  * runnel's (writer.lock and lock.mdb, which a first open that failed or a
  * removed data.mdb leave; data.mdb, which another process may be making;
- * data.mdb.copy-*, a killed rn_state_copy's), -errno when it cannot be
+ * data.mdb.copy-*, a killed rn_state_copy's; lost+found, at the root of
+ * a volume given to the state), -errno when it cannot be
  * listed. A new state, or a copy, is made only where it is 0. */
 int rn_store_foreign_entry(const char *dir, char *first, size_t len, size_t *others);
 

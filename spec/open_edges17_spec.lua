@@ -99,4 +99,12 @@ describe("runnel.open's path", function()
                   .. "a directory, new or empty at first)"):format(dir, dir), H.error_of(runnel.open, dir .. "/link"))
     assert.same({ "link" }, entries(dir))
   end)
+
+  it("that is a file system's root, holding lost+found alone, opens as a new state", function()
+    os.execute(("mkdir -p '%s/vol/lost+found'"):format(dir))
+    -- before this round's refusal it opened; a dedicated volume for the state is a directory of this kind
+    local p = runnel.open(dir .. "/vol")
+    p:table("t", { {"k","int"}, key = "k" }):insert{ k = 1 }
+    p:close()
+  end)
 end)

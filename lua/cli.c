@@ -32,6 +32,7 @@
 
 #include "lbind.h"
 #include "outbox.h"
+#include "pipeline.h"
 #include "verify.h"
 
 /* The state the SIGINT handler interrupts: the CLI's one global. */
@@ -350,8 +351,21 @@ typedef struct run_opts {
  * --on-error skip and no --rejects, each reason goes to stderr. */
 static int run_input(lua_State *L, const run_opts *o)
 {
-  if (!luaL_testudata(L, -1, "runnel.Pipeline")) {
+  const lpipe *lp = luaL_testudata(L, -1, "runnel.Pipeline");
+  if (!lp) {
     fprintf(stderr, "runnel: --input: the script must return its pipeline (return p)\n");
+    return 1;
+  }
+  /* p:run would say "runnel: the pipeline is closed" (printed as "runnel: runnel: …") or "run: not inside a
+   * group or a callback", which reads as if no group were open: name what the script did instead */
+  if (!lp->p) {
+    fprintf(stderr, "runnel: --input: the script returned its pipeline closed (return it open: runnel closes it "
+            "after the input)\n");
+    return 1;
+  }
+  if (lp->p->state != RN_IDLE) { /* the open group is rolled back as the pipeline closes */
+    fprintf(stderr, "runnel: --input: the script returned its pipeline inside a group (p:begin() without "
+            "p:commit() or p:rollback())\n");
     return 1;
   }
   lua_getfield(L, -1, "run");

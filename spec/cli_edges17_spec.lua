@@ -110,3 +110,32 @@ describe("runnel run --rejects naming the script", function()
     end
   end)
 end)
+
+describe("runnel run --input with a pipeline the script returned unusable", function()
+  local dir
+  before_each(function()
+    dir = H.tmpdir()
+    H.write(dir .. "/in.ndjson", '{"rel":"t","op":"insert","row":{"id":1}}\n')
+  end)
+  after_each(H.cleanup)
+
+  local function run(tail)
+    H.write(dir .. "/s.lua", 'local runnel = require "runnel"\n'
+      .. ('local p = runnel.open{ path = %q, notes = false }\n'):format(dir .. "/st")
+      .. 'local t = p:table("t", { {"id","int"}, key = "id" })\n' .. tail .. "return p\n")
+    return H.sh(("%s run --input %s/in.ndjson %s/s.lua"):format(bin, dir, dir))
+  end
+
+  it("closed says so, once prefixed", function()
+    -- before: "runnel: runnel: the pipeline is closed"
+    assert.same({ "", "runnel: --input: the script returned its pipeline closed (return it open: runnel closes it "
+                      .. "after the input)\n", 1 }, { run("p:close()\n") })
+  end)
+
+  it("inside a group says so, and the group is rolled back", function()
+    -- before: "runnel: run: not inside a group or a callback", which reads as if no group were open
+    assert.same({ "", "runnel: --input: the script returned its pipeline inside a group (p:begin() without "
+                      .. "p:commit() or p:rollback())\n", 1 }, { run("p:begin()\nt:insert{ id = 9 }\n") })
+    assert.equal(" id\n----\n(0 rows)\n", (H.sh(("%s query %s/st t"):format(bin, dir))))
+  end)
+end)

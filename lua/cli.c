@@ -893,6 +893,11 @@ static int command(lua_State *L, int argc, char **argv)
   /* runnel game.lua, runnel --input x game.lua: as lua and tarantool run a script */
   if (is_script(cmd) || (cmd[0] == '-' && cmd[1] == '-')) return run_script(L, argc, argv, 1);
   if (is_dir(cmd) && argc <= 3) return run_repl(L, cmd, argc > 2 ? argv[2] : NULL); /* runnel STATE_DIR */
+  if (is_dir(cmd)) { /* not an unknown command: a directory given more than runnel STATE_DIR takes */
+    fprintf(stderr, "runnel: %s is a directory: runnel STATE_DIR takes at most a FILE.lua after it (runnel help)\n",
+            cmd);
+    return 2;
+  }
   return -1;
 }
 

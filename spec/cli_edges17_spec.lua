@@ -139,3 +139,15 @@ describe("runnel run --input with a pipeline the script returned unusable", func
     assert.equal(" id\n----\n(0 rows)\n", (H.sh(("%s query %s/st t"):format(bin, dir))))
   end)
 end)
+
+describe("runnel STATE_DIR with more than a script after it", function()
+  after_each(H.cleanup)
+
+  it("says what runnel STATE_DIR takes, not that the directory is an unknown command", function()
+    local dir = H.tmpdir()
+    local out, err, code = H.sh(("%s %s a.lua b.lua"):format(bin, dir))
+    -- before: runnel: unknown command "DIR" (runnel help lists the commands)
+    assert.same({ "", ("runnel: %s is a directory: runnel STATE_DIR takes at most a FILE.lua after it (runnel help)\n")
+                      :format(dir), 2 }, { out, err, code })
+  end)
+end)

@@ -68,8 +68,27 @@ RN_API int rn_state_copy(const char *path, const char *dest, char *errbuf, size_
   if (stat(data, &st) != 0) return copy_fail(errbuf, errlen, RN_EIO, "%s: not a runnel state (no data.mdb)%s", path, "");
   snprintf(data, sizeof data, "%s/data.mdb", dest);
   if (stat(data, &st) == 0) return copy_fail(errbuf, errlen, RN_EMISUSE, "%s: holds a state already (%s)", dest, data);
-  if (mkdir(dest, 0755) != 0 && errno != EEXIST)
-    return copy_fail(errbuf, errlen, RN_EIO, "%s: %s", dest, strerror(errno));
+  if (mkdir(dest, 0755) != 0) {
+    if (errno != EEXIST) return copy_fail(errbuf, errlen, RN_EIO, "%s: %s", dest, strerror(errno));
+    /* An existing directory takes the copy only while it holds none of the
+     * user's files, as rn_open makes a new state only there: not data.mdb
+     * among someone's project (a killed copy's file is runnel's). */
+    char first[256];
+    size_t others;
+    int rc = rn_store_foreign_entry(dest, first, sizeof first, &others);
+    if (rc == -ENOTDIR) /* else "creating the copy …: Not a directory" */
+      return copy_fail(errbuf, errlen, RN_EIO, "%s: it is a file, not a directory (a snapshot goes to a new or empty "
+                       "directory)%s", dest, "");
+    if (rc < 0) return copy_fail(errbuf, errlen, RN_EIO, "%s: %s", dest, strerror(-rc));
+    if (rc > 0) {
+      char more[64] = "";
+      if (others) snprintf(more, sizeof more, " and %zu more entr%s", others, others == 1 ? "y" : "ies");
+      if (errbuf && errlen)
+        snprintf(errbuf, errlen, "%s: the directory holds %s%s and no runnel state (a snapshot goes to a new or "
+                 "empty directory)", dest, first, more);
+      return RN_EMISUSE;
+    }
+  }
   rn_err e;
   rn_err_clear(&e);
   if (rn_flush_before_read(path, &e)) return copy_fail(errbuf, errlen, e.code, "%s%s", e.msg, "");

@@ -234,6 +234,16 @@ static int open_env(const char *dir, unsigned flags, const size_t *maps, size_t 
   if (rc == ENOENT) return rn_err_set(e, rn_store_read_code(rc), "%s: not a runnel state (no data.mdb)", dir);
   if (rc == ENOTDIR) /* LMDB's "Not a directory" names no path of the user's */
     return rn_err_set(e, rn_store_read_code(rc), "%s: not a runnel state (a file, not a state directory)", dir);
+  if (rc == EACCES) { /* a user who may read the state but not write its lock file: say which file needs what */
+    char file[strlen(dir) + sizeof "/lock.mdb"];
+    snprintf(file, sizeof file, "%s/data.mdb", dir);
+    if (access(file, R_OK) != 0 && errno == EACCES)
+      return rn_err_set(e, RN_EIO, "%s: permission denied: reading needs read access to %s", dir, file);
+    snprintf(file, sizeof file, "%s/lock.mdb", dir);
+    if (access(file, F_OK) == 0 ? access(file, R_OK | W_OK) != 0 : access(dir, W_OK) != 0)
+      return rn_err_set(e, RN_EIO, "%s: permission denied: a reader of a state writes its lock.mdb (LMDB's table of "
+                        "readers): reading needs write access to %s", dir, file);
+  }
   return rn_err_set(e, rn_store_read_code(rc), "%s: %s", dir, mdb_strerror(rc));
 }
 

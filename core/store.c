@@ -4,6 +4,7 @@
 #include "rowcache.h"
 #include "wb.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <ftw.h>
@@ -151,15 +152,67 @@ static int open_catalogue(rn_store *s, rn_err *e)
   return rc ? rn_store_write_fail(s, e, rc, "creating the catalogue") : 0;
 }
 
+int rn_store_foreign_entry(const char *dir, char *first, size_t len, size_t *others)
+{
+  DIR *d = opendir(dir);
+  if (!d) return -errno;
+  first[0] = '\0';
+  *others = 0;
+  for (struct dirent *de; (de = readdir(d));) {
+    const char *n = de->d_name;
+    if (!strcmp(n, ".") || !strcmp(n, "..") || !strcmp(n, "writer.lock") || !strcmp(n, "lock.mdb") ||
+        !strcmp(n, "data.mdb") || !strncmp(n, "data.mdb.copy-", sizeof "data.mdb.copy-" - 1) ||
+        !strcmp(n, "lost+found")) /* a volume of the state's own: the file system's, not the user's */
+      continue;
+    if (!*first) snprintf(first, len, "%s", n);
+    else {
+      ++*others;
+      if (strcmp(n, first) < 0) snprintf(first, len, "%s", n); /* the same name whatever readdir's order */
+    }
+  }
+  closedir(d);
+  return *first != '\0';
+}
+
+/* A directory that existed before this open and holds no data.mdb becomes
+ * a new state only while it is empty: one holding the user's files (a
+ * project, notes) is refused rather than given LMDB's files among them. */
+static int refuse_foreign_dir(const char *path, rn_err *e)
+{
+  char data[strlen(path) + sizeof "/data.mdb"];
+  struct stat st;
+  snprintf(data, sizeof data, "%s/data.mdb", path);
+  if (lstat(data, &st) == 0 || errno != ENOENT) return 0; /* a state, or LMDB says why not */
+  char first[256];
+  size_t others;
+  int rc = rn_store_foreign_entry(path, first, sizeof first, &others);
+  if (rc < 0) return rn_err_set(e, RN_EIO, "cannot open state %s: cannot list the directory to see it is empty: %s",
+                                path, strerror(-rc));
+  if (!rc) return 0;
+  char more[64] = "";
+  if (others) snprintf(more, sizeof more, " and %zu more entr%s", others, others == 1 ? "y" : "ies");
+  return rn_err_set(e, RN_EIO, "cannot open state %s: the directory holds %s%s and no runnel state (a state is a "
+                    "directory, new or empty at first)", path, first, more);
+}
+
 static int make_dir(rn_store *s, const char *path, rn_err *e)
 {
   if (path) {
     struct stat st;
-    if (mkdir(path, 0755) != 0 && errno != EEXIST)
+    bool made = mkdir(path, 0755) == 0;
+    if (!made && errno != EEXIST)
       return rn_err_set(e, RN_EIO, "cannot create state directory %s: %s", path, strerror(errno));
     if (stat(path, &st) == 0 && !S_ISDIR(st.st_mode)) /* else writer.lock's open says "Not a directory" */
       return rn_err_set(e, RN_EIO, "cannot open state %s: %s (a state is a directory, new or empty at first)", path,
                         S_ISREG(st.st_mode) ? "it is a file, not a state directory" : "it is not a directory");
+    char to[4096];
+    ssize_t n;
+    if (!made && stat(path, &st) != 0 && errno == ENOENT && (n = readlink(path, to, sizeof to - 1)) >= 0) {
+      to[n] = '\0'; /* mkdir found the name taken, by a link leading nowhere */
+      return rn_err_set(e, RN_EIO, "cannot open state %s: it is a symbolic link to %s, which does not exist (a state "
+                        "is a directory, new or empty at first)", path, to);
+    }
+    if (!made && refuse_foreign_dir(path, e)) return e->code;
     s->path = strdup(path);
   } else {
     const char *tmp = getenv("TMPDIR");

@@ -32,6 +32,7 @@
 
 #include "lbind.h"
 #include "outbox.h"
+#include "pipeline.h"
 #include "verify.h"
 
 /* The state the SIGINT handler interrupts: the CLI's one global. */
@@ -342,6 +343,7 @@ typedef struct run_opts {
   bool traceback;
   const char *input, *on_error, *rejects;
   long long batch, max_rejects;     /* 0: not given */
+  unsigned given;                   /* the valued options given, a bit each (take_option) */
 } run_opts;
 
 /* After the script: --input runs an NDJSON file through the pipeline the
@@ -349,8 +351,21 @@ typedef struct run_opts {
  * --on-error skip and no --rejects, each reason goes to stderr. */
 static int run_input(lua_State *L, const run_opts *o)
 {
-  if (!luaL_testudata(L, -1, "runnel.Pipeline")) {
+  const lpipe *lp = luaL_testudata(L, -1, "runnel.Pipeline");
+  if (!lp) {
     fprintf(stderr, "runnel: --input: the script must return its pipeline (return p)\n");
+    return 1;
+  }
+  /* p:run would say "runnel: the pipeline is closed" (printed as "runnel: runnel: …") or "run: not inside a
+   * group or a callback", which reads as if no group were open: name what the script did instead */
+  if (!lp->p) {
+    fprintf(stderr, "runnel: --input: the script returned its pipeline closed (return it open: runnel closes it "
+            "after the input)\n");
+    return 1;
+  }
+  if (lp->p->state != RN_IDLE) { /* the open group is rolled back as the pipeline closes */
+    fprintf(stderr, "runnel: --input: the script returned its pipeline inside a group (p:begin() without "
+            "p:commit() or p:rollback())\n");
     return 1;
   }
   lua_getfield(L, -1, "run");
@@ -416,6 +431,11 @@ static int take_option(int argc, char **argv, int *i, run_opts *o)
     fprintf(stderr, "runnel: %s needs %s\n", name, wants[k]);
     return -1;
   }
+  if (o->given & 1u << k) { /* the last would win and the first be dropped: --input a --input b read b alone */
+    fprintf(stderr, "runnel: %s given twice (runnel help)\n", name);
+    return -1;
+  }
+  o->given |= 1u << k;
   const char *value = argv[++*i];
   switch (k) {
   case 0: o->input = value; break;
@@ -462,7 +482,7 @@ static bool run_opts_fit(const run_opts *o)
  * or after FILE; "--" ends them (what follows goes to the script as it is). */
 static int run_script(lua_State *L, int argc, char **argv, int first)
 {
-  run_opts o = { false, NULL, NULL, NULL, 0, 0 };
+  run_opts o = { false, NULL, NULL, NULL, 0, 0, 0 };
   int file = -1;
   char *args[argc];
   int nargs = 0;
@@ -487,6 +507,12 @@ static int run_script(lua_State *L, int argc, char **argv, int first)
   bool script_stdin = strcmp(argv[file], "-") == 0; /* as lua5.4 -: the script from stdin */
   if (script_stdin && o.input && strcmp(o.input, "-") == 0) {
     fprintf(stderr, "runnel: run - reads the script from stdin: --input - cannot read it too (runnel help)\n");
+    return 2;
+  }
+  struct stat script, rejects; /* the rejects file is opened for writing after the script ran: it would be lost */
+  if (o.rejects && !script_stdin && stat(argv[file], &script) == 0 && stat(o.rejects, &rejects) == 0 &&
+      script.st_dev == rejects.st_dev && script.st_ino == rejects.st_ino) {
+    fprintf(stderr, "runnel: --rejects %s is the script itself (runnel help)\n", o.rejects);
     return 2;
   }
   lua_createtable(L, nargs, file + 1);
@@ -555,6 +581,27 @@ static char *dupf(const char *fmt, ...)
   return s;
 }
 
+/* s with its control characters as Lua writes them (\n, \t, \r, \27, and
+ * \u{9b} for a C1 control), as runnel.grid shows cells: a name or column
+ * holding a newline would break inspect's row, an escape sequence would
+ * reach the terminal. NULL when out of memory. */
+static char *shown(const char *s)
+{
+  size_t n = strlen(s);
+  char *out = malloc(n * 6 + 1), *o = out; /* \u{9b} is 6 bytes for 2; \127 4 for 1 */
+  if (!out) return NULL;
+  for (const unsigned char *c = (const unsigned char *)s; *c; c++) {
+    if (*c == '\n') o += sprintf(o, "\\n");
+    else if (*c == '\t') o += sprintf(o, "\\t");
+    else if (*c == '\r') o += sprintf(o, "\\r");
+    else if (*c < 0x20 || *c == 0x7F) o += sprintf(o, "\\%u", *c);
+    else if (*c == 0xC2 && c[1] >= 0x80 && c[1] <= 0x9F) o += sprintf(o, "\\u{%x}", *++c);
+    else *o++ = (char)*c;
+  }
+  *o = '\0';
+  return out;
+}
+
 static int collect_relation(void *ctx, const rn_inspect_relation *r)
 {
   inspected *in = ctx;
@@ -566,12 +613,14 @@ static int collect_relation(void *ctx, const rn_inspect_relation *r)
     in->cap = cap;
   }
   char **row = in->cells[in->n++];
-  row[0] = dupf("%s", r->name);
+  row[0] = shown(r->name);
   row[1] = dupf("%s", r->kind);
   row[2] = r->rows >= 0 ? dupf("%lld", (long long)r->rows) : dupf("%s", "");
   row[3] = dupf("%llu", (unsigned long long)r->next_id);
-  row[4] = dupf("%s", r->columns);
-  row[5] = dupf("%s %llu", r->name, (unsigned long long)r->entries);
+  row[4] = shown(r->columns);
+  row[5] = row[0] ? dupf("%s %llu", row[0], (unsigned long long)r->entries) : NULL;
+  for (int c = 0; c < 6; c++)
+    if (!row[c]) return RN_ENOMEM; /* inspect frees the row's cells */
   return 0;
 }
 
@@ -589,10 +638,17 @@ static int print_waiting(void *ctx, const rn_outbox_kept *k)
   if (!k->groups) return 0;
   if (!*head) printf("groups waiting for durable sinks:\n");
   *head = true;
-  printf("  %s: %llu group%s (%llu row%s) wait since group %llu, last declared at group %llu", k->shown,
+  char *name = shown(k->shown);
+  if (!name) return RN_ENOMEM;
+  printf("  %s: %llu group%s (%llu row%s) wait since group %llu, last declared at group %llu", name,
          (unsigned long long)k->groups, k->groups == 1 ? "" : "s", (unsigned long long)k->rows,
          k->rows == 1 ? "" : "s", (unsigned long long)k->since, (unsigned long long)k->seen);
-  if (k->relation_gone) printf("; its relation %s is not in the state", k->relation);
+  free(name);
+  if (k->relation_gone) {
+    name = shown(k->relation);
+    printf("; its relation %s is not in the state", name ? name : "(out of memory)");
+    free(name);
+  }
   printf("\n");
   return 0;
 }
@@ -808,6 +864,12 @@ static int command(lua_State *L, int argc, char **argv)
   if (strcmp(cmd, "run") == 0) return run_script(L, argc, argv, 2);
   if (strcmp(cmd, "repl") == 0) {
     if (argc > 4) { fprintf(stderr, "runnel: repl takes [STATE_DIR] [FILE.lua] (runnel help)\n"); return 2; }
+    for (int i = 2; i < argc; i++)
+      if (argv[i][0] == '-') { /* else `runnel repl --help` made a state named --help here */
+        fprintf(stderr, "runnel: repl: unknown option %s (repl takes [STATE_DIR] [FILE.lua]; a path that starts with "
+                "- as ./%s; runnel help)\n", argv[i], argv[i]);
+        return 2;
+      }
     return run_repl(L, argc > 2 ? argv[2] : NULL, argc > 3 ? argv[3] : NULL);
   }
   if (strcmp(cmd, "inspect") == 0 || strcmp(cmd, "verify") == 0) {
@@ -831,6 +893,11 @@ static int command(lua_State *L, int argc, char **argv)
   /* runnel game.lua, runnel --input x game.lua: as lua and tarantool run a script */
   if (is_script(cmd) || (cmd[0] == '-' && cmd[1] == '-')) return run_script(L, argc, argv, 1);
   if (is_dir(cmd) && argc <= 3) return run_repl(L, cmd, argc > 2 ? argv[2] : NULL); /* runnel STATE_DIR */
+  if (is_dir(cmd)) { /* not an unknown command: a directory given more than runnel STATE_DIR takes */
+    fprintf(stderr, "runnel: %s is a directory: runnel STATE_DIR takes at most a FILE.lua after it (runnel help)\n",
+            cmd);
+    return 2;
+  }
   return -1;
 }
 

@@ -255,10 +255,15 @@ local function tables(p)
 end
 
 local function schema(p, name)
-  local rel = p:relation(name)
+  local rel = name ~= "" and p:relation(name)
   if not rel then
     local names = {}
     for _, r in ipairs(p:relations()) do names[#names + 1] = r:name() end
+    if name == "" then -- not a relation named "": the name was left out
+      print(("error: .schema takes NAME (%s)"):format(#names > 0 and "a relation: " .. table.concat(names, ", ")
+                                                          or "none declared"))
+      return
+    end
     print(("no relation %s (%s)"):format(quote(name), #names > 0 and "known: " .. table.concat(names, ", ") or "none declared"))
     return
   end

@@ -885,6 +885,13 @@ function runnel.open(opts)
   elseif opts ~= nil then
     raise("open: expects a path or an options table, got " .. type(opts))
   end
+  -- Checked here, where the user's line is known: core.open would take a
+  -- number as its text (a state directory "5" in the working directory)
+  -- and call "" a name.
+  if path ~= nil and type(path) ~= "string" then
+    raise("open: path must be a string (a state directory), got " .. type(path))
+  end
+  if path == "" then raise("open: the path must not be empty (runnel.open() opens a temporary state)") end
   local p, err = core.open(path, sync == false, clock, map_size, writemap, groups, changes, seconds, write_back,
                            page_share)
   if not p then raise(err) end

@@ -373,7 +373,7 @@ describe("runnel query of a join and a top", function()
                .. "  1 | ann  |    7 |     5 |        7 | red\n"
                .. "  2 | bob  |      |     3 |          |\n"
                .. "  3 | cy   |    7 |     9 |        7 | red\n"
-               .. "(3 rows)\n", "", 0 }, { out, err, code })
+               .. "(3 rows shown, more exist)\n", "", 0 }, { out, err, code })
     out = H.sh(("%s query %s best --format ndjson"):format(bin, dir))
     assert.equal('{"id":2,"name":"bob","team":null,"score":3,"rank":1}\n' -- the null group first, as kept
               .. '{"id":3,"name":"cy","team":7,"score":9,"rank":1}\n'

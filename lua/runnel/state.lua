@@ -81,12 +81,14 @@ local function query_args(args)
     elseif options and a:sub(1, 2) == "--" and a ~= "--limit" and a ~= "--format" then
       return nil, ("query: unknown option %s (--limit N, --format grid|ndjson|csv; -- before a KEY that starts "
                    .. "with --)"):format(a)
+    elseif options and (a == "--limit" and o.limit or a == "--format" and o.format_given) then
+      return nil, ("query: %s given twice"):format(a) -- the last would win without a word
     elseif options and a == "--limit" then
       o.limit = math.tointeger(tonumber(args[i + 1]))
       if not o.limit or o.limit < 0 then return nil, "query: --limit takes a count of rows" end
       i = i + 2
     elseif options and a == "--format" then
-      o.format = args[i + 1]
+      o.format, o.format_given = args[i + 1], true
       if not FORMATS[o.format] then return nil, "query: --format takes grid, ndjson or csv" end
       i = i + 2
     elseif not o.state then o.state, i = a, i + 1
@@ -136,6 +138,7 @@ end
 -- (rows()): a get per key would read each in its own, and a group another
 -- process commits between two gets would show half of it. att:get checks
 -- each key first (its type errors name the relation and the column).
+-- Also whether the limit left out a row found.
 local function rows_of_keys(att, cols, keys, limit)
   local key_cols, wanted = {}, {}
   for _, c in ipairs(cols) do if c.key then key_cols[#key_cols + 1] = c end end
@@ -149,7 +152,7 @@ local function rows_of_keys(att, cols, keys, limit)
     if not key then return nil, err end
     if #keys == 1 then
       local row = att:get(key)
-      return { row and (limit ~= 0) and { row } or nil }
+      return { row and (limit ~= 0) and { row } or nil }, row ~= nil and limit == 0
     end
     att:get(key)
     wanted[i] = key
@@ -160,25 +163,35 @@ local function rows_of_keys(att, cols, keys, limit)
       if not found[i] and has_key(row, key) then found[i] = row end
     end
   end
-  local picked = {}
+  local picked, more = {}, false
   for i = 1, #keys do
-    if found[i] and not (limit and #picked >= limit) then picked[#picked + 1] = { found[i] } end
+    if found[i] then
+      if limit and #picked >= limit then more = true else picked[#picked + 1] = { found[i] } end
+    end
   end
-  return picked
+  return picked, more
 end
 
--- The rows to print: all of them (one read transaction), or those of the keys.
+-- The rows to print: all of them (one read transaction), or those of the
+-- keys; and whether --limit left out a row (one read past the limit tells,
+-- where counting them all would read the whole relation).
 local function selected(att, cols, keys, limit)
   if #keys > 0 then return rows_of_keys(att, cols, keys, limit) end
   local picked = {}
   for row, id in att:rows() do
-    if limit and #picked >= limit then break end
+    if limit and #picked >= limit then return picked, true end
     picked[#picked + 1] = { row, id }
   end
-  return picked
+  return picked, false
 end
 
-local function print_rows(o, cols, picked)
+-- The grid's footer: the count of rows, or, when --limit cut them, the
+-- count shown and that more exist ("(2 rows)" read as if there were two).
+local function count_line(n, more)
+  return ("(%d row%s%s)"):format(n, n == 1 and "" or "s", more and " shown, more exist" or "")
+end
+
+local function print_rows(o, cols, picked, more)
   local names = {}
   for i, c in ipairs(cols) do names[i] = c.name end
   if o.format == "ndjson" then
@@ -204,8 +217,7 @@ local function print_rows(o, cols, picked)
       for i, n in ipairs(names) do cells[i] = cell(p[1][n]) end
       rows[r] = cells
     end
-    io.stdout:write(runnel.grid(names, rows, right), "\n",
-                    ("(%d row%s)\n"):format(#picked, #picked == 1 and "" or "s"))
+    io.stdout:write(runnel.grid(names, rows, right), "\n", count_line(#picked, more), "\n")
   end
 end
 
@@ -216,12 +228,12 @@ function M.query(args)
   local ok, att = pcall(runnel.attach, o.state, o.rel)
   if not ok then return fail((tostring(att):gsub("^[^:]*:%d+: ", ""))) end
   local cols = att:columns()
-  local picked
-  ok, picked, err = pcall(selected, att, cols, o.keys, o.limit)
+  local picked, more
+  ok, picked, more = pcall(selected, att, cols, o.keys, o.limit)
   att:close()
   if not ok then return fail((tostring(picked):gsub("^[^:]*:%d+: ", ""))) end
-  if not picked then return fail(err) end
-  print_rows(o, cols, picked)
+  if not picked then return fail(more) end -- more: why not
+  print_rows(o, cols, picked, more)
   return 0
 end
 

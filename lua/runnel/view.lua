@@ -29,19 +29,28 @@ return function(runnel, core)
     return utf8.len(s) or #s
   end
 
+  -- A cell's control characters as Lua writes them: a newline would break
+  -- the grid's row, and ESC, BEL or a C1 control (U+009B is CSI) would go
+  -- to the terminal as a command (recolour, clear, retitle).
+  local ESCAPES = { ["\n"] = "\\n", ["\t"] = "\\t", ["\r"] = "\\r" }
+  local function visible(s)
+    s = s:gsub("[%c\127]", function(c) return ESCAPES[c] or ("\\" .. c:byte()) end)
+    return (s:gsub("\194([\128-\159])", function(c) return ("\\u{%x}"):format(c:byte()) end))
+  end
+
   --- runnel.grid(headers, rows [, right]) -> string: an aligned text table.
   -- rows are lists of cell strings; right[i] aligns column i to the right.
   function runnel.grid(headers, rows, right)
     right = right or {}
     local w = {}
-    for i, h in ipairs(headers) do w[i] = width(h) end
+    for i, h in ipairs(headers) do w[i] = width(visible(h)) end
     for _, r in ipairs(rows) do
-      for i = 1, #headers do w[i] = math.max(w[i], width(r[i] or "")) end
+      for i = 1, #headers do w[i] = math.max(w[i], width(visible(r[i] or ""))) end
     end
     local function line(cells)
       local out = {}
       for i = 1, #headers do
-        local c = cells[i] or ""
+        local c = visible(cells[i] or "")
         local pad = (" "):rep(w[i] - width(c))
         out[i] = right[i] and pad .. c or c .. pad
       end

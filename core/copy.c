@@ -79,7 +79,7 @@ RN_API int rn_state_copy(const char *path, const char *dest, char *errbuf, size_
     if (rc == -ENOTDIR) /* else "creating the copy …: Not a directory" */
       return copy_fail(errbuf, errlen, RN_EIO, "%s: it is a file, not a directory (a snapshot goes to a new or empty "
                        "directory)%s", dest, "");
-    if (rc < 0) return copy_fail(errbuf, errlen, RN_EIO, "%s: %s", dest, strerror(-rc));
+    if (rc < 0) return copy_fail(errbuf, errlen, rc == -ENOMEM ? RN_ENOMEM : RN_EIO, "%s: %s", dest, strerror(-rc));
     if (rc > 0) {
       char more[64] = "";
       if (others) snprintf(more, sizeof more, " and %zu more entr%s", others, others == 1 ? "y" : "ies");

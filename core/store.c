@@ -186,6 +186,7 @@ static int refuse_foreign_dir(const char *path, rn_err *e)
   char first[256];
   size_t others;
   int rc = rn_store_foreign_entry(path, first, sizeof first, &others);
+  if (rc == -ENOMEM) return rn_err_set(e, RN_ENOMEM, "out of memory");
   if (rc < 0) return rn_err_set(e, RN_EIO, "cannot open state %s: cannot list the directory to see it is empty: %s",
                                 path, strerror(-rc));
   if (!rc) return 0;

@@ -111,7 +111,8 @@ RN_API int rn_drop(rn_pipeline *p, const char *name)
   rn_err_clear(&p->err);
   if (rn_store_forked(&p->store, &p->err)) return p->err.code; /* a child's use of its parent's LMDB */
   if (!name) return rn_err_set(&p->err, RN_EINVAL, "drop: the name is NULL");
-  if (p->state != RN_IDLE) return rn_err_set(&p->err, RN_EMISUSE, "drop \"%s\": not inside a group", name);
+  if (p->state != RN_IDLE) /* in a group, or in a callback after one (a durable sink, an on_durable hook) */
+    return rn_err_set(&p->err, RN_EMISUSE, "drop \"%s\": not inside a group or a callback", name);
   if (strlen(name) > RN_NAME_MAX) return rn_err_set(&p->err, RN_ENOTFOUND, "drop: no relation \"%.24s…\"", name);
   rn_rel *rel = rn_find(p, name);
   if (rel) {

@@ -113,3 +113,41 @@ describe("a relation dropped and declared again, as a durable sink sees it", fun
     p:close()
   end)
 end)
+
+describe("p:drop from inside a callback", function()
+  after_each(H.cleanup)
+
+  -- drop_outbox, run and rn_subscribe_durable say "not inside a group or a
+  -- callback"; p:drop said "not inside a group" from a durable sink or an
+  -- on_durable hook, which run after the group, outside it.
+  it("is refused naming the callback case, from where the user called it, and x stays", function()
+    local dir = H.tmpdir()
+    local p = runnel.open{ path = dir .. "/s", notes = false }
+    p:table("x", { {"k","int"}, key = "k" }):insert{ k = 1 }
+    p:close()
+    p = runnel.open{ path = dir .. "/s", notes = false }
+    local t = p:table("t", { {"k","int"}, key = "k" })
+    local errs = {}
+    local function try(where)
+      local ok, err = pcall(p.drop, p, "x"); assert(not ok)
+      errs[#errs + 1] = where .. ": " .. err
+    end
+    t:sink(function() try("in-group") end)
+    t:sink(function() try("durable") end, { durable = true, name = "d" })
+    p:on_durable(function() try("on_durable") end)
+    t:insert{ k = 1 }
+    p:flush()
+    table.sort(errs)
+    assert.same({ 'durable: drop "x": not inside a group or a callback',
+                  'in-group: drop "x": not inside a group or a callback',
+                  'on_durable: drop "x": not inside a group or a callback' }, errs)
+    p:begin()
+    local ok, err = pcall(function() p:drop("x") end)
+    assert.is_false(ok)
+    assert.matches("drop_edges17_spec.lua:%d+: drop \"x\": not inside a group or a callback", err)
+    p:rollback()
+    p:drop("x")                             -- outside, it goes
+    assert.same({}, p:undeclared())
+    p:close()
+  end)
+end)

@@ -125,6 +125,16 @@ RN_API int rn_drop(rn_pipeline *p, const char *name)
                       "drop \"%s\": it is declared in this pipeline; drop it before declaring it (at the start of "
                       "the new deploy), or with runnel drop while no pipeline has the state open", name);
   }
+  /* A store a sink declared here writes (of another relation than the
+   * name's: no relation has its name, store_sink.c): dropped, its database
+   * handle would be closed under the sink, and every later group fail on
+   * it ("Invalid argument"). */
+  const rn_rel *writer = rn_store_sink_writer(p, name);
+  if (writer)
+    return rn_err_set(&p->err, RN_EMISUSE,
+                      "drop \"%s\": the store sink of \"%s\" declared in this pipeline writes it; drop it before "
+                      "declaring the sink (at the start of the new deploy), or with runnel drop while no pipeline has "
+                      "the state open", name, writer->name);
   int rc = rn_flush(p);
   if (rc) return rc;
   MDB_txn *txn;

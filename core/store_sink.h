@@ -8,6 +8,8 @@
 
 /* Keeps rel's rows in this pipeline's LMDB state as store `name`. */
 int rn_store_sink(rn_pipeline *p, rn_rel *rel, const char *name);
+/* The relation whose store sink declared in p writes store `name`, or NULL. */
+const rn_rel *rn_store_sink_writer(const rn_pipeline *p, const char *name);
 /* 0 unless the state (read in txn) holds a store `name` kept for another
  * relation: a relation may not take its name (p->err says so). Stores of
  * 0.26 and before have no owner recorded and refuse nothing. */

@@ -151,3 +151,36 @@ describe("p:drop from inside a callback", function()
     p:close()
   end)
 end)
+
+describe("p:drop of a store a sink declared in the pipeline writes", function()
+  after_each(H.cleanup)
+
+  -- It was dropped from under the sink: its database handle closed, every
+  -- later group failed with "t: Invalid argument" until the pipeline closed.
+  it("is refused naming the relation whose sink writes it; the pipeline goes on", function()
+    local dir = H.tmpdir()
+    local state = dir .. "/s"
+    local p = runnel.open{ path = state, notes = false }
+    local t = p:table("t", { {"k","int"}, key = "k" })
+    t:sink(runnel.store("s"))
+    t:insert{ k = 1 }
+    local ok, err = pcall(function() p:drop("s") end)
+    assert.is_false(ok)
+    assert.matches("drop_edges17_spec.lua:%d+: drop \"s\": the store sink of \"t\" declared in this pipeline writes "
+                   .. "it; drop it before declaring the sink %(at the start of the new deploy%), or with runnel drop "
+                   .. "while no pipeline has the state open", err)
+    t:insert{ k = 2 }
+    local a = runnel.attach(state, "s")
+    assert.equal(2, a:count())
+    a:close()
+    p:close()
+    p = runnel.open{ path = state, notes = false }
+    p:drop("s")                             -- before the sink is declared, it goes
+    t = p:table("t", { {"k","int"}, key = "k" })
+    t:sink(runnel.store("s"))               -- and the sink writes it anew from t
+    a = runnel.attach(state, "s")
+    assert.equal(2, a:count())
+    a:close()
+    p:close()
+  end)
+end)

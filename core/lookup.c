@@ -282,13 +282,16 @@ static int attach_fetch(void *ctx, rn_rel *lk, const msgpack_object *key, int nk
 {
   attach_src *s = ctx;
   rn_pipeline *p = lk->p;
-  const rn_schema *ss = rn_attach_schema(s->a), *ls = lk->schema;
+  const rn_schema *ls = lk->schema;
   msgpack_sbuffer k, r;
   msgpack_sbuffer_init(&k);
   msgpack_sbuffer_init(&r);
   for (int i = 0; i < nkey; i++) rn_key_append(&k, &key[i]);
   int rc = rn_attach_get(s->a, k.data, k.size, &r, found, e);
   if (!rc && *found) {
+    /* after the read: one after the pipeline dropped a relation opens the
+     * attach again, freeing the schema it had (store_sink.c, reopen) */
+    const rn_schema *ss = rn_attach_schema(s->a);
     const msgpack_object *sv = rn_row_unpack(r.data, r.size, ss->ncols, &p->scratch);
     msgpack_object *lv = rn_zone_malloc(&p->scratch, sizeof *lv * (size_t)ls->ncols);
     uint8_t *given = rn_zone_malloc(&p->scratch, (size_t)ls->ncols);

@@ -184,3 +184,38 @@ describe("p:drop of a store a sink declared in the pipeline writes", function()
     p:close()
   end)
 end)
+
+describe("an attach of the pipeline's own state after p:drop of another relation", function()
+  after_each(H.cleanup)
+
+  -- p:drop closes the pipeline's database handles, so its attaches open
+  -- theirs again at their next read, freeing the schema they had: a
+  -- lookup's fetch and att:get read the row with the schema taken before
+  -- the read ("l: a stored row could not be read"; ASan: a
+  -- heap-use-after-free in attach_fetch).
+  it("reads its rows, through a lookup and through att:get", function()
+    local dir = H.tmpdir()
+    local state = dir .. "/s"
+    local p = runnel.open{ path = state, notes = false }
+    local u = p:table("u", { {"k","int"}, {"n","string"}, key = "k" })
+    u:sink(runnel.store("names"))
+    u:insert{ k = 1, n = "one" }
+    p:table("w", { {"k","int"}, key = "k" }):insert{ k = 5 }
+    p:close()
+    p = runnel.open{ path = state, notes = false }
+    local att = runnel.attach(state, "names")
+    local l = p:lookup("l", { {"k","int"}, {"n","string"}, key = "k", source = runnel.attach(state, "names") })
+    local t = p:table("t", { {"id","int"}, {"k","int"}, key = "id" })
+    local j = t:join(l, { on = "k", kind = "left" })
+    t:insert{ id = 1, k = 1 }
+    assert.equal("one", att:get(1).n)
+    p:drop("w")
+    t:insert{ id = 2, k = 1 }
+    assert.equal("one", j:get(2).n)
+    assert.same({ k = 1, n = "one" }, att:get(1))
+    p:drop("u")
+    assert.same({ k = 1, n = "one" }, att:get(1))
+    att:close()
+    p:close()
+  end)
+end)

@@ -14,6 +14,7 @@
 #include <string.h>
 
 #include "evolve_code.h"
+#include "lookup.h"
 #include "pipeline.h"
 #include "store_sink.h"
 
@@ -135,6 +136,13 @@ RN_API int rn_drop(rn_pipeline *p, const char *name)
                       "drop \"%s\": the store sink of \"%s\" declared in this pipeline writes it; drop it before "
                       "declaring the sink (at the start of the new deploy), or with runnel drop while no pipeline has "
                       "the state open", name, writer->name);
+  /* A lookup declared here that reads it through runnel.attach: the
+   * relations read it, as a join reads its input. */
+  const rn_rel *lookup = rn_lookup_reading(p, name);
+  if (lookup)
+    return rn_err_set(&p->err, RN_EMISUSE, "drop \"%s\": lookup \"%s\" declared in this pipeline reads it (its "
+                      "source attaches it); drop it before declaring the lookup, or with runnel drop while no "
+                      "pipeline has the state open", name, lookup->name);
   int rc = rn_flush(p);
   if (rc) return rc;
   MDB_txn *txn;

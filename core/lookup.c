@@ -317,6 +317,16 @@ static void free_attach_src(void *ctx)
   free(s);
 }
 
+const rn_rel *rn_lookup_reading(const rn_pipeline *p, const char *name)
+{
+  for (int i = 0; i < p->nrels; i++) {
+    const rn_rel *r = p->rels[i];
+    const rn_lookup *lk = r->kind == RN_REL_LOOKUP ? r->ctx : NULL;
+    if (lk && lk->fetch == attach_fetch && rn_attach_reads_own(((const attach_src *)lk->ctx)->a, p, name)) return r;
+  }
+  return NULL;
+}
+
 int rn_lookup_attach_source(rn_attached *a, rn_lookup_fetch *fetch, void **ctx, rn_free_fn *free_ctx)
 {
   attach_src *s = malloc(sizeof *s);

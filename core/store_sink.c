@@ -705,6 +705,11 @@ int rn_attach(const char *path, const char *name, rn_pipeline *owner, rn_attache
   return rc;
 }
 
+bool rn_attach_reads_own(const rn_attached *a, const rn_pipeline *p, const char *name)
+{
+  return a->owner == p && a->name && strcmp(a->name, name) == 0;
+}
+
 const rn_schema *rn_attach_schema(const rn_attached *a) { return a->reader ? rn_reader_schema(a->reader) : a->schema; }
 
 static int orphaned(const rn_attached *a, rn_err *e)

@@ -3,7 +3,7 @@
  *
  * A relation is named in the catalogue by "r:" name and "n:" name and keeps
  * its rows and operator state in named databases "<prefix>" name (store.h);
- * one that numbers events leaves its next id ("nd:" name) behind;
+ * it leaves its next id ("nd:" name) behind;
  * a permanent store by "S:" name and "st:" name. Dropping removes all of
  * them in one transaction; a store only when no relation has its name
  * (they are named apart). A relation declared in this pipeline is not
@@ -14,6 +14,7 @@
 #include <string.h>
 
 #include "evolve_code.h"
+#include "lookup.h"
 #include "pipeline.h"
 #include "store_sink.h"
 
@@ -84,17 +85,16 @@ static int del_databases(rn_pipeline *p, MDB_txn *txn, const char *name, bool st
   return rc ? p->err.code : 0;
 }
 
-/* A relation that may number events (a stream, a cdc relation, a join:
- * relation.c decides at declaration) leaves the next id it would have
- * given under "nd:" name, raised, never lowered: one declared again goes on
- * from it (store.h). */
-static int keep_event_ids(rn_pipeline *p, MDB_txn *txn, const char *name)
+/* A relation leaves the next id it would have given under "nd:" name,
+ * raised, never lowered: one declared again goes on from it, whatever its
+ * kind (relation.c, continue_dropped), as its sinks' logs and the groups
+ * waiting for them hold the dropped one's ids (store.h). */
+static int keep_ids(rn_pipeline *p, MDB_txn *txn, const char *name)
 {
   char key[RN_NAME_MAX + 8];
   MDB_val k = { (size_t)snprintf(key, sizeof key, "%s%s", RN_META_RELATION, name), key }, v;
   int rc = mdb_get(txn, p->store.meta, &k, &v);
-  int kind = rc == 0 && v.mv_size > 1 ? ((const unsigned char *)v.mv_data)[1] : -1; /* [kind (a fixint), …] */
-  if (rc == MDB_NOTFOUND || (kind != RN_REL_STREAM && kind != RN_REL_CDC && kind != RN_REL_JOIN)) return 0;
+  if (rc == MDB_NOTFOUND) return 0; /* a store, or nothing */
   uint64_t next = 0, kept = 0;
   k.mv_size = (size_t)snprintf(key, sizeof key, "%s%s", RN_META_COUNTERS, name);
   if ((rc = mdb_get(txn, p->store.meta, &k, &v)) == 0 && v.mv_size == 24) memcpy(&next, v.mv_data, 8);
@@ -112,7 +112,8 @@ RN_API int rn_drop(rn_pipeline *p, const char *name)
   rn_err_clear(&p->err);
   if (rn_store_forked(&p->store, &p->err)) return p->err.code; /* a child's use of its parent's LMDB */
   if (!name) return rn_err_set(&p->err, RN_EINVAL, "drop: the name is NULL");
-  if (p->state != RN_IDLE) return rn_err_set(&p->err, RN_EMISUSE, "drop \"%s\": not inside a group", name);
+  if (p->state != RN_IDLE) /* in a group, or in a callback after one (a durable sink, an on_durable hook) */
+    return rn_err_set(&p->err, RN_EMISUSE, "drop \"%s\": not inside a group or a callback", name);
   if (strlen(name) > RN_NAME_MAX) return rn_err_set(&p->err, RN_ENOTFOUND, "drop: no relation \"%.24s…\"", name);
   rn_rel *rel = rn_find(p, name);
   if (rel) {
@@ -125,12 +126,29 @@ RN_API int rn_drop(rn_pipeline *p, const char *name)
                       "drop \"%s\": it is declared in this pipeline; drop it before declaring it (at the start of "
                       "the new deploy), or with runnel drop while no pipeline has the state open", name);
   }
+  /* A store a sink declared here writes (of another relation than the
+   * name's: no relation has its name, store_sink.c): dropped, its database
+   * handle would be closed under the sink, and every later group fail on
+   * it ("Invalid argument"). */
+  const rn_rel *writer = rn_store_sink_writer(p, name);
+  if (writer)
+    return rn_err_set(&p->err, RN_EMISUSE,
+                      "drop \"%s\": the store sink of \"%s\" declared in this pipeline writes it; drop it before "
+                      "declaring the sink (at the start of the new deploy), or with runnel drop while no pipeline has "
+                      "the state open", name, writer->name);
+  /* A lookup declared here that reads it through runnel.attach: the
+   * relations read it, as a join reads its input. */
+  const rn_rel *lookup = rn_lookup_reading(p, name);
+  if (lookup)
+    return rn_err_set(&p->err, RN_EMISUSE, "drop \"%s\": lookup \"%s\" declared in this pipeline reads it (its "
+                      "source attaches it); drop it before declaring the lookup, or with runnel drop while no "
+                      "pipeline has the state open", name, lookup->name);
   int rc = rn_flush(p);
   if (rc) return rc;
   MDB_txn *txn;
   if ((rc = rn_store_txn(p->store.env, 0, &txn))) return rn_store_fail(&p->err, rc, name);
   bool found = false, store = false;
-  rc = keep_event_ids(p, txn, name);
+  rc = keep_ids(p, txn, name);
   if (!rc) rc = del_meta(p, txn, RN_META_RELATION, name, &found);
   if (!rc) rc = del_meta(p, txn, RN_META_COUNTERS, name, &found);
   bool decl = false;

@@ -282,13 +282,16 @@ static int attach_fetch(void *ctx, rn_rel *lk, const msgpack_object *key, int nk
 {
   attach_src *s = ctx;
   rn_pipeline *p = lk->p;
-  const rn_schema *ss = rn_attach_schema(s->a), *ls = lk->schema;
+  const rn_schema *ls = lk->schema;
   msgpack_sbuffer k, r;
   msgpack_sbuffer_init(&k);
   msgpack_sbuffer_init(&r);
   for (int i = 0; i < nkey; i++) rn_key_append(&k, &key[i]);
   int rc = rn_attach_get(s->a, k.data, k.size, &r, found, e);
   if (!rc && *found) {
+    /* after the read: one after the pipeline dropped a relation opens the
+     * attach again, freeing the schema it had (store_sink.c, reopen) */
+    const rn_schema *ss = rn_attach_schema(s->a);
     const msgpack_object *sv = rn_row_unpack(r.data, r.size, ss->ncols, &p->scratch);
     msgpack_object *lv = rn_zone_malloc(&p->scratch, sizeof *lv * (size_t)ls->ncols);
     uint8_t *given = rn_zone_malloc(&p->scratch, (size_t)ls->ncols);
@@ -312,6 +315,16 @@ static void free_attach_src(void *ctx)
   attach_src *s = ctx;
   rn_attach_close(s->a);
   free(s);
+}
+
+const rn_rel *rn_lookup_reading(const rn_pipeline *p, const char *name)
+{
+  for (int i = 0; i < p->nrels; i++) {
+    const rn_rel *r = p->rels[i];
+    const rn_lookup *lk = r->kind == RN_REL_LOOKUP ? r->ctx : NULL;
+    if (lk && lk->fetch == attach_fetch && rn_attach_reads_own(((const attach_src *)lk->ctx)->a, p, name)) return r;
+  }
+  return NULL;
 }
 
 int rn_lookup_attach_source(rn_attached *a, rn_lookup_fetch *fetch, void **ctx, rn_free_fn *free_ctx)

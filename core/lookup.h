@@ -31,6 +31,9 @@ const rn_lookup_stats *rn_lookup_stats_of(const rn_rel *lk);
  * that does not fit lk, as "<lk>: source returned a bad row for key (…):
  * <what was wrong>" (a leading "<lk>: " of e's message dropped). */
 void rn_lookup_bad_row(const rn_rel *lk, const msgpack_object *key, rn_err *e);
+/* The lookup declared in p whose source (an attached reader) reads `name`
+ * of p's own state, or NULL. */
+const rn_rel *rn_lookup_reading(const rn_pipeline *p, const char *name);
 /* A fetch reading a store through an attached reader (takes a). */
 int rn_lookup_attach_source(rn_attached *a, rn_lookup_fetch *fetch, void **ctx, rn_free_fn *free_ctx);
 

@@ -187,26 +187,38 @@ static int check_event_counters(rn_pipeline *p, rn_rel *r, MDB_txn *txn, bool ha
                     (unsigned long long)changed);
 }
 
-/* A relation numbering events declared again after a drop goes on from
- * the ids the dropped one gave (meta "nd:", written by rn_drop), so the
- * logs its sinks kept never meet an id twice. */
-static int continue_dropped(rn_pipeline *p, rn_rel *r, MDB_txn *txn)
+/* The next id relation r's name gave before it was dropped (meta "nd:",
+ * written by rn_drop) into *next; 0 when it was never dropped. */
+static int dropped_next(rn_pipeline *p, const rn_rel *r, MDB_txn *txn, uint64_t *next)
 {
   char key[RN_PREFIX_LEN(RN_META_DROPPED_IDS) + RN_NAME_MAX];
   size_t nlen = strlen(r->name); /* names are checked at declaration (rn_check_declarable) */
   memcpy(key, RN_META_DROPPED_IDS, RN_PREFIX_LEN(RN_META_DROPPED_IDS));
   memcpy(key + RN_PREFIX_LEN(RN_META_DROPPED_IDS), r->name, nlen);
   MDB_val k = { RN_PREFIX_LEN(RN_META_DROPPED_IDS) + nlen, key }, v;
+  *next = 0;
   int rc = mdb_get(txn, p->store.meta, &k, &v);
   if (rc == MDB_NOTFOUND) return 0;
   if (rc) return rn_store_fail(&p->err, rc, r->name);
-  uint64_t next = 0;
-  if (v.mv_size != sizeof next)
+  if (v.mv_size != sizeof *next)
     return rn_err_set(&p->err, RN_ESTORE, "state damaged: %s: the ids relation \"%s\" gave before it was dropped "
                       "are %zu bytes, not 8", p->store.path, r->name, v.mv_size);
-  memcpy(&next, v.mv_data, sizeof next);
-  if (next > r->next_id) r->next_id = r->saved_next_id = r->lmdb_next_id = next;
+  memcpy(next, v.mv_data, sizeof *next);
   return 0;
+}
+
+/* A relation declared again after a drop goes on from the ids the dropped
+ * one gave, whatever its kind: its durable sinks' logs (and the groups
+ * still waiting for them in the outbox, OUTBOX-4, delivered after the
+ * drop) hold those ids where no row of the state shows them any more, so
+ * an id given again would make a change of a dropped row read as one of
+ * a new row (a table's row 1 updated by the dropped table's group). */
+static int continue_dropped(rn_pipeline *p, rn_rel *r, MDB_txn *txn)
+{
+  uint64_t next;
+  int rc = dropped_next(p, r, txn, &next);
+  if (!rc && next > r->next_id) r->next_id = r->saved_next_id = r->lmdb_next_id = next;
+  return rc;
 }
 
 /* Reads or records |kind|schema| under "r:" name and the counters
@@ -289,7 +301,7 @@ int rn_state_open(rn_pipeline *p, rn_rel *r, MDB_txn *txn, bool *created, bool *
   } else {
     goto lmdb_fail;
   }
-  if (!r->tablelike && continue_dropped(p, r, txn)) goto fail;
+  if (continue_dropped(p, r, txn)) goto fail;
   if (rn_reads_load(p, r, txn)) goto fail; /* what its functions read: changed ones rebuild it too */
   if (rn_evolve_opened(p, r, txn, *created, stale)) goto fail; /* over a relation that changed: rebuilt */
   free(mkey);
@@ -440,7 +452,8 @@ int rn_state_check_ids(rn_pipeline *p, rn_rel *r, MDB_txn *txn, MDB_dbi dbi, siz
  * a keyed table's entries (rows and the tombstones of deleted keys, each
  * under an id of its own, given from 1 up) number at least its rows and
  * fewer than next_id; a keyless table's are its rows, its last key its
- * largest id. A keyed table's ids are 1..n (its n entries: ROWID-1, -2)
+ * largest id. A keyed table's ids are 1..n (its n entries: ROWID-1, -2;
+ * from..from+n-1 when declared again after a drop, continue_dropped)
  * unless its counters once said more than it held: then, only then, its
  * largest id is read from every entry, as new ids at or below it would be
  * given twice (two keys under one id), unsaid. The first such open marks
@@ -482,8 +495,13 @@ static int gap_mark(rn_pipeline *p, const rn_rel *r, MDB_txn *txn, const uint64_
 static int check_keyed_ids(rn_pipeline *p, rn_rel *r, MDB_txn *txn, uint64_t entries, uint64_t *top)
 {
   bool marked = false;
+  uint64_t from = 0; /* declared again after a drop, its ids go on from the dropped one's (continue_dropped) */
   int rc = gap_mark(p, r, txn, NULL, &marked);
-  if (rc || (!marked && (r->next_id <= entries || entries + 1 == r->next_id))) return rc; /* ids 1..n */
+  if (!rc && !marked) rc = dropped_next(p, r, txn, &from);
+  if (from < 1) from = 1;
+  /* ids from..from+n-1 (1..n but after a drop, where counters damaged to
+   * look like 1..n would give ids rows hold) */
+  if (rc || (!marked && (r->next_id <= entries || from + entries == r->next_id))) return rc;
   if ((rc = largest_keyed_id(p, r, txn, top))) return rc;
   if (r->next_id <= *top)
     return rn_err_set(&p->err, RN_ESTORE, "state damaged: %s: relation \"%s\" holds row id %llu, its counters say "

@@ -73,8 +73,9 @@
  *                     raised them) and id, its largest then, was below them
  *                     (relation.c, check_counters): every open reads its
  *                     largest id, as its next id being entries + 1 proves nothing
- *     "nd:" name      |u64 next_id|                    a relation numbering events (a stream, a
- *                     cdc relation, a stream join) dropped when it had given
+ *     "nd:" name      |u64 next_id|                    a relation (of any kind: a table's
+ *                     waiting groups reach its sinks after the drop too)
+ *                     dropped when it had given
  *                     ids up to next_id - 1 (drop.c): one declared again under
  *                     its name goes on from it, so the logs its sinks kept
  *                     never meet an id twice (relation.c); kept for good
@@ -165,7 +166,7 @@
 #define RN_META_CHANGED   "ch:"     /* the last group that changed a relation: |u64 seq| */
 #define RN_META_CHANGED_SPAN "chs"  /* the groups the "ch:" records know: |u64 from|u64 upto| */
 #define RN_META_ID_GAPS   "ig:"     /* a keyed table whose ids are not 1..n: |u64 id| (relation.c) */
-#define RN_META_DROPPED_IDS "nd:"   /* the next id of a dropped relation numbering events: |u64 next_id| */
+#define RN_META_DROPPED_IDS "nd:"   /* the next id of a dropped relation: |u64 next_id| */
 /* Prefixes of per-relation databases: the prefix then the name. */
 #define RN_DB_ROWS        "t:"      /* a table's rows */
 #define RN_DB_ROW_HASHES  "h:"      /* a keyless table's rows by hash */

@@ -311,6 +311,15 @@ static int store_name_free(rn_pipeline *p, MDB_txn *txn, const rn_rel *rel, cons
                     "names: a store takes its own relation's name or one no relation has)", rel->name, name, name);
 }
 
+const rn_rel *rn_store_sink_writer(const rn_pipeline *p, const char *name)
+{
+  for (int i = 0; i < p->nsinks; i++) {
+    const rn_sink *k = p->sinks[i];
+    if (k->on_change == st_change && strcmp(((const stsink *)k->ctx)->name, name) == 0) return k->rel;
+  }
+  return NULL;
+}
+
 int rn_store_owner_check(rn_pipeline *p, MDB_txn *txn, const char *name)
 {
   char key[sizeof RN_META_STORE_OWNER + RN_NAME_MAX];
@@ -694,6 +703,11 @@ int rn_attach(const char *path, const char *name, rn_pipeline *owner, rn_attache
   int rc = attach(path, name, owner, out, e);
   rn_envs_dbis_unlock();
   return rc;
+}
+
+bool rn_attach_reads_own(const rn_attached *a, const rn_pipeline *p, const char *name)
+{
+  return a->owner == p && a->name && strcmp(a->name, name) == 0;
 }
 
 const rn_schema *rn_attach_schema(const rn_attached *a) { return a->reader ? rn_reader_schema(a->reader) : a->schema; }

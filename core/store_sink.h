@@ -8,6 +8,8 @@
 
 /* Keeps rel's rows in this pipeline's LMDB state as store `name`. */
 int rn_store_sink(rn_pipeline *p, rn_rel *rel, const char *name);
+/* The relation whose store sink declared in p writes store `name`, or NULL. */
+const rn_rel *rn_store_sink_writer(const rn_pipeline *p, const char *name);
 /* 0 unless the state (read in txn) holds a store `name` kept for another
  * relation: a relation may not take its name (p->err says so). Stores of
  * 0.26 and before have no owner recorded and refuse nothing. */
@@ -29,6 +31,8 @@ void rn_attach_orphan_all(rn_pipeline *owner);
  * free for others): its attaches open theirs again at their next read. */
 void rn_attach_handles_closed(rn_pipeline *owner);
 const rn_schema *rn_attach_schema(const rn_attached *a);
+/* Whether a reads `name` of p's own state (through p's environment). */
+bool rn_attach_reads_own(const rn_attached *a, const rn_pipeline *p, const char *name);
 /* The row under an encoded key, appended to row; *found = 0 when absent.
  * One LMDB read transaction: a committed group, never part of one. */
 int rn_attach_get(rn_attached *a, const char *key, size_t klen, msgpack_sbuffer *row, int *found, rn_err *e);

@@ -394,6 +394,7 @@ static int l_attached_get(lua_State *L)
   if (!found) {
     lua_pushnil(L);
   } else {
+    s = rn_attach_schema(la->a); /* the read may have opened the attach again, freeing s (store_sink.c, reopen) */
     const msgpack_object *v = rn_row_unpack(row.data, row.size, s->ncols, &la->zone);
     lua_createtable(L, 0, s->ncols);
     for (int i = 0; v && i < s->ncols; i++) {

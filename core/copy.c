@@ -73,21 +73,15 @@ RN_API int rn_state_copy(const char *path, const char *dest, char *errbuf, size_
     /* An existing directory takes the copy only while it holds none of the
      * user's files, as rn_open makes a new state only there: not data.mdb
      * among someone's project (a killed copy's file is runnel's). */
-    char first[256];
-    size_t others;
-    int rc = rn_store_foreign_entry(dest, first, sizeof first, &others);
+    char what[320];
+    int rc = rn_store_foreign_entry(dest, what, sizeof what);
     if (rc == -ENOTDIR) /* else "creating the copy …: Not a directory" */
       return copy_fail(errbuf, errlen, RN_EIO, "%s: it is a file, not a directory (a snapshot goes to a new or empty "
                        "directory)%s", dest, "");
     if (rc < 0) return copy_fail(errbuf, errlen, rc == -ENOMEM ? RN_ENOMEM : RN_EIO, "%s: %s", dest, strerror(-rc));
-    if (rc > 0) {
-      char more[64] = "";
-      if (others) snprintf(more, sizeof more, " and %zu more entr%s", others, others == 1 ? "y" : "ies");
-      if (errbuf && errlen)
-        snprintf(errbuf, errlen, "%s: the directory holds %s%s and no runnel state (a snapshot goes to a new or "
-                 "empty directory)", dest, first, more);
-      return RN_EMISUSE;
-    }
+    if (rc > 0)
+      return copy_fail(errbuf, errlen, RN_EMISUSE, "%s: the directory holds %s and no runnel state (a snapshot goes "
+                       "to a new or empty directory)", dest, what);
   }
   rn_err e;
   rn_err_clear(&e);

@@ -152,26 +152,29 @@ static int open_catalogue(rn_store *s, rn_err *e)
   return rc ? rn_store_write_fail(s, e, rc, "creating the catalogue") : 0;
 }
 
-int rn_store_foreign_entry(const char *dir, char *first, size_t len, size_t *others)
+int rn_store_foreign_entry(const char *dir, char *what, size_t len)
 {
   DIR *d = opendir(dir);
   if (!d) return -errno;
-  first[0] = '\0';
-  *others = 0;
+  char first[256] = "";
+  size_t others = 0;
   for (struct dirent *de; (de = readdir(d));) {
     const char *n = de->d_name;
     if (!strcmp(n, ".") || !strcmp(n, "..") || !strcmp(n, "writer.lock") || !strcmp(n, "lock.mdb") ||
         !strcmp(n, "data.mdb") || !strncmp(n, "data.mdb.copy-", sizeof "data.mdb.copy-" - 1) ||
         !strcmp(n, "lost+found")) /* a volume of the state's own: the file system's, not the user's */
       continue;
-    if (!*first) snprintf(first, len, "%s", n);
+    if (!*first) snprintf(first, sizeof first, "%s", n);
     else {
-      ++*others;
-      if (strcmp(n, first) < 0) snprintf(first, len, "%s", n); /* the same name whatever readdir's order */
+      others++;
+      if (strcmp(n, first) < 0) snprintf(first, sizeof first, "%s", n); /* the same name whatever readdir's order */
     }
   }
   closedir(d);
-  return *first != '\0';
+  if (!*first) return 0;
+  if (others) snprintf(what, len, "%s and %zu more entr%s", first, others, others == 1 ? "y" : "ies");
+  else snprintf(what, len, "%s", first);
+  return 1;
 }
 
 /* A directory that existed before this open and holds no data.mdb becomes
@@ -183,17 +186,14 @@ static int refuse_foreign_dir(const char *path, rn_err *e)
   struct stat st;
   snprintf(data, sizeof data, "%s/data.mdb", path);
   if (lstat(data, &st) == 0 || errno != ENOENT) return 0; /* a state, or LMDB says why not */
-  char first[256];
-  size_t others;
-  int rc = rn_store_foreign_entry(path, first, sizeof first, &others);
+  char what[320];
+  int rc = rn_store_foreign_entry(path, what, sizeof what);
   if (rc == -ENOMEM) return rn_err_set(e, RN_ENOMEM, "out of memory");
   if (rc < 0) return rn_err_set(e, RN_EIO, "cannot open state %s: cannot list the directory to see it is empty: %s",
                                 path, strerror(-rc));
   if (!rc) return 0;
-  char more[64] = "";
-  if (others) snprintf(more, sizeof more, " and %zu more entr%s", others, others == 1 ? "y" : "ies");
-  return rn_err_set(e, RN_EIO, "cannot open state %s: the directory holds %s%s and no runnel state (a state is a "
-                    "directory, new or empty at first)", path, first, more);
+  return rn_err_set(e, RN_EIO, "cannot open state %s: the directory holds %s and no runnel state (a state is a "
+                    "directory, new or empty at first)", path, what);
 }
 
 static int make_dir(rn_store *s, const char *path, rn_err *e)

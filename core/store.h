@@ -271,13 +271,14 @@ int rn_store_check_file(const char *dir, bool deep, rn_err *e);
 uint64_t rn_store_file_map(const char *dir);
 
 /* Whether dir holds an entry that is not runnel's: 1 with the smallest
- * such name in first and the count of the others, 0 when it holds only
+ * such name and the count of the others in what ("notes.txt and 2 more
+ * entries", for a message), 0 when it holds only
  * runnel's (writer.lock and lock.mdb, which a first open that failed or a
  * removed data.mdb leave; data.mdb, which another process may be making;
  * data.mdb.copy-*, a killed rn_state_copy's; lost+found, at the root of
  * a volume given to the state), -errno when it cannot be
  * listed. A new state, or a copy, is made only where it is 0. */
-int rn_store_foreign_entry(const char *dir, char *first, size_t len, size_t *others);
+int rn_store_foreign_entry(const char *dir, char *what, size_t len);
 
 /* mdb_txn_begin; on MDB_READERS_FULL reclaims dead processes' reader slots
  * (mdb_reader_check) and tries once more. *txn is NULL on failure. */

@@ -585,6 +585,8 @@ static char *dupf(const char *fmt, ...)
  * \u{9b} for a C1 control), as runnel.grid shows cells: a name or column
  * holding a newline would break inspect's row, an escape sequence would
  * reach the terminal. NULL when out of memory. */
+static bool is_digit_char(unsigned char c) { return c >= '0' && c <= '9'; }
+
 static char *shown(const char *s)
 {
   size_t n = strlen(s);
@@ -594,7 +596,8 @@ static char *shown(const char *s)
     if (*c == '\n') o += sprintf(o, "\\n");
     else if (*c == '\t') o += sprintf(o, "\\t");
     else if (*c == '\r') o += sprintf(o, "\\r");
-    else if (*c < 0x20 || *c == 0x7F) o += sprintf(o, "\\%u", *c);
+    else if (*c < 0x20 || *c == 0x7F) /* three digits before a digit, as Lua's %q: \0271 is not \271 */
+      o += sprintf(o, is_digit_char(c[1]) ? "\\%03u" : "\\%u", *c);
     else if (*c == 0xC2 && c[1] >= 0x80 && c[1] <= 0x9F) o += sprintf(o, "\\u{%x}", *++c);
     else *o++ = (char)*c;
   }

@@ -34,7 +34,10 @@ return function(runnel, core)
   -- to the terminal as a command (recolour, clear, retitle).
   local ESCAPES = { ["\n"] = "\\n", ["\t"] = "\\t", ["\r"] = "\\r" }
   local function visible(s)
-    s = s:gsub("[%c\127]", function(c) return ESCAPES[c] or ("\\" .. c:byte()) end)
+    -- three digits when a digit follows, as Lua's %q: "\27" then "1" is not "\271"
+    s = s:gsub("([%c\127])(%d?)", function(c, d)
+      return (ESCAPES[c] or (d == "" and "\\%d" or "\\%03d"):format(c:byte())) .. d
+    end)
     return (s:gsub("\194([\128-\159])", function(c) return ("\\u{%x}"):format(c:byte()) end))
   end
 

@@ -49,8 +49,12 @@ describe("runnel.json_decode's numbers", function()
     ok, err = pcall(t.insert, t, { k = 1, s = { x = -2^60 } })
     assert.is_false(ok)
     assert.matches('t: column "s" field "x": expected int, got number -1.152921504606847e+18 as a float', err, 1, true)
-    ok, err = pcall(t.insert, t, { k = 1, n = 2^63 }) -- beyond int64: said as before
-    assert.equal('t: column "n": expected int, got number 9.2233720368547758e+18', err)
+    ok, err = pcall(t.insert, t, { k = 1, n = 2^63 }) -- beyond int64: out of range, as the integer 2^63 is
+    assert.equal('t: column "n": expected int, got number 9.2233720368547758e+18 out of range', err)
+    ok, err = pcall(t.insert, t, { k = 1, n = -1e300 })
+    assert.equal('t: column "n": expected int, got number -1.0000000000000001e+300 out of range', err)
+    ok, err = pcall(t.insert, t, { k = 1, n = 1.5 }) -- not whole: only the number
+    assert.equal('t: column "n": expected int, got number 1.5', err)
     assert.is_nil(t:get(1))
     t:insert(runnel.json_decode('{"k":1,"n":3.0,"f":9007199254740993.0,"s":{"x":-9007199254740991.0}}'))
     local got = t:get(1)

@@ -168,7 +168,8 @@ static int normalize_typed(rn_type t, const rn_schema *fields, msgpack_object *v
       if (d == floor(d) && d >= -9223372036854775808.0 && d < 9223372036854775808.0)
         return inexact_int(e, rel, p, v);
       char num[96]; /* a whole float past int64 says so, as an integer past it does */
-      snprintf(num, sizeof num, " %.17g%s", d, d == floor(d) ? " out of range" : "");
+      if (d != d) snprintf(num, sizeof num, " nan"); /* not "-nan": a NaN's sign means nothing */
+      else snprintf(num, sizeof num, " %.17g%s", d, d == floor(d) ? " out of range" : "");
       return type_error(e, rel, p, "int", v, num);
     }
     return type_error(e, rel, p, "int", v, NULL);

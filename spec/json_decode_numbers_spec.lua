@@ -55,6 +55,10 @@ describe("runnel.json_decode's numbers", function()
     assert.equal('t: column "n": expected int, got number -1.0000000000000001e+300 out of range', err)
     ok, err = pcall(t.insert, t, { k = 1, n = 1.5 }) -- not whole: only the number
     assert.equal('t: column "n": expected int, got number 1.5', err)
+    ok, err = pcall(t.insert, t, { k = 1, n = 0/0 }) -- x86's 0/0 is a NaN with its sign set: not "-nan"
+    assert.equal('t: column "n": expected int, got number nan', err)
+    ok, err = pcall(t.insert, t, { k = 1, n = -(0/0) })
+    assert.equal('t: column "n": expected int, got number nan', err)
     assert.is_nil(t:get(1))
     t:insert(runnel.json_decode('{"k":1,"n":3.0,"f":9007199254740993.0,"s":{"x":-9007199254740991.0}}'))
     local got = t:get(1)

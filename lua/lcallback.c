@@ -65,6 +65,7 @@ typedef struct lcall {
   int nkey;
   int *flag;              /* filter: pass; map, joiner: has_row; mapper: has_key */
   gone_watch *watch;      /* filter, map: the row's watch (watch_gone), cleared after the call */
+  int watch_ref;          /* a registry ref keeping it until then (unwatch) */
   msgpack_sbuffer *result;
   lrow *lent[2];          /* Rows lent for this call: taken back when it returns */
 } lcall;
@@ -122,19 +123,33 @@ static int gone_index(lua_State *L)
 
 /* The row on top of the stack, given to filter or map out's function over
  * in: at out's declaration over a table whose columns moved, the names it
- * had are watched (gone_index) until the caller clears what this returns. */
-static gone_watch *watch_gone(lua_State *L, rn_rel *in, rn_rel *out)
+ * had are watched (gone_index) until the caller clears c's watch
+ * (unwatch). The registry keeps the watch until then: once the function
+ * has returned or raised, nothing else may hold the row, and a collection
+ * (an error object's __tostring, say) would free the watch before it is
+ * cleared. */
+static void watch_gone(lua_State *L, rn_rel *in, rn_rel *out, lcall *c)
 {
-  if (!(out->told_rows || out->as_told || out->rebuild_tells) || !lua_istable(L, -1)) return NULL;
+  if (!(out->told_rows || out->as_told || out->rebuild_tells) || !lua_istable(L, -1)) return;
   const rn_rel *t = rn_columns_moved(in);
-  if (!t) return NULL;
+  if (!t) return;
   lua_createtable(L, 0, 1);
   gone_watch *w = lua_newuserdatauv(L, sizeof *w, 0);
   w->d = out, w->t = t;
+  lua_pushvalue(L, -1);
+  c->watch_ref = luaL_ref(L, LUA_REGISTRYINDEX);
+  c->watch = w; /* from here unwatch clears it, whatever raises */
   lua_pushcclosure(L, gone_index, 1);
   lua_setfield(L, -2, "__index");
   lua_setmetatable(L, -2);
-  return w;
+}
+
+/* After the call: a row the function kept reads as any other. */
+static void unwatch(lua_State *L, lcall *c)
+{
+  if (!c->watch) return;
+  c->watch->d = NULL;
+  luaL_unref(L, LUA_REGISTRYINDEX, c->watch_ref);
 }
 
 static int filter_body(lua_State *L, void *ud, rn_err *e)
@@ -143,7 +158,7 @@ static int filter_body(lua_State *L, void *ud, rn_err *e)
   lcall *c = ud;
   lua_rawgeti(L, LUA_REGISTRYINDEX, c->cb->refs[CB_FN]);
   rn_lua_pushrow(c->cb->lp, L, c->in, c->row, c->len);
-  if (c->cb->self) c->watch = watch_gone(L, c->in, c->cb->self);
+  if (c->cb->self) watch_gone(L, c->in, c->cb->self, c);
   lua_call(L, 1, 1);
   *c->flag = lua_toboolean(L, -1);
   return 0;
@@ -155,7 +170,7 @@ static int filter_cb(void *ctx, rn_rel *in, const char *row, size_t len, int *pa
   if (!cb->self && rn_columns_moved(in)) cb->self = rn_find(cb->lp->p, cb->name); /* while it is declared */
   lcall c = { .cb = cb, .in = in, .row = row, .len = len, .flag = pass };
   int rc = rn_lua_protect(cb->lp, cb->lp->L, filter_body, &c, cb->name, "filter", e);
-  if (c.watch) c.watch->d = NULL;
+  unwatch(cb->lp->L, &c);
   return rc;
 }
 
@@ -203,7 +218,7 @@ static int map_body(lua_State *L, void *ud, rn_err *e)
   lpipe *lp = c->cb->lp;
   lua_rawgeti(L, LUA_REGISTRYINDEX, c->cb->refs[CB_FN]);
   rn_lua_pushrow(lp, L, c->in, c->row, c->len);
-  c->watch = watch_gone(L, c->in, c->out);
+  watch_gone(L, c->in, c->out, c);
   lua_call(L, 1, 1);
   return returned_row(lp, L, c->out, "map returned a bad row", c->result, c->flag, e);
 }
@@ -214,7 +229,7 @@ static int map_cb(void *ctx, rn_rel *in, rn_rel *out, const char *row, size_t le
   lcb *cb = ctx;
   lcall c = { .cb = cb, .in = in, .out = out, .row = row, .len = len, .flag = has_row, .result = result };
   int rc = rn_lua_protect(cb->lp, cb->lp->L, map_body, &c, cb->name, "map", e);
-  if (c.watch) c.watch->d = NULL;
+  unwatch(cb->lp->L, &c);
   return rc;
 }
 

@@ -52,7 +52,7 @@ static int del_databases(rn_pipeline *p, MDB_txn *txn, const char *name, bool st
 {
   MDB_dbi main_dbi;
   MDB_cursor *cur;
-  int rc = mdb_dbi_open(txn, NULL, 0, &main_dbi);
+  int rc = rn_store_dbi_open(&p->store, txn, NULL, 0, &main_dbi);
   if (!rc) rc = mdb_cursor_open(txn, main_dbi, &cur);
   if (rc) return rn_store_fail(&p->err, rc, name);
   size_t nlen = strlen(name);
@@ -76,7 +76,7 @@ static int del_databases(rn_pipeline *p, MDB_txn *txn, const char *name, bool st
   rc = 0;
   for (int i = 0; i < n && !rc; i++) { /* closed handles first: dropping a database closes its handle */
     MDB_dbi dbi;
-    rc = mdb_dbi_open(txn, names[i], 0, &dbi);
+    rc = rn_store_dbi_open(&p->store, txn, names[i], 0, &dbi);
     if (!rc) rc = mdb_drop(txn, dbi, 1);
     if (!rc) *found = true;
     if (rc) rn_store_fail(&p->err, rc, name);

@@ -411,7 +411,7 @@ int rn_rebuild_opened(rn_rel *r, MDB_txn *txn, bool created)
   if (!r->tablelike || r->rebuilt_open) return 0;
   char name[RN_NAME_MAX + 8];
   snprintf(name, sizeof name, "%s%s", RN_DB_REBUILT, r->name);
-  int rc = mdb_dbi_open(txn, name, 0, &r->rebuilt_dbi);
+  int rc = rn_store_dbi_open(&r->p->store, txn, name, 0, &r->rebuilt_dbi);
   if (rc == MDB_NOTFOUND) return 0; /* no rebuild left anything to tell */
   if (!rc) rc = mdb_set_compare(txn, r->rebuilt_dbi, rn_store_key_cmp);
   if (!rc && created && !r->told_schema) return (rc = mdb_drop(txn, r->rebuilt_dbi, 1)) ? fail(r, rc) : 0; /* (2) */

@@ -968,7 +968,7 @@ static int declare_record(rn_pipeline *p, rn_outbox *ob, obsink *s)
   MDB_txn *txn;
   if ((rc = mdb_txn_begin(p->store.env, NULL, 0, &txn))) return rn_store_fail(&p->err, rc, s->label);
   if (!ob->has_dbi) {
-    rc = mdb_dbi_open(txn, RN_DB_OUTBOX, MDB_CREATE, &ob->dbi);
+    rc = rn_store_dbi_open(&p->store, txn, RN_DB_OUTBOX, MDB_CREATE, &ob->dbi);
     if (!rc) rc = mdb_set_compare(txn, ob->dbi, rn_store_key_cmp);
     if (rc) { mdb_txn_abort(txn); return rn_store_fail(&p->err, rc, RN_DB_OUTBOX); }
   }
@@ -1346,7 +1346,7 @@ int rn_outbox_drop(rn_pipeline *p, const char *sink)
   if (!rc && (rc = mdb_del(txn, p->store.meta, &k, NULL)) == MDB_NOTFOUND) rc = 0;
   MDB_dbi dbi;
   MDB_cursor *cur;
-  int orc = rc ? rc : mdb_dbi_open(txn, RN_DB_OUTBOX, 0, &dbi);
+  int orc = rc ? rc : rn_store_dbi_open(&p->store, txn, RN_DB_OUTBOX, 0, &dbi);
   if (!rc && !orc && !(rc = mdb_set_compare(txn, dbi, rn_store_key_cmp)) && !(rc = mdb_cursor_open(txn, dbi, &cur))) {
     char from[16];
     put_be64(from, tag);

@@ -108,7 +108,7 @@ int rn_state_dbi(rn_pipeline *p, MDB_txn *txn, const char *prefix, const char *n
   if (!dbname) return rn_err_set(&p->err, RN_ENOMEM, "out of memory");
   memcpy(dbname, prefix, plen);
   memcpy(dbname + plen, name, nlen + 1);
-  int rc = mdb_dbi_open(txn, dbname, flags | MDB_CREATE, out);
+  int rc = rn_store_dbi_open(&p->store, txn, dbname, flags | MDB_CREATE, out);
   if (!rc) rc = mdb_set_compare(txn, *out, rn_store_key_cmp);
   free(dbname);
   return rc ? rn_store_fail(&p->err, rc, name) : 0;

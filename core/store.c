@@ -406,6 +406,7 @@ static int commit(rn_store *s, bool keep, rn_err *e)
   size_t txnid = mdb_txn_id(s->wtxn);
   rc = mdb_txn_commit(s->wtxn);
   s->wtxn = NULL;
+  s->wtxn_dbis = false;
   s->wb_failed = 0;
   forget_written(s);
   if (rc) rn_rowcache_aborted(s->rowcache);
@@ -447,7 +448,14 @@ void rn_store_abort(rn_store *s)
   rn_wb_clear(s->wb);
   if (s->wtxn) mdb_txn_abort(s->wtxn);
   s->wtxn = NULL;
+  s->wtxn_dbis = false;
   s->wb_failed = 0;
+}
+
+int rn_store_dbi_open(rn_store *s, MDB_txn *txn, const char *name, unsigned flags, MDB_dbi *dbi)
+{
+  if (txn == s->wtxn) s->wtxn_dbis = true; /* a new handle's slot is taken now, whatever the outcome */
+  return mdb_dbi_open(txn, name, flags, dbi);
 }
 
 int rn_store_reader(rn_store *s, MDB_txn **txn, rn_err *e)

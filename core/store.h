@@ -193,6 +193,8 @@ typedef struct rn_store {
   MDB_env *env;            /* the environment; NULL when closed */
   MDB_dbi meta;            /* the meta database */
   MDB_txn *wtxn;           /* the open group's write transaction, or NULL */
+  bool wtxn_dbis;          /* wtxn opened database handles (rn_store_dbi_open): LMDB exports them at its commit,
+                              and until it ends no other transaction of the process may open one */
   MDB_txn *rtxn;           /* reusable read transaction (reset when idle) */
   bool rtxn_live;          /* rtxn is renewed and in use */
   char *path;              /* state directory, owned */
@@ -297,6 +299,13 @@ int rn_store_commit(rn_store *s, rn_err *e);
  * read and wrote as a cache of LMDB (wb.h (2)). */
 int rn_store_commit_keep(rn_store *s, rn_err *e);
 void rn_store_abort(rn_store *s);
+/* mdb_dbi_open, noting in s->wtxn_dbis when txn is the write transaction.
+ * LMDB lets one transaction at a time open database handles: a handle new
+ * to the environment takes a slot that a read transaction opening another
+ * would take again, its name freed and the write transaction's commit
+ * refused (MDB_BAD_DBI). A reader borrowing the writer's environment
+ * opens none while wtxn_dbis (store_sink.c). */
+int rn_store_dbi_open(rn_store *s, MDB_txn *txn, const char *name, unsigned flags, MDB_dbi *dbi);
 /* A transaction that rewrites the catalogue's "seq" as it is, so the next
  * one may reuse the pages the last one freed (store.c says why). Outside a
  * write transaction only; best effort. */

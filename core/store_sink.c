@@ -606,6 +606,16 @@ static int attach(const char *path, const char *name, rn_pipeline *owner, rn_att
     return rn_err_set(e, e->code, "attach %s", why); /* "attach st: not a runnel state (no data.mdb)" */
   }
   int rc = 0;
+  if (owner && owner->store.wtxn && owner->store.wtxn_dbis && (owner->state != RN_IDLE || rn_flush(owner) != 0)) {
+    /* its transaction opened handles LMDB has not exported (store.h, rn_store_dbi_open): opening more in
+       another would take the same slot, and the pipeline's commit would fail */
+    free(key);
+    rn_attach_close(a);
+    if (owner->state == RN_IDLE) return rn_err_set(e, owner->err.code, "attach %s: %s", name, owner->err.msg);
+    return rn_err_set(e, RN_EMISUSE, "attach %s: not while its pipeline declares a relation (a callback of the "
+                      "declaration): the declaration opens databases, and LMDB lets one transaction at a time do "
+                      "that; attach it before the declaration", name);
+  }
   if (owner) {
     a->shared = owner->store.env;
     a->owner = owner;

@@ -1291,10 +1291,15 @@ int rn_outbox_undeclared(rn_pipeline *p, rn_outbox_kept_fn fn, void *ctx)
 {
   MDB_txn *txn; /* what is committed: an undeclared sink gets no entry from carried groups (1) */
   int rc;
-  if ((rc = rn_store_txn(p->store.env, MDB_RDONLY, &txn))) return rn_store_fail(&p->err, rc, RN_DB_OUTBOX);
+  /* From a declaration's callback, whose transaction opened databases: a read transaction opening the
+     outbox's would take the slot of one of them (store.h, rn_store_dbi_open). The declaration's
+     transaction carries no group, and sinks' records of undeclared sinks are what it holds too. */
+  bool own = p->store.wtxn && p->store.wtxn_dbis;
+  if (own) txn = p->store.wtxn;
+  else if ((rc = rn_store_txn(p->store.env, MDB_RDONLY, &txn))) return rn_store_fail(&p->err, rc, RN_DB_OUTBOX);
   undeclared_walk w = { p, fn, ctx };
   rc = rn_outbox_sinks_txn(txn, p->store.meta, undeclared_one, &w);
-  mdb_txn_abort(txn);
+  if (!own) mdb_txn_abort(txn);
   return rc ? rn_store_fail(&p->err, rc, RN_DB_OUTBOX) : 0;
 }
 

@@ -65,3 +65,32 @@ describe("runnel.attach of the pipeline's own state from a declaration's callbac
     p:close()
   end)
 end)
+
+-- p:stats() from such a callback read the outbox's records of sinks in a
+-- read transaction, which opened the outbox's database beside the
+-- declaration's new handles: the declaration failed at its commit with
+-- MDB_BAD_DBI. It reads them through the declaration's transaction now.
+describe("p:stats() from a declaration's callback, on a state with durable sinks", function()
+  after_each(H.cleanup)
+
+  it("gives the figures it gives outside, and the declaration goes on", function()
+    local dir = H.tmpdir() .. "/st"
+    local p = runnel.open{ path = dir, notes = false }
+    local t = p:table("t", { {"id","int"}, {"g","int"}, {"sc","int"}, key = "id" })
+    t:sink(function() end, { durable = true, name = "k" })
+    for i = 1, 3 do t:insert{ id = i, g = i % 2, sc = i } end
+    p:close()
+    p = runnel.open{ path = dir, notes = false }
+    t = p:table("t", { {"id","int"}, {"g","int"}, {"sc","int"}, key = "id" })
+    local inside
+    local a = t:aggregate{ by = "g", z = runnel.agg{ init = function() inside = inside or p:stats() return 0 end,
+      add = function(s, r) return s + r.sc end, remove = function(s, r) return s - r.sc end,
+      result = function(s) return s end }, name = "agg" }
+    -- before: "committing a group: MDB_BAD_DBI: The specified DBI handle was closed/changed unexpectedly"
+    assert.equal(2, a:count())
+    assert.same(p:stats().outbox_undeclared, inside.outbox_undeclared)
+    p:close()
+    local out, err, code = H.sh(("%s verify %s"):format(H.runnel_bin, dir))
+    assert.same({ "", 0 }, { err, code }, out)
+  end)
+end)

@@ -80,6 +80,10 @@ static int open_group(rn_pipeline *p)
   p->group_serial++;
   p->replay_mark = p->replay.n;
   p->state = RN_OPEN;
+  for (int i = 0; i < p->nrels; i++) {
+    rn_rel *r = p->rels[i];
+    r->begun.emitted = rn_rel_emitted(r), r->begun.saved = r->emitted_saved, r->begun.changed_seq = r->changed_seq;
+  }
   int rc = rn_rebuild_tell(p);
   if (rc) rollback_group(p, 0);
   return rc;
@@ -187,6 +191,14 @@ static int restart(rn_pipeline *p, size_t upto, bool grow)
 static void rollback_group(rn_pipeline *p, uint64_t told)
 {
   uint64_t lost = 0; /* the last carried group, when they are lost */
+  /* What the group emitted is no change of the state: a stream that gave its first event in it, else
+     recorded as changed (its "ch:" record) in the next group, would read as having given events with
+     no counters kept, refused at the next open as damaged. rel:changes() still counts them. */
+  for (int i = 0; i < p->nrels; i++) {
+    rn_rel *r = p->rels[i];
+    r->emitted_saved = r->begun.saved + (rn_rel_emitted(r) - r->begun.emitted);
+    r->changed_seq = r->begun.changed_seq;
+  }
   if (p->carried) { /* even with no source changes: their seq and counters */
     rn_err keep = p->err;
     if (restart(p, p->replay_mark, false) != 0) {

@@ -136,6 +136,9 @@ struct rn_rel {
   uint64_t emitted[3];    /* INSERTs, UPDATEs, DELETEs emitted since open */
   uint64_t emitted_saved; /* their sum when the last group's "ch:" record was written (store.h) */
   uint64_t changed_seq;   /* the last group since open in which it emitted a change, or 0 */
+  struct {                /* the three above as the open group began: a group rolled back */
+    uint64_t emitted, saved, changed_seq; /* changed nothing (group.c, rollback_group) */
+  } begun;
   void *udata;            /* the binding's data; runnel only hands it to udata_free */
   rn_free_fn udata_free;  /* frees udata when the relation is freed, or NULL */
   uint16_t slot_hint[RN_SLOT_HINTS]; /* the slot of the column named i-th in the last change pushed
@@ -352,6 +355,8 @@ int rn_state_check_ids(rn_pipeline *p, rn_rel *r, MDB_txn *txn, MDB_dbi dbi, siz
  * the last one: group seq changed it. all: also when it did not, if it
  * changed since open (a replay writes again what the carried groups did). */
 int rn_state_save_changed(rn_pipeline *p, rn_rel *r, MDB_txn *txn, uint64_t seq, bool all);
+/* The changes r emitted since open, of every verb (a replay counts none). */
+static inline uint64_t rn_rel_emitted(const rn_rel *r) { return r->emitted[0] + r->emitted[1] + r->emitted[2]; }
 /* The last group that may have changed what a sink of r reads, as txn's
  * "ch:" records say: r's own, and for a relation that is not rebuilt when
  * it missed groups (a source, a filter, a map, a cdc, a stream join) its

@@ -339,7 +339,7 @@ static size_t changed_key(const rn_rel *r, char *key)
 
 int rn_state_save_changed(rn_pipeline *p, rn_rel *r, MDB_txn *txn, uint64_t seq, bool all)
 {
-  uint64_t emitted = r->emitted[0] + r->emitted[1] + r->emitted[2]; /* a replay counts none (rn_emit) */
+  uint64_t emitted = rn_rel_emitted(r);
   if (emitted != r->emitted_saved) {
     r->emitted_saved = emitted;
     r->changed_seq = seq;

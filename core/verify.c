@@ -329,7 +329,7 @@ static int collect_be_values(walk *w, const char *prefix, const char *name, ids 
     if (!ids_add(out, be64(v.mv_data))) { mrc = ENOMEM; break; }
   }
   mdb_cursor_close(cur);
-  qsort(out->v, out->n, sizeof *out->v, cmp_u64);
+  if (out->n) qsort(out->v, out->n, sizeof *out->v, cmp_u64); /* none: v is NULL */
   return mrc == MDB_NOTFOUND ? 0 : mrc;
 }
 

@@ -292,7 +292,7 @@ static int check_entries(ocheck *c, MDB_dbi dbi, uint64_t *held)
 /* No row id held twice (in "tt:" and "tx:" together). */
 static void check_ids(ocheck *c)
 {
-  qsort(c->ids, c->nids, sizeof *c->ids, cmp_u64);
+  if (c->nids) qsort(c->ids, c->nids, sizeof *c->ids, cmp_u64); /* none: ids is NULL, which qsort may not take */
   for (size_t i = 0; i < c->nids; i++) {
     if (!(i > 0 && c->ids[i] == c->ids[i - 1])) continue;
     char detail[120];
@@ -361,7 +361,7 @@ static int table_ids(ocheck *c, const char *input, bool keyless, uint64_t **out,
     (*out)[(*n)++] = id;
   }
   mdb_cursor_close(cur);
-  qsort(*out, *n, sizeof **out, cmp_u64);
+  if (*n) qsort(*out, *n, sizeof **out, cmp_u64); /* an empty table: *out is NULL */
   return rc == MDB_NOTFOUND ? 0 : rc;
 }
 

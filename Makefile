@@ -228,6 +228,15 @@ model: deps
 	@$(MAKE) -s all
 	@eval "$$($(MAKE) -s env)"; $(LUA) scripts/model/run.lua $(or $(N),2000) $(SEED) $(SEEDS)
 
+# The API-sequence campaign: random sequences of calls whose callbacks call
+# runnel again, raise or collect (scripts/sequences/), under ASan and UBSan,
+# each state verified at the end; N seeds (100) from SEED (1), STEPS calls
+# (400) each. A failing seed prints the command that runs it again.
+.PHONY: sequences
+sequences: deps
+	@$(MAKE) -s all BUILD=build/asan OPT="-O1 -g $(SAN)" LDFLAGS="$(SAN)"
+	@sh scripts/sequences/run.sh build/asan $(or $(SEED),1) $$(( $(or $(SEED),1) + $(or $(N),100) - 1 )) $(or $(STEPS),400)
+
 # ---- packaging (issue 15) --------------------------------------------------
 # repl.lua is not installed as a module: it needs the runnel binary's
 # runnel.readline, so the REPL is `runnel repl` (it is compiled in).

@@ -6,16 +6,12 @@
 -- the API again or raise. Nothing may crash and the state must verify at
 -- the end. The state goes to $RUNNEL_SEQ_DIR/s<SEED>.
 local runnel = require "runnel"
-local seed = tonumber(arg[1]) or 1
-local steps = tonumber(arg[2]) or 400
-math.randomseed(seed)
-local R = math.random
-local base = assert(os.getenv("RUNNEL_SEQ_DIR"), "RUNNEL_SEQ_DIR") .. "/s" .. seed
-os.execute("rm -rf " .. base .. " && mkdir -p " .. base)
+local common = dofile((arg[0]:match("^(.*)/") or ".") .. "/common.lua")
+local seed, steps, R, base = common.start()
 local dir = base .. "/st"
 local p, rels, iters = nil, {}, {}
 local names = { "t", "u", "s", "j", "a", "w", "tp", "ix", "lk", "lj", "agg2" }
-local function pick(t) local k = {} for n in pairs(t) do k[#k+1] = n end table.sort(k) if #k == 0 then return nil end return t[k[R(#k)]] end
+local function pick(t) return common.pick(R, t) end
 local function val()
   local c = R(10)
   if c == 1 then return nil elseif c == 2 then return "s" .. R(4) elseif c == 3 then return R(-2, 2) * 1.5
@@ -105,10 +101,4 @@ api = function()
 end
 local okc = 0
 for _ = 1, steps do if pcall(api) then okc = okc + 1 end end
-if p then pcall(p.close, p) end
-collectgarbage()
--- the state must verify
-local h = io.popen((os.getenv("RUNNEL_BIN") or "runnel") .. " verify " .. dir .. " 2>&1; echo rc $?")
-local out = h:read("a") h:close()
-if not out:find("rc 0") and not out:find("not a runnel state") then print("VERIFY FAILED", out) end
-print("done", seed, okc)
+common.finish(p, dir, seed, okc)

@@ -7,15 +7,12 @@
 -- UBSan by scripts/sequences/run.sh) and that the state verifies at the
 -- end. The state goes to $RUNNEL_SEQ_DIR/s<SEED>.
 local runnel = require "runnel"
-local seed = tonumber(arg[1]) or 1
-local steps = tonumber(arg[2]) or 400
-math.randomseed(seed)
-local R = math.random
-local dir = assert(os.getenv("RUNNEL_SEQ_DIR"), "RUNNEL_SEQ_DIR") .. "/s" .. seed
-os.execute("rm -rf " .. dir)
+local common = dofile((arg[0]:match("^(.*)/") or ".") .. "/common.lua")
+local seed, steps, R, base = common.start()
+local dir = base .. "/st"
 local p, rels, iters, cos = nil, {}, {}, {}
 local names = { "t1", "t2", "s1", "j1", "a1", "d1", "f1", "m1", "tp", "ix" }
-local function pick(t) local k = {} for n, v in pairs(t) do k[#k+1] = n end table.sort(k) if #k == 0 then return nil end return t[k[R(#k)]], k end
+local function pick(t) return common.pick(R, t) end
 local function randval()
   local c = R(12)
   if c == 1 then return nil elseif c == 2 then return "x" .. R(5) elseif c == 3 then return R(-3, 3) + 0.5
@@ -70,7 +67,7 @@ api = function()
   end
   if c <= 3 then declare()
   elseif c <= 10 then
-    local r, ks = pick(rels)
+    local r = pick(rels)
     if r then
       local m = ({ "insert", "update", "upsert", "delete" })[R(4)]
       local row = { id = R(8) == 1 and randval() or R(1, 6) }
@@ -104,12 +101,4 @@ for _ = 1, steps do
   local ok, err = pcall(api)
   if ok then okc = okc + 1 end
 end
-if p then pcall(p.close, p) end
-collectgarbage()
--- the state must verify (a memory-only one is gone)
-local h = io.popen((os.getenv("RUNNEL_BIN") or "runnel") .. " verify " .. dir .. " 2>&1; echo rc $?")
-local out = h:read("a") h:close()
-if not out:find("rc 0") and not out:find("not a runnel state") and not out:find("No such file") then
-  print("VERIFY FAILED", out)
-end
-print("done", seed, okc)
+common.finish(p, dir, seed, okc)

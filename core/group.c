@@ -53,6 +53,7 @@
 #include "envs.h"
 #include "evolve_log.h"
 #include "evolve_reads.h"
+#include "lookup.h"
 #include "ops.h"
 #include "outbox.h"
 #include "pipeline.h"
@@ -76,6 +77,7 @@ static int open_group(rn_pipeline *p)
   if (!p->store.wtxn) {
     int rc = rn_store_begin(&p->store, &p->err);
     if (rc) return rc;
+    rn_lookups_committed(p); /* a new transaction: what was answered before (a declaration's rebuild) is past */
   }
   p->group_serial++;
   p->replay_mark = p->replay.n;
@@ -84,6 +86,7 @@ static int open_group(rn_pipeline *p)
     rn_rel *r = p->rels[i];
     r->begun.emitted = rn_rel_emitted(r), r->begun.saved = r->emitted_saved, r->begun.changed_seq = r->changed_seq;
   }
+  rn_lookups_group_began(p);
   int rc = rn_rebuild_tell(p);
   if (rc) rollback_group(p, 0);
   return rc;
@@ -117,6 +120,7 @@ static void forget_carried(rn_pipeline *p)
   msgpack_zone_clear(&p->carry_zone);
   rn_sinks_forget(p);
   rn_rebuild_flushed(p);
+  rn_lookups_committed(p);
 }
 
 static int save_counters(rn_pipeline *p, uint64_t seq, bool all);
@@ -127,10 +131,12 @@ static int reapply(rn_pipeline *p, const rn_replay *old, size_t from, size_t to,
 {
   int rc = 0;
   p->replaying = carried;
+  p->reapplying = true;
   for (size_t i = from; !rc && i < to; i++) {
     rc = old->items[i].rel->ops->reapply(old->items[i].rel, &old->items[i].c);
     if (!grow) msgpack_zone_clear(&p->scratch);
   }
+  p->reapplying = false;
   p->replaying = false;
   return rc;
 }
@@ -159,6 +165,7 @@ static int restart(rn_pipeline *p, size_t upto, bool grow)
 {
   rn_replay old = p->replay;
   size_t mark = p->replay_mark;
+  rn_lookups_reapply_starts(p);
   p->replay = (rn_replay){ NULL, 0, 0 };
   rn_store_abort(&p->store);
   for (int i = 0; i < p->nrels; i++) {
@@ -199,6 +206,7 @@ static void rollback_group(rn_pipeline *p, uint64_t told)
     r->emitted_saved = r->begun.saved + (rn_rel_emitted(r) - r->begun.emitted);
     r->changed_seq = r->begun.changed_seq;
   }
+  rn_lookups_rolled_back(p); /* the carried groups applied again get the answers they got */
   if (p->carried) { /* even with no source changes: their seq and counters */
     rn_err keep = p->err;
     if (restart(p, p->replay_mark, false) != 0) {

@@ -10,7 +10,15 @@
  *   row" too when missing = true. Without a cache every lookup asks.
  *
  * The cache holds at most `size` entries; the least recently used goes
- * first (an eviction). It is memory only: rebuildable, never state. */
+ * first (an eviction). It is memory only: rebuildable, never state.
+ *
+ * The answers the changes of the open LMDB transaction got are kept in
+ * order (the answer log): when a group rolls back, the carried groups
+ * before it are applied again (group.c, restart), and they must get the
+ * answers they got the first time, not the source's answers of now. A
+ * source that answered otherwise would give the state a result its sinks
+ * were never told of, under an id the carried groups' counters then give
+ * again. */
 #include "lookup.h"
 
 #include <stdlib.h>
@@ -43,6 +51,9 @@ typedef struct rn_lookup {
   centry *head, *tail;
   rn_lookup_stats st;
   msgpack_sbuffer buf;
+  msgpack_sbuffer answers; /* the answer log: |klen u32|key|found u8|rlen u32|row| per answer */
+  size_t answers_mark;     /* its size when the open group began */
+  size_t answers_at;       /* where a re-application reads next */
 } rn_lookup;
 
 static double monotonic(void)
@@ -168,12 +179,61 @@ static int check_row_key(rn_lookup *lk, const char *key, size_t klen, const msgp
   return p->err.code;
 }
 
+/* Appends an answer (row NULL: none) to lk's log; -1 when out of memory. */
+static int log_answer(rn_lookup *lk, const char *key, size_t klen, const char *row, size_t rlen)
+{
+  uint32_t kl = (uint32_t)klen, rl = row ? (uint32_t)rlen : 0;
+  unsigned char found = row != NULL;
+  msgpack_sbuffer *b = &lk->answers;
+  return msgpack_sbuffer_write(b, (const char *)&kl, 4) || msgpack_sbuffer_write(b, key, klen) ||
+                 msgpack_sbuffer_write(b, (const char *)&found, 1) || msgpack_sbuffer_write(b, (const char *)&rl, 4) ||
+                 (rl && msgpack_sbuffer_write(b, row, rl))
+             ? -1
+             : 0;
+}
+
+static int lookup_get(rn_lookup *lk, rn_rel *rel, const char *key, size_t klen, const char **row, size_t *len);
+
+/* While logged changes are applied again: the next logged answer, when it
+ * was for key (1; *row NULL for none); 0 when the log has none for it here
+ * (the source is asked, as the first time). */
+static int logged_answer(rn_lookup *lk, const char *key, size_t klen, const char **row, size_t *len)
+{
+  const msgpack_sbuffer *b = &lk->answers;
+  if (b->size - lk->answers_at < 9) return 0;
+  const char *at = b->data + lk->answers_at;
+  uint32_t kl, rl;
+  memcpy(&kl, at, 4);
+  if (kl != klen || memcmp(at + 4, key, klen) != 0) return 0;
+  bool found = at[4 + kl];
+  memcpy(&rl, at + 5 + kl, 4);
+  *row = found ? at + 9 + kl : NULL;
+  *len = found ? rl : 0;
+  lk->answers_at += 9 + (size_t)kl + rl;
+  return 1;
+}
+
 int rn_lookup_get(rn_rel *rel, const char *key, size_t klen, const char **row, size_t *len)
 {
   rn_lookup *lk = rel->ctx;
   rn_pipeline *p = rel->p;
   *row = NULL;
   *len = 0;
+  if (p->reapplying && logged_answer(lk, key, klen, row, len)) {
+    if (*row && !(*row = rn_scratch_copy(p, *row, *len))) return rn_err_set(&p->err, RN_ENOMEM, "out of memory");
+    return 0;
+  }
+  int rc = lookup_get(lk, rel, key, klen, row, len);
+  /* logged while a change is applied: a read between changes is not applied again */
+  if (!rc && p->state == RN_APPLYING && !p->reapplying && log_answer(lk, key, klen, *row, *len))
+    rc = rn_err_set(&p->err, RN_ENOMEM, "out of memory");
+  return rc;
+}
+
+/* An answer from the cache or the source (the file comment). */
+static int lookup_get(rn_lookup *lk, rn_rel *rel, const char *key, size_t klen, const char **row, size_t *len)
+{
+  rn_pipeline *p = rel->p;
   uint64_t h = rn_hash64(key, klen);
   double t;
   if (now(p, &t)) {
@@ -221,6 +281,23 @@ int rn_lookup_get(rn_rel *rel, const char *key, size_t klen, const char **row, s
   return 0;
 }
 
+/* Each lookup of p, for the answer log's hooks. */
+static void each_lookup(rn_pipeline *p, void (*fn)(rn_lookup *lk))
+{
+  for (int i = 0; i < p->nrels; i++)
+    if (p->rels[i]->kind == RN_REL_LOOKUP) fn(p->rels[i]->ctx);
+}
+
+static void mark_group(rn_lookup *lk) { lk->answers_mark = lk->answers.size; }
+static void drop_group(rn_lookup *lk) { lk->answers.size = lk->answers_mark; }
+static void read_from_start(rn_lookup *lk) { lk->answers_at = 0; }
+static void forget_answers(rn_lookup *lk) { lk->answers.size = lk->answers_mark = lk->answers_at = 0; }
+
+void rn_lookups_group_began(rn_pipeline *p) { each_lookup(p, mark_group); }
+void rn_lookups_rolled_back(rn_pipeline *p) { each_lookup(p, drop_group); }
+void rn_lookups_reapply_starts(rn_pipeline *p) { each_lookup(p, read_from_start); }
+void rn_lookups_committed(rn_pipeline *p) { each_lookup(p, forget_answers); }
+
 const rn_lookup_stats *rn_lookup_stats_of(const rn_rel *rel)
 {
   return &((const rn_lookup *)rel->ctx)->st;
@@ -233,6 +310,7 @@ static void free_lookup(void *ctx)
   free(lk->buckets);
   if (lk->free_ctx) lk->free_ctx(lk->ctx);
   msgpack_sbuffer_destroy(&lk->buf);
+  msgpack_sbuffer_destroy(&lk->answers);
   free(lk);
 }
 
@@ -264,6 +342,7 @@ int rn_declare_lookup(rn_pipeline *p, const char *name, rn_schema *schema, rn_lo
   lk->o = *o;
   lk->nbuckets = nb;
   msgpack_sbuffer_init(&lk->buf);
+  msgpack_sbuffer_init(&lk->answers);
   r->ctx = lk;
   if ((rc = rn_rel_record(p, r))) { /* in the catalogue: inspect lists it */
     rn_rel_discard_last(p);

@@ -27,6 +27,14 @@ int rn_declare_lookup(rn_pipeline *p, const char *name, rn_schema *schema, rn_lo
 /* The row of an encoded key (into scratch), or *row NULL. */
 int rn_lookup_get(rn_rel *lk, const char *key, size_t klen, const char **row, size_t *len);
 const rn_lookup_stats *rn_lookup_stats_of(const rn_rel *lk);
+/* group.c's hooks of the lookups' answer logs (lookup.c): a group began
+ * (its answers start here), it rolled back (they are dropped), logged
+ * changes are about to be applied again (answers read from the start),
+ * the LMDB transaction committed (nothing is left to apply again). */
+void rn_lookups_group_began(rn_pipeline *p);
+void rn_lookups_rolled_back(rn_pipeline *p);
+void rn_lookups_reapply_starts(rn_pipeline *p);
+void rn_lookups_committed(rn_pipeline *p);
 /* Rewrites e, the error of a row a source returned for key (nkey values)
  * that does not fit lk, as "<lk>: source returned a bad row for key (…):
  * <what was wrong>" (a leading "<lk>: " of e's message dropped). */

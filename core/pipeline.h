@@ -242,6 +242,8 @@ struct rn_pipeline {
   uint32_t carried;       /* groups committed but still in the open LMDB transaction */
   double carried_since;   /* monotonic time of the first of them */
   bool replaying;         /* re-applying carried groups: sinks and cdc saw them already */
+  bool reapplying;        /* re-applying logged changes, carried or the open group's: lookups answer as
+                             they did the first time (lookup.c) */
   bool reads_dirty;       /* some relation's reads are not yet written (evolve_reads.h) */
   bool rebuilt_any;       /* some relation may hold a rebuild's changes (evolve_log.h): the group
                              checks them */

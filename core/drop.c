@@ -9,6 +9,7 @@
  * (they are named apart). A relation declared in this pipeline is not
  * dropped from under its handles: with dependants the refusal names them,
  * without, it says to drop it before declaring it. */
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -106,6 +107,64 @@ static int keep_ids(rn_pipeline *p, MDB_txn *txn, const char *name)
   return rc ? rn_store_fail(&p->err, rc, name) : 0;
 }
 
+/* Whether the order (a top or an index) `order` reads `input`, as its
+ * "tp:" declaration records. */
+static bool order_reads(rn_pipeline *p, MDB_txn *txn, const char *order, size_t olen, const char *input)
+{
+  char dbname[RN_NAME_MAX + 8];
+  snprintf(dbname, sizeof dbname, "%s%.*s", RN_DB_TOP_DECL, (int)olen, order);
+  MDB_dbi dbi;
+  static char input_key[] = "input";
+  MDB_val k = { 5, input_key }, v;
+  return rn_store_dbi_open(&p->store, txn, dbname, 0, &dbi) == 0 && mdb_get(txn, dbi, &k, &v) == 0 &&
+         v.mv_size == strlen(input) && memcmp(v.mv_data, input, v.mv_size) == 0;
+}
+
+/* A top or an index holds the row ids of the table it reads: once that is
+ * dropped (and maybe declared again, its ids going on), they name no row.
+ * Each stored one over name is made stale, its counters as of group 0, so
+ * that it is rebuilt when declared again, and read as stale until then
+ * (runnel verify notes it), as one that missed groups. */
+static int orders_stale(rn_pipeline *p, MDB_txn *txn, const char *name)
+{
+  MDB_cursor *cur;
+  int rc = mdb_cursor_open(txn, p->store.meta, &cur);
+  if (rc) return rn_store_fail(&p->err, rc, name);
+  size_t plen = RN_PREFIX_LEN(RN_META_RELATION);
+  MDB_val k = { plen, (void *)RN_META_RELATION }, v;
+  char **stale = NULL; /* written after the walk: a put under the cursor would move it */
+  size_t n = 0;
+  for (rc = mdb_cursor_get(cur, &k, &v, MDB_SET_RANGE); rc == 0; rc = mdb_cursor_get(cur, &k, &v, MDB_NEXT)) {
+    if (k.mv_size < plen || memcmp(k.mv_data, RN_META_RELATION, plen) != 0) break;
+    size_t olen = k.mv_size - plen;
+    /* |kind|…|: a msgpack array whose first item is a positive fixint */
+    const unsigned char *d = v.mv_data;
+    bool order = v.mv_size >= 2 && (d[0] & 0xf0) == 0x90 && (d[1] == RN_REL_TOP || d[1] == RN_REL_INDEX);
+    if (!order || olen > RN_NAME_MAX || !order_reads(p, txn, (const char *)k.mv_data + plen, olen, name)) continue;
+    char **more = realloc(stale, sizeof *stale * (n + 1));
+    char *copy = more ? strndup((const char *)k.mv_data + plen, olen) : NULL;
+    if (more) stale = more;
+    if (!copy) { rc = ENOMEM; break; }
+    stale[n++] = copy;
+  }
+  mdb_cursor_close(cur);
+  if (rc == MDB_NOTFOUND) rc = 0;
+  for (size_t i = 0; !rc && i < n; i++) {
+    char key[RN_NAME_MAX + 8];
+    k = (MDB_val){ (size_t)snprintf(key, sizeof key, "%s%s", RN_META_COUNTERS, stale[i]), key };
+    uint64_t counters[3];
+    if (mdb_get(txn, p->store.meta, &k, &v) != 0 || v.mv_size != sizeof counters) continue; /* none: rebuilt anyway */
+    memcpy(counters, v.mv_data, sizeof counters);
+    counters[2] = 0;
+    v = (MDB_val){ sizeof counters, counters };
+    rc = mdb_put(txn, p->store.meta, &k, &v, 0);
+  }
+  for (size_t i = 0; i < n; i++) free(stale[i]);
+  free(stale);
+  if (rc == ENOMEM) return rn_err_set(&p->err, RN_ENOMEM, "out of memory");
+  return rc ? rn_store_fail(&p->err, rc, name) : 0;
+}
+
 RN_API int rn_drop(rn_pipeline *p, const char *name)
 {
   if (!p) return RN_EINVAL;
@@ -149,6 +208,7 @@ RN_API int rn_drop(rn_pipeline *p, const char *name)
   if ((rc = rn_store_txn(p->store.env, 0, &txn))) return rn_store_fail(&p->err, rc, name);
   bool found = false, store = false;
   rc = keep_ids(p, txn, name);
+  if (!rc) rc = orders_stale(p, txn, name);
   if (!rc) rc = del_meta(p, txn, RN_META_RELATION, name, &found);
   if (!rc) rc = del_meta(p, txn, RN_META_COUNTERS, name, &found);
   bool decl = false;

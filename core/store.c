@@ -329,6 +329,21 @@ void rn_store_remove_temp(rn_store *s)
  * inherited descriptors releases none of the parent's locks (fcntl locks
  * are the parent's; the writer.lock flock stays with the parent's open
  * file). */
+/* The parent's transactions a forked child's close left alone, kept
+ * reachable: their memory is the child's until it exits, on purpose, and
+ * not a leak (valgrind's check of the fork tests). Best effort. */
+static MDB_txn **parents_txns;
+static size_t nparents_txns;
+
+static void keep_parents_txn(MDB_txn *txn)
+{
+  if (!txn) return;
+  MDB_txn **more = realloc(parents_txns, sizeof *more * (nparents_txns + 1));
+  if (!more) return;
+  parents_txns = more;
+  parents_txns[nparents_txns++] = txn;
+}
+
 void rn_store_close(rn_store *s)
 {
   bool child = s->pid != rn_envs_self();
@@ -336,6 +351,7 @@ void rn_store_close(rn_store *s)
   rn_rowcache_free(s->rowcache);
   if (s->wtxn && !child) mdb_txn_abort(s->wtxn);
   if (s->rtxn && !child) mdb_txn_abort(s->rtxn);
+  if (child) keep_parents_txn(s->rtxn); /* a write transaction is the environment's own (freed with it) */
   if (!child) rn_envs_writer_closing(s);
   if (s->env) mdb_env_close(s->env);
   rn_envs_unclaim(s);

@@ -103,6 +103,9 @@ describe("a writer killed with SIGKILL at random points", function()
     local result = R.run{ kills = 50, per_state = 25, max_sleep = 0.4, seconds = 50,
                           sinks = os.getenv("CRASH_SINKS") ~= "0" }
     assert.equal(0, #result.failures, R.report(result, 5))
-    assert.equal(50, result.kills, "the time bound ran out: " .. R.report(result, 5))
+    -- 50 kills take about 30 s on a quiet machine; a loaded one (or ASan)
+    -- does fewer in the time bound. Speed is not what this test checks, but
+    -- a writer or reopen that stalls would leave only a few kills.
+    assert.is_true(result.kills >= 20, "the kills stalled: " .. R.report(result, 5))
   end)
 end)

@@ -6,25 +6,30 @@
 -- its sinks were told. Fixed seeds, bounded work.
 local runnel = require "runnel"
 
-local SEEDS, GROUPS, KEYS = { 19, 1919, 424242, 7, 2026 }, 120, 30
+local SEEDS, GROUPS, KEYS = { 19, 1919, 424242, 7, 2026 }, 90, 30
 local FLOATS = { -0.0, 0.0, 0.25, -1.5, 2.0, 3.75, -8.5 }
 local LONG = ("x"):rep(300) -- longer than a value key: kept in a bucket of "am:"
 local STRINGS = { "a", "b", "ab", "", "Straße", LONG .. "1", LONG .. "2" }
 local WSIZE, WSTEP, TSIZE = 10, 5, 7
+local FSIZE, FSTEP = 5.0, 2.5 -- over a float time column: starts and ends exact
 
 local function pick(list) return list[math.random(#list)] end
 local function maybe(v) if math.random() < 0.2 then return runnel.null end return v end
 
 local function declare(p)
   local t = p:table("t", { {"id","int"}, {"g","int"}, {"v","int", null = true}, {"f","float", null = true},
-                           {"s","string", null = true}, {"ts","int"}, key = "id" })
+                           {"s","string", null = true}, {"ts","int"}, {"ft","float"}, key = "id" })
   local r = { t = t }
   r.A = t:aggregate{ by = "g", name = "A", n = runnel.count(), k = runnel.count("v"), sv = runnel.sum("v"),
     lo = runnel.min("v"), hi = runnel.max("v"), av = runnel.avg("v"), sf = runnel.sum("f"), lf = runnel.min("f"),
     hf = runnel.max("f"), ls = runnel.min("s"), hs = runnel.max("s"),
     u = runnel.agg{ init = function() return {} end,
-      add = function(st, row) st[#st + 1] = row.id; table.sort(st); return st end,
+      add = function(st, row) -- reads its own aggregate too (it re-enters the aggregate's code)
+        local _ = r.A:get(row.g)
+        st[#st + 1] = row.id; table.sort(st); return st
+      end,
       remove = function(st, row)
+        local _ = r.A:get(row.g)
         for i, x in ipairs(st) do if x == row.id then table.remove(st, i) return st end end
         error("removed a row never added: " .. row.id)
       end,
@@ -33,6 +38,8 @@ local function declare(p)
   r.W = t:aggregate{ by = "g", window = runnel.hopping(WSIZE, WSTEP, "ts"), name = "W", n = runnel.count(),
                      sv = runnel.sum("v"), hf = runnel.max("f") }
   r.TW = t:aggregate{ window = runnel.tumbling(TSIZE, "ts"), name = "TW", n = runnel.count(), lo = runnel.min("s") }
+  r.FW = t:aggregate{ by = "g", window = runnel.hopping(FSIZE, FSTEP, "ft"), name = "FW", n = runnel.count(),
+                      sf = runnel.sum("f"), av = runnel.avg("v") }
   r.D = t:select({ "g", "s" }, "gs"):distinct("D")
   r.Df = t:select({ "f" }, "fs"):distinct("Df")
   r.top = t:top{ n = 3, by = "g", order = { {"v", "desc"}, {"s", "asc"} }, name = "top" }
@@ -97,6 +104,23 @@ local function expect_W(rows)
   return out
 end
 
+local function expect_FW(rows)
+  local out = {}
+  for _, r in pairs(rows) do
+    for k = math.floor(r.ft / FSTEP) - 1, math.floor(r.ft / FSTEP) do
+      local start = k * FSTEP
+      local key = r.g .. "@" .. start
+      local e = out[key] or { g = r.g, window_start = start + 0.0, window_end = start + FSIZE, n = 0 }
+      out[key] = e
+      e.n = e.n + 1
+      if r.f then e.sf = zero((e.sf or 0.0) + r.f) end
+      if r.v then e.vs, e.vk = (e.vs or 0) + r.v, (e.vk or 0) + 1; e.av = e.vs / e.vk end
+    end
+  end
+  for _, e in pairs(out) do e.vs, e.vk = nil, nil end
+  return out
+end
+
 local function expect_TW(rows)
   local out = {}
   for _, r in pairs(rows) do
@@ -150,7 +174,7 @@ local function expect_top(rows, ids, n, group, order)
     end)
     for rank = 1, math.min(n, #list) do
       local r = list[rank]
-      out[r.id] = { id = r.id, g = r.g, v = r.v, f = r.f, s = r.s, ts = r.ts, rank = rank }
+      out[r.id] = { id = r.id, g = r.g, v = r.v, f = r.f, s = r.s, ts = r.ts, ft = r.ft, rank = rank }
     end
   end
   return out
@@ -159,6 +183,7 @@ end
 -- ---- runnel's side ----
 
 local function read(rel, key_of)
+  -- (a float window start's key: its %q form would differ from the model's number)
   local out = {}
   for r in rel:rows() do
     local k = key_of(r)
@@ -228,7 +253,8 @@ local function run(seed)
   local rows, ids, next_id = {}, {}, 1 -- the model: the table's rows, row ids
   local function random_row(id)
     return { id = id, g = math.random(1, 4), v = maybe(math.random(-9, 9)), f = maybe(pick(FLOATS)),
-             s = maybe(pick(STRINGS)), ts = math.random(0, 40) }
+             s = maybe(pick(STRINGS)), ts = math.random(-20, 40),
+             ft = math.random(-16, 40) * 0.5 }
   end
   local function stored(row) -- the model's copy: nulls as nil
     local c = {}
@@ -257,9 +283,9 @@ local function run(seed)
         t:upsert(row)
         rows[id] = stored(row)
       else
-        local patch, col = { id = id }, pick{ "g", "v", "f", "s", "ts" }
+        local patch, col = { id = id }, pick{ "g", "v", "f", "s", "ts", "ft" }
         local fresh = random_row(id)[col]
-        if col == "g" or col == "ts" or fresh ~= runnel.null then patch[col] = fresh
+        if col == "g" or col == "ts" or col == "ft" or fresh ~= runnel.null then patch[col] = fresh
         else patch[col] = runnel.null end
         t:update(patch)
         local row = copy(rows[id])
@@ -290,6 +316,7 @@ local function run(seed)
     assert.same(exact(expect_G(rows)), exact(G))
     assert.same(exact(W), exact(read(r.W, by_gw)))
     assert.same(exact(W), exact(seen.W))
+    assert.same(exact(expect_FW(rows)), exact(read(r.FW, by_gw)))
     assert.same(exact(TW), exact(read(r.TW, function(x) return x.window_start end)))
     assert.same(exact(TW), exact(seen.TW))
     assert.same(expect_distinct(rows, { "g", "s" }), distinct_rows(r.D, { "g", "s" }))

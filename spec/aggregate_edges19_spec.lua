@@ -5,6 +5,7 @@
 -- compared with what the table's rows say it should hold, and with what
 -- its sinks were told. Fixed seeds, bounded work.
 local runnel = require "runnel"
+local H = require "helper"
 
 local SEEDS, GROUPS, KEYS = { 19, 1919, 424242, 7, 2026 }, 90, 30
 local FLOATS = { -0.0, 0.0, 0.25, -1.5, 2.0, 3.75, -8.5 }
@@ -34,6 +35,9 @@ local function declare(p)
         error("removed a row never added: " .. row.id)
       end,
       result = function(st) return table.concat(st, ",") end } }
+  r.B = t:aggregate{ by = "g", name = "B", n = runnel.count(), k = runnel.count("v"), sv = runnel.sum("v"), -- A, attachable
+    lo = runnel.min("v"), hi = runnel.max("v"), av = runnel.avg("v"), sf = runnel.sum("f"), lf = runnel.min("f"),
+    hf = runnel.max("f"), ls = runnel.min("s"), hs = runnel.max("s") }
   r.G = t:aggregate{ name = "G", n = runnel.count(), sv = runnel.sum("v"), af = runnel.avg("f") }
   r.W = t:aggregate{ by = "g", window = runnel.hopping(WSIZE, WSTEP, "ts"), name = "W", n = runnel.count(),
                      sv = runnel.sum("v"), hf = runnel.max("f") }
@@ -239,8 +243,13 @@ end
 
 local function run(seed)
   math.randomseed(seed)
-  local p = runnel.open{ sync = false }
+  local dir = H.tmpdir()
+  local p = runnel.open{ path = dir, sync = false }
   local r = declare(p)
+  local attached = {} -- what another process reads: rows computed from the state by aggregate_read.c and others
+  for _, name in ipairs{ "B", "G", "W", "TW", "FW", "D", "Df", "top", "ftop" } do
+    attached[name] = runnel.attach(dir, name)
+  end
   local t = r.t
   local by_g = function(x) return x.g end
   local by_gw = function(x) return x.g .. "@" .. x.window_start end
@@ -311,6 +320,9 @@ local function run(seed)
       expect_top(rows, ids, 3, "g", { { "v", true }, { "s", false } })
     assert.same(exact(A), exact(read(r.A, by_g)))
     assert.same(exact(A), exact(seen.A))
+    local B = {}
+    for g, e in pairs(A) do B[g] = {}; for k, v in pairs(e) do B[g][k] = v end; B[g].u = nil end
+    assert.same(exact(B), exact(read(r.B, by_g)))
     local G = {}
     for row in r.G:rows() do G[#G + 1] = row end
     assert.same(exact(expect_G(rows)), exact(G))
@@ -327,9 +339,17 @@ local function run(seed)
     assert.same(exact(ftop), exact(read(r.ftop, function(x) return x.id end)))
     assert.same(exact(ftop), exact(seen.ftop))
     for g, e in pairs(A) do assert.same(exact(e), exact(r.A:get(g))) end
+    for name, att in pairs(attached) do
+      local mine, theirs = {}, {}
+      for row, id in r[name]:rows() do mine[#mine + 1] = { id, row } end
+      for row, id in att:rows() do theirs[#theirs + 1] = { id, row } end
+      assert.same(exact(mine), exact(theirs), name)
+    end
   end
   assert.is_true(rolled > 0 and failed > 0, "the run rolled no group back")
+  for _, att in pairs(attached) do att:close() end
   p:close()
+  H.cleanup()
 end
 
 describe("aggregates, a distinct, a top and windows against a recomputation", function()

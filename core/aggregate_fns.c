@@ -213,15 +213,38 @@ static int bucket_extreme(rn_aggregate *a, const MDB_val *d, bool max, const cha
   return 0;
 }
 
-/* Packs a user aggregate's state for its step or result function and
- * readies the answer buffer. */
-static void user_call_buffers(rn_aggregate *a, const msgpack_object *st)
+/* The buffers of one user function call: the state packed in, the answer
+ * out. The outermost call borrows the aggregate's own; a call made while one
+ * runs (its Lua function read the aggregate, whose rows the same functions
+ * compute) gets its own, so it never clobbers the outer call's answer. */
+typedef struct user_call {
+  msgpack_sbuffer *state, *answer;
+  msgpack_sbuffer own_state, own_answer; /* a nested call's */
+  bool nested;
+} user_call;
+
+static void user_call_begin(rn_aggregate *a, const msgpack_object *st, user_call *c)
 {
-  msgpack_sbuffer_clear(&a->state);
-  msgpack_sbuffer_clear(&a->answer);
+  c->nested = a->user_calls++ > 0;
+  if (c->nested) {
+    msgpack_sbuffer_init(&c->own_state);
+    msgpack_sbuffer_init(&c->own_answer);
+  }
+  c->state = c->nested ? &c->own_state : &a->state;
+  c->answer = c->nested ? &c->own_answer : &a->answer;
+  msgpack_sbuffer_clear(c->state);
+  msgpack_sbuffer_clear(c->answer);
   msgpack_packer pk;
-  msgpack_packer_init(&pk, &a->state, rn_buf_write);
+  msgpack_packer_init(&pk, c->state, rn_buf_write);
   msgpack_pack_object(&pk, *st);
+}
+
+static void user_call_end(rn_aggregate *a, user_call *c)
+{
+  a->user_calls--;
+  if (!c->nested) return;
+  msgpack_sbuffer_destroy(&c->own_state);
+  msgpack_sbuffer_destroy(&c->own_answer);
 }
 
 /* An int sum's value: an int64, or while a rebuild runs one past it (16
@@ -492,21 +515,25 @@ static int user_step(rn_aggregate *a, int i, const gkey *g, msgpack_object *st, 
   if (delta < 0 && !a->fns.can_remove(a->fns.ctx, i))
     return rn_err_set(err_of(a), RN_EINVAL, "%s: aggregate \"%s\" has no remove function, so it cannot follow deletes and updates",
                       a->out->name, a->aggs[i].name);
-  user_call_buffers(a, st);
-  int rc = a->fns.step(a->fns.ctx, i, delta > 0, a->state.data, a->state.size, a->in, row, rlen,
-                       &a->answer, err_of(a));
+  user_call c;
+  user_call_begin(a, st, &c);
+  int rc = a->fns.step(a->fns.ctx, i, delta > 0, c.state->data, c.state->size, a->in, row, rlen, c.answer,
+                       err_of(a));
   size_t off = 0;
-  char *copy = rc ? NULL : (char *)rn_scratch_copy(a->out->p, a->answer.data, a->answer.size);
-  if (!rc && (!copy || rn_unpack(copy, a->answer.size, &off, zone_of(a), st) != MSGPACK_UNPACK_SUCCESS))
+  char *copy = rc ? NULL : (char *)rn_scratch_copy(a->out->p, c.answer->data, c.answer->size);
+  if (!rc && (!copy || rn_unpack(copy, c.answer->size, &off, zone_of(a), st) != MSGPACK_UNPACK_SUCCESS))
     rc = nomem(a);
+  user_call_end(a, &c);
   return rc;
 }
 
 static int user_result(rn_aggregate *a, int i, const msgpack_object *st, agg_result_at *at)
 {
-  user_call_buffers(a, st);
-  int rc = a->fns.result(a->fns.ctx, i, a->state.data, a->state.size, &a->answer, err_of(a));
-  if (!rc) rn_buf_write(at->b, a->answer.data, a->answer.size);
+  user_call c;
+  user_call_begin(a, st, &c);
+  int rc = a->fns.result(a->fns.ctx, i, c.state->data, c.state->size, c.answer, err_of(a));
+  if (!rc) rn_buf_write(at->b, c.answer->data, c.answer->size);
+  user_call_end(a, &c);
   return rc;
 }
 

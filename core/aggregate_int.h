@@ -69,7 +69,8 @@ typedef struct rn_aggregate {
   MDB_txn *reading;       /* a scan's read transaction, or NULL: the group's */
   bool rebuilding;        /* a rebuild runs: int sums may leave int64 on the way (rn_agg_sums_fit) */
   msgpack_sbuffer buf;    /* scratch: a group's value */
-  msgpack_sbuffer state, answer; /* scratch: a user aggregate's state in, its answer out */
+  msgpack_sbuffer state, answer; /* scratch: a user aggregate's state in, its answer out (the outermost call's) */
+  int user_calls;         /* user functions running: one that reads the aggregate calls them again */
 } rn_aggregate;
 
 /* An event time or window start: as a double, and exactly for an int time

@@ -30,9 +30,10 @@ int rn_snapshot_read(rn_pipeline *p, const char *what, MDB_txn **reading, rn_sna
   rn_gstate was = p->state;
   bool own_scratch = was == RN_IDLE || was == RN_OPEN; /* no change is using it */
   if (own_scratch) p->state = RN_APPLYING;
+  MDB_txn *outer = reading ? *reading : NULL; /* a read inside a scan's callback goes back to the scan's txn */
   if (reading) *reading = s.own;
   rc = body(ctx, s.txn, own_scratch);
-  if (reading) *reading = NULL;
+  if (reading) *reading = outer;
   p->state = was;
   rn_snapshot_close(&s);
   return rc;

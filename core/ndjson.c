@@ -1226,8 +1226,28 @@ static const char *json_kind(const msgpack_object *v)
   case MSGPACK_OBJECT_STR: return "a string";
   case MSGPACK_OBJECT_ARRAY: return "an array";
   case MSGPACK_OBJECT_MAP: return "an object";
+  case MSGPACK_OBJECT_BIN: return "bytes";             /* msgpack input (JetStream, the C API) */
+  case MSGPACK_OBJECT_EXT: return "a msgpack extension value";
   default: return "a number";
   }
+}
+
+#define CHANGE_SHAPE "expected {\"rel\": name, \"op\": \"insert\"|\"update\"|\"upsert\"|\"delete\", \"row\": {…}}"
+
+/* Fails the group naming the fields of {rel, op, row} a change lacks
+ * (after "name: " when its relation is known); none of them: the shape. */
+static int missing_fields(rn_pipeline *p, const rn_rel *r, bool rel, bool op, bool row)
+{
+  const char *names[3];
+  int n = 0;
+  if (!rel) names[n++] = "\"rel\"";
+  if (!op) names[n++] = "\"op\"";
+  if (!row) names[n++] = "\"row\"";
+  if (n == 3) rn_err_set(&p->err, RN_EINVAL, CHANGE_SHAPE); /* not a change at all ([1], {}) */
+  else
+    rn_err_set(&p->err, RN_EINVAL, "%s%smissing %s%s%s: " CHANGE_SHAPE, r ? r->name : "", r ? ": " : "", names[0],
+               n == 2 ? " and " : "", n == 2 ? names[1] : "");
+  return rn_group_fail(p, RN_EINVAL, p->err.msg);
 }
 
 /* Applies one change from its rel, op and row values (NULL or of the wrong
@@ -1242,8 +1262,9 @@ int rn_apply_change(rn_pipeline *p, const msgpack_object *rel, const msgpack_obj
 int rn_apply_change_to(rn_pipeline *p, rn_rel *r, const msgpack_object *rel, const msgpack_object *op,
                        const msgpack_object *row)
 {
-  if (!rel || rel->type != MSGPACK_OBJECT_STR || !op || op->type != MSGPACK_OBJECT_STR || !row) {
-    rn_err_set(&p->err, RN_EINVAL, "expected {\"rel\": name, \"op\": \"insert\"|\"update\"|\"upsert\"|\"delete\", \"row\": {…}}");
+  if (!rel) return missing_fields(p, NULL, false, op, row);
+  if (rel->type != MSGPACK_OBJECT_STR) {
+    rn_err_set(&p->err, RN_EINVAL, "\"rel\" must be a string (a relation's name), got %s", json_kind(rel));
     return rn_group_fail(p, RN_EINVAL, p->err.msg);
   }
   char quoted[256];
@@ -1251,6 +1272,12 @@ int rn_apply_change_to(rn_pipeline *p, rn_rel *r, const msgpack_object *rel, con
     rn_err_set(&p->err, RN_EINVAL, "unknown relation %s",
                rn_json_quote(quoted, sizeof quoted, rel->via.str.ptr, rel->via.str.size));
     rn_suggest_append_relations(p->err.msg, sizeof p->err.msg, p);
+    return rn_group_fail(p, RN_EINVAL, p->err.msg);
+  }
+  if (!op || !row) return missing_fields(p, r, true, op, row);
+  if (op->type != MSGPACK_OBJECT_STR) {
+    rn_err_set(&p->err, RN_EINVAL, "%s: \"op\" must be a string (insert, update, upsert, delete), got %s", r->name,
+               json_kind(op));
     return rn_group_fail(p, RN_EINVAL, p->err.msg);
   }
   static const char *const ops[] = { "insert", "update", "upsert", "delete" }; /* 6 bytes each */

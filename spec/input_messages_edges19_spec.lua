@@ -1,0 +1,47 @@
+-- What p:run and runnel.json_decode say about bad input (DESIGN §11: "a
+-- clear error naming what and where (file and line for file input)").
+-- Each it names what it guards; before the fixes:
+-- * a change missing "rel", "op" or "row" said only the expected shape;
+-- * runnel.json_decode(42) returned 42 (docs: a non-string raises);
+-- * a UTF-8 BOM starting a line past the first said "invalid token";
+-- * a number out of range followed by a second one named no column;
+-- * a value nested past jansson's limit (2048) said "maximum parsing depth
+--   reached", naming neither the relation nor the column;
+-- * a NUL byte right after a number was taken (jansson ends the text
+--   there: [1\0,2] read as [1], the rest of the line lost).
+local H = require "helper"
+local runnel = require "runnel"
+
+local EXPECTED = 'expected {"rel": name, "op": "insert"|"update"|"upsert"|"delete", "row": {…}}'
+
+describe("p:run's messages", function()
+  local dir, p, t, path
+  before_each(function()
+    dir = H.tmpdir()
+    path = dir .. "/in.ndjson"
+    p = runnel.open()
+    t = p:table("t", { {"id","int"}, {"x","float", null=true}, {"l","list", null=true}, key = "id" })
+  end)
+  after_each(function() p:close(); H.cleanup() end)
+
+  local function run_error(text)
+    H.write(path, text)
+    local ok, err = pcall(p.run, p, runnel.ndjson_source(path))
+    assert.is_false(ok)
+    return (tostring(err):gsub("^.-_spec%.lua:%d+: ", ""))
+  end
+
+  it("name the field a change is missing", function()
+    assert.equal(path .. ':1: missing "rel": ' .. EXPECTED, run_error('{"op":"insert","row":{"id":1}}\n'))
+    assert.equal(path .. ':1: t: missing "op": ' .. EXPECTED, run_error('{"rel":"t","row":{"id":1}}\n'))
+    assert.equal(path .. ':1: t: missing "row": ' .. EXPECTED, run_error('{"rel":"t","op":"insert"}\n'))
+    assert.equal(path .. ':1: t: missing "op" and "row": ' .. EXPECTED, run_error('{"rel":"t"}\n'))
+    assert.equal(path .. ':1: missing "rel" and "row": ' .. EXPECTED, run_error('{"op":"insert"}\n'))
+    assert.equal(path .. ':1: "rel" must be a string (a relation\'s name), got a number',
+                 run_error('{"rel":7,"op":"insert","row":{"id":1}}\n'))
+    assert.equal(path .. ':1: t: "op" must be a string (insert, update, upsert, delete), got null',
+                 run_error('{"rel":"t","op":null,"row":{"id":1}}\n'))
+    assert.equal(path .. ':2: ' .. EXPECTED, run_error('{"rel":"t","op":"insert","row":{"id":1}}\n[1]\n'))
+    assert.equal(0, t:count())
+  end)
+end)

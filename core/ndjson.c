@@ -1193,6 +1193,9 @@ int rn_ndjson_apply_line(rn_pipeline *p, const char *line, size_t len, msgpack_z
   msgpack_object obj;
   rn_err_clear(&p->err);
   if (rn_json_parse(line, len, &obj, z, &p->err)) {
+    if (len >= 3 && memcmp(line, "\xEF\xBB\xBF", 3) == 0) /* rn_run_ndjson skips one at byte 0 only */
+      return rn_group_fail(p, RN_EINVAL, "a UTF-8 byte order mark (BOM) starts the line: only the first line of "
+                           "the input may start with one");
     static const char dup[] = "duplicate key ", dup_rel[] = "duplicate key \"rel\" ", deep[] = "JSON nested more than ";
     bool is_dup = strncmp(p->err.msg, dup, strlen(dup)) == 0 && strncmp(p->err.msg, dup_rel, strlen(dup_rel)) != 0;
     bool is_deep = strncmp(p->err.msg, deep, strlen(deep)) == 0;

@@ -7,8 +7,9 @@
 -- * a number out of range followed by a second one named no column;
 -- * a value nested past jansson's limit (2048) said "maximum parsing depth
 --   reached", naming neither the relation nor the column;
--- * a NUL byte right after a number was taken (jansson ends the text
---   there: [1\0,2] read as [1], the rest of the line lost).
+-- * one NUL byte right after a number or a literal was taken (jansson's
+--   leniency: [1\0,2] read as [1,2]; JSON has no NUL outside strings, and
+--   one there most often means a torn or zero-filled file).
 local H = require "helper"
 local runnel = require "runnel"
 
@@ -43,5 +44,14 @@ describe("p:run's messages", function()
                  run_error('{"rel":"t","op":null,"row":{"id":1}}\n'))
     assert.equal(path .. ':2: ' .. EXPECTED, run_error('{"rel":"t","op":"insert","row":{"id":1}}\n[1]\n'))
     assert.equal(0, t:count())
+  end)
+
+  it("say a UTF-8 BOM past the first line is one", function()
+    local bom = "\xEF\xBB\xBF"
+    assert.equal(path .. ":2: a UTF-8 byte order mark (BOM) starts the line: only the first line of the input may "
+                 .. "start with one",
+                 run_error(bom .. '{"rel":"t","op":"insert","row":{"id":1}}\n' .. bom .. '{"rel":"t","op":"insert","row":{"id":2}}\n'))
+    H.write(path, bom .. '{"rel":"t","op":"insert","row":{"id":1}}\n\n \t \n{"rel":"t","op":"insert","row":{"id":2}}\n')
+    assert.equal(2, p:run(runnel.ndjson_source(path)).applied) -- at byte 0 it is skipped; blank lines too
   end)
 end)

@@ -150,6 +150,8 @@ static int jansson_parse(const char *text, size_t len, msgpack_object *out, msgp
   if (!j && json_error_code(&jerr) == json_error_numeric_overflow && jerr.position > 0 && (size_t)jerr.position <= len &&
       number_start(text, (size_t)jerr.position) < (size_t)jerr.position)
     return number_overflow(text, (size_t)jerr.position, e);
+  if (!j && json_error_code(&jerr) == json_error_stack_overflow) /* as convert says it, below */
+    return rn_err_set(e, RN_EINVAL, "JSON nested more than %d deep", RN_JSCAN_MAX_DEPTH);
   if (!j && (json_error_code(&jerr) == json_error_out_of_memory || !jerr.text[0]))
     return rn_err_set(e, RN_ENOMEM, "out of memory");
   if (!j) return rn_err_set(e, RN_EINVAL, "malformed JSON at column %d: %s", jerr.column, jerr.text);

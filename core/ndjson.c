@@ -1159,14 +1159,54 @@ static int json_depth(json_t *v, int max)
   return d + 1;
 }
 
+/* line with every container nested deeper than keep replaced by an empty
+ * one ([] or {}), into a malloc'd copy (*n bytes): jansson refuses values
+ * nested more than 2048 deep, and the cut copy still says which column
+ * held one (nested keep deep, past RN_JSCAN_MAX_DEPTH). NULL: no memory. */
+static char *cut_deep(const char *line, size_t len, int keep, size_t *n)
+{
+  char *out = malloc(len + 2); /* + 2: an unclosed container cut at the end */
+  if (!out) return NULL;
+  size_t o = 0;
+  int depth = 0, cut = 0; /* cut: the depth of the container being left out, or 0 */
+  bool in_string = false, escaped = false;
+  for (size_t i = 0; i < len; i++) {
+    char c = line[i];
+    bool opens = !in_string && (c == '[' || c == '{'), closes = !in_string && (c == ']' || c == '}');
+    if (in_string) {
+      bool after_backslash = escaped;
+      escaped = !after_backslash && c == '\\';
+      in_string = after_backslash || c != '"';
+    } else {
+      in_string = c == '"';
+    }
+    if (opens && ++depth > keep && !cut) {
+      cut = depth;
+      out[o++] = c;
+      out[o++] = c == '[' ? ']' : '}'; /* two bytes for the container's at least two */
+      continue;
+    }
+    if (closes && depth-- == cut) {
+      cut = 0;
+      continue;
+    }
+    if (!cut) out[o++] = c;
+  }
+  *n = o;
+  return out;
+}
+
 /* The known relation a line that failed to parse names in "rel", read
- * leniently (jansson reads values nested up to 2048 deep), so that its
- * error can say which relation it was for; with col, also the "row"
- * column whose value is nested deepest, quoted into col[cap] ("" when
- * none is too deep). */
+ * leniently (jansson, its values nested up to 2048 deep: deeper ones cut
+ * short), so that its error can say which relation it was for; with col,
+ * also the "row" column whose value is nested deepest, quoted into
+ * col[cap] ("" when none is too deep). */
 static rn_rel *rel_named_in(const rn_pipeline *p, const char *line, size_t len, char *col, size_t cap)
 {
-  json_t *j = json_loadb(line, len, JSON_ALLOW_NUL, NULL);
+  size_t cut_len;
+  char *cut = cut_deep(line, len, 2 * RN_JSCAN_MAX_DEPTH, &cut_len);
+  json_t *j = cut ? json_loadb(cut, cut_len, JSON_ALLOW_NUL, NULL) : NULL;
+  free(cut);
   json_t *rel = json_object_get(j, "rel"), *row = json_object_get(j, "row");
   rn_rel *r = json_is_string(rel) ? find_rel(p, json_string_value(rel), json_string_length(rel)) : NULL;
   if (col) {

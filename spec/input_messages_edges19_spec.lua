@@ -54,4 +54,12 @@ describe("p:run's messages", function()
     H.write(path, bom .. '{"rel":"t","op":"insert","row":{"id":1}}\n\n \t \n{"rel":"t","op":"insert","row":{"id":2}}\n')
     assert.equal(2, p:run(runnel.ndjson_source(path)).applied) -- at byte 0 it is skipped; blank lines too
   end)
+
+
+  it("name a value nested past 2048 deep as too deep, with its relation and column", function()
+    local deep = ("["):rep(3000) .. ("]"):rep(3000)
+    assert.equal(path .. ':1: t: column "l": value nested more than 64 deep',
+                 run_error('{"rel":"t","op":"insert","row":{"id":5, "l": ' .. deep .. '}}\n'))
+    assert.equal(path .. ':1: JSON nested more than 64 deep', run_error(deep .. '\n'))
+  end)
 end)

@@ -55,6 +55,13 @@ describe("p:run's messages", function()
     assert.equal(2, p:run(runnel.ndjson_source(path)).applied) -- at byte 0 it is skipped; blank lines too
   end)
 
+  it("name the column of a number out of range when another one follows", function()
+    assert.equal(path .. ':1: t: column "x": the number 1e999 is beyond a float\'s range (about ±1.8e308)',
+                 run_error('{"rel":"t","op":"insert","row":{"id":4, "x": 1e999, "l": [1e999]}}\n'))
+    assert.equal(path .. ':1: t: column "l": the integer 99999999999999999999 is beyond int64 '
+                 .. '(-9223372036854775808 to 9223372036854775807)',
+                 run_error('{"rel":"t","op":"insert","row":{"id":4, "l": [99999999999999999999]}, "z": 1e999}\n'))
+  end)
 
   it("name a value nested past 2048 deep as too deep, with its relation and column", function()
     local deep = ("["):rep(3000) .. ("]"):rep(3000)

@@ -69,4 +69,22 @@ describe("p:run's messages", function()
                  run_error('{"rel":"t","op":"insert","row":{"id":5, "l": ' .. deep .. '}}\n'))
     assert.equal(path .. ':1: JSON nested more than 64 deep', run_error(deep .. '\n'))
   end)
+
+  it("refuse a NUL byte right after a number", function()
+    assert.matches("^" .. path:gsub("%p", "%%%0") .. ":1: malformed JSON at column %d+: a NUL byte outside a string$",
+                   run_error('{"rel":"t","op":"insert","row":{"id":8, "x": 1\0}}\n'))
+    assert.equal(0, t:count())
+  end)
+end)
+
+describe("runnel.json_decode", function()
+
+  it("refuses a NUL byte outside a string, reads one inside", function()
+    for _, s in ipairs{ "[1\0,2]", "1\0", '{"x": true\0}', "[1.5\0]", "[null\0]" } do
+      local v, err = runnel.json_decode(s)
+      assert.is_nil(v, s)
+      assert.matches("a NUL byte outside a string", err)
+    end
+    assert.equal("a\0b", runnel.json_decode('["a\\u0000b"]')[1])
+  end)
 end)

@@ -78,6 +78,14 @@ describe("p:run's messages", function()
 end)
 
 describe("runnel.json_decode", function()
+  it("raises for a non-string", function()
+    for _, v in ipairs{ 42, 1.5, true } do
+      local ok, err = pcall(runnel.json_decode, v)
+      assert.is_false(ok)
+      assert.matches("bad argument #1 to '[%w%.]*json_decode' %(string expected, got " .. type(v) .. "%)", err)
+    end
+    assert.has_error(function() runnel.json_decode() end)
+  end)
 
   it("refuses a NUL byte outside a string, reads one inside", function()
     for _, s in ipairs{ "[1\0,2]", "1\0", '{"x": true\0}', "[1.5\0]", "[null\0]" } do

@@ -1541,6 +1541,7 @@ int rn_run_ndjson(rn_pipeline *p, FILE *in, const rn_run_opts *o, rn_run_stats *
   p->tolerate_bad_input = o->skip;
   bool stopped = false; /* rn_interrupt_runs: as at the end of the input, then RN_EINTR */
   bool incomplete = false; /* a line the input stopped in the middle of (a read failed, an interrupt) */
+  bool paused = false;     /* what was read is committed for the wait of the read going on */
   clearerr(in); /* an error of the file's before this run is not this run's */
   rn_interrupt_run_begins();
   for (;;) {
@@ -1549,7 +1550,8 @@ int rn_run_ndjson(rn_pipeline *p, FILE *in, const rn_run_opts *o, rn_run_stats *
      * lines or inside one: what was read whole is committed, and carried
      * groups written, before the read waits, so that no line waits for
      * the next one to be applied and seen. */
-    if ((got = read_line(&lines, stream && (in_group || p->carried))) == LINE_WAITS) {
+    if ((got = read_line(&lines, stream && !paused && (in_group || p->carried))) == LINE_WAITS) {
+      paused = true; /* until a line comes: the read waits then */
       if (in_group && (rc = commit_group(p, o, group_first, group_last, st))) break;
       in_group = 0;
       drop_lines(&kept);
@@ -1558,6 +1560,7 @@ int rn_run_ndjson(rn_pipeline *p, FILE *in, const rn_run_opts *o, rn_run_stats *
     }
     if (got == LINE_NOMEM) { rc = rn_err_set(&p->err, RN_ENOMEM, "out of memory"); break; }
     if (got < 0) break;
+    paused = false;
     char *text = lines.text;
     if (ferror(in) && text[got - 1] != '\n') { incomplete = true; break; } /* a read failed inside it */
     st->lines++;

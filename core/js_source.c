@@ -375,8 +375,8 @@ static int apply_ndjson(source *s, const char *data, size_t len, uint64_t *chang
     const char *line = at;
     at += n + (nl != NULL);
     line_no++;
-    while (n && (line[n - 1] == '\r' || line[n - 1] == ' ')) n--;
-    if (n == 0) continue;
+    while (n && (line[n - 1] == '\r' || line[n - 1] == ' ' || line[n - 1] == '\t')) n--;
+    if (n == 0) continue; /* blank (spaces, tabs, CRs), as rn_run_ndjson skips it */
     msgpack_zone_clear(&s->zone);
     int rc = rn_ndjson_apply_line(p, line, n, &s->zone);
     if (rc) {

@@ -1,7 +1,9 @@
 /* jscan.h — a one-pass JSON reader into msgpack objects (jscan.c).
  *
  * It accepts exactly the texts jansson accepts with JSON_DECODE_ANY |
- * JSON_ALLOW_NUL | JSON_REJECT_DUPLICATES (and json.c's depth limit), and
+ * JSON_ALLOW_NUL | JSON_REJECT_DUPLICATES (and json.c's depth limit;
+ * jansson also reads one NUL byte after a number or a literal as nothing,
+ * which both refuse: json.c's nul_outside_strings), and
  * reads them to the same objects; it does not say why it refuses a text:
  * json.c asks jansson, which words the reason. fuzz/fuzz_json.c checks the
  * two agree. */

@@ -139,6 +139,26 @@ static int duplicate_key(const char *text, size_t end, rn_err *e)
                     at);
 }
 
+/* Where text (which jansson accepted) holds a NUL byte outside its
+ * strings, or len. */
+static size_t nul_outside_strings(const char *text, size_t len)
+{
+  const char *nul = memchr(text, '\0', len);
+  bool in_string = false, escaped = false;
+  for (size_t i = 0; nul && i < len; i++) {
+    char c = text[i];
+    if (!c && !in_string) return i;
+    if (in_string) {
+      bool after_backslash = escaped;
+      escaped = !after_backslash && c == '\\';
+      in_string = after_backslash || c != '"';
+    } else {
+      in_string = c == '"';
+    }
+  }
+  return len;
+}
+
 /* The text through jansson: its reading, or its reason for refusing it. */
 static int jansson_parse(const char *text, size_t len, msgpack_object *out, msgpack_zone *z, rn_err *e)
 {
@@ -150,9 +170,18 @@ static int jansson_parse(const char *text, size_t len, msgpack_object *out, msgp
   if (!j && json_error_code(&jerr) == json_error_numeric_overflow && jerr.position > 0 && (size_t)jerr.position <= len &&
       number_start(text, (size_t)jerr.position) < (size_t)jerr.position)
     return number_overflow(text, (size_t)jerr.position, e);
+  if (!j && json_error_code(&jerr) == json_error_stack_overflow) /* as convert says it, below */
+    return rn_err_set(e, RN_EINVAL, "JSON nested more than %d deep", RN_JSCAN_MAX_DEPTH);
   if (!j && (json_error_code(&jerr) == json_error_out_of_memory || !jerr.text[0]))
     return rn_err_set(e, RN_ENOMEM, "out of memory");
   if (!j) return rn_err_set(e, RN_EINVAL, "malformed JSON at column %d: %s", jerr.column, jerr.text);
+  size_t nul = nul_outside_strings(text, len);
+  if (nul < len) { /* jansson ends the text at it: "[1\0,2]" would read as [1] */
+    json_decref(j);
+    char at[64];
+    position_of(text, nul, at, sizeof at);
+    return rn_err_set(e, RN_EINVAL, "malformed JSON at %s: a NUL byte outside a string", at);
+  }
   bool oom = rn_oom();
   rn_oom_clear();
   int rc = convert(j, out, z, 0);

@@ -76,6 +76,18 @@ static void number_error(rn_pipeline *p, const rn_rel *r, const msgpack_object *
                "9223372036854775807)", r->name, column, shown, number, more);
 }
 
+/* Replaces the next number out of range in text[0..*len) by 0 (a text
+ * shorter by n - 1 bytes); false if none is left. */
+static bool zero_next_overflow(char *text, size_t *len)
+{
+  size_t at, n;
+  if (!rn_json_overflow_at(text, *len, &at, &n)) return false;
+  text[at] = '0';
+  memmove(text + at + 1, text + at + n, *len - at - n);
+  *len -= n - 1;
+  return true;
+}
+
 void rn_json_change_refused(rn_pipeline *p, const char *line, size_t len)
 {
   size_t at, n;
@@ -93,7 +105,11 @@ void rn_json_change_refused(rn_pipeline *p, const char *line, size_t len)
   msgpack_object obj;
   rn_err ignored = { .code = RN_OK };
   const msgpack_object *rel = NULL, *op = NULL, *row = NULL, *key;
-  if (!rn_json_parse(copy, cap, &obj, &z, &ignored)) rn_change_fields(&obj, &rel, &op, &row);
+  size_t clen = cap;
+  bool read = false; /* numbers out of range after the first are read as 0: the first names the column */
+  while (!(read = !rn_json_parse(copy, clen, &obj, &z, &ignored)) && zero_next_overflow(copy, &clen))
+    msgpack_zone_clear(&z);
+  if (read) rn_change_fields(&obj, &rel, &op, &row);
   rn_rel *r = rel && rel->type == MSGPACK_OBJECT_STR ? rn_rel_named(p, rel->via.str.ptr, rel->via.str.size) : NULL;
   if (r && (key = marked_column(row))) number_error(p, r, key, line + at, n);
   rn_zone_destroy(&z);

@@ -1159,14 +1159,54 @@ static int json_depth(json_t *v, int max)
   return d + 1;
 }
 
+/* line with every container nested deeper than keep replaced by an empty
+ * one ([] or {}), into a malloc'd copy (*n bytes): jansson refuses values
+ * nested more than 2048 deep, and the cut copy still says which column
+ * held one (nested keep deep, past RN_JSCAN_MAX_DEPTH). NULL: no memory. */
+static char *cut_deep(const char *line, size_t len, int keep, size_t *n)
+{
+  char *out = malloc(len + 2); /* + 2: an unclosed container cut at the end */
+  if (!out) return NULL;
+  size_t o = 0;
+  int depth = 0, cut = 0; /* cut: the depth of the container being left out, or 0 */
+  bool in_string = false, escaped = false;
+  for (size_t i = 0; i < len; i++) {
+    char c = line[i];
+    bool opens = !in_string && (c == '[' || c == '{'), closes = !in_string && (c == ']' || c == '}');
+    if (in_string) {
+      bool after_backslash = escaped;
+      escaped = !after_backslash && c == '\\';
+      in_string = after_backslash || c != '"';
+    } else {
+      in_string = c == '"';
+    }
+    if (opens && ++depth > keep && !cut) {
+      cut = depth;
+      out[o++] = c;
+      out[o++] = c == '[' ? ']' : '}'; /* two bytes for the container's at least two */
+      continue;
+    }
+    if (closes && depth-- == cut) {
+      cut = 0;
+      continue;
+    }
+    if (!cut) out[o++] = c;
+  }
+  *n = o;
+  return out;
+}
+
 /* The known relation a line that failed to parse names in "rel", read
- * leniently (jansson reads values nested up to 2048 deep), so that its
- * error can say which relation it was for; with col, also the "row"
- * column whose value is nested deepest, quoted into col[cap] ("" when
- * none is too deep). */
+ * leniently (jansson, its values nested up to 2048 deep: deeper ones cut
+ * short), so that its error can say which relation it was for; with col,
+ * also the "row" column whose value is nested deepest, quoted into
+ * col[cap] ("" when none is too deep). */
 static rn_rel *rel_named_in(const rn_pipeline *p, const char *line, size_t len, char *col, size_t cap)
 {
-  json_t *j = json_loadb(line, len, JSON_ALLOW_NUL, NULL);
+  size_t cut_len;
+  char *cut = cut_deep(line, len, 2 * RN_JSCAN_MAX_DEPTH, &cut_len);
+  json_t *j = cut ? json_loadb(cut, cut_len, JSON_ALLOW_NUL, NULL) : NULL;
+  free(cut);
   json_t *rel = json_object_get(j, "rel"), *row = json_object_get(j, "row");
   rn_rel *r = json_is_string(rel) ? find_rel(p, json_string_value(rel), json_string_length(rel)) : NULL;
   if (col) {
@@ -1193,6 +1233,9 @@ int rn_ndjson_apply_line(rn_pipeline *p, const char *line, size_t len, msgpack_z
   msgpack_object obj;
   rn_err_clear(&p->err);
   if (rn_json_parse(line, len, &obj, z, &p->err)) {
+    if (len >= 3 && memcmp(line, "\xEF\xBB\xBF", 3) == 0) /* rn_run_ndjson skips one at byte 0 only */
+      return rn_group_fail(p, RN_EINVAL, "a UTF-8 byte order mark (BOM) starts the line: only the first line of "
+                           "the input may start with one");
     static const char dup[] = "duplicate key ", dup_rel[] = "duplicate key \"rel\" ", deep[] = "JSON nested more than ";
     bool is_dup = strncmp(p->err.msg, dup, strlen(dup)) == 0 && strncmp(p->err.msg, dup_rel, strlen(dup_rel)) != 0;
     bool is_deep = strncmp(p->err.msg, deep, strlen(deep)) == 0;
@@ -1226,8 +1269,28 @@ static const char *json_kind(const msgpack_object *v)
   case MSGPACK_OBJECT_STR: return "a string";
   case MSGPACK_OBJECT_ARRAY: return "an array";
   case MSGPACK_OBJECT_MAP: return "an object";
+  case MSGPACK_OBJECT_BIN: return "bytes";             /* msgpack input (JetStream, the C API) */
+  case MSGPACK_OBJECT_EXT: return "a msgpack extension value";
   default: return "a number";
   }
+}
+
+#define CHANGE_SHAPE "expected {\"rel\": name, \"op\": \"insert\"|\"update\"|\"upsert\"|\"delete\", \"row\": {…}}"
+
+/* Fails the group naming the fields of {rel, op, row} a change lacks
+ * (after "name: " when its relation is known); none of them: the shape. */
+static int missing_fields(rn_pipeline *p, const rn_rel *r, bool rel, bool op, bool row)
+{
+  const char *names[3];
+  int n = 0;
+  if (!rel) names[n++] = "\"rel\"";
+  if (!op) names[n++] = "\"op\"";
+  if (!row) names[n++] = "\"row\"";
+  if (n == 3) rn_err_set(&p->err, RN_EINVAL, CHANGE_SHAPE); /* not a change at all ([1], {}) */
+  else
+    rn_err_set(&p->err, RN_EINVAL, "%s%smissing %s%s%s: " CHANGE_SHAPE, r ? r->name : "", r ? ": " : "", names[0],
+               n == 2 ? " and " : "", n == 2 ? names[1] : "");
+  return rn_group_fail(p, RN_EINVAL, p->err.msg);
 }
 
 /* Applies one change from its rel, op and row values (NULL or of the wrong
@@ -1242,8 +1305,9 @@ int rn_apply_change(rn_pipeline *p, const msgpack_object *rel, const msgpack_obj
 int rn_apply_change_to(rn_pipeline *p, rn_rel *r, const msgpack_object *rel, const msgpack_object *op,
                        const msgpack_object *row)
 {
-  if (!rel || rel->type != MSGPACK_OBJECT_STR || !op || op->type != MSGPACK_OBJECT_STR || !row) {
-    rn_err_set(&p->err, RN_EINVAL, "expected {\"rel\": name, \"op\": \"insert\"|\"update\"|\"upsert\"|\"delete\", \"row\": {…}}");
+  if (!rel) return missing_fields(p, NULL, false, op, row);
+  if (rel->type != MSGPACK_OBJECT_STR) {
+    rn_err_set(&p->err, RN_EINVAL, "\"rel\" must be a string (a relation's name), got %s", json_kind(rel));
     return rn_group_fail(p, RN_EINVAL, p->err.msg);
   }
   char quoted[256];
@@ -1251,6 +1315,12 @@ int rn_apply_change_to(rn_pipeline *p, rn_rel *r, const msgpack_object *rel, con
     rn_err_set(&p->err, RN_EINVAL, "unknown relation %s",
                rn_json_quote(quoted, sizeof quoted, rel->via.str.ptr, rel->via.str.size));
     rn_suggest_append_relations(p->err.msg, sizeof p->err.msg, p);
+    return rn_group_fail(p, RN_EINVAL, p->err.msg);
+  }
+  if (!op || !row) return missing_fields(p, r, true, op, row);
+  if (op->type != MSGPACK_OBJECT_STR) {
+    rn_err_set(&p->err, RN_EINVAL, "%s: \"op\" must be a string (insert, update, upsert, delete), got %s", r->name,
+               json_kind(op));
     return rn_group_fail(p, RN_EINVAL, p->err.msg);
   }
   static const char *const ops[] = { "insert", "update", "upsert", "delete" }; /* 6 bytes each */
@@ -1359,19 +1429,82 @@ static int commit_lines(rn_pipeline *p, const rn_run_opts *o, uint64_t first, ui
                     (unsigned long long)first, (unsigned long long)first, (unsigned long long)last, why);
 }
 
-/* Whether a read of in would wait: nothing is left in its stdio buffer
- * and its descriptor (a pipe, a terminal, a socket) has nothing ready.
- * Only glibc says what its buffer holds; elsewhere a read never counts as
- * waiting. */
-static bool input_waits(FILE *in)
+/* Input lines, read as getline reads them, except that a stream (a pipe,
+ * a terminal) that pauses is seen to pause even in the middle of a line:
+ * stdio's buffer may hold the start of a line whose end is not written
+ * yet, and getline would wait inside it, holding back the complete lines
+ * before it. Only glibc says what its buffer holds; elsewhere a read never
+ * counts as waiting. */
+typedef struct line_in {
+  FILE *in;
+  char *text;         /* the line read (NUL after it), or the part read so far */
+  size_t cap, len;    /* len: the bytes of a line not read whole yet (0 between lines) */
+} line_in;
+
+enum { LINE_WAITS = -2, LINE_NOMEM = -3 };
+
+/* Room for n more bytes and a NUL in r->text. */
+static bool line_room(line_in *r, size_t n)
 {
+  if (r->len + n + 1 <= r->cap) return true;
+  size_t cap = r->cap ? r->cap : 256;
+  while (cap < r->len + n + 1) cap *= 2;
+  char *grown = realloc(r->text, cap);
+  if (!grown) return false;
+  r->text = grown;
+  r->cap = cap;
+  return true;
+}
+
 #ifdef __GLIBC__
-  if (in->_IO_read_ptr < in->_IO_read_end) return false;
+/* Moves what stdio's buffer holds of the line into r->text, through its
+ * newline if it holds one (true then): no read. */
+static bool take_buffered(line_in *r, int *nomem)
+{
+  FILE *in = r->in;
+  size_t have = (size_t)(in->_IO_read_end - in->_IO_read_ptr);
+  const char *nl = have ? memchr(in->_IO_read_ptr, '\n', have) : NULL;
+  size_t take = nl ? (size_t)(nl - in->_IO_read_ptr) + 1 : have;
+  if (!take) return false;
+  if (!line_room(r, take)) return *nomem = 1, false;
+  r->len += fread(r->text + r->len, 1, take, in); /* take <= have: from the buffer */
+  return nl != NULL;
+}
+
+/* Whether in's descriptor has nothing to read now (its buffer is empty). */
+static bool would_wait(FILE *in)
+{
   struct pollfd fd = { .fd = fileno(in), .events = POLLIN };
   return fd.fd >= 0 && poll(&fd, 1, 0) == 0;
+}
+#endif
+
+/* The next line of r->in into r->text: its length with its newline (none
+ * at the end of the input, or where a read failed: ferror says which),
+ * -1 when nothing is left, LINE_NOMEM. With report_wait, LINE_WAITS before
+ * a read that would wait (the part of a line read stays in r: call again). */
+static ssize_t read_line(line_in *r, bool report_wait)
+{
+#ifdef __GLIBC__
+  if (!report_wait && !r->len) return getline(&r->text, &r->cap, r->in);
+  int nomem = 0;
+  while (!take_buffered(r, &nomem)) { /* the buffer is empty now: the next byte needs a read */
+    if (nomem) return LINE_NOMEM;
+    if (report_wait && would_wait(r->in)) return LINE_WAITS;
+    int c = getc(r->in);
+    if (c == EOF && !r->len) return -1;
+    if (c == EOF) break;
+    if (!line_room(r, 1)) return LINE_NOMEM;
+    r->text[r->len++] = (char)c;
+    if (c == '\n') break;
+  }
+  ssize_t n = (ssize_t)r->len;
+  r->text[r->len] = '\0';
+  r->len = 0;
+  return n;
 #else
-  (void)in;
-  return false;
+  (void)report_wait;
+  return getline(&r->text, &r->cap, r->in);
 #endif
 }
 
@@ -1397,8 +1530,8 @@ int rn_run_ndjson(rn_pipeline *p, FILE *in, const rn_run_opts *o, rn_run_stats *
       rs.st_dev == is.st_dev && rs.st_ino == is.st_ino)
     return rn_err_set(&p->err, RN_EINVAL, "run: the rejects file is the input itself");
   size_t batch = o->batch ? o->batch : 1000;
-  char *line = NULL;
-  size_t cap = 0, in_group = 0;
+  line_in lines = { in, NULL, 0, 0 };
+  size_t in_group = 0;
   uint64_t group_first = 0, group_last = 0; /* the open group's first and last lines */
   ssize_t got;
   pending kept = { NULL, NULL, 0, 0 };
@@ -1407,23 +1540,32 @@ int rn_run_ndjson(rn_pipeline *p, FILE *in, const rn_run_opts *o, rn_run_stats *
   bool progress = o->progress && isatty(STDERR_FILENO);
   p->tolerate_bad_input = o->skip;
   bool stopped = false; /* rn_interrupt_runs: as at the end of the input, then RN_EINTR */
+  bool incomplete = false; /* a line the input stopped in the middle of (a read failed, an interrupt) */
+  bool paused = false;     /* what was read is committed for the wait of the read going on */
+  clearerr(in); /* an error of the file's before this run is not this run's */
   rn_interrupt_run_begins();
   for (;;) {
     if (rc || (stopped = rn_interrupt_taken())) break;
-    /* Input that pauses (a producer writing now and then): what was read
-     * is committed, and carried groups written, before the read waits, so
-     * that no line waits for the next one to be applied and seen. */
-    if (stream && (in_group || p->carried) && input_waits(in)) {
+    /* Input that pauses (a producer writing now and then), between two
+     * lines or inside one: what was read whole is committed, and carried
+     * groups written, before the read waits, so that no line waits for
+     * the next one to be applied and seen. */
+    if ((got = read_line(&lines, stream && !paused && (in_group || p->carried))) == LINE_WAITS) {
+      paused = true; /* until a line comes: the read waits then */
       if (in_group && (rc = commit_group(p, o, group_first, group_last, st))) break;
       in_group = 0;
       drop_lines(&kept);
       if (p->carried && (rc = rn_flush(p))) break;
+      continue;
     }
-    if ((got = getline(&line, &cap, in)) < 0) break;
+    if (got == LINE_NOMEM) { rc = rn_err_set(&p->err, RN_ENOMEM, "out of memory"); break; }
+    if (got < 0) break;
+    paused = false;
+    char *text = lines.text;
+    if (ferror(in) && text[got - 1] != '\n') { incomplete = true; break; } /* a read failed inside it */
     st->lines++;
     size_t len = (size_t)got;
-    while (len && (line[len - 1] == '\n' || line[len - 1] == '\r')) len--;
-    char *text = line;
+    while (len && (text[len - 1] == '\n' || text[len - 1] == '\r')) len--;
     if (st->lines == 1 && len >= 3 && memcmp(text, "\xEF\xBB\xBF", 3) == 0) text += 3, len -= 3; /* a UTF-8 BOM */
     if (blank(text, len)) continue; /* blank lines (spaces and tabs too) are not changes */
     if (!in_group && (rc = rn_begin(p))) break;
@@ -1481,23 +1623,28 @@ int rn_run_ndjson(rn_pipeline *p, FILE *in, const rn_run_opts *o, rn_run_stats *
               st->applied / (shown - started));
     }
   }
+  int read_error = 0; /* the errno of a read that failed */
   if (!rc && !stopped && ferror(in)) {
-    int why = errno; /* a read a signal cut short (no SA_RESTART): the request is read after it */
-    if (why == EINTR && (stopped = rn_interrupt_taken())) clearerr(in);
-    else if (!st->lines) rc = rn_err_set(&p->err, RN_EIO, "%s: reading: %s", o->name, strerror(why));
-    else /* which lines were read: the groups before are committed, the open one is rolled back */
-      rc = rn_err_set(&p->err, RN_EIO, "%s: reading after line %llu: %s", o->name, (unsigned long long)st->lines,
-                      strerror(why));
+    read_error = errno; /* a read a signal cut short (no SA_RESTART): the request is read after it */
+    if (read_error == EINTR && (stopped = rn_interrupt_taken())) read_error = 0, clearerr(in);
+    else if (!st->lines && !incomplete) rc = rn_err_set(&p->err, RN_EIO, "%s: reading: %s", o->name, strerror(read_error));
   }
   if (rc && p->state == RN_OPEN) { /* rn_rollback clears p->err: the reason the run stopped is kept */
     rn_err why = p->err;
     rn_rollback(p);
     p->err = why;
   }
+  /* Stopped by an interrupt or a failed read, as at the end of the input:
+   * the lines read whole are applied and committed, a line the input
+   * stopped inside of is dropped (it was never read whole). */
   if (!rc && p->state == RN_OPEN) rc = commit_group(p, o, group_first, group_last, st);
+  const char *dropped = incomplete || lines.len ? ", the incomplete line after it is dropped" : "";
+  if (!rc && read_error)
+    rc = rn_err_set(&p->err, RN_EIO, "%s: reading after line %llu: %s: the lines up to it are applied and "
+                    "committed%s", o->name, (unsigned long long)st->lines, strerror(read_error), dropped);
   if (!rc && stopped)
     rc = rn_err_set(&p->err, RN_EINTR, "%s: interrupted after line %llu: the lines up to it are applied and "
-                    "committed", o->name, (unsigned long long)st->lines);
+                    "committed%s", o->name, (unsigned long long)st->lines, dropped);
   rn_interrupt_run_ends(stopped);
   p->tolerate_bad_input = false;
   if (progress) /* the summary replaces the progress line (\033[K: what is left of it) */
@@ -1507,6 +1654,6 @@ int rn_run_ndjson(rn_pipeline *p, FILE *in, const rn_run_opts *o, rn_run_stats *
   drop_lines(&kept);
   free(kept.lines);
   free(kept.lens);
-  free(line);
+  free(lines.text);
   return rc;
 }

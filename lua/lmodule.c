@@ -35,7 +35,8 @@ static int l_raise(lua_State *L)
 static int l_json_decode(lua_State *L)
 {
   size_t len;
-  const char *text = luaL_checklstring(L, 1, &len);
+  luaL_checktype(L, 1, LUA_TSTRING); /* documented to raise: checklstring would read 42 as "42" */
+  const char *text = lua_tolstring(L, 1, &len);
   msgpack_zone z;
   if (!rn_zone_init(&z, 1024)) return rn_lua_error(L, "json_decode: out of memory");
   msgpack_object v;

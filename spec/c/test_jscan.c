@@ -112,15 +112,22 @@ static void test_depth(void)
   CHECK(strcmp(e.msg, "JSON nested more than 64 deep") == 0);
 }
 
-/* jansson reads a NUL byte right after a number as nothing; rn_json_parse
- * still does (the scanner refuses, jansson's reading stands). */
-static void test_jansson_leniency_stands(void)
+/* jansson reads one NUL byte right after a number or a literal as
+ * nothing ("[1\0,2]" as [1,2], though two NULs or one after a string it
+ * refuses); rn_json_parse refuses it as the scanner does (since 19: JSON
+ * has no NUL outside strings, and one there is most often a torn or
+ * zero-filled file). */
+static void test_nul_outside_strings_refused(void)
 {
   msgpack_object v;
   rn_err e = { .code = RN_OK };
   CHECK(rn_jscan("[1\0]", 4, &v, &zone) == RN_JSCAN_REFUSED);
-  CHECK(rn_json_parse("[1\0]", 4, &v, &zone, &e) == 0);
-  CHECK(v.type == MSGPACK_OBJECT_ARRAY && v.via.array.size == 1);
+  CHECK(rn_json_parse("[1\0]", 4, &v, &zone, &e) == RN_EINVAL);
+  CHECK(strcmp(e.msg, "malformed JSON at column 3: a NUL byte outside a string") == 0);
+  CHECK(rn_json_parse_jansson("[1\0,2]", 6, &v, &zone, &e) == RN_EINVAL);
+  CHECK(rn_json_parse("[true\0]", 7, &v, &zone, &e) == RN_EINVAL);
+  CHECK(rn_json_parse("[\"a\\u0000\"]", 11, &v, &zone, &e) == 0); /* inside a string, escaped: a NUL byte */
+  CHECK(v.via.array.ptr[0].via.str.size == 2 && v.via.array.ptr[0].via.str.ptr[1] == '\0');
 }
 
 int main(void)
@@ -131,7 +138,7 @@ int main(void)
   RUN(test_refusals_keep_their_words);
   RUN(test_duplicate_in_a_wide_object);
   RUN(test_depth);
-  RUN(test_jansson_leniency_stands);
+  RUN(test_nul_outside_strings_refused);
   msgpack_zone_destroy(&zone);
   return CHECK_REPORT();
 }

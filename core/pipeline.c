@@ -94,6 +94,7 @@ RN_API int rn_pipeline_open(const rn_open_opts *opts, rn_pipeline **out, char *e
   int rc = !zones ? rn_err_set(&p->err, RN_ENOMEM, "out of memory")
                   : rn_store_open(&p->store, opts ? opts->path : NULL, opts && opts->nosync,
                                   opts && opts->writemap, opts ? opts->map_size : 0, &p->err);
+  if (!rc) p->store.before_remap = rn_cursors_remapped, p->store.remap_ctx = p;
   if (!rc && write_back_on(opts) && !(p->store.wb = rn_wb_new())) rc = rn_err_set(&p->err, RN_ENOMEM, "out of memory");
   if (!rc) rc = rn_upgrade_state(&p->store, &p->err); /* a state of an older build (upgrade.c) */
   if (!rc) rc = read_seq(p);

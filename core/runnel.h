@@ -451,13 +451,16 @@ RN_API int rn_get(rn_pipeline *p, rn_rel *rel, const void *key, size_t key_len, 
  * memory. Outside a group a cursor reads the state when it was opened
  * until closed; opened inside a group (or from a callback), it ends with
  * the group, committed or rolled back: rn_cursor_next then fails with
- * RN_EMISUSE. Destructor: rn_cursor_close (also after an error, and after
+ * RN_EMISUSE. A table's cursor opened outside a group ends too when a
+ * later group grows the map (LMDB remaps it under the cursor's read):
+ * RN_EMISUSE ("t: rn_cursor_next: the cursor was opened before the state
+ * grew …: open it again"). Destructor: rn_cursor_close (also after an error, and after
  * rn_pipeline_close; accepts NULL). */
 typedef struct rn_cursor rn_cursor;
 RN_API int rn_cursor_open(rn_pipeline *p, rn_rel *rel, rn_cursor **out);
 /* The next row into *row (a map owned by the cursor, valid until the next
  * call on it) and *id; *done = 1 (and *row NULL) after the last. Errors:
- * RN_EMISUSE (its group ended; its pipeline was closed: no message then,
+ * RN_EMISUSE (its group ended; the map grew under it; its pipeline was closed: no message then,
  * there is no pipeline to hold one), RN_EINVAL (a NULL argument). */
 RN_API int rn_cursor_next(rn_cursor *c, const void **row, size_t *row_len, uint64_t *id, int *done);
 RN_API void rn_cursor_close(rn_cursor *c);

@@ -370,6 +370,7 @@ int rn_store_grow(rn_store *s, rn_err *e)
   if (info.me_mapsize > RN_MAP_MAX) return rn_err_set(e, RN_EFULL, "growing the map: it is %zu bytes already",
                                                       info.me_mapsize);
   size_t want = info.me_mapsize * 2;
+  if (s->before_remap) s->before_remap(s->remap_ctx); /* cursors would read the old, unmapped pages */
   if (s->rtxn) { mdb_txn_abort(s->rtxn); s->rtxn = NULL; s->rtxn_live = false; }
   int rc = mdb_env_set_mapsize(s->env, want);
   if (rc) return rn_store_fail(e, rc, "growing the map");

@@ -1,0 +1,113 @@
+/* test_capi_edges19.c — the C API's handles over a lifetime a host gives
+ * them: a cursor kept across a growth of the map, a rollback subscriber
+ * removed, empty paths, and the messages of misuse. Uses runnel.h only. */
+#include <msgpack.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "check.h"
+#include "runnel.h"
+
+/* ---- msgpack helpers ---- */
+
+typedef struct mp {
+  msgpack_sbuffer sb;
+  msgpack_packer pk;
+} mp;
+
+static void mp_begin(mp *m, size_t pairs)
+{
+  msgpack_sbuffer_init(&m->sb);
+  msgpack_packer_init(&m->pk, &m->sb, msgpack_sbuffer_write);
+  msgpack_pack_map(&m->pk, pairs);
+}
+
+static void mp_str(mp *m, const char *s) { msgpack_pack_str_with_body(&m->pk, s, strlen(s)); }
+
+/* { id, name } into t by op; its own group outside rn_begin. */
+static int push_row(rn_pipeline *p, rn_rel *t, rn_op op, int64_t id, const char *name)
+{
+  mp m;
+  mp_begin(&m, 2);
+  mp_str(&m, "id");
+  msgpack_pack_int64(&m.pk, id);
+  mp_str(&m, "name");
+  mp_str(&m, name);
+  int rc = rn_push(p, t, op, m.sb.data, m.sb.size);
+  msgpack_sbuffer_destroy(&m.sb);
+  return rc;
+}
+
+static inline void rm_rf(const char *dir)
+{
+  char cmd[128];
+  snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+  CHECK(system(cmd) == 0);
+}
+
+static const rn_column_def id_name[] = { { .name = "id", .type = "int" }, { .name = "name", .type = "string" } };
+static const char *const key_id[] = { "id" };
+
+/* Rows of about 1 KiB, enough of them to double a 1 MiB map several times. */
+static int fill(rn_pipeline *p, rn_rel *t, int64_t from, int n)
+{
+  char name[1000];
+  memset(name, 'x', sizeof name - 1);
+  name[sizeof name - 1] = '\0';
+  int rc = rn_begin(p);
+  for (int64_t i = from; !rc && i < from + n; i++) rc = push_row(p, t, RN_OP_INSERT, i, name);
+  return rc ? rc : rn_commit(p);
+}
+
+/* ---- a cursor kept across a growth of the map ---- */
+
+/* A table cursor opened between groups reads its own LMDB read
+ * transaction; a group that grew the map remapped it under the cursor,
+ * whose next step read unmapped memory (SIGSEGV). The step is refused,
+ * saying to open the cursor again; the new one reads every row. */
+static void test_cursor_across_growth(int in_group_growth)
+{
+  rn_open_opts o = { .map_size = 1 << 20 };
+  rn_pipeline *p = NULL;
+  rn_rel *t = NULL;
+  CHECK(rn_pipeline_open(&o, &p, NULL, 0) == 0);
+  CHECK(rn_declare_table(p, "players", id_name, 2, key_id, 1, &t) == 0);
+  CHECK(fill(p, t, 1, 20) == 0);
+  rn_cursor *c = NULL;
+  CHECK(rn_cursor_open(p, t, &c) == 0);
+  const void *row;
+  size_t len;
+  uint64_t id;
+  int done = 0;
+  CHECK(rn_cursor_next(c, &row, &len, &id, &done) == 0 && !done && id == 1);
+  if (in_group_growth) CHECK(fill(p, t, 100, 8000) == 0); /* the map fills inside the group */
+  else
+    for (int i = 0; i < 40; i++) CHECK(fill(p, t, 100 + i * 200, 200) == 0); /* grown as groups begin */
+  int rc = rn_cursor_next(c, &row, &len, &id, &done);
+  CHECK(rc == RN_EMISUSE);
+  if (!strstr(rn_errmsg(p), "players: rn_cursor_next: the cursor was opened before the state grew"))
+    fprintf(stderr, "  got: %s\n", rn_errmsg(p));
+  CHECK(strstr(rn_errmsg(p), "players: rn_cursor_next: the cursor was opened before the state grew") ==
+        rn_errmsg(p));
+  CHECK(strstr(rn_errmsg(p), "open it again") != NULL);
+  CHECK(rn_cursor_next(c, &row, &len, &id, &done) == RN_EMISUSE); /* and stays refused */
+  rn_cursor_close(c);
+  CHECK(rn_cursor_open(p, t, &c) == 0);
+  int n = 0;
+  while (rn_cursor_next(c, &row, &len, &id, &done) == 0 && !done) n++;
+  CHECK(done && n == 8020);
+  rn_cursor_close(c);
+  CHECK(rn_pipeline_close(p) == 0);
+}
+
+static void test_cursor_across_growth_between_groups(void) { test_cursor_across_growth(0); }
+static void test_cursor_across_growth_inside_a_group(void) { test_cursor_across_growth(1); }
+
+int main(void)
+{
+  RUN(test_cursor_across_growth_between_groups);
+  RUN(test_cursor_across_growth_inside_a_group);
+  return CHECK_REPORT();
+}

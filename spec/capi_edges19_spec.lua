@@ -1,0 +1,27 @@
+-- The Lua surface over the C API's handles (round 19): an iteration kept
+-- across a growth of the state's map; empty paths; messages of misuse.
+local runnel = require "runnel"
+
+describe("t:rows() kept across calls", function()
+  it("is refused after the state's map grew, and a new rows() reads every row", function()
+    local p = runnel.open{ map_size = 1 << 20 }
+    local t = p:table("players", { {"id","int"}, {"name","string"}, key = "id" })
+    local big = ("x"):rep(1000)
+    p:batch(function() for i = 1, 20 do t:insert{ id = i, name = big } end end)
+    local next_row, state, _, closing = t:rows()
+    local first = next_row(state)
+    assert.equal(1, first.id)
+    for g = 0, 39 do -- before: each group could grow the map under the iteration; its next step died of SIGSEGV
+      p:batch(function() for i = 1, 200 do t:insert{ id = 100 + g * 200 + i, name = big } end end)
+    end
+    local ok, err = pcall(next_row, state)
+    assert.is_false(ok)
+    assert.matches("players: rows(): the iteration began before the state grew", err, 1, true)
+    assert.matches("begin it again", err, 1, true)
+    local n = 0
+    for _ in t:rows() do n = n + 1 end
+    assert.equal(8020, n)
+    assert(closing)
+    p:close()
+  end)
+end)

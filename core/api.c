@@ -776,6 +776,7 @@ RN_API int rn_unsubscribe(rn_pipeline *p, rn_rel *rel, rn_callback fn, void *ctx
     p->nsinks--;
     rel->listeners--;
     k->free_ctx(k->ctx);
+    free(k->told); /* the carried groups a rollback subscriber saw */
     free(k);
     return 0;
   }

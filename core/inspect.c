@@ -193,6 +193,7 @@ RN_API int rn_inspect(const char *path, rn_inspect_fn fn, void *ctx, rn_inspect_
 {
   rn_err e;
   rn_err_clear(&e);
+  if (path && !*path) return fail(errbuf, errlen, "rn_inspect: the path is empty", RN_EINVAL); /* "" + "/data.mdb" */
   if (path && out && rn_flush_before_read(path, &e)) return fail(errbuf, errlen, e.msg, e.code);
   rn_envs_dbis_lock();
   int rc = inspect(path, fn, ctx, out, errbuf, errlen);
@@ -204,6 +205,7 @@ RN_API int rn_inspect(const char *path, rn_inspect_fn fn, void *ctx, rn_inspect_
  * in one read transaction: what runnel inspect lists of the outbox. */
 int rn_inspect_outbox(const char *path, rn_outbox_kept_fn fn, void *ctx, char *errbuf, size_t errlen)
 {
+  if (!path || !*path) return fail(errbuf, errlen, "rn_inspect: the path is empty", RN_EINVAL);
   rn_envs_dbis_lock();
   MDB_env *env = NULL;
   MDB_txn *txn = NULL;

@@ -75,6 +75,10 @@ RN_API int rn_pipeline_open(const rn_open_opts *opts, rn_pipeline **out, char *e
     return RN_EINVAL;
   }
   *out = NULL;
+  if (opts && opts->path && !*opts->path) { /* no directory: mkdir says "No such file", LMDB would read "/data.mdb" */
+    if (errbuf && errlen) snprintf(errbuf, errlen, "open: the path is empty (a NULL path opens a temporary state)");
+    return RN_EINVAL;
+  }
   if (opts && (opts->carry_groups < 0 || !(opts->carry_seconds >= 0))) {
     if (errbuf) snprintf(errbuf, errlen, "open: carry_groups and carry_seconds must be 0 (the default) or more");
     return RN_EINVAL;

@@ -732,6 +732,10 @@ int rn_verify(const char *path, FILE *out)
 {
   rn_err e;
   rn_err_clear(&e);
+  if (!path || !*path) {
+    fprintf(out, "runnel: verify: the path is empty\n");
+    return RN_EINVAL;
+  }
   if (rn_flush_before_read(path, &e)) {
     fprintf(out, "runnel: %s\n", e.msg);
     return e.code;

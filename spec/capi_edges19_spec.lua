@@ -25,3 +25,25 @@ describe("t:rows() kept across calls", function()
     p:close()
   end)
 end)
+
+describe("an empty path", function()
+  local H = require "helper"
+  after_each(H.cleanup)
+
+  it("is refused by every function taking one, saying the path (not a name) is empty", function()
+    local p = runnel.open()
+    local t = p:table("t", { {"k","int"}, key = "k" })
+    -- before: inspect and attach said "a name must not be empty"
+    assert.equal("inspect: the path must not be empty", H.error_of(runnel.inspect, ""))
+    assert.equal("attach: the path must not be empty", H.error_of(runnel.attach, "", "t"))
+    assert.equal("ndjson: the path must not be empty", H.error_of(function() t:sink(runnel.ndjson("")) end))
+    assert.equal("sqlite: the path must not be empty", H.error_of(function() t:sink(runnel.sqlite("", "t")) end))
+    assert.equal("run: the path must not be empty", H.error_of(function() p:run(runnel.ndjson_source("")) end))
+    assert.equal("l: the path must not be empty", H.error_of(function()
+      p:lookup("l", { {"k","int"}, key = "k", source = runnel.sqlite_source("", "t") })
+    end))
+    assert.equal("open: the path must not be empty (runnel.open() opens a temporary state)",
+                 H.error_of(runnel.open, ""))
+    p:close()
+  end)
+end)

@@ -40,7 +40,7 @@ static int push_row(rn_pipeline *p, rn_rel *t, rn_op op, int64_t id, const char 
   return rc;
 }
 
-static inline void rm_rf(const char *dir)
+static void rm_rf(const char *dir)
 {
   char cmd[128];
   snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
@@ -143,10 +143,47 @@ static void test_unsubscribe_of_a_rollback_subscriber_frees_its_groups(void)
   CHECK(rn_pipeline_close(p) == 0);
 }
 
+/* ---- empty paths ---- */
+
+/* "" is no directory: open made nothing, but said "cannot create state
+ * directory : No such file or directory"; inspect and copy said ": not a
+ * runnel state" (and LMDB would read "/data.mdb"). Each is refused as a
+ * bad argument, saying the path is empty, and nothing is made. */
+static void test_empty_paths_are_refused(void)
+{
+  char dir[] = "/tmp/runnel-capi19-XXXXXX";
+  CHECK(mkdtemp(dir) != NULL);
+  char cwd[4096];
+  CHECK(getcwd(cwd, sizeof cwd) != NULL);
+  CHECK(chdir(dir) == 0); /* whatever is made, it is made here */
+  char err[512] = "";
+  rn_open_opts o = { .path = "" };
+  rn_pipeline *p = NULL;
+  CHECK(rn_pipeline_open(&o, &p, err, sizeof err) == RN_EINVAL && p == NULL);
+  CHECK(strcmp(err, "open: the path is empty (a NULL path opens a temporary state)") == 0);
+  rn_inspect_state st;
+  err[0] = '\0';
+  CHECK(rn_inspect("", NULL, NULL, &st, err, sizeof err) == RN_EINVAL);
+  CHECK(strcmp(err, "rn_inspect: the path is empty") == 0);
+  o.path = "st";
+  CHECK(rn_pipeline_open(&o, &p, err, sizeof err) == 0);
+  CHECK(rn_pipeline_close(p) == 0);
+  err[0] = '\0';
+  CHECK(rn_state_copy("", "copy", err, sizeof err) == RN_EINVAL);
+  CHECK(strcmp(err, "rn_state_copy: the path is empty") == 0);
+  err[0] = '\0';
+  CHECK(rn_state_copy("st", "", err, sizeof err) == RN_EINVAL);
+  CHECK(strcmp(err, "rn_state_copy: the destination (dest) is empty") == 0);
+  CHECK(access("copy", F_OK) != 0);
+  CHECK(chdir(cwd) == 0);
+  rm_rf(dir);
+}
+
 int main(void)
 {
   RUN(test_cursor_across_growth_between_groups);
   RUN(test_cursor_across_growth_inside_a_group);
   RUN(test_unsubscribe_of_a_rollback_subscriber_frees_its_groups);
+  RUN(test_empty_paths_are_refused);
   return CHECK_REPORT();
 }

@@ -195,7 +195,7 @@ int rn_order_resolve(rn_pipeline *p, const char *what, const rn_schema *s, int n
     int slot = rn_schema_slot(s, names[i], strlen(names[i]));
     if (slot < 0) return rn_err_set(&p->err, RN_EINVAL, "%s: no column \"%s\" to order by", what, names[i]);
     if (!rn_type_is_scalar(s->cols[slot].type))
-      return rn_err_set(&p->err, RN_EINVAL, "%s: column \"%s\" is a %s: only scalar columns have an order",
+      return rn_err_set(&p->err, RN_EINVAL, "%s: column \"%s\" has type %s: only scalar columns have an order",
                         what, names[i], rn_type_name(s->cols[slot].type));
     o->slots[i] = slot;
     o->desc[i] = desc[i];
@@ -841,7 +841,7 @@ static int resolve(rn_pipeline *p, const char *name, const rn_rel *in, const rn_
     int slot = rn_schema_slot(in->schema, spec->by[i], strlen(spec->by[i]));
     if (slot < 0) return rn_err_set(&p->err, RN_EINVAL, "%s: no column \"%s\" in %s to group by", name, spec->by[i], in->name);
     if (!rn_type_is_scalar(in->schema->cols[slot].type))
-      return rn_err_set(&p->err, RN_EINVAL, "%s: column \"%s\" is a %s: only scalar columns group a top",
+      return rn_err_set(&p->err, RN_EINVAL, "%s: column \"%s\" has type %s: only scalar columns group a top",
                         name, spec->by[i], rn_type_name(in->schema->cols[slot].type));
     t->by[i] = slot;
   }

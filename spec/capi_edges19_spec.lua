@@ -47,3 +47,25 @@ describe("an empty path", function()
     p:close()
   end)
 end)
+
+describe("a value of the wrong container kind", function()
+  local H = require "helper"
+
+  it("a list given for a struct says so (before: unknown field 1)", function()
+    local p = runnel.open()
+    local t = p:table("v", { {"id","int"}, {"pos", { {"x","int"}, {"y","int"} }, null = true}, key = "id" })
+    assert.equal('v: column "pos": expected struct, got a list (a struct is a table of its fields by name)',
+                 H.error_of(t.insert, t, { id = 1, pos = { 1, 2 } }))
+    t:insert{ id = 1, pos = { x = 1, y = 2 } }
+    assert.same({ x = 1, y = 2 }, t:get(1).pos)
+    p:close()
+  end)
+
+  it("a top over a column of type any names its type (before: is a any)", function()
+    local p = runnel.open()
+    local t = p:table("items", { {"id","int"}, {"tag","any"}, key = "id" })
+    assert.equal('best: column "tag" has type any: only scalar columns have an order',
+                 H.error_of(function() t:top{ n = 3, order = "tag", name = "best" } end))
+    p:close()
+  end)
+end)

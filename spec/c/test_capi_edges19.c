@@ -179,11 +179,86 @@ static void test_empty_paths_are_refused(void)
   rm_rf(dir);
 }
 
+/* ---- messages ---- */
+
+/* { id: 1, col: [1, 2] } when as_map is 0, { id: 1, col: { "a": 1 } } else. */
+static int push_container(rn_pipeline *p, rn_rel *t, const char *col, int as_map)
+{
+  mp m;
+  mp_begin(&m, 2);
+  mp_str(&m, "id");
+  msgpack_pack_int64(&m.pk, 1);
+  mp_str(&m, col);
+  if (as_map) {
+    msgpack_pack_map(&m.pk, 1);
+    mp_str(&m, "a");
+    msgpack_pack_int64(&m.pk, 1);
+  } else {
+    msgpack_pack_array(&m.pk, 2);
+    msgpack_pack_int64(&m.pk, 1);
+    msgpack_pack_int64(&m.pk, 2);
+  }
+  int rc = rn_insert(p, t, m.sb.data, m.sb.size);
+  msgpack_sbuffer_destroy(&m.sb);
+  return rc;
+}
+
+static int refused_with(rn_pipeline *p, int rc, const char *want)
+{
+  if (rc == RN_EINVAL && strcmp(rn_errmsg(p), want) == 0) return 1;
+  fprintf(stderr, "  want: %s\n  got:  %d %s\n", want, rc, rn_errmsg(p));
+  return 0;
+}
+
+/* A msgpack array for a map column said "expected map, got table" (and a
+ * map for a list column "expected list, got table"): a C host sends no
+ * tables. The kinds are named as the host sent them. */
+static void test_a_list_for_a_map_says_so(void)
+{
+  static const rn_column_def cols[] = {
+    { .name = "id", .type = "int" }, { .name = "m", .type = "map", .nullable = 1 },
+    { .name = "l", .type = "list", .nullable = 1 },
+  };
+  rn_open_opts o = { 0 };
+  rn_pipeline *p = NULL;
+  rn_rel *t = NULL;
+  CHECK(rn_pipeline_open(&o, &p, NULL, 0) == 0);
+  CHECK(rn_declare_table(p, "bag", cols, 3, key_id, 1, &t) == 0);
+  CHECK(refused_with(p, push_container(p, t, "m", 0), "bag: column \"m\": expected map, got a list"));
+  CHECK(refused_with(p, push_container(p, t, "l", 1), "bag: column \"l\": expected list, got a map"));
+  CHECK(push_container(p, t, "m", 1) == 0);
+  CHECK(rn_pipeline_close(p) == 0);
+}
+
+/* An order or a group column that is no scalar was named "a any", "a
+ * list": its type is said as declared. */
+static void test_a_top_over_a_column_of_type_any_says_its_type(void)
+{
+  static const rn_column_def cols[] = { { .name = "id", .type = "int" }, { .name = "tag", .type = "any" } };
+  rn_open_opts o = { 0 };
+  rn_pipeline *p = NULL;
+  rn_rel *t = NULL, *top = NULL;
+  CHECK(rn_pipeline_open(&o, &p, NULL, 0) == 0);
+  CHECK(rn_declare_table(p, "items", cols, 2, key_id, 1, &t) == 0);
+  static const rn_order_def by_tag[] = { { "tag", 0 } };
+  static const char *const by[] = { "tag" };
+  static const rn_order_def by_id[] = { { "id", 0 } };
+  rn_top_def d = { .n = 3, .order = by_tag, .norder = 1 };
+  CHECK(refused_with(p, rn_top_declare(p, "best", t, &d, &top),
+                     "best: column \"tag\" has type any: only scalar columns have an order"));
+  d = (rn_top_def){ .n = 3, .by = by, .nby = 1, .order = by_id, .norder = 1 };
+  CHECK(refused_with(p, rn_top_declare(p, "best", t, &d, &top),
+                     "best: column \"tag\" has type any: only scalar columns group a top"));
+  CHECK(rn_pipeline_close(p) == 0);
+}
+
 int main(void)
 {
   RUN(test_cursor_across_growth_between_groups);
   RUN(test_cursor_across_growth_inside_a_group);
   RUN(test_unsubscribe_of_a_rollback_subscriber_frees_its_groups);
   RUN(test_empty_paths_are_refused);
+  RUN(test_a_list_for_a_map_says_so);
+  RUN(test_a_top_over_a_column_of_type_any_says_its_type);
   return CHECK_REPORT();
 }

@@ -818,12 +818,17 @@ static int setup_state(void *ctx, bool created, bool rebuild_it)
 /* *out: in's columns, keyless, then the rank column. */
 static int output_schema(rn_pipeline *p, const char *name, const rn_rel *in, const char *rank, rn_schema **out)
 {
+  if (!*rank) /* no row could name it, nor could a Lua row table hold it */
+    return rn_err_set(&p->err, RN_EINVAL, "%s: the rank column's name is empty (the default is \"rank\")", name);
   if (rn_schema_slot(in->schema, rank, strlen(rank)) >= 0)
     return rn_err_set(&p->err, RN_EINVAL, "%s: the rank column \"%s\" is already a column of %s", name, rank, in->name);
   *out = rn_schema_new();
   if (!*out) return rn_err_set(&p->err, RN_ENOMEM, "out of memory");
   int rc = rn_schema_copy_columns(*out, in->schema, false, &p->err);
-  if (!rc && rn_schema_add(*out, rank, strlen(rank), RN_T_INT, false, NULL, &p->err) < 0) rc = p->err.code;
+  if (!rc && rn_schema_add(*out, rank, strlen(rank), RN_T_INT, false, NULL, &p->err) < 0) {
+    rc = p->err.code;
+    rn_err_prefix(&p->err, name); /* the top it was for */
+  }
   if (rc) { rn_schema_free(*out); *out = NULL; }
   return rc;
 }

@@ -61,6 +61,15 @@ describe("a value of the wrong container kind", function()
     p:close()
   end)
 
+  it("a top whose rank column is named \"\" is refused naming the top (before: no relation named)", function()
+    local p = runnel.open()
+    local t = p:table("players", { {"id","int"}, {"name","string"}, key = "id" })
+    assert.equal('best: the rank column\'s name is empty (the default is "rank")',
+                 H.error_of(function() t:top{ n = 3, order = "name", rank = "", name = "best" } end))
+    assert.equal(1, t:top{ n = 3, order = "name", rank = "place", name = "best" }:count() + 1)
+    p:close()
+  end)
+
   it("a top over a column of type any names its type (before: is a any)", function()
     local p = runnel.open()
     local t = p:table("items", { {"id","int"}, {"tag","any"}, key = "id" })

@@ -252,6 +252,25 @@ static void test_a_top_over_a_column_of_type_any_says_its_type(void)
   CHECK(rn_pipeline_close(p) == 0);
 }
 
+/* A top whose rank column is named "" is refused at its declaration,
+ * naming the top, rather than declared with a column no row can name. */
+static void test_a_top_with_an_empty_rank_name_is_refused(void)
+{
+  rn_open_opts o = { 0 };
+  rn_pipeline *p = NULL;
+  rn_rel *t = NULL, *top = NULL;
+  CHECK(rn_pipeline_open(&o, &p, NULL, 0) == 0);
+  CHECK(rn_declare_table(p, "players", id_name, 2, key_id, 1, &t) == 0);
+  static const rn_order_def by_name[] = { { "name", 0 } };
+  rn_top_def d = { .n = 3, .order = by_name, .norder = 1, .rank = "" };
+  CHECK(refused_with(p, rn_top_declare(p, "best", t, &d, &top),
+                     "best: the rank column's name is empty (the default is \"rank\")"));
+  CHECK(top == NULL && rn_relation(p, "best") == NULL);
+  d.rank = "place";
+  CHECK(rn_top_declare(p, "best", t, &d, &top) == 0 && top != NULL);
+  CHECK(rn_pipeline_close(p) == 0);
+}
+
 int main(void)
 {
   RUN(test_cursor_across_growth_between_groups);
@@ -260,5 +279,6 @@ int main(void)
   RUN(test_empty_paths_are_refused);
   RUN(test_a_list_for_a_map_says_so);
   RUN(test_a_top_over_a_column_of_type_any_says_its_type);
+  RUN(test_a_top_with_an_empty_rank_name_is_refused);
   return CHECK_REPORT();
 }

@@ -95,6 +95,6 @@ RN_API int rn_state_copy(const char *path, const char *dest, char *errbuf, size_
   rn_envs_read_done(env);
   if (rc == EEXIST) return copy_fail(errbuf, errlen, RN_EMISUSE, "%s: holds a state already (%s/data.mdb)", dest, dest);
   int code = rn_store_write_code(rc, UINT64_MAX);
-  if (rc && errbuf && errlen) snprintf(errbuf, errlen, "%s %s into %s: %s", what, path, dest, mdb_strerror(rc));
+  if (rc && errbuf && errlen) snprintf(errbuf, errlen, "%s %s into %s: %s", what, path, dest, rn_store_strerror(rc));
   return rc ? (code ? code : rn_store_read_code(rc)) : 0;
 }

@@ -254,6 +254,9 @@ int rn_store_forked(const rn_store *s, rn_err *e);
  * from the removed files); a later close does not try again. */
 void rn_store_remove_temp(rn_store *s);
 
+/* mdb_strerror, and for MDB_READERS_FULL what holds the slots and what to
+ * close. Static. */
+const char *rn_store_strerror(int rc);
 /* Maps an LMDB or errno code to an RN_E… code and sets e ("what: reason"). */
 int rn_store_fail(rn_err *e, int mdb_rc, const char *what);
 

@@ -271,6 +271,35 @@ static void test_a_top_with_an_empty_rank_name_is_refused(void)
   CHECK(rn_pipeline_close(p) == 0);
 }
 
+/* ---- LMDB's reader slots ---- */
+
+/* Every cursor opened between groups holds an LMDB read transaction, one
+ * of LMDB's reader slots (126): one too many said only "MDB_READERS_FULL:
+ * Environment maxreaders limit reached". The message says what holds
+ * them and what to do; closing them frees the slots. */
+static void test_readers_full_says_what_to_close(void)
+{
+  rn_open_opts o = { 0 };
+  rn_pipeline *p = NULL;
+  rn_rel *t = NULL;
+  CHECK(rn_pipeline_open(&o, &p, NULL, 0) == 0);
+  CHECK(rn_declare_table(p, "players", id_name, 2, key_id, 1, &t) == 0);
+  CHECK(push_row(p, t, RN_OP_INSERT, 1, "ann") == 0);
+  enum { MAX = 300 };
+  static rn_cursor *open[MAX];
+  int n = 0, rc = 0;
+  while (n < MAX && (rc = rn_cursor_open(p, t, &open[n])) == 0) n++;
+  CHECK(n < MAX && rc == RN_ESTORE);
+  if (!strstr(rn_errmsg(p), "too many reads open at once")) fprintf(stderr, "  got: %s\n", rn_errmsg(p));
+  CHECK(strstr(rn_errmsg(p), "players: MDB_READERS_FULL") == rn_errmsg(p));
+  CHECK(strstr(rn_errmsg(p), "too many reads open at once") != NULL);
+  CHECK(strstr(rn_errmsg(p), "close the cursors, rows() iterations and attachments") != NULL);
+  while (n > 0) rn_cursor_close(open[--n]);
+  CHECK(rn_cursor_open(p, t, &open[0]) == 0);
+  rn_cursor_close(open[0]);
+  CHECK(rn_pipeline_close(p) == 0);
+}
+
 int main(void)
 {
   RUN(test_cursor_across_growth_between_groups);
@@ -280,5 +309,6 @@ int main(void)
   RUN(test_a_list_for_a_map_says_so);
   RUN(test_a_top_over_a_column_of_type_any_says_its_type);
   RUN(test_a_top_with_an_empty_rank_name_is_refused);
+  RUN(test_readers_full_says_what_to_close);
   return CHECK_REPORT();
 }

@@ -767,7 +767,8 @@ RN_API int rn_unsubscribe(rn_pipeline *p, rn_rel *rel, rn_callback fn, void *ctx
   if (!p) return RN_EINVAL;
   int rc = check_subscription(p, rel, fn, "rn_unsubscribe");
   if (rc) return rc;
-  if (p->state != RN_IDLE) return rn_err_set(&p->err, RN_EMISUSE, "%s: rn_unsubscribe: not inside a group", rel->name);
+  if (p->state != RN_IDLE) /* inside a callback too: the sinks are being walked */
+    return rn_err_set(&p->err, RN_EMISUSE, "%s: rn_unsubscribe: not inside a group or a callback", rel->name);
   for (int i = 0; i < p->nsinks; i++) {
     rn_sink *k = p->sinks[i];
     const csub *s = k->ctx;

@@ -120,6 +120,26 @@ static void note_rollback(void *ctx, uint64_t seq)
   (void)seq;
 }
 
+static int refuse_event(void *ctx, const rn_event *ev)
+{
+  (void)ctx;
+  (void)ev;
+  return 1;
+}
+
+/* From a rollback notice rn_unsubscribe is refused; it said "not inside a
+ * group", though no group was open: the notice is a callback. */
+static rn_pipeline *unsubscribing;
+static rn_rel *unsubscribing_from;
+static char unsubscribe_said[256];
+
+static void unsubscribe_itself(void *ctx, uint64_t seq)
+{
+  (void)seq;
+  if (rn_unsubscribe(unsubscribing, unsubscribing_from, count_event, ctx) == RN_EMISUSE)
+    snprintf(unsubscribe_said, sizeof unsubscribe_said, "%s", rn_errmsg(unsubscribing));
+}
+
 /* A rollback subscriber keeps the carried groups it saw (sync off: they
  * may yet be lost and must be told); rn_unsubscribe freed the subscriber
  * but not that list (a leak valgrind and ASan report). Its later groups
@@ -140,6 +160,24 @@ static void test_unsubscribe_of_a_rollback_subscriber_frees_its_groups(void)
   CHECK(seen == 3);
   CHECK(rn_flush(p) == 0);
   CHECK(rn_unsubscribe(p, t, count_event, &seen) == RN_ENOTFOUND);
+  CHECK(rn_pipeline_close(p) == 0);
+}
+
+static void test_unsubscribe_from_a_rollback_notice_says_callback(void)
+{
+  rn_open_opts o = { 0 };
+  rn_pipeline *p = NULL;
+  rn_rel *t = NULL;
+  CHECK(rn_pipeline_open(&o, &p, NULL, 0) == 0);
+  CHECK(rn_declare_table(p, "players", id_name, 2, key_id, 1, &t) == 0);
+  unsubscribing = p;
+  unsubscribing_from = t;
+  int seen = 0;
+  CHECK(rn_subscribe_rollback(p, t, count_event, unsubscribe_itself, &seen) == 0);
+  CHECK(rn_subscribe(p, t, refuse_event, NULL) == 0);
+  CHECK(push_row(p, t, RN_OP_INSERT, 5, "cy") == RN_ECALLBACK); /* its on_rollback tries to unsubscribe */
+  CHECK(strcmp(unsubscribe_said, "players: rn_unsubscribe: not inside a group or a callback") == 0);
+  CHECK(rn_unsubscribe(p, t, count_event, &seen) == 0); /* after the call that ran it */
   CHECK(rn_pipeline_close(p) == 0);
 }
 
@@ -305,6 +343,7 @@ int main(void)
   RUN(test_cursor_across_growth_between_groups);
   RUN(test_cursor_across_growth_inside_a_group);
   RUN(test_unsubscribe_of_a_rollback_subscriber_frees_its_groups);
+  RUN(test_unsubscribe_from_a_rollback_notice_says_callback);
   RUN(test_empty_paths_are_refused);
   RUN(test_a_list_for_a_map_says_so);
   RUN(test_a_top_over_a_column_of_type_any_says_its_type);

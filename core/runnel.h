@@ -95,7 +95,7 @@ typedef void (*rn_note_fn)(void *ctx, const char *line);
 
 /* Options of rn_pipeline_open. Zero-initialise, then set what you need. */
 typedef struct rn_open_opts {
-  const char *path;   /* state directory; NULL: a temporary one removed at close */
+  const char *path;   /* state directory; NULL: a temporary one removed at close; "": RN_EINVAL */
   int nosync;         /* 1: commits are not flushed (MDB_NOSYNC) */
   size_t map_size;    /* initial LMDB map size in bytes; 0: 64 MiB. It grows by itself.
                          Above SIZE_MAX / 2: RN_EINVAL ("open: map_size N is too large …");
@@ -390,7 +390,7 @@ typedef struct rn_inspect_state {
 
 typedef int (*rn_inspect_fn)(void *ctx, const rn_inspect_relation *rel);
 
-/* path and out are required (RN_EINVAL); fn may be NULL (out only). A
+/* path (not "") and out are required (RN_EINVAL); fn may be NULL (out only). A
  * nonzero return of fn stops the walk and is returned. */
 RN_API int rn_inspect(const char *path, rn_inspect_fn fn, void *ctx, rn_inspect_state *out,
                       char *errbuf, size_t errlen);
@@ -540,7 +540,8 @@ RN_API void rn_interrupt_withdraw(void);
 
 /* ---- Copying a state (copy.c) -------------------------------------------
  * A consistent, compacted copy of the state at path into the directory
- * dest (created if absent; one holding a state is refused, RN_EMISUSE),
+ * dest (created if absent; one holding a state is refused, RN_EMISUSE; an
+ * empty path or dest, RN_EINVAL),
  * from one LMDB read transaction: the state's writer, in any process,
  * keeps running. The copy is a whole state with its positions, outbox and
  * id: open it elsewhere and it resumes where the copy was taken. Called

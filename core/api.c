@@ -141,7 +141,7 @@ static int map_to_slots(rn_pipeline *p, rn_rel *rel, const msgpack_object *m,
   const rn_schema *s = rel->schema;
   if (m->type != MSGPACK_OBJECT_MAP)
     return rn_err_set(&p->err, RN_EINVAL, "%s: a change is a msgpack map keyed by column names, got %s",
-                      rel->name, rn_value_kind(m));
+                      rel->name, rn_value_kind_sent(m));
   size_t n = (size_t)(s->ncols ? s->ncols : 1);
   *vals = rn_zone_malloc(&p->scratch, sizeof **vals * n);
   *given = rn_zone_malloc(&p->scratch, n);

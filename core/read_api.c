@@ -137,7 +137,7 @@ static int key_not_map(rn_pipeline *p, rn_rel *rel, const msgpack_object *m)
   if (m->type == MSGPACK_OBJECT_MAP) return 0;
   return rn_err_set(&p->err, RN_EINVAL, "%s: rn_get: the key is a msgpack map of the key columns by name (as "
                     "{\"%s\": …}), got %s", rel->name, rel->schema->nkey ? rel->schema->cols[rel->schema->key_slots[0]].name : "id",
-                    rn_value_kind(m));
+                    rn_value_kind_sent(m));
 }
 
 /* The key map m as the reader's key (key.h), in p->keybuf. */

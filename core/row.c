@@ -84,15 +84,18 @@ static void where(const path *p, char *buf, size_t len)
                             i == n - 1 ? "column " : " field ", chain[i]->name);
 }
 
+const char *rn_value_kind_sent(const msgpack_object *v)
+{
+  return v->type == MSGPACK_OBJECT_ARRAY ? "a list" : v->type == MSGPACK_OBJECT_MAP ? "a map" : rn_value_kind(v);
+}
+
 /* What v is, for a message: "table" (Lua's word, as rn_value_kind says),
  * except where a container of one kind was expected: a list given for a
  * map (or a struct), or a map for a list, is named as such. */
 static const char *got_kind(const char *want, const msgpack_object *v)
 {
   bool container = !strcmp(want, "list") || !strcmp(want, "map") || !strcmp(want, "struct");
-  if (container && v->type == MSGPACK_OBJECT_ARRAY) return "a list";
-  if (container && v->type == MSGPACK_OBJECT_MAP) return "a map";
-  return rn_value_kind(v);
+  return container ? rn_value_kind_sent(v) : rn_value_kind(v);
 }
 
 static int type_error(rn_err *e, const char *rel, const path *p, const char *want,

@@ -265,6 +265,12 @@ static void test_a_list_for_a_map_says_so(void)
   CHECK(refused_with(p, push_container(p, t, "m", 0), "bag: column \"m\": expected map, got a list"));
   CHECK(refused_with(p, push_container(p, t, "l", 1), "bag: column \"l\": expected list, got a map"));
   CHECK(push_container(p, t, "m", 1) == 0);
+  static const char list[] = "\x92\x01\x02"; /* [1, 2] for a change, or a key */
+  CHECK(refused_with(p, rn_insert(p, t, list, 3), "bag: a change is a msgpack map keyed by column names, got a list"));
+  const void *row;
+  size_t len;
+  CHECK(refused_with(p, rn_get(p, t, list, 3, &row, &len, NULL),
+                     "bag: rn_get: the key is a msgpack map of the key columns by name (as {\"id\": …}), got a list"));
   CHECK(rn_pipeline_close(p) == 0);
 }
 

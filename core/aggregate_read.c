@@ -237,7 +237,7 @@ int rn_agg_reader_open(MDB_txn *txn, MDB_dbi meta, const char *name, const rn_sc
   if (!rc) { /* opened in txn, which the caller commits to keep the handle */
     snprintf(key, sizeof key, "%s%s", RN_DB_AGG_VALUES, name);
     if ((rc = mdb_dbi_open(txn, key, 0, &r->a.values_dbi)))
-      rc = rn_err_set(e, rn_store_read_code(rc), "aggregate \"%s\": %s", name, mdb_strerror(rc));
+      rc = rn_err_set(e, rn_store_read_code(rc), "aggregate \"%s\": %s", name, rn_store_strerror(rc));
   }
   if (rc) {
     rn_agg_reader_free(r);

@@ -141,7 +141,7 @@ static int map_to_slots(rn_pipeline *p, rn_rel *rel, const msgpack_object *m,
   const rn_schema *s = rel->schema;
   if (m->type != MSGPACK_OBJECT_MAP)
     return rn_err_set(&p->err, RN_EINVAL, "%s: a change is a msgpack map keyed by column names, got %s",
-                      rel->name, rn_value_kind(m));
+                      rel->name, rn_value_kind_sent(m));
   size_t n = (size_t)(s->ncols ? s->ncols : 1);
   *vals = rn_zone_malloc(&p->scratch, sizeof **vals * n);
   *given = rn_zone_malloc(&p->scratch, n);
@@ -767,7 +767,8 @@ RN_API int rn_unsubscribe(rn_pipeline *p, rn_rel *rel, rn_callback fn, void *ctx
   if (!p) return RN_EINVAL;
   int rc = check_subscription(p, rel, fn, "rn_unsubscribe");
   if (rc) return rc;
-  if (p->state != RN_IDLE) return rn_err_set(&p->err, RN_EMISUSE, "%s: rn_unsubscribe: not inside a group", rel->name);
+  if (p->state != RN_IDLE) /* inside a callback too: the sinks are being walked */
+    return rn_err_set(&p->err, RN_EMISUSE, "%s: rn_unsubscribe: not inside a group or a callback", rel->name);
   for (int i = 0; i < p->nsinks; i++) {
     rn_sink *k = p->sinks[i];
     const csub *s = k->ctx;
@@ -776,6 +777,7 @@ RN_API int rn_unsubscribe(rn_pipeline *p, rn_rel *rel, rn_callback fn, void *ctx
     p->nsinks--;
     rel->listeners--;
     k->free_ctx(k->ctx);
+    free(k->told); /* the carried groups a rollback subscriber saw */
     free(k);
     return 0;
   }

@@ -62,6 +62,8 @@ static int copy_into(MDB_env *env, const char *dest, const char **what)
 RN_API int rn_state_copy(const char *path, const char *dest, char *errbuf, size_t errlen)
 {
   if (!path || !dest) return copy_fail(errbuf, errlen, RN_EINVAL, "rn_state_copy: %s%s is NULL", path ? "dest" : "path", "");
+  if (!*path || !*dest) /* "" + "/data.mdb" is the root's */
+    return copy_fail(errbuf, errlen, RN_EINVAL, "rn_state_copy: %s is empty%s", *path ? "the destination (dest)" : "the path", "");
   char data[4096];
   struct stat st;
   snprintf(data, sizeof data, "%s/data.mdb", path);
@@ -93,6 +95,6 @@ RN_API int rn_state_copy(const char *path, const char *dest, char *errbuf, size_
   rn_envs_read_done(env);
   if (rc == EEXIST) return copy_fail(errbuf, errlen, RN_EMISUSE, "%s: holds a state already (%s/data.mdb)", dest, dest);
   int code = rn_store_write_code(rc, UINT64_MAX);
-  if (rc && errbuf && errlen) snprintf(errbuf, errlen, "%s %s into %s: %s", what, path, dest, mdb_strerror(rc));
+  if (rc && errbuf && errlen) snprintf(errbuf, errlen, "%s %s into %s: %s", what, path, dest, rn_store_strerror(rc));
   return rc ? (code ? code : rn_store_read_code(rc)) : 0;
 }

@@ -244,7 +244,7 @@ static int open_env(const char *dir, unsigned flags, const size_t *maps, size_t 
       return rn_err_set(e, RN_EIO, "%s: permission denied: a reader of a state writes its lock.mdb (LMDB's table of "
                         "readers): reading needs write access to %s", dir, file);
   }
-  return rn_err_set(e, rn_store_read_code(rc), "%s: %s", dir, mdb_strerror(rc));
+  return rn_err_set(e, rn_store_read_code(rc), "%s: %s", dir, rn_store_strerror(rc));
 }
 
 int rn_envs_acquire(const char *dir, MDB_env **env, rn_err *e)
@@ -297,7 +297,7 @@ static int open_beside(const char *dir, rn_store *writer, MDB_env **env, rn_err 
   pinned *pin = calloc(1, sizeof *pin);
   if (!pin) return rn_err_set(e, RN_ENOMEM, "out of memory");
   int rc = rn_store_txn(writer->env, MDB_RDONLY, &pin->txn);
-  if (rc) rn_err_set(e, rn_store_read_code(rc), "%s: %s", dir, mdb_strerror(rc));
+  if (rc) rn_err_set(e, rn_store_read_code(rc), "%s: %s", dir, rn_store_strerror(rc));
   if (rc || open_env(dir, MDB_NOLOCK, file_map, 1, env, e)) {
     if (pin->txn) mdb_txn_abort(pin->txn);
     free(pin);

@@ -122,7 +122,7 @@ static int open_reader(const char *path, MDB_env **env, MDB_txn **txn, MDB_dbi *
   int rc = rn_store_txn(*env, MDB_RDONLY, txn);
   if (!rc) rc = mdb_dbi_open(*txn, RN_DB_META, 0, meta);
   if (rc == MDB_NOTFOUND) return rn_store_no_catalogue(*txn, path, e);
-  return rc ? rn_err_set(e, rn_store_read_code(rc), "%s: %s", path, mdb_strerror(rc)) : 0;
+  return rc ? rn_err_set(e, rn_store_read_code(rc), "%s: %s", path, rn_store_strerror(rc)) : 0;
 }
 
 static int inspect(const char *path, rn_inspect_fn fn, void *ctx, rn_inspect_state *out, char *errbuf,
@@ -167,7 +167,7 @@ static int inspect(const char *path, rn_inspect_fn fn, void *ctx, rn_inspect_sta
   MDB_cursor *cur = NULL;
   rc = e.code;
   if (!rc && (rc = mdb_cursor_open(txn, meta, &cur)))
-    rc = rn_err_set(&e, rn_store_read_code(rc), "%s: %s", path, mdb_strerror(rc));
+    rc = rn_err_set(&e, rn_store_read_code(rc), "%s: %s", path, rn_store_strerror(rc));
   msgpack_zone z;
   if (!rn_zone_init(&z, 4096) && !rc) rc = rn_err_set(&e, RN_ENOMEM, "out of memory");
   k.mv_size = 2;
@@ -193,6 +193,7 @@ RN_API int rn_inspect(const char *path, rn_inspect_fn fn, void *ctx, rn_inspect_
 {
   rn_err e;
   rn_err_clear(&e);
+  if (path && !*path) return fail(errbuf, errlen, "rn_inspect: the path is empty", RN_EINVAL); /* "" + "/data.mdb" */
   if (path && out && rn_flush_before_read(path, &e)) return fail(errbuf, errlen, e.msg, e.code);
   rn_envs_dbis_lock();
   int rc = inspect(path, fn, ctx, out, errbuf, errlen);
@@ -204,6 +205,7 @@ RN_API int rn_inspect(const char *path, rn_inspect_fn fn, void *ctx, rn_inspect_
  * in one read transaction: what runnel inspect lists of the outbox. */
 int rn_inspect_outbox(const char *path, rn_outbox_kept_fn fn, void *ctx, char *errbuf, size_t errlen)
 {
+  if (!path || !*path) return fail(errbuf, errlen, "rn_inspect: the path is empty", RN_EINVAL);
   rn_envs_dbis_lock();
   MDB_env *env = NULL;
   MDB_txn *txn = NULL;
@@ -212,7 +214,7 @@ int rn_inspect_outbox(const char *path, rn_outbox_kept_fn fn, void *ctx, char *e
   rn_err_clear(&e);
   int rc = open_reader(path, &env, &txn, &meta, &e);
   if (!rc && (rc = rn_outbox_sinks_txn(txn, meta, fn, ctx)) != 0 && rc != RN_ENOMEM)
-    rc = rn_err_set(&e, rn_store_read_code(rc), "%s: the outbox: %s", path, mdb_strerror(rc));
+    rc = rn_err_set(&e, rn_store_read_code(rc), "%s: the outbox: %s", path, rn_store_strerror(rc));
   if (txn) mdb_txn_abort(txn);
   rn_envs_read_done(env);
   rn_envs_dbis_unlock();

@@ -210,7 +210,7 @@ static int open_db(MDB_txn *txn, const char *prefix, const char *name, MDB_dbi *
   char key[RN_NAME_MAX + 8];
   snprintf(key, sizeof key, "%s%s", prefix, name);
   int rc = mdb_dbi_open(txn, key, 0, dbi);
-  return rc ? rn_err_set(e, rn_store_read_code(rc), "%s: %s", key, mdb_strerror(rc)) : 0;
+  return rc ? rn_err_set(e, rn_store_read_code(rc), "%s: %s", key, rn_store_strerror(rc)) : 0;
 }
 
 static int open_dbs(rn_join_reader *r, MDB_txn *txn, const char *name, rn_err *e)
@@ -318,7 +318,7 @@ static int check_current(rn_join_reader *r, MDB_txn *txn, MDB_dbi meta, rn_err *
   char key[RN_NAME_MAX + 8];
   MDB_val k = { (size_t)rn_decl_key(key, sizeof key, name), key }, v;
   int rc = mdb_get(txn, meta, &k, &v);
-  if (rc && rc != MDB_NOTFOUND) return rn_err_set(e, rn_store_read_code(rc), "join \"%s\": %s", name, mdb_strerror(rc));
+  if (rc && rc != MDB_NOTFOUND) return rn_err_set(e, rn_store_read_code(rc), "join \"%s\": %s", name, rn_store_strerror(rc));
   if (rc || v.mv_size != r->decl.size || memcmp(v.mv_data, r->decl.data, v.mv_size) != 0)
     return rn_err_set(e, RN_EINVAL, "join \"%s\" was declared again (or dropped) since it was attached: attach it "
                       "again", name);
@@ -329,7 +329,7 @@ static int check_current(rn_join_reader *r, MDB_txn *txn, MDB_dbi meta, rn_err *
   if (!rc) rc = meta_u64(txn, meta, RN_META_COUNTERS, name, 16, &last, &has_last);
   if (!rc && !r->j.right_from) rc = same_schema(txn, meta, r->right.name, &r->right_desc, &same); /* else read as it
                                                                                                      * was declared */
-  if (rc) return rn_err_set(e, rn_store_read_code(rc), "join \"%s\": %s", name, mdb_strerror(rc));
+  if (rc) return rn_err_set(e, rn_store_read_code(rc), "join \"%s\": %s", name, rn_store_strerror(rc));
   if (!same)
     return rn_err_set(e, RN_EINVAL, "join \"%s\": table \"%s\" has another schema than when the join was last "
                       "declared: declare the join again (it is rebuilt), then read it", name, r->right.name);

@@ -675,7 +675,7 @@ static bool synced(rn_pipeline *p, rn_outbox *ob)
 {
   int rc = ob->n ? rn_durable_sync(p) : 0;
   if (rc) {
-    rn_err_set(&ob->err, RN_EIO, "durable sinks wait: syncing the state to disk failed: %s", mdb_strerror(rc));
+    rn_err_set(&ob->err, RN_EIO, "durable sinks wait: syncing the state to disk failed: %s", rn_store_strerror(rc));
     ob->failed = ob->backlog = true;
     return false;
   }

@@ -75,6 +75,10 @@ RN_API int rn_pipeline_open(const rn_open_opts *opts, rn_pipeline **out, char *e
     return RN_EINVAL;
   }
   *out = NULL;
+  if (opts && opts->path && !*opts->path) { /* no directory: mkdir says "No such file", LMDB would read "/data.mdb" */
+    if (errbuf && errlen) snprintf(errbuf, errlen, "open: the path is empty (a NULL path opens a temporary state)");
+    return RN_EINVAL;
+  }
   if (opts && (opts->carry_groups < 0 || !(opts->carry_seconds >= 0))) {
     if (errbuf) snprintf(errbuf, errlen, "open: carry_groups and carry_seconds must be 0 (the default) or more");
     return RN_EINVAL;
@@ -94,6 +98,7 @@ RN_API int rn_pipeline_open(const rn_open_opts *opts, rn_pipeline **out, char *e
   int rc = !zones ? rn_err_set(&p->err, RN_ENOMEM, "out of memory")
                   : rn_store_open(&p->store, opts ? opts->path : NULL, opts && opts->nosync,
                                   opts && opts->writemap, opts ? opts->map_size : 0, &p->err);
+  if (!rc) p->store.before_remap = rn_cursors_remapped, p->store.remap_ctx = p;
   if (!rc && write_back_on(opts) && !(p->store.wb = rn_wb_new())) rc = rn_err_set(&p->err, RN_ENOMEM, "out of memory");
   if (!rc) rc = rn_upgrade_state(&p->store, &p->err); /* a state of an older build (upgrade.c) */
   if (!rc) rc = read_seq(p);

@@ -422,6 +422,14 @@ void rn_table_cursor_close(rn_table_cursor *c);
 /* At close: ends every open cursor's LMDB work; their handles stay valid
  * for rn_table_cursor_close and report the end. */
 void rn_cursors_end_all(rn_pipeline *p);
+/* Before the map is remapped (store.h's before_remap; ctx is the
+ * pipeline): every cursor opened between groups ends its read
+ * transaction, whose pages go; its next step is refused (RN_EMISUSE),
+ * rn_table_cursor_grown says so. A group's cursors stay: a regrow opens
+ * them again in the group's new transaction. */
+void rn_cursors_remapped(void *ctx);
+/* Whether c's read transaction was ended by a growth of the map. */
+bool rn_table_cursor_grown(const rn_table_cursor *c);
 /* At close: every open rn_cursor forgets p (rn_cursor_next then refuses;
  * rn_cursor_close still frees it). read_api.c. */
 void rn_read_cursors_orphan(rn_pipeline *p);

@@ -137,7 +137,7 @@ static int key_not_map(rn_pipeline *p, rn_rel *rel, const msgpack_object *m)
   if (m->type == MSGPACK_OBJECT_MAP) return 0;
   return rn_err_set(&p->err, RN_EINVAL, "%s: rn_get: the key is a msgpack map of the key columns by name (as "
                     "{\"%s\": …}), got %s", rel->name, rel->schema->nkey ? rel->schema->cols[rel->schema->key_slots[0]].name : "id",
-                    rn_value_kind(m));
+                    rn_value_kind_sent(m));
 }
 
 /* The key map m as the reader's key (key.h), in p->keybuf. */
@@ -357,6 +357,9 @@ RN_API int rn_cursor_next(rn_cursor *c, const void **row, size_t *row_len, uint6
     return rn_err_set(&p->err, RN_EMISUSE, "%s: rn_cursor_next: the group this cursor was opened in has ended "
                       "(its rows were that group's: open another)", c->rel->name);
   if (!c->rows) return next_made(c, row, row_len, id, done);
+  if (rn_table_cursor_grown(c->rows)) /* its read transaction ended before the map was remapped */
+    return rn_err_set(&p->err, RN_EMISUSE, "%s: rn_cursor_next: the cursor was opened before the state grew (its "
+                      "map was enlarged, which ends the reads open between groups): open it again", c->rel->name);
   const char *data;
   size_t len;
   int rc = rn_table_cursor_next(c->rows, id, &data, &len, done);

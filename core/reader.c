@@ -74,7 +74,7 @@ static int meta_record(MDB_txn *txn, MDB_dbi meta, const char *prefix, const cha
   MDB_val k = { (size_t)snprintf(key, sizeof key, "%s%s", prefix, name), key }, v;
   int rc = mdb_get(txn, meta, &k, &v);
   if (rc == MDB_NOTFOUND) return rn_err_set(e, RN_ENOTFOUND, "no relation \"%s\" there", name);
-  if (rc) return rn_err_set(e, rn_store_read_code(rc), "%s: %s", name, mdb_strerror(rc));
+  if (rc) return rn_err_set(e, rn_store_read_code(rc), "%s: %s", name, rn_store_strerror(rc));
   size_t off = 0;
   if (rn_msgpack_size(v.mv_data, v.mv_size) != v.mv_size ||
       rn_unpack(v.mv_data, v.mv_size, &off, z, d) != MSGPACK_UNPACK_SUCCESS || off != v.mv_size)
@@ -113,7 +113,7 @@ static int open_db(MDB_txn *txn, const char *prefix, const char *name, MDB_dbi *
   char key[RN_NAME_MAX + 8];
   snprintf(key, sizeof key, "%s%s", prefix, name);
   int rc = mdb_dbi_open(txn, key, 0, dbi);
-  return rc ? rn_err_set(e, rn_store_read_code(rc), "%s: %s", key, mdb_strerror(rc)) : 0;
+  return rc ? rn_err_set(e, rn_store_read_code(rc), "%s: %s", key, rn_store_strerror(rc)) : 0;
 }
 
 static int open_reader(MDB_txn *txn, MDB_dbi meta, const char *path, const char *name, int depth, rn_reader **out,
@@ -293,7 +293,7 @@ static int walk_db(rn_reader *r, MDB_txn *txn, rn_attach_each_fn fn, void *ctx, 
 {
   MDB_cursor *cur;
   int rc = mdb_cursor_open(txn, r->dbi, &cur);
-  if (rc) return rn_err_set(e, rn_store_read_code(rc), "%s: %s", r->name, mdb_strerror(rc));
+  if (rc) return rn_err_set(e, rn_store_read_code(rc), "%s: %s", r->name, rn_store_strerror(rc));
   MDB_val k, v;
   int mrc, frc = 0;
   int table = r->how == READ_DISTINCT ? RN_ATTACH_DISTINCT : r->schema->nkey ? RN_ATTACH_KEYED : RN_ATTACH_KEYLESS;
@@ -325,7 +325,7 @@ static int walk_db(rn_reader *r, MDB_txn *txn, rn_attach_each_fn fn, void *ctx, 
   }
   mdb_cursor_close(cur);
   if (frc) return frc;
-  return mrc == MDB_NOTFOUND ? 0 : rn_err_set(e, rn_store_read_code(mrc), "%s: %s", r->name, mdb_strerror(mrc));
+  return mrc == MDB_NOTFOUND ? 0 : rn_err_set(e, rn_store_read_code(mrc), "%s: %s", r->name, rn_store_strerror(mrc));
 }
 
 typedef struct projecting {
@@ -562,7 +562,7 @@ int rn_decl_record_read(MDB_txn *txn, MDB_dbi meta, const char *what, const char
   if (rc == MDB_NOTFOUND)
     return rn_err_set(e, RN_EINVAL, "%s \"%s\" was last declared by an older runnel: run its pipeline once with "
                       "this one, then read it", what, name);
-  if (rc) return rn_err_set(e, rn_store_read_code(rc), "%s \"%s\": %s", what, name, mdb_strerror(rc));
+  if (rc) return rn_err_set(e, rn_store_read_code(rc), "%s \"%s\": %s", what, name, rn_store_strerror(rc));
   size_t off = 0;
   if (rn_msgpack_size(v.mv_data, v.mv_size) != v.mv_size ||
       rn_unpack(v.mv_data, v.mv_size, &off, z, d) != MSGPACK_UNPACK_SUCCESS) {

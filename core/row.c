@@ -84,13 +84,27 @@ static void where(const path *p, char *buf, size_t len)
                             i == n - 1 ? "column " : " field ", chain[i]->name);
 }
 
+const char *rn_value_kind_sent(const msgpack_object *v)
+{
+  return v->type == MSGPACK_OBJECT_ARRAY ? "a list" : v->type == MSGPACK_OBJECT_MAP ? "a map" : rn_value_kind(v);
+}
+
+/* What v is, for a message: "table" (Lua's word, as rn_value_kind says),
+ * except where a container of one kind was expected: a list given for a
+ * map (or a struct), or a map for a list, is named as such. */
+static const char *got_kind(const char *want, const msgpack_object *v)
+{
+  bool container = !strcmp(want, "list") || !strcmp(want, "map") || !strcmp(want, "struct");
+  return container ? rn_value_kind_sent(v) : rn_value_kind(v);
+}
+
 static int type_error(rn_err *e, const char *rel, const path *p, const char *want,
                       const msgpack_object *v, const char *extra)
 {
   char at[512];
   where(p, at, sizeof at);
   return rn_err_set(e, RN_EINVAL, "%s: %s: expected %s, got %s%s", rel, at, want,
-                    rn_value_kind(v), extra ? extra : "");
+                    got_kind(want, v), extra ? extra : "");
 }
 
 /* A whole float in int64 but beyond ±2^53 for an int: every integer
@@ -383,7 +397,8 @@ static int normalize_struct(const rn_schema *s, msgpack_object *v, msgpack_zone 
       }
     }
   } else {
-    return type_error(e, rel, p, "struct", v, NULL);
+    return type_error(e, rel, p, "struct", v, v->type == MSGPACK_OBJECT_ARRAY ? " (a struct is a map of its fields by name)"
+                                                                              : NULL);
   }
   for (int i = 0; i < s->ncols; i++) {
     const rn_column *c = &s->cols[i];

@@ -149,6 +149,9 @@ int rn_row_to_map(const rn_schema *s, const char *row, size_t len, msgpack_zone 
 void rn_key_format(const rn_schema *s, const msgpack_object *vals, char *buf, size_t len);
 /* What Lua would call the value's type: "number", "string", "table" … */
 const char *rn_value_kind(const msgpack_object *v);
+/* rn_value_kind in a C host's words where it sent a container: "a list"
+ * for a msgpack array, "a map" for a map (rn_value_kind says "table"). */
+const char *rn_value_kind_sent(const msgpack_object *v);
 bool rn_utf8_valid(const char *s, size_t len);
 
 /* ---- writing msgpack in place: room reserved once, then plain stores ---- */

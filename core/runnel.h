@@ -95,7 +95,7 @@ typedef void (*rn_note_fn)(void *ctx, const char *line);
 
 /* Options of rn_pipeline_open. Zero-initialise, then set what you need. */
 typedef struct rn_open_opts {
-  const char *path;   /* state directory; NULL: a temporary one removed at close */
+  const char *path;   /* state directory; NULL: a temporary one removed at close; "": RN_EINVAL */
   int nosync;         /* 1: commits are not flushed (MDB_NOSYNC) */
   size_t map_size;    /* initial LMDB map size in bytes; 0: 64 MiB. It grows by itself.
                          Above SIZE_MAX / 2: RN_EINVAL ("open: map_size N is too large …");
@@ -390,7 +390,7 @@ typedef struct rn_inspect_state {
 
 typedef int (*rn_inspect_fn)(void *ctx, const rn_inspect_relation *rel);
 
-/* path and out are required (RN_EINVAL); fn may be NULL (out only). A
+/* path (not "") and out are required (RN_EINVAL); fn may be NULL (out only). A
  * nonzero return of fn stops the walk and is returned. */
 RN_API int rn_inspect(const char *path, rn_inspect_fn fn, void *ctx, rn_inspect_state *out,
                       char *errbuf, size_t errlen);
@@ -451,13 +451,16 @@ RN_API int rn_get(rn_pipeline *p, rn_rel *rel, const void *key, size_t key_len, 
  * memory. Outside a group a cursor reads the state when it was opened
  * until closed; opened inside a group (or from a callback), it ends with
  * the group, committed or rolled back: rn_cursor_next then fails with
- * RN_EMISUSE. Destructor: rn_cursor_close (also after an error, and after
+ * RN_EMISUSE. A table's cursor opened outside a group ends too when a
+ * later group grows the map (LMDB remaps it under the cursor's read):
+ * RN_EMISUSE ("t: rn_cursor_next: the cursor was opened before the state
+ * grew …: open it again"). Destructor: rn_cursor_close (also after an error, and after
  * rn_pipeline_close; accepts NULL). */
 typedef struct rn_cursor rn_cursor;
 RN_API int rn_cursor_open(rn_pipeline *p, rn_rel *rel, rn_cursor **out);
 /* The next row into *row (a map owned by the cursor, valid until the next
  * call on it) and *id; *done = 1 (and *row NULL) after the last. Errors:
- * RN_EMISUSE (its group ended; its pipeline was closed: no message then,
+ * RN_EMISUSE (its group ended; the map grew under it; its pipeline was closed: no message then,
  * there is no pipeline to hold one), RN_EINVAL (a NULL argument). */
 RN_API int rn_cursor_next(rn_cursor *c, const void **row, size_t *row_len, uint64_t *id, int *done);
 RN_API void rn_cursor_close(rn_cursor *c);
@@ -537,7 +540,8 @@ RN_API void rn_interrupt_withdraw(void);
 
 /* ---- Copying a state (copy.c) -------------------------------------------
  * A consistent, compacted copy of the state at path into the directory
- * dest (created if absent; one holding a state is refused, RN_EMISUSE),
+ * dest (created if absent; one holding a state is refused, RN_EMISUSE; an
+ * empty path or dest, RN_EINVAL),
  * from one LMDB read transaction: the state's writer, in any process,
  * keeps running. The copy is a whole state with its positions, outbox and
  * id: open it elsewhere and it resumes where the copy was taken. Called

@@ -22,13 +22,22 @@
 #define RN_FULL_SLACK ((uint64_t)1 << 20) /* less free than this after a short write: the disk is full */
 #define RN_MAX_DBS 4096 /* RN_STORE_MAX_DBI follows it */
 
+const char *rn_store_strerror(int rc)
+{
+  if (rc == MDB_READERS_FULL) /* each read open between calls holds a slot until closed */
+    return "MDB_READERS_FULL: Environment maxreaders limit reached: too many reads open at once (LMDB has 126 "
+           "reader slots a state, shared by its processes): close the cursors, rows() iterations and attachments "
+           "left open";
+  return mdb_strerror(rc);
+}
+
 int rn_store_fail(rn_err *e, int rc, const char *what)
 {
   int code = RN_ESTORE;
   if (rc == MDB_MAP_FULL || rc == ENOSPC) code = RN_EFULL;
   else if (rc == ENOMEM) code = RN_ENOMEM;
   else if (rc == EIO || rc == EACCES || rc == ENOENT || rc == EROFS) code = RN_EIO;
-  rn_err_set(e, code, "%s: %s", what, mdb_strerror(rc));
+  rn_err_set(e, code, "%s: %s", what, rn_store_strerror(rc));
   e->cause = rc;
   return code;
 }
@@ -60,7 +69,7 @@ int rn_store_write_fail(rn_store *s, rn_err *e, int rc, const char *what)
 {
   int code = rn_store_write_code(rc, free_bytes_at(s->path));
   if (!code) return rn_store_fail(e, rc, what);
-  rn_err_set(e, code, "disk full or I/O error writing the state at %s (%s: %s)", s->path, what, mdb_strerror(rc));
+  rn_err_set(e, code, "disk full or I/O error writing the state at %s (%s: %s)", s->path, what, rn_store_strerror(rc));
   e->cause = rc;
   return code;
 }
@@ -236,7 +245,7 @@ static int map_size_refused(rn_err *e, int rc, size_t mapsize)
   if (!mapsize || (rc != ENOMEM && rc != EINVAL && rc != EFBIG && rc != EOVERFLOW)) return 0;
   int code = rn_store_fail(e, rc, "open"); /* the code any failure of LMDB's open gets */
   rn_err_set(e, code, "open: map_size %zu: LMDB could not map that many bytes (%s): give a smaller one (0: 64 MiB; "
-             "the map grows by itself)", mapsize, mdb_strerror(rc));
+             "the map grows by itself)", mapsize, rn_store_strerror(rc));
   e->cause = rc;
   return code;
 }
@@ -370,6 +379,7 @@ int rn_store_grow(rn_store *s, rn_err *e)
   if (info.me_mapsize > RN_MAP_MAX) return rn_err_set(e, RN_EFULL, "growing the map: it is %zu bytes already",
                                                       info.me_mapsize);
   size_t want = info.me_mapsize * 2;
+  if (s->before_remap) s->before_remap(s->remap_ctx); /* cursors would read the old, unmapped pages */
   if (s->rtxn) { mdb_txn_abort(s->rtxn); s->rtxn = NULL; s->rtxn_live = false; }
   int rc = mdb_env_set_mapsize(s->env, want);
   if (rc) return rn_store_fail(e, rc, "growing the map");

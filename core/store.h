@@ -217,6 +217,13 @@ typedef struct rn_store {
   /* Keyed rows read by key in the write transaction (rowcache.h), made
    * at the first such read; NULL: none yet. */
   struct rn_rowcache *rowcache;
+  /* Told before rn_store_grow remaps the map (remap_ctx passed back): the
+   * pages a read transaction's cursors point into are unmapped then, and
+   * LMDB wants no transaction of the process open across it, so whoever
+   * keeps one between calls (a table cursor opened between groups) ends
+   * it here. NULL: none. */
+  void (*before_remap)(void *ctx);
+  void *remap_ctx;
   /* ---- forks ---- */
   pid_t pid;               /* the process that opened it: a forked child may not use it (rn_store_forked) */
 } rn_store;
@@ -247,6 +254,9 @@ int rn_store_forked(const rn_store *s, rn_err *e);
  * from the removed files); a later close does not try again. */
 void rn_store_remove_temp(rn_store *s);
 
+/* mdb_strerror, and for MDB_READERS_FULL what holds the slots and what to
+ * close. Static. */
+const char *rn_store_strerror(int rc);
 /* Maps an LMDB or errno code to an RN_E… code and sets e ("what: reason"). */
 int rn_store_fail(rn_err *e, int mdb_rc, const char *what);
 
@@ -291,7 +301,8 @@ int rn_store_txn(MDB_env *env, unsigned flags, MDB_txn **txn);
  * "not a runnel state (no catalogue)". Returns the code it set. */
 int rn_store_no_catalogue(MDB_txn *txn, const char *path, rn_err *e);
 
-/* Doubles the map; no transaction may be open. */
+/* Doubles the map; no transaction may be open: the read transactions kept
+ * between calls are ended first, through before_remap. */
 int rn_store_grow(rn_store *s, rn_err *e);
 int rn_store_begin(rn_store *s, rn_err *e);   /* grows the map first when half used */
 int rn_store_commit(rn_store *s, rn_err *e);

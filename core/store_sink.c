@@ -532,7 +532,7 @@ static int still_attached(const rn_attached *a, MDB_txn *txn, rn_err *e)
   if (rc == MDB_NOTFOUND)
     return rn_err_set(e, RN_ENOTFOUND, "attach %s: \"%s\" was dropped from the state since it was attached (attach "
                       "again once it is declared again)", a->name, a->name);
-  if (rc) return rn_err_set(e, rn_store_read_code(rc), "attach %s: %s", a->name, mdb_strerror(rc));
+  if (rc) return rn_err_set(e, rn_store_read_code(rc), "attach %s: %s", a->name, rn_store_strerror(rc));
   if (v.mv_size != a->record.mv_size || memcmp(v.mv_data, a->record.mv_data, v.mv_size) != 0)
     return rn_err_set(e, RN_ESCHEMA, "attach %s: \"%s\" was declared again with other columns or another kind "
                       "since it was attached (attach it again to read it as it is now)", a->name, a->name);
@@ -568,7 +568,7 @@ static int open_index(rn_attached *a, MDB_txn *txn, MDB_dbi meta, const char *pa
     return rn_err_set(e, RN_ESCHEMA, "state damaged: %s: index \"%s\" has an order that cannot be read", path, a->name);
   snprintf(key, sizeof key, "%s%s", RN_DB_INDEX, a->name);
   if (!rc) rc = mdb_dbi_open(txn, key, 0, &a->dbi);
-  if (rc) return rn_err_set(e, rn_store_read_code(rc), "attach %s: index \"%s\": %s", path, a->name, mdb_strerror(rc));
+  if (rc) return rn_err_set(e, rn_store_read_code(rc), "attach %s: index \"%s\": %s", path, a->name, rn_store_strerror(rc));
   a->is_index = true;
   return 0;
 }
@@ -639,7 +639,7 @@ static int attach(const char *path, const char *name, rn_pipeline *owner, rn_att
     goto fail;
   }
   if (rc) {
-    rn_err_set(e, rn_store_read_code(rc), "attach %s: %s", path, mdb_strerror(rc));
+    rn_err_set(e, rn_store_read_code(rc), "attach %s: %s", path, rn_store_strerror(rc));
     goto fail;
   }
   memcpy(key, RN_META_STORE, RN_PREFIX_LEN(RN_META_STORE));
@@ -677,7 +677,7 @@ static int attach(const char *path, const char *name, rn_pipeline *owner, rn_att
   else if (a->table) memcpy(key, RN_DB_ROWS, 2), memcpy(key + 2, name, nlen + 1);
   rc = mdb_dbi_open(txn, key, 0, &a->dbi);
   if (rc) {
-    rn_err_set(e, rn_store_read_code(rc), "attach %s: %s", path, mdb_strerror(rc));
+    rn_err_set(e, rn_store_read_code(rc), "attach %s: %s", path, rn_store_strerror(rc));
     goto fail;
   }
   if (a->table == RN_ATTACH_AGGREGATE && rn_agg_reader_open(txn, meta, a->name, a->schema, &a->agg, e)) {
@@ -691,7 +691,7 @@ opened:
   rc = mdb_txn_commit(txn); /* committing keeps the database handle (an abort would close it) */
   txn = NULL;
   if (rc) {
-    rn_err_set(e, rn_store_read_code(rc), "attach %s: %s", path, mdb_strerror(rc));
+    rn_err_set(e, rn_store_read_code(rc), "attach %s: %s", path, rn_store_strerror(rc));
     goto fail;
   }
   rn_zone_destroy(&z);
@@ -844,7 +844,7 @@ static int identity_part(const rn_attached *a, MDB_txn *txn, const char *prefix,
   char key[RN_NAME_MAX + 8];
   MDB_val k = { (size_t)snprintf(key, sizeof key, "%s%s", prefix, a->name), key }, v = { 0, NULL };
   int rc = mdb_get(txn, a->meta, &k, &v);
-  if (rc && rc != MDB_NOTFOUND) return rn_err_set(e, rn_store_read_code(rc), "attach %s: %s", a->name, mdb_strerror(rc));
+  if (rc && rc != MDB_NOTFOUND) return rn_err_set(e, rn_store_read_code(rc), "attach %s: %s", a->name, rn_store_strerror(rc));
   char len[24];
   if (rn_buf_write(out, len, (size_t)snprintf(len, sizeof len, "|%zu:", rc ? (size_t)0 : v.mv_size)) ||
       (!rc && rn_buf_write(out, v.mv_data, v.mv_size)))
@@ -858,7 +858,7 @@ int rn_attach_identity(rn_attached *a, msgpack_sbuffer *out, rn_err *e)
   int rc = owner_flushed(a, e);
   if (rc) return rc;
   rc = mdb_txn_begin(a->shared, NULL, MDB_RDONLY, &txn);
-  if (rc) return rn_err_set(e, rn_store_read_code(rc), "attach %s: %s", a->name, mdb_strerror(rc));
+  if (rc) return rn_err_set(e, rn_store_read_code(rc), "attach %s: %s", a->name, rn_store_strerror(rc));
   if (!(rc = still_attached(a, txn, e))) {
     char len[24];
     if (rn_buf_write(out, a->record_key, a->record_klen) ||
@@ -880,7 +880,7 @@ int rn_attach_get(rn_attached *a, const char *key, size_t klen, msgpack_sbuffer 
   int rc = owner_flushed(a, e);
   if (rc) return rc;
   rc = mdb_txn_begin(a->shared, NULL, MDB_RDONLY, &txn);
-  if (rc) return rn_err_set(e, rn_store_read_code(rc), "attach %s: %s", a->name, mdb_strerror(rc));
+  if (rc) return rn_err_set(e, rn_store_read_code(rc), "attach %s: %s", a->name, rn_store_strerror(rc));
   if ((rc = still_attached(a, txn, e))) {
     mdb_txn_abort(txn);
     return rc;
@@ -925,7 +925,7 @@ int rn_attach_get(rn_attached *a, const char *key, size_t klen, msgpack_sbuffer 
     *found = 1;
   }
   mdb_txn_abort(txn);
-  return rc == 0 || rc == MDB_NOTFOUND ? 0 : rn_err_set(e, rn_store_read_code(rc), "attach %s: %s", a->name, mdb_strerror(rc));
+  return rc == 0 || rc == MDB_NOTFOUND ? 0 : rn_err_set(e, rn_store_read_code(rc), "attach %s: %s", a->name, rn_store_strerror(rc));
 }
 
 static int attach_walk(rn_attached *a, int (*fn)(void *ctx, const char *row, size_t len), rn_attach_each_fn each,
@@ -936,7 +936,7 @@ static int attach_walk(rn_attached *a, int (*fn)(void *ctx, const char *row, siz
   int rc = owner_flushed(a, e);
   if (rc) return rc;
   rc = mdb_txn_begin(a->shared, NULL, MDB_RDONLY, &txn);
-  if (rc) return rn_err_set(e, rn_store_read_code(rc), "attach %s: %s", a->name, mdb_strerror(rc));
+  if (rc) return rn_err_set(e, rn_store_read_code(rc), "attach %s: %s", a->name, rn_store_strerror(rc));
   if ((rc = still_attached(a, txn, e))) {
     mdb_txn_abort(txn);
     return rc;
@@ -967,7 +967,7 @@ static int attach_walk(rn_attached *a, int (*fn)(void *ctx, const char *row, siz
   if (!rc) mdb_cursor_close(cur);
   mdb_txn_abort(txn);
   if (frc) return frc;
-  return mrc == MDB_NOTFOUND ? 0 : rn_err_set(e, rn_store_read_code(mrc), "attach %s: %s", a->name, mdb_strerror(mrc));
+  return mrc == MDB_NOTFOUND ? 0 : rn_err_set(e, rn_store_read_code(mrc), "attach %s: %s", a->name, rn_store_strerror(mrc));
 }
 
 bool rn_attach_is_index(const rn_attached *a) { return a->is_index; }
@@ -995,7 +995,7 @@ int rn_attach_index(rn_attached *a, rn_index_bound *from, rn_index_bound *to, rn
   if (!rc && !lmdb_rc) rc = still_attached(a, txn, e);
   if (!rc && !lmdb_rc) rc = rn_index_walk_db(txn, a->dbi, w, &lmdb_rc);
   if (txn) mdb_txn_abort(txn);
-  if (lmdb_rc) rc = rn_err_set(e, rn_store_read_code(lmdb_rc), "attach %s: %s", a->name, mdb_strerror(lmdb_rc));
+  if (lmdb_rc) rc = rn_err_set(e, rn_store_read_code(lmdb_rc), "attach %s: %s", a->name, rn_store_strerror(lmdb_rc));
   msgpack_sbuffer_destroy(&fk);
   msgpack_sbuffer_destroy(&tk);
   rn_zone_destroy(&z);

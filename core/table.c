@@ -623,6 +623,7 @@ struct rn_table_cursor {
   uint64_t group;         /* the group it runs in (0: none) */
   MDB_cursor *cur;
   bool started;
+  bool grown;             /* opened between groups, its read transaction ended by a growth of the map */
   /* A group's cursor: the write transaction cur belongs to (the store's
    * txn_serial) and the key it returned last. A regrow goes on with the
    * group in a new transaction (group.c (5)): cur is opened again there,
@@ -693,6 +694,9 @@ int rn_table_cursor_next(rn_table_cursor *c, uint64_t *id, const char **row, siz
   rn_rel *t = c->t;
   *done = 0;
   if (!t) { *done = 1; return 0; }
+  if (c->grown)
+    return rn_err_set(&t->p->err, RN_EMISUSE, "%s: rows(): the iteration began before the state grew (its map was "
+                      "enlarged, ending the iteration's read): begin it again", t->name);
   if (!c->cur || group_cursor_dead(c)) {
     c->cur = NULL;
     return rn_err_set(&t->p->err, RN_EMISUSE, "%s: rows(): the group this iteration ran in has ended", t->name);
@@ -756,6 +760,22 @@ void rn_cursors_end_all(rn_pipeline *p)
 {
   while (p->cursors) cursor_end(p->cursors);
 }
+
+/* The cursor stays in p->cursors (cursor_end unlinks it), with no LMDB
+ * cursor or transaction left to end. */
+void rn_cursors_remapped(void *ctx)
+{
+  rn_pipeline *p = ctx;
+  for (rn_table_cursor *c = p->cursors; c; c = c->next) {
+    if (!c->view.own || c->grown) continue;
+    if (c->cur) mdb_cursor_close(c->cur); /* a read transaction's cursor: freed, its pages not touched */
+    c->cur = NULL;
+    rn_snapshot_close(&c->view);
+    c->grown = true;
+  }
+}
+
+bool rn_table_cursor_grown(const rn_table_cursor *c) { return c && c->grown; }
 
 /* ---- the operators (ops.h) ---- */
 

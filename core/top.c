@@ -195,7 +195,7 @@ int rn_order_resolve(rn_pipeline *p, const char *what, const rn_schema *s, int n
     int slot = rn_schema_slot(s, names[i], strlen(names[i]));
     if (slot < 0) return rn_err_set(&p->err, RN_EINVAL, "%s: no column \"%s\" to order by", what, names[i]);
     if (!rn_type_is_scalar(s->cols[slot].type))
-      return rn_err_set(&p->err, RN_EINVAL, "%s: column \"%s\" is a %s: only scalar columns have an order",
+      return rn_err_set(&p->err, RN_EINVAL, "%s: column \"%s\" has type %s: only scalar columns have an order",
                         what, names[i], rn_type_name(s->cols[slot].type));
     o->slots[i] = slot;
     o->desc[i] = desc[i];
@@ -818,12 +818,17 @@ static int setup_state(void *ctx, bool created, bool rebuild_it)
 /* *out: in's columns, keyless, then the rank column. */
 static int output_schema(rn_pipeline *p, const char *name, const rn_rel *in, const char *rank, rn_schema **out)
 {
+  if (!*rank) /* no row could name it, nor could a Lua row table hold it */
+    return rn_err_set(&p->err, RN_EINVAL, "%s: the rank column's name is empty (the default is \"rank\")", name);
   if (rn_schema_slot(in->schema, rank, strlen(rank)) >= 0)
     return rn_err_set(&p->err, RN_EINVAL, "%s: the rank column \"%s\" is already a column of %s", name, rank, in->name);
   *out = rn_schema_new();
   if (!*out) return rn_err_set(&p->err, RN_ENOMEM, "out of memory");
   int rc = rn_schema_copy_columns(*out, in->schema, false, &p->err);
-  if (!rc && rn_schema_add(*out, rank, strlen(rank), RN_T_INT, false, NULL, &p->err) < 0) rc = p->err.code;
+  if (!rc && rn_schema_add(*out, rank, strlen(rank), RN_T_INT, false, NULL, &p->err) < 0) {
+    rc = p->err.code;
+    rn_err_prefix(&p->err, name); /* the top it was for */
+  }
   if (rc) { rn_schema_free(*out); *out = NULL; }
   return rc;
 }
@@ -841,7 +846,7 @@ static int resolve(rn_pipeline *p, const char *name, const rn_rel *in, const rn_
     int slot = rn_schema_slot(in->schema, spec->by[i], strlen(spec->by[i]));
     if (slot < 0) return rn_err_set(&p->err, RN_EINVAL, "%s: no column \"%s\" in %s to group by", name, spec->by[i], in->name);
     if (!rn_type_is_scalar(in->schema->cols[slot].type))
-      return rn_err_set(&p->err, RN_EINVAL, "%s: column \"%s\" is a %s: only scalar columns group a top",
+      return rn_err_set(&p->err, RN_EINVAL, "%s: column \"%s\" has type %s: only scalar columns group a top",
                         name, spec->by[i], rn_type_name(in->schema->cols[slot].type));
     t->by[i] = slot;
   }

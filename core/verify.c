@@ -116,7 +116,7 @@ static char *database_names(walk *w, size_t *count)
     len += k.mv_size + 1;
     (*count)++;
   }
-  if (mrc != MDB_NOTFOUND) damaged(w, "%s: the list of databases: %s", w->path, mdb_strerror(mrc));
+  if (mrc != MDB_NOTFOUND) damaged(w, "%s: the list of databases: %s", w->path, rn_store_strerror(mrc));
   mdb_cursor_close(cur);
   return names;
 }
@@ -134,7 +134,7 @@ static int walk_all(walk *w)
     w->databases++;
     w->entries += n;
     if (!rc) continue;
-    damaged(w, "database \"%s\": %s", name, mdb_strerror(rc));
+    damaged(w, "database \"%s\": %s", name, rn_store_strerror(rc));
     if ((rc = renew(w)) != 0) { free(names); return rc; }
   }
   free(names);
@@ -150,7 +150,7 @@ static void check_table(walk *w, const char *name, const uint64_t counters[3], b
   int rc = walk_db(w, dbname, keyless, &ids, &n, &rows);
   if (rc == MDB_NOTFOUND && counters[1] == 0) { free(ids); return; }
   if (rc) {
-    damaged(w, "table \"%s\": its rows: %s", name, mdb_strerror(rc));
+    damaged(w, "table \"%s\": its rows: %s", name, rn_store_strerror(rc));
     free(ids);
     renew(w); /* the walk of every database said what else fails */
     return;
@@ -273,7 +273,7 @@ static void check_join(walk *w, const char *name, const uint64_t counters[3])
   int rc = collect(w, RN_DB_JOIN_RESULTS, name, 0, 16, NULL, &results, NULL);
   if (!rc) rc = collect(w, RN_DB_JOIN_INDEX, name, 0, 8, NULL, &used, &lefts);
   if (rc) {
-    damaged(w, "join \"%s\": its index: %s", name, mdb_strerror(rc));
+    damaged(w, "join \"%s\": its index: %s", name, rn_store_strerror(rc));
     renew(w);
   } else {
     check_ids(w, "result id", name, &results, counters[0], true);
@@ -297,7 +297,7 @@ static void check_aggregate(walk *w, const char *name, const uint64_t counters[3
   ids groups = { 0 };
   int rc = collect(w, RN_DB_AGG_GROUPS, name, 0, 16, rn_aggregate_counter_key, &groups, NULL);
   if (rc) {
-    damaged(w, "aggregate \"%s\": its groups: %s", name, mdb_strerror(rc));
+    damaged(w, "aggregate \"%s\": its groups: %s", name, rn_store_strerror(rc));
     renew(w);
   } else {
     check_ids(w, "group id", name, &groups, counters[0], true);
@@ -364,7 +364,7 @@ static void check_distinct(walk *w, const char *name, const uint64_t counters[3]
   int rc = collect(w, RN_DB_DISTINCT_ROWS, name, 0, 8, NULL, &copies, &rows);
   if (!rc) rc = collect_be_values(w, RN_DB_DISTINCT_HASHES, name, &hashed);
   if (rc) {
-    damaged(w, "distinct \"%s\": its rows: %s", name, mdb_strerror(rc));
+    damaged(w, "distinct \"%s\": its rows: %s", name, rn_store_strerror(rc));
     renew(w);
   } else {
     check_distinct_rows(w, name, counters, &rows, copies.n, &hashed);
@@ -383,7 +383,7 @@ static bool read_counters(walk *w, const char *name, uint64_t counters[3])
   int rc = mdb_get(w->txn, w->meta, &k, &v);
   if (rc == MDB_NOTFOUND) return false;
   if (rc || v.mv_size != 24) {
-    damaged(w, "relation \"%s\": its counters record %s", name, rc ? mdb_strerror(rc) : "is not 24 bytes");
+    damaged(w, "relation \"%s\": its counters record %s", name, rc ? rn_store_strerror(rc) : "is not 24 bytes");
     return false;
   }
   memcpy(counters, v.mv_data, 24);
@@ -708,7 +708,7 @@ static int verify(const char *path, FILE *out)
            : rn_store_txn(env, MDB_RDONLY, &w.txn);
   if (!rc) rc = mdb_dbi_open(w.txn, RN_DB_META, 0, &w.meta);
   if (rc == MDB_NOTFOUND) rn_store_no_catalogue(w.txn, path, &e);
-  else if (rc > 0 || (rc < 0 && rc != -1)) rn_err_set(&e, RN_EIO, "%s: %s", path, mdb_strerror(rc));
+  else if (rc > 0 || (rc < 0 && rc != -1)) rn_err_set(&e, RN_EIO, "%s: %s", path, rn_store_strerror(rc));
   if (rc) {
     fprintf(out, "runnel: %s\n", e.msg);
     if (w.txn) mdb_txn_abort(w.txn);
@@ -732,6 +732,10 @@ int rn_verify(const char *path, FILE *out)
 {
   rn_err e;
   rn_err_clear(&e);
+  if (!path || !*path) {
+    fprintf(out, "runnel: verify: the path is empty\n");
+    return RN_EINVAL;
+  }
   if (rn_flush_before_read(path, &e)) {
     fprintf(out, "runnel: %s\n", e.msg);
     return e.code;

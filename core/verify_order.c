@@ -375,7 +375,7 @@ static void check_input_rows(ocheck *c)
   uint64_t *rows;
   size_t n, i = 0, j = 0;
   int rc = table_ids(c, input, keyless, &rows, &n);
-  if (rc) { damaged(c, "order", mdb_strerror(rc)); free(rows); return; }
+  if (rc) { damaged(c, "order", rn_store_strerror(rc)); free(rows); return; }
   while (i < n || j < c->nids) {
     if (i < n && j < c->nids && rows[i] == c->ids[j]) { i++; j++; continue; }
     bool missing = j == c->nids || (i < n && rows[i] < c->ids[j]);
@@ -406,7 +406,7 @@ static void check_top(ocheck *c, const uint64_t counters[3])
   if (top_decl(c, &d) != 0) { damaged(c, "top", "its declaration is malformed"); return; }
   if ((rc = open_db(c, RN_DB_TOP_ROWS, &tops)) || (rc = open_db(c, RN_DB_TOP_REST, &rest)) ||
       (rc = check_tops(c, tops, &held)) || (rc = check_rest(c, rest, tops))) {
-    damaged(c, "top", mdb_strerror(rc));
+    damaged(c, "top", rn_store_strerror(rc));
     return;
   }
   count_matches(c, held, counters[1]);
@@ -426,7 +426,7 @@ static void check_index(ocheck *c, const uint64_t counters[3])
   }
   int rc = open_db(c, RN_DB_INDEX, &rows);
   if (!rc) rc = check_entries(c, rows, &held);
-  if (rc) { damaged(c, "index", mdb_strerror(rc)); return; }
+  if (rc) { damaged(c, "index", rn_store_strerror(rc)); return; }
   count_matches(c, held, counters[1]);
   check_ids(c);
   check_input_rows(c);

@@ -40,11 +40,13 @@ int rn_lua_error(lua_State *L, const char *fmt, ...)
   return lua_error(L);
 }
 
-const char *rn_lua_checkname(lua_State *L, int idx, const char *what)
+/* A string C takes whole: not empty, no NUL (C would cut it there). word:
+ * "name" or "path", as the messages say it. */
+static const char *check_text(lua_State *L, int idx, const char *what, const char *word)
 {
   size_t len;
   const char *name = luaL_checklstring(L, idx, &len);
-  if (len == 0) rn_lua_error(L, "%s: a name must not be empty", what);
+  if (len == 0) rn_lua_error(L, "%s: %s must not be empty", what, word[0] == 'p' ? "the path" : "a name");
   if (memchr(name, '\0', len)) {
     luaL_Buffer b; /* the name with its NUL bytes shown as \0 */
     luaL_buffinit(L, &b);
@@ -53,10 +55,13 @@ const char *rn_lua_checkname(lua_State *L, int idx, const char *what)
       else luaL_addstring(&b, "\\0");
     }
     luaL_pushresult(&b);
-    rn_lua_error(L, "%s: the name \"%s\" holds a NUL byte (names hold none)", what, lua_tostring(L, -1));
+    rn_lua_error(L, "%s: the %s \"%s\" holds a NUL byte (%ss hold none)", what, word, lua_tostring(L, -1), word);
   }
   return name;
 }
+
+const char *rn_lua_checkname(lua_State *L, int idx, const char *what) { return check_text(L, idx, what, "name"); }
+const char *rn_lua_checkpath(lua_State *L, int idx, const char *what) { return check_text(L, idx, what, "path"); }
 
 int rn_lua_raise(lua_State *L, lpipe *lp)
 {

@@ -68,6 +68,8 @@ extern const char rn_lua_null_tag;
  * rule for every name, as for columns — non-empty, no NUL byte (C would
  * cut it there and use another name). Raises otherwise, naming `what`. */
 const char *rn_lua_checkname(lua_State *L, int idx, const char *what);
+/* The same for a file or state path ("what: the path must not be empty"). */
+const char *rn_lua_checkpath(lua_State *L, int idx, const char *what);
 /* Pushes "chunk:line: " of the code that called into runnel: luaL_where(L,
  * 1), except that frames of runnel.lua (the DSL's wrappers) are skipped;
  * "" when that caller is C (pcall, a host). */

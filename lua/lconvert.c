@@ -92,6 +92,9 @@ static int table_value(lpipe *lp, lua_State *L, int idx, const rn_column *col, c
   }
   sequence &= count == len;
   rn_type t = col ? col->type : RN_T_ANY;
+  if (t == RN_T_STRUCT && sequence && count > 0) /* its keys 1, 2 … would each be "unknown field 1" */
+    return rn_err_set(&lp->p->err, RN_EINVAL, "column \"%s\": expected struct, got a list (a struct is a table of "
+                      "its fields by name)", col->name);
   if (t == RN_T_STRUCT) return table_as_map(lp, L, idx, count, col->fields, top, out, depth);
   if (t == RN_T_LIST && !sequence) /* storing its sequence part would lose the rest silently */
     return rn_err_set(&lp->p->err, RN_EINVAL, "column \"%s\": expected list, got a table with non-sequence keys",

@@ -175,6 +175,7 @@ RN_API int rn_run_lua(rn_pipeline *p, lua_State *L, const char *path)
 {
   if (!p) return RN_EINVAL;
   if (!path) return rn_err_set(&p->err, RN_EINVAL, "rn_run_lua: the path is NULL");
+  if (!*path) return rn_err_set(&p->err, RN_EINVAL, "rn_run_lua: the path is empty");
   if (rn_store_forked(&p->store, &p->err)) return p->err.code; /* a child's use of its parent's LMDB */
 
   int rc = run(p, L, path, NULL, NULL);

@@ -63,7 +63,7 @@ static int push_waiting(void *ctx, const rn_outbox_kept *k)
  * Raises when path holds no readable state. */
 int rn_lua_inspect(lua_State *L)
 {
-  const char *path = rn_lua_checkname(L, 1, "inspect"); /* no NUL: C would cut it and read another state */
+  const char *path = rn_lua_checkpath(L, 1, "inspect"); /* no NUL: C would cut it and read another state */
   lua_createtable(L, 0, 2);
   lua_newtable(L);
   rn_inspect_state st;

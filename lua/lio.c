@@ -149,7 +149,7 @@ static int l_ndjson_sink(lua_State *L)
     hold_file(L, 3); /* may raise: h would leak, but f is not held (out of memory only) */
     rc = rn_ndjson_sink(lp->p, r->rel, f, false, verb, id, release_held, h);
   } else if (lua_type(L, 3) == LUA_TSTRING) { /* exactly once across crashes: the path names it */
-    rc = rn_ndjson_sink_path(lp->p, r->rel, rn_lua_checkname(L, 3, "ndjson"), verb, id);
+    rc = rn_ndjson_sink_path(lp->p, r->rel, rn_lua_checkpath(L, 3, "ndjson"), verb, id);
   } else {
     lua_pushnil(L);
     lua_pushfstring(L, "ndjson: expects a path or a file, got %s", luaL_typename(L, 3));
@@ -193,7 +193,7 @@ static int l_run(lua_State *L)
   bool own = false;
   const char *name = luaL_checkstring(L, 3);
   if (!in) {
-    const char *path = rn_lua_checkname(L, 2, "run");
+    const char *path = rn_lua_checkpath(L, 2, "run");
     if (strcmp(path, "-") == 0) in = stdin;
     else if (!(in = fopen(path, "r"))) return rn_lua_error(L, "run: cannot open %s: %s", path, strerror(errno));
     else own = true;
@@ -240,7 +240,7 @@ static int l_sqlite_sink(lua_State *L)
   lpipe *lp = rn_lua_checkpipe(L, 1);
   lrel *r = rn_lua_checkrel_of(L, 2, lp);
   lua_Integer busy = luaL_optinteger(L, 5, -1);
-  if (rn_sqlite_sink(lp->p, r->rel, rn_lua_checkname(L, 3, "sqlite"), rn_lua_checkname(L, 4, "sqlite"),
+  if (rn_sqlite_sink(lp->p, r->rel, rn_lua_checkpath(L, 3, "sqlite"), rn_lua_checkname(L, 4, "sqlite"),
                      busy < 0 ? -1 : busy > INT32_MAX ? INT32_MAX : (int)busy))
     return rn_lua_nil_error(L, rn_errmsg(lp->p));
   lua_pushboolean(L, 1);

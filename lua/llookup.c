@@ -151,7 +151,7 @@ static int l_lookup(lua_State *L)
   luaL_checktype(L, 3, LUA_TTABLE);
   const char *kind = luaL_checkstring(L, 5);
   if (strcmp(kind, "function") == 0) luaL_checktype(L, 6, LUA_TFUNCTION);
-  else { rn_lua_checkname(L, 6, name); rn_lua_checkname(L, 7, name); } /* before anything is allocated */
+  else { rn_lua_checkpath(L, 6, name); rn_lua_checkname(L, 7, name); } /* before anything is allocated */
   rn_err e = { .code = RN_OK };
   rn_schema *s = rn_lua_toschema(lp, L, 3, lua_istable(L, 4) ? 4 : 0, name, &e);
   if (!s) goto fail;
@@ -290,7 +290,7 @@ static int l_attached_identity(lua_State *L)
 
 static int l_attach(lua_State *L)
 {
-  const char *path = rn_lua_checkname(L, 1, "attach"), *name = rn_lua_checkname(L, 2, "attach");
+  const char *path = rn_lua_checkpath(L, 1, "attach"), *name = rn_lua_checkname(L, 2, "attach");
   lattached *la = lua_newuserdatauv(L, sizeof *la, 1);
   la->a = NULL;
   la->path = strdup(path);

@@ -19,7 +19,7 @@
 int rn_lua_open(lua_State *L)
 {
   lua_Integer groups = luaL_optinteger(L, 6, 0), changes = luaL_optinteger(L, 7, 0);
-  rn_open_opts opts = { .path = lua_isnoneornil(L, 1) ? NULL : rn_lua_checkname(L, 1, "open"), /* no NUL: C would cut it */
+  rn_open_opts opts = { .path = lua_isnoneornil(L, 1) ? NULL : rn_lua_checkpath(L, 1, "open"), /* no NUL: C would cut it */
                         .nosync = lua_toboolean(L, 2),
                         .map_size = (size_t)luaL_optinteger(L, 4, 0), .writemap = lua_toboolean(L, 5),
                         .carry_groups = groups > INT_MAX ? INT_MAX : groups < 0 ? 0 : (int)groups,

@@ -399,7 +399,7 @@ describe("top and index", function()
   it("refuses what it cannot order, naming the relation and the column", function()
     p = runnel.open()
     local t = p:table("m", { {"id","int"}, {"x","float", null = true}, {"l","list", null = true}, {"rank","int", null = true}, key = "id" })
-    assert.matches('m.top: column "l" is a list', H.error_of(function() t:top{ n = 1, order = { "l" } } end))
+    assert.matches('m.top: column "l" has type list', H.error_of(function() t:top{ n = 1, order = { "l" } } end))
     assert.matches('no column "nope"', H.error_of(function() t:top{ n = 1, order = { "nope" } } end))
     assert.matches('the rank column "rank" is already a column of m',
                    H.error_of(function() t:top{ n = 1, order = { "x" } } end))

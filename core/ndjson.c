@@ -896,7 +896,7 @@ static void nsink_discard(void *ctx)
 static int nsink_sync(void *ctx, rn_err *e)
 {
   nsink *s = ctx;
-  if (s->fd >= 0 && fdatasync(s->fd) != 0) return rn_err_set(e, RN_EIO, "ndjson: syncing: %s", strerror(errno));
+  if (s->fd >= 0 && fdatasync(s->fd) != 0) return rn_err_set(e, RN_EIO, "syncing: %s", strerror(errno));
   return 0;
 }
 

@@ -1050,8 +1050,15 @@ int rn_ndjson_sink_path(rn_pipeline *p, rn_rel *rel, const char *path, const cha
 {
   char state_id[33] = "";
   if (check_fields(p, rel, verb_field, id_field, state_id)) return p->err.code;
+  const char *kind = rn_sink_path_kind(path);
+  if (kind) /* its lines could not be read back after a crash: no exactly once */
+    return rn_err_set(&p->err, RN_EINVAL,
+                      "%s: ndjson: %s is %s, not a regular file: a sink on a path writes each group once by reading "
+                      "its file back after a crash, which needs a regular file; give it an open file instead "
+                      "(runnel.ndjson(io.stdout), or io.open(path, \"a\")), whose waiting groups are kept in memory",
+                      rel->name, path, kind);
   int fd = open(path, O_RDWR | O_CREAT | O_APPEND | O_CLOEXEC, 0666);
-  if (fd < 0) return rn_err_set(&p->err, RN_EIO, "ndjson: cannot open %s: %s", path, strerror(errno));
+  if (fd < 0) return rn_err_set(&p->err, RN_EIO, "%s: ndjson: cannot open %s: %s", rel->name, path, strerror(errno));
   nsink *s = new_nsink(verb_field, id_field);
   if (!s) { close(fd); return rn_err_set(&p->err, RN_ENOMEM, "out of memory"); }
   memcpy(s->state_id, state_id, sizeof state_id);
@@ -1063,7 +1070,7 @@ int rn_ndjson_sink_path(rn_pipeline *p, rn_rel *rel, const char *path, const cha
   if (!(s->path = strdup(path)) || !(s->rel_name = strdup(rel->name)))
     rc = rn_err_set(&p->err, RN_ENOMEM, "out of memory");
   else if (!realpath(path, real) || fstat(fd, &st) != 0)
-    rc = rn_err_set(&p->err, RN_EIO, "ndjson: %s: %s", path, strerror(errno));
+    rc = rn_err_set(&p->err, RN_EIO, "%s: ndjson: %s: %s", rel->name, path, strerror(errno));
   else if (!(name = malloc(2 * strlen(real) + 32)))
     rc = rn_err_set(&p->err, RN_ENOMEM, "out of memory");
   if (!rc) {

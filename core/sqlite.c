@@ -127,6 +127,12 @@ static char *real_path_of(const char *path)
 /* The connection of the file at path (however the path spells it). */
 static rn_sqlite_conn *conn_get(rn_pipeline *p, const char *path, const char *rel, rn_err *e)
 {
+  const char *kind = rn_sink_path_kind(path);
+  if (kind) { /* SQLite would say "disk I/O error", or wait on a FIFO */
+    rn_err_set(e, RN_EINVAL, "%s: sqlite: %s is %s, not a regular file: SQLite keeps a database in a regular file",
+               rel, path, kind);
+    return NULL;
+  }
   char *where = real_path_of(path);
   for (rn_sqlite_conn *c = p->sqlite_conns; c && where; c = c->next)
     if (c->pid == rn_envs_self() && strcmp(c->path, where) == 0) { c->refs++; free(where); return c; }

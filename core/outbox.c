@@ -121,6 +121,7 @@ typedef struct obsink {
   uint64_t position_marked; /* position as committed in the state (9: it moves within a group) */
   uint64_t synced;        /* the last group its output is on disk for: what a recorded mark may cover (3) */
   uint64_t position_synced; /* position after it */
+  bool remark;            /* it reopened its output (renew): its mark waits to be recorded before a run */
   uint64_t holds_told;    /* the group whose rebuild's changes it holds already (rn_log_own) */
   rn_err failure;         /* its last delivery failure (said when a close loses its groups, (6)) */
   unsigned char *fmt;     /* the form of its output its declaration chose, or NULL (10) */
@@ -630,6 +631,46 @@ static void drop_delivered(rn_outbox *ob, obsink *s)
   ob->tail = at;
 }
 
+/* A sink that reopened its output (an NDJSON file moved or removed:
+ * ops.renew) has its mark, with the new output's position, recorded at
+ * once in a transaction of its own, before any group goes there: after a
+ * crash the groups after the mark are looked for in the new output, not
+ * at the old one's position (3). With a carried transaction open (it
+ * holds the marks) the sink goes on in its old output until the next
+ * pass. False: it waits, its failure kept. */
+static bool renewed(rn_pipeline *p, rn_outbox *ob, obsink *s)
+{
+  if (!s->ops.renew || p->store.wtxn) return true;
+  rn_err e = { .code = RN_OK };
+  if (!s->remark) {
+    int rc = s->ops.renew(s->ctx, &e);
+    if (rc < 0) {
+      s->failure = e;
+      delivery_failed(ob, &e);
+      return false;
+    }
+    if (rc == 0) return true;
+    s->synced = s->delivered; /* renew synced the old output */
+    s->position = s->position_synced = s->ops.position ? s->ops.position(s->ctx) : 0;
+    s->remark = true;
+  }
+  rn_err saved = p->err; /* a delivery pass after a commit that succeeded leaves it as it was */
+  MDB_txn *txn;
+  int rc = mdb_txn_begin(p->store.env, NULL, 0, &txn);
+  if (rc) rn_store_fail(&p->err, rc, s->label);
+  else if ((rc = write_mark(p, ob, s, txn, p->seq))) mdb_txn_abort(txn);
+  else if ((rc = mdb_txn_commit(txn))) rn_store_fail(&p->err, rc, s->label);
+  if (!rc) {
+    mark_committed(s);
+    s->remark = false;
+  } else {
+    s->failure = p->err;
+    delivery_failed(ob, &p->err);
+  }
+  p->err = saved;
+  return !rc;
+}
+
 /* Stages every durable entry of s after its mark, in seq order; returns
  * whether a delivery failed. */
 static bool stage_sink(rn_pipeline *p, rn_outbox *ob, obsink *s)
@@ -642,6 +683,7 @@ static bool stage_sink(rn_pipeline *p, rn_outbox *ob, obsink *s)
     return failed;
   }
   if (!ob->has_dbi) return false;
+  if (!renewed(p, ob, s)) return true;
   MDB_txn *txn;
   MDB_cursor *cur = NULL;
   int rc = mdb_txn_begin(p->store.env, NULL, MDB_RDONLY, &txn); /* sees only what is durable (2) */

@@ -47,6 +47,10 @@ static void base64(msgpack_sbuffer *b, const unsigned char *s, size_t n);
 
 static void json_str(msgpack_sbuffer *b, const char *s, size_t n)
 {
+  if (n == 0) { /* msgpack's empty string may have no bytes (NULL), which jansson refuses */
+    puts_(b, "\"\"");
+    return;
+  }
   json_t *j = json_stringn_nocheck(s, n);
   size_t len = j ? json_dumpb(j, NULL, 0, JSON_ENCODE_ANY) : 0;
   if (j && !len && !rn_utf8_valid(s, n)) {

@@ -214,7 +214,8 @@ static int jsink_finish(void *ctx, rn_err *e)
 
 static void jsink_discard(void *ctx) { clear_run(ctx); }
 
-static const rn_outbox_ops jsink_ops = { jsink_change, NULL, jsink_finish, jsink_discard, NULL, NULL, NULL, NULL };
+static const rn_outbox_ops jsink_ops = { jsink_change, NULL, jsink_finish, jsink_discard, NULL, NULL, NULL, NULL,
+                                          NULL };
 
 /* Parses "<id>:<seq>:<n>" of this state into done (JS-3). */
 static void note_published(jsink *s, const char *msgid)

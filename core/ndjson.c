@@ -47,6 +47,10 @@ static void base64(msgpack_sbuffer *b, const unsigned char *s, size_t n);
 
 static void json_str(msgpack_sbuffer *b, const char *s, size_t n)
 {
+  if (n == 0) { /* msgpack's empty string may have no bytes (NULL), which jansson refuses */
+    puts_(b, "\"\"");
+    return;
+  }
   json_t *j = json_stringn_nocheck(s, n);
   size_t len = j ? json_dumpb(j, NULL, 0, JSON_ENCODE_ANY) : 0;
   if (j && !len && !rn_utf8_valid(s, n)) {
@@ -285,6 +289,16 @@ int rn_ndjson_line(const rn_schema *s, const char *row, size_t len, bool key_onl
  * (foreign_tail: a program that takes no flock may append one while the
  * sink is open). Its groups wait until the line is ended or removed, or
  * the state that wrote it mends it by declaring its sink again.
+ *
+ * A file moved or removed (logrotate's rename-and-create, mv, rm) while
+ * the sink is open: before each run that has groups to write, the sink
+ * compares its path with the file it has open (device and inode). When
+ * they differ it syncs the old file (its lines are the groups delivered
+ * so far, now covered by the mark), opens the path again (making it), and
+ * the outbox records its mark with the new file's position in a
+ * transaction of its own before any line goes there (outbox.c, renew), so
+ * a crash after the run finds its groups in the new file from that
+ * position, never looks for them at the old file's offset.
  *
  * Offsets are the file's own: lines go at the file's end (O_APPEND) and
  * the sink reads where they went, so a file cut shorter (logrotate's
@@ -896,14 +910,53 @@ static void nsink_discard(void *ctx)
 static int nsink_sync(void *ctx, rn_err *e)
 {
   nsink *s = ctx;
-  if (s->fd >= 0 && fdatasync(s->fd) != 0) return rn_err_set(e, RN_EIO, "ndjson: syncing: %s", strerror(errno));
+  if (s->fd >= 0 && fdatasync(s->fd) != 0) return rn_err_set(e, RN_EIO, "syncing: %s", strerror(errno));
   return 0;
 }
 
 static uint64_t nsink_position(void *ctx) { return ((nsink *)ctx)->length; }
 
+/* A path sink before a run (see "A file moved or removed" above): 0 when
+ * its path still names the file it has open; else the old file is synced,
+ * the path opened (made) again and locked, and the sink goes on at its
+ * end: 1. An error keeps the old file (the run waits). */
+static int nsink_renew(void *ctx, rn_err *e)
+{
+  nsink *s = ctx;
+  struct stat open_st, path_st;
+  if (s->fd < 0 || fstat(s->fd, &open_st) != 0) return 0;
+  if (stat(s->path, &path_st) == 0 && path_st.st_dev == open_st.st_dev && path_st.st_ino == open_st.st_ino) return 0;
+  if (fdatasync(s->fd) != 0 && errno != EINVAL)
+    return rn_err_set(e, RN_EIO, "%s: ndjson: %s was moved or removed: syncing the lines written to it: %s",
+                      s->rel_name, s->path, strerror(errno));
+  const char *kind = rn_sink_path_kind(s->path);
+  if (kind)
+    return rn_err_set(e, RN_EINVAL, "%s: ndjson: %s was replaced by %s, not a regular file: its groups wait until it "
+                      "is a regular file again (or none)", s->rel_name, s->path, kind);
+  int fd = open(s->path, O_RDWR | O_CREAT | O_APPEND | O_CLOEXEC, 0666);
+  struct stat st;
+  if (fd < 0 || fstat(fd, &st) != 0) {
+    int err = errno;
+    if (fd >= 0) close(fd);
+    return rn_err_set(e, RN_EIO, "%s: ndjson: %s was moved or removed; opening it again: %s", s->rel_name, s->path,
+                      strerror(err));
+  }
+  if (flock(fd, LOCK_EX | LOCK_NB) != 0 && errno == EWOULDBLOCK) {
+    close(fd);
+    return rn_err_set(e, RN_EMISUSE, "%s: ndjson: %s was moved or removed, and the file now there is another durable "
+                      "sink's (one state writes a file at a time)", s->rel_name, s->path);
+  }
+  close(s->fd); /* its lock goes with it */
+  s->fd = fd;
+  s->length = s->tail_at = s->check_end = (uint64_t)st.st_size;
+  s->check_upto = 0; /* groups a crash left in the old file are not looked for in the new one */
+  s->searching = s->tail_only = false;
+  s->conflict = (rn_err){ .code = RN_OK }; /* the old file's */
+  return 1;
+}
+
 static const rn_outbox_ops nsink_ops = { nsink_change, nsink_commit, nsink_finish, nsink_discard, nsink_sync,
-                                         nsink_position, NULL, nsink_kept };
+                                         nsink_position, NULL, nsink_kept, nsink_renew };
 
 static nsink *new_nsink(const char *verb_field, const char *id_field)
 {
@@ -1050,8 +1103,15 @@ int rn_ndjson_sink_path(rn_pipeline *p, rn_rel *rel, const char *path, const cha
 {
   char state_id[33] = "";
   if (check_fields(p, rel, verb_field, id_field, state_id)) return p->err.code;
+  const char *kind = rn_sink_path_kind(path);
+  if (kind) /* its lines could not be read back after a crash: no exactly once */
+    return rn_err_set(&p->err, RN_EINVAL,
+                      "%s: ndjson: %s is %s, not a regular file: a sink on a path writes each group once by reading "
+                      "its file back after a crash, which needs a regular file; give it an open file instead "
+                      "(runnel.ndjson(io.stdout), or io.open(path, \"a\")), whose waiting groups are kept in memory",
+                      rel->name, path, kind);
   int fd = open(path, O_RDWR | O_CREAT | O_APPEND | O_CLOEXEC, 0666);
-  if (fd < 0) return rn_err_set(&p->err, RN_EIO, "ndjson: cannot open %s: %s", path, strerror(errno));
+  if (fd < 0) return rn_err_set(&p->err, RN_EIO, "%s: ndjson: cannot open %s: %s", rel->name, path, strerror(errno));
   nsink *s = new_nsink(verb_field, id_field);
   if (!s) { close(fd); return rn_err_set(&p->err, RN_ENOMEM, "out of memory"); }
   memcpy(s->state_id, state_id, sizeof state_id);
@@ -1063,7 +1123,7 @@ int rn_ndjson_sink_path(rn_pipeline *p, rn_rel *rel, const char *path, const cha
   if (!(s->path = strdup(path)) || !(s->rel_name = strdup(rel->name)))
     rc = rn_err_set(&p->err, RN_ENOMEM, "out of memory");
   else if (!realpath(path, real) || fstat(fd, &st) != 0)
-    rc = rn_err_set(&p->err, RN_EIO, "ndjson: %s: %s", path, strerror(errno));
+    rc = rn_err_set(&p->err, RN_EIO, "%s: ndjson: %s: %s", rel->name, path, strerror(errno));
   else if (!(name = malloc(2 * strlen(real) + 32)))
     rc = rn_err_set(&p->err, RN_ENOMEM, "out of memory");
   if (!rc) {

@@ -38,7 +38,10 @@
  *     group, together with the deletion of the entries it covers. Before
  *     that transaction commits, a synced state syncs the sink (an NDJSON
  *     file's fsync), so a recorded mark never covers output a crash can
- *     take back. The state's mark may lag: after a crash the groups after
+ *     take back; a sync that fails fails no group: the mark stays at the
+ *     last group synced, with the entries after it, the sync is tried
+ *     again with each mark, and rn_deliver reports it. The state's mark
+ *     may lag: after a crash the groups after
  *     it are delivered again, and each sink makes that exactly once its
  *     own way (NDJSON finds them in its file after the mark's position; SQLite
  *     skips a seq its runnel_sinks row already holds) or documents at
@@ -116,6 +119,9 @@ typedef struct obsink {
   uint64_t marked;        /* delivered as committed in the state */
   uint64_t position_marking; /* position as written in the open transaction */
   uint64_t position_marked; /* position as committed in the state (9: it moves within a group) */
+  uint64_t synced;        /* the last group its output is on disk for: what a recorded mark may cover (3) */
+  uint64_t position_synced; /* position after it */
+  bool remark;            /* it reopened its output (renew): its mark waits to be recorded before a run */
   uint64_t holds_told;    /* the group whose rebuild's changes it holds already (rn_log_own) */
   rn_err failure;         /* its last delivery failure (said when a close loses its groups, (6)) */
   unsigned char *fmt;     /* the form of its output its declaration chose, or NULL (10) */
@@ -336,16 +342,35 @@ static int write_info(rn_pipeline *p, obsink *s, MDB_txn *txn)
   return rc;
 }
 
+/* Syncs s's output up to its delivered mark (3). A failure fails no
+ * group: it is kept in s->failure (rn_deliver reports it) and the mark
+ * stays at the last group synced. */
+static void sync_sink(rn_pipeline *p, obsink *s)
+{
+  rn_err e = { .code = RN_OK };
+  if (s->delivered > s->synced && s->ops.sync && !p->carry && s->ops.sync(s->ctx, &e)) {
+    rn_err_set(&s->failure, e.code ? e.code : RN_EIO,
+               "%s: %s: %s; groups %llu to %llu stay in the outbox (delivered, not known to be on disk) until a "
+               "sync succeeds: it is tried again at each commit and by p:deliver()", s->rel->name, s->label,
+               e.code ? e.msg : "syncing failed", (unsigned long long)s->synced + 1,
+               (unsigned long long)s->delivered);
+    return;
+  }
+  s->synced = s->delivered; /* synced, or nothing to sync (9: a position moves within a group) */
+  s->position_synced = s->position;
+}
+
 /* Writes s's record (seen, its delivered mark) in txn and deletes the
- * entries the mark newly covers; a synced state syncs the sink first (3). */
+ * entries the mark newly covers; a synced state syncs the sink first, and
+ * the mark covers only what is synced (3). */
 static int write_mark(rn_pipeline *p, rn_outbox *ob, obsink *s, MDB_txn *txn, uint64_t seen)
 {
   int rc = 0;
-  if (s->delivered > s->marked && s->ops.sync && !p->carry && (rc = s->ops.sync(s->ctx, &p->err))) return rc;
-  uint64_t r[3] = { seen, s->delivered, s->position };
+  sync_sink(p, s);
+  uint64_t r[3] = { seen, s->synced, s->position_synced };
   MDB_val k = { s->mklen, s->mkey }, v = { sizeof r, r };
   if ((rc = mdb_put(txn, p->store.meta, &k, &v, 0))) return rn_store_fail(&p->err, rc, s->label);
-  if (s->delivered > s->marked) {
+  if (s->synced > s->marked) {
     MDB_cursor *cur;
     char from[16];
     put_be64(from, s->tag);
@@ -353,14 +378,14 @@ static int write_mark(rn_pipeline *p, rn_outbox *ob, obsink *s, MDB_txn *txn, ui
     MDB_val ck = { 16, from }, cv;
     if ((rc = mdb_cursor_open(txn, ob->dbi, &cur))) return rn_store_fail(&p->err, rc, s->label);
     for (rc = mdb_cursor_get(cur, &ck, &cv, MDB_SET_RANGE); rc == 0; rc = mdb_cursor_get(cur, &ck, &cv, MDB_NEXT)) {
-      if (ck.mv_size != 16 || get_be64(ck.mv_data) != s->tag || get_be64((char *)ck.mv_data + 8) > s->delivered) break;
+      if (ck.mv_size != 16 || get_be64(ck.mv_data) != s->tag || get_be64((char *)ck.mv_data + 8) > s->synced) break;
       if ((rc = mdb_cursor_del(cur, 0))) break;
     }
     mdb_cursor_close(cur);
     if (rc && rc != MDB_NOTFOUND) return rn_store_fail(&p->err, rc, s->label);
   }
-  s->marking = s->delivered;
-  s->position_marking = s->position;
+  s->marking = s->synced;
+  s->position_marking = s->position_synced;
   return 0;
 }
 
@@ -606,6 +631,46 @@ static void drop_delivered(rn_outbox *ob, obsink *s)
   ob->tail = at;
 }
 
+/* A sink that reopened its output (an NDJSON file moved or removed:
+ * ops.renew) has its mark, with the new output's position, recorded at
+ * once in a transaction of its own, before any group goes there: after a
+ * crash the groups after the mark are looked for in the new output, not
+ * at the old one's position (3). With a carried transaction open (it
+ * holds the marks) the sink goes on in its old output until the next
+ * pass. False: it waits, its failure kept. */
+static bool renewed(rn_pipeline *p, rn_outbox *ob, obsink *s)
+{
+  if (!s->ops.renew || p->store.wtxn) return true;
+  rn_err e = { .code = RN_OK };
+  if (!s->remark) {
+    int rc = s->ops.renew(s->ctx, &e);
+    if (rc < 0) {
+      s->failure = e;
+      delivery_failed(ob, &e);
+      return false;
+    }
+    if (rc == 0) return true;
+    s->synced = s->delivered; /* renew synced the old output */
+    s->position = s->position_synced = s->ops.position ? s->ops.position(s->ctx) : 0;
+    s->remark = true;
+  }
+  rn_err saved = p->err; /* a delivery pass after a commit that succeeded leaves it as it was */
+  MDB_txn *txn;
+  int rc = mdb_txn_begin(p->store.env, NULL, 0, &txn);
+  if (rc) rn_store_fail(&p->err, rc, s->label);
+  else if ((rc = write_mark(p, ob, s, txn, p->seq))) mdb_txn_abort(txn);
+  else if ((rc = mdb_txn_commit(txn))) rn_store_fail(&p->err, rc, s->label);
+  if (!rc) {
+    mark_committed(s);
+    s->remark = false;
+  } else {
+    s->failure = p->err;
+    delivery_failed(ob, &p->err);
+  }
+  p->err = saved;
+  return !rc;
+}
+
 /* Stages every durable entry of s after its mark, in seq order; returns
  * whether a delivery failed. */
 static bool stage_sink(rn_pipeline *p, rn_outbox *ob, obsink *s)
@@ -618,6 +683,7 @@ static bool stage_sink(rn_pipeline *p, rn_outbox *ob, obsink *s)
     return failed;
   }
   if (!ob->has_dbi) return false;
+  if (!renewed(p, ob, s)) return true;
   MDB_txn *txn;
   MDB_cursor *cur = NULL;
   int rc = mdb_txn_begin(p->store.env, NULL, MDB_RDONLY, &txn); /* sees only what is durable (2) */
@@ -718,6 +784,15 @@ RN_API int rn_deliver(rn_pipeline *p)
   if (deliver_all(p, ob)) {
     p->err = ob->err;
     return p->err.code ? p->err.code : RN_ECALLBACK;
+  }
+  for (int i = 0; i < ob->n; i++) { /* delivered, not yet synced (3): tried again, said if it fails */
+    obsink *s = ob->sinks[i];
+    if (!s->name || s->delivered <= s->synced) continue;
+    sync_sink(p, s);
+    if (s->delivered > s->synced) {
+      p->err = s->failure;
+      return p->err.code;
+    }
   }
   rn_err_clear(&p->err); /* what its subscribers were refused is not the delivery's message */
   return 0;
@@ -1029,7 +1104,8 @@ int rn_outbox_sink_add_formatted(rn_pipeline *p, rn_rel *rel, const char *name, 
     return rn_err_set(&p->err, RN_ENOMEM, "out of memory");
   }
   *s = (obsink){ .rel = rel, .consolidate = consolidate, .ops = *ops, .ctx = ctx, .free_ctx = free_ctx,
-                 .delivered = delivered, .position = position, .layout = layout_of(rel, false) };
+                 .delivered = delivered, .position = position, .synced = delivered, .position_synced = position,
+                 .layout = layout_of(rel, false) }; /* a recorded mark's output was synced before it was recorded */
   int rc = rn_outbox_sink_check(p, rel, name);
   if (!rc && fmt && !(s->fmt = malloc(flen ? flen : 1))) rc = rn_err_set(&p->err, RN_ENOMEM, "out of memory");
   else if (!rc && fmt) memcpy(s->fmt, fmt, flen), s->flen = flen;

@@ -510,6 +510,12 @@ int rn_durable_sync(rn_pipeline *p);
 void rn_durable_free(rn_pipeline *p);
 
 /* ---- sinks (sink.c) ---- */
+/* What the file at path is, in words for an error ("a FIFO (a pipe)"),
+ * when it is no regular file (a FIFO, a socket, a terminal, a device, a
+ * directory): a durable sink cannot keep such a path. NULL for a regular
+ * file or none (the sink makes it). Links are followed: /dev/stdout is
+ * what standard output is. */
+const char *rn_sink_path_kind(const char *path);
 /* Registers a sink; takes ownership of ctx. Not allowed inside a group. */
 int rn_sink_add(rn_pipeline *p, rn_rel *rel, bool consolidate, rn_sink_fn on_change,
                 rn_sink_commit_fn on_commit, void *ctx, rn_free_fn free_ctx);

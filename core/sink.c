@@ -28,8 +28,11 @@
  * writes went with it). Any other cannot be told: it resumes after the
  * changes and phases it took (the group runs again from the same source
  * changes, so its changes are the same ones, in the same order). */
+#include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "pipeline.h"
 
@@ -332,4 +335,19 @@ void rn_logs_clear(rn_pipeline *p)
 {
   for (int i = 0; i < p->nrels; i++) p->rels[i]->log.n = p->rels[i]->log_told = 0;
   msgpack_zone_clear(&p->group_zone);
+}
+
+const char *rn_sink_path_kind(const char *path)
+{
+  struct stat st;
+  if (stat(path, &st) != 0 || S_ISREG(st.st_mode)) return NULL; /* a path that cannot be read is the open's to report */
+  if (S_ISFIFO(st.st_mode)) return "a FIFO (a pipe)";
+  if (S_ISSOCK(st.st_mode)) return "a socket";
+  if (S_ISDIR(st.st_mode)) return "a directory";
+  if (S_ISBLK(st.st_mode)) return "a block device";
+  if (!S_ISCHR(st.st_mode)) return "a special file";
+  int fd = open(path, O_RDONLY | O_NOCTTY | O_NONBLOCK | O_CLOEXEC);
+  bool tty = fd >= 0 && isatty(fd);
+  if (fd >= 0) close(fd);
+  return tty ? "a terminal" : "a character device";
 }

@@ -127,6 +127,12 @@ static char *real_path_of(const char *path)
 /* The connection of the file at path (however the path spells it). */
 static rn_sqlite_conn *conn_get(rn_pipeline *p, const char *path, const char *rel, rn_err *e)
 {
+  const char *kind = rn_sink_path_kind(path);
+  if (kind) { /* SQLite would say "disk I/O error", or wait on a FIFO */
+    rn_err_set(e, RN_EINVAL, "%s: sqlite: %s is %s, not a regular file: SQLite keeps a database in a regular file",
+               rel, path, kind);
+    return NULL;
+  }
   char *where = real_path_of(path);
   for (rn_sqlite_conn *c = p->sqlite_conns; c && where; c = c->next)
     if (c->pid == rn_envs_self() && strcmp(c->path, where) == 0) { c->refs++; free(where); return c; }
@@ -247,9 +253,11 @@ static const char *sql_type(rn_type t)
   }
 }
 
-static int fail(rn_err *e, sqlite3 *db, const char *rel, const char *what)
+/* A sink's failure at step `what`, naming its relation, table and file. */
+static int sink_fail(rn_err *e, const ssink *s, const char *what)
 {
-  return rn_err_set(e, RN_EIO, "%s: sqlite: %s: %s", rel, what, db ? sqlite3_errmsg(db) : "out of memory");
+  return rn_err_set(e, RN_EIO, "%s: sqlite table \"%s\" in %s: %s: %s", s->rel->name, s->table, s->path, what,
+                    s->db ? sqlite3_errmsg(s->db) : "out of memory");
 }
 
 /* ---- a mirror whose relation changed (DESIGN §13): its shape ---- */
@@ -278,7 +286,7 @@ static int list_of(ssink *s, const char *sql, const char *table, bool quoted, ms
 {
   sqlite3_stmt *st;
   if (sqlite3_prepare_v2(s->db, sql, -1, &st, NULL) != SQLITE_OK)
-    return fail(e, s->db, s->rel->name, "reading the table's columns");
+    return sink_fail(e, s, "reading the table's columns");
   sqlite3_bind_text(st, 1, table, -1, SQLITE_STATIC);
   *n = 0;
   for (; sqlite3_step(st) == SQLITE_ROW; (*n)++) {
@@ -383,7 +391,7 @@ static int marks_table(ssink *s, rn_err *e)
   }
   if (rc == SQLITE_OK && own) rc = sqlite3_exec(s->db, "COMMIT", NULL, NULL, NULL);
   if (rc == SQLITE_OK) return 0;
-  rc = fail(e, s->db, s->rel->name, "preparing the table"); /* before ROLLBACK, which would take SQLite's message */
+  rc = sink_fail(e, s, "preparing the table"); /* before ROLLBACK, which would take SQLite's message */
   if (own && !sqlite3_get_autocommit(s->db)) sqlite3_exec(s->db, "ROLLBACK", NULL, NULL, NULL);
   return rc;
 }
@@ -395,7 +403,7 @@ static int read_mark(ssink *s, rn_err *e)
   sqlite3_stmt *st;
   if (sqlite3_prepare_v2(s->db, "SELECT seq, state, state_path, made FROM runnel_sinks WHERE tbl = ?", -1, &st, NULL) !=
       SQLITE_OK)
-    return fail(e, s->db, s->rel->name, "reading its mark");
+    return sink_fail(e, s, "reading its mark");
   sqlite3_bind_text(st, 1, s->table, -1, SQLITE_STATIC);
   int rc = sqlite3_step(st);
   if (rc == SQLITE_ROW) {
@@ -410,7 +418,7 @@ static int read_mark(ssink *s, rn_err *e)
   }
   sqlite3_finalize(st);
   if (rc == SQLITE_NOMEM) return rn_err_set(e, RN_ENOMEM, "out of memory");
-  return rc == SQLITE_ROW || rc == SQLITE_DONE ? 0 : fail(e, s->db, s->rel->name, "reading its mark");
+  return rc == SQLITE_ROW || rc == SQLITE_DONE ? 0 : sink_fail(e, s, "reading its mark");
 }
 
 /* Whether the state that wrote the row is still there: a runnel state
@@ -684,7 +692,7 @@ static int drop_mirror(ssink *s, const char *table, rn_err *e)
   if (rc == SQLITE_OK) rc = sqlite3_exec(s->db, "COMMIT", NULL, NULL, NULL);
   msgpack_sbuffer_destroy(&b);
   if (rc == SQLITE_OK) return 0;
-  rc = fail(e, s->db, s->rel->name, "dropping the table to follow the relation's columns");
+  rc = sink_fail(e, s, "dropping the table to follow the relation's columns");
   if (!sqlite3_get_autocommit(s->db)) sqlite3_exec(s->db, "ROLLBACK", NULL, NULL, NULL);
   return rc;
 }
@@ -698,7 +706,7 @@ static int key_collation(ssink *s, const char *table, const char *path, rn_err *
   sqlite3_stmt *st;
   if (sqlite3_prepare_v2(s->db, "SELECT x.name, x.coll FROM pragma_index_list(?) l, pragma_index_xinfo(l.name) x "
                          "WHERE l.origin = 'pk' AND x.key = 1 AND x.coll <> 'BINARY' COLLATE NOCASE", -1, &st, NULL) != SQLITE_OK)
-    return fail(e, s->db, s->rel->name, "reading the table's key");
+    return sink_fail(e, s, "reading the table's key");
   sqlite3_bind_text(st, 1, table, -1, SQLITE_STATIC);
   int rc = 0;
   if (sqlite3_step(st) == SQLITE_ROW)
@@ -861,7 +869,7 @@ static int prepare(ssink *s, const char *table, const char *path, rn_err *e)
                             "AND state_path IS excluded.state_path",
                             -1, SQLITE_PREPARE_PERSISTENT, &s->mark, NULL);
   msgpack_sbuffer_destroy(&b);
-  return rc == SQLITE_OK ? 0 : fail(e, s->db, s->rel->name, "preparing the table");
+  return rc == SQLITE_OK ? 0 : sink_fail(e, s, "preparing the table");
 }
 
 /* Binds v, a value of column c (NULL: a key the lookup source binds).
@@ -1058,14 +1066,14 @@ static int begin(ssink *s, rn_err *e)
   if (s->conn->open_txn) return 0;
   if (!sqlite3_get_autocommit(s->db)) sqlite3_exec(s->db, "ROLLBACK", NULL, NULL, NULL);
   if (sqlite3_exec(s->db, "BEGIN IMMEDIATE", NULL, NULL, NULL) != SQLITE_OK)
-    return fail(e, s->db, s->rel->name, "BEGIN");
+    return sink_fail(e, s, "BEGIN");
   s->conn->open_txn = true;
   return 0;
 }
 
 static int commit(ssink *s, rn_err *e)
 {
-  if (sqlite3_exec(s->db, "COMMIT", NULL, NULL, NULL) != SQLITE_OK) return fail(e, s->db, s->rel->name, "COMMIT");
+  if (sqlite3_exec(s->db, "COMMIT", NULL, NULL, NULL) != SQLITE_OK) return sink_fail(e, s, "COMMIT");
   s->conn->open_txn = false;
   return 0;
 }
@@ -1089,7 +1097,7 @@ static int mark_sqlite(ssink *s, uint64_t seq, rn_err *e)
     return rn_err_set(e, RN_EIO, "%s: sqlite table \"%s\" in %s was taken by another runnel state while this one "
                       "wrote it; one state writes a table: name another table", s->rel->name, s->table, s->path);
   }
-  int rc = fail(e, s->db, s->rel->name, "writing its mark");
+  int rc = sink_fail(e, s, "writing its mark");
   sqlite3_reset(s->mark);
   return rc;
 }
@@ -1129,7 +1137,7 @@ static int claim(ssink *s, uint64_t seq, rn_err *e)
   }
   sqlite3_finalize(st);
   free(now);
-  return rc == SQLITE_OK ? 0 : fail(e, s->db, s->rel->name, "writing its mark");
+  return rc == SQLITE_OK ? 0 : sink_fail(e, s, "writing its mark");
 }
 
 static int rewrite_row(void *ctx, uint64_t id, const char *row, size_t len)
@@ -1153,7 +1161,7 @@ static int rewrite(ssink *s, bool wipe, rn_err *e)
     rn_buf_write(&b, "", 1);
     int rc = sqlite3_exec(s->db, b.data, NULL, NULL, NULL);
     msgpack_sbuffer_destroy(&b);
-    if (rc != SQLITE_OK) return fail(e, s->db, s->rel->name, "clearing the table for a rewrite");
+    if (rc != SQLITE_OK) return sink_fail(e, s, "clearing the table for a rewrite");
   }
   return rn_rel_scan(s->rel, rewrite_row, s);
 }
@@ -1324,7 +1332,7 @@ static int table_taken(const ssink *s, const char *path, rn_err *e)
 }
 
 static const rn_outbox_ops ssink_ops = { ssink_change, ssink_commit, ssink_finish, ssink_discard, NULL, NULL,
-                                         ssink_shared, NULL };
+                                         ssink_shared, NULL, NULL };
 
 int rn_sqlite_sink(rn_pipeline *p, rn_rel *rel, const char *path, const char *table, int busy_ms)
 {
@@ -1470,7 +1478,9 @@ static int ssource_fetch(void *ctx, rn_rel *lk, const msgpack_object *key, int n
   int rc = sqlite3_step(s->select);
   *found = rc == SQLITE_ROW;
   if (rc == SQLITE_DONE) return 0;
-  if (rc != SQLITE_ROW) return fail(e, s->db, lk->name, "looking up");
+  if (rc != SQLITE_ROW)
+    return rn_err_set(e, RN_EIO, "%s: sqlite_source table \"%s\" in %s: looking up: %s", lk->name, s->table, s->path,
+                      sqlite3_errmsg(s->db));
   msgpack_object *v = rn_zone_malloc(&p->scratch, sizeof *v * (size_t)ls->ncols);
   uint8_t *given = rn_zone_malloc(&p->scratch, (size_t)ls->ncols);
   rc = v && given ? 0 : rn_err_set(e, RN_ENOMEM, "out of memory");

@@ -248,10 +248,23 @@ static int rewrite_row(void *ctx, uint64_t id, const char *row, size_t len)
   return rc;
 }
 
+/* meta "S:" name := desc (the store's columns, for readers). */
+static int put_desc(MDB_txn *txn, MDB_dbi meta, const char *name, const msgpack_sbuffer *desc)
+{
+  char mk[3 + RN_NAME_MAX];
+  size_t nlen = strlen(name);
+  memcpy(mk, RN_META_STORE, RN_PREFIX_LEN(RN_META_STORE));
+  memcpy(mk + RN_PREFIX_LEN(RN_META_STORE), name, nlen);
+  MDB_val k = { nlen + RN_PREFIX_LEN(RN_META_STORE), mk }, v = { desc->size, desc->data };
+  return mdb_put(txn, meta, &k, &v, 0);
+}
+
 /* The store may not hold rel's rows (it missed groups, or they changed with
  * no change emitted: evolve.h): it is written again from them, with its
- * mark, in a transaction of its own (all or nothing). */
-static int try_rewrite(rn_pipeline *p, stsink *s)
+ * mark, in a transaction of its own (all or nothing); with desc, its
+ * relation's columns changed: its new description goes with its rows, so
+ * a reader never reads the old rows with the new columns. */
+static int try_rewrite(rn_pipeline *p, stsink *s, const msgpack_sbuffer *desc)
 {
   rn_oom_clear();
   int rc = rn_store_begin(&p->store, &p->err);
@@ -259,6 +272,8 @@ static int try_rewrite(rn_pipeline *p, stsink *s)
   p->group_serial++;
   p->state = RN_APPLYING; /* the scan may run filters and maps */
   if ((rc = mdb_drop(p->store.wtxn, s->dbi, 0))) rc = rn_store_fail(&p->err, rc, s->rel->name);
+  if (!rc && desc && (rc = put_desc(p->store.wtxn, p->store.meta, s->name, desc)))
+    rc = rn_store_fail(&p->err, rc, s->rel->name);
   if (!rc) rc = rn_rel_scan(s->rel, rewrite_row, s);
   if (!rc) rc = put_seen(s, p->store.wtxn, p->seq, &p->err);
   rc = rn_group_oom(p, rc);
@@ -270,10 +285,10 @@ static int try_rewrite(rn_pipeline *p, stsink *s)
 }
 
 /* try_rewrite, again after growing the map when LMDB filled it. */
-static int rewrite(rn_pipeline *p, stsink *s)
+static int rewrite(rn_pipeline *p, stsink *s, const msgpack_sbuffer *desc)
 {
   for (int tries = 0;; tries++) {
-    int rc = try_rewrite(p, s);
+    int rc = try_rewrite(p, s, desc);
     if (!rc || p->err.code != RN_EFULL || p->err.cause != MDB_MAP_FULL || tries >= 16) return rc;
     if (rn_store_grow(&p->store, &p->err)) return p->err.code;
   }
@@ -359,6 +374,7 @@ int rn_store_sink(rn_pipeline *p, rn_rel *rel, const char *name)
   rn_schema_describe(rel->schema, &pk);
   MDB_txn *txn;
   bool in_step = false; /* it saw the last group */
+  bool reshaped = false; /* the state holds it with other columns: written again, its description with its rows */
   char bad_mark[96] = ""; /* what is wrong with its "Ss:" mark: damaged */
   rc = mdb_txn_begin(p->store.env, NULL, 0, &txn);
   if (!rc && store_name_free(p, txn, rel, name, nlen)) {
@@ -373,7 +389,8 @@ int rn_store_sink(rn_pipeline *p, rn_rel *rel, const char *name)
     memcpy(mk + 2, name, nlen);
     MDB_val k = { nlen + 2, mk }, v;
     int g = mdb_get(txn, p->store.meta, &k, &v);
-    if (g == 0 && (v.mv_size != desc.size || memcmp(v.mv_data, desc.data, desc.size) != 0)) {
+    reshaped = g == 0 && (v.mv_size != desc.size || memcmp(v.mv_data, desc.data, desc.size) != 0);
+    if (reshaped && (!desc_readable(&v) || !rel->tablelike)) {
       bool readable = desc_readable(&v);
       mdb_txn_abort(txn);
       msgpack_sbuffer_destroy(&desc);
@@ -381,7 +398,10 @@ int rn_store_sink(rn_pipeline *p, rn_rel *rel, const char *name)
       if (!readable)
         return rn_err_set(&p->err, RN_ESTORE, "state damaged: %s: store \"%s\" has a description that cannot be read",
                           p->store.path, name);
-      return rn_err_set(&p->err, RN_ESCHEMA, "store \"%s\": the state holds it with another schema", name);
+      return rn_err_set(&p->err, RN_ESCHEMA,
+                        "%s: store \"%s\" holds the rows of %s with other columns than %s has now, and %s keeps no "
+                        "rows to write it again from: drop the store first (p:drop(\"%s\")) or name another store",
+                        rel->name, name, rel->name, rel->name, rel->name, name);
     }
     /* kept for another relation (a deploy moved the sink), it holds that one's rows: not in step */
     bool same_owner = true;
@@ -402,9 +422,14 @@ int rn_store_sink(rn_pipeline *p, rn_rel *rel, const char *name)
         snprintf(bad_mark, sizeof bad_mark, "(%llu) is past the state's (%llu)", (unsigned long long)seen,
                  (unsigned long long)p->seq);
     }
-    v.mv_size = desc.size;
-    v.mv_data = desc.data;
-    rc = mdb_put(txn, p->store.meta, &k, &v, 0);
+    if (reshaped) { /* out of step until the rewrite, which writes the new description with the rows */
+      in_step = false;
+      if ((rc = mdb_del(txn, p->store.meta, &sk, NULL)) == MDB_NOTFOUND) rc = 0;
+    } else {
+      v.mv_size = desc.size;
+      v.mv_data = desc.data;
+      rc = mdb_put(txn, p->store.meta, &k, &v, 0);
+    }
     if (!rc) { /* its owner: a relation declared later with its name is refused (rn_store_owner_check) */
       memcpy(mk, RN_META_STORE_OWNER, RN_PREFIX_LEN(RN_META_STORE_OWNER));
       memcpy(mk + RN_PREFIX_LEN(RN_META_STORE_OWNER), name, nlen);
@@ -416,8 +441,8 @@ int rn_store_sink(rn_pipeline *p, rn_rel *rel, const char *name)
     if (!rc) rc = mdb_txn_commit(txn);
     else mdb_txn_abort(txn);
   }
-  msgpack_sbuffer_destroy(&desc);
   if (rc) {
+    msgpack_sbuffer_destroy(&desc);
     free_stsink(s);
     return rc == -1 ? p->err.code : rn_store_fail(&p->err, rc, name);
   }
@@ -431,7 +456,9 @@ int rn_store_sink(rn_pipeline *p, rn_rel *rel, const char *name)
     return p->err.code;
   }
   bool rewritten = rel->tablelike && (!in_step || rel->evolved);
-  if (rewritten && (rc = rewrite(p, s))) { /* not rel's rows: written again */
+  if (rewritten) rc = rewrite(p, s, reshaped ? &desc : NULL); /* not rel's rows: written again */
+  msgpack_sbuffer_destroy(&desc);
+  if (rc) {
     free_stsink(s);
     return rc;
   }

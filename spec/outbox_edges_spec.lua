@@ -144,7 +144,8 @@ describe("runnel.sqlite against its file", function()
     holder:close()
     assert.is_true(locked, "the other connection never locked the file")
     assert.is_false(ok)
-    assert.matches("outbox_edges_spec.lua:%d+: t: sqlite: preparing the table: database is locked", err)
+    assert.matches("outbox_edges_spec.lua:%d+: t: sqlite table ", err)
+    assert.matches(('t: sqlite table "t" in %s: preparing the table: database is locked'):format(db), err, 1, true)
     t:sink(runnel.sqlite(db, "t", { busy_timeout = 0.2 }))
     t:insert{ k = 3, v = 3 }
     assert.equal("1|1\n2|2\n3|3\n", sql(db, "select * from t order by k"))
@@ -226,7 +227,7 @@ for k = 1, 200 do
   s:insert{ k = k, pad = string.rep("x", 3000) } -- commits whatever SQLite does
   if not failed_at then
     local ok, err = pcall(p.deliver, p)
-    if not ok then failed_at = k; assert(err:find("s: sqlite: ", 1, true), err) end
+    if not ok then failed_at = k; assert(err:find('s: sqlite table "s" in ', 1, true), err) end
   elseif k == failed_at + 3 then break end
 end
 assert(failed_at, "the file never filled")

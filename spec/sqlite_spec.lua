@@ -130,7 +130,7 @@ describe("runnel.sqlite", function()
     reader:write("COMMIT;\n")
     reader:close()
     assert.is_true(reading, "the reader never started")
-    assert.matches("t: sqlite: COMMIT: database is locked", err, 1, true)
+    assert.matches(('t: sqlite table "t" in %s: COMMIT: database is locked'):format(db), err, 1, true)
     assert.same({ k = 2 }, t:get(2))
     assert.equal("1\n", sql(db, "select k from t"))
     t:insert{ k = 3 } -- the reader is gone: the waiting group goes first, then this one

@@ -1,0 +1,132 @@
+/* test_sink_sync19.c — an NDJSON path sink whose file cannot be synced (an
+ * I/O error on fdatasync): the groups committed stand (a durable sink
+ * cannot fail one, README "Two kinds of sink"), its mark waits where the
+ * file was last synced, with the outbox entries it covers, and
+ * rn_deliver says why, naming the relation and the file. After a crash
+ * the waiting groups are found in the file: each line once.
+ *
+ * The test defines fdatasync and fsync: they fail with EIO for the
+ * sink's file while `failing` is set (the state's own syncs go on). */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "ndjson_stream_fixture.h"
+#include "raw_meta_fixture.h"
+#include "ndjson.h"
+#include "runnel.h"
+
+static int failing;
+
+/* Whether fd is the sink's file (its name ends in out.ndjson). */
+static int is_sink_file(int fd)
+{
+  char link[64], target[4096];
+  snprintf(link, sizeof link, "/proc/self/fd/%d", fd);
+  ssize_t n = readlink(link, target, sizeof target - 1);
+  if (n < 0) return 0;
+  target[n] = 0;
+  return n >= 10 && strcmp(target + n - 10, "out.ndjson") == 0;
+}
+
+int fdatasync(int fd)
+{
+  if (failing && is_sink_file(fd)) { errno = EIO; return -1; }
+  return (int)syscall(SYS_fdatasync, fd);
+}
+
+int fsync(int fd)
+{
+  if (failing && is_sink_file(fd)) { errno = EIO; return -1; }
+  return (int)syscall(SYS_fsync, fd);
+}
+
+static rn_pipeline *open_sink(const char *dir, const char *log, rn_rel **s)
+{
+  rn_pipeline *p = NULL;
+  rn_open_opts o = { 0 };
+  o.path = dir;
+  CHECK(rn_pipeline_open(&o, &p, NULL, 0) == 0);
+  static const rn_column_def cols[] = { { "k", "int", 0, NULL, 0, NULL }, { "pad", "string", 0, NULL, 0, NULL } };
+  CHECK(p && rn_declare_stream(p, "s", cols, 2, s) == 0);
+  CHECK(rn_ndjson_sink_path(p, *s, log, NULL, NULL) == 0);
+  return p;
+}
+
+/* Whether the file holds exactly the lines of k = 1 … to, each once. */
+static int file_lines_are(const char *path, int to)
+{
+  static sink_mem m;
+  FILE *f = fopen(path, "r");
+  if (!f) return 0;
+  m.len = fread(m.buf, 1, sizeof m.buf, f);
+  fclose(f);
+  return lines_are(&m, 1, to);
+}
+
+static void test_a_failing_sync_keeps_the_groups(void)
+{
+  char dir[] = "/tmp/runnel_sync19_XXXXXX", log[64];
+  CHECK(mkdtemp(dir) != NULL);
+  snprintf(log, sizeof log, "%s/out.ndjson", dir);
+  rn_rel *s = NULL;
+  rn_pipeline *p = open_sink(dir, log, &s);
+  CHECK(insert_row(p, s, 1) == 0);
+  failing = 1;
+  CHECK(insert_row(p, s, 2) == 0);               /* committed: its sink's sync is no part of it */
+  CHECK(insert_row(p, s, 3) == 0);
+  CHECK(rn_seq(p) == 3);
+  int rc = rn_deliver(p);
+  CHECK(rc == RN_EIO);
+  CHECK(strstr(rn_errmsg(p), "s: ") == rn_errmsg(p));
+  CHECK(strstr(rn_errmsg(p), "out.ndjson") != NULL);
+  CHECK(strstr(rn_errmsg(p), "Input/output error") != NULL);
+  if (rc != RN_EIO) fprintf(stderr, "deliver: %d %s\n", rc, rn_errmsg(p));
+  failing = 0;
+  CHECK(insert_row(p, s, 4) == 0);
+  CHECK(rn_deliver(p) == 0);
+  CHECK(rn_pipeline_close(p) == 0);
+  CHECK(file_lines_are(log, 4));
+  cleanup(dir);
+}
+
+/* A writer whose sink's syncs fail, killed: its groups are all in the
+ * state, the waiting ones found in the file at the reopen, none twice. */
+static void test_a_crash_after_failing_syncs_writes_each_line_once(void)
+{
+  char dir[] = "/tmp/runnel_sync19_XXXXXX", log[64];
+  CHECK(mkdtemp(dir) != NULL);
+  snprintf(log, sizeof log, "%s/out.ndjson", dir);
+  fflush(NULL);
+  pid_t child = fork();
+  if (child == 0) {
+    rn_rel *s = NULL;
+    rn_pipeline *p = open_sink(dir, log, &s);
+    CHECK(insert_row(p, s, 1) == 0);
+    failing = 1;
+    for (int k = 2; k <= 4; k++) CHECK(insert_row(p, s, k) == 0);
+    _exit(check_failed_now);
+  }
+  int status;
+  CHECK(waitpid(child, &status, 0) == child && WIFEXITED(status) && WEXITSTATUS(status) == 0);
+  CHECK(file_lines_are(log, 4));
+  rn_rel *s = NULL;
+  rn_pipeline *p = open_sink(dir, log, &s);
+  CHECK(rn_seq(p) == 4);
+  CHECK(insert_row(p, s, 5) == 0);
+  CHECK(rn_pipeline_close(p) == 0);
+  CHECK(file_lines_are(log, 5));
+  cleanup(dir);
+}
+
+int main(void)
+{
+  RUN(test_a_failing_sync_keeps_the_groups);
+  RUN(test_a_crash_after_failing_syncs_writes_each_line_once);
+  return CHECK_REPORT();
+}

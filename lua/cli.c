@@ -503,6 +503,10 @@ static int run_script(lua_State *L, int argc, char **argv, int first)
     fprintf(stderr, "runnel: run needs a script: runnel run FILE.lua [ARGS…] (runnel help)\n");
     return 2;
   }
+  if (!*argv[file]) { /* else Lua's loadfile says "cannot open : No such file or directory" */
+    fprintf(stderr, "runnel: run: the script's path is empty: runnel run FILE.lua [ARGS…] (runnel help)\n");
+    return 2;
+  }
   if (!run_opts_fit(&o)) return 2;
   bool script_stdin = strcmp(argv[file], "-") == 0; /* as lua5.4 -: the script from stdin */
   if (script_stdin && o.input && strcmp(o.input, "-") == 0) {

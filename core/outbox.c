@@ -124,6 +124,7 @@ typedef struct obsink {
   bool remark;            /* it reopened its output (renew): its mark waits to be recorded before a run */
   uint64_t holds_told;    /* the group whose rebuild's changes it holds already (rn_log_own) */
   rn_err failure;         /* its last delivery failure (said when a close loses its groups, (6)) */
+  rn_err unsynced;        /* why its last sync failed, as the sink said it (said by a close, (3)) */
   unsigned char *fmt;     /* the form of its output its declaration chose, or NULL (10) */
   size_t flen;
 } obsink;
@@ -349,6 +350,7 @@ static void sync_sink(rn_pipeline *p, obsink *s)
 {
   rn_err e = { .code = RN_OK };
   if (s->delivered > s->synced && s->ops.sync && !p->carry && s->ops.sync(s->ctx, &e)) {
+    rn_err_set(&s->unsynced, e.code ? e.code : RN_EIO, "%s", e.code ? e.msg : "syncing failed");
     rn_err_set(&s->failure, e.code ? e.code : RN_EIO,
                "%s: %s: %s; groups %llu to %llu stay in the outbox (delivered, not known to be on disk) until a "
                "sync succeeds: it is tried again at each commit and by p:deliver()", s->rel->name, s->label,
@@ -1252,11 +1254,29 @@ int rn_outbox_sink_remove(rn_pipeline *p, rn_rel *rel, bool (*match)(rn_sink_fn 
   return 0;
 }
 
-void rn_outbox_close(rn_pipeline *p)
+/* A close's last word on a named sink whose output it could not sync
+ * (its last try was write_marks'): the groups are in the state, the next
+ * open looks for them in the output (3). */
+static int unsynced_at_close(const rn_outbox *ob, rn_err *e)
+{
+  for (int i = 0; i < ob->n; i++) {
+    const obsink *s = ob->sinks[i];
+    if (s->name && s->delivered > s->synced)
+      return rn_err_set(e, s->unsynced.code ? s->unsynced.code : RN_EIO,
+                        "close: %s: %s: %s; groups %llu to %llu were written but are not known to be on disk: they "
+                        "wait in the state, and the next open looks for them in its output (writing those missing)",
+                        s->rel->name, s->label, s->unsynced.code ? s->unsynced.msg : "syncing failed",
+                        (unsigned long long)s->synced + 1, (unsigned long long)s->delivered);
+  }
+  return 0;
+}
+
+int rn_outbox_close(rn_pipeline *p, rn_err *why)
 {
   rn_outbox *ob = p->outbox;
-  if (!ob) return;
+  if (!ob) return 0;
   if (p->store.env && !p->carried) write_marks(p, ob);
+  int rc = unsynced_at_close(ob, why);
   for (int i = 0; i < ob->n; i++) free_sink(ob->sinks[i]);
   free(ob->sinks);
   while (ob->head) {
@@ -1267,6 +1287,7 @@ void rn_outbox_close(rn_pipeline *p)
   msgpack_sbuffer_destroy(&ob->buf);
   free(ob);
   p->outbox = NULL;
+  return rc;
 }
 
 /* ---- the sinks a state keeps records of (10) ---- */

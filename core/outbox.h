@@ -173,7 +173,10 @@ int rn_inspect_outbox(const char *path, rn_outbox_kept_fn fn, void *ctx, char *e
  * declared in this pipeline (RN_EINVAL). */
 int rn_outbox_drop(rn_pipeline *p, const char *sink);
 
-/* At close, after the last flush: writes the marks, frees the sinks. */
-void rn_outbox_close(rn_pipeline *p);
+/* At close, after the last flush: writes the marks, frees the sinks.
+ * RN_EIO (why says which, naming relation, output and groups) when a named
+ * sink's output could not be synced: its groups wait in the state for the
+ * next open, which looks for them in the output. */
+int rn_outbox_close(rn_pipeline *p, rn_err *why);
 
 #endif

@@ -153,7 +153,12 @@ static int close_pipeline(rn_pipeline *p, char *errbuf, size_t errlen, bool *clo
              "be committed and are lost; the state holds group %llu: %s", (unsigned long long)durable + 1,
              (unsigned long long)seq, (unsigned long long)durable, p->err.msg);
   if (!rc && (rc = rn_outbox_lost(p, &p->err)) && errbuf && errlen) snprintf(errbuf, errlen, "%s", p->err.msg);
-  rn_outbox_close(p); /* the delivered marks, then the durable sinks go */
+  rn_err unsynced = { .code = RN_OK };
+  int src = rn_outbox_close(p, &unsynced); /* the delivered marks, then the durable sinks go */
+  if (!rc && src) {
+    rc = src;
+    if (errbuf && errlen) snprintf(errbuf, errlen, "%s", unsynced.msg);
+  }
   free_pipeline(p);
   return rc;
 }

@@ -163,7 +163,10 @@ RN_API int rn_pipeline_close(rn_pipeline *p);
  * committed and are lost; the state holds group 4: disk full …").
  * Likewise groups waiting for an NDJSON sink on an open file (kept in
  * memory only) that the close's last delivery could not write are lost:
- * RN_EIO, errbuf naming them and the write's failure.
+ * RN_EIO, errbuf naming them and the write's failure. A durable sink
+ * whose output could not be synced (sync on) keeps its groups waiting in
+ * the state, for the next open to find in its output: RN_EIO, errbuf
+ * naming relation, output and groups.
  * rn_pipeline_close returns 0 then. RN_EMISUSE from inside a callback, as
  * rn_pipeline_close: nothing closed. Only RN_EMISUSE leaves p open. */
 RN_API int rn_pipeline_close_report(rn_pipeline *p, char *errbuf, size_t errlen);

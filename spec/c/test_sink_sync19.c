@@ -124,9 +124,43 @@ static void test_a_crash_after_failing_syncs_writes_each_line_once(void)
   cleanup(dir);
 }
 
+/* A close whose last sync of the sink fails closes all the same, and
+ * says so (rn_pipeline_close_report), naming the relation, the file and
+ * the groups; they wait in the state, and the next open finds them in the
+ * file: each line once. */
+static void test_a_close_that_cannot_sync_says_so(void)
+{
+  char dir[] = "/tmp/runnel_sync19_XXXXXX", log[64], why[RN_ERRMSG_MAX] = "";
+  CHECK(mkdtemp(dir) != NULL);
+  snprintf(log, sizeof log, "%s/out.ndjson", dir);
+  rn_rel *s = NULL;
+  rn_pipeline *p = open_sink(dir, log, &s);
+  CHECK(insert_row(p, s, 1) == 0);
+  failing = 1;
+  CHECK(insert_row(p, s, 2) == 0);
+  CHECK(insert_row(p, s, 3) == 0);
+  int rc = rn_pipeline_close_report(p, why, sizeof why);
+  failing = 0;
+  CHECK(rc == RN_EIO);
+  CHECK(strncmp(why, "close: s: ", 10) == 0);
+  CHECK(strstr(why, "out.ndjson") != NULL);
+  CHECK(strstr(why, "Input/output error") != NULL);
+  CHECK(strstr(why, "groups 1 to 3") != NULL);      /* group 1's sync comes with group 2's mark */
+  CHECK(strstr(why, "next open") != NULL);
+  if (rc != RN_EIO || !strstr(why, "groups 1 to 3")) fprintf(stderr, "close: %d %s\n", rc, why);
+  CHECK(file_lines_are(log, 3));
+  p = open_sink(dir, log, &s);
+  CHECK(rn_seq(p) == 3);
+  CHECK(insert_row(p, s, 4) == 0);
+  CHECK(rn_pipeline_close_report(p, why, sizeof why) == 0);
+  CHECK(file_lines_are(log, 4));
+  cleanup(dir);
+}
+
 int main(void)
 {
   RUN(test_a_failing_sync_keeps_the_groups);
+  RUN(test_a_close_that_cannot_sync_says_so);
   RUN(test_a_crash_after_failing_syncs_writes_each_line_once);
   return CHECK_REPORT();
 }

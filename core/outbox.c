@@ -1140,7 +1140,8 @@ void rn_outbox_sink_holds_told(rn_pipeline *p)
   if (ob && ob->n) ob->sinks[ob->n - 1]->holds_told = p->seq + 1;
 }
 
-static uint64_t count_stored(rn_pipeline *p, rn_outbox *ob, obsink *s)
+/* How many of s's groups after `after`, up to `upto`, wait in the state. */
+static uint64_t count_stored(rn_pipeline *p, rn_outbox *ob, obsink *s, uint64_t after, uint64_t upto)
 {
   uint64_t n = 0;
   MDB_txn *txn;
@@ -1149,9 +1150,10 @@ static uint64_t count_stored(rn_pipeline *p, rn_outbox *ob, obsink *s)
   if (mdb_cursor_open(txn, ob->dbi, &cur) == 0) {
     char from[16];
     put_be64(from, s->tag);
-    put_be64(from + 8, s->delivered + 1);
+    put_be64(from + 8, after + 1);
     MDB_val k = { 16, from }, v;
-    for (int rc = mdb_cursor_get(cur, &k, &v, MDB_SET_RANGE); rc == 0 && k.mv_size == 16 && get_be64(k.mv_data) == s->tag;
+    for (int rc = mdb_cursor_get(cur, &k, &v, MDB_SET_RANGE);
+         rc == 0 && k.mv_size == 16 && get_be64(k.mv_data) == s->tag && get_be64((char *)k.mv_data + 8) <= upto;
          rc = mdb_cursor_get(cur, &k, &v, MDB_NEXT))
       n++;
     mdb_cursor_close(cur);
@@ -1173,18 +1175,41 @@ static int same_shown_before(const rn_outbox *ob, int i)
   return n;
 }
 
+enum { SHOWN_MAX = 1200 };
+
+/* How the i-th sink is named to its user: its relation, then its label,
+ * then " (2)", " (3)" … after the first of one relation and label. */
+static const char *shown_as(const rn_outbox *ob, int i, char shown[SHOWN_MAX])
+{
+  const obsink *s = ob->sinks[i];
+  char nth[24] = "";
+  int before = same_shown_before(ob, i);
+  if (before) snprintf(nth, sizeof nth, " (%d)", before + 1);
+  snprintf(shown, SHOWN_MAX, "%.300s: %.860s%s", s->rel->name, s->label ? s->label : "durable sink", nth);
+  return shown;
+}
+
 int rn_outbox_pending(rn_pipeline *p, rn_outbox_pending_fn fn, void *ctx)
 {
   rn_outbox *ob = p->outbox;
   for (int i = 0; ob && i < ob->n; i++) {
     obsink *s = ob->sinks[i];
-    uint64_t n = s->name ? count_stored(p, ob, s) : 0;
+    uint64_t n = s->name ? count_stored(p, ob, s, s->delivered, UINT64_MAX) : 0;
     for (entry *e = ob->head; e; e = e->next) n += e->sink == s && (!s->name || !e->committed);
-    char shown[1200], nth[24] = "";
-    int before = same_shown_before(ob, i);
-    if (before) snprintf(nth, sizeof nth, " (%d)", before + 1);
-    snprintf(shown, sizeof shown, "%.300s: %.860s%s", s->rel->name, s->label ? s->label : "durable sink", nth);
-    fn(ctx, shown, s->name ? s->name : "(unnamed)", n);
+    char shown[SHOWN_MAX];
+    fn(ctx, shown_as(ob, i, shown), s->name ? s->name : "(unnamed)", n);
+  }
+  return 0;
+}
+
+int rn_outbox_unsynced(rn_pipeline *p, rn_outbox_unsynced_fn fn, void *ctx)
+{
+  rn_outbox *ob = p->outbox;
+  for (int i = 0; ob && i < ob->n; i++) {
+    obsink *s = ob->sinks[i];
+    uint64_t n = s->name && s->delivered > s->synced ? count_stored(p, ob, s, s->synced, s->delivered) : 0;
+    char shown[SHOWN_MAX];
+    if (n) fn(ctx, shown_as(ob, i, shown), n);
   }
   return 0;
 }

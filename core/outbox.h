@@ -136,6 +136,12 @@ int rn_outbox_sink_remove(rn_pipeline *p, rn_rel *rel, bool (*match)(rn_sink_fn 
  * the state ("sink:d"), or "(unnamed)" (what p:stats() said before 0.21). */
 typedef void (*rn_outbox_pending_fn)(void *ctx, const char *shown, const char *key, uint64_t groups);
 int rn_outbox_pending(rn_pipeline *p, rn_outbox_pending_fn fn, void *ctx);
+/* fn once per durable sink with groups delivered to its output but not
+ * yet known to be on disk (its sync failed, (3) in outbox.c): shown as
+ * rn_outbox_pending names it, and how many. They wait in the state too,
+ * but rn_outbox_pending does not count them: they are delivered. */
+typedef void (*rn_outbox_unsynced_fn)(void *ctx, const char *shown, uint64_t groups);
+int rn_outbox_unsynced(rn_pipeline *p, rn_outbox_unsynced_fn fn, void *ctx);
 /* At close, after the last flush: whether groups still wait for a sink
  * without a name (6), which keeps them in memory only: they are lost with
  * it. 0, or RN_EIO with e saying which groups of which relation, and the

@@ -208,6 +208,14 @@ static void set_pending(void *ctx, const char *shown, const char *key, uint64_t 
   rn_lua_setint(L, key, before + (lua_Integer)groups);
 }
 
+/* outbox_unsynced[shown] = groups, in the table on top. */
+static void set_unsynced(void *ctx, const char *shown, uint64_t groups)
+{
+  lua_State *L = ctx;
+  lua_pushinteger(L, (lua_Integer)groups);
+  lua_setfield(L, -2, shown);
+}
+
 /* The sinks the state keeps groups for that p did not declare (OUTBOX-10):
  * outbox[shown] = groups in the table at -2, and a row of their list, the
  * table at -1. */
@@ -285,6 +293,9 @@ static int l_stats(lua_State *L)
   if (rn_outbox_undeclared(lp->p, set_undeclared, L)) return rn_lua_raise(L, lp);
   lua_setfield(L, -3, "outbox_undeclared");
   lua_setfield(L, -2, "outbox");
+  lua_newtable(L); /* outbox_unsynced: groups delivered, not known to be on disk */
+  rn_outbox_unsynced(lp->p, set_unsynced, L);
+  lua_setfield(L, -2, "outbox_unsynced");
   return 1;
 }
 

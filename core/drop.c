@@ -14,8 +14,12 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "evolve.h"
 #include "evolve_code.h"
+#include "json.h"
 #include "lookup.h"
+#include "notes.h"
+#include "outbox.h"
 #include "pipeline.h"
 #include "store_sink.h"
 
@@ -165,6 +169,26 @@ static int orders_stale(rn_pipeline *p, MDB_txn *txn, const char *name)
   return rc ? rn_store_fail(&p->err, rc, name) : 0;
 }
 
+/* A note for each durable sink of the dropped relation (ctx: its name)
+ * whose groups still wait: the drop leaves them (outbox.c (OUTBOX-10)). */
+typedef struct dropped_sinks {
+  rn_pipeline *p;
+  const char *name;
+} dropped_sinks;
+
+static int note_waiting(void *ctx, const rn_outbox_kept *k)
+{
+  const dropped_sinks *d = ctx;
+  if (!k->groups || strcmp(k->relation, d->name) != 0) return 0;
+  char shown[2048]; /* as a Lua string: the label may hold quotes (a table's name) */
+  return rn_evolve_note(d->p, "drop \"%s\": %llu group%s (%llu row%s) since group %llu still wait%s for its %s: "
+                        "%s declared again with its columns and the sink gets them, p:drop_outbox(%s) drops "
+                        "them", d->name, (unsigned long long)k->groups, k->groups == 1 ? "" : "s",
+                        (unsigned long long)k->rows, k->rows == 1 ? "" : "s", (unsigned long long)k->since,
+                        k->groups == 1 ? "s" : "", k->label, d->name,
+                        rn_json_quote(shown, sizeof shown, k->shown, strlen(k->shown)));
+}
+
 RN_API int rn_drop(rn_pipeline *p, const char *name)
 {
   if (!p) return RN_EINVAL;
@@ -231,7 +255,10 @@ RN_API int rn_drop(rn_pipeline *p, const char *name)
   if (rc) { mdb_txn_abort(txn); return rc; }
   rc = mdb_txn_commit(txn);
   rn_attach_handles_closed(p); /* the dropped databases' handles are closed: attaches open theirs again */
-  return rc ? rn_store_write_fail(&p->store, &p->err, rc, name) : 0;
+  if (rc) return rn_store_write_fail(&p->store, &p->err, rc, name);
+  if (!store) rn_outbox_undeclared(p, note_waiting, &(dropped_sinks){ p, name }); /* notes only: a failure drops none */
+  rn_notes_tell(p);
+  return 0;
 }
 
 /* A relation rn_undeclared tells of. */

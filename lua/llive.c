@@ -87,7 +87,7 @@ static int l_undeclared(lua_State *L)
 }
 
 static const luaL_Reg live_methods[] = {
-  { "drop", l_drop },
+  { "_drop", l_drop },
   { "_undeclared", l_undeclared },
   { "drop_outbox", l_drop_outbox },
   { "_rename", l_rename },

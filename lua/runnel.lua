@@ -915,6 +915,14 @@ function tell_changes(p)
   end
 end
 
+--- p:drop(name): drops a relation the pipeline has not declared (core:
+-- rn_drop); a durable sink's groups left waiting are said in notes.
+function Pipeline:drop(name)
+  check_pipeline(self, "drop")
+  self:_drop(name)
+  tell_changes(self)
+end
+
 --- p:changes() -> { line… }: the schema changes applied since open.
 function Pipeline:changes()
   check_pipeline(self, "changes")

@@ -94,6 +94,25 @@ describe("groups waiting for a durable sink no declaration collects", function()
     assert.matches("whole %(0 damaged, 0 notes%)", out)
   end)
 
+  it("p:drop of a relation whose durable sink has groups waiting says so in a note (round 20)", function()
+    leave_waiting()
+    local lines = {}
+    local p = runnel.open{ path = state, notes = function(line) lines[#lines + 1] = line end }
+    p:drop("t")
+    assert.same({ 'drop "t": 2 groups (3 rows) since group 1 still wait for its durable sink d: t declared again '
+                  .. 'with its columns and the sink gets them, p:drop_outbox("t: durable sink d") drops them' }, lines)
+    p:close()
+  end)
+
+  it("runnel drop of such a relation says so on stderr (round 20)", function()
+    leave_waiting()
+    local out, err, code = cli("drop", state, "t")
+    assert.equal(0, code, err)
+    assert.matches("dropped t from", out, 1, true)
+    assert.matches('runnel: drop "t": 2 groups (3 rows) since group 1 still wait for its durable sink d', err, 1, true)
+    assert.matches("(runnel drop-outbox STATE SINK)", err, 1, true)
+  end)
+
   it("verify warns of a sink not declared since groups committed; not of one declared at the last group", function()
     leave_waiting()
     local out = cli("verify", state)

@@ -45,6 +45,9 @@ describe("a durable sink with groups waiting", function()
   local function drop_t()
     local p = open()
     p:drop("t")
+    assert.equal(1, #notes)               -- the groups waiting are said (outbox_orphans12_spec: its words)
+    assert.matches('^drop "t": %d groups? %(%d rows?%) since group %d still waits? for its durable sink', notes[1])
+    notes = {}
     p:close()
   end
 

@@ -243,9 +243,14 @@ function M.drop(args)
   if #args ~= 2 then return fail("usage: runnel drop STATE NAME", 2) end
   local state, name = args[1], args[2]
   if not is_state(state) then return fail(state .. ": not a runnel state (no data.mdb)") end
-  local ok, p = pcall(runnel.open, { path = state, notes = false })
+  local said = {} -- a durable sink's groups left waiting: the drop's note
+  local ok, p = pcall(runnel.open, { path = state, notes = function(line) said[#said + 1] = line end })
   if not ok then return fail((tostring(p):gsub("^[^:]*:%d+: ", ""))) end
+  said = {}
   local dropped, err = pcall(p.drop, p, name)
+  for _, line in ipairs(said) do
+    if line:match('^drop "') then io.stderr:write("runnel: ", line, " (runnel drop-outbox STATE SINK)\n") end
+  end
   p:close()
   if not dropped then return fail((tostring(err):gsub("^[^:]*:%d+: ", ""))) end
   io.stdout:write(("dropped %s from %s\n"):format(name, state))

@@ -79,6 +79,12 @@ RN_API int rn_pipeline_open(const rn_open_opts *opts, rn_pipeline **out, char *e
     if (errbuf && errlen) snprintf(errbuf, errlen, "open: the path is empty (a NULL path opens a temporary state)");
     return RN_EINVAL;
   }
+  if (opts && opts->max_readers > RN_MAX_READERS) {
+    if (errbuf && errlen)
+      snprintf(errbuf, errlen, "open: max_readers %u is too many: at most %u (0: LMDB's 126)", opts->max_readers,
+               RN_MAX_READERS);
+    return RN_EINVAL;
+  }
   if (opts && (opts->carry_groups < 0 || !(opts->carry_seconds >= 0))) {
     if (errbuf) snprintf(errbuf, errlen, "open: carry_groups and carry_seconds must be 0 (the default) or more");
     return RN_EINVAL;
@@ -97,7 +103,8 @@ RN_API int rn_pipeline_open(const rn_open_opts *opts, rn_pipeline **out, char *e
   msgpack_sbuffer_init(&p->getbuf);
   int rc = !zones ? rn_err_set(&p->err, RN_ENOMEM, "out of memory")
                   : rn_store_open(&p->store, opts ? opts->path : NULL, opts && opts->nosync,
-                                  opts && opts->writemap, opts ? opts->map_size : 0, &p->err);
+                                  opts && opts->writemap, opts ? opts->map_size : 0, opts ? opts->max_readers : 0,
+                                  &p->err);
   if (!rc) p->store.before_remap = rn_cursors_remapped, p->store.remap_ctx = p;
   if (!rc && write_back_on(opts) && !(p->store.wb = rn_wb_new())) rc = rn_err_set(&p->err, RN_ENOMEM, "out of memory");
   if (!rc) rc = rn_upgrade_state(&p->store, &p->err); /* a state of an older build (upgrade.c) */

@@ -132,7 +132,15 @@ typedef struct rn_open_opts {
    * for rn_take_notes. */
   rn_note_fn notes;
   void *notes_ctx;
+  /* LMDB's reader slots (0: its 126): each read open at once (a cursor or
+   * rows() iteration kept between groups, an attachment, runnel inspect)
+   * holds one, shared by every process on the state. The table is sized
+   * when the state's lock file is made, by the first process to open the
+   * state while no other has it open; later ones share it. At most
+   * RN_MAX_READERS, else RN_EINVAL. */
+  unsigned max_readers;
 } rn_open_opts;
+#define RN_MAX_READERS 65536u
 
 /* Opens (creating if needed) a pipeline. On failure returns a negative code
  * and, if errbuf is not NULL, writes the message there (RN_EINVAL when out

@@ -26,8 +26,8 @@ const char *rn_store_strerror(int rc)
 {
   if (rc == MDB_READERS_FULL) /* each read open between calls holds a slot until closed */
     return "MDB_READERS_FULL: Environment maxreaders limit reached: too many reads open at once (LMDB has 126 "
-           "reader slots a state, shared by its processes): close the cursors, rows() iterations and attachments "
-           "left open";
+           "reader slots a state unless opened with max_readers, shared by its processes): close the cursors, rows() "
+           "iterations and attachments left open";
   return mdb_strerror(rc);
 }
 
@@ -264,7 +264,8 @@ static int open_env(rn_store *s, unsigned flags)
   return rc;
 }
 
-int rn_store_open(rn_store *s, const char *path, bool nosync, bool writemap, size_t mapsize, rn_err *e)
+int rn_store_open(rn_store *s, const char *path, bool nosync, bool writemap, size_t mapsize, unsigned max_readers,
+                  rn_err *e)
 {
   memset(s, 0, sizeof *s);
   s->lock_fd = -1;
@@ -289,6 +290,7 @@ int rn_store_open(rn_store *s, const char *path, bool nosync, bool writemap, siz
   rc = mdb_env_create(&s->env);
   if (rc) goto fail;
   mdb_env_set_maxdbs(s->env, RN_MAX_DBS);
+  if (max_readers) mdb_env_set_maxreaders(s->env, max_readers); /* used when the lock file is made */
   /* Keep the map the file already has if it is larger than our start. */
   s->mapsize = mapsize ? mapsize : RN_MAP_INITIAL;
   if (s->mapsize < RN_MAP_MIN) s->mapsize = RN_MAP_MIN;

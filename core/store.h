@@ -235,7 +235,8 @@ typedef struct rn_store {
  * truncated data.mdb and another program's environment are refused.
  * writemap: MDB_WRITEMAP (faster writes; with nosync, LMDB warns that an OS
  * crash may damage the environment, not only lose its last transactions). */
-int rn_store_open(rn_store *s, const char *path, bool nosync, bool writemap, size_t mapsize, rn_err *e);
+int rn_store_open(rn_store *s, const char *path, bool nosync, bool writemap, size_t mapsize, unsigned max_readers,
+                  rn_err *e);
 void rn_store_close(rn_store *s);
 /* ---- forks ----
  * LMDB forbids using an environment across fork(): a child's use of the

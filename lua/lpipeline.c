@@ -15,7 +15,7 @@
 #include "wb.h"
 
 /* core.open(path|nil, nosync, clock|nil, map_size|nil, writemap, groups, changes, seconds, write_back|nil,
- *           page_share|nil) -> pipeline | nil, err */
+ *           page_share|nil, max_readers|nil) -> pipeline | nil, err */
 int rn_lua_open(lua_State *L)
 {
   lua_Integer groups = luaL_optinteger(L, 6, 0), changes = luaL_optinteger(L, 7, 0);
@@ -28,7 +28,8 @@ int rn_lua_open(lua_State *L)
                         .write_back = lua_isnil(L, 9) ? 0 : lua_toboolean(L, 9) ? 1 : -1, /* 9: write_back */
                         .carry_page_share = lua_isnoneornil(L, 10) ? 0 /* 10: carry.page_share (0: off) */
                                           : luaL_checkinteger(L, 10) <= 0 ? -1
-                                          : luaL_checkinteger(L, 10) > INT_MAX ? INT_MAX : (int)luaL_checkinteger(L, 10) };
+                                          : luaL_checkinteger(L, 10) > INT_MAX ? INT_MAX : (int)luaL_checkinteger(L, 10),
+                        .max_readers = (unsigned)luaL_optinteger(L, 11, 0) }; /* runnel.open checked its range */
   lpipe *lp = lua_newuserdatauv(L, sizeof *lp, 1);
   memset(lp, 0, sizeof *lp);
   lp->clock_ref = LUA_NOREF;

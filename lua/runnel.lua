@@ -835,6 +835,7 @@ function Relation:sink(s, opts)
 end
 
 local OPEN_FIELDS = { path = true, sync = true, clock = true, map_size = true, writemap = true, carry = true,
+                      max_readers = true,
                       notes = true, write_back = true }
 local CARRY_FIELDS = { groups = "an integer", changes = "an integer", seconds = "a number", page_share = "an integer" }
 
@@ -862,12 +863,12 @@ end
 -- sync = false an OS crash may damage the state instead of only losing its
 -- last groups (LMDB's own warning). A process crash loses nothing committed.
 function runnel.open(opts)
-  local path, sync, clock, map_size, writemap, groups, changes, seconds, notes, write_back, page_share
+  local path, sync, clock, map_size, writemap, groups, changes, seconds, notes, write_back, page_share, max_readers
   if type(opts) == "string" then
     path = opts
   elseif type(opts) == "table" then
     for k in pairs(opts) do
-      if not OPEN_FIELDS[k] then raise(("open: unknown option %s (path, sync, clock, map_size, writemap, carry, notes, write_back)"):format(tostring(k))) end
+      if not OPEN_FIELDS[k] then raise(("open: unknown option %s (path, sync, clock, map_size, writemap, carry, notes, write_back, max_readers)"):format(tostring(k))) end
     end
     path, sync, clock, map_size, writemap = opts.path, opts.sync, opts.clock, opts.map_size, opts.writemap == true
     groups, changes, seconds, page_share = carry_bounds(opts.carry)
@@ -879,6 +880,11 @@ function runnel.open(opts)
     if write_back ~= nil and type(write_back) ~= "boolean" then raise("open: write_back must be a boolean") end
     if clock ~= nil and type(clock) ~= "function" then raise("open: clock must be a function") end
     if map_size ~= nil and math.type(map_size) ~= "integer" then raise("open: map_size must be an integer") end
+    max_readers = opts.max_readers -- LMDB's reader slots, when the state's lock file is made
+    if max_readers ~= nil and (math.type(max_readers) ~= "integer" or max_readers < 1 or max_readers > 65536) then
+      raise(("open: max_readers must be an integer from 1 to 65536 (LMDB's reader slots; 126 by default), got %s")
+            :format(tostring(max_readers)))
+    end
     if map_size and map_size < 0 then -- C takes it as a size_t: -1 would be 2^64 - 1
       raise(("open: map_size must be 0 (64 MiB) or more bytes, got %d"):format(map_size))
     end
@@ -893,7 +899,7 @@ function runnel.open(opts)
   end
   if path == "" then raise("open: the path must not be empty (runnel.open() opens a temporary state)") end
   local p, err = core.open(path, sync == false, clock, map_size, writemap, groups, changes, seconds, write_back,
-                           page_share)
+                           page_share, max_readers)
   if not p then raise(err) end
   if notes ~= nil then extra_of(p).notes = notes end
   return p

@@ -344,6 +344,37 @@ static void test_readers_full_says_what_to_close(void)
   CHECK(rn_pipeline_close(p) == 0);
 }
 
+/* rn_open_opts.max_readers (round 20): a state made with more reader
+ * slots holds more reads open at once; too many is refused at open. */
+static void test_max_readers_gives_more_slots(void)
+{
+  char dir[] = "/tmp/runnel_readers20_XXXXXX";
+  CHECK(mkdtemp(dir) != NULL);
+  rn_open_opts o = { 0 };
+  o.path = dir;
+  o.max_readers = RN_MAX_READERS + 1;
+  rn_pipeline *p = NULL;
+  char why[512] = "";
+  CHECK(rn_pipeline_open(&o, &p, why, sizeof why) == RN_EINVAL && p == NULL);
+  CHECK(strstr(why, "open: max_readers 65537 is too many: at most 65536") == why);
+  o.max_readers = 400;
+  CHECK(rn_pipeline_open(&o, &p, why, sizeof why) == 0);
+  rn_rel *t = NULL;
+  CHECK(rn_declare_table(p, "players", id_name, 2, key_id, 1, &t) == 0);
+  CHECK(push_row(p, t, RN_OP_INSERT, 1, "ann") == 0);
+  enum { MANY = 300 };
+  static rn_cursor *open[MANY];
+  int n = 0, rc = 0;
+  while (n < MANY && (rc = rn_cursor_open(p, t, &open[n])) == 0) n++;
+  if (n < MANY) fprintf(stderr, "  %d cursors: %s\n", n, rn_errmsg(p));
+  CHECK(n == MANY);
+  while (n > 0) rn_cursor_close(open[--n]);
+  CHECK(rn_pipeline_close(p) == 0);
+  char cmd[128];
+  snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+  CHECK(system(cmd) == 0);
+}
+
 int main(void)
 {
   RUN(test_cursor_across_growth_between_groups);
@@ -355,5 +386,6 @@ int main(void)
   RUN(test_a_top_over_a_column_of_type_any_says_its_type);
   RUN(test_a_top_with_an_empty_rank_name_is_refused);
   RUN(test_readers_full_says_what_to_close);
+  RUN(test_max_readers_gives_more_slots);
   return CHECK_REPORT();
 }

@@ -21,7 +21,7 @@ static void wb_store_open(rn_store *s, char *dir, MDB_dbi *dbi)
   CHECK(mkdtemp(dir) != NULL);
   memset(s, 0, sizeof *s);
   rn_err e = { 0 };
-  CHECK(rn_store_open(s, dir, true, false, 0, &e) == 0);
+  CHECK(rn_store_open(s, dir, true, false, 0, 0, &e) == 0);
   s->wb = rn_wb_new();
   CHECK(s->wb != NULL);
   MDB_txn *txn;

@@ -413,6 +413,7 @@ static int apply_message(source *s, feed *f, natsMsg *m, uint64_t seq, rn_run_st
 {
   const char *data = natsMsg_GetData(m);
   size_t len = (size_t)natsMsg_GetDataLength(m), i = 0;
+  if (len >= 3 && memcmp(data, "\xEF\xBB\xBF", 3) == 0) data += 3, len -= 3; /* a UTF-8 BOM: text, as a file's */
   while (i < len && (data[i] == ' ' || data[i] == '\n' || data[i] == '\r' || data[i] == '\t')) i++;
   /* an empty message is NDJSON of no lines: no change, but its place is taken */
   int rc = i == len || data[i] == '{' ? apply_ndjson(s, data, len, &st->applied)

@@ -1293,9 +1293,13 @@ int rn_ndjson_apply_line(rn_pipeline *p, const char *line, size_t len, msgpack_z
   msgpack_object obj;
   rn_err_clear(&p->err);
   if (rn_json_parse(line, len, &obj, z, &p->err)) {
-    if (len >= 3 && memcmp(line, "\xEF\xBB\xBF", 3) == 0) /* rn_run_ndjson skips one at byte 0 only */
-      return rn_group_fail(p, RN_EINVAL, "a UTF-8 byte order mark (BOM) starts the line: only the first line of "
-                           "the input may start with one");
+    size_t lead = 0; /* JSON's spaces before the value */
+    while (lead < len && (line[lead] == ' ' || line[lead] == '\t' || line[lead] == '\r' || line[lead] == '\n')) lead++;
+    if (len - lead >= 3 && memcmp(line + lead, "\xEF\xBB\xBF", 3) == 0) /* rn_run_ndjson skips one at byte 0 only */
+      return rn_group_fail(p, RN_EINVAL, lead ? "a UTF-8 byte order mark (BOM) follows the spaces that start the line: "
+                                                "only the first bytes of the input may be one"
+                                              : "a UTF-8 byte order mark (BOM) starts the line: only the first line of "
+                                                "the input may start with one");
     static const char dup[] = "duplicate key ", dup_rel[] = "duplicate key \"rel\" ", deep[] = "JSON nested more than ";
     bool is_dup = strncmp(p->err.msg, dup, strlen(dup)) == 0 && strncmp(p->err.msg, dup_rel, strlen(dup_rel)) != 0;
     bool is_deep = strncmp(p->err.msg, deep, strlen(deep)) == 0;

@@ -41,12 +41,13 @@ int rn_lua_error(lua_State *L, const char *fmt, ...)
 }
 
 /* A string C takes whole: not empty, no NUL (C would cut it there). word:
- * "name" or "path", as the messages say it. */
-static const char *check_text(lua_State *L, int idx, const char *what, const char *word)
+ * "name" or "path", as the messages say it; the_word: it as an empty one
+ * is said ("a name", "the path"). */
+static const char *check_text(lua_State *L, int idx, const char *what, const char *word, const char *the_word)
 {
   size_t len;
   const char *name = luaL_checklstring(L, idx, &len);
-  if (len == 0) rn_lua_error(L, "%s: %s must not be empty", what, word[0] == 'p' ? "the path" : "a name");
+  if (len == 0) rn_lua_error(L, "%s: %s must not be empty", what, the_word);
   if (memchr(name, '\0', len)) {
     luaL_Buffer b; /* the name with its NUL bytes shown as \0 */
     luaL_buffinit(L, &b);
@@ -60,8 +61,8 @@ static const char *check_text(lua_State *L, int idx, const char *what, const cha
   return name;
 }
 
-const char *rn_lua_checkname(lua_State *L, int idx, const char *what) { return check_text(L, idx, what, "name"); }
-const char *rn_lua_checkpath(lua_State *L, int idx, const char *what) { return check_text(L, idx, what, "path"); }
+const char *rn_lua_checkname(lua_State *L, int idx, const char *what) { return check_text(L, idx, what, "name", "a name"); }
+const char *rn_lua_checkpath(lua_State *L, int idx, const char *what) { return check_text(L, idx, what, "path", "the path"); }
 
 int rn_lua_raise(lua_State *L, lpipe *lp)
 {

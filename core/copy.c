@@ -13,6 +13,7 @@
 #include <fcntl.h>
 #include <stdatomic.h>
 #include <stdint.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -22,9 +23,13 @@
 #include "pipeline.h"
 #include "store.h"
 
-static int copy_fail(char *errbuf, size_t errlen, int code, const char *fmt, const char *a, const char *b)
+static int copy_fail(char *errbuf, size_t errlen, int code, const char *fmt, ...) __attribute__((format(printf, 4, 5)));
+static int copy_fail(char *errbuf, size_t errlen, int code, const char *fmt, ...)
 {
-  if (errbuf && errlen) snprintf(errbuf, errlen, fmt, a, b);
+  va_list ap;
+  va_start(ap, fmt);
+  if (errbuf && errlen) vsnprintf(errbuf, errlen, fmt, ap);
+  va_end(ap);
   return code;
 }
 
@@ -61,13 +66,13 @@ static int copy_into(MDB_env *env, const char *dest, const char **what)
 
 RN_API int rn_state_copy(const char *path, const char *dest, char *errbuf, size_t errlen)
 {
-  if (!path || !dest) return copy_fail(errbuf, errlen, RN_EINVAL, "rn_state_copy: %s%s is NULL", path ? "dest" : "path", "");
+  if (!path || !dest) return copy_fail(errbuf, errlen, RN_EINVAL, "rn_state_copy: %s is NULL", path ? "dest" : "path");
   if (!*path || !*dest) /* "" + "/data.mdb" is the root's */
-    return copy_fail(errbuf, errlen, RN_EINVAL, "rn_state_copy: %s is empty%s", *path ? "the destination (dest)" : "the path", "");
+    return copy_fail(errbuf, errlen, RN_EINVAL, "rn_state_copy: %s is empty", *path ? "the destination (dest)" : "the path");
   char data[4096];
   struct stat st;
   snprintf(data, sizeof data, "%s/data.mdb", path);
-  if (stat(data, &st) != 0) return copy_fail(errbuf, errlen, RN_EIO, "%s: not a runnel state (no data.mdb)%s", path, "");
+  if (stat(data, &st) != 0) return copy_fail(errbuf, errlen, RN_EIO, "%s: not a runnel state (no data.mdb)", path);
   snprintf(data, sizeof data, "%s/data.mdb", dest);
   if (stat(data, &st) == 0) return copy_fail(errbuf, errlen, RN_EMISUSE, "%s: holds a state already (%s)", dest, data);
   if (mkdir(dest, 0755) != 0) {
@@ -79,7 +84,7 @@ RN_API int rn_state_copy(const char *path, const char *dest, char *errbuf, size_
     int rc = rn_store_foreign_entry(dest, what, sizeof what);
     if (rc == -ENOTDIR) /* else "creating the copy …: Not a directory" */
       return copy_fail(errbuf, errlen, RN_EIO, "%s: it is a file, not a directory (a snapshot goes to a new or empty "
-                       "directory)%s", dest, "");
+                       "directory)", dest);
     if (rc < 0) return copy_fail(errbuf, errlen, rc == -ENOMEM ? RN_ENOMEM : RN_EIO, "%s: %s", dest, strerror(-rc));
     if (rc > 0)
       return copy_fail(errbuf, errlen, RN_EMISUSE, "%s: the directory holds %s and no runnel state (a snapshot goes "
@@ -87,9 +92,9 @@ RN_API int rn_state_copy(const char *path, const char *dest, char *errbuf, size_
   }
   rn_err e;
   rn_err_clear(&e);
-  if (rn_flush_before_read(path, &e)) return copy_fail(errbuf, errlen, e.code, "%s%s", e.msg, "");
+  if (rn_flush_before_read(path, &e)) return copy_fail(errbuf, errlen, e.code, "%s", e.msg);
   MDB_env *env = NULL;
-  if (rn_envs_read(path, &env, &e)) return copy_fail(errbuf, errlen, e.code, "%s%s", e.msg, "");
+  if (rn_envs_read(path, &env, &e)) return copy_fail(errbuf, errlen, e.code, "%s", e.msg);
   const char *what = NULL;
   int rc = copy_into(env, dest, &what);
   rn_envs_read_done(env);

@@ -114,6 +114,9 @@ typedef struct rn_sqlite_conn {
   int refs;
   bool open_txn;          /* a delivery's transaction is open */
   pid_t pid;              /* the process that opened db: only it uses db (see "Fork" above) */
+  dev_t dev;              /* the file it holds, as its first transaction found it at path (see begin) */
+  ino_t ino;
+  bool known;             /* dev and ino are set */
   struct ssink *sinks;    /* the sinks writing through it */
   struct rn_sqlite_conn *next;
 } rn_sqlite_conn;
@@ -1064,6 +1067,17 @@ static void clear_group(ssink *s)
 static int begin(ssink *s, rn_err *e)
 {
   if (s->conn->open_txn) return 0;
+  /* The file moved or removed under the open connection (mv, rm, a
+   * rotation): SQLite would write on into the moved file, or into one no
+   * path names. Refused: the groups wait in the outbox, and the next
+   * declaration finds the file at the path out of step (SINK-2, 3). */
+  struct stat st;
+  bool there = stat(s->conn->path, &st) == 0;
+  if (s->conn->known && (!there || st.st_dev != s->conn->dev || st.st_ino != s->conn->ino))
+    return rn_err_set(e, RN_EIO, "%s: sqlite: %s was %s while the pipeline held it open: the groups for table \"%s\" "
+                      "wait, none lost; open the pipeline again to write the table at %s anew", s->rel->name, s->path,
+                      there ? "replaced (moved, renamed over)" : "moved or removed", s->table, s->path);
+  if (there && !s->conn->known) s->conn->dev = st.st_dev, s->conn->ino = st.st_ino, s->conn->known = true;
   if (!sqlite3_get_autocommit(s->db)) sqlite3_exec(s->db, "ROLLBACK", NULL, NULL, NULL);
   if (sqlite3_exec(s->db, "BEGIN IMMEDIATE", NULL, NULL, NULL) != SQLITE_OK)
     return sink_fail(e, s, "BEGIN");

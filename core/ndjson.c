@@ -1623,6 +1623,16 @@ int rn_run_ndjson(rn_pipeline *p, FILE *in, const rn_run_opts *o, rn_run_stats *
       continue;
     }
     if (got == LINE_NOMEM) { rc = rn_err_set(&p->err, RN_ENOMEM, "out of memory"); break; }
+#ifdef __GLIBC__
+    /* A read a signal cut short whose handler did not ask to stop (a
+     * host's handler installed without SA_RESTART): read on, after the
+     * part of a line read so far (read_line goes on from lines.len). */
+    if (ferror(in) && errno == EINTR && !(stopped = rn_interrupt_taken())) {
+      clearerr(in);
+      if (got > 0 && lines.text[got - 1] != '\n') lines.len = (size_t)got;
+      if (got <= 0 || lines.len) continue;
+    }
+#endif
     if (got < 0) break;
     paused = false;
     char *text = lines.text;

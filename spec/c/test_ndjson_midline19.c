@@ -114,37 +114,49 @@ static void on_alarm(int sig)
   rn_interrupt_runs();
 }
 
+/* Runs p over a pipe a child writes: first, then, after pause_us, rest
+ * and the end of the input (rest NULL: it writes nothing more and is
+ * killed once the run returned); a SIGALRM whose handler is on_sig
+ * (installed without SA_RESTART) comes after alarm_us. */
+static int run_pipe(rn_pipeline *p, const char *first, const char *rest, useconds_t pause_us, void (*on_sig)(int),
+                    long alarm_us, rn_run_stats *st)
+{
+  int fds[2];
+  CHECK(pipe(fds) == 0);
+  pid_t child = fork();
+  if (child == 0) {
+    close(fds[0]);
+    if (write(fds[1], first, strlen(first)) < 0) _exit(1);
+    if (!rest) sleep(5); /* killed before */
+    usleep(pause_us);
+    if (rest && write(fds[1], rest, strlen(rest)) < 0) _exit(1);
+    _exit(0);
+  }
+  close(fds[1]);
+  struct sigaction sa = { 0 }, was;
+  sa.sa_handler = on_sig;
+  sigemptyset(&sa.sa_mask);
+  sigaction(SIGALRM, &sa, &was);
+  struct itimerval at = { { 0, 0 }, { 0, alarm_us } };
+  setitimer(ITIMER_REAL, &at, NULL);
+  FILE *in = fdopen(fds[0], "r");
+  rn_run_opts o = { .batch = 1000, .name = "pipe" };
+  int rc = rn_run_ndjson(p, in, &o, st);
+  sigaction(SIGALRM, &was, NULL);
+  if (!rest) kill(child, SIGKILL);
+  waitpid(child, NULL, 0);
+  fclose(in);
+  return rc;
+}
+
 /* The same through a real pipe, its writer pausing mid-line: a SIGALRM
  * handler (no SA_RESTART) asks the run to stop while it waits. */
 static void test_interrupt_mid_line_on_a_pipe(void)
 {
   rn_rel *t;
   rn_pipeline *p = open_t(&t);
-  int fds[2];
-  CHECK(pipe(fds) == 0);
-  pid_t child = fork();
-  if (child == 0) {
-    static const char text[] = LINE(1) LINE(2) "{\"rel\":\"t\",";
-    close(fds[0]);
-    if (write(fds[1], text, sizeof text - 1) < 0) _exit(1);
-    sleep(5); /* killed before */
-    _exit(0);
-  }
-  close(fds[1]);
-  struct sigaction sa = { 0 }, was;
-  sa.sa_handler = on_alarm;
-  sigemptyset(&sa.sa_mask);
-  sigaction(SIGALRM, &sa, &was);
-  struct itimerval at = { { 0, 0 }, { 0, 200000 } };
-  setitimer(ITIMER_REAL, &at, NULL);
-  FILE *in = fdopen(fds[0], "r");
-  rn_run_opts o = { .batch = 1000, .name = "pipe" };
   rn_run_stats st;
-  int rc = rn_run_ndjson(p, in, &o, &st);
-  sigaction(SIGALRM, &was, NULL);
-  kill(child, SIGKILL);
-  waitpid(child, NULL, 0);
-  fclose(in);
+  int rc = run_pipe(p, LINE(1) LINE(2) "{\"rel\":\"t\",", NULL, 0, on_alarm, 200000, &st);
   CHECK(rc == RN_EINTR);
   CHECK(strcmp(rn_errmsg(p), "pipe: interrupted after line 2: the lines up to it are applied and committed, "
                              "the incomplete line after it is dropped") == 0);
@@ -208,31 +220,9 @@ static void test_a_signal_that_asks_nothing_on_a_pipe(void)
 {
   rn_rel *t;
   rn_pipeline *p = open_t(&t);
-  int fds[2];
-  CHECK(pipe(fds) == 0);
-  pid_t child = fork();
-  if (child == 0) {
-    static const char first[] = LINE(1) LINE(2) "{\"rel\":\"t\",", rest[] = "\"op\":\"insert\",\"row\":{\"id\":3}}\n" LINE(4);
-    close(fds[0]);
-    if (write(fds[1], first, sizeof first - 1) < 0) _exit(1);
-    usleep(400000);
-    if (write(fds[1], rest, sizeof rest - 1) < 0) _exit(1);
-    _exit(0);
-  }
-  close(fds[1]);
-  struct sigaction sa = { 0 }, was;
-  sa.sa_handler = on_alarm_quiet;
-  sigemptyset(&sa.sa_mask);
-  sigaction(SIGALRM, &sa, &was);
-  struct itimerval at = { { 0, 0 }, { 0, 150000 } };
-  setitimer(ITIMER_REAL, &at, NULL);
-  FILE *in = fdopen(fds[0], "r");
-  rn_run_opts o = { .batch = 1000, .name = "pipe" };
   rn_run_stats st;
-  int rc = rn_run_ndjson(p, in, &o, &st);
-  sigaction(SIGALRM, &was, NULL);
-  waitpid(child, NULL, 0);
-  fclose(in);
+  int rc = run_pipe(p, LINE(1) LINE(2) "{\"rel\":\"t\",", "\"op\":\"insert\",\"row\":{\"id\":3}}\n" LINE(4), 400000,
+                    on_alarm_quiet, 150000, &st);
   if (rc) fprintf(stderr, "  pipe: %s\n", rn_errmsg(p));
   CHECK(rc == 0);
   CHECK(st.lines == 4 && t->count == 4);

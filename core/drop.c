@@ -256,7 +256,10 @@ RN_API int rn_drop(rn_pipeline *p, const char *name)
   rc = mdb_txn_commit(txn);
   rn_attach_handles_closed(p); /* the dropped databases' handles are closed: attaches open theirs again */
   if (rc) return rn_store_write_fail(&p->store, &p->err, rc, name);
-  if (!store) rn_outbox_undeclared(p, note_waiting, &(dropped_sinks){ p, name }); /* notes only: a failure drops none */
+  if (!store) { /* notes only: the drop is done, a failure to read the outbox says nothing */
+    rn_outbox_undeclared(p, note_waiting, &(dropped_sinks){ p, name });
+    rn_err_clear(&p->err);
+  }
   rn_notes_tell(p);
   return 0;
 }

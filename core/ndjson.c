@@ -1623,12 +1623,14 @@ int rn_run_ndjson(rn_pipeline *p, FILE *in, const rn_run_opts *o, rn_run_stats *
       continue;
     }
     if (got == LINE_NOMEM) { rc = rn_err_set(&p->err, RN_ENOMEM, "out of memory"); break; }
+    bool failed = ferror(in); /* the read ended on an error (one look: ferror takes the stream's lock) */
 #ifdef __GLIBC__
     /* A read a signal cut short whose handler did not ask to stop (a
      * host's handler installed without SA_RESTART): read on, after the
      * part of a line read so far (read_line goes on from lines.len). */
-    if (ferror(in) && errno == EINTR && !(stopped = rn_interrupt_taken())) {
+    if (failed && errno == EINTR && !(stopped = rn_interrupt_taken())) {
       clearerr(in);
+      failed = false;
       if (got > 0 && lines.text[got - 1] != '\n') lines.len = (size_t)got;
       if (got <= 0 || lines.len) continue;
     }
@@ -1636,7 +1638,7 @@ int rn_run_ndjson(rn_pipeline *p, FILE *in, const rn_run_opts *o, rn_run_stats *
     if (got < 0) break;
     paused = false;
     char *text = lines.text;
-    if (ferror(in) && text[got - 1] != '\n') { incomplete = true; break; } /* a read failed inside it */
+    if (failed && text[got - 1] != '\n') { incomplete = true; break; } /* a read failed inside it */
     st->lines++;
     size_t len = (size_t)got;
     while (len && (text[len - 1] == '\n' || text[len - 1] == '\r')) len--;

@@ -25,7 +25,8 @@
  *   return RN_EMISUSE ("state st was opened by process 1234 before a
  *   fork; open it again in this process"); rn_pipeline_close in the child
  *   frees it without touching the parent's groups, reader slots, locks or
- *   temporary state.
+ *   temporary state. A child holds no writer lock of its parent's, closed
+ *   or not: the parent's rn_pipeline_close lets the next writer in.
  * - A function returns 0 or a negative RN_E… code. After a failure,
  *   rn_errmsg() holds the detailed message until the next call; a call that
  *   succeeds empties it (the getters rn_errmsg, rn_seq, rn_relation and

@@ -8,6 +8,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <ftw.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -91,8 +92,53 @@ static long lock_holder(int fd)
   return pread(fd, buf, sizeof buf - 1, 0) > 0 ? strtol(buf, NULL, 10) : 0;
 }
 
-static int lock_writer(rn_store *s, rn_err *e)
+/* The writer.lock descriptors this process holds its flocks by. A forked
+ * child gets copies of them, which kept each flock after the parent's
+ * close (a flock belongs to the open file, shared by the copies): the
+ * parent's next open of the state, and any other process's while the
+ * child lived, were refused. So the parent's close unlocks (LOCK_UN ends
+ * the lock for every copy) before it closes, and the child closes its
+ * copies as it starts (pthread_atfork), so that a parent that exits
+ * without closing leaves no lock behind either; a child's rn_store_close
+ * then leaves lock_fd alone (its number may be reused). */
+static pthread_mutex_t lock_fds_mu = PTHREAD_MUTEX_INITIALIZER;
+static int *lock_fds;
+static size_t nlock_fds, lock_fds_room;
+static pthread_once_t lock_fds_once = PTHREAD_ONCE_INIT;
+
+static void lock_fds_prepare(void) { pthread_mutex_lock(&lock_fds_mu); }
+static void lock_fds_parent(void) { pthread_mutex_unlock(&lock_fds_mu); }
+static void lock_fds_child(void)
 {
+  for (size_t i = 0; i < nlock_fds; i++) close(lock_fds[i]);
+  nlock_fds = 0;
+  pthread_mutex_unlock(&lock_fds_mu);
+}
+static void lock_fds_watch(void) { pthread_atfork(lock_fds_prepare, lock_fds_parent, lock_fds_child); }
+
+/* Unlocks and closes fd, a descriptor of writer.lock, forgetting it. */
+static void lock_fd_close(int fd)
+{
+  flock(fd, LOCK_UN); /* a forked child's copy may still be open */
+  pthread_mutex_lock(&lock_fds_mu);
+  for (size_t i = 0; i < nlock_fds; i++)
+    if (lock_fds[i] == fd) {
+      lock_fds[i] = lock_fds[--nlock_fds];
+      break;
+    }
+  close(fd);
+  pthread_mutex_unlock(&lock_fds_mu);
+}
+
+static int lock_writer_locked(rn_store *s, rn_err *e)
+{
+  if (nlock_fds == lock_fds_room) {
+    size_t room = lock_fds_room ? 2 * lock_fds_room : 8;
+    int *more = realloc(lock_fds, room * sizeof *more);
+    if (!more) return rn_err_set(e, RN_ENOMEM, "out of memory");
+    lock_fds = more;
+    lock_fds_room = room;
+  }
   char lockpath[strlen(s->path) + sizeof "/writer.lock"];
   snprintf(lockpath, sizeof lockpath, "%s/writer.lock", s->path);
   int fd = open(lockpath, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
@@ -112,7 +158,17 @@ static int lock_writer(rn_store *s, rn_err *e)
   int n = snprintf(pid, sizeof pid, "%ld\n", (long)getpid());
   if (ftruncate(fd, 0) != 0 || pwrite(fd, pid, (size_t)n, 0) != n) { /* the lock holds without its note */ }
   s->lock_fd = fd;
+  lock_fds[nlock_fds++] = fd;
   return 0;
+}
+
+static int lock_writer(rn_store *s, rn_err *e)
+{
+  pthread_once(&lock_fds_once, lock_fds_watch);
+  pthread_mutex_lock(&lock_fds_mu); /* no fork between the open and the descriptor's registration */
+  int rc = lock_writer_locked(s, e);
+  pthread_mutex_unlock(&lock_fds_mu);
+  return rc;
 }
 
 int rn_store_txn(MDB_env *env, unsigned flags, MDB_txn **txn)
@@ -366,7 +422,7 @@ void rn_store_close(rn_store *s)
   if (!child) rn_envs_writer_closing(s);
   if (s->env) mdb_env_close(s->env);
   rn_envs_unclaim(s);
-  if (s->lock_fd >= 0) close(s->lock_fd); /* after LMDB let go: the next writer may start */
+  if (s->lock_fd >= 0 && !child) lock_fd_close(s->lock_fd); /* after LMDB let go: the next writer may start */
   if (s->temp && s->path && !child) nftw(s->path, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
   free(s->path);
   free(s->written);

@@ -152,6 +152,207 @@ static void test_inspect_callback_grows_the_map_nosync(void) { inspect_grows(1);
 static void test_inspect_callback_grows_the_map_write_back(void) { inspect_grows(3); }
 static void test_inspect_callback_grows_the_map_writemap(void) { inspect_grows(5); }
 
+/* ---- calls from inside a subscriber that earlier rounds did not make ---- */
+
+typedef struct inside {
+  rn_pipeline *p;
+  rn_rel *t, *other;
+  const char *dir;
+  int codes[16], n, calls;
+  int copied, inspected;
+} inside;
+
+static int noop_sub(void *ctx, const rn_event *ev) { (void)ctx; (void)ev; return 0; }
+static void noop_note(void *ctx, const char *line) { (void)ctx; (void)line; }
+static void noop_durable(void *ctx, uint64_t seq) { (void)ctx; (void)seq; }
+static int noop_undeclared(void *ctx, const char *name, const char *kind) { (void)ctx; (void)name; (void)kind; return 0; }
+
+static int call_the_rest(void *ctx, const rn_event *ev)
+{
+  (void)ev;
+  inside *in = ctx;
+  if (in->calls++) return 0;
+  rn_pipeline *p = in->p;
+  rn_rel *x = NULL;
+  rn_order_def ord[] = { { "name", 0 } };
+  rn_top_def top = { .n = 3, .order = ord, .norder = 1 };
+  int i = 0;
+  in->codes[i++] = rn_top_declare(p, "best", in->t, &top, &x);
+  in->codes[i++] = rn_index_declare(p, "by_name", in->t, ord, 1, &x);
+  in->codes[i++] = rn_subscribe_durable(p, in->t, "d", noop_sub, NULL);
+  in->codes[i++] = rn_subscribe_flags(p, in->t, RN_SUBSCRIBE_CONSOLIDATE, noop_sub, NULL, NULL);
+  in->codes[i++] = rn_unsubscribe(p, in->other, noop_sub, NULL); /* another relation's subscriber */
+  in->codes[i++] = rn_take_notes(p, noop_note, NULL);
+  in->codes[i++] = rn_drop(p, "gone"); /* an undeclared relation the state holds */
+  in->codes[i++] = push_row(p, in->other, RN_OP_INSERT, 7, "seven"); /* another table */
+  in->codes[i++] = rn_declare_stream(p, "late", id_name, 2, &x);
+  in->n = i;
+  /* reads: allowed */
+  in->codes[i++] = rn_on_durable(p, noop_durable, NULL);
+  in->codes[i++] = rn_undeclared(p, noop_undeclared, NULL);
+  char dest[160], err[512] = "";
+  snprintf(dest, sizeof dest, "%s/copy", in->dir);
+  in->copied = rn_state_copy(in->dir, dest, err, sizeof err);
+  if (in->copied) fprintf(stderr, "  copy from a subscriber: %s\n", err);
+  rn_inspect_state st;
+  in->inspected = rn_inspect(in->dir, NULL, NULL, &st, err, sizeof err);
+  if (in->inspected) fprintf(stderr, "  inspect from a subscriber: %s\n", err);
+  return 0;
+}
+
+static void calls_inside(int mode)
+{
+  char dir[] = "/tmp/rn_edges20_XXXXXX";
+  CHECK(mkdtemp(dir) != NULL);
+  rn_open_opts o = { .path = dir, .nosync = mode & 1, .write_back = mode & 2 ? 1 : -1 };
+  inside in = { .dir = dir };
+  CHECK(rn_pipeline_open(&o, &in.p, NULL, 0) == 0);
+  rn_rel *gone = NULL;
+  CHECK(rn_declare_table(in.p, "gone", id_name, 2, key_id, 1, &gone) == 0);
+  CHECK(rn_pipeline_close(in.p) == 0);
+  CHECK(rn_pipeline_open(&o, &in.p, NULL, 0) == 0);
+  CHECK(rn_declare_table(in.p, "players", id_name, 2, key_id, 1, &in.t) == 0);
+  CHECK(rn_declare_table(in.p, "other", id_name, 2, key_id, 1, &in.other) == 0);
+  CHECK(rn_subscribe(in.p, in.other, noop_sub, NULL) == 0);
+  CHECK(rn_subscribe(in.p, in.t, call_the_rest, &in) == 0);
+  CHECK(push_row(in.p, in.t, RN_OP_INSERT, 1, "ann") == 0);
+  CHECK(in.calls == 1);
+  for (int i = 0; i < in.n; i++)
+    if (in.codes[i] != RN_EMISUSE) fprintf(stderr, "  mode %d: call #%d from a subscriber: %d\n", mode, i, in.codes[i]);
+  for (int i = 0; i < in.n; i++) CHECK(in.codes[i] == RN_EMISUSE);
+  CHECK(in.codes[in.n] == 0 && in.codes[in.n + 1] == 0 && in.copied == 0 && in.inspected == 0);
+  CHECK(rn_relation(in.p, "best") == NULL && rn_relation(in.p, "late") == NULL);
+  CHECK(count_rows(in.p, in.other) == 0 && count_rows(in.p, in.t) == 1);
+  CHECK(rn_unsubscribe(in.p, in.other, noop_sub, NULL) == 0); /* it stayed */
+  CHECK(rn_pipeline_close(in.p) == 0);
+  rm_rf(dir);
+}
+
+static void test_calls_inside_a_subscriber(void)
+{
+  for (int mode = 0; mode < 4; mode++) calls_inside(mode);
+}
+
+/* ---- failed groups among carried ones; a group never ended, then close ---- */
+
+static int refuse_bad(void *ctx, const rn_event *ev)
+{
+  (void)ctx;
+  return ev->row && ev->row_len > 4 && memmem(ev->row, ev->row_len, "bad", 3) != NULL;
+}
+
+static void failed_groups(int mode)
+{
+  char dir[] = "/tmp/rn_edges20_XXXXXX";
+  CHECK(mkdtemp(dir) != NULL);
+  rn_open_opts o = { .path = dir, .nosync = mode & 1, .write_back = mode & 2 ? 1 : -1 };
+  rn_pipeline *p = NULL;
+  rn_rel *t = NULL, *u = NULL;
+  CHECK(rn_pipeline_open(&o, &p, NULL, 0) == 0);
+  CHECK(rn_declare_table(p, "players", id_name, 2, key_id, 1, &t) == 0);
+  CHECK(rn_declare_table(p, "other", id_name, 2, key_id, 1, &u) == 0);
+  CHECK(rn_subscribe(p, u, refuse_bad, NULL) == 0);
+  CHECK(push_row(p, t, RN_OP_INSERT, 1, "one") == 0 && push_row(p, u, RN_OP_INSERT, 1, "one") == 0);
+  uint64_t seq = rn_seq(p);
+  /* a change refused inside a group */
+  CHECK(rn_begin(p) == 0 && push_row(p, t, RN_OP_INSERT, 2, "two") == 0 && push_row(p, u, RN_OP_UPDATE, 1, "uno") == 0);
+  CHECK(rn_flush(p) == 0); /* inside a group: a no-op */
+  CHECK(push_row(p, t, RN_OP_INSERT, 1, "again") == RN_EEXIST);
+  CHECK(rn_commit(p) == RN_EMISUSE && rn_flush(p) == 0 && rn_seq(p) == seq);
+  /* a group a subscriber fails at commit */
+  CHECK(rn_begin(p) == 0 && push_row(p, t, RN_OP_INSERT, 3, "three") == 0 && push_row(p, u, RN_OP_INSERT, 3, "bad") == 0);
+  CHECK(rn_commit(p) == RN_ECALLBACK && rn_flush(p) == 0 && rn_seq(p) == seq);
+  CHECK(count_rows(p, t) == 1 && count_rows(p, u) == 1);
+  CHECK(push_row(p, t, RN_OP_INSERT, 4, "four") == 0 && rn_seq(p) == seq + 1);
+  /* a failed single change (its own group) between carried groups */
+  CHECK(push_row(p, u, RN_OP_INSERT, 5, "bad") == RN_ECALLBACK && rn_seq(p) == seq + 1);
+  CHECK(push_row(p, t, RN_OP_INSERT, 6, "six") == 0 && rn_seq(p) == seq + 2);
+  /* a group left open at close: rolled back, the carried ones kept */
+  CHECK(rn_begin(p) == 0 && push_row(p, t, RN_OP_INSERT, 7, "seven") == 0);
+  char err[512] = "";
+  CHECK(rn_pipeline_close_report(p, err, sizeof err) == 0);
+  CHECK(rn_pipeline_open(&o, &p, NULL, 0) == 0);
+  CHECK(rn_declare_table(p, "players", id_name, 2, key_id, 1, &t) == 0);
+  CHECK(rn_declare_table(p, "other", id_name, 2, key_id, 1, &u) == 0);
+  CHECK(rn_seq(p) == seq + 2 && count_rows(p, t) == 3 && count_rows(p, u) == 1);
+  const char key4[] = { (char)0x81, (char)0xa2, 'i', 'd', 4 }, key7[] = { (char)0x81, (char)0xa2, 'i', 'd', 7 };
+  const char key_u1[] = { (char)0x81, (char)0xa2, 'i', 'd', 1 };
+  const void *row = NULL;
+  size_t len = 0;
+  CHECK(rn_get(p, t, key4, sizeof key4, &row, &len, NULL) == 0 && row != NULL);
+  CHECK(rn_get(p, t, key7, sizeof key7, &row, &len, NULL) == 0 && row == NULL);
+  CHECK(rn_get(p, u, key_u1, sizeof key_u1, &row, &len, NULL) == 0 && row && memmem(row, len, "one", 3));
+  CHECK(rn_pipeline_close(p) == 0);
+  rm_rf(dir);
+}
+
+static void test_failed_groups_among_carried_ones(void)
+{
+  for (int mode = 0; mode < 4; mode++) failed_groups(mode);
+}
+
+/* ---- writers in several processes at once ---- */
+
+/* Each of 3 processes, released together, opens a new state and writes 50
+ * rows of its own: those that get it write and close; the others are
+ * refused, saying a process writes it. Whatever the order, the state holds
+ * the rows of exactly the processes that got it. */
+static void test_writers_race_for_a_new_state(void)
+{
+  enum { WRITERS = 3, ROUNDS = 8 };
+  for (int round = 0; round < ROUNDS; round++) {
+    char dir[] = "/tmp/rn_edges20_XXXXXX";
+    CHECK(mkdtemp(dir) != NULL);
+    char state[64];
+    snprintf(state, sizeof state, "%s/s", dir); /* made by the race's winner */
+    int go[2];
+    CHECK(pipe(go) == 0);
+    pid_t pids[WRITERS];
+    for (int w = 0; w < WRITERS; w++) {
+      pids[w] = fork();
+      if (pids[w] == 0) {
+        close(go[1]);
+        char c;
+        if (read(go[0], &c, 1) != 0) _exit(1);
+        rn_open_opts o = { .path = state, .nosync = 1 };
+        rn_pipeline *p = NULL;
+        rn_rel *t = NULL;
+        char err[512] = "";
+        int rc = rn_pipeline_open(&o, &p, err, sizeof err);
+        if (rc == RN_EMISUSE && strstr(err, "is open for writing by process")) _exit(10);
+        if (rc) {
+          fprintf(stderr, "  writer %d: %s\n", w, err);
+          _exit(2);
+        }
+        if (rn_declare_table(p, "players", id_name, 2, key_id, 1, &t) != 0) _exit(3);
+        for (int i = 0; i < 50; i++)
+          if (push_row(p, t, RN_OP_INSERT, 1000 * w + i, "w") != 0) _exit(4);
+        _exit(rn_pipeline_close(p) == 0 ? 0 : 5);
+      }
+    }
+    close(go[0]);
+    close(go[1]); /* all go */
+    int won = 0, refused = 0;
+    for (int w = 0; w < WRITERS; w++) {
+      int status = 0;
+      if (pids[w] > 0) waitpid(pids[w], &status, 0);
+      int code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+      won += code == 0;
+      refused += code == 10;
+      if (code != 0 && code != 10) fprintf(stderr, "  round %d writer %d: %d\n", round, w, code);
+    }
+    CHECK(won >= 1 && won + refused == WRITERS);
+    rn_open_opts o = { .path = state };
+    rn_pipeline *p = NULL;
+    rn_rel *t = NULL;
+    CHECK(rn_pipeline_open(&o, &p, NULL, 0) == 0);
+    CHECK(rn_declare_table(p, "players", id_name, 2, key_id, 1, &t) == 0);
+    CHECK(count_rows(p, t) == 50 * won && rn_seq(p) == 50 * (uint64_t)won);
+    CHECK(rn_pipeline_close(p) == 0);
+    rm_rf(dir);
+  }
+}
+
 /* ---- fork() with a pipeline open ---- */
 
 /* Forks a child that waits until the parent writes to (or closes) the
@@ -265,6 +466,94 @@ static void test_forked_child_as_a_second_writer(void)
   rm_rf(dir);
 }
 
+/* A child forked in the middle of everything a host keeps open: groups
+ * carried (nosync), the write-back layer's buffered writes, an open group,
+ * a cursor between groups. Its calls are refused, its reads of the state
+ * from scratch (rn_inspect) see the parent's last LMDB commit, its closes
+ * touch nothing of the parent's, and it exits through exit() (atexit,
+ * stdio). The parent then goes on as if there had been no child. */
+typedef struct forked {
+  rn_pipeline *p;
+  rn_rel *t;
+  rn_cursor *c;
+  const char *dir;
+  uint64_t committed;   /* the parent's last group in LMDB */
+} forked;
+
+static int child_body(forked *f)
+{
+  const void *row;
+  size_t len;
+  uint64_t id;
+  int done = 0;
+  if (push_row(f->p, f->t, RN_OP_INSERT, 99, "child") != RN_EMISUSE) return 1;
+  if (!strstr(rn_errmsg(f->p), "before a fork; open it again in this process")) return 2;
+  if (rn_commit(f->p) != RN_EMISUSE || rn_rollback(f->p) != RN_EMISUSE || rn_flush(f->p) != RN_EMISUSE) return 3;
+  if (rn_cursor_next(f->c, &row, &len, &id, &done) != RN_EMISUSE) return 4;
+  rn_cursor_close(f->c);
+  rn_inspect_state st;
+  char err[512] = "";
+  if (rn_inspect(f->dir, NULL, NULL, &st, err, sizeof err) != 0) return fprintf(stderr, "  child inspect: %s\n", err), 5;
+  if (st.seq != f->committed) return fprintf(stderr, "  child inspect: seq %llu\n", (unsigned long long)st.seq), 6;
+  if (rn_pipeline_close(f->p) != 0) return 7;
+  return 0;
+}
+
+static void fork_mid_group(int mode)
+{
+  char dir[] = "/tmp/rn_edges20_XXXXXX";
+  CHECK(mkdtemp(dir) != NULL);
+  rn_open_opts o = { .path = dir, .nosync = mode & 1, .write_back = mode & 2 ? 1 : -1 };
+  forked f = { .dir = dir };
+  CHECK(rn_pipeline_open(&o, &f.p, NULL, 0) == 0);
+  CHECK(rn_declare_table(f.p, "players", id_name, 2, key_id, 1, &f.t) == 0);
+  CHECK(push_row(f.p, f.t, RN_OP_INSERT, 1, "one") == 0 && rn_flush(f.p) == 0);
+  f.committed = rn_seq(f.p);
+  CHECK(push_row(f.p, f.t, RN_OP_INSERT, 2, "two") == 0);
+  CHECK(rn_cursor_open(f.p, f.t, &f.c) == 0); /* with nosync, commits the carried group first */
+  f.committed = rn_seq(f.p);
+  CHECK(push_row(f.p, f.t, RN_OP_INSERT, 20, "twenty") == 0 && rn_seq(f.p) == f.committed + 1); /* carried */
+  if (!(mode & 1)) f.committed = rn_seq(f.p);
+  CHECK(rn_begin(f.p) == 0 && push_row(f.p, f.t, RN_OP_INSERT, 3, "three") == 0);
+  fflush(NULL);
+  int fds[2];
+  CHECK(pipe(fds) == 0);
+  pid_t pid = fork();
+  if (pid == 0) { /* says its step through the pipe: valgrind counts the parent's memory it leaves as leaks */
+    close(fds[0]);
+    unsigned char step = (unsigned char)child_body(&f);
+    exit(write(fds[1], &step, 1) == 1 ? 0 : 1);
+  }
+  close(fds[1]);
+  unsigned char step = 0;
+  int status = 0;
+  CHECK(pid > 0 && read(fds[0], &step, 1) == 1);
+  close(fds[0]);
+  CHECK(pid > 0 && waitpid(pid, &status, 0) == pid && WIFEXITED(status));
+  if (step) fprintf(stderr, "  mode %d: the child failed at step %d\n", mode, step);
+  CHECK(step == 0);
+  CHECK(push_row(f.p, f.t, RN_OP_INSERT, 4, "four") == 0 && rn_commit(f.p) == 0);
+  const void *row;
+  size_t len;
+  uint64_t id;
+  int done = 0, n = 0, rc;
+  while ((rc = rn_cursor_next(f.c, &row, &len, &id, &done)) == 0 && !done) n++;
+  CHECK(rc == 0 && n == 2); /* the snapshot it was opened on */
+  rn_cursor_close(f.c);
+  CHECK(push_row(f.p, f.t, RN_OP_INSERT, 5, "five") == 0);
+  CHECK(rn_pipeline_close(f.p) == 0);
+  CHECK(rn_pipeline_open(&o, &f.p, NULL, 0) == 0);
+  CHECK(rn_declare_table(f.p, "players", id_name, 2, key_id, 1, &f.t) == 0);
+  CHECK(count_rows(f.p, f.t) == 6 && rn_seq(f.p) == 5);
+  CHECK(rn_pipeline_close(f.p) == 0);
+  rm_rf(dir);
+}
+
+static void test_fork_mid_group(void)
+{
+  for (int mode = 0; mode < 4; mode++) fork_mid_group(mode);
+}
+
 int main(void)
 {
   signal(SIGPIPE, SIG_IGN);
@@ -272,7 +561,11 @@ int main(void)
   RUN(test_inspect_callback_grows_the_map_nosync);
   RUN(test_inspect_callback_grows_the_map_write_back);
   RUN(test_inspect_callback_grows_the_map_writemap);
+  RUN(test_calls_inside_a_subscriber);
+  RUN(test_failed_groups_among_carried_ones);
+  RUN(test_writers_race_for_a_new_state);
   RUN(test_reopen_beside_a_forked_child);
   RUN(test_forked_child_as_a_second_writer);
+  RUN(test_fork_mid_group);
   return CHECK_REPORT();
 }

@@ -100,7 +100,9 @@ typedef struct rn_open_opts {
   int nosync;         /* 1: commits are not flushed (MDB_NOSYNC) */
   size_t map_size;    /* initial LMDB map size in bytes; 0: 64 MiB. It grows by itself.
                          Above SIZE_MAX / 2: RN_EINVAL ("open: map_size N is too large …");
-                         one LMDB cannot map: its code, the message naming map_size */
+                         one LMDB cannot map: its code, the message naming map_size. A
+                         doubling the address space refuses (ulimit -v) fails the group
+                         that needed it with RN_EFULL; groups that fit go on */
   int writemap;       /* 1: MDB_WRITEMAP. Faster writes, but with nosync an OS crash
                          may damage the state rather than only lose its last groups */
   /* With nosync, groups are carried in one LMDB transaction until one of

@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/file.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
 #include <unistd.h>
@@ -377,6 +378,9 @@ fail:
 
 int rn_store_forked(const rn_store *s, rn_err *e)
 {
+  if (s->unmapped)
+    return rn_err_set(e, RN_ESTORE, "state %s: its map could not be mapped again after growing; close the pipeline "
+                      "and open it again", s->path ? s->path : "(closed)");
   if (s->pid == rn_envs_self()) return 0;
   return rn_err_set(e, RN_EMISUSE, "state %s was opened by process %ld before a fork; open it again in this process",
                     s->path ? s->path : "(closed)", (long)s->pid);
@@ -402,7 +406,7 @@ void rn_store_remove_temp(rn_store *s)
 static MDB_txn **parents_txns;
 static size_t nparents_txns;
 
-static void keep_parents_txn(MDB_txn *txn)
+void rn_store_keep_parents_txn(MDB_txn *txn)
 {
   if (!txn) return;
   MDB_txn **more = realloc(parents_txns, sizeof *more * (nparents_txns + 1));
@@ -418,7 +422,7 @@ void rn_store_close(rn_store *s)
   rn_rowcache_free(s->rowcache);
   if (s->wtxn && !child) mdb_txn_abort(s->wtxn);
   if (s->rtxn && !child) mdb_txn_abort(s->rtxn);
-  if (child) keep_parents_txn(s->rtxn); /* a write transaction is the environment's own (freed with it) */
+  if (child) rn_store_keep_parents_txn(s->rtxn); /* a write transaction is the environment's own (freed with it) */
   if (!child) rn_envs_writer_closing(s);
   if (s->env) mdb_env_close(s->env);
   rn_envs_unclaim(s);
@@ -437,9 +441,20 @@ int rn_store_grow(rn_store *s, rn_err *e)
   if (info.me_mapsize > RN_MAP_MAX) return rn_err_set(e, RN_EFULL, "growing the map: it is %zu bytes already",
                                                       info.me_mapsize);
   size_t want = info.me_mapsize * 2;
+  /* LMDB unmaps the map before mapping the larger one: when that mapping
+   * fails (a limited address space: ulimit -v, RLIMIT_AS) the environment
+   * is left with no map, and its next use dies of SIGSEGV; no call maps it
+   * again. So the address space is asked first, for the new map beside
+   * the old (stricter than LMDB needs, never less). */
+  void *room = mmap(NULL, want, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  if (room == MAP_FAILED)
+    return rn_err_set(e, RN_EFULL, "state %s: growing the map from %zu to %zu bytes: the process's address space "
+                      "refuses it (ulimit -v?): %s", s->path, info.me_mapsize, want, strerror(errno));
+  munmap(room, want);
   if (s->before_remap) s->before_remap(s->remap_ctx); /* cursors would read the old, unmapped pages */
   if (s->rtxn) { mdb_txn_abort(s->rtxn); s->rtxn = NULL; s->rtxn_live = false; }
   int rc = mdb_env_set_mapsize(s->env, want);
+  if (rc && rc != EINVAL) s->unmapped = true; /* EINVAL: refused before unmapping (a transaction open) */
   if (rc) return rn_store_fail(e, rc, "growing the map");
   s->mapsize = want;
   return 0;
@@ -455,7 +470,13 @@ static int grow_if_needed(rn_store *s, rn_err *e)
   mdb_env_info(s->env, &info);
   mdb_env_stat(s->env, &st);
   size_t used = (info.me_last_pgno + 1) * (size_t)st.ms_psize;
-  return used * 2 < info.me_mapsize ? 0 : rn_store_grow(s, e);
+  if (used * 2 < info.me_mapsize) return 0;
+  int rc = rn_store_grow(s, e);
+  if (rc == RN_EFULL && !s->unmapped) { /* refused (the address space): a group that fits still goes */
+    rn_err_clear(e);
+    return 0;
+  }
+  return rc;
 }
 
 int rn_store_begin(rn_store *s, rn_err *e)

@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -152,6 +153,110 @@ static void test_inspect_callback_grows_the_map_nosync(void) { inspect_grows(1);
 static void test_inspect_callback_grows_the_map_write_back(void) { inspect_grows(3); }
 static void test_inspect_callback_grows_the_map_writemap(void) { inspect_grows(5); }
 
+static int noop_sub(void *ctx, const rn_event *ev) { (void)ctx; (void)ev; return 0; }
+static void noop_note(void *ctx, const char *line) { (void)ctx; (void)line; }
+static void noop_durable(void *ctx, uint64_t seq) { (void)ctx; (void)seq; }
+static int noop_undeclared(void *ctx, const char *name, const char *kind) { (void)ctx; (void)name; (void)kind; return 0; }
+
+/* ---- NULL arguments to the functions test_misuse.c does not sweep ---- */
+
+static void test_null_arguments(void)
+{
+  rn_pipeline *p = NULL;
+  rn_rel *t = NULL, *x = NULL;
+  CHECK(rn_pipeline_open(NULL, &p, NULL, 0) == 0);
+  CHECK(rn_declare_table(p, "players", id_name, 2, key_id, 1, &t) == 0);
+  CHECK(push_row(p, t, RN_OP_INSERT, 1, "ann") == 0);
+  rn_order_def ord[] = { { "name", 0 } }, nocol[] = { { NULL, 0 } };
+  rn_top_def top = { .n = 3, .order = ord, .norder = 1 };
+  const char key1[] = { (char)0x81, (char)0xa2, 'i', 'd', 1 };
+  const void *row = NULL;
+  size_t len = 0;
+  uint64_t id = 0;
+  int done = 0;
+  char err[256] = "";
+  /* NULL pipeline */
+  CHECK(rn_pipeline_close_report(NULL, err, sizeof err) == 0);
+  CHECK(rn_take_notes(NULL, noop_note, NULL) == RN_EINVAL);
+  CHECK(rn_top_declare(NULL, "best", t, &top, &x) == RN_EINVAL);
+  CHECK(rn_index_declare(NULL, "ix", t, ord, 1, &x) == RN_EINVAL);
+  CHECK(rn_subscribe_durable(NULL, t, "d", noop_sub, NULL) == RN_EINVAL);
+  CHECK(rn_subscribe_flags(NULL, t, 0, noop_sub, NULL, NULL) == RN_EINVAL);
+  CHECK(rn_unsubscribe(NULL, t, noop_sub, NULL) == RN_EINVAL);
+  CHECK(rn_deliver(NULL) == RN_EINVAL);
+  CHECK(rn_drop(NULL, "players") == RN_EINVAL);
+  CHECK(rn_undeclared(NULL, noop_undeclared, NULL) == RN_EINVAL);
+  CHECK(rn_get(NULL, t, key1, sizeof key1, &row, &len, &id) == RN_EINVAL);
+  rn_cursor *c = NULL;
+  CHECK(rn_cursor_open(NULL, t, &c) == RN_EINVAL && c == NULL);
+  CHECK(rn_cursor_next(NULL, &row, &len, &id, &done) == RN_EINVAL);
+  rn_cursor_close(NULL);
+  CHECK(rn_jetstream_sink(NULL, t, NULL) == RN_EINVAL);
+  CHECK(rn_jetstream_run(NULL, NULL, NULL) == RN_EINVAL);
+  CHECK(rn_state_copy(NULL, "/tmp/x", err, sizeof err) == RN_EINVAL);
+  CHECK(rn_state_copy("/tmp/x", NULL, err, sizeof err) == RN_EINVAL);
+  CHECK(rn_state_copy(NULL, NULL, NULL, 0) == RN_EINVAL);
+  /* NULL arguments with a pipeline: refused with a message, the pipeline unchanged */
+  uint64_t seq = rn_seq(p);
+  CHECK(rn_take_notes(p, NULL, NULL) == RN_EINVAL && rn_errmsg(p)[0]);
+  CHECK(rn_top_declare(p, NULL, t, &top, &x) == RN_EINVAL && rn_errmsg(p)[0]);
+  CHECK(rn_top_declare(p, "best", NULL, &top, &x) == RN_EINVAL && rn_errmsg(p)[0]);
+  CHECK(rn_top_declare(p, "best", t, NULL, &x) == RN_EINVAL && rn_errmsg(p)[0]);
+  CHECK(rn_top_declare(p, "best", t, &top, NULL) == RN_EINVAL && rn_errmsg(p)[0]);
+  rn_top_def top_noorder = { .n = 3, .order = NULL, .norder = 1 };
+  CHECK(rn_top_declare(p, "best", t, &top_noorder, &x) == RN_EINVAL && rn_errmsg(p)[0]);
+  rn_top_def top_nullcol = { .n = 3, .order = nocol, .norder = 1 };
+  CHECK(rn_top_declare(p, "best", t, &top_nullcol, &x) == RN_EINVAL && rn_errmsg(p)[0]);
+  rn_top_def top_noby = { .n = 3, .by = NULL, .nby = 1, .order = ord, .norder = 1 };
+  CHECK(rn_top_declare(p, "best", t, &top_noby, &x) == RN_EINVAL && rn_errmsg(p)[0]);
+  const char *const nullby[] = { NULL };
+  rn_top_def top_nullby = { .n = 3, .by = nullby, .nby = 1, .order = ord, .norder = 1 };
+  CHECK(rn_top_declare(p, "best", t, &top_nullby, &x) == RN_EINVAL && rn_errmsg(p)[0]);
+  CHECK(rn_index_declare(p, NULL, t, ord, 1, &x) == RN_EINVAL && rn_errmsg(p)[0]);
+  CHECK(rn_index_declare(p, "ix", NULL, ord, 1, &x) == RN_EINVAL && rn_errmsg(p)[0]);
+  CHECK(rn_index_declare(p, "ix", t, NULL, 1, &x) == RN_EINVAL && rn_errmsg(p)[0]);
+  CHECK(rn_index_declare(p, "ix", t, nocol, 1, &x) == RN_EINVAL && rn_errmsg(p)[0]);
+  CHECK(rn_index_declare(p, "ix", t, ord, 1, NULL) == RN_EINVAL && rn_errmsg(p)[0]);
+  CHECK(rn_subscribe_durable(p, NULL, "d", noop_sub, NULL) == RN_EINVAL && rn_errmsg(p)[0]);
+  CHECK(rn_subscribe_durable(p, t, NULL, noop_sub, NULL) == RN_EINVAL && rn_errmsg(p)[0]);
+  CHECK(rn_subscribe_durable(p, t, "d", NULL, NULL) == RN_EINVAL && rn_errmsg(p)[0]);
+  CHECK(rn_subscribe_flags(p, NULL, 0, noop_sub, NULL, NULL) == RN_EINVAL && rn_errmsg(p)[0]);
+  CHECK(rn_subscribe_flags(p, t, 0, NULL, NULL, NULL) == RN_EINVAL && rn_errmsg(p)[0]);
+  CHECK(rn_unsubscribe(p, NULL, noop_sub, NULL) == RN_EINVAL && rn_errmsg(p)[0]);
+  CHECK(rn_unsubscribe(p, t, NULL, NULL) != 0 && rn_errmsg(p)[0]);
+  CHECK(rn_drop(p, NULL) == RN_EINVAL && rn_errmsg(p)[0]);
+  CHECK(rn_undeclared(p, NULL, NULL) == RN_EINVAL && rn_errmsg(p)[0]);
+  CHECK(rn_get(p, NULL, key1, sizeof key1, &row, &len, &id) == RN_EINVAL && rn_errmsg(p)[0]);
+  CHECK(rn_get(p, t, NULL, sizeof key1, &row, &len, &id) == RN_EINVAL && rn_errmsg(p)[0]);
+  CHECK(rn_get(p, t, key1, sizeof key1, NULL, &len, &id) == RN_EINVAL && rn_errmsg(p)[0]);
+  CHECK(rn_get(p, t, key1, sizeof key1, &row, NULL, &id) == RN_EINVAL && rn_errmsg(p)[0]);
+  CHECK(rn_get(p, t, key1, sizeof key1, &row, &len, NULL) == 0 && row != NULL); /* id may be NULL */
+  CHECK(rn_cursor_open(p, NULL, &c) == RN_EINVAL && rn_errmsg(p)[0]);
+  CHECK(rn_cursor_open(p, t, NULL) == RN_EINVAL && rn_errmsg(p)[0]);
+  CHECK(rn_cursor_open(p, t, &c) == 0);
+  CHECK(rn_cursor_next(c, NULL, &len, &id, &done) == RN_EINVAL);
+  CHECK(rn_cursor_next(c, &row, NULL, &id, &done) == RN_EINVAL);
+  CHECK(rn_cursor_next(c, &row, &len, NULL, &done) == RN_EINVAL);
+  CHECK(rn_cursor_next(c, &row, &len, &id, NULL) == RN_EINVAL);
+  CHECK(rn_cursor_next(c, &row, &len, &id, &done) == 0 && !done && id == 1); /* the refusals moved nothing */
+  rn_cursor_close(c);
+  CHECK(rn_jetstream_sink(p, NULL, NULL) == RN_EINVAL && rn_errmsg(p)[0]);
+  CHECK(rn_jetstream_sink(p, t, NULL) == RN_EINVAL && rn_errmsg(p)[0]);
+  CHECK(rn_jetstream_run(p, NULL, NULL) == RN_EINVAL && rn_errmsg(p)[0]);
+  rn_js_sink_opts js = { 0 };
+  CHECK(rn_jetstream_sink(p, t, &js) == RN_EINVAL && rn_errmsg(p)[0]); /* no url, no subject */
+  rn_js_source_opts jr = { 0 };
+  CHECK(rn_jetstream_run(p, &jr, NULL) == RN_EINVAL && rn_errmsg(p)[0]);
+  CHECK(rn_on_durable(p, NULL, NULL) == RN_EINVAL && rn_errmsg(p)[0]);
+  CHECK(rn_push(p, t, (rn_op)0, key1, sizeof key1) == RN_EINVAL && rn_errmsg(p)[0]);
+  CHECK(rn_push(p, t, RN_OP_INSERT, NULL, 0) == RN_EINVAL && rn_errmsg(p)[0]);
+  CHECK(rn_push(p, t, RN_OP_INSERT, NULL, 5) == RN_EINVAL && rn_errmsg(p)[0]);
+  CHECK(rn_push(p, t, RN_OP_INSERT, key1, 0) == RN_EINVAL && rn_errmsg(p)[0]);
+  CHECK(rn_relation(p, NULL) == NULL && rn_relation_name(t) && strcmp(rn_relation_name(t), "players") == 0);
+  CHECK(rn_seq(p) == seq && count_rows(p, t) == 1 && rn_relation(p, "best") == NULL && rn_relation(p, "ix") == NULL);
+  CHECK(rn_pipeline_close(p) == 0);
+}
+
 /* ---- calls from inside a subscriber that earlier rounds did not make ---- */
 
 typedef struct inside {
@@ -162,10 +267,6 @@ typedef struct inside {
   int copied, inspected;
 } inside;
 
-static int noop_sub(void *ctx, const rn_event *ev) { (void)ctx; (void)ev; return 0; }
-static void noop_note(void *ctx, const char *line) { (void)ctx; (void)line; }
-static void noop_durable(void *ctx, uint64_t seq) { (void)ctx; (void)seq; }
-static int noop_undeclared(void *ctx, const char *name, const char *kind) { (void)ctx; (void)name; (void)kind; return 0; }
 
 static int call_the_rest(void *ctx, const rn_event *ev)
 {
@@ -351,6 +452,82 @@ static void test_writers_race_for_a_new_state(void)
     CHECK(rn_pipeline_close(p) == 0);
     rm_rf(dir);
   }
+}
+
+/* ---- a map that cannot grow: the address space is limited ---- */
+
+static long vm_size(void) /* this process's address space, bytes */
+{
+  FILE *f = fopen("/proc/self/status", "r");
+  char line[256];
+  long kb = 0;
+  while (f && fgets(line, sizeof line, f))
+    if (strncmp(line, "VmSize:", 7) == 0) kb = atol(line + 7);
+  if (f) fclose(f);
+  return kb * 1024;
+}
+
+/* In a child limited to its address space plus 12 MiB (ulimit -v, as
+ * hosting often sets): a group that needs the 8 MiB map doubled. LMDB
+ * unmapped the map, failed to map the larger one and left the environment
+ * without a map: the next call died of SIGSEGV. The growth is refused
+ * (RN_EFULL, saying why), nothing else is lost: the pipeline reads, takes
+ * groups that fit, and closes; the state opens again elsewhere whole. */
+static int grow_past_the_limit(const char *dir)
+{
+  rn_open_opts o = { .path = dir, .map_size = 8 << 20 };
+  rn_pipeline *p = NULL;
+  rn_rel *t = NULL;
+  if (rn_pipeline_open(&o, &p, NULL, 0) || rn_declare_table(p, "players", id_name, 2, key_id, 1, &t)) return 1;
+  if (fill(p, t, 1, 1000) != 0) return 2; /* about 1 MiB */
+  uint64_t seq0 = rn_seq(p);
+  struct rlimit lim = { (rlim_t)(vm_size() + (12L << 20)), (rlim_t)(vm_size() + (12L << 20)) };
+  if (setrlimit(RLIMIT_AS, &lim) != 0) return 3;
+  int rc = 0;
+  int64_t next = 1001;
+  for (int g = 0; g < 16 && !rc; g++, next += 500) rc = fill(p, t, next, 500); /* 8 MiB more */
+  if (rc != RN_EFULL) return fprintf(stderr, "  grow: %d %s\n", rc, rn_errmsg(p)), 4;
+  if (!strstr(rn_errmsg(p), "growing the map")) return fprintf(stderr, "  grow: %s\n", rn_errmsg(p)), 5;
+  uint64_t seq = rn_seq(p);
+  int64_t rows = count_rows(p, t);
+  if (rows != 1000 + (int64_t)(seq - seq0) * 500) return 6; /* whole groups: the refused one took nothing */
+  if (rows < 1000) return 7;
+  if (push_row(p, t, RN_OP_DELETE, 1, NULL) != 0 || rn_seq(p) != seq + 1) return 8; /* a group that fits */
+  if (count_rows(p, t) != rows - 1) return 9;
+  FILE *f = fopen("/tmp/rn_edges20_rows", "w"); /* for the parent: what the state holds */
+  if (!f) return 10;
+  fprintf(f, "%lld %llu\n", (long long)(rows - 1), (unsigned long long)rn_seq(p));
+  fclose(f);
+  return rn_pipeline_close(p) == 0 ? 0 : 11;
+}
+
+static void test_map_growth_refused_by_the_address_space(void)
+{
+  char dir[] = "/tmp/rn_edges20_XXXXXX";
+  CHECK(mkdtemp(dir) != NULL);
+  fflush(NULL);
+  pid_t pid = fork();
+  if (pid == 0) _exit(grow_past_the_limit(dir));
+  int status = 0;
+  CHECK(pid > 0 && waitpid(pid, &status, 0) == pid);
+  int code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  if (code) fprintf(stderr, "  the limited child: %d\n", code);
+  CHECK(code == 0);
+  long long rows = -1;
+  unsigned long long seq = 0;
+  FILE *f = fopen("/tmp/rn_edges20_rows", "r");
+  CHECK(f && fscanf(f, "%lld %llu", &rows, &seq) == 2);
+  if (f) fclose(f);
+  remove("/tmp/rn_edges20_rows");
+  rn_open_opts o = { .path = dir };
+  rn_pipeline *p = NULL;
+  rn_rel *t = NULL;
+  CHECK(rn_pipeline_open(&o, &p, NULL, 0) == 0);
+  CHECK(rn_declare_table(p, "players", id_name, 2, key_id, 1, &t) == 0);
+  CHECK(count_rows(p, t) == rows && rn_seq(p) == seq);
+  CHECK(fill(p, t, 100000, 3000) == 0); /* without the limit it grows */
+  CHECK(rn_pipeline_close(p) == 0);
+  rm_rf(dir);
 }
 
 /* ---- fork() with a pipeline open ---- */
@@ -561,9 +738,11 @@ int main(void)
   RUN(test_inspect_callback_grows_the_map_nosync);
   RUN(test_inspect_callback_grows_the_map_write_back);
   RUN(test_inspect_callback_grows_the_map_writemap);
+  RUN(test_null_arguments);
   RUN(test_calls_inside_a_subscriber);
   RUN(test_failed_groups_among_carried_ones);
   RUN(test_writers_race_for_a_new_state);
+  RUN(test_map_growth_refused_by_the_address_space);
   RUN(test_reopen_beside_a_forked_child);
   RUN(test_forked_child_as_a_second_writer);
   RUN(test_fork_mid_group);

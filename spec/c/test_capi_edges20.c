@@ -6,6 +6,7 @@
  * process is reaped; each reports by its exit status. */
 #include <msgpack.h>
 #include <signal.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -420,7 +421,7 @@ static void test_writers_race_for_a_new_state(void)
         rn_rel *t = NULL;
         char err[512] = "";
         int rc = rn_pipeline_open(&o, &p, err, sizeof err);
-        if (rc == RN_EMISUSE && strstr(err, "is open for writing by process")) _exit(10);
+        if (rc == RN_EMISUSE && strstr(err, "is open for writing by ")) _exit(10); /* or "another process": no pid yet */
         if (rc) {
           fprintf(stderr, "  writer %d: %s\n", w, err);
           _exit(2);
@@ -472,25 +473,31 @@ static long vm_size(void) /* this process's address space, bytes */
  * unmapped the map, failed to map the larger one and left the environment
  * without a map: the next call died of SIGSEGV. The growth is refused
  * (RN_EFULL, saying why), nothing else is lost: the pipeline reads, takes
- * groups that fit, and closes; the state opens again elsewhere whole. */
-static int grow_past_the_limit(const char *dir)
+ * groups that fit, and closes; the state opens again elsewhere whole.
+ * With nosync the groups carried in LMDB's transaction when the map
+ * filled were dropped with no word, their seq kept (the failed growth
+ * had freed the log that applies them again): the rows check. */
+static int grow_past_the_limit(const char *dir, int mode)
 {
-  rn_open_opts o = { .path = dir, .map_size = 8 << 20 };
+  rn_open_opts o = { .path = dir, .map_size = 8 << 20, .nosync = mode & 1, .write_back = mode & 2 ? 1 : -1 };
   rn_pipeline *p = NULL;
   rn_rel *t = NULL;
   if (rn_pipeline_open(&o, &p, NULL, 0) || rn_declare_table(p, "players", id_name, 2, key_id, 1, &t)) return 1;
-  if (fill(p, t, 1, 1000) != 0) return 2; /* about 1 MiB */
+  if (fill(p, t, 1, 1000) != 0 || rn_flush(p) != 0) return 2; /* about 1 MiB */
   uint64_t seq0 = rn_seq(p);
   struct rlimit lim = { (rlim_t)(vm_size() + (12L << 20)), (rlim_t)(vm_size() + (12L << 20)) };
   if (setrlimit(RLIMIT_AS, &lim) != 0) return 3;
   int rc = 0;
   int64_t next = 1001;
   for (int g = 0; g < 16 && !rc; g++, next += 500) rc = fill(p, t, next, 500); /* 8 MiB more */
-  if (rc != RN_EFULL) return fprintf(stderr, "  grow: %d %s\n", rc, rn_errmsg(p)), 4;
-  if (!strstr(rn_errmsg(p), "growing the map")) return fprintf(stderr, "  grow: %s\n", rn_errmsg(p)), 5;
+  /* with write-back the groups are in memory first: the limit may stop a malloc before the map */
+  bool oom = (mode & 2) && rc == RN_ENOMEM;
+  if (rc != RN_EFULL && !oom) return fprintf(stderr, "  grow: %d %s\n", rc, rn_errmsg(p)), 4;
+  if (!oom && !strstr(rn_errmsg(p), "growing the map")) return fprintf(stderr, "  grow: %s\n", rn_errmsg(p)), 5;
   uint64_t seq = rn_seq(p);
   int64_t rows = count_rows(p, t);
-  if (rows != 1000 + (int64_t)(seq - seq0) * 500) return 6; /* whole groups: the refused one took nothing */
+  if (rows != 1000 + (int64_t)(seq - seq0) * 500) /* whole groups: the refused one took nothing */
+    return fprintf(stderr, "  rows %lld seq %llu from %llu: %s\n", (long long)rows, (unsigned long long)seq, (unsigned long long)seq0, rn_errmsg(p)), 6;
   if (rows < 1000) return 7;
   if (push_row(p, t, RN_OP_DELETE, 1, NULL) != 0 || rn_seq(p) != seq + 1) return 8; /* a group that fits */
   if (count_rows(p, t) != rows - 1) return 9;
@@ -501,17 +508,17 @@ static int grow_past_the_limit(const char *dir)
   return rn_pipeline_close(p) == 0 ? 0 : 11;
 }
 
-static void test_map_growth_refused_by_the_address_space(void)
+static void growth_refused(int mode)
 {
   char dir[] = "/tmp/rn_edges20_XXXXXX";
   CHECK(mkdtemp(dir) != NULL);
   fflush(NULL);
   pid_t pid = fork();
-  if (pid == 0) _exit(grow_past_the_limit(dir));
+  if (pid == 0) _exit(grow_past_the_limit(dir, mode));
   int status = 0;
   CHECK(pid > 0 && waitpid(pid, &status, 0) == pid);
   int code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-  if (code) fprintf(stderr, "  the limited child: %d\n", code);
+  if (code) fprintf(stderr, "  mode %d: the limited child: %d\n", mode, code);
   CHECK(code == 0);
   long long rows = -1;
   unsigned long long seq = 0;
@@ -528,6 +535,11 @@ static void test_map_growth_refused_by_the_address_space(void)
   CHECK(fill(p, t, 100000, 3000) == 0); /* without the limit it grows */
   CHECK(rn_pipeline_close(p) == 0);
   rm_rf(dir);
+}
+
+static void test_map_growth_refused_by_the_address_space(void)
+{
+  for (int mode = 0; mode < 4; mode++) growth_refused(mode);
 }
 
 /* ---- fork() with a pipeline open ---- */

@@ -405,7 +405,13 @@ typedef struct rn_inspect_state {
 typedef int (*rn_inspect_fn)(void *ctx, const rn_inspect_relation *rel);
 
 /* path (not "") and out are required (RN_EINVAL); fn may be NULL (out only). A
- * nonzero return of fn stops the walk and is returned. */
+ * nonzero return of fn stops the walk and is returned. fn may write through
+ * the state's pipeline in this thread, and close it: the close then ends
+ * when the walk does (its environment and writer lock are kept so no writer
+ * reuses the pages the walk reads), and until rn_inspect returns the state
+ * is not opened again (RN_EMISUSE: "state st was closed inside a call that
+ * still reads it …"; in another process, "open for writing by process …").
+ * rn_verify and rn_state_copy read alike. */
 RN_API int rn_inspect(const char *path, rn_inspect_fn fn, void *ctx, rn_inspect_state *out,
                       char *errbuf, size_t errlen);
 

@@ -131,6 +131,8 @@ static void lock_fd_close(int fd)
   pthread_mutex_unlock(&lock_fds_mu);
 }
 
+void rn_store_unlock_writer(int fd) { lock_fd_close(fd); }
+
 static int lock_writer_locked(rn_store *s, rn_err *e)
 {
   if (nlock_fds == lock_fds_room) {
@@ -331,6 +333,7 @@ int rn_store_open(rn_store *s, const char *path, bool nosync, bool writemap, siz
     return rn_err_set(e, RN_EINVAL, "open: map_size %zu is too large: at most %zu bytes (0: 64 MiB; the map grows "
                       "by itself)", mapsize, RN_MAP_MAX);
   int rc = make_dir(s, path, e);
+  if (!rc) rc = rn_envs_closing(s->path, e); /* before the lock, which it still holds */
   if (!rc) rc = lock_writer(s, e);
   if (!rc) rc = rn_envs_claim(s->path, s, e); /* the process's one environment on it (envs.h) */
   if (!rc) rc = rn_store_check_file(s->path, false, e);
@@ -423,10 +426,12 @@ void rn_store_close(rn_store *s)
   if (s->wtxn && !child) mdb_txn_abort(s->wtxn);
   if (s->rtxn && !child) mdb_txn_abort(s->rtxn);
   if (child) rn_store_keep_parents_txn(s->rtxn); /* a write transaction is the environment's own (freed with it) */
-  if (!child) rn_envs_writer_closing(s);
-  if (s->env) mdb_env_close(s->env);
-  rn_envs_unclaim(s);
-  if (s->lock_fd >= 0 && !child) lock_fd_close(s->lock_fd); /* after LMDB let go: the next writer may start */
+  bool kept = !child && s->env && rn_envs_writer_closing(s, s->env, s->lock_fd); /* reads beside it end later */
+  if (!kept) {
+    if (s->env) mdb_env_close(s->env);
+    rn_envs_unclaim(s);
+    if (s->lock_fd >= 0 && !child) lock_fd_close(s->lock_fd); /* after LMDB let go: the next writer may start */
+  }
   if (s->temp && s->path && !child) nftw(s->path, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
   free(s->path);
   free(s->written);

@@ -254,6 +254,9 @@ int rn_store_forked(const rn_store *s, rn_err *e);
  * end nor free, reachable until the child exits (not a leak: valgrind's
  * check of the fork tests). Best effort. */
 void rn_store_keep_parents_txn(MDB_txn *txn);
+/* Ends the writer lock held by fd (a descriptor of writer.lock that a
+ * closed store handed to envs.c: rn_envs_writer_closing). */
+void rn_store_unlock_writer(int fd);
 /* ---- a pipeline that will never be closed ----
  * Its Lua state closes under one of its callbacks (os.exit(code, true) in
  * a sink, a mapper, a filter): the close is refused (core frames below

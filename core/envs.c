@@ -36,12 +36,20 @@ typedef struct entry {
   pthread_t thread;      /* the writer's thread */
   MDB_env *env;          /* the readers' shared environment, or NULL */
   int readers;           /* users of env */
-  struct pinned *pins;   /* reads beside the writer (open_beside), ended by its close */
+  struct pinned *pins;   /* reads beside the writer (open_beside) */
+  /* The writer closed while reads beside it were in flight (an rn_inspect
+   * callback closed the pipeline): its environment and writer.lock
+   * descriptor are kept, with the pins' read transactions, until the last
+   * of those reads ends (unpin), so no writer, here or in another process,
+   * reuses the pages they read. The state cannot be opened meanwhile. */
+  bool closing;
+  MDB_env *closed_env;
+  int closed_fd;
   struct entry *next;
 } entry;
 
 /* A read beside this thread's writer: its read transaction on the
- * writer's environment, NULL once the writer's close ended it. */
+ * writer's environment (kept past the writer's close: entry.closing). */
 typedef struct pinned {
   MDB_txn *txn;
   struct pinned *next;   /* in entry.pins */
@@ -135,6 +143,23 @@ static void drop(entry *gone)
     }
 }
 
+static int still_read(const char *dir, rn_err *e)
+{
+  return rn_err_set(e, RN_EMISUSE, "state %s was closed inside a call that still reads it (the callback of "
+                    "rn_inspect, rn_verify or a copy): open it again once that call has returned", dir);
+}
+
+int rn_envs_closing(const char *dir, rn_err *e)
+{
+  state_id st;
+  if (state_at(dir, &st) != 0) return 0; /* no state: the open says so */
+  pthread_mutex_lock(&entries_lock);
+  entry *x = find(&st);
+  int rc = x && x->closing ? still_read(dir, e) : 0;
+  pthread_mutex_unlock(&entries_lock);
+  return rc;
+}
+
 int rn_envs_claim(const char *dir, void *writer, rn_err *e)
 {
   state_id st;
@@ -142,7 +167,9 @@ int rn_envs_claim(const char *dir, void *writer, rn_err *e)
   pthread_mutex_lock(&entries_lock);
   entry *x = find(&st);
   int rc = 0;
-  if (x && x->readers)
+  if (x && x->closing)
+    rc = still_read(dir, e);
+  else if (x && x->readers)
     rc = rn_err_set(e, RN_EMISUSE, "state %s is open for reading in this process (runnel.attach, a lookup's "
                     "source); close those first, or open the pipeline first: an attach then reads through it", dir);
   else if (!x && !(x = add(&st)))
@@ -255,7 +282,9 @@ int rn_envs_acquire(const char *dir, MDB_env **env, rn_err *e)
   pthread_mutex_lock(&entries_lock);
   entry *x = find(&st);
   int rc = 0;
-  if (x && x->writer)
+  if (x && x->closing)
+    rc = still_read(dir, e); /* a second environment beside the closed writer's, which is kept */
+  else if (x && x->writer)
     rc = rn_err_set(e, RN_EMISUSE, "state %s is open for writing in this process: read it through its pipeline", dir);
   else if (!x && !(x = add(&st)))
     rc = rn_err_set(e, RN_ENOMEM, "out of memory");
@@ -314,28 +343,42 @@ static int open_beside(const char *dir, rn_store *writer, MDB_env **env, rn_err 
 /* Ends open_beside's pin (unless the writer's close did) and forgets it. */
 static void unpin(pinned *pin)
 {
+  MDB_env *closed = NULL;
+  int fd = -1;
   pthread_mutex_lock(&entries_lock);
   for (entry *x = entries; x; x = x->next)
     for (pinned **at = &x->pins; *at; at = &(*at)->next)
       if (*at == pin) {
         *at = pin->next;
+        if (x->closing && !x->pins) { /* the last read beside a closed writer: its close ends now */
+          closed = x->closed_env;
+          fd = x->closed_fd;
+          drop(x);
+          goto found;
+        }
         break;
       }
+found:
   pthread_mutex_unlock(&entries_lock);
   if (pin->txn) mdb_txn_abort(pin->txn);
   free(pin);
+  if (closed) mdb_env_close(closed);
+  if (fd >= 0) rn_store_unlock_writer(fd);
 }
 
-void rn_envs_writer_closing(void *writer)
+bool rn_envs_writer_closing(void *writer, MDB_env *env, int lock_fd)
 {
+  bool kept = false;
   pthread_mutex_lock(&entries_lock);
   for (entry *x = entries; x; x = x->next)
-    if (x->writer == writer)
-      for (pinned *pin = x->pins; pin; pin = pin->next) {
-        mdb_txn_abort(pin->txn);
-        pin->txn = NULL;
-      }
+    if (x->writer == writer && x->pins) {
+      x->writer = NULL;
+      x->closing = kept = true;
+      x->closed_env = env;
+      x->closed_fd = lock_fd;
+    }
   pthread_mutex_unlock(&entries_lock);
+  return kept;
 }
 
 int rn_envs_read(const char *dir, MDB_env **env, rn_err *e)

@@ -39,10 +39,18 @@ int rn_envs_claim(const char *dir, void *writer, rn_err *e);
  * key (envs.c), so files made in its directory after these were removed
  * are another state. */
 void rn_envs_writer_opened(void *writer, MDB_env *env);
-/* Before the writer's environment closes: ends the read transactions that
- * hold snapshots on it for reads beside it (rn_envs_read), as when an
- * rn_inspect callback closes the pipeline. */
-void rn_envs_writer_closing(void *writer);
+/* Before the writer's environment closes: when reads beside it are in
+ * flight (rn_envs_read; an rn_inspect callback closed the pipeline), takes
+ * env and the writer.lock descriptor lock_fd (true) and keeps them, with
+ * the read transactions that hold those reads' snapshots, until the last
+ * of the reads ends: the caller neither closes them nor unclaims. Until
+ * then the state cannot be opened in the process (RN_EMISUSE, from
+ * rn_envs_closing, rn_envs_claim and rn_envs_acquire), nor for writing in
+ * another (the lock). false: none, close as usual. */
+#include <stdbool.h>
+bool rn_envs_writer_closing(void *writer, MDB_env *env, int lock_fd);
+/* RN_EMISUSE while the state at dir is kept so (above); else 0. */
+int rn_envs_closing(const char *dir, rn_err *e);
 /* Ends what rn_envs_claim registered (the environment is closed). */
 void rn_envs_unclaim(void *writer);
 /* The writer of the state at dir in this thread (*writer), or none (NULL);

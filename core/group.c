@@ -175,7 +175,11 @@ static int restart(rn_pipeline *p, size_t upto, bool grow)
     r->log.n = r->log_told = 0;
   }
   int rc = grow ? rn_store_grow(&p->store, &p->err) : 0;
-  if (!rc) rc = rn_store_begin(&p->store, &p->err);
+  if (rc) { /* the map did not grow (the address space): nothing was applied again, and the log stays */
+    p->replay = old;  /* for the restart without growth that takes the group back (rollback_group), */
+    return rc;        /* else the carried groups were lost with no word, their seq kept */
+  }
+  rc = rn_store_begin(&p->store, &p->err);
   if (!rc && (!grow || p->state == RN_IDLE)) p->group_serial++; /* a regrow goes on with the open group: its cursors too */
   rn_gstate state = p->state;
   p->state = RN_APPLYING; /* callbacks run again; they may not change tables */
@@ -195,7 +199,16 @@ static int restart(rn_pipeline *p, size_t upto, bool grow)
  * that saw part of group `told` (0: none did) hear that it rolled back,
  * after it; if the carried groups cannot be replayed they are lost, and
  * sinks hear of those next (SINKS-2). */
+static void take_back(rn_pipeline *p, uint64_t told);
 static void rollback_group(rn_pipeline *p, uint64_t told)
+{
+  take_back(p, told);
+  p->stats.rollbacks++;
+}
+
+/* rollback_group but for the count of rollbacks: also what a failed
+ * growth between groups does (flush_write_back_idle), with no group. */
+static void take_back(rn_pipeline *p, uint64_t told)
 {
   uint64_t lost = 0; /* the last carried group, when they are lost */
   /* What the group emitted is no change of the state: a stream that gave its first event in it, else
@@ -242,7 +255,6 @@ static void rollback_group(rn_pipeline *p, uint64_t told)
   msgpack_zone_clear(&p->scratch);
   p->state = RN_IDLE;
   p->autocommit = false;
-  p->stats.rollbacks++;
   if (told) sinks_told(p, sinks_rolled_back, told); /* after it: they see the state without the group */
   if (lost) {
     sinks_told(p, rn_sinks_lost, lost); /* carried groups up to lost were lost (SINKS-2) */
@@ -320,7 +332,10 @@ static int flush_write_back_idle(rn_pipeline *p)
   int rc = rn_group_check_store(p, flush_write_back(p));
   for (int attempt = 0; rc == RN_EFULL && p->state == RN_IDLE && attempt < 16; attempt++) {
     p->replay_mark = p->replay.n; /* no open group: every logged change is carried */
-    if (rn_group_regrow(p) != 0) return p->err.code;
+    if (rn_group_regrow(p) != 0) {
+      take_back(p, 0); /* the carried groups applied again in the map as it is, else said lost */
+      return p->err.code;
+    }
     rc = rn_group_check_store(p, flush_write_back(p));
   }
   return rc;

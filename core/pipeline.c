@@ -132,10 +132,12 @@ RN_API int rn_pipeline_open(const rn_open_opts *opts, rn_pipeline **out, char *e
 static void free_pipeline(rn_pipeline *p);
 static int forget_pipeline(rn_pipeline *p);
 
-/* Whether p was opened by the process this forked from (rn_store_forked). */
+/* Whether p was opened by the process this forked from (rn_store_forked),
+ * or its LMDB lost its map (store.h's unmapped): either way its close may
+ * not touch LMDB, and forgets it. */
 static bool forked_child(const rn_pipeline *p)
 {
-  return p->store.env && p->store.pid != getpid();
+  return p->store.env && (p->store.pid != getpid() || p->store.unmapped);
 }
 
 /* rn_pipeline_close_report; *closed says whether p is gone. */

@@ -25,7 +25,8 @@
  *   return RN_EMISUSE ("state st was opened by process 1234 before a
  *   fork; open it again in this process"); rn_pipeline_close in the child
  *   frees it without touching the parent's groups, reader slots, locks or
- *   temporary state.
+ *   temporary state. A child holds no writer lock of its parent's, closed
+ *   or not: the parent's rn_pipeline_close lets the next writer in.
  * - A function returns 0 or a negative RN_E… code. After a failure,
  *   rn_errmsg() holds the detailed message until the next call; a call that
  *   succeeds empties it (the getters rn_errmsg, rn_seq, rn_relation and
@@ -99,7 +100,9 @@ typedef struct rn_open_opts {
   int nosync;         /* 1: commits are not flushed (MDB_NOSYNC) */
   size_t map_size;    /* initial LMDB map size in bytes; 0: 64 MiB. It grows by itself.
                          Above SIZE_MAX / 2: RN_EINVAL ("open: map_size N is too large …");
-                         one LMDB cannot map: its code, the message naming map_size */
+                         one LMDB cannot map: its code, the message naming map_size. A
+                         doubling the address space refuses (ulimit -v) fails the group
+                         that needed it with RN_EFULL; groups that fit go on */
   int writemap;       /* 1: MDB_WRITEMAP. Faster writes, but with nosync an OS crash
                          may damage the state rather than only lose its last groups */
   /* With nosync, groups are carried in one LMDB transaction until one of
@@ -402,7 +405,13 @@ typedef struct rn_inspect_state {
 typedef int (*rn_inspect_fn)(void *ctx, const rn_inspect_relation *rel);
 
 /* path (not "") and out are required (RN_EINVAL); fn may be NULL (out only). A
- * nonzero return of fn stops the walk and is returned. */
+ * nonzero return of fn stops the walk and is returned. fn may write through
+ * the state's pipeline in this thread, and close it: the close then ends
+ * when the walk does (its environment and writer lock are kept so no writer
+ * reuses the pages the walk reads), and until rn_inspect returns the state
+ * is not opened again (RN_EMISUSE: "state st was closed inside a call that
+ * still reads it …"; in another process, "open for writing by process …").
+ * rn_verify and rn_state_copy read alike. */
 RN_API int rn_inspect(const char *path, rn_inspect_fn fn, void *ctx, rn_inspect_state *out,
                       char *errbuf, size_t errlen);
 

@@ -8,10 +8,12 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <ftw.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/file.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
 #include <unistd.h>
@@ -91,8 +93,55 @@ static long lock_holder(int fd)
   return pread(fd, buf, sizeof buf - 1, 0) > 0 ? strtol(buf, NULL, 10) : 0;
 }
 
-static int lock_writer(rn_store *s, rn_err *e)
+/* The writer.lock descriptors this process holds its flocks by. A forked
+ * child gets copies of them, which kept each flock after the parent's
+ * close (a flock belongs to the open file, shared by the copies): the
+ * parent's next open of the state, and any other process's while the
+ * child lived, were refused. So the parent's close unlocks (LOCK_UN ends
+ * the lock for every copy) before it closes, and the child closes its
+ * copies as it starts (pthread_atfork), so that a parent that exits
+ * without closing leaves no lock behind either; a child's rn_store_close
+ * then leaves lock_fd alone (its number may be reused). */
+static pthread_mutex_t lock_fds_mu = PTHREAD_MUTEX_INITIALIZER;
+static int *lock_fds;
+static size_t nlock_fds, lock_fds_room;
+static pthread_once_t lock_fds_once = PTHREAD_ONCE_INIT;
+
+static void lock_fds_prepare(void) { pthread_mutex_lock(&lock_fds_mu); }
+static void lock_fds_parent(void) { pthread_mutex_unlock(&lock_fds_mu); }
+static void lock_fds_child(void)
 {
+  for (size_t i = 0; i < nlock_fds; i++) close(lock_fds[i]);
+  nlock_fds = 0;
+  pthread_mutex_unlock(&lock_fds_mu);
+}
+static void lock_fds_watch(void) { pthread_atfork(lock_fds_prepare, lock_fds_parent, lock_fds_child); }
+
+/* Unlocks and closes fd, a descriptor of writer.lock, forgetting it. */
+static void lock_fd_close(int fd)
+{
+  flock(fd, LOCK_UN); /* a forked child's copy may still be open */
+  pthread_mutex_lock(&lock_fds_mu);
+  for (size_t i = 0; i < nlock_fds; i++)
+    if (lock_fds[i] == fd) {
+      lock_fds[i] = lock_fds[--nlock_fds];
+      break;
+    }
+  close(fd);
+  pthread_mutex_unlock(&lock_fds_mu);
+}
+
+void rn_store_unlock_writer(int fd) { lock_fd_close(fd); }
+
+static int lock_writer_locked(rn_store *s, rn_err *e)
+{
+  if (nlock_fds == lock_fds_room) {
+    size_t room = lock_fds_room ? 2 * lock_fds_room : 8;
+    int *more = realloc(lock_fds, room * sizeof *more);
+    if (!more) return rn_err_set(e, RN_ENOMEM, "out of memory");
+    lock_fds = more;
+    lock_fds_room = room;
+  }
   char lockpath[strlen(s->path) + sizeof "/writer.lock"];
   snprintf(lockpath, sizeof lockpath, "%s/writer.lock", s->path);
   int fd = open(lockpath, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
@@ -112,7 +161,17 @@ static int lock_writer(rn_store *s, rn_err *e)
   int n = snprintf(pid, sizeof pid, "%ld\n", (long)getpid());
   if (ftruncate(fd, 0) != 0 || pwrite(fd, pid, (size_t)n, 0) != n) { /* the lock holds without its note */ }
   s->lock_fd = fd;
+  lock_fds[nlock_fds++] = fd;
   return 0;
+}
+
+static int lock_writer(rn_store *s, rn_err *e)
+{
+  pthread_once(&lock_fds_once, lock_fds_watch);
+  pthread_mutex_lock(&lock_fds_mu); /* no fork between the open and the descriptor's registration */
+  int rc = lock_writer_locked(s, e);
+  pthread_mutex_unlock(&lock_fds_mu);
+  return rc;
 }
 
 int rn_store_txn(MDB_env *env, unsigned flags, MDB_txn **txn)
@@ -274,6 +333,7 @@ int rn_store_open(rn_store *s, const char *path, bool nosync, bool writemap, siz
     return rn_err_set(e, RN_EINVAL, "open: map_size %zu is too large: at most %zu bytes (0: 64 MiB; the map grows "
                       "by itself)", mapsize, RN_MAP_MAX);
   int rc = make_dir(s, path, e);
+  if (!rc) rc = rn_envs_closing(s->path, e); /* before the lock, which it still holds */
   if (!rc) rc = lock_writer(s, e);
   if (!rc) rc = rn_envs_claim(s->path, s, e); /* the process's one environment on it (envs.h) */
   if (!rc) rc = rn_store_check_file(s->path, false, e);
@@ -321,6 +381,9 @@ fail:
 
 int rn_store_forked(const rn_store *s, rn_err *e)
 {
+  if (s->unmapped)
+    return rn_err_set(e, RN_ESTORE, "state %s: its map could not be mapped again after growing; close the pipeline "
+                      "and open it again", s->path ? s->path : "(closed)");
   if (s->pid == rn_envs_self()) return 0;
   return rn_err_set(e, RN_EMISUSE, "state %s was opened by process %ld before a fork; open it again in this process",
                     s->path ? s->path : "(closed)", (long)s->pid);
@@ -346,7 +409,7 @@ void rn_store_remove_temp(rn_store *s)
 static MDB_txn **parents_txns;
 static size_t nparents_txns;
 
-static void keep_parents_txn(MDB_txn *txn)
+void rn_store_keep_parents_txn(MDB_txn *txn)
 {
   if (!txn) return;
   MDB_txn **more = realloc(parents_txns, sizeof *more * (nparents_txns + 1));
@@ -362,11 +425,13 @@ void rn_store_close(rn_store *s)
   rn_rowcache_free(s->rowcache);
   if (s->wtxn && !child) mdb_txn_abort(s->wtxn);
   if (s->rtxn && !child) mdb_txn_abort(s->rtxn);
-  if (child) keep_parents_txn(s->rtxn); /* a write transaction is the environment's own (freed with it) */
-  if (!child) rn_envs_writer_closing(s);
-  if (s->env) mdb_env_close(s->env);
-  rn_envs_unclaim(s);
-  if (s->lock_fd >= 0) close(s->lock_fd); /* after LMDB let go: the next writer may start */
+  if (child) rn_store_keep_parents_txn(s->rtxn); /* a write transaction is the environment's own (freed with it) */
+  bool kept = !child && s->env && rn_envs_writer_closing(s, s->env, s->lock_fd); /* reads beside it end later */
+  if (!kept) {
+    if (s->env) mdb_env_close(s->env);
+    rn_envs_unclaim(s);
+    if (s->lock_fd >= 0 && !child) lock_fd_close(s->lock_fd); /* after LMDB let go: the next writer may start */
+  }
   if (s->temp && s->path && !child) nftw(s->path, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
   free(s->path);
   free(s->written);
@@ -381,9 +446,20 @@ int rn_store_grow(rn_store *s, rn_err *e)
   if (info.me_mapsize > RN_MAP_MAX) return rn_err_set(e, RN_EFULL, "growing the map: it is %zu bytes already",
                                                       info.me_mapsize);
   size_t want = info.me_mapsize * 2;
+  /* LMDB unmaps the map before mapping the larger one: when that mapping
+   * fails (a limited address space: ulimit -v, RLIMIT_AS) the environment
+   * is left with no map, and its next use dies of SIGSEGV; no call maps it
+   * again. So the address space is asked first, for the new map beside
+   * the old (stricter than LMDB needs, never less). */
+  void *room = mmap(NULL, want, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  if (room == MAP_FAILED)
+    return rn_err_set(e, RN_EFULL, "state %s: growing the map from %zu to %zu bytes: the process's address space "
+                      "refuses it (ulimit -v?): %s", s->path, info.me_mapsize, want, strerror(errno));
+  munmap(room, want);
   if (s->before_remap) s->before_remap(s->remap_ctx); /* cursors would read the old, unmapped pages */
   if (s->rtxn) { mdb_txn_abort(s->rtxn); s->rtxn = NULL; s->rtxn_live = false; }
   int rc = mdb_env_set_mapsize(s->env, want);
+  if (rc && rc != EINVAL) s->unmapped = true; /* EINVAL: refused before unmapping (a transaction open) */
   if (rc) return rn_store_fail(e, rc, "growing the map");
   s->mapsize = want;
   return 0;
@@ -399,7 +475,13 @@ static int grow_if_needed(rn_store *s, rn_err *e)
   mdb_env_info(s->env, &info);
   mdb_env_stat(s->env, &st);
   size_t used = (info.me_last_pgno + 1) * (size_t)st.ms_psize;
-  return used * 2 < info.me_mapsize ? 0 : rn_store_grow(s, e);
+  if (used * 2 < info.me_mapsize) return 0;
+  int rc = rn_store_grow(s, e);
+  if (rc == RN_EFULL && !s->unmapped) { /* refused (the address space): a group that fits still goes */
+    rn_err_clear(e);
+    return 0;
+  }
+  return rc;
 }
 
 int rn_store_begin(rn_store *s, rn_err *e)

@@ -226,6 +226,7 @@ typedef struct rn_store {
   void *remap_ctx;
   /* ---- forks ---- */
   pid_t pid;               /* the process that opened it: a forked child may not use it (rn_store_forked) */
+  bool unmapped;           /* a growth left LMDB without a map: unusable but closable (rn_store_forked) */
 } rn_store;
 
 /* mapsize 0: the default initial map (64 MiB), and never less than 1 MiB;
@@ -245,8 +246,17 @@ void rn_store_close(rn_store *s);
  * in a forked child RN_EMISUSE ("state st was opened by process 1234
  * before a fork; open it again in this process"). rn_store_close in the
  * child releases the child's memory and descriptors only: it ends no
- * transaction, and a temporary state's directory stays (the parent's). */
+ * transaction, and a temporary state's directory stays (the parent's).
+ * RN_ESTORE too once a growth of the map failed after LMDB unmapped it
+ * (s->unmapped): every call is refused rather than reading no map. */
 int rn_store_forked(const rn_store *s, rn_err *e);
+/* Keeps a transaction of the parent's, which a forked child may neither
+ * end nor free, reachable until the child exits (not a leak: valgrind's
+ * check of the fork tests). Best effort. */
+void rn_store_keep_parents_txn(MDB_txn *txn);
+/* Ends the writer lock held by fd (a descriptor of writer.lock that a
+ * closed store handed to envs.c: rn_envs_writer_closing). */
+void rn_store_unlock_writer(int fd);
 /* ---- a pipeline that will never be closed ----
  * Its Lua state closes under one of its callbacks (os.exit(code, true) in
  * a sink, a mapper, a filter): the close is refused (core frames below

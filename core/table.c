@@ -741,7 +741,10 @@ static void cursor_end(rn_table_cursor *c)
   rn_pipeline *p = c->t->p;
   bool gone = !c->view.own && c->txn != p->store.txn_serial; /* its transaction a regrow replaced freed it */
   if (c->cur && !gone && !group_cursor_dead(c)) mdb_cursor_close(c->cur);
-  if (c->view.own && p->store.pid != getpid()) c->view.own = NULL; /* a forked child's: the parent's reader slot */
+  if (c->view.own && p->store.pid != getpid()) { /* a forked child's: the parent's reader slot */
+    rn_store_keep_parents_txn(c->view.own);
+    c->view.own = NULL;
+  }
   rn_snapshot_close(&c->view);
   if (c->prev) c->prev->next = c->next; else p->cursors = c->next;
   if (c->next) c->next->prev = c->prev;

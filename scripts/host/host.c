@@ -177,7 +177,10 @@ int main(int argc, char **argv)
   int per_tick = argc > 2 ? atoi(argv[2]) : 300;
   double hz = argc > 3 ? atof(argv[3]) : 60;
   const char *script = argc > 4 ? argv[4] : "scripts/host/game.lua";
-  if (ticks < 1 || per_tick < 1) { fprintf(stderr, "usage: host [ticks] [changes_per_tick] [hz] [script]\n"); return 2; }
+  if (ticks < 1 || per_tick < 1) {
+    fprintf(stderr, "usage: host [ticks] [changes_per_tick] [hz] [script] [carry_groups]\n");
+    return 2;
+  }
 
   /* With a tick rate there is idle time after each tick: the tick keeps its
    * writes in memory (write-back, read-your-writes) and the commit in the
@@ -190,11 +193,19 @@ int main(int argc, char **argv)
   char err[512];
   if (rn_pipeline_open(&opts, &p, err, sizeof err)) { fprintf(stderr, "host: %s\n", err); return 1; }
   if (rn_run_lua(p, NULL, script)) return fail(p, script);
-  rn_rel *players = rn_relation(p, "players"), *guilds = rn_relation(p, "guilds"),
-         *matches = rn_relation(p, "matches");
+  /* The relations the host uses, by name: one the script does not declare
+   * is said by name (runnel itself would only see a NULL relation). */
+  static const char *const used[] = { "players", "guilds", "matches", "leaderboard", "player_log" };
+  rn_rel *rels[5];
+  for (int i = 0; i < 5; i++)
+    if (!(rels[i] = rn_relation(p, used[i]))) {
+      fprintf(stderr, "host: %s declares no relation \"%s\"\n", script, used[i]);
+      rn_pipeline_close(p);
+      return 1;
+    }
+  rn_rel *players = rels[0], *guilds = rels[1], *matches = rels[2];
   counts got = { { 0 }, 0, getenv("RUNNEL_HOST_HASH") != NULL, 0xcbf29ce484222325ULL };
-  if (rn_subscribe(p, rn_relation(p, "leaderboard"), on_leaderboard, &got) ||
-      rn_subscribe(p, rn_relation(p, "player_log"), on_log, &got))
+  if (rn_subscribe(p, rels[3], on_leaderboard, &got) || rn_subscribe(p, rels[4], on_log, &got))
     return fail(p, "subscribe");
 
   change c;
@@ -215,6 +226,10 @@ int main(int argc, char **argv)
   double *cpu_ms = malloc(sizeof *cpu_ms * (size_t)ticks);
   long control = hz > 0 && getenv("RUNNEL_HOST_CONTROL") ? control_steps() : 0;
   double *control_ms = malloc(sizeof *control_ms * (size_t)ticks);
+  if (!group_ms || !commit_ms || !cpu_ms || !control_ms) {
+    fprintf(stderr, "host: out of memory for %d ticks' timings\n", ticks);
+    return fail(p, "timings");
+  }
   int controls = 0;
   volatile uint64_t control_keep = 0;
   int preempted = 0; /* ticks over 1 ms by the clock, under it in CPU time */

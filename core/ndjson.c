@@ -917,15 +917,16 @@ static int nsink_sync(void *ctx, rn_err *e)
 static uint64_t nsink_position(void *ctx) { return ((nsink *)ctx)->length; }
 
 /* A path sink before a run (see "A file moved or removed" above): 0 when
- * its path still names the file it has open; else the old file is synced,
- * the path opened (made) again and locked, and the sink goes on at its
- * end: 1. An error keeps the old file (the run waits). */
-static int nsink_renew(void *ctx, rn_err *e)
+ * its path still names the file it has open; else 1, and with reopen the
+ * old file is synced, the path opened (made) again and locked, and the
+ * sink goes on at its end. An error keeps the old file (the run waits). */
+static int nsink_renew(void *ctx, bool reopen, rn_err *e)
 {
   nsink *s = ctx;
   struct stat open_st, path_st;
   if (s->fd < 0 || fstat(s->fd, &open_st) != 0) return 0;
   if (stat(s->path, &path_st) == 0 && path_st.st_dev == open_st.st_dev && path_st.st_ino == open_st.st_ino) return 0;
+  if (!reopen) return 1;
   if (fdatasync(s->fd) != 0 && errno != EINVAL)
     return rn_err_set(e, RN_EIO, "%s: ndjson: %s was moved or removed: syncing the lines written to it: %s",
                       s->rel_name, s->path, strerror(errno));

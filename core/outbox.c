@@ -638,14 +638,22 @@ static void drop_delivered(rn_outbox *ob, obsink *s)
  * once in a transaction of its own, before any group goes there: after a
  * crash the groups after the mark are looked for in the new output, not
  * at the old one's position (3). With a carried transaction open (it
- * holds the marks) the sink goes on in its old output until the next
- * pass. False: it waits, its failure kept. */
+ * holds the marks, and no other can begin) a sink whose output moved
+ * writes nothing: it waits for the next pass (backlog), which the
+ * carried transaction's commit runs; none of its groups goes to the
+ * moved output. False: it waits, its failure kept (none when it only
+ * waits for the carried transaction). */
 static bool renewed(rn_pipeline *p, rn_outbox *ob, obsink *s)
 {
-  if (!s->ops.renew || p->store.wtxn) return true;
+  if (!s->ops.renew) return true;
   rn_err e = { .code = RN_OK };
+  if (p->store.wtxn) {
+    if (!s->remark && s->ops.renew(s->ctx, false, &e) == 0) return true;
+    ob->backlog = true;
+    return false;
+  }
   if (!s->remark) {
-    int rc = s->ops.renew(s->ctx, &e);
+    int rc = s->ops.renew(s->ctx, true, &e);
     if (rc < 0) {
       s->failure = e;
       delivery_failed(ob, &e);

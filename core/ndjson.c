@@ -1102,7 +1102,8 @@ static int lock_file(rn_pipeline *p, const rn_rel *rel, int fd, const char *path
 /* The file renamed beside path (see "A file renamed while the state was
  * closed"), open for reading and cutting, or -1: in path's directory, named
  * path's name and a suffix, a regular file of at least `position` bytes
- * with a line starting there; the latest modified of such. */
+ * with a line starting there, no durable sink's (flock); the latest
+ * modified of such, locked while it is open. */
 static int renamed_file(const char *path, uint64_t position)
 {
   const char *slash = strrchr(path, '/');
@@ -1124,7 +1125,8 @@ static int renamed_file(const char *path, uint64_t position)
       continue;
     int fd = lstat(file, &st) == 0 && S_ISREG(st.st_mode) ? open(file, O_RDWR | O_CLOEXEC | O_NOFOLLOW) : -1;
     if (fd < 0) continue;
-    bool fits = fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && (uint64_t)st.st_size >= position &&
+    bool fits = !(flock(fd, LOCK_EX | LOCK_NB) != 0 && errno == EWOULDBLOCK) && /* not a live sink's file */
+                fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && (uint64_t)st.st_size >= position &&
                 (position == 0 || pread(fd, &before, 1, (off_t)position - 1) == 1) && before == '\n';
     if (fits && (best < 0 || st.st_mtim.tv_sec > best_at.tv_sec ||
                  (st.st_mtim.tv_sec == best_at.tv_sec && st.st_mtim.tv_nsec > best_at.tv_nsec))) {

@@ -90,6 +90,20 @@ os.exit(0, false)
     assert.equal("3,4", ks(read(log)))
   end)
 
+  it("leaves alone a file beside the path that a live sink writes", function()
+    crash_after(3)
+    assert(os.rename(log, log .. ".1"))
+    local q = runnel.open()
+    local o = q:stream("o", { {"k","int"}, {"pad","string"} })
+    o:sink(runnel.ndjson(log .. ".1", { verb = false }))   -- another state's sink holds it now
+    local p, s = open()
+    s:insert{ k = 4, pad = "x" }
+    p:close()
+    q:close()
+    assert.equal("1,2,3", ks(read(log .. ".1")))
+    assert.equal("3,4", ks(read(log)))
+  end)
+
   it("writes them again when no renamed file holds them (removed, or moved elsewhere)", function()
     crash_after(3)
     assert(os.rename(log, dir .. "/elsewhere"))

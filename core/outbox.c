@@ -1287,21 +1287,31 @@ int rn_outbox_sink_remove(rn_pipeline *p, rn_rel *rel, bool (*match)(rn_sink_fn 
   return 0;
 }
 
-/* A close's last word on a named sink whose output it could not sync
+/* A close's last word on the named sinks whose output it could not sync
  * (its last try was write_marks'): the groups are in the state, the next
- * open looks for them in the output (3). */
+ * open looks for them in the output (3). Each such sink is named, with
+ * its relation and groups; the code is the first one's. */
 static int unsynced_at_close(const rn_outbox *ob, rn_err *e)
 {
-  for (int i = 0; i < ob->n; i++) {
+  char *at = e->msg, *end = e->msg + sizeof e->msg;
+  int code = 0;
+  for (int i = 0; i < ob->n && at < end; i++) {
     const obsink *s = ob->sinks[i];
-    if (s->name && s->delivered > s->synced)
-      return rn_err_set(e, s->unsynced.code ? s->unsynced.code : RN_EIO,
-                        "close: %s: %s: %s; groups %llu to %llu were written but are not known to be on disk: they "
-                        "wait in the state, and the next open looks for them in its output (writing those missing)",
-                        s->rel->name, s->label, s->unsynced.code ? s->unsynced.msg : "syncing failed",
-                        (unsigned long long)s->synced + 1, (unsigned long long)s->delivered);
+    if (!s->name || s->delivered <= s->synced) continue;
+    char groups[96];
+    if (s->delivered == s->synced + 1) snprintf(groups, sizeof groups, "group %llu was written but is", (unsigned long long)s->delivered);
+    else
+      snprintf(groups, sizeof groups, "groups %llu to %llu were written but are", (unsigned long long)s->synced + 1,
+               (unsigned long long)s->delivered);
+    at += snprintf(at, (size_t)(end - at), "%s%s: %s: %s; %s not known to be on disk", code ? "; " : "close: ",
+                   s->rel->name, s->label, s->unsynced.code ? s->unsynced.msg : "syncing failed", groups);
+    if (!code) code = s->unsynced.code ? s->unsynced.code : RN_EIO;
   }
-  return 0;
+  if (code && at < end)
+    snprintf(at, (size_t)(end - at), ": they wait in the state, and the next open looks for them in its output "
+             "(writing those missing)");
+  if (code) e->code = code;
+  return code;
 }
 
 int rn_outbox_close(rn_pipeline *p, rn_err *why)

@@ -597,7 +597,7 @@ static int short_write(nsink *s, size_t out, int err, rn_err *e)
                (unsigned long long)g->seq, torn);
     }
   }
-  return rn_err_set(e, RN_EIO, "ndjson: writing: %s%s", strerror(err), note);
+  return rn_err_set(e, RN_EIO, "%s: ndjson: writing: %s%s", s->rel_name, strerror(err), note);
 }
 
 /* The length of fd's complete lines (size bytes): a torn last line is
@@ -665,7 +665,9 @@ static int write_lines(nsink *s, rn_err *e)
   int rc = 0;
   if (n && s->fd >= 0 && !s->writing && (rc = foreign_tail(s, e))) {
     s->conflict = *e; /* the run fails, its groups wait; a declaration delivering them fails too */
-  } else if (n && s->fd >= 0 && !append_lines(s)) rc = rn_err_set(e, RN_EIO, "ndjson: writing: %s", strerror(errno));
+  } else if (n && s->fd >= 0 && !append_lines(s)) {
+    rc = rn_err_set(e, RN_EIO, "%s: ndjson: %s: writing: %s", s->rel_name, s->path, strerror(errno));
+  }
   else if (n && s->fd < 0 && !put_file(s->f, s->lines.data, n, &out)) rc = short_write(s, out, errno, e);
   else if (n && s->fd < 0) {
     if (s->nstaged) s->kept = s->staged[s->nstaged - 1].seq; /* out for good: a failure later in the run cannot take it back */
@@ -1073,6 +1075,10 @@ int rn_ndjson_sink(rn_pipeline *p, rn_rel *rel, FILE *f, bool own, const char *v
   char state_id[33] = "";
   int rc = check_fields(p, rel, verb_field, id_field, state_id);
   nsink *s = rc ? NULL : new_nsink(verb_field, id_field);
+  if (s && !(s->rel_name = strdup(rel->name))) {
+    free_nsink(s);
+    s = NULL;
+  }
   if (!s) {
     if (own) fclose(f);
     if (release) release(release_ctx);

@@ -1233,11 +1233,13 @@ int rn_outbox_lost(rn_pipeline *p, rn_err *e)
         if (!first) first = en->seq;
         last = en->seq;
       }
+    size_t rl = strlen(s->rel->name);
+    const char *why = s->failure.code ? s->failure.msg : "its delivery failed";
+    if (!strncmp(why, s->rel->name, rl) && !strncmp(why + rl, ": ", 2)) why += rl + 2; /* named once */
     if (first)
       return rn_err_set(e, RN_EIO, "close: %s: groups %llu to %llu waiting for its NDJSON sink on an open file were "
                         "not delivered and are lost (it keeps them in memory only): %s", s->rel->name,
-                        (unsigned long long)first, (unsigned long long)last,
-                        s->failure.code ? s->failure.msg : "its delivery failed");
+                        (unsigned long long)first, (unsigned long long)last, why);
   }
   return 0;
 }

@@ -27,6 +27,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <dirent.h>
 #include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -316,6 +317,21 @@ int rn_ndjson_line(const rn_schema *s, const char *row, size_t len, bool key_onl
  * the end: a group the cut took away cannot be told from one never
  * written, so it may be in the rotated copy and the file both.
  *
+ * A file renamed while the state was closed (logrotate's rename-and-create
+ * while the process was down after a crash) holds the groups the crash
+ * left unconfirmed, at the mark's position; the file now at the path is
+ * shorter than that position (as a cut file is). So the sink first looks
+ * for a renamed file beside the path (same directory, the path's name and
+ * a suffix: out.ndjson.1, out.ndjson-20261205; the latest modified of
+ * those long enough, with a line starting at the position) and checks the
+ * waiting groups there, from the position, byte for byte, in order: each
+ * found is not written again; one whose first lines end that file (a
+ * crash cut it short) is cut there and written whole to the path; at the
+ * first not found the rest are looked for in the file at the path as in a
+ * cut file (below: copytruncate leaves a copy beside the path too). A
+ * renamed file compressed, or moved to another directory, is not found:
+ * its groups are written again (with an id field a reader can dedupe).
+ *
  * An open file (a caller's FILE: io.stdout, a pipe) keeps its groups in
  * memory (OUTBOX-6). Its lines go out through its descriptor, after the
  * caller's own buffered output, so the sink knows how many bytes of a run
@@ -334,6 +350,8 @@ int rn_ndjson_line(const rn_schema *s, const char *row, size_t len, bool key_onl
 typedef struct nsink {
   FILE *f;                /* a caller's open file, or NULL */
   int fd;                 /* a path sink's descriptor, or -1 */
+  int renamed_fd;         /* the file renamed beside the path the waiting groups are looked for in first, or -1
+                             (see "A file renamed while the state was closed") */
   bool own;               /* close f when the sink goes */
   char *verb_field;       /* NULL: no verb in the lines */
   char *id_field;         /* NULL: no id in the lines; else each says "<state id>:<seq>:<n>" there */
@@ -393,6 +411,7 @@ static void free_nsink(void *ctx)
   nsink *s = ctx;
   if (s->own && s->f) fclose(s->f);
   if (s->fd >= 0) close(s->fd);
+  if (s->renamed_fd >= 0) close(s->renamed_fd);
   if (s->release) s->release(s->release_ctx);
   free(s->verb_field);
   free(s->id_field);
@@ -578,7 +597,7 @@ static int short_write(nsink *s, size_t out, int err, rn_err *e)
                (unsigned long long)g->seq, torn);
     }
   }
-  return rn_err_set(e, RN_EIO, "ndjson: writing: %s%s", strerror(err), note);
+  return rn_err_set(e, RN_EIO, "%s: ndjson: writing: %s%s", s->rel_name, strerror(err), note);
 }
 
 /* The length of fd's complete lines (size bytes): a torn last line is
@@ -646,7 +665,9 @@ static int write_lines(nsink *s, rn_err *e)
   int rc = 0;
   if (n && s->fd >= 0 && !s->writing && (rc = foreign_tail(s, e))) {
     s->conflict = *e; /* the run fails, its groups wait; a declaration delivering them fails too */
-  } else if (n && s->fd >= 0 && !append_lines(s)) rc = rn_err_set(e, RN_EIO, "ndjson: writing: %s", strerror(errno));
+  } else if (n && s->fd >= 0 && !append_lines(s)) {
+    rc = rn_err_set(e, RN_EIO, "%s: ndjson: %s: writing: %s", s->rel_name, s->path, strerror(errno));
+  }
   else if (n && s->fd < 0 && !put_file(s->f, s->lines.data, n, &out)) rc = short_write(s, out, errno, e);
   else if (n && s->fd < 0) {
     if (s->nstaged) s->kept = s->staged[s->nstaged - 1].seq; /* out for good: a failure later in the run cannot take it back */
@@ -862,12 +883,52 @@ static int search_group(nsink *s, uint64_t seq, rn_err *e)
   return 0;
 }
 
+/* Group seq, staged, waited at open, the file at the path replaced (see
+ * "A file renamed while the state was closed"): looked for in the renamed
+ * file at check_at. 1: found whole there (not written again); 0: write it
+ * (its first lines ended that file and were cut); else as search_group,
+ * which then looks for it and the later groups in the path's file. */
+static int renamed_group(nsink *s, uint64_t seq, rn_err *e)
+{
+  const char *group = s->lines.data + s->group_at;
+  size_t n = s->lines.size - s->group_at;
+  bool cut = false;
+  for (int c = -1; c < s->nalt && !cut; c++) { /* its declaration's format, then those recorded (OUTBOX-10) */
+    const char *want = c < 0 ? group : s->alt[c].lines.data;
+    size_t wn = c < 0 ? n : s->alt[c].lines.size;
+    size_t same = same_bytes(s->renamed_fd, s->check_at, want, wn);
+    if (same == wn) {
+      s->check_at += wn;
+      s->kept = seq;
+      s->lines.size = s->group_at;
+      return 1;
+    }
+    cut = same > 0 && same == s->check_end - s->check_at;
+  }
+  int fd = s->renamed_fd;
+  s->renamed_fd = -1;
+  struct stat st;
+  int rc = 0;
+  if (cut && ftruncate(fd, (off_t)s->check_at) != 0) /* its own group, cut short by the crash */
+    rc = rn_err_set(e, RN_EIO, "%s: ndjson: cutting the renamed file of %s back to its last group: %s", s->rel_name,
+                    s->path, strerror(errno));
+  close(fd);
+  if (rc || cut || fstat(s->fd, &st) != 0) {
+    s->check_upto = 0; /* the later groups never went out */
+    return rc;
+  }
+  s->searching = true; /* the later groups may be in the path's file, written after a copytruncate */
+  s->check_end = (uint64_t)st.st_size;
+  return search_group(s, seq, e);
+}
+
 /* A group's lines wait for the end of the run, unless they grow large. */
 static int nsink_commit(void *ctx, uint64_t seq, rn_err *e)
 {
   nsink *s = ctx;
   int rc = 0;
-  if (seq <= s->check_upto && s->searching) rc = search_group(s, seq, e);
+  if (seq <= s->check_upto && s->renamed_fd >= 0) rc = renamed_group(s, seq, e);
+  else if (seq <= s->check_upto && s->searching) rc = search_group(s, seq, e);
   else if (seq <= s->check_upto && s->tail_only) rc = own_tail(s, e);
   else if (seq <= s->check_upto && s->check_at < s->check_end) rc = check_group(s, seq, e);
   clear_alts(s); /* they hold the one group checked */
@@ -917,15 +978,16 @@ static int nsink_sync(void *ctx, rn_err *e)
 static uint64_t nsink_position(void *ctx) { return ((nsink *)ctx)->length; }
 
 /* A path sink before a run (see "A file moved or removed" above): 0 when
- * its path still names the file it has open; else the old file is synced,
- * the path opened (made) again and locked, and the sink goes on at its
- * end: 1. An error keeps the old file (the run waits). */
-static int nsink_renew(void *ctx, rn_err *e)
+ * its path still names the file it has open; else 1, and with reopen the
+ * old file is synced, the path opened (made) again and locked, and the
+ * sink goes on at its end. An error keeps the old file (the run waits). */
+static int nsink_renew(void *ctx, bool reopen, rn_err *e)
 {
   nsink *s = ctx;
   struct stat open_st, path_st;
   if (s->fd < 0 || fstat(s->fd, &open_st) != 0) return 0;
   if (stat(s->path, &path_st) == 0 && path_st.st_dev == open_st.st_dev && path_st.st_ino == open_st.st_ino) return 0;
+  if (!reopen) return 1;
   if (fdatasync(s->fd) != 0 && errno != EINVAL)
     return rn_err_set(e, RN_EIO, "%s: ndjson: %s was moved or removed: syncing the lines written to it: %s",
                       s->rel_name, s->path, strerror(errno));
@@ -948,6 +1010,8 @@ static int nsink_renew(void *ctx, rn_err *e)
   }
   close(s->fd); /* its lock goes with it */
   s->fd = fd;
+  if (s->renamed_fd >= 0) close(s->renamed_fd);
+  s->renamed_fd = -1;
   s->length = s->tail_at = s->check_end = (uint64_t)st.st_size;
   s->check_upto = 0; /* groups a crash left in the old file are not looked for in the new one */
   s->searching = s->tail_only = false;
@@ -962,7 +1026,7 @@ static nsink *new_nsink(const char *verb_field, const char *id_field)
 {
   nsink *s = calloc(1, sizeof *s);
   if (!s) return NULL;
-  s->fd = -1;
+  s->fd = s->renamed_fd = -1;
   msgpack_sbuffer_init(&s->lines);
   if (!msgpack_zone_init(&s->zone, 4096)) { free(s); return NULL; }
   if ((verb_field && !(s->verb_field = strdup(verb_field))) || (id_field && !(s->id_field = strdup(id_field)))) {
@@ -1011,6 +1075,10 @@ int rn_ndjson_sink(rn_pipeline *p, rn_rel *rel, FILE *f, bool own, const char *v
   char state_id[33] = "";
   int rc = check_fields(p, rel, verb_field, id_field, state_id);
   nsink *s = rc ? NULL : new_nsink(verb_field, id_field);
+  if (s && !(s->rel_name = strdup(rel->name))) {
+    free_nsink(s);
+    s = NULL;
+  }
   if (!s) {
     if (own) fclose(f);
     if (release) release(release_ctx);
@@ -1037,6 +1105,48 @@ static int lock_file(rn_pipeline *p, const rn_rel *rel, int fd, const char *path
                     rel->name, path);
 }
 
+/* The file renamed beside path (see "A file renamed while the state was
+ * closed"), open for reading and cutting, or -1: in path's directory, named
+ * path's name and a suffix, a regular file of at least `position` bytes
+ * with a line starting there, no durable sink's (flock); the latest
+ * modified of such, locked while it is open. */
+static int renamed_file(const char *path, uint64_t position)
+{
+  const char *slash = strrchr(path, '/');
+  const char *base = slash ? slash + 1 : path;
+  size_t dlen = slash ? (size_t)(slash - path) + 1 : 0, blen = strlen(base);
+  char dirname[PATH_MAX], file[PATH_MAX];
+  if (blen == 0 || dlen + 1 >= sizeof dirname) return -1;
+  memcpy(dirname, slash ? path : ".", slash ? dlen : 1);
+  dirname[slash ? dlen : 1] = 0;
+  DIR *d = opendir(dirname);
+  if (!d) return -1;
+  int best = -1;
+  struct timespec best_at = { 0, 0 };
+  for (struct dirent *de; (de = readdir(d));) {
+    struct stat st;
+    char before = '\n';
+    if (strncmp(de->d_name, base, blen) != 0 || de->d_name[blen] == 0 ||
+        (size_t)snprintf(file, sizeof file, "%.*s%s", (int)dlen, path, de->d_name) >= sizeof file)
+      continue;
+    int fd = lstat(file, &st) == 0 && S_ISREG(st.st_mode) ? open(file, O_RDWR | O_CLOEXEC | O_NOFOLLOW) : -1;
+    if (fd < 0) continue;
+    bool fits = !(flock(fd, LOCK_EX | LOCK_NB) != 0 && errno == EWOULDBLOCK) && /* not a live sink's file */
+                fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && (uint64_t)st.st_size >= position &&
+                (position == 0 || pread(fd, &before, 1, (off_t)position - 1) == 1) && before == '\n';
+    if (fits && (best < 0 || st.st_mtim.tv_sec > best_at.tv_sec ||
+                 (st.st_mtim.tv_sec == best_at.tv_sec && st.st_mtim.tv_nsec > best_at.tv_nsec))) {
+      if (best >= 0) close(best);
+      best = fd;
+      best_at = st.st_mtim;
+    } else {
+      close(fd);
+    }
+  }
+  closedir(d);
+  return best;
+}
+
 /* Where a path sink starts (see the ownership note above): with a mark
  * whose position the file still reaches, the groups waiting now are
  * checked against the file from there. An incomplete last line is left to
@@ -1051,6 +1161,11 @@ static int place_sink(rn_pipeline *p, rn_rel *rel, nsink *s, const rn_outbox_mar
   s->check_end = size; /* the checks compare the incomplete line too */
   if (m->found && m->position <= whole) {
     s->length = s->check_at = m->position;
+    s->check_upto = p->seq;
+  } else if (m->found && m->delivered < p->seq && (s->renamed_fd = renamed_file(s->path, m->position)) >= 0) {
+    struct stat st;
+    s->check_at = m->position; /* the file was renamed: its groups are looked for there first */
+    s->check_end = fstat(s->renamed_fd, &st) == 0 ? (uint64_t)st.st_size : m->position;
     s->check_upto = p->seq;
   } else if (m->found) { /* cut shorter after the mark */
     s->searching = true;

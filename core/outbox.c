@@ -638,14 +638,22 @@ static void drop_delivered(rn_outbox *ob, obsink *s)
  * once in a transaction of its own, before any group goes there: after a
  * crash the groups after the mark are looked for in the new output, not
  * at the old one's position (3). With a carried transaction open (it
- * holds the marks) the sink goes on in its old output until the next
- * pass. False: it waits, its failure kept. */
+ * holds the marks, and no other can begin) a sink whose output moved
+ * writes nothing: it waits for the next pass (backlog), which the
+ * carried transaction's commit runs; none of its groups goes to the
+ * moved output. False: it waits, its failure kept (none when it only
+ * waits for the carried transaction). */
 static bool renewed(rn_pipeline *p, rn_outbox *ob, obsink *s)
 {
-  if (!s->ops.renew || p->store.wtxn) return true;
+  if (!s->ops.renew) return true;
   rn_err e = { .code = RN_OK };
+  if (p->store.wtxn) {
+    if (!s->remark && s->ops.renew(s->ctx, false, &e) == 0) return true;
+    ob->backlog = true;
+    return false;
+  }
   if (!s->remark) {
-    int rc = s->ops.renew(s->ctx, &e);
+    int rc = s->ops.renew(s->ctx, true, &e);
     if (rc < 0) {
       s->failure = e;
       delivery_failed(ob, &e);
@@ -1225,11 +1233,13 @@ int rn_outbox_lost(rn_pipeline *p, rn_err *e)
         if (!first) first = en->seq;
         last = en->seq;
       }
+    size_t rl = strlen(s->rel->name);
+    const char *why = s->failure.code ? s->failure.msg : "its delivery failed";
+    if (!strncmp(why, s->rel->name, rl) && !strncmp(why + rl, ": ", 2)) why += rl + 2; /* named once */
     if (first)
       return rn_err_set(e, RN_EIO, "close: %s: groups %llu to %llu waiting for its NDJSON sink on an open file were "
                         "not delivered and are lost (it keeps them in memory only): %s", s->rel->name,
-                        (unsigned long long)first, (unsigned long long)last,
-                        s->failure.code ? s->failure.msg : "its delivery failed");
+                        (unsigned long long)first, (unsigned long long)last, why);
   }
   return 0;
 }
@@ -1279,21 +1289,31 @@ int rn_outbox_sink_remove(rn_pipeline *p, rn_rel *rel, bool (*match)(rn_sink_fn 
   return 0;
 }
 
-/* A close's last word on a named sink whose output it could not sync
+/* A close's last word on the named sinks whose output it could not sync
  * (its last try was write_marks'): the groups are in the state, the next
- * open looks for them in the output (3). */
+ * open looks for them in the output (3). Each such sink is named, with
+ * its relation and groups; the code is the first one's. */
 static int unsynced_at_close(const rn_outbox *ob, rn_err *e)
 {
-  for (int i = 0; i < ob->n; i++) {
+  char *at = e->msg, *end = e->msg + sizeof e->msg;
+  int code = 0;
+  for (int i = 0; i < ob->n && at < end; i++) {
     const obsink *s = ob->sinks[i];
-    if (s->name && s->delivered > s->synced)
-      return rn_err_set(e, s->unsynced.code ? s->unsynced.code : RN_EIO,
-                        "close: %s: %s: %s; groups %llu to %llu were written but are not known to be on disk: they "
-                        "wait in the state, and the next open looks for them in its output (writing those missing)",
-                        s->rel->name, s->label, s->unsynced.code ? s->unsynced.msg : "syncing failed",
-                        (unsigned long long)s->synced + 1, (unsigned long long)s->delivered);
+    if (!s->name || s->delivered <= s->synced) continue;
+    char groups[96];
+    if (s->delivered == s->synced + 1) snprintf(groups, sizeof groups, "group %llu was written but is", (unsigned long long)s->delivered);
+    else
+      snprintf(groups, sizeof groups, "groups %llu to %llu were written but are", (unsigned long long)s->synced + 1,
+               (unsigned long long)s->delivered);
+    at += snprintf(at, (size_t)(end - at), "%s%s: %s: %s; %s not known to be on disk", code ? "; " : "close: ",
+                   s->rel->name, s->label, s->unsynced.code ? s->unsynced.msg : "syncing failed", groups);
+    if (!code) code = s->unsynced.code ? s->unsynced.code : RN_EIO;
   }
-  return 0;
+  if (code && at < end)
+    snprintf(at, (size_t)(end - at), ": they wait in the state, and the next open looks for them in its output "
+             "(writing those missing)");
+  if (code) e->code = code;
+  return code;
 }
 
 int rn_outbox_close(rn_pipeline *p, rn_err *why)

@@ -32,9 +32,10 @@ typedef struct rn_outbox_ops {
   uint64_t (*kept)(void *ctx);            /* the last group it put out for good in a run that then failed
                                              (an NDJSON sink on an open file cannot cut it back):
                                              delivered, not retried; may be NULL */
-  int (*renew)(void *ctx, rn_err *e);     /* before a run: 1 when it reopened its output (an NDJSON file
-                                             moved or removed: the old one synced), its position now the
-                                             new one's; 0: the same; or an RN_E… code; may be NULL */
+  int (*renew)(void *ctx, bool reopen, rn_err *e); /* before a run: 1 when its output was moved or removed
+                                             (an NDJSON file) and, with reopen, it reopened it (the old
+                                             one synced), its position now the new one's; 0: the same;
+                                             or an RN_E… code; may be NULL */
 } rn_outbox_ops;
 
 /* A durable sink's record in the state ("od:" name in meta). */

@@ -52,7 +52,7 @@ p:begin()
 for k = 41, 46 do s:insert{ k = k, pad = pad } end -- 72 kB more: past the 100 kB limit
 p:commit()
 local ok, err = pcall(p.deliver, p)
-assert(not ok and err:find("ndjson: writing: File too large", 1, true), tostring(err))
+assert(not ok and err:find(": writing: File too large", 1, true), tostring(err))
 p:close()
 ]]):format(state, log, log))
     local _, err, code = H.sh(("sh -c \"trap '' XFSZ; ulimit -f 200; exec lua5.4 %s\""):format(script))

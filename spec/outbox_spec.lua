@@ -267,7 +267,7 @@ for k = 1, 200 do
   s:insert{ k = k, pad = string.rep("x", 3000) } -- commits whatever the file does
   if not failed_at then
     local ok, err = pcall(p.deliver, p)
-    if not ok then failed_at = k; assert(err:find("ndjson: writing: File too large", 1, true), err) end
+    if not ok then failed_at = k; assert(err:find(": writing: File too large", 1, true), err) end
   elseif k == failed_at + 3 then break end
 end
 assert(failed_at, "the file never filled")

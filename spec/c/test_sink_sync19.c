@@ -176,8 +176,37 @@ static void test_a_close_that_cannot_sync_says_so(void)
   cleanup(dir);
 }
 
+/* Two sinks whose last syncs fail: the close names both, each with its
+ * relation, file and groups (before, only the first was said). */
+static void test_a_close_names_every_sink_it_could_not_sync(void)
+{
+  char dir[] = "/tmp/runnel_sync19_XXXXXX", sub[] = "/tmp/runnel_sync19b_XXXXXX", log[64], log2[80];
+  char why[RN_ERRMSG_MAX] = "";
+  CHECK(mkdtemp(dir) != NULL && mkdtemp(sub) != NULL);
+  snprintf(log, sizeof log, "%s/out.ndjson", dir);
+  snprintf(log2, sizeof log2, "%s/out.ndjson", sub);
+  rn_rel *s = NULL, *u = NULL;
+  rn_pipeline *p = open_sink(dir, log, &s);
+  static const rn_column_def cols[] = { { "k", "int", 0, NULL, 0, NULL }, { "pad", "string", 0, NULL, 0, NULL } };
+  CHECK(rn_declare_stream(p, "u", cols, 2, &u) == 0);
+  CHECK(rn_ndjson_sink_path(p, u, log2, NULL, NULL) == 0);
+  failing = 1;
+  CHECK(insert_row(p, s, 1) == 0);
+  CHECK(insert_row(p, u, 1) == 0);
+  int rc = rn_pipeline_close_report(p, why, sizeof why);
+  failing = 0;
+  CHECK(rc == RN_EIO);
+  CHECK(strncmp(why, "close: s: ", 10) == 0);
+  CHECK(strstr(why, "; u: durable sink to ") != NULL);
+  CHECK(strstr(why, "sync19b_") != NULL);
+  if (!strstr(why, "; u: ")) fprintf(stderr, "close: %d %s\n", rc, why);
+  cleanup(dir);
+  cleanup(sub);
+}
+
 int main(void)
 {
+  RUN(test_a_close_names_every_sink_it_could_not_sync);
   RUN(test_a_failing_sync_keeps_the_groups);
   RUN(test_a_close_that_cannot_sync_says_so);
   RUN(test_a_crash_after_failing_syncs_writes_each_line_once);

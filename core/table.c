@@ -411,6 +411,7 @@ static int stream_insert(rn_rel *s, msgpack_object *vals, uint8_t *given)
   if (rc) return rc;
   s->p->stats.changes++;
   rn_change c = { RN_INSERT, s->next_id++, row, len, NULL, 0 };
+  s->count++; /* the ids given: next_id went back below it when damaged (store.h) */
   return rn_source_emit(s, &c);
 }
 

@@ -398,6 +398,35 @@ static bool gave_events(walk *w, const char *name)
   return mdb_get(w->txn, w->meta, &k, &v) == 0;
 }
 
+/* The last group relation name gave events in (its "ch:" record); 0: none
+ * known. */
+static uint64_t last_events(walk *w, const char *name)
+{
+  char key[4096];
+  MDB_val k = { (size_t)snprintf(key, sizeof key, RN_META_CHANGED "%s", name), key }, v;
+  uint64_t seq = 0;
+  if (mdb_get(w->txn, w->meta, &k, &v) == 0 && v.mv_size == sizeof seq) memcpy(&seq, v.mv_data, sizeof seq);
+  return seq;
+}
+
+/* A stream's or cdc relation's counters gone back (relation.c's
+ * check_event_counters): next id not past the events it gave, or the
+ * record older than its last events. Either gives their ids again. */
+static void check_event_counters(walk *w, const char *name, const uint64_t counters[3])
+{
+  char detail[200];
+  uint64_t changed = last_events(w, name);
+  if (counters[0] && counters[0] <= counters[1])
+    snprintf(detail, sizeof detail, "give next id %llu, but it gave %llu events", (unsigned long long)counters[0],
+             (unsigned long long)counters[1]);
+  else if (changed > counters[2])
+    snprintf(detail, sizeof detail, "are as of group %llu, but it gave events in group %llu",
+             (unsigned long long)counters[2], (unsigned long long)changed);
+  else
+    return;
+  damaged(w, "relation \"%s\": its counters %s: it would give their ids again", name, detail);
+}
+
 /* One "r:" entry: it decodes, and what its kind keeps agrees with itself. */
 static void check_relation(walk *w, const char *name, const MDB_val *v, msgpack_zone *z)
 {
@@ -414,6 +443,7 @@ static void check_relation(walk *w, const char *name, const MDB_val *v, msgpack_
   bool have = read_counters(w, name, counters);
   if ((kind == RN_REL_STREAM || kind == RN_REL_CDC) && have && counters[0] == 0)
     damaged(w, "relation \"%s\": its counters give id 0 (ids start at 1)%s", name, "");
+  if ((kind == RN_REL_STREAM || kind == RN_REL_CDC) && have) check_event_counters(w, name, counters);
   if ((kind == RN_REL_STREAM || kind == RN_REL_CDC) && !have && gave_events(w, name))
     damaged(w, "relation \"%s\": its counters are missing, but it gave events: it would give their ids again%s",
             name, "");

@@ -445,6 +445,14 @@ local function open_state(dir, file, quiet)
   if file then run_file(file, p) end
 end
 
+-- Whether src's last line ends inside a short string that goes on over
+-- the newline: after an odd number of "\\" (an escaped newline), or a
+-- "\\z" and spaces (skipped, newlines too).
+local function continues_string(src)
+  local slashes = src:match("(\\+)$") or src:match("(\\+)z%s*$")
+  return slashes ~= nil and #slashes % 2 == 1
+end
+
 -- Expressions are compiled as `return pack(<line>)`, so the last call is
 -- not a tail call and an error in it still names stdin's line.
 local function compile(src)
@@ -454,6 +462,9 @@ local function compile(src)
   local err
   fn, err = load(src, "=stdin", "t")
   if fn then return fn end
+  if err:match("unfinished string near <eof>$") and not continues_string(src) then
+    return nil, select(2, load(src .. "\n", "=stdin", "t")) -- a short string ends on its line: Lua names it
+  end
   if err:match("<eof>$") then return nil, "incomplete" end
   return nil, err
 end

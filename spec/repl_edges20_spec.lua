@@ -1,0 +1,27 @@
+-- The REPL and lines it cannot run.
+local H = require "helper"
+
+describe("the REPL on an unterminated short string", function()
+  -- A short string cannot go on over a newline (only after a "\" or a
+  -- "\z"), yet the REPL took `x = "abc` as unfinished input: it waited for
+  -- more, glued the next line on, and that line was lost in the error it
+  -- made — a `.tables` or `.quit` typed next was never run.
+  it("says so at once, and runs the next line on its own", function()
+    local out, err, code = H.sh(H.runnel_bin, 'x = "abc\n.quit\nprint("not reached")\n')
+    assert.equal(0, code, err)
+    assert.equal([[error: stdin:1: unfinished string near '"abc'
+]], out)
+  end)
+
+  it("still goes on after a backslash or \\z at the end of the line, and in a long string", function()
+    local out, err, code = H.sh(H.runnel_bin,
+      'x = "ab\\\ncd"\nprint(#x)\ny = "ab\\z\n   cd"\nprint(y)\nz = [[a\nb]]\nprint(#z)\nw = "a\\\\\nprint(1)\n')
+    assert.equal(0, code, err)
+    assert.equal([[5
+abcd
+3
+error: stdin:1: unfinished string near '"a\'
+1
+]], out)
+  end)
+end)

@@ -278,12 +278,23 @@ local function schema(p, name)
   print(runnel.grid({ "column", "type", "null", "key", "default" }, rows))
 end
 
-local function set_watch(arg)
+-- .watch REL…: a name that is no relation of p is refused, the watch kept
+-- (taken, it silenced every relation for one that never prints).
+local function set_watch(p, arg)
   if arg == "" then
   elseif arg == "on" or arg == "off" then session.watch = arg
   else
     local set = {}
-    for name in arg:gmatch("%S+") do set[name] = true end
+    for name in arg:gmatch("%S+") do
+      if not p:relation(name) then
+        local names = {}
+        for _, r in ipairs(p:relations()) do names[#names + 1] = r:name() end
+        print(("error: no relation %s to watch (%s)"):format(quote(name), #names > 0 and "known: " ..
+              table.concat(names, ", ") or "none declared"))
+        return
+      end
+      set[name] = true
+    end
     session.watch = set
   end
   if type(session.watch) == "string" then print("watch " .. session.watch) return end
@@ -576,7 +587,7 @@ local function command(cmd, argument, state)
     local q, list = argument:sub(1, 1), { argument } -- unquoted, the whole argument is the path
     if q == '"' or q == "'" or argument == "" then list = paths("load", argument, 1) end
     if list then run_file(list[1], p) end
-  elseif cmd == "watch" then set_watch(argument)
+  elseif cmd == "watch" then set_watch(p, argument)
   elseif cmd == "limit" then set_limit(argument)
   elseif cmd == "traceback" then
     state.traceback = not state.traceback

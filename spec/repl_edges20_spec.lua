@@ -25,3 +25,26 @@ error: stdin:1: unfinished string near '"a\'
 ]], out)
   end)
 end)
+
+describe("the REPL's .watch", function()
+  -- `.watch nosuch` (a typo, or a relation not declared) was taken: from
+  -- then on no relation printed its changes, and nothing said why.
+  it("refuses a name that is no relation, and keeps what it watched", function()
+    local out, err, code = H.sh(H.runnel_bin, table.concat({
+      't = p:table("t", { {"id","int"}, key = "id" })',
+      ".watch tt",
+      ".watch t nosuch",
+      "t:insert{ id = 1 }",
+      ".watch",
+    }, "\n") .. "\n")
+    assert.equal(0, code, err)
+    assert.equal([[error: no relation "tt" to watch (known: t)
+error: no relation "nosuch" to watch (known: t)
+t · group 1
+ id | verb   | id
+----+--------+----
+  1 | INSERT |  1
+watch on
+]], out)
+  end)
+end)

@@ -601,6 +601,9 @@ local function loop(tty, history)
     local line = rl.readline(buffer and ">> " or "> ")
     if line == nil then
       if tty then io.write("\n") end -- Ctrl-D: the shell's prompt on a line of its own
+      if buffer then -- input ended inside a statement: it is not run, and the user is told
+        print("error: " .. tostring(select(2, load(buffer, "=stdin", "t"))) .. " (input ended inside a statement)")
+      end
       break
     end
     if line == false then -- Ctrl-C: the line and any pending input are dropped

@@ -48,3 +48,14 @@ watch on
 ]], out)
   end)
 end)
+
+describe("the REPL at the end of its input", function()
+  -- Input that ended inside a statement (a script piped in and cut short,
+  -- or Ctrl-D at the ">>" prompt) was dropped without a word, exit 0.
+  it("says the statement left unfinished was not run", function()
+    local out, err, code = H.sh(H.runnel_bin, 'print("a")\nfor i = 1, 3 do\nprint(i)\n')
+    assert.equal(0, code, err)
+    assert.equal("a\nerror: stdin:2: 'end' expected (to close 'for' at line 1) near <eof> "
+                 .. "(input ended inside a statement)\n", out)
+  end)
+end)

@@ -59,3 +59,23 @@ describe("the REPL at the end of its input", function()
                  .. "(input ended inside a statement)\n", out)
   end)
 end)
+
+describe("the REPL's word on a group an error rolled back", function()
+  -- A change that failed past its checks (in a map, an aggregate's
+  -- function, a sink) was counted among the changes of the group, so the
+  -- REPL said "2 earlier changes discarded" after one earlier change.
+  it("counts the changes before the one that failed", function()
+    local out, err, code = H.sh(H.runnel_bin, table.concat({
+      't = p:table("t", { {"id","int"}, key = "id" })',
+      'm = t:map(function(r) if r.id == 3 then error("no 3") end return r end, { {"id","int"}, key = "id" })',
+      ".watch off",
+      "p:begin()",
+      "t:insert{ id = 1 }",
+      "t:insert{ id = 3 }",
+      "p:in_group(), t:count(), p:stats().changes",
+    }, "\n") .. "\n")
+    assert.equal(0, code, err)
+    assert.equal("watch off\nerror: stdin:1: t.map: map: stdin:1: no 3  (group rolled back: 1 earlier change discarded)\n"
+                 .. "false\n0\n1\n", out)
+  end)
+end)

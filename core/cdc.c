@@ -138,6 +138,7 @@ static int emit(builder *b)
   const char *row = b->cdc->noutputs ? rn_scratch_copy(p, b->buf.data, b->buf.size) : b->buf.data;
   if (!row) return rn_err_set(&p->err, RN_ENOMEM, "out of memory");
   rn_change c = { RN_INSERT, b->cdc->next_id++, row, b->buf.size, NULL, 0 };
+  b->cdc->count++; /* the ids given (store.h) */
   msgpack_sbuffer_clear(&b->buf);
   return rn_emit(b->cdc, &c);
 }

@@ -339,6 +339,7 @@ static int stream_step(rn_join *j, const rn_change *c)
   if (!rc) rc = rn_join_make_result(j, &l, &r, &f, &res);
   if (rc || !res.row) return rc; /* an event an inner join drops uses no id */
   rn_change out = { RN_INSERT, j->out->next_id++, res.row, res.len, NULL, 0 };
+  j->out->count++; /* the ids given (store.h) */
   return rn_emit(j->out, &out);
 }
 

@@ -85,7 +85,7 @@ struct rn_rel {
   MDB_cursor *rows_cur;   /* keyed tables: a cursor on rows_dbi in the write transaction */
   uint64_t rows_cur_txn;  /* … of this store txn_serial (LMDB frees it with its transaction) */
   uint64_t next_id;       /* sources: the next id to allocate */
-  uint64_t count;         /* tables: live rows */
+  uint64_t count;         /* tables: live rows; streams, cdc, stream joins: events given (store.h) */
   uint64_t saved_next_id; /* values at the last group commit, restored on rollback */
   uint64_t saved_count;
   uint64_t lmdb_next_id;  /* values at the last LMDB commit (replays start there) */

@@ -5,8 +5,10 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "buf.h"
 #include "key.h"
 #include "longkey.h"
+#include "row.h"
 #include "store_sink.h"
 
 #define TABLE_KEY_INLINE_MAX RN_LONGKEY_INLINE /* table.c's RN_KEY_INLINE_MAX: longer keys are stored hashed */
@@ -100,4 +102,14 @@ int rn_attach_damaged(const char *kind, const char *name, rn_err *e)
 {
   return rn_err_set(e, RN_ESTORE, "state damaged: %s \"%s\": a stored row is cut short (restore the state from a "
                     "backup, or drop the relation and fill it again)", kind, name);
+}
+
+int rn_attach_row_form(int table, MDB_val *v, msgpack_sbuffer *form)
+{
+  if (table != RN_ATTACH_DISTINCT || !v->mv_size || !memchr(v->mv_data, 0xcb, v->mv_size)) return 0; /* no float64 */
+  msgpack_sbuffer_clear(form);
+  if (rn_buf_write(form, v->mv_data, v->mv_size)) return RN_ENOMEM;
+  rn_row_zero_signs(form->data, form->size);
+  v->mv_data = form->data;
+  return 0;
 }

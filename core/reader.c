@@ -297,6 +297,8 @@ static int walk_db(rn_reader *r, MDB_txn *txn, rn_attach_each_fn fn, void *ctx, 
   MDB_val k, v;
   int mrc, frc = 0;
   int table = r->how == READ_DISTINCT ? RN_ATTACH_DISTINCT : r->schema->nkey ? RN_ATTACH_KEYED : RN_ATTACH_KEYLESS;
+  msgpack_sbuffer form; /* a row as read (rn_attach_row_form) */
+  msgpack_sbuffer_init(&form);
   for (mrc = mdb_cursor_get(cur, &k, &v, MDB_FIRST); mrc == 0 && !frc; mrc = mdb_cursor_get(cur, &k, &v, MDB_NEXT)) {
     uint64_t id = 0;
     const char *row = v.mv_data;
@@ -318,11 +320,16 @@ static int walk_db(rn_reader *r, MDB_txn *txn, rn_attach_each_fn fn, void *ctx, 
         break;
       }
       if (entry == RN_ENTRY_GONE) continue; /* a tombstone */
+      if (rn_attach_row_form(table, &v, &form)) {
+        frc = rn_err_set(e, RN_ENOMEM, "out of memory");
+        break;
+      }
       row = v.mv_data;
       len = v.mv_size;
     }
     frc = fn(ctx, id, row, len);
   }
+  msgpack_sbuffer_destroy(&form);
   mdb_cursor_close(cur);
   if (frc) return frc;
   return mrc == MDB_NOTFOUND ? 0 : rn_err_set(e, rn_store_read_code(mrc), "%s: %s", r->name, rn_store_strerror(mrc));

@@ -165,23 +165,34 @@ static bool gives_event_ids(const rn_rel *r)
 }
 
 /* The counters of a relation numbering events as a damaged catalogue
- * leaves them: next id 0 (ids start at 1); none for a stream or a cdc
- * relation that gave events (its "ch:" record, written in the group that
- * gave them, with its counters). Either would give ids that earlier
- * events hold in the logs its sinks keep, where no row of the state shows
- * them. have: "n:" was read. */
-static int check_event_counters(rn_pipeline *p, rn_rel *r, MDB_txn *txn, bool have)
+ * leaves them: next id 0 (ids start at 1); next id not past the events it
+ * gave (its count, store.h); as of a group before the last one it gave
+ * events in (its "ch:" record, written in the group that gave them, with
+ * its counters: they moved); none for a stream or a cdc relation that gave
+ * events. Each would give ids that earlier events hold in the logs its
+ * sinks keep, where no row of the state shows them. have: "n:" was read;
+ * seq: the counters' last seq. */
+static int check_event_counters(rn_pipeline *p, rn_rel *r, MDB_txn *txn, bool have, uint64_t seq)
 {
   if (!gives_event_ids(r)) return 0;
   if (have && r->next_id == 0)
     return rn_err_set(&p->err, RN_ESTORE, "state damaged: %s: the counters of relation \"%s\" give id 0 (ids "
                       "start at 1)", p->store.path, r->name);
-  if (have || (r->kind != RN_REL_STREAM && r->kind != RN_REL_CDC)) return 0;
+  if (have && r->next_id <= r->count)
+    return rn_err_set(&p->err, RN_ESTORE, "state damaged: %s: the counters of relation \"%s\" give next id %llu, "
+                      "but it gave %llu events: it would give their ids again", p->store.path, r->name,
+                      (unsigned long long)r->next_id, (unsigned long long)r->count);
+  if (have && r->stateful) return 0; /* its counters are saved in every group */
+  if (have && r->kind != RN_REL_STREAM && r->kind != RN_REL_CDC) return 0;
   char key[RN_PREFIX_LEN(RN_META_CHANGED) + RN_NAME_MAX];
   MDB_val k = { changed_key(r, key), key }, v;
   uint64_t changed = 0;
   if (mdb_get(txn, p->store.meta, &k, &v) == 0 && v.mv_size == sizeof changed) memcpy(&changed, v.mv_data, 8);
-  if (!changed) return 0;
+  if (have && changed > seq)
+    return rn_err_set(&p->err, RN_ESTORE, "state damaged: %s: the counters of relation \"%s\" are as of group "
+                      "%llu, but it gave events in group %llu: it would give their ids again", p->store.path,
+                      r->name, (unsigned long long)seq, (unsigned long long)changed);
+  if (have || !changed) return 0;
   return rn_err_set(&p->err, RN_ESTORE, "state damaged: %s: the counters of relation \"%s\" are missing, but it "
                     "gave events in group %llu: it would give their ids again", p->store.path, r->name,
                     (unsigned long long)changed);
@@ -284,8 +295,8 @@ int rn_state_open(rn_pipeline *p, rn_rel *r, MDB_txn *txn, bool *created, bool *
     r->saved_next_id = r->lmdb_next_id = r->next_id;
     r->saved_count = r->lmdb_count = r->count;
     *stale = r->stateful && last_seq != p->seq;
-    if (check_event_counters(p, r, txn, true)) goto fail;
-  } else if (rc == MDB_NOTFOUND && !*created && check_event_counters(p, r, txn, false)) {
+    if (check_event_counters(p, r, txn, true, last_seq)) goto fail;
+  } else if (rc == MDB_NOTFOUND && !*created && check_event_counters(p, r, txn, false, 0)) {
     goto fail;
   } else if (rc == MDB_NOTFOUND && r->stateful && !*created) {
     /* Written with its catalogue entry (rn_open_derived_state): lost, the

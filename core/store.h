@@ -10,7 +10,10 @@
  *                     kind: rn_relkind (pipeline.h, pinned values)
  *     "n:" name       |u64 next_id|u64 count|u64 last seq|
  *                     last seq: the group a derived relation's state is
- *                     current as of (stale otherwise: rebuilt at open)
+ *                     current as of (stale otherwise: rebuilt at open);
+ *                     count: a table's rows, or the events a relation
+ *                     numbering events gave (0.33 and later; 0 before):
+ *                     next_id > count, or its ids went back (verify.c)
  *     "S:" name       msgpack [schema description]     a permanent store
  *     "ev"            |name\0|…|check\0| the relations changed (a table's rows rewritten
  *                     to a new schema, a declaration or function changed)

@@ -948,7 +948,9 @@ int rn_attach_get(rn_attached *a, const char *key, size_t klen, msgpack_sbuffer 
     return rn_attach_damaged(rn_attach_kind(a), a->name, e);
   }
   if (rc == 0 && entry == RN_ENTRY_LIVE) {
+    size_t at = row->size;
     rn_buf_write(row, v.mv_data, v.mv_size);
+    if (a->table == RN_ATTACH_DISTINCT) rn_row_zero_signs(row->data + at, row->size - at); /* rn_attach_row_form */
     *found = 1;
   }
   mdb_txn_abort(txn);
@@ -977,6 +979,8 @@ static int attach_walk(rn_attached *a, int (*fn)(void *ctx, const char *row, siz
   MDB_val k, v;
   int mrc = rc ? rc : mdb_cursor_get(cur, &k, &v, MDB_FIRST);
   int frc = 0;
+  msgpack_sbuffer form; /* a row as read (rn_attach_row_form) */
+  msgpack_sbuffer_init(&form);
   for (; mrc == 0 && !frc; mrc = mdb_cursor_get(cur, &k, &v, MDB_NEXT)) {
     uint64_t id = 0;
     if (a->agg) {
@@ -989,8 +993,13 @@ static int attach_walk(rn_attached *a, int (*fn)(void *ctx, const char *row, siz
       break;
     }
     if (entry == RN_ENTRY_GONE) continue; /* a tombstone */
+    if (a->table && rn_attach_row_form(a->table, &v, &form)) {
+      frc = rn_err_set(e, RN_ENOMEM, "out of memory");
+      break;
+    }
     frc = fn ? fn(ctx, v.mv_data, v.mv_size) : each(ctx, id, v.mv_data, v.mv_size);
   }
+  msgpack_sbuffer_destroy(&form);
   if (!rc) mdb_cursor_close(cur);
   mdb_txn_abort(txn);
   if (frc) return frc;

@@ -97,6 +97,12 @@ int rn_attach_table_find(MDB_txn *txn, MDB_dbi dbi, const char *key, size_t klen
  * for what its header says (rn_attach_damaged's error). */
 enum { RN_ENTRY_GONE, RN_ENTRY_LIVE, RN_ENTRY_DAMAGED };
 int rn_attach_table_row(int table, const MDB_val *k, MDB_val *v, uint64_t *id);
+/* A live entry's row *v as read: a distinct's with its zeros 0.0 and one
+ * NaN (distinct.c's DISTINCT-1: a row stored before 0.17 may hold the -0.0
+ * of the copy that brought it in, which the pipeline reads as 0.0), copied
+ * into form (cleared first) when it may hold one; *v then points there,
+ * valid until form changes. 0, or RN_ENOMEM. */
+int rn_attach_row_form(int table, MDB_val *v, msgpack_sbuffer *form);
 /* The error of a damaged entry of the kind ("table") name. */
 int rn_attach_damaged(const char *kind, const char *name, rn_err *e);
 

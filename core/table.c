@@ -193,6 +193,15 @@ static int key_error(rn_rel *t, int code, const char *what, const msgpack_object
   return rn_err_set(&t->p->err, code, "%s: %s: no row with key (%s)", t->name, what, kbuf);
 }
 
+/* rc of a source change, counted in p:stats().changes when it went
+ * through: one that failed downstream (a map, a sink) is none, so a count
+ * taken at begin says how many changes a rollback took with it. */
+static int counted(rn_pipeline *p, int rc)
+{
+  if (!rc) p->stats.changes++;
+  return rc;
+}
+
 /* ---- keyed tables ---- */
 
 /* Writes the row packed in valbuf after value_head (at row_at) at the
@@ -211,8 +220,7 @@ static int keyed_write(rn_rel *t, located *l, size_t row_at)
   if (rc) return rc;
   rn_change c = { old ? RN_UPDATE : RN_INSERT, id, row, len, old, l->row_len };
   if (!old) t->count++;
-  p->stats.changes++;
-  return rn_source_emit(t, &c);
+  return counted(p, rn_source_emit(t, &c));
 }
 
 static int keyed_locate(rn_rel *t, msgpack_object *vals, uint8_t *given, rn_rowmode mode,
@@ -280,9 +288,8 @@ static int keyed_delete(rn_rel *t, msgpack_object *vals, uint8_t *given)
   if (!rc) rc = put_value(t, &l, 0);
   if (rc) return rc;
   t->count--;
-  p->stats.changes++;
   rn_change c = { RN_DELETE, l.id, NULL, 0, old, old_len };
-  return rn_source_emit(t, &c);
+  return counted(p, rn_source_emit(t, &c));
 }
 
 /* ---- keyless tables ---- */
@@ -359,9 +366,8 @@ static int keyless_insert(rn_rel *t, msgpack_object *vals, uint8_t *given)
   rc = keyless_link(t, id, row, len, true);
   if (rc) return rc;
   t->count++;
-  t->p->stats.changes++;
   rn_change c = { RN_INSERT, id, row, len, NULL, 0 };
-  return rn_source_emit(t, &c);
+  return counted(t->p, rn_source_emit(t, &c));
 }
 
 static int keyless_delete(rn_rel *t, msgpack_object *vals, uint8_t *given)
@@ -376,9 +382,8 @@ static int keyless_delete(rn_rel *t, msgpack_object *vals, uint8_t *given)
   rc = keyless_link(t, id, row, len, false);
   if (rc) return rc;
   t->count--;
-  t->p->stats.changes++;
   rn_change c = { RN_DELETE, id, NULL, 0, row, len };
-  return rn_source_emit(t, &c);
+  return counted(t->p, rn_source_emit(t, &c));
 }
 
 static int keyless_replace(rn_rel *t, msgpack_object *old, uint8_t *old_given,
@@ -396,9 +401,8 @@ static int keyless_replace(rn_rel *t, msgpack_object *old, uint8_t *old_given,
   rc = keyless_link(t, id, orow, olen, false);
   if (!rc) rc = keyless_link(t, id, row, len, true);
   if (rc) return rc;
-  t->p->stats.changes++;
   rn_change c = { RN_UPDATE, id, row, len, orow, olen };
-  return rn_source_emit(t, &c);
+  return counted(t->p, rn_source_emit(t, &c));
 }
 
 /* ---- streams ---- */
@@ -409,9 +413,9 @@ static int stream_insert(rn_rel *s, msgpack_object *vals, uint8_t *given)
   size_t len;
   int rc = keyless_row(s, vals, given, &row, &len);
   if (rc) return rc;
-  s->p->stats.changes++;
   rn_change c = { RN_INSERT, s->next_id++, row, len, NULL, 0 };
-  return rn_source_emit(s, &c);
+  s->count++; /* the ids given: next_id went back below it when damaged (store.h) */
+  return counted(s->p, rn_source_emit(s, &c));
 }
 
 /* ---- the entry points: each one change, bracketed as a group needs ---- */

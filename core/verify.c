@@ -398,6 +398,53 @@ static bool gave_events(walk *w, const char *name)
   return mdb_get(w->txn, w->meta, &k, &v) == 0;
 }
 
+/* The last group relation name gave events in (its "ch:" record); 0: none
+ * known. */
+static uint64_t last_events(walk *w, const char *name)
+{
+  char key[4096];
+  MDB_val k = { (size_t)snprintf(key, sizeof key, RN_META_CHANGED "%s", name), key }, v;
+  uint64_t seq = 0;
+  if (mdb_get(w->txn, w->meta, &k, &v) == 0 && v.mv_size == sizeof seq) memcpy(&seq, v.mv_data, sizeof seq);
+  return seq;
+}
+
+/* A stream's or cdc relation's counters gone back (relation.c's
+ * check_event_counters): next id not past the events it gave, or the
+ * record older than its last events. Either gives their ids again. */
+static void check_event_counters(walk *w, const char *name, const uint64_t counters[3])
+{
+  char detail[200];
+  uint64_t changed = last_events(w, name);
+  if (counters[0] && counters[0] <= counters[1])
+    snprintf(detail, sizeof detail, "give next id %llu, but it gave %llu events", (unsigned long long)counters[0],
+             (unsigned long long)counters[1]);
+  else if (changed > counters[2])
+    snprintf(detail, sizeof detail, "are as of group %llu, but it gave events in group %llu",
+             (unsigned long long)counters[2], (unsigned long long)changed);
+  else
+    return;
+  damaged(w, "relation \"%s\": its counters %s: it would give their ids again", name, detail);
+}
+
+/* Whether join name is a stream join that keeps no state (join.c: its
+ * right side a source table or a lookup), from its "d:" record
+ * (join_read.c: [1, kind, stream, right side, …]): its counters move only
+ * when it gives events, as a stream's. */
+static bool stream_join_stateless(walk *w, const char *name, msgpack_zone *z)
+{
+  char key[4096];
+  MDB_val k = { (size_t)snprintf(key, sizeof key, RN_META_AGG_DECL "%s", name), key }, v;
+  msgpack_object d;
+  size_t off = 0;
+  if (mdb_get(w->txn, w->meta, &k, &v) || rn_unpack(v.mv_data, v.mv_size, &off, z, &d) != MSGPACK_UNPACK_SUCCESS ||
+      d.type != MSGPACK_OBJECT_ARRAY || d.via.array.size < 4)
+    return false;
+  const msgpack_object *stream = &d.via.array.ptr[2], *right = &d.via.array.ptr[3];
+  return stream->type == MSGPACK_OBJECT_BOOLEAN && stream->via.boolean &&
+         right->type == MSGPACK_OBJECT_POSITIVE_INTEGER && (right->via.u64 == 0 || right->via.u64 == 2);
+}
+
 /* One "r:" entry: it decodes, and what its kind keeps agrees with itself. */
 static void check_relation(walk *w, const char *name, const MDB_val *v, msgpack_zone *z)
 {
@@ -414,6 +461,8 @@ static void check_relation(walk *w, const char *name, const MDB_val *v, msgpack_
   bool have = read_counters(w, name, counters);
   if ((kind == RN_REL_STREAM || kind == RN_REL_CDC) && have && counters[0] == 0)
     damaged(w, "relation \"%s\": its counters give id 0 (ids start at 1)%s", name, "");
+  bool events_only = kind == RN_REL_CDC || (kind == RN_REL_JOIN && stream_join_stateless(w, name, z));
+  if ((kind == RN_REL_STREAM || events_only) && have) check_event_counters(w, name, counters);
   if ((kind == RN_REL_STREAM || kind == RN_REL_CDC) && !have && gave_events(w, name))
     damaged(w, "relation \"%s\": its counters are missing, but it gave events: it would give their ids again%s",
             name, "");
@@ -425,7 +474,7 @@ static void check_relation(walk *w, const char *name, const MDB_val *v, msgpack_
   if ((kind == 9 || kind == 10) && have && counters[2] == w->seq)
     w->damages += rn_verify_ordered(w->txn, name, kind == 9, (int)d.via.array.ptr[1].via.array.ptr[0].via.array.size,
                                     counters, w->out);
-  if (kind >= 4 && have && counters[2] != w->seq) {
+  if (kind >= 4 && kind != RN_REL_LOOKUP && !events_only && have && counters[2] != w->seq) {
     fprintf(w->out, "note: relation \"%s\" holds state as of group %llu, not %llu: rebuilt at the next open\n",
             name, (unsigned long long)counters[2], (unsigned long long)w->seq);
     w->notes++;

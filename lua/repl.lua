@@ -278,12 +278,23 @@ local function schema(p, name)
   print(runnel.grid({ "column", "type", "null", "key", "default" }, rows))
 end
 
-local function set_watch(arg)
+-- .watch REL…: a name that is no relation of p is refused, the watch kept
+-- (taken, it silenced every relation for one that never prints).
+local function set_watch(p, arg)
   if arg == "" then
   elseif arg == "on" or arg == "off" then session.watch = arg
   else
     local set = {}
-    for name in arg:gmatch("%S+") do set[name] = true end
+    for name in arg:gmatch("%S+") do
+      if not p:relation(name) then
+        local names = {}
+        for _, r in ipairs(p:relations()) do names[#names + 1] = r:name() end
+        print(("error: no relation %s to watch (%s)"):format(quote(name), #names > 0 and "known: " ..
+              table.concat(names, ", ") or "none declared"))
+        return
+      end
+      set[name] = true
+    end
     session.watch = set
   end
   if type(session.watch) == "string" then print("watch " .. session.watch) return end
@@ -445,6 +456,14 @@ local function open_state(dir, file, quiet)
   if file then run_file(file, p) end
 end
 
+-- Whether src's last line ends inside a short string that goes on over
+-- the newline: after an odd number of "\\" (an escaped newline), or a
+-- "\\z" and spaces (skipped, newlines too).
+local function continues_string(src)
+  local slashes = src:match("(\\+)$") or src:match("(\\+)z%s*$")
+  return slashes ~= nil and #slashes % 2 == 1
+end
+
 -- Expressions are compiled as `return pack(<line>)`, so the last call is
 -- not a tail call and an error in it still names stdin's line.
 local function compile(src)
@@ -454,6 +473,9 @@ local function compile(src)
   local err
   fn, err = load(src, "=stdin", "t")
   if fn then return fn end
+  if err:match("unfinished string near <eof>$") and not continues_string(src) then
+    return nil, select(2, load(src .. "\n", "=stdin", "t")) -- a short string ends on its line: Lua names it
+  end
   if err:match("<eof>$") then return nil, "incomplete" end
   return nil, err
 end
@@ -565,7 +587,7 @@ local function command(cmd, argument, state)
     local q, list = argument:sub(1, 1), { argument } -- unquoted, the whole argument is the path
     if q == '"' or q == "'" or argument == "" then list = paths("load", argument, 1) end
     if list then run_file(list[1], p) end
-  elseif cmd == "watch" then set_watch(argument)
+  elseif cmd == "watch" then set_watch(p, argument)
   elseif cmd == "limit" then set_limit(argument)
   elseif cmd == "traceback" then
     state.traceback = not state.traceback
@@ -579,6 +601,9 @@ local function loop(tty, history)
     local line = rl.readline(buffer and ">> " or "> ")
     if line == nil then
       if tty then io.write("\n") end -- Ctrl-D: the shell's prompt on a line of its own
+      if buffer then -- input ended inside a statement: it is not run, and the user is told
+        print("error: " .. tostring(select(2, load(buffer, "=stdin", "t"))) .. " (input ended inside a statement)")
+      end
       break
     end
     if line == false then -- Ctrl-C: the line and any pending input are dropped

@@ -1162,7 +1162,7 @@ int rn_ndjson_sink_path(rn_pipeline *p, rn_rel *rel, const char *path, const cha
    * groups wait, each delivery says so again, until the file is mended);
    * so does an incomplete last line the checks did not find its own */
   if (!rc && !s->conflict.code) foreign_tail(s, &s->conflict);
-  if (!rc && s->conflict.code) rc = rn_err_set(&p->err, s->conflict.code, "%s", s->conflict.msg);
+  if (!rc && s->conflict.code) rc = rn_err_keep(&p->err, s->conflict.code, s->conflict.msg);
   return rc;
 }
 

@@ -217,7 +217,7 @@ function Pipeline:batch(fn, ...)
     guard.open = false
     return seq
   end
-  if ok then raise(seq) end -- the commit's error
+  if ok then raise(seq, true) end -- the commit's error, made already
   error(committed, 0)
 end
 
@@ -830,7 +830,7 @@ function Relation:sink(s, opts)
     raise("sink: expects a function or a table of functions, got " .. type(s))
   end
   tell_changes(p) -- a durable sink that missed groups says so (OUTBOX-5)
-  if not ok then raise(err) end
+  if not ok then raise(err, true) end -- made in C (a replayed callback's own text kept)
   return self
 end
 

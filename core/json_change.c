@@ -104,12 +104,12 @@ void rn_json_change_refused(rn_pipeline *p, const char *line, size_t len)
   memcpy(copy + at + mlen, line + at + n, len - at - n);
   msgpack_object obj;
   rn_err ignored = { .code = RN_OK };
-  const msgpack_object *rel = NULL, *op = NULL, *row = NULL, *key;
+  const msgpack_object *rel = NULL, *op = NULL, *row = NULL, *other, *key;
   size_t clen = cap;
   bool read = false; /* numbers out of range after the first are read as 0: the first names the column */
   while (!(read = !rn_json_parse(copy, clen, &obj, &z, &ignored)) && zero_next_overflow(copy, &clen))
     msgpack_zone_clear(&z);
-  if (read) rn_change_fields(&obj, &rel, &op, &row);
+  if (read) rn_change_fields(&obj, &rel, &op, &row, &other);
   rn_rel *r = rel && rel->type == MSGPACK_OBJECT_STR ? rn_rel_named(p, rel->via.str.ptr, rel->via.str.size) : NULL;
   if (r && (key = marked_column(row))) number_error(p, r, key, line + at, n);
   rn_zone_destroy(&z);
@@ -179,7 +179,7 @@ static int check_ints(rn_pipeline *p, const rn_rel *r, const rn_column *c, const
 }
 
 int rn_apply_json_change(rn_pipeline *p, const msgpack_object *rel, const msgpack_object *op,
-                         const msgpack_object *row)
+                         const msgpack_object *row, const msgpack_object *other)
 {
   rn_rel *r = rel && rel->type == MSGPACK_OBJECT_STR ? rn_rel_named(p, rel->via.str.ptr, rel->via.str.size) : NULL;
   for (uint32_t i = 0; r && row && row->type == MSGPACK_OBJECT_MAP && i < row->via.map.size; i++) {
@@ -191,5 +191,5 @@ int rn_apply_json_change(rn_pipeline *p, const msgpack_object *rel, const msgpac
     int rc = check_ints(p, r, &r->schema->cols[slot], v, &at);
     if (rc) return rc;
   }
-  return rn_apply_change_to(p, r, rel, op, row);
+  return rn_apply_change_to(p, r, rel, op, row, other);
 }

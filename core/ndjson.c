@@ -1310,8 +1310,16 @@ int rn_ndjson_apply_line(rn_pipeline *p, const char *line, size_t len, msgpack_z
       rn_err_set(&p->err, RN_EINVAL, "%s: column %s: value nested more than %d deep", r->name, col, RN_JSCAN_MAX_DEPTH);
     else if (r)
       rn_err_prefix(&p->err, r->name);
+    else if (strncmp(p->err.msg, "malformed JSON", 14) == 0)
+      rn_json_change_unread(p, line, len);
     else
       rn_json_change_refused(p, line, len);
+    const char *cr = memchr(line, '\r', len);
+    if (cr && cr + 1 < line + len && cr[1] != '\n') { /* CRLF is read as a line end: a lone CR is not (old Mac files) */
+      size_t at = strlen(p->err.msg);
+      snprintf(p->err.msg + at, sizeof p->err.msg - at, ": the line holds a carriage return (CR) not followed by a line "
+               "feed (LF): NDJSON lines end with LF or CRLF");
+    }
     return rn_group_fail(p, RN_EINVAL, p->err.msg);
   }
   const msgpack_object *rel, *op, *row, *other;

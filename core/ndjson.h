@@ -74,6 +74,13 @@ int rn_apply_json_change(rn_pipeline *p, const msgpack_object *rel, const msgpac
  * the relation and the column; any other reason is left as it is. */
 void rn_json_change_refused(rn_pipeline *p, const char *line, size_t len);
 
+/* After rn_json_parse refused a change's text for a value it could not
+ * read (bytes that are not UTF-8, a lone surrogate escape, NaN, a column
+ * name holding a NUL): the message is prefixed with the relation and the
+ * column ("t: column \"s\": malformed JSON …") when the line, that value
+ * set aside, names them; left as it is otherwise. */
+void rn_json_change_unread(rn_pipeline *p, const char *line, size_t len);
+
 /* Applies one NDJSON input line {rel, op, row}, decoded into z: a line
  * that is not JSON, or whose change is bad, fails the group (a duplicate
  * key in a row names the relation). Returns 0 or an RN_E… code (p->err

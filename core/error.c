@@ -37,11 +37,7 @@ size_t rn_err_escape(unsigned char c, char esc[7])
   return 6;
 }
 
-/* Writes text (len bytes) into msg (cap bytes) with its control bytes
- * escaped: a name declared with a newline or a tab in it ("t\nx: column
- * \"c\tol\" …") keeps the message on one line, as a name the input gave is
- * quoted. Cut, as vsnprintf cuts, at a character's start. */
-static void put_escaped(char *msg, size_t cap, const char *text, size_t len)
+void rn_err_escape_into(char *msg, size_t cap, const char *text, size_t len)
 {
   size_t o = 0;
   for (size_t i = 0; i < len; i++) {
@@ -62,12 +58,12 @@ static void put_escaped(char *msg, size_t cap, const char *text, size_t len)
   msg[o] = '\0';
 }
 
-/* The message as fmt makes it, its control bytes escaped (put_escaped). */
+/* The message as fmt makes it, its control bytes escaped (rn_err_escape_into). */
 static void set_escaped(rn_err *e, const char *fmt, va_list ap)
 {
   char raw[RN_ERRMSG_MAX];
   vsnprintf(raw, sizeof raw, fmt, ap);
-  put_escaped(e->msg, sizeof e->msg, raw, strlen(raw));
+  rn_err_escape_into(e->msg, sizeof e->msg, raw, strlen(raw));
 }
 
 int rn_err_set(rn_err *e, int code, const char *fmt, ...)
@@ -108,7 +104,7 @@ void rn_err_prefix(rn_err *e, const char *prefix)
 {
   char rest[RN_ERRMSG_MAX];
   memcpy(rest, e->msg, sizeof rest);
-  put_escaped(e->msg, sizeof e->msg, prefix, strlen(prefix)); /* a file's path with a newline in it, too */
+  rn_err_escape_into(e->msg, sizeof e->msg, prefix, strlen(prefix)); /* a file's path with a newline in it, too */
   size_t at = strlen(e->msg);
   snprintf(e->msg + at, sizeof e->msg - at, ": %s", rest);
 }

@@ -26,6 +26,12 @@ int rn_err_set_with(rn_err *e, int code, const char *text, const char *fmt, ...)
 /* The escape of control byte c as a quoted name has it (rn_json_quote): \n,
  * \t, \u0001 … written in esc; its length, 0 for a byte that is not one. */
 size_t rn_err_escape(unsigned char c, char esc[7]);
+/* Writes text (len bytes) into msg (cap bytes, NUL-terminated) with its
+ * control bytes escaped: a name declared with a newline or a tab in it
+ * ("t\nx: column \"c\tol\" …") keeps a message or a note on one line, as a
+ * name the input gave is quoted. Cut, as vsnprintf cuts, at a character's
+ * start. */
+void rn_err_escape_into(char *msg, size_t cap, const char *text, size_t len);
 /* Sets code and text as it is: a message made already, or a callback's own. */
 int rn_err_keep(rn_err *e, int code, const char *text);
 /* Prefixes the message with "<prefix>: " (e.g. a file and line), the

@@ -46,7 +46,7 @@ static bool is_marker(const msgpack_object *v, const mark *m)
   return v->type == MSGPACK_OBJECT_STR && v->via.str.size == m->len && memcmp(v->via.str.ptr, m->value, m->len) == 0;
 }
 
-/* Whether v is the marker or holds it. */
+/* Whether v is the marker or holds it (a value, or a key of a map in it). */
 static bool holds_marker(const msgpack_object *v, const mark *m)
 {
   if (is_marker(v, m)) return true;
@@ -55,7 +55,7 @@ static bool holds_marker(const msgpack_object *v, const mark *m)
       if (holds_marker(&v->via.array.ptr[i], m)) return true;
   if (v->type == MSGPACK_OBJECT_MAP)
     for (uint32_t i = 0; i < v->via.map.size; i++)
-      if (holds_marker(&v->via.map.ptr[i].val, m)) return true;
+      if (is_marker(&v->via.map.ptr[i].key, m) || holds_marker(&v->via.map.ptr[i].val, m)) return true;
   return false;
 }
 

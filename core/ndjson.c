@@ -1301,6 +1301,8 @@ int rn_ndjson_apply_line(rn_pipeline *p, const char *line, size_t len, msgpack_z
                                                 "only the first bytes of the input may be one"
                                               : "a UTF-8 byte order mark (BOM) starts the line: only the first line of "
                                                 "the input may start with one");
+    if (len - lead >= 2 && (memcmp(line + lead, "\xFF\xFE", 2) == 0 || memcmp(line + lead, "\xFE\xFF", 2) == 0))
+      return rn_group_fail(p, RN_EINVAL, "a UTF-16 byte order mark (BOM) starts the line: NDJSON input is UTF-8");
     static const char dup[] = "duplicate key ", dup_rel[] = "duplicate key \"rel\" ", deep[] = "JSON nested more than ";
     bool is_dup = strncmp(p->err.msg, dup, strlen(dup)) == 0 && strncmp(p->err.msg, dup_rel, strlen(dup_rel)) != 0;
     bool is_deep = strncmp(p->err.msg, deep, strlen(deep)) == 0;

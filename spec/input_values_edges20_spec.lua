@@ -42,6 +42,22 @@ describe("a value the JSON parser refuses", function()
     assert.equal(want, err:sub(1, #want))
   end)
 
+  it("names the column of an any value with a key it cannot read", function()
+    local p2 = runnel.open()
+    p2:table("u", { {"id","int"}, {"a","any"}, key = "id" })
+    H.write(path, '{"rel":"u","op":"insert","row":{"id":1,"a":{"\\ud800":1}}}\n')
+    local ok, err = pcall(p2.run, p2, runnel.ndjson_source(path))
+    p2:close()
+    assert.is_false(ok)
+    assert.matches(path .. ':1: u: column "a": malformed JSON at column ', err, 1, true)
+  end)
+
+  it("says a UTF-16 byte order mark", function()
+    for _, bom in ipairs{ "\xff\xfe", "\xfe\xff" } do
+      assert.equal(path .. ":1: a UTF-16 byte order mark (BOM) starts the line: NDJSON input is UTF-8", run_error(bom .. good))
+    end
+  end)
+
   it("says that lines end with a lone CR", function()
     local err = run_error(good:gsub("\n", "\r") .. good:gsub("1", "2"):gsub("\n", "\r"))
     assert.matches(": the line holds a carriage return (CR) not followed by a line feed (LF): NDJSON lines end with LF "

@@ -30,7 +30,7 @@ describe("declared names with control characters, in messages", function()
     assert.are.equal('relation "t\\nx" is already declared', H.error_of(p.table, p, "t\nx", { {"id","int"}, key = "id" }))
     assert.are.equal('u\\r: duplicate column name "i\\u0001d"',
                      H.error_of(p.table, p, "u\r", { {"i\1d","int"}, {"i\1d","int"}, key = "i\1d" }))
-    assert.are.equal('u: key column "i\\u007fd" is not a declared column',
+    assert.are.equal('u: key column "i\\u007fd" is not a declared column (did you mean "id"?)',
                      H.error_of(p.table, p, "u", { {"id","int"}, key = "i\127d" }))
     assert.are.equal("l\\n: a lookup needs a key", H.error_of(p.lookup, p, "l\n", { {"id","int"}, source = print }))
     assert.are.equal("v\\n: column #1 needs a non-empty string name", H.error_of(p.table, p, "v\n", { {"","int"}, key = "" }))

@@ -34,9 +34,12 @@ static int key_slots(rn_pipeline *p, const char *name, const rn_schema *s, const
 {
   for (int i = 0; i < nkey; i++) {
     slots[i] = key[i] ? rn_schema_slot(s, key[i], strlen(key[i])) : -1;
-    if (slots[i] < 0)
-      return rn_err_set(&p->err, RN_EINVAL, "%s: key column \"%s\" is not a declared column", name,
-                        key[i] ? key[i] : "(null)");
+    if (slots[i] < 0) {
+      rn_err_set(&p->err, RN_EINVAL, "%s: key column \"%s\" is not a declared column", name,
+                 key[i] ? key[i] : "(null)");
+      if (key[i]) rn_suggest_append_column(p->err.msg, sizeof p->err.msg, s, key[i], strlen(key[i]));
+      return p->err.code;
+    }
   }
   return 0;
 }

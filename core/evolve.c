@@ -499,11 +499,12 @@ static int rewrite_rows(rn_pipeline *p, rn_rel *r, MDB_txn *txn, const desc *old
 static int add_note(rn_pipeline *p, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 static int add_note(rn_pipeline *p, const char *fmt, ...)
 {
-  char line[3072];
+  char raw[3072], line[3072];
   va_list ap;
   va_start(ap, fmt);
-  vsnprintf(line, sizeof line, fmt, ap);
+  vsnprintf(raw, sizeof raw, fmt, ap);
   va_end(ap);
+  rn_err_escape_into(line, sizeof line, raw, strlen(raw)); /* a name's newline: the note stays one line */
   char *copy = strdup(line);
   if (!copy || rn_push_ptr((void ***)&p->notes, &p->nnotes, &p->notecap, copy)) {
     free(copy);

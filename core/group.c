@@ -466,7 +466,7 @@ int rn_flush_before_read(const char *dir, rn_err *e)
   rn_pipeline *p = writer ? (rn_pipeline *)((char *)writer - offsetof(rn_pipeline, store)) : NULL;
   if (!p || p->state != RN_IDLE || !p->store.wtxn || p->store.pid != getpid()) return 0;
   if (!rn_flush(p)) return 0;
-  return rn_err_set(e, p->err.code, "%s", p->err.msg);
+  return rn_err_keep(e, p->err.code, p->err.msg);
 }
 
 RN_API int rn_flush(rn_pipeline *p)
@@ -596,7 +596,7 @@ int rn_group_fail(rn_pipeline *p, int code, const char *msg)
 {
   p->replay_at_enter = p->replay.n;
   if (p->state == RN_OPEN && !harmless(p, code)) rollback_group(p, 0);
-  if (msg != p->err.msg) rn_err_set(&p->err, code, "%s", msg);
+  if (msg != p->err.msg) rn_err_keep(&p->err, code, msg); /* a message, or a script's own */
   p->err.code = code;
   return code;
 }

@@ -354,15 +354,15 @@ static feed *first_ready(source *s, natsMsg **m, uint64_t *seq)
  * line is (ndjson.c). */
 static int apply_change(rn_pipeline *p, const msgpack_object *c)
 {
-  const msgpack_object *rel = NULL, *op = NULL, *row = NULL;
+  const msgpack_object *rel = NULL, *op = NULL, *row = NULL, *other = NULL;
   if (c->type == MSGPACK_OBJECT_ARRAY && c->via.array.size == 3) {
     rel = &c->via.array.ptr[0];
     op = &c->via.array.ptr[1];
     row = &c->via.array.ptr[2];
   } else {
-    rn_change_fields(c, &rel, &op, &row);
+    rn_change_fields(c, &rel, &op, &row, &other);
   }
-  return rn_apply_change(p, rel, op, row);
+  return rn_apply_change(p, rel, op, row, other);
 }
 
 static int apply_ndjson(source *s, const char *data, size_t len, uint64_t *changes)

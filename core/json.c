@@ -200,6 +200,17 @@ int rn_json_parse(const char *text, size_t len, msgpack_object *out, msgpack_zon
   return jansson_parse(text, len, out, z, e);
 }
 
+bool rn_json_error_at(const char *text, size_t len, size_t *at)
+{
+  json_error_t jerr = { 0 };
+  json_t *j = json_loadb(text, len, JSON_DECODE_ANY | JSON_ALLOW_NUL | JSON_REJECT_DUPLICATES, &jerr);
+  json_decref(j);
+  if (j || json_error_code(&jerr) == json_error_out_of_memory || jerr.position < 0 || (size_t)jerr.position > len)
+    return false;
+  *at = (size_t)jerr.position;
+  return true;
+}
+
 int rn_json_parse_jansson(const char *text, size_t len, msgpack_object *out, msgpack_zone *z, rn_err *e)
 {
   return jansson_parse(text, len, out, z, e);

@@ -24,6 +24,11 @@ int rn_json_parse(const char *text, size_t len, msgpack_object *out, msgpack_zon
  * length; false if text is refused for another reason, or accepted. */
 bool rn_json_overflow_at(const char *text, size_t len, size_t *start, size_t *n);
 
+/* Where jansson stops reading text that is not JSON: the byte offset it
+ * gives (just past what it could not read), into *at; false when jansson
+ * reads it (or runs out of memory). */
+bool rn_json_error_at(const char *text, size_t len, size_t *at);
+
 /* The same through jansson alone (strings copied into z): what the
  * scanner is checked against (fuzz/fuzz_json.c). */
 int rn_json_parse_jansson(const char *text, size_t len, msgpack_object *out, msgpack_zone *z, rn_err *e);

@@ -11,7 +11,10 @@
  * (row.c refuses any whole float beyond ±2^53 for an int, a Lua or msgpack
  * one too). A number no int64 or double holds (99999999999999999999, 1e400)
  * makes the parser refuse the line, saying only where in it: the line is
- * read again with that number as a marker string to find its column. */
+ * read again with that number as a marker string to find its column. A
+ * value the parser cannot read at all (bytes that are not UTF-8, a lone
+ * surrogate, NaN) is found the same way: the token where it stopped is set
+ * aside as a marker and the line read again (rn_json_change_unread). */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -26,31 +29,42 @@ static const char marker[] = "\\u0000runnel number\\u0000";      /* as JSON text
 static const char marker_value[] = "\0runnel number";            /* as read (with its last NUL) */
 #define MARKER_LEN (sizeof marker_value)
 
-static bool is_marker(const msgpack_object *v)
+/* A value jansson could not read set aside (rn_json_change_unread): a
+ * marker that may be a key too (jansson refuses a NUL in one). */
+static const char unread_marker[] = "\\u0001runnel value\\u0001";
+static const char unread_value[] = "\1runnel value\1";
+
+typedef struct mark {
+  const char *value; /* as read */
+  size_t len;
+} mark;
+
+static const mark number_mark = { marker_value, MARKER_LEN }, unread_mark = { unread_value, sizeof unread_value - 1 };
+
+static bool is_marker(const msgpack_object *v, const mark *m)
 {
-  return v->type == MSGPACK_OBJECT_STR && v->via.str.size == MARKER_LEN &&
-         memcmp(v->via.str.ptr, marker_value, MARKER_LEN) == 0;
+  return v->type == MSGPACK_OBJECT_STR && v->via.str.size == m->len && memcmp(v->via.str.ptr, m->value, m->len) == 0;
 }
 
-/* Whether v is the marker or holds it. */
-static bool holds_marker(const msgpack_object *v)
+/* Whether v is the marker or holds it (a value, or a key of a map in it). */
+static bool holds_marker(const msgpack_object *v, const mark *m)
 {
-  if (is_marker(v)) return true;
+  if (is_marker(v, m)) return true;
   if (v->type == MSGPACK_OBJECT_ARRAY)
     for (uint32_t i = 0; i < v->via.array.size; i++)
-      if (holds_marker(&v->via.array.ptr[i])) return true;
+      if (holds_marker(&v->via.array.ptr[i], m)) return true;
   if (v->type == MSGPACK_OBJECT_MAP)
     for (uint32_t i = 0; i < v->via.map.size; i++)
-      if (holds_marker(&v->via.map.ptr[i].val)) return true;
+      if (is_marker(&v->via.map.ptr[i].key, m) || holds_marker(&v->via.map.ptr[i].val, m)) return true;
   return false;
 }
 
 /* The column of row whose value holds the marker: its key, or NULL. */
-static const msgpack_object *marked_column(const msgpack_object *row)
+static const msgpack_object *marked_column(const msgpack_object *row, const mark *m)
 {
   if (!row || row->type != MSGPACK_OBJECT_MAP) return NULL;
   for (uint32_t i = 0; i < row->via.map.size; i++)
-    if (row->via.map.ptr[i].key.type == MSGPACK_OBJECT_STR && holds_marker(&row->via.map.ptr[i].val))
+    if (row->via.map.ptr[i].key.type == MSGPACK_OBJECT_STR && holds_marker(&row->via.map.ptr[i].val, m))
       return &row->via.map.ptr[i].key;
   return NULL;
 }
@@ -104,14 +118,84 @@ void rn_json_change_refused(rn_pipeline *p, const char *line, size_t len)
   memcpy(copy + at + mlen, line + at + n, len - at - n);
   msgpack_object obj;
   rn_err ignored = { .code = RN_OK };
-  const msgpack_object *rel = NULL, *op = NULL, *row = NULL, *key;
+  const msgpack_object *rel = NULL, *op = NULL, *row = NULL, *other, *key;
   size_t clen = cap;
   bool read = false; /* numbers out of range after the first are read as 0: the first names the column */
   while (!(read = !rn_json_parse(copy, clen, &obj, &z, &ignored)) && zero_next_overflow(copy, &clen))
     msgpack_zone_clear(&z);
-  if (read) rn_change_fields(&obj, &rel, &op, &row);
+  if (read) rn_change_fields(&obj, &rel, &op, &row, &other);
   rn_rel *r = rel && rel->type == MSGPACK_OBJECT_STR ? rn_rel_named(p, rel->via.str.ptr, rel->via.str.size) : NULL;
-  if (r && (key = marked_column(row))) number_error(p, r, key, line + at, n);
+  if (r && (key = marked_column(row, &number_mark))) number_error(p, r, key, line + at, n);
+  rn_zone_destroy(&z);
+  free(copy);
+}
+
+static bool structural(char c) { return c == '{' || c == '}' || c == '[' || c == ']' || c == ':' || c == ','; }
+static bool space(char c) { return c == ' ' || c == '\t' || c == '\r' || c == '\n'; }
+
+/* The token of text holding byte at, into [*start, *end): a string, its
+ * quotes included (to the end when it is not closed), or a bare word (NaN,
+ * +1, tru); false when at is a structural character or a space. */
+static bool token_around(const char *text, size_t len, size_t at, size_t *start, size_t *end)
+{
+  size_t i = 0;
+  while (i < len && i <= at) {
+    size_t b = i;
+    if (text[i] == '"') {
+      for (i++; i < len && text[i] != '"'; i += text[i] == '\\' ? 2 : 1) {}
+      i = i < len ? i + 1 : len;
+    } else if (structural(text[i]) || space(text[i])) {
+      i++;
+      continue;
+    } else {
+      while (i < len && !structural(text[i]) && !space(text[i]) && text[i] != '"') i++;
+    }
+    if (at < i) {
+      *start = b;
+      *end = i;
+      return true;
+    }
+  }
+  return false;
+}
+
+/* The key of row's column whose name is the marker, or NULL. */
+static const msgpack_object *marked_name(const msgpack_object *row)
+{
+  if (!row || row->type != MSGPACK_OBJECT_MAP) return NULL;
+  for (uint32_t i = 0; i < row->via.map.size; i++)
+    if (is_marker(&row->via.map.ptr[i].key, &unread_mark)) return &row->via.map.ptr[i].key;
+  return NULL;
+}
+
+void rn_json_change_unread(rn_pipeline *p, const char *line, size_t len)
+{
+  size_t at, start, end;
+  if (!rn_json_error_at(line, len, &at) || !token_around(line, len, at ? at - 1 : 0, &start, &end)) return;
+  size_t mlen = sizeof unread_marker - 1 + 2, cap = len - (end - start) + mlen;
+  char *copy = malloc(cap);
+  msgpack_zone z;
+  if (!copy) return;
+  if (!rn_zone_init(&z, 1024)) { free(copy); return; }
+  memcpy(copy, line, start); /* the token set aside: the marker in its place */
+  copy[start] = '"';
+  memcpy(copy + start + 1, unread_marker, sizeof unread_marker - 1);
+  copy[start + mlen - 1] = '"';
+  memcpy(copy + start + mlen, line + end, len - end);
+  msgpack_object obj;
+  rn_err ignored = { .code = RN_OK };
+  const msgpack_object *rel = NULL, *op = NULL, *row = NULL, *other, *key;
+  if (!rn_json_parse(copy, cap, &obj, &z, &ignored)) rn_change_fields(&obj, &rel, &op, &row, &other);
+  rn_rel *r = rel && rel->type == MSGPACK_OBJECT_STR ? rn_rel_named(p, rel->via.str.ptr, rel->via.str.size) : NULL;
+  char quoted[256], prefix[RN_NAME_MAX + 300];
+  if (r && (key = marked_column(row, &unread_mark))) {
+    snprintf(prefix, sizeof prefix, "%s: column %s", r->name,
+             rn_json_quote(quoted, sizeof quoted, key->via.str.ptr, key->via.str.size));
+    rn_err_prefix(&p->err, prefix);
+  } else if (r && marked_name(row)) {
+    snprintf(prefix, sizeof prefix, "%s: a column name", r->name);
+    rn_err_prefix(&p->err, prefix);
+  }
   rn_zone_destroy(&z);
   free(copy);
 }
@@ -179,7 +263,7 @@ static int check_ints(rn_pipeline *p, const rn_rel *r, const rn_column *c, const
 }
 
 int rn_apply_json_change(rn_pipeline *p, const msgpack_object *rel, const msgpack_object *op,
-                         const msgpack_object *row)
+                         const msgpack_object *row, const msgpack_object *other)
 {
   rn_rel *r = rel && rel->type == MSGPACK_OBJECT_STR ? rn_rel_named(p, rel->via.str.ptr, rel->via.str.size) : NULL;
   for (uint32_t i = 0; r && row && row->type == MSGPACK_OBJECT_MAP && i < row->via.map.size; i++) {
@@ -191,5 +275,5 @@ int rn_apply_json_change(rn_pipeline *p, const msgpack_object *rel, const msgpac
     int rc = check_ints(p, r, &r->schema->cols[slot], v, &at);
     if (rc) return rc;
   }
-  return rn_apply_change_to(p, r, rel, op, row);
+  return rn_apply_change_to(p, r, rel, op, row, other);
 }

@@ -1277,7 +1277,7 @@ int rn_ndjson_sink_path(rn_pipeline *p, rn_rel *rel, const char *path, const cha
    * groups wait, each delivery says so again, until the file is mended);
    * so does an incomplete last line the checks did not find its own */
   if (!rc && !s->conflict.code) foreign_tail(s, &s->conflict);
-  if (!rc && s->conflict.code) rc = rn_err_set(&p->err, s->conflict.code, "%s", s->conflict.msg);
+  if (!rc && s->conflict.code) rc = rn_err_keep(&p->err, s->conflict.code, s->conflict.msg);
   return rc;
 }
 
@@ -1286,9 +1286,9 @@ int rn_ndjson_sink_path(rn_pipeline *p, rn_rel *rel, const char *path, const cha
 /* A change's "rel", "op" and "row" values from its map form (NULL where
  * absent; of a key given twice, the last: the JSON parser refuses those). */
 void rn_change_fields(const msgpack_object *obj, const msgpack_object **rel, const msgpack_object **op,
-                      const msgpack_object **row)
+                      const msgpack_object **row, const msgpack_object **other)
 {
-  *rel = *op = *row = NULL;
+  *rel = *op = *row = *other = NULL;
   if (obj->type != MSGPACK_OBJECT_MAP) return;
   for (uint32_t i = 0; i < obj->via.map.size; i++) {
     const msgpack_object *k = &obj->via.map.ptr[i].key, *v = &obj->via.map.ptr[i].val;
@@ -1296,6 +1296,7 @@ void rn_change_fields(const msgpack_object *obj, const msgpack_object **rel, con
     if (k->via.str.size == 3 && memcmp(k->via.str.ptr, "rel", 3) == 0) *rel = v;
     else if (k->via.str.size == 2 && memcmp(k->via.str.ptr, "op", 2) == 0) *op = v;
     else if (k->via.str.size == 3 && memcmp(k->via.str.ptr, "row", 3) == 0) *row = v;
+    else if (!*other) *other = k;
   }
 }
 
@@ -1415,6 +1416,8 @@ int rn_ndjson_apply_line(rn_pipeline *p, const char *line, size_t len, msgpack_z
                                                 "only the first bytes of the input may be one"
                                               : "a UTF-8 byte order mark (BOM) starts the line: only the first line of "
                                                 "the input may start with one");
+    if (len - lead >= 2 && (memcmp(line + lead, "\xFF\xFE", 2) == 0 || memcmp(line + lead, "\xFE\xFF", 2) == 0))
+      return rn_group_fail(p, RN_EINVAL, "a UTF-16 byte order mark (BOM) starts the line: NDJSON input is UTF-8");
     static const char dup[] = "duplicate key ", dup_rel[] = "duplicate key \"rel\" ", deep[] = "JSON nested more than ";
     bool is_dup = strncmp(p->err.msg, dup, strlen(dup)) == 0 && strncmp(p->err.msg, dup_rel, strlen(dup_rel)) != 0;
     bool is_deep = strncmp(p->err.msg, deep, strlen(deep)) == 0;
@@ -1424,13 +1427,21 @@ int rn_ndjson_apply_line(rn_pipeline *p, const char *line, size_t len, msgpack_z
       rn_err_set(&p->err, RN_EINVAL, "%s: column %s: value nested more than %d deep", r->name, col, RN_JSCAN_MAX_DEPTH);
     else if (r)
       rn_err_prefix(&p->err, r->name);
+    else if (strncmp(p->err.msg, "malformed JSON", 14) == 0)
+      rn_json_change_unread(p, line, len);
     else
       rn_json_change_refused(p, line, len);
+    const char *cr = memchr(line, '\r', len);
+    if (cr && cr + 1 < line + len && cr[1] != '\n') { /* CRLF is read as a line end: a lone CR is not (old Mac files) */
+      size_t at = strlen(p->err.msg);
+      snprintf(p->err.msg + at, sizeof p->err.msg - at, ": the line holds a carriage return (CR) not followed by a line "
+               "feed (LF): NDJSON lines end with LF or CRLF");
+    }
     return rn_group_fail(p, RN_EINVAL, p->err.msg);
   }
-  const msgpack_object *rel, *op, *row;
-  rn_change_fields(&obj, &rel, &op, &row);
-  return rn_apply_json_change(p, rel, op, row);
+  const msgpack_object *rel, *op, *row, *other;
+  rn_change_fields(&obj, &rel, &op, &row, &other);
+  return rn_apply_json_change(p, rel, op, row, other);
 }
 
 /* Applies one input line. Returns 0 or an RN_E… code (p->err says why). */
@@ -1457,34 +1468,41 @@ static const char *json_kind(const msgpack_object *v)
 #define CHANGE_SHAPE "expected {\"rel\": name, \"op\": \"insert\"|\"update\"|\"upsert\"|\"delete\", \"row\": {…}}"
 
 /* Fails the group naming the fields of {rel, op, row} a change lacks
- * (after "name: " when its relation is known); none of them: the shape. */
-static int missing_fields(rn_pipeline *p, const rn_rel *r, bool rel, bool op, bool row)
+ * (after "name: " when its relation is known) and its first field of
+ * another name, likely the missing one misspelt (unknown fields are
+ * otherwise ignored); none of the three: the shape. */
+static int missing_fields(rn_pipeline *p, const rn_rel *r, bool rel, bool op, bool row, const msgpack_object *other)
 {
   const char *names[3];
   int n = 0;
   if (!rel) names[n++] = "\"rel\"";
   if (!op) names[n++] = "\"op\"";
   if (!row) names[n++] = "\"row\"";
+  char quoted[RN_NAME_MAX + 3], hint[RN_NAME_MAX + 48] = "";
+  if (other && other->type == MSGPACK_OBJECT_STR)
+    snprintf(hint, sizeof hint, " (the change has an unknown field %s)",
+             rn_json_quote(quoted, sizeof quoted, other->via.str.ptr, other->via.str.size));
   if (n == 3) rn_err_set(&p->err, RN_EINVAL, CHANGE_SHAPE); /* not a change at all ([1], {}) */
   else
-    rn_err_set(&p->err, RN_EINVAL, "%s%smissing %s%s%s: " CHANGE_SHAPE, r ? r->name : "", r ? ": " : "", names[0],
-               n == 2 ? " and " : "", n == 2 ? names[1] : "");
+    rn_err_set(&p->err, RN_EINVAL, "%s%smissing %s%s%s%s: " CHANGE_SHAPE, r ? r->name : "", r ? ": " : "",
+               names[0], n == 2 ? " and " : "", n == 2 ? names[1] : "", hint);
   return rn_group_fail(p, RN_EINVAL, p->err.msg);
 }
 
 /* Applies one change from its rel, op and row values (NULL or of the wrong
  * type: an error). Returns 0 or an RN_E… code, the group failed (p->err
  * says why). */
-int rn_apply_change(rn_pipeline *p, const msgpack_object *rel, const msgpack_object *op, const msgpack_object *row)
+int rn_apply_change(rn_pipeline *p, const msgpack_object *rel, const msgpack_object *op, const msgpack_object *row,
+                    const msgpack_object *other)
 {
   rn_rel *r = rel && rel->type == MSGPACK_OBJECT_STR ? find_rel(p, rel->via.str.ptr, rel->via.str.size) : NULL;
-  return rn_apply_change_to(p, r, rel, op, row);
+  return rn_apply_change_to(p, r, rel, op, row, other);
 }
 
 int rn_apply_change_to(rn_pipeline *p, rn_rel *r, const msgpack_object *rel, const msgpack_object *op,
-                       const msgpack_object *row)
+                       const msgpack_object *row, const msgpack_object *other)
 {
-  if (!rel) return missing_fields(p, NULL, false, op, row);
+  if (!rel) return missing_fields(p, NULL, false, op, row, other);
   if (rel->type != MSGPACK_OBJECT_STR) {
     rn_err_set(&p->err, RN_EINVAL, "\"rel\" must be a string (a relation's name), got %s", json_kind(rel));
     return rn_group_fail(p, RN_EINVAL, p->err.msg);
@@ -1496,7 +1514,7 @@ int rn_apply_change_to(rn_pipeline *p, rn_rel *r, const msgpack_object *rel, con
     rn_suggest_append_relations(p->err.msg, sizeof p->err.msg, p);
     return rn_group_fail(p, RN_EINVAL, p->err.msg);
   }
-  if (!op || !row) return missing_fields(p, r, true, op, row);
+  if (!op || !row) return missing_fields(p, r, true, op, row, other);
   if (op->type != MSGPACK_OBJECT_STR) {
     rn_err_set(&p->err, RN_EINVAL, "%s: \"op\" must be a string (insert, update, upsert, delete), got %s", r->name,
                json_kind(op));

@@ -40,20 +40,24 @@ int rn_ndjson_sink_path(rn_pipeline *p, rn_rel *rel, const char *path, const cha
                         const char *id_field);
 
 /* A change's "rel", "op" and "row" values from its map form {rel, op, row}
- * (NULL where absent), as an NDJSON input line holds it. */
+ * (NULL where absent), as an NDJSON input line holds it; other: its first
+ * field of another name (NULL if none), which is ignored but named when a
+ * field is missing: a misspelt "rwo". */
 void rn_change_fields(const msgpack_object *obj, const msgpack_object **rel, const msgpack_object **op,
-                      const msgpack_object **row);
+                      const msgpack_object **row, const msgpack_object **other);
 
 /* Applies one change from its rel (a relation's name), op ("insert",
- * "update", "upsert" or "delete") and row values: any of them missing or
+ * "update", "upsert" or "delete") and row values (other: as
+ * rn_change_fields gives it, or NULL): any of them missing or
  * of the wrong type, an unknown relation or op, or a bad row fails the
  * group. Returns 0 or an RN_E… code (p->err says why). */
-int rn_apply_change(rn_pipeline *p, const msgpack_object *rel, const msgpack_object *op, const msgpack_object *row);
+int rn_apply_change(rn_pipeline *p, const msgpack_object *rel, const msgpack_object *op, const msgpack_object *row,
+                    const msgpack_object *other);
 
 /* rn_apply_change when the caller has looked rel up already: r is the
  * relation it names, or NULL (none, or rel is not a string). */
 int rn_apply_change_to(rn_pipeline *p, rn_rel *r, const msgpack_object *rel, const msgpack_object *op,
-                       const msgpack_object *row);
+                       const msgpack_object *row, const msgpack_object *other);
 
 /* ---- changes read from JSON text (json_change.c) ---- */
 /* The relation named exactly (length and bytes), or NULL. */
@@ -63,12 +67,19 @@ rn_rel *rn_rel_named(const rn_pipeline *p, const char *name, size_t len);
  * number with a fraction part or exponent beyond ±2^53 (not exact) fails
  * the group, naming the relation and the column. */
 int rn_apply_json_change(rn_pipeline *p, const msgpack_object *rel, const msgpack_object *op,
-                         const msgpack_object *row);
+                         const msgpack_object *row, const msgpack_object *other);
 
 /* After rn_json_parse refused a change's text (p->err says why): a number
  * out of range (beyond int64, or a double's range) is said again naming
  * the relation and the column; any other reason is left as it is. */
 void rn_json_change_refused(rn_pipeline *p, const char *line, size_t len);
+
+/* After rn_json_parse refused a change's text for a value it could not
+ * read (bytes that are not UTF-8, a lone surrogate escape, NaN, a column
+ * name holding a NUL): the message is prefixed with the relation and the
+ * column ("t: column \"s\": malformed JSON …") when the line, that value
+ * set aside, names them; left as it is otherwise. */
+void rn_json_change_unread(rn_pipeline *p, const char *line, size_t len);
 
 /* Applies one NDJSON input line {rel, op, row}, decoded into z: a line
  * that is not JSON, or whose change is bad, fails the group (a duplicate

@@ -1279,7 +1279,7 @@ static int ssink_finish(void *ctx, rn_err *e)
   ssink *s = ctx;
   int rc = 0;
   for (ssink *o = s->conn->sinks; o && !rc && s->conn->open_txn; o = o->next_on_conn)
-    if (o->nbad) rc = rn_err_set(e, RN_EIO, "%s", o->bad[0].msg); /* refused, and no later group fixed it (SINK-6) */
+    if (o->nbad) rc = rn_err_keep(e, RN_EIO, o->bad[0].msg); /* refused, and no later group fixed it (SINK-6) */
   if (!rc) rc = s->conn->open_txn ? commit(s, e) : 0;
   if (rc) rollback(s);
   else s->written = s->staged;

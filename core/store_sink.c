@@ -638,7 +638,7 @@ static int attach(const char *path, const char *name, rn_pipeline *owner, rn_att
        another would take the same slot, and the pipeline's commit would fail */
     free(key);
     rn_attach_close(a);
-    if (owner->state == RN_IDLE) return rn_err_set(e, owner->err.code, "attach %s: %s", name, owner->err.msg);
+    if (owner->state == RN_IDLE) return rn_err_set_with(e, owner->err.code, owner->err.msg, "attach %s: ", name);
     return rn_err_set(e, RN_EMISUSE, "attach %s: not while its pipeline declares a relation (a callback of the "
                       "declaration): the declaration opens databases, and LMDB lets one transaction at a time do "
                       "that; attach it before the declaration", name);

@@ -35,11 +35,15 @@ const char *rn_suggest_column(const rn_schema *s, const char *name, size_t len)
   size_t limit = len / 3 > 1 ? len / 3 : 1;
   const char *best = NULL;
   size_t best_d = limit + 1;
+  for (int i = 0; i < s->ncols; i++) { /* the same name in another case first ("ID" for "id"): however long */
+    const rn_column *c = &s->cols[i];
+    if (c->name_len == len && strncasecmp(c->name, name, len) == 0) return c->name;
+  }
   for (int i = 0; i < s->ncols; i++) {
     const rn_column *c = &s->cols[i];
     if (c->name_len > NAME_MAX_COMPARED) continue;
     size_t d = distance(name, len, c->name, c->name_len);
-    if (d < best_d) { best_d = d; best = c->name; }
+    if (d < best_d && d < len && d < c->name_len) { best_d = d; best = c->name; } /* "a" is no "x" misspelt */
   }
   return best;
 }

@@ -8,8 +8,9 @@
 #include "pipeline.h"
 #include "schema.h"
 
-/* The column of s nearest to name (an edit distance of at most a third of
- * its length, and at least 1), or NULL when none is that near. */
+/* The column of s nearest to name: the same name in another case, else
+ * one at an edit distance of at most a third of its length (at least 1)
+ * that does not replace the whole name; NULL when none is that near. */
 const char *rn_suggest_column(const rn_schema *s, const char *name, size_t len);
 
 /* Appends " (did you mean \"col\"?)" to msg (a NUL-terminated buffer of

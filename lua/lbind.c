@@ -29,6 +29,25 @@ void rn_lua_where(lua_State *L)
     lua_pushliteral(L, ""); /* called from C (pcall, a host), as luaL_where says */
 }
 
+/* Replaces the string at the top with a copy whose control bytes are
+ * escaped as core messages have them (rn_err_escape): a declared name
+ * holding a newline prints "\n", as one the input gave does. */
+static void escape_top(lua_State *L)
+{
+  size_t len;
+  const char *s = lua_tolstring(L, -1, &len);
+  luaL_Buffer b;
+  luaL_buffinit(L, &b);
+  for (size_t i = 0; i < len; i++) {
+    char esc[7];
+    size_t n = rn_err_escape((unsigned char)s[i], esc);
+    if (n) luaL_addlstring(&b, esc, n);
+    else luaL_addchar(&b, s[i]);
+  }
+  luaL_pushresult(&b);
+  lua_remove(L, -2);
+}
+
 int rn_lua_error(lua_State *L, const char *fmt, ...)
 {
   va_list ap;
@@ -36,6 +55,15 @@ int rn_lua_error(lua_State *L, const char *fmt, ...)
   rn_lua_where(L);
   lua_pushvfstring(L, fmt, ap);
   va_end(ap);
+  escape_top(L);
+  lua_concat(L, 2);
+  return lua_error(L);
+}
+
+int rn_lua_error_as_is(lua_State *L, const char *msg)
+{
+  rn_lua_where(L);
+  lua_pushstring(L, msg);
   lua_concat(L, 2);
   return lua_error(L);
 }
@@ -66,7 +94,7 @@ const char *rn_lua_checkpath(lua_State *L, int idx, const char *what) { return c
 
 int rn_lua_raise(lua_State *L, lpipe *lp)
 {
-  return rn_lua_error(L, "%s", lp->p ? rn_errmsg(lp->p) : "runnel: the pipeline is closed");
+  return rn_lua_error_as_is(L, lp->p ? rn_errmsg(lp->p) : "runnel: the pipeline is closed");
 }
 
 int rn_lua_fail(lua_State *L, lpipe *lp)
@@ -283,7 +311,7 @@ int rn_lua_pcall(lpipe *lp, lua_State *L, int nargs, int nresults, const char *r
   if (!msg) msg = luaL_typename(L, -1);
   int code = e->code != RN_OK && strstr(msg, e->msg) ? e->code     /* a runnel error raised inside keeps its code */
              : st == LUA_ERRMEM ? RN_ENOMEM : RN_ECALLBACK;
-  rn_err_set(e, code, "%s%s%s: %s", rel ? rel : "", rel ? ": " : "", what, msg);
+  rn_err_set_with(e, code, msg, "%s%s%s: ", rel ? rel : "", rel ? ": " : "", what); /* msg as the callback said it */
   lua_pop(L, 1);
   return e->code;
 }

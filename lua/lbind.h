@@ -74,9 +74,13 @@ const char *rn_lua_checkpath(lua_State *L, int idx, const char *what);
  * 1), except that frames of runnel.lua (the DSL's wrappers) are skipped;
  * "" when that caller is C (pcall, a host). */
 void rn_lua_where(lua_State *L);
-/* luaL_error at rn_lua_where's position: every error a user causes names
+/* luaL_error at rn_lua_where's position, the message's control bytes
+ * escaped (rn_err_escape): every error a user causes names
  * the user's line. */
 int rn_lua_error(lua_State *L, const char *fmt, ...);
+/* As rn_lua_error with a message made already (a core message, which may
+ * end with a callback's own text): not escaped again. */
+int rn_lua_error_as_is(lua_State *L, const char *msg);
 /* Raises the pipeline's last error at the caller's line. */
 int rn_lua_raise(lua_State *L, lpipe *lp);
 /* Reports a failure found by the binding before the core ran: rolls back

@@ -411,7 +411,10 @@ rn_schema *rn_lua_toschema(lpipe *lp, lua_State *L, int cols_idx, int key_idx,
       size_t len;
       const char *name = lua_tolstring(L, -1, &len);
       slots[i] = rn_schema_slot(s, name, len);
-      if (slots[i] < 0) rn_err_set(e, RN_EINVAL, "%s: key column \"%s\" is not a declared column", rel, name);
+      if (slots[i] < 0) {
+        rn_err_set(e, RN_EINVAL, "%s: key column \"%s\" is not a declared column", rel, name);
+        rn_suggest_append_column(e->msg, sizeof e->msg, s, name, len);
+      }
       lua_pop(L, 1);
       if (slots[i] < 0) { rn_schema_free(s); return NULL; }
     }

@@ -69,7 +69,7 @@ static int push_wrapper(rn_pipeline *p, lua_State *L, bool owned)
   lua_getglobal(L, "require");
   lua_pushliteral(L, "runnel");
   if (lua_pcall(L, 1, 0, 0) != LUA_OK) {
-    rn_err_set(&p->err, RN_ECALLBACK, "loading runnel: %s", lua_tostring(L, -1));
+    rn_err_set_with(&p->err, RN_ECALLBACK, lua_tostring(L, -1), "loading runnel: ");
     lua_pop(L, 1);
     return p->err.code;
   }
@@ -136,8 +136,8 @@ static int run(rn_pipeline *p, lua_State *L, const char *path, const char *chunk
   lua_pushlightuserdata(L, &c);
   int st = lua_pcall(L, 1, 1, 0);
   int rc = st == LUA_OK ? c.rc
-         : rn_err_set(&p->err, st == LUA_ERRMEM ? RN_ENOMEM : RN_ECALLBACK, "rn_run_lua: %s",
-                      lua_tostring(L, -1) ? lua_tostring(L, -1) : "error");
+         : rn_err_set_with(&p->err, st == LUA_ERRMEM ? RN_ENOMEM : RN_ECALLBACK,
+                           lua_tostring(L, -1) ? lua_tostring(L, -1) : "error", "rn_run_lua: ");
   if (rc) {
     lua_settop(L, top);
     if (owned && !(p->binding && ((lpipe *)p->binding)->host)) lua_close(L);
@@ -146,14 +146,14 @@ static int run(rn_pipeline *p, lua_State *L, const char *path, const char *chunk
   st = path ? luaL_loadfile(L, path) : luaL_loadbuffer(L, chunk, strlen(chunk), name);
   if (st != LUA_OK) {
     rc = rn_err_set(&p->err, st == LUA_ERRFILE ? RN_EIO : st == LUA_ERRMEM ? RN_ENOMEM : RN_ECALLBACK, "%s",
-                    lua_tostring(L, -1));
+                    lua_tostring(L, -1)); /* luaL_loadfile's message: a path or a chunk's line, one line */
   } else {
     lua_insert(L, -2); /* the chunk, then the pipeline as its argument */
     ((lpipe *)p->binding)->L = L;
     if ((st = lua_pcall(L, 1, 0, 0)) != LUA_OK) {
       const char *msg = rn_lua_errtext(L); /* an error object's __tostring: lua5.4 prints it too */
       int code = st == LUA_ERRMEM ? RN_ENOMEM : RN_ECALLBACK;
-      rc = msg ? rn_err_set(&p->err, code, "%s", msg)
+      rc = msg ? rn_err_keep(&p->err, code, msg)
                : rn_err_set(&p->err, code, "(error object is a %s value)", luaL_typename(L, -1));
       /* A group it began (none was open before it ran) goes with it: the
        * host's next rn_commit must not commit what a failed script left. */

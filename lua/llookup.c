@@ -280,7 +280,7 @@ static int l_attached_identity(lua_State *L)
   rn_err e = { .code = RN_OK };
   if (rn_attach_identity(la->a, &id, &e)) {
     msgpack_sbuffer_destroy(&id);
-    return rn_lua_error(L, "%s", e.msg);
+    return rn_lua_error_as_is(L, e.msg);
   }
   luaL_addlstring(&b, id.data ? id.data : "", id.size);
   msgpack_sbuffer_destroy(&id);
@@ -300,7 +300,7 @@ static int l_attach(lua_State *L)
   if (!la->path || !la->name || !zone) return rn_lua_error(L, "out of memory");
   rn_err e = { .code = RN_OK };
   rn_pipeline *env = open_env(L, path);
-  if (rn_attach(path, name, env, &la->a, &e)) return rn_lua_error(L, "%s", e.msg);
+  if (rn_attach(path, name, env, &la->a, &e)) return rn_lua_error_as_is(L, e.msg);
   if (env) { /* keep the pipeline whose environment it shares alive */
     char real[PATH_MAX];
     if (realpath(path, real)) {
@@ -389,7 +389,7 @@ static int l_attached_get(lua_State *L)
   if (rc) {
     msgpack_sbuffer_destroy(&row);
     msgpack_zone_clear(&la->zone);
-    return rn_lua_error(L, "%s", e.msg);
+    return rn_lua_error_as_is(L, e.msg);
   }
   if (!found) {
     lua_pushnil(L);
@@ -462,7 +462,7 @@ static int l_attached_rows(lua_State *L)
   lua_newtable(L); /* the ids */
   lua_newtable(L); /* the rows */
   luaL_checkstack(L, 8, "rows");
-  if (rn_attach_each(la->a, push_one, &r, &e)) return rn_lua_error(L, "%s", e.msg);
+  if (rn_attach_each(la->a, push_one, &r, &e)) return rn_lua_error_as_is(L, e.msg);
   lua_createtable(L, 0, 3);
   lua_pushvalue(L, -3);
   lua_setfield(L, -2, "ids");
@@ -509,7 +509,7 @@ static int l_attached_count(lua_State *L)
   if (rn_attach_is_index(la->a)) return l_attached_index_count(L);
   rn_err e = { .code = RN_OK };
   lua_Integer n = 0;
-  if (rn_attach_each(la->a, count_one, &n, &e)) return rn_lua_error(L, "%s", e.msg);
+  if (rn_attach_each(la->a, count_one, &n, &e)) return rn_lua_error_as_is(L, e.msg);
   lua_pushinteger(L, n);
   return 1;
 }
@@ -561,7 +561,7 @@ static uint64_t attached_walk(lua_State *L, lattached *la, rn_index_walk *w, boo
     w->ctx = &r;
   }
   rn_err e = { .code = RN_OK };
-  if (rn_attach_index(la->a, &from, rank ? NULL : &to, w, &e)) rn_lua_error(L, "%s", e.msg);
+  if (rn_attach_index(la->a, &from, rank ? NULL : &to, w, &e)) rn_lua_error_as_is(L, e.msg);
   msgpack_zone_clear(&la->zone);
   return w->count;
 }

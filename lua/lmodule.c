@@ -20,15 +20,19 @@ static int l_dsl(lua_State *L)
   return 0;
 }
 
-/* core._raise(msg): runnel.lua's error(), at the user's line. A value that
- * is not a message (a table a user's attach raised) passes as it is. */
+/* core._raise(msg, as_is): runnel.lua's error(), at the user's line, its
+ * control bytes escaped as core messages have them (a declared name holding
+ * a newline shows "\n"); as_is: a message made already, which may end with
+ * a callback's own text. A value that is not a message (a table a user's
+ * attach raised) passes as it is. */
 static int l_raise(lua_State *L)
 {
   if (lua_type(L, 1) != LUA_TSTRING) {
     lua_settop(L, 1);
     return lua_error(L);
   }
-  return rn_lua_error(L, "%s", lua_tostring(L, 1));
+  if (lua_toboolean(L, 2)) return rn_lua_error_as_is(L, lua_tostring(L, 1));
+  return rn_lua_error(L, "%s", lua_tostring(L, 1)); /* escaped */
 }
 
 /* runnel.json_decode(text) -> value | nil, err (JSON null: runnel.null) */

@@ -98,7 +98,7 @@ static int l_close(lua_State *L)
   char lost[RN_ERRMSG_MAX];
   int rc = close_pipe(L, lp, lost, sizeof lost);
   if (rc < 0) return rn_lua_raise(L, lp);
-  return rc ? rn_lua_error(L, "%s", lost) : 0;
+  return rc ? rn_lua_error_as_is(L, lost) : 0;
 }
 
 /* __gc never raises: an unreachable pipeline has no callback running,

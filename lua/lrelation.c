@@ -300,7 +300,7 @@ static int scan_row(void *ctx, uint64_t id, const char *row, size_t len)
   s->r->lp->depth--;
   s->r->lp->L = L;
   if (st == LUA_OK) return 0;
-  rn_err_set(&s->r->lp->p->err, RN_ECALLBACK, "%s", msg ? msg : "error in scan");
+  rn_err_keep(&s->r->lp->p->err, RN_ECALLBACK, msg ? msg : "error in scan");
   lua_pop(L, 1);
   return RN_ECALLBACK;
 }

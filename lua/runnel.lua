@@ -217,7 +217,7 @@ function Pipeline:batch(fn, ...)
     guard.open = false
     return seq
   end
-  if ok then raise(seq) end -- the commit's error
+  if ok then raise(seq, true) end -- the commit's error, made already
   error(committed, 0)
 end
 
@@ -830,7 +830,7 @@ function Relation:sink(s, opts)
     raise("sink: expects a function or a table of functions, got " .. type(s))
   end
   tell_changes(p) -- a durable sink that missed groups says so (OUTBOX-5)
-  if not ok then raise(err) end
+  if not ok then raise(err, true) end -- made in C (a replayed callback's own text kept)
   return self
 end
 
@@ -962,6 +962,13 @@ function Pipeline:undeclared()
   return self:_undeclared()
 end
 
+-- A name's control characters as messages escape them (core/error.c): a
+-- newline in a declared name must not break a note's line.
+local CONTROL_ESCAPES = { ["\n"] = "\\n", ["\t"] = "\\t", ["\r"] = "\\r", ["\b"] = "\\b", ["\f"] = "\\f" }
+local function escape_controls(s)
+  return (s:gsub("[%c\127]", function(c) return CONTROL_ESCAPES[c] or ("\\u%04x"):format(c:byte()) end))
+end
+
 -- At close, a pipeline that declared relations says which stored ones it
 -- did not: they are kept, unchanged, until dropped (never fed, never grown).
 local core_close = Pipeline.close
@@ -971,7 +978,7 @@ function Pipeline:close()
   local e = extra[self]
   if ok and #names > 0 and e and e.notes ~= false and #self:relations() > 0 then
     local line = ("stored in the state but not declared: %s (p:drop(name) or runnel drop STATE NAME removes one)")
-                 :format(table.concat(names, ", "))
+                 :format(escape_controls(table.concat(names, ", ")))
     if e.notes then tell_hook("notes", e.notes, line) else io.stderr:write("runnel: ", line, "\n") end
   end
   return core_close(self)

@@ -151,19 +151,19 @@ describe("the REPL", function()
     assert.equal(0, code)
     assert.equal(table.concat({
       "t · group 1",
-      " id | verb   | id | name",
-      "----+--------+----+------",
-      "  1 | INSERT |  1 | ann",
+      " row id | verb   | id | name",
+      "--------+--------+----+------",
+      "      1 | INSERT |  1 | ann",
       "t · group 2",
-      " id | verb   | id | name",
-      "----+--------+----+------------",
-      "  2 | INSERT |  2 | bob",
-      "  1 | UPDATE |  1 | ann → anna",
+      " row id | verb   | id | name",
+      "--------+--------+----+------------",
+      "      2 | INSERT |  2 | bob",
+      "      1 | UPDATE |  1 | ann → anna",
       "2",
-      " id | id | name",
-      "----+----+------",
-      "  1 |  1 | anna",
-      "  2 |  2 | bob",
+      " row id | id | name",
+      "--------+----+------",
+      "      1 |  1 | anna",
+      "      2 |  2 | bob",
       "(2 rows)",
       "2",
       '"two"',
@@ -293,9 +293,9 @@ describe("the REPL's output", function()
     }
     assert.matches(" 20 | INSERT | 20 | n\n(500 changes, 20 shown)\n1\n", out, 1, true)
     assert.is_nil(out:find("| 21 | n", 1, true))
-    assert.matches("limit 2\nt · group 2\n id | verb   | id | name\n----+--------+----+-------\n" ..
-                   "  1 | UPDATE |  1 | n → m\n  2 | UPDATE |  2 | n → m\n(5 changes, 2 shown)\n2\n", out, 1, true)
-    assert.matches("  2 |  2 | m\n(500 rows, 2 shown)\n", out, 1, true)
+    assert.matches("limit 2\nt · group 2\n row id | verb   | id | name\n--------+--------+----+-------\n" ..
+                   "      1 | UPDATE |  1 | n → m\n      2 | UPDATE |  2 | n → m\n(5 changes, 2 shown)\n2\n", out, 1, true)
+    assert.matches("      2 |  2 | m\n(500 rows, 2 shown)\n", out, 1, true)
   end)
 
   it(".watch chooses the relations whose changes print; runnel.watch(rel) never prints a group twice", function()
@@ -329,11 +329,11 @@ describe("the REPL's output", function()
       "p:stats()",
       "runnel.show(t)",
     }
-    assert.matches(" id | name | score | id\n----+------+-------+----\n  1 | ann  |     9 |  1\n(1 row)\n", out, 1, true)
+    assert.matches(" row id | name | score | id\n--------+------+-------+----\n      1 | ann  |     9 |  1\n(1 row)\n", out, 1, true)
     assert.matches('{name = "ann", score = 9, id = 1}\n', out, 1, true)
     assert.matches("{\n  changes = 2,\n", out, 1, true)
     assert.matches("\n  seq = 2,\n", out, 1, true)
-    assert.equal("  2 | bob  |     1 |  2\n(2 rows)\n", out:sub(-#"  2 | bob  |     1 |  2\n(2 rows)\n"))
+    assert.equal("      2 | bob  |     1 |  2\n(2 rows)\n", out:sub(-#"      2 | bob  |     1 |  2\n(2 rows)\n"))
   end)
 
   it("completes no private _method with Tab unless _ is typed", function()
@@ -360,7 +360,7 @@ describe("runnel.show in a script", function()
     local out, err, code = H.sh(("%s run %s/s.lua"):format(bin, dir))
     assert.equal("", err)
     assert.equal(0, code)
-    assert.equal(" id | id\n----+----\n  1 |  1\n(1 row)\n35\n", out)
+    assert.equal(" row id | id\n--------+----\n      1 |  1\n(1 row)\n47\n", out)
   end)
 end)
 

@@ -92,7 +92,7 @@ describe("p:run column lookup and scanning", function()
     assert.same({
       f .. ':2: players: duplicate key "id" at column 59',
       f .. ':3: players: unknown column "nam" (did you mean "name"?)',
-      f .. ":4: malformed JSON at column 64: control character 0x1 near '\"a long name'",
+      f .. ":4: players: column \"name\": malformed JSON at column 64: control character 0x1 near '\"a long name'",
       f .. ':5: duplicate key "rel" at column 32',
     }, got)
   end)

@@ -72,6 +72,17 @@ return function(runnel, core)
     return names
   end
 
+  -- The header of a column the grid adds (the row id, watch's verb): word,
+  -- or other when a column of the relation has that name (" id | id | name"
+  -- said nothing of which was the row id), "(other)" when one has that too.
+  local function own_header(names, word, other)
+    local taken = {}
+    for _, n in ipairs(names) do taken[n] = true end
+    local h = word
+    while taken[h] do h = h == word and other or "(" .. h .. ")" end
+    return h
+  end
+
   local function numeric_columns(rel, offset)
     local right = {}
     for i, c in ipairs(rel:schema().columns) do
@@ -86,12 +97,13 @@ return function(runnel, core)
   end
 
   --- runnel.format(rel [, limit]) -> string: rel's rows as a grid, at most
-  -- limit (100) of them; the first column `id` is the row id.
+  -- limit (100) of them; the first column `id` is the row id ("row id"
+  -- when a column is named id).
   function runnel.format(rel, limit)
     limit = limit or 100
     if math.type(limit) ~= "integer" or limit < 0 then raise_here("format: limit must be an integer >= 0") end
     local names = column_names(rel)
-    local headers, rows, total = { "id" }, {}, 0
+    local headers, rows, total = { own_header(names, "id", "row id") }, {}, 0
     for i, n in ipairs(names) do headers[i + 1] = n end
     for row, id in rel:rows() do
       total = total + 1
@@ -140,7 +152,7 @@ return function(runnel, core)
     local names = column_names(rel)
     local verbs = rel:schema().tablelike -- a stream's events are all INSERTs
     local first = verbs and 2 or 1
-    local headers = { "id", verbs and "verb" or nil }
+    local headers = { own_header(names, "id", "row id"), verbs and own_header(names, "verb", "change") or nil }
     for i, n in ipairs(names) do headers[i + first] = n end
     local right = numeric_columns(rel, first)
     right[1] = true

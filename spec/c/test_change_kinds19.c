@@ -38,7 +38,7 @@ static msgpack_object ext(void)
 static const char *refused(rn_pipeline *p, msgpack_object rel, msgpack_object op, msgpack_object row)
 {
   CHECK(rn_begin(p) == 0);
-  CHECK(rn_apply_change(p, &rel, &op, &row) == RN_EINVAL);
+  CHECK(rn_apply_change(p, &rel, &op, &row, NULL) == RN_EINVAL);
   CHECK(p->state == RN_IDLE); /* the group was rolled back */
   return rn_errmsg(p);
 }

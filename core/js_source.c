@@ -394,9 +394,20 @@ static int apply_msgpack(source *s, const char *data, size_t len, uint64_t *chan
   rn_pipeline *p = s->p;
   msgpack_object obj;
   msgpack_zone_clear(&s->zone);
-  size_t off = 0;
-  if (msgpack_unpack(data, len, &off, &s->zone, &obj) != MSGPACK_UNPACK_SUCCESS || obj.type != MSGPACK_OBJECT_ARRAY)
+  size_t off = 0, lead = 0;
+  while (lead < len && (data[lead] == ' ' || data[lead] == '\n' || data[lead] == '\r' || data[lead] == '\t')) lead++;
+  if (lead < len && data[lead] == '[') /* msgpack would read "[" as the number 91 */
+    return rn_group_fail(p, RN_EINVAL, "a JSON array: a message holds NDJSON lines, one change object each, or a "
+                         "msgpack array of changes");
+  msgpack_unpack_return ur = msgpack_unpack(data, len, &off, &s->zone, &obj);
+  if ((ur != MSGPACK_UNPACK_SUCCESS && ur != MSGPACK_UNPACK_EXTRA_BYTES) || obj.type != MSGPACK_OBJECT_ARRAY)
     return rn_group_fail(p, RN_EINVAL, "expected NDJSON lines or a msgpack array of changes");
+  if (ur == MSGPACK_UNPACK_EXTRA_BYTES) { /* said, not just refused: the array itself was good */
+    char why[160];
+    snprintf(why, sizeof why, "a msgpack array of %u change%s, then %zu bytes that are not part of it (one array a "
+             "message)", obj.via.array.size, obj.via.array.size == 1 ? "" : "s", len - off);
+    return rn_group_fail(p, RN_EINVAL, why);
+  }
   for (uint32_t i = 0; i < obj.via.array.size; i++) {
     int rc = apply_change(p, &obj.via.array.ptr[i]);
     if (rc) {

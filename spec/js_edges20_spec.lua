@@ -1,0 +1,88 @@
+-- js_edges20_spec.lua — JetStream sink and source at more edges (JS-n in
+-- core/jetstream.c, JSSRC-n in core/js_source.c): acks that came too late
+-- and a re-send past the duplicate window in the same process, an event
+-- the server cannot take, ids no header can hold, messages that are not
+-- one change list. One nats-server on 127.0.0.1 of its own, always
+-- stopped (teardown), and resumed when a test stopped it (SIGSTOP).
+local runnel = require "runnel"
+local H = require "spec.helper"
+local J = require "spec.js_helper"
+local jsctl, dump = J.jsctl, J.dump
+
+local function scores(p) return p:table("scores", { {"id","int"}, {"player","string"}, {"points","int"}, key = "id" }) end
+
+local server, why = J.start()
+
+describe("jetstream edges (20)", function()
+  if not server then
+    it("starts nats-server on 127.0.0.1", function() error(why) end)
+    return
+  end
+  local url = server.url
+  local node = server.servers[1]
+  local stopped = false
+  local function pause() os.execute("kill -STOP " .. node:pid()); stopped = true end
+  local function resume() os.execute("kill -CONT " .. node:pid()); stopped = false end
+  after_each(function() if stopped then resume() end end) -- a failed test leaves no server paused
+  teardown(function() if stopped then resume() end; J.stop(server); H.cleanup() end)
+  local stream = J.streams(url, "X")
+
+  -- Publishes the bytes of text as one message.
+  local function publish_raw(subject, text)
+    local dir = H.tmpdir()
+    local f = assert(io.open(dir .. "/msg", "wb"))
+    f:write(text)
+    f:close()
+    jsctl(url, "pub", subject, dir .. "/msg", "lines=99")
+  end
+
+  local function ids_of(msgs)
+    local ids, seen = {}, {}
+    for i, m in ipairs(msgs) do
+      assert.is_nil(seen[m[2]], "published twice: " .. m[2])
+      seen[m[2]] = true
+      ids[i] = m[2]
+    end
+    return ids
+  end
+
+  describe("the source", function()
+    local M = string.char
+    -- {rel = "scores", op = "insert", row = {id = i, player = "p", points = i}} as msgpack (i < 128)
+    local function change(i)
+      return M(0x83, 0xa3) .. "rel" .. M(0xa6) .. "scores" .. M(0xa2) .. "op" .. M(0xa6) .. "insert" .. M(0xa3) .. "row"
+        .. M(0x83, 0xa2) .. "id" .. M(i) .. M(0xa6) .. "player" .. M(0xa1) .. "p" .. M(0xa6) .. "points" .. M(i)
+    end
+
+    local function run(name, subj)
+      return runnel.jetstream_source{ url = url, stream = name, subjects = { subj .. ".0" }, batch = 10 }
+    end
+
+    -- refused, but as "expected NDJSON lines or a msgpack array of
+    -- changes": it was one, and what was wrong went unsaid
+    it("says a message has bytes after its msgpack array, applying nothing of it", function()
+      local name, subj = stream()
+      publish_raw(subj .. ".0", M(0x91) .. change(1) .. M(0x91) .. change(2))
+      local p = runnel.open()
+      local t = scores(p)
+      local err = H.error_of(p.run, p, run(name, subj))
+      assert.matches(("%s: %s.0 seq 1: a msgpack array of 1 change, then 49 bytes that are not part of it"):format(name, subj), err, 1, true)
+      assert.equal(0, t:count())
+      assert.equal(0, p:_js_position(name, subj .. ".0"))
+      p:close()
+    end)
+
+    -- "expected NDJSON lines or a msgpack array of changes": the byte "["
+    -- was read as the msgpack number 91
+    it("says a JSON array is not NDJSON", function()
+      local name, subj = stream()
+      publish_raw(subj .. ".0", '[{"rel":"scores","op":"insert","row":{"id":1,"player":"p","points":1}}]\n')
+      local p = runnel.open()
+      scores(p)
+      local err = H.error_of(p.run, p, run(name, subj))
+      assert.matches(("%s: %s.0 seq 1: a JSON array: a message holds NDJSON lines, one change object each, or a "
+                      .. "msgpack array of changes"):format(name, subj), err, 1, true)
+      p:close()
+    end)
+  end)
+end)

@@ -37,6 +37,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "json.h"
 #include "notes.h"
 #include "outbox.h"
 
@@ -347,6 +348,16 @@ static bool publishable(const char *subject)
   }
 }
 
+/* Whether an id can go into the Nats-Msg-Id header as it is: no control
+ * character. "a\r\nX: 1" wrote a header line of its own, and the message
+ * id the server deduplicates by was another. */
+static bool header_safe(const char *id)
+{
+  for (const unsigned char *c = (const unsigned char *)id; *c; c++)
+    if (*c < 0x20 || *c == 0x7f) return false;
+  return true;
+}
+
 /* JS-5: the subject holds this state's events of groups the state does
  * not have: it went back in time (restored from an older snapshot). Its
  * next groups, made anew from its inputs, need not hold what the ones
@@ -374,6 +385,11 @@ RN_API int rn_jetstream_sink(rn_pipeline *p, rn_rel *rel, const rn_js_sink_opts 
   if (!publishable(o->subject))
     return rn_err_set(&p->err, RN_EINVAL, "%s: jetstream: cannot publish to subject \"%s\" (empty tokens, white space "
                       "and the wildcards * and > are not allowed)", rel->name, o->subject);
+  if (o->id && !header_safe(o->id)) {
+    char quoted[200];
+    return rn_err_set(&p->err, RN_EINVAL, "%s: jetstream %s: the id %s holds a control character; message ids go in "
+                      "a header", rel->name, o->subject, rn_json_quote(quoted, sizeof quoted, o->id, strlen(o->id)));
+  }
   if (rn_ndjson_verb_clash(p, rel, o->verb_field)) return p->err.code;
   jsink *s = calloc(1, sizeof *s);
   if (!s || !msgpack_zone_init(&s->zone, 4096)) { free(s); return rn_err_set(&p->err, RN_ENOMEM, "out of memory"); }

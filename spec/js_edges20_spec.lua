@@ -46,6 +46,22 @@ describe("jetstream edges (20)", function()
     return ids
   end
 
+  describe("the sink", function()
+    -- the id went into the Nats-Msg-Id header as it was: "a\r\nX-Evil: 1"
+    -- injected a header line, and the message id became something else
+    it("refuses an id holding a control character, naming the relation", function()
+      local _, subj = stream()
+      local p = runnel.open()
+      local t = scores(p)
+      for bad, shown in pairs{ ["a\r\nX-Evil: 1"] = [["a\r\nX-Evil: 1"]], ["a\tb"] = [["a\tb"]], ["a\127"] = [["a\u007f"]] } do
+        local err = H.error_of(function() t:sink(runnel.jetstream{ url = url, subject = subj .. ".out", id = bad }) end)
+        assert.equal(("scores: jetstream %s.out: the id %s holds a control character; message ids go in a header"):format(
+          subj, shown), err)
+      end
+      p:close()
+    end)
+  end)
+
   describe("the source", function()
     local M = string.char
     -- {rel = "scores", op = "insert", row = {id = i, player = "p", points = i}} as msgpack (i < 128)

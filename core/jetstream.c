@@ -104,6 +104,7 @@ typedef struct staged {   /* one event of the run, its bytes in jsink.data */
 typedef struct jsink {
   natsConnection *nc;
   jsCtx *js;
+  char *rel;              /* the relation's name, for errors */
   char *subject;
   char *id;               /* the first part of message ids */
   char *verb_field;       /* or NULL: rows alone */
@@ -122,6 +123,7 @@ static void free_jsink(void *ctx)
   if (s->nc) natsConnection_Close(s->nc); /* no ack handler runs after this */
   if (s->js) jsCtx_Destroy(s->js);
   if (s->nc) natsConnection_Destroy(s->nc);
+  free(s->rel);
   free(s->subject);
   free(s->id);
   free(s->verb_field);
@@ -174,11 +176,20 @@ static int publish_one(jsink *s, const staged *ev, rn_err *e)
   natsMsg *m = NULL;
   char msgid[96];
   snprintf(msgid, sizeof msgid, "%s:%llu:%llu", s->id, (unsigned long long)ev->seq, (unsigned long long)ev->n);
+  /* the data and the header (NATS/1.0, the id's line, the blank line) count */
+  int64_t size = (int64_t)ev->len + (int64_t)strlen(msgid) + 32, max = natsConnection_GetMaxPayload(s->nc);
+  if (max > 0 && size > max) /* never published, whatever the retries: said, with what to change */
+    return rn_err_set(e, RN_EINVAL, "%s: jetstream %s: group %llu change %llu is %zu bytes, over the server's "
+                      "max_payload of %lld: it cannot be published and its group waits in the outbox (raise "
+                      "max_payload in the server's configuration)", s->rel, s->subject, (unsigned long long)ev->seq,
+                      (unsigned long long)ev->n, ev->len, (long long)max);
   natsStatus st = natsMsg_Create(&m, s->subject, NULL, s->data.data + ev->at, (int)ev->len);
   if (st == NATS_OK) st = natsMsgHeader_Set(m, "Nats-Msg-Id", msgid);
   if (st == NATS_OK) st = js_PublishMsgAsync(s->js, &m, NULL);
   if (m) natsMsg_Destroy(m); /* NULL once the library took it */
-  return st == NATS_OK ? 0 : rn_err_set(e, RN_EIO, "jetstream %s: publishing: %s", s->subject, natsStatus_GetText(st));
+  return st == NATS_OK ? 0 : rn_err_set(e, RN_EIO, "%s: jetstream %s: group %llu change %llu: publishing: %s", s->rel,
+                                        s->subject, (unsigned long long)ev->seq, (unsigned long long)ev->n,
+                                        natsStatus_GetText(st));
 }
 
 static void clear_run(jsink *s)
@@ -188,11 +199,22 @@ static void clear_run(jsink *s)
   atomic_store(&s->failed, 0);
 }
 
+/* "group 4" or "groups 4..7": the groups of the run, for errors. */
+static const char *run_groups(const jsink *s, char *buf, size_t cap)
+{
+  uint64_t a = s->n ? s->events[0].seq : 0, b = s->n ? s->events[s->n - 1].seq : 0;
+  if (a == b) snprintf(buf, cap, "group %llu", (unsigned long long)a);
+  else snprintf(buf, cap, "groups %llu..%llu", (unsigned long long)a, (unsigned long long)b);
+  return buf;
+}
+
 /* Publishes the run's events and waits for every ack (JS-2). */
 static int jsink_finish(void *ctx, rn_err *e)
 {
   jsink *s = ctx;
   int rc = 0;
+  char groups[64];
+  run_groups(s, groups, sizeof groups);
   atomic_store(&s->failed, 0);
   for (size_t i = 0; i < s->n && !rc; i++) rc = publish_one(s, &s->events[i], e);
   jsPubOptions po;
@@ -200,11 +222,11 @@ static int jsink_finish(void *ctx, rn_err *e)
   po.MaxWait = s->timeout_ms;
   natsStatus st = js_PublishAsyncComplete(s->js, &po);
   if (!rc && st != NATS_OK)
-    rc = rn_err_set(e, RN_EIO, "jetstream %s: no ack for some events within %lld ms (%s); they wait in the outbox",
-                    s->subject, (long long)s->timeout_ms, natsStatus_GetText(st));
+    rc = rn_err_set(e, RN_EIO, "%s: jetstream %s: %s: no ack for some events within %lld ms (%s); they wait in the "
+                    "outbox", s->rel, s->subject, groups, (long long)s->timeout_ms, natsStatus_GetText(st));
   if (!rc && atomic_load(&s->failed))
-    rc = rn_err_set(e, RN_EIO, "jetstream %s: the server refused %d events; they wait in the outbox", s->subject,
-                    atomic_load(&s->failed));
+    rc = rn_err_set(e, RN_EIO, "%s: jetstream %s: %s: the server refused %d events; they wait in the outbox", s->rel,
+                    s->subject, groups, atomic_load(&s->failed));
   if (st != NATS_OK) { /* drop what is still in flight: the outbox publishes it again */
     natsMsgList pending = { 0 };
     if (js_PublishAsyncGetPendingList(&pending, s->js) == NATS_OK) natsMsgList_Destroy(&pending);
@@ -394,7 +416,7 @@ RN_API int rn_jetstream_sink(rn_pipeline *p, rn_rel *rel, const rn_js_sink_opts 
   jsink *s = calloc(1, sizeof *s);
   if (!s || !msgpack_zone_init(&s->zone, 4096)) { free(s); return rn_err_set(&p->err, RN_ENOMEM, "out of memory"); }
   msgpack_sbuffer_init(&s->data);
-  int rc = open_jsink(p, s, o);
+  int rc = (s->rel = strdup(rel->name)) ? open_jsink(p, s, o) : rn_err_set(&p->err, RN_ENOMEM, "out of memory");
   if (!rc && s->done_seq > p->seq) rc = from_the_past(p, rel, s);
   char *name = rc ? NULL : malloc(strlen(o->subject) + sizeof RN_SINK_JETSTREAM);
   if (!rc && !name) rc = rn_err_set(&p->err, RN_ENOMEM, "out of memory");

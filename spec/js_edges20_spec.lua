@@ -47,6 +47,23 @@ describe("jetstream edges (20)", function()
   end
 
   describe("the sink", function()
+    -- "jetstream s.out: publishing: Maximum Payload Exceeded": which
+    -- relation, group and event, and how large, went unsaid; the group
+    -- waits in the outbox for good
+    it("says which relation, group and change is over the server's max payload", function()
+      local name, subj = stream()
+      local p = runnel.open(H.tmpdir())
+      local t = scores(p)
+      t:sink(runnel.jetstream{ url = url, subject = subj .. ".out", timeout = 2 })
+      t:insert{ id = 1, player = "p1", points = 1 }
+      t:insert{ id = 2, player = ("x"):rep(1100000), points = 2 }
+      local err = H.error_of(p.deliver, p)
+      assert.matches(("^scores: jetstream %s.out: group 2 change 1 is 1100%%d+ bytes, over the server's max_payload "
+                      .. "of 1048576: "):format(subj), err)
+      assert.equal(1, #dump(url, name, subj .. ".out"))
+      p:close()
+    end)
+
     -- the id went into the Nats-Msg-Id header as it was: "a\r\nX-Evil: 1"
     -- injected a header line, and the message id became something else
     it("refuses an id holding a control character, naming the relation", function()

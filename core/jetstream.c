@@ -26,7 +26,12 @@
  * (4) nats.c's threads touch only the sink's failure counter.
  * (5) A subject holding this state's events of a group past the state's
  *     seq (a state restored from an older copy) refuses the sink: its
- *     next groups would reuse those ids for other events. */
+ *     next groups would reuse those ids for other events.
+ * (6) A run sent again once the stream's duplicate window has passed
+ *     since the first failed run began reads the subject's last message
+ *     first, as (3) at open: the server may have stored events whose acks
+ *     came too late, and no longer drops them as copies. The limit of (3)
+ *     holds for such a re-send too. */
 #include "jetstream.h"
 
 #include <nats/nats.h>
@@ -114,6 +119,8 @@ typedef struct jsink {
   size_t n, cap;
   msgpack_zone zone;
   uint64_t done_seq, done_n; /* events up to here were stored before this open (JS-3) */
+  int64_t dupe_ns;        /* the stream's duplicate window */
+  int64_t failed_at;      /* when the first run that failed since the last success began (ns), or 0 (JS-6) */
   atomic_int failed;      /* publishes the server refused in this run (JS-4) */
 } jsink;
 
@@ -199,6 +206,15 @@ static void clear_run(jsink *s)
   atomic_store(&s->failed, 0);
 }
 
+static int64_t now_ns(void)
+{
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+static int read_last(jsink *s, rn_err *e);
+
 /* "group 4" or "groups 4..7": the groups of the run, for errors. */
 static const char *run_groups(const jsink *s, char *buf, size_t cap)
 {
@@ -208,15 +224,27 @@ static const char *run_groups(const jsink *s, char *buf, size_t cap)
   return buf;
 }
 
-/* Publishes the run's events and waits for every ack (JS-2). */
+/* Publishes the run's events and waits for every ack (JS-2). A run sent
+ * again longer than the duplicate window after the first failed one
+ * began reads the subject's last message first (JS-6). */
 static int jsink_finish(void *ctx, rn_err *e)
 {
   jsink *s = ctx;
   int rc = 0;
+  int64_t began = now_ns();
   char groups[64];
   run_groups(s, groups, sizeof groups);
   atomic_store(&s->failed, 0);
-  for (size_t i = 0; i < s->n && !rc; i++) rc = publish_one(s, &s->events[i], e);
+  if (s->failed_at && began - s->failed_at >= s->dupe_ns && (rc = read_last(s, e))) {
+    char why[RN_ERRMSG_MAX];
+    snprintf(why, sizeof why, "%s", e->msg);
+    rn_err_set(e, rc, "%s: jetstream %s: %s: reading the subject's last message before sending again past the "
+               "duplicate window: %s", s->rel, s->subject, groups, why);
+    clear_run(s);
+    return rc;
+  }
+  for (size_t i = 0; i < s->n && !rc; i++)
+    if (after_done(s, s->events[i].seq, s->events[i].n)) rc = publish_one(s, &s->events[i], e);
   jsPubOptions po;
   jsPubOptions_Init(&po);
   po.MaxWait = s->timeout_ms;
@@ -227,6 +255,8 @@ static int jsink_finish(void *ctx, rn_err *e)
   if (!rc && atomic_load(&s->failed))
     rc = rn_err_set(e, RN_EIO, "%s: jetstream %s: %s: the server refused %d events; they wait in the outbox", s->rel,
                     s->subject, groups, atomic_load(&s->failed));
+  if (rc && !s->failed_at) s->failed_at = began;
+  else if (!rc) s->failed_at = 0;
   if (st != NATS_OK) { /* drop what is still in flight: the outbox publishes it again */
     natsMsgList pending = { 0 };
     if (js_PublishAsyncGetPendingList(&pending, s->js) == NATS_OK) natsMsgList_Destroy(&pending);
@@ -246,7 +276,7 @@ static void note_published(jsink *s, const char *msgid)
   size_t idlen = strlen(s->id);
   unsigned long long seq, n;
   if (!msgid || strncmp(msgid, s->id, idlen) != 0 || msgid[idlen] != ':') return;
-  if (sscanf(msgid + idlen + 1, "%llu:%llu", &seq, &n) == 2) {
+  if (sscanf(msgid + idlen + 1, "%llu:%llu", &seq, &n) == 2 && after_done(s, seq, n)) {
     s->done_seq = seq;
     s->done_n = n;
   }
@@ -279,7 +309,13 @@ static int read_last(jsink *s, rn_err *e)
     return rn_err_set(e, RN_EIO, "jetstream: no stream holds subject %s (create it first)", s->subject);
   natsMsg *last = NULL;
   jsErrCode jerr = 0;
-  natsStatus st = js_GetLastMsg(&last, s->js, stream, s->subject, NULL, &jerr);
+  jsStreamInfo *si = NULL;
+  natsStatus st = js_GetStreamInfo(&si, s->js, stream, NULL, &jerr);
+  if (st == NATS_OK) {
+    s->dupe_ns = si->Config ? si->Config->Duplicates : 0;
+    jsStreamInfo_Destroy(si);
+    st = js_GetLastMsg(&last, s->js, stream, s->subject, NULL, &jerr);
+  }
   free(stream);
   if (st == NATS_NOT_FOUND || jerr == JSNoMessageFoundErr) return 0;
   if (st != NATS_OK)

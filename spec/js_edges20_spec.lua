@@ -47,6 +47,31 @@ describe("jetstream edges (20)", function()
   end
 
   describe("the sink", function()
+    -- the server stalled past the timeout, then stored what it had been
+    -- sent; the sink sent it again after the duplicate window, from the
+    -- same process: the subject held the event twice (the skip of JS-3
+    -- ran only at attach)
+    it("re-sends nothing the server stored late, after the duplicate window, in the same process", function()
+      local name, subj = stream("dupe=1")
+      local p = runnel.open(H.tmpdir())
+      local t = scores(p)
+      t:sink(runnel.jetstream{ url = url, subject = subj .. ".out", timeout = 0.2 })
+      t:insert{ id = 1, player = "p1", points = 1 }
+      pause()
+      t:insert{ id = 2, player = "p2", points = 2 } -- sent; the ack does not come in time
+      local err = H.error_of(p.deliver, p)
+      assert.matches(("^scores: jetstream %s.out: group 2: no ack for some events within 200 ms"):format(subj), err)
+      resume()
+      os.execute("sleep 1.5") -- the server stored group 2; its duplicate window passes
+      p:deliver()
+      t:insert{ id = 3, player = "p3", points = 3 }
+      p:close()
+      local msgs = dump(url, name, subj .. ".out")
+      assert.equal(3, #ids_of(msgs))
+      assert.matches('"id":2', msgs[2][3], 1, true)
+      assert.matches('"id":3', msgs[3][3], 1, true)
+    end)
+
     -- "jetstream s.out: publishing: Maximum Payload Exceeded": which
     -- relation, group and event, and how large, went unsaid; the group
     -- waits in the outbox for good

@@ -21,7 +21,9 @@
  *     never a silent jump; so is one past the stream's last sequence (the
  *     stream was deleted and made again: its sequences start over). A
  *     state with no position yet starts at the stream's first message
- *     (Kafka's auto.offset.reset = earliest).
+ *     (Kafka's auto.offset.reset = earliest). Checked at the start of a
+ *     run, and again when a fetch begins past the position + 1 (the
+ *     consumer passes over what was discarded while the run went on).
  * (4) Messages of several subjects are applied in stream order among those
  *     fetched; one message is never split between groups. */
 #include "jetstream.h"
@@ -253,9 +255,8 @@ static int feed_subscribe(source *s, feed *f)
                     natsStatus_GetText(st), nats_GetLastError(NULL) ? nats_GetLastError(NULL) : "");
 }
 
-/* JSSRC-3: nothing between the position and the stream's first message
- * may be gone. */
-static int check_retention(source *s)
+/* The stream's first and last sequences. */
+static int stream_bounds(source *s, uint64_t *first, uint64_t *last)
 {
   jsStreamInfo *si = NULL;
   jsErrCode jerr = 0;
@@ -263,26 +264,41 @@ static int check_retention(source *s)
   if (st != NATS_OK)
     return rn_err_set(&s->p->err, RN_EIO, "%s: stream %s: %s", s->o->name, s->o->stream,
                       jerr == JSStreamNotFoundErr ? "no such stream" : natsStatus_GetText(st));
-  uint64_t first = si->State.FirstSeq, last = si->State.LastSeq;
+  *first = si->State.FirstSeq;
+  *last = si->State.LastSeq;
   jsStreamInfo_Destroy(si);
-  for (int i = 0; i < s->o->nsubjects; i++) {
-    uint64_t at = s->feeds[i].at->committed;
-    if (at > last) /* the consumer would wait for sequence at + 1 and pass over everything before it */
-      return rn_err_set(&s->p->err, RN_EINVAL,
-                        "%s: stream %s: the state's position for %s is %llu but the stream ends at %llu: the stream "
-                        "was made again (its sequences start over), and messages 1..%llu would be passed over; "
-                        "rebuild the state",
-                        s->o->name, s->o->stream, s->feeds[i].subject, (unsigned long long)at,
-                        (unsigned long long)last, (unsigned long long)at);
-    if (at > 0 && at + 1 < first)
-      return rn_err_set(&s->p->err, RN_EINVAL,
-                        "%s: stream %s: the state's position for %s is %llu but the stream starts at %llu: "
-                        "messages %llu..%llu were discarded before they were applied (retention); "
-                        "restore the state from a newer snapshot or rebuild it",
-                        s->o->name, s->o->stream, s->feeds[i].subject, (unsigned long long)at,
-                        (unsigned long long)first, (unsigned long long)at + 1, (unsigned long long)first - 1);
-  }
   return 0;
+}
+
+/* JSSRC-3 for one subject at position at. */
+static int position_kept(source *s, const feed *f, uint64_t at, uint64_t first, uint64_t last)
+{
+  if (at > last) /* the consumer would wait for sequence at + 1 and pass over everything before it */
+    return rn_err_set(&s->p->err, RN_EINVAL,
+                      "%s: stream %s: the state's position for %s is %llu but the stream ends at %llu: the stream "
+                      "was made again (its sequences start over), and messages 1..%llu would be passed over; "
+                      "rebuild the state",
+                      s->o->name, s->o->stream, f->subject, (unsigned long long)at, (unsigned long long)last,
+                      (unsigned long long)at);
+  if (at > 0 && at + 1 < first)
+    return rn_err_set(&s->p->err, RN_EINVAL,
+                      "%s: stream %s: the state's position for %s is %llu but the stream starts at %llu: "
+                      "messages %llu..%llu were discarded before they were applied (retention); "
+                      "restore the state from a newer snapshot or rebuild it",
+                      s->o->name, s->o->stream, f->subject, (unsigned long long)at, (unsigned long long)first,
+                      (unsigned long long)at + 1, (unsigned long long)first - 1);
+  return 0;
+}
+
+/* JSSRC-3: nothing between the position and the stream's first message
+ * may be gone. */
+static int check_retention(source *s)
+{
+  uint64_t first, last;
+  int rc = stream_bounds(s, &first, &last);
+  for (int i = 0; !rc && i < s->o->nsubjects; i++)
+    rc = position_kept(s, &s->feeds[i], s->feeds[i].at->committed, first, last);
+  return rc;
 }
 
 static uint64_t stream_seq(natsMsg *m)
@@ -322,6 +338,20 @@ static int feed_fetch(source *s, feed *f, int max, int64_t wait_ms)
     if (natsMsg_GetMetaData(&md, f->got.Msgs[f->got.Count - 1]) == NATS_OK) {
       f->pending = md->NumPending;
       jsMsgMetaData_Destroy(md);
+    }
+    /* JSSRC-3 during the run: the consumer goes on at the stream's next
+     * message, past any discarded since the run began. Discards take the
+     * stream's front, so a gap after the position is checked when a fetch
+     * begins with one (messages of other subjects make most gaps). */
+    uint64_t at = f->at->applied, first, last;
+    if (at > 0 && stream_seq(f->got.Msgs[0]) > at + 1) {
+      int rc = stream_bounds(s, &first, &last);
+      if (!rc) rc = position_kept(s, f, at, first, last);
+      if (rc) {
+        natsMsgList_Destroy(&f->got);
+        memset(&f->got, 0, sizeof f->got);
+        return rc;
+      }
     }
     return 0;
   }

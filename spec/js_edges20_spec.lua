@@ -116,6 +116,31 @@ describe("jetstream edges (20)", function()
       return runnel.jetstream_source{ url = url, stream = name, subjects = { subj .. ".0" }, batch = 10 }
     end
 
+    -- the retention check ran at the start of a run only: messages
+    -- discarded during the run, before it read them, were passed over
+    -- without a word (the consumer went on at the stream's next message)
+    it("is an error when messages not yet applied are discarded during the run", function()
+      local name, subj = stream()
+      local lines = {}
+      for i = 1, 5 do lines[i] = ('{"rel":"scores","op":"insert","row":{"id":%d,"player":"p","points":%d}}'):format(i, i) end
+      J.publish(url, subj .. ".0", lines)
+      local p = runnel.open()
+      local t = scores(p)
+      t:sink(function(_, row) -- inside message 2's group: 3..5 go, 6 comes
+        if row.id == 2 then
+          jsctl(url, "purge", name)
+          J.publish(url, subj .. ".0", { '{"rel":"scores","op":"insert","row":{"id":6,"player":"p","points":6}}' })
+        end
+      end)
+      local err = H.error_of(p.run, p, runnel.jetstream_source{ url = url, stream = name, subjects = { subj .. ".0" },
+                                                                batch = 1 })
+      assert.matches(("%s: stream %s: the state's position for %s.0 is 2 but the stream starts at 6: messages 3..5 "
+                      .. "were discarded before they were applied"):format(name, name, subj), err, 1, true)
+      assert.equal(2, t:count())
+      assert.equal(2, p:_js_position(name, subj .. ".0"))
+      p:close()
+    end)
+
     -- refused, but as "expected NDJSON lines or a msgpack array of
     -- changes": it was one, and what was wrong went unsaid
     it("says a message has bytes after its msgpack array, applying nothing of it", function()

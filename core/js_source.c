@@ -229,6 +229,28 @@ static void feed_drop(feed *f, bool remove)
   f->sub = NULL;
 }
 
+/* The server's JSConsumerFilterNotSubsetErr (nats.c 3.4 has no name for it). */
+#define JS_FILTER_NOT_SUBSET 10093
+
+/* The stream does not capture f's subject: said with the subjects it does
+ * (nats.c said "consumer filter subject is not a valid subset of the
+ * interest subjects", the stream unnamed). */
+static int no_such_subject(source *s, const feed *f)
+{
+  char list[512] = "";
+  jsStreamInfo *si = NULL;
+  jsErrCode jerr = 0;
+  if (js_GetStreamInfo(&si, s->js, s->o->stream, NULL, &jerr) == NATS_OK) {
+    for (int i = 0; si->Config && i < si->Config->SubjectsLen; i++) {
+      size_t at = strlen(list);
+      snprintf(list + at, sizeof list - at, "%s%s", i ? ", " : "", si->Config->Subjects[i]);
+    }
+    jsStreamInfo_Destroy(si);
+  }
+  return rn_err_set(&s->p->err, RN_EINVAL, "%s: stream %s holds no subject %s (its subjects: %s)", s->o->name,
+                    s->o->stream, f->subject, *list ? list : "none");
+}
+
 /* An ephemeral pull consumer from the position + 1, no acks (JSSRC-2):
  * the position as the open group leaves it, when a consumer is replaced
  * in the middle of a group. */
@@ -251,6 +273,7 @@ static int feed_subscribe(source *s, feed *f)
   }
   if (f->sub) natsSubscription_Destroy(f->sub);
   f->sub = NULL;
+  if (jerr == JS_FILTER_NOT_SUBSET) return no_such_subject(s, f);
   return rn_err_set(&s->p->err, RN_EIO, "%s: subscribing to %s: %s (%s)", s->o->name, f->subject,
                     natsStatus_GetText(st), nats_GetLastError(NULL) ? nats_GetLastError(NULL) : "");
 }

@@ -141,6 +141,19 @@ describe("jetstream edges (20)", function()
       p:close()
     end)
 
+    -- "subscribing to other.0: Error ((jsm.c:2867): consumer filter
+    -- subject is not a valid subset of the interest subjects)": nats.c's
+    -- words, with the stream unnamed
+    it("says the stream holds no such subject, naming both", function()
+      local name, subj = stream()
+      local p = runnel.open()
+      local t = scores(p)
+      local err = H.error_of(p.run, p, runnel.jetstream_source{ url = url, stream = name, subjects = { "elsewhere.0" } })
+      assert.matches(("%s: stream %s holds no subject elsewhere.0 (its subjects: %s.>)"):format(name, name, subj), err, 1, true)
+      assert.equal(0, t:count())
+      p:close()
+    end)
+
     -- refused, but as "expected NDJSON lines or a msgpack array of
     -- changes": it was one, and what was wrong went unsaid
     it("says a message has bytes after its msgpack array, applying nothing of it", function()

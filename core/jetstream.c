@@ -26,7 +26,12 @@
  * (4) nats.c's threads touch only the sink's failure counter.
  * (5) A subject holding this state's events of a group past the state's
  *     seq (a state restored from an older copy) refuses the sink: its
- *     next groups would reuse those ids for other events. */
+ *     next groups would reuse those ids for other events.
+ * (6) A run sent again once the stream's duplicate window has passed
+ *     since the first failed run began reads the subject's last message
+ *     first, as (3) at open: the server may have stored events whose acks
+ *     came too late, and no longer drops them as copies. The limit of (3)
+ *     holds for such a re-send too. */
 #include "jetstream.h"
 
 #include <nats/nats.h>
@@ -37,6 +42,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "json.h"
 #include "notes.h"
 #include "outbox.h"
 
@@ -103,6 +109,7 @@ typedef struct staged {   /* one event of the run, its bytes in jsink.data */
 typedef struct jsink {
   natsConnection *nc;
   jsCtx *js;
+  char *rel;              /* the relation's name, for errors */
   char *subject;
   char *id;               /* the first part of message ids */
   char *verb_field;       /* or NULL: rows alone */
@@ -112,6 +119,8 @@ typedef struct jsink {
   size_t n, cap;
   msgpack_zone zone;
   uint64_t done_seq, done_n; /* events up to here were stored before this open (JS-3) */
+  int64_t dupe_ns;        /* the stream's duplicate window */
+  int64_t failed_at;      /* when the first run that failed since the last success began (ns), or 0 (JS-6) */
   atomic_int failed;      /* publishes the server refused in this run (JS-4) */
 } jsink;
 
@@ -121,6 +130,7 @@ static void free_jsink(void *ctx)
   if (s->nc) natsConnection_Close(s->nc); /* no ack handler runs after this */
   if (s->js) jsCtx_Destroy(s->js);
   if (s->nc) natsConnection_Destroy(s->nc);
+  free(s->rel);
   free(s->subject);
   free(s->id);
   free(s->verb_field);
@@ -173,11 +183,20 @@ static int publish_one(jsink *s, const staged *ev, rn_err *e)
   natsMsg *m = NULL;
   char msgid[96];
   snprintf(msgid, sizeof msgid, "%s:%llu:%llu", s->id, (unsigned long long)ev->seq, (unsigned long long)ev->n);
+  /* the data and the header (NATS/1.0, the id's line, the blank line) count */
+  int64_t size = (int64_t)ev->len + (int64_t)strlen(msgid) + 32, max = natsConnection_GetMaxPayload(s->nc);
+  if (max > 0 && size > max) /* never published, whatever the retries: said, with what to change */
+    return rn_err_set(e, RN_EINVAL, "%s: jetstream %s: group %llu change %llu is %zu bytes, over the server's "
+                      "max_payload of %lld: it cannot be published and its group waits in the outbox (raise "
+                      "max_payload in the server's configuration)", s->rel, s->subject, (unsigned long long)ev->seq,
+                      (unsigned long long)ev->n, ev->len, (long long)max);
   natsStatus st = natsMsg_Create(&m, s->subject, NULL, s->data.data + ev->at, (int)ev->len);
   if (st == NATS_OK) st = natsMsgHeader_Set(m, "Nats-Msg-Id", msgid);
   if (st == NATS_OK) st = js_PublishMsgAsync(s->js, &m, NULL);
   if (m) natsMsg_Destroy(m); /* NULL once the library took it */
-  return st == NATS_OK ? 0 : rn_err_set(e, RN_EIO, "jetstream %s: publishing: %s", s->subject, natsStatus_GetText(st));
+  return st == NATS_OK ? 0 : rn_err_set(e, RN_EIO, "%s: jetstream %s: group %llu change %llu: publishing: %s", s->rel,
+                                        s->subject, (unsigned long long)ev->seq, (unsigned long long)ev->n,
+                                        natsStatus_GetText(st));
 }
 
 static void clear_run(jsink *s)
@@ -187,23 +206,57 @@ static void clear_run(jsink *s)
   atomic_store(&s->failed, 0);
 }
 
-/* Publishes the run's events and waits for every ack (JS-2). */
+static int64_t now_ns(void)
+{
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+static int read_last(jsink *s, rn_err *e);
+
+/* "group 4" or "groups 4..7": the groups of the run, for errors. */
+static const char *run_groups(const jsink *s, char *buf, size_t cap)
+{
+  uint64_t a = s->n ? s->events[0].seq : 0, b = s->n ? s->events[s->n - 1].seq : 0;
+  if (a == b) snprintf(buf, cap, "group %llu", (unsigned long long)a);
+  else snprintf(buf, cap, "groups %llu..%llu", (unsigned long long)a, (unsigned long long)b);
+  return buf;
+}
+
+/* Publishes the run's events and waits for every ack (JS-2). A run sent
+ * again longer than the duplicate window after the first failed one
+ * began reads the subject's last message first (JS-6). */
 static int jsink_finish(void *ctx, rn_err *e)
 {
   jsink *s = ctx;
   int rc = 0;
+  int64_t began = now_ns();
+  char groups[64];
+  run_groups(s, groups, sizeof groups);
   atomic_store(&s->failed, 0);
-  for (size_t i = 0; i < s->n && !rc; i++) rc = publish_one(s, &s->events[i], e);
+  if (s->failed_at && began - s->failed_at >= s->dupe_ns && (rc = read_last(s, e))) {
+    char why[RN_ERRMSG_MAX];
+    snprintf(why, sizeof why, "%s", e->msg);
+    rn_err_set(e, rc, "%s: jetstream %s: %s: reading the subject's last message before sending again past the "
+               "duplicate window: %s", s->rel, s->subject, groups, why);
+    clear_run(s);
+    return rc;
+  }
+  for (size_t i = 0; i < s->n && !rc; i++)
+    if (after_done(s, s->events[i].seq, s->events[i].n)) rc = publish_one(s, &s->events[i], e);
   jsPubOptions po;
   jsPubOptions_Init(&po);
   po.MaxWait = s->timeout_ms;
   natsStatus st = js_PublishAsyncComplete(s->js, &po);
   if (!rc && st != NATS_OK)
-    rc = rn_err_set(e, RN_EIO, "jetstream %s: no ack for some events within %lld ms (%s); they wait in the outbox",
-                    s->subject, (long long)s->timeout_ms, natsStatus_GetText(st));
+    rc = rn_err_set(e, RN_EIO, "%s: jetstream %s: %s: no ack for some events within %lld ms (%s); they wait in the "
+                    "outbox", s->rel, s->subject, groups, (long long)s->timeout_ms, natsStatus_GetText(st));
   if (!rc && atomic_load(&s->failed))
-    rc = rn_err_set(e, RN_EIO, "jetstream %s: the server refused %d events; they wait in the outbox", s->subject,
-                    atomic_load(&s->failed));
+    rc = rn_err_set(e, RN_EIO, "%s: jetstream %s: %s: the server refused %d events; they wait in the outbox", s->rel,
+                    s->subject, groups, atomic_load(&s->failed));
+  if (rc && !s->failed_at) s->failed_at = began;
+  else if (!rc) s->failed_at = 0;
   if (st != NATS_OK) { /* drop what is still in flight: the outbox publishes it again */
     natsMsgList pending = { 0 };
     if (js_PublishAsyncGetPendingList(&pending, s->js) == NATS_OK) natsMsgList_Destroy(&pending);
@@ -223,7 +276,7 @@ static void note_published(jsink *s, const char *msgid)
   size_t idlen = strlen(s->id);
   unsigned long long seq, n;
   if (!msgid || strncmp(msgid, s->id, idlen) != 0 || msgid[idlen] != ':') return;
-  if (sscanf(msgid + idlen + 1, "%llu:%llu", &seq, &n) == 2) {
+  if (sscanf(msgid + idlen + 1, "%llu:%llu", &seq, &n) == 2 && after_done(s, seq, n)) {
     s->done_seq = seq;
     s->done_n = n;
   }
@@ -256,7 +309,13 @@ static int read_last(jsink *s, rn_err *e)
     return rn_err_set(e, RN_EIO, "jetstream: no stream holds subject %s (create it first)", s->subject);
   natsMsg *last = NULL;
   jsErrCode jerr = 0;
-  natsStatus st = js_GetLastMsg(&last, s->js, stream, s->subject, NULL, &jerr);
+  jsStreamInfo *si = NULL;
+  natsStatus st = js_GetStreamInfo(&si, s->js, stream, NULL, &jerr);
+  if (st == NATS_OK) {
+    s->dupe_ns = si->Config ? si->Config->Duplicates : 0;
+    jsStreamInfo_Destroy(si);
+    st = js_GetLastMsg(&last, s->js, stream, s->subject, NULL, &jerr);
+  }
   free(stream);
   if (st == NATS_NOT_FOUND || jerr == JSNoMessageFoundErr) return 0;
   if (st != NATS_OK)
@@ -347,6 +406,16 @@ static bool publishable(const char *subject)
   }
 }
 
+/* Whether an id can go into the Nats-Msg-Id header as it is: no control
+ * character. "a\r\nX: 1" wrote a header line of its own, and the message
+ * id the server deduplicates by was another. */
+static bool header_safe(const char *id)
+{
+  for (const unsigned char *c = (const unsigned char *)id; *c; c++)
+    if (*c < 0x20 || *c == 0x7f) return false;
+  return true;
+}
+
 /* JS-5: the subject holds this state's events of groups the state does
  * not have: it went back in time (restored from an older snapshot). Its
  * next groups, made anew from its inputs, need not hold what the ones
@@ -374,11 +443,16 @@ RN_API int rn_jetstream_sink(rn_pipeline *p, rn_rel *rel, const rn_js_sink_opts 
   if (!publishable(o->subject))
     return rn_err_set(&p->err, RN_EINVAL, "%s: jetstream: cannot publish to subject \"%s\" (empty tokens, white space "
                       "and the wildcards * and > are not allowed)", rel->name, o->subject);
+  if (o->id && !header_safe(o->id)) {
+    char quoted[200];
+    return rn_err_set(&p->err, RN_EINVAL, "%s: jetstream %s: the id %s holds a control character; message ids go in "
+                      "a header", rel->name, o->subject, rn_json_quote(quoted, sizeof quoted, o->id, strlen(o->id)));
+  }
   if (rn_ndjson_verb_clash(p, rel, o->verb_field)) return p->err.code;
   jsink *s = calloc(1, sizeof *s);
   if (!s || !msgpack_zone_init(&s->zone, 4096)) { free(s); return rn_err_set(&p->err, RN_ENOMEM, "out of memory"); }
   msgpack_sbuffer_init(&s->data);
-  int rc = open_jsink(p, s, o);
+  int rc = (s->rel = strdup(rel->name)) ? open_jsink(p, s, o) : rn_err_set(&p->err, RN_ENOMEM, "out of memory");
   if (!rc && s->done_seq > p->seq) rc = from_the_past(p, rel, s);
   char *name = rc ? NULL : malloc(strlen(o->subject) + sizeof RN_SINK_JETSTREAM);
   if (!rc && !name) rc = rn_err_set(&p->err, RN_ENOMEM, "out of memory");

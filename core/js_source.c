@@ -21,7 +21,9 @@
  *     never a silent jump; so is one past the stream's last sequence (the
  *     stream was deleted and made again: its sequences start over). A
  *     state with no position yet starts at the stream's first message
- *     (Kafka's auto.offset.reset = earliest).
+ *     (Kafka's auto.offset.reset = earliest). Checked at the start of a
+ *     run, and again when a fetch begins past the position + 1 (the
+ *     consumer passes over what was discarded while the run went on).
  * (4) Messages of several subjects are applied in stream order among those
  *     fetched; one message is never split between groups. */
 #include "jetstream.h"
@@ -227,6 +229,28 @@ static void feed_drop(feed *f, bool remove)
   f->sub = NULL;
 }
 
+/* The server's JSConsumerFilterNotSubsetErr (nats.c 3.4 has no name for it). */
+#define JS_FILTER_NOT_SUBSET 10093
+
+/* The stream does not capture f's subject: said with the subjects it does
+ * (nats.c said "consumer filter subject is not a valid subset of the
+ * interest subjects", the stream unnamed). */
+static int no_such_subject(source *s, const feed *f)
+{
+  char list[512] = "";
+  jsStreamInfo *si = NULL;
+  jsErrCode jerr = 0;
+  if (js_GetStreamInfo(&si, s->js, s->o->stream, NULL, &jerr) == NATS_OK) {
+    for (int i = 0; si->Config && i < si->Config->SubjectsLen; i++) {
+      size_t at = strlen(list);
+      snprintf(list + at, sizeof list - at, "%s%s", i ? ", " : "", si->Config->Subjects[i]);
+    }
+    jsStreamInfo_Destroy(si);
+  }
+  return rn_err_set(&s->p->err, RN_EINVAL, "%s: stream %s holds no subject %s (its subjects: %s)", s->o->name,
+                    s->o->stream, f->subject, *list ? list : "none");
+}
+
 /* An ephemeral pull consumer from the position + 1, no acks (JSSRC-2):
  * the position as the open group leaves it, when a consumer is replaced
  * in the middle of a group. */
@@ -249,13 +273,13 @@ static int feed_subscribe(source *s, feed *f)
   }
   if (f->sub) natsSubscription_Destroy(f->sub);
   f->sub = NULL;
+  if (jerr == JS_FILTER_NOT_SUBSET) return no_such_subject(s, f);
   return rn_err_set(&s->p->err, RN_EIO, "%s: subscribing to %s: %s (%s)", s->o->name, f->subject,
                     natsStatus_GetText(st), nats_GetLastError(NULL) ? nats_GetLastError(NULL) : "");
 }
 
-/* JSSRC-3: nothing between the position and the stream's first message
- * may be gone. */
-static int check_retention(source *s)
+/* The stream's first and last sequences. */
+static int stream_bounds(source *s, uint64_t *first, uint64_t *last)
 {
   jsStreamInfo *si = NULL;
   jsErrCode jerr = 0;
@@ -263,26 +287,41 @@ static int check_retention(source *s)
   if (st != NATS_OK)
     return rn_err_set(&s->p->err, RN_EIO, "%s: stream %s: %s", s->o->name, s->o->stream,
                       jerr == JSStreamNotFoundErr ? "no such stream" : natsStatus_GetText(st));
-  uint64_t first = si->State.FirstSeq, last = si->State.LastSeq;
+  *first = si->State.FirstSeq;
+  *last = si->State.LastSeq;
   jsStreamInfo_Destroy(si);
-  for (int i = 0; i < s->o->nsubjects; i++) {
-    uint64_t at = s->feeds[i].at->committed;
-    if (at > last) /* the consumer would wait for sequence at + 1 and pass over everything before it */
-      return rn_err_set(&s->p->err, RN_EINVAL,
-                        "%s: stream %s: the state's position for %s is %llu but the stream ends at %llu: the stream "
-                        "was made again (its sequences start over), and messages 1..%llu would be passed over; "
-                        "rebuild the state",
-                        s->o->name, s->o->stream, s->feeds[i].subject, (unsigned long long)at,
-                        (unsigned long long)last, (unsigned long long)at);
-    if (at > 0 && at + 1 < first)
-      return rn_err_set(&s->p->err, RN_EINVAL,
-                        "%s: stream %s: the state's position for %s is %llu but the stream starts at %llu: "
-                        "messages %llu..%llu were discarded before they were applied (retention); "
-                        "restore the state from a newer snapshot or rebuild it",
-                        s->o->name, s->o->stream, s->feeds[i].subject, (unsigned long long)at,
-                        (unsigned long long)first, (unsigned long long)at + 1, (unsigned long long)first - 1);
-  }
   return 0;
+}
+
+/* JSSRC-3 for one subject at position at. */
+static int position_kept(source *s, const feed *f, uint64_t at, uint64_t first, uint64_t last)
+{
+  if (at > last) /* the consumer would wait for sequence at + 1 and pass over everything before it */
+    return rn_err_set(&s->p->err, RN_EINVAL,
+                      "%s: stream %s: the state's position for %s is %llu but the stream ends at %llu: the stream "
+                      "was made again (its sequences start over), and messages 1..%llu would be passed over; "
+                      "rebuild the state",
+                      s->o->name, s->o->stream, f->subject, (unsigned long long)at, (unsigned long long)last,
+                      (unsigned long long)at);
+  if (at > 0 && at + 1 < first)
+    return rn_err_set(&s->p->err, RN_EINVAL,
+                      "%s: stream %s: the state's position for %s is %llu but the stream starts at %llu: "
+                      "messages %llu..%llu were discarded before they were applied (retention); "
+                      "restore the state from a newer snapshot or rebuild it",
+                      s->o->name, s->o->stream, f->subject, (unsigned long long)at, (unsigned long long)first,
+                      (unsigned long long)at + 1, (unsigned long long)first - 1);
+  return 0;
+}
+
+/* JSSRC-3: nothing between the position and the stream's first message
+ * may be gone. */
+static int check_retention(source *s)
+{
+  uint64_t first, last;
+  int rc = stream_bounds(s, &first, &last);
+  for (int i = 0; !rc && i < s->o->nsubjects; i++)
+    rc = position_kept(s, &s->feeds[i], s->feeds[i].at->committed, first, last);
+  return rc;
 }
 
 static uint64_t stream_seq(natsMsg *m)
@@ -322,6 +361,20 @@ static int feed_fetch(source *s, feed *f, int max, int64_t wait_ms)
     if (natsMsg_GetMetaData(&md, f->got.Msgs[f->got.Count - 1]) == NATS_OK) {
       f->pending = md->NumPending;
       jsMsgMetaData_Destroy(md);
+    }
+    /* JSSRC-3 during the run: the consumer goes on at the stream's next
+     * message, past any discarded since the run began. Discards take the
+     * stream's front, so a gap after the position is checked when a fetch
+     * begins with one (messages of other subjects make most gaps). */
+    uint64_t at = f->at->applied, first, last;
+    if (at > 0 && stream_seq(f->got.Msgs[0]) > at + 1) {
+      int rc = stream_bounds(s, &first, &last);
+      if (!rc) rc = position_kept(s, f, at, first, last);
+      if (rc) {
+        natsMsgList_Destroy(&f->got);
+        memset(&f->got, 0, sizeof f->got);
+        return rc;
+      }
     }
     return 0;
   }
@@ -394,9 +447,20 @@ static int apply_msgpack(source *s, const char *data, size_t len, uint64_t *chan
   rn_pipeline *p = s->p;
   msgpack_object obj;
   msgpack_zone_clear(&s->zone);
-  size_t off = 0;
-  if (msgpack_unpack(data, len, &off, &s->zone, &obj) != MSGPACK_UNPACK_SUCCESS || obj.type != MSGPACK_OBJECT_ARRAY)
+  size_t off = 0, lead = 0;
+  while (lead < len && (data[lead] == ' ' || data[lead] == '\n' || data[lead] == '\r' || data[lead] == '\t')) lead++;
+  if (lead < len && data[lead] == '[') /* msgpack would read "[" as the number 91 */
+    return rn_group_fail(p, RN_EINVAL, "a JSON array: a message holds NDJSON lines, one change object each, or a "
+                         "msgpack array of changes");
+  msgpack_unpack_return ur = msgpack_unpack(data, len, &off, &s->zone, &obj);
+  if ((ur != MSGPACK_UNPACK_SUCCESS && ur != MSGPACK_UNPACK_EXTRA_BYTES) || obj.type != MSGPACK_OBJECT_ARRAY)
     return rn_group_fail(p, RN_EINVAL, "expected NDJSON lines or a msgpack array of changes");
+  if (ur == MSGPACK_UNPACK_EXTRA_BYTES) { /* said, not just refused: the array itself was good */
+    char why[160];
+    snprintf(why, sizeof why, "a msgpack array of %u change%s, then %zu bytes that are not part of it (one array a "
+             "message)", obj.via.array.size, obj.via.array.size == 1 ? "" : "s", len - off);
+    return rn_group_fail(p, RN_EINVAL, why);
+  }
   for (uint32_t i = 0; i < obj.via.array.size; i++) {
     int rc = apply_change(p, &obj.via.array.ptr[i]);
     if (rc) {

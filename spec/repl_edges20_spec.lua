@@ -41,9 +41,9 @@ describe("the REPL's .watch", function()
     assert.equal([[error: no relation "tt" to watch (known: t)
 error: no relation "nosuch" to watch (known: t)
 t · group 1
- id | verb   | id
-----+--------+----
-  1 | INSERT |  1
+ row id | verb   | id
+--------+--------+----
+      1 | INSERT |  1
 watch on
 ]], out)
   end)

@@ -117,6 +117,16 @@ static void lock_fds_child(void)
 }
 static void lock_fds_watch(void) { pthread_atfork(lock_fds_prepare, lock_fds_parent, lock_fds_child); }
 
+/* Frees the list once it is empty (lock_fds_mu held): Lua unloads this
+ * library at lua_close, and a static pointer then reaches nothing. */
+static void lock_fds_shrink(void)
+{
+  if (nlock_fds) return;
+  free(lock_fds);
+  lock_fds = NULL;
+  lock_fds_room = 0;
+}
+
 /* Unlocks and closes fd, a descriptor of writer.lock, forgetting it. */
 static void lock_fd_close(int fd)
 {
@@ -127,6 +137,7 @@ static void lock_fd_close(int fd)
       lock_fds[i] = lock_fds[--nlock_fds];
       break;
     }
+  lock_fds_shrink();
   close(fd);
   pthread_mutex_unlock(&lock_fds_mu);
 }
@@ -170,6 +181,7 @@ static int lock_writer(rn_store *s, rn_err *e)
   pthread_once(&lock_fds_once, lock_fds_watch);
   pthread_mutex_lock(&lock_fds_mu); /* no fork between the open and the descriptor's registration */
   int rc = lock_writer_locked(s, e);
+  if (rc) lock_fds_shrink(); /* grown for a lock then refused */
   pthread_mutex_unlock(&lock_fds_mu);
   return rc;
 }

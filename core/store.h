@@ -12,7 +12,7 @@
  *                     last seq: the group a derived relation's state is
  *                     current as of (stale otherwise: rebuilt at open);
  *                     count: a table's rows, or the events a relation
- *                     numbering events gave (0.33 and later; 0 before):
+ *                     numbering events gave (0.34 and later; 0 before):
  *                     next_id > count, or its ids went back (verify.c)
  *     "S:" name       msgpack [schema description]     a permanent store
  *     "ev"            |name\0|…|check\0| the relations changed (a table's rows rewritten

@@ -415,20 +415,24 @@ void rn_store_remove_temp(rn_store *s)
  * inherited descriptors releases none of the parent's locks (fcntl locks
  * are the parent's; the writer.lock flock stays with the parent's open
  * file). */
-/* The parent's transactions a forked child's close left alone, kept
- * reachable: their memory is the child's until it exits, on purpose, and
- * not a leak (valgrind's check of the fork tests). Best effort. */
-static MDB_txn **parents_txns;
-static size_t nparents_txns;
+/* The parent's transactions (or, with its write transaction open, the
+ * environment that holds it, its dirty pages and cursors) a forked
+ * child's close left alone, kept reachable: their memory is the child's
+ * until it exits, on purpose, and not a leak (valgrind's and LSan's check
+ * of the fork tests). Best effort. */
+static void **parents_kept;
+static size_t nparents_kept;
 
-void rn_store_keep_parents_txn(MDB_txn *txn)
+static void keep_parents(void *what)
 {
-  if (!txn) return;
-  MDB_txn **more = realloc(parents_txns, sizeof *more * (nparents_txns + 1));
+  if (!what) return;
+  void **more = realloc(parents_kept, sizeof *more * (nparents_kept + 1));
   if (!more) return;
-  parents_txns = more;
-  parents_txns[nparents_txns++] = txn;
+  parents_kept = more;
+  parents_kept[nparents_kept++] = what;
 }
+
+void rn_store_keep_parents_txn(MDB_txn *txn) { keep_parents(txn); }
 
 void rn_store_close(rn_store *s)
 {
@@ -437,9 +441,12 @@ void rn_store_close(rn_store *s)
   rn_rowcache_free(s->rowcache);
   if (s->wtxn && !child) mdb_txn_abort(s->wtxn);
   if (s->rtxn && !child) mdb_txn_abort(s->rtxn);
-  if (child) rn_store_keep_parents_txn(s->rtxn); /* a write transaction is the environment's own (freed with it) */
+  if (child) rn_store_keep_parents_txn(s->rtxn);
   bool kept = !child && s->env && rn_envs_writer_closing(s, s->env, s->lock_fd); /* reads beside it end later */
-  if (!kept) {
+  if (child && s->wtxn) { /* the parent's write transaction: the environment's own, its pages not freed by a close */
+    keep_parents(s->env);
+    rn_envs_unclaim(s);
+  } else if (!kept) {
     if (s->env) mdb_env_close(s->env);
     rn_envs_unclaim(s);
     if (s->lock_fd >= 0 && !child) lock_fd_close(s->lock_fd); /* after LMDB let go: the next writer may start */

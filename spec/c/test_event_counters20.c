@@ -14,26 +14,8 @@
 #include "raw_meta_fixture.h"
 #include "runnel.h"
 #include "store.h"
+#include "stream_ids_fixture.h"
 #include "verify.h"
-
-static const rn_column_def v_col[] = { { "v", "int", 0, NULL, 0, NULL } };
-
-typedef struct ids { uint64_t id[16]; int n; } ids;
-
-static int keep_id(void *ctx, const rn_event *ev)
-{
-  ids *s = ctx;
-  if (s->n < 16) s->id[s->n++] = ev->id;
-  return 0;
-}
-
-static rn_rel *stream_at(rn_pipeline *p, ids *seen, int *rc)
-{
-  rn_rel *ev = NULL;
-  *rc = rn_declare_stream(p, "ev", v_col, 1, &ev);
-  if (!*rc) CHECK(rn_subscribe(p, ev, keep_id, seen) == 0);
-  return ev;
-}
 
 /* Three groups of one event each (ids 1, 2, 3) on a new state at dir, and
  * a group rolled back in between (its id is not used up). */

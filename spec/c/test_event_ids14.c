@@ -14,27 +14,8 @@
 #include "raw_meta_fixture.h"
 #include "runnel.h"
 #include "store.h"
+#include "stream_ids_fixture.h"
 #include "verify.h"
-
-static const rn_column_def v_col[] = { { "v", "int", 0, NULL, 0, NULL } };
-
-typedef struct ids { uint64_t id[16]; int n; } ids;
-
-static int keep_id(void *ctx, const rn_event *ev)
-{
-  ids *s = ctx;
-  if (s->n < 16) s->id[s->n++] = ev->id;
-  return 0;
-}
-
-/* Stream "ev" declared in p, its ids kept in *seen. */
-static rn_rel *stream_at(rn_pipeline *p, ids *seen, int *rc)
-{
-  rn_rel *ev = NULL;
-  *rc = rn_declare_stream(p, "ev", v_col, 1, &ev);
-  if (!*rc) CHECK(rn_subscribe(p, ev, keep_id, seen) == 0);
-  return ev;
-}
 
 /* Three groups of one event each on a new state at dir. */
 static void make_events(const char *dir)

@@ -71,6 +71,7 @@ typedef struct rn_aggregate {
   msgpack_sbuffer buf;    /* scratch: a group's value */
   msgpack_sbuffer state, answer; /* scratch: a user aggregate's state in, its answer out (the outermost call's) */
   int user_calls;         /* user functions running: one that reads the aggregate calls them again */
+  bool final_reached;     /* the change being applied met a window made final (under an earlier grace) */
 } rn_aggregate;
 
 /* An event time or window start: as a double, and exactly for an int time

@@ -45,3 +45,54 @@ describe("a windowed aggregate declared again with a larger grace, or none", fun
     end)
   end
 end)
+
+describe("grace given to a windowed aggregate declared before without it", function()
+  -- Regression: the windows made before grace was given were never listed
+  -- as open, so none of them was ever made final: their state stayed for
+  -- good and p:stats().final left them out, while events for them were
+  -- dropped as late. They are listed when grace is given.
+  after_each(H.cleanup)
+  local function declare(p, grace)
+    local s = p:stream("clicks", { {"player","int"}, {"ts","int"}, {"v","int"} })
+    local w = s:aggregate{ by = "player", window = runnel.tumbling(10, "ts"), grace = grace, name = "pm",
+                           n = runnel.count(), hi = runnel.max("v") }
+    return s, w
+  end
+  local function rows(w)
+    local out = {}
+    for r in w:rows() do out[#out + 1] = { r.window_start, r.n, r.hi } end
+    return out
+  end
+
+  it("makes them final once the largest event time passes them", function()
+    local dir = H.tmpdir()
+    local p = runnel.open(dir)
+    local s, w = declare(p, nil)
+    for i = 1, 3 do s:insert{ player = 1, ts = i * 10, v = i } end
+    p:close()
+    local fresh = runnel.open()                        -- the same events with grace from the start
+    local fs = declare(fresh, 0)
+    for i = 1, 3 do fs:insert{ player = 1, ts = i * 10, v = i } end
+    fs:insert{ player = 1, ts = 45, v = 4 }
+    p = runnel.open(dir)
+    s, w = declare(p, 0)
+    s:insert{ player = 1, ts = 45, v = 4 }             -- windows 10, 20 and 30 end by 40
+    assert.equal(3, p:stats().final.pm)
+    assert.equal(fresh:stats().state.pm, p:stats().state.pm) -- their value counts are gone
+    fresh:close()
+    assert.same({ { 10, 1, 1 }, { 20, 1, 2 }, { 30, 1, 3 }, { 40, 1, 4 } }, rows(w))
+    p:close()
+    p = runnel.open(dir)                               -- grace taken away, then given again
+    s, w = declare(p, nil)
+    s:insert{ player = 1, ts = 55, v = 5 }
+    p:close()
+    p = runnel.open(dir)
+    s, w = declare(p, 0)
+    s:insert{ player = 1, ts = 70, v = 7 }             -- windows 40 and 50 end by 60
+    assert.equal(5, p:stats().final.pm)
+    s:insert{ player = 1, ts = 52, v = 9 }             -- late
+    assert.equal(1, w:late())
+    assert.same({ { 10, 1, 1 }, { 20, 1, 2 }, { 30, 1, 3 }, { 40, 1, 4 }, { 50, 1, 5 }, { 70, 1, 7 } }, rows(w))
+    p:close()
+  end)
+end)

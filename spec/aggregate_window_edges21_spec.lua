@@ -96,3 +96,96 @@ describe("grace given to a windowed aggregate declared before without it", funct
     p:close()
   end)
 end)
+
+describe("windows with a grace that changes between sessions, against a recomputation", function()
+  -- Random events (out of order, on window bounds, late) in random groups,
+  -- some rolled back, over sessions that each declare another grace (or
+  -- none). The model: a window is final once made so (never again open);
+  -- with grace, an event makes final every window that its time passes by
+  -- end + grace; an event for a final window, or one final by the grace
+  -- in force, is dropped there and counted late once.
+  after_each(H.cleanup)
+  local SIZE, STEP = 10, 5
+  local GRACES = { false, 0, 3, 12, 0.5 }
+
+  local function declare(p, grace)
+    local s = p:stream("ev", { {"k","int"}, {"ts","int"}, {"v","int"} })
+    local w = s:aggregate{ by = "k", window = runnel.hopping(SIZE, STEP, "ts"), grace = grace or nil, name = "w",
+                           n = runnel.count(), hi = runnel.max("v") }
+    return s, w
+  end
+
+  local function copy(m)
+    local c = { max_ts = m.max_ts, late = m.late, nfinal = m.nfinal, win = {} }
+    for key, e in pairs(m.win) do c.win[key] = { k = e.k, start = e.start, n = e.n, hi = e.hi, final = e.final } end
+    return c
+  end
+
+  local function final_by(grace, start, max_ts)
+    return grace and max_ts ~= nil and max_ts >= start + SIZE + math.ceil(grace)
+  end
+
+  local function apply(m, grace, ev)
+    local dropped = false
+    local starts = {}
+    for start = (ev.ts // STEP) * STEP - SIZE + STEP, ev.ts, STEP do starts[#starts + 1] = start end
+    for _, start in ipairs(starts) do
+      local key = ev.k .. "@" .. start
+      local e = m.win[key]
+      if (e and e.final) or final_by(grace, start, m.max_ts) then
+        dropped = true
+      else
+        e = e or { k = ev.k, start = start, n = 0 }
+        m.win[key] = e
+        e.n = e.n + 1
+        if e.hi == nil or ev.v > e.hi then e.hi = ev.v end
+      end
+    end
+    if dropped then m.late = m.late + 1 end
+    if grace and (m.max_ts == nil or ev.ts > m.max_ts) then
+      m.max_ts = ev.ts
+      for _, e in pairs(m.win) do
+        if not e.final and final_by(grace, e.start, m.max_ts) then e.final = true; m.nfinal = m.nfinal + 1 end
+      end
+    end
+  end
+
+  local function check(m, p, w, where)
+    local got = {}
+    for r in w:rows() do got[r.k .. "@" .. r.window_start] = { r.n, r.hi } end
+    local want = {}
+    for key, e in pairs(m.win) do want[key] = { e.n, e.hi } end
+    assert.same(want, got, where)
+    assert.equal(m.late, w:late(), where)
+    assert.equal(m.nfinal, p:stats().final.w or 0, where)
+  end
+
+  for _, seed in ipairs{ 21, 2121, 777 } do
+    it("agrees with it (seed " .. seed .. ")", function()
+      math.randomseed(seed)
+      local dir = H.tmpdir()
+      local m = { late = 0, nfinal = 0, win = {} }
+      for session = 1, 6 do
+        local grace = GRACES[math.random(#GRACES)]
+        local p = runnel.open(dir)
+        local s, w = declare(p, grace)
+        local where = ("seed %d session %d grace %s"):format(seed, session, tostring(grace))
+        check(m, p, w, where)
+        for _ = 1, 15 do
+          local work = copy(m)
+          local rollback = math.random() < 0.2
+          p:begin()
+          for _ = 1, math.random(1, 6) do
+            local ev = { k = math.random(1, 3), ts = session * 8 + math.random(-25, 25), v = math.random(1, 100) }
+            if math.random() < 0.2 then ev.ts = (ev.ts // SIZE) * SIZE end -- on a window bound
+            s:insert(ev)
+            apply(work, grace, ev)
+          end
+          if rollback then p:rollback() else p:commit(); m = work end
+          check(m, p, w, where)
+        end
+        p:close()
+      end
+    end)
+  end
+end)

@@ -189,3 +189,15 @@ describe("windows with a grace that changes between sessions, against a recomput
     end)
   end
 end)
+
+describe("grace given as a string", function()
+  -- Regression: grace = "5" was refused with "grace must be a number of
+  -- seconds >= 0, got 5", which reads as if 5 were refused.
+  it("says the value was a string", function()
+    local p = runnel.open()
+    local s = p:stream("ev", { {"ts","int"} })
+    assert.equal('aggregate: grace must be a number of seconds >= 0, got string "5"',
+                 H.error_of(function() s:aggregate{ window = runnel.tumbling(10, "ts"), grace = "5", n = runnel.count() } end))
+    p:close()
+  end)
+end)

@@ -338,7 +338,7 @@ static int setup_state(void *ctx, bool created, bool rebuild_it)
   int rc = rn_state_dbi(p, p->store.wtxn, RN_DB_AGG_GROUPS, a->out->name, 0, &a->groups_dbi);
   if (!rc) rc = check_ids(a); /* before check_format may write its mark */
   if (!rc) rc = rn_state_dbi(p, p->store.wtxn, RN_DB_AGG_VALUES, a->out->name, 0, &a->values_dbi);
-  if (!rc && a->w.has_grace) rc = rn_state_dbi(p, p->store.wtxn, RN_DB_AGG_WINDOWS, a->out->name, 0, &a->windows_dbi);
+  if (!rc && a->w.kind != RN_WINDOW_NONE) rc = rn_agg_windows_open(a, created);
   if (!rc) rc = check_format(a, &rebuild_it);
   bool changed = false; /* another declaration with the same columns (sum of another column) */
   if (!rc) rc = rn_agg_decl_record(a, p->store.wtxn, !created && a->out->rebuild_tells, &changed); /* also for

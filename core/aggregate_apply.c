@@ -128,7 +128,11 @@ int rn_agg_group_apply(rn_aggregate *a, const gkey *whole, const msgpack_object 
   if (found) {
     rid = e.rid;
     rows = e.rows;
-    if (e.final) /* drop_late keeps events out */
+    if (e.final && !rv) { /* made final under an earlier, smaller grace (or one since removed): late */
+      a->final_reached = true;
+      return 0;
+    }
+    if (e.final) /* a stream's events are never taken out */
       return rn_err_set(err_of(a), RN_ESTORE, "%s: a change reached a final window", a->out->name);
   } else if (a->w.has_grace && (rc = rn_agg_window_index_put(a, g))) {
     return rc;
@@ -227,7 +231,9 @@ int rn_agg_apply(rn_aggregate *a, const rn_change *c, bool quiet)
   if (!ok || !nk) return nomem(a);
   if (ov) rc = rn_agg_group_keys(a, ov, ok, &no);
   if (!rc && nv) rc = rn_agg_group_keys(a, nv, nk, &nn);
+  int windows = nn;
   if (!rc && nv && !ov && a->w.has_grace) rc = rn_agg_drop_late(a, nv, nk, &nn);
+  a->final_reached = false;
   /* Old-only groups first, then groups the row stays in, then new-only
    * groups (AGG-2); within each, ascending. */
   for (int i = 0; i < no && !rc; i++) {
@@ -245,6 +251,7 @@ int rn_agg_apply(rn_aggregate *a, const rn_change *c, bool quiet)
     for (int q = 0; q < no && !stays; q++) stays = cmp_gkey(&nk[i], &ok[q]) == 0;
     if (!stays) rc = rn_agg_group_apply(a, &nk[i], NULL, NULL, 0, nv, c->row, c->row_len, quiet);
   }
+  if (!rc && a->final_reached && nn == windows) rc = rn_agg_counter_add(a, LATE_KEY, 1); /* once an event */
   return rc;
 }
 

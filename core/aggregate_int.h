@@ -71,6 +71,7 @@ typedef struct rn_aggregate {
   msgpack_sbuffer buf;    /* scratch: a group's value */
   msgpack_sbuffer state, answer; /* scratch: a user aggregate's state in, its answer out (the outermost call's) */
   int user_calls;         /* user functions running: one that reads the aggregate calls them again */
+  bool final_reached;     /* the change being applied met a window made final (under an earlier grace) */
 } rn_aggregate;
 
 /* An event time or window start: as a double, and exactly for an int time
@@ -215,6 +216,8 @@ int rn_agg_decode_state(rn_aggregate *a, const group_entry *e, msgpack_object **
 int rn_agg_finalize_windows(rn_aggregate *a, rn_agg_time max_ts);
 /* The window at start is final once max_ts passed its end plus grace (AGG-3). */
 bool rn_agg_window_final(const rn_aggregate *a, rn_agg_time start, rn_agg_time max_ts);
+/* Opens (grace) or drops (none) "aw:", listing the windows made without grace. */
+int rn_agg_windows_open(rn_aggregate *a, bool created);
 /* Lists window g in "aw:" as not final yet. */
 int rn_agg_window_index_put(rn_aggregate *a, const gkey *g);
 /* *start: the window start of group key g (its last key part). */

@@ -3,6 +3,7 @@
 #include "wb.h"
 
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -13,7 +14,8 @@
  * not final yet, oldest first. When the largest event time passes a
  * window's end plus grace, no event can reach it again (AGG-3): its value
  * counts go and its entry in "ag:" becomes |rid|rows|0xc1|result row|, the
- * row it will always have. State then grows with the open windows only. */
+ * row it will always have. State then grows with the open windows only.
+ * "aw:" is there exactly while the aggregate has grace (rn_agg_windows_open). */
 
 /* |0xc1 0xfe|: a hashed group's whole key follows (group_entry). */
 static const char LONG_HEAD[2] = { (char)0xc1, (char)0xfe };
@@ -144,6 +146,46 @@ int rn_agg_window_index_put(rn_aggregate *a, const gkey *g)
   if (listed && a->time_int && int_final_at(a, start.i) < a->next_final_int) a->next_final_int = int_final_at(a, start.i);
   msgpack_sbuffer_destroy(&b);
   return rc ? store_fail(a, rc) : 0;
+}
+
+/* Lists in "aw:" every window of "ag:" not final yet: grace was given to
+ * an aggregate declared before without it, whose windows were never
+ * listed (none of them would ever be made final). Once, at declaration. */
+static int list_open_windows(rn_aggregate *a)
+{
+  rn_pipeline *p = a->out->p;
+  MDB_cursor *cur;
+  int rc = rn_wb_cursor_open(&p->store, p->store.wtxn, a->groups_dbi, false, &cur);
+  if (rc) return store_fail(a, rc);
+  MDB_val k, d;
+  int err = 0;
+  for (rc = mdb_cursor_get(cur, &k, &d, MDB_FIRST); !rc && !err; rc = mdb_cursor_get(cur, &k, &d, MDB_NEXT)) {
+    group_entry e;
+    if (reserved(&k) || !rn_agg_entry_parse(&k, &d, &e) || e.final || e.rows == 0) continue;
+    gkey g = { (char *)rn_scratch_copy(p, e.key, e.klen), e.klen, (char *)rn_scratch_copy(p, k.mv_data, k.mv_size),
+               k.mv_size };
+    err = g.k && g.sk ? rn_agg_window_index_put(a, &g) : nomem(a);
+  }
+  mdb_cursor_close(cur);
+  if (err) return err;
+  return rc == MDB_NOTFOUND ? 0 : store_fail(a, rc);
+}
+
+/* Opens "aw:" when the aggregate has grace (listing the windows made
+ * before it had: the database's being there says they are listed), and
+ * drops it when it has none, so that grace given again lists them anew. */
+int rn_agg_windows_open(rn_aggregate *a, bool created)
+{
+  rn_pipeline *p = a->out->p;
+  char name[RN_NAME_MAX + 8];
+  snprintf(name, sizeof name, "%s%s", RN_DB_AGG_WINDOWS, a->out->name);
+  MDB_dbi dbi;
+  int rc = rn_store_dbi_open(&p->store, p->store.wtxn, name, 0, &dbi);
+  if (rc && rc != MDB_NOTFOUND) return store_fail(a, rc);
+  bool listed = rc == 0;
+  if (!a->w.has_grace) return listed && (rc = mdb_drop(p->store.wtxn, dbi, 1)) ? store_fail(a, rc) : 0;
+  rc = rn_state_dbi(p, p->store.wtxn, RN_DB_AGG_WINDOWS, a->out->name, 0, &a->windows_dbi);
+  return rc || listed || created ? rc : list_open_windows(a);
 }
 
 /* Makes the window stored under sk final: its row is stored as it is,

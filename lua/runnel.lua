@@ -12,6 +12,12 @@ core._dsl(function() end) -- errors raised in C skip this file's frames: they na
 -- method called by another, runnel.watch calling rel:sink …).
 local raise = core._raise
 
+-- An option's value as a message shows it: a string says so ("3" is not 3).
+local function given(v)
+  if type(v) == "string" then return ('string "%s"'):format(v) end
+  return tostring(v)
+end
+
 local runnel = { null = core.null, now = core.now, json_decode = core.json_decode, attach = core.attach,
                  _VERSION = "runnel " .. core.version }
 
@@ -701,7 +707,7 @@ function Relation:aggregate(spec)
     raise("aggregate: grace needs a window")
   end
   if spec.grace ~= nil and (type(spec.grace) ~= "number" or not (spec.grace >= 0)) then -- NaN too
-    raise("aggregate: grace must be a number of seconds >= 0, got " .. tostring(spec.grace))
+    raise("aggregate: grace must be a number of seconds >= 0, got " .. given(spec.grace))
   end
   local aggs = {}
   for k, v in pairs(spec) do
@@ -1150,7 +1156,7 @@ function Relation:top(opts)
   end
   local n, err = derived_name(self, "top", opts.name)
   if not n then raise(err) end
-  if math.type(opts.n) ~= "integer" or opts.n < 1 then raise(n .. ": n must be a positive integer, got " .. tostring(opts.n)) end
+  if math.type(opts.n) ~= "integer" or opts.n < 1 then raise(n .. ": n must be a positive integer, got " .. given(opts.n)) end
   if opts.ties == "dense" then
     raise(n .. ': ties = "dense" (equal values sharing a rank) is not offered yet; ties = "row" ranks by row number, '
           .. 'equal values in row id order')

@@ -61,3 +61,41 @@ describe("a join whose right table was dropped", function()
     assert.matches('join "j": table "u" it reads was dropped since the join was last declared', err, 1, true)
   end)
 end)
+
+describe("an attach of a relation dropped and declared again with another key", function()
+  after_each(H.cleanup)
+
+  -- Regression: get with a key of the new declaration was refused against
+  -- the attach's old columns ('attach t: get: column "id": expected int,
+  -- got string'), as if the key were wrong, not the attach stale.
+  it("says it was declared again, whatever key get is given", function()
+    local dir = H.tmpdir()
+    local p = open(dir)
+    p:table("t", { {"id","int"}, {"v","string"}, key = "id" }):insert{ id = 1, v = "a" }
+    p:close()
+    local a = runnel.attach(dir, "t")
+    assert.equal("a", a:get(1).v)
+    local script = dir .. "/v2.lua"
+    local f = assert(io.open(script, "w"))
+    f:write(([[
+      local runnel = require "runnel"
+      local p = runnel.open{ path = %q, notes = false }
+      p:drop("t")
+      p:table("t", { {"k","string"}, {"w","int"}, key = "k" }):insert{ k = "z", w = 3 }
+      p:close()
+    ]]):format(dir))
+    f:close()
+    local _, err, code = H.sh(("%s run '%s'"):format(H.runnel_bin, script))
+    assert.equal(0, code, err)
+    local stale = 'attach t: "t" was declared again with other columns or another kind since it was attached'
+    for _, key in ipairs{ "z", { k = "z" }, { id = "z" }, 1, { "z", 2 } } do
+      local ok, msg = pcall(a.get, a, key)
+      assert.is_false(ok)
+      assert.matches(stale, tostring(msg), 1, true)
+    end
+    a:close()
+    a = runnel.attach(dir, "t")
+    assert.same({ k = "z", w = 3 }, a:get("z"))
+    a:close()
+  end)
+end)

@@ -33,21 +33,24 @@ static int copy_fail(char *errbuf, size_t errlen, int code, const char *fmt, ...
   return code;
 }
 
-/* Writes env's state into dest/data.mdb as said above; an errno or LMDB
- * code, and *what says which step failed. */
-static int copy_into(MDB_env *env, const char *dest, const char **what)
+/* Writes env's state into dest/data.mdb as said above, recording map (the
+ * state's; 0: unknown) as its map size rather than env's, which a reader's
+ * is larger than (envs.h); an errno or LMDB code, and *what says which
+ * step failed. */
+static int copy_into(MDB_env *env, const char *dest, uint64_t map, const char **what)
 {
   static atomic_uint serial; /* with the pid: a name no other copy uses, in any thread */
   char tmp[4096], final[4096];
   snprintf(tmp, sizeof tmp, "%s/data.mdb.copy-%ld-%u", dest, (long)getpid(), atomic_fetch_add(&serial, 1));
   snprintf(final, sizeof final, "%s/data.mdb", dest);
   *what = "creating the copy";
-  int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+  int fd = open(tmp, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
   if (fd < 0 && errno == EEXIST && unlink(tmp) == 0) /* a killed copy's, whose pid this process has now */
-    fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+    fd = open(tmp, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
   if (fd < 0) return errno == EEXIST ? EAGAIN : errno;
   *what = "copying";
   int rc = mdb_env_copyfd2(env, fd, MDB_CP_COMPACT); /* one read transaction */
+  if (!rc && (rc = rn_store_file_set_map(fd, map))) *what = "writing the copy";
   if (!rc && fsync(fd) != 0) rc = errno, *what = "writing the copy to disk";
   if (close(fd) != 0 && !rc) rc = errno, *what = "writing the copy to disk";
   if (!rc && renameat2(AT_FDCWD, tmp, AT_FDCWD, final, RENAME_NOREPLACE) != 0) { /* never over a state */
@@ -96,7 +99,7 @@ RN_API int rn_state_copy(const char *path, const char *dest, char *errbuf, size_
   MDB_env *env = NULL;
   if (rn_envs_read(path, &env, &e)) return copy_fail(errbuf, errlen, e.code, "%s", e.msg);
   const char *what = NULL;
-  int rc = copy_into(env, dest, &what);
+  int rc = copy_into(env, dest, rn_store_file_map(path), &what);
   rn_envs_read_done(env);
   if (rc == EEXIST) return copy_fail(errbuf, errlen, RN_EMISUSE, "%s: holds a state already (%s/data.mdb)", dest, dest);
   int code = rn_store_write_code(rc, UINT64_MAX);

@@ -112,16 +112,30 @@ static bool stored_is_key(const desc *d, int slot)
 
 /* The stored column a declared one continues: same name, else a pending
  * rename's source that the state holds under no declared name. */
+/* Whether a pending rename of r's takes the stored column name to another
+ * declared column: the state holds name and not the new one (else it was
+ * applied before). The declared column of that name is then a new one. */
+static bool renamed_away(const rn_pipeline *p, const rn_rel *r, const desc *d, const char *name)
+{
+  for (int i = 0; i < p->nrenames; i++) {
+    const rn_rename *rn = &p->renames[i];
+    if (strcmp(rn->rel, r->name) == 0 && strcmp(rn->from, name) == 0 && strcmp(rn->to, name) != 0 &&
+        rn_schema_slot(r->schema, rn->to, strlen(rn->to)) >= 0 && stored_slot(d, rn->to, strlen(rn->to)) < 0)
+      return true;
+  }
+  return false;
+}
+
 static int match_column(rn_pipeline *p, const rn_rel *r, const desc *d, const rn_column *c, bool *renamed)
 {
   *renamed = false;
   int slot = stored_slot(d, c->name, c->name_len);
-  if (slot >= 0) return slot;
+  if (slot >= 0) return renamed_away(p, r, d, c->name) ? -1 : slot; /* {"town", was = "city"}, {"city"}: new */
   for (int i = 0; i < p->nrenames; i++) {
     const rn_rename *rn = &p->renames[i];
     if (strcmp(rn->rel, r->name) != 0 || strcmp(rn->to, c->name) != 0) continue;
     slot = stored_slot(d, rn->from, strlen(rn->from));
-    if (slot >= 0 && rn_schema_slot(r->schema, rn->from, strlen(rn->from)) < 0) {
+    if (slot >= 0) {
       *renamed = true;
       return slot;
     }

@@ -213,13 +213,26 @@ static int open_db(MDB_txn *txn, const char *prefix, const char *name, MDB_dbi *
   return rc ? rn_err_set(e, rn_store_read_code(rc), "%s: %s", key, rn_store_strerror(rc)) : 0;
 }
 
-static int open_dbs(rn_join_reader *r, MDB_txn *txn, const char *name, rn_err *e)
+/* The right table is gone (p:drop, runnel drop) while the join, not
+ * declared then, stayed: not "MDB_NOTFOUND", nor "another schema". */
+static int right_dropped(const rn_join_reader *r, rn_err *e)
+{
+  return rn_err_set(e, RN_EINVAL, "table \"%s\" it reads was dropped since the join was last declared: declare "
+                    "both again (the join is rebuilt), then read it, or drop the join", r->right.name);
+}
+
+static int open_dbs(rn_join_reader *r, MDB_txn *txn, MDB_dbi meta, const char *name, rn_err *e)
 {
   rn_join *j = &r->j;
   int rc = open_db(txn, RN_DB_JOIN_INDEX, name, &j->index_dbi, e);
   if (!rc) rc = open_db(txn, RN_DB_JOIN_RESULTS, name, &j->result_dbi, e);
   if (!rc && r->right_side == RIGHT_COPY) rc = open_db(txn, RN_DB_JOIN_RIGHT, name, &j->right_dbi, e);
-  if (!rc && r->right_side == RIGHT_TABLE) rc = open_db(txn, RN_DB_ROWS, r->right.name, &r->right.rows_dbi, e);
+  if (!rc && r->right_side == RIGHT_TABLE) {
+    char key[RN_NAME_MAX + 8];
+    MDB_val k = { (size_t)snprintf(key, sizeof key, "%s%s", RN_META_RELATION, r->right.name), key }, v;
+    if (mdb_get(txn, meta, &k, &v) == MDB_NOTFOUND) return right_dropped(r, e);
+    rc = open_db(txn, RN_DB_ROWS, r->right.name, &r->right.rows_dbi, e);
+  }
   return rc;
 }
 
@@ -245,7 +258,7 @@ int rn_join_reader_open(MDB_txn *txn, MDB_dbi meta, const char *name, const rn_s
   int rc = rn_decl_record_read(txn, meta, "join", name, &r->p.scratch, &r->decl, &d, e);
   if (!rc) {
     rc = read_decl(r, &d, e);
-    if (!rc) rc = open_dbs(r, txn, name, e);
+    if (!rc) rc = open_dbs(r, txn, meta, name, e);
     if (rc) rc = rn_decl_failed(e, "join", name);
   }
   if (!rc && rn_oom()) rc = rn_err_set(e, RN_ENOMEM, "out of memory");
@@ -330,6 +343,11 @@ static int check_current(rn_join_reader *r, MDB_txn *txn, MDB_dbi meta, rn_err *
   if (!rc && !r->j.right_from) rc = same_schema(txn, meta, r->right.name, &r->right_desc, &same); /* else read as it
                                                                                                      * was declared */
   if (rc) return rn_err_set(e, rn_store_read_code(rc), "join \"%s\": %s", name, rn_store_strerror(rc));
+  MDB_val rk = { (size_t)snprintf(key, sizeof key, "%s%s", RN_META_RELATION, r->right.name), key }, rv;
+  if (!same && mdb_get(txn, meta, &rk, &rv) == MDB_NOTFOUND) { /* dropped since it was attached */
+    right_dropped(r, e);
+    return rn_decl_failed(e, "join", name);
+  }
   if (!same)
     return rn_err_set(e, RN_EINVAL, "join \"%s\": table \"%s\" has another schema than when the join was last "
                       "declared: declare the join again (it is rebuilt), then read it", name, r->right.name);

@@ -295,6 +295,12 @@ int rn_store_check_file(const char *dir, bool deep, rn_err *e);
 /* The map size the last transaction of the state at dir recorded (what its
  * writer maps; a reader's environment may map more), or 0 if unreadable. */
 uint64_t rn_store_file_map(const char *dir);
+/* Records map (bytes) as the map size in both meta pages of the data.mdb
+ * open read-write on fd, where they record a larger one that map still
+ * holds all of: a copy made through a reader's environment (copy.c)
+ * records that environment's map, not its state's. 0, or an errno
+ * (EINVAL: not an LMDB file). */
+int rn_store_file_set_map(int fd, uint64_t map);
 
 /* Whether dir holds an entry that is not runnel's: 1 with the smallest
  * such name and the count of the others in what ("notes.txt and 2 more

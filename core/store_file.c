@@ -217,3 +217,21 @@ uint64_t rn_store_file_map(const char *dir)
   if (fd >= 0) close(fd);
   return ok ? u64_at(m + META_MAPSIZE) : 0;
 }
+
+int rn_store_file_set_map(int fd, uint64_t map)
+{
+  if (sizeof(void *) != 8 || !map) return 0;
+  unsigned char m[META_LEN];
+  if (pread(fd, m, META_LEN, META_AT) != META_LEN || u32_at(m) != META_MAGIC) return EINVAL;
+  uint32_t psize = u32_at(m + META_PSIZE);
+  if (psize < 512 || psize > 65536 || (psize & (psize - 1))) return EINVAL;
+  for (off_t page = 0; page < 2; page++) {
+    off_t at = page * (off_t)psize + META_AT;
+    if (pread(fd, m, META_LEN, at) != META_LEN || u32_at(m) != META_MAGIC) return EINVAL;
+    if (u64_at(m + META_MAPSIZE) <= map || (u64_at(m + META_LAST_PGNO) + 1) * psize > map) continue;
+    unsigned char v[8];
+    memcpy(v, &map, 8);
+    if (pwrite(fd, v, 8, at + META_MAPSIZE) != 8) return errno ? errno : EIO;
+  }
+  return 0;
+}

@@ -322,6 +322,19 @@ static int l_attached_source(lua_State *L)
   return 2;
 }
 
+/* Raises, when the relation was dropped or declared again since la was
+ * attached, what rn_attach_get would say: a key refused against the
+ * columns attached is not the caller's mistake then. */
+static void raise_if_stale(lua_State *L, const lattached *la)
+{
+  msgpack_sbuffer id;
+  msgpack_sbuffer_init(&id);
+  rn_err e = { .code = RN_OK };
+  int rc = rn_attach_identity(la->a, &id, &e);
+  msgpack_sbuffer_destroy(&id);
+  if (rc) rn_lua_error_as_is(L, e.msg);
+}
+
 /* A key given as a table names columns of s only (t:get refuses the others
  * too: a misspelt column would be a key column missing, or silently unread). */
 static void check_key_names(lua_State *L, int at, const lattached *la, const rn_schema *s)
@@ -331,6 +344,10 @@ static void check_key_names(lua_State *L, int at, const lattached *la, const rn_
     lua_pop(L, 1);
     size_t len = 0; /* clang cannot see that rn_lua_error does not return */
     const char *name = lua_type(L, -1) == LUA_TSTRING ? lua_tolstring(L, -1, &len) : NULL;
+    if (!name || rn_schema_slot(s, name, len) < 0) {
+      raise_if_stale(L, la);
+      s = rn_attach_schema(la->a); /* the check may have opened the attach again, freeing s */
+    }
     if (!name) rn_lua_error(L, "attach %s: get: a key table is keyed by column names, got a %s key", la->name,
                             luaL_typename(L, -1));
     char quoted[256];
@@ -344,10 +361,13 @@ static int l_attached_get(lua_State *L)
 {
   lattached *la = read_attached(L);
   const rn_schema *s = rn_attach_schema(la->a);
-  if (lua_istable(L, 2)) check_key_names(L, 2, la, s);
-  else if (s->nkey > 1) /* as a table's get says it */
+  if (lua_istable(L, 2)) {
+    check_key_names(L, 2, la, s);
+  } else if (s->nkey > 1) { /* as a table's get says it */
+    raise_if_stale(L, la);
     return rn_lua_error(L, "attach %s: get: a key is a table of its key columns, got %s", la->name,
                         luaL_typename(L, 2));
+  }
   msgpack_sbuffer k, row;
   msgpack_sbuffer_init(&k);
   msgpack_sbuffer_init(&row);
@@ -383,8 +403,15 @@ static int l_attached_get(lua_State *L)
     if (!rc) rn_key_append(&k, &v);
     lua_pop(L, 1);
   }
+  if (rc) { /* a key of the wrong type, or the columns attached no longer the relation's */
+    msgpack_sbuffer_destroy(&k);
+    msgpack_sbuffer_destroy(&row);
+    msgpack_zone_clear(&la->zone);
+    raise_if_stale(L, la);
+    return rn_lua_error_as_is(L, e.msg);
+  }
   int found = 0;
-  if (!rc) rc = rn_attach_get(la->a, k.data, k.size, &row, &found, &e);
+  rc = rn_attach_get(la->a, k.data, k.size, &row, &found, &e);
   msgpack_sbuffer_destroy(&k);
   if (rc) {
     msgpack_sbuffer_destroy(&row);

@@ -183,7 +183,7 @@ int rn_agg_windows_open(rn_aggregate *a, bool created)
   int rc = rn_store_dbi_open(&p->store, p->store.wtxn, name, 0, &dbi);
   if (rc && rc != MDB_NOTFOUND) return store_fail(a, rc);
   bool listed = rc == 0;
-  if (!a->w.has_grace) return listed && (rc = mdb_drop(p->store.wtxn, dbi, 1)) ? store_fail(a, rc) : 0;
+  if (!a->w.has_grace) return listed && (rc = rn_wb_drop(&p->store, p->store.wtxn, dbi, 1)) ? store_fail(a, rc) : 0;
   rc = rn_state_dbi(p, p->store.wtxn, RN_DB_AGG_WINDOWS, a->out->name, 0, &a->windows_dbi);
   return rc || listed || created ? rc : list_open_windows(a);
 }

@@ -110,8 +110,6 @@ static bool stored_is_key(const desc *d, int slot)
   return false;
 }
 
-/* The stored column a declared one continues: same name, else a pending
- * rename's source that the state holds under no declared name. */
 /* Whether a pending rename of r's takes the stored column name to another
  * declared column: the state holds name and not the new one (else it was
  * applied before). The declared column of that name is then a new one. */
@@ -126,6 +124,9 @@ static bool renamed_away(const rn_pipeline *p, const rn_rel *r, const desc *d, c
   return false;
 }
 
+/* The stored column a declared one continues: same name (unless a pending
+ * rename takes it to another declared column), else the stored source of
+ * a pending rename to it. */
 static int match_column(rn_pipeline *p, const rn_rel *r, const desc *d, const rn_column *c, bool *renamed)
 {
   *renamed = false;

@@ -363,6 +363,7 @@ static int l_attached_get(lua_State *L)
   const rn_schema *s = rn_attach_schema(la->a);
   if (lua_istable(L, 2)) {
     check_key_names(L, 2, la, s);
+    s = rn_attach_schema(la->a); /* the check may have opened the attach again */
   } else if (s->nkey > 1) { /* as a table's get says it */
     raise_if_stale(L, la);
     return rn_lua_error(L, "attach %s: get: a key is a table of its key columns, got %s", la->name,

@@ -910,6 +910,7 @@ static int command(lua_State *L, int argc, char **argv)
 
 int main(int argc, char **argv)
 {
+  rn_store_keep_std_fds(); /* a closed stdout must not become the first state file opened */
   lua_State *L = luaL_newstate();
   if (!L) {
     fprintf(stderr, "runnel: cannot create a Lua state\n");

@@ -32,3 +32,32 @@ describe("runnel run with stdin, stdout and stderr closed", function()
     end)
   end
 end)
+
+describe("runnel commands whose stdout cannot be written", function()
+  local dir
+  before_each(function()
+    dir = H.tmpdir()
+    H.write(dir .. "/mk.lua", 'local runnel = require "runnel"\n'
+      .. ('local p = runnel.open(%q)\n'):format(dir .. "/st")
+      .. 'local t = p:table("t", { {"id","int"}, {"name","string"}, key = "id" })\n'
+      .. 'p:begin() for i = 1, 3 do t:insert{ id = i, name = "n" .. i } end p:commit() p:close()\n')
+    assert.equal(0, select(3, H.sh(("%s run '%s/mk.lua'"):format(bin, dir))))
+  end)
+  after_each(H.cleanup)
+
+  for _, c in ipairs{ "query ST t", "query ST t --format ndjson", "inspect ST", "verify ST", "help", "version",
+                      "run PRINT" } do
+    it(("(runnel %s) exits 1 naming stdout when it is full, and when it is closed"):format(c), function()
+      H.write(dir .. "/print.lua", 'print("row")\n')
+      local cmd = ("%s %s"):format(bin, c:gsub("ST", "'" .. dir .. "/st'"):gsub("PRINT", "'" .. dir .. "/print.lua'"))
+      -- before: exit 0, and what was asked for lost (a query > file on a full disk was a truncated file)
+      local out, err, code = H.sh("{ " .. cmd .. " >/dev/full; }")
+      assert.equal("", out)
+      assert.equal(1, code)
+      assert.equal("runnel: writing standard output: No space left on device\n", err)
+      out, err, code = H.sh("{ " .. cmd .. " >&-; }")
+      assert.equal(1, code)
+      assert.equal("runnel: writing standard output: Bad file descriptor\n", err)
+    end)
+  end
+end)

@@ -247,6 +247,7 @@ int rn_envs_readers(const char *dir)
  * address space allows (mmap refuses with ENOMEM, or EINVAL under valgrind). */
 static int open_env(const char *dir, unsigned flags, const size_t *maps, size_t n, MDB_env **env, rn_err *e)
 {
+  rn_store_keep_std_fds(); /* else lock.mdb may become stdout */
   if (rn_store_check_file(dir, false, e)) return e->code; /* mapping a truncated file dies of SIGBUS */
   int rc = EINVAL; /* enters the loop; it goes on only while the map was refused */
   for (size_t i = 0; i < n && (rc == ENOMEM || rc == EINVAL); i++) {

@@ -5,7 +5,8 @@
  * change asks it for one key:
  *
  *   in the cache and fetched less than ttl seconds ago (by the pipeline's
- *   clock; the age counts from the fetch, not the last use)  -> a hit;
+ *   clock; the age counts from the fetch, not the last use; a clock now
+ *   before the fetch makes it stale)  -> a hit;
  *   otherwise the source is asked (a miss) and the answer cached — "no
  *   row" too when missing = true. Without a cache every lookup asks.
  *
@@ -241,7 +242,9 @@ static int lookup_get(rn_lookup *lk, rn_rel *rel, const char *key, size_t klen, 
     return p->err.code;
   }
   centry *c = lk->o.cached ? find(lk, key, klen, h) : NULL;
-  if (c && t - c->fetched < lk->o.ttl) { /* fresh: a hit, and now the most recent */
+  /* fresh: a hit, and now the most recent. A clock set back before the fetch gives no age: asked again
+   * (else the answer would be served for as long as the clock went back, plus ttl) */
+  if (c && t >= c->fetched && t - c->fetched < lk->o.ttl) {
     lk->st.hits++;
     unlink_lru(lk, c);
     push_front(lk, c);

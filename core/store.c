@@ -321,6 +321,15 @@ static int map_size_refused(rn_err *e, int rc, size_t mapsize)
   return code;
 }
 
+void rn_store_keep_std_fds(void)
+{
+  for (int fd = 0; fd <= 2; fd++) {
+    if (fcntl(fd, F_GETFD) != -1 || errno != EBADF) continue;
+    int got = open("/dev/null", fd == 0 ? O_WRONLY : O_RDONLY);
+    if (got >= 0 && got != fd) close(got); /* another thread took fd meanwhile: that one is its own */
+  }
+}
+
 /* mdb_env_open on s->path. A new state's first open that fails before
  * LMDB wrote its meta pages leaves no empty data.mdb behind:
  * rn_store_check_file calls one damaged. */
@@ -341,6 +350,7 @@ int rn_store_open(rn_store *s, const char *path, bool nosync, bool writemap, siz
   memset(s, 0, sizeof *s);
   s->lock_fd = -1;
   s->pid = rn_envs_self();
+  rn_store_keep_std_fds(); /* before writer.lock, lock.mdb and data.mdb are opened */
   if (mapsize > RN_MAP_MAX) /* before anything is made: a size LMDB's rounding and the doubling would overflow */
     return rn_err_set(e, RN_EINVAL, "open: map_size %zu is too large: at most %zu bytes (0: 64 MiB; the map grows "
                       "by itself)", mapsize, RN_MAP_MAX);

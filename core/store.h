@@ -232,6 +232,13 @@ typedef struct rn_store {
   bool unmapped;           /* a growth left LMDB without a map: unusable but closable (rn_store_forked) */
 } rn_store;
 
+/* Puts /dev/null on whichever of descriptors 0, 1 and 2 is closed (stdin
+ * write-only, stdout and stderr read-only: reads and writes through them
+ * still fail, as on a closed one). Else a state's files opened next take
+ * them, and a print or an error message is written into writer.lock,
+ * lock.mdb or data.mdb (SQLite guards its files the same way). Called
+ * before every open of a state; no errors. */
+void rn_store_keep_std_fds(void);
 /* mapsize 0: the default initial map (64 MiB), and never less than 1 MiB;
  * the map grows by doubling. Takes the state's writer lock first: a second
  * writer, in this process or another, gets RN_EMISUSE ("state st is open for

@@ -717,6 +717,19 @@ static int inspect(const char *path)
   return 0;
 }
 
+/* stdout could not take all that was written to it (a full disk, a closed
+ * descriptor, EPIPE with SIGPIPE ignored): says so, as a query's rows or a
+ * script's output were lost. */
+static bool stdout_failed(void)
+{
+  errno = 0;
+  if (fflush(stdout) == 0 && !ferror(stdout)) return false;
+  /* a write that failed earlier (print flushes each line) left no errno: an empty write asks again, writing nothing */
+  if (!errno && write(STDOUT_FILENO, "", 0) == 0) errno = 0;
+  fprintf(stderr, "runnel: writing standard output: %s\n", errno ? strerror(errno) : "write error");
+  return true;
+}
+
 /* runnel verify: the walk runs in a child, so that a damaged B-tree that
  * sends LMDB astray (SIGSEGV, SIGBUS) is reported instead of killing us.
  * Exit 0: whole; 1: damaged or unreadable. */
@@ -730,8 +743,7 @@ static int verify(const char *path)
   }
   if (child == 0) {
     int rc = rn_verify(path, stdout);
-    fflush(stdout);
-    _exit(rc == 0 ? 0 : 1);
+    _exit(stdout_failed() || rc != 0 ? 1 : 0);
   }
   int status;
   while (waitpid(child, &status, 0) < 0)
@@ -910,6 +922,7 @@ static int command(lua_State *L, int argc, char **argv)
 
 int main(int argc, char **argv)
 {
+  rn_store_keep_std_fds(); /* a closed stdout must not become the first state file opened */
   lua_State *L = luaL_newstate();
   if (!L) {
     fprintf(stderr, "runnel: cannot create a Lua state\n");
@@ -923,5 +936,6 @@ int main(int argc, char **argv)
     rc = 2;
   }
   lua_close(L);
+  if (stdout_failed() && rc == 0) rc = 1;
   return rc;
 }

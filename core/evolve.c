@@ -131,7 +131,7 @@ static int match_column(rn_pipeline *p, const rn_rel *r, const desc *d, const rn
 {
   *renamed = false;
   int slot = stored_slot(d, c->name, c->name_len);
-  if (slot >= 0) return renamed_away(p, r, d, c->name) ? -1 : slot; /* {"town", was = "city"}, {"city"}: new */
+  if (slot >= 0 && !renamed_away(p, r, d, c->name)) return slot; /* else {"town", was = "city"}, {"city"}: new */
   for (int i = 0; i < p->nrenames; i++) {
     const rn_rename *rn = &p->renames[i];
     if (strcmp(rn->rel, r->name) != 0 || strcmp(rn->to, c->name) != 0) continue;
@@ -243,11 +243,48 @@ static void columns_text(const desc *d, char *buf, size_t len)
   }
 }
 
+/* The pending rename of r's from `from` to a declared column, or NULL. */
+static const rn_rename *rename_from(const rn_pipeline *p, const rn_rel *r, const char *from)
+{
+  for (int i = 0; i < p->nrenames; i++) {
+    const rn_rename *rn = &p->renames[i];
+    if (strcmp(rn->rel, r->name) == 0 && strcmp(rn->from, from) == 0 && strcmp(rn->to, from) != 0 &&
+        rn_schema_slot(r->schema, rn->to, strlen(rn->to)) >= 0)
+      return rn;
+  }
+  return NULL;
+}
+
+/* Renames of r's that come back to where they start (a was b, b was a: a
+ * swap) are refused: the state holds every name of the cycle before the
+ * renames and after them, so a cycle applied could not be told from one
+ * applied before, and the next open would apply it again. */
+static int check_rename_cycles(rn_pipeline *p, const rn_rel *r)
+{
+  for (int i = 0; i < p->nrenames; i++) {
+    const rn_rename *first = &p->renames[i], *rn = first;
+    if (strcmp(first->rel, r->name) != 0) continue;
+    char names[1024];
+    size_t off = (size_t)snprintf(names, sizeof names, "\"%s\"", first->from);
+    for (int steps = 0; steps < p->nrenames && (rn = rename_from(p, r, rn->to)); steps++) {
+      if (rn == first)
+        return rn_err_set(&p->err, RN_ESCHEMA,
+                          "relation \"%s\": columns %s are renamed in a cycle (was): the state holds those names "
+                          "before the renames and after, so they cannot be told apart from renames applied "
+                          "before; rename through a name the state does not hold, one open each", r->name, names);
+      if (off < sizeof names) off += (size_t)snprintf(names + off, sizeof names - off, " and \"%s\"", rn->from);
+    }
+  }
+  return 0;
+}
+
 /* A pending rename of r's to a declared column must name a stored one,
  * unless the state holds the new name already (applied before): applied
  * as a new column, it dropped the stored one's values. */
 static int check_renames(rn_pipeline *p, const rn_rel *r, const desc *old)
 {
+  int rc = check_rename_cycles(p, r);
+  if (rc) return rc;
   for (int i = 0; i < p->nrenames; i++) {
     const rn_rename *rn = &p->renames[i];
     if (strcmp(rn->rel, r->name) != 0 || rn_schema_slot(r->schema, rn->to, strlen(rn->to)) < 0 ||
@@ -774,7 +811,8 @@ static int opened(rn_pipeline *p, rn_rel *r, bool created, bool *stale);
 
 int rn_evolve_opened(rn_pipeline *p, rn_rel *r, MDB_txn *txn, bool created, bool *stale)
 {
-  int rc = opened(p, r, created, stale);
+  int rc = r->kind == RN_REL_TABLE ? check_rename_cycles(p, r) : 0; /* also where nothing else changed */
+  if (!rc) rc = opened(p, r, created, stale);
   return rc || !r->evolved ? rc : stamp_changed(p, r, txn);
 }
 

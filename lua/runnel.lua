@@ -85,6 +85,9 @@ local function column_specs(where, decl, nested)
         return nil, ('%s: column "%s": unknown option %s'):format(where, name, tostring(k))
       end
     end
+    if c.null ~= nil and type(c.null) ~= "boolean" then -- null = 1 would be a not-null column without a word
+      return nil, ('%s: column "%s": null must be a boolean, got %s'):format(where, name, given(c.null))
+    end
     local spec = { name = name, null = c.null == true }
     if type(ty) == "table" then
       local fields, err = column_specs(('%s: column "%s"'):format(where, name), ty, true)
@@ -877,6 +880,11 @@ function runnel.open(opts)
       if not OPEN_FIELDS[k] then raise(("open: unknown option %s (path, sync, clock, map_size, writemap, carry, notes, write_back, max_readers)"):format(tostring(k))) end
     end
     path, sync, clock, map_size, writemap = opts.path, opts.sync, opts.clock, opts.map_size, opts.writemap == true
+    for _, k in ipairs{ "sync", "writemap" } do -- sync = "false" would be taken as true, writemap = 1 as false
+      if opts[k] ~= nil and type(opts[k]) ~= "boolean" then
+        raise(("open: %s must be a boolean, got %s"):format(k, given(opts[k])))
+      end
+    end
     groups, changes, seconds, page_share = carry_bounds(opts.carry)
     notes = opts.notes
     if notes ~= nil and notes ~= false and type(notes) ~= "function" then

@@ -1,0 +1,40 @@
+-- Options given a value of the wrong type (round 22): Lua takes any value
+-- as a condition, so a boolean option given "false" or 1 was taken as
+-- another setting without a word. Each is refused naming the option.
+local runnel = require "runnel"
+local H = require "helper"
+
+describe("a boolean option given another type", function()
+  after_each(H.cleanup)
+
+  local function refused(f)
+    local ok, err = pcall(f)
+    assert.is_false(ok)
+    return tostring(err)
+  end
+
+  -- Regression: sync = "false" opened a synced state (a string is true),
+  -- writemap = 1 one without writemap.
+  it("open's sync and writemap are refused, with the script's line", function()
+    local dir = H.tmpdir()
+    local err = refused(function() runnel.open{ path = dir, sync = "false" } end)
+    assert.matches('options_edges22_spec.lua:%d+: open: sync must be a boolean, got string "false"', err)
+    err = refused(function() runnel.open{ path = dir, writemap = 1 } end)
+    assert.matches("open: writemap must be a boolean, got 1", err, 1, true)
+    local p = runnel.open{ path = dir, sync = false, writemap = false } -- booleans are taken
+    p:close()
+  end)
+
+  -- Regression: { "x", "int", null = "yes" } declared a not-null column.
+  it("a column's null is refused naming relation and column, nested ones too", function()
+    local p = runnel.open()
+    local err = refused(function() p:table("t", { {"id","int"}, {"x","int", null = "yes"}, key = "id" }) end)
+    assert.matches('options_edges22_spec.lua:%d+: t: column "x": null must be a boolean, got string "yes"', err)
+    err = refused(function() p:table("t", { {"id","int"}, {"s", { {"y","int", null = 1} } }, key = "id" }) end)
+    assert.matches('t: column "s": column "y": null must be a boolean, got 1', err, 1, true)
+    local t = p:table("t", { {"id","int"}, {"x","int", null = true}, key = "id" })
+    t:insert{ id = 1 }
+    assert.same({ id = 1 }, t:get(1))
+    p:close()
+  end)
+end)

@@ -830,6 +830,9 @@ function Relation:sink(s, opts)
         raise(("sink: unknown field %s (insert, update, delete, commit, rollback, consolidate, durable, name)")
               :format(tostring(k)))
       end
+      if k == "consolidate" and type(v) ~= "boolean" then -- consolidate = 0 was true
+        raise("sink: consolidate must be a boolean, got " .. given(v))
+      end
       if k ~= "consolidate" and k ~= "durable" and k ~= "name" and type(v) ~= "function" then
         raise(("sink: %s must be a function, got %s"):format(k, type(v)))
       end
@@ -1040,6 +1043,9 @@ function Pipeline:lookup(name, decl)
     end
     if ttl ~= nil and not (type(ttl) == "number" and ttl > 0) then
       raise(("%s: cache: ttl must be a number of seconds > 0, got %s"):format(name, tostring(ttl)))
+    end
+    if cache.missing ~= nil and type(cache.missing) ~= "boolean" then -- missing = 0 was true
+      raise(("%s: cache: missing must be a boolean, got %s"):format(name, given(cache.missing)))
     end
   end
   local rel

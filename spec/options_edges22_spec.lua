@@ -37,4 +37,23 @@ describe("a boolean option given another type", function()
     assert.same({ id = 1 }, t:get(1))
     p:close()
   end)
+
+  -- Regression: cache = { missing = 0 } cached "no row" (0 is true in Lua),
+  -- a sink's consolidate = "no" consolidated.
+  it("a lookup cache's missing and a sink's consolidate are refused", function()
+    local p = runnel.open()
+    local err = refused(function()
+      p:lookup("prices", { {"sku","string"}, {"price","float"}, key = "sku",
+                           source = function() return nil end, cache = { missing = 0 } })
+    end)
+    assert.matches('options_edges22_spec.lua:%d+: prices: cache: missing must be a boolean, got 0', err)
+    local t = p:table("t", { {"id","int"}, key = "id" })
+    err = refused(function() t:sink{ insert = function() end, consolidate = "no" } end)
+    assert.matches('options_edges22_spec.lua:%d+: sink: consolidate must be a boolean, got string "no"', err)
+    local got = 0
+    t:sink{ insert = function() got = got + 1 end, consolidate = false }
+    t:insert{ id = 1 }
+    assert.equal(1, got)
+    p:close()
+  end)
 end)

@@ -1079,6 +1079,9 @@ function Pipeline:run(source, opts)
   if opts.rejects ~= nil and type(opts.rejects) ~= "string" and io.type(opts.rejects) ~= "file" then
     raise("run: rejects must be a path or an open file")
   end
+  if opts.progress ~= nil and type(opts.progress) ~= "boolean" then -- progress = "no" was true
+    raise("run: progress must be a boolean, got " .. given(opts.progress))
+  end
   local max = opts.max_rejects
   if max ~= nil and (math.type(max) ~= "integer" or max < 1) then raise("run: max_rejects must be a positive integer") end
   -- as the CLI's usage: without skip nothing is rejected, and a rejects

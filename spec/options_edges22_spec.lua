@@ -56,4 +56,16 @@ describe("a boolean option given another type", function()
     assert.equal(1, got)
     p:close()
   end)
+
+  -- Regression: p:run's progress = "no" kept the progress line.
+  it("p:run's progress is refused", function()
+    local p = runnel.open()
+    p:table("t", { {"id","int"}, key = "id" })
+    local file = H.tmpdir() .. "/in.ndjson"
+    H.write(file, '{"rel":"t","op":"insert","row":{"id":1}}\n')
+    local err = refused(function() p:run(runnel.ndjson_source(file), { progress = "no" }) end)
+    assert.matches('options_edges22_spec.lua:%d+: run: progress must be a boolean, got string "no"', err)
+    assert.equal(1, p:run(runnel.ndjson_source(file), { progress = false }).applied)
+    p:close()
+  end)
 end)

@@ -10,6 +10,7 @@
 #include "key.h"
 #include "lbind.h"
 #include "lookup.h"
+#include "ndjson.h"
 #include "row.h"
 #include "sqlite.h"
 #include "store_sink.h"
@@ -356,8 +357,34 @@ static void check_key_names(lua_State *L, int at, const lattached *la, const rn_
   }
 }
 
-/* att:get(key) -> row | nil, in one read transaction */
-static int l_attached_get(lua_State *L)
+/* Pushes a stored row as NDJSON sinks write it (runnel query --format
+ * ndjson and csv print the same): { line = "{…}", text of column 1, … },
+ * each column's text its JSON value (bytes in base64, maps as objects). */
+static void push_json(lua_State *L, const rn_schema *s, const char *row, size_t len, msgpack_zone *z)
+{
+  msgpack_sbuffer b;
+  msgpack_sbuffer_init(&b);
+  const msgpack_object *v = rn_row_unpack(row, len, s->ncols, z);
+  lua_createtable(L, s->ncols, 1);
+  for (int i = 0; v && i < s->ncols; i++) {
+    b.size = 0;
+    rn_json_value(&b, &v[i], &s->cols[i]);
+    lua_pushlstring(L, b.data ? b.data : "", b.size);
+    lua_rawseti(L, -2, i + 1);
+  }
+  b.size = 0;
+  if (v && rn_ndjson_line(s, row, len, false, NULL, NULL, NULL, NULL, z, &b) == 0 && b.size)
+    lua_pushlstring(L, b.data, b.size - 1); /* without its newline */
+  else
+    lua_pushnil(L);
+  lua_setfield(L, -2, "line");
+  msgpack_sbuffer_destroy(&b);
+  if (rn_oom()) luaL_error(L, "out of memory");
+}
+
+/* att:get(key) -> row | nil, in one read transaction; with json, the row's
+ * JSON (push_json) too: att:_get_json(key) -> row, json | nil */
+static int attached_get(lua_State *L, bool json)
 {
   lattached *la = read_attached(L);
   const rn_schema *s = rn_attach_schema(la->a);
@@ -421,6 +448,7 @@ static int l_attached_get(lua_State *L)
   }
   if (!found) {
     lua_pushnil(L);
+    if (json) lua_pushnil(L);
   } else {
     s = rn_attach_schema(la->a); /* the read may have opened the attach again, freeing s (store_sink.c, reopen) */
     const msgpack_object *v = rn_row_unpack(row.data, row.size, s->ncols, &la->zone);
@@ -430,13 +458,17 @@ static int l_attached_get(lua_State *L)
       rn_lua_pushvalue(L, &v[i], &s->cols[i]);
       lua_setfield(L, -2, s->cols[i].name);
     }
+    if (json) push_json(L, s, row.data, row.size, &la->zone);
   }
   msgpack_sbuffer_destroy(&row);
   msgpack_zone_clear(&la->zone);
-  return 1;
+  return json ? 2 : 1;
 }
 
-typedef struct rows_ctx { lua_State *L; lattached *la; int n; } rows_ctx;
+static int l_attached_get(lua_State *L) { return attached_get(L, false); }
+static int l_attached_get_json(lua_State *L) { return attached_get(L, true); }
+
+typedef struct rows_ctx { lua_State *L; lattached *la; int n; bool json; } rows_ctx;
 
 /* Appends the row to the list on top of the stack. */
 static int push_row(void *ctx, const char *row, size_t len)
@@ -451,6 +483,10 @@ static int push_row(void *ctx, const char *row, size_t len)
     lua_setfield(r->L, -2, s->cols[i].name);
   }
   lua_rawseti(r->L, -2, ++r->n);
+  if (r->json) { /* the JSON list is above the rows */
+    push_json(r->L, s, row, len, &r->la->zone);
+    lua_rawseti(r->L, -3, r->n);
+  }
   msgpack_zone_clear(&r->la->zone);
   return 0;
 }
@@ -461,6 +497,15 @@ static int push_one(void *ctx, uint64_t id, const char *row, size_t len)
   rows_ctx *r = ctx;
   lua_pushinteger(r->L, (lua_Integer)id);
   lua_rawseti(r->L, -3, r->n + 1); /* the ids, below the rows */
+  return push_row(ctx, row, len);
+}
+
+/* As push_one with the JSON list between the ids and the rows. */
+static int json_one(void *ctx, uint64_t id, const char *row, size_t len)
+{
+  rows_ctx *r = ctx;
+  lua_pushinteger(r->L, (lua_Integer)id);
+  lua_rawseti(r->L, -4, r->n + 1);
   return push_row(ctx, row, len);
 }
 
@@ -485,7 +530,7 @@ static int rows_next(lua_State *L)
 static int l_attached_rows(lua_State *L)
 {
   lattached *la = read_attached(L);
-  rows_ctx r = { L, la, 0 };
+  rows_ctx r = { L, la, 0, false };
   rn_err e = { .code = RN_OK };
   lua_newtable(L); /* the ids */
   lua_newtable(L); /* the rows */
@@ -498,6 +543,23 @@ static int l_attached_rows(lua_State *L)
   lua_setfield(L, -2, "__call");
   lua_setmetatable(L, -2);
   return 1;
+}
+
+/* att:_rows_json() -> rows, ids, json: att:rows()'s rows and ids as
+ * plain lists, and each row's JSON (push_json), from one read transaction
+ * (runnel query --format ndjson|csv). */
+static int l_attached_rows_json(lua_State *L)
+{
+  lattached *la = read_attached(L);
+  rows_ctx r = { L, la, 0, true };
+  rn_err e = { .code = RN_OK };
+  lua_newtable(L); /* the ids */
+  lua_newtable(L); /* the JSON */
+  lua_newtable(L); /* the rows */
+  luaL_checkstack(L, 8, "rows");
+  if (rn_attach_each(la->a, json_one, &r, &e)) return rn_lua_error_as_is(L, e.msg);
+  lua_rotate(L, -3, 1); /* rows, ids, json */
+  return 3;
 }
 
 static int count_one(void *ctx, uint64_t id, const char *row, size_t len)
@@ -581,7 +643,7 @@ static uint64_t attached_walk(lua_State *L, lattached *la, rn_index_walk *w, boo
   rn_index_bound from, to;
   attached_bound(L, la, 2, from_vals, &from);
   if (!rank) attached_bound(L, la, 3, to_vals, &to);
-  rows_ctx r = { L, la, 0 };
+  rows_ctx r = { L, la, 0, false };
   if (collect) {
     lua_newtable(L);
     luaL_checkstack(L, 8, "range");
@@ -700,6 +762,7 @@ void rn_lua_lookup_open(lua_State *L, int methods, int module)
                                            { NULL, NULL } };
   static const luaL_Reg attached_methods[] = {
     { "get", l_attached_get }, { "_source", l_attached_source }, { "rows", l_attached_rows },
+    { "_get_json", l_attached_get_json }, { "_rows_json", l_attached_rows_json },
     { "count", l_attached_count }, { "columns", l_attached_columns }, { "close", l_attached_close_method },
     { "range", l_attached_range }, { "rank", l_attached_rank }, /* an index */
     { NULL, NULL }

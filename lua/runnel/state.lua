@@ -21,50 +21,19 @@ end
 
 -- ---- values as text ----
 
-local function json(v)
-  local t = type(v)
-  if v == nil or v == runnel.null then return "null" end
-  if t == "boolean" then return tostring(v) end
-  if t == "number" then
-    if math.type(v) == "integer" then return tostring(v) end
-    if v ~= v or v == math.huge or v == -math.huge then return "null" end
-    local s = ("%.17g"):format(v)
-    for prec = 1, 17 do
-      local short = ("%." .. prec .. "g"):format(v)
-      if tonumber(short) == v then s = short break end
-    end
-    return s:find("[.eEn]") and s or s .. ".0"
-  end
-  if t == "string" then
-    return '"' .. v:gsub('[%c"\\]', function(c)
-      local named = { ['"'] = '\\"', ["\\"] = "\\\\", ["\n"] = "\\n", ["\r"] = "\\r", ["\t"] = "\\t" }
-      return named[c] or ("\\u%04x"):format(c:byte())
-    end) .. '"'
-  end
-  if t == "table" then
-    local n, parts = #v, {}
-    local is_list = next(v) == nil or n > 0
-    if is_list then
-      for i = 1, n do parts[i] = json(v[i]) end
-      return "[" .. table.concat(parts, ",") .. "]"
-    end
-    local keys = {}
-    for k in pairs(v) do keys[#keys + 1] = tostring(k) end
-    table.sort(keys)
-    for i, k in ipairs(keys) do parts[i] = json(k) .. ":" .. json(v[k]) end
-    return "{" .. table.concat(parts, ",") .. "}"
-  end
-  return json(tostring(v))
-end
-
 local function csv(s)
   if s:find('[,"\r\n]') then return '"' .. s:gsub('"', '""') .. '"' end
   return s
 end
 
-local function cell(v)
+-- A value as a grid or CSV cell shows it. text: its JSON as NDJSON sinks
+-- write it (attached:_rows_json), which a Lua table cannot tell (a map
+-- from a list, an empty one from the other); bytes, and a string that is
+-- not UTF-8 (held as bytes), as their base64.
+local function cell(v, text, col)
   if v == nil then return "" end
-  if type(v) == "table" then return json(v) end
+  if type(v) == "table" then return text end
+  if type(v) == "string" and (col.type == "bytes" or not utf8.len(v)) then return (text:gsub('^"(.*)"$', "%1")) end
   return runnel.format_value(v)
 end
 
@@ -151,22 +120,23 @@ local function rows_of_keys(att, cols, keys, limit)
     local key, err = key_of(text, key_cols)
     if not key then return nil, err end
     if #keys == 1 then
-      local row = att:get(key)
-      return { row and (limit ~= 0) and { row } or nil }, row ~= nil and limit == 0
+      local row, text = att:_get_json(key)
+      return { row and (limit ~= 0) and { row, nil, text } or nil }, row ~= nil and limit == 0
     end
     att:get(key)
     wanted[i] = key
   end
   local found = {}
-  for row in att:rows() do
+  local rows, _, texts = att:_rows_json()
+  for r, row in ipairs(rows) do
     for i, key in ipairs(wanted) do
-      if not found[i] and has_key(row, key) then found[i] = row end
+      if not found[i] and has_key(row, key) then found[i] = { row, nil, texts[r] } end
     end
   end
   local picked, more = {}, false
   for i = 1, #keys do
     if found[i] then
-      if limit and #picked >= limit then more = true else picked[#picked + 1] = { found[i] } end
+      if limit and #picked >= limit then more = true else picked[#picked + 1] = found[i] end
     end
   end
   return picked, more
@@ -178,9 +148,10 @@ end
 local function selected(att, cols, keys, limit)
   if #keys > 0 then return rows_of_keys(att, cols, keys, limit) end
   local picked = {}
-  for row, id in att:rows() do
+  local rows, ids, texts = att:_rows_json() -- { row, id, its JSON }
+  for i, row in ipairs(rows) do
     if limit and #picked >= limit then return picked, true end
-    picked[#picked + 1] = { row, id }
+    picked[#picked + 1] = { row, ids[i], texts[i] }
   end
   return picked, false
 end
@@ -195,18 +166,14 @@ local function print_rows(o, cols, picked, more)
   local names = {}
   for i, c in ipairs(cols) do names[i] = c.name end
   if o.format == "ndjson" then
-    for _, p in ipairs(picked) do
-      local parts = {}
-      for i, n in ipairs(names) do parts[i] = json(n) .. ":" .. json(p[1][n]) end
-      io.stdout:write("{", table.concat(parts, ","), "}\n")
-    end
+    for _, p in ipairs(picked) do io.stdout:write(p[3].line, "\n") end
   elseif o.format == "csv" then
     local head = {}
     for i, n in ipairs(names) do head[i] = csv(n) end
     io.stdout:write(table.concat(head, ","), "\n")
     for _, p in ipairs(picked) do
       local cells = {}
-      for i, n in ipairs(names) do cells[i] = csv(cell(p[1][n])) end
+      for i, n in ipairs(names) do cells[i] = csv(cell(p[1][n], p[3][i], cols[i])) end
       io.stdout:write(table.concat(cells, ","), "\n")
     end
   else
@@ -214,7 +181,7 @@ local function print_rows(o, cols, picked, more)
     for i, c in ipairs(cols) do right[i] = c.type == "int" or c.type == "float" end
     for r, p in ipairs(picked) do
       local cells = {}
-      for i, n in ipairs(names) do cells[i] = cell(p[1][n]) end
+      for i, n in ipairs(names) do cells[i] = cell(p[1][n], p[3][i], cols[i]) end
       rows[r] = cells
     end
     io.stdout:write(runnel.grid(names, rows, right), "\n", count_line(#picked, more), "\n")

@@ -468,7 +468,15 @@ static int attached_get(lua_State *L, bool json)
 static int l_attached_get(lua_State *L) { return attached_get(L, false); }
 static int l_attached_get_json(lua_State *L) { return attached_get(L, true); }
 
-typedef struct rows_ctx { lua_State *L; lattached *la; int n; bool json; } rows_ctx;
+typedef struct rows_ctx {
+  lua_State *L;
+  lattached *la;
+  int n;
+  bool json;              /* also each row's JSON (push_json) */
+  lua_Integer max;        /* stop after this many rows (json_one); < 0: all */
+} rows_ctx;
+
+enum { ENOUGH = 1 };      /* json_one's stop: not an error */
 
 /* Appends the row to the list on top of the stack. */
 static int push_row(void *ctx, const char *row, size_t len)
@@ -500,10 +508,12 @@ static int push_one(void *ctx, uint64_t id, const char *row, size_t len)
   return push_row(ctx, row, len);
 }
 
-/* As push_one with the JSON list between the ids and the rows. */
+/* As push_one with the JSON list between the ids and the rows; stops
+ * (ENOUGH) once it has r->max rows. */
 static int json_one(void *ctx, uint64_t id, const char *row, size_t len)
 {
   rows_ctx *r = ctx;
+  if (r->max >= 0 && r->n >= r->max) return ENOUGH;
   lua_pushinteger(r->L, (lua_Integer)id);
   lua_rawseti(r->L, -4, r->n + 1);
   return push_row(ctx, row, len);
@@ -530,7 +540,7 @@ static int rows_next(lua_State *L)
 static int l_attached_rows(lua_State *L)
 {
   lattached *la = read_attached(L);
-  rows_ctx r = { L, la, 0, false };
+  rows_ctx r = { L, la, 0, false, -1 };
   rn_err e = { .code = RN_OK };
   lua_newtable(L); /* the ids */
   lua_newtable(L); /* the rows */
@@ -545,19 +555,21 @@ static int l_attached_rows(lua_State *L)
   return 1;
 }
 
-/* att:_rows_json() -> rows, ids, json: att:rows()'s rows and ids as
- * plain lists, and each row's JSON (push_json), from one read transaction
- * (runnel query --format ndjson|csv). */
+/* att:_rows_json([max]) -> rows, ids, json: att:rows()'s rows and ids as
+ * plain lists (the first max only), and each row's JSON (push_json), from
+ * one read transaction (runnel query). */
 static int l_attached_rows_json(lua_State *L)
 {
   lattached *la = read_attached(L);
-  rows_ctx r = { L, la, 0, true };
+  rows_ctx r = { L, la, 0, true, luaL_optinteger(L, 2, -1) };
   rn_err e = { .code = RN_OK };
+  lua_settop(L, 1);
   lua_newtable(L); /* the ids */
   lua_newtable(L); /* the JSON */
   lua_newtable(L); /* the rows */
   luaL_checkstack(L, 8, "rows");
-  if (rn_attach_each(la->a, json_one, &r, &e)) return rn_lua_error_as_is(L, e.msg);
+  int rc = rn_attach_each(la->a, json_one, &r, &e);
+  if (rc && rc != ENOUGH) return rn_lua_error_as_is(L, e.msg);
   lua_rotate(L, -3, 1); /* rows, ids, json */
   return 3;
 }
@@ -643,7 +655,7 @@ static uint64_t attached_walk(lua_State *L, lattached *la, rn_index_walk *w, boo
   rn_index_bound from, to;
   attached_bound(L, la, 2, from_vals, &from);
   if (!rank) attached_bound(L, la, 3, to_vals, &to);
-  rows_ctx r = { L, la, 0, false };
+  rows_ctx r = { L, la, 0, false, -1 };
   if (collect) {
     lua_newtable(L);
     luaL_checkstack(L, 8, "range");

@@ -144,11 +144,12 @@ end
 
 -- The rows to print: all of them (one read transaction), or those of the
 -- keys; and whether --limit left out a row (one read past the limit tells,
--- where counting them all would read the whole relation).
+-- where counting them all would read the whole relation: the walk stops
+-- there).
 local function selected(att, cols, keys, limit)
   if #keys > 0 then return rows_of_keys(att, cols, keys, limit) end
   local picked = {}
-  local rows, ids, texts = att:_rows_json() -- { row, id, its JSON }
+  local rows, ids, texts = att:_rows_json(limit and limit + 1) -- { row, id, its JSON }; one more: whether more exist
   for i, row in ipairs(rows) do
     if limit and #picked >= limit then return picked, true end
     picked[#picked + 1] = { row, ids[i], texts[i] }

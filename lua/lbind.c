@@ -119,9 +119,23 @@ static void not_forked(lua_State *L, lpipe *lp)
   if (rn_store_forked(&lp->p->store, &e)) rn_lua_error(L, "runnel: %s", e.msg);
 }
 
+/* The userdata of metatable tname at idx; a method called with another
+ * self (t.insert{…} for t:insert{…}) is told so, as runnel.lua tells it. */
+static void *check_self(lua_State *L, int idx, const char *tname, const char *what)
+{
+  void *u = luaL_testudata(L, idx, tname);
+  if (u || idx != 1) return u ? u : luaL_checkudata(L, idx, tname);
+  lua_Debug ar;
+  const char *name = lua_getstack(L, 0, &ar) && lua_getinfo(L, "n", &ar) ? ar.name : NULL;
+  if (!name || strcmp(name, "?") == 0) /* called through an expression (t[m]{…}): no name to give */
+    rn_lua_error(L, "expects a %s as self (call its methods as x:method(…)), got %s", what, luaL_typename(L, idx));
+  rn_lua_error(L, "%s: expects a %s as self (call it as x:%s(…)), got %s", name, what, name, luaL_typename(L, idx));
+  return NULL;
+}
+
 lpipe *rn_lua_checkpipe(lua_State *L, int idx)
 {
-  lpipe *lp = luaL_checkudata(L, idx, RN_PIPELINE_MT);
+  lpipe *lp = check_self(L, idx, RN_PIPELINE_MT, "runnel.Pipeline");
   if (!lp->p) rn_lua_error(L, "runnel: the pipeline is closed");
   rn_lua_not_in_finalizer(L);
   not_forked(L, lp);
@@ -217,7 +231,7 @@ void rn_lua_pushrel(lua_State *L, int pidx, rn_rel *rel)
 
 lrel *rn_lua_checkrel(lua_State *L, int idx)
 {
-  lrel *r = luaL_checkudata(L, idx, RN_RELATION_MT);
+  lrel *r = check_self(L, idx, RN_RELATION_MT, "runnel.Relation");
   if (!r->lp->p) rn_lua_error(L, "runnel: the pipeline of this relation is closed");
   rn_lua_not_in_finalizer(L);
   not_forked(L, r->lp);

@@ -238,10 +238,12 @@ local function in_batch(p, method)
   end
 end
 function Pipeline:commit(...)
+  check_pipeline(self, "commit")
   in_batch(self, "commit")
   return core_commit(self, ...)
 end
 function Pipeline:rollback(...)
+  check_pipeline(self, "rollback")
   in_batch(self, "rollback")
   return core_rollback(self, ...)
 end

@@ -23,6 +23,7 @@
 
 #include "evolve.h"
 #include "evolve_reads.h"
+#include "json.h"
 #include "key.h"
 #include "ops.h"
 #include "row.h"
@@ -206,7 +207,7 @@ static int plan_kept(rn_pipeline *p, const rn_rel *r, plan *pl, int slot, dcol o
 static void value_text(const msgpack_object *v, char *buf, size_t len)
 {
   if (v->type != MSGPACK_OBJECT_FLOAT64 && v->type != MSGPACK_OBJECT_FLOAT32) {
-    msgpack_object_print_buffer(buf, len, *v);
+    rn_object_text(buf, len, v);
     return;
   }
   for (int prec = 1; prec <= 17; prec++) {

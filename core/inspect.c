@@ -7,6 +7,7 @@
 #include <sys/stat.h>
 
 #include "envs.h"
+#include "json.h"
 #include "outbox.h"
 #include "pipeline.h"
 #include "row.h"
@@ -47,7 +48,7 @@ static void describe(const msgpack_object *d, char *out, size_t len)
                             is_key ? " key" : "", c[2].via.boolean ? " null" : "");
     if (c[3].type != MSGPACK_OBJECT_NIL && off + 4 < len) {
       off += (size_t)snprintf(out + off, len - off, " = ");
-      int n = msgpack_object_print_buffer(out + off, len - off, c[3]);
+      int n = rn_object_text(out + off, len - off, &c[3]);
       if (n > 0) off += (size_t)n;
     }
   }

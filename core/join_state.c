@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "json.h"
 #include "longkey.h"
 #include "lookup.h"
 #include "wb.h"
@@ -418,7 +419,7 @@ static int result_id_at(rn_join *j, const msgpack_sbuffer *k, MDB_val key, bool 
     char kbuf[128];
     msgpack_object kv[8];
     int n = rn_key_decode(k->data, k->size, kv, 8, zone_of(j));
-    if (n > 0) msgpack_object_print_buffer(kbuf, sizeof kbuf, kv[0]); else strcpy(kbuf, "?");
+    if (n > 0) rn_object_text(kbuf, sizeof kbuf, &kv[0]); else strcpy(kbuf, "?");
     return rn_err_set(err_of(j), RN_EINVAL,
                       "%s: the selector gave result key %s to two left rows (ids %llu and %llu)",
                       j->out->name, kbuf, (unsigned long long)val[1], (unsigned long long)owner);

@@ -287,3 +287,11 @@ bool rn_json_overflow_at(const char *text, size_t len, size_t *start, size_t *n)
   *n = end - at;
   return true;
 }
+
+int rn_object_text(char *buf, size_t cap, const msgpack_object *v)
+{
+  if (!cap) return 0;
+  memset(buf, 0, cap); /* whatever msgpack-c leaves unended ends at the first byte it did not write */
+  if (cap > 1) msgpack_object_print_buffer(buf, cap - 1, *v);
+  return (int)strlen(buf);
+}

@@ -46,4 +46,9 @@ int rn_json_keys_clash(const msgpack_object_kv *kv, uint32_t n, uint32_t *x, uin
  * returns buf. */
 const char *rn_json_quote(char *buf, size_t cap, const char *s, size_t len);
 
+/* msgpack_object_print_buffer(buf, cap, *v), always ended by NUL within
+ * cap: msgpack-c leaves a buffer that a string's printable bytes fill
+ * unended, and a message made of it read past it. The length written. */
+int rn_object_text(char *buf, size_t cap, const msgpack_object *v);
+
 #endif

@@ -275,7 +275,7 @@ static int duplicate_key(rn_err *e, const char *rel, const path *p, const msgpac
   char name[128], at[512];
   if (k->type == MSGPACK_OBJECT_STR || k->type == MSGPACK_OBJECT_BIN)
     rn_json_quote(name, sizeof name, k->via.str.ptr, k->via.str.size);
-  else msgpack_object_print_buffer(name, sizeof name, *k);
+  else rn_object_text(name, sizeof name, k);
   where(p, at, sizeof at);
   return rn_err_set(e, RN_EINVAL, "%s: %s: duplicate key %s", rel, at, name);
 }
@@ -289,7 +289,7 @@ static int json_clash(rn_err *e, const char *rel, const path *p, const msgpack_o
   for (int i = 0; i < 2; i++) {
     if (k[i]->type == MSGPACK_OBJECT_STR || k[i]->type == MSGPACK_OBJECT_BIN)
       rn_json_quote(out[i], sizeof x, k[i]->via.str.ptr, k[i]->via.str.size);
-    else msgpack_object_print_buffer(out[i], sizeof x, *k[i]);
+    else rn_object_text(out[i], sizeof x, k[i]);
   }
   where(p, at, sizeof at);
   return rn_err_set(e, RN_EINVAL, "%s: %s: map keys %s and %s are one key in JSON, where keys are text (NDJSON and "
@@ -377,7 +377,7 @@ static int normalize_struct(const rn_schema *s, msgpack_object *v, msgpack_zone 
       if (slot < 0 || twice) { /* twice: last-wins would drop a value silently */
         char name[128];
         if (k->type == MSGPACK_OBJECT_STR) rn_json_quote(name, sizeof name, k->via.str.ptr, k->via.str.size);
-        else msgpack_object_print_buffer(name, sizeof name, *k);
+        else rn_object_text(name, sizeof name, k);
         char at[512];
         where(p, at, sizeof at);
         return rn_err_set(e, RN_EINVAL, "%s: %s: %s field %s", rel, at, twice ? "duplicate" : "unknown", name);
@@ -665,7 +665,7 @@ static int print_key_value(char *buf, size_t len, const msgpack_object *v, bool 
   case MSGPACK_OBJECT_POSITIVE_INTEGER: return snprintf(buf, len, "%" PRIu64, v->via.u64);
   case MSGPACK_OBJECT_NEGATIVE_INTEGER: return snprintf(buf, len, "%" PRId64, v->via.i64);
   case MSGPACK_OBJECT_BOOLEAN: return snprintf(buf, len, "%s", v->via.boolean ? "true" : "false");
-  default: return msgpack_object_print_buffer(buf, len, *v);
+  default: return rn_object_text(buf, len, v);
   }
 }
 

@@ -127,6 +127,41 @@ static void test_struct_and_map_keys_given_twice(void)
   rn_schema_free(s);
 }
 
+/* Regression (make fuzz, fuzz_row): a field key that is no string and
+ * prints longer than the message's room (bytes, here) left msgpack-c's
+ * print buffer unended, and the message read past it (ASan: a
+ * stack-buffer-overflow in rn_err_set). The key is cut where the room
+ * ends. */
+static void test_long_key_that_is_no_string(void)
+{
+  rn_err e = { .code = RN_OK };
+  rn_schema *pos = rn_schema_new();
+  rn_schema_add(pos, "x", 1, RN_T_INT, true, NULL, &e);
+  rn_schema *s = rn_schema_new();
+  rn_schema_add(s, "pos", 3, RN_T_STRUCT, true, pos, &e);
+  msgpack_zone z;
+  msgpack_zone_init(&z, 1024);
+  uint8_t given[1] = { 1 };
+  char bytes[300];
+  memset(bytes, 'a', sizeof bytes);
+  msgpack_object bin = { .type = MSGPACK_OBJECT_BIN };
+  bin.via.bin.ptr = bytes;
+  bin.via.bin.size = sizeof bytes;
+  msgpack_object_kv kv[1] = { { bin, int_obj(1) } };
+  msgpack_object v[1];
+  v[0].type = MSGPACK_OBJECT_MAP; v[0].via.map.size = 1; v[0].via.map.ptr = kv;
+  CHECK(rn_row_normalize(s, "r", RN_ROW_FULL, v, given, &z, &e) == RN_EINVAL);
+  static const char head[] = "r: column \"pos\": unknown field \"aaa";
+  CHECK(strncmp(e.msg, head, sizeof head - 1) == 0);
+  CHECK(strlen(e.msg) <= sizeof head - 1 + 127);
+  for (const char *c = e.msg + sizeof head - 1; *c; c++) CHECK(*c == 'a');
+  char buf[16];
+  memset(buf, 'z', sizeof buf);
+  CHECK(rn_object_text(buf, sizeof buf, &bin) == 15 && buf[15] == '\0');
+  msgpack_zone_destroy(&z);
+  rn_schema_free(s);
+}
+
 static void test_quote(void)
 {
   char buf[16];
@@ -141,6 +176,7 @@ int main(void)
   RUN(test_column_name_with_nul_is_unknown);
   RUN(test_duplicate_column_is_an_error);
   RUN(test_struct_and_map_keys_given_twice);
+  RUN(test_long_key_that_is_no_string);
   RUN(test_quote);
   return CHECK_REPORT();
 }

@@ -359,6 +359,11 @@ int rn_store_sink(rn_pipeline *p, rn_rel *rel, const char *name)
   if (nlen > RN_NAME_MAX) /* it becomes the keys "S:" name and "st:" name */
     return rn_err_set(&p->err, RN_EINVAL, "%s: store name \"%.24s…\" is %zu bytes; the limit is %d", rel->name,
                       name, nlen, RN_NAME_MAX);
+  const rn_rel *writer = rn_store_sink_writer(p, name);
+  if (writer) /* two writers: a row of one, deleted by the other, is gone from the store */
+    return rn_err_set(&p->err, RN_EINVAL, "%s: store \"%s\": the store sink of %s%s declared in this pipeline "
+                      "writes it already (a store keeps one relation's rows: name another store)", rel->name, name,
+                      writer == rel ? "this relation" : "relation ", writer == rel ? "" : writer->name);
   int rc = rn_flush(p);
   if (rc) return rc;
   stsink *s = calloc(1, sizeof *s);

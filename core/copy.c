@@ -67,18 +67,6 @@ static int copy_into(MDB_env *env, const char *dest, uint64_t map, const char **
   return rc;
 }
 
-/* Whether directory dest is inside directory dir (or is it), as their
- * real paths say (symbolic links and .. resolved). */
-static bool inside(const char *dest, const char *dir)
-{
-  char *d = realpath(dest, NULL), *s = realpath(dir, NULL);
-  size_t n = s ? strlen(s) : 0;
-  bool in = d && s && strncmp(d, s, n) == 0 && (d[n] == '/' || d[n] == '\0' || (n == 1 && s[0] == '/'));
-  free(d);
-  free(s);
-  return in;
-}
-
 RN_API int rn_state_copy(const char *path, const char *dest, char *errbuf, size_t errlen)
 {
   if (!path || !dest) return copy_fail(errbuf, errlen, RN_EINVAL, "rn_state_copy: %s is NULL", path ? "dest" : "path");
@@ -90,18 +78,8 @@ RN_API int rn_state_copy(const char *path, const char *dest, char *errbuf, size_
   if (stat(data, &st) != 0) return copy_fail(errbuf, errlen, RN_EIO, "%s: not a runnel state (no data.mdb)", path);
   snprintf(data, sizeof data, "%s/data.mdb", dest);
   if (stat(data, &st) == 0) return copy_fail(errbuf, errlen, RN_EMISUSE, "%s: holds a state already (%s)", dest, data);
-  bool made = mkdir(dest, 0755) == 0;
-  if (made && inside(dest, path)) {
-    rmdir(dest);
-    return copy_fail(errbuf, errlen, RN_EMISUSE, "%s: is inside the state %s it would copy: the copy would go with the "
-                     "state (rm, mv, a restore over it); a snapshot goes to a directory outside the state", dest, path);
-  }
-  if (!made) {
+  if (mkdir(dest, 0755) != 0) {
     if (errno != EEXIST) return copy_fail(errbuf, errlen, RN_EIO, "%s: %s", dest, strerror(errno));
-    if (inside(dest, path))
-      return copy_fail(errbuf, errlen, RN_EMISUSE, "%s: is inside the state %s it would copy: the copy would go with "
-                       "the state (rm, mv, a restore over it); a snapshot goes to a directory outside the state", dest,
-                       path);
     /* An existing directory takes the copy only while it holds none of the
      * user's files, as rn_open makes a new state only there: not data.mdb
      * among someone's project (a killed copy's file is runnel's). */

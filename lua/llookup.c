@@ -360,11 +360,11 @@ static void check_key_names(lua_State *L, int at, const lattached *la, const rn_
 /* Pushes a stored row as NDJSON sinks write it (runnel query --format
  * ndjson and csv print the same): { line = "{…}", text of column 1, … },
  * each column's text its JSON value (bytes in base64, maps as objects). */
-static void push_json(lua_State *L, const rn_schema *s, const char *row, size_t len, msgpack_zone *z)
+static void push_json(lua_State *L, lattached *la, const rn_schema *s, const char *row, size_t len)
 {
+  const msgpack_object *v = rn_row_unpack(row, len, s->ncols, &la->zone); /* NULL: damaged, line nil */
   msgpack_sbuffer b;
   msgpack_sbuffer_init(&b);
-  const msgpack_object *v = rn_row_unpack(row, len, s->ncols, z);
   lua_createtable(L, s->ncols, 1);
   for (int i = 0; v && i < s->ncols; i++) {
     b.size = 0;
@@ -373,13 +373,12 @@ static void push_json(lua_State *L, const rn_schema *s, const char *row, size_t 
     lua_rawseti(L, -2, i + 1);
   }
   b.size = 0;
-  if (v && rn_ndjson_line(s, row, len, false, NULL, NULL, NULL, NULL, z, &b) == 0 && b.size)
+  if (v && rn_ndjson_line(s, row, len, false, NULL, NULL, NULL, NULL, &la->zone, &b) == 0 && b.size)
     lua_pushlstring(L, b.data, b.size - 1); /* without its newline */
   else
     lua_pushnil(L);
   lua_setfield(L, -2, "line");
   msgpack_sbuffer_destroy(&b);
-  if (rn_oom()) luaL_error(L, "out of memory");
 }
 
 /* att:get(key) -> row | nil, in one read transaction; with json, the row's
@@ -458,7 +457,7 @@ static int attached_get(lua_State *L, bool json)
       rn_lua_pushvalue(L, &v[i], &s->cols[i]);
       lua_setfield(L, -2, s->cols[i].name);
     }
-    if (json) push_json(L, s, row.data, row.size, &la->zone);
+    if (json) push_json(L, la, s, row.data, row.size);
   }
   msgpack_sbuffer_destroy(&row);
   msgpack_zone_clear(&la->zone);
@@ -492,7 +491,7 @@ static int push_row(void *ctx, const char *row, size_t len)
   }
   lua_rawseti(r->L, -2, ++r->n);
   if (r->json) { /* the JSON list is above the rows */
-    push_json(r->L, s, row, len, &r->la->zone);
+    push_json(r->L, r->la, s, row, len);
     lua_rawseti(r->L, -3, r->n);
   }
   msgpack_zone_clear(&r->la->zone);

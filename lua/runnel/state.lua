@@ -120,8 +120,8 @@ local function rows_of_keys(att, cols, keys, limit)
     local key, err = key_of(text, key_cols)
     if not key then return nil, err end
     if #keys == 1 then
-      local row, text = att:_get_json(key)
-      return { row and (limit ~= 0) and { row, nil, text } or nil }, row ~= nil and limit == 0
+      local row, json = att:_get_json(key)
+      return { row and (limit ~= 0) and { row, nil, json } or nil }, row ~= nil and limit == 0
     end
     att:get(key)
     wanted[i] = key
@@ -166,6 +166,9 @@ end
 local function print_rows(o, cols, picked, more)
   local names = {}
   for i, c in ipairs(cols) do names[i] = c.name end
+  for _, p in ipairs(picked) do -- a row its JSON could not be made of: a damaged row, or out of memory
+    if not p[3].line then return fail(("%s: a stored row of %s cannot be read (runnel verify %s)"):format(o.state, o.rel, o.state)) end
+  end
   if o.format == "ndjson" then
     for _, p in ipairs(picked) do io.stdout:write(p[3].line, "\n") end
   elseif o.format == "csv" then
@@ -201,8 +204,7 @@ function M.query(args)
   att:close()
   if not ok then return fail((tostring(picked):gsub("^[^:]*:%d+: ", ""))) end
   if not picked then return fail(more) end -- more: why not
-  print_rows(o, cols, picked, more)
-  return 0
+  return print_rows(o, cols, picked, more) or 0
 end
 
 -- ---- runnel drop STATE NAME ----

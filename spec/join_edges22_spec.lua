@@ -34,3 +34,42 @@ describe("a join given columns without a joiner", function()
     p:close()
   end)
 end)
+
+describe("a mapper's key of the wrong type", function()
+  local function mapper_join(p, key_of, float_key)
+    local teams = p:table("teams", { {"id", float_key and "float" or "int"}, {"name","string"}, key = "id" })
+    local players = p:table("players", { {"id","int"}, {"tid","int", null = true}, key = "id" })
+    local mapper = function(row) if row.id == 1 then return 1 end return key_of(row) end
+    local line = debug.getinfo(mapper, "S").linedefined
+    local j = players:join(teams, { mapper = mapper, name = "j", kind = "left" })
+    local seen = {}
+    j:sink(function(verb) seen[#seen + 1] = verb end)
+    teams:insert{ id = 1, name = "a" }
+    return players, j, seen, ("join_edges22_spec.lua:%d"):format(line)
+  end
+
+  for _, case in ipairs{
+    { "a float with a fraction for an int key", function() return 1.5 end, false, 'column "id": expected int' },
+    { "NaN for an int key", function() return 0 / 0 end, false, 'column "id": expected int' },
+    { "NaN for a float key", function() return 0 / 0 end, true, 'column "id"' },
+    { "a string in a key table", function() return { id = "1" } end, false, 'column "id": expected int, got string' },
+  } do
+    it(("(%s) names the join, the mapper's line, the right relation and the column, and rolls back"):format(case[1]),
+       function()
+      local p = runnel.open()
+      local players, j, seen, where = mapper_join(p, case[2], case[3])
+      p:begin()
+      players:insert{ id = 1, tid = 1 }
+      local e = err_of(players.insert, players, { id = 2, tid = 1 })
+      assert.matches("^j: ", e)
+      assert.matches(where, e, 1, true)
+      assert.matches("teams", e, 1, true)
+      assert.matches(case[4], e, 1, true)
+      assert.is_false(p:in_group())
+      assert.equal(0, players:count())
+      assert.equal(0, j:count())
+      assert.same({}, seen)
+      p:close()
+    end)
+  end
+end)

@@ -73,3 +73,35 @@ describe("a mapper's key of the wrong type", function()
     end)
   end
 end)
+
+describe("a selector that gives a left row's result another key for the same keys", function()
+  it("fails the group naming the join, instead of an UPDATE of an id its sinks never saw", function()
+    local p = runnel.open()
+    local teams, players = tables(p)
+    local shift = 0
+    local j = players:join(teams, { on = "tid", kind = "left", name = "j",
+                                    selector = function(lk) return lk + shift end })
+    local ids = {}
+    local bad
+    j:sink(function(verb, _, _, info)
+      if verb == "INSERT" then ids[info.id] = true
+      elseif not ids[info.id] then bad = verb .. " of id " .. info.id .. ", never inserted"
+      elseif verb == "DELETE" then ids[info.id] = nil end
+    end)
+    teams:insert{ id = 1, name = "a" }
+    teams:insert{ id = 2, name = "b" }
+    players:insert{ id = 1, tid = 1 }
+    shift = 100 -- the selector is no function of its keys any more
+    local e = err_of(players.update, players, { id = 1, tid = 2 })
+    assert.is_nil(bad)
+    assert.matches("j: ", e, 1, true)
+    assert.matches("selector", e, 1, true)
+    assert.is_false(p:in_group())
+    assert.equal(1, players:get(1).tid)
+    shift = 0 -- a function again: the pipeline goes on
+    players:update{ id = 1, tid = 2 }
+    assert.is_nil(bad)
+    assert.equal(1, j:count())
+    p:close()
+  end)
+end)

@@ -105,3 +105,45 @@ describe("a selector that gives a left row's result another key for the same key
     p:close()
   end)
 end)
+
+describe("a select keyed by a right column after a left join", function()
+  -- fused: the select is the join's only reader, and the join makes its rows
+  for _, fused in ipairs{ true, false } do
+    local function setup()
+      local p = runnel.open()
+      local teams = p:table("teams", { {"id","int"}, {"name","string"}, key = "id" })
+      local players = p:table("players", { {"id","int"}, {"name","string"}, {"tid","int", null = true}, key = "id" })
+      local j = players:join(teams, { on = "tid", name = "j", kind = "left" })
+      if not fused then j:sink(function() end) end
+      local s = j:select({ "teams.id", "name", key = "teams.id" }, "s")
+      local log = {}
+      s:sink(function(verb, row, old, info)
+        local r = row or old
+        log[#log + 1] = ("%s %d %s %s"):format(verb, info.id, tostring(r["teams.id"]), r.name)
+      end)
+      teams:insert{ id = 1, name = "a" }
+      teams:insert{ id = 2, name = "b" }
+      players:insert{ id = 1, name = "x", tid = 1 }
+      return p, teams, players, s, log
+    end
+
+    local how = fused and "fused with the join" or "reading the join's rows"
+    it(("(%s) refuses a second row of one key, rolling back"):format(how), function()
+      local p, _, players, s, log = setup()
+      local e = err_of(players.insert, players, { id = 2, name = "y", tid = 1 })
+      assert.matches("s: key (teams.id = 1)", e, 1, true)
+      assert.same({ "INSERT 1 1 x" }, log)
+      assert.is_nil(players:get(2))
+      assert.equal(1, s:count())
+      p:close()
+    end)
+
+    it(("(%s) moves a row whose key changed as a DELETE then an INSERT"):format(how), function()
+      local p, _, players, _, log = setup()
+      players:update{ id = 1, tid = 2 }
+      assert.same({ "INSERT 1 1 x", "DELETE 1 1 x", "INSERT 1 2 x" }, log)
+      p:close()
+    end)
+
+  end
+end)

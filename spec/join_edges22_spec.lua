@@ -145,5 +145,19 @@ describe("a select keyed by a right column after a left join", function()
       p:close()
     end)
 
+    it(("(%s) refuses a null key (no match) naming the select and the column, rolling back"):format(how), function()
+      local p, teams, players, s, log = setup()
+      local e = err_of(players.insert, players, { id = 3, name = "z" })
+      assert.matches('s: column "teams.id"', e, 1, true)
+      assert.matches("null", e, 1, true)
+      e = err_of(teams.delete, teams, { id = 1 })
+      assert.matches('s: column "teams.id"', e, 1, true)
+      assert.same({ "INSERT 1 1 x" }, log)
+      assert.equal(2, teams:count())
+      local keys = {}
+      for r in s:rows() do keys[#keys + 1] = r["teams.id"] end
+      assert.same({ 1 }, keys)
+      p:close()
+    end)
   end
 end)

@@ -161,3 +161,27 @@ describe("a select keyed by a right column after a left join", function()
     end)
   end
 end)
+
+describe("a joiner returning key columns other than its result's key", function()
+  it("fails the group naming the join and both keys, instead of two rows of one key", function()
+    local p = runnel.open()
+    local teams, players = tables(p)
+    local j = players:join(teams, { on = "tid", kind = "left", name = "j",
+      joiner = function(l, r) return { id = l.id == 2 and 7 or l.id, name = r and r.name } end,
+      columns = { {"id","int"}, {"name","string", null = true}, key = "id" } })
+    local seen = {}
+    j:sink(function(verb, row, old, info) seen[#seen + 1] = verb .. " " .. info.id end)
+    teams:insert{ id = 1, name = "a" }
+    players:insert{ id = 1, tid = 1 }
+    local e = err_of(players.insert, players, { id = 2, tid = 1 })
+    assert.matches("^j: ", e)
+    assert.matches("joiner", e, 1, true)
+    assert.matches("id = 7", e, 1, true)
+    assert.matches("id = 2", e, 1, true)
+    assert.same({ "INSERT 1" }, seen)
+    assert.is_nil(players:get(2))
+    assert.equal(1, j:count())
+    assert.same({ id = 1, name = "a" }, j:get(1))
+    p:close()
+  end)
+end)

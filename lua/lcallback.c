@@ -642,6 +642,9 @@ static int selector_body(lua_State *L, void *ud, rn_err *e)
     msgpack_object v;
     rn_column any = { .name = (char *)"selector", .type = RN_T_ANY };
     int rc = rn_lua_tovalue(lp, L, -1, NULL, &v, 0);
+    if (!rc && v.type == MSGPACK_OBJECT_NIL) /* runnel.null: two left rows would share the null key */
+      rc = rn_err_set(e, RN_EINVAL, "%s: selector: returned a null%s (a key is never null)", cb->name,
+                      lua_istable(L, -2) ? " key part" : " key");
     if (!rc) rc = rn_value_normalize(&any, &v, &lp->p->scratch, cb->name, e);
     if (!rc && rn_key_append(c->result, &v) != 0)
       rc = rn_err_set(e, RN_EINVAL, "%s: selector: keys are scalars (not NaN), got %s", cb->name,

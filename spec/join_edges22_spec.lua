@@ -185,3 +185,24 @@ describe("a joiner returning key columns other than its result's key", function(
     p:close()
   end)
 end)
+
+describe("a selector returning a null", function()
+  for _, case in ipairs{ { "runnel.null", function() return runnel.null end },
+                         { "a key with a null part", function(lk) return { lk, runnel.null } end } } do
+    it(("(%s) fails the group naming the join: a key is never null"):format(case[1]), function()
+      local p = runnel.open()
+      local teams, players = tables(p)
+      local j = players:join(teams, { on = "tid", kind = "left", name = "j", selector = case[2] })
+      local seen = 0
+      j:sink(function() seen = seen + 1 end)
+      teams:insert{ id = 1, name = "a" }
+      local e = err_of(players.insert, players, { id = 1, tid = 1 })
+      assert.matches("j: selector", e, 1, true)
+      assert.matches("null", e, 1, true)
+      assert.equal(0, seen)
+      assert.equal(0, j:count())
+      assert.is_nil(players:get(1))
+      p:close()
+    end)
+  end
+end)

@@ -362,11 +362,11 @@ static int joiner_key_check(rn_join *j, side *l, const fk *f, side *res)
     const msgpack_object *gv = rn_row_unpack(res->row, res->len, os->ncols, zone_of(j));
     const msgpack_object *lv = l->row ? rn_row_unpack(l->row, l->len, ls->ncols, zone_of(j)) : NULL;
     if (gv) rn_key_format(os, gv, gk, sizeof gk);
-    if (lv && !j->key_join) rn_key_format(ls, lv, wk, sizeof wk);
-    else snprintf(wk, sizeof wk, "the join key");
+    if (lv) rn_key_format(ls, lv, wk, sizeof wk);
     rc = rn_err_set(err_of(j), RN_EINVAL,
-                    "%s: joiner returned key (%s) for the result of left key (%s): its key columns hold the "
-                    "result's key (the left key)", j->out->name, gk, wk);
+                    "%s: joiner returned key (%s) for the result of %s (%s): its key columns hold the result's key "
+                    "(the left key)", j->out->name, gk, lv ? "left key" : "a right row without a left one",
+                    lv ? wk : "the join key");
   }
   msgpack_sbuffer_destroy(&want);
   msgpack_sbuffer_destroy(&got);

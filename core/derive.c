@@ -46,6 +46,12 @@ typedef struct rn_derive {
   rn_mapkey keys;         /* its keys' state, when keyed */
 } rn_derive;
 
+/* Is input column slot of row (its offsets: starts) a null? */
+static bool span_is_nil(const char *row, const size_t *starts, int slot)
+{
+  return starts[slot + 1] - starts[slot] == 1 && (unsigned char)row[starts[slot]] == 0xc0;
+}
+
 /* The selected values' bytes, as they are, under a new array header. */
 static int project(rn_rel *d, const rn_select *s, const char *row, size_t len, const char **out, size_t *out_len)
 {
@@ -65,6 +71,14 @@ static int project(rn_rel *d, const rn_select *s, const char *row, size_t len, c
     size_t from = starts[s->slots[i]], span = starts[s->slots[i] + 1] - from;
     memcpy(w, row + from, span);
     w += span;
+  }
+  const rn_schema *os = d->schema;
+  for (int k = 0; k < os->nkey && s == ((rn_derive *)d->ctx)->select; k++) { /* a nullable column as key: a left
+                                                                               * join's right column, say */
+    int i = os->key_slots[k];
+    if (span_is_nil(row, starts, s->slots[i]))
+      return rn_err_set(&d->p->err, RN_EINVAL, "%s: column \"%s\": key columns cannot be null", d->name,
+                        os->cols[i].name);
   }
   *out = o;
   *out_len = size;

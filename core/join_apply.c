@@ -116,9 +116,18 @@ int rn_join_left_step(rn_join *j, uint64_t lid, side *lb, side *la, const rn_cha
   if (!rc) rc = rn_join_make_result(j, la, now_r, &fa, &oa);
   if (rc) goto out;
   if (ob.row) {
+    uint64_t had = lb->row ? rid_b : 0; /* the id the entry says the result has */
     if (!rid_b || !lb->row || j->fns.selector) {
       if (!(rc = rn_join_result_key(j, lid, lb, &fb, &kb))) rc = rn_join_result_id(j, &kb, lid, true, &rid_b);
     }
+    /* The old result's key, made again, must be the key it was emitted
+     * under: else its sinks would get an UPDATE of an id never inserted
+     * and the old id would stay theirs for ever. */
+    if (!rc && j->fns.selector && had && rid_b != had)
+      rc = rn_err_set(err_of(j), RN_EINVAL,
+                      "%s: the selector gave the result of left row id %llu another key than before for the same "
+                      "keys (id %llu, was %llu): a selector must depend on its two keys alone",
+                      j->out->name, (unsigned long long)lid, (unsigned long long)rid_b, (unsigned long long)had);
   }
   if (!rc && oa.row) {
     /* Without a selector the result key follows from the left key alone,

@@ -122,6 +122,9 @@ void rn_join_fuse_begin(rn_join *j)
     slots = j->proj->slots, n = j->proj->n, fused = out;
   } else {
     if (out->noutputs != 1 || !(slots = rn_select_slots(out->outputs[0], &n))) return;
+    /* a select keyed by other columns than the join's key checks and moves
+     * its keys (mapkey.h) in rn_derive_apply: it reads the join's rows */
+    if (rn_derive_keeps_keys(out->outputs[0]->ctx)) return;
     fused = out->outputs[0];
   }
   if (!j->fuse || j->fuse->n != n || memcmp(j->fuse->slots, slots, sizeof *slots * (size_t)n) != 0) {

@@ -331,6 +331,48 @@ int rn_join_concat(rn_join *j, side *l, side *r, const fk *f, side *res)
 
 /* The result row of l and r (either may be absent), into scratch. NULL row:
  * no result (inner join without a match, or the joiner said none). */
+/* A joiner's row holds its result's key in the key columns it declares
+ * when that key is the left key (or the join key): else the join would
+ * hold two rows of one key (its sinks, a SQLite or store sink, one), and
+ * reading by key would miss the row. A selector's key is not checked
+ * here (it would be called once more per row). */
+static int joiner_key_check(rn_join *j, side *l, const fk *f, side *res)
+{
+  const rn_schema *os = j->out->schema, *ls = j->left->schema;
+  if (!os->nkey || j->fns.selector || !(j->key_join || (l->row && ls->nkey))) return 0;
+  msgpack_sbuffer want, got;
+  msgpack_sbuffer_init(&want);
+  msgpack_sbuffer_init(&got);
+  int nw = j->key_join ? j->right->schema->nkey : ls->nkey;
+  msgpack_object kv[os->nkey], wv[nw];
+  int rc = 0;
+  if (j->key_join) nw = rn_key_decode(f->enc, f->len, wv, nw, zone_of(j)), rc = nw < 0 ? nomem(j) : 0;
+  else if ((rc = read_slots(j, j->left, l, ls->key_slots, nw, wv)) == 1)
+    rc = rn_err_set(err_of(j), RN_ESTORE, "%s: a row could not be decoded", j->out->name);
+  if (!rc && (rc = read_slots(j, j->out, res, os->key_slots, os->nkey, kv)) == 1)
+    rc = rn_err_set(err_of(j), RN_ESTORE, "%s: a row could not be decoded", j->out->name);
+  bool same = !rc && nw == os->nkey;
+  for (int i = 0; same && i < os->nkey; i++) { /* the result key as the key columns' types hold it: 5 as 5.0 */
+    rn_err ignored = { 0 };
+    same = rn_value_normalize(&os->cols[os->key_slots[i]], &wv[i], zone_of(j), j->out->name, &ignored) == 0;
+    if (same) rn_key_append(&want, &wv[i]), rn_key_append(&got, &kv[i]);
+  }
+  if (!rc && (!same || got.size != want.size || memcmp(got.data, want.data, got.size) != 0)) {
+    char gk[256] = "?", wk[256] = "?";
+    const msgpack_object *gv = rn_row_unpack(res->row, res->len, os->ncols, zone_of(j));
+    const msgpack_object *lv = l->row ? rn_row_unpack(l->row, l->len, ls->ncols, zone_of(j)) : NULL;
+    if (gv) rn_key_format(os, gv, gk, sizeof gk);
+    if (lv) rn_key_format(ls, lv, wk, sizeof wk);
+    rc = rn_err_set(err_of(j), RN_EINVAL,
+                    "%s: joiner returned key (%s) for the result of %s (%s): its key columns hold the result's key "
+                    "(the left key)", j->out->name, gk, lv ? "left key" : "a right row without a left one",
+                    lv ? wk : "the join key");
+  }
+  msgpack_sbuffer_destroy(&want);
+  msgpack_sbuffer_destroy(&got);
+  return rc;
+}
+
 int rn_join_make_result(rn_join *j, side *l, side *r, const fk *f, side *res)
 {
   *res = (side){ 0 };
@@ -358,6 +400,7 @@ int rn_join_make_result(rn_join *j, side *l, side *r, const fk *f, side *res)
   }
   if (b == &local) msgpack_sbuffer_destroy(&local);
   else j->resultbuf_busy = false;
+  if (!rc && res->row) rc = joiner_key_check(j, l, f, res);
   return rc;
 }
 

@@ -562,6 +562,36 @@ static int mapper_key_body(lua_State *L, void *ud, rn_err *e)
   return mapper_key(ud, L, e);
 }
 
+/* The key a mapper returned, normalized to the right key's columns here
+ * rather than by the join: a value no key column takes is an error naming
+ * the mapper's file:line and the right relation besides the join and the
+ * column. Raises nothing (lua_getinfo copies the source into ar). */
+static int mapper_key_check(lcb *cb, lua_State *L, msgpack_object *key, int nkey, msgpack_zone *z, rn_err *e)
+{
+  const rn_schema *rs = cb->right->schema;
+  for (int i = 0; i < nkey; i++) {
+    if (key[i].type == MSGPACK_OBJECT_NIL) return 0; /* a null part: no match */
+    const rn_column *kc = &rs->cols[rs->key_slots[i]];
+    int rc = rn_value_normalize(kc, &key[i], z, cb->name, e);
+    if (!rc && key[i].type == MSGPACK_OBJECT_FLOAT64 && key[i].via.f64 != key[i].via.f64)
+      rc = rn_err_set(e, RN_EINVAL, "%s: column \"%s\": NaN cannot be part of a key", cb->name, kc->name);
+    if (!rc) continue;
+    char where[256] = "?", rest[RN_ERRMSG_MAX];
+    lua_Debug ar;
+    if (lua_checkstack(L, 1)) {
+      lua_rawgeti(L, LUA_REGISTRYINDEX, cb->refs[CB_MAPPER]);
+      if (lua_getinfo(L, ">S", &ar) && ar.linedefined > 0)
+        snprintf(where, sizeof where, "%s:%d", ar.short_src, ar.linedefined);
+    }
+    size_t skip = strlen(cb->name) + 2; /* the message after "<join>: " */
+    snprintf(rest, sizeof rest, "%s", strncmp(e->msg, cb->name, skip - 2) == 0 && strlen(e->msg) >= skip ?
+                                      e->msg + skip : e->msg);
+    return rn_err_set(e, rc, "%s: mapper (%s) returned a bad key for %s: %s", cb->name, where, cb->right->name,
+                      rest);
+  }
+  return 0;
+}
+
 /* The mapper called directly under lua_pcall (no protected C body around
  * it) when its Row is ready: a key that is not a table is read without
  * raising; a table goes to mapper_key under protection (lua_getfield runs
@@ -569,7 +599,6 @@ static int mapper_key_body(lua_State *L, void *ud, rn_err *e)
 static int mapper_cb(void *ctx, rn_rel *left, const char *row, size_t len,
                      msgpack_object *out, int nkey, int *has_key, msgpack_zone *z, rn_err *e)
 {
-  (void)z;
   lcb *cb = ctx;
   lua_State *L = cb->lp->L;
   lcall c = { .cb = cb, .in = left, .row = row, .len = len, .key = out, .nkey = nkey, .flag = has_key };
@@ -584,6 +613,7 @@ static int mapper_cb(void *ctx, rn_rel *left, const char *row, size_t len,
                                           : rn_lua_protect_on(cb->lp, L, 1, mapper_key_body, &c, cb->name, "mapper", e);
   } else
     rc = rn_lua_protect(cb->lp, L, mapper_body, &c, cb->name, "mapper", e);
+  if (!rc && *has_key) rc = mapper_key_check(cb, L, out, nkey, z, e);
   /* Read once the key has been: a returned table's metamethods may read the row too. */
   if (!rc && c.lent[0]) cb->mapper_read = c.lent[0]->read;
   take_back(&c);
@@ -612,6 +642,9 @@ static int selector_body(lua_State *L, void *ud, rn_err *e)
     msgpack_object v;
     rn_column any = { .name = (char *)"selector", .type = RN_T_ANY };
     int rc = rn_lua_tovalue(lp, L, -1, NULL, &v, 0);
+    if (!rc && v.type == MSGPACK_OBJECT_NIL) /* runnel.null: two left rows would share the null key */
+      rc = rn_err_set(e, RN_EINVAL, "%s: selector: returned a null%s (a key is never null)", cb->name,
+                      lua_istable(L, -2) ? " key part" : " key");
     if (!rc) rc = rn_value_normalize(&any, &v, &lp->p->scratch, cb->name, e);
     if (!rc && rn_key_append(c->result, &v) != 0)
       rc = rn_err_set(e, RN_EINVAL, "%s: selector: keys are scalars (not NaN), got %s", cb->name,

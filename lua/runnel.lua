@@ -553,6 +553,9 @@ function Relation:join(right, opts)
   end
   local n, err = derived_name(self, "join", opts.name)
   if not n then raise(err) end
+  if opts.columns and opts.joiner == nil then -- its rows would be left+right under those names
+    raise(n .. ": columns are the rows a joiner returns: give a joiner, or select columns after the join")
+  end
   local cols, key
   if opts.columns then
     cols, err = column_specs(n, opts.columns)

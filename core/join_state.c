@@ -329,8 +329,6 @@ int rn_join_concat(rn_join *j, side *l, side *r, const fk *f, side *res)
   return 0;
 }
 
-/* The result row of l and r (either may be absent), into scratch. NULL row:
- * no result (inner join without a match, or the joiner said none). */
 /* A joiner's row holds its result's key in the key columns it declares
  * when that key is the left key (or the join key): else the join would
  * hold two rows of one key (its sinks, a SQLite or store sink, one), and
@@ -373,6 +371,8 @@ static int joiner_key_check(rn_join *j, side *l, const fk *f, side *res)
   return rc;
 }
 
+/* The result row of l and r (either may be absent), into scratch. NULL row:
+ * no result (inner join without a match, or the joiner said none). */
 int rn_join_make_result(rn_join *j, side *l, side *r, const fk *f, side *res)
 {
   *res = (side){ 0 };

@@ -174,6 +174,21 @@ static int filter_cb(void *ctx, rn_rel *in, const char *row, size_t len, int *pa
   return rc;
 }
 
+/* rc, after appending to e's message where the function at registry ref
+ * is defined, " (the joiner at app.lua:12)": a row or values it returned
+ * were refused, and the caller's file:line alone does not find it. */
+static int refused_from(lua_State *L, int ref, const char *what, rn_err *e, int rc)
+{
+  lua_Debug ar;
+  if (!rc || !lua_checkstack(L, 1)) return rc;
+  lua_rawgeti(L, LUA_REGISTRYINDEX, ref);
+  if (lua_getinfo(L, ">S", &ar) && ar.linedefined > 0) {
+    size_t n = strlen(e->msg);
+    snprintf(e->msg + n, sizeof e->msg - n, " (the %s at %s:%d)", what, ar.short_src, ar.linedefined);
+  }
+  return rc;
+}
+
 /* A returned row's values (out's slots), checked against out's schema and
  * packed into result. */
 static int pack_row(lpipe *lp, rn_rel *out, msgpack_object *vals, uint8_t *given, const char *bad_prefix,
@@ -220,7 +235,8 @@ static int map_body(lua_State *L, void *ud, rn_err *e)
   rn_lua_pushrow(lp, L, c->in, c->row, c->len);
   watch_gone(L, c->in, c->out, c);
   lua_call(L, 1, 1);
-  return returned_row(lp, L, c->out, "map returned a bad row", c->result, c->flag, e);
+  return refused_from(L, c->cb->refs[CB_FN], "map",
+                      e, returned_row(lp, L, c->out, "map returned a bad row", c->result, c->flag, e));
 }
 
 static int map_cb(void *ctx, rn_rel *in, rn_rel *out, const char *row, size_t len,
@@ -698,9 +714,10 @@ static int joiner_results(lcall *c, lua_State *L, int idx, int n, rn_err *e)
   if (n == 0) { *c->flag = 0; return 0; }
   int t = lua_type(L, idx);
   bool stale;
-  if (n == 1 && (t == LUA_TNIL || t == LUA_TTABLE || rn_lua_testrow(L, idx, &stale) || stale))
-    return returned_row(lp, L, c->out, "joiner returned a bad row", c->result, c->flag, e);
-  return returned_values(lp, L, idx, n, c->out, c->result, c->flag, e);
+  int rc = n == 1 && (t == LUA_TNIL || t == LUA_TTABLE || rn_lua_testrow(L, idx, &stale) || stale)
+             ? returned_row(lp, L, c->out, "joiner returned a bad row", c->result, c->flag, e)
+             : returned_values(lp, L, idx, n, c->out, c->result, c->flag, e);
+  return refused_from(L, c->cb->refs[CB_JOINER], "joiner", e, rc);
 }
 
 /* joiner(left, right) -> a row table, nil (no result), or the values of
@@ -776,14 +793,16 @@ static bool joiner_results_quick(lcall *c, lua_State *L, int idx, int n, rn_err 
     uint8_t *given;
     if (!scalar_row(c, L, idx, &vals, &given)) return false;
     *c->flag = 1;
-    *rc = pack_row(lp, c->out, vals, given, "joiner returned a bad row", c->result, e);
+    *rc = refused_from(L, c->cb->refs[CB_JOINER], "joiner", e,
+                       pack_row(lp, c->out, vals, given, "joiner returned a bad row", c->result, e));
     return true;
   }
   for (int i = 0; i < n; i++) {
     int t = lua_type(L, idx + i);
     if (t == LUA_TTABLE || t == LUA_TUSERDATA) return false;
   }
-  *rc = returned_values(lp, L, idx, n, c->out, c->result, c->flag, e);
+  *rc = refused_from(L, c->cb->refs[CB_JOINER], "joiner", e,
+                     returned_values(lp, L, idx, n, c->out, c->result, c->flag, e));
   return true;
 }
 

@@ -278,11 +278,17 @@ end)
 describe("a joiner's returned table and a failing mapper or joiner", function()
   -- A group of two players; the second one's callback fails: the message
   -- names the join and the column, and the whole group is rolled back.
+  local JOINER_LINE -- the line of failing's joiner, marked below
+  local n = 0
+  for line in io.lines("spec/join_callbacks_spec.lua") do
+    n = n + 1
+    if not JOINER_LINE and line:find("%-%- JOINER_LINE$") then JOINER_LINE = n end
+  end
   local function failing(bad, mapper)
     local p = runnel.open()
     local teams, players = tables(p)
     local j = players:join(teams, { kind = "left", mapper = mapper or function(r) return r.team_id end,
-      joiner = function(l, t)
+      joiner = function(l, t) -- JOINER_LINE
         if l.id == 2 then return bad(l, t) end
         return { pid = l.id, pname = l.name, score = l.score, tname = t and t.name }
       end, columns = COLUMNS })
@@ -297,6 +303,13 @@ describe("a joiner's returned table and a failing mapper or joiner", function()
     players:insert{ id = 3, name = "cyd", team_id = 7 } -- the pipeline goes on
     assert.same({ pid = 3, pname = "cyd", score = 0, tname = "otters" }, j:get(3))
     p:close()
+    -- a refused row or values name where the joiner is (since 0.36): the
+    -- function given as joiner, above
+    local where = (" (the joiner at spec/join_callbacks_spec.lua:%d)"):format(JOINER_LINE)
+    if err:find("^joiner returned") then
+      assert.equal(where, err:sub(-#where))
+      err = err:sub(1, -#where - 1)
+    end
     return err
   end
 

@@ -42,7 +42,9 @@ local function outcome(joiner, opts)
   for r in j:rows() do rows[#rows + 1] = runnel.format_value(r) end
   table.sort(rows)
   p:close()
-  return { rows = rows, log = log, err = not ok and tostring(err):gsub("^.-:%d+: ", "") or nil }
+  -- the error without where the joiner is: the wrapper calling it is elsewhere
+  err = not ok and tostring(err):gsub("^.-:%d+: ", ""):gsub(" %(the joiner at [^()]*%)$", "") or nil
+  return { rows = rows, log = log, err = err }
 end
 
 local function same_as_called(joiner, opts)

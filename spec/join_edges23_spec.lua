@@ -1,0 +1,56 @@
+-- Joins at the edges, round 23 (DESIGN §6, §12): a selector's key freed by
+-- a right-side fan-out, and an `on` column's value of the wrong type.
+local runnel = require "runnel"
+
+local function tables(p, tid_type)
+  local teams = p:table("teams", { {"id","int"}, {"name","string"}, key = "id" })
+  local players = p:table("players", { {"id","int"}, {"tid", tid_type or "int", null = true}, key = "id" })
+  return teams, players
+end
+
+local function err_of(f, ...)
+  local ok, e = pcall(f, ...)
+  assert.is_false(ok)
+  return tostring(e)
+end
+
+describe("a right-side fan-out freeing a selector's result key", function()
+  it("fails the group, as the left side does, when the selector gives another key than the one emitted", function()
+    local p = runnel.open()
+    local teams, players = tables(p)
+    local shift = 0
+    local j = players:join(teams, { on = "tid", name = "j", selector = function(_, rk) return rk + shift end })
+    local seen = {}
+    j:sink(function(verb, _, _, info) seen[#seen + 1] = verb .. " " .. info.id end)
+    teams:insert{ id = 1, name = "a" }
+    players:insert{ id = 1, tid = 1 }
+    shift = 100 -- the selector is no function of its keys any more
+    local e = err_of(teams.delete, teams, { id = 1 })
+    assert.matches("j: the selector gave the result of left row id 1 another key", e, 1, true)
+    assert.is_false(p:in_group())
+    assert.equal("a", teams:get(1).name)
+    assert.same({ "INSERT 1" }, seen)
+    shift = 0 -- a function again: key 1 is freed with the result, and free for another left row
+    teams:delete{ id = 1 }
+    players:delete{ id = 1 }
+    teams:insert{ id = 1, name = "a" }
+    players:insert{ id = 2, tid = 1 }
+    assert.equal(1, j:count())
+    assert.same({ "INSERT 1", "DELETE 1", "INSERT 1" }, seen)
+    p:close()
+  end)
+
+  it("frees the key of a result the right row's delete takes, for another left row", function()
+    local p = runnel.open()
+    local teams, players = tables(p)
+    local j = players:join(teams, { on = "tid", name = "j", selector = function(_, rk) return rk end })
+    teams:insert{ id = 1, name = "a" }
+    players:insert{ id = 1, tid = 1 }
+    teams:delete{ id = 1 }
+    players:update{ id = 1, tid = 2 }
+    teams:insert{ id = 1, name = "a" }
+    players:insert{ id = 2, tid = 1 }
+    assert.equal(1, j:count())
+    p:close()
+  end)
+end)

@@ -96,20 +96,35 @@ static int keep_encoding(rn_join *j, fk *f, const msgpack_sbuffer *b)
   return 0;
 }
 
+/* A value of on column on[i] that is no key of the right side: the error
+ * (said of the right key column, under the right relation's name) names
+ * the left column the user wrote too. */
+static int on_value_error(rn_join *j, const int *on, int i)
+{
+  rn_err *e = err_of(j);
+  return rn_err_set_with(e, e->code, e->msg, "%s: column \"%s\" of %s (on) cannot be a key of ", j->out->name,
+                         j->left->schema->cols[on[i]].name, j->left->name);
+}
+
 /* Normalizes key values to the right key's column types and encodes them:
- * 7.0 finds the int key 7; 7.5 for an int key is an error, never a miss. */
-static int encode_right_key(rn_join *j, msgpack_object *vals, fk *f)
+ * 7.0 finds the int key 7; 7.5 for an int key is an error, never a miss.
+ * on: the left columns the values come from (NULL: a mapper's key). */
+static int encode_right_key(rn_join *j, msgpack_object *vals, const int *on, fk *f)
 {
   const rn_schema *rs = j->right->schema;
   msgpack_sbuffer *b = &j->keybuf;
   msgpack_sbuffer_clear(b);
   for (int i = 0; i < rs->nkey; i++) {
     if (vals[i].type == MSGPACK_OBJECT_NIL) { f->null = true; rn_join_set_part(f); return 0; }
-    int rc = rn_value_normalize(&rs->cols[rs->key_slots[i]], &vals[i], zone_of(j), j->out->name, err_of(j));
-    if (rc) return rc;
-    if (rn_key_append(b, &vals[i]) != 0)
+    const rn_column *kc = &rs->cols[rs->key_slots[i]];
+    int rc = rn_value_normalize(kc, &vals[i], zone_of(j), on ? j->right->name : j->out->name, err_of(j));
+    if (rc) return on ? on_value_error(j, on, i) : rc;
+    if (rn_key_append(b, &vals[i]) == 0) continue;
+    if (!on)
       return rn_err_set(err_of(j), RN_EINVAL, "%s: NaN for key column \"%s\" of %s: NaN cannot be part of a key",
-                        j->out->name, rs->cols[rs->key_slots[i]].name, j->right->name);
+                        j->out->name, kc->name, j->right->name);
+    rn_err_set(err_of(j), RN_EINVAL, "%s: column \"%s\": NaN cannot be part of a key", j->right->name, kc->name);
+    return on_value_error(j, on, i);
   }
   return keep_encoding(j, f, b);
 }
@@ -173,7 +188,7 @@ static int mapper_fk(rn_join *j, side *l, fk *f)
   if (rc) return rc;
   f->null = !has_key;
   if (f->null) rn_join_set_part(f);
-  else if ((rc = encode_right_key(j, vals, f))) return rc;
+  else if ((rc = encode_right_key(j, vals, NULL, f))) return rc;
   if (j->fns.mapper_reads) {
     rn_fkmemo_key got = { .null = f->null, .enc = f->enc, .len = f->null ? 0 : f->len };
     rn_fkmemo_store(&j->fkmemo, l->row, l->len, ncols, j->mapper_read, &got);
@@ -200,7 +215,7 @@ int rn_join_left_fk(rn_join *j, side *l, fk *f)
   if (!vals) return nomem(j);
   f->null = false;
   int rc = slot_values(j, j->left, l, on, nkey, vals);
-  return rc ? rc : encode_right_key(j, vals, f);
+  return rc ? rc : encode_right_key(j, vals, j->on ? on : NULL, f); /* a mapper_column is no on column */
 }
 
 /* A right row's own key (its values are already normalized). */

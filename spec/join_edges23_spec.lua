@@ -54,3 +54,35 @@ describe("a right-side fan-out freeing a selector's result key", function()
     p:close()
   end)
 end)
+
+describe("an on column whose value cannot be the right key", function()
+  for _, case in ipairs{
+    { "a float with a fraction for an int key", "float", 1.5, "expected int, got number 1.5" },
+    { "a string in an any column for an int key", "any", "x", "expected int, got string" },
+  } do
+    it(("(%s) names the join, the left on column and its relation, then the right key column"):format(case[1]),
+       function()
+      local p = runnel.open()
+      local teams, players = tables(p, case[2])
+      local j = players:join(teams, { on = "tid", name = "j", kind = "left" })
+      teams:insert{ id = 1, name = "a" }
+      local e = err_of(players.insert, players, { id = 1, tid = case[3] })
+      assert.equal('j: column "tid" of players (on) cannot be a key of teams: column "id": ' .. case[4], e)
+      assert.is_false(p:in_group())
+      assert.equal(0, players:count())
+      assert.equal(0, j:count())
+      p:close()
+    end)
+  end
+
+  it("(NaN in a float column for a float key) names the left on column and its relation", function()
+    local p = runnel.open()
+    local teams = p:table("teams", { {"id","float"}, {"name","string"}, key = "id" })
+    local players = p:table("players", { {"id","int"}, {"tid","float", null = true}, key = "id" })
+    players:join(teams, { on = "tid", name = "j" })
+    local e = err_of(players.insert, players, { id = 1, tid = 0 / 0 })
+    assert.equal('j: column "tid" of players (on) cannot be a key of teams: column "id": NaN cannot be part of a key', e)
+    assert.equal(0, players:count())
+    p:close()
+  end)
+end)

@@ -142,8 +142,9 @@ int rn_join_left_step(rn_join *j, uint64_t lid, side *lb, side *la, const rn_cha
       rid_a = rid_b;
     } else if (!(rc = rn_join_result_key(j, lid, la, &fa, &ka))) {
       bool same_key = ob.row && kb.size == ka.size && memcmp(kb.data, ka.data, ka.size) == 0;
-      if (same_key) rid_a = rid_b;
-      else rc = rn_join_result_id(j, &ka, lid, true, &rid_a);
+      rc = j->fns.selector ? rn_join_selected_key_check(j, la, &ka, &oa) : 0;
+      if (!rc && same_key) rid_a = rid_b;
+      else if (!rc) rc = rn_join_result_id(j, &ka, lid, true, &rid_a);
     }
   }
   if (rc) goto out;
@@ -337,10 +338,17 @@ static int right_step(rn_join *j, const rn_change *c, uint64_t skip)
     if (!rc && oa.row && !rid) {
       msgpack_sbuffer k;
       msgpack_sbuffer_init(&k);
-      if (!(rc = rn_join_result_key(j, e->lid, &l, f, &k))) rc = rn_join_result_id(j, &k, e->lid, true, &rid);
+      if (!(rc = rn_join_result_key(j, e->lid, &l, f, &k))) rc = rn_join_selected_key_check(j, &l, &k, &oa);
+      if (!rc) rc = rn_join_result_id(j, &k, e->lid, true, &rid);
       msgpack_sbuffer_destroy(&k);
       if (!rc && !(rc = rn_join_index_seek(j, f, e->lid))) rc = rn_join_index_put(j, f, e->lid, rid, &l, &oa);
       rewritten = true;
+    }
+    if (!rc && ob.row && oa.row && j->fns.selector && j->fns.joiner) { /* the key stays: ob's, checked when made */
+      msgpack_sbuffer k;
+      msgpack_sbuffer_init(&k);
+      if (!(rc = rn_join_row_key(j, &ob, &k))) rc = rn_join_selected_key_check(j, &l, &k, &oa);
+      msgpack_sbuffer_destroy(&k);
     }
     if (!rc && ob.row && !oa.row && j->fns.selector) { /* the key is free again */
       rc = release_result_key(j, e->lid, &l, f, rid);

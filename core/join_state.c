@@ -344,25 +344,19 @@ int rn_join_concat(rn_join *j, side *l, side *r, const fk *f, side *res)
   return 0;
 }
 
-/* A joiner's row holds its result's key in the key columns it declares
- * when that key is the left key (or the join key): else the join would
- * hold two rows of one key (its sinks, a SQLite or store sink, one), and
- * reading by key would miss the row. A selector's key is not checked
- * here (it would be called once more per row). */
-static int joiner_key_check(rn_join *j, side *l, const fk *f, side *res)
+/* Do the key columns of a joiner's row res hold the nw values wv (its
+ * result's key)? Else the join would hold two rows of one key (its sinks,
+ * a SQLite or store sink, one), and reading by key would miss the row;
+ * whose: where the result's key comes from, for the message. */
+static int key_columns_check(rn_join *j, side *l, msgpack_object *wv, int nw, side *res, const char *whose)
 {
   const rn_schema *os = j->out->schema, *ls = j->left->schema;
-  if (!os->nkey || j->fns.selector || !(j->key_join || (l->row && ls->nkey))) return 0;
   msgpack_sbuffer want, got;
   msgpack_sbuffer_init(&want);
   msgpack_sbuffer_init(&got);
-  int nw = j->key_join ? j->right->schema->nkey : ls->nkey;
-  msgpack_object kv[os->nkey], wv[nw];
+  msgpack_object kv[os->nkey];
   int rc = 0;
-  if (j->key_join) nw = rn_key_decode(f->enc, f->len, wv, nw, zone_of(j)), rc = nw < 0 ? nomem(j) : 0;
-  else if ((rc = read_slots(j, j->left, l, ls->key_slots, nw, wv)) == 1)
-    rc = rn_err_set(err_of(j), RN_ESTORE, "%s: a row could not be decoded", j->out->name);
-  if (!rc && (rc = read_slots(j, j->out, res, os->key_slots, os->nkey, kv)) == 1)
+  if ((rc = read_slots(j, j->out, res, os->key_slots, os->nkey, kv)) == 1)
     rc = rn_err_set(err_of(j), RN_ESTORE, "%s: a row could not be decoded", j->out->name);
   bool same = !rc && nw == os->nkey;
   for (int i = 0; same && i < os->nkey; i++) { /* the result key as the key columns' types hold it: 5 as 5.0 */
@@ -378,11 +372,51 @@ static int joiner_key_check(rn_join *j, side *l, const fk *f, side *res)
     if (lv) rn_key_format(ls, lv, wk, sizeof wk);
     rc = rn_err_set(err_of(j), RN_EINVAL,
                     "%s: joiner returned key (%s) for the result of %s (%s): its key columns hold the result's key "
-                    "(the left key)", j->out->name, gk, lv ? "left key" : "a right row without a left one",
-                    lv ? wk : "the join key");
+                    "(%s)", j->out->name, gk, lv ? "left key" : "a right row without a left one",
+                    lv ? wk : "the join key", whose);
   }
   msgpack_sbuffer_destroy(&want);
   msgpack_sbuffer_destroy(&got);
+  return rc;
+}
+
+/* A joiner's row holds its result's key in the key columns it declares
+ * when that key is the left key (or the join key). A selector's key is
+ * checked where it is made (rn_join_selected_key_check: made here, the
+ * selector would be called once more per row). */
+static int joiner_key_check(rn_join *j, side *l, const fk *f, side *res)
+{
+  const rn_schema *os = j->out->schema, *ls = j->left->schema;
+  if (!os->nkey || j->fns.selector || !(j->key_join || (l->row && ls->nkey))) return 0;
+  int nw = j->key_join ? j->right->schema->nkey : ls->nkey, rc = 0;
+  msgpack_object wv[nw];
+  if (j->key_join) nw = rn_key_decode(f->enc, f->len, wv, nw, zone_of(j)), rc = nw < 0 ? nomem(j) : 0;
+  else if ((rc = read_slots(j, j->left, l, ls->key_slots, nw, wv)) == 1)
+    rc = rn_err_set(err_of(j), RN_ESTORE, "%s: a row could not be decoded", j->out->name);
+  return rc ? rc : key_columns_check(j, l, wv, nw, res, "the left key");
+}
+
+/* The check joiner_key_check makes, of a selector's key (join_int.h). */
+int rn_join_selected_key_check(rn_join *j, side *l, const msgpack_sbuffer *key, side *res)
+{
+  const rn_schema *os = j->out->schema;
+  if (!os->nkey || !j->fns.selector || !j->fns.joiner || !res->row) return 0; /* else: joiner_key_check */
+  msgpack_object wv[os->nkey + 1]; /* one more: a key of more parts than the columns differs */
+  int nw = rn_key_decode(key->data, key->size, wv, os->nkey + 1, zone_of(j));
+  if (nw < 0) return nomem(j);
+  return key_columns_check(j, l, wv, nw, res, "the selector's key");
+}
+
+/* The key a result row's key columns hold, encoded into b (to check a
+ * selector's result against the one it replaces, the key being the same). */
+int rn_join_row_key(rn_join *j, side *res, msgpack_sbuffer *b)
+{
+  const rn_schema *os = j->out->schema;
+  msgpack_object kv[os->nkey ? os->nkey : 1];
+  msgpack_sbuffer_clear(b);
+  int rc = read_slots(j, j->out, res, os->key_slots, os->nkey, kv);
+  if (rc == 1) return rn_err_set(err_of(j), RN_ESTORE, "%s: a row could not be decoded", j->out->name);
+  for (int i = 0; !rc && i < os->nkey; i++) rn_key_append(b, &kv[i]);
   return rc;
 }
 

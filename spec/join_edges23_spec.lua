@@ -86,3 +86,74 @@ describe("an on column whose value cannot be the right key", function()
     p:close()
   end)
 end)
+
+describe("a joiner's key columns with a selector", function()
+  -- the result's key is the selector's (DESIGN §6): the key columns a joiner
+  -- declares hold it, as they hold the left key without a selector
+  local function setup(joiner)
+    local p = runnel.open()
+    local teams, players = tables(p)
+    local j = players:join(teams, { on = "tid", name = "j", selector = function(lk) return lk * 10 end,
+      joiner = joiner, columns = { {"k","int"}, {"name","string"}, key = "k" } })
+    local seen = {}
+    j:sink(function(verb, row, old, info) seen[#seen + 1] = ("%s %d %d"):format(verb, info.id, (row or old).k) end)
+    teams:insert{ id = 1, name = "a" }
+    teams:insert{ id = 2, name = "b" }
+    return p, teams, players, j, seen
+  end
+
+  it("is a row of the selector's key: inserted, moved and fanned out", function()
+    local p, teams, players, j, seen = setup(function(l, r) return { k = l.id * 10, name = r.name } end)
+    players:insert{ id = 1, tid = 1 }
+    players:insert{ id = 2, tid = 1 }
+    teams:update{ id = 1, name = "c" }
+    players:update{ id = 2, tid = 2 }
+    assert.equal(2, j:count())
+    assert.same({ k = 10, name = "c" }, j:get(10))
+    assert.same({ k = 20, name = "b" }, j:get(20))
+    assert.same({ "INSERT 1 10", "INSERT 2 20", "UPDATE 1 10", "UPDATE 2 20", "UPDATE 2 20" }, seen)
+    p:close()
+  end)
+
+  it("fails the group naming the join and both keys when a left row's row holds another key", function()
+    local p, _, players, j, seen = setup(function(l, r) return { k = 1, name = r.name } end)
+    local e = err_of(players.insert, players, { id = 1, tid = 1 })
+    assert.equal("j: joiner returned key (k = 1) for the result of left key (id = 1): its key columns hold "
+                 .. "the result's key (the selector's key)", e)
+    assert.is_false(p:in_group())
+    assert.equal(0, players:count())
+    assert.equal(0, j:count())
+    assert.same({}, seen)
+    p:close()
+  end)
+
+  it("fails the group when a right row's insert or update gives a left row's result another key", function()
+    local p, teams, players, j, seen = setup(function(l, r) return { k = r.name == "x" and 7 or l.id * 10, name = r.name } end)
+    players:insert{ id = 1, tid = 3 } -- no team 3 yet: no result
+    local e = err_of(teams.insert, teams, { id = 3, name = "x" })
+    assert.matches("^j: joiner returned key %(k = 7%)", e)
+    assert.is_nil(teams:get(3))
+    players:insert{ id = 2, tid = 1 }
+    e = err_of(teams.update, teams, { id = 1, name = "x" })
+    assert.matches("^j: joiner returned key %(k = 7%) for the result of left key %(id = 2%)", e)
+    assert.equal("a", teams:get(1).name)
+    assert.same({ "INSERT 1 20" }, seen)
+    assert.same({ k = 20, name = "a" }, j:get(20))
+    p:close()
+  end)
+end)
+
+describe("a joiner's key columns over a keyless left without a selector", function()
+  -- the result's key is then the left id, which no column holds: not checked
+  it("takes a right row's insert fanning out to a left row without a result", function()
+    local p = runnel.open()
+    local teams = p:table("teams", { {"id","int"}, {"name","string"}, key = "id" })
+    local ev = p:table("ev", { {"tid","int"}, {"x","int"} })
+    local j = ev:join(teams, { on = "tid", name = "j", joiner = function(l, r) return { k = l.x, name = r.name } end,
+      columns = { {"k","int"}, {"name","string"}, key = "k" } })
+    ev:insert{ tid = 1, x = 5 }
+    teams:insert{ id = 1, name = "a" }
+    assert.same({ k = 5, name = "a" }, j:get(5))
+    p:close()
+  end)
+end)

@@ -79,6 +79,16 @@ static int left_fks(rn_join *j, side *lb, side *la, fk *fb, fk *fa)
   return rn_join_left_fk(j, la, fa);
 }
 
+/* A selector gave left row lid's result, for the keys it had, the key of
+ * id rid where the key of id had was emitted. */
+static int selector_moved(rn_join *j, uint64_t lid, uint64_t rid, uint64_t had)
+{
+  return rn_err_set(err_of(j), RN_EINVAL,
+                    "%s: the selector gave the result of left row id %llu another key than before for the same "
+                    "keys (id %llu, was %llu): a selector must depend on its two keys alone",
+                    j->out->name, (unsigned long long)lid, (unsigned long long)rid, (unsigned long long)had);
+}
+
 /* Recomputes the result of left row lid from lb (before) to la (after),
  * keeping its index entry; undo is a right-side change the "before"
  * lookups must not see yet (self-joins), or NULL. A join that keeps
@@ -123,11 +133,7 @@ int rn_join_left_step(rn_join *j, uint64_t lid, side *lb, side *la, const rn_cha
     /* The old result's key, made again, must be the key it was emitted
      * under: else its sinks would get an UPDATE of an id never inserted
      * and the old id would stay theirs for ever. */
-    if (!rc && j->fns.selector && had && rid_b != had)
-      rc = rn_err_set(err_of(j), RN_EINVAL,
-                      "%s: the selector gave the result of left row id %llu another key than before for the same "
-                      "keys (id %llu, was %llu): a selector must depend on its two keys alone",
-                      j->out->name, (unsigned long long)lid, (unsigned long long)rid_b, (unsigned long long)had);
+    if (!rc && j->fns.selector && had && rid_b != had) rc = selector_moved(j, lid, rid_b, had);
   }
   if (!rc && oa.row) {
     /* Without a selector the result key follows from the left key alone,
@@ -136,8 +142,9 @@ int rn_join_left_step(rn_join *j, uint64_t lid, side *lb, side *la, const rn_cha
       rid_a = rid_b;
     } else if (!(rc = rn_join_result_key(j, lid, la, &fa, &ka))) {
       bool same_key = ob.row && kb.size == ka.size && memcmp(kb.data, ka.data, ka.size) == 0;
-      if (same_key) rid_a = rid_b;
-      else rc = rn_join_result_id(j, &ka, lid, true, &rid_a);
+      rc = j->fns.selector ? rn_join_selected_key_check(j, la, &ka, &oa) : 0;
+      if (!rc && same_key) rid_a = rid_b;
+      else if (!rc) rc = rn_join_result_id(j, &ka, lid, true, &rid_a);
     }
   }
   if (rc) goto out;
@@ -248,6 +255,23 @@ static int right_only(rn_join *j, const fk *f, side *o, side *n)
   return rc ? rc : rn_join_emit_result(j, rid, &ro, rid, &rn);
 }
 
+/* A fan-out's left row lost its result: the key of id had is free again.
+ * The key is made again, so it must still be that one (as the left step
+ * checks): else the key that was emitted would stay lid's for ever, and
+ * a later left row given it would fail as its second holder. */
+static int release_result_key(rn_join *j, uint64_t lid, side *l, const fk *f, uint64_t had)
+{
+  msgpack_sbuffer k;
+  msgpack_sbuffer_init(&k);
+  uint64_t id = 0;
+  int rc = rn_join_result_key(j, lid, l, f, &k);
+  if (!rc) rc = rn_join_result_id(j, &k, lid, true, &id);
+  if (!rc && id != had) rc = selector_moved(j, lid, id, had);
+  if (!rc) rc = rn_join_result_id(j, &k, lid, false, &id);
+  msgpack_sbuffer_destroy(&k);
+  return rc;
+}
+
 #define FANOUT_STACK 32
 
 /* A right change: every left row that references the old or the new key
@@ -314,17 +338,20 @@ static int right_step(rn_join *j, const rn_change *c, uint64_t skip)
     if (!rc && oa.row && !rid) {
       msgpack_sbuffer k;
       msgpack_sbuffer_init(&k);
-      if (!(rc = rn_join_result_key(j, e->lid, &l, f, &k))) rc = rn_join_result_id(j, &k, e->lid, true, &rid);
+      if (!(rc = rn_join_result_key(j, e->lid, &l, f, &k))) rc = rn_join_selected_key_check(j, &l, &k, &oa);
+      if (!rc) rc = rn_join_result_id(j, &k, e->lid, true, &rid);
       msgpack_sbuffer_destroy(&k);
       if (!rc && !(rc = rn_join_index_seek(j, f, e->lid))) rc = rn_join_index_put(j, f, e->lid, rid, &l, &oa);
       rewritten = true;
     }
-    if (!rc && ob.row && !oa.row && j->fns.selector) { /* the key is free again */
+    if (!rc && ob.row && oa.row && j->fns.selector && j->fns.joiner) { /* the key stays: ob's, checked when made */
       msgpack_sbuffer k;
       msgpack_sbuffer_init(&k);
-      uint64_t ignored;
-      if (!(rc = rn_join_result_key(j, e->lid, &l, f, &k))) rc = rn_join_result_id(j, &k, e->lid, false, &ignored);
+      if (!(rc = rn_join_row_key(j, &ob, &k))) rc = rn_join_selected_key_check(j, &l, &k, &oa);
       msgpack_sbuffer_destroy(&k);
+    }
+    if (!rc && ob.row && !oa.row && j->fns.selector) { /* the key is free again */
+      rc = release_result_key(j, e->lid, &l, f, rid);
       if (!rc && !(rc = rn_join_index_seek(j, f, e->lid))) rc = rn_join_index_put(j, f, e->lid, 0, &l, NULL);
       rewritten = true;
     }

@@ -177,6 +177,12 @@ int rn_join_make_result(rn_join *j, side *l, side *r, const fk *f, side *res);
  * when the left side has no key; a key join: the join key; with a
  * selector: what it returns), appended to b. */
 int rn_join_result_key(rn_join *j, uint64_t lid, side *l, const fk *f, msgpack_sbuffer *b);
+/* With a selector, a joiner's row res (of left row l) holds key, the
+ * selector's, in the key columns it declares: else a failure naming the
+ * join (0 without a selector, a declared key or a joiner). */
+int rn_join_selected_key_check(rn_join *j, side *l, const msgpack_sbuffer *key, side *res);
+/* The key result row res's key columns hold, encoded into b. */
+int rn_join_row_key(rn_join *j, side *res, msgpack_sbuffer *b);
 /* The id of result key k: its old id if it ever had one, else the next.
  * owner: the left id that now holds it (0: release); with a selector two
  * left rows may not hold one key at once. */

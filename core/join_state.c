@@ -96,20 +96,35 @@ static int keep_encoding(rn_join *j, fk *f, const msgpack_sbuffer *b)
   return 0;
 }
 
+/* A value of on column on[i] that is no key of the right side: the error
+ * (said of the right key column, under the right relation's name) names
+ * the left column the user wrote too. */
+static int on_value_error(rn_join *j, const int *on, int i)
+{
+  rn_err *e = err_of(j);
+  return rn_err_set_with(e, e->code, e->msg, "%s: column \"%s\" of %s (on) cannot be a key of ", j->out->name,
+                         j->left->schema->cols[on[i]].name, j->left->name);
+}
+
 /* Normalizes key values to the right key's column types and encodes them:
- * 7.0 finds the int key 7; 7.5 for an int key is an error, never a miss. */
-static int encode_right_key(rn_join *j, msgpack_object *vals, fk *f)
+ * 7.0 finds the int key 7; 7.5 for an int key is an error, never a miss.
+ * on: the left columns the values come from (NULL: a mapper's key). */
+static int encode_right_key(rn_join *j, msgpack_object *vals, const int *on, fk *f)
 {
   const rn_schema *rs = j->right->schema;
   msgpack_sbuffer *b = &j->keybuf;
   msgpack_sbuffer_clear(b);
   for (int i = 0; i < rs->nkey; i++) {
     if (vals[i].type == MSGPACK_OBJECT_NIL) { f->null = true; rn_join_set_part(f); return 0; }
-    int rc = rn_value_normalize(&rs->cols[rs->key_slots[i]], &vals[i], zone_of(j), j->out->name, err_of(j));
-    if (rc) return rc;
-    if (rn_key_append(b, &vals[i]) != 0)
+    const rn_column *kc = &rs->cols[rs->key_slots[i]];
+    int rc = rn_value_normalize(kc, &vals[i], zone_of(j), on ? j->right->name : j->out->name, err_of(j));
+    if (rc) return on ? on_value_error(j, on, i) : rc;
+    if (rn_key_append(b, &vals[i]) == 0) continue;
+    if (!on)
       return rn_err_set(err_of(j), RN_EINVAL, "%s: NaN for key column \"%s\" of %s: NaN cannot be part of a key",
-                        j->out->name, rs->cols[rs->key_slots[i]].name, j->right->name);
+                        j->out->name, kc->name, j->right->name);
+    rn_err_set(err_of(j), RN_EINVAL, "%s: column \"%s\": NaN cannot be part of a key", j->right->name, kc->name);
+    return on_value_error(j, on, i);
   }
   return keep_encoding(j, f, b);
 }
@@ -173,7 +188,7 @@ static int mapper_fk(rn_join *j, side *l, fk *f)
   if (rc) return rc;
   f->null = !has_key;
   if (f->null) rn_join_set_part(f);
-  else if ((rc = encode_right_key(j, vals, f))) return rc;
+  else if ((rc = encode_right_key(j, vals, NULL, f))) return rc;
   if (j->fns.mapper_reads) {
     rn_fkmemo_key got = { .null = f->null, .enc = f->enc, .len = f->null ? 0 : f->len };
     rn_fkmemo_store(&j->fkmemo, l->row, l->len, ncols, j->mapper_read, &got);
@@ -200,7 +215,7 @@ int rn_join_left_fk(rn_join *j, side *l, fk *f)
   if (!vals) return nomem(j);
   f->null = false;
   int rc = slot_values(j, j->left, l, on, nkey, vals);
-  return rc ? rc : encode_right_key(j, vals, f);
+  return rc ? rc : encode_right_key(j, vals, j->on ? on : NULL, f); /* a mapper_column is no on column */
 }
 
 /* A right row's own key (its values are already normalized). */
@@ -329,11 +344,42 @@ int rn_join_concat(rn_join *j, side *l, side *r, const fk *f, side *res)
   return 0;
 }
 
-/* A joiner's row holds its result's key in the key columns it declares
- * when that key is the left key (or the join key): else the join would
- * hold two rows of one key (its sinks, a SQLite or store sink, one), and
- * reading by key would miss the row. A selector's key is not checked
- * here (it would be called once more per row). */
+/* Do the key columns of a joiner's row res hold the nw values wv (its
+ * result's key)? Else the join would hold two rows of one key (its sinks,
+ * a SQLite or store sink, one), and reading by key would miss the row;
+ * whose: where the result's key comes from, for the message. */
+static int key_columns_check(rn_join *j, side *l, msgpack_object *wv, int nw, side *res, const char *whose)
+{
+  const rn_schema *os = j->out->schema, *ls = j->left->schema;
+  msgpack_sbuffer want, got;
+  msgpack_sbuffer_init(&want);
+  msgpack_sbuffer_init(&got);
+  msgpack_object kv[os->nkey];
+  int rc = 0;
+  if ((rc = read_slots(j, j->out, res, os->key_slots, os->nkey, kv)) == 1)
+    rc = rn_err_set(err_of(j), RN_ESTORE, "%s: a row could not be decoded", j->out->name);
+  bool same = !rc && nw == os->nkey;
+  for (int i = 0; same && i < os->nkey; i++) { /* the result key as the key columns' types hold it: 5 as 5.0 */
+    rn_err ignored = { 0 };
+    same = rn_value_normalize(&os->cols[os->key_slots[i]], &wv[i], zone_of(j), j->out->name, &ignored) == 0;
+    if (same) rn_key_append(&want, &wv[i]), rn_key_append(&got, &kv[i]);
+  }
+  if (!rc && (!same || got.size != want.size || memcmp(got.data, want.data, got.size) != 0)) {
+    char gk[256] = "?", wk[256] = "?";
+    const msgpack_object *gv = rn_row_unpack(res->row, res->len, os->ncols, zone_of(j));
+    const msgpack_object *lv = l->row ? rn_row_unpack(l->row, l->len, ls->ncols, zone_of(j)) : NULL;
+    if (gv) rn_key_format(os, gv, gk, sizeof gk);
+    if (lv) rn_key_format(ls, lv, wk, sizeof wk);
+    rc = rn_err_set(err_of(j), RN_EINVAL,
+                    "%s: joiner returned key (%s) for the result of %s (%s): its key columns hold the result's key "
+                    "(%s)", j->out->name, gk, lv ? "left key" : "a right row without a left one",
+                    lv ? wk : "the join key", whose);
+  }
+  msgpack_sbuffer_destroy(&want);
+  msgpack_sbuffer_destroy(&got);
+  return rc;
+}
+
 /* Whether each of the result's key columns holds the very bytes of the
  * left row's key column: the joiner's common answer, seen without
  * decoding (equal bytes are an equal key; any other answer is weighed
@@ -357,41 +403,44 @@ static bool key_bytes_kept(rn_join *j, side *l, side *res)
   return true;
 }
 
+/* A joiner's row holds its result's key in the key columns it declares
+ * when that key is the left key (or the join key). A selector's key is
+ * checked where it is made (rn_join_selected_key_check: made here, the
+ * selector would be called once more per row). */
 static int joiner_key_check(rn_join *j, side *l, const fk *f, side *res)
 {
   const rn_schema *os = j->out->schema, *ls = j->left->schema;
   if (!os->nkey || j->fns.selector || !(j->key_join || (l->row && ls->nkey))) return 0;
   if (!j->key_join && key_bytes_kept(j, l, res)) return 0;
-  msgpack_sbuffer want, got;
-  msgpack_sbuffer_init(&want);
-  msgpack_sbuffer_init(&got);
-  int nw = j->key_join ? j->right->schema->nkey : ls->nkey;
-  msgpack_object kv[os->nkey], wv[nw];
-  int rc = 0;
+  int nw = j->key_join ? j->right->schema->nkey : ls->nkey, rc = 0;
+  msgpack_object wv[nw];
   if (j->key_join) nw = rn_key_decode(f->enc, f->len, wv, nw, zone_of(j)), rc = nw < 0 ? nomem(j) : 0;
   else if ((rc = read_slots(j, j->left, l, ls->key_slots, nw, wv)) == 1)
     rc = rn_err_set(err_of(j), RN_ESTORE, "%s: a row could not be decoded", j->out->name);
-  if (!rc && (rc = read_slots(j, j->out, res, os->key_slots, os->nkey, kv)) == 1)
-    rc = rn_err_set(err_of(j), RN_ESTORE, "%s: a row could not be decoded", j->out->name);
-  bool same = !rc && nw == os->nkey;
-  for (int i = 0; same && i < os->nkey; i++) { /* the result key as the key columns' types hold it: 5 as 5.0 */
-    rn_err ignored = { 0 };
-    same = rn_value_normalize(&os->cols[os->key_slots[i]], &wv[i], zone_of(j), j->out->name, &ignored) == 0;
-    if (same) rn_key_append(&want, &wv[i]), rn_key_append(&got, &kv[i]);
-  }
-  if (!rc && (!same || got.size != want.size || memcmp(got.data, want.data, got.size) != 0)) {
-    char gk[256] = "?", wk[256] = "?";
-    const msgpack_object *gv = rn_row_unpack(res->row, res->len, os->ncols, zone_of(j));
-    const msgpack_object *lv = l->row ? rn_row_unpack(l->row, l->len, ls->ncols, zone_of(j)) : NULL;
-    if (gv) rn_key_format(os, gv, gk, sizeof gk);
-    if (lv) rn_key_format(ls, lv, wk, sizeof wk);
-    rc = rn_err_set(err_of(j), RN_EINVAL,
-                    "%s: joiner returned key (%s) for the result of %s (%s): its key columns hold the result's key "
-                    "(the left key)", j->out->name, gk, lv ? "left key" : "a right row without a left one",
-                    lv ? wk : "the join key");
-  }
-  msgpack_sbuffer_destroy(&want);
-  msgpack_sbuffer_destroy(&got);
+  return rc ? rc : key_columns_check(j, l, wv, nw, res, "the left key");
+}
+
+/* The check joiner_key_check makes, of a selector's key (join_int.h). */
+int rn_join_selected_key_check(rn_join *j, side *l, const msgpack_sbuffer *key, side *res)
+{
+  const rn_schema *os = j->out->schema;
+  if (!os->nkey || !j->fns.selector || !j->fns.joiner || !res->row) return 0; /* else: joiner_key_check */
+  msgpack_object wv[os->nkey + 1]; /* one more: a key of more parts than the columns differs */
+  int nw = rn_key_decode(key->data, key->size, wv, os->nkey + 1, zone_of(j));
+  if (nw < 0) return nomem(j);
+  return key_columns_check(j, l, wv, nw, res, "the selector's key");
+}
+
+/* The key a result row's key columns hold, encoded into b (to check a
+ * selector's result against the one it replaces, the key being the same). */
+int rn_join_row_key(rn_join *j, side *res, msgpack_sbuffer *b)
+{
+  const rn_schema *os = j->out->schema;
+  msgpack_object kv[os->nkey ? os->nkey : 1];
+  msgpack_sbuffer_clear(b);
+  int rc = read_slots(j, j->out, res, os->key_slots, os->nkey, kv);
+  if (rc == 1) return rn_err_set(err_of(j), RN_ESTORE, "%s: a row could not be decoded", j->out->name);
+  for (int i = 0; !rc && i < os->nkey; i++) rn_key_append(b, &kv[i]);
   return rc;
 }
 

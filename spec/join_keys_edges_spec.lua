@@ -120,7 +120,7 @@ describe("composite on-keys", function()
     local refs = p:table("refs", { {"id","int"}, {"s","string"}, {"n","float"}, key = "id" })
     refs:join(codes, { on = { "s", "n" }, name = "rc" })
     refs:insert{ id = 1, s = "a", n = -3.0 }
-    assert.equal('rc: column "n": expected int, got number -3.5',
+    assert.equal('rc: column "n" of refs (on) cannot be a key of codes: column "n": expected int, got number -3.5',
                  H.error_of(refs.update, refs, { id = 1, n = -3.5 }))
     assert.equal(-3.0, refs:get(1).n)
     p:close()

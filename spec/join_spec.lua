@@ -138,7 +138,8 @@ describe("table ⋈ table on a foreign key", function()
     teams:insert{ id = 7, name = "otters" }
     players:insert{ id = 1, team = 7.0 }
     assert.same({ "INSERT 1" }, H.verbs(log))
-    assert.equal('players.join: column "id": expected int, got number 7.5',
+    assert.equal('players.join: column "team" of players (on) cannot be a key of teams: column "id": expected int, '
+                 .. 'got number 7.5',
                  H.error_of(players.insert, players, { id = 2, team = 7.5 }))
     assert.is_nil(players:get(2)) -- rolled back
     p:close()

@@ -144,11 +144,11 @@ describe("a NaN looked up", function()
     local calls = 0
     local l = p:lookup("l", { {"f","float"}, {"v","string"}, key = "f", source = function() calls = calls + 1; return { v = "x" } end })
     o:join(l, { on = "f", kind = "left" })
-    assert.equal('o.join: NaN for key column "f" of l: NaN cannot be part of a key',
+    assert.equal('o.join: column "f" of o (on) cannot be a key of l: column "f": NaN cannot be part of a key',
                  H.error_of(function() o:insert{ id = 1, f = 0 / 0 } end))
     local s = p:stream("s", { {"g","float"} })
     s:join(l, { on = "g" })
-    assert.equal('s.join: NaN for key column "f" of l: NaN cannot be part of a key',
+    assert.equal('s.join: column "g" of s (on) cannot be a key of l: column "f": NaN cannot be part of a key',
                  H.error_of(function() s:insert{ g = 0 / 0 } end))
     assert.equal(0, calls)
     assert.equal(0, o:count())

@@ -71,7 +71,8 @@ describe("lookups", function()
     ev:insert{ who = 7.0 }
     assert.same({ "integer", "integer" }, ids)
     assert.same({ "n7", "n7" }, got)
-    assert.equal('ev.join: column "id": expected int, got number 7.5', H.error_of(ev.insert, ev, { who = 7.5 }))
+    assert.equal('ev.join: column "who" of ev (on) cannot be a key of named: column "id": expected int, got number 7.5',
+                 H.error_of(ev.insert, ev, { who = 7.5 }))
     assert.same({ hits = 0, misses = 2, evictions = 0, source_calls = 2 }, p:stats().lookups.named)
   end)
 

@@ -1,0 +1,159 @@
+-- Joins at the edges, round 23 (DESIGN §6, §12): a selector's key freed by
+-- a right-side fan-out, and an `on` column's value of the wrong type.
+local runnel = require "runnel"
+
+local function tables(p, tid_type)
+  local teams = p:table("teams", { {"id","int"}, {"name","string"}, key = "id" })
+  local players = p:table("players", { {"id","int"}, {"tid", tid_type or "int", null = true}, key = "id" })
+  return teams, players
+end
+
+local function err_of(f, ...)
+  local ok, e = pcall(f, ...)
+  assert.is_false(ok)
+  return tostring(e)
+end
+
+describe("a right-side fan-out freeing a selector's result key", function()
+  it("fails the group, as the left side does, when the selector gives another key than the one emitted", function()
+    local p = runnel.open()
+    local teams, players = tables(p)
+    local shift = 0
+    local j = players:join(teams, { on = "tid", name = "j", selector = function(_, rk) return rk + shift end })
+    local seen = {}
+    j:sink(function(verb, _, _, info) seen[#seen + 1] = verb .. " " .. info.id end)
+    teams:insert{ id = 1, name = "a" }
+    players:insert{ id = 1, tid = 1 }
+    shift = 100 -- the selector is no function of its keys any more
+    local e = err_of(teams.delete, teams, { id = 1 })
+    assert.matches("j: the selector gave the result of left row id 1 another key", e, 1, true)
+    assert.is_false(p:in_group())
+    assert.equal("a", teams:get(1).name)
+    assert.same({ "INSERT 1" }, seen)
+    shift = 0 -- a function again: key 1 is freed with the result, and free for another left row
+    teams:delete{ id = 1 }
+    players:delete{ id = 1 }
+    teams:insert{ id = 1, name = "a" }
+    players:insert{ id = 2, tid = 1 }
+    assert.equal(1, j:count())
+    assert.same({ "INSERT 1", "DELETE 1", "INSERT 1" }, seen)
+    p:close()
+  end)
+
+  it("frees the key of a result the right row's delete takes, for another left row", function()
+    local p = runnel.open()
+    local teams, players = tables(p)
+    local j = players:join(teams, { on = "tid", name = "j", selector = function(_, rk) return rk end })
+    teams:insert{ id = 1, name = "a" }
+    players:insert{ id = 1, tid = 1 }
+    teams:delete{ id = 1 }
+    players:update{ id = 1, tid = 2 }
+    teams:insert{ id = 1, name = "a" }
+    players:insert{ id = 2, tid = 1 }
+    assert.equal(1, j:count())
+    p:close()
+  end)
+end)
+
+describe("an on column whose value cannot be the right key", function()
+  for _, case in ipairs{
+    { "a float with a fraction for an int key", "float", 1.5, "expected int, got number 1.5" },
+    { "a string in an any column for an int key", "any", "x", "expected int, got string" },
+  } do
+    it(("(%s) names the join, the left on column and its relation, then the right key column"):format(case[1]),
+       function()
+      local p = runnel.open()
+      local teams, players = tables(p, case[2])
+      local j = players:join(teams, { on = "tid", name = "j", kind = "left" })
+      teams:insert{ id = 1, name = "a" }
+      local e = err_of(players.insert, players, { id = 1, tid = case[3] })
+      assert.equal('j: column "tid" of players (on) cannot be a key of teams: column "id": ' .. case[4], e)
+      assert.is_false(p:in_group())
+      assert.equal(0, players:count())
+      assert.equal(0, j:count())
+      p:close()
+    end)
+  end
+
+  it("(NaN in a float column for a float key) names the left on column and its relation", function()
+    local p = runnel.open()
+    local teams = p:table("teams", { {"id","float"}, {"name","string"}, key = "id" })
+    local players = p:table("players", { {"id","int"}, {"tid","float", null = true}, key = "id" })
+    players:join(teams, { on = "tid", name = "j" })
+    local e = err_of(players.insert, players, { id = 1, tid = 0 / 0 })
+    assert.equal('j: column "tid" of players (on) cannot be a key of teams: column "id": NaN cannot be part of a key', e)
+    assert.equal(0, players:count())
+    p:close()
+  end)
+end)
+
+describe("a joiner's key columns with a selector", function()
+  -- the result's key is the selector's (DESIGN §6): the key columns a joiner
+  -- declares hold it, as they hold the left key without a selector
+  local function setup(joiner)
+    local p = runnel.open()
+    local teams, players = tables(p)
+    local j = players:join(teams, { on = "tid", name = "j", selector = function(lk) return lk * 10 end,
+      joiner = joiner, columns = { {"k","int"}, {"name","string"}, key = "k" } })
+    local seen = {}
+    j:sink(function(verb, row, old, info) seen[#seen + 1] = ("%s %d %d"):format(verb, info.id, (row or old).k) end)
+    teams:insert{ id = 1, name = "a" }
+    teams:insert{ id = 2, name = "b" }
+    return p, teams, players, j, seen
+  end
+
+  it("is a row of the selector's key: inserted, moved and fanned out", function()
+    local p, teams, players, j, seen = setup(function(l, r) return { k = l.id * 10, name = r.name } end)
+    players:insert{ id = 1, tid = 1 }
+    players:insert{ id = 2, tid = 1 }
+    teams:update{ id = 1, name = "c" }
+    players:update{ id = 2, tid = 2 }
+    assert.equal(2, j:count())
+    assert.same({ k = 10, name = "c" }, j:get(10))
+    assert.same({ k = 20, name = "b" }, j:get(20))
+    assert.same({ "INSERT 1 10", "INSERT 2 20", "UPDATE 1 10", "UPDATE 2 20", "UPDATE 2 20" }, seen)
+    p:close()
+  end)
+
+  it("fails the group naming the join and both keys when a left row's row holds another key", function()
+    local p, _, players, j, seen = setup(function(l, r) return { k = 1, name = r.name } end)
+    local e = err_of(players.insert, players, { id = 1, tid = 1 })
+    assert.equal("j: joiner returned key (k = 1) for the result of left key (id = 1): its key columns hold "
+                 .. "the result's key (the selector's key)", e)
+    assert.is_false(p:in_group())
+    assert.equal(0, players:count())
+    assert.equal(0, j:count())
+    assert.same({}, seen)
+    p:close()
+  end)
+
+  it("fails the group when a right row's insert or update gives a left row's result another key", function()
+    local p, teams, players, j, seen = setup(function(l, r) return { k = r.name == "x" and 7 or l.id * 10, name = r.name } end)
+    players:insert{ id = 1, tid = 3 } -- no team 3 yet: no result
+    local e = err_of(teams.insert, teams, { id = 3, name = "x" })
+    assert.matches("^j: joiner returned key %(k = 7%)", e)
+    assert.is_nil(teams:get(3))
+    players:insert{ id = 2, tid = 1 }
+    e = err_of(teams.update, teams, { id = 1, name = "x" })
+    assert.matches("^j: joiner returned key %(k = 7%) for the result of left key %(id = 2%)", e)
+    assert.equal("a", teams:get(1).name)
+    assert.same({ "INSERT 1 20" }, seen)
+    assert.same({ k = 20, name = "a" }, j:get(20))
+    p:close()
+  end)
+end)
+
+describe("a joiner's key columns over a keyless left without a selector", function()
+  -- the result's key is then the left id, which no column holds: not checked
+  it("takes a right row's insert fanning out to a left row without a result", function()
+    local p = runnel.open()
+    local teams = p:table("teams", { {"id","int"}, {"name","string"}, key = "id" })
+    local ev = p:table("ev", { {"tid","int"}, {"x","int"} })
+    local j = ev:join(teams, { on = "tid", name = "j", joiner = function(l, r) return { k = l.x, name = r.name } end,
+      columns = { {"k","int"}, {"name","string"}, key = "k" } })
+    ev:insert{ tid = 1, x = 5 }
+    teams:insert{ id = 1, name = "a" }
+    assert.same({ k = 5, name = "a" }, j:get(5))
+    p:close()
+  end)
+end)

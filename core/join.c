@@ -207,6 +207,11 @@ static int check_spec(rn_pipeline *p, const char *name, rn_rel *left, rn_rel *ri
                       name, right->name);
   if (!left->tablelike && fns->selector)
     return rn_err_set(&p->err, RN_EINVAL, "%s: a stream join has no result key to select", name);
+  if (left->tablelike && !ls->nkey && spec->schema && spec->schema->nkey && !fns->selector)
+    return rn_err_set(&p->err, RN_EINVAL,
+                      "%s: %s has no key, so each of its rows has a result of its own, which no key column holds "
+                      "(two rows would give one key): declare no key in columns, or give %s a key or the join a "
+                      "selector", name, left->name, left->name);
   if (spec->schema && !fns->joiner && !spec->nproject) /* its rows would be left+right under those names */
     return rn_err_set(&p->err, RN_EINVAL,
                       "%s: columns are the rows a joiner returns: give a joiner, or select columns after the join",

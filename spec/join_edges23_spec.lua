@@ -143,17 +143,37 @@ describe("a joiner's key columns with a selector", function()
   end)
 end)
 
-describe("a joiner's key columns over a keyless left without a selector", function()
-  -- the result's key is then the left id, which no column holds: not checked
-  it("takes a right row's insert fanning out to a left row without a result", function()
+describe("a joiner over a keyless left table", function()
+  -- the result's key is the left row's id, which no column holds: a key
+  -- declared in columns was unchecked, and two left rows gave two rows of
+  -- one key (refused since 0.36); a selector's key is checked
+  it("may not declare a key without a selector: two left rows would give one key", function()
     local p = runnel.open()
     local teams = p:table("teams", { {"id","int"}, {"name","string"}, key = "id" })
-    local ev = p:table("ev", { {"tid","int"}, {"x","int"} })
-    local j = ev:join(teams, { on = "tid", name = "j", joiner = function(l, r) return { k = l.x, name = r.name } end,
-      columns = { {"k","int"}, {"name","string"}, key = "k" } })
-    ev:insert{ tid = 1, x = 5 }
+    local ev = p:table("ev", { {"k","int"}, {"tid","int"} })
+    local e = err_of(function()
+      local j = ev:join(teams, { on = "tid", joiner = function(l, t) return { k = l.k, tname = t and t.name } end,
+        columns = { {"k","int"}, {"tname","string", null = true}, key = "k" } })
+      return j -- not a tail call: the caller's line stays
+    end)
+    assert.matches("ev.join: ev has no key, so each of its rows has a result of its own, which no key column holds",
+                   e, 1, true)
+    assert.matches("join_edges23_spec.lua:%d+:", e) -- the caller's line
+    -- without a key it is declared, one result per left row; with a
+    -- selector the key is the selector's, each held by one left row
+    local j = ev:join(teams, { on = "tid", joiner = function(l, t) return { k = l.k, tname = t and t.name } end,
+      columns = { {"k","int"}, {"tname","string", null = true} } })
+    local s = ev:join(teams, { on = "tid", name = "s", selector = function(_, rk) return rk end,
+      joiner = function(_, t) return { k = t.id, tname = t.name } end,
+      columns = { {"k","int"}, {"tname","string"}, key = "k" } })
     teams:insert{ id = 1, name = "a" }
-    assert.same({ k = 5, name = "a" }, j:get(5))
+    teams:insert{ id = 2, name = "b" }
+    ev:insert{ k = 1, tid = 1 }
+    ev:insert{ k = 1, tid = 2 }
+    assert.equal(2, j:count())
+    assert.same({ k = 2, tname = "b" }, s:get(2))
+    assert.matches("s: the selector gave result key 1 to two left rows", err_of(ev.insert, ev, { k = 3, tid = 1 }), 1, true)
+    assert.equal(2, ev:count())
     p:close()
   end)
 end)

@@ -464,10 +464,23 @@ local function continues_string(src)
   return slashes ~= nil and #slashes % 2 == 1
 end
 
+-- A leading `local` is dropped so the names outlive their line; a
+-- <const> goes with it (the name becomes a global), while a line with a
+-- <close> stays as typed: its value closes at the end of the line, as in
+-- lua5.4 (a global would never be closed).
+local function drop_local(src)
+  src = src:gsub("^%s*local%s+function%s", "function ")
+  local names, rest = src:match("^%s*local%s+([%a_][%w_%s,<>]*)(.*)$")
+  if not names then return src end
+  local plain = names:gsub("%s*<%s*const%s*>", "")
+  if plain:find("<", 1, true) then return src end -- <close>, or an attribute Lua names as unknown
+  return plain .. rest
+end
+
 -- Expressions are compiled as `return pack(<line>)`, so the last call is
 -- not a tail call and an error in it still names stdin's line.
 local function compile(src)
-  src = src:gsub("^%s*local%s+function%s", "function "):gsub("^%s*local%s+", "")
+  src = drop_local(src)
   local fn = load("return (...)(" .. src .. "\n)", "=stdin", "t")
   if fn then return function() return fn(table.pack) end, true end
   local err

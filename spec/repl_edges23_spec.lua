@@ -1,0 +1,22 @@
+-- The REPL: Lua 5.4 attributes, bytes in grids, names that go with a
+-- state, and how it starts on a state or script it cannot open.
+local H = require "helper"
+
+local bin = H.runnel_bin
+
+describe("the REPL on a local with an attribute", function()
+  -- The REPL drops a leading `local` so the name outlives its line; with
+  -- an attribute that left `z <const> = 1`, a syntax error.
+  it("keeps a <const> local as a session-wide name", function()
+    local out, err, code = H.sh(bin, "local z <const> = 1\nprint(z)\nlocal a, b < const > = 2, 3\nprint(a, b)\n")
+    assert.equal(0, code, err)
+    assert.equal("1\n2\t3\n", out)
+  end)
+
+  it("closes a <close> local at the end of its line, as lua5.4 does", function()
+    local out, err, code = H.sh(bin, 'local c <close> = setmetatable({}, { __close = function() print("closed") end })\n'
+                                     .. "print(c)\n")
+    assert.equal(0, code, err)
+    assert.equal("closed\nnil\n", out)
+  end)
+end)

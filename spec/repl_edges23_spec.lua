@@ -20,3 +20,25 @@ describe("the REPL on a local with an attribute", function()
     assert.equal("closed\nnil\n", out)
   end)
 end)
+
+describe("the REPL's grid on bytes that are not UTF-8", function()
+  -- Control characters were escaped, but a byte that starts or ends no
+  -- UTF-8 character (\255, a lone \195) went to the terminal as it was.
+  it("writes each such byte as \\ddd, valid UTF-8 as it is", function()
+    local out, err, code = H.sh(bin, table.concat({
+      't = p:table("t", { {"id","int"}, {"b","bytes"}, key = "id" })',
+      ".watch off",
+      't:insert{ id = 1, b = "\\255x\\195" }',
+      't:insert{ id = 2, b = "h\\195\\169\\2271" }',
+      "t",
+    }, "\n") .. "\n")
+    assert.equal(0, code, err)
+    assert.equal([[watch off
+ row id | id | b
+--------+----+-----------
+      1 |  1 | \255x\195
+      2 |  2 | hé\2271
+(2 rows)
+]], out)
+  end)
+end)

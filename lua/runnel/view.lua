@@ -33,7 +33,24 @@ return function(runnel, core)
   -- the grid's row, and ESC, BEL or a C1 control (U+009B is CSI) would go
   -- to the terminal as a command (recolour, clear, retitle).
   local ESCAPES = { ["\n"] = "\\n", ["\t"] = "\\t", ["\r"] = "\\r" }
+
+  -- A byte that is part of no UTF-8 character (a bytes value, a cut
+  -- string) as \ddd: raw, the terminal shows garbage or takes it as the
+  -- start of a character. Such bytes are >= 128: always three digits.
+  local function utf8_only(s)
+    if utf8.len(s) then return s end
+    local out, i = {}, 1
+    while i <= #s do
+      local n, bad = utf8.len(s, i)
+      if n then out[#out + 1] = s:sub(i) break end
+      out[#out + 1] = s:sub(i, bad - 1) .. ("\\%d"):format(s:byte(bad))
+      i = bad + 1
+    end
+    return table.concat(out)
+  end
+
   local function visible(s)
+    s = utf8_only(s)
     -- three digits when a digit follows, as Lua's %q: "\27" then "1" is not "\271"
     s = s:gsub("([%c\127])(%d?)", function(c, d)
       return (ESCAPES[c] or (d == "" and "\\%d" or "\\%03d"):format(c:byte())) .. d

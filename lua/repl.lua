@@ -236,9 +236,20 @@ local function describe(p)
   return temp and "`p` is a temporary pipeline" or ("`p` is the state at %s"):format(path)
 end
 
+-- Closes what the REPL opened, and forgets the globals that named its
+-- relations (a browsed state's, a script's): they would read a state left
+-- behind, or a closed pipeline. Relations are the same values each time.
 local function close_opened()
+  local closed = {}
+  for _, opened in ipairs(session.opened) do
+    local ok, rels = pcall(opened.relations, opened)
+    for _, rel in ipairs(ok and rels or {}) do closed[rel] = true end
+  end
   for i = #session.opened, 1, -1 do pcall(session.opened[i].close, session.opened[i]) end
   session.opened = {}
+  for name, v in pairs(_G) do
+    if closed[v] then _G[name] = nil end
+  end
 end
 
 -- ---- commands ----
@@ -438,6 +449,7 @@ local function open_state(dir, file, quiet)
   local ok, p
   if not file and file_exists(dir .. "/data.mdb") then
     ok, p = pcall(browse, dir)
+    if ok then close_opened() end
   else
     -- The current p stays until the new one opens: a failed .open keeps
     -- the work (a temporary state is removed when closed). Only a state

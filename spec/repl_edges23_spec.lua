@@ -42,3 +42,41 @@ describe("the REPL's grid on bytes that are not UTF-8", function()
 ]], out)
   end)
 end)
+
+describe("the REPL's .open of another state", function()
+  after_each(H.cleanup)
+
+  local function state(dir, name)
+    H.write(dir .. "/decl.lua", ('%s = p:table("%s", { {"id","int"}, key = "id" })\n'):format(name, name))
+    local _, err, code = H.sh(("%s repl %s/%s %s/decl.lua"):format(bin, dir, name, dir), name .. ":insert{ id = 1 }\n")
+    assert.equal(0, code, err)
+  end
+
+  -- A browsed state's relations are globals; after .open they stayed,
+  -- and `alpha` went on printing the rows of the state left behind.
+  it("forgets the globals that named the relations of the state it left", function()
+    local dir = H.tmpdir()
+    state(dir, "alpha")
+    state(dir, "beta")
+    local out, err, code = H.sh(("%s repl %s/alpha"):format(bin, dir),
+                                ("alpha:count()\n.open %s/beta\nalpha\nbeta:count()\n"):format(dir))
+    assert.equal(0, code, err)
+    assert.equal(("1\n`p` is a read-only view of the state at %s/beta\nnil\n1\n"):format(dir), out)
+  end)
+
+  -- A script's globals naming relations of a pipeline .open closed.
+  it("forgets the globals that named the relations of the pipeline it closed, and no others", function()
+    local dir = H.tmpdir()
+    state(dir, "beta")
+    local out, err, code = H.sh(bin, table.concat({
+      't = p:table("t", { {"id","int"}, key = "id" })',
+      'mine = runnel.open()',
+      'u = mine:table("u", { {"id","int"}, key = "id" })',
+      "n = 5",
+      ".open " .. dir .. "/beta",
+      "t, u:count(), n",
+    }, "\n") .. "\n")
+    assert.equal(0, code, err)
+    assert.equal(("`p` is a read-only view of the state at %s/beta\nnil\n0\n5\n"):format(dir), out)
+  end)
+end)

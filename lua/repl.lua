@@ -12,6 +12,7 @@
 -- change grids and completion follow whatever `p` is.
 local runnel = require "runnel"
 local rl = require "runnel.readline"
+local visible = require("runnel.core")._visible -- control characters escaped, as grids show them
 
 local M = {}
 
@@ -254,6 +255,13 @@ end
 
 -- ---- commands ----
 
+-- "known: a, b" or "none declared": p's relations, named as grids name them.
+local function known(p, what)
+  local names = {}
+  for _, r in ipairs(p:relations()) do names[#names + 1] = visible(r:name()) end
+  return #names > 0 and (what or "known: ") .. table.concat(names, ", ") or "none declared"
+end
+
 local function tables(p)
   local rows = {}
   for _, rel in ipairs(p:relations()) do
@@ -268,14 +276,11 @@ end
 local function schema(p, name)
   local rel = name ~= "" and p:relation(name)
   if not rel then
-    local names = {}
-    for _, r in ipairs(p:relations()) do names[#names + 1] = r:name() end
     if name == "" then -- not a relation named "": the name was left out
-      print(("error: .schema takes NAME (%s)"):format(#names > 0 and "a relation: " .. table.concat(names, ", ")
-                                                          or "none declared"))
+      print(("error: .schema takes NAME (%s)"):format(known(p, "a relation: ")))
       return
     end
-    print(("no relation %s (%s)"):format(quote(name), #names > 0 and "known: " .. table.concat(names, ", ") or "none declared"))
+    print(("no relation %s (%s)"):format(quote(name), known(p)))
     return
   end
   local s, rows = rel:schema(), {}
@@ -298,10 +303,7 @@ local function set_watch(p, arg)
     local set = {}
     for name in arg:gmatch("%S+") do
       if not p:relation(name) then
-        local names = {}
-        for _, r in ipairs(p:relations()) do names[#names + 1] = r:name() end
-        print(("error: no relation %s to watch (%s)"):format(quote(name), #names > 0 and "known: " ..
-              table.concat(names, ", ") or "none declared"))
+        print(("error: no relation %s to watch (%s)"):format(quote(name), known(p)))
         return
       end
       set[name] = true
@@ -310,7 +312,7 @@ local function set_watch(p, arg)
   end
   if type(session.watch) == "string" then print("watch " .. session.watch) return end
   local names = {}
-  for name in pairs(session.watch) do names[#names + 1] = name end
+  for name in pairs(session.watch) do names[#names + 1] = visible(name) end
   table.sort(names)
   print("watch " .. table.concat(names, " "))
 end

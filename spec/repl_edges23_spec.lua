@@ -80,3 +80,29 @@ describe("the REPL's .open of another state", function()
     assert.equal(("`p` is a read-only view of the state at %s/beta\nnil\n0\n5\n"):format(dir), out)
   end)
 end)
+
+describe("the REPL on names with control characters", function()
+  -- Grids escaped them, but a change grid's title and the names .watch
+  -- and .schema list wrote them raw: a newline broke the line, an ESC
+  -- recoloured the terminal.
+  it("escapes them in .watch titles and the lists of known relations, as grids do", function()
+    local out, err, code = H.sh(bin, table.concat({
+      't = p:table("a\\nb\\27[31m", { {"c\\nd","int"}, key = "c\\nd" })',
+      't:insert{ ["c\\nd"] = 1 }',
+      ".tables",
+      ".watch x",
+      ".schema x",
+    }, "\n") .. "\n")
+    assert.equal(0, code, err)
+    assert.equal([[a\nb\27[31m · group 1
+ id | verb   | c\nd
+----+--------+------
+  1 | INSERT |    1
+ relation    | kind  | rows
+-------------+-------+------
+ a\nb\27[31m | table |    1
+error: no relation "x" to watch (known: a\nb\27[31m)
+no relation "x" (known: a\nb\27[31m)
+]], out)
+  end)
+end)

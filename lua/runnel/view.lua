@@ -58,6 +58,8 @@ return function(runnel, core)
     return (s:gsub("\194([\128-\159])", function(c) return ("\\u{%x}"):format(c:byte()) end))
   end
 
+  core._visible = visible -- the REPL's messages name relations as grids do
+
   --- runnel.grid(headers, rows [, right]) -> string: an aligned text table.
   -- rows are lists of cell strings; right[i] aligns column i to the right.
   function runnel.grid(headers, rows, right)
@@ -166,6 +168,7 @@ return function(runnel, core)
   function runnel.watch(rel, opts)
     opts = watch_options(opts)
     local function out(text) (opts.print or print)(text) end
+    local title = visible(rel:name())
     local names = column_names(rel)
     local verbs = rel:schema().tablelike -- a stream's events are all INSERTs
     local first = verbs and 2 or 1
@@ -194,13 +197,13 @@ return function(runnel, core)
         shown = nil
         if total > 0 then
           local cut = total > #rows and "\n" .. count_line(total, "change", #rows) or ""
-          out(("%s · group %d"):format(rel:name(), seq) .. "\n" .. runnel.grid(headers, rows, right) .. cut)
+          out(("%s · group %d"):format(title, seq) .. "\n" .. runnel.grid(headers, rows, right) .. cut)
           shown = seq
         end
         rows, total = {}, 0
       end,
       rollback = function(seq) -- its rows never reach another group's printout
-        if shown == seq then out(("%s · group %d rolled back"):format(rel:name(), seq)) end
+        if shown == seq then out(("%s · group %d rolled back"):format(title, seq)) end
         rows, shown, total = {}, nil, 0
       end }
     return rel

@@ -216,6 +216,32 @@ local function bind_relations(b)
   end
 end
 
+-- Reads a browsed state's catalogue again (another process may have
+-- declared, dropped or written since): each relation keeps its value, so
+-- its global goes on naming it; one that left the catalogue leaves its
+-- global too, and one declared since gets one.
+local function refresh(b)
+  local ok, seen = pcall(runnel.inspect, b._path)
+  if not ok then return end -- the state went away: what was read stays
+  local before = {}
+  for _, r in ipairs(b._rels) do before[r._entry.name] = r end
+  b._rels = {}
+  for _, entry in ipairs(seen.relations) do
+    local r = before[entry.name] or setmetatable({ _path = b._path }, Browsed)
+    before[entry.name] = nil
+    if r._handle and (r._entry.kind ~= entry.kind or r._entry.columns ~= entry.columns) then
+      r._handle:close(); r._handle = nil -- declared again otherwise: attach again
+    end
+    r._entry = entry
+    b._rels[#b._rels + 1] = r
+  end
+  for name, r in pairs(before) do
+    if r._handle then r._handle:close() end
+    if _G[name] == r then _G[name] = nil end
+  end
+  bind_relations(b)
+end
+
 local function adopt(p)
   if _G.p ~= p then _G.p = p end
   if getmetatable(p) == Browse then
@@ -603,6 +629,7 @@ end
 
 local function command(cmd, argument, state)
   local p = _G.p
+  if getmetatable(p) == Browse then refresh(p) end
   if cmd == "quit" or cmd == "exit" then return "quit"
   elseif cmd == "help" then print(HELP)
   elseif cmd == "tables" then tables(p)
@@ -647,6 +674,7 @@ local function loop(tty, history)
         local fn, err = compile(src)
         if fn then
           buffer = nil
+          if getmetatable(_G.p) == Browse then refresh(_G.p) end
           local results = run_chunk(fn, state.traceback)
           if err == true then results = unpacked(results) end
           print_results(results)

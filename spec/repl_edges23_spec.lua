@@ -106,3 +106,48 @@ no relation "x" (known: a\nb\27[31m)
 ]], out)
   end)
 end)
+
+describe("the REPL browsing a state another process writes", function()
+  after_each(H.cleanup)
+
+  -- The catalogue was read once, at .open: a relation declared later by
+  -- the process that writes the state was unknown to .tables, .schema and
+  -- p:relation, and a table's row count stayed what it was.
+  it("reads the catalogue again before each command and chunk", function()
+    local dir = H.tmpdir()
+    H.write(dir .. "/decl.lua", 'alpha = p:table("alpha", { {"id","int"}, key = "id" })\n')
+    H.write(dir .. "/more.lua", table.concat({
+      'local runnel = require "runnel"',
+      "local p = runnel.open(arg[1])",
+      'local alpha = p:table("alpha", { {"id","int"}, key = "id" })',
+      'local beta = p:table("beta", { {"id","int"}, key = "id" })',
+      "alpha:insert{ id = 2 }",
+      "beta:insert{ id = 1 }",
+      "p:close()",
+    }, "\n") .. "\n")
+    local _, err, code = H.sh(("%s repl %s/st %s/decl.lua"):format(bin, dir, dir), "alpha:insert{ id = 1 }\n")
+    assert.equal(0, code, err)
+    local out
+    out, err, code = H.sh(("%s repl %s/st"):format(bin, dir), table.concat({
+      ".tables",
+      ("assert(os.execute(%q))"):format(("%s run %s/more.lua %s/st"):format(bin, dir, dir)),
+      ".tables",
+      "p:relation('beta') ~= nil, beta:count(), alpha:count()",
+    }, "\n") .. "\n")
+    assert.equal(0, code, err)
+    assert.equal([[ relation | kind  | rows
+----------+-------+------
+ alpha    | table |    1
+true
+"exit"
+0
+ relation | kind  | rows
+----------+-------+------
+ alpha    | table |    2
+ beta     | table |    1
+true
+1
+2
+]], out)
+  end)
+end)

@@ -447,10 +447,13 @@ local function follow(results)
   if p ~= nil and (pipeline(p) or getmetatable(p) == Browse) then adopt(p) end
 end
 
+-- Runs a script: true, or nil and why it could not be loaded (an error
+-- it raises prints, and the session goes on).
 local function run_file(file, ...)
   local fn, err = loadfile(file)
-  if not fn then print("error: " .. err) return end
+  if not fn then return nil, err end
   follow(run_chunk(fn, false, ...))
+  return true
 end
 
 local function file_exists(path)
@@ -471,9 +474,14 @@ local function is_file(path)
   return code ~= 21
 end
 
+-- Returns true, or nil and why (p unchanged).
 local function open_state(dir, file, quiet)
-  if dir == nil or dir == "" then print("error: .open needs a state directory") return end
-  if is_file(dir) then print(("error: %s is a file; a state is a directory (.load runs a script)"):format(dir)) return end
+  if dir == nil or dir == "" then return nil, ".open needs a state directory" end
+  if is_file(dir) then return nil, ("%s is a file; a state is a directory (.load runs a script)"):format(dir) end
+  if file then -- a script that cannot be read opens no state
+    local fn, err = loadfile(file)
+    if not fn then return nil, err end
+  end
   local ok, p
   if not file and file_exists(dir .. "/data.mdb") then
     ok, p = pcall(browse, dir)
@@ -489,11 +497,12 @@ local function open_state(dir, file, quiet)
     end
     if ok then close_opened() end
   end
-  if not ok then print("error: " .. tostring(p)) return end
+  if not ok then return nil, tostring(p) end
   session.opened[#session.opened + 1] = p
   adopt(p)
   if not quiet then print(describe(p)) end
-  if file then run_file(file, p) end
+  if file then return run_file(file, p) end
+  return true
 end
 
 -- Whether src's last line ends inside a short string that goes on over
@@ -636,11 +645,15 @@ local function command(cmd, argument, state)
   elseif cmd == "schema" then schema(p, argument)
   elseif cmd == "open" then
     local list = paths("open", argument, 2)
-    if list then open_state(list[1], list[2]) end
+    local ok, err = true, nil
+    if list then ok, err = open_state(list[1], list[2]) end
+    if not ok then print("error: " .. err) end
   elseif cmd == "load" then
     local q, list = argument:sub(1, 1), { argument } -- unquoted, the whole argument is the path
     if q == '"' or q == "'" or argument == "" then list = paths("load", argument, 1) end
-    if list then run_file(list[1], p) end
+    local ok, err = true, nil
+    if list then ok, err = run_file(list[1], p) end
+    if not ok then print("error: " .. err) end
   elseif cmd == "watch" then set_watch(p, argument)
   elseif cmd == "limit" then set_limit(argument)
   elseif cmd == "traceback" then
@@ -706,11 +719,15 @@ function M.main(first, second)
     adopt(p)
     local history = os.getenv("HOME") and os.getenv("HOME") .. "/.runnel_history"
     if tty and history then rl.history_file(history, false) end
+    -- A state or script the command line names that cannot be opened
+    -- ends the REPL, exit 1: the session would be on another `p`.
+    local opened, why = true, nil
     if dir then
-      open_state(dir, file, true)
+      opened, why = open_state(dir, file, true)
     elseif file then
-      run_file(file, p)
+      opened, why = run_file(file, p)
     end
+    if not opened then error(why, 0) end
     if tty then banner(_G.p) end
     loop(tty, history)
     if tty and history then rl.history_file(history, true) end

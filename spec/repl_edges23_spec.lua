@@ -151,3 +151,40 @@ true
 ]], out)
   end)
 end)
+
+describe("runnel repl STATE_DIR FILE.lua that cannot be opened", function()
+  after_each(H.cleanup)
+
+  -- It said "error: …" and went on with the temporary pipeline as `p`,
+  -- exit 0: a script piped in then ran on a state it did not name. A
+  -- missing FILE.lua also left a new empty state at STATE_DIR.
+  it("says why on stderr and exits 1, before reading any input", function()
+    local dir = H.tmpdir()
+    H.write(dir .. "/ok.lua", 'p:table("t", { {"id","int"}, key = "id" })\n')
+    H.write(dir .. "/bad.lua", "p:table(\n")
+    assert(os.execute(("mkdir %s/mine"):format(dir)))
+    H.write(dir .. "/mine/notes.txt", "") -- the user's files, no state: refused
+    local cases = {
+      { ("%s/st %s/nosuch.lua"):format(dir, dir), ("cannot open %s/nosuch.lua"):format(dir) },
+      { ("%s/st %s/bad.lua"):format(dir, dir), ("%s/bad.lua:2: unexpected symbol near <eof>"):format(dir) },
+      { ("%s/nosuch.lua"):format(dir), ("cannot open %s/nosuch.lua"):format(dir) },
+      { ("%s/ok.lua %s/ok.lua"):format(dir, dir), ("%s/ok.lua is a file; a state is a directory"):format(dir) },
+      { ("%s/mine %s/ok.lua"):format(dir, dir), ("%s/mine"):format(dir) },
+    }
+    for _, case in ipairs(cases) do
+      local out, err, code = H.sh(("%s repl %s"):format(bin, case[1]), 'print("read")\n')
+      assert.equal(1, code, case[1])
+      assert.equal("", out, case[1])
+      assert.matches("^runnel: [^\n]*" .. case[2]:gsub("%p", "%%%0"), err)
+    end
+    assert.is_nil(H.read(dir .. "/st/data.mdb")) -- no state made for a script that cannot be read
+  end)
+
+  it("still goes on after a script that loads but raises (its error printed)", function()
+    local dir = H.tmpdir()
+    H.write(dir .. "/boom.lua", 'error("boom")\n')
+    local out, err, code = H.sh(("%s repl %s/st %s/boom.lua"):format(bin, dir, dir), 'print("read")\n')
+    assert.equal(0, code, err)
+    assert.equal(("error: %s/boom.lua:1: boom\nread\n"):format(dir), out)
+  end)
+end)

@@ -12,6 +12,7 @@
 -- change grids and completion follow whatever `p` is.
 local runnel = require "runnel"
 local rl = require "runnel.readline"
+local visible = require("runnel.core")._visible -- control characters escaped, as grids show them
 
 local M = {}
 
@@ -215,6 +216,32 @@ local function bind_relations(b)
   end
 end
 
+-- Reads a browsed state's catalogue again (another process may have
+-- declared, dropped or written since): each relation keeps its value, so
+-- its global goes on naming it; one that left the catalogue leaves its
+-- global too, and one declared since gets one.
+local function refresh(b)
+  local ok, seen = pcall(runnel.inspect, b._path)
+  if not ok then return end -- the state went away: what was read stays
+  local before = {}
+  for _, r in ipairs(b._rels) do before[r._entry.name] = r end
+  b._rels = {}
+  for _, entry in ipairs(seen.relations) do
+    local r = before[entry.name] or setmetatable({ _path = b._path }, Browsed)
+    before[entry.name] = nil
+    if r._handle and (r._entry.kind ~= entry.kind or r._entry.columns ~= entry.columns) then
+      r._handle:close(); r._handle = nil -- declared again otherwise: attach again
+    end
+    r._entry = entry
+    b._rels[#b._rels + 1] = r
+  end
+  for name, r in pairs(before) do
+    if r._handle then r._handle:close() end
+    if _G[name] == r then _G[name] = nil end
+  end
+  bind_relations(b)
+end
+
 local function adopt(p)
   if _G.p ~= p then _G.p = p end
   if getmetatable(p) == Browse then
@@ -236,12 +263,30 @@ local function describe(p)
   return temp and "`p` is a temporary pipeline" or ("`p` is the state at %s"):format(path)
 end
 
+-- Closes what the REPL opened, and forgets the globals that named its
+-- relations (a browsed state's, a script's): they would read a state left
+-- behind, or a closed pipeline. Relations are the same values each time.
 local function close_opened()
+  local closed = {}
+  for _, opened in ipairs(session.opened) do
+    local ok, rels = pcall(opened.relations, opened)
+    for _, rel in ipairs(ok and rels or {}) do closed[rel] = true end
+  end
   for i = #session.opened, 1, -1 do pcall(session.opened[i].close, session.opened[i]) end
   session.opened = {}
+  for name, v in pairs(_G) do
+    if closed[v] then _G[name] = nil end
+  end
 end
 
 -- ---- commands ----
+
+-- "known: a, b" or "none declared": p's relations, named as grids name them.
+local function known(p, what)
+  local names = {}
+  for _, r in ipairs(p:relations()) do names[#names + 1] = visible(r:name()) end
+  return #names > 0 and (what or "known: ") .. table.concat(names, ", ") or "none declared"
+end
 
 local function tables(p)
   local rows = {}
@@ -257,14 +302,11 @@ end
 local function schema(p, name)
   local rel = name ~= "" and p:relation(name)
   if not rel then
-    local names = {}
-    for _, r in ipairs(p:relations()) do names[#names + 1] = r:name() end
     if name == "" then -- not a relation named "": the name was left out
-      print(("error: .schema takes NAME (%s)"):format(#names > 0 and "a relation: " .. table.concat(names, ", ")
-                                                          or "none declared"))
+      print(("error: .schema takes NAME (%s)"):format(known(p, "a relation: ")))
       return
     end
-    print(("no relation %s (%s)"):format(quote(name), #names > 0 and "known: " .. table.concat(names, ", ") or "none declared"))
+    print(("no relation %s (%s)"):format(quote(name), known(p)))
     return
   end
   local s, rows = rel:schema(), {}
@@ -287,10 +329,7 @@ local function set_watch(p, arg)
     local set = {}
     for name in arg:gmatch("%S+") do
       if not p:relation(name) then
-        local names = {}
-        for _, r in ipairs(p:relations()) do names[#names + 1] = r:name() end
-        print(("error: no relation %s to watch (%s)"):format(quote(name), #names > 0 and "known: " ..
-              table.concat(names, ", ") or "none declared"))
+        print(("error: no relation %s to watch (%s)"):format(quote(name), known(p)))
         return
       end
       set[name] = true
@@ -299,7 +338,7 @@ local function set_watch(p, arg)
   end
   if type(session.watch) == "string" then print("watch " .. session.watch) return end
   local names = {}
-  for name in pairs(session.watch) do names[#names + 1] = name end
+  for name in pairs(session.watch) do names[#names + 1] = visible(name) end
   table.sort(names)
   print("watch " .. table.concat(names, " "))
 end
@@ -408,10 +447,13 @@ local function follow(results)
   if p ~= nil and (pipeline(p) or getmetatable(p) == Browse) then adopt(p) end
 end
 
+-- Runs a script: true, or nil and why it could not be loaded (an error
+-- it raises prints, and the session goes on).
 local function run_file(file, ...)
   local fn, err = loadfile(file)
-  if not fn then print("error: " .. err) return end
+  if not fn then return nil, err end
   follow(run_chunk(fn, false, ...))
+  return true
 end
 
 local function file_exists(path)
@@ -432,12 +474,18 @@ local function is_file(path)
   return code ~= 21
 end
 
+-- Returns true, or nil and why (p unchanged).
 local function open_state(dir, file, quiet)
-  if dir == nil or dir == "" then print("error: .open needs a state directory") return end
-  if is_file(dir) then print(("error: %s is a file; a state is a directory (.load runs a script)"):format(dir)) return end
+  if dir == nil or dir == "" then return nil, ".open needs a state directory" end
+  if is_file(dir) then return nil, ("%s is a file; a state is a directory (.load runs a script)"):format(dir) end
+  if file then -- a script that cannot be read opens no state
+    local fn, err = loadfile(file)
+    if not fn then return nil, err end
+  end
   local ok, p
   if not file and file_exists(dir .. "/data.mdb") then
     ok, p = pcall(browse, dir)
+    if ok then close_opened() end
   else
     -- The current p stays until the new one opens: a failed .open keeps
     -- the work (a temporary state is removed when closed). Only a state
@@ -449,11 +497,12 @@ local function open_state(dir, file, quiet)
     end
     if ok then close_opened() end
   end
-  if not ok then print("error: " .. tostring(p)) return end
+  if not ok then return nil, tostring(p) end
   session.opened[#session.opened + 1] = p
   adopt(p)
   if not quiet then print(describe(p)) end
-  if file then run_file(file, p) end
+  if file then return run_file(file, p) end
+  return true
 end
 
 -- Whether src's last line ends inside a short string that goes on over
@@ -464,10 +513,23 @@ local function continues_string(src)
   return slashes ~= nil and #slashes % 2 == 1
 end
 
+-- A leading `local` is dropped so the names outlive their line; a
+-- <const> goes with it (the name becomes a global), while a line with a
+-- <close> stays as typed: its value closes at the end of the line, as in
+-- lua5.4 (a global would never be closed).
+local function drop_local(src)
+  src = src:gsub("^%s*local%s+function%s", "function ")
+  local names, rest = src:match("^%s*local%s+([%a_][%w_%s,<>]*)(.*)$")
+  if not names then return src end
+  local plain = names:gsub("%s*<%s*const%s*>", "")
+  if plain:find("<", 1, true) then return src end -- <close>, or an attribute Lua names as unknown
+  return plain .. rest
+end
+
 -- Expressions are compiled as `return pack(<line>)`, so the last call is
 -- not a tail call and an error in it still names stdin's line.
 local function compile(src)
-  src = src:gsub("^%s*local%s+function%s", "function "):gsub("^%s*local%s+", "")
+  src = drop_local(src)
   local fn = load("return (...)(" .. src .. "\n)", "=stdin", "t")
   if fn then return function() return fn(table.pack) end, true end
   local err
@@ -576,17 +638,22 @@ end
 
 local function command(cmd, argument, state)
   local p = _G.p
+  if getmetatable(p) == Browse then refresh(p) end
   if cmd == "quit" or cmd == "exit" then return "quit"
   elseif cmd == "help" then print(HELP)
   elseif cmd == "tables" then tables(p)
   elseif cmd == "schema" then schema(p, argument)
   elseif cmd == "open" then
     local list = paths("open", argument, 2)
-    if list then open_state(list[1], list[2]) end
+    local ok, err = true, nil
+    if list then ok, err = open_state(list[1], list[2]) end
+    if not ok then print("error: " .. err) end
   elseif cmd == "load" then
     local q, list = argument:sub(1, 1), { argument } -- unquoted, the whole argument is the path
     if q == '"' or q == "'" or argument == "" then list = paths("load", argument, 1) end
-    if list then run_file(list[1], p) end
+    local ok, err = true, nil
+    if list then ok, err = run_file(list[1], p) end
+    if not ok then print("error: " .. err) end
   elseif cmd == "watch" then set_watch(p, argument)
   elseif cmd == "limit" then set_limit(argument)
   elseif cmd == "traceback" then
@@ -620,6 +687,7 @@ local function loop(tty, history)
         local fn, err = compile(src)
         if fn then
           buffer = nil
+          if getmetatable(_G.p) == Browse then refresh(_G.p) end
           local results = run_chunk(fn, state.traceback)
           if err == true then results = unpacked(results) end
           print_results(results)
@@ -651,11 +719,15 @@ function M.main(first, second)
     adopt(p)
     local history = os.getenv("HOME") and os.getenv("HOME") .. "/.runnel_history"
     if tty and history then rl.history_file(history, false) end
+    -- A state or script the command line names that cannot be opened
+    -- ends the REPL, exit 1: the session would be on another `p`.
+    local opened, why = true, nil
     if dir then
-      open_state(dir, file, true)
+      opened, why = open_state(dir, file, true)
     elseif file then
-      run_file(file, p)
+      opened, why = run_file(file, p)
     end
+    if not opened then error(why, 0) end
     if tty then banner(_G.p) end
     loop(tty, history)
     if tty and history then rl.history_file(history, true) end

@@ -33,13 +33,32 @@ return function(runnel, core)
   -- the grid's row, and ESC, BEL or a C1 control (U+009B is CSI) would go
   -- to the terminal as a command (recolour, clear, retitle).
   local ESCAPES = { ["\n"] = "\\n", ["\t"] = "\\t", ["\r"] = "\\r" }
+
+  -- A byte that is part of no UTF-8 character (a bytes value, a cut
+  -- string) as \ddd: raw, the terminal shows garbage or takes it as the
+  -- start of a character. Such bytes are >= 128: always three digits.
+  local function utf8_only(s)
+    if utf8.len(s) then return s end
+    local out, i = {}, 1
+    while i <= #s do
+      local n, bad = utf8.len(s, i)
+      if n then out[#out + 1] = s:sub(i) break end
+      out[#out + 1] = s:sub(i, bad - 1) .. ("\\%d"):format(s:byte(bad))
+      i = bad + 1
+    end
+    return table.concat(out)
+  end
+
   local function visible(s)
+    s = utf8_only(s)
     -- three digits when a digit follows, as Lua's %q: "\27" then "1" is not "\271"
     s = s:gsub("([%c\127])(%d?)", function(c, d)
       return (ESCAPES[c] or (d == "" and "\\%d" or "\\%03d"):format(c:byte())) .. d
     end)
     return (s:gsub("\194([\128-\159])", function(c) return ("\\u{%x}"):format(c:byte()) end))
   end
+
+  core._visible = visible -- the REPL's messages name relations as grids do
 
   --- runnel.grid(headers, rows [, right]) -> string: an aligned text table.
   -- rows are lists of cell strings; right[i] aligns column i to the right.
@@ -149,6 +168,7 @@ return function(runnel, core)
   function runnel.watch(rel, opts)
     opts = watch_options(opts)
     local function out(text) (opts.print or print)(text) end
+    local title = visible(rel:name())
     local names = column_names(rel)
     local verbs = rel:schema().tablelike -- a stream's events are all INSERTs
     local first = verbs and 2 or 1
@@ -177,13 +197,13 @@ return function(runnel, core)
         shown = nil
         if total > 0 then
           local cut = total > #rows and "\n" .. count_line(total, "change", #rows) or ""
-          out(("%s · group %d"):format(rel:name(), seq) .. "\n" .. runnel.grid(headers, rows, right) .. cut)
+          out(("%s · group %d"):format(title, seq) .. "\n" .. runnel.grid(headers, rows, right) .. cut)
           shown = seq
         end
         rows, total = {}, 0
       end,
       rollback = function(seq) -- its rows never reach another group's printout
-        if shown == seq then out(("%s · group %d rolled back"):format(rel:name(), seq)) end
+        if shown == seq then out(("%s · group %d rolled back"):format(title, seq)) end
         rows, shown, total = {}, nil, 0
       end }
     return rel

@@ -659,32 +659,32 @@ end
 
 -- key = {…} states the by columns as the key when the input cannot prove
 -- them non-null (a left join's right column): true, or nil without key.
-local function aggregate_key(key, by)
+local function aggregate_key(n, key, by)
   if key == nil then return nil end
   local k = type(key) == "string" and { key } or key
   local same = type(k) == "table" and #k == #by and #by > 0
   for i = 1, same and #by or 0 do same = same and k[i] == by[i] end
   if not same then
-    raise(("aggregate: key must name the by columns, in order (%s)"):format(#by > 0 and table.concat(by, ", ")
-                                                                          or "there are none"))
+    raise(("%s: key must name the by columns, in order (%s)"):format(n, #by > 0 and table.concat(by, ", ")
+                                                                   or "there are none"))
   end
   return true
 end
 
 -- The list form's entries { {"n", runnel.count()}, {"total", runnel.sum("score")} }, in order.
-local function aggregate_list(spec)
+local function aggregate_list(n, spec)
   local list = {}
   for k in pairs(spec) do
     if math.type(k) == "integer" and (k < 1 or k > #spec) then
-      raise(("aggregate: unexpected entry [%d]: the list form is { {\"n\", runnel.count()}, … }"):format(k))
+      raise(("%s: unexpected entry [%d]: the list form is { {\"n\", runnel.count()}, … }"):format(n, k))
     end
   end
   for i, e in ipairs(spec) do
     if type(e) ~= "table" or type(e[1]) ~= "string" or e[1] == "" or getmetatable(e[2]) ~= AGG or #e ~= 2 then
-      raise(("aggregate: entry #%d must be {\"name\", aggregate}, e.g. {\"n\", runnel.count()}"):format(i))
+      raise(("%s: entry #%d must be {\"name\", aggregate}, e.g. {\"n\", runnel.count()}"):format(n, i))
     end
     for _, seen in ipairs(list) do
-      if seen.name == e[1] then raise(("aggregate: column \"%s\" is named twice"):format(e[1])) end
+      if seen.name == e[1] then raise(("%s: column \"%s\" is named twice"):format(n, e[1])) end
     end
     list[i] = { name = e[1], kind = e[2].kind, col = e[2].col, fns = e[2].fns }
   end
@@ -696,55 +696,61 @@ end
 -- A keyed table of groups: the by columns, window_start and window_end when
 -- windowed, then the aggregates in the order of their names; or, in the list
 -- form rel:aggregate{ by = …, {"n", runnel.count()}, {"total", runnel.sum("score")} },
--- in the order written.
+-- in the order written. Errors name the aggregate (name, or <rel>.aggregate).
 function Relation:aggregate(spec)
   check_relation(self, "aggregate")
-  if type(spec) ~= "table" then raise("aggregate: expects a table") end
+  if type(spec) ~= "table" then raise(self:name() .. ": aggregate: expects a table, got " .. type(spec)) end
+  local named = type(spec.name) == "string" and spec.name or nil -- name = runnel.max("name") is a column
+  local n, err = derived_name(self, "aggregate", named)
+  if not n then raise(err) end
+  if spec.name ~= nil and not named and getmetatable(spec.name) ~= AGG then
+    raise(n .. ": name must be a string (the relation's name) or an aggregate (a column called name), got "
+          .. given(spec.name))
+  end
   local by = spec.by
   if type(by) == "string" then by = { by }
   elseif by == nil then by = {}
-  elseif type(by) ~= "table" then raise("aggregate: by must be a column name or a list of them") end
+  elseif type(by) ~= "table" then raise(n .. ": by must be a column name or a list of them, got " .. given(by)) end
   local window
   if spec.window ~= nil then
     if getmetatable(spec.window) ~= WINDOW then
-      raise("aggregate: window must be runnel.tumbling(…) or runnel.hopping(…)")
+      raise(n .. ": window must be runnel.tumbling(…) or runnel.hopping(…), got " .. given(spec.window))
     end
     window = { kind = spec.window.kind, size = spec.window.size, step = spec.window.step,
                col = spec.window.col, grace = spec.grace }
   elseif spec.grace ~= nil then
-    raise("aggregate: grace needs a window")
+    raise(n .. ": grace needs a window")
   end
-  if spec.grace ~= nil and (type(spec.grace) ~= "number" or not (spec.grace >= 0)) then -- NaN too
-    raise("aggregate: grace must be a number of seconds >= 0, got " .. given(spec.grace))
+  if spec.grace ~= nil and not (type(spec.grace) == "number" and spec.grace >= 0 and spec.grace < math.huge) then
+    -- NaN too; an infinite grace would make no window final, its state kept for good
+    raise(n .. ": grace must be a finite number of seconds >= 0, got " .. given(spec.grace))
   end
   local aggs = {}
   for k, v in pairs(spec) do
-    if k ~= "by" and k ~= "window" and k ~= "grace" and k ~= "key" and not (k == "name" and type(v) == "string")
+    if k ~= "by" and k ~= "window" and k ~= "grace" and k ~= "key" and not (k == "name" and named)
        and math.type(k) ~= "integer" then
       if type(k) ~= "string" or getmetatable(v) ~= AGG then
-        raise(("aggregate: %s must be an aggregate (runnel.count(), sum(col), min, max, avg, agg{…})")
-              :format(tostring(k)))
+        raise(("%s: %s must be an aggregate (runnel.count(), sum(col), min, max, avg, agg{…})")
+              :format(n, tostring(k)))
       end
       aggs[#aggs + 1] = { name = k, kind = v.kind, col = v.col, fns = v.fns }
     end
   end
   table.sort(aggs, function(a, b) return a.name < b.name end) -- the map form: columns in name order
-  local listed = aggregate_list(spec) -- the list form: columns in the order written
+  local listed = aggregate_list(n, spec) -- the list form: columns in the order written
   if #listed > 0 and #aggs > 0 then
-    raise("aggregate: give the aggregates as a list { {\"n\", runnel.count()}, … } or as n = runnel.count(), "
+    raise(n .. ": give the aggregates as a list { {\"n\", runnel.count()}, … } or as n = runnel.count(), "
           .. "not both")
   end
   if #listed > 0 then aggs = listed end
-  if #aggs == 0 then raise("aggregate: name at least one aggregate, e.g. n = runnel.count()") end
-  local n, err = derived_name(self, "aggregate", type(spec.name) == "string" and spec.name or nil)
-  if not n then raise(err) end
+  if #aggs == 0 then raise(n .. ": name at least one aggregate, e.g. n = runnel.count()") end
   local fns = {} -- runnel.agg{…}'s functions, in column order
   for _, a in ipairs(aggs) do
     if a.fns then for _, f in ipairs{ "init", "add", "remove", "result" } do fns[#fns + 1] = a.fns[f] or false end end
   end
   if #fns > 0 then record_code(self:pipeline(), n, table.unpack(fns)) end
   local rel
-  rel, err = self:pipeline():_aggregate(self, n, by, window, aggs, aggregate_key(spec.key, by))
+  rel, err = self:pipeline():_aggregate(self, n, by, window, aggs, aggregate_key(n, spec.key, by))
   if not rel then raise(err) end
   return declared(self:pipeline(), rel)
 end

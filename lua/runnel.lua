@@ -1184,7 +1184,8 @@ function Relation:top(opts)
   end
   local n, err = derived_name(self, "top", opts.name)
   if not n then raise(err) end
-  if math.type(opts.n) ~= "integer" or opts.n < 1 then raise(n .. ": n must be a positive integer, got " .. given(opts.n)) end
+  local count = type(opts.n) == "number" and math.tointeger(opts.n) -- 3.0 is 3, as JSON or arithmetic gives it
+  if not count or count < 1 then raise(n .. ": n must be a positive integer, got " .. given(opts.n)) end
   if opts.ties == "dense" then
     raise(n .. ': ties = "dense" (equal values sharing a rank) is not offered yet; ties = "row" ranks by row number, '
           .. 'equal values in row id order')
@@ -1199,7 +1200,7 @@ function Relation:top(opts)
   local rank = opts.rank or "rank"
   if type(rank) ~= "string" then raise(n .. ": rank must be a column name") end
   local rel
-  rel, err = self:pipeline():_top(self, n, opts.n, by or {}, cols, desc, rank)
+  rel, err = self:pipeline():_top(self, n, count, by or {}, cols, desc, rank)
   if not rel then raise(err) end
   return declared(self:pipeline(), rel)
 end

@@ -71,3 +71,22 @@ describe("errors declaring an aggregate", function()
     p:close()
   end)
 end)
+
+describe("a top's n given as an integral float", function()
+  after_each(H.cleanup)
+
+  -- Regression: n = 3.0 (a float that is an integer in value, as JSON or
+  -- arithmetic gives) was refused "n must be a positive integer, got 3.0".
+  it("is taken as that integer; a fraction, 0, NaN or a string is refused", function()
+    local p = runnel.open()
+    local t = p:table("players", { {"id","int"}, {"score","int"}, key = "id" })
+    local top = t:top{ n = 3.0, order = { {"score", "desc"} }, name = "best" }
+    p:batch(function() for i = 1, 5 do t:insert{ id = i, score = i } end end)
+    assert.equal(3, top:count())
+    for _, n in ipairs{ 2.5, 0.0, 0/0, math.huge, "3" } do
+      assert.matches(HERE .. "best2: n must be a positive integer, got ",
+                     refused(function() t:top{ n = n, order = { "score" }, name = "best2" } end))
+    end
+    p:close()
+  end)
+end)

@@ -1232,15 +1232,11 @@ function Relation:range(opts)
   opts = opts or {}
   if type(opts) ~= "table" then raise("range: expects { from =, to =, offset =, limit = }, got " .. type(opts)) end
   for k in pairs(opts) do
-    if not RANGE_FIELDS[k] then raise(("range: unknown option %s (from, to, offset, limit)"):format(tostring(k))) end
-  end
-  for _, k in ipairs{ "offset", "limit" } do -- checked here: the binding's check would name this file's line
-    local v = opts[k]
-    if v ~= nil and not math.tointeger(tonumber(v)) then
-      raise(("%s: range: %s must be an integer, got %s"):format(self:name(), k, type(v) == "string" and ("%q"):format(v)
-                                                                                 or tostring(v)))
+    if not RANGE_FIELDS[k] then
+      raise(("%s: range: unknown option %s (from, to, offset, limit)"):format(self:name(), tostring(k)))
     end
   end
+  -- the bounds, offset and limit are checked by the binding (lua/lorder.c), naming the option
   local rows, i = self:_range(opts.from, opts.to, opts.offset, opts.limit), 0
   return function()
     i = i + 1
@@ -1260,6 +1256,9 @@ function Relation:count(opts)
   check_relation(self, "count")
   if opts ~= nil then
     if type(opts) ~= "table" then raise("count: expects { from =, to = }, got " .. type(opts)) end
+    for k in pairs(opts) do
+      if k ~= "from" and k ~= "to" then raise(("%s: count: unknown option %s (from, to)"):format(self:name(), tostring(k))) end
+    end
     return self:_count(opts.from, opts.to)
   end
   local kind = self:schema().kind

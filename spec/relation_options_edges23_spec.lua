@@ -90,3 +90,96 @@ describe("a top's n given as an integral float", function()
     p:close()
   end)
 end)
+
+describe("an index's reads, in the pipeline and attached", function()
+  after_each(H.cleanup)
+
+  local function setup()
+    local dir = H.tmpdir()
+    local p = runnel.open(dir)
+    local t = p:table("players", { {"id","int"}, {"score","int"}, {"f","float"}, key = "id" })
+    local idx = t:index{ "score", "desc", name = "by_score" }
+    local fidx = t:index{ "f", name = "by_f" }
+    p:batch(function() for i = 1, 5 do t:insert{ id = i, score = i * 10, f = i / 2 } end end)
+    return dir, p, t, idx, fidx
+  end
+
+  local function count_of(iter) local n = 0 for _ in iter do n = n + 1 end return n end
+
+  -- Regression: a map given as a bound ({ score = 30 }) has no sequence
+  -- part, so it read as no bound at all; limit = "2" was taken as 2; an
+  -- unknown option of count{} was ignored; rank(nil) answered 1; a NaN
+  -- bound named neither the read nor the option.
+  it("refuses unknown options, maps, NaN, non-numbers and a nil rank naming the index and option", function()
+    local _, p, _, idx, fidx = setup()
+    local cases = {
+      { function() idx:range{ form = 10 } end, "by_score: range: unknown option form %(from, to, offset, limit%)" },
+      { function() idx:count{ form = 10 } end, "by_score: count: unknown option form %(from, to%)" },
+      { function() idx:range{ from = { score = 30 } } end,
+        "by_score: range: from must be a value or a list of values, got a table with key score" },
+      { function() idx:count{ to = { 30, x = 1 } } end,
+        "by_score: count: to must be a value or a list of values, got a table with key x" },
+      { function() idx:rank{ { 30 } } end, "by_score: rank: value #1 must be a scalar, got table" },
+      { function() idx:rank(nil) end, "by_score: rank: expects a value or a list of values, got nil" },
+      { function() idx:rank{ score = 30 } end,
+        "by_score: rank: values must be a value or a list of values, got a table with key score" },
+      { function() fidx:range{ from = 0/0 } end, "by_f: range: from is NaN" },
+      { function() fidx:count{ to = { 0/0 } } end, "by_f: count: to value #1 is NaN" },
+      { function() fidx:rank(0/0) end, "by_f: rank: values is NaN" },
+      { function() idx:range{ limit = "2" } end, 'by_score: range: limit must be an integer, got string "2"' },
+      { function() idx:range{ offset = 1.5 } end, "by_score: range: offset must be an integer, got 1.5" },
+      { function() idx:range{ limit = -1 } end, "by_score: range: limit must not be negative, got %-1" },
+      { function() idx:range{ from = print } end, "by_score: range: from must be a value or a list of values, got function" },
+    }
+    for _, c in ipairs(cases) do assert.matches(HERE .. c[2], refused(c[1])) end
+    -- what is taken
+    assert.equal(2, count_of(idx:range{ limit = 2.0 }))
+    assert.equal(3, idx:count{ from = 50, to = { 30 } })
+    assert.equal(3, idx:rank{ 30 })
+    assert.equal(5, idx:count{})
+    p:close()
+  end)
+
+  it("refuses the same through an attach, naming it", function()
+    local dir, p = setup()
+    p:close()
+    local att = runnel.attach(dir, "by_score")
+    local fatt = runnel.attach(dir, "by_f")
+    local cases = {
+      { function() att:range{ form = 10 } end, "attach by_score: range: unknown option form %(from, to, offset, limit%)" },
+      { function() att:count{ form = 10 } end, "attach by_score: count: unknown option form %(from, to%)" },
+      { function() att:range{ from = { score = 30 } } end,
+        "attach by_score: range: from must be a value or a list of values, got a table with key score" },
+      { function() att:count{ from = { a = 1 } } end,
+        "attach by_score: count: from must be a value or a list of values, got a table with key a" },
+      { function() att:rank(nil) end, "attach by_score: rank: expects a value or a list of values, got nil" },
+      { function() att:rank{ a = 1 } end,
+        "attach by_score: rank: values must be a value or a list of values, got a table with key a" },
+      { function() fatt:range{ to = 0/0 } end, "attach by_f: range: to is NaN" },
+      { function() fatt:count{ from = 0/0 } end, "attach by_f: count: from is NaN" },
+      { function() att:range{ limit = "2" } end, 'attach by_score: range: limit must be an integer, got string "2"' },
+      { function() att:range{ offset = -1 } end, "attach by_score: range: offset must not be negative, got %-1" },
+    }
+    for _, c in ipairs(cases) do assert.matches(HERE .. c[2], refused(c[1])) end
+    assert.equal(2, count_of(att:range{ limit = 2.0 }))
+    assert.equal(3, att:count{ from = 50, to = { 30 } })
+    assert.equal(3, att:rank{ 30 })
+    att:close()
+    fatt:close()
+  end)
+
+  -- Regression: att:count{ from =, to = } on an attached table counted all
+  -- its rows, the bounds ignored without a word.
+  it("refuses bounds to count an attached relation that is not an index", function()
+    local dir, p = setup()
+    p:close()
+    local att = runnel.attach(dir, "players")
+    assert.matches(HERE .. "attach players: count: from and to need an index; players is a table",
+                   refused(function() att:count{ from = 1, to = 3 } end))
+    assert.matches(HERE .. "attach players: count: unknown option form %(from, to%)",
+                   refused(function() att:count{ form = 1 } end))
+    assert.equal(5, att:count())
+    assert.equal(5, att:count{})
+    att:close()
+  end)
+end)

@@ -265,6 +265,33 @@ function Pipeline:on_declare(fn)
   table.insert(extra_of(self).on_declare, fn)
 end
 
+-- A table's first key outside its sequence part (a map given for a list), or nil.
+local function non_sequence_key(t)
+  local n = #t
+  for k in pairs(t) do
+    if math.type(k) ~= "integer" or k < 1 or k > n then return k end
+  end
+end
+
+-- by = "col" | { "col", … } -> the list; refuses a map ({ team = true } has
+-- no sequence part: it would group by nothing), a non-name, a name twice.
+local function by_list(where, by)
+  if type(by) == "string" then return { by } end
+  if by == nil then return {} end
+  local k = type(by) == "table" and non_sequence_key(by)
+  if type(by) ~= "table" or k ~= nil then
+    raise(("%s: by must be a column name or a list of them, got %s"):format(where,
+          type(by) == "table" and "a table with key " .. tostring(k) or given(by)))
+  end
+  for i, col in ipairs(by) do
+    if type(col) ~= "string" then raise(("%s: by entry #%d must be a column name, got %s"):format(where, i, given(col))) end
+    for j = 1, i - 1 do
+      if by[j] == col then raise(('%s: by names "%s" twice'):format(where, col)) end
+    end
+  end
+  return by
+end
+
 local function derived_name(rel, what, name)
   if name ~= nil then
     if type(name) ~= "string" then return nil, what .. ": the name must be a string" end
@@ -707,10 +734,7 @@ function Relation:aggregate(spec)
     raise(n .. ": name must be a string (the relation's name) or an aggregate (a column called name), got "
           .. given(spec.name))
   end
-  local by = spec.by
-  if type(by) == "string" then by = { by }
-  elseif by == nil then by = {}
-  elseif type(by) ~= "table" then raise(n .. ": by must be a column name or a list of them, got " .. given(by)) end
+  local by = by_list(n, spec.by)
   local window
   if spec.window ~= nil then
     if getmetatable(spec.window) ~= WINDOW then
@@ -1149,9 +1173,14 @@ end
 
 -- An order: { {"score", "desc"}, {"id", "asc"} }, or flat: { "score", "desc", "id" }
 -- (a direction follows its column; ascending when none does). -> cols, desc
-local function order_spec(where, order)
+local function order_spec(where, order, options)
   if type(order) == "string" then order = { order } end
   if type(order) ~= "table" then return nil, where .. ": order must be a list of columns, got " .. type(order) end
+  for k in pairs(order) do -- a map ({ score = "desc" }) has no sequence part
+    if (math.type(k) ~= "integer" or k < 1 or k > #order) and not (options and options[k]) then
+      return nil, ("%s: order must be a list of columns, got a table with key %s"):format(where, tostring(k))
+    end
+  end
   local cols, desc = {}, {}
   for i, item in ipairs(order) do
     local col, dir = item, nil
@@ -1163,6 +1192,9 @@ local function order_spec(where, order)
     elseif dir ~= nil and dir ~= "asc" and dir ~= "desc" then
       return nil, ('%s: the direction of "%s" must be "asc" or "desc", got %s'):format(where, col, tostring(dir))
     else
+      for j = 1, #cols do
+        if cols[j] == col then return nil, ('%s: order names "%s" twice'):format(where, col) end
+      end
       cols[#cols + 1] = col
       desc[#cols] = dir == "desc"
     end
@@ -1192,15 +1224,13 @@ function Relation:top(opts)
   elseif opts.ties ~= nil and opts.ties ~= "row" then
     raise(n .. ': ties must be "row" (row numbers, equal values ordered by id), got ' .. tostring(opts.ties))
   end
-  local by = opts.by
-  if type(by) == "string" then by = { by } end
-  if by ~= nil and type(by) ~= "table" then raise(n .. ": by must be a column name or a list of them") end
+  local by = by_list(n, opts.by)
   local cols, desc = order_spec(n, opts.order)
   if not cols then raise(desc) end
   local rank = opts.rank or "rank"
   if type(rank) ~= "string" then raise(n .. ": rank must be a column name") end
   local rel
-  rel, err = self:pipeline():_top(self, n, count, by or {}, cols, desc, rank)
+  rel, err = self:pipeline():_top(self, n, count, by, cols, desc, rank)
   if not rel then raise(err) end
   return declared(self:pipeline(), rel)
 end
@@ -1215,7 +1245,7 @@ function Relation:index(spec)
   end
   local n, err = derived_name(self, "index", spec.name)
   if not n then raise(err) end
-  local cols, desc = order_spec(n, spec)
+  local cols, desc = order_spec(n, spec, { name = true })
   if not cols then raise(desc) end
   local rel
   rel, err = self:pipeline():_index(self, n, cols, desc)

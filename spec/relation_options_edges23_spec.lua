@@ -183,3 +183,43 @@ describe("an index's reads, in the pipeline and attached", function()
     att:close()
   end)
 end)
+
+describe("by and order given as maps, or naming a column twice", function()
+  after_each(H.cleanup)
+
+  -- Regression: by = { team = true } has no sequence part, so a top or an
+  -- aggregate declared with it had one group (by nothing), without a word;
+  -- order = { score = "desc" } was refused as "order needs at least one
+  -- column"; a column named twice in a top's by or order, or an index's
+  -- columns, was taken.
+  it("are refused naming the relation and the option", function()
+    local p = runnel.open()
+    local t = p:table("players", { {"id","int"}, {"team","int"}, {"score","int"}, key = "id" })
+    local cases = {
+      { function() t:top{ n = 3, by = { team = true }, order = { "score" }, name = "best" } end,
+        "best: by must be a column name or a list of them, got a table with key team" },
+      { function() t:top{ n = 3, by = { "team", "team" }, order = { "score" }, name = "best" } end,
+        'best: by names "team" twice' },
+      { function() t:top{ n = 3, by = { 1 }, order = { "score" }, name = "best" } end,
+        "best: by entry #1 must be a column name, got 1" },
+      { function() t:top{ n = 3, order = { score = "desc" }, name = "best" } end,
+        "best: order must be a list of columns, got a table with key score" },
+      { function() t:top{ n = 3, order = { "score", { "score", "desc" } }, name = "best" } end,
+        'best: order names "score" twice' },
+      { function() t:aggregate{ by = { team = true }, n = runnel.count(), name = "per_team" } end,
+        "per_team: by must be a column name or a list of them, got a table with key team" },
+      { function() t:aggregate{ by = { "team", "team" }, n = runnel.count(), name = "per_team" } end,
+        'per_team: by names "team" twice' },
+      { function() t:index{ "score", "desc", "score", name = "by_score" } end, 'by_score: order names "score" twice' },
+    }
+    for _, c in ipairs(cases) do assert.matches(HERE .. c[2], refused(c[1])) end
+    -- lists are taken
+    local top = t:top{ n = 1, by = { "team" }, order = { "score", "desc", "id" }, name = "best" }
+    local agg = t:aggregate{ by = { "team" }, n = runnel.count(), name = "per_team" }
+    t:insert{ id = 1, team = 1, score = 5 }
+    t:insert{ id = 2, team = 2, score = 6 }
+    assert.equal(2, top:count())
+    assert.equal(2, agg:count())
+    p:close()
+  end)
+end)

@@ -271,6 +271,17 @@ int rn_lua_index_range(lua_State *L);
 int rn_lua_index_count(lua_State *L);
 int rn_lua_index_rank(lua_State *L);
 int rn_lua_ordered_count(lua_State *L);
+/* An index read's checks, shared with an attached index's (llookup.c);
+ * who names the relation ("by_score", "attach by_score"), what the read.
+ * Refuses a key of the options table at idx outside allowed (a
+ * NULL-terminated list). */
+void rn_lua_check_read_opts(lua_State *L, int idx, const char *who, const char *what, const char *const *allowed);
+/* Refuses a bound at idx (named opt) that is not nil, a scalar or a
+ * sequence of scalars, or that holds NaN. */
+void rn_lua_check_bound(lua_State *L, int idx, const char *who, const char *what, const char *opt);
+/* The offset or limit at idx (nil: 0): an integer, or a float that is one,
+ * not negative. */
+lua_Integer rn_lua_read_count_opt(lua_State *L, int idx, const char *who, const char *what, const char *opt);
 
 /* lpipeline.c: the runnel.Pipeline metatable and methods (with lio.c's
  * and llookup.c's; llookup.c adds its module functions to the table at

@@ -602,12 +602,48 @@ static int l_attached_columns(lua_State *L)
 
 static int l_attached_index_count(lua_State *L);
 
+static const char *const RANGE_OPTS[] = { "from", "to", "offset", "limit", NULL };
+static const char *const COUNT_OPTS[] = { "from", "to", NULL };
+
+/* Checks the options table at 2 of an attached index's read (what): its
+ * keys, its bounds and (range) its offset and limit, into *offset, *limit. */
+static void check_attached_opts(lua_State *L, lattached *la, const char *what, const char *const *allowed,
+                                lua_Integer *offset, lua_Integer *limit)
+{
+  if (!lua_isnoneornil(L, 2) && !lua_istable(L, 2))
+    rn_lua_error(L, "attach %s: %s: expects an options table, got %s", la->name, what, luaL_typename(L, 2));
+  lua_settop(L, 2);
+  const char *who = lua_pushfstring(L, "attach %s", la->name); /* kept at 3 while checking */
+  if (lua_isnil(L, 2)) return;
+  rn_lua_check_read_opts(L, 2, who, what, allowed);
+  lua_getfield(L, 2, "from");
+  rn_lua_check_bound(L, -1, who, what, "from");
+  lua_getfield(L, 2, "to");
+  rn_lua_check_bound(L, -1, who, what, "to");
+  if (offset) {
+    lua_getfield(L, 2, "offset");
+    *offset = rn_lua_read_count_opt(L, -1, who, what, "offset");
+    lua_getfield(L, 2, "limit");
+    *limit = rn_lua_read_count_opt(L, -1, who, what, "limit");
+  }
+  lua_settop(L, 2);
+}
+
 /* att:count() -> rows, in one read transaction; an attached index counts
  * the rows between its bounds (att:count{ from =, to = }). */
 static int l_attached_count(lua_State *L)
 {
   lattached *la = read_attached(L);
   if (rn_attach_is_index(la->a)) return l_attached_index_count(L);
+  check_attached_opts(L, la, "count", COUNT_OPTS, NULL, NULL);
+  if (lua_istable(L, 2)) { /* bounds would be ignored: only an index has an order to bound */
+    lua_getfield(L, 2, "from");
+    lua_getfield(L, 2, "to");
+    if (!lua_isnil(L, -1) || !lua_isnil(L, -2))
+      return rn_lua_error(L, "attach %s: count: from and to need an index; %s is a %s", la->name, la->name,
+                          rn_attach_kind(la->a));
+  }
+  lua_settop(L, 1);
   rn_err e = { .code = RN_OK };
   lua_Integer n = 0;
   if (rn_attach_each(la->a, count_one, &n, &e)) return rn_lua_error_as_is(L, e.msg);
@@ -694,9 +730,9 @@ static int next_row(lua_State *L)
 static int l_attached_range(lua_State *L)
 {
   lattached *la = read_attached(L);
+  lua_Integer offset = 0, limit = 0;
+  check_attached_opts(L, la, "range", RANGE_OPTS, &offset, &limit);
   spread_opts(L, "range");
-  lua_Integer offset = luaL_optinteger(L, 4, 0), limit = luaL_optinteger(L, 5, 0);
-  if (offset < 0 || limit < 0) return rn_lua_error(L, "attach %s: range: offset and limit must not be negative", la->name);
   rn_index_walk w = { .offset = (uint64_t)offset, .limit = (uint64_t)limit };
   attached_walk(L, la, &w, true, false);
   lua_pushinteger(L, 0);
@@ -708,6 +744,7 @@ static int l_attached_range(lua_State *L)
 static int l_attached_index_count(lua_State *L)
 {
   lattached *la = read_attached(L);
+  check_attached_opts(L, la, "count", COUNT_OPTS, NULL, NULL);
   spread_opts(L, "count");
   rn_index_walk w = { 0 };
   lua_pushinteger(L, (lua_Integer)attached_walk(L, la, &w, false, false));
@@ -719,6 +756,10 @@ static int l_attached_rank(lua_State *L)
 {
   lattached *la = read_attached(L);
   rn_index_walk w = { .before = true };
+  lua_settop(L, 2);
+  if (lua_isnil(L, 2)) return rn_lua_error(L, "attach %s: rank: expects a value or a list of values, got nil", la->name);
+  lua_pushfstring(L, "attach %s", la->name);
+  rn_lua_check_bound(L, 2, lua_tostring(L, 3), "rank", "values");
   lua_settop(L, 2);
   lua_pushinteger(L, (lua_Integer)attached_walk(L, la, &w, false, true) + 1);
   return 1;

@@ -76,6 +76,81 @@ static lrel *check_index(lua_State *L)
   return r;
 }
 
+void rn_lua_check_read_opts(lua_State *L, int idx, const char *who, const char *what, const char *const *allowed)
+{
+  if (lua_type(L, idx) != LUA_TTABLE) return;
+  idx = lua_absindex(L, idx);
+  lua_pushnil(L);
+  while (lua_next(L, idx)) {
+    lua_pop(L, 1);
+    bool known = false;
+    if (lua_type(L, -1) == LUA_TSTRING)
+      for (int i = 0; allowed[i] && !known; i++) known = strcmp(lua_tostring(L, -1), allowed[i]) == 0;
+    if (!known) {
+      const char *key = luaL_tolstring(L, -1, NULL);
+      luaL_Buffer b;
+      luaL_buffinit(L, &b);
+      for (int i = 0; allowed[i]; i++) {
+        if (i) luaL_addstring(&b, ", ");
+        luaL_addstring(&b, allowed[i]);
+      }
+      luaL_pushresult(&b);
+      rn_lua_error(L, "%s: %s: unknown option %s (%s)", who, what, key, lua_tostring(L, -1));
+    }
+  }
+}
+
+/* NaN has no place in an order: a NaN bound would compare with nothing. */
+static void check_scalar(lua_State *L, int idx, const char *who, const char *what, const char *opt, int nth)
+{
+  int t = lua_type(L, idx);
+  if (t == LUA_TNUMBER && !lua_isinteger(L, idx) && lua_tonumber(L, idx) != lua_tonumber(L, idx)) {
+    if (nth) rn_lua_error(L, "%s: %s: %s value #%d is NaN", who, what, opt, nth);
+    rn_lua_error(L, "%s: %s: %s is NaN", who, what, opt);
+  }
+  if (nth && (t == LUA_TTABLE || t == LUA_TFUNCTION || t == LUA_TTHREAD))
+    rn_lua_error(L, "%s: %s: value #%d must be a scalar, got %s", who, what, nth, luaL_typename(L, idx));
+  if (!nth && (t == LUA_TFUNCTION || t == LUA_TTHREAD))
+    rn_lua_error(L, "%s: %s: %s must be a value or a list of values, got %s", who, what, opt, luaL_typename(L, idx));
+}
+
+void rn_lua_check_bound(lua_State *L, int idx, const char *who, const char *what, const char *opt)
+{
+  idx = lua_absindex(L, idx);
+  if (lua_type(L, idx) != LUA_TTABLE) {
+    check_scalar(L, idx, who, what, opt, 0);
+    return;
+  }
+  lua_Integer n = (lua_Integer)lua_rawlen(L, idx);
+  lua_pushnil(L);
+  while (lua_next(L, idx)) { /* a sequence only: a map's keys would be ignored */
+    lua_pop(L, 1);
+    if (!lua_isinteger(L, -1) || lua_tointeger(L, -1) < 1 || lua_tointeger(L, -1) > n)
+      rn_lua_error(L, "%s: %s: %s must be a value or a list of values, got a table with key %s", who, what, opt,
+                   luaL_tolstring(L, -1, NULL));
+  }
+  for (lua_Integer i = 1; i <= n; i++) {
+    lua_rawgeti(L, idx, i);
+    check_scalar(L, -1, who, what, opt, (int)i);
+    lua_pop(L, 1);
+  }
+}
+
+lua_Integer rn_lua_read_count_opt(lua_State *L, int idx, const char *who, const char *what, const char *opt)
+{
+  if (lua_isnoneornil(L, idx)) return 0;
+  lua_Integer v = 0;
+  int ok = 0;
+  if (lua_type(L, idx) == LUA_TNUMBER) v = lua_tointegerx(L, idx, &ok); /* 2.0 is 2; 2.5 and "2" are not */
+  if (!ok) {
+    if (lua_type(L, idx) == LUA_TSTRING)
+      rn_lua_error(L, "%s: %s: %s must be an integer, got string \"%s\"", who, what, opt, lua_tostring(L, idx));
+    rn_lua_error(L, "%s: %s: %s must be an integer, got %s", who, what, opt, luaL_tolstring(L, idx, NULL));
+  }
+  if (v < 0) rn_lua_error(L, "%s: %s: %s must not be negative, got %I", who, what, opt, v);
+  return v;
+}
+
 /* The bound at idx (nil, a value, or a sequence of values for the first
  * order columns) into vals. */
 static int bound_at(lua_State *L, lrel *r, int idx, msgpack_object *vals, rn_index_bound *b)
@@ -119,10 +194,12 @@ int rn_lua_index_range(lua_State *L)
   lrel *r = check_index(L);
   msgpack_object from_vals[RN_TOP_COLS], to_vals[RN_TOP_COLS];
   rn_index_bound from, to;
+  rn_lua_check_bound(L, 2, r->rel->name, "range", "from");
+  rn_lua_check_bound(L, 3, r->rel->name, "range", "to");
+  lua_Integer offset = rn_lua_read_count_opt(L, 4, r->rel->name, "range", "offset");
+  lua_Integer limit = rn_lua_read_count_opt(L, 5, r->rel->name, "range", "limit");
   bound_at(L, r, 2, from_vals, &from);
   bound_at(L, r, 3, to_vals, &to);
-  lua_Integer offset = luaL_optinteger(L, 4, 0), limit = luaL_optinteger(L, 5, 0);
-  if (offset < 0 || limit < 0) return rn_lua_error(L, "%s: range: offset and limit must not be negative", r->rel->name);
   lua_newtable(L);
   collect c = { L, r, 0 };
   if (rn_index_range(r->rel, &from, &to, (uint64_t)offset, (uint64_t)limit, collect_row, &c))
@@ -136,6 +213,8 @@ int rn_lua_index_count(lua_State *L)
   lrel *r = check_index(L);
   msgpack_object from_vals[RN_TOP_COLS], to_vals[RN_TOP_COLS];
   rn_index_bound from, to;
+  rn_lua_check_bound(L, 2, r->rel->name, "count", "from");
+  rn_lua_check_bound(L, 3, r->rel->name, "count", "to");
   bound_at(L, r, 2, from_vals, &from);
   bound_at(L, r, 3, to_vals, &to);
   uint64_t n;
@@ -150,6 +229,8 @@ int rn_lua_index_rank(lua_State *L)
   lrel *r = check_index(L);
   msgpack_object vals[RN_TOP_COLS];
   rn_index_bound at;
+  if (lua_isnoneornil(L, 2)) rn_lua_error(L, "%s: rank: expects a value or a list of values, got nil", r->rel->name);
+  rn_lua_check_bound(L, 2, r->rel->name, "rank", "values");
   bound_at(L, r, 2, vals, &at);
   uint64_t rank;
   if (rn_index_rank(r->rel, &at, &rank)) return rn_lua_raise(L, r->lp);

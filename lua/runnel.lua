@@ -265,6 +265,33 @@ function Pipeline:on_declare(fn)
   table.insert(extra_of(self).on_declare, fn)
 end
 
+-- A table's first key outside its sequence part (a map given for a list), or nil.
+local function non_sequence_key(t)
+  local n = #t
+  for k in pairs(t) do
+    if math.type(k) ~= "integer" or k < 1 or k > n then return k end
+  end
+end
+
+-- by = "col" | { "col", … } -> the list; refuses a map ({ team = true } has
+-- no sequence part: it would group by nothing), a non-name, a name twice.
+local function by_list(where, by)
+  if type(by) == "string" then return { by } end
+  if by == nil then return {} end
+  local k = type(by) == "table" and non_sequence_key(by)
+  if type(by) ~= "table" or k ~= nil then
+    raise(("%s: by must be a column name or a list of them, got %s"):format(where,
+          type(by) == "table" and "a table with key " .. tostring(k) or given(by)))
+  end
+  for i, col in ipairs(by) do
+    if type(col) ~= "string" then raise(("%s: by entry #%d must be a column name, got %s"):format(where, i, given(col))) end
+    for j = 1, i - 1 do
+      if by[j] == col then raise(('%s: by names "%s" twice'):format(where, col)) end
+    end
+  end
+  return by
+end
+
 local function derived_name(rel, what, name)
   if name ~= nil then
     if type(name) ~= "string" then return nil, what .. ": the name must be a string" end
@@ -659,32 +686,32 @@ end
 
 -- key = {…} states the by columns as the key when the input cannot prove
 -- them non-null (a left join's right column): true, or nil without key.
-local function aggregate_key(key, by)
+local function aggregate_key(n, key, by)
   if key == nil then return nil end
   local k = type(key) == "string" and { key } or key
   local same = type(k) == "table" and #k == #by and #by > 0
   for i = 1, same and #by or 0 do same = same and k[i] == by[i] end
   if not same then
-    raise(("aggregate: key must name the by columns, in order (%s)"):format(#by > 0 and table.concat(by, ", ")
-                                                                          or "there are none"))
+    raise(("%s: key must name the by columns, in order (%s)"):format(n, #by > 0 and table.concat(by, ", ")
+                                                                   or "there are none"))
   end
   return true
 end
 
 -- The list form's entries { {"n", runnel.count()}, {"total", runnel.sum("score")} }, in order.
-local function aggregate_list(spec)
+local function aggregate_list(n, spec)
   local list = {}
   for k in pairs(spec) do
     if math.type(k) == "integer" and (k < 1 or k > #spec) then
-      raise(("aggregate: unexpected entry [%d]: the list form is { {\"n\", runnel.count()}, … }"):format(k))
+      raise(("%s: unexpected entry [%d]: the list form is { {\"n\", runnel.count()}, … }"):format(n, k))
     end
   end
   for i, e in ipairs(spec) do
     if type(e) ~= "table" or type(e[1]) ~= "string" or e[1] == "" or getmetatable(e[2]) ~= AGG or #e ~= 2 then
-      raise(("aggregate: entry #%d must be {\"name\", aggregate}, e.g. {\"n\", runnel.count()}"):format(i))
+      raise(("%s: entry #%d must be {\"name\", aggregate}, e.g. {\"n\", runnel.count()}"):format(n, i))
     end
     for _, seen in ipairs(list) do
-      if seen.name == e[1] then raise(("aggregate: column \"%s\" is named twice"):format(e[1])) end
+      if seen.name == e[1] then raise(("%s: column \"%s\" is named twice"):format(n, e[1])) end
     end
     list[i] = { name = e[1], kind = e[2].kind, col = e[2].col, fns = e[2].fns }
   end
@@ -696,55 +723,58 @@ end
 -- A keyed table of groups: the by columns, window_start and window_end when
 -- windowed, then the aggregates in the order of their names; or, in the list
 -- form rel:aggregate{ by = …, {"n", runnel.count()}, {"total", runnel.sum("score")} },
--- in the order written.
+-- in the order written. Errors name the aggregate (name, or <rel>.aggregate).
 function Relation:aggregate(spec)
   check_relation(self, "aggregate")
-  if type(spec) ~= "table" then raise("aggregate: expects a table") end
-  local by = spec.by
-  if type(by) == "string" then by = { by }
-  elseif by == nil then by = {}
-  elseif type(by) ~= "table" then raise("aggregate: by must be a column name or a list of them") end
+  if type(spec) ~= "table" then raise(self:name() .. ": aggregate: expects a table, got " .. type(spec)) end
+  local named = type(spec.name) == "string" and spec.name or nil -- name = runnel.max("name") is a column
+  local n, err = derived_name(self, "aggregate", named)
+  if not n then raise(err) end
+  if spec.name ~= nil and not named and getmetatable(spec.name) ~= AGG then
+    raise(n .. ": name must be a string (the relation's name) or an aggregate (a column called name), got "
+          .. given(spec.name))
+  end
+  local by = by_list(n, spec.by)
   local window
   if spec.window ~= nil then
     if getmetatable(spec.window) ~= WINDOW then
-      raise("aggregate: window must be runnel.tumbling(…) or runnel.hopping(…)")
+      raise(n .. ": window must be runnel.tumbling(…) or runnel.hopping(…), got " .. given(spec.window))
     end
     window = { kind = spec.window.kind, size = spec.window.size, step = spec.window.step,
                col = spec.window.col, grace = spec.grace }
   elseif spec.grace ~= nil then
-    raise("aggregate: grace needs a window")
+    raise(n .. ": grace needs a window")
   end
-  if spec.grace ~= nil and (type(spec.grace) ~= "number" or not (spec.grace >= 0)) then -- NaN too
-    raise("aggregate: grace must be a number of seconds >= 0, got " .. given(spec.grace))
+  if spec.grace ~= nil and not (type(spec.grace) == "number" and spec.grace >= 0 and spec.grace < math.huge) then
+    -- NaN too; an infinite grace would make no window final, its state kept for good
+    raise(n .. ": grace must be a finite number of seconds >= 0, got " .. given(spec.grace))
   end
   local aggs = {}
   for k, v in pairs(spec) do
-    if k ~= "by" and k ~= "window" and k ~= "grace" and k ~= "key" and not (k == "name" and type(v) == "string")
+    if k ~= "by" and k ~= "window" and k ~= "grace" and k ~= "key" and not (k == "name" and named)
        and math.type(k) ~= "integer" then
       if type(k) ~= "string" or getmetatable(v) ~= AGG then
-        raise(("aggregate: %s must be an aggregate (runnel.count(), sum(col), min, max, avg, agg{…})")
-              :format(tostring(k)))
+        raise(("%s: %s must be an aggregate (runnel.count(), sum(col), min, max, avg, agg{…})")
+              :format(n, tostring(k)))
       end
       aggs[#aggs + 1] = { name = k, kind = v.kind, col = v.col, fns = v.fns }
     end
   end
   table.sort(aggs, function(a, b) return a.name < b.name end) -- the map form: columns in name order
-  local listed = aggregate_list(spec) -- the list form: columns in the order written
+  local listed = aggregate_list(n, spec) -- the list form: columns in the order written
   if #listed > 0 and #aggs > 0 then
-    raise("aggregate: give the aggregates as a list { {\"n\", runnel.count()}, … } or as n = runnel.count(), "
+    raise(n .. ": give the aggregates as a list { {\"n\", runnel.count()}, … } or as n = runnel.count(), "
           .. "not both")
   end
   if #listed > 0 then aggs = listed end
-  if #aggs == 0 then raise("aggregate: name at least one aggregate, e.g. n = runnel.count()") end
-  local n, err = derived_name(self, "aggregate", type(spec.name) == "string" and spec.name or nil)
-  if not n then raise(err) end
+  if #aggs == 0 then raise(n .. ": name at least one aggregate, e.g. n = runnel.count()") end
   local fns = {} -- runnel.agg{…}'s functions, in column order
   for _, a in ipairs(aggs) do
     if a.fns then for _, f in ipairs{ "init", "add", "remove", "result" } do fns[#fns + 1] = a.fns[f] or false end end
   end
   if #fns > 0 then record_code(self:pipeline(), n, table.unpack(fns)) end
   local rel
-  rel, err = self:pipeline():_aggregate(self, n, by, window, aggs, aggregate_key(spec.key, by))
+  rel, err = self:pipeline():_aggregate(self, n, by, window, aggs, aggregate_key(n, spec.key, by))
   if not rel then raise(err) end
   return declared(self:pipeline(), rel)
 end
@@ -1143,9 +1173,14 @@ end
 
 -- An order: { {"score", "desc"}, {"id", "asc"} }, or flat: { "score", "desc", "id" }
 -- (a direction follows its column; ascending when none does). -> cols, desc
-local function order_spec(where, order)
+local function order_spec(where, order, options)
   if type(order) == "string" then order = { order } end
   if type(order) ~= "table" then return nil, where .. ": order must be a list of columns, got " .. type(order) end
+  for k in pairs(order) do -- a map ({ score = "desc" }) has no sequence part
+    if (math.type(k) ~= "integer" or k < 1 or k > #order) and not (options and options[k]) then
+      return nil, ("%s: order must be a list of columns, got a table with key %s"):format(where, tostring(k))
+    end
+  end
   local cols, desc = {}, {}
   for i, item in ipairs(order) do
     local col, dir = item, nil
@@ -1157,6 +1192,9 @@ local function order_spec(where, order)
     elseif dir ~= nil and dir ~= "asc" and dir ~= "desc" then
       return nil, ('%s: the direction of "%s" must be "asc" or "desc", got %s'):format(where, col, tostring(dir))
     else
+      for j = 1, #cols do
+        if cols[j] == col then return nil, ('%s: order names "%s" twice'):format(where, col) end
+      end
       cols[#cols + 1] = col
       desc[#cols] = dir == "desc"
     end
@@ -1178,22 +1216,21 @@ function Relation:top(opts)
   end
   local n, err = derived_name(self, "top", opts.name)
   if not n then raise(err) end
-  if math.type(opts.n) ~= "integer" or opts.n < 1 then raise(n .. ": n must be a positive integer, got " .. given(opts.n)) end
+  local count = type(opts.n) == "number" and math.tointeger(opts.n) -- 3.0 is 3, as JSON or arithmetic gives it
+  if not count or count < 1 then raise(n .. ": n must be a positive integer, got " .. given(opts.n)) end
   if opts.ties == "dense" then
     raise(n .. ': ties = "dense" (equal values sharing a rank) is not offered yet; ties = "row" ranks by row number, '
           .. 'equal values in row id order')
   elseif opts.ties ~= nil and opts.ties ~= "row" then
     raise(n .. ': ties must be "row" (row numbers, equal values ordered by id), got ' .. tostring(opts.ties))
   end
-  local by = opts.by
-  if type(by) == "string" then by = { by } end
-  if by ~= nil and type(by) ~= "table" then raise(n .. ": by must be a column name or a list of them") end
+  local by = by_list(n, opts.by)
   local cols, desc = order_spec(n, opts.order)
   if not cols then raise(desc) end
   local rank = opts.rank or "rank"
   if type(rank) ~= "string" then raise(n .. ": rank must be a column name") end
   local rel
-  rel, err = self:pipeline():_top(self, n, opts.n, by or {}, cols, desc, rank)
+  rel, err = self:pipeline():_top(self, n, count, by, cols, desc, rank)
   if not rel then raise(err) end
   return declared(self:pipeline(), rel)
 end
@@ -1208,7 +1245,7 @@ function Relation:index(spec)
   end
   local n, err = derived_name(self, "index", spec.name)
   if not n then raise(err) end
-  local cols, desc = order_spec(n, spec)
+  local cols, desc = order_spec(n, spec, { name = true })
   if not cols then raise(desc) end
   local rel
   rel, err = self:pipeline():_index(self, n, cols, desc)
@@ -1225,15 +1262,11 @@ function Relation:range(opts)
   opts = opts or {}
   if type(opts) ~= "table" then raise("range: expects { from =, to =, offset =, limit = }, got " .. type(opts)) end
   for k in pairs(opts) do
-    if not RANGE_FIELDS[k] then raise(("range: unknown option %s (from, to, offset, limit)"):format(tostring(k))) end
-  end
-  for _, k in ipairs{ "offset", "limit" } do -- checked here: the binding's check would name this file's line
-    local v = opts[k]
-    if v ~= nil and not math.tointeger(tonumber(v)) then
-      raise(("%s: range: %s must be an integer, got %s"):format(self:name(), k, type(v) == "string" and ("%q"):format(v)
-                                                                                 or tostring(v)))
+    if not RANGE_FIELDS[k] then
+      raise(("%s: range: unknown option %s (from, to, offset, limit)"):format(self:name(), tostring(k)))
     end
   end
+  -- the bounds, offset and limit are checked by the binding (lua/lorder.c), naming the option
   local rows, i = self:_range(opts.from, opts.to, opts.offset, opts.limit), 0
   return function()
     i = i + 1
@@ -1253,6 +1286,9 @@ function Relation:count(opts)
   check_relation(self, "count")
   if opts ~= nil then
     if type(opts) ~= "table" then raise("count: expects { from =, to = }, got " .. type(opts)) end
+    for k in pairs(opts) do
+      if k ~= "from" and k ~= "to" then raise(("%s: count: unknown option %s (from, to)"):format(self:name(), tostring(k))) end
+    end
     return self:_count(opts.from, opts.to)
   end
   local kind = self:schema().kind

@@ -88,7 +88,7 @@ describe("aggregate on a table", function()
     assert.equal('scores.aggregate: s: column "team" is string; sum and avg take int or float',
                  H.error_of(s.aggregate, s, { s = runnel.sum("team") }))
     assert.equal('scores.aggregate: by: scores has no column "nope"', H.error_of(s.aggregate, s, { by = "nope", n = runnel.count() }))
-    assert.equal("aggregate: name at least one aggregate, e.g. n = runnel.count()", H.error_of(s.aggregate, s, { by = "team" }))
+    assert.equal("scores.aggregate: name at least one aggregate, e.g. n = runnel.count()", H.error_of(s.aggregate, s, { by = "team" }))
   end)
 
   it("gives CDC images of a group across a group of changes", function()

@@ -196,7 +196,7 @@ describe("grace given as a string", function()
   it("says the value was a string", function()
     local p = runnel.open()
     local s = p:stream("ev", { {"ts","int"} })
-    assert.equal('aggregate: grace must be a number of seconds >= 0, got string "5"',
+    assert.equal('ev.aggregate: grace must be a finite number of seconds >= 0, got string "5"',
                  H.error_of(function() s:aggregate{ window = runnel.tumbling(10, "ts"), grace = "5", n = runnel.count() } end))
     p:close()
   end)

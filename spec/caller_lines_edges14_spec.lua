@@ -26,7 +26,7 @@ describe("argument errors", function()
     local err, at = raised(function() for _ in ix:range{ offset = 1.5 } do end end)
     assert.equal(at .. "ix: range: offset must be an integer, got 1.5", err)
     err, at = raised(function() for _ in ix:range{ limit = "ten" } do end end)
-    assert.equal(at .. 'ix: range: limit must be an integer, got "ten"', err)
+    assert.equal(at .. 'ix: range: limit must be an integer, got string "ten"', err)
     err, at = raised(function() for _ in ix:range(5) do end end)
     assert.equal(at .. "range: expects { from =, to =, offset =, limit = }, got number", err)
     t:insert{ id = 1, v = 1 }; t:insert{ id = 2, v = 2 }; t:insert{ id = 3, v = 3 }

@@ -64,7 +64,7 @@ describe("keys through joins and aggregates", function()
     assert.equal('keyed: by column "region" is null, but its key = … says it never is',
                  H.error_of(players.insert, players, { id = 2, team = 9 }))
     assert.equal(1, players:count()) -- the change was rolled back
-    assert.equal("aggregate: key must name the by columns, in order (region)",
+    assert.equal("players.join.aggregate: key must name the by columns, in order (region)",
                  H.error_of(left.aggregate, left, { by = "region", n = runnel.count(), key = "id" }))
     p:close()
   end)
@@ -95,11 +95,11 @@ describe("aggregate columns", function()
   it("refuse a list mixed with names, a name given twice and a malformed entry", function()
     local p = runnel.open()
     local t = p:table("s", { {"id","int"}, {"team","string"}, key = "id" })
-    assert.equal('aggregate: give the aggregates as a list { {"n", runnel.count()}, … } or as n = runnel.count(), '
+    assert.equal('s.aggregate: give the aggregates as a list { {"n", runnel.count()}, … } or as n = runnel.count(), '
                  .. 'not both', H.error_of(t.aggregate, t, { {"n", runnel.count()}, m = runnel.count() }))
-    assert.equal('aggregate: column "n" is named twice',
+    assert.equal('s.aggregate: column "n" is named twice',
                  H.error_of(t.aggregate, t, { {"n", runnel.count()}, {"n", runnel.count()} }))
-    assert.equal('aggregate: entry #1 must be {"name", aggregate}, e.g. {"n", runnel.count()}',
+    assert.equal('s.aggregate: entry #1 must be {"name", aggregate}, e.g. {"n", runnel.count()}',
                  H.error_of(t.aggregate, t, { {"n"} }))
     p:close()
   end)

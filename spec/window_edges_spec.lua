@@ -113,9 +113,9 @@ describe("window edges", function()
                    H.error_of(function() s:aggregate{ window = runnel.tumbling(math.huge, "ts"), n = runnel.count() } end), 1, true)
     assert.matches("ev.aggregate: a window needs a finite size and step",
                    H.error_of(function() s:aggregate{ window = runnel.hopping(math.huge, math.huge, "ts"), n = runnel.count() } end), 1, true)
-    assert.equal("aggregate: grace must be a number of seconds >= 0, got " .. tostring(0 / 0),
+    assert.equal("ev.aggregate: grace must be a finite number of seconds >= 0, got " .. tostring(0 / 0),
                  H.error_of(function() s:aggregate{ window = runnel.tumbling(10, "ts"), grace = 0 / 0, n = runnel.count() } end))
-    assert.equal("aggregate: grace must be a number of seconds >= 0, got -1",
+    assert.equal("ev.aggregate: grace must be a finite number of seconds >= 0, got -1",
                  H.error_of(function() s:aggregate{ window = runnel.tumbling(10, "ts"), grace = -1, n = runnel.count() } end))
     assert.matches("ev.aggregate: an int time column takes window sizes and steps up to 2^62",
                    H.error_of(function() s:aggregate{ window = runnel.tumbling(2^63, "t"), n = runnel.count() } end), 1, true)

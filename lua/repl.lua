@@ -222,6 +222,7 @@ end
 -- global too, and one declared since gets one.
 local function refresh(b)
   local ok, seen = pcall(runnel.inspect, b._path)
+  b._read_at = runnel.now()
   if not ok then return end -- the state went away: what was read stays
   local before = {}
   for _, r in ipairs(b._rels) do before[r._entry.name] = r end
@@ -687,7 +688,10 @@ local function loop(tty, history)
         local fn, err = compile(src)
         if fn then
           buffer = nil
-          if getmetatable(_G.p) == Browse then refresh(_G.p) end
+          -- at most every quarter second before a chunk (piped input comes
+          -- a line at a time, and each read opens the state); always
+          -- before a command
+          if getmetatable(_G.p) == Browse and runnel.now() - (_G.p._read_at or 0) >= 0.25 then refresh(_G.p) end
           local results = run_chunk(fn, state.traceback)
           if err == true then results = unpacked(results) end
           print_results(results)

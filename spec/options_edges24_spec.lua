@@ -1,0 +1,86 @@
+-- Options and messages of round 24: integer options take an integral
+-- float as that integer (as top's n and an index read's limit do since
+-- 0.36); an index given a map, an attached table asked for an order and a
+-- selector's bad key are refused naming the relation (and the selector's
+-- file:line) and what was wrong.
+local runnel = require "runnel"
+local H = require "helper"
+
+local function refused(f)
+  local ok, err = pcall(f)
+  assert.is_false(ok)
+  return tostring(err)
+end
+
+local HERE = "options_edges24_spec.lua:%d+: "
+
+describe("integer options given an integral float", function()
+  after_each(H.cleanup)
+
+  -- Regression: 500.0 (as JSON decoding or arithmetic gives it) was
+  -- refused 'run: batch must be a positive integer' though it is one in
+  -- value; a fraction, NaN, an infinity or a string still are, with the
+  -- same message.
+  it("p:run's batch and max_rejects", function()
+    local p = runnel.open()
+    local t = p:table("t", { {"k","int"}, key = "k" })
+    local src = H.tmpdir() .. "/in.ndjson"
+    H.write(src, '{"rel":"t","op":"insert","row":{"k":1}}\n{"rel":"t","op":"insert","row":{"k":2}}\nbad\n'
+                 .. '{"rel":"t","op":"insert","row":{"k":3}}\n')
+    local st = p:run(runnel.ndjson_source(src), { batch = 2.0, on_error = "skip", max_rejects = 1.0 })
+    assert.equal(3, t:count())
+    assert.equal(1, st.rejected)
+    for _, bad in ipairs{ 2.5, 0/0, math.huge, "2", 0.0 } do
+      local err = refused(function() local r = p:run(runnel.ndjson_source(src), { batch = bad }) return r end)
+      assert.matches(HERE .. "run: batch must be a positive integer$", err)
+      err = refused(function()
+        local r = p:run(runnel.ndjson_source(src), { on_error = "skip", max_rejects = bad })
+        return r
+      end)
+      assert.matches(HERE .. "run: max_rejects must be a positive integer$", err)
+    end
+    p:close()
+  end)
+
+  it("runnel.open's max_readers, map_size and carry", function()
+    local p = runnel.open{ path = H.tmpdir(), max_readers = 10.0, map_size = 1048576.0, sync = false,
+                           carry = { groups = 8.0, changes = 100.0, page_share = 0.0 } }
+    local t = p:table("t", { {"k","int"}, key = "k" })
+    t:insert{ k = 1 }
+    assert.equal(1, t:count())
+    p:close()
+    local err = refused(function() local q = runnel.open{ max_readers = 10.5 } return q end)
+    assert.matches(HERE .. "open: max_readers must be an integer from 1 to 65536 %(LMDB's reader slots; 126 by "
+                   .. "default%), got 10.5$", err)
+    err = refused(function() local q = runnel.open{ map_size = 1.5 } return q end)
+    assert.matches(HERE .. "open: map_size must be an integer$", err)
+    err = refused(function() local q = runnel.open{ carry = { groups = 8.5 } } return q end)
+    assert.matches(HERE .. "open: carry.groups must be an integer above 0$", err)
+    err = refused(function() local q = runnel.open{ carry = { page_share = 0/0 } } return q end)
+    assert.matches(HERE .. "open: carry.page_share must be an integer, 0 %(off%) or above$", err)
+  end)
+
+  it("jetstream_source's batch and limit, runnel.format's and runnel.watch's limit", function()
+    local src = runnel.jetstream_source{ url = "nats://127.0.0.1:1", stream = "S", subject = "s", batch = 10.0,
+                                         limit = 5.0 }
+    assert.equal("integer", math.type(src.batch))
+    assert.equal("integer", math.type(src.limit))
+    local err = refused(function()
+      local s = runnel.jetstream_source{ url = "nats://127.0.0.1:1", stream = "S", subject = "s", batch = 1.5 }
+      return s
+    end)
+    assert.matches(HERE .. "jetstream_source: batch must be a positive integer$", err)
+    local p = runnel.open()
+    local t = p:table("t", { {"k","int"}, key = "k" })
+    t:insert{ k = 1 }
+    t:insert{ k = 2 }
+    assert.matches("%(2 rows, 1 shown%)", runnel.format(t, 1.0))
+    err = refused(function() local s = runnel.format(t, 1.5) return s end)
+    assert.matches(HERE .. "format: limit must be an integer >= 0$", err)
+    local w = runnel.watch(t, { print = function() end, limit = 3.0 })
+    assert.is_not_nil(w)
+    err = refused(function() local x = runnel.watch(t, { print = print, limit = 1.5 }) return x end)
+    assert.matches(HERE .. "watch: limit must be an integer >= 0$", err)
+    p:close()
+  end)
+end)

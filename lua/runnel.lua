@@ -1251,7 +1251,9 @@ function Relation:index(spec)
   check_relation(self, "index")
   if type(spec) ~= "table" then raise("index: expects a list of columns, got " .. type(spec)) end
   for k in pairs(spec) do
-    if math.type(k) ~= "integer" and k ~= "name" then raise(("index: unknown option %s (name)"):format(tostring(k))) end
+    if math.type(k) ~= "integer" and k ~= "name" then -- a map ({ score = "desc" }) too
+      raise(("%s: index: unknown option %s (name)"):format(self:name(), tostring(k)))
+    end
   end
   local n, err = derived_name(self, "index", spec.name)
   if not n then raise(err) end

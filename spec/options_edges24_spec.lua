@@ -95,3 +95,27 @@ describe("t:index given a map", function()
     p:close()
   end)
 end)
+
+describe("an attached table asked for an order", function()
+  after_each(H.cleanup)
+
+  -- Regression: range and rank said 'a store has no order' of a table
+  it("says what it is and that the read needs an index", function()
+    local d = H.tmpdir()
+    local p = runnel.open(d)
+    local players = p:table("players", { {"id","int"}, {"score","int"}, key = "id" })
+    players:insert{ id = 1, score = 5 }
+    players:aggregate{ by = "score", n = runnel.count(), name = "per_score" }
+    local att = runnel.attach(d, "players")
+    local err = refused(function() local r = att:range{} return r end)
+    assert.matches(HERE .. "attach players: range: players is a table; range needs an index$", err)
+    err = refused(function() local r = att:rank(5) return r end)
+    assert.matches(HERE .. "attach players: rank: players is a table; rank needs an index$", err)
+    err = refused(function() local r = runnel.attach(d, "per_score"):range{} return r end)
+    assert.matches(HERE .. "attach per_score: range: per_score is an aggregate; range needs an index$", err)
+    err = refused(function() local r = runnel.attach(d, "per_score"):count{ from = 1 } return r end)
+    assert.matches("per_score is an aggregate$", err)
+    att:close()
+    p:close()
+  end)
+end)

@@ -119,3 +119,50 @@ describe("an attached table asked for an order", function()
     p:close()
   end)
 end)
+
+describe("a selector's bad key", function()
+  local function join(selector)
+    local p = runnel.open()
+    local teams = p:table("teams", { {"id","int"}, key = "id" })
+    local players = p:table("players", { {"id","int"}, {"team_id","int"}, {"v","int", null = true}, key = "id" })
+    players:join(teams, { on = "team_id", name = "j", selector = selector })
+    teams:insert{ id = 1 }
+    return p, players
+  end
+
+  -- Regression: '{a = 1}' said 'j: selector: returned no key': neither
+  -- where the selector is nor what it returned
+  it("names the join, the selector's file:line and what was wrong", function()
+    local cases = {
+      { function() return { a = 1 } end, 'returned no key: a table with field "a" and no values by position' },
+      { function() return {} end, "returned no key: an empty table" },
+      { function() return nil end, "returned no key: nil" },
+      { function() return runnel.null end, "returned a null key (a key is never null)" },
+      { function() return { 1, runnel.null } end, "returned a null key part (a key is never null)" },
+      { function() return 0/0 end, "keys are scalars (not NaN), got number" },
+    }
+    for _, case in ipairs(cases) do
+      local p, players = join(case[1])
+      local err = H.error_of(players.insert, players, { id = 1, team_id = 1 })
+      assert.matches("j: selector %(spec/options_edges24_spec.lua:%d+%) ", err)
+      assert.matches(case[2], err, 1, true)
+      assert.equal(0, players:count())
+      p:close()
+    end
+  end)
+
+  it("a key given to two left rows, or another key than before, shows the key", function()
+    local p, players = join(function(_, tid) return { tid, "x" } end)
+    players:insert{ id = 1, team_id = 1 }
+    assert.matches('j: the selector gave result key (1, "x") to two left rows (ids 1 and 2)',
+                   H.error_of(players.insert, players, { id = 2, team_id = 1 }), 1, true)
+    p:close()
+    local n = 0
+    p, players = join(function() n = n + 1 return n end) -- no function of its keys
+    players:insert{ id = 1, team_id = 1 }
+    local err = H.error_of(players.update, players, { id = 1, team_id = 1, v = 5 })
+    assert.matches("j: the selector gave the result of left row id 1 another key than before for the same keys "
+                   .. "(key 2, id 2; was id 1): a selector must depend on its two keys alone", err, 1, true)
+    p:close()
+  end)
+end)

@@ -79,14 +79,16 @@ static int left_fks(rn_join *j, side *lb, side *la, fk *fb, fk *fa)
   return rn_join_left_fk(j, la, fa);
 }
 
-/* A selector gave left row lid's result, for the keys it had, the key of
- * id rid where the key of id had was emitted. */
-static int selector_moved(rn_join *j, uint64_t lid, uint64_t rid, uint64_t had)
+/* A selector gave left row lid's result, for the keys it had, key k (of
+ * id rid) where the key of id had was emitted. */
+static int selector_moved(rn_join *j, uint64_t lid, const msgpack_sbuffer *k, uint64_t rid, uint64_t had)
 {
+  char kbuf[256];
+  rn_join_key_text(j, k, kbuf, sizeof kbuf);
   return rn_err_set(err_of(j), RN_EINVAL,
                     "%s: the selector gave the result of left row id %llu another key than before for the same "
-                    "keys (id %llu, was %llu): a selector must depend on its two keys alone",
-                    j->out->name, (unsigned long long)lid, (unsigned long long)rid, (unsigned long long)had);
+                    "keys (key %s, id %llu; was id %llu): a selector must depend on its two keys alone",
+                    j->out->name, (unsigned long long)lid, kbuf, (unsigned long long)rid, (unsigned long long)had);
 }
 
 /* Recomputes the result of left row lid from lb (before) to la (after),
@@ -133,7 +135,7 @@ int rn_join_left_step(rn_join *j, uint64_t lid, side *lb, side *la, const rn_cha
     /* The old result's key, made again, must be the key it was emitted
      * under: else its sinks would get an UPDATE of an id never inserted
      * and the old id would stay theirs for ever. */
-    if (!rc && j->fns.selector && had && rid_b != had) rc = selector_moved(j, lid, rid_b, had);
+    if (!rc && j->fns.selector && had && rid_b != had) rc = selector_moved(j, lid, &kb, rid_b, had);
   }
   if (!rc && oa.row) {
     /* Without a selector the result key follows from the left key alone,
@@ -266,7 +268,7 @@ static int release_result_key(rn_join *j, uint64_t lid, side *l, const fk *f, ui
   uint64_t id = 0;
   int rc = rn_join_result_key(j, lid, l, f, &k);
   if (!rc) rc = rn_join_result_id(j, &k, lid, true, &id);
-  if (!rc && id != had) rc = selector_moved(j, lid, id, had);
+  if (!rc && id != had) rc = selector_moved(j, lid, &k, id, had);
   if (!rc) rc = rn_join_result_id(j, &k, lid, false, &id);
   msgpack_sbuffer_destroy(&k);
   return rc;

@@ -187,6 +187,9 @@ int rn_join_row_key(rn_join *j, side *res, msgpack_sbuffer *b);
  * owner: the left id that now holds it (0: release); with a selector two
  * left rows may not hold one key at once. */
 int rn_join_result_id(rn_join *j, const msgpack_sbuffer *k, uint64_t owner, bool take, uint64_t *id);
+/* Result key k as text for a message into buf (cap bytes): its one value
+ * (1, "a"), or its values in parentheses ((1, "x")); "?" when undecodable. */
+void rn_join_key_text(rn_join *j, const msgpack_sbuffer *k, char *buf, size_t cap);
 /* Emits the change from result old (id old_id) to result now (id new_id):
  * an INSERT, DELETE, UPDATE, or a DELETE then an INSERT when the id moves;
  * nothing when they are equal (JOIN-2). */

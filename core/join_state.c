@@ -1,6 +1,7 @@
 /* join_state.c — a join's keys, right rows, results and fan-out index (join_int.h). */
 #include "join_int.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -526,16 +527,29 @@ static bool result_whole(void *ctx, const MDB_val *v, const char **key, size_t *
   return true;
 }
 
+void rn_join_key_text(rn_join *j, const msgpack_sbuffer *k, char *buf, size_t cap)
+{
+  enum { MAX_PARTS = 16 }; /* more parts: "?" */
+  msgpack_object kv[MAX_PARTS];
+  int n = rn_key_decode(k->data, k->size, kv, MAX_PARTS, zone_of(j));
+  size_t off = 0;
+  if (n <= 0) { snprintf(buf, cap, "?"); return; }
+  if (n > 1) off += (size_t)snprintf(buf, cap, "(");
+  for (int i = 0; i < n && off + 1 < cap; i++) {
+    if (i) off += (size_t)snprintf(buf + off, cap - off, ", ");
+    if (off + 1 < cap) off += (size_t)rn_object_text(buf + off, cap - off, &kv[i]);
+  }
+  if (n > 1 && off + 1 < cap) snprintf(buf + off, cap - off, ")");
+}
+
 /* Settles the id of result key k found (val, from its entry) or not (val
  * zero) at key; hashed: key is k's hashed form. */
 static int result_id_at(rn_join *j, const msgpack_sbuffer *k, MDB_val key, bool hashed, uint64_t val[2],
                         uint64_t owner, bool take, uint64_t *id)
 {
   if (j->fns.selector && take && val[1] && val[1] != owner) {
-    char kbuf[128];
-    msgpack_object kv[8];
-    int n = rn_key_decode(k->data, k->size, kv, 8, zone_of(j));
-    if (n > 0) rn_object_text(kbuf, sizeof kbuf, &kv[0]); else strcpy(kbuf, "?");
+    char kbuf[256];
+    rn_join_key_text(j, k, kbuf, sizeof kbuf);
     return rn_err_set(err_of(j), RN_EINVAL,
                       "%s: the selector gave result key %s to two left rows (ids %llu and %llu)",
                       j->out->name, kbuf, (unsigned long long)val[1], (unsigned long long)owner);

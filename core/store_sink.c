@@ -1015,7 +1015,8 @@ bool rn_attach_is_index(const rn_attached *a) { return a->is_index; }
 
 int rn_attach_index(rn_attached *a, rn_index_bound *from, rn_index_bound *to, rn_index_walk *w, rn_err *e)
 {
-  if (!a->is_index) return rn_err_set(e, RN_EMISUSE, "attach %s: a store has no order (attach an index)", a->name);
+  if (!a->is_index) /* the binding says what it is first (lua/llookup.c need_index) */
+    return rn_err_set(e, RN_EMISUSE, "attach %s: %s is no index: it has no order", a->name, a->name);
   int flushed = owner_flushed(a, e);
   if (flushed) return flushed;
   msgpack_zone z;

@@ -480,15 +480,20 @@ static void take_back(lcall *c)
   for (int i = 0; i < 2; i++) if (c->lent[i]) rn_lua_row_lend(c->lent[i], NULL, 0);
 }
 
-/* "file:line" where the mapper is defined (for messages), or "?". Under
- * protection: it pushes onto the stack. */
-static const char *mapper_where(lcb *cb, lua_State *L)
+/* "file:line" where callback which (CB_MAPPER, CB_SELECTOR) is defined
+ * (for messages), or "?". Under protection: it pushes onto the stack. */
+static const char *callback_where(lcb *cb, lua_State *L, int which)
 {
   lua_Debug ar;
-  lua_rawgeti(L, LUA_REGISTRYINDEX, cb->refs[CB_MAPPER]);
+  lua_rawgeti(L, LUA_REGISTRYINDEX, cb->refs[which]);
   if (lua_getinfo(L, ">S", &ar) && ar.linedefined > 0)
     return lua_pushfstring(L, "%s:%d", ar.short_src, ar.linedefined);
   return "?";
+}
+
+static const char *mapper_where(lcb *cb, lua_State *L)
+{
+  return callback_where(cb, L, CB_MAPPER);
 }
 
 /* The slot among the key's columns (0 .. nkey - 1) that a field of a
@@ -642,6 +647,26 @@ static uint64_t mapper_reads(void *ctx)
   return ((lcb *)ctx)->mapper_read;
 }
 
+/* The selector returned nil or a table without a list part (at the top):
+ * an error naming the join, where the selector is defined and what it
+ * returned ({ a = 1 }: its first field; the key is positional). */
+static int selector_no_key(lcb *cb, lua_State *L, rn_err *e)
+{
+  const char *what = "nil";
+  if (lua_istable(L, -1)) {
+    lua_pushnil(L);
+    if (!lua_next(L, -2)) what = "an empty table";
+    else {
+      lua_pop(L, 1);
+      const char *field = lua_type(L, -1) == LUA_TSTRING ? lua_pushfstring(L, "\"%s\"", lua_tostring(L, -1))
+                                                          : luaL_tolstring(L, -1, NULL);
+      what = lua_pushfstring(L, "a table with field %s and no values by position", field);
+    }
+  }
+  return rn_err_set(e, RN_EINVAL, "%s: selector (%s) returned no key: %s; a result key is a value or a list of values",
+                    cb->name, callback_where(cb, L, CB_SELECTOR), what);
+}
+
 static int selector_body(lua_State *L, void *ud, rn_err *e)
 {
   lcall *c = ud;
@@ -652,19 +677,19 @@ static int selector_body(lua_State *L, void *ud, rn_err *e)
   push_key(L, c->out->schema, c->rkey, c->nr);
   lua_call(L, 2, 1);
   int n = lua_istable(L, -1) ? (int)lua_rawlen(L, -1) : 1;
-  if (lua_isnil(L, -1) || n == 0) return rn_err_set(e, RN_EINVAL, "%s: selector: returned no key", cb->name);
+  if (lua_isnil(L, -1) || n == 0) return selector_no_key(cb, L, e);
   for (int i = 0; i < n; i++) {
     if (lua_istable(L, -1)) lua_rawgeti(L, -1, i + 1); else lua_pushvalue(L, -1);
     msgpack_object v;
     rn_column any = { .name = (char *)"selector", .type = RN_T_ANY };
     int rc = rn_lua_tovalue(lp, L, -1, NULL, &v, 0);
     if (!rc && v.type == MSGPACK_OBJECT_NIL) /* runnel.null: two left rows would share the null key */
-      rc = rn_err_set(e, RN_EINVAL, "%s: selector: returned a null%s (a key is never null)", cb->name,
-                      lua_istable(L, -2) ? " key part" : " key");
+      rc = rn_err_set(e, RN_EINVAL, "%s: selector (%s) returned a null%s (a key is never null)", cb->name,
+                      callback_where(cb, L, CB_SELECTOR), lua_istable(L, -2) ? " key part" : " key");
     if (!rc) rc = rn_value_normalize(&any, &v, &lp->p->scratch, cb->name, e);
     if (!rc && rn_key_append(c->result, &v) != 0)
-      rc = rn_err_set(e, RN_EINVAL, "%s: selector: keys are scalars (not NaN), got %s", cb->name,
-                      luaL_typename(L, -1));
+      rc = rn_err_set(e, RN_EINVAL, "%s: selector (%s) returned a bad key: keys are scalars (not NaN), got %s",
+                      cb->name, callback_where(cb, L, CB_SELECTOR), luaL_typename(L, -1));
     lua_pop(L, 1);
     if (rc) return rc;
   }

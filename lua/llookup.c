@@ -629,6 +629,23 @@ static void check_attached_opts(lua_State *L, lattached *la, const char *what, c
   lua_settop(L, 2);
 }
 
+/* "a" or "an" before an attached relation's kind ("an aggregate", "an index"). */
+static const char *kind_article(const char *kind)
+{
+  return kind[0] && strchr("aeiou", kind[0]) ? "an" : "a";
+}
+
+/* Raises for read what (range, rank) of an attached relation that is no
+ * index: it has no order ("attach players: range: players is a table;
+ * range needs an index"; the core would call any of them a store). */
+static void need_index(lua_State *L, lattached *la, const char *what)
+{
+  if (rn_attach_is_index(la->a)) return;
+  const char *kind = rn_attach_kind(la->a);
+  rn_lua_error(L, "attach %s: %s: %s is %s %s; %s needs an index", la->name, what, la->name, kind_article(kind), kind,
+               what);
+}
+
 /* att:count() -> rows, in one read transaction; an attached index counts
  * the rows between its bounds (att:count{ from =, to = }). */
 static int l_attached_count(lua_State *L)
@@ -640,8 +657,8 @@ static int l_attached_count(lua_State *L)
     lua_getfield(L, 2, "from");
     lua_getfield(L, 2, "to");
     if (!lua_isnil(L, -1) || !lua_isnil(L, -2))
-      return rn_lua_error(L, "attach %s: count: from and to need an index; %s is a %s", la->name, la->name,
-                          rn_attach_kind(la->a));
+      return rn_lua_error(L, "attach %s: count: from and to need an index; %s is %s %s", la->name, la->name,
+                          kind_article(rn_attach_kind(la->a)), rn_attach_kind(la->a));
   }
   lua_settop(L, 1);
   rn_err e = { .code = RN_OK };
@@ -730,6 +747,7 @@ static int next_row(lua_State *L)
 static int l_attached_range(lua_State *L)
 {
   lattached *la = read_attached(L);
+  need_index(L, la, "range");
   lua_Integer offset = 0, limit = 0;
   check_attached_opts(L, la, "range", RANGE_OPTS, &offset, &limit);
   spread_opts(L, "range");
@@ -755,6 +773,7 @@ static int l_attached_index_count(lua_State *L)
 static int l_attached_rank(lua_State *L)
 {
   lattached *la = read_attached(L);
+  need_index(L, la, "rank");
   rn_index_walk w = { .before = true };
   lua_settop(L, 2);
   if (lua_isnil(L, 2)) return rn_lua_error(L, "attach %s: rank: expects a value or a list of values, got nil", la->name);

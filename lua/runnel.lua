@@ -18,6 +18,13 @@ local function given(v)
   return tostring(v)
 end
 
+-- v as an integer option: an integer, or an integral float as that integer
+-- (3.0, as JSON decoding or arithmetic gives it); nil for anything else (a
+-- fraction, NaN, an infinity, a string).
+local function whole(v)
+  return type(v) == "number" and math.tointeger(v) or nil
+end
+
 local runnel = { null = core.null, now = core.now, json_decode = core.json_decode, attach = core.attach,
                  _VERSION = "runnel " .. core.version }
 
@@ -896,12 +903,12 @@ local function carry_bounds(carry)
   for k, v in pairs(carry) do
     local want = CARRY_FIELDS[k]
     if not want then raise(("open: carry: unknown field %s (groups, changes, seconds, page_share)"):format(tostring(k))) end
-    local ok = want == "an integer" and math.type(v) == "integer" or want == "a number" and type(v) == "number"
+    local ok = want == "an integer" and whole(v) or want == "a number" and type(v) == "number"
     if k == "page_share" then
       if not ok or v < 0 then raise("open: carry.page_share must be an integer, 0 (off) or above") end
     elseif not ok or not (v > 0) then raise(("open: carry.%s must be %s above 0"):format(k, want)) end
   end
-  return carry.groups, carry.changes, carry.seconds, carry.page_share
+  return whole(carry.groups), whole(carry.changes), carry.seconds, whole(carry.page_share)
 end
 
 --- runnel.open([path | { path, sync = true, clock = fn, map_size = bytes, writemap = false }]) -> pipeline
@@ -931,9 +938,10 @@ function runnel.open(opts)
     write_back = opts.write_back -- true: the write-back layer (same state; README, Performance)
     if write_back ~= nil and type(write_back) ~= "boolean" then raise("open: write_back must be a boolean") end
     if clock ~= nil and type(clock) ~= "function" then raise("open: clock must be a function") end
-    if map_size ~= nil and math.type(map_size) ~= "integer" then raise("open: map_size must be an integer") end
+    if map_size ~= nil and not whole(map_size) then raise("open: map_size must be an integer") end
+    map_size = map_size and whole(map_size)
     max_readers = opts.max_readers -- LMDB's reader slots, when the state's lock file is made
-    if max_readers ~= nil and (math.type(max_readers) ~= "integer" or max_readers < 1 or max_readers > 65536) then
+    if max_readers ~= nil and (not whole(max_readers) or max_readers < 1 or max_readers > 65536) then
       raise(("open: max_readers must be an integer from 1 to 65536 (LMDB's reader slots; 126 by default), got %s")
             :format(tostring(max_readers)))
     end
@@ -950,6 +958,7 @@ function runnel.open(opts)
     raise("open: path must be a string (a state directory), got " .. type(path))
   end
   if path == "" then raise("open: the path must not be empty (runnel.open() opens a temporary state)") end
+  max_readers = max_readers and whole(max_readers)
   local p, err = core.open(path, sync == false, clock, map_size, writemap, groups, changes, seconds, write_back,
                            page_share, max_readers)
   if not p then raise(err) end
@@ -1107,8 +1116,8 @@ function Pipeline:run(source, opts)
   for k in pairs(opts) do
     if not RUN_FIELDS[k] then raise("run: unknown option " .. tostring(k) .. " (batch, on_error, rejects, progress, max_rejects)") end
   end
-  local batch = opts.batch or 1000
-  if math.type(batch) ~= "integer" or batch < 1 then raise("run: batch must be a positive integer") end
+  local batch = whole(opts.batch or 1000)
+  if not batch or batch < 1 then raise("run: batch must be a positive integer") end
   local on_error = opts.on_error or "stop"
   if on_error ~= "stop" and on_error ~= "skip" then raise('run: on_error must be "stop" or "skip"') end
   if opts.rejects ~= nil and type(opts.rejects) ~= "string" and io.type(opts.rejects) ~= "file" then
@@ -1118,7 +1127,8 @@ function Pipeline:run(source, opts)
     raise("run: progress must be a boolean, got " .. given(opts.progress))
   end
   local max = opts.max_rejects
-  if max ~= nil and (math.type(max) ~= "integer" or max < 1) then raise("run: max_rejects must be a positive integer") end
+  if max ~= nil and (not whole(max) or max < 1) then raise("run: max_rejects must be a positive integer") end
+  max = max and whole(max)
   -- as the CLI's usage: without skip nothing is rejected, and a rejects
   -- path would only be emptied
   if (opts.rejects ~= nil or max ~= nil) and on_error ~= "skip" then
@@ -1241,7 +1251,9 @@ function Relation:index(spec)
   check_relation(self, "index")
   if type(spec) ~= "table" then raise("index: expects a list of columns, got " .. type(spec)) end
   for k in pairs(spec) do
-    if math.type(k) ~= "integer" and k ~= "name" then raise(("index: unknown option %s (name)"):format(tostring(k))) end
+    if math.type(k) ~= "integer" and k ~= "name" then -- a map ({ score = "desc" }) too
+      raise(("%s: index: unknown option %s (name)"):format(self:name(), tostring(k)))
+    end
   end
   local n, err = derived_name(self, "index", spec.name)
   if not n then raise(err) end
@@ -1302,8 +1314,8 @@ function Pipeline:_run_js(source, opts)
   for k in pairs(opts) do
     if k ~= "batch" and k ~= "progress" then raise("run: unknown option " .. tostring(k) .. " for a jetstream source (batch)") end
   end
-  local batch = source.batch or opts.batch or 100
-  if math.type(batch) ~= "integer" or batch < 1 then raise("run: batch must be a positive integer") end
+  local batch = whole(source.batch or opts.batch or 100)
+  if not batch or batch < 1 then raise("run: batch must be a positive integer") end
   local st = self:_run_jetstream(source.jetstream, source.stream, source.subjects, batch, source.idle or 0,
                                  source.limit or 0, source.name)
   st.lines = st.messages

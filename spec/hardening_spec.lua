@@ -136,7 +136,7 @@ describe("what a user function returned (defect 4)", function()
     check(function(q, s)
       local w = q:table("w", { {"a","int"}, key = "a" })
       s:join(w, { on = "a", kind = "left", selector = function() return proxy end })
-    end, "selector: returned no key")
+    end, "returned no key: an empty table")
     check(function(q, s)
       local l = q:lookup("l", { {"a","int"}, {"z","int", null = true}, key = "a",
                                 source = function() return { z = proxy } end })

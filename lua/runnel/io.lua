@@ -177,12 +177,16 @@ return function(runnel, raise, core)
       subjects[#subjects + 1] = sub
     end
     if #subjects == 0 then raise("jetstream_source: name subjects = {…} or subject =") end
+    local counts = {}
     for _, f in ipairs{ "batch", "limit" } do
       local v = opts[f]
-      if v ~= nil and (math.type(v) ~= "integer" or v < 1) then raise("jetstream_source: " .. f .. " must be a positive integer") end
+      counts[f] = type(v) == "number" and math.tointeger(v) or nil -- 10.0 is 10, as JSON or arithmetic gives it
+      if v ~= nil and (not counts[f] or counts[f] < 1) then
+        raise("jetstream_source: " .. f .. " must be a positive integer")
+      end
     end
     if opts.idle ~= nil and type(opts.idle) ~= "number" then raise("jetstream_source: idle must be a number of seconds") end
-    return { jetstream = opts.url, stream = opts.stream, subjects = subjects, batch = opts.batch, idle = opts.idle,
-             limit = opts.limit, name = opts.url .. "/" .. opts.stream }
+    return { jetstream = opts.url, stream = opts.stream, subjects = subjects, batch = counts.batch, idle = opts.idle,
+             limit = counts.limit, name = opts.url .. "/" .. opts.stream }
   end
 end

@@ -119,8 +119,8 @@ return function(runnel, core)
   -- limit (100) of them; the first column `id` is the row id ("row id"
   -- when a column is named id).
   function runnel.format(rel, limit)
-    limit = limit or 100
-    if math.type(limit) ~= "integer" or limit < 0 then raise_here("format: limit must be an integer >= 0") end
+    limit = type(limit or 100) == "number" and math.tointeger(limit or 100) -- 5.0 is 5
+    if not limit or limit < 0 then raise_here("format: limit must be an integer >= 0") end
     local names = column_names(rel)
     local headers, rows, total = { own_header(names, "id", "row id") }, {}, 0
     for i, n in ipairs(names) do headers[i + 1] = n end
@@ -154,9 +154,8 @@ return function(runnel, core)
       if not WATCH_FIELDS[k] then raise_here(("watch: unknown option %s (print, limit)"):format(tostring(k))) end
     end
     if opts.print ~= nil and type(opts.print) ~= "function" then raise_here("watch: print must be a function") end
-    if opts.limit ~= nil and (math.type(opts.limit) ~= "integer" or opts.limit < 0) then
-      raise_here("watch: limit must be an integer >= 0")
-    end
+    local limit = type(opts.limit) == "number" and math.tointeger(opts.limit) -- 5.0 is 5
+    if opts.limit ~= nil and (not limit or limit < 0) then raise_here("watch: limit must be an integer >= 0") end
     return opts
   end
 

@@ -683,13 +683,15 @@ static int selector_body(lua_State *L, void *ud, rn_err *e)
     msgpack_object v;
     rn_column any = { .name = (char *)"selector", .type = RN_T_ANY };
     int rc = rn_lua_tovalue(lp, L, -1, NULL, &v, 0);
+    /* the part's type and whether it is one, read before callback_where pushes */
+    const char *part = lua_istable(L, -2) ? " key part" : " key", *type = luaL_typename(L, -1);
     if (!rc && v.type == MSGPACK_OBJECT_NIL) /* runnel.null: two left rows would share the null key */
       rc = rn_err_set(e, RN_EINVAL, "%s: selector (%s) returned a null%s (a key is never null)", cb->name,
-                      callback_where(cb, L, CB_SELECTOR), lua_istable(L, -2) ? " key part" : " key");
+                      callback_where(cb, L, CB_SELECTOR), part);
     if (!rc) rc = rn_value_normalize(&any, &v, &lp->p->scratch, cb->name, e);
     if (!rc && rn_key_append(c->result, &v) != 0)
       rc = rn_err_set(e, RN_EINVAL, "%s: selector (%s) returned a bad key: keys are scalars (not NaN), got %s",
-                      cb->name, callback_where(cb, L, CB_SELECTOR), luaL_typename(L, -1));
+                      cb->name, callback_where(cb, L, CB_SELECTOR), type);
     lua_pop(L, 1);
     if (rc) return rc;
   }

@@ -667,6 +667,23 @@ static int selector_no_key(lcb *cb, lua_State *L, rn_err *e)
                     cb->name, callback_where(cb, L, CB_SELECTOR), what);
 }
 
+/* A selector's table (at the top) holds its key's n values by position
+ * alone: a field besides them ({ 1, a = 2 }) would be dropped unread. */
+static int selector_extra_field(lcb *cb, lua_State *L, int n, rn_err *e)
+{
+  lua_pushnil(L);
+  while (lua_next(L, -2)) {
+    lua_pop(L, 1);
+    if (lua_isinteger(L, -1) && lua_tointeger(L, -1) >= 1 && lua_tointeger(L, -1) <= n) continue;
+    const char *field = lua_type(L, -1) == LUA_TSTRING ? lua_pushfstring(L, "\"%s\"", lua_tostring(L, -1))
+                                                        : luaL_tolstring(L, -1, NULL);
+    return rn_err_set(e, RN_EINVAL, "%s: selector (%s) returned a key with field %s besides its %d value%s by "
+                      "position; a result key is a value or a list of values", cb->name,
+                      callback_where(cb, L, CB_SELECTOR), field, n, n == 1 ? "" : "s");
+  }
+  return 0;
+}
+
 static int selector_body(lua_State *L, void *ud, rn_err *e)
 {
   lcall *c = ud;
@@ -678,6 +695,10 @@ static int selector_body(lua_State *L, void *ud, rn_err *e)
   lua_call(L, 2, 1);
   int n = lua_istable(L, -1) ? (int)lua_rawlen(L, -1) : 1;
   if (lua_isnil(L, -1) || n == 0) return selector_no_key(cb, L, e);
+  if (lua_istable(L, -1)) {
+    int rc = selector_extra_field(cb, L, n, e);
+    if (rc) return rc;
+  }
   for (int i = 0; i < n; i++) {
     if (lua_istable(L, -1)) lua_rawgeti(L, -1, i + 1); else lua_pushvalue(L, -1);
     msgpack_object v;

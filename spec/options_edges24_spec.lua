@@ -140,6 +140,8 @@ describe("a selector's bad key", function()
       { function() return runnel.null end, "returned a null key (a key is never null)" },
       { function() return { 1, runnel.null } end, "returned a null key part (a key is never null)" },
       { function() return 0/0 end, "keys are scalars (not NaN), got number" },
+      -- a field besides the values by position was dropped unread
+      { function() return { 1, a = 2 } end, 'returned a key with field "a" besides its 1 value by position' },
     }
     for _, case in ipairs(cases) do
       local p, players = join(case[1])

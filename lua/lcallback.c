@@ -174,17 +174,29 @@ static int filter_cb(void *ctx, rn_rel *in, const char *row, size_t len, int *pa
   return rc;
 }
 
+/* "file:line" where the function at registry ref is defined, into buf
+ * (cap bytes): false, buf "?", for a C function or without stack room.
+ * Leaves the stack as it was, so it may run outside protection. */
+static bool fn_place(lua_State *L, int ref, char *buf, size_t cap)
+{
+  lua_Debug ar;
+  snprintf(buf, cap, "?");
+  if (!lua_checkstack(L, 1)) return false;
+  lua_rawgeti(L, LUA_REGISTRYINDEX, ref);
+  if (!lua_getinfo(L, ">S", &ar) || ar.linedefined <= 0) return false; /* ">": the function is popped */
+  snprintf(buf, cap, "%s:%d", ar.short_src, ar.linedefined);
+  return true;
+}
+
 /* rc, after appending to e's message where the function at registry ref
  * is defined, " (the joiner at app.lua:12)": a row or values it returned
  * were refused, and the caller's file:line alone does not find it. */
 static int refused_from(lua_State *L, int ref, const char *what, rn_err *e, int rc)
 {
-  lua_Debug ar;
-  if (!rc || !lua_checkstack(L, 1)) return rc;
-  lua_rawgeti(L, LUA_REGISTRYINDEX, ref);
-  if (lua_getinfo(L, ">S", &ar) && ar.linedefined > 0) {
+  char place[LUA_IDSIZE + 24];
+  if (rc && fn_place(L, ref, place, sizeof place)) {
     size_t n = strlen(e->msg);
-    snprintf(e->msg + n, sizeof e->msg - n, " (the %s at %s:%d)", what, ar.short_src, ar.linedefined);
+    snprintf(e->msg + n, sizeof e->msg - n, " (the %s at %s)", what, place);
   }
   return rc;
 }
@@ -484,11 +496,9 @@ static void take_back(lcall *c)
  * (for messages), or "?". Under protection: it pushes onto the stack. */
 static const char *callback_where(lcb *cb, lua_State *L, int which)
 {
-  lua_Debug ar;
-  lua_rawgeti(L, LUA_REGISTRYINDEX, cb->refs[which]);
-  if (lua_getinfo(L, ">S", &ar) && ar.linedefined > 0)
-    return lua_pushfstring(L, "%s:%d", ar.short_src, ar.linedefined);
-  return "?";
+  char place[LUA_IDSIZE + 24];
+  fn_place(L, cb->refs[which], place, sizeof place);
+  return lua_pushstring(L, place);
 }
 
 static const char *mapper_where(lcb *cb, lua_State *L)
@@ -597,13 +607,8 @@ static int mapper_key_check(lcb *cb, lua_State *L, msgpack_object *key, int nkey
     if (!rc && key[i].type == MSGPACK_OBJECT_FLOAT64 && key[i].via.f64 != key[i].via.f64)
       rc = rn_err_set(e, RN_EINVAL, "%s: column \"%s\": NaN cannot be part of a key", cb->name, kc->name);
     if (!rc) continue;
-    char where[256] = "?", rest[RN_ERRMSG_MAX];
-    lua_Debug ar;
-    if (lua_checkstack(L, 1)) {
-      lua_rawgeti(L, LUA_REGISTRYINDEX, cb->refs[CB_MAPPER]);
-      if (lua_getinfo(L, ">S", &ar) && ar.linedefined > 0)
-        snprintf(where, sizeof where, "%s:%d", ar.short_src, ar.linedefined);
-    }
+    char where[LUA_IDSIZE + 24], rest[RN_ERRMSG_MAX];
+    fn_place(L, cb->refs[CB_MAPPER], where, sizeof where);
     size_t skip = strlen(cb->name) + 2; /* the message after "<join>: " */
     snprintf(rest, sizeof rest, "%s", strncmp(e->msg, cb->name, skip - 2) == 0 && strlen(e->msg) >= skip ?
                                       e->msg + skip : e->msg);

@@ -164,7 +164,7 @@ describe("a selector's bad key", function()
     players:insert{ id = 1, team_id = 1 }
     local err = H.error_of(players.update, players, { id = 1, team_id = 1, v = 5 })
     assert.matches("j: the selector gave the result of left row id 1 another key than before for the same keys "
-                   .. "(key 2, id 2; was id 1): a selector must depend on its two keys alone", err, 1, true)
+                   .. "(key 2, id 2; was key 1, id 1): a selector must depend on its two keys alone", err, 1, true)
     p:close()
   end)
 end)

@@ -41,11 +41,25 @@ function H.cleanup()
   dirs = {}
 end
 
---- The error message of fn(...) without its "file:line: " prefix.
-function H.error_of(fn, ...)
+--- The whole message of the error fn(...) raises, its "file:line: " kept
+--- (to assert where it points); fails when fn(...) raises none.
+function H.message_of(fn, ...)
   local ok, err = pcall(fn, ...)
   assert(not ok, "expected an error")
-  return (tostring(err):gsub("^[^:]*:%d+: ", ""))
+  return tostring(err)
+end
+
+--- The error message of fn(...) without its "file:line: " prefix.
+function H.error_of(fn, ...)
+  return (H.message_of(fn, ...):gsub("^[^:]*:%d+: ", ""))
+end
+
+--- Writes text to path and runs p over it as NDJSON, which must fail: the
+--- message without a leading "file.lua:line: ".
+function H.ndjson_run_error(p, path, text)
+  H.write(path, text)
+  local err = H.message_of(p.run, p, require("runnel").ndjson_source(path))
+  return (err:gsub("^[^\n]-%.lua:%d+: ", ""))
 end
 
 --- Runs a shell command; returns its stdout, stderr and exit code.

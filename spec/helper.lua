@@ -201,6 +201,27 @@ function H.line_log(rel)
 end
 
 H.runnel_bin = os.getenv("RUNNEL_BIN") or "build/runnel"
+
+--- For the REPL browsing a state another process writes: a directory
+--- whose state st holds table alpha (one row, id 1, inserted through
+--- `runnel repl`), with more.lua, a script that declares beta beside it
+--- and inserts a row into each (`runnel run DIR/more.lua DIR/st`).
+function H.browsed_state()
+  local dir = H.tmpdir()
+  H.write(dir .. "/decl.lua", 'alpha = p:table("alpha", { {"id","int"}, key = "id" })\n')
+  H.write(dir .. "/more.lua", table.concat({
+    'local runnel = require "runnel"',
+    "local p = runnel.open(arg[1])",
+    'local alpha = p:table("alpha", { {"id","int"}, key = "id" })',
+    'local beta = p:table("beta", { {"id","int"}, key = "id" })',
+    "alpha:insert{ id = 2 }",
+    "beta:insert{ id = 1 }",
+    "p:close()",
+  }, "\n") .. "\n")
+  local _, err, code = H.sh(("%s repl %s/st %s/decl.lua"):format(H.runnel_bin, dir, dir), "alpha:insert{ id = 1 }\n")
+  assert(code == 0, err)
+  return dir
+end
 H.root = (H.sh("pwd"):gsub("\n$", "")) -- specs run from the repository's root
 
 -- Opens the state at dir, collecting the notes of the changes applied

@@ -8,29 +8,12 @@ local bin = H.runnel_bin
 describe("the REPL browsing a state another process writes, line after line", function()
   after_each(H.cleanup)
 
-  local function browsed_state()
-    local dir = H.tmpdir()
-    H.write(dir .. "/decl.lua", 'alpha = p:table("alpha", { {"id","int"}, key = "id" })\n')
-    H.write(dir .. "/more.lua", table.concat({
-      'local runnel = require "runnel"',
-      "local p = runnel.open(arg[1])",
-      'local alpha = p:table("alpha", { {"id","int"}, key = "id" })',
-      'local beta = p:table("beta", { {"id","int"}, key = "id" })',
-      "alpha:insert{ id = 2 }",
-      "beta:insert{ id = 1 }",
-      "p:close()",
-    }, "\n") .. "\n")
-    local _, err, code = H.sh(("%s repl %s/st %s/decl.lua"):format(bin, dir, dir), "alpha:insert{ id = 1 }\n")
-    assert.equal(0, code, err)
-    return dir
-  end
-
   -- Before each chunk the catalogue was read at most every quarter
   -- second: piped lines come faster, so a relation declared by the line
   -- before was unknown to the next. Each read also opened the state with
   -- runnel.inspect, once per command even when nothing had changed.
   it("sees a relation declared meanwhile on the next line, and reads the catalogue only when the state changed", function()
-    local dir = browsed_state()
+    local dir = H.browsed_state()
     local out, err, code = H.sh(("%s repl %s/st"):format(bin, dir), table.concat({
       "alpha:count()",
       "reads = 0",

@@ -165,6 +165,23 @@ function H.ndjson_ks(text)
   return table.concat(got, ",")
 end
 
+--- The NDJSON specs' state at state: stream s (k int, pad string) with an
+--- NDJSON sink to log given ndjson_opts, opened with sync as given
+--- (nil: the default). The pipeline and s.
+function H.ndjson_stream(state, log, ndjson_opts, sync)
+  local runnel = require "runnel"
+  local p = runnel.open{ path = state, sync = sync }
+  local s = p:stream("s", { {"k","int"}, {"pad","string"} })
+  s:sink(runnel.ndjson(log, ndjson_opts))
+  return p, s
+end
+
+--- The contents of path, or "" when it does not exist (a sink's file not
+--- yet made).
+function H.text_of(path)
+  return H.read(path) or ""
+end
+
 --- The outbox specs' groups: group i inserts k = i and negates k = i - 1.
 --- Their NDJSON log for groups 1..n, and their rows as "k|v" lines.
 function H.outbox_log(n)

@@ -165,6 +165,23 @@ function H.ndjson_ks(text)
   return table.concat(got, ",")
 end
 
+--- The join specs' teams (id, name, region null) and players (id, name,
+--- team_id null, score = 0), declared on p.
+function H.join_tables(p)
+  local teams = p:table("teams", { {"id","int"}, {"name","string"}, {"region","string", null = true}, key = "id" })
+  local players = p:table("players", { {"id","int"}, {"name","string"}, {"team_id","int", null = true},
+                                       {"score","int", default = 0}, key = "id" })
+  return teams, players
+end
+
+--- The join edge specs' teams (id, name) and players (id, tid null: an int
+--- unless tid_type says), declared on p.
+function H.join_tables_tid(p, tid_type)
+  local teams = p:table("teams", { {"id","int"}, {"name","string"}, key = "id" })
+  local players = p:table("players", { {"id","int"}, {"tid", tid_type or "int", null = true}, key = "id" })
+  return teams, players
+end
+
 --- The NDJSON specs' state at state: stream s (k int, pad string) with an
 --- NDJSON sink to log given ndjson_opts, opened with sync as given
 --- (nil: the default). The pipeline and s.

@@ -4,11 +4,7 @@
 local runnel = require "runnel"
 local H = require "helper"
 
-local function tables(p)
-  local teams = p:table("teams", { {"id","int"}, {"name","string"}, key = "id" })
-  local players = p:table("players", { {"id","int"}, {"tid","int", null = true}, key = "id" })
-  return teams, players
-end
+local tables = H.join_tables_tid
 
 describe("a join given columns without a joiner", function()
   it("is refused at its declaration, naming the join (its rows would not be those columns)", function()

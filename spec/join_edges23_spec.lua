@@ -3,11 +3,7 @@
 local runnel = require "runnel"
 local H = require "helper"
 
-local function tables(p, tid_type)
-  local teams = p:table("teams", { {"id","int"}, {"name","string"}, key = "id" })
-  local players = p:table("players", { {"id","int"}, {"tid", tid_type or "int", null = true}, key = "id" })
-  return teams, players
-end
+local tables = H.join_tables_tid
 
 describe("a right-side fan-out freeing a selector's result key", function()
   it("fails the group, as the left side does, when the selector gives another key than the one emitted", function()

@@ -126,6 +126,16 @@ static int open_reader(const char *path, MDB_env **env, MDB_txn **txn, MDB_dbi *
   return rc ? rn_err_set(e, rn_store_read_code(rc), "%s: %s", path, rn_store_strerror(rc)) : 0;
 }
 
+/* path's data.mdb, stat'ed into *st; RN_EIO "not a runnel state" without one. */
+static int data_file(const char *path, struct stat *st, char *errbuf, size_t errlen)
+{
+  char data[4096];
+  snprintf(data, sizeof data, "%s/data.mdb", path);
+  if (stat(data, st) == 0) return 0;
+  if (errbuf) snprintf(errbuf, errlen, "%s: not a runnel state (no data.mdb)", path);
+  return RN_EIO;
+}
+
 static int inspect(const char *path, rn_inspect_fn fn, void *ctx, rn_inspect_state *out, char *errbuf,
                    size_t errlen)
 {
@@ -134,13 +144,8 @@ static int inspect(const char *path, rn_inspect_fn fn, void *ctx, rn_inspect_sta
     return RN_EINVAL;
   }
   memset(out, 0, sizeof *out);
-  char data[4096];
-  snprintf(data, sizeof data, "%s/data.mdb", path);
   struct stat st;
-  if (stat(data, &st) != 0) {
-    if (errbuf) snprintf(errbuf, errlen, "%s: not a runnel state (no data.mdb)", path);
-    return RN_EIO;
-  }
+  if (data_file(path, &st, errbuf, errlen)) return RN_EIO;
   out->file_size = (uint64_t)st.st_size;
   MDB_env *env = NULL;
   MDB_txn *txn = NULL;
@@ -200,6 +205,33 @@ RN_API int rn_inspect(const char *path, rn_inspect_fn fn, void *ctx, rn_inspect_
   int rc = inspect(path, fn, ctx, out, errbuf, errlen);
   rn_envs_dbis_unlock();
   return rc;
+}
+
+/* The id of the last LMDB transaction committed on the state at path, from
+ * a read transaction's snapshot (mdb_txn_id): every group, declaration and
+ * drop commits one, so an unchanged id means rn_inspect would read what it
+ * read before. No catalogue is walked and no database opened. */
+RN_API int rn_state_version(const char *path, uint64_t *version, char *errbuf, size_t errlen)
+{
+  if (!path || !*path || !version)
+    return fail(errbuf, errlen, !version ? "rn_state_version: version is NULL" : "rn_state_version: the path is NULL or empty",
+                RN_EINVAL);
+  struct stat st;
+  if (data_file(path, &st, errbuf, errlen)) return RN_EIO;
+  rn_err e;
+  rn_err_clear(&e);
+  if (rn_flush_before_read(path, &e)) return fail(errbuf, errlen, e.msg, e.code); /* as rn_inspect would read */
+  MDB_env *env = NULL;
+  if (rn_envs_read(path, &env, &e)) return fail(errbuf, errlen, e.msg, e.code);
+  MDB_txn *txn;
+  int rc = rn_store_txn(env, MDB_RDONLY, &txn);
+  if (rc) rn_err_set(&e, rn_store_read_code(rc), "%s: %s", path, rn_store_strerror(rc));
+  else {
+    *version = (uint64_t)mdb_txn_id(txn);
+    mdb_txn_abort(txn);
+  }
+  rn_envs_read_done(env);
+  return rc ? fail(errbuf, errlen, e.msg, e.code) : 0;
 }
 
 /* The durable sinks' records of the state at path (rn_outbox_sinks_txn),

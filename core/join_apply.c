@@ -83,12 +83,13 @@ static int left_fks(rn_join *j, side *lb, side *la, fk *fb, fk *fa)
  * id rid) where the key of id had was emitted. */
 static int selector_moved(rn_join *j, uint64_t lid, const msgpack_sbuffer *k, uint64_t rid, uint64_t had)
 {
-  char kbuf[256];
+  char kbuf[256], was[256];
   rn_join_key_text(j, k, kbuf, sizeof kbuf);
+  rn_join_id_key_text(j, had, was, sizeof was);
   return rn_err_set(err_of(j), RN_EINVAL,
                     "%s: the selector gave the result of left row id %llu another key than before for the same "
-                    "keys (key %s, id %llu; was id %llu): a selector must depend on its two keys alone",
-                    j->out->name, (unsigned long long)lid, kbuf, (unsigned long long)rid, (unsigned long long)had);
+                    "keys (key %s, id %llu; was key %s, id %llu): a selector must depend on its two keys alone",
+                    j->out->name, (unsigned long long)lid, kbuf, (unsigned long long)rid, was, (unsigned long long)had);
 }
 
 /* Recomputes the result of left row lid from lb (before) to la (after),

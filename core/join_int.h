@@ -190,6 +190,9 @@ int rn_join_result_id(rn_join *j, const msgpack_sbuffer *k, uint64_t owner, bool
 /* Result key k as text for a message into buf (cap bytes): its one value
  * (1, "a"), or its values in parentheses ((1, "x")); "?" when undecodable. */
 void rn_join_key_text(rn_join *j, const msgpack_sbuffer *k, char *buf, size_t cap);
+/* The result key that has result id id, shown so ("?" when none has): walks
+ * every result key, for an error message only. */
+void rn_join_id_key_text(rn_join *j, uint64_t id, char *buf, size_t cap);
 /* Emits the change from result old (id old_id) to result now (id new_id):
  * an INSERT, DELETE, UPDATE, or a DELETE then an INSERT when the id moves;
  * nothing when they are equal (JOIN-2). */

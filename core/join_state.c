@@ -542,6 +542,28 @@ void rn_join_key_text(rn_join *j, const msgpack_sbuffer *k, char *buf, size_t ca
   if (n > 1 && off + 1 < cap) snprintf(buf + off, cap - off, ")");
 }
 
+/* The result key that has id, as rn_join_key_text shows it ("?" when none
+ * has): "jr:" keeps no index by id, so every result key ever made is walked
+ * — for a message that fails the group, never on the way of a change. */
+void rn_join_id_key_text(rn_join *j, uint64_t id, char *buf, size_t cap)
+{
+  rn_wb_iter it;
+  MDB_val k, v;
+  snprintf(buf, cap, "?");
+  int rc = rn_wb_iter_seek(&j->out->p->store, txn_of(j), j->result_dbi, &it, NULL, &k, &v);
+  for (; rc == 0; rc = rn_wb_iter_next(&it, &k, &v)) {
+    uint64_t has;
+    if (v.mv_size < 16) continue;
+    memcpy(&has, v.mv_data, sizeof has);
+    if (has != id) continue;
+    bool hashed = v.mv_size > 16; /* |id|owner|whole key| */
+    msgpack_sbuffer whole = { hashed ? v.mv_size - 16 : k.mv_size, hashed ? (char *)v.mv_data + 16 : k.mv_data, 0 };
+    rn_join_key_text(j, &whole, buf, cap);
+    break;
+  }
+  rn_wb_iter_close(&it);
+}
+
 /* Settles the id of result key k found (val, from its entry) or not (val
  * zero) at key; hashed: key is k's hashed form. */
 static int result_id_at(rn_join *j, const msgpack_sbuffer *k, MDB_val key, bool hashed, uint64_t val[2],

@@ -415,6 +415,14 @@ typedef int (*rn_inspect_fn)(void *ctx, const rn_inspect_relation *rel);
 RN_API int rn_inspect(const char *path, rn_inspect_fn fn, void *ctx, rn_inspect_state *out,
                       char *errbuf, size_t errlen);
 
+/* (since 0.37) *version gets the id of the last LMDB transaction committed
+ * on the state at path (every group, declaration and drop commits one): a
+ * cheap test whether rn_inspect would read anything new, without walking
+ * the catalogue. Reads as rn_inspect does (a writer in this process, between
+ * its calls). Errors: RN_EINVAL (path NULL or "", version NULL), RN_EIO
+ * and the rest as rn_inspect ("not a runnel state (no data.mdb)"). */
+RN_API int rn_state_version(const char *path, uint64_t *version, char *errbuf, size_t errlen);
+
 /* ---- A state that lives through deploys ---------------------------------
  * Declaring a relation the state holds with another declaration applies
  * the change (a source table's rows are brought to the new schema; derived

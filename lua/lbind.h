@@ -306,5 +306,6 @@ void rn_lua_preload(lua_State *L);
 struct rn_outbox_kept;
 void rn_lua_push_waiting(lua_State *L, const struct rn_outbox_kept *k);
 int rn_lua_inspect(lua_State *L);
+int rn_lua_state_version(lua_State *L);
 
 #endif

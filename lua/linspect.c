@@ -78,3 +78,17 @@ int rn_lua_inspect(lua_State *L)
   lua_setfield(L, -2, "outbox_waiting");
   return 1;
 }
+
+/* runnel.state_version(path) -> the id of the last LMDB transaction committed
+ * on the state (rn_state_version): changed when runnel.inspect would read
+ * something new. Raises as runnel.inspect does. */
+int rn_lua_state_version(lua_State *L)
+{
+  const char *path = rn_lua_checkpath(L, 1, "state_version");
+  uint64_t version = 0;
+  char err[1024] = "";
+  int rc = rn_state_version(path, &version, err, sizeof err);
+  if (rc) return rn_lua_error(L, "state_version: %s", err[0] ? err : rn_strerror(rc));
+  lua_pushinteger(L, (lua_Integer)version);
+  return 1;
+}

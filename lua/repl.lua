@@ -142,6 +142,7 @@ Browse.__tostring = function(b) return ("runnel.State (%s, read-only)"):format(b
 -- as a pipeline has them, read through runnel.attach.
 local function browse(path)
   local b = setmetatable({ _path = path, _rels = {} }, Browse)
+  b._version = runnel.state_version(path) -- before the read: a commit between them reads again
   for _, entry in ipairs(runnel.inspect(path).relations) do
     b._rels[#b._rels + 1] = setmetatable({ _entry = entry, _path = path }, Browsed)
   end
@@ -219,11 +220,15 @@ end
 -- Reads a browsed state's catalogue again (another process may have
 -- declared, dropped or written since): each relation keeps its value, so
 -- its global goes on naming it; one that left the catalogue leaves its
--- global too, and one declared since gets one.
+-- global too, and one declared since gets one. Only when the state
+-- committed since the last read (its LMDB transaction id, a read of the
+-- lock and meta pages): the catalogue's walk is left for when it changed.
 local function refresh(b)
+  local known, version = pcall(runnel.state_version, b._path)
+  if known and version == b._version then return end
   local ok, seen = pcall(runnel.inspect, b._path)
-  b._read_at = runnel.now()
   if not ok then return end -- the state went away: what was read stays
+  b._version = known and version or nil -- taken before the read: a commit between them reads again
   local before = {}
   for _, r in ipairs(b._rels) do before[r._entry.name] = r end
   b._rels = {}
@@ -688,10 +693,7 @@ local function loop(tty, history)
         local fn, err = compile(src)
         if fn then
           buffer = nil
-          -- at most every quarter second before a chunk (piped input comes
-          -- a line at a time, and each read opens the state); always
-          -- before a command
-          if getmetatable(_G.p) == Browse and runnel.now() - (_G.p._read_at or 0) >= 0.25 then refresh(_G.p) end
+          if getmetatable(_G.p) == Browse then refresh(_G.p) end -- a cheap test when nothing changed
           local results = run_chunk(fn, state.traceback)
           if err == true then results = unpacked(results) end
           print_results(results)

@@ -1145,6 +1145,12 @@ end
 -- What the state at path holds, from its catalogue (one read transaction).
 runnel.inspect = core.inspect
 
+--- runnel.state_version(path) -> integer (since 0.37)
+-- The id of the state's last committed LMDB transaction: it changes with
+-- every group, declaration and drop, so the REPL reads a browsed state's
+-- catalogue again only when it did.
+runnel.state_version = core.state_version
+
 -- attached:rows() is an iterator of (row, id) like rel:rows(), whether the
 -- binding hands back a list or already an iterator.
 local function iterate_attached(methods)

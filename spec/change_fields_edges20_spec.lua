@@ -18,27 +18,20 @@ describe("a change with a misspelt field", function()
   end)
   after_each(function() p:close(); H.cleanup() end)
 
-  local function run_error(text)
-    H.write(path, text)
-    local ok, err = pcall(p.run, p, runnel.ndjson_source(path))
-    assert.is_false(ok)
-    return (tostring(err):gsub("^[^\n]-%.lua:%d+: ", ""))
-  end
-
   local good = '{"rel":"t","op":"insert","row":{"id":1}}\n'
 
   it("names the missing field and the unknown one, with file:line", function()
     assert.equal(path .. ':2: t: missing "row" (the change has an unknown field "rwo"): ' .. SHAPE,
-                 run_error(good .. '{"rel":"t","op":"insert","rwo":{"id":2}}\n'))
+                 H.ndjson_run_error(p, path, good .. '{"rel":"t","op":"insert","rwo":{"id":2}}\n'))
     assert.equal(path .. ':1: missing "rel" (the change has an unknown field "rle"): ' .. SHAPE,
-                 run_error('{"rle":"t","op":"insert","row":{"id":2}}\n'))
+                 H.ndjson_run_error(p, path, '{"rle":"t","op":"insert","row":{"id":2}}\n'))
     assert.equal(path .. ':1: t: missing "op" and "row" (the change has an unknown field "Op"): ' .. SHAPE,
-                 run_error('{"rel":"t","Op":"insert"}\n'))
+                 H.ndjson_run_error(p, path, '{"rel":"t","Op":"insert"}\n'))
     assert.equal(0, t:count()) -- the group rolled back
   end)
 
   it("says nothing more when no field is unknown", function()
-    assert.equal(path .. ':1: t: missing "row": ' .. SHAPE, run_error('{"rel":"t","op":"insert"}\n'))
+    assert.equal(path .. ':1: t: missing "row": ' .. SHAPE, H.ndjson_run_error(p, path, '{"rel":"t","op":"insert"}\n'))
   end)
 
   it("still takes a change with fields of its own beside the three", function()

@@ -41,11 +41,25 @@ function H.cleanup()
   dirs = {}
 end
 
---- The error message of fn(...) without its "file:line: " prefix.
-function H.error_of(fn, ...)
+--- The whole message of the error fn(...) raises, its "file:line: " kept
+--- (to assert where it points); fails when fn(...) raises none.
+function H.message_of(fn, ...)
   local ok, err = pcall(fn, ...)
   assert(not ok, "expected an error")
-  return (tostring(err):gsub("^[^:]*:%d+: ", ""))
+  return tostring(err)
+end
+
+--- The error message of fn(...) without its "file:line: " prefix.
+function H.error_of(fn, ...)
+  return (H.message_of(fn, ...):gsub("^[^:]*:%d+: ", ""))
+end
+
+--- Writes text to path and runs p over it as NDJSON, which must fail: the
+--- message without a leading "file.lua:line: ".
+function H.ndjson_run_error(p, path, text)
+  H.write(path, text)
+  local err = H.message_of(p.run, p, require("runnel").ndjson_source(path))
+  return (err:gsub("^[^\n]-%.lua:%d+: ", ""))
 end
 
 --- Runs a shell command; returns its stdout, stderr and exit code.
@@ -151,6 +165,40 @@ function H.ndjson_ks(text)
   return table.concat(got, ",")
 end
 
+--- The join specs' teams (id, name, region null) and players (id, name,
+--- team_id null, score = 0), declared on p.
+function H.join_tables(p)
+  local teams = p:table("teams", { {"id","int"}, {"name","string"}, {"region","string", null = true}, key = "id" })
+  local players = p:table("players", { {"id","int"}, {"name","string"}, {"team_id","int", null = true},
+                                       {"score","int", default = 0}, key = "id" })
+  return teams, players
+end
+
+--- The join edge specs' teams (id, name) and players (id, tid null: an int
+--- unless tid_type says), declared on p.
+function H.join_tables_tid(p, tid_type)
+  local teams = p:table("teams", { {"id","int"}, {"name","string"}, key = "id" })
+  local players = p:table("players", { {"id","int"}, {"tid", tid_type or "int", null = true}, key = "id" })
+  return teams, players
+end
+
+--- The NDJSON specs' state at state: stream s (k int, pad string) with an
+--- NDJSON sink to log given ndjson_opts, opened with sync as given
+--- (nil: the default). The pipeline and s.
+function H.ndjson_stream(state, log, ndjson_opts, sync)
+  local runnel = require "runnel"
+  local p = runnel.open{ path = state, sync = sync }
+  local s = p:stream("s", { {"k","int"}, {"pad","string"} })
+  s:sink(runnel.ndjson(log, ndjson_opts))
+  return p, s
+end
+
+--- The contents of path, or "" when it does not exist (a sink's file not
+--- yet made).
+function H.text_of(path)
+  return H.read(path) or ""
+end
+
 --- The outbox specs' groups: group i inserts k = i and negates k = i - 1.
 --- Their NDJSON log for groups 1..n, and their rows as "k|v" lines.
 function H.outbox_log(n)
@@ -187,6 +235,27 @@ function H.line_log(rel)
 end
 
 H.runnel_bin = os.getenv("RUNNEL_BIN") or "build/runnel"
+
+--- For the REPL browsing a state another process writes: a directory
+--- whose state st holds table alpha (one row, id 1, inserted through
+--- `runnel repl`), with more.lua, a script that declares beta beside it
+--- and inserts a row into each (`runnel run DIR/more.lua DIR/st`).
+function H.browsed_state()
+  local dir = H.tmpdir()
+  H.write(dir .. "/decl.lua", 'alpha = p:table("alpha", { {"id","int"}, key = "id" })\n')
+  H.write(dir .. "/more.lua", table.concat({
+    'local runnel = require "runnel"',
+    "local p = runnel.open(arg[1])",
+    'local alpha = p:table("alpha", { {"id","int"}, key = "id" })',
+    'local beta = p:table("beta", { {"id","int"}, key = "id" })',
+    "alpha:insert{ id = 2 }",
+    "beta:insert{ id = 1 }",
+    "p:close()",
+  }, "\n") .. "\n")
+  local _, err, code = H.sh(("%s repl %s/st %s/decl.lua"):format(H.runnel_bin, dir, dir), "alpha:insert{ id = 1 }\n")
+  assert(code == 0, err)
+  return dir
+end
 H.root = (H.sh("pwd"):gsub("\n$", "")) -- specs run from the repository's root
 
 -- Opens the state at dir, collecting the notes of the changes applied

@@ -14,25 +14,18 @@ describe("p:run and a UTF-8 BOM", function()
   end)
   after_each(function() p:close(); H.cleanup() end)
 
-  local function run_error(text)
-    H.write(path, text)
-    local ok, err = pcall(p.run, p, runnel.ndjson_source(path))
-    assert.is_false(ok)
-    return (tostring(err):gsub("^[^\n]-%.lua:%d+: ", ""))
-  end
-
   local bom, line = "\xEF\xBB\xBF", '{"rel":"t","op":"insert","row":{"id":1}}\n'
 
   it("after the spaces that start the first line or another, says so", function()
     local why = ": a UTF-8 byte order mark (BOM) follows the spaces that start the line: only the first bytes of the "
                 .. "input may be one"
-    assert.equal(path .. ":1" .. why, run_error("  " .. bom .. line))
-    assert.equal(path .. ":2" .. why, run_error(line .. " \t" .. bom .. line))
+    assert.equal(path .. ":1" .. why, H.ndjson_run_error(p, path, "  " .. bom .. line))
+    assert.equal(path .. ":2" .. why, H.ndjson_run_error(p, path, line .. " \t" .. bom .. line))
     assert.equal(0, t:count())
   end)
 
   it("inside a line is the JSON error it was", function()
-    local err = run_error('{"rel":' .. bom .. '"t"}\n')
+    local err = H.ndjson_run_error(p, path, '{"rel":' .. bom .. '"t"}\n')
     assert.equal(path .. ":1: malformed JSON", err:sub(1, #path + 18))
   end)
 end)

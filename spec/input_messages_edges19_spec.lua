@@ -25,24 +25,17 @@ describe("p:run's messages", function()
   end)
   after_each(function() p:close(); H.cleanup() end)
 
-  local function run_error(text)
-    H.write(path, text)
-    local ok, err = pcall(p.run, p, runnel.ndjson_source(path))
-    assert.is_false(ok)
-    return (tostring(err):gsub("^.-_spec%.lua:%d+: ", ""))
-  end
-
   it("name the field a change is missing", function()
-    assert.equal(path .. ':1: missing "rel": ' .. EXPECTED, run_error('{"op":"insert","row":{"id":1}}\n'))
-    assert.equal(path .. ':1: t: missing "op": ' .. EXPECTED, run_error('{"rel":"t","row":{"id":1}}\n'))
-    assert.equal(path .. ':1: t: missing "row": ' .. EXPECTED, run_error('{"rel":"t","op":"insert"}\n'))
-    assert.equal(path .. ':1: t: missing "op" and "row": ' .. EXPECTED, run_error('{"rel":"t"}\n'))
-    assert.equal(path .. ':1: missing "rel" and "row": ' .. EXPECTED, run_error('{"op":"insert"}\n'))
+    assert.equal(path .. ':1: missing "rel": ' .. EXPECTED, H.ndjson_run_error(p, path, '{"op":"insert","row":{"id":1}}\n'))
+    assert.equal(path .. ':1: t: missing "op": ' .. EXPECTED, H.ndjson_run_error(p, path, '{"rel":"t","row":{"id":1}}\n'))
+    assert.equal(path .. ':1: t: missing "row": ' .. EXPECTED, H.ndjson_run_error(p, path, '{"rel":"t","op":"insert"}\n'))
+    assert.equal(path .. ':1: t: missing "op" and "row": ' .. EXPECTED, H.ndjson_run_error(p, path, '{"rel":"t"}\n'))
+    assert.equal(path .. ':1: missing "rel" and "row": ' .. EXPECTED, H.ndjson_run_error(p, path, '{"op":"insert"}\n'))
     assert.equal(path .. ':1: "rel" must be a string (a relation\'s name), got a number',
-                 run_error('{"rel":7,"op":"insert","row":{"id":1}}\n'))
+                 H.ndjson_run_error(p, path, '{"rel":7,"op":"insert","row":{"id":1}}\n'))
     assert.equal(path .. ':1: t: "op" must be a string (insert, update, upsert, delete), got null',
-                 run_error('{"rel":"t","op":null,"row":{"id":1}}\n'))
-    assert.equal(path .. ':2: ' .. EXPECTED, run_error('{"rel":"t","op":"insert","row":{"id":1}}\n[1]\n'))
+                 H.ndjson_run_error(p, path, '{"rel":"t","op":null,"row":{"id":1}}\n'))
+    assert.equal(path .. ':2: ' .. EXPECTED, H.ndjson_run_error(p, path, '{"rel":"t","op":"insert","row":{"id":1}}\n[1]\n'))
     assert.equal(0, t:count())
   end)
 
@@ -50,29 +43,31 @@ describe("p:run's messages", function()
     local bom = "\xEF\xBB\xBF"
     assert.equal(path .. ":2: a UTF-8 byte order mark (BOM) starts the line: only the first line of the input may "
                  .. "start with one",
-                 run_error(bom .. '{"rel":"t","op":"insert","row":{"id":1}}\n' .. bom .. '{"rel":"t","op":"insert","row":{"id":2}}\n'))
+                 H.ndjson_run_error(p, path, bom .. '{"rel":"t","op":"insert","row":{"id":1}}\n'
+                                             .. bom .. '{"rel":"t","op":"insert","row":{"id":2}}\n'))
     H.write(path, bom .. '{"rel":"t","op":"insert","row":{"id":1}}\n\n \t \n{"rel":"t","op":"insert","row":{"id":2}}\n')
     assert.equal(2, p:run(runnel.ndjson_source(path)).applied) -- at byte 0 it is skipped; blank lines too
   end)
 
   it("name the column of a number out of range when another one follows", function()
     assert.equal(path .. ':1: t: column "x": the number 1e999 is beyond a float\'s range (about ±1.8e308)',
-                 run_error('{"rel":"t","op":"insert","row":{"id":4, "x": 1e999, "l": [1e999]}}\n'))
+                 H.ndjson_run_error(p, path, '{"rel":"t","op":"insert","row":{"id":4, "x": 1e999, "l": [1e999]}}\n'))
     assert.equal(path .. ':1: t: column "l": the integer 99999999999999999999 is beyond int64 '
                  .. '(-9223372036854775808 to 9223372036854775807)',
-                 run_error('{"rel":"t","op":"insert","row":{"id":4, "l": [99999999999999999999]}, "z": 1e999}\n'))
+                 H.ndjson_run_error(p, path,
+                                    '{"rel":"t","op":"insert","row":{"id":4, "l": [99999999999999999999]}, "z": 1e999}\n'))
   end)
 
   it("name a value nested past 2048 deep as too deep, with its relation and column", function()
     local deep = ("["):rep(3000) .. ("]"):rep(3000)
     assert.equal(path .. ':1: t: column "l": value nested more than 64 deep',
-                 run_error('{"rel":"t","op":"insert","row":{"id":5, "l": ' .. deep .. '}}\n'))
-    assert.equal(path .. ':1: JSON nested more than 64 deep', run_error(deep .. '\n'))
+                 H.ndjson_run_error(p, path, '{"rel":"t","op":"insert","row":{"id":5, "l": ' .. deep .. '}}\n'))
+    assert.equal(path .. ':1: JSON nested more than 64 deep', H.ndjson_run_error(p, path, deep .. '\n'))
   end)
 
   it("refuse a NUL byte right after a number", function()
     assert.matches("^" .. path:gsub("%p", "%%%0") .. ":1: malformed JSON at column %d+: a NUL byte outside a string$",
-                   run_error('{"rel":"t","op":"insert","row":{"id":8, "x": 1\0}}\n'))
+                   H.ndjson_run_error(p, path, '{"rel":"t","op":"insert","row":{"id":8, "x": 1\0}}\n'))
     assert.equal(0, t:count())
   end)
 end)

@@ -18,18 +18,12 @@ describe("a value the JSON parser refuses", function()
   after_each(function() p:close(); H.cleanup() end)
 
   local good = '{"rel":"t","op":"insert","row":{"id":1}}\n'
-  local function run_error(text)
-    H.write(path, text)
-    local ok, err = pcall(p.run, p, runnel.ndjson_source(path))
-    assert.is_false(ok)
-    return (tostring(err):gsub("^[^\n]-%.lua:%d+: ", ""))
-  end
   local function row(fields) return '{"rel":"t","op":"insert","row":{"id":2,' .. fields .. ',"f":1.5}}\n' end
 
   it("names the relation and the column, after file:line", function()
     for _, bad in ipairs{ '"s":"\xed\xa0\x80"', '"s":"\xc0\xaf"', '"s":"\xf4\x90\x80\x80"', '"s":"a\\ud800"',
                           '"s":"a\\udc00b"', '"s":"a\1b"', '"s":NaN', '"s":+1', '"s":01', '"s":tru' } do
-      local err = run_error(good .. row(bad))
+      local err = H.ndjson_run_error(p, path, good .. row(bad))
       local want = path .. ':2: t: column "s": malformed JSON at column '
       assert.equal(want, err:sub(1, #want), bad)
     end
@@ -37,7 +31,7 @@ describe("a value the JSON parser refuses", function()
   end)
 
   it("names the relation for a column name it cannot read", function()
-    local err = run_error(good .. '{"rel":"t","op":"insert","row":{"id":2,"s\\u0000":"x"}}\n')
+    local err = H.ndjson_run_error(p, path, good .. '{"rel":"t","op":"insert","row":{"id":2,"s\\u0000":"x"}}\n')
     local want = path .. ':2: t: a column name: malformed JSON at column '
     assert.equal(want, err:sub(1, #want))
   end)
@@ -54,12 +48,13 @@ describe("a value the JSON parser refuses", function()
 
   it("says a UTF-16 byte order mark", function()
     for _, bom in ipairs{ "\xff\xfe", "\xfe\xff" } do
-      assert.equal(path .. ":1: a UTF-16 byte order mark (BOM) starts the line: NDJSON input is UTF-8", run_error(bom .. good))
+      assert.equal(path .. ":1: a UTF-16 byte order mark (BOM) starts the line: NDJSON input is UTF-8",
+                   H.ndjson_run_error(p, path, bom .. good))
     end
   end)
 
   it("says that lines end with a lone CR", function()
-    local err = run_error(good:gsub("\n", "\r") .. good:gsub("1", "2"):gsub("\n", "\r"))
+    local err = H.ndjson_run_error(p, path, good:gsub("\n", "\r") .. good:gsub("1", "2"):gsub("\n", "\r"))
     assert.matches(": the line holds a carriage return (CR) not followed by a line feed (LF): NDJSON lines end with LF "
                    .. "or CRLF", err, 1, true)
     assert.equal(path .. ":1: malformed JSON", err:sub(1, #path + 18))

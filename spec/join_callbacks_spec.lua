@@ -4,12 +4,7 @@
 local runnel = require "runnel"
 local H = require "helper"
 
-local function tables(p)
-  local teams = p:table("teams", { {"id","int"}, {"name","string"}, {"region","string", null = true}, key = "id" })
-  local players = p:table("players", { {"id","int"}, {"name","string"}, {"team_id","int", null = true},
-                                       {"score","int", default = 0}, key = "id" })
-  return teams, players
-end
+local tables = H.join_tables
 
 local COLUMNS = { {"pid","int"}, {"pname","string"}, {"score","int"}, {"tname","string", null = true},
                   {"region","string", null = true}, key = "pid" }

@@ -2,25 +2,16 @@
 -- that could not mean what they say, callbacks returning what no key or row
 -- is, and errors that name the join, the column and the callback's line.
 local runnel = require "runnel"
+local H = require "helper"
 
-local function tables(p)
-  local teams = p:table("teams", { {"id","int"}, {"name","string"}, key = "id" })
-  local players = p:table("players", { {"id","int"}, {"tid","int", null = true}, key = "id" })
-  return teams, players
-end
-
-local function err_of(f, ...)
-  local ok, e = pcall(f, ...)
-  assert.is_false(ok)
-  return tostring(e)
-end
+local tables = H.join_tables_tid
 
 describe("a join given columns without a joiner", function()
   it("is refused at its declaration, naming the join (its rows would not be those columns)", function()
     local p = runnel.open()
     local teams, players = tables(p)
-    local e = err_of(players.join, players, teams,
-                     { on = "tid", name = "j", columns = { {"x","int"}, {"y","string"}, key = "x" } })
+    local e = H.message_of(players.join, players, teams,
+                           { on = "tid", name = "j", columns = { {"x","int"}, {"y","string"}, key = "x" } })
     assert.matches('j: columns', e, 1, true)
     assert.matches("joiner", e, 1, true)
     assert.is_nil(p:relation("j"))
@@ -60,7 +51,7 @@ describe("a mapper's key of the wrong type", function()
       local players, j, seen, where = mapper_join(p, case[2], case[3])
       p:begin()
       players:insert{ id = 1, tid = 1 }
-      local e = err_of(players.insert, players, { id = 2, tid = 1 })
+      local e = H.message_of(players.insert, players, { id = 2, tid = 1 })
       assert.matches("^j: ", e)
       assert.matches(where, e, 1, true)
       assert.matches("teams", e, 1, true)
@@ -92,7 +83,7 @@ describe("a selector that gives a left row's result another key for the same key
     teams:insert{ id = 2, name = "b" }
     players:insert{ id = 1, tid = 1 }
     shift = 100 -- the selector is no function of its keys any more
-    local e = err_of(players.update, players, { id = 1, tid = 2 })
+    local e = H.message_of(players.update, players, { id = 1, tid = 2 })
     assert.is_nil(bad)
     assert.matches("j: ", e, 1, true)
     assert.matches("selector", e, 1, true)
@@ -130,7 +121,7 @@ describe("a select keyed by a right column after a left join", function()
     local how = fused and "fused with the join" or "reading the join's rows"
     it(("(%s) refuses a second row of one key, rolling back"):format(how), function()
       local p, _, players, s, log = setup()
-      local e = err_of(players.insert, players, { id = 2, name = "y", tid = 1 })
+      local e = H.message_of(players.insert, players, { id = 2, name = "y", tid = 1 })
       assert.matches("s: key (teams.id = 1)", e, 1, true)
       assert.same({ "INSERT 1 1 x" }, log)
       assert.is_nil(players:get(2))
@@ -147,10 +138,10 @@ describe("a select keyed by a right column after a left join", function()
 
     it(("(%s) refuses a null key (no match) naming the select and the column, rolling back"):format(how), function()
       local p, teams, players, s, log = setup()
-      local e = err_of(players.insert, players, { id = 3, name = "z" })
+      local e = H.message_of(players.insert, players, { id = 3, name = "z" })
       assert.matches('s: column "teams.id"', e, 1, true)
       assert.matches("null", e, 1, true)
-      e = err_of(teams.delete, teams, { id = 1 })
+      e = H.message_of(teams.delete, teams, { id = 1 })
       assert.matches('s: column "teams.id"', e, 1, true)
       assert.same({ "INSERT 1 1 x" }, log)
       assert.equal(2, teams:count())
@@ -173,7 +164,7 @@ describe("a joiner returning key columns other than its result's key", function(
     j:sink(function(verb, row, old, info) seen[#seen + 1] = verb .. " " .. info.id end)
     teams:insert{ id = 1, name = "a" }
     players:insert{ id = 1, tid = 1 }
-    local e = err_of(players.insert, players, { id = 2, tid = 1 })
+    local e = H.message_of(players.insert, players, { id = 2, tid = 1 })
     assert.matches("^j: ", e)
     assert.matches("joiner", e, 1, true)
     assert.matches("id = 7", e, 1, true)
@@ -196,7 +187,7 @@ describe("a selector returning a null", function()
       local seen = 0
       j:sink(function() seen = seen + 1 end)
       teams:insert{ id = 1, name = "a" }
-      local e = err_of(players.insert, players, { id = 1, tid = 1 })
+      local e = H.message_of(players.insert, players, { id = 1, tid = 1 })
       assert.matches("j: selector", e, 1, true)
       assert.matches("null", e, 1, true)
       assert.equal(0, seen)

@@ -1,18 +1,9 @@
 -- Joins at the edges, round 23 (DESIGN §6, §12): a selector's key freed by
 -- a right-side fan-out, and an `on` column's value of the wrong type.
 local runnel = require "runnel"
+local H = require "helper"
 
-local function tables(p, tid_type)
-  local teams = p:table("teams", { {"id","int"}, {"name","string"}, key = "id" })
-  local players = p:table("players", { {"id","int"}, {"tid", tid_type or "int", null = true}, key = "id" })
-  return teams, players
-end
-
-local function err_of(f, ...)
-  local ok, e = pcall(f, ...)
-  assert.is_false(ok)
-  return tostring(e)
-end
+local tables = H.join_tables_tid
 
 describe("a right-side fan-out freeing a selector's result key", function()
   it("fails the group, as the left side does, when the selector gives another key than the one emitted", function()
@@ -25,7 +16,7 @@ describe("a right-side fan-out freeing a selector's result key", function()
     teams:insert{ id = 1, name = "a" }
     players:insert{ id = 1, tid = 1 }
     shift = 100 -- the selector is no function of its keys any more
-    local e = err_of(teams.delete, teams, { id = 1 })
+    local e = H.message_of(teams.delete, teams, { id = 1 })
     assert.matches("j: the selector gave the result of left row id 1 another key", e, 1, true)
     assert.is_false(p:in_group())
     assert.equal("a", teams:get(1).name)
@@ -66,7 +57,7 @@ describe("an on column whose value cannot be the right key", function()
       local teams, players = tables(p, case[2])
       local j = players:join(teams, { on = "tid", name = "j", kind = "left" })
       teams:insert{ id = 1, name = "a" }
-      local e = err_of(players.insert, players, { id = 1, tid = case[3] })
+      local e = H.message_of(players.insert, players, { id = 1, tid = case[3] })
       assert.equal('j: column "tid" of players (on) cannot be a key of teams: column "id": ' .. case[4], e)
       assert.is_false(p:in_group())
       assert.equal(0, players:count())
@@ -80,7 +71,7 @@ describe("an on column whose value cannot be the right key", function()
     local teams = p:table("teams", { {"id","float"}, {"name","string"}, key = "id" })
     local players = p:table("players", { {"id","int"}, {"tid","float", null = true}, key = "id" })
     players:join(teams, { on = "tid", name = "j" })
-    local e = err_of(players.insert, players, { id = 1, tid = 0 / 0 })
+    local e = H.message_of(players.insert, players, { id = 1, tid = 0 / 0 })
     assert.equal('j: column "tid" of players (on) cannot be a key of teams: column "id": NaN cannot be part of a key', e)
     assert.equal(0, players:count())
     p:close()
@@ -117,7 +108,7 @@ describe("a joiner's key columns with a selector", function()
 
   it("fails the group naming the join and both keys when a left row's row holds another key", function()
     local p, _, players, j, seen = setup(function(l, r) return { k = 1, name = r.name } end)
-    local e = err_of(players.insert, players, { id = 1, tid = 1 })
+    local e = H.message_of(players.insert, players, { id = 1, tid = 1 })
     assert.equal("j: joiner returned key (k = 1) for the result of left key (id = 1): its key columns hold "
                  .. "the result's key (the selector's key)", e)
     assert.is_false(p:in_group())
@@ -130,11 +121,11 @@ describe("a joiner's key columns with a selector", function()
   it("fails the group when a right row's insert or update gives a left row's result another key", function()
     local p, teams, players, j, seen = setup(function(l, r) return { k = r.name == "x" and 7 or l.id * 10, name = r.name } end)
     players:insert{ id = 1, tid = 3 } -- no team 3 yet: no result
-    local e = err_of(teams.insert, teams, { id = 3, name = "x" })
+    local e = H.message_of(teams.insert, teams, { id = 3, name = "x" })
     assert.matches("^j: joiner returned key %(k = 7%)", e)
     assert.is_nil(teams:get(3))
     players:insert{ id = 2, tid = 1 }
-    e = err_of(teams.update, teams, { id = 1, name = "x" })
+    e = H.message_of(teams.update, teams, { id = 1, name = "x" })
     assert.matches("^j: joiner returned key %(k = 7%) for the result of left key %(id = 2%)", e)
     assert.equal("a", teams:get(1).name)
     assert.same({ "INSERT 1 20" }, seen)
@@ -151,7 +142,7 @@ describe("a joiner over a keyless left table", function()
     local p = runnel.open()
     local teams = p:table("teams", { {"id","int"}, {"name","string"}, key = "id" })
     local ev = p:table("ev", { {"k","int"}, {"tid","int"} })
-    local e = err_of(function()
+    local e = H.message_of(function()
       local j = ev:join(teams, { on = "tid", joiner = function(l, t) return { k = l.k, tname = t and t.name } end,
         columns = { {"k","int"}, {"tname","string", null = true}, key = "k" } })
       return j -- not a tail call: the caller's line stays
@@ -172,7 +163,8 @@ describe("a joiner over a keyless left table", function()
     ev:insert{ k = 1, tid = 2 }
     assert.equal(2, j:count())
     assert.same({ k = 2, tname = "b" }, s:get(2))
-    assert.matches("s: the selector gave result key 1 to two left rows", err_of(ev.insert, ev, { k = 3, tid = 1 }), 1, true)
+    assert.matches("s: the selector gave result key 1 to two left rows",
+                   H.message_of(ev.insert, ev, { k = 3, tid = 1 }), 1, true)
     assert.equal(2, ev:count())
     p:close()
   end)

@@ -111,13 +111,8 @@ function E.trap(rel)
   return t
 end
 
---- The tables of the fan-out specs.
-function E.tables(p)
-  local teams = p:table("teams", { {"id","int"}, {"name","string"}, {"region","string", null = true}, key = "id" })
-  local players = p:table("players", { {"id","int"}, {"name","string"}, {"team_id","int", null = true},
-                                       {"score","int", default = 0}, key = "id" })
-  return teams, players
-end
+--- The tables of the fan-out specs: the join specs' teams and players.
+E.tables = require("helper").join_tables
 
 -- players ⋈ teams as the default result row (right columns nil without a team).
 local function joined(pl, t)

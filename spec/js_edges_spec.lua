@@ -52,15 +52,6 @@ describe("jetstream edges", function()
     assert.equal(n, #msgs)
   end
 
-  -- Publishes text as one message (lines=99: the file's lines together).
-  local function publish_one(subject, text)
-    local dir = H.tmpdir()
-    local f = assert(io.open(dir .. "/msg", "wb"))
-    f:write(text, "\n")
-    f:close()
-    jsctl(url, "pub", subject, dir .. "/msg", "lines=99")
-  end
-
   describe("a bad message", function()
     -- message 1 is committed alone; messages 2 (good) and 3 (bad) share a
     -- group, which rolls back whole: the position stays at 1, and every
@@ -83,7 +74,7 @@ describe("jetstream edges", function()
       it(("(%s) rolls its group back and names stream, subject, sequence, line, relation and column"):format(c[1]), function()
         local name, subj = stream()
         publish(url, subj .. ".0", { insert(1), insert(2) })
-        publish_one(subj .. ".0", c[2])
+        J.publish_one(url, subj .. ".0", c[2])
         local p = runnel.open(H.tmpdir())
         local t = scores(p)
         local told = {}
@@ -106,7 +97,7 @@ describe("jetstream edges", function()
     it("that is empty (blank lines only) is no change: the position moves past it", function()
       local name, subj = stream()
       publish(url, subj .. ".0", { insert(1) })
-      publish_one(subj .. ".0", "  \n\r\n")
+      J.publish_one(url, subj .. ".0", "  \n\r\n")
       publish(url, subj .. ".0", { insert(2) })
       local p = runnel.open()
       local t = scores(p)

@@ -35,6 +35,13 @@ function J.publish(url, subject, lines, per, id)
   J.jsctl(url, "pub", subject, dir .. "/in.ndjson", "lines=" .. (per or 1), id and ("id=" .. id) or "")
 end
 
+-- Publishes text as one message (lines=99: its lines together).
+function J.publish_one(url, subject, text)
+  local dir = H.tmpdir()
+  H.write(dir .. "/msg", text .. "\n")
+  J.jsctl(url, "pub", subject, dir .. "/msg", "lines=99")
+end
+
 -- Starts the server: it, or nil and why not. Its directory is not the
 -- helper's scratch directory (other specs clean those); J.stop removes it.
 -- A spec that cannot have its server fails (an it that raises why): make

@@ -9,7 +9,7 @@ local runnel = require "runnel"
 local H = require "helper"
 
 local ks = H.ndjson_ks
-local function read(path) return H.read(path) or "" end
+local read = H.text_of
 
 describe("an NDJSON path sink with sync = false", function()
   local dir, log, state

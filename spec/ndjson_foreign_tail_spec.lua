@@ -8,7 +8,7 @@
 local runnel = require "runnel"
 local H = require "helper"
 
-local function read(path) return H.read(path) or "" end
+local read = H.text_of
 local function line(verb, k, v) return ('{"verb":"%s","k":%d,"v":"%s"}\n'):format(verb, k, v) end
 local function append(path, text)
   local f = assert(io.open(path, "a"))

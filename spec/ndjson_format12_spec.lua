@@ -8,7 +8,7 @@
 local runnel = require "runnel"
 local H = require "helper"
 
-local function read(path) return H.read(path) or "" end
+local read = H.text_of
 
 -- The k of each line, whatever comes before it.
 local function ks(text)
@@ -38,9 +38,7 @@ s:sink(runnel.ndjson(%q, %s))
   end
 
   local function open(opts)
-    local p = runnel.open{ path = state }
-    local s = p:stream("s", { {"k","int"}, {"pad","string"} })
-    s:sink(runnel.ndjson(log, opts))
+    local p, s = H.ndjson_stream(state, log, opts)
     return p, s
   end
 

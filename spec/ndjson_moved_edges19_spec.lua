@@ -9,7 +9,7 @@
 local runnel = require "runnel"
 local H = require "helper"
 
-local function read(path) return H.read(path) or "" end
+local read = H.text_of
 
 local ks = H.ndjson_ks
 
@@ -19,9 +19,7 @@ describe("an NDJSON sink whose file was moved or removed while open", function()
   after_each(H.cleanup)
 
   local function open(sync)
-    local p = runnel.open{ path = state, sync = sync }
-    local s = p:stream("s", { {"k","int"}, {"pad","string"} })
-    s:sink(runnel.ndjson(log, { verb = false }))
+    local p, s = H.ndjson_stream(state, log, { verb = false }, sync)
     return p, s
   end
 

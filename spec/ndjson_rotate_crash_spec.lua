@@ -5,7 +5,7 @@
 local runnel = require "runnel"
 local H = require "helper"
 
-local function read(path) return H.read(path) or "" end
+local read = H.text_of
 
 local ks = H.ndjson_ks
 
@@ -15,9 +15,7 @@ describe("an NDJSON sink whose file copytruncate cut while the state was open, t
   after_each(H.cleanup)
 
   local function open(sync)
-    local p = runnel.open{ path = state, sync = sync }
-    local s = p:stream("s", { {"k","int"}, {"pad","string"} })
-    s:sink(runnel.ndjson(log, { verb = false }))
+    local p, s = H.ndjson_stream(state, log, { verb = false }, sync)
     return p, s
   end
 

@@ -4,7 +4,7 @@
 local runnel = require "runnel"
 local H = require "helper"
 
-local function read(path) return H.read(path) or "" end
+local read = H.text_of
 
 local ks = H.ndjson_ks
 
@@ -20,9 +20,7 @@ describe("an NDJSON sink whose file copytruncate cut", function()
   after_each(H.cleanup)
 
   local function open()
-    local p = runnel.open{ path = state }
-    local s = p:stream("s", { {"k","int"}, {"pad","string"} })
-    s:sink(runnel.ndjson(log, { verb = false }))
+    local p, s = H.ndjson_stream(state, log, { verb = false })
     return p, s
   end
 

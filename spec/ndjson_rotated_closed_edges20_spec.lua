@@ -10,7 +10,7 @@ local runnel = require "runnel"
 local H = require "helper"
 
 local ks = H.ndjson_ks
-local function read(path) return H.read(path) or "" end
+local read = H.text_of
 
 describe("an NDJSON path sink whose file was renamed while the state was closed", function()
   local dir, log, state
@@ -18,9 +18,7 @@ describe("an NDJSON path sink whose file was renamed while the state was closed"
   after_each(H.cleanup)
 
   local function open()
-    local p = runnel.open{ path = state }
-    local s = p:stream("s", { {"k","int"}, {"pad","string"} })
-    s:sink(runnel.ndjson(log, { verb = false }))
+    local p, s = H.ndjson_stream(state, log, { verb = false })
     return p, s
   end
 

@@ -5,7 +5,7 @@
 local runnel = require "runnel"
 local H = require "helper"
 
-local function read(path) return H.read(path) or "" end
+local read = H.text_of
 local function line(verb, k, v) return ('{"verb":"%s","k":%d,"v":"%s"}\n'):format(verb, k, v) end
 
 describe("an NDJSON file shared by two states in turn", function()

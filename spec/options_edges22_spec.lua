@@ -7,19 +7,13 @@ local H = require "helper"
 describe("a boolean option given another type", function()
   after_each(H.cleanup)
 
-  local function refused(f)
-    local ok, err = pcall(f)
-    assert.is_false(ok)
-    return tostring(err)
-  end
-
   -- Regression: sync = "false" opened a synced state (a string is true),
   -- writemap = 1 one without writemap.
   it("open's sync and writemap are refused, with the script's line", function()
     local dir = H.tmpdir()
-    local err = refused(function() runnel.open{ path = dir, sync = "false" } end)
+    local err = H.message_of(function() runnel.open{ path = dir, sync = "false" } end)
     assert.matches('options_edges22_spec.lua:%d+: open: sync must be a boolean, got string "false"', err)
-    err = refused(function() runnel.open{ path = dir, writemap = 1 } end)
+    err = H.message_of(function() runnel.open{ path = dir, writemap = 1 } end)
     assert.matches("open: writemap must be a boolean, got 1", err, 1, true)
     local p = runnel.open{ path = dir, sync = false, writemap = false } -- booleans are taken
     p:close()
@@ -28,9 +22,9 @@ describe("a boolean option given another type", function()
   -- Regression: { "x", "int", null = "yes" } declared a not-null column.
   it("a column's null is refused naming relation and column, nested ones too", function()
     local p = runnel.open()
-    local err = refused(function() p:table("t", { {"id","int"}, {"x","int", null = "yes"}, key = "id" }) end)
+    local err = H.message_of(function() p:table("t", { {"id","int"}, {"x","int", null = "yes"}, key = "id" }) end)
     assert.matches('options_edges22_spec.lua:%d+: t: column "x": null must be a boolean, got string "yes"', err)
-    err = refused(function() p:table("t", { {"id","int"}, {"s", { {"y","int", null = 1} } }, key = "id" }) end)
+    err = H.message_of(function() p:table("t", { {"id","int"}, {"s", { {"y","int", null = 1} } }, key = "id" }) end)
     assert.matches('t: column "s": column "y": null must be a boolean, got 1', err, 1, true)
     local t = p:table("t", { {"id","int"}, {"x","int", null = true}, key = "id" })
     t:insert{ id = 1 }
@@ -42,13 +36,13 @@ describe("a boolean option given another type", function()
   -- a sink's consolidate = "no" consolidated.
   it("a lookup cache's missing and a sink's consolidate are refused", function()
     local p = runnel.open()
-    local err = refused(function()
+    local err = H.message_of(function()
       p:lookup("prices", { {"sku","string"}, {"price","float"}, key = "sku",
                            source = function() return nil end, cache = { missing = 0 } })
     end)
     assert.matches('options_edges22_spec.lua:%d+: prices: cache: missing must be a boolean, got 0', err)
     local t = p:table("t", { {"id","int"}, key = "id" })
-    err = refused(function() t:sink{ insert = function() end, consolidate = "no" } end)
+    err = H.message_of(function() t:sink{ insert = function() end, consolidate = "no" } end)
     assert.matches('options_edges22_spec.lua:%d+: sink: consolidate must be a boolean, got string "no"', err)
     local got = 0
     t:sink{ insert = function() got = got + 1 end, consolidate = false }
@@ -63,7 +57,7 @@ describe("a boolean option given another type", function()
     p:table("t", { {"id","int"}, key = "id" })
     local file = H.tmpdir() .. "/in.ndjson"
     H.write(file, '{"rel":"t","op":"insert","row":{"id":1}}\n')
-    local err = refused(function() p:run(runnel.ndjson_source(file), { progress = "no" }) end)
+    local err = H.message_of(function() p:run(runnel.ndjson_source(file), { progress = "no" }) end)
     assert.matches('options_edges22_spec.lua:%d+: run: progress must be a boolean, got string "no"', err)
     assert.equal(1, p:run(runnel.ndjson_source(file), { progress = false }).applied)
     p:close()

@@ -6,12 +6,6 @@
 local runnel = require "runnel"
 local H = require "helper"
 
-local function refused(f)
-  local ok, err = pcall(f)
-  assert.is_false(ok)
-  return tostring(err)
-end
-
 local HERE = "options_edges24_spec.lua:%d+: "
 
 describe("integer options given an integral float", function()
@@ -31,9 +25,9 @@ describe("integer options given an integral float", function()
     assert.equal(3, t:count())
     assert.equal(1, st.rejected)
     for _, bad in ipairs{ 2.5, 0/0, math.huge, "2", 0.0 } do
-      local err = refused(function() local r = p:run(runnel.ndjson_source(src), { batch = bad }) return r end)
+      local err = H.message_of(function() local r = p:run(runnel.ndjson_source(src), { batch = bad }) return r end)
       assert.matches(HERE .. "run: batch must be a positive integer$", err)
-      err = refused(function()
+      err = H.message_of(function()
         local r = p:run(runnel.ndjson_source(src), { on_error = "skip", max_rejects = bad })
         return r
       end)
@@ -49,14 +43,14 @@ describe("integer options given an integral float", function()
     t:insert{ k = 1 }
     assert.equal(1, t:count())
     p:close()
-    local err = refused(function() local q = runnel.open{ max_readers = 10.5 } return q end)
+    local err = H.message_of(function() local q = runnel.open{ max_readers = 10.5 } return q end)
     assert.matches(HERE .. "open: max_readers must be an integer from 1 to 65536 %(LMDB's reader slots; 126 by "
                    .. "default%), got 10.5$", err)
-    err = refused(function() local q = runnel.open{ map_size = 1.5 } return q end)
+    err = H.message_of(function() local q = runnel.open{ map_size = 1.5 } return q end)
     assert.matches(HERE .. "open: map_size must be an integer$", err)
-    err = refused(function() local q = runnel.open{ carry = { groups = 8.5 } } return q end)
+    err = H.message_of(function() local q = runnel.open{ carry = { groups = 8.5 } } return q end)
     assert.matches(HERE .. "open: carry.groups must be an integer above 0$", err)
-    err = refused(function() local q = runnel.open{ carry = { page_share = 0/0 } } return q end)
+    err = H.message_of(function() local q = runnel.open{ carry = { page_share = 0/0 } } return q end)
     assert.matches(HERE .. "open: carry.page_share must be an integer, 0 %(off%) or above$", err)
   end)
 
@@ -65,7 +59,7 @@ describe("integer options given an integral float", function()
                                          limit = 5.0 }
     assert.equal("integer", math.type(src.batch))
     assert.equal("integer", math.type(src.limit))
-    local err = refused(function()
+    local err = H.message_of(function()
       local s = runnel.jetstream_source{ url = "nats://127.0.0.1:1", stream = "S", subject = "s", batch = 1.5 }
       return s
     end)
@@ -75,11 +69,11 @@ describe("integer options given an integral float", function()
     t:insert{ k = 1 }
     t:insert{ k = 2 }
     assert.matches("%(2 rows, 1 shown%)", runnel.format(t, 1.0))
-    err = refused(function() local s = runnel.format(t, 1.5) return s end)
+    err = H.message_of(function() local s = runnel.format(t, 1.5) return s end)
     assert.matches(HERE .. "format: limit must be an integer >= 0$", err)
     local w = runnel.watch(t, { print = function() end, limit = 3.0 })
     assert.is_not_nil(w)
-    err = refused(function() local x = runnel.watch(t, { print = print, limit = 1.5 }) return x end)
+    err = H.message_of(function() local x = runnel.watch(t, { print = print, limit = 1.5 }) return x end)
     assert.matches(HERE .. "watch: limit must be an integer >= 0$", err)
     p:close()
   end)
@@ -90,7 +84,7 @@ describe("t:index given a map", function()
   it("is refused naming the relation", function()
     local p = runnel.open()
     local t = p:table("t", { {"k","int"}, {"score","int"}, key = "k" })
-    local err = refused(function() local i = t:index{ score = "desc" } return i end)
+    local err = H.message_of(function() local i = t:index{ score = "desc" } return i end)
     assert.matches(HERE .. "t: index: unknown option score %(name%)$", err)
     p:close()
   end)
@@ -107,13 +101,13 @@ describe("an attached table asked for an order", function()
     players:insert{ id = 1, score = 5 }
     players:aggregate{ by = "score", n = runnel.count(), name = "per_score" }
     local att = runnel.attach(d, "players")
-    local err = refused(function() local r = att:range{} return r end)
+    local err = H.message_of(function() local r = att:range{} return r end)
     assert.matches(HERE .. "attach players: range: players is a table; range needs an index$", err)
-    err = refused(function() local r = att:rank(5) return r end)
+    err = H.message_of(function() local r = att:rank(5) return r end)
     assert.matches(HERE .. "attach players: rank: players is a table; rank needs an index$", err)
-    err = refused(function() local r = runnel.attach(d, "per_score"):range{} return r end)
+    err = H.message_of(function() local r = runnel.attach(d, "per_score"):range{} return r end)
     assert.matches(HERE .. "attach per_score: range: per_score is an aggregate; range needs an index$", err)
-    err = refused(function() local r = runnel.attach(d, "per_score"):count{ from = 1 } return r end)
+    err = H.message_of(function() local r = runnel.attach(d, "per_score"):count{ from = 1 } return r end)
     assert.matches("per_score is an aggregate$", err)
     att:close()
     p:close()
@@ -164,7 +158,7 @@ describe("a selector's bad key", function()
     players:insert{ id = 1, team_id = 1 }
     local err = H.error_of(players.update, players, { id = 1, team_id = 1, v = 5 })
     assert.matches("j: the selector gave the result of left row id 1 another key than before for the same keys "
-                   .. "(key 2, id 2; was id 1): a selector must depend on its two keys alone", err, 1, true)
+                   .. "(key 2, id 2; was key 1, id 1): a selector must depend on its two keys alone", err, 1, true)
     p:close()
   end)
 end)

@@ -4,12 +4,6 @@
 local runnel = require "runnel"
 local H = require "helper"
 
-local function refused(f)
-  local ok, err = pcall(f)
-  assert.is_false(ok)
-  return tostring(err)
-end
-
 local HERE = "relation_options_edges23_spec.lua:%d+: "
 
 describe("a windowed aggregate's grace", function()
@@ -22,12 +16,12 @@ describe("a windowed aggregate's grace", function()
     local p = runnel.open()
     local s = p:stream("clicks", { {"player","int"}, {"ts","int"} })
     for _, g in ipairs{ math.huge, -math.huge, 0/0, -1, "5" } do
-      local err = refused(function()
+      local err = H.message_of(function()
         s:aggregate{ by = "player", window = runnel.tumbling(10, "ts"), grace = g, name = "pm", n = runnel.count() }
       end)
       assert.matches(HERE .. "pm: grace must be a finite number of seconds >= 0, got ", err)
     end
-    local err = refused(function() s:aggregate{ by = "player", grace = 5, n = runnel.count() } end)
+    local err = H.message_of(function() s:aggregate{ by = "player", grace = 5, n = runnel.count() } end)
     assert.matches(HERE .. "clicks.aggregate: grace needs a window", err)
     local w = s:aggregate{ by = "player", window = runnel.tumbling(10, "ts"), grace = 2.5, name = "pm",
                            n = runnel.count() }
@@ -62,7 +56,7 @@ describe("errors declaring an aggregate", function()
         "players.aggregate: name must be a string %(the relation's name%) or an aggregate" },
     }
     for _, c in ipairs(cases) do
-      assert.matches(HERE .. c[2], refused(c[1]), 1)
+      assert.matches(HERE .. c[2], H.message_of(c[1]), 1)
     end
     -- a column called "name" is still an aggregate column
     local a = t:aggregate{ by = "team", name = runnel.max("name"), n = runnel.count() }
@@ -85,7 +79,7 @@ describe("a top's n given as an integral float", function()
     assert.equal(3, top:count())
     for _, n in ipairs{ 2.5, 0.0, 0/0, math.huge, "3" } do
       assert.matches(HERE .. "best2: n must be a positive integer, got ",
-                     refused(function() t:top{ n = n, order = { "score" }, name = "best2" } end))
+                     H.message_of(function() t:top{ n = n, order = { "score" }, name = "best2" } end))
     end
     p:close()
   end)
@@ -131,7 +125,7 @@ describe("an index's reads, in the pipeline and attached", function()
       { function() idx:range{ limit = -1 } end, "by_score: range: limit must not be negative, got %-1" },
       { function() idx:range{ from = print } end, "by_score: range: from must be a value or a list of values, got function" },
     }
-    for _, c in ipairs(cases) do assert.matches(HERE .. c[2], refused(c[1])) end
+    for _, c in ipairs(cases) do assert.matches(HERE .. c[2], H.message_of(c[1])) end
     -- what is taken
     assert.equal(2, count_of(idx:range{ limit = 2.0 }))
     assert.equal(3, idx:count{ from = 50, to = { 30 } })
@@ -160,7 +154,7 @@ describe("an index's reads, in the pipeline and attached", function()
       { function() att:range{ limit = "2" } end, 'attach by_score: range: limit must be an integer, got string "2"' },
       { function() att:range{ offset = -1 } end, "attach by_score: range: offset must not be negative, got %-1" },
     }
-    for _, c in ipairs(cases) do assert.matches(HERE .. c[2], refused(c[1])) end
+    for _, c in ipairs(cases) do assert.matches(HERE .. c[2], H.message_of(c[1])) end
     assert.equal(2, count_of(att:range{ limit = 2.0 }))
     assert.equal(3, att:count{ from = 50, to = { 30 } })
     assert.equal(3, att:rank{ 30 })
@@ -175,9 +169,9 @@ describe("an index's reads, in the pipeline and attached", function()
     p:close()
     local att = runnel.attach(dir, "players")
     assert.matches(HERE .. "attach players: count: from and to need an index; players is a table",
-                   refused(function() att:count{ from = 1, to = 3 } end))
+                   H.message_of(function() att:count{ from = 1, to = 3 } end))
     assert.matches(HERE .. "attach players: count: unknown option form %(from, to%)",
-                   refused(function() att:count{ form = 1 } end))
+                   H.message_of(function() att:count{ form = 1 } end))
     assert.equal(5, att:count())
     assert.equal(5, att:count{})
     att:close()
@@ -212,7 +206,7 @@ describe("by and order given as maps, or naming a column twice", function()
         'per_team: by names "team" twice' },
       { function() t:index{ "score", "desc", "score", name = "by_score" } end, 'by_score: order names "score" twice' },
     }
-    for _, c in ipairs(cases) do assert.matches(HERE .. c[2], refused(c[1])) end
+    for _, c in ipairs(cases) do assert.matches(HERE .. c[2], H.message_of(c[1])) end
     -- lists are taken
     local top = t:top{ n = 1, by = { "team" }, order = { "score", "desc", "id" }, name = "best" }
     local agg = t:aggregate{ by = { "team" }, n = runnel.count(), name = "per_team" }

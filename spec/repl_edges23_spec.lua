@@ -114,21 +114,8 @@ describe("the REPL browsing a state another process writes", function()
   -- the process that writes the state was unknown to .tables, .schema and
   -- p:relation, and a table's row count stayed what it was.
   it("reads the catalogue again before each command and chunk", function()
-    local dir = H.tmpdir()
-    H.write(dir .. "/decl.lua", 'alpha = p:table("alpha", { {"id","int"}, key = "id" })\n')
-    H.write(dir .. "/more.lua", table.concat({
-      'local runnel = require "runnel"',
-      "local p = runnel.open(arg[1])",
-      'local alpha = p:table("alpha", { {"id","int"}, key = "id" })',
-      'local beta = p:table("beta", { {"id","int"}, key = "id" })',
-      "alpha:insert{ id = 2 }",
-      "beta:insert{ id = 1 }",
-      "p:close()",
-    }, "\n") .. "\n")
-    local _, err, code = H.sh(("%s repl %s/st %s/decl.lua"):format(bin, dir, dir), "alpha:insert{ id = 1 }\n")
-    assert.equal(0, code, err)
-    local out
-    out, err, code = H.sh(("%s repl %s/st"):format(bin, dir), table.concat({
+    local dir = H.browsed_state()
+    local out, err, code = H.sh(("%s repl %s/st"):format(bin, dir), table.concat({
       ".tables",
       ("assert(os.execute(%q))"):format(("%s run %s/more.lua %s/st"):format(bin, dir, dir)),
       ".tables",

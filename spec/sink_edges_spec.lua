@@ -5,7 +5,7 @@
 local runnel = require "runnel"
 local H = require "helper"
 
-local function read(path) return H.read(path) or "" end
+local read = H.text_of
 
 describe("a durable sink with groups waiting (OUTBOX-8)", function()
   local dir

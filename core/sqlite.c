@@ -1369,7 +1369,7 @@ static int conn_reopen(ssink *first, bool there, rn_err *e)
   }
   sqlite3 *gone = rc ? db : c->db;
   if (!rc) c->db = db, c->dev = st.st_dev, c->ino = st.st_ino, c->known = true;
-  sqlite3_close(gone);
+  sqlite3_close_v2(gone); /* its statements are finalized; _v2 frees it even if one was not */
   if (!rc) return 0;
   char why[RN_ERRMSG_MAX];
   snprintf(why, sizeof why, "%s", e->msg);

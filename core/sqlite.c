@@ -67,6 +67,22 @@
  *     again at every delivery (each attempt reports it), until the row or
  *     the table is fixed. Nothing is lost or written twice: the run counts
  *     whole or not at all. At most RN_SQLITE_REFUSED_MAX rows wait so.
+ * (7) The connection holds the file at its path as it opened it (device
+ *     and inode). Before each run (ssink_renew, the outbox's renew) the path
+ *     is compared with it: a file moved away, removed or renamed over gets
+ *     the path opened again (the file made when absent), each sink of the
+ *     connection set up as its declaration does (SINK-4, 5) and its table
+ *     written whole from the relation's rows, marked at the pipeline's
+ *     seq, in one SQLite transaction. The outbox asks it only with no
+ *     carried transaction open, so the rows read are those of every group
+ *     committed: the groups waiting are covered, skipped as (1) skips
+ *     them, none applied twice. A stream's log is marked where it was and
+ *     its waiting groups go on into the new file. Only then is the old
+ *     handle closed: it holds no transaction and is written nothing, so
+ *     the moved file is left as it was. A file there SQLite cannot use (not
+ *     a database, a table of other columns) fails the run, naming the
+ *     relation, the file and the table; the old handle is kept, unused,
+ *     and each delivery tries again.
  * A stream holds no rows to rewrite: its table is a log keyed by row id,
  * marked like the others; a new or out of step one starts with the next
  * group.
@@ -81,6 +97,7 @@
  * pipeline it inherited) only forgets them, to go with the child's exit. */
 #include "sqlite.h"
 
+#include <errno.h>
 #include <limits.h>
 #include <sys/stat.h>
 #include <sqlite3.h>
@@ -117,6 +134,7 @@ typedef struct rn_sqlite_conn {
   dev_t dev;              /* the file it holds, as its first transaction found it at path (see begin) */
   ino_t ino;
   bool known;             /* dev and ino are set */
+  int busy_ms;            /* its busy timeout, given again to the file opened anew (SINK-7) */
   struct ssink *sinks;    /* the sinks writing through it */
   struct rn_sqlite_conn *next;
 } rn_sqlite_conn;
@@ -154,7 +172,9 @@ static rn_sqlite_conn *conn_get(rn_pipeline *p, const char *path, const char *re
     free(c);
     return NULL;
   }
-  sqlite3_busy_timeout(c->db, 5000); /* another process may be reading it */
+  sqlite3_busy_timeout(c->db, c->busy_ms = 5000); /* another process may be reading it */
+  struct stat st; /* the file it holds, before a move could hide it (SINK-7) */
+  if (stat(c->path, &st) == 0) c->dev = st.st_dev, c->ino = st.st_ino, c->known = true;
   c->refs = 1;
   c->pid = rn_envs_self();
   c->next = p->sqlite_conns;
@@ -1069,13 +1089,15 @@ static int begin(ssink *s, rn_err *e)
   if (s->conn->open_txn) return 0;
   /* The file moved or removed under the open connection (mv, rm, a
    * rotation): SQLite would write on into the moved file, or into one no
-   * path names. Refused: the groups wait in the outbox, and the next
-   * declaration finds the file at the path out of step (SINK-2, 3). */
+   * path names. Each run opens the path again first (ssink_renew, SINK-7);
+   * a move after that check, or a sink declared on a connection whose file
+   * moved, is refused here: the groups wait in the outbox, and the next
+   * delivery opens the path again. */
   struct stat st;
   bool there = stat(s->conn->path, &st) == 0;
   if (s->conn->known && (!there || st.st_dev != s->conn->dev || st.st_ino != s->conn->ino))
     return rn_err_set(e, RN_EIO, "%s: sqlite: %s was %s while the pipeline held it open: the groups for table \"%s\" "
-                      "wait, none lost; open the pipeline again to write the table at %s anew", s->rel->name, s->path,
+                      "wait, none lost; the next delivery writes the table at %s anew", s->rel->name, s->path,
                       there ? "replaced (moved, renamed over)" : "moved or removed", s->table, s->path);
   if (there && !s->conn->known) s->conn->dev = st.st_dev, s->conn->ino = st.st_ino, s->conn->known = true;
   if (!sqlite3_get_autocommit(s->db)) sqlite3_exec(s->db, "ROLLBACK", NULL, NULL, NULL);
@@ -1243,6 +1265,142 @@ static int check_marks(ssink *s, const char *name, rn_err *e)
   return 0;
 }
 
+/* ---- the file moved under the connection (SINK-7) ---- */
+
+/* What a sink had prepared on a connection's old handle. */
+typedef struct held_stmts {
+  sqlite3_stmt *upsert, *del, *mark;
+  char *create;           /* malloc'd */
+} held_stmts;
+
+static held_stmts stmts_of(const ssink *s) { return (held_stmts){ s->upsert, s->del, s->mark, s->create }; }
+
+static void stmts_set(ssink *s, held_stmts h)
+{
+  s->upsert = h.upsert;
+  s->del = h.del;
+  s->mark = h.mark;
+  s->create = h.create;
+}
+
+static void stmts_free(held_stmts h)
+{
+  sqlite3_finalize(h.upsert);
+  sqlite3_finalize(h.del);
+  sqlite3_finalize(h.mark);
+  free(h.create);
+}
+
+/* s on the file opened anew, as its declaration sets it up: runnel_sinks,
+ * its owner (SINK-4), its table made, or followed (SINK-5), or refused. */
+static int setup_again(ssink *s, rn_err *e)
+{
+  int rc = marks_table(s, e);
+  if (!rc) rc = read_mark(s, e);
+  if (!rc) rc = check_owner(s, e);
+  if (!rc) rc = prepare(s, s->table, s->path, e);
+  return rc;
+}
+
+/* In the open transaction on the file opened anew: a table-like
+ * relation's table written whole from its rows, as check_marks writes one
+ * out of step (its rows deleted first unless another state's gone table
+ * is taken over, SINK-3), and marked at the pipeline's seq; a stream's log
+ * marked where it was, its waiting groups go on into it. *seq: the mark. */
+static int write_again(ssink *s, uint64_t *seq, rn_err *e)
+{
+  rn_pipeline *p = s->p;
+  int rc = 0;
+  *seq = s->written;
+  if (s->rel->tablelike) {
+    rn_err saved = p->err; /* rewrite's row failures and the scan's say it there */
+    if ((rc = rewrite(s, !s->adopt, &p->err))) *e = p->err;
+    p->err = saved;
+    *seq = p->seq; /* no carried transaction (ssink_renew): the rows read are those of every group committed */
+  }
+  if (!rc) rc = claim(s, *seq, e);
+  return rc;
+}
+
+/* SINK-7: opens the path of c (the connection of `first` and the sinks
+ * beside it) again, sets every sink up on it and writes their tables in
+ * one SQLite transaction; only then closes the old handle, which holds no
+ * transaction and is written nothing (the moved file is left as it was).
+ * Any failure closes the new handle and keeps the old one, unused: the
+ * next delivery tries again. there: a file was at the path when the move
+ * was found. */
+static int conn_reopen(ssink *first, bool there, rn_err *e)
+{
+  rn_sqlite_conn *c = first->conn;
+  int n = 0;
+  for (ssink *o = c->sinks; o; o = o->next_on_conn) n++;
+  held_stmts old[n > 0 ? n : 1];
+  uint64_t seqs[n > 0 ? n : 1];
+  sqlite3 *db = NULL;
+  struct stat st;
+  const char *kind = rn_sink_path_kind(c->path);
+  int rc = 0, i = 0;
+  if (kind) rc = rn_err_set(e, RN_EINVAL, "%s is %s, not a regular file", c->path, kind);
+  else if (sqlite3_open_v2(c->path, &db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, NULL) != SQLITE_OK)
+    rc = rn_err_set(e, RN_EIO, "%s: %s", c->path, db ? sqlite3_errmsg(db) : "out of memory");
+  else if (stat(c->path, &st) != 0)
+    rc = rn_err_set(e, RN_EIO, "%s: %s", c->path, strerror(errno));
+  if (!rc) sqlite3_busy_timeout(db, c->busy_ms);
+  for (ssink *o = c->sinks; o; o = o->next_on_conn, i++) {
+    old[i] = stmts_of(o);
+    stmts_set(o, (held_stmts){ NULL, NULL, NULL, NULL });
+    o->db = db;
+  }
+  for (ssink *o = c->sinks; o && !rc; o = o->next_on_conn) rc = setup_again(o, e);
+  if (!rc && sqlite3_exec(db, "BEGIN IMMEDIATE", NULL, NULL, NULL) != SQLITE_OK) rc = sink_fail(e, first, "BEGIN");
+  i = 0;
+  for (ssink *o = c->sinks; o && !rc; o = o->next_on_conn, i++) rc = write_again(o, &seqs[i], e);
+  if (!rc && sqlite3_exec(db, "COMMIT", NULL, NULL, NULL) != SQLITE_OK) rc = sink_fail(e, first, "COMMIT");
+  if (rc && db && !sqlite3_get_autocommit(db)) sqlite3_exec(db, "ROLLBACK", NULL, NULL, NULL);
+  i = 0;
+  for (ssink *o = c->sinks; o; o = o->next_on_conn, i++) {
+    stmts_free(rc ? stmts_of(o) : old[i]);
+    if (rc) {
+      stmts_set(o, old[i]);
+      o->db = c->db;
+    } else {
+      o->written = o->staged = seqs[i]; /* the waiting groups it covers are skipped (SINK-1) */
+    }
+  }
+  sqlite3 *gone = rc ? db : c->db;
+  if (!rc) c->db = db, c->dev = st.st_dev, c->ino = st.st_ino, c->known = true;
+  sqlite3_close_v2(gone); /* its statements are finalized; _v2 frees it even if one was not */
+  if (!rc) return 0;
+  char why[RN_ERRMSG_MAX];
+  snprintf(why, sizeof why, "%s", e->msg);
+  return rn_err_set(e, rc, "%s: sqlite: %s was %s while the pipeline held it open, and table \"%s\" cannot be made "
+                    "at %s anew: %s; the groups for table \"%s\" wait, none lost, and each delivery tries again",
+                    first->rel->name, first->path, there ? "replaced (moved, renamed over)" : "moved or removed",
+                    first->table, first->path, why, first->table);
+}
+
+/* ops.renew, before each run: 0 when the file at the path is the one the
+ * connection holds; else 1, and with reopen the path opened again and
+ * the tables written there (conn_reopen), or the failure. The outbox asks
+ * reopen only with no carried transaction open, so the relations' rows
+ * read are what the groups delivered made. A child's connection is its
+ * parent's ("Fork"): left alone. */
+static int ssink_renew(void *ctx, bool reopen, rn_err *e)
+{
+  ssink *s = ctx;
+  rn_sqlite_conn *c = s->conn;
+  struct stat st;
+  bool there = stat(c->path, &st) == 0;
+  if (c->pid != rn_envs_self() || c->open_txn || !c->known ||
+      (there && st.st_dev == c->dev && st.st_ino == c->ino))
+    return 0;
+  if (!reopen) return 1;
+  if (s->p->store.wtxn) /* NEVER: the rows read would hold carried groups a crash may take */
+    return rn_err_set(e, RN_EMISUSE, "%s: sqlite: %s moved: not opened again inside a carried transaction",
+                      s->rel->name, s->path);
+  return conn_reopen(s, there, e) ? e->code : 1;
+}
+
 /* ---- one group, after it is durable ---- */
 
 /* Writes a delivered group's net effect and its mark into the run's SQLite
@@ -1346,7 +1504,19 @@ static int table_taken(const ssink *s, const char *path, rn_err *e)
 }
 
 static const rn_outbox_ops ssink_ops = { ssink_change, ssink_commit, ssink_finish, ssink_discard, NULL, NULL,
-                                         ssink_shared, NULL, NULL };
+                                         ssink_shared, NULL, ssink_renew };
+
+/* A sink declared on a file whose connection other sinks share, and whose
+ * file moved since: the path is opened again for them first (SINK-7),
+ * after the carried groups are committed (their rows are read), so the
+ * new sink is set up on the file at the path, not on the moved one. */
+static int conn_renew(rn_pipeline *p, rn_sqlite_conn *c)
+{
+  if (!c->sinks || ssink_renew(c->sinks, false, &p->err) != 1) return 0;
+  int rc = p->store.wtxn ? rn_flush(p) : 0; /* its delivery pass may open the path again itself */
+  if (!rc && ssink_renew(c->sinks, true, &p->err) < 0) rc = p->err.code;
+  return rc;
+}
 
 int rn_sqlite_sink(rn_pipeline *p, rn_rel *rel, const char *path, const char *table, int busy_ms)
 {
@@ -1371,9 +1541,10 @@ int rn_sqlite_sink(rn_pipeline *p, rn_rel *rel, const char *path, const char *ta
   if (!rc) rc = rn_outbox_sink_check(p, rel, name); /* before the table is dropped or rewritten: it may be a live sink's */
   if (!rc) rc = rn_state_id(p, s->state);
   if (!rc && !(s->conn = conn_get(p, path, rel->name, &p->err))) rc = p->err.code;
+  if (!rc) rc = conn_renew(p, s->conn);
   if (!rc && !(rc = table_taken(s, path, &p->err))) {
     s->db = s->conn->db;
-    if (busy_ms >= 0) sqlite3_busy_timeout(s->db, busy_ms); /* the file's connection: the last one given */
+    if (busy_ms >= 0) sqlite3_busy_timeout(s->db, s->conn->busy_ms = busy_ms); /* the file's connection: the last one given */
     /* another state's table is refused before anything is dropped or written (SINK-4) */
     if (!(rc = marks_table(s, &p->err)) && !(rc = read_mark(s, &p->err)) && !(rc = check_owner(s, &p->err)))
       rc = prepare(s, table, path, &p->err);

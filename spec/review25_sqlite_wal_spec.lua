@@ -1,0 +1,52 @@
+-- review25: SINK-7 opens the path again while the old handle (on the
+-- moved file) is still open. SQLite names a database's -wal and -shm by
+-- the path, not the file: with the mirror in WAL mode (a user's
+-- PRAGMA journal_mode=WAL, kept in the file, so readers never block the
+-- sink) the new handle finds the OLD database's o.db-wal/-shm beside the
+-- file renamed over, and reads the old database's frames as its own pages.
+local runnel = require "runnel"
+local H = require "helper"
+
+local COLS = { {"id","int"}, {"v","int"}, key = "id" }
+
+describe("review25 SQLite reopen with a WAL-mode mirror", function()
+  after_each(H.cleanup)
+
+  it("renamed over by another WAL database: that database is left whole", function()
+    local dir = H.tmpdir()
+    local db = dir .. "/o.db"
+    H.sql(db, "PRAGMA journal_mode=WAL; CREATE TABLE keep (a)")
+    local p = runnel.open{ path = dir .. "/st", notes = false }
+    local t = p:table("t", COLS)
+    t:sink(runnel.sqlite(db, "t"))
+    for i = 1, 50 do t:insert{ id = i, v = i } end
+    assert.is_truthy(io.open(db .. "-wal")) -- the old handle's WAL, frames not checkpointed
+    H.sql(dir .. "/other.db", "PRAGMA journal_mode=WAL; CREATE TABLE x (a); INSERT INTO x VALUES ('kept')")
+    assert(os.rename(dir .. "/other.db", db))
+    t:insert{ id = 51, v = 51 }
+    assert.equal("ok\n", H.sql(db, "PRAGMA integrity_check"))
+    assert.equal("kept\n", H.sql(db, "SELECT a FROM x"))
+    assert.equal("51\n", H.sql(db, "SELECT count(*) FROM t"))
+    p:close()
+    assert.equal("ok\n", H.sql(db, "PRAGMA integrity_check"))
+    assert.equal("kept\n", H.sql(db, "SELECT a FROM x"))
+    assert.equal("51\n", H.sql(db, "SELECT count(*) FROM t"))
+  end)
+
+  it("moved away: the moved copy keeps every group delivered to it", function()
+    local dir = H.tmpdir()
+    local db = dir .. "/o.db"
+    H.sql(db, "PRAGMA journal_mode=WAL")
+    local p = runnel.open{ path = dir .. "/st", notes = false }
+    local t = p:table("t", COLS)
+    t:sink(runnel.sqlite(db, "t"))
+    for i = 1, 50 do t:insert{ id = i, v = i } end
+    assert(os.rename(db, dir .. "/backup.db"))
+    t:insert{ id = 51, v = 51 }
+    assert.equal("51\n", H.sql(db, "SELECT count(*) FROM t"))
+    p:close()
+    assert.equal("ok\n", H.sql(db, "PRAGMA integrity_check"))
+    assert.equal("51\n", H.sql(db, "SELECT count(*) FROM t"))
+    assert.equal("50\n", H.sql(dir .. "/backup.db", "SELECT count(*) FROM t"))
+  end)
+end)

@@ -3,7 +3,11 @@
 -- the path, not the file: with the mirror in WAL mode (a user's
 -- PRAGMA journal_mode=WAL, kept in the file, so readers never block the
 -- sink) the new handle finds the OLD database's o.db-wal/-shm beside the
--- file renamed over, and reads the old database's frames as its own pages.
+-- file renamed over, and reads the old database's frames as its own pages
+-- (the user's database is replaced by the old mirror); with the file moved
+-- away, the new empty file's open deletes the old WAL (SQLite does so for a
+-- zero-length database), so the moved copy loses every frame not yet
+-- checkpointed. (0.36 stranded that WAL as o.db-wal, recoverable by hand.)
 local runnel = require "runnel"
 local H = require "helper"
 

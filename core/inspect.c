@@ -8,6 +8,7 @@
 
 #include "envs.h"
 #include "json.h"
+#include "key.h"
 #include "outbox.h"
 #include "pipeline.h"
 #include "row.h"
@@ -207,10 +208,13 @@ RN_API int rn_inspect(const char *path, rn_inspect_fn fn, void *ctx, rn_inspect_
   return rc;
 }
 
-/* The id of the last LMDB transaction committed on the state at path, from
- * a read transaction's snapshot (mdb_txn_id): every group, declaration and
- * drop commits one, so an unchanged id means rn_inspect would read what it
- * read before. No catalogue is walked and no database opened. */
+/* A value that changes whenever the state at path does: the id of its last
+ * LMDB transaction committed, from a read transaction's snapshot
+ * (mdb_txn_id; every group, declaration and drop commits one), mixed with
+ * its data.mdb's device, inode and modification time, since a state
+ * removed and made again starts its ids again (it may even get the same
+ * inode). An unchanged value means rn_inspect would read what it read
+ * before. No catalogue is walked and no database opened. */
 RN_API int rn_state_version(const char *path, uint64_t *version, char *errbuf, size_t errlen)
 {
   if (!path || !*path || !version)
@@ -227,7 +231,9 @@ RN_API int rn_state_version(const char *path, uint64_t *version, char *errbuf, s
   int rc = rn_store_txn(env, MDB_RDONLY, &txn);
   if (rc) rn_err_set(&e, rn_store_read_code(rc), "%s: %s", path, rn_store_strerror(rc));
   else {
-    *version = (uint64_t)mdb_txn_id(txn);
+    uint64_t mix[5] = { (uint64_t)mdb_txn_id(txn), (uint64_t)st.st_dev, (uint64_t)st.st_ino,
+                        (uint64_t)st.st_mtim.tv_sec, (uint64_t)st.st_mtim.tv_nsec };
+    *version = rn_hash64(mix, sizeof mix);
     mdb_txn_abort(txn);
   }
   rn_envs_read_done(env);

@@ -415,8 +415,10 @@ typedef int (*rn_inspect_fn)(void *ctx, const rn_inspect_relation *rel);
 RN_API int rn_inspect(const char *path, rn_inspect_fn fn, void *ctx, rn_inspect_state *out,
                       char *errbuf, size_t errlen);
 
-/* (since 0.37) *version gets the id of the last LMDB transaction committed
- * on the state at path (every group, declaration and drop commits one): a
+/* (since 0.37) *version gets a value that changes whenever the state at
+ * path does: its last LMDB transaction's id (every group, declaration and
+ * drop commits one) hashed with its data.mdb's device, inode and mtime (a
+ * state removed and made again differs too). Compare for equality: a
  * cheap test whether rn_inspect would read anything new, without walking
  * the catalogue. Reads as rn_inspect does (a writer in this process, between
  * its calls). Errors: RN_EINVAL (path NULL or "", version NULL), RN_EIO

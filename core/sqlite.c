@@ -1314,8 +1314,10 @@ static int write_again(ssink *s, uint64_t *seq, rn_err *e)
   *seq = s->written;
   if (s->rel->tablelike) {
     rn_err saved = p->err; /* rewrite's row failures and the scan's say it there */
-    if ((rc = rewrite(s, !s->adopt, &p->err))) *e = p->err;
+    rc = rewrite(s, !s->adopt, &p->err);
+    rn_err why = p->err;
     p->err = saved;
+    if (rc) *e = why; /* after the restore: e may be &p->err (a declaration's conn_renew) */
     *seq = p->seq; /* no carried transaction (ssink_renew): the rows read are those of every group committed */
   }
   if (!rc) rc = claim(s, *seq, e);
@@ -1340,7 +1342,20 @@ static int conn_reopen(ssink *first, bool there, rn_err *e)
   struct stat st;
   const char *kind = rn_sink_path_kind(c->path);
   int rc = 0, i = 0;
-  if (kind) rc = rn_err_set(e, RN_EINVAL, "%s is %s, not a regular file", c->path, kind);
+  /* The old handle's WAL, if the file is in WAL mode, is named by the path
+   * (path-wal, path-shm), where the new handle would take it for its own
+   * file's (or delete it, opening an empty one): its frames go into the
+   * moved file first, through the handle's descriptor, and the WAL is left
+   * empty. A checkpoint another process's reader holds up leaves the
+   * reopen for the next delivery. Without WAL this does nothing. */
+  int frames = 0, moved = 0;
+  if (c->db && sqlite3_wal_checkpoint_v2(c->db, NULL, SQLITE_CHECKPOINT_TRUNCATE, &frames, &moved) != SQLITE_OK)
+    rc = rn_err_set(e, RN_EIO, "%s: its write-ahead log could not be emptied into the moved file: %s", c->path,
+                    sqlite3_errmsg(c->db));
+  else if (frames > 0 && moved < frames)
+    rc = rn_err_set(e, RN_EIO, "%s: its write-ahead log could not be emptied into the moved file (a reader holds it)",
+                    c->path);
+  else if (kind) rc = rn_err_set(e, RN_EINVAL, "%s is %s, not a regular file", c->path, kind);
   else if (sqlite3_open_v2(c->path, &db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, NULL) != SQLITE_OK)
     rc = rn_err_set(e, RN_EIO, "%s: %s", c->path, db ? sqlite3_errmsg(db) : "out of memory");
   else if (stat(c->path, &st) != 0)

@@ -79,8 +79,8 @@ int rn_lua_inspect(lua_State *L)
   return 1;
 }
 
-/* runnel.state_version(path) -> the id of the last LMDB transaction committed
- * on the state (rn_state_version): changed when runnel.inspect would read
+/* runnel.state_version(path) -> a number that changes whenever the state
+ * does (rn_state_version): changed when runnel.inspect would read
  * something new. Raises as runnel.inspect does. */
 int rn_lua_state_version(lua_State *L)
 {

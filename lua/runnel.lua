@@ -1146,9 +1146,10 @@ end
 runnel.inspect = core.inspect
 
 --- runnel.state_version(path) -> integer (since 0.37)
--- The id of the state's last committed LMDB transaction: it changes with
--- every group, declaration and drop, so the REPL reads a browsed state's
--- catalogue again only when it did.
+-- A number that changes with every group, declaration and drop committed
+-- on the state, and when the state is removed and made again (its last
+-- LMDB transaction's id and its file, hashed): the REPL reads a browsed
+-- state's catalogue again only when it did.
 runnel.state_version = core.state_version
 
 -- attached:rows() is an iterator of (row, id) like rel:rows(), whether the

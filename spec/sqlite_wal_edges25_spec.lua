@@ -1,5 +1,6 @@
--- review25: SINK-7 opens the path again while the old handle (on the
--- moved file) is still open. SQLite names a database's -wal and -shm by
+-- A WAL-mode SQLite mirror moved or renamed over (round 25, found by a
+-- review of SINK-7): the path was opened again while the old handle (on
+-- the moved file) still held its WAL. SQLite names a database's -wal and -shm by
 -- the path, not the file: with the mirror in WAL mode (a user's
 -- PRAGMA journal_mode=WAL, kept in the file, so readers never block the
 -- sink) the new handle finds the OLD database's o.db-wal/-shm beside the
@@ -8,12 +9,13 @@
 -- away, the new empty file's open deletes the old WAL (SQLite does so for a
 -- zero-length database), so the moved copy loses every frame not yet
 -- checkpointed. (0.36 stranded that WAL as o.db-wal, recoverable by hand.)
+-- The old handle's WAL is now emptied into the moved file first.
 local runnel = require "runnel"
 local H = require "helper"
 
 local COLS = { {"id","int"}, {"v","int"}, key = "id" }
 
-describe("review25 SQLite reopen with a WAL-mode mirror", function()
+describe("SQLite reopen with a WAL-mode mirror", function()
   after_each(H.cleanup)
 
   it("renamed over by another WAL database: that database is left whole", function()

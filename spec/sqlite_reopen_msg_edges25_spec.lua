@@ -1,14 +1,14 @@
--- review25: a sink declared on a file whose connection's file moved
+-- (round 25, a review of SINK-7) A sink declared on a file whose connection's file moved
 -- (conn_renew) opens the path again with e == &p->err; write_again saves
 -- p->err, lets rewrite fail into it, copies it to *e (itself) and then
 -- restores the saved p->err over it: the reason (the refused row) is lost
--- and the declaration's error says "cannot be made at ... anew: ;".
+-- and the declaration's error said "cannot be made at ... anew: ;".
 local runnel = require "runnel"
 local H = require "helper"
 
 local COLS = { {"id","int"}, {"v","int"}, key = "id" }
 
-describe("review25 SQLite reopen at a declaration", function()
+describe("SQLite reopen at a declaration", function()
   after_each(H.cleanup)
 
   local function setup()
@@ -37,7 +37,7 @@ describe("review25 SQLite reopen at a declaration", function()
     local p, _, u, db = setup()
     local ok, err = pcall(u.sink, u, runnel.sqlite(db, "u"))
     assert.is_false(ok)
-    assert.matches("CHECK constraint failed", tostring(err)) -- fails: "... anew: ; the groups ..."
+    assert.matches("CHECK constraint failed", tostring(err)) -- was "... anew: ; the groups ..."
     p:close()
   end)
 end)

@@ -1,8 +1,8 @@
--- review25: runnel.state_version is LMDB's last txn id. A state removed
+-- (round 25, a review) runnel.state_version was LMDB's last txn id alone. A state removed
 -- and made again (rm -rf; rerun an edited job) restarts the count, so the
 -- same number of commits gives the same version with another catalogue:
--- the REPL's refresh skips the read and shows the removed state's
--- relations.
+-- the REPL's refresh skipped the read and showed the removed state's
+-- relations. The version now mixes in data.mdb's device, inode and mtime.
 local runnel = require "runnel"
 local H = require "helper"
 
@@ -13,7 +13,7 @@ local function make(dir, cols)
   p:close()
 end
 
-describe("review25 state_version", function()
+describe("state_version", function()
   after_each(H.cleanup)
 
   it("differs for a state removed and made again with another catalogue", function()
@@ -25,7 +25,7 @@ describe("review25 state_version", function()
     make(dir, { {"id","int"}, {"extra","string"}, {"more","int", null = true}, key = "id" })
     local cols2 = runnel.inspect(dir).relations[1].columns
     assert.are_not.equal(cols1, cols2) -- the catalogue changed
-    assert.are_not.equal(v1, runnel.state_version(dir)) -- fails: same txn id
+    assert.are_not.equal(v1, runnel.state_version(dir)) -- was: the same txn id
   end)
 
   it("the REPL sees the new catalogue of a state made again", function()

@@ -1346,7 +1346,8 @@ static int table_taken(const ssink *s, const char *path, rn_err *e)
 }
 
 static const rn_outbox_ops ssink_ops = { ssink_change, ssink_commit, ssink_finish, ssink_discard, NULL, NULL,
-                                         ssink_shared, NULL, NULL };
+                                         ssink_shared, NULL, NULL,
+                                         false }; /* a mirror of the rows now: made again instead */
 
 int rn_sqlite_sink(rn_pipeline *p, rn_rel *rel, const char *path, const char *table, int busy_ms)
 {

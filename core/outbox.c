@@ -422,7 +422,9 @@ static int drop_layouts(MDB_txn *txn, MDB_dbi meta, uint64_t tag, const uint64_t
   MDB_val k = { plen, from }, v;
   for (rc = mdb_cursor_get(cur, &k, &v, MDB_SET_RANGE); rc == 0; rc = mdb_cursor_get(cur, &k, &v, MDB_NEXT)) {
     if (k.mv_size < plen || memcmp(k.mv_data, from, plen) != 0) break;
-    uint64_t layout = k.mv_size == LAYOUT_KEY - 1 ? strtoull((const char *)k.mv_data + plen, NULL, 16) : 0;
+    char hex[17] = ""; /* the key's layout, NUL-terminated: LMDB's bytes are not */
+    if (k.mv_size == LAYOUT_KEY - 1) memcpy(hex, (const char *)k.mv_data + plen, 16);
+    uint64_t layout = strtoull(hex, NULL, 16);
     bool kept = false;
     for (int i = 0; i < nkeep && !kept; i++) kept = keep[i] == layout;
     if (!kept && (rc = mdb_cursor_del(cur, 0))) break;

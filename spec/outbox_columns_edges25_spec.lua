@@ -240,3 +240,43 @@ describe("other durable sinks with groups waiting across a change of columns", f
     assert.equal("1|1|x\n2|2|x\n3|3|y\n", H.sql(db, "select * from t order by k"))
   end)
 end)
+
+-- A JetStream subject is a log too (jetstream.c formats rows as NDJSON
+-- does): groups waiting while the stream is gone (deleted, then added
+-- again) are published in the columns they were committed with once the
+-- table has another, then the new groups in the new columns.
+describe("a JetStream sink with groups waiting across a change of columns", function()
+  local J = require "spec.js_helper"
+  local server, why = J.start()
+  if not server then
+    it("starts nats-server on 127.0.0.1", function() error(why) end)
+    return
+  end
+  local url = server.url
+  teardown(function() J.stop(server); H.cleanup() end)
+
+  it("publishes them once in their columns, then the new ones in the new", function()
+    J.jsctl(url, "add", "C1", "'c1.>'")
+    local dir = H.tmpdir()
+    local p = H.open_noting(dir .. "/s")
+    local t = p:table("t", cols)
+    t:sink(runnel.jetstream{ url = url, subject = "c1.out", timeout = 2 })
+    t:insert{ k = 1, g = 1 }
+    J.jsctl(url, "delete", "C1")                -- its groups wait: no stream takes them
+    t:insert{ k = 2, g = 2 }
+    t:delete{ k = 1 }
+    local sid = p:state_id()
+    pcall(p.close, p)
+    J.jsctl(url, "add", "C1", "'c1.>'")
+    p = H.open_noting(dir .. "/s")
+    t = p:table("t", { {"k","int"}, {"g","int"}, {"h","string", default = "x"}, key = "k" })
+    t:sink(runnel.jetstream{ url = url, subject = "c1.out", timeout = 2 })
+    t:insert{ k = 3, g = 3, h = "y" }
+    p:close()
+    local msgs = J.dump(url, "C1", "c1.out")
+    local got = {}
+    for i, m in ipairs(msgs) do got[i] = m[2] .. " " .. m[3] end
+    assert.same({ sid .. ':2:1 {"verb":"INSERT","k":2,"g":2}', sid .. ':3:1 {"verb":"DELETE","k":1}',
+                  sid .. ':4:1 {"verb":"INSERT","k":3,"g":3,"h":"y"}' }, got)
+  end)
+end)

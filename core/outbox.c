@@ -600,6 +600,7 @@ void rn_outbox_forget(rn_pipeline *p)
 /* ---- delivery (2, 4) ---- */
 
 static uint64_t entry_layout(const MDB_val *v);
+static uint64_t layout_of(const rn_rel *rel, bool full);
 static const rn_schema *old_schema(rn_pipeline *p, obsink *s, MDB_txn *txn, uint64_t layout);
 
 /* Keeps the pass's first failure: rn_deliver reports that one. */
@@ -800,6 +801,16 @@ static bool stage_sink(rn_pipeline *p, rn_outbox *ob, obsink *s)
     if (k.mv_size != 16 || get_be64(k.mv_data) != s->tag) break;
     uint64_t had = s->ops.as_committed ? entry_layout(&v) : 0;
     const rn_schema *as_was = had && had != s->layout ? old_schema(p, s, txn, had) : NULL; /* (11) */
+    if (had && had != s->layout && !as_was && had != layout_of(s->rel, true)) { /* its record could not be read
+                                                                                (memory, damage): never read wrong */
+      rn_err e;
+      rn_err_set(&e, RN_ESTORE, "%s: %s: group %llu waits in columns whose record in the state could not be read",
+                 s->rel->name, s->label, (unsigned long long)get_be64((char *)k.mv_data + 8));
+      s->failure = e;
+      delivery_failed(ob, &e);
+      failed = true;
+      break;
+    }
     failed = deliver_entry(ob, s, get_be64((char *)k.mv_data + 8), v.mv_data, v.mv_size, as_was) != 0;
   }
   mdb_cursor_close(cur);

@@ -1020,7 +1020,8 @@ static int nsink_renew(void *ctx, bool reopen, rn_err *e)
 }
 
 static const rn_outbox_ops nsink_ops = { nsink_change, nsink_commit, nsink_finish, nsink_discard, nsink_sync,
-                                         nsink_position, NULL, nsink_kept, nsink_renew };
+                                         nsink_position, NULL, nsink_kept, nsink_renew,
+                                         true }; /* a log: each group in the columns it was committed with */
 
 static nsink *new_nsink(const char *verb_field, const char *id_field)
 {

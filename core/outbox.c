@@ -5,6 +5,7 @@
  *     named database "outbox"   |u64 tag BE|u64 seq BE| -> msgpack [layout, [verb, id, row|nil, old|nil] …]
  *     meta "od:" name           |u64 seen|u64 delivered|u64 position|
  *     meta "oi:" name           msgpack [relation, [format bin …]]   (0.23; absent before)
+ *     meta "ol:" tag layout     msgpack [relation, schema description]   (0.37; absent before)
  *
  * (tag: a hash of the sink's name; rows are the relation's stored rows as
  * msgpack bin; layout: a hash of what decides how the relation's rows
@@ -70,7 +71,10 @@
  *     moved), or holding a new row with null in a column now declared
  *     not null (an old image's null is as the sink was told it). A
  *     declaration that changed only defaults or made columns nullable
- *     reads them right: they are delivered.
+ *     reads them right: they are delivered. A log sink (NDJSON, JetStream:
+ *     ops.as_committed) reads them with the columns they were committed
+ *     with instead (11): it is refused only for a group whose layout the
+ *     state has no record of (a state before 0.37).
  * (7) on_durable hooks (durable.c) run after the deliveries of the LMDB
  *     commit that made their groups durable (group.c).
  * (9) A sink that takes each group for good as it goes (no finish: Lua
@@ -90,7 +94,26 @@
  *     compares its file with the formats the lines were written in. A
  *     state without it (before 0.23) reads as no format recorded: the
  *     declaration's own. The record also lets a state name the relation
- *     of a sink no declaration collects (rn_outbox_sinks). */
+ *     of a sink no declaration collects (rn_outbox_sinks).
+ * (11) A log sink (ops.as_committed: an NDJSON file, a JetStream subject)
+ *     puts out each group as it was committed: its waiting groups go out in
+ *     the columns they were committed with, once and in order, then the new
+ *     groups in the new columns, whatever its relation's declaration became
+ *     meanwhile (columns added, dropped, renamed, retyped, another key, the
+ *     relation dropped and declared again). Its declaration records, in its
+ *     own transaction, its relation's schema under its tag and layout
+ *     ("ol:" tag layout): the layout of every entry it writes from then on
+ *     (one put per declaration, none per group), and a delivery reads an
+ *     entry of another layout with the schema recorded for it, through a
+ *     stand-in of the relation. A record is checked against its key (its
+ *     description hashes to the layout): one that does not check is none.
+ *     An entry of a layout with no record (written before 0.37) refuses
+ *     the sink as (8) says. The records of layouts no waiting group is in
+ *     go at declaration, and once the mark covers the last waiting group
+ *     of another layout (write_mark); p:drop_outbox drops them all. Other
+ *     sinks keep (8): a Lua or C sink gets rows as its relation's rows, and
+ *     rows in other columns would reach it under names it no longer knows;
+ *     an SQLite mirror is made again from its relation (sqlite.c). */
 #include "outbox.h"
 
 #include <limits.h>
@@ -100,6 +123,13 @@
 
 #include "key.h"
 #include "row.h"
+#include "store_sink.h"
+
+/* A schema an "ol:" record gave (11), read once per sink. */
+typedef struct old_layout {
+  uint64_t layout;        /* the layout it is recorded under */
+  rn_schema *schema;      /* its columns, owned */
+} old_layout;
 
 typedef struct obsink {
   rn_rel *rel;
@@ -127,6 +157,10 @@ typedef struct obsink {
   rn_err unsynced;        /* why its last sync failed, as the sink said it (said by a close, (3)) */
   unsigned char *fmt;     /* the form of its output its declaration chose, or NULL (10) */
   size_t flen;
+  old_layout *olds;       /* the recorded schemas of other layouts read for it so far (11) */
+  int nolds;
+  uint64_t olds_upto;     /* the last group waiting at declaration in another layout: once the recorded
+                             mark covers it, the records of other layouts go (11); 0: none */
 } obsink;
 
 /* An entry not yet committed to LMDB, or one of a nameless sink (6). */
@@ -362,6 +396,43 @@ static void sync_sink(rn_pipeline *p, obsink *s)
   s->position_synced = s->position;
 }
 
+/* ---- the columns waiting groups were committed with (11) ---- */
+
+enum { LAYOUT_KEY = 3 + 32 + 1 };
+
+/* The meta key of the "ol:" record of layout for the sink of tag into
+ * key; its length. tag 0 with layout 0: the prefix of the records of the
+ * sink of tag is the key's first 19 bytes. */
+static size_t layout_key(uint64_t tag, uint64_t layout, char key[LAYOUT_KEY])
+{
+  return (size_t)snprintf(key, LAYOUT_KEY, RN_META_DURABLE_LAYOUT "%016llx%016llx", (unsigned long long)tag,
+                          (unsigned long long)layout);
+}
+
+/* Deletes in txn the "ol:" records of the sink of tag but those of the
+ * nkeep layouts in keep. LMDB's codes. */
+static int drop_layouts(MDB_txn *txn, MDB_dbi meta, uint64_t tag, const uint64_t *keep, int nkeep)
+{
+  char from[LAYOUT_KEY];
+  layout_key(tag, 0, from);
+  size_t plen = RN_PREFIX_LEN(RN_META_DURABLE_LAYOUT) + 16;
+  MDB_cursor *cur;
+  int rc = mdb_cursor_open(txn, meta, &cur);
+  if (rc) return rc;
+  MDB_val k = { plen, from }, v;
+  for (rc = mdb_cursor_get(cur, &k, &v, MDB_SET_RANGE); rc == 0; rc = mdb_cursor_get(cur, &k, &v, MDB_NEXT)) {
+    if (k.mv_size < plen || memcmp(k.mv_data, from, plen) != 0) break;
+    char hex[17] = ""; /* the key's layout, NUL-terminated: LMDB's bytes are not */
+    if (k.mv_size == LAYOUT_KEY - 1) memcpy(hex, (const char *)k.mv_data + plen, 16);
+    uint64_t layout = strtoull(hex, NULL, 16);
+    bool kept = false;
+    for (int i = 0; i < nkeep && !kept; i++) kept = keep[i] == layout;
+    if (!kept && (rc = mdb_cursor_del(cur, 0))) break;
+  }
+  mdb_cursor_close(cur);
+  return rc == MDB_NOTFOUND ? 0 : rc;
+}
+
 /* Writes s's record (seen, its delivered mark) in txn and deletes the
  * entries the mark newly covers; a synced state syncs the sink first, and
  * the mark covers only what is synced (3). */
@@ -386,6 +457,9 @@ static int write_mark(rn_pipeline *p, rn_outbox *ob, obsink *s, MDB_txn *txn, ui
     mdb_cursor_close(cur);
     if (rc && rc != MDB_NOTFOUND) return rn_store_fail(&p->err, rc, s->label);
   }
+  if (s->olds_upto && s->synced >= s->olds_upto && /* no group waits in another layout (11) */
+      (rc = drop_layouts(txn, p->store.meta, s->tag, &s->layout, 1)))
+    return rn_store_fail(&p->err, rc, s->label);
   s->marking = s->synced;
   s->position_marking = s->position_synced;
   return 0;
@@ -396,6 +470,7 @@ static void mark_committed(obsink *s)
 {
   s->marked = s->marking;
   s->position_marked = s->position_marking;
+  if (s->olds_upto && s->marked >= s->olds_upto) s->olds_upto = 0; /* its other layouts' records are gone (11) */
 }
 
 /* ---- recording (1) ---- */
@@ -524,6 +599,10 @@ void rn_outbox_forget(rn_pipeline *p)
 
 /* ---- delivery (2, 4) ---- */
 
+static uint64_t entry_layout(const MDB_val *v);
+static uint64_t layout_of(const rn_rel *rel, bool full);
+static const rn_schema *old_schema(rn_pipeline *p, obsink *s, MDB_txn *txn, uint64_t layout);
+
 /* Keeps the pass's first failure: rn_deliver reports that one. */
 static void delivery_failed(rn_outbox *ob, const rn_err *e)
 {
@@ -545,9 +624,19 @@ bool rn_outbox_change(const msgpack_object *c, rn_change *ch)
   return true;
 }
 
-/* Delivers one entry to s; 0, or the failure (kept in ob->err). */
-static int deliver_entry(rn_outbox *ob, obsink *s, uint64_t seq, const char *data, size_t len)
+/* Delivers one entry to s; 0, or the failure (kept in ob->err). as_was:
+ * the columns it was committed with when they are not its relation's now
+ * (11), given to s through a stand-in of its relation; NULL: the relation's. */
+static int deliver_entry(rn_outbox *ob, obsink *s, uint64_t seq, const char *data, size_t len,
+                         const rn_schema *as_was)
 {
+  rn_rel *rel = s->rel, stand_in;
+  if (as_was) { /* s->rel with the columns it had; nothing of it is freed */
+    stand_in = *s->rel;
+    stand_in.schema = (rn_schema *)as_was;
+    memset(stand_in.slot_hint, 0, sizeof stand_in.slot_hint);
+    rel = &stand_in;
+  }
   rn_err e = { .code = RN_OK };
   msgpack_zone z;
   msgpack_object o = { .type = MSGPACK_OBJECT_NIL };
@@ -562,14 +651,14 @@ static int deliver_entry(rn_outbox *ob, obsink *s, uint64_t seq, const char *dat
   uint32_t first = !rc && o.via.array.size && o.via.array.ptr[0].type == MSGPACK_OBJECT_POSITIVE_INTEGER; /* (8) */
   for (uint32_t i = first; !rc && i < o.via.array.size; i++) {
     rn_change ch;
-    if (!rn_outbox_change(&o.via.array.ptr[i], &ch) || (ch.row && !rn_row_fits(s->rel->schema, ch.row, ch.row_len)) ||
-        (ch.old && !rn_row_fits(s->rel->schema, ch.old, ch.old_len))) { /* rows a sink would read as nothing */
+    if (!rn_outbox_change(&o.via.array.ptr[i], &ch) || (ch.row && !rn_row_fits(rel->schema, ch.row, ch.row_len)) ||
+        (ch.old && !rn_row_fits(rel->schema, ch.old, ch.old_len))) { /* rows a sink would read as nothing */
       rc = rn_err_set(&e, RN_ESTORE, "%s: outbox: group %llu is damaged", s->rel->name, (unsigned long long)seq);
       break;
     }
     rn_sink_info info = { ch.id, seq, i + 1 - first };
     if (resumes && info.n <= s->position) continue; /* acknowledged before (9) */
-    rc = s->ops.change(s->ctx, s->rel, &ch, &info, &e);
+    rc = s->ops.change(s->ctx, rel, &ch, &info, &e);
     if (!rc && resumes && rn_oom()) rc = rn_err_set(&e, RN_ENOMEM, "%s: out of memory delivering group %llu",
                                                    s->rel->name, (unsigned long long)seq);
     if (!rc && resumes) s->position = info.n;
@@ -689,7 +778,7 @@ static bool stage_sink(rn_pipeline *p, rn_outbox *ob, obsink *s)
   if (!s->name) {
     for (entry *e = ob->head; e && !failed; e = e->next)
       if (e->sink == s && e->committed && e->seq > s->delivered)
-        failed = deliver_entry(ob, s, e->seq, e->data, e->len) != 0;
+        failed = deliver_entry(ob, s, e->seq, e->data, e->len, NULL) != 0; /* in memory: this declaration's */
     return failed;
   }
   if (!ob->has_dbi) return false;
@@ -710,7 +799,19 @@ static bool stage_sink(rn_pipeline *p, rn_outbox *ob, obsink *s)
   MDB_val k = { 16, from }, v;
   for (rc = mdb_cursor_get(cur, &k, &v, MDB_SET_RANGE); rc == 0 && !failed; rc = mdb_cursor_get(cur, &k, &v, MDB_NEXT)) {
     if (k.mv_size != 16 || get_be64(k.mv_data) != s->tag) break;
-    failed = deliver_entry(ob, s, get_be64((char *)k.mv_data + 8), v.mv_data, v.mv_size) != 0;
+    uint64_t had = s->ops.as_committed ? entry_layout(&v) : 0;
+    const rn_schema *as_was = had && had != s->layout ? old_schema(p, s, txn, had) : NULL; /* (11) */
+    if (had && had != s->layout && !as_was && had != layout_of(s->rel, true)) { /* its record could not be read
+                                                                                (memory, damage): never read wrong */
+      rn_err e;
+      rn_err_set(&e, RN_ESTORE, "%s: %s: group %llu waits in columns whose record in the state could not be read",
+                 s->rel->name, s->label, (unsigned long long)get_be64((char *)k.mv_data + 8));
+      s->failure = e;
+      delivery_failed(ob, &e);
+      failed = true;
+      break;
+    }
+    failed = deliver_entry(ob, s, get_be64((char *)k.mv_data + 8), v.mv_data, v.mv_size, as_was) != 0;
   }
   mdb_cursor_close(cur);
   mdb_txn_abort(txn); /* staged output holds copies, not LMDB's bytes */
@@ -817,6 +918,8 @@ static void free_sink(obsink *s)
   free(s->label);
   free(s->mkey);
   free(s->fmt);
+  for (int i = 0; i < s->nolds; i++) rn_schema_free(s->olds[i].schema);
+  free(s->olds);
   free(s);
 }
 
@@ -857,6 +960,132 @@ static uint64_t entry_layout(const MDB_val *v)
   size_t head = v->mv_size == 0 ? 0 : (b[0] & 0xf0) == 0x90 ? 1 : b[0] == 0xdc ? 3 : b[0] == 0xdd ? 5 : 0;
   if (!head || v->mv_size < head + 9 || b[head] != 0xcf) return 0;
   return get_be64((const char *)b + head + 1);
+}
+
+/* The layout (as layout_of packs it) of rows of relation name (nlen
+ * bytes) described by d, a description rn_schema_desc_valid accepted:
+ * the check of an "ol:" record (11). The description's parts are packed
+ * again as rn_schema_describe packed them, the same bytes. */
+static uint64_t layout_of_desc(const char *name, size_t nlen, const msgpack_object *d)
+{
+  const msgpack_object *cols = &d->via.array.ptr[0], *key = &d->via.array.ptr[1];
+  msgpack_sbuffer b;
+  msgpack_sbuffer_init(&b);
+  msgpack_packer pk;
+  msgpack_packer_init(&pk, &b, rn_buf_write);
+  msgpack_pack_str_with_body(&pk, "rows1", 5);
+  msgpack_pack_str_with_body(&pk, name, nlen);
+  for (uint32_t i = 0; i < cols->via.array.size; i++) {
+    const msgpack_object *c = cols->via.array.ptr[i].via.array.ptr; /* name, type, nullable, default, fields */
+    msgpack_pack_object(&pk, c[0]);
+    msgpack_pack_object(&pk, c[1]);
+    msgpack_pack_object(&pk, c[4]);
+  }
+  for (uint32_t i = 0; i < key->via.array.size; i++) msgpack_pack_object(&pk, key->via.array.ptr[i]);
+  uint64_t h = rn_hash64(b.data, b.size);
+  msgpack_sbuffer_destroy(&b);
+  return h;
+}
+
+/* The record [relation, description] in v (n bytes) read into *d, with
+ * its relation; false unless it is one and describes rows of layout. */
+static bool layout_record(const void *v, size_t n, uint64_t layout, msgpack_zone *z, msgpack_object *d)
+{
+  msgpack_object o;
+  size_t off = 0;
+  if (rn_msgpack_size(v, n) != n || rn_unpack(v, n, &off, z, &o) != MSGPACK_UNPACK_SUCCESS ||
+      o.type != MSGPACK_OBJECT_ARRAY || o.via.array.size != 2 || o.via.array.ptr[0].type != MSGPACK_OBJECT_STR ||
+      !rn_schema_desc_valid(&o.via.array.ptr[1], 0))
+    return false;
+  *d = o.via.array.ptr[1];
+  return layout_of_desc(o.via.array.ptr[0].via.str.ptr, o.via.array.ptr[0].via.str.size, d) == layout && !rn_oom();
+}
+
+/* The columns s's entries of layout were committed with, from its "ol:"
+ * record in txn, read once and kept with s (11); NULL when the state has
+ * no record of them that checks (a state before 0.37), or out of memory. */
+static const rn_schema *old_schema(rn_pipeline *p, obsink *s, MDB_txn *txn, uint64_t layout)
+{
+  for (int i = 0; i < s->nolds; i++)
+    if (s->olds[i].layout == layout) return s->olds[i].schema;
+  char key[LAYOUT_KEY];
+  MDB_val k = { layout_key(s->tag, layout, key), key }, v;
+  if (mdb_get(txn, p->store.meta, &k, &v) != 0) return NULL;
+  msgpack_zone z;
+  msgpack_object d;
+  rn_err e = { .code = RN_OK };
+  rn_schema *sc = NULL;
+  old_layout *more = realloc(s->olds, (size_t)(s->nolds + 1) * sizeof *more);
+  if (more) s->olds = more;
+  rn_oom_clear();
+  if (more && rn_zone_init(&z, 1024)) {
+    if (layout_record(v.mv_data, v.mv_size, layout, &z, &d)) sc = rn_attach_schema_of(&d, &e);
+    rn_zone_destroy(&z);
+  }
+  if (sc) s->olds[s->nolds++] = (old_layout){ layout, sc };
+  return sc;
+}
+
+/* Records in txn the columns of s's relation under s's layout (11), the
+ * layout of every entry it writes from now on: one put per declaration.
+ * A description that would not check as read back is not recorded (its
+ * groups are refused as before 0.37, never read wrong). */
+static int write_layout(rn_pipeline *p, obsink *s, MDB_txn *txn)
+{
+  char key[LAYOUT_KEY];
+  msgpack_sbuffer b;
+  msgpack_sbuffer_init(&b);
+  msgpack_packer pk;
+  msgpack_packer_init(&pk, &b, rn_buf_write);
+  rn_oom_clear();
+  msgpack_pack_array(&pk, 2);
+  msgpack_pack_str_with_body(&pk, s->rel->name, strlen(s->rel->name));
+  rn_schema_describe(s->rel->schema, &pk);
+  msgpack_zone z;
+  msgpack_object d;
+  int rc = rn_oom() || !rn_zone_init(&z, 1024) ? rn_err_set(&p->err, RN_ENOMEM, "out of memory") : 0;
+  if (!rc) {
+    bool checks = layout_record(b.data, b.size, s->layout, &z, &d);
+    rn_zone_destroy(&z);
+    MDB_val k = { layout_key(s->tag, s->layout, key), key }, v = { b.size, b.data };
+    if (checks && (rc = mdb_put(txn, p->store.meta, &k, &v, 0))) rc = rn_store_fail(&p->err, rc, s->label);
+  }
+  msgpack_sbuffer_destroy(&b);
+  return rc;
+}
+
+/* At s's declaration, in its transaction (11): records its layout, finds
+ * the last group waiting in another one (s->olds_upto), and deletes the
+ * records of layouts no waiting group is in (an older build delivered
+ * them, or their groups were dropped). */
+static int keep_layouts(rn_pipeline *p, rn_outbox *ob, obsink *s, MDB_txn *txn)
+{
+  int rc = write_layout(p, s, txn);
+  if (rc) return rc;
+  uint64_t keep[64] = { s->layout };
+  int nkeep = 1;
+  bool all = false; /* more layouts than keep holds: none is deleted (a later declaration does it) */
+  MDB_cursor *cur;
+  if ((rc = mdb_cursor_open(txn, ob->dbi, &cur))) return rn_store_fail(&p->err, rc, s->label);
+  char from[16];
+  put_be64(from, s->tag);
+  put_be64(from + 8, s->delivered + 1);
+  MDB_val k = { 16, from }, v;
+  s->olds_upto = 0;
+  for (rc = mdb_cursor_get(cur, &k, &v, MDB_SET_RANGE); rc == 0; rc = mdb_cursor_get(cur, &k, &v, MDB_NEXT)) {
+    if (k.mv_size != 16 || get_be64(k.mv_data) != s->tag) break;
+    uint64_t had = entry_layout(&v);
+    int i = 0;
+    if (!had || had == s->layout) continue;
+    s->olds_upto = get_be64((char *)k.mv_data + 8);
+    while (i < nkeep && keep[i] != had) i++;
+    if (i == nkeep && nkeep < 64) keep[nkeep++] = had;
+    else if (i == nkeep) all = true;
+  }
+  mdb_cursor_close(cur);
+  if (rc == MDB_NOTFOUND) rc = 0;
+  if (!rc && !all) rc = drop_layouts(txn, p->store.meta, s->tag, keep, nkeep);
+  return rc ? rn_store_fail(&p->err, rc, s->label) : 0;
 }
 
 /* Whether one stored row holds null in a column sc declares not null;
@@ -916,8 +1145,12 @@ typedef struct stale {
 
 /* The first group after `after` waiting under tag that rel's declaration
  * would read wrong: recorded with another layout, or holding null in a
- * column now not null. seq 0: none, or the outbox cannot be read. */
-static stale first_stale(MDB_txn *txn, MDB_dbi dbi, uint64_t tag, uint64_t after, const rn_rel *rel)
+ * column now not null. For log, a log sink (11), only a group of another
+ * layout the state has no record of: it reads each group in the columns
+ * it was committed with, nulls as committed. seq 0: none, or the outbox
+ * cannot be read. */
+static stale first_stale(rn_pipeline *p, MDB_txn *txn, MDB_dbi dbi, uint64_t tag, uint64_t after, const rn_rel *rel,
+                         obsink *log)
 {
   stale st = { 0, -1 };
   MDB_cursor *cur;
@@ -931,6 +1164,7 @@ static stale first_stale(MDB_txn *txn, MDB_dbi dbi, uint64_t tag, uint64_t after
     if (k.mv_size != 16 || get_be64(k.mv_data) != tag) break;
     uint64_t had = entry_layout(&v);
     if (!had || had == full) continue; /* a state older than (8), or the same declaration */
+    if (log && (had == rows || old_schema(p, log, txn, had))) continue; /* as committed (11) */
     if (had != rows || waiting_null(rel, &v, &st.col)) st.seq = get_be64((char *)k.mv_data + 8);
   }
   mdb_cursor_close(cur);
@@ -944,7 +1178,7 @@ uint64_t rn_outbox_stale(rn_pipeline *p, const char *name, const rn_rel *rel, ui
   stale st = { 0, -1 };
   if (rn_store_txn(p->store.env, MDB_RDONLY, &txn)) return 0;
   if (mdb_dbi_open(txn, RN_DB_OUTBOX, 0, &dbi) == 0 && mdb_set_compare(txn, dbi, rn_store_key_cmp) == 0)
-    st = first_stale(txn, dbi, rn_hash64(name, strlen(name)), after, rel);
+    st = first_stale(p, txn, dbi, rn_hash64(name, strlen(name)), after, rel, NULL);
   mdb_txn_abort(txn);
   return st.seq;
 }
@@ -953,7 +1187,7 @@ uint64_t rn_outbox_stale(rn_pipeline *p, const char *name, const rn_rel *rel, ui
  * declaration would read wrong. */
 static int check_waiting(rn_pipeline *p, rn_outbox *ob, obsink *s, MDB_txn *txn)
 {
-  stale st = first_stale(txn, ob->dbi, s->tag, s->delivered, s->rel);
+  stale st = first_stale(p, txn, ob->dbi, s->tag, s->delivered, s->rel, s->ops.as_committed ? s : NULL);
   if (!st.seq) return 0;
   if (st.col >= 0)
     return rn_err_set(&p->err, RN_EINVAL,
@@ -1060,6 +1294,7 @@ static int declare_record(rn_pipeline *p, rn_outbox *ob, obsink *s)
   s->marked = 0; /* delete whatever an older mark left */
   uint64_t seen = seen_of(p, s, txn), upto = missed_upto(p, s, txn, seen);
   rc = check_mark(p, ob, s, txn);
+  if (!rc && s->ops.as_committed) rc = keep_layouts(p, ob, s, txn);
   if (!rc) rc = check_waiting(p, ob, s, txn);
   if (!rc) rc = write_mark(p, ob, s, txn, p->seq);
   if (!rc) rc = write_info(p, s, txn);
@@ -1491,6 +1726,7 @@ int rn_outbox_drop(rn_pipeline *p, const char *sink)
   rc = mdb_del(txn, p->store.meta, &k, NULL);
   mk[1] = 'i'; /* its "oi:" record */
   if (!rc && (rc = mdb_del(txn, p->store.meta, &k, NULL)) == MDB_NOTFOUND) rc = 0;
+  if (!rc) rc = drop_layouts(txn, p->store.meta, tag, NULL, 0); /* its "ol:" records (11) */
   MDB_dbi dbi;
   MDB_cursor *cur;
   int orc = rc ? rc : rn_store_dbi_open(&p->store, txn, RN_DB_OUTBOX, 0, &dbi);

@@ -36,6 +36,11 @@ typedef struct rn_outbox_ops {
                                              (an NDJSON file) and, with reopen, it reopened it (the old
                                              one synced), its position now the new one's; 0: the same;
                                              or an RN_E… code; may be NULL */
+  bool as_committed;                      /* a log (NDJSON, JetStream; since 0.37): a waiting group whose rows
+                                             were committed in other columns is delivered in those (change
+                                             gets a stand-in of its relation with the recorded schema),
+                                             not refused (outbox.c (11)); false: the relation's rows as
+                                             declared now (Lua and C sinks, SQLite mirrors) */
 } rn_outbox_ops;
 
 /* A durable sink's record in the state ("od:" name in meta). */

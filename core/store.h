@@ -36,6 +36,15 @@
  *                     long for a key is "od#" and its 16 hex digit hash.
  *                     sink: "sink:" name (Lua and C), "ndjson:" real path,
  *                     "sqlite:" real path "\x1f" table
+ *     "ol:" tag layout  msgpack [relation, schema description]
+ *                     16 hex digits each: a durable sink's tag (the hash of
+ *                     its name, as its outbox keys begin) and a layout its
+ *                     waiting groups may be in (outbox.c (11)): the
+ *                     columns those rows were committed with, which a log
+ *                     sink (NDJSON, JetStream) delivers them in after its
+ *                     relation's columns changed. Written at declaration,
+ *                     dropped once no waiting group is in it (0.37;
+ *                     older builds ignore it: they refuse such a sink)
  *     "sid"           32 hex digits                    the state's id (jetstream.c):
  *                     message ids of JetStream sinks begin with it
  *     "fn:" name      |u64 hash|                       the fingerprint of the Lua functions a
@@ -150,6 +159,8 @@
 #define RN_META_DURABLE_INFO "oi:"  /* what a durable sink's mark does not say: msgpack [relation, [format…]]
                                        (outbox.c); "oi#" hash for a name too long for a key */
 #define RN_META_DURABLE_INFO_HASHED "oi#"
+#define RN_META_DURABLE_LAYOUT "ol:" /* the columns a log sink's waiting rows were committed with: "ol:" tag layout,
+                                       msgpack [relation, schema description] (outbox.c (11); 0.37) */
 /* Durable sinks' names (the sink part of "od:" sink). */
 #define RN_SINK_NAMED     "sink:"   /* Lua and C durable sinks: "sink:" name */
 #define RN_SINK_NDJSON    "ndjson:" /* "ndjson:" real path */

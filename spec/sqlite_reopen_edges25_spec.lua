@@ -16,39 +16,39 @@ local COLS = { {"id","int"}, {"v","int"}, key = "id" }
 local function rows(db, t) return H.sql(db, "SELECT id, v FROM " .. (t or "t") .. " ORDER BY id") end
 local function mark(db, t) return H.sql(db, "SELECT seq FROM runnel_sinks WHERE tbl = '" .. (t or "t") .. "'") end
 
+local function setup(opts)
+  local dir = H.tmpdir()
+  local db = dir .. "/o.db"
+  local p = runnel.open{ path = dir .. "/st", notes = false, sync = not (opts and opts.carried) }
+  local t = p:table("t", COLS)
+  t:sink(runnel.sqlite(db, "t"))
+  t:insert{ id = 1, v = 1 }
+  t:insert{ id = 2, v = 2 }
+  p:deliver()
+  assert.equal("1|1\n2|2\n", rows(db))
+  return dir, db, p, t
+end
+
+local function reopen(dir, db)
+  local p = runnel.open{ path = dir .. "/st", notes = false }
+  local t = p:table("t", COLS)
+  t:sink(runnel.sqlite(db, "t"))
+  p:deliver()
+  return p, t
+end
+
+-- after close and a new open, the mirror is the same, nothing doubled
+local function same_after_reopen(dir, db, want)
+  local p, t = reopen(dir, db)
+  assert.equal(want, rows(db))
+  t:insert{ id = 9, v = 9 }
+  assert.equal(want .. "9|9\n", rows(db))
+  assert.equal(p:seq() .. "\n", mark(db)) -- SQLite's mark: every group, once
+  p:close()
+end
+
 describe("a SQLite sink whose file is moved while open (0.37)", function()
   after_each(H.cleanup)
-
-  local function setup(opts)
-    local dir = H.tmpdir()
-    local db = dir .. "/o.db"
-    local p = runnel.open{ path = dir .. "/st", notes = false, sync = not (opts and opts.carried) }
-    local t = p:table("t", COLS)
-    t:sink(runnel.sqlite(db, "t"))
-    t:insert{ id = 1, v = 1 }
-    t:insert{ id = 2, v = 2 }
-    p:deliver()
-    assert.equal("1|1\n2|2\n", rows(db))
-    return dir, db, p, t
-  end
-
-  local function reopen(dir, db)
-    local p = runnel.open{ path = dir .. "/st", notes = false }
-    local t = p:table("t", COLS)
-    t:sink(runnel.sqlite(db, "t"))
-    p:deliver()
-    return p, t
-  end
-
-  -- after close and a new open, the mirror is the same, nothing doubled
-  local function same_after_reopen(dir, db, want)
-    local p, t = reopen(dir, db)
-    assert.equal(want, rows(db))
-    t:insert{ id = 9, v = 9 }
-    assert.equal(want .. "9|9\n", rows(db))
-    assert.equal(p:seq() .. "\n", mark(db)) -- SQLite's mark: every group, once
-    p:close()
-  end
 
   it("moved away: the next group's delivery writes the table whole at the path; the moved copy is left as it was", function()
     local dir, db, p, t = setup()
@@ -214,32 +214,9 @@ end)
 describe("a SQLite sink whose file is moved while open, with sync = false (carried transactions)", function()
   after_each(H.cleanup)
 
-  local function setup()
-    local dir = H.tmpdir()
-    local db = dir .. "/o.db"
-    local p = runnel.open{ path = dir .. "/st", notes = false, sync = false }
-    local t = p:table("t", COLS)
-    t:sink(runnel.sqlite(db, "t"))
-    t:insert{ id = 1, v = 1 }
-    t:insert{ id = 2, v = 2 }
-    p:deliver()
-    assert.equal("1|1\n2|2\n", rows(db))
-    return dir, db, p, t
-  end
-
-  local function reopened(dir, db, want)
-    local p = runnel.open{ path = dir .. "/st", notes = false }
-    local t = p:table("t", COLS)
-    t:sink(runnel.sqlite(db, "t"))
-    p:deliver()
-    assert.equal(want, rows(db))
-    t:insert{ id = 9, v = 9 }
-    assert.equal(want .. "9|9\n", rows(db))
-    p:close()
-  end
 
   it("moved away: nothing goes to the moved file; the delivery after the carried groups commit writes the table whole", function()
-    local dir, db, p, t = setup()
+    local dir, db, p, t = setup{ carried = true }
     assert(os.rename(db, dir .. "/backup.db"))
     t:insert{ id = 3, v = 3 } -- carried
     t:update{ id = 2, v = 20 }
@@ -252,21 +229,21 @@ describe("a SQLite sink whose file is moved while open, with sync = false (carri
     assert.equal("1|1\n2|20\n3|3\n4|4\n", rows(db))
     p:close()
     assert.equal("1|1\n2|2\n", rows(dir .. "/backup.db"))
-    reopened(dir, db, "1|1\n2|20\n3|3\n4|4\n")
+    same_after_reopen(dir, db, "1|1\n2|20\n3|3\n4|4\n")
   end)
 
   it("removed: the table is written whole at the path", function()
-    local dir, db, p, t = setup()
+    local dir, db, p, t = setup{ carried = true }
     assert(os.remove(db))
     t:insert{ id = 3, v = 3 }
     p:flush()
     assert.equal("1|1\n2|2\n3|3\n", rows(db))
     p:close()
-    reopened(dir, db, "1|1\n2|2\n3|3\n")
+    same_after_reopen(dir, db, "1|1\n2|2\n3|3\n")
   end)
 
   it("renamed over by a file that is not a SQLite database: refused, caught up once it is removed", function()
-    local dir, db, p, t = setup()
+    local dir, db, p, t = setup{ carried = true }
     H.write(db .. ".tmp", ("garbage, not SQLite\n"):rep(40))
     assert(os.rename(db .. ".tmp", db))
     t:insert{ id = 3, v = 3 }
@@ -279,6 +256,6 @@ describe("a SQLite sink whose file is moved while open, with sync = false (carri
     p:deliver()
     assert.equal("1|1\n2|2\n3|3\n4|4\n", rows(db))
     p:close()
-    reopened(dir, db, "1|1\n2|2\n3|3\n4|4\n")
+    same_after_reopen(dir, db, "1|1\n2|2\n3|3\n4|4\n")
   end)
 end)

@@ -113,6 +113,7 @@ typedef struct jsink {
   char *subject;
   char *id;               /* the first part of message ids */
   char *verb_field;       /* or NULL: rows alone */
+  const rn_schema *fields_free; /* the columns last found free of the verb field (rn_ndjson_fields_free) */
   int64_t timeout_ms;     /* the wait for a run's acks */
   msgpack_sbuffer data;   /* the run's events */
   staged *events;
@@ -159,6 +160,8 @@ static int jsink_change(void *ctx, rn_rel *rel, const rn_change *c, const rn_sin
 {
   jsink *s = ctx;
   if (!after_done(s, info->seq, info->n)) return 0; /* stored before (JS-3) */
+  int rc = rn_ndjson_fields_free(rel, info->seq, "jetstream", s->subject, s->verb_field, NULL, &s->fields_free, e);
+  if (rc) return rc;
   if (s->n == s->cap) {
     size_t cap = s->cap ? s->cap * 2 : 256;
     staged *a = realloc(s->events, cap * sizeof *a);
@@ -168,8 +171,8 @@ static int jsink_change(void *ctx, rn_rel *rel, const rn_change *c, const rn_sin
   }
   bool del = c->verb == RN_DELETE;
   size_t at = s->data.size;
-  int rc = rn_ndjson_line(rel->schema, del ? c->old : c->row, del ? c->old_len : c->row_len,
-                          del && s->verb_field, s->verb_field, verb_names[c->verb], NULL, NULL, &s->zone, &s->data);
+  rc = rn_ndjson_line(rel->schema, del ? c->old : c->row, del ? c->old_len : c->row_len,
+                      del && s->verb_field, s->verb_field, verb_names[c->verb], NULL, NULL, &s->zone, &s->data);
   msgpack_zone_clear(&s->zone);
   if (rc) return rn_err_set(e, RN_ESTORE, "%s: jetstream: a row could not be decoded", rel->name);
   size_t len = s->data.size - at;

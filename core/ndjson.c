@@ -355,6 +355,7 @@ typedef struct nsink {
   bool own;               /* close f when the sink goes */
   char *verb_field;       /* NULL: no verb in the lines */
   char *id_field;         /* NULL: no id in the lines; else each says "<state id>:<seq>:<n>" there */
+  const rn_schema *fields_free; /* the columns last found free of the verb and id fields (rn_ndjson_fields_free) */
   char state_id[33];
   msgpack_sbuffer lines;  /* the group's lines, written at its commit */
   msgpack_zone zone;
@@ -435,10 +436,12 @@ static int nsink_change(void *ctx, rn_rel *rel, const rn_change *c, const rn_sin
   nsink *s = ctx;
   bool del = c->verb == RN_DELETE;
   char id[64];
+  int rc = rn_ndjson_fields_free(rel, info->seq, "ndjson", s->path, s->verb_field, s->id_field, &s->fields_free, e);
+  if (rc) return rc;
   if (s->id_field)
     snprintf(id, sizeof id, "%s:%llu:%llu", s->state_id, (unsigned long long)info->seq, (unsigned long long)info->n);
-  int rc = rn_ndjson_line(rel->schema, del ? c->old : c->row, del ? c->old_len : c->row_len, del,
-                          s->verb_field, verb_names[c->verb], s->id_field, id, &s->zone, &s->lines);
+  rc = rn_ndjson_line(rel->schema, del ? c->old : c->row, del ? c->old_len : c->row_len, del,
+                      s->verb_field, verb_names[c->verb], s->id_field, id, &s->zone, &s->lines);
   msgpack_zone_clear(&s->zone);
   for (int i = 0; !rc && info->seq <= s->check_upto && i < s->nalt; i++) { /* as a crashed run may have written it */
     struct alt *a = &s->alt[i];
@@ -1047,6 +1050,26 @@ int rn_ndjson_id_clash(rn_pipeline *p, const rn_rel *rel, const char *verb_field
   return rn_err_set(&p->err, RN_EINVAL,
                     "%s: the id field \"%s\" is also a column of %s, so each line would hold \"%s\" twice: name "
                     "another field ({ id = \"…\" })", rel->name, id_field, rel->name, id_field);
+}
+
+int rn_ndjson_fields_free(const rn_rel *rel, uint64_t seq, const char *sink, const char *target,
+                          const char *verb_field, const char *id_field, const rn_schema **checked, rn_err *e)
+{
+  if (rel->schema == *checked) return 0;
+  const char *f = verb_field && rn_schema_slot(rel->schema, verb_field, strlen(verb_field)) >= 0 ? verb_field
+                  : id_field && rn_schema_slot(rel->schema, id_field, strlen(id_field)) >= 0 ? id_field
+                  : NULL;
+  if (!f) {
+    *checked = rel->schema;
+    return 0;
+  }
+  const char *kind = f == verb_field ? "verb" : "id";
+  return rn_err_set(e, RN_EINVAL,
+                    "%s: %s%s%s: group %llu waits in the columns it was committed with, and its column \"%s\" is "
+                    "the sink's %s field: each line would hold \"%s\" twice; declare the sink with another %s field "
+                    "until the waiting groups are out",
+                    rel->name, sink, target ? ": " : "", target ? target : "", (unsigned long long)seq, f, kind, f,
+                    kind);
 }
 
 /* The checks of both kinds of NDJSON sink, and the state's id for lines

@@ -24,6 +24,16 @@ int rn_ndjson_verb_clash(rn_pipeline *p, const rn_rel *rel, const char *verb_fie
  * verb field; 0 when id_field is NULL or free. */
 int rn_ndjson_id_clash(rn_pipeline *p, const rn_rel *rel, const char *verb_field, const char *id_field);
 
+/* The same two checks at a delivery, for the columns rel has there: a
+ * group that waited across a change of columns goes out in those it was
+ * committed with (outbox.c (11)), which the declaration did not check.
+ * *checked: the columns last found free (a sink's own), spared the check
+ * next time. Fails the delivery naming group seq and the sink (sink:
+ * "ndjson", "jetstream"; target: its file or subject, or NULL); the
+ * group waits. */
+int rn_ndjson_fields_free(const rn_rel *rel, uint64_t seq, const char *sink, const char *target,
+                          const char *verb_field, const char *id_field, const rn_schema **checked, rn_err *e);
+
 /* A durable sink writing rel's changes to f (closed with the sink when own;
  * release(release_ctx) is called when the sink goes, for a caller that
  * keeps f alive). Its groups wait in memory: a crash loses the ones not

@@ -322,8 +322,9 @@ int rn_ndjson_line(const rn_schema *s, const char *row, size_t len, bool key_onl
  * left unconfirmed, at the mark's position; the file now at the path is
  * shorter than that position (as a cut file is). So the sink first looks
  * for a renamed file beside the path (same directory, the path's name and
- * a suffix: out.ndjson.1, out.ndjson-20261205; the latest modified of
- * those long enough, with a line starting at the position) and checks the
+ * a rotation's suffix: out.ndjson.1, out.ndjson-20261205, never a copy's
+ * such as out.ndjson.bak or out.ndjson~; the latest modified of those
+ * long enough, with a line starting at the position) and checks the
  * waiting groups there, from the position, byte for byte, in order: each
  * found is not written again; one whose first lines end that file (a
  * crash cut it short) is cut there and written whole to the path; at the
@@ -1129,11 +1130,29 @@ static int lock_file(rn_pipeline *p, const rn_rel *rel, int fd, const char *path
                     rel->name, path);
 }
 
+/* Whether suffix (what follows the path's name) is one a rotation gives:
+ * a separator (. - _) and then digits and separators, with a digit:
+ * ".1", "-20261205", "-2026-12-05_10", ".1733400000". A user's copy
+ * (".bak", "~", ".orig", ".prev", an editor's ".~1~") is not one: it
+ * holds the file's bytes too, and a group found there, or cut there,
+ * would be taken from the wrong file (nothing records which file the
+ * path was: the choice is by name, length and mtime). */
+static bool rotation_suffix(const char *suffix)
+{
+  bool digit = false;
+  if (!*suffix || !strchr(".-_", *suffix)) return false; /* strchr finds the terminator too */
+  for (const char *c = suffix + 1; *c; c++) {
+    if (*c >= '0' && *c <= '9') digit = true;
+    else if (!strchr(".-_", *c)) return false;
+  }
+  return digit;
+}
+
 /* The file renamed beside path (see "A file renamed while the state was
  * closed"), open for reading and cutting, or -1: in path's directory, named
- * path's name and a suffix, a regular file of at least `position` bytes
- * with a line starting there, no durable sink's (flock); the latest
- * modified of such, locked while it is open. */
+ * path's name and a rotation's suffix, a regular file of at least
+ * `position` bytes with a line starting there, no durable sink's (flock);
+ * the latest modified of such, locked while it is open. */
 static int renamed_file(const char *path, uint64_t position)
 {
   const char *slash = strrchr(path, '/');
@@ -1150,7 +1169,7 @@ static int renamed_file(const char *path, uint64_t position)
   for (struct dirent *de; (de = readdir(d));) {
     struct stat st;
     char before = '\n';
-    if (strncmp(de->d_name, base, blen) != 0 || de->d_name[blen] == 0 ||
+    if (strncmp(de->d_name, base, blen) != 0 || !rotation_suffix(de->d_name + blen) ||
         (size_t)snprintf(file, sizeof file, "%.*s%s", (int)dlen, path, de->d_name) >= sizeof file)
       continue;
     int fd = lstat(file, &st) == 0 && S_ISREG(st.st_mode) ? open(file, O_RDWR | O_CLOEXEC | O_NOFOLLOW) : -1;

@@ -182,6 +182,38 @@ function H.join_tables_tid(p, tid_type)
   return teams, players
 end
 
+--- The SQLite moved-file specs' state (dir/st) whose table t (id, v) is
+--- mirrored to dir/o.db, rows 1 to n (v = id) inserted and delivered;
+--- sync = false when carried. dir, db, the pipeline and t.
+H.SQLITE_COLS = { {"id","int"}, {"v","int"}, key = "id" }
+function H.sqlite_mirror(n, carried)
+  local runnel = require "runnel"
+  local dir = H.tmpdir()
+  local db = dir .. "/o.db"
+  local p = runnel.open{ path = dir .. "/st", notes = false, sync = not carried }
+  local t = p:table("t", H.SQLITE_COLS)
+  t:sink(runnel.sqlite(db, "t"))
+  local want = {}
+  for i = 1, n do
+    t:insert{ id = i, v = i }
+    want[i] = i .. "|" .. i .. "\n"
+  end
+  p:deliver()
+  local got = H.sql(db, "SELECT id, v FROM t ORDER BY id")
+  assert(got == table.concat(want), "the mirror holds " .. got)
+  return dir, db, p, t
+end
+
+--- That state opened again, its sink declared and delivered: p and t.
+function H.sqlite_remirror(dir, db)
+  local runnel = require "runnel"
+  local p = runnel.open{ path = dir .. "/st", notes = false }
+  local t = p:table("t", H.SQLITE_COLS)
+  t:sink(runnel.sqlite(db, "t"))
+  p:deliver()
+  return p, t
+end
+
 --- The NDJSON specs' state at state: stream s (k int, pad string) with an
 --- NDJSON sink to log given ndjson_opts, opened with sync as given
 --- (nil: the default). The pipeline and s.

@@ -7,32 +7,13 @@
 -- sqlite_reopen_edges25_spec.lua has the detail): the next delivery opens
 -- the path again and writes the table there whole; the moved copy is left
 -- as it was, and the pipeline opened again finds the table in step.
-local runnel = require "runnel"
 local H = require "helper"
-
-local COLS = { {"id","int"}, {"v","int"}, key = "id" }
 
 describe("a SQLite sink whose file is", function()
   after_each(H.cleanup)
 
-  local function setup()
-    local dir = H.tmpdir()
-    local db = dir .. "/o.db"
-    local p = runnel.open{ path = dir .. "/st", notes = false }
-    local t = p:table("t", COLS)
-    t:sink(runnel.sqlite(db, "t"))
-    t:insert{ id = 1, v = 1 }
-    assert.equal("1|1\n", H.sql(db, "SELECT id, v FROM t"))
-    return dir, db, p, t
-  end
-
-  local function reopen(dir, db)
-    local p = runnel.open{ path = dir .. "/st", notes = false }
-    local t = p:table("t", COLS)
-    t:sink(runnel.sqlite(db, "t"))
-    p:deliver()
-    return p, t
-  end
+  local function setup() return H.sqlite_mirror(1) end
+  local reopen = H.sqlite_remirror
 
   it("moved away: the moved copy left as it was, the path written anew at the next delivery (CHANGED in 0.37)", function()
     local dir, db, p, t = setup()

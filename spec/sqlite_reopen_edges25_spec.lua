@@ -11,31 +11,13 @@
 local runnel = require "runnel"
 local H = require "helper"
 
-local COLS = { {"id","int"}, {"v","int"}, key = "id" }
+local COLS = H.SQLITE_COLS
 
 local function rows(db, t) return H.sql(db, "SELECT id, v FROM " .. (t or "t") .. " ORDER BY id") end
 local function mark(db, t) return H.sql(db, "SELECT seq FROM runnel_sinks WHERE tbl = '" .. (t or "t") .. "'") end
 
-local function setup(opts)
-  local dir = H.tmpdir()
-  local db = dir .. "/o.db"
-  local p = runnel.open{ path = dir .. "/st", notes = false, sync = not (opts and opts.carried) }
-  local t = p:table("t", COLS)
-  t:sink(runnel.sqlite(db, "t"))
-  t:insert{ id = 1, v = 1 }
-  t:insert{ id = 2, v = 2 }
-  p:deliver()
-  assert.equal("1|1\n2|2\n", rows(db))
-  return dir, db, p, t
-end
-
-local function reopen(dir, db)
-  local p = runnel.open{ path = dir .. "/st", notes = false }
-  local t = p:table("t", COLS)
-  t:sink(runnel.sqlite(db, "t"))
-  p:deliver()
-  return p, t
-end
+local function setup(opts) return H.sqlite_mirror(2, opts and opts.carried) end
+local reopen = H.sqlite_remirror
 
 -- after close and a new open, the mirror is the same, nothing doubled
 local function same_after_reopen(dir, db, want)

@@ -732,7 +732,7 @@ static int subscribe_durable(rn_pipeline *p, rn_rel *rel, const char *name, rn_c
   rc = rn_outbox_sink_check(p, rel, key); /* before the mark's read, whose flush a callback is refused */
   if (!rc) rc = rn_outbox_mark_read(p, key, label, &m);
   static const rn_outbox_ops ops = { csub_change, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL,
-                                     false }; /* a C subscriber reads rows in the relation's columns now */
+                                     false, NULL }; /* a C subscriber reads rows in the relation's columns now */
   if (rc) free_csub(s);
   else rc = rn_outbox_sink_add(p, rel, key, label, false, &ops, s, free_csub, m.found ? m.delivered : p->seq,
                                m.found ? m.position : 0); /* resumes mid-group (OUTBOX-9) */

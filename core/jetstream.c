@@ -271,7 +271,7 @@ static int jsink_finish(void *ctx, rn_err *e)
 static void jsink_discard(void *ctx) { clear_run(ctx); }
 
 static const rn_outbox_ops jsink_ops = { jsink_change, NULL, jsink_finish, jsink_discard, NULL, NULL, NULL, NULL,
-                                          NULL, true }; /* messages are a log: groups go in their own columns */
+                                          NULL, true, NULL }; /* messages are a log: groups go in their own columns */
 
 /* Parses "<id>:<seq>:<n>" of this state into done (JS-3). */
 static void note_published(jsink *s, const char *msgid)

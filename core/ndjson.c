@@ -319,12 +319,19 @@ int rn_ndjson_line(const rn_schema *s, const char *row, size_t len, bool key_onl
  *
  * A file renamed while the state was closed (logrotate's rename-and-create
  * while the process was down after a crash) holds the groups the crash
- * left unconfirmed, at the mark's position; the file now at the path is
- * shorter than that position (as a cut file is). So the sink first looks
- * for a renamed file beside the path (same directory, the path's name and
- * a rotation's suffix: out.ndjson.1, out.ndjson-20261205, never a copy's
- * such as out.ndjson.bak or out.ndjson~; the latest modified of those
- * long enough, with a line starting at the position) and checks the
+ * left unconfirmed, at the mark's position. The mark records the file its
+ * position is in (device and inode, outbox "of:", since 0.38): when the
+ * path names another file now, the file of that identity beside the path
+ * (same directory, any name: out.ndjson.1, out.ndjson.old), long enough
+ * and with a line starting at the position, is the renamed one. A mark
+ * without that record, or whose file is not beside the path (or is the
+ * path's, cut shorter than the position: copytruncate leaves a copy), goes
+ * by name: a renamed file is then one named the path's name and a
+ * rotation's suffix (out.ndjson.1, out.ndjson-20261205, never a copy's
+ * such as out.ndjson.bak or out.ndjson~), the latest modified of those
+ * long enough, with a line starting at the position. Until the waiting
+ * groups are settled the mark keeps that position and file (a crash right
+ * after the declaration looks for them there again). The sink checks the
  * waiting groups there, from the position, byte for byte, in order: each
  * found is not written again; one whose first lines end that file (a
  * crash cut it short) is cut there and written whole to the path; at the
@@ -361,6 +368,9 @@ typedef struct nsink {
   msgpack_sbuffer lines;  /* the group's lines, written at its commit */
   msgpack_zone zone;
   uint64_t length;        /* a path sink's position: just after its last line for good */
+  uint64_t fd_file[2];    /* fd's device and inode */
+  uint64_t mark_file[2];  /* the file the position last given to the outbox is in (nsink_file): the renamed
+                             one at declaration while groups wait there, else fd's */
   bool writing;           /* a path sink's current run has written (from run_start to end) */
   uint64_t run_start, end;
   uint64_t kept;          /* the last group put out for good in a run: no failure takes it back */
@@ -979,7 +989,26 @@ static int nsink_sync(void *ctx, rn_err *e)
   return 0;
 }
 
-static uint64_t nsink_position(void *ctx) { return ((nsink *)ctx)->length; }
+/* A path sink's position for its mark: the end of its last line for
+ * good, in the file it has open (nsink_file says which). */
+static uint64_t nsink_position(void *ctx)
+{
+  nsink *s = ctx;
+  memcpy(s->mark_file, s->fd_file, sizeof s->mark_file);
+  return s->length;
+}
+
+static bool nsink_file(void *ctx, uint64_t id[2])
+{
+  memcpy(id, ((nsink *)ctx)->mark_file, sizeof ((nsink *)ctx)->mark_file);
+  return true;
+}
+
+static void file_id(const struct stat *st, uint64_t id[2])
+{
+  id[0] = (uint64_t)st->st_dev;
+  id[1] = (uint64_t)st->st_ino;
+}
 
 /* A path sink before a run (see "A file moved or removed" above): 0 when
  * its path still names the file it has open; else 1, and with reopen the
@@ -1014,6 +1043,7 @@ static int nsink_renew(void *ctx, bool reopen, rn_err *e)
   }
   close(s->fd); /* its lock goes with it */
   s->fd = fd;
+  file_id(&st, s->fd_file);
   if (s->renamed_fd >= 0) close(s->renamed_fd);
   s->renamed_fd = -1;
   s->length = s->tail_at = s->check_end = (uint64_t)st.st_size;
@@ -1025,7 +1055,8 @@ static int nsink_renew(void *ctx, bool reopen, rn_err *e)
 
 static const rn_outbox_ops nsink_ops = { nsink_change, nsink_commit, nsink_finish, nsink_discard, nsink_sync,
                                          nsink_position, NULL, nsink_kept, nsink_renew,
-                                         true }; /* a log: each group in the columns it was committed with */
+                                         true, /* a log: each group in the columns it was committed with */
+                                         nsink_file };
 
 static nsink *new_nsink(const char *verb_field, const char *id_field)
 {
@@ -1148,12 +1179,35 @@ static bool rotation_suffix(const char *suffix)
   return digit;
 }
 
+/* file, a regular file (not a link), open for reading and cutting when it
+ * can hold the waiting groups from position (at least that long, a line
+ * starting there) and no durable sink has it (flock, held while it is
+ * open); else -1. *st: its status. */
+static int renamed_candidate(const char *file, uint64_t position, struct stat *st)
+{
+  char before = '\n';
+  int fd = lstat(file, st) == 0 && S_ISREG(st->st_mode) ? open(file, O_RDWR | O_CLOEXEC | O_NOFOLLOW) : -1;
+  if (fd < 0) return -1;
+  if (!(flock(fd, LOCK_EX | LOCK_NB) != 0 && errno == EWOULDBLOCK) && /* not a live sink's file */
+      fstat(fd, st) == 0 && S_ISREG(st->st_mode) && (uint64_t)st->st_size >= position &&
+      (position == 0 || pread(fd, &before, 1, (off_t)position - 1) == 1) && before == '\n')
+    return fd;
+  close(fd);
+  return -1;
+}
+
 /* The file renamed beside path (see "A file renamed while the state was
- * closed"), open for reading and cutting, or -1: in path's directory, named
- * path's name and a rotation's suffix, a regular file of at least
- * `position` bytes with a line starting there, no durable sink's (flock);
- * the latest modified of such, locked while it is open. */
-static int renamed_file(const char *path, uint64_t position)
+ * closed"), open for reading and cutting, or -1: in path's directory, a
+ * renamed_candidate for position that is, with id, the file of that
+ * device and inode under any other name; without, one named path's name
+ * and a rotation's suffix, the latest modified of such. */
+static uint64_t file_length(int fd, uint64_t otherwise)
+{
+  struct stat st;
+  return fstat(fd, &st) == 0 ? (uint64_t)st.st_size : otherwise;
+}
+
+static int renamed_file(const char *path, uint64_t position, const uint64_t *id)
 {
   const char *slash = strrchr(path, '/');
   const char *base = slash ? slash + 1 : path;
@@ -1168,21 +1222,24 @@ static int renamed_file(const char *path, uint64_t position)
   struct timespec best_at = { 0, 0 };
   for (struct dirent *de; (de = readdir(d));) {
     struct stat st;
-    char before = '\n';
-    if (strncmp(de->d_name, base, blen) != 0 || !rotation_suffix(de->d_name + blen) ||
+    uint64_t at[2];
+    if ((id ? !strcmp(de->d_name, base)
+            : strncmp(de->d_name, base, blen) != 0 || !rotation_suffix(de->d_name + blen)) ||
         (size_t)snprintf(file, sizeof file, "%.*s%s", (int)dlen, path, de->d_name) >= sizeof file)
       continue;
-    int fd = lstat(file, &st) == 0 && S_ISREG(st.st_mode) ? open(file, O_RDWR | O_CLOEXEC | O_NOFOLLOW) : -1;
-    if (fd < 0) continue;
-    bool fits = !(flock(fd, LOCK_EX | LOCK_NB) != 0 && errno == EWOULDBLOCK) && /* not a live sink's file */
-                fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && (uint64_t)st.st_size >= position &&
-                (position == 0 || pread(fd, &before, 1, (off_t)position - 1) == 1) && before == '\n';
-    if (fits && (best < 0 || st.st_mtim.tv_sec > best_at.tv_sec ||
-                 (st.st_mtim.tv_sec == best_at.tv_sec && st.st_mtim.tv_nsec > best_at.tv_nsec))) {
+    if (id && (lstat(file, &st) != 0 || (file_id(&st, at), at[0] != id[0] || at[1] != id[1])))
+      continue;
+    int fd = renamed_candidate(file, position, &st);
+    if (fd >= 0 && id) { /* the file itself */
+      best = fd;
+      break;
+    }
+    if (fd >= 0 && (best < 0 || st.st_mtim.tv_sec > best_at.tv_sec ||
+                    (st.st_mtim.tv_sec == best_at.tv_sec && st.st_mtim.tv_nsec > best_at.tv_nsec))) {
       if (best >= 0) close(best);
       best = fd;
       best_at = st.st_mtim;
-    } else {
+    } else if (fd >= 0) {
       close(fd);
     }
   }
@@ -1198,18 +1255,27 @@ static int renamed_file(const char *path, uint64_t position)
 static int place_sink(rn_pipeline *p, rn_rel *rel, nsink *s, const rn_outbox_mark *m, uint64_t size)
 {
   uint64_t whole = complete_length(s->fd, size);
-  if (whole < size && !(m->found && m->delivered < p->seq))
+  bool waiting = m->found && m->delivered < p->seq;
+  if (whole < size && !waiting)
     return foreign_tail_error(&p->err, rel->name, s->path, s->fd, whole, size);
   s->length = s->tail_at = whole;
   s->check_end = size; /* the checks compare the incomplete line too */
-  if (m->found && m->position <= whole) {
+  memcpy(s->mark_file, s->fd_file, sizeof s->mark_file);
+  if (waiting && m->has_file && (s->fd_file[0] != m->file[0] || s->fd_file[1] != m->file[1]) &&
+      (s->renamed_fd = renamed_file(s->path, m->position, m->file)) >= 0) {
+    s->check_at = m->position; /* the file the mark's position is in, renamed: its groups are there */
+    s->check_end = file_length(s->renamed_fd, m->position);
+    s->check_upto = p->seq;
+    memcpy(s->mark_file, m->file, sizeof s->mark_file);
+  } else if (m->found && m->position <= whole) {
     s->length = s->check_at = m->position;
     s->check_upto = p->seq;
-  } else if (m->found && m->delivered < p->seq && (s->renamed_fd = renamed_file(s->path, m->position)) >= 0) {
+  } else if (waiting && (s->renamed_fd = renamed_file(s->path, m->position, NULL)) >= 0) {
     struct stat st;
     s->check_at = m->position; /* the file was renamed: its groups are looked for there first */
-    s->check_end = fstat(s->renamed_fd, &st) == 0 ? (uint64_t)st.st_size : m->position;
+    s->check_end = file_length(s->renamed_fd, m->position);
     s->check_upto = p->seq;
+    if (fstat(s->renamed_fd, &st) == 0) file_id(&st, s->mark_file);
   } else if (m->found) { /* cut shorter after the mark */
     s->searching = true;
     s->check_upto = p->seq;
@@ -1290,6 +1356,7 @@ int rn_ndjson_sink_path(rn_pipeline *p, rn_rel *rel, const char *path, const cha
   }
   if (!rc) rc = lock_file(p, rel, fd, path);
   if (!rc) rc = rn_outbox_mark_read(p, name, NULL, &m);
+  if (!rc) file_id(&st, s->fd_file);
   if (!rc) rc = place_sink(p, rel, s, &m, (uint64_t)st.st_size);
   if (rc) {
     free(name);
@@ -1311,8 +1378,13 @@ int rn_ndjson_sink_path(rn_pipeline *p, rn_rel *rel, const char *path, const cha
   /* without a mark: a new sink, the groups before it are not its own */
   char *label = name + strlen(name) + 1; /* the file, not its key in the state */
   sprintf(label, "durable sink to %s", real);
+  /* while groups wait, the mark keeps its position and file (s->mark_file)
+   * until they are settled: a crash before then looks for them where the
+   * last one did, not at the new file's end */
+  bool waiting = m.found && m.delivered < p->seq;
   rc = rn_outbox_sink_add_formatted(p, rel, name, label, false, &nsink_ops, s, free_nsink,
-                                    m.found ? m.delivered : p->seq, s->length, fmt.data, fmt.size);
+                                    m.found ? m.delivered : p->seq, waiting ? m.position : s->length, fmt.data,
+                                    fmt.size);
   msgpack_sbuffer_destroy(&fmt);
   free(name);
   /* the waiting groups were delivered (and checked) just now: a group the

@@ -6,6 +6,7 @@
  *     meta "od:" name           |u64 seen|u64 delivered|u64 position|
  *     meta "oi:" name           msgpack [relation, [format bin …]]   (0.23; absent before)
  *     meta "ol:" tag layout     msgpack [relation, schema description]   (0.37; absent before)
+ *     meta "of:" name           |u64 device|u64 inode|   (0.38; absent before)
  *
  * (tag: a hash of the sink's name; rows are the relation's stored rows as
  * msgpack bin; layout: a hash of what decides how the relation's rows
@@ -125,6 +126,13 @@
 #include "row.h"
 #include "store_sink.h"
 
+/* The file a sink's position is in (ops.file; meta "of:"): a file renamed
+ * while the state was closed is found by it, whatever its new name. */
+typedef struct outfile {
+  bool known;
+  uint64_t id[2];         /* device, inode */
+} outfile;
+
 /* A schema an "ol:" record gave (11), read once per sink. */
 typedef struct old_layout {
   uint64_t layout;        /* the layout it is recorded under */
@@ -151,6 +159,7 @@ typedef struct obsink {
   uint64_t position_marked; /* position as committed in the state (9: it moves within a group) */
   uint64_t synced;        /* the last group its output is on disk for: what a recorded mark may cover (3) */
   uint64_t position_synced; /* position after it */
+  outfile file, file_marking, file_marked, file_synced; /* the file position, … position_synced are in */
   bool remark;            /* it reopened its output (renew): its mark waits to be recorded before a run */
   uint64_t holds_told;    /* the group whose rebuild's changes it holds already (rn_log_own) */
   rn_err failure;         /* its last delivery failure (said when a close loses its groups, (6)) */
@@ -226,6 +235,21 @@ static char *info_key(const char *name, size_t *len)
   char *k = mark_key(name, len);
   if (k) k[1] = 'i'; /* "od:" / "od#" -> "oi:" / "oi#" */
   return k;
+}
+
+/* The key of name's "of:" record (the file its mark's position is in). */
+static char *file_key(const char *name, size_t *len)
+{
+  char *k = mark_key(name, len);
+  if (k) k[1] = 'f'; /* "od:" / "od#" -> "of:" / "of#" */
+  return k;
+}
+
+/* s's position as its sink tells it now, and the file it is in. */
+static void take_position(obsink *s)
+{
+  s->position = s->ops.position(s->ctx);
+  s->file.known = s->ops.file && s->ops.file(s->ctx, s->file.id);
 }
 
 /* Reads the "oi:" record at key in txn (10): its relation into rel (n
@@ -325,6 +349,13 @@ int rn_outbox_mark_read(rn_pipeline *p, const char *name, const char *label, rn_
     if (ik) info_read(txn, p->store.meta, ik, klen, m->relation, sizeof m->relation, m->formats,
                       sizeof m->formats, &m->formats_len);
     free(ik);
+    char *fk = file_key(name, &klen);
+    MDB_val f = { klen, fk };
+    if (fk && mdb_get(txn, p->store.meta, &f, &v) == 0 && v.mv_size == sizeof m->file) { /* else not known */
+      memcpy(m->file, v.mv_data, sizeof m->file);
+      m->has_file = true;
+    }
+    free(fk);
   }
   mdb_txn_abort(txn);
   free(key);
@@ -394,6 +425,24 @@ static void sync_sink(rn_pipeline *p, obsink *s)
   }
   s->synced = s->delivered; /* synced, or nothing to sync (9: a position moves within a group) */
   s->position_synced = s->position;
+  s->file_synced = s->file;
+}
+
+/* Writes in txn the "of:" record of s's mark when the file its position
+ * is in changed: after the mark, in the same transaction, so the two
+ * always go together. */
+static int write_file(rn_pipeline *p, obsink *s, MDB_txn *txn)
+{
+  const outfile *f = &s->file_synced, *was = &s->file_marked;
+  s->file_marking = *f;
+  if (f->known == was->known && (!f->known || !memcmp(f->id, was->id, sizeof f->id))) return 0;
+  size_t klen;
+  char *key = file_key(s->name, &klen);
+  if (!key) return rn_err_set(&p->err, RN_ENOMEM, "out of memory");
+  MDB_val k = { klen, key }, v = { sizeof f->id, (void *)f->id };
+  int rc = f->known ? mdb_put(txn, p->store.meta, &k, &v, 0) : mdb_del(txn, p->store.meta, &k, NULL);
+  free(key);
+  return rc && rc != MDB_NOTFOUND ? rn_store_fail(&p->err, rc, s->label) : 0;
 }
 
 /* ---- the columns waiting groups were committed with (11) ---- */
@@ -443,6 +492,7 @@ static int write_mark(rn_pipeline *p, rn_outbox *ob, obsink *s, MDB_txn *txn, ui
   uint64_t r[3] = { seen, s->synced, s->position_synced };
   MDB_val k = { s->mklen, s->mkey }, v = { sizeof r, r };
   if ((rc = mdb_put(txn, p->store.meta, &k, &v, 0))) return rn_store_fail(&p->err, rc, s->label);
+  if ((rc = write_file(p, s, txn))) return rc;
   if (s->synced > s->marked) {
     MDB_cursor *cur;
     char from[16];
@@ -470,6 +520,7 @@ static void mark_committed(obsink *s)
 {
   s->marked = s->marking;
   s->position_marked = s->position_marking;
+  s->file_marked = s->file_marking;
   if (s->olds_upto && s->marked >= s->olds_upto) s->olds_upto = 0; /* its other layouts' records are gone (11) */
 }
 
@@ -703,9 +754,9 @@ static void end_runs(rn_outbox *ob, obsink **v, const uint64_t *before, int n, b
       if (s->ops.discard) s->ops.discard(s->ctx);
       uint64_t kept = s->ops.kept ? s->ops.kept(s->ctx) : 0; /* never twice: it is out there */
       if (s->ops.finish) s->delivered = kept > before[i] ? kept : before[i];
-      if (kept > before[i] && s->ops.position) s->position = s->ops.position(s->ctx); /* it covers them */
+      if (kept > before[i] && s->ops.position) take_position(s); /* it covers them */
     } else if (s->ops.position) {
-      s->position = s->ops.position(s->ctx);
+      take_position(s);
     }
   }
 }
@@ -750,7 +801,10 @@ static bool renewed(rn_pipeline *p, rn_outbox *ob, obsink *s)
     }
     if (rc == 0) return true;
     s->synced = s->delivered; /* renew synced the old output */
-    s->position = s->position_synced = s->ops.position ? s->ops.position(s->ctx) : 0;
+    if (s->ops.position) take_position(s);
+    else s->position = 0;
+    s->position_synced = s->position;
+    s->file_synced = s->file;
     s->remark = true;
   }
   rn_err saved = p->err; /* a delivery pass after a commit that succeeded leaves it as it was */
@@ -1351,6 +1405,8 @@ int rn_outbox_sink_add_formatted(rn_pipeline *p, rn_rel *rel, const char *name, 
   *s = (obsink){ .rel = rel, .consolidate = consolidate, .ops = *ops, .ctx = ctx, .free_ctx = free_ctx,
                  .delivered = delivered, .position = position, .synced = delivered, .position_synced = position,
                  .layout = layout_of(rel, false) }; /* a recorded mark's output was synced before it was recorded */
+  s->file.known = ops->file && ops->file(ctx, s->file.id); /* the file position is in */
+  s->file_synced = s->file;
   int rc = rn_outbox_sink_check(p, rel, name);
   if (!rc && fmt && !(s->fmt = malloc(flen ? flen : 1))) rc = rn_err_set(&p->err, RN_ENOMEM, "out of memory");
   else if (!rc && fmt) memcpy(s->fmt, fmt, flen), s->flen = flen;
@@ -1725,6 +1781,8 @@ int rn_outbox_drop(rn_pipeline *p, const char *sink)
   MDB_val k = { (size_t)ml, mk };
   rc = mdb_del(txn, p->store.meta, &k, NULL);
   mk[1] = 'i'; /* its "oi:" record */
+  if (!rc && (rc = mdb_del(txn, p->store.meta, &k, NULL)) == MDB_NOTFOUND) rc = 0;
+  mk[1] = 'f'; /* its "of:" record */
   if (!rc && (rc = mdb_del(txn, p->store.meta, &k, NULL)) == MDB_NOTFOUND) rc = 0;
   if (!rc) rc = drop_layouts(txn, p->store.meta, tag, NULL, 0); /* its "ol:" records (11) */
   MDB_dbi dbi;

@@ -41,6 +41,10 @@ typedef struct rn_outbox_ops {
                                              gets a stand-in of its relation with the recorded schema),
                                              not refused (outbox.c (11)); false: the relation's rows as
                                              declared now (Lua and C sinks, SQLite mirrors) */
+  bool (*file)(void *ctx, uint64_t id[2]); /* the file (device, inode) its position is in, read with each
+                                             position and kept with the mark (NDJSON; since 0.38: a file
+                                             renamed while the state was closed is found by it); false:
+                                             not known; may be NULL */
 } rn_outbox_ops;
 
 /* A durable sink's record in the state ("od:" name in meta). */
@@ -54,6 +58,8 @@ typedef struct rn_outbox_mark {
   unsigned char formats[2048]; /* the formats its output after the mark may be in, as recorded:
                              a msgpack array of bin (rn_outbox_sink_add_formatted) */
   size_t formats_len;     /* 0: none recorded (a state before 0.23, or a sink without formats) */
+  bool has_file;          /* the file its position is in was recorded ("of:"; since 0.38) */
+  uint64_t file[2];       /* that file's device and inode */
 } rn_outbox_mark;
 
 /* One change c of an outbox entry ([verb, id, row|nil, old|nil], each row

@@ -1520,7 +1520,7 @@ static int table_taken(const ssink *s, const char *path, rn_err *e)
 
 static const rn_outbox_ops ssink_ops = { ssink_change, ssink_commit, ssink_finish, ssink_discard, NULL, NULL,
                                          ssink_shared, NULL, ssink_renew,
-                                         false }; /* a mirror of the rows now: made again instead */
+                                         false, NULL }; /* a mirror of the rows now: made again instead */
 
 /* A sink declared on a file whose connection other sinks share, and whose
  * file moved since: the path is opened again for them first (SINK-7),

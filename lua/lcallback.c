@@ -1110,7 +1110,7 @@ int rn_lua_declare_map(lua_State *L)
 static int add_durable_sink(lpipe *lp, rn_rel *rel, const char *name, bool consolidate, lcb *cb)
 {
   static const rn_outbox_ops ops = { sink_cb, sink_commit_cb, NULL, NULL, NULL, NULL, NULL, NULL, NULL,
-                                     false }; /* rows as the relation's rows now: other columns refused */
+                                     false, NULL }; /* rows as the relation's rows now: other columns refused */
   char *key = malloc(strlen(name) + 6), *label = key ? malloc(strlen(name) + 16) : NULL;
   if (!label) { free(key); free_cb(cb); return rn_err_set(&lp->p->err, RN_ENOMEM, "out of memory"); }
   sprintf(key, RN_SINK_NAMED "%s", name);

@@ -102,9 +102,11 @@ os.exit(0, false)
     assert.equal("3,4", ks(read(log)))
   end)
 
-  it("writes them again when no renamed file holds them (removed, or moved elsewhere)", function()
+  it("writes them again when no renamed file holds them (removed, or moved to another directory)", function()
     crash_after(3)
-    assert(os.rename(log, dir .. "/elsewhere"))
+    H.sh(("mkdir %s/old"):format(dir))
+    assert(os.rename(log, dir .. "/old/elsewhere")) -- since 0.38 a file renamed beside the path is found by
+                                                    -- its identity (ndjson_identity_edges26)
     local p, s = open()
     s:insert{ k = 4, pad = "x" }
     p:close()

@@ -1,8 +1,9 @@
 -- An NDJSON path sink whose file was renamed while the state was closed
 -- after a crash (ndjson.c, "A file renamed while the state was closed"):
--- the renamed file is chosen by name (the path's name and a suffix), length
--- (at least the mark's position, a line starting there) and mtime (the
--- latest modified), never by identity (nothing records the file's inode).
+-- without a recorded identity (a state before 0.38, or the file not beside
+-- the path: ndjson_identity_edges26) the renamed file is chosen by name (the
+-- path's name and a suffix), length (at least the mark's position, a line
+-- starting there) and mtime (the latest modified).
 -- Before, any suffix fitted, so a user's copy beside the path (cp
 -- out.ndjson out.ndjson.bak before restarting, an editor's backup
 -- out.ndjson~, a previous run's output kept as out.ndjson.prev), being

@@ -515,6 +515,15 @@ static int write_mark(rn_pipeline *p, rn_outbox *ob, obsink *s, MDB_txn *txn, ui
   return 0;
 }
 
+/* The record written in the open transaction is dropped with it: the state's
+ * is the one committed before. */
+static void unmark(obsink *s)
+{
+  s->marking = s->marked;
+  s->position_marking = s->position_marked;
+  s->file_marking = s->file_marked;
+}
+
 /* The record written in the transaction that just committed is the state's. */
 static void mark_committed(obsink *s)
 {
@@ -635,7 +644,7 @@ int rn_outbox_replay(rn_pipeline *p)
     if (!e->committed && e->sink->name) rc = put_entry(p, ob, e->sink, e->seq, e->data, e->len);
   for (int i = 0; i < ob->n && !rc; i++) {
     obsink *s = ob->sinks[i];
-    s->marking = s->marked;
+    unmark(s);
     if (s->name) rc = write_mark(p, ob, s, p->store.wtxn, p->seq);
   }
   return rc;
@@ -645,7 +654,7 @@ void rn_outbox_forget(rn_pipeline *p)
 {
   if (!p->outbox) return;
   drop_uncommitted(p->outbox, 0);
-  for (int i = 0; i < p->outbox->n; i++) p->outbox->sinks[i]->marking = p->outbox->sinks[i]->marked;
+  for (int i = 0; i < p->outbox->n; i++) unmark(p->outbox->sinks[i]);
 }
 
 /* ---- delivery (2, 4) ---- */

@@ -458,15 +458,28 @@ RN_API int rn_commit(rn_pipeline *p)
   return 0;
 }
 
-int rn_flush_before_read(const char *dir, rn_err *e)
+/* This process's writer of dir between groups with a carried transaction
+ * open, or NULL. */
+static rn_pipeline *carrying_writer(const char *dir)
 {
   void *writer = NULL;
   rn_err said;
-  if (!dir || rn_envs_writer(dir, &writer, &said)) return 0; /* the read then says it, as before */
+  if (!dir || rn_envs_writer(dir, &writer, &said)) return NULL; /* the read then says it, as before */
   rn_pipeline *p = writer ? (rn_pipeline *)((char *)writer - offsetof(rn_pipeline, store)) : NULL;
-  if (!p || p->state != RN_IDLE || !p->store.wtxn || p->store.pid != getpid()) return 0;
-  if (!rn_flush(p)) return 0;
+  return p && p->state == RN_IDLE && p->store.wtxn && p->store.pid == getpid() ? p : NULL;
+}
+
+int rn_flush_before_read(const char *dir, rn_err *e)
+{
+  rn_pipeline *p = carrying_writer(dir);
+  if (!p || !rn_flush(p)) return 0;
   return rn_err_keep(e, p->err.code, p->err.msg);
+}
+
+uint64_t rn_carried_before_read(const char *dir)
+{
+  rn_pipeline *p = carrying_writer(dir);
+  return p ? p->seq : 0;
 }
 
 RN_API int rn_flush(rn_pipeline *p)

@@ -213,8 +213,12 @@ RN_API int rn_inspect(const char *path, rn_inspect_fn fn, void *ctx, rn_inspect_
  * (mdb_txn_id; every group, declaration and drop commits one), mixed with
  * its data.mdb's device, inode and modification time, since a state
  * removed and made again starts its ids again (it may even get the same
- * inode). An unchanged value means rn_inspect would read what it read
- * before. No catalogue is walked and no database opened. */
+ * inode), and with the last group a writer of this process carries
+ * (sync = false), which rn_inspect would flush before it reads: told, not
+ * flushed, so asking on every REPL line leaves the carried transaction
+ * alone (0.37 flushed it each time). An unchanged value means rn_inspect
+ * would read what it read before. No catalogue is walked and no database
+ * opened. */
 RN_API int rn_state_version(const char *path, uint64_t *version, char *errbuf, size_t errlen)
 {
   if (!path || !*path || !version)
@@ -224,15 +228,15 @@ RN_API int rn_state_version(const char *path, uint64_t *version, char *errbuf, s
   if (data_file(path, &st, errbuf, errlen)) return RN_EIO;
   rn_err e;
   rn_err_clear(&e);
-  if (rn_flush_before_read(path, &e)) return fail(errbuf, errlen, e.msg, e.code); /* as rn_inspect would read */
+  uint64_t carried = rn_carried_before_read(path);
   MDB_env *env = NULL;
   if (rn_envs_read(path, &env, &e)) return fail(errbuf, errlen, e.msg, e.code);
   MDB_txn *txn;
   int rc = rn_store_txn(env, MDB_RDONLY, &txn);
   if (rc) rn_err_set(&e, rn_store_read_code(rc), "%s: %s", path, rn_store_strerror(rc));
   else {
-    uint64_t mix[5] = { (uint64_t)mdb_txn_id(txn), (uint64_t)st.st_dev, (uint64_t)st.st_ino,
-                        (uint64_t)st.st_mtim.tv_sec, (uint64_t)st.st_mtim.tv_nsec };
+    uint64_t mix[6] = { (uint64_t)mdb_txn_id(txn), (uint64_t)st.st_dev, (uint64_t)st.st_ino,
+                        (uint64_t)st.st_mtim.tv_sec, (uint64_t)st.st_mtim.tv_nsec, carried };
     *version = rn_hash64(mix, sizeof mix);
     mdb_txn_abort(txn);
   }

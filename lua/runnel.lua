@@ -1148,8 +1148,10 @@ runnel.inspect = core.inspect
 --- runnel.state_version(path) -> integer (since 0.37)
 -- A number that changes with every group, declaration and drop committed
 -- on the state, and when the state is removed and made again (its last
--- LMDB transaction's id and its file, hashed): the REPL reads a browsed
--- state's catalogue again only when it did.
+-- LMDB transaction's id and its file, hashed), and with each group a
+-- pipeline of this process carries on it (sync = false; told, not flushed:
+-- since 0.38): the REPL reads a browsed state's catalogue again only when
+-- it did.
 runnel.state_version = core.state_version
 
 -- attached:rows() is an iterator of (row, id) like rel:rows(), whether the

@@ -1,10 +1,12 @@
--- (round 26) runnel.state_version, asked before every REPL line, flushed a
--- carried transaction of a writer of the same state in this process
--- (sync = false) each time it was asked: a REPL session that opened a
--- pipeline and browsed its state committed every group it ran as it ran
--- it, delivering its durable sinks at once, as sync = true would. Since
--- 0.38 the version tells the writer's carried groups without flushing them
--- (its last group is mixed in); runnel.inspect, which reads, still flushes.
+-- (round 26) runnel.state_version / rn_state_version committed the carried
+-- transaction of a writer of the same state in this process (sync = false)
+-- each time it was asked, and delivered its durable sinks: a host that
+-- polls the version every tick (to redraw a view only when the state
+-- changed) while it writes with sync = false committed every tick, as if
+-- sync were true. Since 0.38 the version tells the writer's carried groups
+-- without committing them (its last group is mixed in), so it still
+-- changes whenever runnel.inspect would read something new; runnel.inspect,
+-- which reads, still flushes first.
 local runnel = require "runnel"
 local H = require "helper"
 

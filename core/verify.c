@@ -549,6 +549,30 @@ static size_t outbox_marks(walk *w, MDB_cursor *cur, outbox_mark *out, size_t ca
   return n;
 }
 
+/* The files durable sinks' positions are in: meta "of:" name or "of#"
+ * hash, |u64 device|u64 inode| (outbox.c; since 0.38), each beside its
+ * sink's mark. One that does not read is taken as not recorded (the
+ * renamed file is then looked for by name): damage to report, not to
+ * refuse. */
+static void check_outbox_files(walk *w, MDB_cursor *cur)
+{
+  MDB_val k = { 2, (void *)"of" }, v, mv;
+  for (int mrc = mdb_cursor_get(cur, &k, &v, MDB_SET_RANGE);
+       mrc == 0 && k.mv_size >= 3 && memcmp(k.mv_data, "of", 2) == 0; mrc = mdb_cursor_get(cur, &k, &v, MDB_NEXT)) {
+    const char *key = k.mv_data;
+    if (key[2] != ':' && key[2] != '#') continue;
+    char name[600], label[1300];
+    snprintf(name, sizeof name, "%.*s", (int)(k.mv_size < 500 ? k.mv_size : 500), key);
+    if (key[2] == ':') rn_outbox_key_label(name + 3, label, sizeof label);
+    else snprintf(label, sizeof label, "durable sink of a name too long for a key (%s)", name);
+    if (v.mv_size != 16) damaged(w, "the file record of %s is not 16 bytes%s", label, "");
+    name[1] = 'd';
+    MDB_val mk = { strlen(name), name };
+    if (k.mv_size < 500 && mdb_get(w->txn, w->meta, &mk, &mv) == MDB_NOTFOUND)
+      damaged(w, "the file record of %s has no mark beside it%s", label, "");
+  }
+}
+
 /* Whether an outbox entry reads whole: a list of changes (after its
  * layout), each one rn_outbox_change takes, each row in it one msgpack
  * list and nothing after it (its columns' types need its relation's
@@ -740,6 +764,7 @@ static void check_catalogue(walk *w, int *relations)
   rn_zone_destroy(&z);
   check_orphans(w, cur);
   check_outbox(w, cur);
+  check_outbox_files(w, cur);
   rn_outbox_sinks_txn(w->txn, w->meta, note_undeclared_sink, w);
   check_records(w, cur);
   mdb_cursor_close(cur);

@@ -1,0 +1,158 @@
+/* test_ndjson_file26.c — the file an NDJSON path sink's mark position is
+ * in, recorded beside the mark (meta "of:", since 0.38): its device and
+ * inode, written with the mark and dropped with it; a record that does not
+ * read is taken as none (the renamed file is then looked for by name, as
+ * before 0.38) and runnel verify calls it damaged, as one left without
+ * its mark. The crash is a child that _exits without closing. */
+#include <limits.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "ndjson_stream_fixture.h"
+#include "raw_meta_fixture.h"
+#include "ndjson.h"
+#include "outbox.h"
+#include "runnel.h"
+#include "verify.h"
+
+static rn_pipeline *open_sink(const char *dir, const char *log, rn_rel **s)
+{
+  rn_pipeline *p = NULL;
+  rn_open_opts o = { 0 };
+  o.path = dir;
+  CHECK(rn_pipeline_open(&o, &p, NULL, 0) == 0);
+  static const rn_column_def cols[] = { { "k", "int", 0, NULL, 0, NULL }, { "pad", "string", 0, NULL, 0, NULL } };
+  CHECK(p && rn_declare_stream(p, "s", cols, 2, s) == 0);
+  CHECK(rn_ndjson_sink_path(p, *s, log, NULL, NULL) == 0);
+  return p;
+}
+
+static int count_lines(const char *path)
+{
+  FILE *f = fopen(path, "r");
+  int n = 0, c;
+  if (!f) return -1;
+  while ((c = fgetc(f)) != EOF) n += c == '\n';
+  fclose(f);
+  return n;
+}
+
+/* A child writes groups 1..3 to dir's sink on log and exits without
+ * closing: group 3's mark is not recorded. key: its "of:" record's key. */
+static void crash_after_three(const char *dir, const char *log, char *key, size_t n)
+{
+  fflush(NULL);
+  pid_t child = fork();
+  if (child == 0) {
+    rn_rel *s = NULL;
+    rn_pipeline *p = open_sink(dir, log, &s);
+    for (int k = 1; k <= 3; k++) CHECK(insert_row(p, s, k) == 0);
+    _exit(check_failed_now);
+  }
+  int status;
+  CHECK(waitpid(child, &status, 0) == child && WIFEXITED(status) && WEXITSTATUS(status) == 0);
+  char real[PATH_MAX];
+  CHECK(realpath(log, real) != NULL);
+  snprintf(key, n, RN_META_DURABLE_FILE RN_SINK_NDJSON "%s", real);
+}
+
+static int verify_says(const char *dir, char *out, size_t n)
+{
+  FILE *f = fmemopen(out, n, "w");
+  int rc = rn_verify(dir, f);
+  fclose(f);
+  return rc;
+}
+
+static void test_the_record_is_the_files_device_and_inode(void)
+{
+  char dir[] = "/tmp/runnel_file26_XXXXXX", log[64], key[PATH_MAX + 16], out[4096];
+  CHECK(mkdtemp(dir) != NULL);
+  snprintf(log, sizeof log, "%s/out.ndjson", dir);
+  crash_after_three(dir, log, key, sizeof key);
+  struct stat st;
+  CHECK(stat(log, &st) == 0);
+  uint64_t want[2] = { (uint64_t)st.st_dev, (uint64_t)st.st_ino }, got[2];
+  size_t len;
+  char *had = raw_get(dir, key, &len);
+  CHECK(had != NULL && len == sizeof got);
+  if (had && len == sizeof got) {
+    memcpy(got, had, sizeof got);
+    CHECK(!memcmp(got, want, sizeof got));
+  }
+  free(had);
+  CHECK(verify_says(dir, out, sizeof out) == 0);
+  CHECK(strstr(out, "(0 damaged, 0 notes)") != NULL);
+  cleanup(dir);
+}
+
+static void test_a_record_that_does_not_read_is_none_and_damage(void)
+{
+  char dir[] = "/tmp/runnel_file26_XXXXXX", log[64], moved[80], key[PATH_MAX + 16], out[4096];
+  CHECK(mkdtemp(dir) != NULL);
+  snprintf(log, sizeof log, "%s/out.ndjson", dir);
+  snprintf(moved, sizeof moved, "%s/out.ndjson.1", dir);
+  crash_after_three(dir, log, key, sizeof key);
+  raw_put(dir, key, "short", 5);
+  CHECK(verify_says(dir, out, sizeof out) != 0);
+  CHECK(strstr(out, "damaged: the file record of durable sink to ") != NULL);
+  CHECK(strstr(out, "out.ndjson is not 16 bytes") != NULL);
+  CHECK(rename(log, moved) == 0); /* found by its name, as before 0.38 */
+  rn_rel *s = NULL;
+  rn_pipeline *p = open_sink(dir, log, &s);
+  CHECK(insert_row(p, s, 4) == 0);
+  CHECK(rn_pipeline_close(p) == 0);
+  CHECK(count_lines(moved) == 3);
+  CHECK(count_lines(log) == 1); /* group 3 was found in out.ndjson.1 */
+  size_t len;
+  char *had = raw_get(dir, key, &len);
+  CHECK(had != NULL && len == 16); /* written whole again with the next mark */
+  free(had);
+  CHECK(verify_says(dir, out, sizeof out) == 0);
+  cleanup(dir);
+}
+
+static void test_a_record_without_its_mark_is_damage_and_drop_outbox_takes_both(void)
+{
+  char dir[] = "/tmp/runnel_file26_XXXXXX", log[64], key[PATH_MAX + 16], mark[PATH_MAX + 16], out[4096];
+  CHECK(mkdtemp(dir) != NULL);
+  snprintf(log, sizeof log, "%s/out.ndjson", dir);
+  crash_after_three(dir, log, key, sizeof key);
+  snprintf(mark, sizeof mark, "%s", key);
+  mark[1] = 'd';
+  size_t len;
+  char *m = raw_get(dir, mark, &len);
+  CHECK(m != NULL && len == 24);
+  MDB_txn *txn;
+  MDB_dbi meta;
+  MDB_env *env = raw_open(dir, &txn, &meta);
+  MDB_val k = { strlen(mark), mark };
+  CHECK(mdb_del(txn, meta, &k, NULL) == 0);
+  raw_close(env, txn);
+  CHECK(verify_says(dir, out, sizeof out) != 0);
+  CHECK(strstr(out, "has no mark beside it") != NULL);
+  raw_put(dir, mark, m, len); /* back, then dropped with its groups */
+  free(m);
+  rn_pipeline *p = NULL;
+  rn_open_opts o = { 0 };
+  o.path = dir;
+  CHECK(rn_pipeline_open(&o, &p, NULL, 0) == 0);
+  CHECK(p && rn_outbox_drop(p, mark + 3) == 0);
+  CHECK(rn_pipeline_close(p) == 0);
+  char *had = raw_get(dir, key, &len);
+  CHECK(had == NULL);
+  free(had);
+  cleanup(dir);
+}
+
+int main(void)
+{
+  RUN(test_the_record_is_the_files_device_and_inode);
+  RUN(test_a_record_that_does_not_read_is_none_and_damage);
+  RUN(test_a_record_without_its_mark_is_damage_and_drop_outbox_takes_both);
+  return CHECK_REPORT();
+}

@@ -599,12 +599,48 @@ static bool entry_whole(const MDB_val *v, msgpack_zone *z)
   return true;
 }
 
+/* The columns log sinks' waiting groups were committed with: meta "ol:"
+ * tag layout (hex), msgpack [relation, schema description] (outbox.c (11);
+ * since 0.37), each of a sink with a mark (n of them in marks; all when
+ * n < cap), each reading as such (a delivery of a group in that layout
+ * needs it). */
+static void check_outbox_layouts(walk *w, MDB_cursor *cur, const outbox_mark *marks, size_t n, size_t cap)
+{
+  size_t plen = RN_PREFIX_LEN(RN_META_DURABLE_LAYOUT);
+  MDB_val k = { plen, (void *)RN_META_DURABLE_LAYOUT }, v;
+  msgpack_zone z;
+  if (!rn_zone_init(&z, 1024)) { damaged(w, "%s: out of memory reading the outbox%s", w->path, ""); return; }
+  for (int mrc = mdb_cursor_get(cur, &k, &v, MDB_SET_RANGE);
+       mrc == 0 && k.mv_size >= plen && memcmp(k.mv_data, RN_META_DURABLE_LAYOUT, plen) == 0;
+       mrc = mdb_cursor_get(cur, &k, &v, MDB_NEXT)) {
+    char name[80], hex[17] = "";
+    snprintf(name, sizeof name, "%.*s", (int)(k.mv_size < 60 ? k.mv_size : 60), (const char *)k.mv_data);
+    if (k.mv_size != plen + 32) {
+      damaged(w, "the column record %s is not named by a sink and a layout%s", name, "");
+      continue;
+    }
+    memcpy(hex, (const char *)k.mv_data + plen, 16);
+    uint64_t tag = strtoull(hex, NULL, 16);
+    bool owned = n >= cap;
+    for (size_t i = 0; i < n && !owned; i++) owned = marks[i].tag == tag;
+    if (!owned) damaged(w, "the column record %s belongs to no durable sink's mark%s", name, "");
+    msgpack_object o;
+    size_t off = 0;
+    if (rn_unpack(v.mv_data, v.mv_size, &off, &z, &o) != MSGPACK_UNPACK_SUCCESS || off != v.mv_size ||
+        o.type != MSGPACK_OBJECT_ARRAY || o.via.array.size != 2 || o.via.array.ptr[0].type != MSGPACK_OBJECT_STR)
+      damaged(w, "the column record %s does not read as [relation, columns]%s", name, "");
+    msgpack_zone_clear(&z);
+  }
+  rn_zone_destroy(&z);
+}
+
 /* Every outbox entry belongs to a durable sink, waits (its seq is past the
  * sink's mark, not past the last group) and reads whole. */
 static void check_outbox(walk *w, MDB_cursor *meta_cur)
 {
   outbox_mark marks[256];
   size_t n = outbox_marks(w, meta_cur, marks, 256);
+  check_outbox_layouts(w, meta_cur, marks, n, 256);
   MDB_dbi dbi;
   if (mdb_dbi_open(w->txn, "outbox", 0, &dbi) != 0) return; /* no durable sink ever */
   MDB_cursor *cur;

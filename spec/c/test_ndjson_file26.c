@@ -3,7 +3,8 @@
  * inode, written with the mark and dropped with it; a record that does not
  * read is taken as none (the renamed file is then looked for by name, as
  * before 0.38) and runnel verify calls it damaged, as one left without
- * its mark. The crash is a child that _exits without closing. */
+ * its mark. runnel verify reads a log sink's column records ("ol:", 0.37)
+ * too. The crash is a child that _exits without closing. */
 #include <limits.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -149,10 +150,46 @@ static void test_a_record_without_its_mark_is_damage_and_drop_outbox_takes_both(
   cleanup(dir);
 }
 
+/* The first "ol:" record's key in dir into key (n bytes); false: none. */
+static bool first_layout_key(const char *dir, char *key, size_t n)
+{
+  MDB_txn *txn;
+  MDB_dbi meta;
+  MDB_env *env = raw_open(dir, &txn, &meta);
+  MDB_cursor *cur;
+  CHECK(mdb_cursor_open(txn, meta, &cur) == 0);
+  MDB_val k = { 3, (void *)RN_META_DURABLE_LAYOUT }, v;
+  bool found = mdb_cursor_get(cur, &k, &v, MDB_SET_RANGE) == 0 && k.mv_size < n &&
+               !memcmp(k.mv_data, RN_META_DURABLE_LAYOUT, 3);
+  if (found) snprintf(key, n, "%.*s", (int)k.mv_size, (const char *)k.mv_data);
+  mdb_cursor_close(cur);
+  raw_close(env, txn);
+  return found;
+}
+
+static void test_verify_reads_the_column_records(void)
+{
+  char dir[] = "/tmp/runnel_file26_XXXXXX", log[64], key[PATH_MAX + 16], ol[128], out[4096];
+  CHECK(mkdtemp(dir) != NULL);
+  snprintf(log, sizeof log, "%s/out.ndjson", dir);
+  crash_after_three(dir, log, key, sizeof key);
+  CHECK(first_layout_key(dir, ol, sizeof ol));
+  CHECK(strlen(ol) == 35);
+  raw_put(dir, ol, "\x92\x01", 2); /* [1, …] cut short */
+  CHECK(verify_says(dir, out, sizeof out) != 0);
+  CHECK(strstr(out, "does not read as [relation, columns]") != NULL);
+  memset(ol + 3, 'e', 16); /* a tag no sink has */
+  raw_put(dir, ol, "\x92\xa1s\x90", 4);
+  CHECK(verify_says(dir, out, sizeof out) != 0);
+  CHECK(strstr(out, "belongs to no durable sink's mark") != NULL);
+  cleanup(dir);
+}
+
 int main(void)
 {
   RUN(test_the_record_is_the_files_device_and_inode);
   RUN(test_a_record_that_does_not_read_is_none_and_damage);
   RUN(test_a_record_without_its_mark_is_damage_and_drop_outbox_takes_both);
+  RUN(test_verify_reads_the_column_records);
   return CHECK_REPORT();
 }

@@ -181,11 +181,16 @@ static int note_waiting(void *ctx, const rn_outbox_kept *k)
   const dropped_sinks *d = ctx;
   if (!k->groups || strcmp(k->relation, d->name) != 0) return 0;
   char shown[2048]; /* as a Lua string: the label may hold quotes (a table's name) */
+  /* a log (NDJSON, JetStream) delivers them in the columns they were
+   * committed with (outbox.c (11)); the others need those columns again */
+  bool log = !strncmp(k->key, RN_SINK_NDJSON, RN_PREFIX_LEN(RN_SINK_NDJSON)) ||
+             !strncmp(k->key, RN_SINK_JETSTREAM, RN_PREFIX_LEN(RN_SINK_JETSTREAM));
   return rn_evolve_note(d->p, "drop \"%s\": %llu group%s (%llu row%s) since group %llu still wait%s for its %s: "
-                        "%s declared again with its columns and the sink gets them, p:drop_outbox(%s) drops "
+                        "%s declared again %s and the sink gets them%s, p:drop_outbox(%s) drops "
                         "them", d->name, (unsigned long long)k->groups, k->groups == 1 ? "" : "s",
                         (unsigned long long)k->rows, k->rows == 1 ? "" : "s", (unsigned long long)k->since,
-                        k->groups == 1 ? "s" : "", k->label, d->name,
+                        k->groups == 1 ? "s" : "", k->label, d->name, log ? "(with any columns)" : "with its columns",
+                        log ? " as they were committed" : "",
                         rn_json_quote(shown, sizeof shown, k->shown, strlen(k->shown)));
 }
 

@@ -1196,17 +1196,17 @@ static int renamed_candidate(const char *file, uint64_t position, struct stat *s
   return -1;
 }
 
-/* The file renamed beside path (see "A file renamed while the state was
- * closed"), open for reading and cutting, or -1: in path's directory, a
- * renamed_candidate for position that is, with id, the file of that
- * device and inode under any other name; without, one named path's name
- * and a rotation's suffix, the latest modified of such. */
 static uint64_t file_length(int fd, uint64_t otherwise)
 {
   struct stat st;
   return fstat(fd, &st) == 0 ? (uint64_t)st.st_size : otherwise;
 }
 
+/* The file renamed beside path (see "A file renamed while the state was
+ * closed"), open for reading and cutting, or -1: in path's directory, a
+ * renamed_candidate for position that is, with id, the file of that
+ * device and inode under any other name; without, one named path's name
+ * and a rotation's suffix, the latest modified of such. */
 static int renamed_file(const char *path, uint64_t position, const uint64_t *id)
 {
   const char *slash = strrchr(path, '/');

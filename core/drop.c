@@ -183,7 +183,7 @@ static int note_waiting(void *ctx, const rn_outbox_kept *k)
   char shown[2048]; /* as a Lua string: the label may hold quotes (a table's name) */
   /* a log (NDJSON, JetStream) delivers them in the columns they were
    * committed with (outbox.c (11)); the others need those columns again */
-  bool log = !strncmp(k->key, RN_SINK_NDJSON, RN_PREFIX_LEN(RN_SINK_NDJSON)) ||
+  bool log = k->log || !strncmp(k->key, RN_SINK_NDJSON, RN_PREFIX_LEN(RN_SINK_NDJSON)) ||
              !strncmp(k->key, RN_SINK_JETSTREAM, RN_PREFIX_LEN(RN_SINK_JETSTREAM));
   return rn_evolve_note(d->p, "drop \"%s\": %llu group%s (%llu row%s) since group %llu still wait%s for its %s: "
                         "%s declared again %s and the sink gets them%s, p:drop_outbox(%s) drops "

@@ -479,7 +479,7 @@ int rn_flush_before_read(const char *dir, rn_err *e)
 uint64_t rn_carried_before_read(const char *dir)
 {
   rn_pipeline *p = carrying_writer(dir);
-  return p ? p->seq : 0;
+  return p ? p->stats.groups | 1ULL << 63 : 0; /* never repeats: carried groups lost free their seqs */
 }
 
 RN_API int rn_flush(rn_pipeline *p)

@@ -213,7 +213,7 @@ RN_API int rn_inspect(const char *path, rn_inspect_fn fn, void *ctx, rn_inspect_
  * (mdb_txn_id; every group, declaration and drop commits one), mixed with
  * its data.mdb's device, inode and modification time, since a state
  * removed and made again starts its ids again (it may even get the same
- * inode), and with the last group a writer of this process carries
+ * inode), and with a count of the groups a writer of this process carries
  * (sync = false), which rn_inspect would flush before it reads: told, not
  * flushed, so asking on every REPL line leaves the carried transaction
  * alone (0.37 flushed it each time). An unchanged value means rn_inspect

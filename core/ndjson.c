@@ -304,7 +304,10 @@ int rn_ndjson_line(const rn_schema *s, const char *row, size_t len, bool key_onl
  * Offsets are the file's own: lines go at the file's end (O_APPEND) and
  * the sink reads where they went, so a file cut shorter (logrotate's
  * copytruncate) between groups or while the state was closed is continued
- * at its new end, never padded with zeros nor cut further.
+ * at its new end, never padded with zeros nor cut further. A cut while the
+ * sink is open is seen before the next run, as a move is (renew): the
+ * mark takes the cut file's end in a transaction of its own before any
+ * line goes there (since 0.38).
  *
  * A file shorter than the position at open was cut after the mark: the
  * waiting groups written after the cut are somewhere in it, those written
@@ -902,6 +905,14 @@ static int search_group(nsink *s, uint64_t seq, rn_err *e)
  * file at check_at. 1: found whole there (not written again); 0: write it
  * (its first lines ended that file and were cut); else as search_group,
  * which then looks for it and the later groups in the path's file. */
+/* The renamed file let go (its flock with it) once no waiting group can be
+ * looked for there: the groups found there are kept for good. */
+static void drop_renamed(nsink *s)
+{
+  if (s->renamed_fd >= 0) close(s->renamed_fd);
+  s->renamed_fd = -1;
+}
+
 static int renamed_group(nsink *s, uint64_t seq, rn_err *e)
 {
   const char *group = s->lines.data + s->group_at;
@@ -915,6 +926,7 @@ static int renamed_group(nsink *s, uint64_t seq, rn_err *e)
       s->check_at += wn;
       s->kept = seq;
       s->lines.size = s->group_at;
+      if (seq >= s->check_upto) drop_renamed(s); /* the last that may be there */
       return 1;
     }
     cut = same > 0 && same == s->check_end - s->check_at;
@@ -941,6 +953,7 @@ static int nsink_commit(void *ctx, uint64_t seq, rn_err *e)
 {
   nsink *s = ctx;
   int rc = 0;
+  if (seq > s->check_upto) drop_renamed(s); /* the waiting groups before it had no lines for it */
   if (seq <= s->check_upto && s->renamed_fd >= 0) rc = renamed_group(s, seq, e);
   else if (seq <= s->check_upto && s->searching) rc = search_group(s, seq, e);
   else if (seq <= s->check_upto && s->tail_only) rc = own_tail(s, e);
@@ -1019,7 +1032,22 @@ static int nsink_renew(void *ctx, bool reopen, rn_err *e)
   nsink *s = ctx;
   struct stat open_st, path_st;
   if (s->fd < 0 || fstat(s->fd, &open_st) != 0) return 0;
-  if (stat(s->path, &path_st) == 0 && path_st.st_dev == open_st.st_dev && path_st.st_ino == open_st.st_ino) return 0;
+  if (stat(s->path, &path_st) == 0 && path_st.st_dev == open_st.st_dev && path_st.st_ino == open_st.st_ino) {
+    if ((uint64_t)open_st.st_size >= s->length) return 0;
+    /* cut shorter than its position while open (copytruncate): the mark
+     * takes the cut file's end before a line goes there, so a crash after
+     * the run finds the run's groups from there (before 0.38 the mark kept
+     * the position in the file before the cut, inside the lines written
+     * since, and they were written again) */
+    if (!reopen) return 1;
+    uint64_t size = (uint64_t)open_st.st_size;
+    s->length = s->tail_at = complete_length(s->fd, size);
+    s->check_end = size;
+    s->check_upto = 0; /* groups a crash left before the cut are not looked for after it */
+    s->searching = s->tail_only = false;
+    drop_renamed(s);
+    return 1;
+  }
   if (!reopen) return 1;
   if (fdatasync(s->fd) != 0 && errno != EINVAL)
     return rn_err_set(e, RN_EIO, "%s: ndjson: %s was moved or removed: syncing the lines written to it: %s",
@@ -1044,8 +1072,7 @@ static int nsink_renew(void *ctx, bool reopen, rn_err *e)
   close(s->fd); /* its lock goes with it */
   s->fd = fd;
   file_id(&st, s->fd_file);
-  if (s->renamed_fd >= 0) close(s->renamed_fd);
-  s->renamed_fd = -1;
+  drop_renamed(s);
   s->length = s->tail_at = s->check_end = (uint64_t)st.st_size;
   s->check_upto = 0; /* groups a crash left in the old file are not looked for in the new one */
   s->searching = s->tail_only = false;
@@ -1378,13 +1405,15 @@ int rn_ndjson_sink_path(rn_pipeline *p, rn_rel *rel, const char *path, const cha
   /* without a mark: a new sink, the groups before it are not its own */
   char *label = name + strlen(name) + 1; /* the file, not its key in the state */
   sprintf(label, "durable sink to %s", real);
-  /* while groups wait, the mark keeps its position and file (s->mark_file)
-   * until they are settled: a crash before then looks for them where the
-   * last one did, not at the new file's end */
-  bool waiting = m.found && m.delivered < p->seq;
+  /* waiting groups looked for in a renamed file: the mark keeps its
+   * position and file (s->mark_file) until they are settled, so a crash
+   * before then looks for them there again, not at the new file's end.
+   * Otherwise the position is in the file at the path (a file cut shorter
+   * than the mark is searched whole, and its end is where the groups not
+   * found go: a later check starts there) */
   rc = rn_outbox_sink_add_formatted(p, rel, name, label, false, &nsink_ops, s, free_nsink,
-                                    m.found ? m.delivered : p->seq, waiting ? m.position : s->length, fmt.data,
-                                    fmt.size);
+                                    m.found ? m.delivered : p->seq, s->renamed_fd >= 0 ? m.position : s->length,
+                                    fmt.data, fmt.size);
   msgpack_sbuffer_destroy(&fmt);
   free(name);
   /* the waiting groups were delivered (and checked) just now: a group the

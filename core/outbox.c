@@ -6,7 +6,7 @@
  *     meta "od:" name           |u64 seen|u64 delivered|u64 position|
  *     meta "oi:" name           msgpack [relation, [format bin …]]   (0.23; absent before)
  *     meta "ol:" tag layout     msgpack [relation, schema description]   (0.37; absent before)
- *     meta "of:" name           |u64 device|u64 inode|   (0.38; absent before)
+ *     meta "of:" name           |u64 device|u64 inode|u64 delivered|u64 position|   (0.38; absent before)
  *
  * (tag: a hash of the sink's name; rows are the relation's stored rows as
  * msgpack bin; layout: a hash of what decides how the relation's rows
@@ -159,7 +159,7 @@ typedef struct obsink {
   uint64_t position_marked; /* position as committed in the state (9: it moves within a group) */
   uint64_t synced;        /* the last group its output is on disk for: what a recorded mark may cover (3) */
   uint64_t position_synced; /* position after it */
-  outfile file, file_marking, file_marked, file_synced; /* the file position, … position_synced are in */
+  outfile file, file_synced; /* the file position, position_synced are in */
   bool remark;            /* it reopened its output (renew): its mark waits to be recorded before a run */
   uint64_t holds_told;    /* the group whose rebuild's changes it holds already (rn_log_own) */
   rn_err failure;         /* its last delivery failure (said when a close loses its groups, (6)) */
@@ -351,9 +351,11 @@ int rn_outbox_mark_read(rn_pipeline *p, const char *name, const char *label, rn_
     free(ik);
     char *fk = file_key(name, &klen);
     MDB_val f = { klen, fk };
-    if (fk && mdb_get(txn, p->store.meta, &f, &v) == 0 && v.mv_size == sizeof m->file) { /* else not known */
-      memcpy(m->file, v.mv_data, sizeof m->file);
-      m->has_file = true;
+    uint64_t fr[4];
+    if (fk && mdb_get(txn, p->store.meta, &f, &v) == 0 && v.mv_size == sizeof fr) { /* else not known */
+      memcpy(fr, v.mv_data, sizeof fr);
+      m->has_file = fr[2] == m->delivered && fr[3] == m->position; /* of this mark, not one before it */
+      memcpy(m->file, fr, sizeof m->file);
     }
     free(fk);
   }
@@ -428,21 +430,22 @@ static void sync_sink(rn_pipeline *p, obsink *s)
   s->file_synced = s->file;
 }
 
-/* Writes in txn the "of:" record of s's mark when the file its position
- * is in changed: after the mark, in the same transaction, so the two
- * always go together. */
+/* Writes in txn the "of:" record of s's mark (the file its position is
+ * in, with the mark's delivered and position: a runnel before 0.38 moves
+ * the mark and leaves the record, which then names another mark and is
+ * not taken), in the mark's transaction, so the two always go together. */
 static int write_file(rn_pipeline *p, obsink *s, MDB_txn *txn)
 {
-  const outfile *f = &s->file_synced, *was = &s->file_marked;
-  s->file_marking = *f;
-  if (f->known == was->known && (!f->known || !memcmp(f->id, was->id, sizeof f->id))) return 0;
+  const outfile *f = &s->file_synced;
+  if (!f->known) return 0;
   size_t klen;
   char *key = file_key(s->name, &klen);
   if (!key) return rn_err_set(&p->err, RN_ENOMEM, "out of memory");
-  MDB_val k = { klen, key }, v = { sizeof f->id, (void *)f->id };
-  int rc = f->known ? mdb_put(txn, p->store.meta, &k, &v, 0) : mdb_del(txn, p->store.meta, &k, NULL);
+  uint64_t r[4] = { f->id[0], f->id[1], s->synced, s->position_synced };
+  MDB_val k = { klen, key }, v = { sizeof r, r };
+  int rc = mdb_put(txn, p->store.meta, &k, &v, 0);
   free(key);
-  return rc && rc != MDB_NOTFOUND ? rn_store_fail(&p->err, rc, s->label) : 0;
+  return rc ? rn_store_fail(&p->err, rc, s->label) : 0;
 }
 
 /* ---- the columns waiting groups were committed with (11) ---- */
@@ -482,6 +485,20 @@ static int drop_layouts(MDB_txn *txn, MDB_dbi meta, uint64_t tag, const uint64_t
   return rc == MDB_NOTFOUND ? 0 : rc;
 }
 
+/* Whether the sink of tag has an "ol:" record: a log sink (11). */
+static bool has_layouts(MDB_txn *txn, MDB_dbi meta, uint64_t tag)
+{
+  char from[LAYOUT_KEY];
+  layout_key(tag, 0, from);
+  size_t plen = RN_PREFIX_LEN(RN_META_DURABLE_LAYOUT) + 16;
+  MDB_cursor *cur;
+  if (mdb_cursor_open(txn, meta, &cur)) return false;
+  MDB_val k = { plen, from }, v;
+  bool has = mdb_cursor_get(cur, &k, &v, MDB_SET_RANGE) == 0 && k.mv_size >= plen && !memcmp(k.mv_data, from, plen);
+  mdb_cursor_close(cur);
+  return has;
+}
+
 /* Writes s's record (seen, its delivered mark) in txn and deletes the
  * entries the mark newly covers; a synced state syncs the sink first, and
  * the mark covers only what is synced (3). */
@@ -515,21 +532,11 @@ static int write_mark(rn_pipeline *p, rn_outbox *ob, obsink *s, MDB_txn *txn, ui
   return 0;
 }
 
-/* The record written in the open transaction is dropped with it: the state's
- * is the one committed before. */
-static void unmark(obsink *s)
-{
-  s->marking = s->marked;
-  s->position_marking = s->position_marked;
-  s->file_marking = s->file_marked;
-}
-
 /* The record written in the transaction that just committed is the state's. */
 static void mark_committed(obsink *s)
 {
   s->marked = s->marking;
   s->position_marked = s->position_marking;
-  s->file_marked = s->file_marking;
   if (s->olds_upto && s->marked >= s->olds_upto) s->olds_upto = 0; /* its other layouts' records are gone (11) */
 }
 
@@ -644,7 +651,7 @@ int rn_outbox_replay(rn_pipeline *p)
     if (!e->committed && e->sink->name) rc = put_entry(p, ob, e->sink, e->seq, e->data, e->len);
   for (int i = 0; i < ob->n && !rc; i++) {
     obsink *s = ob->sinks[i];
-    unmark(s);
+    s->marking = s->marked;
     if (s->name) rc = write_mark(p, ob, s, p->store.wtxn, p->seq);
   }
   return rc;
@@ -654,7 +661,7 @@ void rn_outbox_forget(rn_pipeline *p)
 {
   if (!p->outbox) return;
   drop_uncommitted(p->outbox, 0);
-  for (int i = 0; i < p->outbox->n; i++) unmark(p->outbox->sinks[i]);
+  for (int i = 0; i < p->outbox->n; i++) p->outbox->sinks[i]->marking = p->outbox->sinks[i]->marked;
 }
 
 /* ---- delivery (2, 4) ---- */
@@ -1677,14 +1684,15 @@ int rn_outbox_sinks_txn(MDB_txn *txn, MDB_dbi meta, rn_outbox_kept_fn fn, void *
     info_read(txn, meta, ikey, k.mv_size, rel, sizeof rel, fmts, 0, &flen);
     if (rel[0]) snprintf(shown, sizeof shown, "%s: %s", rel, label);
     else snprintf(shown, sizeof shown, "%s", label);
-    rn_outbox_kept kept = { key[2] == ':' ? name : whole, label, rel, shown, r[0], r[1], 0, 0, 0, false };
+    uint64_t tag = key[2] == ':' ? rn_hash64(key + 3, k.mv_size - 3) : strtoull(name, NULL, 16);
+    rn_outbox_kept kept = { key[2] == ':' ? name : whole, label, rel, shown, r[0], r[1], 0, 0, 0, false,
+                            has_layouts(txn, meta, tag) };
     if (rel[0]) {
       char rk[RN_NAME_MAX + 8];
       int rl = snprintf(rk, sizeof rk, RN_META_RELATION "%s", rel);
       MDB_val relk = { (size_t)rl, rk }, relv;
       kept.relation_gone = mdb_get(txn, meta, &relk, &relv) != 0;
     }
-    uint64_t tag = key[2] == ':' ? rn_hash64(key + 3, k.mv_size - 3) : strtoull(name, NULL, 16);
     char from[16];
     put_be64(from, tag);
     put_be64(from + 8, r[1] + 1);

@@ -58,7 +58,8 @@ typedef struct rn_outbox_mark {
   unsigned char formats[2048]; /* the formats its output after the mark may be in, as recorded:
                              a msgpack array of bin (rn_outbox_sink_add_formatted) */
   size_t formats_len;     /* 0: none recorded (a state before 0.23, or a sink without formats) */
-  bool has_file;          /* the file its position is in was recorded ("of:"; since 0.38) */
+  bool has_file;          /* the file its position is in was recorded ("of:"; since 0.38) with this very
+                             mark (a runnel before 0.38 moves the mark and leaves the record: not taken) */
   uint64_t file[2];       /* that file's device and inode */
 } rn_outbox_mark;
 
@@ -172,6 +173,8 @@ typedef struct rn_outbox_kept {
   uint64_t groups, rows;  /* the groups waiting for it (entries after the mark), their changes */
   uint64_t since;         /* the first of them; 0: none */
   bool relation_gone;     /* its relation is recorded and is not in the catalogue */
+  bool log;               /* a log sink (NDJSON, JetStream: it records its columns, "ol:"): its waiting groups
+                             go out in the columns they were committed with */
 } rn_outbox_kept;
 typedef int (*rn_outbox_kept_fn)(void *ctx, const rn_outbox_kept *k);
 /* fn once per record of meta in txn, in key order (a nonzero return stops

@@ -481,9 +481,10 @@ int rn_group_write_back_idle(rn_pipeline *p);
  * nothing: the read holds the groups LMDB holds. 0, or rn_flush's code
  * with its message in *e. */
 int rn_flush_before_read(const char *dir, rn_err *e);
-/* The last group of the pipeline rn_flush_before_read would flush for dir
- * (this process's writer of dir, between groups, carrying groups), or 0:
- * what a read would flush first, told without flushing (rn_state_version). */
+/* A count of the groups of the pipeline rn_flush_before_read would flush
+ * for dir (this process's writer of dir, between groups, carrying groups;
+ * it grows with each, never repeats), or 0: what a read would flush
+ * first, told without flushing (rn_state_version). */
 uint64_t rn_carried_before_read(const char *dir);
 /* Records a source change for replay, then emits it with the record's copy
  * of its new row (c->row need only last until the call). */

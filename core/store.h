@@ -160,7 +160,8 @@
                                        (outbox.c); "oi#" hash for a name too long for a key */
 #define RN_META_DURABLE_INFO_HASHED "oi#"
 #define RN_META_DURABLE_FILE "of:"  /* the file a durable sink's mark position is in: |u64 device|u64 inode|
-                                       (outbox.c; NDJSON path sinks; 0.38, absent before); "of#" hash as "od#" */
+                                       u64 delivered|u64 position| (the mark it goes with) (outbox.c; NDJSON
+                                       path sinks; 0.38, absent before); "of#" hash as "od#" */
 #define RN_META_DURABLE_LAYOUT "ol:" /* the columns a log sink's waiting rows were committed with: "ol:" tag layout,
                                        msgpack [relation, schema description] (outbox.c (11); 0.37) */
 /* Durable sinks' names (the sink part of "od:" sink). */

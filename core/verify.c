@@ -550,10 +550,12 @@ static size_t outbox_marks(walk *w, MDB_cursor *cur, outbox_mark *out, size_t ca
 }
 
 /* The files durable sinks' positions are in: meta "of:" name or "of#"
- * hash, |u64 device|u64 inode| (outbox.c; since 0.38), each beside its
- * sink's mark. One that does not read is taken as not recorded (the
- * renamed file is then looked for by name): damage to report, not to
- * refuse. */
+ * hash, |u64 device|u64 inode|u64 delivered|u64 position| (outbox.c;
+ * since 0.38), each beside its sink's mark. One that does not read is
+ * taken as not recorded (the renamed file is then looked for by name):
+ * damage to report, not to refuse. One without its mark (a runnel before
+ * 0.38 dropped the sink's groups) or of another mark (one before 0.38
+ * moved it) is never taken: a note. */
 static void check_outbox_files(walk *w, MDB_cursor *cur)
 {
   MDB_val k = { 2, (void *)"of" }, v, mv;
@@ -565,11 +567,22 @@ static void check_outbox_files(walk *w, MDB_cursor *cur)
     snprintf(name, sizeof name, "%.*s", (int)(k.mv_size < 500 ? k.mv_size : 500), key);
     if (key[2] == ':') rn_outbox_key_label(name + 3, label, sizeof label);
     else snprintf(label, sizeof label, "durable sink of a name too long for a key (%s)", name);
-    if (v.mv_size != 16) damaged(w, "the file record of %s is not 16 bytes%s", label, "");
+    uint64_t r[4], m[3];
+    if (v.mv_size != sizeof r) { damaged(w, "the file record of %s is not 32 bytes%s", label, ""); continue; }
+    memcpy(r, v.mv_data, sizeof r);
     name[1] = 'd';
     MDB_val mk = { strlen(name), name };
-    if (k.mv_size < 500 && mdb_get(w->txn, w->meta, &mk, &mv) == MDB_NOTFOUND)
-      damaged(w, "the file record of %s has no mark beside it%s", label, "");
+    int got = k.mv_size < 500 ? mdb_get(w->txn, w->meta, &mk, &mv) : -1;
+    const char *why = got == MDB_NOTFOUND ? "has no mark beside it" : NULL;
+    if (got == 0 && mv.mv_size == sizeof m) { /* a mark of another size: outbox_marks says it */
+      memcpy(m, mv.mv_data, sizeof m);
+      if (m[1] != r[2] || m[2] != r[3]) why = "is of another mark than its sink's";
+    }
+    if (why) {
+      fprintf(w->out, "note: the file record of %s %s (a runnel before 0.38 moved or dropped the mark): not taken\n",
+              label, why);
+      w->notes++;
+    }
   }
 }
 

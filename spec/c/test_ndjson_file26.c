@@ -1,9 +1,11 @@
 /* test_ndjson_file26.c — the file an NDJSON path sink's mark position is
  * in, recorded beside the mark (meta "of:", since 0.38): its device and
- * inode, written with the mark and dropped with it; a record that does not
- * read is taken as none (the renamed file is then looked for by name, as
- * before 0.38) and runnel verify calls it damaged, as one left without
- * its mark. runnel verify reads a log sink's column records ("ol:", 0.37)
+ * inode with the mark's delivered and position, written with the mark and
+ * dropped with it; a record that does not read is taken as none (the
+ * renamed file is then looked for by name, as before 0.38) and runnel
+ * verify calls it damaged; one of another mark (a runnel before 0.38 moved
+ * the mark and left it) or without its mark (one before 0.38 dropped the
+ * sink's groups) is not taken, and verify notes it. runnel verify reads a log sink's column records ("ol:", 0.37)
  * too. The crash is a child that _exits without closing. */
 #include <limits.h>
 #include <stdint.h>
@@ -77,15 +79,22 @@ static void test_the_record_is_the_files_device_and_inode(void)
   crash_after_three(dir, log, key, sizeof key);
   struct stat st;
   CHECK(stat(log, &st) == 0);
-  uint64_t want[2] = { (uint64_t)st.st_dev, (uint64_t)st.st_ino }, got[2];
-  size_t len;
-  char *had = raw_get(dir, key, &len);
-  CHECK(had != NULL && len == sizeof got);
-  if (had && len == sizeof got) {
+  char mark[PATH_MAX + 16];
+  snprintf(mark, sizeof mark, "%s", key);
+  mark[1] = 'd';
+  size_t len, mlen;
+  char *had = raw_get(dir, key, &len), *m = raw_get(dir, mark, &mlen);
+  uint64_t got[4], r[3];
+  CHECK(had != NULL && len == sizeof got && m != NULL && mlen == sizeof r);
+  if (had && len == sizeof got && m && mlen == sizeof r) {
     memcpy(got, had, sizeof got);
-    CHECK(!memcmp(got, want, sizeof got));
+    memcpy(r, m, sizeof r);
+    CHECK(got[0] == (uint64_t)st.st_dev && got[1] == (uint64_t)st.st_ino);
+    CHECK(got[2] == r[1] && got[3] == r[2]); /* the mark's delivered and position */
+    CHECK(r[1] == 2);                        /* group 3's mark was not recorded */
   }
   free(had);
+  free(m);
   CHECK(verify_says(dir, out, sizeof out) == 0);
   CHECK(strstr(out, "(0 damaged, 0 notes)") != NULL);
   cleanup(dir);
@@ -101,7 +110,7 @@ static void test_a_record_that_does_not_read_is_none_and_damage(void)
   raw_put(dir, key, "short", 5);
   CHECK(verify_says(dir, out, sizeof out) != 0);
   CHECK(strstr(out, "damaged: the file record of durable sink to ") != NULL);
-  CHECK(strstr(out, "out.ndjson is not 16 bytes") != NULL);
+  CHECK(strstr(out, "out.ndjson is not 32 bytes") != NULL);
   CHECK(rename(log, moved) == 0); /* found by its name, as before 0.38 */
   rn_rel *s = NULL;
   rn_pipeline *p = open_sink(dir, log, &s);
@@ -111,13 +120,13 @@ static void test_a_record_that_does_not_read_is_none_and_damage(void)
   CHECK(count_lines(log) == 1); /* group 3 was found in out.ndjson.1 */
   size_t len;
   char *had = raw_get(dir, key, &len);
-  CHECK(had != NULL && len == 16); /* written whole again with the next mark */
+  CHECK(had != NULL && len == 32); /* written whole again with the next mark */
   free(had);
   CHECK(verify_says(dir, out, sizeof out) == 0);
   cleanup(dir);
 }
 
-static void test_a_record_without_its_mark_is_damage_and_drop_outbox_takes_both(void)
+static void test_a_record_without_its_mark_is_a_note_and_drop_outbox_takes_both(void)
 {
   char dir[] = "/tmp/runnel_file26_XXXXXX", log[64], key[PATH_MAX + 16], mark[PATH_MAX + 16], out[4096];
   CHECK(mkdtemp(dir) != NULL);
@@ -134,8 +143,9 @@ static void test_a_record_without_its_mark_is_damage_and_drop_outbox_takes_both(
   MDB_val k = { strlen(mark), mark };
   CHECK(mdb_del(txn, meta, &k, NULL) == 0);
   raw_close(env, txn);
-  CHECK(verify_says(dir, out, sizeof out) != 0);
-  CHECK(strstr(out, "has no mark beside it") != NULL);
+  verify_says(dir, out, sizeof out); /* damaged: group 3's entry has no sink now */
+  CHECK(strstr(out, "note: the file record of durable sink to ") != NULL);
+  CHECK(strstr(out, "has no mark beside it (a runnel before 0.38 moved or dropped the mark): not taken") != NULL);
   raw_put(dir, mark, m, len); /* back, then dropped with its groups */
   free(m);
   rn_pipeline *p = NULL;
@@ -147,6 +157,39 @@ static void test_a_record_without_its_mark_is_damage_and_drop_outbox_takes_both(
   char *had = raw_get(dir, key, &len);
   CHECK(had == NULL);
   free(had);
+  cleanup(dir);
+}
+
+/* A runnel before 0.38 moves the mark and leaves the record: the record
+ * then names another mark (here: its delivered changed) and is not taken.
+ * The file renamed to a name no rotation gives is then not found (the
+ * name rule of 0.37): its group is written again. */
+static void test_a_record_of_another_mark_is_not_taken(void)
+{
+  char dir[] = "/tmp/runnel_file26_XXXXXX", log[64], moved[80], key[PATH_MAX + 16], out[4096];
+  CHECK(mkdtemp(dir) != NULL);
+  snprintf(log, sizeof log, "%s/out.ndjson", dir);
+  snprintf(moved, sizeof moved, "%s/out.ndjson.old", dir);
+  crash_after_three(dir, log, key, sizeof key);
+  size_t len;
+  char *had = raw_get(dir, key, &len);
+  CHECK(had != NULL && len == 32);
+  if (had && len == 32) {
+    uint64_t r[4];
+    memcpy(r, had, sizeof r);
+    r[2] = 1; /* the mark it went with said group 1 */
+    raw_put(dir, key, r, sizeof r);
+  }
+  free(had);
+  CHECK(verify_says(dir, out, sizeof out) == 0);
+  CHECK(strstr(out, "is of another mark than its sink's") != NULL);
+  CHECK(rename(log, moved) == 0);
+  rn_rel *s = NULL;
+  rn_pipeline *p = open_sink(dir, log, &s);
+  CHECK(insert_row(p, s, 4) == 0);
+  CHECK(rn_pipeline_close(p) == 0);
+  CHECK(count_lines(moved) == 3);
+  CHECK(count_lines(log) == 2); /* group 3 again, then 4: the record was not taken */
   cleanup(dir);
 }
 
@@ -189,7 +232,8 @@ int main(void)
 {
   RUN(test_the_record_is_the_files_device_and_inode);
   RUN(test_a_record_that_does_not_read_is_none_and_damage);
-  RUN(test_a_record_without_its_mark_is_damage_and_drop_outbox_takes_both);
+  RUN(test_a_record_without_its_mark_is_a_note_and_drop_outbox_takes_both);
+  RUN(test_a_record_of_another_mark_is_not_taken);
   RUN(test_verify_reads_the_column_records);
   return CHECK_REPORT();
 }

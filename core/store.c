@@ -390,6 +390,7 @@ int rn_store_open(rn_store *s, const char *path, bool nosync, bool writemap, siz
   MDB_envinfo info;
   mdb_env_info(s->env, &info);
   s->mapsize = info.me_mapsize;
+  s->readers_checked = info.me_last_pgno;
   if (open_catalogue(s, e)) {
     rn_store_close(s);
     return e->code;
@@ -497,14 +498,12 @@ int rn_store_grow(rn_store *s, rn_err *e)
 /* Doubles the map while more than half of it is used: LMDB cannot grow it
  * inside a transaction, so growth happens before each group starts (and, if
  * a group fills it all the same, group.c grows it and replays the group). */
-static int grow_if_needed(rn_store *s, rn_err *e)
+static int grow_if_needed(rn_store *s, const MDB_envinfo *info, rn_err *e)
 {
-  MDB_envinfo info;
   MDB_stat st;
-  mdb_env_info(s->env, &info);
   mdb_env_stat(s->env, &st);
-  size_t used = (info.me_last_pgno + 1) * (size_t)st.ms_psize;
-  if (used * 2 < info.me_mapsize) return 0;
+  size_t used = (info->me_last_pgno + 1) * (size_t)st.ms_psize;
+  if (used * 2 < info->me_mapsize) return 0;
   int rc = rn_store_grow(s, e);
   if (rc == RN_EFULL && !s->unmapped) { /* refused (the address space): a group that fits still goes */
     rn_err_clear(e);
@@ -513,9 +512,27 @@ static int grow_if_needed(rn_store *s, rn_err *e)
   return rc;
 }
 
+/* A reader killed inside its read transaction (kill -9) leaves its slot in
+ * lock.mdb naming the snapshot it read, and LMDB then reuses no page freed
+ * since: for as long as this writer lives (its open clears dead slots, and
+ * a full table does, but nothing else) the file would grow with every
+ * commit. So whenever the file has grown since the last look, the slots of
+ * dead processes are cleared before the next write transaction: a few
+ * system calls (one per other reading process), only while it grows. */
+static void reclaim_dead_readers(rn_store *s, const MDB_envinfo *info)
+{
+  if (info->me_last_pgno <= s->readers_checked) return;
+  int dead;
+  mdb_reader_check(s->env, &dead);
+  s->readers_checked = info->me_last_pgno;
+}
+
 int rn_store_begin(rn_store *s, rn_err *e)
 {
-  int rc = grow_if_needed(s, e);
+  MDB_envinfo info;
+  mdb_env_info(s->env, &info);
+  reclaim_dead_readers(s, &info);
+  int rc = grow_if_needed(s, &info, e);
   if (rc) return rc;
   rc = rn_store_txn(s->env, 0, &s->wtxn);
   if (rc) return rn_store_fail(e, rc, "beginning a group");

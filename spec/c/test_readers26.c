@@ -28,9 +28,10 @@ static const char *const key[] = { "k" };
 /* {"k": k, "v": <VLEN bytes starting with tag in ten digits>} */
 static int put(rn_pipeline *p, rn_rel *t, int k, unsigned tag)
 {
-  static char map[8 + 3 + 2 + VLEN];
+  static char map[10 + 3 + 2 + VLEN];
   size_t n = 0;
-  map[n++] = (char)0x82, map[n++] = (char)0xa1, map[n++] = 'k', map[n++] = (char)k; /* k < 128 */
+  map[n++] = (char)0x82, map[n++] = (char)0xa1, map[n++] = 'k';
+  map[n++] = (char)0xd1, map[n++] = (char)(k >> 8), map[n++] = (char)k; /* int 16 */
   map[n++] = (char)0xa1, map[n++] = 'v', map[n++] = (char)0xda;
   map[n++] = (char)(VLEN >> 8), map[n++] = (char)(VLEN & 0xff);
   memset(map + n, 'a' + (int)(tag % 26), VLEN);
@@ -425,6 +426,101 @@ static void test_snapshot_survives_a_killed_writer_and_the_next(void)
   remove_state(dir);
 }
 
+/* ---- a reader whose address space is limited ---------------------------
+ * Under a limit on its address space (ulimit -v) a reader's environment
+ * maps only the map data.mdb records when it opens. The writer, in another
+ * process, grows the state past it: every read of the long-lived reader
+ * failed with "MDB_MAP_RESIZED: Database contents grew beyond environment
+ * mapsize", its attach and rn_inspect alike, until it closed them all. */
+#include <sys/resource.h>
+
+static long vm_size(void) /* this process's address space, bytes */
+{
+  FILE *f = fopen("/proc/self/status", "r");
+  char line[256];
+  long kb = 0;
+  while (f && fgets(line, sizeof line, f))
+    if (strncmp(line, "VmSize:", 7) == 0) kb = atol(line + 7);
+  if (f) fclose(f);
+  return kb * 1024;
+}
+
+/* The limited reader's rn_inspect callback: at its first call (a read
+ * transaction live) it says so and waits for the growth; a read of the
+ * attach then cannot map the new size under it, and says what to do. */
+typedef struct limited { rn_attached *a; int go, said, calls; char msg[1024]; } limited;
+
+static int read_under_inspect(void *ctx, const rn_inspect_relation *rel)
+{
+  limited *l = ctx;
+  (void)rel;
+  if (l->calls++) return 0;
+  char c = 'i';
+  if (write(l->said, &c, 1) != 1 || read(l->go, &c, 1) != 1) return 1;
+  rn_err e = { 0 };
+  int n = 0;
+  if (rn_attach_each(l->a, fixture_count_row, &n, &e) == 0) return 2; /* the map moved under the live read? */
+  memcpy(l->msg, e.msg, sizeof l->msg < sizeof e.msg ? sizeof l->msg : sizeof e.msg);
+  l->msg[sizeof l->msg - 1] = 0;
+  return 0;
+}
+
+/* The limited reader: attaches "m", says how many rows it read, reads
+ * inside rn_inspect across the growth (refused, saying why), then again
+ * (and rn_inspect too); exit 0 when the reads after it read every row. */
+static int limited_reader(const char *dir, int go, int said)
+{
+  struct rlimit lim = { (rlim_t)(vm_size() + (64L << 20)), (rlim_t)(vm_size() + (64L << 20)) };
+  if (setrlimit(RLIMIT_AS, &lim) != 0) return 1;
+  rn_attached *a = NULL;
+  rn_err e = { 0 };
+  if (rn_attach(dir, "m", NULL, &a, &e)) return fprintf(stderr, "  attach: %s\n", e.msg), 2;
+  char c = (char)rows(a);
+  if (write(said, &c, 1) != 1) return 3;
+  limited l = { a, go, said, 0, "" };
+  rn_inspect_state st;
+  char err[512] = "";
+  if (rn_inspect(dir, read_under_inspect, &l, &st, err, sizeof err)) return fprintf(stderr, "  inspect: %s\n", err), 4;
+  if (!strstr(l.msg, "attach m: MDB_MAP_RESIZED: the state grew past the map this process's readers have, and a "
+              "read of it is still open in this process"))
+    return fprintf(stderr, "  under inspect: %s\n", l.msg), 5;
+  int n = rows(a);
+  if (rn_inspect(dir, NULL, NULL, &st, err, sizeof err)) return fprintf(stderr, "  inspect: %s\n", err), 6;
+  rn_attach_close(a);
+  if (n != 2000 + 100) return fprintf(stderr, "  rows after the growth: %d\n", n), 7;
+  return st.seq >= 2 ? 0 : 8;
+}
+
+static int fill_m(const char *dir, int from, int n)
+{
+  rn_open_opts o = { .path = dir, .map_size = 1 << 20 };
+  rn_column_def mcols[] = { { .name = "k", .type = "int" }, { .name = "v", .type = "string" } };
+  rn_pipeline *p = NULL;
+  rn_rel *m = NULL;
+  if (rn_pipeline_open(&o, &p, NULL, 0) || rn_declare_table(p, "m", mcols, 2, key, 1, &m) || rn_begin(p)) return -1;
+  for (int k = from; k < from + n; k++)
+    if (put(p, m, k, (unsigned)k)) return -1;
+  return rn_commit(p) || rn_pipeline_close(p) ? -1 : 0;
+}
+
+static void test_limited_reader_follows_a_growing_map(void)
+{
+  const char *pre = getenv("LD_PRELOAD");
+  if (pre && strstr(pre, "vgpreload")) return; /* valgrind maps for its client itself: RLIMIT_AS does not hold */
+  char dir[] = "/tmp/rn_limited26_XXXXXX";
+  CHECK(mkdtemp(dir) != NULL);
+  CHECK(fill_m(dir, 0, 100) == 0); /* the file records a map of 1 MiB */
+  helper r = start_helper(limited_reader, dir);
+  char c = 0;
+  CHECK(r.pid > 0 && read(r.said, &c, 1) == 1 && c == 100);
+  CHECK(read(r.said, &c, 1) == 1 && c == 'i'); /* inside rn_inspect */
+  CHECK(fill_m(dir, 100, 2000) == 0); /* about 4 MiB of rows: the map doubles past the reader's */
+  CHECK(write(r.go, &c, 1) == 1);
+  int status = helper_end(&r, false);
+  CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+  remove_state(dir);
+}
+
 int main(void)
 {
   signal(SIGPIPE, SIG_IGN);
@@ -433,5 +529,6 @@ int main(void)
   RUN(test_reads_see_whole_groups_written_back);
   RUN(test_reads_see_whole_groups_while_the_map_grows);
   RUN(test_snapshot_survives_a_killed_writer_and_the_next);
+  RUN(test_limited_reader_follows_a_growing_map);
   return CHECK_REPORT();
 }

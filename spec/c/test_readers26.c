@@ -176,14 +176,14 @@ static int see_row(void *ctx, uint64_t id, const char *row, size_t len)
   return 0;
 }
 
-typedef struct writer_opts { int write_back, carry_groups; size_t map_size; } writer_opts;
+typedef struct writer_opts { int write_back, carry_groups, writemap; size_t map_size; } writer_opts;
 
 /* The child: groups until the parent closes its end of stop (or 200,000);
  * exit 0 when every call did what it should. */
 static int write_moves(const char *dir, const writer_opts *wo, int ready, int stop)
 {
   rn_open_opts o = { .path = dir, .nosync = 1, .carry_groups = wo->carry_groups, .write_back = wo->write_back,
-                     .map_size = wo->map_size };
+                     .writemap = wo->writemap, .map_size = wo->map_size };
   rn_pipeline *p = NULL;
   rn_rel *m = NULL;
   if (rn_pipeline_open(&o, &p, NULL, 0)) return 1;
@@ -297,6 +297,7 @@ static void test_reads_see_whole_groups_written_back(void)
 static void test_reads_see_whole_groups_while_the_map_grows(void)
 {
   moves_read_whole(&(writer_opts){ .carry_groups = 64, .map_size = 64 * 1024 }, 100);
+  moves_read_whole(&(writer_opts){ .carry_groups = 8, .writemap = 1, .map_size = 256 * 1024 }, 100);
 }
 
 /* ---- a snapshot across a killed writer and the next ---------------------

@@ -98,6 +98,8 @@ RN_API int rn_state_copy(const char *path, const char *dest, char *errbuf, size_
   if (rn_flush_before_read(path, &e)) return copy_fail(errbuf, errlen, e.code, "%s", e.msg);
   MDB_env *env = NULL;
   if (rn_envs_read(path, &env, &e)) return copy_fail(errbuf, errlen, e.code, "%s", e.msg);
+  MDB_txn *adopt = NULL; /* the map taken again if the writer grew it (rn_store_txn): LMDB's copy begins its own */
+  if (rn_store_txn(env, MDB_RDONLY, &adopt) == 0) mdb_txn_abort(adopt);
   const char *what = NULL;
   int rc = copy_into(env, dest, rn_store_file_map(path), &what);
   rn_envs_read_done(env);

@@ -30,6 +30,10 @@ const char *rn_store_strerror(int rc)
     return "MDB_READERS_FULL: Environment maxreaders limit reached: too many reads open at once (LMDB has 126 "
            "reader slots a state unless opened with max_readers, shared by its processes): close the cursors, rows() "
            "iterations and attachments left open";
+  if (rc == MDB_MAP_RESIZED) /* adopt_map could not take the new size */
+    return "MDB_MAP_RESIZED: the state grew past the map this process's readers have, and a read of it is still open "
+           "in this process or the address space has no room for the larger one (ulimit -v): end the reads still "
+           "open (an rn_inspect callback, a cursor) and read again";
   return mdb_strerror(rc);
 }
 
@@ -186,13 +190,74 @@ static int lock_writer(rn_store *s, rn_err *e)
   return rc;
 }
 
+/* A reader's environment maps what its open could (envs.c: up to 1 TiB of
+ * address space, or under a limit on it only the map its data.mdb then
+ * recorded). When the writer, in another process, grows the state past
+ * that, LMDB refuses every read transaction (MDB_MAP_RESIZED) until the
+ * environment maps the new size. LMDB unmaps the old map to do so, which a
+ * read transaction of this process, or a begin in another thread (it
+ * reads the meta pages through the map), may be using: read transactions
+ * begin under begin_lock's read side, and the map is taken again under
+ * its write side, only while no read transaction of this process is live
+ * in the environment's reader table. */
+static pthread_rwlock_t begin_lock = PTHREAD_RWLOCK_INITIALIZER;
+
+/* mdb_reader_list's lines, "%10d %zx %s\n" (pid, thread, txnid or "-"):
+ * counts this process's slots whose transaction is live. */
+static int own_live_slot(const char *msg, void *ctx)
+{
+  long pid;
+  size_t thread;
+  char txnid[32];
+  if (sscanf(msg, "%ld %zx %31s", &pid, &thread, txnid) == 3 && pid == (long)getpid() && strcmp(txnid, "-") != 0)
+    ++*(int *)ctx;
+  return 0;
+}
+
+/* env maps the size the state's newest meta page records (0: done). The
+ * new size is first reserved as bare address space and let go: LMDB's
+ * remap, once it has unmapped the old map, then finds room for the new
+ * one (else it would leave the environment without a map). */
+static int adopt_map(MDB_env *env)
+{
+  unsigned flags;
+  const char *dir;
+  MDB_envinfo info;
+  MDB_stat st;
+  if (mdb_env_get_flags(env, &flags) || !(flags & MDB_RDONLY) || (flags & MDB_NOLOCK) || mdb_env_get_path(env, &dir))
+    return MDB_MAP_RESIZED; /* a writer's own, or open_beside's (its reads are in no table): not taken again here */
+  pthread_rwlock_wrlock(&begin_lock);
+  int live = 0, rc = MDB_MAP_RESIZED;
+  mdb_reader_list(env, own_live_slot, &live);
+  mdb_env_info(env, &info);
+  mdb_env_stat(env, &st);
+  size_t want = (size_t)rn_store_file_map(dir), least = (info.me_last_pgno + 1) * (size_t)st.ms_psize;
+  if (want < least) want = least;
+  void *room = live || want <= info.me_mapsize ? MAP_FAILED
+             : mmap(NULL, want, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  if (room != MAP_FAILED) {
+    munmap(room, want);
+    rc = mdb_env_set_mapsize(env, want);
+  }
+  pthread_rwlock_unlock(&begin_lock);
+  return rc;
+}
+
 int rn_store_txn(MDB_env *env, unsigned flags, MDB_txn **txn)
 {
+  bool read_only = flags & MDB_RDONLY;
+  if (read_only) pthread_rwlock_rdlock(&begin_lock);
   int rc = mdb_txn_begin(env, NULL, flags, txn);
   if (rc == MDB_READERS_FULL) {
     int dead;
     mdb_reader_check(env, &dead);
     rc = mdb_txn_begin(env, NULL, flags, txn);
+  }
+  if (read_only) pthread_rwlock_unlock(&begin_lock);
+  if (rc == MDB_MAP_RESIZED && read_only && adopt_map(env) == 0) { /* the writer grew the state past our map */
+    pthread_rwlock_rdlock(&begin_lock);
+    rc = mdb_txn_begin(env, NULL, flags, txn);
+    pthread_rwlock_unlock(&begin_lock);
   }
   if (rc) *txn = NULL;
   return rc;
@@ -390,6 +455,7 @@ int rn_store_open(rn_store *s, const char *path, bool nosync, bool writemap, siz
   MDB_envinfo info;
   mdb_env_info(s->env, &info);
   s->mapsize = info.me_mapsize;
+  s->readers_checked = info.me_last_pgno;
   if (open_catalogue(s, e)) {
     rn_store_close(s);
     return e->code;
@@ -497,14 +563,12 @@ int rn_store_grow(rn_store *s, rn_err *e)
 /* Doubles the map while more than half of it is used: LMDB cannot grow it
  * inside a transaction, so growth happens before each group starts (and, if
  * a group fills it all the same, group.c grows it and replays the group). */
-static int grow_if_needed(rn_store *s, rn_err *e)
+static int grow_if_needed(rn_store *s, const MDB_envinfo *info, rn_err *e)
 {
-  MDB_envinfo info;
   MDB_stat st;
-  mdb_env_info(s->env, &info);
   mdb_env_stat(s->env, &st);
-  size_t used = (info.me_last_pgno + 1) * (size_t)st.ms_psize;
-  if (used * 2 < info.me_mapsize) return 0;
+  size_t used = (info->me_last_pgno + 1) * (size_t)st.ms_psize;
+  if (used * 2 < info->me_mapsize) return 0;
   int rc = rn_store_grow(s, e);
   if (rc == RN_EFULL && !s->unmapped) { /* refused (the address space): a group that fits still goes */
     rn_err_clear(e);
@@ -513,9 +577,27 @@ static int grow_if_needed(rn_store *s, rn_err *e)
   return rc;
 }
 
+/* A reader killed inside its read transaction (kill -9) leaves its slot in
+ * lock.mdb naming the snapshot it read, and LMDB then reuses no page freed
+ * since: for as long as this writer lives (its open clears dead slots, and
+ * a full table does, but nothing else) the file would grow with every
+ * commit. So whenever the file has grown since the last look, the slots of
+ * dead processes are cleared before the next write transaction: a few
+ * system calls (one per other reading process), only while it grows. */
+static void reclaim_dead_readers(rn_store *s, const MDB_envinfo *info)
+{
+  if (info->me_last_pgno <= s->readers_checked) return;
+  int dead;
+  mdb_reader_check(s->env, &dead);
+  s->readers_checked = info->me_last_pgno;
+}
+
 int rn_store_begin(rn_store *s, rn_err *e)
 {
-  int rc = grow_if_needed(s, e);
+  MDB_envinfo info;
+  mdb_env_info(s->env, &info);
+  reclaim_dead_readers(s, &info);
+  int rc = grow_if_needed(s, &info, e);
   if (rc) return rc;
   rc = rn_store_txn(s->env, 0, &s->wtxn);
   if (rc) return rn_store_fail(e, rc, "beginning a group");

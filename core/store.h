@@ -218,6 +218,7 @@ typedef struct rn_store {
   bool temp;               /* remove the directory at close */
   size_t mapsize;          /* current map size in bytes */
   uint64_t txn_serial;     /* counts write transactions begun: cursors know theirs */
+  size_t readers_checked;  /* LMDB's last page when dead readers' slots were last cleared (reclaim_dead_readers) */
   int lock_fd;             /* writer.lock, flocked for the store's life; -1 when closed */
   struct rn_wb *wb;        /* the write-back layer (wb.h), or NULL: off */
   /* The LMDB code of a failed write of the layer's entries into wtxn (0:

@@ -889,7 +889,7 @@ int rn_attach_identity(rn_attached *a, msgpack_sbuffer *out, rn_err *e)
   MDB_txn *txn;
   int rc = owner_flushed(a, e);
   if (rc) return rc;
-  rc = mdb_txn_begin(a->shared, NULL, MDB_RDONLY, &txn);
+  rc = rn_store_txn(a->shared, MDB_RDONLY, &txn);
   if (rc) return rn_err_set(e, rn_store_read_code(rc), "attach %s: %s", a->name, rn_store_strerror(rc));
   if (!(rc = still_attached(a, txn, e))) {
     char len[24];
@@ -911,7 +911,7 @@ int rn_attach_get(rn_attached *a, const char *key, size_t klen, msgpack_sbuffer 
   *found = 0;
   int rc = owner_flushed(a, e);
   if (rc) return rc;
-  rc = mdb_txn_begin(a->shared, NULL, MDB_RDONLY, &txn);
+  rc = rn_store_txn(a->shared, MDB_RDONLY, &txn);
   if (rc) return rn_err_set(e, rn_store_read_code(rc), "attach %s: %s", a->name, rn_store_strerror(rc));
   if ((rc = still_attached(a, txn, e))) {
     mdb_txn_abort(txn);
@@ -969,7 +969,7 @@ static int attach_walk(rn_attached *a, int (*fn)(void *ctx, const char *row, siz
   MDB_cursor *cur;
   int rc = owner_flushed(a, e);
   if (rc) return rc;
-  rc = mdb_txn_begin(a->shared, NULL, MDB_RDONLY, &txn);
+  rc = rn_store_txn(a->shared, MDB_RDONLY, &txn);
   if (rc) return rn_err_set(e, rn_store_read_code(rc), "attach %s: %s", a->name, rn_store_strerror(rc));
   if ((rc = still_attached(a, txn, e))) {
     mdb_txn_abort(txn);
@@ -1033,7 +1033,7 @@ int rn_attach_index(rn_attached *a, rn_index_bound *from, rn_index_bound *to, rn
   w->order = &a->order;
   w->ncols = a->schema->ncols;
   MDB_txn *txn = NULL;
-  int lmdb_rc = rc ? 0 : mdb_txn_begin(a->shared, NULL, MDB_RDONLY, &txn);
+  int lmdb_rc = rc ? 0 : rn_store_txn(a->shared, MDB_RDONLY, &txn);
   if (!rc && !lmdb_rc) rc = still_attached(a, txn, e);
   if (!rc && !lmdb_rc) rc = rn_index_walk_db(txn, a->dbi, w, &lmdb_rc);
   if (txn) mdb_txn_abort(txn);

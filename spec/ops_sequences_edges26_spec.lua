@@ -340,6 +340,28 @@ local function text(v)
 end
 
 -- A copy of rel kept from its sinks: changes held until commit, dropped on rollback.
+-- The same with consolidate = true (one net change per row id per group):
+-- its verbs must fit the copy (no INSERT of a row it holds, no UPDATE or
+-- DELETE of one it does not); problems are listed in bad.
+local function keep_net(rel, kept, bad)
+  local pending = {}
+  local function say(fmt, ...) bad[#bad + 1] = rel:name() .. ": " .. fmt:format(...) end
+  rel:sink{ consolidate = true,
+    insert = function(row, info) pending[#pending + 1] = { "INSERT", info.id, norm(copy(row)) } end,
+    update = function(row, _, info) pending[#pending + 1] = { "UPDATE", info.id, norm(copy(row)) } end,
+    delete = function(_, info) pending[#pending + 1] = { "DELETE", info.id, false } end,
+    commit = function()
+      for _, e in ipairs(pending) do
+        local verb, id = e[1], e[2]
+        if verb == "INSERT" and kept[id] then say("consolidated INSERT of row %d, which it holds", id) end
+        if verb ~= "INSERT" and not kept[id] then say("consolidated %s of row %d, which it does not hold", verb, id) end
+        kept[id] = e[3] or nil
+      end
+      pending = {}
+    end,
+    rollback = function() pending = {} end }
+end
+
 local function keep(rel, kept)
   local pending = {}
   rel:sink{
@@ -516,27 +538,31 @@ local function open(st)
   end }
   st.R = declare(st.p, st)
   for _, name in ipairs(KEPT) do
-    if untold[name] then -- a copy takes the rows again when told it was not told
-      H.clear(st.kept[name])
-      for id, r in pairs(rows_by_id(st.R[name])) do st.kept[name][id] = r end
-    end
-    -- the copy gives its rows in the relation's columns now (an int
-    -- column made float: its values as floats), as the rebuild does
-    -- (and without a column it no longer has)
-    local has = {}
-    for _, col in ipairs(st.R[name]:schema().columns) do has[col.name == "z" and "s" or col.name] = true end
-    for _, r in pairs(st.kept[name]) do
-      for c in pairs(r) do if not has[c] then r[c] = nil end end
-    end
-    for _, col in ipairs(st.R[name]:schema().columns) do
-      if col.type == "float" then
-        local c = col.name == "z" and "s" or col.name
-        for _, r in pairs(st.kept[name]) do
-          if math.type(r[c]) == "integer" then r[c] = r[c] + 0.0 end
+    st.net[name] = st.net[name] or {}
+    for _, kept in ipairs{ st.kept[name], st.net[name] } do
+      if untold[name] then -- a copy takes the rows again when told it was not told
+        H.clear(kept)
+        for id, r in pairs(rows_by_id(st.R[name])) do kept[id] = r end
+      end
+      -- the copy gives its rows in the relation's columns now (an int
+      -- column made float: its values as floats), as the rebuild does
+      -- (and without a column it no longer has)
+      local has = {}
+      for _, col in ipairs(st.R[name]:schema().columns) do has[col.name == "z" and "s" or col.name] = true end
+      for _, r in pairs(kept) do
+        for c in pairs(r) do if not has[c] then r[c] = nil end end
+      end
+      for _, col in ipairs(st.R[name]:schema().columns) do
+        if col.type == "float" then
+          local c = col.name == "z" and "s" or col.name
+          for _, r in pairs(kept) do
+            if math.type(r[c]) == "integer" then r[c] = r[c] + 0.0 end
+          end
         end
       end
     end
     keep(st.R[name], st.kept[name])
+    keep_net(st.R[name], st.net[name], st.bad)
   end
   local pending = {}
   st.R.cdc:sink{ insert = function(row) pending[#pending + 1] = norm(copy(row)) end,
@@ -546,7 +572,7 @@ end
 
 local function run(seed, groups)
   local rnd = rng_of(seed)
-  local st = { dir = H.tmpdir(), m = new_model(), kept = {}, extra = false, sname = "s", cdc = {},
+  local st = { dir = H.tmpdir(), m = new_model(), kept = {}, extra = false, sname = "s", cdc = {}, net = {}, bad = {},
                sync = seed % 2 == 1 } -- even seeds: sync = false, groups carried in one LMDB transaction
   for _, name in ipairs(KEPT) do st.kept[name] = {} end
   open(st)
@@ -613,6 +639,10 @@ local function run(seed, groups)
     end
     if fails or undo then assert(#st.cdc == 0, where .. ": a rolled-back group in the cdc log") end
     check_cdc(st, where, top_before, model_top(st.m, TOP1, "g"))
+    if not st.lag then
+      assert(#st.bad == 0, where .. ": " .. table.concat(st.bad, "; "))
+      for name, net in pairs(st.net) do same(name .. " told, consolidated", st.kept[name], net, where) end
+    end
     check(st, where, st.m)
   end
   st.p:close()

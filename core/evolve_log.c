@@ -125,8 +125,17 @@ typedef struct entry_at {
   size_t told_len, now_len;
 } entry_at;
 
+/* Whether rc is an LMDB or errno code (to name as r's store failing), not
+ * one a callback returned with r's error set (an RN_E… code) or MISFIT. */
+static bool store_code(int rc)
+{
+  return rc > 0 || (rc >= MDB_KEYEXIST && rc <= MDB_LAST_ERRCODE);
+}
+
 /* fn(r, e, ctx) for every entry, in key order; fn may rewrite or delete
- * the entry under the cursor, and returns 0 or an LMDB or errno code. */
+ * the entry under the cursor, and returns 0, an LMDB or errno code, or
+ * the code of a scan callback (overlay_entry: a filter's function that
+ * failed, a row that does not fit), returned as it is. */
 static int each_entry(rn_rel *r, int (*fn)(rn_rel *r, entry_at *e, void *ctx), void *ctx)
 {
   entry_at e;
@@ -137,7 +146,8 @@ static int each_entry(rn_rel *r, int (*fn)(rn_rel *r, entry_at *e, void *ctx), v
     if ((rc = fn(r, &e, ctx))) break;
   }
   mdb_cursor_close(e.cur);
-  return rc == MDB_NOTFOUND ? 0 : fail(r, rc);
+  if (rc == MDB_NOTFOUND) return 0;
+  return store_code(rc) ? fail(r, rc) : rc; /* wrapped again, its message said "Unknown error -30006" */
 }
 
 /* An entry left from an earlier rebuild forgets what it held now. */

@@ -137,3 +137,47 @@ describe("a filter over a top whose function changed, then the top's columns, be
     p:close()
   end)
 end)
+
+describe("a filter whose old function fails on a row a rebuild under it waits to tell", function()
+  -- Regression: the old function is run over its input's rows as told,
+  -- the rows of the input's waiting rebuild among them (evolve_log.c,
+  -- overlay_entry); its failure there was taken for LMDB's and named
+  -- "top: Unknown error -30006", failing the declaration, where a failure
+  -- on any other row gives the note that its sinks were not told.
+  after_each(H.cleanup)
+
+  it("notes that its sinks were not told, and the declaration stands", function()
+    local dir = H.tmpdir()
+    local notes = {}
+    local function declare(p, n, new)
+      local t = p:table("t", { {"k","int"}, {"v","int"}, key = "k" })
+      local top = t:top{ n = n, order = { {"v","desc"} }, name = "top" }
+      local f = new and top:filter(function(r) return r.v > 1 end, "f")
+        or top:filter(function(r) if r.rank == 3 and not rawget(_G, "OK26") then error("no rank 3") end return true end, "f")
+      return t, f
+    end
+    local function open() return runnel.open{ path = dir, notes = function(l) notes[#notes + 1] = l end } end
+    rawset(_G, "OK26", true)
+    local p = open()
+    local t = declare(p, 3, false)
+    p:batch(function() for k = 1, 4 do t:insert{ k = k, v = k } end end)
+    p:close()
+    p = open()
+    declare(p, 2, false) -- the top's rank-3 row is to leave it: told at the next group
+    p:close()
+    rawset(_G, "OK26", nil)
+    H.clear(notes)
+    p = open()
+    local f
+    t, f = declare(p, 2, true)
+    assert.equal("f: its sinks were not told what its new function changed (its old function failed: f: filter: no rank 3)",
+                 notes[#notes])
+    p:batch(function() t:insert{ k = 9, v = 0 } end)
+    assert.equal(2, p:seq())
+    local got = {}
+    for r in f:rows() do got[#got + 1] = r.v end
+    table.sort(got)
+    assert.same({ 3, 4 }, got)
+    p:close()
+  end)
+end)

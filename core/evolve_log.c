@@ -125,8 +125,17 @@ typedef struct entry_at {
   size_t told_len, now_len;
 } entry_at;
 
+/* Whether rc is an LMDB or errno code (to name as r's store failing), not
+ * one a callback returned with r's error set (an RN_E… code) or MISFIT. */
+static bool store_code(int rc)
+{
+  return rc > 0 || (rc >= MDB_KEYEXIST && rc <= MDB_LAST_ERRCODE);
+}
+
 /* fn(r, e, ctx) for every entry, in key order; fn may rewrite or delete
- * the entry under the cursor, and returns 0 or an LMDB or errno code. */
+ * the entry under the cursor, and returns 0, an LMDB or errno code, or
+ * the code of a scan callback (overlay_entry: a filter's function that
+ * failed, a row that does not fit), returned as it is. */
 static int each_entry(rn_rel *r, int (*fn)(rn_rel *r, entry_at *e, void *ctx), void *ctx)
 {
   entry_at e;
@@ -137,7 +146,8 @@ static int each_entry(rn_rel *r, int (*fn)(rn_rel *r, entry_at *e, void *ctx), v
     if ((rc = fn(r, &e, ctx))) break;
   }
   mdb_cursor_close(e.cur);
-  return rc == MDB_NOTFOUND ? 0 : fail(r, rc);
+  if (rc == MDB_NOTFOUND) return 0;
+  return store_code(rc) ? fail(r, rc) : rc; /* wrapped again, its message said "Unknown error -30006" */
 }
 
 /* An entry left from an earlier rebuild forgets what it held now. */
@@ -403,6 +413,95 @@ int rn_rebuild_after(rn_rel *r)
   if (!rc) rc = each_entry(r, drop_equal_of, &left);
   if (!rc) r->rebuilt_pending = left;
   if (left) r->p->rebuilt_any = true;
+  return rc;
+}
+
+/* Row (in the columns at had: nold) in r's columns now, into k->out; false
+ * when it does not fit them. */
+static bool relayout_row(const rn_rel *r, const rn_rel *at, int nold, repack *k, const char *row, size_t len)
+{
+  int n = r->schema->ncols;
+  const msgpack_object *ov = rn_row_unpack(row, len, nold, &k->z);
+  if (!ov) return false;
+  for (int j = 0; j < n; j++) k->vals[j].type = MSGPACK_OBJECT_NIL; /* a column added since: null */
+  for (int i = 0; i < nold; i++) {
+    int j = at->now_slots ? at->now_slots[i] : i; /* -1: dropped */
+    if (j < 0 || j >= n) continue;
+    msgpack_object v = ov[i];
+    if (r->schema->cols[j].type == RN_T_FLOAT &&
+        (v.type == MSGPACK_OBJECT_POSITIVE_INTEGER || v.type == MSGPACK_OBJECT_NEGATIVE_INTEGER)) {
+      if (!rn_int_is_float(&v)) return false;
+      double d = v.type == MSGPACK_OBJECT_POSITIVE_INTEGER ? (double)v.via.u64 : (double)v.via.i64;
+      v.type = MSGPACK_OBJECT_FLOAT64;
+      v.via.f64 = d;
+    }
+    k->vals[j] = v;
+  }
+  k->out.size = 0;
+  rn_row_pack(r->schema, k->vals, &k->out);
+  return true;
+}
+
+/* The entries are read whole first, given in the new columns, then put
+ * back (rewritten under a cursor, LMDB loses entries whose size changes):
+ *     kept: |u64 id|u8 has|u32 told_len|told|u32 now_len|now|… */
+int rn_rebuild_relayout(rn_rel *r, char *why, size_t whylen)
+{
+  rn_pipeline *p = r->p;
+  if (r->kind != RN_REL_FILTER || !r->tablelike || !r->rebuilt_open || !r->rebuilt_pending) return 0;
+  const rn_rel *at = r->input;
+  while (at->kind == RN_REL_FILTER && at->input) at = at->input;
+  int nold = at->now_slots ? at->nstored : r->schema->ncols;
+  repack k;
+  int rc = repack_init(&k, r);
+  if (rc) return rc;
+  msgpack_sbuffer kept;
+  msgpack_sbuffer_init(&kept);
+  MDB_cursor *cur;
+  MDB_val key, v;
+  bool misfit = false;
+  if ((rc = mdb_cursor_open(p->store.wtxn, r->rebuilt_dbi, &cur))) {
+    rc = fail(r, rc);
+    goto done;
+  }
+  for (rc = mdb_cursor_get(cur, &key, &v, MDB_FIRST); rc == 0 && !misfit; rc = mdb_cursor_get(cur, &key, &v, MDB_NEXT)) {
+    int has;
+    const char *rows[2];
+    size_t lens[2];
+    if (key.mv_size != 8 || !entry_parse(&v, &has, &rows[0], &lens[0], &rows[1], &lens[1])) { rc = MDB_CORRUPTED; break; }
+    uint8_t h = (uint8_t)has;
+    rn_buf_write(&kept, key.mv_data, 8);
+    rn_buf_write(&kept, (const char *)&h, 1);
+    for (int i = 0; i < 2 && !misfit; i++) {
+      uint32_t len = 0;
+      if ((has & (i ? NOW : TOLD)) && !(misfit = !relayout_row(r, at, nold, &k, rows[i], lens[i]))) len = (uint32_t)k.out.size;
+      rn_buf_write(&kept, (const char *)&len, 4);
+      if (len) rn_buf_write(&kept, k.out.data, len);
+      msgpack_zone_clear(&k.z);
+    }
+  }
+  mdb_cursor_close(cur);
+  if (rc == MDB_NOTFOUND) rc = 0;
+  if (!rc) rc = mdb_drop(p->store.wtxn, r->rebuilt_dbi, 0);
+  if (rc) rc = fail(r, rc);
+  for (size_t off = 0; !rc && !misfit && off < kept.size;) {
+    uint64_t id = rn_be64_get(kept.data + off);
+    int has = (uint8_t)kept.data[off + 8];
+    uint32_t tl, nl;
+    memcpy(&tl, kept.data + off + 9, 4);
+    const char *told = kept.data + off + 13;
+    memcpy(&nl, told + tl, 4);
+    rc = put_entry(r, id, has, told, tl, told + tl + 4, nl);
+    off += 17 + tl + nl;
+  }
+  if (!rc && misfit) {
+    r->rebuilt_pending = false; /* nothing is told: the note says so */
+    snprintf(why, whylen, "the changes its earlier rebuild left to tell hold rows in columns \"%s\" no longer has",
+             r->input->name);
+  }
+done:
+  msgpack_sbuffer_destroy(&kept);
+  repack_free(&k);
   return rc;
 }
 

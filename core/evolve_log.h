@@ -49,6 +49,18 @@ void rn_rebuild_capture_forget(rn_rel *r);
  * sinks were told cannot be made from it. */
 const rn_rel *rn_told_unknown_under(const rn_rel *r);
 
+/* In a transaction of its own at filter r's declaration, while an earlier
+ * rebuild's changes wait to be told (r->rebuilt_pending): a filter's rows
+ * are its input's, so those changes hold rows in the columns its input had
+ * then. A table under it (through filters) that added, dropped or moved
+ * columns in this run (now_slots) had its rows rewritten: the waiting rows
+ * are given in the columns it has now the same way (a new column null, an
+ * int column widened to float as floats), else the next group told them
+ * in the old layout, which the relations over r could not read. Rows that
+ * do not fit r's columns now (another input's columns changed) are
+ * dropped and why says so (for the note); 0 or an error code. */
+int rn_rebuild_relayout(rn_rel *r, char *why, size_t whylen);
+
 /* After r's state opened (rn_open_derived_state): finds what an earlier
  * rebuild left untold; created: dropped, the rows' layout changed. */
 int rn_rebuild_opened(rn_rel *r, MDB_txn *txn, bool created);

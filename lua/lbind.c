@@ -218,12 +218,14 @@ void rn_lua_pushrel(lua_State *L, int pidx, rn_rel *rel)
   }
   lua_pop(L, 1);
   rn_lua_relinfo(L, rel); /* a relation declared from C meets Lua here first */
-  lrel *r = lua_newuserdatauv(L, sizeof *r, 1);
+  lrel *r = lua_newuserdatauv(L, sizeof *r, 2);
   r->lp = lua_touserdata(L, pidx);
   r->rel = rel;
   luaL_setmetatable(L, RN_RELATION_MT);
   lua_pushvalue(L, pidx);
   lua_setiuservalue(L, -2, 1);
+  lua_pushstring(L, rel->name); /* its name outlives the pipeline: errors after close say it */
+  lua_setiuservalue(L, -2, 2);
   lua_pushvalue(L, -1);
   lua_rawsetp(L, -3, rel);
   lua_remove(L, -2);
@@ -232,7 +234,10 @@ void rn_lua_pushrel(lua_State *L, int pidx, rn_rel *rel)
 lrel *rn_lua_checkrel(lua_State *L, int idx)
 {
   lrel *r = check_self(L, idx, RN_RELATION_MT, "runnel.Relation");
-  if (!r->lp->p) rn_lua_error(L, "runnel: the pipeline of this relation is closed");
+  if (!r->lp->p) {
+    lua_getiuservalue(L, idx, 2);
+    rn_lua_error(L, "runnel: %s: the pipeline of this relation is closed", lua_tostring(L, -1));
+  }
   rn_lua_not_in_finalizer(L);
   not_forked(L, r->lp);
   r->lp->L = L;

@@ -72,12 +72,13 @@ static void rename_error(rn_err *e, const char *from, const char *to)
 }
 
 /* read_key for a derived relation (scan.h: rn_rel_get): its key, or a top's
- * or an index's input's, read as a table reads its own; errors name it. */
-static int read_derived_key(lua_State *L, lrel *r, uint64_t *id, const char **row, size_t *len)
+ * or an index's input's, read as a table reads its own; errors name it and
+ * the method (what: "get" or "id_of"). */
+static int read_derived_key(lua_State *L, lrel *r, const char *what, uint64_t *id, const char **row, size_t *len)
 {
   rn_pipeline *p = r->rel->p;
   rn_rel *kr = rn_rel_key_source(r->rel);
-  if (!kr) return rn_lua_error(L, "%s: get needs a relation with a key", r->rel->name);
+  if (!kr) return rn_lua_error(L, "%s: %s needs a relation with a key", r->rel->name, what);
   msgpack_object *vals;
   uint8_t *given;
   int found = 0;
@@ -93,12 +94,12 @@ static int read_derived_key(lua_State *L, lrel *r, uint64_t *id, const char **ro
 }
 
 /* Reads by key; pushes nothing and returns 0 when absent. */
-static int read_key(lua_State *L, lrel *r, uint64_t *id, const char **row, size_t *len)
+static int read_key(lua_State *L, lrel *r, const char *what, uint64_t *id, const char **row, size_t *len)
 {
   msgpack_object *vals;
   uint8_t *given;
   int found = 0;
-  if (r->rel->kind != RN_REL_TABLE) return read_derived_key(L, r, id, row, len);
+  if (r->rel->kind != RN_REL_TABLE) return read_derived_key(L, r, what, id, row, len);
   if (rn_lua_tokey(r->lp, L, 2, r->rel, &vals, &given) ||
       rn_table_get(r->rel, vals, given, &found, id, row, len))
     return rn_lua_raise(L, r->lp);
@@ -113,7 +114,7 @@ static int l_get(lua_State *L)
   uint64_t id;
   const char *row;
   size_t len;
-  if (!read_key(L, r, &id, &row, &len)) lua_pushnil(L);
+  if (!read_key(L, r, "get", &id, &row, &len)) lua_pushnil(L);
   else rn_lua_pushrow(r->lp, L, r->rel, row, len);
   return 1;
 }
@@ -126,7 +127,7 @@ static int l_id_of(lua_State *L)
   uint64_t id;
   const char *row;
   size_t len;
-  if (!read_key(L, r, &id, &row, &len)) lua_pushnil(L);
+  if (!read_key(L, r, "id_of", &id, &row, &len)) lua_pushnil(L);
   else lua_pushinteger(L, (lua_Integer)id);
   return 1;
 }
@@ -216,7 +217,10 @@ static int l_pipeline(lua_State *L)
 static int l_tostring(lua_State *L)
 {
   lrel *r = luaL_checkudata(L, 1, RN_RELATION_MT);
-  if (!r->lp->p) lua_pushstring(L, "runnel.Relation (closed)");
+  if (!r->lp->p) {
+    lua_getiuservalue(L, 1, 2);
+    lua_pushfstring(L, "runnel.Relation %s (closed)", lua_tostring(L, -1));
+  }
   else lua_pushfstring(L, "runnel.Relation %s (%s)", r->rel->name, rn_relkind_name(r->rel->kind));
   return 1;
 }

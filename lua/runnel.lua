@@ -301,7 +301,9 @@ end
 
 local function derived_name(rel, what, name)
   if name ~= nil then
-    if type(name) ~= "string" then return nil, what .. ": the name must be a string" end
+    if type(name) ~= "string" then
+      return nil, ("%s: %s: the name must be a string, got %s"):format(rel:name(), what, type(name))
+    end
     return name
   end
   local p, base = rel:pipeline(), rel:name() .. "." .. what
@@ -1229,9 +1231,11 @@ local TOP_FIELDS = { n = true, by = true, order = true, rank = true, ties = true
 --- in that order (then by row id), with a 1-based rank column; rank movements are UPDATEs.
 function Relation:top(opts)
   check_relation(self, "top")
-  if type(opts) ~= "table" then raise("top: expects an options table, got " .. type(opts)) end
+  if type(opts) ~= "table" then raise(("%s: top: expects an options table, got %s"):format(self:name(), type(opts))) end
   for k in pairs(opts) do
-    if not TOP_FIELDS[k] then raise(("top: unknown option %s (n, by, order, rank, ties, name)"):format(tostring(k))) end
+    if not TOP_FIELDS[k] then
+      raise(("%s: top: unknown option %s (n, by, order, rank, ties, name)"):format(self:name(), tostring(k)))
+    end
   end
   local n, err = derived_name(self, "top", opts.name)
   if not n then raise(err) end
@@ -1258,7 +1262,7 @@ end
 --- idx:range{ from, to, offset, limit }, idx:rank(values), idx:count{ from, to }.
 function Relation:index(spec)
   check_relation(self, "index")
-  if type(spec) ~= "table" then raise("index: expects a list of columns, got " .. type(spec)) end
+  if type(spec) ~= "table" then raise(("%s: index: expects a list of columns, got %s"):format(self:name(), type(spec))) end
   for k in pairs(spec) do
     if math.type(k) ~= "integer" and k ~= "name" then -- a map ({ score = "desc" }) too
       raise(("%s: index: unknown option %s (name)"):format(self:name(), tostring(k)))
@@ -1281,7 +1285,9 @@ local RANGE_FIELDS = { from = true, to = true, offset = true, limit = true }
 function Relation:range(opts)
   check_relation(self, "range")
   opts = opts or {}
-  if type(opts) ~= "table" then raise("range: expects { from =, to =, offset =, limit = }, got " .. type(opts)) end
+  if type(opts) ~= "table" then
+    raise(("%s: range: expects { from =, to =, offset =, limit = }, got %s"):format(self:name(), type(opts)))
+  end
   for k in pairs(opts) do
     if not RANGE_FIELDS[k] then
       raise(("%s: range: unknown option %s (from, to, offset, limit)"):format(self:name(), tostring(k)))
@@ -1306,7 +1312,7 @@ local unordered_count = Relation.count
 function Relation:count(opts)
   check_relation(self, "count")
   if opts ~= nil then
-    if type(opts) ~= "table" then raise("count: expects { from =, to = }, got " .. type(opts)) end
+    if type(opts) ~= "table" then raise(("%s: count: expects { from =, to = }, got %s"):format(self:name(), type(opts))) end
     for k in pairs(opts) do
       if k ~= "from" and k ~= "to" then raise(("%s: count: unknown option %s (from, to)"):format(self:name(), tostring(k))) end
     end

@@ -28,7 +28,7 @@ describe("argument errors", function()
     err, at = raised(function() for _ in ix:range{ limit = "ten" } do end end)
     assert.equal(at .. 'ix: range: limit must be an integer, got string "ten"', err)
     err, at = raised(function() for _ in ix:range(5) do end end)
-    assert.equal(at .. "range: expects { from =, to =, offset =, limit = }, got number", err)
+    assert.equal(at .. "ix: range: expects { from =, to =, offset =, limit = }, got number", err)
     t:insert{ id = 1, v = 1 }; t:insert{ id = 2, v = 2 }; t:insert{ id = 3, v = 3 }
     local got = {}
     for r in ix:range{ offset = 1.0, limit = 1 } do got[#got + 1] = r.id end -- a whole float is an integer

@@ -303,7 +303,7 @@ describe("after close", function()
     p:close()
     p:close()
     assert.equal("runnel.Pipeline (closed)", tostring(p))
-    assert.equal("runnel.Relation (closed)", tostring(t))
+    assert.equal("runnel.Relation t (closed)", tostring(t))
     local calls = {
       function() p:begin() end, function() p:commit() end, function() p:rollback() end,
       function() p:seq() end, function() p:stats() end, function() p:flush() end, function() p:in_group() end,

@@ -78,7 +78,7 @@ describe("a pipeline's state", function()
     players:insert{ id = 1, name = "ann" }
     local iter, state = players:rows() -- an iteration left open
     p:close()
-    assert.equal("runnel: the pipeline of this relation is closed", H.error_of(players.count, players))
+    assert.equal("runnel: players: the pipeline of this relation is closed", H.error_of(players.count, players))
     assert.is_nil(iter(state))
     p = runnel.open(dir)
     assert.equal(1, declare(p):count())

@@ -208,7 +208,7 @@ describe("the REPL in a terminal", function()
     wait_for('error: stdin:1: players: unknown column "nam" (did you mean "name"?)')
     type_line("p:close()")
     type_line("players:count()")
-    wait_for("error: stdin:1: runnel: the pipeline of this relation is closed")
+    wait_for("error: stdin:1: runnel: players: the pipeline of this relation is closed")
   end)
 
   it(".load runs a script on p, .watch quiets grids, and a big group's grid is cut", function()

@@ -323,6 +323,22 @@ function H.run_script(path, text)
   return out
 end
 
+--- A crash of an NDJSON path sink's writer: a child process (script in
+--- dir) opens the state, declares stream s {k, pad} with runnel.ndjson(log,
+--- ndjson_opts: Lua source, { verb = false } when nil), inserts k = first
+--- .. last (a group each; pad "x", the last one's padlen "x"s when given)
+--- and exits without closing, so the last group's mark is not recorded.
+function H.ndjson_crash(dir, state, log, first, last, padlen, ndjson_opts)
+  H.run_script(dir .. "/crash_child.lua", ([[
+local runnel = require "runnel"
+local p = runnel.open{ path = %q }
+local s = p:stream("s", { {"k","int"}, {"pad","string"} })
+s:sink(runnel.ndjson(%q, %s))
+for k = %d, %d do s:insert{ k = k, pad = string.rep("x", k == %d and %d or 1) } end
+os.exit(0, false)
+]]):format(state, log, ndjson_opts or "{ verb = false }", first, last, last, padlen or 1))
+end
+
 -- The lent-row specs (lua/lrow.c, lua/runnel/lent.lua): what reading a Row
 -- after its call raises; a pipeline with L(id, fk) and R(id, n) holding
 -- rows 1 to 3; and what reading row.id gives (its value, or the error

@@ -15,21 +15,7 @@ describe("review26: an NDJSON path sink's kept position across a second crash", 
     return H.ndjson_stream(state, log, opts or { verb = false })
   end
 
-  -- A child that declares the sink, inserts keys first..last (a group
-  -- each, pad of padlen bytes) and exits without closing (a crash).
-  local function crash(first, last, padlen)
-    local script = dir .. "/child.lua"
-    H.write(script, ([[
-local runnel = require "runnel"
-local p = runnel.open{ path = %q }
-local s = p:stream("s", { {"k","int"}, {"pad","string"} })
-s:sink(runnel.ndjson(%q, { verb = false }))
-for k = %d, %d do s:insert{ k = k, pad = string.rep("x", k == %d and %d or 1) } end
-os.exit(0, false)
-]]):format(state, log, first, last, last, padlen or 1))
-    local _, err, code = H.sh(("%s run %s"):format(H.runnel_bin, script))
-    assert.same({ "", 0 }, { err, code })
-  end
+  local function crash(first, last, padlen) H.ndjson_crash(dir, state, log, first, last, padlen) end
 
   it("a file cut shorter while closed (no copy), a crash right after the declaration: the group is not written twice", function()
     crash(1, 3, 100) -- groups 1, 2 marked at 36 bytes; group 3 waits (its line 117 bytes)

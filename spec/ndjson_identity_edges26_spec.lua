@@ -25,22 +25,9 @@ describe("an NDJSON path sink renamed while closed, found by its identity", func
     return H.ndjson_stream(state, log, opts or { verb = false })
   end
 
-  -- A child process that opens the state, declares the sink, inserts keys
-  -- first..last (a group each) and exits without closing (a crash): the
-  -- last group's mark is not recorded.
-  local function crash(first, last)
-    local script = dir .. "/child.lua"
-    H.write(script, ([[
-local runnel = require "runnel"
-local p = runnel.open{ path = %q }
-local s = p:stream("s", { {"k","int"}, {"pad","string"} })
-s:sink(runnel.ndjson(%q, { verb = false }))
-for k = %d, %d do s:insert{ k = k, pad = "x" } end
-os.exit(0, false)
-]]):format(state, log, first, last))
-    local _, err, code = H.sh(("%s run %s"):format(H.runnel_bin, script))
-    assert.same({ "", 0 }, { err, code })
-  end
+  -- A child inserts keys first..last (a group each) and crashes: the last
+  -- group's mark is not recorded.
+  local function crash(first, last) H.ndjson_crash(dir, state, log, first, last) end
 
   it("a copy named like a rotation, made after the crash, does not beat logrotate's renamed file", function()
     crash(1, 3)

@@ -22,20 +22,7 @@ describe("an NDJSON path sink whose file was renamed while the state was closed"
     return p, s
   end
 
-  local function crash_after(n)
-    local script = dir .. "/child.lua"
-    H.write(script, ([[
-local runnel = require "runnel"
-local p = runnel.open{ path = %q }
-local s = p:stream("s", { {"k","int"}, {"pad","string"} })
-s:sink(runnel.ndjson(%q, { verb = false }))
-for k = 1, %d do s:insert{ k = k, pad = "x" } end -- the last group's mark is not recorded
-os.exit(0, false)                                 -- a crash
-]]):format(state, log, n))
-    local _, err, code = H.sh(("%s run %s"):format(H.runnel_bin, script))
-    assert.equal("", err)
-    assert.equal(0, code)
-  end
+  local function crash_after(n) H.ndjson_crash(dir, state, log, 1, n) end
 
   it("finds the unconfirmed groups in the renamed file and does not write them again", function()
     crash_after(3)

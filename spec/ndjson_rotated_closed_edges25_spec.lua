@@ -27,19 +27,7 @@ describe("an NDJSON path sink renamed while closed, with a user's copy beside th
     return H.ndjson_stream(state, log, opts or { verb = false })
   end
 
-  local function crash_after(n, opts)
-    local script = dir .. "/child.lua"
-    H.write(script, ([[
-local runnel = require "runnel"
-local p = runnel.open{ path = %q }
-local s = p:stream("s", { {"k","int"}, {"pad","string"} })
-s:sink(runnel.ndjson(%q, %s))
-for k = 1, %d do s:insert{ k = k, pad = "x" } end -- the last group's mark is not recorded
-os.exit(0, false)                                 -- a crash
-]]):format(state, log, opts or "{ verb = false }", n))
-    local _, err, code = H.sh(("%s run %s"):format(H.runnel_bin, script))
-    assert.same({ "", 0 }, { err, code })
-  end
+  local function crash_after(n, opts) H.ndjson_crash(dir, state, log, 1, n, nil, opts) end
 
   it("a backup copied after the crash, then logrotate: the torn group is cut in the rotated file", function()
     crash_after(3)

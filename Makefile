@@ -120,6 +120,7 @@ $(BUILD)/spec/test_api $(BUILD)/spec/test_oom $(BUILD)/spec/test_capi_edges13: $
 # test_durable_sync defines fsync, fdatasync and msync to count LMDB's syncs:
 # exported, so that liblmdb's calls reach them.
 $(BUILD)/spec/test_durable_sync: LDFLAGS += -rdynamic
+$(BUILD)/spec/test_readers_remap26: LDFLAGS += -rdynamic
 
 # jsctl: the JetStream chores of the cluster tests, demo and benchmark (nats.c, and the core for its server list)
 all: $(BUILD)/jsctl

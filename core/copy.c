@@ -99,9 +99,14 @@ RN_API int rn_state_copy(const char *path, const char *dest, char *errbuf, size_
   MDB_env *env = NULL;
   if (rn_envs_read(path, &env, &e)) return copy_fail(errbuf, errlen, e.code, "%s", e.msg);
   MDB_txn *adopt = NULL; /* the map taken again if the writer grew it (rn_store_txn): LMDB's copy begins its own */
-  if (rn_store_txn(env, MDB_RDONLY, &adopt) == 0) mdb_txn_abort(adopt);
-  const char *what = NULL;
-  int rc = copy_into(env, dest, rn_store_file_map(path), &what);
+  const char *what = "reading";
+  int rc = rn_store_txn(env, MDB_RDONLY, &adopt);
+  if (!rc) {
+    mdb_txn_abort(adopt);
+    rn_store_reads_hold(); /* no remap while the copy's own read lives */
+    rc = copy_into(env, dest, rn_store_file_map(path), &what);
+    rn_store_reads_release();
+  }
   rn_envs_read_done(env);
   if (rc == EEXIST) return copy_fail(errbuf, errlen, RN_EMISUSE, "%s: holds a state already (%s/data.mdb)", dest, dest);
   int code = rn_store_write_code(rc, UINT64_MAX);

@@ -31,9 +31,10 @@ const char *rn_store_strerror(int rc)
            "reader slots a state unless opened with max_readers, shared by its processes): close the cursors, rows() "
            "iterations and attachments left open";
   if (rc == MDB_MAP_RESIZED) /* adopt_map could not take the new size */
-    return "MDB_MAP_RESIZED: the state grew past the map this process's readers have, and a read of it is still open "
-           "in this process or the address space has no room for the larger one (ulimit -v): end the reads still "
-           "open (an rn_inspect callback, a cursor) and read again";
+    return "MDB_MAP_RESIZED: the state grew past the map this process's readers have, and it could not be taken "
+           "again: a read of it is still open in this process, or the address space has no room for the larger "
+           "one (ulimit -v): end the reads still open (an rn_inspect callback, a cursor) and read again; if it "
+           "says so again, close every attachment of this state in this process (its map is then made anew)";
   return mdb_strerror(rc);
 }
 
@@ -202,6 +203,16 @@ static int lock_writer(rn_store *s, rn_err *e)
  * in the environment's reader table. */
 static pthread_rwlock_t begin_lock = PTHREAD_RWLOCK_INITIALIZER;
 
+/* An environment whose map adopt_map lost (its userctx): LMDB unmaps the
+ * old map before it maps the new one, and when that fails (another thread
+ * took the address space meanwhile) leaves the environment with no map
+ * and its meta pointers into the old one. No read begins on it again: the
+ * attachments' last close drops it and the next read opens it anew. */
+static char unmapped;
+
+void rn_store_reads_hold(void) { pthread_rwlock_rdlock(&begin_lock); }
+void rn_store_reads_release(void) { pthread_rwlock_unlock(&begin_lock); }
+
 /* mdb_reader_list's lines, "%10d %zx %s\n" (pid, thread, txnid or "-"):
  * counts this process's slots whose transaction is live. */
 static int own_live_slot(const char *msg, void *ctx)
@@ -224,7 +235,8 @@ static int adopt_map(MDB_env *env)
   const char *dir;
   MDB_envinfo info;
   MDB_stat st;
-  if (mdb_env_get_flags(env, &flags) || !(flags & MDB_RDONLY) || (flags & MDB_NOLOCK) || mdb_env_get_path(env, &dir))
+  if (mdb_env_get_flags(env, &flags) || !(flags & MDB_RDONLY) || (flags & MDB_NOLOCK) || mdb_env_get_path(env, &dir) ||
+      mdb_env_get_userctx(env) == &unmapped)
     return MDB_MAP_RESIZED; /* a writer's own, or open_beside's (its reads are in no table): not taken again here */
   pthread_rwlock_wrlock(&begin_lock);
   int live = 0, rc = MDB_MAP_RESIZED;
@@ -238,6 +250,10 @@ static int adopt_map(MDB_env *env)
   if (room != MAP_FAILED) {
     munmap(room, want);
     rc = mdb_env_set_mapsize(env, want);
+    if (rc) { /* no map now: never read again (unmapped) */
+      mdb_env_set_userctx(env, &unmapped);
+      rc = MDB_MAP_RESIZED;
+    }
   }
   pthread_rwlock_unlock(&begin_lock);
   return rc;
@@ -246,6 +262,10 @@ static int adopt_map(MDB_env *env)
 int rn_store_txn(MDB_env *env, unsigned flags, MDB_txn **txn)
 {
   bool read_only = flags & MDB_RDONLY;
+  if (read_only && mdb_env_get_userctx(env) == &unmapped) {
+    *txn = NULL;
+    return MDB_MAP_RESIZED;
+  }
   if (read_only) pthread_rwlock_rdlock(&begin_lock);
   int rc = mdb_txn_begin(env, NULL, flags, txn);
   if (rc == MDB_READERS_FULL) {

@@ -337,6 +337,10 @@ int rn_store_foreign_entry(const char *dir, char *what, size_t len);
 /* mdb_txn_begin; on MDB_READERS_FULL reclaims dead processes' reader slots
  * (mdb_reader_check) and tries once more. *txn is NULL on failure. */
 int rn_store_txn(MDB_env *env, unsigned flags, MDB_txn **txn);
+/* Holds off a reader environment's map being taken again (rn_store_txn)
+ * while a read begins outside rn_store_txn (LMDB's copy begins its own). */
+void rn_store_reads_hold(void);
+void rn_store_reads_release(void);
 
 /* A reader found no catalogue ("meta") in txn: says "empty state" when the
  * environment holds nothing (killed before its first transaction), else

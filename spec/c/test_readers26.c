@@ -482,8 +482,8 @@ static int limited_reader(const char *dir, int go, int said)
   rn_inspect_state st;
   char err[512] = "";
   if (rn_inspect(dir, read_under_inspect, &l, &st, err, sizeof err)) return fprintf(stderr, "  inspect: %s\n", err), 4;
-  if (!strstr(l.msg, "attach m: MDB_MAP_RESIZED: the state grew past the map this process's readers have, and a "
-              "read of it is still open in this process"))
+  if (!strstr(l.msg, "attach m: MDB_MAP_RESIZED: the state grew past the map this process's readers have, and it "
+              "could not be taken again: a read of it is still open in this process"))
     return fprintf(stderr, "  under inspect: %s\n", l.msg), 5;
   int n = rows(a);
   if (rn_inspect(dir, NULL, NULL, &st, err, sizeof err)) return fprintf(stderr, "  inspect: %s\n", err), 6;

@@ -546,6 +546,7 @@ static int relayout(rn_rel *d)
 {
   relayout_try t = { .why = "" };
   int rc = in_own_txn(d, relayout_once, &t);
+  if (!rc && rn_rebuild_relaid(d)) return rn_err_set(&d->p->err, RN_ENOMEM, "out of memory");
   if (rc || !t.why[0]) return rc;
   d->told_unknown = true; /* what is over it cannot be told either */
   return rn_evolve_note(d->p, "%s: its sinks were not told what its rebuild changed (%s)", d->name, t.why);

@@ -445,12 +445,43 @@ static bool relayout_row(const rn_rel *r, const rn_rel *at, int nold, repack *k,
 /* The entries are read whole first, given in the new columns, then put
  * back (rewritten under a cursor, LMDB loses entries whose size changes):
  *     kept: |u64 id|u8 has|u32 told_len|told|u32 now_len|now|… */
+/* The relation under filter r, through filters. */
+static rn_rel *under_filters(const rn_rel *r)
+{
+  rn_rel *at = r->input;
+  while (at->kind == RN_REL_FILTER && at->input) at = at->input;
+  return at;
+}
+
+/* Whether filter r's waiting rows were given in the columns of the table
+ * under it in this run already (a declaration of r that failed after
+ * them: they are in those columns now). */
+static bool relaid_before(const rn_rel *r)
+{
+  const rn_rel *at = under_filters(r);
+  uint64_t h = rn_hash64(r->name, strlen(r->name));
+  for (int i = 0; at->now_slots && i < at->nrelaid; i++)
+    if (at->relaid[i] == h) return true;
+  return false;
+}
+
+int rn_rebuild_relaid(rn_rel *r)
+{
+  rn_rel *at = under_filters(r);
+  if (!at->now_slots || relaid_before(r)) return 0;
+  uint64_t *grown = realloc(at->relaid, (size_t)(at->nrelaid + 1) * sizeof *grown);
+  if (!grown) return -1;
+  at->relaid = grown;
+  at->relaid[at->nrelaid++] = rn_hash64(r->name, strlen(r->name));
+  return 0;
+}
+
 int rn_rebuild_relayout(rn_rel *r, char *why, size_t whylen)
 {
   rn_pipeline *p = r->p;
-  if (r->kind != RN_REL_FILTER || !r->tablelike || !r->rebuilt_open || !r->rebuilt_pending) return 0;
-  const rn_rel *at = r->input;
-  while (at->kind == RN_REL_FILTER && at->input) at = at->input;
+  if (r->kind != RN_REL_FILTER || !r->tablelike || !r->rebuilt_open || !r->rebuilt_pending || relaid_before(r))
+    return 0;
+  const rn_rel *at = under_filters(r);
   int nold = at->now_slots ? at->nstored : r->schema->ncols;
   repack k;
   int rc = repack_init(&k, r);

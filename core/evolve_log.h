@@ -60,6 +60,11 @@ const rn_rel *rn_told_unknown_under(const rn_rel *r);
  * do not fit r's columns now (another input's columns changed) are
  * dropped and why says so (for the note); 0 or an error code. */
 int rn_rebuild_relayout(rn_rel *r, char *why, size_t whylen);
+/* Records that filter r's waiting rows were given in the columns of the
+ * table under it (after rn_rebuild_relayout's transaction committed): a
+ * declaration of r again in this run (the first failed later) does not
+ * move them a second time. -1: out of memory. */
+int rn_rebuild_relaid(rn_rel *r);
 
 /* After r's state opened (rn_open_derived_state): finds what an earlier
  * rebuild left untold; created: dropped, the rows' layout changed. */

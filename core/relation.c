@@ -93,6 +93,7 @@ void rn_rel_free(rn_rel *r)
   rn_schema_free(r->told_schema);
   free(r->added_slots);
   free(r->now_slots);
+  free(r->relaid);
   for (int i = 0; r->stored_names && i < r->nstored; i++) free(r->stored_names[i]);
   free(r->stored_names);
   free(r->name);

@@ -1,5 +1,6 @@
 /* ndjson_stream_fixture.h — for the C tests of an NDJSON sink on an open
- * stream (test_ndjson_nofd7.c, test_ndjson_short10.c, test_ndjson_torn.c):
+ * stream (test_ndjson_nofd7.c, test_ndjson_short10.c, test_ndjson_torn.c)
+ * or on a path (test_ndjson_format12.c, test_ndjson_file26.c):
  * a pipeline with a stream "s" of rows {k, pad} to write to it, and a
  * stream with no file descriptor (fileno fails: a fopencookie stream) that
  * keeps what it is given in memory and takes fewer bytes than it is given
@@ -16,6 +17,7 @@
 #include <sys/types.h>
 
 #include "check.h"
+#include "ndjson.h"
 #include "runnel.h"
 
 /* What the stream keeps: at most `per_call` bytes of each write (0: all),
@@ -108,6 +110,31 @@ static inline int lines_are(const sink_mem *m, int from, int to)
     return 0;
   }
   return 1;
+}
+
+/* A pipeline on dir with stream s of rows {k, pad} and an NDJSON sink on
+ * the path log (verb: its verb field, or NULL). */
+static inline rn_pipeline *open_path_sink(const char *dir, const char *log, const char *verb, rn_rel **s)
+{
+  rn_pipeline *p = NULL;
+  rn_open_opts o = { 0 };
+  o.path = dir;
+  CHECK(rn_pipeline_open(&o, &p, NULL, 0) == 0);
+  static const rn_column_def cols[] = { { "k", "int", 0, NULL, 0, NULL }, { "pad", "string", 0, NULL, 0, NULL } };
+  CHECK(p && rn_declare_stream(p, "s", cols, 2, s) == 0);
+  CHECK(rn_ndjson_sink_path(p, *s, log, verb, NULL) == 0);
+  return p;
+}
+
+/* How many lines the file at path holds; -1: it cannot be read. */
+static inline int count_lines(const char *path)
+{
+  FILE *f = fopen(path, "r");
+  int n = 0, c;
+  if (!f) return -1;
+  while ((c = fgetc(f)) != EOF) n += c == '\n';
+  fclose(f);
+  return n;
 }
 
 #endif

@@ -22,28 +22,6 @@
 #include "runnel.h"
 #include "verify.h"
 
-static rn_pipeline *open_sink(const char *dir, const char *log, rn_rel **s)
-{
-  rn_pipeline *p = NULL;
-  rn_open_opts o = { 0 };
-  o.path = dir;
-  CHECK(rn_pipeline_open(&o, &p, NULL, 0) == 0);
-  static const rn_column_def cols[] = { { "k", "int", 0, NULL, 0, NULL }, { "pad", "string", 0, NULL, 0, NULL } };
-  CHECK(p && rn_declare_stream(p, "s", cols, 2, s) == 0);
-  CHECK(rn_ndjson_sink_path(p, *s, log, NULL, NULL) == 0);
-  return p;
-}
-
-static int count_lines(const char *path)
-{
-  FILE *f = fopen(path, "r");
-  int n = 0, c;
-  if (!f) return -1;
-  while ((c = fgetc(f)) != EOF) n += c == '\n';
-  fclose(f);
-  return n;
-}
-
 /* A child writes groups 1..3 to dir's sink on log and exits without
  * closing: group 3's mark is not recorded. key: its "of:" record's key. */
 static void crash_after_three(const char *dir, const char *log, char *key, size_t n)
@@ -52,7 +30,7 @@ static void crash_after_three(const char *dir, const char *log, char *key, size_
   pid_t child = fork();
   if (child == 0) {
     rn_rel *s = NULL;
-    rn_pipeline *p = open_sink(dir, log, &s);
+    rn_pipeline *p = open_path_sink(dir, log, NULL, &s);
     for (int k = 1; k <= 3; k++) CHECK(insert_row(p, s, k) == 0);
     _exit(check_failed_now);
   }
@@ -113,7 +91,7 @@ static void test_a_record_that_does_not_read_is_none_and_damage(void)
   CHECK(strstr(out, "out.ndjson is not 32 bytes") != NULL);
   CHECK(rename(log, moved) == 0); /* found by its name, as before 0.38 */
   rn_rel *s = NULL;
-  rn_pipeline *p = open_sink(dir, log, &s);
+  rn_pipeline *p = open_path_sink(dir, log, NULL, &s);
   CHECK(insert_row(p, s, 4) == 0);
   CHECK(rn_pipeline_close(p) == 0);
   CHECK(count_lines(moved) == 3);
@@ -185,7 +163,7 @@ static void test_a_record_of_another_mark_is_not_taken(void)
   CHECK(strstr(out, "is of another mark than its sink's") != NULL);
   CHECK(rename(log, moved) == 0);
   rn_rel *s = NULL;
-  rn_pipeline *p = open_sink(dir, log, &s);
+  rn_pipeline *p = open_path_sink(dir, log, NULL, &s);
   CHECK(insert_row(p, s, 4) == 0);
   CHECK(rn_pipeline_close(p) == 0);
   CHECK(count_lines(moved) == 3);

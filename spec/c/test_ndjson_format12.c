@@ -15,28 +15,6 @@
 #include "ndjson.h"
 #include "runnel.h"
 
-static rn_pipeline *open_sink(const char *dir, const char *log, rn_rel **s)
-{
-  rn_pipeline *p = NULL;
-  rn_open_opts o = { 0 };
-  o.path = dir;
-  CHECK(rn_pipeline_open(&o, &p, NULL, 0) == 0);
-  static const rn_column_def cols[] = { { "k", "int", 0, NULL, 0, NULL }, { "pad", "string", 0, NULL, 0, NULL } };
-  CHECK(p && rn_declare_stream(p, "s", cols, 2, s) == 0);
-  CHECK(rn_ndjson_sink_path(p, *s, log, "verb", NULL) == 0);
-  return p;
-}
-
-static int count_lines(const char *path)
-{
-  FILE *f = fopen(path, "r");
-  int n = 0, c;
-  if (!f) return -1;
-  while ((c = fgetc(f)) != EOF) n += c == '\n';
-  fclose(f);
-  return n;
-}
-
 /* A child writes groups 1..3 and exits without close; the "oi:" record
  * of its sink is then removed, as in a state before 0.23. */
 static void test_a_state_without_the_record_opens_as_before(void)
@@ -48,7 +26,7 @@ static void test_a_state_without_the_record_opens_as_before(void)
   pid_t child = fork();
   if (child == 0) {
     rn_rel *s = NULL;
-    rn_pipeline *p = open_sink(dir, log, &s);
+    rn_pipeline *p = open_path_sink(dir, log, "verb", &s);
     for (int k = 1; k <= 3; k++) CHECK(insert_row(p, s, k) == 0);
     _exit(check_failed_now);
   }
@@ -68,7 +46,7 @@ static void test_a_state_without_the_record_opens_as_before(void)
   CHECK(mdb_del(txn, meta, &k, NULL) == 0);
   raw_close(env, txn);
   rn_rel *s = NULL;
-  rn_pipeline *p = open_sink(dir, log, &s);       /* group 3 waits: found in the file, not written again */
+  rn_pipeline *p = open_path_sink(dir, log, "verb", &s);       /* group 3 waits: found in the file, not written again */
   CHECK(count_lines(log) == 3);
   CHECK(insert_row(p, s, 4) == 0);
   CHECK(rn_pipeline_close(p) == 0);

@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include "check.h"
+#include "child_fixture.h"
 #include "attach_fixture.h"
 #include "runnel.h"
 
@@ -306,42 +307,6 @@ static void test_reads_see_whole_groups_while_the_map_grows(void)
  * in them and is killed with kill -9; the next writer opens and commits
  * groups one LMDB transaction each. The parent's read goes on in the
  * snapshot it began: whole, unchanged, none of it reused. */
-typedef struct helper { pid_t pid; int go, said; } helper;
-
-static helper start_helper(int (*body)(const char *dir, int go, int said), const char *dir)
-{
-  int go[2], said[2];
-  helper h = { -1, -1, -1 };
-  if (pipe(go) || pipe(said)) return h;
-  h.pid = fork();
-  if (h.pid == 0) {
-    close(go[1]);
-    close(said[0]);
-    _exit(body(dir, go[0], said[1]));
-  }
-  close(go[0]);
-  close(said[1]);
-  h.go = go[1], h.said = said[0];
-  return h;
-}
-
-/* Tells h to go; true once it said it did its part. */
-static bool helper_step(helper *h)
-{
-  char c = 'g';
-  return write(h->go, &c, 1) == 1 && read(h->said, &c, 1) == 1;
-}
-
-static int helper_end(helper *h, bool kill9)
-{
-  int status = -1;
-  if (h->pid > 0 && kill9) kill(h->pid, SIGKILL);
-  close(h->go);
-  close(h->said);
-  if (h->pid > 0) waitpid(h->pid, &status, 0);
-  return status;
-}
-
 static int open_m(const char *dir, int carry, rn_pipeline **p, rn_rel **m)
 {
   rn_open_opts o = { .path = dir, .nosync = 1, .carry_groups = carry };

@@ -24,6 +24,7 @@
 #include <unistd.h>
 
 #include "check.h"
+#include "child_fixture.h"
 #include "attach_fixture.h"
 #include "runnel.h"
 
@@ -67,34 +68,6 @@ static int fill_m(const char *dir, int from, int n)
   return rn_commit(p) || rn_pipeline_close(p) ? -1 : 0;
 }
 
-typedef struct helper { pid_t pid; int go, said; } helper;
-
-static helper start_helper(int (*body)(const char *dir, int go, int said), const char *dir)
-{
-  int go[2], said[2];
-  helper h = { -1, -1, -1 };
-  if (pipe(go) || pipe(said)) return h;
-  h.pid = fork();
-  if (h.pid == 0) {
-    close(go[1]);
-    close(said[0]);
-    _exit(body(dir, go[0], said[1]));
-  }
-  close(go[0]);
-  close(said[1]);
-  h.go = go[1], h.said = said[0];
-  return h;
-}
-
-static int helper_end(helper *h)
-{
-  int status = -1;
-  close(h->go);
-  close(h->said);
-  if (h->pid > 0) waitpid(h->pid, &status, 0);
-  return status;
-}
-
 static int capped_reader(const char *dir, int go, int said)
 {
   map_cap = 1 << 20; /* envs.c falls back to the recorded map (1 MiB) */
@@ -126,7 +99,7 @@ static void test_failed_remap_leaves_a_usable_environment(void)
   CHECK(r.pid > 0 && read(r.said, &c, 1) == 1 && c == 100);
   CHECK(fill_m(dir, 100, 2000) == 0); /* the map doubles past the reader's */
   CHECK(write(r.go, &c, 1) == 1);
-  int status = helper_end(&r);
+  int status = helper_end(&r, false);
   if (WIFSIGNALED(status)) fprintf(stderr, "  reader killed by signal %d\n", WTERMSIG(status));
   CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0);
   remove_state(dir);

@@ -442,9 +442,6 @@ static bool relayout_row(const rn_rel *r, const rn_rel *at, int nold, repack *k,
   return true;
 }
 
-/* The entries are read whole first, given in the new columns, then put
- * back (rewritten under a cursor, LMDB loses entries whose size changes):
- *     kept: |u64 id|u8 has|u32 told_len|told|u32 now_len|now|… */
 /* The relation under filter r, through filters. */
 static rn_rel *under_filters(const rn_rel *r)
 {
@@ -476,6 +473,9 @@ int rn_rebuild_relaid(rn_rel *r)
   return 0;
 }
 
+/* The entries are read whole first, given in the new columns, then put
+ * back (rewritten under a cursor, LMDB loses entries whose size changes):
+ *     kept: |u64 id|u8 has|u32 told_len|told|u32 now_len|now|… */
 int rn_rebuild_relayout(rn_rel *r, char *why, size_t whylen)
 {
   rn_pipeline *p = r->p;

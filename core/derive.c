@@ -528,28 +528,12 @@ static int tell_columns(rn_rel *d)
   return rn_evolve_note(p, "%s: its sinks were not told what its rebuild changed (%s)", d->name, t.why);
 }
 
-/* A filter's waiting told rows given in its columns now (evolve_log.h:
- * rn_rebuild_relayout), in a transaction of its own; the note when they
- * cannot be. */
-typedef struct relayout_try {
-  char why[RN_NAME_MAX + 128];
-} relayout_try;
-
-static int relayout_once(rn_rel *d, void *ctx)
+/* A filter's rows now, against the told rows its earlier rebuild left
+ * waiting (evolve_log.h: rn_rebuild_now), in a transaction of its own. */
+static int now_once(rn_rel *d, void *ctx)
 {
-  relayout_try *t = ctx;
-  t->why[0] = 0;
-  return rn_rebuild_relayout(d, t->why, sizeof t->why);
-}
-
-static int relayout(rn_rel *d)
-{
-  relayout_try t = { .why = "" };
-  int rc = in_own_txn(d, relayout_once, &t);
-  if (!rc && rn_rebuild_relaid(d)) return rn_err_set(&d->p->err, RN_ENOMEM, "out of memory");
-  if (rc || !t.why[0]) return rc;
-  d->told_unknown = true; /* what is over it cannot be told either */
-  return rn_evolve_note(d->p, "%s: its sinks were not told what its rebuild changed (%s)", d->name, t.why);
+  (void)ctx;
+  return rn_rebuild_now(d);
 }
 
 /* Declares filter or map of in whose ctx is f (NULL: out of memory, and
@@ -571,7 +555,8 @@ static int declare(rn_pipeline *p, const char *name, rn_relkind kind, rn_rel *in
     r->persistent = r->stateful = true; /* MAPKEY-2: rebuilt when it missed a group */
     rc = rn_open_derived_state(p, r, setup_keys, r);
   }
-  if (!rc && kind == RN_REL_FILTER && r->rebuilt_pending) rc = relayout(r); /* told rows of its input's old columns */
+  if (!rc && kind == RN_REL_FILTER && r->rebuilt_pending) rc = in_own_txn(r, now_once, NULL); /* its input's rows
+                                                                                              * may have changed */
   if (!rc) rc = rn_derive_told_unknown(r); /* over a relation whose sinks were not told */
   if (!rc && (r->told_schema || f->told || (!f->keyed && (added_under(r) || renamed_under(r))))) rc = tell_columns(r); /* other columns, or a
                                                                                        * table under it gained

@@ -671,9 +671,8 @@ static int evolved(rn_pipeline *p, rn_rel *r, MDB_txn *txn)
 static void forget_moved(rn_rel *r)
 {
   for (int i = 0; r->stored_names && i < r->nstored; i++) free(r->stored_names[i]);
-  free(r->added_slots), free(r->now_slots), free(r->stored_names), free(r->relaid);
+  free(r->added_slots), free(r->now_slots), free(r->stored_names);
   r->added_slots = NULL, r->nadded = 0, r->now_slots = NULL, r->stored_names = NULL, r->nstored = 0;
-  r->relaid = NULL, r->nrelaid = 0;
 }
 
 /* The columns pl adds to table r, kept in r->added_slots: a map over r

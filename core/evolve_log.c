@@ -62,9 +62,9 @@ static int fail(rn_rel *r, int rc)
   return rn_store_fail(&r->p->err, rc, r->name);
 }
 
-/* Puts |has|told_len|told|now| under id. */
-static int put_entry(rn_rel *r, uint64_t id, int has, const char *told, size_t told_len, const char *now,
-                     size_t now_len)
+/* Puts |has|told_len|told|now| under id, in txn. */
+static int put_entry_in(rn_rel *r, MDB_txn *txn, uint64_t id, int has, const char *told, size_t told_len,
+                        const char *now, size_t now_len)
 {
   size_t len = 5 + told_len + now_len;
   char kb[8], *v = malloc(len);
@@ -76,9 +76,16 @@ static int put_entry(rn_rel *r, uint64_t id, int has, const char *told, size_t t
   if (now_len) memcpy(v + 5 + told_len, now, now_len);
   rn_be64_put(kb, id);
   MDB_val k = { 8, kb }, val = { len, v };
-  int rc = mdb_put(r->p->store.wtxn, r->rebuilt_dbi, &k, &val, 0);
+  int rc = mdb_put(txn, r->rebuilt_dbi, &k, &val, 0);
   free(v);
   return rc ? fail(r, rc) : 0;
+}
+
+/* put_entry_in the writer's transaction. */
+static int put_entry(rn_rel *r, uint64_t id, int has, const char *told, size_t told_len, const char *now,
+                     size_t now_len)
+{
+  return put_entry_in(r, r->p->store.wtxn, id, has, told, told_len, now, now_len);
 }
 
 static bool entry_parse(const MDB_val *v, int *has, const char **told, size_t *told_len, const char **now,
@@ -416,125 +423,29 @@ int rn_rebuild_after(rn_rel *r)
   return rc;
 }
 
-/* Row (in the columns at had: nold) in r's columns now, into k->out; false
- * when it does not fit them. */
-static bool relayout_row(const rn_rel *r, const rn_rel *at, int nold, repack *k, const char *row, size_t len)
+/* now_row for an id an entry holds: an id without one is a row its sinks
+ * hold as told (a change of it since is its input's, not told through r). */
+static int now_row_kept(void *ctx, uint64_t id, const char *row, size_t len)
 {
-  int n = r->schema->ncols;
-  const msgpack_object *ov = rn_row_unpack(row, len, nold, &k->z);
-  if (!ov) return false;
-  for (int j = 0; j < n; j++) k->vals[j].type = MSGPACK_OBJECT_NIL; /* a column added since: null */
-  for (int i = 0; i < nold; i++) {
-    int j = at->now_slots ? at->now_slots[i] : i; /* -1: dropped */
-    if (j < 0 || j >= n) continue;
-    msgpack_object v = ov[i];
-    if (r->schema->cols[j].type == RN_T_FLOAT &&
-        (v.type == MSGPACK_OBJECT_POSITIVE_INTEGER || v.type == MSGPACK_OBJECT_NEGATIVE_INTEGER)) {
-      if (!rn_int_is_float(&v)) return false;
-      double d = v.type == MSGPACK_OBJECT_POSITIVE_INTEGER ? (double)v.via.u64 : (double)v.via.i64;
-      v.type = MSGPACK_OBJECT_FLOAT64;
-      v.via.f64 = d;
-    }
-    k->vals[j] = v;
-  }
-  k->out.size = 0;
-  rn_row_pack(r->schema, k->vals, &k->out);
-  return true;
+  rn_rel *r = ctx;
+  MDB_val v;
+  int rc = get_entry(r, id, &v);
+  if (rc == MDB_NOTFOUND) return 0;
+  return rc ? fail(r, rc) : now_row(r, id, row, len);
 }
 
-/* The relation under filter r, through filters. */
-static rn_rel *under_filters(const rn_rel *r)
+int rn_rebuild_now(rn_rel *r)
 {
-  rn_rel *at = r->input;
-  while (at->kind == RN_REL_FILTER && at->input) at = at->input;
-  return at;
-}
-
-/* Whether filter r's waiting rows were given in the columns of the table
- * under it in this run already (a declaration of r that failed after
- * them: they are in those columns now). */
-static bool relaid_before(const rn_rel *r)
-{
-  const rn_rel *at = under_filters(r);
-  uint64_t h = rn_hash64(r->name, strlen(r->name));
-  for (int i = 0; at->now_slots && i < at->nrelaid; i++)
-    if (at->relaid[i] == h) return true;
-  return false;
-}
-
-int rn_rebuild_relaid(rn_rel *r)
-{
-  rn_rel *at = under_filters(r);
-  if (!at->now_slots || relaid_before(r)) return 0;
-  uint64_t *grown = realloc(at->relaid, (size_t)(at->nrelaid + 1) * sizeof *grown);
-  if (!grown) return -1;
-  at->relaid = grown;
-  at->relaid[at->nrelaid++] = rn_hash64(r->name, strlen(r->name));
-  return 0;
-}
-
-/* The entries are read whole first, given in the new columns, then put
- * back (rewritten under a cursor, LMDB loses entries whose size changes):
- *     kept: |u64 id|u8 has|u32 told_len|told|u32 now_len|now|… */
-int rn_rebuild_relayout(rn_rel *r, char *why, size_t whylen)
-{
-  rn_pipeline *p = r->p;
-  if (r->kind != RN_REL_FILTER || !r->tablelike || !r->rebuilt_open || !r->rebuilt_pending || relaid_before(r))
-    return 0;
-  const rn_rel *at = under_filters(r);
-  int nold = at->now_slots ? at->nstored : r->schema->ncols;
-  repack k;
-  int rc = repack_init(&k, r);
-  if (rc) return rc;
-  msgpack_sbuffer kept;
-  msgpack_sbuffer_init(&kept);
-  MDB_cursor *cur;
-  MDB_val key, v;
-  bool misfit = false;
-  if ((rc = mdb_cursor_open(p->store.wtxn, r->rebuilt_dbi, &cur))) {
-    rc = fail(r, rc);
-    goto done;
-  }
-  for (rc = mdb_cursor_get(cur, &key, &v, MDB_FIRST); rc == 0 && !misfit; rc = mdb_cursor_get(cur, &key, &v, MDB_NEXT)) {
-    int has;
-    const char *rows[2];
-    size_t lens[2];
-    if (key.mv_size != 8 || !entry_parse(&v, &has, &rows[0], &lens[0], &rows[1], &lens[1])) { rc = MDB_CORRUPTED; break; }
-    uint8_t h = (uint8_t)has;
-    rn_buf_write(&kept, key.mv_data, 8);
-    rn_buf_write(&kept, (const char *)&h, 1);
-    for (int i = 0; i < 2 && !misfit; i++) {
-      uint32_t len = 0;
-      if ((has & (i ? NOW : TOLD)) && !(misfit = !relayout_row(r, at, nold, &k, rows[i], lens[i]))) len = (uint32_t)k.out.size;
-      rn_buf_write(&kept, (const char *)&len, 4);
-      if (len) rn_buf_write(&kept, k.out.data, len);
-      msgpack_zone_clear(&k.z);
-    }
-  }
-  mdb_cursor_close(cur);
-  if (rc == MDB_NOTFOUND) rc = 0;
-  if (!rc) rc = mdb_drop(p->store.wtxn, r->rebuilt_dbi, 0);
-  if (rc) rc = fail(r, rc);
-  for (size_t off = 0; !rc && !misfit && off < kept.size;) {
-    uint64_t id = rn_be64_get(kept.data + off);
-    int has = (uint8_t)kept.data[off + 8];
-    uint32_t tl, nl;
-    memcpy(&tl, kept.data + off + 9, 4);
-    const char *told = kept.data + off + 13;
-    memcpy(&nl, told + tl, 4);
-    rc = put_entry(r, id, has, told, tl, told + tl + 4, nl);
-    off += 17 + tl + nl;
-  }
-  if (!rc && misfit) {
-    r->rebuilt_pending = false; /* nothing is told: the note says so */
-    snprintf(why, whylen, "the changes its earlier rebuild left to tell hold rows in columns \"%s\" no longer has",
-             r->input->name);
-  }
-done:
-  msgpack_sbuffer_destroy(&kept);
-  repack_free(&k);
+  if (r->kind != RN_REL_FILTER || !r->tablelike || !r->rebuilt_open || !r->rebuilt_pending) return 0;
+  int rc = each_entry(r, forget_now_of, NULL);
+  if (!rc) rc = rn_rel_scan(r, now_row_kept, r);
+  bool left = false;
+  if (!rc) rc = each_entry(r, drop_equal_of, &left);
+  if (!rc) r->rebuilt_pending = left;
   return rc;
 }
+
+static int give_waiting(rn_rel *r, MDB_txn *txn);
 
 int rn_rebuild_opened(rn_rel *r, MDB_txn *txn, bool created)
 {
@@ -551,7 +462,10 @@ int rn_rebuild_opened(rn_rel *r, MDB_txn *txn, bool created)
   r->rebuilt_open = true;
   r->rebuilt_pending = st.ms_entries > 0; /* a rebuild no group told of yet */
   if (r->rebuilt_pending) r->p->rebuilt_any = true;
-  return 0;
+  rc = r->rebuilt_pending && r->kind == RN_REL_FILTER && r->decl_changed ? give_waiting(r, txn) : 0;
+  rn_schema_free(r->waiting_schema);
+  r->waiting_schema = NULL;
+  return rc;
 }
 
 /* Appends r's entries to its log, in id order. */
@@ -566,6 +480,7 @@ static int tell_one(rn_pipeline *p, rn_rel *r)
     const char *told, *now;
     size_t told_len, now_len;
     if (k.mv_size != 8 || !entry_parse(&v, &has, &told, &told_len, &now, &now_len)) { rc = MDB_CORRUPTED; break; }
+    if (!(has & (TOLD | NOW))) continue; /* a capture's: the sinks hold no row of it, nor does r */
     rn_change c = { has == TOLD ? RN_DELETE : has == NOW ? RN_INSERT : RN_UPDATE, rn_be64_get(k.mv_data),
                     (has & NOW) ? now : NULL, (has & NOW) ? now_len : 0,
                     (has & TOLD) ? told : NULL, (has & TOLD) ? told_len : 0 };
@@ -864,17 +779,17 @@ static int capture_row(void *ctx, uint64_t id, const char *row, size_t len)
 }
 
 /* The entries an earlier rebuild left untold hold rows in the old layout:
- * given in the new one (those without a told row stay, saying the sinks
- * hold no row of that id). Read whole first: rewritten under a cursor,
- * LMDB loses entries whose size changes. */
-static int capture_pending(capture *c)
+ * given in the new one, in txn (those without a told row stay, saying the
+ * sinks hold no row of that id). Read whole first: rewritten under a
+ * cursor, LMDB loses entries whose size changes. */
+static int capture_pending(capture *c, MDB_txn *txn)
 {
   rn_rel *r = c->r;
   msgpack_sbuffer kept; /* |u64 id|u8 has|u32 len|row|… */
   msgpack_sbuffer_init(&kept);
   MDB_cursor *cur;
   MDB_val k, v;
-  int rc = mdb_cursor_open(r->p->store.wtxn, r->rebuilt_dbi, &cur), misfit = 0;
+  int rc = mdb_cursor_open(txn, r->rebuilt_dbi, &cur), misfit = 0;
   if (rc) return fail(r, rc);
   for (rc = mdb_cursor_get(cur, &k, &v, MDB_FIRST); rc == 0 && !misfit; rc = mdb_cursor_get(cur, &k, &v, MDB_NEXT)) {
     int has;
@@ -894,14 +809,14 @@ static int capture_pending(capture *c)
   }
   mdb_cursor_close(cur);
   if (rc == MDB_NOTFOUND) rc = 0;
-  if (!rc) rc = mdb_drop(r->p->store.wtxn, r->rebuilt_dbi, 0);
+  if (!rc) rc = mdb_drop(txn, r->rebuilt_dbi, 0);
   rc = rc ? fail(r, rc) : 0;
   for (size_t off = 0; !rc && !misfit && off < kept.size;) {
     uint64_t id;
     uint32_t len;
     memcpy(&id, kept.data + off, 8);
     memcpy(&len, kept.data + off + 9, 4);
-    rc = put_entry(r, id, (uint8_t)kept.data[off + 8], kept.data + off + 13, len, NULL, 0);
+    rc = put_entry_in(r, txn, id, (uint8_t)kept.data[off + 8], kept.data + off + 13, len, NULL, 0);
     off += 13 + len;
   }
   msgpack_sbuffer_destroy(&kept);
@@ -972,7 +887,7 @@ static int capture_begin(capture *c, bool right_as_declared)
   if (!plan_capture(c)) return MISFIT;
   rc = rn_state_dbi(p, p->store.wtxn, RN_DB_REBUILT, r->name, 0, &r->rebuilt_dbi);
   if (!rc) r->rebuilt_open = true;
-  return rc ? rc : capture_pending(c);
+  return rc ? rc : capture_pending(c, p->store.wtxn);
 }
 
 /* The captured rows lack the new key columns: rn_rebuild_after gives them
@@ -1069,6 +984,50 @@ static int capture_with(rn_rel *r, int (*how)(capture *c))
   free(c.give);
   free(c.vals);
   free(c.right_from);
+  return rc;
+}
+
+/* Filter r's catalogue entry changed, and the told rows an earlier
+ * rebuild left waiting are in the columns the entry held
+ * (r->waiting_schema, rn_state_open): in txn, the transaction that replaces
+ * the entry, so that they are given once, they are given in r's columns
+ * now as a capture gives them (plan_capture: by name, a rename of the
+ * relation its columns are followed, a new column null, an int column
+ * widened to float as floats). The rows it holds now are made afresh at
+ * its declaration (rn_rebuild_now). Rows that do not fit: nothing is told,
+ * and a note says why. */
+static int give_waiting(rn_rel *r, MDB_txn *txn)
+{
+  rn_pipeline *p = r->p;
+  int n = r->schema->ncols, rc = 0;
+  capture c = { .r = r, .old = r->waiting_schema };
+  if (!rn_zone_init(&c.z, 4096)) return rn_err_set(&p->err, RN_ENOMEM, "out of memory");
+  msgpack_sbuffer_init(&c.out);
+  c.src = calloc((size_t)(n ? n : 1), sizeof *c.src);
+  c.give = calloc((size_t)(n ? n : 1), 1);
+  c.vals = calloc((size_t)(n ? n : 1), sizeof *c.vals);
+  if (!c.src || !c.give || !c.vals) rc = rn_err_set(&p->err, RN_ENOMEM, "out of memory");
+  else if (!c.old) {
+    snprintf(c.why, sizeof c.why, "the columns its waiting changes hold rows in could not be read");
+    rc = MISFIT;
+  } else if (!plan_capture(&c)) {
+    rc = MISFIT;
+  }
+  for (int j = 0; !rc && j < n; j++)
+    if (c.give[j] == GIVE_FILL) {
+      snprintf(c.why, sizeof c.why, "its waiting changes hold rows without its key column \"%s\"", r->schema->cols[j].name);
+      rc = MISFIT;
+    }
+  if (!rc) rc = capture_pending(&c, txn);
+  if (rc == MISFIT) {
+    r->rebuilt_pending = false;
+    r->told_unknown = true; /* what is over it cannot be told either */
+    rc = mdb_drop(txn, r->rebuilt_dbi, 0);
+    rc = rc ? fail(r, rc) : rn_evolve_note(p, "%s: its sinks were not told what its rebuild changed (%s)", r->name, c.why);
+  }
+  msgpack_sbuffer_destroy(&c.out);
+  rn_zone_destroy(&c.z);
+  free(c.src), free(c.give), free(c.vals);
   return rc;
 }
 

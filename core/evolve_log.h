@@ -50,24 +50,21 @@ void rn_rebuild_capture_forget(rn_rel *r);
 const rn_rel *rn_told_unknown_under(const rn_rel *r);
 
 /* In a transaction of its own at filter r's declaration, while an earlier
- * rebuild's changes wait to be told (r->rebuilt_pending): a filter's rows
- * are its input's, so those changes hold rows in the columns its input had
- * then. A table under it (through filters) that added, dropped or moved
- * columns in this run (now_slots) had its rows rewritten: the waiting rows
- * are given in the columns it has now the same way (a new column null, an
- * int column widened to float as floats), else the next group told them
- * in the old layout, which the relations over r could not read. Rows that
- * do not fit r's columns now (another input's columns changed) are
- * dropped and why says so (for the note); 0 or an error code. */
-int rn_rebuild_relayout(rn_rel *r, char *why, size_t whylen);
-/* Records that filter r's waiting rows were given in the columns of the
- * table under it (after rn_rebuild_relayout's transaction committed): a
- * declaration of r again in this run (the first failed later) does not
- * move them a second time. -1: out of memory. */
-int rn_rebuild_relaid(rn_rel *r);
+ * rebuild's changes wait to be told (r->rebuilt_pending): the rows r holds
+ * now are made afresh against the told rows, which rn_rebuild_opened gave
+ * in its columns now. Its input's rows may have changed since the changes
+ * were made (a table under it declared with other columns, in this run or
+ * one between, a rebuild under it), and its input's changes do not pass
+ * through it while it tells its own (relation.c, rn_emit). Its function
+ * failing on a row fails the declaration. */
+int rn_rebuild_now(rn_rel *r);
 
-/* After r's state opened (rn_open_derived_state): finds what an earlier
- * rebuild left untold; created: dropped, the rows' layout changed. */
+/* After r's state opened (rn_open_derived_state or, for a map or filter,
+ * in the transaction that records its catalogue entry): finds what an
+ * earlier rebuild left untold; created: dropped, the rows' layout changed.
+ * A filter whose entry changed (r->waiting_schema) has the told rows it
+ * left waiting given in its columns now, there, or dropped with a note
+ * when they do not fit them. */
 int rn_rebuild_opened(rn_rel *r, MDB_txn *txn, bool created);
 
 /* A group opened (or its changes are applied again, group.c): every

@@ -127,9 +127,9 @@ struct rn_rel {
                              stored slot, where the column is now (-1: dropped), owned; NULL: none moved */
   int nstored;            /* how many stored slots now_slots has */
   char **stored_names;    /* with now_slots: the name of each stored column, owned */
-  uint64_t *relaid;       /* with now_slots: the filters over it (their names hashed) whose waiting rows were
-                             given in its columns now in this run (rn_rebuild_relayout): never twice, owned */
-  int nrelaid;
+  rn_schema *waiting_schema; /* a filter whose catalogue entry changed: the columns the entry held, which the
+                               told rows its rebuild left waiting are in, read at rn_state_open until
+                               rn_rebuild_opened gives them in its columns now, owned */
   bool as_told;           /* a stand-in for a map making its rows in told_schema (evolve_log.c): names
                              its function gives that those columns lack are left out */
   MDB_dbi rebuilt_dbi;

@@ -93,7 +93,7 @@ void rn_rel_free(rn_rel *r)
   rn_schema_free(r->told_schema);
   free(r->added_slots);
   free(r->now_slots);
-  free(r->relaid);
+  rn_schema_free(r->waiting_schema);
   for (int i = 0; r->stored_names && i < r->nstored; i++) free(r->stored_names[i]);
   free(r->stored_names);
   free(r->name);
@@ -126,15 +126,18 @@ static bool entry_decodes(rn_pipeline *p, const MDB_val *v)
          d.via.array.ptr[0].type == MSGPACK_OBJECT_POSITIVE_INTEGER;
 }
 
-/* A map declared again with other columns: the columns its stored entry
- * v describes, with their defaults, kept in r->told_schema until its sinks
- * are told what the change gave (derive.c). An entry that does not read
+/* A map or filter declared again with other columns: the columns its
+ * stored entry v describes, with their defaults, kept until its sinks are
+ * told what the change gave: a map's in r->told_schema (derive.c), a
+ * filter's in r->waiting_schema (the told rows an earlier rebuild left
+ * waiting are in them: rn_rebuild_opened). An entry that does not read
  * back keeps none: nothing is told. */
-static int keep_told_schema(rn_pipeline *p, rn_rel *r, const MDB_val *v)
+static int keep_entry_schema(rn_pipeline *p, rn_rel *r, const MDB_val *v)
 {
-  rn_schema_free(r->told_schema);
-  r->told_schema = NULL;
-  if (r->kind != RN_REL_MAP || !r->tablelike) return 0;
+  rn_schema_free(r->told_schema), rn_schema_free(r->waiting_schema);
+  r->told_schema = r->waiting_schema = NULL;
+  rn_schema **keep = r->kind == RN_REL_MAP ? &r->told_schema : r->kind == RN_REL_FILTER ? &r->waiting_schema : NULL;
+  if (!keep || !r->tablelike) return 0;
   msgpack_object d;
   size_t off = 0;
   if (rn_unpack(v->mv_data, v->mv_size, &off, &p->scratch, &d) != MSGPACK_UNPACK_SUCCESS ||
@@ -151,7 +154,7 @@ static int keep_told_schema(rn_pipeline *p, rn_rel *r, const MDB_val *v)
       return e.code == RN_ENOMEM ? rn_err_set(&p->err, RN_ENOMEM, "out of memory") : 0;
     }
   }
-  r->told_schema = s;
+  *keep = s;
   return 0;
 }
 
@@ -269,7 +272,7 @@ int rn_state_open(rn_pipeline *p, rn_rel *r, MDB_txn *txn, bool *created, bool *
     }
     if (v.mv_size != desc.size || memcmp(v.mv_data, desc.data, desc.size) != 0) {
       r->decl_changed = true;
-      if (keep_told_schema(p, r, &v)) goto fail;
+      if (keep_entry_schema(p, r, &v)) goto fail;
       if (txn == p->store.wtxn) { /* derived: its rows as its sinks were told, before the entry changes */
         if (rn_rebuild_capture(r)) goto fail;
         if ((rc = mdb_get(txn, p->store.meta, &k, &v))) goto lmdb_fail; /* the capture wrote: bytes may move */

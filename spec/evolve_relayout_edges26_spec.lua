@@ -2,7 +2,9 @@
 -- waiting told rows converted to its input's columns now. A declaration of
 -- the filter that failed after its relayout committed (its new function
 -- raised), declared again in the same run, moved the rows a second time:
--- its sinks were told swapped values (rn_rebuild_relaid records it once).
+-- its sinks were told swapped values. Since 0.39 the rows are given in the
+-- new columns in the transaction that replaces the filter's catalogue
+-- entry (rn_rebuild_opened), so once (evolve_filter_waiting_edges27).
 local runnel = require "runnel"
 local H = require "helper"
 

@@ -59,34 +59,66 @@ static bool holds_marker(const msgpack_object *v, const mark *m)
   return false;
 }
 
-/* The column of row whose value holds the marker: its key, or NULL. */
-static const msgpack_object *marked_column(const msgpack_object *row, const mark *m)
+/* The column of row whose value holds the marker: its key and value, or
+ * NULL. */
+static const msgpack_object_kv *marked_column(const msgpack_object *row, const mark *m)
 {
   if (!row || row->type != MSGPACK_OBJECT_MAP) return NULL;
   for (uint32_t i = 0; i < row->via.map.size; i++)
     if (row->via.map.ptr[i].key.type == MSGPACK_OBJECT_STR && holds_marker(&row->via.map.ptr[i].val, m))
-      return &row->via.map.ptr[i].key;
+      return &row->via.map.ptr[i];
   return NULL;
 }
 
-/* Says that number (n bytes) in column key of r is out of range. */
-static void number_error(rn_pipeline *p, const rn_rel *r, const msgpack_object *key, const char *number, size_t n)
+/* The struct field of column c whose value, in v (a map of field names,
+ * or an array in slot order), holds marker m: its name appended to path
+ * (` field "x"`, as row.c words it) at *len, and so on inward; the
+ * innermost column or field reached. */
+static const rn_column *marked_field(const rn_column *c, const msgpack_object *v, const mark *m, char *path,
+                                     size_t cap, size_t *len, int depth)
 {
-  char quoted[256];
+  if (c->type != RN_T_STRUCT || !c->fields || depth > 64) return c;
+  const rn_schema *f = c->fields;
+  bool in_order = v->type == MSGPACK_OBJECT_ARRAY && v->via.array.size == (uint32_t)f->ncols;
+  uint32_t n = in_order ? v->via.array.size : v->type == MSGPACK_OBJECT_MAP ? v->via.map.size : 0;
+  for (uint32_t i = 0; i < n; i++) {
+    const msgpack_object *k = in_order ? NULL : &v->via.map.ptr[i].key;
+    const msgpack_object *fv = in_order ? &v->via.array.ptr[i] : &v->via.map.ptr[i].val;
+    if (!holds_marker(fv, m)) continue;
+    int slot = in_order ? (int)i
+             : k->type == MSGPACK_OBJECT_STR ? rn_schema_slot(f, k->via.str.ptr, k->via.str.size) : -1;
+    if (slot < 0) return c;
+    int w = snprintf(path + *len, cap - *len, " field \"%s\"", f->cols[slot].name);
+    if (w > 0) *len = *len + (size_t)w < cap ? *len + (size_t)w : cap - 1;
+    return marked_field(&f->cols[slot], fv, m, path, cap, len, depth + 1);
+  }
+  return c;
+}
+
+/* Says that number (n bytes) in column kv of r is out of range, naming the
+ * struct field it is in. */
+static void number_error(rn_pipeline *p, const rn_rel *r, const msgpack_object_kv *kv, const char *number, size_t n)
+{
+  const msgpack_object *key = &kv->key, *v = &kv->val;
+  char quoted[256], column[768];
   int slot = rn_schema_slot(r->schema, key->via.str.ptr, key->via.str.size);
   bool real = memchr(number, '.', n) || memchr(number, 'e', n) || memchr(number, 'E', n);
   int shown = n > 64 ? 64 : (int)n;
   const char *more = n > 64 ? "…" : "";
-  const char *column = rn_json_quote(quoted, sizeof quoted, key->via.str.ptr, key->via.str.size);
+  size_t len = (size_t)snprintf(column, sizeof column, "column %s",
+                                rn_json_quote(quoted, sizeof quoted, key->via.str.ptr, key->via.str.size));
+  const rn_column *c = slot >= 0 ? marked_field(&r->schema->cols[slot], v, &number_mark, column, sizeof column, &len, 0)
+                                 : NULL;
   if (real)
-    rn_err_set(&p->err, RN_EINVAL, "%s: column %s: the number %.*s%s is beyond a float's range (about ±1.8e308)",
+    rn_err_set(&p->err, RN_EINVAL, "%s: %s: the number %.*s%s is beyond a float's range (about ±1.8e308)",
                r->name, column, shown, number, more);
-  else if (slot >= 0 && r->schema->cols[slot].type == RN_T_FLOAT)
-    rn_err_set(&p->err, RN_EINVAL, "%s: column %s: the integer %.*s%s is beyond int64, which a JSON integer must fit "
-               "in: for a float column write it with a fraction part or an exponent (%.*s%s.0)",
-               r->name, column, shown, number, more, shown, number, more);
+  else if (c && c->type == RN_T_FLOAT)
+    rn_err_set(&p->err, RN_EINVAL, "%s: %s: the integer %.*s%s is beyond int64, which a JSON integer must fit "
+               "in: for a float %s write it with a fraction part or an exponent (%.*s%s.0)",
+               r->name, column, shown, number, more, c == &r->schema->cols[slot] ? "column" : "field", shown, number,
+               more);
   else
-    rn_err_set(&p->err, RN_EINVAL, "%s: column %s: the integer %.*s%s is beyond int64 (-9223372036854775808 to "
+    rn_err_set(&p->err, RN_EINVAL, "%s: %s: the integer %.*s%s is beyond int64 (-9223372036854775808 to "
                "9223372036854775807)", r->name, column, shown, number, more);
 }
 
@@ -118,14 +150,15 @@ void rn_json_change_refused(rn_pipeline *p, const char *line, size_t len)
   memcpy(copy + at + mlen, line + at + n, len - at - n);
   msgpack_object obj;
   rn_err ignored = { .code = RN_OK };
-  const msgpack_object *rel = NULL, *op = NULL, *row = NULL, *other, *key;
+  const msgpack_object *rel = NULL, *op = NULL, *row = NULL, *other;
+  const msgpack_object_kv *kv;
   size_t clen = cap;
   bool read = false; /* numbers out of range after the first are read as 0: the first names the column */
   while (!(read = !rn_json_parse(copy, clen, &obj, &z, &ignored)) && zero_next_overflow(copy, &clen))
     msgpack_zone_clear(&z);
   if (read) rn_change_fields(&obj, &rel, &op, &row, &other);
   rn_rel *r = rel && rel->type == MSGPACK_OBJECT_STR ? rn_rel_named(p, rel->via.str.ptr, rel->via.str.size) : NULL;
-  if (r && (key = marked_column(row, &number_mark))) number_error(p, r, key, line + at, n);
+  if (r && (kv = marked_column(row, &number_mark))) number_error(p, r, kv, line + at, n);
   rn_zone_destroy(&z);
   free(copy);
 }
@@ -184,13 +217,16 @@ void rn_json_change_unread(rn_pipeline *p, const char *line, size_t len)
   memcpy(copy + start + mlen, line + end, len - end);
   msgpack_object obj;
   rn_err ignored = { .code = RN_OK };
-  const msgpack_object *rel = NULL, *op = NULL, *row = NULL, *other, *key;
+  const msgpack_object *rel = NULL, *op = NULL, *row = NULL, *other;
+  const msgpack_object_kv *kv;
   if (!rn_json_parse(copy, cap, &obj, &z, &ignored)) rn_change_fields(&obj, &rel, &op, &row, &other);
   rn_rel *r = rel && rel->type == MSGPACK_OBJECT_STR ? rn_rel_named(p, rel->via.str.ptr, rel->via.str.size) : NULL;
   char quoted[256], prefix[RN_NAME_MAX + 300];
-  if (r && (key = marked_column(row, &unread_mark))) {
-    snprintf(prefix, sizeof prefix, "%s: column %s", r->name,
-             rn_json_quote(quoted, sizeof quoted, key->via.str.ptr, key->via.str.size));
+  if (r && (kv = marked_column(row, &unread_mark))) {
+    size_t n = (size_t)snprintf(prefix, sizeof prefix, "%s: column %s", r->name,
+                                rn_json_quote(quoted, sizeof quoted, kv->key.via.str.ptr, kv->key.via.str.size));
+    int slot = rn_schema_slot(r->schema, kv->key.via.str.ptr, kv->key.via.str.size);
+    if (slot >= 0) marked_field(&r->schema->cols[slot], &kv->val, &unread_mark, prefix, sizeof prefix, &n, 0);
     rn_err_prefix(&p->err, prefix);
   } else if (r && marked_name(row)) {
     snprintf(prefix, sizeof prefix, "%s: a column name", r->name);

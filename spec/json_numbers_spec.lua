@@ -46,13 +46,14 @@ describe("a JSON change's numbers", function()
     assert.is_nil(t:get(5))
   end)
 
-  it("names the column when the number is inside a nested value, and in the rejects of a skipping run", function()
+  it("names the column and field when the number is inside a nested value, and in the rejects of a skipping run", function()
     local q = runnel.open(dir .. "/st2")
     q:table("s", { {"k","int"}, {"pos", { {"x","float"} }, null = true}, key = "k" })
     H.write(input, '{"rel":"s","op":"insert","row":{"k":1,"pos":{"x":1e999}}}\n{"rel":"s","op":"insert","row":{"k":2}}\n')
     local rejects = dir .. "/rejects"
     q:run(runnel.ndjson_source(input), { on_error = "skip", rejects = rejects })
-    assert.matches(input .. ':1: s: column "pos": the number 1e999 is beyond a float\'s range', H.read(rejects), 1, true)
+    assert.matches(input .. ':1: s: column "pos" field "x": the number 1e999 is beyond a float\'s range', H.read(rejects),
+                   1, true)
     assert.equal(1, q:relation("s"):count())
     q:close()
   end)

@@ -26,19 +26,21 @@
  * closing: group 3's mark is not recorded. key: its "of:" record's key. */
 static void crash_after_three(const char *dir, const char *log, char *key, size_t n)
 {
-  fflush(NULL);
-  pid_t child = fork();
-  if (child == 0) {
-    rn_rel *s = NULL;
-    rn_pipeline *p = open_path_sink(dir, log, NULL, &s);
-    for (int k = 1; k <= 3; k++) CHECK(insert_row(p, s, k) == 0);
-    _exit(check_failed_now);
-  }
-  int status;
-  CHECK(waitpid(child, &status, 0) == child && WIFEXITED(status) && WEXITSTATUS(status) == 0);
+  crash_after_three_groups(dir, log, NULL);
   char real[PATH_MAX];
   CHECK(realpath(log, real) != NULL);
   snprintf(key, n, RN_META_DURABLE_FILE RN_SINK_NDJSON "%s", real);
+}
+
+/* log renamed to moved, then group 4 written by a new pipeline on the
+ * sink at log. */
+static void move_then_write_4(const char *dir, const char *log, const char *moved)
+{
+  CHECK(rename(log, moved) == 0);
+  rn_rel *s = NULL;
+  rn_pipeline *p = open_path_sink(dir, log, NULL, &s);
+  CHECK(insert_row(p, s, 4) == 0);
+  CHECK(rn_pipeline_close(p) == 0);
 }
 
 static int verify_says(const char *dir, char *out, size_t n)
@@ -89,11 +91,7 @@ static void test_a_record_that_does_not_read_is_none_and_damage(void)
   CHECK(verify_says(dir, out, sizeof out) != 0);
   CHECK(strstr(out, "damaged: the file record of durable sink to ") != NULL);
   CHECK(strstr(out, "out.ndjson is not 32 bytes") != NULL);
-  CHECK(rename(log, moved) == 0); /* found by its name, as before 0.38 */
-  rn_rel *s = NULL;
-  rn_pipeline *p = open_path_sink(dir, log, NULL, &s);
-  CHECK(insert_row(p, s, 4) == 0);
-  CHECK(rn_pipeline_close(p) == 0);
+  move_then_write_4(dir, log, moved); /* found by its name, as before 0.38 */
   CHECK(count_lines(moved) == 3);
   CHECK(count_lines(log) == 1); /* group 3 was found in out.ndjson.1 */
   size_t len;
@@ -115,12 +113,7 @@ static void test_a_record_without_its_mark_is_a_note_and_drop_outbox_takes_both(
   size_t len;
   char *m = raw_get(dir, mark, &len);
   CHECK(m != NULL && len == 24);
-  MDB_txn *txn;
-  MDB_dbi meta;
-  MDB_env *env = raw_open(dir, &txn, &meta);
-  MDB_val k = { strlen(mark), mark };
-  CHECK(mdb_del(txn, meta, &k, NULL) == 0);
-  raw_close(env, txn);
+  raw_del(dir, mark);
   verify_says(dir, out, sizeof out); /* damaged: group 3's entry has no sink now */
   CHECK(strstr(out, "note: the file record of durable sink to ") != NULL);
   CHECK(strstr(out, "has no mark beside it (a runnel before 0.38 moved or dropped the mark): not taken") != NULL);
@@ -161,11 +154,7 @@ static void test_a_record_of_another_mark_is_not_taken(void)
   free(had);
   CHECK(verify_says(dir, out, sizeof out) == 0);
   CHECK(strstr(out, "is of another mark than its sink's") != NULL);
-  CHECK(rename(log, moved) == 0);
-  rn_rel *s = NULL;
-  rn_pipeline *p = open_path_sink(dir, log, NULL, &s);
-  CHECK(insert_row(p, s, 4) == 0);
-  CHECK(rn_pipeline_close(p) == 0);
+  move_then_write_4(dir, log, moved);
   CHECK(count_lines(moved) == 3);
   CHECK(count_lines(log) == 2); /* group 3 again, then 4: the record was not taken */
   cleanup(dir);

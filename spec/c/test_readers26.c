@@ -400,17 +400,6 @@ static void test_snapshot_survives_a_killed_writer_and_the_next(void)
  * mapsize", its attach and rn_inspect alike, until it closed them all. */
 #include <sys/resource.h>
 
-static long vm_size(void) /* this process's address space, bytes */
-{
-  FILE *f = fopen("/proc/self/status", "r");
-  char line[256];
-  long kb = 0;
-  while (f && fgets(line, sizeof line, f))
-    if (strncmp(line, "VmSize:", 7) == 0) kb = atol(line + 7);
-  if (f) fclose(f);
-  return kb * 1024;
-}
-
 /* The limited reader's rn_inspect callback: at its first call (a read
  * transaction live) it says so and waits for the growth; a read of the
  * attach then cannot map the new size under it, and says what to do. */

@@ -446,16 +446,14 @@ static int limited_reader(const char *dir, int go, int said)
   return st.seq >= 2 ? 0 : 8;
 }
 
+static int put_tagged(rn_pipeline *p, rn_rel *t, int k)
+{
+  return put(p, t, k, (unsigned)k);
+}
+
 static int fill_m(const char *dir, int from, int n)
 {
-  rn_open_opts o = { .path = dir, .map_size = 1 << 20 };
-  rn_column_def mcols[] = { { .name = "k", .type = "int" }, { .name = "v", .type = "string" } };
-  rn_pipeline *p = NULL;
-  rn_rel *m = NULL;
-  if (rn_pipeline_open(&o, &p, NULL, 0) || rn_declare_table(p, "m", mcols, 2, key, 1, &m) || rn_begin(p)) return -1;
-  for (int k = from; k < from + n; k++)
-    if (put(p, m, k, (unsigned)k)) return -1;
-  return rn_commit(p) || rn_pipeline_close(p) ? -1 : 0;
+  return fill_table_m(dir, from, n, put_tagged);
 }
 
 static void test_limited_reader_follows_a_growing_map(void)

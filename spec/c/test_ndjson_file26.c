@@ -22,10 +22,14 @@
 #include "runnel.h"
 #include "verify.h"
 
-/* A child writes groups 1..3 to dir's sink on log and exits without
- * closing: group 3's mark is not recorded. key: its "of:" record's key. */
-static void crash_after_three(const char *dir, const char *log, char *key, size_t n)
+/* Each test's state: dir made from its mkdtemp template, log (log_n
+ * bytes) its out.ndjson; a child writes groups 1..3 to dir's sink on log
+ * and exits without closing: group 3's mark is not recorded. key: its
+ * "of:" record's key. */
+static void crash_after_three(char *dir, char *log, size_t log_n, char *key, size_t n)
 {
+  CHECK(mkdtemp(dir) != NULL);
+  snprintf(log, log_n, "%s/out.ndjson", dir);
   crash_after_three_groups(dir, log, NULL);
   char real[PATH_MAX];
   CHECK(realpath(log, real) != NULL);
@@ -54,9 +58,7 @@ static int verify_says(const char *dir, char *out, size_t n)
 static void test_the_record_is_the_files_device_and_inode(void)
 {
   char dir[] = "/tmp/runnel_file26_XXXXXX", log[64], key[PATH_MAX + 16], out[4096];
-  CHECK(mkdtemp(dir) != NULL);
-  snprintf(log, sizeof log, "%s/out.ndjson", dir);
-  crash_after_three(dir, log, key, sizeof key);
+  crash_after_three(dir, log, sizeof log, key, sizeof key);
   struct stat st;
   CHECK(stat(log, &st) == 0);
   char mark[PATH_MAX + 16];
@@ -83,10 +85,8 @@ static void test_the_record_is_the_files_device_and_inode(void)
 static void test_a_record_that_does_not_read_is_none_and_damage(void)
 {
   char dir[] = "/tmp/runnel_file26_XXXXXX", log[64], moved[80], key[PATH_MAX + 16], out[4096];
-  CHECK(mkdtemp(dir) != NULL);
-  snprintf(log, sizeof log, "%s/out.ndjson", dir);
+  crash_after_three(dir, log, sizeof log, key, sizeof key);
   snprintf(moved, sizeof moved, "%s/out.ndjson.1", dir);
-  crash_after_three(dir, log, key, sizeof key);
   raw_put(dir, key, "short", 5);
   CHECK(verify_says(dir, out, sizeof out) != 0);
   CHECK(strstr(out, "damaged: the file record of durable sink to ") != NULL);
@@ -105,9 +105,7 @@ static void test_a_record_that_does_not_read_is_none_and_damage(void)
 static void test_a_record_without_its_mark_is_a_note_and_drop_outbox_takes_both(void)
 {
   char dir[] = "/tmp/runnel_file26_XXXXXX", log[64], key[PATH_MAX + 16], mark[PATH_MAX + 16], out[4096];
-  CHECK(mkdtemp(dir) != NULL);
-  snprintf(log, sizeof log, "%s/out.ndjson", dir);
-  crash_after_three(dir, log, key, sizeof key);
+  crash_after_three(dir, log, sizeof log, key, sizeof key);
   snprintf(mark, sizeof mark, "%s", key);
   mark[1] = 'd';
   size_t len;
@@ -138,10 +136,8 @@ static void test_a_record_without_its_mark_is_a_note_and_drop_outbox_takes_both(
 static void test_a_record_of_another_mark_is_not_taken(void)
 {
   char dir[] = "/tmp/runnel_file26_XXXXXX", log[64], moved[80], key[PATH_MAX + 16], out[4096];
-  CHECK(mkdtemp(dir) != NULL);
-  snprintf(log, sizeof log, "%s/out.ndjson", dir);
+  crash_after_three(dir, log, sizeof log, key, sizeof key);
   snprintf(moved, sizeof moved, "%s/out.ndjson.old", dir);
-  crash_after_three(dir, log, key, sizeof key);
   size_t len;
   char *had = raw_get(dir, key, &len);
   CHECK(had != NULL && len == 32);
@@ -180,9 +176,7 @@ static bool first_layout_key(const char *dir, char *key, size_t n)
 static void test_verify_reads_the_column_records(void)
 {
   char dir[] = "/tmp/runnel_file26_XXXXXX", log[64], key[PATH_MAX + 16], ol[128], out[4096];
-  CHECK(mkdtemp(dir) != NULL);
-  snprintf(log, sizeof log, "%s/out.ndjson", dir);
-  crash_after_three(dir, log, key, sizeof key);
+  crash_after_three(dir, log, sizeof log, key, sizeof key);
   CHECK(first_layout_key(dir, ol, sizeof ol));
   CHECK(strlen(ol) == 35);
   raw_put(dir, ol, "\x92\x01", 2); /* [1, …] cut short */

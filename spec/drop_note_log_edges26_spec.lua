@@ -13,17 +13,7 @@ describe("dropping a relation whose NDJSON sink has a group waiting", function()
   it("notes that declaring it again with any columns delivers it, and it does", function()
     local dir = H.tmpdir()
     local state, log, script = dir .. "/st", dir .. "/out.ndjson", dir .. "/crash.lua"
-    H.write(script, ([[
-local runnel = require "runnel"
-local p = runnel.open{ path = %q }
-local t = p:table("t", { {"id","int"}, {"a","string"}, key = "id" })
-t:sink(runnel.ndjson(%q))
-t:insert{ id = 1, a = "x" }
-t:insert{ id = 2, a = "y" }
-os.exit(0, false) -- group 2's mark is not recorded: it waits
-]]):format(state, log))
-    local _, err, code = H.sh(("%s run %s"):format(H.runnel_bin, script))
-    assert.same({ "", 0 }, { err, code })
+    H.ndjson_table_crash(script, state, log)
     assert(os.remove(log)) -- its lines gone with the file: written again at delivery
     local lines = {}
     local p = runnel.open{ path = state, notes = function(line) lines[#lines + 1] = line end }

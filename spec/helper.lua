@@ -225,6 +225,34 @@ function H.ndjson_stream(state, log, ndjson_opts, sync)
   return p, s
 end
 
+--- The NDJSON path sink specs' files, fresh for each test (before_each):
+--- dir (a new temporary directory), log (dir/out.ndjson), state (dir/st)
+--- and open(sync), which opens the state with stream s and its sink to
+--- log ({ verb = false }) through H.ndjson_stream: the pipeline and s.
+function H.ndjson_case()
+  local dir = H.tmpdir()
+  local log, state = dir .. "/out.ndjson", dir .. "/st"
+  return dir, log, state, function(sync)
+    return H.ndjson_stream(state, log, { verb = false }, sync)
+  end
+end
+
+--- A crash of a log sink's writer with a group waiting: a child process
+--- (script) opens the state, declares table t {id int, a string} with an
+--- NDJSON sink to log, inserts ids 1 and 2 (a group each) and exits
+--- without closing, so group 2's mark is not recorded.
+function H.ndjson_table_crash(script, state, log)
+  H.run_script(script, ([[
+local runnel = require "runnel"
+local p = runnel.open{ path = %q }
+local t = p:table("t", { {"id","int"}, {"a","string"}, key = "id" })
+t:sink(runnel.ndjson(%q))
+t:insert{ id = 1, a = "x" }
+t:insert{ id = 2, a = "y" }
+os.exit(0, false) -- group 2's mark is not recorded: it waits
+]]):format(state, log))
+end
+
 --- The contents of path, or "" when it does not exist (a sink's file not
 --- yet made).
 function H.text_of(path)

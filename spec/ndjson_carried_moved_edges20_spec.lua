@@ -13,7 +13,7 @@ local read = H.text_of
 
 describe("an NDJSON path sink with sync = false", function()
   local dir, log, state
-  before_each(function() dir = H.tmpdir(); log = dir .. "/out.ndjson"; state = dir .. "/st" end)
+  before_each(function() dir, log, state = H.ndjson_case() end)
   after_each(H.cleanup)
 
   it("writes no group to its moved file while a carried transaction is open", function()

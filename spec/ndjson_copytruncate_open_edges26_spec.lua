@@ -12,8 +12,8 @@ local ks = H.ndjson_ks
 local read = H.text_of
 
 describe("review26: copytruncate while the NDJSON sink is open, then a crash", function()
-  local dir, log, state
-  before_each(function() dir = H.tmpdir(); log = dir .. "/out.ndjson"; state = dir .. "/st" end)
+  local dir, log, state, open
+  before_each(function() dir, log, state, open = H.ndjson_case() end)
   after_each(H.cleanup)
 
   it("does not write the group after the cut twice", function()
@@ -29,7 +29,7 @@ s:insert{ k = 4, pad = string.rep("x", 100) }
 os.exit(0, false) -- a crash: group 4's mark is not recorded
 ]]):format(log, state))
     assert.equal("4", ks(read(log)))
-    local p, s = H.ndjson_stream(state, log, { verb = false })
+    local p, s = open()
     s:insert{ k = 5, pad = "x" }
     p:close()
     assert.equal("1,2,3", ks(read(log .. ".1")))

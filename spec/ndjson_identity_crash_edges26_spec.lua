@@ -7,13 +7,9 @@ local ks = H.ndjson_ks
 local read = H.text_of
 
 describe("review26: an NDJSON path sink's kept position across a second crash", function()
-  local dir, log, state
-  before_each(function() dir = H.tmpdir(); log = dir .. "/out.ndjson"; state = dir .. "/st" end)
+  local dir, log, state, open
+  before_each(function() dir, log, state, open = H.ndjson_case() end)
   after_each(H.cleanup)
-
-  local function open(opts)
-    return H.ndjson_stream(state, log, opts or { verb = false })
-  end
 
   local function crash(first, last, padlen) H.ndjson_crash(dir, state, log, first, last, padlen) end
 

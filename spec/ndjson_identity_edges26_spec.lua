@@ -17,13 +17,9 @@ local ks = H.ndjson_ks
 local read = H.text_of
 
 describe("an NDJSON path sink renamed while closed, found by its identity", function()
-  local dir, log, state
-  before_each(function() dir = H.tmpdir(); log = dir .. "/out.ndjson"; state = dir .. "/st" end)
+  local dir, log, state, open
+  before_each(function() dir, log, state, open = H.ndjson_case() end)
   after_each(H.cleanup)
-
-  local function open(opts)
-    return H.ndjson_stream(state, log, opts or { verb = false })
-  end
 
   -- A child inserts keys first..last (a group each) and crashes: the last
   -- group's mark is not recorded.

@@ -13,17 +13,7 @@ describe("review26: an NDJSON path sink on a long path", function()
     local deep = dir .. "/" .. ("a"):rep(200) .. "/" .. ("b"):rep(200)
     H.sh("mkdir -p " .. deep)
     local state, log, script = dir .. "/st", deep .. "/out.ndjson", dir .. "/crash.lua"
-    H.write(script, ([[
-local runnel = require "runnel"
-local p = runnel.open{ path = %q }
-local t = p:table("t", { {"id","int"}, {"a","string"}, key = "id" })
-t:sink(runnel.ndjson(%q))
-t:insert{ id = 1, a = "x" }
-t:insert{ id = 2, a = "y" }
-os.exit(0, false) -- group 2's mark is not recorded: it waits
-]]):format(state, log))
-    local _, err, code = H.sh(("%s run %s"):format(H.runnel_bin, script))
-    assert.same({ "", 0 }, { err, code })
+    H.ndjson_table_crash(script, state, log)
     return state, log
   end
 

@@ -14,14 +14,9 @@ local read = H.text_of
 local ks = H.ndjson_ks
 
 describe("an NDJSON sink whose file was moved or removed while open", function()
-  local dir, log, state
-  before_each(function() dir = H.tmpdir(); log = dir .. "/out.ndjson"; state = dir .. "/st" end)
+  local dir, log, state, open
+  before_each(function() dir, log, state, open = H.ndjson_case() end)
   after_each(H.cleanup)
-
-  local function open(sync)
-    local p, s = H.ndjson_stream(state, log, { verb = false }, sync)
-    return p, s
-  end
 
   it("writes the later groups to the path again after a rename", function()
     local p, s = open()

@@ -10,14 +10,9 @@ local read = H.text_of
 local ks = H.ndjson_ks
 
 describe("an NDJSON sink whose file copytruncate cut while the state was open, then a crash", function()
-  local dir, log, state
-  before_each(function() dir = H.tmpdir(); log = dir .. "/out.ndjson"; state = dir .. "/st" end)
+  local dir, log, state, open
+  before_each(function() dir, log, state, open = H.ndjson_case() end)
   after_each(H.cleanup)
-
-  local function open(sync)
-    local p, s = H.ndjson_stream(state, log, { verb = false }, sync)
-    return p, s
-  end
 
   -- A child process writes to the sink, runs body, and exits without close.
   local function child(body, sync)

@@ -13,14 +13,9 @@ local ks = H.ndjson_ks
 local read = H.text_of
 
 describe("an NDJSON path sink whose file was renamed while the state was closed", function()
-  local dir, log, state
-  before_each(function() dir = H.tmpdir(); log = dir .. "/out.ndjson"; state = dir .. "/st" end)
+  local dir, log, state, open
+  before_each(function() dir, log, state, open = H.ndjson_case() end)
   after_each(H.cleanup)
-
-  local function open()
-    local p, s = H.ndjson_stream(state, log, { verb = false })
-    return p, s
-  end
 
   local function crash_after(n) H.ndjson_crash(dir, state, log, 1, n) end
 

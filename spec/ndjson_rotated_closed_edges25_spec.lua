@@ -19,13 +19,9 @@ local ks = H.ndjson_ks
 local read = H.text_of
 
 describe("an NDJSON path sink renamed while closed, with a user's copy beside the path", function()
-  local dir, log, state
-  before_each(function() dir = H.tmpdir(); log = dir .. "/out.ndjson"; state = dir .. "/st" end)
+  local dir, log, state, open
+  before_each(function() dir, log, state, open = H.ndjson_case() end)
   after_each(H.cleanup)
-
-  local function open(opts)
-    return H.ndjson_stream(state, log, opts or { verb = false })
-  end
 
   local function crash_after(n, opts) H.ndjson_crash(dir, state, log, 1, n, nil, opts) end
 

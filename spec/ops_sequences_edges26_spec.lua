@@ -133,23 +133,30 @@ end
 local TOP1 = { n = 2, order = { {"s","desc"}, {"v","asc"} } }
 local TOP2 = { n = 3, order = { {"v","asc"}, {"s","asc"} } }
 
--- The model's top: { [id] = row with rank }.
-local function model_top(m, spec, by)
+-- A top over rows (keyed as m.ids is): the rows grouped by group_of(row),
+-- each group in spec.order (then id), its first spec.n given to
+-- emit(id, copy of the row with its rank).
+local function model_ranked(m, rows, group_of, spec, emit)
   local groups = {}
-  for k, r in pairs(m.rows) do
-    local g = by and r[by] or ""
+  for k, r in pairs(rows) do
+    local g = group_of(r)
     groups[g] = groups[g] or {}
     table.insert(groups[g], { r = r, id = m.ids[k] })
   end
-  local out = {}
   for _, list in pairs(groups) do
     table.sort(list, function(a, b) return before(a.r, b.r, spec.order, a.id, b.id) end)
     for i = 1, math.min(spec.n, #list) do
       local row = copy(list[i].r)
       row.rank = i
-      out[list[i].id] = row
+      emit(list[i].id, row)
     end
   end
+end
+
+-- The model's top: { [id] = row with rank }.
+local function model_top(m, spec, by)
+  local out = {}
+  model_ranked(m, m.rows, function(r) return by and r[by] or "" end, spec, function(id, row) out[id] = row end)
   return out
 end
 
@@ -185,21 +192,8 @@ local function model_jtop(m)
     row["gt.g"] = row.label and r.g or nil
     j[k] = row
   end
-  local groups = {}
-  for k, r in pairs(j) do
-    local g = r.label or "\0null"
-    groups[g] = groups[g] or {}
-    table.insert(groups[g], { r = r, id = m.ids[k] })
-  end
   local out = {}
-  for _, list in pairs(groups) do
-    table.sort(list, function(a, b) return before(a.r, b.r, JTOP.order, a.id, b.id) end)
-    for i = 1, math.min(JTOP.n, #list) do
-      local row = copy(list[i].r)
-      row.rank = i
-      out[#out + 1] = row
-    end
-  end
+  model_ranked(m, j, function(r) return r.label or "\0null" end, JTOP, function(_, row) out[#out + 1] = row end)
   return out
 end
 

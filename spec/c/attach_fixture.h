@@ -1,7 +1,8 @@
 /* attach_fixture.h — what the C tests of attaches and of the process's
- * LMDB environments (test_envs, test_envs_edges, test_attach_carry) ask
- * of a state: its rows through an attach, whether another process finds
- * LMDB's lock held, and its removal. Include after check.h. */
+ * LMDB environments (test_envs, test_envs_edges, test_attach_carry,
+ * test_readers26, test_readers_remap26) ask of a state: its rows through
+ * an attach, whether another process finds LMDB's lock held, a table m
+ * filled for its readers, and its removal. Include after check.h. */
 #ifndef RN_ATTACH_FIXTURE_H
 #define RN_ATTACH_FIXTURE_H
 
@@ -48,6 +49,22 @@ static inline int lock_held_elsewhere(const char *dir)
   int status = 0;
   waitpid(pid, &status, 0);
   return WIFEXITED(status) ? WEXITSTATUS(status) : 3;
+}
+
+/* Writes rows k = from … from + n - 1 (put(p, m, k) each) into table
+ * m {k int key, v string} of the state at dir (its map 1 MiB when new),
+ * in one group, and closes it: 0, or -1. */
+static inline int fill_table_m(const char *dir, int from, int n, int (*put)(rn_pipeline *, rn_rel *, int))
+{
+  static const char *const mkey[] = { "k" };
+  rn_open_opts o = { .path = dir, .map_size = 1 << 20 };
+  rn_column_def mcols[] = { { .name = "k", .type = "int" }, { .name = "v", .type = "string" } };
+  rn_pipeline *p = NULL;
+  rn_rel *m = NULL;
+  if (rn_pipeline_open(&o, &p, NULL, 0) || rn_declare_table(p, "m", mcols, 2, mkey, 1, &m) || rn_begin(p)) return -1;
+  for (int k = from; k < from + n; k++)
+    if (put(p, m, k)) return -1;
+  return rn_commit(p) || rn_pipeline_close(p) ? -1 : 0;
 }
 
 static inline void remove_state(const char *dir)

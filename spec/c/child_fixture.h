@@ -1,12 +1,17 @@
 /* child_fixture.h — a forked child a test drives through two pipes (go:
  * the parent's byte to it; said: its byte back), for the C tests of
  * readers in another process (test_readers26.c, test_readers_remap26.c):
- * handshakes, never timing. Include it once per test. */
+ * handshakes, never timing; and the address space a child limits itself
+ * to (ulimit -v: test_readers26.c, test_capi_edges20.c). Include it once
+ * per test. */
 #ifndef CHILD_FIXTURE_H
 #define CHILD_FIXTURE_H
 
 #include <signal.h>
 #include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 #include <sys/types.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -48,6 +53,18 @@ static inline int helper_end(helper *h, bool kill9)
   close(h->said);
   if (h->pid > 0) waitpid(h->pid, &status, 0);
   return status;
+}
+
+/* This process's address space, bytes (VmSize; 0: not found). */
+static inline long vm_size(void)
+{
+  FILE *f = fopen("/proc/self/status", "r");
+  char line[256];
+  long kb = 0;
+  while (f && fgets(line, sizeof line, f))
+    if (strncmp(line, "VmSize:", 7) == 0) kb = atol(line + 7);
+  if (f) fclose(f);
+  return kb * 1024;
 }
 
 #endif

@@ -1,10 +1,12 @@
 /* ndjson_stream_fixture.h — for the C tests of an NDJSON sink on an open
  * stream (test_ndjson_nofd7.c, test_ndjson_short10.c, test_ndjson_torn.c)
- * or on a path (test_ndjson_format12.c, test_ndjson_file26.c):
- * a pipeline with a stream "s" of rows {k, pad} to write to it, and a
- * stream with no file descriptor (fileno fails: a fopencookie stream) that
- * keeps what it is given in memory and takes fewer bytes than it is given
- * when told to. Include it once per test. */
+ * or on a path (test_ndjson_format12.c, test_ndjson_file26.c,
+ * test_sink_sync19.c): a pipeline with a stream "s" of rows {k, pad} to
+ * write to it, and a stream with no file descriptor (fileno fails: a
+ * fopencookie stream) that keeps what it is given in memory and takes
+ * fewer bytes than it is given when told to; for a path, the sink's
+ * pipeline, a crash of its writer and the file's lines. Include it once
+ * per test. */
 #ifndef NDJSON_STREAM_FIXTURE_H
 #define NDJSON_STREAM_FIXTURE_H
 
@@ -15,6 +17,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/types.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include "check.h"
 #include "ndjson.h"
@@ -124,6 +128,23 @@ static inline rn_pipeline *open_path_sink(const char *dir, const char *log, cons
   CHECK(p && rn_declare_stream(p, "s", cols, 2, s) == 0);
   CHECK(rn_ndjson_sink_path(p, *s, log, verb, NULL) == 0);
   return p;
+}
+
+/* A crash of the sink's writer: a child writes groups 1..3 (insert_row)
+ * to dir's sink on log (open_path_sink, verb) and exits without closing,
+ * so group 3's mark is not recorded. */
+static inline void crash_after_three_groups(const char *dir, const char *log, const char *verb)
+{
+  fflush(NULL);
+  pid_t child = fork();
+  if (child == 0) {
+    rn_rel *s = NULL;
+    rn_pipeline *p = open_path_sink(dir, log, verb, &s);
+    for (int k = 1; k <= 3; k++) CHECK(insert_row(p, s, k) == 0);
+    _exit(check_failed_now);
+  }
+  int status;
+  CHECK(waitpid(child, &status, 0) == child && WIFEXITED(status) && WEXITSTATUS(status) == 0);
 }
 
 /* How many lines the file at path holds; -1: it cannot be read. */

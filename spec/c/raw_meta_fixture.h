@@ -1,7 +1,8 @@
 /* raw_meta_fixture.h — a state's meta records read and rewritten straight
  * in LMDB while no process has the state open: for the C tests of what
  * runnel reads back from a damaged state (test_state_damaged9.c,
- * test_state_damaged10.c). Include it once per test. */
+ * test_state_damaged10.c, test_event_ids14.c, the NDJSON file record tests).
+ * Include it once per test. */
 #ifndef RAW_META_FIXTURE_H
 #define RAW_META_FIXTURE_H
 
@@ -44,6 +45,17 @@ static inline void raw_put(const char *dir, const char *key, const void *val, si
   MDB_env *env = raw_open(dir, &txn, &dbi);
   MDB_val k = { strlen(key), (void *)key }, v = { len, (void *)val };
   CHECK(mdb_put(txn, dbi, &k, &v, 0) == 0);
+  raw_close(env, txn);
+}
+
+/* Removes key (it must be there). */
+static inline void raw_del(const char *dir, const char *key)
+{
+  MDB_txn *txn;
+  MDB_dbi dbi;
+  MDB_env *env = raw_open(dir, &txn, &dbi);
+  MDB_val k = { strlen(key), (void *)key };
+  CHECK(mdb_del(txn, dbi, &k, NULL) == 0);
   raw_close(env, txn);
 }
 

@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "check.h"
+#include "child_fixture.h"
 #include "runnel.h"
 
 /* ---- helpers ---- */
@@ -528,17 +529,6 @@ static void test_writers_race_for_a_new_state(void)
 }
 
 /* ---- a map that cannot grow: the address space is limited ---- */
-
-static long vm_size(void) /* this process's address space, bytes */
-{
-  FILE *f = fopen("/proc/self/status", "r");
-  char line[256];
-  long kb = 0;
-  while (f && fgets(line, sizeof line, f))
-    if (strncmp(line, "VmSize:", 7) == 0) kb = atol(line + 7);
-  if (f) fclose(f);
-  return kb * 1024;
-}
 
 /* In a child limited to its address space plus 12 MiB (ulimit -v, as
  * hosting often sets): a group that needs the 8 MiB map doubled. LMDB

@@ -31,16 +31,6 @@ static void make_events(const char *dir)
   rn_pipeline_close(p);
 }
 
-static void raw_del(const char *dir, const char *key)
-{
-  MDB_txn *txn;
-  MDB_dbi dbi;
-  MDB_env *env = raw_open(dir, &txn, &dbi);
-  MDB_val k = { strlen(key), (void *)key };
-  CHECK(mdb_del(txn, dbi, &k, NULL) == 0);
-  raw_close(env, txn);
-}
-
 static void test_damaged_event_counters_are_refused(void)
 {
   static const char *const said[] = {

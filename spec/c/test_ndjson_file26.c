@@ -22,23 +22,29 @@
 #include "runnel.h"
 #include "verify.h"
 
-/* A child writes groups 1..3 to dir's sink on log and exits without
- * closing: group 3's mark is not recorded. key: its "of:" record's key. */
-static void crash_after_three(const char *dir, const char *log, char *key, size_t n)
+/* Each test's state: dir made from its mkdtemp template, log (log_n
+ * bytes) its out.ndjson; a child writes groups 1..3 to dir's sink on log
+ * and exits without closing: group 3's mark is not recorded. key: its
+ * "of:" record's key. */
+static void crash_after_three(char *dir, char *log, size_t log_n, char *key, size_t n)
 {
-  fflush(NULL);
-  pid_t child = fork();
-  if (child == 0) {
-    rn_rel *s = NULL;
-    rn_pipeline *p = open_path_sink(dir, log, NULL, &s);
-    for (int k = 1; k <= 3; k++) CHECK(insert_row(p, s, k) == 0);
-    _exit(check_failed_now);
-  }
-  int status;
-  CHECK(waitpid(child, &status, 0) == child && WIFEXITED(status) && WEXITSTATUS(status) == 0);
+  CHECK(mkdtemp(dir) != NULL);
+  snprintf(log, log_n, "%s/out.ndjson", dir);
+  crash_after_three_groups(dir, log, NULL);
   char real[PATH_MAX];
   CHECK(realpath(log, real) != NULL);
   snprintf(key, n, RN_META_DURABLE_FILE RN_SINK_NDJSON "%s", real);
+}
+
+/* log renamed to moved, then group 4 written by a new pipeline on the
+ * sink at log. */
+static void move_then_write_4(const char *dir, const char *log, const char *moved)
+{
+  CHECK(rename(log, moved) == 0);
+  rn_rel *s = NULL;
+  rn_pipeline *p = open_path_sink(dir, log, NULL, &s);
+  CHECK(insert_row(p, s, 4) == 0);
+  CHECK(rn_pipeline_close(p) == 0);
 }
 
 static int verify_says(const char *dir, char *out, size_t n)
@@ -52,9 +58,7 @@ static int verify_says(const char *dir, char *out, size_t n)
 static void test_the_record_is_the_files_device_and_inode(void)
 {
   char dir[] = "/tmp/runnel_file26_XXXXXX", log[64], key[PATH_MAX + 16], out[4096];
-  CHECK(mkdtemp(dir) != NULL);
-  snprintf(log, sizeof log, "%s/out.ndjson", dir);
-  crash_after_three(dir, log, key, sizeof key);
+  crash_after_three(dir, log, sizeof log, key, sizeof key);
   struct stat st;
   CHECK(stat(log, &st) == 0);
   char mark[PATH_MAX + 16];
@@ -81,19 +85,13 @@ static void test_the_record_is_the_files_device_and_inode(void)
 static void test_a_record_that_does_not_read_is_none_and_damage(void)
 {
   char dir[] = "/tmp/runnel_file26_XXXXXX", log[64], moved[80], key[PATH_MAX + 16], out[4096];
-  CHECK(mkdtemp(dir) != NULL);
-  snprintf(log, sizeof log, "%s/out.ndjson", dir);
+  crash_after_three(dir, log, sizeof log, key, sizeof key);
   snprintf(moved, sizeof moved, "%s/out.ndjson.1", dir);
-  crash_after_three(dir, log, key, sizeof key);
   raw_put(dir, key, "short", 5);
   CHECK(verify_says(dir, out, sizeof out) != 0);
   CHECK(strstr(out, "damaged: the file record of durable sink to ") != NULL);
   CHECK(strstr(out, "out.ndjson is not 32 bytes") != NULL);
-  CHECK(rename(log, moved) == 0); /* found by its name, as before 0.38 */
-  rn_rel *s = NULL;
-  rn_pipeline *p = open_path_sink(dir, log, NULL, &s);
-  CHECK(insert_row(p, s, 4) == 0);
-  CHECK(rn_pipeline_close(p) == 0);
+  move_then_write_4(dir, log, moved); /* found by its name, as before 0.38 */
   CHECK(count_lines(moved) == 3);
   CHECK(count_lines(log) == 1); /* group 3 was found in out.ndjson.1 */
   size_t len;
@@ -107,20 +105,13 @@ static void test_a_record_that_does_not_read_is_none_and_damage(void)
 static void test_a_record_without_its_mark_is_a_note_and_drop_outbox_takes_both(void)
 {
   char dir[] = "/tmp/runnel_file26_XXXXXX", log[64], key[PATH_MAX + 16], mark[PATH_MAX + 16], out[4096];
-  CHECK(mkdtemp(dir) != NULL);
-  snprintf(log, sizeof log, "%s/out.ndjson", dir);
-  crash_after_three(dir, log, key, sizeof key);
+  crash_after_three(dir, log, sizeof log, key, sizeof key);
   snprintf(mark, sizeof mark, "%s", key);
   mark[1] = 'd';
   size_t len;
   char *m = raw_get(dir, mark, &len);
   CHECK(m != NULL && len == 24);
-  MDB_txn *txn;
-  MDB_dbi meta;
-  MDB_env *env = raw_open(dir, &txn, &meta);
-  MDB_val k = { strlen(mark), mark };
-  CHECK(mdb_del(txn, meta, &k, NULL) == 0);
-  raw_close(env, txn);
+  raw_del(dir, mark);
   verify_says(dir, out, sizeof out); /* damaged: group 3's entry has no sink now */
   CHECK(strstr(out, "note: the file record of durable sink to ") != NULL);
   CHECK(strstr(out, "has no mark beside it (a runnel before 0.38 moved or dropped the mark): not taken") != NULL);
@@ -145,10 +136,8 @@ static void test_a_record_without_its_mark_is_a_note_and_drop_outbox_takes_both(
 static void test_a_record_of_another_mark_is_not_taken(void)
 {
   char dir[] = "/tmp/runnel_file26_XXXXXX", log[64], moved[80], key[PATH_MAX + 16], out[4096];
-  CHECK(mkdtemp(dir) != NULL);
-  snprintf(log, sizeof log, "%s/out.ndjson", dir);
+  crash_after_three(dir, log, sizeof log, key, sizeof key);
   snprintf(moved, sizeof moved, "%s/out.ndjson.old", dir);
-  crash_after_three(dir, log, key, sizeof key);
   size_t len;
   char *had = raw_get(dir, key, &len);
   CHECK(had != NULL && len == 32);
@@ -161,11 +150,7 @@ static void test_a_record_of_another_mark_is_not_taken(void)
   free(had);
   CHECK(verify_says(dir, out, sizeof out) == 0);
   CHECK(strstr(out, "is of another mark than its sink's") != NULL);
-  CHECK(rename(log, moved) == 0);
-  rn_rel *s = NULL;
-  rn_pipeline *p = open_path_sink(dir, log, NULL, &s);
-  CHECK(insert_row(p, s, 4) == 0);
-  CHECK(rn_pipeline_close(p) == 0);
+  move_then_write_4(dir, log, moved);
   CHECK(count_lines(moved) == 3);
   CHECK(count_lines(log) == 2); /* group 3 again, then 4: the record was not taken */
   cleanup(dir);
@@ -191,9 +176,7 @@ static bool first_layout_key(const char *dir, char *key, size_t n)
 static void test_verify_reads_the_column_records(void)
 {
   char dir[] = "/tmp/runnel_file26_XXXXXX", log[64], key[PATH_MAX + 16], ol[128], out[4096];
-  CHECK(mkdtemp(dir) != NULL);
-  snprintf(log, sizeof log, "%s/out.ndjson", dir);
-  crash_after_three(dir, log, key, sizeof key);
+  crash_after_three(dir, log, sizeof log, key, sizeof key);
   CHECK(first_layout_key(dir, ol, sizeof ol));
   CHECK(strlen(ol) == 35);
   raw_put(dir, ol, "\x92\x01", 2); /* [1, …] cut short */

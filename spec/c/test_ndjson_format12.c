@@ -22,16 +22,7 @@ static void test_a_state_without_the_record_opens_as_before(void)
   char dir[] = "/tmp/runnel_format12_XXXXXX", log[64], key[PATH_MAX + 16], real[PATH_MAX];
   CHECK(mkdtemp(dir) != NULL);
   snprintf(log, sizeof log, "%s/out.ndjson", dir);
-  fflush(NULL);
-  pid_t child = fork();
-  if (child == 0) {
-    rn_rel *s = NULL;
-    rn_pipeline *p = open_path_sink(dir, log, "verb", &s);
-    for (int k = 1; k <= 3; k++) CHECK(insert_row(p, s, k) == 0);
-    _exit(check_failed_now);
-  }
-  int status;
-  CHECK(waitpid(child, &status, 0) == child && WIFEXITED(status) && WEXITSTATUS(status) == 0);
+  crash_after_three_groups(dir, log, "verb");
   CHECK(count_lines(log) == 3);
   CHECK(realpath(log, real) != NULL);
   snprintf(key, sizeof key, RN_META_DURABLE_INFO RN_SINK_NDJSON "%s", real);
@@ -39,12 +30,7 @@ static void test_a_state_without_the_record_opens_as_before(void)
   char *had = raw_get(dir, key, &len);
   CHECK(had != NULL && len > 0);                 /* recorded with the mark */
   free(had);
-  MDB_txn *txn;
-  MDB_dbi meta;
-  MDB_env *env = raw_open(dir, &txn, &meta);
-  MDB_val k = { strlen(key), key };
-  CHECK(mdb_del(txn, meta, &k, NULL) == 0);
-  raw_close(env, txn);
+  raw_del(dir, key);
   rn_rel *s = NULL;
   rn_pipeline *p = open_path_sink(dir, log, "verb", &s);       /* group 3 waits: found in the file, not written again */
   CHECK(count_lines(log) == 3);

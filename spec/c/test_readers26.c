@@ -400,17 +400,6 @@ static void test_snapshot_survives_a_killed_writer_and_the_next(void)
  * mapsize", its attach and rn_inspect alike, until it closed them all. */
 #include <sys/resource.h>
 
-static long vm_size(void) /* this process's address space, bytes */
-{
-  FILE *f = fopen("/proc/self/status", "r");
-  char line[256];
-  long kb = 0;
-  while (f && fgets(line, sizeof line, f))
-    if (strncmp(line, "VmSize:", 7) == 0) kb = atol(line + 7);
-  if (f) fclose(f);
-  return kb * 1024;
-}
-
 /* The limited reader's rn_inspect callback: at its first call (a read
  * transaction live) it says so and waits for the growth; a read of the
  * attach then cannot map the new size under it, and says what to do. */
@@ -457,16 +446,14 @@ static int limited_reader(const char *dir, int go, int said)
   return st.seq >= 2 ? 0 : 8;
 }
 
+static int put_tagged(rn_pipeline *p, rn_rel *t, int k)
+{
+  return put(p, t, k, (unsigned)k);
+}
+
 static int fill_m(const char *dir, int from, int n)
 {
-  rn_open_opts o = { .path = dir, .map_size = 1 << 20 };
-  rn_column_def mcols[] = { { .name = "k", .type = "int" }, { .name = "v", .type = "string" } };
-  rn_pipeline *p = NULL;
-  rn_rel *m = NULL;
-  if (rn_pipeline_open(&o, &p, NULL, 0) || rn_declare_table(p, "m", mcols, 2, key, 1, &m) || rn_begin(p)) return -1;
-  for (int k = from; k < from + n; k++)
-    if (put(p, m, k, (unsigned)k)) return -1;
-  return rn_commit(p) || rn_pipeline_close(p) ? -1 : 0;
+  return fill_table_m(dir, from, n, put_tagged);
 }
 
 static void test_limited_reader_follows_a_growing_map(void)

@@ -40,7 +40,6 @@ __attribute__((visibility("default"))) void *mmap(void *addr, size_t len, int pr
   return (void *)syscall(SYS_mmap, addr, len, prot, flags, fd, off);
 }
 
-static const char *const key[] = { "k" };
 #define VLEN 1500
 
 static int put(rn_pipeline *p, rn_rel *t, int k)
@@ -58,14 +57,7 @@ static int put(rn_pipeline *p, rn_rel *t, int k)
 
 static int fill_m(const char *dir, int from, int n)
 {
-  rn_open_opts o = { .path = dir, .map_size = 1 << 20 };
-  rn_column_def mcols[] = { { .name = "k", .type = "int" }, { .name = "v", .type = "string" } };
-  rn_pipeline *p = NULL;
-  rn_rel *m = NULL;
-  if (rn_pipeline_open(&o, &p, NULL, 0) || rn_declare_table(p, "m", mcols, 2, key, 1, &m) || rn_begin(p)) return -1;
-  for (int k = from; k < from + n; k++)
-    if (put(p, m, k)) return -1;
-  return rn_commit(p) || rn_pipeline_close(p) ? -1 : 0;
+  return fill_table_m(dir, from, n, put);
 }
 
 static int capped_reader(const char *dir, int go, int said)

@@ -61,18 +61,6 @@ static uint64_t unsynced(rn_pipeline *p)
   return n;
 }
 
-static rn_pipeline *open_sink(const char *dir, const char *log, rn_rel **s)
-{
-  rn_pipeline *p = NULL;
-  rn_open_opts o = { 0 };
-  o.path = dir;
-  CHECK(rn_pipeline_open(&o, &p, NULL, 0) == 0);
-  static const rn_column_def cols[] = { { "k", "int", 0, NULL, 0, NULL }, { "pad", "string", 0, NULL, 0, NULL } };
-  CHECK(p && rn_declare_stream(p, "s", cols, 2, s) == 0);
-  CHECK(rn_ndjson_sink_path(p, *s, log, NULL, NULL) == 0);
-  return p;
-}
-
 /* Whether the file holds exactly the lines of k = 1 … to, each once. */
 static int file_lines_are(const char *path, int to)
 {
@@ -90,7 +78,7 @@ static void test_a_failing_sync_keeps_the_groups(void)
   CHECK(mkdtemp(dir) != NULL);
   snprintf(log, sizeof log, "%s/out.ndjson", dir);
   rn_rel *s = NULL;
-  rn_pipeline *p = open_sink(dir, log, &s);
+  rn_pipeline *p = open_path_sink(dir, log, NULL, &s);
   CHECK(insert_row(p, s, 1) == 0);
   failing = 1;
   CHECK(insert_row(p, s, 2) == 0);               /* committed: its sink's sync is no part of it */
@@ -125,7 +113,7 @@ static void test_a_crash_after_failing_syncs_writes_each_line_once(void)
   pid_t child = fork();
   if (child == 0) {
     rn_rel *s = NULL;
-    rn_pipeline *p = open_sink(dir, log, &s);
+    rn_pipeline *p = open_path_sink(dir, log, NULL, &s);
     CHECK(insert_row(p, s, 1) == 0);
     failing = 1;
     for (int k = 2; k <= 4; k++) CHECK(insert_row(p, s, k) == 0);
@@ -135,7 +123,7 @@ static void test_a_crash_after_failing_syncs_writes_each_line_once(void)
   CHECK(waitpid(child, &status, 0) == child && WIFEXITED(status) && WEXITSTATUS(status) == 0);
   CHECK(file_lines_are(log, 4));
   rn_rel *s = NULL;
-  rn_pipeline *p = open_sink(dir, log, &s);
+  rn_pipeline *p = open_path_sink(dir, log, NULL, &s);
   CHECK(rn_seq(p) == 4);
   CHECK(insert_row(p, s, 5) == 0);
   CHECK(rn_pipeline_close(p) == 0);
@@ -153,7 +141,7 @@ static void test_a_close_that_cannot_sync_says_so(void)
   CHECK(mkdtemp(dir) != NULL);
   snprintf(log, sizeof log, "%s/out.ndjson", dir);
   rn_rel *s = NULL;
-  rn_pipeline *p = open_sink(dir, log, &s);
+  rn_pipeline *p = open_path_sink(dir, log, NULL, &s);
   CHECK(insert_row(p, s, 1) == 0);
   failing = 1;
   CHECK(insert_row(p, s, 2) == 0);
@@ -168,7 +156,7 @@ static void test_a_close_that_cannot_sync_says_so(void)
   CHECK(strstr(why, "next open") != NULL);
   if (rc != RN_EIO || !strstr(why, "groups 1 to 3")) fprintf(stderr, "close: %d %s\n", rc, why);
   CHECK(file_lines_are(log, 3));
-  p = open_sink(dir, log, &s);
+  p = open_path_sink(dir, log, NULL, &s);
   CHECK(rn_seq(p) == 3);
   CHECK(insert_row(p, s, 4) == 0);
   CHECK(rn_pipeline_close_report(p, why, sizeof why) == 0);
@@ -186,7 +174,7 @@ static void test_a_close_names_every_sink_it_could_not_sync(void)
   snprintf(log, sizeof log, "%s/out.ndjson", dir);
   snprintf(log2, sizeof log2, "%s/out.ndjson", sub);
   rn_rel *s = NULL, *u = NULL;
-  rn_pipeline *p = open_sink(dir, log, &s);
+  rn_pipeline *p = open_path_sink(dir, log, NULL, &s);
   static const rn_column_def cols[] = { { "k", "int", 0, NULL, 0, NULL }, { "pad", "string", 0, NULL, 0, NULL } };
   CHECK(rn_declare_stream(p, "u", cols, 2, &u) == 0);
   CHECK(rn_ndjson_sink_path(p, u, log2, NULL, NULL) == 0);

@@ -342,6 +342,12 @@ int rn_ndjson_line(const rn_schema *s, const char *row, size_t len, bool key_onl
  * cut file (below: copytruncate leaves a copy beside the path too). A
  * renamed file compressed, or moved to another directory, is not found:
  * its groups are written again (with an id field a reader can dedupe).
+ * A path that is a symbolic link is resolved once, at the declaration
+ * (realpath, which is the sink's key in the state too): "beside the path"
+ * is beside the file it resolves to, and its rotations are named after
+ * that file (before 0.39 the link's directory and name were searched,
+ * where logrotate puts nothing). A link pointed at another file since is
+ * another sink, as another path is: the old file's mark stays its own.
  *
  * An open file (a caller's FILE: io.stdout, a pipe) keeps its groups in
  * memory (OUTBOX-6). Its lines go out through its descriptor, after the
@@ -1230,7 +1236,10 @@ static uint64_t file_length(int fd, uint64_t otherwise)
 }
 
 /* The file renamed beside path (see "A file renamed while the state was
- * closed"), open for reading and cutting, or -1: in path's directory, a
+ * closed"), open for reading and cutting, or -1: path is the sink's path
+ * resolved (realpath: through a symbolic link, the file it names, whose
+ * rotation logrotate makes beside it, not beside the link); in path's
+ * directory, a
  * renamed_candidate for position that is, with id, the file of that
  * device and inode under any other name; without, one named path's name
  * and a rotation's suffix, the latest modified of such. */
@@ -1278,8 +1287,10 @@ static int renamed_file(const char *path, uint64_t position, const uint64_t *id)
  * whose position the file still reaches, the groups waiting now are
  * checked against the file from there. An incomplete last line is left to
  * those checks (one of them cuts it if it is this state's own); with no
- * group waiting it cannot be: refused. */
-static int place_sink(rn_pipeline *p, rn_rel *rel, nsink *s, const rn_outbox_mark *m, uint64_t size)
+ * group waiting it cannot be: refused. real: the path resolved, where a
+ * renamed file is looked for. */
+static int place_sink(rn_pipeline *p, rn_rel *rel, nsink *s, const rn_outbox_mark *m, uint64_t size,
+                      const char *real)
 {
   uint64_t whole = complete_length(s->fd, size);
   bool waiting = m->found && m->delivered < p->seq;
@@ -1289,7 +1300,7 @@ static int place_sink(rn_pipeline *p, rn_rel *rel, nsink *s, const rn_outbox_mar
   s->check_end = size; /* the checks compare the incomplete line too */
   memcpy(s->mark_file, s->fd_file, sizeof s->mark_file);
   if (waiting && m->has_file && (s->fd_file[0] != m->file[0] || s->fd_file[1] != m->file[1]) &&
-      (s->renamed_fd = renamed_file(s->path, m->position, m->file)) >= 0) {
+      (s->renamed_fd = renamed_file(real, m->position, m->file)) >= 0) {
     s->check_at = m->position; /* the file the mark's position is in, renamed: its groups are there */
     s->check_end = file_length(s->renamed_fd, m->position);
     s->check_upto = p->seq;
@@ -1297,7 +1308,7 @@ static int place_sink(rn_pipeline *p, rn_rel *rel, nsink *s, const rn_outbox_mar
   } else if (m->found && m->position <= whole) {
     s->length = s->check_at = m->position;
     s->check_upto = p->seq;
-  } else if (waiting && (s->renamed_fd = renamed_file(s->path, m->position, NULL)) >= 0) {
+  } else if (waiting && (s->renamed_fd = renamed_file(real, m->position, NULL)) >= 0) {
     struct stat st;
     s->check_at = m->position; /* the file was renamed: its groups are looked for there first */
     s->check_end = file_length(s->renamed_fd, m->position);
@@ -1384,7 +1395,7 @@ int rn_ndjson_sink_path(rn_pipeline *p, rn_rel *rel, const char *path, const cha
   if (!rc) rc = lock_file(p, rel, fd, path);
   if (!rc) rc = rn_outbox_mark_read(p, name, NULL, &m);
   if (!rc) file_id(&st, s->fd_file);
-  if (!rc) rc = place_sink(p, rel, s, &m, (uint64_t)st.st_size);
+  if (!rc) rc = place_sink(p, rel, s, &m, (uint64_t)st.st_size, real);
   if (rc) {
     free(name);
     free_nsink(s);

@@ -423,25 +423,18 @@ int rn_rebuild_after(rn_rel *r)
   return rc;
 }
 
-/* now_row for an id an entry holds: an id without one is a row its sinks
- * hold as told (a change of it since is its input's, not told through r). */
-static int now_row_kept(void *ctx, uint64_t id, const char *row, size_t len)
-{
-  rn_rel *r = ctx;
-  MDB_val v;
-  int rc = get_entry(r, id, &v);
-  if (rc == MDB_NOTFOUND) return 0;
-  return rc ? fail(r, rc) : now_row(r, id, row, len);
-}
-
+/* The rows of r an entry does not name are its function over its input's
+ * rows as their sinks were told (an input's own waiting changes, a top
+ * rebuilt under it, do not pass through r while it tells its own:
+ * relation.c, rn_emit), those it names are the entries' told rows (1):
+ * rn_rebuild_before, with r's function as it is, then its rows now. */
 int rn_rebuild_now(rn_rel *r)
 {
   if (r->kind != RN_REL_FILTER || !r->tablelike || !r->rebuilt_open || !r->rebuilt_pending) return 0;
-  int rc = each_entry(r, forget_now_of, NULL);
-  if (!rc) rc = rn_rel_scan(r, now_row_kept, r);
-  bool left = false;
-  if (!rc) rc = each_entry(r, drop_equal_of, &left);
-  if (!rc) r->rebuilt_pending = left;
+  r->rebuild_tells = true;
+  int rc = rn_rebuild_before(r);
+  if (!rc) rc = rn_rebuild_after(r);
+  r->rebuild_tells = false;
   return rc;
 }
 

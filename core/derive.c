@@ -529,17 +529,15 @@ static int tell_columns(rn_rel *d)
 }
 
 /* A filter's rows now, against the told rows its earlier rebuild left
- * waiting (evolve_log.h: rn_rebuild_now), in a transaction of its own.
- * Not when its function changed in this run: rn_derive_tell_old, next,
- * makes its rows as told with the old one, against the entries as they
- * are (an entry without a told row, or one whose rows are equal under the
- * new function, still says what the sinks hold). */
+ * waiting (evolve_log.h: rn_rebuild_now), in a transaction of its own;
+ * its function changed in this run: rn_derive_tell_old, next, makes its
+ * rows as told with the old one. */
 static int now_once(rn_rel *d, void *ctx)
 {
   (void)ctx;
   rn_pipeline *p = d->p;
-  if (rn_code_untold(p, p->store.wtxn, d->name) || rn_code_changed_since_open(p, d->name)) return 0;
-  int rc = rn_rebuild_now(d);
+  bool changed = rn_code_untold(p, p->store.wtxn, d->name) || rn_code_changed_since_open(p, d->name);
+  int rc = rn_rebuild_now(d, changed);
   msgpack_zone_clear(&p->scratch);
   return rc;
 }

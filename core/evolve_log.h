@@ -57,7 +57,7 @@ const rn_rel *rn_told_unknown_under(const rn_rel *r);
  * one between, a rebuild under it), and its input's changes do not pass
  * through it while it tells its own (relation.c, rn_emit). Its function
  * failing on a row fails the declaration. */
-int rn_rebuild_now(rn_rel *r);
+int rn_rebuild_now(rn_rel *r, bool fn_changed);
 
 /* After r's state opened (rn_open_derived_state or, for a map or filter,
  * in the transaction that records its catalogue entry): finds what an

@@ -443,8 +443,9 @@ static int now_row_kept(void *ctx, uint64_t id, const char *row, size_t len)
  * (one without a told row, or whose rows are equal under the new
  * function, still says what the sinks hold: none is dropped); the rows
  * now of the ids they name are made for when it cannot. */
-int rn_rebuild_now(rn_rel *r, bool fn_changed)
+int rn_rebuild_now(rn_rel *r, bool fn_changed, bool *before_failed)
 {
+  *before_failed = false;
   if (r->kind != RN_REL_FILTER || !r->tablelike || !r->rebuilt_open || !r->rebuilt_pending) return 0;
   if (fn_changed) {
     int rc = each_entry(r, forget_now_of, NULL);
@@ -452,6 +453,7 @@ int rn_rebuild_now(rn_rel *r, bool fn_changed)
   }
   r->rebuild_tells = true;
   int rc = rn_rebuild_before(r);
+  *before_failed = rc != 0;
   if (!rc) rc = rn_rebuild_after(r);
   r->rebuild_tells = false;
   return rc;

@@ -529,11 +529,43 @@ static int tell_columns(rn_rel *d)
 }
 
 /* A filter's rows now, against the told rows its earlier rebuild left
- * waiting (evolve_log.h: rn_rebuild_now), in a transaction of its own. */
+ * waiting (evolve_log.h: rn_rebuild_now), in a transaction of its own;
+ * its function changed in this run: rn_derive_tell_old, next, makes its
+ * rows as told with the old one. Its function failing on a row its sinks
+ * were told of (one its input's rebuild took away), or reading a column
+ * its table dropped: why, for the note; nothing is told. */
+typedef struct now_try {
+  char why[1536];
+} now_try;
+
 static int now_once(rn_rel *d, void *ctx)
 {
-  (void)ctx;
-  return rn_rebuild_now(d);
+  now_try *t = ctx;
+  rn_pipeline *p = d->p;
+  rn_derive *f = d->ctx;
+  t->why[0] = 0;
+  bool changed = rn_code_untold(p, p->store.wtxn, d->name) || rn_code_changed_since_open(p, d->name);
+  bool before_failed;
+  int rc = rn_rebuild_now(d, changed, &before_failed);
+  msgpack_zone_clear(&p->scratch);
+  if (before_failed && rc != RN_ESTORE && rc != RN_EFULL && rc != RN_ENOMEM && rc != RN_EIO) { /* its function
+                                                                                          * failed on a row as told */
+    snprintf(t->why, sizeof t->why, "its function failed on a row its sinks were told of: %s", p->err.msg);
+    rc = rn_rebuild_untold(d);
+  } else if (!changed && !rc && f->gone_told[0]) {
+    snprintf(t->why, sizeof t->why, "%s", f->gone_told);
+    rc = rn_rebuild_untold(d);
+  }
+  return rc;
+}
+
+static int rebuild_now(rn_rel *d)
+{
+  now_try t = { .why = "" };
+  int rc = in_own_txn(d, now_once, &t);
+  if (rc || !t.why[0] || d->told_unknown) return rc;
+  d->told_unknown = true; /* what is over it cannot be told either */
+  return rn_evolve_note(d->p, "%s: its sinks were not told what its rebuild changed (%s)", d->name, t.why);
 }
 
 /* Declares filter or map of in whose ctx is f (NULL: out of memory, and
@@ -555,7 +587,7 @@ static int declare(rn_pipeline *p, const char *name, rn_relkind kind, rn_rel *in
     r->persistent = r->stateful = true; /* MAPKEY-2: rebuilt when it missed a group */
     rc = rn_open_derived_state(p, r, setup_keys, r);
   }
-  if (!rc && kind == RN_REL_FILTER && r->rebuilt_pending) rc = in_own_txn(r, now_once, NULL); /* its input's rows
+  if (!rc && kind == RN_REL_FILTER && r->rebuilt_pending) rc = rebuild_now(r); /* its input's rows
                                                                                               * may have changed */
   if (!rc) rc = rn_derive_told_unknown(r); /* over a relation whose sinks were not told */
   if (!rc && (r->told_schema || f->told || (!f->keyed && (added_under(r) || renamed_under(r))))) rc = tell_columns(r); /* other columns, or a

@@ -423,8 +423,7 @@ int rn_rebuild_after(rn_rel *r)
   return rc;
 }
 
-/* now_row for an id an entry holds: an id without one is a row its sinks
- * hold as told (a change of it since is its input's, not told through r). */
+/* now_row for an id an entry holds. */
 static int now_row_kept(void *ctx, uint64_t id, const char *row, size_t len)
 {
   rn_rel *r = ctx;
@@ -434,14 +433,29 @@ static int now_row_kept(void *ctx, uint64_t id, const char *row, size_t len)
   return rc ? fail(r, rc) : now_row(r, id, row, len);
 }
 
-int rn_rebuild_now(rn_rel *r)
+/* The rows of r an entry does not name are its function over its input's
+ * rows as their sinks were told (an input's own waiting changes, a top
+ * rebuilt under it, do not pass through r while it tells its own:
+ * relation.c, rn_emit), those it names are the entries' told rows (1):
+ * rn_rebuild_before, with r's function as it is, then its rows now. Its
+ * function changed in this run: what the sinks hold is the old one's,
+ * which rn_derive_tell_old makes next against the entries as they are
+ * (one without a told row, or whose rows are equal under the new
+ * function, still says what the sinks hold: none is dropped); the rows
+ * now of the ids they name are made for when it cannot. */
+int rn_rebuild_now(rn_rel *r, bool fn_changed, bool *before_failed)
 {
+  *before_failed = false;
   if (r->kind != RN_REL_FILTER || !r->tablelike || !r->rebuilt_open || !r->rebuilt_pending) return 0;
-  int rc = each_entry(r, forget_now_of, NULL);
-  if (!rc) rc = rn_rel_scan(r, now_row_kept, r);
-  bool left = false;
-  if (!rc) rc = each_entry(r, drop_equal_of, &left);
-  if (!rc) r->rebuilt_pending = left;
+  if (fn_changed) {
+    int rc = each_entry(r, forget_now_of, NULL);
+    return rc ? rc : rn_rel_scan(r, now_row_kept, r);
+  }
+  r->rebuild_tells = true;
+  int rc = rn_rebuild_before(r);
+  *before_failed = rc != 0;
+  if (!rc) rc = rn_rebuild_after(r);
+  r->rebuild_tells = false;
   return rc;
 }
 
@@ -481,6 +495,8 @@ static int tell_one(rn_pipeline *p, rn_rel *r)
     size_t told_len, now_len;
     if (k.mv_size != 8 || !entry_parse(&v, &has, &told, &told_len, &now, &now_len)) { rc = MDB_CORRUPTED; break; }
     if (!(has & (TOLD | NOW))) continue; /* a capture's: the sinks hold no row of it, nor does r */
+    if (has == (TOLD | NOW) && told_len == now_len && memcmp(told, now, now_len) == 0) continue; /* kept by
+                                                                         * rn_rebuild_now: no change */
     rn_change c = { has == TOLD ? RN_DELETE : has == NOW ? RN_INSERT : RN_UPDATE, rn_be64_get(k.mv_data),
                     (has & NOW) ? now : NULL, (has & NOW) ? now_len : 0,
                     (has & TOLD) ? told : NULL, (has & TOLD) ? told_len : 0 };

@@ -56,8 +56,11 @@ const rn_rel *rn_told_unknown_under(const rn_rel *r);
  * were made (a table under it declared with other columns, in this run or
  * one between, a rebuild under it), and its input's changes do not pass
  * through it while it tells its own (relation.c, rn_emit). Its function
- * failing on a row fails the declaration. */
-int rn_rebuild_now(rn_rel *r);
+ * failing on a row now fails the declaration; on a row as told
+ * (*before_failed), the caller says its sinks were not told. fn_changed:
+ * its function changed in this run (rn_derive_tell_old makes its rows as
+ * told): only the rows now of the ids its entries name, none dropped. */
+int rn_rebuild_now(rn_rel *r, bool fn_changed, bool *before_failed);
 
 /* After r's state opened (rn_open_derived_state or, for a map or filter,
  * in the transaction that records its catalogue entry): finds what an

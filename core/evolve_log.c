@@ -1003,6 +1003,47 @@ static int capture_with(rn_rel *r, int (*how)(capture *c))
   return rc;
 }
 
+/* The table filter c->r is over (through filters), or NULL. */
+static const rn_rel *table_under(const rn_rel *r)
+{
+  const rn_rel *at = r->input;
+  while (at && at->kind == RN_REL_FILTER) at = at->input;
+  return at && at->kind == RN_REL_TABLE ? at : NULL;
+}
+
+/* Whether the table under filter c->r dropped column name in this run (its
+ * declaration's now_slots say so). */
+static bool dropped_now(const capture *c, const char *name)
+{
+  const rn_rel *t = table_under(c->r);
+  for (int i = 0; t && t->now_slots && i < t->nstored; i++)
+    if (t->now_slots[i] < 0 && strcmp(t->stored_names[i], name) == 0) return true;
+  return false;
+}
+
+/* Whether c's plan gives a new column null while an old column, not known
+ * dropped, goes unread (why): a rename in a run before this one (p:alter
+ * is not declared again) that nothing here knows of, whose values would
+ * be told null. */
+static bool renamed_unknown(capture *c)
+{
+  const rn_schema *now = c->r->schema;
+  int added = -1;
+  for (int j = 0; j < now->ncols && added < 0; j++)
+    if (c->src[j] < 0) added = j;
+  if (added < 0) return false;
+  for (int i = 0; i < c->old->ncols; i++) {
+    bool read = false;
+    for (int j = 0; j < now->ncols && !read; j++) read = c->src[j] == i;
+    if (read || dropped_now(c, c->old->cols[i].name)) continue;
+    snprintf(c->why, sizeof c->why, "its waiting changes hold column \"%s\", which its columns no longer have, "
+             "and column \"%s\" is new to them: a rename made in another run is not known here",
+             c->old->cols[i].name, now->cols[added].name);
+    return true;
+  }
+  return false;
+}
+
 /* Filter r's catalogue entry changed, and the told rows an earlier
  * rebuild left waiting are in the columns the entry held
  * (r->waiting_schema, rn_state_open): in txn, the transaction that replaces
@@ -1034,6 +1075,7 @@ static int give_waiting(rn_rel *r, MDB_txn *txn)
       snprintf(c.why, sizeof c.why, "its waiting changes hold rows without its key column \"%s\"", r->schema->cols[j].name);
       rc = MISFIT;
     }
+  if (!rc && renamed_unknown(&c)) rc = MISFIT;
   if (!rc) rc = capture_pending(&c, txn);
   if (rc == MISFIT) {
     r->rebuilt_pending = false;

@@ -348,6 +348,11 @@ int rn_ndjson_line(const rn_schema *s, const char *row, size_t len, bool key_onl
  * that file (before 0.39 the link's directory and name were searched,
  * where logrotate puts nothing). A link pointed at another file since is
  * another sink, as another path is: the old file's mark stays its own.
+ * So while the sink is open it is the resolved path that is compared with
+ * the file it has open and opened again ("A file moved or removed"): a
+ * link pointed elsewhere meanwhile is not followed (before 0.39 it was,
+ * and the old file's mark went on in the new one: a crash then left its
+ * waiting group under the old key, written twice or torn and refused).
  *
  * An open file (a caller's FILE: io.stdout, a pipe) keeps its groups in
  * memory (OUTBOX-6). Its lines go out through its descriptor, after the
@@ -399,6 +404,8 @@ typedef struct nsink {
   uint64_t torn_seq;      /* an open file that cannot be cut back holds this group's first torn_bytes */
   size_t torn_bytes;
   char *path;             /* a path sink's file and relation, for messages */
+  char *real;             /* the path resolved at the declaration (the sink's key): a file moved or removed
+                             while open is opened again there, not through a link pointed elsewhere since */
   char *rel_name;
   rn_err conflict;        /* the check found a group it cannot reconcile, or another writer's incomplete line */
   rn_free_fn release;     /* releases the caller's hold on f (a Lua file), or NULL */
@@ -437,6 +444,7 @@ static void free_nsink(void *ctx)
   free(s->verb_field);
   free(s->id_field);
   free(s->path);
+  free(s->real);
   free(s->rel_name);
   free(s->staged);
   for (int i = 0; i < s->nalt; i++) {
@@ -1038,7 +1046,7 @@ static int nsink_renew(void *ctx, bool reopen, rn_err *e)
   nsink *s = ctx;
   struct stat open_st, path_st;
   if (s->fd < 0 || fstat(s->fd, &open_st) != 0) return 0;
-  if (stat(s->path, &path_st) == 0 && path_st.st_dev == open_st.st_dev && path_st.st_ino == open_st.st_ino) {
+  if (stat(s->real, &path_st) == 0 && path_st.st_dev == open_st.st_dev && path_st.st_ino == open_st.st_ino) {
     if ((uint64_t)open_st.st_size >= s->length) return 0;
     /* cut shorter than its position while open (copytruncate): the mark
      * takes the cut file's end before a line goes there, so a crash after
@@ -1058,11 +1066,11 @@ static int nsink_renew(void *ctx, bool reopen, rn_err *e)
   if (fdatasync(s->fd) != 0 && errno != EINVAL)
     return rn_err_set(e, RN_EIO, "%s: ndjson: %s was moved or removed: syncing the lines written to it: %s",
                       s->rel_name, s->path, strerror(errno));
-  const char *kind = rn_sink_path_kind(s->path);
+  const char *kind = rn_sink_path_kind(s->real);
   if (kind)
     return rn_err_set(e, RN_EINVAL, "%s: ndjson: %s was replaced by %s, not a regular file: its groups wait until it "
                       "is a regular file again (or none)", s->rel_name, s->path, kind);
-  int fd = open(s->path, O_RDWR | O_CREAT | O_APPEND | O_CLOEXEC, 0666);
+  int fd = open(s->real, O_RDWR | O_CREAT | O_APPEND | O_CLOEXEC, 0666);
   struct stat st;
   if (fd < 0 || fstat(fd, &st) != 0) {
     int err = errno;
@@ -1386,7 +1394,7 @@ int rn_ndjson_sink_path(rn_pipeline *p, rn_rel *rel, const char *path, const cha
     rc = rn_err_set(&p->err, RN_ENOMEM, "out of memory");
   else if (!realpath(path, real) || fstat(fd, &st) != 0)
     rc = rn_err_set(&p->err, RN_EIO, "%s: ndjson: %s: %s", rel->name, path, strerror(errno));
-  else if (!(name = malloc(2 * strlen(real) + 32)))
+  else if (!(s->real = strdup(real)) || !(name = malloc(2 * strlen(real) + 32)))
     rc = rn_err_set(&p->err, RN_ENOMEM, "out of memory");
   if (!rc) {
     sprintf(name, RN_SINK_NDJSON "%s", real);

@@ -223,20 +223,11 @@ end
 -- global too, and one declared since gets one. Only when the state
 -- committed since the last read (its LMDB transaction id, a read of the
 -- lock and meta pages): the catalogue's walk is left for when it changed.
--- The walk does not flush a writer of the state in this process (sync =
--- false): its carried groups stay carried, line after line (before 0.39
--- runnel.inspect committed them at each line, as if sync were true). The
--- declarations it reads are committed; the counts it reads leave the
--- carried groups out, so while there are some a count is read through
--- runnel.attach, which commits them first, as any read of the rows does.
 local function refresh(b)
   local known, version = pcall(runnel.state_version, b._path)
   if known and version == b._version then return end
-  local ok, seen = pcall(runnel._inspect_committed, b._path)
+  local ok, seen = pcall(runnel.inspect, b._path)
   if not ok then return end -- the state went away: what was read stays
-  if seen.carried > 0 then
-    for _, entry in ipairs(seen.relations) do entry.rows = nil end -- not the carried groups' counts
-  end
   b._version = known and version or nil -- taken before the read: a commit between them reads again
   local before = {}
   for _, r in ipairs(b._rels) do before[r._entry.name] = r end

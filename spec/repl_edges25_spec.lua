@@ -17,10 +17,8 @@ describe("the REPL browsing a state another process writes, line after line", fu
     local out, err, code = H.sh(("%s repl %s/st"):format(bin, dir), table.concat({
       "alpha:count()",
       "reads = 0",
-      -- the catalogue's read (since 0.39 runnel._inspect_committed: it leaves
-      -- a same-process writer's carried groups carried, repl_carried_edges27)
-      "real_inspect = runnel._inspect_committed",
-      "runnel._inspect_committed = function(...) reads = reads + 1; local r = real_inspect(...); return r end",
+      "real_inspect = runnel.inspect",
+      "runnel.inspect = function(...) reads = reads + 1; local r = real_inspect(...); return r end",
       "x = 1",
       "x = 2",
       ".tables",

@@ -482,12 +482,6 @@ uint64_t rn_carried_before_read(const char *dir)
   return p ? p->stats.groups | 1ULL << 63 : 0; /* never repeats: carried groups lost free their seqs */
 }
 
-unsigned rn_carried_groups(const char *dir)
-{
-  rn_pipeline *p = carrying_writer(dir);
-  return p ? p->carried : 0;
-}
-
 RN_API int rn_flush(rn_pipeline *p)
 {
   if (!p) return RN_EINVAL;

@@ -208,17 +208,6 @@ RN_API int rn_inspect(const char *path, rn_inspect_fn fn, void *ctx, rn_inspect_
   return rc;
 }
 
-int rn_inspect_committed(const char *path, rn_inspect_fn fn, void *ctx, rn_inspect_state *out, unsigned *carried,
-                         char *errbuf, size_t errlen)
-{
-  if (path && !*path) return fail(errbuf, errlen, "rn_inspect: the path is empty", RN_EINVAL);
-  if (carried) *carried = path ? rn_carried_groups(path) : 0;
-  rn_envs_dbis_lock();
-  int rc = inspect(path, fn, ctx, out, errbuf, errlen);
-  rn_envs_dbis_unlock();
-  return rc;
-}
-
 /* A value that changes whenever the state at path does: the id of its last
  * LMDB transaction committed, from a read transaction's snapshot
  * (mdb_txn_id; every group, declaration and drop commits one), mixed with

@@ -489,18 +489,6 @@ int rn_flush_before_read(const char *dir, rn_err *e);
  * it grows with each, never repeats), or 0: what a read would flush
  * first, told without flushing (rn_state_version). */
 uint64_t rn_carried_before_read(const char *dir);
-/* How many groups the pipeline rn_flush_before_read would flush for dir
- * carries now (0: none, or no such pipeline): what a read that does not
- * flush (rn_inspect_committed) leaves out. */
-unsigned rn_carried_groups(const char *dir);
-/* rn_inspect without its flush: what LMDB committed, a writer of this
- * process left carrying its groups (sync = false), and *carried (may be
- * NULL) gets how many groups it carries, which the counts and seq read do
- * not hold. For a caller that looks often, the REPL's catalogue between
- * lines: committing for it wrote as if sync were true. Errors as
- * rn_inspect. */
-int rn_inspect_committed(const char *path, rn_inspect_fn fn, void *ctx, rn_inspect_state *out, unsigned *carried,
-                         char *errbuf, size_t errlen);
 /* Records a source change for replay, then emits it with the record's copy
  * of its new row (c->row need only last until the call). */
 int rn_source_emit(rn_rel *src, const rn_change *c);

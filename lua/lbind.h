@@ -307,6 +307,5 @@ struct rn_outbox_kept;
 void rn_lua_push_waiting(lua_State *L, const struct rn_outbox_kept *k);
 int rn_lua_inspect(lua_State *L);
 int rn_lua_state_version(lua_State *L);
-int rn_lua_inspect_committed(lua_State *L);
 
 #endif

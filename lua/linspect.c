@@ -79,27 +79,6 @@ int rn_lua_inspect(lua_State *L)
   return 1;
 }
 
-/* core._inspect_committed(path) -> { seq, relations, carried }: as
- * runnel.inspect without its flush or its outbox, for the REPL's read of
- * the catalogue between lines (rn_inspect_committed): a writer of the
- * state in this process (sync = false) keeps carrying its groups, whose
- * count is carried (the rows and seq read do not hold them). */
-int rn_lua_inspect_committed(lua_State *L)
-{
-  const char *path = rn_lua_checkpath(L, 1, "inspect");
-  lua_createtable(L, 0, 3);
-  lua_newtable(L);
-  rn_inspect_state st;
-  unsigned carried = 0;
-  char err[1024] = "";
-  int rc = rn_inspect_committed(path, push_relation, L, &st, &carried, err, sizeof err);
-  if (rc) return rn_lua_error(L, "inspect: %s", err[0] ? err : rn_strerror(rc));
-  lua_setfield(L, -2, "relations");
-  rn_lua_setint(L, "seq", (lua_Integer)st.seq);
-  rn_lua_setint(L, "carried", (lua_Integer)carried);
-  return 1;
-}
-
 /* runnel.state_version(path) -> a number that changes whenever the state
  * does (rn_state_version): changed when runnel.inspect would read
  * something new. Raises as runnel.inspect does. */

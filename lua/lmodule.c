@@ -75,8 +75,7 @@ RN_API int luaopen_runnel_core(lua_State *L)
   static const luaL_Reg module_funcs[] = {
     { "open", rn_lua_open }, { "strerror", l_strerror }, { "now", l_now }, { "json_decode", l_json_decode },
     { "_dsl", l_dsl }, { "_raise", l_raise }, { "inspect", rn_lua_inspect },
-    { "state_version", rn_lua_state_version },
-    { "_inspect_committed", rn_lua_inspect_committed }, { NULL, NULL }
+    { "state_version", rn_lua_state_version }, { NULL, NULL }
   };
   lua_newtable(L);
   rn_lua_pipeline_open(L, -1);

@@ -1156,12 +1156,6 @@ runnel.inspect = core.inspect
 -- it did.
 runnel.state_version = core.state_version
 
--- runnel._inspect_committed(path) -> { seq, relations, carried } (private:
--- the REPL's): runnel.inspect's catalogue without its flush, so a writer of
--- the state in this process (sync = false) keeps carrying its groups;
--- carried counts them (the rows and seq read leave them out).
-runnel._inspect_committed = core._inspect_committed
-
 -- attached:rows() is an iterator of (row, id) like rel:rows(), whether the
 -- binding hands back a list or already an iterator.
 local function iterate_attached(methods)

@@ -1,13 +1,12 @@
--- FAILS (3 of 3; all pass on 17d9ddd^): the REPL browsing a state beside a
--- sync = false writer of its own process, the writer opening a group
--- (w:begin()) after carrying groups from earlier lines. Since 3694578 the
--- refresh before each line no longer commits the carried groups, and
--- inside the writer's open group neither does a read through runnel.attach
--- (test_attach_carry: it reads what LMDB holds), nor does
--- rn_carried_groups count them (carrying_writer wants the writer idle), so
--- the catalogue's committed count is kept: the REPL shows the state as it
--- was before the carried groups until the writer's group ends. Before,
--- each line committed them, so a group begun later read them.
+-- The REPL browsing a state beside a sync = false writer of its own
+-- process, the writer opening a group (w:begin()) after carrying groups
+-- from earlier lines: the browse shows those groups. The refresh before
+-- each line commits the writer's carried groups (runnel.inspect flushes),
+-- which is what makes them readable inside a group it begins later (a
+-- read inside a writer's open group sees what LMDB holds:
+-- test_attach_carry). A refresh that left them carried (tried in 0.39's
+-- round, found by its review) showed the state as it was before them
+-- until the group ended.
 local H = require "helper"
 local bin = H.runnel_bin
 

@@ -130,6 +130,7 @@ static int save_counters(rn_pipeline *p, uint64_t seq, bool all);
 static int reapply(rn_pipeline *p, const rn_replay *old, size_t from, size_t to, bool carried, bool grow)
 {
   int rc = 0;
+  uint64_t changes = p->stats.changes; /* counted when they first went through */
   p->replaying = carried;
   p->reapplying = true;
   for (size_t i = from; !rc && i < to; i++) {
@@ -138,6 +139,7 @@ static int reapply(rn_pipeline *p, const rn_replay *old, size_t from, size_t to,
   }
   p->reapplying = false;
   p->replaying = false;
+  p->stats.changes = changes;
   return rc;
 }
 

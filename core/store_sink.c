@@ -241,8 +241,16 @@ static int rewrite_row(void *ctx, uint64_t id, const char *row, size_t len)
   msgpack_sbuffer k;
   msgpack_sbuffer_init(&k);
   int rc = key_of(s->rel->schema, id, row, len, &p->scratch, &k);
-  if (rc) rc = rn_err_set(&p->err, RN_EINVAL, "%s: store: a key longer than 511 bytes", s->rel->name);
-  MDB_val key = { k.size, k.data }, v = { len, (void *)row };
+  if (rc) rc = rn_err_set(&p->err, RN_EINVAL, "%s: store \"%s\": a row whose key could not be encoded", s->rel->name,
+                          s->name);
+  /* a key past LMDB's 511 bytes is hashed, as apply_change stores it (longkey.h) */
+  char stored[RN_LONGKEY_STORED];
+  MDB_val key, v;
+  int mrc = rc ? 0 : rn_store_row_find(p->store.wtxn, s->dbi, s->rel->schema, &p->scratch, k.data, k.size, stored, &key, &v);
+  if (mrc == RN_LONGKEY_FULL)
+    rc = rn_err_set(&p->err, RN_ESTORE, "%s: store \"%s\": too many long keys share one hash", s->rel->name, s->name);
+  else if (mrc && mrc != MDB_NOTFOUND) rc = rn_store_fail(&p->err, mrc, s->rel->name);
+  v = (MDB_val){ len, (void *)row };
   if (!rc && (rc = mdb_put(p->store.wtxn, s->dbi, &key, &v, 0))) rc = rn_store_fail(&p->err, rc, s->rel->name);
   msgpack_sbuffer_destroy(&k);
   return rc;

@@ -70,6 +70,35 @@ static const msgpack_object_kv *marked_column(const msgpack_object *row, const m
   return NULL;
 }
 
+/* The entries of a struct's value v: a map of field names, or an array
+ * in slot order. */
+typedef struct struct_entries {
+  const rn_schema *fields;
+  const msgpack_object *v;
+  bool in_order;
+  uint32_t n;
+} struct_entries;
+
+static struct_entries entries_of(const rn_schema *fields, const msgpack_object *v)
+{
+  bool in_order = v->type == MSGPACK_OBJECT_ARRAY && v->via.array.size == (uint32_t)fields->ncols;
+  uint32_t n = in_order ? v->via.array.size : v->type == MSGPACK_OBJECT_MAP ? v->via.map.size : 0;
+  return (struct_entries){ fields, v, in_order, n };
+}
+
+static const msgpack_object *entry_value(const struct_entries *e, uint32_t i)
+{
+  return e->in_order ? &e->v->via.array.ptr[i] : &e->v->via.map.ptr[i].val;
+}
+
+/* Entry i's field slot; -1: no such field (row.c says why). */
+static int entry_slot(const struct_entries *e, uint32_t i)
+{
+  if (e->in_order) return (int)i;
+  const msgpack_object *k = &e->v->via.map.ptr[i].key;
+  return k->type == MSGPACK_OBJECT_STR ? rn_schema_slot(e->fields, k->via.str.ptr, k->via.str.size) : -1;
+}
+
 /* The struct field of column c whose value, in v (a map of field names,
  * or an array in slot order), holds marker m: its name appended to path
  * (` field "x"`, as row.c words it) at *len, and so on inward; the
@@ -78,19 +107,15 @@ static const rn_column *marked_field(const rn_column *c, const msgpack_object *v
                                      size_t cap, size_t *len, int depth)
 {
   if (c->type != RN_T_STRUCT || !c->fields || depth > 64) return c;
-  const rn_schema *f = c->fields;
-  bool in_order = v->type == MSGPACK_OBJECT_ARRAY && v->via.array.size == (uint32_t)f->ncols;
-  uint32_t n = in_order ? v->via.array.size : v->type == MSGPACK_OBJECT_MAP ? v->via.map.size : 0;
-  for (uint32_t i = 0; i < n; i++) {
-    const msgpack_object *k = in_order ? NULL : &v->via.map.ptr[i].key;
-    const msgpack_object *fv = in_order ? &v->via.array.ptr[i] : &v->via.map.ptr[i].val;
+  struct_entries e = entries_of(c->fields, v);
+  for (uint32_t i = 0; i < e.n; i++) {
+    const msgpack_object *fv = entry_value(&e, i);
     if (!holds_marker(fv, m)) continue;
-    int slot = in_order ? (int)i
-             : k->type == MSGPACK_OBJECT_STR ? rn_schema_slot(f, k->via.str.ptr, k->via.str.size) : -1;
+    int slot = entry_slot(&e, i);
     if (slot < 0) return c;
-    int w = snprintf(path + *len, cap - *len, " field \"%s\"", f->cols[slot].name);
+    int w = snprintf(path + *len, cap - *len, " field \"%s\"", c->fields->cols[slot].name);
     if (w > 0) *len = *len + (size_t)w < cap ? *len + (size_t)w : cap - 1;
-    return marked_field(&f->cols[slot], fv, m, path, cap, len, depth + 1);
+    return marked_field(&c->fields->cols[slot], fv, m, path, cap, len, depth + 1);
   }
   return c;
 }
@@ -281,18 +306,14 @@ static int check_ints(rn_pipeline *p, const rn_rel *r, const rn_column *c, const
     return rn_group_fail(p, RN_EINVAL, p->err.msg);
   }
   if (c->type != RN_T_STRUCT) return 0;
-  const rn_schema *fields = c->fields;
-  bool in_order = v->type == MSGPACK_OBJECT_ARRAY && v->via.array.size == (uint32_t)fields->ncols;
-  uint32_t n = in_order ? v->via.array.size : v->type == MSGPACK_OBJECT_MAP ? v->via.map.size : 0;
-  for (uint32_t i = 0; i < n; i++) {
-    const msgpack_object *k = in_order ? NULL : &v->via.map.ptr[i].key;
-    const msgpack_object *fv = in_order ? &v->via.array.ptr[i] : &v->via.map.ptr[i].val;
+  struct_entries e = entries_of(c->fields, v);
+  for (uint32_t i = 0; i < e.n; i++) {
+    const msgpack_object *fv = entry_value(&e, i);
     if (!may_hold_float(fv)) continue;
-    int slot = in_order ? (int)i
-             : k->type == MSGPACK_OBJECT_STR ? rn_schema_slot(fields, k->via.str.ptr, k->via.str.size) : -1;
+    int slot = entry_slot(&e, i);
     if (slot < 0) continue; /* row.c says why */
-    int_path inner = { at, fields->cols[slot].name };
-    int rc = check_ints(p, r, &fields->cols[slot], fv, &inner);
+    int_path inner = { at, c->fields->cols[slot].name };
+    int rc = check_ints(p, r, &c->fields->cols[slot], fv, &inner);
     if (rc) return rc;
   }
   return 0;

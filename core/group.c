@@ -539,6 +539,7 @@ int rn_change_enter(rn_pipeline *p)
   }
   p->state = RN_APPLYING;
   p->replay_at_enter = p->replay.n;
+  rn_lookups_change_began(p);
   return 0;
 }
 
@@ -608,6 +609,7 @@ int rn_group_regrow(rn_pipeline *p)
 int rn_group_regrow_change(rn_pipeline *p)
 {
   if (p->replay.n > p->replay_at_enter) p->replay.n = p->replay_at_enter; /* the retry logs it again */
+  rn_lookups_change_retried(p); /* and its lookups' answers */
   return rn_group_regrow(p);
 }
 

@@ -131,6 +131,8 @@ static int reapply(rn_pipeline *p, const rn_replay *old, size_t from, size_t to,
 {
   int rc = 0;
   uint64_t changes = p->stats.changes; /* counted when they first went through */
+  for (int i = 0; i < p->nrels; i++) /* so were their emitted changes (rel:changes()): a regrow replays the open */
+    memcpy(p->rels[i]->emitted_kept, p->rels[i]->emitted, sizeof p->rels[i]->emitted); /* group not silently */
   p->replaying = carried;
   p->reapplying = true;
   for (size_t i = from; !rc && i < to; i++) {
@@ -140,6 +142,8 @@ static int reapply(rn_pipeline *p, const rn_replay *old, size_t from, size_t to,
   p->reapplying = false;
   p->replaying = false;
   p->stats.changes = changes;
+  for (int i = 0; i < p->nrels; i++)
+    memcpy(p->rels[i]->emitted, p->rels[i]->emitted_kept, sizeof p->rels[i]->emitted);
   return rc;
 }
 
@@ -535,6 +539,7 @@ int rn_change_enter(rn_pipeline *p)
   }
   p->state = RN_APPLYING;
   p->replay_at_enter = p->replay.n;
+  rn_lookups_change_began(p);
   return 0;
 }
 
@@ -604,6 +609,7 @@ int rn_group_regrow(rn_pipeline *p)
 int rn_group_regrow_change(rn_pipeline *p)
 {
   if (p->replay.n > p->replay_at_enter) p->replay.n = p->replay_at_enter; /* the retry logs it again */
+  rn_lookups_change_retried(p); /* and its lookups' answers */
   return rn_group_regrow(p);
 }
 

@@ -55,6 +55,8 @@ typedef struct rn_lookup {
   msgpack_sbuffer answers; /* the answer log: |klen u32|key|found u8|rlen u32|row| per answer */
   size_t answers_mark;     /* its size when the open group began */
   size_t answers_at;       /* where a re-application reads next */
+  size_t answers_enter;    /* its size when the change being applied began: a change retried after the map
+                              grew asks again, and its first answer is not the next change's (group.c) */
 } rn_lookup;
 
 static double monotonic(void)
@@ -300,6 +302,13 @@ void rn_lookups_group_began(rn_pipeline *p) { each_lookup(p, mark_group); }
 void rn_lookups_rolled_back(rn_pipeline *p) { each_lookup(p, drop_group); }
 void rn_lookups_reapply_starts(rn_pipeline *p) { each_lookup(p, read_from_start); }
 void rn_lookups_committed(rn_pipeline *p) { each_lookup(p, forget_answers); }
+static void mark_change(rn_lookup *lk) { lk->answers_enter = lk->answers.size; }
+static void drop_change(rn_lookup *lk)
+{
+  if (lk->answers_enter < lk->answers.size) lk->answers.size = lk->answers_enter;
+}
+void rn_lookups_change_began(rn_pipeline *p) { each_lookup(p, mark_change); }
+void rn_lookups_change_retried(rn_pipeline *p) { each_lookup(p, drop_change); }
 
 const rn_lookup_stats *rn_lookup_stats_of(const rn_rel *rel)
 {

@@ -35,6 +35,11 @@ void rn_lookups_group_began(rn_pipeline *p);
 void rn_lookups_rolled_back(rn_pipeline *p);
 void rn_lookups_reapply_starts(rn_pipeline *p);
 void rn_lookups_committed(rn_pipeline *p);
+/* A change entering, and that change applied again after the map grew
+ * (rn_group_regrow_change): the answers it got are dropped from the log,
+ * which it fills again, so the replays after read each change's own. */
+void rn_lookups_change_began(rn_pipeline *p);
+void rn_lookups_change_retried(rn_pipeline *p);
 /* Rewrites e, the error of a row a source returned for key (nkey values)
  * that does not fit lk, as "<lk>: source returned a bad row for key (…):
  * <what was wrong>" (a leading "<lk>: " of e's message dropped). */

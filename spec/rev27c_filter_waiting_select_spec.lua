@@ -89,4 +89,30 @@ describe("a filter's waiting rows over a select or map that swapped a column in 
     assert.matches('its waiting changes hold column "g", which its columns no longer have, and column "name" is new', said, 1, true)
     assert.same({ "INSERT 5 g=nil name=y" }, told, said)
   end)
+  it("a select whose table dropped the column in the filter's run", function()
+    local dir, notes, told = H.tmpdir(), {}, {}
+    local function open() return runnel.open{ path = dir, notes = function(l) notes[#notes + 1] = l end } end
+    local function decl(p, th, cols, sel)
+      local t = p:table("t", cols)
+      local s = t:select(sel, "s")
+      local f = s:filter(function(r) return r.v > th end, "f")
+      f:sink(function(verb, row, old, info) local r = row or old
+        told[#told + 1] = ("%s %d g=%s h=%s"):format(verb, info.id, tostring(r.g), tostring(r.h)) end)
+      return t
+    end
+    local BASE = { {"k","int"}, {"g","string"}, {"v","int"}, key = "k" }
+    local DROPPED = { {"k","int"}, {"h","string", null = true}, {"v","int"}, key = "k" }
+    local p = open()
+    local t = decl(p, 0, BASE, { "k", "g", "v" })
+    p:batch(function() for k = 1, 4 do t:insert{ k = k, g = "g" .. k, v = k - 1 } end end)
+    p:close()
+    p = open(); decl(p, 2, BASE, { "k", "g", "v" }); p:close()
+    H.clear(told)
+    p = open(); t = decl(p, 2, DROPPED, { "k", "h", "v" })
+    p:batch(function() t:insert{ k = 10, h = "y", v = 10 } end)
+    p:close()
+    local said = table.concat(notes, "\n")
+    assert.is_nil(said:find("not told", 1, true), said)
+    assert.same({ "DELETE 2 g=nil h=nil", "DELETE 3 g=nil h=nil", "INSERT 5 g=nil h=y" }, told, said)
+  end)
 end)

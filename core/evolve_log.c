@@ -1011,14 +1011,46 @@ static const rn_rel *table_under(const rn_rel *r)
   return at && at->kind == RN_REL_TABLE ? at : NULL;
 }
 
-/* Whether the table under filter c->r dropped column name in this run (its
- * declaration's now_slots say so). */
-static bool dropped_now(const capture *c, const char *name)
+/* Whether schema s has a column called name. */
+static bool has_col(const rn_schema *s, const char *name)
 {
-  const rn_rel *t = table_under(c->r);
-  for (int i = 0; t && t->now_slots && i < t->nstored; i++)
+  for (int j = 0; s && j < s->ncols; j++)
+    if (strcmp(s->cols[j].name, name) == 0) return true;
+  return false;
+}
+
+/* The relation under r, through filters. */
+static const rn_rel *through_filters(const rn_rel *r)
+{
+  const rn_rel *at = r->input;
+  while (at && at->kind == RN_REL_FILTER) at = at->input;
+  return at;
+}
+
+/* Whether table t's declaration in this run dropped column name (its
+ * now_slots say so). */
+static bool table_dropped_now(const rn_rel *t, const char *name)
+{
+  for (int i = 0; t && t->kind == RN_REL_TABLE && t->now_slots && i < t->nstored; i++)
     if (t->now_slots[i] < 0 && strcmp(t->stored_names[i], name) == 0) return true;
   return false;
+}
+
+/* Whether the relation under filter c->r (through filters) dropped column
+ * name in this run: a table's declaration's now_slots say so; a map
+ * declared in this run with other columns (its catalogue entry changed)
+ * that lacks it let it go there, and so did such a select whose input
+ * still has it or is a table that dropped it in this run (one whose input
+ * lacks it otherwise may follow a rename made under it in another run). */
+static bool dropped_now(const capture *c, const char *name)
+{
+  if (table_dropped_now(table_under(c->r), name)) return true;
+  const rn_rel *at = through_filters(c->r);
+  if (!at || at->kind != RN_REL_MAP || !at->decl_changed || !at->schema || has_col(at->schema, name)) return false;
+  int nslots;
+  if (!rn_select_slots(at, &nslots)) return true;
+  const rn_rel *in = at->input ? through_filters(at) : NULL;
+  return in && (has_col(in->schema, name) || table_dropped_now(in, name));
 }
 
 /* Whether c's plan gives a new column null while an old column, not known

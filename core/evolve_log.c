@@ -1003,14 +1003,6 @@ static int capture_with(rn_rel *r, int (*how)(capture *c))
   return rc;
 }
 
-/* The table filter c->r is over (through filters), or NULL. */
-static const rn_rel *table_under(const rn_rel *r)
-{
-  const rn_rel *at = r->input;
-  while (at && at->kind == RN_REL_FILTER) at = at->input;
-  return at && at->kind == RN_REL_TABLE ? at : NULL;
-}
-
 /* Whether schema s has a column called name. */
 static bool has_col(const rn_schema *s, const char *name)
 {
@@ -1025,6 +1017,13 @@ static const rn_rel *through_filters(const rn_rel *r)
   const rn_rel *at = r->input;
   while (at && at->kind == RN_REL_FILTER) at = at->input;
   return at;
+}
+
+/* The table filter r is over (through filters), or NULL. */
+static const rn_rel *table_under(const rn_rel *r)
+{
+  const rn_rel *at = through_filters(r);
+  return at && at->kind == RN_REL_TABLE ? at : NULL;
 }
 
 /* Whether table t's declaration in this run dropped column name (its

@@ -131,8 +131,6 @@ static int reapply(rn_pipeline *p, const rn_replay *old, size_t from, size_t to,
 {
   int rc = 0;
   uint64_t changes = p->stats.changes; /* counted when they first went through */
-  for (int i = 0; i < p->nrels; i++) /* so were their emitted changes (rel:changes()): a regrow replays the open */
-    memcpy(p->rels[i]->emitted_kept, p->rels[i]->emitted, sizeof p->rels[i]->emitted); /* group not silently */
   p->replaying = carried;
   p->reapplying = true;
   for (size_t i = from; !rc && i < to; i++) {
@@ -142,8 +140,6 @@ static int reapply(rn_pipeline *p, const rn_replay *old, size_t from, size_t to,
   p->reapplying = false;
   p->replaying = false;
   p->stats.changes = changes;
-  for (int i = 0; i < p->nrels; i++)
-    memcpy(p->rels[i]->emitted, p->rels[i]->emitted_kept, sizeof p->rels[i]->emitted);
   return rc;
 }
 

@@ -137,7 +137,6 @@ struct rn_rel {
   size_t reads_len;
   bool reads_dirty;       /* a read not yet written to meta "rd:" */
   uint64_t emitted[3];    /* INSERTs, UPDATEs, DELETEs emitted since open */
-  uint64_t emitted_kept[3]; /* emitted as a replay began: what it emits again was counted (group.c, reapply) */
   uint64_t emitted_saved; /* their sum when the last group's "ch:" record was written (store.h) */
   uint64_t changed_seq;   /* the last group since open in which it emitted a change, or 0 */
   struct {                /* the three above as the open group began: a group rolled back */

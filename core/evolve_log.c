@@ -1049,6 +1049,10 @@ static bool dropped_now(const capture *c, const char *name)
   int nslots;
   if (!rn_select_slots(at, &nslots)) return true;
   const rn_rel *in = at->input ? through_filters(at) : NULL;
+  while (in && in->kind == RN_REL_MAP && in->decl_changed && in->schema && !has_col(in->schema, name)) {
+    if (!rn_select_slots(in, &nslots)) return true; /* a select over a map or select that let it go in this run too */
+    in = in->input ? through_filters(in) : NULL;
+  }
   return in && (has_col(in->schema, name) || table_dropped_now(in, name));
 }
 

@@ -1006,9 +1006,7 @@ static int capture_with(rn_rel *r, int (*how)(capture *c))
 /* Whether schema s has a column called name. */
 static bool has_col(const rn_schema *s, const char *name)
 {
-  for (int j = 0; s && j < s->ncols; j++)
-    if (strcmp(s->cols[j].name, name) == 0) return true;
-  return false;
+  return s && rn_schema_slot(s, name, strlen(name)) >= 0;
 }
 
 /* The relation under r, through filters. */

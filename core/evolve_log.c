@@ -885,6 +885,24 @@ static int read_right_as_declared(capture *c)
   return rc;
 }
 
+/* c's plan for r's columns now: src, give and vals, one per column. */
+static int plan_alloc(capture *c)
+{
+  size_t n = (size_t)(c->r->schema->ncols ? c->r->schema->ncols : 1);
+  c->src = calloc(n, sizeof *c->src);
+  c->give = calloc(n, 1);
+  c->vals = calloc(n, sizeof *c->vals);
+  return c->src && c->give && c->vals ? 0 : rn_err_set(&c->r->p->err, RN_ENOMEM, "out of memory");
+}
+
+/* What a capture (zone and out set up by its caller) holds, released. */
+static void capture_free(capture *c)
+{
+  msgpack_sbuffer_destroy(&c->out);
+  rn_zone_destroy(&c->z);
+  free(c->src), free(c->give), free(c->vals), free(c->right_from);
+}
+
 /* c's plan for r's new columns from c->old (a join's right rows read back
  * in the columns it was declared with when right_as_declared), r's "rb:"
  * database open, and the entries an earlier rebuild left in the old
@@ -893,12 +911,8 @@ static int capture_begin(capture *c, bool right_as_declared)
 {
   rn_rel *r = c->r;
   rn_pipeline *p = r->p;
-  int n = r->schema->ncols;
-  c->src = calloc((size_t)n, sizeof *c->src);
-  c->give = calloc((size_t)n, 1);
-  c->vals = calloc((size_t)n, sizeof *c->vals);
-  if (!c->src || !c->give || !c->vals) return rn_err_set(&p->err, RN_ENOMEM, "out of memory");
-  int rc = right_as_declared ? read_right_as_declared(c) : 0;
+  int rc = plan_alloc(c);
+  if (!rc && right_as_declared) rc = read_right_as_declared(c);
   if (rc) return rc;
   if (!plan_capture(c)) return MISFIT;
   rc = rn_state_dbi(p, p->store.wtxn, RN_DB_REBUILT, r->name, 0, &r->rebuilt_dbi);
@@ -994,12 +1008,7 @@ static int capture_with(rn_rel *r, int (*how)(capture *c))
     r->rebuild_fill = NULL, r->nfill = 0;
     if (!rc && !(r->untold_why = strdup(c.why))) rc = rn_err_set(&p->err, RN_ENOMEM, "out of memory");
   }
-  msgpack_sbuffer_destroy(&c.out);
-  rn_zone_destroy(&c.z);
-  free(c.src);
-  free(c.give);
-  free(c.vals);
-  free(c.right_from);
+  capture_free(&c);
   return rc;
 }
 
@@ -1089,18 +1098,15 @@ static bool renamed_unknown(capture *c)
 static int give_waiting(rn_rel *r, MDB_txn *txn)
 {
   rn_pipeline *p = r->p;
-  int n = r->schema->ncols, rc = 0;
+  int n = r->schema->ncols;
   capture c = { .r = r, .old = r->waiting_schema };
   if (!rn_zone_init(&c.z, 4096)) return rn_err_set(&p->err, RN_ENOMEM, "out of memory");
   msgpack_sbuffer_init(&c.out);
-  c.src = calloc((size_t)(n ? n : 1), sizeof *c.src);
-  c.give = calloc((size_t)(n ? n : 1), 1);
-  c.vals = calloc((size_t)(n ? n : 1), sizeof *c.vals);
-  if (!c.src || !c.give || !c.vals) rc = rn_err_set(&p->err, RN_ENOMEM, "out of memory");
-  else if (!c.old) {
+  int rc = plan_alloc(&c);
+  if (!rc && !c.old) {
     snprintf(c.why, sizeof c.why, "the columns its waiting changes hold rows in could not be read");
     rc = MISFIT;
-  } else if (!plan_capture(&c)) {
+  } else if (!rc && !plan_capture(&c)) {
     rc = MISFIT;
   }
   for (int j = 0; !rc && j < n; j++)
@@ -1116,9 +1122,7 @@ static int give_waiting(rn_rel *r, MDB_txn *txn)
     rc = mdb_drop(txn, r->rebuilt_dbi, 0);
     rc = rc ? fail(r, rc) : rn_evolve_note(p, "%s: its sinks were not told what its rebuild changed (%s)", r->name, c.why);
   }
-  msgpack_sbuffer_destroy(&c.out);
-  rn_zone_destroy(&c.z);
-  free(c.src), free(c.give), free(c.vals);
+  capture_free(&c);
   return rc;
 }
 

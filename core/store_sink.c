@@ -892,23 +892,31 @@ static int identity_part(const rn_attached *a, MDB_txn *txn, const char *prefix,
   return 0;
 }
 
+/* A read transaction on an attached relation, its owner's carried groups
+ * flushed first and the relation still the one attached; aborted on error. */
+static int attach_read(rn_attached *a, MDB_txn **txn, rn_err *e)
+{
+  int rc = owner_flushed(a, e);
+  if (rc) return rc;
+  rc = rn_store_txn(a->shared, MDB_RDONLY, txn);
+  if (rc) return rn_err_set(e, rn_store_read_code(rc), "attach %s: %s", a->name, rn_store_strerror(rc));
+  if ((rc = still_attached(a, *txn, e))) mdb_txn_abort(*txn);
+  return rc;
+}
+
 int rn_attach_identity(rn_attached *a, msgpack_sbuffer *out, rn_err *e)
 {
   MDB_txn *txn;
-  int rc = owner_flushed(a, e);
+  int rc = attach_read(a, &txn, e);
   if (rc) return rc;
-  rc = rn_store_txn(a->shared, MDB_RDONLY, &txn);
-  if (rc) return rn_err_set(e, rn_store_read_code(rc), "attach %s: %s", a->name, rn_store_strerror(rc));
-  if (!(rc = still_attached(a, txn, e))) {
-    char len[24];
-    if (rn_buf_write(out, a->record_key, a->record_klen) ||
-        rn_buf_write(out, len, (size_t)snprintf(len, sizeof len, "|%zu:", a->record.mv_size)) ||
-        rn_buf_write(out, a->record.mv_data, a->record.mv_size))
-      rc = rn_err_set(e, RN_ENOMEM, "out of memory");
-    if (!rc) rc = identity_part(a, txn, RN_META_AGG_DECL, out, e);
-    if (!rc) rc = identity_part(a, txn, RN_META_CODE, out, e);
-    if (!rc) rc = identity_part(a, txn, RN_META_CHANGED_AT, out, e); /* rebuilt since, for whatever reason */
-  }
+  char len[24];
+  if (rn_buf_write(out, a->record_key, a->record_klen) ||
+      rn_buf_write(out, len, (size_t)snprintf(len, sizeof len, "|%zu:", a->record.mv_size)) ||
+      rn_buf_write(out, a->record.mv_data, a->record.mv_size))
+    rc = rn_err_set(e, RN_ENOMEM, "out of memory");
+  if (!rc) rc = identity_part(a, txn, RN_META_AGG_DECL, out, e);
+  if (!rc) rc = identity_part(a, txn, RN_META_CODE, out, e);
+  if (!rc) rc = identity_part(a, txn, RN_META_CHANGED_AT, out, e); /* rebuilt since, for whatever reason */
   mdb_txn_abort(txn);
   return rc;
 }
@@ -917,14 +925,8 @@ int rn_attach_get(rn_attached *a, const char *key, size_t klen, msgpack_sbuffer 
 {
   MDB_txn *txn;
   *found = 0;
-  int rc = owner_flushed(a, e);
+  int rc = attach_read(a, &txn, e);
   if (rc) return rc;
-  rc = rn_store_txn(a->shared, MDB_RDONLY, &txn);
-  if (rc) return rn_err_set(e, rn_store_read_code(rc), "attach %s: %s", a->name, rn_store_strerror(rc));
-  if ((rc = still_attached(a, txn, e))) {
-    mdb_txn_abort(txn);
-    return rc;
-  }
   MDB_val k = { klen, (void *)key }, v;
   if (a->reader) {
     rc = rn_reader_get(a->reader, txn, key, klen, copy_row, &(copied){ row, found }, e);
@@ -975,14 +977,8 @@ static int attach_walk(rn_attached *a, int (*fn)(void *ctx, const char *row, siz
 {
   MDB_txn *txn;
   MDB_cursor *cur;
-  int rc = owner_flushed(a, e);
+  int rc = attach_read(a, &txn, e);
   if (rc) return rc;
-  rc = rn_store_txn(a->shared, MDB_RDONLY, &txn);
-  if (rc) return rn_err_set(e, rn_store_read_code(rc), "attach %s: %s", a->name, rn_store_strerror(rc));
-  if ((rc = still_attached(a, txn, e))) {
-    mdb_txn_abort(txn);
-    return rc;
-  }
   if (a->reader) {
     rc = rn_reader_each(a->reader, txn, fn ? row_only : each, fn ? &(rows_only){ fn, ctx } : ctx, e);
     mdb_txn_abort(txn);

@@ -403,7 +403,9 @@ typedef struct nsink {
   size_t nstaged, capstaged;
   uint64_t torn_seq;      /* an open file that cannot be cut back holds this group's first torn_bytes */
   size_t torn_bytes;
-  char *path;             /* a path sink's file and relation, for messages */
+  char *path;             /* a path sink's file and relation, for messages: "link (a link to file)"
+                             when the path given is a symbolic link */
+  bool link;              /* it is: a message giving a line names the file itself (real) */
   char *real;             /* the path resolved at the declaration (the sink's key): a file moved or removed
                              while open is opened again there, not through a link pointed elsewhere since */
   char *rel_name;
@@ -686,7 +688,7 @@ static int foreign_tail(nsink *s, rn_err *e)
   if (fstat(s->fd, &st) != 0 || st.st_size == 0 || pread(s->fd, &last, 1, st.st_size - 1) != 1 || last == '\n')
     return 0; /* what cannot be read is the write's to report */
   uint64_t size = (uint64_t)st.st_size;
-  return foreign_tail_error(e, s->rel_name, s->path, s->fd, complete_length(s->fd, size), size);
+  return foreign_tail_error(e, s->rel_name, s->link ? s->real : s->path, s->fd, complete_length(s->fd, size), size);
 }
 
 /* Writes the staged lines (after the run's bytes already written). */
@@ -1291,6 +1293,23 @@ static int renamed_file(const char *path, uint64_t position, const uint64_t *id)
   return best;
 }
 
+/* A sink given a symbolic link writes the file the link named at its
+ * declaration (s->real), which the link may stop naming: its messages name
+ * both. False when out of memory. */
+static bool name_link(nsink *s)
+{
+  struct stat st;
+  if (lstat(s->path, &st) != 0 || !S_ISLNK(st.st_mode)) return true;
+  size_t n = strlen(s->path) + strlen(s->real) + 16;
+  char *shown = malloc(n);
+  if (!shown) return false;
+  snprintf(shown, n, "%s (a link to %s)", s->path, s->real);
+  free(s->path);
+  s->path = shown;
+  s->link = true;
+  return true;
+}
+
 /* Where a path sink starts (see the ownership note above): with a mark
  * whose position the file still reaches, the groups waiting now are
  * checked against the file from there. An incomplete last line is left to
@@ -1303,7 +1322,7 @@ static int place_sink(rn_pipeline *p, rn_rel *rel, nsink *s, const rn_outbox_mar
   uint64_t whole = complete_length(s->fd, size);
   bool waiting = m->found && m->delivered < p->seq;
   if (whole < size && !waiting)
-    return foreign_tail_error(&p->err, rel->name, s->path, s->fd, whole, size);
+    return foreign_tail_error(&p->err, rel->name, s->link ? s->real : s->path, s->fd, whole, size);
   s->length = s->tail_at = whole;
   s->check_end = size; /* the checks compare the incomplete line too */
   memcpy(s->mark_file, s->fd_file, sizeof s->mark_file);
@@ -1394,13 +1413,13 @@ int rn_ndjson_sink_path(rn_pipeline *p, rn_rel *rel, const char *path, const cha
     rc = rn_err_set(&p->err, RN_ENOMEM, "out of memory");
   else if (!realpath(path, real) || fstat(fd, &st) != 0)
     rc = rn_err_set(&p->err, RN_EIO, "%s: ndjson: %s: %s", rel->name, path, strerror(errno));
-  else if (!(s->real = strdup(real)) || !(name = malloc(2 * strlen(real) + 32)))
+  else if (!(s->real = strdup(real)) || !(name = malloc(2 * strlen(real) + 32)) || !name_link(s))
     rc = rn_err_set(&p->err, RN_ENOMEM, "out of memory");
   if (!rc) {
     sprintf(name, RN_SINK_NDJSON "%s", real);
     rc = rn_outbox_sink_check(p, rel, name); /* before the file is cut: it may be a live sink's */
   }
-  if (!rc) rc = lock_file(p, rel, fd, path);
+  if (!rc) rc = lock_file(p, rel, fd, s->path);
   if (!rc) rc = rn_outbox_mark_read(p, name, NULL, &m);
   if (!rc) file_id(&st, s->fd_file);
   if (!rc) rc = place_sink(p, rel, s, &m, (uint64_t)st.st_size, real);

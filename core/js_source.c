@@ -25,7 +25,11 @@
  *     run, and again when a fetch begins past the position + 1 (the
  *     consumer passes over what was discarded while the run went on).
  * (4) Messages of several subjects are applied in stream order among those
- *     fetched; one message is never split between groups. */
+ *     fetched; one message is never split between groups.
+ * (5) No message matches two of a run's subjects: each subject has its
+ *     own consumer, so a subject named twice, or two a message can match
+ *     both of ("s.*" and "s.0"), would apply it twice. Refused before
+ *     connecting. */
 #include "jetstream.h"
 
 #include <stdio.h>
@@ -604,6 +608,37 @@ static int open_feeds(source *s)
   return check_retention(s);
 }
 
+/* Whether some subject matches both filters a and b (NATS wildcards: "*"
+ * one token, ">" one or more at the end). */
+static bool subjects_overlap(const char *a, const char *b)
+{
+  for (;;) {
+    size_t na = strcspn(a, "."), nb = strcspn(b, ".");
+    if ((na == 1 && *a == '>') || (nb == 1 && *b == '>')) return true;
+    bool any = (na == 1 && *a == '*') || (nb == 1 && *b == '*');
+    if (!any && (na != nb || memcmp(a, b, na) != 0)) return false;
+    a += na, b += nb;
+    if (!*a || !*b) return !*a && !*b; /* one ends first: no subject has both lengths */
+    a++, b++;
+  }
+}
+
+/* JSSRC-5: no message may match two of o's subjects. */
+static int subjects_apart(rn_pipeline *p, const rn_js_source_opts *o)
+{
+  for (int i = 0; i < o->nsubjects; i++)
+    for (int j = i + 1; j < o->nsubjects; j++) {
+      const char *a = o->subjects[i], *b = o->subjects[j];
+      if (strcmp(a, b) == 0)
+        return rn_err_set(&p->err, RN_EINVAL, "jetstream source: subject %s is named twice: its messages would be "
+                          "applied twice", a);
+      if (subjects_overlap(a, b))
+        return rn_err_set(&p->err, RN_EINVAL, "jetstream source: subjects %s and %s overlap: a message of both "
+                          "would be applied twice", a, b);
+    }
+  return 0;
+}
+
 int rn_run_jetstream(rn_pipeline *p, const rn_js_source_opts *o, rn_run_stats *st)
 {
   memset(st, 0, sizeof *st);
@@ -613,6 +648,7 @@ int rn_run_jetstream(rn_pipeline *p, const rn_js_source_opts *o, rn_run_stats *s
   for (int i = 0; i < o->nsubjects; i++) /* before connecting: a bad option is not a server's failure */
     if (!o->subjects[i])
       return rn_err_set(&p->err, RN_EINVAL, "jetstream source: subject %d of %d is NULL", i + 1, o->nsubjects);
+  if (subjects_apart(p, o)) return p->err.code;
   source s;
   memset(&s, 0, sizeof s);
   s.p = p;

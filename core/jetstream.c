@@ -23,7 +23,9 @@
  *     leader election that drops event k but stores k+1 of the same async
  *     run, followed by a crash before the run's re-send succeeds, loses k
  *     (documented in docs/api.md, runnel.jetstream; not fixed).
- * (4) nats.c's threads touch only the sink's failure counter.
+ * (4) nats.c's threads touch only the sink's failure counter and the
+ *     first refusal's reason, which one of them claims (why_state 0 -> 1),
+ *     writes, and hands over (1 -> 2); the caller reads it only at 2.
  * (5) A subject holding this state's events of a group past the state's
  *     seq (a state restored from an older copy) refuses the sink: its
  *     next groups would reuse those ids for other events.
@@ -123,6 +125,8 @@ typedef struct jsink {
   int64_t dupe_ns;        /* the stream's duplicate window */
   int64_t failed_at;      /* when the first run that failed since the last success began (ns), or 0 (JS-6) */
   atomic_int failed;      /* publishes the server refused in this run (JS-4) */
+  atomic_int why_state;   /* 0: no reason kept, 1: a nats.c thread writes it, 2: why holds it (JS-4) */
+  char why[160];          /* the first refusal's reason, as the server gave it */
 } jsink;
 
 static void free_jsink(void *ctx)
@@ -141,12 +145,21 @@ static void free_jsink(void *ctx)
   free(s);
 }
 
-/* On a nats.c thread: counts the failure, nothing else (JS-4). */
+/* On a nats.c thread: counts the failure and keeps the first one's reason
+ * (JS-4): "maximum messages exceeded" and a deleted stream were both "the
+ * server refused N events". */
 static void on_publish_error(jsCtx *js, jsPubAckErr *pae, void *closure)
 {
   (void)js;
-  (void)pae;
-  atomic_fetch_add(&((jsink *)closure)->failed, 1);
+  jsink *s = closure;
+  int empty = 0;
+  if (atomic_compare_exchange_strong(&s->why_state, &empty, 1)) {
+    const char *text = pae->ErrText && *pae->ErrText ? pae->ErrText : natsStatus_GetText(pae->Err);
+    snprintf(s->why, sizeof s->why, "%s%s", text,
+             pae->Err == NATS_NO_RESPONDERS ? ": no stream holds the subject" : "");
+    atomic_store(&s->why_state, 2);
+  }
+  atomic_fetch_add(&s->failed, 1);
 }
 
 static bool after_done(const jsink *s, uint64_t seq, uint64_t n)
@@ -207,6 +220,8 @@ static void clear_run(jsink *s)
   s->n = 0;
   msgpack_sbuffer_clear(&s->data);
   atomic_store(&s->failed, 0);
+  int kept = 2;
+  atomic_compare_exchange_strong(&s->why_state, &kept, 0); /* one still being written is left to its thread */
 }
 
 static int64_t now_ns(void)
@@ -238,6 +253,8 @@ static int jsink_finish(void *ctx, rn_err *e)
   char groups[64];
   run_groups(s, groups, sizeof groups);
   atomic_store(&s->failed, 0);
+  int kept = 2;
+  atomic_compare_exchange_strong(&s->why_state, &kept, 0); /* a late refusal of an earlier run says nothing of this one */
   if (s->failed_at && began - s->failed_at >= s->dupe_ns && (rc = read_last(s, e))) {
     char why[RN_ERRMSG_MAX];
     snprintf(why, sizeof why, "%s", e->msg);
@@ -255,9 +272,11 @@ static int jsink_finish(void *ctx, rn_err *e)
   if (!rc && st != NATS_OK)
     rc = rn_err_set(e, RN_EIO, "%s: jetstream %s: %s: no ack for some events within %lld ms (%s); they wait in the "
                     "outbox", s->rel, s->subject, groups, (long long)s->timeout_ms, natsStatus_GetText(st));
-  if (!rc && atomic_load(&s->failed))
-    rc = rn_err_set(e, RN_EIO, "%s: jetstream %s: %s: the server refused %d events; they wait in the outbox", s->rel,
-                    s->subject, groups, atomic_load(&s->failed));
+  int refused = atomic_load(&s->failed);
+  if (!rc && refused)
+    rc = rn_err_set(e, RN_EIO, "%s: jetstream %s: %s: the server refused %d event%s (%s); they wait in the outbox",
+                    s->rel, s->subject, groups, refused, refused == 1 ? "" : "s",
+                    atomic_load(&s->why_state) == 2 ? s->why : "no reason given");
   if (rc && !s->failed_at) s->failed_at = began;
   else if (!rc) s->failed_at = 0;
   if (st != NATS_OK) { /* drop what is still in flight: the outbox publishes it again */

@@ -33,7 +33,11 @@
  *     since the first failed run began reads the subject's last message
  *     first, as (3) at open: the server may have stored events whose acks
  *     came too late, and no longer drops them as copies. The limit of (3)
- *     holds for such a re-send too. */
+ *     holds for such a re-send too.
+ * (7) No event of a run is published after one over the stream's
+ *     max_msg_size: the stream would refuse it and store the later ones,
+ *     and (3) would then skip it as stored at the next open. Said, and the
+ *     run stops there, as for the server's max_payload. */
 #include "jetstream.h"
 
 #include <nats/nats.h>
@@ -123,6 +127,8 @@ typedef struct jsink {
   msgpack_zone zone;
   uint64_t done_seq, done_n; /* events up to here were stored before this open (JS-3) */
   int64_t dupe_ns;        /* the stream's duplicate window */
+  char *stream;           /* the stream holding the subject, as read_last found it (or NULL) */
+  int64_t max_msg_size;   /* its max_msg_size, or -1 (JS-7) */
   int64_t failed_at;      /* when the first run that failed since the last success began (ns), or 0 (JS-6) */
   atomic_int failed;      /* publishes the server refused in this run (JS-4) */
   atomic_int why_state;   /* 0: no reason kept, 1: a nats.c thread writes it, 2: why holds it (JS-4) */
@@ -139,6 +145,7 @@ static void free_jsink(void *ctx)
   free(s->subject);
   free(s->id);
   free(s->verb_field);
+  free(s->stream);
   free(s->events);
   msgpack_sbuffer_destroy(&s->data);
   msgpack_zone_destroy(&s->zone);
@@ -194,6 +201,21 @@ static int jsink_change(void *ctx, rn_rel *rel, const rn_change *c, const rn_sin
   return 0;
 }
 
+/* Whether a message of size bytes (data and header) is over the stream's
+ * max_msg_size (JS-7): asked again of the server before saying so, as the
+ * stream may have been changed to take it. */
+static bool over_stream_limit(jsink *s, int64_t size)
+{
+  if (!s->stream || s->max_msg_size < 0 || size <= s->max_msg_size) return false;
+  jsStreamInfo *si = NULL;
+  jsErrCode jerr = 0;
+  if (js_GetStreamInfo(&si, s->js, s->stream, NULL, &jerr) == NATS_OK) {
+    s->max_msg_size = si->Config && si->Config->MaxMsgSize > 0 ? si->Config->MaxMsgSize : -1;
+    jsStreamInfo_Destroy(si);
+  }
+  return s->max_msg_size >= 0 && size > s->max_msg_size;
+}
+
 static int publish_one(jsink *s, const staged *ev, rn_err *e)
 {
   natsMsg *m = NULL;
@@ -206,6 +228,11 @@ static int publish_one(jsink *s, const staged *ev, rn_err *e)
                       "max_payload of %lld: it cannot be published and its group waits in the outbox (raise "
                       "max_payload in the server's configuration)", s->rel, s->subject, (unsigned long long)ev->seq,
                       (unsigned long long)ev->n, ev->len, (long long)max);
+  if (over_stream_limit(s, (int64_t)ev->len + 27 + (int64_t)strlen(msgid))) /* "NATS/1.0\r\nNats-Msg-Id: …\r\n\r\n" */
+    return rn_err_set(e, RN_EINVAL, "%s: jetstream %s: group %llu change %llu is %zu bytes, over the max_msg_size of "
+                      "stream %s, %lld: it cannot be published and its group waits in the outbox (raise the stream's "
+                      "max_msg_size)", s->rel, s->subject, (unsigned long long)ev->seq, (unsigned long long)ev->n,
+                      ev->len, s->stream, (long long)s->max_msg_size);
   natsStatus st = natsMsg_Create(&m, s->subject, NULL, s->data.data + ev->at, (int)ev->len);
   if (st == NATS_OK) st = natsMsgHeader_Set(m, "Nats-Msg-Id", msgid);
   if (st == NATS_OK) st = js_PublishMsgAsync(s->js, &m, NULL);
@@ -335,10 +362,12 @@ static int read_last(jsink *s, rn_err *e)
   natsStatus st = js_GetStreamInfo(&si, s->js, stream, NULL, &jerr);
   if (st == NATS_OK) {
     s->dupe_ns = si->Config ? si->Config->Duplicates : 0;
+    s->max_msg_size = si->Config && si->Config->MaxMsgSize > 0 ? si->Config->MaxMsgSize : -1;
     jsStreamInfo_Destroy(si);
     st = js_GetLastMsg(&last, s->js, stream, s->subject, NULL, &jerr);
   }
-  free(stream);
+  free(s->stream);
+  s->stream = stream;
   if (st == NATS_NOT_FOUND || jerr == JSNoMessageFoundErr) return 0;
   if (st != NATS_OK)
     return rn_err_set(e, RN_EIO, "jetstream %s: reading the last message: %s", s->subject, natsStatus_GetText(st));
@@ -474,6 +503,7 @@ RN_API int rn_jetstream_sink(rn_pipeline *p, rn_rel *rel, const rn_js_sink_opts 
   jsink *s = calloc(1, sizeof *s);
   if (!s || !msgpack_zone_init(&s->zone, 4096)) { free(s); return rn_err_set(&p->err, RN_ENOMEM, "out of memory"); }
   msgpack_sbuffer_init(&s->data);
+  s->max_msg_size = -1; /* none known until read_last reads the stream's */
   int rc = (s->rel = strdup(rel->name)) ? open_jsink(p, s, o) : rn_err_set(&p->err, RN_ENOMEM, "out of memory");
   if (!rc && s->done_seq > p->seq) rc = from_the_past(p, rel, s);
   char *name = rc ? NULL : malloc(strlen(o->subject) + sizeof RN_SINK_JETSTREAM);

@@ -117,6 +117,7 @@ typedef struct jsink {
   jsCtx *js;
   char *rel;              /* the relation's name, for errors */
   char *subject;
+  char *url;              /* the server URLs, for errors */
   char *id;               /* the first part of message ids */
   char *verb_field;       /* or NULL: rows alone */
   const rn_schema *fields_free; /* the columns last found free of the verb field (rn_ndjson_fields_free) */
@@ -143,6 +144,7 @@ static void free_jsink(void *ctx)
   if (s->nc) natsConnection_Destroy(s->nc);
   free(s->rel);
   free(s->subject);
+  free(s->url);
   free(s->id);
   free(s->verb_field);
   free(s->stream);
@@ -216,6 +218,18 @@ static bool over_stream_limit(jsink *s, int64_t size)
   return s->max_msg_size >= 0 && size > s->max_msg_size;
 }
 
+/* "" when the connection is up; otherwise words saying it is down, for
+ * errors: nats.c's own ("Insufficient Buffer", "Timeout") name what
+ * filled up or ran out meanwhile, not that the server is gone. */
+static const char *down_note(const jsink *s, char *buf, size_t cap)
+{
+  natsConnStatus cs = natsConnection_Status(s->nc);
+  if (cs == NATS_CONN_STATUS_CONNECTED) return "";
+  snprintf(buf, cap, "; the connection to the server is down (%s %s)",
+           cs == NATS_CONN_STATUS_RECONNECTING ? "reconnecting to" : "closed:", s->url);
+  return buf;
+}
+
 static int publish_one(jsink *s, const staged *ev, rn_err *e)
 {
   natsMsg *m = NULL;
@@ -237,9 +251,10 @@ static int publish_one(jsink *s, const staged *ev, rn_err *e)
   if (st == NATS_OK) st = natsMsgHeader_Set(m, "Nats-Msg-Id", msgid);
   if (st == NATS_OK) st = js_PublishMsgAsync(s->js, &m, NULL);
   if (m) natsMsg_Destroy(m); /* NULL once the library took it */
-  return st == NATS_OK ? 0 : rn_err_set(e, RN_EIO, "%s: jetstream %s: group %llu change %llu: publishing: %s", s->rel,
+  char down[300];
+  return st == NATS_OK ? 0 : rn_err_set(e, RN_EIO, "%s: jetstream %s: group %llu change %llu: publishing: %s%s", s->rel,
                                         s->subject, (unsigned long long)ev->seq, (unsigned long long)ev->n,
-                                        natsStatus_GetText(st));
+                                        natsStatus_GetText(st), down_note(s, down, sizeof down));
 }
 
 static void clear_run(jsink *s)
@@ -296,9 +311,11 @@ static int jsink_finish(void *ctx, rn_err *e)
   jsPubOptions_Init(&po);
   po.MaxWait = s->timeout_ms;
   natsStatus st = js_PublishAsyncComplete(s->js, &po);
+  char down[300];
   if (!rc && st != NATS_OK)
-    rc = rn_err_set(e, RN_EIO, "%s: jetstream %s: %s: no ack for some events within %lld ms (%s); they wait in the "
-                    "outbox", s->rel, s->subject, groups, (long long)s->timeout_ms, natsStatus_GetText(st));
+    rc = rn_err_set(e, RN_EIO, "%s: jetstream %s: %s: no ack for some events within %lld ms (%s)%s; they wait in the "
+                    "outbox", s->rel, s->subject, groups, (long long)s->timeout_ms, natsStatus_GetText(st),
+                    down_note(s, down, sizeof down));
   int refused = atomic_load(&s->failed);
   if (!rc && refused)
     rc = rn_err_set(e, RN_EIO, "%s: jetstream %s: %s: the server refused %d event%s (%s); they wait in the outbox",
@@ -425,7 +442,7 @@ static int open_jsink(rn_pipeline *p, jsink *s, const rn_js_sink_opts *o)
   char sid[33];
   int rc = o->id ? 0 : rn_state_id(p, sid);
   if (rc) return rc;
-  if (!(s->subject = strdup(o->subject)) || !(s->id = strdup(o->id ? o->id : sid))
+  if (!(s->subject = strdup(o->subject)) || !(s->url = strdup(o->url)) || !(s->id = strdup(o->id ? o->id : sid))
       || (o->verb_field && !(s->verb_field = strdup(o->verb_field))))
     return rn_err_set(&p->err, RN_ENOMEM, "out of memory");
   s->timeout_ms = (int64_t)((o->timeout > 0 ? o->timeout : 10) * 1000);

@@ -23,7 +23,9 @@
  *     leader election that drops event k but stores k+1 of the same async
  *     run, followed by a crash before the run's re-send succeeds, loses k
  *     (documented in docs/api.md, runnel.jetstream; not fixed).
- * (4) nats.c's threads touch only the sink's failure counter.
+ * (4) nats.c's threads touch only the sink's failure counter and the
+ *     first refusal's reason, which one of them claims (why_state 0 -> 1),
+ *     writes, and hands over (1 -> 2); the caller reads it only at 2.
  * (5) A subject holding this state's events of a group past the state's
  *     seq (a state restored from an older copy) refuses the sink: its
  *     next groups would reuse those ids for other events.
@@ -31,7 +33,11 @@
  *     since the first failed run began reads the subject's last message
  *     first, as (3) at open: the server may have stored events whose acks
  *     came too late, and no longer drops them as copies. The limit of (3)
- *     holds for such a re-send too. */
+ *     holds for such a re-send too.
+ * (7) No event of a run is published after one over the stream's
+ *     max_msg_size: the stream would refuse it and store the later ones,
+ *     and (3) would then skip it as stored at the next open. Said, and the
+ *     run stops there, as for the server's max_payload. */
 #include "jetstream.h"
 
 #include <nats/nats.h>
@@ -111,6 +117,7 @@ typedef struct jsink {
   jsCtx *js;
   char *rel;              /* the relation's name, for errors */
   char *subject;
+  char *url;              /* the server URLs, for errors */
   char *id;               /* the first part of message ids */
   char *verb_field;       /* or NULL: rows alone */
   const rn_schema *fields_free; /* the columns last found free of the verb field (rn_ndjson_fields_free) */
@@ -121,8 +128,12 @@ typedef struct jsink {
   msgpack_zone zone;
   uint64_t done_seq, done_n; /* events up to here were stored before this open (JS-3) */
   int64_t dupe_ns;        /* the stream's duplicate window */
+  char *stream;           /* the stream holding the subject, as read_last found it (or NULL) */
+  int64_t max_msg_size;   /* its max_msg_size, or -1 (JS-7) */
   int64_t failed_at;      /* when the first run that failed since the last success began (ns), or 0 (JS-6) */
   atomic_int failed;      /* publishes the server refused in this run (JS-4) */
+  atomic_int why_state;   /* 0: no reason kept, 1: a nats.c thread writes it, 2: why holds it (JS-4) */
+  char why[160];          /* the first refusal's reason, as the server gave it */
 } jsink;
 
 static void free_jsink(void *ctx)
@@ -133,20 +144,31 @@ static void free_jsink(void *ctx)
   if (s->nc) natsConnection_Destroy(s->nc);
   free(s->rel);
   free(s->subject);
+  free(s->url);
   free(s->id);
   free(s->verb_field);
+  free(s->stream);
   free(s->events);
   msgpack_sbuffer_destroy(&s->data);
   msgpack_zone_destroy(&s->zone);
   free(s);
 }
 
-/* On a nats.c thread: counts the failure, nothing else (JS-4). */
+/* On a nats.c thread: counts the failure and keeps the first one's reason
+ * (JS-4): "maximum messages exceeded" and a deleted stream were both "the
+ * server refused N events". */
 static void on_publish_error(jsCtx *js, jsPubAckErr *pae, void *closure)
 {
   (void)js;
-  (void)pae;
-  atomic_fetch_add(&((jsink *)closure)->failed, 1);
+  jsink *s = closure;
+  int empty = 0;
+  if (atomic_compare_exchange_strong(&s->why_state, &empty, 1)) {
+    const char *text = pae->ErrText && *pae->ErrText ? pae->ErrText : natsStatus_GetText(pae->Err);
+    snprintf(s->why, sizeof s->why, "%s%s", text,
+             pae->Err == NATS_NO_RESPONDERS ? ": no stream holds the subject" : "");
+    atomic_store(&s->why_state, 2);
+  }
+  atomic_fetch_add(&s->failed, 1);
 }
 
 static bool after_done(const jsink *s, uint64_t seq, uint64_t n)
@@ -181,6 +203,33 @@ static int jsink_change(void *ctx, rn_rel *rel, const rn_change *c, const rn_sin
   return 0;
 }
 
+/* Whether a message of size bytes (data and header) is over the stream's
+ * max_msg_size (JS-7): asked again of the server before saying so, as the
+ * stream may have been changed to take it. */
+static bool over_stream_limit(jsink *s, int64_t size)
+{
+  if (!s->stream || s->max_msg_size < 0 || size <= s->max_msg_size) return false;
+  jsStreamInfo *si = NULL;
+  jsErrCode jerr = 0;
+  if (js_GetStreamInfo(&si, s->js, s->stream, NULL, &jerr) == NATS_OK) {
+    s->max_msg_size = si->Config && si->Config->MaxMsgSize > 0 ? si->Config->MaxMsgSize : -1;
+    jsStreamInfo_Destroy(si);
+  }
+  return s->max_msg_size >= 0 && size > s->max_msg_size;
+}
+
+/* "" when the connection is up; otherwise words saying it is down, for
+ * errors: nats.c's own ("Insufficient Buffer", "Timeout") name what
+ * filled up or ran out meanwhile, not that the server is gone. */
+static const char *down_note(const jsink *s, char *buf, size_t cap)
+{
+  natsConnStatus cs = natsConnection_Status(s->nc);
+  if (cs == NATS_CONN_STATUS_CONNECTED) return "";
+  snprintf(buf, cap, "; the connection to the server is down (%s %s)",
+           cs == NATS_CONN_STATUS_RECONNECTING ? "reconnecting to" : "closed:", s->url);
+  return buf;
+}
+
 static int publish_one(jsink *s, const staged *ev, rn_err *e)
 {
   natsMsg *m = NULL;
@@ -193,13 +242,19 @@ static int publish_one(jsink *s, const staged *ev, rn_err *e)
                       "max_payload of %lld: it cannot be published and its group waits in the outbox (raise "
                       "max_payload in the server's configuration)", s->rel, s->subject, (unsigned long long)ev->seq,
                       (unsigned long long)ev->n, ev->len, (long long)max);
+  if (over_stream_limit(s, (int64_t)ev->len + 27 + (int64_t)strlen(msgid))) /* "NATS/1.0\r\nNats-Msg-Id: …\r\n\r\n" */
+    return rn_err_set(e, RN_EINVAL, "%s: jetstream %s: group %llu change %llu is %zu bytes, over the max_msg_size of "
+                      "stream %s, %lld: it cannot be published and its group waits in the outbox (raise the stream's "
+                      "max_msg_size)", s->rel, s->subject, (unsigned long long)ev->seq, (unsigned long long)ev->n,
+                      ev->len, s->stream, (long long)s->max_msg_size);
   natsStatus st = natsMsg_Create(&m, s->subject, NULL, s->data.data + ev->at, (int)ev->len);
   if (st == NATS_OK) st = natsMsgHeader_Set(m, "Nats-Msg-Id", msgid);
   if (st == NATS_OK) st = js_PublishMsgAsync(s->js, &m, NULL);
   if (m) natsMsg_Destroy(m); /* NULL once the library took it */
-  return st == NATS_OK ? 0 : rn_err_set(e, RN_EIO, "%s: jetstream %s: group %llu change %llu: publishing: %s", s->rel,
+  char down[300];
+  return st == NATS_OK ? 0 : rn_err_set(e, RN_EIO, "%s: jetstream %s: group %llu change %llu: publishing: %s%s", s->rel,
                                         s->subject, (unsigned long long)ev->seq, (unsigned long long)ev->n,
-                                        natsStatus_GetText(st));
+                                        natsStatus_GetText(st), down_note(s, down, sizeof down));
 }
 
 static void clear_run(jsink *s)
@@ -207,6 +262,8 @@ static void clear_run(jsink *s)
   s->n = 0;
   msgpack_sbuffer_clear(&s->data);
   atomic_store(&s->failed, 0);
+  int kept = 2;
+  atomic_compare_exchange_strong(&s->why_state, &kept, 0); /* one still being written is left to its thread */
 }
 
 static int64_t now_ns(void)
@@ -238,6 +295,8 @@ static int jsink_finish(void *ctx, rn_err *e)
   char groups[64];
   run_groups(s, groups, sizeof groups);
   atomic_store(&s->failed, 0);
+  int kept = 2;
+  atomic_compare_exchange_strong(&s->why_state, &kept, 0); /* a late refusal of an earlier run says nothing of this one */
   if (s->failed_at && began - s->failed_at >= s->dupe_ns && (rc = read_last(s, e))) {
     char why[RN_ERRMSG_MAX];
     snprintf(why, sizeof why, "%s", e->msg);
@@ -252,12 +311,16 @@ static int jsink_finish(void *ctx, rn_err *e)
   jsPubOptions_Init(&po);
   po.MaxWait = s->timeout_ms;
   natsStatus st = js_PublishAsyncComplete(s->js, &po);
+  char down[300];
   if (!rc && st != NATS_OK)
-    rc = rn_err_set(e, RN_EIO, "%s: jetstream %s: %s: no ack for some events within %lld ms (%s); they wait in the "
-                    "outbox", s->rel, s->subject, groups, (long long)s->timeout_ms, natsStatus_GetText(st));
-  if (!rc && atomic_load(&s->failed))
-    rc = rn_err_set(e, RN_EIO, "%s: jetstream %s: %s: the server refused %d events; they wait in the outbox", s->rel,
-                    s->subject, groups, atomic_load(&s->failed));
+    rc = rn_err_set(e, RN_EIO, "%s: jetstream %s: %s: no ack for some events within %lld ms (%s)%s; they wait in the "
+                    "outbox", s->rel, s->subject, groups, (long long)s->timeout_ms, natsStatus_GetText(st),
+                    down_note(s, down, sizeof down));
+  int refused = atomic_load(&s->failed);
+  if (!rc && refused)
+    rc = rn_err_set(e, RN_EIO, "%s: jetstream %s: %s: the server refused %d event%s (%s); they wait in the outbox",
+                    s->rel, s->subject, groups, refused, refused == 1 ? "" : "s",
+                    atomic_load(&s->why_state) == 2 ? s->why : "no reason given");
   if (rc && !s->failed_at) s->failed_at = began;
   else if (!rc) s->failed_at = 0;
   if (st != NATS_OK) { /* drop what is still in flight: the outbox publishes it again */
@@ -316,10 +379,12 @@ static int read_last(jsink *s, rn_err *e)
   natsStatus st = js_GetStreamInfo(&si, s->js, stream, NULL, &jerr);
   if (st == NATS_OK) {
     s->dupe_ns = si->Config ? si->Config->Duplicates : 0;
+    s->max_msg_size = si->Config && si->Config->MaxMsgSize > 0 ? si->Config->MaxMsgSize : -1;
     jsStreamInfo_Destroy(si);
     st = js_GetLastMsg(&last, s->js, stream, s->subject, NULL, &jerr);
   }
-  free(stream);
+  free(s->stream);
+  s->stream = stream;
   if (st == NATS_NOT_FOUND || jerr == JSNoMessageFoundErr) return 0;
   if (st != NATS_OK)
     return rn_err_set(e, RN_EIO, "jetstream %s: reading the last message: %s", s->subject, natsStatus_GetText(st));
@@ -377,7 +442,7 @@ static int open_jsink(rn_pipeline *p, jsink *s, const rn_js_sink_opts *o)
   char sid[33];
   int rc = o->id ? 0 : rn_state_id(p, sid);
   if (rc) return rc;
-  if (!(s->subject = strdup(o->subject)) || !(s->id = strdup(o->id ? o->id : sid))
+  if (!(s->subject = strdup(o->subject)) || !(s->url = strdup(o->url)) || !(s->id = strdup(o->id ? o->id : sid))
       || (o->verb_field && !(s->verb_field = strdup(o->verb_field))))
     return rn_err_set(&p->err, RN_ENOMEM, "out of memory");
   s->timeout_ms = (int64_t)((o->timeout > 0 ? o->timeout : 10) * 1000);
@@ -455,6 +520,7 @@ RN_API int rn_jetstream_sink(rn_pipeline *p, rn_rel *rel, const rn_js_sink_opts 
   jsink *s = calloc(1, sizeof *s);
   if (!s || !msgpack_zone_init(&s->zone, 4096)) { free(s); return rn_err_set(&p->err, RN_ENOMEM, "out of memory"); }
   msgpack_sbuffer_init(&s->data);
+  s->max_msg_size = -1; /* none known until read_last reads the stream's */
   int rc = (s->rel = strdup(rel->name)) ? open_jsink(p, s, o) : rn_err_set(&p->err, RN_ENOMEM, "out of memory");
   if (!rc && s->done_seq > p->seq) rc = from_the_past(p, rel, s);
   char *name = rc ? NULL : malloc(strlen(o->subject) + sizeof RN_SINK_JETSTREAM);

@@ -4,6 +4,9 @@
  *
  *     meta "jp:" stream "\x1f" subject   |u64 seq|   the last stream sequence
  *                                                    applied from subject
+ *     meta "jm:" stream "\x1f" subject   |i64 ns|    when the stream that
+ *                                                    sequence counts in was
+ *                                                    made (0.40; absent before)
  *
  * Invariants (JSSRC-n in specs):
  * (1) A group applying messages writes, in its own LMDB transaction, the
@@ -19,13 +22,19 @@
  * (3) A stored position below the stream's first sequence minus one
  *     means messages were discarded before they were applied: an error,
  *     never a silent jump; so is one past the stream's last sequence (the
- *     stream was deleted and made again: its sequences start over). A
- *     state with no position yet starts at the stream's first message
+ *     stream was deleted and made again: its sequences start over), and so
+ *     is one counted in a stream made at another time than the stream of
+ *     that name now (made again and filled up to the position or past
+ *     it). A state with no position yet starts at the stream's first message
  *     (Kafka's auto.offset.reset = earliest). Checked at the start of a
  *     run, and again when a fetch begins past the position + 1 (the
  *     consumer passes over what was discarded while the run went on).
  * (4) Messages of several subjects are applied in stream order among those
- *     fetched; one message is never split between groups. */
+ *     fetched; one message is never split between groups.
+ * (5) No message matches two of a run's subjects: each subject has its
+ *     own consumer, so a subject named twice, or two a message can match
+ *     both of ("s.*" and "s.0"), would apply it twice. Refused before
+ *     connecting. */
 #include "jetstream.h"
 
 #include <stdio.h>
@@ -40,6 +49,8 @@ typedef struct position {
   size_t klen;
   uint64_t committed;     /* as the state holds it, carried groups included */
   uint64_t applied;       /* as the open group leaves it */
+  int64_t made_stored;    /* when the stream the committed position counts in was made (ns; 0: not known) */
+  int64_t made;           /* the same, of the stream this run reads (0: no run yet) */
 } position;
 
 typedef struct keeper {
@@ -59,10 +70,23 @@ static void free_keeper(void *ctx)
   free(k);
 }
 
+/* "jm:" stream "\x1f" subject into made_key (RN_STORE_KEY_MAX + 1 bytes):
+ * the position's key under the other prefix of the same length. */
+static MDB_val made_key_of(const position *at, char *made_key)
+{
+  memcpy(made_key, at->key, at->klen);
+  memcpy(made_key, RN_META_JS_MADE, RN_PREFIX_LEN(RN_META_JS_MADE));
+  return (MDB_val){ at->klen, made_key };
+}
+
+/* The position, and when its stream was made (JSSRC-3), in the group. */
 static int put_position(keeper *k, const position *at, uint64_t seq, rn_err *e)
 {
   MDB_val key = { at->klen, at->key }, val = { sizeof seq, &seq };
   int rc = mdb_put(k->p->store.wtxn, k->p->store.meta, &key, &val, 0);
+  char made_key[RN_STORE_KEY_MAX + 1];
+  MDB_val mk = made_key_of(at, made_key), mv = { sizeof at->made, (void *)&at->made };
+  if (!rc && at->made) rc = mdb_put(k->p->store.wtxn, k->p->store.meta, &mk, &mv, 0);
   return rc ? rn_store_fail(e, rc, "jetstream position") : 0;
 }
 
@@ -120,6 +144,8 @@ static keeper *keeper_of(rn_pipeline *p)
   return k;
 }
 
+_Static_assert(sizeof RN_META_JS_MADE == sizeof RN_META_JS_POSITION, "made_key_of swaps the prefixes in place");
+
 static int position_key(const char *stream, const char *subject, char **key, size_t *klen)
 {
   *klen = RN_PREFIX_LEN(RN_META_JS_POSITION) + strlen(stream) + 1 + strlen(subject);
@@ -137,13 +163,20 @@ static int position_key(const char *stream, const char *subject, char **key, siz
  * record of another size is damage, said so: read as 0, the source would
  * apply its stream again from the start. */
 static int position_stored(rn_pipeline *p, const char *key, size_t klen, const char *stream, const char *subject,
-                           uint64_t *seq)
+                           uint64_t *seq, int64_t *made)
 {
   MDB_txn *txn;
   int rc = rn_store_txn(p->store.env, MDB_RDONLY, &txn);
   if (rc) return rn_store_fail(&p->err, rc, "jetstream position");
   MDB_val mk = { klen, (void *)key }, v;
   *seq = 0;
+  *made = 0;
+  char made_key[RN_STORE_KEY_MAX + 1];
+  memcpy(made_key, key, klen);
+  memcpy(made_key, RN_META_JS_MADE, RN_PREFIX_LEN(RN_META_JS_MADE));
+  MDB_val made_k = { klen, made_key }, made_v;
+  if (mdb_get(txn, p->store.meta, &made_k, &made_v) == 0 && made_v.mv_size == sizeof *made)
+    memcpy(made, made_v.mv_data, sizeof *made);
   if ((rc = mdb_get(txn, p->store.meta, &mk, &v)) == 0 && v.mv_size == sizeof *seq) memcpy(seq, v.mv_data, sizeof *seq);
   if (rc == 0 && v.mv_size != sizeof *seq)
     rc = rn_err_set(&p->err, RN_ESTORE, "state damaged: %s: the position of JetStream stream %s subject %s is %zu bytes, not 8",
@@ -167,7 +200,8 @@ static position *position_read(rn_pipeline *p, keeper *k, const char *stream, co
     return NULL;
   }
   uint64_t seq; /* read again each time: as committed, whatever a run rolled back left in memory */
-  if (position_stored(p, key, klen, stream, subject, &seq)) { free(key); return NULL; }
+  int64_t made;
+  if (position_stored(p, key, klen, stream, subject, &seq, &made)) { free(key); return NULL; }
   position *at = NULL;
   for (int i = 0; i < k->n && !at; i++)
     if (k->pos[i]->klen == klen && memcmp(k->pos[i]->key, key, klen) == 0) at = k->pos[i];
@@ -179,9 +213,10 @@ static position *position_read(rn_pipeline *p, keeper *k, const char *stream, co
     rn_err_set(&p->err, RN_ENOMEM, "out of memory");
     return NULL;
   } else {
-    at->key = key, at->klen = klen;
+    at->key = key, at->klen = klen, at->made = 0;
   }
   at->committed = at->applied = seq;
+  at->made_stored = made;
   return at;
 }
 
@@ -279,7 +314,7 @@ static int feed_subscribe(source *s, feed *f)
 }
 
 /* The stream's first and last sequences. */
-static int stream_bounds(source *s, uint64_t *first, uint64_t *last)
+static int stream_bounds(source *s, uint64_t *first, uint64_t *last, int64_t *made)
 {
   jsStreamInfo *si = NULL;
   jsErrCode jerr = 0;
@@ -289,12 +324,15 @@ static int stream_bounds(source *s, uint64_t *first, uint64_t *last)
                       jerr == JSStreamNotFoundErr ? "no such stream" : natsStatus_GetText(st));
   *first = si->State.FirstSeq;
   *last = si->State.LastSeq;
+  *made = si->Created;
   jsStreamInfo_Destroy(si);
   return 0;
 }
 
-/* JSSRC-3 for one subject at position at. */
-static int position_kept(source *s, const feed *f, uint64_t at, uint64_t first, uint64_t last)
+/* JSSRC-3 for one subject at position at, counted in the stream made at
+ * at_made (0: not known), in the stream made at made now. */
+static int position_kept(source *s, const feed *f, uint64_t at, int64_t at_made, uint64_t first, uint64_t last,
+                         int64_t made)
 {
   if (at > last) /* the consumer would wait for sequence at + 1 and pass over everything before it */
     return rn_err_set(&s->p->err, RN_EINVAL,
@@ -303,6 +341,12 @@ static int position_kept(source *s, const feed *f, uint64_t at, uint64_t first, 
                       "rebuild the state",
                       s->o->name, s->o->stream, f->subject, (unsigned long long)at, (unsigned long long)last,
                       (unsigned long long)at);
+  if (at > 0 && at_made && made && at_made != made) /* made again and filled up to the position or past it */
+    return rn_err_set(&s->p->err, RN_EINVAL,
+                      "%s: stream %s: the state's position for %s is %llu of an earlier stream of that name: the "
+                      "stream was made again (its sequences start over), and messages 1..%llu would be passed over; "
+                      "rebuild the state",
+                      s->o->name, s->o->stream, f->subject, (unsigned long long)at, (unsigned long long)at);
   if (at > 0 && at + 1 < first)
     return rn_err_set(&s->p->err, RN_EINVAL,
                       "%s: stream %s: the state's position for %s is %llu but the stream starts at %llu: "
@@ -318,9 +362,13 @@ static int position_kept(source *s, const feed *f, uint64_t at, uint64_t first, 
 static int check_retention(source *s)
 {
   uint64_t first, last;
-  int rc = stream_bounds(s, &first, &last);
-  for (int i = 0; !rc && i < s->o->nsubjects; i++)
-    rc = position_kept(s, &s->feeds[i], s->feeds[i].at->committed, first, last);
+  int64_t made;
+  int rc = stream_bounds(s, &first, &last, &made);
+  for (int i = 0; !rc && i < s->o->nsubjects; i++) {
+    position *at = s->feeds[i].at;
+    rc = position_kept(s, &s->feeds[i], at->committed, at->made_stored, first, last, made);
+    at->made = made; /* written with the position from now on */
+  }
   return rc;
 }
 
@@ -367,9 +415,10 @@ static int feed_fetch(source *s, feed *f, int max, int64_t wait_ms)
      * stream's front, so a gap after the position is checked when a fetch
      * begins with one (messages of other subjects make most gaps). */
     uint64_t at = f->at->applied, first, last;
+    int64_t made;
     if (at > 0 && stream_seq(f->got.Msgs[0]) > at + 1) {
-      int rc = stream_bounds(s, &first, &last);
-      if (!rc) rc = position_kept(s, f, at, first, last);
+      int rc = stream_bounds(s, &first, &last, &made);
+      if (!rc) rc = position_kept(s, f, at, f->at->made, first, last, made);
       if (rc) {
         natsMsgList_Destroy(&f->got);
         memset(&f->got, 0, sizeof f->got);
@@ -604,6 +653,37 @@ static int open_feeds(source *s)
   return check_retention(s);
 }
 
+/* Whether some subject matches both filters a and b (NATS wildcards: "*"
+ * one token, ">" one or more at the end). */
+static bool subjects_overlap(const char *a, const char *b)
+{
+  for (;;) {
+    size_t na = strcspn(a, "."), nb = strcspn(b, ".");
+    if ((na == 1 && *a == '>') || (nb == 1 && *b == '>')) return true;
+    bool any = (na == 1 && *a == '*') || (nb == 1 && *b == '*');
+    if (!any && (na != nb || memcmp(a, b, na) != 0)) return false;
+    a += na, b += nb;
+    if (!*a || !*b) return !*a && !*b; /* one ends first: no subject has both lengths */
+    a++, b++;
+  }
+}
+
+/* JSSRC-5: no message may match two of o's subjects. */
+static int subjects_apart(rn_pipeline *p, const rn_js_source_opts *o)
+{
+  for (int i = 0; i < o->nsubjects; i++)
+    for (int j = i + 1; j < o->nsubjects; j++) {
+      const char *a = o->subjects[i], *b = o->subjects[j];
+      if (strcmp(a, b) == 0)
+        return rn_err_set(&p->err, RN_EINVAL, "jetstream source: subject %s is named twice: its messages would be "
+                          "applied twice", a);
+      if (subjects_overlap(a, b))
+        return rn_err_set(&p->err, RN_EINVAL, "jetstream source: subjects %s and %s overlap: a message of both "
+                          "would be applied twice", a, b);
+    }
+  return 0;
+}
+
 int rn_run_jetstream(rn_pipeline *p, const rn_js_source_opts *o, rn_run_stats *st)
 {
   memset(st, 0, sizeof *st);
@@ -613,6 +693,7 @@ int rn_run_jetstream(rn_pipeline *p, const rn_js_source_opts *o, rn_run_stats *s
   for (int i = 0; i < o->nsubjects; i++) /* before connecting: a bad option is not a server's failure */
     if (!o->subjects[i])
       return rn_err_set(&p->err, RN_EINVAL, "jetstream source: subject %d of %d is NULL", i + 1, o->nsubjects);
+  if (subjects_apart(p, o)) return p->err.code;
   source s;
   memset(&s, 0, sizeof s);
   s.p = p;

@@ -72,6 +72,10 @@
  *     "jp:" stream "\x1f" subject  |u64 seq|           a JetStream source's position:
  *                     the last stream sequence applied, written in the
  *                     group that applied it (js_source.c)
+ *     "jm:" stream "\x1f" subject  |i64 ns|            when the stream that position counts
+ *                     in was made (JetStream's "created"), written with it;
+ *                     another time now: the stream was made again (0.40;
+ *                     absent before: not checked)
  *     "ch:" name      |u64 seq|                        the last group in which the relation
  *                     emitted a change (written by runnel 0.19 and later)
  *     "chs"           |u64 from|u64 upto|              the "ch:" records know every change of
@@ -171,6 +175,8 @@
 /* JetStream (jetstream.h). */
 #define RN_META_STATE_ID  "sid"     /* the state's id */
 #define RN_META_JS_POSITION "jp:"   /* a source's position: "jp:" stream "\x1f" subject */
+#define RN_META_JS_MADE   "jm:"     /* when the stream of that position was made: "jm:" stream "\x1f" subject
+                                       |i64 ns| (js_source.c; 0.40, absent before) */
 #define RN_META_FORMAT    "fmt"     /* |u32 format|: the state's format (upgrade.c) */
 #define RN_STATE_FORMAT   1         /* the format this build writes (upgrade.c says what each changed) */
 #define RN_META_READS     "rd:"     /* the relations a derived relation's functions read: |name\0|…| (evolve_reads.h) */

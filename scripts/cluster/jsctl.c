@@ -2,6 +2,7 @@
  * (built as build/jsctl; nats.c only, no runnel):
  *
  *   jsctl URL add STREAM SUBJECT[,SUBJECT…] [replicas=N] [dupe=SECONDS] [maxmsgs=N]
+ *       [maxbytes=N] [maxmsgsize=N] [discard=new]
  *   jsctl URL pub SUBJECT FILE [lines=K] [id=PREFIX] [mp=1]
  *       publishes FILE's lines, K per message (default 1), each message
  *       with the id PREFIX:<first line number> so a re-run publishes
@@ -62,6 +63,9 @@ static int cmd_add(int argc, char **argv)
   sc.Replicas = atoi(opt(argc, argv, "replicas", "1"));
   sc.Duplicates = (int64_t)(atof(opt(argc, argv, "dupe", "120")) * 1e9);
   sc.MaxMsgs = atoll(opt(argc, argv, "maxmsgs", "-1"));
+  sc.MaxBytes = atoll(opt(argc, argv, "maxbytes", "-1"));
+  sc.MaxMsgSize = atoi(opt(argc, argv, "maxmsgsize", "-1"));
+  if (strcmp(opt(argc, argv, "discard", "old"), "new") == 0) sc.Discard = js_DiscardNew;
   jsStreamInfo *si = NULL;
   jsErrCode jerr = 0;
   natsStatus st = NATS_TIMEOUT;

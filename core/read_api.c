@@ -345,7 +345,11 @@ static int next_made(rn_cursor *c, const void **row, size_t *row_len, uint64_t *
 
 RN_API int rn_cursor_next(rn_cursor *c, const void **row, size_t *row_len, uint64_t *id, int *done)
 {
-  if (!c || !row || !row_len || !id || !done) return RN_EINVAL;
+  if (!c) return RN_EINVAL;
+  if (!row || !row_len || !id || !done) /* the pipeline, if open, says so */
+    return c->p ? rn_err_set(&c->p->err, RN_EINVAL, "%s: rn_cursor_next: row, row_len, id and done are required",
+                             c->rel->name)
+                : RN_EINVAL;
   *row = NULL;
   *row_len = 0;
   *done = 0;

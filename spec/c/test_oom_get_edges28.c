@@ -1,0 +1,145 @@
+/* test_oom_get_edges28.c — rn_get of a big row when the copy of the row
+ * cannot be allocated. The test binary interposes malloc, calloc and
+ * realloc (as test_oom.c does): while big_fails is set, an allocation of
+ * more than 4 MiB fails. Uses runnel.h only. */
+#include <errno.h>
+#include <msgpack.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "check.h"
+#include "runnel.h"
+
+/* ---- the failing allocator ---- */
+#if defined(__SANITIZE_ADDRESS__)
+#define REAL(f) __interceptor_##f   /* ASan's allocator, so its checks stay on */
+#else
+#define REAL(f) __libc_##f          /* glibc's (valgrind replaces these too) */
+#endif
+void *REAL(malloc)(size_t n);
+void *REAL(calloc)(size_t n, size_t size);
+void *REAL(realloc)(void *ptr, size_t n);
+
+#define BIG ((size_t)4 << 20)
+static int big_fails;     /* an allocation of more than BIG bytes fails */
+static int big_failed;    /* one did since big_fails was set */
+
+static int fails(size_t n)
+{
+  if (!big_fails || n <= BIG) return 0;
+  big_failed = 1;
+  return 1;
+}
+
+#define EXPORTED __attribute__((visibility("default")))
+EXPORTED void *malloc(size_t n)
+{
+  if (fails(n)) { errno = ENOMEM; return NULL; }
+  return REAL(malloc)(n);
+}
+EXPORTED void *calloc(size_t n, size_t size)
+{
+  if (size && n > BIG / size && fails(BIG + 1)) { errno = ENOMEM; return NULL; }
+  return REAL(calloc)(n, size);
+}
+EXPORTED void *realloc(void *ptr, size_t n)
+{
+  if (fails(n)) { errno = ENOMEM; return NULL; }
+  return REAL(realloc)(ptr, n);
+}
+
+/* ---- the state ---- */
+
+static const rn_column_def cols[] = { { .name = "id", .type = "int" }, { .name = "blob", .type = "bytes" } };
+static const char *const key[] = { "id" };
+
+static int open_state(const char *dir, rn_pipeline **p, rn_rel **t)
+{
+  rn_open_opts o = { .path = dir };
+  char err[512] = "";
+  int rc = rn_pipeline_open(&o, p, err, sizeof err);
+  if (rc) fprintf(stderr, "  open: %s\n", err);
+  return rc ? rc : rn_declare_table(*p, "t", cols, 2, key, 1, t);
+}
+
+/* The one-column key map { id = id }. */
+static void key_map(msgpack_sbuffer *sb, int64_t id)
+{
+  msgpack_packer pk;
+  msgpack_sbuffer_init(sb);
+  msgpack_packer_init(&pk, sb, msgpack_sbuffer_write);
+  msgpack_pack_map(&pk, 1);
+  msgpack_pack_str_with_body(&pk, "id", 2);
+  msgpack_pack_int64(&pk, id);
+}
+
+/* Row 1 of t with a blob of 8 MiB, committed; the pipeline closed. */
+static void write_big_row(const char *dir)
+{
+  rn_pipeline *p;
+  rn_rel *t;
+  CHECK(open_state(dir, &p, &t) == 0);
+  size_t n = (size_t)8 << 20;
+  char *blob = malloc(n);
+  memset(blob, 'b', n);
+  msgpack_sbuffer sb;
+  msgpack_packer pk;
+  msgpack_sbuffer_init(&sb);
+  msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
+  msgpack_pack_map(&pk, 2);
+  msgpack_pack_str_with_body(&pk, "id", 2);
+  msgpack_pack_int64(&pk, 1);
+  msgpack_pack_str_with_body(&pk, "blob", 4);
+  msgpack_pack_bin_with_body(&pk, blob, n);
+  CHECK(rn_insert(p, t, sb.data, sb.size) == 0);
+  msgpack_sbuffer_destroy(&sb);
+  free(blob);
+  CHECK(rn_pipeline_close(p) == 0);
+}
+
+/* Regression: rn_get copies the row it found into a buffer of the
+ * pipeline, then makes the map from that copy. When the copy could not
+ * be allocated it went on all the same with the row's length over the
+ * buffer (NULL in a pipeline just opened, else a smaller one): the map
+ * was made from memory that is not the row (a crash, or bytes past the
+ * buffer). It now fails with RN_ENOMEM, and the next rn_get, memory back,
+ * reads the row. Inside a group, as outside. */
+static void test_get_whose_row_copy_fails(void)
+{
+  char dir[] = "/tmp/runnel-oomget28-XXXXXX";
+  CHECK(mkdtemp(dir) != NULL);
+  write_big_row(dir);
+  for (int in_group = 0; in_group < 2; in_group++) {
+    rn_pipeline *p;
+    rn_rel *t;
+    CHECK(open_state(dir, &p, &t) == 0);
+    msgpack_sbuffer k;
+    key_map(&k, 1);
+    if (in_group) CHECK(rn_begin(p) == 0);
+    const void *row = NULL;
+    size_t len = 0;
+    big_failed = 0;
+    big_fails = 1;
+    int rc = rn_get(p, t, k.data, k.size, &row, &len, NULL);
+    big_fails = 0;
+    CHECK(big_failed);
+    CHECK(rc == RN_ENOMEM && row == NULL);
+    CHECK(strstr(rn_errmsg(p), "out of memory") != NULL);
+    rc = rn_get(p, t, k.data, k.size, &row, &len, NULL);
+    CHECK(rc == 0 && row != NULL && len > ((size_t)8 << 20));
+    if (in_group) CHECK(rn_rollback(p) == 0);
+    msgpack_sbuffer_destroy(&k);
+    CHECK(rn_pipeline_close(p) == 0);
+  }
+  char cmd[128];
+  snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+  CHECK(system(cmd) == 0);
+}
+
+int main(void)
+{
+  RUN(test_get_whose_row_copy_fails);
+  return CHECK_REPORT();
+}

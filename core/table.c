@@ -539,9 +539,10 @@ static int get_in(rn_rel *t, MDB_txn *txn, msgpack_object *vals, uint8_t *given,
   located l;
   if (!rc) rc = locate(t, txn, p->keybuf.data, p->keybuf.size, &l);
   if (rc) return rc;
+  if (l.live && rn_buf_write(&p->rowbuf, l.row, l.row_len)) /* the caller reads row_len bytes of the copy */
+    return rn_err_set(&p->err, RN_ENOMEM, "%s: out of memory", t->name);
   *found = l.live;
   if (l.live) {
-    rn_buf_write(&p->rowbuf, l.row, l.row_len);
     *id = l.id;
     *row = p->rowbuf.data;
     *len = l.row_len;

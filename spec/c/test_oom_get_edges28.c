@@ -75,12 +75,9 @@ static void key_map(msgpack_sbuffer *sb, int64_t id)
   msgpack_pack_int64(&pk, id);
 }
 
-/* Row 1 of t with a blob of 8 MiB, committed; the pipeline closed. */
-static void write_big_row(const char *dir)
+/* Row 1 of t with a blob of 8 MiB, committed by p. */
+static void insert_big_row(rn_pipeline *p, rn_rel *t)
 {
-  rn_pipeline *p;
-  rn_rel *t;
-  CHECK(open_state(dir, &p, &t) == 0);
   size_t n = (size_t)8 << 20;
   char *blob = malloc(n);
   memset(blob, 'b', n);
@@ -96,6 +93,15 @@ static void write_big_row(const char *dir)
   CHECK(rn_insert(p, t, sb.data, sb.size) == 0);
   msgpack_sbuffer_destroy(&sb);
   free(blob);
+}
+
+/* Row 1 of t with a blob of 8 MiB, committed; the pipeline closed. */
+static void write_big_row(const char *dir)
+{
+  rn_pipeline *p;
+  rn_rel *t;
+  CHECK(open_state(dir, &p, &t) == 0);
+  insert_big_row(p, t);
   CHECK(rn_pipeline_close(p) == 0);
 }
 
@@ -138,8 +144,59 @@ static void test_get_whose_row_copy_fails(void)
   CHECK(system(cmd) == 0);
 }
 
+/* Regression: when the map of a stored row could not be allocated (the
+ * row read fine), rn_get and rn_cursor_next failed with RN_ESTORE, "a
+ * stored row could not be decoded": a damaged state, to a host, for what
+ * was out of memory. They now say RN_ENOMEM. (A cursor's map is the
+ * only allocation its step makes; rn_get's copy of the row may fail
+ * first.) */
+static void test_reads_whose_map_cannot_be_allocated_say_out_of_memory(void)
+{
+  char dir[] = "/tmp/runnel-oomget28-XXXXXX";
+  CHECK(mkdtemp(dir) != NULL);
+  rn_pipeline *p;
+  rn_rel *t;
+  CHECK(open_state(dir, &p, &t) == 0);
+  insert_big_row(p, t);
+  msgpack_sbuffer k;
+  key_map(&k, 1);
+  const void *row = NULL;
+  size_t len = 0;
+  big_failed = 0;
+  big_fails = 1;
+  int rc = rn_get(p, t, k.data, k.size, &row, &len, NULL);
+  big_fails = 0;
+  CHECK(big_failed);
+  if (rc != RN_ENOMEM) fprintf(stderr, "  rn_get: %d %s\n", rc, rn_errmsg(p));
+  CHECK(rc == RN_ENOMEM && row == NULL);
+  CHECK(strstr(rn_errmsg(p), "out of memory") != NULL);
+  CHECK(rn_get(p, t, k.data, k.size, &row, &len, NULL) == 0 && row != NULL);
+  rn_cursor *c;
+  CHECK(rn_cursor_open(p, t, &c) == 0);
+  uint64_t id;
+  int done = 0;
+  big_failed = 0;
+  big_fails = 1;
+  rc = rn_cursor_next(c, &row, &len, &id, &done);
+  big_fails = 0;
+  if (rc != RN_ENOMEM) fprintf(stderr, "  rn_cursor_next: %d %s\n", rc, rn_errmsg(p));
+  CHECK(big_failed);
+  CHECK(rc == RN_ENOMEM && row == NULL);
+  CHECK(strcmp(rn_errmsg(p), "out of memory") == 0);
+  rn_cursor_close(c);
+  CHECK(rn_cursor_open(p, t, &c) == 0);
+  CHECK(rn_cursor_next(c, &row, &len, &id, &done) == 0 && !done && id == 1);
+  rn_cursor_close(c);
+  msgpack_sbuffer_destroy(&k);
+  CHECK(rn_pipeline_close(p) == 0);
+  char cmd[128];
+  snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+  CHECK(system(cmd) == 0);
+}
+
 int main(void)
 {
   RUN(test_get_whose_row_copy_fails);
+  RUN(test_reads_whose_map_cannot_be_allocated_say_out_of_memory);
   return CHECK_REPORT();
 }

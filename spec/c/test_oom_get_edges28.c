@@ -25,9 +25,14 @@ void *REAL(realloc)(void *ptr, size_t n);
 #define BIG ((size_t)4 << 20)
 static int big_fails;     /* an allocation of more than BIG bytes fails */
 static int big_failed;    /* one did since big_fails was set */
+static long countdown;    /* > 0: allocations left before the one that fails (once) */
 
 static int fails(size_t n)
 {
+  if (countdown > 0 && --countdown == 0) {
+    big_failed = 1;
+    return 1;
+  }
   if (!big_fails || n <= BIG) return 0;
   big_failed = 1;
   return 1;
@@ -41,7 +46,7 @@ EXPORTED void *malloc(size_t n)
 }
 EXPORTED void *calloc(size_t n, size_t size)
 {
-  if (size && n > BIG / size && fails(BIG + 1)) { errno = ENOMEM; return NULL; }
+  if (fails(size && n > BIG / size ? BIG + 1 : 0)) { errno = ENOMEM; return NULL; }
   return REAL(calloc)(n, size);
 }
 EXPORTED void *realloc(void *ptr, size_t n)
@@ -194,9 +199,95 @@ static void test_reads_whose_map_cannot_be_allocated_say_out_of_memory(void)
   CHECK(system(cmd) == 0);
 }
 
+/* ---- reads of derived relations, every allocation failing once ---- */
+
+/* One read of what (0: rn_get of the top, 1: rn_get of the index, 2: the
+ * top's rows, 3: the index's) into *rows (rows read; 1 for a get that
+ * found its row). */
+static int derived_read(rn_pipeline *p, int what, int *rows)
+{
+  rn_rel *r = rn_relation(p, what % 2 ? "ix" : "tp");
+  static const unsigned char k[] = { 0x81, 0xa2, 'i', 'd', 9 }; /* { id = 9 }, in the top */
+  const void *row = NULL;
+  size_t len;
+  uint64_t id;
+  *rows = 0;
+  int rc = 0;
+  if (what < 2) {
+    rc = rn_get(p, r, k, sizeof k, &row, &len, &id);
+    *rows = row != NULL;
+  } else {
+    rn_cursor *c = NULL;
+    int done = 0;
+    rc = rn_cursor_open(p, r, &c);
+    while (!rc && !(rc = rn_cursor_next(c, &row, &len, &id, &done)) && !done) ++*rows;
+    rn_cursor_close(c);
+  }
+  return rc;
+}
+
+/* A top (2 per g) and an index of 9 rows in 3 groups g, each read with
+ * the Nth allocation failing, for every N until none does. Regression:
+ * the readers took a failed allocation for what the state holds: an
+ * rn_get of the top or the index failed with RN_EINVAL, "tp: rn_get: a
+ * keyless top has no key to read by" (the input's key could not be read,
+ * so the reader opened keyless), with RN_ESCHEMA, "a store's description
+ * could not be read", or RN_ESTORE, "a record … is malformed". Each read
+ * now succeeds or fails with RN_ENOMEM, and the next one reads it all. */
+static void test_derived_reads_with_each_allocation_failing(void)
+{
+  char dir[] = "/tmp/runnel-oomget28-XXXXXX";
+  CHECK(mkdtemp(dir) != NULL);
+  static const rn_column_def gcols[] = { { .name = "id", .type = "int" }, { .name = "v", .type = "int" },
+                                         { .name = "g", .type = "int" } };
+  rn_open_opts o = { .path = dir };
+  rn_pipeline *p;
+  rn_rel *t, *x;
+  char err[512] = "";
+  CHECK(rn_pipeline_open(&o, &p, err, sizeof err) == 0);
+  CHECK(rn_declare_table(p, "t", gcols, 3, key, 1, &t) == 0);
+  rn_order_def by_v = { "v", 1 };
+  rn_top_def top = { .n = 2, .order = &by_v, .norder = 1, .by = (const char *const[]){ "g" }, .nby = 1 };
+  CHECK(rn_top_declare(p, "tp", t, &top, &x) == 0);
+  CHECK(rn_index_declare(p, "ix", t, &by_v, 1, &x) == 0);
+  for (int64_t i = 1; i <= 9; i++) {
+    unsigned char row[] = { 0x83, 0xa2, 'i', 'd', (unsigned char)i, 0xa1, 'v', (unsigned char)(i * 3),
+                            0xa1, 'g', (unsigned char)(i % 3) };
+    CHECK(rn_insert(p, t, row, sizeof row) == 0);
+  }
+  static const int want[] = { 1, 1, 6, 9 };
+  for (int what = 0; what < 4; what++) {
+    int failures = 0;
+    for (long n = 1; n < 10000; n++) {
+      int rows;
+      big_failed = 0;
+      countdown = n;
+      int rc = derived_read(p, what, &rows);
+      countdown = 0;
+      if (rc && rc != RN_ENOMEM) {
+        if (failures++ < 3) fprintf(stderr, "  read %d, allocation %ld failing: %d %s\n", what, n, rc, rn_errmsg(p));
+      }
+      if (!rc && rows != want[what]) {
+        if (failures++ < 3) fprintf(stderr, "  read %d, allocation %ld failing: %d rows\n", what, n, rows);
+      }
+      rc = derived_read(p, what, &rows);
+      if (rc || rows != want[what])
+        fprintf(stderr, "  read %d after allocation %ld failed: %d %s (%d rows)\n", what, n, rc, rn_errmsg(p), rows);
+      CHECK(rc == 0 && rows == want[what]);
+      if (!big_failed) break;
+    }
+    CHECK(failures == 0);
+  }
+  CHECK(rn_pipeline_close(p) == 0);
+  char cmd[128];
+  snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+  CHECK(system(cmd) == 0);
+}
+
 int main(void)
 {
   RUN(test_get_whose_row_copy_fails);
   RUN(test_reads_whose_map_cannot_be_allocated_say_out_of_memory);
+  RUN(test_derived_reads_with_each_allocation_failing);
   return CHECK_REPORT();
 }

@@ -1,6 +1,7 @@
 /* test_capi_edges28.c — a host's reads inside its own groups: a cursor
  * over a table the group is rewriting row by row while the map fills,
- * and the messages of a cursor given a NULL. Uses runnel.h only. */
+ * the messages of a cursor given a NULL, and messages quoting names that
+ * are not UTF-8. Uses runnel.h only. */
 #include <msgpack.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -173,9 +174,70 @@ static void test_cursor_next_null_argument_says_so(void)
   host_close(&h);
 }
 
+/* ---- messages quoting names that are not UTF-8 ---- */
+
+/* Whether s is valid UTF-8 (no overlong form, surrogate, or code point
+ * past U+10FFFF), as a JSON log line needs it. */
+static int utf8_ok(const char *str)
+{
+  const unsigned char *s = (const unsigned char *)str;
+  while (*s) {
+    unsigned c = *s, n = c < 0x80 ? 0 : c >= 0xC2 && c <= 0xDF ? 1 : c >= 0xE0 && c <= 0xEF ? 2
+                                                               : c >= 0xF0 && c <= 0xF4 ? 3 : 9;
+    if (n == 9) return 0;
+    unsigned lo = c == 0xE0 ? 0xA0 : c == 0xF0 ? 0x90 : 0x80, hi = c == 0xED ? 0x9F : c == 0xF4 ? 0x8F : 0xBF;
+    for (unsigned i = 1; i <= n; i++, lo = 0x80, hi = 0xBF)
+      if (s[i] < lo || s[i] > hi) return 0;
+    s += n + 1;
+  }
+  return 1;
+}
+
+/* Regression: a relation name (or a change's column name) that is not
+ * UTF-8 is refused with a message quoting it, its stray bytes as \xNN;
+ * but a sequence shaped like a UTF-8 character and still invalid (an
+ * overlong form, a surrogate, a code point past U+10FFFF) went into the
+ * message raw, so the message itself was not UTF-8. Likewise a name cut
+ * to 24 bytes in "relation name … is N bytes" (cut inside a character),
+ * and a name quoted raw in "relations are declared outside groups". */
+static void test_messages_quoting_names_are_utf8(void)
+{
+  host h;
+  host_open(&h, 0);
+  static const char *const bad[] = { "r\xe0\x80\x80", "r\xed\xa0\x80", "r\xf4\x90\x80\x80", "r\xf0\x80\x80\x80",
+                                     "r\xc0\x80", "r\xff" };
+  rn_rel *r;
+  for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+    CHECK(rn_declare_table(h.p, bad[i], cols, 3, key, 1, &r) == RN_EINVAL);
+    if (!utf8_ok(rn_errmsg(h.p)) || !strstr(rn_errmsg(h.p), "\\x")) fprintf(stderr, "  name %zu: %s\n", i, rn_errmsg(h.p));
+    CHECK(utf8_ok(rn_errmsg(h.p)) && strstr(rn_errmsg(h.p), "is not valid UTF-8") && strstr(rn_errmsg(h.p), "\\x"));
+    unsigned char change[16] = { 0x82, 0xa2, 'i', 'd', 1 };
+    size_t n = 5, len = strlen(bad[i]);
+    change[n++] = (unsigned char)(0xa0 | len);
+    memcpy(change + n, bad[i], len);
+    n += len;
+    change[n++] = 1;
+    CHECK(rn_insert(h.p, h.t, change, n) == RN_EINVAL);
+    if (!utf8_ok(rn_errmsg(h.p))) fprintf(stderr, "  column %zu: %s\n", i, rn_errmsg(h.p));
+    CHECK(utf8_ok(rn_errmsg(h.p)));
+  }
+  char longname[700] = "a";
+  for (int i = 0; i < 300; i++) strcat(longname, "\xc3\xa9"); /* é: byte 24 is the middle of one */
+  CHECK(rn_declare_table(h.p, longname, cols, 3, key, 1, &r) == RN_EINVAL);
+  if (!utf8_ok(rn_errmsg(h.p))) fprintf(stderr, "  long name: %s\n", rn_errmsg(h.p));
+  CHECK(utf8_ok(rn_errmsg(h.p)) && strstr(rn_errmsg(h.p), "is 601 bytes; the limit is 508"));
+  CHECK(rn_begin(h.p) == 0);
+  CHECK(rn_declare_table(h.p, bad[1], cols, 3, key, 1, &r) == RN_EMISUSE);
+  if (!utf8_ok(rn_errmsg(h.p))) fprintf(stderr, "  in a group: %s\n", rn_errmsg(h.p));
+  CHECK(utf8_ok(rn_errmsg(h.p)) && strstr(rn_errmsg(h.p), "relations are declared outside groups"));
+  CHECK(rn_commit(h.p) == 0);
+  host_close(&h);
+}
+
 int main(void)
 {
   RUN(test_group_cursor_rewriting_its_table_as_the_map_fills);
   RUN(test_cursor_next_null_argument_says_so);
+  RUN(test_messages_quoting_names_are_utf8);
   return CHECK_REPORT();
 }

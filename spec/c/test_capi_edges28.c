@@ -193,13 +193,21 @@ static int utf8_ok(const char *str)
   return 1;
 }
 
+static int refuse(void *ctx, const rn_event *ev)
+{
+  (void)ctx;
+  (void)ev;
+  return 1;
+}
+
 /* Regression: a relation name (or a change's column name) that is not
  * UTF-8 is refused with a message quoting it, its stray bytes as \xNN;
  * but a sequence shaped like a UTF-8 character and still invalid (an
  * overlong form, a surrogate, a code point past U+10FFFF) went into the
  * message raw, so the message itself was not UTF-8. Likewise a name cut
  * to 24 bytes in "relation name … is N bytes" (cut inside a character),
- * and a name quoted raw in "relations are declared outside groups". */
+ * and a name quoted raw in "relations are declared outside groups", in
+ * rn_drop's refusals, and in a durable subscriber's messages. */
 static void test_messages_quoting_names_are_utf8(void)
 {
   host h;
@@ -226,6 +234,18 @@ static void test_messages_quoting_names_are_utf8(void)
   CHECK(rn_declare_table(h.p, longname, cols, 3, key, 1, &r) == RN_EINVAL);
   if (!utf8_ok(rn_errmsg(h.p))) fprintf(stderr, "  long name: %s\n", rn_errmsg(h.p));
   CHECK(utf8_ok(rn_errmsg(h.p)) && strstr(rn_errmsg(h.p), "is 601 bytes; the limit is 508"));
+  CHECK(rn_drop(h.p, bad[0]) == RN_ENOTFOUND);
+  if (!utf8_ok(rn_errmsg(h.p))) fprintf(stderr, "  drop: %s\n", rn_errmsg(h.p));
+  CHECK(utf8_ok(rn_errmsg(h.p)) && strstr(rn_errmsg(h.p), "holds no relation or store \"r\\xe0\\x80\\x80\""));
+  CHECK(rn_drop(h.p, longname) == RN_ENOTFOUND);
+  if (!utf8_ok(rn_errmsg(h.p))) fprintf(stderr, "  drop a long name: %s\n", rn_errmsg(h.p));
+  CHECK(utf8_ok(rn_errmsg(h.p)) && strstr(rn_errmsg(h.p), "drop: no relation \"a"));
+  CHECK(rn_subscribe_durable(h.p, h.t, bad[1], refuse, NULL) == 0); /* a name only the host reads */
+  CHECK(put(&h, RN_OP_INSERT, 1, 0, 10) == 0);
+  CHECK(rn_deliver(h.p) == RN_ECALLBACK);
+  if (!utf8_ok(rn_errmsg(h.p))) fprintf(stderr, "  durable subscriber: %s\n", rn_errmsg(h.p));
+  CHECK(utf8_ok(rn_errmsg(h.p)) && strstr(rn_errmsg(h.p), "t: durable subscriber \"r\\xed\\xa0\\x80\": subscriber returned 1"));
+  CHECK(rn_unsubscribe(h.p, h.t, refuse, NULL) == 0);
   CHECK(rn_begin(h.p) == 0);
   CHECK(rn_declare_table(h.p, bad[1], cols, 3, key, 1, &r) == RN_EMISUSE);
   if (!utf8_ok(rn_errmsg(h.p))) fprintf(stderr, "  in a group: %s\n", rn_errmsg(h.p));

@@ -207,7 +207,10 @@ static int refuse(void *ctx, const rn_event *ev)
  * message raw, so the message itself was not UTF-8. Likewise a name cut
  * to 24 bytes in "relation name … is N bytes" (cut inside a character),
  * and a name quoted raw in "relations are declared outside groups", in
- * rn_drop's refusals, and in a durable subscriber's messages. */
+ * rn_drop's refusals, and in a durable subscriber's messages. And a long
+ * name cut by a buffer a message is made in (a column's path of 512
+ * bytes, the message's 1024) ended in half a character: every message is
+ * UTF-8 now, a byte of no character written \xNN. */
 static void test_messages_quoting_names_are_utf8(void)
 {
   host h;
@@ -246,6 +249,28 @@ static void test_messages_quoting_names_are_utf8(void)
   if (!utf8_ok(rn_errmsg(h.p))) fprintf(stderr, "  durable subscriber: %s\n", rn_errmsg(h.p));
   CHECK(utf8_ok(rn_errmsg(h.p)) && strstr(rn_errmsg(h.p), "t: durable subscriber \"r\\xed\\xa0\\x80\": subscriber returned 1"));
   CHECK(rn_unsubscribe(h.p, h.t, refuse, NULL) == 0);
+  /* a column name of 4000 bytes (é), cut by the buffers a message is made in */
+  char *col = calloc(1, 4001);
+  for (int i = 0; i < 2000; i++) strcat(col, "\xc3\xa9");
+  rn_column_def long_col[] = { { .name = "id", .type = "int" }, { .name = col, .type = "int" } };
+  CHECK(rn_declare_table(h.p, "lc", long_col, 2, key, 1, &r) == 0);
+  unsigned char *change = malloc(4100);
+  size_t n = 0;
+  memcpy(change, "\x82\xa2id\x01\xda\x0f\xa0", 8); /* { id = 1, <col> = "x" }: a str16 of 4000 bytes */
+  n = 8;
+  memcpy(change + n, col, 4000);
+  n += 4000;
+  memcpy(change + n, "\xa1x", 2);
+  n += 2;
+  CHECK(rn_insert(h.p, r, change, n) == RN_EINVAL);
+  if (!utf8_ok(rn_errmsg(h.p))) fprintf(stderr, "  long column: %.60s…\n", rn_errmsg(h.p));
+  CHECK(utf8_ok(rn_errmsg(h.p)) && strstr(rn_errmsg(h.p), ": expected int, got string"));
+  rn_column_def twice[] = { { .name = "id", .type = "int" }, { .name = col, .type = "int" }, { .name = col, .type = "int" } };
+  CHECK(rn_declare_table(h.p, "lc2", twice, 3, key, 1, &r) == RN_EINVAL);
+  if (!utf8_ok(rn_errmsg(h.p))) fprintf(stderr, "  column twice: %.60s…\n", rn_errmsg(h.p));
+  CHECK(utf8_ok(rn_errmsg(h.p)) && strstr(rn_errmsg(h.p), "lc2: duplicate column name"));
+  free(change);
+  free(col);
   CHECK(rn_begin(h.p) == 0);
   CHECK(rn_declare_table(h.p, bad[1], cols, 3, key, 1, &r) == RN_EMISUSE);
   if (!utf8_ok(rn_errmsg(h.p))) fprintf(stderr, "  in a group: %s\n", rn_errmsg(h.p));

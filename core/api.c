@@ -713,14 +713,18 @@ static int subscribe_durable(rn_pipeline *p, rn_rel *rel, const char *name, rn_c
   if (p->state != RN_IDLE) /* before the flush that reads its mark: that refusal would name the flush */
     return rn_err_set(&p->err, RN_EMISUSE, "%s: rn_subscribe_durable: not inside a group or a callback", rel->name);
   csub *s = new_csub(fn, NULL, ctx);
-  char *key = s ? malloc(strlen(name) + 6) : NULL, *label = key ? malloc(strlen(name) + 32) : NULL;
+  size_t nlen = strlen(name);
+  bool plain = rn_utf8_valid(name, nlen); /* else quoted in its label, stray bytes escaped: messages are UTF-8 */
+  size_t shown = plain ? nlen : 4 * nlen + 16;
+  char *key = s ? malloc(nlen + 6) : NULL, *label = key ? malloc(shown + 32) : NULL;
   if (!label) {
     free(key);
     if (s) free_csub(s);
     return rn_err_set(&p->err, RN_ENOMEM, "out of memory");
   }
   sprintf(key, RN_SINK_NAMED "%s", name);
-  sprintf(label, "durable subscriber %s", name); /* as the host named it, not its key in the state */
+  if (plain) sprintf(label, "durable subscriber %s", name); /* as the host named it, not its key in the state */
+  else rn_json_quote(label + sprintf(label, "durable subscriber "), shown, name, nlen);
   s->label = strdup(label);
   if (!s->label) {
     free(key);

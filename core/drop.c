@@ -200,9 +200,12 @@ RN_API int rn_drop(rn_pipeline *p, const char *name)
   rn_err_clear(&p->err);
   if (rn_store_forked(&p->store, &p->err)) return p->err.code; /* a child's use of its parent's LMDB */
   if (!name) return rn_err_set(&p->err, RN_EINVAL, "drop: the name is NULL");
+  char quoted[RN_NAME_MAX * 4 + 3]; /* the name as messages quote it: a message is UTF-8 whatever the name */
   if (p->state != RN_IDLE) /* in a group, or in a callback after one (a durable sink, an on_durable hook) */
-    return rn_err_set(&p->err, RN_EMISUSE, "drop \"%s\": not inside a group or a callback", name);
-  if (strlen(name) > RN_NAME_MAX) return rn_err_set(&p->err, RN_ENOTFOUND, "drop: no relation \"%.24s…\"", name);
+    return rn_err_set(&p->err, RN_EMISUSE, "drop %s: not inside a group or a callback",
+                      rn_json_quote(quoted, sizeof quoted, name, strlen(name)));
+  if (strlen(name) > RN_NAME_MAX) /* its first 24 bytes or so, not cut inside a character */
+    return rn_err_set(&p->err, RN_ENOTFOUND, "drop: no relation %s", rn_json_quote(quoted, 30, name, strlen(name)));
   rn_rel *rel = rn_find(p, name);
   if (rel) {
     char names[1024];
@@ -255,8 +258,8 @@ RN_API int rn_drop(rn_pipeline *p, const char *name)
   if (!rc && store) rc = del_meta(p, txn, RN_META_STORE_OWNER, name, &seen);
   if (!rc && (found || store)) rc = del_databases(p, txn, name, store, &found);
   found |= store;
-  if (!rc && !found) rc = rn_err_set(&p->err, RN_ENOTFOUND, "drop: the state at %s holds no relation or store \"%s\"",
-                                     p->store.path, name);
+  if (!rc && !found) rc = rn_err_set(&p->err, RN_ENOTFOUND, "drop: the state at %s holds no relation or store %s",
+                                     p->store.path, rn_json_quote(quoted, sizeof quoted, name, strlen(name)));
   if (rc) { mdb_txn_abort(txn); return rc; }
   rc = mdb_txn_commit(txn);
   rn_attach_handles_closed(p); /* the dropped databases' handles are closed: attaches open theirs again */

@@ -37,25 +37,52 @@ size_t rn_err_escape(unsigned char c, char esc[7])
   return 6;
 }
 
+/* The length of the UTF-8 character at s (avail bytes readable), or 0 when
+ * s starts none: a stray byte, an overlong form, a surrogate, a code point
+ * past U+10FFFF, or one cut short (by a buffer that held the name, say). */
+static size_t utf8_char(const unsigned char *s, size_t avail)
+{
+  unsigned c = s[0];
+  size_t k = c < 0x80 ? 1 : c >= 0xC2 && c <= 0xDF ? 2 : c >= 0xE0 && c <= 0xEF ? 3 : c >= 0xF0 && c <= 0xF4 ? 4 : 0;
+  if (k > avail) return 0;
+  unsigned lo = c == 0xE0 ? 0xA0 : c == 0xF0 ? 0x90 : 0x80, hi = c == 0xED ? 0x9F : c == 0xF4 ? 0x8F : 0xBF;
+  for (size_t j = 1; j < k; j++, lo = 0x80, hi = 0xBF)
+    if (s[j] < lo || s[j] > hi) return 0;
+  return k;
+}
+
 void rn_err_escape_into(char *msg, size_t cap, const char *text, size_t len)
 {
+  static const char hex[] = "0123456789abcdef";
   size_t o = 0;
-  for (size_t i = 0; i < len; i++) {
+  for (size_t i = 0; i < len;) {
     char esc[7];
-    size_t n = rn_err_escape((unsigned char)text[i], esc);
-    const char *put = n ? esc : text + i;
-    if (!n) n = 1;
-    if (o + n >= cap) { /* no room for it and the NUL */
-      if (((unsigned char)text[i] & 0xC0) == 0x80) { /* no half character: back to its first byte */
-        while (o > 0 && ((unsigned char)msg[o - 1] & 0xC0) == 0x80) o--;
-        if (o > 0) o--;
-      }
-      break;
+    const unsigned char *at = (const unsigned char *)text + i;
+    size_t step = utf8_char(at, len - i), n = step ? rn_err_escape(*at, esc) : 4;
+    if (!step) { /* a byte of no character: \xff, so the message stays UTF-8 */
+      memcpy(esc, "\\x", 2);
+      esc[2] = hex[*at >> 4];
+      esc[3] = hex[*at & 15];
+      step = 1;
     }
+    const char *put = n ? esc : text + i;
+    if (!n) n = step;
+    if (o + n >= cap) break; /* no room for it and the NUL: cut at a character's start */
     memcpy(msg + o, put, n);
     o += n;
+    i += step;
   }
   msg[o] = '\0';
+}
+
+/* msg, which snprintf may have cut inside a character, ends on a whole one. */
+static void end_whole(char *msg, size_t cap)
+{
+  size_t o = strnlen(msg, cap), start = o;
+  while (start > 0 && o - start < 3 && ((unsigned char)msg[start - 1] & 0xC0) == 0x80) start--;
+  if (start == 0 || (unsigned char)msg[start - 1] < 0xC0) return; /* ends on ASCII, or on bytes of no character */
+  start--; /* the last character's lead byte */
+  if (utf8_char((const unsigned char *)msg + start, o - start) != o - start) msg[start] = '\0';
 }
 
 /* The message as fmt makes it, its control bytes escaped (rn_err_escape_into). */
@@ -87,6 +114,7 @@ int rn_err_set_with(rn_err *e, int code, const char *text, const char *fmt, ...)
   va_end(ap);
   size_t at = strlen(e->msg);
   snprintf(e->msg + at, sizeof e->msg - at, "%s", kept);
+  end_whole(e->msg, sizeof e->msg);
   e->code = code;
   e->cause = 0;
   return code;
@@ -94,7 +122,10 @@ int rn_err_set_with(rn_err *e, int code, const char *text, const char *fmt, ...)
 
 int rn_err_keep(rn_err *e, int code, const char *text)
 {
-  if (text != e->msg) snprintf(e->msg, sizeof e->msg, "%s", text);
+  if (text != e->msg) {
+    snprintf(e->msg, sizeof e->msg, "%s", text);
+    end_whole(e->msg, sizeof e->msg);
+  }
   e->code = code;
   e->cause = 0;
   return code;
@@ -107,6 +138,7 @@ void rn_err_prefix(rn_err *e, const char *prefix)
   rn_err_escape_into(e->msg, sizeof e->msg, prefix, strlen(prefix)); /* a file's path with a newline in it, too */
   size_t at = strlen(e->msg);
   snprintf(e->msg + at, sizeof e->msg - at, ": %s", rest);
+  end_whole(e->msg, sizeof e->msg);
 }
 
 void rn_err_clear(rn_err *e)

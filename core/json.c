@@ -230,7 +230,10 @@ const char *rn_json_quote(char *buf, size_t cap, const char *s, size_t len)
     if (c >= 0x80 && !follow) { /* a byte of no well-formed character: \xff, not a byte no terminal shows */
       size_t k = c >= 0xC2 && c <= 0xDF ? 2 : c >= 0xE0 && c <= 0xEF ? 3 : c >= 0xF0 && c <= 0xF4 ? 4 : 0;
       bool whole = k && i + k <= len;
-      for (size_t j = 1; whole && j < k; j++) whole = ((unsigned char)s[i + j] & 0xC0) == 0x80;
+      /* the second byte's range rules out overlong forms, surrogates and code points past U+10FFFF */
+      unsigned lo = c == 0xE0 ? 0xA0 : c == 0xF0 ? 0x90 : 0x80, hi = c == 0xED ? 0x9F : c == 0xF4 ? 0x8F : 0xBF;
+      for (size_t j = 1; whole && j < k; j++, lo = 0x80, hi = 0xBF)
+        whole = (unsigned char)s[i + j] >= lo && (unsigned char)s[i + j] <= hi;
       if (whole) follow = k;
       else c = 0; /* escaped below */
     }

@@ -225,8 +225,9 @@ static int table_get(rn_pipeline *p, rn_rel *rel, const void *key, size_t key_le
   if (!rc) rc = rn_map_slots(p, rel, &m, &vals, &given);
   if (!rc) rc = rn_table_get(rel, vals, given, found, id, &data, &len);
   msgpack_sbuffer_clear(&p->getbuf);
-  if (!rc && *found && rn_row_to_map(rel->schema, data, len, &p->scratch, &p->getbuf))
-    rc = rn_err_set(&p->err, RN_ESTORE, "%s: rn_get: a stored row could not be decoded", rel->name);
+  if (!rc && *found && rn_row_to_map(rel->schema, data, len, &p->scratch, &p->getbuf)) /* its buffer, or the row */
+    rc = rn_oom() ? rn_err_set(&p->err, RN_ENOMEM, "out of memory")
+                  : rn_err_set(&p->err, RN_ESTORE, "%s: rn_get: a stored row could not be decoded", rel->name);
   return rc;
 }
 
@@ -276,8 +277,8 @@ static int make_row(void *ctx, uint64_t id, const char *row, size_t len)
   rn_buf_write(b, (const char *)&n, 8);
   int rc = rn_row_to_map(mk->s, row, len, &mk->c->zone, b);
   msgpack_zone_clear(&mk->c->zone);
-  if (rc) return rn_err_set(mk->e, RN_ESTORE, "%s: a row could not be decoded", mk->c->rel->name);
   if (rn_oom()) return rn_err_set(mk->e, RN_ENOMEM, "out of memory");
+  if (rc) return rn_err_set(mk->e, RN_ESTORE, "%s: a row could not be decoded", mk->c->rel->name);
   n = b->size - at - 16;
   memcpy(b->data + at + 8, &n, 8);
   return 0;
@@ -345,7 +346,11 @@ static int next_made(rn_cursor *c, const void **row, size_t *row_len, uint64_t *
 
 RN_API int rn_cursor_next(rn_cursor *c, const void **row, size_t *row_len, uint64_t *id, int *done)
 {
-  if (!c || !row || !row_len || !id || !done) return RN_EINVAL;
+  if (!c) return RN_EINVAL;
+  if (!row || !row_len || !id || !done) /* the pipeline, if open, says so */
+    return c->p ? rn_err_set(&c->p->err, RN_EINVAL, "%s: rn_cursor_next: row, row_len, id and done are required",
+                             c->rel->name)
+                : RN_EINVAL;
   *row = NULL;
   *row_len = 0;
   *done = 0;
@@ -353,6 +358,7 @@ RN_API int rn_cursor_next(rn_cursor *c, const void **row, size_t *row_len, uint6
   rn_pipeline *p = c->p;
   rn_err_clear(&p->err);
   if (rn_store_forked(&p->store, &p->err)) return p->err.code; /* a child's use of its parent's LMDB */
+  if (reads_alone(p)) rn_oom_clear(); /* the step's own: an earlier read's failure is not this one's */
   if (c->in_group && (p->state == RN_IDLE || p->group_serial != c->group)) /* committed or rolled back */
     return rn_err_set(&p->err, RN_EMISUSE, "%s: rn_cursor_next: the group this cursor was opened in has ended "
                       "(its rows were that group's: open another)", c->rel->name);
@@ -367,8 +373,8 @@ RN_API int rn_cursor_next(rn_cursor *c, const void **row, size_t *row_len, uint6
   msgpack_sbuffer_clear(&c->map);
   rc = rn_row_to_map(c->rel->schema, data, len, &c->zone, &c->map);
   msgpack_zone_clear(&c->zone);
-  if (rc) return rn_err_set(&c->p->err, RN_ESTORE, "%s: a stored row could not be decoded", c->rel->name);
   if (rn_oom()) return rn_err_set(&c->p->err, RN_ENOMEM, "out of memory");
+  if (rc) return rn_err_set(&c->p->err, RN_ESTORE, "%s: a stored row could not be decoded", c->rel->name);
   *row = c->map.data;
   *row_len = c->map.size;
   return 0;

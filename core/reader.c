@@ -76,8 +76,10 @@ static int meta_record(MDB_txn *txn, MDB_dbi meta, const char *prefix, const cha
   if (rc == MDB_NOTFOUND) return rn_err_set(e, RN_ENOTFOUND, "no relation \"%s\" there", name);
   if (rc) return rn_err_set(e, rn_store_read_code(rc), "%s: %s", name, rn_store_strerror(rc));
   size_t off = 0;
-  if (rn_msgpack_size(v.mv_data, v.mv_size) != v.mv_size ||
-      rn_unpack(v.mv_data, v.mv_size, &off, z, d) != MSGPACK_UNPACK_SUCCESS || off != v.mv_size)
+  msgpack_unpack_return urc = rn_msgpack_size(v.mv_data, v.mv_size) != v.mv_size ? MSGPACK_UNPACK_PARSE_ERROR
+                                                                                 : rn_unpack(v.mv_data, v.mv_size, &off, z, d);
+  if (urc == MSGPACK_UNPACK_NOMEM_ERROR) return no_memory(e); /* not the record's fault */
+  if (urc != MSGPACK_UNPACK_SUCCESS || off != v.mv_size)
     return rn_err_set(e, RN_ESTORE, "a record of \"%s\" is malformed", name);
   return 0;
 }
@@ -167,11 +169,13 @@ static int input_key(rn_reader *r, MDB_txn *txn, int extra, rn_err *e)
   char input[RN_NAME_MAX + 1];
   snprintf(input, sizeof input, "%.*s", (int)v.mv_size, (const char *)v.mv_data);
   msgpack_object d;
-  rn_err ignored;
+  rn_err ignored = { .code = RN_OK };
+  /* An input that cannot be read leaves it keyless; memory that ran out
+   * reading it is an error (a keyless reader refuses rn_get, saying so). */
   if (meta_record(txn, r->meta, RN_META_RELATION, input, &r->zone, &d, &ignored) || !rn_catalogue_entry_valid(&d))
-    return 0;
+    return ignored.code == RN_ENOMEM ? no_memory(e) : 0;
   rn_schema *in = rn_attach_schema_of(&d.via.array.ptr[1], &ignored);
-  if (!in) return 0;
+  if (!in) return ignored.code == RN_ENOMEM ? no_memory(e) : 0;
   bool same = in->nkey > 0 && in->ncols == r->schema->ncols - extra;
   for (int i = 0; same && i < in->ncols; i++) same = strcmp(in->cols[i].name, r->schema->cols[i].name) == 0;
   if (same) rc = rn_schema_set_key(r->schema, in->key_slots, in->nkey, r->name, e);
@@ -379,7 +383,8 @@ static int key_of(rn_reader *r, const char *row, size_t len, msgpack_sbuffer *b,
 {
   const msgpack_object *vals = rn_row_unpack(row, len, r->schema->ncols, &r->zone);
   int rc = vals && rn_key_encode(r->schema, vals, b) == 0 ? 0
-         : rn_err_set(e, RN_ESTORE, "%s: a row does not decode to a key", r->name);
+         : rn_oom() ? rn_err_set(e, RN_ENOMEM, "out of memory") /* its zone or buffer, not the row */
+                    : rn_err_set(e, RN_ESTORE, "%s: a row does not decode to a key", r->name);
   msgpack_zone_clear(&r->zone);
   return rc;
 }

@@ -39,20 +39,20 @@ int rn_push_ptr(void ***arr, int *n, int *cap, void *item)
 
 int rn_check_declarable(rn_pipeline *p, const char *name)
 {
+  size_t len = strlen(name);
+  char quoted[RN_NAME_MAX * 4 + 3]; /* the name in messages, its stray bytes escaped: a message is UTF-8 */
   if (p->state != RN_IDLE)
-    return rn_err_set(&p->err, RN_EMISUSE, "relation \"%s\": relations are declared outside groups", name);
+    return rn_err_set(&p->err, RN_EMISUSE, "relation %s: relations are declared outside groups",
+                      rn_json_quote(quoted, sizeof quoted, name, len));
   int rc = rn_flush(p); /* a declaration writes in a transaction of its own */
   if (rc) return rc;
   if (!name[0]) return rn_err_set(&p->err, RN_EINVAL, "a relation needs a non-empty name");
-  size_t len = strlen(name);
-  if (len > RN_NAME_MAX)
-    return rn_err_set(&p->err, RN_EINVAL, "relation name \"%.24s…\" is %zu bytes; the limit is %d", name, len,
-                      RN_NAME_MAX);
-  if (!rn_utf8_valid(name, len)) { /* names are UTF-8: they reach JSON (CDC's source, inspect) and messages */
-    char quoted[RN_NAME_MAX * 4 + 3];
+  if (len > RN_NAME_MAX) /* its first 24 bytes or so, not cut inside a character */
+    return rn_err_set(&p->err, RN_EINVAL, "relation name %s is %zu bytes; the limit is %d",
+                      rn_json_quote(quoted, 30, name, len), len, RN_NAME_MAX);
+  if (!rn_utf8_valid(name, len)) /* names are UTF-8: they reach JSON (CDC's source, inspect) and messages */
     return rn_err_set(&p->err, RN_EINVAL, "relation name %s is not valid UTF-8",
                       rn_json_quote(quoted, sizeof quoted, name, len));
-  }
   if (rn_find(p, name))
     return rn_err_set(&p->err, RN_EINVAL, "relation \"%s\" is already declared", name);
   MDB_txn *txn;

@@ -39,7 +39,8 @@ static int key_of(rn_rowsort *s, const char *row, size_t len)
 {
   const msgpack_object *vals = rn_row_unpack(row, len, s->schema->ncols, &s->zone);
   int rc = vals && rn_key_encode(s->schema, vals, &s->bytes) == 0 ? 0
-         : rn_err_set(s->e, RN_ESTORE, "%s: a row does not decode to a key", s->name);
+         : rn_oom() ? rn_err_set(s->e, RN_ENOMEM, "out of memory") /* its zone or buffer, not the row */
+                    : rn_err_set(s->e, RN_ESTORE, "%s: a row does not decode to a key", s->name);
   msgpack_zone_clear(&s->zone);
   return rc;
 }

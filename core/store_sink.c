@@ -511,7 +511,11 @@ struct rn_attached {
 static rn_schema *schema_of(const msgpack_object *d, rn_err *e)
 {
   rn_schema *s = rn_schema_new();
-  if (!s || d->type != MSGPACK_OBJECT_ARRAY || d->via.array.size != 2) {
+  if (!s) {
+    rn_err_set(e, RN_ENOMEM, "out of memory"); /* not the description's fault */
+    return NULL;
+  }
+  if (d->type != MSGPACK_OBJECT_ARRAY || d->via.array.size != 2) {
     rn_schema_free(s);
     rn_err_set(e, RN_ESCHEMA, "a store's description could not be read");
     return NULL;

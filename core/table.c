@@ -539,9 +539,10 @@ static int get_in(rn_rel *t, MDB_txn *txn, msgpack_object *vals, uint8_t *given,
   located l;
   if (!rc) rc = locate(t, txn, p->keybuf.data, p->keybuf.size, &l);
   if (rc) return rc;
+  if (l.live && rn_buf_write(&p->rowbuf, l.row, l.row_len)) /* the caller reads row_len bytes of the copy */
+    return rn_err_set(&p->err, RN_ENOMEM, "%s: out of memory", t->name);
   *found = l.live;
   if (l.live) {
-    rn_buf_write(&p->rowbuf, l.row, l.row_len);
     *id = l.id;
     *row = p->rowbuf.data;
     *len = l.row_len;
@@ -693,6 +694,31 @@ static int cursor_reopen(rn_table_cursor *c)
   return rc;
 }
 
+/* A group's cursor before a step: in the group's transaction (opened again
+ * there after a regrow), and the group's writes of t since the last step
+ * in LMDB, where it reads. Writing them may fill the map: in a group the
+ * host runs (not from a callback) the map then grows and the group goes
+ * on in a new transaction (group.c (5)), as after a change that fills it;
+ * if that fails, the group is rolled back. From a callback the error
+ * returns, the store noting it: the group grows the map when it commits. */
+static int group_cursor_ready(rn_table_cursor *c)
+{
+  rn_rel *t = c->t;
+  rn_pipeline *p = t->p;
+  for (;;) {
+    int mrc = c->txn != p->store.txn_serial ? cursor_reopen(c) : 0;
+    if (mrc) {
+      c->cur = NULL;
+      return rn_store_fail(&p->err, mrc, t->name);
+    }
+    mrc = rn_wb_sync(&p->store, c->view.txn, t->rows_dbi);
+    if (!mrc) return 0;
+    int rc = rn_store_fail(&p->err, mrc, t->name);
+    if (p->state != RN_OPEN) return rc;
+    if (rc != RN_EFULL || rn_group_regrow(p) != 0) return rn_group_fail(p, p->err.code, p->err.msg);
+  }
+}
+
 int rn_table_cursor_next(rn_table_cursor *c, uint64_t *id, const char **row, size_t *len, int *done)
 {
   rn_rel *t = c->t;
@@ -706,14 +732,8 @@ int rn_table_cursor_next(rn_table_cursor *c, uint64_t *id, const char **row, siz
     return rn_err_set(&t->p->err, RN_EMISUSE, "%s: rows(): the group this iteration ran in has ended", t->name);
   }
   MDB_val k, v;
-  int wrc = !c->view.own && c->txn != t->p->store.txn_serial ? cursor_reopen(c) : 0;
-  if (wrc) {
-    c->cur = NULL;
-    return rn_store_fail(&t->p->err, wrc, t->name);
-  }
-  /* the group's writes since the last step reach LMDB, where the cursor reads */
-  wrc = c->view.own ? 0 : rn_wb_sync(&t->p->store, c->view.txn, t->rows_dbi);
-  if (wrc) return rn_store_fail(&t->p->err, wrc, t->name);
+  int wrc = c->view.own ? 0 : group_cursor_ready(c);
+  if (wrc) return wrc;
   for (;;) {
     int rc = mdb_cursor_get(c->cur, &k, &v, c->started ? MDB_NEXT : MDB_FIRST);
     c->started = true;

@@ -148,6 +148,8 @@ describe("a group that fails after the map grew in it", function()
   teardown(H.cleanup)
   for _, sync in ipairs{ true, false } do
     for _, wb in ipairs{ false, true } do
+      -- What a group rolled back emitted stays in rel:changes() (group.c, take_back: "rel:changes() still
+      -- counts them"), once, as with no regrow; its rows, ids and "ch:" records do not stay.
       it(("leaves every count as the same failure without a regrow (sync = %s, write_back = %s)")
           :format(tostring(sync), tostring(wb)), function()
         local got = both({ sync = sync, write_back = wb }, function(p, r)

@@ -84,7 +84,8 @@ static int open_group(rn_pipeline *p)
   p->state = RN_OPEN;
   for (int i = 0; i < p->nrels; i++) {
     rn_rel *r = p->rels[i];
-    r->begun.emitted = rn_rel_emitted(r), r->begun.saved = r->emitted_saved, r->begun.changed_seq = r->changed_seq;
+    memcpy(r->begun.emitted, r->emitted, sizeof r->emitted);
+    r->begun.saved = r->emitted_saved, r->begun.changed_seq = r->changed_seq;
   }
   rn_lookups_group_began(p);
   int rc = rn_rebuild_tell(p);
@@ -158,6 +159,24 @@ static int keep_carried(rn_pipeline *p)
   return rc ? rc : rn_sinks_replay(p);
 }
 
+/* A regrow applies the open group's changes again, counted as they go
+ * (rel:changes()), and writes the carried groups' "ch:" records again
+ * (keep_carried): every relation's emitted counts, emitted_saved and
+ * changed_seq go back to where the open group began, as they stood after
+ * the last carried group. Kept as they were, the replay counted the open
+ * group twice, and keep_carried, finding emitted counts beyond
+ * emitted_saved, recorded the open group's changes under the last carried
+ * group's seq and left the open group's own commit nothing to record. */
+static void count_from_begun(rn_pipeline *p)
+{
+  for (int i = 0; i < p->nrels; i++) {
+    rn_rel *r = p->rels[i];
+    memcpy(r->emitted, r->begun.emitted, sizeof r->emitted);
+    r->emitted_saved = r->begun.saved;
+    r->changed_seq = r->begun.changed_seq;
+  }
+}
+
 /* Aborts the LMDB transaction and starts a new one holding the first
  * `upto` logged source changes again: those before replay_mark silently
  * (carried groups, then keep_carried), the rest into the logs (the open
@@ -181,6 +200,7 @@ static int restart(rn_pipeline *p, size_t upto, bool grow)
     p->replay = old;  /* for the restart without growth that takes the group back (rollback_group), */
     return rc;        /* else the carried groups were lost with no word, their seq kept */
   }
+  if (grow && p->state != RN_IDLE) count_from_begun(p); /* between groups they are the last commit's */
   rc = rn_store_begin(&p->store, &p->err);
   if (!rc && (!grow || p->state == RN_IDLE)) p->group_serial++; /* a regrow goes on with the open group: its cursors too */
   rn_gstate state = p->state;
@@ -218,7 +238,8 @@ static void take_back(rn_pipeline *p, uint64_t told)
      no counters kept, refused at the next open as damaged. rel:changes() still counts them. */
   for (int i = 0; i < p->nrels; i++) {
     rn_rel *r = p->rels[i];
-    r->emitted_saved = r->begun.saved + (rn_rel_emitted(r) - r->begun.emitted);
+    uint64_t begun = r->begun.emitted[0] + r->begun.emitted[1] + r->begun.emitted[2];
+    r->emitted_saved = r->begun.saved + (rn_rel_emitted(r) - begun);
     r->changed_seq = r->begun.changed_seq;
   }
   rn_lookups_rolled_back(p); /* the carried groups applied again get the answers they got */

@@ -139,8 +139,9 @@ struct rn_rel {
   uint64_t emitted[3];    /* INSERTs, UPDATEs, DELETEs emitted since open */
   uint64_t emitted_saved; /* their sum when the last group's "ch:" record was written (store.h) */
   uint64_t changed_seq;   /* the last group since open in which it emitted a change, or 0 */
-  struct {                /* the three above as the open group began: a group rolled back */
-    uint64_t emitted, saved, changed_seq; /* changed nothing (group.c, rollback_group) */
+  struct {                /* the three above as the open group began: a group rolled back changed */
+    uint64_t emitted[3];  /* nothing, a regrow counts it again from here (group.c, take_back, restart) */
+    uint64_t saved, changed_seq;
   } begun;
   void *udata;            /* the binding's data; runnel only hands it to udata_free */
   rn_free_fn udata_free;  /* frees udata when the relation is freed, or NULL */

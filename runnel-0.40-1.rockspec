@@ -4,10 +4,10 @@
 -- library install with `make install`.
 rockspec_format = "3.0"
 package = "runnel"
-version = "0.39-1"
+version = "0.40-1"
 source = {
   url = "git+https://github.com/runnel/runnel.git",
-  tag = "v0.39",
+  tag = "v0.40",
 }
 description = {
   summary = "A stream processor that lives inside your program",

@@ -89,6 +89,18 @@ RN_API int rn_pipeline_open(const rn_open_opts *opts, rn_pipeline **out, char *e
     if (errbuf) snprintf(errbuf, errlen, "open: carry_groups and carry_seconds must be 0 (the default) or more");
     return RN_EINVAL;
   }
+  if (opts && (opts->write_back < -1 || opts->write_back > 1)) {
+    if (errbuf)
+      snprintf(errbuf, errlen, "open: write_back is 1 (on), -1 (off) or 0 (as RUNNEL_WRITE_BACK says), not %d",
+               opts->write_back);
+    return RN_EINVAL;
+  }
+  if (opts && opts->carry_page_share < -1) {
+    if (errbuf)
+      snprintf(errbuf, errlen, "open: carry_page_share is N > 0, -1 (off) or 0 (as RUNNEL_CARRY_PAGE_SHARE says), "
+               "not %d", opts->carry_page_share);
+    return RN_EINVAL;
+  }
   rn_pipeline *p = calloc(1, sizeof *p);
   if (!p) {
     if (errbuf) snprintf(errbuf, errlen, "out of memory");

@@ -42,7 +42,7 @@ int rn_check_declarable(rn_pipeline *p, const char *name)
   size_t len = strlen(name);
   char quoted[RN_NAME_MAX * 4 + 3]; /* the name in messages, its stray bytes escaped: a message is UTF-8 */
   if (p->state != RN_IDLE)
-    return rn_err_set(&p->err, RN_EMISUSE, "relation %s: relations are declared outside groups",
+    return rn_err_set(&p->err, RN_EMISUSE, "relation %s: relations are declared outside groups and their callbacks",
                       rn_json_quote(quoted, sizeof quoted, name, len));
   int rc = rn_flush(p); /* a declaration writes in a transaction of its own */
   if (rc) return rc;

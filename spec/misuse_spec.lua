@@ -83,12 +83,12 @@ local ACTIONS = {
   ["p:rollback()"] = { function(p) p:rollback() end, "rollback: not from inside a callback" },
   ["t:insert"] = { function(p, t) t:insert{ id = 99 } end, "tables cannot be changed from inside a callback" },
   ["t:delete"] = { function(p, t) t:delete(1) end, "tables cannot be changed from inside a callback" },
-  ["p:table"] = { function(p) p:table("late", COLS) end, "relations are declared outside groups" },
+  ["p:table"] = { function(p) p:table("late", COLS) end, "relations are declared outside groups and their callbacks" },
   ["t:sink"] = { function(p, t) t:sink(function() end) end, "sinks are added outside groups" },
   ["p:flush()"] = { function(p) p:flush() end, "flush: not from inside a callback" },
   ["p:run"] = { function(p) p:run(runnel.ndjson_source("-")) end, "run: not inside a group or a callback" },
   ["p:lookup"] = { function(p) p:lookup("late", { {"k","int"}, key = "k", source = print }) end,
-                   "relations are declared outside groups" },
+                   "relations are declared outside groups and their callbacks" },
   ["t:update"] = { function(p, t) t:update{ id = 1, a = 5 } end, "tables cannot be changed from inside a callback" },
 }
 

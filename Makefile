@@ -108,12 +108,12 @@ $(BUILD)/runnel: $(BUILD)/lua/cli.o $(BUILD)/librunnel.a
 $(BUILD)/host: scripts/host/host.c core/runnel.h $(BUILD)/librunnel.a $(FLAGS_STAMP)
 	$(CC) $(filter-out -D_GNU_SOURCE,$(CFLAGS)) -Icore -o $@ $< $(BUILD)/librunnel.a $(ALL_LIBS) $(LDFLAGS)
 
-# C tests link the core alone, except those that embed Lua (test_api, test_oom, test_capi_edges13).
+# C tests link the core alone, except those that embed Lua (test_api, test_oom, test_capi_edges13, test_host_close_edges28).
 $(BUILD)/spec/%: spec/c/%.c $(wildcard spec/c/*.h) $(BUILD)/librunnel_core.a $(FLAGS_STAMP)
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS) $(LUA_INC) -Icore -Ispec/c -o $@ $< $(BUILD)/librunnel_core.a $(CORE_LIBS) $(LDFLAGS)
 
-$(BUILD)/spec/test_api $(BUILD)/spec/test_oom $(BUILD)/spec/test_capi_edges13: $(BUILD)/spec/%: spec/c/%.c $(wildcard spec/c/*.h) $(BUILD)/librunnel.a $(FLAGS_STAMP)
+$(BUILD)/spec/test_api $(BUILD)/spec/test_oom $(BUILD)/spec/test_capi_edges13 $(BUILD)/spec/test_host_close_edges28: $(BUILD)/spec/%: spec/c/%.c $(wildcard spec/c/*.h) $(BUILD)/librunnel.a $(FLAGS_STAMP)
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS) $(LUA_INC) -Icore -Ispec/c -o $@ $< $(BUILD)/librunnel.a $(ALL_LIBS) $(LDFLAGS)
 

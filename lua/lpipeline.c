@@ -78,11 +78,11 @@ static int close_pipe(lua_State *L, lpipe *lp, char *lost, size_t lostlen)
 {
   if (!lp->p) return 0;
   lp->L = L;
-  if (lp->borrowed) return 0;
   if (lp->depth > 0) { /* the core cannot see every callback (a scan's): the binding counts them */
     rn_err_set(&lp->p->err, RN_EMISUSE, "close: not from inside a callback");
     return -1;
   }
+  if (lp->borrowed) return 0; /* refused as any from a callback (above), else let go */
   int rc = rn_pipeline_close_report(lp->p, lost, lostlen); /* frees callback contexts and relinfos through lp->L */
   if (rc == RN_EMISUSE) return -1;
   rn_lua_detach(lp);

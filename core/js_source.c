@@ -682,9 +682,28 @@ static bool subjects_overlap(const char *a, const char *b)
   }
 }
 
+/* Whether a message can have a subject filter matches: tokens between
+ * dots non-empty, no white space, ">" only as the last token. "s..0" was
+ * said to overlap "s.*.0", and alone to be a subject the stream lacks. */
+static bool subject_valid(const char *subject)
+{
+  if (subject[strcspn(subject, " \t\r\n")]) return false;
+  for (const char *tok = subject;;) {
+    size_t n = strcspn(tok, ".");
+    if (n == 0) return false;
+    if (!tok[n]) return true;
+    if (n == 1 && tok[0] == '>') return false;
+    tok += n + 1;
+  }
+}
+
 /* JSSRC-5: no message may match two of o's subjects. */
 static int subjects_apart(rn_pipeline *p, const rn_js_source_opts *o)
 {
+  for (int i = 0; i < o->nsubjects; i++)
+    if (!subject_valid(o->subjects[i]))
+      return rn_err_set(&p->err, RN_EINVAL, "jetstream source: subject \"%s\" is no subject (empty tokens and white "
+                        "space are not allowed, and > only as the last token)", o->subjects[i]);
   for (int i = 0; i < o->nsubjects; i++)
     for (int j = i + 1; j < o->nsubjects; j++) {
       const char *a = o->subjects[i], *b = o->subjects[j];

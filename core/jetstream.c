@@ -207,12 +207,17 @@ static int jsink_change(void *ctx, rn_rel *rel, const rn_change *c, const rn_sin
 /* Reads the stream's max_msg_size again (JS-7): at each run, as the
  * stream may have been changed since the last (lowered, the server would
  * refuse an event and store the later ones). Unread, the last one read
- * stands: a server that cannot answer fails the run anyway. */
+ * stands: a server that cannot answer fails the run anyway. Waits the
+ * sink's timeout at most, not nats.c's 5 s: a stalled server's runs would
+ * each take that longer. */
 static void read_limit(jsink *s)
 {
   jsStreamInfo *si = NULL;
   jsErrCode jerr = 0;
-  if (!s->stream || js_GetStreamInfo(&si, s->js, s->stream, NULL, &jerr) != NATS_OK) return;
+  jsOptions o;
+  jsOptions_Init(&o);
+  o.Wait = s->timeout_ms;
+  if (!s->stream || js_GetStreamInfo(&si, s->js, s->stream, &o, &jerr) != NATS_OK) return;
   s->max_msg_size = si->Config && si->Config->MaxMsgSize > 0 ? si->Config->MaxMsgSize : -1;
   jsStreamInfo_Destroy(si);
 }

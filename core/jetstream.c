@@ -37,7 +37,8 @@
  * (7) No event of a run is published after one over the stream's
  *     max_msg_size: the stream would refuse it and store the later ones,
  *     and (3) would then skip it as stored at the next open. Said, and the
- *     run stops there, as for the server's max_payload. */
+ *     run stops there, as for the server's max_payload. The limit is read
+ *     at each run: one lowered while a run is published is not seen. */
 #include "jetstream.h"
 
 #include <nats/nats.h>
@@ -203,19 +204,22 @@ static int jsink_change(void *ctx, rn_rel *rel, const rn_change *c, const rn_sin
   return 0;
 }
 
-/* Whether a message of size bytes (data and header) is over the stream's
- * max_msg_size (JS-7): asked again of the server before saying so, as the
- * stream may have been changed to take it. */
-static bool over_stream_limit(jsink *s, int64_t size)
+/* Reads the stream's max_msg_size again (JS-7): at each run, as the
+ * stream may have been changed since the last (lowered, the server would
+ * refuse an event and store the later ones). Unread, the last one read
+ * stands: a server that cannot answer fails the run anyway. Waits the
+ * sink's timeout at most, not nats.c's 5 s: a stalled server's runs would
+ * each take that longer. */
+static void read_limit(jsink *s)
 {
-  if (!s->stream || s->max_msg_size < 0 || size <= s->max_msg_size) return false;
   jsStreamInfo *si = NULL;
   jsErrCode jerr = 0;
-  if (js_GetStreamInfo(&si, s->js, s->stream, NULL, &jerr) == NATS_OK) {
-    s->max_msg_size = si->Config && si->Config->MaxMsgSize > 0 ? si->Config->MaxMsgSize : -1;
-    jsStreamInfo_Destroy(si);
-  }
-  return s->max_msg_size >= 0 && size > s->max_msg_size;
+  jsOptions o;
+  jsOptions_Init(&o);
+  o.Wait = s->timeout_ms;
+  if (!s->stream || js_GetStreamInfo(&si, s->js, s->stream, &o, &jerr) != NATS_OK) return;
+  s->max_msg_size = si->Config && si->Config->MaxMsgSize > 0 ? si->Config->MaxMsgSize : -1;
+  jsStreamInfo_Destroy(si);
 }
 
 /* "" when the connection is up; otherwise words saying it is down, for
@@ -242,11 +246,12 @@ static int publish_one(jsink *s, const staged *ev, rn_err *e)
                       "max_payload of %lld: it cannot be published and its group waits in the outbox (raise "
                       "max_payload in the server's configuration)", s->rel, s->subject, (unsigned long long)ev->seq,
                       (unsigned long long)ev->n, ev->len, (long long)max);
-  if (over_stream_limit(s, (int64_t)ev->len + 27 + (int64_t)strlen(msgid))) /* "NATS/1.0\r\nNats-Msg-Id: …\r\n\r\n" */
-    return rn_err_set(e, RN_EINVAL, "%s: jetstream %s: group %llu change %llu is %zu bytes, over the max_msg_size of "
-                      "stream %s, %lld: it cannot be published and its group waits in the outbox (raise the stream's "
-                      "max_msg_size)", s->rel, s->subject, (unsigned long long)ev->seq, (unsigned long long)ev->n,
-                      ev->len, s->stream, (long long)s->max_msg_size);
+  int64_t stored = (int64_t)ev->len + 27 + (int64_t)strlen(msgid); /* "NATS/1.0\r\nNats-Msg-Id: …\r\n\r\n" */
+  if (s->max_msg_size >= 0 && stored > s->max_msg_size) /* as the server counts it: data and header */
+    return rn_err_set(e, RN_EINVAL, "%s: jetstream %s: group %llu change %llu is %lld bytes with its header, over the "
+                      "max_msg_size of stream %s, %lld: it cannot be published and its group waits in the outbox "
+                      "(raise the stream's max_msg_size)", s->rel, s->subject, (unsigned long long)ev->seq,
+                      (unsigned long long)ev->n, (long long)stored, s->stream, (long long)s->max_msg_size);
   natsStatus st = natsMsg_Create(&m, s->subject, NULL, s->data.data + ev->at, (int)ev->len);
   if (st == NATS_OK) st = natsMsgHeader_Set(m, "Nats-Msg-Id", msgid);
   if (st == NATS_OK) st = js_PublishMsgAsync(s->js, &m, NULL);
@@ -305,6 +310,7 @@ static int jsink_finish(void *ctx, rn_err *e)
     clear_run(s);
     return rc;
   }
+  if (s->n) read_limit(s);
   for (size_t i = 0; i < s->n && !rc; i++)
     if (after_done(s, s->events[i].seq, s->events[i].n)) rc = publish_one(s, &s->events[i], e);
   jsPubOptions po;

@@ -25,8 +25,11 @@
  *     stream was deleted and made again: its sequences start over), and so
  *     is one counted in a stream made at another time than the stream of
  *     that name now (made again and filled up to the position or past
- *     it). A state with no position yet starts at the stream's first message
- *     (Kafka's auto.offset.reset = earliest). Checked at the start of a
+ *     it), unless the stream keeps a message older than its creation
+ *     time: that time moved in the server (stream_bounds), and a stream
+ *     made again is then not told from the same one. A state with no
+ *     position yet starts at the stream's first message (Kafka's
+ *     auto.offset.reset = earliest). Checked at the start of a
  *     run, and again when a fetch begins past the position + 1 (the
  *     consumer passes over what was discarded while the run went on).
  * (4) Messages of several subjects are applied in stream order among those
@@ -313,8 +316,19 @@ static int feed_subscribe(source *s, feed *f)
                     natsStatus_GetText(st), nats_GetLastError(NULL) ? nats_GetLastError(NULL) : "");
 }
 
-/* The stream's first and last sequences. */
-static int stream_bounds(source *s, uint64_t *first, uint64_t *last, int64_t *made)
+/* What JSSRC-3 asks of the stream now. */
+typedef struct bounds {
+  uint64_t first, last;   /* its first and last sequences */
+  int64_t made;           /* its creation time as the server says it (ns) */
+  bool made_sure;         /* false: it keeps a message older than that, so the time moved (see stream_bounds) */
+} bounds;
+
+/* The stream's sequences and creation time. nats-server 2.9 gives a file
+ * stream the time of a restart as its creation time once its config was
+ * changed after that restart and the server restarted again: a message
+ * older than the creation time tells such a time, which says nothing of
+ * a stream made again. */
+static int stream_bounds(source *s, bounds *b)
 {
   jsStreamInfo *si = NULL;
   jsErrCode jerr = 0;
@@ -322,18 +336,19 @@ static int stream_bounds(source *s, uint64_t *first, uint64_t *last, int64_t *ma
   if (st != NATS_OK)
     return rn_err_set(&s->p->err, RN_EIO, "%s: stream %s: %s", s->o->name, s->o->stream,
                       jerr == JSStreamNotFoundErr ? "no such stream" : natsStatus_GetText(st));
-  *first = si->State.FirstSeq;
-  *last = si->State.LastSeq;
-  *made = si->Created;
+  b->first = si->State.FirstSeq;
+  b->last = si->State.LastSeq;
+  b->made = si->Created;
+  b->made_sure = !(si->State.Msgs > 0 && si->State.FirstTime > 0 && si->State.FirstTime < si->Created);
   jsStreamInfo_Destroy(si);
   return 0;
 }
 
 /* JSSRC-3 for one subject at position at, counted in the stream made at
- * at_made (0: not known), in the stream made at made now. */
-static int position_kept(source *s, const feed *f, uint64_t at, int64_t at_made, uint64_t first, uint64_t last,
-                         int64_t made)
+ * at_made (0: not known), in the stream as b says it is now. */
+static int position_kept(source *s, const feed *f, uint64_t at, int64_t at_made, const bounds *b)
 {
+  uint64_t first = b->first, last = b->last;
   if (at > last) /* the consumer would wait for sequence at + 1 and pass over everything before it */
     return rn_err_set(&s->p->err, RN_EINVAL,
                       "%s: stream %s: the state's position for %s is %llu but the stream ends at %llu: the stream "
@@ -341,7 +356,7 @@ static int position_kept(source *s, const feed *f, uint64_t at, int64_t at_made,
                       "rebuild the state",
                       s->o->name, s->o->stream, f->subject, (unsigned long long)at, (unsigned long long)last,
                       (unsigned long long)at);
-  if (at > 0 && at_made && made && at_made != made) /* made again and filled up to the position or past it */
+  if (at > 0 && at_made && b->made && b->made_sure && at_made != b->made) /* made again and filled up to the position or past it */
     return rn_err_set(&s->p->err, RN_EINVAL,
                       "%s: stream %s: the state's position for %s is %llu of an earlier stream of that name: the "
                       "stream was made again (its sequences start over), and messages 1..%llu would be passed over; "
@@ -361,13 +376,12 @@ static int position_kept(source *s, const feed *f, uint64_t at, int64_t at_made,
  * may be gone. */
 static int check_retention(source *s)
 {
-  uint64_t first, last;
-  int64_t made;
-  int rc = stream_bounds(s, &first, &last, &made);
+  bounds b;
+  int rc = stream_bounds(s, &b);
   for (int i = 0; !rc && i < s->o->nsubjects; i++) {
     position *at = s->feeds[i].at;
-    rc = position_kept(s, &s->feeds[i], at->committed, at->made_stored, first, last, made);
-    at->made = made; /* written with the position from now on */
+    rc = position_kept(s, &s->feeds[i], at->committed, at->made_stored, &b);
+    at->made = b.made; /* written with the position from now on */
   }
   return rc;
 }
@@ -414,11 +428,11 @@ static int feed_fetch(source *s, feed *f, int max, int64_t wait_ms)
      * message, past any discarded since the run began. Discards take the
      * stream's front, so a gap after the position is checked when a fetch
      * begins with one (messages of other subjects make most gaps). */
-    uint64_t at = f->at->applied, first, last;
-    int64_t made;
+    uint64_t at = f->at->applied;
+    bounds b;
     if (at > 0 && stream_seq(f->got.Msgs[0]) > at + 1) {
-      int rc = stream_bounds(s, &first, &last, &made);
-      if (!rc) rc = position_kept(s, f, at, f->at->made, first, last, made);
+      int rc = stream_bounds(s, &b);
+      if (!rc) rc = position_kept(s, f, at, f->at->made, &b);
       if (rc) {
         natsMsgList_Destroy(&f->got);
         memset(&f->got, 0, sizeof f->got);
@@ -668,9 +682,28 @@ static bool subjects_overlap(const char *a, const char *b)
   }
 }
 
+/* Whether a message can have a subject filter matches: tokens between
+ * dots non-empty, no white space, ">" only as the last token. "s..0" was
+ * said to overlap "s.*.0", and alone to be a subject the stream lacks. */
+static bool subject_valid(const char *subject)
+{
+  if (subject[strcspn(subject, " \t\r\n")]) return false;
+  for (const char *tok = subject;;) {
+    size_t n = strcspn(tok, ".");
+    if (n == 0) return false;
+    if (!tok[n]) return true;
+    if (n == 1 && tok[0] == '>') return false;
+    tok += n + 1;
+  }
+}
+
 /* JSSRC-5: no message may match two of o's subjects. */
 static int subjects_apart(rn_pipeline *p, const rn_js_source_opts *o)
 {
+  for (int i = 0; i < o->nsubjects; i++)
+    if (!subject_valid(o->subjects[i]))
+      return rn_err_set(&p->err, RN_EINVAL, "jetstream source: subject \"%s\" is no subject (empty tokens and white "
+                        "space are not allowed, and > only as the last token)", o->subjects[i]);
   for (int i = 0; i < o->nsubjects; i++)
     for (int j = i + 1; j < o->nsubjects; j++) {
       const char *a = o->subjects[i], *b = o->subjects[j];

@@ -81,7 +81,7 @@ describe("a jetstream sink the stream refuses (28)", function()
     t:insert{ id = 2, s = "y" }
     p:commit()
     local err = H.error_of(p.deliver, p)
-    assert.matches(("^t: jetstream %s.out: group 1 change 1 is %%d+ bytes, over the max_msg_size of stream %s, 100: "
+    assert.matches(("^t: jetstream %s.out: group 1 change 1 is %%d+ bytes with its header, over the max_msg_size of stream %s, 100: "
                     .. "it cannot be published and its group waits in the outbox"):format(subj, name), err)
     assert.equal(0, #dump(url, name, subj .. ".out"))
     p:close()

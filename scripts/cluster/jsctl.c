@@ -12,6 +12,9 @@
  *   jsctl URL delete STREAM           deletes the stream (made again, it counts from 1)
  *   jsctl URL info STREAM             "first last messages leader consumers"
  *   jsctl URL wait STREAM SECONDS     waits until the stream has a leader
+ *   jsctl URL edit STREAM [maxmsgsize=N] [maxmsgs=N]
+ *       changes the stream's config in place (as `nats stream edit`)
+ *   jsctl URL created STREAM          the stream's creation time (ns)
  * Exit 0 on success, 1 with a message on stderr. */
 #include <jansson.h>
 #include <msgpack.h>
@@ -243,10 +246,39 @@ static int cmd_info(char **argv, double wait)
   }
 }
 
+/* Changes the options given of the stream's config, keeping the rest. */
+static int cmd_edit(int argc, char **argv)
+{
+  jsStreamInfo *si = NULL;
+  jsErrCode jerr = 0;
+  natsStatus st = js_GetStreamInfo(&si, js, argv[0], NULL, &jerr);
+  if (st != NATS_OK) return fail("info", st);
+  jsStreamConfig *sc = si->Config;
+  sc->MaxMsgSize = atoi(opt(argc, argv, "maxmsgsize", "0")) ? atoi(opt(argc, argv, "maxmsgsize", "0")) : sc->MaxMsgSize;
+  sc->MaxMsgs = atoll(opt(argc, argv, "maxmsgs", "0")) ? atoll(opt(argc, argv, "maxmsgs", "0")) : sc->MaxMsgs;
+  jsStreamInfo *after = NULL;
+  st = js_UpdateStream(&after, js, sc, NULL, &jerr);
+  jsStreamInfo_Destroy(si);
+  if (st != NATS_OK) return fail("edit", st);
+  jsStreamInfo_Destroy(after);
+  return 0;
+}
+
+static int cmd_created(char **argv)
+{
+  jsStreamInfo *si = NULL;
+  jsErrCode jerr = 0;
+  natsStatus st = js_GetStreamInfo(&si, js, argv[0], NULL, &jerr);
+  if (st != NATS_OK) return fail("info", st);
+  printf("%lld\n", (long long)si->Created);
+  jsStreamInfo_Destroy(si);
+  return 0;
+}
+
 int main(int argc, char **argv)
 {
   if (argc < 4) {
-    fprintf(stderr, "usage: jsctl URL add|pub|dump|purge|delete|info|wait …\n");
+    fprintf(stderr, "usage: jsctl URL add|pub|dump|purge|delete|info|wait|edit|created …\n");
     return 2;
   }
   natsOptions *o = NULL;
@@ -271,6 +303,8 @@ int main(int argc, char **argv)
   else if (strcmp(cmd, "delete") == 0) rc = (st = js_DeleteStream(js, argv[3], NULL, NULL)) ? fail("delete", st) : 0;
   else if (strcmp(cmd, "info") == 0) rc = cmd_info(argv + 3, 0);
   else if (strcmp(cmd, "wait") == 0 && argc >= 5) rc = cmd_info(argv + 3, atof(argv[4]));
+  else if (strcmp(cmd, "edit") == 0) rc = cmd_edit(argc - 3, argv + 3);
+  else if (strcmp(cmd, "created") == 0) rc = cmd_created(argv + 3);
   else fprintf(stderr, "jsctl: unknown command or missing arguments: %s\n", cmd);
   jsCtx_Destroy(js);
   natsConnection_Destroy(nc);

@@ -319,10 +319,12 @@ void rn_lookups_rolled_back(rn_pipeline *p) { each_lookup(p, drop_group); }
 void rn_lookups_reapply_starts(rn_pipeline *p) { each_lookup(p, read_from_start); }
 void rn_lookups_committed(rn_pipeline *p) { each_lookup(p, forget_answers); }
 /* A change retried before read fewer answers than its first try logged
- * (a callback that asked otherwise): the rest go. */
+ * (a callback that asked otherwise): the rest go, never an earlier
+ * change's (before answers_enter). */
 static void end_retry(rn_lookup *lk)
 {
-  if (lk->retrying && lk->answers_at < lk->answers.size) lk->answers.size = lk->answers_at;
+  size_t kept = lk->answers_at > lk->answers_enter ? lk->answers_at : lk->answers_enter;
+  if (lk->retrying && kept < lk->answers.size) lk->answers.size = kept;
   lk->retrying = false;
 }
 static void mark_change(rn_lookup *lk)

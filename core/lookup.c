@@ -55,8 +55,9 @@ typedef struct rn_lookup {
   msgpack_sbuffer answers; /* the answer log: |klen u32|key|found u8|rlen u32|row| per answer */
   size_t answers_mark;     /* its size when the open group began */
   size_t answers_at;       /* where a re-application reads next */
-  size_t answers_enter;    /* its size when the change being applied began: a change retried after the map
-                              grew asks again, and its first answer is not the next change's (group.c) */
+  size_t answers_enter;    /* its size when the change being applied began (group.c) */
+  bool retrying;           /* a change retried after the map grew reads the answers it got before (from
+                              answers_at, past the replayed changes' own), then asks and logs anew */
 } rn_lookup;
 
 static double monotonic(void)
@@ -222,9 +223,15 @@ int rn_lookup_get(rn_rel *rel, const char *key, size_t klen, const char **row, s
   rn_pipeline *p = rel->p;
   *row = NULL;
   *len = 0;
-  if (p->reapplying && logged_answer(lk, key, klen, row, len)) {
+  bool retried = !p->reapplying && lk->retrying && p->state == RN_APPLYING;
+  if (retried && lk->answers_at < lk->answers_enter) lk->answers_at = lk->answers_enter; /* its own, first */
+  if ((p->reapplying || retried) && logged_answer(lk, key, klen, row, len)) {
     if (*row && !(*row = rn_scratch_copy(p, *row, *len))) return rn_err_set(&p->err, RN_ENOMEM, "out of memory");
     return 0;
+  }
+  if (retried) { /* past what the first try asked: the rest of the log is not this change's */
+    lk->answers.size = lk->answers_at;
+    lk->retrying = false;
   }
   int rc = lookup_get(lk, rel, key, klen, row, len);
   /* logged while a change is applied: a read between changes is not applied again */
@@ -293,22 +300,47 @@ static void each_lookup(rn_pipeline *p, void (*fn)(rn_lookup *lk))
     if (p->rels[i]->kind == RN_REL_LOOKUP) fn(p->rels[i]->ctx);
 }
 
-static void mark_group(rn_lookup *lk) { lk->answers_mark = lk->answers.size; }
-static void drop_group(rn_lookup *lk) { lk->answers.size = lk->answers_mark; }
+static void end_retry(rn_lookup *lk);
+static void mark_group(rn_lookup *lk)
+{
+  end_retry(lk);
+  lk->answers_mark = lk->answers.size;
+}
+static void drop_group(rn_lookup *lk) { lk->answers.size = lk->answers_mark; lk->retrying = false; }
 static void read_from_start(rn_lookup *lk) { lk->answers_at = 0; }
-static void forget_answers(rn_lookup *lk) { lk->answers.size = lk->answers_mark = lk->answers_at = 0; }
+static void forget_answers(rn_lookup *lk)
+{
+  lk->answers.size = lk->answers_mark = lk->answers_at = 0;
+  lk->retrying = false;
+}
 
 void rn_lookups_group_began(rn_pipeline *p) { each_lookup(p, mark_group); }
 void rn_lookups_rolled_back(rn_pipeline *p) { each_lookup(p, drop_group); }
 void rn_lookups_reapply_starts(rn_pipeline *p) { each_lookup(p, read_from_start); }
 void rn_lookups_committed(rn_pipeline *p) { each_lookup(p, forget_answers); }
-static void mark_change(rn_lookup *lk) { lk->answers_enter = lk->answers.size; }
-static void drop_change(rn_lookup *lk)
+/* A change retried before read fewer answers than its first try logged
+ * (a callback that asked otherwise): the rest go, never an earlier
+ * change's (before answers_enter). */
+static void end_retry(rn_lookup *lk)
 {
-  if (lk->answers_enter < lk->answers.size) lk->answers.size = lk->answers_enter;
+  size_t kept = lk->answers_at > lk->answers_enter ? lk->answers_at : lk->answers_enter;
+  if (lk->retrying && kept < lk->answers.size) lk->answers.size = kept;
+  lk->retrying = false;
 }
+static void mark_change(rn_lookup *lk)
+{
+  end_retry(lk);
+  lk->answers_enter = lk->answers.size;
+}
+/* The change is applied again after the map grew: the replay of the
+ * group's changes before it reads the log up to answers_enter, and the
+ * retry then reads the answers its first try got, asking the source (and
+ * counting a hit or miss) only past them, as the run with no regrow did
+ * once. Dropping them asked again: another source call, or a cache hit,
+ * per regrow (p:stats().lookups), and a source's newer answer. */
+static void retry_change(rn_lookup *lk) { lk->retrying = lk->answers_enter < lk->answers.size; }
 void rn_lookups_change_began(rn_pipeline *p) { each_lookup(p, mark_change); }
-void rn_lookups_change_retried(rn_pipeline *p) { each_lookup(p, drop_change); }
+void rn_lookups_change_retried(rn_pipeline *p) { each_lookup(p, retry_change); }
 
 const rn_lookup_stats *rn_lookup_stats_of(const rn_rel *rel)
 {

@@ -36,8 +36,9 @@ void rn_lookups_rolled_back(rn_pipeline *p);
 void rn_lookups_reapply_starts(rn_pipeline *p);
 void rn_lookups_committed(rn_pipeline *p);
 /* A change entering, and that change applied again after the map grew
- * (rn_group_regrow_change): the answers it got are dropped from the log,
- * which it fills again, so the replays after read each change's own. */
+ * (rn_group_regrow_change): it reads the answers its first try logged,
+ * then asks (and logs) past them, so it gets and counts what the run with
+ * no regrow did, and the replays after read each change's own. */
 void rn_lookups_change_began(rn_pipeline *p);
 void rn_lookups_change_retried(rn_pipeline *p);
 /* Rewrites e, the error of a row a source returned for key (nkey values)

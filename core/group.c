@@ -212,6 +212,13 @@ static int restart(rn_pipeline *p, size_t upto, bool grow)
   if (!rc && grow && state != RN_IDLE) rc = rn_rebuild_tell(p); /* the open group's logs start with them again */
   if (!rc) rc = reapply(p, &old, carried_end, n, false, grow);
   p->state = state;
+  if (rc && grow) { /* the replay failed part way (it filled the grown map too): the next attempt, or the rollback,
+                       replays the whole log again, not the part this one logged (the rest was lost, with no word) */
+    free(p->replay.items);
+    p->replay = old;
+    p->replay_mark = mark;
+    return rc;
+  }
   p->replay_mark = mark < p->replay.n ? mark : p->replay.n;
   free(old.items);
   return rc;

@@ -32,4 +32,18 @@ describe("a callback's own message", function()
     assert.equal("t: sink: sink caf\xe9", e)
     p:close()
   end)
+
+  -- Not a callback's own message: runnel's words on where the function it
+  -- refused is defined, a chunk named with bytes of no character. Before,
+  -- they reached the message raw (appended past the UTF-8 pass).
+  it("is not where runnel names the function it refused: its place is UTF-8", function()
+    local p = runnel.open()
+    local t = p:table("t", { {"id","int"}, key = "id" })
+    local fn = load("return function() return { id = 'x' } end", "=caf\xe9.lua")()
+    t:map(fn, { {"id","int"}, key = "id" }, "m")
+    local ok, e = pcall(t.insert, t, { id = 1 })
+    assert.is_false(ok)
+    assert.equal('map returned a bad row: m: column "id": expected int, got string (the map at caf\\xe9.lua:1)', e)
+    p:close()
+  end)
 end)

@@ -75,7 +75,9 @@ void rn_err_escape_into(char *msg, size_t cap, const char *text, size_t len)
   msg[o] = '\0';
 }
 
-/* msg, which snprintf may have cut inside a character, ends on a whole one. */
+/* msg, which snprintf cut, maybe inside a character, ends on a whole one.
+ * Only for a cut: a callback's own message ending in bytes of no
+ * character is kept as it was said. */
 static void end_whole(char *msg, size_t cap)
 {
   size_t o = strnlen(msg, cap), start = o;
@@ -107,14 +109,14 @@ int rn_err_set(rn_err *e, int code, const char *fmt, ...)
 int rn_err_set_with(rn_err *e, int code, const char *text, const char *fmt, ...)
 {
   char kept[RN_ERRMSG_MAX];
-  snprintf(kept, sizeof kept, "%s", text); /* text may be e's own message */
+  size_t said = (size_t)snprintf(kept, sizeof kept, "%s", text); /* text may be e's own message */
   va_list ap;
   va_start(ap, fmt);
   set_escaped(e, fmt, ap);
   va_end(ap);
   size_t at = strlen(e->msg);
   snprintf(e->msg + at, sizeof e->msg - at, "%s", kept);
-  end_whole(e->msg, sizeof e->msg);
+  if (strlen(e->msg) - at < said) end_whole(e->msg, sizeof e->msg); /* cut: else kept as it was said */
   e->code = code;
   e->cause = 0;
   return code;
@@ -123,8 +125,7 @@ int rn_err_set_with(rn_err *e, int code, const char *text, const char *fmt, ...)
 int rn_err_keep(rn_err *e, int code, const char *text)
 {
   if (text != e->msg) {
-    snprintf(e->msg, sizeof e->msg, "%s", text);
-    end_whole(e->msg, sizeof e->msg);
+    if (snprintf(e->msg, sizeof e->msg, "%s", text) >= (int)sizeof e->msg) end_whole(e->msg, sizeof e->msg);
   }
   e->code = code;
   e->cause = 0;
@@ -137,8 +138,8 @@ void rn_err_prefix(rn_err *e, const char *prefix)
   memcpy(rest, e->msg, sizeof rest);
   rn_err_escape_into(e->msg, sizeof e->msg, prefix, strlen(prefix)); /* a file's path with a newline in it, too */
   size_t at = strlen(e->msg);
-  snprintf(e->msg + at, sizeof e->msg - at, ": %s", rest);
-  end_whole(e->msg, sizeof e->msg);
+  if (snprintf(e->msg + at, sizeof e->msg - at, ": %s", rest) >= (int)(sizeof e->msg - at))
+    end_whole(e->msg, sizeof e->msg);
 }
 
 void rn_err_clear(rn_err *e)

@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "error.h"
 #include "json.h"
 #include "suggest.h"
 
@@ -48,10 +49,12 @@ const char *rn_suggest_column(const rn_schema *s, const char *name, size_t len)
   return best;
 }
 
+/* text after msg, cut at a character's start as the message was made
+ * (rn_err_escape_into): a name cut in half a character made it no UTF-8. */
 static void append(char *msg, size_t cap, const char *text)
 {
   size_t used = strlen(msg);
-  if (used + 1 < cap) snprintf(msg + used, cap - used, "%s", text);
+  if (used + 1 < cap) rn_err_escape_into(msg + used, cap - used, text, strlen(text));
 }
 
 void rn_suggest_append_column(char *msg, size_t cap, const rn_schema *s, const char *name, size_t len)

@@ -644,35 +644,6 @@ struct rn_table_cursor {
   char last[512];
 };
 
-int rn_table_cursor_open(rn_rel *t, rn_table_cursor **out)
-{
-  rn_pipeline *p = t->p;
-  if (t->kind != RN_REL_TABLE) return not_for(t, "rows", "only tables hold rows to read");
-  rn_snapshot view;
-  int rc = rn_snapshot_open(p, t->name, &view); /* outside a group: a snapshot of its own */
-  if (rc) return rc;
-  rn_table_cursor *c = calloc(1, sizeof *c);
-  if (!c) {
-    rn_snapshot_close(&view);
-    return rn_err_set(&p->err, RN_ENOMEM, "out of memory");
-  }
-  c->t = t;
-  c->view = view;
-  if (!view.own) c->group = p->group_serial;
-  c->txn = p->store.txn_serial;
-  rc = rn_wb_cursor_open(&p->store, view.txn, t->rows_dbi, false, &c->cur);
-  if (rc) {
-    rn_snapshot_close(&c->view);
-    free(c);
-    return rn_store_fail(&p->err, rc, t->name);
-  }
-  c->next = p->cursors;
-  if (p->cursors) p->cursors->prev = c;
-  p->cursors = c;
-  *out = c;
-  return 0;
-}
-
 /* A cursor of a group's transaction dies with the group (LMDB frees it). */
 static bool group_cursor_dead(const rn_table_cursor *c)
 {
@@ -712,17 +683,49 @@ static int group_cursor_ready(rn_table_cursor *c)
   rn_rel *t = c->t;
   rn_pipeline *p = t->p;
   for (;;) {
-    int mrc = c->txn != p->store.txn_serial ? cursor_reopen(c) : 0;
-    if (mrc) {
-      c->cur = NULL;
-      return rn_store_fail(&p->err, mrc, t->name);
-    }
-    mrc = rn_wb_sync(&p->store, c->view.txn, t->rows_dbi);
+    int mrc = c->txn != p->store.txn_serial ? cursor_reopen(c) : 0; /* it writes the entries too: the map may fill there */
+    if (mrc) c->cur = NULL;
+    else mrc = rn_wb_sync(&p->store, c->view.txn, t->rows_dbi);
     if (!mrc) return 0;
     int rc = rn_store_fail(&p->err, mrc, t->name);
     if (p->state != RN_OPEN) return rc;
     if (rc != RN_EFULL || rn_group_regrow(p) != 0) return rn_group_fail(p, p->err.code, p->err.msg);
   }
+}
+
+int rn_table_cursor_open(rn_rel *t, rn_table_cursor **out)
+{
+  rn_pipeline *p = t->p;
+  if (t->kind != RN_REL_TABLE) return not_for(t, "rows", "only tables hold rows to read");
+  rn_snapshot view;
+  int rc = rn_snapshot_open(p, t->name, &view); /* outside a group: a snapshot of its own */
+  if (rc) return rc;
+  rn_table_cursor *c = calloc(1, sizeof *c);
+  if (!c) {
+    rn_snapshot_close(&view);
+    return rn_err_set(&p->err, RN_ENOMEM, "out of memory");
+  }
+  c->t = t;
+  c->view = view;
+  if (!view.own) c->group = p->group_serial;
+  if (view.own) {
+    c->txn = p->store.txn_serial;
+    rc = rn_wb_cursor_open(&p->store, view.txn, t->rows_dbi, false, &c->cur); /* a read transaction: plain LMDB */
+    if (rc) rc = rn_store_fail(&p->err, rc, t->name);
+  } else {
+    c->txn = 0; /* opened as after a regrow: writing the group's entries of t may fill the map */
+    rc = group_cursor_ready(c);
+  }
+  if (rc) {
+    rn_snapshot_close(&c->view);
+    free(c);
+    return rc;
+  }
+  c->next = p->cursors;
+  if (p->cursors) p->cursors->prev = c;
+  p->cursors = c;
+  *out = c;
+  return 0;
 }
 
 int rn_table_cursor_next(rn_table_cursor *c, uint64_t *id, const char **row, size_t *len, int *done)

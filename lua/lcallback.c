@@ -193,10 +193,11 @@ static bool fn_place(lua_State *L, int ref, char *buf, size_t cap)
  * were refused, and the caller's file:line alone does not find it. */
 static int refused_from(lua_State *L, int ref, const char *what, rn_err *e, int rc)
 {
-  char place[LUA_IDSIZE + 24];
-  if (rc && fn_place(L, ref, place, sizeof place)) {
-    size_t n = strlen(e->msg);
-    snprintf(e->msg + n, sizeof e->msg - n, " (the %s at %s)", what, place);
+  char place[LUA_IDSIZE + 24], said[LUA_IDSIZE + 64];
+  size_t n = strlen(e->msg);
+  if (rc && n + 1 < sizeof e->msg && fn_place(L, ref, place, sizeof place)) { /* a chunk's name: any bytes */
+    snprintf(said, sizeof said, " (the %s at %s)", what, place);
+    rn_err_escape_into(e->msg + n, sizeof e->msg - n, said, strlen(said)); /* UTF-8, as rn_err_prefix writes a path */
   }
   return rc;
 }

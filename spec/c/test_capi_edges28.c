@@ -9,39 +9,12 @@
 #include <unistd.h>
 
 #include "check.h"
+#include "host_fixture.h"
 #include "runnel.h"
 
 static const rn_column_def cols[] = { { .name = "id", .type = "int" }, { .name = "v", .type = "int" },
                                       { .name = "pad", .type = "string" } };
 static const char *const key[] = { "id" };
-
-typedef struct host {
-  char dir[64];
-  rn_open_opts opts;
-  rn_pipeline *p;
-  rn_rel *t;
-} host;
-
-static void host_open(host *h, int write_back)
-{
-  memset(h, 0, sizeof *h);
-  snprintf(h->dir, sizeof h->dir, "/tmp/runnel-edges28-XXXXXX");
-  CHECK(mkdtemp(h->dir) != NULL);
-  h->opts = (rn_open_opts){ .path = h->dir, .write_back = write_back, .map_size = (size_t)1 << 20 };
-  char err[512] = "";
-  int rc = rn_pipeline_open(&h->opts, &h->p, err, sizeof err);
-  if (rc) fprintf(stderr, "  open: %s\n", err);
-  CHECK(rc == 0);
-  CHECK(rn_declare_table(h->p, "t", cols, 3, key, 1, &h->t) == 0);
-}
-
-static void host_close(host *h)
-{
-  CHECK(rn_pipeline_close(h->p) == 0);
-  char cmd[128];
-  snprintf(cmd, sizeof cmd, "rm -rf '%s'", h->dir);
-  CHECK(system(cmd) == 0);
-}
 
 /* { id, v, pad of len bytes } into t by op. */
 static int put(host *h, rn_op op, int64_t id, int64_t v, size_t len)
@@ -110,7 +83,7 @@ static void test_group_cursor_rewriting_its_table_as_the_map_fills(void)
 {
   for (int mode = 0; mode < 2; mode++) {
     host h;
-    host_open(&h, mode ? 1 : -1);
+    host_open(&h, cols, 3, mode ? 1 : -1);
     CHECK(rn_begin(h.p) == 0);
     for (int64_t id = 1; id <= 2000; id++) CHECK(put(&h, RN_OP_INSERT, id, 0, 100) == 0);
     CHECK(rn_commit(h.p) == 0);
@@ -153,7 +126,7 @@ static void test_group_cursor_rewriting_its_table_as_the_map_fills(void)
 static void test_cursor_next_null_argument_says_so(void)
 {
   host h;
-  host_open(&h, 0);
+  host_open(&h, cols, 3, 0);
   CHECK(put(&h, RN_OP_INSERT, 1, 0, 10) == 0);
   CHECK(rn_drop(h.p, "nothing") == RN_ENOTFOUND); /* a message the next one must not leave standing */
   rn_cursor *c;
@@ -214,7 +187,7 @@ static int refuse(void *ctx, const rn_event *ev)
 static void test_messages_quoting_names_are_utf8(void)
 {
   host h;
-  host_open(&h, 0);
+  host_open(&h, cols, 3, 0);
   static const char *const bad[] = { "r\xe0\x80\x80", "r\xed\xa0\x80", "r\xf4\x90\x80\x80", "r\xf0\x80\x80\x80",
                                      "r\xc0\x80", "r\xff" };
   rn_rel *r;

@@ -8,36 +8,10 @@
 #include <unistd.h>
 
 #include "check.h"
+#include "host_fixture.h"
 #include "runnel.h"
 
 static const rn_column_def cols[] = { { .name = "id", .type = "int" }, { .name = "pad", .type = "string" } };
-static const char *const key[] = { "id" };
-
-typedef struct host {
-  char dir[64];
-  rn_open_opts opts;
-  rn_pipeline *p;
-  rn_rel *t;
-} host;
-
-static void host_open(host *h, int write_back)
-{
-  memset(h, 0, sizeof *h);
-  snprintf(h->dir, sizeof h->dir, "/tmp/runnel-edges28c-XXXXXX");
-  CHECK(mkdtemp(h->dir) != NULL);
-  h->opts = (rn_open_opts){ .path = h->dir, .write_back = write_back, .map_size = (size_t)1 << 20 };
-  char err[512] = "";
-  CHECK(rn_pipeline_open(&h->opts, &h->p, err, sizeof err) == 0);
-  CHECK(rn_declare_table(h->p, "t", cols, 2, key, 1, &h->t) == 0);
-}
-
-static void host_close(host *h)
-{
-  CHECK(rn_pipeline_close(h->p) == 0);
-  char cmd[128];
-  snprintf(cmd, sizeof cmd, "rm -rf '%s'", h->dir);
-  CHECK(system(cmd) == 0);
-}
 
 /* { id, pad of len bytes } into t. */
 static int put(host *h, int64_t id, size_t len)
@@ -79,7 +53,7 @@ static int read_all(host *h, rn_cursor *c)
 static void test_step_needing_two_doublings(void)
 {
   host h;
-  host_open(&h, 1);
+  host_open(&h, cols, 2, 1);
   CHECK(rn_begin(h.p) == 0);
   rn_cursor *c;
   CHECK(rn_cursor_open(h.p, h.t, &c) == 0);
@@ -99,7 +73,7 @@ static void test_step_needing_two_doublings(void)
 static void test_open_filling_the_map(void)
 {
   host h;
-  host_open(&h, 1);
+  host_open(&h, cols, 2, 1);
   CHECK(rn_begin(h.p) == 0);
   for (int64_t id = 1; id <= 1000; id++) CHECK(put(&h, id, 3000) == 0);
   rn_cursor *c = NULL;

@@ -75,4 +75,16 @@ function J.streams(url, prefix)
   end
 end
 
+-- The change line inserting { id = id } into stream "ev" (J.events).
+function J.ev_insert(id) return ('{"rel":"ev","op":"insert","row":{"id":%d}}'):format(id) end
+
+-- Declares stream ev (id int) on p with a sink collecting the ids it is
+-- told, in order: that list.
+function J.events(p)
+  local ev = p:stream("ev", { {"id","int"} })
+  local got = {}
+  ev:sink(function(_, row) got[#got + 1] = row.id end)
+  return got
+end
+
 return J

@@ -11,7 +11,7 @@ local H = require "spec.helper"
 local J = require "spec.js_helper"
 local jsctl = J.jsctl
 
-local function insert(id) return ('{"rel":"ev","op":"insert","row":{"id":%d}}'):format(id) end
+local insert = J.ev_insert
 
 local server, why = J.start()
 
@@ -26,10 +26,7 @@ describe("a jetstream source's stream restarted, edited, restarted (28b)", funct
 
   local function open(dir)
     local p = runnel.open(dir)
-    local ev = p:stream("ev", { {"id","int"} })
-    local got = {}
-    ev:sink(function(_, row) got[#got + 1] = row.id end)
-    return p, got
+    return p, J.events(p)
   end
 
   local function restart(name)

@@ -7,7 +7,7 @@ local runnel = require "runnel"
 local H = require "spec.helper"
 local J = require "spec.js_helper"
 
-local function insert(id) return ('{"rel":"ev","op":"insert","row":{"id":%d}}'):format(id) end
+local insert = J.ev_insert
 
 local server, why = J.start()
 
@@ -20,12 +20,7 @@ describe("a jetstream source's subjects (28)", function()
   teardown(function() J.stop(server); H.cleanup() end)
   local stream = J.streams(url, "S")
 
-  local function events(p)
-    local ev = p:stream("ev", { {"id","int"} })
-    local got = {}
-    ev:sink(function(_, row) got[#got + 1] = row.id end)
-    return got
-  end
+  local events = J.events
 
   -- applied 1,1,2,2,3,3: six messages of three
   local cases = {

@@ -702,17 +702,17 @@ static int subjects_apart(rn_pipeline *p, const rn_js_source_opts *o)
 {
   for (int i = 0; i < o->nsubjects; i++)
     if (!subject_valid(o->subjects[i]))
-      return rn_err_set(&p->err, RN_EINVAL, "jetstream source: subject \"%s\" is no subject (empty tokens and white "
-                        "space are not allowed, and > only as the last token)", o->subjects[i]);
+      return rn_err_set(&p->err, RN_EINVAL, "%s: stream %s: subject \"%s\" is no subject (empty tokens and white "
+                        "space are not allowed, and > only as the last token)", o->name, o->stream, o->subjects[i]);
   for (int i = 0; i < o->nsubjects; i++)
     for (int j = i + 1; j < o->nsubjects; j++) {
       const char *a = o->subjects[i], *b = o->subjects[j];
       if (strcmp(a, b) == 0)
-        return rn_err_set(&p->err, RN_EINVAL, "jetstream source: subject %s is named twice: its messages would be "
-                          "applied twice", a);
+        return rn_err_set(&p->err, RN_EINVAL, "%s: stream %s: subject %s is named twice: its messages would be "
+                          "applied twice", o->name, o->stream, a);
       if (subjects_overlap(a, b))
-        return rn_err_set(&p->err, RN_EINVAL, "jetstream source: subjects %s and %s overlap: a message of both "
-                          "would be applied twice", a, b);
+        return rn_err_set(&p->err, RN_EINVAL, "%s: stream %s: subjects %s and %s overlap: a message of both "
+                          "would be applied twice", o->name, o->stream, a, b);
     }
   return 0;
 }

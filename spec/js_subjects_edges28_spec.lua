@@ -25,13 +25,13 @@ describe("a jetstream source's subjects (28)", function()
   -- applied 1,1,2,2,3,3: six messages of three
   local cases = {
     { "named twice", function(s) return { subjects = { s .. ".0", s .. ".0" } } end,
-      "jetstream source: subject %s.0 is named twice: its messages would be applied twice" },
+      "%s/%s: stream %s: subject %s.0 is named twice: its messages would be applied twice" },
     { "named twice by partitions", function(s) return { subject = s, partitions = { 0, 0 } } end,
-      "jetstream source: subject %s.0 is named twice: its messages would be applied twice" },
+      "%s/%s: stream %s: subject %s.0 is named twice: its messages would be applied twice" },
     { "matched by a wildcard", function(s) return { subjects = { s .. ".*", s .. ".0" } } end,
-      "jetstream source: subjects %s.* and %s.0 overlap: a message of both would be applied twice" },
+      "%s/%s: stream %s: subjects %s.* and %s.0 overlap: a message of both would be applied twice" },
     { "matched by a full wildcard", function(s) return { subjects = { s .. ".1", s .. ".>" } } end,
-      "jetstream source: subjects %s.1 and %s.> overlap: a message of both would be applied twice" },
+      "%s/%s: stream %s: subjects %s.1 and %s.> overlap: a message of both would be applied twice" },
   }
   for _, c in ipairs(cases) do
     it(("refuses a subject %s, applying nothing"):format(c[1]), function()
@@ -42,7 +42,7 @@ describe("a jetstream source's subjects (28)", function()
       local opts = c[2](subj)
       opts.url, opts.stream = url, name
       local err = H.error_of(p.run, p, runnel.jetstream_source(opts))
-      assert.equal(c[3]:format(subj, subj), err)
+      assert.equal(c[3]:format(url, name, name, subj, subj), err)
       assert.same({}, got)
       assert.equal(0, p:seq())
       p:close()

@@ -19,7 +19,7 @@ local function run_error(subjects)
 end
 
 local function overlap(a, b)
-  return ("jetstream source: subjects %s and %s overlap: a message of both would be applied twice"):format(a, b)
+  return ("%s/S: stream S: subjects %s and %s overlap: a message of both would be applied twice"):format(DEAD, a, b)
 end
 
 describe("a jetstream source's subjects at the edges (28b)", function()
@@ -45,8 +45,8 @@ describe("a jetstream source's subjects at the edges (28b)", function()
 
   for _, bad in ipairs{ "s..0", "s.0.", ".s", "s. 0", "s.>.0", "s.\t0" } do
     it(("refuses the subject %q, alone or beside one it would seem to overlap"):format(bad), function()
-      local want = ('jetstream source: subject "%s" is no subject (empty tokens and white space are not allowed, '
-                    .. 'and > only as the last token)'):format((bad:gsub("\t", "\\t"))) -- messages write a tab \t
+      local want = ('%s/S: stream S: subject "%s" is no subject (empty tokens and white space are not allowed, '
+                    .. 'and > only as the last token)'):format(DEAD, (bad:gsub("\t", "\\t"))) -- messages write a tab \t
       assert.equal(want, run_error{ bad })
       assert.equal(want, run_error{ "s.*.0", bad })
     end)

@@ -319,6 +319,25 @@ static int undeclared_read(rn_pipeline *p, undeclared **list, size_t *n)
   return rc;
 }
 
+/* Does the state still hold relation name? (fn may have dropped one the
+ * walk listed after the one it was told of.) */
+static int still_held(rn_pipeline *p, const char *name, bool *held)
+{
+  MDB_txn *txn;
+  int rc = rn_store_reader(&p->store, &txn, &p->err);
+  if (rc) return rc;
+  char key[2 + RN_NAME_MAX];
+  size_t len = strlen(name);
+  memcpy(key, RN_META_RELATION, 2);
+  memcpy(key + 2, name, len);
+  MDB_val k = { 2 + len, key }, v;
+  int mrc = mdb_get(txn, p->store.meta, &k, &v);
+  rn_store_reader_done(&p->store);
+  if (mrc && mrc != MDB_NOTFOUND) return rn_store_fail(&p->err, mrc, "undeclared");
+  *held = mrc == 0;
+  return 0;
+}
+
 /* fn runs after the walk: it may drop what it is told of (rn_drop commits
  * carried groups, and LMDB frees a cursor of that transaction) or read
  * (which ends the shared read transaction the walk would use). */
@@ -332,8 +351,11 @@ RN_API int rn_undeclared(rn_pipeline *p, rn_undeclared_fn fn, void *ctx)
   size_t n = 0;
   int rc = undeclared_read(p, &list, &n);
   p->held++; /* fn may drop, not close: the walk goes on with p */
-  for (size_t i = 0; !rc && i < n; i++)
-    if (!rn_find(p, list[i].name)) rc = fn(ctx, list[i].name, list[i].kind); /* fn may have declared it */
+  for (size_t i = 0; !rc && i < n; i++) {
+    bool held = true;
+    if (i > 0) rc = still_held(p, list[i].name, &held); /* fn may have dropped it */
+    if (!rc && held && !rn_find(p, list[i].name)) rc = fn(ctx, list[i].name, list[i].kind); /* or declared it */
+  }
   p->held--;
   undeclared_free(list, n);
   return rc;

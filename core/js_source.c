@@ -7,6 +7,9 @@
  *     meta "jm:" stream "\x1f" subject   |i64 ns|    when the stream that
  *                                                    sequence counts in was
  *                                                    made (0.40; absent before)
+ *     meta "jt:" stream "\x1f" subject   |i64 ns|    the stream's time of the
+ *                                                    message at that sequence
+ *                                                    (0.41; absent before)
  *
  * Invariants (JSSRC-n in specs):
  * (1) A group applying messages writes, in its own LMDB transaction, the
@@ -27,7 +30,10 @@
  *     that name now (made again and filled up to the position or past
  *     it), unless the stream keeps a message older than its creation
  *     time: that time moved in the server (stream_bounds), and a stream
- *     made again is then not told from the same one. A state with no
+ *     made again is then not told from the creation time. The message at
+ *     the position, while the stream keeps it, must be the one applied
+ *     there: the same time (message_kept), which a restart keeps; so a
+ *     stream made again is caught whatever its creation time. A state with no
  *     position yet starts at the stream's first message (Kafka's
  *     auto.offset.reset = earliest). Checked at the start of a
  *     run, and again when a fetch begins past the position + 1 (the
@@ -54,6 +60,8 @@ typedef struct position {
   uint64_t applied;       /* as the open group leaves it */
   int64_t made_stored;    /* when the stream the committed position counts in was made (ns; 0: not known) */
   int64_t made;           /* the same, of the stream this run reads (0: no run yet) */
+  int64_t committed_time; /* the stream's time of the message at committed (ns; 0: not known) */
+  int64_t applied_time;   /* the same at applied */
 } position;
 
 typedef struct keeper {
@@ -73,23 +81,28 @@ static void free_keeper(void *ctx)
   free(k);
 }
 
-/* "jm:" stream "\x1f" subject into made_key (RN_STORE_KEY_MAX + 1 bytes):
- * the position's key under the other prefix of the same length. */
-static MDB_val made_key_of(const position *at, char *made_key)
+/* "jm:" or "jt:" (prefix) stream "\x1f" subject into buf (RN_STORE_KEY_MAX
+ * + 1 bytes): the position's key (key, klen) under another prefix of the
+ * same length. */
+static MDB_val key_beside(const char *key, size_t klen, const char *prefix, char *buf)
 {
-  memcpy(made_key, at->key, at->klen);
-  memcpy(made_key, RN_META_JS_MADE, RN_PREFIX_LEN(RN_META_JS_MADE));
-  return (MDB_val){ at->klen, made_key };
+  memcpy(buf, key, klen);
+  memcpy(buf, prefix, RN_PREFIX_LEN(RN_META_JS_POSITION));
+  return (MDB_val){ klen, buf };
 }
 
-/* The position, and when its stream was made (JSSRC-3), in the group. */
-static int put_position(keeper *k, const position *at, uint64_t seq, rn_err *e)
+/* The position seq, when its stream was made and the time of its message
+ * at seq (JSSRC-3), in the group. */
+static int put_position(keeper *k, const position *at, uint64_t seq, int64_t time, rn_err *e)
 {
   MDB_val key = { at->klen, at->key }, val = { sizeof seq, &seq };
   int rc = mdb_put(k->p->store.wtxn, k->p->store.meta, &key, &val, 0);
-  char made_key[RN_STORE_KEY_MAX + 1];
-  MDB_val mk = made_key_of(at, made_key), mv = { sizeof at->made, (void *)&at->made };
+  char buf[RN_STORE_KEY_MAX + 1];
+  MDB_val mk = key_beside(at->key, at->klen, RN_META_JS_MADE, buf), mv = { sizeof at->made, (void *)&at->made };
   if (!rc && at->made) rc = mdb_put(k->p->store.wtxn, k->p->store.meta, &mk, &mv, 0);
+  MDB_val tk = key_beside(at->key, at->klen, RN_META_JS_TIME, buf), tv = { sizeof time, &time };
+  if (!rc && time) rc = mdb_put(k->p->store.wtxn, k->p->store.meta, &tk, &tv, 0);
+  else if (!rc && (rc = mdb_del(k->p->store.wtxn, k->p->store.meta, &tk, NULL)) == MDB_NOTFOUND) rc = 0;
   return rc ? rn_store_fail(e, rc, "jetstream position") : 0;
 }
 
@@ -100,7 +113,7 @@ static int keeper_seal(void *ctx, uint64_t seq, rn_err *e)
   for (int i = 0; i < k->n; i++) {
     position *at = k->pos[i];
     if (at->applied == at->committed) continue;
-    int rc = put_position(k, at, at->applied, e);
+    int rc = put_position(k, at, at->applied, at->applied_time, e);
     if (rc) return rc;
   }
   return 0;
@@ -111,8 +124,9 @@ static void keeper_done(void *ctx, uint64_t seq, bool committed)
   (void)seq;
   keeper *k = ctx;
   for (int i = 0; i < k->n; i++) {
-    if (committed) k->pos[i]->committed = k->pos[i]->applied;
-    else k->pos[i]->applied = k->pos[i]->committed;
+    position *at = k->pos[i];
+    if (committed) at->committed = at->applied, at->committed_time = at->applied_time;
+    else at->applied = at->committed, at->applied_time = at->committed_time;
   }
 }
 
@@ -121,7 +135,8 @@ static int keeper_replay(void *ctx, rn_err *e)
 {
   keeper *k = ctx;
   for (int i = 0; i < k->n; i++) {
-    int rc = k->pos[i]->committed ? put_position(k, k->pos[i], k->pos[i]->committed, e) : 0;
+    position *at = k->pos[i];
+    int rc = at->committed ? put_position(k, at, at->committed, at->committed_time, e) : 0;
     if (rc) return rc;
   }
   return 0;
@@ -147,7 +162,8 @@ static keeper *keeper_of(rn_pipeline *p)
   return k;
 }
 
-_Static_assert(sizeof RN_META_JS_MADE == sizeof RN_META_JS_POSITION, "made_key_of swaps the prefixes in place");
+_Static_assert(sizeof RN_META_JS_MADE == sizeof RN_META_JS_POSITION && sizeof RN_META_JS_TIME == sizeof RN_META_JS_POSITION,
+               "key_beside swaps the prefixes in place");
 
 static int position_key(const char *stream, const char *subject, char **key, size_t *klen)
 {
@@ -166,20 +182,21 @@ static int position_key(const char *stream, const char *subject, char **key, siz
  * record of another size is damage, said so: read as 0, the source would
  * apply its stream again from the start. */
 static int position_stored(rn_pipeline *p, const char *key, size_t klen, const char *stream, const char *subject,
-                           uint64_t *seq, int64_t *made)
+                           uint64_t *seq, int64_t *made, int64_t *time)
 {
   MDB_txn *txn;
   int rc = rn_store_txn(p->store.env, MDB_RDONLY, &txn);
   if (rc) return rn_store_fail(&p->err, rc, "jetstream position");
   MDB_val mk = { klen, (void *)key }, v;
   *seq = 0;
-  *made = 0;
-  char made_key[RN_STORE_KEY_MAX + 1];
-  memcpy(made_key, key, klen);
-  memcpy(made_key, RN_META_JS_MADE, RN_PREFIX_LEN(RN_META_JS_MADE));
-  MDB_val made_k = { klen, made_key }, made_v;
+  *made = *time = 0;
+  char buf[RN_STORE_KEY_MAX + 1];
+  MDB_val made_k = key_beside(key, klen, RN_META_JS_MADE, buf), made_v;
   if (mdb_get(txn, p->store.meta, &made_k, &made_v) == 0 && made_v.mv_size == sizeof *made)
     memcpy(made, made_v.mv_data, sizeof *made);
+  MDB_val time_k = key_beside(key, klen, RN_META_JS_TIME, buf), time_v;
+  if (mdb_get(txn, p->store.meta, &time_k, &time_v) == 0 && time_v.mv_size == sizeof *time)
+    memcpy(time, time_v.mv_data, sizeof *time);
   if ((rc = mdb_get(txn, p->store.meta, &mk, &v)) == 0 && v.mv_size == sizeof *seq) memcpy(seq, v.mv_data, sizeof *seq);
   if (rc == 0 && v.mv_size != sizeof *seq)
     rc = rn_err_set(&p->err, RN_ESTORE, "state damaged: %s: the position of JetStream stream %s subject %s is %zu bytes, not 8",
@@ -203,8 +220,8 @@ static position *position_read(rn_pipeline *p, keeper *k, const char *stream, co
     return NULL;
   }
   uint64_t seq; /* read again each time: as committed, whatever a run rolled back left in memory */
-  int64_t made;
-  if (position_stored(p, key, klen, stream, subject, &seq, &made)) { free(key); return NULL; }
+  int64_t made, time;
+  if (position_stored(p, key, klen, stream, subject, &seq, &made, &time)) { free(key); return NULL; }
   position *at = NULL;
   for (int i = 0; i < k->n && !at; i++)
     if (k->pos[i]->klen == klen && memcmp(k->pos[i]->key, key, klen) == 0) at = k->pos[i];
@@ -219,6 +236,7 @@ static position *position_read(rn_pipeline *p, keeper *k, const char *stream, co
     at->key = key, at->klen = klen, at->made = 0;
   }
   at->committed = at->applied = seq;
+  at->committed_time = at->applied_time = time;
   at->made_stored = made;
   return at;
 }
@@ -372,8 +390,38 @@ static int position_kept(source *s, const feed *f, uint64_t at, int64_t at_made,
   return 0;
 }
 
+/* The server's JSNoMessageFoundErr. */
+#define JS_NO_MESSAGE_FOUND 10037
+
+/* JSSRC-3: the message at f's position, while the stream keeps it, is the
+ * one applied there (the time the stream gave it then). A restart or an
+ * edit of the stream keeps its messages' times; a stream made again gives
+ * its message of that sequence a time of its own. */
+static int message_kept(source *s, const feed *f)
+{
+  const position *at = f->at;
+  if (!at->committed || !at->committed_time) return 0; /* nothing applied, or before 0.41 */
+  natsMsg *m = NULL;
+  jsErrCode jerr = 0;
+  natsStatus st = js_GetMsg(&m, s->js, s->o->stream, at->committed, NULL, &jerr);
+  if (st != NATS_OK) /* gone (deleted, or the retention's front): nothing to compare */
+    return jerr == JS_NO_MESSAGE_FOUND ? 0
+                                       : rn_err_set(&s->p->err, RN_EIO, "%s: stream %s: reading message %llu: %s",
+                                                    s->o->name, s->o->stream, (unsigned long long)at->committed,
+                                                    natsStatus_GetText(st));
+  int64_t time = natsMsg_GetTime(m);
+  natsMsg_Destroy(m);
+  if (time == at->committed_time) return 0;
+  return rn_err_set(&s->p->err, RN_EINVAL,
+                    "%s: stream %s: the state's position for %s is %llu of an earlier stream of that name: the "
+                    "stream was made again (its sequences start over: its message %llu is not the one applied), "
+                    "and messages 1..%llu would be passed over; rebuild the state",
+                    s->o->name, s->o->stream, f->subject, (unsigned long long)at->committed,
+                    (unsigned long long)at->committed, (unsigned long long)at->committed);
+}
+
 /* JSSRC-3: nothing between the position and the stream's first message
- * may be gone. */
+ * may be gone, and the position must count in this stream. */
 static int check_retention(source *s)
 {
   bounds b;
@@ -381,6 +429,7 @@ static int check_retention(source *s)
   for (int i = 0; !rc && i < s->o->nsubjects; i++) {
     position *at = s->feeds[i].at;
     rc = position_kept(s, &s->feeds[i], at->committed, at->made_stored, &b);
+    if (!rc) rc = message_kept(s, &s->feeds[i]);
     at->made = b.made; /* written with the position from now on */
   }
   return rc;
@@ -551,6 +600,12 @@ static int apply_message(source *s, feed *f, natsMsg *m, uint64_t seq, rn_run_st
     return rn_err_set(&s->p->err, rc, "%s: %s seq %llu: %s", s->o->name, f->subject, (unsigned long long)seq, why);
   }
   f->at->applied = seq;
+  f->at->applied_time = 0; /* not known: the record goes (put_position) rather than say another message's */
+  jsMsgMetaData *md = NULL;
+  if (natsMsg_GetMetaData(&md, m) == NATS_OK) {
+    f->at->applied_time = md->Timestamp;
+    jsMsgMetaData_Destroy(md);
+  }
   st->lines++;
   return 0;
 }

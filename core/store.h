@@ -177,6 +177,8 @@
 #define RN_META_JS_POSITION "jp:"   /* a source's position: "jp:" stream "\x1f" subject */
 #define RN_META_JS_MADE   "jm:"     /* when the stream of that position was made: "jm:" stream "\x1f" subject
                                        |i64 ns| (js_source.c; 0.40, absent before) */
+#define RN_META_JS_TIME   "jt:"     /* the stream's time of the message at that position: "jt:" stream "\x1f"
+                                       subject |i64 ns| (js_source.c; 0.41, absent before) */
 #define RN_META_FORMAT    "fmt"     /* |u32 format|: the state's format (upgrade.c) */
 #define RN_STATE_FORMAT   1         /* the format this build writes (upgrade.c says what each changed) */
 #define RN_META_READS     "rd:"     /* the relations a derived relation's functions read: |name\0|…| (evolve_reads.h) */

@@ -81,4 +81,34 @@ describe("a jetstream source's stream restarted, edited, restarted (28b)", funct
       runnel.jetstream_source{ url = url, stream = name, subjects = { subj .. ".0" } }), 1, true)
     p:close()
   end)
+
+  -- 0.40 left this open: the restarts moved the new stream's creation
+  -- time past its messages, so the time said nothing and the source read
+  -- on from 3, passing over 11 and 12. The message at the position (the
+  -- new stream's 12, not the 2 applied) tells it (29).
+  it("is an error when the stream was made again, then restarted, edited and restarted (29)", function()
+    local name, subj = stream()
+    J.publish(url, subj .. ".0", { insert(1), insert(2) })
+    local dir = H.tmpdir()
+    local p = open(dir)
+    p:run(runnel.jetstream_source{ url = url, stream = name, subjects = { subj .. ".0" } })
+    p:close()
+    os.execute("sleep 0.01")
+    jsctl(url, "delete", name)
+    jsctl(url, "add", name, "'" .. subj .. ".>'")
+    J.publish(url, subj .. ".0", { insert(11), insert(12), insert(13) })
+    os.execute("sleep 0.01")
+    restart(name)
+    jsctl(url, "edit", name, "maxmsgsize=100000")
+    restart(name)
+    local got
+    p, got = open(dir)
+    local err = H.error_of(p.run, p, runnel.jetstream_source{ url = url, stream = name, subjects = { subj .. ".0" } })
+    assert.equal(("%s/%s: stream %s: the state's position for %s.0 is 2 of an earlier stream of that name: the "
+                  .. "stream was made again (its sequences start over: its message 2 is not the one applied), and "
+                  .. "messages 1..2 would be passed over; rebuild the state"):format(url, name, name, subj), err)
+    assert.same({}, got)
+    assert.equal(2, p:_js_position(name, subj .. ".0"))
+    p:close()
+  end)
 end)

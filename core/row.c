@@ -651,6 +651,9 @@ static int print_key_float(char *buf, size_t len, double d)
     snprintf(text, sizeof text, "%.*g", digits, d);
     if (strtod(text, NULL) == d || d != d) break;
   }
+  /* a float that looks like an integer is written as Lua writes it (7.0,
+   * -0.0): "key (x = -0)" hid that the key is a float and its sign */
+  if (text[strspn(text, "-0123456789")] == '\0') return snprintf(buf, len, "%s.0", text);
   return snprintf(buf, len, "%s", text);
 }
 

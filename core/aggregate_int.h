@@ -34,6 +34,12 @@ enum { STATE_FORMAT = 2 };
 /* The least room for a min's or max's value beside its group key in "am:"
  * (aggregate_fns.c): a group key leaving less is stored hashed. */
 enum { AGG_VALUE_ROOM_MIN = 16 };
+/* The least of the aggregates' key_inline (aggregate.c): a group key no
+ * longer is never stored hashed, unless its place holds a hashed group. A
+ * longer one may be either way: a declaration that drops its last min or
+ * max (or grace) stores more keys as they are, and its groups written
+ * hashed before are found there (rn_agg_group_find). */
+enum { AGG_KEY_INLINE_LEAST = RN_STORE_KEY_MAX - 1 - AGG_VALUE_ROOM_MIN };
 
 /* One-byte keys other than the global group's are counters, not groups. */
 static inline bool reserved(const MDB_val *k)

@@ -65,17 +65,20 @@ int rn_agg_group_find(rn_aggregate *a, MDB_txn *txn, MDB_dbi dbi, size_t inline_
   *found = false;
   g->sk = g->k;
   g->slen = g->len;
+  bool place_free = false; /* g's own place holds no entry: a new group goes there when it fits inline_max */
   if (g->len <= RN_STORE_KEY_MAX) {
     MDB_val k = { g->len, g->k };
     int rc = rn_wb_get(s, txn, dbi, &k, d);
     if (rc && rc != MDB_NOTFOUND) return store_fail(a, rc);
     group_entry e;
     if (rc == 0 && rn_agg_entry_parse(&k, d, &e) && !e.head_len) return *found = true, 0;
-    if (rc == MDB_NOTFOUND && g->len <= inline_max) return 0;
-  } /* longer, or its place holds a hashed group: hashed (LONGKEY-2) */
+    place_free = rc == MDB_NOTFOUND && g->len <= inline_max;
+    if (place_free && g->len <= AGG_KEY_INLINE_LEAST) return 0; /* never hashed */
+  } /* longer, its place holds a hashed group, or it was stored hashed under a smaller key_inline */
   char *stored = rn_zone_malloc(zone_of(a), RN_LONGKEY_STORED);
   if (!stored) return nomem(a);
   int rc = rn_longkey_find(s, txn, dbi, g->k, g->len, rn_agg_entry_whole, NULL, stored, d);
+  if ((rc == MDB_NOTFOUND || rc == RN_LONGKEY_FULL) && place_free) return 0; /* a new group, stored as it is */
   g->sk = stored;
   g->slen = RN_LONGKEY_STORED;
   if (rc == RN_LONGKEY_FULL)

@@ -15,6 +15,7 @@ local raise = core._raise
 -- An option's value as a message shows it: a string says so ("3" is not 3).
 local function given(v)
   if type(v) == "string" then return ('string "%s"'):format(v) end
+  if v ~= v then return "nan" end -- tostring gives "-nan" for 0/0 on x86: one NaN is one word
   return tostring(v)
 end
 

@@ -20,6 +20,12 @@ describe("an option given NaN", function()
                  H.error_of(function() t:top{ n = -(0 / 0), order = { "v" }, name = "best" } end))
   end)
 
+  it("names it nan in an index's range", function()
+    local ix = t:index{ "v", name = "ix" }
+    assert.equal("ix: range: limit must be an integer, got nan", H.error_of(function() ix:range{ limit = 0 / 0 } end))
+    assert.equal("ix: range: offset must be an integer, got nan", H.error_of(function() ix:range{ offset = 0 / 0 } end))
+  end)
+
   it("names it nan in an aggregate's grace", function()
     assert.equal("w: grace must be a finite number of seconds >= 0, got nan",
                  H.error_of(function() s:aggregate{ window = runnel.tumbling(10, "ts"), grace = 0 / 0,

@@ -183,44 +183,15 @@ static int rebuild_row(void *ctx, uint64_t id, const char *row, size_t len)
   return rc;
 }
 
-/* Moves the reset entry of group key (klen bytes, stored as it is) to its
- * hashed place, keeping its id: the declaration now stores keys that long
- * hashed (a min or max given to an aggregate declared without one leaves
- * its values no room beside them, AGG_VALUE_ROOM_MIN). A rebuild has
- * dropped the value counts, so the entry is all there is to move. */
-static int rehash_group(rn_aggregate *a, MDB_txn *txn, const MDB_val *key, uint64_t rid)
-{
-  rn_store *s = &a->out->p->store;
-  int rc = rn_wb_del(s, txn, a->groups_dbi, key);
-  if (rc) return store_fail(a, rc);
-  char stored[RN_LONGKEY_STORED];
-  MDB_val d;
-  rc = rn_longkey_find(s, txn, a->groups_dbi, key->mv_data, key->mv_size, rn_agg_entry_whole, NULL, stored, &d);
-  if (rc == RN_LONGKEY_FULL)
-    return rn_err_set(err_of(a), RN_ESTORE, "%s: too many long group keys share one hash", a->out->name);
-  if (rc && rc != MDB_NOTFOUND) return store_fail(a, rc);
-  msgpack_sbuffer *b = &a->buf; /* |rid|0 rows|0xc1 0xfe|u32 klen|key|no state| (group_entry) */
-  msgpack_sbuffer_clear(b);
-  static const uint64_t no_rows = 0;
-  uint32_t klen = (uint32_t)key->mv_size;
-  rn_buf_write(b, (const char *)&rid, 8);
-  rn_buf_write(b, (const char *)&no_rows, 8);
-  rn_buf_write(b, (const char[2]){ (char)0xc1, (char)0xfe }, 2);
-  rn_buf_write(b, (const char *)&klen, 4);
-  rn_buf_write(b, key->mv_data, key->mv_size);
-  rn_buf_write(b, "\x90", 1);
-  if (rn_oom()) return nomem(a);
-  MDB_val sk = { RN_LONGKEY_STORED, stored }, nd = { b->size, b->data };
-  rc = rn_wb_put(s, txn, a->groups_dbi, &sk, &nd, 0);
-  return rc ? store_fail(a, rc) : 0;
-}
-
 /* Resets every group entry to |rid|0 rows|no state|: keys first, then
  * the writes, since LMDB loses an entry that a cursor rewrites with
  * another size in place (mdb_cursor_put MDB_CURRENT: it was then found by
  * no lookup, and its group got a new id). An entry stored as it is under
  * a key longer than the declaration's key_inline moves to its hashed
- * place (rehash_group), where rn_agg_group_find then finds it. */
+ * place (rn_agg_group_rehash), where rn_agg_group_find then finds it: a
+ * min or max given to an aggregate declared without one leaves its values
+ * no room beside a key that long (AGG_VALUE_ROOM_MIN), and the rebuild has
+ * dropped the value counts, so the entry is all there is to move. */
 static int reset_groups(rn_aggregate *a, MDB_txn *txn)
 {
   msgpack_sbuffer keys; /* |u32 klen|key|u32 vlen|u64 rid|u64 0|[hashed key]|0x90|u8 rehash| … */
@@ -256,7 +227,7 @@ static int reset_groups(rn_aggregate *a, MDB_txn *txn)
     memcpy(&vlen, keys.data + off + 4 + klen, 4);
     memcpy(&rid, keys.data + off + 8 + klen, 8);
     MDB_val gk = { klen, keys.data + off + 4 }, nd = { vlen, keys.data + off + 8 + klen };
-    if (keys.data[off + 8 + klen + vlen]) rc = rehash_group(a, txn, &gk, rid);
+    if (keys.data[off + 8 + klen + vlen]) rc = rn_agg_group_rehash(a, txn, &gk, rid, 0, "\x90", 1, NULL);
     else if ((rc = rn_wb_put(&a->out->p->store, txn, a->groups_dbi, &gk, &nd, 0))) rc = store_fail(a, rc);
     off += 9 + klen + vlen;
   }

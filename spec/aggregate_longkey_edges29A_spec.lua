@@ -95,3 +95,40 @@ describe("a windowed aggregate declared again without its grace", function()
     p:close()
   end)
 end)
+
+describe("a windowed aggregate given grace it was declared without", function()
+  after_each(H.cleanup)
+
+  -- Regression: a window stored with its whole key of 503 to 511 bytes
+  -- (no grace, no min or max) was too long to list beside its start once
+  -- grace came: it was never made final, and when grace was dropped again
+  -- it took events that a window made final (any shorter key's) drops.
+  it("makes final an open window of a long group key, as any other", function()
+    local dir = H.tmpdir()
+    local K = string.rep("k", 497)
+    local function open(grace)
+      local p = runnel.open{ path = dir, notes = false }
+      local s = p:stream("s", { {"k","string"}, {"ts","int"} })
+      return p, s, s:aggregate{ by = "k", window = runnel.tumbling(10, "ts"), grace = grace, n = runnel.count(), name = "w" }
+    end
+    local p, s, w = open(nil)
+    s:insert{ k = K, ts = 1 }
+    s:insert{ k = "short", ts = 1 }
+    p:close()
+    p, s, w = open(2)
+    s:insert{ k = K, ts = 3 }
+    s:insert{ k = K, ts = 20 }            -- both windows at 0 are final: 20 >= 10 + 2
+    assert.equal(2, p:stats().final.w)
+    p:close()
+    p, s, w = open(nil)
+    s:insert{ k = K, ts = 5 }             -- for a final window: late, as for "short"
+    s:insert{ k = "short", ts = 5 }
+    assert.equal(2, w:late())
+    local rows = {}
+    for r in w:rows() do rows[#rows + 1] = { #r.k, r.window_start, r.n } end
+    table.sort(rows, function(x, y) return x[1] < y[1] or x[1] == y[1] and x[2] < y[2] end)
+    assert.same({ { 5, 0, 1 }, { 497, 0, 2 }, { 497, 20, 1 } }, rows)
+    assert.equal(2, w:get{ k = K, window_start = 0 }.n)
+    p:close()
+  end)
+end)

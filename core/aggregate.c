@@ -186,10 +186,15 @@ static int rebuild_row(void *ctx, uint64_t id, const char *row, size_t len)
 /* Resets every group entry to |rid|0 rows|no state|: keys first, then
  * the writes, since LMDB loses an entry that a cursor rewrites with
  * another size in place (mdb_cursor_put MDB_CURRENT: it was then found by
- * no lookup, and its group got a new id). */
+ * no lookup, and its group got a new id). An entry stored as it is under
+ * a key longer than the declaration's key_inline moves to its hashed
+ * place (rn_agg_group_rehash), where rn_agg_group_find then finds it: a
+ * min or max given to an aggregate declared without one leaves its values
+ * no room beside a key that long (AGG_VALUE_ROOM_MIN), and the rebuild has
+ * dropped the value counts, so the entry is all there is to move. */
 static int reset_groups(rn_aggregate *a, MDB_txn *txn)
 {
-  msgpack_sbuffer keys; /* |u32 klen|key|u32 vlen|u64 rid|u64 0|[hashed key]|0x90| … */
+  msgpack_sbuffer keys; /* |u32 klen|key|u32 vlen|u64 rid|u64 0|[hashed key]|0x90|u8 rehash| … */
   msgpack_sbuffer_init(&keys);
   MDB_cursor *cur;
   int rc = rn_wb_cursor_open(&a->out->p->store, txn, a->groups_dbi, false, &cur);
@@ -201,6 +206,7 @@ static int reset_groups(rn_aggregate *a, MDB_txn *txn)
     if (reserved(&k)) continue;
     if (!rn_agg_entry_parse(&k, &d, &e)) { rc = -1; break; }
     uint32_t klen = (uint32_t)k.mv_size, vlen = (uint32_t)(17 + e.head_len);
+    char rehash = !e.head_len && k.mv_size > a->key_inline;
     rn_buf_write(&keys, (const char *)&klen, 4);
     rn_buf_write(&keys, k.mv_data, k.mv_size);
     rn_buf_write(&keys, (const char *)&vlen, 4);
@@ -208,6 +214,7 @@ static int reset_groups(rn_aggregate *a, MDB_txn *txn)
     rn_buf_write(&keys, (const char *)&no_rows, 8);
     rn_buf_write(&keys, e.head, e.head_len); /* a hashed group keeps its whole key */
     rn_buf_write(&keys, "\x90", 1); /* an empty array: no state */
+    rn_buf_write(&keys, &rehash, 1);
   }
   mdb_cursor_close(cur);
   if (rc == MDB_NOTFOUND) rc = rn_oom() ? nomem(a) : 0;
@@ -215,11 +222,14 @@ static int reset_groups(rn_aggregate *a, MDB_txn *txn)
   else rc = store_fail(a, rc);
   for (size_t off = 0; !rc && off < keys.size;) {
     uint32_t klen, vlen;
+    uint64_t rid;
     memcpy(&klen, keys.data + off, 4);
     memcpy(&vlen, keys.data + off + 4 + klen, 4);
+    memcpy(&rid, keys.data + off + 8 + klen, 8);
     MDB_val gk = { klen, keys.data + off + 4 }, nd = { vlen, keys.data + off + 8 + klen };
-    if ((rc = rn_wb_put(&a->out->p->store, txn, a->groups_dbi, &gk, &nd, 0))) rc = store_fail(a, rc);
-    off += 8 + klen + vlen;
+    if (keys.data[off + 8 + klen + vlen]) rc = rn_agg_group_rehash(a, txn, &gk, rid, 0, "\x90", 1, NULL);
+    else if ((rc = rn_wb_put(&a->out->p->store, txn, a->groups_dbi, &gk, &nd, 0))) rc = store_fail(a, rc);
+    off += 9 + klen + vlen;
   }
   msgpack_sbuffer_destroy(&keys);
   return rc;

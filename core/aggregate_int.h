@@ -34,6 +34,12 @@ enum { STATE_FORMAT = 2 };
 /* The least room for a min's or max's value beside its group key in "am:"
  * (aggregate_fns.c): a group key leaving less is stored hashed. */
 enum { AGG_VALUE_ROOM_MIN = 16 };
+/* The least of the aggregates' key_inline (aggregate.c): a group key no
+ * longer is never stored hashed, unless its place holds a hashed group. A
+ * longer one may be either way: a declaration that drops its last min or
+ * max (or grace) stores more keys as they are, and its groups written
+ * hashed before are found there (rn_agg_group_find). */
+enum { AGG_KEY_INLINE_LEAST = RN_STORE_KEY_MAX - 1 - AGG_VALUE_ROOM_MIN };
 
 /* One-byte keys other than the global group's are counters, not groups. */
 static inline bool reserved(const MDB_val *k)
@@ -207,6 +213,14 @@ bool rn_agg_entry_whole(void *ctx, const MDB_val *d, const char **key, size_t *k
  * by an older runnel is found there. */
 int rn_agg_group_find(rn_aggregate *a, MDB_txn *txn, MDB_dbi dbi, size_t inline_max, gkey *g, MDB_val *d,
                       bool *found);
+/* Moves the group entry stored as it is under key to its hashed place
+ * (longkey.h), keeping its id, rows and rest (its state, or |0xc1|row| of a
+ * final window): a declaration whose key_inline is less than key's length
+ * finds it there. *moved (NULL: not wanted) gets the whole and stored key,
+ * in scratch. Value counts under the old key are the caller's: a rebuild
+ * has dropped them, and a stream aggregate without min or max has none. */
+int rn_agg_group_rehash(rn_aggregate *a, MDB_txn *txn, const MDB_val *key, uint64_t rid, uint64_t rows,
+                        const char *rest, size_t rest_len, gkey *moved);
 /* The aggregates' states of a group entry (e->rest), decoded into scratch. */
 int rn_agg_decode_state(rn_aggregate *a, const group_entry *e, msgpack_object **st);
 /* Makes final, oldest first, every window max_ts has passed by its grace.

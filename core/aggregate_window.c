@@ -65,23 +65,57 @@ int rn_agg_group_find(rn_aggregate *a, MDB_txn *txn, MDB_dbi dbi, size_t inline_
   *found = false;
   g->sk = g->k;
   g->slen = g->len;
+  bool place_free = false; /* g's own place holds no entry: a new group goes there when it fits inline_max */
   if (g->len <= RN_STORE_KEY_MAX) {
     MDB_val k = { g->len, g->k };
     int rc = rn_wb_get(s, txn, dbi, &k, d);
     if (rc && rc != MDB_NOTFOUND) return store_fail(a, rc);
     group_entry e;
     if (rc == 0 && rn_agg_entry_parse(&k, d, &e) && !e.head_len) return *found = true, 0;
-    if (rc == MDB_NOTFOUND && g->len <= inline_max) return 0;
-  } /* longer, or its place holds a hashed group: hashed (LONGKEY-2) */
+    place_free = rc == MDB_NOTFOUND && g->len <= inline_max;
+    if (place_free && g->len <= AGG_KEY_INLINE_LEAST) return 0; /* never hashed */
+  } /* longer, its place holds a hashed group, or it was stored hashed under a smaller key_inline */
   char *stored = rn_zone_malloc(zone_of(a), RN_LONGKEY_STORED);
   if (!stored) return nomem(a);
   int rc = rn_longkey_find(s, txn, dbi, g->k, g->len, rn_agg_entry_whole, NULL, stored, d);
+  if ((rc == MDB_NOTFOUND || rc == RN_LONGKEY_FULL) && place_free) return 0; /* a new group, stored as it is */
   g->sk = stored;
   g->slen = RN_LONGKEY_STORED;
   if (rc == RN_LONGKEY_FULL)
     return rn_err_set(err_of(a), RN_ESTORE, "%s: too many long group keys share one hash", a->out->name);
   if (rc && rc != MDB_NOTFOUND) return store_fail(a, rc);
   *found = rc == 0;
+  return 0;
+}
+
+int rn_agg_group_rehash(rn_aggregate *a, MDB_txn *txn, const MDB_val *key, uint64_t rid, uint64_t rows,
+                        const char *rest, size_t rest_len, gkey *moved)
+{
+  rn_store *s = &a->out->p->store;
+  char *whole = (char *)rn_scratch_copy(a->out->p, key->mv_data, key->mv_size); /* key and rest may be in a page */
+  char *kept = (char *)rn_scratch_copy(a->out->p, rest, rest_len);
+  char *stored = rn_zone_malloc(zone_of(a), RN_LONGKEY_STORED);
+  if (!whole || !kept || !stored) return nomem(a);
+  MDB_val old = { key->mv_size, whole }, d;
+  int rc = rn_wb_del(s, txn, a->groups_dbi, &old);
+  if (rc) return store_fail(a, rc);
+  rc = rn_longkey_find(s, txn, a->groups_dbi, whole, key->mv_size, rn_agg_entry_whole, NULL, stored, &d);
+  if (rc == RN_LONGKEY_FULL)
+    return rn_err_set(err_of(a), RN_ESTORE, "%s: too many long group keys share one hash", a->out->name);
+  if (rc && rc != MDB_NOTFOUND) return store_fail(a, rc);
+  msgpack_sbuffer *b = &a->buf; /* |rid|rows|0xc1 0xfe|u32 klen|key|rest| (group_entry) */
+  msgpack_sbuffer_clear(b);
+  uint32_t klen = (uint32_t)key->mv_size;
+  rn_buf_write(b, (const char *)&rid, 8);
+  rn_buf_write(b, (const char *)&rows, 8);
+  rn_buf_write(b, LONG_HEAD, 2);
+  rn_buf_write(b, (const char *)&klen, 4);
+  rn_buf_write(b, whole, key->mv_size);
+  rn_buf_write(b, kept, rest_len);
+  if (rn_oom()) return nomem(a);
+  MDB_val sk = { RN_LONGKEY_STORED, stored }, nd = { b->size, b->data };
+  if ((rc = rn_wb_put(s, txn, a->groups_dbi, &sk, &nd, 0))) return store_fail(a, rc);
+  if (moved) *moved = (gkey){ whole, key->mv_size, stored, RN_LONGKEY_STORED };
   return 0;
 }
 
@@ -150,25 +184,60 @@ int rn_agg_window_index_put(rn_aggregate *a, const gkey *g)
 
 /* Lists in "aw:" every window of "ag:" not final yet: grace was given to
  * an aggregate declared before without it, whose windows were never
- * listed (none of them would ever be made final). Once, at declaration. */
+ * listed (none of them would ever be made final). Once, at declaration. A
+ * window stored as it is under a key too long to list beside its start
+ * (more than key_inline, 502 bytes with grace) moves to its hashed place
+ * first, after the walk (rn_agg_group_rehash): left there, it would never
+ * be made final, and would take events again once grace was dropped, as no
+ * window made final does. Without min or max it has no value counts to
+ * move (with one, key_inline was 494 already and it is hashed). */
 static int list_open_windows(rn_aggregate *a)
 {
   rn_pipeline *p = a->out->p;
+  bool counts = false;
+  for (int i = 0; i < a->naggs; i++) counts |= a->counts_owner[i];
   MDB_cursor *cur;
   int rc = rn_wb_cursor_open(&p->store, p->store.wtxn, a->groups_dbi, false, &cur);
   if (rc) return store_fail(a, rc);
+  msgpack_sbuffer moving; /* |u32 klen|key|u64 rid|u64 rows|u32 rest_len|rest| … */
+  msgpack_sbuffer_init(&moving);
   MDB_val k, d;
   int err = 0;
   for (rc = mdb_cursor_get(cur, &k, &d, MDB_FIRST); !rc && !err; rc = mdb_cursor_get(cur, &k, &d, MDB_NEXT)) {
     group_entry e;
     if (reserved(&k) || !rn_agg_entry_parse(&k, &d, &e) || e.final || e.rows == 0) continue;
+    if (!e.head_len && k.mv_size > a->key_inline && !counts) {
+      uint32_t klen = (uint32_t)k.mv_size, rlen = (uint32_t)e.rest_len;
+      rn_buf_write(&moving, (const char *)&klen, 4);
+      rn_buf_write(&moving, k.mv_data, k.mv_size);
+      rn_buf_write(&moving, (const char *)&e.rid, 8);
+      rn_buf_write(&moving, (const char *)&e.rows, 8);
+      rn_buf_write(&moving, (const char *)&rlen, 4);
+      rn_buf_write(&moving, e.rest, e.rest_len);
+      continue;
+    }
     gkey g = { (char *)rn_scratch_copy(p, e.key, e.klen), e.klen, (char *)rn_scratch_copy(p, k.mv_data, k.mv_size),
                k.mv_size };
     err = g.k && g.sk ? rn_agg_window_index_put(a, &g) : nomem(a);
   }
   mdb_cursor_close(cur);
-  if (err) return err;
-  return rc == MDB_NOTFOUND ? 0 : store_fail(a, rc);
+  if (!err && rc != MDB_NOTFOUND) err = store_fail(a, rc);
+  if (!err && rn_oom()) err = nomem(a);
+  for (size_t off = 0; !err && off < moving.size;) {
+    uint32_t klen, rlen;
+    uint64_t rid, rows;
+    memcpy(&klen, moving.data + off, 4);
+    MDB_val gk = { klen, moving.data + off + 4 };
+    memcpy(&rid, moving.data + off + 4 + klen, 8);
+    memcpy(&rows, moving.data + off + 12 + klen, 8);
+    memcpy(&rlen, moving.data + off + 20 + klen, 4);
+    gkey g;
+    err = rn_agg_group_rehash(a, p->store.wtxn, &gk, rid, rows, moving.data + off + 24 + klen, rlen, &g);
+    if (!err) err = rn_agg_window_index_put(a, &g);
+    off += 24 + (size_t)klen + rlen;
+  }
+  msgpack_sbuffer_destroy(&moving);
+  return err;
 }
 
 /* Opens "aw:" when the aggregate has grace (listing the windows made

@@ -145,6 +145,8 @@ lua_Integer rn_lua_read_count_opt(lua_State *L, int idx, const char *who, const 
   if (!ok) {
     if (lua_type(L, idx) == LUA_TSTRING)
       rn_lua_error(L, "%s: %s: %s must be an integer, got string \"%s\"", who, what, opt, lua_tostring(L, idx));
+    if (lua_type(L, idx) == LUA_TNUMBER && lua_tonumber(L, idx) != lua_tonumber(L, idx)) /* tostring: "-nan" on x86 */
+      rn_lua_error(L, "%s: %s: %s must be an integer, got nan", who, what, opt);
     rn_lua_error(L, "%s: %s: %s must be an integer, got %s", who, what, opt, luaL_tolstring(L, idx, NULL));
   }
   if (v < 0) rn_lua_error(L, "%s: %s: %s must not be negative, got %I", who, what, opt, v);

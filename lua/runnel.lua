@@ -15,6 +15,7 @@ local raise = core._raise
 -- An option's value as a message shows it: a string says so ("3" is not 3).
 local function given(v)
   if type(v) == "string" then return ('string "%s"'):format(v) end
+  if v ~= v then return "nan" end -- tostring gives "-nan" for 0/0 on x86: one NaN is one word
   return tostring(v)
 end
 
@@ -1203,11 +1204,25 @@ local function order_spec(where, order, options)
     end
   end
   local cols, desc = {}, {}
+  local directed = true -- the last column has its direction: a "asc"/"desc" after it is a column
   for i, item in ipairs(order) do
     local col, dir = item, nil
-    if type(item) == "table" then col, dir = item[1], item[2] end
-    if (item == "asc" or item == "desc") and #cols > 0 and type(order[i - 1]) == "string" then
+    if type(item) == "table" then
+      col, dir = item[1], item[2]
+      for k in pairs(item) do -- { "score", dir = "desc" } would sort ascending, and { "score", "desc", "x" } drop "x"
+        if k ~= 1 and k ~= 2 then
+          return nil, ("%s: order entry #%d must be {column, direction}, got a table with key %s")
+                      :format(where, i, tostring(k))
+        end
+      end
+    end
+    if (item == "asc" or item == "desc") and not directed then
       desc[#cols] = item == "desc"
+      directed = true
+    elseif (item == "asc" or item == "desc") and #cols > 0 and type(order[i - 1]) == "string" then
+      -- { "score", "desc", "asc" }: the second direction would overrule the first
+      return nil, ('%s: order entry #%d: "%s" follows the direction of "%s"; a direction follows its column once')
+                  :format(where, i, item, cols[#cols])
     elseif type(col) ~= "string" then
       return nil, ("%s: order entry #%d must be a column name or {column, direction}"):format(where, i)
     elseif dir ~= nil and dir ~= "asc" and dir ~= "desc" then
@@ -1218,6 +1233,7 @@ local function order_spec(where, order, options)
       end
       cols[#cols + 1] = col
       desc[#cols] = dir == "desc"
+      directed = type(item) == "table"
     end
   end
   if #cols == 0 then return nil, where .. ": order needs at least one column" end

@@ -113,7 +113,7 @@ describe("window edges", function()
                    H.error_of(function() s:aggregate{ window = runnel.tumbling(math.huge, "ts"), n = runnel.count() } end), 1, true)
     assert.matches("ev.aggregate: a window needs a finite size and step",
                    H.error_of(function() s:aggregate{ window = runnel.hopping(math.huge, math.huge, "ts"), n = runnel.count() } end), 1, true)
-    assert.equal("ev.aggregate: grace must be a finite number of seconds >= 0, got " .. tostring(0 / 0),
+    assert.equal("ev.aggregate: grace must be a finite number of seconds >= 0, got nan",
                  H.error_of(function() s:aggregate{ window = runnel.tumbling(10, "ts"), grace = 0 / 0, n = runnel.count() } end))
     assert.equal("ev.aggregate: grace must be a finite number of seconds >= 0, got -1",
                  H.error_of(function() s:aggregate{ window = runnel.tumbling(10, "ts"), grace = -1, n = runnel.count() } end))

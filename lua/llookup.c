@@ -32,7 +32,7 @@ static int clock_body(lua_State *L, void *ud, rn_err *e)
   *c->now = lua_tonumber(L, -1);
   if (!isfinite(*c->now)) /* NaN would make every entry stale, an infinity every one fresh or stale for good */
     return rn_err_set(e, RN_ECALLBACK, "clock: returned %s, expected a finite number of seconds",
-                      lua_tostring(L, -1));
+                      *c->now != *c->now ? "nan" : lua_tostring(L, -1)); /* tostring: "-nan" on x86 */
   return 0;
 }
 

@@ -1089,7 +1089,7 @@ function Pipeline:lookup(name, decl)
       raise(("%s: cache: size must be a whole number >= 1, got %s"):format(name, tostring(size)))
     end
     if ttl ~= nil and not (type(ttl) == "number" and ttl > 0) then
-      raise(("%s: cache: ttl must be a number of seconds > 0, got %s"):format(name, tostring(ttl)))
+      raise(("%s: cache: ttl must be a number of seconds > 0, got %s"):format(name, ttl ~= ttl and "nan" or tostring(ttl)))
     end
     if cache.missing ~= nil and type(cache.missing) ~= "boolean" then -- missing = 0 was true
       raise(("%s: cache: missing must be a boolean, got %s"):format(name, given(cache.missing)))

@@ -124,7 +124,7 @@ describe("a lookup's cache options", function()
       { { ttl = 1, size = 2^70 }, "l: cache: size must be a whole number >= 1, got 1.1805916207174e+21" },
       { { ttl = 1, size = "10" }, "l: cache: size must be a whole number >= 1, got 10" },
       { { ttl = "x", size = 1 }, "l: cache: ttl must be a number of seconds > 0, got x" },
-      { { ttl = 0 / 0, size = 1 }, "l: cache: ttl must be a number of seconds > 0, got " .. tostring(0 / 0) },
+      { { ttl = 0 / 0, size = 1 }, "l: cache: ttl must be a number of seconds > 0, got nan" }, -- not "-nan" (29)
       { { ttl = -1 }, "l: cache: ttl must be a number of seconds > 0, got -1" },
     } do
       local ok, err = pcall(declare, case[1])
@@ -206,7 +206,7 @@ describe("a pipeline clock that is not finite", function()
     local l = p:lookup("l", { {"k","int"}, {"v","string"}, key = "k", source = function() return { v = "x" } end,
                              cache = { ttl = 10, size = 5 } })
     o:join(l, { on = "k", kind = "left" })
-    assert.matches("l: clock: returned [-]?nan, expected a finite number of seconds", H.error_of(function() o:insert{ id = 1, k = 1 } end))
+    assert.matches("l: clock: returned nan, expected a finite number of seconds", H.error_of(function() o:insert{ id = 1, k = 1 } end))
     now = math.huge
     assert.matches("l: clock: returned inf, expected a finite number of seconds", H.error_of(function() o:insert{ id = 1, k = 1 } end))
     now = 5

@@ -322,8 +322,11 @@ static int scan_overlay(rn_rel *r, rn_scan_fn fn, void *ctx, bool for_map)
   return rc;
 }
 
+static int scan_dropped(rn_rel *t, rn_scan_fn fn, void *ctx);
+
 static int scan_as_told(rn_rel *r, rn_scan_fn fn, void *ctx, bool for_map)
 {
+  if (r->kind == RN_REL_TABLE && r->dropped_open) return scan_dropped(r, fn, ctx); /* what its sinks hold */
   if (r->rebuilt_pending && r->rebuilt_open) return scan_overlay(r, fn, ctx, for_map);
   if (is_derived(r)) return derive_told(r, fn, ctx, for_map);
   if (for_map && r->nadded) return scan_without_added(r, fn, ctx);
@@ -570,11 +573,24 @@ int rn_rebuild_tell(rn_pipeline *p)
   return rc;
 }
 
+/* The rows of a table dropped before t was declared again (drop.c) are
+ * forgotten in txn: the relations over it declared since made from them
+ * what their sinks were told, and the group being sealed tells it. */
+static int forget_dropped(rn_rel *t, MDB_txn *txn)
+{
+  char key[RN_NAME_MAX + 8];
+  MDB_val k = { (size_t)snprintf(key, sizeof key, "%s%s", RN_META_DROPPED_ENTRY, t->name), key };
+  int rc = mdb_drop(txn, t->dropped_dbi, 0);
+  if (!rc) rc = mdb_del(txn, t->p->store.meta, &k, NULL);
+  return rc && rc != MDB_NOTFOUND ? fail(t, rc) : 0;
+}
+
 int rn_rebuild_told(rn_pipeline *p, MDB_txn *txn)
 {
   if (!p->rebuilt_any) return 0;
   for (int i = 0; i < p->nrels; i++) {
     rn_rel *r = p->rels[i];
+    if ((r->dropped_open || r->dropped_unflushed) && forget_dropped(r, txn)) return p->err.code;
     if (!r->rebuilt_pending && !r->rebuilt_unflushed) continue;
     int rc = mdb_drop(txn, r->rebuilt_dbi, 0);
     if (rc) return fail(r, rc);
@@ -589,6 +605,8 @@ void rn_rebuild_committed(rn_pipeline *p)
     rn_rel *r = p->rels[i];
     if (r->rebuilt_pending) r->rebuilt_unflushed = true; /* a carried group replayed empties it again */
     r->rebuilt_pending = false;
+    if (r->dropped_open) r->dropped_unflushed = true;
+    r->dropped_open = false;
   }
 }
 
@@ -597,8 +615,8 @@ void rn_rebuild_flushed(rn_pipeline *p)
   if (!p->rebuilt_any) return;
   bool any = false;
   for (int i = 0; i < p->nrels; i++) {
-    p->rels[i]->rebuilt_unflushed = false;
-    any |= p->rels[i]->rebuilt_pending;
+    p->rels[i]->rebuilt_unflushed = p->rels[i]->dropped_unflushed = false;
+    any |= p->rels[i]->rebuilt_pending || p->rels[i]->dropped_open;
   }
   p->rebuilt_any = any; /* the groups after it skip the three loops */
 }
@@ -1281,4 +1299,58 @@ const rn_rel *rn_told_unknown_under(const rn_rel *r)
     if (at->told_unknown) return at;
   }
   return NULL;
+}
+
+/* ---- a dropped table's rows (drop.c), as the sinks over it were told ----
+ * Read in the columns the dropped table had, given in the columns of the
+ * table declared again under its name as a capture gives them (by name,
+ * a rename followed, an int widened to float, a new column null). */
+
+static int dropped_plan(capture *c, rn_rel *t)
+{
+  c->r = t;
+  c->old = t->dropped_schema;
+  if (!rn_zone_init(&c->z, 4096)) return rn_err_set(&t->p->err, RN_ENOMEM, "out of memory");
+  msgpack_sbuffer_init(&c->out);
+  int rc = plan_alloc(c);
+  if (!rc && !plan_capture(c)) rc = MISFIT;
+  for (int j = 0; !rc && j < t->schema->ncols; j++)
+    if (c->give[j] == GIVE_FILL) rc = MISFIT; /* a new key column: the rows had none */
+  return rc;
+}
+
+bool rn_dropped_fits(rn_rel *t)
+{
+  capture c = { 0 };
+  int rc = dropped_plan(&c, t);
+  capture_free(&c);
+  if (rc && rc != MISFIT) rn_err_clear(&t->p->err); /* out of memory: told as not known */
+  return rc == 0;
+}
+
+static int scan_dropped(rn_rel *t, rn_scan_fn fn, void *ctx)
+{
+  rn_pipeline *p = t->p;
+  capture c = { 0 };
+  int rc = dropped_plan(&c, t);
+  MDB_cursor *cur = NULL;
+  if (rc == MISFIT) rc = rn_err_set(&p->err, RN_ESCHEMA, "%s: the rows it held when it was dropped do not fit its "
+                                    "columns now", t->name);
+  if (!rc && (rc = mdb_cursor_open(p->store.wtxn, t->dropped_dbi, &cur))) rc = fail(t, rc);
+  MDB_val k, v;
+  int mrc = rc ? MDB_NOTFOUND : mdb_cursor_get(cur, &k, &v, MDB_FIRST);
+  for (; !rc && mrc == 0; mrc = mdb_cursor_get(cur, &k, &v, MDB_NEXT)) {
+    uint64_t id = k.mv_size == 8 ? rn_be64_get(k.mv_data) : 0;
+    if (!id || !give_row(&c, id, v.mv_data, v.mv_size, true)) {
+      rc = rn_err_set(&p->err, RN_ESTORE, "%s: a row it held when it was dropped %s", t->name,
+                      id ? c.why : "is under a malformed id");
+      break;
+    }
+    rc = fn(ctx, id, c.out.data, c.out.size);
+    msgpack_zone_clear(&c.z);
+  }
+  if (!rc && mrc != MDB_NOTFOUND) rc = fail(t, mrc);
+  if (cur) mdb_cursor_close(cur);
+  capture_free(&c);
+  return rc;
 }

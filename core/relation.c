@@ -161,6 +161,22 @@ static int keep_entry_schema(rn_pipeline *p, rn_rel *r, const MDB_val *v)
 
 static size_t changed_key(const rn_rel *r, char *key);
 
+/* A relation of another kind than a table declared new under the name of
+ * a table p:drop removed: the rows that drop kept for what was over the
+ * table (open_dropped) are no one's: forgotten, in txn. */
+static int forget_dropped(rn_pipeline *p, rn_rel *r, MDB_txn *txn)
+{
+  char key[RN_NAME_MAX + 8];
+  MDB_val k = { (size_t)snprintf(key, sizeof key, "%s%s", RN_META_DROPPED_ENTRY, r->name), key };
+  int rc = mdb_del(txn, p->store.meta, &k, NULL);
+  if (rc == MDB_NOTFOUND) return 0;
+  MDB_dbi dbi;
+  snprintf(key, sizeof key, "%s%s", RN_DB_DROPPED, r->name);
+  if (!rc && (rc = rn_store_dbi_open(&p->store, txn, key, 0, &dbi)) == MDB_NOTFOUND) return 0;
+  if (!rc) rc = mdb_drop(txn, dbi, 0);
+  return rc ? rn_store_fail(&p->err, rc, r->name) : 0;
+}
+
 /* Source table r is declared while the rows of a table of its name that
  * p:drop removed are kept ("dk:" name, "dt:" name: drop.c): their columns
  * into r->dropped_schema and their database opened, in txn, for the
@@ -323,6 +339,7 @@ int rn_state_open(rn_pipeline *p, rn_rel *r, MDB_txn *txn, bool *created, bool *
     v.mv_data = desc.data;
     rc = mdb_put(txn, p->store.meta, &k, &v, 0);
     if (rc) goto lmdb_fail;
+    if (r->kind != RN_REL_TABLE && forget_dropped(p, r, txn)) goto fail;
   } else {
     goto lmdb_fail;
   }

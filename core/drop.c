@@ -171,15 +171,18 @@ static int keep_dropped_rows(rn_pipeline *p, MDB_txn *txn, const char *name)
   rn_reader *rd = NULL;
   rn_err e = { .code = RN_OK };
   kept_rows k = { .txn = txn };
-  rc = rn_reader_open(txn, p->store.meta, p->store.path, name, &rd, &e);
-  if (rc) p->err = e;
-  if (!rc) rc = rn_state_dbi(p, txn, RN_DB_DROPPED, name, 0, &k.dbi);
+  rc = rn_state_dbi(p, txn, RN_DB_DROPPED, name, 0, &k.dbi);
   if (!rc && (rc = mdb_drop(txn, k.dbi, 0))) rc = rn_store_fail(&p->err, rc, name);
-  if (!rc && (rc = rn_reader_each(rd, txn, keep_row, &k, &e))) {
-    if (k.rc) rn_store_fail(&p->err, k.rc, name);
-    else p->err = e;
+  int rrc = rc ? 0 : rn_reader_open(txn, p->store.meta, p->store.path, name, &rd, &e);
+  if (!rc && !rrc && (rrc = rn_reader_each(rd, txn, keep_row, &k, &e)) && k.rc) rc = rn_store_fail(&p->err, k.rc, name);
+  if (!rc && rrc && (rrc == RN_ENOMEM || rrc == RN_EFULL || rrc == RN_EIO)) p->err = e, rc = rrc;
+  if (!rc && rrc) {
+    rc = mdb_drop(txn, k.dbi, 0);
+    if (!rc && (rc = mdb_del(txn, p->store.meta, &dk, NULL)) == MDB_NOTFOUND) rc = 0;
+    if (rc) rc = rn_store_fail(&p->err, rc, name);
   }
-  if (!rc && (rc = mdb_put(txn, p->store.meta, &dk, &ev, 0))) rc = rn_store_fail(&p->err, rc, name);
+  /* rows that cannot be read (the drop of a damaged table): none kept, the drop goes on */
+  if (!rc && !rrc && (rc = mdb_put(txn, p->store.meta, &dk, &ev, 0))) rc = rn_store_fail(&p->err, rc, name);
   rn_reader_free(rd);
   free(entry);
   return rc ? p->err.code : 0;

@@ -234,6 +234,7 @@ bool rn_derive_keeps_keys(const void *ctx)
 
 static int untold(rn_rel *d, const char *why);
 static bool added_under(const rn_rel *d);
+static bool dropped_under(const rn_rel *d);
 static const char *unknown_under(const rn_rel *d, char *buf, size_t len);
 
 /* A keyed map rebuilt (its input changed, or it missed groups): around
@@ -277,7 +278,7 @@ static int setup_keys(void *ctx, bool created, bool rebuild_it)
   MDB_txn *txn = d->p->store.wtxn;
   int rc = rn_select_decl_record(d, txn);
   if (rc) return rc;
-  if (rebuild_it || d->evolved || added_under(d)) /* its rows may have changed (evolve.h; a table under it moved
+  if (rebuild_it || d->evolved || added_under(d) || dropped_under(d)) /* its rows may have changed (evolve.h; a table under it moved
                                                    * columns its function reads) */
     return rebuild_keys(d, txn, created);
   return rn_mapkey_open(&((rn_derive *)d->ctx)->keys, d, txn, false);
@@ -304,6 +305,19 @@ static bool added_under(const rn_rel *d)
   const rn_rel *at = d->input;
   while (at->input && (at->kind == RN_REL_FILTER || at->kind == RN_REL_MAP)) at = at->input;
   return at->nadded > 0 || at->now_slots;
+}
+
+/* Whether the table under d (through filters and maps) keeps the rows a
+ * table of its name had when p:drop removed it (drop.c), d declared
+ * before: what d's sinks were told was made from them, and what left is
+ * told as a rebuild's changes are (evolve_log.c, scan_as_told), as the
+ * joins, aggregates, tops and indexes over it tell theirs. */
+static bool dropped_under(const rn_rel *d)
+{
+  if (d->decl_new || !d->tablelike) return false;
+  const rn_rel *at = d->input;
+  while (at->input && (at->kind == RN_REL_FILTER || at->kind == RN_REL_MAP)) at = at->input;
+  return at->kind == RN_REL_TABLE && at->dropped_open;
 }
 
 /* Whether filter d, declared as it was, is over a table (through filters)
@@ -456,7 +470,7 @@ static int tell_columns_in(rn_rel *d, char *why, size_t whylen, bool *later)
     *later = true;
     return layout ? rn_rebuild_untold(d) : 0;
   }
-  if ((!f->map && !f->filter && !(f->told && told_findable(d))) || d->told_unknown || unknown_under(d, why, whylen)) { /* nothing told: told rows
+  if ((!f->map && !f->filter && !(f->told && told_findable(d)) && !dropped_under(d)) || d->told_unknown || unknown_under(d, why, whylen)) { /* nothing told: told rows
                                                                                      * of an earlier layout go
                                                                                      * too */
     why[0] = 0;
@@ -590,7 +604,7 @@ static int declare(rn_pipeline *p, const char *name, rn_relkind kind, rn_rel *in
   if (!rc && kind == RN_REL_FILTER && r->rebuilt_pending) rc = rebuild_now(r); /* its input's rows
                                                                                               * may have changed */
   if (!rc) rc = rn_derive_told_unknown(r); /* over a relation whose sinks were not told */
-  if (!rc && (r->told_schema || f->told || (!f->keyed && (added_under(r) || renamed_under(r))))) rc = tell_columns(r); /* other columns, or a
+  if (!rc && (r->told_schema || f->told || (!f->keyed && (added_under(r) || renamed_under(r) || dropped_under(r))))) rc = tell_columns(r); /* other columns, or a
                                                                                        * table under it gained
                                                                                        * some: its function
                                                                                        * as it was */

@@ -17,10 +17,12 @@
 #include "evolve.h"
 #include "evolve_code.h"
 #include "json.h"
+#include "key.h"
 #include "lookup.h"
 #include "notes.h"
 #include "outbox.h"
 #include "pipeline.h"
+#include "reader.h"
 #include "store_sink.h"
 
 /* The relations declared in p that read rel (joins, derived, cdc) into buf. */
@@ -70,6 +72,8 @@ static int del_databases(rn_pipeline *p, MDB_txn *txn, const char *name, bool st
     if (!colon || plen > 4 || k.mv_size - plen != nlen || memcmp(colon + 1, name, nlen) != 0) continue;
     bool of_store = plen == RN_PREFIX_LEN(RN_DB_STORE) && memcmp(k.mv_data, RN_DB_STORE, plen) == 0;
     if (of_store != store) continue; /* a relation and a store may share a name */
+    if (plen == RN_PREFIX_LEN(RN_DB_DROPPED) && memcmp(k.mv_data, RN_DB_DROPPED, plen) == 0)
+      continue; /* the rows a drop kept (keep_dropped_rows) */
     void *grown = realloc(names, sizeof *names * (size_t)(n + 1));
     if (!grown) { rc = RN_ENOMEM; break; }
     names = grown;
@@ -109,6 +113,79 @@ static int keep_ids(rn_pipeline *p, MDB_txn *txn, const char *name)
   v = (MDB_val){ sizeof next, &next };
   rc = mdb_put(txn, p->store.meta, &k, &v, 0);
   return rc ? rn_store_fail(&p->err, rc, name) : 0;
+}
+
+/* A dropped table's rows as keep_dropped_rows copies them. */
+typedef struct kept_rows {
+  MDB_txn *txn;
+  MDB_dbi dbi;
+  int rc;                 /* a put failed: its LMDB code */
+} kept_rows;
+
+static int keep_row(void *ctx, uint64_t id, const char *row, size_t len)
+{
+  kept_rows *k = ctx;
+  char kb[8];
+  rn_be64_put(kb, id);
+  MDB_val key = { 8, kb }, v = { len, (void *)row };
+  return k->rc = mdb_put(k->txn, k->dbi, &key, &v, 0);
+}
+
+/* A table's rows go with it, but the sinks of the filters and maps left
+ * over it (not dropped: a declared one refuses the drop) were told them:
+ * its rows are copied under "dt:" name and its catalogue entry under
+ * "dk:" name (store.h), read when a table of that name is declared again
+ * (relation.c), so those filters and maps, declared over it, tell their
+ * sinks the rows that left as the joins, aggregates, tops and indexes over
+ * it do (evolve_log.c), and forgotten by the first group that ends then.
+ * A table without rows keeps what an earlier drop kept (no group ended
+ * with it declared since, or it would hold none); another kind keeps
+ * nothing. */
+static int keep_dropped_rows(rn_pipeline *p, MDB_txn *txn, const char *name)
+{
+  char key[RN_NAME_MAX + 8];
+  MDB_val rk = { (size_t)snprintf(key, sizeof key, "%s%s", RN_META_RELATION, name), key }, v;
+  int rc = mdb_get(txn, p->store.meta, &rk, &v);
+  if (rc == MDB_NOTFOUND) return 0; /* a store, or nothing */
+  if (rc) return rn_store_fail(&p->err, rc, name);
+  const unsigned char *d = v.mv_data; /* [kind (a fixint), …] */
+  bool table = v.mv_size >= 2 && (d[0] & 0xf0) == 0x90 && d[1] == RN_REL_TABLE;
+  char dkey[RN_NAME_MAX + 8];
+  MDB_val dk = { (size_t)snprintf(dkey, sizeof dkey, "%s%s", RN_META_DROPPED_ENTRY, name), dkey };
+  if (!table) {
+    rc = mdb_del(txn, p->store.meta, &dk, NULL);
+    return rc && rc != MDB_NOTFOUND ? rn_store_fail(&p->err, rc, name) : 0;
+  }
+  char rows_name[RN_NAME_MAX + 8];
+  snprintf(rows_name, sizeof rows_name, "%s%s", RN_DB_ROWS, name);
+  MDB_dbi rows;
+  MDB_stat st = { 0 };
+  rc = rn_store_dbi_open(&p->store, txn, rows_name, 0, &rows);
+  if (!rc) rc = mdb_stat(txn, rows, &st);
+  if (rc == MDB_NOTFOUND || (!rc && st.ms_entries == 0)) return 0;
+  if (rc) return rn_store_fail(&p->err, rc, name);
+  char *entry = malloc(v.mv_size); /* LMDB's bytes move with the puts */
+  if (!entry) return rn_err_set(&p->err, RN_ENOMEM, "out of memory");
+  memcpy(entry, v.mv_data, v.mv_size);
+  MDB_val ev = { v.mv_size, entry };
+  rn_reader *rd = NULL;
+  rn_err e = { .code = RN_OK };
+  kept_rows k = { .txn = txn };
+  rc = rn_state_dbi(p, txn, RN_DB_DROPPED, name, 0, &k.dbi);
+  if (!rc && (rc = mdb_drop(txn, k.dbi, 0))) rc = rn_store_fail(&p->err, rc, name);
+  int rrc = rc ? 0 : rn_reader_open(txn, p->store.meta, p->store.path, name, &rd, &e);
+  if (!rc && !rrc && (rrc = rn_reader_each(rd, txn, keep_row, &k, &e)) && k.rc) rc = rn_store_fail(&p->err, k.rc, name);
+  if (!rc && rrc && (rrc == RN_ENOMEM || rrc == RN_EFULL || rrc == RN_EIO)) p->err = e, rc = rrc;
+  if (!rc && rrc) {
+    rc = mdb_drop(txn, k.dbi, 0);
+    if (!rc && (rc = mdb_del(txn, p->store.meta, &dk, NULL)) == MDB_NOTFOUND) rc = 0;
+    if (rc) rc = rn_store_fail(&p->err, rc, name);
+  }
+  /* rows that cannot be read (the drop of a damaged table): none kept, the drop goes on */
+  if (!rc && !rrc && (rc = mdb_put(txn, p->store.meta, &dk, &ev, 0))) rc = rn_store_fail(&p->err, rc, name);
+  rn_reader_free(rd);
+  free(entry);
+  return rc ? p->err.code : 0;
 }
 
 /* Whether the order (a top or an index) `order` reads `input`, as its
@@ -194,6 +271,8 @@ static int note_waiting(void *ctx, const rn_outbox_kept *k)
                         rn_json_quote(shown, sizeof shown, k->shown, strlen(k->shown)));
 }
 
+static int try_drop(rn_pipeline *p, const char *name, bool *found_out, bool *store_out);
+
 RN_API int rn_drop(rn_pipeline *p, const char *name)
 {
   if (!p) return RN_EINVAL;
@@ -236,11 +315,34 @@ RN_API int rn_drop(rn_pipeline *p, const char *name)
                       "pipeline has the state open", name, lookup->name);
   int rc = rn_flush(p);
   if (rc) return rc;
+  bool found, store;
+  for (int tries = 0;; tries++) { /* the rows kept may fill the map: tried again after growing it */
+    found = store = false;
+    rc = try_drop(p, name, &found, &store);
+    if (!rc || p->err.code != RN_EFULL || p->err.cause != MDB_MAP_FULL || tries >= 16) break;
+    if ((rc = rn_store_grow(&p->store, &p->err))) break;
+  }
+  rn_attach_handles_closed(p); /* the dropped databases' handles are closed: attaches open theirs again */
+  if (rc) return rc;
+  if (!store) { /* notes only: the drop is done, a failure to read the outbox says nothing */
+    rn_outbox_undeclared(p, note_waiting, &(dropped_sinks){ p, name });
+    rn_err_clear(&p->err);
+  }
+  rn_notes_tell(p);
+  return 0;
+}
+
+/* rn_drop's transaction: relation (or store) name removed, committed. */
+static int try_drop(rn_pipeline *p, const char *name, bool *found_out, bool *store_out)
+{
+  char quoted[RN_NAME_MAX * 4 + 3];
   MDB_txn *txn;
+  int rc;
   if ((rc = rn_store_txn(p->store.env, 0, &txn))) return rn_store_fail(&p->err, rc, name);
   bool found = false, store = false;
   rc = keep_ids(p, txn, name);
   if (!rc) rc = orders_stale(p, txn, name);
+  if (!rc) rc = keep_dropped_rows(p, txn, name);
   if (!rc) rc = del_meta(p, txn, RN_META_RELATION, name, &found);
   if (!rc) rc = del_meta(p, txn, RN_META_COUNTERS, name, &found);
   bool decl = false;
@@ -260,16 +362,10 @@ RN_API int rn_drop(rn_pipeline *p, const char *name)
   found |= store;
   if (!rc && !found) rc = rn_err_set(&p->err, RN_ENOTFOUND, "drop: the state at %s holds no relation or store %s",
                                      p->store.path, rn_json_quote(quoted, sizeof quoted, name, strlen(name)));
+  *found_out = found, *store_out = store;
   if (rc) { mdb_txn_abort(txn); return rc; }
   rc = mdb_txn_commit(txn);
-  rn_attach_handles_closed(p); /* the dropped databases' handles are closed: attaches open theirs again */
-  if (rc) return rn_store_write_fail(&p->store, &p->err, rc, name);
-  if (!store) { /* notes only: the drop is done, a failure to read the outbox says nothing */
-    rn_outbox_undeclared(p, note_waiting, &(dropped_sinks){ p, name });
-    rn_err_clear(&p->err);
-  }
-  rn_notes_tell(p);
-  return 0;
+  return rc ? rn_store_write_fail(&p->store, &p->err, rc, name) : 0;
 }
 
 /* A relation rn_undeclared tells of. */

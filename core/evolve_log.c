@@ -297,13 +297,37 @@ static int overlay_entry(rn_rel *r, entry_at *e, void *ctx)
   return rc ? rc : 0;
 }
 
-static int scan_as_told(rn_rel *r, rn_scan_fn fn, void *ctx, bool for_map)
+static const rn_rel *table_under(const rn_rel *r);
+
+/* r's rows now where no entry says otherwise, the entries' told rows
+ * where one does (a filter's or map's changes waiting to be told). A map
+ * over filter r (for_map) was told them without the columns the table
+ * under r gained in this run: they are left out (as nothing), as
+ * scan_without_added leaves them out of the table's. */
+static int scan_overlay(rn_rel *r, rn_scan_fn fn, void *ctx, bool for_map)
 {
-  if (r->rebuilt_pending && r->rebuilt_open) {
+  rn_rel *t = for_map && r->kind == RN_REL_FILTER ? (rn_rel *)table_under(r) : NULL;
+  if (!t || !t->nadded || t->schema->ncols != r->schema->ncols) {
     told_scan s = { r, fn, ctx };
     int rc = rn_rel_scan(r, overlay_one, &s);
     return rc ? rc : each_entry(r, overlay_entry, &s);
   }
+  without_added w = { .t = t, .fn = fn, .ctx = ctx };
+  int rc = repack_init(&w.k, t);
+  if (rc) return rc;
+  told_scan s = { r, without_added_one, &w };
+  rc = rn_rel_scan(r, overlay_one, &s);
+  if (!rc) rc = each_entry(r, overlay_entry, &s);
+  repack_free(&w.k);
+  return rc;
+}
+
+static int scan_dropped(rn_rel *t, rn_scan_fn fn, void *ctx);
+
+static int scan_as_told(rn_rel *r, rn_scan_fn fn, void *ctx, bool for_map)
+{
+  if (r->kind == RN_REL_TABLE && r->dropped_open) return scan_dropped(r, fn, ctx); /* what its sinks hold */
+  if (r->rebuilt_pending && r->rebuilt_open) return scan_overlay(r, fn, ctx, for_map);
   if (is_derived(r)) return derive_told(r, fn, ctx, for_map);
   if (for_map && r->nadded) return scan_without_added(r, fn, ctx);
   return rn_rel_scan(r, fn, ctx);
@@ -549,11 +573,24 @@ int rn_rebuild_tell(rn_pipeline *p)
   return rc;
 }
 
+/* The rows of a table dropped before t was declared again (drop.c) are
+ * forgotten in txn: the relations over it declared since made from them
+ * what their sinks were told, and the group being sealed tells it. */
+static int forget_dropped(rn_rel *t, MDB_txn *txn)
+{
+  char key[RN_NAME_MAX + 8];
+  MDB_val k = { (size_t)snprintf(key, sizeof key, "%s%s", RN_META_DROPPED_ENTRY, t->name), key };
+  int rc = mdb_drop(txn, t->dropped_dbi, 0);
+  if (!rc) rc = mdb_del(txn, t->p->store.meta, &k, NULL);
+  return rc && rc != MDB_NOTFOUND ? fail(t, rc) : 0;
+}
+
 int rn_rebuild_told(rn_pipeline *p, MDB_txn *txn)
 {
   if (!p->rebuilt_any) return 0;
   for (int i = 0; i < p->nrels; i++) {
     rn_rel *r = p->rels[i];
+    if ((r->dropped_open || r->dropped_unflushed) && forget_dropped(r, txn)) return p->err.code;
     if (!r->rebuilt_pending && !r->rebuilt_unflushed) continue;
     int rc = mdb_drop(txn, r->rebuilt_dbi, 0);
     if (rc) return fail(r, rc);
@@ -568,6 +605,8 @@ void rn_rebuild_committed(rn_pipeline *p)
     rn_rel *r = p->rels[i];
     if (r->rebuilt_pending) r->rebuilt_unflushed = true; /* a carried group replayed empties it again */
     r->rebuilt_pending = false;
+    if (r->dropped_open) r->dropped_unflushed = true;
+    r->dropped_open = false;
   }
 }
 
@@ -576,8 +615,8 @@ void rn_rebuild_flushed(rn_pipeline *p)
   if (!p->rebuilt_any) return;
   bool any = false;
   for (int i = 0; i < p->nrels; i++) {
-    p->rels[i]->rebuilt_unflushed = false;
-    any |= p->rels[i]->rebuilt_pending;
+    p->rels[i]->rebuilt_unflushed = p->rels[i]->dropped_unflushed = false;
+    any |= p->rels[i]->rebuilt_pending || p->rels[i]->dropped_open;
   }
   p->rebuilt_any = any; /* the groups after it skip the three loops */
 }
@@ -1086,15 +1125,104 @@ static bool renamed_unknown(capture *c)
   return false;
 }
 
+/* A filter over a table whose waiting told rows lack columns the table
+ * gained since (fill_from_table): per column of r, the table's slot to
+ * take, or -1. */
+typedef struct table_fill {
+  rn_rel *r;
+  MDB_txn *txn;
+  const int *from;       /* per column of r: the table's slot, or -1 */
+  int nfrom;             /* how many of them are >= 0 */
+  int ncols_table;
+  repack k;
+} table_fill;
+
+static int fill_one(void *ctx, uint64_t id, const char *row, size_t len)
+{
+  table_fill *f = ctx;
+  rn_rel *r = f->r;
+  char kb[8];
+  rn_be64_put(kb, id);
+  MDB_val key = { 8, kb }, v;
+  int rc = mdb_get(f->txn, r->rebuilt_dbi, &key, &v), has;
+  if (rc == MDB_NOTFOUND) return 0;
+  if (rc) return fail(r, rc);
+  const char *told, *now;
+  size_t told_len, now_len;
+  if (!entry_parse(&v, &has, &told, &told_len, &now, &now_len)) return fail(r, MDB_CORRUPTED);
+  if (!(has & TOLD)) return 0;
+  int n = r->schema->ncols;
+  const msgpack_object *tv = rn_row_unpack(told, told_len, n, &f->k.z);
+  const msgpack_object *nv = rn_row_unpack(row, len, f->ncols_table, &f->k.z);
+  if (!tv || !nv) { msgpack_zone_clear(&f->k.z); return fail(r, MDB_CORRUPTED); }
+  memcpy(f->k.vals, tv, sizeof *f->k.vals * (size_t)n);
+  for (int j = 0; j < n; j++)
+    if (f->from[j] >= 0) f->k.vals[j] = nv[f->from[j]];
+  f->k.out.size = 0;
+  rn_row_pack(r->schema, f->k.vals, &f->k.out); /* a copy: LMDB's bytes move with the put */
+  msgpack_zone_clear(&f->k.z);
+  return put_entry_in(r, f->txn, id, TOLD, f->k.out.data, f->k.out.size, NULL, 0);
+}
+
+/* The told rows give_waiting gave in r's columns now hold null in each
+ * column c's plan found new (c->src -1) that the table under filter r
+ * (through filters) has: the table gained it since they were told. The
+ * table's rows got its value then (its default, else null: a note said
+ * so, which is how a copy of r's rows learns of it too), and no group
+ * changed them since (a group tells the waiting rows first): each told
+ * row takes the value its id's row of the table holds, read in txn as a
+ * reader of the state reads it. A row the table no longer holds (it was
+ * dropped) keeps the null. */
+static int fill_from_table(capture *c, MDB_txn *txn)
+{
+  rn_rel *r = c->r;
+  rn_pipeline *p = r->p;
+  const rn_rel *t = table_under(r);
+  int n = r->schema->ncols, want = 0;
+  for (int j = 0; j < n; j++) want += c->src[j] < 0;
+  if (!t || !want) return 0;
+  rn_reader *rd = NULL;
+  rn_err e = { .code = RN_OK };
+  int rc = rn_reader_open(txn, p->store.meta, p->store.path, t->name, &rd, &e);
+  if (rc) {
+    p->err = e;
+    return rc;
+  }
+  const rn_schema *ts = rn_reader_schema(rd);
+  int *from = malloc(sizeof *from * (size_t)(n ? n : 1));
+  table_fill f = { .r = r, .txn = txn, .from = from, .ncols_table = ts->ncols };
+  if (!from || (rc = repack_init(&f.k, r))) {
+    free(from);
+    rn_reader_free(rd);
+    return rc ? rc : rn_err_set(&p->err, RN_ENOMEM, "out of memory");
+  }
+  for (int j = 0; j < n; j++) {
+    const char *name = r->schema->cols[j].name;
+    from[j] = c->src[j] < 0 ? rn_schema_slot(ts, name, strlen(name)) : -1;
+    if (from[j] >= 0 && ts->cols[from[j]].type != r->schema->cols[j].type && r->schema->cols[j].type != RN_T_ANY)
+      from[j] = -1; /* not the column it is now: left null */
+    f.nfrom += from[j] >= 0;
+  }
+  if (f.nfrom) {
+    rc = rn_reader_each(rd, txn, fill_one, &f, &e);
+    if (rc && !p->err.code) p->err = e;
+  }
+  repack_free(&f.k);
+  free(from);
+  rn_reader_free(rd);
+  return rc;
+}
+
 /* Filter r's catalogue entry changed, and the told rows an earlier
  * rebuild left waiting are in the columns the entry held
  * (r->waiting_schema, rn_state_open): in txn, the transaction that replaces
  * the entry, so that they are given once, they are given in r's columns
  * now as a capture gives them (plan_capture: by name, a rename of the
- * relation its columns are followed, a new column null, an int column
- * widened to float as floats). The rows it holds now are made afresh at
- * its declaration (rn_rebuild_now). Rows that do not fit: nothing is told,
- * and a note says why. */
+ * relation its columns are followed, an int column widened to float as
+ * floats, a new column null, or, over a table that gained it, the value
+ * the table's row holds: fill_from_table). The rows it holds now are made
+ * afresh at its declaration (rn_rebuild_now). Rows that do not fit:
+ * nothing is told, and a note says why. */
 static int give_waiting(rn_rel *r, MDB_txn *txn)
 {
   rn_pipeline *p = r->p;
@@ -1116,6 +1244,7 @@ static int give_waiting(rn_rel *r, MDB_txn *txn)
     }
   if (!rc && renamed_unknown(&c)) rc = MISFIT;
   if (!rc) rc = capture_pending(&c, txn);
+  if (!rc) rc = fill_from_table(&c, txn); /* a column its table gained since: the value the table's rows got */
   if (rc == MISFIT) {
     r->rebuilt_pending = false;
     r->told_unknown = true; /* what is over it cannot be told either */
@@ -1170,4 +1299,58 @@ const rn_rel *rn_told_unknown_under(const rn_rel *r)
     if (at->told_unknown) return at;
   }
   return NULL;
+}
+
+/* ---- a dropped table's rows (drop.c), as the sinks over it were told ----
+ * Read in the columns the dropped table had, given in the columns of the
+ * table declared again under its name as a capture gives them (by name,
+ * a rename followed, an int widened to float, a new column null). */
+
+static int dropped_plan(capture *c, rn_rel *t)
+{
+  c->r = t;
+  c->old = t->dropped_schema;
+  if (!rn_zone_init(&c->z, 4096)) return rn_err_set(&t->p->err, RN_ENOMEM, "out of memory");
+  msgpack_sbuffer_init(&c->out);
+  int rc = plan_alloc(c);
+  if (!rc && !plan_capture(c)) rc = MISFIT;
+  for (int j = 0; !rc && j < t->schema->ncols; j++)
+    if (c->give[j] == GIVE_FILL) rc = MISFIT; /* a new key column: the rows had none */
+  return rc;
+}
+
+bool rn_dropped_fits(rn_rel *t)
+{
+  capture c = { 0 };
+  int rc = dropped_plan(&c, t);
+  capture_free(&c);
+  if (rc && rc != MISFIT) rn_err_clear(&t->p->err); /* out of memory: told as not known */
+  return rc == 0;
+}
+
+static int scan_dropped(rn_rel *t, rn_scan_fn fn, void *ctx)
+{
+  rn_pipeline *p = t->p;
+  capture c = { 0 };
+  int rc = dropped_plan(&c, t);
+  MDB_cursor *cur = NULL;
+  if (rc == MISFIT) rc = rn_err_set(&p->err, RN_ESCHEMA, "%s: the rows it held when it was dropped do not fit its "
+                                    "columns now", t->name);
+  if (!rc && (rc = mdb_cursor_open(p->store.wtxn, t->dropped_dbi, &cur))) rc = fail(t, rc);
+  MDB_val k, v;
+  int mrc = rc ? MDB_NOTFOUND : mdb_cursor_get(cur, &k, &v, MDB_FIRST);
+  for (; !rc && mrc == 0; mrc = mdb_cursor_get(cur, &k, &v, MDB_NEXT)) {
+    uint64_t id = k.mv_size == 8 ? rn_be64_get(k.mv_data) : 0;
+    if (!id || !give_row(&c, id, v.mv_data, v.mv_size, true)) {
+      rc = rn_err_set(&p->err, RN_ESTORE, "%s: a row it held when it was dropped %s", t->name,
+                      id ? c.why : "is under a malformed id");
+      break;
+    }
+    rc = fn(ctx, id, c.out.data, c.out.size);
+    msgpack_zone_clear(&c.z);
+  }
+  if (!rc && mrc != MDB_NOTFOUND) rc = fail(t, mrc);
+  if (cur) mdb_cursor_close(cur);
+  capture_free(&c);
+  return rc;
 }

@@ -70,6 +70,13 @@ int rn_rebuild_now(rn_rel *r, bool fn_changed, bool *before_failed);
  * when they do not fit them. */
 int rn_rebuild_opened(rn_rel *r, MDB_txn *txn, bool created);
 
+/* Whether the rows of a table p:drop removed, whose columns are
+ * t->dropped_schema, can be given in those of t, declared again (by name,
+ * a rename followed, an int widened to float, a new column null): the
+ * rows the filters and maps over t made of them, as their sinks were
+ * told, are made from them then (scan_as_told). */
+bool rn_dropped_fits(rn_rel *t);
+
 /* A group opened (or its changes are applied again, group.c): every
  * pending rebuild's changes into its relation's log, first. */
 int rn_rebuild_tell(rn_pipeline *p);

@@ -133,6 +133,11 @@ struct rn_rel {
   bool as_told;           /* a stand-in for a map making its rows in told_schema (evolve_log.c): names
                              its function gives that those columns lack are left out */
   MDB_dbi rebuilt_dbi;
+  MDB_dbi dropped_dbi;    /* a source table declared again after p:drop: "dt:" name, the dropped one's rows */
+  rn_schema *dropped_schema; /* … in these columns (meta "dk:" name), owned; NULL: none kept */
+  bool dropped_open;      /* they are kept until a group with it declared: the filters and maps over it
+                             make the rows their sinks were told from them (evolve_log.c, scan_as_told) */
+  bool dropped_unflushed; /* a group emptied them, in an LMDB transaction not yet committed */
   char *reads;            /* |name\0|…|: the relations its Lua functions read (evolve_reads.h), owned */
   size_t reads_len;
   bool reads_dirty;       /* a read not yet written to meta "rd:" */

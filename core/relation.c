@@ -94,6 +94,7 @@ void rn_rel_free(rn_rel *r)
   free(r->added_slots);
   free(r->now_slots);
   rn_schema_free(r->waiting_schema);
+  rn_schema_free(r->dropped_schema);
   for (int i = 0; r->stored_names && i < r->nstored; i++) free(r->stored_names[i]);
   free(r->stored_names);
   free(r->name);
@@ -159,6 +160,58 @@ static int keep_entry_schema(rn_pipeline *p, rn_rel *r, const MDB_val *v)
 }
 
 static size_t changed_key(const rn_rel *r, char *key);
+
+/* A relation of another kind than a table declared new under the name of
+ * a table p:drop removed: the rows that drop kept for what was over the
+ * table (open_dropped) are no one's: forgotten, in txn. */
+static int forget_dropped(rn_pipeline *p, rn_rel *r, MDB_txn *txn)
+{
+  char key[RN_NAME_MAX + 8];
+  MDB_val k = { (size_t)snprintf(key, sizeof key, "%s%s", RN_META_DROPPED_ENTRY, r->name), key };
+  int rc = mdb_del(txn, p->store.meta, &k, NULL);
+  if (rc == MDB_NOTFOUND) return 0;
+  MDB_dbi dbi;
+  snprintf(key, sizeof key, "%s%s", RN_DB_DROPPED, r->name);
+  if (!rc && (rc = rn_store_dbi_open(&p->store, txn, key, 0, &dbi)) == MDB_NOTFOUND) return 0;
+  if (!rc) rc = mdb_drop(txn, dbi, 0);
+  return rc ? rn_store_fail(&p->err, rc, r->name) : 0;
+}
+
+/* Source table r is declared while the rows of a table of its name that
+ * p:drop removed are kept ("dk:" name, "dt:" name: drop.c): their columns
+ * into r->dropped_schema and their database opened, in txn, for the
+ * filters and maps over r to make from them the rows their sinks were
+ * told (evolve_log.c). Rows that cannot be given in r's columns now: what
+ * its sinks were told is not known (r->told_unknown), as the relations
+ * over it say. */
+static int open_dropped(rn_pipeline *p, rn_rel *r, MDB_txn *txn)
+{
+  char key[RN_NAME_MAX + 8];
+  MDB_val k = { (size_t)snprintf(key, sizeof key, "%s%s", RN_META_DROPPED_ENTRY, r->name), key }, v;
+  int rc = mdb_get(txn, p->store.meta, &k, &v);
+  if (rc == MDB_NOTFOUND) return 0;
+  if (rc) return rn_store_fail(&p->err, rc, r->name);
+  msgpack_object d;
+  size_t off = 0;
+  rn_schema *s = NULL;
+  rn_err e = { .code = RN_OK };
+  if (rn_msgpack_size(v.mv_data, v.mv_size) == v.mv_size &&
+      rn_unpack(v.mv_data, v.mv_size, &off, &p->scratch, &d) == MSGPACK_UNPACK_SUCCESS &&
+      rn_catalogue_entry_valid(&d))
+    s = rn_attach_schema_of(&d.via.array.ptr[1], &e);
+  if (!s && e.code == RN_ENOMEM) return rn_err_set(&p->err, RN_ENOMEM, "out of memory");
+  rn_schema_free(r->dropped_schema);
+  r->dropped_schema = s;
+  r->dropped_open = false;
+  if (!s || !rn_dropped_fits(r)) { /* damaged, or not in these columns */
+    r->told_unknown = true;
+    return 0;
+  }
+  if ((rc = rn_state_dbi(p, txn, RN_DB_DROPPED, r->name, 0, &r->dropped_dbi))) return rc;
+  r->dropped_open = true;
+  p->rebuilt_any = true; /* the group that ends forgets them (rn_rebuild_told) */
+  return 0;
+}
 
 /* Whether r numbers events of its own (a stream, a cdc relation, a stream
  * join), so ids it gives again meet earlier events in its sinks' logs (an
@@ -286,6 +339,7 @@ int rn_state_open(rn_pipeline *p, rn_rel *r, MDB_txn *txn, bool *created, bool *
     v.mv_data = desc.data;
     rc = mdb_put(txn, p->store.meta, &k, &v, 0);
     if (rc) goto lmdb_fail;
+    if (r->kind != RN_REL_TABLE && forget_dropped(p, r, txn)) goto fail;
   } else {
     goto lmdb_fail;
   }
@@ -569,6 +623,7 @@ static int try_open_source_state(rn_pipeline *p, rn_rel *r)
     if (!rc && r->schema->nkey == 0)
       rc = rn_state_dbi(p, txn, RN_DB_ROW_HASHES, r->name, MDB_DUPSORT | MDB_DUPFIXED, &r->hash_dbi);
     if (!rc) rc = check_counters(p, r, txn);
+    if (!rc) rc = open_dropped(p, r, txn);
   }
   rc = rn_group_oom(p, rc);
   if (rc) { mdb_txn_abort(txn); return rc; }
@@ -590,7 +645,7 @@ static int open_source_state(rn_pipeline *p, rn_rel *r)
       return 0;
     }
     rn_evolve_forget(p, notes, marks);
-    r->rebuilt_open = r->rebuilt_pending = false; /* opened in the transaction taken back */
+    r->rebuilt_open = r->rebuilt_pending = r->dropped_open = false; /* opened in the transaction taken back */
     if (p->err.code != RN_EFULL || p->err.cause != MDB_MAP_FULL || tries >= 16 || rn_store_grow(&p->store, &p->err)) {
       rn_code_done(p, false); /* its functions' record goes with it */
       return p->err.code;

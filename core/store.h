@@ -95,6 +95,12 @@
  *                     ids up to next_id - 1 (drop.c): one declared again under
  *                     its name goes on from it, so the logs its sinks kept
  *                     never meet an id twice (relation.c); kept for good
+ *     "dk:" name      msgpack [kind, schema description] a table dropped (drop.c): its
+ *                     catalogue entry, the columns of the rows "dt:" name keeps;
+ *                     removed, and "dt:" emptied, by the first group that ends
+ *                     while a table of that name is declared again: the filters
+ *                     and maps left over it make from them the rows their sinks
+ *                     were told, and tell them what left (evolve_log.c)
  *
  * Named database "outbox" (RN_DB_OUTBOX), durable sinks' pending groups:
  *
@@ -117,6 +123,8 @@
  *            |order key|u64 id BE| -> |row|
  *     "rb:"  a rebuild's changes the next group tells the sinks (evolve_log.c):
  *            |u64 id BE| -> |u8 has|u32 told_len|told row|now row|
+ *     "dt:"  a dropped table's rows (drop.c; "dk:" name):
+ *            |u64 id BE| -> |row|
  *     "st:"  a permanent store's rows (store_sink.c; not a relation):
  *            |encoded key| -> |row|   (keyless: |u64 id BE| -> |row|)
  *
@@ -192,6 +200,7 @@
 #define RN_META_CHANGED_SPAN "chs"  /* the groups the "ch:" records know: |u64 from|u64 upto| */
 #define RN_META_ID_GAPS   "ig:"     /* a keyed table whose ids are not 1..n: |u64 id| (relation.c) */
 #define RN_META_DROPPED_IDS "nd:"   /* the next id of a dropped relation: |u64 next_id| */
+#define RN_META_DROPPED_ENTRY "dk:" /* a dropped table's catalogue entry, while "dt:" keeps its rows */
 /* Prefixes of per-relation databases: the prefix then the name. */
 #define RN_DB_ROWS        "t:"      /* a table's rows */
 #define RN_DB_ROW_HASHES  "h:"      /* a keyless table's rows by hash */
@@ -211,6 +220,7 @@
 #define RN_DB_TOP_DECL    "tp:"     /* a top's declaration */
 #define RN_DB_INDEX       "ix:"     /* an index's rows in order */
 #define RN_DB_REBUILT     "rb:"     /* a rebuild's changes, not yet told to sinks (evolve_log.c) */
+#define RN_DB_DROPPED     "dt:"     /* a dropped table's rows, until it is declared again and a group ends */
 /* The length of a prefix constant above, without its NUL. */
 #define RN_PREFIX_LEN(prefix) (sizeof(prefix) - 1)
 

@@ -254,7 +254,11 @@ describe("a filter's waiting rows: renames, widened types, a dropped table", fun
     local t = decl(p, 2, { {"k","int"}, {"v","int"}, {"g","string"}, key = "k" }, told, "g")
     p:batch(function() t:insert{ k = 10, g = "y", v = 10 } end)
     p:close()
-    assert.same({ "DELETE 2 g=g2 v=1", "DELETE 3 g=g3 v=2", "INSERT 5 g=y v=10" }, told, table.concat(notes, "\n"))
+    -- row 4 (v = 3) passed both functions, and went with the table: its
+    -- sinks see it leave too (since 0.40: the rows a drop takes are kept
+    -- for the filters and maps over the table declared again)
+    assert.same({ "DELETE 2 g=g2 v=1", "DELETE 3 g=g3 v=2", "DELETE 4 g=g4 v=3", "INSERT 5 g=y v=10" }, told,
+                table.concat(notes, "\n"))
   end)
 
   it("gives them once when the filter's declaration fails after its entry changed, then is declared again", function()

@@ -419,6 +419,33 @@ static int marks_table(ssink *s, rn_err *e)
   return rc;
 }
 
+/* SQLite's table names ignore ASCII case, runnel_sinks' tbl does not: a
+ * mark of the table spelled otherwise ("t" for "T") is the mark of this
+ * very table. Taken as another table's, it let a second state write a
+ * table another state writes (SINK-4), or one state keep two marks of one
+ * table. Refused, naming the spelling the mark holds. */
+static int other_spelling(ssink *s, rn_err *e)
+{
+  sqlite3_stmt *st;
+  if (sqlite3_prepare_v2(s->db, "SELECT tbl, state_path FROM runnel_sinks WHERE tbl = ? COLLATE NOCASE AND tbl <> ? "
+                         "ORDER BY tbl", -1, &st, NULL) != SQLITE_OK)
+    return sink_fail(e, s, "reading its mark");
+  sqlite3_bind_text(st, 1, s->table, -1, SQLITE_STATIC);
+  sqlite3_bind_text(st, 2, s->table, -1, SQLITE_STATIC);
+  int rc = sqlite3_step(st);
+  if (rc == SQLITE_ROW) {
+    const char *tbl = (const char *)sqlite3_column_text(st, 0), *by = (const char *)sqlite3_column_text(st, 1);
+    rc = rn_err_set(e, RN_EINVAL, "%s: sqlite: table \"%s\" in %s is table \"%s\" to SQLite (its names ignore ASCII "
+                    "case), which runnel_sinks records as written by %s%s; one state writes a table: name it \"%s\" "
+                    "(the spelling its mark holds), or name another table", s->rel->name, s->table, s->path,
+                    tbl ? tbl : "", by ? "the runnel state at " : "an older runnel", by ? by : "", tbl ? tbl : "");
+  } else {
+    rc = rc == SQLITE_DONE ? 0 : sink_fail(e, s, "reading its mark");
+  }
+  sqlite3_finalize(st);
+  return rc;
+}
+
 /* Reads the table's row of runnel_sinks into s->m. */
 static int read_mark(ssink *s, rn_err *e)
 {
@@ -441,7 +468,8 @@ static int read_mark(ssink *s, rn_err *e)
   }
   sqlite3_finalize(st);
   if (rc == SQLITE_NOMEM) return rn_err_set(e, RN_ENOMEM, "out of memory");
-  return rc == SQLITE_ROW || rc == SQLITE_DONE ? 0 : sink_fail(e, s, "reading its mark");
+  if (rc == SQLITE_DONE) return other_spelling(s, e);
+  return rc == SQLITE_ROW ? 0 : sink_fail(e, s, "reading its mark");
 }
 
 /* Whether the state that wrote the row is still there: a runnel state

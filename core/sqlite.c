@@ -1534,15 +1534,32 @@ static char *name_of(const char *path, const char *table)
   return k;
 }
 
+/* Whether connections a and b of one process hold one file under two
+ * names (a hard link, a bind mount): realpath tells them apart, the
+ * device and inode do not. */
+static bool same_file(const rn_sqlite_conn *a, const rn_sqlite_conn *b)
+{
+  return a == b || (a->pid == b->pid && a->known && b->known && a->dev == b->dev && a->ino == b->ino);
+}
+
 /* SQLite compares table names without ASCII case: a table another sink
- * of the file keeps, spelled otherwise, is that table. */
+ * of the file keeps, spelled otherwise, is that table. So is one a sink
+ * keeps through another name of the file: both would write one table. */
 static int table_taken(const ssink *s, const char *path, rn_err *e)
 {
-  for (const ssink *o = s->conn->sinks; o; o = o->next_on_conn)
-    if (sqlite3_stricmp(o->table, s->table) == 0)
-      return rn_err_set(e, RN_EINVAL, "%s: sqlite: table \"%s\" in %s is table \"%s\" to SQLite (its names ignore "
-                        "ASCII case), which a sink of %s keeps; name another table",
-                        s->rel->name, s->table, path, o->table, o->rel->name);
+  for (const rn_sqlite_conn *c = s->p->sqlite_conns; c; c = c->next) {
+    if (!same_file(c, s->conn)) continue;
+    for (const ssink *o = c->sinks; o; o = o->next_on_conn) {
+      if (sqlite3_stricmp(o->table, s->table) != 0) continue;
+      if (c == s->conn)
+        return rn_err_set(e, RN_EINVAL, "%s: sqlite: table \"%s\" in %s is table \"%s\" to SQLite (its names ignore "
+                          "ASCII case), which a sink of %s keeps; name another table",
+                          s->rel->name, s->table, path, o->table, o->rel->name);
+      return rn_err_set(e, RN_EINVAL, "%s: sqlite: table \"%s\" in %s is table \"%s\" in %s (one file under two "
+                        "names: a hard link), which a sink of %s keeps; name another table",
+                        s->rel->name, s->table, path, o->table, o->path, o->rel->name);
+    }
+  }
   return 0;
 }
 

@@ -145,6 +145,29 @@ static char *real_path_of(const char *path)
   return strdup(realpath(path, real) ? real : path);
 }
 
+/* Opens the database file at path, read and written, made if absent. A
+ * path is a file's path: SQLite, built to read URIs (Debian's is), takes
+ * "file:out.db" for out.db and "file:x?mode=memory" or ":memory:" for a
+ * database in memory, while the sink knows its file by the path (its real
+ * path, device and inode: the connection shared, SINK-4, 7). So such a
+ * relative path is given as "./" and the path, which SQLite reads as the
+ * file it names. */
+static int open_file(const char *path, sqlite3 **db)
+{
+  if (strncmp(path, "file:", 5) != 0 && strcmp(path, ":memory:") != 0)
+    return sqlite3_open_v2(path, db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, NULL);
+  size_t n = strlen(path) + 3;
+  char *literal = malloc(n);
+  if (!literal) {
+    *db = NULL;
+    return SQLITE_NOMEM;
+  }
+  snprintf(literal, n, "./%s", path);
+  int rc = sqlite3_open_v2(literal, db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, NULL);
+  free(literal);
+  return rc;
+}
+
 /* The connection of the file at path (however the path spells it). */
 static rn_sqlite_conn *conn_get(rn_pipeline *p, const char *path, const char *rel, rn_err *e)
 {
@@ -163,7 +186,7 @@ static rn_sqlite_conn *conn_get(rn_pipeline *p, const char *path, const char *re
     rn_err_set(e, RN_ENOMEM, "out of memory");
     return NULL;
   }
-  int rc = sqlite3_open_v2(path, &c->db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, NULL);
+  int rc = open_file(path, &c->db);
   if (rc != SQLITE_OK) rn_err_set(e, RN_EIO, "%s: sqlite: %s: %s", rel, path, c->db ? sqlite3_errmsg(c->db) : "out of memory");
   else if (!(c->path = real_path_of(path))) rn_err_set(e, RN_ENOMEM, "out of memory"); /* the file may be new: now it has one */
   if (!c->path) {
@@ -1384,7 +1407,7 @@ static int conn_reopen(ssink *first, bool there, rn_err *e)
     rc = rn_err_set(e, RN_EIO, "%s: its write-ahead log could not be emptied into the moved file (a reader holds it)",
                     c->path);
   else if (kind) rc = rn_err_set(e, RN_EINVAL, "%s is %s, not a regular file", c->path, kind);
-  else if (sqlite3_open_v2(c->path, &db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, NULL) != SQLITE_OK)
+  else if (open_file(c->path, &db) != SQLITE_OK)
     rc = rn_err_set(e, RN_EIO, "%s: %s", c->path, db ? sqlite3_errmsg(db) : "out of memory");
   else if (stat(c->path, &st) != 0)
     rc = rn_err_set(e, RN_EIO, "%s: %s", c->path, strerror(errno));

@@ -1261,6 +1261,44 @@ static bool same_relation(const rn_outbox_mark *m, const rn_rel *rel)
   return !m->relation[0] || strcmp(m->relation, rel->name) == 0;
 }
 
+/* The id the next event of stream-like r gets: a filter or map passes
+ * its input's ids on. */
+static uint64_t next_event_id(const rn_rel *r)
+{
+  while ((r->kind == RN_REL_FILTER || r->kind == RN_REL_MAP) && r->input) r = r->input;
+  return r->next_id;
+}
+
+/* A stream's log starting anew (a new sink, one out of step, a table taken
+ * over from a state gone): its events are added by row id and never
+ * overwrite one (prepare), so a log already holding an id the stream gives
+ * next (another state's, or a copy's of this one that went further) would
+ * refuse that group, and every group after it, at each delivery. Refused
+ * at declaration instead, naming the table, its ids and the stream's. */
+static int log_ids_free(ssink *s, rn_err *e)
+{
+  msgpack_sbuffer b;
+  msgpack_sbuffer_init(&b);
+  add(&b, "SELECT max(\"runnel_id\") FROM ");
+  quote(&b, s->table);
+  rn_buf_write(&b, "", 1);
+  sqlite3_stmt *st = NULL;
+  int rc = b.data ? sqlite3_prepare_v2(s->db, b.data, -1, &st, NULL) : SQLITE_NOMEM;
+  msgpack_sbuffer_destroy(&b);
+  if (rc != SQLITE_OK) return sink_fail(e, s, "reading the log's ids");
+  rc = sqlite3_step(st);
+  uint64_t next = next_event_id(s->rel);
+  int64_t top = rc == SQLITE_ROW && sqlite3_column_type(st, 0) != SQLITE_NULL ? sqlite3_column_int64(st, 0) : 0;
+  sqlite3_finalize(st);
+  if (rc != SQLITE_ROW) return sink_fail(e, s, "reading the log's ids");
+  if (top <= 0 || (uint64_t)top < next) return 0;
+  return rn_err_set(e, RN_EINVAL, "%s: sqlite table \"%s\" in %s is a log of events holding row ids up to %lld, and "
+                    "the next event of %s is id %llu: its events would meet ids the log has (another state wrote "
+                    "it, or a copy of this state that went further) and wait for good; name another table, or drop "
+                    "or rename this one", s->rel->name, s->table, s->path, (long long)top, s->rel->name,
+                    (unsigned long long)next);
+}
+
 /* At declaration: SQLite's mark against the outbox's record of the sink
  * (SINK-2, 3); sets s->written, from where the outbox delivers. */
 static int check_marks(ssink *s, const char *name, rn_err *e)
@@ -1306,6 +1344,7 @@ static int check_marks(ssink *s, const char *name, rn_err *e)
    * state's or the user's. */
   bool own = marked(s) && s->m.state && strcmp(s->m.state, s->state) == 0; /* SINK-3: this state's rows */
   if (table && (m.found || p->seq > 0)) rc = rewrite(s, (m.found && !s->adopt) || own, e), s->rewritten = true;
+  if (!table && s->keyless) rc = log_ids_free(s, e);
   if (!rc) rc = claim(s, p->seq, e);
   if (!rc) rc = commit(s, e);
   if (rc) {

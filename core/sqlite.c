@@ -1658,12 +1658,16 @@ int rn_sqlite_sink(rn_pipeline *p, rn_rel *rel, const char *path, const char *ta
   s->keyless = rel->schema->nkey == 0;
   int rc = 0;
   char *name = NULL;
-  if (!(s->table = strdup(table)) || !(s->path = strdup(path)) || !(s->state_path = real_path_of(p->store.path)) ||
-      !(name = name_of(path, table)))
+  if (!(s->table = strdup(table)) || !(s->path = strdup(path)) || !(s->state_path = real_path_of(p->store.path)))
     rc = rn_err_set(&p->err, RN_ENOMEM, "out of memory");
-  if (!rc) rc = rn_outbox_sink_check(p, rel, name); /* before the table is dropped or rewritten: it may be a live sink's */
   if (!rc) rc = rn_state_id(p, s->state);
   if (!rc && !(s->conn = conn_get(p, path, rel->name, &p->err))) rc = p->err.code;
+  /* named once the file is there (conn_get made it): a file made by this
+   * declaration was named by the path as given, the next declaration by
+   * its real path, and the groups waiting under the first name never
+   * reached the table */
+  if (!rc && !(name = name_of(path, table))) rc = rn_err_set(&p->err, RN_ENOMEM, "out of memory");
+  if (!rc) rc = rn_outbox_sink_check(p, rel, name); /* before the table is dropped or rewritten: it may be a live sink's */
   if (!rc) rc = conn_renew(p, s->conn);
   if (!rc && !(rc = table_taken(s, path, &p->err))) {
     s->db = s->conn->db;

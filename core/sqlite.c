@@ -145,6 +145,29 @@ static char *real_path_of(const char *path)
   return strdup(realpath(path, real) ? real : path);
 }
 
+/* Opens the database file at path, read and written, made if absent. A
+ * path is a file's path: SQLite, built to read URIs (Debian's is), takes
+ * "file:out.db" for out.db and "file:x?mode=memory" or ":memory:" for a
+ * database in memory, while the sink knows its file by the path (its real
+ * path, device and inode: the connection shared, SINK-4, 7). So such a
+ * relative path is given as "./" and the path, which SQLite reads as the
+ * file it names. */
+static int open_file(const char *path, sqlite3 **db)
+{
+  if (strncmp(path, "file:", 5) != 0 && strcmp(path, ":memory:") != 0)
+    return sqlite3_open_v2(path, db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, NULL);
+  size_t n = strlen(path) + 3;
+  char *literal = malloc(n);
+  if (!literal) {
+    *db = NULL;
+    return SQLITE_NOMEM;
+  }
+  snprintf(literal, n, "./%s", path);
+  int rc = sqlite3_open_v2(literal, db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, NULL);
+  free(literal);
+  return rc;
+}
+
 /* The connection of the file at path (however the path spells it). */
 static rn_sqlite_conn *conn_get(rn_pipeline *p, const char *path, const char *rel, rn_err *e)
 {
@@ -163,7 +186,7 @@ static rn_sqlite_conn *conn_get(rn_pipeline *p, const char *path, const char *re
     rn_err_set(e, RN_ENOMEM, "out of memory");
     return NULL;
   }
-  int rc = sqlite3_open_v2(path, &c->db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, NULL);
+  int rc = open_file(path, &c->db);
   if (rc != SQLITE_OK) rn_err_set(e, RN_EIO, "%s: sqlite: %s: %s", rel, path, c->db ? sqlite3_errmsg(c->db) : "out of memory");
   else if (!(c->path = real_path_of(path))) rn_err_set(e, RN_ENOMEM, "out of memory"); /* the file may be new: now it has one */
   if (!c->path) {
@@ -419,6 +442,33 @@ static int marks_table(ssink *s, rn_err *e)
   return rc;
 }
 
+/* SQLite's table names ignore ASCII case, runnel_sinks' tbl does not: a
+ * mark of the table spelled otherwise ("t" for "T") is the mark of this
+ * very table. Taken as another table's, it let a second state write a
+ * table another state writes (SINK-4), or one state keep two marks of one
+ * table. Refused, naming the spelling the mark holds. */
+static int other_spelling(ssink *s, rn_err *e)
+{
+  sqlite3_stmt *st;
+  if (sqlite3_prepare_v2(s->db, "SELECT tbl, state_path FROM runnel_sinks WHERE tbl = ? COLLATE NOCASE AND tbl <> ? "
+                         "ORDER BY tbl", -1, &st, NULL) != SQLITE_OK)
+    return sink_fail(e, s, "reading its mark");
+  sqlite3_bind_text(st, 1, s->table, -1, SQLITE_STATIC);
+  sqlite3_bind_text(st, 2, s->table, -1, SQLITE_STATIC);
+  int rc = sqlite3_step(st);
+  if (rc == SQLITE_ROW) {
+    const char *tbl = (const char *)sqlite3_column_text(st, 0), *by = (const char *)sqlite3_column_text(st, 1);
+    rc = rn_err_set(e, RN_EINVAL, "%s: sqlite: table \"%s\" in %s is table \"%s\" to SQLite (its names ignore ASCII "
+                    "case), which runnel_sinks records as written by %s%s; one state writes a table: name it \"%s\" "
+                    "(the spelling its mark holds), or name another table", s->rel->name, s->table, s->path,
+                    tbl ? tbl : "", by ? "the runnel state at " : "an older runnel", by ? by : "", tbl ? tbl : "");
+  } else {
+    rc = rc == SQLITE_DONE ? 0 : sink_fail(e, s, "reading its mark");
+  }
+  sqlite3_finalize(st);
+  return rc;
+}
+
 /* Reads the table's row of runnel_sinks into s->m. */
 static int read_mark(ssink *s, rn_err *e)
 {
@@ -441,7 +491,8 @@ static int read_mark(ssink *s, rn_err *e)
   }
   sqlite3_finalize(st);
   if (rc == SQLITE_NOMEM) return rn_err_set(e, RN_ENOMEM, "out of memory");
-  return rc == SQLITE_ROW || rc == SQLITE_DONE ? 0 : sink_fail(e, s, "reading its mark");
+  if (rc == SQLITE_DONE) return other_spelling(s, e);
+  return rc == SQLITE_ROW ? 0 : sink_fail(e, s, "reading its mark");
 }
 
 /* Whether the state that wrote the row is still there: a runnel state
@@ -1210,6 +1261,44 @@ static bool same_relation(const rn_outbox_mark *m, const rn_rel *rel)
   return !m->relation[0] || strcmp(m->relation, rel->name) == 0;
 }
 
+/* The id the next event of stream-like r gets: a filter or map passes
+ * its input's ids on. */
+static uint64_t next_event_id(const rn_rel *r)
+{
+  while ((r->kind == RN_REL_FILTER || r->kind == RN_REL_MAP) && r->input) r = r->input;
+  return r->next_id;
+}
+
+/* A stream's log starting anew (a new sink, one out of step, a table taken
+ * over from a state gone): its events are added by row id and never
+ * overwrite one (prepare), so a log already holding an id the stream gives
+ * next (another state's, or a copy's of this one that went further) would
+ * refuse that group, and every group after it, at each delivery. Refused
+ * at declaration instead, naming the table, its ids and the stream's. */
+static int log_ids_free(ssink *s, rn_err *e)
+{
+  msgpack_sbuffer b;
+  msgpack_sbuffer_init(&b);
+  add(&b, "SELECT max(\"runnel_id\") FROM ");
+  quote(&b, s->table);
+  rn_buf_write(&b, "", 1);
+  sqlite3_stmt *st = NULL;
+  int rc = b.data ? sqlite3_prepare_v2(s->db, b.data, -1, &st, NULL) : SQLITE_NOMEM;
+  msgpack_sbuffer_destroy(&b);
+  if (rc != SQLITE_OK) return sink_fail(e, s, "reading the log's ids");
+  rc = sqlite3_step(st);
+  uint64_t next = next_event_id(s->rel);
+  int64_t top = rc == SQLITE_ROW && sqlite3_column_type(st, 0) != SQLITE_NULL ? sqlite3_column_int64(st, 0) : 0;
+  sqlite3_finalize(st);
+  if (rc != SQLITE_ROW) return sink_fail(e, s, "reading the log's ids");
+  if (top <= 0 || (uint64_t)top < next) return 0;
+  return rn_err_set(e, RN_EINVAL, "%s: sqlite table \"%s\" in %s is a log of events holding row ids up to %lld, and "
+                    "the next event of %s is id %llu: its events would meet ids the log has (another state wrote "
+                    "it, or a copy of this state that went further) and wait for good; name another table, or drop "
+                    "or rename this one", s->rel->name, s->table, s->path, (long long)top, s->rel->name,
+                    (unsigned long long)next);
+}
+
 /* At declaration: SQLite's mark against the outbox's record of the sink
  * (SINK-2, 3); sets s->written, from where the outbox delivers. */
 static int check_marks(ssink *s, const char *name, rn_err *e)
@@ -1255,6 +1344,7 @@ static int check_marks(ssink *s, const char *name, rn_err *e)
    * state's or the user's. */
   bool own = marked(s) && s->m.state && strcmp(s->m.state, s->state) == 0; /* SINK-3: this state's rows */
   if (table && (m.found || p->seq > 0)) rc = rewrite(s, (m.found && !s->adopt) || own, e), s->rewritten = true;
+  if (!table && s->keyless) rc = log_ids_free(s, e);
   if (!rc) rc = claim(s, p->seq, e);
   if (!rc) rc = commit(s, e);
   if (rc) {
@@ -1356,7 +1446,7 @@ static int conn_reopen(ssink *first, bool there, rn_err *e)
     rc = rn_err_set(e, RN_EIO, "%s: its write-ahead log could not be emptied into the moved file (a reader holds it)",
                     c->path);
   else if (kind) rc = rn_err_set(e, RN_EINVAL, "%s is %s, not a regular file", c->path, kind);
-  else if (sqlite3_open_v2(c->path, &db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, NULL) != SQLITE_OK)
+  else if (open_file(c->path, &db) != SQLITE_OK)
     rc = rn_err_set(e, RN_EIO, "%s: %s", c->path, db ? sqlite3_errmsg(db) : "out of memory");
   else if (stat(c->path, &st) != 0)
     rc = rn_err_set(e, RN_EIO, "%s: %s", c->path, strerror(errno));
@@ -1506,15 +1596,32 @@ static char *name_of(const char *path, const char *table)
   return k;
 }
 
+/* Whether connections a and b of one process hold one file under two
+ * names (a hard link, a bind mount): realpath tells them apart, the
+ * device and inode do not. */
+static bool same_file(const rn_sqlite_conn *a, const rn_sqlite_conn *b)
+{
+  return a == b || (a->pid == b->pid && a->known && b->known && a->dev == b->dev && a->ino == b->ino);
+}
+
 /* SQLite compares table names without ASCII case: a table another sink
- * of the file keeps, spelled otherwise, is that table. */
+ * of the file keeps, spelled otherwise, is that table. So is one a sink
+ * keeps through another name of the file: both would write one table. */
 static int table_taken(const ssink *s, const char *path, rn_err *e)
 {
-  for (const ssink *o = s->conn->sinks; o; o = o->next_on_conn)
-    if (sqlite3_stricmp(o->table, s->table) == 0)
-      return rn_err_set(e, RN_EINVAL, "%s: sqlite: table \"%s\" in %s is table \"%s\" to SQLite (its names ignore "
-                        "ASCII case), which a sink of %s keeps; name another table",
-                        s->rel->name, s->table, path, o->table, o->rel->name);
+  for (const rn_sqlite_conn *c = s->p->sqlite_conns; c; c = c->next) {
+    if (!same_file(c, s->conn)) continue;
+    for (const ssink *o = c->sinks; o; o = o->next_on_conn) {
+      if (sqlite3_stricmp(o->table, s->table) != 0) continue;
+      if (c == s->conn)
+        return rn_err_set(e, RN_EINVAL, "%s: sqlite: table \"%s\" in %s is table \"%s\" to SQLite (its names ignore "
+                          "ASCII case), which a sink of %s keeps; name another table",
+                          s->rel->name, s->table, path, o->table, o->rel->name);
+      return rn_err_set(e, RN_EINVAL, "%s: sqlite: table \"%s\" in %s is table \"%s\" in %s (one file under two "
+                        "names: a hard link), which a sink of %s keeps; name another table",
+                        s->rel->name, s->table, path, o->table, o->path, o->rel->name);
+    }
+  }
   return 0;
 }
 
@@ -1551,12 +1658,16 @@ int rn_sqlite_sink(rn_pipeline *p, rn_rel *rel, const char *path, const char *ta
   s->keyless = rel->schema->nkey == 0;
   int rc = 0;
   char *name = NULL;
-  if (!(s->table = strdup(table)) || !(s->path = strdup(path)) || !(s->state_path = real_path_of(p->store.path)) ||
-      !(name = name_of(path, table)))
+  if (!(s->table = strdup(table)) || !(s->path = strdup(path)) || !(s->state_path = real_path_of(p->store.path)))
     rc = rn_err_set(&p->err, RN_ENOMEM, "out of memory");
-  if (!rc) rc = rn_outbox_sink_check(p, rel, name); /* before the table is dropped or rewritten: it may be a live sink's */
   if (!rc) rc = rn_state_id(p, s->state);
   if (!rc && !(s->conn = conn_get(p, path, rel->name, &p->err))) rc = p->err.code;
+  /* named once the file is there (conn_get made it): a file made by this
+   * declaration was named by the path as given, the next declaration by
+   * its real path, and the groups waiting under the first name never
+   * reached the table */
+  if (!rc && !(name = name_of(path, table))) rc = rn_err_set(&p->err, RN_ENOMEM, "out of memory");
+  if (!rc) rc = rn_outbox_sink_check(p, rel, name); /* before the table is dropped or rewritten: it may be a live sink's */
   if (!rc) rc = conn_renew(p, s->conn);
   if (!rc && !(rc = table_taken(s, path, &p->err))) {
     s->db = s->conn->db;

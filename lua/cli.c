@@ -15,6 +15,7 @@
 #include <lauxlib.h>
 #include <lua.h>
 #include <lualib.h>
+#include <dirent.h>
 #include <errno.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -730,41 +731,119 @@ static bool stdout_failed(void)
   return true;
 }
 
-/* runnel verify: the walk runs in a child, so that a damaged B-tree that
- * sends LMDB astray (SIGSEGV, SIGBUS) is reported instead of killing us.
- * Exit 0: whole; 1: damaged or unreadable. */
-static int verify(const char *path)
+/* A signal that means the process read something it should not have:
+ * LMDB following a damaged page of a mapped file (SIGBUS past its end,
+ * SIGSEGV through a wild pointer). */
+static bool crash_signal(int sig)
 {
+  return sig == SIGBUS || sig == SIGSEGV || sig == SIGILL || sig == SIGFPE || sig == SIGABRT;
+}
+
+/* Runs fn(ctx) in a child process and returns its exit status: LMDB has no
+ * page checksums, so a damaged state that sends it astray kills the
+ * reader (SIGBUS, SIGSEGV), and the child's death is reported by the
+ * parent instead of runnel dying without a word. *crash is the signal
+ * that killed the child (crash_signal) or 0; a child ended by another
+ * signal (SIGINT, SIGPIPE) ends runnel by the same one, as before. The
+ * child writes what it reads to stdout itself. */
+static int in_child(int (*fn)(void *ctx), void *ctx, pid_t *pid, int *crash)
+{
+  *crash = 0;
   fflush(NULL);
   pid_t child = fork();
   if (child < 0) {
-    perror("runnel: verify: fork");
+    perror("runnel: fork");
     return 1;
   }
   if (child == 0) {
-    int rc = rn_verify(path, stdout);
-    _exit(stdout_failed() || rc != 0 ? 1 : 0);
+    int rc = fn(ctx);
+    _exit(stdout_failed() && rc == 0 ? 1 : rc);
   }
+  if (pid) *pid = child;
   int status;
   while (waitpid(child, &status, 0) < 0)
-    if (errno != EINTR) { perror("runnel: verify: waitpid"); return 1; }
-  if (WIFSIGNALED(status)) {
-    printf("damaged: reading %s crashed the walk (%s): a B-tree is damaged\n", path, strsignal(WTERMSIG(status)));
+    if (errno != EINTR) { perror("runnel: waitpid"); return 1; }
+  if (WIFSIGNALED(status) && crash_signal(WTERMSIG(status))) {
+    *crash = WTERMSIG(status);
     return 1;
   }
-  return WIFEXITED(status) && WEXITSTATUS(status) == 0 ? 0 : 1;
+  if (WIFSIGNALED(status)) { /* Ctrl-C, SIGTERM, SIGPIPE: end as the child did */
+    signal(WTERMSIG(status), SIG_DFL);
+    raise(WTERMSIG(status));
+    return 128 + WTERMSIG(status);
+  }
+  return WIFEXITED(status) ? WEXITSTATUS(status) : 1;
 }
 
-/* runnel snapshot STATE DEST: a consistent compacted copy (rn_state_copy). */
-static int snapshot(const char *path, const char *dest)
+/* What a command says of a state whose reading crashed. */
+static int crashed(const char *cmd, const char *path, int sig)
 {
+  fprintf(stderr, "runnel: %s: reading %s crashed (%s): the state is damaged (runnel verify %s says where)\n", cmd,
+          path, strsignal(sig), path);
+  return 1;
+}
+
+/* runnel verify: the walk runs in a child (in_child), a crash reported as
+ * damage. Exit 0: whole; 1: damaged or unreadable. */
+static int verify_walk(void *path)
+{
+  return rn_verify(path, stdout) != 0 ? 1 : 0;
+}
+
+static int verify(const char *path)
+{
+  int sig;
+  int rc = in_child(verify_walk, (void *)path, NULL, &sig);
+  if (sig) printf("damaged: reading %s crashed the walk (%s): a B-tree is damaged\n", path, strsignal(sig));
+  return rc;
+}
+
+/* runnel snapshot STATE DEST: a consistent compacted copy (rn_state_copy),
+ * taken in a child (in_child). A copy whose reading crashed leaves no
+ * data.mdb (copy.c) but its data.mdb.copy-PID-N, and DEST if it made it:
+ * both are removed, as a copy that fails does. */
+typedef struct snapshot_args {
+  const char *path, *dest;
+} snapshot_args;
+
+static int snapshot_copy(void *ctx)
+{
+  const snapshot_args *a = ctx;
   char err[1024] = "";
-  int rc = rn_state_copy(path, dest, err, sizeof err);
+  int rc = rn_state_copy(a->path, a->dest, err, sizeof err);
   if (rc) {
     fprintf(stderr, "runnel: snapshot: %s\n", err[0] ? err : rn_strerror(rc));
     return 1;
   }
   return 0;
+}
+
+static void remove_killed_copy(const char *dest, pid_t pid, bool made)
+{
+  char prefix[64];
+  int plen = snprintf(prefix, sizeof prefix, "data.mdb.copy-%ld-", (long)pid);
+  DIR *d = opendir(dest);
+  for (struct dirent *f; d && (f = readdir(d));) {
+    if (strncmp(f->d_name, prefix, (size_t)plen) != 0) continue;
+    char file[strlen(dest) + strlen(f->d_name) + 2];
+    snprintf(file, sizeof file, "%s/%s", dest, f->d_name);
+    unlink(file);
+  }
+  if (d) closedir(d);
+  if (made) rmdir(dest); /* empty now, unless someone put a file there meanwhile */
+}
+
+static int snapshot(const char *path, const char *dest)
+{
+  snapshot_args a = { path, dest };
+  struct stat st;
+  bool made = lstat(dest, &st) != 0;
+  pid_t pid = 0;
+  int sig;
+  int rc = in_child(snapshot_copy, &a, &pid, &sig);
+  if (!sig) return rc;
+  remove_killed_copy(dest, pid, made);
+  return crashed("snapshot", path, sig);
 }
 
 /* ---- runnel query / runnel drop: lua/runnel/state.lua's commands ---- */
@@ -788,6 +867,36 @@ static int state_command(lua_State *L, int argc, char **argv)
     return 1;
   }
   return (int)lua_tointeger(L, -1);
+}
+
+/* runnel query, in a child (in_child): it reads the state through LMDB. */
+typedef struct command_args {
+  lua_State *L;
+  int argc;
+  char **argv;
+} command_args;
+
+static int query_in_child(void *ctx)
+{
+  command_args *a = ctx;
+  return state_command(a->L, a->argc, a->argv);
+}
+
+static int query(lua_State *L, int argc, char **argv)
+{
+  command_args a = { L, argc, argv };
+  int sig;
+  int rc = in_child(query_in_child, &a, NULL, &sig);
+  return sig ? crashed("query", argc > 2 ? argv[2] : "the state", sig) : rc;
+}
+
+static int inspect_in_child(void *path) { return inspect(path); }
+
+static int inspect_guarded(const char *path)
+{
+  int sig;
+  int rc = in_child(inspect_in_child, (void *)path, NULL, &sig);
+  return sig ? crashed("inspect", path, sig) : rc;
 }
 
 /* The one text of `runnel help`; scripts/man.lua turns it into runnel.1
@@ -893,9 +1002,10 @@ static int command(lua_State *L, int argc, char **argv)
   }
   if (strcmp(cmd, "inspect") == 0 || strcmp(cmd, "verify") == 0) {
     if (argc != 3) { fprintf(stderr, "runnel: %s takes one STATE_DIR (runnel help)\n", cmd); return 2; }
-    return cmd[0] == 'i' ? inspect(argv[2]) : verify(argv[2]);
+    return cmd[0] == 'i' ? inspect_guarded(argv[2]) : verify(argv[2]);
   }
-  if (strcmp(cmd, "query") == 0 || strcmp(cmd, "drop") == 0) return state_command(L, argc, argv);
+  if (strcmp(cmd, "query") == 0) return query(L, argc, argv);
+  if (strcmp(cmd, "drop") == 0) return state_command(L, argc, argv);
   if (strcmp(cmd, "drop-outbox") == 0) return state_command(L, argc, argv);
   if (strcmp(cmd, "snapshot") == 0) {
     if (argc != 4) { fprintf(stderr, "runnel: snapshot takes STATE_DIR DEST (runnel help)\n"); return 2; }

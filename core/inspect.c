@@ -12,6 +12,7 @@
 #include "outbox.h"
 #include "pipeline.h"
 #include "row.h"
+#include "upgrade.h"
 #include "verify.h"
 
 /* A catalogue entry "r:" name is |kind|[columns, key]|, each column
@@ -124,7 +125,8 @@ static int open_reader(const char *path, MDB_env **env, MDB_txn **txn, MDB_dbi *
   int rc = rn_store_txn(*env, MDB_RDONLY, txn);
   if (!rc) rc = mdb_dbi_open(*txn, RN_DB_META, 0, meta);
   if (rc == MDB_NOTFOUND) return rn_store_no_catalogue(*txn, path, e);
-  return rc ? rn_err_set(e, rn_store_read_code(rc), "%s: %s", path, rn_store_strerror(rc)) : 0;
+  if (rc) return rn_err_set(e, rn_store_read_code(rc), "%s: %s", path, rn_store_strerror(rc));
+  return rn_upgrade_readable(*txn, *meta, path, e); /* a newer runnel's layout would be misread */
 }
 
 /* path's data.mdb, stat'ed into *st; RN_EIO "not a runnel state" without one. */

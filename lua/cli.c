@@ -985,6 +985,21 @@ static bool is_dir(const char *arg)
   return stat(arg, &st) == 0 && S_ISDIR(st.st_mode);
 }
 
+/* Whether the paths argv[2..argc) of command argv[1] hold no option:
+ * these commands take none, and a word like --help must not become a path
+ * (a state made or copied there). Else says so, with takes (what the
+ * command takes), and how to give a path that starts with -. */
+static bool no_options(int argc, char **argv, const char *takes)
+{
+  for (int i = 2; i < argc; i++)
+    if (argv[i][0] == '-') {
+      fprintf(stderr, "runnel: %s: unknown option %s (%s takes %s; a path that starts with - as ./%s; runnel help)\n",
+              argv[1], argv[i], argv[1], takes, argv[i]);
+      return false;
+    }
+  return true;
+}
+
 /* Dispatches argv[1]; -1 when it is no command (main reports it). */
 static int command(lua_State *L, int argc, char **argv)
 {
@@ -992,15 +1007,11 @@ static int command(lua_State *L, int argc, char **argv)
   if (strcmp(cmd, "run") == 0) return run_script(L, argc, argv, 2);
   if (strcmp(cmd, "repl") == 0) {
     if (argc > 4) { fprintf(stderr, "runnel: repl takes [STATE_DIR] [FILE.lua] (runnel help)\n"); return 2; }
-    for (int i = 2; i < argc; i++)
-      if (argv[i][0] == '-') { /* else `runnel repl --help` made a state named --help here */
-        fprintf(stderr, "runnel: repl: unknown option %s (repl takes [STATE_DIR] [FILE.lua]; a path that starts with "
-                "- as ./%s; runnel help)\n", argv[i], argv[i]);
-        return 2;
-      }
+    if (!no_options(argc, argv, "[STATE_DIR] [FILE.lua]")) return 2; /* else `runnel repl --help` made a state --help */
     return run_repl(L, argc > 2 ? argv[2] : NULL, argc > 3 ? argv[3] : NULL);
   }
   if (strcmp(cmd, "inspect") == 0 || strcmp(cmd, "verify") == 0) {
+    if (!no_options(argc, argv, "one STATE_DIR")) return 2;
     if (argc != 3) { fprintf(stderr, "runnel: %s takes one STATE_DIR (runnel help)\n", cmd); return 2; }
     return cmd[0] == 'i' ? inspect_guarded(argv[2]) : verify(argv[2]);
   }
@@ -1008,6 +1019,7 @@ static int command(lua_State *L, int argc, char **argv)
   if (strcmp(cmd, "drop") == 0) return state_command(L, argc, argv);
   if (strcmp(cmd, "drop-outbox") == 0) return state_command(L, argc, argv);
   if (strcmp(cmd, "snapshot") == 0) {
+    if (!no_options(argc, argv, "STATE_DIR DEST")) return 2; /* else `runnel snapshot st --help` copied st to --help */
     if (argc != 4) { fprintf(stderr, "runnel: snapshot takes STATE_DIR DEST (runnel help)\n"); return 2; }
     return snapshot(argv[2], argv[3]);
   }

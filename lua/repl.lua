@@ -138,6 +138,26 @@ local Browse = {}
 Browse.__index = Browse
 Browse.__tostring = function(b) return ("runnel.State (%s, read-only)"):format(b._path) end
 
+-- A method a pipeline or relation has and a read-only view lacks
+-- (insert, begin, table …) says why it is not there, rather than Lua's
+-- "attempt to call a nil value (method 'insert')"; other names stay nil.
+local function read_only(view, kind)
+  setmetatable(view, { __index = function(_, name)
+    local core = require "runnel.core"
+    if type(name) ~= "string" or core[kind][name] == nil then return nil end
+    return function(self)
+      local path = type(self) == "table" and rawget(self, "_path") or "?"
+      local typed = path:find("[%s\"']") and ('"%s"'):format(path) or path -- as .open takes it
+      local what = kind == "Relation" and type(self) == "table" and rawget(self, "_entry")
+        and ("relation %q is read-only"):format(self._entry.name) or "the state is read-only"
+      error(("%s: %s: the REPL browses the state at %s (to change it, open it with a script that declares its "
+        .. "relations: .open %s FILE.lua)"):format(name, what, path, typed), 2)
+    end
+  end })
+end
+read_only(Browsed, "Relation")
+read_only(Browse, "Pipeline")
+
 -- A read-only view of the state at path: relations() and relation(name)
 -- as a pipeline has them, read through runnel.attach.
 local function browse(path)

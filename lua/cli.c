@@ -756,6 +756,7 @@ static int in_child(int (*fn)(void *ctx), void *ctx, pid_t *pid, int *crash)
     return 1;
   }
   if (child == 0) {
+    signal(SIGBUS, SIG_DFL); /* the parent says what crashed */
     int rc = fn(ctx);
     _exit(stdout_failed() && rc == 0 ? 1 : rc);
   }
@@ -1042,9 +1043,24 @@ static int command(lua_State *L, int argc, char **argv)
   return -1;
 }
 
+/* SIGBUS in runnel is a read of a mapped data.mdb past its end: LMDB
+ * following a damaged page of a state (inspect, query, snapshot and verify
+ * read in a child and say so; run and the REPL read in this process). The
+ * process still ends by the signal, but not without a word. */
+static void on_bus_error(int sig)
+{
+  static const char msg[] = "runnel: Bus error: a read of a state's data.mdb went past its end: a state this process "
+                            "opened is damaged (runnel verify STATE_DIR says where)\n";
+  ssize_t n = write(STDERR_FILENO, msg, sizeof msg - 1);
+  (void)n;
+  signal(sig, SIG_DFL);
+  raise(sig);
+}
+
 int main(int argc, char **argv)
 {
   rn_store_keep_std_fds(); /* a closed stdout must not become the first state file opened */
+  signal(SIGBUS, on_bus_error);
   lua_State *L = luaL_newstate();
   if (!L) {
     fprintf(stderr, "runnel: cannot create a Lua state\n");

@@ -3,7 +3,8 @@
 -- the mapped file (SIGBUS). Each command reads in a child process, as
 -- runnel verify walks: a crash is said, naming the state, with exit 1,
 -- never runnel dying of a signal without a word (0.40 did, exit 135), and
--- a snapshot whose reading crashed leaves nothing behind.
+-- a snapshot whose reading crashed leaves nothing behind. runnel run and
+-- the REPL read in their own process: killed by SIGBUS, they say why.
 local H = require "helper"
 local runnel = require "runnel"
 
@@ -86,6 +87,26 @@ describe("runnel inspect, query and snapshot of a state with a damaged page", fu
       end
     end
     assert.is_true(found)
+  end)
+
+  it("runnel run that dies of SIGBUS reading one says why on stderr first", function()
+    local dir = H.tmpdir()
+    make_state(dir .. "/st")
+    H.write(dir .. "/count.lua", 'local p = require("runnel").open(arg[1])\n'
+      .. 'print(p:table("players", { {"id","int"}, {"name","string"}, key = "id" }):count())\np:close()\n')
+    local pages = H.size_of(dir .. "/st/data.mdb") // 4096
+    local crashed = false
+    for page = 2, pages - 1 do
+      damaged_copy(dir .. "/st", dir .. "/bad", page * 4096 + 16)
+      local _, err, code = H.sh(("%s run %s/count.lua %s/bad"):format(R, dir, dir))
+      if code ~= 0 and code ~= 1 then
+        assert.is_true(code == 135 or code == 7, "exit " .. tostring(code)) -- killed by SIGBUS (the shell's 128 + 7)
+        assert.are.equal(1, err:find("runnel: Bus error: a read of a state's data.mdb went past its end: a state this "
+          .. "process opened is damaged (runnel verify STATE_DIR says where)\n", 1, true), err) -- the shell's "Bus error" after it
+        crashed = true
+      end
+    end
+    assert.is_true(crashed)
   end)
 
   it("leave a whole state's output as it was", function()

@@ -589,8 +589,24 @@ static char *dupf(const char *fmt, ...)
 /* s with its control characters as Lua writes them (\n, \t, \r, \27, and
  * \u{9b} for a C1 control), as runnel.grid shows cells: a name or column
  * holding a newline would break inspect's row, an escape sequence would
- * reach the terminal. NULL when out of memory. */
+ * reach the terminal; a byte that starts no UTF-8 character (a state's
+ * path may hold any) as \ddd. NULL when out of memory. */
 static bool is_digit_char(unsigned char c) { return c >= '0' && c <= '9'; }
+
+/* The length of the valid UTF-8 character at c (1 to 4), or 0 for a byte
+ * that starts none: a lone continuation, a cut or overlong sequence, a
+ * surrogate, past U+10FFFF. */
+static int utf8_char(const unsigned char *c)
+{
+  if (*c < 0x80) return 1;
+  int n = *c >= 0xC2 && *c <= 0xDF ? 2 : *c >= 0xE0 && *c <= 0xEF ? 3 : *c >= 0xF0 && *c <= 0xF4 ? 4 : 0;
+  for (int i = 1; i < n; i++)
+    if ((c[i] & 0xC0) != 0x80) return 0;
+  if ((*c == 0xE0 && c[1] < 0xA0) || (*c == 0xED && c[1] > 0x9F) || (*c == 0xF0 && c[1] < 0x90) ||
+      (*c == 0xF4 && c[1] > 0x8F))
+    return 0;
+  return n;
+}
 
 static char *shown(const char *s)
 {
@@ -604,7 +620,9 @@ static char *shown(const char *s)
     else if (*c < 0x20 || *c == 0x7F) /* three digits before a digit, as Lua's %q: \0271 is not \271 */
       o += sprintf(o, is_digit_char(c[1]) ? "\\%03u" : "\\%u", *c);
     else if (*c == 0xC2 && c[1] >= 0x80 && c[1] <= 0x9F) o += sprintf(o, "\\u{%x}", *++c);
-    else *o++ = (char)*c;
+    else if (!utf8_char(c)) o += sprintf(o, "\\%u", *c); /* a path's byte that is no UTF-8, as a grid shows it */
+    else
+      for (int k = utf8_char(c); k > 0; k--) *o++ = (char)*c, c += k > 1; /* the character whole */
   }
   *o = '\0';
   return out;
@@ -671,8 +689,10 @@ static int inspect(const char *path)
     fprintf(stderr, "runnel: %s\n", err[0] ? err : rn_strerror(rc));
     return 1;
   }
-  printf("state: %s\nlast group: %llu\nlmdb: %.1f MiB used of a %.1f MiB map, %.1f MiB on disk\n", path,
+  char *where = shown(path); /* one line, as the relations' names: a newline in the path would start another */
+  printf("state: %s\nlast group: %llu\nlmdb: %.1f MiB used of a %.1f MiB map, %.1f MiB on disk\n", where ? where : path,
          (unsigned long long)st.seq, st.used / 1048576.0, st.map_size / 1048576.0, st.file_size / 1048576.0);
+  free(where);
   uint64_t psize = st.page_size ? st.page_size : 1;
   printf("space: %llu bytes live (%llu pages), %llu bytes free (%llu pages) of the %llu used\n",
          (unsigned long long)(st.used - st.free), (unsigned long long)((st.used - st.free) / psize),

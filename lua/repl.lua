@@ -483,9 +483,7 @@ local function run_file(file, ...)
 end
 
 local function file_exists(path)
-  local f = io.open(path)
-  if f then f:close() end
-  return f ~= nil
+  return require("runnel.core")._exists(path) -- not opened: a FIFO named data.mdb would block the REPL
 end
 
 -- .open DIR [FILE]: with FILE, the state at DIR opens as `p` and FILE

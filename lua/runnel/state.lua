@@ -14,9 +14,7 @@ local function fail(msg, code)
 end
 
 local function is_state(dir)
-  local f = io.open(dir .. "/data.mdb", "rb")
-  if f then f:close() end
-  return f ~= nil
+  return require("runnel.core")._exists(dir .. "/data.mdb") -- not opened: a FIFO would block, an unreadable file say nothing
 end
 
 -- ---- values as text ----

@@ -900,7 +900,9 @@ typedef struct command_args {
 static int query_in_child(void *ctx)
 {
   command_args *a = ctx;
-  return state_command(a->L, a->argc, a->argv);
+  int rc = state_command(a->L, a->argc, a->argv);
+  lua_close(a->L); /* its attaches end their reads, as main's lua_close would: the child ends with _exit */
+  return rc;
 }
 
 static int query(lua_State *L, int argc, char **argv)

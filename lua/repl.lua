@@ -223,9 +223,17 @@ end
 
 -- p:begin records where the group starts, so an error that rolls it back
 -- can say how many earlier changes went with it.
+-- Both ask p protected, whatever it holds: the user may set p to anything
+-- (p = 5), and `p.stats` on a number raised outside any pcall, ending the
+-- REPL at the next line ("lua/repl.lua:207: attempt to index a number value").
 local function changes_of(p)
-  local ok, stats = pcall(p.stats, p)
-  return ok and stats.changes or 0
+  local ok, n = pcall(function() return p:stats().changes end)
+  return ok and math.type(n) == "integer" and n or 0
+end
+
+local function in_group(p)
+  local ok, open = pcall(function() return p:in_group() end)
+  return ok and open == true
 end
 
 -- A browsed state's relations become globals (those whose names are free
@@ -426,7 +434,7 @@ end
 -- rolls back the whole group when a change in it fails.
 local function error_text(msg, p, before)
   local start = session.group_start[p]
-  if start and not (pcall(p.in_group, p) and p:in_group()) then
+  if start and not in_group(p) then
     session.group_start[p] = nil
     local n = before - start
     return ("error: %s  (group rolled back: %d earlier change%s discarded)"):format(msg, n, n == 1 and "" or "s")
@@ -450,7 +458,7 @@ local function run_chunk(fn, traceback, ...)
     print(p and getmetatable(p) ~= Browse and error_text(tostring(results[2]), p, before) or "error: " .. tostring(results[2]))
     return nil
   end
-  if p and not (getmetatable(p) ~= Browse and pcall(p.in_group, p) and p:in_group()) then session.group_start[p] = nil end
+  if p and not (getmetatable(p) ~= Browse and in_group(p)) then session.group_start[p] = nil end
   return results
 end
 
@@ -660,11 +668,26 @@ local function paths(cmd, argument, most)
   print(err or ("error: .%s takes %s (quote a path with spaces)"):format(cmd, most == 2 and "DIR [FILE]" or "FILE"))
 end
 
+-- Whether p is a pipeline or a browsed state, which .tables, .schema and
+-- .watch read; else says what p holds (the user may have set p = nil, and
+-- the command raised inside the REPL's own code: "lua/repl.lua:319:
+-- attempt to index a nil value (local 'p')").
+local function usable(p, cmd)
+  local ok, text = pcall(tostring, p)
+  if getmetatable(p) == Browse or ok and type(text) == "string" and text:match("^runnel%.Pipeline ") then return true end
+  print(("error: .%s reads the pipeline p, and p is %s (.open DIR makes the state at DIR p; p = runnel.open() a "
+    .. "temporary one)"):format(cmd, p == nil and "nil" or "a " .. type(p) .. " value"))
+  return false
+end
+
 local function command(cmd, argument, state)
   local p = _G.p
   if getmetatable(p) == Browse then refresh(p) end
   if cmd == "quit" or cmd == "exit" then return "quit"
   elseif cmd == "help" then print(HELP)
+  elseif (cmd == "tables" or cmd == "schema" or cmd == "watch" and not ({ [""] = 1, on = 1, off = 1 })[argument])
+    and not usable(p, cmd) then
+    return
   elseif cmd == "tables" then tables(p)
   elseif cmd == "schema" then schema(p, argument)
   elseif cmd == "open" then

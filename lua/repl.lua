@@ -10,6 +10,17 @@
 -- of `runnel repl STATE_DIR`, `.open DIR`, a script that returns or sets
 -- one, or a read-only view of a state (browse below). .tables, .schema,
 -- change grids and completion follow whatever `p` is.
+-- The globals as they were when the REPL started: a user's line may set
+-- any of them (print = nil, pcall = nil), and the REPL's own code reached
+-- them through _G, so the next line ended the session ("lua/repl.lua:471:
+-- attempt to call a nil value (global 'print')"). _G itself is the
+-- user's: p and the relations' names are set there.
+local _ENV = setmetatable({}, { __index = (function()
+  local at_start = {}
+  for name, v in pairs(_G) do at_start[name] = v end
+  return at_start
+end)() })
+
 local runnel = require "runnel"
 local rl = require "runnel.readline"
 local visible = require("runnel.core")._visible -- control characters escaped, as grids show them

@@ -4,7 +4,9 @@
 -- (local 'p')": the REPL asked p for its stats outside any pcall. And
 -- .tables, .schema and .watch REL raised inside the REPL's own code after
 -- `p = nil` ("error: lua/repl.lua:319: attempt to index a nil value").
--- The session goes on, and those commands say what p holds.
+-- The session goes on, and those commands say what p holds. The same for
+-- a library global the REPL's own code called (print = nil, pcall = nil):
+-- it keeps the ones it started with.
 local H = require "helper"
 
 local bin = H.runnel_bin
@@ -53,4 +55,11 @@ describe("the REPL after p is set to something else", function()
     assert.are.equal('watch off\nerror: stdin:1: t: column "id": expected int, got string  (group rolled back: 1 earlier '
       .. "change discarded)\nfalse\n", out)
   end)
+
+  for _, name in ipairs{ "print", "tostring", "pcall", "type", "io", "require", "getmetatable" } do
+    it(("goes on after %s = nil: the REPL keeps the library it started with"):format(name), function()
+      local out, err, code = H.sh(bin, name .. " = nil\n1 + 1\nerror('mine')\n.watch off\n40 + 2\n")
+      assert.are.same({ "2\nerror: stdin:1: mine\nwatch off\n42\n", "", 0 }, { out, err, code })
+    end)
+  end
 end)

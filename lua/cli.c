@@ -23,6 +23,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/select.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -770,12 +771,17 @@ static int in_child(int (*fn)(void *ctx), void *ctx, pid_t *pid, int *crash)
 {
   *crash = 0;
   fflush(NULL);
+  pid_t parent = getpid();
   pid_t child = fork();
   if (child < 0) {
     perror("runnel: fork");
     return 1;
   }
   if (child == 0) {
+    /* runnel killed (SIGTERM to its pid) ends its work too, as before there was a child: a snapshot is not
+     * finished and named by an orphan after the user stopped it */
+    prctl(PR_SET_PDEATHSIG, SIGKILL);
+    if (getppid() != parent) _exit(1); /* it died before prctl */
     signal(SIGBUS, SIG_DFL); /* the parent says what crashed */
     int rc = fn(ctx);
     _exit(stdout_failed() && rc == 0 ? 1 : rc);

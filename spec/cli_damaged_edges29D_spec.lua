@@ -123,3 +123,43 @@ describe("runnel inspect, query and snapshot of a state with a damaged page", fu
     assert.are.equal("data.mdb\n", listing(dir .. "/copy"))
   end)
 end)
+
+describe("runnel query and snapshot, which read in a child", function()
+  after_each(H.cleanup)
+
+  -- SIGTERM to runnel's pid ends the child's work too (before the reading
+  -- moved into a child, the one process ended): an orphan must not go on
+  -- to finish and name a snapshot the user stopped.
+  it("stop reading when runnel itself is killed", function()
+    local dir = H.tmpdir()
+    local p = runnel.open(dir .. "/st")
+    local t = p:table("t", { {"id","int"}, {"v","string"}, key = "id" })
+    p:begin()
+    for i = 1, 20000 do t:insert{ id = i, v = ("x"):rep(40) } end
+    p:commit()
+    p:close()
+    -- the query's output fills a FIFO nobody reads: its child blocks writing it
+    H.write(dir .. "/kill.sh", ([[
+      mkfifo "$1/out"
+      (exec 3<>"$1/out"; sleep 20) & hold=$!
+      "$2" query "$1/st" t > "$1/out" & runnel=$!
+      child=
+      for i in $(seq 100); do
+        child=$(ps -eo pid=,ppid= | awk -v p=$runnel '$2 == p { print $1 }')
+        [ -n "$child" ] && break
+        sleep 0.05
+      done
+      [ -n "$child" ] || { echo "no child"; kill $hold; exit 0; }
+      kill -TERM $runnel
+      for i in $(seq 100); do
+        state=$(awk '/^State:/ { print $2 }' /proc/$child/status 2>/dev/null)
+        { [ -z "$state" ] || [ "$state" = Z ]; } && { echo gone; kill $hold; exit 0; }
+        sleep 0.05
+      done
+      echo "still reading"
+      kill -KILL $child $hold
+    ]]):gsub("\n      ", "\n"))
+    local out, err = H.sh(("sh '%s/kill.sh' '%s' '%s'"):format(dir, dir, R))
+    assert.are.equal("gone\n", out, err)
+  end)
+end)

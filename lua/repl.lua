@@ -365,14 +365,34 @@ local function schema(p, name)
   print(runnel.grid({ "column", "type", "null", "key", "default" }, rows))
 end
 
+-- The words of a command's argument: "…" or '…' quote one with spaces.
+-- nil and a message for an unclosed quote.
+local function words(argument, what)
+  local out, rest = {}, argument
+  while true do
+    rest = rest:match("^%s*(.*)$")
+    if rest == "" then return out end
+    local q = rest:sub(1, 1)
+    local word, after
+    if q == '"' or q == "'" then
+      word, after = rest:match("^" .. q .. "(.-)" .. q .. "(.*)$")
+      if not word then return nil, ("error: a %s opened with %s is not closed"):format(what or "path", q) end
+    else
+      word, after = rest:match("^(%S+)(.*)$")
+    end
+    out[#out + 1], rest = word, after
+  end
+end
+
 -- .watch REL…: a name that is no relation of p is refused, the watch kept
 -- (taken, it silenced every relation for one that never prints).
 local function set_watch(p, arg)
   if arg == "" then
   elseif arg == "on" or arg == "off" then session.watch = arg
   else
-    local set = {}
-    for name in arg:gmatch("%S+") do
+    local set, names, err = {}, words(arg, "name") -- "a b" in quotes: a name with a space, as .open takes a path
+    if not names then print(err) return end
+    for _, name in ipairs(names) do
       if not p:relation(name) then
         print(("error: no relation %s to watch (%s)"):format(quote(name), known(p)))
         return
@@ -651,25 +671,6 @@ end
 
 local function banner(p)
   print(("%s — a stream processor in your program. %s; .help for help."):format(runnel._VERSION, describe(p)))
-end
-
--- The words of a command's argument: "…" or '…' quote one with spaces.
--- nil and a message for an unclosed quote.
-local function words(argument)
-  local out, rest = {}, argument
-  while true do
-    rest = rest:match("^%s*(.*)$")
-    if rest == "" then return out end
-    local q = rest:sub(1, 1)
-    local word, after
-    if q == '"' or q == "'" then
-      word, after = rest:match("^" .. q .. "(.-)" .. q .. "(.*)$")
-      if not word then return nil, "error: a path opened with " .. q .. " is not closed" end
-    else
-      word, after = rest:match("^(%S+)(.*)$")
-    end
-    out[#out + 1], rest = word, after
-  end
 end
 
 -- .open DIR [FILE] and .load FILE: their paths, or nil after saying why.

@@ -122,8 +122,34 @@ Browsed.__tostring = function(r) return ("runnel.Browsed %s (%s, read-only)"):fo
 
 function Browsed:name() return self._entry.name end
 
+-- The columns of text (rn_inspect's, as above) when their names and types
+-- are known (attach's columns(), in the same order): a name may hold a
+-- space or ", " ("a b", "x, y"), which parse_columns took for the end of a
+-- name or of a column. nil when the text does not hold them.
+local function columns_known(text, known)
+  local cols, key, pos = {}, {}, 1
+  for i, c in ipairs(known) do
+    local head = c.name .. " " .. c.type
+    if text:sub(pos, pos + #head - 1) ~= head then return nil end
+    local after = known[i + 1] and text:find(", " .. known[i + 1].name .. " " .. known[i + 1].type, pos + #head, true)
+    if known[i + 1] and not after then return nil end
+    local rest = text:sub(pos + #head, (after or #text + 1) - 1) -- " key null = default", each part optional
+    pos = after and after + 2 or #text + 1
+    local col = { name = c.name, type = c.type, null = false }
+    if rest:sub(1, 4) == " key" then rest = rest:sub(5) end
+    if rest:sub(1, 5) == " null" then col.null, rest = true, rest:sub(6) end
+    if rest:sub(1, 3) == " = " then col.default = rest:sub(4) elseif rest ~= "" then return nil end
+    if c.key then col.key = true; key[#key + 1] = c.name end
+    cols[#cols + 1] = col
+  end
+  return cols, #key > 0 and key or nil
+end
+
 function Browsed:schema()
-  local cols, key = parse_columns(self._entry.columns)
+  local ok, known = pcall(function() return self:_attached():columns() end) -- a stream has no attach: its text alone
+  local cols, key
+  if ok then cols, key = columns_known(self._entry.columns, known) end
+  if not cols then cols, key = parse_columns(self._entry.columns) end
   return { name = self._entry.name, kind = self._entry.kind, columns = cols, key = key,
            tablelike = self._entry.kind ~= "stream" }
 end

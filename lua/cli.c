@@ -383,10 +383,11 @@ static int run_input(lua_State *L, const run_opts *o)
   if (o->batch) { lua_pushinteger(L, o->batch); lua_setfield(L, -2, "batch"); }
   if (o->on_error) { lua_pushstring(L, o->on_error); lua_setfield(L, -2, "on_error"); }
   if (o->max_rejects) { lua_pushinteger(L, o->max_rejects); lua_setfield(L, -2, "max_rejects"); }
-  if (o->rejects) lua_pushstring(L, o->rejects);
-  else if (o->on_error && strcmp(o->on_error, "skip") == 0) {
+  bool to_stdout = o->rejects && strcmp(o->rejects, "-") == 0; /* as --input - is stdin: not a file named - */
+  if (o->rejects && !to_stdout) lua_pushstring(L, o->rejects);
+  else if (to_stdout || (o->on_error && strcmp(o->on_error, "skip") == 0)) {
     lua_getglobal(L, "io");
-    lua_getfield(L, -1, "stderr");
+    lua_getfield(L, -1, to_stdout ? "stdout" : "stderr");
     lua_remove(L, -2);
   } else lua_pushnil(L);
   lua_setfield(L, -2, "rejects");
@@ -976,8 +977,8 @@ static const char HELP[] =
   "  --batch N                  Input lines per group (1000).\n"
   "  --on-error stop|skip       Stop at the first bad line (default; its group is rolled back),\n"
   "                             or skip bad lines.\n"
-  "  --rejects PATH             With skip: write each rejected line and its reason to PATH\n"
-  "                             (without it the reasons go to stderr).\n"
+  "  --rejects PATH|-           With skip: write each rejected line and its reason to PATH\n"
+  "                             (- for stdout; without it the reasons go to stderr).\n"
   "  --max-rejects N            With skip: stop the run at the N+1th rejected line.\n"
   "  --traceback                Print a traceback with a script's error.\n"
   "  --                         End runnel's options: what follows goes to the script.\n"

@@ -727,7 +727,11 @@ local function command(cmd, argument, state)
     and not usable(p, cmd) then
     return
   elseif cmd == "tables" then tables(p)
-  elseif cmd == "schema" then schema(p, argument)
+  elseif cmd == "schema" then
+    local q, list, err = argument:sub(1, 1), { argument }, nil -- unquoted, the whole argument is the name, as .load's path
+    if q == '"' or q == "'" then list, err = words(argument, "name") end
+    if not list or #list > 1 then print(err or "error: .schema takes one NAME (quote a name with spaces)")
+    else schema(p, list[1] or "") end
   elseif cmd == "open" then
     local list = paths("open", argument, 2)
     local ok, err = true, nil

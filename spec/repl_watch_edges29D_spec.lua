@@ -1,7 +1,8 @@
 -- .watch REL… split its argument at spaces, so a relation whose name
 -- holds one ("a b", which names may: DESIGN 3) could not be watched: both
 -- `.watch a b` and `.watch "a b"` were refused. Names are now read as
--- .open reads paths: "a b" (or 'a b') in quotes is one name.
+-- .open reads paths: "a b" (or 'a b') in quotes is one name; .schema
+-- takes a quoted name too (it took the quotes for part of the name).
 local H = require "helper"
 
 local bin = H.runnel_bin
@@ -28,5 +29,18 @@ describe("the REPL's .watch of a relation whose name holds a space", function()
       'error: a name opened with " is not closed',
       'error: no relation "a" to watch (known: a b, u)',
     }, "\n") .. "\n", "", 0 }, { out, err, code })
+  end)
+
+  it("and .schema takes it quoted too, as well as unquoted", function()
+    local out, err, code = H.sh(bin, table.concat({
+      't = p:table("a b", { {"id","int"}, key = "id" })',
+      '.schema "a b"',
+      ".schema a b",
+      '.schema "a b" c',
+    }, "\n") .. "\n")
+    local grid = 'table "a b"\n column | type | null | key | default\n--------+------+------+-----+---------\n'
+      .. " id     | int  |      | key |\n"
+    assert.are.same({ grid .. grid .. "error: .schema takes one NAME (quote a name with spaces)\n", "", 0 },
+      { out, err, code })
   end)
 end)

@@ -343,7 +343,17 @@ local function close_opened()
     local ok, rels = pcall(opened.relations, opened)
     for _, rel in ipairs(ok and rels or {}) do closed[rel] = true end
   end
-  for i = #session.opened, 1, -1 do pcall(session.opened[i].close, session.opened[i]) end
+  for i = #session.opened, 1, -1 do
+    local opened = session.opened[i]
+    local ok, path, temp = pcall(function() return opened:path() end)
+    local start = session.group_start[opened]
+    local n = start and changes_of(opened) - start
+    if getmetatable(opened) ~= Browse and ok and not temp and in_group(opened) and n ~= 0 then -- the state stays, its group not
+      print(("note: the group open on the state at %s was rolled back%s (p:commit() keeps a group)"):format(path,
+        n and (": %d change%s discarded"):format(n, n == 1 and "" or "s") or ""))
+    end
+    pcall(opened.close, opened)
+  end
   session.opened = {}
   for name, v in pairs(_G) do
     if closed[v] then _G[name] = nil end

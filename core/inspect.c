@@ -3,6 +3,7 @@
 #include <stdbool.h>
 #include <msgpack.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 
@@ -12,6 +13,7 @@
 #include "outbox.h"
 #include "pipeline.h"
 #include "row.h"
+#include "upgrade.h"
 #include "verify.h"
 
 /* A catalogue entry "r:" name is |kind|[columns, key]|, each column
@@ -33,26 +35,45 @@ bool rn_catalogue_entry_valid(const msgpack_object *d)
 }
 
 /* The schema description (schema.c), checked by rn_catalogue_entry_valid, as
- * "name type [key] [null] [= default], …". */
-static void describe(const msgpack_object *d, char *out, size_t len)
+ * "name type [key] [null] [= default], …", into out (len bytes): false when
+ * it does not fit there (what fits is written). */
+static bool describe(const msgpack_object *d, char *out, size_t len)
 {
   size_t off = 0;
   out[0] = '\0';
-  if (d->type != MSGPACK_OBJECT_ARRAY || d->via.array.size != 2) return;
+  if (d->type != MSGPACK_OBJECT_ARRAY || d->via.array.size != 2) return true;
   const msgpack_object *cols = &d->via.array.ptr[0], *key = &d->via.array.ptr[1];
-  for (uint32_t i = 0; i < cols->via.array.size && off + 1 < len; i++) {
+  for (uint32_t i = 0; i < cols->via.array.size; i++) {
+    if (off + 1 >= len) return false;
     const msgpack_object *c = cols->via.array.ptr[i].via.array.ptr;
     bool is_key = false;
     for (uint32_t k = 0; k < key->via.array.size; k++) is_key |= key->via.array.ptr[k].via.u64 == i;
     off += (size_t)snprintf(out + off, len - off, "%s%.*s %.*s%s%s", i ? ", " : "",
                             (int)c[0].via.str.size, c[0].via.str.ptr, (int)c[1].via.str.size, c[1].via.str.ptr,
                             is_key ? " key" : "", c[2].via.boolean ? " null" : "");
-    if (c[3].type != MSGPACK_OBJECT_NIL && off + 4 < len) {
+    if (off + 1 >= len) return false;
+    if (c[3].type != MSGPACK_OBJECT_NIL) {
       off += (size_t)snprintf(out + off, len - off, " = ");
-      int n = rn_object_text(out + off, len - off, &c[3]);
-      if (n > 0) off += (size_t)n;
+      if (off + 1 >= len) return false;
+      off += (size_t)rn_object_text(out + off, len - off, &c[3]);
+      if (off + 1 >= len) return false; /* it filled the room: it may have been cut */
     }
   }
+  return true;
+}
+
+/* describe()'s text whole, malloc'd (NULL: out of memory): a fixed buffer
+ * cut the columns of a wide relation mid-word (4096 bytes held 136 of 300
+ * columns, the last typed "stri"), and the REPL browsing the state read
+ * its schema from that text. */
+static char *described(const msgpack_object *d)
+{
+  for (size_t len = 4096; len <= (size_t)1 << 28; len *= 2) {
+    char *out = malloc(len);
+    if (!out || describe(d, out, len)) return out;
+    free(out);
+  }
+  return NULL;
 }
 
 /* The pages LMDB's free list holds (its database 0: each entry a list of
@@ -84,7 +105,7 @@ static int fail(char *errbuf, size_t errlen, const char *msg, int code)
 static int report(MDB_txn *txn, MDB_dbi meta, const char *path, const MDB_val *k, const MDB_val *v,
                   msgpack_zone *z, rn_inspect_fn fn, void *ctx, rn_err *e)
 {
-  char name[1024], columns[4096];
+  char name[1024];
   snprintf(name, sizeof name, "%.*s", (int)k->mv_size - 2, (const char *)k->mv_data + 2);
   msgpack_object d;
   size_t off = 0;
@@ -94,15 +115,18 @@ static int report(MDB_txn *txn, MDB_dbi meta, const char *path, const MDB_val *k
     return rn_err_set(e, RN_ESTORE, "state damaged: %s: the catalogue entry of relation \"%s\" is malformed",
                       path, name);
   int64_t kind = d.via.array.ptr[0].via.i64;
-  describe(&d.via.array.ptr[1], columns, sizeof columns);
+  char *columns = described(&d.via.array.ptr[1]);
+  if (!columns) return rn_err_set(e, RN_ENOMEM, "out of memory");
   rn_inspect_relation r = { name, rn_relkind_name(kind), columns, -1, 1, rn_store_entries(txn, name) };
   char nkey[1030];
   int nlen = snprintf(nkey, sizeof nkey, RN_META_COUNTERS "%s", name);
   MDB_val nk = { (size_t)nlen, nkey }, nv;
   int rc = mdb_get(txn, meta, &nk, &nv);
-  if (rc == 0 && nv.mv_size != 24)
+  if (rc == 0 && nv.mv_size != 24) {
+    free(columns);
     return rn_err_set(e, RN_ESTORE, "state damaged: %s: the counters of relation \"%s\" are %zu bytes, not 24",
                       path, name, nv.mv_size);
+  }
   if (rc == 0) {
     uint64_t counters[2];
     memcpy(counters, nv.mv_data, 16);
@@ -112,6 +136,7 @@ static int report(MDB_txn *txn, MDB_dbi meta, const char *path, const MDB_val *k
     r.rows = 0;
   }
   rc = fn ? fn(ctx, &r) : 0;
+  free(columns);
   return rc ? rn_err_set(e, rc, "%s", "") : 0;
 }
 
@@ -124,7 +149,8 @@ static int open_reader(const char *path, MDB_env **env, MDB_txn **txn, MDB_dbi *
   int rc = rn_store_txn(*env, MDB_RDONLY, txn);
   if (!rc) rc = mdb_dbi_open(*txn, RN_DB_META, 0, meta);
   if (rc == MDB_NOTFOUND) return rn_store_no_catalogue(*txn, path, e);
-  return rc ? rn_err_set(e, rn_store_read_code(rc), "%s: %s", path, rn_store_strerror(rc)) : 0;
+  if (rc) return rn_err_set(e, rn_store_read_code(rc), "%s: %s", path, rn_store_strerror(rc));
+  return rn_upgrade_readable(*txn, *meta, path, e); /* a newer runnel's layout would be misread */
 }
 
 /* path's data.mdb, stat'ed into *st; RN_EIO "not a runnel state" without one. */

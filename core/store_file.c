@@ -174,9 +174,17 @@ int rn_store_check_file(const char *dir, bool deep, rn_err *e)
   if (sizeof(void *) != 8) return 0; /* the layout above is the 64-bit one */
   char data[strlen(dir) + sizeof "/data.mdb"];
   snprintf(data, sizeof data, "%s/data.mdb", dir);
-  int fd = open(data, O_RDONLY | O_CLOEXEC);
+  int fd = open(data, O_RDONLY | O_NONBLOCK | O_CLOEXEC); /* a FIFO named data.mdb would block the open for ever */
   if (fd < 0) return 0; /* absent: LMDB makes it, or says why not */
   int rc = 0;
+  struct stat what;
+  if (fstat(fd, &what) == 0 && !S_ISREG(what.st_mode) && !S_ISDIR(what.st_mode)) { /* a directory: LMDB says EISDIR */
+    close(fd);
+    return rn_err_set(e, RN_EIO, "%s: not a runnel state: its data.mdb is %s, not a file", dir,
+                      S_ISFIFO(what.st_mode) ? "a FIFO" : S_ISSOCK(what.st_mode) ? "a socket"
+                      : S_ISCHR(what.st_mode) ? "a character device" : S_ISBLK(what.st_mode) ? "a block device"
+                      : "no regular file");
+  }
   for (int tries = 0; tries < WALK_TRIES; tries++) {
     struct stat st;
     unsigned char m[META_LEN], again[META_LEN];
@@ -211,9 +219,10 @@ uint64_t rn_store_file_map(const char *dir)
   if (sizeof(void *) != 8) return 0;
   char data[strlen(dir) + sizeof "/data.mdb"];
   snprintf(data, sizeof data, "%s/data.mdb", dir);
-  int fd = open(data, O_RDONLY | O_CLOEXEC);
+  int fd = open(data, O_RDONLY | O_NONBLOCK | O_CLOEXEC); /* never blocked by a FIFO */
   unsigned char m[META_LEN];
-  bool ok = fd >= 0 && newest_meta(fd, m);
+  struct stat st;
+  bool ok = fd >= 0 && fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && newest_meta(fd, m);
   if (fd >= 0) close(fd);
   return ok ? u64_at(m + META_MAPSIZE) : 0;
 }

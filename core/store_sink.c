@@ -35,6 +35,7 @@
 #include "key.h"
 #include "longkey.h"
 #include "reader.h"
+#include "upgrade.h"
 #include "row.h"
 #include "scan.h"
 
@@ -684,6 +685,10 @@ static int attach(const char *path, const char *name, rn_pipeline *owner, rn_att
   }
   if (rc) {
     rn_err_set(e, rn_store_read_code(rc), "attach %s: %s", path, rn_store_strerror(rc));
+    goto fail;
+  }
+  if (!owner && rn_upgrade_readable(txn, meta, path, e)) { /* a writer's own state was checked as it opened */
+    rn_err_prefix(e, "attach");
     goto fail;
   }
   memcpy(key, RN_META_STORE, RN_PREFIX_LEN(RN_META_STORE));

@@ -130,23 +130,36 @@ static int to_format_1(MDB_txn *txn)
   return rc;
 }
 
+/* The format txn's state (at path) records, into *format (0 when none). */
+static int format_in(MDB_txn *txn, MDB_dbi meta, const char *path, uint32_t *format, rn_err *e)
+{
+  MDB_val k = { RN_PREFIX_LEN(RN_META_FORMAT), (void *)RN_META_FORMAT }, v;
+  *format = 0;
+  int rc = mdb_get(txn, meta, &k, &v); /* e may hold a caller's earlier error: only what is set here counts */
+  if (rc == 0 && v.mv_size == 4) memcpy(format, v.mv_data, 4);
+  else if (rc == 0) return rn_err_set(e, RN_ESTORE, "state damaged: %s: its format is %zu bytes, not 4", path, v.mv_size);
+  else if (rc != MDB_NOTFOUND) return rn_store_fail(e, rc, path);
+  if (*format > RN_STATE_FORMAT) /* (3) */
+    return rn_err_set(e, RN_ESCHEMA, "%s: the state is of format %u, written by a newer runnel; this one (%s) reads "
+                      "formats up to %d", path, (unsigned)*format, RN_VERSION, RN_STATE_FORMAT);
+  return 0;
+}
+
+int rn_upgrade_readable(MDB_txn *txn, MDB_dbi meta, const char *path, rn_err *e)
+{
+  uint32_t format;
+  return format_in(txn, meta, path, &format, e);
+}
+
 /* The state's format into *format (0 when it records none). */
 static int read_format(rn_store *s, uint32_t *format, rn_err *e)
 {
   MDB_txn *txn;
   int rc = rn_store_txn(s->env, MDB_RDONLY, &txn);
   if (rc) return rn_store_fail(e, rc, s->path);
-  MDB_val k = { RN_PREFIX_LEN(RN_META_FORMAT), (void *)RN_META_FORMAT }, v;
-  *format = 0;
-  rc = mdb_get(txn, s->meta, &k, &v);
-  if (rc == 0 && v.mv_size == 4) memcpy(format, v.mv_data, 4);
-  else if (rc == 0) rn_err_set(e, RN_ESTORE, "state damaged: %s: its format is %zu bytes, not 4", s->path, v.mv_size);
-  else if (rc != MDB_NOTFOUND) rn_store_fail(e, rc, s->path);
+  rc = format_in(txn, s->meta, s->path, format, e);
   mdb_txn_abort(txn);
-  if (!e->code && *format > RN_STATE_FORMAT) /* (3) */
-    rn_err_set(e, RN_ESCHEMA, "%s: the state is of format %u, written by a newer runnel; this one (%s) reads "
-               "formats up to %d", s->path, (unsigned)*format, RN_VERSION, RN_STATE_FORMAT);
-  return e->code;
+  return rc;
 }
 
 int rn_upgrade_state(rn_store *s, rn_err *e)

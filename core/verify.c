@@ -17,6 +17,7 @@
 #include "outbox.h"
 #include "pipeline.h"
 #include "store.h"
+#include "upgrade.h"
 
 typedef struct walk {
   const char *path;
@@ -832,6 +833,8 @@ static int verify(const char *path, FILE *out)
   if (!rc) rc = mdb_dbi_open(w.txn, RN_DB_META, 0, &w.meta);
   if (rc == MDB_NOTFOUND) rn_store_no_catalogue(w.txn, path, &e);
   else if (rc > 0 || (rc < 0 && rc != -1)) rn_err_set(&e, RN_EIO, "%s: %s", path, rn_store_strerror(rc));
+  else if (!rc && rn_upgrade_readable(w.txn, w.meta, path, &e)) /* its layout is not this build's to judge */
+    rc = -1;
   if (rc) {
     fprintf(out, "runnel: %s\n", e.msg);
     if (w.txn) mdb_txn_abort(w.txn);

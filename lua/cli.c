@@ -15,6 +15,7 @@
 #include <lauxlib.h>
 #include <lua.h>
 #include <lualib.h>
+#include <dirent.h>
 #include <errno.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -22,6 +23,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/select.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -381,10 +383,11 @@ static int run_input(lua_State *L, const run_opts *o)
   if (o->batch) { lua_pushinteger(L, o->batch); lua_setfield(L, -2, "batch"); }
   if (o->on_error) { lua_pushstring(L, o->on_error); lua_setfield(L, -2, "on_error"); }
   if (o->max_rejects) { lua_pushinteger(L, o->max_rejects); lua_setfield(L, -2, "max_rejects"); }
-  if (o->rejects) lua_pushstring(L, o->rejects);
-  else if (o->on_error && strcmp(o->on_error, "skip") == 0) {
+  bool to_stdout = o->rejects && strcmp(o->rejects, "-") == 0; /* as --input - is stdin: not a file named - */
+  if (o->rejects && !to_stdout) lua_pushstring(L, o->rejects);
+  else if (to_stdout || (o->on_error && strcmp(o->on_error, "skip") == 0)) {
     lua_getglobal(L, "io");
-    lua_getfield(L, -1, "stderr");
+    lua_getfield(L, -1, to_stdout ? "stdout" : "stderr");
     lua_remove(L, -2);
   } else lua_pushnil(L);
   lua_setfield(L, -2, "rejects");
@@ -588,8 +591,24 @@ static char *dupf(const char *fmt, ...)
 /* s with its control characters as Lua writes them (\n, \t, \r, \27, and
  * \u{9b} for a C1 control), as runnel.grid shows cells: a name or column
  * holding a newline would break inspect's row, an escape sequence would
- * reach the terminal. NULL when out of memory. */
+ * reach the terminal; a byte that starts no UTF-8 character (a state's
+ * path may hold any) as \ddd. NULL when out of memory. */
 static bool is_digit_char(unsigned char c) { return c >= '0' && c <= '9'; }
+
+/* The length of the valid UTF-8 character at c (1 to 4), or 0 for a byte
+ * that starts none: a lone continuation, a cut or overlong sequence, a
+ * surrogate, past U+10FFFF. */
+static int utf8_char(const unsigned char *c)
+{
+  if (*c < 0x80) return 1;
+  int n = *c >= 0xC2 && *c <= 0xDF ? 2 : *c >= 0xE0 && *c <= 0xEF ? 3 : *c >= 0xF0 && *c <= 0xF4 ? 4 : 0;
+  for (int i = 1; i < n; i++)
+    if ((c[i] & 0xC0) != 0x80) return 0;
+  if ((*c == 0xE0 && c[1] < 0xA0) || (*c == 0xED && c[1] > 0x9F) || (*c == 0xF0 && c[1] < 0x90) ||
+      (*c == 0xF4 && c[1] > 0x8F))
+    return 0;
+  return n;
+}
 
 static char *shown(const char *s)
 {
@@ -603,7 +622,9 @@ static char *shown(const char *s)
     else if (*c < 0x20 || *c == 0x7F) /* three digits before a digit, as Lua's %q: \0271 is not \271 */
       o += sprintf(o, is_digit_char(c[1]) ? "\\%03u" : "\\%u", *c);
     else if (*c == 0xC2 && c[1] >= 0x80 && c[1] <= 0x9F) o += sprintf(o, "\\u{%x}", *++c);
-    else *o++ = (char)*c;
+    else if (!utf8_char(c)) o += sprintf(o, "\\%u", *c); /* a path's byte that is no UTF-8, as a grid shows it */
+    else
+      for (int k = utf8_char(c); k > 0; k--) *o++ = (char)*c, c += k > 1; /* the character whole */
   }
   *o = '\0';
   return out;
@@ -670,8 +691,10 @@ static int inspect(const char *path)
     fprintf(stderr, "runnel: %s\n", err[0] ? err : rn_strerror(rc));
     return 1;
   }
-  printf("state: %s\nlast group: %llu\nlmdb: %.1f MiB used of a %.1f MiB map, %.1f MiB on disk\n", path,
+  char *where = shown(path); /* one line, as the relations' names: a newline in the path would start another */
+  printf("state: %s\nlast group: %llu\nlmdb: %.1f MiB used of a %.1f MiB map, %.1f MiB on disk\n", where ? where : path,
          (unsigned long long)st.seq, st.used / 1048576.0, st.map_size / 1048576.0, st.file_size / 1048576.0);
+  free(where);
   uint64_t psize = st.page_size ? st.page_size : 1;
   printf("space: %llu bytes live (%llu pages), %llu bytes free (%llu pages) of the %llu used\n",
          (unsigned long long)(st.used - st.free), (unsigned long long)((st.used - st.free) / psize),
@@ -730,41 +753,125 @@ static bool stdout_failed(void)
   return true;
 }
 
-/* runnel verify: the walk runs in a child, so that a damaged B-tree that
- * sends LMDB astray (SIGSEGV, SIGBUS) is reported instead of killing us.
- * Exit 0: whole; 1: damaged or unreadable. */
-static int verify(const char *path)
+/* A signal that means the process read something it should not have:
+ * LMDB following a damaged page of a mapped file (SIGBUS past its end,
+ * SIGSEGV through a wild pointer). */
+static bool crash_signal(int sig)
 {
+  return sig == SIGBUS || sig == SIGSEGV || sig == SIGILL || sig == SIGFPE || sig == SIGABRT;
+}
+
+/* Runs fn(ctx) in a child process and returns its exit status: LMDB has no
+ * page checksums, so a damaged state that sends it astray kills the
+ * reader (SIGBUS, SIGSEGV), and the child's death is reported by the
+ * parent instead of runnel dying without a word. *crash is the signal
+ * that killed the child (crash_signal) or 0; a child ended by another
+ * signal (SIGINT, SIGPIPE) ends runnel by the same one, as before. The
+ * child writes what it reads to stdout itself. */
+static int in_child(int (*fn)(void *ctx), void *ctx, pid_t *pid, int *crash)
+{
+  *crash = 0;
   fflush(NULL);
+  pid_t parent = getpid();
   pid_t child = fork();
   if (child < 0) {
-    perror("runnel: verify: fork");
+    perror("runnel: fork");
     return 1;
   }
   if (child == 0) {
-    int rc = rn_verify(path, stdout);
-    _exit(stdout_failed() || rc != 0 ? 1 : 0);
+    /* runnel killed (SIGTERM to its pid) ends its work too, as before there was a child: a snapshot is not
+     * finished and named by an orphan after the user stopped it */
+    prctl(PR_SET_PDEATHSIG, SIGKILL);
+    if (getppid() != parent) _exit(1); /* it died before prctl */
+    signal(SIGBUS, SIG_DFL); /* the parent says what crashed */
+    int rc = fn(ctx);
+    _exit(stdout_failed() && rc == 0 ? 1 : rc);
   }
+  if (pid) *pid = child;
   int status;
   while (waitpid(child, &status, 0) < 0)
-    if (errno != EINTR) { perror("runnel: verify: waitpid"); return 1; }
-  if (WIFSIGNALED(status)) {
-    printf("damaged: reading %s crashed the walk (%s): a B-tree is damaged\n", path, strsignal(WTERMSIG(status)));
+    if (errno != EINTR) { perror("runnel: waitpid"); return 1; }
+  if (WIFSIGNALED(status) && crash_signal(WTERMSIG(status))) {
+    *crash = WTERMSIG(status);
     return 1;
   }
-  return WIFEXITED(status) && WEXITSTATUS(status) == 0 ? 0 : 1;
+  if (WIFSIGNALED(status)) { /* Ctrl-C, SIGTERM, SIGPIPE: end as the child did */
+    signal(WTERMSIG(status), SIG_DFL);
+    raise(WTERMSIG(status));
+    return 128 + WTERMSIG(status);
+  }
+  return WIFEXITED(status) ? WEXITSTATUS(status) : 1;
 }
 
-/* runnel snapshot STATE DEST: a consistent compacted copy (rn_state_copy). */
-static int snapshot(const char *path, const char *dest)
+/* What a command says of a state whose reading crashed. */
+static int crashed(const char *cmd, const char *path, int sig)
 {
+  fprintf(stderr, "runnel: %s: reading %s crashed (%s): the state is damaged (runnel verify %s says where)\n", cmd,
+          path, strsignal(sig), path);
+  return 1;
+}
+
+/* runnel verify: the walk runs in a child (in_child), a crash reported as
+ * damage. Exit 0: whole; 1: damaged or unreadable. */
+static int verify_walk(void *path)
+{
+  return rn_verify(path, stdout) != 0 ? 1 : 0;
+}
+
+static int verify(const char *path)
+{
+  int sig;
+  int rc = in_child(verify_walk, (void *)path, NULL, &sig);
+  if (sig) printf("damaged: reading %s crashed the walk (%s): a B-tree is damaged\n", path, strsignal(sig));
+  return rc;
+}
+
+/* runnel snapshot STATE DEST: a consistent compacted copy (rn_state_copy),
+ * taken in a child (in_child). A copy whose reading crashed leaves no
+ * data.mdb (copy.c) but its data.mdb.copy-PID-N, and DEST if it made it:
+ * both are removed, as a copy that fails does. */
+typedef struct snapshot_args {
+  const char *path, *dest;
+} snapshot_args;
+
+static int snapshot_copy(void *ctx)
+{
+  const snapshot_args *a = ctx;
   char err[1024] = "";
-  int rc = rn_state_copy(path, dest, err, sizeof err);
+  int rc = rn_state_copy(a->path, a->dest, err, sizeof err);
   if (rc) {
     fprintf(stderr, "runnel: snapshot: %s\n", err[0] ? err : rn_strerror(rc));
     return 1;
   }
   return 0;
+}
+
+static void remove_killed_copy(const char *dest, pid_t pid, bool made)
+{
+  char prefix[64];
+  int plen = snprintf(prefix, sizeof prefix, "data.mdb.copy-%ld-", (long)pid);
+  DIR *d = opendir(dest);
+  for (struct dirent *f; d && (f = readdir(d));) {
+    if (strncmp(f->d_name, prefix, (size_t)plen) != 0) continue;
+    char file[strlen(dest) + strlen(f->d_name) + 2];
+    snprintf(file, sizeof file, "%s/%s", dest, f->d_name);
+    unlink(file);
+  }
+  if (d) closedir(d);
+  if (made) rmdir(dest); /* empty now, unless someone put a file there meanwhile */
+}
+
+static int snapshot(const char *path, const char *dest)
+{
+  snapshot_args a = { path, dest };
+  struct stat st;
+  bool made = lstat(dest, &st) != 0;
+  pid_t pid = 0;
+  int sig;
+  int rc = in_child(snapshot_copy, &a, &pid, &sig);
+  if (!sig) return rc;
+  remove_killed_copy(dest, pid, made);
+  return crashed("snapshot", path, sig);
 }
 
 /* ---- runnel query / runnel drop: lua/runnel/state.lua's commands ---- */
@@ -788,6 +895,38 @@ static int state_command(lua_State *L, int argc, char **argv)
     return 1;
   }
   return (int)lua_tointeger(L, -1);
+}
+
+/* runnel query, in a child (in_child): it reads the state through LMDB. */
+typedef struct command_args {
+  lua_State *L;
+  int argc;
+  char **argv;
+} command_args;
+
+static int query_in_child(void *ctx)
+{
+  command_args *a = ctx;
+  int rc = state_command(a->L, a->argc, a->argv);
+  lua_close(a->L); /* its attaches end their reads, as main's lua_close would: the child ends with _exit */
+  return rc;
+}
+
+static int query(lua_State *L, int argc, char **argv)
+{
+  command_args a = { L, argc, argv };
+  int sig;
+  int rc = in_child(query_in_child, &a, NULL, &sig);
+  return sig ? crashed("query", argc > 2 ? argv[2] : "the state", sig) : rc;
+}
+
+static int inspect_in_child(void *path) { return inspect(path); }
+
+static int inspect_guarded(const char *path)
+{
+  int sig;
+  int rc = in_child(inspect_in_child, (void *)path, NULL, &sig);
+  return sig ? crashed("inspect", path, sig) : rc;
 }
 
 /* The one text of `runnel help`; scripts/man.lua turns it into runnel.1
@@ -838,8 +977,8 @@ static const char HELP[] =
   "  --batch N                  Input lines per group (1000).\n"
   "  --on-error stop|skip       Stop at the first bad line (default; its group is rolled back),\n"
   "                             or skip bad lines.\n"
-  "  --rejects PATH             With skip: write each rejected line and its reason to PATH\n"
-  "                             (without it the reasons go to stderr).\n"
+  "  --rejects PATH|-           With skip: write each rejected line and its reason to PATH\n"
+  "                             (- for stdout; without it the reasons go to stderr).\n"
   "  --max-rejects N            With skip: stop the run at the N+1th rejected line.\n"
   "  --traceback                Print a traceback with a script's error.\n"
   "  --                         End runnel's options: what follows goes to the script.\n"
@@ -876,6 +1015,21 @@ static bool is_dir(const char *arg)
   return stat(arg, &st) == 0 && S_ISDIR(st.st_mode);
 }
 
+/* Whether the paths argv[2..argc) of command argv[1] hold no option:
+ * these commands take none, and a word like --help must not become a path
+ * (a state made or copied there). Else says so, with takes (what the
+ * command takes), and how to give a path that starts with -. */
+static bool no_options(int argc, char **argv, const char *takes)
+{
+  for (int i = 2; i < argc; i++)
+    if (argv[i][0] == '-') {
+      fprintf(stderr, "runnel: %s: unknown option %s (%s takes %s; a path that starts with - as ./%s; runnel help)\n",
+              argv[1], argv[i], argv[1], takes, argv[i]);
+      return false;
+    }
+  return true;
+}
+
 /* Dispatches argv[1]; -1 when it is no command (main reports it). */
 static int command(lua_State *L, int argc, char **argv)
 {
@@ -883,21 +1037,19 @@ static int command(lua_State *L, int argc, char **argv)
   if (strcmp(cmd, "run") == 0) return run_script(L, argc, argv, 2);
   if (strcmp(cmd, "repl") == 0) {
     if (argc > 4) { fprintf(stderr, "runnel: repl takes [STATE_DIR] [FILE.lua] (runnel help)\n"); return 2; }
-    for (int i = 2; i < argc; i++)
-      if (argv[i][0] == '-') { /* else `runnel repl --help` made a state named --help here */
-        fprintf(stderr, "runnel: repl: unknown option %s (repl takes [STATE_DIR] [FILE.lua]; a path that starts with "
-                "- as ./%s; runnel help)\n", argv[i], argv[i]);
-        return 2;
-      }
+    if (!no_options(argc, argv, "[STATE_DIR] [FILE.lua]")) return 2; /* else `runnel repl --help` made a state --help */
     return run_repl(L, argc > 2 ? argv[2] : NULL, argc > 3 ? argv[3] : NULL);
   }
   if (strcmp(cmd, "inspect") == 0 || strcmp(cmd, "verify") == 0) {
+    if (!no_options(argc, argv, "one STATE_DIR")) return 2;
     if (argc != 3) { fprintf(stderr, "runnel: %s takes one STATE_DIR (runnel help)\n", cmd); return 2; }
-    return cmd[0] == 'i' ? inspect(argv[2]) : verify(argv[2]);
+    return cmd[0] == 'i' ? inspect_guarded(argv[2]) : verify(argv[2]);
   }
-  if (strcmp(cmd, "query") == 0 || strcmp(cmd, "drop") == 0) return state_command(L, argc, argv);
+  if (strcmp(cmd, "query") == 0) return query(L, argc, argv);
+  if (strcmp(cmd, "drop") == 0) return state_command(L, argc, argv);
   if (strcmp(cmd, "drop-outbox") == 0) return state_command(L, argc, argv);
   if (strcmp(cmd, "snapshot") == 0) {
+    if (!no_options(argc, argv, "STATE_DIR DEST")) return 2; /* else `runnel snapshot st --help` copied st to --help */
     if (argc != 4) { fprintf(stderr, "runnel: snapshot takes STATE_DIR DEST (runnel help)\n"); return 2; }
     return snapshot(argv[2], argv[3]);
   }
@@ -920,9 +1072,24 @@ static int command(lua_State *L, int argc, char **argv)
   return -1;
 }
 
+/* SIGBUS in runnel is a read of a mapped data.mdb past its end: LMDB
+ * following a damaged page of a state (inspect, query, snapshot and verify
+ * read in a child and say so; run and the REPL read in this process). The
+ * process still ends by the signal, but not without a word. */
+static void on_bus_error(int sig)
+{
+  static const char msg[] = "runnel: Bus error: a read of a state's data.mdb went past its end: a state this process "
+                            "opened is damaged (runnel verify STATE_DIR says where)\n";
+  ssize_t n = write(STDERR_FILENO, msg, sizeof msg - 1);
+  (void)n;
+  signal(sig, SIG_DFL);
+  raise(sig);
+}
+
 int main(int argc, char **argv)
 {
   rn_store_keep_std_fds(); /* a closed stdout must not become the first state file opened */
+  signal(SIGBUS, on_bus_error);
   lua_State *L = luaL_newstate();
   if (!L) {
     fprintf(stderr, "runnel: cannot create a Lua state\n");

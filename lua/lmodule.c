@@ -1,6 +1,7 @@
 /* lmodule.c — the module runnel.core (require "runnel.core"), as Lua's
  * linit.c: luaopen_runnel_core builds it from the types' open functions
  * (lpipeline.c, lrelation.c) and holds the module-level functions. */
+#include <sys/stat.h>
 #include <time.h>
 
 #include "json.h"
@@ -63,6 +64,16 @@ static int l_now(lua_State *L)
   return 1;
 }
 
+/* core._exists(path) -> whether something is at path, looked at without
+ * opening it: io.open waits for ever on a FIFO, and fails on a file the
+ * user may not read, which the state's reader then names better. */
+static int l_exists(lua_State *L)
+{
+  struct stat st;
+  lua_pushboolean(L, stat(luaL_checkstring(L, 1), &st) == 0);
+  return 1;
+}
+
 static int l_strerror(lua_State *L)
 {
   lua_pushstring(L, rn_strerror((int)luaL_checkinteger(L, 1)));
@@ -75,7 +86,7 @@ RN_API int luaopen_runnel_core(lua_State *L)
   static const luaL_Reg module_funcs[] = {
     { "open", rn_lua_open }, { "strerror", l_strerror }, { "now", l_now }, { "json_decode", l_json_decode },
     { "_dsl", l_dsl }, { "_raise", l_raise }, { "inspect", rn_lua_inspect },
-    { "state_version", rn_lua_state_version }, { NULL, NULL }
+    { "state_version", rn_lua_state_version }, { "_exists", l_exists }, { NULL, NULL }
   };
   lua_newtable(L);
   rn_lua_pipeline_open(L, -1);

@@ -10,6 +10,17 @@
 -- of `runnel repl STATE_DIR`, `.open DIR`, a script that returns or sets
 -- one, or a read-only view of a state (browse below). .tables, .schema,
 -- change grids and completion follow whatever `p` is.
+-- The globals as they were when the REPL started: a user's line may set
+-- any of them (print = nil, pcall = nil), and the REPL's own code reached
+-- them through _G, so the next line ended the session ("lua/repl.lua:471:
+-- attempt to call a nil value (global 'print')"). _G itself is the
+-- user's: p and the relations' names are set there.
+local _ENV = setmetatable({}, { __index = (function()
+  local at_start = {}
+  for name, v in pairs(_G) do at_start[name] = v end
+  return at_start
+end)() })
+
 local runnel = require "runnel"
 local rl = require "runnel.readline"
 local visible = require("runnel.core")._visible -- control characters escaped, as grids show them
@@ -111,8 +122,34 @@ Browsed.__tostring = function(r) return ("runnel.Browsed %s (%s, read-only)"):fo
 
 function Browsed:name() return self._entry.name end
 
+-- The columns of text (rn_inspect's, as above) when their names and types
+-- are known (attach's columns(), in the same order): a name may hold a
+-- space or ", " ("a b", "x, y"), which parse_columns took for the end of a
+-- name or of a column. nil when the text does not hold them.
+local function columns_known(text, known)
+  local cols, key, pos = {}, {}, 1
+  for i, c in ipairs(known) do
+    local head = c.name .. " " .. c.type
+    if text:sub(pos, pos + #head - 1) ~= head then return nil end
+    local after = known[i + 1] and text:find(", " .. known[i + 1].name .. " " .. known[i + 1].type, pos + #head, true)
+    if known[i + 1] and not after then return nil end
+    local rest = text:sub(pos + #head, (after or #text + 1) - 1) -- " key null = default", each part optional
+    pos = after and after + 2 or #text + 1
+    local col = { name = c.name, type = c.type, null = false }
+    if rest:sub(1, 4) == " key" then rest = rest:sub(5) end
+    if rest:sub(1, 5) == " null" then col.null, rest = true, rest:sub(6) end
+    if rest:sub(1, 3) == " = " then col.default = rest:sub(4) elseif rest ~= "" then return nil end
+    if c.key then col.key = true; key[#key + 1] = c.name end
+    cols[#cols + 1] = col
+  end
+  return cols, #key > 0 and key or nil
+end
+
 function Browsed:schema()
-  local cols, key = parse_columns(self._entry.columns)
+  local ok, known = pcall(function() return self:_attached():columns() end) -- a stream has no attach: its text alone
+  local cols, key
+  if ok then cols, key = columns_known(self._entry.columns, known) end
+  if not cols then cols, key = parse_columns(self._entry.columns) end
   return { name = self._entry.name, kind = self._entry.kind, columns = cols, key = key,
            tablelike = self._entry.kind ~= "stream" }
 end
@@ -137,6 +174,26 @@ end
 local Browse = {}
 Browse.__index = Browse
 Browse.__tostring = function(b) return ("runnel.State (%s, read-only)"):format(b._path) end
+
+-- A method a pipeline or relation has and a read-only view lacks
+-- (insert, begin, table …) says why it is not there, rather than Lua's
+-- "attempt to call a nil value (method 'insert')"; other names stay nil.
+local function read_only(view, kind)
+  setmetatable(view, { __index = function(_, name)
+    local core = require "runnel.core"
+    if type(name) ~= "string" or core[kind][name] == nil then return nil end
+    return function(self)
+      local path = type(self) == "table" and rawget(self, "_path") or "?"
+      local typed = path:find("[%s\"']") and ('"%s"'):format(path) or path -- as .open takes it
+      local what = kind == "Relation" and type(self) == "table" and rawget(self, "_entry")
+        and ("relation %q is read-only"):format(self._entry.name) or "the state is read-only"
+      error(("%s: %s: the REPL browses the state at %s (to change it, open it with a script that declares its "
+        .. "relations: .open %s FILE.lua)"):format(name, what, path, typed), 2)
+    end
+  end })
+end
+read_only(Browsed, "Relation")
+read_only(Browse, "Pipeline")
 
 -- A read-only view of the state at path: relations() and relation(name)
 -- as a pipeline has them, read through runnel.attach.
@@ -203,9 +260,17 @@ end
 
 -- p:begin records where the group starts, so an error that rolls it back
 -- can say how many earlier changes went with it.
+-- Both ask p protected, whatever it holds: the user may set p to anything
+-- (p = 5), and `p.stats` on a number raised outside any pcall, ending the
+-- REPL at the next line ("lua/repl.lua:207: attempt to index a number value").
 local function changes_of(p)
-  local ok, stats = pcall(p.stats, p)
-  return ok and stats.changes or 0
+  local ok, n = pcall(function() return p:stats().changes end)
+  return ok and math.type(n) == "integer" and n or 0
+end
+
+local function in_group(p)
+  local ok, open = pcall(function() return p:in_group() end)
+  return ok and open == true
 end
 
 -- A browsed state's relations become globals (those whose names are free
@@ -278,7 +343,17 @@ local function close_opened()
     local ok, rels = pcall(opened.relations, opened)
     for _, rel in ipairs(ok and rels or {}) do closed[rel] = true end
   end
-  for i = #session.opened, 1, -1 do pcall(session.opened[i].close, session.opened[i]) end
+  for i = #session.opened, 1, -1 do
+    local opened = session.opened[i]
+    local ok, path, temp = pcall(function() return opened:path() end)
+    local start = session.group_start[opened]
+    local n = start and changes_of(opened) - start
+    if getmetatable(opened) ~= Browse and ok and not temp and in_group(opened) and n ~= 0 then -- the state stays, its group not
+      print(("note: the group open on the state at %s was rolled back%s (p:commit() keeps a group)"):format(path,
+        n and (": %d change%s discarded"):format(n, n == 1 and "" or "s") or ""))
+    end
+    pcall(opened.close, opened)
+  end
   session.opened = {}
   for name, v in pairs(_G) do
     if closed[v] then _G[name] = nil end
@@ -326,14 +401,34 @@ local function schema(p, name)
   print(runnel.grid({ "column", "type", "null", "key", "default" }, rows))
 end
 
+-- The words of a command's argument: "…" or '…' quote one with spaces.
+-- nil and a message for an unclosed quote.
+local function words(argument, what)
+  local out, rest = {}, argument
+  while true do
+    rest = rest:match("^%s*(.*)$")
+    if rest == "" then return out end
+    local q = rest:sub(1, 1)
+    local word, after
+    if q == '"' or q == "'" then
+      word, after = rest:match("^" .. q .. "(.-)" .. q .. "(.*)$")
+      if not word then return nil, ("error: a %s opened with %s is not closed"):format(what or "path", q) end
+    else
+      word, after = rest:match("^(%S+)(.*)$")
+    end
+    out[#out + 1], rest = word, after
+  end
+end
+
 -- .watch REL…: a name that is no relation of p is refused, the watch kept
 -- (taken, it silenced every relation for one that never prints).
 local function set_watch(p, arg)
   if arg == "" then
   elseif arg == "on" or arg == "off" then session.watch = arg
   else
-    local set = {}
-    for name in arg:gmatch("%S+") do
+    local set, names, err = {}, words(arg, "name") -- "a b" in quotes: a name with a space, as .open takes a path
+    if not names then print(err) return end
+    for _, name in ipairs(names) do
       if not p:relation(name) then
         print(("error: no relation %s to watch (%s)"):format(quote(name), known(p)))
         return
@@ -406,7 +501,7 @@ end
 -- rolls back the whole group when a change in it fails.
 local function error_text(msg, p, before)
   local start = session.group_start[p]
-  if start and not (pcall(p.in_group, p) and p:in_group()) then
+  if start and not in_group(p) then
     session.group_start[p] = nil
     local n = before - start
     return ("error: %s  (group rolled back: %d earlier change%s discarded)"):format(msg, n, n == 1 and "" or "s")
@@ -430,7 +525,7 @@ local function run_chunk(fn, traceback, ...)
     print(p and getmetatable(p) ~= Browse and error_text(tostring(results[2]), p, before) or "error: " .. tostring(results[2]))
     return nil
   end
-  if p and not (getmetatable(p) ~= Browse and pcall(p.in_group, p) and p:in_group()) then session.group_start[p] = nil end
+  if p and not (getmetatable(p) ~= Browse and in_group(p)) then session.group_start[p] = nil end
   return results
 end
 
@@ -463,9 +558,7 @@ local function run_file(file, ...)
 end
 
 local function file_exists(path)
-  local f = io.open(path)
-  if f then f:close() end
-  return f ~= nil
+  return require("runnel.core")._exists(path) -- not opened: a FIFO named data.mdb would block the REPL
 end
 
 -- .open DIR [FILE]: with FILE, the state at DIR opens as `p` and FILE
@@ -616,25 +709,6 @@ local function banner(p)
   print(("%s — a stream processor in your program. %s; .help for help."):format(runnel._VERSION, describe(p)))
 end
 
--- The words of a command's argument: "…" or '…' quote one with spaces.
--- nil and a message for an unclosed quote.
-local function words(argument)
-  local out, rest = {}, argument
-  while true do
-    rest = rest:match("^%s*(.*)$")
-    if rest == "" then return out end
-    local q = rest:sub(1, 1)
-    local word, after
-    if q == '"' or q == "'" then
-      word, after = rest:match("^" .. q .. "(.-)" .. q .. "(.*)$")
-      if not word then return nil, "error: a path opened with " .. q .. " is not closed" end
-    else
-      word, after = rest:match("^(%S+)(.*)$")
-    end
-    out[#out + 1], rest = word, after
-  end
-end
-
 -- .open DIR [FILE] and .load FILE: their paths, or nil after saying why.
 local function paths(cmd, argument, most)
   local list, err = words(argument)
@@ -642,13 +716,32 @@ local function paths(cmd, argument, most)
   print(err or ("error: .%s takes %s (quote a path with spaces)"):format(cmd, most == 2 and "DIR [FILE]" or "FILE"))
 end
 
+-- Whether p is a pipeline or a browsed state, which .tables, .schema and
+-- .watch read; else says what p holds (the user may have set p = nil, and
+-- the command raised inside the REPL's own code: "lua/repl.lua:319:
+-- attempt to index a nil value (local 'p')").
+local function usable(p, cmd)
+  local ok, text = pcall(tostring, p)
+  if getmetatable(p) == Browse or ok and type(text) == "string" and text:match("^runnel%.Pipeline ") then return true end
+  print(("error: .%s reads the pipeline p, and p is %s (.open DIR makes the state at DIR p; p = runnel.open() a "
+    .. "temporary one)"):format(cmd, p == nil and "nil" or "a " .. type(p) .. " value"))
+  return false
+end
+
 local function command(cmd, argument, state)
   local p = _G.p
   if getmetatable(p) == Browse then refresh(p) end
   if cmd == "quit" or cmd == "exit" then return "quit"
   elseif cmd == "help" then print(HELP)
+  elseif (cmd == "tables" or cmd == "schema" or cmd == "watch" and not ({ [""] = 1, on = 1, off = 1 })[argument])
+    and not usable(p, cmd) then
+    return
   elseif cmd == "tables" then tables(p)
-  elseif cmd == "schema" then schema(p, argument)
+  elseif cmd == "schema" then
+    local q, list, err = argument:sub(1, 1), { argument }, nil -- unquoted, the whole argument is the name, as .load's path
+    if q == '"' or q == "'" then list, err = words(argument, "name") end
+    if not list or #list > 1 then print(err or "error: .schema takes one NAME (quote a name with spaces)")
+    else schema(p, list[1] or "") end
   elseif cmd == "open" then
     local list = paths("open", argument, 2)
     local ok, err = true, nil

@@ -14,9 +14,7 @@ local function fail(msg, code)
 end
 
 local function is_state(dir)
-  local f = io.open(dir .. "/data.mdb", "rb")
-  if f then f:close() end
-  return f ~= nil
+  return require("runnel.core")._exists(dir .. "/data.mdb") -- not opened: a FIFO would block, an unreadable file say nothing
 end
 
 -- ---- values as text ----
@@ -79,14 +77,49 @@ local function key_value(text, c)
   return text
 end
 
--- A key given on the command line: "7", or "eu,7" for a key of two columns.
+-- The parts of a key of several columns: "eu,7" -> { "eu", "7" }; a part
+-- holding a comma or a quote is written in double quotes, a quote in it
+-- doubled, as --format csv writes a cell: "\"a,b\",7" -> { "a,b", "7" }.
+-- nil when a quote is not closed or text follows it.
+local function key_parts(text)
+  local parts, i = {}, 1
+  while true do
+    if text:sub(i, i) == '"' then
+      local piece, j = {}, i + 1
+      while true do
+        local q = text:find('"', j, true)
+        if not q then return nil end
+        piece[#piece + 1] = text:sub(j, q - 1)
+        if text:sub(q + 1, q + 1) ~= '"' then j = q + 1; break end
+        piece[#piece + 1], j = '"', q + 2
+      end
+      parts[#parts + 1] = table.concat(piece)
+      local after = text:sub(j, j)
+      if after == "" then return parts end
+      if after ~= "," then return nil end
+      i = j + 1
+    else
+      local comma = text:find(",", i, true)
+      parts[#parts + 1] = text:sub(i, comma and comma - 1 or #text)
+      if not comma then return parts end
+      i = comma + 1
+    end
+  end
+end
+
+-- A key given on the command line: "7" (a key of one column is the whole
+-- text, commas and quotes too), or "eu,7" for a key of two columns.
 local function key_of(text, key_cols)
-  local parts = {}
-  for piece in (text .. ","):gmatch("([^,]*),") do parts[#parts + 1] = piece end
+  local parts = #key_cols == 1 and { text } or key_parts(text)
+  if not parts then
+    return nil, ('query: key %q has a quote not closed, or text after one: a part holding a comma is written in '
+                 .. 'double quotes, "a,b", a quote in it doubled'):format(text)
+  end
   if #parts ~= #key_cols then
     local names = {}
     for i, c in ipairs(key_cols) do names[i] = c.name end
-    return nil, ("query: key %q has %d part%s; the key is %d column%s (%s), parts separated by commas")
+    return nil, ("query: key %q has %d part%s; the key is %d column%s (%s), parts separated by commas (a part "
+                 .. 'holding a comma in double quotes, "a,b")')
                 :format(text, #parts, #parts == 1 and "" or "s", #key_cols, #key_cols == 1 and "" or "s",
                         table.concat(names, ", "))
   end

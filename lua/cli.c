@@ -911,12 +911,26 @@ static int query_in_child(void *ctx)
   return rc;
 }
 
+/* The STATE_DIR of runnel query's arguments argv[2..argc), found as
+ * query_args (lua/runnel/state.lua) finds it: options may come first
+ * (--format csv ST REL), and -- ends them. "the state" when none. */
+static const char *query_state(int argc, char **argv)
+{
+  bool options = true;
+  for (int i = 2; i < argc; i++) {
+    if (options && strcmp(argv[i], "--") == 0) options = false;
+    else if (options && (strcmp(argv[i], "--limit") == 0 || strcmp(argv[i], "--format") == 0)) i++; /* and its value */
+    else if (!options || strncmp(argv[i], "--", 2) != 0) return argv[i];
+  }
+  return "the state";
+}
+
 static int query(lua_State *L, int argc, char **argv)
 {
   command_args a = { L, argc, argv };
   int sig;
   int rc = in_child(query_in_child, &a, NULL, &sig);
-  return sig ? crashed("query", argc > 2 ? argv[2] : "the state", sig) : rc;
+  return sig ? crashed("query", query_state(argc, argv), sig) : rc; /* not argv[2]: "reading --format crashed" */
 }
 
 static int inspect_in_child(void *path) { return inspect(path); }

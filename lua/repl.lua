@@ -151,16 +151,34 @@ Browse.__tostring = function(b) return ("runnel.State (%s, read-only)"):format(b
 
 -- A method a pipeline or relation has and a read-only view lacks
 -- (insert, begin, table …) says why it is not there, rather than Lua's
--- "attempt to call a nil value (method 'insert')"; other names stay nil.
+-- "attempt to call a nil value (method 'insert')"; other names, and the
+-- binding's own (_declare …), stay nil. Only a method that changes the
+-- state or declares a relation is called read-only: one that reads
+-- (players:id_of, p:stats) says what the view offers instead, not that
+-- the state could not be changed.
+local CHANGES = {
+  Relation = { insert = true, update = true, upsert = true, delete = true, join = true, filter = true, map = true,
+               aggregate = true, cdc = true, sink = true, top = true, index = true, distinct = true, select = true },
+  Pipeline = { begin = true, commit = true, rollback = true, batch = true, table = true, stream = true, lookup = true,
+               alter = true, drop = true, drop_outbox = true, run = true, deliver = true, flush = true },
+}
+local OFFERS = { Relation = "name, schema, rows, get and count", Pipeline = "relations, relation, path, seq and close" }
+
 local function read_only(view, kind)
   setmetatable(view, { __index = function(_, name)
     local core = require "runnel.core"
-    if type(name) ~= "string" or core[kind][name] == nil then return nil end
+    if type(name) ~= "string" or name:sub(1, 1) == "_" or core[kind][name] == nil then return nil end
     return function(self)
       local path = type(self) == "table" and rawget(self, "_path") or "?"
       local typed = path:find("[%s\"']") and ('"%s"'):format(path) or path -- as .open takes it
-      local what = kind == "Relation" and type(self) == "table" and rawget(self, "_entry")
-        and ("relation %q is read-only"):format(self._entry.name) or "the state is read-only"
+      local rel = kind == "Relation" and type(self) == "table" and rawget(self, "_entry")
+      if not CHANGES[kind][name] then
+        error(("%s: %s offers %s: the REPL browses the state at %s read-only (for every method, open it with a "
+          .. "script that declares its relations: .open %s FILE.lua)")
+          :format(name, rel and ("browsed relation %q"):format(rel.name) or "the browsed state", OFFERS[kind], path,
+                  typed), 2)
+      end
+      local what = rel and ("relation %q is read-only"):format(rel.name) or "the state is read-only"
       error(("%s: %s: the REPL browses the state at %s (to change it, open it with a script that declares its "
         .. "relations: .open %s FILE.lua)"):format(name, what, path, typed), 2)
     end

@@ -402,6 +402,16 @@ local function words(argument, what)
   end
 end
 
+-- A watched name as .watch takes it (words): in quotes when it holds a
+-- space or a quote, or is "on" or "off", else the echo "watch a b u" of
+-- the names "a b" and u read as three, "watch on" of the relation on as
+-- the mode.
+local function typed_name(name)
+  local shown = visible(name)
+  if name ~= "" and name ~= "on" and name ~= "off" and not name:find("[%s\"']") then return shown end
+  return name:find('"', 1, true) and "'" .. shown .. "'" or '"' .. shown .. '"'
+end
+
 -- .watch REL…: a name that is no relation of p is refused, the watch kept
 -- (taken, it silenced every relation for one that never prints).
 local function set_watch(p, arg)
@@ -421,7 +431,7 @@ local function set_watch(p, arg)
   end
   if type(session.watch) == "string" then print("watch " .. session.watch) return end
   local names = {}
-  for name in pairs(session.watch) do names[#names + 1] = visible(name) end
+  for name in pairs(session.watch) do names[#names + 1] = typed_name(name) end
   table.sort(names)
   print("watch " .. table.concat(names, " "))
 end

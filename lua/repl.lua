@@ -517,7 +517,8 @@ local function run_chunk(fn, traceback, ...)
     print(p and getmetatable(p) ~= Browse and error_text(tostring(results[2]), p, before) or "error: " .. tostring(results[2]))
     return nil
   end
-  if p and not (getmetatable(p) ~= Browse and in_group(p)) then session.group_start[p] = nil end
+  -- p == p: p = 0/0 is no table key ("table index is NaN" ended the session)
+  if p and p == p and not (getmetatable(p) ~= Browse and in_group(p)) then session.group_start[p] = nil end
   return results
 end
 

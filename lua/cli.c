@@ -1085,14 +1085,18 @@ static int command(lua_State *L, int argc, char **argv)
   return -1;
 }
 
-/* SIGBUS in runnel is a read of a mapped data.mdb past its end: LMDB
- * following a damaged page of a state (inspect, query, snapshot and verify
- * read in a child and say so; run and the REPL read in this process). The
- * process still ends by the signal, but not without a word. */
+/* SIGBUS in runnel is an access to a mapped data.mdb the file cannot
+ * back: a read past its end, LMDB following a damaged page of a state
+ * (inspect, query, snapshot and verify read in a child and say so; run and
+ * the REPL read in this process), or a write into a page of a state opened
+ * with writemap = true whose disk is full (its data.mdb is as large as its
+ * map, mostly holes): the state is whole then, and verify would say so.
+ * The process still ends by the signal, but not without a word. */
 static void on_bus_error(int sig)
 {
-  static const char msg[] = "runnel: Bus error: a read of a state's data.mdb went past its end: a state this process "
-                            "opened is damaged (runnel verify STATE_DIR says where)\n";
+  static const char msg[] = "runnel: Bus error: a state's data.mdb, mapped by this process, could not back a page: "
+                            "the state is damaged (runnel verify STATE_DIR says where), or, opened with writemap = "
+                            "true, its disk is full\n";
   ssize_t n = write(STDERR_FILENO, msg, sizeof msg - 1);
   (void)n;
   signal(sig, SIG_DFL);

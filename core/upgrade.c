@@ -130,19 +130,21 @@ static int to_format_1(MDB_txn *txn)
   return rc;
 }
 
-/* The format txn's state (at path) records, into *format (0 when none). */
+/* The format txn's state (at path) records, into *format (0 when none).
+ * Its result is its own, never e->code: a caller's e may still hold an
+ * earlier call's error (an rn_attach after a failed one). */
 static int format_in(MDB_txn *txn, MDB_dbi meta, const char *path, uint32_t *format, rn_err *e)
 {
   MDB_val k = { RN_PREFIX_LEN(RN_META_FORMAT), (void *)RN_META_FORMAT }, v;
   *format = 0;
   int rc = mdb_get(txn, meta, &k, &v);
   if (rc == 0 && v.mv_size == 4) memcpy(format, v.mv_data, 4);
-  else if (rc == 0) rn_err_set(e, RN_ESTORE, "state damaged: %s: its format is %zu bytes, not 4", path, v.mv_size);
-  else if (rc != MDB_NOTFOUND) rn_store_fail(e, rc, path);
-  if (!e->code && *format > RN_STATE_FORMAT) /* (3) */
-    rn_err_set(e, RN_ESCHEMA, "%s: the state is of format %u, written by a newer runnel; this one (%s) reads "
-               "formats up to %d", path, (unsigned)*format, RN_VERSION, RN_STATE_FORMAT);
-  return e->code;
+  else if (rc == 0) return rn_err_set(e, RN_ESTORE, "state damaged: %s: its format is %zu bytes, not 4", path, v.mv_size);
+  else if (rc != MDB_NOTFOUND) return rn_store_fail(e, rc, path);
+  if (*format > RN_STATE_FORMAT) /* (3) */
+    return rn_err_set(e, RN_ESCHEMA, "%s: the state is of format %u, written by a newer runnel; this one (%s) reads "
+                      "formats up to %d", path, (unsigned)*format, RN_VERSION, RN_STATE_FORMAT);
+  return 0;
 }
 
 int rn_upgrade_readable(MDB_txn *txn, MDB_dbi meta, const char *path, rn_err *e)
@@ -157,9 +159,9 @@ static int read_format(rn_store *s, uint32_t *format, rn_err *e)
   MDB_txn *txn;
   int rc = rn_store_txn(s->env, MDB_RDONLY, &txn);
   if (rc) return rn_store_fail(e, rc, s->path);
-  format_in(txn, s->meta, s->path, format, e);
+  rc = format_in(txn, s->meta, s->path, format, e);
   mdb_txn_abort(txn);
-  return e->code;
+  return rc;
 }
 
 int rn_upgrade_state(rn_store *s, rn_err *e)

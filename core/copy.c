@@ -12,6 +12,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <stdatomic.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -78,7 +79,8 @@ RN_API int rn_state_copy(const char *path, const char *dest, char *errbuf, size_
   if (stat(data, &st) != 0) return copy_fail(errbuf, errlen, RN_EIO, "%s: not a runnel state (no data.mdb)", path);
   snprintf(data, sizeof data, "%s/data.mdb", dest);
   if (stat(data, &st) == 0) return copy_fail(errbuf, errlen, RN_EMISUSE, "%s: holds a state already (%s)", dest, data);
-  if (mkdir(dest, 0755) != 0) {
+  bool made = mkdir(dest, 0755) == 0; /* removed again if the copy fails: a failed copy leaves nothing behind */
+  if (!made) {
     if (errno != EEXIST) return copy_fail(errbuf, errlen, RN_EIO, "%s: %s", dest, strerror(errno));
     /* An existing directory takes the copy only while it holds none of the
      * user's files, as rn_open makes a new state only there: not data.mdb
@@ -95,9 +97,11 @@ RN_API int rn_state_copy(const char *path, const char *dest, char *errbuf, size_
   }
   rn_err e;
   rn_err_clear(&e);
-  if (rn_flush_before_read(path, &e)) return copy_fail(errbuf, errlen, e.code, "%s", e.msg);
   MDB_env *env = NULL;
-  if (rn_envs_read(path, &env, &e)) return copy_fail(errbuf, errlen, e.code, "%s", e.msg);
+  if (rn_flush_before_read(path, &e) || rn_envs_read(path, &env, &e)) { /* not a state (a FIFO), damaged, newer */
+    if (made) rmdir(dest);
+    return copy_fail(errbuf, errlen, e.code, "%s", e.msg);
+  }
   MDB_txn *adopt = NULL; /* the map taken again if the writer grew it (rn_store_txn): LMDB's copy begins its own */
   const char *what = "reading";
   int rc = rn_store_txn(env, MDB_RDONLY, &adopt);
@@ -108,6 +112,7 @@ RN_API int rn_state_copy(const char *path, const char *dest, char *errbuf, size_
     rn_store_reads_release();
   }
   rn_envs_read_done(env);
+  if (rc && made) rmdir(dest); /* copy_into removed its file */
   if (rc == EEXIST) return copy_fail(errbuf, errlen, RN_EMISUSE, "%s: holds a state already (%s/data.mdb)", dest, dest);
   int code = rn_store_write_code(rc, UINT64_MAX);
   if (rc && errbuf && errlen) snprintf(errbuf, errlen, "%s %s into %s: %s", what, path, dest, rn_store_strerror(rc));

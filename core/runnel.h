@@ -581,7 +581,8 @@ RN_API void rn_interrupt_withdraw(void);
  * callback it holds those LMDB holds. rn_inspect and rn_verify read alike. It is
  * written beside, made durable (fsync), then named dest/data.mdb: a copy
  * that fails (a full disk: RN_EFULL) or is killed leaves no state in dest,
- * and the next copy there is not refused. */
+ * and the next copy there is not refused; a dest it created is removed
+ * again when the copy fails. */
 RN_API int rn_state_copy(const char *path, const char *dest, char *errbuf, size_t errlen);
 
 /* ---- Lua ---------------------------------------------------------------

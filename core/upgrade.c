@@ -130,7 +130,9 @@ static int to_format_1(MDB_txn *txn)
   return rc;
 }
 
-/* The format txn's state (at path) records, into *format (0 when none). */
+/* The format txn's state (at path) records, into *format (0 when none).
+ * Its result is its own, never e->code: a caller's e may still hold an
+ * earlier call's error (an rn_attach after a failed one). */
 static int format_in(MDB_txn *txn, MDB_dbi meta, const char *path, uint32_t *format, rn_err *e)
 {
   MDB_val k = { RN_PREFIX_LEN(RN_META_FORMAT), (void *)RN_META_FORMAT }, v;

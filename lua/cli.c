@@ -767,24 +767,24 @@ static bool crash_signal(int sig)
  * parent instead of runnel dying without a word. *crash is the signal
  * that killed the child (crash_signal) or 0; a child ended by another
  * signal (SIGINT, SIGPIPE) ends runnel by the same one, as before. The
- * child writes what it reads to stdout itself. */
-static int in_child(int (*fn)(void *ctx), void *ctx, pid_t *pid, int *crash)
+ * child writes what it reads to stdout itself. When no child can be made
+ * (EAGAIN under a pids limit), fn runs in this process, as it did before
+ * these commands read in a child, rather than the command failing: a
+ * crash is then said by on_bus_error. fn's forked says which. */
+static int in_child(int (*fn)(void *ctx, bool forked), void *ctx, pid_t *pid, int *crash)
 {
   *crash = 0;
   fflush(NULL);
   pid_t parent = getpid();
   pid_t child = fork();
-  if (child < 0) {
-    perror("runnel: fork");
-    return 1;
-  }
+  if (child < 0) return fn(ctx, false);
   if (child == 0) {
     /* runnel killed (SIGTERM to its pid) ends its work too, as before there was a child: a snapshot is not
      * finished and named by an orphan after the user stopped it */
     prctl(PR_SET_PDEATHSIG, SIGKILL);
     if (getppid() != parent) _exit(1); /* it died before prctl */
     signal(SIGBUS, SIG_DFL); /* the parent says what crashed */
-    int rc = fn(ctx);
+    int rc = fn(ctx, true);
     _exit(stdout_failed() && rc == 0 ? 1 : rc);
   }
   if (pid) *pid = child;
@@ -813,8 +813,9 @@ static int crashed(const char *cmd, const char *path, int sig)
 
 /* runnel verify: the walk runs in a child (in_child), a crash reported as
  * damage. Exit 0: whole; 1: damaged or unreadable. */
-static int verify_walk(void *path)
+static int verify_walk(void *path, bool forked)
 {
+  (void)forked;
   return rn_verify(path, stdout) != 0 ? 1 : 0;
 }
 
@@ -834,8 +835,9 @@ typedef struct snapshot_args {
   const char *path, *dest;
 } snapshot_args;
 
-static int snapshot_copy(void *ctx)
+static int snapshot_copy(void *ctx, bool forked)
 {
+  (void)forked;
   const snapshot_args *a = ctx;
   char err[1024] = "";
   int rc = rn_state_copy(a->path, a->dest, err, sizeof err);
@@ -904,12 +906,26 @@ typedef struct command_args {
   char **argv;
 } command_args;
 
-static int query_in_child(void *ctx)
+static int query_in_child(void *ctx, bool forked)
 {
   command_args *a = ctx;
   int rc = state_command(a->L, a->argc, a->argv);
-  lua_close(a->L); /* its attaches end their reads, as main's lua_close would: the child ends with _exit */
+  if (forked) lua_close(a->L); /* its attaches end their reads, as main's lua_close would: the child ends with _exit */
   return rc;
+}
+
+/* The STATE_DIR of runnel query's arguments argv[2..argc), found as
+ * query_args (lua/runnel/state.lua) finds it: options may come first
+ * (--format csv ST REL), and -- ends them. "the state" when none. */
+static const char *query_state(int argc, char **argv)
+{
+  bool options = true;
+  for (int i = 2; i < argc; i++) {
+    if (options && strcmp(argv[i], "--") == 0) options = false;
+    else if (options && (strcmp(argv[i], "--limit") == 0 || strcmp(argv[i], "--format") == 0)) i++; /* and its value */
+    else if (!options || strncmp(argv[i], "--", 2) != 0) return argv[i];
+  }
+  return "the state";
 }
 
 static int query(lua_State *L, int argc, char **argv)
@@ -917,10 +933,10 @@ static int query(lua_State *L, int argc, char **argv)
   command_args a = { L, argc, argv };
   int sig;
   int rc = in_child(query_in_child, &a, NULL, &sig);
-  return sig ? crashed("query", argc > 2 ? argv[2] : "the state", sig) : rc;
+  return sig ? crashed("query", query_state(argc, argv), sig) : rc; /* not argv[2]: "reading --format crashed" */
 }
 
-static int inspect_in_child(void *path) { return inspect(path); }
+static int inspect_in_child(void *path, bool forked) { return (void)forked, inspect(path); }
 
 static int inspect_guarded(const char *path)
 {
@@ -1072,14 +1088,18 @@ static int command(lua_State *L, int argc, char **argv)
   return -1;
 }
 
-/* SIGBUS in runnel is a read of a mapped data.mdb past its end: LMDB
- * following a damaged page of a state (inspect, query, snapshot and verify
- * read in a child and say so; run and the REPL read in this process). The
- * process still ends by the signal, but not without a word. */
+/* SIGBUS in runnel is an access to a mapped data.mdb the file cannot
+ * back: a read past its end, LMDB following a damaged page of a state
+ * (inspect, query, snapshot and verify read in a child and say so; run and
+ * the REPL read in this process), or a write into a page of a state opened
+ * with writemap = true whose disk is full (its data.mdb is as large as its
+ * map, mostly holes): the state is whole then, and verify would say so.
+ * The process still ends by the signal, but not without a word. */
 static void on_bus_error(int sig)
 {
-  static const char msg[] = "runnel: Bus error: a read of a state's data.mdb went past its end: a state this process "
-                            "opened is damaged (runnel verify STATE_DIR says where)\n";
+  static const char msg[] = "runnel: Bus error: a state's data.mdb, mapped by this process, could not back a page: "
+                            "the state is damaged (runnel verify STATE_DIR says where), or, opened with writemap = "
+                            "true, its disk is full\n";
   ssize_t n = write(STDERR_FILENO, msg, sizeof msg - 1);
   (void)n;
   signal(sig, SIG_DFL);

@@ -177,16 +177,34 @@ Browse.__tostring = function(b) return ("runnel.State (%s, read-only)"):format(b
 
 -- A method a pipeline or relation has and a read-only view lacks
 -- (insert, begin, table …) says why it is not there, rather than Lua's
--- "attempt to call a nil value (method 'insert')"; other names stay nil.
+-- "attempt to call a nil value (method 'insert')"; other names, and the
+-- binding's own (_declare …), stay nil. Only a method that changes the
+-- state or declares a relation is called read-only: one that reads
+-- (players:id_of, p:stats) says what the view offers instead, not that
+-- the state could not be changed.
+local CHANGES = {
+  Relation = { insert = true, update = true, upsert = true, delete = true, join = true, filter = true, map = true,
+               aggregate = true, cdc = true, sink = true, top = true, index = true, distinct = true, select = true },
+  Pipeline = { begin = true, commit = true, rollback = true, batch = true, table = true, stream = true, lookup = true,
+               alter = true, drop = true, drop_outbox = true, run = true, deliver = true, flush = true },
+}
+local OFFERS = { Relation = "name, schema, rows, get and count", Pipeline = "relations, relation, path, seq and close" }
+
 local function read_only(view, kind)
   setmetatable(view, { __index = function(_, name)
     local core = require "runnel.core"
-    if type(name) ~= "string" or core[kind][name] == nil then return nil end
+    if type(name) ~= "string" or name:sub(1, 1) == "_" or core[kind][name] == nil then return nil end
     return function(self)
       local path = type(self) == "table" and rawget(self, "_path") or "?"
       local typed = path:find("[%s\"']") and ('"%s"'):format(path) or path -- as .open takes it
-      local what = kind == "Relation" and type(self) == "table" and rawget(self, "_entry")
-        and ("relation %q is read-only"):format(self._entry.name) or "the state is read-only"
+      local rel = kind == "Relation" and type(self) == "table" and rawget(self, "_entry")
+      if not CHANGES[kind][name] then
+        error(("%s: %s offers %s: the REPL browses the state at %s read-only (for every method, open it with a "
+          .. "script that declares its relations: .open %s FILE.lua)")
+          :format(name, rel and ("browsed relation %q"):format(rel.name) or "the browsed state", OFFERS[kind], path,
+                  typed), 2)
+      end
+      local what = rel and ("relation %q is read-only"):format(rel.name) or "the state is read-only"
       error(("%s: %s: the REPL browses the state at %s (to change it, open it with a script that declares its "
         .. "relations: .open %s FILE.lua)"):format(name, what, path, typed), 2)
     end
@@ -420,6 +438,16 @@ local function words(argument, what)
   end
 end
 
+-- A watched name as .watch takes it (words): in quotes when it holds a
+-- space or a quote, or is "on" or "off", else the echo "watch a b u" of
+-- the names "a b" and u read as three, "watch on" of the relation on as
+-- the mode.
+local function typed_name(name)
+  local shown = visible(name)
+  if name ~= "" and name ~= "on" and name ~= "off" and not name:find("[%s\"']") then return shown end
+  return name:find('"', 1, true) and "'" .. shown .. "'" or '"' .. shown .. '"'
+end
+
 -- .watch REL…: a name that is no relation of p is refused, the watch kept
 -- (taken, it silenced every relation for one that never prints).
 local function set_watch(p, arg)
@@ -439,7 +467,7 @@ local function set_watch(p, arg)
   end
   if type(session.watch) == "string" then print("watch " .. session.watch) return end
   local names = {}
-  for name in pairs(session.watch) do names[#names + 1] = visible(name) end
+  for name in pairs(session.watch) do names[#names + 1] = typed_name(name) end
   table.sort(names)
   print("watch " .. table.concat(names, " "))
 end
@@ -525,7 +553,8 @@ local function run_chunk(fn, traceback, ...)
     print(p and getmetatable(p) ~= Browse and error_text(tostring(results[2]), p, before) or "error: " .. tostring(results[2]))
     return nil
   end
-  if p and not (getmetatable(p) ~= Browse and in_group(p)) then session.group_start[p] = nil end
+  -- p == p: p = 0/0 is no table key ("table index is NaN" ended the session)
+  if p and p == p and not (getmetatable(p) ~= Browse and in_group(p)) then session.group_start[p] = nil end
   return results
 end
 

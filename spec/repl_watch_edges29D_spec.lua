@@ -20,12 +20,12 @@ describe("the REPL's .watch of a relation whose name holds a space", function()
       ".watch a b",
     }, "\n") .. "\n")
     assert.are.same({ table.concat({
-      "watch a b",
+      'watch "a b"',
       "a b · group 1",
       " row id | verb   | id",
       "--------+--------+----",
       "      1 | INSERT |  1",
-      "watch a b u",
+      'watch "a b" u',
       'error: a name opened with " is not closed',
       'error: no relation "a" to watch (known: a b, u)',
     }, "\n") .. "\n", "", 0 }, { out, err, code })

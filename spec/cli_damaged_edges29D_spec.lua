@@ -142,7 +142,7 @@ describe("runnel query and snapshot, which read in a child", function()
     -- the query's output fills a FIFO nobody reads: its child blocks writing it
     H.write(dir .. "/kill.sh", ([[
       mkfifo "$1/out"
-      (exec 3<>"$1/out"; sleep 20) & hold=$!
+      (exec 3<>"$1/out"; exec sleep 20) & hold=$! # hold is the sleep itself: a kill of it leaves nothing behind
       "$2" query "$1/st" t > "$1/out" & runnel=$!
       child=
       for i in $(seq 100); do

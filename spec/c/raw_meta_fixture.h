@@ -16,8 +16,8 @@
 
 static inline void cleanup(const char *dir)
 {
-  char cmd[96];
-  snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+  char cmd[600];
+  snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
   CHECK(system(cmd) == 0);
 }
 

@@ -7,34 +7,13 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-#include "check.h"
-#include "pipeline.h"
+#include "small_state_fixture.h"
 #include "store_sink.h"
-
-static void make_state(char *dir, size_t size)
-{
-  const char *tmp = getenv("TMPDIR");
-  snprintf(dir, size, "%s/att29RD-XXXXXX", tmp && *tmp ? tmp : "/tmp");
-  CHECK(mkdtemp(dir) != NULL);
-  rn_open_opts opts = { .path = dir };
-  rn_pipeline *p = NULL;
-  char err[256] = "";
-  CHECK(rn_pipeline_open(&opts, &p, err, sizeof err) == 0);
-  rn_schema *s = rn_schema_new();
-  rn_schema_add(s, "id", 2, RN_T_INT, false, NULL, &p->err);
-  int key = 0;
-  rn_schema_set_key(s, &key, 1, "t", &p->err);
-  rn_rel *t;
-  CHECK(rn_declare_source(p, "t", RN_REL_TABLE, s, &t) == 0);
-  unsigned char row[5] = { 0x81, 0xa2, 'i', 'd', 7 }; /* {"id": 7} */
-  CHECK(rn_insert(p, t, row, sizeof row) == 0);
-  rn_pipeline_close(p);
-}
 
 static void test_attach_after_an_earlier_error(void)
 {
   char dir[300], cmd[320];
-  make_state(dir, sizeof dir);
+  small_state(dir, sizeof dir, "att29RD", 1);
   rn_err e;
   rn_err_clear(&e);
   rn_err_set(&e, RN_EIO, "an earlier call's failure");

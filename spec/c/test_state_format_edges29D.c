@@ -9,60 +9,17 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "check.h"
-#include "pipeline.h"
-#include "store.h"
+#include "raw_meta_fixture.h"
+#include "small_state_fixture.h"
 #include "store_sink.h"
 #include "verify.h"
-
-static void remove_state(const char *dir)
-{
-  char cmd[300];
-  snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
-  CHECK(system(cmd) == 0);
-}
-
-/* A state at a new temporary dir holding table "t" (id int key) with 3 rows. */
-static void make_state(char *dir, size_t size)
-{
-  const char *tmp = getenv("TMPDIR");
-  snprintf(dir, size, "%s/fmt29D-XXXXXX", tmp && *tmp ? tmp : "/tmp");
-  CHECK(mkdtemp(dir) != NULL);
-  rn_open_opts opts = { .path = dir };
-  rn_pipeline *p = NULL;
-  char err[256] = "";
-  CHECK(rn_pipeline_open(&opts, &p, err, sizeof err) == 0);
-  rn_schema *s = rn_schema_new();
-  rn_schema_add(s, "id", 2, RN_T_INT, false, NULL, &p->err);
-  int key = 0;
-  rn_schema_set_key(s, &key, 1, "t", &p->err);
-  rn_rel *t;
-  CHECK(rn_declare_source(p, "t", RN_REL_TABLE, s, &t) == 0);
-  for (int i = 1; i <= 3; i++) {
-    unsigned char row[5] = { 0x81, 0xa2, 'i', 'd', 0 }; /* {"id": i} */
-    row[4] = (unsigned char)i;
-    CHECK(rn_insert(p, t, row, sizeof row) == 0);
-  }
-  rn_pipeline_close(p);
-}
 
 /* Sets the state's format record: format, or none at all (format < 0). */
 static void set_format(const char *dir, long format)
 {
-  MDB_env *env;
-  MDB_txn *txn;
-  MDB_dbi meta;
-  CHECK(mdb_env_create(&env) == 0);
-  mdb_env_set_maxdbs(env, 64);
-  CHECK(mdb_env_open(env, dir, 0, 0644) == 0);
-  CHECK(mdb_txn_begin(env, NULL, 0, &txn) == 0);
-  CHECK(mdb_dbi_open(txn, RN_DB_META, 0, &meta) == 0);
-  MDB_val k = { RN_PREFIX_LEN(RN_META_FORMAT), (void *)RN_META_FORMAT };
   uint32_t f = (uint32_t)format;
-  MDB_val v = { 4, &f };
-  CHECK(format < 0 ? mdb_del(txn, meta, &k, NULL) == 0 : mdb_put(txn, meta, &k, &v, 0) == 0);
-  CHECK(mdb_txn_commit(txn) == 0);
-  mdb_env_close(env);
+  if (format < 0) raw_del(dir, RN_META_FORMAT);
+  else raw_put(dir, RN_META_FORMAT, &f, sizeof f);
 }
 
 static char *slurp(const char *path, size_t *len)
@@ -102,7 +59,7 @@ static int attach_rows(const char *dir, rn_err *e)
 static void test_newer_format_refused_by_readers(void)
 {
   char dir[256], data[300];
-  make_state(dir, sizeof dir);
+  small_state(dir, sizeof dir, "fmt29D", 3);
   set_format(dir, RN_STATE_FORMAT + 1);
   snprintf(data, sizeof data, "%s/data.mdb", dir);
   size_t before_len, after_len;
@@ -131,14 +88,14 @@ static void test_newer_format_refused_by_readers(void)
   CHECK(before && after && before_len == after_len && memcmp(before, after, before_len) == 0);
   free(before);
   free(after);
-  remove_state(dir);
+  cleanup(dir);
 }
 
 static void test_this_and_older_formats_read(void)
 {
   for (long format = -1; format <= RN_STATE_FORMAT; format++) { /* none (0.17), 0, this build's */
     char dir[256];
-    make_state(dir, sizeof dir);
+    small_state(dir, sizeof dir, "fmt29D", 3);
     set_format(dir, format);
     rn_inspect_state st;
     char err[1024] = "";
@@ -150,26 +107,15 @@ static void test_this_and_older_formats_read(void)
     free(text);
     rn_err e;
     CHECK(attach_rows(dir, &e) == 0);
-    remove_state(dir);
+    cleanup(dir);
   }
 }
 
 static void test_malformed_format_is_damage(void)
 {
   char dir[256];
-  make_state(dir, sizeof dir);
-  MDB_env *env;
-  MDB_txn *txn;
-  MDB_dbi meta;
-  CHECK(mdb_env_create(&env) == 0);
-  mdb_env_set_maxdbs(env, 64);
-  CHECK(mdb_env_open(env, dir, 0, 0644) == 0);
-  CHECK(mdb_txn_begin(env, NULL, 0, &txn) == 0);
-  CHECK(mdb_dbi_open(txn, RN_DB_META, 0, &meta) == 0);
-  MDB_val k = { RN_PREFIX_LEN(RN_META_FORMAT), (void *)RN_META_FORMAT }, v = { 3, (void *)"abc" };
-  CHECK(mdb_put(txn, meta, &k, &v, 0) == 0);
-  CHECK(mdb_txn_commit(txn) == 0);
-  mdb_env_close(env);
+  small_state(dir, sizeof dir, "fmt29D", 3);
+  raw_put(dir, RN_META_FORMAT, "abc", 3);
   rn_inspect_state st;
   char err[1024] = "";
   CHECK(rn_inspect(dir, NULL, NULL, &st, err, sizeof err) == RN_ESTORE);
@@ -178,7 +124,7 @@ static void test_malformed_format_is_damage(void)
   char *text = verify_text(dir, &rc);
   CHECK(rc != 0 && text && strstr(text, "its format is 3 bytes, not 4") && !strstr(text, "whole"));
   free(text);
-  remove_state(dir);
+  cleanup(dir);
 }
 
 int main(void)

@@ -351,6 +351,16 @@ function H.run_script(path, text)
   return out
 end
 
+-- The same with dir as its current directory (so relative paths in the
+-- script are dir's), the script written to dir/s.lua: its stdout.
+function H.run_script_in(dir, text)
+  H.write(dir .. "/s.lua", text)
+  local bin = H.runnel_bin:sub(1, 1) == "/" and H.runnel_bin or H.root .. "/" .. H.runnel_bin
+  local out, err, code = H.sh(("cd '%s' && '%s' run s.lua"):format(dir, bin))
+  assert(err == "" and code == 0, ("exit %s: %s"):format(tostring(code), err))
+  return out
+end
+
 --- A crash of an NDJSON path sink's writer: a child process (script in
 --- dir) opens the state, declares stream s {k, pad} with runnel.ndjson(log,
 --- ndjson_opts: Lua source, { verb = false } when nil), inserts k = first

@@ -10,16 +10,7 @@
 local runnel = require "runnel"
 local H = require "helper"
 
-local bin = H.runnel_bin:sub(1, 1) == "/" and H.runnel_bin or H.root .. "/" .. H.runnel_bin
-
--- Runs script in dir (its current directory, so the path given is
--- relative) with runnel run; must exit 0: its stdout.
-local function run_in(dir, script)
-  H.write(dir .. "/s.lua", script)
-  local out, err, code = H.sh(("cd '%s' && '%s' run s.lua"):format(dir, bin))
-  assert(err == "" and code == 0, ("exit %s: %s"):format(tostring(code), err))
-  return out
-end
+local run_in = H.run_script_in
 
 local SESSION = [[
 local runnel = require "runnel"

@@ -10,15 +10,7 @@
 -- spells, relative to the current directory, as an NDJSON sink's does.
 local H = require "helper"
 
-local bin = H.runnel_bin:sub(1, 1) == "/" and H.runnel_bin or H.root .. "/" .. H.runnel_bin
-
--- Runs script in dir (its current directory) with runnel run: its stdout.
-local function run_in(dir, script)
-  H.write(dir .. "/s.lua", script)
-  local out, err, code = H.sh(("cd '%s' && '%s' run s.lua"):format(dir, bin))
-  assert(err == "" and code == 0, ("exit %s: %s"):format(tostring(code), err))
-  return out
-end
+local run_in = H.run_script_in
 
 local DECLARE = [[
 local runnel = require "runnel"

@@ -131,26 +131,16 @@ static int keep_row(void *ctx, uint64_t id, const char *row, size_t len)
   return k->rc = mdb_put(k->txn, k->dbi, &key, &v, 0);
 }
 
-/* A table's rows go with it, but the sinks of the filters and maps left
- * over it (not dropped: a declared one refuses the drop) were told them:
- * its rows are copied under "dt:" name and its catalogue entry under
- * "dk:" name (store.h), read when a table of that name is declared again
- * (relation.c), so those filters and maps, declared over it, tell their
- * sinks the rows that left as the joins, aggregates, tops and indexes over
- * it do (evolve_log.c), and forgotten by the first group that ends then.
- * A table without rows keeps what an earlier drop kept (no group ended
- * with it declared since, or it would hold none); another kind keeps
- * nothing. */
 /* Whether the catalogue holds a filter or a map p has not declared: only
  * such a relation, declared again over a table of a dropped one's name,
  * reads the rows the drop kept (the catalogue does not say what a filter
  * or map reads, so any one counts). One p declared is over a relation p
  * declared, never over the dropped table. */
-static int tellers_left(rn_pipeline *p, MDB_txn *txn, bool *any)
+static int tellers_left(rn_pipeline *p, MDB_txn *txn, const char *name, bool *any)
 {
   MDB_cursor *cur;
   int rc = mdb_cursor_open(txn, p->store.meta, &cur);
-  if (rc) return rn_store_fail(&p->err, rc, "drop");
+  if (rc) return rn_store_fail(&p->err, rc, name);
   size_t plen = RN_PREFIX_LEN(RN_META_RELATION);
   MDB_val k = { plen, (void *)RN_META_RELATION }, v;
   *any = false;
@@ -164,7 +154,7 @@ static int tellers_left(rn_pipeline *p, MDB_txn *txn, bool *any)
     *any = !rn_find(p, rname);
   }
   mdb_cursor_close(cur);
-  return mrc && mrc != MDB_NOTFOUND ? rn_store_fail(&p->err, mrc, "drop") : 0;
+  return mrc && mrc != MDB_NOTFOUND ? rn_store_fail(&p->err, mrc, name) : 0;
 }
 
 /* With no filter or map left to read them (tellers_left), the rows every
@@ -172,32 +162,42 @@ static int tellers_left(rn_pipeline *p, MDB_txn *txn, bool *any)
  * txn, so a state whose dropped tables are never declared again does not
  * keep their rows for good. A table p declared again keeps its own: the
  * filters and maps p declared over it read them until a group ends. */
-static int forget_unread_dropped(rn_pipeline *p, MDB_txn *txn)
+static int forget_unread_dropped(rn_pipeline *p, MDB_txn *txn, const char *name)
 {
   bool any;
-  int rc = tellers_left(p, txn, &any);
+  int rc = tellers_left(p, txn, name, &any);
   if (rc || any) return rc;
   MDB_cursor *cur;
-  if ((rc = mdb_cursor_open(txn, p->store.meta, &cur))) return rn_store_fail(&p->err, rc, "drop");
+  if ((rc = mdb_cursor_open(txn, p->store.meta, &cur))) return rn_store_fail(&p->err, rc, name);
   size_t plen = RN_PREFIX_LEN(RN_META_DROPPED_ENTRY);
   MDB_val k = { plen, (void *)RN_META_DROPPED_ENTRY }, v;
   int mrc = mdb_cursor_get(cur, &k, &v, MDB_SET_RANGE);
   for (; mrc == 0 && !rc; mrc = mdb_cursor_get(cur, &k, &v, MDB_NEXT)) {
     if (k.mv_size < plen || memcmp(k.mv_data, RN_META_DROPPED_ENTRY, plen) != 0) break;
-    char name[RN_NAME_MAX + 1], dbname[RN_NAME_MAX + 8];
-    snprintf(name, sizeof name, "%.*s", (int)(k.mv_size - plen), (const char *)k.mv_data + plen);
-    if (rn_find(p, name)) continue;
-    if ((rc = mdb_cursor_del(cur, 0))) { rc = rn_store_fail(&p->err, rc, name); break; }
-    snprintf(dbname, sizeof dbname, "%s%s", RN_DB_DROPPED, name);
+    char kept[RN_NAME_MAX + 1], dbname[RN_NAME_MAX + 8];
+    snprintf(kept, sizeof kept, "%.*s", (int)(k.mv_size - plen), (const char *)k.mv_data + plen);
+    if (rn_find(p, kept)) continue;
+    if ((rc = mdb_cursor_del(cur, 0))) { rc = rn_store_fail(&p->err, rc, kept); break; }
+    snprintf(dbname, sizeof dbname, "%s%s", RN_DB_DROPPED, kept);
     MDB_dbi dbi;
     int drc = rn_store_dbi_open(&p->store, txn, dbname, 0, &dbi);
     if (!drc) drc = mdb_drop(txn, dbi, 1); /* the database too: a name never declared again leaves nothing */
-    if (drc && drc != MDB_NOTFOUND) rc = rn_store_fail(&p->err, drc, name);
+    if (drc && drc != MDB_NOTFOUND) rc = rn_store_fail(&p->err, drc, kept);
   }
   mdb_cursor_close(cur);
-  return rc ? rc : mrc && mrc != MDB_NOTFOUND ? rn_store_fail(&p->err, mrc, "drop") : 0;
+  return rc ? rc : mrc && mrc != MDB_NOTFOUND ? rn_store_fail(&p->err, mrc, name) : 0;
 }
 
+/* A table's rows go with it, but the sinks of the filters and maps left
+ * over it (not dropped: a declared one refuses the drop) were told them:
+ * its rows are copied under "dt:" name and its catalogue entry under
+ * "dk:" name (store.h), read when a table of that name is declared again
+ * (relation.c), so those filters and maps, declared over it, tell their
+ * sinks the rows that left as the joins, aggregates, tops and indexes over
+ * it do (evolve_log.c), and forgotten by the first group that ends then.
+ * A table without rows keeps what an earlier drop kept (no group ended
+ * with it declared since, or it would hold none); another kind keeps
+ * nothing. */
 static int keep_dropped_rows(rn_pipeline *p, MDB_txn *txn, const char *name)
 {
   char key[RN_NAME_MAX + 8];
@@ -214,7 +214,7 @@ static int keep_dropped_rows(rn_pipeline *p, MDB_txn *txn, const char *name)
     return rc && rc != MDB_NOTFOUND ? rn_store_fail(&p->err, rc, name) : 0;
   }
   bool tellers;
-  if ((rc = tellers_left(p, txn, &tellers)) || !tellers) return rc; /* none to read them (forget_unread_dropped) */
+  if ((rc = tellers_left(p, txn, name, &tellers)) || !tellers) return rc; /* none to read them (forget_unread_dropped) */
   char rows_name[RN_NAME_MAX + 8];
   snprintf(rows_name, sizeof rows_name, "%s%s", RN_DB_ROWS, name);
   MDB_dbi rows;
@@ -419,7 +419,7 @@ static int try_drop(rn_pipeline *p, const char *name, bool *found_out, bool *sto
   if (!rc && store) rc = del_meta(p, txn, RN_META_STORE_OWNER, name, &seen);
   if (!rc && (found || store)) rc = del_databases(p, txn, name, store, &found);
   found |= store;
-  if (!rc && found) rc = forget_unread_dropped(p, txn);
+  if (!rc && found) rc = forget_unread_dropped(p, txn, name);
   if (!rc && !found) rc = rn_err_set(&p->err, RN_ENOTFOUND, "drop: the state at %s holds no relation or store %s",
                                      p->store.path, rn_json_quote(quoted, sizeof quoted, name, strlen(name)));
   *found_out = found, *store_out = store;

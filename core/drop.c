@@ -63,6 +63,9 @@ static int del_databases(rn_pipeline *p, MDB_txn *txn, const char *name, bool st
   if (!rc) rc = mdb_cursor_open(txn, main_dbi, &cur);
   if (rc) return rn_store_fail(&p->err, rc, name);
   size_t nlen = strlen(name);
+  char dkey[RN_NAME_MAX + 8];
+  MDB_val dk = { (size_t)snprintf(dkey, sizeof dkey, "%s%s", RN_META_DROPPED_ENTRY, name), dkey }, dv;
+  bool kept = mdb_get(txn, p->store.meta, &dk, &dv) == 0;
   char (*names)[RN_NAME_MAX + 8] = NULL;
   int n = 0;
   MDB_val k, v;
@@ -72,8 +75,8 @@ static int del_databases(rn_pipeline *p, MDB_txn *txn, const char *name, bool st
     if (!colon || plen > 4 || k.mv_size - plen != nlen || memcmp(colon + 1, name, nlen) != 0) continue;
     bool of_store = plen == RN_PREFIX_LEN(RN_DB_STORE) && memcmp(k.mv_data, RN_DB_STORE, plen) == 0;
     if (of_store != store) continue; /* a relation and a store may share a name */
-    if (plen == RN_PREFIX_LEN(RN_DB_DROPPED) && memcmp(k.mv_data, RN_DB_DROPPED, plen) == 0)
-      continue; /* the rows a drop kept (keep_dropped_rows) */
+    if (kept && plen == RN_PREFIX_LEN(RN_DB_DROPPED) && memcmp(k.mv_data, RN_DB_DROPPED, plen) == 0)
+      continue; /* the rows this drop kept (keep_dropped_rows); without "dk:" name, an emptied one goes */
     void *grown = realloc(names, sizeof *names * (size_t)(n + 1));
     if (!grown) { rc = RN_ENOMEM; break; }
     names = grown;

@@ -63,6 +63,9 @@ static int del_databases(rn_pipeline *p, MDB_txn *txn, const char *name, bool st
   if (!rc) rc = mdb_cursor_open(txn, main_dbi, &cur);
   if (rc) return rn_store_fail(&p->err, rc, name);
   size_t nlen = strlen(name);
+  char dkey[RN_NAME_MAX + 8];
+  MDB_val dk = { (size_t)snprintf(dkey, sizeof dkey, "%s%s", RN_META_DROPPED_ENTRY, name), dkey }, dv;
+  bool kept = mdb_get(txn, p->store.meta, &dk, &dv) == 0;
   char (*names)[RN_NAME_MAX + 8] = NULL;
   int n = 0;
   MDB_val k, v;
@@ -72,8 +75,8 @@ static int del_databases(rn_pipeline *p, MDB_txn *txn, const char *name, bool st
     if (!colon || plen > 4 || k.mv_size - plen != nlen || memcmp(colon + 1, name, nlen) != 0) continue;
     bool of_store = plen == RN_PREFIX_LEN(RN_DB_STORE) && memcmp(k.mv_data, RN_DB_STORE, plen) == 0;
     if (of_store != store) continue; /* a relation and a store may share a name */
-    if (plen == RN_PREFIX_LEN(RN_DB_DROPPED) && memcmp(k.mv_data, RN_DB_DROPPED, plen) == 0)
-      continue; /* the rows a drop kept (keep_dropped_rows) */
+    if (kept && plen == RN_PREFIX_LEN(RN_DB_DROPPED) && memcmp(k.mv_data, RN_DB_DROPPED, plen) == 0)
+      continue; /* the rows this drop kept (keep_dropped_rows); without "dk:" name, an emptied one goes */
     void *grown = realloc(names, sizeof *names * (size_t)(n + 1));
     if (!grown) { rc = RN_ENOMEM; break; }
     names = grown;
@@ -131,6 +134,63 @@ static int keep_row(void *ctx, uint64_t id, const char *row, size_t len)
   return k->rc = mdb_put(k->txn, k->dbi, &key, &v, 0);
 }
 
+/* Whether the catalogue holds a filter or a map p has not declared: only
+ * such a relation, declared again over a table of a dropped one's name,
+ * reads the rows the drop kept (the catalogue does not say what a filter
+ * or map reads, so any one counts). One p declared is over a relation p
+ * declared, never over the dropped table. */
+static int tellers_left(rn_pipeline *p, MDB_txn *txn, const char *name, bool *any)
+{
+  MDB_cursor *cur;
+  int rc = mdb_cursor_open(txn, p->store.meta, &cur);
+  if (rc) return rn_store_fail(&p->err, rc, name);
+  size_t plen = RN_PREFIX_LEN(RN_META_RELATION);
+  MDB_val k = { plen, (void *)RN_META_RELATION }, v;
+  *any = false;
+  int mrc = mdb_cursor_get(cur, &k, &v, MDB_SET_RANGE);
+  for (; mrc == 0 && !*any; mrc = mdb_cursor_get(cur, &k, &v, MDB_NEXT)) {
+    if (k.mv_size < plen || memcmp(k.mv_data, RN_META_RELATION, plen) != 0) break;
+    const unsigned char *d = v.mv_data; /* [kind (a fixint), …] */
+    if (v.mv_size < 2 || (d[1] != RN_REL_FILTER && d[1] != RN_REL_MAP)) continue;
+    char rname[RN_NAME_MAX + 1];
+    snprintf(rname, sizeof rname, "%.*s", (int)(k.mv_size - plen), (const char *)k.mv_data + plen);
+    *any = !rn_find(p, rname);
+  }
+  mdb_cursor_close(cur);
+  return mrc && mrc != MDB_NOTFOUND ? rn_store_fail(&p->err, mrc, name) : 0;
+}
+
+/* With no filter or map left to read them (tellers_left), the rows every
+ * earlier drop kept ("dk:" name, "dt:" name) are no one's: forgotten in
+ * txn, so a state whose dropped tables are never declared again does not
+ * keep their rows for good. A table p declared again keeps its own: the
+ * filters and maps p declared over it read them until a group ends. */
+static int forget_unread_dropped(rn_pipeline *p, MDB_txn *txn, const char *name)
+{
+  bool any;
+  int rc = tellers_left(p, txn, name, &any);
+  if (rc || any) return rc;
+  MDB_cursor *cur;
+  if ((rc = mdb_cursor_open(txn, p->store.meta, &cur))) return rn_store_fail(&p->err, rc, name);
+  size_t plen = RN_PREFIX_LEN(RN_META_DROPPED_ENTRY);
+  MDB_val k = { plen, (void *)RN_META_DROPPED_ENTRY }, v;
+  int mrc = mdb_cursor_get(cur, &k, &v, MDB_SET_RANGE);
+  for (; mrc == 0 && !rc; mrc = mdb_cursor_get(cur, &k, &v, MDB_NEXT)) {
+    if (k.mv_size < plen || memcmp(k.mv_data, RN_META_DROPPED_ENTRY, plen) != 0) break;
+    char kept[RN_NAME_MAX + 1], dbname[RN_NAME_MAX + 8];
+    snprintf(kept, sizeof kept, "%.*s", (int)(k.mv_size - plen), (const char *)k.mv_data + plen);
+    if (rn_find(p, kept)) continue;
+    if ((rc = mdb_cursor_del(cur, 0))) { rc = rn_store_fail(&p->err, rc, kept); break; }
+    snprintf(dbname, sizeof dbname, "%s%s", RN_DB_DROPPED, kept);
+    MDB_dbi dbi;
+    int drc = rn_store_dbi_open(&p->store, txn, dbname, 0, &dbi);
+    if (!drc) drc = mdb_drop(txn, dbi, 1); /* the database too: a name never declared again leaves nothing */
+    if (drc && drc != MDB_NOTFOUND) rc = rn_store_fail(&p->err, drc, kept);
+  }
+  mdb_cursor_close(cur);
+  return rc ? rc : mrc && mrc != MDB_NOTFOUND ? rn_store_fail(&p->err, mrc, name) : 0;
+}
+
 /* A table's rows go with it, but the sinks of the filters and maps left
  * over it (not dropped: a declared one refuses the drop) were told them:
  * its rows are copied under "dt:" name and its catalogue entry under
@@ -156,6 +216,8 @@ static int keep_dropped_rows(rn_pipeline *p, MDB_txn *txn, const char *name)
     rc = mdb_del(txn, p->store.meta, &dk, NULL);
     return rc && rc != MDB_NOTFOUND ? rn_store_fail(&p->err, rc, name) : 0;
   }
+  bool tellers;
+  if ((rc = tellers_left(p, txn, name, &tellers)) || !tellers) return rc; /* none to read them (forget_unread_dropped) */
   char rows_name[RN_NAME_MAX + 8];
   snprintf(rows_name, sizeof rows_name, "%s%s", RN_DB_ROWS, name);
   MDB_dbi rows;
@@ -360,6 +422,7 @@ static int try_drop(rn_pipeline *p, const char *name, bool *found_out, bool *sto
   if (!rc && store) rc = del_meta(p, txn, RN_META_STORE_OWNER, name, &seen);
   if (!rc && (found || store)) rc = del_databases(p, txn, name, store, &found);
   found |= store;
+  if (!rc && found) rc = forget_unread_dropped(p, txn, name);
   if (!rc && !found) rc = rn_err_set(&p->err, RN_ENOTFOUND, "drop: the state at %s holds no relation or store %s",
                                      p->store.path, rn_json_quote(quoted, sizeof quoted, name, strlen(name)));
   *found_out = found, *store_out = store;

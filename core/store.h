@@ -100,7 +100,9 @@
  *                     removed, and "dt:" emptied, by the first group that ends
  *                     while a table of that name is declared again: the filters
  *                     and maps left over it make from them the rows their sinks
- *                     were told, and tell them what left (evolve_log.c)
+ *                     were told, and tell them what left (evolve_log.c); kept
+ *                     only while the state holds a filter or map not declared:
+ *                     a drop that leaves none forgets them all (drop.c, 0.41)
  *
  * Named database "outbox" (RN_DB_OUTBOX), durable sinks' pending groups:
  *

@@ -19,6 +19,12 @@ local function given(v)
   return tostring(v)
 end
 
+-- A value as a refusal shows it, a string bare: a NaN is "nan", as given() says it.
+local function shown(v)
+  if v ~= v then return "nan" end
+  return tostring(v)
+end
+
 -- v as an integer option: an integer, or an integral float as that integer
 -- (3.0, as JSON decoding or arithmetic gives it); nil for anything else (a
 -- fraction, NaN, an infinity, a string).
@@ -515,15 +521,15 @@ function Relation:cdc(opts)
   end
   local pre = opts.preimage
   if pre ~= nil and pre ~= false and pre ~= true and pre ~= "full" then
-    raise('cdc: preimage must be false, true or "full", got ' .. tostring(pre))
+    raise('cdc: preimage must be false, true or "full", got ' .. shown(pre))
   end
   local post = opts.postimage
   if post ~= nil and type(post) ~= "boolean" then
-    raise("cdc: postimage must be a boolean, got " .. tostring(post))
+    raise("cdc: postimage must be a boolean, got " .. shown(post))
   end
   local format = opts.format or "log"
   if not CDC_FORMATS[format] then
-    raise('cdc: format must be "log", "debezium" or "flink", got ' .. tostring(format))
+    raise('cdc: format must be "log", "debezium" or "flink", got ' .. shown(format))
   end
   local n, err = derived_name(self, "cdc", opts.name)
   if not n then raise(err) end
@@ -584,7 +590,7 @@ function Relation:join(right, opts)
     end
   end
   local kind = opts.kind or "inner"
-  if not JOIN_KINDS[kind] then raise('join: kind must be "inner", "left" or "outer", got ' .. tostring(kind)) end
+  if not JOIN_KINDS[kind] then raise('join: kind must be "inner", "left" or "outer", got ' .. shown(kind)) end
   if type(opts.joiner) == "function" and not opts.columns then
     raise("join: a joiner needs columns = { … } for the rows it returns")
   end
@@ -946,7 +952,7 @@ function runnel.open(opts)
     max_readers = opts.max_readers -- LMDB's reader slots, when the state's lock file is made
     if max_readers ~= nil and (not whole(max_readers) or max_readers < 1 or max_readers > 65536) then
       raise(("open: max_readers must be an integer from 1 to 65536 (LMDB's reader slots; 126 by default), got %s")
-            :format(tostring(max_readers)))
+            :format(shown(max_readers)))
     end
     if map_size and map_size < 0 then -- C takes it as a size_t: -1 would be 2^64 - 1
       raise(("open: map_size must be 0 (64 MiB) or more bytes, got %d"):format(map_size))
@@ -1086,10 +1092,10 @@ function Pipeline:lookup(name, decl)
     end
     local size, ttl = cache.size, cache.ttl
     if size ~= nil and not (type(size) == "number" and math.tointeger(size) and size >= 1) then -- a whole float is a size too
-      raise(("%s: cache: size must be a whole number >= 1, got %s"):format(name, tostring(size)))
+      raise(("%s: cache: size must be a whole number >= 1, got %s"):format(name, shown(size)))
     end
     if ttl ~= nil and not (type(ttl) == "number" and ttl > 0) then
-      raise(("%s: cache: ttl must be a number of seconds > 0, got %s"):format(name, ttl ~= ttl and "nan" or tostring(ttl)))
+      raise(("%s: cache: ttl must be a number of seconds > 0, got %s"):format(name, shown(ttl)))
     end
     if cache.missing ~= nil and type(cache.missing) ~= "boolean" then -- missing = 0 was true
       raise(("%s: cache: missing must be a boolean, got %s"):format(name, given(cache.missing)))
@@ -1226,7 +1232,7 @@ local function order_spec(where, order, options)
     elseif type(col) ~= "string" then
       return nil, ("%s: order entry #%d must be a column name or {column, direction}"):format(where, i)
     elseif dir ~= nil and dir ~= "asc" and dir ~= "desc" then
-      return nil, ('%s: the direction of "%s" must be "asc" or "desc", got %s'):format(where, col, tostring(dir))
+      return nil, ('%s: the direction of "%s" must be "asc" or "desc", got %s'):format(where, col, shown(dir))
     else
       for j = 1, #cols do
         if cols[j] == col then return nil, ('%s: order names "%s" twice'):format(where, col) end
@@ -1261,7 +1267,7 @@ function Relation:top(opts)
     raise(n .. ': ties = "dense" (equal values sharing a rank) is not offered yet; ties = "row" ranks by row number, '
           .. 'equal values in row id order')
   elseif opts.ties ~= nil and opts.ties ~= "row" then
-    raise(n .. ': ties must be "row" (row numbers, equal values ordered by id), got ' .. tostring(opts.ties))
+    raise(n .. ': ties must be "row" (row numbers, equal values ordered by id), got ' .. shown(opts.ties))
   end
   local by = by_list(n, opts.by)
   local cols, desc = order_spec(n, opts.order)

@@ -210,7 +210,9 @@ bool rn_agg_entry_whole(void *ctx, const MDB_val *d, const char **key, size_t *k
  * g->slen to where it is, or where it goes when *found is false; *d its
  * value. A key of at most inline_max bytes goes under itself, a longer one
  * under its hashed form; an entry written under a key up to 511 bytes long
- * by an older runnel is found there. */
+ * by an older runnel, or by a declaration with another inline_max, is found
+ * there. A key longer than AGG_KEY_INLINE_LEAST whose own place is free is
+ * looked for under its hashed form too before it goes under itself. */
 int rn_agg_group_find(rn_aggregate *a, MDB_txn *txn, MDB_dbi dbi, size_t inline_max, gkey *g, MDB_val *d,
                       bool *found);
 /* Moves the group entry stored as it is under key to its hashed place

@@ -145,17 +145,18 @@ static char *real_path_of(const char *path)
   return strdup(realpath(path, real) ? real : path);
 }
 
-/* Opens the database file at path, read and written, made if absent. A
- * path is a file's path: SQLite, built to read URIs (Debian's is), takes
+/* Opens the database file at path with flags (a sink's: read and written,
+ * made if absent; a lookup source's: read only). A path is a file's path: SQLite, built to read URIs (Debian's is), takes
  * "file:out.db" for out.db and "file:x?mode=memory" or ":memory:" for a
  * database in memory, while the sink knows its file by the path (its real
  * path, device and inode: the connection shared, SINK-4, 7). So such a
  * relative path is given as "./" and the path, which SQLite reads as the
- * file it names. */
-static int open_file(const char *path, sqlite3 **db)
+ * file it names. A lookup source reads its path so too: one path is one
+ * file to the sinks and the sources of a pipeline. */
+static int open_file(const char *path, int flags, sqlite3 **db)
 {
   if (strncmp(path, "file:", 5) != 0 && strcmp(path, ":memory:") != 0)
-    return sqlite3_open_v2(path, db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, NULL);
+    return sqlite3_open_v2(path, db, flags, NULL);
   size_t n = strlen(path) + 3;
   char *literal = malloc(n);
   if (!literal) {
@@ -163,7 +164,7 @@ static int open_file(const char *path, sqlite3 **db)
     return SQLITE_NOMEM;
   }
   snprintf(literal, n, "./%s", path);
-  int rc = sqlite3_open_v2(literal, db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, NULL);
+  int rc = sqlite3_open_v2(literal, db, flags, NULL);
   free(literal);
   return rc;
 }
@@ -186,7 +187,7 @@ static rn_sqlite_conn *conn_get(rn_pipeline *p, const char *path, const char *re
     rn_err_set(e, RN_ENOMEM, "out of memory");
     return NULL;
   }
-  int rc = open_file(path, &c->db);
+  int rc = open_file(path, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, &c->db);
   if (rc != SQLITE_OK) rn_err_set(e, RN_EIO, "%s: sqlite: %s: %s", rel, path, c->db ? sqlite3_errmsg(c->db) : "out of memory");
   else if (!(c->path = real_path_of(path))) rn_err_set(e, RN_ENOMEM, "out of memory"); /* the file may be new: now it has one */
   if (!c->path) {
@@ -1446,7 +1447,7 @@ static int conn_reopen(ssink *first, bool there, rn_err *e)
     rc = rn_err_set(e, RN_EIO, "%s: its write-ahead log could not be emptied into the moved file (a reader holds it)",
                     c->path);
   else if (kind) rc = rn_err_set(e, RN_EINVAL, "%s is %s, not a regular file", c->path, kind);
-  else if (open_file(c->path, &db) != SQLITE_OK)
+  else if (open_file(c->path, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, &db) != SQLITE_OK)
     rc = rn_err_set(e, RN_EIO, "%s: %s", c->path, db ? sqlite3_errmsg(db) : "out of memory");
   else if (stat(c->path, &st) != 0)
     rc = rn_err_set(e, RN_EIO, "%s: %s", c->path, strerror(errno));
@@ -1729,7 +1730,7 @@ static int ssource_open(ssource *s, const char *rel, rn_err *e)
   sqlite3 *db = NULL;
   sqlite3_stmt *select = NULL;
   int rc = 0;
-  if (sqlite3_open_v2(s->path, &db, SQLITE_OPEN_READONLY, NULL) != SQLITE_OK)
+  if (open_file(s->path, SQLITE_OPEN_READONLY, &db) != SQLITE_OK)
     rc = rn_err_set(e, RN_EIO, "%s: sqlite_source: %s: %s", rel, s->path, db ? sqlite3_errmsg(db) : "out of memory");
   else if (sqlite3_busy_timeout(db, 5000),
            sqlite3_prepare_v3(db, s->sql, -1, SQLITE_PREPARE_PERSISTENT, &select, NULL) != SQLITE_OK)

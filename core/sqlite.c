@@ -443,31 +443,43 @@ static int marks_table(ssink *s, rn_err *e)
   return rc;
 }
 
+static bool state_there(const ssink *s, const char *dir);
+
 /* SQLite's table names ignore ASCII case, runnel_sinks' tbl does not: a
  * mark of the table spelled otherwise ("t" for "T") is the mark of this
  * very table. Taken as another table's, it let a second state write a
  * table another state writes (SINK-4), or one state keep two marks of one
- * table. Refused, naming the spelling the mark holds. */
+ * table. Refused, naming the spelling the mark holds. A table marked in
+ * its own spelling too (an older runnel let a second state in through the
+ * other one, or this state renamed it) is refused only while that mark's
+ * state, another one, is still there (SINK-4): each is told of the other. */
 static int other_spelling(ssink *s, rn_err *e)
 {
   sqlite3_stmt *st;
-  if (sqlite3_prepare_v2(s->db, "SELECT tbl, state_path FROM runnel_sinks WHERE tbl = ? COLLATE NOCASE AND tbl <> ? "
-                         "ORDER BY tbl", -1, &st, NULL) != SQLITE_OK)
+  if (sqlite3_prepare_v2(s->db, "SELECT tbl, state_path, state FROM runnel_sinks WHERE tbl = ? COLLATE NOCASE AND "
+                         "tbl <> ? ORDER BY tbl", -1, &st, NULL) != SQLITE_OK)
     return sink_fail(e, s, "reading its mark");
   sqlite3_bind_text(st, 1, s->table, -1, SQLITE_STATIC);
   sqlite3_bind_text(st, 2, s->table, -1, SQLITE_STATIC);
-  int rc = sqlite3_step(st);
-  if (rc == SQLITE_ROW) {
+  int rc = SQLITE_DONE, fail = 0;
+  while (!fail && (rc = sqlite3_step(st)) == SQLITE_ROW) {
     const char *tbl = (const char *)sqlite3_column_text(st, 0), *by = (const char *)sqlite3_column_text(st, 1);
-    rc = rn_err_set(e, RN_EINVAL, "%s: sqlite: table \"%s\" in %s is table \"%s\" to SQLite (its names ignore ASCII "
-                    "case), which runnel_sinks records as written by %s%s; one state writes a table: name it \"%s\" "
-                    "(the spelling its mark holds), or name another table", s->rel->name, s->table, s->path,
-                    tbl ? tbl : "", by ? "the runnel state at " : "an older runnel", by ? by : "", tbl ? tbl : "");
-  } else {
-    rc = rc == SQLITE_DONE ? 0 : sink_fail(e, s, "reading its mark");
+    const char *id = (const char *)sqlite3_column_text(st, 2);
+    if (!s->m.found) { /* the table's only mark: its writer's, whoever it is */
+      fail = rn_err_set(e, RN_EINVAL, "%s: sqlite: table \"%s\" in %s is table \"%s\" to SQLite (its names ignore "
+                       "ASCII case), which runnel_sinks records as written by %s%s; one state writes a table: name it "
+                       "\"%s\" (the spelling its mark holds), or name another table", s->rel->name, s->table, s->path,
+                       tbl ? tbl : "", by ? "the runnel state at " : "an older runnel", by ? by : "", tbl ? tbl : "");
+    } else if (id && strcmp(id, s->state) != 0 && state_there(s, by)) {
+      fail = rn_err_set(e, RN_EINVAL, "%s: sqlite: table \"%s\" in %s is table \"%s\" to SQLite (its names ignore "
+                       "ASCII case), which runnel_sinks records as written by the runnel state at %s too (an older "
+                       "runnel let two states write it); one state writes a table: remove one of the two states, or "
+                       "the row of runnel_sinks naming it", s->rel->name, s->table, s->path, tbl ? tbl : "", by);
+    }
   }
+  if (!fail && rc != SQLITE_DONE) fail = sink_fail(e, s, "reading its mark"); /* before finalize: its message */
   sqlite3_finalize(st);
-  return rc;
+  return fail;
 }
 
 /* Reads the table's row of runnel_sinks into s->m. */
@@ -492,25 +504,28 @@ static int read_mark(ssink *s, rn_err *e)
   }
   sqlite3_finalize(st);
   if (rc == SQLITE_NOMEM) return rn_err_set(e, RN_ENOMEM, "out of memory");
-  if (rc == SQLITE_DONE) return other_spelling(s, e);
-  return rc == SQLITE_ROW ? 0 : sink_fail(e, s, "reading its mark");
+  if (rc != SQLITE_ROW && rc != SQLITE_DONE) return sink_fail(e, s, "reading its mark");
+  return other_spelling(s, e);
 }
 
-/* Whether the state that wrote the row is still there: a runnel state
- * (its data.mdb) in its directory, and that directory not this state's
- * (a path holds one state: one made anew there is another). */
-static bool owner_there(const ssink *s)
+/* Whether the state that wrote a row of runnel_sinks is still there: a
+ * runnel state (its data.mdb) in dir, its directory, and that directory
+ * not this state's (a path holds one state: one made anew there is
+ * another). owner_there: the one of the table's row. */
+static bool state_there(const ssink *s, const char *dir)
 {
-  if (!s->m.state_path || (s->state_path && strcmp(s->m.state_path, s->state_path) == 0)) return false;
-  size_t n = strlen(s->m.state_path) + sizeof "/data.mdb";
+  if (!dir || (s->state_path && strcmp(dir, s->state_path) == 0)) return false;
+  size_t n = strlen(dir) + sizeof "/data.mdb";
   char *data = malloc(n);
   if (!data) return true; /* not known: the safe answer */
-  snprintf(data, n, "%s/data.mdb", s->m.state_path);
+  snprintf(data, n, "%s/data.mdb", dir);
   struct stat st;
   bool there = stat(data, &st) == 0;
   free(data);
   return there;
 }
+
+static bool owner_there(const ssink *s) { return state_there(s, s->m.state_path); }
 
 /* The id of the state at dir (rn_state_id's, as its catalogue holds it)
  * into out: 0, RN_ENOTFOUND when it has none yet, RN_ESTORE when it is not

@@ -145,17 +145,18 @@ static char *real_path_of(const char *path)
   return strdup(realpath(path, real) ? real : path);
 }
 
-/* Opens the database file at path, read and written, made if absent. A
- * path is a file's path: SQLite, built to read URIs (Debian's is), takes
+/* Opens the database file at path with flags (a sink's: read and written,
+ * made if absent; a lookup source's: read only). A path is a file's path: SQLite, built to read URIs (Debian's is), takes
  * "file:out.db" for out.db and "file:x?mode=memory" or ":memory:" for a
  * database in memory, while the sink knows its file by the path (its real
  * path, device and inode: the connection shared, SINK-4, 7). So such a
  * relative path is given as "./" and the path, which SQLite reads as the
- * file it names. */
-static int open_file(const char *path, sqlite3 **db)
+ * file it names. A lookup source reads its path so too: one path is one
+ * file to the sinks and the sources of a pipeline. */
+static int open_file(const char *path, int flags, sqlite3 **db)
 {
   if (strncmp(path, "file:", 5) != 0 && strcmp(path, ":memory:") != 0)
-    return sqlite3_open_v2(path, db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, NULL);
+    return sqlite3_open_v2(path, db, flags, NULL);
   size_t n = strlen(path) + 3;
   char *literal = malloc(n);
   if (!literal) {
@@ -163,7 +164,7 @@ static int open_file(const char *path, sqlite3 **db)
     return SQLITE_NOMEM;
   }
   snprintf(literal, n, "./%s", path);
-  int rc = sqlite3_open_v2(literal, db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, NULL);
+  int rc = sqlite3_open_v2(literal, db, flags, NULL);
   free(literal);
   return rc;
 }
@@ -186,7 +187,7 @@ static rn_sqlite_conn *conn_get(rn_pipeline *p, const char *path, const char *re
     rn_err_set(e, RN_ENOMEM, "out of memory");
     return NULL;
   }
-  int rc = open_file(path, &c->db);
+  int rc = open_file(path, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, &c->db);
   if (rc != SQLITE_OK) rn_err_set(e, RN_EIO, "%s: sqlite: %s: %s", rel, path, c->db ? sqlite3_errmsg(c->db) : "out of memory");
   else if (!(c->path = real_path_of(path))) rn_err_set(e, RN_ENOMEM, "out of memory"); /* the file may be new: now it has one */
   if (!c->path) {
@@ -442,31 +443,43 @@ static int marks_table(ssink *s, rn_err *e)
   return rc;
 }
 
+static bool state_there(const ssink *s, const char *dir);
+
 /* SQLite's table names ignore ASCII case, runnel_sinks' tbl does not: a
  * mark of the table spelled otherwise ("t" for "T") is the mark of this
  * very table. Taken as another table's, it let a second state write a
  * table another state writes (SINK-4), or one state keep two marks of one
- * table. Refused, naming the spelling the mark holds. */
+ * table. Refused, naming the spelling the mark holds. A table marked in
+ * its own spelling too (an older runnel let a second state in through the
+ * other one, or this state renamed it) is refused only while that mark's
+ * state, another one, is still there (SINK-4): each is told of the other. */
 static int other_spelling(ssink *s, rn_err *e)
 {
   sqlite3_stmt *st;
-  if (sqlite3_prepare_v2(s->db, "SELECT tbl, state_path FROM runnel_sinks WHERE tbl = ? COLLATE NOCASE AND tbl <> ? "
-                         "ORDER BY tbl", -1, &st, NULL) != SQLITE_OK)
+  if (sqlite3_prepare_v2(s->db, "SELECT tbl, state_path, state FROM runnel_sinks WHERE tbl = ? COLLATE NOCASE AND "
+                         "tbl <> ? ORDER BY tbl", -1, &st, NULL) != SQLITE_OK)
     return sink_fail(e, s, "reading its mark");
   sqlite3_bind_text(st, 1, s->table, -1, SQLITE_STATIC);
   sqlite3_bind_text(st, 2, s->table, -1, SQLITE_STATIC);
-  int rc = sqlite3_step(st);
-  if (rc == SQLITE_ROW) {
+  int rc = SQLITE_DONE, fail = 0;
+  while (!fail && (rc = sqlite3_step(st)) == SQLITE_ROW) {
     const char *tbl = (const char *)sqlite3_column_text(st, 0), *by = (const char *)sqlite3_column_text(st, 1);
-    rc = rn_err_set(e, RN_EINVAL, "%s: sqlite: table \"%s\" in %s is table \"%s\" to SQLite (its names ignore ASCII "
-                    "case), which runnel_sinks records as written by %s%s; one state writes a table: name it \"%s\" "
-                    "(the spelling its mark holds), or name another table", s->rel->name, s->table, s->path,
-                    tbl ? tbl : "", by ? "the runnel state at " : "an older runnel", by ? by : "", tbl ? tbl : "");
-  } else {
-    rc = rc == SQLITE_DONE ? 0 : sink_fail(e, s, "reading its mark");
+    const char *id = (const char *)sqlite3_column_text(st, 2);
+    if (!s->m.found) { /* the table's only mark: its writer's, whoever it is */
+      fail = rn_err_set(e, RN_EINVAL, "%s: sqlite: table \"%s\" in %s is table \"%s\" to SQLite (its names ignore "
+                       "ASCII case), which runnel_sinks records as written by %s%s; one state writes a table: name it "
+                       "\"%s\" (the spelling its mark holds), or name another table", s->rel->name, s->table, s->path,
+                       tbl ? tbl : "", by ? "the runnel state at " : "an older runnel", by ? by : "", tbl ? tbl : "");
+    } else if (id && strcmp(id, s->state) != 0 && state_there(s, by)) {
+      fail = rn_err_set(e, RN_EINVAL, "%s: sqlite: table \"%s\" in %s is table \"%s\" to SQLite (its names ignore "
+                       "ASCII case), which runnel_sinks records as written by the runnel state at %s too (an older "
+                       "runnel let two states write it); one state writes a table: remove one of the two states, or "
+                       "the row of runnel_sinks naming it", s->rel->name, s->table, s->path, tbl ? tbl : "", by);
+    }
   }
+  if (!fail && rc != SQLITE_DONE) fail = sink_fail(e, s, "reading its mark"); /* before finalize: its message */
   sqlite3_finalize(st);
-  return rc;
+  return fail;
 }
 
 /* Reads the table's row of runnel_sinks into s->m. */
@@ -491,25 +504,28 @@ static int read_mark(ssink *s, rn_err *e)
   }
   sqlite3_finalize(st);
   if (rc == SQLITE_NOMEM) return rn_err_set(e, RN_ENOMEM, "out of memory");
-  if (rc == SQLITE_DONE) return other_spelling(s, e);
-  return rc == SQLITE_ROW ? 0 : sink_fail(e, s, "reading its mark");
+  if (rc != SQLITE_ROW && rc != SQLITE_DONE) return sink_fail(e, s, "reading its mark");
+  return other_spelling(s, e);
 }
 
-/* Whether the state that wrote the row is still there: a runnel state
- * (its data.mdb) in its directory, and that directory not this state's
- * (a path holds one state: one made anew there is another). */
-static bool owner_there(const ssink *s)
+/* Whether the state that wrote a row of runnel_sinks is still there: a
+ * runnel state (its data.mdb) in dir, its directory, and that directory
+ * not this state's (a path holds one state: one made anew there is
+ * another). owner_there: the one of the table's row. */
+static bool state_there(const ssink *s, const char *dir)
 {
-  if (!s->m.state_path || (s->state_path && strcmp(s->m.state_path, s->state_path) == 0)) return false;
-  size_t n = strlen(s->m.state_path) + sizeof "/data.mdb";
+  if (!dir || (s->state_path && strcmp(dir, s->state_path) == 0)) return false;
+  size_t n = strlen(dir) + sizeof "/data.mdb";
   char *data = malloc(n);
   if (!data) return true; /* not known: the safe answer */
-  snprintf(data, n, "%s/data.mdb", s->m.state_path);
+  snprintf(data, n, "%s/data.mdb", dir);
   struct stat st;
   bool there = stat(data, &st) == 0;
   free(data);
   return there;
 }
+
+static bool owner_there(const ssink *s) { return state_there(s, s->m.state_path); }
 
 /* The id of the state at dir (rn_state_id's, as its catalogue holds it)
  * into out: 0, RN_ENOTFOUND when it has none yet, RN_ESTORE when it is not
@@ -1446,7 +1462,7 @@ static int conn_reopen(ssink *first, bool there, rn_err *e)
     rc = rn_err_set(e, RN_EIO, "%s: its write-ahead log could not be emptied into the moved file (a reader holds it)",
                     c->path);
   else if (kind) rc = rn_err_set(e, RN_EINVAL, "%s is %s, not a regular file", c->path, kind);
-  else if (open_file(c->path, &db) != SQLITE_OK)
+  else if (open_file(c->path, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, &db) != SQLITE_OK)
     rc = rn_err_set(e, RN_EIO, "%s: %s", c->path, db ? sqlite3_errmsg(db) : "out of memory");
   else if (stat(c->path, &st) != 0)
     rc = rn_err_set(e, RN_EIO, "%s: %s", c->path, strerror(errno));
@@ -1729,7 +1745,7 @@ static int ssource_open(ssource *s, const char *rel, rn_err *e)
   sqlite3 *db = NULL;
   sqlite3_stmt *select = NULL;
   int rc = 0;
-  if (sqlite3_open_v2(s->path, &db, SQLITE_OPEN_READONLY, NULL) != SQLITE_OK)
+  if (open_file(s->path, SQLITE_OPEN_READONLY, &db) != SQLITE_OK)
     rc = rn_err_set(e, RN_EIO, "%s: sqlite_source: %s: %s", rel, s->path, db ? sqlite3_errmsg(db) : "out of memory");
   else if (sqlite3_busy_timeout(db, 5000),
            sqlite3_prepare_v3(db, s->sql, -1, SQLITE_PREPARE_PERSISTENT, &select, NULL) != SQLITE_OK)

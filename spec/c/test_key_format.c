@@ -54,7 +54,8 @@ static void test_ends_within_any_buffer(void)
 }
 
 /* Floats as the shortest text that reads back (msgpack-c's %f printed 300
- * digits for 1e300, or nothing when they did not fit), bytes escaped past
+ * digits for 1e300, or nothing when they did not fit), one that looks like
+ * an integer with ".0" as Lua writes it (since 0.41), bytes escaped past
  * ASCII too. */
 static void test_floats_and_bytes(void)
 {
@@ -66,8 +67,9 @@ static void test_floats_and_bytes(void)
   rn_schema_set_key(s, key, 2, "t", &e);
   static const struct { double f; const char *want; } cases[] = {
     { 1.5, "f = 1.5, b = \"\\0\\xff\"" }, { 1e300, "f = 1e+300, b = \"\\0\\xff\"" },
-    { -0.0, "f = -0, b = \"\\0\\xff\"" }, { 0.1, "f = 0.1, b = \"\\0\\xff\"" },
-    { 1.0 / 3, "f = 0.3333333333333333, b = \"\\0\\xff\"" }, { -1.0 / 0.0, "f = -inf, b = \"\\0\\xff\"" } };
+    { -0.0, "f = -0.0, b = \"\\0\\xff\"" }, { 0.1, "f = 0.1, b = \"\\0\\xff\"" },
+    { 1.0 / 3, "f = 0.3333333333333333, b = \"\\0\\xff\"" }, { -1.0 / 0.0, "f = -inf, b = \"\\0\\xff\"" },
+    { 7.0, "f = 7.0, b = \"\\0\\xff\"" }, { 1e20, "f = 1e+20, b = \"\\0\\xff\"" } };
   for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
     msgpack_object vals[2] = { { .type = MSGPACK_OBJECT_FLOAT64, .via.f64 = cases[i].f },
                                { .type = MSGPACK_OBJECT_BIN, .via.bin = { 2, "\0\xff" } } };
@@ -76,7 +78,7 @@ static void test_floats_and_bytes(void)
     CHECK(strcmp(buf, cases[i].want) == 0);
     /* cut short: never a shorter number */
     rn_key_format(s, vals, buf, 7);
-    CHECK(strcmp(buf, "f = ") == 0 || strcmp(buf, "f = -0") == 0);
+    CHECK(strcmp(buf, "f = ") == 0); /* "f = -0" would be another key's text */
   }
   rn_schema_free(s);
 }

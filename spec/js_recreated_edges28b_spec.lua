@@ -62,8 +62,9 @@ describe("a jetstream source's stream restarted, edited, restarted (28b)", funct
     p:close()
   end)
 
-  -- its messages are no older than its creation time: the time is sure
-  it("is still an error when the stream was made again, filled past the position and restarted", function()
+  -- 1 and 2 applied from a stream, which is then deleted and made again
+  -- with 11, 12 and 13: the stream's name, its subject and the state.
+  local function made_again_past_the_position()
     local name, subj = stream()
     J.publish(url, subj .. ".0", { insert(1), insert(2) })
     local dir = H.tmpdir()
@@ -74,9 +75,15 @@ describe("a jetstream source's stream restarted, edited, restarted (28b)", funct
     jsctl(url, "delete", name)
     jsctl(url, "add", name, "'" .. subj .. ".>'")
     J.publish(url, subj .. ".0", { insert(11), insert(12), insert(13) })
+    return name, subj, dir
+  end
+
+  -- its messages are no older than its creation time: the time is sure
+  it("is still an error when the stream was made again, filled past the position and restarted", function()
+    local name, subj, dir = made_again_past_the_position()
     restart(name)
     jsctl(url, "edit", name, "maxmsgsize=100000")
-    p = open(dir)
+    local p = open(dir)
     assert.matches("is 2 of an earlier stream of that name", H.error_of(p.run, p,
       runnel.jetstream_source{ url = url, stream = name, subjects = { subj .. ".0" } }), 1, true)
     p:close()
@@ -87,22 +94,12 @@ describe("a jetstream source's stream restarted, edited, restarted (28b)", funct
   -- on from 3, passing over 11 and 12. The message at the position (the
   -- new stream's 12, not the 2 applied) tells it (29).
   it("is an error when the stream was made again, then restarted, edited and restarted (29)", function()
-    local name, subj = stream()
-    J.publish(url, subj .. ".0", { insert(1), insert(2) })
-    local dir = H.tmpdir()
-    local p = open(dir)
-    p:run(runnel.jetstream_source{ url = url, stream = name, subjects = { subj .. ".0" } })
-    p:close()
-    os.execute("sleep 0.01")
-    jsctl(url, "delete", name)
-    jsctl(url, "add", name, "'" .. subj .. ".>'")
-    J.publish(url, subj .. ".0", { insert(11), insert(12), insert(13) })
+    local name, subj, dir = made_again_past_the_position()
     os.execute("sleep 0.01")
     restart(name)
     jsctl(url, "edit", name, "maxmsgsize=100000")
     restart(name)
-    local got
-    p, got = open(dir)
+    local p, got = open(dir)
     local err = H.error_of(p.run, p, runnel.jetstream_source{ url = url, stream = name, subjects = { subj .. ".0" } })
     assert.equal(("%s/%s: stream %s: the state's position for %s.0 is 2 of an earlier stream of that name: the "
                   .. "stream was made again (its sequences start over: its message 2 is not the one applied), and "

@@ -52,6 +52,16 @@ describe("a table dropped and declared again, as the filters, maps and selects o
     p:batch(function() for k = 1, 4 do t:insert{ k = k, g = "g" .. k, v = k - 1 } end end)
   end
 
+  -- A run that declares t (setup(p) returns it) and fills it, then one that drops it.
+  local function filled_then_dropped(setup)
+    local p = open()
+    fill(p, setup(p))
+    p:close()
+    p = open()
+    p:drop("t")
+    p:close()
+  end
+
   -- Every relation's copy holds the ids it holds.
   local function assert_copies(rels, copies, why)
     for name, rel in pairs(rels) do
@@ -71,17 +81,10 @@ describe("a table dropped and declared again, as the filters, maps and selects o
 
   it("tells each one's sinks the rows that left, then the new table's rows", function()
     local told, copies, notes = {}, {}, {}
-    local p = open()
-    local t = declare(p, told, copies)
-    fill(p, t)
-    p:close()
-    p = open()
-    p:drop("t")
-    p:close()
+    filled_then_dropped(function(p) return (declare(p, told, copies)) end)
     H.clear(told)
-    p = open(notes)
-    local rels
-    t, rels = declare(p, told, copies)
+    local p = open(notes)
+    local t, rels = declare(p, told, copies)
     p:batch(function() t:insert{ k = 10, g = "g1", v = 2 } end)
     local why = table.concat(notes, "\n")
     assert.same({ "DELETE 2", "DELETE 3", "DELETE 4", "INSERT 5" }, of(told, "f"), why)
@@ -130,8 +133,6 @@ describe("a table dropped and declared again, as the filters, maps and selects o
 
   it("gives the rows that left in the columns of the table declared again, by name", function()
     local told, notes = {}, {}
-    local p = open()
-    local t = p:table("t", COLS)
     local function sink(f)
       f:sink(function(verb, row, old, info)
         local r = row or old
@@ -139,15 +140,14 @@ describe("a table dropped and declared again, as the filters, maps and selects o
                                                                   tostring(r.name), tostring(r.x))
       end)
     end
-    sink(t:filter(function(r) return r.v > 1 end, "f"))
-    fill(p, t)
-    p:close()
-    p = open()
-    p:drop("t")
-    p:close()
+    filled_then_dropped(function(p)
+      local t = p:table("t", COLS)
+      sink(t:filter(function(r) return r.v > 1 end, "f"))
+      return t
+    end)
     H.clear(told)
-    p = open(notes)
-    t = p:table("t", { {"k","int"}, {"v","float"}, {"name","string", was = "g"}, {"x","int", default = 7}, key = "k" })
+    local p = open(notes)
+    local t = p:table("t", { {"k","int"}, {"v","float"}, {"name","string", was = "g"}, {"x","int", default = 7}, key = "k" })
     sink(t:filter(function(r) return r.v > 1 end, "f"))
     p:batch(function() t:insert{ k = 10, name = "y", v = 2.5 } end)
     p:close()
@@ -157,18 +157,16 @@ describe("a table dropped and declared again, as the filters, maps and selects o
 
   it("says its sinks were not told when the rows do not fit the new columns", function()
     local told, notes = {}, {}
-    local p = open()
-    local t = p:table("t", COLS)
-    t:filter(function(r) return r.v > 1 end, "f"):sink(function(verb, _, _, info) told[#told + 1] = verb .. " " .. info.id end)
-    fill(p, t)
-    p:close()
-    p = open()
-    p:drop("t")
-    p:close()
+    local function sink(f) f:sink(function(verb, _, _, info) told[#told + 1] = verb .. " " .. info.id end) end
+    filled_then_dropped(function(p)
+      local t = p:table("t", COLS)
+      sink(t:filter(function(r) return r.v > 1 end, "f"))
+      return t
+    end)
     H.clear(told)
-    p = open(notes)
-    t = p:table("t", { {"k","int"}, {"g","int"}, {"v","int"}, key = "k" }) -- g a string before
-    t:filter(function(r) return r.v > 1 end, "f"):sink(function(verb, _, _, info) told[#told + 1] = verb .. " " .. info.id end)
+    local p = open(notes)
+    local t = p:table("t", { {"k","int"}, {"g","int"}, {"v","int"}, key = "k" }) -- g a string before
+    sink(t:filter(function(r) return r.v > 1 end, "f"))
     p:batch(function() t:insert{ k = 10, g = 1, v = 2 } end)
     p:close()
     assert.same({ "INSERT 5" }, told)

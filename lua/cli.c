@@ -761,25 +761,52 @@ static bool crash_signal(int sig)
   return sig == SIGBUS || sig == SIGSEGV || sig == SIGILL || sig == SIGFPE || sig == SIGABRT;
 }
 
+/* The signals that stop a command (Ctrl-C, kill, a closed terminal):
+ * while runnel waits for its reading child, it hands them on to the child
+ * and ends by the same one once the child has ended and its leftovers are
+ * removed. */
+static const int STOP_SIGNALS[] = { SIGINT, SIGTERM, SIGHUP, SIGQUIT };
+enum { N_STOP_SIGNALS = sizeof STOP_SIGNALS / sizeof STOP_SIGNALS[0] };
+static pid_t waited_child;
+
+static void hand_on_signal(int sig)
+{
+  if (waited_child > 0) kill(waited_child, sig);
+}
+
 /* Runs fn(ctx) in a child process and returns its exit status: LMDB has no
  * page checksums, so a damaged state that sends it astray kills the
  * reader (SIGBUS, SIGSEGV), and the child's death is reported by the
  * parent instead of runnel dying without a word. *crash is the signal
  * that killed the child (crash_signal) or 0; a child ended by another
- * signal (SIGINT, SIGPIPE) ends runnel by the same one, as before. The
- * child writes what it reads to stdout itself. When no child can be made
- * (EAGAIN under a pids limit), fn runs in this process, as it did before
- * these commands read in a child, rather than the command failing: a
- * crash is then said by on_bus_error. fn's forked says which. */
-static int in_child(int (*fn)(void *ctx, bool forked), void *ctx, pid_t *pid, int *crash)
+ * signal (SIGINT, SIGPIPE, or a STOP_SIGNALS one runnel was sent and
+ * handed on) ends runnel by the same one, as before. Whenever the child
+ * ended by a signal, killed(ctx, child) first removes what it left half
+ * made (NULL: nothing to remove). Only runnel's own SIGKILL leaves it:
+ * the child then ends by the same (PR_SET_PDEATHSIG). The child writes
+ * what it reads to stdout itself. When no child can be made (EAGAIN under
+ * a pids limit), fn runs in this process, as it did before these commands
+ * read in a child, rather than the command failing: a crash is then said
+ * by on_bus_error. fn's forked says which. */
+static int in_child(int (*fn)(void *ctx, bool forked), void (*killed)(void *ctx, pid_t child), void *ctx,
+                    int *crash)
 {
   *crash = 0;
   fflush(NULL);
+  /* held from the fork until each side has its handlers: one sent between is handed on, not lost or fatal */
+  sigset_t stops, before;
+  sigemptyset(&stops);
+  for (int i = 0; i < N_STOP_SIGNALS; i++) sigaddset(&stops, STOP_SIGNALS[i]);
+  sigprocmask(SIG_BLOCK, &stops, &before);
   pid_t parent = getpid();
   pid_t child = fork();
-  if (child < 0) return fn(ctx, false);
+  if (child < 0) {
+    sigprocmask(SIG_SETMASK, &before, NULL);
+    return fn(ctx, false);
+  }
   if (child == 0) {
-    /* runnel killed (SIGTERM to its pid) ends its work too, as before there was a child: a snapshot is not
+    sigprocmask(SIG_SETMASK, &before, NULL);
+    /* runnel killed (SIGKILL to its pid) ends its work too, as before there was a child: a snapshot is not
      * finished and named by an orphan after the user stopped it */
     prctl(PR_SET_PDEATHSIG, SIGKILL);
     if (getppid() != parent) _exit(1); /* it died before prctl */
@@ -787,10 +814,21 @@ static int in_child(int (*fn)(void *ctx, bool forked), void *ctx, pid_t *pid, in
     int rc = fn(ctx, true);
     _exit(stdout_failed() && rc == 0 ? 1 : rc);
   }
-  if (pid) *pid = child;
-  int status;
+  struct sigaction hand_on = { .sa_handler = hand_on_signal }, old[N_STOP_SIGNALS];
+  sigemptyset(&hand_on.sa_mask);
+  waited_child = child;
+  for (int i = 0; i < N_STOP_SIGNALS; i++) {
+    sigaction(STOP_SIGNALS[i], NULL, &old[i]);
+    if (old[i].sa_handler != SIG_IGN) sigaction(STOP_SIGNALS[i], &hand_on, NULL); /* ignored stays ignored */
+  }
+  sigprocmask(SIG_SETMASK, &before, NULL);
+  int status, rc = 0;
   while (waitpid(child, &status, 0) < 0)
-    if (errno != EINTR) { perror("runnel: waitpid"); return 1; }
+    if (errno != EINTR) { perror("runnel: waitpid"); rc = 1; break; }
+  for (int i = 0; i < N_STOP_SIGNALS; i++) sigaction(STOP_SIGNALS[i], &old[i], NULL);
+  waited_child = 0;
+  if (rc) return rc;
+  if (WIFSIGNALED(status) && killed) killed(ctx, child);
   if (WIFSIGNALED(status) && crash_signal(WTERMSIG(status))) {
     *crash = WTERMSIG(status);
     return 1;
@@ -822,17 +860,19 @@ static int verify_walk(void *path, bool forked)
 static int verify(const char *path)
 {
   int sig;
-  int rc = in_child(verify_walk, (void *)path, NULL, &sig);
+  int rc = in_child(verify_walk, NULL, (void *)path, &sig);
   if (sig) printf("damaged: reading %s crashed the walk (%s): a B-tree is damaged\n", path, strsignal(sig));
   return rc;
 }
 
 /* runnel snapshot STATE DEST: a consistent compacted copy (rn_state_copy),
- * taken in a child (in_child). A copy whose reading crashed leaves no
- * data.mdb (copy.c) but its data.mdb.copy-PID-N, and DEST if it made it:
- * both are removed, as a copy that fails does. */
+ * taken in a child (in_child). A copy whose reading crashed, or that was
+ * stopped by a signal, leaves no data.mdb (copy.c) but its
+ * data.mdb.copy-PID-N, and DEST if it made it: both are removed, as a
+ * copy that fails does. */
 typedef struct snapshot_args {
   const char *path, *dest;
+  bool made; /* dest did not exist before */
 } snapshot_args;
 
 static int snapshot_copy(void *ctx, bool forked)
@@ -848,32 +888,29 @@ static int snapshot_copy(void *ctx, bool forked)
   return 0;
 }
 
-static void remove_killed_copy(const char *dest, pid_t pid, bool made)
+static void remove_killed_copy(void *ctx, pid_t pid)
 {
+  const snapshot_args *a = ctx;
   char prefix[64];
   int plen = snprintf(prefix, sizeof prefix, "data.mdb.copy-%ld-", (long)pid);
-  DIR *d = opendir(dest);
+  DIR *d = opendir(a->dest);
   for (struct dirent *f; d && (f = readdir(d));) {
     if (strncmp(f->d_name, prefix, (size_t)plen) != 0) continue;
-    char file[strlen(dest) + strlen(f->d_name) + 2];
-    snprintf(file, sizeof file, "%s/%s", dest, f->d_name);
+    char file[strlen(a->dest) + strlen(f->d_name) + 2];
+    snprintf(file, sizeof file, "%s/%s", a->dest, f->d_name);
     unlink(file);
   }
   if (d) closedir(d);
-  if (made) rmdir(dest); /* empty now, unless someone put a file there meanwhile */
+  if (a->made) rmdir(a->dest); /* empty now, unless someone put a file there meanwhile */
 }
 
 static int snapshot(const char *path, const char *dest)
 {
-  snapshot_args a = { path, dest };
   struct stat st;
-  bool made = lstat(dest, &st) != 0;
-  pid_t pid = 0;
+  snapshot_args a = { path, dest, lstat(dest, &st) != 0 };
   int sig;
-  int rc = in_child(snapshot_copy, &a, &pid, &sig);
-  if (!sig) return rc;
-  remove_killed_copy(dest, pid, made);
-  return crashed("snapshot", path, sig);
+  int rc = in_child(snapshot_copy, remove_killed_copy, &a, &sig);
+  return sig ? crashed("snapshot", path, sig) : rc;
 }
 
 /* ---- runnel query / runnel drop: lua/runnel/state.lua's commands ---- */
@@ -932,7 +969,7 @@ static int query(lua_State *L, int argc, char **argv)
 {
   command_args a = { L, argc, argv };
   int sig;
-  int rc = in_child(query_in_child, &a, NULL, &sig);
+  int rc = in_child(query_in_child, NULL, &a, &sig);
   return sig ? crashed("query", query_state(argc, argv), sig) : rc; /* not argv[2]: "reading --format crashed" */
 }
 
@@ -941,7 +978,7 @@ static int inspect_in_child(void *path, bool forked) { return (void)forked, insp
 static int inspect_guarded(const char *path)
 {
   int sig;
-  int rc = in_child(inspect_in_child, (void *)path, NULL, &sig);
+  int rc = in_child(inspect_in_child, NULL, (void *)path, &sig);
   return sig ? crashed("inspect", path, sig) : rc;
 }
 

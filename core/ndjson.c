@@ -1195,9 +1195,15 @@ int rn_ndjson_sink(rn_pipeline *p, rn_rel *rel, FILE *f, bool own, const char *v
  * told from others' by where they are (ndjson.c, "Ownership"), which
  * holds only while no one else appends. An exclusive flock, held while fd
  * is open (a filesystem without flock goes unguarded). */
-static int lock_file(rn_pipeline *p, const rn_rel *rel, int fd, const char *path)
+static int lock_file(rn_pipeline *p, const rn_rel *rel, int fd, const char *path, const struct stat *st)
 {
   if (flock(fd, LOCK_EX | LOCK_NB) == 0 || errno != EWOULDBLOCK) return 0;
+  uint64_t id[2];
+  file_id(st, id);
+  const char *mine = rn_outbox_sink_on_file(p, id); /* a hard link to this pipeline's own sink's file */
+  if (mine)
+    return rn_err_set(&p->err, RN_EINVAL, "%s: ndjson: %s is the file of this pipeline's %s, by another name: "
+                      "two sinks cannot write one file", rel->name, path, mine);
   return rn_err_set(&p->err, RN_EMISUSE,
                     "%s: ndjson: %s is the file of another durable sink (of another state, in this process "
                     "or another): one state writes a file at a time (in turn, each appends after the other's lines)",
@@ -1419,7 +1425,7 @@ int rn_ndjson_sink_path(rn_pipeline *p, rn_rel *rel, const char *path, const cha
     sprintf(name, RN_SINK_NDJSON "%s", real);
     rc = rn_outbox_sink_check(p, rel, name); /* before the file is cut: it may be a live sink's */
   }
-  if (!rc) rc = lock_file(p, rel, fd, s->path);
+  if (!rc) rc = lock_file(p, rel, fd, s->path, &st);
   if (!rc) rc = rn_outbox_mark_read(p, name, NULL, &m);
   if (!rc) file_id(&st, s->fd_file);
   if (!rc) rc = place_sink(p, rel, s, &m, (uint64_t)st.st_size, real);

@@ -1399,6 +1399,17 @@ int rn_outbox_sink_check(rn_pipeline *p, const rn_rel *rel, const char *name)
   return 0;
 }
 
+const char *rn_outbox_sink_on_file(const rn_pipeline *p, const uint64_t id[2])
+{
+  const rn_outbox *ob = p->outbox;
+  for (int i = 0; ob && i < ob->n; i++) {
+    const obsink *s = ob->sinks[i];
+    uint64_t at[2];
+    if (s->ops.file && s->ops.file(s->ctx, at) && at[0] == id[0] && at[1] == id[1]) return s->label;
+  }
+  return NULL;
+}
+
 int rn_outbox_sink_add(rn_pipeline *p, rn_rel *rel, const char *name, const char *label, bool consolidate,
                        const rn_outbox_ops *ops, void *ctx, rn_free_fn free_ctx,
                        uint64_t delivered, uint64_t position)

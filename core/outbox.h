@@ -117,6 +117,12 @@ uint64_t rn_outbox_stale(rn_pipeline *p, const char *name, const rn_rel *rel, ui
  * SQLite table rewritten): a refused declaration must leave it alone. */
 int rn_outbox_sink_check(rn_pipeline *p, const rn_rel *rel, const char *name);
 
+/* The label of a sink of this pipeline whose position is in the file id
+ * (device, inode; ops.file) names, or NULL: a path that is another name
+ * of a file a sink writes (a hard link) is told from another process's
+ * file by it. */
+const char *rn_outbox_sink_on_file(const rn_pipeline *p, const uint64_t id[2]);
+
 /* ---- hooks of group.c ---- */
 /* In the group's transaction: records the group's changes for every
  * durable sink, the sinks' marks, and deletes the entries delivered. */

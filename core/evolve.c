@@ -203,20 +203,6 @@ static int plan_kept(rn_pipeline *p, const rn_rel *r, plan *pl, int slot, dcol o
   return 0;
 }
 
-/* A default as a line shows it: floats shortest (1.5, not 1.500000). */
-static void value_text(const msgpack_object *v, char *buf, size_t len)
-{
-  if (v->type != MSGPACK_OBJECT_FLOAT64 && v->type != MSGPACK_OBJECT_FLOAT32) {
-    rn_object_text(buf, len, v);
-    return;
-  }
-  for (int prec = 1; prec <= 17; prec++) {
-    snprintf(buf, len, "%.*g", prec, v->via.f64);
-    if (strtod(buf, NULL) == v->via.f64) break;
-  }
-  if (!strpbrk(buf, ".eEn") && strlen(buf) + 3 < len) strcat(buf, ".0"); /* still a float */
-}
-
 /* A new column: null or its default in every stored row. */
 static int plan_new(rn_pipeline *p, const rn_rel *r, plan *pl, int slot)
 {
@@ -228,7 +214,7 @@ static int plan_new(rn_pipeline *p, const rn_rel *r, plan *pl, int slot)
   pl->conv[slot] = CONV_NEW;
   pl->rewrite = true;
   char dv[128] = "null";
-  if (c->has_default) value_text(&c->defval, dv, sizeof dv);
+  if (c->has_default) rn_object_text(dv, sizeof dv, &c->defval); /* floats shortest: 1.5, not 1.500000 */
   note(pl, "added \"%s\" %s = %s", c->name, rn_type_name(c->type), dv);
   return 0;
 }

@@ -291,9 +291,25 @@ bool rn_json_overflow_at(const char *text, size_t len, size_t *start, size_t *n)
   return true;
 }
 
+int rn_float_text(char *buf, size_t cap, double d)
+{
+  if (d != d) return snprintf(buf, cap, "nan");
+  char text[40];
+  for (int digits = 15; digits <= 17; digits++) {
+    snprintf(text, sizeof text, "%.*g", digits, d);
+    if (strtod(text, NULL) == d) break;
+  }
+  if (text[strspn(text, "-0123456789")] == '\0') return snprintf(buf, cap, "%s.0", text);
+  return snprintf(buf, cap, "%s", text);
+}
+
 int rn_object_text(char *buf, size_t cap, const msgpack_object *v)
 {
   if (!cap) return 0;
+  if (v->type == MSGPACK_OBJECT_FLOAT32 || v->type == MSGPACK_OBJECT_FLOAT64) {
+    int n = rn_float_text(buf, cap, v->via.f64);
+    return n < 0 ? 0 : (size_t)n < cap ? n : (int)strlen(buf);
+  }
   memset(buf, 0, cap); /* whatever msgpack-c leaves unended ends at the first byte it did not write */
   if (cap > 1) msgpack_object_print_buffer(buf, cap - 1, *v);
   return (int)strlen(buf);

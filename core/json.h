@@ -48,7 +48,15 @@ const char *rn_json_quote(char *buf, size_t cap, const char *s, size_t len);
 
 /* msgpack_object_print_buffer(buf, cap, *v), always ended by NUL within
  * cap: msgpack-c leaves a buffer that a string's printable bytes fill
- * unended, and a message made of it read past it. The length written. */
+ * unended, and a message made of it read past it. A float is written by
+ * rn_float_text (msgpack-c writes %f: 1.500000, 300 digits for 1e300).
+ * The length written. */
 int rn_object_text(char *buf, size_t cap, const msgpack_object *v);
+
+/* A float as its shortest text that reads back as it, written as Lua
+ * writes a float: 1.5, 1e+300, 7.0 and -0.0 (not 7 and -0, which read as
+ * integers), nan (not x86's -nan), inf, -inf. As snprintf: the length it
+ * needs. */
+int rn_float_text(char *buf, size_t cap, double d);
 
 #endif

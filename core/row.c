@@ -642,21 +642,6 @@ static size_t print_key_string(char *buf, size_t len, const msgpack_object *v, b
   return off;
 }
 
-/* A float key as its shortest text that reads back as it (msgpack-c's
- * printer writes %f: 300 digits for 1e300, or nothing when they do not fit). */
-static int print_key_float(char *buf, size_t len, double d)
-{
-  char text[40];
-  for (int digits = 15; digits <= 17; digits++) {
-    snprintf(text, sizeof text, "%.*g", digits, d);
-    if (strtod(text, NULL) == d || d != d) break;
-  }
-  /* a float that looks like an integer is written as Lua writes it (7.0,
-   * -0.0): "key (x = -0)" hid that the key is a float and its sign */
-  if (text[strspn(text, "-0123456789")] == '\0') return snprintf(buf, len, "%s.0", text);
-  return snprintf(buf, len, "%s", text);
-}
-
 /* Key value v as text into buf (len bytes of room), as snprintf: its
  * length, len or more when it did not fit; *cut when a string was cut. */
 static int print_key_value(char *buf, size_t len, const msgpack_object *v, bool *cut)
@@ -664,7 +649,7 @@ static int print_key_value(char *buf, size_t len, const msgpack_object *v, bool 
   *cut = false;
   switch (v->type) {
   case MSGPACK_OBJECT_STR: case MSGPACK_OBJECT_BIN: return (int)print_key_string(buf, len, v, cut);
-  case MSGPACK_OBJECT_FLOAT32: case MSGPACK_OBJECT_FLOAT64: return print_key_float(buf, len, v->via.f64);
+  case MSGPACK_OBJECT_FLOAT32: case MSGPACK_OBJECT_FLOAT64: return rn_float_text(buf, len, v->via.f64);
   case MSGPACK_OBJECT_POSITIVE_INTEGER: return snprintf(buf, len, "%" PRIu64, v->via.u64);
   case MSGPACK_OBJECT_NEGATIVE_INTEGER: return snprintf(buf, len, "%" PRId64, v->via.i64);
   case MSGPACK_OBJECT_BOOLEAN: return snprintf(buf, len, "%s", v->via.boolean ? "true" : "false");

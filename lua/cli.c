@@ -767,7 +767,7 @@ static bool crash_signal(int sig)
  * removed. */
 static const int STOP_SIGNALS[] = { SIGINT, SIGTERM, SIGHUP, SIGQUIT };
 enum { N_STOP_SIGNALS = sizeof STOP_SIGNALS / sizeof STOP_SIGNALS[0] };
-static pid_t waited_child;
+static volatile sig_atomic_t waited_child; /* a pid_t, 0 when none is waited for */
 
 static void hand_on_signal(int sig)
 {
@@ -825,8 +825,8 @@ static int in_child(int (*fn)(void *ctx, bool forked), void (*killed)(void *ctx,
   int status, rc = 0;
   while (waitpid(child, &status, 0) < 0)
     if (errno != EINTR) { perror("runnel: waitpid"); rc = 1; break; }
+  waited_child = 0; /* reaped: its pid may be another process's now */
   for (int i = 0; i < N_STOP_SIGNALS; i++) sigaction(STOP_SIGNALS[i], &old[i], NULL);
-  waited_child = 0;
   if (rc) return rc;
   if (WIFSIGNALED(status) && killed) killed(ctx, child);
   if (WIFSIGNALED(status) && crash_signal(WTERMSIG(status))) {

@@ -50,7 +50,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define RN_VERSION "0.41"   /* the one place the version is written */
+#define RN_VERSION "0.42"   /* the one place the version is written */
 
 #if defined(__GNUC__)
 #define RN_API __attribute__((visibility("default")))

@@ -19,7 +19,7 @@ describe("runnel run", function()
     os.remove(path)
     assert.equal("", err)
     assert.equal(0, code)
-    assert.equal("false\tone\ttwo\t2\nrunnel 0.41\n", out)
+    assert.equal("false\tone\ttwo\t2\nrunnel 0.42\n", out)
   end)
 
   it("reports an error with the file and line and exits 1", function()

@@ -4,10 +4,10 @@
 -- library install with `make install`.
 rockspec_format = "3.0"
 package = "runnel"
-version = "0.41-1"
+version = "0.42-1"
 source = {
   url = "git+https://github.com/runnel/runnel.git",
-  tag = "v0.41",
+  tag = "v0.42",
 }
 description = {
   summary = "A stream processor that lives inside your program",

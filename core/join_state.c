@@ -216,7 +216,10 @@ int rn_join_left_fk(rn_join *j, side *l, fk *f)
   if (!vals) return nomem(j);
   f->null = false;
   int rc = slot_values(j, j->left, l, on, nkey, vals);
-  return rc ? rc : encode_right_key(j, vals, j->on ? on : NULL, f); /* a mapper_column is no on column */
+  if (!rc) rc = encode_right_key(j, vals, j->on ? on : NULL, f); /* a mapper_column is no on column */
+  if (rc == RN_EINVAL && j->mapper_column >= 0) /* a NaN: the mapper's own error, naming it and its line */
+    return mapper_fk(j, l, f);
+  return rc;
 }
 
 /* A right row's own key (its values are already normalized). */

@@ -578,7 +578,9 @@ void rn_join_key_text(rn_join *j, const msgpack_sbuffer *k, char *buf, size_t ca
   if (n > 1) off += (size_t)snprintf(buf, cap, "(");
   for (int i = 0; i < n && off + 1 < cap; i++) {
     if (i) off += (size_t)snprintf(buf + off, cap - off, ", ");
-    if (off + 1 < cap) off += (size_t)rn_object_text(buf + off, cap - off, &kv[i]);
+    if (off + 1 >= cap) break;
+    int w = rn_key_value_text(buf + off, cap - off, &kv[i]); /* 1e-07, not msgpack-c's %f 0.000000 */
+    off = w < 0 || (size_t)w >= cap - off ? cap - 1 : off + (size_t)w;
   }
   if (n > 1 && off + 1 < cap) snprintf(buf + off, cap - off, ")");
 }

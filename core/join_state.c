@@ -216,7 +216,10 @@ int rn_join_left_fk(rn_join *j, side *l, fk *f)
   if (!vals) return nomem(j);
   f->null = false;
   int rc = slot_values(j, j->left, l, on, nkey, vals);
-  return rc ? rc : encode_right_key(j, vals, j->on ? on : NULL, f); /* a mapper_column is no on column */
+  if (!rc) rc = encode_right_key(j, vals, j->on ? on : NULL, f); /* a mapper_column is no on column */
+  if (rc == RN_EINVAL && j->mapper_column >= 0) /* a NaN: the mapper's own error, naming it and its line */
+    return mapper_fk(j, l, f);
+  return rc;
 }
 
 /* A right row's own key (its values are already normalized). */
@@ -478,6 +481,43 @@ int rn_join_make_result(rn_join *j, side *l, side *r, const fk *f, side *res)
   return rc;
 }
 
+/* A selector's key b as the result's key columns hold it (7.0 for an int
+ * column as 7): kept as given, 7 and 7.0 were two results, two rows of one
+ * key. A result a state kept under the key as given (before keys were
+ * typed) is still found there. A key of another shape or type stays as
+ * given: rn_join_selected_key_check refuses the joiner's row for it. */
+static int selected_key_typed(rn_join *j, msgpack_sbuffer *b)
+{
+  const rn_schema *os = j->out->schema;
+  if (!os->nkey) return 0;
+  msgpack_object kv[os->nkey + 1]; /* one more: a key of more parts than the columns stays */
+  int n = rn_key_decode(b->data, b->size, kv, os->nkey + 1, zone_of(j));
+  if (n < 0) return nomem(j);
+  if (n != os->nkey) return 0;
+  for (int i = 0; i < n; i++) {
+    rn_err ignored = { 0 };
+    if (rn_value_normalize(&os->cols[os->key_slots[i]], &kv[i], zone_of(j), j->out->name, &ignored)) return 0;
+  }
+  msgpack_sbuffer typed;
+  msgpack_sbuffer_init(&typed);
+  int rc = 0;
+  bool as_given = false;
+  for (int i = 0; !as_given && i < n; i++) as_given = rn_key_append(&typed, &kv[i]) != 0;
+  if (!as_given && (typed.size != b->size || memcmp(typed.data, b->data, b->size) != 0) &&
+      b->size <= RN_STORE_KEY_MAX) { /* a result kept under the key as given: found there */
+    MDB_val key = { b->size, b->data }, v;
+    int got = rn_wb_get(&j->out->p->store, txn_of(j), j->result_dbi, &key, &v);
+    if (got && got != MDB_NOTFOUND) rc = rn_store_fail(err_of(j), got, j->out->name);
+    as_given = got == 0;
+  }
+  if (!rc && !as_given) {
+    msgpack_sbuffer_clear(b);
+    rn_buf_write(b, typed.data, typed.size);
+  }
+  msgpack_sbuffer_destroy(&typed);
+  return rc;
+}
+
 /* The key of a left row's result (default: the left key, or the left id
  * when the left side has no key; a key join: the join key; with a
  * selector: what it returns), appended to b. */
@@ -506,7 +546,8 @@ int rn_join_result_key(rn_join *j, uint64_t lid, side *l, const fk *f, msgpack_s
       nr = rn_key_decode(f->enc, f->len, rkey, j->right->schema->nkey, zone_of(j));
       if (nr < 0) return nomem(j);
     }
-    return j->fns.selector(j->fns.ctx, j->left, lkey, ls->nkey, j->right, rkey, nr, b, err_of(j));
+    int rc = j->fns.selector(j->fns.ctx, j->left, lkey, ls->nkey, j->right, rkey, nr, b, err_of(j));
+    return rc ? rc : selected_key_typed(j, b);
   }
   char idk[9] = { RN_KEY_INT }; /* no left key: the left id */
   rn_be64_put(idk + 1, lid ^ (1ULL << 63));
@@ -537,7 +578,9 @@ void rn_join_key_text(rn_join *j, const msgpack_sbuffer *k, char *buf, size_t ca
   if (n > 1) off += (size_t)snprintf(buf, cap, "(");
   for (int i = 0; i < n && off + 1 < cap; i++) {
     if (i) off += (size_t)snprintf(buf + off, cap - off, ", ");
-    if (off + 1 < cap) off += (size_t)rn_object_text(buf + off, cap - off, &kv[i]);
+    if (off + 1 >= cap) break;
+    int w = rn_key_value_text(buf + off, cap - off, &kv[i]); /* 1e-07, not msgpack-c's %f 0.000000 */
+    off = w < 0 || (size_t)w >= cap - off ? cap - 1 : off + (size_t)w;
   }
   if (n > 1 && off + 1 < cap) snprintf(buf + off, cap - off, ")");
 }

@@ -1995,9 +1995,10 @@ int rn_run_ndjson(rn_pipeline *p, FILE *in, const rn_run_opts *o, rn_run_stats *
         break;
       }
       if (p->state == RN_IDLE) { /* it failed after writing: the group is gone; apply its good lines again */
+        int lines_in = in_group; /* every line read into it, rejected ones too, count toward its N lines */
         in_group = 0;
         if ((rc = rn_begin(p))) break;
-        in_group = kept.n + 1; /* a rejected line still counts toward its group's N lines */
+        in_group = lines_in;
         for (size_t i = 0; i < kept.n && !rc; i++) {
           int rrc = apply_line(p, kept.lines[i], kept.lens[i]);
           if (rrc) rc = rn_err_set(&p->err, rrc, "%s: re-applying a group after line %llu failed: %s", o->name,

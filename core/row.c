@@ -657,6 +657,12 @@ static int print_key_value(char *buf, size_t len, const msgpack_object *v, bool 
   }
 }
 
+int rn_key_value_text(char *buf, size_t len, const msgpack_object *v)
+{
+  bool cut;
+  return print_key_value(buf, len, v, &cut);
+}
+
 void rn_key_format(const rn_schema *s, const msgpack_object *vals, char *buf, size_t len)
 {
   size_t off = 0;

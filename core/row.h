@@ -147,6 +147,9 @@ int rn_row_to_map(const rn_schema *s, const char *row, size_t len, msgpack_zone 
 
 /* "id = 1" or "a = 1, b = \"x\"" into buf. */
 void rn_key_format(const rn_schema *s, const msgpack_object *vals, char *buf, size_t len);
+/* One key value as rn_key_format writes it (a float as 7.0 or 1e-07), as
+ * snprintf: its length, len or more when it did not fit. */
+int rn_key_value_text(char *buf, size_t len, const msgpack_object *v);
 /* What Lua would call the value's type: "number", "string", "table" … */
 const char *rn_value_kind(const msgpack_object *v);
 /* rn_value_kind in a C host's words where it sent a container: "a list"

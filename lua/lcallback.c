@@ -542,6 +542,23 @@ static int key_table_fields(lcall *c, lua_State *L, int idx, rn_err *e)
     return rn_err_set(e, RN_EINVAL, "%s: mapper (%s) returned a key with field %s, which names no key column of %s",
                       c->cb->name, mapper_where(c->cb, L), field, c->cb->right->name);
   }
+  for (int i = 0; i < c->nkey; i++) { /* by position and by name: one value, else which did it mean? */
+    const char *kn = rs->cols[rs->key_slots[i]].name;
+    lua_rawgeti(L, idx, i + 1);
+    lua_pushstring(L, kn);
+    lua_rawget(L, idx);
+    if (lua_isnil(L, -1) || lua_isnil(L, -2) || lua_rawequal(L, -1, -2)) {
+      lua_pop(L, 2);
+      continue;
+    }
+    const char *pos = lua_type(L, -2) == LUA_TSTRING ? lua_pushfstring(L, "\"%s\"", lua_tostring(L, -2))
+                                                     : luaL_tolstring(L, -2, NULL);
+    const char *named = lua_type(L, -2) == LUA_TSTRING ? lua_pushfstring(L, "\"%s\"", lua_tostring(L, -2))
+                                                       : luaL_tolstring(L, -2, NULL);
+    return rn_err_set(e, RN_EINVAL, "%s: mapper (%s) returned a key giving column \"%s\" of %s twice, as [%d] = %s "
+                      "and by name = %s", c->cb->name, mapper_where(c->cb, L), kn, c->cb->right->name, i + 1, pos,
+                      named);
+  }
   return 0;
 }
 
@@ -573,9 +590,14 @@ static int mapper_key(lcall *c, lua_State *L, rn_err *e)
     }
     return rc;
   }
-  if (*has_key)
-    return rn_err_set(e, RN_EINVAL, "%s: mapper: the key of %s has %d columns: return a table, got %s",
-                      cb->name, cb->right->name, nkey, luaL_typename(L, -1));
+  if (*has_key) { /* maybe unprotected: nothing here may raise */
+    char where[LUA_IDSIZE + 24], cols[RN_ERRMSG_MAX] = "";
+    fn_place(L, cb->refs[CB_MAPPER], where, sizeof where);
+    for (int i = 0, n = 0; i < nkey && n >= 0 && (size_t)n < sizeof cols; i++)
+      n += snprintf(cols + n, sizeof cols - (size_t)n, "%s%s", i ? ", " : "", rs->cols[rs->key_slots[i]].name);
+    return rn_err_set(e, RN_EINVAL, "%s: mapper (%s) returned no table: the key of %s has %d columns (%s), got %s",
+                      cb->name, where, cb->right->name, nkey, cols, luaL_typename(L, -1));
+  }
   return 0;
 }
 

@@ -34,6 +34,8 @@ typedef struct lpipe {
                             aggregate) runs now, or NULL: what it reads is noted (evolve_reads.h) */
   const char *noted_by;  /* the last read noted: by fn_rel … */
   const void *noted_of;  /* … of this relation (the same read again is not looked up) */
+  int batches;           /* p:batch(fn) calls running (runnel.lua sets it): a change finding no group
+                            open is refused, an error fn caught having rolled the batch's group back */
 } lpipe;
 
 /* rn_rel->udata: what the binding keeps per relation (freed by the core

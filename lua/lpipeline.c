@@ -355,7 +355,16 @@ static int l_code(lua_State *L)
   return 4;
 }
 
+/* p:_batches(n): how many p:batch(fn) calls run now (runnel.lua's count). */
+static int l_batches(lua_State *L)
+{
+  lpipe *lp = luaL_checkudata(L, 1, RN_PIPELINE_MT); /* closed too: the batch's guard runs on every way out */
+  lp->batches = (int)luaL_checkinteger(L, 2);
+  return 0;
+}
+
 static const luaL_Reg pipeline_methods[] = {
+  { "_batches", l_batches },
   { "_code", l_code },
   { "_declare", l_declare },
   { "_filter", rn_lua_declare_filter },

@@ -9,8 +9,21 @@
 /* Every change method: convert (failures roll the group back), apply, raise. */
 typedef int (*change_fn)(rn_rel *, msgpack_object *, uint8_t *);
 
-static int apply_change(lua_State *L, lrel *r, change_fn fn, bool key_only)
+/* A change inside p:batch(fn) that finds no group open: an error fn caught
+ * rolled the batch's group back. Made, it would be a group of its own,
+ * committed although the batch raises (DESIGN 5: the batch's changes are
+ * one group). */
+static int batch_lost(lua_State *L, lrel *r, const char *method)
 {
+  return rn_lua_error(L, "%s: %s: the group of p:batch(fn) was rolled back by an error fn caught; let that error "
+                      "raise out of fn (this change would be committed on its own)", r->rel->name, method);
+}
+
+static bool batch_gone(const lrel *r) { return r->lp->batches && r->rel->p->state == RN_IDLE; }
+
+static int apply_change(lua_State *L, lrel *r, change_fn fn, bool key_only, const char *method)
+{
+  if (batch_gone(r)) return batch_lost(L, r, method);
   msgpack_object *vals;
   uint8_t *given;
   int rc = key_only ? rn_lua_tokey(r->lp, L, 2, r->rel, &vals, &given)
@@ -38,20 +51,21 @@ static lrel *self_rel(lua_State *L)
 }
 
 /* Each method checks its relation once. */
-static int l_insert(lua_State *L) { return apply_change(L, self_rel(L), rn_table_insert, false); }
-static int l_upsert(lua_State *L) { return apply_change(L, self_rel(L), rn_table_upsert, false); }
+static int l_insert(lua_State *L) { return apply_change(L, self_rel(L), rn_table_insert, false, "insert"); }
+static int l_upsert(lua_State *L) { return apply_change(L, self_rel(L), rn_table_upsert, false, "upsert"); }
 
 static int l_delete(lua_State *L)
 {
   lrel *r = self_rel(L);
-  return apply_change(L, r, rn_table_delete, r->rel->schema->nkey > 0);
+  return apply_change(L, r, rn_table_delete, r->rel->schema->nkey > 0, "delete");
 }
 
 /* update(patch) for keyed tables; update(old_row, new_row) for keyless. */
 static int l_update(lua_State *L)
 {
   lrel *r = self_rel(L);
-  if (lua_isnoneornil(L, 3)) return apply_change(L, r, rn_table_update, false);
+  if (lua_isnoneornil(L, 3)) return apply_change(L, r, rn_table_update, false, "update");
+  if (batch_gone(r)) return batch_lost(L, r, "update");
   msgpack_object *old, *vals;
   uint8_t *old_given, *given;
   if (rn_lua_torow(r->lp, L, 2, r->rel, &old, &old_given) ||

@@ -199,9 +199,10 @@ function Pipeline:stream(name, decl)
 end
 
 --- p:batch(fn, …): fn runs inside one group; an error rolls it back and is raised again.
--- The group is the batch's: p:commit() and p:rollback() inside fn are
--- refused (fn raises to roll it back), so that no part of fn's changes
--- is committed while batch raises.
+-- The group is the batch's: p:begin(), p:commit(), p:rollback() and p:run()
+-- inside fn are refused (fn raises to roll it back), and so is a change
+-- after an error fn caught rolled the group back, so that no part of fn's
+-- changes is committed while batch raises.
 local core_commit, core_rollback = Pipeline.commit, Pipeline.rollback
 
 -- p:batch's work, protected whole by batch: an error raised anywhere in it
@@ -213,8 +214,13 @@ local core_commit, core_rollback = Pipeline.commit, Pipeline.rollback
 local function batch_body(self, e, fn, ...)
   self:begin()
   e.batches = e.batches + 1
+  self:_batches(e.batches) -- a change that finds the group gone raises (lrelation.c)
   fn(...)
   e.batches = e.batches - 1
+  self:_batches(e.batches)
+  if not self:in_group() then -- a change's error that fn caught rolled the group back
+    return false, "batch: the group was rolled back by an error fn caught; nothing fn did is committed"
+  end
   return pcall(core_commit, self)
 end
 
@@ -225,6 +231,7 @@ local BatchGuard = { __close = function(g)
   if not g.open then return end
   g.open = false
   g.e.batches = g.before
+  g.p:_batches(g.before)
   if g.p:in_group() then core_rollback(g.p) end
 end }
 
@@ -250,6 +257,15 @@ local function in_batch(p, method)
     raise(("%s: inside p:batch(fn) the group is the batch's: it commits when fn returns; raise an error in fn to "
            .. "roll it back"):format(method))
   end
+end
+-- p:begin() in fn after an error fn caught rolled the batch's group back
+-- would open a group the batch then commits, without the changes before
+-- the error; inside a batch it is refused as commit and rollback are.
+local core_begin = Pipeline.begin
+function Pipeline:begin(...)
+  check_pipeline(self, "begin")
+  in_batch(self, "begin")
+  return core_begin(self, ...)
 end
 function Pipeline:commit(...)
   check_pipeline(self, "commit")
@@ -1114,6 +1130,7 @@ local RUN_FIELDS = { batch = true, on_error = true, rejects = true, progress = t
 --                   max_rejects = n }) -> { lines, applied, rejected, groups }
 function Pipeline:run(source, opts)
   check_pipeline(self, "run")
+  in_batch(self, "run") -- its groups would be committed although the batch raises
   opts = opts or {}
   if type(source) == "table" and source.jetstream then return self:_run_js(source, opts) end
   if type(source) ~= "table" or source.ndjson == nil then raise("run: expects runnel.ndjson_source(…)") end

@@ -481,6 +481,16 @@ static bool run_opts_fit(const run_opts *o)
   return true;
 }
 
+/* os.exit(code) in a script ends as os.exit(code, true) does, closing the
+ * Lua state as the script's end does: its pipelines are closed, so the
+ * groups sync = false carried are committed and durable sinks get them.
+ * Lua's os.exit(code) closed nothing: those groups, which p:seq() had
+ * counted, were lost (the REPL's os.exit closes its pipelines too).
+ * os.exit(code, false) still ends at once, as a crash would. */
+static const char EXIT_CLOSES[] =
+  "local exit = os.exit\n"
+  "function os.exit(code, close) if close == nil then close = true end return exit(code, close) end\n";
+
 /* runnel run [OPTIONS] FILE [ARGS…]: runnel's own options may come before
  * or after FILE; "--" ends them (what follows goes to the script as it is). */
 static int run_script(lua_State *L, int argc, char **argv, int first)
@@ -532,6 +542,10 @@ static int run_script(lua_State *L, int argc, char **argv, int first)
     lua_rawseti(L, -2, i + 1);
   }
   lua_setglobal(L, "arg");
+  if (luaL_dostring(L, EXIT_CLOSES) != LUA_OK) {
+    fprintf(stderr, "runnel: %s\n", lua_tostring(L, -1));
+    return 1;
+  }
   lua_pushcfunction(L, o.traceback ? traceback_handler : message_handler);
   int handler = lua_gettop(L);
   if (luaL_loadfile(L, script_stdin ? NULL : argv[file]) != LUA_OK) {

@@ -10,12 +10,12 @@
 static int names_at(lua_State *L, int idx, const char **names, int max, const char *what)
 {
   int n = (int)luaL_len(L, idx);
-  if (n > max) return luaL_error(L, "%s: at most %d columns", what, max);
+  if (n > max) return rn_lua_error(L, "%s: at most %d columns", what, max); /* at the user's line */
   for (int i = 0; i < n; i++) {
     lua_rawgeti(L, idx, i + 1);
     names[i] = lua_tostring(L, -1); /* the table keeps the string alive */
     lua_pop(L, 1);
-    if (!names[i]) return luaL_error(L, "%s: column names must be strings", what);
+    if (!names[i]) return rn_lua_error(L, "%s: column names must be strings", what);
   }
   return n;
 }

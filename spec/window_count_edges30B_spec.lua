@@ -5,8 +5,10 @@
 -- windows [start, start + size): the 1025th key was written past the end
 -- of its array, and the group failed with "a group key could not be
 -- decoded" (or worse, memory was overwritten). The loop also put an event
--- in a window whose start, rounded, is after it. Each event now goes in
--- exactly the windows that hold it, start <= ts < start + size.
+-- in a window whose start, rounded, is after it, and missed the window
+-- starting exactly at the event (ts / step, rounded, fell just under that
+-- window's index). Each event now goes in exactly the windows that hold
+-- it, start <= ts < start + size.
 local runnel = require "runnel"
 local H = require "helper"
 
@@ -57,4 +59,18 @@ describe("hopping windows of a size just under 1024 steps", function()
       assert.equal(table.concat(want, "\n") .. "\n", out)
     end)
   end
+
+  it("puts an event in the window that starts exactly at it", function()
+    local p = runnel.open()
+    local s = p:stream("ev", { {"k","int"}, {"ts","float"} })
+    local w = s:aggregate{ by = "k", window = runnel.hopping(1, 0.3, "ts"), n = runnel.count() }
+    local ts = -29762 * 0.3                     -- -8928.6000000000004: ts / 0.3 rounds under -29762
+    assert.equal(ts, holding(1, 0.3, ts)[4])    -- the fourth window [ts, ts + 1) holds it
+    s:insert{ k = 1, ts = ts }
+    local starts = {}
+    for r in w:rows() do starts[#starts + 1] = r.window_start; assert.equal(1, r.n) end
+    assert.same(holding(1, 0.3, ts), starts)
+    assert.equal(4, #starts)
+    p:close()
+  end)
 end)

@@ -61,13 +61,9 @@ static int float_windows(rn_aggregate *a, double ts, msgpack_sbuffer *b, size_t 
                       "windows of step %.15g (window numbers past 2^53 are not exact)",
                       a->out->name, time_col(a), ts, a->w.step);
   bool multiple = m == floor(m);
-  /* Otherwise the windows that hold ts, start <= ts < start + size, looked
-   * for one index past each division's: its rounding may miss one (a ts
-   * equal to a window's start, divided, can fall just under its index). */
-  double k = multiple ? hi - m + 1 : floor((ts - a->w.size) / a->w.step), last = multiple ? hi : hi + 1;
   int rc = 0;
-  for (; k <= last && !rc; k++) {
-    if (!multiple && (k * a->w.step > ts || k * a->w.step + a->w.size <= ts)) continue;
+  for (double k = multiple ? hi - m + 1 : floor((ts - a->w.size) / a->w.step) + 1; k <= hi && !rc; k++) {
+    if (!multiple && k * a->w.step + a->w.size <= ts) continue; /* float rounding at the edge */
     rc = window_key(a, b, base, k * a->w.step, 0, keys, n);
   }
   return rc;

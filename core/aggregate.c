@@ -364,6 +364,7 @@ static int declare_aggregate(rn_pipeline *p, const char *name, rn_rel *in, const
                              const rn_agg_fns *fns, bool key_stated, rn_rel **out)
 {
   int rc = rn_check_declarable(p, name);
+  if (!rc) rc = rn_check_not_lookup(p, name, "aggregate", in);
   if (!rc) rc = check_aggs(p, name, in, aggs, naggs, w);
   rn_aggregate *a = rc ? NULL : calloc(1, sizeof *a);
   if (!rc && !a) rc = rn_err_set(&p->err, RN_ENOMEM, "out of memory");

@@ -12,6 +12,9 @@
 static int window_key(rn_aggregate *a, msgpack_sbuffer *b, size_t base, double start, int64_t istart,
                       gkey *keys, int *n)
 {
+  if (*n == WINDOW_KEYS)
+    return rn_err_set(err_of(a), RN_EINVAL, "%s: the event time column \"%s\" falls in more than %d windows",
+                      a->out->name, a->in->schema->cols[a->w.slot].name, WINDOW_KEYS);
   b->size = base;
   msgpack_object s = num_obj(a, start, istart);
   rn_key_append(b, &s);
@@ -225,8 +228,8 @@ int rn_agg_apply(rn_aggregate *a, const rn_change *c, bool quiet)
   const msgpack_object *nv = c->row ? rn_row_unpack(c->row, c->row_len, is->ncols, zone_of(a)) : NULL;
   if ((c->old && !ov) || (c->row && !nv))
     return rn_err_set(err_of(a), RN_ESTORE, "%s: a row of %s could not be decoded", a->out->name, a->in->name);
-  gkey *ok = rn_zone_malloc(zone_of(a), sizeof *ok * MAX_WINDOWS);
-  gkey *nk = rn_zone_malloc(zone_of(a), sizeof *nk * MAX_WINDOWS);
+  gkey *ok = rn_zone_malloc(zone_of(a), sizeof *ok * WINDOW_KEYS);
+  gkey *nk = rn_zone_malloc(zone_of(a), sizeof *nk * WINDOW_KEYS);
   int no = 0, nn = 0, rc = 0;
   if (!ok || !nk) return nomem(a);
   if (ov) rc = rn_agg_group_keys(a, ov, ok, &no);

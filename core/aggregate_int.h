@@ -21,7 +21,11 @@
 #include "longkey.h"
 #include "row.h"
 
-#define MAX_WINDOWS 1024            /* windows one event may fall in */
+#define MAX_WINDOWS 1024            /* size/step at most: the windows one event falls in */
+/* Room for one event's window keys: a float size just under MAX_WINDOWS
+ * steps has, by rounding, times that MAX_WINDOWS + 1 windows hold (and far
+ * from 0 a few more); window_key refuses past it, never writes past it. */
+#define WINDOW_KEYS (MAX_WINDOWS + 8)
 static const char GLOBAL_KEY[1] = { 0x00 };
 static const char MAX_TS_KEY[1] = { (char)0xff };  /* the largest event time seen */
 static const char LATE_KEY[1] = { (char)0xfe };    /* events dropped as late */

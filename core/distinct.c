@@ -295,6 +295,7 @@ static int output_schema(rn_pipeline *p, const rn_rel *in, rn_schema **out)
 
 int rn_declare_distinct(rn_pipeline *p, const char *name, rn_rel *in, rn_rel **out)
 {
+  if (rn_check_not_lookup(p, name, "distinct", in)) return p->err.code;
   if (!in->tablelike)
     return rn_err_set(&p->err, RN_EINVAL,
                       "%s: distinct needs a table-like relation (a table, or a relation derived from one); "

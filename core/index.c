@@ -400,6 +400,7 @@ static void free_index(void *ctx)
 int rn_declare_index(rn_pipeline *p, const char *name, rn_rel *in, int n, const char *const *cols,
                      const bool *desc, rn_rel **out)
 {
+  if (rn_check_not_lookup(p, name, "index", in)) return p->err.code;
   if (!in->tablelike)
     return rn_err_set(&p->err, RN_EINVAL,
                       "%s: index needs a table-like relation (a table, or a relation derived from one); "

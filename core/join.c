@@ -177,6 +177,7 @@ static int check_spec(rn_pipeline *p, const char *name, rn_rel *left, rn_rel *ri
   if (left->p != p || right->p != p) /* rows of one would be read in the other's transactions */
     return rn_err_set(&p->err, RN_EINVAL, "%s: %s and %s belong to different pipelines", name, left->name,
                       right->name);
+  if (rn_check_not_lookup(p, name, "join's left side", left)) return p->err.code;
   if (right->kind == RN_REL_LOOKUP && spec->kind == RN_JOIN_OUTER)
     return rn_err_set(&p->err, RN_EINVAL, "%s: a lookup has no rows of its own to outer-join", name);
   if (!right->tablelike && right->kind != RN_REL_LOOKUP)

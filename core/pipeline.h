@@ -330,6 +330,10 @@ int rn_declare_cdc_rel(rn_pipeline *p, const char *name, rn_rel *in, rn_schema *
 rn_rel *rn_find(const rn_pipeline *p, const char *name);
 /* Building blocks of declarations (relation.c). */
 int rn_check_declarable(rn_pipeline *p, const char *name);
+/* Refuses a lookup as the input of name (what: the operator or "sink"): its
+ * rows are fetched only when a join asks for them, so nothing else could
+ * ever read or follow them. */
+int rn_check_not_lookup(rn_pipeline *p, const char *name, const char *what, const rn_rel *in);
 rn_rel *rn_rel_new(rn_pipeline *p, const char *name, rn_relkind kind, rn_schema *schema);
 void rn_rel_discard_last(rn_pipeline *p);
 /* Records r's catalogue entry ("r:" name, comparing it with the stored one:

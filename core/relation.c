@@ -708,11 +708,19 @@ static int check_own(rn_pipeline *p, const char *name, const rn_rel *in)
   return rn_err_set(&p->err, RN_EINVAL, "%s: %s belongs to a different pipeline", name, in->name);
 }
 
+int rn_check_not_lookup(rn_pipeline *p, const char *name, const char *what, const rn_rel *in)
+{
+  if (in->kind != RN_REL_LOOKUP) return 0;
+  return rn_err_set(&p->err, RN_EINVAL, "%s: %s is a lookup, whose rows are fetched only when a join asks for them: "
+                    "no %s ever sees them (join a relation with %s instead)", name, in->name, what, in->name);
+}
+
 int rn_declare_derived(rn_pipeline *p, const char *name, rn_relkind kind, rn_rel *in,
                        rn_schema *schema, void *ctx, rn_rel **out)
 {
   int rc = rn_check_declarable(p, name);
   if (!rc) rc = check_own(p, name, in);
+  if (!rc) rc = rn_check_not_lookup(p, name, kind == RN_REL_FILTER ? "filter" : "map", in);
   rn_rel *r = NULL;
   rc = rel_owning(p, rc, name, kind, schema, kind == RN_REL_FILTER ? in->schema : schema, ctx, &r);
   if (rc) return rc;
@@ -742,6 +750,7 @@ int rn_declare_cdc_rel(rn_pipeline *p, const char *name, rn_rel *in, rn_schema *
 {
   int rc = rn_check_declarable(p, name);
   if (!rc) rc = check_own(p, name, in);
+  if (!rc) rc = rn_check_not_lookup(p, name, "cdc", in);
   if (!rc && !in->tablelike)
     rc = rn_err_set(&p->err, RN_EINVAL,
                     "%s: cdc needs a table-like relation (a table, or a filter or map of one); %s is a stream",

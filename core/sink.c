@@ -47,6 +47,10 @@ int rn_sink_add(rn_pipeline *p, rn_rel *rel, bool consolidate, rn_sink_fn on_cha
     if (free_ctx) free_ctx(ctx);
     return rn_err_set(&p->err, RN_EINVAL, "%s: the relation belongs to another pipeline", rel->name);
   }
+  if (rn_check_not_lookup(p, rel->name, "sink", rel)) {
+    if (free_ctx) free_ctx(ctx);
+    return p->err.code;
+  }
   rn_sink *s = calloc(1, sizeof *s);
   if (s && p->nsinks == p->sinkcap) {
     int cap = p->sinkcap ? p->sinkcap * 2 : 8;

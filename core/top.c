@@ -865,6 +865,7 @@ static void free_top(void *ctx)
 
 int rn_declare_top(rn_pipeline *p, const char *name, rn_rel *in, const rn_top_spec *spec, rn_rel **out)
 {
+  if (rn_check_not_lookup(p, name, "top", in)) return p->err.code;
   if (!in->tablelike)
     return rn_err_set(&p->err, RN_EINVAL,
                       "%s: top needs a table-like relation (a table, or a relation derived from one); "

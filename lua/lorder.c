@@ -10,12 +10,12 @@
 static int names_at(lua_State *L, int idx, const char **names, int max, const char *what)
 {
   int n = (int)luaL_len(L, idx);
-  if (n > max) return luaL_error(L, "%s: at most %d columns", what, max);
+  if (n > max) return rn_lua_error(L, "%s: at most %d columns", what, max); /* at the user's line */
   for (int i = 0; i < n; i++) {
     lua_rawgeti(L, idx, i + 1);
     names[i] = lua_tostring(L, -1); /* the table keeps the string alive */
     lua_pop(L, 1);
-    if (!names[i]) return luaL_error(L, "%s: column names must be strings", what);
+    if (!names[i]) return rn_lua_error(L, "%s: column names must be strings", what);
   }
   return n;
 }
@@ -203,6 +203,7 @@ int rn_lua_index_range(lua_State *L)
   bound_at(L, r, 2, from_vals, &from);
   bound_at(L, r, 3, to_vals, &to);
   lua_newtable(L);
+  if (limit == 0 && !lua_isnoneornil(L, 5)) return 1; /* limit = 0: no row (the core's 0 is no limit) */
   collect c = { L, r, 0 };
   if (rn_index_range(r->rel, &from, &to, (uint64_t)offset, (uint64_t)limit, collect_row, &c))
     return rn_lua_raise(L, r->lp);

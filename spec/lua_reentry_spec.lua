@@ -135,7 +135,7 @@ describe("a row lent to a mapper or joiner", function()
     end,
     -- stats counts LMDB entries: the write-back layer is flushed first
     ["stats and an index's range"] = function(t, u, j, p, idx)
-      return p:stats().state.t + #idx:_range(nil, nil, 0, 0)
+      return p:stats().state.t + #idx:_range(nil, nil, 0, nil)
     end,
     ["scan of the join that keeps the rows it is given"] = function(t, u, j)
       local kept = {}
@@ -437,7 +437,7 @@ describe("a finalizer that closes the pipeline while runnel reads it", function(
     scan = "t:scan(function() n = n + 1 bombs() end)",
     get = "for i = 1, 60 do if t:get(i) then n = n + 1 end bombs() end",
     ["rows of a filter (a scan)"] = "for _ in f:rows() do n = n + 1 bombs() end",
-    ["an index's range"] = "for _ = 1, 20 do bombs() n = #idx:_range(nil, nil, 0, 0) end",
+    ["an index's range"] = "for _ = 1, 20 do bombs() n = #idx:_range(nil, nil, 0, nil) end",
     -- a finalizer reading the row lent to a mapper while the mapper reads t
     ["a lent row"] = [[p:table("u", { {"uid","int"}, key = "uid" })
       t:join(p:relation("u"), { kind = "left", mapper = function(r)

@@ -582,7 +582,7 @@ local function check_index(ctx, st, name, idx, list, order)
     for _, e in ipairs(list) do
       if (not from or bound_cmp(e.row, from, order) >= 0) and (not to or bound_cmp(e.row, to, order) <= 0) then
         if skipped < (offset or 0) then skipped = skipped + 1
-        elseif not limit or limit == 0 or #want < limit then want[#want + 1] = name ~= "ix2" and e.row.id or ser(e.row, { "x", "y" }) end
+        elseif not limit or #want < limit then want[#want + 1] = name ~= "ix2" and e.row.id or ser(e.row, { "x", "y" }) end
       end
     end
     local function arg(b) if b and #b == 1 and rng.chance(50) then return b[1] end return b end

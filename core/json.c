@@ -303,12 +303,38 @@ int rn_float_text(char *buf, size_t cap, double d)
   return snprintf(buf, cap, "%s", text);
 }
 
+/* s after the off bytes of buf, cut to end within cap. */
+static void put_text(char *buf, size_t cap, size_t *off, const char *s)
+{
+  if (*off + 1 >= cap) return;
+  int n = snprintf(buf + *off, cap - *off, "%s", s);
+  if (n > 0) *off = *off + (size_t)n < cap ? *off + (size_t)n : cap - 1;
+}
+
 int rn_object_text(char *buf, size_t cap, const msgpack_object *v)
 {
   if (!cap) return 0;
   if (v->type == MSGPACK_OBJECT_FLOAT32 || v->type == MSGPACK_OBJECT_FLOAT64) {
     int n = rn_float_text(buf, cap, v->via.f64);
     return n < 0 ? 0 : (size_t)n < cap ? n : (int)strlen(buf);
+  }
+  if (v->type == MSGPACK_OBJECT_ARRAY || v->type == MSGPACK_OBJECT_MAP) { /* as msgpack-c, its floats as above */
+    bool map = v->type == MSGPACK_OBJECT_MAP;
+    uint32_t n = map ? v->via.map.size : v->via.array.size;
+    size_t off = 0;
+    buf[0] = '\0';
+    put_text(buf, cap, &off, map ? "{" : "[");
+    for (uint32_t i = 0; i < n && off + 1 < cap; i++) {
+      if (i) put_text(buf, cap, &off, ", ");
+      if (map) {
+        off += (size_t)rn_object_text(buf + off, cap - off, &v->via.map.ptr[i].key);
+        put_text(buf, cap, &off, "=>");
+      }
+      if (off + 1 < cap)
+        off += (size_t)rn_object_text(buf + off, cap - off, map ? &v->via.map.ptr[i].val : &v->via.array.ptr[i]);
+    }
+    put_text(buf, cap, &off, map ? "}" : "]");
+    return (int)off;
   }
   memset(buf, 0, cap); /* whatever msgpack-c leaves unended ends at the first byte it did not write */
   if (cap > 1) msgpack_object_print_buffer(buf, cap - 1, *v);

@@ -48,8 +48,9 @@ const char *rn_json_quote(char *buf, size_t cap, const char *s, size_t len);
 
 /* msgpack_object_print_buffer(buf, cap, *v), always ended by NUL within
  * cap: msgpack-c leaves a buffer that a string's printable bytes fill
- * unended, and a message made of it read past it. A float is written by
- * rn_float_text (msgpack-c writes %f: 1.500000, 300 digits for 1e300).
+ * unended, and a message made of it read past it. A float, in a list or
+ * a map too, is written by rn_float_text (msgpack-c writes %f: 1.500000,
+ * 300 digits for 1e300).
  * The length written. */
 int rn_object_text(char *buf, size_t cap, const msgpack_object *v);
 

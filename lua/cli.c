@@ -487,9 +487,15 @@ static bool run_opts_fit(const run_opts *o)
  * Lua's os.exit(code) closed nothing: those groups, which p:seq() had
  * counted, were lost (the REPL's os.exit closes its pipelines too).
  * os.exit(code, false) still ends at once, as a crash would. */
-static const char EXIT_CLOSES[] =
-  "local exit = os.exit\n"
-  "function os.exit(code, close) if close == nil then close = true end return exit(code, close) end\n";
+static int exit_closing(lua_State *L)
+{
+  /* Lua's os_exit, in C so that a bad code is said at the script's line
+   * (a Lua wrapper's "bad argument" named the wrapper's chunk instead) */
+  int status = lua_isboolean(L, 1) ? (lua_toboolean(L, 1) ? EXIT_SUCCESS : EXIT_FAILURE)
+                                   : (int)luaL_optinteger(L, 1, EXIT_SUCCESS);
+  if (lua_isnoneornil(L, 2) || lua_toboolean(L, 2)) lua_close(L);
+  exit(status);
+}
 
 /* runnel run [OPTIONS] FILE [ARGS…]: runnel's own options may come before
  * or after FILE; "--" ends them (what follows goes to the script as it is). */
@@ -542,10 +548,12 @@ static int run_script(lua_State *L, int argc, char **argv, int first)
     lua_rawseti(L, -2, i + 1);
   }
   lua_setglobal(L, "arg");
-  if (luaL_dostring(L, EXIT_CLOSES) != LUA_OK) {
-    fprintf(stderr, "runnel: %s\n", lua_tostring(L, -1));
-    return 1;
+  lua_getglobal(L, "os");
+  if (lua_istable(L, -1)) {
+    lua_pushcfunction(L, exit_closing);
+    lua_setfield(L, -2, "exit");
   }
+  lua_pop(L, 1);
   lua_pushcfunction(L, o.traceback ? traceback_handler : message_handler);
   int handler = lua_gettop(L);
   if (luaL_loadfile(L, script_stdin ? NULL : argv[file]) != LUA_OK) {

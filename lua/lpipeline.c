@@ -112,6 +112,13 @@ static int l_gc(lua_State *L)
   lpipe *lp = luaL_checkudata(L, 1, RN_PIPELINE_MT);
   int rc = close_pipe(L, lp, lost, sizeof lost);
   if (rc > 0) fprintf(stderr, "runnel: %s\n", lost);
+  if (rc < 0 && lp->p->carried) { /* the process ends with them uncommitted: said, as a close's loss is */
+    uint64_t seq = lp->p->seq, durable = seq - lp->p->carried;
+    fprintf(stderr, "runnel: %s: groups %llu to %llu, carried in LMDB's open transaction (sync = false), are lost: "
+            "the Lua state closed inside a callback (os.exit in it), where the pipeline cannot be closed; the "
+            "state holds group %llu\n", lp->p->store.path, (unsigned long long)durable + 1, (unsigned long long)seq,
+            (unsigned long long)durable);
+  }
   if (rc < 0) rn_store_remove_temp(&lp->p->store);
   return 0;
 }

@@ -200,9 +200,9 @@ end
 
 --- p:batch(fn, …): fn runs inside one group; an error rolls it back and is raised again.
 -- The group is the batch's: p:begin(), p:commit(), p:rollback() and p:run()
--- inside fn are refused (fn raises to roll it back), and so is a change
--- after an error fn caught rolled the group back, so that no part of fn's
--- changes is committed while batch raises.
+-- inside fn are refused (fn raises to roll it back), and so is a change,
+-- a declaration, a sink or a drop after an error fn caught rolled the
+-- group back, so that no part of fn's work is committed while batch raises.
 local core_commit, core_rollback = Pipeline.commit, Pipeline.rollback
 
 -- p:batch's work, protected whole by batch: an error raised anywhere in it
@@ -266,6 +266,24 @@ function Pipeline:begin(...)
   check_pipeline(self, "begin")
   in_batch(self, "begin")
   return core_begin(self, ...)
+end
+-- What a group open refuses (a declaration, a sink, a drop) finds none
+-- open in fn after an error fn caught rolled the batch's group back: done,
+-- it would be committed on its own while the batch raises.
+local function batch_lost(p, what)
+  local e = extra[p]
+  if e and e.batches and e.batches > 0 and not p:in_group() then
+    raise(("%s: the group of p:batch(fn) was rolled back by an error fn caught; let that error raise out of fn "
+           .. "(this would be committed on its own)"):format(what))
+  end
+end
+for _, method in ipairs{ "_declare", "_filter", "_map", "_cdc", "_distinct", "_top", "_index", "_join", "_select",
+                         "_aggregate", "_lookup", "_drop" } do
+  local core_method = Pipeline[method]
+  Pipeline[method] = function(self, ...)
+    batch_lost(self, method:sub(2))
+    return core_method(self, ...)
+  end
 end
 function Pipeline:commit(...)
   check_pipeline(self, "commit")
@@ -883,6 +901,7 @@ end
 function Relation:sink(s, opts)
   check_relation(self, "sink")
   local p, ok, err = self:pipeline()
+  batch_lost(p, "sink") -- every kind of sink: one attached (runnel.ndjson …) too
   if type(s) == "function" then
     if opts ~= nil and type(opts) ~= "table" then raise("sink: options must be a table") end
     for k in pairs(opts or {}) do

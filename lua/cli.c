@@ -847,18 +847,23 @@ static int in_child(int (*fn)(void *ctx, bool forked), void (*killed)(void *ctx,
   int status, rc = 0;
   while (waitpid(child, &status, 0) < 0)
     if (errno != EINTR) { perror("runnel: waitpid"); rc = 1; break; }
+  /* held again until the child's leftovers are removed: a second Ctrl-C then ends runnel after, not amid, it */
+  sigprocmask(SIG_BLOCK, &stops, NULL);
   waited_child = 0; /* reaped: its pid may be another process's now */
   for (int i = 0; i < N_STOP_SIGNALS; i++) sigaction(STOP_SIGNALS[i], &old[i], NULL);
-  if (rc) return rc;
-  if (WIFSIGNALED(status) && killed) killed(ctx, child);
-  if (WIFSIGNALED(status) && crash_signal(WTERMSIG(status))) {
-    *crash = WTERMSIG(status);
-    return 1;
-  }
-  if (WIFSIGNALED(status)) { /* Ctrl-C, SIGTERM, SIGPIPE: end as the child did */
+  if (!rc && WIFSIGNALED(status) && killed) killed(ctx, child);
+  /* Ctrl-C, SIGTERM, SIGPIPE: end as the child did */
+  if (!rc && WIFSIGNALED(status) && !crash_signal(WTERMSIG(status))) {
     signal(WTERMSIG(status), SIG_DFL);
+    sigprocmask(SIG_SETMASK, &before, NULL);
     raise(WTERMSIG(status));
     return 128 + WTERMSIG(status);
+  }
+  sigprocmask(SIG_SETMASK, &before, NULL);
+  if (rc) return rc;
+  if (WIFSIGNALED(status)) {
+    *crash = WTERMSIG(status);
+    return 1;
   }
   return WIFEXITED(status) ? WEXITSTATUS(status) : 1;
 }

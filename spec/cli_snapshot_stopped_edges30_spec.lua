@@ -66,3 +66,51 @@ describe("runnel snapshot stopped while it copies", function()
     end)
   end
 end)
+
+-- A second signal while runnel removes what the stopped copy left (review
+-- 30RA): the handlers were put back before the removal, so a second
+-- Ctrl-C or kill then ended runnel amid it, leaving the partial copy. The
+-- stop signals are now held until the removal is done. An LD_PRELOAD shim
+-- makes the removal slow enough to be hit (pending without a compiler).
+describe("runnel snapshot stopped twice", function()
+  after_each(H.cleanup)
+
+  it("removes its partial copy before it ends", function()
+    local dir = H.tmpdir()
+    H.write(dir .. "/slow.c", [[
+#define _GNU_SOURCE
+#include <dlfcn.h>
+#include <string.h>
+#include <unistd.h>
+int unlink(const char *path)
+{
+  static int (*real)(const char *);
+  if (!real) real = (int (*)(const char *))dlsym(RTLD_NEXT, "unlink");
+  if (strstr(path, "data.mdb.copy-")) sleep(1); /* the removal of a stopped copy, slowed */
+  return real(path);
+}
+]])
+    local _, cerr, built = H.sh(("env -u LD_PRELOAD cc -shared -fPIC -o '%s/slow.so' '%s/slow.c' -ldl"):format(dir, dir))
+    if built ~= 0 then return pending("no C compiler for the shim: " .. cerr) end
+    big_state(dir .. "/st")
+    local preloaded = os.getenv("LD_PRELOAD") -- under make asan, libasan must come first
+    local pre = ("%s%s/slow.so"):format(preloaded and preloaded .. " " or "", dir)
+    local dest = dir .. "/copy"
+    for _ = 1, 3 do -- a copy that finished before the signal came is not a stop: taken again
+      H.sh(("rm -rf '%s'"):format(dest))
+      local out = H.sh(([[(
+LD_PRELOAD='%s' setsid %s snapshot '%s' '%s' & pid=$!
+n=0
+while ! ls '%s'/data.mdb.copy-* >/dev/null 2>&1 && [ $n -lt 6000 ]; do sleep 0.005; n=$((n+1)); done
+kill -TERM $pid; sleep 0.3; kill -TERM $pid
+wait $pid; echo "rc $?"
+ls -A '%s' 2>/dev/null)]]):format(pre, H.runnel_bin, dir .. "/st", dest, dest, dest))
+      local rc, left = out:match("^rc (%d+)\n(.*)$")
+      if rc ~= "0" then
+        assert.are.same({ "143", "" }, { rc, left })
+        return
+      end
+    end
+    error("no copy was stopped while it ran")
+  end)
+end)

@@ -512,6 +512,7 @@ RN_API int rn_jetstream_sink(rn_pipeline *p, rn_rel *rel, const rn_js_sink_opts 
   if (rn_store_forked(&p->store, &p->err)) return p->err.code; /* a child's use of its parent's LMDB */
   if (!rel || !o) return rn_err_set(&p->err, RN_EINVAL, "rn_jetstream_sink: %s is NULL", rel ? "o" : "rel");
   if (p->state != RN_IDLE) return rn_err_set(&p->err, RN_EMISUSE, "%s: sinks are added outside groups", rel->name);
+  if (rn_check_not_lookup(p, rel->name, "sink", rel)) return p->err.code; /* before connecting */
   if (!o->url || !o->subject || !*o->subject)
     return rn_err_set(&p->err, RN_EINVAL, "%s: jetstream: needs url and subject", rel->name);
   if (!publishable(o->subject))

@@ -1153,7 +1153,8 @@ static int check_fields(rn_pipeline *p, const rn_rel *rel, const char *verb_fiel
                         char state_id[33])
 {
   if (p->state != RN_IDLE) return rn_outbox_sink_check(p, rel, NULL); /* says sinks are added outside groups */
-  int rc = rn_ndjson_verb_clash(p, rel, verb_field);
+  int rc = rn_check_not_lookup(p, rel->name, "sink", rel); /* before a file is made */
+  if (!rc) rc = rn_ndjson_verb_clash(p, rel, verb_field);
   if (!rc) rc = rn_ndjson_id_clash(p, rel, verb_field, id_field);
   if (!rc && id_field) rc = rn_state_id(p, state_id);
   return rc;

@@ -1391,6 +1391,7 @@ static int add_sink(rn_outbox *ob, obsink *s)
 int rn_outbox_sink_check(rn_pipeline *p, const rn_rel *rel, const char *name)
 {
   if (p->state != RN_IDLE) return rn_err_set(&p->err, RN_EMISUSE, "%s: sinks are added outside groups", rel->name);
+  if (rn_check_not_lookup(p, rel->name, "sink", rel)) return p->err.code; /* durable sinks skip rn_sink_add's */
   rn_outbox *ob = p->outbox;
   uint64_t tag = name ? rn_hash64(name, strlen(name)) : 0;
   for (int i = 0; name && ob && i < ob->n; i++)

@@ -47,7 +47,9 @@ int rn_sink_add(rn_pipeline *p, rn_rel *rel, bool consolidate, rn_sink_fn on_cha
     if (free_ctx) free_ctx(ctx);
     return rn_err_set(&p->err, RN_EINVAL, "%s: the relation belongs to another pipeline", rel->name);
   }
-  if (rn_check_not_lookup(p, rel->name, "sink", rel)) {
+  /* a sink of the group's phases only (the JetStream source's keeper, on
+   * the first relation) reads no change: any relation holds it */
+  if (on_change && rn_check_not_lookup(p, rel->name, "sink", rel)) {
     if (free_ctx) free_ctx(ctx);
     return p->err.code;
   }

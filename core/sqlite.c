@@ -1661,6 +1661,7 @@ int rn_sqlite_sink(rn_pipeline *p, rn_rel *rel, const char *path, const char *ta
 {
   if (p->state != RN_IDLE) /* the marks are checked, and maybe repaired, outside groups */
     return rn_err_set(&p->err, RN_EMISUSE, "%s: sinks are added outside groups", rel->name);
+  if (rn_check_not_lookup(p, rel->name, "sink", rel)) return p->err.code; /* before the file or table is made */
   if (sqlite3_stricmp(table, "runnel_sinks") == 0) /* made as a mirror, it left no room for the marks (SINK-1) */
     return rn_err_set(&p->err, RN_EINVAL, "%s: sqlite: table \"%s\" in %s: runnel keeps its marks in runnel_sinks; "
                       "name another table", rel->name, table, path);

@@ -364,6 +364,7 @@ int rn_store_owner_check(rn_pipeline *p, MDB_txn *txn, const char *name)
 int rn_store_sink(rn_pipeline *p, rn_rel *rel, const char *name)
 {
   if (p->state != RN_IDLE) return rn_err_set(&p->err, RN_EMISUSE, "%s: stores are added outside groups", rel->name);
+  if (rn_check_not_lookup(p, rel->name, "sink", rel)) return p->err.code; /* before its description is written */
   size_t nlen = strlen(name);
   if (nlen > RN_NAME_MAX) /* it becomes the keys "S:" name and "st:" name */
     return rn_err_set(&p->err, RN_EINVAL, "%s: store name \"%.24s…\" is %zu bytes; the limit is %d", rel->name,

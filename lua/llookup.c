@@ -751,9 +751,12 @@ static int l_attached_range(lua_State *L)
   lua_Integer offset = 0, limit = 0;
   check_attached_opts(L, la, "range", RANGE_OPTS, &offset, &limit);
   spread_opts(L, "range"); /* limit at 5 */
-  rn_index_walk w = { .offset = (uint64_t)offset, .limit = (uint64_t)limit };
-  if (limit == 0 && !lua_isnil(L, 5)) lua_newtable(L); /* limit = 0: no row (the walk's 0 is no limit) */
-  else attached_walk(L, la, &w, true, false);
+  /* limit = 0: no row (the walk's 0 is no limit), its bounds still checked
+   * by the walk: one row, counted only */
+  bool none = limit == 0 && !lua_isnil(L, 5);
+  rn_index_walk w = { .offset = (uint64_t)offset, .limit = none ? 1 : (uint64_t)limit };
+  attached_walk(L, la, &w, !none, false);
+  if (none) lua_newtable(L);
   lua_pushinteger(L, 0);
   lua_pushcclosure(L, next_row, 2);
   return 1;

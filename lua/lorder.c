@@ -203,9 +203,11 @@ int rn_lua_index_range(lua_State *L)
   bound_at(L, r, 2, from_vals, &from);
   bound_at(L, r, 3, to_vals, &to);
   lua_newtable(L);
-  if (limit == 0 && !lua_isnoneornil(L, 5)) return 1; /* limit = 0: no row (the core's 0 is no limit) */
+  /* limit = 0: no row (the core's 0 is no limit), its bounds still checked
+   * by the core: a walk of one row, counted only */
+  bool none = limit == 0 && !lua_isnoneornil(L, 5);
   collect c = { L, r, 0 };
-  if (rn_index_range(r->rel, &from, &to, (uint64_t)offset, (uint64_t)limit, collect_row, &c))
+  if (rn_index_range(r->rel, &from, &to, (uint64_t)offset, none ? 1 : (uint64_t)limit, none ? NULL : collect_row, &c))
     return rn_lua_raise(L, r->lp);
   return 1;
 }

@@ -715,6 +715,7 @@ int rn_select_told(rn_rel *d, const int *stored, int n)
 int rn_declare_select(rn_pipeline *p, const char *name, rn_rel *in, const int *slots,
                       const char *const *names, int n, const int *key, int nkey, rn_rel **out)
 {
+  if (rn_check_not_lookup(p, name, "select", in)) return p->err.code; /* not "map", as it is declared */
   rn_schema *s = rn_select_schema(p, name, in->schema, slots, names, n, key, nkey);
   if (!s) return p->err.code;
   rn_select *sel = new_select(slots, n);

@@ -29,6 +29,9 @@ describe("a lookup as an input", function()
                  refusal("filter", function() local f = prices:filter(function() return true end); return f end))
     assert.equal("prices.map: " .. tail:format("map"),
                  refusal("map", function() local m = prices:map(function(r) return r end, { {"sku","int"} }); return m end))
+    -- a select is declared as a map, but is called what the user wrote (review 30RB: it said "no map")
+    assert.equal("prices.select: " .. tail:format("select"),
+                 refusal("select", function() local s = prices:select{ "sku" }; return s end))
     assert.equal("prices.top: " .. tail:format("top"),
                  refusal("top", function() local t = prices:top{ n = 1, order = { "price" } }; return t end))
     assert.equal("prices.index: " .. tail:format("index"),

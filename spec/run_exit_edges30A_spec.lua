@@ -14,12 +14,16 @@ local dir
 
 -- Runs body (after runnel's require) with `runnel run`, TMPDIR a fresh
 -- directory: its exit code, stdout, stderr and what TMPDIR then holds.
-local function run(body)
+-- in_callback: body exits inside a callback, with the pipeline open under
+-- the core's frames; what they held is unreachable at exit and
+-- LeakSanitizer (make asan) would count it, as exit_spec says.
+local function run(body, in_callback)
   local script = dir .. "/exit.lua"
   H.write(script, 'local runnel = require "runnel"\n' .. body)
   local tmp = dir .. "/tmp"
   assert(os.execute("mkdir -p '" .. tmp .. "'"))
-  local out, err, code = H.sh(("TMPDIR='%s' timeout 60 %s run '%s'"):format(tmp, H.runnel_bin, script))
+  local out, err, code = H.sh(("%sTMPDIR='%s' timeout 60 %s run '%s'")
+    :format(in_callback and "ASAN_OPTIONS=detect_leaks=0 " or "", tmp, H.runnel_bin, script))
   return code, out, err, H.sh(("ls '%s'"):format(tmp))
 end
 
@@ -111,7 +115,7 @@ describe("os.exit in a callback under runnel run (edges30RA)", function()
       local t = p:table("t", { {"id","int"}, key = "id" })
       t:sink(function(verb, row) if row.id == 3 then os.exit(7) end end)
       for id = 1, 3 do t:insert{ id = id } end
-    ]]):format(dir .. "/st"))
+    ]]):format(dir .. "/st"), true)
     assert.equal(7, code, err)
     assert.matches("groups 1 to 2, carried in LMDB's open transaction %(sync = false%), are lost", err)
     assert.matches("inside a callback", err)

@@ -13,11 +13,7 @@ local H = require "helper"
 
 describe("p:batch whose fn caught a change's error", function()
   local p, t, seen
-  local function ids()
-    local o = {}
-    for r in t:rows() do o[#o + 1] = r.id end
-    return table.concat(o, ",")
-  end
+  local function ids() return H.ids_text(t) end
   before_each(function()
     p = runnel.open()
     t = p:table("t", { {"id","int"}, key = "id" })

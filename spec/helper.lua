@@ -75,6 +75,13 @@ function H.sh(cmd, stdin)
   return slurp(out), slurp(err), ok and 0 or code
 end
 
+--- The ids (column id) of rel's rows in its order, joined by commas: "1,2".
+function H.ids_text(rel)
+  local o = {}
+  for r in rel:rows() do o[#o + 1] = r.id end
+  return table.concat(o, ",")
+end
+
 --- Writes text to path (replacing it).
 function H.write(path, text)
   local f = assert(io.open(path, "w"))

@@ -26,7 +26,8 @@ typedef int (*rn_index_fn)(void *ctx, uint64_t id, const char *row, size_t len);
 
 /* Calls fn for the rows from `from` to `to` in index order, skipping the
  * first offset, at most limit of them (0: no limit; fn NULL: they are only
- * counted, the bounds still checked). Reads the open group's writes inside one. O(log rows + offset + rows returned). */
+ * counted, the bounds still checked). Reads the open group's writes inside
+ * one. O(log rows + offset + rows returned). */
 int rn_index_range(rn_rel *ix, rn_index_bound *from, rn_index_bound *to, uint64_t offset, uint64_t limit,
                    rn_index_fn fn, void *ctx);
 /* *count: the rows from `from` to `to`. O(log rows + count). */
